@@ -1,0 +1,27 @@
+import { Module } from '@nestjs/common';
+import { ConfigModule } from '@nestjs/config';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
+import { LoggingModule } from './common/logging/logging.module';
+import { createValidationPipe } from './common/validation/validation.pipe';
+import { configLoaders } from './config';
+import { DatabaseModule } from './database/database.module';
+import { HealthModule } from './health/health.module';
+import { RedisModule } from './redis/redis.module';
+import { VocabulariesModule } from './vocabularies/vocabularies.module';
+
+@Module({
+  imports: [
+    ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
+    LoggingModule,
+    DatabaseModule,
+    RedisModule,
+    HealthModule,
+    VocabulariesModule,
+  ],
+  providers: [
+    { provide: APP_FILTER, useClass: AllExceptionsFilter },
+    { provide: APP_PIPE, useFactory: createValidationPipe },
+  ],
+})
+export class AppModule {}

@@ -1,0 +1,16 @@
+import { ConfigService } from '@nestjs/config';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { Logger } from 'nestjs-pino';
+import type { Logger as Pino } from 'pino';
+import { configureHttp } from './common/http/configure-http';
+import { ROOT_LOGGER } from './common/logging/root-logger';
+import { setupOpenApi } from './common/openapi/setup-openapi';
+import type { AppConfig } from './config/app.config';
+
+/** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
+export function setupApp(app: NestExpressApplication): void {
+  app.useLogger(app.get(Logger));
+  const { trustProxy } = app.get(ConfigService).getOrThrow<AppConfig>('app');
+  configureHttp(app, app.get<Pino>(ROOT_LOGGER), trustProxy);
+  setupOpenApi(app);
+}

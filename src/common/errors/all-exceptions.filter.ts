@@ -1,0 +1,112 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { newRequestId, REQUEST_ID_HEADER, requestIdOf } from '../http/request-id';
+import { AppError } from './app-error';
+
+const DEFAULT_CODES: Record<number, string> = {
+  400: 'validation_failed',
+  401: 'unauthenticated',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'unprocessable_entity',
+  429: 'rate_limited',
+  503: 'service_unavailable',
+};
+
+interface ErrorResponse {
+  status: number;
+  body: { error: Record<string, unknown> };
+  headers?: Record<string, string>;
+}
+
+/**
+ * Writes the error envelope of the API contract (§4) for everything thrown anywhere in a request.
+ * Unexpected errors become 500 `internal_error`; their details go to the request's log line
+ * (with the request id), never to the response.
+ */
+@Catch()
+export class AllExceptionsFilter implements ExceptionFilter {
+  constructor(private readonly adapterHost: HttpAdapterHost) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const http = host.switchToHttp();
+    const request = http.getRequest<IncomingMessage>();
+    const response = http.getResponse<ServerResponse & { err?: Error }>();
+    let requestId = requestIdOf(request);
+    if (!requestId) {
+      requestId = newRequestId();
+      if (!response.headersSent) response.setHeader(REQUEST_ID_HEADER, requestId);
+    }
+
+    const { status, body, headers } = this.toErrorResponse(exception, requestId);
+    if (status >= 500 && !(exception instanceof AppError)) {
+      // pino-http puts `res.err` on the request's single log line.
+      response.err = exception as Error;
+    }
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
+    for (const [name, value] of Object.entries(headers ?? {})) response.setHeader(name, value);
+    this.adapterHost.httpAdapter.reply(response, body, status);
+  }
+
+  private toErrorResponse(exception: unknown, requestId: string): ErrorResponse {
+    if (exception instanceof AppError) {
+      return {
+        status: exception.status,
+        headers: exception.headers,
+        body: {
+          error: {
+            status: exception.status,
+            code: exception.code,
+            message: exception.message,
+            request_id: requestId,
+            ...(exception.details ? { details: exception.details } : {}),
+            ...(exception.extra ?? {}),
+          },
+        },
+      };
+    }
+    if (exception instanceof HttpException) {
+      const status = exception.getStatus();
+      return {
+        status,
+        body: {
+          error: {
+            status,
+            code: DEFAULT_CODES[status] ?? (status >= 500 ? 'internal_error' : 'http_error'),
+            message: status >= 500 ? 'Internal server error' : publicMessage(exception),
+            request_id: requestId,
+          },
+        },
+      };
+    }
+    return {
+      status: HttpStatus.INTERNAL_SERVER_ERROR,
+      body: {
+        error: {
+          status: 500,
+          code: 'internal_error',
+          message: 'Internal server error',
+          request_id: requestId,
+        },
+      },
+    };
+  }
+}
+
+/** Nest's own exceptions carry safe messages ("Cannot GET /x"); anything else is summarised. */
+function publicMessage(exception: HttpException): string {
+  const response = exception.getResponse();
+  if (typeof response === 'string') return response;
+  const message = (response as { message?: unknown }).message;
+  if (typeof message === 'string') return message;
+  if (Array.isArray(message)) return message.map(String).join('; ');
+  return exception.message;
+}

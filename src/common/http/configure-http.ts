@@ -1,0 +1,20 @@
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { Logger } from 'pino';
+import { createHttpLogger } from '../logging/http-logger';
+import { jsonBodyMiddleware } from './json-body.middleware';
+
+/**
+ * The Express-specific part of the app: kept in this one file so that changing the HTTP adapter
+ * is a local decision. Order matters: the request id and access log come before the body parser,
+ * so a malformed or oversized body is still logged and answered with an id.
+ */
+export function configureHttp(
+  app: NestExpressApplication,
+  logger: Logger,
+  trustProxy: boolean,
+): void {
+  app.disable('x-powered-by');
+  app.set('trust proxy', trustProxy);
+  app.use(createHttpLogger(logger));
+  app.use(jsonBodyMiddleware());
+}

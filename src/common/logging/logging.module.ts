@@ -1,0 +1,46 @@
+import { Global, Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { LoggerModule } from 'nestjs-pino';
+import type { DestinationStream, Logger } from 'pino';
+import type { AppConfig } from '../../config/app.config';
+import {
+  createRootLogger,
+  createStdoutDestination,
+  LOG_DESTINATION,
+  ROOT_LOGGER,
+} from './root-logger';
+
+/** Owns the process's single pino instance and its destination. */
+@Module({
+  providers: [
+    // Tests override this token to read the lines the app writes.
+    { provide: LOG_DESTINATION, useFactory: createStdoutDestination },
+    {
+      provide: ROOT_LOGGER,
+      inject: [ConfigService, LOG_DESTINATION],
+      useFactory: (config: ConfigService, destination: DestinationStream) =>
+        createRootLogger(config.getOrThrow<AppConfig>('app').logLevel, destination),
+    },
+  ],
+  exports: [ROOT_LOGGER],
+})
+export class RootLoggerModule {}
+
+/**
+ * JSON logs through pino. The HTTP middleware (request id + access line) is mounted first of all
+ * in app.setup.ts, so even requests refused by the body parser are logged; nestjs-pino runs in
+ * `useExisting` mode and exposes that same request-bound logger to Nest and to services.
+ */
+@Global()
+@Module({
+  imports: [
+    RootLoggerModule,
+    LoggerModule.forRootAsync({
+      imports: [RootLoggerModule],
+      inject: [ROOT_LOGGER],
+      useFactory: (logger: Logger) => ({ pinoHttp: { logger }, useExisting: true }),
+    }),
+  ],
+  exports: [RootLoggerModule, LoggerModule],
+})
+export class LoggingModule {}

@@ -1,0 +1,44 @@
+import pino, { DestinationStream, Logger } from 'pino';
+
+export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
+export const LOG_DESTINATION = Symbol('LOG_DESTINATION');
+
+/**
+ * Paths removed from every log line, whatever logs them: credentials, secrets and personal
+ * data that must never reach stdout.
+ */
+export const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["stripe-signature"]',
+  'res.headers["set-cookie"]',
+  '*.password',
+  '*.new_password',
+  '*.token',
+  '*.access_token',
+  '*.id_token',
+  '*.key',
+  '*.api_key',
+  '*.secret',
+  '*.client_secret',
+  '*.authorization',
+];
+
+/** Stdout without blocking the event loop on every line; flushed when the process exits. */
+export function createStdoutDestination(): DestinationStream {
+  return pino.destination({ fd: 1, sync: false, minLength: 4096 });
+}
+
+export function createRootLogger(level: string, destination: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'personality-api' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      messageKey: 'msg',
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination,
+  );
+}

@@ -1,0 +1,35 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Max, MaxLength, Min, MinLength } from 'class-validator';
+
+/** `?limit=` and `?starting_after=` of every list (Stripe-style cursor paging). */
+export class ListQueryDto {
+  /** How many items to return. */
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit?: number;
+
+  /** The id (cursor) of the last item of the previous page. */
+  @ApiPropertyOptional()
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(256)
+  starting_after?: string;
+}
+
+export const DEFAULT_PAGE_SIZE = 20;
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+}
+
+/** Given up to `limit + 1` rows fetched in order, answers the page and whether more follow. */
+export function toPage<Row, Item>(rows: Row[], limit: number, map: (row: Row) => Item): Page<Item> {
+  return { data: rows.slice(0, limit).map(map), has_more: rows.length > limit };
+}

@@ -1,0 +1,50 @@
+import { registerAs } from '@nestjs/config';
+import { Transform } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsUrl, Max, Min } from 'class-validator';
+import { toBoolean, toNumber, validateEnv } from './validate-env';
+
+class AppEnv {
+  @IsOptional()
+  @IsIn(['development', 'production', 'test'])
+  NODE_ENV?: string;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
+  PORT?: number;
+
+  @IsOptional()
+  @IsUrl({ require_tld: false, require_protocol: true, protocols: ['http', 'https'] })
+  APP_PUBLIC_URL?: string;
+
+  @IsOptional()
+  @Transform(toBoolean)
+  @IsBoolean()
+  TRUST_PROXY?: boolean;
+
+  @IsOptional()
+  @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+  LOG_LEVEL?: string;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(0)
+  SHUTDOWN_TIMEOUT_MS?: number;
+}
+
+export const appConfig = registerAs('app', () => {
+  const env = validateEnv(AppEnv);
+  return {
+    nodeEnv: env.NODE_ENV ?? 'development',
+    port: env.PORT ?? 3000,
+    publicUrl: (env.APP_PUBLIC_URL ?? 'http://localhost:3000').replace(/\/+$/, ''),
+    trustProxy: env.TRUST_PROXY ?? false,
+    logLevel: env.LOG_LEVEL ?? 'info',
+    shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS ?? 10_000,
+  };
+});
+
+export type AppConfig = ReturnType<typeof appConfig>;

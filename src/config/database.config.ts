@@ -1,0 +1,24 @@
+import { registerAs } from '@nestjs/config';
+import { Transform } from 'class-transformer';
+import { IsInt, IsOptional, Matches, Max, Min } from 'class-validator';
+import { toNumber, validateEnv } from './validate-env';
+
+class DatabaseEnv {
+  // main.ts starts the embedded PostgreSQL and sets this before the app reads it.
+  @Matches(/^postgres(ql)?:\/\//, { message: 'DATABASE_URL must be a postgres:// URL' })
+  DATABASE_URL: string;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(200)
+  DATABASE_POOL_SIZE?: number;
+}
+
+export const databaseConfig = registerAs('database', () => {
+  const env = validateEnv(DatabaseEnv);
+  return { url: env.DATABASE_URL, poolSize: env.DATABASE_POOL_SIZE ?? 10 };
+});
+
+export type DatabaseConfig = ReturnType<typeof databaseConfig>;

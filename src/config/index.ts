@@ -1,0 +1,20 @@
+import { appConfig } from './app.config';
+import { authConfig } from './auth.config';
+import { billingConfig } from './billing.config';
+import { databaseConfig } from './database.config';
+import { endUsersConfig } from './end-users.config';
+import { mailConfig } from './mail.config';
+import { rateLimitConfig } from './rate-limit.config';
+import { redisConfig } from './redis.config';
+
+/** Every configuration concern, loaded and validated together at start-up. */
+export const configLoaders = [
+  appConfig,
+  databaseConfig,
+  redisConfig,
+  authConfig,
+  mailConfig,
+  rateLimitConfig,
+  billingConfig,
+  endUsersConfig,
+];

@@ -1,0 +1,44 @@
+import { appConfig } from './app.config';
+import { authConfig } from './auth.config';
+import { databaseConfig } from './database.config';
+
+describe('configuration validation', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    process.env = { ...saved };
+  });
+
+  it('names the variable when a value is bad', () => {
+    process.env.PORT = 'eighty';
+    expect(() => appConfig()).toThrow(/PORT/);
+  });
+
+  it('requires DATABASE_URL to be a postgres URL', () => {
+    process.env.DATABASE_URL = 'mysql://localhost/x';
+    expect(() => databaseConfig()).toThrow(/DATABASE_URL/);
+  });
+
+  it('requires JWT_SECRET in production only', () => {
+    delete process.env.JWT_SECRET;
+    process.env.NODE_ENV = 'production';
+    expect(() => authConfig()).toThrow(/JWT_SECRET/);
+    process.env.NODE_ENV = 'development';
+    expect(authConfig().jwtSecret.length).toBeGreaterThanOrEqual(32);
+  });
+
+  it('refuses a malformed SSO_PROVIDERS with the entry named', () => {
+    process.env.SSO_PROVIDERS =
+      '[{"id":"acme","issuer":"https://idp","audience":"x","jwks_uri":"not a url"}]';
+    expect(() => authConfig()).toThrow(/SSO_PROVIDERS\[0\]\.jwks_uri/);
+  });
+
+  it('applies documented defaults', () => {
+    delete process.env.PORT;
+    delete process.env.APP_PUBLIC_URL;
+    expect(appConfig()).toMatchObject({
+      port: 3000,
+      publicUrl: 'http://localhost:3000',
+      trustProxy: false,
+    });
+  });
+});

@@ -1,0 +1,32 @@
+import { join } from 'node:path';
+import type { DataSourceOptions } from 'typeorm';
+
+export interface DatabaseConnectionSettings {
+  url: string;
+  poolSize?: number;
+}
+
+/**
+ * The one source of TypeORM options, used by the app (TypeOrmModule) and by the TypeORM CLI
+ * (ormconfig.ts). The schema is migrations only.
+ */
+export function buildDataSourceOptions(settings: DatabaseConnectionSettings): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url: settings.url,
+    entities: [join(__dirname, '..', '**', '*.entity.{ts,js}')],
+    migrations: [join(__dirname, 'migrations', '*.{ts,js}')],
+    migrationsTableName: 'typeorm_migrations',
+    // The app runs them itself under an advisory lock (see database.module.ts).
+    migrationsRun: false,
+    synchronize: false,
+    logging: ['error', 'warn', 'migration'],
+    extra: {
+      max: settings.poolSize ?? 10,
+      // Fail fast when the database is unreachable, so readiness reports it instead of hanging.
+      connectionTimeoutMillis: 5_000,
+      idleTimeoutMillis: 30_000,
+      application_name: 'personality-api',
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import { Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import type { DatabaseConfig } from '../config/database.config';
+import { buildDataSourceOptions } from './data-source-options';
+import { runMigrationsExclusively } from './run-migrations';
+import { TypeOrmPinoLogger } from './typeorm-pino-logger';
+
+@Module({
+  imports: [
+    TypeOrmModule.forRootAsync({
+      inject: [ConfigService, ROOT_LOGGER],
+      useFactory: (config: ConfigService, logger: Logger) => ({
+        ...buildDataSourceOptions(config.getOrThrow<DatabaseConfig>('database')),
+        logger: new TypeOrmPinoLogger(logger),
+        // Pool errors (a dropped connection) are expected while the database is away; the pool
+        // reconnects and readiness reports it.
+        logging: ['error', 'warn', 'migration'],
+        // Modules register their entities with forFeature; the glob is for the CLI only.
+        entities: [],
+        autoLoadEntities: true,
+        // Fail start-up at once with the real error instead of retrying for half a minute.
+        retryAttempts: 0,
+      }),
+      dataSourceFactory: async (options) => {
+        const dataSource = await new DataSource(options!).initialize();
+        await runMigrationsExclusively(dataSource);
+        return dataSource;
+      },
+    }),
+  ],
+})
+export class DatabaseModule {}

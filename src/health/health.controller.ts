@@ -1,0 +1,81 @@
+import { Controller, Get, Inject } from '@nestjs/common';
+import {
+  ApiOkResponse,
+  ApiOperation,
+  ApiServiceUnavailableResponse,
+  ApiTags,
+} from '@nestjs/swagger';
+import {
+  HealthCheck,
+  HealthCheckService,
+  HealthIndicatorService,
+  TypeOrmHealthIndicator,
+} from '@nestjs/terminus';
+import { Public } from '../common/auth/auth.decorators';
+import { AppError } from '../common/errors/app-error';
+import { ErrorEnvelopeDto } from '../common/errors/error-envelope';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+
+const CHECK_TIMEOUT_MS = 1_500;
+
+@ApiTags('health')
+@Public()
+@Controller('health')
+export class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly database: TypeOrmHealthIndicator,
+    private readonly indicators: HealthIndicatorService,
+    @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
+  ) {}
+
+  @Get('live')
+  @ApiOperation({ summary: 'Liveness: the process answers' })
+  @ApiOkResponse({ schema: { example: { status: 'ok' } } })
+  live() {
+    return { status: 'ok' };
+  }
+
+  @Get('ready')
+  @HealthCheck({ swaggerDocumentation: false })
+  @ApiOperation({
+    summary: 'Readiness: the database answers',
+    description:
+      'Redis (when REDIS_URL is set) is reported but does not fail readiness: rate limits fall back to in-process buckets while it is away.',
+  })
+  @ApiOkResponse({ schema: { example: { status: 'ok', checks: { database: { status: 'up' } } } } })
+  @ApiServiceUnavailableResponse({
+    description: 'The database is unreachable (`not_ready`)',
+    type: ErrorEnvelopeDto,
+  })
+  async ready() {
+    const checks: Record<string, { status: string; message?: string }> = {};
+    try {
+      const result = await this.health.check([
+        () => this.database.pingCheck('database', { timeout: CHECK_TIMEOUT_MS }),
+      ]);
+      Object.assign(checks, result.details);
+    } catch {
+      throw new AppError('not_ready', 503, 'The database is unreachable', undefined, undefined, {
+        checks: { database: { status: 'down' } },
+      });
+    }
+    if (this.redis) checks.redis = await this.redisCheck(this.redis);
+    return { status: checks.redis?.status === 'down' ? 'degraded' : 'ok', checks };
+  }
+
+  private async redisCheck(redis: NonNullable<RedisClient>) {
+    const session = this.indicators.check('redis');
+    try {
+      await Promise.race([
+        redis.ping(),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS).unref(),
+        ),
+      ]);
+      return session.up().redis;
+    } catch {
+      return { status: 'down', message: 'Redis unreachable: rate limits use in-process buckets' };
+    }
+  }
+}

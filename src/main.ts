@@ -1,0 +1,65 @@
+import { ConfigService } from '@nestjs/config';
+import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { Logger } from 'pino';
+import { AppModule } from './app.module';
+import { setupApp } from './app.setup';
+import { ROOT_LOGGER } from './common/logging/root-logger';
+import type { AppConfig } from './config/app.config';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
+
+async function bootstrap(): Promise<void> {
+  let embedded: EmbeddedPostgresHandle | undefined;
+  if (!process.env.DATABASE_URL) {
+    embedded = await startEmbeddedPostgres({
+      dataDir: process.env.EMBEDDED_PG_DATA_DIR ?? '.data/postgres',
+      port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
+    });
+    process.env.DATABASE_URL = embedded.url;
+  }
+
+  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
+    bodyParser: false,
+    bufferLogs: true,
+    abortOnError: false,
+  });
+  setupApp(app);
+  const logger = app.get<Logger>(ROOT_LOGGER);
+  const config = app.get(ConfigService).getOrThrow<AppConfig>('app');
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    setTimeout(() => {
+      logger.error('shutdown timed out');
+      logger.flush();
+      process.exit(1);
+    }, config.shutdownTimeoutMs).unref();
+    await app.close();
+    await embedded?.stop();
+    logger.info('stopped');
+    logger.flush(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  await app.listen(config.port);
+  logger.info(
+    {
+      port: config.port,
+      database: embedded
+        ? `embedded (${embedded.url.replace(/:[^:@/]+@/, ':***@')})`
+        : 'DATABASE_URL',
+    },
+    'listening',
+  );
+}
+
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(
+    `Start-up failed: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  process.exit(1);
+});

@@ -1,0 +1,13 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { EmotionVocabulary } from './entities/emotion-vocabulary.entity';
+import { VocabulariesController } from './vocabularies.controller';
+import { VocabulariesService } from './vocabularies.service';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([EmotionVocabulary])],
+  controllers: [VocabulariesController],
+  providers: [VocabulariesService],
+  exports: [VocabulariesService],
+})
+export class VocabulariesModule {}

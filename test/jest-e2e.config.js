@@ -1,0 +1,26 @@
+/**
+ * E2E specs: the app built from AppModule over HTTP (supertest) on a real PostgreSQL: the
+ * machine's when DATABASE_URL is set, else an embedded one. Each run gets a fresh database.
+ */
+module.exports = {
+  rootDir: '..',
+  testRegex: 'test/.*\\.e2e-spec\\.ts$',
+  moduleFileExtensions: ['js', 'json', 'ts'],
+  transform: {
+    '^.+\\.ts$': [
+      'ts-jest',
+      {
+        diagnostics: false,
+        tsconfig: { module: 'commonjs', moduleResolution: 'node' },
+        // The swagger CLI plugin, so DTO schemas in the e2e app match the built app's.
+        astTransformers: { before: ['<rootDir>/test/support/swagger-plugin.js'] },
+      },
+    ],
+  },
+  testEnvironment: 'node',
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  // One app at a time: the specs share one database and a 2-core machine.
+  maxWorkers: 1,
+  testTimeout: 60_000,
+};

@@ -1,0 +1,30 @@
+import type { Response } from 'supertest';
+
+export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** Every response carries a fresh ULID X-Request-Id; error bodies repeat it. */
+export function expectRequestId(response: Response): string {
+  const id = response.headers['x-request-id'];
+  expect(id).toMatch(ULID);
+  if (response.status >= 400 && response.body?.error) {
+    expect(response.body.error.request_id).toBe(id);
+  }
+  return id;
+}
+
+/** Asserts the error envelope of the API contract (§4) with this status and code. */
+export function expectError(response: Response, status: number, code: string): void {
+  expect({ status: response.status, code: response.body?.error?.code }).toEqual({ status, code });
+  expect(response.body.error).toEqual(
+    expect.objectContaining({
+      status,
+      code,
+      message: expect.any(String),
+      request_id: expect.any(String),
+    }),
+  );
+  expectRequestId(response);
+  const body = JSON.stringify(response.body);
+  expect(body).not.toMatch(/\bat .+\.(ts|js):\d+/); // no stack frames
+  expect(body).not.toMatch(/QueryFailedError|TypeORMError|SELECT |INSERT INTO/);
+}

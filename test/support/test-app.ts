@@ -1,0 +1,82 @@
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { Test, TestingModuleBuilder } from '@nestjs/testing';
+import type { Server } from 'node:http';
+import request from 'supertest';
+import { AppModule } from '../../src/app.module';
+import { setupApp } from '../../src/app.setup';
+import { LOG_DESTINATION } from '../../src/common/logging/root-logger';
+
+/** Collects the JSON lines the app logs, so specs can assert on them. */
+export class LogCapture {
+  readonly raw: string[] = [];
+
+  write(chunk: string): void {
+    this.raw.push(...chunk.split('\n').filter((line) => line.length > 0));
+  }
+
+  entries(): Array<Record<string, unknown>> {
+    return this.raw.map((line) => JSON.parse(line) as Record<string, unknown>);
+  }
+
+  forRequest(requestId: string): Array<Record<string, unknown>> {
+    return this.entries().filter((entry) => entry.requestId === requestId);
+  }
+
+  text(): string {
+    return this.raw.join('\n');
+  }
+}
+
+export interface TestApp {
+  app: NestExpressApplication;
+  server: Server;
+  logs: LogCapture;
+  http: () => ReturnType<typeof request>;
+  close: () => Promise<void>;
+}
+
+export interface TestAppOptions {
+  /** Environment variables for this app only (restored after it is built). */
+  env?: Record<string, string | undefined>;
+  /** Test-only modules mounted beside AppModule (e.g. a route that throws). */
+  imports?: Array<new (...args: never[]) => unknown>;
+  /** Further provider overrides (e.g. a clock); the e2e app is otherwise the production one. */
+  override?: (builder: TestingModuleBuilder) => TestingModuleBuilder;
+}
+
+/** Builds the app exactly as main.ts does (AppModule + setupApp), on the run's database. */
+export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const saved = new Map<string, string | undefined>();
+  for (const [name, value] of Object.entries(options.env ?? {})) {
+    saved.set(name, process.env[name]);
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+  try {
+    const logs = new LogCapture();
+    let builder = Test.createTestingModule({ imports: [AppModule, ...(options.imports ?? [])] })
+      .overrideProvider(LOG_DESTINATION)
+      .useValue(logs);
+    if (options.override) builder = options.override(builder);
+    const moduleRef = await builder.compile();
+    const app = moduleRef.createNestApplication<NestExpressApplication>({
+      bodyParser: false,
+      logger: false,
+    });
+    setupApp(app);
+    await app.init();
+    const server = app.getHttpServer();
+    return {
+      app,
+      server,
+      logs,
+      http: () => request(server),
+      close: () => app.close(),
+    };
+  } finally {
+    for (const [name, value] of saved) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
