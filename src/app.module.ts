@@ -1,12 +1,15 @@
 import { Module } from '@nestjs/common';
 import { ConfigModule } from '@nestjs/config';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { ApiKeysModule } from './api-keys/api-keys.module';
+import { AuthModule } from './auth/auth.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
 import { LoggingModule } from './common/logging/logging.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
+import { OrganizationsModule } from './organizations/organizations.module';
 import { RedisModule } from './redis/redis.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 
@@ -17,6 +20,9 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     DatabaseModule,
     RedisModule,
     HealthModule,
+    AuthModule,
+    OrganizationsModule,
+    ApiKeysModule,
     VocabulariesModule,
   ],
   providers: [

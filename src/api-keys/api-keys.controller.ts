@@ -1,0 +1,61 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  ParseUUIDPipe,
+  Post,
+  Query,
+} from '@nestjs/common';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { ApiKeysService } from './api-keys.service';
+import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto';
+
+const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('API key') });
+
+@ApiTags('api-keys')
+@Scopes('admin')
+@Controller('v1/api-keys')
+export class ApiKeysController {
+  constructor(private readonly apiKeys: ApiKeysService) {}
+
+  @Post()
+  @HttpCode(201)
+  @ApiOperation({ summary: 'Creates an API key; the full key is in this response only' })
+  @ApiCreatedResponse({ type: CreatedApiKeyDto })
+  @ApiErrors(400)
+  create(
+    @Caller() caller: CallerContext,
+    @Body() body: CreateApiKeyDto,
+  ): Promise<CreatedApiKeyDto> {
+    return this.apiKeys.create(caller, body);
+  }
+
+  @Get()
+  @ApiOperation({ summary: "The organization's active API keys, without the keys themselves" })
+  @ApiPage(ApiKeyDto)
+  @ApiErrors(400)
+  list(@Caller() caller: CallerContext, @Query() query: ListQueryDto): Promise<Page<ApiKeyDto>> {
+    return this.apiKeys.list(
+      caller.organizationId,
+      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.starting_after,
+    );
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  @ApiOperation({ summary: 'Revokes an API key; it is refused from the next request on' })
+  @ApiNoContentResponse()
+  @ApiErrors(404)
+  async revoke(@Caller() caller: CallerContext, @Param('id', uuidPipe) id: string): Promise<void> {
+    await this.apiKeys.revoke(caller.organizationId, id);
+  }
+}

@@ -1,0 +1,85 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  ArrayUnique,
+  IsArray,
+  IsDateString,
+  IsIn,
+  IsOptional,
+  IsString,
+  MaxLength,
+  MinLength,
+} from 'class-validator';
+import { SCOPES, type Scope } from '../../common/auth/caller';
+import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import type { ApiKey } from '../entities/api-key.entity';
+
+export class CreateApiKeyDto {
+  @ApiProperty({ example: 'production backend', minLength: 1, maxLength: 200 })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(200)
+  @NoControlCharacters()
+  name: string;
+
+  @ApiProperty({ enum: SCOPES, isArray: true, example: ['read_write'] })
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(3)
+  @ArrayUnique()
+  @IsIn(SCOPES, { each: true })
+  scopes: Scope[];
+
+  /** When the key stops working (ISO 8601, in the future). */
+  @ApiPropertyOptional({ example: '2027-01-01T00:00:00.000Z' })
+  @IsOptional()
+  @IsDateString({ strict: true })
+  expires_at?: string;
+}
+
+export class ApiKeyDto {
+  @ApiProperty({ format: 'uuid' })
+  id: string;
+
+  @ApiProperty()
+  name: string;
+
+  @ApiProperty({ enum: SCOPES, isArray: true })
+  scopes: string[];
+
+  @ApiProperty({ example: 'pk_3fGh8kLm', description: 'The first characters of the key' })
+  prefix: string;
+
+  @ApiProperty({ example: 'x9Qz', description: 'The last four characters of the key' })
+  last_four: string;
+
+  @ApiProperty()
+  created_at: string;
+
+  @ApiProperty({ nullable: true, type: String })
+  expires_at: string | null;
+
+  @ApiProperty({ nullable: true, type: String, description: 'Updated at most once a minute' })
+  last_used_at: string | null;
+}
+
+export class CreatedApiKeyDto extends ApiKeyDto {
+  @ApiProperty({
+    description: 'The full key. It is shown in this response only and cannot be retrieved again.',
+  })
+  key: string;
+}
+
+export function toApiKeyResponse(key: ApiKey): ApiKeyDto {
+  return {
+    id: key.id,
+    name: key.name,
+    scopes: key.scopes,
+    prefix: key.prefix,
+    last_four: key.lastFour,
+    created_at: key.createdAt.toISOString(),
+    expires_at: key.expiresAt?.toISOString() ?? null,
+    last_used_at: key.lastUsedAt?.toISOString() ?? null,
+  };
+}

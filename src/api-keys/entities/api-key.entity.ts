@@ -1,0 +1,43 @@
+import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import type { Scope } from '../../common/auth/caller';
+
+@Entity('api_keys')
+export class ApiKey {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @Column({ type: 'text' })
+  name: string;
+
+  @Column({ type: 'text', array: true })
+  scopes: Scope[];
+
+  /** The first characters of the key, shown in lists so users can tell keys apart. */
+  @Column({ type: 'text' })
+  prefix: string;
+
+  @Column({ name: 'last_four', type: 'text' })
+  lastFour: string;
+
+  /** SHA-256 of the full key; the key itself is never stored. */
+  @Column({ name: 'key_hash', type: 'bytea' })
+  keyHash: Buffer;
+
+  @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
+  createdByUserId: string | null;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ name: 'expires_at', type: 'timestamptz', nullable: true })
+  expiresAt: Date | null;
+
+  @Column({ name: 'last_used_at', type: 'timestamptz', nullable: true })
+  lastUsedAt: Date | null;
+
+  @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
+  revokedAt: Date | null;
+}

@@ -1,0 +1,52 @@
+import { Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { APP_GUARD } from '@nestjs/core';
+import { JwtModule } from '@nestjs/jwt';
+import { PassportModule } from '@nestjs/passport';
+import { ApiKeysModule } from '../api-keys/api-keys.module';
+import type { AuthConfig } from '../config/auth.config';
+import { OrganizationsModule } from '../organizations/organizations.module';
+import { UsersModule } from '../users/users.module';
+import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
+import { AuthController } from './auth.controller';
+import { AuthService } from './auth.service';
+import { AuthenticationGuard } from './authentication.guard';
+import { JwtStrategy } from './strategies/jwt.strategy';
+
+@Module({
+  imports: [
+    PassportModule,
+    JwtModule.registerAsync({
+      inject: [ConfigService],
+      useFactory: (config: ConfigService) => {
+        const auth = config.getOrThrow<AuthConfig>('auth');
+        return {
+          secret: auth.jwtSecret,
+          signOptions: {
+            algorithm: JWT_ALGORITHM,
+            audience: auth.jwtAudience,
+            issuer: JWT_ISSUER,
+            expiresIn: auth.jwtTtlSeconds,
+          },
+          verifyOptions: {
+            algorithms: [JWT_ALGORITHM],
+            audience: auth.jwtAudience,
+            issuer: JWT_ISSUER,
+          },
+        };
+      },
+    }),
+    UsersModule,
+    OrganizationsModule,
+    ApiKeysModule,
+  ],
+  controllers: [AuthController],
+  providers: [
+    AuthService,
+    AccessTokensService,
+    JwtStrategy,
+    { provide: APP_GUARD, useClass: AuthenticationGuard },
+  ],
+  exports: [AccessTokensService],
+})
+export class AuthModule {}

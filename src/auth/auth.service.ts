@@ -1,0 +1,52 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
+import { OrganizationsService } from '../organizations/organizations.service';
+import { UsersService } from '../users/users.service';
+import { AccessTokensService } from './access-tokens.service';
+import { SignupDto, SignupResponseDto } from './dto/signup.dto';
+import { hashPassword } from './passwords';
+
+@Injectable()
+export class AuthService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly users: UsersService,
+    private readonly organizations: OrganizationsService,
+    private readonly tokens: AccessTokensService,
+  ) {}
+
+  /** Creates the user and a first organization they own, in one transaction. */
+  async signup(dto: SignupDto): Promise<SignupResponseDto> {
+    const passwordHash = await hashPassword(dto.password);
+    return this.dataSource.transaction(async (manager) => {
+      const user = await this.users.createIfEmailFree(manager, {
+        email: dto.email.trim(),
+        name: dto.name ?? null,
+        passwordHash,
+      });
+      if (!user)
+        throw new AppError(
+          'email_taken',
+          409,
+          'An account with this e-mail address already exists',
+        );
+      const organization = await this.organizations.createWithOwner(
+        manager,
+        user.id,
+        dto.organization_name ?? `${dto.name ?? dto.email}'s organization`,
+      );
+      return {
+        user: {
+          id: user.id,
+          email: user.email,
+          name: user.name,
+          created_at: user.createdAt.toISOString(),
+        },
+        organization,
+        ...this.tokens.issue(user.id, user.tokenVersion),
+      };
+    });
+  }
+}

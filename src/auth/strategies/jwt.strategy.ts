@@ -1,0 +1,76 @@
+import { Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { PassportStrategy } from '@nestjs/passport';
+import type { Request } from 'express';
+import { isUUID } from 'class-validator';
+import { ExtractJwt, Strategy } from 'passport-jwt';
+import type { CallerContext, Scope } from '../../common/auth/caller';
+import { AppError } from '../../common/errors/app-error';
+import type { AuthConfig } from '../../config/auth.config';
+import type { Role } from '../../organizations/entities/membership.entity';
+import { OrganizationsService } from '../../organizations/organizations.service';
+import { UsersService } from '../../users/users.service';
+import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-tokens.service';
+
+const ROLE_SCOPES: Record<Role, Scope[]> = {
+  owner: ['admin'],
+  admin: ['admin'],
+  member: ['read_write'],
+};
+
+/**
+ * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not
+ * expired, and of the user's current token version. The organization is X-Organization-Id's, else
+ * the user's first.
+ */
+@Injectable()
+export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
+  constructor(
+    config: ConfigService,
+    private readonly users: UsersService,
+    private readonly organizations: OrganizationsService,
+  ) {
+    const auth = config.getOrThrow<AuthConfig>('auth');
+    super({
+      jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
+      secretOrKey: auth.jwtSecret,
+      algorithms: [JWT_ALGORITHM],
+      audience: auth.jwtAudience,
+      issuer: JWT_ISSUER,
+      ignoreExpiration: false,
+      passReqToCallback: true,
+    });
+  }
+
+  async validate(request: Request, payload: AccessTokenPayload): Promise<CallerContext> {
+    if (typeof payload.sub !== 'string' || typeof payload.ver !== 'number') {
+      throw new AppError('unauthenticated', 401, 'The access token is not valid');
+    }
+    const version = await this.users.tokenVersion(payload.sub);
+    if (version === null || version !== payload.ver) {
+      throw new AppError('unauthenticated', 401, 'The access token is no longer valid');
+    }
+    const requested = request.headers['x-organization-id'];
+    if (requested !== undefined && (typeof requested !== 'string' || !isUUID(requested))) {
+      throw new AppError(
+        'not_a_member',
+        403,
+        'X-Organization-Id names no organization you belong to',
+      );
+    }
+    const grant = await this.organizations.membership(payload.sub, requested);
+    if (!grant) {
+      throw new AppError(
+        'not_a_member',
+        403,
+        'X-Organization-Id names no organization you belong to',
+      );
+    }
+    return {
+      kind: 'user',
+      userId: payload.sub,
+      organizationId: grant.organizationId,
+      scopes: ROLE_SCOPES[grant.role],
+    };
+  }
+}

@@ -1,0 +1,58 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { EntityManager, Repository } from 'typeorm';
+import { TtlCache } from '../common/cache/ttl-cache';
+import { User } from './entities/user.entity';
+
+/** How long another instance may keep accepting a token after a password reset elsewhere. */
+export const TOKEN_VERSION_CACHE_MS = 5_000;
+
+@Injectable()
+export class UsersService {
+  private readonly tokenVersions = new TtlCache<number | null>(TOKEN_VERSION_CACHE_MS);
+
+  constructor(@InjectRepository(User) private readonly users: Repository<User>) {}
+
+  findById(id: string): Promise<User | null> {
+    return this.users.findOneBy({ id });
+  }
+
+  findByEmail(email: string): Promise<User | null> {
+    return this.users
+      .createQueryBuilder('user')
+      .where('lower(user.email) = lower(:email)', { email })
+      .getOne();
+  }
+
+  /** Inserts the user unless the address is taken (any case); null when it is. */
+  async createIfEmailFree(
+    manager: EntityManager,
+    fields: { email: string; name?: string | null; passwordHash: string },
+  ): Promise<User | null> {
+    const rows: User[] = await manager.query(
+      `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3)
+       ON CONFLICT (lower(email)) DO NOTHING
+       RETURNING id, email, name, token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt"`,
+      [fields.email, fields.name ?? null, fields.passwordHash],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** The current token version (cached briefly); null when the user no longer exists. */
+  async tokenVersion(userId: string): Promise<number | null> {
+    const cached = this.tokenVersions.get(userId);
+    if (cached !== undefined) return cached;
+    const rows: Array<{ token_version: number }> = await this.users.query(
+      'SELECT token_version FROM users WHERE id = $1',
+      [userId],
+    );
+    const version = rows[0]?.token_version ?? null;
+    this.tokenVersions.set(userId, version);
+    return version;
+  }
+
+  /** Ends every access token issued so far, at once on this instance. */
+  forgetTokenVersion(userId: string): void {
+    this.tokenVersions.delete(userId);
+  }
+}

@@ -1,0 +1,165 @@
+import { expectError, expectRequestId } from './support/assertions';
+import { createApiKey, signUp, tenantWithKey, uniqueEmail } from './support/identity';
+import { createTestApp, TestApp } from './support/test-app';
+
+describe('Authentication core: sign-up, access tokens, API keys, deny by default', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('signs up a user with a first organization they own', async () => {
+    const email = uniqueEmail();
+    const response = await t
+      .http()
+      .post('/v1/auth/signup')
+      .send({ email, password: 'a long enough password' });
+    expect(response.status).toBe(201);
+    expectRequestId(response);
+    expect(response.body).toMatchObject({
+      user: { email, id: expect.any(String) },
+      organization: { role: 'owner', id: expect.any(String) },
+      token_type: 'Bearer',
+      expires_in: expect.any(Number),
+    });
+    const organizations = await t
+      .http()
+      .get('/v1/organizations')
+      .set('Authorization', `Bearer ${response.body.access_token}`);
+    expect(organizations.status).toBe(200);
+    expect(organizations.body).toEqual({
+      data: [
+        {
+          id: response.body.organization.id,
+          name: expect.any(String),
+          role: 'owner',
+          created_at: expect.any(String),
+        },
+      ],
+      has_more: false,
+    });
+  });
+
+  it('refuses a second sign-up with the same e-mail in any case: 409 email_taken', async () => {
+    const email = uniqueEmail();
+    await signUp(t, { email });
+    const again = await t
+      .http()
+      .post('/v1/auth/signup')
+      .send({ email: email.toUpperCase(), password: 'another long password' });
+    expectError(again, 409, 'email_taken');
+  });
+
+  it('refuses short passwords and unknown fields', async () => {
+    expectError(
+      await t.http().post('/v1/auth/signup').send({ email: uniqueEmail(), password: 'short' }),
+      400,
+      'validation_failed',
+    );
+    expectError(
+      await t
+        .http()
+        .post('/v1/auth/signup')
+        .send({ email: uniqueEmail(), password: 'long enough password', role: 'admin' }),
+      400,
+      'validation_failed',
+    );
+  });
+
+  it('answers 401 without a credential or with a bad one', async () => {
+    expectError(await t.http().get('/v1/api-keys'), 401, 'unauthenticated');
+    expectError(
+      await t.http().get('/v1/api-keys').set('Authorization', 'Bearer nonsense'),
+      401,
+      'unauthenticated',
+    );
+    expectError(
+      await t.http().get('/v1/api-keys').set('Authorization', 'Basic abc'),
+      401,
+      'unauthenticated',
+    );
+    expectError(
+      await t.http().get('/v1/api-keys').set('Authorization', 'Bearer pk_notakey'),
+      401,
+      'unauthenticated',
+    );
+  });
+
+  it('creates a key shown once, lists it without the key, and refuses it once revoked', async () => {
+    const owner = await signUp(t);
+    const auth = `Bearer ${owner.accessToken}`;
+    const created = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', auth)
+      .send({ name: 'ci', scopes: ['admin'] });
+    expect(created.status).toBe(201);
+    expect(created.body.key).toMatch(/^pk_[0-9A-Za-z]{49}$/);
+    expect(created.body.prefix).toBe(created.body.key.slice(0, 11));
+    const list = await t
+      .http()
+      .get('/v1/api-keys')
+      .set('Authorization', `Bearer ${created.body.key}`);
+    expect(list.status).toBe(200);
+    expect(list.body.data).toHaveLength(1);
+    expect(JSON.stringify(list.body)).not.toContain(created.body.key);
+    expect(list.body.data[0].last_four).toBe(created.body.key.slice(-4));
+
+    const revoked = await t
+      .http()
+      .delete(`/v1/api-keys/${created.body.id}`)
+      .set('Authorization', auth);
+    expect(revoked.status).toBe(204);
+    expectError(
+      await t.http().get('/v1/api-keys').set('Authorization', `Bearer ${created.body.key}`),
+      401,
+      'unauthenticated',
+    );
+  });
+
+  it('refuses a key without the scope (403) and a key on a user-only route (403)', async () => {
+    const tenant = await tenantWithKey(t, ['read']);
+    expectError(
+      await t.http().get('/v1/api-keys').set('Authorization', tenant.auth),
+      403,
+      'insufficient_scope',
+    );
+    expectError(
+      await t.http().get('/v1/organizations').set('Authorization', tenant.auth),
+      403,
+      'user_token_required',
+    );
+  });
+
+  it('does not let a key grant scopes its creator lacks', async () => {
+    const owner = await signUp(t);
+    const readWrite = await createApiKey(t, owner.accessToken, ['admin']);
+    const limited = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', `Bearer ${readWrite}`)
+      .send({ name: 'x', scopes: ['read'] });
+    expect(limited.status).toBe(201);
+    const escalate = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', `Bearer ${limited.body.key}`)
+      .send({ name: 'y', scopes: ['admin'] });
+    expectError(escalate, 403, 'insufficient_scope');
+  });
+
+  it('answers 403 not_a_member for a foreign or malformed X-Organization-Id', async () => {
+    const a = await signUp(t);
+    const b = await signUp(t);
+    for (const header of [b.organizationId, 'not-a-uuid']) {
+      const response = await t
+        .http()
+        .get('/v1/organizations')
+        .set('Authorization', `Bearer ${a.accessToken}`)
+        .set('X-Organization-Id', header);
+      expectError(response, 403, 'not_a_member');
+    }
+  });
+});
