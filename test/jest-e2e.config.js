@@ -23,4 +23,6 @@ module.exports = {
   // One app at a time: the specs share one database and a 2-core machine.
   maxWorkers: 1,
   testTimeout: 60_000,
+  // An app that fails to build mid-way leaves its pool open; a red run must still end.
+  forceExit: true,
 };

@@ -11,6 +11,7 @@ import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
+import { CallerResolver } from './caller-resolver.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
 
 @Module({
@@ -45,8 +46,9 @@ import { JwtStrategy } from './strategies/jwt.strategy';
     AuthService,
     AccessTokensService,
     JwtStrategy,
+    CallerResolver,
     { provide: APP_GUARD, useClass: AuthenticationGuard },
   ],
-  exports: [AccessTokensService],
+  exports: [AccessTokensService, CallerResolver],
 })
 export class AuthModule {}
