@@ -1,3 +1,5 @@
+import { MailerModule, type MailerOptions } from '@nestjs-modules/mailer';
+import { HandlebarsAdapter } from '@nestjs-modules/mailer/adapters/handlebars.adapter';
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { APP_GUARD } from '@nestjs/core';
@@ -5,6 +7,7 @@ import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
 import type { AuthConfig } from '../config/auth.config';
+import type { MailConfig } from '../config/mail.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
@@ -12,6 +15,9 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
+import { LoginAttemptsService } from './login-attempts.service';
+import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
+import { PasswordResetService } from './password-reset.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
 
 @Module({
@@ -37,6 +43,21 @@ import { JwtStrategy } from './strategies/jwt.strategy';
         };
       },
     }),
+    MailerModule.forRootAsync({
+      inject: [ConfigService],
+      useFactory: (config: ConfigService): MailerOptions => {
+        const mail = config.getOrThrow<MailConfig>('mail');
+        return {
+          // Without SMTP_URL the mail is rendered but not sent; PasswordResetMailer logs it.
+          transport: mail.smtpUrl ?? { jsonTransport: true },
+          template: {
+            dir: MAIL_TEMPLATE_DIR,
+            adapter: new HandlebarsAdapter(undefined, { inlineCssEnabled: false }),
+            options: { strict: true },
+          },
+        };
+      },
+    }),
     UsersModule,
     OrganizationsModule,
     ApiKeysModule,
@@ -47,6 +68,9 @@ import { JwtStrategy } from './strategies/jwt.strategy';
     AccessTokensService,
     JwtStrategy,
     CallerResolver,
+    LoginAttemptsService,
+    PasswordResetService,
+    PasswordResetMailer,
     { provide: APP_GUARD, useClass: AuthenticationGuard },
   ],
   exports: [AccessTokensService, CallerResolver],

@@ -6,7 +6,8 @@ import { OrganizationsService } from '../organizations/organizations.service';
 import { UsersService } from '../users/users.service';
 import { AccessTokensService } from './access-tokens.service';
 import { SignupDto, SignupResponseDto } from './dto/signup.dto';
-import { hashPassword } from './passwords';
+import { LoginAttemptsService } from './login-attempts.service';
+import { decoyPasswordHash, hashPassword, verifyPassword } from './passwords';
 
 @Injectable()
 export class AuthService {
@@ -15,7 +16,35 @@ export class AuthService {
     private readonly users: UsersService,
     private readonly organizations: OrganizationsService,
     private readonly tokens: AccessTokensService,
+    private readonly loginAttempts: LoginAttemptsService,
   ) {}
+
+  /**
+   * Password login under the 15/24h lockout (see LoginAttemptsService). Unknown addresses are
+   * counted and checked against a decoy hash, so neither the status sequence nor the time taken
+   * tells whether an address has an account.
+   */
+  async login(rawEmail: string, password: string) {
+    const email = rawEmail.trim();
+    const gate = await this.loginAttempts.begin(email);
+    if (gate.refused) {
+      throw new AppError(
+        'login_locked',
+        423,
+        'Password login for this address is locked after too many failed attempts; reset the password or try again later',
+      );
+    }
+    const user = await this.users.findByEmail(email);
+    const matches = await verifyPassword(
+      user?.passwordHash ?? (await decoyPasswordHash()),
+      password,
+    );
+    if (!user || !matches) {
+      throw new AppError('invalid_credentials', 401, 'The e-mail address or password is wrong');
+    }
+    await this.loginAttempts.succeeded(email);
+    return this.tokens.issue(user.id, user.tokenVersion);
+  }
 
   /** Creates the user and a first organization they own, in one transaction. */
   async signup(dto: SignupDto): Promise<SignupResponseDto> {

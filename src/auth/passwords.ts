@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import * as argon2 from 'argon2';
 
 /** argon2id at OWASP's minimum (19 MiB, 2 passes, 1 lane); passwords are hashed as received. */
@@ -23,6 +24,6 @@ export async function verifyPassword(hash: string, password: string): Promise<bo
 /** A real hash of a random password: verifying against it costs what a real check costs. */
 let decoyHash: Promise<string> | undefined;
 export function decoyPasswordHash(): Promise<string> {
-  decoyHash ??= hashPassword(`decoy-${Math.random()}-${Date.now()}`);
+  decoyHash ??= hashPassword(randomBytes(32).toString('base64url'));
   return decoyHash;
 }

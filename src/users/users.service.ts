@@ -51,6 +51,25 @@ export class UsersService {
     return version;
   }
 
+  /**
+   * Sets a new password hash and raises the token version, which ends every access token issued
+   * so far; inside the caller's transaction. Answers the user's e-mail, or null when gone.
+   */
+  async replacePassword(
+    manager: EntityManager,
+    userId: string,
+    passwordHash: string,
+  ): Promise<string | null> {
+    const rows: Array<{ email: string }> = await manager.query(
+      `WITH changed AS (
+         UPDATE users SET password_hash = $2, token_version = token_version + 1, updated_at = now()
+          WHERE id = $1 RETURNING email)
+       SELECT email FROM changed`,
+      [userId, passwordHash],
+    );
+    return rows[0]?.email ?? null;
+  }
+
   /** Ends every access token issued so far, at once on this instance. */
   forgetTokenVersion(userId: string): void {
     this.tokenVersions.delete(userId);

@@ -1,0 +1,335 @@
+import { randomBytes } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { expectError, expectRequestId } from './support/assertions';
+import { signUp, uniqueEmail } from './support/identity';
+import { resetTokenOf, TestSmtpServer } from './support/smtp-server';
+import { createTestApp, TestApp } from './support/test-app';
+
+/** Rate limits out of the way: these specs test the lockout, not the auth bucket. */
+export const UNTHROTTLED = {
+  RATE_LIMIT_AUTH_RPS: '100000',
+  RATE_LIMIT_AUTH_BURST: '100000',
+  RATE_LIMIT_IP_RPS: '100000',
+  RATE_LIMIT_IP_BURST: '100000',
+  RATE_LIMIT_ORG_RPS: '100000',
+  RATE_LIMIT_ORG_BURST: '100000',
+};
+const PUBLIC_URL = 'https://app.personality.example';
+
+describe('Login, the 15/24h lockout and password reset', () => {
+  let t: TestApp;
+  let smtp: TestSmtpServer;
+  let db: DataSource;
+  const secrets: string[] = [];
+
+  beforeAll(async () => {
+    smtp = await new TestSmtpServer().start();
+    t = await createTestApp({
+      env: { ...UNTHROTTLED, SMTP_URL: smtp.url, APP_PUBLIC_URL: PUBLIC_URL },
+    });
+    db = t.app.get<DataSource>(getDataSourceToken());
+  });
+  afterAll(async () => {
+    await t.close();
+    await smtp.stop();
+  });
+
+  const login = (email: string, password: string) =>
+    t.http().post('/v1/auth/login').send({ email, password });
+
+  async function user() {
+    const signed = await signUp(t);
+    secrets.push(signed.password, signed.accessToken);
+    return signed;
+  }
+
+  async function requestResetToken(email: string): Promise<string> {
+    const before = smtp.mailsTo(email).length;
+    const response = await t.http().post('/v1/auth/forgot-password').send({ email });
+    expect(response.status).toBe(202);
+    for (let i = 0; i < 100 && smtp.mailsTo(email).length === before; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const mails = smtp.mailsTo(email);
+    expect(mails.length).toBe(before + 1);
+    const token = resetTokenOf(mails[mails.length - 1]);
+    secrets.push(token);
+    return token;
+  }
+
+  it('logs in with the right password and refuses a wrong one with 401 invalid_credentials', async () => {
+    const u = await user();
+    const ok = await login(u.email.toUpperCase(), u.password);
+    expect(ok.status).toBe(200);
+    expectRequestId(ok);
+    expect(ok.body).toEqual({
+      access_token: expect.any(String),
+      token_type: 'Bearer',
+      expires_in: expect.any(Number),
+    });
+    secrets.push(ok.body.access_token);
+    const orgs = await t
+      .http()
+      .get('/v1/organizations')
+      .set('Authorization', `Bearer ${ok.body.access_token}`);
+    expect(orgs.status).toBe(200);
+    expectError(await login(u.email, `${u.password}x`), 401, 'invalid_credentials');
+    expectError(await login(uniqueEmail(), u.password), 401, 'invalid_credentials');
+    expectError(
+      await t.http().post('/v1/auth/login').send({ email: u.email }),
+      400,
+      'validation_failed',
+    );
+  });
+
+  it('locks at the 15th failure: 15 × 401, then 423 login_locked even with the right password; a reset lifts it', async () => {
+    const u = await user();
+    for (let i = 1; i <= 15; i++) {
+      expectError(await login(u.email, `wrong password ${i}`), 401, 'invalid_credentials');
+    }
+    expectError(await login(u.email, u.password), 423, 'login_locked');
+    expectError(await login(u.email.toUpperCase(), 'wrong again here'), 423, 'login_locked');
+
+    const token = await requestResetToken(u.email);
+    const newPassword = `brand new password ${randomBytes(4).toString('hex')}`;
+    secrets.push(newPassword);
+    const reset = await t
+      .http()
+      .post('/v1/auth/reset-password')
+      .send({ token, new_password: newPassword });
+    expect(reset.status).toBe(200);
+    expect(reset.body).toEqual({ status: 'password_reset' });
+    expect((await login(u.email, newPassword)).status).toBe(200);
+    expectError(await login(u.email, u.password), 401, 'invalid_credentials');
+  });
+
+  it('answers a known and an unknown address with identical status sequences', async () => {
+    const known = await user();
+    const unknown = uniqueEmail('nobody');
+    const sequence = async (email: string) => {
+      const statuses: Array<[number, string | undefined]> = [];
+      for (let i = 0; i < 16; i++) {
+        const response = await login(email, 'not the password!');
+        statuses.push([response.status, response.body?.error?.code]);
+      }
+      // The account's real password changes nothing once locked.
+      const right = await login(email, known.password);
+      statuses.push([right.status, right.body?.error?.code]);
+      const forgot = await t.http().post('/v1/auth/forgot-password').send({ email });
+      statuses.push([forgot.status, JSON.stringify(forgot.body)]);
+      return statuses;
+    };
+    const forKnown = await sequence(known.email);
+    const forUnknown = await sequence(unknown);
+    expect(forUnknown).toEqual(forKnown);
+    expect(forKnown.slice(0, 15).every(([status]) => status === 401)).toBe(true);
+    expect(forKnown[15][0]).toBe(423);
+    expect(forKnown[16][0]).toBe(423);
+    expect(forKnown[17]).toEqual([202, JSON.stringify({ status: 'reset_requested' })]);
+  });
+
+  it('is race-safe: 30 concurrent wrong logins give exactly 15 × 401 and 15 × 423', async () => {
+    const u = await user();
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => login(u.email, `concurrent wrong ${i}`)),
+    );
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses.filter((status) => status === 401)).toHaveLength(15);
+    expect(statuses.filter((status) => status === 423)).toHaveLength(15);
+    const [row] = await db.query(
+      'SELECT cardinality(failures) AS failures, locked_at FROM login_attempts WHERE email = lower($1)',
+      [u.email],
+    );
+    expect(row.failures).toBeGreaterThanOrEqual(15);
+    expect(row.locked_at).not.toBeNull();
+    expectError(await login(u.email, u.password), 423, 'login_locked');
+  });
+
+  it('lifts the lock 24 hours after it was set', async () => {
+    const u = await user();
+    for (let i = 0; i < 15; i++) await login(u.email, 'wrong wrong wrong');
+    expectError(await login(u.email, u.password), 423, 'login_locked');
+    // 23 hours later: still locked.
+    await db.query(
+      `UPDATE login_attempts SET locked_at = locked_at - interval '23 hours',
+              failures = ARRAY(SELECT f - interval '23 hours' FROM unnest(failures) f)
+        WHERE email = lower($1)`,
+      [u.email],
+    );
+    expectError(await login(u.email, u.password), 423, 'login_locked');
+    // Past 24 hours: open again, and the old failures no longer count.
+    await db.query(
+      `UPDATE login_attempts SET locked_at = locked_at - interval '61 minutes',
+              failures = ARRAY(SELECT f - interval '61 minutes' FROM unnest(failures) f)
+        WHERE email = lower($1)`,
+      [u.email],
+    );
+    expectError(await login(u.email, 'still the wrong one'), 401, 'invalid_credentials');
+    expect((await login(u.email, u.password)).status).toBe(200);
+  });
+
+  it('counts failures in a rolling 24 hours and clears the count on success', async () => {
+    const u = await user();
+    for (let i = 0; i < 14; i++) await login(u.email, 'wrong wrong wrong');
+    expect((await login(u.email, u.password)).status).toBe(200);
+    const rows = await db.query('SELECT 1 FROM login_attempts WHERE email = lower($1)', [u.email]);
+    expect(rows).toHaveLength(0);
+    for (let i = 0; i < 14; i++) {
+      expectError(await login(u.email, 'wrong wrong wrong'), 401, 'invalid_credentials');
+    }
+    // Failures older than 24 hours fall out of the window: the next failure is not the 15th.
+    await db.query(
+      `UPDATE login_attempts SET failures = ARRAY(SELECT f - interval '25 hours' FROM unnest(failures) f)
+        WHERE email = lower($1)`,
+      [u.email],
+    );
+    expectError(await login(u.email, 'wrong wrong wrong'), 401, 'invalid_credentials');
+    expect((await login(u.email, u.password)).status).toBe(200);
+  });
+
+  it('mails a link built from APP_PUBLIC_URL, never from the Host header; unknown addresses get no mail', async () => {
+    const u = await user();
+    const response = await t
+      .http()
+      .post('/v1/auth/forgot-password')
+      .set('Host', 'evil.example')
+      .set('X-Forwarded-Host', 'evil.example')
+      .send({ email: u.email });
+    expect(response.status).toBe(202);
+    expect(response.body).toEqual({ status: 'reset_requested' });
+    const mail = await smtp.waitFor(u.email);
+    expect(mail.decoded).toContain(`${PUBLIC_URL}/reset-password?token=`);
+    expect(mail.decoded).not.toContain('evil.example');
+    const token = resetTokenOf(mail);
+    secrets.push(token);
+    expect(Buffer.from(token, 'base64url')).toHaveLength(32);
+    // Only a hash is stored.
+    const stored = await db.query(
+      `SELECT encode(token_hash, 'hex') AS hash FROM password_reset_tokens t
+         JOIN users u ON u.id = t.user_id WHERE lower(u.email) = lower($1)`,
+      [u.email],
+    );
+    expect(stored).toHaveLength(1);
+    expect(JSON.stringify(stored)).not.toContain(token);
+
+    const nobody = uniqueEmail('nobody');
+    const unknown = await t.http().post('/v1/auth/forgot-password').send({ email: nobody });
+    expect(unknown.status).toBe(202);
+    expect(unknown.body).toEqual(response.body);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(smtp.mailsTo(nobody)).toHaveLength(0);
+  });
+
+  it('refuses reused, expired and garbage tokens with 400 invalid_reset_token', async () => {
+    const u = await user();
+    const token = await requestResetToken(u.email);
+    const reset = (value: string, password = 'a fresh password 123') =>
+      t.http().post('/v1/auth/reset-password').send({ token: value, new_password: password });
+    expect((await reset(token)).status).toBe(200);
+    expectError(await reset(token), 400, 'invalid_reset_token');
+    expectError(await reset('garbage'), 400, 'invalid_reset_token');
+    expectError(await reset(randomBytes(32).toString('base64url')), 400, 'invalid_reset_token');
+    expectError(await reset(`${token.slice(0, -1)}A`), 400, 'invalid_reset_token');
+    expectError(
+      await t.http().post('/v1/auth/reset-password').send({ token, new_password: 'short' }),
+      400,
+      'validation_failed',
+    );
+
+    const expiring = await requestResetToken(u.email);
+    await db.query(
+      `UPDATE password_reset_tokens SET expires_at = now() - interval '1 second'
+        WHERE user_id = $1 AND used_at IS NULL`,
+      [u.userId],
+    );
+    expectError(await reset(expiring), 400, 'invalid_reset_token');
+  });
+
+  it('lets exactly one of 10 concurrent uses of one token through', async () => {
+    const u = await user();
+    const token = await requestResetToken(u.email);
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        t
+          .http()
+          .post('/v1/auth/reset-password')
+          .send({ token, new_password: `concurrent password ${i}` }),
+      ),
+    );
+    const ok = responses.filter((response) => response.status === 200);
+    expect(ok).toHaveLength(1);
+    for (const response of responses.filter((r) => r.status !== 200)) {
+      expectError(response, 400, 'invalid_reset_token');
+    }
+    const winner = responses.indexOf(ok[0]);
+    expect((await login(u.email, `concurrent password ${winner}`)).status).toBe(200);
+  });
+
+  it('ends access tokens issued before a reset, and spends the other outstanding links', async () => {
+    const u = await user();
+    const before = (await login(u.email, u.password)).body.access_token as string;
+    secrets.push(before);
+    const auth = (token: string) =>
+      t.http().get('/v1/organizations').set('Authorization', `Bearer ${token}`);
+    expect((await auth(before)).status).toBe(200);
+    expect((await auth(u.accessToken)).status).toBe(200);
+
+    const first = await requestResetToken(u.email);
+    const second = await requestResetToken(u.email);
+    const reset = await t
+      .http()
+      .post('/v1/auth/reset-password')
+      .send({ token: second, new_password: 'the password after reset' });
+    expect(reset.status).toBe(200);
+    expectError(await auth(before), 401, 'unauthenticated');
+    expectError(await auth(u.accessToken), 401, 'unauthenticated');
+    expectError(
+      await t
+        .http()
+        .post('/v1/auth/reset-password')
+        .send({ token: first, new_password: 'another password here' }),
+      400,
+      'invalid_reset_token',
+    );
+    const after = await login(u.email, 'the password after reset');
+    expect(after.status).toBe(200);
+    expect((await auth(after.body.access_token)).status).toBe(200);
+  });
+
+  it('writes no password, token or key to any log line', () => {
+    const text = t.logs.text();
+    expect(secrets.length).toBeGreaterThan(10);
+    for (const secret of secrets) expect(text).not.toContain(secret);
+    expect(text).not.toMatch(/token=[A-Za-z0-9_-]{20,}/);
+  });
+});
+
+describe('Password reset without SMTP_URL', () => {
+  it('renders the mail and logs that it was written, with the token redacted', async () => {
+    const t = await createTestApp({
+      env: { ...UNTHROTTLED, SMTP_URL: undefined, APP_PUBLIC_URL: PUBLIC_URL },
+    });
+    try {
+      const u = await signUp(t);
+      const response = await t.http().post('/v1/auth/forgot-password').send({ email: u.email });
+      expect(response.status).toBe(202);
+      let line: Record<string, unknown> | undefined;
+      for (let i = 0; i < 100 && !line; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        line = t.logs.entries().find((entry) => String(entry.msg).includes('SMTP_URL is unset'));
+      }
+      expect(line).toMatchObject({
+        userId: u.userId,
+        mail: {
+          to: expect.stringMatching(/^u\*\*\*@example\.test$/),
+          link: `${PUBLIC_URL}/reset-password?token=[redacted]`,
+        },
+      });
+      expect(t.logs.text()).not.toContain(u.email);
+      expect(t.logs.text()).not.toMatch(/token=[A-Za-z0-9_-]{20,}/);
+    } finally {
+      await t.close();
+    }
+  });
+});
