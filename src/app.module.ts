@@ -11,6 +11,7 @@ import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { RedisModule } from './redis/redis.module';
+import { SsoModule } from './sso/sso.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 
 @Module({
@@ -23,6 +24,7 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     AuthModule,
     OrganizationsModule,
     ApiKeysModule,
+    SsoModule,
     VocabulariesModule,
   ],
   providers: [

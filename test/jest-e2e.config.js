@@ -16,7 +16,13 @@ module.exports = {
         astTransformers: { before: ['<rootDir>/test/support/swagger-plugin.js'] },
       },
     ],
+    // jose ships ESM only; Node loads it with require(esm), Jest's CommonJS runtime cannot.
+    '^.+/node_modules/jose/.+\\.js$': [
+      'ts-jest',
+      { diagnostics: false, tsconfig: { allowJs: true, module: 'commonjs' } },
+    ],
   },
+  transformIgnorePatterns: ['/node_modules/(?!jose/)'],
   testEnvironment: 'node',
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

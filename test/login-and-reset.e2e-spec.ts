@@ -5,16 +5,8 @@ import { expectError, expectRequestId } from './support/assertions';
 import { signUp, uniqueEmail } from './support/identity';
 import { resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
 
-/** Rate limits out of the way: these specs test the lockout, not the auth bucket. */
-export const UNTHROTTLED = {
-  RATE_LIMIT_AUTH_RPS: '100000',
-  RATE_LIMIT_AUTH_BURST: '100000',
-  RATE_LIMIT_IP_RPS: '100000',
-  RATE_LIMIT_IP_BURST: '100000',
-  RATE_LIMIT_ORG_RPS: '100000',
-  RATE_LIMIT_ORG_BURST: '100000',
-};
 const PUBLIC_URL = 'https://app.personality.example';
 
 describe('Login, the 15/24h lockout and password reset', () => {

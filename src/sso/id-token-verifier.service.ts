@@ -1,0 +1,85 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import type { Logger } from 'pino';
+import { AppError } from '../common/errors/app-error';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import type { AuthConfig, SsoProviderConfig } from '../config/auth.config';
+
+/** Asymmetric algorithms only: an HS256 id_token "signed" with a public key is refused. */
+export const ID_TOKEN_ALGORITHMS = ['RS256', 'ES256'];
+/** Clock skew tolerated on exp and nbf, between us and the provider. */
+const CLOCK_TOLERANCE_SECONDS = 5;
+export const JWKS_REFETCH_COOLDOWN_MS = 5_000;
+
+export interface VerifiedIdentity {
+  provider: string;
+  subject: string;
+  email: string | null;
+}
+
+const invalidIdToken = () =>
+  new AppError('invalid_id_token', 401, 'The id_token could not be verified');
+
+/**
+ * Verifies OIDC id_tokens against the provider's JWKS (contract §7): signature, iss, aud, exp,
+ * nbf. One jose remote key set per provider, kept for the process: jose caches the keys (10 min)
+ * and fetches the JWKS again when a token names a `kid` it does not know, at most every
+ * JWKS_REFETCH_COOLDOWN_MS, so made-up kids cannot make us hammer the provider.
+ */
+@Injectable()
+export class IdTokenVerifier {
+  private readonly providers: Map<string, SsoProviderConfig>;
+  private readonly keySets = new Map<string, JWTVerifyGetKey>();
+
+  constructor(
+    config: ConfigService,
+    @Inject(ROOT_LOGGER) private readonly logger: Logger,
+  ) {
+    const { ssoProviders } = config.getOrThrow<AuthConfig>('auth');
+    this.providers = new Map(ssoProviders.map((provider) => [provider.id, provider]));
+  }
+
+  async verify(providerId: string, idToken: string): Promise<VerifiedIdentity> {
+    const provider = this.providers.get(providerId);
+    if (!provider) {
+      throw new AppError('unknown_provider', 400, `No SSO provider "${providerId}" is configured`);
+    }
+    try {
+      const { payload } = await jwtVerify(idToken, this.keySet(provider), {
+        issuer: provider.issuer,
+        audience: provider.audience,
+        algorithms: ID_TOKEN_ALGORITHMS,
+        requiredClaims: ['sub', 'exp'],
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+      });
+      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255)
+        throw invalidIdToken();
+      const email = typeof payload.email === 'string' ? payload.email.slice(0, 254) : null;
+      return { provider: provider.id, subject: payload.sub, email };
+    } catch (error) {
+      if (error instanceof AppError) throw error;
+      // Still 401 for the caller, but an unreachable JWKS is the provider's outage, not a bad
+      // token: operators need to see it.
+      if (!(error instanceof errors.JOSEError) || error instanceof errors.JWKSTimeout) {
+        this.logger.warn(
+          { provider: provider.id, errorName: (error as Error).name },
+          'SSO provider keys could not be fetched',
+        );
+      }
+      throw invalidIdToken();
+    }
+  }
+
+  private keySet(provider: SsoProviderConfig): JWTVerifyGetKey {
+    let keySet = this.keySets.get(provider.id);
+    if (!keySet) {
+      keySet = createRemoteJWKSet(new URL(provider.jwks_uri), {
+        timeoutDuration: 5_000,
+        cooldownDuration: JWKS_REFETCH_COOLDOWN_MS,
+      });
+      this.keySets.set(provider.id, keySet);
+    }
+    return keySet;
+  }
+}

@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuthModule } from '../auth/auth.module';
+import { UsersModule } from '../users/users.module';
+import { SsoIdentity } from './entities/sso-identity.entity';
+import { IdTokenVerifier } from './id-token-verifier.service';
+import { MeSsoController, SsoLoginController } from './sso.controller';
+import { SsoService } from './sso.service';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([SsoIdentity]), AuthModule, UsersModule],
+  controllers: [MeSsoController, SsoLoginController],
+  providers: [SsoService, IdTokenVerifier],
+})
+export class SsoModule {}
