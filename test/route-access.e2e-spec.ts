@@ -20,8 +20,8 @@ function registeredRoutes(t: TestApp): Route[] {
   for (const wrapper of discovery.getControllers()) {
     const controller = wrapper.metatype as (new (...args: never[]) => object) | undefined;
     if (!controller) continue;
-    const base = ([Reflect.getMetadata(PATH_METADATA, controller) as string | string[]].flat()[0] ??
-      '') as string;
+    const base =
+      [Reflect.getMetadata(PATH_METADATA, controller) as string | string[]].flat()[0] ?? '';
     for (const name of scanner.getAllMethodNames(controller.prototype)) {
       const handler = (controller.prototype as Record<string, unknown>)[name] as object;
       const path = Reflect.getMetadata(PATH_METADATA, handler) as string | string[] | undefined;
