@@ -1,8 +1,12 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { Repository } from 'typeorm';
+import type { Logger } from 'pino';
+import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { type CallerContext, type Scope, scopeSatisfies } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
@@ -16,8 +20,9 @@ import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto, toApiKeyResponse } from '
 import { ApiKey } from './entities/api-key.entity';
 
 /**
- * How long another instance may keep honouring a revoked key. The revoking instance forgets it at
- * once; with Redis, revocations are also broadcast (see rate limiting / key revocation docs).
+ * How long another instance may keep honouring a revoked key when Redis is not there to tell it.
+ * The revoking instance forgets the key at once; with REDIS_URL the revocation is broadcast and
+ * every instance forgets it at once too (docs/identity.md).
  */
 export const API_KEY_CACHE_MS = 5_000;
 /** `last_used_at` is written at most this often per key, not on every request. */
@@ -31,11 +36,26 @@ interface CachedKey {
 }
 
 @Injectable()
-export class ApiKeysService {
+export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   private readonly byHash = new TtlCache<CachedKey | null>(API_KEY_CACHE_MS);
   private readonly lastUsedWrites = new Map<string, number>();
+  private readonly revocations: InvalidationChannel;
 
-  constructor(@InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>) {}
+  constructor(
+    @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+    @Inject(ROOT_LOGGER) logger: Logger,
+  ) {
+    this.revocations = new InvalidationChannel(redis, 'identity:api-key-revoked', logger);
+  }
+
+  onModuleInit(): void {
+    this.revocations.listen((hashHex) => this.byHash.delete(hashHex));
+  }
+
+  onModuleDestroy(): void {
+    this.revocations.close();
+  }
 
   async create(caller: CallerContext, dto: CreateApiKeyDto): Promise<CreatedApiKeyDto> {
     const excess = dto.scopes.filter((scope) => !scopeSatisfies(caller.scopes, scope));
@@ -103,12 +123,9 @@ export class ApiKeysService {
       [id, organizationId],
     );
     if (rows.length === 0) throw AppError.notFound('API key');
-    this.byHash.delete(rows[0].key_hash.toString('hex'));
-  }
-
-  /** Forgets a revoked key announced by another instance. */
-  forgetHash(hashHex: string): void {
+    const hashHex = rows[0].key_hash.toString('hex');
     this.byHash.delete(hashHex);
+    this.revocations.publish(hashHex);
   }
 
   /** The caller an API key stands for, or null for a malformed, unknown, revoked or expired key. */

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
@@ -10,7 +10,7 @@ import { LoginAttemptsService } from './login-attempts.service';
 import { decoyPasswordHash, hashPassword, verifyPassword } from './passwords';
 
 @Injectable()
-export class AuthService {
+export class AuthService implements OnModuleInit {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly users: UsersService,
@@ -18,6 +18,11 @@ export class AuthService {
     private readonly tokens: AccessTokensService,
     private readonly loginAttempts: LoginAttemptsService,
   ) {}
+
+  /** The decoy hash is made now, so the first unknown address does not take twice as long. */
+  async onModuleInit(): Promise<void> {
+    await decoyPasswordHash();
+  }
 
   /**
    * Password login under the 15/24h lockout (see LoginAttemptsService). Unknown addresses are

@@ -1,17 +1,39 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { EntityManager, Repository } from 'typeorm';
+import type { Logger } from 'pino';
+import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { User } from './entities/user.entity';
 
-/** How long another instance may keep accepting a token after a password reset elsewhere. */
+/**
+ * How long another instance may keep accepting a token after a password reset elsewhere, when
+ * Redis is not there to tell it at once.
+ */
 export const TOKEN_VERSION_CACHE_MS = 5_000;
 
 @Injectable()
-export class UsersService {
+export class UsersService implements OnModuleInit, OnModuleDestroy {
   private readonly tokenVersions = new TtlCache<number | null>(TOKEN_VERSION_CACHE_MS);
+  private readonly endedTokens: InvalidationChannel;
 
-  constructor(@InjectRepository(User) private readonly users: Repository<User>) {}
+  constructor(
+    @InjectRepository(User) private readonly users: Repository<User>,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+    @Inject(ROOT_LOGGER) logger: Logger,
+  ) {
+    this.endedTokens = new InvalidationChannel(redis, 'identity:user-tokens-ended', logger);
+  }
+
+  onModuleInit(): void {
+    this.endedTokens.listen((userId) => this.tokenVersions.delete(userId));
+  }
+
+  onModuleDestroy(): void {
+    this.endedTokens.close();
+  }
 
   findById(id: string): Promise<User | null> {
     return this.users.findOneBy({ id });
@@ -70,8 +92,9 @@ export class UsersService {
     return rows[0]?.email ?? null;
   }
 
-  /** Ends every access token issued so far, at once on this instance. */
+  /** After the version was raised: at once here, and on every instance when Redis is set. */
   forgetTokenVersion(userId: string): void {
     this.tokenVersions.delete(userId);
+    this.endedTokens.publish(userId);
   }
 }

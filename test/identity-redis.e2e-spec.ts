@@ -1,0 +1,71 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { expectError } from './support/assertions';
+import { tenantWithKey } from './support/identity';
+import { RedisProcess } from './support/redis-process';
+import { createTestApp, TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
+
+/** Two instances sharing one database and one Redis, as in production behind a balancer. */
+describe('Revocations reach every instance at once through Redis', () => {
+  let redis: RedisProcess;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redis = await new RedisProcess().start();
+    // Instances share JWT_SECRET, as in production. (Passport keeps one 'jwt' strategy per
+    // process, so here both apps verify tokens with B's strategy and caches: what B is tested on.)
+    const env = {
+      ...UNTHROTTLED,
+      REDIS_URL: redis.url,
+      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
+    };
+    a = await createTestApp({ env });
+    b = await createTestApp({ env });
+    // Let both subscriptions settle.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await redis.stop();
+  });
+
+  const list = (t: TestApp, credential: string) =>
+    t.http().get('/v1/api-keys').set('Authorization', `Bearer ${credential}`);
+
+  it('refuses on instance B a key revoked on instance A, although B had it cached', async () => {
+    const tenant = await tenantWithKey(a, ['admin']);
+    const onB = await list(b, tenant.key);
+    expect(onB.status).toBe(200);
+    const id = onB.body.data[0].id as string;
+    const revoked = await a
+      .http()
+      .delete(`/v1/api-keys/${id}`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`);
+    expect(revoked.status).toBe(204);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expectError(await list(b, tenant.key), 401, 'unauthenticated');
+  });
+
+  it('refuses on instance B an access token ended by a password reset on instance A', async () => {
+    const tenant = await tenantWithKey(a, ['admin']);
+    expect((await list(b, tenant.accessToken)).status).toBe(200);
+    const db = a.app.get<DataSource>(getDataSourceToken());
+    const token = randomBytes(32).toString('base64url');
+    await db.query(
+      `INSERT INTO password_reset_tokens (user_id, token_hash, expires_at)
+       VALUES ($1, $2, now() + interval '10 minutes')`,
+      [tenant.userId, createHash('sha256').update(token).digest()],
+    );
+    const reset = await a
+      .http()
+      .post('/v1/auth/reset-password')
+      .send({ token, new_password: 'a new password on A' });
+    expect(reset.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expectError(await list(b, tenant.accessToken), 401, 'unauthenticated');
+  });
+});
