@@ -28,7 +28,7 @@ export class RedisProcess {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('redis-server did not start')), 5_000);
       child.once('error', reject);
-      child.stdout!.on('data', (chunk: Buffer) => {
+      child.stdout.on('data', (chunk: Buffer) => {
         if (chunk.toString().includes('Ready to accept connections')) {
           clearTimeout(timer);
           resolve();
