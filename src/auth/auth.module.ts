@@ -5,6 +5,7 @@ import { ConfigService } from '@nestjs/config';
 import { APP_GUARD } from '@nestjs/core';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
 import type { AuthConfig } from '../config/auth.config';
 import type { MailConfig } from '../config/mail.config';
@@ -14,6 +15,8 @@ import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
+import { LoginAttempt } from './entities/login-attempt.entity';
+import { PasswordResetToken } from './entities/password-reset-token.entity';
 import { CallerResolver } from './caller-resolver.service';
 import { LoginAttemptsService } from './login-attempts.service';
 import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
@@ -22,6 +25,7 @@ import { JwtStrategy } from './strategies/jwt.strategy';
 
 @Module({
   imports: [
+    TypeOrmModule.forFeature([LoginAttempt, PasswordResetToken]),
     PassportModule,
     JwtModule.registerAsync({
       inject: [ConfigService],
