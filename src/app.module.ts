@@ -6,12 +6,12 @@ import { AuthModule } from './auth/auth.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
 import { LoggingModule } from './common/logging/logging.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
+import { SsoModule } from './sso/sso.module';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
 import { HealthModule } from './health/health.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { RedisModule } from './redis/redis.module';
-import { SsoModule } from './sso/sso.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 
 @Module({
@@ -22,9 +22,9 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     RedisModule,
     HealthModule,
     AuthModule,
+    SsoModule,
     OrganizationsModule,
     ApiKeysModule,
-    SsoModule,
     VocabulariesModule,
   ],
   providers: [

@@ -15,13 +15,13 @@ import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
-import { LoginAttempt } from './entities/login-attempt.entity';
-import { PasswordResetToken } from './entities/password-reset-token.entity';
 import { CallerResolver } from './caller-resolver.service';
 import { LoginAttemptsService } from './login-attempts.service';
 import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
 import { PasswordResetService } from './password-reset.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
+import { LoginAttempt } from './entities/login-attempt.entity';
+import { PasswordResetToken } from './entities/password-reset-token.entity';
 
 @Module({
   imports: [
@@ -68,13 +68,13 @@ import { JwtStrategy } from './strategies/jwt.strategy';
   ],
   controllers: [AuthController],
   providers: [
+    LoginAttemptsService,
+    PasswordResetService,
+    PasswordResetMailer,
     AuthService,
     AccessTokensService,
     JwtStrategy,
     CallerResolver,
-    LoginAttemptsService,
-    PasswordResetService,
-    PasswordResetMailer,
     { provide: APP_GUARD, useClass: AuthenticationGuard },
   ],
   exports: [AccessTokensService, CallerResolver],
