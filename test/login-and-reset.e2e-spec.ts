@@ -289,6 +289,22 @@ describe('Login, the 15/24h lockout and password reset', () => {
     expect((await auth(after.body.access_token)).status).toBe(200);
   });
 
+  it('sends at most five reset mails per user and hour', async () => {
+    const u = await user();
+    for (let i = 0; i < 7; i++) {
+      const response = await t.http().post('/v1/auth/forgot-password').send({ email: u.email });
+      expect(response.status).toBe(202);
+      expect(response.body).toEqual({ status: 'reset_requested' });
+      // One after another: the cap is soft for simultaneous requests.
+      for (let j = 0; j < 40 && smtp.mailsTo(u.email).length < Math.min(i + 1, 5); j++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(smtp.mailsTo(u.email)).toHaveLength(5);
+    secrets.push(...smtp.mailsTo(u.email).map(resetTokenOf));
+  });
+
   it('writes no password, token or key to any log line', () => {
     const text = t.logs.text();
     expect(secrets.length).toBeGreaterThan(10);

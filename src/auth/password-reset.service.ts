@@ -12,6 +12,11 @@ import { LoginAttemptsService } from './login-attempts.service';
 import { hashPassword } from './passwords';
 import { PasswordResetMailer } from './password-reset-mailer.service';
 
+/**
+ * At most this many reset mails per user per hour, so forgot-password cannot flood a mailbox. A
+ * soft cap (simultaneous requests may pass it by a few); the per-IP auth bucket is the hard one.
+ */
+export const RESET_MAILS_PER_HOUR = 5;
 /** 32 bytes from the CSPRNG, base64url: 256 bits, 43 characters. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -59,11 +64,18 @@ export class PasswordResetService implements OnApplicationShutdown {
     if (!user) return;
     const { resetTokenTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
     const token = randomBytes(32).toString('base64url');
-    await this.dataSource.query(
+    const issued: unknown[] = await this.dataSource.query(
       `INSERT INTO password_reset_tokens (user_id, token_hash, expires_at)
-       VALUES ($1, $2, now() + make_interval(secs => $3))`,
-      [user.id, hashToken(token), resetTokenTtlSeconds],
+       SELECT $1, $2, now() + make_interval(secs => $3)
+        WHERE (SELECT count(*) FROM password_reset_tokens
+                WHERE user_id = $1 AND created_at > now() - interval '1 hour') < $4
+       RETURNING id`,
+      [user.id, hashToken(token), resetTokenTtlSeconds, RESET_MAILS_PER_HOUR],
     );
+    if (issued.length === 0) {
+      this.logger.info({ userId: user.id }, 'password reset mail not sent: hourly cap reached');
+      return;
+    }
     await this.mailer.send(user.email, user.id, token);
   }
 
