@@ -1,12 +1,23 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  JoinColumn,
+  OneToOne,
+  PrimaryColumn,
+  Unique,
+  UpdateDateColumn,
+} from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
 
 /** The organization's Stripe customer, created on first need. */
 @Entity('billing_customers')
+@Unique('billing_customers_stripe_customer_unique', ['stripeCustomerId'])
 export class BillingCustomer {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
   organizationId: string;
 
-  @Column({ name: 'stripe_customer_id', type: 'text', unique: true })
+  @Column({ name: 'stripe_customer_id', type: 'text' })
   stripeCustomerId: string;
 
   /** Set by `setup_intent.succeeded`; new subscriptions charge it. */
@@ -22,4 +33,11 @@ export class BillingCustomer {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
+
+  @OneToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'billing_customers_organization_id_fkey',
+  })
+  organization?: Organization;
 }

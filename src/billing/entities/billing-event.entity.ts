@@ -1,4 +1,4 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
 
 /** A Stripe event already processed; its id is stored in the transaction of its change. */
 @Entity('billing_events')
@@ -16,6 +16,6 @@ export class BillingEvent {
   @Column({ type: 'text' })
   outcome: string;
 
-  @Column({ name: 'processed_at', type: 'timestamptz' })
+  @CreateDateColumn({ name: 'processed_at', type: 'timestamptz' })
   processedAt: Date;
 }

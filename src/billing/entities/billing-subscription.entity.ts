@@ -2,9 +2,14 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
   PrimaryGeneratedColumn,
+  Unique,
   UpdateDateColumn,
 } from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
 
 /**
  * Our status: Stripe's, except `suspended` while collection is paused. Everything but
@@ -23,6 +28,12 @@ export type SubscriptionStatus =
 
 /** The local mirror of the organization's Stripe subscription, kept in step by webhooks. */
 @Entity('billing_subscriptions')
+@Unique('billing_subscriptions_stripe_unique', ['stripeSubscriptionId'])
+@Index('billing_subscriptions_org_idx', ['organizationId', 'createdAt'])
+@Index('billing_subscriptions_one_live_per_org', ['organizationId'], {
+  unique: true,
+  where: "status NOT IN ('canceled', 'incomplete_expired')",
+})
 export class BillingSubscription {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -30,7 +41,7 @@ export class BillingSubscription {
   @Column({ name: 'organization_id', type: 'uuid' })
   organizationId: string;
 
-  @Column({ name: 'stripe_subscription_id', type: 'text', unique: true })
+  @Column({ name: 'stripe_subscription_id', type: 'text' })
   stripeSubscriptionId: string;
 
   @Column({ name: 'price_id', type: 'text', nullable: true })
@@ -42,10 +53,10 @@ export class BillingSubscription {
   @Column({ name: 'stripe_status', type: 'text' })
   stripeStatus: string;
 
-  @Column({ name: 'collection_paused', type: 'boolean' })
+  @Column({ name: 'collection_paused', type: 'boolean', default: false })
   collectionPaused: boolean;
 
-  @Column({ name: 'cancel_at_period_end', type: 'boolean' })
+  @Column({ name: 'cancel_at_period_end', type: 'boolean', default: false })
   cancelAtPeriodEnd: boolean;
 
   @Column({ name: 'current_period_end', type: 'timestamptz', nullable: true })
@@ -56,7 +67,7 @@ export class BillingSubscription {
   providerUpdatedAt: Date;
 
   /** Bumped by every applied change; part of the idempotency keys of suspend and resume. */
-  @Column({ type: 'int' })
+  @Column({ type: 'int', default: 0 })
   revision: number;
 
   @Column({ name: 'latest_invoice_id', type: 'text', nullable: true })
@@ -73,4 +84,11 @@ export class BillingSubscription {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'billing_subscriptions_organization_id_fkey',
+  })
+  organization?: Organization;
 }
