@@ -17,7 +17,11 @@ export class BillingWebhooksController {
   @ApiOperation({
     summary: 'Receives Stripe events (signed; each event applied once, never backwards)',
   })
-  @ApiHeader({ name: 'Stripe-Signature', required: true })
+  @ApiHeader({
+    name: 'stripe-signature',
+    required: true,
+    description: "Stripe's signature of the raw body",
+  })
   @ApiOkResponse({ type: WebhookReceivedDto })
   @ApiErrors(
     [400, 'The signature is missing, wrong or older than 300 s (`invalid_signature`)'],

@@ -56,7 +56,7 @@ export class BillingController {
     summary: 'Starts adding a payment method: a SetupIntent whose client_secret Stripe.js confirms',
   })
   @ApiHeader({
-    name: 'Idempotency-Key',
+    name: 'idempotency-key',
     required: false,
     description: 'Repeat it on a retry to get the same SetupIntent back',
   })
