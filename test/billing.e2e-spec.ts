@@ -362,6 +362,42 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       expect(new Set(created).size).toBe(1);
     });
 
+    it('cancels the subscription it just created when another became live meanwhile', async () => {
+      const owner = await admin();
+      await t.http().post('/v1/billing/payment-methods').set('Authorization', owner.auth);
+      const customerId = await customerIdOf(owner.organizationId);
+      fake.delay('POST', /^\/v1\/subscriptions$/, 400);
+      const starting = t
+        .http()
+        .post('/v1/billing/subscription')
+        .set('Authorization', owner.auth)
+        .send({ price_id: 'price_basic' })
+        .then((response) => response);
+      // Meanwhile a subscription made in the dashboard arrives by webhook.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const dashboard = {
+        id: `sub_dashboard${randomBytes(4).toString('hex')}`,
+        object: 'subscription',
+        customer: customerId,
+        status: 'active',
+        pause_collection: null,
+        cancel_at_period_end: false,
+        items: { object: 'list', data: [] },
+      };
+      expect(
+        (await deliver(stripeEvent('customer.subscription.created', dashboard, nowSeconds())))
+          .status,
+      ).toBe(200);
+      const response = await starting;
+      expectError(response, 409, 'subscription_exists');
+      const [created] = fake.subscriptionsOf(customerId);
+      expect(created.status).toBe('canceled');
+      const [cancel] = fake.requestsTo('DELETE', new RegExp(`^/v1/subscriptions/${created.id}$`));
+      expect(cancel.idempotencyKey).toBe(`subscription-cancel-orphan:${created.id}`);
+      const read = await t.http().get('/v1/billing/subscription').set('Authorization', owner.auth);
+      expect(read.body.id).toBe(dashboard.id);
+    });
+
     it('suspends by pausing collection (void), idempotently, and resumes by clearing it', async () => {
       const { owner, subscription, stripe } = await subscribed();
       const path = new RegExp(`^/v1/subscriptions/${subscription.id}$`);

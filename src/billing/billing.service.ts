@@ -108,9 +108,17 @@ export class BillingService {
    */
   async createSubscription(organizationId: string, priceId: string): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
-    if (await this.liveSubscription(organizationId)) throw subscriptionExists();
+    // One snapshot for both: a start that read "none live" also read the generation of that
+    // moment, so a concurrent start either sees the live row (409) or sends the same key.
+    const [{ generation, live }]: Array<{ generation: number; live: number }> =
+      await this.subscriptions.query(
+        `SELECT count(*)::int AS generation,
+                (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS live
+           FROM billing_subscriptions WHERE organization_id = $1`,
+        [organizationId],
+      );
+    if (live > 0) throw subscriptionExists();
     const customer = await this.ensureCustomer(organizationId);
-    const generation = await this.subscriptions.countBy({ organizationId });
     const subscription = await this.stripe.call(
       'subscriptions.create',
       (stripe) =>
@@ -146,13 +154,28 @@ export class BillingService {
       ),
     );
     if (outcome === 'conflict') {
-      this.logger.error(
-        { stripeSubscriptionId: subscription.id },
-        'Stripe created a subscription while another one is live for the organization',
-      );
+      await this.cancelOrphan(subscription.id);
       throw subscriptionExists();
     }
     return this.subscriptionResponse(subscription.id);
+  }
+
+  /**
+   * Another subscription became live meanwhile (e.g. created in the dashboard and mirrored by a
+   * webhook): the one just created would charge twice, so it is cancelled at once.
+   */
+  private async cancelOrphan(stripeSubscriptionId: string): Promise<void> {
+    this.logger.error(
+      { stripeSubscriptionId },
+      'Stripe created a subscription while another one is live for the organization; cancelling it',
+    );
+    await this.stripe.call('subscriptions.cancel(orphan)', (stripe) =>
+      stripe.subscriptions.cancel(
+        stripeSubscriptionId,
+        {},
+        { idempotencyKey: `subscription-cancel-orphan:${stripeSubscriptionId}` },
+      ),
+    );
   }
 
   /** Pauses collection (invoices voided); repeating it answers the same state without a call. */

@@ -23,9 +23,10 @@ export interface RecordedRequest {
 interface Fault {
   method: string;
   path: RegExp;
-  kind: 'fail' | 'hang';
+  kind: 'fail' | 'hang' | 'delay';
   status: number;
   remaining: number;
+  delayMs?: number;
 }
 
 type Json = Record<string, unknown>;
@@ -91,6 +92,11 @@ export class FakeStripe {
   /** The next `times` matching requests answer `status` with a Stripe error body. */
   fail(method: string, path: RegExp, status = 500, times = 1): void {
     this.faults.push({ method, path, kind: 'fail', status, remaining: times });
+  }
+
+  /** The next matching request is handled normally, but only after `delayMs`. */
+  delay(method: string, path: RegExp, delayMs: number): void {
+    this.faults.push({ method, path, kind: 'delay', status: 0, remaining: 1, delayMs });
   }
 
   /** Matching requests are never answered (until `clearFaults`). */
@@ -170,32 +176,40 @@ export class FakeStripe {
           this.hanging.add(response);
           return;
         }
+        if (fault.kind === 'delay') {
+          setTimeout(() => this.answer(recorded, response), fault.delayMs);
+          return;
+        }
         return this.send(response, fault.status, {
           error: { type: 'api_error', message: `Injected failure (${fault.status})` },
         });
       }
-      const key = recorded.idempotencyKey;
-      if (key && recorded.method === 'POST') {
-        const stored = this.idempotent.get(key);
-        if (stored) {
-          if (stored.rawBody !== rawBody) {
-            return this.send(response, 400, {
-              error: {
-                type: 'idempotency_error',
-                message: 'Keys for idempotent requests can only be used with the same parameters',
-              },
-            });
-          }
-          response.setHeader('Idempotent-Replayed', 'true');
-          return this.send(response, stored.status, stored.body);
-        }
-      }
-      const [status, body] = this.route(recorded);
-      if (key && recorded.method === 'POST' && status < 500) {
-        this.idempotent.set(key, { rawBody, status, body });
-      }
-      this.send(response, status, body);
+      this.answer(recorded, response);
     });
+  }
+
+  private answer(recorded: RecordedRequest, response: ServerResponse): void {
+    const key = recorded.idempotencyKey;
+    if (key && recorded.method === 'POST') {
+      const stored = this.idempotent.get(key);
+      if (stored) {
+        if (stored.rawBody !== recorded.rawBody) {
+          return this.send(response, 400, {
+            error: {
+              type: 'idempotency_error',
+              message: 'Keys for idempotent requests can only be used with the same parameters',
+            },
+          });
+        }
+        response.setHeader('Idempotent-Replayed', 'true');
+        return this.send(response, stored.status, stored.body);
+      }
+    }
+    const [status, body] = this.route(recorded);
+    if (key && recorded.method === 'POST' && status < 500) {
+      this.idempotent.set(key, { rawBody: recorded.rawBody, status, body });
+    }
+    this.send(response, status, body);
   }
 
   private send(response: ServerResponse, status: number, body: Json): void {
@@ -291,6 +305,10 @@ export class FakeStripe {
       const subscription = this.subscriptions.get(subscriptionPath[1]);
       if (!subscription) return missing('id');
       if (r.method === 'GET') return [200, subscription];
+      if (r.method === 'DELETE') {
+        subscription.status = 'canceled';
+        return [200, subscription];
+      }
       if (r.method === 'POST') {
         if (form.pause_collection === '') subscription.pause_collection = null;
         else if (form.pause_collection) {
