@@ -192,6 +192,15 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
       expect((await get('/v1/organizations', await forge(u.userId))).status).toBe(200);
     });
 
+    it('refuses a token once it expires, although it was verified (and remembered) before', async () => {
+      const u = await signUp(t);
+      const shortLived = await forge(u.userId, { exp: now() + 2 });
+      expect((await get('/v1/organizations', shortLived)).status).toBe(200);
+      expect((await get('/v1/organizations', shortLived)).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      expectError(await get('/v1/organizations', shortLived), 401, 'unauthenticated');
+    });
+
     it('refuses alg none, a wrong audience or issuer, an expired token, another secret, another algorithm: 401', async () => {
       const u = await signUp(t);
       const cases: Record<string, string> = {

@@ -5,6 +5,7 @@ import { looksLikeApiKey } from '../api-keys/api-key-format';
 import { ApiKeysService } from '../api-keys/api-keys.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
+import { JwtStrategy } from './strategies/jwt.strategy';
 
 type ResolvableRequest = IncomingMessage & {
   user?: CallerContext;
@@ -32,7 +33,10 @@ class AccessTokenGuard extends AuthGuard('jwt') {
 export class CallerResolver {
   private readonly accessTokens = new AccessTokenGuard();
 
-  constructor(private readonly apiKeys: ApiKeysService) {}
+  constructor(
+    private readonly apiKeys: ApiKeysService,
+    private readonly jwtStrategy: JwtStrategy,
+  ) {}
 
   /** null without a credential; throws 401 (or 403 `not_a_member`) for a bad one. */
   resolve(context: ExecutionContext): Promise<CallerContext | null> {
@@ -53,6 +57,10 @@ export class CallerResolver {
       const caller = await this.apiKeys.authenticate(credential);
       if (!caller) throw unauthenticated();
       return caller;
+    }
+    const verifiedBefore = this.jwtStrategy.recall(credential);
+    if (verifiedBefore) {
+      return this.jwtStrategy.callerFor(request, verifiedBefore);
     }
     await this.accessTokens.canActivate(context);
     return request.user ?? null;
