@@ -8,9 +8,14 @@ import { LoggingModule } from './common/logging/logging.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
+import { EndUsersModule } from './end-users/end-users.module';
+import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
 import { OrganizationsModule } from './organizations/organizations.module';
+import { PersonalitiesModule } from './personalities/personalities.module';
 import { RedisModule } from './redis/redis.module';
+import { RespondModule } from './respond/respond.module';
+import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 
 @Module({
@@ -24,6 +29,11 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     OrganizationsModule,
     ApiKeysModule,
     VocabulariesModule,
+    EndUsersModule,
+    PersonalitiesModule,
+    UsageModule,
+    RespondModule,
+    ExportsModule,
   ],
   providers: [
     { provide: APP_FILTER, useClass: AllExceptionsFilter },

@@ -1,0 +1,14 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+/** The number of relationship_months rows ever inserted for an organization and month. */
+@Entity('usage_monthly_counters')
+export class UsageMonthlyCounter {
+  @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @PrimaryColumn({ type: 'date' })
+  month: string;
+
+  @Column({ name: 'active_relationships', type: 'bigint' })
+  activeRelationships: string;
+}
