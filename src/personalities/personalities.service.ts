@@ -1,5 +1,6 @@
 import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { isUUID } from 'class-validator';
 import type { Pool } from 'pg';
 import { DataSource, Repository } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
@@ -122,19 +123,19 @@ export class PersonalitiesService implements OnApplicationBootstrap {
       .addOrderBy('p.id', 'ASC')
       .take(limit + 1);
     if (startingAfter) {
-      const cursor = await this.personalities.findOne({
-        select: { id: true, createdAt: true },
-        where: { id: startingAfter, organizationId },
-      });
-      if (!cursor) {
+      const known =
+        isUUID(startingAfter) &&
+        (await this.personalities.existsBy({ id: startingAfter, organizationId }));
+      if (!known) {
         throw AppError.validation([
           { field: 'starting_after', problem: 'must be the id of a personality of this list' },
         ]);
       }
-      query.andWhere('(p.created_at, p.id) > (:createdAt, :id)', {
-        createdAt: cursor.createdAt,
-        id: cursor.id,
-      });
+      // Compared in SQL: created_at has microseconds, which a JS Date would round away.
+      query.andWhere(
+        '(p.created_at, p.id) > (SELECT c.created_at, c.id FROM personalities c WHERE c.id = :cursor)',
+        { cursor: startingAfter },
+      );
     }
     return toPage(await query.getMany(), limit, toPersonalityResponse);
   }
