@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
 import { importCatalogCommand } from '../src/personalities/catalog-cli';
 import { PersonalitiesService } from '../src/personalities/personalities.service';
 import { expectError, expectRequestId } from './support/assertions';
@@ -10,7 +11,7 @@ import { createTestApp, TestApp } from './support/test-app';
 
 const shipped = JSON.parse(
   readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
-) as Array<Record<string, unknown>>;
+) as CatalogEntryFile[];
 
 function catalogFile(entries: unknown): string {
   const path = join(mkdtempSync(join(tmpdir(), 'catalog-')), 'catalog.json');
@@ -111,8 +112,8 @@ describe('Personalities: catalog, clones, CRUD', () => {
       version: '1.1.0',
       name: 'Changed',
       traits: ['different'],
-      voice: { ...(base.voice as object), tone: 'changed' },
-      replies: { ...(base.replies as object), positive: ['changed {emotion}'] },
+      voice: { ...base.voice, tone: 'changed' },
+      replies: { ...base.replies, positive: ['changed {emotion}'] },
     };
     const message = await importCatalogCommand(service, catalogFile([changed]));
     expect(message).toContain(`${slug}@1.1.0`);
