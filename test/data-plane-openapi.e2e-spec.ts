@@ -3,8 +3,8 @@ import { createTestApp, TestApp } from './support/test-app';
 describe('OpenAPI of the data plane', () => {
   let t: TestApp;
   let document: {
-    paths: Record<string, Record<string, Record<string, any>>>;
-    components: { schemas: Record<string, any> };
+    paths: Record<string, Record<string, { responses: object; security?: unknown }>>;
+    components: { schemas: Record<string, { properties: Record<string, unknown> }> };
   };
 
   beforeAll(async () => {
