@@ -9,7 +9,9 @@ export function validateEnv<T extends object>(
   schema: new () => T,
   env: NodeJS.ProcessEnv = process.env,
 ): T {
-  const values = plainToInstance(schema, { ...env }, { enableImplicitConversion: false });
+  // An empty value (`REDIS_URL=` in a compose file) means unset, as operators expect.
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
+  const values = plainToInstance(schema, present, { enableImplicitConversion: false });
   const errors = validateSync(values, { skipMissingProperties: false, forbidUnknownValues: false });
   if (errors.length > 0) {
     const lines = errors.map(

@@ -1,0 +1,124 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Client } from 'pg';
+import { startEmbeddedPostgres } from '../../src/database/embedded-postgres';
+
+export interface RunningService {
+  baseUrl: string;
+  databaseUrl: string;
+  pid: number;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolvePort(port));
+    });
+  });
+}
+
+/** A fresh database on BENCH_DATABASE_URL's server, or on an embedded PostgreSQL of its own. */
+export async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  let adminUrl = process.env.BENCH_DATABASE_URL;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  if (!adminUrl) {
+    const embedded = await startEmbeddedPostgres({
+      dataDir: mkdtempSync(join(tmpdir(), 'personality-api-bench-')),
+      port: 0,
+      database: 'postgres',
+      persistent: false,
+    });
+    adminUrl = embedded.url;
+    stopEmbedded = embedded.stop;
+  }
+  const name = `bench_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = new Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new Client({ connectionString: adminUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await client.end();
+      await stopEmbedded?.();
+    },
+  };
+}
+
+async function waitUntilReady(
+  baseUrl: string,
+  child: ChildProcess,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`service exited with code ${child.exitCode}`);
+    try {
+      const response = await fetch(`${baseUrl}/health/ready`);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error('service did not become ready');
+}
+
+/**
+ * Starts the built service (`node dist/main.js`) on a fresh database, with rate limits raised so
+ * they do not throttle the load, and waits for readiness. Its logs go to /dev/null.
+ */
+export async function startService(
+  options: { env?: Record<string, string>; databaseUrl?: string } = {},
+): Promise<RunningService> {
+  const database = options.databaseUrl
+    ? { url: options.databaseUrl, drop: async () => undefined }
+    : await freshDatabase();
+  const port = await freePort();
+  const child = spawn(process.execPath, [resolve(__dirname, '../../dist/main.js')], {
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123456789',
+      DATABASE_URL: database.url,
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_ORG_RPS: '1000000',
+      RATE_LIMIT_ORG_BURST: '10000000',
+      RATE_LIMIT_IP_RPS: '1000000',
+      RATE_LIMIT_IP_BURST: '10000000',
+      REDIS_URL: '',
+      ...options.env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  await waitUntilReady(baseUrl, child);
+  return {
+    baseUrl,
+    databaseUrl: database.url,
+    pid: child.pid!,
+    process: child,
+    stop: async () => {
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await database.drop();
+    },
+  };
+}
