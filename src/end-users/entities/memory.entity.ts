@@ -1,9 +1,24 @@
-import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import {
+  Check,
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+} from 'typeorm';
+import { Personality } from '../../personalities/entities/personality.entity';
+import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
 
 /** One message of a conversation between an end user and a personality, in order (by id). */
 @Entity('memories')
+@Check('memories_role_check', `role IN ('user', 'personality')`)
+@Index('memories_end_user_idx', ['endUserId', 'id'])
+@Index('memories_conversation_idx', ['endUserId', 'personalityId', 'id'])
+@Index('memories_personality_idx', ['personalityId'])
 export class Memory {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;
@@ -35,4 +50,12 @@ export class Memory {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
+
+  @ManyToOne(() => EndUser, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'end_user_id', foreignKeyConstraintName: 'memories_end_user_id_fkey' })
+  endUser?: EndUser;
+
+  @ManyToOne(() => Personality, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'personality_id', foreignKeyConstraintName: 'memories_personality_id_fkey' })
+  personality?: Personality;
 }

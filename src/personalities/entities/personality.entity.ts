@@ -2,13 +2,18 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
   PrimaryGeneratedColumn,
   UpdateDateColumn,
 } from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
 import type { PersonalityReplies, PersonalityVoice } from './personality-definition';
 
 /** An organization's own copy of a catalog entry; nothing in it refers back to the catalog row. */
 @Entity('personalities')
+@Index('personalities_organization_idx', ['organizationId', 'createdAt', 'id'])
 export class Personality {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -45,4 +50,11 @@ export class Personality {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'personalities_organization_id_fkey',
+  })
+  organization?: Organization;
 }

@@ -1,4 +1,5 @@
-import { Column, Entity, PrimaryColumn } from 'typeorm';
+import { Column, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
 
 /** The number of relationship_months rows ever inserted for an organization and month. */
 @Entity('usage_monthly_counters')
@@ -11,4 +12,11 @@ export class UsageMonthlyCounter {
 
   @Column({ name: 'active_relationships', type: 'bigint' })
   activeRelationships: string;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'usage_monthly_counters_organization_id_fkey',
+  })
+  organization?: Organization;
 }
