@@ -4,7 +4,7 @@ import { benchTenant, memoryOf } from './support/data-plane';
 
 const MEMORIES = 100_000;
 
-const countMemories = (text: string) => (text.match(/"content":"Memory number /g) ?? []).length;
+const countMemories = (text: string) => (text.match(/"content" ?: ?"Memory number /g) ?? []).length;
 
 /**
  * GET /v1/end-users/{user_id}/export of one user with 100,000 memories: the server's resident
