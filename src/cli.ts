@@ -1,13 +1,16 @@
 import { Module } from '@nestjs/common';
 import { ConfigModule } from '@nestjs/config';
 import { NestFactory } from '@nestjs/core';
+import { TypeOrmModule } from '@nestjs/typeorm';
 import { LoggingModule } from './common/logging/logging.module';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
-import { importCatalogCommand } from './personalities/catalog-cli';
+import { Organization } from './organizations/entities/organization.entity';
+import { readCatalogFile } from './personalities/catalog-file';
 import { PersonalitiesModule } from './personalities/personalities.module';
 import { PersonalitiesService } from './personalities/personalities.service';
+import { describeImport } from './personalities/catalog-cli';
 
 const USAGE = 'Usage: npm run cli -- catalog import <file.json>';
 
@@ -17,6 +20,8 @@ const USAGE = 'Usage: npm run cli -- catalog import <file.json>';
     ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
     LoggingModule,
     DatabaseModule,
+    // Personalities refer to organizations; the entity is needed, not the module.
+    TypeOrmModule.forFeature([Organization]),
     PersonalitiesModule,
   ],
 })
@@ -27,6 +32,14 @@ async function main(argv: string[]): Promise<number> {
   if (group !== 'catalog' || command !== 'import' || !path || rest.length > 0) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
+  }
+  let entries;
+  try {
+    // A bad file is refused before anything connects to the database.
+    entries = readCatalogFile(path);
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`);
+    return 1;
   }
   let embedded: EmbeddedPostgresHandle | undefined;
   if (!process.env.DATABASE_URL) {
@@ -39,11 +52,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const app = await NestFactory.createApplicationContext(CliModule, { logger: ['error'] });
   try {
-    process.stdout.write(`${await importCatalogCommand(app.get(PersonalitiesService), path)}\n`);
+    await app.get(PersonalitiesService).importCatalog(entries);
+    process.stdout.write(`${describeImport(entries)}\n`);
     return 0;
-  } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    return 1;
   } finally {
     await app.close();
     await embedded?.stop();

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
 import { poolOf, withTransaction } from '../database/pg-pool';
 import { EndUsersService } from '../end-users/end-users.service';
 import { PersonalitiesService } from '../personalities/personalities.service';
@@ -9,6 +10,8 @@ import { UsageService } from '../usage/usage.service';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
 import { RESPONSE_ENGINE, type ResponseEngine } from './engine/response-engine';
+
+const FOREIGN_KEY_VIOLATION = '23503';
 
 /** How many earlier messages of the conversation the engine is given. */
 const RECALLED_MEMORIES = 6;
@@ -76,6 +79,8 @@ export class RespondService {
         personalityId: personality.id,
         at,
       });
+    }).catch((error: unknown) => {
+      throw this.vanishedMeanwhile(error) ?? error;
     });
 
     return {
@@ -85,5 +90,16 @@ export class RespondService {
       vocabulary_version: vocabulary.version,
       created_at: at.toISOString(),
     };
+  }
+
+  /**
+   * The personality deleted, or the end user erased, between the reads and the writes: the
+   * foreign keys refuse the writes, and the caller gets what a moment later they would have.
+   */
+  private vanishedMeanwhile(error: unknown): AppError | undefined {
+    const { code, constraint } = error as { code?: string; constraint?: string };
+    if (code !== FOREIGN_KEY_VIOLATION) return undefined;
+    if (constraint === 'memories_personality_id_fkey') return AppError.notFound('Personality');
+    return this.endUsers.underDeletion({ erase_after: null });
   }
 }
