@@ -1,3 +1,6 @@
+import { get } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DataSource } from 'typeorm';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { readFileSync } from 'node:fs';
@@ -188,5 +191,67 @@ describe('Export (PMF v1) and subject access', () => {
       (await t.http().get(`/v1/end-users/${userId}/export`).set('Authorization', reader.auth))
         .status,
     ).toBe(404);
+  });
+});
+
+describe('Export streaming when the client goes away', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('frees the database connection of every abandoned export', async () => {
+    const a = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, a.auth);
+    const userId = uniqueUserId('big');
+    await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' });
+    const dataSource = t.app.get(DataSource);
+    // ~20 MB of memories: far more than socket buffers hold, so the server must wait on the client.
+    await dataSource.query(
+      `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content)
+       SELECT organization_id, end_user_id, personality_id, 'user', repeat('x', 400)
+         FROM memories m, generate_series(1, 50000)
+        WHERE m.end_user_id = (SELECT id FROM end_users WHERE user_id = $1) AND m.role = 'user'`,
+      [userId],
+    );
+    await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
+    const { port } = t.server.address() as AddressInfo;
+
+    // More abandoned exports than the pool has connections (10).
+    for (let i = 0; i < 12; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const request = get(
+          {
+            host: '127.0.0.1',
+            port,
+            path: `/v1/end-users/${userId}/export`,
+            headers: { authorization: a.auth },
+          },
+          (response) => {
+            expect(response.statusCode).toBe(200);
+            response.once('data', () => {
+              request.destroy();
+              resolve();
+            });
+          },
+        );
+        request.on('error', (error) => (request.destroyed ? resolve() : reject(error)));
+      });
+    }
+    // The pool still serves: a whole export and an ordinary query complete.
+    const whole = await t
+      .http()
+      .get(`/v1/end-users/${userId}/model`)
+      .set('Authorization', a.auth)
+      .timeout(20_000);
+    expect(whole.status).toBe(200);
+    expect(whole.body.tables.memories.length).toBe(50_002);
+    const stuck = await dataSource.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'idle in transaction'`,
+    );
+    expect(stuck[0].n).toBe(0);
   });
 });
