@@ -149,4 +149,42 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
       await two.close();
     }
   });
+
+  it('a failure mid-way rolls the whole erasure back, and the next run finishes it', async () => {
+    const env = { ERASURE_GRACE_SECONDS: '0', ERASURE_POLL_INTERVAL_MS: '3600000' };
+    const t = await createTestApp({ env });
+    const dataSource = t.app.get(DataSource);
+    try {
+      const a = await tenantWithKey(t, ['read_write']);
+      const personalityId = await clonePersonality(t, a.auth);
+      const userId = uniqueUserId('crash');
+      await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' });
+      await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+      // The last step (deleting the row) fails once the memories are already deleted.
+      await dataSource.query(`
+        CREATE FUNCTION refuse_end_user_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'simulated crash'; END $$;
+        CREATE TRIGGER refuse_end_user_delete BEFORE DELETE ON end_users
+          FOR EACH ROW EXECUTE FUNCTION refuse_end_user_delete();`);
+      try {
+        await expect(t.app.get(ErasureWorker).eraseDue()).rejects.toThrow('simulated crash');
+      } finally {
+        await dataSource.query(`
+          DROP TRIGGER refuse_end_user_delete ON end_users;
+          DROP FUNCTION refuse_end_user_delete();`);
+      }
+      const [{ memories }] = await dataSource.query(
+        `SELECT count(*)::int AS memories FROM memories m JOIN end_users e ON e.id = m.end_user_id
+          WHERE e.user_id = $1`,
+        [userId],
+      );
+      expect(memories).toBe(2);
+
+      expect(await t.app.get(ErasureWorker).eraseDue()).toBeGreaterThanOrEqual(1);
+      const after = await rowsMentioning(dataSource, [userId]);
+      expect(after.found).toEqual({});
+    } finally {
+      await t.close();
+    }
+  });
 });

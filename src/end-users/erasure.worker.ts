@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
@@ -19,7 +19,7 @@ const BATCH_SIZE = 20;
  * redone by the next poll.
  */
 @Injectable()
-export class ErasureWorker implements OnApplicationBootstrap, OnApplicationShutdown {
+export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly pool: Pool;
   private readonly intervalMs: number;
   private timer: NodeJS.Timeout | undefined;
@@ -42,7 +42,8 @@ export class ErasureWorker implements OnApplicationBootstrap, OnApplicationShutd
     this.schedule();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /** Before the database closes (TypeORM closes it at application shutdown), finish the batch. */
+  async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
