@@ -215,6 +215,14 @@ describe('End users: the five rules of POST /v1/end-users, list, get, patch', ()
       400,
       'validation_failed',
     );
+    // A cursor may be any valid user_id, 256 emoji included.
+    const emoji = '😀'.repeat(256);
+    await create({ user_id: emoji }, tenant.auth);
+    const afterEmoji = await t
+      .http()
+      .get(`/v1/end-users?starting_after=${encodeURIComponent(emoji)}`)
+      .set('Authorization', tenant.auth);
+    expect(afterEmoji.status).toBe(200);
   });
 
   it('PATCH replaces metadata; GET reads it; unknown user_id answers 404', async () => {

@@ -22,11 +22,12 @@ import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
 import {
   CreateEndUserDto,
   EndUserDeletionDto,
   EndUserDto,
+  EndUserListQueryDto,
   toEndUserResponse,
   UpdateEndUserDto,
 } from './dto/end-user.dto';
@@ -70,7 +71,10 @@ export class EndUsersController {
   @ApiOperation({ summary: "The organization's end users, ordered by user_id (the cursor)" })
   @ApiPage(EndUserDto)
   @ApiErrors(400)
-  list(@Caller() caller: CallerContext, @Query() query: ListQueryDto): Promise<Page<EndUserDto>> {
+  list(
+    @Caller() caller: CallerContext,
+    @Query() query: EndUserListQueryDto,
+  ): Promise<Page<EndUserDto>> {
     return this.endUsers.list(
       caller.organizationId,
       query.limit ?? DEFAULT_PAGE_SIZE,

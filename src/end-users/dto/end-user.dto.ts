@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsDefined, IsOptional } from 'class-validator';
+import { Type } from 'class-transformer';
+import { IsDefined, IsInt, IsOptional, Max, Min } from 'class-validator';
 import type { EndUserStatus } from '../entities/end-user.entity';
 import { IsMetadata, IsUserId, METADATA_MAX_BYTES, USER_ID_MAX_CHARACTERS } from './user-id';
 
@@ -25,6 +26,26 @@ export class CreateEndUserDto {
   @IsOptional()
   @IsMetadata()
   metadata?: Record<string, unknown>;
+}
+
+/**
+ * Paging of the end-user list. Not ListQueryDto: its cursor allows 256 UTF-16 units, while a
+ * user_id may hold 256 characters outside the BMP (512 units).
+ */
+export class EndUserListQueryDto {
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit?: number;
+
+  /** The user_id of the last end user of the previous page. */
+  @ApiPropertyOptional()
+  @IsOptional()
+  @IsUserId()
+  starting_after?: string;
 }
 
 export class UpdateEndUserDto {
