@@ -14,6 +14,14 @@ export class Organization {
   @Column({ type: 'text' })
   name: string;
 
+  /** The organization's own refill rate (a plan may raise it); null: RATE_LIMIT_ORG_RPS. */
+  @Column({ name: 'rate_limit_rps', type: 'double precision', nullable: true })
+  rateLimitRps: number | null;
+
+  /** The organization's own bucket capacity; null: RATE_LIMIT_ORG_BURST. */
+  @Column({ name: 'rate_limit_burst', type: 'integer', nullable: true })
+  rateLimitBurst: number | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 
