@@ -3,6 +3,7 @@ import { ConfigService } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import { normalizeIp } from '@nestjs/throttler';
 import type { Request } from 'express';
+import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
 import { TtlCache } from '../common/cache/ttl-cache';
@@ -43,8 +44,12 @@ export class BucketResolver {
 
   /** The client's address; `request.ip` honours X-Forwarded-For only under TRUST_PROXY. */
   static clientIp(request: Request): string {
+    const ip = request.ip ?? request.socket.remoteAddress ?? 'unknown';
+    // IPv4, plain or IPv4-mapped, skips the IPv6 parsing below (a few µs on every request).
+    if (isIPv4(ip)) return ip;
+    if (ip.startsWith('::ffff:') && isIPv4(ip.slice(7))) return ip.slice(7);
     // IPv6 clients get a /64 each (one subscriber's allocation), else they could rotate at will.
-    return normalizeIp(request.ip ?? request.socket.remoteAddress ?? 'unknown');
+    return normalizeIp(ip);
   }
 
   /** For a request the router dispatched to a handler. */

@@ -10,6 +10,7 @@ import {
   type ThrottlerRequest,
 } from '@nestjs/throttler';
 import type { Request } from 'express';
+import type { ServerResponse } from 'node:http';
 import type { RateLimitConfig } from '../config/rate-limit.config';
 import { BucketResolver } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
@@ -54,7 +55,7 @@ export class RateLimitGuard extends ThrottlerGuard {
     const { req, res } = this.getRequestResponse(context);
     const tracker = await getTracker(req, context);
     const bucket = await this.buckets.forRoute(context, tracker);
-    const decision = await this.limiter.take(bucket, res as never);
+    const decision = await this.limiter.take(bucket, res as ServerResponse);
     if (!decision.allowed) {
       await this.throwThrottlingException(context, {
         key: bucket.key,
