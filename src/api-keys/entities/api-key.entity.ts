@@ -1,7 +1,20 @@
-import { Column, CreateDateColumn, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+  Unique,
+} from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
+import { User } from '../../users/entities/user.entity';
 import type { Scope } from '../../common/auth/caller';
 
 @Entity('api_keys')
+@Unique('api_keys_key_hash_unique', ['keyHash'])
+@Index('api_keys_organization_idx', ['organizationId', 'createdAt'])
 export class ApiKey {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -40,4 +53,18 @@ export class ApiKey {
 
   @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
   revokedAt: Date | null;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'api_keys_organization_id_fkey',
+  })
+  organization?: Organization;
+
+  @ManyToOne(() => User, { onDelete: 'SET NULL' })
+  @JoinColumn({
+    name: 'created_by_user_id',
+    foreignKeyConstraintName: 'api_keys_created_by_user_id_fkey',
+  })
+  createdBy?: User;
 }

@@ -1,9 +1,22 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import {
+  Check,
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryColumn,
+} from 'typeorm';
+import { User } from '../../users/entities/user.entity';
+import { Organization } from './organization.entity';
 
 export const ROLES = ['owner', 'admin', 'member'] as const;
 export type Role = (typeof ROLES)[number];
 
 @Entity('memberships')
+@Check('memberships_role_check', `role IN ('owner', 'admin', 'member')`)
+@Index('memberships_user_idx', ['userId', 'createdAt'])
 export class Membership {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
   organizationId: string;
@@ -13,6 +26,17 @@ export class Membership {
 
   @Column({ type: 'text' })
   role: Role;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'memberships_organization_id_fkey',
+  })
+  organization?: Organization;
+
+  @ManyToOne(() => User, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'user_id', foreignKeyConstraintName: 'memberships_user_id_fkey' })
+  user?: User;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

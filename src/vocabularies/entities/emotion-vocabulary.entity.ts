@@ -1,4 +1,4 @@
-import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import { Column, CreateDateColumn, Entity, PrimaryColumn, Unique } from 'typeorm';
 
 export interface EmotionDefinition {
   name: string;
@@ -11,6 +11,7 @@ export interface EmotionDefinition {
 
 /** One published, immutable version of the emotion vocabulary. */
 @Entity('emotion_vocabularies')
+@Unique('emotion_vocabularies_semver_unique', ['major', 'minor', 'patch'])
 export class EmotionVocabulary {
   @PrimaryColumn({ type: 'text' })
   version: string;

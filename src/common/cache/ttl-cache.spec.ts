@@ -1,0 +1,35 @@
+import { TtlCache } from './ttl-cache';
+
+describe('TtlCache', () => {
+  it('forgets entries after their time to live', () => {
+    let now = 1_000;
+    const cache = new TtlCache<string>(500, 10, () => now);
+    cache.set('a', 'x');
+    now += 499;
+    expect(cache.get('a')).toBe('x');
+    now += 1;
+    expect(cache.get('a')).toBeUndefined();
+  });
+
+  it('drops the oldest entry when full', () => {
+    const cache = new TtlCache<number>(10_000, 2);
+    cache.set('a', 1);
+    cache.set('b', 2);
+    cache.set('c', 3);
+    expect([cache.get('a'), cache.get('b'), cache.get('c')]).toEqual([undefined, 2, 3]);
+  });
+
+  it('can cache a null (a known miss) and delete by prefix', () => {
+    const cache = new TtlCache<string | null>(10_000);
+    cache.set('user:1:*', null);
+    cache.set('user:1:org', 'x');
+    cache.set('user:2:org', 'y');
+    expect(cache.get('user:1:*')).toBeNull();
+    cache.deleteByPrefix('user:1:');
+    expect([cache.get('user:1:*'), cache.get('user:1:org'), cache.get('user:2:org')]).toEqual([
+      undefined,
+      undefined,
+      'y',
+    ]);
+  });
+});
