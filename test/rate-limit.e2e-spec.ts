@@ -396,6 +396,7 @@ describe('rate limiting: buckets shared through Redis', () => {
     const t = await createTestApp({
       env: {
         REDIS_URL: redis.url,
+        RATE_LIMIT_REDIS_PREFIX: 'own:',
         RATE_LIMIT_REDIS_TIMEOUT_MS: '100',
         RATE_LIMIT_IP_RPS: '0.01',
         RATE_LIMIT_IP_BURST: '20',
@@ -411,7 +412,7 @@ describe('rate limiting: buckets shared through Redis', () => {
       expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('19');
       expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('18');
       const keys = spawnSync('redis-cli', ['-u', redis.url, '--scan'], { encoding: 'utf8' });
-      expect(keys.stdout.trim().split('\n')).toEqual(['rate-limit:ip:127.0.0.1']);
+      expect(keys.stdout.trim().split('\n')).toEqual(['own:ip:127.0.0.1']);
 
       // Slow: the server keeps its connection but answers nothing.
       redis.pause();

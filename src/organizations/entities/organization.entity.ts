@@ -1,4 +1,5 @@
 import {
+  Check,
   Column,
   CreateDateColumn,
   Entity,
@@ -7,6 +8,8 @@ import {
 } from 'typeorm';
 
 @Entity('organizations')
+@Check('organizations_rate_limit_rps_positive', 'rate_limit_rps > 0')
+@Check('organizations_rate_limit_burst_positive', 'rate_limit_burst >= 1')
 export class Organization {
   @PrimaryGeneratedColumn('uuid')
   id: string;
