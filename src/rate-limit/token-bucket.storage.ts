@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import type { ThrottlerStorage } from '@nestjs/throttler';
-import type { ThrottlerStorageRecord } from '@nestjs/throttler/dist/throttler-storage-record.interface';
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ROOT_LOGGER } from '../common/logging/root-logger';
@@ -40,6 +39,8 @@ redis.call('HSET', KEYS[1], 'tokens', encoded, 'updated_at', string.format('%d',
 redis.call('PEXPIRE', KEYS[1], math.max(1, msUntilFull))
 return { allowed, encoded }
 `;
+
+type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
 
 const SCRIPT_SHA = createHash('sha1').update(TAKE_TOKEN_SCRIPT).digest('hex');
 const WARN_INTERVAL_MS = 60_000;
