@@ -4,6 +4,7 @@ import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { AuthModule } from './auth/auth.module';
 import { AuthenticationGuard } from './auth/authentication.guard';
+import { BillingModule } from './billing/billing.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
 import { LoggingModule } from './common/logging/logging.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
@@ -27,6 +28,7 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     OrganizationsModule,
     ApiKeysModule,
     VocabulariesModule,
+    BillingModule,
     RateLimitModule,
   ],
   providers: [

@@ -1,0 +1,121 @@
+import { Body, Controller, Get, Headers, HttpCode, Post, Query } from '@nestjs/common';
+import {
+  ApiCreatedResponse,
+  ApiHeader,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+} from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { BillingService } from './billing.service';
+import {
+  CreateSubscriptionDto,
+  InvoiceDto,
+  SetupIntentDto,
+  SubscriptionDto,
+} from './dto/billing.dto';
+
+const NOT_CONFIGURED: [number, string] = [
+  503,
+  'No payment provider configured (`billing_not_configured`)',
+];
+const INVOICE_CURSOR = /^in_[A-Za-z0-9]+$/;
+const CLIENT_IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+
+@ApiTags('billing')
+@Scopes('admin')
+@Controller('v1/billing')
+export class BillingController {
+  constructor(private readonly billing: BillingService) {}
+
+  @Get('invoices')
+  @ApiOperation({ summary: "The organization's invoices, newest first (Stripe's cursor)" })
+  @ApiPage(InvoiceDto)
+  @ApiErrors(400, 502, NOT_CONFIGURED)
+  listInvoices(
+    @Caller() caller: CallerContext,
+    @Query() query: ListQueryDto,
+  ): Promise<Page<InvoiceDto>> {
+    if (query.starting_after !== undefined && !INVOICE_CURSOR.test(query.starting_after)) {
+      throw AppError.validation([{ field: 'starting_after', problem: 'must be an invoice id' }]);
+    }
+    return this.billing.listInvoices(
+      caller.organizationId,
+      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.starting_after,
+    );
+  }
+
+  @Post('payment-methods')
+  @HttpCode(201)
+  @ApiOperation({
+    summary: 'Starts adding a payment method: a SetupIntent whose client_secret Stripe.js confirms',
+  })
+  @ApiHeader({
+    name: 'idempotency-key',
+    required: false,
+    description: 'Repeat it on a retry to get the same SetupIntent back',
+  })
+  @ApiCreatedResponse({ type: SetupIntentDto })
+  @ApiErrors(400, 502, NOT_CONFIGURED)
+  createPaymentMethod(
+    @Caller() caller: CallerContext,
+    @Headers('idempotency-key') idempotencyKey?: string,
+  ): Promise<SetupIntentDto> {
+    if (idempotencyKey !== undefined && !CLIENT_IDEMPOTENCY_KEY.test(idempotencyKey)) {
+      throw AppError.validation([
+        { field: 'Idempotency-Key', problem: 'must be 1..200 visible ASCII characters' },
+      ]);
+    }
+    return this.billing.createSetupIntent(caller.organizationId, idempotencyKey);
+  }
+
+  @Get('subscription')
+  @ApiOperation({ summary: "The organization's subscription (the live one, else the latest)" })
+  @ApiOkResponse({ type: SubscriptionDto })
+  @ApiErrors([404, 'The organization has never subscribed'], NOT_CONFIGURED)
+  getSubscription(@Caller() caller: CallerContext): Promise<SubscriptionDto> {
+    return this.billing.getSubscription(caller.organizationId);
+  }
+
+  @Post('subscription')
+  @HttpCode(201)
+  @ApiOperation({ summary: 'Starts the subscription (one live subscription per organization)' })
+  @ApiCreatedResponse({ type: SubscriptionDto })
+  @ApiErrors(400, [409, 'A live subscription exists (`subscription_exists`)'], 502, NOT_CONFIGURED)
+  createSubscription(
+    @Caller() caller: CallerContext,
+    @Body() body: CreateSubscriptionDto,
+  ): Promise<SubscriptionDto> {
+    return this.billing.createSubscription(caller.organizationId, body.price_id);
+  }
+
+  @Post('subscription/suspend')
+  @HttpCode(200)
+  @ApiOperation({
+    summary: 'Voluntarily suspends the subscription: collection pauses (invoices voided)',
+  })
+  @ApiOkResponse({ type: SubscriptionDto })
+  @ApiErrors(
+    [404, 'No live subscription'],
+    [409, 'The subscription cannot be suspended in its status (`subscription_not_active`)'],
+    502,
+    NOT_CONFIGURED,
+  )
+  suspend(@Caller() caller: CallerContext): Promise<SubscriptionDto> {
+    return this.billing.suspend(caller.organizationId);
+  }
+
+  @Post('subscription/resume')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Resumes a suspended subscription: collection starts again' })
+  @ApiOkResponse({ type: SubscriptionDto })
+  @ApiErrors([404, 'No live subscription'], 502, NOT_CONFIGURED)
+  resume(@Caller() caller: CallerContext): Promise<SubscriptionDto> {
+    return this.billing.resume(caller.organizationId);
+  }
+}

@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { BillingWebhooksController } from './billing-webhooks.controller';
+import { BillingWebhooksService } from './billing-webhooks.service';
+import { BillingController } from './billing.controller';
+import { BillingService } from './billing.service';
+import { BillingCustomer } from './entities/billing-customer.entity';
+import { BillingEvent } from './entities/billing-event.entity';
+import { BillingSubscription } from './entities/billing-subscription.entity';
+import { StripeGateway } from './stripe-gateway';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([BillingCustomer, BillingSubscription, BillingEvent])],
+  controllers: [BillingController, BillingWebhooksController],
+  providers: [StripeGateway, BillingService, BillingWebhooksService],
+})
+export class BillingModule {}

@@ -1,0 +1,280 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { PinoLogger } from 'nestjs-pino';
+import { randomUUID } from 'node:crypto';
+import Stripe from 'stripe';
+import { DataSource, Repository } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
+import { Page } from '../common/pagination/pagination';
+import {
+  InvoiceDto,
+  SetupIntentDto,
+  SubscriptionDto,
+  toInvoiceResponse,
+  toSubscriptionResponse,
+} from './dto/billing.dto';
+import { BillingCustomer } from './entities/billing-customer.entity';
+import { BillingSubscription } from './entities/billing-subscription.entity';
+import { StripeGateway } from './stripe-gateway';
+import { applySubscriptionSnapshot, providerTimeOf, snapshotOf } from './subscription-snapshots';
+
+/** Statuses from which a subscription may be suspended. */
+const SUSPENDABLE = new Set(['active', 'trialing', 'past_due', 'unpaid']);
+
+function subscriptionExists(): AppError {
+  return new AppError(
+    'subscription_exists',
+    409,
+    'The organization already has a live subscription (suspend, resume or cancel it instead)',
+  );
+}
+
+@Injectable()
+export class BillingService {
+  constructor(
+    private readonly stripe: StripeGateway,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @InjectRepository(BillingCustomer) private readonly customers: Repository<BillingCustomer>,
+    @InjectRepository(BillingSubscription)
+    private readonly subscriptions: Repository<BillingSubscription>,
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(BillingService.name);
+  }
+
+  /** Straight from Stripe (the source of truth), Stripe's cursor passed through. */
+  async listInvoices(
+    organizationId: string,
+    limit: number,
+    startingAfter?: string,
+  ): Promise<Page<InvoiceDto>> {
+    this.stripe.assertConfigured();
+    // A read never needs a customer: an organization without one simply has no invoices.
+    const customer = await this.customers.findOneBy({ organizationId });
+    if (!customer) return { data: [], has_more: false };
+    const list = await this.stripe.call('invoices.list', (stripe) =>
+      stripe.invoices.list({
+        customer: customer.stripeCustomerId,
+        limit,
+        ...(startingAfter ? { starting_after: startingAfter } : {}),
+      }),
+    );
+    return { data: list.data.map(toInvoiceResponse), has_more: list.has_more };
+  }
+
+  /**
+   * A SetupIntent for saving a payment method. The client_secret goes to the caller only. A
+   * client-sent Idempotency-Key makes a retried request answer the same SetupIntent.
+   */
+  async createSetupIntent(
+    organizationId: string,
+    clientIdempotencyKey?: string,
+  ): Promise<SetupIntentDto> {
+    this.stripe.assertConfigured();
+    const customer = await this.ensureCustomer(organizationId);
+    const idempotencyKey = `setup-intent:${organizationId}:${clientIdempotencyKey ?? randomUUID()}`;
+    const intent = await this.stripe.call('setupIntents.create', (stripe) =>
+      stripe.setupIntents.create(
+        {
+          customer: customer.stripeCustomerId,
+          usage: 'off_session',
+          metadata: { organization_id: organizationId },
+        },
+        { idempotencyKey },
+      ),
+    );
+    if (!intent.client_secret) {
+      throw new AppError(
+        'payment_provider_error',
+        502,
+        'The payment provider sent no client_secret',
+      );
+    }
+    return { setup_intent_id: intent.id, client_secret: intent.client_secret };
+  }
+
+  async getSubscription(organizationId: string): Promise<SubscriptionDto> {
+    this.stripe.assertConfigured();
+    const row = await this.currentSubscription(organizationId);
+    if (!row) throw AppError.notFound('Subscription');
+    return toSubscriptionResponse(row);
+  }
+
+  /**
+   * Starts the organization's subscription. The idempotency key is derived from the organization
+   * and how many subscriptions it has had, so a retry after a timeout (nothing stored locally yet)
+   * replays Stripe's answer instead of creating a second subscription, and a concurrent request
+   * for another price is refused by Stripe (same key, other parameters) → 409.
+   */
+  async createSubscription(organizationId: string, priceId: string): Promise<SubscriptionDto> {
+    this.stripe.assertConfigured();
+    // One snapshot for both: a start that read "none live" also read the generation of that
+    // moment, so a concurrent start either sees the live row (409) or sends the same key.
+    const [{ generation, live }]: Array<{ generation: number; live: number }> =
+      await this.subscriptions.query(
+        `SELECT count(*)::int AS generation,
+                (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS live
+           FROM billing_subscriptions WHERE organization_id = $1`,
+        [organizationId],
+      );
+    if (live > 0) throw subscriptionExists();
+    const customer = await this.ensureCustomer(organizationId);
+    const subscription = await this.stripe.call(
+      'subscriptions.create',
+      (stripe) =>
+        stripe.subscriptions.create(
+          {
+            customer: customer.stripeCustomerId,
+            items: [{ price: priceId }],
+            metadata: { organization_id: organizationId },
+            ...(customer.defaultPaymentMethodId
+              ? { default_payment_method: customer.defaultPaymentMethodId }
+              : {}),
+          },
+          { idempotencyKey: `subscription-create:${organizationId}:${generation}` },
+        ),
+      (error) => {
+        if (error instanceof Stripe.errors.StripeIdempotencyError) return subscriptionExists();
+        if (
+          error instanceof Stripe.errors.StripeInvalidRequestError &&
+          error.param?.includes('price')
+        ) {
+          return AppError.validation([{ field: 'price_id', problem: 'is not a usable price' }]);
+        }
+        return undefined;
+      },
+    );
+    const outcome = await this.dataSource.transaction((manager) =>
+      applySubscriptionSnapshot(
+        manager,
+        organizationId,
+        snapshotOf(subscription),
+        providerTimeOf(subscription),
+        true,
+      ),
+    );
+    if (outcome === 'conflict') {
+      await this.cancelOrphan(subscription.id);
+      throw subscriptionExists();
+    }
+    return this.subscriptionResponse(subscription.id);
+  }
+
+  /**
+   * Another subscription became live meanwhile (e.g. created in the dashboard and mirrored by a
+   * webhook): the one just created would charge twice, so it is cancelled at once.
+   */
+  private async cancelOrphan(stripeSubscriptionId: string): Promise<void> {
+    this.logger.error(
+      { stripeSubscriptionId },
+      'Stripe created a subscription while another one is live for the organization; cancelling it',
+    );
+    await this.stripe.call('subscriptions.cancel(orphan)', (stripe) =>
+      stripe.subscriptions.cancel(
+        stripeSubscriptionId,
+        {},
+        { idempotencyKey: `subscription-cancel-orphan:${stripeSubscriptionId}` },
+      ),
+    );
+  }
+
+  /** Pauses collection (invoices voided); repeating it answers the same state without a call. */
+  async suspend(organizationId: string): Promise<SubscriptionDto> {
+    this.stripe.assertConfigured();
+    const row = await this.liveSubscription(organizationId);
+    if (!row) throw AppError.notFound('Subscription');
+    if (row.collectionPaused) return toSubscriptionResponse(row);
+    if (!SUSPENDABLE.has(row.status)) {
+      throw new AppError(
+        'subscription_not_active',
+        409,
+        `A subscription in status ${row.status} cannot be suspended`,
+      );
+    }
+    await this.updateAtStripe(organizationId, row, 'suspend', { behavior: 'void' });
+    return this.subscriptionResponse(row.stripeSubscriptionId);
+  }
+
+  /** Clears the pause; resuming a subscription that is not suspended changes nothing. */
+  async resume(organizationId: string): Promise<SubscriptionDto> {
+    this.stripe.assertConfigured();
+    const row = await this.liveSubscription(organizationId);
+    if (!row) throw AppError.notFound('Subscription');
+    if (!row.collectionPaused) return toSubscriptionResponse(row);
+    await this.updateAtStripe(organizationId, row, 'resume', '');
+    return this.subscriptionResponse(row.stripeSubscriptionId);
+  }
+
+  /**
+   * The key carries the row's revision: a retry of the same request (nothing applied meanwhile)
+   * replays, while a later suspend after a resume is a new operation with a new key.
+   */
+  private async updateAtStripe(
+    organizationId: string,
+    row: BillingSubscription,
+    action: 'suspend' | 'resume',
+    pauseCollection: { behavior: 'void' } | '',
+  ): Promise<void> {
+    const subscription = await this.stripe.call(`subscriptions.update(${action})`, (stripe) =>
+      stripe.subscriptions.update(
+        row.stripeSubscriptionId,
+        { pause_collection: pauseCollection },
+        { idempotencyKey: `subscription-${action}:${row.stripeSubscriptionId}:${row.revision}` },
+      ),
+    );
+    await this.dataSource.transaction((manager) =>
+      applySubscriptionSnapshot(
+        manager,
+        organizationId,
+        snapshotOf(subscription),
+        providerTimeOf(subscription),
+        true,
+      ),
+    );
+  }
+
+  /**
+   * The organization's Stripe customer, created exactly once: concurrent first needs send the
+   * same idempotency key (Stripe answers both with one customer) and the primary key on
+   * organization_id keeps one row.
+   */
+  async ensureCustomer(organizationId: string): Promise<BillingCustomer> {
+    const existing = await this.customers.findOneBy({ organizationId });
+    if (existing) return existing;
+    const customer = await this.stripe.call('customers.create', (stripe) =>
+      stripe.customers.create(
+        { metadata: { organization_id: organizationId } },
+        { idempotencyKey: `customer-create:${organizationId}` },
+      ),
+    );
+    await this.customers.query(
+      `INSERT INTO billing_customers (organization_id, stripe_customer_id)
+       VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+      [organizationId, customer.id],
+    );
+    return this.customers.findOneByOrFail({ organizationId });
+  }
+
+  private liveSubscription(organizationId: string): Promise<BillingSubscription | null> {
+    return this.subscriptions
+      .createQueryBuilder('s')
+      .where('s.organization_id = :organizationId', { organizationId })
+      .andWhere("s.status NOT IN ('canceled', 'incomplete_expired')")
+      .getOne();
+  }
+
+  /** The live subscription, else the most recent ended one. */
+  private currentSubscription(organizationId: string): Promise<BillingSubscription | null> {
+    return this.subscriptions
+      .createQueryBuilder('s')
+      .where('s.organization_id = :organizationId', { organizationId })
+      .orderBy("(s.status IN ('canceled', 'incomplete_expired'))", 'ASC')
+      .addOrderBy('s.created_at', 'DESC')
+      .getOne();
+  }
+
+  private async subscriptionResponse(stripeSubscriptionId: string): Promise<SubscriptionDto> {
+    const row = await this.subscriptions.findOneByOrFail({ stripeSubscriptionId });
+    return toSubscriptionResponse(row);
+  }
+}
