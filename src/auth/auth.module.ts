@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { APP_GUARD } from '@nestjs/core';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
@@ -10,7 +9,6 @@ import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
-import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
 
@@ -47,7 +45,7 @@ import { JwtStrategy } from './strategies/jwt.strategy';
     AccessTokensService,
     JwtStrategy,
     CallerResolver,
-    { provide: APP_GUARD, useClass: AuthenticationGuard },
+    // AuthenticationGuard is registered as APP_GUARD in app.module.ts, after the rate limiter.
   ],
   exports: [AccessTokensService, CallerResolver],
 })
