@@ -1,8 +1,9 @@
 import { Module } from '@nestjs/common';
 import { ConfigModule } from '@nestjs/config';
-import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { AuthModule } from './auth/auth.module';
+import { AuthenticationGuard } from './auth/authentication.guard';
 import { BillingModule } from './billing/billing.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
 import { LoggingModule } from './common/logging/logging.module';
@@ -10,9 +11,16 @@ import { createValidationPipe } from './common/validation/validation.pipe';
 import { SsoModule } from './sso/sso.module';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
+import { EndUsersModule } from './end-users/end-users.module';
+import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
 import { OrganizationsModule } from './organizations/organizations.module';
+import { PersonalitiesModule } from './personalities/personalities.module';
+import { RateLimitGuard } from './rate-limit/rate-limit.guard';
+import { RateLimitModule } from './rate-limit/rate-limit.module';
 import { RedisModule } from './redis/redis.module';
+import { RespondModule } from './respond/respond.module';
+import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 
 @Module({
@@ -27,11 +35,22 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     OrganizationsModule,
     ApiKeysModule,
     VocabulariesModule,
+    EndUsersModule,
+    PersonalitiesModule,
+    UsageModule,
+    RespondModule,
+    ExportsModule,
     BillingModule,
+    RateLimitModule,
   ],
   providers: [
     { provide: APP_FILTER, useClass: AllExceptionsFilter },
     { provide: APP_PIPE, useFactory: createValidationPipe },
+    // Global guards run in the order registered, and only registering them in one place makes
+    // that order certain: the rate limiter first, so 401/403 answers carry its headers and
+    // floods of bad credentials are throttled per address; then deny-by-default authentication.
+    { provide: APP_GUARD, useClass: RateLimitGuard },
+    { provide: APP_GUARD, useClass: AuthenticationGuard },
   ],
 })
 export class AppModule {}

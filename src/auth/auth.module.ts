@@ -2,7 +2,6 @@ import { MailerModule, type MailerOptions } from '@nestjs-modules/mailer';
 import { HandlebarsAdapter } from '@nestjs-modules/mailer/adapters/handlebars.adapter';
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { APP_GUARD } from '@nestjs/core';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { TypeOrmModule } from '@nestjs/typeorm';
@@ -14,7 +13,6 @@ import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
-import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
 import { LoginAttemptsService } from './login-attempts.service';
 import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
@@ -75,7 +73,7 @@ import { PasswordResetToken } from './entities/password-reset-token.entity';
     AccessTokensService,
     JwtStrategy,
     CallerResolver,
-    { provide: APP_GUARD, useClass: AuthenticationGuard },
+    // AuthenticationGuard is registered as APP_GUARD in app.module.ts, after the rate limiter.
   ],
   exports: [AccessTokensService, CallerResolver],
 })

@@ -48,6 +48,9 @@ class AuthEnv {
   NODE_ENV?: string;
 }
 
+// One per process, so every app instance of a process (tests build several) agrees on it.
+const DEVELOPMENT_SECRET = randomBytes(48).toString('base64url');
+
 export class SsoProviderConfig {
   @IsString()
   @Matches(/^[a-z0-9][a-z0-9_-]{0,62}$/, {
@@ -91,7 +94,7 @@ function parseSsoProviders(raw: string | undefined): SsoProviderConfig[] {
 export const authConfig = registerAs('auth', () => {
   const env = validateEnv(AuthEnv);
   return {
-    jwtSecret: env.JWT_SECRET ?? randomBytes(48).toString('base64url'),
+    jwtSecret: env.JWT_SECRET ?? DEVELOPMENT_SECRET,
     jwtTtlSeconds: env.JWT_TTL_SECONDS ?? 3600,
     jwtAudience: 'personality-api',
     resetTokenTtlSeconds: env.RESET_TOKEN_TTL_SECONDS ?? 3600,

@@ -18,6 +18,11 @@ export interface MembershipGrant {
   role: Role;
 }
 
+export interface RateLimitOverride {
+  rps: number | null;
+  burst: number | null;
+}
+
 /** How long a removed membership may still be honoured by another instance. */
 export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
@@ -107,5 +112,15 @@ export class OrganizationsService {
     const grant = rows[0] ? { organizationId: rows[0].organization_id, role: rows[0].role } : null;
     this.memberships.set(key, grant);
     return grant;
+  }
+
+  /** The organization's own bucket size where a plan sets one (null fields: the defaults). */
+  async rateLimitOverride(organizationId: string): Promise<RateLimitOverride> {
+    const rows: Array<{ rate_limit_rps: number | null; rate_limit_burst: number | null }> =
+      await this.dataSource.query(
+        'SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1',
+        [organizationId],
+      );
+    return { rps: rows[0]?.rate_limit_rps ?? null, burst: rows[0]?.rate_limit_burst ?? null };
   }
 }

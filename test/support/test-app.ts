@@ -1,5 +1,6 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Test, TestingModuleBuilder } from '@nestjs/testing';
+import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import request from 'supertest';
 import { AppModule } from '../../src/app.module';
@@ -44,10 +45,27 @@ export interface TestAppOptions {
   override?: (builder: TestingModuleBuilder) => TestingModuleBuilder;
 }
 
+/**
+ * Specs exercise features, often with bursts of sign-ups, logins (the 15-attempt lockout outgrows
+ * the auth bucket's 10) and concurrent writes from one address; buckets sized for production
+ * would answer some of them 429. So every test app gets roomy buckets unless its spec sets its
+ * own (test/rate-limit.e2e-spec.ts does; `undefined` restores the production default), and, when
+ * REDIS_URL is set, a key prefix of its own: apps share buckets only when a spec says so.
+ */
+const rateLimitDefaults = (): Record<string, string> => ({
+  RATE_LIMIT_REDIS_PREFIX: `e2e-${randomUUID()}:`,
+  RATE_LIMIT_ORG_RPS: '10000',
+  RATE_LIMIT_ORG_BURST: '10000',
+  RATE_LIMIT_IP_RPS: '10000',
+  RATE_LIMIT_IP_BURST: '10000',
+  RATE_LIMIT_AUTH_RPS: '10000',
+  RATE_LIMIT_AUTH_BURST: '10000',
+});
+
 /** Builds the app exactly as main.ts does (AppModule + setupApp), on the run's database. */
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const saved = new Map<string, string | undefined>();
-  for (const [name, value] of Object.entries(options.env ?? {})) {
+  for (const [name, value] of Object.entries({ ...rateLimitDefaults(), ...options.env })) {
     saved.set(name, process.env[name]);
     if (value === undefined) delete process.env[name];
     else process.env[name] = value;

@@ -1,8 +1,17 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  HttpStatus,
+  Inject,
+  Optional,
+} from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { newRequestId, REQUEST_ID_HEADER, requestIdOf } from '../http/request-id';
 import { AppError } from './app-error';
+import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from './before-error-reply';
 
 const DEFAULT_CODES: Record<number, string> = {
   400: 'validation_failed',
@@ -31,12 +40,27 @@ interface ErrorResponse {
  */
 @Catch()
 export class AllExceptionsFilter implements ExceptionFilter {
-  constructor(private readonly adapterHost: HttpAdapterHost) {}
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    @Optional() @Inject(BEFORE_ERROR_REPLY) private readonly beforeReply?: BeforeErrorReply,
+  ) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const http = host.switchToHttp();
     const request = http.getRequest<IncomingMessage>();
     const response = http.getResponse<ServerResponse & { err?: Error }>();
+    if (!this.beforeReply) return this.reply(exception, request, response);
+    void this.beforeReply(request, response)
+      .catch(() => null)
+      .then((replacement) => this.reply(replacement ?? exception, request, response))
+      .catch(() => response.destroy());
+  }
+
+  private reply(
+    exception: unknown,
+    request: IncomingMessage,
+    response: ServerResponse & { err?: Error },
+  ): void {
     let requestId = requestIdOf(request);
     if (!requestId) {
       requestId = newRequestId();

@@ -14,7 +14,10 @@ export function configureHttp(
   trustProxy: boolean,
 ): void {
   app.disable('x-powered-by');
-  app.set('trust proxy', trustProxy);
+  // TRUST_PROXY trusts one hop, our load balancer: the client address is the last entry of
+  // X-Forwarded-For, the one the balancer appended. With `true` Express would take the first,
+  // which the client writes itself, and per-IP rate limits could be dodged by rotating it.
+  app.set('trust proxy', trustProxy ? 1 : false);
   app.use(createHttpLogger(logger));
   app.use(jsonBodyMiddleware());
 }

@@ -1,4 +1,5 @@
 import {
+  Check,
   Column,
   CreateDateColumn,
   Entity,
@@ -7,12 +8,22 @@ import {
 } from 'typeorm';
 
 @Entity('organizations')
+@Check('organizations_rate_limit_rps_positive', 'rate_limit_rps > 0')
+@Check('organizations_rate_limit_burst_positive', 'rate_limit_burst >= 1')
 export class Organization {
   @PrimaryGeneratedColumn('uuid')
   id: string;
 
   @Column({ type: 'text' })
   name: string;
+
+  /** The organization's own refill rate (a plan may raise it); null: RATE_LIMIT_ORG_RPS. */
+  @Column({ name: 'rate_limit_rps', type: 'double precision', nullable: true })
+  rateLimitRps: number | null;
+
+  /** The organization's own bucket capacity; null: RATE_LIMIT_ORG_BURST. */
+  @Column({ name: 'rate_limit_burst', type: 'integer', nullable: true })
+  rateLimitBurst: number | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -1,0 +1,34 @@
+import { metadataProblem, userIdProblem } from './user-id';
+
+describe('userIdProblem', () => {
+  it('accepts 1..256 characters counted as code points, without control characters', () => {
+    expect(userIdProblem('a')).toBeNull();
+    expect(userIdProblem('x'.repeat(256))).toBeNull();
+    expect(userIdProblem('😀'.repeat(256))).toBeNull(); // 512 UTF-16 units, 256 characters
+    expect(userIdProblem('user with spaces/and/slashes')).toBeNull();
+  });
+
+  it('names the problem otherwise', () => {
+    expect(userIdProblem('')).toBe('must not be empty');
+    expect(userIdProblem('x'.repeat(257))).toBe('must be at most 256 characters');
+    expect(userIdProblem('a\nb')).toBe('must not contain control characters');
+    expect(userIdProblem('a\u0085b')).toBe('must not contain control characters');
+    expect(userIdProblem(7)).toBe('must be a string');
+  });
+});
+
+describe('metadataProblem', () => {
+  it('accepts JSON objects up to 16 KiB serialized, in bytes', () => {
+    expect(metadataProblem({})).toBeNull();
+    expect(metadataProblem({ v: 'x'.repeat(16 * 1024 - 8) })).toBeNull();
+    expect(metadataProblem({ v: 'x'.repeat(16 * 1024 - 7) })).toMatch(/at most 16384 bytes/);
+    // 'é' is two bytes in UTF-8.
+    expect(metadataProblem({ v: 'é'.repeat(8 * 1024) })).toMatch(/at most/);
+  });
+
+  it('refuses arrays, null and scalars', () => {
+    for (const value of [[], null, 'text', 1, true]) {
+      expect(metadataProblem(value)).toBe('must be a JSON object');
+    }
+  });
+});

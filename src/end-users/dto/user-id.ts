@@ -1,0 +1,63 @@
+import { ValidateBy, ValidationOptions } from 'class-validator';
+import { AppError } from '../../common/errors/app-error';
+
+export const USER_ID_MAX_CHARACTERS = 256;
+export const METADATA_MAX_BYTES = 16 * 1024;
+
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Why `value` is not a valid user_id, or null when it is (1..256 characters, no controls). */
+export function userIdProblem(value: unknown): string | null {
+  if (typeof value !== 'string') return 'must be a string';
+  // Characters, not UTF-16 units: an emoji counts once.
+  let characters = 0;
+  for (const _ of value) {
+    if (++characters > USER_ID_MAX_CHARACTERS) break;
+  }
+  if (characters === 0) return 'must not be empty';
+  if (characters > USER_ID_MAX_CHARACTERS)
+    return `must be at most ${USER_ID_MAX_CHARACTERS} characters`;
+  if (CONTROL_CHARACTER.test(value)) return 'must not contain control characters';
+  return null;
+}
+
+export const IsUserId = (options?: ValidationOptions) =>
+  ValidateBy(
+    {
+      name: 'isUserId',
+      validator: {
+        validate: (value) => userIdProblem(value) === null,
+        defaultMessage: (args) => `$property ${userIdProblem(args?.value)}`,
+      },
+    },
+    options,
+  );
+
+/** Why `value` is not valid metadata, or null: a JSON object of at most 16 KiB serialized. */
+export function metadataProblem(value: unknown): string | null {
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return 'must be a JSON object';
+  if (Buffer.byteLength(JSON.stringify(value)) > METADATA_MAX_BYTES)
+    return `must be at most ${METADATA_MAX_BYTES} bytes when serialized as JSON`;
+  return null;
+}
+
+export const IsMetadata = (options?: ValidationOptions) =>
+  ValidateBy(
+    {
+      name: 'isMetadata',
+      validator: {
+        validate: (value) => metadataProblem(value) === null,
+        defaultMessage: (args) => `$property ${metadataProblem(args?.value)}`,
+      },
+    },
+    options,
+  );
+
+/** The `{user_id}` path parameter, checked by the same rule as the body field. */
+export function parseUserIdParam(value: string): string {
+  const problem = userIdProblem(value);
+  if (problem) throw AppError.validation([{ field: 'user_id', problem: `user_id ${problem}` }]);
+  return value;
+}

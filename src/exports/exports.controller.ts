@@ -1,0 +1,90 @@
+import { Controller, Get, Header, Param, StreamableFile } from '@nestjs/common';
+import { ApiOkResponse, ApiOperation, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { Public, Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { ApiErrors } from '../common/openapi/api-responses';
+import { parseUserIdParam } from '../end-users/dto/user-id';
+import { ExportsService } from './exports.service';
+
+export const PMF_V1_SCHEMA_PATH = join(__dirname, 'schemas', 'pmf-v1.schema.json');
+
+function attachment(kind: string, userId: string): string {
+  // The user_id is the customer's text: only the RFC 5987 form carries it, percent-encoded.
+  return `attachment; filename="${kind}.json"; filename*=UTF-8''${encodeURIComponent(`${kind}-${userId}`)}.json`;
+}
+
+@ApiTags('end-users')
+@Controller('v1/end-users/:user_id')
+export class ExportsController {
+  constructor(private readonly exportsService: ExportsService) {}
+
+  @Get('export')
+  @Scopes('read')
+  @ApiOperation({
+    summary:
+      "Right to portability: all of the end user's data in the Personality and Memory Format v1 (streamed)",
+    description: 'The format is published at GET /v1/formats/pmf-v1.schema.json.',
+  })
+  @ApiParam({ name: 'user_id' })
+  @ApiProduces('application/json')
+  @ApiOkResponse({
+    description:
+      'A PMF v1 document, sent as an attachment; its JSON Schema is GET /v1/formats/pmf-v1.schema.json',
+    schema: { type: 'object', additionalProperties: true },
+  })
+  @ApiErrors(400, 404)
+  async export(
+    @Caller() caller: CallerContext,
+    @Param('user_id') userId: string,
+  ): Promise<StreamableFile> {
+    const id = parseUserIdParam(userId);
+    const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
+    return new StreamableFile(Readable.from(chunks), {
+      type: 'application/json; charset=utf-8',
+      disposition: attachment('pmf-v1', id),
+    });
+  }
+
+  @Get('model')
+  @Scopes('read')
+  @ApiOperation({
+    summary:
+      'Subject access: every stored row about the end user, table by table, as raw JSON (streamed)',
+  })
+  @ApiParam({ name: 'user_id' })
+  @ApiOkResponse({
+    description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
+    schema: { type: 'object', additionalProperties: true },
+  })
+  @ApiErrors(400, 404)
+  async model(
+    @Caller() caller: CallerContext,
+    @Param('user_id') userId: string,
+  ): Promise<StreamableFile> {
+    const chunks = await this.exportsService.modelDocument(
+      caller.organizationId,
+      parseUserIdParam(userId),
+    );
+    return new StreamableFile(Readable.from(chunks), { type: 'application/json; charset=utf-8' });
+  }
+}
+
+@ApiTags('formats')
+@Public()
+@Controller('v1/formats')
+export class FormatsController {
+  private readonly pmfV1 = JSON.parse(readFileSync(PMF_V1_SCHEMA_PATH, 'utf8')) as object;
+
+  @Get('pmf-v1.schema.json')
+  @Header('Content-Type', 'application/schema+json; charset=utf-8')
+  @ApiOperation({
+    summary: 'The JSON Schema (draft 2020-12) of the Personality and Memory Format v1',
+  })
+  @ApiOkResponse({ description: 'A JSON Schema', schema: { type: 'object' } })
+  pmfV1Schema(): object {
+    return this.pmfV1;
+  }
+}

@@ -1,0 +1,25 @@
+import { parseCatalog, readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
+
+describe('catalog files', () => {
+  it('accepts the shipped catalog: at least five entries, every template set filled', () => {
+    const entries = readCatalogFile(SHIPPED_CATALOG_PATH);
+    expect(entries.length).toBeGreaterThanOrEqual(5);
+    for (const entry of entries) {
+      expect(entry.description.length).toBeGreaterThan(40);
+      expect(entry.system_prompt.length).toBeGreaterThan(80);
+      for (const valence of ['positive', 'negative', 'ambiguous', 'neutral'] as const) {
+        expect(entry.replies[valence].length).toBeGreaterThan(0);
+      }
+      expect(entry.replies.recall.every((template) => template.includes('{memory}'))).toBe(true);
+    }
+  });
+
+  it('refuses the whole file, listing every problem with its entry and field', () => {
+    const [good] = readCatalogFile(SHIPPED_CATALOG_PATH);
+    const text = JSON.stringify([good, { ...good, slug: 'Bad Slug', version: 2 }]);
+    expect(() => parseCatalog(text, 'x.json')).toThrow(
+      /x.json was refused, nothing was imported:\n- entry 2 \("Bad Slug"\) \/slug must match pattern.*\n- entry 2 \("Bad Slug"\) \/version must be string/s,
+    );
+    expect(() => parseCatalog('[]')).toThrow(/must NOT have fewer than 1 items/);
+  });
+});

@@ -1,0 +1,228 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  ArrayUnique,
+  IsArray,
+  IsIn,
+  IsObject,
+  IsOptional,
+  IsString,
+  Matches,
+  MaxLength,
+  MinLength,
+  ValidateNested,
+} from 'class-validator';
+import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import type { CatalogPersonality } from '../entities/catalog-personality.entity';
+import type { Personality } from '../entities/personality.entity';
+
+export class VoiceDto {
+  @ApiProperty({ example: 'warm and unhurried' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(200)
+  tone: string;
+
+  @ApiProperty({ enum: ['casual', 'neutral', 'formal'] })
+  @IsIn(['casual', 'neutral', 'formal'])
+  formality: 'casual' | 'neutral' | 'formal';
+
+  @ApiProperty({ example: 'Short paragraphs, one question at the end.' })
+  @IsString()
+  @MaxLength(1000)
+  style_notes: string;
+}
+
+const templates = () => [
+  IsArray(),
+  ArrayMinSize(1),
+  ArrayMaxSize(20),
+  IsString({ each: true }),
+  MinLength(1, { each: true }),
+  MaxLength(4000, { each: true }),
+];
+
+function Templates(): PropertyDecorator {
+  return (target, key) => templates().forEach((decorate) => decorate(target, key));
+}
+
+/** Reply templates of the default engine, by valence; `{emotion}` and `{memory}` are filled in. */
+export class RepliesDto {
+  @ApiProperty()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(4000)
+  first_meeting: string;
+
+  @ApiProperty({ type: [String] })
+  @Templates()
+  positive: string[];
+
+  @ApiProperty({ type: [String] })
+  @Templates()
+  negative: string[];
+
+  @ApiProperty({ type: [String] })
+  @Templates()
+  ambiguous: string[];
+
+  @ApiProperty({ type: [String] })
+  @Templates()
+  neutral: string[];
+
+  @ApiProperty({ type: [String], description: 'Used when the personality recalls a memory' })
+  @Templates()
+  recall: string[];
+}
+
+export class CatalogEntryDto {
+  @ApiProperty({ example: 'sage-mentor' })
+  slug: string;
+
+  @ApiProperty({ example: 'Sage' })
+  name: string;
+
+  @ApiProperty()
+  description: string;
+
+  @ApiProperty({ example: '1.0.0' })
+  version: string;
+
+  @ApiProperty({ type: [String] })
+  traits: string[];
+
+  @ApiProperty({ type: VoiceDto })
+  voice: VoiceDto;
+
+  @ApiProperty()
+  system_prompt: string;
+
+  @ApiProperty({ type: RepliesDto })
+  replies: RepliesDto;
+
+  @ApiProperty()
+  updated_at: string;
+}
+
+export class FromCatalogDto {
+  @ApiProperty({ example: 'sage-mentor' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(64)
+  slug: string;
+}
+
+export class PersonalityDto {
+  @ApiProperty({ format: 'uuid' })
+  id: string;
+
+  @ApiProperty({ example: 'sage-mentor', description: 'The catalog entry it was copied from' })
+  source_slug: string;
+
+  @ApiProperty({ example: '1.0.0', description: 'The version of the entry when it was copied' })
+  source_version: string;
+
+  @ApiProperty({ example: 'Sage' })
+  name: string;
+
+  @ApiProperty()
+  description: string;
+
+  @ApiProperty({ type: [String] })
+  traits: string[];
+
+  @ApiProperty({ type: VoiceDto })
+  voice: VoiceDto;
+
+  @ApiProperty()
+  system_prompt: string;
+
+  @ApiProperty({ type: RepliesDto })
+  replies: RepliesDto;
+
+  @ApiProperty()
+  created_at: string;
+
+  @ApiProperty()
+  updated_at: string;
+}
+
+export class UpdatePersonalityDto {
+  @ApiPropertyOptional({ minLength: 1, maxLength: 100 })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(100)
+  @NoControlCharacters()
+  name?: string;
+
+  @ApiPropertyOptional({ maxLength: 4000 })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(4000)
+  description?: string;
+
+  @ApiPropertyOptional({ type: [String] })
+  @IsOptional()
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(20)
+  @ArrayUnique()
+  @IsString({ each: true })
+  @Matches(/^.{1,50}$/, { each: true, message: 'each trait must be 1..50 characters' })
+  traits?: string[];
+
+  @ApiPropertyOptional({ type: VoiceDto })
+  @IsOptional()
+  @IsObject()
+  @ValidateNested()
+  @Type(() => VoiceDto)
+  voice?: VoiceDto;
+
+  @ApiPropertyOptional({ maxLength: 20000 })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(20000)
+  system_prompt?: string;
+
+  @ApiPropertyOptional({ type: RepliesDto })
+  @IsOptional()
+  @IsObject()
+  @ValidateNested()
+  @Type(() => RepliesDto)
+  replies?: RepliesDto;
+}
+
+export function toCatalogEntryResponse(entry: CatalogPersonality): CatalogEntryDto {
+  return {
+    slug: entry.slug,
+    name: entry.name,
+    description: entry.description,
+    version: entry.version,
+    traits: entry.traits,
+    voice: entry.voice,
+    system_prompt: entry.systemPrompt,
+    replies: entry.replies,
+    updated_at: entry.updatedAt.toISOString(),
+  };
+}
+
+export function toPersonalityResponse(personality: Personality): PersonalityDto {
+  return {
+    id: personality.id,
+    source_slug: personality.sourceSlug,
+    source_version: personality.sourceVersion,
+    name: personality.name,
+    description: personality.description,
+    traits: personality.traits,
+    voice: personality.voice,
+    system_prompt: personality.systemPrompt,
+    replies: personality.replies,
+    created_at: personality.createdAt.toISOString(),
+    updated_at: personality.updatedAt.toISOString(),
+  };
+}

@@ -1,0 +1,60 @@
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+  UpdateDateColumn,
+} from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
+import type { PersonalityReplies, PersonalityVoice } from './personality-definition';
+
+/** An organization's own copy of a catalog entry; nothing in it refers back to the catalog row. */
+@Entity('personalities')
+@Index('personalities_organization_idx', ['organizationId', 'createdAt', 'id'])
+export class Personality {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @Column({ name: 'source_slug', type: 'text' })
+  sourceSlug: string;
+
+  @Column({ name: 'source_version', type: 'text' })
+  sourceVersion: string;
+
+  @Column({ type: 'text' })
+  name: string;
+
+  @Column({ type: 'text' })
+  description: string;
+
+  @Column({ type: 'jsonb' })
+  traits: string[];
+
+  @Column({ type: 'jsonb' })
+  voice: PersonalityVoice;
+
+  @Column({ name: 'system_prompt', type: 'text' })
+  systemPrompt: string;
+
+  @Column({ type: 'jsonb' })
+  replies: PersonalityReplies;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt: Date;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'personalities_organization_id_fkey',
+  })
+  organization?: Organization;
+}

@@ -1,0 +1,26 @@
+/**
+ * The routes whose callers draw from the stricter per-IP auth bucket (RATE_LIMIT_AUTH_*), so the
+ * login lockout cannot be used to lock out many accounts quickly from one address, nor reset
+ * tokens be guessed. Matched by method and path rather than by a decorator: the identity module
+ * gets the bucket for these routes without importing anything, and the rule also holds for
+ * requests that never reach a controller (bad bodies, a route not deployed yet).
+ *
+ * Sign-up is deliberately not listed: contract §5 names these three, and clients that create
+ * several organizations from one address (onboarding scripts, test suites) would hit 0.2/s.
+ */
+export const AUTH_RATE_LIMITED_ROUTES: ReadonlyArray<{ method: string; path: string }> = [
+  { method: 'POST', path: '/v1/auth/login' },
+  { method: 'POST', path: '/v1/auth/forgot-password' },
+  { method: 'POST', path: '/v1/auth/reset-password' },
+];
+
+const KEYS = new Set(AUTH_RATE_LIMITED_ROUTES.map(({ method, path }) => `${method} ${path}`));
+
+/**
+ * Express matches routes case-insensitively and with an optional trailing slash, so the rule
+ * does too: `/V1/Auth/Login/` reaches the login handler and must not escape the auth bucket.
+ */
+export function isAuthRateLimited(method: string, path: string): boolean {
+  const normalized = path.toLowerCase().replace(/\/+$/, '');
+  return KEYS.has(`${method.toUpperCase()} ${normalized}`);
+}

@@ -1,0 +1,51 @@
+import {
+  type BucketDecision,
+  type BucketPolicy,
+  type BucketState,
+  takeToken,
+} from './token-bucket';
+
+interface Entry extends BucketState {
+  /** When the bucket will be full again: from then on it equals a missing one. */
+  fullAt: number;
+}
+
+/**
+ * Buckets in process memory: the store without REDIS_URL, and the fallback while Redis is away.
+ * Memory stays bounded: buckets that have refilled are swept (forgetting them loses nothing), and
+ * past `maxEntries` the least recently used one is dropped (which hands that client a full
+ * bucket, the price of not letting a flood of addresses exhaust memory).
+ */
+export class MemoryBuckets {
+  private readonly entries = new Map<string, Entry>();
+  private takesSinceSweep = 0;
+
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly maxEntries = 100_000,
+    private readonly sweepEvery = 10_000,
+  ) {}
+
+  take(key: string, policy: BucketPolicy): BucketDecision {
+    const now = this.now();
+    const { state, decision } = takeToken(this.entries.get(key), policy, now);
+    // Delete then set: Map order becomes least-recently-used first.
+    this.entries.delete(key);
+    this.entries.set(key, { ...state, fullAt: now + decision.msUntilFull });
+    if (++this.takesSinceSweep >= this.sweepEvery) this.sweep(now);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    return decision;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private sweep(now: number): void {
+    this.takesSinceSweep = 0;
+    for (const [key, entry] of this.entries) if (entry.fullAt <= now) this.entries.delete(key);
+  }
+}

@@ -1,0 +1,85 @@
+/** A bucket's size: it refills `rps` tokens per second up to `burst` tokens. */
+export interface BucketPolicy {
+  /** Names the policy in the IETF `RateLimit-Policy` header: org, ip or auth. */
+  name: 'org' | 'ip' | 'auth';
+  rps: number;
+  burst: number;
+}
+
+/** What a bucket holds between requests: a (fractional) token count as of `updatedAt` (ms). */
+export interface BucketState {
+  tokens: number;
+  updatedAt: number;
+}
+
+/** The outcome of taking one token, with everything the response headers need. */
+export interface BucketDecision {
+  allowed: boolean;
+  /** Tokens left after this request, fractional; headers report the whole part. */
+  tokens: number;
+  /** Milliseconds until the bucket is full again. */
+  msUntilFull: number;
+  /** Milliseconds until one whole token is back (0 when one is there now). */
+  msUntilToken: number;
+}
+
+/**
+ * Takes one token from a bucket at time `now` (ms). A missing bucket is a full one, which is also
+ * why stores may forget a bucket once it would have refilled: nothing is lost. A clock that steps
+ * back does not refill (nor drain) the bucket. Pure, so the Redis script can mirror it line by line.
+ */
+export function takeToken(
+  state: BucketState | undefined,
+  policy: BucketPolicy,
+  now: number,
+): { state: BucketState; decision: BucketDecision } {
+  const perMs = policy.rps / 1000;
+  let tokens = policy.burst;
+  let updatedAt = now;
+  if (state) {
+    const elapsed = Math.max(0, now - state.updatedAt);
+    // min() also applies a lowered burst at once (a plan changed downwards).
+    tokens = Math.min(policy.burst, state.tokens + elapsed * perMs);
+    updatedAt = Math.max(now, state.updatedAt);
+  }
+  const allowed = tokens >= 1;
+  if (allowed) tokens -= 1;
+  return { state: { tokens, updatedAt }, decision: decide(allowed, tokens, policy) };
+}
+
+/** The timings of a decision, from the tokens left after it. */
+export function decide(allowed: boolean, tokens: number, policy: BucketPolicy): BucketDecision {
+  const perMs = policy.rps / 1000;
+  return {
+    allowed,
+    tokens,
+    msUntilFull: Math.ceil((policy.burst - tokens) / perMs),
+    msUntilToken: tokens >= 1 ? 0 : Math.ceil((1 - tokens) / perMs),
+  };
+}
+
+/**
+ * The response headers for a decision: the contract's X-RateLimit-* (§5) and the IETF draft's
+ * `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers: quota `q` = burst,
+ * window `w` = seconds to refill it, remaining `r`, seconds to reset `t`, which need no clock
+ * agreement with the client). A refused request adds `Retry-After`.
+ */
+export function rateLimitHeaders(
+  decision: BucketDecision,
+  policy: BucketPolicy,
+  now: number,
+): Record<string, string> {
+  const remaining = Math.max(0, Math.floor(decision.tokens));
+  const windowSeconds = Math.ceil(policy.burst / policy.rps);
+  const headers: Record<string, string> = {
+    'X-RateLimit-Limit': String(policy.rps),
+    'X-RateLimit-Remaining': String(remaining),
+    'X-RateLimit-Reset': new Date(now + decision.msUntilFull).toISOString(),
+    'RateLimit-Policy': `"${policy.name}";q=${policy.burst};w=${windowSeconds}`,
+    RateLimit: `"${policy.name}";r=${remaining};t=${Math.ceil(decision.msUntilFull / 1000)}`,
+  };
+  if (!decision.allowed) {
+    headers['Retry-After'] = String(Math.max(1, Math.ceil(decision.msUntilToken / 1000)));
+  }
+  return headers;
+}

@@ -1,0 +1,59 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
+import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
+
+export const MESSAGE_MAX_LENGTH = 8_000;
+
+export class RespondDto {
+  @ApiProperty({ format: 'uuid', description: 'A personality of the organization' })
+  @IsUUID()
+  personality_id: string;
+
+  @ApiProperty({
+    minLength: 1,
+    maxLength: USER_ID_MAX_CHARACTERS,
+    description: 'The end user; created on the first call (the same record as POST /v1/end-users)',
+    example: 'customer-42',
+  })
+  @IsUserId()
+  user_id: string;
+
+  @ApiProperty({ minLength: 1, maxLength: MESSAGE_MAX_LENGTH, example: 'I finally got the job!' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(MESSAGE_MAX_LENGTH)
+  message: string;
+}
+
+export class EmotionReadingDto {
+  @ApiProperty({ example: 'joy', description: 'An emotion of the vocabulary version returned' })
+  name: string;
+
+  @ApiProperty({ minimum: 0, maximum: 1, example: 0.72 })
+  intensity: number;
+}
+
+export class ReplyDto {
+  @ApiProperty()
+  text: string;
+
+  @ApiProperty({ type: EmotionReadingDto })
+  emotion: EmotionReadingDto;
+}
+
+export class RespondResponseDto {
+  @ApiProperty({ format: 'uuid' })
+  personality_id: string;
+
+  @ApiProperty({ example: 'customer-42' })
+  user_id: string;
+
+  @ApiProperty({ type: ReplyDto })
+  reply: ReplyDto;
+
+  @ApiProperty({ example: '2.0.0', description: 'The emotion vocabulary the reply was read with' })
+  vocabulary_version: string;
+
+  @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
+  created_at: string;
+}

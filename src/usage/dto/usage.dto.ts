@@ -1,0 +1,84 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+} from 'class-validator';
+
+const MONTH = /^\d{4}-(0[1-9]|1[0-2])$/;
+const MONTH_DOC = {
+  description: 'A UTC calendar month, YYYY-MM; defaults to the current one',
+  example: '2026-11',
+  pattern: MONTH.source,
+};
+
+export class MonthQueryDto {
+  @ApiPropertyOptional(MONTH_DOC)
+  @IsOptional()
+  @Matches(MONTH, { message: 'month must be a month written YYYY-MM (e.g. 2026-11)' })
+  month?: string;
+}
+
+// Not ListQueryDto: an item id is a personality id and a user_id, longer than its 256 limit.
+export class MonthItemsQueryDto {
+  @ApiPropertyOptional(MONTH_DOC)
+  @IsOptional()
+  @Matches(MONTH, { message: 'month must be a month written YYYY-MM (e.g. 2026-11)' })
+  month?: string;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit?: number;
+
+  /** The id of the last item of the previous page. */
+  @ApiPropertyOptional()
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(37 + 4 * 256)
+  starting_after?: string;
+}
+
+export class ActiveRelationshipsDto {
+  @ApiProperty({ example: '2026-11' })
+  month: string;
+
+  @ApiProperty({
+    example: 42,
+    description:
+      'Distinct (end user, personality) pairs with at least one /v1/respond call in the month. Pairs of end users erased since stay counted.',
+  })
+  active_relationships: number;
+}
+
+export class ActiveRelationshipItemDto {
+  @ApiProperty({
+    example: '5b0e4c1e-8a4e-4f5e-9c61-1f0a3d1b2c3d:customer-42',
+    description: 'The cursor of this item, for starting_after',
+  })
+  id: string;
+
+  @ApiProperty({ example: 'customer-42' })
+  user_id: string;
+
+  @ApiProperty({ format: 'uuid' })
+  personality_id: string;
+
+  @ApiProperty({ description: 'The first /v1/respond call of the pair in the month' })
+  first_active_at: string;
+}
+
+/** The UTC month containing `at`, as YYYY-MM. */
+export function monthOf(at: Date): string {
+  return at.toISOString().slice(0, 7);
+}

@@ -1,0 +1,52 @@
+import { Controller, Get, Query } from '@nestjs/common';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import {
+  ActiveRelationshipItemDto,
+  ActiveRelationshipsDto,
+  MonthItemsQueryDto,
+  MonthQueryDto,
+} from './dto/usage.dto';
+import { UsageService } from './usage.service';
+
+@ApiTags('usage')
+@Scopes('read')
+@Controller('v1/usage/active-relationships')
+export class UsageController {
+  constructor(private readonly usage: UsageService) {}
+
+  @Get()
+  @ApiOperation({ summary: 'Distinct active (end user, personality) pairs in a UTC month' })
+  @ApiOkResponse({ type: ActiveRelationshipsDto })
+  @ApiErrors(400)
+  count(
+    @Caller() caller: CallerContext,
+    @Query() query: MonthQueryDto,
+  ): Promise<ActiveRelationshipsDto> {
+    return this.usage.activeRelationships(
+      caller.organizationId,
+      query.month ?? this.usage.currentMonth(),
+    );
+  }
+
+  @Get('items')
+  @ApiOperation({
+    summary: 'The pairs counted in a month, for auditing the count (erased end users excluded)',
+  })
+  @ApiPage(ActiveRelationshipItemDto)
+  @ApiErrors(400)
+  items(
+    @Caller() caller: CallerContext,
+    @Query() query: MonthItemsQueryDto,
+  ): Promise<Page<ActiveRelationshipItemDto>> {
+    return this.usage.items(
+      caller.organizationId,
+      query.month ?? this.usage.currentMonth(),
+      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.starting_after,
+    );
+  }
+}

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { RelationshipMonth } from './entities/relationship-month.entity';
+import { UsageMonthlyCounter } from './entities/usage-monthly-counter.entity';
+import { UsageController } from './usage.controller';
+import { UsageService } from './usage.service';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([RelationshipMonth, UsageMonthlyCounter])],
+  controllers: [UsageController],
+  providers: [UsageService],
+  exports: [UsageService],
+})
+export class UsageModule {}

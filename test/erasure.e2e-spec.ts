@@ -1,0 +1,190 @@
+import { DataSource } from 'typeorm';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { expectError } from './support/assertions';
+import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, TestApp } from './support/test-app';
+
+const FAST_ERASURE = { ERASURE_GRACE_SECONDS: '2', ERASURE_POLL_INTERVAL_MS: '100' };
+
+async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Every table of the schema, and the rows in it whose text mentions any of `needles`. */
+async function rowsMentioning(dataSource: DataSource, needles: string[]) {
+  const tables: Array<{ table_name: string }> = await dataSource.query(
+    `SELECT table_name FROM information_schema.tables
+      WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+  );
+  const found: Record<string, number> = {};
+  for (const { table_name: table } of tables) {
+    const [{ n }] = await dataSource.query(
+      `SELECT count(*)::int AS n FROM "${table}" t WHERE ${needles
+        .map((_, i) => `strpos(t::text, $${i + 1}) > 0`)
+        .join(' OR ')}`,
+      needles,
+    );
+    if (n > 0) found[table] = n;
+  }
+  return { tables: tables.map((row) => row.table_name), found };
+}
+
+describe('Erasure: DELETE, grace period, worker, restarts', () => {
+  it('erases everything about the user even across a restart during the grace period', async () => {
+    let t: TestApp | undefined = await createTestApp({ env: FAST_ERASURE });
+    const a = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, a.auth, 'willow-listener');
+    const userId = uniqueUserId('erase');
+    for (const message of ['I am so sad today', 'thank you for listening', 'I feel better']) {
+      expect(
+        (await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message }))
+          .status,
+      ).toBe(200);
+    }
+    const dataSource = t.app.get(DataSource);
+    const [{ id: internalId }] = await dataSource.query(
+      'SELECT id FROM end_users WHERE user_id = $1',
+      [userId],
+    );
+    const before = await rowsMentioning(dataSource, [userId, internalId]);
+    expect(before.found).toEqual(
+      expect.objectContaining({ end_users: 1, memories: 6, relationship_months: 1 }),
+    );
+    // Every table that refers to an end user is among those searched.
+    const referencing: Array<{ table_name: string }> = await dataSource.query(
+      `SELECT DISTINCT table_name FROM information_schema.columns
+        WHERE table_schema = 'public' AND column_name IN ('end_user_id')`,
+    );
+    for (const { table_name } of referencing) expect(before.tables).toContain(table_name);
+
+    const deleted = await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+    expect(deleted.status).toBe(202);
+    expectError(
+      await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' }),
+      409,
+      'end_user_under_deletion',
+    );
+
+    // Restart inside the grace period: the pending erasure is in the database, not in memory.
+    await t.close();
+    t = await createTestApp({ env: FAST_ERASURE });
+    try {
+      const app = t;
+      await eventually(async () => {
+        const got = await app.http().get(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+        return got.status === 404 ? true : undefined;
+      });
+      const after = await rowsMentioning(app.app.get(DataSource), [userId, internalId]);
+      expect(after.found).toEqual({});
+
+      // Billing keeps the month counted; the personal rows are gone.
+      const usage = await app
+        .http()
+        .get('/v1/usage/active-relationships')
+        .set('Authorization', a.auth);
+      expect(usage.body.active_relationships).toBe(1);
+      const items = await app
+        .http()
+        .get('/v1/usage/active-relationships/items')
+        .set('Authorization', a.auth);
+      expect(items.body).toEqual({ data: [], has_more: false });
+
+      const fresh = await app
+        .http()
+        .post('/v1/end-users')
+        .set('Authorization', a.auth)
+        .send({ user_id: userId });
+      expect(fresh.status).toBe(201);
+      expect(fresh.body.status).toBe('active');
+      const exported = await app
+        .http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', a.auth);
+      expect(exported.body.memories).toEqual([]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('two instances erase each due user exactly once (FOR UPDATE SKIP LOCKED)', async () => {
+    // Workers never poll during the test (a long interval); the test drives both by hand.
+    const env = { ERASURE_GRACE_SECONDS: '0', ERASURE_POLL_INTERVAL_MS: '3600000' };
+    const one = await createTestApp({ env });
+    // Signed up before the second app exists: without JWT_SECRET each app has its own secret.
+    const a = await tenantWithKey(one, ['read_write']);
+    const two = await createTestApp({ env });
+    try {
+      const personalityId = await clonePersonality(one, a.auth);
+      const userIds = Array.from({ length: 45 }, () => uniqueUserId('pair'));
+      for (const userId of userIds) {
+        await respond(one, a.auth, {
+          personality_id: personalityId,
+          user_id: userId,
+          message: 'hi',
+        });
+        expect(
+          (await one.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth)).status,
+        ).toBe(202);
+      }
+      const counts = await Promise.all([
+        one.app.get(ErasureWorker).eraseDue(),
+        two.app.get(ErasureWorker).eraseDue(),
+        one.app.get(ErasureWorker).eraseDue(),
+        two.app.get(ErasureWorker).eraseDue(),
+      ]);
+      expect(counts.reduce((sum, n) => sum + n, 0)).toBe(45);
+      const [{ n }] = await one.app
+        .get(DataSource)
+        .query('SELECT count(*)::int AS n FROM end_users WHERE user_id = ANY($1)', [userIds]);
+      expect(n).toBe(0);
+    } finally {
+      await one.close();
+      await two.close();
+    }
+  });
+
+  it('a failure mid-way rolls the whole erasure back, and the next run finishes it', async () => {
+    const env = { ERASURE_GRACE_SECONDS: '0', ERASURE_POLL_INTERVAL_MS: '3600000' };
+    const t = await createTestApp({ env });
+    const dataSource = t.app.get(DataSource);
+    try {
+      const a = await tenantWithKey(t, ['read_write']);
+      const personalityId = await clonePersonality(t, a.auth);
+      const userId = uniqueUserId('crash');
+      await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' });
+      await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+      // The last step (deleting the row) fails once the memories are already deleted.
+      await dataSource.query(`
+        CREATE FUNCTION refuse_end_user_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'simulated crash'; END $$;
+        CREATE TRIGGER refuse_end_user_delete BEFORE DELETE ON end_users
+          FOR EACH ROW EXECUTE FUNCTION refuse_end_user_delete();`);
+      try {
+        await expect(t.app.get(ErasureWorker).eraseDue()).rejects.toThrow('simulated crash');
+      } finally {
+        await dataSource.query(`
+          DROP TRIGGER refuse_end_user_delete ON end_users;
+          DROP FUNCTION refuse_end_user_delete();`);
+      }
+      const [{ memories }] = await dataSource.query(
+        `SELECT count(*)::int AS memories FROM memories m JOIN end_users e ON e.id = m.end_user_id
+          WHERE e.user_id = $1`,
+        [userId],
+      );
+      expect(memories).toBe(2);
+
+      expect(await t.app.get(ErasureWorker).eraseDue()).toBeGreaterThanOrEqual(1);
+      const after = await rowsMentioning(dataSource, [userId]);
+      expect(after.found).toEqual({});
+    } finally {
+      await t.close();
+    }
+  });
+});

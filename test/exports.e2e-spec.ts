@@ -1,0 +1,257 @@
+import { get } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DataSource } from 'typeorm';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expectError } from './support/assertions';
+import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, TestApp } from './support/test-app';
+
+const repoSchema = JSON.parse(
+  readFileSync(join(__dirname, '../src/exports/schemas/pmf-v1.schema.json'), 'utf8'),
+);
+
+describe('Export (PMF v1) and subject access', () => {
+  let t: TestApp;
+  let a: Awaited<ReturnType<typeof tenantWithKey>>;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    a = await tenantWithKey(t, ['read_write']);
+  });
+  afterAll(() => t.close());
+
+  it('publishes the schema (draft 2020-12) without a credential', async () => {
+    const response = await t.http().get('/v1/formats/pmf-v1.schema.json');
+    expect(response.status).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^application\/schema\+json/);
+    const body = JSON.parse(response.text);
+    expect(body).toEqual(repoSchema);
+    expect(body.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
+  });
+
+  it('exports every message of every conversation, valid against the served schema', async () => {
+    const schema = JSON.parse(
+      (await t.http().get('/v1/formats/pmf-v1.schema.json')).text,
+    ) as object;
+    const ajv = new Ajv2020({ allErrors: true, strict: true });
+    addFormats(ajv);
+    const validate = ajv.compile(schema);
+
+    const personalities = [
+      await clonePersonality(t, a.auth, 'sage-mentor'),
+      await clonePersonality(t, a.auth, 'atlas-stoic'),
+    ];
+    const userId = `export "quoted" ✓ ${uniqueUserId()}`;
+    await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', a.auth)
+      .send({ user_id: userId, metadata: { tier: 'gold', nested: { n: [1, 2] } } });
+    const sent: string[] = [];
+    const replies: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const message = `message ${i}: I'm so grateful, thank you! "quotes" \\ and\nnewlines ${'é'.repeat(i)}`;
+      sent.push(message);
+      const response = await respond(t, a.auth, {
+        personality_id: personalities[i % 2],
+        user_id: userId,
+        message,
+      });
+      expect(response.status).toBe(200);
+      replies.push(response.body.reply.text);
+    }
+
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/export`)
+      .set('Authorization', a.auth)
+      .buffer(true)
+      .parse((res, done) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => done(null, text));
+      });
+    expect(response.status).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^application\/json/);
+    expect(response.headers['content-disposition']).toMatch(/^attachment; filename="pmf-v1.json"/);
+    const document = JSON.parse(response.body as string);
+    const valid = validate(document);
+    expect(validate.errors ?? []).toEqual([]);
+    expect(valid).toBe(true);
+
+    expect(document).toMatchObject({
+      format: 'pmf',
+      version: 1,
+      end_user: { user_id: userId, metadata: { tier: 'gold', nested: { n: [1, 2] } } },
+    });
+    expect(document.personalities.map((p: { id: string }) => p.id).sort()).toEqual(
+      [...personalities].sort(),
+    );
+    expect(document.relationships).toHaveLength(2);
+    const userMessages = document.memories.filter((m: { role: string }) => m.role === 'user');
+    expect(userMessages.map((m: { content: string }) => m.content)).toEqual(sent);
+    const personalityMessages = document.memories.filter(
+      (m: { role: string }) => m.role === 'personality',
+    );
+    expect(personalityMessages.map((m: { content: string }) => m.content)).toEqual(replies);
+    expect(document.memories[0].emotion).toEqual({
+      name: 'gratitude',
+      intensity: expect.any(Number),
+    });
+    const ids = document.memories.map((m: { id: string }) => BigInt(m.id));
+    expect([...ids].sort((x, y) => (x < y ? -1 : 1))).toEqual(ids);
+  });
+
+  it('exports a user with no conversations; the schema refuses a broken document', async () => {
+    const userId = uniqueUserId();
+    await t.http().post('/v1/end-users').set('Authorization', a.auth).send({ user_id: userId });
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${userId}/export`)
+      .set('Authorization', a.auth);
+    expect(response.status).toBe(200);
+    const document = JSON.parse(
+      Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
+    );
+    const ajv = new Ajv2020({ strict: true });
+    addFormats(ajv);
+    const validate = ajv.compile(repoSchema);
+    expect(validate(document)).toBe(true);
+    expect(document.memories).toEqual([]);
+    expect(validate({ ...document, version: 2 })).toBe(false);
+    expect(
+      validate({
+        ...document,
+        memories: [{ id: '1', role: 'bot', content: 'x', created_at: document.exported_at }],
+      }),
+    ).toBe(false);
+  });
+
+  it('subject access returns the raw rows of every table about the user', async () => {
+    const personalityId = await clonePersonality(t, a.auth);
+    const userId = uniqueUserId();
+    await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hello' });
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${userId}/model`)
+      .set('Authorization', a.auth);
+    expect(response.status).toBe(200);
+    const body = JSON.parse(
+      Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
+    );
+    expect(Object.keys(body.tables).sort()).toEqual([
+      'end_users',
+      'memories',
+      'relationship_months',
+    ]);
+    const row = body.tables.end_users[0];
+    expect(row).toMatchObject({
+      id: expect.any(String),
+      organization_id: a.organizationId,
+      user_id: userId,
+      status: 'active',
+      erase_after: null,
+    });
+    expect(body.tables.memories).toHaveLength(2);
+    expect(body.tables.memories[0]).toMatchObject({ end_user_id: row.id, content: 'hello' });
+    expect(body.tables.relationship_months[0]).toMatchObject({
+      end_user_id: row.id,
+      personality_id: personalityId,
+    });
+  });
+
+  it('needs a credential; 404 for unknown users and for another organization’s', async () => {
+    const userId = uniqueUserId();
+    await t.http().post('/v1/end-users').set('Authorization', a.auth).send({ user_id: userId });
+    expectError(await t.http().get(`/v1/end-users/${userId}/export`), 401, 'unauthenticated');
+    const b = await tenantWithKey(t, ['read']);
+    expectError(
+      await t.http().get(`/v1/end-users/${userId}/export`).set('Authorization', b.auth),
+      404,
+      'not_found',
+    );
+    expectError(
+      await t.http().get(`/v1/end-users/${userId}/model`).set('Authorization', b.auth),
+      404,
+      'not_found',
+    );
+    expectError(
+      await t.http().get(`/v1/end-users/${uniqueUserId()}/export`).set('Authorization', a.auth),
+      404,
+      'not_found',
+    );
+    // The read scope is enough.
+    const reader = await tenantWithKey(t, ['read']);
+    expect(
+      (await t.http().get(`/v1/end-users/${userId}/export`).set('Authorization', reader.auth))
+        .status,
+    ).toBe(404);
+  });
+});
+
+describe('Export streaming when the client goes away', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('frees the database connection of every abandoned export', async () => {
+    const a = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, a.auth);
+    const userId = uniqueUserId('big');
+    await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' });
+    const dataSource = t.app.get(DataSource);
+    // ~20 MB of memories: far more than socket buffers hold, so the server must wait on the client.
+    await dataSource.query(
+      `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content)
+       SELECT organization_id, end_user_id, personality_id, 'user', repeat('x', 400)
+         FROM memories m, generate_series(1, 50000)
+        WHERE m.end_user_id = (SELECT id FROM end_users WHERE user_id = $1) AND m.role = 'user'`,
+      [userId],
+    );
+    await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
+    const { port } = t.server.address() as AddressInfo;
+
+    // More abandoned exports than the pool has connections (10).
+    for (let i = 0; i < 12; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const request = get(
+          {
+            host: '127.0.0.1',
+            port,
+            path: `/v1/end-users/${userId}/export`,
+            headers: { authorization: a.auth },
+          },
+          (response) => {
+            expect(response.statusCode).toBe(200);
+            response.once('data', () => {
+              request.destroy();
+              resolve();
+            });
+          },
+        );
+        request.on('error', (error) => (request.destroyed ? resolve() : reject(error)));
+      });
+    }
+    // The pool still serves: a whole export and an ordinary query complete.
+    const whole = await t
+      .http()
+      .get(`/v1/end-users/${userId}/model`)
+      .set('Authorization', a.auth)
+      .timeout(20_000);
+    expect(whole.status).toBe(200);
+    expect(whole.body.tables.memories.length).toBe(50_002);
+    const stuck = await dataSource.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'idle in transaction'`,
+    );
+    expect(stuck[0].n).toBe(0);
+  });
+});

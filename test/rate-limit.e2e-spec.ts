@@ -1,0 +1,467 @@
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import type { Response } from 'supertest';
+import { DataSource } from 'typeorm';
+import { expectError, expectRequestId } from './support/assertions';
+import { signUp } from './support/identity';
+import { startOwnRedis } from './support/redis-server';
+import { createTestApp, type TestApp } from './support/test-app';
+
+const PUBLIC = '/v1/vocabularies/emotions/changelog';
+const ORG_ROUTE = '/v1/api-keys';
+const SHARED_REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The machine's Redis answers? Asked once, synchronously, so the skip shows in the report. */
+function sharedRedisAnswers(): boolean {
+  const ping = spawnSync('redis-cli', ['-u', SHARED_REDIS_URL, 'ping'], {
+    encoding: 'utf8',
+    timeout: 2_000,
+  });
+  return ping.status === 0 && ping.stdout.trim() === 'PONG';
+}
+const redisAvailable = sharedRedisAnswers();
+if (!redisAvailable) {
+  process.stderr.write(
+    `rate-limit e2e: no Redis answers at ${SHARED_REDIS_URL}: the shared-bucket test is SKIPPED\n`,
+  );
+}
+const itWithRedis = redisAvailable ? it : it.skip;
+
+/** The headers every response carries (contract §5 and the IETF draft pair). */
+function expectRateLimitHeaders(response: Response, policy: 'org' | 'ip' | 'auth'): void {
+  const headers = response.headers;
+  expect(headers['x-ratelimit-limit']).toMatch(/^\d+(\.\d+)?$/);
+  expect(headers['x-ratelimit-remaining']).toMatch(/^\d+$/);
+  const reset = headers['x-ratelimit-reset'];
+  expect(new Date(reset).toISOString()).toBe(reset);
+  expect(Date.parse(reset)).toBeGreaterThan(Date.now() - 1_000);
+  expect(headers['ratelimit-policy']).toMatch(new RegExp(`^"${policy}";q=\\d+;w=\\d+$`));
+  expect(headers.ratelimit).toMatch(new RegExp(`^"${policy}";r=\\d+;t=\\d+$`));
+  expect(headers.ratelimit).toContain(`r=${headers['x-ratelimit-remaining']};`);
+}
+
+function expectRateLimited(response: Response, retryAfter: number): void {
+  expectError(response, 429, 'rate_limited');
+  expect(response.headers['retry-after']).toBe(String(retryAfter));
+  expect(response.headers['x-ratelimit-remaining']).toBe('0');
+}
+
+/** Waits until the bucket a response reported on is full again. */
+async function untilFull(response: Response): Promise<void> {
+  await sleep(Math.max(0, Date.parse(response.headers['x-ratelimit-reset']) - Date.now()) + 20);
+}
+
+/** An organization with an admin API key, made through the API (which draws from its bucket). */
+async function tenant(t: TestApp) {
+  const owner = await signUp(t);
+  const created = await t
+    .http()
+    .post('/v1/api-keys')
+    .set('Authorization', `Bearer ${owner.accessToken}`)
+    .send({ name: 'rate limit test', scopes: ['admin'] });
+  expect(created.status).toBe(201);
+  return { ...owner, auth: `Bearer ${created.body.key as string}`, lastResponse: created };
+}
+
+describe('rate limiting: organization buckets', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { RATE_LIMIT_ORG_RPS: '1', RATE_LIMIT_ORG_BURST: '5' } });
+  });
+  afterAll(() => t.close());
+
+  it('lets exactly the burst through, then 429 until one refill interval brings one token', async () => {
+    const a = await tenant(t);
+    const b = await tenant(t);
+    const readOnly = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', `Bearer ${a.accessToken}`)
+      .send({ name: 'reader', scopes: ['read'] });
+    await untilFull(readOnly);
+    await untilFull(b.lastResponse);
+
+    const responses: Response[] = [];
+    for (let i = 0; i < 8; i++)
+      responses.push(await t.http().get(ORG_ROUTE).set('Authorization', a.auth));
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    expect(responses.map((r) => r.headers['x-ratelimit-remaining'])).toEqual([
+      '4',
+      '3',
+      '2',
+      '1',
+      '0',
+      '0',
+      '0',
+      '0',
+    ]);
+    for (const response of responses) {
+      expectRateLimitHeaders(response, 'org');
+      expect(response.headers['x-ratelimit-limit']).toBe('1');
+      expect(response.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
+    }
+    for (const refused of responses.slice(5)) expectRateLimited(refused, 1);
+    // Empty bucket: full again five refills (5 s) after the last token went.
+    const resetIn = Date.parse(responses[4].headers['x-ratelimit-reset']) - Date.now();
+    expect(resetIn).toBeGreaterThan(4_000);
+    expect(resetIn).toBeLessThanOrEqual(5_000);
+
+    // The limiter runs before authentication: this key lacks the admin scope, which would be a
+    // 403, but its organization's bucket is empty. (With the guards the other way round, the
+    // 403 would go out, charged to the IP bucket by the error path.)
+    expectRateLimited(
+      await t.http().get(ORG_ROUTE).set('Authorization', `Bearer ${readOnly.body.key}`),
+      1,
+    );
+
+    // Another organization draws from its own bucket.
+    const other = await t.http().get(ORG_ROUTE).set('Authorization', b.auth);
+    expect(other.status).toBe(200);
+    expect(other.headers['x-ratelimit-remaining']).toBe('4');
+
+    await sleep(1_000);
+    const again = [
+      await t.http().get(ORG_ROUTE).set('Authorization', a.auth),
+      await t.http().get(ORG_ROUTE).set('Authorization', a.auth),
+    ];
+    expect(again.map((r) => r.status)).toEqual([200, 429]);
+  });
+
+  it('sizes the bucket from the organization override columns a plan sets', async () => {
+    const owner = await signUp(t);
+    await t.app
+      .get(DataSource)
+      .query('UPDATE organizations SET rate_limit_rps = 4, rate_limit_burst = 12 WHERE id = $1', [
+        owner.organizationId,
+      ]);
+    const response = await t
+      .http()
+      .get('/v1/api-keys')
+      .set('Authorization', `Bearer ${owner.accessToken}`);
+    expect(response.status).toBe(200);
+    expect(response.headers['x-ratelimit-limit']).toBe('4');
+    expect(response.headers['x-ratelimit-remaining']).toBe('11');
+    expect(response.headers['ratelimit-policy']).toBe('"org";q=12;w=3');
+  });
+});
+
+describe('rate limiting: per-IP buckets for public and unauthenticated calls', () => {
+  it('throttles public calls per client address, ignoring X-Forwarded-For without TRUST_PROXY', async () => {
+    const t = await createTestApp({
+      env: { RATE_LIMIT_IP_RPS: '0.1', RATE_LIMIT_IP_BURST: '3', TRUST_PROXY: undefined },
+    });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const response = await t.http().get(PUBLIC).set('X-Forwarded-For', `198.51.100.${i}`);
+        expectRateLimitHeaders(response, 'ip');
+        statuses.push(response.status);
+        if (response.status === 429) expectRateLimited(response, 10);
+      }
+      expect(statuses).toEqual([200, 200, 200, 429, 429]);
+      // An unknown route is charged to the same bucket, and refused the same way.
+      const unknown = await t.http().get('/v1/no-such-route');
+      expectRateLimited(unknown, 10);
+      expectRateLimitHeaders(unknown, 'ip');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('believes the last X-Forwarded-For entry (the proxy hop) under TRUST_PROXY=true', async () => {
+    const t = await createTestApp({
+      env: { RATE_LIMIT_IP_RPS: '0.1', RATE_LIMIT_IP_BURST: '2', TRUST_PROXY: 'true' },
+    });
+    try {
+      const from = (forwardedFor: string) =>
+        t
+          .http()
+          .get(PUBLIC)
+          .set('X-Forwarded-For', forwardedFor)
+          .then((r) => r.status);
+      expect([
+        await from('203.0.113.1'),
+        await from('203.0.113.1'),
+        await from('203.0.113.1'),
+      ]).toEqual([200, 200, 429]);
+      // Another client behind the proxy has its own bucket…
+      expect(await from('203.0.113.2')).toBe(200);
+      // …and an entry the client writes in front of the proxy's does not buy a fresh one.
+      expect(await from('192.0.2.77, 203.0.113.1')).toBe(429);
+      expect(await from('192.0.2.78, 203.0.113.1')).toBe(429);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('runs before authentication: bad credentials draw from the IP bucket, 401s carry headers, the flood gets 429', async () => {
+    const t = await createTestApp({
+      env: { RATE_LIMIT_IP_RPS: '0.1', RATE_LIMIT_IP_BURST: '3', RATE_LIMIT_ORG_BURST: '50' },
+    });
+    try {
+      const owner = await tenant(t); // sign-up draws one token from the IP bucket
+      const bogus = `Bearer pk_${randomUUID().replace(/-/g, '')}`;
+      const first = await t.http().get(ORG_ROUTE).set('Authorization', bogus);
+      expectError(first, 401, 'unauthenticated');
+      expectRateLimitHeaders(first, 'ip');
+      expect(first.headers['x-ratelimit-remaining']).toBe('1');
+      const noCredential = await t.http().get(ORG_ROUTE);
+      expectError(noCredential, 401, 'unauthenticated');
+      expect(noCredential.headers['x-ratelimit-remaining']).toBe('0');
+      // Refused for the flood before the credential is judged.
+      expectRateLimited(await t.http().get(ORG_ROUTE).set('Authorization', bogus), 10);
+      expectRateLimited(await t.http().get(ORG_ROUTE).set('Authorization', 'Bearer not-a-jwt'), 10);
+
+      // A good credential from the same address draws from its organization's bucket.
+      const good = await t.http().get(ORG_ROUTE).set('Authorization', owner.auth);
+      expect(good.status).toBe(200);
+      expectRateLimitHeaders(good, 'org');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('gives login, forgot-password and reset-password one stricter bucket per address', async () => {
+    const t = await createTestApp({
+      env: {
+        RATE_LIMIT_AUTH_RPS: '0.01',
+        RATE_LIMIT_AUTH_BURST: '2',
+        RATE_LIMIT_IP_RPS: '1',
+        RATE_LIMIT_IP_BURST: '5',
+      },
+    });
+    try {
+      const login = () =>
+        t
+          .http()
+          .post('/v1/auth/login')
+          .send({ email: 'nobody@example.test', password: 'x'.repeat(12) });
+      const attempts = [await login(), await login()];
+      for (const attempt of attempts) {
+        expect(attempt.status).not.toBe(429);
+        expectRateLimitHeaders(attempt, 'auth');
+        expect(attempt.headers['x-ratelimit-limit']).toBe('0.01');
+      }
+      expectRateLimited(await login(), 100);
+      // The three routes share the bucket, whatever the spelling Express would route.
+      expectRateLimited(
+        await t.http().post('/v1/auth/forgot-password').send({ email: 'nobody@example.test' }),
+        100,
+      );
+      expectRateLimited(
+        await t.http().post('/V1/Auth/Reset-Password/').send({ token: 'x', new_password: 'y' }),
+        100,
+      );
+      // The address's general bucket is untouched.
+      const publicCall = await t.http().get(PUBLIC);
+      expect(publicCall.status).toBe(200);
+      expectRateLimitHeaders(publicCall, 'ip');
+      expect(publicCall.headers['x-ratelimit-remaining']).toBe('4');
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('rate limiting: headers on every response', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    // The production default sizes.
+    t = await createTestApp({
+      env: {
+        RATE_LIMIT_ORG_RPS: undefined,
+        RATE_LIMIT_ORG_BURST: undefined,
+        RATE_LIMIT_IP_RPS: undefined,
+        RATE_LIMIT_IP_BURST: undefined,
+      },
+    });
+  });
+  afterAll(() => t.close());
+
+  it('on 2xx, 401, 403, 404, 400 (malformed JSON), 413 and 415', async () => {
+    const ok = await t.http().get(PUBLIC);
+    expect(ok.status).toBe(200);
+    expectRateLimitHeaders(ok, 'ip');
+    expect(ok.headers['x-ratelimit-limit']).toBe('20');
+    expect(ok.headers['ratelimit-policy']).toBe('"ip";q=40;w=2');
+
+    const owner = await signUp(t);
+    const readKey = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', `Bearer ${owner.accessToken}`)
+      .send({ name: 'reader', scopes: ['read'] });
+    expectRateLimitHeaders(readKey, 'org');
+    expect(readKey.headers['x-ratelimit-limit']).toBe('50');
+    const forbidden = await t
+      .http()
+      .get(ORG_ROUTE)
+      .set('Authorization', `Bearer ${readKey.body.key}`);
+    expectError(forbidden, 403, 'insufficient_scope');
+    expectRateLimitHeaders(forbidden, 'org');
+
+    const cases: Array<[Response, number, string]> = [
+      [await t.http().get(ORG_ROUTE), 401, 'unauthenticated'],
+      [await t.http().get('/v1/no-such-route'), 404, 'not_found'],
+      [
+        await t
+          .http()
+          .post('/v1/test-nothing')
+          .set('Content-Type', 'application/json')
+          .send('{"a":'),
+        400,
+        'malformed_json',
+      ],
+      [
+        await t
+          .http()
+          .post('/v1/auth/signup')
+          .set('Content-Type', 'application/json')
+          .send(`{"email":"${'a'.repeat(1024 * 1024 + 10)}"}`),
+        413,
+        'payload_too_large',
+      ],
+      [
+        await t.http().post('/v1/auth/signup').set('Content-Type', 'text/plain').send('hi'),
+        415,
+        'unsupported_media_type',
+      ],
+    ];
+    for (const [response, status, code] of cases) {
+      expectError(response, status, code);
+      expectRateLimitHeaders(response, 'ip');
+      expect(response.headers['retry-after']).toBeUndefined();
+    }
+    expectRequestId(ok);
+  });
+});
+
+describe('rate limiting: buckets shared through Redis', () => {
+  itWithRedis(
+    'two instances on one Redis let through one burst between them, not two',
+    async () => {
+      const env = {
+        REDIS_URL: SHARED_REDIS_URL,
+        // A prefix of this run's own: the machine's Redis is shared and is never flushed.
+        RATE_LIMIT_REDIS_PREFIX: `e2e-rate-limit-${randomUUID()}:`,
+        RATE_LIMIT_ORG_RPS: '0.1',
+        RATE_LIMIT_ORG_BURST: '5',
+      };
+      // In memory: creating the keys costs the shared buckets nothing. Passport keeps one global
+      // 'jwt' strategy (the last app's), so the access tokens are used before the others start.
+      const setup = await createTestApp();
+      const a = await tenant(setup);
+      const b = await tenant(setup);
+      const first = await createTestApp({ env });
+      const second = await createTestApp({ env });
+      try {
+        const instances = [first, second];
+
+        // One after the other, alternating instances.
+        const sequential: number[] = [];
+        for (let i = 0; i < 10; i++) {
+          const response = await instances[i % 2]
+            .http()
+            .get(ORG_ROUTE)
+            .set('Authorization', a.auth);
+          expectRateLimitHeaders(response, 'org');
+          sequential.push(response.status);
+        }
+        expect(sequential).toEqual([200, 200, 200, 200, 200, 429, 429, 429, 429, 429]);
+
+        // All at once, half on each instance: the script is atomic, so still exactly five.
+        const concurrent = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            instances[i % 2].http().get(ORG_ROUTE).set('Authorization', b.auth),
+          ),
+        );
+        const statuses = concurrent.map((r) => r.status);
+        expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+        expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+
+        const ready = await first.http().get('/health/ready');
+        expect(ready.status).toBe(200);
+        expect(ready.body.checks.rate_limit).toEqual({ status: 'up', store: 'redis' });
+      } finally {
+        await Promise.all([setup.close(), first.close(), second.close()]);
+      }
+    },
+  );
+
+  it('keeps serving when its Redis turns slow or goes away: per-instance buckets, degraded readiness', async () => {
+    const redis = await startOwnRedis();
+    const t = await createTestApp({
+      env: {
+        REDIS_URL: redis.url,
+        RATE_LIMIT_REDIS_PREFIX: 'own:',
+        RATE_LIMIT_REDIS_TIMEOUT_MS: '100',
+        RATE_LIMIT_IP_RPS: '0.01',
+        RATE_LIMIT_IP_BURST: '20',
+      },
+    });
+    const timed = async () => {
+      const started = Date.now();
+      const response = await t.http().get(PUBLIC);
+      return { response, ms: Date.now() - started };
+    };
+    try {
+      // Redis holds the bucket: two tokens gone there.
+      expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('19');
+      expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('18');
+      const keys = spawnSync('redis-cli', ['-u', redis.url, '--scan'], { encoding: 'utf8' });
+      expect(keys.stdout.trim().split('\n')).toEqual(['own:ip:127.0.0.1']);
+
+      // Slow: the server keeps its connection but answers nothing.
+      redis.pause();
+      const slow = await timed();
+      expect(slow.response.status).toBe(200);
+      expect(slow.ms).toBeLessThan(1_000);
+      // This instance's own bucket (full until now) stood in.
+      expect(slow.response.headers['x-ratelimit-remaining']).toBe('19');
+      // Readiness is public too: its token also comes from the local bucket (18 left there).
+      const degraded = await t.http().get('/health/ready');
+      expect(degraded.status).toBe(200);
+      expect(degraded.body.status).toBe('degraded');
+      expect(degraded.body.checks.rate_limit).toEqual(
+        expect.objectContaining({ status: 'degraded', store: 'memory' }),
+      );
+
+      // Back: the shared bucket again, after the two scripts Redis had queued (18 - 2 - 1).
+      redis.resume();
+      await sleep(100);
+      expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('15');
+      const recovered = await t.http().get('/health/ready');
+      expect(recovered.body.checks.rate_limit).toEqual({ status: 'up', store: 'redis' });
+
+      // Gone.
+      await redis.kill();
+      const ready = await t.http().get('/health/ready');
+      expect(ready.status).toBe(200);
+      expect(ready.body.status).toBe('degraded');
+      expect(ready.body.checks.redis.status).toBe('down');
+      expect(ready.body.checks.rate_limit.status).toBe('degraded');
+      const gone: Array<{ status: number; ms: number }> = [];
+      for (let i = 0; i < 19; i++) {
+        const { response, ms } = await timed();
+        gone.push({ status: response.status, ms });
+        expectRateLimitHeaders(response, 'ip');
+      }
+      for (const { ms } of gone) expect(ms).toBeLessThan(1_000);
+      // Still limited, by the local bucket: 18 tokens were left there, readiness took one.
+      expect(gone.map((g) => g.status)).toEqual([...Array(17).fill(200), 429, 429]);
+
+      // Logged, but not once per request: at most once a minute.
+      const warnings = t.logs
+        .entries()
+        .filter((e) => String(e.msg).startsWith('rate limiter: Redis unavailable'));
+      expect(warnings).toHaveLength(1);
+      expect(t.logs.text()).not.toContain(redis.url);
+    } finally {
+      await redis.kill();
+      await t.close();
+    }
+  });
+});

@@ -1,0 +1,74 @@
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import Redis from 'ioredis';
+
+export interface OwnRedis {
+  url: string;
+  pid: number;
+  /** SIGSTOP: the server keeps its connections but answers nothing (a slow Redis). */
+  pause(): void;
+  resume(): void;
+  /** SIGKILL and wait for the process to end (Redis gone). */
+  kill(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A private, throw-away redis-server child process on a free port (no persistence), for tests
+ * that stop Redis under the app: never the machine's shared one.
+ */
+export async function startOwnRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `redis://127.0.0.1:${port}`;
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const probe = new Redis(url, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      await probe.ping();
+      break;
+    } catch (error) {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      probe.disconnect();
+    }
+  }
+  return {
+    url,
+    pid: child.pid!,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGCONT');
+        child.kill('SIGKILL');
+      }
+      await exited;
+    },
+  };
+}
