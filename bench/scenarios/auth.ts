@@ -7,7 +7,7 @@ import { freePort, freshDatabase } from '../lib/service';
 
 const DURATION_SECONDS = 10;
 const CONNECTIONS = 32;
-const ROUNDS = 2;
+const ROUNDS = 3;
 const ENV = {
   NODE_ENV: 'production',
   JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123456789',
@@ -120,14 +120,22 @@ export async function run(): Promise<Record<string, unknown>> {
     ] as const) {
       await load({ url: `${baseUrl}${path}`, headers, durationSeconds: 3 });
     }
-    // Interleaved rounds, so drift in the machine's load hits the three variants alike.
-    const rounds: Array<{ public: Measured; api_key: Measured; access_token: Measured }> = [];
+    // Interleaved rounds with the order rotated, so drift in the machine's load and whatever the
+    // previous run leaves behind (garbage, JIT state) hit the three variants alike.
+    const variants = {
+      public: () => measure('/bench/twin/public'),
+      api_key: () => measure('/bench/twin/authenticated', withKey),
+      access_token: () => measure('/bench/twin/authenticated', withToken),
+    };
+    const order = ['public', 'api_key', 'access_token'] as const;
+    const rounds: Array<Record<(typeof order)[number], Measured>> = [];
     for (let round = 0; round < ROUNDS; round++) {
-      rounds.push({
-        public: await measure('/bench/twin/public'),
-        api_key: await measure('/bench/twin/authenticated', withKey),
-        access_token: await measure('/bench/twin/authenticated', withToken),
-      });
+      const figures: Partial<Record<(typeof order)[number], Measured>> = {};
+      for (let i = 0; i < order.length; i++) {
+        const variant = order[(round + i) % order.length];
+        figures[variant] = await variants[variant]();
+      }
+      rounds.push(figures as Record<(typeof order)[number], Measured>);
     }
     type Variant = 'public' | 'api_key' | 'access_token';
     const mean = (variant: Variant, figure: 'requests_per_sec' | 'cpu_us_per_request') =>
