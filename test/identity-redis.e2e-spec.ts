@@ -3,18 +3,18 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { tenantWithKey } from './support/identity';
-import { RedisProcess } from './support/redis-process';
+import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
 
 /** Two instances sharing one database and one Redis, as in production behind a balancer. */
 describe('Revocations reach every instance at once through Redis', () => {
-  let redis: RedisProcess;
+  let redis: OwnRedis;
   let a: TestApp;
   let b: TestApp;
 
   beforeAll(async () => {
-    redis = await new RedisProcess().start();
+    redis = await startOwnRedis();
     // Instances share JWT_SECRET, as in production. (Passport keeps one 'jwt' strategy per
     // process, so here both apps verify tokens with B's strategy and caches: what B is tested on.)
     const env = {
@@ -30,7 +30,7 @@ describe('Revocations reach every instance at once through Redis', () => {
   afterAll(async () => {
     await a?.close();
     await b?.close();
-    await redis.stop();
+    await redis.kill();
   });
 
   const list = (t: TestApp, credential: string) =>
