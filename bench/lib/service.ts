@@ -1,10 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { Client } from 'pg';
-import { startEmbeddedPostgres } from '../../src/database/embedded-postgres';
+import { resolve } from 'node:path';
+import { createFreshDatabase, type FreshDatabase } from '../../test/support/fresh-database';
 
 export interface RunningService {
   baseUrl: string;
@@ -26,36 +23,8 @@ export function freePort(): Promise<number> {
 }
 
 /** A fresh database on BENCH_DATABASE_URL's server, or on an embedded PostgreSQL of its own. */
-export async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  let adminUrl = process.env.BENCH_DATABASE_URL;
-  let stopEmbedded: (() => Promise<void>) | undefined;
-  if (!adminUrl) {
-    const embedded = await startEmbeddedPostgres({
-      dataDir: mkdtempSync(join(tmpdir(), 'personality-api-bench-')),
-      port: 0,
-      database: 'postgres',
-      persistent: false,
-    });
-    adminUrl = embedded.url;
-    stopEmbedded = embedded.stop;
-  }
-  const name = `bench_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-  const admin = new Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new Client({ connectionString: adminUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await client.end();
-      await stopEmbedded?.();
-    },
-  };
+export function freshDatabase(): Promise<FreshDatabase> {
+  return createFreshDatabase('bench', process.env.BENCH_DATABASE_URL);
 }
 
 async function waitUntilReady(

@@ -2,8 +2,8 @@ import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Max, MaxLength, Min, MinLength } from 'class-validator';
 
-/** `?limit=` and `?starting_after=` of every list (Stripe-style cursor paging). */
-export class ListQueryDto {
+/** `?limit=` of every list; lists whose cursor is not a plain id add their own `starting_after`. */
+export class LimitQueryDto {
   /** How many items to return. */
   @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
@@ -12,7 +12,10 @@ export class ListQueryDto {
   @Min(1)
   @Max(100)
   limit?: number;
+}
 
+/** `?limit=` and `?starting_after=` of every list (Stripe-style cursor paging). */
+export class ListQueryDto extends LimitQueryDto {
   /** The id (cursor) of the last item of the previous page. */
   @ApiPropertyOptional()
   @IsOptional()

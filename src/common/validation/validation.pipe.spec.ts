@@ -1,6 +1,6 @@
 import { ArgumentMetadata } from '@nestjs/common';
 import { Type } from 'class-transformer';
-import { IsInt, IsString, ValidateNested } from 'class-validator';
+import { IsInt, IsOptional, IsString, ValidateNested } from 'class-validator';
 import { AppError } from '../errors/app-error';
 import { createValidationPipe } from './validation.pipe';
 
@@ -42,5 +42,19 @@ describe('validation pipe', () => {
     const value = await pipe.transform({ name: 'a', inner: { size: 2 } }, metadata);
     expect(value).toBeInstanceOf(Outer);
     expect((value as Outer).inner).toBeInstanceOf(Inner);
+  });
+
+  it('answers an empty input the same way every time, through the cached fast path', async () => {
+    class OptionalOnly {
+      @IsOptional()
+      @IsInt()
+      limit?: number;
+    }
+    const query: ArgumentMetadata = { type: 'query', metatype: OptionalOnly };
+    for (let i = 0; i < 3; i++) {
+      await expect(pipe.transform({}, query)).resolves.toBeInstanceOf(OptionalOnly);
+      await expect(pipe.transform({}, metadata)).rejects.toBeInstanceOf(AppError);
+    }
+    await expect(pipe.transform({ limit: 'x' }, query)).rejects.toBeInstanceOf(AppError);
   });
 });

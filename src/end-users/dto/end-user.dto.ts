@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsDefined, IsInt, IsOptional, Max, Min } from 'class-validator';
+import { IsDefined, IsOptional } from 'class-validator';
+import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { EndUserStatus } from '../entities/end-user.entity';
 import { IsMetadata, IsUserId, METADATA_MAX_BYTES, USER_ID_MAX_CHARACTERS } from './user-id';
 
@@ -32,15 +32,7 @@ export class CreateEndUserDto {
  * Paging of the end-user list. Not ListQueryDto: its cursor allows 256 UTF-16 units, while a
  * user_id may hold 256 characters outside the BMP (512 units).
  */
-export class EndUserListQueryDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
-  limit?: number;
-
+export class EndUserListQueryDto extends LimitQueryDto {
   /** The user_id of the last end user of the previous page. */
   @ApiPropertyOptional()
   @IsOptional()

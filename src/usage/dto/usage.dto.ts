@@ -1,15 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import {
-  IsInt,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-  MinLength,
-} from 'class-validator';
+import { IsOptional, IsString, Matches, MaxLength, MinLength } from 'class-validator';
+import { LimitQueryDto } from '../../common/pagination/pagination';
 
 const MONTH = /^\d{4}-(0[1-9]|1[0-2])$/;
 const MONTH_DOC = {
@@ -26,19 +17,11 @@ export class MonthQueryDto {
 }
 
 // Not ListQueryDto: an item id is a personality id and a user_id, longer than its 256 limit.
-export class MonthItemsQueryDto {
+export class MonthItemsQueryDto extends LimitQueryDto {
   @ApiPropertyOptional(MONTH_DOC)
   @IsOptional()
   @Matches(MONTH, { message: 'month must be a month written YYYY-MM (e.g. 2026-11)' })
   month?: string;
-
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
-  limit?: number;
 
   /** The id of the last item of the previous page. */
   @ApiPropertyOptional()
