@@ -69,7 +69,7 @@ export class AllExceptionsFilter implements ExceptionFilter {
 
     const { status, body, headers } = this.toErrorResponse(exception, requestId);
     if (status >= 500 && !(exception instanceof AppError)) {
-      // pino-http puts `res.err` on the request's single log line.
+      // The HTTP logger puts `res.err` on the request's single log line.
       response.err = exception as Error;
     }
     if (response.headersSent) {
