@@ -77,18 +77,13 @@ export class RepliesDto {
   recall: string[];
 }
 
-export class CatalogEntryDto {
-  @ApiProperty({ example: 'sage-mentor' })
-  slug: string;
-
+/** What a catalog entry and its clones have in common: the personality itself. */
+export class PersonalityContentDto {
   @ApiProperty({ example: 'Sage' })
   name: string;
 
   @ApiProperty()
   description: string;
-
-  @ApiProperty({ example: '1.0.0' })
-  version: string;
 
   @ApiProperty({ type: [String] })
   traits: string[];
@@ -101,6 +96,14 @@ export class CatalogEntryDto {
 
   @ApiProperty({ type: RepliesDto })
   replies: RepliesDto;
+}
+
+export class CatalogEntryDto extends PersonalityContentDto {
+  @ApiProperty({ example: 'sage-mentor' })
+  slug: string;
+
+  @ApiProperty({ example: '1.0.0' })
+  version: string;
 
   @ApiProperty()
   updated_at: string;
@@ -114,7 +117,7 @@ export class FromCatalogDto {
   slug: string;
 }
 
-export class PersonalityDto {
+export class PersonalityDto extends PersonalityContentDto {
   @ApiProperty({ format: 'uuid' })
   id: string;
 
@@ -123,24 +126,6 @@ export class PersonalityDto {
 
   @ApiProperty({ example: '1.0.0', description: 'The version of the entry when it was copied' })
   source_version: string;
-
-  @ApiProperty({ example: 'Sage' })
-  name: string;
-
-  @ApiProperty()
-  description: string;
-
-  @ApiProperty({ type: [String] })
-  traits: string[];
-
-  @ApiProperty({ type: VoiceDto })
-  voice: VoiceDto;
-
-  @ApiProperty()
-  system_prompt: string;
-
-  @ApiProperty({ type: RepliesDto })
-  replies: RepliesDto;
 
   @ApiProperty()
   created_at: string;
