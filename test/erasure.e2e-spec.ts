@@ -57,12 +57,14 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     expect(before.found).toEqual(
       expect.objectContaining({ end_users: 1, memories: 6, relationship_months: 1 }),
     );
-    // Every table that refers to an end user is among those searched.
+    // Every table that refers to an end user holds rows about this one, so the search below
+    // would notice any of them left behind (a new table of user data has to be erased too).
     const referencing: Array<{ table_name: string }> = await dataSource.query(
       `SELECT DISTINCT table_name FROM information_schema.columns
         WHERE table_schema = 'public' AND column_name IN ('end_user_id')`,
     );
-    for (const { table_name } of referencing) expect(before.tables).toContain(table_name);
+    expect(referencing.length).toBeGreaterThan(0);
+    for (const { table_name } of referencing) expect(before.found[table_name]).toBeGreaterThan(0);
 
     const deleted = await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
     expect(deleted.status).toBe(202);

@@ -11,6 +11,7 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
   let idp: TestOidcProvider;
   let other: TestOidcProvider;
   const idTokens: string[] = [];
+  const accessTokens = new Set<string>();
 
   beforeAll(async () => {
     idp = await new TestOidcProvider('acme').start();
@@ -33,14 +34,23 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
     idTokens.push(value);
     return value;
   };
-  const link = (accessToken: string, idToken: string, provider = 'acme') =>
-    t
+  const link = (accessToken: string, idToken: string, provider = 'acme') => {
+    accessTokens.add(accessToken);
+    return t
       .http()
       .post('/v1/me/sso/link')
       .set('Authorization', `Bearer ${accessToken}`)
       .send({ provider, id_token: idToken });
-  const ssoLogin = (idToken: string, provider = 'acme') =>
-    t.http().post('/v1/auth/sso/login').send({ provider, id_token: idToken });
+  };
+  const ssoLogin = async (idToken: string, provider = 'acme') => {
+    const response = await t
+      .http()
+      .post('/v1/auth/sso/login')
+      .send({ provider, id_token: idToken });
+    if (typeof response.body?.access_token === 'string')
+      accessTokens.add(response.body.access_token);
+    return response;
+  };
 
   it('links a new identity (201), answers 200 for the same user again, 409 for another user', async () => {
     const alice = await signUp(t);
@@ -222,6 +232,10 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
 
   it('writes no id_token or access token to any log line', () => {
     const text = t.logs.text();
-    for (const idToken of idTokens) expect(text).not.toContain(idToken);
+    const secrets = [...idTokens, ...accessTokens];
+    // Both kinds were collected, so the check below has something to find.
+    expect(idTokens.length).toBeGreaterThan(10);
+    expect(accessTokens.size).toBeGreaterThan(5);
+    for (const secret of secrets) expect(text).not.toContain(secret);
   });
 });

@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { freePort } from '../../test/support/ports';
 import { createFreshDatabase, type FreshDatabase } from '../../test/support/fresh-database';
 
 export interface RunningService {
@@ -9,17 +9,6 @@ export interface RunningService {
   pid: number;
   process: ChildProcess;
   stop(): Promise<void>;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const probe = createServer();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolvePort(port));
-    });
-  });
 }
 
 /** A fresh database on BENCH_DATABASE_URL's server, or on an embedded PostgreSQL of its own. */
@@ -91,3 +80,5 @@ export async function startService(
     },
   };
 }
+
+export { freePort };

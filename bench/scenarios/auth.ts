@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { load, type LoadFigures } from '../lib/load';
 import { freePort, freshDatabase } from '../lib/service';
+import { cpuSeconds } from '../lib/cpu';
 
 const DURATION_SECONDS = 10;
 const CONNECTIONS = 32;
@@ -22,11 +22,6 @@ const ENV = {
 };
 
 /** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // Fields 14 and 15 of stat (utime, stime), counted from after the command name.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 type Measured = LoadFigures & { cpu_us_per_request: number };
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { type LoadFigures, load } from '../lib/load';
 import { freshDatabase, type RunningService, startService } from '../lib/service';
+import { cpuSeconds } from '../lib/cpu';
 
 const PATH = '/v1/vocabularies/emotions/changelog';
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -10,11 +10,6 @@ const ROUNDS = 3;
 type Variant = 'off' | 'memory' | 'redis';
 
 /** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // utime and stime are fields 14 and 15 of stat(5); here shifted by the two before ") ".
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 interface Measurement extends LoadFigures {
   /** Service CPU per request: robust to other load on the machine, unlike requests/s. */

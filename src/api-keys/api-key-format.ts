@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '../common/crypto/sha256';
 
 /**
  * API keys look like `pk_<43 base62 chars of 256 random bits><6 base62 chars of CRC32>`.
@@ -57,5 +58,5 @@ export function isWellFormedApiKey(key: string): boolean {
 }
 
 export function hashApiKey(key: string): Buffer {
-  return createHash('sha256').update(key).digest();
+  return sha256(key);
 }

@@ -14,7 +14,7 @@ import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ApiKeysService } from './api-keys.service';
 import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto';
 
@@ -42,7 +42,7 @@ export class ApiKeysController {
   @ApiOperation({ summary: "The organization's active API keys, without the keys themselves" })
   @ApiPage(ApiKeyDto)
   @ApiErrors(400)
-  list(@Caller() caller: CallerContext, @Query() query: ListQueryDto): Promise<Page<ApiKeyDto>> {
+  list(@Caller() caller: CallerContext, @Query() query: IdListQueryDto): Promise<Page<ApiKeyDto>> {
     return this.apiKeys.list(
       caller.organizationId,
       query.limit ?? DEFAULT_PAGE_SIZE,

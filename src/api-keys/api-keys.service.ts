@@ -1,6 +1,5 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { isUUID } from 'class-validator';
 import { Repository } from 'typeorm';
 import type { Logger } from 'pino';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
@@ -91,9 +90,6 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     limit: number,
     startingAfter?: string,
   ): Promise<Page<ApiKeyDto>> {
-    if (startingAfter !== undefined && !isUUID(startingAfter)) {
-      throw AppError.validation([{ field: 'starting_after', problem: 'must be an API key id' }]);
-    }
     const query = this.keys
       .createQueryBuilder('key')
       .where('key.organization_id = :organizationId', { organizationId })

@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import { IS_PUBLIC, REQUIRED_SCOPE, USER_ONLY } from '../common/auth/auth.decorators';
 import { type RequestWithCaller, type Scope, scopeSatisfies } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
-import { CallerResolver, unauthenticated } from './caller-resolver.service';
+import { CallerResolver } from './caller-resolver.service';
 
 /**
  * The global guard: deny by default. A route opens only through @Public(), @Scopes() or
@@ -26,7 +26,7 @@ export class AuthenticationGuard implements CanActivate {
     }
 
     const caller = await this.callers.resolve(context);
-    if (!caller) throw unauthenticated();
+    if (!caller) throw AppError.unauthenticated();
     if (userOnly && caller.kind !== 'user') {
       throw new AppError(
         'user_token_required',

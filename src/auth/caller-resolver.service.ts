@@ -12,14 +12,11 @@ type ResolvableRequest = IncomingMessage & {
   resolvedCaller?: Promise<CallerContext | null>;
 };
 
-export const unauthenticated = () =>
-  new AppError('unauthenticated', 401, 'A valid credential is required');
-
 /** Runs the passport-jwt strategy and maps every failure to 401 `unauthenticated`. */
 class AccessTokenGuard extends AuthGuard('jwt') {
   override handleRequest<TUser = CallerContext>(error: unknown, user: TUser | false): TUser {
     if (error instanceof AppError) throw error;
-    if (error || !user) throw unauthenticated();
+    if (error || !user) throw AppError.unauthenticated();
     return user;
   }
 }
@@ -52,10 +49,10 @@ export class CallerResolver {
     const header = request.headers.authorization;
     if (header === undefined) return null;
     const credential = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
-    if (!credential) throw unauthenticated();
+    if (!credential) throw AppError.unauthenticated();
     if (looksLikeApiKey(credential)) {
       const caller = await this.apiKeys.authenticate(credential);
-      if (!caller) throw unauthenticated();
+      if (!caller) throw AppError.unauthenticated();
       return caller;
     }
     const verifiedBefore = this.jwtStrategy.recall(credential);

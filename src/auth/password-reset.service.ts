@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '../common/crypto/sha256';
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
@@ -24,7 +25,7 @@ const invalidToken = () =>
   new AppError('invalid_reset_token', 400, 'The reset token is unknown, expired or already used');
 
 function hashToken(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
+  return sha256(token);
 }
 
 @Injectable()

@@ -3,7 +3,7 @@ import { ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page, toPage } from '../common/pagination/pagination';
+import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
 import { CreateOrganizationDto, OrganizationDto } from './dto/organization.dto';
 import { OrganizationsService } from './organizations.service';
 
@@ -17,17 +17,15 @@ export class OrganizationsController {
   @ApiOperation({ summary: "The authenticated user's organizations, with the user's role in each" })
   @ApiPage(OrganizationDto)
   @ApiErrors(400)
-  async list(
+  list(
     @Caller() caller: CallerContext,
-    @Query() query: ListQueryDto,
+    @Query() query: IdListQueryDto,
   ): Promise<Page<OrganizationDto>> {
-    const limit = query.limit ?? DEFAULT_PAGE_SIZE;
-    const rows = await this.organizations.listForUser(
+    return this.organizations.listForUser(
       caller.userId!,
-      limit + 1,
+      query.limit ?? DEFAULT_PAGE_SIZE,
       query.starting_after,
     );
-    return toPage(rows, limit, (row) => row);
   }
 
   @Post()

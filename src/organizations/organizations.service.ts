@@ -1,8 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { isUUID } from 'class-validator';
 import { DataSource, EntityManager } from 'typeorm';
-import { AppError } from '../common/errors/app-error';
+import { type Page, toPage } from '../common/pagination/pagination';
 import { TtlCache } from '../common/cache/ttl-cache';
 import type { Role } from './entities/membership.entity';
 
@@ -66,12 +65,7 @@ export class OrganizationsService {
     userId: string,
     limit: number,
     startingAfter?: string,
-  ): Promise<OrganizationView[]> {
-    if (startingAfter !== undefined && !isUUID(startingAfter)) {
-      throw AppError.validation([
-        { field: 'starting_after', problem: 'must be an organization id' },
-      ]);
-    }
+  ): Promise<Page<OrganizationView>> {
     const rows: Array<{ id: string; name: string; role: Role; created_at: Date }> =
       await this.dataSource.query(
         `SELECT o.id, o.name, m.role, o.created_at
@@ -82,9 +76,9 @@ export class OrganizationsService {
                  WHERE m2.user_id = $1 AND m2.organization_id = $2::uuid))
         ORDER BY m.created_at, o.id
         LIMIT $3`,
-        [userId, startingAfter ?? null, limit],
+        [userId, startingAfter ?? null, limit + 1],
       );
-    return rows.map((row) => ({
+    return toPage(rows, limit, (row) => ({
       id: row.id,
       name: row.name,
       role: row.role,

@@ -1,11 +1,10 @@
-import { ExecutionContext, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import {
   InjectThrottlerOptions,
   InjectThrottlerStorage,
   ThrottlerGuard,
-  type ThrottlerLimitDetail,
   type ThrottlerModuleOptions,
   type ThrottlerRequest,
 } from '@nestjs/throttler';
@@ -57,24 +56,8 @@ export class RateLimitGuard extends ThrottlerGuard {
     const bucket = await this.buckets.forRoute(context, tracker);
     const decision = await this.limiter.take(bucket, res as ServerResponse);
     if (!decision.allowed) {
-      await this.throwThrottlingException(context, {
-        key: bucket.key,
-        tracker,
-        limit: bucket.policy.burst,
-        ttl: Math.ceil((bucket.policy.burst / bucket.policy.rps) * 1000),
-        totalHits: bucket.policy.burst - Math.floor(decision.tokens),
-        timeToExpire: Math.ceil(decision.msUntilFull / 1000),
-        isBlocked: true,
-        timeToBlockExpire: Math.ceil(decision.msUntilToken / 1000),
-      });
+      throw RateLimiter.rateLimited(Math.ceil(decision.msUntilToken / 1000));
     }
     return true;
-  }
-
-  protected override async throwThrottlingException(
-    _context: ExecutionContext,
-    detail: ThrottlerLimitDetail,
-  ): Promise<void> {
-    throw RateLimiter.rateLimited(detail.timeToBlockExpire);
   }
 }

@@ -23,7 +23,7 @@ import { Public, UserOnly } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
 import { SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
 import { SsoService } from './sso.service';
 
@@ -68,7 +68,7 @@ export class MeSsoController {
   @ApiErrors(400)
   list(
     @Caller() caller: CallerContext,
-    @Query() query: ListQueryDto,
+    @Query() query: IdListQueryDto,
   ): Promise<Page<SsoIdentityDto>> {
     return this.sso.list(caller.userId!, query.limit ?? DEFAULT_PAGE_SIZE, query.starting_after);
   }

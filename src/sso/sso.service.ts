@@ -1,9 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { isUUID } from 'class-validator';
 import { DataSource } from 'typeorm';
 import { AccessTokensService } from '../auth/access-tokens.service';
-import { unauthenticated } from '../auth/caller-resolver.service';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { UsersService } from '../users/users.service';
@@ -59,9 +57,6 @@ export class SsoService {
   }
 
   async list(userId: string, limit: number, startingAfter?: string): Promise<Page<SsoIdentityDto>> {
-    if (startingAfter !== undefined && !isUUID(startingAfter)) {
-      throw AppError.validation([{ field: 'starting_after', problem: 'must be an identity id' }]);
-    }
     const rows: SsoIdentityRow[] = await this.dataSource.query(
       `SELECT ${COLUMNS} FROM sso_identities
         WHERE user_id = $1
@@ -91,7 +86,7 @@ export class SsoService {
       [verified.provider, verified.subject],
     );
     const user = row ? await this.users.findById(row.user_id) : null;
-    if (!user) throw unauthenticated();
+    if (!user) throw AppError.unauthenticated();
     return this.tokens.issue(user.id, user.tokenVersion);
   }
 }

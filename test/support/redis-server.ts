@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import Redis from 'ioredis';
+import { freePort } from './ports';
 
 export interface OwnRedis {
   url: string;
@@ -10,17 +10,6 @@ export interface OwnRedis {
   resume(): void;
   /** SIGKILL and wait for the process to end (Redis gone). */
   kill(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /**

@@ -25,6 +25,10 @@ export class AppError extends Error {
     return new AppError('not_found', 404, `${what} not found`);
   }
 
+  static unauthenticated(message = 'A valid credential is required'): AppError {
+    return new AppError('unauthenticated', 401, message);
+  }
+
   static validation(details: FieldProblem[], message = 'The request is not valid'): AppError {
     return new AppError('validation_failed', 400, message, details);
   }

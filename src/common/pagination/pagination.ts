@@ -1,6 +1,15 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Max, MaxLength, Min, MinLength } from 'class-validator';
+import {
+  IsInt,
+  IsOptional,
+  IsString,
+  IsUUID,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+} from 'class-validator';
 
 /** `?limit=` of every list; lists whose cursor is not a plain id add their own `starting_after`. */
 export class LimitQueryDto {
@@ -35,4 +44,13 @@ export interface Page<T> {
 /** Given up to `limit + 1` rows fetched in order, answers the page and whether more follow. */
 export function toPage<Row, Item>(rows: Row[], limit: number, map: (row: Row) => Item): Page<Item> {
   return { data: rows.slice(0, limit).map(map), has_more: rows.length > limit };
+}
+
+/** Paging of lists whose items are identified by a UUID: a malformed cursor is a 400, not a query. */
+export class IdListQueryDto extends LimitQueryDto {
+  /** The id of the last item of the previous page. */
+  @ApiPropertyOptional({ format: 'uuid' })
+  @IsOptional()
+  @IsUUID('all', { message: 'starting_after must be the id of an item of this list' })
+  starting_after?: string;
 }

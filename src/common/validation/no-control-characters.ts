@@ -1,8 +1,14 @@
-import { Matches } from 'class-validator';
+import { ValidateBy } from 'class-validator';
 
 // C0 and C1 control characters, DEL and the NUL byte: never valid in identifiers or names.
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
-const NO_CONTROL_CHARACTERS = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+export const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 
 export const NoControlCharacters = () =>
-  Matches(NO_CONTROL_CHARACTERS, { message: '$property must not contain control characters' });
+  ValidateBy({
+    name: 'noControlCharacters',
+    validator: {
+      validate: (value) => typeof value === 'string' && !CONTROL_CHARACTER.test(value),
+      defaultMessage: () => '$property must not contain control characters',
+    },
+  });

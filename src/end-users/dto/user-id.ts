@@ -1,11 +1,9 @@
 import { ValidateBy, ValidationOptions } from 'class-validator';
 import { AppError } from '../../common/errors/app-error';
+import { CONTROL_CHARACTER } from '../../common/validation/no-control-characters';
 
 export const USER_ID_MAX_CHARACTERS = 256;
 export const METADATA_MAX_BYTES = 16 * 1024;
-
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** Why `value` is not a valid user_id, or null when it is (1..256 characters, no controls). */
 export function userIdProblem(value: unknown): string | null {
