@@ -22,6 +22,8 @@ interface Section {
 }
 
 interface OpenedDocument {
+  /** The end user as the export's `end_user` JSON. */
+  endUserDocument: string;
   client: PoolClient;
   endUserId: string;
   userId: string;
@@ -43,14 +45,7 @@ export class ExportsService {
   /** The PMF v1 document; 404 (before anything is sent) for an unknown or foreign user. */
   async exportDocument(organizationId: string, userId: string): Promise<AsyncIterable<string>> {
     const opened = await this.open(organizationId, userId);
-    const { rows } = await opened.client.query<{ doc: string }>(
-      `SELECT json_build_object(
-                'user_id', user_id, 'metadata', metadata, 'status', status,
-                'created_at', ${ISO('created_at')}, 'updated_at', ${ISO('updated_at')})::text AS doc
-         FROM end_users WHERE id = $1`,
-      [opened.endUserId],
-    );
-    const head = `{"format":"pmf","version":1,"exported_at":${JSON.stringify(new Date().toISOString())},"end_user":${rows[0].doc}`;
+    const head = `{"format":"pmf","version":1,"exported_at":${JSON.stringify(new Date().toISOString())},"end_user":${opened.endUserDocument}`;
     const id = [opened.endUserId];
     return this.write(opened.client, head, [
       {
@@ -115,12 +110,22 @@ export class ExportsService {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const { rows } = await client.query<{ id: string; user_id: string }>(
-        'SELECT id, user_id FROM end_users WHERE organization_id = $1 AND user_id = $2',
+      // The export's end_user section comes with the lookup: one read, inside the try that
+      // releases the connection on failure.
+      const { rows } = await client.query<{ id: string; user_id: string; doc: string }>(
+        `SELECT id, user_id, json_build_object(
+                  'user_id', user_id, 'metadata', metadata, 'status', status,
+                  'created_at', ${ISO('created_at')}, 'updated_at', ${ISO('updated_at')})::text AS doc
+           FROM end_users WHERE organization_id = $1 AND user_id = $2`,
         [organizationId, userId],
       );
       if (!rows[0]) throw AppError.notFound('End user');
-      return { client, endUserId: rows[0].id, userId: rows[0].user_id };
+      return {
+        client,
+        endUserId: rows[0].id,
+        userId: rows[0].user_id,
+        endUserDocument: rows[0].doc,
+      };
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       client.release();
