@@ -4,11 +4,12 @@ module.exports = {
   testRegex: '.*\\.spec\\.ts$',
   moduleFileExtensions: ['js', 'json', 'ts'],
   transform: {
-    '^.+\\.ts$': ['ts-jest', { isolatedModules: true }],
+    // Transpile only (each file on its own); set as a compiler option, ts-jest's own flag is deprecated.
+    '^.+\\.ts$': ['ts-jest', { tsconfig: { isolatedModules: true } }],
     // jose ships ESM only; Node loads it with require(esm), Jest's CommonJS runtime cannot.
     '^.+/node_modules/jose/.+\\.js$': [
       'ts-jest',
-      { isolatedModules: true, tsconfig: { allowJs: true, module: 'commonjs' } },
+      { tsconfig: { isolatedModules: true, allowJs: true, module: 'commonjs' } },
     ],
   },
   transformIgnorePatterns: ['/node_modules/(?!jose/)'],

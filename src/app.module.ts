@@ -6,7 +6,9 @@ import { AuthModule } from './auth/auth.module';
 import { AuthenticationGuard } from './auth/authentication.guard';
 import { BillingModule } from './billing/billing.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
+import { BodilessRouteGuard } from './common/http/bodiless-route.guard';
 import { LoggingModule } from './common/logging/logging.module';
+import { StreamsModule } from './common/streams/streams.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import { SsoModule } from './sso/sso.module';
 import { configLoaders } from './config';
@@ -14,6 +16,7 @@ import { DatabaseModule } from './database/database.module';
 import { EndUsersModule } from './end-users/end-users.module';
 import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { PersonalitiesModule } from './personalities/personalities.module';
 import { RateLimitGuard } from './rate-limit/rate-limit.guard';
@@ -27,9 +30,11 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
   imports: [
     ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
     LoggingModule,
+    StreamsModule,
     DatabaseModule,
     RedisModule,
     HealthModule,
+    MetricsModule,
     AuthModule,
     SsoModule,
     OrganizationsModule,
@@ -51,6 +56,8 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     // floods of bad credentials are throttled per address; then deny-by-default authentication.
     { provide: APP_GUARD, useClass: RateLimitGuard },
     { provide: APP_GUARD, useClass: AuthenticationGuard },
+    // After authentication, so a caller without access learns nothing about a route's body.
+    { provide: APP_GUARD, useClass: BodilessRouteGuard },
   ],
 })
 export class AppModule {}

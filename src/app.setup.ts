@@ -6,11 +6,17 @@ import { configureHttp } from './common/http/configure-http';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { setupOpenApi } from './common/openapi/setup-openapi';
 import type { AppConfig } from './config/app.config';
+import { MetricsService } from './metrics/metrics.service';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
   const { trustProxy } = app.get(ConfigService).getOrThrow<AppConfig>('app');
-  configureHttp(app, app.get<Pino>(ROOT_LOGGER), trustProxy);
+  configureHttp(
+    app,
+    app.get<Pino>(ROOT_LOGGER),
+    trustProxy,
+    app.get(MetricsService).responseObserver(),
+  );
   setupOpenApi(app);
 }

@@ -1,12 +1,17 @@
+// First of all: tracing must patch http, express, pg and ioredis before they load.
+import './tracing/register';
 import { ConfigService } from '@nestjs/config';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
 import { AppModule } from './app.module';
 import { setupApp } from './app.setup';
+import { createHttpAdapter } from './common/http/http-adapter';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import type { AppConfig } from './config/app.config';
+import { httpConfig } from './config/http.config';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
+import { stopTracing } from './tracing/tracing';
 
 async function bootstrap(): Promise<void> {
   let embedded: EmbeddedPostgresHandle | undefined;
@@ -18,11 +23,15 @@ async function bootstrap(): Promise<void> {
     process.env.DATABASE_URL = embedded.url;
   }
 
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
-    bodyParser: false,
-    bufferLogs: true,
-    abortOnError: false,
-  });
+  const app = await NestFactory.create<NestExpressApplication>(
+    AppModule,
+    createHttpAdapter(httpConfig()),
+    {
+      bodyParser: false,
+      bufferLogs: true,
+      abortOnError: false,
+    },
+  );
   setupApp(app);
   const logger = app.get<Logger>(ROOT_LOGGER);
   const config = app.get(ConfigService).getOrThrow<AppConfig>('app');
@@ -39,6 +48,9 @@ async function bootstrap(): Promise<void> {
     }, config.shutdownTimeoutMs).unref();
     await app.close();
     await embedded?.stop();
+    await stopTracing().catch((error: unknown) =>
+      logger.warn({ err: error }, 'span export failed'),
+    );
     logger.info('stopped');
     logger.flush(() => process.exit(0));
   };
@@ -50,7 +62,7 @@ async function bootstrap(): Promise<void> {
     {
       port: config.port,
       database: embedded
-        ? `embedded (${embedded.url.replace(/:[^:@/]+@/, ':***@')})`
+        ? `embedded (${embedded.url.replace(/:[^:@/]+@/, ':***@')}, data in ${embedded.dataDir})`
         : 'DATABASE_URL',
     },
     'listening',

@@ -147,7 +147,7 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
             (r.form.metadata as Record<string, string>).organization_id === owner.organizationId,
         );
       expect(customerCall.idempotencyKey).toBe(`customer-create:${owner.organizationId}`);
-      const intentCall = fake.requests.at(-1)!;
+      const intentCall = fake.requestsTo('POST', /^\/v1\/setup_intents$/).at(-1)!;
       expect(intentCall.idempotencyKey).toMatch(/^setup-intent:/);
 
       expect(t.logs.text()).not.toContain(response.body.client_secret);
@@ -248,7 +248,7 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
         data: [expect.objectContaining({ id: mine[0].id })],
         has_more: false,
       });
-      const lastCall = fake.requests.at(-1)!;
+      const lastCall = fake.requestsTo('GET', /^\/v1\/invoices$/).at(-1)!;
       expect(lastCall.query.get('customer')).toBe(aCustomer);
       expect(lastCall.query.get('starting_after')).toBe(page1.body.data[1].id);
 
@@ -451,6 +451,22 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       const third = fake.requestsTo('POST', path)[2];
       expect(third.idempotencyKey).not.toBe(calls[0].idempotencyKey);
       expect(stripe.pause_collection).not.toBeNull();
+
+      // The audit log: one event per change, none for the repeats that changed nothing.
+      const audit = await t.http().get('/v1/audit-events').set('Authorization', owner.auth);
+      expect(
+        audit.body.data
+          .filter((event: { action: string }) => event.action.startsWith('subscription.'))
+          .map((event: { action: string; target: unknown }) => [event.action, event.target]),
+      ).toEqual(
+        [
+          'subscription.suspended',
+          'subscription.resumed',
+          'subscription.suspended',
+          'subscription.started',
+        ].map((action) => [action, { type: 'subscription', id: subscription.id }]),
+      );
+      expect(audit.body.data[0].request_id).toBe(suspendedAgain.headers['x-request-id']);
     });
 
     it('answers 404 to suspend and resume without a subscription', async () => {
@@ -735,7 +751,7 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       expect(fake.subscriptions.get(restarted.body.id)!.default_payment_method).toBe(
         'pm_card_visa',
       );
-      expect(fake.requests.at(-1)!.idempotencyKey).toBe(
+      expect(fake.requestsTo('POST', /^\/v1\/subscriptions$/).at(-1)!.idempotencyKey).toBe(
         `subscription-create:${owner.organizationId}:1`,
       );
     });

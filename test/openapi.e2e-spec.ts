@@ -46,6 +46,40 @@ describe('OpenAPI', () => {
     }
   });
 
+  it('declares the public operations with security: [] and names a server', async () => {
+    const document = (await t.http().get('/v1/openapi.json')).body;
+    expect(document.servers).toEqual([expect.objectContaining({ url: expect.any(String) })]);
+
+    const publicOperations: string[] = [];
+    for (const [path, item] of Object.entries<Record<string, { security?: unknown[] }>>(
+      document.paths,
+    )) {
+      for (const [method, operation] of Object.entries(item)) {
+        // Every operation says who may call it: the bearer scheme, or nobody needed.
+        expect(operation.security).toBeDefined();
+        if (operation.security?.length === 0) publicOperations.push(`${method} ${path}`);
+        else expect(operation.security).toEqual([{ bearer: [] }]);
+      }
+    }
+    // The contract's public endpoints (§3), and only those.
+    expect(publicOperations.sort()).toEqual(
+      [
+        'get /health/live',
+        'get /health/ready',
+        'get /v1/formats/pmf-v1.schema.json',
+        'get /v1/vocabularies/emotions',
+        'get /v1/vocabularies/emotions/changelog',
+        'get /v1/vocabularies/emotions/{version}',
+        'post /v1/auth/forgot-password',
+        'post /v1/auth/login',
+        'post /v1/auth/reset-password',
+        'post /v1/auth/signup',
+        'post /v1/auth/sso/login',
+        'post /v1/billing/webhooks',
+      ].sort(),
+    );
+  });
+
   it('serves the UI at /docs', async () => {
     const response = await t.http().get('/docs').redirects(1);
     expect(response.status).toBe(200);

@@ -60,6 +60,7 @@ describe('Personalities: catalog, clones, CRUD', () => {
       id: expect.stringMatching(/^[0-9a-f-]{36}$/),
       source_slug: 'atlas-stoic',
       source_version: entry.version,
+      model: null,
       name: entry.name,
       description: entry.description,
       traits: entry.traits,
@@ -242,5 +243,27 @@ describe('Personalities: catalog, clones, CRUD', () => {
     expect(list.body).toEqual({ data: [], has_more: false });
     const mine = await t.http().get(`/v1/personalities/${id}`).set('Authorization', a.auth);
     expect(mine.body.name).not.toBe('stolen');
+  });
+
+  it('PATCH refuses null for every field (400) and the personality still answers', async () => {
+    const id = await clonePersonality(t, a.auth);
+    for (const field of ['name', 'description', 'traits', 'voice', 'system_prompt', 'replies']) {
+      const response = await t
+        .http()
+        .patch(`/v1/personalities/${id}`)
+        .set('Authorization', a.auth)
+        .send({ [field]: null });
+      expectError(response, 400, 'validation_failed');
+      expect(response.body.error.details).toEqual(
+        expect.arrayContaining([expect.objectContaining({ field })]),
+      );
+    }
+    // A stored null replies made every first reply fail: a new end user still gets one.
+    const reply = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', a.auth)
+      .send({ personality_id: id, user_id: uniqueUserId(), message: 'hello there' });
+    expect(reply.status).toBe(200);
   });
 });

@@ -59,6 +59,10 @@ describe('Deny by default: every registered route declares its access rule', () 
       'POST /v1/me/sso/link',
       'POST /v1/auth/sso/login',
       'GET /v1/organizations',
+      'GET /v1/organizations/:id/members',
+      'POST /v1/invitations/accept',
+      'POST /v1/api-keys/:id/roll',
+      'GET /v1/audit-events',
     ]) {
       expect(names).toContain(expected);
     }
@@ -81,7 +85,10 @@ describe('Deny by default: every registered route declares its access rule', () 
       expect({ name, public: rule(name)?.public }).toEqual({ name, public: true });
     }
     for (const route of routes.filter(
-      (r) => r.route.includes(' /v1/me/') || r.route.endsWith(' /v1/organizations'),
+      (r) =>
+        r.route.includes(' /v1/me/') ||
+        r.route.includes(' /v1/organizations') ||
+        r.route.includes(' /v1/invitations'),
     )) {
       expect({ route: route.route, userOnly: route.userOnly, public: route.public }).toEqual({
         route: route.route,
@@ -89,7 +96,9 @@ describe('Deny by default: every registered route declares its access rule', () 
         public: false,
       });
     }
-    for (const route of routes.filter((r) => r.route.includes(' /v1/api-keys'))) {
+    for (const route of routes.filter(
+      (r) => r.route.includes(' /v1/api-keys') || r.route.includes(' /v1/audit-events'),
+    )) {
       expect({ route: route.route, scope: route.scope }).toEqual({
         route: route.route,
         scope: 'admin',

@@ -23,6 +23,7 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
         env: {
           ...process.env,
           PORT: String(port),
+          METRICS_PORT: '0',
           LOG_LEVEL: 'info',
         },
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -40,24 +40,36 @@ async function waitUntilReady(
  * they do not throttle the load, and waits for readiness. Its logs go to /dev/null.
  */
 export async function startService(
-  options: { env?: Record<string, string>; databaseUrl?: string } = {},
+  options: {
+    env?: Record<string, string>;
+    databaseUrl?: string;
+    /** Another build's main.js (bench/scenarios/observability.ts runs the code before a change). */
+    main?: string;
+  } = {},
 ): Promise<RunningService> {
   const database = options.databaseUrl
     ? { url: options.databaseUrl, drop: async () => undefined }
     : await freshDatabase();
   const port = await freePort();
-  const child = spawn(process.execPath, [resolve(__dirname, '../../dist/main.js')], {
+  // Metrics on, as in production, on a port of its own (the default one may be taken).
+  const metricsPort = await freePort();
+  const main = options.main ?? resolve(__dirname, '../../dist/main.js');
+  const child = spawn(process.execPath, [main], {
     env: {
       ...process.env,
       NODE_ENV: 'production',
       JWT_SECRET: 'bench-secret-bench-secret-bench-secret-0123456789',
       DATABASE_URL: database.url,
       PORT: String(port),
+      METRICS_PORT: String(metricsPort),
       LOG_LEVEL: 'info',
       RATE_LIMIT_ORG_RPS: '1000000',
       RATE_LIMIT_ORG_BURST: '10000000',
       RATE_LIMIT_IP_RPS: '1000000',
       RATE_LIMIT_IP_BURST: '10000000',
+      // Sign-ups draw from the auth bucket: scenarios create tenants at will.
+      RATE_LIMIT_AUTH_RPS: '1000000',
+      RATE_LIMIT_AUTH_BURST: '10000000',
       REDIS_URL: '',
       ...options.env,
     },

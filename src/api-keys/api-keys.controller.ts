@@ -3,6 +3,7 @@ import {
   Controller,
   Delete,
   Get,
+  Header,
   HttpCode,
   Param,
   ParseUUIDPipe,
@@ -16,7 +17,13 @@ import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ApiKeysService } from './api-keys.service';
-import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto } from './dto/api-key.dto';
+import {
+  ApiKeyDto,
+  CreateApiKeyDto,
+  CreatedApiKeyDto,
+  DEFAULT_ROLL_OVERLAP_SECONDS,
+  RollApiKeyDto,
+} from './dto/api-key.dto';
 
 const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('API key') });
 
@@ -26,6 +33,7 @@ const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('
 export class ApiKeysController {
   constructor(private readonly apiKeys: ApiKeysService) {}
 
+  @Header('Cache-Control', 'no-store')
   @Post()
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates an API key; the full key is in this response only' })
@@ -56,6 +64,23 @@ export class ApiKeysController {
   @ApiNoContentResponse()
   @ApiErrors(404)
   async revoke(@Caller() caller: CallerContext, @Param('id', uuidPipe) id: string): Promise<void> {
-    await this.apiKeys.revoke(caller.organizationId, id);
+    await this.apiKeys.revoke(caller, id);
+  }
+
+  @Post(':id/roll')
+  @HttpCode(201)
+  @Header('Cache-Control', 'no-store')
+  @ApiOperation({
+    summary:
+      'Issues a new key with the same name and scopes (shown once); the old one works until expires_in_seconds from now',
+  })
+  @ApiCreatedResponse({ type: CreatedApiKeyDto })
+  @ApiErrors(400, [404, 'No active key with this id'])
+  roll(
+    @Caller() caller: CallerContext,
+    @Param('id', uuidPipe) id: string,
+    @Body() body: RollApiKeyDto,
+  ): Promise<CreatedApiKeyDto> {
+    return this.apiKeys.roll(caller, id, body.expires_in_seconds ?? DEFAULT_ROLL_OVERLAP_SECONDS);
   }
 }

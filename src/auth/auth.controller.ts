@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { Body, Controller, Header, HttpCode, Post } from '@nestjs/common';
 import {
   ApiAcceptedResponse,
   ApiCreatedResponse,
@@ -28,6 +28,7 @@ export class AuthController {
     private readonly passwordReset: PasswordResetService,
   ) {}
 
+  @Header('Cache-Control', 'no-store')
   @Post('signup')
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates a user and their first organization, and logs them in' })
@@ -37,6 +38,7 @@ export class AuthController {
     return this.auth.signup(body);
   }
 
+  @Header('Cache-Control', 'no-store')
   @Post('login')
   @HttpCode(200)
   @ApiOperation({

@@ -1,8 +1,10 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import type { Request } from 'express';
 import { IS_PUBLIC, REQUIRED_SCOPE, USER_ONLY } from '../common/auth/auth.decorators';
 import { type RequestWithCaller, type Scope, scopeSatisfies } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
+import { requestIdOf } from '../common/http/request-id';
 import { CallerResolver } from './caller-resolver.service';
 
 /**
@@ -37,7 +39,9 @@ export class AuthenticationGuard implements CanActivate {
     if (scope && !scopeSatisfies(caller.scopes, scope)) {
       throw new AppError('insufficient_scope', 403, `This endpoint needs the ${scope} scope`);
     }
-    context.switchToHttp().getRequest<RequestWithCaller>().caller = caller;
+    const request = context.switchToHttp().getRequest<RequestWithCaller & Request>();
+    // `request.ip` honours X-Forwarded-For only under TRUST_PROXY.
+    request.caller = { ...caller, requestId: requestIdOf(request), ip: request.ip };
     return true;
   }
 }

@@ -12,6 +12,8 @@ type ResolvableRequest = IncomingMessage & {
   resolvedCaller?: Promise<CallerContext | null>;
 };
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
 /** Runs the passport-jwt strategy and maps every failure to 401 `unauthenticated`. */
 class AccessTokenGuard extends AuthGuard('jwt') {
   override handleRequest<TUser = CallerContext>(error: unknown, user: TUser | false): TUser {
@@ -35,6 +37,16 @@ export class CallerResolver {
     private readonly jwtStrategy: JwtStrategy,
   ) {}
 
+  /**
+   * True when resolving the request's credential would query the database for it: an API key
+   * this instance has not seen within its cache's lifetime. (An access token is verified by its
+   * signature first, so a forged one never reaches the database.)
+   */
+  needsLookup(request: IncomingMessage): boolean {
+    const credential = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    return !!credential && looksLikeApiKey(credential) && this.apiKeys.needsLookup(credential);
+  }
+
   /** null without a credential; throws 401 (or 403 `not_a_member`) for a bad one. */
   resolve(context: ExecutionContext): Promise<CallerContext | null> {
     const request = context.switchToHttp().getRequest<ResolvableRequest>();
@@ -48,7 +60,7 @@ export class CallerResolver {
   ): Promise<CallerContext | null> {
     const header = request.headers.authorization;
     if (header === undefined) return null;
-    const credential = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+    const credential = BEARER.exec(header)?.[1];
     if (!credential) throw AppError.unauthenticated();
     if (looksLikeApiKey(credential)) {
       const caller = await this.apiKeys.authenticate(credential);

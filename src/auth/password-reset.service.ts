@@ -118,7 +118,7 @@ export class PasswordResetService implements OnApplicationShutdown {
       );
       return user_id;
     });
-    this.users.forgetTokenVersion(userId);
+    await this.users.forgetTokenVersion(userId);
     this.logger.info({ userId }, 'password reset completed');
   }
 }

@@ -91,7 +91,7 @@ export class BillingController {
     @Caller() caller: CallerContext,
     @Body() body: CreateSubscriptionDto,
   ): Promise<SubscriptionDto> {
-    return this.billing.createSubscription(caller.organizationId, body.price_id);
+    return this.billing.createSubscription(caller, body.price_id);
   }
 
   @Post('subscription/suspend')
@@ -107,7 +107,7 @@ export class BillingController {
     NOT_CONFIGURED,
   )
   suspend(@Caller() caller: CallerContext): Promise<SubscriptionDto> {
-    return this.billing.suspend(caller.organizationId);
+    return this.billing.suspend(caller);
   }
 
   @Post('subscription/resume')
@@ -116,6 +116,6 @@ export class BillingController {
   @ApiOkResponse({ type: SubscriptionDto })
   @ApiErrors([404, 'No live subscription'], 502, NOT_CONFIGURED)
   resume(@Caller() caller: CallerContext): Promise<SubscriptionDto> {
-    return this.billing.resume(caller.organizationId);
+    return this.billing.resume(caller);
   }
 }

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module';
 import { BillingWebhooksController } from './billing-webhooks.controller';
 import { BillingWebhooksService } from './billing-webhooks.service';
 import { BillingController } from './billing.controller';
@@ -10,7 +11,10 @@ import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([BillingCustomer, BillingSubscription, BillingEvent])],
+  imports: [
+    TypeOrmModule.forFeature([BillingCustomer, BillingSubscription, BillingEvent]),
+    AuditModule,
+  ],
   controllers: [BillingController, BillingWebhooksController],
   providers: [StripeGateway, BillingService, BillingWebhooksService],
 })

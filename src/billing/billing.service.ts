@@ -4,6 +4,8 @@ import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import { DataSource, Repository } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page } from '../common/pagination/pagination';
 import {
@@ -38,6 +40,7 @@ export class BillingService {
     @InjectRepository(BillingSubscription)
     private readonly subscriptions: Repository<BillingSubscription>,
     private readonly logger: PinoLogger,
+    private readonly audit: AuditService,
   ) {
     this.logger.setContext(BillingService.name);
   }
@@ -106,8 +109,9 @@ export class BillingService {
    * replays Stripe's answer instead of creating a second subscription, and a concurrent request
    * for another price is refused by Stripe (same key, other parameters) → 409.
    */
-  async createSubscription(organizationId: string, priceId: string): Promise<SubscriptionDto> {
+  async createSubscription(caller: CallerContext, priceId: string): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
+    const { organizationId } = caller;
     // One snapshot for both: a start that read "none live" also read the generation of that
     // moment, so a concurrent start either sees the live row (409) or sends the same key.
     const [{ generation, live }]: Array<{ generation: number; live: number }> =
@@ -144,15 +148,24 @@ export class BillingService {
         return undefined;
       },
     );
-    const outcome = await this.dataSource.transaction((manager) =>
-      applySubscriptionSnapshot(
+    const outcome = await this.dataSource.transaction(async (manager) => {
+      const applied = await applySubscriptionSnapshot(
         manager,
         organizationId,
         snapshotOf(subscription),
         providerTimeOf(subscription),
         true,
-      ),
-    );
+      );
+      if (applied !== 'conflict') {
+        await this.audit.record(manager, caller, {
+          organizationId,
+          action: 'subscription.started',
+          target: { type: 'subscription', id: subscription.id },
+          details: { price_id: priceId, status: subscription.status },
+        });
+      }
+      return applied;
+    });
     if (outcome === 'conflict') {
       await this.cancelOrphan(subscription.id);
       throw subscriptionExists();
@@ -179,8 +192,9 @@ export class BillingService {
   }
 
   /** Pauses collection (invoices voided); repeating it answers the same state without a call. */
-  async suspend(organizationId: string): Promise<SubscriptionDto> {
+  async suspend(caller: CallerContext): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
+    const { organizationId } = caller;
     const row = await this.liveSubscription(organizationId);
     if (!row) throw AppError.notFound('Subscription');
     if (row.collectionPaused) return toSubscriptionResponse(row);
@@ -191,17 +205,18 @@ export class BillingService {
         `A subscription in status ${row.status} cannot be suspended`,
       );
     }
-    await this.updateAtStripe(organizationId, row, 'suspend', { behavior: 'void' });
+    await this.updateAtStripe(caller, row, 'suspend', { behavior: 'void' });
     return this.subscriptionResponse(row.stripeSubscriptionId);
   }
 
   /** Clears the pause; resuming a subscription that is not suspended changes nothing. */
-  async resume(organizationId: string): Promise<SubscriptionDto> {
+  async resume(caller: CallerContext): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
+    const { organizationId } = caller;
     const row = await this.liveSubscription(organizationId);
     if (!row) throw AppError.notFound('Subscription');
     if (!row.collectionPaused) return toSubscriptionResponse(row);
-    await this.updateAtStripe(organizationId, row, 'resume', '');
+    await this.updateAtStripe(caller, row, 'resume', '');
     return this.subscriptionResponse(row.stripeSubscriptionId);
   }
 
@@ -210,7 +225,7 @@ export class BillingService {
    * replays, while a later suspend after a resume is a new operation with a new key.
    */
   private async updateAtStripe(
-    organizationId: string,
+    caller: CallerContext,
     row: BillingSubscription,
     action: 'suspend' | 'resume',
     pauseCollection: { behavior: 'void' } | '',
@@ -222,15 +237,20 @@ export class BillingService {
         { idempotencyKey: `subscription-${action}:${row.stripeSubscriptionId}:${row.revision}` },
       ),
     );
-    await this.dataSource.transaction((manager) =>
-      applySubscriptionSnapshot(
+    await this.dataSource.transaction(async (manager) => {
+      await applySubscriptionSnapshot(
         manager,
-        organizationId,
+        caller.organizationId,
         snapshotOf(subscription),
         providerTimeOf(subscription),
         true,
-      ),
-    );
+      );
+      await this.audit.record(manager, caller, {
+        organizationId: caller.organizationId,
+        action: action === 'suspend' ? 'subscription.suspended' : 'subscription.resumed',
+        target: { type: 'subscription', id: row.stripeSubscriptionId },
+      });
+    });
   }
 
   /**

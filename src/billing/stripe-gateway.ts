@@ -1,9 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
+import type { Counter } from 'prom-client';
 import Stripe from 'stripe';
 import { AppError } from '../common/errors/app-error';
 import type { BillingConfig } from '../config/billing.config';
+import { MetricsService } from '../metrics/metrics.service';
+import { inClientSpan } from '../tracing/spans';
 
 /** Raised when a provider call outlives the configured timeout, retries included. */
 class ProviderDeadlineExceeded extends Error {
@@ -33,11 +36,19 @@ export function notConfigured(): AppError {
 export class StripeGateway {
   private readonly stripe: Stripe | null;
   private readonly timeoutMs: number;
+  private readonly requestsTotal: Counter<'operation' | 'outcome'>;
 
   constructor(
     config: ConfigService,
     private readonly logger: PinoLogger,
+    metrics: MetricsService,
   ) {
+    // `operation` is one of the fixed names this codebase passes to call(), so it stays bounded.
+    this.requestsTotal = metrics.counter({
+      name: 'payment_provider_requests_total',
+      help: 'Calls to the payment provider by operation and outcome (ok, error, timeout)',
+      labelNames: ['operation', 'outcome'],
+    });
     const billing = config.getOrThrow<BillingConfig>('billing');
     this.timeoutMs = billing.timeoutMs;
     this.stripe = billing.stripeSecretKey
@@ -72,6 +83,17 @@ export class StripeGateway {
   ): Promise<T> {
     const stripe = this.stripe;
     if (!stripe) throw notConfigured();
+    return inClientSpan(`stripe ${operation}`, { 'payment.operation': operation }, () =>
+      this.callWithDeadline(stripe, operation, run, mapError),
+    );
+  }
+
+  private async callWithDeadline<T>(
+    stripe: Stripe,
+    operation: string,
+    run: (stripe: Stripe) => Promise<T>,
+    mapError?: StripeErrorMapper,
+  ): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(
@@ -80,9 +102,13 @@ export class StripeGateway {
       );
     });
     try {
-      return await Promise.race([run(stripe), deadline]);
+      const result = await Promise.race([run(stripe), deadline]);
+      this.requestsTotal.inc({ operation, outcome: 'ok' });
+      return result;
     } catch (error) {
-      if (error instanceof Stripe.errors.StripeError || error instanceof ProviderDeadlineExceeded) {
+      const timedOut = error instanceof ProviderDeadlineExceeded;
+      this.requestsTotal.inc({ operation, outcome: timedOut ? 'timeout' : 'error' });
+      if (error instanceof Stripe.errors.StripeError || timedOut) {
         throw this.toAppError(operation, error, mapError);
       }
       throw error;

@@ -1,7 +1,7 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsInt, IsOptional, Matches, Max, Min } from 'class-validator';
-import { toNumber, validateEnv } from './validate-env';
+import { IsBoolean, IsInt, IsOptional, Matches, Max, Min } from 'class-validator';
+import { toBoolean, toNumber, validateEnv } from './validate-env';
 
 class DatabaseEnv {
   // main.ts starts the embedded PostgreSQL and sets this before the app reads it.
@@ -14,11 +14,21 @@ class DatabaseEnv {
   @Min(1)
   @Max(200)
   DATABASE_POOL_SIZE?: number;
+
+  // false when a Kubernetes Job (or init container) runs `node dist/cli.js migrate` instead.
+  @IsOptional()
+  @Transform(toBoolean)
+  @IsBoolean()
+  MIGRATE_ON_START?: boolean;
 }
 
 export const databaseConfig = registerAs('database', () => {
   const env = validateEnv(DatabaseEnv);
-  return { url: env.DATABASE_URL, poolSize: env.DATABASE_POOL_SIZE ?? 10 };
+  return {
+    url: env.DATABASE_URL,
+    poolSize: env.DATABASE_POOL_SIZE ?? 10,
+    migrateOnStart: env.MIGRATE_ON_START ?? true,
+  };
 });
 
 export type DatabaseConfig = ReturnType<typeof databaseConfig>;

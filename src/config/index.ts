@@ -3,13 +3,18 @@ import { authConfig } from './auth.config';
 import { billingConfig } from './billing.config';
 import { databaseConfig } from './database.config';
 import { endUsersConfig } from './end-users.config';
+import { engineConfig } from './engine.config';
+import { httpConfig } from './http.config';
 import { mailConfig } from './mail.config';
 import { rateLimitConfig } from './rate-limit.config';
 import { redisConfig } from './redis.config';
+import { teamsConfig } from './teams.config';
+import { telemetryConfig } from './telemetry.config';
 
 /** Every configuration concern, loaded and validated together at start-up. */
 export const configLoaders = [
   appConfig,
+  httpConfig,
   databaseConfig,
   redisConfig,
   authConfig,
@@ -17,4 +22,7 @@ export const configLoaders = [
   rateLimitConfig,
   billingConfig,
   endUsersConfig,
+  engineConfig,
+  teamsConfig,
+  telemetryConfig,
 ];

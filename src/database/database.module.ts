@@ -4,7 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { ROOT_LOGGER } from '../common/logging/root-logger';
-import type { DatabaseConfig } from '../config/database.config';
+import { databaseConfig, type DatabaseConfig } from '../config/database.config';
 import { buildDataSourceOptions } from './data-source-options';
 import { runMigrationsExclusively } from './run-migrations';
 import { TypeOrmPinoLogger } from './typeorm-pino-logger';
@@ -27,7 +27,9 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
       }),
       dataSourceFactory: async (options) => {
         const dataSource = await new DataSource(options!).initialize();
-        await runMigrationsExclusively(dataSource);
+        // The factory gets no injection; the validated value is the same as ConfigService's.
+        // MIGRATE_ON_START=false: `node dist/cli.js migrate` (a Kubernetes Job) runs them first.
+        if (databaseConfig().migrateOnStart) await runMigrationsExclusively(dataSource);
         return dataSource;
       },
     }),

@@ -124,6 +124,6 @@ export class EndUsersController {
     @Caller() caller: CallerContext,
     @Param('user_id') userId: string,
   ): Promise<EndUserDeletionDto> {
-    return this.endUsers.scheduleErasure(caller.organizationId, parseUserIdParam(userId));
+    return this.endUsers.scheduleErasure(caller, parseUserIdParam(userId));
   }
 }

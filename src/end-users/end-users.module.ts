@@ -1,16 +1,20 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module';
 import { UsageModule } from '../usage/usage.module';
 import { EndUsersController } from './end-users.controller';
 import { EndUsersService } from './end-users.service';
 import { EndUser } from './entities/end-user.entity';
 import { Memory } from './entities/memory.entity';
 import { ErasureWorker } from './erasure.worker';
+import { MemoriesController } from './memories.controller';
+import { MemoriesRepository } from './memories.repository';
+import { MemoriesService } from './memories.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule],
-  controllers: [EndUsersController],
-  providers: [EndUsersService, ErasureWorker],
+  imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule, AuditModule],
+  controllers: [EndUsersController, MemoriesController],
+  providers: [EndUsersService, ErasureWorker, MemoriesService, MemoriesRepository],
   exports: [EndUsersService],
 })
 export class EndUsersModule {}

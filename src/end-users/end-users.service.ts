@@ -3,6 +3,8 @@ import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import type { EndUsersConfig } from '../config/end-users.config';
@@ -65,7 +67,11 @@ export class EndUsersService {
   private readonly pool: Pool;
   private readonly config: EndUsersConfig;
 
-  constructor(@InjectDataSource() dataSource: DataSource, config: ConfigService) {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    config: ConfigService,
+    private readonly audit: AuditService,
+  ) {
     this.pool = poolOf(dataSource);
     this.config = config.getOrThrow<EndUsersConfig>('endUsers');
   }
@@ -147,24 +153,44 @@ export class EndUsersService {
 
   /**
    * Marks the user for erasure after the grace period. Repeating it keeps the first schedule.
-   * The erasure itself is the ErasureWorker's, from the row, so it survives restarts.
+   * The erasure itself is the ErasureWorker's, from the row, so it survives restarts. The audit
+   * log records the request (who asked, once: on the first DELETE), not the completed erasure.
    */
-  async scheduleErasure(organizationId: string, userId: string): Promise<EndUserDeletionDto> {
-    const { rows } = await this.pool.query<{ user_id: string; erase_after: Date }>(
-      `UPDATE end_users
-          SET status = 'deleting',
-              erase_after = COALESCE(erase_after, now() + make_interval(secs => $3)),
-              updated_at = now()
-        WHERE organization_id = $1 AND user_id = $2
-        RETURNING user_id, erase_after`,
-      [organizationId, userId, this.config.erasureGraceSeconds],
-    );
-    if (!rows[0]) throw AppError.notFound('End user');
-    return {
-      user_id: rows[0].user_id,
-      status: 'deleting',
-      erasure_expected_at: this.expectedErasure(rows[0].erase_after).toISOString(),
-    };
+  async scheduleErasure(caller: CallerContext, userId: string): Promise<EndUserDeletionDto> {
+    const { organizationId } = caller;
+    return this.dataSource.transaction(async (manager) => {
+      // The CTE reads the status before the UPDATE, under its row lock: of concurrent DELETEs
+      // exactly one sees 'active' and is audited.
+      const rows: Array<{ user_id: string; erase_after: Date; was_active: boolean }> =
+        await manager.query(
+          `WITH before AS (
+             SELECT id, status FROM end_users
+              WHERE organization_id = $1 AND user_id = $2 FOR UPDATE),
+           marked AS (
+             UPDATE end_users e
+                SET status = 'deleting',
+                    erase_after = COALESCE(e.erase_after, now() + make_interval(secs => $3)),
+                    updated_at = now()
+               FROM before WHERE e.id = before.id
+             RETURNING e.user_id, e.erase_after, before.status = 'active' AS was_active)
+           SELECT * FROM marked`,
+          [organizationId, userId, this.config.erasureGraceSeconds],
+        );
+      if (!rows[0]) throw AppError.notFound('End user');
+      if (rows[0].was_active) {
+        await this.audit.record(manager, caller, {
+          organizationId,
+          action: 'end_user.deleted',
+          target: { type: 'end_user', id: rows[0].user_id },
+          details: { erase_after: rows[0].erase_after.toISOString() },
+        });
+      }
+      return {
+        user_id: rows[0].user_id,
+        status: 'deleting' as const,
+        erasure_expected_at: this.expectedErasure(rows[0].erase_after).toISOString(),
+      };
+    });
   }
 
   /** Appends memories in the caller's transaction, in the order given. */

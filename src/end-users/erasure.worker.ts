@@ -4,9 +4,11 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
 import { ROOT_LOGGER } from '../common/logging/root-logger';
 import type { EndUsersConfig } from '../config/end-users.config';
 import { poolOf, withTransaction } from '../database/pg-pool';
+import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
 
 /** End users erased per transaction; the worker loops until none are due. */
@@ -32,10 +34,34 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
     config: ConfigService,
     private readonly usage: UsageService,
     @Inject(ROOT_LOGGER) logger: Logger,
+    private readonly audit: AuditService,
+    metrics: MetricsService,
   ) {
     this.pool = poolOf(dataSource);
     this.intervalMs = config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs;
     this.logger = logger.child({ context: ErasureWorker.name });
+    const countPending = () =>
+      this.countPending().catch((error: unknown) => {
+        this.logger.warn({ err: error }, 'erasure_pending: count failed');
+        return undefined;
+      });
+    metrics.gauge({
+      name: 'erasure_pending',
+      help: 'End users in state deleting (grace period running or erasure due); database-wide',
+      async collect() {
+        // A failed count leaves the last value rather than failing the whole scrape.
+        const pending = await countPending();
+        if (pending !== undefined) this.set(pending);
+      },
+    });
+  }
+
+  /** Read at each scrape; the partial index end_users_erasure_due_idx covers it. */
+  private async countPending(): Promise<number> {
+    const { rows } = await this.pool.query<{ pending: number }>(
+      `SELECT count(*)::int AS pending FROM end_users WHERE status = 'deleting'`,
+    );
+    return rows[0].pending;
   }
 
   onApplicationBootstrap(): void {
@@ -74,8 +100,8 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
 
   private eraseBatch(): Promise<number> {
     return withTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<{ id: string }>(
-        `SELECT id FROM end_users
+      const { rows } = await client.query<{ id: string; organization_id: string; user_id: string }>(
+        `SELECT id, organization_id, user_id FROM end_users
           WHERE status = 'deleting' AND erase_after <= now()
           ORDER BY erase_after
           LIMIT $1
@@ -86,6 +112,10 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
       const ids = rows.map((row) => row.id);
       await client.query('DELETE FROM memories WHERE end_user_id = ANY($1::uuid[])', [ids]);
       await this.usage.eraseEndUsers(client, ids);
+      await this.audit.redactErasedEndUsers(
+        client,
+        rows.map((row) => ({ organizationId: row.organization_id, userId: row.user_id })),
+      );
       await client.query('DELETE FROM end_users WHERE id = ANY($1::uuid[])', [ids]);
       return ids.length;
     });

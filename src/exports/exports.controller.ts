@@ -1,11 +1,14 @@
-import { Controller, Get, Header, Param, StreamableFile } from '@nestjs/common';
+import { Controller, Get, Header, Param, Res, StreamableFile } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
+import { withEnvelopeOnFailure } from '../common/http/stream-errors';
 import { ApiErrors } from '../common/openapi/api-responses';
+import { StreamSlots } from '../common/streams/stream-slots.service';
 import { parseUserIdParam } from '../end-users/dto/user-id';
 import { ExportsService } from './exports.service';
 
@@ -19,7 +22,10 @@ function attachment(kind: string, userId: string): string {
 @ApiTags('end-users')
 @Controller('v1/end-users/:user_id')
 export class ExportsController {
-  constructor(private readonly exportsService: ExportsService) {}
+  constructor(
+    private readonly exportsService: ExportsService,
+    private readonly slots: StreamSlots,
+  ) {}
 
   @Get('export')
   @Scopes('read')
@@ -35,17 +41,24 @@ export class ExportsController {
       'A PMF v1 document, sent as an attachment; its JSON Schema is GET /v1/formats/pmf-v1.schema.json',
     schema: { type: 'object', additionalProperties: true },
   })
-  @ApiErrors(400, 404)
+  @ApiErrors(400, 404, [
+    429,
+    'Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`)',
+  ])
   async export(
     @Caller() caller: CallerContext,
     @Param('user_id') userId: string,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
     const id = parseUserIdParam(userId);
+    this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
-    return new StreamableFile(Readable.from(chunks), {
-      type: 'application/json; charset=utf-8',
-      disposition: attachment('pmf-v1', id),
-    });
+    return withEnvelopeOnFailure(
+      new StreamableFile(Readable.from(chunks), {
+        type: 'application/json; charset=utf-8',
+        disposition: attachment('pmf-v1', id),
+      }),
+    );
   }
 
   @Get('model')
@@ -59,16 +72,21 @@ export class ExportsController {
     description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
     schema: { type: 'object', additionalProperties: true },
   })
-  @ApiErrors(400, 404)
+  @ApiErrors(400, 404, [
+    429,
+    'Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`)',
+  ])
   async model(
     @Caller() caller: CallerContext,
     @Param('user_id') userId: string,
+    @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
-    const chunks = await this.exportsService.modelDocument(
-      caller.organizationId,
-      parseUserIdParam(userId),
+    const id = parseUserIdParam(userId);
+    this.slots.take(caller.organizationId, response);
+    const chunks = await this.exportsService.modelDocument(caller.organizationId, id);
+    return withEnvelopeOnFailure(
+      new StreamableFile(Readable.from(chunks), { type: 'application/json; charset=utf-8' }),
     );
-    return new StreamableFile(Readable.from(chunks), { type: 'application/json; charset=utf-8' });
   }
 }
 

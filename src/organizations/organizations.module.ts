@@ -1,14 +1,35 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module';
+import { UsersModule } from '../users/users.module';
+import { Invitation } from './entities/invitation.entity';
 import { Membership } from './entities/membership.entity';
 import { Organization } from './entities/organization.entity';
+import { InvitationMailer } from './invitation-mailer.service';
+import { InvitationsController } from './invitations.controller';
+import { InvitationsRepository } from './invitations.repository';
+import { InvitationsService } from './invitations.service';
+import { MembersController } from './members.controller';
+import { MembersRepository } from './members.repository';
+import { MembersService } from './members.service';
 import { OrganizationsController } from './organizations.controller';
 import { OrganizationsService } from './organizations.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([Organization, Membership])],
-  controllers: [OrganizationsController],
-  providers: [OrganizationsService],
+  imports: [
+    TypeOrmModule.forFeature([Organization, Membership, Invitation]),
+    UsersModule,
+    AuditModule,
+  ],
+  controllers: [OrganizationsController, MembersController, InvitationsController],
+  providers: [
+    OrganizationsService,
+    MembersRepository,
+    MembersService,
+    InvitationsRepository,
+    InvitationsService,
+    InvitationMailer,
+  ],
   exports: [OrganizationsService],
 })
 export class OrganizationsModule {}

@@ -1,8 +1,14 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import type { Pool } from 'pg';
+import type { Logger } from 'pino';
 import { DataSource, EntityManager } from 'typeorm';
+import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { TtlCache } from '../common/cache/ttl-cache';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { poolOf } from '../database/pg-pool';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import type { Role } from './entities/membership.entity';
 
 export interface OrganizationView {
@@ -22,15 +28,48 @@ export interface RateLimitOverride {
   burst: number | null;
 }
 
-/** How long a removed membership may still be honoured by another instance. */
+/**
+ * How long a cached membership is trusted. The cache is used only while this instance is
+ * subscribed to the membership channel (REDIS_URL set and reachable), and every change is
+ * published before it is answered, so the TTL only bounds a message lost to a network partition
+ * between this instance and Redis (docs/teams.md).
+ */
 export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
+const MEMBERSHIP_IN = {
+  name: 'memberships_grant_in',
+  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 AND organization_id = $2',
+};
+const FIRST_MEMBERSHIP = {
+  name: 'memberships_grant_first',
+  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1',
+};
 
 @Injectable()
-export class OrganizationsService {
+export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly memberships = new TtlCache<MembershipGrant | null>(MEMBERSHIP_CACHE_MS);
+  private readonly membershipChanges: InvalidationChannel;
+  private readonly pool: Pool;
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+    @Inject(ROOT_LOGGER) logger: Logger,
+  ) {
+    this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
+    this.pool = poolOf(dataSource);
+  }
+
+  onModuleInit(): void {
+    this.membershipChanges.listen(
+      (userId) => this.memberships.deleteByPrefix(`${userId}:`),
+      () => this.memberships.clear(),
+    );
+  }
+
+  onModuleDestroy(): void {
+    this.membershipChanges.close();
+  }
 
   /** Creates an organization with `userId` as its owner, inside the caller's transaction. */
   async createWithOwner(
@@ -88,24 +127,33 @@ export class OrganizationsService {
 
   /**
    * The user's role in `organizationId`, or in their first organization when none is named;
-   * null when the user is not a member. Cached briefly: this runs on every user request.
+   * null when the user is not a member. This runs on every user request: it is cached only while
+   * changes reach this instance through Redis at once, else read from the database every time
+   * (one primary-key lookup), so a removal or demotion holds from the next request everywhere.
    */
   async membership(userId: string, organizationId?: string): Promise<MembershipGrant | null> {
+    const cacheable = this.membershipChanges.isLive();
     const key = `${userId}:${organizationId ?? FIRST}`;
-    const cached = this.memberships.get(key);
+    const cached = cacheable ? this.memberships.get(key) : undefined;
     if (cached !== undefined) return cached;
-    const rows: Array<{ organization_id: string; role: Role }> = organizationId
-      ? await this.dataSource.query(
-          'SELECT organization_id, role FROM memberships WHERE user_id = $1 AND organization_id = $2',
-          [userId, organizationId],
-        )
-      : await this.dataSource.query(
-          'SELECT organization_id, role FROM memberships WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1',
-          [userId],
-        );
+    // Straight to the pool as a prepared statement: without Redis this runs on every user request.
+    const { rows } = await this.pool.query<{ organization_id: string; role: Role }>(
+      organizationId
+        ? { ...MEMBERSHIP_IN, values: [userId, organizationId] }
+        : { ...FIRST_MEMBERSHIP, values: [userId] },
+    );
     const grant = rows[0] ? { organizationId: rows[0].organization_id, role: rows[0].role } : null;
-    this.memberships.set(key, grant);
+    if (cacheable) this.memberships.set(key, grant);
     return grant;
+  }
+
+  /**
+   * After a membership of the user changed (joined, role changed, removed) and committed: forgets
+   * it here and, before resolving, on every instance subscribed through Redis (each acknowledges).
+   */
+  forgetMemberships(userId: string): Promise<void> {
+    this.memberships.deleteByPrefix(`${userId}:`);
+    return this.membershipChanges.publishConfirmed(userId);
   }
 
   /** The organization's own bucket size where a plan sets one (null fields: the defaults). */

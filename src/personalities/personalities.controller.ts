@@ -116,6 +116,6 @@ export class PersonalitiesController {
     @Caller() caller: CallerContext,
     @Param('id', personalityId) id: string,
   ): Promise<void> {
-    await this.personalities.remove(caller.organizationId, id);
+    await this.personalities.remove(caller, id);
   }
 }

@@ -1,12 +1,13 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import { Personality } from './entities/personality.entity';
 import { PersonalitiesController } from './personalities.controller';
 import { PersonalitiesService } from './personalities.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([CatalogPersonality, Personality])],
+  imports: [TypeOrmModule.forFeature([CatalogPersonality, Personality]), AuditModule],
   controllers: [PersonalitiesController],
   providers: [PersonalitiesService],
   exports: [PersonalitiesService],

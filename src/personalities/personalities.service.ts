@@ -3,6 +3,8 @@ import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import type { Pool } from 'pg';
 import { DataSource, Repository } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { poolOf, withTransaction } from '../database/pg-pool';
@@ -16,13 +18,24 @@ import {
   UpdatePersonalityDto,
 } from './dto/personality.dto';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
-import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
+import type {
+  CatalogEntryFile,
+  PersonalityReplies,
+  PersonalityVoice,
+} from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
 
 /** What /v1/respond needs of a personality. */
+/** What an engine needs of a personality to write its replies. */
 export interface PersonalityForReply {
   id: string;
   name: string;
+  description: string;
+  traits: string[];
+  voice: PersonalityVoice;
+  systemPrompt: string;
+  /** null: the engine's default model. */
+  model: string | null;
   replies: PersonalityReplies;
 }
 
@@ -44,6 +57,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     @InjectRepository(CatalogPersonality)
     private readonly catalog: Repository<CatalogPersonality>,
     @InjectRepository(Personality) private readonly personalities: Repository<Personality>,
+    private readonly audit: AuditService,
   ) {
     this.pool = poolOf(dataSource);
   }
@@ -156,19 +170,36 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     if (changes.voice !== undefined) personality.voice = { ...changes.voice };
     if (changes.system_prompt !== undefined) personality.systemPrompt = changes.system_prompt;
     if (changes.replies !== undefined) personality.replies = { ...changes.replies };
+    if (changes.model !== undefined) personality.model = changes.model;
     return toPersonalityResponse(await this.personalities.save(personality));
   }
 
   /** Deletes the personality and what it remembers (its memories); billed months remain. */
-  async remove(organizationId: string, id: string): Promise<void> {
-    const result = await this.personalities.delete({ id, organizationId });
-    if (!result.affected) throw AppError.notFound('Personality');
+  async remove(caller: CallerContext, id: string): Promise<void> {
+    const { organizationId } = caller;
+    await this.personalities.manager.transaction(async (manager) => {
+      const rows: Array<{ name: string; source_slug: string | null }> = await manager.query(
+        `WITH deleted AS (
+           DELETE FROM personalities WHERE id = $1 AND organization_id = $2
+           RETURNING name, source_slug)
+         SELECT * FROM deleted`,
+        [id, organizationId],
+      );
+      if (!rows[0]) throw AppError.notFound('Personality');
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'personality.deleted',
+        target: { type: 'personality', id },
+        details: { name: rows[0].name, source_slug: rows[0].source_slug },
+      });
+    });
   }
 
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply> {
     const { rows } = await this.pool.query<PersonalityForReply>({
       name: 'personalities_for_reply',
-      text: 'SELECT id, name, replies FROM personalities WHERE id = $1 AND organization_id = $2',
+      text: `SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies
+               FROM personalities WHERE id = $1 AND organization_id = $2`,
       values: [id, organizationId],
     });
     if (!rows[0]) throw AppError.notFound('Personality');

@@ -52,14 +52,24 @@ export class BucketResolver {
     return normalizeIp(ip);
   }
 
+  /**
+   * The client IP's bucket when this request's credential would cost a database lookup (an API
+   * key not cached here): the address pays for the lookup before it is made, so a flood of
+   * forged keys is refused with 429 after the IP burst instead of reaching the database.
+   */
+  lookupBucket(context: ExecutionContext, clientIp: string): Bucket | null {
+    const request = context.switchToHttp().getRequest<Request>();
+    // Cheapest first: most requests carry no API key, or one this instance knows.
+    if (!this.callers.needsLookup(request)) return null;
+    if (isAuthRateLimited(request.method, request.path) || this.isPublic(context)) return null;
+    return this.ipBucket(clientIp);
+  }
+
   /** For a request the router dispatched to a handler. */
   async forRoute(context: ExecutionContext, clientIp: string): Promise<Bucket> {
     const request = context.switchToHttp().getRequest<Request>();
     if (isAuthRateLimited(request.method, request.path)) return this.authBucket(clientIp);
-    const targets = [context.getHandler(), context.getClass()];
-    if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) {
-      return this.ipBucket(clientIp);
-    }
+    if (this.isPublic(context)) return this.ipBucket(clientIp);
     let organizationId: string | undefined;
     try {
       organizationId = (await this.callers.resolve(context))?.organizationId;
@@ -76,6 +86,13 @@ export class BucketResolver {
     return isAuthRateLimited(request.method, request.path)
       ? this.authBucket(clientIp)
       : this.ipBucket(clientIp);
+  }
+
+  private isPublic(context: ExecutionContext): boolean {
+    return !!this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
   }
 
   private ipBucket(clientIp: string): Bucket {

@@ -11,7 +11,7 @@ import {
 import type { Request } from 'express';
 import type { ServerResponse } from 'node:http';
 import type { RateLimitConfig } from '../config/rate-limit.config';
-import { BucketResolver } from './bucket-resolver.service';
+import { type Bucket, BucketResolver } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
 
@@ -53,11 +53,17 @@ export class RateLimitGuard extends ThrottlerGuard {
   }: ThrottlerRequest): Promise<boolean> {
     const { req, res } = this.getRequestResponse(context);
     const tracker = await getTracker(req, context);
+    const lookupBucket = this.buckets.lookupBucket(context, tracker);
+    if (lookupBucket) await this.take(lookupBucket, res as ServerResponse);
     const bucket = await this.buckets.forRoute(context, tracker);
-    const decision = await this.limiter.take(bucket, res as ServerResponse);
+    if (bucket.key !== lookupBucket?.key) await this.take(bucket, res as ServerResponse);
+    return true;
+  }
+
+  private async take(bucket: Bucket, response: ServerResponse): Promise<void> {
+    const decision = await this.limiter.take(bucket, response);
     if (!decision.allowed) {
       throw RateLimiter.rateLimited(Math.ceil(decision.msUntilToken / 1000));
     }
-    return true;
   }
 }

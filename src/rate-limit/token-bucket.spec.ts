@@ -149,12 +149,13 @@ describe('MemoryBuckets', () => {
 });
 
 describe('isAuthRateLimited', () => {
-  it('matches the three routes the way Express routes them', () => {
+  it('matches the four routes (sign-up included, contract §14) the way Express routes them', () => {
     expect(isAuthRateLimited('POST', '/v1/auth/login')).toBe(true);
     expect(isAuthRateLimited('post', '/V1/Auth/Forgot-Password/')).toBe(true);
     expect(isAuthRateLimited('POST', '/v1/auth/reset-password//')).toBe(true);
     expect(isAuthRateLimited('GET', '/v1/auth/login')).toBe(false);
-    expect(isAuthRateLimited('POST', '/v1/auth/signup')).toBe(false);
+    expect(isAuthRateLimited('POST', '/v1/auth/signup')).toBe(true);
+    expect(isAuthRateLimited('GET', '/v1/auth/signup')).toBe(false);
     expect(isAuthRateLimited('POST', '/v1/auth/login/extra')).toBe(false);
   });
 });

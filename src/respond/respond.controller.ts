@@ -1,15 +1,31 @@
-import { Body, Controller, HttpCode, Post } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, HttpCode, Post, Res, StreamableFile } from '@nestjs/common';
+import { ApiExtraModels, ApiOperation, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
+import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
+import { toErrorResponse } from '../common/errors/all-exceptions.filter';
+import { clientGoneSignal } from '../common/http/client-signal';
+import { requestIdOf } from '../common/http/request-id';
+import { ServerSentEvents } from '../common/http/server-sent-events';
 import { ApiErrors } from '../common/openapi/api-responses';
+import { StreamSlots } from '../common/streams/stream-slots.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
-import { RespondService } from './respond.service';
+import { type Conversation, RespondService } from './respond.service';
+
+const EVENT_STREAM_DESCRIPTION = [
+  'With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then',
+  '`event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream',
+  'started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error',
+  'envelope. Nothing is stored unless `done` is sent.',
+].join(' ');
 
 @ApiTags('respond')
 @Controller('v1/respond')
 export class RespondController {
-  constructor(private readonly respondService: RespondService) {}
+  constructor(
+    private readonly respondService: RespondService,
+    private readonly slots: StreamSlots,
+  ) {}
 
   @Post()
   @HttpCode(200)
@@ -18,13 +34,71 @@ export class RespondController {
     summary:
       'A personality answers an end user (created on first contact); the exchange is remembered and the relationship counted for the month',
   })
-  @ApiOkResponse({ type: RespondResponseDto })
+  @ApiExtraModels(RespondResponseDto)
+  @ApiResponse({
+    status: 200,
+    description: `The reply. ${EVENT_STREAM_DESCRIPTION}`,
+    content: {
+      'application/json': { schema: { $ref: getSchemaPath(RespondResponseDto) } },
+      'text/event-stream': {
+        schema: { type: 'string' },
+        example:
+          'event: delta\ndata: {"text":"Congratulations"}\n\nevent: delta\ndata: {"text":" on the job!"}\n\nevent: done\ndata: {"personality_id":"…","user_id":"customer-42","reply":{"text":"Congratulations on the job!","emotion":{"name":"joy","intensity":0.7}},"vocabulary_version":"2.0.0","created_at":"2026-11-22T01:23:45.678Z"}\n\n',
+      },
+    },
+  })
   @ApiErrors(
     400,
     [404, 'The personality is not one of the organization'],
     [409, 'The user_id is under deletion (`end_user_under_deletion`)'],
+    [
+      429,
+      'Rate limited, or the organization has STREAMS_PER_ORG streams open (`too_many_streams`)',
+    ],
+    [502, 'The model provider failed, refused or could not be reached (`engine_unavailable`)'],
+    [504, 'The model provider gave no complete reply within ENGINE_TIMEOUT_MS (`engine_timeout`)'],
   )
-  respond(@Caller() caller: CallerContext, @Body() body: RespondDto): Promise<RespondResponseDto> {
-    return this.respondService.respond(caller.organizationId, body);
+  async respond(
+    @Caller() caller: CallerContext,
+    @Body() body: RespondDto,
+    @Res({ passthrough: true }) response: Response,
+  ): Promise<RespondResponseDto | StreamableFile> {
+    const signal = clientGoneSignal(response);
+    if (!body.stream) {
+      return this.respondService.respond(caller.organizationId, body, { signal });
+    }
+    // The slot first: a refused stream creates no end user.
+    this.slots.take(caller.organizationId, response);
+    const conversation = await this.respondService.prepare(caller.organizationId, body);
+    response.setHeader('Cache-Control', 'no-cache');
+    return new StreamableFile(this.stream(conversation, response, signal), {
+      type: 'text/event-stream; charset=utf-8',
+    });
+  }
+
+  private stream(conversation: Conversation, response: Response, signal: AbortSignal) {
+    const events = new ServerSentEvents();
+    // Headers go out at once, and a comment every half idle timeout while the model thinks, so
+    // a slow provider's first token meets ENGINE_TIMEOUT_MS (504), not the idle cut.
+    events.comment('ok');
+    const keepAlive = setInterval(() => events.comment('ping'), this.slots.idleTimeoutMs / 2);
+    this.respondService
+      .reply(conversation, { signal, onDelta: (text) => events.send('delta', { text }) })
+      .then(
+        (result) => events.send('done', result),
+        (error: unknown) => {
+          if (signal.aborted) return;
+          const { status, body } = toErrorResponse(error, requestIdOf(response.req));
+          // The access line names an unexpected error, as the exception filter does.
+          if (status === 500) (response as Response & { err?: Error }).err = error as Error;
+          events.send('error', body);
+        },
+      )
+      .catch(() => undefined)
+      .finally(() => {
+        clearInterval(keepAlive);
+        events.end();
+      });
+    return events.stream;
   }
 }

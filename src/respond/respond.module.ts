@@ -1,9 +1,12 @@
 import { Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import type { EngineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { UsageModule } from '../usage/usage.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { LocalResponseEngine } from './engine/local-response-engine';
+import { OpenAiResponseEngine } from './engine/openai-response-engine';
 import { RESPONSE_ENGINE } from './engine/response-engine';
 import { RespondController } from './respond.controller';
 import { RespondService } from './respond.service';
@@ -11,6 +14,16 @@ import { RespondService } from './respond.service';
 @Module({
   imports: [EndUsersModule, PersonalitiesModule, UsageModule, VocabulariesModule],
   controllers: [RespondController],
-  providers: [RespondService, { provide: RESPONSE_ENGINE, useClass: LocalResponseEngine }],
+  providers: [
+    RespondService,
+    {
+      provide: RESPONSE_ENGINE,
+      inject: [ConfigService],
+      useFactory: (config: ConfigService) =>
+        config.getOrThrow<EngineConfig>('engine').engine === 'openai'
+          ? new OpenAiResponseEngine(config)
+          : new LocalResponseEngine(),
+    },
+  ],
 })
 export class RespondModule {}

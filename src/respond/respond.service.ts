@@ -1,52 +1,143 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
+import type { Counter } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import type { EngineConfig } from '../config/engine.config';
 import { poolOf, withTransaction } from '../database/pg-pool';
+import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { EndUsersService } from '../end-users/end-users.service';
-import { PersonalitiesService } from '../personalities/personalities.service';
+import {
+  PersonalitiesService,
+  type PersonalityForReply,
+} from '../personalities/personalities.service';
+import { MetricsService } from '../metrics/metrics.service';
+import { inClientSpan } from '../tracing/spans';
 import { UsageService } from '../usage/usage.service';
+import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
-import { RESPONSE_ENGINE, type ResponseEngine } from './engine/response-engine';
+import {
+  type EngineMemory,
+  type EngineReply,
+  type ReplyRequest,
+  RESPONSE_ENGINE,
+  type ResponseEngine,
+} from './engine/response-engine';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
-/** How many earlier messages of the conversation the engine is given. */
-const RECALLED_MEMORIES = 6;
+/** Everything a reply needs, checked before any of it is written or streamed. */
+export interface Conversation {
+  organizationId: string;
+  personality: PersonalityForReply;
+  endUser: EndUserRow;
+  memories: EngineMemory[];
+  vocabulary: EmotionVocabulary;
+  message: string;
+}
+
+export interface ReplyOptions {
+  /** Aborted when the client goes away: the engine's call is cancelled and nothing is stored. */
+  signal: AbortSignal;
+  /** Receives the reply's text piece by piece (a streamed call). */
+  onDelta?: (text: string) => void;
+}
 
 @Injectable()
 export class RespondService {
   private readonly pool: Pool;
+  private readonly config: EngineConfig;
+  private readonly engineRequests: Counter<'engine' | 'outcome'>;
 
   constructor(
     @InjectDataSource() dataSource: DataSource,
+    config: ConfigService,
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
     private readonly usage: UsageService,
     private readonly vocabularies: VocabulariesService,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
+    metrics: MetricsService,
   ) {
     this.pool = poolOf(dataSource);
+    this.config = config.getOrThrow<EngineConfig>('engine');
+    this.engineRequests = metrics.counter({
+      name: 'engine_requests_total',
+      help: 'Replies asked of the response engine, by engine and outcome (ok, error, timeout, cancelled)',
+      labelNames: ['engine', 'outcome'],
+    });
+    // The series exists from the start, so dashboards and alerts see 0 rather than nothing.
+    this.engineRequests.labels(engine.name, 'ok');
   }
 
-  async respond(organizationId: string, dto: RespondDto): Promise<RespondResponseDto> {
+  async respond(
+    organizationId: string,
+    dto: RespondDto,
+    options: ReplyOptions,
+  ): Promise<RespondResponseDto> {
+    return this.reply(await this.prepare(organizationId, dto), options);
+  }
+
+  /**
+   * The checks that answer 404/409 before a reply starts: the personality is the
+   * organization's, and the end user (created on first contact) is not under deletion.
+   */
+  async prepare(organizationId: string, dto: RespondDto): Promise<Conversation> {
     // Both reads are scoped to the organization and independent, so they share the wait. The
     // end user is created only once the personality is known to be the organization's.
     const [personality, memories] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.endUsers.recall(organizationId, dto.user_id, dto.personality_id, RECALLED_MEMORIES),
+      this.endUsers.recall(
+        organizationId,
+        dto.user_id,
+        dto.personality_id,
+        this.config.historyMessages,
+      ),
     ]);
     const { row: endUser } = await this.endUsers.ensure(organizationId, dto.user_id);
-    const vocabulary = this.vocabularies.latestDefinition();
-    const reply = await this.engine.reply({
+    return {
+      organizationId,
       personality,
-      message: dto.message,
+      endUser,
       memories,
-      vocabulary,
-    });
+      vocabulary: this.vocabularies.latestDefinition(),
+      message: dto.message,
+    };
+  }
 
+  /**
+   * The engine's reply, within ENGINE_TIMEOUT_MS, and only once it is complete the exchange is
+   * stored: the two memories, the month's relationship and the token counts, in one transaction.
+   */
+  async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
+    const reply = await this.askEngine(
+      {
+        personality: conversation.personality,
+        message: conversation.message,
+        memories: conversation.memories,
+        vocabulary: conversation.vocabulary,
+        signal: options.signal,
+        onDelta: options.onDelta,
+      },
+      options.signal,
+    );
+    // A client that left while the reply was written gets nothing stored.
+    options.signal.throwIfAborted();
+    const at = await this.store(conversation, reply);
+    return {
+      personality_id: conversation.personality.id,
+      user_id: conversation.endUser.user_id,
+      reply: { text: reply.text, emotion: reply.emotion },
+      vocabulary_version: conversation.vocabulary.version,
+      created_at: at.toISOString(),
+    };
+  }
+
+  private async store(conversation: Conversation, reply: EngineReply): Promise<Date> {
+    const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = new Date();
     const common = {
       organizationId,
@@ -55,13 +146,13 @@ export class RespondService {
       vocabularyVersion: vocabulary.version,
       createdAt: at,
     };
-    // The memories and the month's activity land together or not at all.
+    // The memories, the month's activity and the tokens land together or not at all.
     await withTransaction(this.pool, async (client) => {
       await this.endUsers.appendMemories(client, [
         {
           ...common,
           role: 'user',
-          content: dto.message,
+          content: conversation.message,
           emotion: reply.detected.name,
           intensity: reply.detected.intensity,
         },
@@ -79,17 +170,44 @@ export class RespondService {
         personalityId: personality.id,
         at,
       });
+      if (reply.usage) {
+        await this.usage.recordTokens(client, { organizationId, at, ...reply.usage });
+      }
     }).catch((error: unknown) => {
       throw this.vanishedMeanwhile(error) ?? error;
     });
+    return at;
+  }
 
-    return {
-      personality_id: personality.id,
-      user_id: endUser.user_id,
-      reply: { text: reply.text, emotion: reply.emotion },
-      vocabulary_version: vocabulary.version,
-      created_at: at.toISOString(),
-    };
+  /** The engine's reply within ENGINE_TIMEOUT_MS, counted and traced. */
+  private askEngine(request: ReplyRequest, clientSignal: AbortSignal): Promise<EngineReply> {
+    const engine = this.engine.name;
+    return inClientSpan(`engine ${engine} reply`, { 'engine.name': engine }, async () => {
+      const timeout = AbortSignal.timeout(this.config.timeoutMs);
+      try {
+        const reply = await this.engine.reply({
+          ...request,
+          signal: AbortSignal.any([clientSignal, timeout]),
+        });
+        this.engineRequests.inc({ engine, outcome: 'ok' });
+        return reply;
+      } catch (error) {
+        if (clientSignal.aborted) {
+          this.engineRequests.inc({ engine, outcome: 'cancelled' });
+          throw error;
+        }
+        if (timeout.aborted) {
+          this.engineRequests.inc({ engine, outcome: 'timeout' });
+          throw new AppError(
+            'engine_timeout',
+            504,
+            `The model provider gave no complete reply within ${this.config.timeoutMs} ms`,
+          );
+        }
+        this.engineRequests.inc({ engine, outcome: 'error' });
+        throw error;
+      }
+    });
   }
 
   /**

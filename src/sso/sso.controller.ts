@@ -3,6 +3,7 @@ import {
   Controller,
   Delete,
   Get,
+  Header,
   HttpCode,
   Param,
   ParseUUIDPipe,
@@ -89,6 +90,7 @@ export class MeSsoController {
 export class SsoLoginController {
   constructor(private readonly sso: SsoService) {}
 
+  @Header('Cache-Control', 'no-store')
   @Post('login')
   @HttpCode(200)
   @ApiOperation({

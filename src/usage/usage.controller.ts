@@ -9,16 +9,17 @@ import {
   ActiveRelationshipsDto,
   MonthItemsQueryDto,
   MonthQueryDto,
+  TokenUsageDto,
 } from './dto/usage.dto';
 import { UsageService } from './usage.service';
 
 @ApiTags('usage')
 @Scopes('read')
-@Controller('v1/usage/active-relationships')
+@Controller('v1/usage')
 export class UsageController {
   constructor(private readonly usage: UsageService) {}
 
-  @Get()
+  @Get('active-relationships')
   @ApiOperation({ summary: 'Distinct active (end user, personality) pairs in a UTC month' })
   @ApiOkResponse({ type: ActiveRelationshipsDto })
   @ApiErrors(400)
@@ -32,7 +33,7 @@ export class UsageController {
     );
   }
 
-  @Get('items')
+  @Get('active-relationships/items')
   @ApiOperation({
     summary: 'The pairs counted in a month, for auditing the count (erased end users excluded)',
   })
@@ -48,5 +49,16 @@ export class UsageController {
       query.limit ?? DEFAULT_PAGE_SIZE,
       query.starting_after,
     );
+  }
+
+  @Get('tokens')
+  @ApiOperation({
+    summary:
+      "The model provider's reported token counts in a UTC month (replies of the openai engine)",
+  })
+  @ApiOkResponse({ type: TokenUsageDto })
+  @ApiErrors(400)
+  tokens(@Caller() caller: CallerContext, @Query() query: MonthQueryDto): Promise<TokenUsageDto> {
+    return this.usage.tokens(caller.organizationId, query.month ?? this.usage.currentMonth());
   }
 }

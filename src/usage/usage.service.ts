@@ -6,13 +6,25 @@ import { DataSource } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { poolOf } from '../database/pg-pool';
-import { ActiveRelationshipItemDto, ActiveRelationshipsDto, monthOf } from './dto/usage.dto';
+import {
+  ActiveRelationshipItemDto,
+  ActiveRelationshipsDto,
+  monthOf,
+  TokenUsageDto,
+} from './dto/usage.dto';
 
 export interface Activity {
   organizationId: string;
   endUserId: string;
   personalityId: string;
   at: Date;
+}
+
+export interface TokensUsed {
+  organizationId: string;
+  at: Date;
+  promptTokens: number;
+  completionTokens: number;
 }
 
 /**
@@ -53,6 +65,44 @@ export class UsageService {
         activity.at,
       ],
     });
+  }
+
+  /** Adds a completed reply's token counts to its organization's month, in the caller's transaction. */
+  async recordTokens(client: PoolClient, tokens: TokensUsed): Promise<void> {
+    await client.query({
+      name: 'usage_record_tokens',
+      text: `INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens, completion_tokens)
+             VALUES ($1, $2, 1, $3, $4)
+             ON CONFLICT (organization_id, month) DO UPDATE
+               SET requests = token_usage_months.requests + 1,
+                   prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
+                   completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens`,
+      values: [
+        tokens.organizationId,
+        `${monthOf(tokens.at)}-01`,
+        tokens.promptTokens,
+        tokens.completionTokens,
+      ],
+    });
+  }
+
+  async tokens(organizationId: string, month: string): Promise<TokenUsageDto> {
+    const { rows } = await this.pool.query<{
+      requests: string;
+      prompt_tokens: string;
+      completion_tokens: string;
+    }>({
+      name: 'usage_read_tokens',
+      text: `SELECT requests, prompt_tokens, completion_tokens FROM token_usage_months
+              WHERE organization_id = $1 AND month = $2`,
+      values: [organizationId, `${month}-01`],
+    });
+    return {
+      month,
+      requests: Number(rows[0]?.requests ?? 0),
+      prompt_tokens: Number(rows[0]?.prompt_tokens ?? 0),
+      completion_tokens: Number(rows[0]?.completion_tokens ?? 0),
+    };
   }
 
   /**

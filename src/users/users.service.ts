@@ -93,8 +93,8 @@ export class UsersService implements OnModuleInit, OnModuleDestroy {
   }
 
   /** After the version was raised: at once here, and on every instance when Redis is set. */
-  forgetTokenVersion(userId: string): void {
+  forgetTokenVersion(userId: string): Promise<void> {
     this.tokenVersions.delete(userId);
-    this.endedTokens.publish(userId);
+    return this.endedTokens.publish(userId);
   }
 }

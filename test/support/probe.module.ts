@@ -1,4 +1,5 @@
 import { Body, Controller, Module, Post } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import { IsInt, IsString, MaxLength } from 'class-validator';
 import { Public } from '../../src/common/auth/auth.decorators';
 import { NoControlCharacters } from '../../src/common/validation/no-control-characters';
@@ -17,6 +18,8 @@ class ProbeDto {
 @Public()
 @Controller('v1/test-probe')
 class ProbeController {
+  constructor(private readonly dataSource: DataSource) {}
+
   @Post('echo')
   echo(@Body() body: ProbeDto) {
     return {
@@ -24,6 +27,12 @@ class ProbeController {
       count: body.count,
       prototype_untouched: Object.getPrototypeOf(body) === ProbeDto.prototype,
     };
+  }
+
+  /** A database error whose message and parameters quote the request's content. */
+  @Post('query-fails')
+  async queryFails(@Body() body: ProbeDto): Promise<unknown> {
+    return this.dataSource.query('SELECT $1::uuid AS id', [body.name]);
   }
 
   @Post('boom')

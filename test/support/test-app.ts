@@ -5,6 +5,8 @@ import type { Server } from 'node:http';
 import request from 'supertest';
 import { AppModule } from '../../src/app.module';
 import { setupApp } from '../../src/app.setup';
+import { createHttpAdapter } from '../../src/common/http/http-adapter';
+import { httpConfig } from '../../src/config/http.config';
 import { LOG_DESTINATION } from '../../src/common/logging/root-logger';
 
 /** Collects the JSON lines the app logs, so specs can assert on them. */
@@ -65,7 +67,10 @@ const rateLimitDefaults = (): Record<string, string> => ({
 /** Builds the app exactly as main.ts does (AppModule + setupApp), on the run's database. */
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const saved = new Map<string, string | undefined>();
-  for (const [name, value] of Object.entries({ ...rateLimitDefaults(), ...options.env })) {
+  // No metrics server unless a spec asks for one: its default port would clash between apps
+  // (and between runs on one machine); test/metrics.e2e-spec.ts gives it a free port.
+  const env = { METRICS_PORT: '0', ...rateLimitDefaults(), ...options.env };
+  for (const [name, value] of Object.entries(env)) {
     saved.set(name, process.env[name]);
     if (value === undefined) delete process.env[name];
     else process.env[name] = value;
@@ -77,10 +82,13 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       .useValue(logs);
     if (options.override) builder = options.override(builder);
     const moduleRef = await builder.compile();
-    const app = moduleRef.createNestApplication<NestExpressApplication>({
-      bodyParser: false,
-      logger: false,
-    });
+    const app = moduleRef.createNestApplication<NestExpressApplication>(
+      createHttpAdapter(httpConfig()),
+      {
+        bodyParser: false,
+        logger: false,
+      },
+    );
     setupApp(app);
     await app.init();
     const server = app.getHttpServer();

@@ -4,14 +4,17 @@ import {
   ArrayMinSize,
   ArrayUnique,
   IsArray,
-  IsDateString,
   IsIn,
+  IsInt,
   IsOptional,
   IsString,
+  Max,
   MaxLength,
+  Min,
   MinLength,
 } from 'class-validator';
 import { SCOPES, type Scope } from '../../common/auth/caller';
+import { IsTimestamp } from '../../common/validation/dates';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import type { ApiKey } from '../entities/api-key.entity';
 
@@ -34,8 +37,20 @@ export class CreateApiKeyDto {
   /** When the key stops working (ISO 8601, in the future). */
   @ApiPropertyOptional({ example: '2027-01-01T00:00:00.000Z' })
   @IsOptional()
-  @IsDateString({ strict: true })
+  @IsTimestamp()
   expires_at?: string;
+}
+
+export const DEFAULT_ROLL_OVERLAP_SECONDS = 86_400;
+
+export class RollApiKeyDto {
+  /** How long the old key keeps working (0: it stops at once). */
+  @ApiPropertyOptional({ minimum: 0, maximum: 30 * 86_400, default: DEFAULT_ROLL_OVERLAP_SECONDS })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(30 * 86_400)
+  expires_in_seconds?: number;
 }
 
 export class ApiKeyDto {
@@ -71,7 +86,12 @@ export class CreatedApiKeyDto extends ApiKeyDto {
   key: string;
 }
 
-export function toApiKeyResponse(key: ApiKey): ApiKeyDto {
+export function toApiKeyResponse(
+  key: Pick<
+    ApiKey,
+    'id' | 'name' | 'scopes' | 'prefix' | 'lastFour' | 'createdAt' | 'expiresAt' | 'lastUsedAt'
+  >,
+): ApiKeyDto {
   return {
     id: key.id,
     name: key.name,

@@ -19,6 +19,9 @@ export interface CallerContext {
   userId?: string;
   /** Set for API keys. */
   apiKeyId?: string;
+  /** The request's id and client address, set by the authentication guard for the audit log. */
+  requestId?: string;
+  ip?: string;
 }
 
 export type RequestWithCaller = { caller?: CallerContext };

@@ -21,13 +21,18 @@ export class TtlCache<V> {
     return entry.value;
   }
 
-  set(key: string, value: V): void {
+  /** `ttlMs` overrides the cache's own lifetime for this entry. */
+  set(key: string, value: V, ttlMs = this.ttlMs): void {
     if (this.entries.size >= this.maxEntries) {
       // Maps iterate in insertion order: drop the oldest entry.
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
-    this.entries.set(key, { value, expiresAt: this.now() + this.ttlMs });
+    this.entries.set(key, { value, expiresAt: this.now() + ttlMs });
+  }
+
+  has(key: string): boolean {
+    return this.get(key) !== undefined;
   }
 
   delete(key: string): void {

@@ -27,7 +27,7 @@ const DEFAULT_CODES: Record<number, string> = {
   503: 'service_unavailable',
 };
 
-interface ErrorResponse {
+export interface ErrorResponse {
   status: number;
   body: { error: Record<string, unknown> };
   headers?: Record<string, string>;
@@ -67,7 +67,7 @@ export class AllExceptionsFilter implements ExceptionFilter {
       if (!response.headersSent) response.setHeader(REQUEST_ID_HEADER, requestId);
     }
 
-    const { status, body, headers } = this.toErrorResponse(exception, requestId);
+    const { status, body, headers } = toErrorResponse(exception, requestId);
     if (status >= 500 && !(exception instanceof AppError)) {
       // The HTTP logger puts `res.err` on the request's single log line.
       response.err = exception as Error;
@@ -79,50 +79,54 @@ export class AllExceptionsFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(headers ?? {})) response.setHeader(name, value);
     this.adapterHost.httpAdapter.reply(response, body, status);
   }
+}
 
-  private toErrorResponse(exception: unknown, requestId: string): ErrorResponse {
-    if (exception instanceof AppError) {
-      return {
-        status: exception.status,
-        headers: exception.headers,
-        body: {
-          error: {
-            status: exception.status,
-            code: exception.code,
-            message: exception.message,
-            request_id: requestId,
-            ...(exception.details ? { details: exception.details } : {}),
-            ...(exception.extra ?? {}),
-          },
-        },
-      };
-    }
-    if (exception instanceof HttpException) {
-      const status = exception.getStatus();
-      return {
-        status,
-        body: {
-          error: {
-            status,
-            code: DEFAULT_CODES[status] ?? (status >= 500 ? 'internal_error' : 'http_error'),
-            message: status >= 500 ? 'Internal server error' : publicMessage(exception),
-            request_id: requestId,
-          },
-        },
-      };
-    }
+/**
+ * The status, envelope and headers of an error answer: the HTTP reply here, and the `error`
+ * event of a stream that fails after it started.
+ */
+export function toErrorResponse(exception: unknown, requestId: string): ErrorResponse {
+  if (exception instanceof AppError) {
     return {
-      status: HttpStatus.INTERNAL_SERVER_ERROR,
+      status: exception.status,
+      headers: exception.headers,
       body: {
         error: {
-          status: 500,
-          code: 'internal_error',
-          message: 'Internal server error',
+          status: exception.status,
+          code: exception.code,
+          message: exception.message,
+          request_id: requestId,
+          ...(exception.details ? { details: exception.details } : {}),
+          ...(exception.extra ?? {}),
+        },
+      },
+    };
+  }
+  if (exception instanceof HttpException) {
+    const status = exception.getStatus();
+    return {
+      status,
+      body: {
+        error: {
+          status,
+          code: DEFAULT_CODES[status] ?? (status >= 500 ? 'internal_error' : 'http_error'),
+          message: status >= 500 ? 'Internal server error' : publicMessage(exception),
           request_id: requestId,
         },
       },
     };
   }
+  return {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    body: {
+      error: {
+        status: 500,
+        code: 'internal_error',
+        message: 'Internal server error',
+        request_id: requestId,
+      },
+    },
+  };
 }
 
 /** Nest's own exceptions carry safe messages ("Cannot GET /x"); anything else is summarised. */

@@ -1,7 +1,8 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
-import { createHttpLogger } from '../logging/http-logger';
+import { createHttpLogger, type ResponseObserver } from '../logging/http-logger';
 import { jsonBodyMiddleware } from './json-body.middleware';
+import { urlTextMiddleware } from './url-text.middleware';
 
 /**
  * The Express-specific part of the app: kept in this one file so that changing the HTTP adapter
@@ -12,6 +13,7 @@ export function configureHttp(
   app: NestExpressApplication,
   logger: Logger,
   trustProxy: boolean,
+  observeResponse?: ResponseObserver,
 ): void {
   app.disable('x-powered-by');
   // No ETags: the bodies are dynamic JSON, clients of this API do not send conditional requests,
@@ -21,6 +23,7 @@ export function configureHttp(
   // X-Forwarded-For, the one the balancer appended. With `true` Express would take the first,
   // which the client writes itself, and per-IP rate limits could be dodged by rotating it.
   app.set('trust proxy', trustProxy ? 1 : false);
-  app.use(createHttpLogger(logger));
+  app.use(createHttpLogger(logger, observeResponse));
+  app.use(urlTextMiddleware);
   app.use(jsonBodyMiddleware());
 }

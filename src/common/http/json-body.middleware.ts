@@ -1,10 +1,20 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { json } from 'express';
 import { AppError } from '../errors/app-error';
+import {
+  findUnsafeContent,
+  jsonNestsDeeperThan,
+  MAX_JSON_DEPTH,
+  mayHoldUnsafeContent,
+} from '../validation/untrusted-json';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+const TOO_DEEP = 'json.too.deep';
+
+type RequestWithRawBody = Request & { rawBody?: Buffer };
 
 function hasBody(request: Request): boolean {
   const length = request.headers['content-length'];
@@ -15,6 +25,10 @@ function hasBody(request: Request): boolean {
 /** Maps body-parser's failures to the contract's codes instead of Express's HTML pages. */
 function toAppError(error: { type?: string; status?: number }): AppError {
   switch (error.type) {
+    case TOO_DEEP:
+      return AppError.validation([
+        { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
+      ]);
     case 'entity.too.large':
       return new AppError('payload_too_large', 413, `The body exceeds ${BODY_LIMIT_BYTES} bytes`);
     case 'encoding.unsupported':
@@ -28,47 +42,56 @@ function toAppError(error: { type?: string; status?: number }): AppError {
   }
 }
 
-/** True when a parsed body holds a `__proto__` key at any depth. */
-function hasProtoKey(value: unknown): boolean {
-  if (value === null || typeof value !== 'object') return false;
-  if (Object.prototype.hasOwnProperty.call(value, '__proto__')) return true;
-  return Object.values(value).some(hasProtoKey);
-}
-
-/** Only bodies that spell `__proto__` (or hide it behind \u escapes) are walked. */
-function mayHoldProtoKey(raw: Buffer): boolean {
-  return raw.includes('__proto__') || raw.includes('\\u');
+/** `application/json` or a `+json` type, in UTF-8 (RFC 8259 §8.1): the depth scan reads bytes. */
+function isUtf8Json(contentType: string): boolean {
+  const [mediaType, ...parameters] = contentType.toLowerCase().split(';');
+  const type = mediaType.trim();
+  if (type !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(type)) return false;
+  const charset = parameters.map((p) => p.trim()).find((p) => p.startsWith('charset='));
+  return charset === undefined || /^charset="?utf-8"?$/.test(charset);
 }
 
 /**
- * Parses JSON bodies up to 1 MiB and refuses any other content type with 415. The raw bytes are
+ * Parses JSON bodies up to 1 MiB and refuses any other content type with 415. Untrusted input is
+ * bounded before it is walked: the nesting depth is checked on the raw bytes before JSON.parse,
+ * and only then are keys and strings inspected. A body must be an object. The raw bytes are
  * kept on `request.rawBody` for signature checks (Stripe webhooks).
  */
 export function jsonBodyMiddleware(): RequestHandler {
   const parse = json({
     limit: BODY_LIMIT_BYTES,
-    strict: true,
+    // Any JSON value parses, so a string or array body is told apart from text that is not JSON.
+    strict: false,
     type: () => true,
-    verify: (request, _response, buffer) => {
-      (request as Request & { rawBody?: Buffer }).rawBody = buffer;
+    verify: (request: RequestWithRawBody, _response, buffer) => {
+      if (jsonNestsDeeperThan(buffer, MAX_JSON_DEPTH)) {
+        throw Object.assign(new Error('too deep'), { type: TOO_DEEP });
+      }
+      request.rawBody = buffer;
     },
   });
 
-  return (request: Request, response: Response, next: NextFunction) => {
+  return (request: RequestWithRawBody, response: Response, next: NextFunction) => {
     if (!METHODS_WITH_BODY.has(request.method) || !hasBody(request)) return next();
-    const contentType = request.headers['content-type'] ?? '';
-    const mediaType = contentType.split(';')[0].trim().toLowerCase();
-    if (mediaType !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(mediaType)) {
-      return next(new AppError('unsupported_media_type', 415, 'Send the body as application/json'));
+    if (!isUtf8Json(request.headers['content-type'] ?? '')) {
+      return next(
+        new AppError('unsupported_media_type', 415, 'Send the body as application/json (UTF-8)'),
+      );
     }
     parse(request, response, (error?: unknown) => {
-      if (error) return next(toAppError(error));
-      const raw = (request as Request & { rawBody?: Buffer }).rawBody;
-      if (raw && mayHoldProtoKey(raw) && hasProtoKey(request.body)) {
-        // A prototype-pollution attempt: refuse it before any code copies the object.
-        return next(AppError.validation([{ field: '__proto__', problem: 'is not allowed' }]));
+      // Everything here runs in body-parser's callback, where a throw would end the process.
+      try {
+        if (error) return next(toAppError(error));
+        const body: unknown = request.body;
+        if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+          return next(AppError.validation([{ field: 'body', problem: 'must be a JSON object' }]));
+        }
+        const problem =
+          request.rawBody && mayHoldUnsafeContent(request.rawBody) ? findUnsafeContent(body) : null;
+        next(problem ? AppError.validation([problem]) : undefined);
+      } catch (unexpected) {
+        next(unexpected);
       }
-      next();
     });
   };
 }

@@ -3,12 +3,14 @@ import { ConfigService } from '@nestjs/config';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream, Logger } from 'pino';
 import type { AppConfig } from '../../config/app.config';
+import type { TelemetryConfig } from '../../config/telemetry.config';
 import {
   createRootLogger,
   createStdoutDestination,
   LOG_DESTINATION,
   ROOT_LOGGER,
 } from './root-logger';
+import { traceIdMixin } from './trace-id-mixin';
 
 /** Owns the process's single pino instance and its destination. */
 @Module({
@@ -19,7 +21,11 @@ import {
       provide: ROOT_LOGGER,
       inject: [ConfigService, LOG_DESTINATION],
       useFactory: (config: ConfigService, destination: DestinationStream) =>
-        createRootLogger(config.getOrThrow<AppConfig>('app').logLevel, destination),
+        createRootLogger(
+          config.getOrThrow<AppConfig>('app').logLevel,
+          destination,
+          config.getOrThrow<TelemetryConfig>('telemetry').tracing ? traceIdMixin : undefined,
+        ),
     },
   ],
   exports: [ROOT_LOGGER],

@@ -1,4 +1,5 @@
 import pino, { DestinationStream, Logger } from 'pino';
+import { serializeError } from './error-serializer';
 
 export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
 export const LOG_DESTINATION = Symbol('LOG_DESTINATION');
@@ -29,14 +30,20 @@ export function createStdoutDestination(): DestinationStream {
   return pino.destination({ fd: 1, sync: false, minLength: 4096 });
 }
 
-export function createRootLogger(level: string, destination: DestinationStream): Logger {
+export function createRootLogger(
+  level: string,
+  destination: DestinationStream,
+  mixin?: () => Record<string, unknown>,
+): Logger {
   return pino(
     {
       level,
+      ...(mixin ? { mixin } : {}),
       base: { service: 'personality-api' },
       timestamp: pino.stdTimeFunctions.isoTime,
       messageKey: 'msg',
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      serializers: { err: serializeError, error: serializeError },
       formatters: { level: (label) => ({ level: label }) },
     },
     destination,

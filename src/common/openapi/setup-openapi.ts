@@ -22,6 +22,21 @@ const COMMON_HEADERS = {
   },
 };
 
+/**
+ * An operation without a security requirement is one declared @Public(): the global guard
+ * refuses routes that declare no access, and @Scopes()/@UserOnly() both add the bearer scheme.
+ * Saying `security: []` outright tells readers and linters it is public on purpose.
+ */
+function markPublicOperations(document: OpenAPIObject): void {
+  for (const pathItem of Object.values(document.paths)) {
+    for (const operation of Object.values(pathItem as Record<string, unknown>)) {
+      if (!operation || typeof operation !== 'object' || !('responses' in operation)) continue;
+      const withSecurity = operation as { security?: unknown[] };
+      withSecurity.security ??= [];
+    }
+  }
+}
+
 /** Every operation can be rate limited and can fail unexpectedly; say so once, here. */
 function addCommonResponses(document: OpenAPIObject): void {
   const envelope = { $ref: '#/components/schemas/ErrorEnvelopeDto' };
@@ -59,6 +74,8 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
         'Errors use one envelope: `{"error": {status, code, message, request_id, details?}}`.',
     )
     .setVersion('1.0.0')
+    // Relative: the API is on the host that serves this document, whatever its public name.
+    .addServer('/', 'The host serving this document')
     .addBearerAuth(
       { type: 'http', scheme: 'bearer', description: 'An access token (JWT) or an API key (pk_…)' },
       BEARER_AUTH,
@@ -66,6 +83,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     .build();
   const document = SwaggerModule.createDocument(app, config, { extraModels: [ErrorEnvelopeDto] });
   addCommonResponses(document);
+  markPublicOperations(document);
   return document;
 }
 

@@ -12,6 +12,7 @@ import {
   Matches,
   MaxLength,
   MinLength,
+  ValidateIf,
   ValidateNested,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
@@ -127,6 +128,14 @@ export class PersonalityDto extends PersonalityContentDto {
   @ApiProperty({ example: '1.0.0', description: 'The version of the entry when it was copied' })
   source_version: string;
 
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    example: 'gpt-4o-mini',
+    description: 'The model the OpenAI-compatible engine asks for; null: the OPENAI_MODEL default',
+  })
+  model: string | null;
+
   @ApiProperty()
   created_at: string;
 
@@ -134,9 +143,16 @@ export class PersonalityDto extends PersonalityContentDto {
   updated_at: string;
 }
 
+/**
+ * A PATCH field may be left out, but null is not leaving it out: @IsOptional() lets null through,
+ * to a NOT NULL column (500) or, for replies, into the stored personality, after which every reply
+ * to a new end user failed.
+ */
+const IfGiven = () => ValidateIf((_dto: object, value: unknown) => value !== undefined);
+
 export class UpdatePersonalityDto {
   @ApiPropertyOptional({ minLength: 1, maxLength: 100 })
-  @IsOptional()
+  @IfGiven()
   @IsString()
   @MinLength(1)
   @MaxLength(100)
@@ -144,14 +160,14 @@ export class UpdatePersonalityDto {
   name?: string;
 
   @ApiPropertyOptional({ maxLength: 4000 })
-  @IsOptional()
+  @IfGiven()
   @IsString()
   @MinLength(1)
   @MaxLength(4000)
   description?: string;
 
   @ApiPropertyOptional({ type: [String] })
-  @IsOptional()
+  @IfGiven()
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(20)
@@ -161,25 +177,39 @@ export class UpdatePersonalityDto {
   traits?: string[];
 
   @ApiPropertyOptional({ type: VoiceDto })
-  @IsOptional()
+  @IfGiven()
   @IsObject()
   @ValidateNested()
   @Type(() => VoiceDto)
   voice?: VoiceDto;
 
   @ApiPropertyOptional({ maxLength: 20000 })
-  @IsOptional()
+  @IfGiven()
   @IsString()
   @MinLength(1)
   @MaxLength(20000)
   system_prompt?: string;
 
   @ApiPropertyOptional({ type: RepliesDto })
-  @IsOptional()
+  @IfGiven()
   @IsObject()
   @ValidateNested()
   @Type(() => RepliesDto)
   replies?: RepliesDto;
+
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    minLength: 1,
+    maxLength: 200,
+    description: "The provider's model for this personality; null restores OPENAI_MODEL",
+  })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(200)
+  @NoControlCharacters()
+  model?: string | null;
 }
 
 export function toCatalogEntryResponse(entry: CatalogPersonality): CatalogEntryDto {
@@ -201,6 +231,7 @@ export function toPersonalityResponse(personality: Personality): PersonalityDto 
     id: personality.id,
     source_slug: personality.sourceSlug,
     source_version: personality.sourceVersion,
+    model: personality.model,
     name: personality.name,
     description: personality.description,
     traits: personality.traits,

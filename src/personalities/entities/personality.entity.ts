@@ -45,6 +45,10 @@ export class Personality {
   @Column({ type: 'jsonb' })
   replies: PersonalityReplies;
 
+  /** The model the OpenAI-compatible engine asks for; null: OPENAI_MODEL. */
+  @Column({ type: 'text', nullable: true })
+  model: string | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

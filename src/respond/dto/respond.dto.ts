@@ -1,5 +1,5 @@
-import { ApiProperty } from '@nestjs/swagger';
-import { IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 
 export const MESSAGE_MAX_LENGTH = 8_000;
@@ -23,6 +23,14 @@ export class RespondDto {
   @MinLength(1)
   @MaxLength(MESSAGE_MAX_LENGTH)
   message: string;
+
+  @ApiPropertyOptional({
+    default: false,
+    description: 'true: the reply comes as server-sent events (text/event-stream) as it is written',
+  })
+  @IsOptional()
+  @IsBoolean()
+  stream?: boolean;
 }
 
 export class EmotionReadingDto {

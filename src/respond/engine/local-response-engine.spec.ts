@@ -1,45 +1,22 @@
 import { readCatalogFile, SHIPPED_CATALOG_PATH } from '../../personalities/catalog-file';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { readVocabularyFiles } from '../../vocabularies/vocabulary-files';
-import { detectEmotion, LocalResponseEngine } from './local-response-engine';
+import { LocalResponseEngine } from './local-response-engine';
 
 const latest = readVocabularyFiles().at(-1)!;
 const vocabulary = { version: latest.version, emotions: latest.emotions } as EmotionVocabulary;
 const sage = readCatalogFile(SHIPPED_CATALOG_PATH).find((entry) => entry.slug === 'sage-mentor')!;
-const personality = { id: 'p1', name: sage.name, replies: sage.replies };
-
-describe('detectEmotion', () => {
-  it('finds the emotion whose cues appear, as whole words', () => {
-    expect(detectEmotion('I am so happy today', latest.emotions).name).toBe('joy');
-    expect(detectEmotion('thanks a lot', latest.emotions).name).toBe('gratitude');
-    expect(detectEmotion('I feel so scared', latest.emotions).name).toBe('fear');
-    // "sad" inside "Sadie" is not sadness.
-    expect(detectEmotion('Sadie called', latest.emotions).name).toBe('neutral');
-  });
-
-  it('uses only the given vocabulary: emotions removed in 2.0.0 are not detected', () => {
-    const v1 = readVocabularyFiles()[0];
-    const trusting = 'I trust you completely';
-    expect(detectEmotion(trusting, v1.emotions).name).toBe('trust');
-    expect(latest.emotions.map((e) => e.name)).not.toContain('trust');
-    expect(detectEmotion(trusting, latest.emotions).name).not.toBe('trust');
-  });
-
-  it('answers neutral at 0 without cues, and grows intensity with emphasis, within 0..1', () => {
-    expect(detectEmotion('the meeting is at noon', latest.emotions)).toMatchObject({
-      name: 'neutral',
-      intensity: 0,
-    });
-    const calm = detectEmotion('I am happy', latest.emotions).intensity;
-    const loud = detectEmotion(
-      'I am SO SO HAPPY!!! really delighted!!!',
-      latest.emotions,
-    ).intensity;
-    expect(loud).toBeGreaterThan(calm);
-    expect(loud).toBeLessThanOrEqual(1);
-    expect(calm).toBeGreaterThan(0);
-  });
-});
+const personality = {
+  id: 'p1',
+  name: sage.name,
+  description: sage.description,
+  traits: sage.traits,
+  voice: sage.voice,
+  systemPrompt: sage.system_prompt,
+  model: null,
+  replies: sage.replies,
+};
+const signal = new AbortController().signal;
 
 describe('LocalResponseEngine', () => {
   const engine = new LocalResponseEngine();
@@ -50,6 +27,7 @@ describe('LocalResponseEngine', () => {
       message: 'I am so happy',
       memories: [],
       vocabulary,
+      signal,
     });
     expect(reply.text.startsWith(sage.replies.first_meeting)).toBe(true);
     expect(reply.text).toContain('joy');
@@ -62,10 +40,35 @@ describe('LocalResponseEngine', () => {
       { role: 'user' as const, content: 'my dog is ill', emotion: 'sadness' },
       { role: 'personality' as const, content: 'I am sorry', emotion: 'sadness' },
     ];
-    const request = { personality, message: 'thank you', memories, vocabulary };
+    const request = { personality, message: 'thank you', memories, vocabulary, signal };
     const reply = await engine.reply(request);
     expect(reply.text).toContain('my dog is ill');
     expect(reply.text).not.toContain(sage.replies.first_meeting);
     expect(await engine.reply(request)).toEqual(reply);
+  });
+
+  it('streams the reply in pieces that add up to it, and stops before starting once aborted', async () => {
+    const pieces: string[] = [];
+    const reply = await engine.reply({
+      personality,
+      message: 'I am so happy',
+      memories: [],
+      vocabulary,
+      signal,
+      onDelta: (piece) => pieces.push(piece),
+    });
+    expect(pieces.length).toBeGreaterThan(3);
+    expect(pieces.join('')).toBe(reply.text);
+    const aborted = new AbortController();
+    aborted.abort(new Error('client went away'));
+    await expect(
+      engine.reply({
+        personality,
+        message: 'hi',
+        memories: [],
+        vocabulary,
+        signal: aborted.signal,
+      }),
+    ).rejects.toThrow('client went away');
   });
 });

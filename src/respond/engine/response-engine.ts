@@ -1,7 +1,7 @@
+import type { PersonalityForReply } from '../../personalities/personalities.service';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
-import type { PersonalityReplies } from '../../personalities/entities/personality-definition';
 
-/** Injection token of the engine that writes replies; bind another class to replace the default. */
+/** Injection token of the engine that writes replies (RESPONSE_ENGINE picks the class). */
 export const RESPONSE_ENGINE = Symbol('RESPONSE_ENGINE');
 
 export interface EngineMemory {
@@ -11,20 +11,43 @@ export interface EngineMemory {
 }
 
 export interface ReplyRequest {
-  personality: { id: string; name: string; replies: PersonalityReplies };
+  personality: PersonalityForReply;
   message: string;
   /** The latest exchanges of this user with this personality, oldest first. */
   memories: EngineMemory[];
   vocabulary: EmotionVocabulary;
+  /** Aborted when the client goes away or the time limit passes: the engine stops at once. */
+  signal: AbortSignal;
+  /** Receives the reply's text piece by piece, in order, as it is produced. */
+  onDelta?: (text: string) => void;
+}
+
+export interface EmotionReading {
+  name: string;
+  intensity: number;
+}
+
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
 }
 
 export interface EngineReply {
   text: string;
-  emotion: { name: string; intensity: number };
+  emotion: EmotionReading;
   /** The emotion detected in the user's message, stored with it. */
-  detected: { name: string; intensity: number };
+  detected: EmotionReading;
+  /** What the provider reported it used; null for engines that use none. */
+  usage: TokenUsage | null;
 }
 
 export interface ResponseEngine {
+  /** `local` or `openai`: the engine label of logs and metrics. */
+  readonly name: string;
+  /**
+   * The complete reply. Throws `AppError` 502 `engine_unavailable` when the provider fails and
+   * 504 `engine_timeout` when it gives no complete reply in time; rejects with the signal's
+   * reason once it is aborted.
+   */
   reply(request: ReplyRequest): Promise<EngineReply>;
 }

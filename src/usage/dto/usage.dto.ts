@@ -1,8 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsString, Matches, MaxLength, MinLength } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
+import { MONTH_PATTERN as MONTH } from '../../common/validation/dates';
 
-const MONTH = /^\d{4}-(0[1-9]|1[0-2])$/;
 const MONTH_DOC = {
   description: 'A UTC calendar month, YYYY-MM; defaults to the current one',
   example: '2026-11',
@@ -12,7 +12,9 @@ const MONTH_DOC = {
 export class MonthQueryDto {
   @ApiPropertyOptional(MONTH_DOC)
   @IsOptional()
-  @Matches(MONTH, { message: 'month must be a month written YYYY-MM (e.g. 2026-11)' })
+  @Matches(MONTH, {
+    message: 'month must be a month written YYYY-MM (e.g. 2026-11), 1970-01..9999-12',
+  })
   month?: string;
 }
 
@@ -20,7 +22,9 @@ export class MonthQueryDto {
 export class MonthItemsQueryDto extends LimitQueryDto {
   @ApiPropertyOptional(MONTH_DOC)
   @IsOptional()
-  @Matches(MONTH, { message: 'month must be a month written YYYY-MM (e.g. 2026-11)' })
+  @Matches(MONTH, {
+    message: 'month must be a month written YYYY-MM (e.g. 2026-11), 1970-01..9999-12',
+  })
   month?: string;
 
   /** The id of the last item of the previous page. */
@@ -59,6 +63,20 @@ export class ActiveRelationshipItemDto {
 
   @ApiProperty({ description: 'The first /v1/respond call of the pair in the month' })
   first_active_at: string;
+}
+
+export class TokenUsageDto {
+  @ApiProperty({ example: '2026-11' })
+  month: string;
+
+  @ApiProperty({ description: 'Replies the model provider was asked for and completed' })
+  requests: number;
+
+  @ApiProperty({ description: 'Prompt tokens the provider reported' })
+  prompt_tokens: number;
+
+  @ApiProperty({ description: 'Completion tokens the provider reported' })
+  completion_tokens: number;
 }
 
 /** The UTC month containing `at`, as YYYY-MM. */

@@ -1,0 +1,23 @@
+/**
+ * Every action the audit log records (docs/teams.md). A module that adds one lists it here, so
+ * the `?action=` filter and the OpenAPI document know it.
+ */
+export const AUDIT_ACTIONS = [
+  'api_key.created',
+  'api_key.revoked',
+  'api_key.rolled',
+  'member.invited',
+  'member.joined',
+  'member.role_changed',
+  'member.removed',
+  'invitation.revoked',
+  'subscription.started',
+  'subscription.suspended',
+  'subscription.resumed',
+  'end_user.deleted',
+  'personality.deleted',
+  'webhook_endpoint.created',
+  'webhook_endpoint.deleted',
+] as const;
+
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];

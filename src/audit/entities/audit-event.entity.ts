@@ -1,0 +1,60 @@
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+} from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
+
+/**
+ * One audited change, written in the transaction of the change itself. Actor and target are kept
+ * as plain ids, never foreign keys: the trail must outlive the users, keys and members it names.
+ */
+@Entity('audit_events')
+@Index('audit_events_organization_idx', ['organizationId', 'createdAt', 'id'])
+@Index('audit_events_created_at_idx', ['createdAt'])
+export class AuditEvent {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @Column({ type: 'text' })
+  action: string;
+
+  @Column({ name: 'actor_type', type: 'text' })
+  actorType: string;
+
+  @Column({ name: 'actor_id', type: 'text' })
+  actorId: string;
+
+  @Column({ name: 'target_type', type: 'text' })
+  targetType: string;
+
+  @Column({ name: 'target_id', type: 'text' })
+  targetId: string;
+
+  @Column({ type: 'text', nullable: true })
+  ip: string | null;
+
+  @Column({ name: 'request_id', type: 'text', nullable: true })
+  requestId: string | null;
+
+  @Column({ type: 'jsonb' })
+  details: Record<string, unknown>;
+
+  /** clock_timestamp(), not now(): events of one transaction keep the order they were written in. */
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
+  createdAt: Date;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'audit_events_organization_id_fkey',
+  })
+  organization?: Organization;
+}

@@ -1,0 +1,50 @@
+interface SerializedError {
+  type: string;
+  message?: string;
+  code?: string;
+  constraint?: string;
+  table?: string;
+  stack?: string;
+}
+
+interface DatabaseFields {
+  code?: unknown;
+  constraint?: unknown;
+  table?: unknown;
+}
+
+function isDatabaseError(error: Error): boolean {
+  // TypeORM's QueryFailedError, or the pg driver's DatabaseError: both carry a SQLSTATE `code`.
+  return (
+    error.name === 'QueryFailedError' ||
+    typeof (error as { routine?: unknown }).routine === 'string'
+  );
+}
+
+/**
+ * What a log line says about an error: its type and, for database errors, the SQLSTATE code and
+ * the constraint or table, never the message, the SQL parameters or the driver's `detail`, which
+ * quote the request's content (`Key (user_id)=(…)`, `invalid input syntax: "…"`). Other errors
+ * keep their message and stack (our own messages, written to name the problem, not the data).
+ */
+export function serializeError(value: unknown): unknown {
+  if (!(value instanceof Error)) return value;
+  const error = value as Error & DatabaseFields & { driverError?: DatabaseFields };
+  if (isDatabaseError(error)) {
+    const source = error.driverError ?? error;
+    const stack = error.stack?.split('\n').slice(1).join('\n');
+    return {
+      type: error.name,
+      code: typeof source.code === 'string' ? source.code : undefined,
+      constraint: typeof source.constraint === 'string' ? source.constraint : undefined,
+      table: typeof source.table === 'string' ? source.table : undefined,
+      stack,
+    } satisfies SerializedError;
+  }
+  return {
+    type: error.name,
+    message: error.message,
+    code: typeof error.code === 'string' ? error.code : undefined,
+    stack: error.stack,
+  } satisfies SerializedError;
+}

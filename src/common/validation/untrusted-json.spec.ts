@@ -1,0 +1,55 @@
+import { findUnsafeContent, isStorableText, jsonNestsDeeperThan } from './untrusted-json';
+
+const bytes = (text: string) => Buffer.from(text, 'utf8');
+
+describe('jsonNestsDeeperThan', () => {
+  it.each([
+    ['{}', 1, false],
+    ['{"a":{}}', 1, true],
+    ['{"a":[1,{"b":[]}]}', 4, false],
+    ['{"a":[1,{"b":[]}]}', 3, true],
+    // Brackets in strings, escaped quotes and escaped backslashes are text.
+    ['{"a":"[[[{{{"}', 1, false],
+    ['{"a":"\\"[[[","b":"\\\\"}', 1, false],
+    ['{"a":"\\\\","b":[[]]}', 2, true],
+  ])('%s deeper than %i: %s', (text, max, expected) => {
+    expect(jsonNestsDeeperThan(bytes(text), max)).toBe(expected);
+  });
+
+  it('scans a 100,000-level body without recursion', () => {
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    expect(jsonNestsDeeperThan(bytes(deep), 64)).toBe(true);
+    expect(jsonNestsDeeperThan(bytes(deep), 100_000)).toBe(false);
+  });
+});
+
+describe('isStorableText', () => {
+  it.each([
+    ['plain', true],
+    ['emoji \ud83d\ude00', true],
+    ['nul \u0000', false],
+    ['high \ud800 alone', false],
+    ['low \udc00 alone', false],
+    ['reversed \ude00\ud83d', false],
+  ])('%j: %s', (text, expected) => {
+    expect(isStorableText(text)).toBe(expected);
+  });
+});
+
+describe('findUnsafeContent', () => {
+  it('names the field of a forbidden key or unstorable string at any depth', () => {
+    expect(findUnsafeContent(JSON.parse('{"a":{"b":[{"__proto__":1}]}}'))).toEqual({
+      field: 'a.b[0].__proto__',
+      problem: 'is not an allowed key',
+    });
+    expect(findUnsafeContent({ a: { constructor: 1 } })?.field).toBe('a.constructor');
+    expect(findUnsafeContent({ a: ['x', 'y\u0000'] })?.field).toBe('a[1]');
+    expect(findUnsafeContent({ ['k\ud800']: 1 })?.field).toBe('body');
+    expect(findUnsafeContent({ a: [1, { b: 'ok' }], c: null })).toBeNull();
+  });
+
+  it('bounds the field name it echoes', () => {
+    const problem = findUnsafeContent({ ['x'.repeat(10_000)]: { prototype: 1 } });
+    expect(problem?.field.length).toBeLessThanOrEqual(200);
+  });
+});

@@ -1,0 +1,100 @@
+import type { FieldProblem } from '../errors/app-error';
+
+/** Deepest nesting of objects and arrays a request body may have (API contract §14). */
+export const MAX_JSON_DEPTH = 64;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+
+/**
+ * True when the UTF-8 JSON text nests objects or arrays deeper than `max`. A single pass over
+ * the bytes, run before JSON.parse, so that nothing (our walk, class-transformer, the database
+ * driver) ever recurses over a body deeper than the limit. Brackets inside strings do not count.
+ */
+export function jsonNestsDeeperThan(raw: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const byte = raw[i];
+    if (inString) {
+      if (byte === BACKSLASH) i++;
+      else if (byte === QUOTE) inString = false;
+    } else if (byte === QUOTE) {
+      inString = true;
+    } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) {
+      if (++depth > max) return true;
+    } else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+const MAX_FIELD_NAME = 200;
+
+/** Keys that reach Object.prototype, or a constructor's, when a body is merged or copied. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+// U+0000 (PostgreSQL cannot store it in text or jsonb) and unpaired UTF-16 surrogates (stored as
+// U+FFFD, so two different strings would become one). With the u flag, a paired surrogate is one
+// astral code point and does not match \p{Cs}.
+// eslint-disable-next-line no-control-regex -- matching NUL is the point
+const UNSTORABLE_TEXT = /[\u0000\p{Cs}]/u;
+
+export function isStorableText(text: string): boolean {
+  return !UNSTORABLE_TEXT.test(text);
+}
+
+/** Text from elsewhere (a model's reply) made storable: NUL dropped, lone surrogates U+FFFD. */
+export function toStorableText(text: string): string {
+  if (isStorableText(text)) return text;
+  return text.replaceAll('\u0000', '').replace(/\p{Cs}/gu, '\ufffd');
+}
+
+/** Only text that spells a forbidden key, or hides one (or a NUL or surrogate) behind a \u escape. */
+export function mayHoldUnsafeContent(raw: Buffer): boolean {
+  return (
+    raw.includes('\\u') ||
+    raw.includes('__proto__') ||
+    raw.includes('constructor') ||
+    raw.includes('prototype')
+  );
+}
+
+/**
+ * The first forbidden key or unstorable string in a parsed body, as a field problem, or null.
+ * Recursion is bounded: bodies deeper than MAX_JSON_DEPTH were refused before parsing.
+ */
+export function findUnsafeContent(value: unknown, path = ''): FieldProblem | null {
+  if (typeof value === 'string') {
+    return isStorableText(value)
+      ? null
+      : { field: path || 'body', problem: 'must not contain U+0000 or unpaired surrogates' };
+  }
+  if (value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const problem = findUnsafeContent(value[i], `${path}[${i}]`);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  for (const key of Object.keys(value)) {
+    // Field names are echoed in the error body: a hostile key may be huge.
+    const field = (path ? `${path}.${key}` : key).slice(0, MAX_FIELD_NAME);
+    if (FORBIDDEN_KEYS.has(key)) return { field, problem: 'is not an allowed key' };
+    if (!isStorableText(key)) {
+      return {
+        field: path || 'body',
+        problem: 'keys must not contain U+0000 or unpaired surrogates',
+      };
+    }
+    const problem = findUnsafeContent((value as Record<string, unknown>)[key], field);
+    if (problem) return problem;
+  }
+  return null;
+}

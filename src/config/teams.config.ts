@@ -1,0 +1,41 @@
+import { registerAs } from '@nestjs/config';
+import { Transform } from 'class-transformer';
+import { IsInt, IsOptional, Max, Min } from 'class-validator';
+import { toNumber, validateEnv } from './validate-env';
+
+class TeamsEnv {
+  /** How long an invitation's link works. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(60)
+  @Max(90 * 86_400)
+  INVITATION_TTL_SECONDS?: number;
+
+  /** How long audit events are kept before the periodic purge deletes them. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(36_500)
+  AUDIT_RETENTION_DAYS?: number;
+
+  /** How often each instance runs the audit purge (tests shorten it). */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(100)
+  @Max(86_400_000)
+  AUDIT_PURGE_INTERVAL_MS?: number;
+}
+
+export const teamsConfig = registerAs('teams', () => {
+  const env = validateEnv(TeamsEnv);
+  return {
+    invitationTtlSeconds: env.INVITATION_TTL_SECONDS ?? 7 * 86_400,
+    auditRetentionDays: env.AUDIT_RETENTION_DAYS ?? 365,
+    auditPurgeIntervalMs: env.AUDIT_PURGE_INTERVAL_MS ?? 3_600_000,
+  };
+});
+
+export type TeamsConfig = ReturnType<typeof teamsConfig>;

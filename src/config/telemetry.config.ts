@@ -1,0 +1,76 @@
+import { registerAs } from '@nestjs/config';
+import { Transform } from 'class-transformer';
+import { IsIn, IsInt, IsOptional, IsString, IsUrl, Max, Min } from 'class-validator';
+import { toNumber, validateEnv } from './validate-env';
+
+const OTLP_URL = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
+
+/**
+ * Metrics and tracing. The OTEL_* variables are read by the OpenTelemetry SDK itself
+ * (src/tracing/tracing.ts); they are declared here so a bad value stops start-up with its name,
+ * and so the deployment files can be checked to wire every one of them.
+ */
+export class TelemetryEnv {
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
+  METRICS_PORT?: number;
+
+  @IsOptional()
+  @IsUrl(OTLP_URL)
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+
+  @IsOptional()
+  @IsUrl(OTLP_URL)
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string;
+
+  // OTLP over HTTP only: protobuf (the SDK's default) or JSON.
+  @IsOptional()
+  @IsIn(['http/protobuf', 'http/json'])
+  OTEL_EXPORTER_OTLP_PROTOCOL?: string;
+
+  @IsOptional()
+  @IsString()
+  OTEL_EXPORTER_OTLP_HEADERS?: string;
+
+  @IsOptional()
+  @IsString()
+  OTEL_SERVICE_NAME?: string;
+
+  @IsOptional()
+  @IsString()
+  OTEL_RESOURCE_ATTRIBUTES?: string;
+
+  @IsOptional()
+  @IsIn([
+    'always_on',
+    'always_off',
+    'traceidratio',
+    'parentbased_always_on',
+    'parentbased_always_off',
+    'parentbased_traceidratio',
+  ])
+  OTEL_TRACES_SAMPLER?: string;
+
+  @IsOptional()
+  @IsString()
+  OTEL_TRACES_SAMPLER_ARG?: string;
+}
+
+/** Tracing is on when an OTLP endpoint is given (an empty value counts as unset). */
+export function tracingEnabled(env: TelemetryEnv): boolean {
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+export const telemetryConfig = registerAs('telemetry', () => {
+  const env = validateEnv(TelemetryEnv);
+  return {
+    /** 0: no metrics server and nothing recorded per request. */
+    metricsPort: env.METRICS_PORT ?? 9464,
+    tracing: tracingEnabled(env),
+  };
+});
+
+export type TelemetryConfig = ReturnType<typeof telemetryConfig>;

@@ -1,0 +1,84 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsOptional, IsUUID, Matches } from 'class-validator';
+import { LimitQueryDto } from '../../common/pagination/pagination';
+import { IsUserId } from './user-id';
+
+/** Memory ids are PostgreSQL bigints in decimal; 18 digits stay below the bigint maximum. */
+const MEMORY_ID = /^[1-9]\d{0,17}$/;
+
+export class MemoryListQueryDto extends LimitQueryDto {
+  @ApiPropertyOptional({ format: 'uuid', description: 'Only the memories with this personality' })
+  @IsOptional()
+  @IsUUID('all')
+  personality_id?: string;
+
+  /** The id of the last memory of the previous page. */
+  @ApiPropertyOptional({ example: '1042' })
+  @IsOptional()
+  @Matches(MEMORY_ID, { message: 'starting_after must be the id of a memory' })
+  starting_after?: string;
+}
+
+export class MemoryParamsDto {
+  @ApiProperty()
+  @IsUserId()
+  user_id: string;
+
+  @ApiProperty({ example: '1042' })
+  @Matches(MEMORY_ID, { message: 'id must be the id of a memory' })
+  id: string;
+}
+
+export class MemoryEmotionDto {
+  @ApiProperty({ example: 'joy' })
+  name: string;
+
+  @ApiProperty({ minimum: 0, maximum: 1, example: 0.6 })
+  intensity: number;
+}
+
+export class MemoryDto {
+  @ApiProperty({ example: '1042' })
+  id: string;
+
+  @ApiProperty({ format: 'uuid' })
+  personality_id: string;
+
+  @ApiProperty({ enum: ['user', 'personality'], description: 'Who said it' })
+  role: 'user' | 'personality';
+
+  @ApiProperty()
+  content: string;
+
+  @ApiProperty({ type: MemoryEmotionDto, nullable: true })
+  emotion: MemoryEmotionDto | null;
+
+  @ApiProperty({ type: String, nullable: true, example: '2.0.0' })
+  vocabulary_version: string | null;
+
+  @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
+  created_at: string;
+}
+
+export interface MemoryRow {
+  id: string;
+  personality_id: string;
+  role: 'user' | 'personality';
+  content: string;
+  emotion: string | null;
+  intensity: number | null;
+  vocabulary_version: string | null;
+  created_at: Date;
+}
+
+export function toMemoryResponse(row: MemoryRow): MemoryDto {
+  return {
+    id: row.id,
+    personality_id: row.personality_id,
+    role: row.role,
+    content: row.content,
+    emotion: row.emotion === null ? null : { name: row.emotion, intensity: row.intensity ?? 0 },
+    vocabulary_version: row.vocabulary_version,
+    created_at: row.created_at.toISOString(),
+  };
+}

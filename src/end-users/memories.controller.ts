@@ -1,0 +1,46 @@
+import { Controller, Delete, Get, HttpCode, Param, Query } from '@nestjs/common';
+import { ApiNoContentResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import { MemoryDto, MemoryListQueryDto, MemoryParamsDto } from './dto/memory.dto';
+import { parseUserIdParam } from './dto/user-id';
+import { MemoriesService } from './memories.service';
+
+@ApiTags('end-users')
+@Controller('v1/end-users/:user_id/memories')
+export class MemoriesController {
+  constructor(private readonly memories: MemoriesService) {}
+
+  @Get()
+  @Scopes('read')
+  @ApiOperation({ summary: "The end user's memories, newest first (optionally one personality's)" })
+  @ApiParam({ name: 'user_id' })
+  @ApiPage(MemoryDto)
+  @ApiErrors(400, 404)
+  list(
+    @Caller() caller: CallerContext,
+    @Param('user_id') userId: string,
+    @Query() query: MemoryListQueryDto,
+  ): Promise<Page<MemoryDto>> {
+    return this.memories.list(caller.organizationId, parseUserIdParam(userId), {
+      personalityId: query.personality_id,
+      startingAfter: query.starting_after,
+      limit: query.limit ?? DEFAULT_PAGE_SIZE,
+    });
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  @Scopes('read_write')
+  @ApiOperation({
+    summary:
+      'Forgets a memory for good: never sent to the engine again, gone from the export and subject access',
+  })
+  @ApiNoContentResponse({ description: 'Forgotten' })
+  @ApiErrors(400, 404)
+  async forget(@Caller() caller: CallerContext, @Param() params: MemoryParamsDto): Promise<void> {
+    await this.memories.forget(caller.organizationId, params.user_id, params.id);
+  }
+}

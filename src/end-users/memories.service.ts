@@ -1,0 +1,35 @@
+import { Injectable } from '@nestjs/common';
+import { AppError } from '../common/errors/app-error';
+import { Page, toPage } from '../common/pagination/pagination';
+import { type MemoryDto, toMemoryResponse } from './dto/memory.dto';
+import { MemoriesRepository } from './memories.repository';
+
+/**
+ * What the personalities remember of an end user, as the client sees and prunes it. A forgotten
+ * memory is deleted: the engine, the export and subject access all read the same rows.
+ */
+@Injectable()
+export class MemoriesService {
+  constructor(private readonly memories: MemoriesRepository) {}
+
+  async list(
+    organizationId: string,
+    userId: string,
+    options: { personalityId?: string; startingAfter?: string; limit: number },
+  ): Promise<Page<MemoryDto>> {
+    const endUserId = await this.memories.findEndUserId(organizationId, userId);
+    if (!endUserId) throw AppError.notFound('End user');
+    const rows = await this.memories.findPage(
+      endUserId,
+      { personalityId: options.personalityId, before: options.startingAfter },
+      options.limit,
+    );
+    return toPage(rows, options.limit, toMemoryResponse);
+  }
+
+  async forget(organizationId: string, userId: string, id: string): Promise<void> {
+    if (!(await this.memories.deleteForEndUser(organizationId, userId, id))) {
+      throw AppError.notFound('Memory');
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import type { ConfigService } from '@nestjs/config';
+import type { Request, Response } from 'express';
+import pino from 'pino';
+import type { DataSource } from 'typeorm';
+import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
+
+function service(metricsPort: number) {
+  const config = {
+    getOrThrow: () => ({ metricsPort, tracing: false }),
+  } as unknown as ConfigService;
+  const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
+  const dataSource = { driver: { master: pool } } as unknown as DataSource;
+  return new MetricsService(config, dataSource, pino({ level: 'silent' }));
+}
+
+const request = (method: string, route?: string) =>
+  ({ method, route: route === undefined ? undefined : { path: route } }) as unknown as Request;
+const response = (statusCode: number) => ({ statusCode }) as Response;
+
+async function requestsTotal(metrics: MetricsService) {
+  const metric = await metrics.registry.getSingleMetric('http_requests_total')!.get();
+  return metric.values.map(({ labels, value }) => ({ ...labels, value }));
+}
+
+describe('MetricsService', () => {
+  it('labels a request with its route template, and requests no route matched with one label', async () => {
+    const metrics = service(9464);
+    const observe = metrics.responseObserver()!;
+    observe(request('GET', '/v1/end-users/:user_id'), response(200), 12);
+    observe(request('GET', '/v1/end-users/:user_id'), response(200), 8);
+    observe(request('GET'), response(404), 1);
+    // Nest's route-independent middleware leaves its catch-all on requests it answers 404.
+    observe(request('POST', '/{*path}'), response(404), 1);
+    expect(await requestsTotal(metrics)).toEqual([
+      { method: 'GET', route: '/v1/end-users/:user_id', status: '200', value: 2 },
+      { method: 'GET', route: UNMATCHED_ROUTE, status: '404', value: 1 },
+      { method: 'POST', route: UNMATCHED_ROUTE, status: '404', value: 1 },
+    ]);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(
+      'http_request_duration_seconds_sum{method="GET",route="/v1/end-users/:user_id",status="200"} 0.02',
+    );
+  });
+
+  it('reads the pool at each scrape', async () => {
+    const text = await service(9464).registry.metrics();
+    expect(text).toContain('db_pool_connections{state="total"} 4');
+    expect(text).toContain('db_pool_connections{state="idle"} 3');
+    expect(text).toContain('db_pool_connections{state="waiting"} 1');
+  });
+
+  it('with METRICS_PORT=0 records nothing per request and collects no process metrics', async () => {
+    const metrics = service(0);
+    expect(metrics.enabled).toBe(false);
+    expect(metrics.responseObserver()).toBeUndefined();
+    expect(await metrics.registry.metrics()).not.toContain('process_cpu_user_seconds_total');
+  });
+});

@@ -1,0 +1,113 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  ParseUUIDPipe,
+  Post,
+  Query,
+} from '@nestjs/common';
+import {
+  ApiCreatedResponse,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+} from '@nestjs/swagger';
+import { UserOnly } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { AcceptInvitationDto, CreateInvitationDto, InvitationDto } from './dto/invitation.dto';
+import { OrganizationDto } from './dto/organization.dto';
+import { InvitationsService } from './invitations.service';
+import { organizationIdPipe } from './members.controller';
+
+const invitationIdPipe = new ParseUUIDPipe({
+  exceptionFactory: () => AppError.notFound('Invitation'),
+});
+
+const FORBIDDEN_ROLE: [number, string] = [
+  403,
+  'An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`)',
+];
+
+@ApiTags('members')
+@UserOnly()
+@Controller('v1')
+export class InvitationsController {
+  constructor(private readonly invitations: InvitationsService) {}
+
+  @Post('organizations/:id/invitations')
+  @HttpCode(201)
+  @ApiOperation({
+    summary:
+      'Invites an e-mail address (owners and admins); an open invitation of the same address is replaced',
+  })
+  @ApiCreatedResponse({ type: InvitationDto })
+  @ApiErrors(400, FORBIDDEN_ROLE, 404, [
+    409,
+    'The address is a member already (`already_a_member`)',
+  ])
+  create(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Body() body: CreateInvitationDto,
+  ): Promise<InvitationDto> {
+    return this.invitations.create(caller, organizationId, body);
+  }
+
+  @Get('organizations/:id/invitations')
+  @ApiOperation({ summary: "The organization's invitations, newest first (owners and admins)" })
+  @ApiPage(InvitationDto)
+  @ApiErrors(400, FORBIDDEN_ROLE, 404)
+  list(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Query() query: IdListQueryDto,
+  ): Promise<Page<InvitationDto>> {
+    return this.invitations.list(
+      caller,
+      organizationId,
+      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.starting_after,
+    );
+  }
+
+  @Delete('organizations/:id/invitations/:invitation_id')
+  @HttpCode(204)
+  @ApiOperation({ summary: 'Revokes an invitation not yet accepted; its link stops working' })
+  @ApiNoContentResponse()
+  @ApiErrors(FORBIDDEN_ROLE, 404)
+  async revoke(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Param('invitation_id', invitationIdPipe) id: string,
+  ): Promise<void> {
+    await this.invitations.revoke(caller, organizationId, id);
+  }
+
+  @Post('invitations/accept')
+  @HttpCode(200)
+  @ApiOperation({
+    summary:
+      "Joins the invitation's organization as the authenticated user (sign up or log in first)",
+  })
+  @ApiOkResponse({ type: OrganizationDto })
+  @ApiErrors(
+    [400, 'Bad input, or the token is unknown, expired, revoked or used (`invalid_invitation`)'],
+    [
+      403,
+      'An API key was used (`user_token_required`), or the invitation is for another address (`invitation_email_mismatch`)',
+    ],
+  )
+  accept(
+    @Caller() caller: CallerContext,
+    @Body() body: AcceptInvitationDto,
+  ): Promise<OrganizationDto> {
+    return this.invitations.accept(caller, body.token);
+  }
+}

@@ -1,0 +1,180 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Logger } from 'pino';
+import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
+import { sha256 } from '../common/crypto/sha256';
+import { AppError } from '../common/errors/app-error';
+import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { type Page, toPage } from '../common/pagination/pagination';
+import type { TeamsConfig } from '../config/teams.config';
+import { UsersService } from '../users/users.service';
+import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/invitation.dto';
+import type { OrganizationDto } from './dto/organization.dto';
+import { InvitationMailer } from './invitation-mailer.service';
+import { InvitationsRepository } from './invitations.repository';
+import { MembersRepository } from './members.repository';
+import { OrganizationsService } from './organizations.service';
+import { assertManager, assertOwner, organizationNotFound } from './team-rules';
+
+/** 256 random bits, base64url: what the e-mail's link carries. */
+const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+const invalidInvitation = () =>
+  new AppError(
+    'invalid_invitation',
+    400,
+    'The invitation is unknown, expired, revoked or already used',
+  );
+
+/**
+ * Invitations by e-mail. The token is 256 random bits, stored only as its SHA-256, used once.
+ * Inviting an address that already has an open invitation replaces it (new token, role and
+ * expiry; the earlier link stops working), so "send it again" needs no separate endpoint.
+ */
+@Injectable()
+export class InvitationsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly invitations: InvitationsRepository,
+    private readonly members: MembersRepository,
+    private readonly organizations: OrganizationsService,
+    private readonly users: UsersService,
+    private readonly audit: AuditService,
+    private readonly mailer: InvitationMailer,
+    private readonly config: ConfigService,
+    @Inject(ROOT_LOGGER) private readonly logger: Logger,
+  ) {}
+
+  async create(
+    caller: CallerContext,
+    organizationId: string,
+    dto: CreateInvitationDto,
+  ): Promise<InvitationDto> {
+    const { invitationTtlSeconds } = this.config.getOrThrow<TeamsConfig>('teams');
+    const email = dto.email.trim();
+    const token = randomBytes(32).toString('base64url');
+    const { invitation, mail } = await this.dataSource.transaction(async (manager) => {
+      const actor = await this.members.findMember(manager, organizationId, caller.userId!);
+      if (!actor) throw organizationNotFound();
+      assertManager(actor.role);
+      if (dto.role === 'owner') assertOwner(actor.role);
+      const emailKey = await this.invitations.emailKey(manager, email);
+      if (await this.members.hasMemberWithEmail(manager, organizationId, emailKey)) {
+        throw new AppError(
+          'already_a_member',
+          409,
+          'A member of the organization already has this e-mail address',
+        );
+      }
+      const row = await this.invitations.upsertOpen(manager, {
+        organizationId,
+        email,
+        emailKey,
+        role: dto.role,
+        tokenHash: sha256(token),
+        ttlSeconds: invitationTtlSeconds,
+        invitedByUserId: caller.userId ?? null,
+      });
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'member.invited',
+        target: { type: 'invitation', id: row.id },
+        details: { email, role: dto.role, replaced_earlier_invitation: row.replaced },
+      });
+      const context = await this.invitations.mailContext(manager, organizationId, caller.userId!);
+      return { invitation: row, mail: context };
+    });
+    try {
+      await this.mailer.send(
+        { to: email, role: dto.role, expiresAt: invitation.expires_at, ...mail },
+        token,
+      );
+    } catch (error) {
+      // The invitation stands; inviting the address again sends a new link.
+      this.logger.error(
+        { err: error, invitationId: invitation.id },
+        'invitation mail could not be sent',
+      );
+    }
+    return toInvitationResponse(invitation);
+  }
+
+  async list(
+    caller: CallerContext,
+    organizationId: string,
+    limit: number,
+    startingAfter?: string,
+  ): Promise<Page<InvitationDto>> {
+    const role = await this.members.roleOf(organizationId, caller.userId!);
+    if (!role) throw organizationNotFound();
+    assertManager(role);
+    const rows = await this.invitations.findPage(organizationId, limit, startingAfter);
+    return toPage(rows, limit, toInvitationResponse);
+  }
+
+  async revoke(caller: CallerContext, organizationId: string, id: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      const actor = await this.members.findMember(manager, organizationId, caller.userId!);
+      if (!actor) throw organizationNotFound();
+      assertManager(actor.role);
+      const revoked = await this.invitations.revoke(manager, organizationId, id);
+      if (!revoked) throw AppError.notFound('Invitation');
+      if (revoked.role === 'owner') assertOwner(actor.role);
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'invitation.revoked',
+        target: { type: 'invitation', id },
+        details: { email: revoked.email, role: revoked.role },
+      });
+    });
+  }
+
+  /**
+   * Joins the invitation's organization as the calling user. The invitation row is locked for
+   * the transaction, so of two concurrent acceptances one joins and the other finds it used.
+   */
+  async accept(caller: CallerContext, token: string): Promise<OrganizationDto> {
+    if (!TOKEN_PATTERN.test(token)) throw invalidInvitation();
+    const userId = caller.userId!;
+    const user = await this.users.findById(userId);
+    if (!user) throw AppError.unauthenticated();
+    const view = await this.dataSource.transaction(async (manager) => {
+      const invitation = await this.invitations.lockByTokenHash(manager, sha256(token));
+      if (!invitation || invitation.status !== 'pending') throw invalidInvitation();
+      if ((await this.invitations.emailKey(manager, user.email)) !== invitation.email_key) {
+        throw new AppError(
+          'invitation_email_mismatch',
+          403,
+          'This invitation was sent to another e-mail address: log in as that address to accept it',
+        );
+      }
+      const joined = await this.members.insertIfAbsent(
+        manager,
+        invitation.organization_id,
+        userId,
+        invitation.role,
+      );
+      await this.invitations.markAccepted(manager, invitation.id, userId);
+      if (joined) {
+        await this.audit.record(manager, caller, {
+          organizationId: invitation.organization_id,
+          action: 'member.joined',
+          target: { type: 'user', id: userId },
+          details: { role: invitation.role, invitation_id: invitation.id },
+        });
+      }
+      return (await this.members.organizationView(manager, invitation.organization_id, userId))!;
+    });
+    await this.organizations.forgetMemberships(userId);
+    return {
+      id: view.id,
+      name: view.name,
+      role: view.role,
+      created_at: view.created_at.toISOString(),
+    };
+  }
+}

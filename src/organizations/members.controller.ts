@@ -1,0 +1,83 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  ParseUUIDPipe,
+  Patch,
+  Query,
+} from '@nestjs/common';
+import { ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { UserOnly } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { MemberDto, UpdateMemberDto } from './dto/member.dto';
+import { MembersService } from './members.service';
+
+export const organizationIdPipe = new ParseUUIDPipe({
+  exceptionFactory: () => AppError.notFound('Organization'),
+});
+const userIdPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('Member') });
+
+const FORBIDDEN_ROLE: [number, string] = [
+  403,
+  'An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`)',
+];
+
+@ApiTags('members')
+@UserOnly()
+@Controller('v1/organizations/:id/members')
+export class MembersController {
+  constructor(private readonly members: MembersService) {}
+
+  @Get()
+  @ApiOperation({ summary: "The organization's members (any member may list them)" })
+  @ApiPage(MemberDto)
+  @ApiErrors(400, [404, 'Not an organization of yours'])
+  list(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Query() query: IdListQueryDto,
+  ): Promise<Page<MemberDto>> {
+    return this.members.list(
+      caller,
+      organizationId,
+      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.starting_after,
+    );
+  }
+
+  @Patch(':user_id')
+  @ApiOperation({
+    summary: "Changes a member's role (owners and admins; only owners touch `owner`)",
+  })
+  @ApiOkResponse({ type: MemberDto })
+  @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be demoted (`last_owner`)'])
+  changeRole(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Param('user_id', userIdPipe) userId: string,
+    @Body() body: UpdateMemberDto,
+  ): Promise<MemberDto> {
+    return this.members.changeRole(caller, organizationId, userId, body.role);
+  }
+
+  @Delete(':user_id')
+  @HttpCode(204)
+  @ApiOperation({
+    summary: 'Removes a member; a member may remove themself. Refused from the next request on',
+  })
+  @ApiNoContentResponse()
+  @ApiErrors(FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be removed (`last_owner`)'])
+  async remove(
+    @Caller() caller: CallerContext,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Param('user_id', userIdPipe) userId: string,
+  ): Promise<void> {
+    await this.members.remove(caller, organizationId, userId);
+  }
+}

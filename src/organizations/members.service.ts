@@ -1,0 +1,107 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { type Page, toPage } from '../common/pagination/pagination';
+import { MemberDto, toMemberResponse } from './dto/member.dto';
+import type { Role } from './entities/membership.entity';
+import { MembersRepository } from './members.repository';
+import { OrganizationsService } from './organizations.service';
+import { assertManager, assertOwner, lastOwner, organizationNotFound } from './team-rules';
+
+const memberNotFound = () => AppError.notFound('Member');
+
+/**
+ * Member management. Every change locks the organization's memberships first (so concurrent
+ * changes run one after the other and the owner count they check is the true one), writes its
+ * audit event in the same transaction and, once committed, makes every instance forget the
+ * member's cached grant before answering.
+ */
+@Injectable()
+export class MembersService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly members: MembersRepository,
+    private readonly organizations: OrganizationsService,
+    private readonly audit: AuditService,
+  ) {}
+
+  async list(
+    caller: CallerContext,
+    organizationId: string,
+    limit: number,
+    startingAfter?: string,
+  ): Promise<Page<MemberDto>> {
+    if (!(await this.members.roleOf(organizationId, caller.userId!))) throw organizationNotFound();
+    const rows = await this.members.findPage(organizationId, limit, startingAfter);
+    return toPage(rows, limit, toMemberResponse);
+  }
+
+  async changeRole(
+    caller: CallerContext,
+    organizationId: string,
+    userId: string,
+    role: Role,
+  ): Promise<MemberDto> {
+    const { member, changed } = await this.dataSource.transaction(async (manager) => {
+      const locked = await this.members.lockAll(manager, organizationId);
+      const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
+      if (!actorRole) throw organizationNotFound();
+      const target = locked.find((row) => row.user_id === userId);
+      if (!target) throw memberNotFound();
+      assertManager(actorRole);
+      if (target.role === role) {
+        return {
+          member: (await this.members.findMember(manager, organizationId, userId))!,
+          changed: false,
+        };
+      }
+      if (target.role === 'owner' || role === 'owner') assertOwner(actorRole);
+      if (target.role === 'owner' && ownerCount(locked) === 1) throw lastOwner();
+      await this.members.updateRole(manager, organizationId, userId, role);
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'member.role_changed',
+        target: { type: 'user', id: userId },
+        details: { from: target.role, to: role },
+      });
+      return {
+        member: (await this.members.findMember(manager, organizationId, userId))!,
+        changed: true,
+      };
+    });
+    if (changed) await this.organizations.forgetMemberships(userId);
+    return toMemberResponse(member);
+  }
+
+  /** Removes a member; any member may remove themself (leave), except the last owner. */
+  async remove(caller: CallerContext, organizationId: string, userId: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      const locked = await this.members.lockAll(manager, organizationId);
+      const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
+      if (!actorRole) throw organizationNotFound();
+      const target = locked.find((row) => row.user_id === userId);
+      if (!target) throw memberNotFound();
+      const leaving = userId === caller.userId;
+      if (!leaving) {
+        assertManager(actorRole);
+        if (target.role === 'owner') assertOwner(actorRole);
+      }
+      if (target.role === 'owner' && ownerCount(locked) === 1) throw lastOwner();
+      await this.members.remove(manager, organizationId, userId);
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'member.removed',
+        target: { type: 'user', id: userId },
+        details: { role: target.role, left: leaving },
+      });
+    });
+    await this.organizations.forgetMemberships(userId);
+  }
+}
+
+function ownerCount(rows: Array<{ role: Role }>): number {
+  return rows.filter((row) => row.role === 'owner').length;
+}

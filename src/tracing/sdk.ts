@@ -1,0 +1,49 @@
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+// Loading http before the SDK starts is harmless: its exports are patched in place on later requires.
+import { IncomingMessage } from 'node:http';
+import { routeTemplateOf } from '../common/http/route-template';
+
+/** Probes and scrapes arrive every few seconds and would bury the traces worth reading. */
+const UNTRACED_PATHS = /^\/(health\/|metrics(\?|$))/;
+
+/**
+ * The OpenTelemetry Node SDK with the instrumentations this service needs. Everything else
+ * (exporter endpoint, headers, protocol, sampler, propagators, resource attributes) comes from
+ * the standard OTEL_* variables, which the SDK reads itself.
+ */
+export function createTracingSdk(): NodeSDK {
+  return new NodeSDK({
+    // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (read by the SDK's env detector) win.
+    resource: defaultResource().merge(
+      resourceFromAttributes({ 'service.name': 'personality-api' }),
+    ),
+    // Traces only: metrics are Prometheus's (src/metrics) and logs go to stdout. Without these
+    // empty lists the SDK would also start OTLP metric and log exporters.
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [
+      // Incoming requests (continuing an incoming W3C traceparent) and outgoing ones, among
+      // them the Stripe SDK's.
+      new HttpInstrumentation({
+        ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.test(request.url ?? ''),
+        // Names the server span after the route template (`GET /v1/end-users/:user_id`) as it
+        // ends. The Express instrumentation would do it too, but it wraps every middleware layer
+        // and cost as much again as the rest of tracing (bench/results/observability.json).
+        applyCustomAttributesOnSpan: (span, request) => {
+          if (!(request instanceof IncomingMessage)) return; // an outgoing call
+          const route = routeTemplateOf(request);
+          if (!route) return;
+          span.setAttribute('http.route', route);
+          span.updateName(`${request.method} ${route}`);
+        },
+      }),
+      // Queries inside a request only: the erasure worker's polls would each start a trace.
+      new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
+      new IORedisInstrumentation({ requireParentSpan: true }),
+    ],
+  });
+}

@@ -1,0 +1,29 @@
+import { Column, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
+
+/** The model provider's reported token counts, per organization and UTC month. */
+@Entity('token_usage_months')
+export class TokenUsageMonth {
+  @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  /** The first day of the UTC month. */
+  @PrimaryColumn({ type: 'date' })
+  month: string;
+
+  @Column({ type: 'bigint', default: 0 })
+  requests: string;
+
+  @Column({ name: 'prompt_tokens', type: 'bigint', default: 0 })
+  promptTokens: string;
+
+  @Column({ name: 'completion_tokens', type: 'bigint', default: 0 })
+  completionTokens: string;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'token_usage_months_organization_id_fkey',
+  })
+  organization?: Organization;
+}

@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { ensureBuilt, runBuilt, waitUntilReady } from './support/built-app';
+import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
+import { freePort } from './support/ports';
+
+/** What a Kubernetes Job (or init container) does before the new pods start. */
+describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START=false', () => {
+  let database: FreshDatabase;
+
+  beforeAll(async () => {
+    ensureBuilt();
+    // A database of its own, empty: the run's shared one is already migrated.
+    database = await createFreshDatabase('migrate_job', process.env.DATABASE_URL);
+  }, 180_000);
+
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  async function tables(): Promise<string[]> {
+    const client = new Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ name: string }>(
+        `SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`,
+      );
+      return rows.map((row) => row.name);
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('with MIGRATE_ON_START=false the app does not migrate: on an empty database it stops, schema untouched', async () => {
+    const app = runBuilt('main.js', [], {
+      DATABASE_URL: database.url,
+      PORT: String(await freePort()),
+      METRICS_PORT: '0',
+      MIGRATE_ON_START: 'false',
+    });
+    // A pod started before the Job has run crash-loops until it has, rather than racing it.
+    expect(await app.exited).toBe(1);
+    expect(app.output()).toContain('Start-up failed');
+    expect(await tables()).toEqual([]);
+  });
+
+  it('migrate applies every migration and exits 0; a second run has nothing to do', async () => {
+    const first = runBuilt('cli.js', ['migrate'], { DATABASE_URL: database.url });
+    expect(await first.exited).toBe(0);
+    expect(first.output()).toMatch(/^Applied \d+ migration\(s\): Create/m);
+    expect(await tables()).toEqual(
+      expect.arrayContaining(['typeorm_migrations', 'users', 'organizations', 'end_users']),
+    );
+
+    const second = runBuilt('cli.js', ['migrate'], { DATABASE_URL: database.url });
+    expect(await second.exited).toBe(0);
+    expect(second.output()).toContain('No pending migrations');
+  });
+
+  it('then the app starts with MIGRATE_ON_START=false and serves', async () => {
+    const port = await freePort();
+    const app = runBuilt('main.js', [], {
+      DATABASE_URL: database.url,
+      PORT: String(port),
+      METRICS_PORT: '0',
+      MIGRATE_ON_START: 'false',
+    });
+    try {
+      await waitUntilReady(app, port);
+      const signup = await fetch(`http://127.0.0.1:${port}/v1/auth/signup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          email: `job-${randomUUID()}@example.test`,
+          password: `pw ${randomUUID()}`,
+        }),
+      });
+      expect(signup.status).toBe(201);
+    } finally {
+      expect(await app.stop()).toBe(0);
+    }
+  });
+
+  it('refuses an unknown command with its usage (exit 2)', async () => {
+    const wrong = runBuilt('cli.js', ['migrate', 'now'], { DATABASE_URL: database.url });
+    expect(await wrong.exited).toBe(2);
+    expect(wrong.output()).toContain('node dist/cli.js migrate');
+  });
+});

@@ -1,0 +1,96 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = join(__dirname, '..', '..');
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * Builds dist/ (`nest build`, as `npm start` and the image do) unless it is newer than every file
+ * of src/, so specs can run the built `node dist/main.js` and `node dist/cli.js` on a clean clone.
+ */
+export function ensureBuilt(): void {
+  const main = join(root, 'dist', 'main.js');
+  if (existsSync(main) && statSync(main).mtimeMs > newestMtime(join(root, 'src'))) return;
+  execFileSync(process.execPath, [require.resolve('@nestjs/cli/bin/nest.js'), 'build'], {
+    cwd: root,
+    stdio: 'pipe',
+  });
+}
+
+export interface BuiltProcess {
+  child: ChildProcess;
+  /** Everything written to stdout and stderr so far. */
+  output(): string;
+  exited: Promise<number | null>;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Runs `node dist/<script> …args` with the test's environment plus `env`. */
+export function runBuilt(
+  script: 'main.js' | 'cli.js',
+  args: string[],
+  env: Record<string, string>,
+): BuiltProcess {
+  const child = spawn(process.execPath, [join(root, 'dist', script), ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return {
+    child,
+    output: () => output,
+    exited,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** Polls /health/ready until it answers 200; fails with the process's output if it exits. */
+export async function waitUntilReady(
+  app: BuiltProcess,
+  port: number,
+  timeoutMs = 45_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/health/ready`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline || app.child.exitCode !== null)
+      throw new Error(`service did not start:\n${app.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(
+  check: () => T | undefined,
+  describe: () => string,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out: ${describe()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

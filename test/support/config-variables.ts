@@ -1,0 +1,16 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Variables the service reads, taken from the validated config classes in src/config. */
+export function configVariables(): string[] {
+  const dir = join(__dirname, '..', '..', 'src', 'config');
+  const names = new Set<string>();
+  for (const file of readdirSync(dir).filter((name) => name.endsWith('.config.ts'))) {
+    for (const match of readFileSync(join(dir, file), 'utf8').matchAll(
+      /^\s+([A-Z][A-Z0-9_]+)\??: /gm,
+    )) {
+      names.add(match[1]);
+    }
+  }
+  return [...names].sort();
+}

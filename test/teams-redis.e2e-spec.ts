@@ -1,0 +1,97 @@
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { OrganizationsService } from '../src/organizations/organizations.service';
+import { expectError } from './support/assertions';
+import { signUp } from './support/identity';
+import { type OwnRedis, startOwnRedis } from './support/redis-server';
+import { createTestApp, TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
+
+/**
+ * Two instances sharing one database and one Redis: a removal or demotion answered by one holds
+ * from the very next request on both, although both had the membership cached.
+ */
+describe('Membership changes reach every instance before they are answered (Redis)', () => {
+  let redis: OwnRedis;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redis = await startOwnRedis();
+    const env = {
+      ...UNTHROTTLED,
+      REDIS_URL: redis.url,
+      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
+    };
+    a = await createTestApp({ env });
+    b = await createTestApp({ env });
+    // Both membership channels subscribed: caching is on.
+    const deadline = Date.now() + 5_000;
+    const live = (t: TestApp) =>
+      t.app
+        .get<OrganizationsService, { membershipChanges: { isLive(): boolean } }>(
+          OrganizationsService,
+        )
+        .membershipChanges.isLive();
+    while (!(live(a) && live(b)) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(live(a) && live(b)).toBe(true);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await redis.kill();
+  });
+
+  it('refuses a removed member on both instances at the next request, 100 times out of 100', async () => {
+    const owner = await signUp(a);
+    const member = await signUp(a);
+    const org = owner.organizationId;
+    const db = a.app.get<DataSource>(getDataSourceToken());
+    const asMember = { Authorization: `Bearer ${member.accessToken}`, 'X-Organization-Id': org };
+    const read = (t: TestApp) => t.http().get('/v1/personalities').set(asMember);
+    let refusedAtOnce = 0;
+    for (let round = 0; round < 100; round++) {
+      await db.query(
+        `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
+        [org, member.userId],
+      );
+      await a.app.get(OrganizationsService).forgetMemberships(member.userId);
+      // Both instances serve (and cache) the membership.
+      expect((await read(a)).status).toBe(200);
+      expect((await read(b)).status).toBe(200);
+      const removedBy = round % 2 === 0 ? a : b;
+      const removed = await removedBy
+        .http()
+        .delete(`/v1/organizations/${org}/members/${member.userId}`)
+        .set('Authorization', `Bearer ${owner.accessToken}`);
+      expect(removed.status).toBe(204);
+      const [onA, onB] = [await read(a), await read(b)];
+      if (onA.status === 403 && onB.status === 403) refusedAtOnce++;
+      expectError(onB, 403, 'not_a_member');
+    }
+    expect(refusedAtOnce).toBe(100);
+  });
+
+  it('refuses a demoted admin the admin scope on the other instance at the next request', async () => {
+    const owner = await signUp(a);
+    const admin = await signUp(a);
+    const org = owner.organizationId;
+    const db = a.app.get<DataSource>(getDataSourceToken());
+    await db.query(
+      `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'admin')`,
+      [org, admin.userId],
+    );
+    await a.app.get(OrganizationsService).forgetMemberships(admin.userId);
+    const asAdmin = { Authorization: `Bearer ${admin.accessToken}`, 'X-Organization-Id': org };
+    expect((await b.http().get('/v1/api-keys').set(asAdmin)).status).toBe(200);
+    const demoted = await a
+      .http()
+      .patch(`/v1/organizations/${org}/members/${admin.userId}`)
+      .set('Authorization', `Bearer ${owner.accessToken}`)
+      .send({ role: 'member' });
+    expect(demoted.status).toBe(200);
+    expectError(await b.http().get('/v1/api-keys').set(asAdmin), 403, 'insufficient_scope');
+  });
+});

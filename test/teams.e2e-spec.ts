@@ -1,0 +1,854 @@
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import type { DataSource } from 'typeorm';
+import { AuditRetentionWorker } from '../src/audit/audit-retention.worker';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { expectError, expectRequestId } from './support/assertions';
+import { createApiKey, signUp, type SignedUp, uniqueEmail } from './support/identity';
+import { type CapturedMail, TestSmtpServer } from './support/smtp-server';
+import { createTestApp, TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
+
+const PUBLIC_URL = 'https://app.example.test';
+
+function invitationTokenOf(mail: CapturedMail): string {
+  const match = /\/accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(mail.decoded);
+  if (!match) throw new Error('no invitation link in the mail');
+  return match[1];
+}
+
+describe('Teams: members, invitations, roles, key rolling, audit log (§18)', () => {
+  let t: TestApp;
+  let smtp: TestSmtpServer;
+  let db: DataSource;
+
+  beforeAll(async () => {
+    smtp = await new TestSmtpServer().start();
+    t = await createTestApp({
+      env: { ...UNTHROTTLED, SMTP_URL: smtp.url, APP_PUBLIC_URL: PUBLIC_URL, REDIS_URL: undefined },
+    });
+    db = t.app.get<DataSource>(getDataSourceToken());
+  });
+  afterAll(async () => {
+    await t.close();
+    await smtp.stop();
+  });
+
+  const as = (token: string, organizationId?: string) => {
+    const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+    if (organizationId) headers['X-Organization-Id'] = organizationId;
+    return headers;
+  };
+
+  async function invite(owner: SignedUp, email: string, role = 'member') {
+    const response = await t
+      .http()
+      .post(`/v1/organizations/${owner.organizationId}/invitations`)
+      .set(as(owner.accessToken))
+      .send({ email, role });
+    return response;
+  }
+
+  /** Invites a fresh address, signs it up and accepts: a second member of owner's organization. */
+  async function addMember(owner: SignedUp, role = 'member'): Promise<SignedUp> {
+    const email = uniqueEmail('invitee');
+    const before = smtp.mailsTo(email).length;
+    expect((await invite(owner, email, role)).status).toBe(201);
+    await smtp.waitFor(email);
+    const token = invitationTokenOf(smtp.mailsTo(email)[before]);
+    const user = await signUp(t, { email });
+    const accepted = await t
+      .http()
+      .post('/v1/invitations/accept')
+      .set(as(user.accessToken))
+      .send({ token });
+    expect(accepted.status).toBe(200);
+    return { ...user, organizationId: owner.organizationId };
+  }
+
+  async function auditOf(owner: SignedUp, action?: string) {
+    const response = await t
+      .http()
+      .get(`/v1/audit-events${action ? `?action=${action}` : ''}`)
+      .set(as(owner.accessToken));
+    expect(response.status).toBe(200);
+    return response.body.data as Array<{
+      action: string;
+      actor: { type: string; id: string };
+      target: { type: string; id: string };
+      details: Record<string, unknown>;
+    }>;
+  }
+
+  it('answers 401 without a credential and 403 user_token_required to an API key on every member route', async () => {
+    const owner = await signUp(t);
+    const key = await createApiKey(t, owner.accessToken, ['admin']);
+    const org = owner.organizationId;
+    const routes: Array<[string, string, object?]> = [
+      ['get', `/v1/organizations/${org}/members`],
+      ['patch', `/v1/organizations/${org}/members/${owner.userId}`, { role: 'owner' }],
+      ['delete', `/v1/organizations/${org}/members/${owner.userId}`],
+      ['post', `/v1/organizations/${org}/invitations`, { email: uniqueEmail(), role: 'member' }],
+      ['get', `/v1/organizations/${org}/invitations`],
+      ['delete', `/v1/organizations/${org}/invitations/${randomUUID()}`],
+      ['post', '/v1/invitations/accept', { token: 'x' }],
+    ];
+    for (const [method, path, body] of routes) {
+      const call = (headers: Record<string, string>) =>
+        (t.http() as unknown as Record<string, (path: string) => import('supertest').Test>)
+          [method](path)
+          .set(headers)
+          .send(body);
+      expectError(await call({}), 401, 'unauthenticated');
+      expectError(await call(as(key)), 403, 'user_token_required');
+    }
+  });
+
+  describe('invitations', () => {
+    it('invites by e-mail, the invitee signs up and accepts, and both appear as members', async () => {
+      const owner = await signUp(t);
+      const email = uniqueEmail('grace');
+      const created = await invite(owner, email, 'admin');
+      expect(created.status).toBe(201);
+      expect(created.body).toEqual({
+        id: expect.any(String),
+        email,
+        role: 'admin',
+        status: 'pending',
+        expires_at: expect.any(String),
+        created_at: expect.any(String),
+      });
+      const ttl = Date.parse(created.body.expires_at) - Date.parse(created.body.created_at);
+      expect(Math.abs(ttl - 7 * 86_400_000)).toBeLessThan(5_000);
+
+      const mail = await smtp.waitFor(email);
+      expect(mail.decoded).toContain(`${PUBLIC_URL}/accept-invitation?token=`);
+      const token = invitationTokenOf(mail);
+      expect(Buffer.from(token, 'base64url')).toHaveLength(32);
+      // Hashed at rest: the token itself is nowhere in the table.
+      const stored: Array<{ token_hash: Buffer }> = await db.query(
+        'SELECT token_hash FROM invitations WHERE id = $1',
+        [created.body.id],
+      );
+      expect(stored[0].token_hash.toString('hex')).not.toContain(
+        Buffer.from(token, 'base64url').toString('hex'),
+      );
+
+      const invitee = await signUp(t, { email });
+      const accepted = await t
+        .http()
+        .post('/v1/invitations/accept')
+        .set(as(invitee.accessToken))
+        .send({ token });
+      expect(accepted.status).toBe(200);
+      const orgs = await t.http().get('/v1/organizations').set(as(owner.accessToken));
+      expect(accepted.body).toEqual({ ...orgs.body.data[0], role: 'admin' });
+
+      const members = await t
+        .http()
+        .get(`/v1/organizations/${owner.organizationId}/members`)
+        .set(as(invitee.accessToken));
+      expect(members.status).toBe(200);
+      expect(members.body.has_more).toBe(false);
+      expect(
+        members.body.data.map((m: Record<string, unknown>) => [m.user_id, m.email, m.role]),
+      ).toEqual([
+        [owner.userId, owner.email, 'owner'],
+        [invitee.userId, email, 'admin'],
+      ]);
+      expect(members.body.data[1]).toEqual({
+        user_id: invitee.userId,
+        email,
+        name: null,
+        role: 'admin',
+        joined_at: expect.any(String),
+      });
+
+      // The new admin acts in the organization at once.
+      const keys = await t
+        .http()
+        .get('/v1/api-keys')
+        .set(as(invitee.accessToken, owner.organizationId));
+      expect(keys.status).toBe(200);
+
+      const listed = await t
+        .http()
+        .get(`/v1/organizations/${owner.organizationId}/invitations`)
+        .set(as(owner.accessToken));
+      expect(listed.body.data[0]).toEqual({ ...created.body, status: 'accepted' });
+
+      const [joined] = await auditOf(owner, 'member.joined');
+      expect(joined).toEqual({
+        id: expect.any(String),
+        action: 'member.joined',
+        actor: { type: 'user', id: invitee.userId },
+        target: { type: 'user', id: invitee.userId },
+        ip: expect.any(String),
+        request_id: accepted.headers['x-request-id'],
+        created_at: expect.any(String),
+        details: { role: 'admin', invitation_id: created.body.id },
+      });
+      const [invited] = await auditOf(owner, 'member.invited');
+      expect(invited).toEqual(
+        expect.objectContaining({
+          actor: { type: 'user', id: owner.userId },
+          target: { type: 'invitation', id: created.body.id },
+          request_id: created.headers['x-request-id'],
+        }),
+      );
+      expect(JSON.stringify(await auditOf(owner))).not.toContain(token);
+    });
+
+    it('refuses a bad, used, revoked or expired token with 400 invalid_invitation', async () => {
+      const owner = await signUp(t);
+      const user = await signUp(t);
+      const accept = (token: string) =>
+        t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token });
+      expectError(await accept('not-a-token'), 400, 'invalid_invitation');
+      expectError(await accept('A'.repeat(43)), 400, 'invalid_invitation');
+
+      // Revoked.
+      const revokedOne = await invite(owner, user.email);
+      const revokedToken = invitationTokenOf(await smtp.waitFor(user.email));
+      const revoke = await t
+        .http()
+        .delete(`/v1/organizations/${owner.organizationId}/invitations/${revokedOne.body.id}`)
+        .set(as(owner.accessToken));
+      expect(revoke.status).toBe(204);
+      expectError(await accept(revokedToken), 400, 'invalid_invitation');
+      const [revokedEvent] = await auditOf(owner, 'invitation.revoked');
+      expect(revokedEvent.target).toEqual({ type: 'invitation', id: revokedOne.body.id });
+      // Revoking it again: nothing open by that id.
+      expectError(
+        await t
+          .http()
+          .delete(`/v1/organizations/${owner.organizationId}/invitations/${revokedOne.body.id}`)
+          .set(as(owner.accessToken)),
+        404,
+        'not_found',
+      );
+
+      // Expired.
+      const before = smtp.mailsTo(user.email).length;
+      const expiring = await invite(owner, user.email);
+      await smtp.waitFor(user.email);
+      for (let i = 0; smtp.mailsTo(user.email).length <= before && i < 50; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const expiringToken = invitationTokenOf(smtp.mailsTo(user.email)[before]);
+      await db.query(
+        `UPDATE invitations SET expires_at = now() - interval '1 second' WHERE id = $1`,
+        [expiring.body.id],
+      );
+      expectError(await accept(expiringToken), 400, 'invalid_invitation');
+
+      // Used.
+      const member = await addMember(owner);
+      const usedEvents = await auditOf(owner, 'member.joined');
+      expect(usedEvents.some((event) => event.target.id === member.userId)).toBe(true);
+    });
+
+    it('refuses another address (403 invitation_email_mismatch) and API keys (403 user_token_required)', async () => {
+      const owner = await signUp(t);
+      const email = uniqueEmail('intended');
+      await invite(owner, email);
+      const token = invitationTokenOf(await smtp.waitFor(email));
+      const stranger = await signUp(t);
+      expectError(
+        await t.http().post('/v1/invitations/accept').set(as(stranger.accessToken)).send({ token }),
+        403,
+        'invitation_email_mismatch',
+      );
+      const key = await createApiKey(t, stranger.accessToken, ['admin']);
+      expectError(
+        await t.http().post('/v1/invitations/accept').set(as(key)).send({ token }),
+        403,
+        'user_token_required',
+      );
+      expectError(
+        await t.http().post('/v1/invitations/accept').send({ token }),
+        401,
+        'unauthenticated',
+      );
+      // The intended address can still use it.
+      const intended = await signUp(t, { email });
+      expect(
+        (
+          await t
+            .http()
+            .post('/v1/invitations/accept')
+            .set(as(intended.accessToken))
+            .send({ token })
+        ).status,
+      ).toBe(200);
+    });
+
+    it('matches addresses as login does: case-insensitively, Unicode case included; other forms do not match', async () => {
+      const owner = await signUp(t);
+      const local = `éva-${randomUUID()}`;
+      const signedUpAs = `${local}@example.test`;
+      const invitedAs = `${local.toUpperCase()}@EXAMPLE.TEST`;
+      const created = await invite(owner, invitedAs);
+      expect(created.status).toBe(201);
+      expect(created.body.email).toBe(invitedAs);
+      const token = invitationTokenOf(await smtp.waitFor(invitedAs));
+      // The decomposed form (e + U+0301) is another address for login too.
+      const decomposed = await signUp(t, { email: signedUpAs.normalize('NFD') });
+      expectError(
+        await t
+          .http()
+          .post('/v1/invitations/accept')
+          .set(as(decomposed.accessToken))
+          .send({ token }),
+        403,
+        'invitation_email_mismatch',
+      );
+      const user = await signUp(t, { email: signedUpAs });
+      expect(
+        (await t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token }))
+          .status,
+      ).toBe(200);
+      // Now a member: inviting any case variant of the address is refused.
+      expectError(await invite(owner, signedUpAs.toUpperCase()), 409, 'already_a_member');
+      expectError(await invite(owner, owner.email.toUpperCase()), 409, 'already_a_member');
+    });
+
+    it('replaces an open invitation when the same address is invited again: one row, only the new link works', async () => {
+      const owner = await signUp(t);
+      const email = uniqueEmail('twice');
+      const first = await invite(owner, email, 'member');
+      const firstToken = invitationTokenOf(await smtp.waitFor(email));
+      const second = await invite(owner, email.toUpperCase(), 'admin');
+      expect(second.status).toBe(201);
+      expect(second.body.id).toBe(first.body.id);
+      expect(second.body.role).toBe('admin');
+      const deadline = Date.now() + 5_000;
+      while (smtp.mailsTo(email).length < 2 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const secondToken = invitationTokenOf(smtp.mailsTo(email)[1]);
+      const user = await signUp(t, { email });
+      const accept = (token: string) =>
+        t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token });
+      expectError(await accept(firstToken), 400, 'invalid_invitation');
+      const accepted = await accept(secondToken);
+      expect(accepted.body.role).toBe('admin');
+      const listed = await t
+        .http()
+        .get(`/v1/organizations/${owner.organizationId}/invitations`)
+        .set(as(owner.accessToken));
+      expect(listed.body.data).toHaveLength(1);
+
+      // Concurrent invitations of one address leave one open invitation.
+      const raced = uniqueEmail('raced');
+      const answers = await Promise.all([1, 2, 3, 4].map(() => invite(owner, raced)));
+      expect(answers.map((answer) => answer.status)).toEqual([201, 201, 201, 201]);
+      const open: unknown[] = await db.query(
+        `SELECT 1 FROM invitations WHERE organization_id = $1 AND email_key = lower($2)
+            AND accepted_at IS NULL AND revoked_at IS NULL`,
+        [owner.organizationId, raced],
+      );
+      expect(open).toHaveLength(1);
+    });
+
+    it('lets exactly one of concurrent acceptances through, with one membership', async () => {
+      const owner = await signUp(t);
+      const email = uniqueEmail('race');
+      await invite(owner, email);
+      const token = invitationTokenOf(await smtp.waitFor(email));
+      const user = await signUp(t, { email });
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token }),
+        ),
+      );
+      expect(answers.map((answer) => answer.status).sort()).toEqual([200, 400, 400, 400, 400, 400]);
+      for (const answer of answers.filter((a) => a.status === 400)) {
+        expectError(answer, 400, 'invalid_invitation');
+      }
+      const rows: unknown[] = await db.query(
+        'SELECT 1 FROM memberships WHERE organization_id = $1 AND user_id = $2',
+        [owner.organizationId, user.userId],
+      );
+      expect(rows).toHaveLength(1);
+      expect(await auditOf(owner, 'member.joined')).toHaveLength(1);
+    });
+
+    it('answers 404 for another organization (its invitations, members, or an id that names none)', async () => {
+      const owner = await signUp(t);
+      const other = await signUp(t);
+      const email = uniqueEmail('other');
+      const theirs = await invite(other, email);
+      expectError(
+        await t
+          .http()
+          .delete(`/v1/organizations/${owner.organizationId}/invitations/${theirs.body.id}`)
+          .set(as(owner.accessToken)),
+        404,
+        'not_found',
+      );
+      expectError(
+        await t
+          .http()
+          .delete(`/v1/organizations/${other.organizationId}/invitations/${theirs.body.id}`)
+          .set(as(owner.accessToken)),
+        404,
+        'not_found',
+      );
+      for (const path of [
+        `/v1/organizations/${other.organizationId}/members`,
+        `/v1/organizations/${other.organizationId}/invitations`,
+        `/v1/organizations/${randomUUID()}/members`,
+        '/v1/organizations/not-a-uuid/members',
+      ]) {
+        expectError(await t.http().get(path).set(as(owner.accessToken)), 404, 'not_found');
+      }
+      expectError(
+        await invite({ ...owner, organizationId: other.organizationId }, uniqueEmail()),
+        404,
+        'not_found',
+      );
+      // Still pending for its own organization.
+      const listed = await t
+        .http()
+        .get(`/v1/organizations/${other.organizationId}/invitations`)
+        .set(as(other.accessToken));
+      expect(listed.body.data[0].status).toBe('pending');
+    });
+
+    it('validates the body and lets members only look', async () => {
+      const owner = await signUp(t);
+      const member = await addMember(owner, 'member');
+      for (const body of [
+        { email: 'not-an-address', role: 'member' },
+        { email: uniqueEmail(), role: 'superuser' },
+        { email: uniqueEmail() },
+        { email: uniqueEmail(), role: 'member', extra: true },
+      ]) {
+        expectError(
+          await t
+            .http()
+            .post(`/v1/organizations/${owner.organizationId}/invitations`)
+            .set(as(owner.accessToken))
+            .send(body),
+          400,
+          'validation_failed',
+        );
+      }
+      expectError(
+        await t
+          .http()
+          .post(`/v1/organizations/${owner.organizationId}/invitations`)
+          .set(as(member.accessToken))
+          .send({ email: uniqueEmail(), role: 'member' }),
+        403,
+        'insufficient_role',
+      );
+      expectError(
+        await t
+          .http()
+          .get(`/v1/organizations/${owner.organizationId}/invitations`)
+          .set(as(member.accessToken)),
+        403,
+        'insufficient_role',
+      );
+      expect(
+        (
+          await t
+            .http()
+            .get(`/v1/organizations/${owner.organizationId}/members`)
+            .set(as(member.accessToken))
+        ).status,
+      ).toBe(200);
+    });
+  });
+
+  describe('roles and removal', () => {
+    const patch = (actor: SignedUp, organizationId: string, userId: string, role: string) =>
+      t
+        .http()
+        .patch(`/v1/organizations/${organizationId}/members/${userId}`)
+        .set(as(actor.accessToken))
+        .send({ role });
+    const remove = (actor: SignedUp, organizationId: string, userId: string) =>
+      t
+        .http()
+        .delete(`/v1/organizations/${organizationId}/members/${userId}`)
+        .set(as(actor.accessToken));
+
+    it('changes a role (200 the member, audited) and keeps the last owner (409 last_owner)', async () => {
+      const owner = await signUp(t);
+      const member = await addMember(owner);
+      const promoted = await patch(owner, owner.organizationId, member.userId, 'admin');
+      expect(promoted.status).toBe(200);
+      expect(promoted.body).toEqual(
+        expect.objectContaining({ user_id: member.userId, email: member.email, role: 'admin' }),
+      );
+      const [changed] = await auditOf(owner, 'member.role_changed');
+      expect(changed).toEqual(
+        expect.objectContaining({
+          actor: { type: 'user', id: owner.userId },
+          target: { type: 'user', id: member.userId },
+          details: { from: 'member', to: 'admin' },
+          request_id: promoted.headers['x-request-id'],
+        }),
+      );
+      expectError(
+        await patch(owner, owner.organizationId, owner.userId, 'admin'),
+        409,
+        'last_owner',
+      );
+      expectError(await remove(owner, owner.organizationId, owner.userId), 409, 'last_owner');
+      expectError(
+        await patch(owner, owner.organizationId, randomUUID(), 'admin'),
+        404,
+        'not_found',
+      );
+      expectError(
+        await patch(owner, owner.organizationId, member.userId, 'root'),
+        400,
+        'validation_failed',
+      );
+      const owners: unknown[] = await db.query(
+        `SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner'`,
+        [owner.organizationId],
+      );
+      expect(owners).toHaveLength(1);
+    });
+
+    it('lets only an owner grant or remove owner; an admin manages members and admins', async () => {
+      const owner = await signUp(t);
+      const admin = await addMember(owner, 'admin');
+      const member = await addMember(owner, 'member');
+      const org = owner.organizationId;
+      expectError(await patch(admin, org, member.userId, 'owner'), 403, 'insufficient_role');
+      expectError(await patch(admin, org, owner.userId, 'member'), 403, 'insufficient_role');
+      expectError(await remove(admin, org, owner.userId), 403, 'insufficient_role');
+      expectError(
+        await invite({ ...admin, organizationId: org }, uniqueEmail(), 'owner'),
+        403,
+        'insufficient_role',
+      );
+      expectError(await patch(member, org, admin.userId, 'member'), 403, 'insufficient_role');
+      expectError(await remove(member, org, admin.userId), 403, 'insufficient_role');
+      expect((await patch(admin, org, member.userId, 'admin')).status).toBe(200);
+      expect((await patch(admin, org, member.userId, 'member')).status).toBe(200);
+      expect((await patch(owner, org, admin.userId, 'owner')).status).toBe(200);
+      // Two owners now: one may step down.
+      expect((await patch(admin, org, owner.userId, 'admin')).status).toBe(200);
+    });
+
+    it('never leaves zero owners when two owners demote each other, or leave, at once', async () => {
+      for (let round = 0; round < 5; round++) {
+        const first = await signUp(t);
+        const second = await addMember(first, 'owner');
+        const org = first.organizationId;
+        const answers = await Promise.all([
+          patch(first, org, second.userId, 'admin'),
+          patch(second, org, first.userId, 'admin'),
+        ]);
+        const statuses = answers.map((answer) => answer.status).sort();
+        // The first to lock wins; the loser is no longer an owner (403) when its turn comes.
+        expect(statuses).toEqual([200, 403]);
+        const owners: unknown[] = await db.query(
+          `SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner'`,
+          [org],
+        );
+        expect(owners).toHaveLength(1);
+        // Two owners leaving at once: one leaves, the other is the last owner.
+        const winner = answers[0].status === 200 ? first : second;
+        const loser = winner === first ? second : first;
+        expect((await patch(winner, org, loser.userId, 'owner')).status).toBe(200);
+        const leaving = await Promise.all([
+          remove(first, org, first.userId),
+          remove(second, org, second.userId),
+        ]);
+        expect(leaving.map((answer) => answer.status).sort()).toEqual([204, 409]);
+        expectError(
+          leaving.find((answer) => answer.status === 409)!,
+          409,
+          'last_owner',
+        );
+        const left: unknown[] = await db.query(
+          `SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner'`,
+          [org],
+        );
+        expect(left).toHaveLength(1);
+      }
+    });
+
+    it('lets a member leave, and refuses the removed member from the very next request', async () => {
+      const owner = await signUp(t);
+      const leaver = await addMember(owner, 'member');
+      const removed = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      // Warm everything a cache could hold.
+      expect((await t.http().get('/v1/api-keys').set(as(removed.accessToken, org))).status).toBe(
+        200,
+      );
+      expect(
+        (await t.http().get('/v1/personalities').set(as(leaver.accessToken, org))).status,
+      ).toBe(200);
+
+      expect((await remove(leaver, org, leaver.userId)).status).toBe(204);
+      expectError(
+        await t.http().get('/v1/personalities').set(as(leaver.accessToken, org)),
+        403,
+        'not_a_member',
+      );
+
+      expect((await patch(owner, org, removed.userId, 'member')).status).toBe(200);
+      expectError(
+        await t.http().get('/v1/api-keys').set(as(removed.accessToken, org)),
+        403,
+        'insufficient_scope',
+      );
+      expect((await remove(owner, org, removed.userId)).status).toBe(204);
+      expectError(
+        await t.http().get(`/v1/organizations/${org}/members`).set(as(removed.accessToken)),
+        404,
+        'not_found',
+      );
+      expectError(
+        await t.http().get('/v1/personalities').set(as(removed.accessToken, org)),
+        403,
+        'not_a_member',
+      );
+      const events = await auditOf(owner, 'member.removed');
+      expect(events.map((event) => [event.target.id, event.details.left])).toEqual([
+        [removed.userId, false],
+        [leaver.userId, true],
+      ]);
+    });
+  });
+
+  describe('API key rolling', () => {
+    it('issues a new key shown once (no-store); the old one works until its overlap ends', async () => {
+      const owner = await signUp(t);
+      const oldKey = await createApiKey(t, owner.accessToken, ['read_write'], 'backend');
+      const [listed] = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data;
+      const rolled = await t
+        .http()
+        .post(`/v1/api-keys/${listed.id}/roll`)
+        .set(as(owner.accessToken))
+        .send({});
+      expect(rolled.status).toBe(201);
+      expect(rolled.headers['cache-control']).toBe('no-store');
+      expect(rolled.body).toEqual(
+        expect.objectContaining({
+          name: 'backend',
+          scopes: ['read_write'],
+          key: expect.stringMatching(/^pk_/),
+        }),
+      );
+      expect(rolled.body.id).not.toBe(listed.id);
+      for (const key of [oldKey, rolled.body.key as string]) {
+        expect((await t.http().get('/v1/personalities').set(as(key))).status).toBe(200);
+      }
+      const keys = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data;
+      const old = keys.find((key: Record<string, unknown>) => key.id === listed.id);
+      expect(Math.abs(Date.parse(old.expires_at) - Date.now() - 86_400_000)).toBeLessThan(10_000);
+      expect(keys.every((key: Record<string, unknown>) => key.key === undefined)).toBe(true);
+
+      const [event] = await auditOf(owner, 'api_key.rolled');
+      expect(event).toEqual(
+        expect.objectContaining({
+          target: { type: 'api_key', id: listed.id },
+          details: { new_key_id: rolled.body.id, old_key_expires_at: old.expires_at },
+        }),
+      );
+      expect(JSON.stringify(await auditOf(owner))).not.toContain(rolled.body.key.slice(12));
+    });
+
+    it('ends the old key at once with 0, and after a short overlap', async () => {
+      const owner = await signUp(t);
+      const oldKey = await createApiKey(t, owner.accessToken, ['admin']);
+      const id = (await t.http().get('/v1/api-keys').set(as(oldKey))).body.data[0].id;
+      const rolled = await t
+        .http()
+        .post(`/v1/api-keys/${id}/roll`)
+        .set(as(oldKey))
+        .send({ expires_in_seconds: 0 });
+      expect(rolled.status).toBe(201);
+      expectError(await t.http().get('/v1/api-keys').set(as(oldKey)), 401, 'unauthenticated');
+      expectError(
+        await t.http().post(`/v1/api-keys/${id}/roll`).set(as(owner.accessToken)).send({}),
+        404,
+        'not_found',
+      );
+
+      const shortId = rolled.body.id as string;
+      const short = await t
+        .http()
+        .post(`/v1/api-keys/${shortId}/roll`)
+        .set(as(owner.accessToken))
+        .send({ expires_in_seconds: 1 });
+      expect(short.status).toBe(201);
+      const shortKey = rolled.body.key as string;
+      expect((await t.http().get('/v1/api-keys').set(as(shortKey))).status).toBe(200);
+      const deadline = Date.now() + 5_000;
+      let status = 200;
+      while (status === 200 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        status = (await t.http().get('/v1/api-keys').set(as(shortKey))).status;
+      }
+      expect(status).toBe(401);
+      expect((await t.http().get('/v1/api-keys').set(as(short.body.key))).status).toBe(200);
+
+      for (const body of [{ expires_in_seconds: -1 }, { expires_in_seconds: 'soon' }, { x: 1 }]) {
+        expectError(
+          await t
+            .http()
+            .post(`/v1/api-keys/${short.body.id}/roll`)
+            .set(as(owner.accessToken))
+            .send(body),
+          400,
+          'validation_failed',
+        );
+      }
+      const reader = await createApiKey(t, owner.accessToken, ['read_write']);
+      expectError(
+        await t.http().post(`/v1/api-keys/${short.body.id}/roll`).set(as(reader)).send({}),
+        403,
+        'insufficient_scope',
+      );
+    });
+  });
+
+  describe('the audit log', () => {
+    it('records key creation and revocation with actor, target, IP and request id; filters and pages', async () => {
+      const owner = await signUp(t);
+      const key = await createApiKey(t, owner.accessToken, ['admin'], 'audited');
+      const created = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data[0];
+      const revoked = await t
+        .http()
+        .delete(`/v1/api-keys/${created.id}`)
+        .set(as(owner.accessToken));
+      expect(revoked.status).toBe(204);
+      const events = await auditOf(owner);
+      expect(events.map((event) => event.action)).toEqual(['api_key.revoked', 'api_key.created']);
+      expect(events[0]).toEqual({
+        id: expect.any(String),
+        action: 'api_key.revoked',
+        actor: { type: 'user', id: owner.userId },
+        target: { type: 'api_key', id: created.id },
+        ip: expect.stringMatching(/127\.0\.0\.1|::1/),
+        request_id: expectRequestId(revoked),
+        created_at: expect.any(String),
+        details: { name: 'audited' },
+      });
+      expect(events[1].details).toEqual({ name: 'audited', scopes: ['admin'], expires_at: null });
+      expect(JSON.stringify(events)).not.toContain(key);
+
+      // An API key acts as itself.
+      const admin = await createApiKey(t, owner.accessToken, ['admin']);
+      const adminId = (await t.http().get('/v1/api-keys?limit=1').set(as(admin))).body.data[0].id;
+      const personality = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set(as(admin))
+        .send({
+          slug: (await t.http().get('/v1/personalities/catalog').set(as(admin))).body.data[0].slug,
+        });
+      expect(personality.status).toBe(201);
+      expect(
+        (await t.http().delete(`/v1/personalities/${personality.body.id}`).set(as(admin))).status,
+      ).toBe(204);
+      const [deleted] = await auditOf(owner, 'personality.deleted');
+      expect(deleted).toEqual(
+        expect.objectContaining({
+          actor: { type: 'api_key', id: adminId },
+          target: { type: 'personality', id: personality.body.id },
+        }),
+      );
+
+      // end_user.deleted: the DELETE request, once however often it is repeated.
+      const userId = `customer-${randomUUID()}`;
+      expect(
+        (await t.http().post('/v1/end-users').set(as(admin)).send({ user_id: userId })).status,
+      ).toBe(201);
+      for (let i = 0; i < 2; i++) {
+        expect((await t.http().delete(`/v1/end-users/${userId}`).set(as(admin))).status).toBe(202);
+      }
+      const erased = await auditOf(owner, 'end_user.deleted');
+      expect(erased.map((event) => event.target)).toEqual([{ type: 'end_user', id: userId }]);
+      // Once the erasure completes, the log keeps the request but no longer names the person.
+      await db.query(`UPDATE end_users SET erase_after = now() WHERE user_id = $1`, [userId]);
+      await t.app.get(ErasureWorker).eraseDue();
+      expect((await auditOf(owner, 'end_user.deleted')).map((event) => event.target)).toEqual([
+        { type: 'end_user', id: '[erased]' },
+      ]);
+
+      // Paging, newest first.
+      const page1 = await t.http().get('/v1/audit-events?limit=2').set(as(owner.accessToken));
+      expect(page1.body.has_more).toBe(true);
+      const page2 = await t
+        .http()
+        .get(`/v1/audit-events?limit=2&starting_after=${page1.body.data[1].id}`)
+        .set(as(owner.accessToken));
+      const all = await auditOf(owner);
+      expect([...page1.body.data, ...page2.body.data]).toEqual(all.slice(0, 4));
+      expectError(
+        await t.http().get('/v1/audit-events?action=nonsense').set(as(owner.accessToken)),
+        400,
+        'validation_failed',
+      );
+
+      // Admin only, and only the organization's own events.
+      const reader = await createApiKey(t, owner.accessToken, ['read_write']);
+      expectError(
+        await t.http().get('/v1/audit-events').set(as(reader)),
+        403,
+        'insufficient_scope',
+      );
+      expectError(await t.http().get('/v1/audit-events'), 401, 'unauthenticated');
+      const stranger = await signUp(t);
+      expect(await auditOf(stranger)).toEqual([]);
+    });
+
+    it('writes the event in the transaction of the change: a refused change leaves none', async () => {
+      const owner = await signUp(t);
+      expectError(
+        await t.http().delete(`/v1/api-keys/${randomUUID()}`).set(as(owner.accessToken)),
+        404,
+        'not_found',
+      );
+      expectError(
+        await t
+          .http()
+          .patch(`/v1/organizations/${owner.organizationId}/members/${owner.userId}`)
+          .set(as(owner.accessToken))
+          .send({ role: 'member' }),
+        409,
+        'last_owner',
+      );
+      expect(await auditOf(owner)).toEqual([]);
+    });
+
+    it('purges events past AUDIT_RETENTION_DAYS, safely from several purgers at once', async () => {
+      const owner = await signUp(t);
+      await db.query(
+        `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type, target_id, details, created_at)
+         SELECT $1, 'api_key.created', 'user', $2, 'api_key', gen_random_uuid()::text, '{}', now() - interval '366 days'
+           FROM generate_series(1, 2500)`,
+        [owner.organizationId, owner.userId],
+      );
+      await createApiKey(t, owner.accessToken, ['read']);
+      const worker = t.app.get(AuditRetentionWorker);
+      const counts = await Promise.all([
+        worker.purgeExpired(),
+        worker.purgeExpired(),
+        worker.purgeExpired(),
+      ]);
+      const left: Array<{ old: number; recent: number }> = await db.query(
+        `SELECT count(*) FILTER (WHERE created_at < now() - interval '365 days')::int AS old,
+                count(*) FILTER (WHERE created_at >= now() - interval '365 days')::int AS recent
+           FROM audit_events WHERE organization_id = $1`,
+        [owner.organizationId],
+      );
+      expect(left[0]).toEqual({ old: 0, recent: 1 });
+      // Other organizations' expired rows (from other tests) may be counted too, never twice.
+      expect(counts.reduce((sum, count) => sum + count, 0)).toBeGreaterThanOrEqual(2500);
+    });
+  });
+});
