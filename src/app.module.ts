@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ClockModule } from './common/time/clock';
 import { ConfigModule } from '@nestjs/config';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ApiKeysModule } from './api-keys/api-keys.module';
@@ -30,6 +31,7 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
   imports: [
     ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
     LoggingModule,
+    ClockModule,
     StreamsModule,
     DatabaseModule,
     RedisModule,

@@ -15,7 +15,7 @@ import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ApiKeysService } from './api-keys.service';
 import {
   ApiKeyDto,
@@ -51,11 +51,7 @@ export class ApiKeysController {
   @ApiPage(ApiKeyDto)
   @ApiErrors(400)
   list(@Caller() caller: CallerContext, @Query() query: IdListQueryDto): Promise<Page<ApiKeyDto>> {
-    return this.apiKeys.list(
-      caller.organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
-      query.starting_after,
-    );
+    return this.apiKeys.list(caller.organizationId, query.limit, query.starting_after);
   }
 
   @Delete(':id')

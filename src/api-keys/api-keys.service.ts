@@ -83,7 +83,6 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (excess.length > 0) {
       throw new AppError(
         'insufficient_scope',
-        403,
         `You cannot grant scopes you do not hold: ${excess.join(', ')}`,
       );
     }
@@ -117,7 +116,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
         key.slice(0, DISPLAY_PREFIX_LENGTH),
         key.slice(-4),
         keyHash,
-        caller.userId ?? null,
+        caller.kind === 'user' ? caller.userId : null,
         expiresAt,
         JSON.stringify({
           name: dto.name,
@@ -207,7 +206,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
         prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
         lastFour: key.slice(-4),
         keyHash: hashApiKey(key),
-        createdByUserId: caller.userId ?? null,
+        createdByUserId: caller.kind === 'user' ? caller.userId : null,
         expiresAt,
       }),
     );

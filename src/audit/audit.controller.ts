@@ -3,7 +3,7 @@ import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import { Page } from '../common/pagination/pagination';
 import { AuditService } from './audit.service';
 import { AuditEventDto, AuditEventQueryDto } from './dto/audit-event.dto';
 
@@ -21,11 +21,6 @@ export class AuditController {
     @Caller() caller: CallerContext,
     @Query() query: AuditEventQueryDto,
   ): Promise<Page<AuditEventDto>> {
-    return this.audit.list(
-      caller.organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
-      query.starting_after,
-      query.action,
-    );
+    return this.audit.list(caller.organizationId, query.limit, query.starting_after, query.action);
   }
 }

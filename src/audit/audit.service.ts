@@ -61,7 +61,7 @@ export class AuditService {
       organizationId,
       action,
       actorType: caller.kind === 'user' ? 'user' : 'api_key',
-      actorId: (caller.kind === 'user' ? caller.userId : caller.apiKeyId) ?? '',
+      actorId: caller.kind === 'user' ? caller.userId : caller.apiKeyId,
       targetType,
       ip: caller.ip ?? null,
       requestId: caller.requestId ?? null,

@@ -35,7 +35,6 @@ export class AuthService implements OnModuleInit {
     if (gate.refused) {
       throw new AppError(
         'login_locked',
-        423,
         'Password login for this address is locked after too many failed attempts; reset the password or try again later',
       );
     }
@@ -45,7 +44,7 @@ export class AuthService implements OnModuleInit {
       password,
     );
     if (!user || !matches) {
-      throw new AppError('invalid_credentials', 401, 'The e-mail address or password is wrong');
+      throw new AppError('invalid_credentials', 'The e-mail address or password is wrong');
     }
     await this.loginAttempts.succeeded(email);
     return this.tokens.issue(user.id, user.tokenVersion);
@@ -61,11 +60,7 @@ export class AuthService implements OnModuleInit {
         passwordHash,
       });
       if (!user)
-        throw new AppError(
-          'email_taken',
-          409,
-          'An account with this e-mail address already exists',
-        );
+        throw new AppError('email_taken', 'An account with this e-mail address already exists');
       const organization = await this.organizations.createWithOwner(
         manager,
         user.id,

@@ -24,7 +24,7 @@ export class AuthenticationGuard implements CanActivate {
     const scope = this.reflector.getAllAndOverride<Scope | undefined>(REQUIRED_SCOPE, targets);
     const userOnly = this.reflector.getAllAndOverride<boolean>(USER_ONLY, targets) ?? false;
     if (!scope && !userOnly) {
-      throw new AppError('forbidden', 403, 'This route declares no access rule');
+      throw new AppError('forbidden', 'This route declares no access rule');
     }
 
     const caller = await this.callers.resolve(context);
@@ -32,12 +32,11 @@ export class AuthenticationGuard implements CanActivate {
     if (userOnly && caller.kind !== 'user') {
       throw new AppError(
         'user_token_required',
-        403,
         'This endpoint acts for a user: use an access token',
       );
     }
     if (scope && !scopeSatisfies(caller.scopes, scope)) {
-      throw new AppError('insufficient_scope', 403, `This endpoint needs the ${scope} scope`);
+      throw new AppError('insufficient_scope', `This endpoint needs the ${scope} scope`);
     }
     const request = context.switchToHttp().getRequest<RequestWithCaller & Request>();
     // `request.ip` honours X-Forwarded-For only under TRUST_PROXY.

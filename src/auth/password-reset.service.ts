@@ -22,7 +22,7 @@ export const RESET_MAILS_PER_HOUR = 5;
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 const invalidToken = () =>
-  new AppError('invalid_reset_token', 400, 'The reset token is unknown, expired or already used');
+  new AppError('invalid_reset_token', 'The reset token is unknown, expired or already used');
 
 function hashToken(token: string): Buffer {
   return sha256(token);

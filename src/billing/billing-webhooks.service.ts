@@ -20,7 +20,7 @@ export const WEBHOOK_TOLERANCE_SECONDS = 300;
 type Outcome = 'applied' | 'stale' | 'ignored' | 'duplicate';
 
 function invalidSignature(): AppError {
-  return new AppError('invalid_signature', 400, 'The Stripe-Signature header does not verify');
+  return new AppError('invalid_signature', 'The Stripe-Signature header does not verify');
 }
 
 function idOf(value: string | { id: string } | null | undefined): string | null {

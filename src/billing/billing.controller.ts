@@ -10,7 +10,7 @@ import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { ListQueryDto, Page } from '../common/pagination/pagination';
 import { BillingService } from './billing.service';
 import {
   CreateSubscriptionDto,
@@ -45,7 +45,7 @@ export class BillingController {
     }
     return this.billing.listInvoices(
       caller.organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.limit,
       query.starting_after,
     );
   }

@@ -26,7 +26,6 @@ const SUSPENDABLE = new Set(['active', 'trialing', 'past_due', 'unpaid']);
 function subscriptionExists(): AppError {
   return new AppError(
     'subscription_exists',
-    409,
     'The organization already has a live subscription (suspend, resume or cancel it instead)',
   );
 }
@@ -87,11 +86,7 @@ export class BillingService {
       ),
     );
     if (!intent.client_secret) {
-      throw new AppError(
-        'payment_provider_error',
-        502,
-        'The payment provider sent no client_secret',
-      );
+      throw new AppError('payment_provider_error', 'The payment provider sent no client_secret');
     }
     return { setup_intent_id: intent.id, client_secret: intent.client_secret };
   }
@@ -201,7 +196,6 @@ export class BillingService {
     if (!SUSPENDABLE.has(row.status)) {
       throw new AppError(
         'subscription_not_active',
-        409,
         `A subscription in status ${row.status} cannot be suspended`,
       );
     }

@@ -20,7 +20,6 @@ export type StripeErrorMapper = (error: Stripe.errors.StripeError) => AppError |
 export function notConfigured(): AppError {
   return new AppError(
     'billing_not_configured',
-    503,
     'Billing is not configured on this service (no payment provider key)',
   );
 }
@@ -144,7 +143,6 @@ export class StripeGateway {
     }
     return new AppError(
       'payment_provider_error',
-      502,
       'The payment provider failed or did not answer in time; retry the request',
     );
   }

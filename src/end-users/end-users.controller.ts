@@ -22,7 +22,7 @@ import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import { Page } from '../common/pagination/pagination';
 import {
   CreateEndUserDto,
   EndUserDeletionDto,
@@ -77,7 +77,7 @@ export class EndUsersController {
   ): Promise<Page<EndUserDto>> {
     return this.endUsers.list(
       caller.organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.limit,
       query.starting_after,
     );
   }

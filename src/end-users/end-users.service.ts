@@ -245,11 +245,8 @@ export class EndUsersService {
     const expected = this.expectedErasure(row.erase_after ?? new Date()).toISOString();
     return new AppError(
       'end_user_under_deletion',
-      409,
       `This end user is being erased; the user_id can be used again after ${expected}`,
-      undefined,
-      undefined,
-      { erasure_expected_at: expected },
+      { extra: { erasure_expected_at: expected } },
     );
   }
 

@@ -3,7 +3,7 @@ import { ApiNoContentResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/s
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import { Page } from '../common/pagination/pagination';
 import { MemoryDto, MemoryListQueryDto, MemoryParamsDto } from './dto/memory.dto';
 import { parseUserIdParam } from './dto/user-id';
 import { MemoriesService } from './memories.service';
@@ -27,7 +27,7 @@ export class MemoriesController {
     return this.memories.list(caller.organizationId, parseUserIdParam(userId), {
       personalityId: query.personality_id,
       startingAfter: query.starting_after,
-      limit: query.limit ?? DEFAULT_PAGE_SIZE,
+      limit: query.limit,
     });
   }
 

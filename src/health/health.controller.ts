@@ -59,8 +59,8 @@ export class HealthController {
       ]);
       Object.assign(checks, result.details);
     } catch {
-      throw new AppError('not_ready', 503, 'The database is unreachable', undefined, undefined, {
-        checks: { database: { status: 'down' } },
+      throw new AppError('not_ready', 'The database is unreachable', {
+        extra: { checks: { database: { status: 'down' } } },
       });
     }
     if (this.redis) {

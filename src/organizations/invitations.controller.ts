@@ -17,10 +17,10 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { Caller, type CallerContext } from '../common/auth/caller';
+import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { AcceptInvitationDto, CreateInvitationDto, InvitationDto } from './dto/invitation.dto';
 import { OrganizationDto } from './dto/organization.dto';
 import { InvitationsService } from './invitations.service';
@@ -53,7 +53,7 @@ export class InvitationsController {
     'The address is a member already (`already_a_member`)',
   ])
   create(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Body() body: CreateInvitationDto,
   ): Promise<InvitationDto> {
@@ -65,16 +65,11 @@ export class InvitationsController {
   @ApiPage(InvitationDto)
   @ApiErrors(400, FORBIDDEN_ROLE, 404)
   list(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Query() query: IdListQueryDto,
   ): Promise<Page<InvitationDto>> {
-    return this.invitations.list(
-      caller,
-      organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
-      query.starting_after,
-    );
+    return this.invitations.list(caller, organizationId, query.limit, query.starting_after);
   }
 
   @Delete('organizations/:id/invitations/:invitation_id')
@@ -83,7 +78,7 @@ export class InvitationsController {
   @ApiNoContentResponse()
   @ApiErrors(FORBIDDEN_ROLE, 404)
   async revoke(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('invitation_id', invitationIdPipe) id: string,
   ): Promise<void> {
@@ -105,7 +100,7 @@ export class InvitationsController {
     ],
   )
   accept(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Body() body: AcceptInvitationDto,
   ): Promise<OrganizationDto> {
     return this.invitations.accept(caller, body.token);

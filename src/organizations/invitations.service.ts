@@ -5,7 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import type { CallerContext } from '../common/auth/caller';
+import type { UserCaller } from '../common/auth/caller';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { ROOT_LOGGER } from '../common/logging/root-logger';
@@ -24,11 +24,7 @@ import { assertManager, assertOwner, organizationNotFound } from './team-rules';
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 const invalidInvitation = () =>
-  new AppError(
-    'invalid_invitation',
-    400,
-    'The invitation is unknown, expired, revoked or already used',
-  );
+  new AppError('invalid_invitation', 'The invitation is unknown, expired, revoked or already used');
 
 /**
  * Invitations by e-mail. The token is 256 random bits, stored only as its SHA-256, used once.
@@ -50,7 +46,7 @@ export class InvitationsService {
   ) {}
 
   async create(
-    caller: CallerContext,
+    caller: UserCaller,
     organizationId: string,
     dto: CreateInvitationDto,
   ): Promise<InvitationDto> {
@@ -58,7 +54,7 @@ export class InvitationsService {
     const email = dto.email.trim();
     const token = randomBytes(32).toString('base64url');
     const { invitation, mail } = await this.dataSource.transaction(async (manager) => {
-      const actor = await this.members.findMember(manager, organizationId, caller.userId!);
+      const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
       if (dto.role === 'owner') assertOwner(actor.role);
@@ -66,7 +62,6 @@ export class InvitationsService {
       if (await this.members.hasMemberWithEmail(manager, organizationId, emailKey)) {
         throw new AppError(
           'already_a_member',
-          409,
           'A member of the organization already has this e-mail address',
         );
       }
@@ -85,7 +80,7 @@ export class InvitationsService {
         target: { type: 'invitation', id: row.id },
         details: { email, role: dto.role, replaced_earlier_invitation: row.replaced },
       });
-      const context = await this.invitations.mailContext(manager, organizationId, caller.userId!);
+      const context = await this.invitations.mailContext(manager, organizationId, caller.userId);
       return { invitation: row, mail: context };
     });
     try {
@@ -104,21 +99,21 @@ export class InvitationsService {
   }
 
   async list(
-    caller: CallerContext,
+    caller: UserCaller,
     organizationId: string,
     limit: number,
     startingAfter?: string,
   ): Promise<Page<InvitationDto>> {
-    const role = await this.members.roleOf(organizationId, caller.userId!);
+    const role = await this.members.roleOf(organizationId, caller.userId);
     if (!role) throw organizationNotFound();
     assertManager(role);
     const rows = await this.invitations.findPage(organizationId, limit, startingAfter);
     return toPage(rows, limit, toInvitationResponse);
   }
 
-  async revoke(caller: CallerContext, organizationId: string, id: string): Promise<void> {
+  async revoke(caller: UserCaller, organizationId: string, id: string): Promise<void> {
     await this.dataSource.transaction(async (manager) => {
-      const actor = await this.members.findMember(manager, organizationId, caller.userId!);
+      const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
       const revoked = await this.invitations.revoke(manager, organizationId, id);
@@ -137,9 +132,9 @@ export class InvitationsService {
    * Joins the invitation's organization as the calling user. The invitation row is locked for
    * the transaction, so of two concurrent acceptances one joins and the other finds it used.
    */
-  async accept(caller: CallerContext, token: string): Promise<OrganizationDto> {
+  async accept(caller: UserCaller, token: string): Promise<OrganizationDto> {
     if (!TOKEN_PATTERN.test(token)) throw invalidInvitation();
-    const userId = caller.userId!;
+    const userId = caller.userId;
     const user = await this.users.findById(userId);
     if (!user) throw AppError.unauthenticated();
     const view = await this.dataSource.transaction(async (manager) => {
@@ -148,7 +143,6 @@ export class InvitationsService {
       if ((await this.invitations.emailKey(manager, user.email)) !== invitation.email_key) {
         throw new AppError(
           'invitation_email_mismatch',
-          403,
           'This invitation was sent to another e-mail address: log in as that address to accept it',
         );
       }

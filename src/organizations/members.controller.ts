@@ -11,10 +11,10 @@ import {
 } from '@nestjs/common';
 import { ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { Caller, type CallerContext } from '../common/auth/caller';
+import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { MemberDto, UpdateMemberDto } from './dto/member.dto';
 import { MembersService } from './members.service';
 
@@ -39,16 +39,11 @@ export class MembersController {
   @ApiPage(MemberDto)
   @ApiErrors(400, [404, 'Not an organization of yours'])
   list(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Query() query: IdListQueryDto,
   ): Promise<Page<MemberDto>> {
-    return this.members.list(
-      caller,
-      organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
-      query.starting_after,
-    );
+    return this.members.list(caller, organizationId, query.limit, query.starting_after);
   }
 
   @Patch(':user_id')
@@ -58,7 +53,7 @@ export class MembersController {
   @ApiOkResponse({ type: MemberDto })
   @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be demoted (`last_owner`)'])
   changeRole(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('user_id', userIdPipe) userId: string,
     @Body() body: UpdateMemberDto,
@@ -74,7 +69,7 @@ export class MembersController {
   @ApiNoContentResponse()
   @ApiErrors(FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be removed (`last_owner`)'])
   async remove(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('user_id', userIdPipe) userId: string,
   ): Promise<void> {

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import type { CallerContext } from '../common/auth/caller';
+import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { MemberDto, toMemberResponse } from './dto/member.dto';
@@ -29,18 +29,18 @@ export class MembersService {
   ) {}
 
   async list(
-    caller: CallerContext,
+    caller: UserCaller,
     organizationId: string,
     limit: number,
     startingAfter?: string,
   ): Promise<Page<MemberDto>> {
-    if (!(await this.members.roleOf(organizationId, caller.userId!))) throw organizationNotFound();
+    if (!(await this.members.roleOf(organizationId, caller.userId))) throw organizationNotFound();
     const rows = await this.members.findPage(organizationId, limit, startingAfter);
     return toPage(rows, limit, toMemberResponse);
   }
 
   async changeRole(
-    caller: CallerContext,
+    caller: UserCaller,
     organizationId: string,
     userId: string,
     role: Role,
@@ -77,7 +77,7 @@ export class MembersService {
   }
 
   /** Removes a member; any member may remove themself (leave), except the last owner. */
-  async remove(caller: CallerContext, organizationId: string, userId: string): Promise<void> {
+  async remove(caller: UserCaller, organizationId: string, userId: string): Promise<void> {
     await this.dataSource.transaction(async (manager) => {
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;

@@ -1,9 +1,9 @@
 import { Body, Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { Caller, type CallerContext } from '../common/auth/caller';
+import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { CreateOrganizationDto, OrganizationDto } from './dto/organization.dto';
 import { OrganizationsService } from './organizations.service';
 
@@ -18,14 +18,10 @@ export class OrganizationsController {
   @ApiPage(OrganizationDto)
   @ApiErrors(400)
   list(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Query() query: IdListQueryDto,
   ): Promise<Page<OrganizationDto>> {
-    return this.organizations.listForUser(
-      caller.userId!,
-      query.limit ?? DEFAULT_PAGE_SIZE,
-      query.starting_after,
-    );
+    return this.organizations.listForUser(caller.userId, query.limit, query.starting_after);
   }
 
   @Post()
@@ -34,9 +30,9 @@ export class OrganizationsController {
   @ApiCreatedResponse({ type: OrganizationDto })
   @ApiErrors(400)
   create(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Body() body: CreateOrganizationDto,
   ): Promise<OrganizationDto> {
-    return this.organizations.create(caller.userId!, body.name);
+    return this.organizations.create(caller.userId, body.name);
   }
 }

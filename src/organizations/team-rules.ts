@@ -7,7 +7,6 @@ export const organizationNotFound = () => AppError.notFound('Organization');
 export function lastOwner(): AppError {
   return new AppError(
     'last_owner',
-    409,
     'The organization must keep an owner: make another member owner first',
   );
 }
@@ -15,13 +14,13 @@ export function lastOwner(): AppError {
 /** Owners and admins manage members and invitations; members only see them. */
 export function assertManager(role: Role): void {
   if (role === 'member') {
-    throw new AppError('insufficient_role', 403, 'Managing members needs the owner or admin role');
+    throw new AppError('insufficient_role', 'Managing members needs the owner or admin role');
   }
 }
 
 /** Only an owner grants, removes or invites the owner role. */
 export function assertOwner(role: Role): void {
   if (role !== 'owner') {
-    throw new AppError('insufficient_role', 403, 'Only an owner grants or removes the owner role');
+    throw new AppError('insufficient_role', 'Only an owner grants or removes the owner role');
   }
 }

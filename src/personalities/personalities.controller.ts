@@ -21,7 +21,7 @@ import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { ListQueryDto, Page } from '../common/pagination/pagination';
 import {
   CatalogEntryDto,
   FromCatalogDto,
@@ -45,7 +45,7 @@ export class PersonalitiesController {
   @ApiPage(CatalogEntryDto)
   @ApiErrors(400)
   catalog(@Query() query: ListQueryDto): Promise<Page<CatalogEntryDto>> {
-    return this.personalities.listCatalog(query.limit ?? DEFAULT_PAGE_SIZE, query.starting_after);
+    return this.personalities.listCatalog(query.limit, query.starting_after);
   }
 
   @Post('from-catalog')
@@ -74,7 +74,7 @@ export class PersonalitiesController {
   ): Promise<Page<PersonalityDto>> {
     return this.personalities.list(
       caller.organizationId,
-      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.limit,
       query.starting_after,
     );
   }

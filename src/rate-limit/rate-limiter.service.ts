@@ -28,13 +28,9 @@ export class RateLimiter {
   /** The 429 envelope; Retry-After points at the moment one token is back (whole seconds, ≥ 1). */
   static rateLimited(retryAfterSeconds: number): AppError {
     const seconds = Math.max(1, retryAfterSeconds);
-    return new AppError(
-      'rate_limited',
-      429,
-      `Too many requests: retry in ${seconds} s`,
-      undefined,
-      { 'Retry-After': String(seconds) },
-    );
+    return new AppError('rate_limited', `Too many requests: retry in ${seconds} s`, {
+      headers: { 'Retry-After': String(seconds) },
+    });
   }
 
   /** True once this request's rate-limit headers are set (the guard saw it). */

@@ -200,7 +200,6 @@ export class RespondService {
           this.engineRequests.inc({ engine, outcome: 'timeout' });
           throw new AppError(
             'engine_timeout',
-            504,
             `The model provider gave no complete reply within ${this.config.timeoutMs} ms`,
           );
         }

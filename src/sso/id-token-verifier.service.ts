@@ -18,8 +18,7 @@ export interface VerifiedIdentity {
   email: string | null;
 }
 
-const invalidIdToken = () =>
-  new AppError('invalid_id_token', 401, 'The id_token could not be verified');
+const invalidIdToken = () => new AppError('invalid_id_token', 'The id_token could not be verified');
 
 /**
  * Verifies OIDC id_tokens against the provider's JWKS (contract §7): signature, iss, aud, exp,
@@ -43,7 +42,7 @@ export class IdTokenVerifier {
   async verify(providerId: string, idToken: string): Promise<VerifiedIdentity> {
     const provider = this.providers.get(providerId);
     if (!provider) {
-      throw new AppError('unknown_provider', 400, `No SSO provider "${providerId}" is configured`);
+      throw new AppError('unknown_provider', `No SSO provider "${providerId}" is configured`);
     }
     try {
       const { payload } = await jwtVerify(idToken, this.keySet(provider), {

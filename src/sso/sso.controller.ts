@@ -21,10 +21,10 @@ import {
 import type { Response } from 'express';
 import { AccessTokenDto } from '../auth/dto/signup.dto';
 import { Public, UserOnly } from '../common/auth/auth.decorators';
-import { Caller, type CallerContext } from '../common/auth/caller';
+import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, IdListQueryDto, Page } from '../common/pagination/pagination';
+import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
 import { SsoService } from './sso.service';
 
@@ -54,11 +54,11 @@ export class MeSsoController {
     [409, 'The identity is linked to another user (`sso_identity_taken`)'],
   )
   async link(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Body() body: SsoTokenDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<SsoIdentityDto> {
-    const { created, identity } = await this.sso.link(caller.userId!, body.provider, body.id_token);
+    const { created, identity } = await this.sso.link(caller.userId, body.provider, body.id_token);
     response.status(created ? 201 : 200);
     return identity;
   }
@@ -68,10 +68,10 @@ export class MeSsoController {
   @ApiPage(SsoIdentityDto)
   @ApiErrors(400)
   list(
-    @Caller() caller: CallerContext,
+    @ActingUser() caller: UserCaller,
     @Query() query: IdListQueryDto,
   ): Promise<Page<SsoIdentityDto>> {
-    return this.sso.list(caller.userId!, query.limit ?? DEFAULT_PAGE_SIZE, query.starting_after);
+    return this.sso.list(caller.userId, query.limit, query.starting_after);
   }
 
   @Delete(':id')
@@ -79,8 +79,8 @@ export class MeSsoController {
   @ApiOperation({ summary: 'Unlinks one of the authenticated user’s SSO identities' })
   @ApiNoContentResponse()
   @ApiErrors(404)
-  async unlink(@Caller() caller: CallerContext, @Param('id', uuidPipe) id: string): Promise<void> {
-    await this.sso.unlink(caller.userId!, id);
+  async unlink(@ActingUser() caller: UserCaller, @Param('id', uuidPipe) id: string): Promise<void> {
+    await this.sso.unlink(caller.userId, id);
   }
 }
 

@@ -47,7 +47,6 @@ export class SsoService {
       if (existing.user_id !== userId) {
         throw new AppError(
           'sso_identity_taken',
-          409,
           'This identity is already linked to another account',
         );
       }

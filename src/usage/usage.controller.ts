@@ -3,7 +3,7 @@ import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, Page } from '../common/pagination/pagination';
+import { Page } from '../common/pagination/pagination';
 import {
   ActiveRelationshipItemDto,
   ActiveRelationshipsDto,
@@ -46,7 +46,7 @@ export class UsageController {
     return this.usage.items(
       caller.organizationId,
       query.month ?? this.usage.currentMonth(),
-      query.limit ?? DEFAULT_PAGE_SIZE,
+      query.limit,
       query.starting_after,
     );
   }

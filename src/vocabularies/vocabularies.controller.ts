@@ -2,7 +2,7 @@ import { Controller, Get, Param, Query } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Public } from '../common/auth/auth.decorators';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { DEFAULT_PAGE_SIZE, ListQueryDto, Page } from '../common/pagination/pagination';
+import { ListQueryDto, Page } from '../common/pagination/pagination';
 import { ChangelogEntryDto, VocabularyVersionDto } from './dto/vocabulary.dto';
 import { VocabulariesService } from './vocabularies.service';
 
@@ -17,7 +17,7 @@ export class VocabulariesController {
   @ApiPage(ChangelogEntryDto)
   @ApiErrors(400, [404, 'starting_after names no published version'])
   changelog(@Query() query: ListQueryDto): Page<ChangelogEntryDto> {
-    return this.vocabularies.listChangelog(query.limit ?? DEFAULT_PAGE_SIZE, query.starting_after);
+    return this.vocabularies.listChangelog(query.limit, query.starting_after);
   }
 
   @Get()

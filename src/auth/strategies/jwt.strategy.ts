@@ -104,11 +104,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
       throw AppError.unauthenticated('The access token is no longer valid');
     }
     if (!grant) {
-      throw new AppError(
-        'not_a_member',
-        403,
-        'X-Organization-Id names no organization you belong to',
-      );
+      throw new AppError('not_a_member', 'X-Organization-Id names no organization you belong to');
     }
     return {
       kind: 'user',

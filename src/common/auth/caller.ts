@@ -10,25 +10,48 @@ export function scopeSatisfies(held: readonly Scope[], required: Scope): boolean
   return held.some((scope) => SCOPE_RANK[scope] >= SCOPE_RANK[required]);
 }
 
-/** Who is calling: a user (access token) acting in one organization, or an organization's API key. */
-export interface CallerContext {
-  kind: 'user' | 'api_key';
+interface CallerBase {
   organizationId: string;
   scopes: Scope[];
-  /** Set for access tokens. */
-  userId?: string;
-  /** Set for API keys. */
-  apiKeyId?: string;
   /** The request's id and client address, set by the authentication guard for the audit log. */
   requestId?: string;
   ip?: string;
 }
 
+/** A user acting in one organization, through an access token. */
+export interface UserCaller extends CallerBase {
+  kind: 'user';
+  userId: string;
+}
+
+/** An organization's API key. */
+export interface ApiKeyCaller extends CallerBase {
+  kind: 'api_key';
+  apiKeyId: string;
+}
+
+/** Who is calling: narrowed by `kind`. */
+export type CallerContext = UserCaller | ApiKeyCaller;
+
 export type RequestWithCaller = { caller?: CallerContext };
 
-/** The authenticated caller, resolved by the global authentication guard. */
-export const Caller = createParamDecorator((_data: unknown, context: ExecutionContext) => {
+function callerOf(context: ExecutionContext): CallerContext {
   const request = context.switchToHttp().getRequest<RequestWithCaller>();
   if (!request.caller) throw new Error('@Caller() used on a route without authentication');
   return request.caller;
-});
+}
+
+/** The authenticated caller, resolved by the global authentication guard. */
+export const Caller = createParamDecorator((_data: unknown, context: ExecutionContext) =>
+  callerOf(context),
+);
+
+/** The caller of a @UserOnly() route, typed as the user the guard let through. */
+export const ActingUser = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): UserCaller => {
+    const caller = callerOf(context);
+    if (caller.kind !== 'user')
+      throw new Error('@ActingUser() used on a route without @UserOnly()');
+    return caller;
+  },
+);

@@ -11,21 +11,8 @@ import { HttpAdapterHost } from '@nestjs/core';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { newRequestId, REQUEST_ID_HEADER, requestIdOf } from '../http/request-id';
 import { AppError } from './app-error';
+import { CODE_OF_STATUS } from './error-codes';
 import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from './before-error-reply';
-
-const DEFAULT_CODES: Record<number, string> = {
-  400: 'validation_failed',
-  401: 'unauthenticated',
-  403: 'forbidden',
-  404: 'not_found',
-  405: 'method_not_allowed',
-  409: 'conflict',
-  413: 'payload_too_large',
-  415: 'unsupported_media_type',
-  422: 'unprocessable_entity',
-  429: 'rate_limited',
-  503: 'service_unavailable',
-};
 
 export interface ErrorResponse {
   status: number;
@@ -109,7 +96,7 @@ export function toErrorResponse(exception: unknown, requestId: string): ErrorRes
       body: {
         error: {
           status,
-          code: DEFAULT_CODES[status] ?? (status >= 500 ? 'internal_error' : 'http_error'),
+          code: CODE_OF_STATUS[status] ?? (status >= 500 ? 'internal_error' : 'http_error'),
           message: status >= 500 ? 'Internal server error' : publicMessage(exception),
           request_id: requestId,
         },

@@ -30,15 +30,15 @@ function toAppError(error: { type?: string; status?: number }): AppError {
         { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
       ]);
     case 'entity.too.large':
-      return new AppError('payload_too_large', 413, `The body exceeds ${BODY_LIMIT_BYTES} bytes`);
+      return new AppError('payload_too_large', `The body exceeds ${BODY_LIMIT_BYTES} bytes`);
     case 'encoding.unsupported':
     case 'charset.unsupported':
-      return new AppError('unsupported_media_type', 415, 'The body must be UTF-8 encoded JSON');
+      return new AppError('unsupported_media_type', 'The body must be UTF-8 encoded JSON');
     case 'entity.verify.failed':
     case 'entity.parse.failed':
-      return new AppError('malformed_json', 400, 'The body is not valid JSON');
+      return new AppError('malformed_json', 'The body is not valid JSON');
     default:
-      return new AppError('malformed_json', 400, 'The body could not be read');
+      return new AppError('malformed_json', 'The body could not be read');
   }
 }
 
@@ -75,7 +75,7 @@ export function jsonBodyMiddleware(): RequestHandler {
     if (!METHODS_WITH_BODY.has(request.method) || !hasBody(request)) return next();
     if (!isUtf8Json(request.headers['content-type'] ?? '')) {
       return next(
-        new AppError('unsupported_media_type', 415, 'Send the body as application/json (UTF-8)'),
+        new AppError('unsupported_media_type', 'Send the body as application/json (UTF-8)'),
       );
     }
     parse(request, response, (error?: unknown) => {

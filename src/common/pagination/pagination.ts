@@ -11,16 +11,18 @@ import {
   MinLength,
 } from 'class-validator';
 
+export const DEFAULT_PAGE_SIZE = 20;
+
 /** `?limit=` of every list; lists whose cursor is not a plain id add their own `starting_after`. */
 export class LimitQueryDto {
   /** How many items to return. */
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: DEFAULT_PAGE_SIZE })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
   @Min(1)
   @Max(100)
-  limit?: number;
+  limit: number = DEFAULT_PAGE_SIZE;
 }
 
 /** `?limit=` and `?starting_after=` of every list (Stripe-style cursor paging). */
@@ -33,8 +35,6 @@ export class ListQueryDto extends LimitQueryDto {
   @MaxLength(256)
   starting_after?: string;
 }
-
-export const DEFAULT_PAGE_SIZE = 20;
 
 export interface Page<T> {
   data: T[];

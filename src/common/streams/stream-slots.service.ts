@@ -36,10 +36,8 @@ export class StreamSlots {
     if (held >= this.limit) {
       throw new AppError(
         'too_many_streams',
-        429,
         `This organization already has ${this.limit} exports or streams open; retry when one ends`,
-        undefined,
-        { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+        { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
       );
     }
     this.open.set(organizationId, held + 1);

@@ -179,7 +179,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     }
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off.
     if (!finished) {
-      throw new AppError('engine_unavailable', 502, 'The model provider broke off its answer');
+      throw new AppError('engine_unavailable', 'The model provider broke off its answer');
     }
     return { content, text: text.text, usage };
   }
@@ -193,7 +193,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
-      throw new AppError('engine_unavailable', 502, 'The model provider answered with no reply');
+      throw new AppError('engine_unavailable', 'The model provider answered with no reply');
     }
     const fallback = detectEmotion(text, vocabulary.emotions);
     const detected = detectEmotion(message, vocabulary.emotions);
@@ -214,7 +214,6 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const status = (error as { status?: unknown } | null)?.status;
     return new AppError(
       'engine_unavailable',
-      502,
       typeof status === 'number'
         ? `The model provider failed (HTTP ${status})`
         : 'The model provider could not be reached or broke off its answer',
