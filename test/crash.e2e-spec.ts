@@ -149,7 +149,15 @@ describe('Crash safety (SIGKILL during a write load, then a restart)', () => {
       }
     };
     const load = Promise.all(Array.from({ length: WORKERS }, (_, index) => worker(index)));
-    await new Promise((resolve) => setTimeout(resolve, LOAD_BEFORE_KILL_MS));
+    // Killed mid-load: after a minimum time, and once enough writes were acknowledged that the
+    // check below means something (on a busy machine that takes longer than the minimum).
+    const loadStarted = Date.now();
+    while (
+      Date.now() - loadStarted < LOAD_BEFORE_KILL_MS ||
+      (createdUsers.length + responds.length <= 20 && Date.now() - loadStarted < 20_000)
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     const exited = new Promise((resolve) => running.child.once('exit', resolve));
     running.child.kill('SIGKILL');
     await exited;
