@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, In, Not } from 'typeorm';
 import { BillingCustomer } from './entities/billing-customer.entity';
-import { BillingEvent } from './entities/billing-event.entity';
 import {
   BillingSubscription,
   ENDED_STATUSES,
@@ -15,10 +14,12 @@ export type ApplyOutcome = 'applied' | 'stale' | 'conflict';
 export type InvoiceOutcome = 'paid' | 'payment_failed';
 
 /**
- * The SQL of billing, all of it through TypeORM: entity reads where the repository API says it
- * plainly, statements where a change is conditional on the version held (newer wins), which the
- * repository API cannot express. Methods that take a `manager` run in the caller's transaction.
- * None of these is a hot path: each request also waits on Stripe.
+ * The SQL of billing, all of it through TypeORM (no billing path needs the pg pool's shortcut).
+ * Entity reads where the repository API says it plainly (the response mappers take entities);
+ * SQL text where a write is conditional on the version held (newer wins) or must not abort the
+ * transaction on a conflict (ON CONFLICT DO NOTHING), which that API cannot express.
+ * billing_events is SQL text throughout: its lookup is the first step of every webhook delivery.
+ * Methods that take a `manager` run in the caller's transaction.
  */
 @Injectable()
 export class BillingRepository {
@@ -218,8 +219,13 @@ export class BillingRepository {
 
   // --- events ---
 
-  isEventRecorded(eventId: string): Promise<boolean> {
-    return this.dataSource.manager.existsBy(BillingEvent, { id: eventId });
+  /** The first step of every delivery, redeliveries included: one indexed probe, no builder. */
+  async isEventRecorded(eventId: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(
+      'SELECT 1 FROM billing_events WHERE id = $1',
+      [eventId],
+    );
+    return rows.length > 0;
   }
 
   /**
@@ -239,6 +245,6 @@ export class BillingRepository {
   }
 
   async setEventOutcome(manager: EntityManager, eventId: string, outcome: string): Promise<void> {
-    await manager.update(BillingEvent, { id: eventId }, { outcome });
+    await manager.query('UPDATE billing_events SET outcome = $2 WHERE id = $1', [eventId, outcome]);
   }
 }
