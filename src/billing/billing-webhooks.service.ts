@@ -6,18 +6,14 @@ import type Stripe from 'stripe';
 import { DataSource, EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import type { BillingConfig } from '../config/billing.config';
+import { BillingRepository } from './billing.repository';
 import { notConfigured, StripeGateway } from './stripe-gateway';
-import {
-  applySubscriptionSnapshot,
-  providerTimeOf,
-  snapshotOf,
-  SubscriptionSnapshot,
-} from './subscription-snapshots';
+import { providerTimeOf, snapshotOf, SubscriptionSnapshot } from './subscription-snapshots';
 
 /** Stripe's own default: a signature older than five minutes is refused (replay protection). */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
 
-type Outcome = 'applied' | 'stale' | 'ignored' | 'duplicate';
+export type WebhookOutcome = 'applied' | 'stale' | 'ignored' | 'duplicate';
 
 function invalidSignature(): AppError {
   return new AppError('invalid_signature', 'The Stripe-Signature header does not verify');
@@ -42,6 +38,7 @@ export class BillingWebhooksService {
     config: ConfigService,
     private readonly stripe: StripeGateway,
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly billing: BillingRepository,
     private readonly logger: PinoLogger,
   ) {
     this.secrets = config.getOrThrow<BillingConfig>('billing').webhookSecrets;
@@ -58,16 +55,18 @@ export class BillingWebhooksService {
       WEBHOOK_TOLERANCE_SECONDS,
     );
     if (!event) throw invalidSignature();
-    const outcome = await this.process(event);
-    this.logger.info({ eventId: event.id, eventType: event.type, outcome }, 'stripe event');
+    await this.handle(event);
   }
 
-  private async process(event: Stripe.Event): Promise<Outcome> {
-    const seen: unknown[] = await this.dataSource.query(
-      'SELECT 1 FROM billing_events WHERE id = $1',
-      [event.id],
-    );
-    if (seen.length > 0) return 'duplicate';
+  /** Applies a verified event (at most once) and logs its outcome. */
+  async handle(event: Stripe.Event): Promise<WebhookOutcome> {
+    const outcome = await this.process(event);
+    this.logger.info({ eventId: event.id, eventType: event.type, outcome }, 'stripe event');
+    return outcome;
+  }
+
+  private async process(event: Stripe.Event): Promise<WebhookOutcome> {
+    if (await this.billing.isEventRecorded(event.id)) return 'duplicate';
     const eventTime = new Date(event.created * 1000);
     switch (event.type) {
       case 'customer.subscription.created':
@@ -101,15 +100,12 @@ export class BillingWebhooksService {
     event: Stripe.Event,
     subscription: Stripe.Subscription,
     eventTime: Date,
-  ): Promise<Outcome> {
+  ): Promise<WebhookOutcome> {
     let snapshot: SubscriptionSnapshot = snapshotOf(subscription);
     let version = eventTime;
     let sameTimeWins = false;
-    const held: Array<{ provider_updated_at: Date }> = await this.dataSource.query(
-      'SELECT provider_updated_at FROM billing_subscriptions WHERE stripe_subscription_id = $1',
-      [snapshot.stripeSubscriptionId],
-    );
-    if (held[0] && held[0].provider_updated_at.getTime() === eventTime.getTime()) {
+    const held = await this.billing.providerTimeHeld(snapshot.stripeSubscriptionId);
+    if (held?.getTime() === eventTime.getTime()) {
       const fresh = await this.stripe.call('subscriptions.retrieve', (stripe) =>
         stripe.subscriptions.retrieve(snapshot.stripeSubscriptionId),
       );
@@ -118,9 +114,12 @@ export class BillingWebhooksService {
       sameTimeWins = true;
     }
     return this.record(event, async (manager) => {
-      const organizationId = await this.organizationOf(manager, snapshot.stripeCustomerId);
+      const organizationId = await this.billing.organizationOfCustomer(
+        manager,
+        snapshot.stripeCustomerId,
+      );
       if (!organizationId) return 'ignored';
-      const outcome = await applySubscriptionSnapshot(
+      const outcome = await this.billing.applySubscriptionSnapshot(
         manager,
         organizationId,
         snapshot,
@@ -143,23 +142,17 @@ export class BillingWebhooksService {
     invoice: Stripe.Invoice,
     status: 'paid' | 'payment_failed',
     eventTime: Date,
-  ): Promise<Outcome> {
+  ): Promise<WebhookOutcome> {
     const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
     if (!subscriptionId) return 'ignored';
-    // Newer wins; within the same second `paid` wins over `payment_failed` (it is final).
-    const updated: unknown[] = await manager.query(
-      `WITH updated AS (
-         UPDATE billing_subscriptions
-            SET latest_invoice_id = $2, latest_invoice_status = $3, latest_invoice_at = $4,
-                updated_at = now()
-          WHERE stripe_subscription_id = $1
-            AND (latest_invoice_at IS NULL OR latest_invoice_at < $4
-                 OR (latest_invoice_at = $4 AND $3 = 'paid'))
-          RETURNING id)
-       SELECT id FROM updated`,
-      [subscriptionId, invoice.id, status, eventTime],
+    const stored = await this.billing.setLatestInvoiceIfNewer(
+      manager,
+      subscriptionId,
+      invoice.id,
+      status,
+      eventTime,
     );
-    return updated.length > 0 ? 'applied' : 'stale';
+    return stored ? 'applied' : 'stale';
   }
 
   /** The newest saved payment method becomes the one new subscriptions charge. */
@@ -167,21 +160,17 @@ export class BillingWebhooksService {
     manager: EntityManager,
     intent: Stripe.SetupIntent,
     eventTime: Date,
-  ): Promise<Outcome> {
+  ): Promise<WebhookOutcome> {
     const customerId = idOf(intent.customer);
     const paymentMethodId = idOf(intent.payment_method);
     if (!customerId || !paymentMethodId) return 'ignored';
-    const updated: unknown[] = await manager.query(
-      `WITH updated AS (
-         UPDATE billing_customers
-            SET default_payment_method_id = $2, default_payment_method_at = $3, updated_at = now()
-          WHERE stripe_customer_id = $1
-            AND (default_payment_method_at IS NULL OR default_payment_method_at <= $3)
-          RETURNING organization_id)
-       SELECT organization_id FROM updated`,
-      [customerId, paymentMethodId, eventTime],
+    const stored = await this.billing.setDefaultPaymentMethodIfNewer(
+      manager,
+      customerId,
+      paymentMethodId,
+      eventTime,
     );
-    return updated.length > 0 ? 'applied' : 'stale';
+    return stored ? 'applied' : 'stale';
   }
 
   /**
@@ -190,29 +179,18 @@ export class BillingWebhooksService {
    */
   private async record(
     event: Stripe.Event,
-    change: (manager: EntityManager) => Promise<Outcome>,
-  ): Promise<Outcome> {
+    change: (manager: EntityManager) => Promise<WebhookOutcome>,
+  ): Promise<WebhookOutcome> {
     return this.dataSource.transaction(async (manager) => {
-      const inserted: unknown[] = await manager.query(
-        `INSERT INTO billing_events (id, type, event_created_at, outcome)
-         VALUES ($1, $2, $3, 'pending') ON CONFLICT (id) DO NOTHING RETURNING id`,
-        [event.id, event.type, new Date(event.created * 1000)],
-      );
-      if (inserted.length === 0) return 'duplicate';
+      const claimed = await this.billing.insertEventIfAbsent(manager, {
+        id: event.id,
+        type: event.type,
+        createdAt: new Date(event.created * 1000),
+      });
+      if (!claimed) return 'duplicate';
       const outcome = await change(manager);
-      await manager.query('UPDATE billing_events SET outcome = $2 WHERE id = $1', [
-        event.id,
-        outcome,
-      ]);
+      await this.billing.setEventOutcome(manager, event.id, outcome);
       return outcome;
     });
-  }
-
-  private async organizationOf(manager: EntityManager, customerId: string): Promise<string | null> {
-    const rows: Array<{ organization_id: string }> = await manager.query(
-      'SELECT organization_id FROM billing_customers WHERE stripe_customer_id = $1',
-      [customerId],
-    );
-    return rows[0]?.organization_id ?? null;
   }
 }

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Headers, HttpCode, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
 import {
   ApiCreatedResponse,
   ApiHeader,
@@ -8,23 +8,20 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
-import { ListQueryDto, Page } from '../common/pagination/pagination';
+import type { Page } from '../common/pagination/pagination';
 import { BillingService } from './billing.service';
+import { InvoiceDto, SetupIntentDto, SubscriptionDto } from './dto/billing.dto';
 import {
   CreateSubscriptionDto,
-  InvoiceDto,
-  SetupIntentDto,
-  SubscriptionDto,
-} from './dto/billing.dto';
+  IdempotencyKey,
+  ListInvoicesQueryDto,
+} from './dto/billing-requests.dto';
 
 const NOT_CONFIGURED: [number, string] = [
   503,
   'No payment provider configured (`billing_not_configured`)',
 ];
-const INVOICE_CURSOR = /^in_[A-Za-z0-9]+$/;
-const CLIENT_IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
 
 @ApiTags('billing')
 @Scopes('admin')
@@ -38,16 +35,9 @@ export class BillingController {
   @ApiErrors(400, 502, NOT_CONFIGURED)
   listInvoices(
     @Caller() caller: CallerContext,
-    @Query() query: ListQueryDto,
+    @Query() query: ListInvoicesQueryDto,
   ): Promise<Page<InvoiceDto>> {
-    if (query.starting_after !== undefined && !INVOICE_CURSOR.test(query.starting_after)) {
-      throw AppError.validation([{ field: 'starting_after', problem: 'must be an invoice id' }]);
-    }
-    return this.billing.listInvoices(
-      caller.organizationId,
-      query.limit,
-      query.starting_after,
-    );
+    return this.billing.listInvoices(caller.organizationId, query.limit, query.starting_after);
   }
 
   @Post('payment-methods')
@@ -64,13 +54,8 @@ export class BillingController {
   @ApiErrors(400, 502, NOT_CONFIGURED)
   createPaymentMethod(
     @Caller() caller: CallerContext,
-    @Headers('idempotency-key') idempotencyKey?: string,
+    @IdempotencyKey() idempotencyKey: string | undefined,
   ): Promise<SetupIntentDto> {
-    if (idempotencyKey !== undefined && !CLIENT_IDEMPOTENCY_KEY.test(idempotencyKey)) {
-      throw AppError.validation([
-        { field: 'Idempotency-Key', problem: 'must be 1..200 visible ASCII characters' },
-      ]);
-    }
     return this.billing.createSetupIntent(caller.organizationId, idempotencyKey);
   }
 

@@ -4,6 +4,7 @@ import { AuditModule } from '../audit/audit.module';
 import { BillingWebhooksController } from './billing-webhooks.controller';
 import { BillingWebhooksService } from './billing-webhooks.service';
 import { BillingController } from './billing.controller';
+import { BillingRepository } from './billing.repository';
 import { BillingService } from './billing.service';
 import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingEvent } from './entities/billing-event.entity';
@@ -16,6 +17,6 @@ import { StripeGateway } from './stripe-gateway';
     AuditModule,
   ],
   controllers: [BillingController, BillingWebhooksController],
-  providers: [StripeGateway, BillingService, BillingWebhooksService],
+  providers: [StripeGateway, BillingRepository, BillingService, BillingWebhooksService],
 })
 export class BillingModule {}

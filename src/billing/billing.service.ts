@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
-import { DataSource, Repository } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
@@ -15,10 +15,11 @@ import {
   toInvoiceResponse,
   toSubscriptionResponse,
 } from './dto/billing.dto';
+import { BillingRepository } from './billing.repository';
 import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
-import { applySubscriptionSnapshot, providerTimeOf, snapshotOf } from './subscription-snapshots';
+import { providerTimeOf, snapshotOf } from './subscription-snapshots';
 
 /** Statuses from which a subscription may be suspended. */
 const SUSPENDABLE = new Set(['active', 'trialing', 'past_due', 'unpaid']);
@@ -35,9 +36,7 @@ export class BillingService {
   constructor(
     private readonly stripe: StripeGateway,
     @InjectDataSource() private readonly dataSource: DataSource,
-    @InjectRepository(BillingCustomer) private readonly customers: Repository<BillingCustomer>,
-    @InjectRepository(BillingSubscription)
-    private readonly subscriptions: Repository<BillingSubscription>,
+    private readonly billing: BillingRepository,
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
   ) {
@@ -52,7 +51,7 @@ export class BillingService {
   ): Promise<Page<InvoiceDto>> {
     this.stripe.assertConfigured();
     // A read never needs a customer: an organization without one simply has no invoices.
-    const customer = await this.customers.findOneBy({ organizationId });
+    const customer = await this.billing.findCustomer(organizationId);
     if (!customer) return { data: [], has_more: false };
     const list = await this.stripe.call('invoices.list', (stripe) =>
       stripe.invoices.list({
@@ -93,7 +92,7 @@ export class BillingService {
 
   async getSubscription(organizationId: string): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
-    const row = await this.currentSubscription(organizationId);
+    const row = await this.billing.findCurrentSubscription(organizationId);
     if (!row) throw AppError.notFound('Subscription');
     return toSubscriptionResponse(row);
   }
@@ -109,13 +108,7 @@ export class BillingService {
     const { organizationId } = caller;
     // One snapshot for both: a start that read "none live" also read the generation of that
     // moment, so a concurrent start either sees the live row (409) or sends the same key.
-    const [{ generation, live }]: Array<{ generation: number; live: number }> =
-      await this.subscriptions.query(
-        `SELECT count(*)::int AS generation,
-                (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS live
-           FROM billing_subscriptions WHERE organization_id = $1`,
-        [organizationId],
-      );
+    const { generation, live } = await this.billing.subscriptionCounts(organizationId);
     if (live > 0) throw subscriptionExists();
     const customer = await this.ensureCustomer(organizationId);
     const subscription = await this.stripe.call(
@@ -144,7 +137,7 @@ export class BillingService {
       },
     );
     const outcome = await this.dataSource.transaction(async (manager) => {
-      const applied = await applySubscriptionSnapshot(
+      const applied = await this.billing.applySubscriptionSnapshot(
         manager,
         organizationId,
         snapshotOf(subscription),
@@ -190,7 +183,7 @@ export class BillingService {
   async suspend(caller: CallerContext): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
     const { organizationId } = caller;
-    const row = await this.liveSubscription(organizationId);
+    const row = await this.billing.findLiveSubscription(organizationId);
     if (!row) throw AppError.notFound('Subscription');
     if (row.collectionPaused) return toSubscriptionResponse(row);
     if (!SUSPENDABLE.has(row.status)) {
@@ -207,7 +200,7 @@ export class BillingService {
   async resume(caller: CallerContext): Promise<SubscriptionDto> {
     this.stripe.assertConfigured();
     const { organizationId } = caller;
-    const row = await this.liveSubscription(organizationId);
+    const row = await this.billing.findLiveSubscription(organizationId);
     if (!row) throw AppError.notFound('Subscription');
     if (!row.collectionPaused) return toSubscriptionResponse(row);
     await this.updateAtStripe(caller, row, 'resume', '');
@@ -232,7 +225,7 @@ export class BillingService {
       ),
     );
     await this.dataSource.transaction(async (manager) => {
-      await applySubscriptionSnapshot(
+      await this.billing.applySubscriptionSnapshot(
         manager,
         caller.organizationId,
         snapshotOf(subscription),
@@ -253,7 +246,7 @@ export class BillingService {
    * organization_id keeps one row.
    */
   async ensureCustomer(organizationId: string): Promise<BillingCustomer> {
-    const existing = await this.customers.findOneBy({ organizationId });
+    const existing = await this.billing.findCustomer(organizationId);
     if (existing) return existing;
     const customer = await this.stripe.call('customers.create', (stripe) =>
       stripe.customers.create(
@@ -261,34 +254,11 @@ export class BillingService {
         { idempotencyKey: `customer-create:${organizationId}` },
       ),
     );
-    await this.customers.query(
-      `INSERT INTO billing_customers (organization_id, stripe_customer_id)
-       VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-      [organizationId, customer.id],
-    );
-    return this.customers.findOneByOrFail({ organizationId });
-  }
-
-  private liveSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    return this.subscriptions
-      .createQueryBuilder('s')
-      .where('s.organization_id = :organizationId', { organizationId })
-      .andWhere("s.status NOT IN ('canceled', 'incomplete_expired')")
-      .getOne();
-  }
-
-  /** The live subscription, else the most recent ended one. */
-  private currentSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    return this.subscriptions
-      .createQueryBuilder('s')
-      .where('s.organization_id = :organizationId', { organizationId })
-      .orderBy("(s.status IN ('canceled', 'incomplete_expired'))", 'ASC')
-      .addOrderBy('s.created_at', 'DESC')
-      .getOne();
+    return this.billing.insertCustomerIfAbsent(organizationId, customer.id);
   }
 
   private async subscriptionResponse(stripeSubscriptionId: string): Promise<SubscriptionDto> {
-    const row = await this.subscriptions.findOneByOrFail({ stripeSubscriptionId });
+    const row = await this.billing.getSubscription(stripeSubscriptionId);
     return toSubscriptionResponse(row);
   }
 }

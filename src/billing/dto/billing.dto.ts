@@ -1,31 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, Matches, MaxLength } from 'class-validator';
 import type Stripe from 'stripe';
-import type {
-  BillingSubscription,
-  SubscriptionStatus,
+import {
+  type BillingSubscription,
+  SUBSCRIPTION_STATUSES,
+  type SubscriptionStatus,
 } from '../entities/billing-subscription.entity';
-
-const SUBSCRIPTION_STATUSES: SubscriptionStatus[] = [
-  'active',
-  'suspended',
-  'trialing',
-  'past_due',
-  'unpaid',
-  'incomplete',
-  'incomplete_expired',
-  'paused',
-  'canceled',
-];
-
-export class CreateSubscriptionDto {
-  /** The Stripe price to subscribe to. */
-  @ApiProperty({ example: 'price_1PqR2sT3uV4wX5yZ' })
-  @IsString()
-  @MaxLength(255)
-  @Matches(/^price_[A-Za-z0-9]+$/, { message: 'price_id must be a Stripe price id (price_…)' })
-  price_id: string;
-}
 
 export class InvoiceDto {
   @ApiProperty({ example: 'in_1PqR2sT3uV4wX5yZ' })
@@ -87,7 +66,7 @@ export class SubscriptionDto {
   id: string;
 
   @ApiProperty({
-    enum: SUBSCRIPTION_STATUSES,
+    enum: [...SUBSCRIPTION_STATUSES],
     description: "Stripe's status, except `suspended` while collection is paused",
   })
   status: SubscriptionStatus;

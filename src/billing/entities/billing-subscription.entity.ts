@@ -11,20 +11,33 @@ import {
 } from 'typeorm';
 import { Organization } from '../../organizations/entities/organization.entity';
 
+/** Our status: Stripe's, except `suspended` while collection is paused. */
+export const SUBSCRIPTION_STATUSES = [
+  'active',
+  'suspended',
+  'trialing',
+  'past_due',
+  'unpaid',
+  'incomplete',
+  'incomplete_expired',
+  'paused',
+  'canceled',
+] as const;
+
+export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
+
 /**
- * Our status: Stripe's, except `suspended` while collection is paused. Everything but
- * `canceled` and `incomplete_expired` counts as live (one live subscription per organization).
+ * The statuses of a subscription that has ended; every other status counts as live (one live
+ * subscription per organization, held by a partial unique index).
  */
-export type SubscriptionStatus =
-  | 'active'
-  | 'suspended'
-  | 'trialing'
-  | 'past_due'
-  | 'unpaid'
-  | 'incomplete'
-  | 'incomplete_expired'
-  | 'paused'
-  | 'canceled';
+export const ENDED_STATUSES: readonly SubscriptionStatus[] = ['canceled', 'incomplete_expired'];
+
+/** ENDED_STATUSES as an SQL list, for `status IN (…)` (constants only, never input). */
+export const ENDED_STATUSES_SQL = ENDED_STATUSES.map((status) => `'${status}'`).join(', ');
+
+export function isEnded(status: string): boolean {
+  return (ENDED_STATUSES as readonly string[]).includes(status);
+}
 
 /** The local mirror of the organization's Stripe subscription, kept in step by webhooks. */
 @Entity('billing_subscriptions')
@@ -32,7 +45,7 @@ export type SubscriptionStatus =
 @Index('billing_subscriptions_org_idx', ['organizationId', 'createdAt'])
 @Index('billing_subscriptions_one_live_per_org', ['organizationId'], {
   unique: true,
-  where: "status NOT IN ('canceled', 'incomplete_expired')",
+  where: `status NOT IN (${ENDED_STATUSES_SQL})`,
 })
 export class BillingSubscription {
   @PrimaryGeneratedColumn('uuid')
