@@ -28,6 +28,10 @@ const CLONE_CATALOG_ENTRY = `
     FROM catalog_personalities WHERE slug = $2
   RETURNING id`;
 
+const FIND_FOR_REPLY = `
+  SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies
+    FROM personalities WHERE id = $1 AND organization_id = $2`;
+
 // Through a CTE, so the driver answers rows rather than DELETE's [rows, count].
 const DELETE_PERSONALITY = `
   WITH deleted AS (
@@ -126,21 +130,16 @@ export class PersonalitiesRepository {
     return this.personalities.save(personality);
   }
 
-  /** Only the columns an engine reads: no timestamps, no source. */
-  findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
-    return this.personalities.findOne({
-      select: {
-        id: true,
-        name: true,
-        description: true,
-        traits: true,
-        voice: true,
-        systemPrompt: true,
-        model: true,
-        replies: true,
-      },
-      where: { id, organizationId },
-    });
+  /**
+   * Only the columns an engine reads, as SQL text: on /v1/respond's path, where building and
+   * hydrating a find() cost about twice the CPU of the query itself.
+   */
+  async findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
+    const rows: PersonalityForReply[] = await this.personalities.query(FIND_FOR_REPLY, [
+      id,
+      organizationId,
+    ]);
+    return rows[0] ?? null;
   }
 
   /** What the audit event names of the deleted personality, or null when there was none. */
