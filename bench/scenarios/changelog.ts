@@ -1,15 +1,31 @@
 import { startBareBaseline } from '../lib/baseline';
+import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { type RunningService, startService } from '../lib/service';
 
 const PATH = '/v1/vocabularies/emotions/changelog';
-const ROUNDS = 3;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+/** With the server's CPU time per request, which a busy machine disturbs far less than req/s. */
+type Measured = LoadFigures & { cpu_us_per_request: number };
 
 interface Round {
-  bare: LoadFigures;
-  service: LoadFigures;
-  before?: LoadFigures;
+  bare: Measured;
+  service: Measured;
+  before?: Measured;
   ratio: number;
+}
+
+function cpuPerRequest(all: Measured[]): number {
+  const cpu = all.reduce((sum, figures) => sum + figures.cpu_us_per_request * figures.requests, 0);
+  return Math.round(cpu / all.reduce((sum, figures) => sum + figures.requests, 0));
+}
+
+async function measure(url: string, pid: number): Promise<Measured> {
+  const cpuBefore = cpuSeconds(pid);
+  const figures = await load({ url, durationSeconds: 8 });
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  return { ...figures, cpu_us_per_request: Math.round((cpu * 1e6) / figures.requests) };
 }
 
 /**
@@ -37,10 +53,10 @@ export async function run(): Promise<Record<string, unknown>> {
       // keep the median round, so both sides of each ratio ran under the same conditions.
       const rounds: Round[] = [];
       for (let round = 0; round < ROUNDS; round++) {
-        const bareFigures = await load({ url: `${bare.baseUrl}${PATH}`, durationSeconds: 8 });
-        const serviceFigures = await load({ url: `${service.baseUrl}${PATH}`, durationSeconds: 8 });
+        const bareFigures = await measure(`${bare.baseUrl}${PATH}`, bare.pid);
+        const serviceFigures = await measure(`${service.baseUrl}${PATH}`, service.pid);
         const beforeFigures = before
-          ? await load({ url: `${before.baseUrl}${PATH}`, durationSeconds: 8 })
+          ? await measure(`${before.baseUrl}${PATH}`, before.pid)
           : undefined;
         rounds.push({
           bare: bareFigures,
@@ -50,12 +66,16 @@ export async function run(): Promise<Record<string, unknown>> {
         });
       }
       const median = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(ROUNDS / 2)];
-      const ratioOf = (figures: LoadFigures, bareFigures: LoadFigures) => ({
+      const ratioOf = (figures: Measured, bareFigures: Measured) => ({
         ratio_requests_per_sec: Number(
           (figures.requests_per_sec / bareFigures.requests_per_sec).toFixed(3),
         ),
         ratio_p99: Number(
           (figures.latency_p99_ms / Math.max(bareFigures.latency_p99_ms, 1)).toFixed(3),
+        ),
+        // Bare CPU per request over ours: the throughput ratio a quiet machine would show.
+        ratio_cpu_per_request: Number(
+          (bareFigures.cpu_us_per_request / figures.cpu_us_per_request).toFixed(3),
         ),
       });
       return {
@@ -66,6 +86,15 @@ export async function run(): Promise<Record<string, unknown>> {
         service: median.service,
         ...ratioOf(median.service, median.bare),
         ratios_of_all_rounds: rounds.map((entry) => Number(entry.ratio.toFixed(3))),
+        // CPU over requests of all rounds together: steadier than any one round on a busy machine.
+        cpu_us_per_request_all_rounds: {
+          bare: cpuPerRequest(rounds.map((entry) => entry.bare)),
+          service: cpuPerRequest(rounds.map((entry) => entry.service)),
+          ...(before ? { before: cpuPerRequest(rounds.map((entry) => entry.before!)) } : {}),
+        },
+        cpu_ratios_of_all_rounds: rounds.map((entry) =>
+          Number((entry.bare.cpu_us_per_request / entry.service.cpu_us_per_request).toFixed(3)),
+        ),
         ...(median.before
           ? {
               before: {
