@@ -94,4 +94,44 @@ describe('Vocabularies (public)', () => {
     expectError(await t.http().get('/v1/vocabularies/emotions/9.9.9'), 404, 'not_found');
     expectError(await t.http().get('/v1/vocabularies/emotions/not-a-version'), 404, 'not_found');
   });
+
+  it('answers with a strong ETag, and 304 with the same headers when If-None-Match names it', async () => {
+    for (const path of [
+      '/v1/vocabularies/emotions/changelog',
+      '/v1/vocabularies/emotions/changelog?limit=1&starting_after=2.0.0',
+      '/v1/vocabularies/emotions',
+      '/v1/vocabularies/emotions/1.0.0',
+    ]) {
+      const first = await t.http().get(path);
+      expect(first.status).toBe(200);
+      const etag = first.headers.etag;
+      expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+      expect(first.headers['cache-control']).toBe('no-cache');
+      expect(first.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect(Number(first.headers['content-length'])).toBe(Buffer.byteLength(first.text));
+
+      const again = await t.http().get(path);
+      expect(again.headers.etag).toBe(etag);
+      expect(again.text).toBe(first.text);
+
+      for (const ifNoneMatch of [etag, `W/${etag}`, `"other", ${etag}`, '*']) {
+        const cached = await t.http().get(path).set('If-None-Match', ifNoneMatch);
+        expect(cached.status).toBe(304);
+        expect(cached.text).toBe('');
+        expect(cached.headers.etag).toBe(etag);
+        expect(cached.headers['x-content-type-options']).toBe('nosniff');
+        expect(cached.headers['x-ratelimit-limit']).toBeDefined();
+        expectRequestId(cached);
+      }
+      const stale = await t.http().get(path).set('If-None-Match', '"stale"');
+      expect(stale.status).toBe(200);
+      expect(stale.text).toBe(first.text);
+    }
+    const pages = await Promise.all(
+      ['limit=1', 'limit=2'].map((query) =>
+        t.http().get(`/v1/vocabularies/emotions/changelog?${query}`),
+      ),
+    );
+    expect(pages[0].headers.etag).not.toBe(pages[1].headers.etag);
+  });
 });

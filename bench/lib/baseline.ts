@@ -7,7 +7,7 @@ import { freePort } from './service';
 /** Starts the bare NestJS baseline answering `body` on every GET; returns its URL and a stop. */
 export async function startBareBaseline(
   body: unknown,
-): Promise<{ baseUrl: string; stop(): Promise<void> }> {
+): Promise<{ baseUrl: string; pid: number; stop(): Promise<void> }> {
   const bodyFile = join(tmpdir(), `bench-baseline-${process.pid}.json`);
   writeFileSync(bodyFile, JSON.stringify(body));
   const port = await freePort();
@@ -32,6 +32,7 @@ export async function startBareBaseline(
   }
   return {
     baseUrl,
+    pid: child.pid!,
     stop: async () => {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');

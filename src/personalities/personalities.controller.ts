@@ -22,12 +22,9 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { ListQueryDto, Page } from '../common/pagination/pagination';
-import {
-  CatalogEntryDto,
-  FromCatalogDto,
-  PersonalityDto,
-  UpdatePersonalityDto,
-} from './dto/personality.dto';
+import { FromCatalogDto } from './dto/from-catalog.dto';
+import { CatalogEntryDto, PersonalityDto } from './dto/personality-response';
+import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import { PersonalitiesService } from './personalities.service';
 
 const personalityId = new ParseUUIDPipe({
@@ -72,11 +69,7 @@ export class PersonalitiesController {
     @Caller() caller: CallerContext,
     @Query() query: ListQueryDto,
   ): Promise<Page<PersonalityDto>> {
-    return this.personalities.list(
-      caller.organizationId,
-      query.limit,
-      query.starting_after,
-    );
+    return this.personalities.list(caller.organizationId, query.limit, query.starting_after);
   }
 
   @Get(':id')

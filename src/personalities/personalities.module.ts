@@ -4,12 +4,13 @@ import { AuditModule } from '../audit/audit.module';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import { Personality } from './entities/personality.entity';
 import { PersonalitiesController } from './personalities.controller';
+import { PersonalitiesRepository } from './personalities.repository';
 import { PersonalitiesService } from './personalities.service';
 
 @Module({
   imports: [TypeOrmModule.forFeature([CatalogPersonality, Personality]), AuditModule],
   controllers: [PersonalitiesController],
-  providers: [PersonalitiesService],
+  providers: [PersonalitiesRepository, PersonalitiesService],
   exports: [PersonalitiesService],
 })
 export class PersonalitiesModule {}

@@ -1,26 +1,35 @@
 import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { PinoLogger } from 'nestjs-pino';
 import { AppError } from '../common/errors/app-error';
+import { StaticJson } from '../common/http/static-json';
 import { Page } from '../common/pagination/pagination';
 import { ChangelogEntryDto, VocabularyVersionDto } from './dto/vocabulary.dto';
 import { EmotionVocabulary } from './entities/emotion-vocabulary.entity';
+import { type PublishedVocabulary, VocabulariesRepository } from './vocabularies.repository';
 import { parseSemver, readVocabularyFiles } from './vocabulary-files';
+
+/** limit ∈ 1..100 (ListQueryDto) times a known cursor or none: at most 100 × (versions + 1). */
+type PageKey = `${number}:${string}`;
 
 /**
  * The published emotion vocabularies. Published versions never change, so they are read from
- * the database once at start-up (after the shipped files are upserted) and served from memory.
+ * the database once at start-up (after the shipped files are upserted) and served from memory,
+ * already serialized: a public GET costs no JSON work.
  */
 @Injectable()
 export class VocabulariesService implements OnApplicationBootstrap {
   private newestFirst: EmotionVocabulary[] = [];
   private byVersion = new Map<string, VocabularyVersionDto>();
+  private versionJson = new Map<string, StaticJson>();
   private changelog: ChangelogEntryDto[] = [];
+  private changelogPages = new Map<PageKey, StaticJson>();
 
   constructor(
-    @InjectRepository(EmotionVocabulary)
-    private readonly vocabularies: Repository<EmotionVocabulary>,
-  ) {}
+    private readonly repository: VocabulariesRepository,
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(VocabulariesService.name);
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.publishShippedVersions();
@@ -29,7 +38,7 @@ export class VocabulariesService implements OnApplicationBootstrap {
 
   /** Upserts the versions shipped in `data/`, so a deploy that adds a file publishes it. */
   async publishShippedVersions(): Promise<void> {
-    const rows = readVocabularyFiles().map((file) => {
+    const rows = readVocabularyFiles().map((file): PublishedVocabulary => {
       const [major, minor, patch] = parseSemver(file.version);
       return {
         version: file.version,
@@ -43,16 +52,21 @@ export class VocabulariesService implements OnApplicationBootstrap {
         emotions: file.emotions,
       };
     });
-    if (rows.length === 0) return;
-    await this.vocabularies.upsert(rows, { conflictPaths: ['version'] });
+    await this.repository.upsertVersions(rows);
   }
 
   async reload(): Promise<void> {
-    this.newestFirst = await this.vocabularies.find({
-      order: { major: 'DESC', minor: 'DESC', patch: 'DESC' },
-    });
+    this.newestFirst = await this.repository.findAllNewestFirst();
     this.byVersion = new Map(this.newestFirst.map((row) => [row.version, toVersionDto(row)]));
+    this.versionJson = new Map(
+      [...this.byVersion].map(([version, dto]) => [version, new StaticJson(dto)]),
+    );
     this.changelog = this.newestFirst.map(toChangelogEntry);
+    this.changelogPages = new Map();
+    this.logger.info(
+      { versions: this.newestFirst.map((row) => row.version) },
+      'emotion vocabularies loaded',
+    );
   }
 
   /** Newest first, paged by version. */
@@ -67,10 +81,24 @@ export class VocabulariesService implements OnApplicationBootstrap {
     return { data, has_more: start + limit < this.changelog.length };
   }
 
+  /** listChangelog's page, serialized the first time it is asked for. */
+  changelogJson(limit: number, startingAfter?: string): StaticJson {
+    const key: PageKey = `${limit}:${startingAfter ?? ''}`;
+    let page = this.changelogPages.get(key);
+    if (!page) {
+      // Throws for an unknown cursor before anything is kept: only real pages are cached.
+      page = new StaticJson(this.listChangelog(limit, startingAfter));
+      this.changelogPages.set(key, page);
+    }
+    return page;
+  }
+
   latest(): VocabularyVersionDto {
-    const newest = this.newestFirst[0];
-    if (!newest) throw AppError.notFound('Emotion vocabulary');
-    return this.byVersion.get(newest.version)!;
+    return this.get(this.latestDefinition().version);
+  }
+
+  latestJson(): StaticJson {
+    return this.getJson(this.latestDefinition().version);
   }
 
   /** The newest vocabulary with its detection cues, for the response engine. */
@@ -82,6 +110,12 @@ export class VocabulariesService implements OnApplicationBootstrap {
 
   get(version: string): VocabularyVersionDto {
     const found = this.byVersion.get(version);
+    if (!found) throw AppError.notFound(`Vocabulary version ${version}`);
+    return found;
+  }
+
+  getJson(version: string): StaticJson {
+    const found = this.versionJson.get(version);
     if (!found) throw AppError.notFound(`Vocabulary version ${version}`);
     return found;
   }

@@ -16,8 +16,8 @@ export function configureHttp(
   observeResponse?: ResponseObserver,
 ): void {
   app.disable('x-powered-by');
-  // No ETags: the bodies are dynamic JSON, clients of this API do not send conditional requests,
-  // and hashing every body costs about 5% of a small request's CPU.
+  // No ETags from Express: the bodies are dynamic JSON, and hashing every body costs about 5% of
+  // a small request's CPU. Static public reads set their own, computed once (static-json.ts).
   app.set('etag', false);
   // TRUST_PROXY trusts one hop, our load balancer: the client address is the last entry of
   // X-Forwarded-For, the one the balancer appended. With `true` Express would take the first,

@@ -1,0 +1,201 @@
+import { ConfigModule } from '@nestjs/config';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DataSource } from 'typeorm';
+import type { ApiKeyCaller } from '../src/common/auth/caller';
+import { AppError } from '../src/common/errors/app-error';
+import { LoggingModule } from '../src/common/logging/logging.module';
+import { ClockModule } from '../src/common/time/clock';
+import { configLoaders } from '../src/config';
+import { DatabaseModule } from '../src/database/database.module';
+import { Organization } from '../src/organizations/entities/organization.entity';
+import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
+import { PersonalitiesModule } from '../src/personalities/personalities.module';
+import { PersonalitiesService } from '../src/personalities/personalities.service';
+
+const shipped = JSON.parse(
+  readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
+) as CatalogEntryFile[];
+
+/**
+ * PersonalitiesService on a real PostgreSQL, without HTTP ("medium" spec): the module with its
+ * repository, the audit module and the database, nothing else. The rules are called directly;
+ * the contract over HTTP stays in personalities.e2e-spec.ts.
+ */
+describe('PersonalitiesService (real database)', () => {
+  let moduleRef: TestingModule;
+  let service: PersonalitiesService;
+  let dataSource: DataSource;
+
+  async function newOrganization(): Promise<string> {
+    const rows: Array<{ id: string }> = await dataSource.query(
+      `INSERT INTO organizations (name) VALUES ($1) RETURNING id`,
+      [`org-${randomUUID()}`],
+    );
+    return rows[0].id;
+  }
+
+  function apiKeyCaller(organizationId: string): ApiKeyCaller {
+    return {
+      kind: 'api_key',
+      apiKeyId: randomUUID(),
+      organizationId,
+      scopes: ['read_write'],
+      requestId: 'spec',
+    };
+  }
+
+  async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
+    const error: unknown = await promise.then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe(code);
+  }
+
+  beforeAll(async () => {
+    moduleRef = await Test.createTestingModule({
+      imports: [
+        ConfigModule.forRoot({
+          isGlobal: true,
+          cache: true,
+          load: configLoaders,
+          ignoreEnvFile: true,
+        }),
+        LoggingModule,
+        ClockModule,
+        DatabaseModule,
+        // The organizations the personalities and audit events belong to (foreign keys).
+        TypeOrmModule.forFeature([Organization]),
+        PersonalitiesModule,
+      ],
+    }).compile();
+    await moduleRef.init();
+    service = moduleRef.get(PersonalitiesService);
+    dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+  });
+  afterAll(() => moduleRef?.close());
+
+  it('seeds the shipped catalog and clones an entry field by field, by value', async () => {
+    const organizationId = await newOrganization();
+    const entry = shipped.find((candidate) => candidate.slug === 'sage-mentor')!;
+    const clone = await service.cloneFromCatalog(organizationId, 'sage-mentor');
+    expect(clone).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      source_slug: 'sage-mentor',
+      source_version: entry.version,
+      model: null,
+      name: entry.name,
+      description: entry.description,
+      traits: entry.traits,
+      voice: entry.voice,
+      system_prompt: entry.system_prompt,
+      replies: entry.replies,
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+    });
+
+    // A later import of the entry does not reach the clone.
+    await service.importCatalog([{ ...entry, name: 'Renamed in the catalog', version: '99.0.0' }]);
+    expect((await service.get(organizationId, clone.id)).name).toBe(entry.name);
+    await service.importCatalog([entry]);
+
+    await expectAppError(service.cloneFromCatalog(organizationId, 'no-such-slug'), 'not_found');
+  });
+
+  it('keeps each organization to its own personalities', async () => {
+    const mine = await newOrganization();
+    const theirs = await newOrganization();
+    const own = await service.cloneFromCatalog(mine, 'atlas-stoic');
+    const foreign = await service.cloneFromCatalog(theirs, 'atlas-stoic');
+
+    const page = await service.list(mine, 100);
+    expect(page.data.map((personality) => personality.id)).toEqual([own.id]);
+    await expectAppError(service.get(mine, foreign.id), 'not_found');
+    await expectAppError(service.update(mine, foreign.id, { name: 'Stolen' }), 'not_found');
+    await expectAppError(service.findForReply(mine, foreign.id), 'not_found');
+    await expectAppError(service.remove(apiKeyCaller(mine), foreign.id), 'not_found');
+    // A foreign id is no cursor of this list.
+    await expectAppError(service.list(mine, 10, foreign.id), 'validation_failed');
+
+    expect((await service.get(theirs, foreign.id)).name).toBe(foreign.name);
+  });
+
+  it('pages oldest first by (created_at, id)', async () => {
+    const organizationId = await newOrganization();
+    const ids: string[] = [];
+    for (const slug of ['sage-mentor', 'atlas-stoic', 'sage-mentor']) {
+      ids.push((await service.cloneFromCatalog(organizationId, slug)).id);
+    }
+    const first = await service.list(organizationId, 2);
+    expect(first.data.map((personality) => personality.id)).toEqual(ids.slice(0, 2));
+    expect(first.has_more).toBe(true);
+    const rest = await service.list(organizationId, 2, ids[1]);
+    expect(rest.data.map((personality) => personality.id)).toEqual([ids[2]]);
+    expect(rest.has_more).toBe(false);
+  });
+
+  it('patches only the given fields; model null restores the default', async () => {
+    const organizationId = await newOrganization();
+    const clone = await service.cloneFromCatalog(organizationId, 'sage-mentor');
+    const voice = { tone: 'dry', formality: 'formal' as const, style_notes: 'Few words.' };
+    const patched = await service.update(organizationId, clone.id, {
+      name: 'Sage II',
+      voice,
+      model: 'gpt-4o-mini',
+    });
+    expect(patched).toEqual({
+      ...clone,
+      name: 'Sage II',
+      voice,
+      model: 'gpt-4o-mini',
+      updated_at: expect.any(String),
+    });
+    expect(Date.parse(patched.updated_at)).toBeGreaterThanOrEqual(Date.parse(clone.updated_at));
+
+    const reply = await service.findForReply(organizationId, clone.id);
+    expect(reply).toEqual({
+      id: clone.id,
+      name: 'Sage II',
+      description: clone.description,
+      traits: clone.traits,
+      voice,
+      systemPrompt: clone.system_prompt,
+      model: 'gpt-4o-mini',
+      replies: clone.replies,
+    });
+
+    const restored = await service.update(organizationId, clone.id, { model: null });
+    expect(restored.model).toBeNull();
+    expect(restored.name).toBe('Sage II');
+  });
+
+  it('deletes with an audit event in the same transaction', async () => {
+    const organizationId = await newOrganization();
+    const clone = await service.cloneFromCatalog(organizationId, 'atlas-stoic');
+    const caller = apiKeyCaller(organizationId);
+    await service.remove(caller, clone.id);
+    await expectAppError(service.get(organizationId, clone.id), 'not_found');
+    const events: Array<Record<string, unknown>> = await dataSource.query(
+      `SELECT action, actor_type, actor_id, target_type, target_id, details, request_id
+         FROM audit_events WHERE organization_id = $1`,
+      [organizationId],
+    );
+    expect(events).toEqual([
+      {
+        action: 'personality.deleted',
+        actor_type: 'api_key',
+        actor_id: caller.apiKeyId,
+        target_type: 'personality',
+        target_id: clone.id,
+        details: { name: clone.name, source_slug: 'atlas-stoic' },
+        request_id: 'spec',
+      },
+    ]);
+    await expectAppError(service.remove(caller, clone.id), 'not_found');
+  });
+});
