@@ -26,7 +26,7 @@ export class MemoryBuckets {
     private readonly sweepEvery = 10_000,
   ) {}
 
-  take(key: string, policy: BucketPolicy): BucketDecision {
+  take(key: string, policy: Pick<BucketPolicy, 'rps' | 'burst'>): BucketDecision {
     const now = this.now();
     const { state, decision } = takeToken(this.entries.get(key), policy, now);
     // Delete then set: Map order becomes least-recently-used first.
