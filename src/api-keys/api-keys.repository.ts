@@ -119,10 +119,14 @@ export class ApiKeysRepository {
     return rows[0];
   }
 
+  // UPDATEs through manager.query sit in a CTE: TypeORM answers a bare UPDATE ... RETURNING as
+  // [rows, rowCount], a SELECT as rows.
+
   /** Revokes the key now; answers when it stopped working. */
   async revokeNow(manager: EntityManager, id: string): Promise<Date> {
     const rows: Array<{ endsAt: Date }> = await manager.query(
-      `UPDATE api_keys SET revoked_at = now() WHERE id = $1 RETURNING revoked_at AS "endsAt"`,
+      `WITH ended AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 RETURNING revoked_at)
+       SELECT revoked_at AS "endsAt" FROM ended`,
       [id],
     );
     return rows[0].endsAt;
@@ -131,8 +135,10 @@ export class ApiKeysRepository {
   /** Brings the key's expiry forward to `endsAt` unless it already expires sooner; answers it. */
   async expireBy(manager: EntityManager, id: string, endsAt: Date): Promise<Date> {
     const rows: Array<{ endsAt: Date }> = await manager.query(
-      `UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $2)
-        WHERE id = $1 RETURNING expires_at AS "endsAt"`,
+      `WITH ended AS (
+         UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $2::timestamptz)
+          WHERE id = $1 RETURNING expires_at)
+       SELECT expires_at AS "endsAt" FROM ended`,
       [id, endsAt],
     );
     return rows[0].endsAt;
