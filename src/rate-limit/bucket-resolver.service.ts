@@ -20,24 +20,13 @@ export const ORG_POLICY_CACHE_MS = 10_000;
 export const THROTTLER_NAMES = ['auth', 'ip', 'org'] as const;
 export type ThrottlerName = (typeof THROTTLER_NAMES)[number];
 
-/** Which buckets a request draws from; worked out once per request. */
-interface Draws {
-  auth: boolean;
-  ip: boolean;
-  org: boolean;
-}
-
 interface OrgBucket {
   organizationId: string;
   policy: BucketPolicy;
 }
 
-const DRAWS = Symbol('rateLimitDraws');
 const ORG_BUCKET = Symbol('rateLimitOrgBucket');
-type ClassifiedRequest = IncomingMessage & {
-  [DRAWS]?: Draws;
-  [ORG_BUCKET]?: Promise<OrgBucket | null>;
-};
+type ClassifiedRequest = IncomingMessage & { [ORG_BUCKET]?: Promise<OrgBucket | null> };
 
 /** The storage key of a bucket: `org:<id>`, `ip:<address>`, `auth:<address>`. */
 export function bucketKey(name: string, tracker: string): string {
@@ -45,8 +34,8 @@ export function bucketKey(name: string, tracker: string): string {
 }
 
 /**
- * Decides which of the three named throttlers a request draws from, and for the org throttler
- * which organization and what size:
+ * Decides which of the three named throttlers a request draws from (their skipIf), and for the
+ * org throttler which organization and what size:
  * - login, sign-up, forgot-password, reset-password: the client IP's `auth` bucket only;
  * - public routes: the client IP's `ip` bucket (no credential lookup at all);
  * - other routes without a credential: the `ip` bucket;
@@ -63,6 +52,8 @@ export function bucketKey(name: string, tracker: string): string {
 export class BucketResolver {
   private readonly config: RateLimitConfig;
   private readonly orgPolicies = new TtlCache<BucketPolicy>(ORG_POLICY_CACHE_MS);
+  /** @Public() or not, by handler (and its class): metadata does not change after start-up. */
+  private readonly publicHandlers = new WeakMap<object, { type: object; isPublic: boolean }>();
 
   constructor(
     configService: ConfigService,
@@ -90,12 +81,12 @@ export class BucketResolver {
       {
         name: 'auth',
         ...throttlerLimits(this.config.auth),
-        skipIf: (context) => !this.draws(context).auth,
+        skipIf: (context) => !this.drawsAuth(context),
       },
       {
         name: 'ip',
         ...throttlerLimits(this.config.ip),
-        skipIf: (context) => !this.draws(context).ip,
+        skipIf: (context) => !this.drawsIp(context),
       },
       {
         name: 'org',
@@ -104,7 +95,7 @@ export class BucketResolver {
           throttlerLimits((await org(context))?.policy ?? this.config.org).limit,
         ttl: async (context) =>
           throttlerLimits((await org(context))?.policy ?? this.config.org).ttl,
-        skipIf: (context) => !this.draws(context).org,
+        skipIf: (context) => !this.drawsOrg(context),
         getTracker: async (_request, context) => (await org(context))?.organizationId ?? '',
       },
     ];
@@ -125,21 +116,26 @@ export class BucketResolver {
     };
   }
 
-  private draws(context: ExecutionContext): Draws {
-    const request = context.switchToHttp().getRequest<ClassifiedRequest & Request>();
-    let draws = request[DRAWS];
-    if (draws) return draws;
-    if (isAuthRateLimited(request.method, request.path)) {
-      draws = { auth: true, ip: false, org: false };
-    } else if (this.isPublic(context)) {
-      draws = { auth: false, ip: true, org: false };
-    } else if (request.headers.authorization === undefined) {
-      draws = { auth: false, ip: true, org: false };
-    } else {
-      draws = { auth: false, ip: this.callers.needsLookup(request), org: true };
-    }
-    request[DRAWS] = draws;
-    return draws;
+  private drawsAuth(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    return isAuthRateLimited(request.method, request.path);
+  }
+
+  /** Public routes and calls without a credential; and a key lookup, paid before it is made. */
+  private drawsIp(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    if (isAuthRateLimited(request.method, request.path)) return false;
+    if (this.isPublic(context) || request.headers.authorization === undefined) return true;
+    return this.callers.needsLookup(request);
+  }
+
+  private drawsOrg(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    return (
+      request.headers.authorization !== undefined &&
+      !isAuthRateLimited(request.method, request.path) &&
+      !this.isPublic(context)
+    );
   }
 
   private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
@@ -161,10 +157,13 @@ export class BucketResolver {
   }
 
   private isPublic(context: ExecutionContext): boolean {
-    return !!this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [
-      context.getHandler(),
-      context.getClass(),
-    ]);
+    const handler = context.getHandler();
+    const type = context.getClass();
+    const known = this.publicHandlers.get(handler);
+    if (known?.type === type) return known.isPublic;
+    const isPublic = !!this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [handler, type]);
+    this.publicHandlers.set(handler, { type, isPublic });
+    return isPublic;
   }
 
   private async orgPolicy(organizationId: string): Promise<BucketPolicy> {

@@ -31,7 +31,11 @@ export class MemoryBuckets {
     const { state, decision } = takeToken(this.entries.get(key), policy, now);
     // Delete then set: Map order becomes least-recently-used first.
     this.entries.delete(key);
-    this.entries.set(key, { ...state, fullAt: now + decision.msUntilFull });
+    this.entries.set(key, {
+      tokens: state.tokens,
+      updatedAt: state.updatedAt,
+      fullAt: now + decision.msUntilFull,
+    });
     if (++this.takesSinceSweep >= this.sweepEvery) this.sweep(now);
     if (this.entries.size > this.maxEntries) {
       const oldest = this.entries.keys().next().value;

@@ -4,7 +4,7 @@ import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import { MetricsService } from '../metrics/metrics.service';
-import { type BucketDecision, policyOf, rateLimitHeaders } from './token-bucket';
+import { type BucketDecision, type BucketPolicy, policyOf, rateLimitHeaders } from './token-bucket';
 
 /** Writes the rate-limit headers of a decision on its response, and counts the decision. */
 @Injectable()
@@ -12,6 +12,11 @@ export class RateLimiter {
   /** `rate_limit_decisions_total` children by `${policy}:${allowed}`: a handful, made once each. */
   private readonly decisions = new Map<string, { inc(): void }>();
   private readonly decisionsTotal: Counter<'bucket' | 'outcome'>;
+  /** The last policy made per bucket name: the same few sizes come back on every request. */
+  private readonly policies = new Map<
+    string,
+    { limit: number; ttl: number; policy: BucketPolicy }
+  >();
 
   constructor(
     metrics: MetricsService,
@@ -47,8 +52,16 @@ export class RateLimiter {
   ): void {
     this.countDecision(name, decision.allowed);
     if (response.headersSent) return;
-    const headers = rateLimitHeaders(decision, policyOf(name, limit, ttl), this.clock.nowMs());
-    for (const [header, value] of Object.entries(headers)) response.setHeader(header, value);
+    const headers = rateLimitHeaders(decision, this.policy(name, limit, ttl), this.clock.nowMs());
+    for (const header in headers) response.setHeader(header, headers[header]);
+  }
+
+  private policy(name: string, limit: number, ttl: number): BucketPolicy {
+    const last = this.policies.get(name);
+    if (last && last.limit === limit && last.ttl === ttl) return last.policy;
+    const policy = policyOf(name, limit, ttl);
+    this.policies.set(name, { limit, ttl, policy });
+    return policy;
   }
 
   private countDecision(bucket: string, allowed: boolean): void {

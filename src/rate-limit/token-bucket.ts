@@ -51,8 +51,12 @@ export interface TokenBucketRecord extends ThrottlerStorageRecord, BucketDecisio
 
 /** The framework's record of a decision: hits used of `limit`, and times in whole seconds. */
 export function toThrottlerRecord(decision: BucketDecision, limit: number): TokenBucketRecord {
+  // Spelled out rather than spread: one object of one shape, on every request.
   return {
-    ...decision,
+    allowed: decision.allowed,
+    tokens: decision.tokens,
+    msUntilFull: decision.msUntilFull,
+    msUntilToken: decision.msUntilToken,
     totalHits: limit - Math.floor(decision.tokens),
     timeToExpire: Math.ceil(decision.msUntilFull / 1000),
     isBlocked: !decision.allowed,
