@@ -1,25 +1,23 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import { EntityManager, Repository } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
-import type { Logger } from 'pino';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { PinoLogger } from 'nestjs-pino';
+import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
-import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
-import { AuditService } from '../audit/audit.service';
 import { type CallerContext, type Scope, scopeSatisfies } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import {
   DISPLAY_PREFIX_LENGTH,
   generateApiKey,
   hashApiKey,
   isWellFormedApiKey,
 } from './api-key-format';
+import { ApiKeysRepository, type ApiKeyRow, type NewApiKey } from './api-keys.repository';
 import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto, toApiKeyResponse } from './dto/api-key.dto';
-import { ApiKey } from './entities/api-key.entity';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.
@@ -35,19 +33,34 @@ const UNKNOWN_KEY_CACHE_MS = 60_000;
 /** `last_used_at` is written at most this often per key, not on every request. */
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 
-/** An api_keys row as the API shows it (toApiKeyResponse), aliased in SQL. */
-type ApiKeyRow = Pick<
-  ApiKey,
-  'id' | 'name' | 'scopes' | 'prefix' | 'lastFour' | 'createdAt' | 'expiresAt' | 'lastUsedAt'
->;
-const KEY_COLUMNS = `id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-  expires_at AS "expiresAt", last_used_at AS "lastUsedAt"`;
-
 interface CachedKey {
   id: string;
   organizationId: string;
   scopes: Scope[];
   expiresAt: number | null;
+}
+
+/** A new key: the secret (shown once) and the row to store, which holds only its hash. */
+function newKey(
+  caller: CallerContext,
+  name: string,
+  scopes: Scope[],
+  expiresAt: Date | null,
+): { key: string; row: NewApiKey } {
+  const key = generateApiKey();
+  return {
+    key,
+    row: {
+      organizationId: caller.organizationId,
+      name,
+      scopes,
+      prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
+      lastFour: key.slice(-4),
+      keyHash: hashApiKey(key),
+      createdByUserId: caller.kind === 'user' ? caller.userId : null,
+      expiresAt,
+    },
+  };
 }
 
 @Injectable()
@@ -58,16 +71,17 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   /** Keys whose last_used_at was written within the interval (bounded, expiring entries). */
   private readonly lastUsedWrites = new TtlCache<true>(LAST_USED_WRITE_INTERVAL_MS);
   private readonly revocations: InvalidationChannel;
-  private readonly pool: Pool;
 
   constructor(
-    @InjectRepository(ApiKey) private readonly keys: Repository<ApiKey>,
+    private readonly keys: ApiKeysRepository,
+    @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(REDIS_CLIENT) redis: RedisClient,
-    @Inject(ROOT_LOGGER) logger: Logger,
+    private readonly logger: PinoLogger,
     private readonly audit: AuditService,
+    private readonly clock: Clock,
   ) {
+    this.logger.setContext(ApiKeysService.name);
     this.revocations = new InvalidationChannel(redis, 'identity:api-key-revoked', logger);
-    this.pool = poolOf(keys.manager.connection);
   }
 
   onModuleInit(): void {
@@ -87,53 +101,19 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       );
     }
     const expiresAt = dto.expires_at ? new Date(dto.expires_at) : null;
-    if (expiresAt && expiresAt.getTime() <= Date.now()) {
+    if (expiresAt && expiresAt.getTime() <= this.clock.nowMs()) {
       throw AppError.validation([{ field: 'expires_at', problem: 'must be in the future' }]);
     }
-    const key = generateApiKey();
-    const keyHash = hashApiKey(key);
-    // The key and its audit event in one statement (one transaction, one round trip).
-    const audit = this.audit.step(
-      caller,
-      { organizationId: caller.organizationId, action: 'api_key.created', targetType: 'api_key' },
-      'created',
-      10,
+    const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt);
+    const created = await this.keys.insertAudited(row, (source, firstParam) =>
+      this.audit.step(
+        caller,
+        { organizationId: caller.organizationId, action: 'api_key.created', targetType: 'api_key' },
+        source,
+        firstParam,
+      ),
     );
-    const { rows } = await this.pool.query<ApiKeyRow>({
-      name: 'api_keys_create_audited',
-      text: `WITH created AS (
-               INSERT INTO api_keys
-                 (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-               RETURNING ${KEY_COLUMNS}, id::text AS audit_target_id, $9::jsonb AS audit_details),
-             ${audit.sql}
-             SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
-               FROM created`,
-      values: [
-        caller.organizationId,
-        dto.name,
-        dto.scopes,
-        key.slice(0, DISPLAY_PREFIX_LENGTH),
-        key.slice(-4),
-        keyHash,
-        caller.kind === 'user' ? caller.userId : null,
-        expiresAt,
-        JSON.stringify({
-          name: dto.name,
-          scopes: dto.scopes,
-          expires_at: expiresAt?.toISOString() ?? null,
-        }),
-        ...audit.params,
-      ],
-    });
-    // Its first use here needs no lookup (nor the IP token that pays for one).
-    this.byHash.set(keyHash.toString('hex'), {
-      id: rows[0].id,
-      organizationId: caller.organizationId,
-      scopes: dto.scopes,
-      expiresAt: expiresAt?.getTime() ?? null,
-    });
-    return { ...toApiKeyResponse(rows[0]), key };
+    return this.issued(key, row, created);
   }
 
   /**
@@ -145,44 +125,30 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     id: string,
     expiresInSeconds: number,
   ): Promise<CreatedApiKeyDto> {
-    const { created, oldHash } = await this.keys.manager.transaction(async (manager) => {
-      const rows: Array<{
-        name: string;
-        scopes: Scope[];
-        expires_at: Date | null;
-        key_hash: Buffer;
-      }> = await manager.query(
-        // Locked: two concurrent rolls of one key run one after the other.
-        `SELECT name, scopes, expires_at, key_hash FROM api_keys
-          WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-            AND (expires_at IS NULL OR expires_at > now())
-          FOR UPDATE`,
-        [id, caller.organizationId],
-      );
-      const old = rows[0];
+    const now = this.clock.now();
+    const { created, oldHash } = await this.dataSource.transaction(async (manager) => {
+      const old = await this.keys.lockLive(manager, id, caller.organizationId, now);
       if (!old) throw AppError.notFound('API key');
-      const [ended]: Array<{ expires_at: Date | null }> = await manager.query(
+      const oldEndsAt =
         expiresInSeconds === 0
-          ? `WITH ended AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 RETURNING revoked_at AS expires_at)
-             SELECT expires_at FROM ended`
-          : `WITH ended AS (
-               UPDATE api_keys
-                  SET expires_at = LEAST(coalesce(expires_at, 'infinity'), now() + make_interval(secs => $2))
-                WHERE id = $1 RETURNING expires_at)
-             SELECT expires_at FROM ended`,
-        expiresInSeconds === 0 ? [id] : [id, expiresInSeconds],
-      );
-      const issued = await this.insertKey(manager, caller, old.name, old.scopes, null);
+          ? await this.keys.revokeNow(manager, id)
+          : await this.keys.expireBy(
+              manager,
+              id,
+              new Date(now.getTime() + expiresInSeconds * 1000),
+            );
+      const { key, row } = newKey(caller, old.name, old.scopes, null);
+      const issued = this.issued(key, row, await this.keys.insert(manager, row));
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: 'api_key.rolled',
         target: { type: 'api_key', id },
         details: {
           new_key_id: issued.id,
-          old_key_expires_at: ended.expires_at?.toISOString() ?? null,
+          old_key_expires_at: oldEndsAt.toISOString(),
         },
       });
-      return { created: issued, oldHash: old.key_hash.toString('hex') };
+      return { created: issued, oldHash: old.keyHash.toString('hex') };
     });
     // Every instance re-reads the old key, so its new expiry holds everywhere from now on.
     this.byHash.delete(oldHash);
@@ -190,34 +156,16 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     return created;
   }
 
-  private async insertKey(
-    manager: EntityManager,
-    caller: CallerContext,
-    name: string,
-    scopes: Scope[],
-    expiresAt: Date | null,
-  ): Promise<CreatedApiKeyDto> {
-    const key = generateApiKey();
-    const saved = await manager.save(
-      manager.create(ApiKey, {
-        organizationId: caller.organizationId,
-        name,
-        scopes,
-        prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
-        lastFour: key.slice(-4),
-        keyHash: hashApiKey(key),
-        createdByUserId: caller.kind === 'user' ? caller.userId : null,
-        expiresAt,
-      }),
-    );
+  /** The response for a key just stored, which is also cached: its first use needs no lookup. */
+  private issued(key: string, row: NewApiKey, stored: ApiKeyRow): CreatedApiKeyDto {
     // Its first use here needs no lookup (nor the IP token that pays for one).
-    this.byHash.set(saved.keyHash.toString('hex'), {
-      id: saved.id,
-      organizationId: saved.organizationId,
-      scopes: saved.scopes,
-      expiresAt: saved.expiresAt?.getTime() ?? null,
+    this.byHash.set(row.keyHash.toString('hex'), {
+      id: stored.id,
+      organizationId: row.organizationId,
+      scopes: row.scopes,
+      expiresAt: row.expiresAt?.getTime() ?? null,
     });
-    return { ...toApiKeyResponse(saved), key };
+    return { ...toApiKeyResponse(stored), key };
   }
 
   async list(
@@ -225,45 +173,23 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     limit: number,
     startingAfter?: string,
   ): Promise<Page<ApiKeyDto>> {
-    const query = this.keys
-      .createQueryBuilder('key')
-      .where('key.organization_id = :organizationId', { organizationId })
-      .andWhere('key.revoked_at IS NULL')
-      .orderBy('key.created_at', 'DESC')
-      .addOrderBy('key.id', 'DESC')
-      .take(limit + 1);
-    if (startingAfter) {
-      query.andWhere(
-        '(key.created_at, key.id) < (SELECT k2.created_at, k2.id FROM api_keys k2 WHERE k2.id = :cursor AND k2.organization_id = :organizationId)',
-        { cursor: startingAfter },
-      );
-    }
-    const rows = await query.getMany();
+    const rows = await this.keys.findPageForOrganization(organizationId, limit, startingAfter);
     return toPage(rows, limit, toApiKeyResponse);
   }
 
   /** Revokes the key; refused on every instance told through Redis from the next request on. */
   async revoke(caller: CallerContext, id: string): Promise<void> {
-    const audit = this.audit.step(
-      caller,
-      { organizationId: caller.organizationId, action: 'api_key.revoked', targetType: 'api_key' },
-      'revoked',
-      3,
-    );
     // The revocation and its audit event in one statement (one transaction, one round trip).
-    const { rows } = await this.pool.query<{ key_hash: Buffer }>({
-      name: 'api_keys_revoke_audited',
-      text: `WITH revoked AS (
-               UPDATE api_keys SET revoked_at = now()
-                WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-                RETURNING key_hash, id::text AS audit_target_id,
-                          jsonb_build_object('name', name) AS audit_details),
-             ${audit.sql}
-             SELECT key_hash FROM revoked`,
-      values: [id, caller.organizationId, ...audit.params],
-    });
-    if (rows.length === 0) throw AppError.notFound('API key');
-    const hashHex = rows[0].key_hash.toString('hex');
+    const keyHash = await this.keys.revokeAudited(id, caller.organizationId, (source, firstParam) =>
+      this.audit.step(
+        caller,
+        { organizationId: caller.organizationId, action: 'api_key.revoked', targetType: 'api_key' },
+        source,
+        firstParam,
+      ),
+    );
+    if (!keyHash) throw AppError.notFound('API key');
+    const hashHex = keyHash.toString('hex');
     this.byHash.delete(hashHex);
     await this.revocations.publish(hashHex);
   }
@@ -283,29 +209,21 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (this.unknownHashes.has(cacheKey)) return null;
     let found = this.byHash.get(cacheKey);
     if (found === undefined) {
-      const rows: Array<{
-        id: string;
-        organization_id: string;
-        scopes: Scope[];
-        expires_at: Date | null;
-      }> = await this.keys.query(
-        'SELECT id, organization_id, scopes, expires_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
-        [hash],
-      );
-      const row = rows[0];
+      const row = await this.keys.findUnrevokedByHash(hash);
       if (!row) {
         this.unknownHashes.set(cacheKey, true);
         return null;
       }
       found = {
         id: row.id,
-        organizationId: row.organization_id,
+        organizationId: row.organizationId,
         scopes: row.scopes,
-        expiresAt: row.expires_at?.getTime() ?? null,
+        expiresAt: row.expiresAt?.getTime() ?? null,
       };
       this.byHash.set(cacheKey, found);
     }
-    if (found.expiresAt !== null && found.expiresAt <= Date.now()) return null;
+    // The injected clock (a property read and a call), so a spec can move past an expiry.
+    if (found.expiresAt !== null && found.expiresAt <= this.clock.nowMs()) return null;
     this.recordUse(found.id);
     return {
       kind: 'api_key',
@@ -319,12 +237,9 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (this.lastUsedWrites.has(id)) return;
     this.lastUsedWrites.set(id, true);
     // Off the request path; a lost write only makes last_used_at a minute staler.
-    this.keys
-      .query(
-        `UPDATE api_keys SET last_used_at = now()
-          WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')`,
-        [id],
-      )
-      .catch(() => this.lastUsedWrites.delete(id));
+    this.keys.touchLastUsed(id).catch((error: unknown) => {
+      this.lastUsedWrites.delete(id);
+      this.logger.warn({ err: error }, 'api key: last_used_at not written');
+    });
   }
 }

@@ -15,12 +15,16 @@ export const AUTH_RATE_LIMITED_ROUTES: ReadonlyArray<{ method: string; path: str
 ];
 
 const KEYS = new Set(AUTH_RATE_LIMITED_ROUTES.map(({ method, path }) => `${method} ${path}`));
+const METHODS = new Set(AUTH_RATE_LIMITED_ROUTES.map(({ method }) => method));
 
 /**
  * Express matches routes case-insensitively and with an optional trailing slash, so the rule
  * does too: `/V1/Auth/Login/` reaches the login handler and must not escape the auth bucket.
  */
 export function isAuthRateLimited(method: string, path: string): boolean {
+  const upper = method.toUpperCase();
+  // Most requests are GETs: refused before the path is normalized (on every request).
+  if (!METHODS.has(upper)) return false;
   const normalized = path.toLowerCase().replace(/\/+$/, '');
-  return KEYS.has(`${method.toUpperCase()} ${normalized}`);
+  return KEYS.has(`${upper} ${normalized}`);
 }

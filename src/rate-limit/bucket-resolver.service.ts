@@ -1,8 +1,9 @@
 import { ExecutionContext, Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
-import { normalizeIp } from '@nestjs/throttler';
+import { normalizeIp, type ThrottlerOptions } from '@nestjs/throttler';
 import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
@@ -10,28 +11,49 @@ import { TtlCache } from '../common/cache/ttl-cache';
 import type { RateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { isAuthRateLimited } from './auth-routes';
-import type { BucketPolicy } from './token-bucket';
-
-export interface Bucket {
-  key: string;
-  policy: BucketPolicy;
-}
+import { type BucketPolicy, throttlerLimits } from './token-bucket';
 
 /** How long a plan's new limit may take to reach every instance. */
 export const ORG_POLICY_CACHE_MS = 10_000;
 
+/** The named throttlers, in the order they draw (RateLimitGuard keeps it). */
+export const THROTTLER_NAMES = ['auth', 'ip', 'org'] as const;
+export type ThrottlerName = (typeof THROTTLER_NAMES)[number];
+
+interface OrgBucket {
+  organizationId: string;
+  policy: BucketPolicy;
+}
+
+const ORG_BUCKET = Symbol('rateLimitOrgBucket');
+type ClassifiedRequest = IncomingMessage & { [ORG_BUCKET]?: Promise<OrgBucket | null> };
+
+/** The storage key of a bucket: `org:<id>`, `ip:<address>`, `auth:<address>`. */
+export function bucketKey(name: string, tracker: string): string {
+  return `${name}:${tracker}`;
+}
+
 /**
- * Picks the bucket a request draws from:
- * - login, forgot-password, reset-password: the client IP's auth bucket;
- * - public routes: the client IP's bucket (no credential lookup at all);
- * - other routes: the caller's organization's bucket, sized by its plan's override if any;
- *   without a credential, or with a bad one, the client IP's bucket (so a flood of bad
- *   credentials is throttled per address, and its 401s carry headers).
+ * Decides which of the three named throttlers a request draws from (their skipIf), and for the
+ * org throttler which organization and what size:
+ * - login, sign-up, forgot-password, reset-password: the client IP's `auth` bucket only;
+ * - public routes: the client IP's `ip` bucket (no credential lookup at all);
+ * - other routes without a credential: the `ip` bucket;
+ * - other routes with a credential: the caller's organization's `org` bucket, sized by its
+ *   plan's override if any. A credential that costs a database lookup (an API key this instance
+ *   has not cached) also draws from the `ip` bucket first, so the address pays for the lookup
+ *   before it is made: a flood of forged keys is refused with 429 after the IP burst instead of
+ *   reaching the database. A bad credential names no organization: the org throttler takes
+ *   nothing, the authentication guard answers 401/403 next, and the error reply charges the
+ *   client IP's bucket (BEFORE_ERROR_REPLY in rate-limit.module.ts), so floods of bad
+ *   credentials are throttled per address and cannot spend a real organization's tokens.
  */
 @Injectable()
 export class BucketResolver {
   private readonly config: RateLimitConfig;
   private readonly orgPolicies = new TtlCache<BucketPolicy>(ORG_POLICY_CACHE_MS);
+  /** @Public() or not, by handler (and its class): metadata does not change after start-up. */
+  private readonly publicHandlers = new WeakMap<object, { type: object; isPublic: boolean }>();
 
   constructor(
     configService: ConfigService,
@@ -52,55 +74,96 @@ export class BucketResolver {
     return normalizeIp(ip);
   }
 
-  /**
-   * The client IP's bucket when this request's credential would cost a database lookup (an API
-   * key not cached here): the address pays for the lookup before it is made, so a flood of
-   * forged keys is refused with 429 after the IP burst instead of reaching the database.
-   */
-  lookupBucket(context: ExecutionContext, clientIp: string): Bucket | null {
-    const request = context.switchToHttp().getRequest<Request>();
-    // Cheapest first: most requests carry no API key, or one this instance knows.
-    if (!this.callers.needsLookup(request)) return null;
-    if (isAuthRateLimited(request.method, request.path) || this.isPublic(context)) return null;
-    return this.ipBucket(clientIp);
+  /** The throttlers of ThrottlerModule's options: sizes, who draws, and the org's tracker. */
+  throttlers(): ThrottlerOptions[] {
+    const org = (context: ExecutionContext) => this.orgBucket(context);
+    return [
+      {
+        name: 'auth',
+        ...throttlerLimits(this.config.auth),
+        skipIf: (context) => !this.drawsAuth(context),
+      },
+      {
+        name: 'ip',
+        ...throttlerLimits(this.config.ip),
+        skipIf: (context) => !this.drawsIp(context),
+      },
+      {
+        name: 'org',
+        // Without an organization the guard takes nothing; these sizes are then unused.
+        limit: async (context) =>
+          throttlerLimits((await org(context))?.policy ?? this.config.org).limit,
+        ttl: async (context) =>
+          throttlerLimits((await org(context))?.policy ?? this.config.org).ttl,
+        skipIf: (context) => !this.drawsOrg(context),
+        getTracker: async (_request, context) => (await org(context))?.organizationId ?? '',
+      },
+    ];
   }
 
-  /** For a request the router dispatched to a handler. */
-  async forRoute(context: ExecutionContext, clientIp: string): Promise<Bucket> {
+  /** For a request no guard charged (unknown route, refused body, bad credential): by address. */
+  forUnrouted(request: Request): {
+    name: ThrottlerName;
+    tracker: string;
+    limit: number;
+    ttl: number;
+  } {
+    const name = isAuthRateLimited(request.method, request.path) ? 'auth' : 'ip';
+    return {
+      name,
+      tracker: BucketResolver.clientIp(request),
+      ...throttlerLimits(this.config[name]),
+    };
+  }
+
+  private drawsAuth(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<Request>();
-    if (isAuthRateLimited(request.method, request.path)) return this.authBucket(clientIp);
-    if (this.isPublic(context)) return this.ipBucket(clientIp);
+    return isAuthRateLimited(request.method, request.path);
+  }
+
+  /** Public routes and calls without a credential; and a key lookup, paid before it is made. */
+  private drawsIp(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    if (isAuthRateLimited(request.method, request.path)) return false;
+    if (this.isPublic(context) || request.headers.authorization === undefined) return true;
+    return this.callers.needsLookup(request);
+  }
+
+  private drawsOrg(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    return (
+      request.headers.authorization !== undefined &&
+      !isAuthRateLimited(request.method, request.path) &&
+      !this.isPublic(context)
+    );
+  }
+
+  private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
+    const request = context.switchToHttp().getRequest<ClassifiedRequest>();
+    request[ORG_BUCKET] ??= this.resolveOrgBucket(context);
+    return request[ORG_BUCKET];
+  }
+
+  private async resolveOrgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
     let organizationId: string | undefined;
     try {
       organizationId = (await this.callers.resolve(context))?.organizationId;
     } catch {
-      // A bad credential: the authentication guard answers 401/403 next; the IP pays for it.
+      // A bad credential: the authentication guard answers 401/403 next; the address pays then.
+      return null;
     }
-    if (!organizationId) return this.ipBucket(clientIp);
-    return { key: `org:${organizationId}`, policy: await this.orgPolicy(organizationId) };
-  }
-
-  /** For a request no handler will see (unknown route, refused body): by address only. */
-  forUnrouted(request: Request): Bucket {
-    const clientIp = BucketResolver.clientIp(request);
-    return isAuthRateLimited(request.method, request.path)
-      ? this.authBucket(clientIp)
-      : this.ipBucket(clientIp);
+    if (!organizationId) return null;
+    return { organizationId, policy: await this.orgPolicy(organizationId) };
   }
 
   private isPublic(context: ExecutionContext): boolean {
-    return !!this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [
-      context.getHandler(),
-      context.getClass(),
-    ]);
-  }
-
-  private ipBucket(clientIp: string): Bucket {
-    return { key: `ip:${clientIp}`, policy: { name: 'ip', ...this.config.ip } };
-  }
-
-  private authBucket(clientIp: string): Bucket {
-    return { key: `auth:${clientIp}`, policy: { name: 'auth', ...this.config.auth } };
+    const handler = context.getHandler();
+    const type = context.getClass();
+    const known = this.publicHandlers.get(handler);
+    if (known?.type === type) return known.isPublic;
+    const isPublic = !!this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, [handler, type]);
+    this.publicHandlers.set(handler, { type, isPublic });
+    return isPublic;
   }
 
   private async orgPolicy(organizationId: string): Promise<BucketPolicy> {

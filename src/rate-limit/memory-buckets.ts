@@ -26,12 +26,16 @@ export class MemoryBuckets {
     private readonly sweepEvery = 10_000,
   ) {}
 
-  take(key: string, policy: BucketPolicy): BucketDecision {
+  take(key: string, policy: Pick<BucketPolicy, 'rps' | 'burst'>): BucketDecision {
     const now = this.now();
     const { state, decision } = takeToken(this.entries.get(key), policy, now);
     // Delete then set: Map order becomes least-recently-used first.
     this.entries.delete(key);
-    this.entries.set(key, { ...state, fullAt: now + decision.msUntilFull });
+    this.entries.set(key, {
+      tokens: state.tokens,
+      updatedAt: state.updatedAt,
+      fullAt: now + decision.msUntilFull,
+    });
     if (++this.takesSinceSweep >= this.sweepEvery) this.sweep(now);
     if (this.entries.size > this.maxEntries) {
       const oldest = this.entries.keys().next().value;

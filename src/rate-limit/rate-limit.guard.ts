@@ -1,69 +1,91 @@
-import { Injectable } from '@nestjs/common';
+import { ExecutionContext, Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import {
   InjectThrottlerOptions,
   InjectThrottlerStorage,
   ThrottlerGuard,
+  type ThrottlerLimitDetail,
   type ThrottlerModuleOptions,
   type ThrottlerRequest,
 } from '@nestjs/throttler';
-import type { Request } from 'express';
 import type { ServerResponse } from 'node:http';
 import type { RateLimitConfig } from '../config/rate-limit.config';
-import { type Bucket, BucketResolver } from './bucket-resolver.service';
+import { THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
 
 /**
- * The throttler framework's guard with token-bucket semantics. The framework's own model (at most
- * `limit` hits per `ttl`, one counter per route) cannot express "refill r tokens per second into
- * one bucket per organization", so handleRequest picks the bucket (BucketResolver), takes a token
- * from TokenBucketStorage and writes the headers; @SkipThrottle() and the storage wiring stay the
- * framework's. Registered as the first APP_GUARD (app.module.ts), before authentication, so 401s
- * and 403s carry the headers and floods of bad credentials are throttled per address.
+ * `@nestjs/throttler`'s guard, run its own way: its canActivate walks the named throttlers of
+ * ThrottlerModule's options (auth, ip, org: BucketResolver.throttlers), each skipped or sized per
+ * request through the framework's `skipIf`, `limit`, `ttl` and `getTracker`, keys made by the
+ * options' `generateKey`, tokens taken by the storage's `increment()` (TokenBucketStorage).
+ *
+ * One piece stays ours, handleRequest: the framework writes its own headers (`X-RateLimit-Limit-org`
+ * = hits per window, `-Reset-org` in seconds), and the contract's are different (§5: the refill
+ * rate, an ISO instant, the IETF `RateLimit`/`RateLimit-Policy` pair, unsuffixed). So the
+ * options turn `setHeaders` off and this handleRequest does what the framework's does (tracker,
+ * key, increment, throwThrottlingException when blocked) with RateLimiter writing the headers;
+ * it also takes nothing when the org throttler has no organization to charge (a bad credential,
+ * refused next by the authentication guard and charged to the address on the way out).
+ *
+ * Registered as the first APP_GUARD (app.module.ts), before authentication, so 401s and 403s
+ * carry the headers and floods of bad credentials are throttled per address.
  */
 @Injectable()
-export class RateLimitGuard extends ThrottlerGuard {
+export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
   private readonly enabled: boolean;
 
   constructor(
     @InjectThrottlerOptions() options: ThrottlerModuleOptions,
-    @InjectThrottlerStorage() storage: TokenBucketStorage,
+    @InjectThrottlerStorage() private readonly buckets: TokenBucketStorage,
     reflector: Reflector,
     config: ConfigService,
-    private readonly buckets: BucketResolver,
     private readonly limiter: RateLimiter,
   ) {
-    super(options, storage, reflector);
+    super(options, buckets, reflector);
     this.enabled = config.getOrThrow<RateLimitConfig>('rateLimit').enabled;
   }
 
-  protected override async shouldSkip(): Promise<boolean> {
-    return !this.enabled;
+  override async onModuleInit(): Promise<void> {
+    await super.onModuleInit();
+    // The framework orders throttlers by ttl; ours must draw in their declared order, because the
+    // IP bucket pays for an API-key lookup before the org throttler makes it.
+    const rank = (name?: string) => THROTTLER_NAMES.indexOf(name as ThrottlerName);
+    this.throttlers.sort((a, b) => rank(a.name) - rank(b.name));
   }
 
-  protected override async getTracker(request: Record<string, unknown>): Promise<string> {
-    return BucketResolver.clientIp(request as unknown as Request);
+  protected override shouldSkip(): Promise<boolean> {
+    return Promise.resolve(!this.enabled);
   }
 
   protected override async handleRequest({
     context,
+    limit,
+    ttl,
+    throttler,
+    blockDuration,
     getTracker,
+    generateKey,
   }: ThrottlerRequest): Promise<boolean> {
     const { req, res } = this.getRequestResponse(context);
     const tracker = await getTracker(req, context);
-    const lookupBucket = this.buckets.lookupBucket(context, tracker);
-    if (lookupBucket) await this.take(lookupBucket, res as ServerResponse);
-    const bucket = await this.buckets.forRoute(context, tracker);
-    if (bucket.key !== lookupBucket?.key) await this.take(bucket, res as ServerResponse);
+    if (tracker === '') return true;
+    const name = throttler.name ?? 'default';
+    const key = generateKey(context, tracker, name);
+    const record = await this.buckets.increment(key, ttl, limit, blockDuration, name);
+    this.limiter.report(res as ServerResponse, name, limit, ttl, record);
+    if (record.isBlocked) {
+      await this.throwThrottlingException(context, { ...record, limit, ttl, key, tracker });
+    }
     return true;
   }
 
-  private async take(bucket: Bucket, response: ServerResponse): Promise<void> {
-    const decision = await this.limiter.take(bucket, response);
-    if (!decision.allowed) {
-      throw RateLimiter.rateLimited(Math.ceil(decision.msUntilToken / 1000));
-    }
+  /** The contract's 429 envelope, Retry-After at the moment one token is back. */
+  protected override throwThrottlingException(
+    _context: ExecutionContext,
+    detail: ThrottlerLimitDetail,
+  ): Promise<void> {
+    throw RateLimiter.rateLimited(detail.timeToBlockExpire);
   }
 }

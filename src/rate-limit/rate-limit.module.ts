@@ -7,7 +7,7 @@ import { AuthModule } from '../auth/auth.module';
 import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from '../common/errors/before-error-reply';
 import type { RateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
-import { BucketResolver } from './bucket-resolver.service';
+import { BucketResolver, bucketKey } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import { TokenBucketStorage } from './token-bucket.storage';
 
@@ -15,55 +15,62 @@ import { TokenBucketStorage } from './token-bucket.storage';
 @Module({ providers: [TokenBucketStorage], exports: [TokenBucketStorage] })
 export class RateLimitStorageModule {}
 
+/** Who draws from which bucket, for ThrottlerModule's factory and the error path. */
+@Module({
+  imports: [AuthModule, OrganizationsModule],
+  providers: [BucketResolver],
+  exports: [BucketResolver],
+})
+export class RateLimitBucketsModule {}
+
 /**
- * Requests that never reach a guard (unknown routes answer 404 from Nest's fallback handler;
- * bodies the parser refuses answer 400/413/415 from its middleware) still draw from the client
- * IP's bucket (or the auth bucket on its paths) and carry the headers: the exception filter awaits
- * this before writing their error, and answers 429 instead when the bucket is empty.
+ * Requests no throttler charged (unknown routes answer 404 from Nest's fallback handler; bodies
+ * the parser refuses answer 400/413/415 from its middleware; a bad credential is refused by the
+ * authentication guard) still draw from the client IP's bucket (or the auth bucket on its paths)
+ * and carry the headers: the exception filter awaits this before writing their error, and answers
+ * 429 instead when the bucket is empty.
  */
 function chargeUnguarded(
   config: ConfigService,
   buckets: BucketResolver,
+  storage: TokenBucketStorage,
   limiter: RateLimiter,
 ): BeforeErrorReply | null {
   if (!config.getOrThrow<RateLimitConfig>('rateLimit').enabled) return null;
   return async (request, response: ServerResponse) => {
     if (RateLimiter.hasHeaders(response) || response.headersSent) return null;
-    const decision = await limiter.take(buckets.forUnrouted(request as Request), response);
-    return decision.allowed
-      ? null
-      : RateLimiter.rateLimited(Math.ceil(decision.msUntilToken / 1000));
+    const { name, tracker, limit, ttl } = buckets.forUnrouted(request as Request);
+    const record = await storage.increment(bucketKey(name, tracker), ttl, limit, ttl, name);
+    limiter.report(response, name, limit, ttl, record);
+    return record.isBlocked ? RateLimiter.rateLimited(record.timeToBlockExpire) : null;
   };
 }
 
 @Module({
   imports: [
-    AuthModule,
-    OrganizationsModule,
+    RateLimitBucketsModule,
     RateLimitStorageModule,
     ThrottlerModule.forRootAsync({
-      imports: [RateLimitStorageModule],
-      inject: [ConfigService, TokenBucketStorage],
-      useFactory: (config: ConfigService, storage: TokenBucketStorage) => {
-        const { org } = config.getOrThrow<RateLimitConfig>('rateLimit');
-        return {
-          storage,
-          // One throttler, so @SkipThrottle() works; its limit/ttl describe the default org
-          // bucket only: RateLimitGuard sizes each request's bucket itself (BucketResolver).
-          throttlers: [{ name: 'default', limit: org.burst, ttl: (org.burst / org.rps) * 1000 }],
-        };
-      },
+      imports: [RateLimitStorageModule, RateLimitBucketsModule],
+      inject: [TokenBucketStorage, BucketResolver],
+      useFactory: (storage: TokenBucketStorage, buckets: BucketResolver) => ({
+        storage,
+        throttlers: buckets.throttlers(),
+        getTracker: (request) => BucketResolver.clientIp(request as Request),
+        generateKey: (_context, tracker, name) => bucketKey(name, tracker),
+        // RateLimitGuard writes the contract's headers (§5) instead of the framework's.
+        setHeaders: false,
+      }),
     }),
   ],
   providers: [
-    BucketResolver,
     RateLimiter,
     {
       provide: BEFORE_ERROR_REPLY,
-      inject: [ConfigService, BucketResolver, RateLimiter],
+      inject: [ConfigService, BucketResolver, TokenBucketStorage, RateLimiter],
       useFactory: chargeUnguarded,
     },
   ],
-  exports: [BucketResolver, RateLimiter, RateLimitStorageModule, BEFORE_ERROR_REPLY],
+  exports: [RateLimiter, RateLimitStorageModule, BEFORE_ERROR_REPLY],
 })
 export class RateLimitModule {}

@@ -2,21 +2,25 @@ import { Injectable } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
 import { MetricsService } from '../metrics/metrics.service';
-import type { Bucket } from './bucket-resolver.service';
-import { type BucketDecision, rateLimitHeaders } from './token-bucket';
-import { TokenBucketStorage } from './token-bucket.storage';
+import { type BucketDecision, type BucketPolicy, policyOf, rateLimitHeaders } from './token-bucket';
 
-/** Takes a token for a request and writes the rate-limit headers on its response. */
+/** Writes the rate-limit headers of a decision on its response, and counts the decision. */
 @Injectable()
 export class RateLimiter {
   /** `rate_limit_decisions_total` children by `${policy}:${allowed}`: a handful, made once each. */
   private readonly decisions = new Map<string, { inc(): void }>();
   private readonly decisionsTotal: Counter<'bucket' | 'outcome'>;
+  /** The last policy made per bucket name: the same few sizes come back on every request. */
+  private readonly policies = new Map<
+    string,
+    { limit: number; ttl: number; policy: BucketPolicy }
+  >();
 
   constructor(
-    private readonly storage: TokenBucketStorage,
     metrics: MetricsService,
+    private readonly clock: Clock,
   ) {
     this.decisionsTotal = metrics.counter({
       name: 'rate_limit_decisions_total',
@@ -33,19 +37,31 @@ export class RateLimiter {
     });
   }
 
-  /** True once this request's rate-limit headers are set (the guard saw it). */
+  /** True once this request's rate-limit headers are set (a throttler charged it). */
   static hasHeaders(response: ServerResponse): boolean {
     return response.hasHeader('X-RateLimit-Limit');
   }
 
-  async take(bucket: Bucket, response: ServerResponse): Promise<BucketDecision> {
-    const decision = await this.storage.take(bucket.key, bucket.policy);
-    this.countDecision(bucket.policy.name, decision.allowed);
-    if (!response.headersSent) {
-      const headers = rateLimitHeaders(decision, bucket.policy, Date.now());
-      for (const [name, value] of Object.entries(headers)) response.setHeader(name, value);
-    }
-    return decision;
+  /** For the bucket named `name`, sized `limit` per `ttl` ms as the throttler sizes it. */
+  report(
+    response: ServerResponse,
+    name: string,
+    limit: number,
+    ttl: number,
+    decision: BucketDecision,
+  ): void {
+    this.countDecision(name, decision.allowed);
+    if (response.headersSent) return;
+    const headers = rateLimitHeaders(decision, this.policy(name, limit, ttl), this.clock.nowMs());
+    for (const header in headers) response.setHeader(header, headers[header]);
+  }
+
+  private policy(name: string, limit: number, ttl: number): BucketPolicy {
+    const last = this.policies.get(name);
+    if (last && last.limit === limit && last.ttl === ttl) return last.policy;
+    const policy = policyOf(name, limit, ttl);
+    this.policies.set(name, { limit, ttl, policy });
+    return policy;
   }
 
   private countDecision(bucket: string, allowed: boolean): void {

@@ -1,13 +1,21 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import type { ThrottlerStorage } from '@nestjs/throttler';
+import { PinoLogger } from 'nestjs-pino';
 import { createHash } from 'node:crypto';
-import type { Logger } from 'pino';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { Clock } from '../common/time/clock';
 import type { RateLimitConfig } from '../config/rate-limit.config';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { MemoryBuckets } from './memory-buckets';
-import { type BucketDecision, type BucketPolicy, decide } from './token-bucket';
+import {
+  type BucketDecision,
+  type BucketPolicy,
+  decide,
+  type TokenBucketRecord,
+  toThrottlerRecord,
+} from './token-bucket';
+
+type Size = Pick<BucketPolicy, 'rps' | 'burst'>;
 
 /**
  * takeToken() of token-bucket.ts as one atomic script: read, refill, take, write with a TTL.
@@ -40,8 +48,6 @@ redis.call('PEXPIRE', KEYS[1], math.max(1, msUntilFull))
 return { allowed, encoded }
 `;
 
-type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
-
 const SCRIPT_SHA = createHash('sha1').update(TAKE_TOKEN_SCRIPT).digest('hex');
 const WARN_INTERVAL_MS = 60_000;
 
@@ -59,9 +65,10 @@ class RedisTimeout extends Error {
 }
 
 /**
- * The token buckets, in Redis when REDIS_URL is set (shared by every instance), else in memory.
- * Implements the throttler framework's storage interface so ThrottlerModule uses it; the guard
- * calls the richer take() because a token bucket needs more than the framework's hit counter.
+ * The token buckets, in Redis when REDIS_URL is set (shared by every instance), else in memory:
+ * the throttler framework's storage. Its `increment()` takes one token from the bucket `key`,
+ * sized as the framework sizes a throttler (`limit` per `ttl` ms: a burst of `limit` refilled in
+ * `ttl`), and answers the framework's record plus the exact timings the contract's headers need.
  *
  * Fail-open: when Redis errors or answers slower than RATE_LIMIT_REDIS_TIMEOUT_MS, the request
  * draws from this instance's in-memory bucket instead. Requests keep being served at the price of
@@ -70,7 +77,7 @@ class RedisTimeout extends Error {
  */
 @Injectable()
 export class TokenBucketStorage implements ThrottlerStorage {
-  private readonly local = new MemoryBuckets();
+  private readonly local: MemoryBuckets;
   private readonly timeoutMs: number;
   private readonly prefix: string;
   private degradedSince: number | null = null;
@@ -79,48 +86,45 @@ export class TokenBucketStorage implements ThrottlerStorage {
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
+    private readonly logger: PinoLogger,
+    private readonly clock: Clock,
     config: ConfigService,
   ) {
+    this.logger.setContext(TokenBucketStorage.name);
     const { redisTimeoutMs, redisPrefix } = config.getOrThrow<RateLimitConfig>('rateLimit');
     this.timeoutMs = redisTimeoutMs;
     this.prefix = redisPrefix;
-  }
-
-  async take(key: string, policy: BucketPolicy): Promise<BucketDecision> {
-    if (!this.redis) return this.local.take(key, policy);
-    try {
-      const decision = await this.takeFromRedis(this.redis, key, policy);
-      if (this.degradedSince !== null) this.recovered();
-      return decision;
-    } catch (error) {
-      this.failed(error);
-      return this.local.take(key, policy);
-    }
+    // The injected clock: one more call per take, nothing next to the Map work, and a spec can
+    // move it. (Redis refills on its own clock, TIME in the script.)
+    this.local = new MemoryBuckets(() => clock.nowMs());
   }
 
   /**
-   * The framework's contract ("at most `limit` hits per `ttl` ms") read as a token bucket that
-   * holds `limit` tokens and refills all of them in `ttl` ms.
+   * Takes a token from bucket `key` (no throttler prefix is added: the key is the bucket's name,
+   * `org:<id>`, `ip:<address>`, `auth:<address>`). A token bucket has no separate block: a
+   * refused request waits for one token, so `blockDuration` plays no part.
    */
   async increment(
     key: string,
     ttl: number,
     limit: number,
     _blockDuration: number,
-    throttlerName: string,
-  ): Promise<ThrottlerStorageRecord> {
-    const decision = await this.take(`${throttlerName}:${key}`, {
-      name: 'ip',
-      rps: (limit * 1000) / ttl,
-      burst: limit,
-    });
-    return {
-      totalHits: limit - Math.floor(decision.tokens),
-      timeToExpire: Math.ceil(decision.msUntilFull / 1000),
-      isBlocked: !decision.allowed,
-      timeToBlockExpire: Math.ceil(decision.msUntilToken / 1000),
-    };
+    _throttlerName: string,
+  ): Promise<TokenBucketRecord> {
+    const size: Size = { burst: limit, rps: (limit * 1000) / ttl };
+    return toThrottlerRecord(await this.take(key, size), limit);
+  }
+
+  private async take(key: string, size: Size): Promise<BucketDecision> {
+    if (!this.redis) return this.local.take(key, size);
+    try {
+      const decision = await this.takeFromRedis(this.redis, key, size);
+      if (this.degradedSince !== null) this.recovered();
+      return decision;
+    } catch (error) {
+      this.failed(error);
+      return this.local.take(key, size);
+    }
   }
 
   status(): RateLimitStoreStatus {
@@ -136,18 +140,18 @@ export class TokenBucketStorage implements ThrottlerStorage {
   private async takeFromRedis(
     redis: NonNullable<RedisClient>,
     key: string,
-    policy: BucketPolicy,
+    size: Size,
   ): Promise<BucketDecision> {
     // Without a connection ioredis would fail the command anyway (no offline queue): skip the try.
     if (redis.status !== 'ready') throw new Error(`Redis connection is ${redis.status}`);
-    const args = [this.prefix + key, String(policy.rps / 1000), String(policy.burst)];
+    const args = [this.prefix + key, String(size.rps / 1000), String(size.burst)];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new RedisTimeout(this.timeoutMs)), this.timeoutMs);
     });
     try {
       const reply = (await Promise.race([this.evaluate(redis, args), timeout])) as [number, string];
-      return decide(reply[0] === 1, Number(reply[1]), policy);
+      return decide(reply[0] === 1, Number(reply[1]), size);
     } finally {
       clearTimeout(timer);
     }
@@ -164,7 +168,7 @@ export class TokenBucketStorage implements ThrottlerStorage {
   }
 
   private failed(error: unknown): void {
-    const now = Date.now();
+    const now = this.clock.nowMs();
     this.degradedSince ??= now;
     this.failuresSinceWarn++;
     if (now - this.lastWarnAt < WARN_INTERVAL_MS) return;
@@ -181,7 +185,7 @@ export class TokenBucketStorage implements ThrottlerStorage {
 
   private recovered(): void {
     this.logger.info(
-      { degradedSince: new Date(this.degradedSince ?? Date.now()).toISOString() },
+      { degradedSince: new Date(this.degradedSince ?? this.clock.nowMs()).toISOString() },
       'rate limiter: Redis answers again, buckets are shared',
     );
     this.degradedSince = null;

@@ -1,9 +1,32 @@
+import type { ThrottlerStorage } from '@nestjs/throttler';
+
+/** The framework's storage record (its type is not exported by name). */
+type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage['increment']>>;
+
 /** A bucket's size: it refills `rps` tokens per second up to `burst` tokens. */
 export interface BucketPolicy {
-  /** Names the policy in the IETF `RateLimit-Policy` header: org, ip or auth. */
-  name: 'org' | 'ip' | 'auth';
+  /** Names the policy in the IETF `RateLimit-Policy` header: the throttler, org, ip or auth. */
+  name: string;
   rps: number;
   burst: number;
+}
+
+/**
+ * A bucket as the throttler framework sizes one: `limit` requests per `ttl` milliseconds, read
+ * as `limit` tokens (the burst) refilled in full over `ttl` (so `rps` = limit / ttl).
+ */
+export function throttlerLimits(policy: Pick<BucketPolicy, 'rps' | 'burst'>): {
+  limit: number;
+  ttl: number;
+} {
+  return { limit: policy.burst, ttl: (policy.burst * 1000) / policy.rps };
+}
+
+/** The policy a throttler's `limit` and `ttl` describe (the inverse of throttlerLimits). */
+export function policyOf(name: string, limit: number, ttl: number): BucketPolicy {
+  // limit / (limit / rps) comes back as rps in binary floating point within one ulp; twelve
+  // significant digits give the configured decimal back, for the X-RateLimit-Limit header.
+  return { name, burst: limit, rps: Number(((limit * 1000) / ttl).toPrecision(12)) };
 }
 
 /** What a bucket holds between requests: a (fractional) token count as of `updatedAt` (ms). */
@@ -23,6 +46,24 @@ export interface BucketDecision {
   msUntilToken: number;
 }
 
+/** What the storage answers the throttler: its record, plus the exact timings for the headers. */
+export interface TokenBucketRecord extends ThrottlerStorageRecord, BucketDecision {}
+
+/** The framework's record of a decision: hits used of `limit`, and times in whole seconds. */
+export function toThrottlerRecord(decision: BucketDecision, limit: number): TokenBucketRecord {
+  // Spelled out rather than spread: one object of one shape, on every request.
+  return {
+    allowed: decision.allowed,
+    tokens: decision.tokens,
+    msUntilFull: decision.msUntilFull,
+    msUntilToken: decision.msUntilToken,
+    totalHits: limit - Math.floor(decision.tokens),
+    timeToExpire: Math.ceil(decision.msUntilFull / 1000),
+    isBlocked: !decision.allowed,
+    timeToBlockExpire: decision.allowed ? 0 : Math.max(1, Math.ceil(decision.msUntilToken / 1000)),
+  };
+}
+
 /**
  * Takes one token from a bucket at time `now` (ms). A missing bucket is a full one, which is also
  * why stores may forget a bucket once it would have refilled: nothing is lost. A clock that steps
@@ -30,7 +71,7 @@ export interface BucketDecision {
  */
 export function takeToken(
   state: BucketState | undefined,
-  policy: BucketPolicy,
+  policy: Pick<BucketPolicy, 'rps' | 'burst'>,
   now: number,
 ): { state: BucketState; decision: BucketDecision } {
   const perMs = policy.rps / 1000;
@@ -48,7 +89,11 @@ export function takeToken(
 }
 
 /** The timings of a decision, from the tokens left after it. */
-export function decide(allowed: boolean, tokens: number, policy: BucketPolicy): BucketDecision {
+export function decide(
+  allowed: boolean,
+  tokens: number,
+  policy: Pick<BucketPolicy, 'rps' | 'burst'>,
+): BucketDecision {
   const perMs = policy.rps / 1000;
   return {
     allowed,

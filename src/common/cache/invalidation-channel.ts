@@ -23,7 +23,7 @@ export class InvalidationChannel {
   constructor(
     private readonly redis: Redis | null,
     private readonly channel: string,
-    private readonly logger: Logger,
+    private readonly logger: Pick<Logger, 'warn'>,
   ) {
     this.ackChannel = `${channel}:ack`;
   }

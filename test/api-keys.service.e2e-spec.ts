@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { ApiKeysService } from '../src/api-keys/api-keys.service';
+import type { Scope, UserCaller } from '../src/common/auth/caller';
+import { AppError } from '../src/common/errors/app-error';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import { signUp } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+/**
+ * ApiKeysService on the real database (a "medium" spec): the service called directly, its rules
+ * checked against the rows it writes, time moved by a ManualClock instead of sleeps.
+ */
+describe('ApiKeysService (real database)', () => {
+  const clock = new ManualClock();
+  let t: TestApp;
+  let keys: ApiKeysService;
+  let db: DataSource;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    keys = t.app.get(ApiKeysService);
+    db = t.app.get(DataSource);
+  });
+  afterAll(() => t.close());
+
+  /** A user of a fresh organization, acting with `scopes`. */
+  async function userWith(scopes: Scope[]): Promise<UserCaller> {
+    const owner = await signUp(t);
+    return {
+      kind: 'user',
+      userId: owner.userId,
+      organizationId: owner.organizationId,
+      scopes,
+      requestId: randomUUID(),
+      ip: '192.0.2.10',
+    };
+  }
+
+  async function auditEvents(organizationId: string, action: string) {
+    const rows: Array<{ target_id: string; actor_id: string; details: Record<string, unknown> }> =
+      await db.query(
+        `SELECT target_id, actor_id, details FROM audit_events
+          WHERE organization_id = $1 AND action = $2 ORDER BY created_at`,
+        [organizationId, action],
+      );
+    return rows;
+  }
+
+  async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
+    const error: unknown = await promise.then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe(code);
+  }
+
+  it('creates a key with scopes the caller holds, and refuses scopes it does not', async () => {
+    const caller = await userWith(['read_write']);
+    await expectAppError(
+      keys.create(caller, { name: 'too much', scopes: ['admin'] }),
+      'insufficient_scope',
+    );
+    const created = await keys.create(caller, { name: 'reader', scopes: ['read'] });
+    expect(created).toEqual(
+      expect.objectContaining({ name: 'reader', scopes: ['read'], expires_at: null }),
+    );
+    expect(created.key.startsWith(created.prefix)).toBe(true);
+    expect(created.key.endsWith(created.last_four)).toBe(true);
+
+    await expect(keys.authenticate(created.key)).resolves.toEqual({
+      kind: 'api_key',
+      organizationId: caller.organizationId,
+      scopes: ['read'],
+      apiKeyId: created.id,
+    });
+    expect(await auditEvents(caller.organizationId, 'api_key.created')).toEqual([
+      {
+        target_id: created.id,
+        actor_id: caller.userId,
+        details: { name: 'reader', scopes: ['read'], expires_at: null },
+      },
+    ]);
+    const page = await keys.list(caller.organizationId, 10);
+    expect(page.data.map((key) => key.id)).toEqual([created.id]);
+  });
+
+  it('honours expires_at by the clock: refused in the past, accepted until then, refused after', async () => {
+    const caller = await userWith(['admin']);
+    await expectAppError(
+      keys.create(caller, {
+        name: 'past',
+        scopes: ['read'],
+        expires_at: new Date(clock.nowMs() - 1).toISOString(),
+      }),
+      'validation_failed',
+    );
+    const expiresAt = new Date(clock.nowMs() + 60_000);
+    const created = await keys.create(caller, {
+      name: 'short-lived',
+      scopes: ['read'],
+      expires_at: expiresAt.toISOString(),
+    });
+    expect(created.expires_at).toBe(expiresAt.toISOString());
+    expect(await keys.authenticate(created.key)).not.toBeNull();
+    clock.advance(59_999);
+    expect(await keys.authenticate(created.key)).not.toBeNull();
+    clock.advance(1);
+    expect(await keys.authenticate(created.key)).toBeNull();
+  });
+
+  it('revokes a key at once, once, with its audit event', async () => {
+    const caller = await userWith(['admin']);
+    const created = await keys.create(caller, { name: 'to revoke', scopes: ['read_write'] });
+    expect(await keys.authenticate(created.key)).not.toBeNull();
+
+    await keys.revoke(caller, created.id);
+    expect(await keys.authenticate(created.key)).toBeNull();
+    await expectAppError(keys.revoke(caller, created.id), 'not_found');
+    // Another organization's caller cannot revoke (nor learn of) this organization's key.
+    const other = await userWith(['admin']);
+    const foreign = await keys.create(other, { name: 'foreign', scopes: ['read'] });
+    await expectAppError(keys.revoke(caller, foreign.id), 'not_found');
+
+    expect(await auditEvents(caller.organizationId, 'api_key.revoked')).toEqual([
+      { target_id: created.id, actor_id: caller.userId, details: { name: 'to revoke' } },
+    ]);
+    expect((await keys.list(caller.organizationId, 10)).data).toEqual([]);
+  });
+
+  it('rolls a key: the new one works at once, the old one until the overlap window ends', async () => {
+    const caller = await userWith(['admin']);
+    const old = await keys.create(caller, { name: 'backend', scopes: ['read_write'] });
+    const rolledAt = clock.nowMs();
+    const rolled = await keys.roll(caller, old.id, 3_600);
+    expect(rolled).toEqual(
+      expect.objectContaining({ name: 'backend', scopes: ['read_write'], expires_at: null }),
+    );
+    expect(rolled.id).not.toBe(old.id);
+    expect((await keys.authenticate(rolled.key))?.organizationId).toBe(caller.organizationId);
+
+    const [event] = await auditEvents(caller.organizationId, 'api_key.rolled');
+    expect(event).toEqual({
+      target_id: old.id,
+      actor_id: caller.userId,
+      details: {
+        new_key_id: rolled.id,
+        old_key_expires_at: new Date(rolledAt + 3_600_000).toISOString(),
+      },
+    });
+
+    clock.advance(3_599_999);
+    expect(await keys.authenticate(old.key)).not.toBeNull();
+    clock.advance(1);
+    expect(await keys.authenticate(old.key)).toBeNull();
+    expect(await keys.authenticate(rolled.key)).not.toBeNull();
+    // The old key has ended: it cannot be rolled again.
+    await expectAppError(keys.roll(caller, old.id, 60), 'not_found');
+  });
+
+  it('rolls with no overlap: the old key is revoked at once; a shorter own expiry is kept', async () => {
+    const caller = await userWith(['admin']);
+    const old = await keys.create(caller, { name: 'now', scopes: ['read'] });
+    const rolled = await keys.roll(caller, old.id, 0);
+    expect(await keys.authenticate(old.key)).toBeNull();
+    expect(await keys.authenticate(rolled.key)).not.toBeNull();
+
+    const expiresAt = new Date(clock.nowMs() + 10_000);
+    const soon = await keys.create(caller, {
+      name: 'soon',
+      scopes: ['read'],
+      expires_at: expiresAt.toISOString(),
+    });
+    await keys.roll(caller, soon.id, 3_600);
+    const [row]: Array<{ expires_at: Date }> = await db.query(
+      'SELECT expires_at FROM api_keys WHERE id = $1',
+      [soon.id],
+    );
+    expect(row.expires_at.toISOString()).toBe(expiresAt.toISOString());
+    clock.advance(10_000);
+    expect(await keys.authenticate(soon.key)).toBeNull();
+  });
+});
