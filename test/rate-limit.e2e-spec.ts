@@ -43,9 +43,16 @@ function expectRateLimitHeaders(response: Response, policy: 'org' | 'ip' | 'auth
   expect(headers.ratelimit).toContain(`r=${headers['x-ratelimit-remaining']};`);
 }
 
+/**
+ * `retryAfter` is the wait right after the bucket ran dry; the time the requests since took on a
+ * busy machine may have brought it down by a second or two, never below 1.
+ */
 function expectRateLimited(response: Response, retryAfter: number): void {
   expectError(response, 429, 'rate_limited');
-  expect(response.headers['retry-after']).toBe(String(retryAfter));
+  expect(response.headers['retry-after']).toMatch(/^\d+$/);
+  const seconds = Number(response.headers['retry-after']);
+  expect(seconds).toBeLessThanOrEqual(retryAfter);
+  expect(seconds).toBeGreaterThanOrEqual(Math.max(1, retryAfter - 2));
   expect(response.headers['x-ratelimit-remaining']).toBe('0');
 }
 
