@@ -423,6 +423,32 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     ]);
   });
 
+  it('step() puts the events in the statement that makes the change: one per row, committed with it', async () => {
+    const path = `ok/step-${randomUUID()}`;
+    const { secret } = await createEndpoint(t, tenant, receiver.url(path), ['personality.created']);
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    const event = t.app.get(WebhookEventsService).step('created', 2, {
+      organizationId: tenant.organizationId,
+      type: 'personality.created',
+    });
+    const statement = `WITH created AS (
+         SELECT jsonb_build_object('personality_id', p) AS webhook_data FROM unnest($1::text[]) AS p),
+       ${event.sql}
+       SELECT count(*)::int AS n FROM created`;
+    await dataSource.query(statement, [['p-1', 'p-2'], ...event.params]);
+    // A statement that fails leaves no event.
+    await expect(
+      dataSource.query(`${statement} WHERE 1 / 0 = 1`, [['p-never'], ...event.params]),
+    ).rejects.toThrow();
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 2);
+    await sleep(300);
+    const ids = receiver.at(`/${path}`).map((hook) => verify(hook, secret).data);
+    expect(ids).toHaveLength(2);
+    expect(ids).toEqual(
+      expect.arrayContaining([{ personality_id: 'p-1' }, { personality_id: 'p-2' }]),
+    );
+  });
+
   it('retries a 500 with exponential backoff, with the same event id, until a 2xx', async () => {
     const path = `flaky/2/retry-${randomUUID()}`;
     const { id, secret } = await createEndpoint(t, tenant, receiver.url(path));

@@ -29,6 +29,8 @@ const MAX_BACKOFF_MS = 7 * 86_400_000;
 const RETENTION_DAYS = 30;
 const PURGE_INTERVAL_MS = 3_600_000;
 const PURGE_BATCH = 1_000;
+/** The poll interval while claims find work (the idle one is WEBHOOK_POLL_INTERVAL_MS). */
+const BUSY_POLL_INTERVAL_MS = 50;
 /** Outcomes recorded per statement at most. */
 const RECORD_BATCH = 500;
 
@@ -69,7 +71,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
   private readonly config: WebhooksConfig;
   private readonly leaseMs: number;
   private readonly inFlight = new Map<string, Promise<void>>();
-  private readonly toRecord: Array<{ outcome: AttemptOutcome; recorded: () => void }> = [];
+  private readonly toRecord: AttemptOutcome[] = [];
   private readonly toRelease: Array<{ id: string; lockToken: string }> = [];
   private readonly abort = new AbortController();
   private recording: Promise<void> | undefined;
@@ -131,7 +133,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     clearTimeout(timer);
     this.abort.abort();
     await Promise.all(this.inFlight.values());
-    await this.recording;
+    while (this.recording) await this.recording;
     await this.purging;
     if (this.toRelease.length > 0) {
       await this.webhooks
@@ -158,7 +160,12 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
       if (this.stopped) break;
       // A full batch: more may be due at once.
       if (free > 0 && claimed === free) continue;
-      await this.pause(free > 0 ? this.config.pollIntervalMs : undefined);
+      // Found work: events are flowing, look again soon; found none: the idle interval.
+      const interval =
+        claimed > 0
+          ? Math.min(BUSY_POLL_INTERVAL_MS, this.config.pollIntervalMs)
+          : this.config.pollIntervalMs;
+      await this.pause(free > 0 ? interval : undefined);
     }
   }
 
@@ -195,7 +202,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
 
   private async deliver(job: ClaimedAttempt): Promise<void> {
     if (job.endpoint_status !== 'enabled') {
-      return this.record({
+      this.record({
         id: job.id,
         lockToken: job.lock_token,
         status: 'failed',
@@ -204,6 +211,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
         durationMs: null,
         retryInMs: null,
       });
+      return;
     }
     const body = eventBody(job);
     const headers = signatureHeaders(
@@ -223,7 +231,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     }
     const succeeded = result.kind === 'response' && result.status >= 200 && result.status < 300;
     const retry = !succeeded && job.attempt < this.config.maxAttempts;
-    return this.record({
+    this.record({
       id: job.id,
       lockToken: job.lock_token,
       status: succeeded ? 'succeeded' : 'failed',
@@ -234,12 +242,14 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     });
   }
 
-  /** Queues the outcome; resolves once it is in the database (statements batch what queued meanwhile). */
-  private record(outcome: AttemptOutcome): Promise<void> {
-    return new Promise<void>((recorded) => {
-      this.toRecord.push({ outcome, recorded });
-      this.flush();
-    });
+  /**
+   * Queues the outcome for the recorder, which writes whatever queued meanwhile in one statement.
+   * The attempt's slot is free at once: the row stays claimed (its lease) until it is recorded,
+   * so a slow database slows recording, not sending.
+   */
+  private record(outcome: AttemptOutcome): void {
+    this.toRecord.push(outcome);
+    this.flush();
   }
 
   private flush(): void {
@@ -248,15 +258,13 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
       while (this.toRecord.length > 0) {
         const batch = this.toRecord.splice(0, RECORD_BATCH);
         try {
-          await this.webhooks.recordOutcomes(batch.map((entry) => entry.outcome));
+          await this.webhooks.recordOutcomes(batch);
         } catch (error) {
           // Unrecorded attempts stay claimed until their lease runs out, then are made again.
           this.logger.error(
             { err: error, count: batch.length },
             'recording webhook attempts failed',
           );
-        } finally {
-          for (const entry of batch) entry.recorded();
         }
       }
     })().finally(() => {
