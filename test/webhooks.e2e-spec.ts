@@ -1,5 +1,6 @@
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { Webhook } from 'standardwebhooks';
 import type { DataSource } from 'typeorm';
 import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
@@ -730,6 +731,36 @@ describe('An instance that stops between the change and the delivery', () => {
       expect(receiver.at(`/${path}`)).toHaveLength(2);
     } finally {
       await second.close();
+    }
+  });
+
+  it('at shutdown, an attempt still in flight after the grace is cut off and handed back, due at once', async () => {
+    const t = await createTestApp({ env: { ...FAST, WEBHOOK_TIMEOUT_MS: '20000' } });
+    const tenant = await adminTenant(t);
+    const path = `hang/shutdown-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'cut-off' });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 1);
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    const started = Date.now();
+    await t.close();
+    const closedIn = Date.now() - started;
+    expect(closedIn).toBeGreaterThanOrEqual(4_500); // the 5 s grace
+    expect(closedIn).toBeLessThan(10_000);
+    expect(dataSource.isInitialized).toBe(false);
+    const db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    try {
+      const { rows } = await db.query(
+        'SELECT attempt, status, locked_until, lock_token FROM webhook_delivery_attempts WHERE endpoint_id = $1',
+        [id],
+      );
+      // Still attempt 1, pending, unclaimed: any instance may make it at once.
+      expect(rows).toEqual([
+        { attempt: 1, status: 'pending', locked_until: null, lock_token: null },
+      ]);
+    } finally {
+      await db.end();
     }
   });
 });
