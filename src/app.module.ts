@@ -26,6 +26,7 @@ import { RedisModule } from './redis/redis.module';
 import { RespondModule } from './respond/respond.module';
 import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
+import { WebhooksModule } from './webhooks/webhooks.module';
 
 @Module({
   imports: [
@@ -48,6 +49,7 @@ import { VocabulariesModule } from './vocabularies/vocabularies.module';
     RespondModule,
     ExportsModule,
     BillingModule,
+    WebhooksModule,
     RateLimitModule,
   ],
   providers: [

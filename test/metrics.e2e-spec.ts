@@ -190,11 +190,11 @@ describe('Prometheus metrics (§19)', () => {
       'nodejs_heap_size_used_bytes',
     ])
       expect(metrics.types.has(name)).toBe(true);
-    // webhook_deliveries_pending arrives with the outbound-webhooks outbox (§17), which registers it.
     for (const name of [
       'rate_limit_decisions_total',
       'db_pool_connections',
       'erasure_pending',
+      'webhook_deliveries_pending',
       'payment_provider_requests_total',
       'engine_requests_total',
     ])
@@ -221,10 +221,7 @@ describe('Prometheus metrics (§19)', () => {
     ])
       expect(queried).toContain(name);
     const exposed = new Set((await scrape()).samples.map((sample) => sample.name));
-    // webhook_deliveries_pending is registered by the outbound-webhooks outbox (§17) when it lands.
-    const unknown = [...queried].filter(
-      (name) => !exposed.has(name) && name !== 'webhook_deliveries_pending',
-    );
+    const unknown = [...queried].filter((name) => !exposed.has(name));
     expect(unknown).toEqual([]);
   });
 });

@@ -10,6 +10,7 @@ import { rateLimitConfig } from './rate-limit.config';
 import { redisConfig } from './redis.config';
 import { teamsConfig } from './teams.config';
 import { telemetryConfig } from './telemetry.config';
+import { webhooksConfig } from './webhooks.config';
 
 /** Every configuration concern, loaded and validated together at start-up. */
 export const configLoaders = [
@@ -25,4 +26,5 @@ export const configLoaders = [
   engineConfig,
   teamsConfig,
   telemetryConfig,
+  webhooksConfig,
 ];

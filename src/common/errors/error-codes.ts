@@ -29,6 +29,7 @@ export const ERROR_STATUS = {
   subscription_not_active: 409,
   last_owner: 409,
   already_a_member: 409,
+  webhook_endpoint_disabled: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   unprocessable_entity: 422,

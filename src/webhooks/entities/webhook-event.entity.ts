@@ -1,0 +1,42 @@
+import {
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  JoinColumn,
+  ManyToOne,
+  PrimaryGeneratedColumn,
+} from 'typeorm';
+import { Organization } from '../../organizations/entities/organization.entity';
+
+/**
+ * The outbox: one row per event, written in the transaction of the change it reports, and only
+ * when an enabled endpoint of the organization subscribes to its type. Its id, as `evt_` + 32 hex
+ * digits, is the `webhook-id` of every attempt.
+ */
+@Entity('webhook_events')
+@Index('webhook_events_created_at_idx', ['createdAt'])
+export class WebhookEvent {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @Column({ type: 'text' })
+  type: string;
+
+  /** Facts about the change; never a secret. */
+  @Column({ type: 'jsonb' })
+  data: Record<string, unknown>;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
+  createdAt: Date;
+
+  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
+  @JoinColumn({
+    name: 'organization_id',
+    foreignKeyConstraintName: 'webhook_events_organization_id_fkey',
+  })
+  organization?: Organization;
+}

@@ -1,0 +1,135 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  Header,
+  HttpCode,
+  Param,
+  ParseUUIDPipe,
+  Patch,
+  Post,
+  Query,
+} from '@nestjs/common';
+import {
+  ApiAcceptedResponse,
+  ApiCreatedResponse,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+} from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { IdListQueryDto, type Page } from '../common/pagination/pagination';
+import { WebhookDeliveryDto } from './dto/webhook-delivery.dto';
+import {
+  CreatedWebhookEndpointDto,
+  CreateWebhookEndpointDto,
+  UpdateWebhookEndpointDto,
+  WebhookEndpointDto,
+  WebhookPingDto,
+} from './dto/webhook-endpoint.dto';
+import { WebhookEndpointsService } from './webhook-endpoints.service';
+
+const endpointId = new ParseUUIDPipe({
+  exceptionFactory: () => AppError.notFound('Webhook endpoint'),
+});
+
+@ApiTags('webhooks')
+@Scopes('admin')
+@Controller('v1/webhook-endpoints')
+export class WebhookEndpointsController {
+  constructor(private readonly endpoints: WebhookEndpointsService) {}
+
+  @Post()
+  @HttpCode(201)
+  @Header('Cache-Control', 'no-store')
+  @ApiOperation({
+    summary:
+      'Adds an endpoint that receives signed events; its signing secret is in this response only',
+  })
+  @ApiCreatedResponse({ type: CreatedWebhookEndpointDto })
+  @ApiErrors([400, 'Invalid request, or a URL that is or resolves to a non-public address'])
+  create(
+    @Caller() caller: CallerContext,
+    @Body() body: CreateWebhookEndpointDto,
+  ): Promise<CreatedWebhookEndpointDto> {
+    return this.endpoints.create(caller, body);
+  }
+
+  @Get()
+  @ApiOperation({ summary: "The organization's webhook endpoints, without their secrets" })
+  @ApiPage(WebhookEndpointDto)
+  @ApiErrors(400)
+  list(
+    @Caller() caller: CallerContext,
+    @Query() query: IdListQueryDto,
+  ): Promise<Page<WebhookEndpointDto>> {
+    return this.endpoints.list(caller.organizationId, query.limit, query.starting_after);
+  }
+
+  @Get(':id')
+  @ApiOperation({ summary: 'One webhook endpoint, without its secret' })
+  @ApiOkResponse({ type: WebhookEndpointDto })
+  @ApiErrors(404)
+  get(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+  ): Promise<WebhookEndpointDto> {
+    return this.endpoints.get(caller.organizationId, id);
+  }
+
+  @Patch(':id')
+  @ApiOperation({
+    summary:
+      'Changes the URL, events, description or status; a disabled endpoint receives nothing, its pending attempts end',
+  })
+  @ApiOkResponse({ type: WebhookEndpointDto })
+  @ApiErrors([400, 'Invalid request, or a URL that is or resolves to a non-public address'], 404)
+  update(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+    @Body() body: UpdateWebhookEndpointDto,
+  ): Promise<WebhookEndpointDto> {
+    return this.endpoints.update(caller.organizationId, id, body);
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  @ApiOperation({ summary: 'Deletes an endpoint; nothing more is sent to it' })
+  @ApiNoContentResponse()
+  @ApiErrors(404)
+  async remove(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+  ): Promise<void> {
+    await this.endpoints.remove(caller, id);
+  }
+
+  @Post(':id/test')
+  @HttpCode(202)
+  @ApiOperation({ summary: 'Sends a ping event to this endpoint (only), delivered like any event' })
+  @ApiAcceptedResponse({ type: WebhookPingDto })
+  @ApiErrors(404, [409, 'The endpoint is disabled (`webhook_endpoint_disabled`)'])
+  ping(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+  ): Promise<WebhookPingDto> {
+    return this.endpoints.ping(caller.organizationId, id);
+  }
+
+  @Get(':id/deliveries')
+  @ApiOperation({ summary: "The endpoint's delivery attempts, newest first" })
+  @ApiPage(WebhookDeliveryDto)
+  @ApiErrors(400, 404)
+  deliveries(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+    @Query() query: IdListQueryDto,
+  ): Promise<Page<WebhookDeliveryDto>> {
+    return this.endpoints.deliveries(caller.organizationId, id, query.limit, query.starting_after);
+  }
+}

@@ -1,0 +1,150 @@
+import { Injectable } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { AuditService } from '../audit/audit.service';
+import type { CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import { type Page, toPage } from '../common/pagination/pagination';
+import type { WebhooksConfig } from '../config/webhooks.config';
+import { toWebhookDeliveryResponse, type WebhookDeliveryDto } from './dto/webhook-delivery.dto';
+import {
+  type CreatedWebhookEndpointDto,
+  type CreateWebhookEndpointDto,
+  toWebhookEndpointResponse,
+  type UpdateWebhookEndpointDto,
+  type WebhookEndpointDto,
+  type WebhookPingDto,
+} from './dto/webhook-endpoint.dto';
+import { assertPublicHost, UnsafeAddressError } from './ssrf-guard';
+import { publicEventId } from './webhook-event-types';
+import { generateWebhookSecret } from './webhook-signer';
+import { WebhooksRepository } from './webhooks.repository';
+
+/** The rules of webhook endpoints: who may point where, and what they see of them. */
+@Injectable()
+export class WebhookEndpointsService {
+  private readonly allowPrivateUrls: boolean;
+
+  constructor(
+    private readonly webhooks: WebhooksRepository,
+    private readonly audit: AuditService,
+    @InjectDataSource() private readonly dataSource: DataSource,
+    config: ConfigService,
+  ) {
+    this.allowPrivateUrls = config.getOrThrow<WebhooksConfig>('webhooks').allowPrivateUrls;
+  }
+
+  async create(
+    caller: CallerContext,
+    dto: CreateWebhookEndpointDto,
+  ): Promise<CreatedWebhookEndpointDto> {
+    await this.assertReachable(dto.url);
+    const secret = generateWebhookSecret();
+    const row = await this.dataSource.transaction(async (manager) => {
+      const created = await this.webhooks.insertEndpoint(manager, caller.organizationId, {
+        url: dto.url,
+        events: dto.events,
+        description: dto.description ?? null,
+        secret,
+      });
+      await this.audit.record(manager, caller, {
+        organizationId: caller.organizationId,
+        action: 'webhook_endpoint.created',
+        target: { type: 'webhook_endpoint', id: created.id },
+        details: { url: created.url, events: created.events },
+      });
+      return created;
+    });
+    return { ...toWebhookEndpointResponse(row), secret };
+  }
+
+  async list(
+    organizationId: string,
+    limit: number,
+    startingAfter?: string,
+  ): Promise<Page<WebhookEndpointDto>> {
+    const rows = await this.webhooks.findEndpointPage(organizationId, limit, startingAfter);
+    return toPage(rows, limit, toWebhookEndpointResponse);
+  }
+
+  async get(organizationId: string, id: string): Promise<WebhookEndpointDto> {
+    const row = await this.webhooks.findEndpoint(organizationId, id);
+    if (!row) throw AppError.notFound('Webhook endpoint');
+    return toWebhookEndpointResponse(row);
+  }
+
+  async update(
+    organizationId: string,
+    id: string,
+    dto: UpdateWebhookEndpointDto,
+  ): Promise<WebhookEndpointDto> {
+    if (dto.url !== undefined) await this.assertReachable(dto.url);
+    const row = await this.dataSource.transaction(async (manager) => {
+      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, dto);
+      if (updated?.status === 'disabled') {
+        await this.webhooks.cancelPendingAttempts(manager, organizationId, id);
+      }
+      return updated;
+    });
+    if (!row) throw AppError.notFound('Webhook endpoint');
+    return toWebhookEndpointResponse(row);
+  }
+
+  async remove(caller: CallerContext, id: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      if (!(await this.webhooks.deleteEndpoint(manager, caller.organizationId, id))) {
+        throw AppError.notFound('Webhook endpoint');
+      }
+      await this.audit.record(manager, caller, {
+        organizationId: caller.organizationId,
+        action: 'webhook_endpoint.deleted',
+        target: { type: 'webhook_endpoint', id },
+      });
+    });
+  }
+
+  /** Queues a `ping` for this endpoint alone; a disabled endpoint receives nothing (409). */
+  async ping(organizationId: string, id: string): Promise<WebhookPingDto> {
+    const eventId = await this.webhooks.insertPing(organizationId, id);
+    if (eventId) return { event_id: publicEventId(eventId) };
+    if (await this.webhooks.findEndpoint(organizationId, id)) {
+      throw new AppError(
+        'webhook_endpoint_disabled',
+        'This webhook endpoint is disabled; enable it to send it events',
+      );
+    }
+    throw AppError.notFound('Webhook endpoint');
+  }
+
+  async deliveries(
+    organizationId: string,
+    endpointId: string,
+    limit: number,
+    startingAfter?: string,
+  ): Promise<Page<WebhookDeliveryDto>> {
+    const [endpoint, rows] = await Promise.all([
+      this.webhooks.findEndpoint(organizationId, endpointId),
+      this.webhooks.findAttemptPage(organizationId, endpointId, limit, startingAfter),
+    ]);
+    if (!endpoint) throw AppError.notFound('Webhook endpoint');
+    return toPage(rows, limit, toWebhookDeliveryResponse);
+  }
+
+  /**
+   * Refuses a URL whose host is, or resolves to, a non-public address (unless
+   * WEBHOOK_ALLOW_PRIVATE_URLS), or does not resolve at all. Checked again at every delivery.
+   */
+  private async assertReachable(url: string): Promise<void> {
+    if (this.allowPrivateUrls) return;
+    try {
+      await assertPublicHost(new URL(url));
+    } catch (error) {
+      const problem =
+        error instanceof UnsafeAddressError
+          ? `${error.message}; webhooks are sent to public addresses only`
+          : 'the host does not resolve';
+      throw AppError.validation([{ field: 'url', problem }], 'The URL cannot receive webhooks');
+    }
+  }
+}

@@ -1,0 +1,22 @@
+/** The event types an endpoint may subscribe to (contract §17). */
+export const WEBHOOK_EVENT_TYPES = [
+  'end_user.created',
+  'end_user.deleted',
+  'personality.created',
+  'personality.deleted',
+  'api_key.created',
+  'api_key.revoked',
+  'member.added',
+  'member.removed',
+  'subscription.updated',
+] as const;
+
+export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** `ping` is sent by `POST /v1/webhook-endpoints/{id}/test` only, whatever the endpoint subscribes to. */
+export type WebhookEventType = SubscribableEventType | 'ping';
+
+/** The public id of an event (the `webhook-id` header and the body's `id`). */
+export function publicEventId(uuid: string): string {
+  return `evt_${uuid.replace(/-/g, '')}`;
+}

@@ -1,0 +1,31 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module';
+import { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
+import { WebhookEndpoint } from './entities/webhook-endpoint.entity';
+import { WebhookEvent } from './entities/webhook-event.entity';
+import { WebhookDeliveryWorker } from './webhook-delivery.worker';
+import { WebhookEndpointsController } from './webhook-endpoints.controller';
+import { WebhookEndpointsService } from './webhook-endpoints.service';
+import { WebhookEventsService } from './webhook-events.service';
+import { WebhooksRepository } from './webhooks.repository';
+
+/**
+ * Outbound webhooks (docs/webhooks.md). Import it and inject WebhookEventsService to send an
+ * event from the transaction of a change (`emit`, or `step` inside a one-statement change).
+ */
+@Module({
+  imports: [
+    TypeOrmModule.forFeature([WebhookEndpoint, WebhookEvent, WebhookDeliveryAttempt]),
+    AuditModule,
+  ],
+  controllers: [WebhookEndpointsController],
+  providers: [
+    WebhooksRepository,
+    WebhookEventsService,
+    WebhookEndpointsService,
+    WebhookDeliveryWorker,
+  ],
+  exports: [WebhookEventsService],
+})
+export class WebhooksModule {}

@@ -1,0 +1,115 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface ReceivedWebhook {
+  /** The path the endpoint URL named (the receiver's behaviour). */
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+  receivedAt: number;
+}
+
+/**
+ * A real HTTP receiver on loopback, standing in for a customer's endpoint. The path of the URL
+ * chooses how it answers:
+ * - `/ok/…`: 200 at once;
+ * - `/fail/…`: 500;
+ * - `/slow/<ms>/…`: 200 after `<ms>` milliseconds;
+ * - `/hang/…`: never answers (the connection stays open);
+ * - `/redirect/…`: 302 to `/ok/redirected`;
+ * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200.
+ * Every request is kept, with its headers, raw body and arrival time.
+ */
+export class WebhookReceiver {
+  readonly received: ReceivedWebhook[] = [];
+  private readonly server: Server;
+  private readonly sockets = new Set<Socket>();
+  private readonly seen = new Map<string, number>();
+  private waiters: Array<() => void> = [];
+
+  constructor() {
+    this.server = createServer((request, response) => this.handle(request, response));
+    this.server.on('connection', (socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** A URL of this receiver answering as `behaviour` says (e.g. `ok/a`, `slow/300/b`). */
+  url(behaviour: string, host = '127.0.0.1'): string {
+    return `http://${host}:${this.port}/${behaviour}`;
+  }
+
+  /** Requests whose path starts with `prefix`. */
+  at(prefix: string): ReceivedWebhook[] {
+    return this.received.filter((hook) => hook.path.startsWith(prefix));
+  }
+
+  /** Resolves once `done()` holds (checked at every request), or rejects after `timeoutMs`. */
+  async waitFor(done: () => boolean, timeoutMs = 15_000, what = 'webhooks'): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!done()) {
+      const left = deadline - Date.now();
+      if (left <= 0)
+        throw new Error(`timed out waiting for ${what} (${this.received.length} received)`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 200));
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private handle(request: IncomingMessage, response: ServerResponse): void {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const path = request.url ?? '/';
+      this.received.push({
+        path,
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        receivedAt: Date.now(),
+      });
+      for (const wake of this.waiters.splice(0)) wake();
+      const [, behaviour, argument] = path.split('/');
+      const id = String(request.headers['webhook-id']);
+      const count = (this.seen.get(`${path} ${id}`) ?? 0) + 1;
+      this.seen.set(`${path} ${id}`, count);
+      switch (behaviour) {
+        case 'fail':
+          response.writeHead(500).end('no');
+          return;
+        case 'slow':
+          setTimeout(() => response.writeHead(200).end('ok'), Number(argument)).unref();
+          return;
+        case 'hang':
+          return;
+        case 'redirect':
+          response.writeHead(302, { location: `/ok/redirected` }).end();
+          return;
+        case 'flaky':
+          response.writeHead(count <= Number(argument) ? 500 : 200).end();
+          return;
+        default:
+          response.writeHead(200).end('ok');
+      }
+    });
+  }
+}

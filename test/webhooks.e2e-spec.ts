@@ -1,0 +1,766 @@
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { Webhook } from 'standardwebhooks';
+import type { DataSource } from 'typeorm';
+import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
+import type { SubscribableEventType } from '../src/webhooks/webhook-event-types';
+import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { expectError } from './support/assertions';
+import { createApiKey, signUp } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+import { type ReceivedWebhook, WebhookReceiver } from './support/webhook-receiver';
+
+/**
+ * Outbound webhooks (contract §17), against a real receiver on loopback: signatures checked with
+ * the `standardwebhooks` library a customer would use, retries, timeouts, the SSRF guard, two
+ * instances sharing one outbox, and an instance that stops between the change and the delivery.
+ */
+
+// One secret for every app of this file: Passport keeps one global strategy per process.
+const JWT_SECRET = `webhooks-e2e-${randomUUID()}`;
+const FAST = {
+  JWT_SECRET,
+  WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+  WEBHOOK_RETRY_BASE_MS: '200',
+  WEBHOOK_MAX_ATTEMPTS: '3',
+  WEBHOOK_TIMEOUT_MS: '1000',
+  WEBHOOK_POLL_INTERVAL_MS: '50',
+};
+const ALL_EVENTS = ['end_user.created', 'end_user.deleted', 'api_key.revoked'];
+
+interface Tenant {
+  organizationId: string;
+  accessToken: string;
+  auth: string;
+}
+
+async function adminTenant(t: TestApp): Promise<Tenant> {
+  const owner = await signUp(t);
+  const key = await createApiKey(t, owner.accessToken, ['admin']);
+  return {
+    organizationId: owner.organizationId,
+    accessToken: owner.accessToken,
+    auth: `Bearer ${key}`,
+  };
+}
+
+async function createEndpoint(
+  t: TestApp,
+  tenant: Tenant,
+  url: string,
+  events: string[] = ALL_EVENTS,
+): Promise<{ id: string; secret: string }> {
+  const response = await t
+    .http()
+    .post('/v1/webhook-endpoints')
+    .set('Authorization', tenant.auth)
+    .send({ url, events });
+  if (response.status !== 201) {
+    throw new Error(
+      `endpoint creation failed: ${response.status} ${JSON.stringify(response.body)}`,
+    );
+  }
+  return response.body as { id: string; secret: string };
+}
+
+/** What another module does: the change and its event in one transaction. */
+function emit(
+  t: TestApp,
+  organizationId: string,
+  type: SubscribableEventType,
+  data: Record<string, unknown>,
+): Promise<void> {
+  const dataSource = t.app.get<DataSource>(getDataSourceToken());
+  const events = t.app.get(WebhookEventsService);
+  return dataSource.transaction((manager) => events.emit(manager, organizationId, type, data));
+}
+
+function verify(hook: ReceivedWebhook, secret: string): Record<string, unknown> {
+  return new Webhook(secret).verify(hook.body, hook.headers as Record<string, string>) as Record<
+    string,
+    unknown
+  >;
+}
+
+async function deliveries(t: TestApp, tenant: Tenant, endpointId: string) {
+  const response = await t
+    .http()
+    .get(`/v1/webhook-endpoints/${endpointId}/deliveries`)
+    .set('Authorization', tenant.auth);
+  expect(response.status).toBe(200);
+  return response.body.data as Array<Record<string, unknown>>;
+}
+
+/** Polls the deliveries list until `done` holds. */
+async function waitForDeliveries(
+  t: TestApp,
+  tenant: Tenant,
+  endpointId: string,
+  done: (attempts: Array<Record<string, unknown>>) => boolean,
+  timeoutMs = 15_000,
+) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const attempts = await deliveries(t, tenant, endpointId);
+    if (done(attempts)) return attempts;
+    if (Date.now() > deadline)
+      throw new Error(`deliveries never settled: ${JSON.stringify(attempts)}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  receiver = await new WebhookReceiver().start();
+});
+afterAll(() => receiver.stop());
+
+describe('Webhook endpoints and deliveries (one instance, private URLs allowed)', () => {
+  let t: TestApp;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: FAST });
+    tenant = await adminTenant(t);
+  });
+  afterAll(() => t.close());
+
+  it('creates an endpoint with a whsec_ secret shown once, then lists, gets, patches and deletes it', async () => {
+    const url = receiver.url(`ok/crud-${randomUUID()}`);
+    const created = await t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', tenant.auth)
+      .send({ url, events: ['end_user.deleted'], description: 'CRM sync' });
+    expect(created.status).toBe(201);
+    expect(created.headers['cache-control']).toBe('no-store');
+    expect(created.body).toEqual({
+      id: expect.any(String),
+      url,
+      events: ['end_user.deleted'],
+      description: 'CRM sync',
+      status: 'enabled',
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]+=*$/),
+      created_at: expect.any(String),
+    });
+    expect(Buffer.from(created.body.secret.slice(6), 'base64').length).toBeGreaterThanOrEqual(24);
+    const { id, secret } = created.body;
+    const shown = { ...created.body };
+    delete shown.secret;
+
+    const list = await t.http().get('/v1/webhook-endpoints').set('Authorization', tenant.auth);
+    expect(list.status).toBe(200);
+    expect(list.body).toEqual({ data: [shown], has_more: false });
+    const one = await t.http().get(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+    expect(one.status).toBe(200);
+    expect(one.body).toEqual(shown);
+    expect(JSON.stringify([list.body, one.body])).not.toContain(secret.slice(6));
+
+    const patched = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth)
+      .send({
+        events: ['end_user.created', 'api_key.revoked'],
+        description: null,
+        status: 'disabled',
+      });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toEqual({
+      ...shown,
+      events: ['end_user.created', 'api_key.revoked'],
+      description: null,
+      status: 'disabled',
+    });
+    const newUrl = receiver.url(`ok/crud2-${randomUUID()}`);
+    const moved = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth)
+      .send({ url: newUrl, status: 'enabled' });
+    expect(moved.body).toMatchObject({ url: newUrl, status: 'enabled', description: null });
+
+    const deleted = await t
+      .http()
+      .delete(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth);
+    expect(deleted.status).toBe(204);
+    expect(deleted.text).toBe('');
+    for (const response of [
+      await t.http().get(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth),
+      await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth),
+      await t.http().post(`/v1/webhook-endpoints/${id}/test`).set('Authorization', tenant.auth),
+      await t
+        .http()
+        .get(`/v1/webhook-endpoints/${id}/deliveries`)
+        .set('Authorization', tenant.auth),
+    ]) {
+      expectError(response, 404, 'not_found');
+    }
+
+    // The audit log has both, without the secret.
+    const audit = await t.http().get('/v1/audit-events').set('Authorization', tenant.auth);
+    const actions = (audit.body.data as Array<{ action: string; target: { id: string } }>)
+      .filter((event) => event.target.id === id)
+      .map((event) => event.action);
+    expect(actions).toEqual(['webhook_endpoint.deleted', 'webhook_endpoint.created']);
+    expect(JSON.stringify(audit.body)).not.toContain(secret.slice(6));
+  });
+
+  it('refuses invalid input with validation_failed', async () => {
+    const post = (body: unknown) =>
+      t
+        .http()
+        .post('/v1/webhook-endpoints')
+        .set('Authorization', tenant.auth)
+        .send(body as object);
+    const url = receiver.url('ok/invalid');
+    for (const body of [
+      {},
+      { url },
+      { url, events: [] },
+      { url, events: ['end_user.exploded'] },
+      { url, events: ['ping'] },
+      { url, events: ['end_user.created', 'end_user.created'] },
+      { url: 'ftp://example.com/hook', events: ['end_user.created'] },
+      { url: '/relative', events: ['end_user.created'] },
+      { url: 'https://user:pw@example.com/', events: ['end_user.created'] },
+      { url: 42, events: ['end_user.created'] },
+      { url, events: ['end_user.created'], description: 'x'.repeat(501) },
+      { url, events: ['end_user.created'], secret: 'whsec_mine' },
+    ]) {
+      expectError(await post(body), 400, 'validation_failed');
+    }
+    const { id } = await createEndpoint(t, tenant, url);
+    for (const body of [{ status: 'paused' }, { events: [] }, { url: 'nope' }, { extra: 1 }]) {
+      const response = await t
+        .http()
+        .patch(`/v1/webhook-endpoints/${id}`)
+        .set('Authorization', tenant.auth)
+        .send(body);
+      expectError(response, 400, 'validation_failed');
+    }
+    // A body on the bodiless test route.
+    const ping = await t
+      .http()
+      .post(`/v1/webhook-endpoints/${id}/test`)
+      .set('Authorization', tenant.auth)
+      .send({ type: 'end_user.created' });
+    expectError(ping, 400, 'validation_failed');
+    expectError(
+      await t.http().get('/v1/webhook-endpoints/not-a-uuid').set('Authorization', tenant.auth),
+      404,
+      'not_found',
+    );
+  });
+
+  it('needs the admin scope: 401 without a credential, 403 for read_write; an owner’s token works', async () => {
+    const owner = await signUp(t);
+    const readWrite = await createApiKey(t, owner.accessToken, ['read_write']);
+    const calls = [
+      () => t.http().get('/v1/webhook-endpoints'),
+      () =>
+        t
+          .http()
+          .post('/v1/webhook-endpoints')
+          .send({ url: receiver.url('ok/x'), events: ['ping'] }),
+      () => t.http().get(`/v1/webhook-endpoints/${randomUUID()}`),
+      () => t.http().patch(`/v1/webhook-endpoints/${randomUUID()}`).send({}),
+      () => t.http().delete(`/v1/webhook-endpoints/${randomUUID()}`),
+      () => t.http().post(`/v1/webhook-endpoints/${randomUUID()}/test`),
+      () => t.http().get(`/v1/webhook-endpoints/${randomUUID()}/deliveries`),
+    ];
+    for (const call of calls) {
+      expectError(await call(), 401, 'unauthenticated');
+      expectError(
+        await call().set('Authorization', `Bearer ${readWrite}`),
+        403,
+        'insufficient_scope',
+      );
+    }
+    const byToken = await t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', `Bearer ${owner.accessToken}`)
+      .send({ url: receiver.url('ok/by-token'), events: ['end_user.created'] });
+    expect(byToken.status).toBe(201);
+  });
+
+  it("keeps organizations apart: another organization's endpoint is 404 everywhere", async () => {
+    const other = await adminTenant(t);
+    const { id } = await createEndpoint(t, tenant, receiver.url(`ok/isolated-${randomUUID()}`));
+    const calls = [
+      () => t.http().get(`/v1/webhook-endpoints/${id}`),
+      () => t.http().patch(`/v1/webhook-endpoints/${id}`).send({ status: 'disabled' }),
+      () => t.http().delete(`/v1/webhook-endpoints/${id}`),
+      () => t.http().post(`/v1/webhook-endpoints/${id}/test`),
+      () => t.http().get(`/v1/webhook-endpoints/${id}/deliveries`),
+    ];
+    for (const call of calls)
+      expectError(await call().set('Authorization', other.auth), 404, 'not_found');
+    const list = await t.http().get('/v1/webhook-endpoints').set('Authorization', other.auth);
+    expect(list.body).toEqual({ data: [], has_more: false });
+    // Still there, untouched, for its owner.
+    const mine = await t
+      .http()
+      .get(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth);
+    expect(mine.body.status).toBe('enabled');
+    // An event of the other organization never reaches it.
+    const before = receiver.received.length;
+    await emit(t, other.organizationId, 'end_user.created', { user_id: 'theirs' });
+    await sleep(400);
+    expect(receiver.received.slice(before).filter((hook) => hook.body.includes('theirs'))).toEqual(
+      [],
+    );
+  });
+
+  it('pages the endpoint list with limit and starting_after', async () => {
+    const pager = await adminTenant(t);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++)
+      ids.push((await createEndpoint(t, pager, receiver.url(`ok/page-${i}`))).id);
+    const first = await t
+      .http()
+      .get('/v1/webhook-endpoints?limit=2')
+      .set('Authorization', pager.auth);
+    expect(first.body.data.map((e: { id: string }) => e.id)).toEqual(ids.slice(0, 2));
+    expect(first.body.has_more).toBe(true);
+    const second = await t
+      .http()
+      .get(`/v1/webhook-endpoints?limit=2&starting_after=${ids[1]}`)
+      .set('Authorization', pager.auth);
+    expect(second.body).toEqual({
+      data: [expect.objectContaining({ id: ids[2] })],
+      has_more: false,
+    });
+  });
+
+  it('test sends a ping, signed so that standardwebhooks verifies it, and lists the attempt', async () => {
+    const path = `ok/ping-${randomUUID()}`;
+    const { id, secret } = await createEndpoint(t, tenant, receiver.url(path), [
+      'end_user.deleted',
+    ]);
+    const sent = await t
+      .http()
+      .post(`/v1/webhook-endpoints/${id}/test`)
+      .set('Authorization', tenant.auth);
+    expect(sent.status).toBe(202);
+    expect(sent.body).toEqual({ event_id: expect.stringMatching(/^evt_[0-9a-f]{32}$/) });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 1);
+    const [hook] = receiver.at(`/${path}`);
+    expect(hook.headers['content-type']).toBe('application/json');
+    expect(hook.headers['webhook-id']).toBe(sent.body.event_id);
+    const timestamp = Number(hook.headers['webhook-timestamp']);
+    expect(Math.abs(timestamp - Date.now() / 1000)).toBeLessThan(30);
+    expect(hook.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
+    const payload = verify(hook, secret);
+    expect(payload).toEqual({
+      id: sent.body.event_id,
+      type: 'ping',
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      organization_id: tenant.organizationId,
+      data: { webhook_endpoint_id: id },
+    });
+    // Another secret does not verify it.
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`).verify(
+        hook.body,
+        hook.headers as Record<string, string>,
+      ),
+    ).toThrow();
+
+    const attempts = await waitForDeliveries(t, tenant, id, (a) => a[0]?.status === 'succeeded');
+    expect(attempts).toEqual([
+      {
+        id: expect.any(String),
+        event_id: sent.body.event_id,
+        event_type: 'ping',
+        attempt: 1,
+        status: 'succeeded',
+        response_status: 200,
+        error: null,
+        duration_ms: expect.any(Number),
+        created_at: expect.any(String),
+        next_attempt_at: null,
+      },
+    ]);
+  });
+
+  it('delivers the events an endpoint subscribes to, from the transaction of the change, and no others', async () => {
+    const path = `ok/emit-${randomUUID()}`;
+    const { secret } = await createEndpoint(t, tenant, receiver.url(path), [
+      'end_user.created',
+      'api_key.revoked',
+    ]);
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'u-1' });
+    await emit(t, tenant.organizationId, 'personality.deleted', { personality_id: 'p-1' });
+    await emit(t, tenant.organizationId, 'api_key.revoked', { api_key_id: 'k-1', name: 'ci' });
+    // A transaction that rolls back leaves no event behind.
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    await expect(
+      dataSource.transaction(async (manager) => {
+        await t.app
+          .get(WebhookEventsService)
+          .emit(manager, tenant.organizationId, 'end_user.created', { user_id: 'rolled-back' });
+        throw new Error('the change failed');
+      }),
+    ).rejects.toThrow('the change failed');
+    // Data holding a secret is refused (and so is the change with it).
+    await expect(
+      emit(t, tenant.organizationId, 'api_key.revoked', { api_key_id: 'k-2', key: 'pk_live_x' }),
+    ).rejects.toThrow(/must not hold a secret/);
+
+    await receiver.waitFor(() => receiver.at(`/${path}`).length >= 2);
+    await sleep(300);
+    const payloads = receiver.at(`/${path}`).map((hook) => verify(hook, secret));
+    expect(payloads.map((p) => [p.type, p.data]).sort()).toEqual([
+      ['api_key.revoked', { api_key_id: 'k-1', name: 'ci' }],
+      ['end_user.created', { user_id: 'u-1' }],
+    ]);
+  });
+
+  it('step() puts the events in the statement that makes the change: one per row, committed with it', async () => {
+    const path = `ok/step-${randomUUID()}`;
+    const { secret } = await createEndpoint(t, tenant, receiver.url(path), ['personality.created']);
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    const event = t.app.get(WebhookEventsService).step('created', 2, {
+      organizationId: tenant.organizationId,
+      type: 'personality.created',
+    });
+    const statement = `WITH created AS (
+         SELECT jsonb_build_object('personality_id', p) AS webhook_data FROM unnest($1::text[]) AS p),
+       ${event.sql}
+       SELECT count(*)::int AS n FROM created`;
+    await dataSource.query(statement, [['p-1', 'p-2'], ...event.params]);
+    // A statement that fails leaves no event.
+    await expect(
+      dataSource.query(`${statement} WHERE 1 / 0 = 1`, [['p-never'], ...event.params]),
+    ).rejects.toThrow();
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 2);
+    await sleep(300);
+    const ids = receiver.at(`/${path}`).map((hook) => verify(hook, secret).data);
+    expect(ids).toHaveLength(2);
+    expect(ids).toEqual(
+      expect.arrayContaining([{ personality_id: 'p-1' }, { personality_id: 'p-2' }]),
+    );
+  });
+
+  it('retries a 500 with exponential backoff, with the same event id, until a 2xx', async () => {
+    const path = `flaky/2/retry-${randomUUID()}`;
+    const { id, secret } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.deleted', { user_id: 'gone' });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 3, 15_000);
+    const hooks = receiver.at(`/${path}`);
+    expect(new Set(hooks.map((hook) => hook.headers['webhook-id'])).size).toBe(1);
+    for (const hook of hooks) expect(verify(hook, secret).type).toBe('end_user.deleted');
+    // Base 200 ms, doubled each time (a little scheduling slack below).
+    expect(hooks[1].receivedAt - hooks[0].receivedAt).toBeGreaterThanOrEqual(190);
+    expect(hooks[2].receivedAt - hooks[1].receivedAt).toBeGreaterThanOrEqual(390);
+
+    const attempts = await waitForDeliveries(t, tenant, id, (a) => a[0]?.status === 'succeeded');
+    expect(attempts.map((a) => [a.attempt, a.status, a.response_status])).toEqual([
+      [3, 'succeeded', 200],
+      [2, 'failed', 500],
+      [1, 'failed', 500],
+    ]);
+    expect(new Set(attempts.map((a) => a.event_id))).toEqual(
+      new Set([hooks[0].headers['webhook-id']]),
+    );
+    expect(attempts[1].error).toBe('answered 500');
+    expect(attempts[1].next_attempt_at).toEqual(expect.any(String));
+    expect(attempts[0].next_attempt_at).toBeNull();
+  });
+
+  it('gives up after WEBHOOK_MAX_ATTEMPTS: the last attempt is failed with no next one', async () => {
+    const path = `fail/give-up-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'x' });
+    const attempts = await waitForDeliveries(
+      t,
+      tenant,
+      id,
+      (a) => a[0]?.attempt === 3 && a[0]?.status === 'failed',
+    );
+    expect(attempts.map((a) => [a.attempt, a.status, a.response_status])).toEqual([
+      [3, 'failed', 500],
+      [2, 'failed', 500],
+      [1, 'failed', 500],
+    ]);
+    expect(attempts[0].next_attempt_at).toBeNull();
+    await sleep(1000);
+    expect(receiver.at(`/${path}`)).toHaveLength(3);
+  });
+
+  it('fails an attempt that gets no answer within WEBHOOK_TIMEOUT_MS, and retries it', async () => {
+    const path = `hang/timeout-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'slow' });
+    const attempts = await waitForDeliveries(t, tenant, id, (a) =>
+      a.some((x) => x.status === 'failed'),
+    );
+    const failed = attempts.find((a) => a.status === 'failed')!;
+    expect(failed).toMatchObject({
+      attempt: 1,
+      response_status: null,
+      error: 'timed out after 1000 ms',
+    });
+    expect(failed.duration_ms).toBeGreaterThanOrEqual(990);
+    expect(failed.duration_ms).toBeLessThan(3000);
+    expect(attempts.some((a) => a.attempt === 2)).toBe(true);
+
+    // A slow answer inside the timeout succeeds.
+    const slow = `slow/300/in-time-${randomUUID()}`;
+    const endpoint = await createEndpoint(t, tenant, receiver.url(slow));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'in-time' });
+    const done = await waitForDeliveries(
+      t,
+      tenant,
+      endpoint.id,
+      (a) => a[0]?.status === 'succeeded',
+    );
+    expect(done[0].duration_ms).toBeGreaterThanOrEqual(290);
+  });
+
+  it('does not follow redirects: a 302 is a failed attempt', async () => {
+    const path = `redirect/r-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'r' });
+    const attempts = await waitForDeliveries(t, tenant, id, (a) =>
+      a.some((x) => x.status === 'failed'),
+    );
+    expect(attempts.find((a) => a.status === 'failed')).toMatchObject({
+      response_status: 302,
+      error: 'answered 302; redirects are not followed',
+    });
+    expect(receiver.at('/ok/redirected')).toEqual([]);
+  });
+
+  it('sends nothing to a disabled endpoint (a ping is refused), and its pending retries end', async () => {
+    const path = `fail/disabled-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    // A retry is pending when the endpoint is disabled.
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'd' });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 1);
+    const disabled = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth)
+      .send({ status: 'disabled' });
+    expect(disabled.body.status).toBe('disabled');
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'while-disabled' });
+    expectError(
+      await t.http().post(`/v1/webhook-endpoints/${id}/test`).set('Authorization', tenant.auth),
+      409,
+      'webhook_endpoint_disabled',
+    );
+    await sleep(1200);
+    expect(receiver.at(`/${path}`).length).toBeLessThanOrEqual(2); // at most the retry already in flight
+    const attempts = await deliveries(t, tenant, id);
+    expect(attempts.filter((a) => a.status === 'pending')).toEqual([]);
+    expect(JSON.stringify(attempts)).not.toContain('while-disabled');
+  });
+
+  it('reports pending attempts as the webhook_deliveries_pending gauge', async () => {
+    const { id } = await createEndpoint(t, tenant, receiver.url(`hang/gauge-${randomUUID()}`));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'g' });
+    const metrics = t.app.get(MetricsService);
+    const text = await metrics.registry.metrics();
+    const value = Number(/^webhook_deliveries_pending (\d+)$/m.exec(text)?.[1]);
+    expect(value).toBeGreaterThanOrEqual(1);
+    await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+  });
+});
+
+describe('Server-side request forgery guard (WEBHOOK_ALLOW_PRIVATE_URLS=false)', () => {
+  let t: TestApp;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { ...FAST, WEBHOOK_ALLOW_PRIVATE_URLS: 'false' } });
+    tenant = await adminTenant(t);
+  });
+  afterAll(() => t.close());
+
+  it.each([
+    'http://10.0.0.5/hook',
+    'http://127.0.0.1:8080/hook',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[::1]:8080/hook',
+    'http://localhost:8080/hook',
+    'http://192.168.1.10/hook',
+    'http://[fd00:ec2::254]/',
+    'http://2130706433/',
+  ])('refuses %s with validation_failed', async (url) => {
+    const response = await t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', tenant.auth)
+      .send({ url, events: ['end_user.created'] });
+    expectError(response, 400, 'validation_failed');
+    expect(response.body.error.details).toEqual([
+      { field: 'url', problem: expect.stringMatching(/not a public address/) },
+    ]);
+  });
+
+  it('accepts a public address, refuses a PATCH to a private one', async () => {
+    const { id } = await createEndpoint(t, tenant, 'https://93.184.215.14/hook');
+    const response = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth)
+      .send({ url: 'http://127.0.0.1/hook' });
+    expectError(response, 400, 'validation_failed');
+    const still = await t
+      .http()
+      .get(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth);
+    expect(still.body.url).toBe('https://93.184.215.14/hook');
+    await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+  });
+
+  it('checks the address again at each delivery: a URL that now reaches loopback is not called', async () => {
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    for (const host of ['127.0.0.1', 'localhost']) {
+      const { id } = await createEndpoint(t, tenant, 'https://93.184.215.14/hook');
+      // As if the name now resolved to loopback (DNS rebinding): the stored URL points there.
+      const path = `ok/rebound-${host}-${randomUUID()}`;
+      await dataSource.query('UPDATE webhook_endpoints SET url = $1 WHERE id = $2', [
+        receiver.url(path, host),
+        id,
+      ]);
+      const ping = await t
+        .http()
+        .post(`/v1/webhook-endpoints/${id}/test`)
+        .set('Authorization', tenant.auth);
+      expect(ping.status).toBe(202);
+      const attempts = await waitForDeliveries(t, tenant, id, (a) =>
+        a.some((x) => x.status === 'failed'),
+      );
+      expect(attempts.find((a) => a.status === 'failed')).toMatchObject({
+        response_status: null,
+        error: expect.stringMatching(/not a public address/),
+      });
+      expect(receiver.at(`/${path}`)).toEqual([]);
+      await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+    }
+  });
+});
+
+describe('Two instances on one database', () => {
+  let a: TestApp;
+  let b: TestApp;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    const env = { ...FAST, WEBHOOK_CONCURRENCY: '8', WEBHOOK_TIMEOUT_MS: '5000' };
+    a = await createTestApp({ env });
+    b = await createTestApp({ env });
+    tenant = await adminTenant(a);
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+  });
+
+  it('deliver a burst: every event arrives, and none is attempted twice', async () => {
+    const path = `slow/20/burst-${randomUUID()}`;
+    const { secret } = await createEndpoint(a, tenant, receiver.url(path));
+    const EVENTS = 300;
+    const sent: string[] = [];
+    const emitters = [a, b];
+    for (let batch = 0; batch < EVENTS / 50; batch++) {
+      const t = emitters[batch % 2];
+      const dataSource = t.app.get<DataSource>(getDataSourceToken());
+      const events = t.app.get(WebhookEventsService);
+      await dataSource.transaction(async (manager) => {
+        for (let i = 0; i < 50; i++) {
+          const n = `${batch}-${i}`;
+          sent.push(n);
+          await events.emit(manager, tenant.organizationId, 'end_user.created', { user_id: n });
+        }
+      });
+    }
+    await receiver.waitFor(() => receiver.at(`/${path}`).length >= EVENTS, 30_000, 'the burst');
+    await sleep(500);
+    const hooks = receiver.at(`/${path}`);
+    const perId = new Map<string, number>();
+    for (const hook of hooks)
+      perId.set(
+        String(hook.headers['webhook-id']),
+        (perId.get(String(hook.headers['webhook-id'])) ?? 0) + 1,
+      );
+    expect(hooks).toHaveLength(EVENTS);
+    expect([...perId.values()].filter((count) => count !== 1)).toEqual([]);
+    const users = hooks.map((hook) => (verify(hook, secret).data as { user_id: string }).user_id);
+    expect(users.sort()).toEqual([...sent].sort());
+  });
+});
+
+describe('An instance that stops between the change and the delivery', () => {
+  it('loses nothing: the next instance delivers, and a dead claim is retried when its lease runs out', async () => {
+    // A long poll interval: after its first (empty) poll this instance will not deliver.
+    const first = await createTestApp({ env: { ...FAST, WEBHOOK_POLL_INTERVAL_MS: '60000' } });
+    const tenant = await adminTenant(first);
+    const path = `ok/crash-${randomUUID()}`;
+    const { secret } = await createEndpoint(first, tenant, receiver.url(path));
+    await emit(first, tenant.organizationId, 'end_user.deleted', { user_id: 'after-crash' });
+    await emit(first, tenant.organizationId, 'end_user.created', { user_id: 'claimed' });
+    // One event is claimed by an instance that then dies (a 1.5 s lease, never recorded).
+    const claimed = await first.app.get(WebhooksRepository).claimDue(1, 1500, randomUUID());
+    expect(claimed).toHaveLength(1);
+    const claimedAt = Date.now();
+    const deadClaim = (claimed[0].data as { user_id: string }).user_id;
+    await first.close();
+    expect(receiver.at(`/${path}`)).toEqual([]);
+
+    const second = await createTestApp({ env: FAST });
+    try {
+      await receiver.waitFor(() => receiver.at(`/${path}`).length === 2, 15_000);
+      const hooks = receiver.at(`/${path}`);
+      const byUser = new Map(
+        hooks.map((hook) => [(verify(hook, secret).data as { user_id: string }).user_id, hook]),
+      );
+      expect([...byUser.keys()].sort()).toEqual(['after-crash', 'claimed']);
+      expect(byUser.get(deadClaim)!.receivedAt - claimedAt).toBeGreaterThanOrEqual(1400);
+      await sleep(300);
+      expect(receiver.at(`/${path}`)).toHaveLength(2);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('at shutdown, an attempt still in flight after the grace is cut off and handed back, due at once', async () => {
+    const t = await createTestApp({ env: { ...FAST, WEBHOOK_TIMEOUT_MS: '20000' } });
+    const tenant = await adminTenant(t);
+    const path = `hang/shutdown-${randomUUID()}`;
+    const { id } = await createEndpoint(t, tenant, receiver.url(path));
+    await emit(t, tenant.organizationId, 'end_user.created', { user_id: 'cut-off' });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 1);
+    const dataSource = t.app.get<DataSource>(getDataSourceToken());
+    const started = Date.now();
+    await t.close();
+    const closedIn = Date.now() - started;
+    expect(closedIn).toBeGreaterThanOrEqual(4_500); // the 5 s grace
+    expect(closedIn).toBeLessThan(10_000);
+    expect(dataSource.isInitialized).toBe(false);
+    const db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    try {
+      const { rows } = await db.query(
+        'SELECT attempt, status, locked_until, lock_token FROM webhook_delivery_attempts WHERE endpoint_id = $1',
+        [id],
+      );
+      // Still attempt 1, pending, unclaimed: any instance may make it at once.
+      expect(rows).toEqual([
+        { attempt: 1, status: 'pending', locked_until: null, lock_token: null },
+      ]);
+    } finally {
+      await db.end();
+    }
+  });
+});
