@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import { poolOf } from '../database/pg-pool';
 import type { EndUserRow } from './dto/end-user.dto';
+import type { RecalledMemory } from './memories.repository';
 
 const COLUMNS = 'id, user_id, metadata, status, erase_after, created_at, updated_at';
 
@@ -28,6 +29,32 @@ const CREATE_OR_GET = {
 const READ_ONE = {
   name: 'end_users_read_one',
   text: `SELECT ${COLUMNS} FROM end_users WHERE organization_id = $1 AND user_id = $2`,
+};
+
+/**
+ * The end user with their latest memories of one personality in one round trip: a row per
+ * memory, newest first (one row of null memory columns when there is none); no row when the
+ * user is unknown.
+ */
+const READ_WITH_LATEST_MEMORIES = {
+  name: 'end_users_read_with_latest_memories',
+  text: `SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
+                m.role AS memory_role, m.content AS memory_content, m.emotion AS memory_emotion,
+                m.created_at AS memory_created_at
+           FROM end_users e
+           LEFT JOIN LATERAL (
+             SELECT id, role, content, emotion, created_at FROM memories
+              WHERE end_user_id = e.id AND personality_id = $3
+              ORDER BY id DESC LIMIT $4) m ON true
+          WHERE e.organization_id = $1 AND e.user_id = $2
+          ORDER BY m.id DESC`,
+};
+
+type RowWithMemory = EndUserRow & {
+  memory_role: RecalledMemory['role'] | null;
+  memory_content: string | null;
+  memory_emotion: string | null;
+  memory_created_at: Date | null;
 };
 
 export interface ErasureMark {
@@ -75,6 +102,35 @@ export class EndUsersRepository {
       values: [organizationId, userId],
     });
     return rows[0];
+  }
+
+  /** The user (undefined when unknown) and their latest `limit` memories with a personality, newest first. */
+  async findWithLatestMemories(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    limit: number,
+  ): Promise<{ endUser: EndUserRow | undefined; memories: RecalledMemory[] }> {
+    const { rows } = await this.pool.query<RowWithMemory>({
+      ...READ_WITH_LATEST_MEMORIES,
+      values: [organizationId, userId, personalityId, limit],
+    });
+    if (rows.length === 0) return { endUser: undefined, memories: [] };
+    const { id, user_id, metadata, status, erase_after, created_at, updated_at } = rows[0];
+    const memories: RecalledMemory[] = [];
+    for (const row of rows) {
+      if (row.memory_role === null) continue;
+      memories.push({
+        role: row.memory_role,
+        content: row.memory_content as string,
+        emotion: row.memory_emotion,
+        created_at: row.memory_created_at as Date,
+      });
+    }
+    return {
+      endUser: { id, user_id, metadata, status, erase_after, created_at, updated_at },
+      memories,
+    };
   }
 
   /** Ordered by user_id, `limit + 1` rows (the extra one tells whether more follow). */

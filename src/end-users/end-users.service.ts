@@ -135,17 +135,24 @@ export class EndUsersService {
   }
 
   /**
-   * What a personality remembers of a user: their latest exchanges, oldest first. Looked up by
-   * user_id so a first-time caller needs no end-user row yet.
+   * The end user of a conversation with a personality and what it remembers of them (latest
+   * exchanges, oldest first), in one round trip; the end user is undefined when unknown.
+   * The caller decides whether to create it (see ensure): only once the personality is known.
    */
-  async recall(
+  async findWithRecall(
     organizationId: string,
     userId: string,
     personalityId: string,
     limit: number,
-  ): Promise<RecalledMemory[]> {
-    const rows = await this.memories.findLatest(organizationId, userId, personalityId, limit);
-    return rows.reverse();
+  ): Promise<{ endUser: EndUserRow | undefined; memories: RecalledMemory[] }> {
+    const found = await this.endUsers.findWithLatestMemories(
+      organizationId,
+      userId,
+      personalityId,
+      limit,
+    );
+    found.memories.reverse();
+    return found;
   }
 
   underDeletion(row: Pick<EndUserRow, 'erase_after'>): AppError {

@@ -29,7 +29,7 @@ const MEMORY_FIELDS = 9;
 
 /**
  * The SQL of the memories table: as a client manages them (list, forget), as a personality
- * recalls and appends them, and as an erasure removes them.
+ * appends them, and as an erasure removes them.
  */
 @Injectable()
 export class MemoriesRepository {
@@ -77,25 +77,6 @@ export class MemoriesRepository {
       [organizationId, userId, id],
     );
     return rowCount === 1;
-  }
-
-  /** The latest `limit` memories of a user with a personality, newest first, by user_id. */
-  async findLatest(
-    organizationId: string,
-    userId: string,
-    personalityId: string,
-    limit: number,
-  ): Promise<RecalledMemory[]> {
-    const { rows } = await this.pool.query<RecalledMemory>({
-      name: 'memories_recall',
-      text: `SELECT m.role, m.content, m.emotion, m.created_at
-               FROM end_users e
-               JOIN memories m ON m.end_user_id = e.id AND m.personality_id = $3
-              WHERE e.organization_id = $1 AND e.user_id = $2
-              ORDER BY m.id DESC LIMIT $4`,
-      values: [organizationId, userId, personalityId, limit],
-    });
-    return rows;
   }
 
   /**

@@ -84,18 +84,23 @@ export class RespondService {
    * organization's, and the end user (created on first contact) is not under deletion.
    */
   async prepare(organizationId: string, dto: RespondDto): Promise<Conversation> {
-    // Both reads are scoped to the organization and independent, so they share the wait. The
-    // end user is created only once the personality is known to be the organization's.
-    const [personality, memories] = await Promise.all([
+    // Both reads are scoped to the organization and independent, so they share the wait. An
+    // end user met for the first time is created only once the personality is known to be the
+    // organization's; one under deletion is refused by ensure() (409).
+    const [personality, found] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.endUsers.recall(
+      this.endUsers.findWithRecall(
         organizationId,
         dto.user_id,
         dto.personality_id,
         this.config.historyMessages,
       ),
     ]);
-    const { row: endUser } = await this.endUsers.ensure(organizationId, dto.user_id);
+    const { memories } = found;
+    const endUser =
+      found.endUser?.status === 'active'
+        ? found.endUser
+        : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     return {
       organizationId,
       personality,
