@@ -1,9 +1,11 @@
+import { Client } from 'pg';
 import { buildRevision } from '../lib/build-revision';
+import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { type RunningService, startService } from '../lib/service';
 import { benchTenant, pgbench, type PgbenchFigures, sqlLiteral } from './support/data-plane';
 
-const ROUNDS = 3;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const MESSAGE = 'I am so happy today, thank you for listening!';
 /** The code before issue 10's data-access change (BENCH_BEFORE overrides it). */
 const BEFORE = process.env.BENCH_BEFORE ?? '3d96b97';
@@ -43,22 +45,72 @@ const median = (values: number[]) =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const ratio = (a: number, b: number) => Number((a / b).toFixed(3));
 
-function medians(rounds: LoadFigures[]) {
+function medians(rounds: Measured[]) {
   return {
     requests_per_sec: median(rounds.map((r) => r.requests_per_sec)),
+    service_cpu_ms_per_request: median(rounds.map((r) => r.service_cpu_ms_per_request)),
+    db_cpu_ms_per_request: median(rounds.map((r) => r.db_cpu_ms_per_request)),
     latency_p50_ms: median(rounds.map((r) => r.latency_p50_ms)),
     latency_p99_ms: median(rounds.map((r) => r.latency_p99_ms)),
     errors_and_non_2xx: rounds.reduce((sum, r) => sum + r.errors + r.non_2xx, 0),
   };
 }
 
-function post(service: RunningService, tenant: Tenant, path: string, body: () => string) {
-  return load({
+/** CPU seconds so far of each server process serving the database (one per pooled connection). */
+async function backendCpu(databaseUrl: string): Promise<Map<number, number>> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+    const cpu = new Map<number, number>();
+    for (const { pid } of rows) {
+      try {
+        cpu.set(pid, cpuSeconds(pid));
+      } catch {
+        // the connection closed meanwhile
+      }
+    }
+    return cpu;
+  } finally {
+    await client.end();
+  }
+}
+
+type Measured = LoadFigures & { service_cpu_ms_per_request: number; db_cpu_ms_per_request: number };
+
+/**
+ * 10 s of POSTs at 32 connections, with the CPU time per request of the service and of the
+ * PostgreSQL processes serving its pool: less sensitive to the machine's neighbours than
+ * requests/s, which on a shared machine swing with everything else that runs.
+ */
+async function post(
+  service: RunningService,
+  tenant: Tenant,
+  path: string,
+  body: () => string,
+): Promise<Measured> {
+  const serviceBefore = cpuSeconds(service.pid);
+  const dbBefore = await backendCpu(service.databaseUrl);
+  const figures = await load({
     url: `${service.baseUrl}${path}`,
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: tenant.auth },
     requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }],
   });
+  const serviceSeconds = cpuSeconds(service.pid) - serviceBefore;
+  let dbSeconds = 0;
+  for (const [pid, seconds] of await backendCpu(service.databaseUrl)) {
+    dbSeconds += seconds - (dbBefore.get(pid) ?? 0);
+  }
+  const perRequest = (seconds: number) =>
+    Number(((seconds * 1000) / Math.max(1, figures.requests)).toFixed(3));
+  return {
+    ...figures,
+    service_cpu_ms_per_request: perRequest(serviceSeconds),
+    db_cpu_ms_per_request: perRequest(dbSeconds),
+  };
 }
 
 let fresh = 0;
@@ -130,11 +182,11 @@ export async function run(): Promise<Record<string, unknown>> {
     );
 
     const rounds: Array<{
-      new_end_user: LoadFigures;
+      new_end_user: Measured;
       new_end_user_pgbench: PgbenchFigures;
-      new_end_user_before: LoadFigures;
-      respond_known: { after: LoadFigures; before: LoadFigures };
-      respond_first_contact: { after: LoadFigures; before: LoadFigures };
+      new_end_user_before: Measured;
+      respond_known: { after: Measured; before: Measured };
+      respond_first_contact: { after: Measured; before: Measured };
     }> = [];
     for (let i = 0; i < ROUNDS; i++) {
       const newHttp = await post(after, tenant, '/v1/end-users', newEndUser);
@@ -145,8 +197,8 @@ export async function run(): Promise<Record<string, unknown>> {
       );
       // Alternating which build goes first, so neither always follows the other's load.
       const order = i % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
-      const known = {} as { after: LoadFigures; before: LoadFigures };
-      const first = {} as { after: LoadFigures; before: LoadFigures };
+      const known = {} as { after: Measured; before: Measured };
+      const first = {} as { after: Measured; before: Measured };
       for (const variant of order) {
         const [service, t] = variant === 'after' ? [after, tenant] : [old, oldTenant];
         known[variant] = await post(service, t, '/v1/respond', talkers[variant]);
@@ -174,6 +226,14 @@ export async function run(): Promise<Record<string, unknown>> {
         after: afterMedian,
         before: beforeMedian,
         after_to_before_rps: ratio(afterMedian.requests_per_sec, beforeMedian.requests_per_sec),
+        before_to_after_service_cpu: ratio(
+          beforeMedian.service_cpu_ms_per_request,
+          afterMedian.service_cpu_ms_per_request,
+        ),
+        before_to_after_db_cpu: ratio(
+          beforeMedian.db_cpu_ms_per_request,
+          afterMedian.db_cpu_ms_per_request,
+        ),
         per_round_after_to_before: rounds.map((r) =>
           ratio(r[key].after.requests_per_sec, r[key].before.requests_per_sec),
         ),
