@@ -1,6 +1,14 @@
-import { load } from '../lib/load';
-import { startService } from '../lib/service';
-import { benchTenant, pgbench, sqlLiteral } from './support/data-plane';
+import { Client } from 'pg';
+import { buildRevision } from '../lib/build-revision';
+import { cpuSeconds } from '../lib/cpu';
+import { load, type LoadFigures } from '../lib/load';
+import { type RunningService, startService } from '../lib/service';
+import { benchTenant, pgbench, type PgbenchFigures, sqlLiteral } from './support/data-plane';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const MESSAGE = 'I am so happy today, thank you for listening!';
+/** The code before issue 10's data-access change (BENCH_BEFORE overrides it). */
+const BEFORE = process.env.BENCH_BEFORE ?? '3d96b97';
 
 const CREATE_OR_GET = (org: string, userId: string) => `
 WITH inserted AS (
@@ -13,114 +21,229 @@ SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at
  WHERE organization_id = ${org} AND user_id = ${userId} AND NOT EXISTS (SELECT 1 FROM inserted);
 `;
 
+type Tenant = Awaited<ReturnType<typeof benchTenant>>;
+
 /**
- * POST /v1/end-users (an existing user_id, and a new one per request) and POST /v1/respond with
- * an API key at 32 connections, each beside pgbench running the same SQL at the same
- * concurrency on the same database. Goal: ≥ 25% of pgbench's rate for POST /v1/end-users.
+ * pgbench, tried again while the server refuses its 32 connections: the server's
+ * max_connections is shared with whatever else runs on the machine.
+ */
+async function pgbenchWhenConnectable(
+  databaseUrl: string,
+  script: string,
+): Promise<PgbenchFigures> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await pgbench(databaseUrl, script);
+    } catch (error) {
+      if (attempt >= 10 || !String(error).includes('too many clients')) throw error;
+      await new Promise((r) => setTimeout(r, 5000));
+    }
+  }
+}
+
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const ratio = (a: number, b: number) => Number((a / b).toFixed(3));
+
+function medians(rounds: Measured[]) {
+  return {
+    requests_per_sec: median(rounds.map((r) => r.requests_per_sec)),
+    service_cpu_ms_per_request: median(rounds.map((r) => r.service_cpu_ms_per_request)),
+    db_cpu_ms_per_request: median(rounds.map((r) => r.db_cpu_ms_per_request)),
+    latency_p50_ms: median(rounds.map((r) => r.latency_p50_ms)),
+    latency_p99_ms: median(rounds.map((r) => r.latency_p99_ms)),
+    errors_and_non_2xx: rounds.reduce((sum, r) => sum + r.errors + r.non_2xx, 0),
+  };
+}
+
+/** CPU seconds so far of each server process serving the database (one per pooled connection). */
+async function backendCpu(databaseUrl: string): Promise<Map<number, number>> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+    const cpu = new Map<number, number>();
+    for (const { pid } of rows) {
+      try {
+        cpu.set(pid, cpuSeconds(pid));
+      } catch {
+        // the connection closed meanwhile
+      }
+    }
+    return cpu;
+  } finally {
+    await client.end();
+  }
+}
+
+type Measured = LoadFigures & { service_cpu_ms_per_request: number; db_cpu_ms_per_request: number };
+
+/**
+ * 10 s of POSTs at 32 connections, with the CPU time per request of the service and of the
+ * PostgreSQL processes serving its pool: less sensitive to the machine's neighbours than
+ * requests/s, which on a shared machine swing with everything else that runs.
+ */
+async function post(
+  service: RunningService,
+  tenant: Tenant,
+  path: string,
+  body: () => string,
+): Promise<Measured> {
+  const serviceBefore = cpuSeconds(service.pid);
+  const dbBefore = await backendCpu(service.databaseUrl);
+  const figures = await load({
+    url: `${service.baseUrl}${path}`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: tenant.auth },
+    requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }],
+  });
+  const serviceSeconds = cpuSeconds(service.pid) - serviceBefore;
+  let dbSeconds = 0;
+  for (const [pid, seconds] of await backendCpu(service.databaseUrl)) {
+    dbSeconds += seconds - (dbBefore.get(pid) ?? 0);
+  }
+  const perRequest = (seconds: number) =>
+    Number(((seconds * 1000) / Math.max(1, figures.requests)).toFixed(3));
+  return {
+    ...figures,
+    service_cpu_ms_per_request: perRequest(serviceSeconds),
+    db_cpu_ms_per_request: perRequest(dbSeconds),
+  };
+}
+
+let fresh = 0;
+const newEndUser = () =>
+  JSON.stringify({ user_id: `bench-new-${fresh++}`, metadata: { n: fresh } });
+
+/** A conversation over 1,000 end users (they exist after the first lap and their history grows). */
+const talker = (tenant: Tenant) => {
+  let turn = 0;
+  return () =>
+    JSON.stringify({
+      personality_id: tenant.personalityId,
+      user_id: `bench-talker-${turn++ % 1000}`,
+      message: MESSAGE,
+    });
+};
+
+/** A first contact on every request: the end user is created by the call. */
+const stranger = (tenant: Tenant, tag: string) => {
+  let turn = 0;
+  return () =>
+    JSON.stringify({
+      personality_id: tenant.personalityId,
+      user_id: `bench-stranger-${tag}-${turn++}`,
+      message: MESSAGE,
+    });
+};
+
+/**
+ * POST /v1/end-users (an existing user_id, and a new one per request) beside pgbench running the
+ * same SQL at the same concurrency on the same database, and POST /v1/respond of this build
+ * beside the build of BENCH_BEFORE, interleaved round by round so both see the same neighbours.
+ * Goals (issue 10): new end user >= 0.2 of pgbench; respond >= 1.5x the code before.
  */
 export async function run(): Promise<Record<string, unknown>> {
-  const service = await startService({ env: { LOG_LEVEL: 'info' } });
+  const before = buildRevision(BEFORE);
+  let after: RunningService | undefined;
+  let old: RunningService | undefined;
   try {
-    const tenant = await benchTenant(service.baseUrl);
+    after = await startService({ env: { LOG_LEVEL: 'info' } });
+    old = await startService({ env: { LOG_LEVEL: 'info' }, main: before.main });
+    const tenant = await benchTenant(after.baseUrl);
+    const oldTenant = await benchTenant(old.baseUrl);
     const org = sqlLiteral(tenant.organizationId);
-    const headers = { 'content-type': 'application/json', authorization: tenant.auth };
-    const url = `${service.baseUrl}/v1/end-users`;
-    await fetch(url, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ user_id: 'bench-existing', metadata: { plan: 'pro' } }),
-    });
+    const existingBody = JSON.stringify({ user_id: 'bench-existing', metadata: { plan: 'pro' } });
+    const talkers = { after: talker(tenant), before: talker(oldTenant) };
+    const strangers = { after: stranger(tenant, 'a'), before: stranger(oldTenant, 'b') };
 
     // Warm-up of every measured path: JIT, pool connections, per-connection prepared statements.
-    const warm = { method: 'POST' as const, headers, durationSeconds: 3 };
-    await load({ ...warm, url, body: '{"user_id":"bench-existing"}' });
-    await load({ ...warm, url, body: '{"user_id":"bench-warm"}' });
-    await load({
-      ...warm,
-      url: `${service.baseUrl}/v1/respond`,
-      body: JSON.stringify({
-        personality_id: tenant.personalityId,
-        user_id: 'bench-warm',
-        message: 'warming up',
-      }),
-    });
+    const warm = { method: 'POST' as const, durationSeconds: 3 };
+    for (const [service, t] of [
+      [after, tenant],
+      [old, oldTenant],
+    ] as const) {
+      const headers = { 'content-type': 'application/json', authorization: t.auth };
+      await load({ ...warm, headers, url: `${service.baseUrl}/v1/end-users`, body: existingBody });
+      await load({
+        ...warm,
+        headers,
+        url: `${service.baseUrl}/v1/respond`,
+        body: JSON.stringify({ personality_id: t.personalityId, user_id: 'w', message: 'hi' }),
+      });
+    }
 
-    const existing = await load({
-      url,
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ user_id: 'bench-existing', metadata: { plan: 'pro' } }),
-    });
-    const existingSql = await pgbench(service.databaseUrl, CREATE_OR_GET(org, `'bench-existing'`));
-
-    let counter = 0;
-    const fresh = await load({
-      url,
-      method: 'POST',
-      headers,
-      requests: [
-        {
-          setupRequest: (request) => ({
-            ...request,
-            body: JSON.stringify({ user_id: `bench-new-${counter++}`, metadata: { n: counter } }),
-          }),
-        },
-      ],
-    });
-    const freshSql = await pgbench(
-      service.databaseUrl,
-      `\\set n random(1, 1000000000000)\n${CREATE_OR_GET(org, `'pg-new-' || :n`)}`,
+    const existing = await post(after, tenant, '/v1/end-users', () => existingBody);
+    const existingSql = await pgbenchWhenConnectable(
+      after.databaseUrl,
+      CREATE_OR_GET(org, `'bench-existing'`),
     );
 
-    // /v1/respond over 1,000 end users, so conversations grow as they would.
-    let turn = 0;
-    const respond = await load({
-      url: `${service.baseUrl}/v1/respond`,
-      method: 'POST',
-      headers,
-      requests: [
-        {
-          setupRequest: (request) => ({
-            ...request,
-            body: JSON.stringify({
-              personality_id: tenant.personalityId,
-              user_id: `bench-talker-${turn++ % 1000}`,
-              message: 'I am so happy today, thank you for listening!',
-            }),
-          }),
-        },
-      ],
-    });
-    const personality = sqlLiteral(tenant.personalityId);
-    const respondSql = await pgbench(
-      service.databaseUrl,
-      `\\set u random(0, 999)
-SELECT id, name, replies FROM personalities WHERE id = ${personality} AND organization_id = ${org};
-SELECT m.role, m.content, m.emotion, m.created_at FROM end_users e
-  JOIN memories m ON m.end_user_id = e.id AND m.personality_id = ${personality}
- WHERE e.organization_id = ${org} AND e.user_id = 'pg-talker-' || :u ORDER BY m.id DESC LIMIT 6;
-${CREATE_OR_GET(org, `'pg-talker-' || :u`)}
-BEGIN;
-INSERT INTO memories (organization_id, end_user_id, personality_id, role, content, emotion, intensity, vocabulary_version, created_at)
-SELECT ${org}, id, ${personality}, r.role, r.content, 'joy', 0.7, '2.0.0', now()
-  FROM end_users, (VALUES ('user', 'I am so happy today, thank you for listening!'), ('personality', 'a reply of about the same length as the real one, give or take')) AS r(role, content)
- WHERE organization_id = ${org} AND user_id = 'pg-talker-' || :u;
-WITH inserted AS (
-  INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-  SELECT ${org}, date_trunc('month', now() AT TIME ZONE 'UTC')::date, id, ${personality}, now()
-    FROM end_users WHERE organization_id = ${org} AND user_id = 'pg-talker-' || :u
-  ON CONFLICT DO NOTHING RETURNING organization_id, month)
-INSERT INTO usage_monthly_counters (organization_id, month, active_relationships)
-SELECT organization_id, month, 1 FROM inserted
-ON CONFLICT (organization_id, month) DO UPDATE SET active_relationships = usage_monthly_counters.active_relationships + 1;
-COMMIT;
-`,
-    );
+    const rounds: Array<{
+      new_end_user: Measured;
+      new_end_user_pgbench: PgbenchFigures;
+      new_end_user_before: Measured;
+      respond_known: { after: Measured; before: Measured };
+      respond_first_contact: { after: Measured; before: Measured };
+    }> = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      const newHttp = await post(after, tenant, '/v1/end-users', newEndUser);
+      const newBefore = await post(old, oldTenant, '/v1/end-users', newEndUser);
+      const newSql = await pgbenchWhenConnectable(
+        after.databaseUrl,
+        `\\set n random(1, 1000000000000)\n${CREATE_OR_GET(org, `'pg-new-' || :n`)}`,
+      );
+      // Alternating which build goes first, so neither always follows the other's load.
+      const order = i % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
+      const known = {} as { after: Measured; before: Measured };
+      const first = {} as { after: Measured; before: Measured };
+      for (const variant of order) {
+        const [service, t] = variant === 'after' ? [after, tenant] : [old, oldTenant];
+        known[variant] = await post(service, t, '/v1/respond', talkers[variant]);
+      }
+      for (const variant of order) {
+        const [service, t] = variant === 'after' ? [after, tenant] : [old, oldTenant];
+        first[variant] = await post(service, t, '/v1/respond', strangers[variant]);
+      }
+      rounds.push({
+        new_end_user: newHttp,
+        new_end_user_pgbench: newSql,
+        new_end_user_before: newBefore,
+        respond_known: known,
+        respond_first_contact: first,
+      });
+    }
 
-    const ratio = (http: number, sql: number) => Number((http / sql).toFixed(3));
+    const newHttp = medians(rounds.map((r) => r.new_end_user));
+    const newBeforeHttp = medians(rounds.map((r) => r.new_end_user_before));
+    const newSqlTps = median(rounds.map((r) => r.new_end_user_pgbench.transactions_per_sec));
+    const respondOf = (key: 'respond_known' | 'respond_first_contact') => {
+      const afterMedian = medians(rounds.map((r) => r[key].after));
+      const beforeMedian = medians(rounds.map((r) => r[key].before));
+      return {
+        after: afterMedian,
+        before: beforeMedian,
+        after_to_before_rps: ratio(afterMedian.requests_per_sec, beforeMedian.requests_per_sec),
+        before_to_after_service_cpu: ratio(
+          beforeMedian.service_cpu_ms_per_request,
+          afterMedian.service_cpu_ms_per_request,
+        ),
+        before_to_after_db_cpu: ratio(
+          beforeMedian.db_cpu_ms_per_request,
+          afterMedian.db_cpu_ms_per_request,
+        ),
+        per_round_after_to_before: rounds.map((r) =>
+          ratio(r[key].after.requests_per_sec, r[key].before.requests_per_sec),
+        ),
+      };
+    };
     return {
       connections: 32,
       duration_seconds: 10,
+      rounds: ROUNDS,
+      before_revision: before.revision,
       pgbench_mode: '-M prepared (the service also uses named prepared statements)',
       post_end_users_existing: {
         http: existing,
@@ -128,18 +251,32 @@ COMMIT;
         ratio_to_pgbench: ratio(existing.requests_per_sec, existingSql.transactions_per_sec),
       },
       post_end_users_new: {
-        http: fresh,
-        pgbench: freshSql,
-        ratio_to_pgbench: ratio(fresh.requests_per_sec, freshSql.transactions_per_sec),
+        http: newHttp,
+        pgbench_transactions_per_sec: newSqlTps,
+        ratio_to_pgbench: ratio(newHttp.requests_per_sec, newSqlTps),
+        per_round_ratio: rounds.map((r) =>
+          ratio(r.new_end_user.requests_per_sec, r.new_end_user_pgbench.transactions_per_sec),
+        ),
+        before: newBeforeHttp,
+        before_ratio_to_pgbench: ratio(newBeforeHttp.requests_per_sec, newSqlTps),
       },
-      post_respond: {
-        http: respond,
-        pgbench: respondSql,
-        ratio_to_pgbench: ratio(respond.requests_per_sec, respondSql.transactions_per_sec),
+      post_respond_known_end_users: {
+        user_ids: '1,000 end users in turn (known after the first lap; histories grow)',
+        ...respondOf('respond_known'),
       },
-      goal: 'POST /v1/end-users at >= 25% of pgbench running the same statement',
+      post_respond_first_contact: {
+        user_ids: 'a new user_id on every request (the call creates the end user)',
+        ...respondOf('respond_first_contact'),
+      },
+      per_round: rounds,
+      goals: {
+        post_end_users_new: '>= 0.2 of pgbench running the same statement',
+        post_respond: `>= 1.5x the requests/s of ${BEFORE} in the same run`,
+      },
     };
   } finally {
-    await service.stop();
+    await after?.stop();
+    await old?.stop();
+    before.cleanup();
   }
 }

@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { PoolClient } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 
 export interface AuditEventRow {
@@ -108,14 +107,14 @@ export class AuditRepository {
   }
 
   /**
-   * In the erasure's transaction (a pg client, as the erasure worker's other steps take): the
-   * events whose target is one of these end users stop naming them.
+   * In the erasure's transaction: the events whose target is one of these end users stop naming
+   * them.
    */
   async redactEndUserTargets(
-    client: PoolClient,
+    manager: EntityManager,
     endUsers: Array<{ organizationId: string; userId: string }>,
   ): Promise<void> {
-    await client.query(
+    await manager.query(
       `UPDATE audit_events a SET target_id = $3
          FROM unnest($1::uuid[], $2::text[]) AS erased(organization_id, user_id)
         WHERE a.organization_id = erased.organization_id AND a.target_type = 'end_user'

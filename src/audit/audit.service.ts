@@ -1,5 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import type { PoolClient } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { CallerContext } from '../common/auth/caller';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -73,10 +72,10 @@ export class AuditService {
    * person (their user_id becomes ERASED_TARGET_ID), so the erasure leaves nothing behind.
    */
   redactErasedEndUsers(
-    client: PoolClient,
+    manager: EntityManager,
     endUsers: Array<{ organizationId: string; userId: string }>,
   ): Promise<void> {
-    return this.events.redactEndUserTargets(client, endUsers);
+    return this.events.redactEndUserTargets(manager, endUsers);
   }
 
   async list(

@@ -15,7 +15,6 @@ import {
   ApiCreatedResponse,
   ApiOkResponse,
   ApiOperation,
-  ApiParam,
   ApiTags,
 } from '@nestjs/swagger';
 import type { Response } from 'express';
@@ -31,7 +30,7 @@ import {
   toEndUserResponse,
   UpdateEndUserDto,
 } from './dto/end-user.dto';
-import { parseUserIdParam } from './dto/user-id';
+import { UserIdParamDto } from './dto/user-id';
 import { EndUsersService } from './end-users.service';
 
 const UNDER_DELETION: [number, string] = [
@@ -75,39 +74,29 @@ export class EndUsersController {
     @Caller() caller: CallerContext,
     @Query() query: EndUserListQueryDto,
   ): Promise<Page<EndUserDto>> {
-    return this.endUsers.list(
-      caller.organizationId,
-      query.limit,
-      query.starting_after,
-    );
+    return this.endUsers.list(caller.organizationId, query.limit, query.starting_after);
   }
 
   @Get(':user_id')
   @Scopes('read')
   @ApiOperation({ summary: 'One end user (also while under deletion)' })
-  @ApiParam({ name: 'user_id' })
   @ApiOkResponse({ type: EndUserDto })
   @ApiErrors(400, 404)
-  get(@Caller() caller: CallerContext, @Param('user_id') userId: string): Promise<EndUserDto> {
-    return this.endUsers.get(caller.organizationId, parseUserIdParam(userId));
+  get(@Caller() caller: CallerContext, @Param() params: UserIdParamDto): Promise<EndUserDto> {
+    return this.endUsers.get(caller.organizationId, params.user_id);
   }
 
   @Patch(':user_id')
   @Scopes('read_write')
   @ApiOperation({ summary: "Replaces the end user's metadata" })
-  @ApiParam({ name: 'user_id' })
   @ApiOkResponse({ type: EndUserDto })
   @ApiErrors(400, 404, UNDER_DELETION)
   update(
     @Caller() caller: CallerContext,
-    @Param('user_id') userId: string,
+    @Param() params: UserIdParamDto,
     @Body() body: UpdateEndUserDto,
   ): Promise<EndUserDto> {
-    return this.endUsers.updateMetadata(
-      caller.organizationId,
-      parseUserIdParam(userId),
-      body.metadata,
-    );
+    return this.endUsers.updateMetadata(caller.organizationId, params.user_id, body.metadata);
   }
 
   @Delete(':user_id')
@@ -117,13 +106,12 @@ export class EndUsersController {
     summary:
       'Starts the erasure of the end user and all their data; it completes after the grace period',
   })
-  @ApiParam({ name: 'user_id' })
   @ApiAcceptedResponse({ type: EndUserDeletionDto })
   @ApiErrors(400, 404)
   remove(
     @Caller() caller: CallerContext,
-    @Param('user_id') userId: string,
+    @Param() params: UserIdParamDto,
   ): Promise<EndUserDeletionDto> {
-    return this.endUsers.scheduleErasure(caller, parseUserIdParam(userId));
+    return this.endUsers.scheduleErasure(caller, params.user_id);
   }
 }

@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
 import { UsageModule } from '../usage/usage.module';
 import { EndUsersController } from './end-users.controller';
+import { EndUsersRepository } from './end-users.repository';
 import { EndUsersService } from './end-users.service';
 import { EndUser } from './entities/end-user.entity';
 import { Memory } from './entities/memory.entity';
@@ -14,7 +15,13 @@ import { MemoriesService } from './memories.service';
 @Module({
   imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule, AuditModule],
   controllers: [EndUsersController, MemoriesController],
-  providers: [EndUsersService, ErasureWorker, MemoriesService, MemoriesRepository],
+  providers: [
+    EndUsersRepository,
+    EndUsersService,
+    ErasureWorker,
+    MemoriesRepository,
+    MemoriesService,
+  ],
   exports: [EndUsersService],
 })
 export class EndUsersModule {}

@@ -1,15 +1,15 @@
-import { Inject, Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { Clock } from '../common/time/clock';
 import type { EndUsersConfig } from '../config/end-users.config';
-import { poolOf, withTransaction } from '../database/pg-pool';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
+import { EndUsersRepository } from './end-users.repository';
+import { MemoriesRepository } from './memories.repository';
 
 /** End users erased per transaction; the worker loops until none are due. */
 const BATCH_SIZE = 20;
@@ -22,26 +22,26 @@ const BATCH_SIZE = 20;
  */
 @Injectable()
 export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly pool: Pool;
   private readonly intervalMs: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private readonly logger: Logger;
 
   constructor(
-    @InjectDataSource() dataSource: DataSource,
+    @InjectDataSource() private readonly dataSource: DataSource,
     config: ConfigService,
+    private readonly endUsers: EndUsersRepository,
+    private readonly memories: MemoriesRepository,
     private readonly usage: UsageService,
-    @Inject(ROOT_LOGGER) logger: Logger,
     private readonly audit: AuditService,
+    private readonly clock: Clock,
+    private readonly logger: PinoLogger,
     metrics: MetricsService,
   ) {
-    this.pool = poolOf(dataSource);
+    this.logger.setContext(ErasureWorker.name);
     this.intervalMs = config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs;
-    this.logger = logger.child({ context: ErasureWorker.name });
     const countPending = () =>
-      this.countPending().catch((error: unknown) => {
+      this.endUsers.countDeleting().catch((error: unknown) => {
         this.logger.warn({ err: error }, 'erasure_pending: count failed');
         return undefined;
       });
@@ -54,14 +54,6 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
         if (pending !== undefined) this.set(pending);
       },
     });
-  }
-
-  /** Read at each scrape; the partial index end_users_erasure_due_idx covers it. */
-  private async countPending(): Promise<number> {
-    const { rows } = await this.pool.query<{ pending: number }>(
-      `SELECT count(*)::int AS pending FROM end_users WHERE status = 'deleting'`,
-    );
-    return rows[0].pending;
   }
 
   onApplicationBootstrap(): void {
@@ -98,25 +90,19 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
     this.timer.unref();
   }
 
+  /** One transaction: the claimed users and everything about them, or nothing. */
   private eraseBatch(): Promise<number> {
-    return withTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<{ id: string; organization_id: string; user_id: string }>(
-        `SELECT id, organization_id, user_id FROM end_users
-          WHERE status = 'deleting' AND erase_after <= now()
-          ORDER BY erase_after
-          LIMIT $1
-          FOR UPDATE SKIP LOCKED`,
-        [BATCH_SIZE],
-      );
-      if (rows.length === 0) return 0;
-      const ids = rows.map((row) => row.id);
-      await client.query('DELETE FROM memories WHERE end_user_id = ANY($1::uuid[])', [ids]);
-      await this.usage.eraseEndUsers(client, ids);
+    return this.dataSource.transaction(async (manager) => {
+      const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
+      if (due.length === 0) return 0;
+      const ids = due.map((row) => row.id);
+      await this.memories.deleteForEndUsers(manager, ids);
+      await this.usage.eraseEndUsers(manager, ids);
       await this.audit.redactErasedEndUsers(
-        client,
-        rows.map((row) => ({ organizationId: row.organization_id, userId: row.user_id })),
+        manager,
+        due.map((row) => ({ organizationId: row.organization_id, userId: row.user_id })),
       );
-      await client.query('DELETE FROM end_users WHERE id = ANY($1::uuid[])', [ids]);
+      await this.endUsers.deleteByIds(manager, ids);
       return ids.length;
     });
   }

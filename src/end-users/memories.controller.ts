@@ -1,11 +1,11 @@
 import { Controller, Delete, Get, HttpCode, Param, Query } from '@nestjs/common';
-import { ApiNoContentResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
+import { ApiNoContentResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { Page } from '../common/pagination/pagination';
 import { MemoryDto, MemoryListQueryDto, MemoryParamsDto } from './dto/memory.dto';
-import { parseUserIdParam } from './dto/user-id';
+import { UserIdParamDto } from './dto/user-id';
 import { MemoriesService } from './memories.service';
 
 @ApiTags('end-users')
@@ -16,15 +16,14 @@ export class MemoriesController {
   @Get()
   @Scopes('read')
   @ApiOperation({ summary: "The end user's memories, newest first (optionally one personality's)" })
-  @ApiParam({ name: 'user_id' })
   @ApiPage(MemoryDto)
   @ApiErrors(400, 404)
   list(
     @Caller() caller: CallerContext,
-    @Param('user_id') userId: string,
+    @Param() params: UserIdParamDto,
     @Query() query: MemoryListQueryDto,
   ): Promise<Page<MemoryDto>> {
-    return this.memories.list(caller.organizationId, parseUserIdParam(userId), {
+    return this.memories.list(caller.organizationId, params.user_id, {
       personalityId: query.personality_id,
       startingAfter: query.starting_after,
       limit: query.limit,

@@ -1,11 +1,36 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
-import { DataSource } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
+import { DataSource, type EntityManager } from 'typeorm';
+import { poolOf, type SqlStep } from '../database/pg-pool';
 import type { MemoryRow } from './dto/memory.dto';
+import type { MemoryRole } from './entities/memory.entity';
 
-/** The queries of an end user's memories as a client manages them (list, forget). */
+export interface NewMemory {
+  organizationId: string;
+  endUserId: string;
+  personalityId: string;
+  role: MemoryRole;
+  content: string;
+  emotion: string | null;
+  intensity: number | null;
+  vocabularyVersion: string | null;
+  createdAt: Date;
+}
+
+export interface RecalledMemory {
+  role: MemoryRole;
+  content: string;
+  emotion: string | null;
+  created_at: Date;
+}
+
+const MEMORY_FIELDS = 9;
+
+/**
+ * The SQL of the memories table: as a client manages them (list, forget), as a personality
+ * appends them, and as an erasure removes them.
+ */
 @Injectable()
 export class MemoriesRepository {
   private readonly pool: Pool;
@@ -52,5 +77,41 @@ export class MemoriesRepository {
       [organizationId, userId, id],
     );
     return rowCount === 1;
+  }
+
+  /**
+   * A WITH entry (`memory_rows`) inserting the memories in the order given, for a statement that
+   * writes them together with other modules' rows. Its text depends only on the number of
+   * memories and `firstParam`, so a named prepared statement can carry it.
+   */
+  insertStep(firstParam: number, memories: NewMemory[]): SqlStep {
+    const params: unknown[] = [];
+    const tuples = memories.map((memory, index) => {
+      params.push(
+        memory.organizationId,
+        memory.endUserId,
+        memory.personalityId,
+        memory.role,
+        memory.content,
+        memory.emotion,
+        memory.intensity,
+        memory.vocabularyVersion,
+        memory.createdAt,
+      );
+      const base = firstParam + index * MEMORY_FIELDS;
+      return `(${Array.from({ length: MEMORY_FIELDS }, (_, i) => `$${base + i}`).join(', ')})`;
+    });
+    return {
+      sql: `memory_rows AS (
+        INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
+                              emotion, intensity, vocabulary_version, created_at)
+        VALUES ${tuples.join(', ')})`,
+      params,
+    };
+  }
+
+  /** In the erasure's transaction: every memory of these end users. */
+  async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+    await manager.query('DELETE FROM memories WHERE end_user_id = ANY($1::uuid[])', [endUserIds]);
   }
 }

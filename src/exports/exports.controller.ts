@@ -1,5 +1,5 @@
 import { Controller, Get, Header, Param, Res, StreamableFile } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiParam, ApiProduces, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +9,7 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { withEnvelopeOnFailure } from '../common/http/stream-errors';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
-import { parseUserIdParam } from '../end-users/dto/user-id';
+import { UserIdParamDto } from '../end-users/dto/user-id';
 import { ExportsService } from './exports.service';
 
 export const PMF_V1_SCHEMA_PATH = join(__dirname, 'schemas', 'pmf-v1.schema.json');
@@ -34,7 +34,6 @@ export class ExportsController {
       "Right to portability: all of the end user's data in the Personality and Memory Format v1 (streamed)",
     description: 'The format is published at GET /v1/formats/pmf-v1.schema.json.',
   })
-  @ApiParam({ name: 'user_id' })
   @ApiProduces('application/json')
   @ApiOkResponse({
     description:
@@ -47,10 +46,10 @@ export class ExportsController {
   ])
   async export(
     @Caller() caller: CallerContext,
-    @Param('user_id') userId: string,
+    @Param() params: UserIdParamDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
-    const id = parseUserIdParam(userId);
+    const id = params.user_id;
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(
@@ -67,7 +66,6 @@ export class ExportsController {
     summary:
       'Subject access: every stored row about the end user, table by table, as raw JSON (streamed)',
   })
-  @ApiParam({ name: 'user_id' })
   @ApiOkResponse({
     description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
     schema: { type: 'object', additionalProperties: true },
@@ -78,10 +76,10 @@ export class ExportsController {
   ])
   async model(
     @Caller() caller: CallerContext,
-    @Param('user_id') userId: string,
+    @Param() params: UserIdParamDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
-    const id = parseUserIdParam(userId);
+    const id = params.user_id;
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.modelDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(

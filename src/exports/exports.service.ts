@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
 import { type DocumentSubject, ExportsRepository, type Section } from './exports.repository';
 
 /** Text is flushed to the response in chunks of about this size. */
@@ -15,19 +16,22 @@ const PAGE_ROWS = 1_000;
  */
 @Injectable()
 export class ExportsService {
-  constructor(private readonly repository: ExportsRepository) {}
+  constructor(
+    private readonly repository: ExportsRepository,
+    private readonly clock: Clock,
+  ) {}
 
   /** The PMF v1 document; 404 (before anything is sent) for an unknown or foreign user. */
   async exportDocument(organizationId: string, userId: string): Promise<AsyncIterable<string>> {
     const subject = await this.subject(organizationId, userId);
-    const head = `{"format":"pmf","version":1,"exported_at":${JSON.stringify(new Date().toISOString())},"end_user":${subject.exportDocument}`;
+    const head = `{"format":"pmf","version":1,"exported_at":${JSON.stringify(this.clock.now().toISOString())},"end_user":${subject.exportDocument}`;
     return this.write(subject, head, this.repository.exportSections, '}');
   }
 
   /** Subject access: every stored row that concerns the user, as the database holds it. */
   async modelDocument(organizationId: string, userId: string): Promise<AsyncIterable<string>> {
     const subject = await this.subject(organizationId, userId);
-    const head = `{"user_id":${JSON.stringify(subject.userId)},"generated_at":${JSON.stringify(new Date().toISOString())},"tables":{"end_users":[${subject.rowDocument}]`;
+    const head = `{"user_id":${JSON.stringify(subject.userId)},"generated_at":${JSON.stringify(this.clock.now().toISOString())},"tables":{"end_users":[${subject.rowDocument}]`;
     return this.write(subject, head, this.repository.modelSections, '}}');
   }
 

@@ -9,12 +9,14 @@ import { LocalResponseEngine } from './engine/local-response-engine';
 import { OpenAiResponseEngine } from './engine/openai-response-engine';
 import { RESPONSE_ENGINE } from './engine/response-engine';
 import { RespondController } from './respond.controller';
+import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
 
 @Module({
   imports: [EndUsersModule, PersonalitiesModule, UsageModule, VocabulariesModule],
   controllers: [RespondController],
   providers: [
+    RespondRepository,
     RespondService,
     {
       provide: RESPONSE_ENGINE,

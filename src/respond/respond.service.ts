@@ -1,12 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
 import type { Counter } from 'prom-client';
-import { DataSource } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
-import { poolOf, withTransaction } from '../database/pg-pool';
+import type { StepBuilder } from '../database/pg-pool';
 import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
@@ -26,6 +24,7 @@ import {
   RESPONSE_ENGINE,
   type ResponseEngine,
 } from './engine/response-engine';
+import { RespondRepository } from './respond.repository';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -48,13 +47,13 @@ export interface ReplyOptions {
 
 @Injectable()
 export class RespondService {
-  private readonly pool: Pool;
   private readonly config: EngineConfig;
   private readonly engineRequests: Counter<'engine' | 'outcome'>;
 
   constructor(
-    @InjectDataSource() dataSource: DataSource,
     config: ConfigService,
+    private readonly repository: RespondRepository,
+    private readonly clock: Clock,
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
     private readonly usage: UsageService,
@@ -62,7 +61,6 @@ export class RespondService {
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     metrics: MetricsService,
   ) {
-    this.pool = poolOf(dataSource);
     this.config = config.getOrThrow<EngineConfig>('engine');
     this.engineRequests = metrics.counter({
       name: 'engine_requests_total',
@@ -86,18 +84,23 @@ export class RespondService {
    * organization's, and the end user (created on first contact) is not under deletion.
    */
   async prepare(organizationId: string, dto: RespondDto): Promise<Conversation> {
-    // Both reads are scoped to the organization and independent, so they share the wait. The
-    // end user is created only once the personality is known to be the organization's.
-    const [personality, memories] = await Promise.all([
+    // Both reads are scoped to the organization and independent, so they share the wait. An
+    // end user met for the first time is created only once the personality is known to be the
+    // organization's; one under deletion is refused by ensure() (409).
+    const [personality, found] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.endUsers.recall(
+      this.endUsers.findWithRecall(
         organizationId,
         dto.user_id,
         dto.personality_id,
         this.config.historyMessages,
       ),
     ]);
-    const { row: endUser } = await this.endUsers.ensure(organizationId, dto.user_id);
+    const { memories } = found;
+    const endUser =
+      found.endUser?.status === 'active'
+        ? found.endUser
+        : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     return {
       organizationId,
       personality,
@@ -136,9 +139,10 @@ export class RespondService {
     };
   }
 
+  /** The memories, the month's activity and the tokens land together or not at all. */
   private async store(conversation: Conversation, reply: EngineReply): Promise<Date> {
     const { organizationId, endUser, personality, vocabulary } = conversation;
-    const at = new Date();
+    const at = this.clock.now();
     const common = {
       organizationId,
       endUserId: endUser.id,
@@ -146,36 +150,41 @@ export class RespondService {
       vocabularyVersion: vocabulary.version,
       createdAt: at,
     };
-    // The memories, the month's activity and the tokens land together or not at all.
-    await withTransaction(this.pool, async (client) => {
-      await this.endUsers.appendMemories(client, [
-        {
-          ...common,
-          role: 'user',
-          content: conversation.message,
-          emotion: reply.detected.name,
-          intensity: reply.detected.intensity,
-        },
-        {
-          ...common,
-          role: 'personality',
-          content: reply.text,
-          emotion: reply.emotion.name,
-          intensity: reply.emotion.intensity,
-        },
-      ]);
-      await this.usage.recordActivity(client, {
-        organizationId,
-        endUserId: endUser.id,
-        personalityId: personality.id,
-        at,
+    const steps: StepBuilder[] = [
+      (first) =>
+        this.endUsers.appendMemoriesStep(first, [
+          {
+            ...common,
+            role: 'user',
+            content: conversation.message,
+            emotion: reply.detected.name,
+            intensity: reply.detected.intensity,
+          },
+          {
+            ...common,
+            role: 'personality',
+            content: reply.text,
+            emotion: reply.emotion.name,
+            intensity: reply.emotion.intensity,
+          },
+        ]),
+      (first) =>
+        this.usage.recordActivityStep(first, {
+          organizationId,
+          endUserId: endUser.id,
+          personalityId: personality.id,
+          at,
+        }),
+    ];
+    const { usage } = reply;
+    if (usage) {
+      steps.push((first) => this.usage.recordTokensStep(first, { organizationId, at, ...usage }));
+    }
+    await this.repository
+      .storeExchange(usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange', steps)
+      .catch((error: unknown) => {
+        throw this.vanishedMeanwhile(error) ?? error;
       });
-      if (reply.usage) {
-        await this.usage.recordTokens(client, { organizationId, at, ...reply.usage });
-      }
-    }).catch((error: unknown) => {
-      throw this.vanishedMeanwhile(error) ?? error;
-    });
     return at;
   }
 

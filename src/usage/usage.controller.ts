@@ -27,10 +27,7 @@ export class UsageController {
     @Caller() caller: CallerContext,
     @Query() query: MonthQueryDto,
   ): Promise<ActiveRelationshipsDto> {
-    return this.usage.activeRelationships(
-      caller.organizationId,
-      query.month ?? this.usage.currentMonth(),
-    );
+    return this.usage.activeRelationships(caller.organizationId, query.month);
   }
 
   @Get('active-relationships/items')
@@ -43,12 +40,11 @@ export class UsageController {
     @Caller() caller: CallerContext,
     @Query() query: MonthItemsQueryDto,
   ): Promise<Page<ActiveRelationshipItemDto>> {
-    return this.usage.items(
-      caller.organizationId,
-      query.month ?? this.usage.currentMonth(),
-      query.limit,
-      query.starting_after,
-    );
+    return this.usage.items(caller.organizationId, {
+      month: query.month,
+      limit: query.limit,
+      startingAfter: query.starting_after,
+    });
   }
 
   @Get('tokens')
@@ -59,6 +55,6 @@ export class UsageController {
   @ApiOkResponse({ type: TokenUsageDto })
   @ApiErrors(400)
   tokens(@Caller() caller: CallerContext, @Query() query: MonthQueryDto): Promise<TokenUsageDto> {
-    return this.usage.tokens(caller.organizationId, query.month ?? this.usage.currentMonth());
+    return this.usage.tokens(caller.organizationId, query.month);
   }
 }

@@ -1,17 +1,17 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
-import type { Pool, PoolClient } from 'pg';
-import { DataSource } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
-import { poolOf } from '../database/pg-pool';
+import { Clock } from '../common/time/clock';
+import type { SqlStep } from '../database/pg-pool';
 import {
   ActiveRelationshipItemDto,
   ActiveRelationshipsDto,
   monthOf,
   TokenUsageDto,
 } from './dto/usage.dto';
+import { UsageRepository } from './usage.repository';
 
 export interface Activity {
   organizationId: string;
@@ -27,81 +27,49 @@ export interface TokensUsed {
   completionTokens: number;
 }
 
-/**
- * Inserts the month's relationship row if it is new and, in the same statement, counts it: the
- * counter moves only when a row was inserted, so repeats and concurrent first calls count once.
- */
-const RECORD_ACTIVITY = {
-  name: 'usage_record_activity',
-  text: `WITH inserted AS (
-           INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-           VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT DO NOTHING
-           RETURNING organization_id, month)
-         INSERT INTO usage_monthly_counters (organization_id, month, active_relationships)
-         SELECT organization_id, month, 1 FROM inserted
-         ON CONFLICT (organization_id, month)
-         DO UPDATE SET active_relationships = usage_monthly_counters.active_relationships + 1`,
-};
+/** The first day of the UTC month of `at`, as the tables key their months. */
+const monthStartOf = (at: Date) => `${monthOf(at)}-01`;
 
 /** Monthly active relationships: recorded by /v1/respond, read in O(1) for billing. */
 @Injectable()
 export class UsageService {
-  private readonly pool: Pool;
+  constructor(
+    private readonly usage: UsageRepository,
+    private readonly clock: Clock,
+  ) {}
 
-  constructor(@InjectDataSource() dataSource: DataSource) {
-    this.pool = poolOf(dataSource);
+  /**
+   * The step of a statement that stores an exchange (see RespondRepository): the pair counts
+   * as active in the UTC month of `at`, once however often and concurrently it talks.
+   */
+  recordActivityStep(firstParam: number, activity: Activity): SqlStep {
+    return this.usage.recordActivityStep(firstParam, [
+      activity.organizationId,
+      monthStartOf(activity.at),
+      activity.endUserId,
+      activity.personalityId,
+      activity.at,
+    ]);
   }
 
-  /** Records the pair as active in the UTC month of `at`, in the caller's transaction. */
-  async recordActivity(client: PoolClient, activity: Activity): Promise<void> {
-    await client.query({
-      ...RECORD_ACTIVITY,
-      values: [
-        activity.organizationId,
-        `${monthOf(activity.at)}-01`,
-        activity.endUserId,
-        activity.personalityId,
-        activity.at,
-      ],
-    });
+  /** The step adding a completed reply's token counts to its organization's month. */
+  recordTokensStep(firstParam: number, tokens: TokensUsed): SqlStep {
+    return this.usage.recordTokensStep(firstParam, [
+      tokens.organizationId,
+      monthStartOf(tokens.at),
+      tokens.promptTokens,
+      tokens.completionTokens,
+    ]);
   }
 
-  /** Adds a completed reply's token counts to its organization's month, in the caller's transaction. */
-  async recordTokens(client: PoolClient, tokens: TokensUsed): Promise<void> {
-    await client.query({
-      name: 'usage_record_tokens',
-      text: `INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens, completion_tokens)
-             VALUES ($1, $2, 1, $3, $4)
-             ON CONFLICT (organization_id, month) DO UPDATE
-               SET requests = token_usage_months.requests + 1,
-                   prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
-                   completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens`,
-      values: [
-        tokens.organizationId,
-        `${monthOf(tokens.at)}-01`,
-        tokens.promptTokens,
-        tokens.completionTokens,
-      ],
-    });
-  }
-
-  async tokens(organizationId: string, month: string): Promise<TokenUsageDto> {
-    const { rows } = await this.pool.query<{
-      requests: string;
-      prompt_tokens: string;
-      completion_tokens: string;
-    }>({
-      name: 'usage_read_tokens',
-      text: `SELECT requests, prompt_tokens, completion_tokens FROM token_usage_months
-              WHERE organization_id = $1 AND month = $2`,
-      values: [organizationId, `${month}-01`],
-    });
+  /** The month asked for, or the current UTC month. */
+  async tokens(organizationId: string, month = this.currentMonth()): Promise<TokenUsageDto> {
+    const row = await this.usage.findTokens(organizationId, `${month}-01`);
     return {
       month,
-      requests: Number(rows[0]?.requests ?? 0),
-      prompt_tokens: Number(rows[0]?.prompt_tokens ?? 0),
-      completion_tokens: Number(rows[0]?.completion_tokens ?? 0),
+      requests: Number(row?.requests ?? 0),
+      prompt_tokens: Number(row?.prompt_tokens ?? 0),
+      completion_tokens: Number(row?.completion_tokens ?? 0),
     };
   }
 
@@ -109,54 +77,30 @@ export class UsageService {
    * Erasure removes the personal rows (who talked to whom, when) but keeps the monthly counter:
    * the relationship was active and billed, and the counter holds nothing about the person.
    */
-  async eraseEndUsers(client: PoolClient, endUserIds: string[]): Promise<void> {
-    await client.query('DELETE FROM relationship_months WHERE end_user_id = ANY($1::uuid[])', [
-      endUserIds,
-    ]);
+  eraseEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+    return this.usage.deleteRelationshipsOf(manager, endUserIds);
   }
 
+  /** The month asked for, or the current UTC month. */
   async activeRelationships(
     organizationId: string,
-    month: string,
+    month = this.currentMonth(),
   ): Promise<ActiveRelationshipsDto> {
-    const { rows } = await this.pool.query<{ active_relationships: string }>({
-      name: 'usage_read_month',
-      text: `SELECT active_relationships FROM usage_monthly_counters
-              WHERE organization_id = $1 AND month = $2`,
-      values: [organizationId, `${month}-01`],
-    });
-    return { month, active_relationships: Number(rows[0]?.active_relationships ?? 0) };
+    const count = await this.usage.findActiveRelationships(organizationId, `${month}-01`);
+    return { month, active_relationships: count };
   }
 
   /** The counted pairs still on record, ordered by (personality, end user); the cursor is the item id. */
   async items(
     organizationId: string,
-    month: string,
-    limit: number,
-    startingAfter?: string,
+    options: { month?: string; limit: number; startingAfter?: string },
   ): Promise<Page<ActiveRelationshipItemDto>> {
-    const after = startingAfter ? await this.resolveCursor(organizationId, startingAfter) : null;
-    const { rows } = await this.pool.query<{
-      user_id: string;
-      personality_id: string;
-      first_active_at: Date;
-    }>(
-      `SELECT e.user_id, r.personality_id, r.first_active_at
-         FROM relationship_months r
-         JOIN end_users e ON e.id = r.end_user_id
-        WHERE r.organization_id = $1 AND r.month = $2
-          AND ($3::uuid IS NULL OR (r.personality_id, r.end_user_id) > ($3::uuid, $4::uuid))
-        ORDER BY r.personality_id, r.end_user_id
-        LIMIT $5`,
-      [
-        organizationId,
-        `${month}-01`,
-        after?.personalityId ?? null,
-        after?.endUserId ?? null,
-        limit + 1,
-      ],
-    );
-    return toPage(rows, limit, (row) => ({
+    const month = options.month ?? this.currentMonth();
+    const after = options.startingAfter
+      ? await this.resolveCursor(organizationId, options.startingAfter)
+      : null;
+    const rows = await this.usage.findItems(organizationId, `${month}-01`, after, options.limit);
+    return toPage(rows, options.limit, (row) => ({
       id: `${row.personality_id}:${row.user_id}`,
       user_id: row.user_id,
       personality_id: row.personality_id,
@@ -164,8 +108,9 @@ export class UsageService {
     }));
   }
 
+  /** The UTC month (YYYY-MM) of the clock's now. */
   currentMonth(): string {
-    return monthOf(new Date());
+    return monthOf(this.clock.now());
   }
 
   private async resolveCursor(
@@ -178,11 +123,8 @@ export class UsageService {
       { field: 'starting_after', problem: 'must be the id of an item of this list' },
     ]);
     if (!isUUID(personalityId) || cursor[36] !== ':' || userId.length === 0) throw invalid;
-    const { rows } = await this.pool.query<{ id: string }>(
-      'SELECT id FROM end_users WHERE organization_id = $1 AND user_id = $2',
-      [organizationId, userId],
-    );
-    if (!rows[0]) throw invalid;
-    return { personalityId, endUserId: rows[0].id };
+    const endUserId = await this.usage.findEndUserId(organizationId, userId);
+    if (!endUserId) throw invalid;
+    return { personalityId, endUserId };
   }
 }

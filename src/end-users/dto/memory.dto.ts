@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsUUID, Matches } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
-import { IsUserId } from './user-id';
+import { UserIdParamDto } from './user-id';
 
 /** Memory ids are PostgreSQL bigints in decimal; 18 digits stay below the bigint maximum. */
 const MEMORY_ID = /^[1-9]\d{0,17}$/;
@@ -19,11 +19,8 @@ export class MemoryListQueryDto extends LimitQueryDto {
   starting_after?: string;
 }
 
-export class MemoryParamsDto {
-  @ApiProperty()
-  @IsUserId()
-  user_id: string;
-
+/** `/v1/end-users/{user_id}/memories/{id}`. */
+export class MemoryParamsDto extends UserIdParamDto {
   @ApiProperty({ example: '1042' })
   @Matches(MEMORY_ID, { message: 'id must be the id of a memory' })
   id: string;

@@ -1,5 +1,5 @@
+import { ApiProperty } from '@nestjs/swagger';
 import { ValidateBy, ValidationOptions } from 'class-validator';
-import { AppError } from '../../common/errors/app-error';
 import { CONTROL_CHARACTER } from '../../common/validation/no-control-characters';
 
 export const USER_ID_MAX_CHARACTERS = 256;
@@ -54,8 +54,11 @@ export const IsMetadata = (options?: ValidationOptions) =>
   );
 
 /** The `{user_id}` path parameter, checked by the same rule as the body field. */
-export function parseUserIdParam(value: string): string {
-  const problem = userIdProblem(value);
-  if (problem) throw AppError.validation([{ field: 'user_id', problem: `user_id ${problem}` }]);
-  return value;
+export class UserIdParamDto {
+  @ApiProperty({
+    description: 'Your identifier for the end user (1..256 characters, no control characters)',
+    example: 'customer-42',
+  })
+  @IsUserId()
+  user_id: string;
 }

@@ -1,0 +1,171 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import type { ApiKeyCaller } from '../src/common/auth/caller';
+import { AppError } from '../src/common/errors/app-error';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import { EndUsersService } from '../src/end-users/end-users.service';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { uniqueUserId } from './support/data-plane';
+import { signUp } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+const GRACE_SECONDS = 30;
+const POLL_MS = 3_600_000;
+
+/**
+ * EndUsersService and the erasure worker on a real database (a "medium" spec): the app's own
+ * providers, called directly, with a clock the spec moves instead of sleeping. The worker never
+ * polls on its own here (an hour's interval); the spec drives it.
+ */
+describe('EndUsersService (database)', () => {
+  let t: TestApp;
+  let endUsers: EndUsersService;
+  let worker: ErasureWorker;
+  let dataSource: DataSource;
+  let organizationId: string;
+  const clock = new ManualClock();
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: {
+        ERASURE_GRACE_SECONDS: String(GRACE_SECONDS),
+        ERASURE_POLL_INTERVAL_MS: String(POLL_MS),
+      },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    endUsers = t.app.get(EndUsersService);
+    worker = t.app.get(ErasureWorker);
+    dataSource = t.app.get(DataSource);
+    ({ organizationId } = await signUp(t));
+  });
+
+  afterAll(async () => {
+    await t.close();
+  });
+
+  const caller = (): ApiKeyCaller => ({
+    kind: 'api_key',
+    organizationId,
+    apiKeyId: randomUUID(),
+    scopes: ['read_write'],
+  });
+
+  const rejection = async (promise: Promise<unknown>): Promise<AppError> => {
+    const error = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(AppError);
+    return error as AppError;
+  };
+
+  describe('ensure (create-or-get)', () => {
+    it('creates once, then answers the same row and ignores the new metadata', async () => {
+      const userId = uniqueUserId();
+      const first = await endUsers.ensure(organizationId, userId, { plan: 'pro' });
+      expect(first.created).toBe(true);
+      expect(first.row).toMatchObject({
+        user_id: userId,
+        metadata: { plan: 'pro' },
+        status: 'active',
+      });
+
+      const again = await endUsers.ensure(organizationId, userId, { plan: 'free' });
+      expect(again.created).toBe(false);
+      expect(again.row.id).toBe(first.row.id);
+      expect(again.row.metadata).toEqual({ plan: 'pro' });
+    });
+
+    it('defaults the metadata to {}', async () => {
+      const { row } = await endUsers.ensure(organizationId, uniqueUserId());
+      expect(row.metadata).toEqual({});
+    });
+
+    it('of concurrent creates of one user_id, exactly one creates and all answer the same row', async () => {
+      const userId = uniqueUserId('race');
+      const results = await Promise.all(
+        Array.from({ length: 24 }, (_, i) => endUsers.ensure(organizationId, userId, { i })),
+      );
+      expect(results.filter((r) => r.created)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.row.id)).size).toBe(1);
+      const [{ n }] = await dataSource.query(
+        'SELECT count(*)::int AS n FROM end_users WHERE organization_id = $1 AND user_id = $2',
+        [organizationId, userId],
+      );
+      expect(n).toBe(1);
+    });
+
+    it('keeps user_ids of different organizations apart', async () => {
+      const other = await signUp(t);
+      const userId = uniqueUserId('shared');
+      const mine = await endUsers.ensure(organizationId, userId);
+      const theirs = await endUsers.ensure(other.organizationId, userId);
+      expect(theirs.created).toBe(true);
+      expect(theirs.row.id).not.toBe(mine.row.id);
+    });
+  });
+
+  describe('erasure scheduling', () => {
+    it('schedules after the grace period of the clock, keeps the first schedule, refuses the user meanwhile', async () => {
+      const userId = uniqueUserId('erase');
+      await endUsers.ensure(organizationId, userId);
+      const scheduledAt = clock.nowMs();
+      const expected = new Date(scheduledAt + GRACE_SECONDS * 1000 + POLL_MS).toISOString();
+
+      const deletion = await endUsers.scheduleErasure(caller(), userId);
+      expect(deletion).toEqual({
+        user_id: userId,
+        status: 'deleting',
+        erasure_expected_at: expected,
+      });
+
+      // A later DELETE keeps the first schedule and is not audited again.
+      clock.advance(10_000);
+      expect(await endUsers.scheduleErasure(caller(), userId)).toEqual(deletion);
+      const events = await dataSource.query(
+        `SELECT details FROM audit_events
+          WHERE organization_id = $1 AND action = 'end_user.deleted' AND target_id = $2`,
+        [organizationId, userId],
+      );
+      expect(events).toEqual([
+        { details: { erase_after: new Date(scheduledAt + GRACE_SECONDS * 1000).toISOString() } },
+      ]);
+
+      const refused = await rejection(endUsers.ensure(organizationId, userId));
+      expect(refused.code).toBe('end_user_under_deletion');
+      expect(refused.extra).toEqual({ erasure_expected_at: expected });
+      const update = await rejection(endUsers.updateMetadata(organizationId, userId, { a: 1 }));
+      expect(update.code).toBe('end_user_under_deletion');
+      expect((await endUsers.get(organizationId, userId)).status).toBe('deleting');
+    });
+
+    it('the worker erases the user only once the grace period is over, and the user_id is free again', async () => {
+      const userId = uniqueUserId('due');
+      await endUsers.ensure(organizationId, userId, { plan: 'pro' });
+      await endUsers.scheduleErasure(caller(), userId);
+
+      clock.advance(GRACE_SECONDS * 1000 - 1);
+      await worker.eraseDue();
+      expect((await endUsers.get(organizationId, userId)).status).toBe('deleting');
+
+      clock.advance(1);
+      expect(await worker.eraseDue()).toBeGreaterThanOrEqual(1);
+      expect((await rejection(endUsers.get(organizationId, userId))).code).toBe('not_found');
+      const redacted = await dataSource.query(
+        `SELECT count(*)::int AS n FROM audit_events
+          WHERE organization_id = $1 AND target_type = 'end_user' AND target_id = $2`,
+        [organizationId, userId],
+      );
+      expect(redacted[0].n).toBe(0);
+
+      const fresh = await endUsers.ensure(organizationId, userId);
+      expect(fresh.created).toBe(true);
+      expect(fresh.row.metadata).toEqual({});
+    });
+
+    it('404 for an unknown user, without an audit event', async () => {
+      const userId = uniqueUserId('unknown');
+      expect((await rejection(endUsers.scheduleErasure(caller(), userId))).code).toBe('not_found');
+    });
+  });
+});

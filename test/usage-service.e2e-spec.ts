@@ -1,0 +1,153 @@
+import { DataSource } from 'typeorm';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import { EndUsersService } from '../src/end-users/end-users.service';
+import { RespondRepository } from '../src/respond/respond.repository';
+import { UsageService } from '../src/usage/usage.service';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+/**
+ * UsageService on a real database (a "medium" spec): the month's relationships and token counts
+ * as /v1/respond's statement records them, with a clock the spec sets to a month's edge.
+ */
+describe('UsageService (database)', () => {
+  let t: TestApp;
+  let usage: UsageService;
+  let endUsers: EndUsersService;
+  let statements: RespondRepository;
+  let organizationId: string;
+  let personalityIds: string[];
+  const clock = new ManualClock();
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    usage = t.app.get(UsageService);
+    endUsers = t.app.get(EndUsersService);
+    statements = t.app.get(RespondRepository);
+    // Over HTTP while the clock is the real time (access tokens and keys are time-stamped).
+    const tenant = await tenantWithKey(t, ['read_write']);
+    organizationId = tenant.organizationId;
+    personalityIds = [
+      await clonePersonality(t, tenant.auth, 'sage-mentor'),
+      await clonePersonality(t, tenant.auth, 'sage-mentor'),
+    ];
+  });
+
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** What /v1/respond records for one exchange, at the clock's time. */
+  async function talk(endUserId: string, personalityId: string, tokens?: [number, number]) {
+    const at = clock.now();
+    await statements.storeExchange(tokens ? 'usage_spec_tokens' : 'usage_spec', [
+      (first) => usage.recordActivityStep(first, { organizationId, endUserId, personalityId, at }),
+      ...(tokens
+        ? [
+            (first: number) =>
+              usage.recordTokensStep(first, {
+                organizationId,
+                at,
+                promptTokens: tokens[0],
+                completionTokens: tokens[1],
+              }),
+          ]
+        : []),
+    ]);
+  }
+
+  const newEndUser = async () => (await endUsers.ensure(organizationId, uniqueUserId('usage'))).row;
+
+  it('counts each (end user, personality) pair once per UTC month, across repeats and races', async () => {
+    clock.set(new Date('2031-01-31T23:59:59.999Z'));
+    expect(usage.currentMonth()).toBe('2031-01');
+    const [alice, bob] = [await newEndUser(), await newEndUser()];
+
+    await Promise.all(Array.from({ length: 8 }, () => talk(alice.id, personalityIds[0])));
+    await talk(alice.id, personalityIds[1]);
+    await talk(bob.id, personalityIds[0]);
+    await talk(bob.id, personalityIds[0]);
+    expect(await usage.activeRelationships(organizationId)).toEqual({
+      month: '2031-01',
+      active_relationships: 3,
+    });
+
+    // One millisecond later is another month: the same pair counts again there.
+    clock.advance(1);
+    expect(usage.currentMonth()).toBe('2031-02');
+    await talk(alice.id, personalityIds[0]);
+    expect(await usage.activeRelationships(organizationId)).toEqual({
+      month: '2031-02',
+      active_relationships: 1,
+    });
+    expect(await usage.activeRelationships(organizationId, '2031-01')).toEqual({
+      month: '2031-01',
+      active_relationships: 3,
+    });
+    expect(await usage.activeRelationships(organizationId, '2030-12')).toEqual({
+      month: '2030-12',
+      active_relationships: 0,
+    });
+
+    const items = await usage.items(organizationId, { month: '2031-01', limit: 2 });
+    expect(items.data).toHaveLength(2);
+    expect(items.has_more).toBe(true);
+    const rest = await usage.items(organizationId, {
+      month: '2031-01',
+      limit: 2,
+      startingAfter: items.data[1].id,
+    });
+    expect(rest.data).toHaveLength(1);
+    expect(rest.has_more).toBe(false);
+    const pairs = [...items.data, ...rest.data].map((i) => `${i.personality_id}/${i.user_id}`);
+    expect(pairs.sort()).toEqual(
+      [
+        `${personalityIds[0]}/${alice.user_id}`,
+        `${personalityIds[1]}/${alice.user_id}`,
+        `${personalityIds[0]}/${bob.user_id}`,
+      ].sort(),
+    );
+  });
+
+  it('adds token counts to the month of the reply', async () => {
+    clock.set(new Date('2032-05-31T23:59:59.000Z'));
+    const carol = await newEndUser();
+    await talk(carol.id, personalityIds[0], [10, 20]);
+    await talk(carol.id, personalityIds[0], [1, 2]);
+    clock.set(new Date('2032-06-01T00:00:00.000Z'));
+    await talk(carol.id, personalityIds[0], [100, 200]);
+    expect(await usage.tokens(organizationId, '2032-05')).toEqual({
+      month: '2032-05',
+      requests: 2,
+      prompt_tokens: 11,
+      completion_tokens: 22,
+    });
+    expect(await usage.tokens(organizationId)).toEqual({
+      month: '2032-06',
+      requests: 1,
+      prompt_tokens: 100,
+      completion_tokens: 200,
+    });
+  });
+
+  it('erasure removes the pairs but keeps the count', async () => {
+    clock.set(new Date('2033-03-10T12:00:00.000Z'));
+    const dave = await newEndUser();
+    await talk(dave.id, personalityIds[0]);
+    await t.app.get(DataSource).transaction((manager) => usage.eraseEndUsers(manager, [dave.id]));
+    expect(await usage.activeRelationships(organizationId)).toEqual({
+      month: '2033-03',
+      active_relationships: 1,
+    });
+    expect((await usage.items(organizationId, { limit: 10 })).data).toEqual([]);
+  });
+
+  it('refuses a cursor that names no item of the list', async () => {
+    await expect(
+      usage.items(organizationId, { limit: 10, startingAfter: `${personalityIds[0]}:nobody` }),
+    ).rejects.toMatchObject({ code: 'validation_failed' });
+  });
+});
