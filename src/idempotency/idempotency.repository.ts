@@ -1,0 +1,177 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Pool } from 'pg';
+import { DataSource, EntityManager } from 'typeorm';
+import { poolOf } from '../database/pg-pool';
+import type { IdempotencyScopeType } from './entities/idempotency-key.entity';
+
+/** Which key: the organization's (or the user's) key string. */
+export interface KeyRef {
+  scopeType: IdempotencyScopeType;
+  scopeId: string;
+  key: string;
+}
+
+/** A request's claim on a key: the lease is held by `requestId`. */
+export interface ClaimRef extends KeyRef {
+  requestId: string;
+}
+
+export interface StoredKey {
+  requestHash: Buffer;
+  /** Null while the first request still runs. */
+  responseStatus: number | null;
+  responseBody: string | null;
+}
+
+/**
+ * The SQL of `idempotency_keys`. Every statement is one round trip on the pool outside any
+ * transaction, except `completeWithin`, which joins the caller's. Times are the database's
+ * (`now()`), so instances whose clocks disagree still agree on leases and expiry.
+ */
+@Injectable()
+export class IdempotencyRepository {
+  private readonly pool: Pool;
+
+  constructor(@InjectDataSource() dataSource: DataSource) {
+    this.pool = poolOf(dataSource);
+  }
+
+  /**
+   * Claims the key for this request: a new key, one past retention, or one whose first request
+   * stopped renewing its lease (a crashed instance) with the same request. Answers false when
+   * another request holds it or has answered under it: then `find` tells which.
+   */
+  async claim(
+    claim: ClaimRef,
+    requestHash: Buffer,
+    leaseMs: number,
+    retentionMs: number,
+  ): Promise<boolean> {
+    const result = await this.pool.query({
+      name: 'idempotency-claim',
+      text: `INSERT INTO idempotency_keys AS k
+               (scope_type, scope_id, key, request_hash, locked_by, locked_until)
+             VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6 / 1000.0))
+             ON CONFLICT (scope_type, scope_id, key) DO UPDATE
+               SET request_hash = EXCLUDED.request_hash, locked_by = EXCLUDED.locked_by,
+                   locked_until = EXCLUDED.locked_until, created_at = now(),
+                   response_status = NULL, response_body = NULL, completed_at = NULL
+             WHERE k.created_at <= now() - make_interval(secs => $7 / 1000.0)
+                OR (k.response_status IS NULL AND k.locked_until < now()
+                    AND k.request_hash = EXCLUDED.request_hash)
+             RETURNING 1`,
+      values: [
+        claim.scopeType,
+        claim.scopeId,
+        claim.key,
+        requestHash,
+        claim.requestId,
+        leaseMs,
+        retentionMs,
+      ],
+    });
+    return result.rowCount === 1;
+  }
+
+  /** The key as it stands, unless it is past retention (then it is as good as absent). */
+  async find(ref: KeyRef, retentionMs: number): Promise<StoredKey | undefined> {
+    const result = await this.pool.query<{
+      request_hash: Buffer;
+      response_status: number | null;
+      response_body: string | null;
+    }>({
+      name: 'idempotency-find',
+      text: `SELECT request_hash, response_status, response_body FROM idempotency_keys
+              WHERE scope_type = $1 AND scope_id = $2 AND key = $3
+                AND created_at > now() - make_interval(secs => $4 / 1000.0)`,
+      values: [ref.scopeType, ref.scopeId, ref.key, retentionMs],
+    });
+    const row = result.rows[0];
+    return row
+      ? {
+          requestHash: row.request_hash,
+          responseStatus: row.response_status,
+          responseBody: row.response_body,
+        }
+      : undefined;
+  }
+
+  /** Stores the answer of the request holding the lease; false if it no longer holds it. */
+  async complete(claim: ClaimRef, status: number, body: string | null): Promise<boolean> {
+    const result = await this.pool.query({
+      name: 'idempotency-complete',
+      text: COMPLETE_SQL,
+      values: [claim.scopeType, claim.scopeId, claim.key, claim.requestId, status, body],
+    });
+    return result.rowCount === 1;
+  }
+
+  /** `complete`, inside the caller's transaction: the answer commits with the work or not at all. */
+  async completeWithin(
+    manager: EntityManager,
+    claim: ClaimRef,
+    status: number,
+    body: string | null,
+  ): Promise<void> {
+    await manager.query(COMPLETE_SQL, [
+      claim.scopeType,
+      claim.scopeId,
+      claim.key,
+      claim.requestId,
+      status,
+      body,
+    ]);
+  }
+
+  /** Gives the key up (an answer that is not stored): the next request with it runs afresh. */
+  async release(claim: ClaimRef): Promise<void> {
+    await this.pool.query({
+      name: 'idempotency-release',
+      text: `DELETE FROM idempotency_keys
+              WHERE scope_type = $1 AND scope_id = $2 AND key = $3 AND locked_by = $4
+                AND response_status IS NULL`,
+      values: [claim.scopeType, claim.scopeId, claim.key, claim.requestId],
+    });
+  }
+
+  /** Extends the lease of a request still running; false if it no longer holds it. */
+  async renew(claim: ClaimRef, leaseMs: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: 'idempotency-renew',
+      text: `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $5 / 1000.0)
+              WHERE scope_type = $1 AND scope_id = $2 AND key = $3 AND locked_by = $4
+                AND response_status IS NULL`,
+      values: [claim.scopeType, claim.scopeId, claim.key, claim.requestId, leaseMs],
+    });
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Deletes up to `batchSize` keys past retention (none whose request still holds a live lease),
+   * answering how many. SKIP LOCKED lets any number of instances purge at once without waiting
+   * on each other or deleting a row twice; each batch is one short statement.
+   */
+  async deleteOlderThan(retentionMs: number, batchSize: number): Promise<number> {
+    const result = await this.pool.query<{ count: number }>(
+      `WITH doomed AS (
+         SELECT scope_type, scope_id, key FROM idempotency_keys
+          WHERE created_at <= now() - make_interval(secs => $1 / 1000.0)
+            AND (locked_until IS NULL OR locked_until < now())
+          LIMIT $2
+          FOR UPDATE SKIP LOCKED),
+       deleted AS (
+         DELETE FROM idempotency_keys k USING doomed d
+          WHERE k.scope_type = d.scope_type AND k.scope_id = d.scope_id AND k.key = d.key
+         RETURNING 1)
+       SELECT count(*)::int AS count FROM deleted`,
+      [retentionMs, batchSize],
+    );
+    return result.rows[0]?.count ?? 0;
+  }
+}
+
+const COMPLETE_SQL = `UPDATE idempotency_keys
+    SET response_status = $5, response_body = $6, completed_at = now(),
+        locked_by = NULL, locked_until = NULL
+  WHERE scope_type = $1 AND scope_id = $2 AND key = $3 AND locked_by = $4`;
