@@ -131,6 +131,32 @@ describe('Idempotency-Key (contract §16)', () => {
     });
   });
 
+  describe('the OpenAPI document', () => {
+    it('offers the header, 409 and 422 on authenticated POSTs, not on public ones or the webhook', async () => {
+      const { body: document } = await t.http().get('/v1/openapi.json').expect(200);
+      const post = (path: string) => document.paths[path].post;
+      const headerOf = (operation: { parameters?: Array<{ in: string; name: string }> }) =>
+        (operation.parameters ?? []).filter(
+          (p) => p.in === 'header' && p.name.toLowerCase() === 'idempotency-key',
+        );
+      const endUsers = post('/v1/end-users');
+      expect(headerOf(endUsers)).toHaveLength(1);
+      expect(endUsers.responses['409'].description).toContain('end_user_under_deletion');
+      expect(endUsers.responses['409'].description).toContain('idempotency_key_in_progress');
+      expect(
+        endUsers.responses['409'].description.match(/idempotency_key_in_progress/g),
+      ).toHaveLength(1);
+      expect(endUsers.responses['422'].description).toContain('idempotency_key_reused');
+      expect(endUsers.responses['201'].headers['Idempotent-Replayed']).toBeDefined();
+      expect(headerOf(post('/v1/respond'))).toHaveLength(1);
+      expect(headerOf(post('/v1/organizations'))).toHaveLength(1);
+      expect(headerOf(post('/v1/billing/payment-methods'))).toHaveLength(1);
+      expect(headerOf(post('/v1/auth/signup'))).toHaveLength(0);
+      expect(headerOf(post('/v1/billing/webhooks'))).toHaveLength(0);
+      expect(post('/v1/billing/webhooks').responses['422']).toBeUndefined();
+    });
+  });
+
   describe('replay', () => {
     it('POST /v1/end-users: the stored 201 and body again, with the header and a new request id', async () => {
       const key = newKey();

@@ -1,24 +1,9 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '../common/errors/app-error';
 
-export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
-export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
-
 const MAX_KEY_LENGTH = 255;
 /** Printable ASCII: space (0x20) to tilde (0x7E). */
 const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
-
-/** Stripe's webhooks carry their own event ids; §16 leaves them out. */
-const EXCLUDED_PATHS = new Set(['/v1/billing/webhooks']);
-
-/** Every POST under /v1 except the Stripe webhook receiver (contract §16). */
-export function acceptsIdempotencyKey(method: string, path: string): boolean {
-  return method === 'POST' && path.startsWith('/v1/') && !EXCLUDED_PATHS.has(stripSlash(path));
-}
-
-function stripSlash(path: string): string {
-  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-}
 
 /** The header's value, checked: 1..255 printable ASCII characters, else 400 validation_failed. */
 export function parseIdempotencyKey(value: string | string[]): string {

@@ -1,5 +1,5 @@
 import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import { PinoLogger } from 'nestjs-pino';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service';
 
@@ -23,8 +23,10 @@ export class IdempotencyRetentionWorker implements OnApplicationBootstrap, OnMod
 
   constructor(
     private readonly keys: IdempotencyRepository,
-    @InjectPinoLogger(IdempotencyRetentionWorker.name) private readonly logger: PinoLogger,
-  ) {}
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(IdempotencyRetentionWorker.name);
+  }
 
   onApplicationBootstrap(): void {
     this.schedule(10_000);

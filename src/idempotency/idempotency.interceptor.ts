@@ -20,12 +20,11 @@ import {
   acceptsIdempotencyKey,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
-  parseIdempotencyKey,
-  requestFingerprint,
-} from './idempotency-request';
+} from '../common/http/idempotency-key';
+import { parseIdempotencyKey, requestFingerprint } from './idempotency-request';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
 import { FinalEventWatcher } from './final-event';
-import { secretFieldsOf } from './replay-secrets';
+import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';
 
 /**
  * `Idempotency-Key` on every POST under /v1 but the Stripe webhook receiver (contract §16,
@@ -54,6 +53,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       // Public routes (sign-up, login, password reset, SSO login) have no tenant to scope a key
       // to and answer credentials that must not be stored: the key is checked, then ignored.
       if (!caller) return next.handle();
+      const route = routeTemplateOf(request);
+      if (isKeyedByTheRoute(request.method, route)) return next.handle();
       const userOnly = this.reflector.getAllAndOverride<boolean>(USER_ONLY, [
         context.getHandler(),
         context.getClass(),
@@ -65,7 +66,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const response = http.getResponse<Response>();
       const requestId = requestIdOf(request);
       const fingerprint = requestFingerprint(request.method, request.originalUrl, request.body);
-      const secretFields = secretFieldsOf(request.method, routeTemplateOf(request));
+      const secretFields = secretFieldsOf(request.method, route);
       return from(this.idempotency.begin(ref, requestId, fingerprint, secretFields)).pipe(
         mergeMap((begun) =>
           begun.kind === 'replay'

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import { PinoLogger } from 'nestjs-pino';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
@@ -63,8 +63,10 @@ export class IdempotencyService {
 
   constructor(
     private readonly keys: IdempotencyRepository,
-    @InjectPinoLogger(IdempotencyService.name) private readonly logger: PinoLogger,
-  ) {}
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(IdempotencyService.name);
+  }
 
   /**
    * Claims the key for a new request, or answers what it holds: the stored answer (replay),

@@ -28,3 +28,17 @@ export function withoutSecrets(body: unknown, fields: readonly string[]): unknow
   for (const field of fields) if (field in copy) copy[field] = null;
   return copy;
 }
+
+/**
+ * Routes that pass the client's key to a provider that is idempotent itself, and whose answer
+ * holds a secret the client needs again on a retry: the interceptor checks the header and leaves
+ * the rest to the route. `POST /v1/billing/payment-methods` sends the key to Stripe, which
+ * answers a retry with the same SetupIntent and its `client_secret`; storing that answer here
+ * would break docs/billing.md's promise that the `client_secret` is never stored, and nulling it
+ * would leave a retrying client unable to complete the SetupIntent.
+ */
+const KEYED_BY_THE_ROUTE: ReadonlySet<string> = new Set(['POST /v1/billing/payment-methods']);
+
+export function isKeyedByTheRoute(method: string, routeTemplate: string | undefined): boolean {
+  return routeTemplate !== undefined && KEYED_BY_THE_ROUTE.has(`${method} ${routeTemplate}`);
+}
