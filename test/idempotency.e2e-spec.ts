@@ -1,12 +1,60 @@
+import { Body, Controller, Headers, Module, Post } from '@nestjs/common';
+import { IsBoolean } from 'class-validator';
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
+import { Scopes } from '../src/common/auth/auth.decorators';
 import { IdempotencyRetentionWorker } from '../src/idempotency/idempotency-retention.worker';
+import { IdempotencyModule } from '../src/idempotency/idempotency.module';
+import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { expectError, expectRequestId } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI } from './support/fake-openai';
 import { signUp, tenantWithKey, uniqueEmail } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+
+class TransactionProbeDto {
+  @IsBoolean()
+  fail: boolean;
+}
+
+/**
+ * A feature whose work is one transaction and that records its answer in it
+ * (IdempotencyService.recordInTransaction), as a product route would.
+ */
+@Scopes('read_write')
+@Controller('v1/test-idempotency')
+class TransactionProbeController {
+  private runs = 0;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly idempotency: IdempotencyService,
+  ) {}
+
+  @Post('in-transaction')
+  async work(
+    @Body() body: TransactionProbeDto,
+    @Headers('idempotency-key') key: string,
+  ): Promise<Record<string, unknown>> {
+    const run = ++this.runs;
+    let seenOutside: unknown;
+    await this.dataSource.transaction(async (manager) => {
+      await this.idempotency.recordInTransaction(manager, 201, { run });
+      // Another connection does not see the key done before the work commits.
+      const rows = await this.dataSource.query<Array<{ response_status: number | null }>>(
+        'SELECT response_status FROM idempotency_keys WHERE key = $1',
+        [key],
+      );
+      seenOutside = rows[0]?.response_status;
+      if (body.fail) throw new Error('the work failed after recording its answer');
+    });
+    return { run, seen_outside_before_commit: seenOutside };
+  }
+}
+
+@Module({ imports: [IdempotencyModule], controllers: [TransactionProbeController] })
+class TransactionProbeModule {}
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 
@@ -36,6 +84,7 @@ describe('Idempotency-Key (contract §16)', () => {
         OPENAI_MODEL: 'default-model',
         ENGINE_TIMEOUT_MS: '5000',
       },
+      imports: [TransactionProbeModule],
     });
     db = t.app.get(DataSource);
     tenant = await tenantWithKey(t, ['admin']);
@@ -367,6 +416,36 @@ describe('Idempotency-Key (contract §16)', () => {
       expect(retried.headers['idempotent-replayed']).toBeUndefined();
       const replayed = await post('/v1/end-users', body, key);
       expectReplayOf(replayed, retried);
+    });
+  });
+
+  describe("an answer recorded in the work's own transaction", () => {
+    it('is done exactly when the work commits, and is what a retry gets', async () => {
+      const key = newKey();
+      const first = await post('/v1/test-idempotency/in-transaction', { fail: false }, key);
+      expect(first.status).toBe(201);
+      expect(first.body.seen_outside_before_commit).toBeNull();
+      const stored = await db.query<Array<{ response_status: number; response_body: string }>>(
+        'SELECT response_status, response_body FROM idempotency_keys WHERE key = $1',
+        [key],
+      );
+      // What the transaction recorded, not overwritten by the interceptor afterwards.
+      expect(stored).toEqual([
+        { response_status: 201, response_body: JSON.stringify({ run: first.body.run }) },
+      ]);
+      const again = await post('/v1/test-idempotency/in-transaction', { fail: false }, key);
+      expectReplayOf(again, first);
+      expect(again.body).toEqual({ run: first.body.run });
+    });
+
+    it('rolls back with the work: the key is given up and a retry runs', async () => {
+      const key = newKey();
+      const failed = await post('/v1/test-idempotency/in-transaction', { fail: true }, key);
+      expectError(failed, 500, 'internal_error');
+      expect(await keyRows(key)).toBe(0);
+      const retried = await post('/v1/test-idempotency/in-transaction', { fail: true }, key);
+      expectError(retried, 500, 'internal_error');
+      expect(retried.headers['idempotent-replayed']).toBeUndefined();
     });
   });
 

@@ -1,8 +1,8 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
+import { Pool } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
+import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { IdempotencyScopeType } from './entities/idempotency-key.entity';
 
 /** Which key: the organization's (or the user's) key string. */
@@ -22,45 +22,84 @@ export interface StoredKey {
   /** Null while the first request still runs. */
   responseStatus: number | null;
   responseBody: string | null;
+  /** Past retention: as good as absent. */
+  expired: boolean;
+  /** Still running, but its request stopped renewing the lease. */
+  leaseLapsed: boolean;
 }
 
+/** Connections of the key statements' own pool, per instance (opened on demand). */
+const KEY_POOL_SIZE = 4;
+
 /**
- * The SQL of `idempotency_keys`. Every statement is one round trip on the pool outside any
- * transaction, except `completeWithin`, which joins the caller's. Times are the database's
- * (`now()`), so instances whose clocks disagree still agree on leases and expiry.
+ * The SQL of `idempotency_keys`. Every statement but `completeWithin` (which joins the caller's
+ * transaction) is one round trip outside any transaction, on a small pool of its own whose
+ * sessions commit asynchronously (`synchronous_commit = off`): a keyed request makes two more
+ * commits than the work itself, and waiting for two more WAL flushes would cost it far more
+ * than the statements do. What that can lose is only what a crash between the work's commit
+ * and the key's can lose anyway (docs/idempotency.md, "What a crash leaves"): a claim is made
+ * durable by the work's own synchronous commit, which flushes the WAL before it; an answer or a
+ * release lost to a PostgreSQL crash in the next fraction of a second leaves the key "in
+ * progress" until its lease lapses. Times are the database's (`now()`), so instances whose
+ * clocks disagree still agree on leases and expiry.
  */
 @Injectable()
-export class IdempotencyRepository {
+export class IdempotencyRepository implements OnApplicationShutdown {
   private readonly pool: Pool;
 
   constructor(@InjectDataSource() dataSource: DataSource) {
-    this.pool = poolOf(dataSource);
+    const options = dataSource.options as PostgresConnectionOptions;
+    this.pool = new Pool({
+      ...(options.extra as Record<string, unknown>),
+      connectionString: options.url,
+      max: KEY_POOL_SIZE,
+      application_name: 'personality-api idempotency',
+      options: '-c synchronous_commit=off',
+    });
+    // An idle connection that fails is replaced on the next checkout; without a listener
+    // its error would end the process.
+    this.pool.on('error', () => undefined);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.pool.end();
   }
 
   /**
-   * Claims the key for this request: a new key, one past retention, or one whose first request
-   * stopped renewing its lease (a crashed instance) with the same request. Answers false when
-   * another request holds it or has answered under it: then `find` tells which.
+   * Claims a key no one holds: true when it was new. The common case, one INSERT; an existing key
+   * is not locked by it (a burst of retries does not queue on its row).
    */
-  async claim(
+  async insert(claim: ClaimRef, requestHash: Buffer, leaseMs: number): Promise<boolean> {
+    const result = await this.pool.query({
+      name: 'idempotency-insert',
+      text: `INSERT INTO idempotency_keys (scope_type, scope_id, key, request_hash, locked_by, locked_until)
+             VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6 / 1000.0))
+             ON CONFLICT (scope_type, scope_id, key) DO NOTHING`,
+      values: [claim.scopeType, claim.scopeId, claim.key, requestHash, claim.requestId, leaseMs],
+    });
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Takes an existing key over, if it is past retention or its first request (with this same
+   * request hash) stopped renewing its lease, a crashed instance. The row lock lets one of
+   * several concurrent retries win; the others find it held again.
+   */
+  async takeOver(
     claim: ClaimRef,
     requestHash: Buffer,
     leaseMs: number,
     retentionMs: number,
   ): Promise<boolean> {
     const result = await this.pool.query({
-      name: 'idempotency-claim',
-      text: `INSERT INTO idempotency_keys AS k
-               (scope_type, scope_id, key, request_hash, locked_by, locked_until)
-             VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6 / 1000.0))
-             ON CONFLICT (scope_type, scope_id, key) DO UPDATE
-               SET request_hash = EXCLUDED.request_hash, locked_by = EXCLUDED.locked_by,
-                   locked_until = EXCLUDED.locked_until, created_at = now(),
-                   response_status = NULL, response_body = NULL, completed_at = NULL
-             WHERE k.created_at <= now() - make_interval(secs => $7 / 1000.0)
-                OR (k.response_status IS NULL AND k.locked_until < now()
-                    AND k.request_hash = EXCLUDED.request_hash)
-             RETURNING 1`,
+      name: 'idempotency-take-over',
+      text: `UPDATE idempotency_keys
+                SET request_hash = $4, locked_by = $5,
+                    locked_until = now() + make_interval(secs => $6 / 1000.0), created_at = now(),
+                    response_status = NULL, response_body = NULL, completed_at = NULL
+              WHERE scope_type = $1 AND scope_id = $2 AND key = $3
+                AND (created_at <= now() - make_interval(secs => $7 / 1000.0)
+                     OR (response_status IS NULL AND locked_until < now() AND request_hash = $4))`,
       values: [
         claim.scopeType,
         claim.scopeId,
@@ -74,17 +113,21 @@ export class IdempotencyRepository {
     return result.rowCount === 1;
   }
 
-  /** The key as it stands, unless it is past retention (then it is as good as absent). */
+  /** The key as it stands, with whether it is past retention or its lease has lapsed. */
   async find(ref: KeyRef, retentionMs: number): Promise<StoredKey | undefined> {
     const result = await this.pool.query<{
       request_hash: Buffer;
       response_status: number | null;
       response_body: string | null;
+      expired: boolean;
+      lease_lapsed: boolean;
     }>({
       name: 'idempotency-find',
-      text: `SELECT request_hash, response_status, response_body FROM idempotency_keys
-              WHERE scope_type = $1 AND scope_id = $2 AND key = $3
-                AND created_at > now() - make_interval(secs => $4 / 1000.0)`,
+      text: `SELECT request_hash, response_status, response_body,
+                    created_at <= now() - make_interval(secs => $4 / 1000.0) AS expired,
+                    coalesce(locked_until < now(), false) AS lease_lapsed
+               FROM idempotency_keys
+              WHERE scope_type = $1 AND scope_id = $2 AND key = $3`,
       values: [ref.scopeType, ref.scopeId, ref.key, retentionMs],
     });
     const row = result.rows[0];
@@ -93,6 +136,8 @@ export class IdempotencyRepository {
           requestHash: row.request_hash,
           responseStatus: row.response_status,
           responseBody: row.response_body,
+          expired: row.expired,
+          leaseLapsed: row.lease_lapsed,
         }
       : undefined;
   }

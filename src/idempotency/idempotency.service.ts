@@ -87,15 +87,27 @@ export class IdempotencyService {
         requestId,
         secretFields,
       );
-      if (
-        await this.keys.claim(claim, requestHash, IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_RETENTION_MS)
-      ) {
+      if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS)) {
         this.keepAlive(claim);
         return { kind: 'claimed', claim };
       }
       const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS);
-      if (!stored) continue;
-      if (!stored.requestHash.equals(requestHash)) {
+      if (!stored) continue; // released or purged meanwhile: insert again
+      const sameRequest = stored.requestHash.equals(requestHash);
+      if (stored.expired || (stored.responseStatus === null && stored.leaseLapsed && sameRequest)) {
+        const taken = await this.keys.takeOver(
+          claim,
+          requestHash,
+          IDEMPOTENCY_LEASE_MS,
+          IDEMPOTENCY_RETENTION_MS,
+        );
+        if (taken) {
+          this.keepAlive(claim);
+          return { kind: 'claimed', claim };
+        }
+        continue;
+      }
+      if (!sameRequest) {
         throw new AppError(
           'idempotency_key_reused',
           'This Idempotency-Key was used with another method, path or body',
