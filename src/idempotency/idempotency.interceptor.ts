@@ -11,7 +11,6 @@ import { pipeline } from 'node:stream';
 import { catchError, defer, finalize, from, mergeMap, Observable, of, throwError } from 'rxjs';
 import { USER_ONLY } from '../common/auth/auth.decorators';
 import type { RequestWithCaller } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
 import { toErrorResponse } from '../common/errors/all-exceptions.filter';
 import { requestIdOf } from '../common/http/request-id';
 import { routeTemplateOf } from '../common/http/route-template';
@@ -100,7 +99,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         }),
         catchError((error: unknown) => {
           const { status, body } = toErrorResponse(error, requestId);
-          const code = error instanceof AppError ? error.code : undefined;
+          const code = (body.error as { code?: string }).code;
           return from(this.idempotency.settleError(claim, status, code, body)).pipe(
             mergeMap(() => throwError(() => error)),
           );
