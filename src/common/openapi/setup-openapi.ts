@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { BEARER_AUTH } from '../auth/auth.decorators';
 import { ErrorEnvelopeDto } from '../errors/error-envelope';
+import { describeIdempotencyKey } from './idempotency-key';
 
 const COMMON_HEADERS = {
   'X-Request-Id': {
@@ -83,6 +84,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     .build();
   const document = SwaggerModule.createDocument(app, config, { extraModels: [ErrorEnvelopeDto] });
   addCommonResponses(document);
+  describeIdempotencyKey(document);
   markPublicOperations(document);
   return document;
 }

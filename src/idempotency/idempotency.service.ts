@@ -1,0 +1,216 @@
+import { Injectable } from '@nestjs/common';
+import { PinoLogger } from 'nestjs-pino';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { EntityManager } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
+import { IdempotencyRepository, type ClaimRef, type KeyRef } from './idempotency.repository';
+import { withoutSecrets } from './replay-secrets';
+
+/** How long a key is kept (contract §16). */
+export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
+/**
+ * How long a claim holds without renewal. The request renews it every third of it while it runs,
+ * so only a request whose instance died loses its key, at most this long after its last renewal.
+ */
+export const IDEMPOTENCY_LEASE_MS = 30_000;
+/** Claim attempts when the key vanishes between the claim and the read (released, purged). */
+const CLAIM_ATTEMPTS = 3;
+
+/** A request's hold on its key, from the claim until its answer is stored or given up. */
+export class IdempotencyClaim implements ClaimRef {
+  /** The answer is stored (or given up): nothing more to do for this key. */
+  settled = false;
+  /** The feature stored the answer in its own transaction (recordInTransaction). */
+  recordedInTransaction = false;
+  heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly scopeType: KeyRef['scopeType'],
+    readonly scopeId: string,
+    readonly key: string,
+    readonly requestId: string,
+    /** Top-level fields of the answer that hold a secret shown once (replay-secrets.ts). */
+    readonly secretFields: readonly string[],
+  ) {}
+}
+
+export type BeginResult =
+  | { kind: 'claimed'; claim: IdempotencyClaim }
+  | { kind: 'replay'; status: number; body: string | null };
+
+/**
+ * Which answers are stored for replay: 2xx and the 4xx the work decided (Stripe's rule). Not
+ * stored, so a retry runs afresh: 5xx; 429 (try again later); and 400 `validation_failed` /
+ * `malformed_json`, a request refused before any work started, which the client may correct
+ * and send again under the same key.
+ */
+export function isStoredOutcome(status: number, code?: string): boolean {
+  if (status >= 500 || status === 429) return false;
+  return code !== 'validation_failed' && code !== 'malformed_json';
+}
+
+/**
+ * The rules of `Idempotency-Key` (contract §16, docs/idempotency.md): claim a key or learn what
+ * it holds; store the answer once the work has committed; give the key up when the answer is not
+ * to be stored. The interceptor calls it for every keyed POST; a feature whose work is a
+ * database change may record the answer inside that change's transaction
+ * (`recordInTransaction`), closing the gap between its commit and the key's.
+ */
+@Injectable()
+export class IdempotencyService {
+  /** The claim of the request being handled, for recordInTransaction. */
+  private readonly current = new AsyncLocalStorage<IdempotencyClaim>();
+
+  constructor(
+    private readonly keys: IdempotencyRepository,
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(IdempotencyService.name);
+  }
+
+  /**
+   * Claims the key for a new request, or answers what it holds: the stored answer (replay),
+   * 409 `idempotency_key_in_progress` while its first request runs, 422 `idempotency_key_reused`
+   * when it was used for another method, path or body.
+   */
+  async begin(
+    ref: KeyRef,
+    requestId: string,
+    requestHash: Buffer,
+    secretFields: readonly string[],
+  ): Promise<BeginResult> {
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const claim = new IdempotencyClaim(
+        ref.scopeType,
+        ref.scopeId,
+        ref.key,
+        requestId,
+        secretFields,
+      );
+      if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS)) {
+        this.keepAlive(claim);
+        return { kind: 'claimed', claim };
+      }
+      const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS);
+      if (!stored) continue; // released or purged meanwhile: insert again
+      const sameRequest = stored.requestHash.equals(requestHash);
+      if (stored.expired || (stored.responseStatus === null && stored.leaseLapsed && sameRequest)) {
+        const taken = await this.keys.takeOver(
+          claim,
+          requestHash,
+          IDEMPOTENCY_LEASE_MS,
+          IDEMPOTENCY_RETENTION_MS,
+        );
+        if (taken) {
+          this.keepAlive(claim);
+          return { kind: 'claimed', claim };
+        }
+        continue;
+      }
+      if (!sameRequest) {
+        throw new AppError(
+          'idempotency_key_reused',
+          'This Idempotency-Key was used with another method, path or body',
+        );
+      }
+      if (stored.responseStatus === null) break;
+      return { kind: 'replay', status: stored.responseStatus, body: stored.responseBody };
+    }
+    throw new AppError(
+      'idempotency_key_in_progress',
+      'A request with this Idempotency-Key is still being processed; retry later',
+    );
+  }
+
+  /** Runs `work` (the handler) with `claim` as the request's current claim. */
+  runWithin<T>(claim: IdempotencyClaim, work: () => T): T {
+    return this.current.run(claim, work);
+  }
+
+  /**
+   * For a feature whose work is a database change: stores the answer it is about to give in the
+   * transaction of that change, so the key says "done" exactly when the work committed. Does
+   * nothing outside a keyed request. The body is the value the handler will return; secret
+   * fields are nulled as for any stored answer.
+   */
+  async recordInTransaction(manager: EntityManager, status: number, body: unknown): Promise<void> {
+    const claim = this.current.getStore();
+    if (!claim || claim.settled) return;
+    await this.keys.completeWithin(manager, claim, status, this.serialize(claim, body));
+    claim.recordedInTransaction = true;
+  }
+
+  /** The handler answered `status` with `body`: stored, or the key given up. */
+  async settleAnswer(claim: IdempotencyClaim, status: number, body: unknown): Promise<void> {
+    if (claim.recordedInTransaction) return this.stop(claim);
+    if (!isStoredOutcome(status)) return this.giveUp(claim);
+    await this.store(claim, status, this.serialize(claim, body));
+  }
+
+  /** The handler failed; `status`/`code`/`envelope` are what the client is answered. */
+  async settleError(
+    claim: IdempotencyClaim,
+    status: number,
+    code: string | undefined,
+    envelope: unknown,
+  ): Promise<void> {
+    if (!isStoredOutcome(status, code)) return this.giveUp(claim);
+    await this.store(claim, status, JSON.stringify(envelope));
+  }
+
+  /** A stream's final JSON (text as sent) is the answer; `null`: it ended without one. */
+  async settleStream(claim: IdempotencyClaim, finalJson: string | null): Promise<void> {
+    if (claim.recordedInTransaction) return this.stop(claim);
+    if (finalJson === null) return this.giveUp(claim);
+    const body = claim.secretFields.length
+      ? this.serialize(claim, JSON.parse(finalJson) as unknown)
+      : finalJson;
+    await this.store(claim, 200, body);
+  }
+
+  /** Gives the key up: the request's answer is not stored, and a retry runs afresh. */
+  async giveUp(claim: IdempotencyClaim): Promise<void> {
+    if (claim.settled) return;
+    this.stop(claim);
+    await this.keys.release(claim).catch((error: unknown) => {
+      // The lease lapses by itself: the key is free again within IDEMPOTENCY_LEASE_MS.
+      this.logger.warn({ err: error }, 'could not release an idempotency key');
+    });
+  }
+
+  private async store(claim: IdempotencyClaim, status: number, body: string | null): Promise<void> {
+    if (claim.settled) return;
+    this.stop(claim);
+    try {
+      if (!(await this.keys.complete(claim, status, body))) {
+        this.logger.warn('an idempotency key was taken over before its answer was stored');
+      }
+    } catch (error) {
+      // The work is done and is answered; the key, still "in progress", lapses with its lease
+      // and a retry after that runs again (docs/idempotency.md, "What a crash leaves").
+      this.logger.error({ err: error }, 'could not store the answer of an idempotency key');
+    }
+  }
+
+  private serialize(claim: IdempotencyClaim, body: unknown): string | null {
+    if (body === undefined || body === null) return null;
+    return JSON.stringify(withoutSecrets(body, claim.secretFields));
+  }
+
+  private keepAlive(claim: IdempotencyClaim): void {
+    claim.heartbeat = setInterval(() => {
+      this.keys.renew(claim, IDEMPOTENCY_LEASE_MS).then(
+        (held) => {
+          if (!held) clearInterval(claim.heartbeat);
+        },
+        (error: unknown) => this.logger.warn({ err: error }, 'could not renew an idempotency key'),
+      );
+    }, IDEMPOTENCY_LEASE_MS / 3);
+    claim.heartbeat.unref();
+  }
+
+  private stop(claim: IdempotencyClaim): void {
+    claim.settled = true;
+    clearInterval(claim.heartbeat);
+  }
+}
