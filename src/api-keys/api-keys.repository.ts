@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { poolOf } from '../database/pg-pool';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { ApiKey } from './entities/api-key.entity';
 
 /** An api_keys row as the API shows it (toApiKeyResponse), aliased in SQL. */
@@ -62,19 +63,29 @@ function insertParams(key: NewApiKey): unknown[] {
 export class ApiKeysRepository {
   private readonly pool: Pool;
 
-  constructor(@InjectDataSource() dataSource: DataSource) {
+  constructor(
+    @InjectDataSource() dataSource: DataSource,
+    private readonly webhookEvents: WebhookEventsService,
+  ) {
     this.pool = poolOf(dataSource);
   }
 
   /** The key and its audit event in one statement (one transaction, one round trip). */
   async insertAudited(key: NewApiKey, audit: AuditStep): Promise<ApiKeyRow> {
     const step = audit('created', 10);
+    const event = this.webhookEvents.step('created', 10 + step.params.length, {
+      organizationId: key.organizationId,
+      type: 'api_key.created',
+    });
     const { rows } = await this.pool.query<ApiKeyRow>({
       name: 'api_keys_create_audited',
       text: `WITH created AS (
                ${INSERT_KEY}
-               RETURNING ${KEY_COLUMNS}, id::text AS audit_target_id, $9::jsonb AS audit_details),
-             ${step.sql}
+               RETURNING ${KEY_COLUMNS}, id::text AS audit_target_id, $9::jsonb AS audit_details,
+                         jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+                                            'expires_at', expires_at) AS webhook_data),
+             ${step.sql},
+             ${event.sql}
              SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
                FROM created`,
       values: [
@@ -85,6 +96,7 @@ export class ApiKeysRepository {
           expires_at: key.expiresAt?.toISOString() ?? null,
         }),
         ...step.params,
+        ...event.params,
       ],
     });
     return rows[0];
@@ -154,16 +166,23 @@ export class ApiKeysRepository {
     audit: AuditStep,
   ): Promise<Buffer | undefined> {
     const step = audit('revoked', 3);
+    const event = this.webhookEvents.step('revoked', 3 + step.params.length, {
+      organizationId,
+      type: 'api_key.revoked',
+    });
     const { rows } = await this.pool.query<{ key_hash: Buffer }>({
       name: 'api_keys_revoke_audited',
       text: `WITH revoked AS (
                UPDATE api_keys SET revoked_at = now()
                 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
                 RETURNING key_hash, id::text AS audit_target_id,
-                          jsonb_build_object('name', name) AS audit_details),
-             ${step.sql}
+                          jsonb_build_object('name', name) AS audit_details,
+                          jsonb_build_object('id', id, 'name', name,
+                                             'revoked_at', revoked_at) AS webhook_data),
+             ${step.sql},
+             ${event.sql}
              SELECT key_hash FROM revoked`,
-      values: [id, organizationId, ...step.params],
+      values: [id, organizationId, ...step.params, ...event.params],
     });
     return rows[0]?.key_hash;
   }

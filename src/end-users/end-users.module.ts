@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
+import { WebhooksModule } from '../webhooks/webhooks.module';
 import { UsageModule } from '../usage/usage.module';
 import { EndUsersController } from './end-users.controller';
 import { EndUsersRepository } from './end-users.repository';
@@ -13,7 +14,7 @@ import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule, AuditModule],
+  imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule, AuditModule, WebhooksModule],
   controllers: [EndUsersController, MemoriesController],
   providers: [
     EndUsersRepository,

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import { poolOf } from '../database/pg-pool';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { RecalledMemory } from './memories.repository';
 
@@ -10,21 +11,26 @@ const COLUMNS = 'id, user_id, metadata, status, erase_after, created_at, updated
 
 /**
  * Create-or-get in one statement: the INSERT wins or the existing row is read in the same round
- * trip. A row committed by a concurrent request after this statement's snapshot is invisible to
- * the second branch (the INSERT still sees the conflict), so that rare race answers no row and
- * the caller reads again (see EndUsersService.ensure).
+ * trip, and a new row's `end_user.created` webhook event is written by the same statement. A row
+ * committed by a concurrent request after this statement's snapshot is invisible to the second
+ * branch (the INSERT still sees the conflict), so that rare race answers no row and the caller
+ * reads again (see EndUsersService.ensure).
  */
-const CREATE_OR_GET = {
-  name: 'end_users_create_or_get',
-  text: `WITH inserted AS (
-           INSERT INTO end_users (organization_id, user_id, metadata) VALUES ($1, $2, $3)
-           ON CONFLICT (organization_id, user_id) DO NOTHING
-           RETURNING ${COLUMNS})
-         SELECT true AS created, * FROM inserted
-         UNION ALL
-         SELECT false, ${COLUMNS} FROM end_users
-          WHERE organization_id = $1 AND user_id = $2 AND NOT EXISTS (SELECT 1 FROM inserted)`,
-};
+function createOrGetStatement(event: { sql: string }) {
+  return {
+    name: 'end_users_create_or_get',
+    text: `WITH inserted AS (
+             INSERT INTO end_users (organization_id, user_id, metadata) VALUES ($1, $2, $3)
+             ON CONFLICT (organization_id, user_id) DO NOTHING
+             RETURNING ${COLUMNS},
+                       jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
+           ${event.sql}
+           SELECT true AS created, ${COLUMNS} FROM inserted
+           UNION ALL
+           SELECT false, ${COLUMNS} FROM end_users
+            WHERE organization_id = $1 AND user_id = $2 AND NOT EXISTS (SELECT 1 FROM inserted)`,
+  };
+}
 
 const READ_ONE = {
   name: 'end_users_read_one',
@@ -79,7 +85,10 @@ export interface DueErasure {
 export class EndUsersRepository {
   private readonly pool: Pool;
 
-  constructor(@InjectDataSource() dataSource: DataSource) {
+  constructor(
+    @InjectDataSource() dataSource: DataSource,
+    private readonly webhookEvents: WebhookEventsService,
+  ) {
     this.pool = poolOf(dataSource);
   }
 
@@ -89,9 +98,13 @@ export class EndUsersRepository {
     userId: string,
     metadataJson: string,
   ): Promise<(EndUserRow & { created: boolean }) | undefined> {
+    const event = this.webhookEvents.step('inserted', 4, {
+      organizationId,
+      type: 'end_user.created',
+    });
     const { rows } = await this.pool.query<EndUserRow & { created: boolean }>({
-      ...CREATE_OR_GET,
-      values: [organizationId, userId, metadataJson],
+      ...createOrGetStatement(event),
+      values: [organizationId, userId, metadataJson, ...event.params],
     });
     return rows[0];
   }

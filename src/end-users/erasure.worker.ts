@@ -4,6 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import { Clock } from '../common/time/clock';
 import type { EndUsersConfig } from '../config/end-users.config';
 import { MetricsService } from '../metrics/metrics.service';
@@ -34,6 +35,7 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly memories: MemoriesRepository,
     private readonly usage: UsageService,
     private readonly audit: AuditService,
+    private readonly webhookEvents: WebhookEventsService,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
@@ -103,6 +105,13 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
         due.map((row) => ({ organizationId: row.organization_id, userId: row.user_id })),
       );
       await this.endUsers.deleteByIds(manager, ids);
+      const deletedAt = this.clock.now().toISOString();
+      for (const row of due) {
+        await this.webhookEvents.emit(manager, row.organization_id, 'end_user.deleted', {
+          user_id: row.user_id,
+          deleted_at: deletedAt,
+        });
+      }
       return ids.length;
     });
   }

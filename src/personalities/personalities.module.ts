@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
+import { WebhooksModule } from '../webhooks/webhooks.module';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import { Personality } from './entities/personality.entity';
 import { PersonalitiesController } from './personalities.controller';
@@ -8,7 +9,11 @@ import { PersonalitiesRepository } from './personalities.repository';
 import { PersonalitiesService } from './personalities.service';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([CatalogPersonality, Personality]), AuditModule],
+  imports: [
+    TypeOrmModule.forFeature([CatalogPersonality, Personality]),
+    AuditModule,
+    WebhooksModule,
+  ],
   controllers: [PersonalitiesController],
   providers: [PersonalitiesRepository, PersonalitiesService],
   exports: [PersonalitiesService],

@@ -4,6 +4,7 @@ import { DataSource, type EntityManager, MoreThan, Repository } from 'typeorm';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import type { CatalogEntryFile } from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 
 /** What /v1/respond and its engines need of a personality to write replies. */
 export type PersonalityForReply = Pick<
@@ -21,12 +22,19 @@ const UPSERT_CATALOG_ENTRY = `
     replies = excluded.replies, updated_at = now()`;
 
 // Every field of the entry, copied by value in one statement: later imports cannot reach a clone.
-const CLONE_CATALOG_ENTRY = `
-  INSERT INTO personalities (organization_id, source_slug, source_version, name, description,
-                             traits, voice, system_prompt, replies)
-  SELECT $1, slug, version, name, description, traits, voice, system_prompt, replies
-    FROM catalog_personalities WHERE slug = $2
-  RETURNING id`;
+/** The clone and its `personality.created` webhook event (`event`, a WebhookEventsService step). */
+function cloneCatalogEntry(event: { sql: string }): string {
+  return `
+  WITH cloned AS (
+    INSERT INTO personalities (organization_id, source_slug, source_version, name, description,
+                               traits, voice, system_prompt, replies)
+    SELECT $1, slug, version, name, description, traits, voice, system_prompt, replies
+      FROM catalog_personalities WHERE slug = $2
+    RETURNING id, jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
+                                     'created_at', created_at) AS webhook_data),
+  ${event.sql}
+  SELECT id FROM cloned`;
+}
 
 const FIND_FOR_REPLY = `
   SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies
@@ -51,6 +59,7 @@ export class PersonalitiesRepository {
     @InjectRepository(CatalogPersonality)
     private readonly catalog: Repository<CatalogPersonality>,
     @InjectRepository(Personality) private readonly personalities: Repository<Personality>,
+    private readonly webhookEvents: WebhookEventsService,
   ) {}
 
   async findCatalogVersions(): Promise<Map<string, string>> {
@@ -86,10 +95,16 @@ export class PersonalitiesRepository {
   }
 
   /** The new personality's id, or null when no catalog entry has this slug. */
+  /** One statement: the clone and its webhook event commit together. */
   async insertCloneOfCatalogEntry(organizationId: string, slug: string): Promise<string | null> {
-    const rows: Array<{ id: string }> = await this.personalities.query(CLONE_CATALOG_ENTRY, [
+    const event = this.webhookEvents.step('cloned', 3, {
+      organizationId,
+      type: 'personality.created',
+    });
+    const rows: Array<{ id: string }> = await this.personalities.query(cloneCatalogEntry(event), [
       organizationId,
       slug,
+      ...event.params,
     ]);
     return rows[0]?.id ?? null;
   }

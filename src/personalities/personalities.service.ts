@@ -4,6 +4,7 @@ import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
@@ -28,6 +29,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     private readonly repository: PersonalitiesRepository,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly audit: AuditService,
+    private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
   ) {
     this.logger.setContext(PersonalitiesService.name);
@@ -126,6 +128,11 @@ export class PersonalitiesService implements OnApplicationBootstrap {
         action: 'personality.deleted',
         target: { type: 'personality', id },
         details: { name: deleted.name, source_slug: deleted.sourceSlug },
+      });
+      await this.webhookEvents.emit(manager, organizationId, 'personality.deleted', {
+        id,
+        name: deleted.name,
+        source_slug: deleted.sourceSlug,
       });
     });
   }
