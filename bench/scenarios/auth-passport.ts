@@ -46,6 +46,8 @@ async function startTwin(
   databaseUrl: string,
 ): Promise<{ baseUrl: string; child: ChildProcess }> {
   const port = await freePort();
+  // Each twin its own metrics port: two on the default one would clash.
+  const metricsPort = String(await freePort());
   const child = spawn(
     process.execPath,
     [
@@ -56,7 +58,7 @@ async function startTwin(
     ],
     {
       cwd: checkout,
-      env: { ...process.env, ...ENV, DATABASE_URL: databaseUrl },
+      env: { ...process.env, ...ENV, DATABASE_URL: databaseUrl, METRICS_PORT: metricsPort },
       stdio: ['ignore', 'ignore', 'inherit'],
     },
   );
