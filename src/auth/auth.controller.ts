@@ -65,7 +65,7 @@ export class AuthController {
   @ApiAcceptedResponse({ type: ForgotPasswordResponseDto })
   @ApiErrors(400)
   forgotPassword(@Body() body: ForgotPasswordDto): ForgotPasswordResponseDto {
-    this.passwordReset.request(body.email.trim());
+    this.passwordReset.request(body.email);
     return { status: 'reset_requested' };
   }
 

@@ -13,13 +13,16 @@ import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
+import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
-import { LoginAttemptsService } from './login-attempts.service';
-import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
-import { PasswordResetService } from './password-reset.service';
-import { JwtStrategy } from './strategies/jwt.strategy';
 import { LoginAttempt } from './entities/login-attempt.entity';
 import { PasswordResetToken } from './entities/password-reset-token.entity';
+import { LoginAttemptsRepository } from './login-attempts.repository';
+import { LoginAttemptsService } from './login-attempts.service';
+import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
+import { PasswordResetTokensRepository } from './password-reset-tokens.repository';
+import { PasswordResetService } from './password-reset.service';
+import { JwtStrategy } from './strategies/jwt.strategy';
 
 @Module({
   imports: [
@@ -66,14 +69,18 @@ import { PasswordResetToken } from './entities/password-reset-token.entity';
   ],
   controllers: [AuthController],
   providers: [
+    LoginAttemptsRepository,
     LoginAttemptsService,
+    PasswordResetTokensRepository,
     PasswordResetService,
     PasswordResetMailer,
     AuthService,
     AccessTokensService,
     JwtStrategy,
-    CallerResolver,
-    // AuthenticationGuard is registered as APP_GUARD in app.module.ts, after the rate limiter.
+    // The rate limiter's view of the guard: who is calling, resolved once per request.
+    // (AuthenticationGuard is registered as APP_GUARD in app.module.ts, after the rate limiter.)
+    AuthenticationGuard,
+    { provide: CallerResolver, useExisting: AuthenticationGuard },
   ],
   exports: [AccessTokensService, CallerResolver],
 })

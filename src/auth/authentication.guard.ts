@@ -1,24 +1,50 @@
-import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+import { AuthGuard } from '@nestjs/passport';
 import type { Request } from 'express';
+import type { IncomingMessage } from 'node:http';
+import { looksLikeApiKey } from '../api-keys/api-key-format';
+import { ApiKeysService } from '../api-keys/api-keys.service';
 import { IS_PUBLIC, REQUIRED_SCOPE, USER_ONLY } from '../common/auth/auth.decorators';
-import { type RequestWithCaller, type Scope, scopeSatisfies } from '../common/auth/caller';
+import {
+  type CallerContext,
+  type RequestWithCaller,
+  type Scope,
+  scopeSatisfies,
+} from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { requestIdOf } from '../common/http/request-id';
-import { CallerResolver } from './caller-resolver.service';
+import type { CallerResolver } from './caller-resolver.service';
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+type AuthenticatingRequest = Request &
+  RequestWithCaller & {
+    /** Set by passport (AuthGuard) from JwtStrategy.validate(). */
+    user?: CallerContext;
+    /** The memo of resolve(): one lookup per request, whoever asks first. */
+    resolvedCaller?: Promise<CallerContext | null>;
+  };
 
 /**
  * The global guard: deny by default. A route opens only through @Public(), @Scopes() or
  * @UserOnly(); the caller reaches handlers through @Caller().
+ *
+ * Credentials starting with `pk_` are API keys (ApiKeysService); any other bearer credential is
+ * an access token, authenticated by passport's AuthGuard('jwt'), i.e. by JwtStrategy. It is also
+ * the CallerResolver the rate limiter asks before this guard runs (resolve() is memoised on the
+ * request, so the credential is checked once).
  */
 @Injectable()
-export class AuthenticationGuard implements CanActivate {
+export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResolver {
   constructor(
     private readonly reflector: Reflector,
-    private readonly callers: CallerResolver,
-  ) {}
+    private readonly apiKeys: ApiKeysService,
+  ) {
+    super();
+  }
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
+  override async canActivate(context: ExecutionContext): Promise<boolean> {
     const targets = [context.getHandler(), context.getClass()];
     if (this.reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets)) return true;
     const scope = this.reflector.getAllAndOverride<Scope | undefined>(REQUIRED_SCOPE, targets);
@@ -27,7 +53,7 @@ export class AuthenticationGuard implements CanActivate {
       throw new AppError('forbidden', 'This route declares no access rule');
     }
 
-    const caller = await this.callers.resolve(context);
+    const caller = await this.resolve(context);
     if (!caller) throw AppError.unauthenticated();
     if (userOnly && caller.kind !== 'user') {
       throw new AppError(
@@ -38,9 +64,46 @@ export class AuthenticationGuard implements CanActivate {
     if (scope && !scopeSatisfies(caller.scopes, scope)) {
       throw new AppError('insufficient_scope', `This endpoint needs the ${scope} scope`);
     }
-    const request = context.switchToHttp().getRequest<RequestWithCaller & Request>();
+    const request = context.switchToHttp().getRequest<AuthenticatingRequest>();
     // `request.ip` honours X-Forwarded-For only under TRUST_PROXY.
     request.caller = { ...caller, requestId: requestIdOf(request), ip: request.ip };
     return true;
+  }
+
+  needsLookup(request: IncomingMessage): boolean {
+    const credential = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    return !!credential && looksLikeApiKey(credential) && this.apiKeys.needsLookup(credential);
+  }
+
+  resolve(context: ExecutionContext): Promise<CallerContext | null> {
+    const request = context.switchToHttp().getRequest<AuthenticatingRequest>();
+    request.resolvedCaller ??= this.resolveOnce(context, request);
+    return request.resolvedCaller;
+  }
+
+  /** Passport's hook for the strategy's outcome: every failure is 401 `unauthenticated`. */
+  override handleRequest<TUser = CallerContext>(error: unknown, user: TUser | false): TUser {
+    if (error instanceof AppError) throw error;
+    if (error || !user) throw AppError.unauthenticated();
+    return user;
+  }
+
+  private async resolveOnce(
+    context: ExecutionContext,
+    request: AuthenticatingRequest,
+  ): Promise<CallerContext | null> {
+    const header = request.headers.authorization;
+    if (header === undefined) return null;
+    const credential = BEARER.exec(header)?.[1];
+    if (!credential) throw AppError.unauthenticated();
+    if (looksLikeApiKey(credential)) {
+      const caller = await this.apiKeys.authenticate(credential);
+      if (!caller) throw AppError.unauthenticated();
+      return caller;
+    }
+    // Passport runs JwtStrategy (signature, algorithm, aud, iss, exp, then validate()) and sets
+    // request.user, or handleRequest throws.
+    await super.canActivate(context);
+    return request.user ?? null;
   }
 }

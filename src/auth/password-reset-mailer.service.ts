@@ -1,10 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MailerService } from '@nestjs-modules/mailer';
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import type { Logger } from 'pino';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { PinoLogger } from 'nestjs-pino';
 import type { AppConfig } from '../config/app.config';
 import type { AuthConfig } from '../config/auth.config';
 import type { MailConfig } from '../config/mail.config';
@@ -37,8 +36,10 @@ export class PasswordResetMailer implements OnModuleInit {
   constructor(
     private readonly mailer: MailerService,
     private readonly config: ConfigService,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
-  ) {}
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(PasswordResetMailer.name);
+  }
 
   /** The mailer's text template silently falls back to no text: refuse to start instead. */
   onModuleInit(): void {

@@ -1,17 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { sha256 } from '../common/crypto/sha256';
-import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
+import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { Clock } from '../common/time/clock';
 import type { AuthConfig } from '../config/auth.config';
 import { UsersService } from '../users/users.service';
 import { LoginAttemptsService } from './login-attempts.service';
-import { hashPassword } from './passwords';
 import { PasswordResetMailer } from './password-reset-mailer.service';
+import { PasswordResetTokensRepository } from './password-reset-tokens.repository';
+import { hashPassword } from './passwords';
 
 /**
  * At most this many reset mails per user per hour, so forgot-password cannot flood a mailbox. A
@@ -35,18 +36,23 @@ export class PasswordResetService implements OnApplicationShutdown {
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly tokens: PasswordResetTokensRepository,
     private readonly users: UsersService,
     private readonly loginAttempts: LoginAttemptsService,
     private readonly mailer: PasswordResetMailer,
     private readonly config: ConfigService,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
-  ) {}
+    private readonly clock: Clock,
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(PasswordResetService.name);
+  }
 
   /**
    * Returns at once and does the work (look-up, token, SMTP) afterwards, so the answer takes the
    * same time whether or not the address has an account.
    */
-  request(email: string): void {
+  request(rawEmail: string): void {
+    const email = rawEmail.trim();
     const work = new Promise<void>((resolve) => setImmediate(resolve))
       .then(() => this.issueAndSend(email))
       .catch((error: unknown) =>
@@ -65,15 +71,15 @@ export class PasswordResetService implements OnApplicationShutdown {
     if (!user) return;
     const { resetTokenTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
     const token = randomBytes(32).toString('base64url');
-    const issued: unknown[] = await this.dataSource.query(
-      `INSERT INTO password_reset_tokens (user_id, token_hash, expires_at)
-       SELECT $1, $2, now() + make_interval(secs => $3)
-        WHERE (SELECT count(*) FROM password_reset_tokens
-                WHERE user_id = $1 AND created_at > now() - interval '1 hour') < $4
-       RETURNING id`,
-      [user.id, hashToken(token), resetTokenTtlSeconds, RESET_MAILS_PER_HOUR],
-    );
-    if (issued.length === 0) {
+    const now = this.clock.nowMs();
+    const issued = await this.tokens.insertUnderHourlyCap({
+      userId: user.id,
+      tokenHash: hashToken(token),
+      at: new Date(now),
+      expiresAt: new Date(now + resetTokenTtlSeconds * 1000),
+      hourlyCap: RESET_MAILS_PER_HOUR,
+    });
+    if (!issued) {
       this.logger.info({ userId: user.id }, 'password reset mail not sent: hourly cap reached');
       return;
     }
@@ -81,42 +87,27 @@ export class PasswordResetService implements OnApplicationShutdown {
   }
 
   /**
-   * Uses the token once: the atomic `UPDATE … WHERE used_at IS NULL AND expires_at > now()` lets
-   * exactly one of any number of concurrent uses through. The password, the token version (which
-   * ends earlier access tokens) and the lockout change in the same transaction.
+   * Uses the token once (PasswordResetTokensRepository.spend lets exactly one of any number of
+   * concurrent uses through). The password, the token version (which ends earlier access tokens)
+   * and the lockout change in the same transaction.
    */
   async reset(token: string, newPassword: string): Promise<void> {
     if (!TOKEN_PATTERN.test(token)) throw invalidToken();
     const tokenHash = hashToken(token);
     // A cheap look first, so garbage tokens cost no argon2 hash.
-    const live: unknown[] = await this.dataSource.query(
-      `SELECT 1 FROM password_reset_tokens
-        WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()`,
-      [tokenHash],
-    );
-    if (live.length === 0) throw invalidToken();
+    if (!(await this.tokens.isLive(tokenHash, this.clock.now()))) throw invalidToken();
     const passwordHash = await hashPassword(newPassword);
 
     const userId = await this.dataSource.transaction(async (manager) => {
-      const used: Array<{ user_id: string }> = await manager.query(
-        `WITH used AS (
-           UPDATE password_reset_tokens SET used_at = now()
-            WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()
-            RETURNING user_id)
-         SELECT user_id FROM used`,
-        [tokenHash],
-      );
-      if (used.length === 0) throw invalidToken();
-      const { user_id } = used[0];
-      const email = await this.users.replacePassword(manager, user_id, passwordHash);
+      const now = this.clock.now();
+      const owner = await this.tokens.spend(manager, tokenHash, now);
+      if (owner === null) throw invalidToken();
+      const email = await this.users.replacePassword(manager, owner, passwordHash);
       if (email === null) throw invalidToken();
       await this.loginAttempts.clear(manager, email);
       // Any other link still in a mailbox is spent too: the password it would reset is gone.
-      await manager.query(
-        `UPDATE password_reset_tokens SET used_at = now() WHERE user_id = $1 AND used_at IS NULL`,
-        [user_id],
-      );
-      return user_id;
+      await this.tokens.spendAllOf(manager, owner, now);
+      return owner;
     });
     await this.users.forgetTokenVersion(userId);
     this.logger.info({ userId }, 'password reset completed');

@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { MailerService } from '@nestjs-modules/mailer';
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { MAIL_TEMPLATE_DIR, maskAddress } from '../auth/password-reset-mailer.service';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
 import type { AppConfig } from '../config/app.config';
 import type { MailConfig } from '../config/mail.config';
 
@@ -36,8 +35,10 @@ export class InvitationMailer implements OnModuleInit {
   constructor(
     private readonly mailer: MailerService,
     private readonly config: ConfigService,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
-  ) {}
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(InvitationMailer.name);
+  }
 
   onModuleInit(): void {
     for (const file of ['invitation.hbs', 'invitation.text.hbs']) {

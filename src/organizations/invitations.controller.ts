@@ -1,14 +1,4 @@
-import {
-  Body,
-  Controller,
-  Delete,
-  Get,
-  HttpCode,
-  Param,
-  ParseUUIDPipe,
-  Post,
-  Query,
-} from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import {
   ApiCreatedResponse,
   ApiNoContentResponse,
@@ -18,17 +8,12 @@ import {
 } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type UserCaller } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { AcceptInvitationDto, CreateInvitationDto, InvitationDto } from './dto/invitation.dto';
 import { OrganizationDto } from './dto/organization.dto';
+import { invitationIdPipe, organizationIdPipe } from './dto/path-params';
 import { InvitationsService } from './invitations.service';
-import { organizationIdPipe } from './members.controller';
-
-const invitationIdPipe = new ParseUUIDPipe({
-  exceptionFactory: () => AppError.notFound('Invitation'),
-});
 
 const FORBIDDEN_ROLE: [number, string] = [
   403,

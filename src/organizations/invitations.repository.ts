@@ -18,12 +18,19 @@ export interface InvitationRow {
 
 export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
 
-/** The status is derived, by the database's clock. */
-const COLUMNS = `id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at,
+/**
+ * The status is derived at `now`, the SQL parameter named (the caller's injected Clock, so a
+ * spec moves expiry without sleeping).
+ */
+const columns = (now: string) => `id, organization_id, email, email_key, role, created_at,
+  expires_at, accepted_at, revoked_at,
   CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-       WHEN expires_at <= now() THEN 'expired' ELSE 'pending' END AS status`;
+       WHEN expires_at <= ${now}::timestamptz THEN 'expired' ELSE 'pending' END AS status`;
 
-/** The SQL of invitations. Addresses are compared as lower(btrim(…)), like login's. */
+/**
+ * The SQL of invitations. Addresses are compared as lower(btrim(…)), like login's. Times that
+ * rules depend on (creation, expiry, the derived status) come from the caller's `now`.
+ */
 @Injectable()
 export class InvitationsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
@@ -49,19 +56,20 @@ export class InvitationsRepository {
       emailKey: string;
       role: Role;
       tokenHash: Buffer;
-      ttlSeconds: number;
       invitedByUserId: string | null;
+      now: Date;
+      expiresAt: Date;
     },
   ): Promise<InvitationRow & { replaced: boolean }> {
     const rows: Array<InvitationRow & { replaced: boolean }> = await manager.query(
-      `INSERT INTO invitations
-         (organization_id, email, email_key, role, token_hash, invited_by_user_id, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+      `INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
+                                invited_by_user_id, created_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (organization_id, email_key) WHERE accepted_at IS NULL AND revoked_at IS NULL
        DO UPDATE SET email = EXCLUDED.email, role = EXCLUDED.role, token_hash = EXCLUDED.token_hash,
                      invited_by_user_id = EXCLUDED.invited_by_user_id,
-                     expires_at = EXCLUDED.expires_at, created_at = now()
-       RETURNING ${COLUMNS}, (xmax <> 0) AS replaced`,
+                     expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
+       RETURNING ${columns('$7')}, (xmax <> 0) AS replaced`,
       [
         fields.organizationId,
         fields.email,
@@ -69,7 +77,8 @@ export class InvitationsRepository {
         fields.role,
         fields.tokenHash,
         fields.invitedByUserId,
-        fields.ttlSeconds,
+        fields.now,
+        fields.expiresAt,
       ],
     );
     return rows[0];
@@ -78,18 +87,19 @@ export class InvitationsRepository {
   /** Newest first, paged by id. */
   findPage(
     organizationId: string,
+    now: Date,
     limit: number,
     startingAfter?: string,
   ): Promise<InvitationRow[]> {
     return this.dataSource.query(
-      `SELECT ${COLUMNS} FROM invitations
+      `SELECT ${columns('$4')} FROM invitations
         WHERE organization_id = $1
           AND ($2::uuid IS NULL OR (created_at, id) < (
                 SELECT i2.created_at, i2.id FROM invitations i2
                  WHERE i2.id = $2::uuid AND i2.organization_id = $1))
         ORDER BY created_at DESC, id DESC
         LIMIT $3`,
-      [organizationId, startingAfter ?? null, limit + 1],
+      [organizationId, startingAfter ?? null, limit + 1, now],
     );
   }
 
@@ -98,14 +108,15 @@ export class InvitationsRepository {
     manager: EntityManager,
     organizationId: string,
     id: string,
+    now: Date,
   ): Promise<InvitationRow | null> {
     const rows: InvitationRow[] = await manager.query(
       `WITH revoked AS (
-         UPDATE invitations SET revoked_at = now()
+         UPDATE invitations SET revoked_at = $3
           WHERE id = $1 AND organization_id = $2 AND accepted_at IS NULL AND revoked_at IS NULL
-          RETURNING ${COLUMNS})
+          RETURNING ${columns('$3')})
        SELECT * FROM revoked`,
-      [id, organizationId],
+      [id, organizationId, now],
     );
     return rows[0] ?? null;
   }
@@ -114,18 +125,22 @@ export class InvitationsRepository {
    * The invitation holding this token hash, locked until the transaction ends: of two concurrent
    * acceptances the second waits, then sees it accepted.
    */
-  async lockByTokenHash(manager: EntityManager, tokenHash: Buffer): Promise<InvitationRow | null> {
+  async lockByTokenHash(
+    manager: EntityManager,
+    tokenHash: Buffer,
+    now: Date,
+  ): Promise<InvitationRow | null> {
     const rows: InvitationRow[] = await manager.query(
-      `SELECT ${COLUMNS} FROM invitations WHERE token_hash = $1 FOR UPDATE`,
-      [tokenHash],
+      `SELECT ${columns('$2')} FROM invitations WHERE token_hash = $1 FOR UPDATE`,
+      [tokenHash, now],
     );
     return rows[0] ?? null;
   }
 
-  async markAccepted(manager: EntityManager, id: string, userId: string): Promise<void> {
+  async markAccepted(manager: EntityManager, id: string, userId: string, now: Date): Promise<void> {
     await manager.query(
-      'UPDATE invitations SET accepted_at = now(), accepted_by_user_id = $2 WHERE id = $1',
-      [id, userId],
+      'UPDATE invitations SET accepted_at = $3, accepted_by_user_id = $2 WHERE id = $1',
+      [id, userId, now],
     );
   }
 

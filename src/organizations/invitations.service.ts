@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { UserCaller } from '../common/auth/caller';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
 import { type Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
 import type { TeamsConfig } from '../config/teams.config';
 import { UsersService } from '../users/users.service';
 import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/invitation.dto';
@@ -42,8 +42,11 @@ export class InvitationsService {
     private readonly audit: AuditService,
     private readonly mailer: InvitationMailer,
     private readonly config: ConfigService,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
-  ) {}
+    private readonly clock: Clock,
+    private readonly logger: PinoLogger,
+  ) {
+    this.logger.setContext(InvitationsService.name);
+  }
 
   async create(
     caller: UserCaller,
@@ -53,6 +56,7 @@ export class InvitationsService {
     const { invitationTtlSeconds } = this.config.getOrThrow<TeamsConfig>('teams');
     const email = dto.email.trim();
     const token = randomBytes(32).toString('base64url');
+    const now = this.clock.nowMs();
     const { invitation, mail } = await this.dataSource.transaction(async (manager) => {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
@@ -71,8 +75,9 @@ export class InvitationsService {
         emailKey,
         role: dto.role,
         tokenHash: sha256(token),
-        ttlSeconds: invitationTtlSeconds,
-        invitedByUserId: caller.userId ?? null,
+        invitedByUserId: caller.userId,
+        now: new Date(now),
+        expiresAt: new Date(now + invitationTtlSeconds * 1000),
       });
       await this.audit.record(manager, caller, {
         organizationId,
@@ -107,7 +112,12 @@ export class InvitationsService {
     const role = await this.members.roleOf(organizationId, caller.userId);
     if (!role) throw organizationNotFound();
     assertManager(role);
-    const rows = await this.invitations.findPage(organizationId, limit, startingAfter);
+    const rows = await this.invitations.findPage(
+      organizationId,
+      this.clock.now(),
+      limit,
+      startingAfter,
+    );
     return toPage(rows, limit, toInvitationResponse);
   }
 
@@ -116,7 +126,7 @@ export class InvitationsService {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
-      const revoked = await this.invitations.revoke(manager, organizationId, id);
+      const revoked = await this.invitations.revoke(manager, organizationId, id, this.clock.now());
       if (!revoked) throw AppError.notFound('Invitation');
       if (revoked.role === 'owner') assertOwner(actor.role);
       await this.audit.record(manager, caller, {
@@ -138,7 +148,8 @@ export class InvitationsService {
     const user = await this.users.findById(userId);
     if (!user) throw AppError.unauthenticated();
     const view = await this.dataSource.transaction(async (manager) => {
-      const invitation = await this.invitations.lockByTokenHash(manager, sha256(token));
+      const now = this.clock.now();
+      const invitation = await this.invitations.lockByTokenHash(manager, sha256(token), now);
       if (!invitation || invitation.status !== 'pending') throw invalidInvitation();
       if ((await this.invitations.emailKey(manager, user.email)) !== invitation.email_key) {
         throw new AppError(
@@ -152,7 +163,7 @@ export class InvitationsService {
         userId,
         invitation.role,
       );
-      await this.invitations.markAccepted(manager, invitation.id, userId);
+      await this.invitations.markAccepted(manager, invitation.id, userId, now);
       if (joined) {
         await this.audit.record(manager, caller, {
           organizationId: invitation.organization_id,

@@ -1,27 +1,12 @@
-import {
-  Body,
-  Controller,
-  Delete,
-  Get,
-  HttpCode,
-  Param,
-  ParseUUIDPipe,
-  Patch,
-  Query,
-} from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Query } from '@nestjs/common';
 import { ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type UserCaller } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { MemberDto, UpdateMemberDto } from './dto/member.dto';
+import { memberIdPipe, organizationIdPipe } from './dto/path-params';
 import { MembersService } from './members.service';
-
-export const organizationIdPipe = new ParseUUIDPipe({
-  exceptionFactory: () => AppError.notFound('Organization'),
-});
-const userIdPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('Member') });
 
 const FORBIDDEN_ROLE: [number, string] = [
   403,
@@ -55,7 +40,7 @@ export class MembersController {
   changeRole(
     @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
-    @Param('user_id', userIdPipe) userId: string,
+    @Param('user_id', memberIdPipe) userId: string,
     @Body() body: UpdateMemberDto,
   ): Promise<MemberDto> {
     return this.members.changeRole(caller, organizationId, userId, body.role);
@@ -71,7 +56,7 @@ export class MembersController {
   async remove(
     @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
-    @Param('user_id', userIdPipe) userId: string,
+    @Param('user_id', memberIdPipe) userId: string,
   ): Promise<void> {
     await this.members.remove(caller, organizationId, userId);
   }

@@ -13,6 +13,7 @@ import { MembersController } from './members.controller';
 import { MembersRepository } from './members.repository';
 import { MembersService } from './members.service';
 import { OrganizationsController } from './organizations.controller';
+import { OrganizationsRepository } from './organizations.repository';
 import { OrganizationsService } from './organizations.service';
 
 @Module({
@@ -23,6 +24,7 @@ import { OrganizationsService } from './organizations.service';
   ],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
+    OrganizationsRepository,
     OrganizationsService,
     MembersRepository,
     MembersService,

@@ -1,15 +1,13 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { DataSource, EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { type Page, toPage } from '../common/pagination/pagination';
 import { TtlCache } from '../common/cache/ttl-cache';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
-import { poolOf } from '../database/pg-pool';
+import { type Page, toPage } from '../common/pagination/pagination';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import type { Role } from './entities/membership.entity';
+import { OrganizationsRepository } from './organizations.repository';
 
 export interface OrganizationView {
   id: string;
@@ -36,28 +34,20 @@ export interface RateLimitOverride {
  */
 export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
-const MEMBERSHIP_IN = {
-  name: 'memberships_grant_in',
-  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 AND organization_id = $2',
-};
-const FIRST_MEMBERSHIP = {
-  name: 'memberships_grant_first',
-  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1',
-};
 
 @Injectable()
 export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly memberships = new TtlCache<MembershipGrant | null>(MEMBERSHIP_CACHE_MS);
   private readonly membershipChanges: InvalidationChannel;
-  private readonly pool: Pool;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly organizations: OrganizationsRepository,
     @Inject(REDIS_CLIENT) redis: RedisClient,
-    @Inject(ROOT_LOGGER) logger: Logger,
+    logger: PinoLogger,
   ) {
+    logger.setContext(OrganizationsService.name);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
-    this.pool = poolOf(dataSource);
   }
 
   onModuleInit(): void {
@@ -77,15 +67,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     userId: string,
     name: string,
   ): Promise<OrganizationView> {
-    const [organization]: Array<{ id: string; name: string; created_at: Date }> =
-      await manager.query(
-        'INSERT INTO organizations (name) VALUES ($1) RETURNING id, name, created_at',
-        [name],
-      );
-    await manager.query(
-      `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'owner')`,
-      [organization.id, userId],
-    );
+    const organization = await this.organizations.insert(manager, name);
+    await this.organizations.insertMembership(manager, organization.id, userId, 'owner');
     this.memberships.delete(`${userId}:${FIRST}`);
     return {
       id: organization.id,
@@ -105,18 +88,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     limit: number,
     startingAfter?: string,
   ): Promise<Page<OrganizationView>> {
-    const rows: Array<{ id: string; name: string; role: Role; created_at: Date }> =
-      await this.dataSource.query(
-        `SELECT o.id, o.name, m.role, o.created_at
-         FROM memberships m JOIN organizations o ON o.id = m.organization_id
-        WHERE m.user_id = $1
-          AND ($2::uuid IS NULL OR (m.created_at, o.id) > (
-                SELECT m2.created_at, m2.organization_id FROM memberships m2
-                 WHERE m2.user_id = $1 AND m2.organization_id = $2::uuid))
-        ORDER BY m.created_at, o.id
-        LIMIT $3`,
-        [userId, startingAfter ?? null, limit + 1],
-      );
+    const rows = await this.organizations.findPageForUser(userId, limit, startingAfter);
     return toPage(rows, limit, (row) => ({
       id: row.id,
       name: row.name,
@@ -136,13 +108,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     const key = `${userId}:${organizationId ?? FIRST}`;
     const cached = cacheable ? this.memberships.get(key) : undefined;
     if (cached !== undefined) return cached;
-    // Straight to the pool as a prepared statement: without Redis this runs on every user request.
-    const { rows } = await this.pool.query<{ organization_id: string; role: Role }>(
-      organizationId
-        ? { ...MEMBERSHIP_IN, values: [userId, organizationId] }
-        : { ...FIRST_MEMBERSHIP, values: [userId] },
-    );
-    const grant = rows[0] ? { organizationId: rows[0].organization_id, role: rows[0].role } : null;
+    const row = await this.organizations.findGrant(userId, organizationId);
+    const grant = row ? { organizationId: row.organization_id, role: row.role } : null;
     if (cacheable) this.memberships.set(key, grant);
     return grant;
   }
@@ -158,11 +125,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
 
   /** The organization's own bucket size where a plan sets one (null fields: the defaults). */
   async rateLimitOverride(organizationId: string): Promise<RateLimitOverride> {
-    const rows: Array<{ rate_limit_rps: number | null; rate_limit_burst: number | null }> =
-      await this.dataSource.query(
-        'SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1',
-        [organizationId],
-      );
-    return { rps: rows[0]?.rate_limit_rps ?? null, burst: rows[0]?.rate_limit_burst ?? null };
+    const row = await this.organizations.findRateLimit(organizationId);
+    return { rps: row?.rate_limit_rps ?? null, burst: row?.rate_limit_burst ?? null };
   }
 }

@@ -1,9 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
-import type { Logger } from 'pino';
+import { PinoLogger } from 'nestjs-pino';
 import { AppError } from '../common/errors/app-error';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
 import type { AuthConfig, SsoProviderConfig } from '../config/auth.config';
 
 /** Asymmetric algorithms only: an HS256 id_token "signed" with a public key is refused. */
@@ -33,8 +32,9 @@ export class IdTokenVerifier {
 
   constructor(
     config: ConfigService,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
+    private readonly logger: PinoLogger,
   ) {
+    this.logger.setContext(IdTokenVerifier.name);
     const { ssoProviders } = config.getOrThrow<AuthConfig>('auth');
     this.providers = new Map(ssoProviders.map((provider) => [provider.id, provider]));
   }

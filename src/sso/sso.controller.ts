@@ -6,7 +6,6 @@ import {
   Header,
   HttpCode,
   Param,
-  ParseUUIDPipe,
   Post,
   Query,
   Res,
@@ -22,13 +21,10 @@ import type { Response } from 'express';
 import { AccessTokenDto } from '../auth/dto/signup.dto';
 import { Public, UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type UserCaller } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
-import { SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
+import { ssoIdentityIdPipe, SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
 import { SsoService } from './sso.service';
-
-const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('SSO identity') });
 
 @ApiTags('sso')
 @UserOnly()
@@ -79,7 +75,10 @@ export class MeSsoController {
   @ApiOperation({ summary: 'Unlinks one of the authenticated user’s SSO identities' })
   @ApiNoContentResponse()
   @ApiErrors(404)
-  async unlink(@ActingUser() caller: UserCaller, @Param('id', uuidPipe) id: string): Promise<void> {
+  async unlink(
+    @ActingUser() caller: UserCaller,
+    @Param('id', ssoIdentityIdPipe) id: string,
+  ): Promise<void> {
     await this.sso.unlink(caller.userId, id);
   }
 }

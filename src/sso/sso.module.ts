@@ -5,11 +5,12 @@ import { UsersModule } from '../users/users.module';
 import { SsoIdentity } from './entities/sso-identity.entity';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { MeSsoController, SsoLoginController } from './sso.controller';
+import { SsoRepository } from './sso.repository';
 import { SsoService } from './sso.service';
 
 @Module({
   imports: [TypeOrmModule.forFeature([SsoIdentity]), AuthModule, UsersModule],
   controllers: [MeSsoController, SsoLoginController],
-  providers: [SsoService, IdTokenVerifier],
+  providers: [SsoRepository, SsoService, IdTokenVerifier],
 })
 export class SsoModule {}

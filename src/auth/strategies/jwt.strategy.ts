@@ -1,29 +1,17 @@
 import { createSecretKey } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PassportStrategy } from '@nestjs/passport';
 import type { Request } from 'express';
 import { isUUID } from 'class-validator';
 import { ExtractJwt, Strategy } from 'passport-jwt';
-import type { CallerContext, Scope } from '../../common/auth/caller';
-import { TtlCache } from '../../common/cache/ttl-cache';
-import { sha256 } from '../../common/crypto/sha256';
+import type { Scope, UserCaller } from '../../common/auth/caller';
 import { AppError } from '../../common/errors/app-error';
 import type { AuthConfig } from '../../config/auth.config';
 import type { Role } from '../../organizations/entities/membership.entity';
 import { OrganizationsService } from '../../organizations/organizations.service';
 import { UsersService } from '../../users/users.service';
 import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-tokens.service';
-
-/**
- * How long a token that passed verification is remembered, so repeated requests with it skip
- * passport and the signature check (about a fifth of an authenticated request's CPU). Only the
- * verification is remembered: expiry, token version and membership are checked on every request.
- */
-const VERIFIED_TOKEN_CACHE_MS = 60_000;
-
-const tokenKey = (token: string) => sha256(token).toString('base64');
 
 const ROLE_SCOPES: Record<Role, Scope[]> = {
   owner: ['admin'],
@@ -33,15 +21,12 @@ const ROLE_SCOPES: Record<Role, Scope[]> = {
 
 /**
  * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not
- * expired, and of the user's current token version. The organization is X-Organization-Id's, else
- * the user's first.
+ * expired (passport-jwt checks all of it), then of the user's current token version and for an
+ * organization the user belongs to: X-Organization-Id's, else the user's first. AuthGuard('jwt')
+ * (AuthenticationGuard) runs it for every bearer credential that is not an API key.
  */
 @Injectable()
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
-  private readonly verified = new TtlCache<AccessTokenPayload & { exp: number }>(
-    VERIFIED_TOKEN_CACHE_MS,
-  );
-
   constructor(
     config: ConfigService,
     private readonly users: UsersService,
@@ -62,11 +47,16 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     });
   }
 
-  /** Called by passport-jwt once the signature, algorithm, aud, iss and exp have verified. */
+  /**
+   * Called by passport-jwt once the signature, algorithm, aud, iss and exp have verified; what it
+   * answers becomes request.user. The token version and the membership come from their services'
+   * caches (a few seconds, or until Redis says they changed), so a revoked token or a removed
+   * member is refused from the next request on.
+   */
   async validate(
     request: Request,
     payload: AccessTokenPayload & { exp?: number },
-  ): Promise<CallerContext> {
+  ): Promise<UserCaller> {
     if (
       typeof payload.sub !== 'string' ||
       typeof payload.ver !== 'number' ||
@@ -74,24 +64,6 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     ) {
       throw AppError.unauthenticated('The access token is not valid');
     }
-    const token = ExtractJwt.fromAuthHeaderAsBearerToken()(request);
-    if (token) {
-      this.verified.set(tokenKey(token), { sub: payload.sub, ver: payload.ver, exp: payload.exp });
-    }
-    return this.callerFor(request, payload);
-  }
-
-  /** The payload of a token verified before and not expired since, or null. */
-  recall(token: string): AccessTokenPayload | null {
-    const payload = this.verified.get(tokenKey(token));
-    return payload && payload.exp * 1000 > Date.now() ? payload : null;
-  }
-
-  /** The caller of a verified token: current token version, then the organization's grant. */
-  async callerFor(
-    request: Pick<IncomingMessage, 'headers'>,
-    payload: AccessTokenPayload,
-  ): Promise<CallerContext> {
     const requested = request.headers['x-organization-id'];
     const wellFormed =
       requested === undefined || (typeof requested === 'string' && isUUID(requested));

@@ -23,6 +23,7 @@ export class InvalidationChannel {
   constructor(
     private readonly redis: Redis | null,
     private readonly channel: string,
+    /** pino's or nestjs-pino's PinoLogger: only `warn` is used. */
     private readonly logger: Pick<Logger, 'warn'>,
   ) {
     this.ackChannel = `${channel}:ack`;

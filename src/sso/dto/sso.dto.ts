@@ -1,5 +1,12 @@
+import { ParseUUIDPipe } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength } from 'class-validator';
+import { AppError } from '../../common/errors/app-error';
+
+/** The path id of a linked identity: anything but a UUID names none (404, not 400). */
+export const ssoIdentityIdPipe = new ParseUUIDPipe({
+  exceptionFactory: () => AppError.notFound('SSO identity'),
+});
 
 export class SsoTokenDto {
   @ApiProperty({

@@ -1,0 +1,266 @@
+import { randomUUID } from 'node:crypto';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+import { AuthService } from '../src/auth/auth.service';
+import {
+  FAILURE_WINDOW_SECONDS,
+  LOCK_DURATION_SECONDS,
+  LOCKOUT_THRESHOLD,
+  LoginAttemptsService,
+} from '../src/auth/login-attempts.service';
+import { PasswordResetMailer } from '../src/auth/password-reset-mailer.service';
+import { PasswordResetService, RESET_MAILS_PER_HOUR } from '../src/auth/password-reset.service';
+import type { UserCaller } from '../src/common/auth/caller';
+import { AppError } from '../src/common/errors/app-error';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import {
+  InvitationMailer,
+  type InvitationMail,
+} from '../src/organizations/invitation-mailer.service';
+import { InvitationsService } from '../src/organizations/invitations.service';
+import { uniqueEmail } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+const SECOND = 1000;
+const HOUR = 3600 * SECOND;
+
+/** Resolves with the next token mailed to `to`. */
+class MailCatcher<Args extends unknown[]> {
+  private readonly tokens = new Map<string, string[]>();
+  private readonly waiting = new Map<string, (token: string) => void>();
+
+  constructor(private readonly addressOf: (...args: Args) => string) {}
+
+  send = (...args: Args): Promise<void> => {
+    const to = this.addressOf(...args);
+    const token = args[args.length - 1] as string;
+    const resolve = this.waiting.get(to);
+    if (resolve) {
+      this.waiting.delete(to);
+      resolve(token);
+    } else this.tokens.set(to, [...(this.tokens.get(to) ?? []), token]);
+    return Promise.resolve();
+  };
+
+  /** Tokens mailed to `to` that no next() has taken yet. */
+  queued(to: string): number {
+    return this.tokens.get(to)?.length ?? 0;
+  }
+
+  next(to: string): Promise<string> {
+    const queued = this.tokens.get(to)?.shift();
+    if (queued) return Promise.resolve(queued);
+    return new Promise((resolve) => this.waiting.set(to, resolve));
+  }
+}
+
+async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
+  const error: unknown = await promise.then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  expect((error as AppError).code).toBe(code);
+}
+
+/**
+ * Service specs on the real database: the rules that depend on time (the login lockout, the
+ * reset token's expiry and hourly cap, the invitation's expiry) with a ManualClock moved by hand,
+ * never a sleep. The e2e specs check the same rules over HTTP at the current time.
+ */
+describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
+  const clock = new ManualClock(Date.parse('2026-06-01T12:00:00Z'));
+  const resetMails = new MailCatcher((to: string, _userId: string, _token: string) => to);
+  const invitationMails = new MailCatcher((mail: InvitationMail, _token: string) => mail.to);
+  let t: TestApp;
+  let attempts: LoginAttemptsService;
+  let resets: PasswordResetService;
+  let auth: AuthService;
+  let invitations: InvitationsService;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      override: (builder) =>
+        builder
+          .overrideProvider(Clock)
+          .useValue(clock)
+          .overrideProvider(PasswordResetMailer)
+          .useValue({ send: resetMails.send })
+          .overrideProvider(InvitationMailer)
+          .useValue({ send: invitationMails.send }),
+    });
+    attempts = t.app.get(LoginAttemptsService);
+    resets = t.app.get(PasswordResetService);
+    auth = t.app.get(AuthService);
+    invitations = t.app.get(InvitationsService);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const password = () => `a long password ${randomUUID()}`;
+
+  async function signUp(email = uniqueEmail('clock')) {
+    const secret = password();
+    const signed = await auth.signup({ email, password: secret });
+    const caller: UserCaller = {
+      kind: 'user',
+      userId: signed.user.id,
+      organizationId: signed.organization.id,
+      scopes: ['admin'],
+    };
+    return { email, password: secret, caller };
+  }
+
+  async function failures(email: string, count: number): Promise<boolean[]> {
+    const refused: boolean[] = [];
+    for (let i = 0; i < count; i++) refused.push((await attempts.begin(email)).refused);
+    return refused;
+  }
+
+  describe('login lockout (15 failures within 24 h lock for 24 h)', () => {
+    it('lets the 15th failure through and refuses from the 16th, for 24 hours', async () => {
+      const email = uniqueEmail('lockout');
+      expect(await failures(email, LOCKOUT_THRESHOLD)).toEqual(
+        Array<boolean>(LOCKOUT_THRESHOLD).fill(false),
+      );
+      expect((await attempts.begin(email)).refused).toBe(true);
+      clock.advance(LOCK_DURATION_SECONDS * SECOND - SECOND);
+      expect((await attempts.begin(email.toUpperCase())).refused).toBe(true);
+      clock.advance(2 * SECOND);
+      // The lock is over: this attempt is counted again (the first of a new series).
+      expect((await attempts.begin(email)).refused).toBe(false);
+    });
+
+    it('counts only the failures of the last 24 hours', async () => {
+      const email = uniqueEmail('window');
+      await failures(email, LOCKOUT_THRESHOLD - 1);
+      clock.advance(FAILURE_WINDOW_SECONDS * SECOND + SECOND);
+      // The 14 earlier failures have left the window: 14 more do not lock.
+      expect(await failures(email, LOCKOUT_THRESHOLD - 1)).not.toContain(true);
+      expect((await attempts.begin(email)).refused).toBe(false);
+      // That was the 15th within the window: now it is locked.
+      expect((await attempts.begin(email)).refused).toBe(true);
+    });
+
+    it('a rolling window: failures spread over more than 24 hours never lock', async () => {
+      const email = uniqueEmail('rolling');
+      for (let i = 0; i < 3 * LOCKOUT_THRESHOLD; i++) {
+        expect((await attempts.begin(email)).refused).toBe(false);
+        clock.advance(Math.ceil((FAILURE_WINDOW_SECONDS * SECOND) / (LOCKOUT_THRESHOLD - 1)));
+      }
+    });
+
+    it('a successful login clears the count, and login answers 423 while locked', async () => {
+      const user = await signUp();
+      await failures(user.email, LOCKOUT_THRESHOLD - 1);
+      await expect(auth.login(user.email, user.password)).resolves.toMatchObject({
+        token_type: 'Bearer',
+      });
+      expect(await failures(user.email, LOCKOUT_THRESHOLD - 1)).not.toContain(true);
+      await expectAppError(auth.login(user.email, 'wrong password'), 'invalid_credentials');
+      await expectAppError(auth.login(user.email, user.password), 'login_locked');
+      clock.advance(LOCK_DURATION_SECONDS * SECOND + SECOND);
+      await expect(auth.login(` ${user.email} `, user.password)).resolves.toMatchObject({
+        token_type: 'Bearer',
+      });
+    });
+
+    it('prunes rows untouched for a whole window, and only those', async () => {
+      const old = uniqueEmail('old');
+      const recent = uniqueEmail('recent');
+      await failures(old, LOCKOUT_THRESHOLD);
+      clock.advance(LOCK_DURATION_SECONDS * SECOND + SECOND);
+      await failures(recent, LOCKOUT_THRESHOLD);
+      await attempts.prune();
+      const rows: Array<{ email: string }> = await t.app
+        .get<DataSource>(getDataSourceToken())
+        .query('SELECT email FROM login_attempts WHERE email = ANY($1)', [[old, recent]]);
+      expect(rows.map((row) => row.email)).toEqual([recent]);
+    });
+  });
+
+  describe('password reset tokens', () => {
+    it('work until they expire (RESET_TOKEN_TTL_SECONDS, 1 hour by default), then not', async () => {
+      const user = await signUp();
+      resets.request(user.email);
+      const token = await resetMails.next(user.email);
+      clock.advance(HOUR - SECOND);
+      const late = await signUp();
+      resets.request(` ${late.email.toUpperCase()} `);
+      const lateToken = await resetMails.next(late.email);
+      clock.advance(2 * SECOND);
+      await expectAppError(resets.reset(token, password()), 'invalid_reset_token');
+      const newPassword = password();
+      await expect(resets.reset(lateToken, newPassword)).resolves.toBeUndefined();
+      await expect(auth.login(late.email, newPassword)).resolves.toMatchObject({
+        token_type: 'Bearer',
+      });
+    });
+
+    it('a reset lifts the lockout and spends every other link of the user', async () => {
+      const user = await signUp();
+      await failures(user.email, LOCKOUT_THRESHOLD + 1);
+      await expectAppError(auth.login(user.email, user.password), 'login_locked');
+      resets.request(user.email);
+      const first = await resetMails.next(user.email);
+      resets.request(user.email);
+      const second = await resetMails.next(user.email);
+      const newPassword = password();
+      await resets.reset(second, newPassword);
+      await expect(auth.login(user.email, newPassword)).resolves.toMatchObject({
+        token_type: 'Bearer',
+      });
+      await expectAppError(resets.reset(first, password()), 'invalid_reset_token');
+      await expectAppError(resets.reset(second, password()), 'invalid_reset_token');
+    });
+
+    it(`sends at most ${RESET_MAILS_PER_HOUR} links an hour, and more once the hour has passed`, async () => {
+      const user = await signUp();
+      for (let i = 0; i < RESET_MAILS_PER_HOUR; i++) {
+        resets.request(user.email);
+        await resetMails.next(user.email);
+        clock.advance(SECOND);
+      }
+      resets.request(user.email);
+      await resets.onApplicationShutdown(); // awaits every request still being worked on
+      expect(resetMails.queued(user.email)).toBe(0);
+      clock.advance(HOUR);
+      resets.request(user.email);
+      const token = await resetMails.next(user.email);
+      await expect(resets.reset(token, password())).resolves.toBeUndefined();
+    });
+  });
+
+  describe('invitations', () => {
+    it('expire after INVITATION_TTL_SECONDS (7 days by default): listed as expired, refused', async () => {
+      const owner = await signUp();
+      const invitee = await signUp();
+      const early = await invitations.create(owner.caller, owner.caller.organizationId, {
+        email: invitee.email,
+        role: 'member',
+      });
+      expect(early.status).toBe('pending');
+      expect(Date.parse(early.expires_at) - clock.nowMs()).toBe(7 * 24 * HOUR);
+      const expiredToken = await invitationMails.next(invitee.email);
+      clock.advance(7 * 24 * HOUR);
+      const page = await invitations.list(owner.caller, owner.caller.organizationId, 10);
+      expect(page.data.map((row) => [row.id, row.status])).toEqual([[early.id, 'expired']]);
+      await expectAppError(invitations.accept(invitee.caller, expiredToken), 'invalid_invitation');
+
+      // Inviting again replaces the expired invitation with a live one.
+      const again = await invitations.create(owner.caller, owner.caller.organizationId, {
+        email: invitee.email,
+        role: 'member',
+      });
+      const token = await invitationMails.next(invitee.email);
+      clock.advance(7 * 24 * HOUR - SECOND);
+      await expect(invitations.accept(invitee.caller, token)).resolves.toMatchObject({
+        id: owner.caller.organizationId,
+        role: 'member',
+      });
+      const after = await invitations.list(owner.caller, owner.caller.organizationId, 10);
+      expect(after.data.map((row) => [row.id, row.status])).toEqual([[again.id, 'accepted']]);
+    });
+  });
+});
