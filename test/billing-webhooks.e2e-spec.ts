@@ -11,6 +11,8 @@ import { buildDataSourceOptions } from '../src/database/data-source-options';
 import { runMigrationsExclusively } from '../src/database/run-migrations';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { FakeStripe, FakeSubscription } from './support/fake-stripe';
+import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
+import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
 
 /**
  * The webhook handler's rules (ordering by Stripe's clock, each event applied once) as a service
@@ -59,6 +61,7 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       new StripeGateway(config, quietLogger(), noMetrics),
       db,
       repository,
+      new WebhookEventsService(new WebhooksRepository(db)),
       quietLogger(),
     );
   });

@@ -7,9 +7,11 @@ import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
 import type { SubscribableEventType } from '../src/webhooks/webhook-event-types';
 import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { expectError } from './support/assertions';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+import { TestSmtpServer } from './support/smtp-server';
 import { type ReceivedWebhook, WebhookReceiver } from './support/webhook-receiver';
 
 /**
@@ -573,6 +575,157 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     const value = Number(/^webhook_deliveries_pending (\d+)$/m.exec(text)?.[1]);
     expect(value).toBeGreaterThanOrEqual(1);
     await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+  });
+});
+
+describe('Events sent by the changes themselves (every event type of §17 but ping)', () => {
+  let t: TestApp;
+  let owner: Awaited<ReturnType<typeof signUp>>;
+  let tenant: Tenant;
+  let smtp: TestSmtpServer;
+
+  beforeAll(async () => {
+    smtp = await new TestSmtpServer().start();
+    t = await createTestApp({
+      env: {
+        ...FAST,
+        ERASURE_GRACE_SECONDS: '0',
+        SMTP_URL: smtp.url,
+        APP_PUBLIC_URL: 'https://app.example.test',
+      },
+    });
+    owner = await signUp(t);
+    const key = await createApiKey(t, owner.accessToken, ['admin']);
+    tenant = {
+      organizationId: owner.organizationId,
+      accessToken: owner.accessToken,
+      auth: `Bearer ${key}`,
+    };
+  });
+  afterAll(async () => {
+    await t.close();
+    await smtp.stop();
+  });
+
+  it('end users, personalities, API keys, members and erasures each send their event, signed', async () => {
+    const path = `ok/changes-${randomUUID()}`;
+    const { secret } = await createEndpoint(t, tenant, receiver.url(path), [
+      'end_user.created',
+      'end_user.deleted',
+      'personality.created',
+      'personality.deleted',
+      'api_key.created',
+      'api_key.revoked',
+      'member.added',
+      'member.removed',
+    ]);
+    const http = () => t.http();
+    const userId = `wh-user-${randomUUID()}`;
+    expect(
+      (
+        await http()
+          .post('/v1/end-users')
+          .set('Authorization', tenant.auth)
+          .send({ user_id: userId })
+      ).status,
+    ).toBe(201);
+    // Asking again creates nothing, so it sends nothing.
+    expect(
+      (
+        await http()
+          .post('/v1/end-users')
+          .set('Authorization', tenant.auth)
+          .send({ user_id: userId })
+      ).status,
+    ).toBe(200);
+    const personality = await http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor' });
+    expect(personality.status).toBe(201);
+    expect(
+      (
+        await http()
+          .delete(`/v1/personalities/${personality.body.id}`)
+          .set('Authorization', tenant.auth)
+      ).status,
+    ).toBe(204);
+    const key = await http()
+      .post('/v1/api-keys')
+      .set('Authorization', tenant.auth)
+      .send({ name: 'webhook spec', scopes: ['read'] });
+    expect(key.status).toBe(201);
+    expect(
+      (await http().delete(`/v1/api-keys/${key.body.id}`).set('Authorization', tenant.auth)).status,
+    ).toBe(204);
+
+    // A colleague joins through an invitation, then is removed.
+    const colleague = await signUp(t);
+    const invitation = await http()
+      .post(`/v1/organizations/${owner.organizationId}/invitations`)
+      .set('Authorization', `Bearer ${owner.accessToken}`)
+      .send({ email: colleague.email, role: 'member' });
+    expect(invitation.status).toBe(201);
+    await smtp.waitFor(colleague.email);
+    const token = /accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(
+      smtp.mailsTo(colleague.email)[0].decoded,
+    )![1];
+    expect(
+      (
+        await http()
+          .post('/v1/invitations/accept')
+          .set('Authorization', `Bearer ${colleague.accessToken}`)
+          .send({ token })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await http()
+          .delete(`/v1/organizations/${owner.organizationId}/members/${colleague.userId}`)
+          .set('Authorization', `Bearer ${owner.accessToken}`)
+      ).status,
+    ).toBe(204);
+
+    // The erasure's event comes when it has completed, not when it was asked for.
+    expect(
+      (await http().delete(`/v1/end-users/${userId}`).set('Authorization', tenant.auth)).status,
+    ).toBe(202);
+    await t.app.get(ErasureWorker).eraseDue();
+
+    await receiver.waitFor(() => receiver.at(`/${path}`).length >= 8);
+    await sleep(300);
+    const events = receiver.at(`/${path}`).map((hook) => verify(hook, secret));
+    const byType = new Map(events.map((event) => [event.type as string, event]));
+    expect([...byType.keys()].sort()).toEqual([
+      'api_key.created',
+      'api_key.revoked',
+      'end_user.created',
+      'end_user.deleted',
+      'member.added',
+      'member.removed',
+      'personality.created',
+      'personality.deleted',
+    ]);
+    expect(events).toHaveLength(8);
+    for (const event of events) expect(event.organization_id).toBe(owner.organizationId);
+    expect(byType.get('end_user.created')!.data).toMatchObject({ user_id: userId });
+    expect(byType.get('end_user.deleted')!.data).toMatchObject({ user_id: userId });
+    expect(byType.get('personality.created')!.data).toMatchObject({
+      id: personality.body.id,
+      source_slug: 'sage-mentor',
+    });
+    expect(byType.get('personality.deleted')!.data).toMatchObject({ id: personality.body.id });
+    expect(byType.get('api_key.created')!.data).toEqual(
+      expect.objectContaining({ id: key.body.id, name: 'webhook spec', scopes: ['read'] }),
+    );
+    expect(byType.get('api_key.created')!.data).not.toHaveProperty('key');
+    expect(JSON.stringify(events)).not.toContain(key.body.key);
+    expect(byType.get('api_key.revoked')!.data).toMatchObject({ id: key.body.id });
+    expect(byType.get('member.added')!.data).toMatchObject({
+      user_id: colleague.userId,
+      role: 'member',
+    });
+    expect(byType.get('member.removed')!.data).toMatchObject({ user_id: colleague.userId });
   });
 });
 

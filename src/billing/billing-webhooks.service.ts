@@ -8,7 +8,13 @@ import { AppError } from '../common/errors/app-error';
 import type { BillingConfig } from '../config/billing.config';
 import { BillingRepository } from './billing.repository';
 import { notConfigured, StripeGateway } from './stripe-gateway';
-import { providerTimeOf, snapshotOf, SubscriptionSnapshot } from './subscription-snapshots';
+import {
+  providerTimeOf,
+  snapshotOf,
+  subscriptionEventData,
+  SubscriptionSnapshot,
+} from './subscription-snapshots';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 
 /** Stripe's own default: a signature older than five minutes is refused (replay protection). */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
@@ -39,6 +45,7 @@ export class BillingWebhooksService {
     private readonly stripe: StripeGateway,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly billing: BillingRepository,
+    private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
   ) {
     this.secrets = config.getOrThrow<BillingConfig>('billing').webhookSecrets;
@@ -126,6 +133,14 @@ export class BillingWebhooksService {
         version,
         sameTimeWins,
       );
+      if (outcome === 'applied') {
+        await this.webhookEvents.emit(
+          manager,
+          organizationId,
+          'subscription.updated',
+          subscriptionEventData(snapshot),
+        );
+      }
       if (outcome === 'conflict') {
         this.logger.warn(
           { eventId: event.id, stripeSubscriptionId: snapshot.stripeSubscriptionId },

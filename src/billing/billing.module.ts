@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
+import { WebhooksModule } from '../webhooks/webhooks.module';
 import { BillingWebhooksController } from './billing-webhooks.controller';
 import { BillingWebhooksService } from './billing-webhooks.service';
 import { BillingController } from './billing.controller';
@@ -15,6 +16,7 @@ import { StripeGateway } from './stripe-gateway';
   imports: [
     TypeOrmModule.forFeature([BillingCustomer, BillingSubscription, BillingEvent]),
     AuditModule,
+    WebhooksModule,
   ],
   controllers: [BillingController, BillingWebhooksController],
   providers: [StripeGateway, BillingRepository, BillingService, BillingWebhooksService],

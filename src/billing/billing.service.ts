@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page } from '../common/pagination/pagination';
@@ -19,7 +20,7 @@ import { BillingRepository } from './billing.repository';
 import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
-import { providerTimeOf, snapshotOf } from './subscription-snapshots';
+import { providerTimeOf, snapshotOf, subscriptionEventData } from './subscription-snapshots';
 
 /** Statuses from which a subscription may be suspended. */
 const SUSPENDABLE = new Set(['active', 'trialing', 'past_due', 'unpaid']);
@@ -39,6 +40,7 @@ export class BillingService {
     private readonly billing: BillingRepository,
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
+    private readonly webhookEvents: WebhookEventsService,
   ) {
     this.logger.setContext(BillingService.name);
   }
@@ -137,13 +139,22 @@ export class BillingService {
       },
     );
     const outcome = await this.dataSource.transaction(async (manager) => {
+      const snapshot = snapshotOf(subscription);
       const applied = await this.billing.applySubscriptionSnapshot(
         manager,
         organizationId,
-        snapshotOf(subscription),
+        snapshot,
         providerTimeOf(subscription),
         true,
       );
+      if (applied === 'applied') {
+        await this.webhookEvents.emit(
+          manager,
+          organizationId,
+          'subscription.updated',
+          subscriptionEventData(snapshot),
+        );
+      }
       if (applied !== 'conflict') {
         await this.audit.record(manager, caller, {
           organizationId,
@@ -225,13 +236,22 @@ export class BillingService {
       ),
     );
     await this.dataSource.transaction(async (manager) => {
-      await this.billing.applySubscriptionSnapshot(
+      const snapshot = snapshotOf(subscription);
+      const applied = await this.billing.applySubscriptionSnapshot(
         manager,
         caller.organizationId,
-        snapshotOf(subscription),
+        snapshot,
         providerTimeOf(subscription),
         true,
       );
+      if (applied === 'applied') {
+        await this.webhookEvents.emit(
+          manager,
+          caller.organizationId,
+          'subscription.updated',
+          subscriptionEventData(snapshot),
+        );
+      }
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: action === 'suspend' ? 'subscription.suspended' : 'subscription.resumed',

@@ -41,3 +41,14 @@ export function providerTimeOf(response: { lastResponse?: { headers?: Record<str
   const parsed = header ? Date.parse(header) : NaN;
   return new Date(Number.isNaN(parsed) ? Math.floor(Date.now() / 1000) * 1000 : parsed);
 }
+
+/** The `data` of a `subscription.updated` webhook event: the state the API reports, no secret. */
+export function subscriptionEventData(snapshot: SubscriptionSnapshot): Record<string, unknown> {
+  return {
+    id: snapshot.stripeSubscriptionId,
+    status: snapshot.status,
+    price_id: snapshot.priceId,
+    current_period_end: snapshot.currentPeriodEnd?.toISOString() ?? null,
+    cancel_at_period_end: snapshot.cancelAtPeriodEnd,
+  };
+}

@@ -5,6 +5,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
@@ -40,6 +41,7 @@ export class InvitationsService {
     private readonly organizations: OrganizationsService,
     private readonly users: UsersService,
     private readonly audit: AuditService,
+    private readonly webhookEvents: WebhookEventsService,
     private readonly mailer: InvitationMailer,
     private readonly config: ConfigService,
     private readonly clock: Clock,
@@ -170,6 +172,11 @@ export class InvitationsService {
           action: 'member.joined',
           target: { type: 'user', id: userId },
           details: { role: invitation.role, invitation_id: invitation.id },
+        });
+        await this.webhookEvents.emit(manager, invitation.organization_id, 'member.added', {
+          user_id: userId,
+          role: invitation.role,
+          invitation_id: invitation.id,
         });
       }
       return (await this.members.organizationView(manager, invitation.organization_id, userId))!;

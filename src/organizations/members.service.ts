@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -26,6 +27,7 @@ export class MembersService {
     private readonly members: MembersRepository,
     private readonly organizations: OrganizationsService,
     private readonly audit: AuditService,
+    private readonly webhookEvents: WebhookEventsService,
   ) {}
 
   async list(
@@ -96,6 +98,11 @@ export class MembersService {
         action: 'member.removed',
         target: { type: 'user', id: userId },
         details: { role: target.role, left: leaving },
+      });
+      await this.webhookEvents.emit(manager, organizationId, 'member.removed', {
+        user_id: userId,
+        role: target.role,
+        left: leaving,
       });
     });
     await this.organizations.forgetMemberships(userId);

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
+import { WebhooksModule } from '../webhooks/webhooks.module';
 import { UsersModule } from '../users/users.module';
 import { Invitation } from './entities/invitation.entity';
 import { Membership } from './entities/membership.entity';
@@ -21,6 +22,7 @@ import { OrganizationsService } from './organizations.service';
     TypeOrmModule.forFeature([Organization, Membership, Invitation]),
     UsersModule,
     AuditModule,
+    WebhooksModule,
   ],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
