@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
 import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
+import { sha256 } from '../common/crypto/sha256';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
@@ -75,7 +76,10 @@ export class BillingService {
   ): Promise<SetupIntentDto> {
     this.stripe.assertConfigured();
     const customer = await this.ensureCustomer(organizationId);
-    const idempotencyKey = `setup-intent:${organizationId}:${clientIdempotencyKey ?? randomUUID()}`;
+    // A digest keeps Stripe's key within its 255 characters whatever the client's (up to 255).
+    const idempotencyKey = `setup-intent:${organizationId}:${
+      clientIdempotencyKey ? sha256(clientIdempotencyKey).toString('hex') : randomUUID()
+    }`;
     const intent = await this.stripe.call('setupIntents.create', (stripe) =>
       stripe.setupIntents.create(
         {

@@ -29,7 +29,8 @@ export class ListInvoicesQueryDto extends LimitQueryDto {
 /** The headers of a request that may be retried; the field is named as the client sends it. */
 export class IdempotencyKeyHeaderDto {
   @IsOptional()
-  @Matches(/^[\x21-\x7e]{1,200}$/, { message: 'must be 1..200 visible ASCII characters' })
+  // Contract §16's rule for every POST; Stripe gets a digest of it (BillingService), never the key.
+  @Matches(/^[\x20-\x7e]{1,255}$/, { message: 'must be 1..255 printable ASCII characters' })
   'Idempotency-Key'?: string;
 }
 
