@@ -8,6 +8,7 @@ import type { DataSource } from 'typeorm';
 import type { ApiKeyCaller } from '../src/common/auth/caller';
 import { AppError } from '../src/common/errors/app-error';
 import { LoggingModule } from '../src/common/logging/logging.module';
+import { MetricsModule } from '../src/metrics/metrics.module';
 import { ClockModule } from '../src/common/time/clock';
 import { configLoaders } from '../src/config';
 import { DatabaseModule } from '../src/database/database.module';
@@ -68,6 +69,7 @@ describe('PersonalitiesService (real database)', () => {
         }),
         LoggingModule,
         ClockModule,
+        MetricsModule,
         DatabaseModule,
         // The organizations the personalities and audit events belong to (foreign keys).
         TypeOrmModule.forFeature([Organization]),
