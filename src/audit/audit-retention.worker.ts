@@ -1,7 +1,6 @@
-import { Inject, Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import type { Logger } from 'pino';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { PinoLogger } from 'nestjs-pino';
 import type { TeamsConfig } from '../config/teams.config';
 import { AuditRepository } from './audit.repository';
 
@@ -18,7 +17,6 @@ const BATCH_SIZE = 1_000;
 export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly retentionDays: number;
   private readonly intervalMs: number;
-  private readonly logger: Logger;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
@@ -26,12 +24,12 @@ export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDes
   constructor(
     private readonly events: AuditRepository,
     config: ConfigService,
-    @Inject(ROOT_LOGGER) logger: Logger,
+    private readonly logger: PinoLogger,
   ) {
+    this.logger.setContext(AuditRetentionWorker.name);
     const teams = config.getOrThrow<TeamsConfig>('teams');
     this.retentionDays = teams.auditRetentionDays;
     this.intervalMs = teams.auditPurgeIntervalMs;
-    this.logger = logger.child({ context: AuditRetentionWorker.name });
   }
 
   onApplicationBootstrap(): void {

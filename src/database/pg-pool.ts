@@ -1,4 +1,4 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 
@@ -33,23 +33,4 @@ export function withSteps(steps: StepBuilder[], final: string): SqlStep {
     params.push(...step.params);
   }
   return { sql: `WITH ${parts.join(',\n')}\n${final}`, params };
-}
-
-/** Runs `work` in one transaction on one pooled connection; rolls back if it throws. */
-export async function withTransaction<T>(
-  pool: Pool,
-  work: (client: PoolClient) => Promise<T>,
-): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }

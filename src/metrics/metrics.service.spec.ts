@@ -1,5 +1,6 @@
 import type { ConfigService } from '@nestjs/config';
 import type { Request, Response } from 'express';
+import { PinoLogger } from 'nestjs-pino';
 import pino from 'pino';
 import type { DataSource } from 'typeorm';
 import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
@@ -10,7 +11,11 @@ function service(metricsPort: number) {
   } as unknown as ConfigService;
   const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
   const dataSource = { driver: { master: pool } } as unknown as DataSource;
-  return new MetricsService(config, dataSource, pino({ level: 'silent' }));
+  return new MetricsService(
+    config,
+    dataSource,
+    new PinoLogger({ pinoHttp: pino({ level: 'silent' }) }),
+  );
 }
 
 const request = (method: string, route?: string) =>

@@ -1,5 +1,4 @@
 import {
-  Inject,
   Injectable,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
@@ -8,7 +7,6 @@ import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Request, Response } from 'express';
 import { createServer, type Server } from 'node:http';
-import type { Logger } from 'pino';
 import {
   collectDefaultMetrics,
   Counter,
@@ -22,7 +20,7 @@ import {
 import { DataSource } from 'typeorm';
 import { routeTemplateOf } from '../common/http/route-template';
 import type { ResponseObserver } from '../common/logging/http-logger';
-import { ROOT_LOGGER } from '../common/logging/root-logger';
+import { PinoLogger } from 'nestjs-pino';
 import type { TelemetryConfig } from '../config/telemetry.config';
 import { poolOf } from '../database/pg-pool';
 
@@ -55,7 +53,7 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   constructor(
     config: ConfigService,
     @InjectDataSource() dataSource: DataSource,
-    @Inject(ROOT_LOGGER) private readonly logger: Logger,
+    private readonly logger: PinoLogger,
   ) {
     this.port = config.getOrThrow<TelemetryConfig>('telemetry').metricsPort;
     if (this.enabled) collectDefaultMetrics({ register: this.registry });
