@@ -39,6 +39,12 @@ function closedBy(socket: Socket, withinMs: number): Promise<{ text: string; aft
   });
 }
 
+/** The `error` object of a raw HTTP answer read off a socket. */
+function envelopeOf(text: string): unknown {
+  const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+  return (JSON.parse(body) as { error: unknown }).error;
+}
+
 describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
   let t: TestApp;
   let tenant: Awaited<ReturnType<typeof tenantWithKey>>;
@@ -428,6 +434,33 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
     expect(afterMs).toBeGreaterThanOrEqual(2_900);
     expect(afterMs).toBeLessThan(5_500);
     expect(text).toMatch(/^HTTP\/1\.1 408/);
+    expect(envelopeOf(text)).toMatchObject({ status: 408, code: 'request_timeout' });
+  });
+
+  it('answers an over-long request line with a 431 envelope, not a bare status line', async () => {
+    const socket = await open();
+    const closed = closedBy(socket, 5_000);
+    socket.write(`GET /v1/audit-events?limit=${'9'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const { text } = await closed;
+    expect(text).toMatch(/^HTTP\/1\.1 431/);
+    const requestId = /\r\nX-Request-Id: ([0-9A-Z]{26})\r\n/.exec(text)?.[1];
+    expect(requestId).toBeDefined();
+    expect(text).toContain('\r\nX-Content-Type-Options: nosniff\r\n');
+    expect(envelopeOf(text)).toEqual({
+      status: 431,
+      code: 'headers_too_large',
+      message: expect.any(String),
+      request_id: requestId,
+    });
+  });
+
+  it('answers text that is not HTTP with a 400 envelope', async () => {
+    const socket = await open();
+    const closed = closedBy(socket, 5_000);
+    socket.write('HELLO THERE\r\n\r\n');
+    const { text } = await closed;
+    expect(text).toMatch(/^HTTP\/1\.1 400/);
+    expect(envelopeOf(text)).toMatchObject({ status: 400, code: 'validation_failed' });
   });
 
   it('closes an idle keep-alive connection after 5 s', async () => {

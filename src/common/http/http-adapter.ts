@@ -1,5 +1,9 @@
 import { ExpressAdapter } from '@nestjs/platform-express';
-import { createServer, type RequestListener } from 'node:http';
+import { createServer, STATUS_CODES, type RequestListener } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { AppError } from '../errors/app-error';
+import { toErrorResponse } from '../errors/all-exceptions.filter';
+import { newRequestId, REQUEST_ID_HEADER } from './request-id';
 
 export interface ServerTimeouts {
   requestTimeoutMs: number;
@@ -28,8 +32,47 @@ class TimedExpressAdapter extends ExpressAdapter {
       },
       this.getInstance<RequestListener>(),
     );
+    server.on('clientError', answerClientError);
     this.setHttpServer(server);
   }
+}
+
+/** What Node's parser refuses before a request reaches Express, as the contract's envelope. */
+const CLIENT_ERRORS: Record<string, () => AppError> = {
+  ERR_HTTP_REQUEST_TIMEOUT: () =>
+    new AppError('request_timeout', 'The request did not arrive within the time allowed'),
+  HPE_HEADER_OVERFLOW: () =>
+    new AppError('headers_too_large', 'The request line and headers exceed 16 KiB'),
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: () =>
+    new AppError('payload_too_large', 'The chunk extensions exceed the allowed size'),
+};
+
+/**
+ * Replaces Node's default `clientError` answer (a bare status line) with the error envelope and a
+ * fresh request id, so every answer the service gives is one a client can parse and quote.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const requestId = newRequestId();
+  const refusal =
+    CLIENT_ERRORS[error.code ?? '']?.() ??
+    new AppError('validation_failed', 'The request is not valid HTTP/1.1');
+  const { status, body } = toErrorResponse(refusal, requestId);
+  const json = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\n` +
+      `${REQUEST_ID_HEADER}: ${requestId}\r\n` +
+      'X-Content-Type-Options: nosniff\r\n' +
+      'Cache-Control: no-store\r\n' +
+      'Connection: close\r\n\r\n' +
+      json,
+  );
 }
 
 export function createHttpAdapter(timeouts: ServerTimeouts): ExpressAdapter {
