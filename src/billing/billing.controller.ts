@@ -8,15 +8,12 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
+import { IdempotencyKey } from '../common/http/idempotency-key';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import type { Page } from '../common/pagination/pagination';
 import { BillingService } from './billing.service';
 import { InvoiceDto, SetupIntentDto, SubscriptionDto } from './dto/billing.dto';
-import {
-  CreateSubscriptionDto,
-  IdempotencyKey,
-  ListInvoicesQueryDto,
-} from './dto/billing-requests.dto';
+import { CreateSubscriptionDto, ListInvoicesQueryDto } from './dto/billing-requests.dto';
 
 const NOT_CONFIGURED: [number, string] = [
   503,

@@ -1,6 +1,6 @@
 import { AppError } from '../common/errors/app-error';
-import { acceptsIdempotencyKey } from '../common/http/idempotency-key';
-import { parseIdempotencyKey, requestFingerprint } from './idempotency-request';
+import { acceptsIdempotencyKey, parseIdempotencyKey } from '../common/http/idempotency-key';
+import { requestFingerprint } from './idempotency-request';
 import { isStoredOutcome } from './idempotency.service';
 import { secretFieldsOf, withoutSecrets } from './replay-secrets';
 

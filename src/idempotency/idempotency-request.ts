@@ -1,27 +1,4 @@
 import { createHash } from 'node:crypto';
-import { AppError } from '../common/errors/app-error';
-
-const MAX_KEY_LENGTH = 255;
-/** Printable ASCII: space (0x20) to tilde (0x7E). */
-const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
-
-/** The header's value, checked: 1..255 printable ASCII characters, else 400 validation_failed. */
-export function parseIdempotencyKey(value: string | string[]): string {
-  // Node joins repeated headers with ", ": a key sent twice is checked as the joined text.
-  const key = Array.isArray(value) ? value.join(', ') : value;
-  if (key.length === 0 || key.length > MAX_KEY_LENGTH || !PRINTABLE_ASCII.test(key)) {
-    throw AppError.validation(
-      [
-        {
-          field: 'Idempotency-Key',
-          problem: `must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters`,
-        },
-      ],
-      'The Idempotency-Key header is not valid',
-    );
-  }
-  return key;
-}
 
 /**
  * What "the same request" means: the method, the path with its query, and the body as JSON with

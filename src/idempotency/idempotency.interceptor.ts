@@ -19,8 +19,9 @@ import {
   acceptsIdempotencyKey,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
+  parseIdempotencyKey,
 } from '../common/http/idempotency-key';
-import { parseIdempotencyKey, requestFingerprint } from './idempotency-request';
+import { requestFingerprint } from './idempotency-request';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
 import { FinalEventWatcher } from './final-event';
 import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';

@@ -2,21 +2,10 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { SubscribableEventType } from './webhook-event-types';
 import { WebhooksRepository } from './webhooks.repository';
+import { SECRET_FIELD_NAMES } from '../common/crypto/secret-fields';
 
 /** Keys that name a secret: event data holding one is a programming error, refused at once. */
-const SECRET_KEYS = new Set([
-  'secret',
-  'password',
-  'password_hash',
-  'token',
-  'token_hash',
-  'access_token',
-  'refresh_token',
-  'key',
-  'key_hash',
-  'api_key',
-  'client_secret',
-]);
+const SECRET_KEYS = new Set(SECRET_FIELD_NAMES);
 const MAX_CHECKED_DEPTH = 8;
 
 function secretKeyIn(value: unknown, depth = 0): string | undefined {

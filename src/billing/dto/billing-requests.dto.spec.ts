@@ -1,7 +1,7 @@
 import type { ArgumentMetadata } from '@nestjs/common';
 import { AppError } from '../../common/errors/app-error';
 import { createValidationPipe } from '../../common/validation/validation.pipe';
-import { ListInvoicesQueryDto, validIdempotencyKey } from './billing-requests.dto';
+import { ListInvoicesQueryDto } from './billing-requests.dto';
 
 describe('billing request rules', () => {
   const pipe = createValidationPipe();
@@ -25,28 +25,4 @@ describe('billing request rules', () => {
       { field: 'starting_after', problem: 'must be an invoice id' },
     ]);
   });
-
-  it('accepts 1..255 printable ASCII characters as an Idempotency-Key (contract §16), or none', () => {
-    expect(validIdempotencyKey(undefined)).toBeUndefined();
-    expect(validIdempotencyKey('client-retry-1')).toBe('client-retry-1');
-    expect(validIdempotencyKey('~'.repeat(255))).toBe('~'.repeat(255));
-    expect(validIdempotencyKey('with space')).toBe('with space');
-  });
-
-  it.each(['', 'tab\there', 'é', 'x'.repeat(256), ['a', 'b']])(
-    'refuses the Idempotency-Key %j',
-    (value) => {
-      let error: unknown;
-      try {
-        validIdempotencyKey(value);
-      } catch (e) {
-        error = e;
-      }
-      expect(error).toBeInstanceOf(AppError);
-      expect((error as AppError).code).toBe('validation_failed');
-      expect((error as AppError).details).toEqual([
-        { field: 'Idempotency-Key', problem: 'must be 1..255 printable ASCII characters' },
-      ]);
-    },
-  );
 });

@@ -1,5 +1,6 @@
 import pino, { DestinationStream, Logger } from 'pino';
 import { serializeError } from './error-serializer';
+import { SECRET_FIELD_NAMES } from '../crypto/secret-fields';
 
 export const ROOT_LOGGER = Symbol('ROOT_LOGGER');
 export const LOG_DESTINATION = Symbol('LOG_DESTINATION');
@@ -13,16 +14,7 @@ export const REDACTED_PATHS = [
   'req.headers.cookie',
   'req.headers["stripe-signature"]',
   'res.headers["set-cookie"]',
-  '*.password',
-  '*.new_password',
-  '*.token',
-  '*.access_token',
-  '*.id_token',
-  '*.key',
-  '*.api_key',
-  '*.secret',
-  '*.client_secret',
-  '*.authorization',
+  ...SECRET_FIELD_NAMES.map((name) => `*.${name}`),
 ];
 
 /** Stdout without blocking the event loop on every line; flushed when the process exits. */
