@@ -1,6 +1,7 @@
 import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
+import { inBatches, PeriodicTask } from '../common/time/periodic-task';
 import type { TeamsConfig } from '../config/teams.config';
 import { AuditRepository } from './audit.repository';
 
@@ -16,10 +17,7 @@ const BATCH_SIZE = 1_000;
 @Injectable()
 export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly retentionDays: number;
-  private readonly intervalMs: number;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly task: PeriodicTask;
 
   constructor(
     private readonly events: AuditRepository,
@@ -29,39 +27,31 @@ export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDes
     this.logger.setContext(AuditRetentionWorker.name);
     const teams = config.getOrThrow<TeamsConfig>('teams');
     this.retentionDays = teams.auditRetentionDays;
-    this.intervalMs = teams.auditPurgeIntervalMs;
+    this.task = new PeriodicTask({
+      intervalMs: teams.auditPurgeIntervalMs,
+      firstDelayMs: Math.min(teams.auditPurgeIntervalMs, 10_000),
+      run: async () => {
+        const count = await this.purgeExpired();
+        if (count > 0) this.logger.info({ count }, 'purged audit events past retention');
+      },
+      onError: (error) => this.logger.error({ err: error }, 'audit purge failed'),
+    });
   }
 
   onApplicationBootstrap(): void {
-    this.schedule(Math.min(this.intervalMs, 10_000));
+    this.task.start();
   }
 
-  async onModuleDestroy(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+  onModuleDestroy(): Promise<void> {
+    return this.task.stop();
   }
 
   /** Deletes every event past retention now; answers how many. */
-  async purgeExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const deleted = await this.events.deleteOlderThan(this.retentionDays, BATCH_SIZE);
-      total += deleted;
-      if (deleted < BATCH_SIZE || this.stopped) return total;
-    }
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.purgeExpired()
-        .then((count) => {
-          if (count > 0) this.logger.info({ count }, 'purged audit events past retention');
-        })
-        .catch((error: unknown) => this.logger.error({ err: error }, 'audit purge failed'))
-        .finally(() => this.schedule(this.intervalMs));
-    }, delayMs);
-    this.timer.unref();
+  purgeExpired(): Promise<number> {
+    return inBatches(
+      BATCH_SIZE,
+      () => this.events.deleteOlderThan(this.retentionDays, BATCH_SIZE),
+      () => this.task.isStopped,
+    );
   }
 }

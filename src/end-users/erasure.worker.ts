@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import { Clock } from '../common/time/clock';
+import { inBatches, PeriodicTask } from '../common/time/periodic-task';
 import type { EndUsersConfig } from '../config/end-users.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
@@ -23,10 +24,7 @@ const BATCH_SIZE = 20;
  */
 @Injectable()
 export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly intervalMs: number;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly task: PeriodicTask;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -41,7 +39,14 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
     metrics: MetricsService,
   ) {
     this.logger.setContext(ErasureWorker.name);
-    this.intervalMs = config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs;
+    this.task = new PeriodicTask({
+      intervalMs: config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs,
+      run: async () => {
+        const count = await this.eraseDue();
+        if (count > 0) this.logger.info({ count }, 'erased end users');
+      },
+      onError: (error) => this.logger.error({ err: error }, 'erasure failed; retrying'),
+    });
     const countPending = () =>
       this.endUsers.countDeleting().catch((error: unknown) => {
         this.logger.warn({ err: error }, 'erasure_pending: count failed');
@@ -59,37 +64,21 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   onApplicationBootstrap(): void {
-    this.schedule();
+    this.task.start();
   }
 
   /** Before the database closes (TypeORM closes it at application shutdown), finish the batch. */
-  async onModuleDestroy(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+  onModuleDestroy(): Promise<void> {
+    return this.task.stop();
   }
 
   /** Erases every end user now due; answers how many. */
-  async eraseDue(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const erased = await this.eraseBatch();
-      total += erased;
-      if (erased < BATCH_SIZE || this.stopped) return total;
-    }
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.eraseDue()
-        .then((count) => {
-          if (count > 0) this.logger.info({ count }, 'erased end users');
-        })
-        .catch((error: unknown) => this.logger.error({ err: error }, 'erasure failed; retrying'))
-        .finally(() => this.schedule());
-    }, this.intervalMs);
-    this.timer.unref();
+  eraseDue(): Promise<number> {
+    return inBatches(
+      BATCH_SIZE,
+      () => this.eraseBatch(),
+      () => this.task.isStopped,
+    );
   }
 
   /** One transaction: the claimed users and everything about them, or nothing. */

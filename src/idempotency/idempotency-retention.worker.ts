@@ -1,5 +1,6 @@
 import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
+import { inBatches, PeriodicTask } from '../common/time/periodic-task';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service';
 
@@ -17,9 +18,15 @@ const PURGE_INTERVAL_MS = 60 * 60 * 1000;
  */
 @Injectable()
 export class IdempotencyRetentionWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly task = new PeriodicTask({
+    intervalMs: PURGE_INTERVAL_MS,
+    firstDelayMs: 10_000,
+    run: async () => {
+      const count = await this.purgeExpired();
+      if (count > 0) this.logger.info({ count }, 'purged idempotency keys past retention');
+    },
+    onError: (error) => this.logger.error({ err: error }, 'idempotency purge failed'),
+  });
 
   constructor(
     private readonly keys: IdempotencyRepository,
@@ -29,35 +36,19 @@ export class IdempotencyRetentionWorker implements OnApplicationBootstrap, OnMod
   }
 
   onApplicationBootstrap(): void {
-    this.schedule(10_000);
+    this.task.start();
   }
 
-  async onModuleDestroy(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+  onModuleDestroy(): Promise<void> {
+    return this.task.stop();
   }
 
   /** Deletes every key past retention now; answers how many. */
-  async purgeExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const deleted = await this.keys.deleteOlderThan(IDEMPOTENCY_RETENTION_MS, BATCH_SIZE);
-      total += deleted;
-      if (deleted < BATCH_SIZE || this.stopped) return total;
-    }
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.purgeExpired()
-        .then((count) => {
-          if (count > 0) this.logger.info({ count }, 'purged idempotency keys past retention');
-        })
-        .catch((error: unknown) => this.logger.error({ err: error }, 'idempotency purge failed'))
-        .finally(() => this.schedule(PURGE_INTERVAL_MS));
-    }, delayMs);
-    this.timer.unref();
+  purgeExpired(): Promise<number> {
+    return inBatches(
+      BATCH_SIZE,
+      () => this.keys.deleteOlderThan(IDEMPOTENCY_RETENTION_MS, BATCH_SIZE),
+      () => this.task.isStopped,
+    );
   }
 }

@@ -4,6 +4,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Clock } from '../common/time/clock';
+import { inBatches, PeriodicTask } from '../common/time/periodic-task';
 import type { WebhooksConfig } from '../config/webhooks.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { publicEventId } from './webhook-event-types';
@@ -79,8 +80,12 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
   private wake: (() => void) | undefined;
   private waitingForSlot = false;
   private stopped = false;
-  private purgeTimer: NodeJS.Timeout | undefined;
-  private purging: Promise<void> | undefined;
+  private readonly purge = new PeriodicTask({
+    intervalMs: PURGE_INTERVAL_MS,
+    firstDelayMs: 60_000,
+    run: () => this.purgeOld(),
+    onError: (error) => this.logger.error({ err: error }, 'webhook event purge failed'),
+  });
 
   constructor(
     private readonly webhooks: WebhooksRepository,
@@ -112,7 +117,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
 
   onApplicationBootstrap(): void {
     this.loop = this.run();
-    this.schedulePurge(60_000);
+    this.purge.start();
   }
 
   /**
@@ -121,7 +126,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
    */
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.purgeTimer);
+    const purged = this.purge.stop();
     this.wake?.();
     await this.loop;
     const grace = Math.min(this.config.timeoutMs, SHUTDOWN_GRACE_MS);
@@ -134,7 +139,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     this.abort.abort();
     await Promise.all(this.inFlight.values());
     while (this.recording) await this.recording;
-    await this.purging;
+    await purged;
     if (this.toRelease.length > 0) {
       await this.webhooks
         .release(this.toRelease.splice(0))
@@ -273,23 +278,12 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     });
   }
 
-  private schedulePurge(delayMs: number): void {
-    if (this.stopped) return;
-    this.purgeTimer = setTimeout(() => {
-      this.purging = this.purgeOld()
-        .catch((error: unknown) => this.logger.error({ err: error }, 'webhook event purge failed'))
-        .finally(() => this.schedulePurge(PURGE_INTERVAL_MS));
-    }, delayMs);
-    this.purgeTimer.unref();
-  }
-
   private async purgeOld(): Promise<void> {
-    let total = 0;
-    for (;;) {
-      const deleted = await this.webhooks.deleteEventsOlderThan(RETENTION_DAYS, PURGE_BATCH);
-      total += deleted;
-      if (deleted < PURGE_BATCH || this.stopped) break;
-    }
+    const total = await inBatches(
+      PURGE_BATCH,
+      () => this.webhooks.deleteEventsOlderThan(RETENTION_DAYS, PURGE_BATCH),
+      () => this.purge.isStopped,
+    );
     if (total > 0) this.logger.info({ count: total }, 'purged webhook events past retention');
   }
 }

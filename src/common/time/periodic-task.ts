@@ -1,0 +1,65 @@
+export interface PeriodicTaskOptions {
+  /** The pause between the end of one run and the start of the next. */
+  intervalMs: number;
+  /** The pause before the first run (default: `intervalMs`). */
+  firstDelayMs?: number;
+  run: () => Promise<void>;
+  /** A failed run is reported here and the schedule goes on. */
+  onError: (error: unknown) => void;
+}
+
+/**
+ * A background job of every instance (erasure, retention purges): runs are never concurrent, the
+ * timer does not keep the process alive, and `stop()` cancels the next run and waits for the
+ * current one, so shutdown can close the database after it.
+ */
+export class PeriodicTask {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: PeriodicTaskOptions) {}
+
+  /** True once `stop()` was called: a long run checks it between batches. */
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  start(): void {
+    this.schedule(this.options.firstDelayMs ?? this.options.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.options
+        .run()
+        .catch(this.options.onError)
+        .finally(() => this.schedule(this.options.intervalMs));
+    }, delayMs);
+    this.timer.unref();
+  }
+}
+
+/**
+ * Runs a bounded batch (a DELETE … LIMIT) until one comes back short or `stop` says so; answers
+ * the total. Batches keep each statement short, so purges never hold locks for long.
+ */
+export async function inBatches(
+  batchSize: number,
+  batch: () => Promise<number>,
+  stop: () => boolean,
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const done = await batch();
+    total += done;
+    if (done < batchSize || stop()) return total;
+  }
+}
