@@ -62,7 +62,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     // that order certain: the rate limiter first, so 401/403 answers carry its headers and
     // floods of bad credentials are throttled per address; then deny-by-default authentication.
     { provide: APP_GUARD, useClass: RateLimitGuard },
-    { provide: APP_GUARD, useClass: AuthenticationGuard },
+    { provide: APP_GUARD, useExisting: AuthenticationGuard },
     // After authentication, so a caller without access learns nothing about a route's body.
     { provide: APP_GUARD, useClass: BodilessRouteGuard },
     // Interceptors run after every guard: a keyed POST is scoped to the caller they resolved.

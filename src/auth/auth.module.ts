@@ -77,11 +77,11 @@ import { JwtStrategy } from './strategies/jwt.strategy';
     AuthService,
     AccessTokensService,
     JwtStrategy,
-    // The rate limiter's view of the guard: who is calling, resolved once per request.
-    // (AuthenticationGuard is registered as APP_GUARD in app.module.ts, after the rate limiter.)
+    // One instance: app.module.ts registers it as APP_GUARD (after the rate limiter), and the
+    // rate limiter asks it, as CallerResolver, who is calling, resolved once per request.
     AuthenticationGuard,
     { provide: CallerResolver, useExisting: AuthenticationGuard },
   ],
-  exports: [AccessTokensService, CallerResolver],
+  exports: [AccessTokensService, AuthenticationGuard, CallerResolver],
 })
 export class AuthModule {}
