@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ClockModule } from './common/time/clock';
 import { ConfigModule } from '@nestjs/config';
-import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { AuthModule } from './auth/auth.module';
 import { AuthenticationGuard } from './auth/authentication.guard';
@@ -17,7 +17,6 @@ import { DatabaseModule } from './database/database.module';
 import { EndUsersModule } from './end-users/end-users.module';
 import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
-import { IdempotencyInterceptor } from './idempotency/idempotency.interceptor';
 import { IdempotencyModule } from './idempotency/idempotency.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { OrganizationsModule } from './organizations/organizations.module';
@@ -65,8 +64,6 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     { provide: APP_GUARD, useExisting: AuthenticationGuard },
     // After authentication, so a caller without access learns nothing about a route's body.
     { provide: APP_GUARD, useClass: BodilessRouteGuard },
-    // Interceptors run after every guard: a keyed POST is scoped to the caller they resolved.
-    { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
   ],
 })
 export class AppModule {}

@@ -5,6 +5,7 @@ import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
 import { Scopes } from '../src/common/auth/auth.decorators';
 import { IdempotencyRetentionWorker } from '../src/idempotency/idempotency-retention.worker';
+import { AcceptsIdempotencyKey } from '../src/idempotency/accepts-idempotency-key.decorator';
 import { IdempotencyModule } from '../src/idempotency/idempotency.module';
 import { IdempotencyService } from '../src/idempotency/idempotency.service';
 import { expectError, expectRequestId } from './support/assertions';
@@ -33,6 +34,7 @@ class TransactionProbeController {
   ) {}
 
   @Post('in-transaction')
+  @AcceptsIdempotencyKey()
   async work(
     @Body() body: TransactionProbeDto,
     @Headers('idempotency-key') key: string,

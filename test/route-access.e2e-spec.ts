@@ -1,12 +1,17 @@
 import { RequestMethod } from '@nestjs/common';
-import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
+import { INTERCEPTORS_METADATA, METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { IS_PUBLIC, REQUIRED_SCOPE, USER_ONLY } from '../src/common/auth/auth.decorators';
+import { acceptsIdempotencyKey } from '../src/common/http/idempotency-key';
+import { IdempotencyInterceptor } from '../src/idempotency/idempotency.interceptor';
 import { createTestApp, TestApp } from './support/test-app';
 
 interface Route {
   route: string;
+  method: string;
+  path: string;
   public: boolean;
+  acceptsIdempotencyKey: boolean;
   scope?: string;
   userOnly: boolean;
 }
@@ -28,8 +33,13 @@ function registeredRoutes(t: TestApp): Route[] {
       if (path === undefined) continue;
       const method = RequestMethod[Reflect.getMetadata(METHOD_METADATA, handler) as number];
       const targets = [handler as () => void, controller];
+      const fullPath = `/${[base, [path].flat()[0]].filter((part) => part && part !== '/').join('/')}`;
+      const interceptors = (Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? []) as unknown[];
       routes.push({
-        route: `${method} /${[base, [path].flat()[0]].filter((part) => part && part !== '/').join('/')}`,
+        route: `${method} ${fullPath}`,
+        method,
+        path: fullPath,
+        acceptsIdempotencyKey: interceptors.includes(IdempotencyInterceptor),
         public: reflector.getAllAndOverride<boolean>(IS_PUBLIC, targets) ?? false,
         scope: reflector.getAllAndOverride<string>(REQUIRED_SCOPE, targets),
         userOnly: reflector.getAllAndOverride<boolean>(USER_ONLY, targets) ?? false,
@@ -66,6 +76,14 @@ describe('Deny by default: every registered route declares its access rule', () 
     ]) {
       expect(names).toContain(expected);
     }
+  });
+
+  it('puts @AcceptsIdempotencyKey() on every POST under /v1 but the Stripe receiver, and nowhere else (§16)', () => {
+    const wrong = routes.filter(
+      (route) => route.acceptsIdempotencyKey !== acceptsIdempotencyKey(route.method, route.path),
+    );
+    expect(wrong.map((route) => route.route)).toEqual([]);
+    expect(routes.filter((route) => route.acceptsIdempotencyKey).length).toBeGreaterThanOrEqual(20);
   });
 
   it('gives every route @Public(), @Scopes() or @UserOnly()', () => {

@@ -24,6 +24,7 @@ import {
   DEFAULT_ROLL_OVERLAP_SECONDS,
   RollApiKeyDto,
 } from './dto/api-key.dto';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('API key') });
 
@@ -35,6 +36,7 @@ export class ApiKeysController {
 
   @Header('Cache-Control', 'no-store')
   @Post()
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates an API key; the full key is in this response only' })
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
@@ -64,6 +66,7 @@ export class ApiKeysController {
   }
 
   @Post(':id/roll')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @Header('Cache-Control', 'no-store')
   @ApiOperation({

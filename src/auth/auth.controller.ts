@@ -18,6 +18,7 @@ import {
 } from './dto/login.dto';
 import { AccessTokenDto, SignupDto, SignupResponseDto } from './dto/signup.dto';
 import { PasswordResetService } from './password-reset.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 @ApiTags('auth')
 @Public()
@@ -30,6 +31,7 @@ export class AuthController {
 
   @Header('Cache-Control', 'no-store')
   @Post('signup')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates a user and their first organization, and logs them in' })
   @ApiCreatedResponse({ type: SignupResponseDto })
@@ -40,6 +42,7 @@ export class AuthController {
 
   @Header('Cache-Control', 'no-store')
   @Post('login')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({
     summary: 'Logs in with e-mail and password',
@@ -57,6 +60,7 @@ export class AuthController {
   }
 
   @Post('forgot-password')
+  @AcceptsIdempotencyKey()
   @HttpCode(202)
   @ApiOperation({
     summary: 'E-mails a password reset link when the address has an account',
@@ -70,6 +74,7 @@ export class AuthController {
   }
 
   @Post('reset-password')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({
     summary: 'Sets a new password with the token from the e-mail',

@@ -14,6 +14,7 @@ import type { Page } from '../common/pagination/pagination';
 import { BillingService } from './billing.service';
 import { InvoiceDto, SetupIntentDto, SubscriptionDto } from './dto/billing.dto';
 import { CreateSubscriptionDto, ListInvoicesQueryDto } from './dto/billing-requests.dto';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const NOT_CONFIGURED: [number, string] = [
   503,
@@ -38,6 +39,7 @@ export class BillingController {
   }
 
   @Post('payment-methods')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({
     summary: 'Starts adding a payment method: a SetupIntent whose client_secret Stripe.js confirms',
@@ -65,6 +67,7 @@ export class BillingController {
   }
 
   @Post('subscription')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({ summary: 'Starts the subscription (one live subscription per organization)' })
   @ApiCreatedResponse({ type: SubscriptionDto })
@@ -77,6 +80,7 @@ export class BillingController {
   }
 
   @Post('subscription/suspend')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({
     summary: 'Voluntarily suspends the subscription: collection pauses (invoices voided)',
@@ -93,6 +97,7 @@ export class BillingController {
   }
 
   @Post('subscription/resume')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({ summary: 'Resumes a suspended subscription: collection starts again' })
   @ApiOkResponse({ type: SubscriptionDto })

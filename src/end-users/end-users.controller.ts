@@ -32,6 +32,7 @@ import {
 } from './dto/end-user.dto';
 import { UserIdParamDto } from './dto/user-id';
 import { EndUsersService } from './end-users.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const UNDER_DELETION: [number, string] = [
   409,
@@ -44,6 +45,7 @@ export class EndUsersController {
   constructor(private readonly endUsers: EndUsersService) {}
 
   @Post()
+  @AcceptsIdempotencyKey()
   @Scopes('read_write')
   @ApiOperation({
     summary: 'Creates the end user, or returns the existing one (metadata then ignored)',

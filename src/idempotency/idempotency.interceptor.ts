@@ -16,7 +16,6 @@ import { requestIdOf } from '../common/http/request-id';
 import { routeTemplateOf } from '../common/http/route-template';
 import type { KeyRef } from './idempotency.repository';
 import {
-  acceptsIdempotencyKey,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
   parseIdempotencyKey,
@@ -27,10 +26,11 @@ import { FinalEventWatcher } from './final-event';
 import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';
 
 /**
- * `Idempotency-Key` on every POST under /v1 but the Stripe webhook receiver (contract §16,
- * docs/idempotency.md). Runs after the guards, so the caller (whose organization, or user on
- * user-only routes, scopes the key) is known, and before the validation pipe and the handler.
- * A request without the header costs one header lookup: no database round trip.
+ * `Idempotency-Key` on the routes that carry @AcceptsIdempotencyKey(): every POST under /v1 but
+ * the Stripe webhook receiver (contract §16, docs/idempotency.md). Runs after the guards, so the
+ * caller (whose organization, or user on user-only routes, scopes the key) is known, and before
+ * the validation pipe and the handler. A request without the header costs one header lookup: no
+ * database round trip.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
@@ -44,9 +44,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const http = context.switchToHttp();
     const request = http.getRequest<Request & RequestWithCaller>();
     const header = request.headers[IDEMPOTENCY_KEY_HEADER];
-    if (header === undefined || !acceptsIdempotencyKey(request.method, request.path)) {
-      return next.handle();
-    }
+    if (header === undefined) return next.handle();
     return defer(() => {
       const key = parseIdempotencyKey(header);
       const caller = request.caller;

@@ -1,24 +1,20 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyKey } from './entities/idempotency-key.entity';
 import { IdempotencyRetentionWorker } from './idempotency-retention.worker';
-import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
 
 /**
- * `Idempotency-Key` for every POST under /v1 (docs/idempotency.md). AppModule registers
- * IdempotencyInterceptor as APP_INTERCEPTOR; a feature that wants its key marked done in its own
- * transaction imports this module and calls IdempotencyService.recordInTransaction.
+ * `Idempotency-Key` for every POST under /v1 (docs/idempotency.md). Global, because every
+ * feature's POST handlers carry @AcceptsIdempotencyKey(), whose interceptor Nest builds in the
+ * controller's module; a feature that wants its key marked done in its own transaction calls
+ * IdempotencyService.recordInTransaction.
  */
+@Global()
 @Module({
   imports: [TypeOrmModule.forFeature([IdempotencyKey])],
-  providers: [
-    IdempotencyRepository,
-    IdempotencyService,
-    IdempotencyInterceptor,
-    IdempotencyRetentionWorker,
-  ],
-  exports: [IdempotencyService, IdempotencyInterceptor],
+  providers: [IdempotencyRepository, IdempotencyService, IdempotencyRetentionWorker],
+  exports: [IdempotencyService],
 })
 export class IdempotencyModule {}

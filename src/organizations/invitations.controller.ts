@@ -14,6 +14,7 @@ import { AcceptInvitationDto, CreateInvitationDto, InvitationDto } from './dto/i
 import { OrganizationDto } from './dto/organization.dto';
 import { invitationIdPipe, organizationIdPipe } from './dto/path-params';
 import { InvitationsService } from './invitations.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const FORBIDDEN_ROLE: [number, string] = [
   403,
@@ -27,6 +28,7 @@ export class InvitationsController {
   constructor(private readonly invitations: InvitationsService) {}
 
   @Post('organizations/:id/invitations')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({
     summary:
@@ -71,6 +73,7 @@ export class InvitationsController {
   }
 
   @Post('invitations/accept')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({
     summary:

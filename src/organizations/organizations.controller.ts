@@ -6,6 +6,7 @@ import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { CreateOrganizationDto, OrganizationDto } from './dto/organization.dto';
 import { OrganizationsService } from './organizations.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 @ApiTags('organizations')
 @UserOnly()
@@ -25,6 +26,7 @@ export class OrganizationsController {
   }
 
   @Post()
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates an organization owned by the authenticated user' })
   @ApiCreatedResponse({ type: OrganizationDto })

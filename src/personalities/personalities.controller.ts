@@ -26,6 +26,7 @@ import { FromCatalogDto } from './dto/from-catalog.dto';
 import { CatalogEntryDto, PersonalityDto } from './dto/personality-response';
 import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import { PersonalitiesService } from './personalities.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const personalityId = new ParseUUIDPipe({
   exceptionFactory: () => AppError.notFound('Personality'),
@@ -46,6 +47,7 @@ export class PersonalitiesController {
   }
 
   @Post('from-catalog')
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @Scopes('read_write')
   @ApiOperation({

@@ -11,6 +11,7 @@ import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
 import { type Conversation, RespondService } from './respond.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const EVENT_STREAM_DESCRIPTION = [
   'With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then',
@@ -28,6 +29,7 @@ export class RespondController {
   ) {}
 
   @Post()
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @Scopes('read_write')
   @ApiOperation({

@@ -25,6 +25,7 @@ import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ssoIdentityIdPipe, SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
 import { SsoService } from './sso.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 @ApiTags('sso')
 @UserOnly()
@@ -33,6 +34,7 @@ export class MeSsoController {
   constructor(private readonly sso: SsoService) {}
 
   @Post('link')
+  @AcceptsIdempotencyKey()
   @ApiOperation({
     summary: 'Links an SSO identity (verified OIDC id_token) to the authenticated user',
   })
@@ -91,6 +93,7 @@ export class SsoLoginController {
 
   @Header('Cache-Control', 'no-store')
   @Post('login')
+  @AcceptsIdempotencyKey()
   @HttpCode(200)
   @ApiOperation({
     summary: 'Logs in the user a verified SSO identity is linked to',

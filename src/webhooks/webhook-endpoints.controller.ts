@@ -33,6 +33,7 @@ import {
   WebhookPingDto,
 } from './dto/webhook-endpoint.dto';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const endpointId = new ParseUUIDPipe({
   exceptionFactory: () => AppError.notFound('Webhook endpoint'),
@@ -45,6 +46,7 @@ export class WebhookEndpointsController {
   constructor(private readonly endpoints: WebhookEndpointsService) {}
 
   @Post()
+  @AcceptsIdempotencyKey()
   @HttpCode(201)
   @Header('Cache-Control', 'no-store')
   @ApiOperation({
@@ -110,6 +112,7 @@ export class WebhookEndpointsController {
   }
 
   @Post(':id/test')
+  @AcceptsIdempotencyKey()
   @HttpCode(202)
   @ApiOperation({ summary: 'Sends a ping event to this endpoint (only), delivered like any event' })
   @ApiAcceptedResponse({ type: WebhookPingDto })
