@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import { storage, Store } from 'nestjs-pino/storage';
 import type { Logger } from 'pino';
 import { newRequestId, REQUEST_ID_HEADER } from '../http/request-id';
 
@@ -19,10 +20,10 @@ function pathOf(request: Request): string {
 
 /**
  * The first middleware of every request: gives it a new ULID (an incoming X-Request-Id is never
- * trusted), sends it back as X-Request-Id (with `nosniff`), binds a child logger carrying it (`request.log`, which
- * nestjs-pino hands to services), and writes one JSON line when the response ends: requestId,
- * method, path, status, duration_ms, and `err` for unexpected errors. Headers and bodies are never
- * logged. Written by hand rather than with pino-http, which made a request cost noticeably more
+ * trusted), sends it back as X-Request-Id (with `nosniff`), binds a child logger carrying it
+ * (`request.log`, and nestjs-pino's request store, from which PinoLogger hands it to services),
+ * and writes one JSON line when the response ends: requestId, method, path, status, duration_ms,
+ * and `err` for unexpected errors. Headers and bodies are never logged. Written by hand rather than with pino-http, which made a request cost noticeably more
  * (see bench/results/changelog.json); nestjs-pino still needs pino-http installed as its peer.
  */
 export function createHttpLogger(logger: Logger, observe?: ResponseObserver) {
@@ -61,6 +62,6 @@ export function createHttpLogger(logger: Logger, observe?: ResponseObserver) {
         accessLog.info(line, 'request completed');
       }
     });
-    next();
+    storage.run(new Store(request.log), next);
   };
 }

@@ -35,7 +35,10 @@ export class RootLoggerModule {}
 /**
  * JSON logs through pino. The HTTP middleware (request id + access line) is mounted first of all
  * in app.setup.ts, so even requests refused by the body parser are logged; nestjs-pino runs in
- * `useExisting` mode and exposes that same request-bound logger to Nest and to services.
+ * `useExisting` mode and exposes that same request-bound logger to Nest and to services. That
+ * middleware also binds the logger into nestjs-pino's request store, so nestjs-pino mounts no
+ * middleware of its own (`forRoutes: []`): its catch-all route was one more layer every request
+ * walked through Express's router.
  */
 @Global()
 @Module({
@@ -44,7 +47,7 @@ export class RootLoggerModule {}
     LoggerModule.forRootAsync({
       imports: [RootLoggerModule],
       inject: [ROOT_LOGGER],
-      useFactory: (logger: Logger) => ({ pinoHttp: { logger }, useExisting: true }),
+      useFactory: (logger: Logger) => ({ pinoHttp: { logger }, useExisting: true, forRoutes: [] }),
     }),
   ],
   exports: [RootLoggerModule, LoggerModule],
