@@ -6,9 +6,10 @@ import { ApiKeysController } from './api-keys.controller';
 import { ApiKeysRepository } from './api-keys.repository';
 import { ApiKeysService } from './api-keys.service';
 import { ApiKey } from './entities/api-key.entity';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ApiKey]), AuditModule, WebhooksModule],
+  imports: [IdempotencyModule, TypeOrmModule.forFeature([ApiKey]), AuditModule, WebhooksModule],
   controllers: [ApiKeysController],
   providers: [ApiKeysRepository, ApiKeysService],
   exports: [ApiKeysService],

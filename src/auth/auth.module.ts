@@ -23,9 +23,11 @@ import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.
 import { PasswordResetTokensRepository } from './password-reset-tokens.repository';
 import { PasswordResetService } from './password-reset.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
   imports: [
+    IdempotencyModule,
     TypeOrmModule.forFeature([LoginAttempt, PasswordResetToken]),
     PassportModule,
     JwtModule.registerAsync({

@@ -11,9 +11,11 @@ import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingEvent } from './entities/billing-event.entity';
 import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
   imports: [
+    IdempotencyModule,
     TypeOrmModule.forFeature([BillingCustomer, BillingSubscription, BillingEvent]),
     AuditModule,
     WebhooksModule,

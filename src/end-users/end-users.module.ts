@@ -12,9 +12,16 @@ import { ErasureWorker } from './erasure.worker';
 import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([EndUser, Memory]), UsageModule, AuditModule, WebhooksModule],
+  imports: [
+    IdempotencyModule,
+    TypeOrmModule.forFeature([EndUser, Memory]),
+    UsageModule,
+    AuditModule,
+    WebhooksModule,
+  ],
   controllers: [EndUsersController, MemoriesController],
   providers: [
     EndUsersRepository,

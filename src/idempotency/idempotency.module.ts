@@ -1,4 +1,4 @@
-import { Global, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { IdempotencyKey } from './entities/idempotency-key.entity';
 import { IdempotencyRetentionWorker } from './idempotency-retention.worker';
@@ -6,12 +6,11 @@ import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
 
 /**
- * `Idempotency-Key` for every POST under /v1 (docs/idempotency.md). Global, because every
- * feature's POST handlers carry @AcceptsIdempotencyKey(), whose interceptor Nest builds in the
- * controller's module; a feature that wants its key marked done in its own transaction calls
+ * `Idempotency-Key` for every POST under /v1 (docs/idempotency.md). A module whose controllers
+ * carry @AcceptsIdempotencyKey() imports this one, because Nest builds a route's interceptor in
+ * the controller's module; a feature that wants its key marked done in its own transaction calls
  * IdempotencyService.recordInTransaction.
  */
-@Global()
 @Module({
   imports: [TypeOrmModule.forFeature([IdempotencyKey])],
   providers: [IdempotencyRepository, IdempotencyService, IdempotencyRetentionWorker],

@@ -16,9 +16,11 @@ import { MembersService } from './members.service';
 import { OrganizationsController } from './organizations.controller';
 import { OrganizationsRepository } from './organizations.repository';
 import { OrganizationsService } from './organizations.service';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
   imports: [
+    IdempotencyModule,
     TypeOrmModule.forFeature([Organization, Membership, Invitation]),
     UsersModule,
     AuditModule,

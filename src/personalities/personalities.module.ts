@@ -7,9 +7,11 @@ import { Personality } from './entities/personality.entity';
 import { PersonalitiesController } from './personalities.controller';
 import { PersonalitiesRepository } from './personalities.repository';
 import { PersonalitiesService } from './personalities.service';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
   imports: [
+    IdempotencyModule,
     TypeOrmModule.forFeature([CatalogPersonality, Personality]),
     AuditModule,
     WebhooksModule,

@@ -11,9 +11,16 @@ import { RESPONSE_ENGINE } from './engine/response-engine';
 import { RespondController } from './respond.controller';
 import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [EndUsersModule, PersonalitiesModule, UsageModule, VocabulariesModule],
+  imports: [
+    IdempotencyModule,
+    EndUsersModule,
+    PersonalitiesModule,
+    UsageModule,
+    VocabulariesModule,
+  ],
   controllers: [RespondController],
   providers: [
     RespondRepository,

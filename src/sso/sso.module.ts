@@ -7,9 +7,10 @@ import { IdTokenVerifier } from './id-token-verifier.service';
 import { MeSsoController, SsoLoginController } from './sso.controller';
 import { SsoRepository } from './sso.repository';
 import { SsoService } from './sso.service';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([SsoIdentity]), AuthModule, UsersModule],
+  imports: [IdempotencyModule, TypeOrmModule.forFeature([SsoIdentity]), AuthModule, UsersModule],
   controllers: [MeSsoController, SsoLoginController],
   providers: [SsoRepository, SsoService, IdTokenVerifier],
 })

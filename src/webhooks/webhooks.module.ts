@@ -9,6 +9,7 @@ import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { WebhookEventsService } from './webhook-events.service';
 import { WebhooksRepository } from './webhooks.repository';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 /**
  * Outbound webhooks (docs/webhooks.md). Import it and inject WebhookEventsService to send an
@@ -16,6 +17,7 @@ import { WebhooksRepository } from './webhooks.repository';
  */
 @Module({
   imports: [
+    IdempotencyModule,
     TypeOrmModule.forFeature([WebhookEndpoint, WebhookEvent, WebhookDeliveryAttempt]),
     AuditModule,
   ],
