@@ -342,6 +342,39 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     });
   });
 
+  it('caps an organization at 20 endpoints, even when creates race', async () => {
+    const hoarder = await adminTenant(t);
+    const attempts = await Promise.all(
+      Array.from({ length: 26 }, (_, i) =>
+        t
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set('Authorization', hoarder.auth)
+          .send({ url: receiver.url(`ok/cap-${i}`), events: ['end_user.created'] }),
+      ),
+    );
+    expect(attempts.filter((r) => r.status === 201)).toHaveLength(20);
+    const refused = attempts.filter((r) => r.status !== 201);
+    expect(refused).toHaveLength(6);
+    for (const response of refused) expectError(response, 409, 'webhook_endpoint_limit');
+    const stored = await t.app
+      .get<DataSource>(getDataSourceToken())
+      .query<Array<{ n: number }>>(
+        'SELECT count(*)::int AS n FROM webhook_endpoints WHERE organization_id = $1',
+        [hoarder.organizationId],
+      );
+    expect(stored[0].n).toBe(20);
+    // Another organization is not affected, and deleting one makes room again.
+    await createEndpoint(t, await adminTenant(t), receiver.url('ok/other-org'));
+    const oneId = (attempts.find((r) => r.status === 201)!.body as { id: string }).id;
+    await t
+      .http()
+      .delete(`/v1/webhook-endpoints/${oneId}`)
+      .set('Authorization', hoarder.auth)
+      .expect(204);
+    await createEndpoint(t, hoarder, receiver.url('ok/cap-again'));
+  });
+
   it('test sends a ping, signed so that standardwebhooks verifies it, and lists the attempt', async () => {
     const path = `ok/ping-${randomUUID()}`;
     const { id, secret } = await createEndpoint(t, tenant, receiver.url(path), [

@@ -9,7 +9,7 @@ import { type LoadFigures, type LoadOptions, load } from '../lib/load';
 import { freePort, freshDatabase, type RunningService, startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
 
-const ROUNDS = 3;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const root = resolve(__dirname, '..', '..');
 
 /**

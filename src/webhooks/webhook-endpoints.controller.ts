@@ -54,7 +54,10 @@ export class WebhookEndpointsController {
       'Adds an endpoint that receives signed events; its signing secret is in this response only',
   })
   @ApiCreatedResponse({ type: CreatedWebhookEndpointDto })
-  @ApiErrors([400, 'Invalid request, or a URL that is or resolves to a non-public address'])
+  @ApiErrors(
+    [400, 'Invalid request, or a URL that is or resolves to a non-public address'],
+    [409, 'The organization has 20 endpoints already (`webhook_endpoint_limit`)'],
+  )
   create(
     @Caller() caller: CallerContext,
     @Body() body: CreateWebhookEndpointDto,

@@ -21,6 +21,12 @@ import { publicEventId } from './webhook-event-types';
 import { generateWebhookSecret } from './webhook-signer';
 import { WebhooksRepository } from './webhooks.repository';
 
+/**
+ * Endpoints an organization may have, disabled ones included: every event is attempted once per
+ * subscribed endpoint, so without a cap one tenant could multiply the outbox's work at will.
+ */
+export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
+
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
 @Injectable()
 export class WebhookEndpointsService {
@@ -42,12 +48,18 @@ export class WebhookEndpointsService {
     await this.assertReachable(dto.url);
     const secret = generateWebhookSecret();
     const row = await this.dataSource.transaction(async (manager) => {
-      const created = await this.webhooks.insertEndpoint(manager, caller.organizationId, {
-        url: dto.url,
-        events: dto.events,
-        description: dto.description ?? null,
-        secret,
-      });
+      const created = await this.webhooks.insertEndpointWithin(
+        manager,
+        caller.organizationId,
+        MAX_ENDPOINTS_PER_ORGANIZATION,
+        { url: dto.url, events: dto.events, description: dto.description ?? null, secret },
+      );
+      if (!created) {
+        throw new AppError(
+          'webhook_endpoint_limit',
+          `An organization has at most ${MAX_ENDPOINTS_PER_ORGANIZATION} webhook endpoints; delete one first`,
+        );
+      }
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: 'webhook_endpoint.created',

@@ -75,16 +75,27 @@ export class WebhooksRepository {
 
   // ---------------------------------------------------------------- endpoints
 
-  async insertEndpoint(
+  /**
+   * Adds an endpoint unless the organization already has `limit`; undefined then. The
+   * organization's creates are serialized by a transaction-level advisory lock, taken in a
+   * statement of its own so that the count after it sees every create committed before.
+   */
+  async insertEndpointWithin(
     manager: EntityManager,
     organizationId: string,
+    limit: number,
     fields: { url: string; events: string[]; description: string | null; secret: string },
-  ): Promise<WebhookEndpointRow> {
+  ): Promise<WebhookEndpointRow | undefined> {
+    await manager.query(
+      `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))`,
+      [organizationId],
+    );
     const rows: WebhookEndpointRow[] = await manager.query(
       `INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
-       VALUES ($1, $2, $3, $4, $5)
+       SELECT $1, $2, $3, $4, $5
+        WHERE (SELECT count(*) FROM webhook_endpoints WHERE organization_id = $1) < $6
        RETURNING ${ENDPOINT_COLUMNS}`,
-      [organizationId, fields.url, fields.events, fields.description, fields.secret],
+      [organizationId, fields.url, fields.events, fields.description, fields.secret, limit],
     );
     return rows[0];
   }

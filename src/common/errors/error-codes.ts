@@ -30,6 +30,7 @@ export const ERROR_STATUS = {
   last_owner: 409,
   already_a_member: 409,
   webhook_endpoint_disabled: 409,
+  webhook_endpoint_limit: 409,
   idempotency_key_in_progress: 409,
   request_timeout: 408,
   payload_too_large: 413,
