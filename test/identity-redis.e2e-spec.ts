@@ -2,13 +2,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
+import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
 
 /** Two instances sharing one database and one Redis, as in production behind a balancer. */
-describe('Revocations reach every instance at once through Redis', () => {
+describe('Revocations and changes reach every instance at once through Redis', () => {
   let redis: OwnRedis;
   let a: TestApp;
   let b: TestApp;
@@ -67,5 +68,45 @@ describe('Revocations reach every instance at once through Redis', () => {
     expect(reset.status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 100));
     expectError(await list(b, tenant.accessToken), 401, 'unauthenticated');
+  });
+
+  it('replies on instance B with a personality as changed on instance A, then not at all once deleted', async () => {
+    const tenant = await tenantWithKey(a, ['read_write']);
+    const auth = `Bearer ${tenant.key}`;
+    const personalityId = await clonePersonality(a, auth);
+    const talk = () =>
+      respond(b, auth, { personality_id: personalityId, user_id: uniqueUserId(), message: 'hi' });
+    const before = await talk();
+    expect(before.status).toBe(200);
+    const greeting = 'Greetings from the patched personality.';
+    const template = ['As patched: {emotion}.'];
+    const patched = await a
+      .http()
+      .patch(`/v1/personalities/${personalityId}`)
+      .set('Authorization', auth)
+      .send({
+        replies: {
+          first_meeting: greeting,
+          positive: template,
+          negative: template,
+          ambiguous: template,
+          neutral: template,
+          recall: ['As patched, recalling {memory}.'],
+        },
+      });
+    expect(patched.status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const after = await talk();
+    expect(after.status).toBe(200);
+    expect(before.body.reply.text).not.toContain(greeting);
+    expect(after.body.reply.text).toContain(greeting);
+
+    const deleted = await a
+      .http()
+      .delete(`/v1/personalities/${personalityId}`)
+      .set('Authorization', auth);
+    expect(deleted.status).toBe(204);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expectError(await talk(), 404, 'not_found');
   });
 });

@@ -16,6 +16,7 @@ import { Organization } from '../src/organizations/entities/organization.entity'
 import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../src/personalities/personalities.module';
 import { PersonalitiesService } from '../src/personalities/personalities.service';
+import { RedisModule } from '../src/redis/redis.module';
 
 const shipped = JSON.parse(
   readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
@@ -71,6 +72,7 @@ describe('PersonalitiesService (real database)', () => {
         ClockModule,
         MetricsModule,
         DatabaseModule,
+        RedisModule,
         // The organizations the personalities and audit events belong to (foreign keys).
         TypeOrmModule.forFeature([Organization]),
         PersonalitiesModule,
@@ -171,17 +173,21 @@ describe('PersonalitiesService (real database)', () => {
       replies: clone.replies,
     });
 
+    // The read above is cached for replies; a change is seen by the very next one.
     const restored = await service.update(organizationId, clone.id, { model: null });
     expect(restored.model).toBeNull();
     expect(restored.name).toBe('Sage II');
+    expect((await service.findForReply(organizationId, clone.id)).model).toBeNull();
   });
 
   it('deletes with an audit event in the same transaction', async () => {
     const organizationId = await newOrganization();
     const clone = await service.cloneFromCatalog(organizationId, 'atlas-stoic');
     const caller = apiKeyCaller(organizationId);
+    await service.findForReply(organizationId, clone.id);
     await service.remove(caller, clone.id);
     await expectAppError(service.get(organizationId, clone.id), 'not_found');
+    await expectAppError(service.findForReply(organizationId, clone.id), 'not_found');
     const events: Array<Record<string, unknown>> = await dataSource.query(
       `SELECT action, actor_type, actor_id, target_type, target_id, details, request_id
          FROM audit_events WHERE organization_id = $1`,

@@ -1,4 +1,10 @@
-import { Injectable, OnApplicationBootstrap } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+  OnModuleInit,
+} from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
@@ -6,8 +12,11 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
+import { InvalidationChannel } from '../common/cache/invalidation-channel';
+import { TtlCache } from '../common/cache/ttl-cache';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { compareVersions } from '../vocabularies/vocabulary-files';
 import { readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
 import {
@@ -23,16 +32,42 @@ import { PersonalitiesRepository, type PersonalityForReply } from './personaliti
 
 export type { PersonalityForReply } from './personalities.repository';
 
+/**
+ * How long this instance keeps a personality read for a reply. Every `/v1/respond` needs one, and
+ * keeping it saves a query per reply (a quarter of a reply's CPU, bench/results/end-users.json).
+ * A PATCH or DELETE drops the entry here at once and on the other instances through Redis;
+ * without Redis another instance may reply with the old fields for this long. A deleted
+ * personality is never replied for after its deletion committed: the exchange's insert then fails
+ * on the memories' foreign key, which answers 404.
+ */
+const REPLY_CACHE_MS = 5_000;
+
 @Injectable()
-export class PersonalitiesService implements OnApplicationBootstrap {
+export class PersonalitiesService implements OnApplicationBootstrap, OnModuleInit, OnModuleDestroy {
+  private readonly forReply = new TtlCache<PersonalityForReply>(REPLY_CACHE_MS);
+  private readonly changes: InvalidationChannel;
+
   constructor(
     private readonly repository: PersonalitiesRepository,
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
   ) {
     this.logger.setContext(PersonalitiesService.name);
+    this.changes = new InvalidationChannel(redis, 'personalities:changed', logger);
+  }
+
+  onModuleInit(): void {
+    this.changes.listen(
+      (key) => this.forReply.delete(key),
+      () => this.forReply.clear(),
+    );
+  }
+
+  onModuleDestroy(): void {
+    this.changes.close();
   }
 
   /**
@@ -111,7 +146,9 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     if (changes.system_prompt !== undefined) personality.systemPrompt = changes.system_prompt;
     if (changes.replies !== undefined) personality.replies = { ...changes.replies };
     if (changes.model !== undefined) personality.model = changes.model;
-    return toPersonalityResponse(await this.repository.save(personality));
+    const saved = await this.repository.save(personality);
+    await this.forget(organizationId, id);
+    return toPersonalityResponse(saved);
   }
 
   /**
@@ -135,12 +172,25 @@ export class PersonalitiesService implements OnApplicationBootstrap {
         source_slug: deleted.sourceSlug,
       });
     });
+    await this.forget(organizationId, id);
   }
 
+  /** The organization's personality as a reply needs it, from this instance's cache if there. */
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply> {
+    const key = replyCacheKey(organizationId, id);
+    const cached = this.forReply.get(key);
+    if (cached) return cached;
     const found = await this.repository.findForReply(organizationId, id);
     if (!found) throw AppError.notFound('Personality');
+    this.forReply.set(key, found);
     return found;
+  }
+
+  /** After a change has committed: no instance replies from the old fields any more. */
+  private async forget(organizationId: string, id: string): Promise<void> {
+    const key = replyCacheKey(organizationId, id);
+    this.forReply.delete(key);
+    await this.changes.publish(key);
   }
 
   private async find(organizationId: string, id: string): Promise<Personality> {
@@ -148,4 +198,8 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     if (!found) throw AppError.notFound('Personality');
     return found;
   }
+}
+
+function replyCacheKey(organizationId: string, id: string): string {
+  return `${organizationId}:${id}`;
 }
