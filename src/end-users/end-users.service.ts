@@ -145,14 +145,7 @@ export class EndUsersService {
     personalityId: string,
     limit: number,
   ): Promise<{ endUser: EndUserRow | undefined; memories: RecalledMemory[] }> {
-    const found = await this.endUsers.findWithLatestMemories(
-      organizationId,
-      userId,
-      personalityId,
-      limit,
-    );
-    found.memories.reverse();
-    return found;
+    return this.endUsers.findWithLatestMemories(organizationId, userId, personalityId, limit);
   }
 
   underDeletion(row: Pick<EndUserRow, 'erase_after'>): AppError {

@@ -18,11 +18,11 @@ export interface NewMemory {
   createdAt: Date;
 }
 
+/** A memory as a reply's prompt recalls it. */
 export interface RecalledMemory {
   role: MemoryRole;
   content: string;
   emotion: string | null;
-  created_at: Date;
 }
 
 const MEMORY_FIELDS = 9;
