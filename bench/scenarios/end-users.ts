@@ -1,4 +1,6 @@
 import { Client } from 'pg';
+import { createOrGetStatement } from '../../src/end-users/end-users.repository';
+import { webhookEventStep } from '../../src/webhooks/webhooks.repository';
 import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
@@ -10,16 +12,17 @@ const MESSAGE = 'I am so happy today, thank you for listening!';
 /** The code before issue 10's data-access change (BENCH_BEFORE overrides it). */
 const BEFORE = process.env.BENCH_BEFORE ?? '3d96b97';
 
-const CREATE_OR_GET = (org: string, userId: string) => `
-WITH inserted AS (
-  INSERT INTO end_users (organization_id, user_id, metadata) VALUES (${org}, ${userId}, '{}')
-  ON CONFLICT (organization_id, user_id) DO NOTHING
-  RETURNING id, user_id, metadata, status, erase_after, created_at, updated_at)
-SELECT true AS created, * FROM inserted
-UNION ALL
-SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
- WHERE organization_id = ${org} AND user_id = ${userId} AND NOT EXISTS (SELECT 1 FROM inserted);
-`;
+/**
+ * The service's own create-or-get statement, webhook event step included, as a pgbench script:
+ * its `$n` parameters become the literals the service would bind.
+ */
+const CREATE_OR_GET = (org: string, userId: string): string => {
+  const { text } = createOrGetStatement(
+    webhookEventStep('inserted', 4, { organizationId: '', type: 'end_user.created' }),
+  );
+  const values = [org, userId, `'{}'`, org, `'end_user.created'`];
+  return `${text.replace(/\$(\d+)/g, (_, n: string) => values[Number(n) - 1])};\n`;
+};
 
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;
 

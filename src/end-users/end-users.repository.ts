@@ -14,9 +14,10 @@ const COLUMNS = 'id, user_id, metadata, status, erase_after, created_at, updated
  * trip, and a new row's `end_user.created` webhook event is written by the same statement. A row
  * committed by a concurrent request after this statement's snapshot is invisible to the second
  * branch (the INSERT still sees the conflict), so that rare race answers no row and the caller
- * reads again (see EndUsersService.ensure).
+ * reads again (see EndUsersService.ensure). Exported for bench/scenarios/end-users.ts, whose
+ * pgbench runs this very statement.
  */
-function createOrGetStatement(event: { sql: string }) {
+export function createOrGetStatement(event: { sql: string }) {
   return {
     name: 'end_users_create_or_get',
     text: `WITH inserted AS (
@@ -37,11 +38,6 @@ const READ_ONE = {
   text: `SELECT ${COLUMNS} FROM end_users WHERE organization_id = $1 AND user_id = $2`,
 };
 
-/**
- * The end user with their latest memories of one personality in one round trip: a row per
- * memory, newest first (one row of null memory columns when there is none); no row when the
- * user is unknown.
- */
 /**
  * One row: the end user, and its latest memories with the personality as a JSON array, oldest
  * first. (A join would repeat the end user's columns on every memory row, and the driver parses

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { SubscribableEventType } from './webhook-event-types';
-import { WebhooksRepository } from './webhooks.repository';
+import { webhookEventStep, WebhooksRepository } from './webhooks.repository';
 import { SECRET_FIELD_NAMES } from '../common/crypto/secret-fields';
 
 /** Keys that name a secret: event data holding one is a programming error, refused at once. */
@@ -68,6 +68,6 @@ export class WebhookEventsService {
     firstParam: number,
     event: { organizationId: string; type: SubscribableEventType },
   ): { sql: string; params: unknown[] } {
-    return this.webhooks.eventStep(source, firstParam, event);
+    return webhookEventStep(source, firstParam, event);
   }
 }

@@ -64,6 +64,38 @@ export interface EndpointChanges {
 
 const ENDPOINT_COLUMNS = 'id, url, description, events, status, created_at';
 
+/**
+ * Data-modifying CTE steps that write one event per row of the CTE named `source` (which
+ * returns `webhook_data` jsonb), with a first attempt, due now, for each enabled endpoint of the
+ * organization that subscribes to `type`. No subscriber: nothing is written. Parameters start
+ * at `$firstParam`; the steps are named `webhook_event` and `webhook_attempt`.
+ */
+export function webhookEventStep(
+  source: string,
+  firstParam: number,
+  fields: { organizationId: string; type: string },
+): { sql: string; params: unknown[] } {
+  const org = `$${firstParam}::uuid`;
+  const type = `$${firstParam + 1}::text`;
+  return {
+    sql: `webhook_event AS (
+      INSERT INTO webhook_events (organization_id, type, data)
+      SELECT ${org}, ${type}, s.webhook_data FROM ${source} s
+       WHERE EXISTS (SELECT 1 FROM webhook_endpoints e
+                      WHERE e.organization_id = ${org} AND e.status = 'enabled'
+                        AND ${type} = ANY (e.events))
+      RETURNING id, organization_id, type),
+    webhook_attempt AS (
+      INSERT INTO webhook_delivery_attempts
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, now()
+        FROM webhook_event ev
+        JOIN webhook_endpoints e ON e.organization_id = ev.organization_id
+       WHERE e.status = 'enabled' AND ev.type = ANY (e.events))`,
+    params: [fields.organizationId, fields.type],
+  };
+}
+
 /** The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. */
 @Injectable()
 export class WebhooksRepository {
@@ -193,46 +225,14 @@ export class WebhooksRepository {
 
   // ---------------------------------------------------------------- the outbox
 
-  /**
-   * Data-modifying CTE steps that write one event per row of the CTE named `source` (which
-   * returns `webhook_data` jsonb), with a first attempt, due now, for each enabled endpoint of the
-   * organization that subscribes to `type`. No subscriber: nothing is written. Parameters start
-   * at `$firstParam`; the steps are named `webhook_event` and `webhook_attempt`.
-   */
-  eventStep(
-    source: string,
-    firstParam: number,
-    fields: { organizationId: string; type: string },
-  ): { sql: string; params: unknown[] } {
-    const org = `$${firstParam}::uuid`;
-    const type = `$${firstParam + 1}::text`;
-    return {
-      sql: `webhook_event AS (
-        INSERT INTO webhook_events (organization_id, type, data)
-        SELECT ${org}, ${type}, s.webhook_data FROM ${source} s
-         WHERE EXISTS (SELECT 1 FROM webhook_endpoints e
-                        WHERE e.organization_id = ${org} AND e.status = 'enabled'
-                          AND ${type} = ANY (e.events))
-        RETURNING id, organization_id, type),
-      webhook_attempt AS (
-        INSERT INTO webhook_delivery_attempts
-          (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-        SELECT ev.organization_id, e.id, ev.id, ev.type, 1, now()
-          FROM webhook_event ev
-          JOIN webhook_endpoints e ON e.organization_id = ev.organization_id
-         WHERE e.status = 'enabled' AND ev.type = ANY (e.events))`,
-      params: [fields.organizationId, fields.type],
-    };
-  }
-
-  /** One event, in the caller's transaction (see eventStep). */
+  /** One event, in the caller's transaction (see webhookEventStep). */
   async insertEvent(
     manager: EntityManager,
     organizationId: string,
     type: string,
     data: Record<string, unknown>,
   ): Promise<void> {
-    const step = this.eventStep('webhook_source', 2, { organizationId, type });
+    const step = webhookEventStep('webhook_source', 2, { organizationId, type });
     await manager.query(
       `WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
        ${step.sql}
