@@ -1,7 +1,7 @@
-import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
-import { inBatches, PeriodicTask } from '../common/time/periodic-task';
+import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
 import type { TeamsConfig } from '../config/teams.config';
 import { AuditRepository } from './audit.repository';
 
@@ -15,15 +15,16 @@ const BATCH_SIZE = 1_000;
  * other nor do the same work twice, and there is no leader to elect.
  */
 @Injectable()
-export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDestroy {
+export class AuditRetentionWorker extends PeriodicWorker {
   private readonly retentionDays: number;
-  private readonly task: PeriodicTask;
+  protected readonly task: PeriodicTask;
 
   constructor(
     private readonly events: AuditRepository,
     config: ConfigService,
     private readonly logger: PinoLogger,
   ) {
+    super();
     this.logger.setContext(AuditRetentionWorker.name);
     const teams = config.getOrThrow<TeamsConfig>('teams');
     this.retentionDays = teams.auditRetentionDays;
@@ -36,14 +37,6 @@ export class AuditRetentionWorker implements OnApplicationBootstrap, OnModuleDes
       },
       onError: (error) => this.logger.error({ err: error }, 'audit purge failed'),
     });
-  }
-
-  onApplicationBootstrap(): void {
-    this.task.start();
-  }
-
-  onModuleDestroy(): Promise<void> {
-    return this.task.stop();
   }
 
   /** Deletes every event past retention now; answers how many. */

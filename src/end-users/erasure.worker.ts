@@ -1,4 +1,4 @@
-import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
@@ -6,7 +6,7 @@ import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import { Clock } from '../common/time/clock';
-import { inBatches, PeriodicTask } from '../common/time/periodic-task';
+import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
 import type { EndUsersConfig } from '../config/end-users.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
@@ -23,8 +23,8 @@ const BATCH_SIZE = 20;
  * redone by the next poll.
  */
 @Injectable()
-export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly task: PeriodicTask;
+export class ErasureWorker extends PeriodicWorker {
+  protected readonly task: PeriodicTask;
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
@@ -38,6 +38,7 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly logger: PinoLogger,
     metrics: MetricsService,
   ) {
+    super();
     this.logger.setContext(ErasureWorker.name);
     this.task = new PeriodicTask({
       intervalMs: config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs,
@@ -61,15 +62,6 @@ export class ErasureWorker implements OnApplicationBootstrap, OnModuleDestroy {
         if (pending !== undefined) this.set(pending);
       },
     });
-  }
-
-  onApplicationBootstrap(): void {
-    this.task.start();
-  }
-
-  /** Before the database closes (TypeORM closes it at application shutdown), finish the batch. */
-  onModuleDestroy(): Promise<void> {
-    return this.task.stop();
   }
 
   /** Erases every end user now due; answers how many. */

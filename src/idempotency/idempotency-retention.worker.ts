@@ -1,6 +1,6 @@
-import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
-import { inBatches, PeriodicTask } from '../common/time/periodic-task';
+import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service';
 
@@ -17,8 +17,8 @@ const PURGE_INTERVAL_MS = 60 * 60 * 1000;
  * lookup, so the purge only reclaims space.
  */
 @Injectable()
-export class IdempotencyRetentionWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly task = new PeriodicTask({
+export class IdempotencyRetentionWorker extends PeriodicWorker {
+  protected readonly task = new PeriodicTask({
     intervalMs: PURGE_INTERVAL_MS,
     firstDelayMs: 10_000,
     run: async () => {
@@ -32,15 +32,8 @@ export class IdempotencyRetentionWorker implements OnApplicationBootstrap, OnMod
     private readonly keys: IdempotencyRepository,
     private readonly logger: PinoLogger,
   ) {
+    super();
     this.logger.setContext(IdempotencyRetentionWorker.name);
-  }
-
-  onApplicationBootstrap(): void {
-    this.task.start();
-  }
-
-  onModuleDestroy(): Promise<void> {
-    return this.task.stop();
   }
 
   /** Deletes every key past retention now; answers how many. */

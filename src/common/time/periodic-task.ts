@@ -1,3 +1,5 @@
+import type { OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+
 export interface PeriodicTaskOptions {
   /** The pause between the end of one run and the start of the next. */
   intervalMs: number;
@@ -44,6 +46,22 @@ export class PeriodicTask {
         .finally(() => this.schedule(this.options.intervalMs));
     }, delayMs);
     this.timer.unref();
+  }
+}
+
+/**
+ * A provider that runs one PeriodicTask from application start until shutdown, when the run in
+ * progress ends before the database closes (TypeORM closes it at application shutdown).
+ */
+export abstract class PeriodicWorker implements OnApplicationBootstrap, OnModuleDestroy {
+  protected abstract readonly task: PeriodicTask;
+
+  onApplicationBootstrap(): void {
+    this.task.start();
+  }
+
+  onModuleDestroy(): Promise<void> {
+    return this.task.stop();
   }
 }
 
