@@ -32,15 +32,22 @@ export class AuditRetentionWorker extends PeriodicWorker {
       intervalMs: teams.auditPurgeIntervalMs,
       firstDelayMs: Math.min(teams.auditPurgeIntervalMs, 10_000),
       run: async () => {
-        const count = await this.purgeExpired();
+        const count = await this.purgeAll();
         if (count > 0) this.logger.info({ count }, 'purged audit events past retention');
       },
       onError: (error) => this.logger.error({ err: error }, 'audit purge failed'),
     });
   }
 
-  /** Deletes every event past retention now; answers how many. */
+  /**
+   * Deletes every event past retention now; answers how many. Waits for this instance's run in
+   * progress, if any, which holds the rows it is working on.
+   */
   purgeExpired(): Promise<number> {
+    return this.task.exclusive(() => this.purgeAll());
+  }
+
+  private purgeAll(): Promise<number> {
     return inBatches(
       BATCH_SIZE,
       () => this.events.deleteOlderThan(this.retentionDays, BATCH_SIZE),

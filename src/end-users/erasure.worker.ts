@@ -43,7 +43,7 @@ export class ErasureWorker extends PeriodicWorker {
     this.task = new PeriodicTask({
       intervalMs: config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs,
       run: async () => {
-        const count = await this.eraseDue();
+        const count = await this.eraseAll();
         if (count > 0) this.logger.info({ count }, 'erased end users');
       },
       onError: (error) => this.logger.error({ err: error }, 'erasure failed; retrying'),
@@ -64,8 +64,15 @@ export class ErasureWorker extends PeriodicWorker {
     });
   }
 
-  /** Erases every end user now due; answers how many. */
+  /**
+   * Erases every end user now due; answers how many. Waits for this instance's run in
+   * progress, if any, which holds the rows it is working on.
+   */
   eraseDue(): Promise<number> {
+    return this.task.exclusive(() => this.eraseAll());
+  }
+
+  private eraseAll(): Promise<number> {
     return inBatches(
       BATCH_SIZE,
       () => this.eraseBatch(),

@@ -22,7 +22,7 @@ export class IdempotencyRetentionWorker extends PeriodicWorker {
     intervalMs: PURGE_INTERVAL_MS,
     firstDelayMs: 10_000,
     run: async () => {
-      const count = await this.purgeExpired();
+      const count = await this.purgeAll();
       if (count > 0) this.logger.info({ count }, 'purged idempotency keys past retention');
     },
     onError: (error) => this.logger.error({ err: error }, 'idempotency purge failed'),
@@ -36,8 +36,15 @@ export class IdempotencyRetentionWorker extends PeriodicWorker {
     this.logger.setContext(IdempotencyRetentionWorker.name);
   }
 
-  /** Deletes every key past retention now; answers how many. */
+  /**
+   * Deletes every key past retention now; answers how many. Waits for this instance's run in
+   * progress, if any, which holds the rows it is working on.
+   */
   purgeExpired(): Promise<number> {
+    return this.task.exclusive(() => this.purgeAll());
+  }
+
+  private purgeAll(): Promise<number> {
     return inBatches(
       BATCH_SIZE,
       () => this.keys.deleteOlderThan(IDEMPOTENCY_RETENTION_MS, BATCH_SIZE),

@@ -57,6 +57,41 @@ describe('PeriodicTask', () => {
     expect(finished).toBe(true);
     expect(runs).toBe(1);
   });
+
+  it('runs exclusive work after the run in progress and never beside the next', async () => {
+    const log: string[] = [];
+    const task = new PeriodicTask({
+      firstDelayMs: 0,
+      intervalMs: 10,
+      run: async () => {
+        log.push('run start');
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        log.push('run end');
+      },
+      onError: () => undefined,
+    });
+    task.start();
+    await jest.advanceTimersByTimeAsync(5);
+    const now = task.exclusive(async () => {
+      log.push('now start');
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      log.push('now end');
+      return 7;
+    });
+    await jest.advanceTimersByTimeAsync(100);
+    await expect(now).resolves.toBe(7);
+    expect(log.slice(0, 6)).toEqual([
+      'run start',
+      'run end',
+      'now start',
+      'now end',
+      'run start',
+      'run end',
+    ]);
+    const stopped = task.stop();
+    await jest.advanceTimersByTimeAsync(100);
+    await stopped;
+  });
 });
 
 describe('inBatches', () => {

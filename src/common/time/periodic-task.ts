@@ -17,7 +17,8 @@ export interface PeriodicTaskOptions {
  */
 export class PeriodicTask {
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  /** The scheduled runs and exclusive() calls, one after another. */
+  private chain: Promise<unknown> = Promise.resolve();
   private stopped = false;
 
   constructor(private readonly options: PeriodicTaskOptions) {}
@@ -34,14 +35,23 @@ export class PeriodicTask {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.running;
+    await this.chain;
+  }
+
+  /**
+   * Runs `work` after the run in progress (if any) and before the next one: never beside a run
+   * of this instance. For "do it now" calls (an operator's command, a spec) on the same rows.
+   */
+  exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.chain.then(work);
+    this.chain = result.catch(() => undefined);
+    return result;
   }
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.running = this.options
-        .run()
+      void this.exclusive(this.options.run)
         .catch(this.options.onError)
         .finally(() => this.schedule(this.options.intervalMs));
     }, delayMs);
