@@ -773,7 +773,12 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       const erased = await auditOf(owner, 'end_user.deleted');
       expect(erased.map((event) => event.target)).toEqual([{ type: 'end_user', id: userId }]);
       // Once the erasure completes, the log keeps the request but no longer names the person.
-      await db.query(`UPDATE end_users SET erase_after = now() WHERE user_id = $1`, [userId]);
+      // Ended a second ago: `now()` has microseconds, the worker's clock milliseconds, so a
+      // grace period ending "now" can still lie ahead of it within the same millisecond.
+      await db.query(
+        `UPDATE end_users SET erase_after = now() - interval '1 second' WHERE user_id = $1`,
+        [userId],
+      );
       await t.app.get(ErasureWorker).eraseDue();
       expect((await auditOf(owner, 'end_user.deleted')).map((event) => event.target)).toEqual([
         { type: 'end_user', id: '[erased]' },
