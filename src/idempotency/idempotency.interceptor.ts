@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request, Response } from 'express';
-import { pipeline } from 'node:stream';
+import { finished } from 'node:stream';
 import { catchError, defer, finalize, from, mergeMap, Observable, of, throwError } from 'rxjs';
 import { USER_ONLY } from '../common/auth/auth.decorators';
 import type { RequestWithCaller } from '../common/auth/caller';
@@ -22,7 +22,6 @@ import {
 } from '../common/http/idempotency-key';
 import { requestFingerprint } from './idempotency-request';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
-import { FinalEventWatcher } from './final-event';
 import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';
 
 /**
@@ -111,21 +110,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * A streamed answer (`/v1/respond` with `"stream": true`) is stored as its final JSON, the
-   * `done` event's data; a stream that ends without one gives the key up. Any other stream
-   * (none is a POST answer today) holds no final JSON and is not stored.
+   * A streamed answer (`/v1/respond` with `"stream": true`) is stored by its producer, with
+   * IdempotencyService.recordAnswer, once its work has committed and before its final event is
+   * written: what the client reads cannot decide it. A stream that ends, fails or is abandoned
+   * without that gives the key up.
    */
   private watchStream(claim: IdempotencyClaim, file: StreamableFile): StreamableFile {
-    if (!file.getHeaders().type.startsWith('text/event-stream')) {
-      void this.idempotency.giveUp(claim);
-      return file;
-    }
-    const watcher = new FinalEventWatcher((outcome) =>
-      this.idempotency.settleStream(claim, outcome.kind === 'done' ? outcome.data : null),
-    );
-    // A client that leaves destroys the watcher, and the pipeline the handler's stream with it.
-    pipeline(file.getStream(), watcher, () => undefined);
-    return new StreamableFile(watcher, file.options);
+    finished(file.getStream(), () => void this.idempotency.giveUp(claim));
+    return file;
   }
 }
 

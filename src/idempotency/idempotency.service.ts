@@ -158,14 +158,15 @@ export class IdempotencyService {
     await this.store(claim, status, JSON.stringify(envelope));
   }
 
-  /** A stream's final JSON (text as sent) is the answer; `null`: it ended without one. */
-  async settleStream(claim: IdempotencyClaim, finalJson: string | null): Promise<void> {
-    if (claim.recordedInTransaction) return this.stop(claim);
-    if (finalJson === null) return this.giveUp(claim);
-    const body = claim.secretFields.length
-      ? this.serialize(claim, JSON.parse(finalJson) as unknown)
-      : finalJson;
-    await this.store(claim, 200, body);
+  /**
+   * For an answer sent as a stream: its work has committed and `body` is its final answer, so the
+   * key is marked done now, before the final event is written and whether or not the client stays
+   * to read it. Does nothing outside a keyed request.
+   */
+  async recordAnswer(status: number, body: unknown): Promise<void> {
+    const claim = this.current.getStore();
+    if (!claim || claim.settled) return;
+    await this.store(claim, status, this.serialize(claim, body));
   }
 
   /** Gives the key up: the request's answer is not stored, and a retry runs afresh. */

@@ -12,6 +12,7 @@ import { StreamSlots } from '../common/streams/stream-slots.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
 import { type Conversation, RespondService } from './respond.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 
 const EVENT_STREAM_DESCRIPTION = [
   'With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then',
@@ -26,6 +27,7 @@ export class RespondController {
   constructor(
     private readonly respondService: RespondService,
     private readonly slots: StreamSlots,
+    private readonly idempotency: IdempotencyService,
   ) {}
 
   @Post()
@@ -87,7 +89,12 @@ export class RespondController {
     this.respondService
       .reply(conversation, { signal, onDelta: (text) => events.send('delta', { text }) })
       .then(
-        (result) => events.send('done', result),
+        async (result) => {
+          // The exchange is stored: a retry with the same Idempotency-Key gets this answer,
+          // even if this client leaves before reading it.
+          await this.idempotency.recordAnswer(200, result);
+          events.send('done', result);
+        },
         (error: unknown) => {
           if (signal.aborted) return;
           const { status, body } = toErrorResponse(error, requestIdOf(response.req));
