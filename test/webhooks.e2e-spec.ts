@@ -472,10 +472,14 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
        ${event.sql}
        SELECT count(*)::int AS n FROM created`;
     await dataSource.query(statement, [['p-1', 'p-2'], ...event.params]);
-    // A statement that fails leaves no event.
+    // A statement that fails after its steps ran leaves no event. (The division reads the
+    // inserted events, so it fails at execution, not while the statement is planned.)
     await expect(
-      dataSource.query(`${statement} WHERE 1 / 0 = 1`, [['p-never'], ...event.params]),
-    ).rejects.toThrow();
+      dataSource.query(`${statement} WHERE (SELECT count(*) FROM webhook_event) / 0 = 1`, [
+        ['p-never'],
+        ...event.params,
+      ]),
+    ).rejects.toThrow('division by zero');
     await receiver.waitFor(() => receiver.at(`/${path}`).length === 2);
     await sleep(300);
     const ids = receiver.at(`/${path}`).map((hook) => verify(hook, secret).data);
@@ -575,6 +579,31 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     expect(receiver.at('/ok/redirected')).toEqual([]);
   });
 
+  it('skips an endpoint deleted while an event is written, instead of failing the change', async () => {
+    const racer = await adminTenant(t);
+    const { id } = await createEndpoint(t, racer, receiver.url(`ok/deleted-${randomUUID()}`));
+    const deleter = new Client({ connectionString: process.env.DATABASE_URL });
+    await deleter.connect();
+    try {
+      await deleter.query('BEGIN');
+      await deleter.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+      // The change reads the endpoint as still there, then waits on the delete's row lock.
+      const change = emit(t, racer.organizationId, 'end_user.created', { user_id: 'racing' });
+      await sleep(300);
+      await deleter.query('COMMIT');
+      await expect(change).resolves.toBeUndefined();
+    } finally {
+      await deleter.end();
+    }
+    const events = await t.app
+      .get<DataSource>(getDataSourceToken())
+      .query<Array<{ n: number }>>(
+        'SELECT count(*)::int AS n FROM webhook_events WHERE organization_id = $1',
+        [racer.organizationId],
+      );
+    expect(events[0].n).toBe(0);
+  });
+
   it('sends nothing to a disabled endpoint (a ping is refused), and its pending retries end', async () => {
     const path = `fail/disabled-${randomUUID()}`;
     const { id } = await createEndpoint(t, tenant, receiver.url(path));
@@ -597,7 +626,20 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     expect(receiver.at(`/${path}`).length).toBeLessThanOrEqual(2); // at most the retry already in flight
     const attempts = await deliveries(t, tenant, id);
     expect(attempts.filter((a) => a.status === 'pending')).toEqual([]);
-    expect(JSON.stringify(attempts)).not.toContain('while-disabled');
+    // The event sent while disabled was queued for no attempt, so none can reach the receiver.
+    const queued = await t.app.get<DataSource>(getDataSourceToken()).query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM webhook_delivery_attempts a
+           JOIN webhook_events e ON e.id = a.event_id
+          WHERE a.endpoint_id = $1 AND e.data->>'user_id' = 'while-disabled'`,
+      [id],
+    );
+    expect(queued[0].n).toBe(0);
+    expect(
+      receiver
+        .at(`/${path}`)
+        .map((hook) => hook.body)
+        .join(),
+    ).not.toContain('while-disabled');
   });
 
   it('reports pending attempts as the webhook_deliveries_pending gauge', async () => {

@@ -68,7 +68,8 @@ const ENDPOINT_COLUMNS = 'id, url, description, events, status, created_at';
  * Data-modifying CTE steps that write one event per row of the CTE named `source` (which
  * returns `webhook_data` jsonb), with a first attempt, due now, for each enabled endpoint of the
  * organization that subscribes to `type`. No subscriber: nothing is written. Parameters start
- * at `$firstParam`; the steps are named `webhook_event` and `webhook_attempt`.
+ * at `$firstParam`; the steps are named `webhook_subscribed`, `webhook_event` and
+ * `webhook_attempt`.
  */
 export function webhookEventStep(
   source: string,
@@ -77,21 +78,24 @@ export function webhookEventStep(
 ): { sql: string; params: unknown[] } {
   const org = `$${firstParam}::uuid`;
   const type = `$${firstParam + 1}::text`;
+  // The subscribed endpoints are read with FOR KEY SHARE, the lock the attempts' foreign key
+  // takes anyway, but first: an endpoint deleted meanwhile is skipped instead of failing the
+  // caller's change on the foreign key.
   return {
-    sql: `webhook_event AS (
+    sql: `webhook_subscribed AS (
+      SELECT id FROM webhook_endpoints
+       WHERE organization_id = ${org} AND status = 'enabled' AND ${type} = ANY (events)
+       FOR KEY SHARE),
+    webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data)
       SELECT ${org}, ${type}, s.webhook_data FROM ${source} s
-       WHERE EXISTS (SELECT 1 FROM webhook_endpoints e
-                      WHERE e.organization_id = ${org} AND e.status = 'enabled'
-                        AND ${type} = ANY (e.events))
+       WHERE EXISTS (SELECT 1 FROM webhook_subscribed)
       RETURNING id, organization_id, type),
     webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, now()
-        FROM webhook_event ev
-        JOIN webhook_endpoints e ON e.organization_id = ev.organization_id
-       WHERE e.status = 'enabled' AND ev.type = ANY (e.events))`,
+        FROM webhook_event ev CROSS JOIN webhook_subscribed e)`,
     params: [fields.organizationId, fields.type],
   };
 }
@@ -246,7 +250,8 @@ export class WebhooksRepository {
     const rows: Array<{ id: string }> = await this.dataSource.query(
       `WITH endpoint AS (
          SELECT id FROM webhook_endpoints
-          WHERE organization_id = $1 AND id = $2 AND status = 'enabled'),
+          WHERE organization_id = $1 AND id = $2 AND status = 'enabled'
+          FOR KEY SHARE),
        event AS (
          INSERT INTO webhook_events (organization_id, type, data)
          SELECT $1, 'ping', jsonb_build_object('webhook_endpoint_id', endpoint.id) FROM endpoint
