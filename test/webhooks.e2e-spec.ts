@@ -231,6 +231,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       { url: 'ftp://example.com/hook', events: ['end_user.created'] },
       { url: '/relative', events: ['end_user.created'] },
       { url: 'https://user:pw@example.com/', events: ['end_user.created'] },
+      { url: 'https://ex\r\nample.com/hook', events: ['end_user.created'] },
       { url: 42, events: ['end_user.created'] },
       { url, events: ['end_user.created'], description: 'x'.repeat(501) },
       { url, events: ['end_user.created'], secret: 'whsec_mine' },

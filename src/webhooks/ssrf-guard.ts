@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, isIPv4 } from 'node:net';
+import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
 
 /**
  * Server-side request forgery guard (contract §17): webhook URLs may not reach loopback,
@@ -87,6 +88,8 @@ export function hostOf(url: URL): string {
 
 /** Why a URL may not be a webhook endpoint, or undefined when it may (checks the form only). */
 export function urlFormProblem(text: string): string | undefined {
+  // The URL parser drops tabs and line breaks silently: the stored URL would not be the one sent.
+  if (CONTROL_CHARACTER.test(text)) return 'must not contain control characters';
   let url: URL;
   try {
     url = new URL(text);
