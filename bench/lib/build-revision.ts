@@ -10,6 +10,7 @@ const root = resolve(__dirname, '../..');
  * node_modules, so a scenario can run the code before a change beside the code after it.
  */
 export function buildRevision(revision: string): {
+  dir: string;
   main: string;
   revision: string;
   cleanup: () => void;
@@ -17,14 +18,20 @@ export function buildRevision(revision: string): {
   const full = execFileSync('git', ['rev-parse', revision], { cwd: root, encoding: 'utf8' }).trim();
   const dir = mkdtempSync(join(tmpdir(), 'bench-revision-'));
   execSync(`git archive ${full} | tar -x -C ${dir}`, { cwd: root });
+  nestBuild(dir);
+  return {
+    dir,
+    main: join(dir, 'dist', 'main.js'),
+    revision: full,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** Builds the sources copied into `dir` with this checkout's node_modules (linked in). */
+export function nestBuild(dir: string): void {
   symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
   execFileSync(process.execPath, [join(root, 'node_modules/@nestjs/cli/bin/nest.js'), 'build'], {
     cwd: dir,
     stdio: 'ignore',
   });
-  return {
-    main: join(dir, 'dist', 'main.js'),
-    revision: full,
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
 }

@@ -1,7 +1,7 @@
-import { type ChildProcess, execFileSync, execSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
+import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { freePort, freshDatabase } from '../lib/service';
@@ -26,20 +26,6 @@ const root = resolve(__dirname, '../..');
 type Measured = LoadFigures & { cpu_us_per_request: number };
 type Build = 'before' | 'after';
 type Credential = 'public' | 'api_key' | 'access_token';
-
-/** BEFORE_REVISION (default: the merge base with main), built into a temporary directory. */
-function buildBefore(): { dir: string; revision: string; cleanup: () => void } {
-  const git = (args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
-  const revision = git(['rev-parse', process.env.BEFORE_REVISION ?? 'main']);
-  const dir = mkdtempSync(join(tmpdir(), 'bench-before-'));
-  execSync(`git archive ${revision} | tar -x -C ${dir}`, { cwd: root });
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-  execFileSync(process.execPath, [join(root, 'node_modules/@nestjs/cli/bin/nest.js'), 'build'], {
-    cwd: dir,
-    stdio: 'ignore',
-  });
-  return { dir, revision, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
 
 async function startTwin(
   checkout: string,
@@ -97,7 +83,8 @@ async function post(url: string, body: unknown, token?: string): Promise<Record<
  */
 export async function run(): Promise<Record<string, unknown>> {
   const loadAverage = loadavg().map((value) => Number(value.toFixed(2)));
-  const before = buildBefore();
+  // The parent of issue 10's change (BENCH_BEFORE overrides it), as bench/scenarios/end-users.ts.
+  const before = buildRevision(process.env.BENCH_BEFORE ?? '3d96b97');
   const databases = { before: await freshDatabase(), after: await freshDatabase() };
   const twins: Partial<Record<Build, { baseUrl: string; child: ChildProcess }>> = {};
   try {

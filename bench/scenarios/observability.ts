@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { nestBuild } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { type LoadFigures, type LoadOptions, load } from '../lib/load';
 import { freePort, freshDatabase, type RunningService, startService } from '../lib/service';
@@ -78,7 +78,6 @@ function buildUntraced(): { main: string; cleanup: () => void } {
   ]) {
     cpSync(join(root, entry), join(dir, entry), { recursive: true });
   }
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
   rewrite(join(dir, 'src/main.ts'), "import './tracing/register';\n", '');
   writeFileSync(
     join(dir, 'src/tracing/spans.ts'),
@@ -90,10 +89,7 @@ function buildUntraced(): { main: string; cleanup: () => void } {
       '',
     ].join('\n'),
   );
-  execFileSync(process.execPath, [join(root, 'node_modules/@nestjs/cli/bin/nest.js'), 'build'], {
-    cwd: dir,
-    stdio: 'ignore',
-  });
+  nestBuild(dir);
   return {
     main: join(dir, 'dist', 'main.js'),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
