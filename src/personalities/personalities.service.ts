@@ -45,6 +45,8 @@ const REPLY_CACHE_MS = 5_000;
 @Injectable()
 export class PersonalitiesService implements OnApplicationBootstrap, OnModuleInit, OnModuleDestroy {
   private readonly forReply = new TtlCache<PersonalityForReply>(REPLY_CACHE_MS);
+  /** Bumped by every invalidation: a read that started before one is not cached. */
+  private invalidations = 0;
   private readonly changes: InvalidationChannel;
 
   constructor(
@@ -61,8 +63,11 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
 
   onModuleInit(): void {
     this.changes.listen(
-      (key) => this.forReply.delete(key),
-      () => this.forReply.clear(),
+      (key) => this.drop(key),
+      () => {
+        this.invalidations++;
+        this.forReply.clear();
+      },
     );
   }
 
@@ -180,17 +185,24 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     const key = replyCacheKey(organizationId, id);
     const cached = this.forReply.get(key);
     if (cached) return cached;
+    const invalidationsBefore = this.invalidations;
     const found = await this.repository.findForReply(organizationId, id);
     if (!found) throw AppError.notFound('Personality');
-    this.forReply.set(key, found);
+    // A change that landed while this read ran may have been read before it committed.
+    if (this.invalidations === invalidationsBefore) this.forReply.set(key, found);
     return found;
   }
 
   /** After a change has committed: no instance replies from the old fields any more. */
   private async forget(organizationId: string, id: string): Promise<void> {
     const key = replyCacheKey(organizationId, id);
-    this.forReply.delete(key);
+    this.drop(key);
     await this.changes.publish(key);
+  }
+
+  private drop(key: string): void {
+    this.invalidations++;
+    this.forReply.delete(key);
   }
 
   private async find(organizationId: string, id: string): Promise<Personality> {
