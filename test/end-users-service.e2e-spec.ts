@@ -166,6 +166,11 @@ describe('EndUsersService (database)', () => {
     it('404 for an unknown user, without an audit event', async () => {
       const userId = uniqueUserId('unknown');
       expect((await rejection(endUsers.scheduleErasure(caller(), userId))).code).toBe('not_found');
+      const events = await dataSource.query(
+        `SELECT 1 FROM audit_events WHERE action = 'end_user.deleted' AND target_id = $1`,
+        [userId],
+      );
+      expect(events).toEqual([]);
     });
   });
 });

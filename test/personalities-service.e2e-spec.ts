@@ -104,9 +104,15 @@ describe('PersonalitiesService (real database)', () => {
     });
 
     // A later import of the entry does not reach the clone.
-    await service.importCatalog([{ ...entry, name: 'Renamed in the catalog', version: '99.0.0' }]);
-    expect((await service.get(organizationId, clone.id)).name).toBe(entry.name);
-    await service.importCatalog([entry]);
+    // The catalog is shared by every spec: it is put back whatever the assertion says.
+    try {
+      await service.importCatalog([
+        { ...entry, name: 'Renamed in the catalog', version: '99.0.0' },
+      ]);
+      expect((await service.get(organizationId, clone.id)).name).toBe(entry.name);
+    } finally {
+      await service.importCatalog([entry]);
+    }
 
     await expectAppError(service.cloneFromCatalog(organizationId, 'no-such-slug'), 'not_found');
   });

@@ -13,8 +13,6 @@ import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from '.
 import { EndUsersRepository } from './end-users.repository';
 import { MemoriesRepository, type NewMemory, type RecalledMemory } from './memories.repository';
 
-export type { NewMemory, RecalledMemory } from './memories.repository';
-
 export interface EnsuredEndUser {
   created: boolean;
   row: EndUserRow;

@@ -94,8 +94,10 @@ export class PersonalitiesRepository {
     });
   }
 
-  /** The new personality's id, or null when no catalog entry has this slug. */
-  /** One statement: the clone and its webhook event commit together. */
+  /**
+   * The new personality's id, or null when no catalog entry has this slug. One statement: the
+   * clone and its webhook event commit together.
+   */
   async insertCloneOfCatalogEntry(organizationId: string, slug: string): Promise<string | null> {
     const event = this.webhookEvents.step('cloned', 3, {
       organizationId,

@@ -19,7 +19,6 @@ type PageKey = `${number}:${string}`;
 @Injectable()
 export class VocabulariesService implements OnApplicationBootstrap {
   private newestFirst: EmotionVocabulary[] = [];
-  private byVersion = new Map<string, VocabularyVersionDto>();
   private versionJson = new Map<string, StaticJson>();
   private changelog: ChangelogEntryDto[] = [];
   private changelogPages = new Map<PageKey, StaticJson>();
@@ -57,9 +56,8 @@ export class VocabulariesService implements OnApplicationBootstrap {
 
   async reload(): Promise<void> {
     this.newestFirst = await this.repository.findAllNewestFirst();
-    this.byVersion = new Map(this.newestFirst.map((row) => [row.version, toVersionDto(row)]));
     this.versionJson = new Map(
-      [...this.byVersion].map(([version, dto]) => [version, new StaticJson(dto)]),
+      this.newestFirst.map((row) => [row.version, new StaticJson(toVersionDto(row))]),
     );
     this.changelog = this.newestFirst.map(toChangelogEntry);
     this.changelogPages = new Map();
@@ -93,10 +91,6 @@ export class VocabulariesService implements OnApplicationBootstrap {
     return page;
   }
 
-  latest(): VocabularyVersionDto {
-    return this.get(this.latestDefinition().version);
-  }
-
   latestJson(): StaticJson {
     return this.getJson(this.latestDefinition().version);
   }
@@ -106,12 +100,6 @@ export class VocabulariesService implements OnApplicationBootstrap {
     const newest = this.newestFirst[0];
     if (!newest) throw AppError.notFound('Emotion vocabulary');
     return newest;
-  }
-
-  get(version: string): VocabularyVersionDto {
-    const found = this.byVersion.get(version);
-    if (!found) throw AppError.notFound(`Vocabulary version ${version}`);
-    return found;
   }
 
   getJson(version: string): StaticJson {

@@ -13,9 +13,6 @@ export const WEBHOOK_EVENT_TYPES = [
 
 export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
-/** `ping` is sent by `POST /v1/webhook-endpoints/{id}/test` only, whatever the endpoint subscribes to. */
-export type WebhookEventType = SubscribableEventType | 'ping';
-
 /** The public id of an event (the `webhook-id` header and the body's `id`). */
 export function publicEventId(uuid: string): string {
   return `evt_${uuid.replace(/-/g, '')}`;

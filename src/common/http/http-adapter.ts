@@ -1,5 +1,5 @@
 import { ExpressAdapter } from '@nestjs/platform-express';
-import { createServer, STATUS_CODES, type RequestListener } from 'node:http';
+import { createServer, maxHeaderSize, STATUS_CODES, type RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { toErrorResponse } from '../errors/all-exceptions.filter';
@@ -42,7 +42,10 @@ const CLIENT_ERRORS: Record<string, () => AppError> = {
   ERR_HTTP_REQUEST_TIMEOUT: () =>
     new AppError('request_timeout', 'The request did not arrive within the time allowed'),
   HPE_HEADER_OVERFLOW: () =>
-    new AppError('headers_too_large', 'The request line and headers exceed 16 KiB'),
+    new AppError(
+      'headers_too_large',
+      `The request line and headers exceed ${maxHeaderSize / 1024} KiB`,
+    ),
   HPE_CHUNK_EXTENSIONS_OVERFLOW: () =>
     new AppError('payload_too_large', 'The chunk extensions exceed the allowed size'),
 };
