@@ -1,3 +1,4 @@
+import { Database } from '../src/database/database';
 import { ConfigService } from '@nestjs/config';
 import type { PinoLogger } from 'nestjs-pino';
 import { randomBytes } from 'node:crypto';
@@ -61,7 +62,7 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       new StripeGateway(config, quietLogger(), noMetrics),
       db,
       repository,
-      new WebhookEventsService(new WebhooksRepository(db)),
+      new WebhookEventsService(new WebhooksRepository(db, new Database(db))),
       quietLogger(),
     );
   });

@@ -3,6 +3,7 @@ import { Clock, ManualClock } from '../src/common/time/clock';
 import { EndUsersService } from '../src/end-users/end-users.service';
 import { RespondRepository } from '../src/respond/respond.repository';
 import { UsageService } from '../src/usage/usage.service';
+import { relationshipActivityStep, tokenUsageStep } from '../src/usage/usage.steps';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
@@ -44,16 +45,15 @@ describe('UsageService (database)', () => {
   async function talk(endUserId: string, personalityId: string, tokens?: [number, number]) {
     const at = clock.now();
     await statements.storeExchange(tokens ? 'usage_spec_tokens' : 'usage_spec', [
-      (first) => usage.recordActivityStep(first, { organizationId, endUserId, personalityId, at }),
+      relationshipActivityStep({ organizationId, endUserId, personalityId, at }),
       ...(tokens
         ? [
-            (first: number) =>
-              usage.recordTokensStep(first, {
-                organizationId,
-                at,
-                promptTokens: tokens[0],
-                completionTokens: tokens[1],
-              }),
+            tokenUsageStep({
+              organizationId,
+              at,
+              promptTokens: tokens[0],
+              completionTokens: tokens[1],
+            }),
           ]
         : []),
     ]);

@@ -3,6 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { Webhook } from 'standardwebhooks';
 import type { DataSource } from 'typeorm';
+import { Database } from '../src/database/database';
+import { Cte, sql, withEntries } from '../src/database/sql';
+import { webhookEventStep } from '../src/webhooks/webhook-event.step';
 import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
 import type { SubscribableEventType } from '../src/webhooks/webhook-event-types';
 import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
@@ -460,26 +463,39 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     ]);
   });
 
-  it('step() puts the events in the statement that makes the change: one per row, committed with it', async () => {
+  it('the event step puts the events in the statement that makes the change: one per row, committed with it', async () => {
     const path = `ok/step-${randomUUID()}`;
     const { secret } = await createEndpoint(t, tenant, receiver.url(path), ['personality.created']);
-    const dataSource = t.app.get<DataSource>(getDataSourceToken());
-    const event = t.app.get(WebhookEventsService).step('created', 2, {
-      organizationId: tenant.organizationId,
-      type: 'personality.created',
-    });
-    const statement = `WITH created AS (
-         SELECT jsonb_build_object('personality_id', p) AS webhook_data FROM unnest($1::text[]) AS p),
-       ${event.sql}
-       SELECT count(*)::int AS n FROM created`;
-    await dataSource.query(statement, [['p-1', 'p-2'], ...event.params]);
+    const database = t.app.get(Database);
+    const statement = (ids: string[], final = sql`SELECT count(*)::int AS n FROM created`) => {
+      const created = new Cte(
+        'created',
+        sql`SELECT jsonb_build_object('personality_id', p) AS webhook_data
+              FROM unnest(${ids}::text[]) AS p`,
+        ['webhook_data'],
+      );
+      return withEntries(
+        [
+          created,
+          webhookEventStep(created, {
+            organizationId: tenant.organizationId,
+            type: 'personality.created',
+          }),
+        ],
+        final,
+      );
+    };
+    await database.rows(statement(['p-1', 'p-2']));
     // A statement that fails after its steps ran leaves no event. (The division reads the
     // inserted events, so it fails at execution, not while the statement is planned.)
     await expect(
-      dataSource.query(`${statement} WHERE (SELECT count(*) FROM webhook_event) / 0 = 1`, [
-        ['p-never'],
-        ...event.params,
-      ]),
+      database.rows(
+        statement(
+          ['p-never'],
+          sql`SELECT count(*)::int AS n FROM created
+               WHERE (SELECT count(*) FROM created_webhook_event) / 0 = 1`,
+        ),
+      ),
     ).rejects.toThrow('division by zero');
     await receiver.waitFor(() => receiver.at(`/${path}`).length === 2);
     await sleep(300);

@@ -1,6 +1,5 @@
 import { Client } from 'pg';
 import { createOrGetStatement } from '../../src/end-users/end-users.repository';
-import { webhookEventStep } from '../../src/webhooks/webhooks.repository';
 import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
@@ -17,11 +16,14 @@ const BEFORE = process.env.BENCH_BEFORE ?? '3d96b97';
  * its `$n` parameters become the literals the service would bind.
  */
 const CREATE_OR_GET = (org: string, userId: string): string => {
-  const { text } = createOrGetStatement(
-    webhookEventStep('inserted', 4, { organizationId: '', type: 'end_user.created' }),
-  );
-  const values = [org, userId, `'{}'`, org, `'end_user.created'`];
-  return `${text.replace(/\$(\d+)/g, (_, n: string) => values[Number(n) - 1])};\n`;
+  const statement = createOrGetStatement('<org>', '<user>', '{}');
+  const literals = new Map<unknown, string>([
+    ['<org>', org],
+    ['<user>', userId],
+    ['{}', `'{}'`],
+    ['end_user.created', `'end_user.created'`],
+  ]);
+  return `${statement.text.replace(/\$(\d+)/g, (_, n: string) => literals.get(statement.values[Number(n) - 1])!)};\n`;
 };
 
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;

@@ -2,13 +2,14 @@ import { createServer, type Server } from 'node:http';
 import { loadavg } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { Client } from 'pg';
-import { webhookEventStep } from '../../src/webhooks/webhooks.repository';
+import { Cte, sql, withEntries } from '../../src/database/sql';
+import { webhookEventStep } from '../../src/webhooks/webhook-event.step';
 import { cpuSeconds } from '../lib/cpu';
 import { startService } from '../lib/service';
 
 /**
  * Outbox throughput (issue 12): events written to the outbox the way a one-statement change
- * writes them (WebhookEventsService.step), delivered by ONE instance of the built service to a
+ * writes them (webhook-event.step.ts), delivered by ONE instance of the built service to a
  * local receiver that answers 200 at once. Two phases on the same instance:
  * - backlog: 10,000 events written as fast as the database takes them; events/s is the delivered
  *   count over the time from the first write to the last arrival (the drain rate);
@@ -94,22 +95,24 @@ export async function run(): Promise<Record<string, unknown>> {
     if (endpoint.status !== 201)
       throw new Error(`endpoint: ${endpoint.status} ${await endpoint.text()}`);
 
-    // The SQL a one-statement change appends: the repository's own step.
-    const step = webhookEventStep('changed', 3, {
-      organizationId: organization.id,
-      type: 'end_user.created',
-    });
+    // The SQL a one-statement change appends: the webhooks module's own step.
     let written = 0;
     const write = async (phase: string, count: number) => {
       const ids = Array.from({ length: count }, () => `user-${written++}`);
-      await db.query(
-        `WITH changed AS (
-           SELECT jsonb_build_object('user_id', u, 'phase', $2::text) AS webhook_data
-             FROM unnest($1::text[]) AS u),
-         ${step.sql}
-         SELECT 1`,
-        [ids, phase, ...step.params],
+      const changed = new Cte(
+        'changed',
+        sql`SELECT jsonb_build_object('user_id', u, 'phase', ${phase}::text) AS webhook_data
+              FROM unnest(${ids}::text[]) AS u`,
+        ['webhook_data'],
       );
+      const statement = withEntries(
+        [
+          changed,
+          webhookEventStep(changed, { organizationId: organization.id, type: 'end_user.created' }),
+        ],
+        sql`SELECT 1`,
+      );
+      await db.query(statement.text, [...statement.values]);
     };
 
     // Backlog: write everything, then let it drain.

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
-import { WebhookEventsService } from '../webhooks/webhook-events.service';
+import type { EntityManager } from 'typeorm';
+import type { AuditStep } from '../audit/audit-event.step';
+import { Database } from '../database/database';
+import { cte, raw, sql, withEntries } from '../database/sql';
+import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
 /** An api_keys row as the API shows it (toApiKeyResponse), aliased in SQL. */
@@ -28,163 +28,140 @@ export type NewApiKey = Pick<
   | 'expiresAt'
 >;
 
-/**
- * An audit CTE step (AuditService.step) for a statement of this repository, which names the CTE
- * it draws from and the number of its first parameter.
- */
-export type AuditStep = (source: string, firstParam: number) => { sql: string; params: unknown[] };
+const KEY_COLUMNS =
+  raw(`id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
+  expires_at AS "expiresAt", last_used_at AS "lastUsedAt"`);
 
-const KEY_COLUMNS = `id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-  expires_at AS "expiresAt", last_used_at AS "lastUsedAt"`;
-
-const INSERT_KEY = `INSERT INTO api_keys
-  (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
-
-function insertParams(key: NewApiKey): unknown[] {
-  return [
-    key.organizationId,
-    key.name,
-    key.scopes,
-    key.prefix,
-    key.lastFour,
-    key.keyHash,
-    key.createdByUserId,
-    key.expiresAt,
-  ];
+function insertKey(key: NewApiKey) {
+  return sql`INSERT INTO api_keys
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at)
+    VALUES (${key.organizationId}, ${key.name}, ${key.scopes}, ${key.prefix}, ${key.lastFour},
+            ${key.keyHash}, ${key.createdByUserId}, ${key.expiresAt})`;
 }
 
 /**
- * Every query of api_keys, as SQL text: through the pool for the one-statement writes and the
- * lookup on the authentication path (one round trip, named so PostgreSQL plans them once), through
- * the caller's EntityManager inside a transaction.
+ * Every query of api_keys: the one-statement writes and the lookup on the authentication path on
+ * the pool (one round trip, named so PostgreSQL plans them once), the rest in the caller's
+ * transaction.
  */
 @Injectable()
 export class ApiKeysRepository {
-  private readonly pool: Pool;
+  constructor(private readonly database: Database) {}
 
-  constructor(
-    @InjectDataSource() dataSource: DataSource,
-    private readonly webhookEvents: WebhookEventsService,
-  ) {
-    this.pool = poolOf(dataSource);
-  }
-
-  /** The key and its audit event in one statement (one transaction, one round trip). */
+  /** The key, its audit event and its webhook event in one statement (one transaction). */
   async insertAudited(key: NewApiKey, audit: AuditStep): Promise<ApiKeyRow> {
-    const step = audit('created', 10);
-    const event = this.webhookEvents.step('created', 10 + step.params.length, {
-      organizationId: key.organizationId,
-      type: 'api_key.created',
+    const details = JSON.stringify({
+      name: key.name,
+      scopes: key.scopes,
+      expires_at: key.expiresAt?.toISOString() ?? null,
     });
-    const { rows } = await this.pool.query<ApiKeyRow>({
-      name: 'api_keys_create_audited',
-      text: `WITH created AS (
-               ${INSERT_KEY}
-               RETURNING ${KEY_COLUMNS}, id::text AS audit_target_id, $9::jsonb AS audit_details,
-                         jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                            'expires_at', expires_at) AS webhook_data),
-             ${step.sql},
-             ${event.sql}
-             SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
-               FROM created`,
-      values: [
-        ...insertParams(key),
-        JSON.stringify({
-          name: key.name,
-          scopes: key.scopes,
-          expires_at: key.expiresAt?.toISOString() ?? null,
-        }),
-        ...step.params,
-        ...event.params,
-      ],
-    });
-    return rows[0];
+    const created = cte(
+      'created',
+      {
+        audit_target_id: sql`id::text`,
+        audit_details: sql`${details}::jsonb`,
+        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+                                             'expires_at', expires_at)`,
+      },
+      (lent) => sql`${insertKey(key)} RETURNING ${KEY_COLUMNS}, ${lent}`,
+    );
+    const row = await this.database.row<ApiKeyRow>(
+      withEntries(
+        [
+          created,
+          audit(created),
+          webhookEventStep(created, {
+            organizationId: key.organizationId,
+            type: 'api_key.created',
+          }),
+        ],
+        sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
+              FROM ${created.ref}`,
+      ),
+      { name: 'api_keys_create_audited' },
+    );
+    return row!;
   }
 
   /** In the caller's transaction (a roll issues the new key with the old one's end). */
   async insert(manager: EntityManager, key: NewApiKey): Promise<ApiKeyRow> {
-    const rows: ApiKeyRow[] = await manager.query(
-      `${INSERT_KEY} RETURNING ${KEY_COLUMNS}`,
-      insertParams(key),
+    const row = await this.database.row<ApiKeyRow>(
+      sql`${insertKey(key)} RETURNING ${KEY_COLUMNS}`,
+      { manager },
     );
-    return rows[0];
+    return row!;
   }
 
   /**
    * The organization's live (not revoked, not expired at `now`) key, locked until the
    * transaction ends: two concurrent rolls of one key run one after the other.
    */
-  async lockLive(
+  lockLive(
     manager: EntityManager,
     id: string,
     organizationId: string,
     now: Date,
   ): Promise<Pick<ApiKey, 'name' | 'scopes' | 'keyHash'> | undefined> {
-    const rows: Array<Pick<ApiKey, 'name' | 'scopes' | 'keyHash'>> = await manager.query(
-      `SELECT name, scopes, key_hash AS "keyHash" FROM api_keys
-        WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-          AND (expires_at IS NULL OR expires_at > $3)
-        FOR UPDATE`,
-      [id, organizationId, now],
+    return this.database.row(
+      sql`SELECT name, scopes, key_hash AS "keyHash" FROM api_keys
+           WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+             AND (expires_at IS NULL OR expires_at > ${now})
+           FOR UPDATE`,
+      { manager },
     );
-    return rows[0];
   }
 
-  // UPDATEs through manager.query sit in a CTE: TypeORM answers a bare UPDATE ... RETURNING as
-  // [rows, rowCount], a SELECT as rows.
-
-  /** Revokes the key now; answers when it stopped working. */
-  async revokeNow(manager: EntityManager, id: string): Promise<Date> {
-    const rows: Array<{ endsAt: Date }> = await manager.query(
-      `WITH ended AS (UPDATE api_keys SET revoked_at = now() WHERE id = $1 RETURNING revoked_at)
-       SELECT revoked_at AS "endsAt" FROM ended`,
-      [id],
-    );
-    return rows[0].endsAt;
+  /** Revokes the key at `at`. */
+  async revokeAt(manager: EntityManager, id: string, at: Date): Promise<void> {
+    await this.database.rows(sql`UPDATE api_keys SET revoked_at = ${at} WHERE id = ${id}`, {
+      manager,
+    });
   }
 
   /** Brings the key's expiry forward to `endsAt` unless it already expires sooner; answers it. */
   async expireBy(manager: EntityManager, id: string, endsAt: Date): Promise<Date> {
-    const rows: Array<{ endsAt: Date }> = await manager.query(
-      `WITH ended AS (
-         UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $2::timestamptz)
-          WHERE id = $1 RETURNING expires_at)
-       SELECT expires_at AS "endsAt" FROM ended`,
-      [id, endsAt],
+    const row = await this.database.row<{ endsAt: Date }>(
+      sql`UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), ${endsAt}::timestamptz)
+           WHERE id = ${id} RETURNING expires_at AS "endsAt"`,
+      { manager },
     );
-    return rows[0].endsAt;
+    return row!.endsAt;
   }
 
   /**
-   * Revokes the organization's key and writes its audit event in one statement; answers the
-   * key's hash, or undefined when it has no such live key.
+   * Revokes the organization's key at `at` and writes its audit and webhook events in one
+   * statement; answers the key's hash, or undefined when it has no such live key.
    */
   async revokeAudited(
     id: string,
     organizationId: string,
+    at: Date,
     audit: AuditStep,
   ): Promise<Buffer | undefined> {
-    const step = audit('revoked', 3);
-    const event = this.webhookEvents.step('revoked', 3 + step.params.length, {
-      organizationId,
-      type: 'api_key.revoked',
-    });
-    const { rows } = await this.pool.query<{ key_hash: Buffer }>({
-      name: 'api_keys_revoke_audited',
-      text: `WITH revoked AS (
-               UPDATE api_keys SET revoked_at = now()
-                WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-                RETURNING key_hash, id::text AS audit_target_id,
-                          jsonb_build_object('name', name) AS audit_details,
-                          jsonb_build_object('id', id, 'name', name,
-                                             'revoked_at', revoked_at) AS webhook_data),
-             ${step.sql},
-             ${event.sql}
-             SELECT key_hash FROM revoked`,
-      values: [id, organizationId, ...step.params, ...event.params],
-    });
-    return rows[0]?.key_hash;
+    const revoked = cte(
+      'revoked',
+      {
+        audit_target_id: sql`id::text`,
+        audit_details: sql`jsonb_build_object('name', name)`,
+        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`,
+      },
+      (lent) => sql`
+        UPDATE api_keys SET revoked_at = ${at}
+         WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+        RETURNING key_hash, ${lent}`,
+    );
+    const row = await this.database.row<{ key_hash: Buffer }>(
+      withEntries(
+        [
+          revoked,
+          audit(revoked),
+          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked' }),
+        ],
+        sql`SELECT key_hash FROM ${revoked.ref}`,
+      ),
+      { name: 'api_keys_revoke_audited' },
+    );
+    return row?.key_hash;
   }
 
   /** Newest first, after the key `startingAfter` of the same organization; `limit + 1` rows. */
@@ -193,39 +170,35 @@ export class ApiKeysRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<ApiKeyRow[]> {
-    return this.pool
-      .query<ApiKeyRow>({
-        name: 'api_keys_page',
-        text: `SELECT ${KEY_COLUMNS} FROM api_keys
-                WHERE organization_id = $1 AND revoked_at IS NULL
-                  AND ($2::uuid IS NULL OR (created_at, id) < (
-                        SELECT k2.created_at, k2.id FROM api_keys k2
-                         WHERE k2.id = $2::uuid AND k2.organization_id = $1))
-                ORDER BY created_at DESC, id DESC
-                LIMIT $3`,
-        values: [organizationId, startingAfter ?? null, limit + 1],
-      })
-      .then(({ rows }) => rows);
+    const after = startingAfter ?? null;
+    return this.database.rows<ApiKeyRow>(
+      sql`SELECT ${KEY_COLUMNS} FROM api_keys
+           WHERE organization_id = ${organizationId} AND revoked_at IS NULL
+             AND (${after}::uuid IS NULL OR (created_at, id) < (
+                   SELECT k2.created_at, k2.id FROM api_keys k2
+                    WHERE k2.id = ${after}::uuid AND k2.organization_id = ${organizationId}))
+           ORDER BY created_at DESC, id DESC
+           LIMIT ${limit + 1}`,
+      { name: 'api_keys_page' },
+    );
   }
 
   /** The unrevoked key with this hash (its expiry is for the caller to judge). */
-  async findUnrevokedByHash(keyHash: Buffer): Promise<ApiKeyCredentialRow | undefined> {
-    const { rows } = await this.pool.query<ApiKeyCredentialRow>({
-      name: 'api_keys_by_hash',
-      text: `SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt"
-               FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-      values: [keyHash],
-    });
-    return rows[0];
+  findUnrevokedByHash(keyHash: Buffer): Promise<ApiKeyCredentialRow | undefined> {
+    return this.database.row<ApiKeyCredentialRow>(
+      sql`SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt"
+            FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`,
+      { name: 'api_keys_by_hash' },
+    );
   }
 
-  /** Sets last_used_at unless it was set within the last minute (another instance did). */
-  async touchLastUsed(id: string): Promise<void> {
-    await this.pool.query({
-      name: 'api_keys_touch_last_used',
-      text: `UPDATE api_keys SET last_used_at = now()
-              WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')`,
-      values: [id],
-    });
+  /** Sets last_used_at to `at` unless it was set within the minute before (another instance did). */
+  async touchLastUsed(id: string, at: Date): Promise<void> {
+    await this.database.rows(
+      sql`UPDATE api_keys SET last_used_at = ${at}
+           WHERE id = ${id}
+             AND (last_used_at IS NULL OR last_used_at < ${at}::timestamptz - interval '60 seconds')`,
+      { name: 'api_keys_touch_last_used' },
+    );
   }
 }

@@ -1,7 +1,6 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
+import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import { AuditService } from '../audit/audit.service';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
@@ -9,6 +8,7 @@ import { type CallerContext, type Scope, scopeSatisfies } from '../common/auth/c
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
+import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import {
   DISPLAY_PREFIX_LENGTH,
@@ -74,7 +74,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
 
   constructor(
     private readonly keys: ApiKeysRepository,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     @Inject(REDIS_CLIENT) redis: RedisClient,
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
@@ -105,12 +105,14 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       throw AppError.validation([{ field: 'expires_at', problem: 'must be in the future' }]);
     }
     const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt);
-    const created = await this.keys.insertAudited(row, (source, firstParam) =>
-      this.audit.step(
-        caller,
-        { organizationId: caller.organizationId, action: 'api_key.created', targetType: 'api_key' },
-        source,
-        firstParam,
+    const created = await this.keys.insertAudited(
+      row,
+      auditEventStep(
+        auditOrigin(caller, {
+          organizationId: caller.organizationId,
+          action: 'api_key.created',
+          targetType: 'api_key',
+        }),
       ),
     );
     return this.issued(key, row, created);
@@ -126,12 +128,12 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     expiresInSeconds: number,
   ): Promise<CreatedApiKeyDto> {
     const now = this.clock.now();
-    const { created, oldHash } = await this.dataSource.transaction(async (manager) => {
+    const { created, oldHash } = await this.database.transaction(async (manager) => {
       const old = await this.keys.lockLive(manager, id, caller.organizationId, now);
       if (!old) throw AppError.notFound('API key');
       const oldEndsAt =
         expiresInSeconds === 0
-          ? await this.keys.revokeNow(manager, id)
+          ? (await this.keys.revokeAt(manager, id, now), now)
           : await this.keys.expireBy(
               manager,
               id,
@@ -180,12 +182,16 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   /** Revokes the key; refused on every instance told through Redis from the next request on. */
   async revoke(caller: CallerContext, id: string): Promise<void> {
     // The revocation and its audit event in one statement (one transaction, one round trip).
-    const keyHash = await this.keys.revokeAudited(id, caller.organizationId, (source, firstParam) =>
-      this.audit.step(
-        caller,
-        { organizationId: caller.organizationId, action: 'api_key.revoked', targetType: 'api_key' },
-        source,
-        firstParam,
+    const keyHash = await this.keys.revokeAudited(
+      id,
+      caller.organizationId,
+      this.clock.now(),
+      auditEventStep(
+        auditOrigin(caller, {
+          organizationId: caller.organizationId,
+          action: 'api_key.revoked',
+          targetType: 'api_key',
+        }),
       ),
     );
     if (!keyHash) throw AppError.notFound('API key');
@@ -237,7 +243,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (this.lastUsedWrites.has(id)) return;
     this.lastUsedWrites.set(id, true);
     // Off the request path; a lost write only makes last_used_at a minute staler.
-    this.keys.touchLastUsed(id).catch((error: unknown) => {
+    this.keys.touchLastUsed(id, this.clock.now()).catch((error: unknown) => {
       this.lastUsedWrites.delete(id);
       this.logger.warn({ err: error }, 'api key: last_used_at not written');
     });

@@ -1,12 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
-import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
+import { Clock } from '../common/time/clock';
+import { BackgroundJobs } from '../common/time/background-jobs';
+import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import type { TeamsConfig } from '../config/teams.config';
 import { AuditRepository } from './audit.repository';
 
 /** Events deleted per statement; the worker loops until none are due. */
 const BATCH_SIZE = 1_000;
+const DAY_MS = 86_400_000;
 
 /**
  * Deletes audit events older than AUDIT_RETENTION_DAYS, on every instance, every
@@ -15,20 +18,21 @@ const BATCH_SIZE = 1_000;
  * other nor do the same work twice, and there is no leader to elect.
  */
 @Injectable()
-export class AuditRetentionWorker extends PeriodicWorker {
+export class AuditRetentionWorker {
   private readonly retentionDays: number;
-  protected readonly task: PeriodicTask;
+  private readonly task: PeriodicTask;
 
   constructor(
     private readonly events: AuditRepository,
     config: ConfigService,
     private readonly logger: PinoLogger,
+    private readonly clock: Clock,
+    jobs: BackgroundJobs,
   ) {
-    super();
     this.logger.setContext(AuditRetentionWorker.name);
     const teams = config.getOrThrow<TeamsConfig>('teams');
     this.retentionDays = teams.auditRetentionDays;
-    this.task = new PeriodicTask({
+    this.task = jobs.periodic({
       intervalMs: teams.auditPurgeIntervalMs,
       firstDelayMs: Math.min(teams.auditPurgeIntervalMs, 10_000),
       run: async () => {
@@ -50,7 +54,11 @@ export class AuditRetentionWorker extends PeriodicWorker {
   private purgeAll(): Promise<number> {
     return inBatches(
       BATCH_SIZE,
-      () => this.events.deleteOlderThan(this.retentionDays, BATCH_SIZE),
+      () =>
+        this.events.deleteCreatedBefore(
+          new Date(this.clock.nowMs() - this.retentionDays * DAY_MS),
+          BATCH_SIZE,
+        ),
       () => this.task.isStopped,
     );
   }

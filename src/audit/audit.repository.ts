@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { sql } from '../database/sql';
+import type { AuditOrigin } from './audit-event.step';
 
 export interface AuditEventRow {
   id: string;
@@ -15,74 +17,29 @@ export interface AuditEventRow {
   created_at: Date;
 }
 
-export interface NewAuditEvent {
-  organizationId: string;
-  action: string;
-  actorType: string;
-  actorId: string;
-  targetType: string;
+export interface NewAuditEvent extends AuditOrigin {
   targetId: string;
-  ip: string | null;
-  requestId: string | null;
   details: Record<string, unknown>;
 }
 
 /** What an erased end user's id becomes in the events that named them. */
 export const ERASED_TARGET_ID = '[erased]';
 
-/** The SQL of the audit log. */
+/** The SQL of the audit log (the step other statements carry is audit-event.step.ts). */
 @Injectable()
 export class AuditRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /** In the caller's transaction: the event commits or rolls back with the change. */
   async insert(manager: EntityManager, event: NewAuditEvent): Promise<void> {
-    await manager.query(
-      `INSERT INTO audit_events
-         (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [
-        event.organizationId,
-        event.action,
-        event.actorType,
-        event.actorId,
-        event.targetType,
-        event.targetId,
-        event.ip,
-        event.requestId,
-        JSON.stringify(event.details),
-      ],
+    await this.database.rows(
+      sql`INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
+          VALUES (${event.organizationId}, ${event.action}, ${event.actorType}, ${event.actorId},
+                  ${event.targetType}, ${event.targetId}, ${event.ip}, ${event.requestId},
+                  ${JSON.stringify(event.details)})`,
+      { manager },
     );
-  }
-
-  /**
-   * A data-modifying CTE step that writes one event per row of the CTE named `source`, which must
-   * return `audit_target_id` (text) and `audit_details` (jsonb); the other fields are parameters
-   * `$firstParam`… (answered in `params`). Put in the statement that makes the change, it commits
-   * or rolls back with it: the same transaction in one round trip.
-   */
-  eventStep(
-    source: string,
-    firstParam: number,
-    fields: Omit<NewAuditEvent, 'targetId' | 'details'>,
-  ): { sql: string; params: unknown[] } {
-    const p = (offset: number) => `$${firstParam + offset}`;
-    return {
-      sql: `audit_event AS (
-        INSERT INTO audit_events
-          (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
-        SELECT ${p(0)}::uuid, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, s.audit_target_id, ${p(5)}, ${p(6)}, s.audit_details
-          FROM ${source} s)`,
-      params: [
-        fields.organizationId,
-        fields.action,
-        fields.actorType,
-        fields.actorId,
-        fields.targetType,
-        fields.ip,
-        fields.requestId,
-      ],
-    };
   }
 
   /** Newest first, paged by the id of the last event seen, optionally of one action. */
@@ -92,17 +49,16 @@ export class AuditRepository {
     startingAfter: string | undefined,
     action: string | undefined,
   ): Promise<AuditEventRow[]> {
-    return this.dataSource.query(
-      `SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
-         FROM audit_events
-        WHERE organization_id = $1
-          AND ($2::text IS NULL OR action = $2)
-          AND ($3::uuid IS NULL OR (created_at, id) < (
-                SELECT a2.created_at, a2.id FROM audit_events a2
-                 WHERE a2.id = $3::uuid AND a2.organization_id = $1))
-        ORDER BY created_at DESC, id DESC
-        LIMIT $4`,
-      [organizationId, action ?? null, startingAfter ?? null, limit + 1],
+    return this.database.rows<AuditEventRow>(
+      sql`SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
+            FROM audit_events
+           WHERE organization_id = ${organizationId}
+             AND (${action ?? null}::text IS NULL OR action = ${action ?? null})
+             AND (${startingAfter ?? null}::uuid IS NULL OR (created_at, id) < (
+                   SELECT a2.created_at, a2.id FROM audit_events a2
+                    WHERE a2.id = ${startingAfter ?? null}::uuid AND a2.organization_id = ${organizationId}))
+           ORDER BY created_at DESC, id DESC
+           LIMIT ${limit + 1}`,
     );
   }
 
@@ -114,32 +70,28 @@ export class AuditRepository {
     manager: EntityManager,
     endUsers: Array<{ organizationId: string; userId: string }>,
   ): Promise<void> {
-    await manager.query(
-      `UPDATE audit_events a SET target_id = $3
-         FROM unnest($1::uuid[], $2::text[]) AS erased(organization_id, user_id)
-        WHERE a.organization_id = erased.organization_id AND a.target_type = 'end_user'
-          AND a.target_id = erased.user_id`,
-      [endUsers.map((e) => e.organizationId), endUsers.map((e) => e.userId), ERASED_TARGET_ID],
+    await this.database.rows(
+      sql`UPDATE audit_events a SET target_id = ${ERASED_TARGET_ID}
+            FROM unnest(${endUsers.map((e) => e.organizationId)}::uuid[],
+                        ${endUsers.map((e) => e.userId)}::text[]) AS erased(organization_id, user_id)
+           WHERE a.organization_id = erased.organization_id AND a.target_type = 'end_user'
+             AND a.target_id = erased.user_id`,
+      { manager },
     );
   }
 
   /**
-   * Deletes up to `batchSize` events older than the retention, answering how many. Rows another
+   * Deletes up to `batchSize` events created before `cutoff`, answering how many. Rows another
    * instance is deleting at the same moment are skipped (SKIP LOCKED), so any number of instances
    * may purge at once without waiting on each other or deleting a row twice; each batch is one
    * short statement, so a large backlog never holds a long transaction.
    */
-  async deleteOlderThan(retentionDays: number, batchSize: number): Promise<number> {
-    const rows: Array<{ count: number }> = await this.dataSource.query(
-      `WITH doomed AS (
-         SELECT id FROM audit_events
-          WHERE created_at < now() - make_interval(days => $1)
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-       deleted AS (DELETE FROM audit_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-       SELECT count(*)::int AS count FROM deleted`,
-      [retentionDays, batchSize],
+  async deleteCreatedBefore(cutoff: Date, batchSize: number): Promise<number> {
+    return this.database.count(
+      sql`WITH doomed AS (
+            SELECT id FROM audit_events WHERE created_at < ${cutoff} LIMIT ${batchSize}
+               FOR UPDATE SKIP LOCKED)
+          DELETE FROM audit_events WHERE id IN (SELECT id FROM doomed)`,
     );
-    return rows[0]?.count ?? 0;
   }
 }

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { CallerContext } from '../common/auth/caller';
 import { type Page, toPage } from '../common/pagination/pagination';
 import type { AuditAction } from './audit-actions';
+import { auditOrigin } from './audit-event.step';
 import { AuditRepository } from './audit.repository';
 import { type AuditEventDto, toAuditEventResponse } from './dto/audit-event.dto';
 
@@ -25,46 +26,10 @@ export class AuditService {
 
   record(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
     return this.events.insert(manager, {
-      ...this.origin(caller, entry.organizationId, entry.action, entry.target.type),
+      ...auditOrigin(caller, { ...entry, targetType: entry.target.type }),
       targetId: entry.target.id,
       details: entry.details ?? {},
     });
-  }
-
-  /**
-   * For a hot path that makes its change in one statement: a CTE step to append to that
-   * statement's WITH list, writing the event for each row of the CTE `source` (which returns
-   * `audit_target_id` text and `audit_details` jsonb, never a secret). Its parameters start at
-   * `$firstParam`. One statement is one transaction, and one round trip instead of four.
-   */
-  step(
-    caller: CallerContext,
-    entry: Omit<AuditEntry, 'target' | 'details'> & { targetType: string },
-    source: string,
-    firstParam: number,
-  ): { sql: string; params: unknown[] } {
-    return this.events.eventStep(
-      source,
-      firstParam,
-      this.origin(caller, entry.organizationId, entry.action, entry.targetType),
-    );
-  }
-
-  private origin(
-    caller: CallerContext,
-    organizationId: string,
-    action: AuditAction,
-    targetType: string,
-  ) {
-    return {
-      organizationId,
-      action,
-      actorType: caller.kind === 'user' ? 'user' : 'api_key',
-      actorId: caller.kind === 'user' ? caller.userId : caller.apiKeyId,
-      targetType,
-      ip: caller.ip ?? null,
-      requestId: caller.requestId ?? null,
-    };
   }
 
   /**

@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { Logger } from 'pino';
@@ -6,9 +6,12 @@ import { DataSource } from 'typeorm';
 import { ROOT_LOGGER } from '../common/logging/root-logger';
 import { databaseConfig, type DatabaseConfig } from '../config/database.config';
 import { buildDataSourceOptions } from './data-source-options';
+import { Database } from './database';
 import { runMigrationsExclusively } from './run-migrations';
 import { TypeOrmPinoLogger } from './typeorm-pino-logger';
 
+/** The connection, its migrations, and `Database`, the one way repositories reach it. */
+@Global()
 @Module({
   imports: [
     TypeOrmModule.forRootAsync({
@@ -19,9 +22,8 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
         // Pool errors (a dropped connection) are expected while the database is away; the pool
         // reconnects and readiness reports it.
         logging: ['error', 'warn', 'migration'],
-        // Modules register their entities with forFeature; the glob is for the CLI only.
-        entities: [],
-        autoLoadEntities: true,
+        // Every entity of src/ (the glob of buildDataSourceOptions, as the TypeORM CLI loads
+        // them): the schema is one, and a foreign key names its table, not another module's class.
         // Fail start-up at once with the real error instead of retrying for half a minute.
         retryAttempts: 0,
       }),
@@ -34,5 +36,7 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
       },
     }),
   ],
+  providers: [Database],
+  exports: [Database],
 })
 export class DatabaseModule {}

@@ -1,17 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import type { EndUsersConfig } from '../config/end-users.config';
-import type { SqlStep } from '../database/pg-pool';
+import { Database } from '../database/database';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
 import { EndUsersRepository } from './end-users.repository';
-import { MemoriesRepository, type NewMemory, type RecalledMemory } from './memories.repository';
+import type { RecalledMemory } from './memories.repository';
 
 export interface EnsuredEndUser {
   created: boolean;
@@ -24,10 +22,9 @@ export class EndUsersService {
   private readonly config: EndUsersConfig;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     config: ConfigService,
     private readonly endUsers: EndUsersRepository,
-    private readonly memories: MemoriesRepository,
     private readonly audit: AuditService,
     private readonly clock: Clock,
   ) {
@@ -86,6 +83,7 @@ export class EndUsersService {
       organizationId,
       userId,
       JSON.stringify(metadata),
+      this.clock.now(),
     );
     if (updated) return toEndUserResponse(updated);
     const existing = await this.findRow(organizationId, userId);
@@ -100,12 +98,13 @@ export class EndUsersService {
   async scheduleErasure(caller: CallerContext, userId: string): Promise<EndUserDeletionDto> {
     const { organizationId } = caller;
     const eraseAfter = new Date(this.clock.nowMs() + this.config.erasureGraceSeconds * 1000);
-    return this.dataSource.transaction(async (manager) => {
+    return this.database.transaction(async (manager) => {
       const marked = await this.endUsers.markForErasure(
         manager,
         organizationId,
         userId,
         eraseAfter,
+        this.clock.now(),
       );
       if (!marked) throw AppError.notFound('End user');
       if (marked.was_active) {
@@ -122,14 +121,6 @@ export class EndUsersService {
         erasure_expected_at: this.expectedErasure(marked.erase_after).toISOString(),
       };
     });
-  }
-
-  /**
-   * The step of a statement that stores an exchange (see RespondRepository): the memories, in
-   * the order given, written in the same statement (so the same transaction) as the rest.
-   */
-  appendMemoriesStep(firstParam: number, memories: NewMemory[]): SqlStep {
-    return this.memories.insertStep(firstParam, memories);
   }
 
   /**

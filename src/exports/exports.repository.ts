@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import { DataSource } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
+import { Database } from '../database/database';
+import { raw, type Sql, sql } from '../database/sql';
 
 const ISO = (column: string) =>
-  `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+
+/** The key before any row of a section ordered by (time, uuid). */
+const FIRST_BY_TIME_AND_ID = ['-infinity', '00000000-0000-0000-0000-000000000000'];
 
 /** An end user found for a document, with what bounds the document's reads. */
 export interface DocumentSubject {
@@ -24,14 +25,14 @@ export interface DocumentSubject {
 export interface SectionPage {
   docs: string[];
   /** null after the last page. */
-  next: unknown[] | null;
+  next: string[] | null;
 }
 
 /** One array of a document, read a page at a time by key (keyset paging). */
 export interface Section {
   key: string;
-  first: unknown[];
-  page(subject: DocumentSubject, after: unknown[], limit: number): Promise<SectionPage>;
+  first: string[];
+  page(subject: DocumentSubject, after: string[], limit: number): Promise<SectionPage>;
 }
 
 /** A rendered row and its sort key as text (text round-trips timestamps to the microsecond). */
@@ -47,15 +48,11 @@ interface DocRow {
  */
 @Injectable()
 export class ExportsRepository {
-  private readonly pool: Pool;
-
-  constructor(@InjectDataSource() dataSource: DataSource) {
-    this.pool = poolOf(dataSource);
-  }
+  constructor(private readonly database: Database) {}
 
   async findSubject(organizationId: string, userId: string): Promise<DocumentSubject | null> {
-    const { rows } = await this.pool.query<DocumentSubject>(
-      `SELECT e.id, e.user_id AS "userId",
+    const row = await this.database.row<DocumentSubject>(
+      sql`SELECT e.id, e.user_id AS "userId",
               json_build_object(
                 'user_id', e.user_id, 'metadata', e.metadata, 'status', e.status,
                 'created_at', ${ISO('e.created_at')}, 'updated_at', ${ISO('e.updated_at')}
@@ -64,48 +61,49 @@ export class ExportsRepository {
               COALESCE((SELECT max(m.id) FROM memories m WHERE m.end_user_id = e.id), 0)::text
                 AS "lastMemoryId"
          FROM end_users e
-        WHERE e.organization_id = $1 AND e.user_id = $2`,
-      [organizationId, userId],
+        WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /** The sections of the PMF v1 document, in the document's order. */
   readonly exportSections: Section[] = [
     this.section(
       'personalities',
-      ['-infinity', '00000000-0000-0000-0000-000000000000'],
-      `SELECT json_build_object(
-                'id', p.id, 'source_slug', p.source_slug, 'source_version', p.source_version,
-                'name', p.name, 'description', p.description, 'traits', p.traits,
-                'voice', p.voice, 'system_prompt', p.system_prompt)::text AS doc,
-              p.created_at::text AS c1, p.id::text AS c2
-         FROM personalities p
-        WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = $1
-                       UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = $1)
-          AND (p.created_at, p.id) > ($2::timestamptz, $3::uuid)
-        ORDER BY p.created_at, p.id
-        LIMIT $4`,
+      FIRST_BY_TIME_AND_ID,
+      (subject, [at, id], limit) =>
+        sql`SELECT json_build_object(
+                   'id', p.id, 'source_slug', p.source_slug, 'source_version', p.source_version,
+                   'name', p.name, 'description', p.description, 'traits', p.traits,
+                   'voice', p.voice, 'system_prompt', p.system_prompt)::text AS doc,
+                 p.created_at::text AS c1, p.id::text AS c2
+            FROM personalities p
+           WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = ${subject.id}
+                          UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = ${subject.id})
+             AND (p.created_at, p.id) > (${at}::timestamptz, ${id}::uuid)
+           ORDER BY p.created_at, p.id
+           LIMIT ${limit}`,
     ),
     this.section(
       'relationships',
-      ['-infinity', '00000000-0000-0000-0000-000000000000'],
-      `SELECT json_build_object(
-                'personality_id', personality_id, 'month', to_char(month, 'YYYY-MM'),
-                'first_active_at', ${ISO('first_active_at')})::text AS doc,
-              month::text AS c1, personality_id::text AS c2
-         FROM relationship_months
-        WHERE end_user_id = $1 AND (month, personality_id) > ($2::date, $3::uuid)
-        ORDER BY month, personality_id
-        LIMIT $4`,
+      FIRST_BY_TIME_AND_ID,
+      (subject, [month, id], limit) =>
+        sql`SELECT json_build_object(
+                   'personality_id', personality_id, 'month', to_char(month, 'YYYY-MM'),
+                   'first_active_at', ${ISO('first_active_at')})::text AS doc,
+                 month::text AS c1, personality_id::text AS c2
+            FROM relationship_months
+           WHERE end_user_id = ${subject.id} AND (month, personality_id) > (${month}::date, ${id}::uuid)
+           ORDER BY month, personality_id
+           LIMIT ${limit}`,
     ),
     this.memorySection(
-      `json_build_object(
-         'id', id::text, 'personality_id', personality_id, 'role', role, 'content', content,
-         'emotion', CASE WHEN emotion IS NULL THEN NULL
-                    ELSE json_build_object('name', emotion, 'intensity', intensity) END,
-         'vocabulary_version', vocabulary_version,
-         'created_at', ${ISO('created_at')})::text`,
+      sql`json_build_object(
+            'id', id::text, 'personality_id', personality_id, 'role', role, 'content', content,
+            'emotion', CASE WHEN emotion IS NULL THEN NULL
+                       ELSE json_build_object('name', emotion, 'intensity', intensity) END,
+            'vocabulary_version', vocabulary_version,
+            'created_at', ${ISO('created_at')})::text`,
     ),
   ];
 
@@ -113,14 +111,16 @@ export class ExportsRepository {
   readonly modelSections: Section[] = [
     this.section(
       'relationship_months',
-      ['-infinity', '00000000-0000-0000-0000-000000000000'],
-      `SELECT to_jsonb(t)::text AS doc, t.month::text AS c1, t.personality_id::text AS c2
-         FROM relationship_months t
-        WHERE t.end_user_id = $1 AND (t.month, t.personality_id) > ($2::date, $3::uuid)
-        ORDER BY t.month, t.personality_id
-        LIMIT $4`,
+      FIRST_BY_TIME_AND_ID,
+      (subject, [month, id], limit) =>
+        sql`SELECT to_jsonb(t)::text AS doc, t.month::text AS c1, t.personality_id::text AS c2
+            FROM relationship_months t
+           WHERE t.end_user_id = ${subject.id}
+             AND (t.month, t.personality_id) > (${month}::date, ${id}::uuid)
+           ORDER BY t.month, t.personality_id
+           LIMIT ${limit}`,
     ),
-    this.memorySection('to_jsonb(t)::text'),
+    this.memorySection(sql`to_jsonb(t)::text`),
   ];
 
   /**
@@ -128,42 +128,38 @@ export class ExportsRepository {
    * stale statistics (a bulk import) the planner sorts the user's rows, and rendering them all
    * for every page made an export quadratic.
    */
-  private memorySection(render: string): Section {
-    const sql = `SELECT ${render} AS doc, t.id::text AS c1
-                   FROM (SELECT * FROM memories
-                          WHERE end_user_id = $1 AND id > $2::bigint AND id <= $3::bigint
-                          ORDER BY id LIMIT $4) t
-                  ORDER BY t.id`;
-    return {
-      key: 'memories',
-      first: ['0'],
-      page: async (subject, after, limit) =>
-        this.readPage(sql, [subject.id, after[0], subject.lastMemoryId, limit], limit, 1),
-    };
+  private memorySection(render: Sql): Section {
+    return this.section(
+      'memories',
+      ['0'],
+      (subject, [after], limit) =>
+        sql`SELECT ${render} AS doc, t.id::text AS c1
+            FROM (SELECT * FROM memories
+                   WHERE end_user_id = ${subject.id} AND id > ${after}::bigint
+                     AND id <= ${subject.lastMemoryId}::bigint
+                   ORDER BY id LIMIT ${limit}) t
+           ORDER BY t.id`,
+    );
   }
 
-  private section(key: string, first: unknown[], sql: string): Section {
+  /** A section read by `page`, whose rows carry the next page's key as c1 (, c2). */
+  private section(
+    key: string,
+    first: string[],
+    page: (subject: DocumentSubject, after: string[], limit: number) => Sql,
+  ): Section {
     return {
       key,
       first,
-      page: (subject, after, limit) => this.readPage(sql, [subject.id, ...after, limit], limit, 2),
-    };
-  }
-
-  private async readPage(
-    sql: string,
-    params: unknown[],
-    limit: number,
-    cursorColumns: number,
-  ): Promise<SectionPage> {
-    const { rows } = await this.pool.query<DocRow>(sql, params);
-    const last = rows[rows.length - 1];
-    return {
-      docs: rows.map((row) => row.doc),
-      next:
-        rows.length < limit || !last
-          ? null
-          : Array.from({ length: cursorColumns }, (_, i) => last[`c${i + 1}`]),
+      page: async (subject, after, limit) => {
+        const rows = await this.database.rows<DocRow>(page(subject, after, limit));
+        const last = rows[rows.length - 1];
+        return {
+          docs: rows.map((row) => row.doc),
+          next:
+            rows.length < limit || !last ? null : first.map((_, index) => last[`c${index + 1}`]),
+        };
+      },
     };
   }
 }

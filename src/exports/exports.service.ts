@@ -51,7 +51,7 @@ export class ExportsService {
     for (const section of sections) {
       buffer += `,${JSON.stringify(section.key)}:[`;
       let first = true;
-      let after: unknown[] | null = section.first;
+      let after: string[] | null = section.first;
       while (after) {
         const page = await section.page(subject, after, PAGE_ROWS);
         for (const doc of page.docs) {

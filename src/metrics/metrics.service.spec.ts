@@ -2,7 +2,7 @@ import type { ConfigService } from '@nestjs/config';
 import type { Request, Response } from 'express';
 import { PinoLogger } from 'nestjs-pino';
 import pino from 'pino';
-import type { DataSource } from 'typeorm';
+import type { Database } from '../database/database';
 import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
 
 function service(metricsPort: number) {
@@ -10,11 +10,12 @@ function service(metricsPort: number) {
     getOrThrow: () => ({ metricsPort, tracing: false }),
   } as unknown as ConfigService;
   const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
-  const dataSource = { driver: { master: pool } } as unknown as DataSource;
+  const database = { pool } as unknown as Database;
   return new MetricsService(
     config,
-    dataSource,
+    database,
     new PinoLogger({ pinoHttp: pino({ level: 'silent' }) }),
+    'server',
   );
 }
 

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
+import { Database } from '../database/database';
 import type { Role } from './entities/membership.entity';
 
 export interface OrganizationRoleRow {
@@ -31,8 +31,11 @@ const FIRST_GRANT = {
 export class OrganizationsRepository {
   private readonly pool: Pool;
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
-    this.pool = poolOf(dataSource);
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    database: Database,
+  ) {
+    this.pool = database.pool;
   }
 
   async insert(

@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
-import { DataSource, type EntityManager, MoreThan, Repository } from 'typeorm';
+import { type EntityManager, MoreThan } from 'typeorm';
+import { Database } from '../database/database';
+import { cte, sql, withEntries } from '../database/sql';
+import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import type { CatalogEntryFile } from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
-import { WebhookEventsService } from '../webhooks/webhook-events.service';
 
 /** What /v1/respond and its engines need of a personality to write replies. */
 export type PersonalityForReply = Pick<
@@ -12,55 +13,20 @@ export type PersonalityForReply = Pick<
   'id' | 'name' | 'description' | 'traits' | 'voice' | 'systemPrompt' | 'model' | 'replies'
 >;
 
-const UPSERT_CATALOG_ENTRY = `
-  INSERT INTO catalog_personalities
-    (slug, name, description, version, traits, voice, system_prompt, replies)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-  ON CONFLICT (slug) DO UPDATE SET
-    name = excluded.name, description = excluded.description, version = excluded.version,
-    traits = excluded.traits, voice = excluded.voice, system_prompt = excluded.system_prompt,
-    replies = excluded.replies, updated_at = now()`;
-
-// Every field of the entry, copied by value in one statement: later imports cannot reach a clone.
-/** The clone and its `personality.created` webhook event (`event`, a WebhookEventsService step). */
-function cloneCatalogEntry(event: { sql: string }): string {
-  return `
-  WITH cloned AS (
-    INSERT INTO personalities (organization_id, source_slug, source_version, name, description,
-                               traits, voice, system_prompt, replies)
-    SELECT $1, slug, version, name, description, traits, voice, system_prompt, replies
-      FROM catalog_personalities WHERE slug = $2
-    RETURNING id, jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
-                                     'created_at', created_at) AS webhook_data),
-  ${event.sql}
-  SELECT id FROM cloned`;
-}
-
-const FIND_FOR_REPLY = `
-  SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies
-    FROM personalities WHERE id = $1 AND organization_id = $2`;
-
-// Through a CTE, so the driver answers rows rather than DELETE's [rows, count].
-const DELETE_PERSONALITY = `
-  WITH deleted AS (
-    DELETE FROM personalities WHERE id = $1 AND organization_id = $2
-    RETURNING name, source_slug)
-  SELECT * FROM deleted`;
-
 /**
  * Every query of the catalog (`catalog_personalities`) and of the organizations' personalities
- * (`personalities`), both through TypeORM: the deletion runs in a caller's transaction with the
- * audit event, so the personalities table is not also reached through the raw pool.
+ * (`personalities`): TypeORM's repository for the plain reads and saves, SQL for the clone (one
+ * statement with its webhook event), the reply's hot read and the audited delete.
  */
 @Injectable()
 export class PersonalitiesRepository {
-  constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    @InjectRepository(CatalogPersonality)
-    private readonly catalog: Repository<CatalogPersonality>,
-    @InjectRepository(Personality) private readonly personalities: Repository<Personality>,
-    private readonly webhookEvents: WebhookEventsService,
-  ) {}
+  private readonly catalog;
+  private readonly personalities;
+
+  constructor(private readonly database: Database) {
+    this.catalog = database.repository(CatalogPersonality);
+    this.personalities = database.repository(Personality);
+  }
 
   async findCatalogVersions(): Promise<Map<string, string>> {
     const rows = await this.catalog.find({ select: { slug: true, version: true } });
@@ -68,19 +34,22 @@ export class PersonalitiesRepository {
   }
 
   /** Upserts entries by slug, all or none. */
-  async upsertCatalogEntries(entries: CatalogEntryFile[]): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
+  async upsertCatalogEntries(entries: CatalogEntryFile[], at: Date): Promise<void> {
+    await this.database.transaction(async (manager) => {
       for (const entry of entries) {
-        await manager.query(UPSERT_CATALOG_ENTRY, [
-          entry.slug,
-          entry.name,
-          entry.description,
-          entry.version,
-          JSON.stringify(entry.traits),
-          JSON.stringify(entry.voice),
-          entry.system_prompt,
-          JSON.stringify(entry.replies),
-        ]);
+        await this.database.rows(
+          sql`INSERT INTO catalog_personalities
+                (slug, name, description, version, traits, voice, system_prompt, replies)
+              VALUES (${entry.slug}, ${entry.name}, ${entry.description}, ${entry.version},
+                      ${JSON.stringify(entry.traits)}, ${JSON.stringify(entry.voice)},
+                      ${entry.system_prompt}, ${JSON.stringify(entry.replies)})
+              ON CONFLICT (slug) DO UPDATE SET
+                name = excluded.name, description = excluded.description,
+                version = excluded.version, traits = excluded.traits, voice = excluded.voice,
+                system_prompt = excluded.system_prompt, replies = excluded.replies,
+                updated_at = ${at}`,
+          { manager },
+        );
       }
     });
   }
@@ -99,16 +68,28 @@ export class PersonalitiesRepository {
    * clone and its webhook event commit together.
    */
   async insertCloneOfCatalogEntry(organizationId: string, slug: string): Promise<string | null> {
-    const event = this.webhookEvents.step('cloned', 3, {
-      organizationId,
-      type: 'personality.created',
-    });
-    const rows: Array<{ id: string }> = await this.personalities.query(cloneCatalogEntry(event), [
-      organizationId,
-      slug,
-      ...event.params,
-    ]);
-    return rows[0]?.id ?? null;
+    // Every field of the entry, copied by value in one statement: later imports cannot reach it.
+    const cloned = cte(
+      'cloned',
+      {
+        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
+                                             'created_at', created_at)`,
+      },
+      (lent) => sql`
+        INSERT INTO personalities (organization_id, source_slug, source_version, name,
+                                   description, traits, voice, system_prompt, replies)
+        SELECT ${organizationId}, slug, version, name, description, traits, voice, system_prompt,
+               replies
+          FROM catalog_personalities WHERE slug = ${slug}
+        RETURNING id, ${lent}`,
+    );
+    const row = await this.database.row<{ id: string }>(
+      withEntries(
+        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created' })],
+        sql`SELECT id FROM ${cloned.ref}`,
+      ),
+    );
+    return row?.id ?? null;
   }
 
   existsInOrganization(organizationId: string, id: string): Promise<boolean> {
@@ -152,11 +133,12 @@ export class PersonalitiesRepository {
    * hydrating a find() cost about twice the CPU of the query itself.
    */
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
-    const rows: PersonalityForReply[] = await this.personalities.query(FIND_FOR_REPLY, [
-      id,
-      organizationId,
-    ]);
-    return rows[0] ?? null;
+    const row = await this.database.row<PersonalityForReply>(
+      sql`SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model,
+                 replies
+            FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
+    return row ?? null;
   }
 
   /** What the audit event names of the deleted personality, or null when there was none. */
@@ -165,11 +147,11 @@ export class PersonalitiesRepository {
     organizationId: string,
     id: string,
   ): Promise<{ name: string; sourceSlug: string | null } | null> {
-    const rows: Array<{ name: string; source_slug: string | null }> = await manager.query(
-      DELETE_PERSONALITY,
-      [id, organizationId],
+    const row = await this.database.row<{ name: string; source_slug: string | null }>(
+      sql`DELETE FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}
+          RETURNING name, source_slug`,
+      { manager },
     );
-    const row = rows[0];
     return row ? { name: row.name, sourceSlug: row.source_slug } : null;
   }
 }

@@ -3,7 +3,6 @@ import { ConfigService } from '@nestjs/config';
 import type { EngineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
-import { UsageModule } from '../usage/usage.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { LocalResponseEngine } from './engine/local-response-engine';
 import { OpenAiResponseEngine } from './engine/openai-response-engine';
@@ -14,13 +13,7 @@ import { RespondService } from './respond.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [
-    IdempotencyModule,
-    EndUsersModule,
-    PersonalitiesModule,
-    UsageModule,
-    VocabulariesModule,
-  ],
+  imports: [IdempotencyModule, EndUsersModule, PersonalitiesModule, VocabulariesModule],
   controllers: [RespondController],
   providers: [
     RespondRepository,

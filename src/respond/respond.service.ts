@@ -4,7 +4,8 @@ import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
-import type { StepBuilder } from '../database/pg-pool';
+import type { WithEntry } from '../database/sql';
+import { memoriesInsertStep } from '../end-users/memories.step';
 import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
@@ -13,7 +14,7 @@ import {
 } from '../personalities/personalities.service';
 import { MetricsService } from '../metrics/metrics.service';
 import { inClientSpan } from '../tracing/spans';
-import { UsageService } from '../usage/usage.service';
+import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { RespondDto, RespondResponseDto } from './dto/respond.dto';
@@ -56,7 +57,6 @@ export class RespondService {
     private readonly clock: Clock,
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
-    private readonly usage: UsageService,
     private readonly vocabularies: VocabulariesService,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     metrics: MetricsService,
@@ -150,36 +150,32 @@ export class RespondService {
       vocabularyVersion: vocabulary.version,
       createdAt: at,
     };
-    const steps: StepBuilder[] = [
-      (first) =>
-        this.endUsers.appendMemoriesStep(first, [
-          {
-            ...common,
-            role: 'user',
-            content: conversation.message,
-            emotion: reply.detected.name,
-            intensity: reply.detected.intensity,
-          },
-          {
-            ...common,
-            role: 'personality',
-            content: reply.text,
-            emotion: reply.emotion.name,
-            intensity: reply.emotion.intensity,
-          },
-        ]),
-      (first) =>
-        this.usage.recordActivityStep(first, {
-          organizationId,
-          endUserId: endUser.id,
-          personalityId: personality.id,
-          at,
-        }),
+    const steps: WithEntry[] = [
+      memoriesInsertStep([
+        {
+          ...common,
+          role: 'user',
+          content: conversation.message,
+          emotion: reply.detected.name,
+          intensity: reply.detected.intensity,
+        },
+        {
+          ...common,
+          role: 'personality',
+          content: reply.text,
+          emotion: reply.emotion.name,
+          intensity: reply.emotion.intensity,
+        },
+      ]),
+      relationshipActivityStep({
+        organizationId,
+        endUserId: endUser.id,
+        personalityId: personality.id,
+        at,
+      }),
     ];
     const { usage } = reply;
-    if (usage) {
-      steps.push((first) => this.usage.recordTokensStep(first, { organizationId, at, ...usage }));
-    }
+    if (usage) steps.push(tokenUsageStep({ organizationId, at, ...usage }));
     await this.repository
       .storeExchange(usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange', steps)
       .catch((error: unknown) => {

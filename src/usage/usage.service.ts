@@ -4,7 +4,6 @@ import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
-import type { SqlStep } from '../database/pg-pool';
 import {
   ActiveRelationshipItemDto,
   ActiveRelationshipsDto,
@@ -13,23 +12,6 @@ import {
 } from './dto/usage.dto';
 import { UsageRepository } from './usage.repository';
 
-export interface Activity {
-  organizationId: string;
-  endUserId: string;
-  personalityId: string;
-  at: Date;
-}
-
-export interface TokensUsed {
-  organizationId: string;
-  at: Date;
-  promptTokens: number;
-  completionTokens: number;
-}
-
-/** The first day of the UTC month of `at`, as the tables key their months. */
-const monthStartOf = (at: Date) => `${monthOf(at)}-01`;
-
 /** Monthly active relationships: recorded by /v1/respond, read in O(1) for billing. */
 @Injectable()
 export class UsageService {
@@ -37,30 +19,6 @@ export class UsageService {
     private readonly usage: UsageRepository,
     private readonly clock: Clock,
   ) {}
-
-  /**
-   * The step of a statement that stores an exchange (see RespondRepository): the pair counts
-   * as active in the UTC month of `at`, once however often and concurrently it talks.
-   */
-  recordActivityStep(firstParam: number, activity: Activity): SqlStep {
-    return this.usage.recordActivityStep(firstParam, [
-      activity.organizationId,
-      monthStartOf(activity.at),
-      activity.endUserId,
-      activity.personalityId,
-      activity.at,
-    ]);
-  }
-
-  /** The step adding a completed reply's token counts to its organization's month. */
-  recordTokensStep(firstParam: number, tokens: TokensUsed): SqlStep {
-    return this.usage.recordTokensStep(firstParam, [
-      tokens.organizationId,
-      monthStartOf(tokens.at),
-      tokens.promptTokens,
-      tokens.completionTokens,
-    ]);
-  }
 
   /** The month asked for, or the current UTC month. */
   async tokens(organizationId: string, month = this.currentMonth()): Promise<TokenUsageDto> {

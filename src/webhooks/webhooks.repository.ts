@@ -2,7 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Pool } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
-import { poolOf } from '../database/pg-pool';
+import { Database } from '../database/database';
+import { Cte, sql, withEntries } from '../database/sql';
+import { webhookEventStep } from './webhook-event.step';
+import type { SubscribableEventType } from './webhook-event-types';
 import type { WebhookAttemptStatus } from './entities/webhook-delivery-attempt.entity';
 import type { WebhookEndpointStatus } from './entities/webhook-endpoint.entity';
 
@@ -64,49 +67,16 @@ export interface EndpointChanges {
 
 const ENDPOINT_COLUMNS = 'id, url, description, events, status, created_at';
 
-/**
- * Data-modifying CTE steps that write one event per row of the CTE named `source` (which
- * returns `webhook_data` jsonb), with a first attempt, due now, for each enabled endpoint of the
- * organization that subscribes to `type`. No subscriber: nothing is written. Parameters start
- * at `$firstParam`; the steps are named `webhook_subscribed`, `webhook_event` and
- * `webhook_attempt`.
- */
-export function webhookEventStep(
-  source: string,
-  firstParam: number,
-  fields: { organizationId: string; type: string },
-): { sql: string; params: unknown[] } {
-  const org = `$${firstParam}::uuid`;
-  const type = `$${firstParam + 1}::text`;
-  // The subscribed endpoints are read with FOR KEY SHARE, the lock the attempts' foreign key
-  // takes anyway, but first: an endpoint deleted meanwhile is skipped instead of failing the
-  // caller's change on the foreign key.
-  return {
-    sql: `webhook_subscribed AS (
-      SELECT id FROM webhook_endpoints
-       WHERE organization_id = ${org} AND status = 'enabled' AND ${type} = ANY (events)
-       FOR KEY SHARE),
-    webhook_event AS (
-      INSERT INTO webhook_events (organization_id, type, data)
-      SELECT ${org}, ${type}, s.webhook_data FROM ${source} s
-       WHERE EXISTS (SELECT 1 FROM webhook_subscribed)
-      RETURNING id, organization_id, type),
-    webhook_attempt AS (
-      INSERT INTO webhook_delivery_attempts
-        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, now()
-        FROM webhook_event ev CROSS JOIN webhook_subscribed e)`,
-    params: [fields.organizationId, fields.type],
-  };
-}
-
 /** The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. */
 @Injectable()
 export class WebhooksRepository {
   private readonly pool: Pool;
 
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {
-    this.pool = poolOf(dataSource);
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
+  ) {
+    this.pool = database.pool;
   }
 
   // ---------------------------------------------------------------- endpoints
@@ -229,19 +199,21 @@ export class WebhooksRepository {
 
   // ---------------------------------------------------------------- the outbox
 
-  /** One event, in the caller's transaction (see webhookEventStep). */
+  /** One event, in the caller's transaction (see webhook-event.step.ts). */
   async insertEvent(
     manager: EntityManager,
     organizationId: string,
-    type: string,
+    type: SubscribableEventType,
     data: Record<string, unknown>,
   ): Promise<void> {
-    const step = webhookEventStep('webhook_source', 2, { organizationId, type });
-    await manager.query(
-      `WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
-       ${step.sql}
-       SELECT 1`,
-      [JSON.stringify(data), ...step.params],
+    const source = new Cte(
+      'webhook_source',
+      sql`SELECT ${JSON.stringify(data)}::jsonb AS webhook_data`,
+      ['webhook_data'],
+    );
+    await this.database.rows(
+      withEntries([source, webhookEventStep(source, { organizationId, type })], sql`SELECT 1`),
+      { manager },
     );
   }
 

@@ -3,14 +3,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
   Unique,
   UpdateDateColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 export type EndUserStatus = 'active' | 'deleting';
 
@@ -28,6 +26,10 @@ export class EndUser {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'end_users_organization_id_fkey',
+  })
   organizationId: string;
 
   @Column({ name: 'user_id', type: 'text' })
@@ -48,11 +50,4 @@ export class EndUser {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'end_users_organization_id_fkey',
-  })
-  organization?: Organization;
 }

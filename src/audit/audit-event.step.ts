@@ -1,0 +1,53 @@
+import type { CallerContext } from '../common/auth/caller';
+import { Cte, type Source, sql } from '../database/sql';
+import type { AuditAction } from './audit-actions';
+
+/** What every event of a change says besides its target: who did it, from where, how. */
+export interface AuditOrigin {
+  organizationId: string;
+  action: AuditAction;
+  actorType: 'user' | 'api_key';
+  actorId: string;
+  targetType: string;
+  ip: string | null;
+  requestId: string | null;
+}
+
+export function auditOrigin(
+  caller: CallerContext,
+  entry: { organizationId: string; action: AuditAction; targetType: string },
+): AuditOrigin {
+  return {
+    organizationId: entry.organizationId,
+    action: entry.action,
+    actorType: caller.kind,
+    actorId: caller.kind === 'user' ? caller.userId : caller.apiKeyId,
+    targetType: entry.targetType,
+    ip: caller.ip ?? null,
+    requestId: caller.requestId ?? null,
+  };
+}
+
+/** The rows an audit step reads: one event per row, never a secret in the details. */
+export type AuditedRows = Source<'audit_target_id' | 'audit_details'>;
+
+/** An audit step for a statement, once its audited rows are known. */
+export type AuditStep = (source: AuditedRows) => Cte;
+
+/**
+ * A CTE writing one audit event per row of `source` (`audit_target_id` text, `audit_details`
+ * jsonb). Put in the statement that makes the change, it commits or rolls back with it: the
+ * same transaction in one round trip.
+ */
+export function auditEventStep(origin: AuditOrigin): AuditStep {
+  return (source) =>
+    new Cte(
+      `${source.name}_audit`,
+      sql`INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
+          SELECT ${origin.organizationId}::uuid, ${origin.action}, ${origin.actorType},
+                 ${origin.actorId}, ${origin.targetType}, s.audit_target_id, ${origin.ip},
+                 ${origin.requestId}, s.audit_details
+            FROM ${source.ref} s`,
+    );
+}
