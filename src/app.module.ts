@@ -1,6 +1,4 @@
 import { Module } from '@nestjs/common';
-import { ClockModule } from './common/time/clock';
-import { ConfigModule } from '@nestjs/config';
 import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ApiKeysModule } from './api-keys/api-keys.module';
 import { AuthModule } from './auth/auth.module';
@@ -8,22 +6,18 @@ import { AuthenticationGuard } from './auth/authentication.guard';
 import { BillingModule } from './billing/billing.module';
 import { AllExceptionsFilter } from './common/errors/all-exceptions.filter';
 import { BodilessRouteGuard } from './common/http/bodiless-route.guard';
-import { LoggingModule } from './common/logging/logging.module';
 import { StreamsModule } from './common/streams/streams.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import { SsoModule } from './sso/sso.module';
-import { configLoaders } from './config';
-import { DatabaseModule } from './database/database.module';
+import { CoreModule } from './core.module';
 import { EndUsersModule } from './end-users/end-users.module';
 import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from './idempotency/idempotency.module';
-import { MetricsModule } from './metrics/metrics.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { PersonalitiesModule } from './personalities/personalities.module';
 import { RateLimitGuard } from './rate-limit/rate-limit.guard';
 import { RateLimitModule } from './rate-limit/rate-limit.module';
-import { RedisModule } from './redis/redis.module';
 import { RespondModule } from './respond/respond.module';
 import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
@@ -31,14 +25,9 @@ import { WebhooksModule } from './webhooks/webhooks.module';
 
 @Module({
   imports: [
-    ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
-    LoggingModule,
-    ClockModule,
+    CoreModule.forRole('server'),
     StreamsModule,
-    DatabaseModule,
-    RedisModule,
     HealthModule,
-    MetricsModule,
     AuthModule,
     SsoModule,
     OrganizationsModule,

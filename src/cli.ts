@@ -1,38 +1,33 @@
 import { Module } from '@nestjs/common';
-import { ConfigModule } from '@nestjs/config';
 import { NestFactory } from '@nestjs/core';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { LoggingModule } from './common/logging/logging.module';
-import { configLoaders } from './config';
 import { databaseConfig } from './config/database.config';
+import { CoreModule } from './core.module';
 import { buildDataSourceOptions } from './database/data-source-options';
-import { DatabaseModule } from './database/database.module';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
 import { runMigrationsExclusively } from './database/run-migrations';
-import { Organization } from './organizations/entities/organization.entity';
 import { readCatalogFile } from './personalities/catalog-file';
 import { PersonalitiesModule } from './personalities/personalities.module';
 import { PersonalitiesService } from './personalities/personalities.service';
-import { describeImport } from './personalities/catalog-cli';
+import type { CatalogEntryFile } from './personalities/entities/personality-definition';
 
 const USAGE = [
   'Usage: node dist/cli.js migrate                    apply pending migrations',
   '       node dist/cli.js catalog import <file.json>',
 ].join('\n');
 
-/** Only what the commands need: no HTTP server, no workers. */
-@Module({
-  imports: [
-    ConfigModule.forRoot({ isGlobal: true, cache: true, load: configLoaders, ignoreEnvFile: true }),
-    LoggingModule,
-    DatabaseModule,
-    // Personalities refer to organizations; the entity is needed, not the module.
-    TypeOrmModule.forFeature([Organization]),
-    PersonalitiesModule,
-  ],
-})
+/**
+ * The server's own core and the feature modules a command needs, as the server builds them; no
+ * HTTP server, and in the 'command' role no background job starts and no metrics are served.
+ */
+@Module({ imports: [CoreModule.forRole('command'), PersonalitiesModule] })
 class CliModule {}
+
+function describeImport(entries: CatalogEntryFile[]): string {
+  const noun = entries.length === 1 ? 'entry' : 'entries';
+  const names = entries.map((entry) => `${entry.slug}@${entry.version}`).join(', ');
+  return `Imported ${entries.length} catalog ${noun}: ${names}`;
+}
 
 async function main(argv: string[]): Promise<number> {
   if (argv.length === 1 && argv[0] === 'migrate') return migrate();

@@ -1,22 +1,15 @@
-import { ConfigModule } from '@nestjs/config';
 import { Test, type TestingModule } from '@nestjs/testing';
-import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
 import type { ApiKeyCaller } from '../src/common/auth/caller';
 import { AppError } from '../src/common/errors/app-error';
-import { LoggingModule } from '../src/common/logging/logging.module';
-import { MetricsModule } from '../src/metrics/metrics.module';
-import { ClockModule } from '../src/common/time/clock';
-import { configLoaders } from '../src/config';
-import { DatabaseModule } from '../src/database/database.module';
-import { Organization } from '../src/organizations/entities/organization.entity';
+import { CoreModule } from '../src/core.module';
 import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../src/personalities/personalities.module';
 import { PersonalitiesService } from '../src/personalities/personalities.service';
-import { RedisModule } from '../src/redis/redis.module';
 
 const shipped = JSON.parse(
   readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
@@ -61,22 +54,8 @@ describe('PersonalitiesService (real database)', () => {
 
   beforeAll(async () => {
     moduleRef = await Test.createTestingModule({
-      imports: [
-        ConfigModule.forRoot({
-          isGlobal: true,
-          cache: true,
-          load: configLoaders,
-          ignoreEnvFile: true,
-        }),
-        LoggingModule,
-        ClockModule,
-        MetricsModule,
-        DatabaseModule,
-        RedisModule,
-        // The organizations the personalities and audit events belong to (foreign keys).
-        TypeOrmModule.forFeature([Organization]),
-        PersonalitiesModule,
-      ],
+      // The core the server and the CLI share, without the server's background jobs.
+      imports: [CoreModule.forRole('command'), PersonalitiesModule],
     }).compile();
     await moduleRef.init();
     service = moduleRef.get(PersonalitiesService);

@@ -1,6 +1,7 @@
-import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { EntityManager } from 'typeorm';
+import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
 import { type LockoutPolicy, LoginAttemptsRepository } from './login-attempts.repository';
 
@@ -30,24 +31,19 @@ export interface AttemptGate {
  * rest answer 423. A successful login then deletes the row, which is "clears the count".
  */
 @Injectable()
-export class LoginAttemptsService implements OnModuleInit, OnModuleDestroy {
-  private pruneTimer?: NodeJS.Timeout;
-
+export class LoginAttemptsService {
   constructor(
     private readonly attempts: LoginAttemptsRepository,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
+    jobs: BackgroundJobs,
   ) {
     this.logger.setContext(LoginAttemptsService.name);
-  }
-
-  onModuleInit(): void {
-    this.pruneTimer = setInterval(() => void this.prune(), PRUNE_INTERVAL_MS);
-    this.pruneTimer.unref();
-  }
-
-  onModuleDestroy(): void {
-    clearInterval(this.pruneTimer);
+    jobs.periodic({
+      intervalMs: PRUNE_INTERVAL_MS,
+      run: () => this.prune(),
+      onError: (error) => this.logger.warn({ err: error }, 'pruning login_attempts failed'),
+    });
   }
 
   /**
@@ -74,10 +70,6 @@ export class LoginAttemptsService implements OnModuleInit, OnModuleDestroy {
    */
   async prune(): Promise<void> {
     const keepSeconds = Math.max(FAILURE_WINDOW_SECONDS, LOCK_DURATION_SECONDS);
-    try {
-      await this.attempts.deleteUntouchedSince(new Date(this.clock.nowMs() - keepSeconds * 1000));
-    } catch (error) {
-      this.logger.warn({ err: error }, 'pruning login_attempts failed');
-    }
+    await this.attempts.deleteUntouchedSince(new Date(this.clock.nowMs() - keepSeconds * 1000));
   }
 }

@@ -29,8 +29,9 @@ export class TypeOrmPinoLogger implements TypeOrmLogger {
     this.logger.info(message);
   }
 
+  /** TypeORM's chatter (which entity files a glob found) is debug; its warnings stay warnings. */
   log(level: 'log' | 'info' | 'warn', message: unknown): void {
     if (level === 'warn') this.logger.warn(String(message));
-    else this.logger.info(String(message));
+    else this.logger.debug(String(message));
   }
 }

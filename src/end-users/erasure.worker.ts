@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import { Clock } from '../common/time/clock';
-import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
+import { BackgroundJobs } from '../common/time/background-jobs';
+import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import type { EndUsersConfig } from '../config/end-users.config';
+import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
 import { EndUsersRepository } from './end-users.repository';
@@ -23,11 +23,11 @@ const BATCH_SIZE = 20;
  * redone by the next poll.
  */
 @Injectable()
-export class ErasureWorker extends PeriodicWorker {
-  protected readonly task: PeriodicTask;
+export class ErasureWorker {
+  private readonly task: PeriodicTask;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     config: ConfigService,
     private readonly endUsers: EndUsersRepository,
     private readonly memories: MemoriesRepository,
@@ -37,10 +37,10 @@ export class ErasureWorker extends PeriodicWorker {
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
+    jobs: BackgroundJobs,
   ) {
-    super();
     this.logger.setContext(ErasureWorker.name);
-    this.task = new PeriodicTask({
+    this.task = jobs.periodic({
       intervalMs: config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs,
       run: async () => {
         const count = await this.eraseAll();
@@ -82,7 +82,7 @@ export class ErasureWorker extends PeriodicWorker {
 
   /** One transaction: the claimed users and everything about them, or nothing. */
   private eraseBatch(): Promise<number> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.database.transaction(async (manager) => {
       const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
       if (due.length === 0) return 0;
       const ids = due.map((row) => row.id);

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
-import { inBatches, PeriodicTask, PeriodicWorker } from '../common/time/periodic-task';
+import { BackgroundJobs } from '../common/time/background-jobs';
+import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service';
 
@@ -17,23 +18,24 @@ const PURGE_INTERVAL_MS = 60 * 60 * 1000;
  * lookup, so the purge only reclaims space.
  */
 @Injectable()
-export class IdempotencyRetentionWorker extends PeriodicWorker {
-  protected readonly task = new PeriodicTask({
-    intervalMs: PURGE_INTERVAL_MS,
-    firstDelayMs: 10_000,
-    run: async () => {
-      const count = await this.purgeAll();
-      if (count > 0) this.logger.info({ count }, 'purged idempotency keys past retention');
-    },
-    onError: (error) => this.logger.error({ err: error }, 'idempotency purge failed'),
-  });
+export class IdempotencyRetentionWorker {
+  private readonly task: PeriodicTask;
 
   constructor(
     private readonly keys: IdempotencyRepository,
     private readonly logger: PinoLogger,
+    jobs: BackgroundJobs,
   ) {
-    super();
     this.logger.setContext(IdempotencyRetentionWorker.name);
+    this.task = jobs.periodic({
+      intervalMs: PURGE_INTERVAL_MS,
+      firstDelayMs: 10_000,
+      run: async () => {
+        const count = await this.purgeAll();
+        if (count > 0) this.logger.info({ count }, 'purged idempotency keys past retention');
+      },
+      onError: (error) => this.logger.error({ err: error }, 'idempotency purge failed'),
+    });
   }
 
   /**

@@ -1,10 +1,10 @@
 import {
+  Inject,
   Injectable,
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { Request, Response } from 'express';
 import { createServer, type Server } from 'node:http';
 import {
@@ -17,12 +17,12 @@ import {
   type GaugeConfiguration,
   type HistogramConfiguration,
 } from 'prom-client';
-import { DataSource } from 'typeorm';
 import { routeTemplateOf } from '../common/http/route-template';
 import type { ResponseObserver } from '../common/logging/http-logger';
 import { PinoLogger } from 'nestjs-pino';
 import type { TelemetryConfig } from '../config/telemetry.config';
-import { poolOf } from '../database/pg-pool';
+import { Database } from '../database/database';
+import { PROCESS_ROLE, type ProcessRole } from '../common/time/background-jobs';
 
 /** The `route` of requests no route matched (unknown paths, bodies refused before routing). */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -52,8 +52,9 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
 
   constructor(
     config: ConfigService,
-    @InjectDataSource() dataSource: DataSource,
+    database: Database,
     private readonly logger: PinoLogger,
+    @Inject(PROCESS_ROLE) private readonly role: ProcessRole,
   ) {
     this.port = config.getOrThrow<TelemetryConfig>('telemetry').metricsPort;
     if (this.enabled) collectDefaultMetrics({ register: this.registry });
@@ -71,7 +72,7 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
       registers: [this.registry],
     });
 
-    const pool = poolOf(dataSource);
+    const { pool } = database;
     this.gauge({
       name: 'db_pool_connections',
       help: 'PostgreSQL pool connections: total open, idle, and requests waiting for one',
@@ -126,7 +127,8 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    if (!this.enabled) return;
+    // A command of the CLI serves no metrics: it would take the running server's port.
+    if (!this.enabled || this.role !== 'server') return;
     const server = createServer((request, response) => {
       if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
         response.writeHead(404, { 'content-type': 'text/plain' }).end('Not found\n');

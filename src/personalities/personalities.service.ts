@@ -5,10 +5,8 @@ import {
   OnModuleDestroy,
   OnModuleInit,
 } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
@@ -16,6 +14,8 @@ import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
+import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { compareVersions } from '../vocabularies/vocabulary-files';
 import { readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
@@ -51,7 +51,8 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
 
   constructor(
     private readonly repository: PersonalitiesRepository,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
+    private readonly clock: Clock,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
@@ -96,7 +97,7 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
 
   /** Upserts entries by slug, all or none. */
   importCatalog(entries: CatalogEntryFile[]): Promise<void> {
-    return this.repository.upsertCatalogEntries(entries);
+    return this.repository.upsertCatalogEntries(entries, this.clock.now());
   }
 
   async listCatalog(limit: number, startingAfter?: string): Promise<Page<CatalogEntryDto>> {
@@ -162,7 +163,7 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
    */
   async remove(caller: CallerContext, id: string): Promise<void> {
     const { organizationId } = caller;
-    await this.dataSource.transaction(async (manager) => {
+    await this.database.transaction(async (manager) => {
       const deleted = await this.repository.deleteInOrganization(manager, organizationId, id);
       if (!deleted) throw AppError.notFound('Personality');
       await this.audit.record(manager, caller, {

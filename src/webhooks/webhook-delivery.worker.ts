@@ -1,10 +1,11 @@
-import { Injectable, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Clock } from '../common/time/clock';
-import { inBatches, PeriodicTask } from '../common/time/periodic-task';
+import { type BackgroundJob, BackgroundJobs } from '../common/time/background-jobs';
+import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import type { WebhooksConfig } from '../config/webhooks.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { publicEventId } from './webhook-event-types';
@@ -68,7 +69,7 @@ export function eventBody(
  * a restart loses nothing; an instance that dies mid-attempt leaves a lease that runs out.
  */
 @Injectable()
-export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDestroy {
+export class WebhookDeliveryWorker implements BackgroundJob {
   private readonly config: WebhooksConfig;
   private readonly leaseMs: number;
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -80,12 +81,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
   private wake: (() => void) | undefined;
   private waitingForSlot = false;
   private stopped = false;
-  private readonly purge = new PeriodicTask({
-    intervalMs: PURGE_INTERVAL_MS,
-    firstDelayMs: 60_000,
-    run: () => this.purgeOld(),
-    onError: (error) => this.logger.error({ err: error }, 'webhook event purge failed'),
-  });
+  private readonly purge: PeriodicTask;
 
   constructor(
     private readonly webhooks: WebhooksRepository,
@@ -93,8 +89,16 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
+    jobs: BackgroundJobs,
   ) {
     this.logger.setContext(WebhookDeliveryWorker.name);
+    jobs.add(this);
+    this.purge = jobs.periodic({
+      intervalMs: PURGE_INTERVAL_MS,
+      firstDelayMs: 60_000,
+      run: () => this.purgeOld(),
+      onError: (error) => this.logger.error({ err: error }, 'webhook event purge failed'),
+    });
     this.config = config.getOrThrow<WebhooksConfig>('webhooks');
     this.leaseMs = this.config.timeoutMs + LEASE_MARGIN_MS;
     // Every attempt in flight listens to it.
@@ -115,18 +119,16 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     });
   }
 
-  onApplicationBootstrap(): void {
+  start(): void {
     this.loop = this.run();
-    this.purge.start();
   }
 
   /**
    * Before the database closes: stop claiming, give in-flight attempts a short grace, cut off the
    * rest and hand them back (due again at once, for another instance), record every outcome.
    */
-  async onModuleDestroy(): Promise<void> {
+  async stop(): Promise<void> {
     this.stopped = true;
-    const purged = this.purge.stop();
     this.wake?.();
     await this.loop;
     const grace = Math.min(this.config.timeoutMs, SHUTDOWN_GRACE_MS);
@@ -139,7 +141,6 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     this.abort.abort();
     await Promise.all(this.inFlight.values());
     while (this.recording) await this.recording;
-    await purged;
     if (this.toRelease.length > 0) {
       await this.webhooks
         .release(this.toRelease.splice(0))
@@ -157,7 +158,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
         try {
           const jobs = await this.webhooks.claimDue(free, this.leaseMs, randomUUID());
           claimed = jobs.length;
-          for (const job of jobs) this.start(job);
+          for (const job of jobs) this.startAttempt(job);
         } catch (error) {
           this.logger.error({ err: error }, 'claiming webhook attempts failed; retrying');
         }
@@ -190,7 +191,7 @@ export class WebhookDeliveryWorker implements OnApplicationBootstrap, OnModuleDe
     });
   }
 
-  private start(job: ClaimedAttempt): void {
+  private startAttempt(job: ClaimedAttempt): void {
     const delivery = this.deliver(job)
       .catch((error: unknown) =>
         // Unrecorded: the lease runs out and the attempt is made again.

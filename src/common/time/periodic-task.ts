@@ -1,5 +1,3 @@
-import type { OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-
 export interface PeriodicTaskOptions {
   /** The pause between the end of one run and the start of the next. */
   intervalMs: number;
@@ -13,7 +11,8 @@ export interface PeriodicTaskOptions {
 /**
  * A background job of every instance (erasure, retention purges): runs are never concurrent, the
  * timer does not keep the process alive, and `stop()` cancels the next run and waits for the
- * current one, so shutdown can close the database after it.
+ * current one, so shutdown can close the database after it. Workers get theirs from
+ * BackgroundJobs.periodic(), which starts and stops it with the application.
  */
 export class PeriodicTask {
   private timer: NodeJS.Timeout | undefined;
@@ -56,22 +55,6 @@ export class PeriodicTask {
         .finally(() => this.schedule(this.options.intervalMs));
     }, delayMs);
     this.timer.unref();
-  }
-}
-
-/**
- * A provider that runs one PeriodicTask from application start until shutdown, when the run in
- * progress ends before the database closes (TypeORM closes it at application shutdown).
- */
-export abstract class PeriodicWorker implements OnApplicationBootstrap, OnModuleDestroy {
-  protected abstract readonly task: PeriodicTask;
-
-  onApplicationBootstrap(): void {
-    this.task.start();
-  }
-
-  onModuleDestroy(): Promise<void> {
-    return this.task.stop();
   }
 }
 
