@@ -48,6 +48,15 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
           .status,
       ).toBe(200);
     }
+    expect(
+      (
+        await t
+          .http()
+          .post(`/v1/end-users/${userId}/facts`)
+          .set('Authorization', a.auth)
+          .send({ content: 'Likes long walks' })
+      ).status,
+    ).toBe(201);
     const dataSource = t.app.get(DataSource);
     const [{ id: internalId }] = await dataSource.query(
       'SELECT id FROM end_users WHERE user_id = $1',
@@ -55,7 +64,12 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     );
     const before = await rowsMentioning(dataSource, [userId, internalId]);
     expect(before.found).toEqual(
-      expect.objectContaining({ end_users: 1, memories: 6, relationship_months: 1 }),
+      expect.objectContaining({
+        end_users: 1,
+        memories: 6,
+        relationship_months: 1,
+        end_user_facts: 1,
+      }),
     );
     // Every table that refers to an end user holds rows about this one, so the search below
     // would notice any of them left behind (a new table of user data has to be erased too).

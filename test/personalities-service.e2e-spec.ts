@@ -72,6 +72,7 @@ describe('PersonalitiesService (real database)', () => {
       source_slug: 'sage-mentor',
       source_version: entry.version,
       model: null,
+      language: 'en',
       name: entry.name,
       description: entry.description,
       traits: entry.traits,
@@ -136,12 +137,14 @@ describe('PersonalitiesService (real database)', () => {
       name: 'Sage II',
       voice,
       model: 'gpt-4o-mini',
+      language: 'de',
     });
     expect(patched).toEqual({
       ...clone,
       name: 'Sage II',
       voice,
       model: 'gpt-4o-mini',
+      language: 'de',
       updated_at: expect.any(String),
     });
     expect(Date.parse(patched.updated_at)).toBeGreaterThanOrEqual(Date.parse(clone.updated_at));
@@ -155,6 +158,8 @@ describe('PersonalitiesService (real database)', () => {
       voice,
       systemPrompt: clone.system_prompt,
       model: 'gpt-4o-mini',
+      language: 'de',
+      searchConfig: 'german',
       replies: clone.replies,
     });
 

@@ -70,6 +70,7 @@ describe('Personalities: catalog, clones, CRUD', () => {
       source_slug: 'atlas-stoic',
       source_version: entry.version,
       model: null,
+      language: 'en',
       name: entry.name,
       description: entry.description,
       traits: entry.traits,

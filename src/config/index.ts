@@ -6,6 +6,7 @@ import { endUsersConfig } from './end-users.config';
 import { engineConfig } from './engine.config';
 import { httpConfig } from './http.config';
 import { mailConfig } from './mail.config';
+import { memoryConfig } from './memory.config';
 import { rateLimitConfig } from './rate-limit.config';
 import { redisConfig } from './redis.config';
 import { teamsConfig } from './teams.config';
@@ -24,6 +25,7 @@ export const configLoaders = [
   billingConfig,
   endUsersConfig,
   engineConfig,
+  memoryConfig,
   teamsConfig,
   telemetryConfig,
   webhooksConfig,

@@ -12,6 +12,9 @@ import { ErasureWorker } from './erasure.worker';
 import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
+import { FactsController } from './facts.controller';
+import { FactsRepository } from './facts.repository';
+import { FactsService } from './facts.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
@@ -22,14 +25,16 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     AuditModule,
     WebhooksModule,
   ],
-  controllers: [EndUsersController, MemoriesController],
+  controllers: [EndUsersController, MemoriesController, FactsController],
   providers: [
     EndUsersRepository,
     EndUsersService,
     ErasureWorker,
     MemoriesRepository,
     MemoriesService,
+    FactsRepository,
+    FactsService,
   ],
-  exports: [EndUsersService],
+  exports: [EndUsersService, FactsService],
 })
 export class EndUsersModule {}

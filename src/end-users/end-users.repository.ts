@@ -4,7 +4,8 @@ import { Database } from '../database/database';
 import { cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
-import type { RecalledMemory } from './memories.repository';
+import type { HistoryMemory, RecalledMemory } from './memories.repository';
+import { MATCHED_SHARE, searchTerms } from './memory-search';
 
 const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, updated_at');
 
@@ -36,7 +37,17 @@ export function createOrGetStatement(organizationId: string, userId: string, met
   );
 }
 
-type RowWithMemories = EndUserRow & { memories: RecalledMemory[] };
+/** What a reply is written from, besides the personality (see findConversation). */
+export interface ConversationMemory {
+  /** The latest memories of the end user with the personality, oldest first. */
+  history: HistoryMemory[];
+  /** Every fact about the end user, oldest first. */
+  facts: string[];
+  /** Older memories most relevant to the new message, most relevant first. */
+  recalled: RecalledMemory[];
+}
+
+type ConversationRow = EndUserRow & ConversationMemory;
 
 export interface ErasureMark {
   user_id: string;
@@ -80,32 +91,61 @@ export class EndUsersRepository {
   }
 
   /**
-   * The user (undefined when unknown) and their latest `limit` memories with a personality,
-   * oldest first. One row, the memories as a JSON array: a join would repeat the end user's
-   * columns on every memory row, and the driver parses each repeated timestamp and metadata
-   * again (a tenth of a reply's CPU with 20 memories).
+   * The end user (undefined when unknown) and what a reply to `message` remembers of them: the
+   * latest `historyLimit` memories with the personality, every fact, and up to `recallLimit`
+   * older memories with the personality that hold words of the message (the full-text search
+   * of searchMemories). One row, the lists as JSON arrays: a join would repeat the end user's
+   * columns on every memory row, and the driver would parse each repeated timestamp again.
    */
-  async findWithLatestMemories(
+  async findConversation(
     organizationId: string,
     userId: string,
     personalityId: string,
-    limit: number,
-  ): Promise<{ endUser: EndUserRow | undefined; memories: RecalledMemory[] }> {
-    const row = await this.database.row<RowWithMemories>(
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
+    const latest = sql`SELECT id, role, content, emotion FROM memories
+                        WHERE end_user_id = e.id AND personality_id = ${personalityId}
+                        ORDER BY id DESC LIMIT ${limits.history}`;
+    const recalled =
+      limits.recall === 0
+        ? sql`'[]'::json`
+        : sql`COALESCE((
+            SELECT json_agg(json_build_object(
+                     'role', r.role, 'content', r.content,
+                     'created_at', to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                     ORDER BY r.score DESC, r.id DESC)
+              FROM (SELECT m.id, m.role, m.content, m.created_at, ${MATCHED_SHARE} AS score
+                      FROM personalities p
+                     CROSS JOIN LATERAL ${searchTerms(sql`p.search_config`, message)} terms
+                      JOIN memories m ON m.end_user_id = e.id AND m.personality_id = p.id
+                     WHERE p.id = ${personalityId}
+                       AND m.search @@ terms.any_word
+                       AND m.id < COALESCE((SELECT min(id) FROM (${latest}) l), 9223372036854775807)
+                     ORDER BY score DESC, m.id DESC
+                     LIMIT ${limits.recall}) r), '[]')`;
+    const row = await this.database.row<ConversationRow>(
       sql`SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
                  COALESCE((
                    SELECT json_agg(json_build_object(
-                            'role', m.role, 'content', m.content, 'emotion', m.emotion) ORDER BY m.id)
-                     FROM (SELECT id, role, content, emotion FROM memories
-                            WHERE end_user_id = e.id AND personality_id = ${personalityId}
-                            ORDER BY id DESC LIMIT ${limit}) m), '[]') AS memories
+                            'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
+                     FROM (${latest}) h), '[]') AS history,
+                 COALESCE((
+                   SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+                     FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts,
+                 ${recalled} AS recalled
             FROM end_users e
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
-      { name: 'end_users_read_with_latest_memories' },
+      {
+        name:
+          limits.recall === 0
+            ? 'end_users_read_conversation'
+            : 'end_users_read_conversation_recall',
+      },
     );
-    if (!row) return { endUser: undefined, memories: [] };
-    const { memories, ...endUser } = row;
-    return { endUser, memories };
+    if (!row) return { endUser: undefined, history: [], facts: [], recalled: [] };
+    const { history, facts, recalled: recalledMemories, ...endUser } = row;
+    return { endUser, history, facts, recalled: recalledMemories };
   }
 
   /** Ordered by user_id, `limit + 1` rows (the extra one tells whether more follow). */

@@ -8,8 +8,7 @@ import { Clock } from '../common/time/clock';
 import type { EndUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
-import { EndUsersRepository } from './end-users.repository';
-import type { RecalledMemory } from './memories.repository';
+import { type ConversationMemory, EndUsersRepository } from './end-users.repository';
 
 export interface EnsuredEndUser {
   created: boolean;
@@ -124,17 +123,19 @@ export class EndUsersService {
   }
 
   /**
-   * The end user of a conversation with a personality and what it remembers of them (latest
-   * exchanges, oldest first), in one round trip; the end user is undefined when unknown.
-   * The caller decides whether to create it (see ensure): only once the personality is known.
+   * The end user of a conversation with a personality and what it remembers of them for a reply
+   * to `message` (recent history, facts, recalled older memories: docs/memory.md), in one round
+   * trip; the end user is undefined when unknown. The caller decides whether to create it (see
+   * ensure): only once the personality is known.
    */
-  async findWithRecall(
+  findConversation(
     organizationId: string,
     userId: string,
     personalityId: string,
-    limit: number,
-  ): Promise<{ endUser: EndUserRow | undefined; memories: RecalledMemory[] }> {
-    return this.endUsers.findWithLatestMemories(organizationId, userId, personalityId, limit);
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
+    return this.endUsers.findConversation(organizationId, userId, personalityId, message, limits);
   }
 
   underDeletion(row: Pick<EndUserRow, 'erase_after'>): AppError {

@@ -11,6 +11,7 @@ import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
 import { EndUsersRepository } from './end-users.repository';
+import { FactsRepository } from './facts.repository';
 import { MemoriesRepository } from './memories.repository';
 
 /** End users erased per transaction; the worker loops until none are due. */
@@ -31,6 +32,7 @@ export class ErasureWorker {
     config: ConfigService,
     private readonly endUsers: EndUsersRepository,
     private readonly memories: MemoriesRepository,
+    private readonly facts: FactsRepository,
     private readonly usage: UsageService,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
@@ -86,6 +88,7 @@ export class ErasureWorker {
       const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
       if (due.length === 0) return 0;
       const ids = due.map((row) => row.id);
+      await this.facts.deleteForEndUsers(manager, ids);
       await this.memories.deleteForEndUsers(manager, ids);
       await this.usage.eraseEndUsers(manager, ids);
       await this.audit.redactErasedEndUsers(

@@ -4,7 +4,13 @@ import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { Page } from '../common/pagination/pagination';
-import { MemoryDto, MemoryListQueryDto, MemoryParamsDto } from './dto/memory.dto';
+import {
+  MemoryDto,
+  MemoryListQueryDto,
+  MemoryParamsDto,
+  MemorySearchQueryDto,
+  ScoredMemoryDto,
+} from './dto/memory.dto';
 import { UserIdParamDto } from './dto/user-id';
 import { MemoriesService } from './memories.service';
 
@@ -26,6 +32,26 @@ export class MemoriesController {
     return this.memories.list(caller.organizationId, params.user_id, {
       personalityId: query.personality_id,
       startingAfter: query.starting_after,
+      limit: query.limit,
+    });
+  }
+
+  @Get('search')
+  @Scopes('read')
+  @ApiOperation({
+    summary:
+      "The end user's memories holding words of `q`, most relevant first (full-text search in each personality's language)",
+  })
+  @ApiPage(ScoredMemoryDto)
+  @ApiErrors(400, 404)
+  search(
+    @Caller() caller: CallerContext,
+    @Param() params: UserIdParamDto,
+    @Query() query: MemorySearchQueryDto,
+  ): Promise<Page<ScoredMemoryDto>> {
+    return this.memories.search(caller.organizationId, params.user_id, {
+      q: query.q,
+      personalityId: query.personality_id,
       limit: query.limit,
     });
   }

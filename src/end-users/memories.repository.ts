@@ -3,14 +3,24 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
+import { MATCHED_SHARE, searchTerms } from './memory-search';
 import type { MemoryRole } from './entities/memory.entity';
 
-/** A memory as a reply's prompt recalls it. */
-export interface RecalledMemory {
+/** A memory of the reply's recent history, as the engine is sent it. */
+export interface HistoryMemory {
   role: MemoryRole;
   content: string;
   emotion: string | null;
 }
+
+/** An older memory recalled into a reply, with its date. */
+export interface RecalledMemory {
+  role: MemoryRole;
+  content: string;
+  created_at: string;
+}
+
+export type ScoredMemoryRow = MemoryRow & { score: number };
 
 /**
  * The SQL of the memories table: as a client manages them (list, forget), and as an erasure
@@ -47,15 +57,53 @@ export class MemoriesRepository {
     );
   }
 
-  /** Deletes the memory if it is this end user's, in this organization; true when it was. */
-  async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
-    const deleted = await this.database.count(
-      sql`DELETE FROM memories m
-           USING end_users e
-           WHERE m.id = ${id} AND m.end_user_id = e.id
-             AND e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
+  /**
+   * The end user's memories holding any word of `text`, the most words first, then the newest;
+   * each searched in its personality's language (docs/memory.md).
+   */
+  search(
+    organizationId: string,
+    endUserId: string,
+    text: string,
+    personalityId: string | null,
+    limit: number,
+  ): Promise<ScoredMemoryRow[]> {
+    return this.database.rows<ScoredMemoryRow>(
+      sql`WITH terms AS (
+            SELECT c.search_config, t.any_word, t.parts
+              FROM (SELECT DISTINCT search_config FROM personalities
+                     WHERE organization_id = ${organizationId}
+                       AND (${personalityId}::uuid IS NULL OR id = ${personalityId}::uuid)) c
+             CROSS JOIN LATERAL ${searchTerms(sql`c.search_config`, text)} t)
+          SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
+                 m.vocabulary_version, m.created_at, ${MATCHED_SHARE} AS score
+            FROM terms
+            JOIN personalities p ON p.search_config = terms.search_config
+                                AND p.organization_id = ${organizationId}
+            JOIN memories m ON m.personality_id = p.id AND m.end_user_id = ${endUserId}
+           WHERE (${personalityId}::uuid IS NULL OR p.id = ${personalityId}::uuid)
+             AND m.search @@ terms.any_word
+           ORDER BY score DESC, m.id DESC
+           LIMIT ${limit}`,
     );
-    return deleted === 1;
+  }
+
+  /**
+   * Deletes the memory if it is this end user's, in this organization, and the facts the engine
+   * learned from it (they are what the message said); true when there was one.
+   */
+  async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
+    const row = await this.database.row<{ deleted: number }>(
+      sql`WITH doomed AS (
+            SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+             WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}),
+          learned AS (
+            DELETE FROM end_user_facts
+             WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
+          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+          SELECT count(*)::int AS deleted FROM deleted`,
+    );
+    return row?.deleted === 1;
   }
 
   /** In the erasure's transaction: every memory of these end users. */

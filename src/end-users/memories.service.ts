@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
-import { type MemoryDto, toMemoryResponse } from './dto/memory.dto';
+import { type MemoryDto, type ScoredMemoryDto, toMemoryResponse } from './dto/memory.dto';
 import { MemoriesRepository } from './memories.repository';
 
 /**
@@ -25,6 +25,30 @@ export class MemoriesService {
       options.limit,
     );
     return toPage(rows, options.limit, toMemoryResponse);
+  }
+
+  /** Full-text search of the end user's memories (docs/memory.md); not paged. */
+  async search(
+    organizationId: string,
+    userId: string,
+    options: { q: string; personalityId?: string; limit: number },
+  ): Promise<Page<ScoredMemoryDto>> {
+    const endUserId = await this.memories.findEndUserId(organizationId, userId);
+    if (!endUserId) throw AppError.notFound('End user');
+    const rows = await this.memories.search(
+      organizationId,
+      endUserId,
+      options.q,
+      options.personalityId ?? null,
+      options.limit,
+    );
+    return {
+      data: rows.map((row) => ({
+        ...toMemoryResponse(row),
+        score: Math.round(row.score * 1000) / 1000,
+      })),
+      has_more: false,
+    };
   }
 
   async forget(organizationId: string, userId: string, id: string): Promise<void> {

@@ -14,22 +14,34 @@ export interface NewMemory {
 }
 
 /**
- * A CTE inserting the memories in the order given, for the statement that writes them with
- * other modules' rows (the exchange of /v1/respond). Its rows are the new memories' ids and
- * roles. Its text depends only on the number of memories, so a named statement can carry it.
+ * A CTE inserting the memories in the order given, with their full-text lexemes in their
+ * personality's language as it is when the statement runs, for the
+ * statement that writes them with other modules' rows (the exchange of /v1/respond, an import).
+ * Its rows are the new memories' ids and roles, in that order of ids. Its text depends only on
+ * the number of memories, so a named statement can carry it.
  */
-export function memoriesInsertStep(memories: NewMemory[]): Cte<'id' | 'role'> {
+export function memoriesInsertStep(
+  memories: NewMemory[],
+  name = 'memory_rows',
+): Cte<'id' | 'role'> {
   const tuples = memories.map(
-    (memory) =>
-      sql`(${memory.organizationId}::uuid, ${memory.endUserId}::uuid, ${memory.personalityId}::uuid,
-           ${memory.role}, ${memory.content}, ${memory.emotion}, ${memory.intensity}::real,
-           ${memory.vocabularyVersion}, ${memory.createdAt}::timestamptz)`,
+    (memory, index) =>
+      sql`(${index}::int, ${memory.organizationId}::uuid, ${memory.endUserId}::uuid,
+           ${memory.personalityId}::uuid, ${memory.role}, ${memory.content}, ${memory.emotion},
+           ${memory.intensity}::real, ${memory.vocabularyVersion}, ${memory.createdAt}::timestamptz)`,
   );
   return new Cte(
-    'memory_rows',
+    name,
     sql`INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at)
-        VALUES ${join(tuples)}
+                              emotion, intensity, vocabulary_version, created_at, search)
+        SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
+               v.intensity, v.vocabulary_version, v.created_at,
+               to_tsvector(p.search_config::regconfig, v.content)
+          FROM (VALUES ${join(tuples)})
+               AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
+                    intensity, vocabulary_version, created_at)
+          JOIN personalities p ON p.id = v.personality_id
+         ORDER BY v.ord
         RETURNING id, role`,
     ['id', 'role'],
   );

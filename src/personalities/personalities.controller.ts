@@ -59,7 +59,7 @@ export class PersonalitiesController {
     @Caller() caller: CallerContext,
     @Body() body: FromCatalogDto,
   ): Promise<PersonalityDto> {
-    return this.personalities.cloneFromCatalog(caller.organizationId, body.slug);
+    return this.personalities.cloneFromCatalog(caller.organizationId, body.slug, body.language);
   }
 
   @Get()

@@ -10,7 +10,16 @@ import { Personality } from './entities/personality.entity';
 /** What /v1/respond and its engines need of a personality to write replies. */
 export type PersonalityForReply = Pick<
   Personality,
-  'id' | 'name' | 'description' | 'traits' | 'voice' | 'systemPrompt' | 'model' | 'replies'
+  | 'id'
+  | 'name'
+  | 'description'
+  | 'traits'
+  | 'voice'
+  | 'systemPrompt'
+  | 'model'
+  | 'replies'
+  | 'language'
+  | 'searchConfig'
 >;
 
 /**
@@ -67,7 +76,11 @@ export class PersonalitiesRepository {
    * The new personality's id, or null when no catalog entry has this slug. One statement: the
    * clone and its webhook event commit together.
    */
-  async insertCloneOfCatalogEntry(organizationId: string, slug: string): Promise<string | null> {
+  async insertCloneOfCatalogEntry(
+    organizationId: string,
+    slug: string,
+    speaking: { language: string; searchConfig: string },
+  ): Promise<string | null> {
     // Every field of the entry, copied by value in one statement: later imports cannot reach it.
     const cloned = cte(
       'cloned',
@@ -77,9 +90,10 @@ export class PersonalitiesRepository {
       },
       (lent) => sql`
         INSERT INTO personalities (organization_id, source_slug, source_version, name,
-                                   description, traits, voice, system_prompt, replies)
+                                   description, traits, voice, system_prompt, replies, language,
+                                   search_config)
         SELECT ${organizationId}, slug, version, name, description, traits, voice, system_prompt,
-               replies
+               replies, ${speaking.language}, ${speaking.searchConfig}
           FROM catalog_personalities WHERE slug = ${slug}
         RETURNING id, ${lent}`,
     );
@@ -135,7 +149,7 @@ export class PersonalitiesRepository {
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
     const row = await this.database.row<PersonalityForReply>(
       sql`SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model,
-                 replies
+                 replies, language, search_config AS "searchConfig"
             FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
     return row ?? null;

@@ -28,6 +28,7 @@ import {
 import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import type { CatalogEntryFile } from './entities/personality-definition';
 import type { Personality } from './entities/personality.entity';
+import { DEFAULT_LANGUAGE, type Language, searchConfigOf } from './languages';
 import { PersonalitiesRepository, type PersonalityForReply } from './personalities.repository';
 
 export type { PersonalityForReply } from './personalities.repository';
@@ -106,8 +107,15 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
   }
 
   /** The clone shares nothing with the entry: later catalog imports cannot reach it. */
-  async cloneFromCatalog(organizationId: string, slug: string): Promise<PersonalityDto> {
-    const id = await this.repository.insertCloneOfCatalogEntry(organizationId, slug);
+  async cloneFromCatalog(
+    organizationId: string,
+    slug: string,
+    language: Language = DEFAULT_LANGUAGE,
+  ): Promise<PersonalityDto> {
+    const id = await this.repository.insertCloneOfCatalogEntry(organizationId, slug, {
+      language,
+      searchConfig: searchConfigOf(language),
+    });
     if (!id) throw AppError.notFound('Catalog entry');
     return this.get(organizationId, id);
   }
@@ -152,6 +160,10 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     if (changes.system_prompt !== undefined) personality.systemPrompt = changes.system_prompt;
     if (changes.replies !== undefined) personality.replies = { ...changes.replies };
     if (changes.model !== undefined) personality.model = changes.model;
+    if (changes.language !== undefined) {
+      personality.language = changes.language;
+      personality.searchConfig = searchConfigOf(changes.language);
+    }
     const saved = await this.repository.save(personality);
     await this.forget(organizationId, id);
     return toPersonalityResponse(saved);

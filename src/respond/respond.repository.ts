@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql, type WithEntry, withEntries } from '../database/sql';
 
@@ -16,7 +17,7 @@ export class RespondRepository {
    * Runs the steps as one statement, prepared under `name`: the steps' text must be the same
    * each time for one name (it is: it depends only on their shape, never on their values).
    */
-  async storeExchange(name: string, steps: WithEntry[]): Promise<void> {
-    await this.database.rows(withEntries(steps, sql`SELECT 1`), { name });
+  async storeExchange(name: string, steps: WithEntry[], manager?: EntityManager): Promise<void> {
+    await this.database.rows(withEntries(steps, sql`SELECT 1`), { name, manager });
   }
 }

@@ -1,9 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { ConfigService, type ConfigType } from '@nestjs/config';
 import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
+import { memoryConfig } from '../config/memory.config';
+import { Database } from '../database/database';
+import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
+import { FactsService } from '../end-users/facts.service';
+import { learnedFactsStep } from '../end-users/facts.step';
 import type { WithEntry } from '../database/sql';
 import { memoriesInsertStep } from '../end-users/memories.step';
 import type { EndUserRow } from '../end-users/dto/end-user.dto';
@@ -21,6 +26,7 @@ import { RespondDto, RespondResponseDto } from './dto/respond.dto';
 import {
   type EngineMemory,
   type EngineReply,
+  type RecalledEngineMemory,
   type ReplyRequest,
   RESPONSE_ENGINE,
   type ResponseEngine,
@@ -29,12 +35,25 @@ import { RespondRepository } from './respond.repository';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
+/** The facts of one reply without repeats (case and white space aside), as they are stored. */
+function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
+  const unique = new Map<string, string>();
+  for (const fact of facts) {
+    const content = normalizeFact(fact);
+    const key = factKey(content);
+    if (content && !unique.has(key)) unique.set(key, content);
+  }
+  return [...unique].map(([key, content]) => ({ content, key }));
+}
+
 /** Everything a reply needs, checked before any of it is written or streamed. */
 export interface Conversation {
   organizationId: string;
   personality: PersonalityForReply;
   endUser: EndUserRow;
   memories: EngineMemory[];
+  facts: string[];
+  recalled: RecalledEngineMemory[];
   vocabulary: EmotionVocabulary;
   message: string;
 }
@@ -58,6 +77,9 @@ export class RespondService {
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
+    private readonly facts: FactsService,
+    private readonly database: Database,
+    @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     metrics: MetricsService,
   ) {
@@ -89,14 +111,11 @@ export class RespondService {
     // organization's; one under deletion is refused by ensure() (409).
     const [personality, found] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.endUsers.findWithRecall(
-        organizationId,
-        dto.user_id,
-        dto.personality_id,
-        this.config.historyMessages,
-      ),
+      this.endUsers.findConversation(organizationId, dto.user_id, dto.personality_id, dto.message, {
+        history: this.config.historyMessages,
+        recall: this.memory.recallLimit,
+      }),
     ]);
-    const { memories } = found;
     const endUser =
       found.endUser?.status === 'active'
         ? found.endUser
@@ -105,7 +124,9 @@ export class RespondService {
       organizationId,
       personality,
       endUser,
-      memories,
+      memories: found.history,
+      facts: found.facts,
+      recalled: found.recalled,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
     };
@@ -121,6 +142,8 @@ export class RespondService {
         personality: conversation.personality,
         message: conversation.message,
         memories: conversation.memories,
+        facts: conversation.facts,
+        recalled: conversation.recalled,
         vocabulary: conversation.vocabulary,
         signal: options.signal,
         onDelta: options.onDelta,
@@ -139,7 +162,10 @@ export class RespondService {
     };
   }
 
-  /** The memories, the month's activity and the tokens land together or not at all. */
+  /**
+   * The memories, the facts learned, the month's activity and the tokens land together or not at
+   * all: one statement, in a transaction with the end user's fact lock when facts were learned.
+   */
   private async store(conversation: Conversation, reply: EngineReply): Promise<Date> {
     const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = this.clock.now();
@@ -150,23 +176,24 @@ export class RespondService {
       vocabularyVersion: vocabulary.version,
       createdAt: at,
     };
+    const memories = memoriesInsertStep([
+      {
+        ...common,
+        role: 'user',
+        content: conversation.message,
+        emotion: reply.detected.name,
+        intensity: reply.detected.intensity,
+      },
+      {
+        ...common,
+        role: 'personality',
+        content: reply.text,
+        emotion: reply.emotion.name,
+        intensity: reply.emotion.intensity,
+      },
+    ]);
     const steps: WithEntry[] = [
-      memoriesInsertStep([
-        {
-          ...common,
-          role: 'user',
-          content: conversation.message,
-          emotion: reply.detected.name,
-          intensity: reply.detected.intensity,
-        },
-        {
-          ...common,
-          role: 'personality',
-          content: reply.text,
-          emotion: reply.emotion.name,
-          intensity: reply.emotion.intensity,
-        },
-      ]),
+      memories,
       relationshipActivityStep({
         organizationId,
         endUserId: endUser.id,
@@ -176,11 +203,31 @@ export class RespondService {
     ];
     const { usage } = reply;
     if (usage) steps.push(tokenUsageStep({ organizationId, at, ...usage }));
-    await this.repository
-      .storeExchange(usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange', steps)
-      .catch((error: unknown) => {
-        throw this.vanishedMeanwhile(error) ?? error;
-      });
+    const name = usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange';
+    const learned = uniqueFacts(reply.facts);
+    const stored =
+      learned.length === 0
+        ? this.repository.storeExchange(name, steps)
+        : this.database.transaction(async (manager) => {
+            const room = await this.facts.roomFor(manager, endUser.id);
+            // A named statement's text depends on the number of facts (one VALUES row each).
+            const shape = `${name}_learning_${room > 0 ? learned.length : 0}`;
+            if (room > 0) {
+              steps.push(
+                learnedFactsStep(memories, {
+                  organizationId,
+                  endUserId: endUser.id,
+                  facts: learned,
+                  room,
+                  at,
+                }),
+              );
+            }
+            await this.repository.storeExchange(shape, steps, manager);
+          });
+    await stored.catch((error: unknown) => {
+      throw this.vanishedMeanwhile(error) ?? error;
+    });
     return at;
   }
 

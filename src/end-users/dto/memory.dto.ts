@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsUUID, Matches } from 'class-validator';
+import { Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import { UserIdParamDto } from './user-id';
 
@@ -17,6 +18,33 @@ export class MemoryListQueryDto extends LimitQueryDto {
   @IsOptional()
   @Matches(MEMORY_ID, { message: 'starting_after must be the id of a memory' })
   starting_after?: string;
+}
+
+export const SEARCH_QUERY_MAX_CHARACTERS = 500;
+
+export class MemorySearchQueryDto {
+  @ApiProperty({
+    minLength: 1,
+    maxLength: SEARCH_QUERY_MAX_CHARACTERS,
+    description: 'Words to look for; a memory holding any of them qualifies',
+    example: 'what is my dog called',
+  })
+  @IsString()
+  @Matches(/^[\s\S]{1,500}$/u, { message: 'q must be 1..500 characters' })
+  q: string;
+
+  @ApiPropertyOptional({ format: 'uuid', description: 'Only the memories with this personality' })
+  @IsOptional()
+  @IsUUID('all')
+  personality_id?: string;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 50, default: 10 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(50)
+  limit: number = 10;
 }
 
 /** `/v1/end-users/{user_id}/memories/{id}`. */
@@ -55,6 +83,16 @@ export class MemoryDto {
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
+}
+
+export class ScoredMemoryDto extends MemoryDto {
+  @ApiProperty({
+    minimum: 0,
+    maximum: 1,
+    example: 0.667,
+    description: "The share of the query's words (stop words aside) the memory holds",
+  })
+  score: number;
 }
 
 export interface MemoryRow {

@@ -19,6 +19,8 @@ export type MemoryRole = 'user' | 'personality';
 @Index('memories_end_user_idx', ['endUserId', 'id'])
 @Index('memories_conversation_idx', ['endUserId', 'personalityId', 'id'])
 @Index('memories_personality_idx', ['personalityId'])
+@Index('memories_organization_created_idx', ['organizationId', 'createdAt'])
+@Index('memories_search_idx', { synchronize: false })
 export class Memory {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;
@@ -50,6 +52,14 @@ export class Memory {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
+
+  /**
+   * The content's lexemes in its personality's language (search_config) when it was written.
+   * Indexed with the end user and the personality by memories_search_idx (GIN over btree_gin, in
+   * the migration only: TypeORM cannot declare it).
+   */
+  @Column({ type: 'tsvector', select: false, default: () => "''" })
+  search: string;
 
   @ManyToOne(() => EndUser, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'end_user_id', foreignKeyConstraintName: 'memories_end_user_id_fkey' })

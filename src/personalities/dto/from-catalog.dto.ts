@@ -1,5 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, MaxLength, MinLength } from 'class-validator';
+import { IsString, MaxLength, MinLength, ValidateIf } from 'class-validator';
+import { type Language } from '../languages';
+import { ApiLanguageProperty, IsLanguage } from './language';
 
 /** `POST /v1/personalities/from-catalog`: a personality is created by cloning a catalog entry. */
 export class FromCatalogDto {
@@ -8,4 +10,10 @@ export class FromCatalogDto {
   @MinLength(1)
   @MaxLength(64)
   slug: string;
+
+  @ApiLanguageProperty()
+  // Left out means the default; null is not leaving it out.
+  @ValidateIf((_dto: object, value: unknown) => value !== undefined)
+  @IsLanguage()
+  language?: Language;
 }

@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import type { CatalogPersonality } from '../entities/catalog-personality.entity';
 import type { Personality } from '../entities/personality.entity';
+import { LANGUAGE_PROPERTY } from './language';
 import { PersonalityContentDto } from './personality-content.dto';
 
 export class CatalogEntryDto extends PersonalityContentDto {
@@ -32,6 +33,9 @@ export class PersonalityDto extends PersonalityContentDto {
   })
   model: string | null;
 
+  @ApiProperty(LANGUAGE_PROPERTY)
+  language: string;
+
   @ApiProperty()
   created_at: string;
 
@@ -59,6 +63,7 @@ export function toPersonalityResponse(personality: Personality): PersonalityDto 
     source_slug: personality.sourceSlug,
     source_version: personality.sourceVersion,
     model: personality.model,
+    language: personality.language,
     name: personality.name,
     description: personality.description,
     traits: personality.traits,

@@ -15,6 +15,8 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import type { Language } from '../languages';
+import { ApiLanguageProperty, IsLanguage } from './language';
 import { RepliesDto, VoiceDto } from './personality-content.dto';
 
 /**
@@ -84,4 +86,9 @@ export class UpdatePersonalityDto {
   @MaxLength(200)
   @NoControlCharacters()
   model?: string | null;
+
+  @ApiLanguageProperty()
+  @IfGiven()
+  @IsLanguage()
+  language?: Language;
 }

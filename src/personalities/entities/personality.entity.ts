@@ -45,6 +45,14 @@ export class Personality {
   @Column({ type: 'jsonb' })
   replies: PersonalityReplies;
 
+  /** A BCP 47 primary language subtag (languages.ts): the language its memories are indexed in. */
+  @Column({ type: 'text', default: 'en' })
+  language: string;
+
+  /** The text search configuration of `language` (searchConfigOf), kept with it. */
+  @Column({ name: 'search_config', type: 'text', default: 'english' })
+  searchConfig: string;
+
   /** The model the OpenAI-compatible engine asks for; null: OPENAI_MODEL. */
   @Column({ type: 'text', nullable: true })
   model: string | null;

@@ -15,7 +15,10 @@ const personality = {
   systemPrompt: sage.system_prompt,
   model: null,
   replies: sage.replies,
+  language: 'en',
+  searchConfig: 'english',
 };
+const remembered = { facts: [] as string[], recalled: [] };
 const signal = new AbortController().signal;
 
 describe('LocalResponseEngine', () => {
@@ -26,6 +29,7 @@ describe('LocalResponseEngine', () => {
       personality,
       message: 'I am so happy',
       memories: [],
+      ...remembered,
       vocabulary,
       signal,
     });
@@ -40,11 +44,41 @@ describe('LocalResponseEngine', () => {
       { role: 'user' as const, content: 'my dog is ill', emotion: 'sadness' },
       { role: 'personality' as const, content: 'I am sorry', emotion: 'sadness' },
     ];
-    const request = { personality, message: 'thank you', memories, vocabulary, signal };
+    const request = {
+      personality,
+      message: 'thank you',
+      memories,
+      ...remembered,
+      vocabulary,
+      signal,
+    };
     const reply = await engine.reply(request);
     expect(reply.text).toContain('my dog is ill');
     expect(reply.text).not.toContain(sage.replies.first_meeting);
     expect(await engine.reply(request)).toEqual(reply);
+  });
+
+  it('quotes the most relevant recalled memory rather than the latest one, and learns facts', async () => {
+    const memories = [{ role: 'user' as const, content: 'nice weather', emotion: null }];
+    const recalled = [
+      {
+        role: 'user' as const,
+        content: 'my dog Rex hates thunder',
+        created_at: '2026-01-02T03:04:05.000Z',
+      },
+    ];
+    const reply = await engine.reply({
+      personality,
+      message: 'My name is Ada. A storm is coming, Rex is hiding',
+      memories,
+      facts: [],
+      recalled,
+      vocabulary,
+      signal,
+    });
+    expect(reply.text).toContain('my dog Rex hates thunder');
+    expect(reply.text).not.toContain('nice weather');
+    expect(reply.facts).toEqual(['Their name is Ada.']);
   });
 
   it('streams the reply in pieces that add up to it, and stops before starting once aborted', async () => {
@@ -53,6 +87,7 @@ describe('LocalResponseEngine', () => {
       personality,
       message: 'I am so happy',
       memories: [],
+      ...remembered,
       vocabulary,
       signal,
       onDelta: (piece) => pieces.push(piece),
@@ -66,6 +101,7 @@ describe('LocalResponseEngine', () => {
         personality,
         message: 'hi',
         memories: [],
+        ...remembered,
         vocabulary,
         signal: aborted.signal,
       }),

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { detectEmotion, round } from './emotion-detector';
-import type { EngineMemory, EngineReply, ReplyRequest, ResponseEngine } from './response-engine';
+import { extractFacts } from './fact-extractor';
+import type { EngineReply, ReplyRequest, ResponseEngine } from './response-engine';
 
 const QUOTE_MAX = 80;
 
@@ -11,7 +12,7 @@ function pick<T>(options: T[], seed: string): T {
   return options[hash.readUInt32BE(0) % options.length];
 }
 
-function quote(memory: EngineMemory): string {
+function quote(memory: { content: string }): string {
   const text = memory.content.replace(/\s+/g, ' ').trim();
   return text.length <= QUOTE_MAX ? text : `${text.slice(0, QUOTE_MAX - 1).trimEnd()}…`;
 }
@@ -19,8 +20,10 @@ function quote(memory: EngineMemory): string {
 /**
  * The built-in engine: deterministic, local, no network. It reads the emotion of the message
  * with the latest vocabulary, answers with the personality's template for that emotion's
- * valence, greets on a first meeting, and otherwise recalls the user's most recent earlier
- * message. The personality mirrors the detected emotion, a little calmer.
+ * valence, greets on a first meeting, and otherwise recalls an earlier message of the user: the
+ * most relevant older one recalled for this message, else the most recent. The personality
+ * mirrors the detected emotion, a little calmer. It learns the plain first-person facts of
+ * fact-extractor.ts.
  */
 @Injectable()
 export class LocalResponseEngine implements ResponseEngine {
@@ -30,6 +33,7 @@ export class LocalResponseEngine implements ResponseEngine {
     personality,
     message,
     memories,
+    recalled,
     vocabulary,
     signal,
     onDelta,
@@ -40,7 +44,9 @@ export class LocalResponseEngine implements ResponseEngine {
     const seed = `${personality.id}\n${message}\n${memories.length}`;
     const replies = personality.replies;
     const parts: string[] = [];
-    const earlier = [...memories].reverse().find((memory) => memory.role === 'user');
+    const earlier =
+      recalled.find((memory) => memory.role === 'user') ??
+      [...memories].reverse().find((memory) => memory.role === 'user');
     if (memories.length === 0) parts.push(replies.first_meeting);
     parts.push(pick(replies[valence], seed).replaceAll('{emotion}', detected.name));
     if (earlier) parts.push(pick(replies.recall, seed).replaceAll('{memory}', quote(earlier)));
@@ -52,6 +58,7 @@ export class LocalResponseEngine implements ResponseEngine {
       emotion: { name: detected.name, intensity: round(detected.intensity * 0.8) },
       detected: { name: detected.name, intensity: detected.intensity },
       usage: null,
+      facts: extractFacts(message),
     };
   }
 }

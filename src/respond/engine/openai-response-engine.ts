@@ -8,17 +8,19 @@ import type {
 import { AppError } from '../../common/errors/app-error';
 import { toStorableText } from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
-import type { PersonalityForReply } from '../../personalities/personalities.service';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { detectEmotion, round } from './emotion-detector';
+import { FACT_MAX_CHARACTERS } from '../../end-users/dto/fact.dto';
 import { ReplyTextStream } from './reply-text-stream';
-import type {
-  EmotionReading,
-  EngineReply,
-  ReplyRequest,
-  ResponseEngine,
-  TokenUsage,
+import {
+  type EmotionReading,
+  type EngineReply,
+  MAX_LEARNED_FACTS,
+  type ReplyRequest,
+  type ResponseEngine,
+  type TokenUsage,
 } from './response-engine';
+import { systemMessage } from './system-message';
 
 /** A provider's reported count as a whole number ≥ 0; servers that omit one report 0. */
 function tokenCount(value: unknown): number {
@@ -26,20 +28,10 @@ function tokenCount(value: unknown): number {
   return Number.isFinite(count) && count > 0 ? count : 0;
 }
 
-/** The system message: who the personality is, and how to answer. */
-export function systemMessage(personality: PersonalityForReply, emotions: string[]): string {
-  const { voice } = personality;
-  return [
-    `You are ${personality.name}. ${personality.description}`,
-    `Traits: ${personality.traits.join(', ')}.`,
-    `Voice: ${voice.tone}; ${voice.formality} register. ${voice.style_notes}`,
-    personality.systemPrompt,
-    'Answer with a JSON object: "text" is your reply to the user; "emotion" is the emotion your ' +
-      `reply expresses, one of: ${emotions.join(', ')}; "intensity" is how strongly, from 0 to 1.`,
-  ].join('\n\n');
-}
-
-/** Asks for `{text, emotion, intensity}` with the vocabulary's names as the only emotions. */
+/**
+ * Asks for `{text, emotion, intensity, facts}` with the vocabulary's names as the only emotions
+ * and at most MAX_LEARNED_FACTS facts.
+ */
 function responseFormat(emotions: string[]): ChatCompletionCreateParamsBase['response_format'] {
   return {
     type: 'json_schema',
@@ -52,12 +44,33 @@ function responseFormat(emotions: string[]): ChatCompletionCreateParamsBase['res
           text: { type: 'string' },
           emotion: { type: 'string', enum: emotions },
           intensity: { type: 'number', minimum: 0, maximum: 1 },
+          facts: { type: 'array', items: { type: 'string' }, maxItems: MAX_LEARNED_FACTS },
         },
-        required: ['text', 'emotion', 'intensity'],
+        required: ['text', 'emotion', 'intensity', 'facts'],
         additionalProperties: false,
       },
     },
   };
+}
+
+/**
+ * The facts the model learned: strings only, trimmed, storable and within FACT_MAX_CHARACTERS,
+ * at most MAX_LEARNED_FACTS; anything else in the field is ignored.
+ */
+function modelFacts(content: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(content);
+  } catch {
+    return [];
+  }
+  const facts = (parsed as { facts?: unknown } | null)?.facts;
+  if (!Array.isArray(facts)) return [];
+  return facts
+    .filter((fact): fact is string => typeof fact === 'string')
+    .map((fact) => toStorableText(fact).replace(/\s+/g, ' ').trim())
+    .filter((fact) => fact.length > 0 && fact.length <= FACT_MAX_CHARACTERS)
+    .slice(0, MAX_LEARNED_FACTS);
 }
 
 /**
@@ -121,7 +134,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
 
   private messages(request: ReplyRequest, emotions: string[]): ChatCompletionMessageParam[] {
     return [
-      { role: 'system', content: systemMessage(request.personality, emotions) },
+      {
+        role: 'system',
+        content: systemMessage(request.personality, emotions, request.facts, request.recalled),
+      },
       ...request.memories.map((memory): ChatCompletionMessageParam =>
         memory.role === 'user'
           ? { role: 'user', content: memory.content }
@@ -205,6 +221,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       },
       detected: { name: detected.name, intensity: detected.intensity },
       usage: answer.usage,
+      facts: modelFacts(answer.content),
     };
   }
 

@@ -10,11 +10,22 @@ export interface EngineMemory {
   emotion: string | null;
 }
 
+/** An older memory recalled for this message, with when it was said (ISO 8601). */
+export interface RecalledEngineMemory {
+  role: 'user' | 'personality';
+  content: string;
+  created_at: string;
+}
+
 export interface ReplyRequest {
   personality: PersonalityForReply;
   message: string;
   /** The latest exchanges of this user with this personality, oldest first. */
   memories: EngineMemory[];
+  /** Every fact known about the end user, oldest first (shared by all personalities). */
+  facts: string[];
+  /** Older memories of this user with this personality most relevant to the message. */
+  recalled: RecalledEngineMemory[];
   vocabulary: EmotionVocabulary;
   /** Aborted when the client goes away or the time limit passes: the engine stops at once. */
   signal: AbortSignal;
@@ -39,7 +50,15 @@ export interface EngineReply {
   detected: EmotionReading;
   /** What the provider reported it used; null for engines that use none. */
   usage: TokenUsage | null;
+  /**
+   * Facts newly stated by the user in this message, as short third-person statements (at most
+   * MAX_LEARNED_FACTS, each at most FACT_MAX_CHARACTERS); stored with the exchange.
+   */
+  facts: string[];
 }
+
+/** Facts an engine may learn from one message. */
+export const MAX_LEARNED_FACTS = 3;
 
 export interface ResponseEngine {
   /** `local` or `openai`: the engine label of logs and metrics. */

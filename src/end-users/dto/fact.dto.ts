@@ -1,0 +1,86 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsString, IsUUID, Matches, MaxLength } from 'class-validator';
+import { FACT_SOURCES, type Fact, type FactSource } from '../entities/fact.entity';
+import { IdListQueryDto } from '../../common/pagination/pagination';
+import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import type { Row } from '../../database/row';
+import { UserIdParamDto } from './user-id';
+
+export const FACT_MAX_CHARACTERS = 500;
+
+/** A fact's content: 1..500 characters, not only white space, no control characters. */
+export class FactContentDto {
+  @ApiProperty({
+    minLength: 1,
+    maxLength: FACT_MAX_CHARACTERS,
+    example: 'Their dog is called Rex.',
+  })
+  @IsString()
+  @MaxLength(FACT_MAX_CHARACTERS)
+  @Matches(/\S/, { message: 'content must not be empty' })
+  @NoControlCharacters()
+  content: string;
+}
+
+export class FactListQueryDto extends IdListQueryDto {}
+
+/** `/v1/end-users/{user_id}/facts/{id}`. */
+export class FactParamsDto extends UserIdParamDto {
+  @ApiProperty({ format: 'uuid' })
+  @IsUUID('all', { message: 'id must be the id of a fact' })
+  id: string;
+}
+
+export class FactDto {
+  @ApiProperty({ format: 'uuid' })
+  id: string;
+
+  @ApiProperty({ example: 'Their dog is called Rex.' })
+  content: string;
+
+  @ApiProperty({
+    enum: FACT_SOURCES,
+    description: '`api`: written by the business; `engine`: learned from a message of the user',
+  })
+  source: FactSource;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    example: '1042',
+    description: 'The memory (message) it was learned from; null for facts of the API',
+  })
+  memory_id: string | null;
+
+  @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
+  created_at: string;
+
+  @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
+  updated_at: string;
+}
+
+export type FactRow = Row<
+  Fact,
+  'id' | 'content' | 'source' | 'memoryId' | 'createdAt' | 'updatedAt'
+>;
+
+export function toFactResponse(row: FactRow): FactDto {
+  return {
+    id: row.id,
+    content: row.content,
+    source: row.source,
+    memory_id: row.memory_id,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+/** Facts are one per content, case and white space aside. */
+export function factKey(content: string): string {
+  return content.trim().replace(/\s+/g, ' ').toLowerCase();
+}
+
+/** The content as stored: trimmed, runs of white space as one space. */
+export function normalizeFact(content: string): string {
+  return content.trim().replace(/\s+/g, ' ');
+}

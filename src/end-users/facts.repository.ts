@@ -1,0 +1,119 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { raw, sql } from '../database/sql';
+import type { FactRow } from './dto/fact.dto';
+import type { FactSource } from './entities/fact.entity';
+
+const COLUMNS = raw('id, content, source, memory_id::text AS memory_id, created_at, updated_at');
+
+/** The SQL of end_user_facts (a reply's learned facts are written by facts.step.ts). */
+@Injectable()
+export class FactsRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Takes the end user's fact lock (their row, FOR NO KEY UPDATE: memories may still be
+   * written beside it) for the transaction; answers the user's status and how many facts they
+   * hold, counted after the lock, so concurrent writers of facts see each other's.
+   */
+  async lockForFacts(
+    manager: EntityManager,
+    endUserId: string,
+  ): Promise<{ status: string; erase_after: Date | null; facts: number }> {
+    const locked = await this.database.row<{ status: string; erase_after: Date | null }>(
+      sql`SELECT status, erase_after FROM end_users WHERE id = ${endUserId} FOR NO KEY UPDATE`,
+      { manager },
+    );
+    const counted = await this.database.row<{ facts: number }>(
+      sql`SELECT count(*)::int AS facts FROM end_user_facts WHERE end_user_id = ${endUserId}`,
+      { manager },
+    );
+    return { ...locked!, facts: counted!.facts };
+  }
+
+  findByKey(
+    manager: EntityManager,
+    endUserId: string,
+    contentKey: string,
+  ): Promise<FactRow | undefined> {
+    return this.database.row<FactRow>(
+      sql`SELECT ${COLUMNS} FROM end_user_facts
+           WHERE end_user_id = ${endUserId} AND content_key = ${contentKey}`,
+      { manager },
+    );
+  }
+
+  async insert(
+    manager: EntityManager,
+    fact: {
+      organizationId: string;
+      endUserId: string;
+      content: string;
+      contentKey: string;
+      source: FactSource;
+      at: Date;
+    },
+  ): Promise<FactRow> {
+    const row = await this.database.row<FactRow>(
+      sql`INSERT INTO end_user_facts
+            (organization_id, end_user_id, content, content_key, source, created_at, updated_at)
+          VALUES (${fact.organizationId}, ${fact.endUserId}, ${fact.content}, ${fact.contentKey},
+                  ${fact.source}, ${fact.at}, ${fact.at})
+          RETURNING ${COLUMNS}`,
+      { manager },
+    );
+    return row!;
+  }
+
+  /** Undefined when the end user has no such fact. */
+  update(
+    manager: EntityManager,
+    endUserId: string,
+    id: string,
+    change: { content: string; contentKey: string; at: Date },
+  ): Promise<FactRow | undefined> {
+    return this.database.row<FactRow>(
+      sql`UPDATE end_user_facts
+             SET content = ${change.content}, content_key = ${change.contentKey},
+                 updated_at = ${change.at}
+           WHERE id = ${id} AND end_user_id = ${endUserId}
+          RETURNING ${COLUMNS}`,
+      { manager },
+    );
+  }
+
+  async delete(endUserId: string, id: string): Promise<boolean> {
+    return (
+      (await this.database.count(
+        sql`DELETE FROM end_user_facts WHERE id = ${id} AND end_user_id = ${endUserId}`,
+      )) === 1
+    );
+  }
+
+  /** Newest first, `limit + 1` rows after the fact `startingAfter` of the same end user. */
+  findPage(
+    endUserId: string,
+    limit: number,
+    startingAfter: string | undefined,
+  ): Promise<FactRow[]> {
+    const after = startingAfter ?? null;
+    return this.database.rows<FactRow>(
+      sql`SELECT ${COLUMNS} FROM end_user_facts
+           WHERE end_user_id = ${endUserId}
+             AND (${after}::uuid IS NULL OR (created_at, id) < (
+                   SELECT f.created_at, f.id FROM end_user_facts f
+                    WHERE f.id = ${after}::uuid AND f.end_user_id = ${endUserId}))
+           ORDER BY created_at DESC, id DESC
+           LIMIT ${limit + 1}`,
+    );
+  }
+
+  /** In the erasure's transaction: every fact of these end users. */
+  async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+    await this.database.rows(
+      sql`DELETE FROM end_user_facts WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
+      { manager },
+    );
+  }
+}

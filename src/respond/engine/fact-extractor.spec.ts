@@ -1,0 +1,47 @@
+import { extractFacts } from './fact-extractor';
+
+describe('extractFacts (the local engine)', () => {
+  it.each([
+    ['My name is Ada.', ['Their name is Ada.']],
+    [
+      "hi, my name's Grace Hopper and I live in Arlington",
+      ['Their name is Grace Hopper.', 'They live in Arlington.'],
+    ],
+    ['I work as a nurse at the clinic.', ['They work as a nurse at the clinic.']],
+    ["I'm allergic to peanuts, so careful", ['They are allergic to peanuts.']],
+    ['My favorite colour is green!', ['Their favourite colour is green.']],
+    ['My favourite band is The Cure', ['Their favourite band is The Cure.']],
+    ['I have a dog called Rex.', ['They have a dog called Rex.']],
+    ["I've got a cat named Miso", ['They have a cat named Miso.']],
+    ['I AM ALLERGIC TO CATS', ['They are allergic to CATS.']],
+  ])('learns from %j', (message, facts) => {
+    expect(extractFacts(message)).toEqual(facts);
+  });
+
+  it.each([
+    'Do I live in Berlin?',
+    'What is my name?',
+    'My name is not important.',
+    'I used to live near the sea',
+    'the weather is nice today',
+    '',
+    '😀😀😀',
+  ])('learns nothing from %j', (message) => {
+    expect(extractFacts(message)).toEqual([]);
+  });
+
+  it('learns at most three facts, each once', () => {
+    const message =
+      'My name is Ada. My name is Ada. I live in London. I work as a mathematician. I am allergic to dust.';
+    expect(extractFacts(message)).toEqual([
+      'Their name is Ada.',
+      'They live in London.',
+      'They work as a mathematician.',
+    ]);
+  });
+
+  it('stays linear on a long message without sentence ends', () => {
+    const message = `my name is ${'a'.repeat(9_000)}`;
+    expect(extractFacts(message)).toEqual([]);
+  });
+});

@@ -1,0 +1,67 @@
+import { MAX_LEARNED_FACTS } from './response-engine';
+
+/** What a clause may hold after the pattern: up to the end of the clause, at most 60 characters. */
+const VALUE = String.raw`([^.,;:!?\n]{1,60}?)`;
+const END = String.raw`(?=\s*(?:[.,;:!\n]|\band\b|\bbut\b|\bbecause\b|$))`;
+
+/**
+ * First-person statements the local engine learns, and how it writes them down (third person).
+ * Deterministic and English only: the `openai` engine learns any statement in any language.
+ */
+const PATTERNS: Array<{ pattern: RegExp; fact: (...values: string[]) => string }> = [
+  {
+    pattern: new RegExp(String.raw`\bmy name(?: is|'s)\s+${VALUE}${END}`, 'iu'),
+    fact: (name) => `Their name is ${name}.`,
+  },
+  {
+    pattern: new RegExp(String.raw`\bi live in\s+${VALUE}${END}`, 'iu'),
+    fact: (place) => `They live in ${place}.`,
+  },
+  {
+    pattern: new RegExp(String.raw`\bi work as\s+${VALUE}${END}`, 'iu'),
+    fact: (job) => `They work as ${job}.`,
+  },
+  {
+    pattern: new RegExp(String.raw`\bi(?: am|'m) allergic to\s+${VALUE}${END}`, 'iu'),
+    fact: (allergen) => `They are allergic to ${allergen}.`,
+  },
+  {
+    pattern: new RegExp(
+      String.raw`\bmy fav(?:o|ou)rite\s+([^.,;:!?\n]{1,30}?)\s+is\s+${VALUE}${END}`,
+      'iu',
+    ),
+    fact: (thing, value) => `Their favourite ${thing} is ${value}.`,
+  },
+  {
+    pattern: new RegExp(
+      String.raw`\bi(?: have|'ve got| have got)\s+(an?\s+[^.,;:!?\n]{1,30}?)\s+(called|named)\s+${VALUE}${END}`,
+      'iu',
+    ),
+    fact: (thing, verb, name) => `They have ${thing} ${verb} ${name}.`,
+  },
+];
+
+/** A value that says the opposite or nothing: "my name is not …", "I live in a flat?" */
+const NOT_A_VALUE = /^(?:not|never|no)\b/i;
+
+/**
+ * The facts the user states about themselves in `message`, in the order stated, at most
+ * MAX_LEARNED_FACTS. Questions are skipped ("do I live in Berlin?" states nothing).
+ */
+export function extractFacts(message: string): string[] {
+  const facts: string[] = [];
+  // Sentences, each with the mark that ends it: a question states nothing.
+  for (const sentence of message.match(/[^.!?\n]+[.!?\n]*/g) ?? []) {
+    if (sentence.trimEnd().endsWith('?')) continue;
+    for (const { pattern, fact } of PATTERNS) {
+      const match = pattern.exec(sentence);
+      if (!match) continue;
+      const values = match.slice(1).map((value) => value.trim());
+      if (values.some((value) => value === '' || NOT_A_VALUE.test(value))) continue;
+      const statement = fact(...values);
+      if (!facts.includes(statement)) facts.push(statement);
+      if (facts.length === MAX_LEARNED_FACTS) return facts;
+    }
+  }
+  return facts;
+}
