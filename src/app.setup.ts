@@ -11,11 +11,11 @@ import { MetricsService } from './metrics/metrics.service';
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
-  const { trustProxy } = app.get(ConfigService).getOrThrow<AppConfig>('app');
+  const { trustProxy, logHashKey } = app.get(ConfigService).getOrThrow<AppConfig>('app');
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),
-    trustProxy,
+    { trustProxy, logHashKey },
     app.get(MetricsService).responseObserver(),
   );
   setupOpenApi(app);

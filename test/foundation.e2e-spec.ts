@@ -1,5 +1,6 @@
 import { createServer, Server, Socket } from 'node:net';
 import { expectError, expectRequestId, ULID } from './support/assertions';
+import { tenantWithKey } from './support/identity';
 import { ProbeModule } from './support/probe.module';
 import { createTestApp, TestApp } from './support/test-app';
 
@@ -147,6 +148,43 @@ describe('Foundation: request ids, error envelope, logs, bad input', () => {
       status: 200,
       duration_ms: expect.any(Number),
     });
+  });
+
+  it('names the route template and hashes path parameters: a user_id never appears in a line', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const userId = 'ada.lovelace@example.com';
+    const created = await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', tenant.auth)
+      .send({ user_id: userId });
+    expect(created.status).toBe(201);
+    const read = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}`)
+      .set('Authorization', tenant.auth);
+    const again = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/memories`)
+      .set('Authorization', tenant.auth);
+    const [line] = t.logs.forRequest(expectRequestId(read));
+    const [other] = t.logs.forRequest(expectRequestId(again));
+    expect(line).toMatchObject({
+      path: '/v1/end-users/:user_id',
+      params: { user_id: expect.stringMatching(/^[0-9a-f]{16}$/) },
+    });
+    // The same id hashes alike, so lines about one end user still correlate.
+    expect(other).toMatchObject({
+      path: '/v1/end-users/:user_id/memories',
+      params: { user_id: (line.params as { user_id: string }).user_id },
+    });
+    const unmatched = await t.http().get(`/v1/nowhere/${encodeURIComponent(userId)}`);
+    const [lost] = t.logs.forRequest(expectRequestId(unmatched));
+    expect(lost).toMatchObject({
+      path: '(unmatched)',
+      path_hash: expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
+    expect(t.logs.text()).not.toContain('ada.lovelace');
   });
 
   it('logs a line with the id even for a body the parser refused', async () => {
