@@ -10,7 +10,7 @@ import { withEnvelopeOnFailure } from '../common/http/stream-errors';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
-import { ExportsService } from './exports.service';
+import { BUFFERED_CHUNKS, ExportsService } from './exports.service';
 
 export const PMF_V1_SCHEMA_PATH = join(__dirname, 'schemas', 'pmf-v1.schema.json');
 
@@ -53,7 +53,7 @@ export class ExportsController {
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks), {
+      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
         type: 'application/json; charset=utf-8',
         disposition: attachment('pmf-v1', id),
       }),
@@ -83,7 +83,9 @@ export class ExportsController {
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.modelDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks), { type: 'application/json; charset=utf-8' }),
+      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
+        type: 'application/json; charset=utf-8',
+      }),
     );
   }
 }
