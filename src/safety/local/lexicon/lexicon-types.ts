@@ -1,0 +1,48 @@
+export type Language = 'en' | 'de' | 'fr' | 'es';
+
+/**
+ * What a matched phrase means to the rules.
+ * - `self_harm`: the speaker's own suicidal or self-harm intent or ideation.
+ * - `violence`: intent to seriously harm someone (stab, shoot, poison…), or instructions for it.
+ * - `violence_kill`: "kill"/"umbringen"/"tuer"/"matar" aimed at a third party; hyperbole is common,
+ *   so a message that laughs (lol, haha, mdr, jaja, 😂) is banter.
+ * - `violence_kill_you`: the same aimed at "you": banter unless a weapon is named in the sentence.
+ * - `not_self_harm`, `not_violence`: idioms and contexts that cancel a match (see `scope`).
+ * - `minor`, `sexual`, `sexual_weak`, `request`, `protective`, `not_sexual`: the parts the
+ *   sexual-minors rule combines; `weapon` and `laughter` are read by the violence rules.
+ */
+export type Concept =
+  | 'self_harm'
+  | 'violence'
+  | 'violence_kill'
+  | 'violence_kill_you'
+  | 'not_self_harm'
+  | 'not_violence'
+  | 'minor'
+  | 'sexual'
+  | 'sexual_weak'
+  | 'request'
+  | 'protective'
+  | 'not_sexual'
+  | 'weapon'
+  | 'laughter';
+
+export interface LexiconGroup {
+  readonly concept: Concept;
+  /** Whose negations apply to the phrases (the four languages share one token stream). */
+  readonly language: Language;
+  /**
+   * `speaker`: the words say who acts ("kill myself", "quiero morir", "je veux"); `subject`: they
+   * do not ("want to die", "will sterben"), so the nearest subject before them decides, and a
+   * third person ("she wants to…" is another's) or "you" cancels the match. Default `speaker`.
+   */
+  readonly person?: 'speaker' | 'subject';
+  /**
+   * For `not_*` concepts: `adjacent` cancels a match it overlaps or directly follows ("die" +
+   * "laughing"), `sentence` cancels every match in its sentence (a game's name). Default adjacent.
+   */
+  readonly scope?: 'adjacent' | 'sentence';
+  /** The phrases count only when this concept is also found in the same sentence. */
+  readonly requires?: Concept;
+  readonly phrases: readonly string[];
+}
