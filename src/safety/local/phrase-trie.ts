@@ -44,6 +44,8 @@ const MAX_GAP = 4;
 export class PhraseTrie<T> {
   private readonly root = new TrieNode<T>();
   private nodeCount = 0;
+  /** Named sets repeat literals across phrases: each is normalised once. */
+  private readonly wordsOf = new Map<string, string[]>();
   /** Every literal word of every phrase, in matching form. */
   readonly vocabulary = new Set<string>();
 
@@ -174,7 +176,9 @@ export class PhraseTrie<T> {
     const range = /^#(\d+)-(\d+)$/.exec(literal);
     if (range) return [{ kind: 'number', min: Number(range[1]), max: Number(range[2]) }];
     const isPrefix = literal.endsWith('*');
-    const words = this.toWords(isPrefix ? literal.slice(0, -1) : literal);
+    const written = isPrefix ? literal.slice(0, -1) : literal;
+    let words = this.wordsOf.get(written);
+    if (words === undefined) this.wordsOf.set(written, (words = this.toWords(written)));
     if (words.length === 0) throw new Error(`"${literal}" has no words in phrase: ${phrase}`);
     for (const word of words) this.vocabulary.add(word);
     const atoms: Atom[] = words.map((text) => ({ kind: 'word', text }));

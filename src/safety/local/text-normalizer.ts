@@ -28,17 +28,12 @@ interface RawToken {
   tightBefore: boolean;
 }
 
-// Letters the compatibility decomposition leaves whole.
-const LETTER_FOLDS: Record<string, string> = {
-  ß: 'ss',
-  œ: 'oe',
-  æ: 'ae',
-  ø: 'o',
-  ł: 'l',
-  đ: 'd',
-  ı: 'i',
-  þ: 'th',
-};
+// Letters the compatibility decomposition leaves whole, by code point.
+const LETTER_FOLDS = new Map<number, string>(
+  Object.entries({ ß: 'ss', œ: 'oe', æ: 'ae', ø: 'o', ł: 'l', đ: 'd', ı: 'i', þ: 'th' }).map(
+    ([letter, folded]) => [letter.charCodeAt(0), folded],
+  ),
+);
 
 const LEET: Record<string, string> = {
   '0': 'o',
@@ -70,25 +65,23 @@ const EMOJI_WORDS = new Map<number, string>([
   [0x1f639, 'lol'],
 ]);
 
-const SENTENCE_ENDS = new Set(['.', '!', '?', ';', '\n', '\r', '¿', '¡', '。']);
-const CLAUSE_MARKS = new Set([',', ':', '(', ')', '[', ']', '{', '}', '–', '—', '•']);
-const TIGHT_SEPARATORS = new Set([' ', '.', '-', '_', '*', '·', '/']);
-const QUOTE_MARKS = new Set([
-  '"',
-  '“',
-  '”',
-  '„',
-  '‟',
-  '«',
-  '»',
-  '「',
-  '」',
-  '『',
-  '』',
-  '〝',
-  '〞',
-]);
-const APOSTROPHES = new Set(["'", '’', '‘', '`', 'ʼ']);
+// Characters are classified by code point: hashing one-character strings is what costs.
+const codesOf = (chars: string): Set<number> =>
+  new Set([...chars].map((char) => char.codePointAt(0) ?? 0));
+const SENTENCE_ENDS = codesOf('.!?;\n\r¿¡。');
+const CLAUSE_MARKS = codesOf(',:()[]{}–—•');
+const TIGHT_SEPARATORS = codesOf(' .-_*·/');
+const QUOTE_MARKS = codesOf('"“”„‟«»「」『』〝〞');
+const APOSTROPHES = codesOf("'’‘`ʼ");
+const LEET_SYMBOLS = codesOf('$@!|€');
+const SPACE = 0x20;
+const NEWLINE = 0x0a;
+const RETURN = 0x0d;
+const EXCLAMATION = 0x21;
+const DOLLAR = 0x24;
+const AT = 0x40;
+const PERIOD = 0x2e;
+const COMMA = 0x2c;
 
 // English clitics after an apostrophe: joined as people type them without one ("dont", "im").
 const ENGLISH_CLITICS = new Set(['t', 'm', 'll', 've', 're', 'd', 's']);
@@ -165,8 +158,8 @@ function isDigit(char: string): boolean {
   return char >= '0' && char <= '9';
 }
 
-function isAsciiLetter(char: string): boolean {
-  return char >= 'a' && char <= 'z';
+function isDigitCode(code: number | undefined): boolean {
+  return code !== undefined && code >= 0x30 && code <= 0x39;
 }
 
 const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
@@ -191,7 +184,8 @@ const MAX_SEGMENTED_RUN = 48;
  *   (" “ ” „ « » and single quotes around words) are recorded for the rules that read context.
  */
 export class TextNormalizer {
-  private readonly letterCache = new Map<string, boolean>();
+  /** Per BMP code point: 0 not yet known, 1 letter or digit, 2 neither. */
+  private readonly wordCodes = new Uint8Array(0x10000);
   private readonly spellings = new Map<string, string[]>();
   private readonly longestWord: number;
 
@@ -219,17 +213,16 @@ export class TextNormalizer {
     return this.finish(this.joinSpacedLetters(raws), quoteCount);
   }
 
-  private isWordChar(char: string | undefined): boolean {
-    if (char === undefined) return false;
-    if (isAsciiLetter(char) || isDigit(char)) return true;
-    if (char.charCodeAt(0) < 0x80) return false;
-    if (char in LETTER_FOLDS) return true;
-    let known = this.letterCache.get(char);
-    if (known === undefined) {
-      known = LETTER_OR_NUMBER.test(char);
-      if (this.letterCache.size < 4096) this.letterCache.set(char, known);
+  private isWordCode(code: number | undefined): boolean {
+    if (code === undefined) return false;
+    if (code < 0x80) return (code >= 0x61 && code <= 0x7a) || isDigitCode(code);
+    if (code >= 0x10000) return LETTER_OR_NUMBER.test(String.fromCodePoint(code));
+    let known = this.wordCodes[code];
+    if (known === 0) {
+      known = LETTER_FOLDS.has(code) || LETTER_OR_NUMBER.test(String.fromCharCode(code)) ? 1 : 2;
+      this.wordCodes[code] = known;
     }
-    return known;
+    return known === 1;
   }
 
   private scan(text: string): { raws: RawToken[]; quoteCount: number } {
@@ -242,11 +235,11 @@ export class TextNormalizer {
     let quoteCount = 0;
     let singleQuoted = false;
 
-    const separate = (char: string, strength: BreakBefore): void => {
+    const separate = (code: number, strength: BreakBefore): void => {
       flush();
       if (strength > pendingBreak) pendingBreak = strength;
       gapLength += 1;
-      if (!TIGHT_SEPARATORS.has(char)) gapTight = false;
+      if (!TIGHT_SEPARATORS.has(code)) gapTight = false;
     };
     const push = (raw: string): void => {
       raws.push({
@@ -277,47 +270,51 @@ export class TextNormalizer {
       if (CLAUSE_BREAK > pendingBreak) pendingBreak = CLAUSE_BREAK;
     };
 
-    for (let i = 0; i < text.length; i++) {
-      const previous = text[i - 1];
+    for (let i = 0; i < text.length;) {
       const code = text.codePointAt(i) ?? 0;
-      const char = code > 0xffff ? String.fromCodePoint(code) : text[i];
-      if (code > 0xffff) i++;
-      const next = text[i + 1];
+      const width = code > 0xffff ? 2 : 1;
+      const previous = i > 0 ? text.charCodeAt(i - 1) : undefined;
+      const next = text.codePointAt(i + width);
 
-      if (this.isWordChar(char)) {
-        word += LETTER_FOLDS[char] ?? char;
-      } else if ((char === '.' || char === ',') && isDigit(previous ?? '') && isDigit(next ?? '')) {
-        word += char;
-      } else if (char in LEET) {
+      if (this.isWordCode(code)) {
+        word += LETTER_FOLDS.get(code) ?? text.slice(i, i + width);
+      } else if (
+        (code === PERIOD || code === COMMA) &&
+        isDigitCode(previous) &&
+        isDigitCode(next)
+      ) {
+        word += text[i];
+      } else if (LEET_SYMBOLS.has(code)) {
         // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation.
         const inWord =
-          (word !== '' && this.isWordChar(next)) ||
-          ((char === '$' || char === '@') && this.isWordChar(next) && !isDigit(next ?? ''));
-        if (inWord) word += char;
-        else separate(char, char === '!' ? SENTENCE_BREAK : 0);
-      } else if (APOSTROPHES.has(char)) {
-        if (word !== '' && this.isWordChar(next)) word += "'";
-        else if (singleQuoted && !this.isWordChar(next)) closeQuote();
-        else if (quote === 0 && word === '' && this.isWordChar(next)) openQuote(true);
-        else separate(char, 0);
-      } else if (QUOTE_MARKS.has(char)) {
+          (word !== '' && this.isWordCode(next)) ||
+          ((code === DOLLAR || code === AT) && this.isWordCode(next) && !isDigitCode(next));
+        if (inWord) word += text[i];
+        else separate(code, code === EXCLAMATION ? SENTENCE_BREAK : 0);
+      } else if (APOSTROPHES.has(code)) {
+        if (word !== '' && this.isWordCode(next)) word += "'";
+        else if (singleQuoted && !this.isWordCode(next)) closeQuote();
+        else if (quote === 0 && word === '' && this.isWordCode(next)) openQuote(true);
+        else separate(code, 0);
+      } else if (QUOTE_MARKS.has(code)) {
         if (quote !== 0) closeQuote();
         else openQuote(false);
-      } else if (SENTENCE_ENDS.has(char)) {
-        separate(char, SENTENCE_BREAK);
+      } else if (SENTENCE_ENDS.has(code)) {
+        separate(code, SENTENCE_BREAK);
         // A quotation left open ends with its line.
-        if ((char === '\n' || char === '\r') && quote !== 0) closeQuote();
-      } else if (CLAUSE_MARKS.has(char)) {
-        separate(char, CLAUSE_BREAK);
+        if ((code === NEWLINE || code === RETURN) && quote !== 0) closeQuote();
+      } else if (CLAUSE_MARKS.has(code)) {
+        separate(code, CLAUSE_BREAK);
       } else {
         const emojiWord = EMOJI_WORDS.get(code);
         if (emojiWord !== undefined) {
           flush();
           push(emojiWord);
         } else {
-          separate(char === ' ' || /\s/.test(char) ? ' ' : char, 0);
+          separate(code === SPACE || /\s/.test(text[i]) ? SPACE : code, 0);
         }
       }
+      i += width;
     }
     flush();
     return { raws, quoteCount };
