@@ -148,19 +148,14 @@ export class LocalSafetyClassifier implements SafetyClassifier {
   }
 
   private hasViolence(reading: Reading): boolean {
-    const laughs = (reading.byConcept.get('laughter') ?? []).length > 0;
+    const found = (concept: Concept): boolean => (reading.byConcept.get(concept) ?? []).length > 0;
     const counts = (match: Match): boolean =>
       !this.cancelled(match, 'not_violence', reading) && this.isOwnStatement(match, reading);
-    const withWeapon = (match: Match): boolean =>
-      (reading.byConcept.get('weapon') ?? []).some((weapon) =>
-        this.sameSentence(weapon, match, reading),
-      );
+    // "Kill" alone is everyday hyperbole: see `violence_kill` in lexicon-types.ts.
+    const killIsMeant = found('weapon') || (found('intent') && !found('laughter'));
     return (
       (reading.byConcept.get('violence') ?? []).some(counts) ||
-      (!laughs && (reading.byConcept.get('violence_kill') ?? []).some(counts)) ||
-      (reading.byConcept.get('violence_kill_you') ?? []).some(
-        (match) => withWeapon(match) && counts(match),
-      )
+      (killIsMeant && (reading.byConcept.get('violence_kill') ?? []).some(counts))
     );
   }
 
@@ -213,11 +208,12 @@ export class LocalSafetyClassifier implements SafetyClassifier {
    */
   private isOwnStatement(match: Match, reading: Reading): boolean {
     const group = match.value;
-    if (group.requires) {
-      const required = reading.byConcept.get(group.requires) ?? [];
-      if (!required.some((other) => this.sameSentence(other, match, reading))) return false;
-    }
-    if (this.isNegated(match, reading)) return false;
+    if (group.requires && !reading.byConcept.has(group.requires)) return false;
+    // "no estoy [pensando en suicidarme]": a denied phrase denies the phrases inside it.
+    const containing = (reading.byConcept.get(group.concept) ?? []).filter(
+      (other) => other.start <= match.start && other.end >= match.end,
+    );
+    if (containing.some((other) => this.isNegated(other, reading))) return false;
     if (reading.tokens[match.start].quote !== 0 && this.isQuotedFromOthers(match, reading)) {
       return false;
     }

@@ -4,18 +4,20 @@ export type Language = 'en' | 'de' | 'fr' | 'es';
  * What a matched phrase means to the rules.
  * - `self_harm`: the speaker's own suicidal or self-harm intent or ideation.
  * - `violence`: intent to seriously harm someone (stab, shoot, poison…), or instructions for it.
- * - `violence_kill`: "kill"/"umbringen"/"tuer"/"matar" aimed at a third party; hyperbole is common,
- *   so a message that laughs (lol, haha, mdr, jaja, 😂) is banter.
- * - `violence_kill_you`: the same aimed at "you": banter unless a weapon is named in the sentence.
+ * - `violence_kill`: "kill"/"umbringen"/"tuer"/"matar" aimed at someone. It is the verb of everyday
+ *   hyperbole ("I'm going to kill my brother, he ate my cake", "I'll kill you if you eat my fries"),
+ *   so it counts only with a weapon named in the message, or with a sign of seriousness or a plan
+ *   (`intent`: "I'm not joking", "tomorrow", "I know where he lives") in a message that does not
+ *   laugh (`laughter`: lol, haha, mdr, jaja, 😂).
  * - `not_self_harm`, `not_violence`: idioms and contexts that cancel a match (see `scope`).
+ * - `distress`: "I can't do this anymore", "ich kann nicht mehr"; required by the weaker signs.
  * - `minor`, `sexual`, `sexual_weak`, `request`, `protective`, `not_sexual`: the parts the
- *   sexual-minors rule combines; `weapon` and `laughter` are read by the violence rules.
+ *   sexual-minors rule combines.
  */
 export type Concept =
   | 'self_harm'
   | 'violence'
   | 'violence_kill'
-  | 'violence_kill_you'
   | 'not_self_harm'
   | 'not_violence'
   | 'minor'
@@ -24,7 +26,9 @@ export type Concept =
   | 'request'
   | 'protective'
   | 'not_sexual'
+  | 'distress'
   | 'weapon'
+  | 'intent'
   | 'laughter';
 
 export interface LexiconGroup {
@@ -42,7 +46,7 @@ export interface LexiconGroup {
    * "laughing"), `sentence` cancels every match in its sentence (a game's name). Default adjacent.
    */
   readonly scope?: 'adjacent' | 'sentence';
-  /** The phrases count only when this concept is also found in the same sentence. */
+  /** The phrases count only when this concept is also found in the message. */
   readonly requires?: Concept;
   readonly phrases: readonly string[];
 }

@@ -4,7 +4,7 @@ import type { LexiconGroup } from './lexicon-types';
  * Threats or intent to seriously harm someone, and requests for instructions. A threat needs a
  * person as target ("stab him", "shoot up my school"); "kill the process", "kill time" and "kill
  * the final boss" have none. "Kill" is the verb of hyperbole, so it is weighed apart (see
- * `violence_kill` and `violence_kill_you` in lexicon-types.ts).
+ * `violence_kill` in lexicon-types.ts).
  */
 // prettier-ignore
 export const VIOLENCE_SETS: Readonly<Record<string, string>> = {
@@ -53,7 +53,7 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
     phrases: ['[@EN_INTENT] kill @EN_TARGET', '[@EN_INTENT] murder @EN_TARGET'],
   },
   {
-    concept: 'violence_kill_you',
+    concept: 'violence_kill',
     language: 'en',
     person: 'subject',
     phrases: ['[@EN_INTENT] [kill|murder|stab|shoot] you'],
@@ -76,7 +76,7 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
     phrases: ['[bring|bringe] @DE_TARGET ~2 um', '[werde|will|geh|gehe] ~1 @DE_TARGET ~2 [umbringen|töten|kaltmachen]'],
   },
   {
-    concept: 'violence_kill_you',
+    concept: 'violence_kill',
     language: 'de',
     person: 'subject',
     phrases: ['[bring|bringe] dich ~2 um', '[werde|will] dich ~2 [umbringen|töten|abstechen]'],
@@ -99,7 +99,7 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
     phrases: ['[vais|veux|voudrais] [le|la|les] tuer', '[vais|veux] tuer [mon|ma|mes|ce|cette] [@FR_PERSON]'],
   },
   {
-    concept: 'violence_kill_you',
+    concept: 'violence_kill',
     language: 'fr',
     person: 'subject',
     phrases: ['[vais|veux] te [tuer|buter|poignarder]'],
@@ -119,7 +119,7 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
     phrases: ['voy a [matarlo|matarla|matarlos]', '[lo|la|los] voy a matar', 'voy a matar a [mi|mis|ese|esa|el|la|todos] ~1 [@ES_PERSON|]'],
   },
   {
-    concept: 'violence_kill_you',
+    concept: 'violence_kill',
     language: 'es',
     phrases: ['[voy a matarte|te voy a matar|te mato]'],
   },
@@ -140,6 +140,17 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
       'knife', 'gun', 'rifle', 'pistol', 'shotgun', 'blade', 'machete', 'axe', 'messer', 'pistole',
       'waffe', 'gewehr', 'couteau', 'flingue', 'arme', 'pistolet', 'fusil', 'cuchillo', 'navaja',
       'pistola', 'arma', 'escopeta',
+    ],
+  },
+  {
+    concept: 'intent',
+    language: 'en',
+    phrases: [
+      'not joking', 'not kidding', '[i\'m|i am] serious', 'no joke', 'for real', 'tomorrow', 'tonight',
+      'when [he|she|they] [gets|get] home', 'i know where [he|she|they] [lives|live]',
+      'already [planned|bought]', 'kein witz', 'kein scherz', 'ernsthaft', 'ich meine es ernst',
+      'morgen', 'heute nacht', 'heute abend', 'je suis sérieux', 'je suis sérieuse', 'sans rire',
+      'demain', 'ce soir', 'en serio', 'no es broma', 'mañana', 'esta noche',
     ],
   },
   {
