@@ -192,6 +192,16 @@ describe('LocalSafetyClassifier', () => {
       expect(categoriesOf('a'.repeat(10_000))).toEqual([]);
     });
 
+    it('stays right in a long message full of phrases that cancel or deny each other', () => {
+      const cancelled = "i could die laughing, i don't want to die, kill myself laughing ".repeat(
+        160,
+      );
+      expect(categoriesOf(cancelled)).toEqual([]);
+      expect(categoriesOf(`${cancelled} i want to die`)).toEqual(['self_harm']);
+      const markers = 'my kid and the teen write a story about sex ed and puberty. '.repeat(160);
+      expect(categoriesOf(markers)).toEqual([]);
+    });
+
     it.each([
       ['Japanese', '今日はいい天気ですね。散歩に行きたい。'],
       ['Chinese', '我今天很开心，想去公园散步。'],

@@ -45,7 +45,24 @@ interface Reading {
   readonly quoteEnds: number[];
   /** sentences[i]: which sentence token i belongs to. */
   readonly sentences: Int32Array;
+  /** Matches per concept, ordered by start. */
   readonly byConcept: ReadonlyMap<Concept, Match[]>;
+  /** Per `not_*` concept, the sentences a sentence-wide match of it cancels. */
+  readonly cancelledSentences: ReadonlyMap<Concept, ReadonlySet<number>>;
+}
+
+/** The matches of `sorted` (ordered by start) that start from `from` to `to`: a binary search. */
+function startingBetween(sorted: readonly Match[], from: number, to: number): Match[] {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (sorted[middle].start < from) low = middle + 1;
+    else high = middle;
+  }
+  const found: Match[] = [];
+  for (let at = low; at < sorted.length && sorted[at].start <= to; at++) found.push(sorted[at]);
+  return found;
 }
 
 /**
@@ -132,12 +149,19 @@ export class LocalSafetyClassifier implements SafetyClassifier {
       sentences[index] = sentence;
     });
     const byConcept = new Map<Concept, Match[]>();
+    const cancelledSentences = new Map<Concept, Set<number>>();
     for (const match of this.trie.matchAll(tokens)) {
-      const list = byConcept.get(match.value.concept);
+      const { concept, scope } = match.value;
+      const list = byConcept.get(concept);
       if (list) list.push(match);
-      else byConcept.set(match.value.concept, [match]);
+      else byConcept.set(concept, [match]);
+      if (scope === 'sentence') {
+        const cancelled = cancelledSentences.get(concept) ?? new Set<number>();
+        cancelled.add(sentences[match.start]);
+        cancelledSentences.set(concept, cancelled);
+      }
     }
-    return { tokens, quoteStarts, quoteEnds, sentences, byConcept };
+    return { tokens, quoteStarts, quoteEnds, sentences, byConcept, cancelledSentences };
   }
 
   private hasSelfHarm(reading: Reading): boolean {
@@ -175,11 +199,11 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     const requests = reading.byConcept.get('request') ?? [];
     const protective = reading.byConcept.get('protective') ?? [];
     const near = (list: Match[], minor: Match): boolean =>
-      list.some(
-        (match) =>
-          match.start < minor.end + SEXUAL_MINORS_REACH &&
-          match.end > minor.start - SEXUAL_MINORS_REACH,
-      );
+      startingBetween(
+        list,
+        minor.start - SEXUAL_MINORS_REACH - this.trie.longestMatch,
+        minor.end + SEXUAL_MINORS_REACH - 1,
+      ).some((match) => match.end > minor.start - SEXUAL_MINORS_REACH);
     return minors.some((minor) => {
       const asks = near(requests, minor);
       const sexualNear = near(sexual, minor) || (asks && near(weak, minor));
@@ -187,14 +211,23 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     });
   }
 
-  /** Whether an idiom or context cancels the match: "die laughing", a game's final boss. */
+  /**
+   * Whether an idiom or context cancels the match: "die laughing", a game's final boss. Matches
+   * span at most `longestMatch` tokens, so only a window of the sorted list is looked at: the
+   * checks stay linear overall even in a long message full of phrases.
+   */
   private cancelled(match: Match, by: Concept, reading: Reading): boolean {
-    return (reading.byConcept.get(by) ?? []).some((other) =>
-      other.value.scope === 'sentence'
-        ? this.sameSentence(other, match, reading)
-        : other.start <= match.end + 1 &&
-          other.end > match.start &&
-          this.sameSentence(other, match, reading),
+    if (reading.cancelledSentences.get(by)?.has(reading.sentences[match.start])) return true;
+    // An idiom overlapping the match, or starting at most one word after it.
+    return startingBetween(
+      reading.byConcept.get(by) ?? [],
+      match.start - this.trie.longestMatch,
+      match.end + 1,
+    ).some(
+      (other) =>
+        other.value.scope !== 'sentence' &&
+        other.end > match.start &&
+        this.sameSentence(other, match, reading),
     );
   }
 
@@ -210,9 +243,11 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     const group = match.value;
     if (group.requires && !reading.byConcept.has(group.requires)) return false;
     // "no estoy [pensando en suicidarme]": a denied phrase denies the phrases inside it.
-    const containing = (reading.byConcept.get(group.concept) ?? []).filter(
-      (other) => other.start <= match.start && other.end >= match.end,
-    );
+    const containing = startingBetween(
+      reading.byConcept.get(group.concept) ?? [],
+      match.end - this.trie.longestMatch,
+      match.start,
+    ).filter((other) => other.end >= match.end);
     if (containing.some((other) => this.isNegated(other, reading))) return false;
     if (reading.tokens[match.start].quote !== 0 && this.isQuotedFromOthers(match, reading)) {
       return false;

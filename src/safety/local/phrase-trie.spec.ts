@@ -62,6 +62,11 @@ describe('PhraseTrie', () => {
     expect(spans(trie, 'shoot my boss')).toEqual(['[@VERB] @TARGET@0-3']);
   });
 
+  it('knows the most tokens a match can span, gaps at their longest', () => {
+    expect(build(['want to die']).longestMatch).toBe(3);
+    expect(build(['want ~3 [die|be dead]', 'kill myself']).longestMatch).toBe(6);
+  });
+
   it('collects the words of its phrases', () => {
     const trie = build(['kill myself', 'suicid*']);
     expect([...trie.vocabulary].sort()).toEqual(['kil', 'myself', 'suicid']);

@@ -15,6 +15,8 @@ class TrieNode<T> {
   readonly numbers: { min: number; max: number; node: TrieNode<T> }[] = [];
   readonly gaps: { max: number; node: TrieNode<T> }[] = [];
   readonly values: T[] = [];
+  /** The most tokens a match can span on reaching this node (gaps at their longest). */
+  constructor(readonly depth = 0) {}
 }
 
 export interface PhraseMatch<T> {
@@ -46,6 +48,7 @@ export class PhraseTrie<T> {
   private nodeCount = 0;
   /** Named sets repeat literals across phrases: each is normalised once. */
   private readonly wordsOf = new Map<string, string[]>();
+  private longest = 0;
   /** Every literal word of every phrase, in matching form. */
   readonly vocabulary = new Set<string>();
 
@@ -69,9 +72,16 @@ export class PhraseTrie<T> {
     for (const node of ends) {
       if (node === this.root) throw new Error(`phrase can match nothing: ${phrase}`);
       if (!node.values.includes(value)) node.values.push(value);
+      this.longest = Math.max(this.longest, node.depth);
     }
   }
 
+  /** The most tokens any match can span. */
+  get longestMatch(): number {
+    return this.longest;
+  }
+
+  /** Every match, ordered by start. */
   matchAll(tokens: readonly Token[]): PhraseMatch<T>[] {
     const matches: PhraseMatch<T>[] = [];
     for (let start = 0; start < tokens.length; start++) {
@@ -125,30 +135,33 @@ export class PhraseTrie<T> {
     switch (atom.kind) {
       case 'word': {
         let next = node.words.get(atom.text);
-        if (!next) node.words.set(atom.text, (next = this.newNode()));
+        if (!next) node.words.set(atom.text, (next = this.newNode(node.depth + 1)));
         return next;
       }
       case 'prefix': {
         let entry = node.prefixes.find((prefix) => prefix.text === atom.text);
-        if (!entry) node.prefixes.push((entry = { text: atom.text, node: this.newNode() }));
+        if (!entry) {
+          node.prefixes.push((entry = { text: atom.text, node: this.newNode(node.depth + 1) }));
+        }
         return entry.node;
       }
       case 'number': {
         let entry = node.numbers.find((range) => range.min === atom.min && range.max === atom.max);
-        if (!entry) node.numbers.push((entry = { ...atom, node: this.newNode() }));
+        if (!entry) node.numbers.push((entry = { ...atom, node: this.newNode(node.depth + 1) }));
         return entry.node;
       }
       case 'gap': {
         let entry = node.gaps.find((gap) => gap.max === atom.max);
-        if (!entry) node.gaps.push((entry = { max: atom.max, node: this.newNode() }));
+        if (!entry)
+          node.gaps.push((entry = { max: atom.max, node: this.newNode(node.depth + atom.max) }));
         return entry.node;
       }
     }
   }
 
-  private newNode(): TrieNode<T> {
+  private newNode(depth: number): TrieNode<T> {
     this.nodeCount++;
-    return new TrieNode<T>();
+    return new TrieNode<T>(depth);
   }
 
   /** Adds the sequence after each of `from`; returns the nodes where it ends. */
