@@ -13,6 +13,7 @@ import { InvitationsService } from './invitations.service';
 import { MembersController } from './members.controller';
 import { MembersRepository } from './members.repository';
 import { MembersService } from './members.service';
+import { OrganizationAccess } from './organization-access';
 import { OrganizationsController } from './organizations.controller';
 import { OrganizationsRepository } from './organizations.repository';
 import { OrganizationsService } from './organizations.service';
@@ -35,7 +36,8 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     InvitationsRepository,
     InvitationsService,
     InvitationMailer,
+    OrganizationAccess,
   ],
-  exports: [OrganizationsService],
+  exports: [OrganizationsService, OrganizationAccess],
 })
 export class OrganizationsModule {}

@@ -30,3 +30,6 @@ export function inCanonicalOrder(found: Iterable<SafetyCategory>): SafetyCategor
   const present = new Set(found);
   return SAFETY_CATEGORIES.filter((category) => present.has(category));
 }
+
+/** Injection token of the classifier replies are checked with (SAFETY_CLASSIFIER picks it). */
+export const SAFETY_CLASSIFIER = Symbol('SAFETY_CLASSIFIER');

@@ -13,6 +13,14 @@ import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
 
+export type SafetyAction = 'none' | 'crisis_response' | 'blocked' | 'flagged';
+
+export interface MemorySafety {
+  flagged: boolean;
+  categories: Array<'self_harm' | 'sexual_minors' | 'violence'>;
+  action: SafetyAction;
+}
+
 /** One message of a conversation between an end user and a personality, in order (by id). */
 @Entity('memories')
 @Check('memories_role_check', `role IN ('user', 'personality')`)
@@ -52,6 +60,13 @@ export class Memory {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
+
+  /**
+   * The safety verdict of the message (user) or the reply (personality) when it was written:
+   * `{flagged, categories, action}` (docs/safety.md); null for memories written before safety.
+   */
+  @Column({ type: 'jsonb', nullable: true })
+  safety: MemorySafety | null;
 
   /**
    * The content's lexemes in its personality's language (search_config) when it was written.

@@ -1,3 +1,4 @@
+import { Injectable } from '@nestjs/common';
 import {
   inCanonicalOrder,
   type SafetyCategory,
@@ -74,6 +75,7 @@ function startingBetween(sorted: readonly Match[], from: number, to: number): Ma
  * Everything is compiled once, in the constructor; a classification is one pass of the normaliser,
  * one walk of the phrase trie and checks bounded per match: linear in the text's length.
  */
+@Injectable()
 export class LocalSafetyClassifier implements SafetyClassifier {
   readonly name = 'local';
   private readonly normalizer: TextNormalizer;
