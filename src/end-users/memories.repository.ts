@@ -46,13 +46,14 @@ export class MemoriesRepository {
     const personalityId = filter.personalityId ?? null;
     const before = filter.before ?? null;
     return this.database.rows<MemoryRow>(
-      sql`SELECT id::text, personality_id, role, content, emotion, intensity, vocabulary_version,
-                 created_at
-            FROM memories
-           WHERE end_user_id = ${endUserId}
-             AND (${personalityId}::uuid IS NULL OR personality_id = ${personalityId})
-             AND (${before}::bigint IS NULL OR id < ${before})
-           ORDER BY id DESC
+      // Ordered by the column, m.id: the output's `id` is text, and '9' sorts after '12'.
+      sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
+                 m.vocabulary_version, m.created_at
+            FROM memories m
+           WHERE m.end_user_id = ${endUserId}
+             AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId})
+             AND (${before}::bigint IS NULL OR m.id < ${before})
+           ORDER BY m.id DESC
            LIMIT ${limit + 1}`,
     );
   }
