@@ -968,6 +968,11 @@ export interface components {
             /** @enum {string} */
             status: "password_reset";
         };
+        OrganizationPageDto: {
+            data: components["schemas"]["OrganizationDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         CreateOrganizationDto: {
             /** @example Acme Support */
             name: string;
@@ -981,6 +986,11 @@ export interface components {
             role: "owner" | "admin" | "member";
             /** @example 2026-11-22T01:23:45.678Z */
             joined_at: string;
+        };
+        MemberPageDto: {
+            data: components["schemas"]["MemberDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         UpdateMemberDto: {
             /**
@@ -1013,6 +1023,11 @@ export interface components {
             expires_at: string;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
+        };
+        InvitationPageDto: {
+            data: components["schemas"]["InvitationDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         AcceptInvitationDto: {
             /** @description The token from the link in the invitation e-mail */
@@ -1051,6 +1066,11 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        AuditEventPageDto: {
+            data: components["schemas"]["AuditEventDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         CreateWebhookEndpointDto: {
             /** @example https://example.com/webhooks/personality */
             url: string;
@@ -1088,6 +1108,11 @@ export interface components {
             status: "enabled" | "disabled";
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
+        };
+        WebhookEndpointPageDto: {
+            data: components["schemas"]["WebhookEndpointDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         UpdateWebhookEndpointDto: {
             url?: string;
@@ -1130,6 +1155,11 @@ export interface components {
             created_at: string;
             /** @description Pending: when it is due. Failed: when the next attempt is due (null: none left). */
             next_attempt_at: string | null;
+        };
+        WebhookDeliveryPageDto: {
+            data: components["schemas"]["WebhookDeliveryDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         CreateApiKeyDto: {
             /** @example production backend */
@@ -1188,6 +1218,11 @@ export interface components {
             /** @description Updated at most once a minute */
             last_used_at: string | null;
         };
+        ApiKeyPageDto: {
+            data: components["schemas"]["ApiKeyDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         RollApiKeyDto: {
             /**
              * @description How long the old key keeps working (0: it stops at once).
@@ -1216,6 +1251,11 @@ export interface components {
             /** @example 2026-11-22T01:23:45.678Z */
             linked_at: string;
         };
+        SsoIdentityPageDto: {
+            data: components["schemas"]["SsoIdentityDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         ChangelogEntryDto: {
             /** @example 2.0.0 */
             version: string;
@@ -1226,6 +1266,11 @@ export interface components {
             added: string[];
             /** @description Emotions of the previous version no longer present */
             removed: string[];
+        };
+        ChangelogEntryPageDto: {
+            data: components["schemas"]["ChangelogEntryDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         EmotionDto: {
             /** @example joy */
@@ -1283,6 +1328,11 @@ export interface components {
             /** @example 2026-11-22T01:23:45.678Z */
             updated_at: string;
         };
+        EndUserPageDto: {
+            data: components["schemas"]["EndUserDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         UpdateEndUserDto: {
             /**
              * @description Replaces the metadata. Any JSON object, at most 16384 bytes serialized
@@ -1329,6 +1379,11 @@ export interface components {
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
         };
+        MemoryPageDto: {
+            data: components["schemas"]["MemoryDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         ActiveRelationshipsDto: {
             /** @example 2026-11 */
             month: string;
@@ -1350,6 +1405,11 @@ export interface components {
             personality_id: string;
             /** @description The first /v1/respond call of the pair in the month */
             first_active_at: string;
+        };
+        ActiveRelationshipItemPageDto: {
+            data: components["schemas"]["ActiveRelationshipItemDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         TokenUsageDto: {
             /** @example 2026-11 */
@@ -1392,6 +1452,11 @@ export interface components {
             version: string;
             updated_at: string;
         };
+        CatalogEntryPageDto: {
+            data: components["schemas"]["CatalogEntryDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         FromCatalogDto: {
             /** @example sage-mentor */
             slug: string;
@@ -1423,6 +1488,11 @@ export interface components {
             model: string | null;
             created_at: string;
             updated_at: string;
+        };
+        PersonalityPageDto: {
+            data: components["schemas"]["PersonalityDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
         };
         UpdatePersonalityDto: {
             name?: string;
@@ -1507,6 +1577,11 @@ export interface components {
             hosted_invoice_url: string | null;
             invoice_pdf: string | null;
         };
+        InvoicePageDto: {
+            data: components["schemas"]["InvoiceDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         SetupIntentDto: {
             /** @example seti_1PqR2sT3uV4wX5yZ */
             setup_intent_id: string;
@@ -1555,7 +1630,20 @@ export interface components {
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description ULID of this request, repeated in error bodies and logs */
+        "X-Request-Id": string;
+        /** @description Refill rate of the bucket, requests per second */
+        "X-RateLimit-Limit": number;
+        /** @description Whole tokens left after this request */
+        "X-RateLimit-Remaining": number;
+        /** @description ISO 8601 time at which the bucket is full again */
+        "X-RateLimit-Reset": string;
+        /** @description Seconds until a token is back */
+        "Retry-After": number;
+        /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
+        "Idempotent-Replayed": "true";
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1571,14 +1659,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1588,16 +1672,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1607,14 +1686,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1634,14 +1709,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1651,16 +1722,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1670,14 +1736,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1687,14 +1749,10 @@ export interface operations {
             /** @description The database is unreachable (`not_ready`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1718,14 +1776,10 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1735,14 +1789,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1752,14 +1802,10 @@ export interface operations {
             /** @description The e-mail address is registered already (`email_taken`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1769,16 +1815,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1788,14 +1829,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1819,14 +1856,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1836,14 +1869,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1853,14 +1882,10 @@ export interface operations {
             /** @description Wrong e-mail or password (`invalid_credentials`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1870,14 +1895,10 @@ export interface operations {
             /** @description Password login is locked for this address (`login_locked`) */
             423: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1887,16 +1908,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1906,14 +1922,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1937,14 +1949,10 @@ export interface operations {
         responses: {
             202: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1954,14 +1962,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1971,16 +1975,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1990,14 +1989,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2021,14 +2016,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2038,14 +2029,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`) or an unknown, expired or used token (`invalid_reset_token`) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2055,16 +2042,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2074,14 +2056,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2105,34 +2083,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["OrganizationDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["OrganizationPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2142,14 +2109,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2159,14 +2122,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2176,16 +2135,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2195,14 +2149,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2229,16 +2179,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2248,14 +2193,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2265,14 +2206,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2282,14 +2219,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2317,16 +2250,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2336,14 +2264,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2369,34 +2293,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["MemberDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["MemberPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2406,14 +2319,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2423,14 +2332,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2440,14 +2345,10 @@ export interface operations {
             /** @description Not an organization of yours */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2457,16 +2358,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2476,14 +2372,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2506,14 +2398,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -2521,14 +2409,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2538,14 +2422,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2555,14 +2435,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2572,14 +2448,10 @@ export interface operations {
             /** @description The last owner cannot be removed (`last_owner`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2589,16 +2461,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2608,14 +2475,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2642,14 +2505,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2659,14 +2518,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2676,14 +2531,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2693,14 +2544,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2710,14 +2557,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2727,14 +2570,10 @@ export interface operations {
             /** @description The last owner cannot be demoted (`last_owner`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2744,16 +2583,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2763,14 +2597,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2796,34 +2626,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["InvitationDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["InvitationPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2833,14 +2652,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2850,14 +2665,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2867,14 +2678,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2884,16 +2691,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2903,14 +2705,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2939,16 +2737,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2958,14 +2751,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2975,14 +2764,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2992,14 +2777,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3009,14 +2790,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3026,14 +2803,10 @@ export interface operations {
             /** @description The address is a member already (`already_a_member`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3052,16 +2825,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3071,14 +2839,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3101,14 +2865,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3116,14 +2876,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3133,14 +2889,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3150,14 +2902,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3167,16 +2915,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3186,14 +2929,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3220,16 +2959,11 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3239,14 +2973,10 @@ export interface operations {
             /** @description Bad input, or the token is unknown, expired, revoked or used (`invalid_invitation`) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3256,14 +2986,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3273,14 +2999,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`), or the invitation is for another address (`invitation_email_mismatch`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3308,16 +3030,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3327,14 +3044,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3360,34 +3073,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["AuditEventDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["AuditEventPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3397,14 +3099,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3414,14 +3112,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3431,16 +3125,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3450,14 +3139,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3481,34 +3166,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["WebhookEndpointDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3518,14 +3192,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3535,14 +3205,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3552,16 +3218,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3571,14 +3232,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3605,16 +3262,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3624,14 +3276,10 @@ export interface operations {
             /** @description Invalid request, or a URL that is or resolves to a non-public address */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3641,14 +3289,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3658,14 +3302,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3675,14 +3315,10 @@ export interface operations {
             /** @description The organization has 20 endpoints already (`webhook_endpoint_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3701,16 +3337,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3720,14 +3351,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3749,14 +3376,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3766,14 +3389,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3783,14 +3402,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3800,14 +3415,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3817,16 +3428,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3836,14 +3442,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3865,14 +3467,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -3880,14 +3478,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3897,14 +3491,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3914,14 +3504,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3931,16 +3517,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3950,14 +3531,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3983,14 +3560,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4000,14 +3573,10 @@ export interface operations {
             /** @description Invalid request, or a URL that is or resolves to a non-public address */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4017,14 +3586,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4034,14 +3599,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4051,14 +3612,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4068,16 +3625,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4087,14 +3639,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4119,16 +3667,11 @@ export interface operations {
         responses: {
             202: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4138,14 +3681,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4155,14 +3694,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4172,14 +3707,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4189,14 +3720,10 @@ export interface operations {
             /** @description The endpoint is disabled (`webhook_endpoint_disabled`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4215,16 +3742,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4234,14 +3756,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4267,34 +3785,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["WebhookDeliveryDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["WebhookDeliveryPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4304,14 +3811,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4321,14 +3824,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4338,14 +3837,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4355,16 +3850,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4374,14 +3864,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4405,34 +3891,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["ApiKeyDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["ApiKeyPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4442,14 +3917,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4459,14 +3930,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4476,16 +3943,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4495,14 +3957,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4529,16 +3987,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4548,14 +4001,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4565,14 +4014,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4582,14 +4027,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4617,16 +4058,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4636,14 +4072,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4665,14 +4097,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4680,14 +4108,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4697,14 +4121,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4714,14 +4134,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4731,16 +4147,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4750,14 +4161,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4786,16 +4193,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4805,14 +4207,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4822,14 +4220,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4839,14 +4233,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4856,14 +4246,10 @@ export interface operations {
             /** @description No active key with this id */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4891,16 +4277,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4910,14 +4291,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4945,16 +4322,11 @@ export interface operations {
             /** @description Already linked to this user */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4964,16 +4336,11 @@ export interface operations {
             /** @description Newly linked */
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4983,14 +4350,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`) or a provider that is not configured (`unknown_provider`) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5000,14 +4363,10 @@ export interface operations {
             /** @description No valid access token (`unauthenticated`) or an id_token that fails verification (`invalid_id_token`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5017,14 +4376,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5034,14 +4389,10 @@ export interface operations {
             /** @description The identity is linked to another user (`sso_identity_taken`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5060,16 +4411,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5079,14 +4425,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5110,34 +4452,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["SsoIdentityDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["SsoIdentityPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5147,14 +4478,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5164,14 +4491,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5181,16 +4504,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5200,14 +4518,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5229,14 +4543,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5244,14 +4554,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5261,14 +4567,10 @@ export interface operations {
             /** @description An API key was used (`user_token_required`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5278,14 +4580,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5295,16 +4593,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5314,14 +4607,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5345,14 +4634,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5362,14 +4647,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`) or a provider that is not configured (`unknown_provider`) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5379,14 +4660,10 @@ export interface operations {
             /** @description The id_token fails verification (`invalid_id_token`) or the identity is not linked (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5396,16 +4673,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5415,14 +4687,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5446,34 +4714,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["ChangelogEntryDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["ChangelogEntryPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5483,14 +4740,10 @@ export interface operations {
             /** @description starting_after names no published version */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5500,16 +4753,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5519,14 +4767,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5546,14 +4790,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5563,16 +4803,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5582,14 +4817,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5611,14 +4842,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5628,14 +4855,10 @@ export interface operations {
             /** @description No published version has this number */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5645,16 +4868,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5664,14 +4882,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5696,34 +4910,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["EndUserDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["EndUserPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5733,14 +4936,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5750,14 +4949,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5767,16 +4962,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5786,14 +4976,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5821,16 +5007,11 @@ export interface operations {
             /** @description The end user already existed */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5840,16 +5021,11 @@ export interface operations {
             /** @description A new end user */
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5859,14 +5035,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5876,14 +5048,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5893,14 +5061,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5910,14 +5074,10 @@ export interface operations {
             /** @description The user_id is under deletion (`end_user_under_deletion`); `erasure_expected_at` says until when; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5936,16 +5096,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5955,14 +5110,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5985,14 +5136,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6002,14 +5149,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6019,14 +5162,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6036,14 +5175,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6053,14 +5188,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6070,16 +5201,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6089,14 +5215,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6119,14 +5241,10 @@ export interface operations {
         responses: {
             202: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6136,14 +5254,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6153,14 +5267,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6170,14 +5280,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6187,14 +5293,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6204,16 +5306,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6223,14 +5320,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6257,14 +5350,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6274,14 +5363,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6291,14 +5376,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6308,14 +5389,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6325,14 +5402,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6342,14 +5415,10 @@ export interface operations {
             /** @description The user_id is under deletion (`end_user_under_deletion`); `erasure_expected_at` says until when */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6359,16 +5428,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6378,14 +5442,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6415,34 +5475,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["MemoryDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["MemoryPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6452,14 +5501,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6469,14 +5514,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6486,14 +5527,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6503,16 +5540,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6522,14 +5554,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6554,14 +5582,10 @@ export interface operations {
             /** @description Forgotten */
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6569,14 +5593,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6586,14 +5606,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6603,14 +5619,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6620,14 +5632,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6637,16 +5645,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6656,14 +5659,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6686,14 +5685,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6703,14 +5698,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6720,14 +5711,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6737,14 +5724,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6754,16 +5737,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6773,14 +5751,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6807,34 +5781,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["ActiveRelationshipItemDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["ActiveRelationshipItemPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6844,14 +5807,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6861,14 +5820,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6878,16 +5833,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6897,14 +5847,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6927,14 +5873,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6944,14 +5886,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6961,14 +5899,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6978,14 +5912,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6995,16 +5925,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7014,14 +5939,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7045,34 +5966,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["CatalogEntryDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["CatalogEntryPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7082,14 +5992,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7099,14 +6005,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7116,16 +6018,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7135,14 +6032,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7169,16 +6062,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7188,14 +6076,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7205,14 +6089,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7222,14 +6102,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7239,14 +6115,10 @@ export interface operations {
             /** @description No catalog entry has this slug */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7274,16 +6146,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7293,14 +6160,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7324,34 +6187,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["PersonalityDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["PersonalityPageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7361,14 +6213,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7378,14 +6226,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7395,16 +6239,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7414,14 +6253,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7443,14 +6278,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7460,14 +6291,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7477,14 +6304,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7494,14 +6317,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7511,16 +6330,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7530,14 +6344,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7559,14 +6369,10 @@ export interface operations {
         responses: {
             204: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7574,14 +6380,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7591,14 +6393,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7608,14 +6406,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7625,16 +6419,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7644,14 +6433,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7677,14 +6462,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7694,14 +6475,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7711,14 +6488,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7728,14 +6501,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7745,14 +6514,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7762,16 +6527,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7781,14 +6541,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7816,16 +6572,11 @@ export interface operations {
             /** @description The reply. With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then `event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error envelope. Nothing is stored unless `done` is sent. */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7846,14 +6597,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7863,14 +6610,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7880,14 +6623,10 @@ export interface operations {
             /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7897,14 +6636,10 @@ export interface operations {
             /** @description The personality is not one of the organization */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7914,14 +6649,10 @@ export interface operations {
             /** @description The user_id is under deletion (`end_user_under_deletion`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7940,14 +6671,10 @@ export interface operations {
             /** @description Rate limited, or the organization has STREAMS_PER_ORG streams open (`too_many_streams`) */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7957,14 +6684,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7974,14 +6697,10 @@ export interface operations {
             /** @description The model provider failed, refused or could not be reached (`engine_unavailable`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7991,14 +6710,10 @@ export interface operations {
             /** @description The model provider gave no complete reply within ENGINE_TIMEOUT_MS (`engine_timeout`) */
             504: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8022,14 +6737,10 @@ export interface operations {
             /** @description A PMF v1 document, sent as an attachment; its JSON Schema is GET /v1/formats/pmf-v1.schema.json */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8041,14 +6752,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8058,14 +6765,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8075,14 +6778,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8092,14 +6791,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8109,14 +6804,10 @@ export interface operations {
             /** @description Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`) */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8126,14 +6817,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8157,14 +6844,10 @@ export interface operations {
             /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories}}` */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8176,14 +6859,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8193,14 +6872,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8210,14 +6885,10 @@ export interface operations {
             /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8227,14 +6898,10 @@ export interface operations {
             /** @description Not found (`not_found`), also for another organization’s resource */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8244,14 +6911,10 @@ export interface operations {
             /** @description Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`) */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8261,14 +6924,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8289,14 +6948,10 @@ export interface operations {
             /** @description A JSON Schema */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8306,16 +6961,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8325,14 +6975,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8357,34 +7003,23 @@ export interface operations {
             /** @description One page of the list */
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: components["schemas"]["InvoiceDto"][];
-                        has_more: boolean;
-                    };
+                    "application/json": components["schemas"]["InvoicePageDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8394,14 +7029,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8411,14 +7042,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8428,16 +7055,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8447,14 +7069,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8464,14 +7082,10 @@ export interface operations {
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8481,14 +7095,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8511,16 +7121,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8530,14 +7135,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8547,14 +7148,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8564,14 +7161,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8599,16 +7192,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8618,14 +7206,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8635,14 +7219,10 @@ export interface operations {
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8652,14 +7232,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8679,14 +7255,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8696,14 +7268,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8713,14 +7281,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8730,14 +7294,10 @@ export interface operations {
             /** @description The organization has never subscribed */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8747,16 +7307,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8766,14 +7321,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8783,14 +7334,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8817,16 +7364,11 @@ export interface operations {
         responses: {
             201: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8836,14 +7378,10 @@ export interface operations {
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8853,14 +7391,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8870,14 +7404,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8887,14 +7417,10 @@ export interface operations {
             /** @description A live subscription exists (`subscription_exists`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8913,16 +7439,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8932,14 +7453,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8949,14 +7466,10 @@ export interface operations {
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8966,14 +7479,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8996,16 +7505,11 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9015,14 +7519,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9032,14 +7532,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9049,14 +7545,10 @@ export interface operations {
             /** @description No live subscription */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9066,14 +7558,10 @@ export interface operations {
             /** @description The subscription cannot be suspended in its status (`subscription_not_active`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9092,16 +7580,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9111,14 +7594,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9128,14 +7607,10 @@ export interface operations {
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9145,14 +7620,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9175,16 +7646,11 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
-                    "Idempotent-Replayed"?: "true";
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9194,14 +7660,10 @@ export interface operations {
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9211,14 +7673,10 @@ export interface operations {
             /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
             403: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9228,14 +7686,10 @@ export interface operations {
             /** @description No live subscription */
             404: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9263,16 +7717,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9282,14 +7731,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9299,14 +7744,10 @@ export interface operations {
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9316,14 +7757,10 @@ export interface operations {
             /** @description No payment provider configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9346,14 +7783,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9363,14 +7796,10 @@ export interface operations {
             /** @description The signature is missing, wrong or older than 300 s (`invalid_signature`) */
             400: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9380,16 +7809,11 @@ export interface operations {
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
-                    /** @description Seconds until a token is back */
-                    "Retry-After"?: number;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9399,14 +7823,10 @@ export interface operations {
             /** @description Unexpected error (`internal_error`) */
             500: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9416,14 +7836,10 @@ export interface operations {
             /** @description Re-reading the subscription from Stripe failed; Stripe retries */
             502: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9433,14 +7849,10 @@ export interface operations {
             /** @description No payment provider or webhook secret configured (`billing_not_configured`) */
             503: {
                 headers: {
-                    /** @description ULID of this request, repeated in error bodies and logs */
-                    "X-Request-Id"?: string;
-                    /** @description Refill rate of the bucket, requests per second */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Whole tokens left after this request */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description ISO 8601 time at which the bucket is full again */
-                    "X-RateLimit-Reset"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
