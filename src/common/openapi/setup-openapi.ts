@@ -4,6 +4,7 @@ import { BEARER_AUTH } from '../auth/auth.decorators';
 import { ErrorEnvelopeDto } from '../errors/error-envelope';
 import { IDEMPOTENT_REPLAYED_HEADER } from '../http/idempotency-key';
 import { describeIdempotencyKey } from './idempotency-key';
+import { addUnionSchemas } from './union-schemas';
 
 /**
  * Response headers, declared once under components/headers and referred to by every response
@@ -103,6 +104,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     .build();
   const document = SwaggerModule.createDocument(app, config, { extraModels: [ErrorEnvelopeDto] });
   (document.components ??= {}).headers = HEADERS;
+  addUnionSchemas(document);
   addCommonResponses(document);
   describeIdempotencyKey(document);
   markPublicOperations(document);

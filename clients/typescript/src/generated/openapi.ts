@@ -856,6 +856,31 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        LivenessDto: {
+            /** @enum {string} */
+            status: "ok";
+        };
+        HealthCheckDto: {
+            /** @enum {string} */
+            status: "up" | "down" | "degraded";
+            /** @description What a down or degraded state means for the service */
+            message?: string;
+        };
+        ReadinessChecksDto: {
+            database: components["schemas"]["HealthCheckDto"];
+            /** @description When REDIS_URL is set */
+            redis?: components["schemas"]["HealthCheckDto"];
+            /** @description When REDIS_URL is set: `degraded` while rate limits fall back to per-instance buckets (with `store` and `since`) */
+            rate_limit?: components["schemas"]["HealthCheckDto"];
+        };
+        ReadinessDto: {
+            /**
+             * @description `degraded`: Redis is down or rate limits use per-instance buckets (still 200)
+             * @enum {string}
+             */
+            status: "ok" | "degraded";
+            checks: components["schemas"]["ReadinessChecksDto"];
+        };
         FieldProblemDto: {
             /** @example user_id */
             field: string;
@@ -1071,6 +1096,297 @@ export interface components {
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
         };
+        EndUserCreatedDataDto: {
+            /** @example customer-42 */
+            user_id: string;
+            created_at: string;
+        };
+        EndUserCreatedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description An end user was created (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "end_user.created";
+            data: components["schemas"]["EndUserCreatedDataDto"];
+        };
+        EndUserDeletedDataDto: {
+            /** @example customer-42 */
+            user_id: string;
+            /** @description When the erasure completed */
+            deleted_at: string;
+        };
+        EndUserDeletedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description An end user's erasure has completed (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "end_user.deleted";
+            data: components["schemas"]["EndUserDeletedDataDto"];
+        };
+        PersonalityCreatedDataDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example Sage */
+            name: string;
+            /**
+             * @description The catalog entry it was copied from
+             * @example sage-mentor
+             */
+            source_slug: string;
+            created_at: string;
+        };
+        PersonalityCreatedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description A personality was copied from the catalog (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "personality.created";
+            data: components["schemas"]["PersonalityCreatedDataDto"];
+        };
+        PersonalityDeletedDataDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example Sage */
+            name: string;
+            /** @example sage-mentor */
+            source_slug: string;
+        };
+        PersonalityDeletedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description A personality was deleted (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "personality.deleted";
+            data: components["schemas"]["PersonalityDeletedDataDto"];
+        };
+        ApiKeyCreatedDataDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example production backend */
+            name: string;
+            scopes: ("read" | "read_write" | "admin")[];
+            expires_at: string | null;
+        };
+        ApiKeyCreatedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description An API key was created (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "api_key.created";
+            data: components["schemas"]["ApiKeyCreatedDataDto"];
+        };
+        ApiKeyRevokedDataDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example production backend */
+            name: string;
+            revoked_at: string;
+        };
+        ApiKeyRevokedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description An API key was revoked (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "api_key.revoked";
+            data: components["schemas"]["ApiKeyRevokedDataDto"];
+        };
+        MemberAddedDataDto: {
+            /** Format: uuid */
+            user_id: string;
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
+            /**
+             * Format: uuid
+             * @description The invitation the member accepted
+             */
+            invitation_id: string;
+        };
+        MemberAddedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description A user joined the organization (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "member.added";
+            data: components["schemas"]["MemberAddedDataDto"];
+        };
+        MemberRemovedDataDto: {
+            /** Format: uuid */
+            user_id: string;
+            /**
+             * @description The role the member had
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
+            /** @description true: the member left; false: they were removed */
+            left: boolean;
+        };
+        MemberRemovedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description A member left or was removed (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "member.removed";
+            data: components["schemas"]["MemberRemovedDataDto"];
+        };
+        SubscriptionUpdatedDataDto: {
+            /**
+             * @description Stripe's subscription id
+             * @example sub_1Pq2Rs3Tu4Vw5Xy6
+             */
+            id: string;
+            /**
+             * @description Stripe's subscription status
+             * @example active
+             */
+            status: string;
+            /** @example price_1Pq2Rs3Tu4Vw5Xy6 */
+            price_id: string | null;
+            current_period_end: string | null;
+            cancel_at_period_end: boolean;
+        };
+        SubscriptionUpdatedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description The organization's subscription changed (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "subscription.updated";
+            data: components["schemas"]["SubscriptionUpdatedDataDto"];
+        };
+        PingDataDto: {
+            /**
+             * Format: uuid
+             * @description The endpoint the test was asked for
+             */
+            webhook_endpoint_id: string;
+        };
+        PingEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description Sent by POST /v1/webhook-endpoints/{id}/test (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "ping";
+            data: components["schemas"]["PingDataDto"];
+        };
         CreateWebhookEndpointDto: {
             /** @example https://example.com/webhooks/personality */
             url: string;
@@ -1093,10 +1409,10 @@ export interface components {
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
             /**
-             * @description The signing secret (Standard Webhooks). It is shown in this response only and cannot be retrieved again.
+             * @description The signing secret (Standard Webhooks). It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key
              * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
              */
-            secret: string;
+            secret: string | null;
         };
         WebhookEndpointDto: {
             /** Format: uuid */
@@ -1195,8 +1511,8 @@ export interface components {
             expires_at: string | null;
             /** @description Updated at most once a minute */
             last_used_at: string | null;
-            /** @description The full key. It is shown in this response only and cannot be retrieved again. */
-            key: string;
+            /** @description The full key. It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key */
+            key: string | null;
         };
         ApiKeyDto: {
             /** Format: uuid */
@@ -1504,6 +1820,18 @@ export interface components {
             /** @description The provider's model for this personality; null restores OPENAI_MODEL */
             model?: string | null;
         };
+        RespondDeltaDto: {
+            /** @example on the job! */
+            text: string;
+        };
+        RespondDeltaEventDto: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "delta";
+            data: components["schemas"]["RespondDeltaDto"];
+        };
         EmotionReadingDto: {
             /**
              * @description An emotion of the vocabulary version returned
@@ -1531,6 +1859,23 @@ export interface components {
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
         };
+        RespondDoneEventDto: {
+            /**
+             * @description The last event of a complete reply (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "done";
+            /** @description What a non-streamed call answers */
+            data: components["schemas"]["RespondResponseDto"];
+        };
+        RespondErrorEventDto: {
+            /**
+             * @description The last event of a reply that failed after it started (502 `engine_unavailable`, 504 `engine_timeout`); nothing was stored (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "error";
+            data: components["schemas"]["ErrorEnvelopeDto"];
+        };
         RespondDto: {
             /**
              * Format: uuid
@@ -1549,6 +1894,94 @@ export interface components {
              * @default false
              */
             stream?: boolean;
+        };
+        PmfEndUserDto: {
+            /** @example customer-42 */
+            user_id: string;
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** @enum {string} */
+            status: "active" | "deleting";
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        PmfPersonalityDto: {
+            /** Format: uuid */
+            id: string;
+            source_slug: string;
+            source_version: string;
+            name: string;
+            description: string;
+            traits: string[];
+            voice: {
+                [key: string]: unknown;
+            };
+            system_prompt: string;
+        };
+        PmfRelationshipDto: {
+            /** Format: uuid */
+            personality_id: string;
+            /** @example 2026-11 */
+            month: string;
+            /** Format: date-time */
+            first_active_at: string;
+        };
+        PmfEmotionDto: {
+            /** @example joy */
+            name: string;
+            intensity: number;
+        };
+        PmfMemoryDto: {
+            /** @description Increases with the order of writing */
+            id: string;
+            /** Format: uuid */
+            personality_id: string;
+            /**
+             * @description Who wrote it
+             * @enum {string}
+             */
+            role: "user" | "personality";
+            content: string;
+            emotion: components["schemas"]["PmfEmotionDto"] | null;
+            vocabulary_version: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        PmfDocumentDto: {
+            /** @enum {string} */
+            format: "pmf";
+            /** @enum {number} */
+            version: 1;
+            /** Format: date-time */
+            exported_at: string;
+            end_user: components["schemas"]["PmfEndUserDto"];
+            /** @description Every personality that appears in the memories or relationships, as it is now */
+            personalities: components["schemas"]["PmfPersonalityDto"][];
+            /** @description One per (personality, UTC month) in which the user and the personality talked */
+            relationships: components["schemas"]["PmfRelationshipDto"][];
+            /** @description Every message, oldest first */
+            memories: components["schemas"]["PmfMemoryDto"][];
+        };
+        ModelTablesDto: {
+            end_users: {
+                [key: string]: unknown;
+            }[];
+            relationship_months: {
+                [key: string]: unknown;
+            }[];
+            memories: {
+                [key: string]: unknown;
+            }[];
+        };
+        ModelDocumentDto: {
+            /** @example customer-42 */
+            user_id: string;
+            /** Format: date-time */
+            generated_at: string;
+            tables: components["schemas"]["ModelTablesDto"];
         };
         InvoiceDto: {
             /** @example in_1PqR2sT3uV4wX5yZ */
@@ -1626,6 +2059,8 @@ export interface components {
             /** @example true */
             received: boolean;
         };
+        WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["PingEventDto"];
+        RespondStreamEventDto: components["schemas"]["RespondDeltaEventDto"] | components["schemas"]["RespondDoneEventDto"] | components["schemas"]["RespondErrorEventDto"];
     };
     responses: never;
     parameters: never;
@@ -1666,7 +2101,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["LivenessDto"];
                 };
             };
             /** @description Rate limited (`rate_limited`); see Retry-After */
@@ -1716,7 +2151,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ReadinessDto"];
                 };
             };
             /** @description Rate limited (`rate_limited`); see Retry-After */
@@ -6591,7 +7026,7 @@ export interface operations {
                      *     event: done
                      *     data: {"personality_id":"…","user_id":"customer-42","reply":{"text":"Congratulations on the job!","emotion":{"name":"joy","intensity":0.7}},"vocabulary_version":"2.0.0","created_at":"2026-11-22T01:23:45.678Z"}
                      */
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["RespondStreamEventDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
@@ -6744,9 +7179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["PmfDocumentDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
@@ -6851,9 +7284,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
+                    "application/json": components["schemas"]["ModelDocumentDto"];
                 };
             };
             /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
@@ -6945,7 +7376,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A JSON Schema */
+            /** @description A JSON Schema (draft 2020-12) */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6955,7 +7386,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
                 };
             };
             /** @description Rate limited (`rate_limited`); see Retry-After */
