@@ -161,7 +161,7 @@ export class PersonalityApi {
         if (done) throw new Error('The reply stream ended before its done or error event');
         const payload = JSON.parse(value.data) as unknown;
         if (value.event === 'delta') {
-          yield { type: 'delta', text: (payload as { text: string }).text };
+          yield { type: 'delta', text: (payload as Schemas['RespondDeltaDto']).text };
         } else if (value.event === 'done') {
           yield { type: 'done', answer: payload as RespondAnswer };
           return;

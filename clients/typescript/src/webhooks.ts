@@ -3,18 +3,15 @@ import type { components } from './generated/openapi';
 
 export { WebhookVerificationError } from 'standardwebhooks';
 
-/** The types of event a webhook endpoint receives (`ping` from `POST …/{id}/test`). */
-export type WebhookEventType = components['schemas']['WebhookDeliveryDto']['event_type'];
+/**
+ * The body of a webhook request (docs/webhooks.md): `{id, type, created_at, organization_id,
+ * data}`, a union told apart by `type`, so `if (event.type === 'end_user.deleted')` types
+ * `event.data`. `data` never holds a secret.
+ */
+export type WebhookEvent = components['schemas']['WebhookEventDto'];
 
-/** The body of a webhook request (docs/webhooks.md). `data` never holds a secret. */
-export interface WebhookEvent {
-  /** `evt_…`, also the `webhook-id` header; the same on every attempt of the event. */
-  id: string;
-  type: WebhookEventType;
-  created_at: string;
-  organization_id: string;
-  data: Record<string, unknown>;
-}
+/** The types of event a webhook endpoint receives (`ping` from `POST …/{id}/test`). */
+export type WebhookEventType = WebhookEvent['type'];
 
 /** A request's headers: a fetch `Headers`, or Node's `IncomingHttpHeaders`-like record. */
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
