@@ -8,6 +8,7 @@ import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { withEnvelopeOnFailure } from '../common/http/stream-errors';
 import { ApiErrors } from '../common/openapi/api-responses';
+import { ModelDocumentDto, PmfDocumentDto } from './dto/export.dto';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
 import { BUFFERED_CHUNKS, ExportsService } from './exports.service';
@@ -38,7 +39,7 @@ export class ExportsController {
   @ApiOkResponse({
     description:
       'A PMF v1 document, sent as an attachment; its JSON Schema is GET /v1/formats/pmf-v1.schema.json',
-    schema: { type: 'object', additionalProperties: true },
+    type: PmfDocumentDto,
   })
   @ApiErrors(400, 404, [
     429,
@@ -68,7 +69,7 @@ export class ExportsController {
   })
   @ApiOkResponse({
     description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
-    schema: { type: 'object', additionalProperties: true },
+    type: ModelDocumentDto,
   })
   @ApiErrors(400, 404, [
     429,
@@ -101,7 +102,10 @@ export class FormatsController {
   @ApiOperation({
     summary: 'The JSON Schema (draft 2020-12) of the Personality and Memory Format v1',
   })
-  @ApiOkResponse({ description: 'A JSON Schema', schema: { type: 'object' } })
+  @ApiOkResponse({
+    description: 'A JSON Schema (draft 2020-12)',
+    schema: { type: 'object', additionalProperties: true },
+  })
   pmfV1Schema(): object {
     return this.pmfV1;
   }

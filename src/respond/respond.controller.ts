@@ -9,7 +9,14 @@ import { requestIdOf } from '../common/http/request-id';
 import { eventStream, type ServerSentEvents } from '../common/http/server-sent-events';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
-import { RespondDto, RespondResponseDto } from './dto/respond.dto';
+import { ApiUnionSchema, unionSchemaRef } from '../common/openapi/union-schemas';
+import {
+  RespondDeltaEventDto,
+  RespondDoneEventDto,
+  RespondDto,
+  RespondErrorEventDto,
+  RespondResponseDto,
+} from './dto/respond.dto';
 import { type Conversation, RespondService } from './respond.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import { IdempotencyService } from '../idempotency/idempotency.service';
@@ -39,13 +46,19 @@ export class RespondController {
       'A personality answers an end user (created on first contact); the exchange is remembered and the relationship counted for the month',
   })
   @ApiExtraModels(RespondResponseDto)
+  @ApiUnionSchema('RespondStreamEventDto', 'event', {
+    delta: RespondDeltaEventDto,
+    done: RespondDoneEventDto,
+    error: RespondErrorEventDto,
+  })
   @ApiResponse({
     status: 200,
     description: `The reply. ${EVENT_STREAM_DESCRIPTION}`,
     content: {
       'application/json': { schema: { $ref: getSchemaPath(RespondResponseDto) } },
       'text/event-stream': {
-        schema: { type: 'string' },
+        // One event of the stream: its `event:` name and the JSON of its `data:`.
+        schema: unionSchemaRef('RespondStreamEventDto'),
         example:
           'event: delta\ndata: {"text":"Congratulations"}\n\nevent: delta\ndata: {"text":" on the job!"}\n\nevent: done\ndata: {"personality_id":"…","user_id":"customer-42","reply":{"text":"Congratulations on the job!","emotion":{"name":"joy","intensity":0.7}},"vocabulary_version":"2.0.0","created_at":"2026-11-22T01:23:45.678Z"}\n\n',
       },
