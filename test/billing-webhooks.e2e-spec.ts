@@ -1,3 +1,4 @@
+import { Clock } from '../src/common/time/clock';
 import { Database } from '../src/database/database';
 import { ConfigService } from '@nestjs/config';
 import type { PinoLogger } from 'nestjs-pino';
@@ -62,7 +63,7 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       new StripeGateway(config, quietLogger(), noMetrics),
       db,
       repository,
-      new WebhookEventsService(new WebhooksRepository(db, new Database(db))),
+      new WebhookEventsService(new WebhooksRepository(new Database(db)), new Clock()),
       quietLogger(),
     );
   });

@@ -480,6 +480,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
           webhookEventStep(created, {
             organizationId: tenant.organizationId,
             type: 'personality.created',
+            at: new Date(),
           }),
         ],
         final,
@@ -956,7 +957,9 @@ describe('An instance that stops between the change and the delivery', () => {
     await emit(first, tenant.organizationId, 'end_user.deleted', { user_id: 'after-crash' });
     await emit(first, tenant.organizationId, 'end_user.created', { user_id: 'claimed' });
     // One event is claimed by an instance that then dies (a 1.5 s lease, never recorded).
-    const claimed = await first.app.get(WebhooksRepository).claimDue(1, 1500, randomUUID());
+    const claimed = await first.app
+      .get(WebhooksRepository)
+      .claimDue(1, 1500, randomUUID(), new Date());
     expect(claimed).toHaveLength(1);
     const claimedAt = Date.now();
     const deadClaim = (claimed[0].data as { user_id: string }).user_id;

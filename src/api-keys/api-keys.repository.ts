@@ -49,8 +49,11 @@ function insertKey(key: NewApiKey) {
 export class ApiKeysRepository {
   constructor(private readonly database: Database) {}
 
-  /** The key, its audit event and its webhook event in one statement (one transaction). */
-  async insertAudited(key: NewApiKey, audit: AuditStep): Promise<ApiKeyRow> {
+  /**
+   * The key, its audit event and its webhook event (first due at `at`) in one statement (one
+   * transaction).
+   */
+  async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow> {
     const details = JSON.stringify({
       name: key.name,
       scopes: key.scopes,
@@ -74,6 +77,7 @@ export class ApiKeysRepository {
           webhookEventStep(created, {
             organizationId: key.organizationId,
             type: 'api_key.created',
+            at,
           }),
         ],
         sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
@@ -156,7 +160,7 @@ export class ApiKeysRepository {
         [
           revoked,
           audit(revoked),
-          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked' }),
+          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
         ],
         sql`SELECT key_hash FROM ${revoked.ref}`,
       ),

@@ -67,7 +67,11 @@ export class PersonalitiesRepository {
    * The new personality's id, or null when no catalog entry has this slug. One statement: the
    * clone and its webhook event commit together.
    */
-  async insertCloneOfCatalogEntry(organizationId: string, slug: string): Promise<string | null> {
+  async insertCloneOfCatalogEntry(
+    organizationId: string,
+    slug: string,
+    at: Date,
+  ): Promise<string | null> {
     // Every field of the entry, copied by value in one statement: later imports cannot reach it.
     const cloned = cte(
       'cloned',
@@ -85,7 +89,7 @@ export class PersonalitiesRepository {
     );
     const row = await this.database.row<{ id: string }>(
       withEntries(
-        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created' })],
+        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created', at })],
         sql`SELECT id FROM ${cloned.ref}`,
       ),
     );

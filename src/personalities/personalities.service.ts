@@ -107,7 +107,11 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
 
   /** The clone shares nothing with the entry: later catalog imports cannot reach it. */
   async cloneFromCatalog(organizationId: string, slug: string): Promise<PersonalityDto> {
-    const id = await this.repository.insertCloneOfCatalogEntry(organizationId, slug);
+    const id = await this.repository.insertCloneOfCatalogEntry(
+      organizationId,
+      slug,
+      this.clock.now(),
+    );
     if (!id) throw AppError.notFound('Catalog entry');
     return this.get(organizationId, id);
   }
