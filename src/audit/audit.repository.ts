@@ -2,21 +2,24 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
 import { sql } from '../database/sql';
 import type { AuditOrigin } from './audit-event.step';
+import type { AuditEvent } from './entities/audit-event.entity';
 
-export interface AuditEventRow {
-  id: string;
-  action: string;
-  actor_type: string;
-  actor_id: string;
-  target_type: string;
-  target_id: string;
-  ip: string | null;
-  request_id: string | null;
-  details: Record<string, unknown>;
-  created_at: Date;
-}
+export type AuditEventRow = Row<
+  AuditEvent,
+  | 'id'
+  | 'action'
+  | 'actorType'
+  | 'actorId'
+  | 'targetType'
+  | 'targetId'
+  | 'ip'
+  | 'requestId'
+  | 'details'
+  | 'createdAt'
+>;
 
 export interface NewAuditEvent extends AuditOrigin {
   targetId: string;
