@@ -62,6 +62,11 @@ export class PasswordResetService implements OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
+    await this.idle();
+  }
+
+  /** Resolves once every mail requested so far is sent, capped or failed. */
+  async idle(): Promise<void> {
     await Promise.allSettled([...this.pending]);
   }
 
