@@ -80,6 +80,11 @@ export class Database implements OnApplicationShutdown {
     return result.rowCount ?? 0;
   }
 
+  /** Resolves when the pool answers a trivial statement (readiness). */
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     return this.dataSource.transaction(work);

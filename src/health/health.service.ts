@@ -2,7 +2,6 @@ import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/errors/app-error';
 import { Database } from '../database/database';
-import { sql } from '../database/sql';
 import { TokenBucketStorage } from '../rate-limit/token-bucket.storage';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 
@@ -38,11 +37,11 @@ export class HealthService {
     return { status: degraded ? 'degraded' : 'ok', checks };
   }
 
-  /** Up when the pool answers `SELECT 1` in time; otherwise readiness fails (503 `not_ready`). */
+  /** Up when the pool answers a ping in time; otherwise readiness fails (503 `not_ready`). */
   private async databaseCheck(): Promise<Check> {
     const session = this.indicators.check('database');
     try {
-      await withinCheckTimeout(this.database.rows(sql`SELECT 1`));
+      await withinCheckTimeout(this.database.ping());
       return session.up().database;
     } catch {
       throw new AppError('not_ready', 'The database is unreachable', {
