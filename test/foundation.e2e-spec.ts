@@ -3,6 +3,7 @@ import { expectError, expectRequestId, ULID } from './support/assertions';
 import { tenantWithKey } from './support/identity';
 import { ProbeModule } from './support/probe.module';
 import { createTestApp, TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 describe('Foundation: request ids, error envelope, logs, bad input', () => {
   let t: TestApp;
@@ -260,11 +261,15 @@ describe('Health', () => {
       expect(down.body.error.checks).toEqual({ database: { status: 'down' } });
 
       await openRelay(port);
-      let again = await t.http().get('/health/ready');
-      for (let attempt = 0; attempt < 20 && again.status !== 200; attempt++) {
-        await new Promise((resolve) => setTimeout(resolve, 250));
-        again = await t.http().get('/health/ready');
-      }
+      // The pool reconnects on its next checkout.
+      const again = await eventually(
+        async () => {
+          const ready = await t.http().get('/health/ready');
+          return ready.status === 200 ? ready : undefined;
+        },
+        'readiness once the database is back',
+        5_000,
+      );
       expect(again.status).toBe(200);
       expectRequestId(again);
     } finally {

@@ -17,7 +17,12 @@ const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, upd
  * reads again (see EndUsersService.ensure). Exported for bench/scenarios/end-users.ts, whose
  * pgbench runs this very statement.
  */
-export function createOrGetStatement(organizationId: string, userId: string, metadataJson: string) {
+export function createOrGetStatement(
+  organizationId: string,
+  userId: string,
+  metadataJson: string,
+  at: Date,
+) {
   const inserted = cte(
     'inserted',
     { webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', created_at)` },
@@ -28,7 +33,7 @@ export function createOrGetStatement(organizationId: string, userId: string, met
       RETURNING ${COLUMNS}, ${lent}`,
   );
   return withEntries(
-    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created' })],
+    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created', at })],
     sql`SELECT true AS created, ${COLUMNS} FROM ${inserted.ref}
         UNION ALL
         SELECT false, ${COLUMNS} FROM end_users
@@ -76,8 +81,9 @@ export class EndUsersRepository {
     organizationId: string,
     userId: string,
     metadataJson: string,
+    at: Date,
   ): Promise<(EndUserRow & { created: boolean }) | undefined> {
-    return this.database.row(createOrGetStatement(organizationId, userId, metadataJson), {
+    return this.database.row(createOrGetStatement(organizationId, userId, metadataJson, at), {
       name: 'end_users_create_or_get',
     });
   }

@@ -80,6 +80,7 @@ export class PersonalitiesRepository {
     organizationId: string,
     slug: string,
     speaking: { language: string; searchConfig: string },
+    at: Date,
   ): Promise<string | null> {
     // Every field of the entry, copied by value in one statement: later imports cannot reach it.
     const cloned = cte(
@@ -99,7 +100,7 @@ export class PersonalitiesRepository {
     );
     const row = await this.database.row<{ id: string }>(
       withEntries(
-        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created' })],
+        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created', at })],
         sql`SELECT id FROM ${cloned.ref}`,
       ),
     );

@@ -112,10 +112,12 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     slug: string,
     language: Language = DEFAULT_LANGUAGE,
   ): Promise<PersonalityDto> {
-    const id = await this.repository.insertCloneOfCatalogEntry(organizationId, slug, {
-      language,
-      searchConfig: searchConfigOf(language),
-    });
+    const id = await this.repository.insertCloneOfCatalogEntry(
+      organizationId,
+      slug,
+      { language, searchConfig: searchConfigOf(language) },
+      this.clock.now(),
+    );
     if (!id) throw AppError.notFound('Catalog entry');
     return this.get(organizationId, id);
   }

@@ -3,12 +3,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
   JoinColumn,
   ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { Personality } from '../../personalities/entities/personality.entity';
 import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
@@ -40,6 +40,7 @@ export class Memory {
   endUserId: string;
 
   @Column({ name: 'personality_id', type: 'uuid' })
+  @ForeignKey('personalities', { onDelete: 'CASCADE', name: 'memories_personality_id_fkey' })
   personalityId: string;
 
   @Column({ type: 'text' })
@@ -79,8 +80,4 @@ export class Memory {
   @ManyToOne(() => EndUser, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'end_user_id', foreignKeyConstraintName: 'memories_end_user_id_fkey' })
   endUser?: EndUser;
-
-  @ManyToOne(() => Personality, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'personality_id', foreignKeyConstraintName: 'memories_personality_id_fkey' })
-  personality?: Personality;
 }
