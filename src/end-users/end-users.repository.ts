@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import type { Row } from '../database/row';
 import { cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
+import type { EndUser } from './entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
 import { MATCHED_SHARE, searchTerms } from './memory-search';
 
@@ -54,18 +56,13 @@ export interface ConversationMemory {
 
 type ConversationRow = EndUserRow & ConversationMemory;
 
-export interface ErasureMark {
-  user_id: string;
+export type ErasureMark = Row<EndUser, 'userId'> & {
   erase_after: Date;
   /** Whether this statement moved the user out of 'active' (false when already deleting). */
   was_active: boolean;
-}
+};
 
-export interface DueErasure {
-  id: string;
-  organization_id: string;
-  user_id: string;
-}
+export type DueErasure = Row<EndUser, 'id' | 'organizationId' | 'userId'>;
 
 /**
  * The SQL of the end_users table. The single-statement paths run on the pool (create-or-get is

@@ -4,21 +4,14 @@ import { Database } from '../database/database';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
 import { MATCHED_SHARE, searchTerms } from './memory-search';
-import type { MemoryRole } from './entities/memory.entity';
+import type { Row } from '../database/row';
+import type { Memory } from './entities/memory.entity';
 
 /** A memory of the reply's recent history, as the engine is sent it. */
-export interface HistoryMemory {
-  role: MemoryRole;
-  content: string;
-  emotion: string | null;
-}
+export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
 
-/** An older memory recalled into a reply, with its date. */
-export interface RecalledMemory {
-  role: MemoryRole;
-  content: string;
-  created_at: string;
-}
+/** An older memory recalled into a reply, with its date (ISO 8601, rendered by the query). */
+export type RecalledMemory = Row<Memory, 'role' | 'content'> & { created_at: string };
 
 export type ScoredMemoryRow = MemoryRow & { score: number };
 
