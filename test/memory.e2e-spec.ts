@@ -1,9 +1,10 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { MemoryRetentionWorker } from '../src/end-users/memory-retention.worker';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
-import { tenantWithKey } from './support/identity';
+import { signUp, tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
@@ -423,6 +424,151 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       ]);
       expect(left.rowCount).toBe(0);
     });
+  });
+});
+
+describe('Memory retention: PATCH /v1/organizations/{id} and the periodic purge', () => {
+  let t: TestApp;
+  let db: Client;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+  });
+  afterAll(async () => {
+    await db.end();
+    await t.close();
+  });
+
+  const patch = (organizationId: string, token: string, body: unknown) =>
+    t
+      .http()
+      .patch(`/v1/organizations/${organizationId}`)
+      .set('Authorization', `Bearer ${token}`)
+      .send(body as object);
+
+  it('owners and admins set it (1..3650 or null); GET /v1/organizations shows it; members 403', async () => {
+    const owner = await signUp(t);
+    const listed = await t
+      .http()
+      .get('/v1/organizations')
+      .set('Authorization', `Bearer ${owner.accessToken}`);
+    expect(listed.body.data[0]).toMatchObject({
+      id: owner.organizationId,
+      memory_retention_days: null,
+    });
+
+    const set = await patch(owner.organizationId, owner.accessToken, { memory_retention_days: 30 });
+    expect(set.status).toBe(200);
+    expect(set.body).toEqual({
+      id: owner.organizationId,
+      name: expect.any(String),
+      role: 'owner',
+      memory_retention_days: 30,
+      created_at: expect.any(String),
+    });
+    for (const body of [
+      { memory_retention_days: 0 },
+      { memory_retention_days: 3651 },
+      { memory_retention_days: 1.5 },
+      { memory_retention_days: '7' },
+      {},
+      { memory_retention_days: 7, name: 'x' },
+    ]) {
+      expectError(
+        await patch(owner.organizationId, owner.accessToken, body),
+        400,
+        'validation_failed',
+      );
+    }
+    expect(
+      (await patch(owner.organizationId, owner.accessToken, { memory_retention_days: null })).body,
+    ).toMatchObject({ memory_retention_days: null });
+
+    const member = await signUp(t);
+    await db.query('INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)', [
+      owner.organizationId,
+      member.userId,
+      'member',
+    ]);
+    expectError(
+      await patch(owner.organizationId, member.accessToken, { memory_retention_days: 1 }),
+      403,
+      'insufficient_scope',
+    );
+    const stranger = await signUp(t);
+    expectError(
+      await patch(owner.organizationId, stranger.accessToken, { memory_retention_days: 1 }),
+      404,
+      'not_found',
+    );
+    const key = await tenantWithKey(t, ['admin']);
+    expectError(
+      await t
+        .http()
+        .patch(`/v1/organizations/${key.organizationId}`)
+        .set('Authorization', key.auth)
+        .send({ memory_retention_days: 1 }),
+      403,
+      'user_token_required',
+    );
+  });
+
+  it('the purge deletes memories past retention on every instance at once, once; facts stay', async () => {
+    const kept = await tenantWithKey(t, ['read_write']);
+    const purged = await tenantWithKey(t, ['read_write']);
+    for (const tenant of [kept, purged]) {
+      const personalityId = await clonePersonality(t, tenant.auth);
+      for (let i = 0; i < 3; i++) {
+        await t
+          .http()
+          .post('/v1/respond')
+          .set('Authorization', tenant.auth)
+          .send({
+            personality_id: personalityId,
+            user_id: 'old-friend',
+            message: `My name is Pat. ${i}`,
+          })
+          .expect(200);
+      }
+      // Two of the three exchanges happened 40 days ago.
+      await db.query(
+        `UPDATE memories SET created_at = now() - interval '40 days'
+          WHERE organization_id = $1 AND id IN (
+            SELECT id FROM memories WHERE organization_id = $1 ORDER BY id LIMIT 4)`,
+        [tenant.organizationId],
+      );
+    }
+    await patch(purged.organizationId, purged.accessToken, { memory_retention_days: 30 }).expect(
+      200,
+    );
+    const other = await createTestApp();
+    try {
+      const counts = await Promise.all([
+        t.app.get(MemoryRetentionWorker).purgeExpired(),
+        other.app.get(MemoryRetentionWorker).purgeExpired(),
+      ]);
+      expect(counts[0] + counts[1]).toBe(4);
+    } finally {
+      await other.close();
+    }
+    const count = async (organizationId: string) =>
+      (
+        await db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM memories WHERE organization_id = $1',
+          [organizationId],
+        )
+      ).rows[0].n;
+    expect(await count(purged.organizationId)).toBe(2);
+    expect(await count(kept.organizationId)).toBe(6);
+    const facts = await t
+      .http()
+      .get('/v1/end-users/old-friend/facts')
+      .set('Authorization', purged.auth);
+    expect(facts.body.data).toEqual([
+      expect.objectContaining({ content: 'Their name is Pat.', memory_id: null }),
+    ]);
   });
 });
 

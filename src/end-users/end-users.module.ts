@@ -9,6 +9,7 @@ import { ErasureWorker } from './erasure.worker';
 import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
+import { MemoryRetentionWorker } from './memory-retention.worker';
 import { FactsController } from './facts.controller';
 import { FactsRepository } from './facts.repository';
 import { FactsService } from './facts.service';
@@ -23,6 +24,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     ErasureWorker,
     MemoriesRepository,
     MemoriesService,
+    MemoryRetentionWorker,
     FactsRepository,
     FactsService,
   ],

@@ -100,6 +100,24 @@ export class MemoriesRepository {
     return row?.deleted === 1;
   }
 
+  /**
+   * Deletes up to `batchSize` memories older than their organization's retention at `now`;
+   * answers how many. Only organizations with a retention are read (they are few), each through
+   * memories_organization_created_idx; rows another instance is deleting are skipped.
+   */
+  deletePastRetention(now: Date, batchSize: number): Promise<number> {
+    return this.database.count(
+      sql`WITH doomed AS (
+            SELECT m.id FROM organizations o
+              JOIN memories m ON m.organization_id = o.id
+                             AND m.created_at < ${now}::timestamptz - make_interval(days => o.memory_retention_days)
+             WHERE o.memory_retention_days IS NOT NULL
+             LIMIT ${batchSize}
+               FOR UPDATE OF m SKIP LOCKED)
+          DELETE FROM memories WHERE id IN (SELECT id FROM doomed)`,
+    );
+  }
+
   /** In the erasure's transaction: every memory of these end users. */
   async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
     await this.database.rows(

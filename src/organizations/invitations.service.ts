@@ -17,7 +17,7 @@ import type { OrganizationDto } from './dto/organization.dto';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsRepository } from './invitations.repository';
 import { MembersRepository } from './members.repository';
-import { OrganizationsService } from './organizations.service';
+import { OrganizationsService, toOrganizationView } from './organizations.service';
 import { assertManager, assertOwner, organizationNotFound } from './team-rules';
 
 /** 256 random bits, base64url: what the e-mail's link carries. */
@@ -181,11 +181,6 @@ export class InvitationsService {
       return (await this.members.organizationView(manager, invitation.organization_id, userId))!;
     });
     await this.organizations.forgetMemberships(userId);
-    return {
-      id: view.id,
-      name: view.name,
-      role: view.role,
-      created_at: view.created_at.toISOString(),
-    };
+    return toOrganizationView(view);
   }
 }

@@ -137,7 +137,7 @@ export class MembersRepository {
     userId: string,
   ): Promise<OrganizationRoleRow | null> {
     const row = await this.database.row<OrganizationRoleRow>(
-      sql`SELECT o.id, o.name, m.role, o.created_at
+      sql`SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
             FROM memberships m JOIN organizations o ON o.id = m.organization_id
            WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
       { manager },

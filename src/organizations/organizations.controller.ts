@@ -1,10 +1,15 @@
-import { Body, Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
-import { CreateOrganizationDto, OrganizationDto } from './dto/organization.dto';
+import {
+  CreateOrganizationDto,
+  OrganizationDto,
+  UpdateOrganizationDto,
+} from './dto/organization.dto';
+import { organizationIdPipe } from './dto/path-params';
 import { OrganizationsService } from './organizations.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
@@ -36,5 +41,24 @@ export class OrganizationsController {
     @Body() body: CreateOrganizationDto,
   ): Promise<OrganizationDto> {
     return this.organizations.create(caller.userId, body.name);
+  }
+
+  @Patch(':id')
+  @ApiOperation({
+    summary:
+      "Sets how long the organization's memories are kept (owners and admins; members 403 `insufficient_scope`)",
+  })
+  @ApiOkResponse({ type: OrganizationDto })
+  @ApiErrors(400, [404, 'Not an organization of yours'])
+  update(
+    @ActingUser() caller: UserCaller,
+    @Param('id', organizationIdPipe) organizationId: string,
+    @Body() body: UpdateOrganizationDto,
+  ): Promise<OrganizationDto> {
+    return this.organizations.setMemoryRetention(
+      caller,
+      organizationId,
+      body.memory_retention_days,
+    );
   }
 }

@@ -8,7 +8,10 @@ import type { Membership } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
 
 /** An organization as one of its members sees it: with their role. */
-export type OrganizationRoleRow = Row<Organization, 'id' | 'name' | 'createdAt'> &
+export type OrganizationRoleRow = Row<
+  Organization,
+  'id' | 'name' | 'memoryRetentionDays' | 'createdAt'
+> &
   Row<Membership, 'role'>;
 
 export type GrantRow = Row<Membership, 'organizationId' | 'role'>;
@@ -21,9 +24,12 @@ export class OrganizationsRepository {
   async insert(
     manager: EntityManager,
     name: string,
-  ): Promise<Row<Organization, 'id' | 'name' | 'createdAt'>> {
-    const row = await this.database.row<Row<Organization, 'id' | 'name' | 'createdAt'>>(
-      sql`INSERT INTO organizations (name) VALUES (${name}) RETURNING id, name, created_at`,
+  ): Promise<Row<Organization, 'id' | 'name' | 'memoryRetentionDays' | 'createdAt'>> {
+    const row = await this.database.row<
+      Row<Organization, 'id' | 'name' | 'memoryRetentionDays' | 'createdAt'>
+    >(
+      sql`INSERT INTO organizations (name) VALUES (${name})
+          RETURNING id, name, memory_retention_days, created_at`,
       { manager },
     );
     return row!;
@@ -44,7 +50,7 @@ export class OrganizationsRepository {
       order: 'asc',
     };
     return this.database.rows<OrganizationRoleRow>(
-      sql`SELECT o.id, o.name, m.role, o.created_at
+      sql`SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
             FROM memberships m JOIN organizations o ON o.id = m.organization_id
            WHERE m.user_id = ${userId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
@@ -69,6 +75,23 @@ export class OrganizationsRepository {
           { name: 'memberships_grant_first' },
         );
     return row ?? null;
+  }
+
+  /** The organization as `userId` sees it after the change; undefined when not a member. */
+  updateMemoryRetention(
+    organizationId: string,
+    userId: string,
+    days: number | null,
+    at: Date,
+  ): Promise<OrganizationRoleRow | undefined> {
+    return this.database.row<OrganizationRoleRow>(
+      sql`WITH changed AS (
+            UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
+             WHERE id = ${organizationId}
+            RETURNING id, name, memory_retention_days, created_at)
+          SELECT c.id, c.name, m.role, c.memory_retention_days, c.created_at
+            FROM changed c JOIN memberships m ON m.organization_id = c.id AND m.user_id = ${userId}`,
+    );
   }
 
   async findRateLimit(

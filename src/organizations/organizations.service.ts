@@ -3,18 +3,33 @@ import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
+import type { UserCaller } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { Database } from '../database/database';
 import type { Role } from './entities/membership.entity';
 import { MembersRepository } from './members.repository';
-import { OrganizationsRepository } from './organizations.repository';
+import { type OrganizationRoleRow, OrganizationsRepository } from './organizations.repository';
+import { organizationNotFound } from './team-rules';
 
 export interface OrganizationView {
   id: string;
   name: string;
   role: Role;
+  memory_retention_days: number | null;
   created_at: string;
+}
+
+export function toOrganizationView(row: OrganizationRoleRow): OrganizationView {
+  return {
+    id: row.id,
+    name: row.name,
+    role: row.role,
+    memory_retention_days: row.memory_retention_days,
+    created_at: row.created_at.toISOString(),
+  };
 }
 
 export interface MembershipGrant {
@@ -47,6 +62,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     private readonly members: MembersRepository,
     @Inject(REDIS_CLIENT) redis: RedisClient,
     logger: PinoLogger,
+    private readonly clock: Clock,
   ) {
     logger.setContext(OrganizationsService.name);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
@@ -72,12 +88,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     const organization = await this.organizations.insert(manager, name);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
     this.memberships.delete(`${userId}:${FIRST}`);
-    return {
-      id: organization.id,
-      name: organization.name,
-      role: 'owner',
-      created_at: organization.created_at.toISOString(),
-    };
+    return toOrganizationView({ ...organization, role: 'owner' });
   }
 
   create(userId: string, name: string): Promise<OrganizationView> {
@@ -91,12 +102,31 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     startingAfter?: string,
   ): Promise<Page<OrganizationView>> {
     const rows = await this.organizations.findPageForUser(userId, limit, startingAfter);
-    return toPage(rows, limit, (row) => ({
-      id: row.id,
-      name: row.name,
-      role: row.role,
-      created_at: row.created_at.toISOString(),
-    }));
+    return toPage(rows, limit, toOrganizationView);
+  }
+
+  /** Owners and admins set how long the organization's memories are kept (docs/memory.md). */
+  async setMemoryRetention(
+    caller: UserCaller,
+    organizationId: string,
+    days: number | null,
+  ): Promise<OrganizationView> {
+    const grant = await this.membership(caller.userId, organizationId);
+    if (!grant) throw organizationNotFound();
+    if (grant.role === 'member') {
+      throw new AppError(
+        'insufficient_scope',
+        'Changing the organization needs the owner or admin role',
+      );
+    }
+    const row = await this.organizations.updateMemoryRetention(
+      organizationId,
+      caller.userId,
+      days,
+      this.clock.now(),
+    );
+    if (!row) throw organizationNotFound();
+    return toOrganizationView(row);
   }
 
   /**

@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, MaxLength, MinLength } from 'class-validator';
+import { IsInt, IsString, Max, MaxLength, Min, MinLength, ValidateIf } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import { ROLES } from '../entities/membership.entity';
 
@@ -22,6 +22,32 @@ export class OrganizationDto {
   @ApiProperty({ enum: ROLES, description: "The authenticated user's role" })
   role: string;
 
+  @ApiProperty({
+    type: Number,
+    nullable: true,
+    minimum: 1,
+    maximum: 3650,
+    description: 'Memories older than this many days are purged; null: kept forever',
+  })
+  memory_retention_days: number | null;
+
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
+}
+
+export class UpdateOrganizationDto {
+  @ApiProperty({
+    type: Number,
+    nullable: true,
+    minimum: 1,
+    maximum: 3650,
+    description:
+      'Memories older than this many days are purged (facts stay); null keeps them forever',
+  })
+  // Required: the only field, and null is a value.
+  @ValidateIf((_dto: object, value: unknown) => value !== null)
+  @IsInt()
+  @Min(1)
+  @Max(3650)
+  memory_retention_days: number | null;
 }

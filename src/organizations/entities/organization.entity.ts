@@ -10,6 +10,7 @@ import {
 @Entity('organizations')
 @Check('organizations_rate_limit_rps_positive', 'rate_limit_rps > 0')
 @Check('organizations_rate_limit_burst_positive', 'rate_limit_burst >= 1')
+@Check('organizations_memory_retention_days_range', 'memory_retention_days BETWEEN 1 AND 3650')
 export class Organization {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -24,6 +25,10 @@ export class Organization {
   /** The organization's own bucket capacity; null: RATE_LIMIT_ORG_BURST. */
   @Column({ name: 'rate_limit_burst', type: 'integer', nullable: true })
   rateLimitBurst: number | null;
+
+  /** Memories older than this many days are purged (docs/memory.md); null: kept forever. */
+  @Column({ name: 'memory_retention_days', type: 'integer', nullable: true })
+  memoryRetentionDays: number | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
