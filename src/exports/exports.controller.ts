@@ -67,7 +67,8 @@ export class ExportsController {
       'Subject access: every stored row about the end user, table by table, as raw JSON (streamed)',
   })
   @ApiOkResponse({
-    description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
+    description:
+      '`{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts}}`',
     schema: { type: 'object', additionalProperties: true },
   })
   @ApiErrors(400, 404, [
