@@ -1,8 +1,6 @@
 import { Controller, Get, Header, Param, Res, StreamableFile } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
@@ -11,8 +9,7 @@ import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
 import { ExportsService } from './exports.service';
-
-export const PMF_V1_SCHEMA_PATH = join(__dirname, 'schemas', 'pmf-v1.schema.json');
+import { readPmfV1Schema } from './pmf-v1';
 
 function attachment(kind: string, userId: string): string {
   // The user_id is the customer's text: only the RFC 5987 form carries it, percent-encoded.
@@ -93,7 +90,7 @@ export class ExportsController {
 @Public()
 @Controller('v1/formats')
 export class FormatsController {
-  private readonly pmfV1 = JSON.parse(readFileSync(PMF_V1_SCHEMA_PATH, 'utf8')) as object;
+  private readonly pmfV1 = readPmfV1Schema();
 
   @Get('pmf-v1.schema.json')
   @Header('Content-Type', 'application/schema+json; charset=utf-8')
