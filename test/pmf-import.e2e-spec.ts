@@ -612,6 +612,9 @@ describe('Import (PMF v1)', () => {
         [key],
       );
       expect(rows).toEqual([{ hash: 32, body: JSON.stringify(first.body).length }]);
+      // The hash is of the document (read before the key is looked at): another one is 422.
+      document.memories[1].content = 'Well done, Ada.';
+      expectError(await send(), 422, 'idempotency_key_reused');
     });
   });
 
