@@ -16,7 +16,8 @@ RUN npm run build
 # Production dependencies only: no dev tools, and no embedded PostgreSQL (an optional
 # dependency), since a container is always given DATABASE_URL. Not --omit=optional: that also
 # drops the platform builds of native modules (@css-inline's, which the mailer loads at start).
-# CI runs this stage's one RUN line and starts the built service on what it installs.
+# CI runs this stage's one RUN line and starts the built service on what it installs. The npm
+# workspace clients/typescript (the TypeScript client) is not copied: neither stage installs it.
 FROM node:${NODE_VERSION}-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -4,7 +4,19 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', '.data/', 'bench/results/', '**/*.js', '**/*.mjs'] },
+  {
+    ignores: [
+      'dist/',
+      'node_modules/',
+      'coverage/',
+      '.data/',
+      'bench/results/',
+      '**/*.js',
+      '**/*.mjs',
+      'clients/typescript/dist/',
+      'clients/typescript/src/generated/',
+    ],
+  },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   prettier,
@@ -16,12 +28,20 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/require-await': 'off',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
     },
   },
   {
     // Specs assert on loosely typed JSON bodies from supertest.
-    files: ['test/**/*.ts', 'src/**/*.spec.ts', 'bench/**/*.ts'],
+    files: [
+      'test/**/*.ts',
+      'src/**/*.spec.ts',
+      'bench/**/*.ts',
+      'clients/typescript/test/**/*.{ts,cts}',
+    ],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',
@@ -29,6 +49,20 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-argument': 'off',
       '@typescript-eslint/no-unsafe-return': 'off',
       '@typescript-eslint/unbound-method': 'off',
+    },
+  },
+  {
+    // node:test's describe() and it() answer promises that the runner itself awaits.
+    files: ['clients/typescript/test/**/*.{ts,cts}'],
+    rules: {
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', package: 'node:test', name: ['describe', 'it', 'test'] },
+          ],
+        },
+      ],
     },
   },
 );

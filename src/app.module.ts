@@ -19,6 +19,7 @@ import { PersonalitiesModule } from './personalities/personalities.module';
 import { RateLimitGuard } from './rate-limit/rate-limit.guard';
 import { RateLimitModule } from './rate-limit/rate-limit.module';
 import { RespondModule } from './respond/respond.module';
+import { SafetyModule } from './safety/safety.module';
 import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 import { WebhooksModule } from './webhooks/webhooks.module';
@@ -36,6 +37,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     EndUsersModule,
     PersonalitiesModule,
     UsageModule,
+    SafetyModule,
     RespondModule,
     ExportsModule,
     BillingModule,

@@ -14,12 +14,12 @@ import { MetricsService } from './metrics/metrics.service';
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
   const config = app.get(ConfigService);
-  const { trustProxy } = config.getOrThrow<AppConfig>('app');
+  const { trustProxy, logHashKey } = config.getOrThrow<AppConfig>('app');
   const { importMaxBytes } = config.getOrThrow<MemoryConfig>('memory');
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),
-    trustProxy,
+    { trustProxy, logHashKey },
     app.get(MetricsService).responseObserver(),
     {
       documentRoutes: new Map([[IMPORT_ROUTE, importMaxBytes]]),

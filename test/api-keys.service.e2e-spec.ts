@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { ApiKeysService } from '../src/api-keys/api-keys.service';
 import type { Scope, UserCaller } from '../src/common/auth/caller';
-import { AppError } from '../src/common/errors/app-error';
 import { Clock, ManualClock } from '../src/common/time/clock';
+import { expectAppError } from './support/assertions';
 import { signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -47,15 +47,6 @@ describe('ApiKeysService (real database)', () => {
         [organizationId, action],
       );
     return rows;
-  }
-
-  async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
-    const error: unknown = await promise.then(
-      () => undefined,
-      (thrown: unknown) => thrown,
-    );
-    expect(error).toBeInstanceOf(AppError);
-    expect((error as AppError).code).toBe(code);
   }
 
   it('creates a key with scopes the caller holds, and refuses scopes it does not', async () => {

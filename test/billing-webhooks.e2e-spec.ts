@@ -1,3 +1,4 @@
+import { ManualClock } from '../src/common/time/clock';
 import { Database } from '../src/database/database';
 import { ConfigService } from '@nestjs/config';
 import type { PinoLogger } from 'nestjs-pino';
@@ -12,8 +13,6 @@ import { buildDataSourceOptions } from '../src/database/data-source-options';
 import { runMigrationsExclusively } from '../src/database/run-migrations';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { FakeStripe, FakeSubscription } from './support/fake-stripe';
-import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
-import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
 
 /**
  * The webhook handler's rules (ordering by Stripe's clock, each event applied once) as a service
@@ -40,6 +39,7 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
   let db: DataSource;
   let repository: BillingRepository;
   let webhooks: BillingWebhooksService;
+  const clock = new ManualClock();
 
   beforeAll(async () => {
     fake = await FakeStripe.start();
@@ -56,13 +56,14 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
         maxNetworkRetries: 0,
       },
     });
-    repository = new BillingRepository(db);
+    const database = new Database(db);
+    repository = new BillingRepository(database);
     webhooks = new BillingWebhooksService(
       config,
       new StripeGateway(config, quietLogger(), noMetrics),
-      db,
+      database,
       repository,
-      new WebhookEventsService(new WebhooksRepository(db, new Database(db))),
+      clock,
       quietLogger(),
     );
   });
@@ -131,6 +132,49 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       expect(after.revision).toBe(before.revision);
       expect(await outcomeOf(older.id)).toBe('stale');
       expect(fake.requests).toHaveLength(calls);
+    });
+
+    it('announces an applied snapshot as subscription.updated, due at the Clock’s time; a stale one announces nothing', async () => {
+      const { organization, subscription } = await customerWithSubscription();
+      await db.query(
+        `INSERT INTO webhook_endpoints (organization_id, url, events, secret)
+         VALUES ($1, 'https://example.com/hook', ARRAY['subscription.updated'], 'whsec_unused')`,
+        [organization.id],
+      );
+      const base = secondsAgo(1800);
+      await expect(
+        webhooks.handle(event('customer.subscription.created', subscription, base)),
+      ).resolves.toBe('applied');
+      await expect(
+        webhooks.handle(
+          event(
+            'customer.subscription.updated',
+            { ...subscription, status: 'past_due' },
+            base - 10,
+          ),
+        ),
+      ).resolves.toBe('stale');
+
+      const announced: unknown[] = await db.query(
+        `SELECT e.type, e.data, a.attempt, a.next_attempt_at
+           FROM webhook_events e JOIN webhook_delivery_attempts a ON a.event_id = e.id
+          WHERE e.organization_id = $1`,
+        [organization.id],
+      );
+      expect(announced).toEqual([
+        {
+          type: 'subscription.updated',
+          data: {
+            id: subscription.id,
+            status: 'active',
+            price_id: 'price_basic',
+            current_period_end: new Date(1_802_000_000 * 1000).toISOString(),
+            cancel_at_period_end: false,
+          },
+          attempt: 1,
+          next_attempt_at: clock.now(),
+        },
+      ]);
     });
 
     it('re-reads the subscription from Stripe when an event ties with the state held', async () => {

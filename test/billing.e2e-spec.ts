@@ -5,6 +5,7 @@ import { expectError, expectRequestId } from './support/assertions';
 import { FakeStripe, FakeSubscription } from './support/fake-stripe';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 const SECRET_KEY = 'sk_test_fake_0123456789';
 const WEBHOOK_SECRET = 'whsec_test_current';
@@ -367,14 +368,19 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       await t.http().post('/v1/billing/payment-methods').set('Authorization', owner.auth);
       const customerId = await customerIdOf(owner.organizationId);
       fake.delay('POST', /^\/v1\/subscriptions$/, 400);
+      const creates = fake.requestsTo('POST', /^\/v1\/subscriptions$/).length;
       const starting = t
         .http()
         .post('/v1/billing/subscription')
         .set('Authorization', owner.auth)
         .send({ price_id: 'price_basic' })
         .then((response) => response);
-      // Meanwhile a subscription made in the dashboard arrives by webhook.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Meanwhile (Stripe holds the create for 400 ms) a subscription made in the dashboard
+      // arrives by webhook.
+      await eventually(
+        () => fake.requestsTo('POST', /^\/v1\/subscriptions$/)[creates],
+        'the create to reach Stripe',
+      );
       const dashboard = {
         id: `sub_dashboard${randomBytes(4).toString('hex')}`,
         object: 'subscription',

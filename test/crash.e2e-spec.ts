@@ -1,8 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { freePort } from './support/ports';
 
 /**
  * A crash in the middle of writes: the real process (as main.ts starts it) takes a concurrent load
@@ -15,15 +15,6 @@ import { Client } from 'pg';
 const WORKERS = 12;
 const LOAD_BEFORE_KILL_MS = 1500;
 const JWT_SECRET = `crash-test-secret-${randomUUID()}`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface Service {
   child: ChildProcess;

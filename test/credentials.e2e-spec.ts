@@ -2,10 +2,13 @@ import { createHash } from 'node:crypto';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { SignJWT } from 'jose';
 import type { DataSource } from 'typeorm';
+import { Clock } from '../src/common/time/clock';
 import { expectError } from './support/assertions';
+import { ShiftedClock } from './support/clocks';
 import { createApiKey, signUp, tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { sleep } from './support/wait';
 
 const JWT_SECRET = 'e2e-secret-that-is-long-enough-for-hs256-0123456789';
 const AUDIENCE = 'personality-api';
@@ -15,9 +18,13 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
   let t: TestApp;
   let db: DataSource;
   const secrets: string[] = [];
+  const clock = new ShiftedClock();
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { ...UNTHROTTLED, JWT_SECRET } });
+    t = await createTestApp({
+      env: { ...UNTHROTTLED, JWT_SECRET },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
     db = t.app.get<DataSource>(getDataSourceToken());
   });
   afterAll(() => t.close());
@@ -117,8 +124,12 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
       expect(expiring.status).toBe(201);
       secrets.push(expiring.body.key);
       expectError(await get('/v1/api-keys', expiring.body.key), 403, 'insufficient_scope');
-      await new Promise((resolve) => setTimeout(resolve, 1_700));
-      expectError(await get('/v1/api-keys', expiring.body.key), 401, 'unauthenticated');
+      clock.advance(1_700);
+      try {
+        expectError(await get('/v1/api-keys', expiring.body.key), 401, 'unauthenticated');
+      } finally {
+        clock.reset();
+      }
     });
 
     it('answers 403 for a key without the scope and for a key on /v1/me/* and /v1/organizations', async () => {
@@ -197,7 +208,8 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
       const shortLived = await forge(u.userId, { exp: now() + 2 });
       expect((await get('/v1/organizations', shortLived)).status).toBe(200);
       expect((await get('/v1/organizations', shortLived)).status).toBe(200);
-      await new Promise((resolve) => setTimeout(resolve, 2_100));
+      // The expiry is passport-jwt's check, on jsonwebtoken's own clock (the real time).
+      await sleep(2_100);
       expectError(await get('/v1/organizations', shortLived), 401, 'unauthenticated');
     });
 

@@ -4,18 +4,9 @@ import { expectError } from './support/assertions';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 const FAST_ERASURE = { ERASURE_GRACE_SECONDS: '2', ERASURE_POLL_INTERVAL_MS: '100' };
-
-async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** Every table of the schema, and the rows in it whose text mentions any of `needles`. */
 async function rowsMentioning(dataSource: DataSource, needles: string[]) {

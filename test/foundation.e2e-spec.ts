@@ -1,7 +1,9 @@
 import { createServer, Server, Socket } from 'node:net';
 import { expectError, expectRequestId, ULID } from './support/assertions';
+import { tenantWithKey } from './support/identity';
 import { ProbeModule } from './support/probe.module';
 import { createTestApp, TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 describe('Foundation: request ids, error envelope, logs, bad input', () => {
   let t: TestApp;
@@ -149,6 +151,43 @@ describe('Foundation: request ids, error envelope, logs, bad input', () => {
     });
   });
 
+  it('names the route template and hashes path parameters: a user_id never appears in a line', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const userId = 'ada.lovelace@example.com';
+    const created = await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', tenant.auth)
+      .send({ user_id: userId });
+    expect(created.status).toBe(201);
+    const read = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}`)
+      .set('Authorization', tenant.auth);
+    const again = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/memories`)
+      .set('Authorization', tenant.auth);
+    const [line] = t.logs.forRequest(expectRequestId(read));
+    const [other] = t.logs.forRequest(expectRequestId(again));
+    expect(line).toMatchObject({
+      path: '/v1/end-users/:user_id',
+      params: { user_id: expect.stringMatching(/^[0-9a-f]{16}$/) },
+    });
+    // The same id hashes alike, so lines about one end user still correlate.
+    expect(other).toMatchObject({
+      path: '/v1/end-users/:user_id/memories',
+      params: { user_id: (line.params as { user_id: string }).user_id },
+    });
+    const unmatched = await t.http().get(`/v1/nowhere/${encodeURIComponent(userId)}`);
+    const [lost] = t.logs.forRequest(expectRequestId(unmatched));
+    expect(lost).toMatchObject({
+      path: '(unmatched)',
+      path_hash: expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
+    expect(t.logs.text()).not.toContain('ada.lovelace');
+  });
+
   it('logs a line with the id even for a body the parser refused', async () => {
     const response = await t
       .http()
@@ -222,11 +261,15 @@ describe('Health', () => {
       expect(down.body.error.checks).toEqual({ database: { status: 'down' } });
 
       await openRelay(port);
-      let again = await t.http().get('/health/ready');
-      for (let attempt = 0; attempt < 20 && again.status !== 200; attempt++) {
-        await new Promise((resolve) => setTimeout(resolve, 250));
-        again = await t.http().get('/health/ready');
-      }
+      // The pool reconnects on its next checkout.
+      const again = await eventually(
+        async () => {
+          const ready = await t.http().get('/health/ready');
+          return ready.status === 200 ? ready : undefined;
+        },
+        'readiness once the database is back',
+        5_000,
+      );
       expect(again.status).toBe(200);
       expectRequestId(again);
     } finally {

@@ -11,13 +11,13 @@ import {
 import { PasswordResetMailer } from '../src/auth/password-reset-mailer.service';
 import { PasswordResetService, RESET_MAILS_PER_HOUR } from '../src/auth/password-reset.service';
 import type { UserCaller } from '../src/common/auth/caller';
-import { AppError } from '../src/common/errors/app-error';
 import { Clock, ManualClock } from '../src/common/time/clock';
 import {
   InvitationMailer,
   type InvitationMail,
 } from '../src/organizations/invitation-mailer.service';
 import { InvitationsService } from '../src/organizations/invitations.service';
+import { expectAppError } from './support/assertions';
 import { uniqueEmail } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -52,15 +52,6 @@ class MailCatcher<Args extends unknown[]> {
     if (queued) return Promise.resolve(queued);
     return new Promise((resolve) => this.waiting.set(to, resolve));
   }
-}
-
-async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
-  const error: unknown = await promise.then(
-    () => undefined,
-    (thrown: unknown) => thrown,
-  );
-  expect(error).toBeInstanceOf(AppError);
-  expect((error as AppError).code).toBe(code);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import Redis from 'ioredis';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
@@ -7,6 +8,29 @@ import { tenantWithKey } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { eventually } from './support/wait';
+
+const CHANNELS = [
+  'identity:api-key-revoked',
+  'identity:user-tokens-ended',
+  'personalities:changed',
+];
+
+/**
+ * Polls B until the change made on A shows: the message through Redis pub/sub arrives within
+ * milliseconds. The deadline is a fifth of the caches' 5 s lifetime, so only the message, never
+ * an entry running out, can pass it.
+ */
+function onceChanged<T>(read: () => Promise<T>, changed: (value: T) => boolean): Promise<T> {
+  return eventually(
+    async () => {
+      const value = await read();
+      return changed(value) ? value : undefined;
+    },
+    'the change to reach instance B',
+    1_000,
+  );
+}
 
 /** Two instances sharing one database and one Redis, as in production behind a balancer. */
 describe('Revocations and changes reach every instance at once through Redis', () => {
@@ -25,8 +49,21 @@ describe('Revocations and changes reach every instance at once through Redis', (
     };
     a = await createTestApp({ env });
     b = await createTestApp({ env });
-    // Let both subscriptions settle.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Both instances subscribed to every invalidation channel this spec relies on.
+    const probe = new Redis(redis.url);
+    try {
+      await eventually(
+        async () => {
+          const counts = (await probe.pubsub('NUMSUB', ...CHANNELS)) as Array<string | number>;
+          return counts.filter((_, i) => i % 2 === 1).every((n) => Number(n) >= 2)
+            ? true
+            : undefined;
+        },
+        `two subscribers on each of ${CHANNELS.join(', ')}`,
+      );
+    } finally {
+      probe.disconnect();
+    }
   });
   afterAll(async () => {
     await a?.close();
@@ -47,8 +84,11 @@ describe('Revocations and changes reach every instance at once through Redis', (
       .delete(`/v1/api-keys/${id}`)
       .set('Authorization', `Bearer ${tenant.accessToken}`);
     expect(revoked.status).toBe(204);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expectError(await list(b, tenant.key), 401, 'unauthenticated');
+    const onBAfter = await onceChanged(
+      () => list(b, tenant.key),
+      (response) => response.status !== 200,
+    );
+    expectError(onBAfter, 401, 'unauthenticated');
   });
 
   it('refuses on instance B an access token ended by a password reset on instance A', async () => {
@@ -66,8 +106,11 @@ describe('Revocations and changes reach every instance at once through Redis', (
       .post('/v1/auth/reset-password')
       .send({ token, new_password: 'a new password on A' });
     expect(reset.status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expectError(await list(b, tenant.accessToken), 401, 'unauthenticated');
+    const onBAfter = await onceChanged(
+      () => list(b, tenant.accessToken),
+      (response) => response.status !== 200,
+    );
+    expectError(onBAfter, 401, 'unauthenticated');
   });
 
   it('replies on instance B with a personality as changed on instance A, then not at all once deleted', async () => {
@@ -95,8 +138,9 @@ describe('Revocations and changes reach every instance at once through Redis', (
         },
       });
     expect(patched.status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const after = await talk();
+    const after = await onceChanged(talk, (response) =>
+      JSON.stringify(response.body).includes(greeting),
+    );
     expect(after.status).toBe(200);
     expect(before.body.reply.text).not.toContain(greeting);
     expect(after.body.reply.text).toContain(greeting);
@@ -106,7 +150,6 @@ describe('Revocations and changes reach every instance at once through Redis', (
       .delete(`/v1/personalities/${personalityId}`)
       .set('Authorization', auth);
     expect(deleted.status).toBe(204);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expectError(await talk(), 404, 'not_found');
+    expectError(await onceChanged(talk, (response) => response.status !== 200), 404, 'not_found');
   });
 });

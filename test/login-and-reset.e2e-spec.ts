@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
+import { PasswordResetService } from '../src/auth/password-reset.service';
 import { expectError, expectRequestId } from './support/assertions';
 import { signUp, uniqueEmail } from './support/identity';
 import { resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { eventually } from './support/wait';
 
 const PUBLIC_URL = 'https://app.personality.example';
 
@@ -29,6 +31,8 @@ describe('Login, the 15/24h lockout and password reset', () => {
 
   const login = (email: string, password: string) =>
     t.http().post('/v1/auth/login').send({ email, password });
+  /** forgot-password answers first and mails afterwards: this waits for the mails in progress. */
+  const mailsSent = () => t.app.get(PasswordResetService).idle();
 
   async function user() {
     const signed = await signUp(t);
@@ -40,9 +44,7 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const before = smtp.mailsTo(email).length;
     const response = await t.http().post('/v1/auth/forgot-password').send({ email });
     expect(response.status).toBe(202);
-    for (let i = 0; i < 100 && smtp.mailsTo(email).length === before; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await mailsSent();
     const mails = smtp.mailsTo(email);
     expect(mails.length).toBe(before + 1);
     const token = resetTokenOf(mails[mails.length - 1]);
@@ -209,7 +211,7 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const unknown = await t.http().post('/v1/auth/forgot-password').send({ email: nobody });
     expect(unknown.status).toBe(202);
     expect(unknown.body).toEqual(response.body);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await mailsSent();
     expect(smtp.mailsTo(nobody)).toHaveLength(0);
   });
 
@@ -296,11 +298,8 @@ describe('Login, the 15/24h lockout and password reset', () => {
       expect(response.status).toBe(202);
       expect(response.body).toEqual({ status: 'reset_requested' });
       // One after another: the cap is soft for simultaneous requests.
-      for (let j = 0; j < 40 && smtp.mailsTo(u.email).length < Math.min(i + 1, 5); j++) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await mailsSent();
     }
-    await new Promise((resolve) => setTimeout(resolve, 300));
     expect(smtp.mailsTo(u.email)).toHaveLength(5);
     secrets.push(...smtp.mailsTo(u.email).map(resetTokenOf));
   });
@@ -322,11 +321,11 @@ describe('Password reset without SMTP_URL', () => {
       const u = await signUp(t);
       const response = await t.http().post('/v1/auth/forgot-password').send({ email: u.email });
       expect(response.status).toBe(202);
-      let line: Record<string, unknown> | undefined;
-      for (let i = 0; i < 100 && !line; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        line = t.logs.entries().find((entry) => String(entry.msg).includes('SMTP_URL is unset'));
-      }
+      await t.app.get(PasswordResetService).idle();
+      const line = await eventually(
+        () => t.logs.entries().find((entry) => String(entry.msg).includes('SMTP_URL is unset')),
+        'the log line of the unsent mail',
+      );
       expect(line).toMatchObject({
         userId: u.userId,
         mail: {

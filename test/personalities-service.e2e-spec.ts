@@ -5,11 +5,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
 import type { ApiKeyCaller } from '../src/common/auth/caller';
-import { AppError } from '../src/common/errors/app-error';
 import { CoreModule } from '../src/core.module';
 import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../src/personalities/personalities.module';
 import { PersonalitiesService } from '../src/personalities/personalities.service';
+import { expectAppError } from './support/assertions';
 
 const shipped = JSON.parse(
   readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
@@ -41,15 +41,6 @@ describe('PersonalitiesService (real database)', () => {
       scopes: ['read_write'],
       requestId: 'spec',
     };
-  }
-
-  async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
-    const error: unknown = await promise.then(
-      () => undefined,
-      (thrown: unknown) => thrown,
-    );
-    expect(error).toBeInstanceOf(AppError);
-    expect((error as AppError).code).toBe(code);
   }
 
   beforeAll(async () => {

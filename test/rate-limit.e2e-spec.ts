@@ -6,12 +6,11 @@ import { expectError, expectRequestId } from './support/assertions';
 import { signUp } from './support/identity';
 import { startOwnRedis } from './support/redis-server';
 import { createTestApp, type TestApp } from './support/test-app';
+import { sleep } from './support/wait';
 
 const PUBLIC = '/v1/vocabularies/emotions/changelog';
 const ORG_ROUTE = '/v1/api-keys';
 const SHARED_REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The machine's Redis answers? Asked once, synchronously, so the skip shows in the report. */
 function sharedRedisAnswers(): boolean {

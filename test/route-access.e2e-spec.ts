@@ -102,11 +102,21 @@ describe('Deny by default: every registered route declares its access rule', () 
     ]) {
       expect({ name, public: rule(name)?.public }).toEqual({ name, public: true });
     }
+    // The settings of part three are open to the organization's API keys too (§22, §23): a read
+    // key reads them; the service asks for admin to change them.
+    const settings = /^(GET|PATCH) \/v1\/organizations\/:id\/(safety|limits)$/;
+    for (const route of routes.filter((r) => settings.test(r.route))) {
+      expect({ route: route.route, scope: route.scope }).toEqual({
+        route: route.route,
+        scope: 'read',
+      });
+    }
     for (const route of routes.filter(
       (r) =>
-        r.route.includes(' /v1/me/') ||
-        r.route.includes(' /v1/organizations') ||
-        r.route.includes(' /v1/invitations'),
+        (r.route.includes(' /v1/me/') ||
+          r.route.includes(' /v1/organizations') ||
+          r.route.includes(' /v1/invitations')) &&
+        !settings.test(r.route),
     )) {
       expect({ route: route.route, userOnly: route.userOnly, public: route.public }).toEqual({
         route: route.route,

@@ -1,17 +1,8 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './support/ports';
 
 describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
   it('on SIGTERM finishes the in-flight request, stops, and exits 0', async () => {

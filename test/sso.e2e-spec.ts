@@ -5,6 +5,7 @@ import { signUp, tenantWithKey } from './support/identity';
 import { TestOidcProvider } from './support/jwks-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { sleep } from './support/wait';
 
 describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
   let t: TestApp;
@@ -220,8 +221,8 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
     const fetchesBefore = idp.jwksRequests;
     const rotated = await TestOidcProvider.key('RS256', `acme-rsa-${randomUUID()}`);
     idp.keys.push(rotated);
-    // jose refetches on an unknown kid, but at most once per cooldown (5 s).
-    await new Promise((resolve) => setTimeout(resolve, 5_200));
+    // jose refetches on an unknown kid, but at most once per cooldown (5 s): jose's own timer.
+    await sleep(5_200);
     const response = await link(
       u.accessToken,
       await token({ sub: `sub-${randomUUID()}`, kid: rotated.kid }),

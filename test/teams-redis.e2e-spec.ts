@@ -6,6 +6,7 @@ import { signUp } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { eventually } from './support/wait';
 
 /**
  * Two instances sharing one database and one Redis: a removal or demotion answered by one holds
@@ -26,16 +27,17 @@ describe('Membership changes reach every instance before they are answered (Redi
     a = await createTestApp({ env });
     b = await createTestApp({ env });
     // Both membership channels subscribed: caching is on.
-    const deadline = Date.now() + 5_000;
     const live = (t: TestApp) =>
       t.app
         .get<OrganizationsService, { membershipChanges: { isLive(): boolean } }>(
           OrganizationsService,
         )
         .membershipChanges.isLive();
-    while (!(live(a) && live(b)) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await eventually(
+      () => (live(a) && live(b) ? true : undefined),
+      'both membership channels to subscribe',
+      5_000,
+    );
     expect(live(a) && live(b)).toBe(true);
   });
   afterAll(async () => {

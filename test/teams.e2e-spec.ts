@@ -8,6 +8,7 @@ import { createApiKey, signUp, type SignedUp, uniqueEmail } from './support/iden
 import { type CapturedMail, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
+import { eventually } from './support/wait';
 
 const PUBLIC_URL = 'https://app.example.test';
 
@@ -231,11 +232,9 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       // Expired.
       const before = smtp.mailsTo(user.email).length;
       const expiring = await invite(owner, user.email);
-      await smtp.waitFor(user.email);
-      for (let i = 0; smtp.mailsTo(user.email).length <= before && i < 50; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      const expiringToken = invitationTokenOf(smtp.mailsTo(user.email)[before]);
+      const expiringToken = invitationTokenOf(
+        await eventually(() => smtp.mailsTo(user.email)[before], `a new mail to ${user.email}`),
+      );
       await db.query(
         `UPDATE invitations SET expires_at = now() - interval '1 second' WHERE id = $1`,
         [expiring.body.id],
@@ -322,11 +321,9 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       expect(second.status).toBe(201);
       expect(second.body.id).toBe(first.body.id);
       expect(second.body.role).toBe('admin');
-      const deadline = Date.now() + 5_000;
-      while (smtp.mailsTo(email).length < 2 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      const secondToken = invitationTokenOf(smtp.mailsTo(email)[1]);
+      const secondToken = invitationTokenOf(
+        await eventually(() => smtp.mailsTo(email)[1], `a second mail to ${email}`),
+      );
       const user = await signUp(t, { email });
       const accept = (token: string) =>
         t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token });
@@ -686,12 +683,15 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       expect(short.status).toBe(201);
       const shortKey = rolled.body.key as string;
       expect((await t.http().get('/v1/api-keys').set(as(shortKey))).status).toBe(200);
-      const deadline = Date.now() + 5_000;
-      let status = 200;
-      while (status === 200 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        status = (await t.http().get('/v1/api-keys').set(as(shortKey))).status;
-      }
+      // Real time: the key's second runs out on the server's own clock.
+      const status = await eventually(
+        async () => {
+          const answered = (await t.http().get('/v1/api-keys').set(as(shortKey))).status;
+          return answered === 200 ? undefined : answered;
+        },
+        'the rolled key to expire',
+        5_000,
+      );
       expect(status).toBe(401);
       expect((await t.http().get('/v1/api-keys').set(as(short.body.key))).status).toBe(200);
 

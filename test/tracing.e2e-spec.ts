@@ -1,16 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import {
-  ensureBuilt,
-  eventually,
-  runBuilt,
-  waitUntilReady,
-  type BuiltProcess,
-} from './support/built-app';
+import { ensureBuilt, runBuilt, waitUntilReady, type BuiltProcess } from './support/built-app';
 import { FakeStripe } from './support/fake-stripe';
 import { OtlpReceiver, type ReceivedSpan } from './support/otlp-receiver';
 import { freePort } from './support/ports';
+import { eventually } from './support/wait';
 
 const SERVER = 2;
 const CLIENT = 3;

@@ -14,6 +14,7 @@ import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { expectError } from './support/assertions';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 import { TestSmtpServer } from './support/smtp-server';
 import { type ReceivedWebhook, WebhookReceiver } from './support/webhook-receiver';
 
@@ -99,24 +100,41 @@ async function deliveries(t: TestApp, tenant: Tenant, endpointId: string) {
 }
 
 /** Polls the deliveries list until `done` holds. */
-async function waitForDeliveries(
+function waitForDeliveries(
   t: TestApp,
   tenant: Tenant,
   endpointId: string,
   done: (attempts: Array<Record<string, unknown>>) => boolean,
   timeoutMs = 15_000,
 ) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const attempts = await deliveries(t, tenant, endpointId);
-    if (done(attempts)) return attempts;
-    if (Date.now() > deadline)
-      throw new Error(`deliveries never settled: ${JSON.stringify(attempts)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  let seen: unknown;
+  return eventually(
+    async () => {
+      const attempts = await deliveries(t, tenant, endpointId);
+      seen = attempts;
+      return done(attempts) ? attempts : undefined;
+    },
+    () => `deliveries to settle: ${JSON.stringify(seen)}`,
+    timeoutMs,
+  );
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Waits until the endpoint has no attempt left to make (none pending): every attempt made has
+ * reached the receiver and been recorded, and a failed one's retry would be pending. From then
+ * on nothing more is sent to it until another event is written.
+ */
+async function quiet(t: TestApp, endpointId: string): Promise<void> {
+  const dataSource = t.app.get<DataSource>(getDataSourceToken());
+  await eventually(async () => {
+    const [{ n }] = await dataSource.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM webhook_delivery_attempts
+        WHERE endpoint_id = $1 AND status = 'pending'`,
+      [endpointId],
+    );
+    return n === 0 ? true : undefined;
+  }, `no pending attempt for endpoint ${endpointId}`);
+}
 
 let receiver: WebhookReceiver;
 beforeAll(async () => {
@@ -319,7 +337,14 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     // An event of the other organization never reaches it.
     const before = receiver.received.length;
     await emit(t, other.organizationId, 'end_user.created', { user_id: 'theirs' });
-    await sleep(400);
+    // No endpoint of theirs subscribes: no event, so no attempt, was written at all.
+    const written = await t.app
+      .get<DataSource>(getDataSourceToken())
+      .query<Array<{ n: number }>>(
+        'SELECT count(*)::int AS n FROM webhook_events WHERE organization_id = $1',
+        [other.organizationId],
+      );
+    expect(written[0].n).toBe(0);
     expect(receiver.received.slice(before).filter((hook) => hook.body.includes('theirs'))).toEqual(
       [],
     );
@@ -432,7 +457,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
 
   it('delivers the events an endpoint subscribes to, from the transaction of the change, and no others', async () => {
     const path = `ok/emit-${randomUUID()}`;
-    const { secret } = await createEndpoint(t, tenant, receiver.url(path), [
+    const { id, secret } = await createEndpoint(t, tenant, receiver.url(path), [
       'end_user.created',
       'api_key.revoked',
     ]);
@@ -455,7 +480,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     ).rejects.toThrow(/must not hold a secret/);
 
     await receiver.waitFor(() => receiver.at(`/${path}`).length >= 2);
-    await sleep(300);
+    await quiet(t, id);
     const payloads = receiver.at(`/${path}`).map((hook) => verify(hook, secret));
     expect(payloads.map((p) => [p.type, p.data]).sort()).toEqual([
       ['api_key.revoked', { api_key_id: 'k-1', name: 'ci' }],
@@ -465,7 +490,9 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
 
   it('the event step puts the events in the statement that makes the change: one per row, committed with it', async () => {
     const path = `ok/step-${randomUUID()}`;
-    const { secret } = await createEndpoint(t, tenant, receiver.url(path), ['personality.created']);
+    const { id: endpointId, secret } = await createEndpoint(t, tenant, receiver.url(path), [
+      'personality.created',
+    ]);
     const database = t.app.get(Database);
     const statement = (ids: string[], final = sql`SELECT count(*)::int AS n FROM created`) => {
       const created = new Cte(
@@ -480,6 +507,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
           webhookEventStep(created, {
             organizationId: tenant.organizationId,
             type: 'personality.created',
+            at: new Date(),
           }),
         ],
         final,
@@ -498,7 +526,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       ),
     ).rejects.toThrow('division by zero');
     await receiver.waitFor(() => receiver.at(`/${path}`).length === 2);
-    await sleep(300);
+    await quiet(t, endpointId);
     const ids = receiver.at(`/${path}`).map((hook) => verify(hook, secret).data);
     expect(ids).toHaveLength(2);
     expect(ids).toEqual(
@@ -548,7 +576,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       [1, 'failed', 500],
     ]);
     expect(attempts[0].next_attempt_at).toBeNull();
-    await sleep(1000);
+    await quiet(t, id);
     expect(receiver.at(`/${path}`)).toHaveLength(3);
   });
 
@@ -604,9 +632,16 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     try {
       await deleter.query('BEGIN');
       await deleter.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+      const { rows: pids } = await deleter.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       // The change reads the endpoint as still there, then waits on the delete's row lock.
       const change = emit(t, racer.organizationId, 'end_user.created', { user_id: 'racing' });
-      await sleep(300);
+      await eventually(async () => {
+        const { rows } = await deleter.query(
+          'SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+          [pids[0].pid],
+        );
+        return rows.length > 0 ? true : undefined;
+      }, 'the change to wait on the delete');
       await deleter.query('COMMIT');
       await expect(change).resolves.toBeUndefined();
     } finally {
@@ -639,7 +674,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       409,
       'webhook_endpoint_disabled',
     );
-    await sleep(1200);
+    await quiet(t, id);
     expect(receiver.at(`/${path}`).length).toBeLessThanOrEqual(2); // at most the retry already in flight
     const attempts = await deliveries(t, tenant, id);
     expect(attempts.filter((a) => a.status === 'pending')).toEqual([]);
@@ -701,7 +736,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
 
   it('end users, personalities, API keys, members and erasures each send their event, signed', async () => {
     const path = `ok/changes-${randomUUID()}`;
-    const { secret } = await createEndpoint(t, tenant, receiver.url(path), [
+    const { id: endpointId, secret } = await createEndpoint(t, tenant, receiver.url(path), [
       'end_user.created',
       'end_user.deleted',
       'personality.created',
@@ -785,7 +820,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
     await t.app.get(ErasureWorker).eraseDue();
 
     await receiver.waitFor(() => receiver.at(`/${path}`).length >= 8);
-    await sleep(300);
+    await quiet(t, endpointId);
     const events = receiver.at(`/${path}`).map((hook) => verify(hook, secret));
     const byType = new Map(events.map((event) => [event.type as string, event]));
     expect([...byType.keys()].sort()).toEqual([
@@ -914,7 +949,7 @@ describe('Two instances on one database', () => {
 
   it('deliver a burst: every event arrives, and none is attempted twice', async () => {
     const path = `slow/20/burst-${randomUUID()}`;
-    const { secret } = await createEndpoint(a, tenant, receiver.url(path));
+    const { id, secret } = await createEndpoint(a, tenant, receiver.url(path));
     const EVENTS = 300;
     const sent: string[] = [];
     const emitters = [a, b];
@@ -931,7 +966,7 @@ describe('Two instances on one database', () => {
       });
     }
     await receiver.waitFor(() => receiver.at(`/${path}`).length >= EVENTS, 30_000, 'the burst');
-    await sleep(500);
+    await quiet(a, id);
     const hooks = receiver.at(`/${path}`);
     const perId = new Map<string, number>();
     for (const hook of hooks)
@@ -952,11 +987,13 @@ describe('An instance that stops between the change and the delivery', () => {
     const first = await createTestApp({ env: { ...FAST, WEBHOOK_POLL_INTERVAL_MS: '60000' } });
     const tenant = await adminTenant(first);
     const path = `ok/crash-${randomUUID()}`;
-    const { secret } = await createEndpoint(first, tenant, receiver.url(path));
+    const { id, secret } = await createEndpoint(first, tenant, receiver.url(path));
     await emit(first, tenant.organizationId, 'end_user.deleted', { user_id: 'after-crash' });
     await emit(first, tenant.organizationId, 'end_user.created', { user_id: 'claimed' });
     // One event is claimed by an instance that then dies (a 1.5 s lease, never recorded).
-    const claimed = await first.app.get(WebhooksRepository).claimDue(1, 1500, randomUUID());
+    const claimed = await first.app
+      .get(WebhooksRepository)
+      .claimDue(1, 1500, randomUUID(), new Date());
     expect(claimed).toHaveLength(1);
     const claimedAt = Date.now();
     const deadClaim = (claimed[0].data as { user_id: string }).user_id;
@@ -972,7 +1009,7 @@ describe('An instance that stops between the change and the delivery', () => {
       );
       expect([...byUser.keys()].sort()).toEqual(['after-crash', 'claimed']);
       expect(byUser.get(deadClaim)!.receivedAt - claimedAt).toBeGreaterThanOrEqual(1400);
-      await sleep(300);
+      await quiet(second, id);
       expect(receiver.at(`/${path}`)).toHaveLength(2);
     } finally {
       await second.close();

@@ -16,12 +16,15 @@ const BEFORE = process.env.BENCH_BEFORE ?? '3d96b97';
  * its `$n` parameters become the literals the service would bind.
  */
 const CREATE_OR_GET = (org: string, userId: string): string => {
-  const statement = createOrGetStatement('<org>', '<user>', '{}');
+  const at = new Date();
+  const statement = createOrGetStatement('<org>', '<user>', '{}', at);
   const literals = new Map<unknown, string>([
     ['<org>', org],
     ['<user>', userId],
     ['{}', `'{}'`],
     ['end_user.created', `'end_user.created'`],
+    // The service binds its Clock's time; the database's is the same moment.
+    [at, 'now()'],
   ]);
   return `${statement.text.replace(/\$(\d+)/g, (_, n: string) => literals.get(statement.values[Number(n) - 1])!)};\n`;
 };

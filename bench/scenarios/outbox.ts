@@ -108,7 +108,11 @@ export async function run(): Promise<Record<string, unknown>> {
       const statement = withEntries(
         [
           changed,
-          webhookEventStep(changed, { organizationId: organization.id, type: 'end_user.created' }),
+          webhookEventStep(changed, {
+            organizationId: organization.id,
+            type: 'end_user.created',
+            at: new Date(),
+          }),
         ],
         sql`SELECT 1`,
       );

@@ -1,15 +1,13 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { ApiKeysController } from './api-keys.controller';
 import { ApiKeysRepository } from './api-keys.repository';
 import { ApiKeysService } from './api-keys.service';
-import { ApiKey } from './entities/api-key.entity';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, TypeOrmModule.forFeature([ApiKey]), AuditModule, WebhooksModule],
+  imports: [IdempotencyModule, AuditModule, WebhooksModule],
   controllers: [ApiKeysController],
   providers: [ApiKeysRepository, ApiKeysService],
   exports: [ApiKeysService],

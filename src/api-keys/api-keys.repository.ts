@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
@@ -48,8 +49,11 @@ function insertKey(key: NewApiKey) {
 export class ApiKeysRepository {
   constructor(private readonly database: Database) {}
 
-  /** The key, its audit event and its webhook event in one statement (one transaction). */
-  async insertAudited(key: NewApiKey, audit: AuditStep): Promise<ApiKeyRow> {
+  /**
+   * The key, its audit event and its webhook event (first due at `at`) in one statement (one
+   * transaction).
+   */
+  async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow> {
     const details = JSON.stringify({
       name: key.name,
       scopes: key.scopes,
@@ -73,6 +77,7 @@ export class ApiKeysRepository {
           webhookEventStep(created, {
             organizationId: key.organizationId,
             type: 'api_key.created',
+            at,
           }),
         ],
         sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
@@ -155,7 +160,7 @@ export class ApiKeysRepository {
         [
           revoked,
           audit(revoked),
-          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked' }),
+          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
         ],
         sql`SELECT key_hash FROM ${revoked.ref}`,
       ),
@@ -170,14 +175,16 @@ export class ApiKeysRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<ApiKeyRow[]> {
-    const after = startingAfter ?? null;
+    const page: Keyset = {
+      table: 'api_keys',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'desc',
+    };
     return this.database.rows<ApiKeyRow>(
       sql`SELECT ${KEY_COLUMNS} FROM api_keys
-           WHERE organization_id = ${organizationId} AND revoked_at IS NULL
-             AND (${after}::uuid IS NULL OR (created_at, id) < (
-                   SELECT k2.created_at, k2.id FROM api_keys k2
-                    WHERE k2.id = ${after}::uuid AND k2.organization_id = ${organizationId}))
-           ORDER BY created_at DESC, id DESC
+           WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
       { name: 'api_keys_page' },
     );

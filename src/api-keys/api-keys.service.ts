@@ -114,6 +114,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
           targetType: 'api_key',
         }),
       ),
+      this.clock.now(),
     );
     return this.issued(key, row, created);
   }

@@ -1,21 +1,25 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
 import { sql } from '../database/sql';
 import type { AuditOrigin } from './audit-event.step';
+import type { AuditEvent } from './entities/audit-event.entity';
 
-export interface AuditEventRow {
-  id: string;
-  action: string;
-  actor_type: string;
-  actor_id: string;
-  target_type: string;
-  target_id: string;
-  ip: string | null;
-  request_id: string | null;
-  details: Record<string, unknown>;
-  created_at: Date;
-}
+export type AuditEventRow = Row<
+  AuditEvent,
+  | 'id'
+  | 'action'
+  | 'actorType'
+  | 'actorId'
+  | 'targetType'
+  | 'targetId'
+  | 'ip'
+  | 'requestId'
+  | 'details'
+  | 'createdAt'
+>;
 
 export interface NewAuditEvent extends AuditOrigin {
   targetId: string;
@@ -49,15 +53,19 @@ export class AuditRepository {
     startingAfter: string | undefined,
     action: string | undefined,
   ): Promise<AuditEventRow[]> {
+    const page: Keyset = {
+      table: 'audit_events',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'desc',
+    };
     return this.database.rows<AuditEventRow>(
       sql`SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
             FROM audit_events
            WHERE organization_id = ${organizationId}
              AND (${action ?? null}::text IS NULL OR action = ${action ?? null})
-             AND (${startingAfter ?? null}::uuid IS NULL OR (created_at, id) < (
-                   SELECT a2.created_at, a2.id FROM audit_events a2
-                    WHERE a2.id = ${startingAfter ?? null}::uuid AND a2.organization_id = ${organizationId}))
-           ORDER BY created_at DESC, id DESC
+             AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
     );
   }

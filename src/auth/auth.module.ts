@@ -4,7 +4,6 @@ import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
 import type { AuthConfig } from '../config/auth.config';
 import type { MailConfig } from '../config/mail.config';
@@ -15,8 +14,6 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
-import { LoginAttempt } from './entities/login-attempt.entity';
-import { PasswordResetToken } from './entities/password-reset-token.entity';
 import { LoginAttemptsRepository } from './login-attempts.repository';
 import { LoginAttemptsService } from './login-attempts.service';
 import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
@@ -28,7 +25,6 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
 @Module({
   imports: [
     IdempotencyModule,
-    TypeOrmModule.forFeature([LoginAttempt, PasswordResetToken]),
     PassportModule,
     JwtModule.registerAsync({
       inject: [ConfigService],

@@ -1,7 +1,6 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import { Database } from '../database/database';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { UsersService } from '../users/users.service';
 import { AccessTokensService } from './access-tokens.service';
@@ -12,7 +11,7 @@ import { decoyPasswordHash, hashPassword, verifyPassword } from './passwords';
 @Injectable()
 export class AuthService implements OnModuleInit {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly users: UsersService,
     private readonly organizations: OrganizationsService,
     private readonly tokens: AccessTokensService,
@@ -53,7 +52,7 @@ export class AuthService implements OnModuleInit {
   /** Creates the user and a first organization they own, in one transaction. */
   async signup(dto: SignupDto): Promise<SignupResponseDto> {
     const passwordHash = await hashPassword(dto.password);
-    return this.dataSource.transaction(async (manager) => {
+    return this.database.transaction(async (manager) => {
       const user = await this.users.createIfEmailFree(manager, {
         email: dto.email.trim(),
         name: dto.name ?? null,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { sql } from '../database/sql';
 
 export interface LockoutPolicy {
   threshold: number;
@@ -14,7 +15,7 @@ export interface LockoutPolicy {
  */
 @Injectable()
 export class LoginAttemptsRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /**
    * Counts a failure at `at` unless the address is locked, in one atomic
@@ -23,46 +24,44 @@ export class LoginAttemptsRepository {
    * locked only raises `refused_while_locked`. Answers whether this attempt was refused.
    */
   async countAttempt(email: string, at: Date, policy: LockoutPolicy): Promise<boolean> {
-    const rows: Array<{ refused: boolean }> = await this.dataSource.query(
-      `INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
-       VALUES (lower($1), ARRAY[$5::timestamptz], CASE WHEN $2 <= 1 THEN $5::timestamptz END, $5)
-       ON CONFLICT (email) DO UPDATE SET
-         failures = CASE
-           WHEN a.locked_at > $5::timestamptz - make_interval(secs => $4) THEN a.failures
-           ELSE ARRAY(SELECT f FROM unnest(a.failures) f
-                       WHERE f > $5::timestamptz - make_interval(secs => $3) ORDER BY f)
-                || $5::timestamptz
-         END,
-         locked_at = CASE
-           WHEN a.locked_at > $5::timestamptz - make_interval(secs => $4) THEN a.locked_at
-           WHEN (SELECT count(*) FROM unnest(a.failures) f
-                  WHERE f > $5::timestamptz - make_interval(secs => $3)) + 1 >= $2
-             THEN $5::timestamptz
-         END,
-         refused_while_locked = CASE
-           WHEN a.locked_at > $5::timestamptz - make_interval(secs => $4)
-             THEN a.refused_while_locked + 1
-           ELSE 0
-         END,
-         updated_at = $5
-       RETURNING refused_while_locked > 0 AS refused`,
-      [email, policy.threshold, policy.windowSeconds, policy.lockSeconds, at],
+    const now = sql`${at}::timestamptz`;
+    const locked = sql`a.locked_at > ${now} - make_interval(secs => ${policy.lockSeconds})`;
+    const windowStart = sql`${now} - make_interval(secs => ${policy.windowSeconds})`;
+    const row = await this.database.row<{ refused: boolean }>(
+      sql`INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
+          VALUES (lower(${email}), ARRAY[${now}],
+                  CASE WHEN ${policy.threshold} <= 1 THEN ${now} END, ${now})
+          ON CONFLICT (email) DO UPDATE SET
+            failures = CASE
+              WHEN ${locked} THEN a.failures
+              ELSE ARRAY(SELECT f FROM unnest(a.failures) f WHERE f > ${windowStart} ORDER BY f)
+                   || ${now}
+            END,
+            locked_at = CASE
+              WHEN ${locked} THEN a.locked_at
+              WHEN (SELECT count(*) FROM unnest(a.failures) f WHERE f > ${windowStart}) + 1
+                   >= ${policy.threshold}
+                THEN ${now}
+            END,
+            refused_while_locked = CASE
+              WHEN ${locked} THEN a.refused_while_locked + 1
+              ELSE 0
+            END,
+            updated_at = ${now}
+          RETURNING refused_while_locked > 0 AS refused`,
     );
-    return rows[0].refused;
+    return row!.refused;
   }
 
-  /** Forgets the address's failures and lock. */
-  clear(email: string): Promise<void> {
-    return this.clearInTransaction(this.dataSource.manager, email);
-  }
-
-  /** Forgets the address's failures and lock, inside the caller's transaction. */
-  async clearInTransaction(manager: EntityManager, email: string): Promise<void> {
-    await manager.query('DELETE FROM login_attempts WHERE email = lower($1)', [email]);
+  /** Forgets the address's failures and lock; inside the caller's transaction when given one. */
+  async clear(email: string, manager?: EntityManager): Promise<void> {
+    await this.database.rows(sql`DELETE FROM login_attempts WHERE email = lower(${email})`, {
+      manager,
+    });
   }
 
   /** Drops the rows untouched since `before`. */
   async deleteUntouchedSince(before: Date): Promise<void> {
-    await this.dataSource.query('DELETE FROM login_attempts WHERE updated_at < $1', [before]);
+    await this.database.rows(sql`DELETE FROM login_attempts WHERE updated_at < ${before}`);
   }
 }

@@ -61,7 +61,7 @@ export class LoginAttemptsService {
 
   /** A successful password reset lifts the lock and clears the count, in the reset's transaction. */
   clear(manager: EntityManager, email: string): Promise<void> {
-    return this.attempts.clearInTransaction(manager, email);
+    return this.attempts.clear(email, manager);
   }
 
   /**

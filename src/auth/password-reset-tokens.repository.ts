@@ -1,6 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import type { Row } from '../database/row';
+import { sql } from '../database/sql';
+import type { PasswordResetToken } from './entities/password-reset-token.entity';
 
 /**
  * The SQL of password_reset_tokens (stored as SHA-256 hashes). Times come from the caller (the
@@ -8,7 +11,7 @@ import { DataSource, EntityManager } from 'typeorm';
  */
 @Injectable()
 export class PasswordResetTokensRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /**
    * Stores a token valid until `expiresAt`, unless the user was sent `hourlyCap` tokens in the
@@ -21,25 +24,25 @@ export class PasswordResetTokensRepository {
     expiresAt: Date;
     hourlyCap: number;
   }): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
-      `INSERT INTO password_reset_tokens (user_id, token_hash, created_at, expires_at)
-       SELECT $1, $2, $3, $4
-        WHERE (SELECT count(*) FROM password_reset_tokens
-                WHERE user_id = $1 AND created_at > $3::timestamptz - interval '1 hour') < $5
-       RETURNING id`,
-      [fields.userId, fields.tokenHash, fields.at, fields.expiresAt, fields.hourlyCap],
+    const stored = await this.database.count(
+      sql`INSERT INTO password_reset_tokens (user_id, token_hash, created_at, expires_at)
+          SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
+                 ${fields.expiresAt}::timestamptz
+           WHERE (SELECT count(*) FROM password_reset_tokens
+                   WHERE user_id = ${fields.userId}
+                     AND created_at > ${fields.at}::timestamptz - interval '1 hour')
+                 < ${fields.hourlyCap}`,
     );
-    return rows.length > 0;
+    return stored > 0;
   }
 
   /** Whether the token is unused and not expired at `at`. */
   async isLive(tokenHash: Buffer, at: Date): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
-      `SELECT 1 FROM password_reset_tokens
-        WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2`,
-      [tokenHash, at],
+    const row = await this.database.row(
+      sql`SELECT 1 FROM password_reset_tokens
+           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}`,
     );
-    return rows.length > 0;
+    return row !== undefined;
   }
 
   /**
@@ -47,22 +50,21 @@ export class PasswordResetTokensRepository {
    * `UPDATE … WHERE used_at IS NULL` lets exactly one of any number of concurrent uses through.
    */
   async spend(manager: EntityManager, tokenHash: Buffer, at: Date): Promise<string | null> {
-    const rows: Array<{ user_id: string }> = await manager.query(
-      `WITH used AS (
-         UPDATE password_reset_tokens SET used_at = $2
-          WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2
-          RETURNING user_id)
-       SELECT user_id FROM used`,
-      [tokenHash, at],
+    const row = await this.database.row<Row<PasswordResetToken, 'userId'>>(
+      sql`UPDATE password_reset_tokens SET used_at = ${at}
+           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}
+          RETURNING user_id`,
+      { manager },
     );
-    return rows[0]?.user_id ?? null;
+    return row?.user_id ?? null;
   }
 
   /** Spends every token of the user still unused. */
   async spendAllOf(manager: EntityManager, userId: string, at: Date): Promise<void> {
-    await manager.query(
-      'UPDATE password_reset_tokens SET used_at = $2 WHERE user_id = $1 AND used_at IS NULL',
-      [userId, at],
+    await this.database.rows(
+      sql`UPDATE password_reset_tokens SET used_at = ${at}
+           WHERE user_id = ${userId} AND used_at IS NULL`,
+      { manager },
     );
   }
 }

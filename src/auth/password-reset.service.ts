@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import type { AuthConfig } from '../config/auth.config';
+import { Database } from '../database/database';
 import { UsersService } from '../users/users.service';
 import { LoginAttemptsService } from './login-attempts.service';
 import { PasswordResetMailer } from './password-reset-mailer.service';
@@ -35,7 +34,7 @@ export class PasswordResetService implements OnApplicationShutdown {
   private readonly pending = new Set<Promise<void>>();
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly tokens: PasswordResetTokensRepository,
     private readonly users: UsersService,
     private readonly loginAttempts: LoginAttemptsService,
@@ -63,6 +62,11 @@ export class PasswordResetService implements OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
+    await this.idle();
+  }
+
+  /** Resolves once every mail requested so far is sent, capped or failed. */
+  async idle(): Promise<void> {
     await Promise.allSettled([...this.pending]);
   }
 
@@ -98,11 +102,11 @@ export class PasswordResetService implements OnApplicationShutdown {
     if (!(await this.tokens.isLive(tokenHash, this.clock.now()))) throw invalidToken();
     const passwordHash = await hashPassword(newPassword);
 
-    const userId = await this.dataSource.transaction(async (manager) => {
+    const userId = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const owner = await this.tokens.spend(manager, tokenHash, now);
       if (owner === null) throw invalidToken();
-      const email = await this.users.replacePassword(manager, owner, passwordHash);
+      const email = await this.users.replacePassword(manager, owner, passwordHash, now);
       if (email === null) throw invalidToken();
       await this.loginAttempts.clear(manager, email);
       // Any other link still in a mailbox is spent too: the password it would reset is gone.

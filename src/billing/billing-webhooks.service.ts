@@ -1,20 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import type Stripe from 'stripe';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
 import type { BillingConfig } from '../config/billing.config';
+import { Database } from '../database/database';
 import { BillingRepository } from './billing.repository';
 import { notConfigured, StripeGateway } from './stripe-gateway';
-import {
-  providerTimeOf,
-  snapshotOf,
-  subscriptionEventData,
-  SubscriptionSnapshot,
-} from './subscription-snapshots';
-import { WebhookEventsService } from '../webhooks/webhook-events.service';
+import { providerTimeOf, snapshotOf, SubscriptionSnapshot } from './subscription-snapshots';
 
 /** Stripe's own default: a signature older than five minutes is refused (replay protection). */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
@@ -43,9 +38,9 @@ export class BillingWebhooksService {
   constructor(
     config: ConfigService,
     private readonly stripe: StripeGateway,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly billing: BillingRepository,
-    private readonly webhookEvents: WebhookEventsService,
+    private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
     this.secrets = config.getOrThrow<BillingConfig>('billing').webhookSecrets;
@@ -117,7 +112,7 @@ export class BillingWebhooksService {
         stripe.subscriptions.retrieve(snapshot.stripeSubscriptionId),
       );
       snapshot = snapshotOf(fresh);
-      version = providerTimeOf(fresh);
+      version = providerTimeOf(fresh, this.clock.now());
       sameTimeWins = true;
     }
     return this.record(event, async (manager) => {
@@ -132,15 +127,8 @@ export class BillingWebhooksService {
         snapshot,
         version,
         sameTimeWins,
+        this.clock.now(),
       );
-      if (outcome === 'applied') {
-        await this.webhookEvents.emit(
-          manager,
-          organizationId,
-          'subscription.updated',
-          subscriptionEventData(snapshot),
-        );
-      }
       if (outcome === 'conflict') {
         this.logger.warn(
           { eventId: event.id, stripeSubscriptionId: snapshot.stripeSubscriptionId },
@@ -166,6 +154,7 @@ export class BillingWebhooksService {
       invoice.id,
       status,
       eventTime,
+      this.clock.now(),
     );
     return stored ? 'applied' : 'stale';
   }
@@ -184,6 +173,7 @@ export class BillingWebhooksService {
       customerId,
       paymentMethodId,
       eventTime,
+      this.clock.now(),
     );
     return stored ? 'applied' : 'stale';
   }
@@ -196,11 +186,11 @@ export class BillingWebhooksService {
     event: Stripe.Event,
     change: (manager: EntityManager) => Promise<WebhookOutcome>,
   ): Promise<WebhookOutcome> {
-    return this.dataSource.transaction(async (manager) => {
+    return this.database.transaction(async (manager) => {
       const claimed = await this.billing.insertEventIfAbsent(manager, {
         id: event.id,
         type: event.type,
-        createdAt: new Date(event.created * 1000),
+        eventCreatedAt: new Date(event.created * 1000),
       });
       if (!claimed) return 'duplicate';
       const outcome = await change(manager);

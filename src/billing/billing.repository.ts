@@ -1,34 +1,56 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager, In, Not } from 'typeorm';
-import { BillingCustomer } from './entities/billing-customer.entity';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import type { Row } from '../database/row';
+import { cte, raw, type Sql, sql, withEntries } from '../database/sql';
+import { webhookEventStep } from '../webhooks/webhook-event.step';
+import type { BillingCustomer } from './entities/billing-customer.entity';
+import type { BillingEvent } from './entities/billing-event.entity';
 import {
-  BillingSubscription,
-  ENDED_STATUSES,
+  type BillingSubscription,
   ENDED_STATUSES_SQL,
 } from './entities/billing-subscription.entity';
-import type { SubscriptionSnapshot } from './subscription-snapshots';
+import { subscriptionEventData, type SubscriptionSnapshot } from './subscription-snapshots';
 
 export type ApplyOutcome = 'applied' | 'stale' | 'conflict';
 
 export type InvoiceOutcome = 'paid' | 'payment_failed';
 
+/** Every column of billing_customers, aliased to the entity's properties. */
+const CUSTOMER_COLUMNS = raw(`organization_id AS "organizationId",
+  stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId",
+  default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt",
+  updated_at AS "updatedAt"`);
+
+/** Every column of billing_subscriptions, aliased to the entity's properties. */
+const SUBSCRIPTION_COLUMNS = raw(`id, organization_id AS "organizationId",
+  stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
+  stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
+  cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
+  provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
+  latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
+  created_at AS "createdAt", updated_at AS "updatedAt"`);
+
+const ENDED = raw(ENDED_STATUSES_SQL);
+
 /**
- * The SQL of billing, all of it through TypeORM (no billing path needs the pg pool's shortcut).
- * Entity reads where the repository API says it plainly (the response mappers take entities);
- * SQL text where a write is conditional on the version held (newer wins) or must not abort the
- * transaction on a conflict (ON CONFLICT DO NOTHING), which that API cannot express.
- * billing_events is SQL text throughout: its lookup is the first step of every webhook delivery.
- * Methods that take a `manager` run in the caller's transaction.
+ * The SQL of billing. SQL throughout, one style per table: its writes are conditional on the
+ * version held (newer wins) or must not abort the transaction on a conflict (ON CONFLICT DO
+ * NOTHING), which TypeORM's repository API cannot say. Reads answer the entities' shapes (the
+ * response mappers take them). Methods that take a `manager` run in the caller's transaction;
+ * `at` is the Clock's time of the change (`updated_at`, when a webhook event is due).
  */
 @Injectable()
 export class BillingRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   // --- customers ---
 
-  findCustomer(organizationId: string): Promise<BillingCustomer | null> {
-    return this.dataSource.manager.findOneBy(BillingCustomer, { organizationId });
+  async findCustomer(organizationId: string): Promise<BillingCustomer | null> {
+    const row = await this.database.row<BillingCustomer>(
+      sql`SELECT ${CUSTOMER_COLUMNS} FROM billing_customers WHERE organization_id = ${organizationId}`,
+    );
+    return row ?? null;
   }
 
   /**
@@ -39,46 +61,48 @@ export class BillingRepository {
     organizationId: string,
     stripeCustomerId: string,
   ): Promise<BillingCustomer> {
-    await this.dataSource.query(
-      `INSERT INTO billing_customers (organization_id, stripe_customer_id)
-       VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-      [organizationId, stripeCustomerId],
+    await this.database.rows(
+      sql`INSERT INTO billing_customers (organization_id, stripe_customer_id)
+          VALUES (${organizationId}, ${stripeCustomerId}) ON CONFLICT DO NOTHING`,
     );
-    return this.dataSource.manager.findOneByOrFail(BillingCustomer, { organizationId });
+    const held = await this.findCustomer(organizationId);
+    if (!held) throw new Error(`billing customer of ${organizationId} is gone`);
+    return held;
   }
 
   async organizationOfCustomer(
     manager: EntityManager,
     stripeCustomerId: string,
   ): Promise<string | null> {
-    const customer = await manager.findOne(BillingCustomer, {
-      select: { organizationId: true },
-      where: { stripeCustomerId },
-    });
-    return customer?.organizationId ?? null;
+    const row = await this.database.row<Row<BillingCustomer, 'organizationId'>>(
+      sql`SELECT organization_id FROM billing_customers
+           WHERE stripe_customer_id = ${stripeCustomerId}`,
+      { manager },
+    );
+    return row?.organization_id ?? null;
   }
 
   /**
    * The payment method new subscriptions charge, unless a newer event set another one; answers
-   * whether it was stored.
+   * whether it was stored. `eventTime` is Stripe's, the version; `at` ours.
    */
   async setDefaultPaymentMethodIfNewer(
     manager: EntityManager,
     stripeCustomerId: string,
     paymentMethodId: string,
+    eventTime: Date,
     at: Date,
   ): Promise<boolean> {
-    const updated: unknown[] = await manager.query(
-      `WITH updated AS (
-         UPDATE billing_customers
-            SET default_payment_method_id = $2, default_payment_method_at = $3, updated_at = now()
-          WHERE stripe_customer_id = $1
-            AND (default_payment_method_at IS NULL OR default_payment_method_at <= $3)
-          RETURNING organization_id)
-       SELECT organization_id FROM updated`,
-      [stripeCustomerId, paymentMethodId, at],
+    const updated = await this.database.count(
+      sql`UPDATE billing_customers
+             SET default_payment_method_id = ${paymentMethodId},
+                 default_payment_method_at = ${eventTime}, updated_at = ${at}
+           WHERE stripe_customer_id = ${stripeCustomerId}
+             AND (default_payment_method_at IS NULL
+                  OR default_payment_method_at <= ${eventTime}::timestamptz)`,
+      { manager },
     );
-    return updated.length > 0;
+    return updated > 0;
   }
 
   // --- subscriptions ---
@@ -88,50 +112,58 @@ export class BillingRepository {
    * snapshot (a start that saw none live also saw the generation of that moment).
    */
   async subscriptionCounts(organizationId: string): Promise<{ generation: number; live: number }> {
-    const [counts]: Array<{ generation: number; live: number }> = await this.dataSource.query(
-      `SELECT count(*)::int AS generation,
-              (count(*) FILTER (WHERE status NOT IN (${ENDED_STATUSES_SQL})))::int AS live
-         FROM billing_subscriptions WHERE organization_id = $1`,
-      [organizationId],
+    const row = await this.database.row<{ generation: number; live: number }>(
+      sql`SELECT count(*)::int AS generation,
+                 (count(*) FILTER (WHERE status NOT IN (${ENDED})))::int AS live
+            FROM billing_subscriptions WHERE organization_id = ${organizationId}`,
     );
-    return counts;
+    return row!;
   }
 
-  findLiveSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    return this.dataSource.manager.findOneBy(BillingSubscription, {
-      organizationId,
-      status: Not(In([...ENDED_STATUSES])),
-    });
+  async findLiveSubscription(organizationId: string): Promise<BillingSubscription | null> {
+    const row = await this.database.row<BillingSubscription>(
+      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+           WHERE organization_id = ${organizationId} AND status NOT IN (${ENDED})`,
+    );
+    return row ?? null;
   }
 
   /** The live subscription, else the most recent ended one. */
-  findCurrentSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    return this.dataSource.manager
-      .createQueryBuilder(BillingSubscription, 's')
-      .where('s.organization_id = :organizationId', { organizationId })
-      .orderBy(`(s.status IN (${ENDED_STATUSES_SQL}))`, 'ASC')
-      .addOrderBy('s.created_at', 'DESC')
-      .getOne();
+  async findCurrentSubscription(organizationId: string): Promise<BillingSubscription | null> {
+    const row = await this.database.row<BillingSubscription>(
+      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+           WHERE organization_id = ${organizationId}
+           ORDER BY (status IN (${ENDED})), created_at DESC
+           LIMIT 1`,
+    );
+    return row ?? null;
   }
 
-  getSubscription(stripeSubscriptionId: string): Promise<BillingSubscription> {
-    return this.dataSource.manager.findOneByOrFail(BillingSubscription, { stripeSubscriptionId });
+  async getSubscription(stripeSubscriptionId: string): Promise<BillingSubscription> {
+    const row = await this.database.row<BillingSubscription>(
+      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+           WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
+    );
+    if (!row) throw new Error(`subscription ${stripeSubscriptionId} is not mirrored`);
+    return row;
   }
 
   /** Stripe's time of the snapshot held, or null when the subscription is not mirrored. */
   async providerTimeHeld(stripeSubscriptionId: string): Promise<Date | null> {
-    const held = await this.dataSource.manager.findOne(BillingSubscription, {
-      select: { id: true, providerUpdatedAt: true },
-      where: { stripeSubscriptionId },
-    });
-    return held?.providerUpdatedAt ?? null;
+    const row = await this.database.row<Row<BillingSubscription, 'providerUpdatedAt'>>(
+      sql`SELECT provider_updated_at FROM billing_subscriptions
+           WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
+    );
+    return row?.provider_updated_at ?? null;
   }
 
   /**
    * Writes the snapshot unless the row already holds a newer one: state never moves backwards.
    * `sameTimeWins` is for snapshots known to be current (an API response, a fresh re-read), which
    * may replace one of the same second; an event's payload may not (its order within the second
-   * is unknown). `conflict`: the organization already has another live subscription.
+   * is unknown). `conflict`: the organization already has another live subscription. A snapshot
+   * applied is announced in the same statement: a `subscription.updated` webhook event, due at
+   * `at`.
    */
   async applySubscriptionSnapshot(
     manager: EntityManager,
@@ -139,44 +171,54 @@ export class BillingRepository {
     snapshot: SubscriptionSnapshot,
     version: Date,
     sameTimeWins: boolean,
+    at: Date,
   ): Promise<ApplyOutcome> {
-    const values = [
-      snapshot.stripeSubscriptionId,
-      snapshot.priceId,
-      snapshot.status,
-      snapshot.stripeStatus,
-      snapshot.collectionPaused,
-      snapshot.cancelAtPeriodEnd,
-      snapshot.currentPeriodEnd,
-      version,
-    ];
+    const announced = (change: string, statement: (lent: Sql) => Sql) => {
+      const changed = cte(
+        change,
+        { webhook_data: sql`${JSON.stringify(subscriptionEventData(snapshot))}::jsonb` },
+        statement,
+      );
+      return withEntries(
+        [changed, webhookEventStep(changed, { organizationId, type: 'subscription.updated', at })],
+        sql`SELECT id FROM ${changed.ref}`,
+      );
+    };
+    const update = announced(
+      'updated',
+      (lent) => sql`
+        UPDATE billing_subscriptions
+           SET price_id = COALESCE(${snapshot.priceId}, price_id), status = ${snapshot.status},
+               stripe_status = ${snapshot.stripeStatus},
+               collection_paused = ${snapshot.collectionPaused},
+               cancel_at_period_end = ${snapshot.cancelAtPeriodEnd},
+               current_period_end = ${snapshot.currentPeriodEnd},
+               provider_updated_at = ${version}, revision = revision + 1, updated_at = ${at}
+         WHERE stripe_subscription_id = ${snapshot.stripeSubscriptionId}
+           AND organization_id = ${organizationId}
+           AND (provider_updated_at < ${version}::timestamptz
+                OR (${sameTimeWins}::boolean AND provider_updated_at = ${version}::timestamptz))
+        RETURNING id, ${lent}`,
+    );
+    // No target: a live subscription of the organization and a concurrent insert of this
+    // subscription both end here without aborting the transaction.
+    const insert = announced(
+      'inserted',
+      (lent) => sql`
+        INSERT INTO billing_subscriptions
+          (stripe_subscription_id, price_id, status, stripe_status, collection_paused,
+           cancel_at_period_end, current_period_end, provider_updated_at, organization_id)
+        VALUES (${snapshot.stripeSubscriptionId}, ${snapshot.priceId}, ${snapshot.status},
+                ${snapshot.stripeStatus}, ${snapshot.collectionPaused},
+                ${snapshot.cancelAtPeriodEnd}, ${snapshot.currentPeriodEnd}, ${version},
+                ${organizationId})
+        ON CONFLICT DO NOTHING
+        RETURNING id, ${lent}`,
+    );
     for (let attempt = 0; attempt < 2; attempt++) {
-      const updated: unknown[] = await manager.query(
-        `WITH updated AS (
-           UPDATE billing_subscriptions
-              SET price_id = COALESCE($2, price_id), status = $3, stripe_status = $4,
-                  collection_paused = $5, cancel_at_period_end = $6, current_period_end = $7,
-                  provider_updated_at = $8, revision = revision + 1, updated_at = now()
-            WHERE stripe_subscription_id = $1 AND organization_id = $9
-              AND (provider_updated_at < $8 OR ($10 AND provider_updated_at = $8))
-            RETURNING id)
-         SELECT id FROM updated`,
-        [...values, organizationId, sameTimeWins],
-      );
-      if (updated.length > 0) return 'applied';
+      if (await this.database.row(update, { manager })) return 'applied';
       if (await this.subscriptionExists(manager, snapshot.stripeSubscriptionId)) return 'stale';
-      // No target: a live subscription of the organization and a concurrent insert of this
-      // subscription both end here without aborting the transaction.
-      const inserted: unknown[] = await manager.query(
-        `INSERT INTO billing_subscriptions
-           (stripe_subscription_id, price_id, status, stripe_status, collection_paused,
-            cancel_at_period_end, current_period_end, provider_updated_at, organization_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT DO NOTHING
-         RETURNING id`,
-        [...values, organizationId],
-      );
-      if (inserted.length > 0) return 'applied';
+      if (await this.database.row(insert, { manager })) return 'applied';
       if (!(await this.subscriptionExists(manager, snapshot.stripeSubscriptionId))) {
         return 'conflict';
       }
@@ -187,45 +229,45 @@ export class BillingRepository {
   /**
    * The subscription's latest invoice outcome, unless a newer one is held; within the same
    * second `paid` wins over `payment_failed` (it is final). Answers whether it was stored.
+   * `eventTime` is Stripe's, the version; `at` ours.
    */
   async setLatestInvoiceIfNewer(
     manager: EntityManager,
     stripeSubscriptionId: string,
     invoiceId: string,
     status: InvoiceOutcome,
+    eventTime: Date,
     at: Date,
   ): Promise<boolean> {
-    const updated: unknown[] = await manager.query(
-      `WITH updated AS (
-         UPDATE billing_subscriptions
-            SET latest_invoice_id = $2, latest_invoice_status = $3, latest_invoice_at = $4,
-                updated_at = now()
-          WHERE stripe_subscription_id = $1
-            AND (latest_invoice_at IS NULL OR latest_invoice_at < $4
-                 OR (latest_invoice_at = $4 AND $3 = 'paid'))
-          RETURNING id)
-       SELECT id FROM updated`,
-      [stripeSubscriptionId, invoiceId, status, at],
+    const updated = await this.database.count(
+      sql`UPDATE billing_subscriptions
+             SET latest_invoice_id = ${invoiceId}, latest_invoice_status = ${status},
+                 latest_invoice_at = ${eventTime}, updated_at = ${at}
+           WHERE stripe_subscription_id = ${stripeSubscriptionId}
+             AND (latest_invoice_at IS NULL OR latest_invoice_at < ${eventTime}::timestamptz
+                  OR (latest_invoice_at = ${eventTime}::timestamptz AND ${status}::text = 'paid'))`,
+      { manager },
     );
-    return updated.length > 0;
+    return updated > 0;
   }
 
-  private subscriptionExists(
+  private async subscriptionExists(
     manager: EntityManager,
     stripeSubscriptionId: string,
   ): Promise<boolean> {
-    return manager.existsBy(BillingSubscription, { stripeSubscriptionId });
+    const row = await this.database.row(
+      sql`SELECT 1 FROM billing_subscriptions WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
+      { manager },
+    );
+    return row !== undefined;
   }
 
   // --- events ---
 
-  /** The first step of every delivery, redeliveries included: one indexed probe, no builder. */
+  /** The first step of every delivery, redeliveries included: one indexed probe. */
   async isEventRecorded(eventId: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
-      'SELECT 1 FROM billing_events WHERE id = $1',
-      [eventId],
-    );
-    return rows.length > 0;
+    const row = await this.database.row(sql`SELECT 1 FROM billing_events WHERE id = ${eventId}`);
+    return row !== undefined;
   }
 
   /**
@@ -234,17 +276,21 @@ export class BillingRepository {
    */
   async insertEventIfAbsent(
     manager: EntityManager,
-    event: { id: string; type: string; createdAt: Date },
+    event: Pick<BillingEvent, 'id' | 'type' | 'eventCreatedAt'>,
   ): Promise<boolean> {
-    const inserted: unknown[] = await manager.query(
-      `INSERT INTO billing_events (id, type, event_created_at, outcome)
-       VALUES ($1, $2, $3, 'pending') ON CONFLICT (id) DO NOTHING RETURNING id`,
-      [event.id, event.type, event.createdAt],
+    const inserted = await this.database.count(
+      sql`INSERT INTO billing_events (id, type, event_created_at, outcome)
+          VALUES (${event.id}, ${event.type}, ${event.eventCreatedAt}, 'pending')
+          ON CONFLICT (id) DO NOTHING`,
+      { manager },
     );
-    return inserted.length > 0;
+    return inserted > 0;
   }
 
   async setEventOutcome(manager: EntityManager, eventId: string, outcome: string): Promise<void> {
-    await manager.query('UPDATE billing_events SET outcome = $2 WHERE id = $1', [eventId, outcome]);
+    await this.database.rows(
+      sql`UPDATE billing_events SET outcome = ${outcome} WHERE id = ${eventId}`,
+      { manager },
+    );
   }
 }

@@ -1,15 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { sha256 } from '../common/crypto/sha256';
-import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
+import { Database } from '../database/database';
 import {
   InvoiceDto,
   SetupIntentDto,
@@ -21,7 +20,7 @@ import { BillingRepository } from './billing.repository';
 import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
-import { providerTimeOf, snapshotOf, subscriptionEventData } from './subscription-snapshots';
+import { providerTimeOf, snapshotOf } from './subscription-snapshots';
 
 /** Statuses from which a subscription may be suspended. */
 const SUSPENDABLE = new Set(['active', 'trialing', 'past_due', 'unpaid']);
@@ -37,11 +36,11 @@ function subscriptionExists(): AppError {
 export class BillingService {
   constructor(
     private readonly stripe: StripeGateway,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly billing: BillingRepository,
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
-    private readonly webhookEvents: WebhookEventsService,
+    private readonly clock: Clock,
   ) {
     this.logger.setContext(BillingService.name);
   }
@@ -142,23 +141,16 @@ export class BillingService {
         return undefined;
       },
     );
-    const outcome = await this.dataSource.transaction(async (manager) => {
-      const snapshot = snapshotOf(subscription);
+    const outcome = await this.database.transaction(async (manager) => {
+      const now = this.clock.now();
       const applied = await this.billing.applySubscriptionSnapshot(
         manager,
         organizationId,
-        snapshot,
-        providerTimeOf(subscription),
+        snapshotOf(subscription),
+        providerTimeOf(subscription, now),
         true,
+        now,
       );
-      if (applied === 'applied') {
-        await this.webhookEvents.emit(
-          manager,
-          organizationId,
-          'subscription.updated',
-          subscriptionEventData(snapshot),
-        );
-      }
       if (applied !== 'conflict') {
         await this.audit.record(manager, caller, {
           organizationId,
@@ -239,23 +231,16 @@ export class BillingService {
         { idempotencyKey: `subscription-${action}:${row.stripeSubscriptionId}:${row.revision}` },
       ),
     );
-    await this.dataSource.transaction(async (manager) => {
-      const snapshot = snapshotOf(subscription);
-      const applied = await this.billing.applySubscriptionSnapshot(
+    await this.database.transaction(async (manager) => {
+      const now = this.clock.now();
+      await this.billing.applySubscriptionSnapshot(
         manager,
         caller.organizationId,
-        snapshot,
-        providerTimeOf(subscription),
+        snapshotOf(subscription),
+        providerTimeOf(subscription, now),
         true,
+        now,
       );
-      if (applied === 'applied') {
-        await this.webhookEvents.emit(
-          manager,
-          caller.organizationId,
-          'subscription.updated',
-          subscriptionEventData(snapshot),
-        );
-      }
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: action === 'suspend' ? 'subscription.suspended' : 'subscription.resumed',

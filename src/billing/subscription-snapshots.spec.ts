@@ -48,13 +48,14 @@ describe('snapshotOf', () => {
 describe('providerTimeOf', () => {
   it("takes Stripe's Date header as the snapshot's time", () => {
     const response = { lastResponse: { headers: { date: 'Sun, 22 Nov 2026 03:00:07 GMT' } } };
-    expect(providerTimeOf(response).toISOString()).toBe('2026-11-22T03:00:07.000Z');
+    const now = new Date('2026-11-22T03:00:09.250Z');
+    expect(providerTimeOf(response, now).toISOString()).toBe('2026-11-22T03:00:07.000Z');
   });
 
-  it('falls back to the current second without one', () => {
-    const before = Math.floor(Date.now() / 1000) * 1000;
-    const time = providerTimeOf({}).getTime();
+  it("falls back to the Clock's current second without one", () => {
+    const now = new Date('2026-11-22T03:00:09.250Z');
+    const time = providerTimeOf({}, now).getTime();
     expect(time % 1000).toBe(0);
-    expect(time).toBeGreaterThanOrEqual(before);
+    expect(new Date(time).toISOString()).toBe('2026-11-22T03:00:09.000Z');
   });
 });

@@ -34,12 +34,16 @@ export function snapshotOf(subscription: Stripe.Subscription): SubscriptionSnaps
 
 /**
  * Stripe's clock when it produced a response (its `Date` header), the version of a snapshot read
- * through the API. Webhook snapshots use the event's `created`; both have one-second resolution.
+ * through the API; without the header, the second of `now` (the Clock's). Webhook snapshots use
+ * the event's `created`; both have one-second resolution.
  */
-export function providerTimeOf(response: { lastResponse?: { headers?: Record<string, string> } }) {
+export function providerTimeOf(
+  response: { lastResponse?: { headers?: Record<string, string> } },
+  now: Date,
+) {
   const header = response.lastResponse?.headers?.['date'];
   const parsed = header ? Date.parse(header) : NaN;
-  return new Date(Number.isNaN(parsed) ? Math.floor(Date.now() / 1000) * 1000 : parsed);
+  return new Date(Number.isNaN(parsed) ? Math.floor(now.getTime() / 1000) * 1000 : parsed);
 }
 
 /** The `data` of a `subscription.updated` webhook event: the state the API reports, no secret. */

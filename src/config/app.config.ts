@@ -1,6 +1,17 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsUrl, Max, Min } from 'class-validator';
+import { randomBytes } from 'node:crypto';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Max,
+  Min,
+  MinLength,
+} from 'class-validator';
 import { toBoolean, toNumber, validateEnv } from './validate-env';
 
 class AppEnv {
@@ -33,6 +44,11 @@ class AppEnv {
   @IsInt()
   @Min(0)
   SHUTDOWN_TIMEOUT_MS?: number;
+
+  @IsOptional()
+  @IsString()
+  @MinLength(32)
+  LOG_HASH_KEY?: string;
 }
 
 export const appConfig = registerAs('app', () => {
@@ -44,6 +60,11 @@ export const appConfig = registerAs('app', () => {
     trustProxy: env.TRUST_PROXY ?? false,
     logLevel: env.LOG_LEVEL ?? 'info',
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS ?? 10_000,
+    /**
+     * Keys the hashes of path parameters in request log lines; unset, a random key per process
+     * (lines then correlate within one process only).
+     */
+    logHashKey: env.LOG_HASH_KEY ?? randomBytes(32).toString('base64'),
   };
 });
 

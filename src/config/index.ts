@@ -9,6 +9,7 @@ import { mailConfig } from './mail.config';
 import { memoryConfig } from './memory.config';
 import { rateLimitConfig } from './rate-limit.config';
 import { redisConfig } from './redis.config';
+import { safetyConfig } from './safety.config';
 import { teamsConfig } from './teams.config';
 import { telemetryConfig } from './telemetry.config';
 import { webhooksConfig } from './webhooks.config';
@@ -26,6 +27,7 @@ export const configLoaders = [
   endUsersConfig,
   engineConfig,
   memoryConfig,
+  safetyConfig,
   teamsConfig,
   telemetryConfig,
   webhooksConfig,

@@ -1,9 +1,13 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import { Pool, type PoolClient, type QueryResultRow } from 'pg';
 import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral } from 'typeorm';
+import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
+
+/** Connections of the asynchronous-commit pool, per instance (opened on demand). */
+const ASYNC_COMMIT_POOL_SIZE = 4;
 
 export interface StatementOptions {
   /**
@@ -13,6 +17,13 @@ export interface StatementOptions {
   name?: string;
   /** Runs in this transaction (from `transaction()`), else on the pool. */
   manager?: EntityManager;
+  /**
+   * Commits without waiting for the WAL flush (`synchronous_commit = off`), on a small pool of
+   * sessions set so: for a statement of its own (no `manager`) whose loss in a PostgreSQL crash,
+   * in the fraction of a second after it answered, costs nothing a crash could not cost anyway
+   * (the idempotency keys' bookkeeping: docs/idempotency.md, "What a crash leaves").
+   */
+  asyncCommit?: boolean;
 }
 
 /**
@@ -23,12 +34,17 @@ export interface StatementOptions {
  * TypeORM's repository API through `repository()`.
  */
 @Injectable()
-export class Database {
+export class Database implements OnApplicationShutdown {
   /** The pg pool TypeORM opened: the driver exposes it, though no typed API names it. */
   readonly pool: Pool;
+  private asyncCommitPool: Pool | undefined;
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as PostgresDriver).master as Pool;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.asyncCommitPool?.end();
   }
 
   /** Every row the statement answers. */
@@ -36,7 +52,7 @@ export class Database {
     statement: Sql,
     options: StatementOptions = {},
   ): Promise<Row[]> {
-    const executor = options.manager ? await this.connectionOf(options.manager) : this.pool;
+    const executor = await this.executorOf(options);
     const result = await executor.query<Row>({
       name: options.name,
       text: statement.text,
@@ -55,13 +71,18 @@ export class Database {
 
   /** How many rows the statement wrote (or read). */
   async count(statement: Sql, options: StatementOptions = {}): Promise<number> {
-    const executor = options.manager ? await this.connectionOf(options.manager) : this.pool;
+    const executor = await this.executorOf(options);
     const result = await executor.query({
       name: options.name,
       text: statement.text,
       values: statement.values as unknown[],
     });
     return result.rowCount ?? 0;
+  }
+
+  /** Resolves when the pool answers a trivial statement (readiness). */
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
   }
 
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
@@ -77,9 +98,32 @@ export class Database {
     return manager.getRepository(entity);
   }
 
-  /** A connection of the pool for the caller to release: a streamed read holds one. */
-  connect(): Promise<PoolClient> {
-    return this.pool.connect();
+  private async executorOf(options: StatementOptions): Promise<Pool | PoolClient> {
+    if (options.manager) {
+      if (options.asyncCommit) {
+        throw new Error('Database: a statement in a transaction commits with the transaction');
+      }
+      return this.connectionOf(options.manager);
+    }
+    return options.asyncCommit ? this.asyncCommitSessions() : this.pool;
+  }
+
+  /** Opened on first use: an instance that never needs it holds no connection for it. */
+  private asyncCommitSessions(): Pool {
+    if (!this.asyncCommitPool) {
+      const options = this.dataSource.options as PostgresConnectionOptions;
+      this.asyncCommitPool = new Pool({
+        ...(options.extra as Record<string, unknown>),
+        connectionString: options.url,
+        max: ASYNC_COMMIT_POOL_SIZE,
+        application_name: 'personality-api async-commit',
+        options: '-c synchronous_commit=off',
+      });
+      // An idle connection that fails is replaced on the next checkout; without a listener its
+      // error would end the process.
+      this.asyncCommitPool.on('error', () => undefined);
+    }
+    return this.asyncCommitPool;
   }
 
   /** The pg client a transaction's QueryRunner holds. */

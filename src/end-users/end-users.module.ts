@@ -1,13 +1,10 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { UsageModule } from '../usage/usage.module';
 import { EndUsersController } from './end-users.controller';
 import { EndUsersRepository } from './end-users.repository';
 import { EndUsersService } from './end-users.service';
-import { EndUser } from './entities/end-user.entity';
-import { Memory } from './entities/memory.entity';
 import { ErasureWorker } from './erasure.worker';
 import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
@@ -18,13 +15,7 @@ import { FactsService } from './facts.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [
-    IdempotencyModule,
-    TypeOrmModule.forFeature([EndUser, Memory]),
-    UsageModule,
-    AuditModule,
-    WebhooksModule,
-  ],
+  imports: [IdempotencyModule, UsageModule, AuditModule, WebhooksModule],
   controllers: [EndUsersController, MemoriesController, FactsController],
   providers: [
     EndUsersRepository,

@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import type { Row } from '../database/row';
 import { cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
+import type { EndUser } from './entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
 import { MATCHED_SHARE, searchTerms } from './memory-search';
 
@@ -17,7 +19,12 @@ const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, upd
  * reads again (see EndUsersService.ensure). Exported for bench/scenarios/end-users.ts, whose
  * pgbench runs this very statement.
  */
-export function createOrGetStatement(organizationId: string, userId: string, metadataJson: string) {
+export function createOrGetStatement(
+  organizationId: string,
+  userId: string,
+  metadataJson: string,
+  at: Date,
+) {
   const inserted = cte(
     'inserted',
     { webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', created_at)` },
@@ -28,7 +35,7 @@ export function createOrGetStatement(organizationId: string, userId: string, met
       RETURNING ${COLUMNS}, ${lent}`,
   );
   return withEntries(
-    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created' })],
+    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created', at })],
     sql`SELECT true AS created, ${COLUMNS} FROM ${inserted.ref}
         UNION ALL
         SELECT false, ${COLUMNS} FROM end_users
@@ -49,18 +56,13 @@ export interface ConversationMemory {
 
 type ConversationRow = EndUserRow & ConversationMemory;
 
-export interface ErasureMark {
-  user_id: string;
+export type ErasureMark = Row<EndUser, 'userId'> & {
   erase_after: Date;
   /** Whether this statement moved the user out of 'active' (false when already deleting). */
   was_active: boolean;
-}
+};
 
-export interface DueErasure {
-  id: string;
-  organization_id: string;
-  user_id: string;
-}
+export type DueErasure = Row<EndUser, 'id' | 'organizationId' | 'userId'>;
 
 /**
  * The SQL of the end_users table. The single-statement paths run on the pool (create-or-get is
@@ -76,8 +78,9 @@ export class EndUsersRepository {
     organizationId: string,
     userId: string,
     metadataJson: string,
+    at: Date,
   ): Promise<(EndUserRow & { created: boolean }) | undefined> {
-    return this.database.row(createOrGetStatement(organizationId, userId, metadataJson), {
+    return this.database.row(createOrGetStatement(organizationId, userId, metadataJson, at), {
       name: 'end_users_create_or_get',
     });
   }

@@ -42,7 +42,12 @@ export class EndUsersService {
     const metadataJson = metadata ? JSON.stringify(metadata) : '{}';
     // Bounded: each pass either inserts, or finds the row, or saw it erased in between.
     for (let attempt = 0; attempt < 3; attempt++) {
-      const ensured = await this.endUsers.createOrGet(organizationId, userId, metadataJson);
+      const ensured = await this.endUsers.createOrGet(
+        organizationId,
+        userId,
+        metadataJson,
+        this.clock.now(),
+      );
       // No row: a concurrent create committed after this statement's snapshot; read it now.
       const found = ensured ?? (await this.endUsers.findByUserId(organizationId, userId));
       if (!found) continue;

@@ -4,21 +4,14 @@ import { Database } from '../database/database';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
 import { MATCHED_SHARE, searchTerms } from './memory-search';
-import type { MemoryRole } from './entities/memory.entity';
+import type { Row } from '../database/row';
+import type { Memory } from './entities/memory.entity';
 
 /** A memory of the reply's recent history, as the engine is sent it. */
-export interface HistoryMemory {
-  role: MemoryRole;
-  content: string;
-  emotion: string | null;
-}
+export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
 
-/** An older memory recalled into a reply, with its date. */
-export interface RecalledMemory {
-  role: MemoryRole;
-  content: string;
-  created_at: string;
-}
+/** An older memory recalled into a reply, with its date (ISO 8601, rendered by the query). */
+export type RecalledMemory = Row<Memory, 'role' | 'content'> & { created_at: string };
 
 export type ScoredMemoryRow = MemoryRow & { score: number };
 
@@ -46,13 +39,14 @@ export class MemoriesRepository {
     const personalityId = filter.personalityId ?? null;
     const before = filter.before ?? null;
     return this.database.rows<MemoryRow>(
-      sql`SELECT id::text, personality_id, role, content, emotion, intensity, vocabulary_version,
-                 created_at
-            FROM memories
-           WHERE end_user_id = ${endUserId}
-             AND (${personalityId}::uuid IS NULL OR personality_id = ${personalityId})
-             AND (${before}::bigint IS NULL OR id < ${before})
-           ORDER BY id DESC
+      // Ordered by the column, m.id: the output's `id` is text, and '9' sorts after '12'.
+      sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
+                 m.vocabulary_version, m.created_at
+            FROM memories m
+           WHERE m.end_user_id = ${endUserId}
+             AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId})
+             AND (${before}::bigint IS NULL OR m.id < ${before})
+           ORDER BY m.id DESC
            LIMIT ${limit + 1}`,
     );
   }

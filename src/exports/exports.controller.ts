@@ -6,9 +6,10 @@ import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { withEnvelopeOnFailure } from '../common/http/stream-errors';
 import { ApiErrors } from '../common/openapi/api-responses';
+import { ModelDocumentDto, PmfDocumentDto } from './dto/export.dto';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
-import { ExportsService } from './exports.service';
+import { BUFFERED_CHUNKS, ExportsService } from './exports.service';
 import { readPmfV1Schema } from './pmf-v1';
 
 function attachment(kind: string, userId: string): string {
@@ -35,7 +36,7 @@ export class ExportsController {
   @ApiOkResponse({
     description:
       'A PMF v1 document, sent as an attachment; its JSON Schema is GET /v1/formats/pmf-v1.schema.json',
-    schema: { type: 'object', additionalProperties: true },
+    type: PmfDocumentDto,
   })
   @ApiErrors(400, 404, [
     429,
@@ -50,7 +51,7 @@ export class ExportsController {
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks), {
+      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
         type: 'application/json; charset=utf-8',
         disposition: attachment('pmf-v1', id),
       }),
@@ -66,7 +67,7 @@ export class ExportsController {
   @ApiOkResponse({
     description:
       '`{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts}}`',
-    schema: { type: 'object', additionalProperties: true },
+    type: ModelDocumentDto,
   })
   @ApiErrors(400, 404, [
     429,
@@ -81,7 +82,9 @@ export class ExportsController {
     this.slots.take(caller.organizationId, response);
     const chunks = await this.exportsService.modelDocument(caller.organizationId, id);
     return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks), { type: 'application/json; charset=utf-8' }),
+      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
+        type: 'application/json; charset=utf-8',
+      }),
     );
   }
 }
@@ -97,7 +100,10 @@ export class FormatsController {
   @ApiOperation({
     summary: 'The JSON Schema (draft 2020-12) of the Personality and Memory Format v1',
   })
-  @ApiOkResponse({ description: 'A JSON Schema', schema: { type: 'object' } })
+  @ApiOkResponse({
+    description: 'A JSON Schema (draft 2020-12)',
+    schema: { type: 'object', additionalProperties: true },
+  })
   pmfV1Schema(): object {
     return this.pmfV1;
   }

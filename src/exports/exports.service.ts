@@ -1,12 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
+import { STREAM_BUFFER_BYTES } from '../common/http/server-sent-events';
 import { Clock } from '../common/time/clock';
 import { type DocumentSubject, ExportsRepository, type Section } from './exports.repository';
 
 /** Text is flushed to the response in chunks of about this size. */
-const CHUNK_BYTES = 64 * 1024;
-/** Rows read per statement: memories are at most 8,000 characters, so a page stays under 10 MB. */
-const PAGE_ROWS = 1_000;
+export const CHUNK_BYTES = 64 * 1024;
+/**
+ * Chunks a document holds for a client that does not read before it reads the database again
+ * (contract §25: at most STREAM_BUFFER_BYTES of output).
+ */
+export const BUFFERED_CHUNKS = STREAM_BUFFER_BYTES / CHUNK_BYTES;
+/** Rows read per statement: a page of typical memories is tens of KB, of the longest 2 MB. */
+const PAGE_ROWS = 250;
 
 /**
  * Export (PMF v1) and subject access documents, streamed: PostgreSQL renders each row as JSON

@@ -26,6 +26,7 @@ export class ImportRepository {
           webhookEventStep(inserted, {
             organizationId: endUser.organizationId,
             type: 'end_user.created',
+            at: endUser.updatedAt,
           }),
         ],
         sql`SELECT id FROM ${inserted.ref}`,

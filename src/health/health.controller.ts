@@ -8,6 +8,7 @@ import {
 import { HealthCheck } from '@nestjs/terminus';
 import { Public } from '../common/auth/auth.decorators';
 import { ErrorEnvelopeDto } from '../common/errors/error-envelope';
+import { LivenessDto, ReadinessDto } from './dto/health.dto';
 import { HealthService, type Readiness } from './health.service';
 
 @ApiTags('health')
@@ -18,7 +19,7 @@ export class HealthController {
 
   @Get('live')
   @ApiOperation({ summary: 'Liveness: the process answers' })
-  @ApiOkResponse({ schema: { example: { status: 'ok' } } })
+  @ApiOkResponse({ type: LivenessDto })
   live() {
     return { status: 'ok' };
   }
@@ -30,7 +31,7 @@ export class HealthController {
     description:
       'Redis (when REDIS_URL is set) is reported but does not fail readiness: rate limits fall back to in-process buckets while it is away or slow, and `rate_limit` says `degraded` (overall status `degraded`, still 200).',
   })
-  @ApiOkResponse({ schema: { example: { status: 'ok', checks: { database: { status: 'up' } } } } })
+  @ApiOkResponse({ type: ReadinessDto })
   @ApiServiceUnavailableResponse({
     description: 'The database is unreachable (`not_ready`)',
     type: ErrorEnvelopeDto,

@@ -1,10 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  HealthCheckService,
-  HealthIndicatorService,
-  TypeOrmHealthIndicator,
-} from '@nestjs/terminus';
+import { HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/errors/app-error';
+import { Database } from '../database/database';
 import { TokenBucketStorage } from '../rate-limit/token-bucket.storage';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 
@@ -24,31 +21,33 @@ export interface Readiness {
 @Injectable()
 export class HealthService {
   constructor(
-    private readonly health: HealthCheckService,
-    private readonly database: TypeOrmHealthIndicator,
+    private readonly database: Database,
     private readonly indicators: HealthIndicatorService,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly rateLimits: TokenBucketStorage,
   ) {}
 
   async readiness(): Promise<Readiness> {
-    const checks: Record<string, Check> = {};
-    try {
-      const result = await this.health.check([
-        () => this.database.pingCheck('database', { timeout: CHECK_TIMEOUT_MS }),
-      ]);
-      Object.assign(checks, result.details);
-    } catch {
-      throw new AppError('not_ready', 'The database is unreachable', {
-        extra: { checks: { database: { status: 'down' } } },
-      });
-    }
+    const checks: Record<string, Check> = { database: await this.databaseCheck() };
     if (this.redis) {
       checks.redis = await this.redisCheck(this.redis);
       checks.rate_limit = this.rateLimitCheck();
     }
     const degraded = checks.redis?.status === 'down' || checks.rate_limit?.status === 'degraded';
     return { status: degraded ? 'degraded' : 'ok', checks };
+  }
+
+  /** Up when the pool answers a ping in time; otherwise readiness fails (503 `not_ready`). */
+  private async databaseCheck(): Promise<Check> {
+    const session = this.indicators.check('database');
+    try {
+      await withinCheckTimeout(this.database.ping());
+      return session.up().database;
+    } catch {
+      throw new AppError('not_ready', 'The database is unreachable', {
+        extra: { checks: { database: { status: 'down' } } },
+      });
+    }
   }
 
   /** Degraded while Redis errors or times out on rate-limit calls (a slow Redis still answers pings). */
@@ -66,15 +65,20 @@ export class HealthService {
   private async redisCheck(redis: NonNullable<RedisClient>): Promise<Check> {
     const session = this.indicators.check('redis');
     try {
-      await Promise.race([
-        redis.ping(),
-        new Promise((_, reject) =>
-          setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS).unref(),
-        ),
-      ]);
+      await withinCheckTimeout(redis.ping());
       return session.up().redis;
     } catch {
       return { status: 'down', message: 'Redis unreachable: rate limits use in-process buckets' };
     }
   }
+}
+
+/** The check's own answer, or a rejection once CHECK_TIMEOUT_MS has passed. */
+function withinCheckTimeout<T>(check: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
+    timer.unref();
+  });
+  return Promise.race([check, timeout]).finally(() => clearTimeout(timer));
 }

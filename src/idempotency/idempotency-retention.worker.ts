@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { BackgroundJobs } from '../common/time/background-jobs';
+import { Clock } from '../common/time/clock';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IDEMPOTENCY_RETENTION_MS } from './idempotency.service';
@@ -11,7 +12,7 @@ const BATCH_SIZE = 1_000;
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 
 /**
- * Deletes idempotency keys older than 24 hours, on every instance, every hour (and once shortly
+ * Deletes idempotency keys older than 24 hours (by the Clock), on every instance, every hour (and once shortly
  * after start). Each batch is a bounded DELETE that skips rows another instance is deleting, so
  * many instances purging at once neither block each other nor do the same work twice, and there
  * is no leader to elect. An expired key not yet purged is already ignored by the claim and the
@@ -23,6 +24,7 @@ export class IdempotencyRetentionWorker {
 
   constructor(
     private readonly keys: IdempotencyRepository,
+    private readonly clock: Clock,
     private readonly logger: PinoLogger,
     jobs: BackgroundJobs,
   ) {
@@ -47,9 +49,10 @@ export class IdempotencyRetentionWorker {
   }
 
   private purgeAll(): Promise<number> {
+    const now = this.clock.now();
     return inBatches(
       BATCH_SIZE,
-      () => this.keys.deleteOlderThan(IDEMPOTENCY_RETENTION_MS, BATCH_SIZE),
+      () => this.keys.deleteExpired(now, IDEMPOTENCY_RETENTION_MS, BATCH_SIZE),
       () => this.task.isStopped,
     );
   }

@@ -1,6 +1,4 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { IdempotencyKey } from './entities/idempotency-key.entity';
 import { IdempotencyRetentionWorker } from './idempotency-retention.worker';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
@@ -12,7 +10,6 @@ import { IdempotencyService } from './idempotency.service';
  * IdempotencyService.recordInTransaction.
  */
 @Module({
-  imports: [TypeOrmModule.forFeature([IdempotencyKey])],
   providers: [IdempotencyRepository, IdempotencyService, IdempotencyRetentionWorker],
   exports: [IdempotencyService],
 })

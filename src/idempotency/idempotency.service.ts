@@ -3,6 +3,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
 import { IdempotencyRepository, type ClaimRef, type KeyRef } from './idempotency.repository';
 import { withoutSecrets } from './replay-secrets';
 
@@ -63,6 +64,7 @@ export class IdempotencyService {
 
   constructor(
     private readonly keys: IdempotencyRepository,
+    private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
     this.logger.setContext(IdempotencyService.name);
@@ -87,11 +89,11 @@ export class IdempotencyService {
         requestId,
         secretFields,
       );
-      if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS)) {
+      if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS, this.clock.now())) {
         this.keepAlive(claim);
         return { kind: 'claimed', claim };
       }
-      const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS);
+      const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS, this.clock.now());
       if (!stored) continue; // released or purged meanwhile: insert again
       const sameRequest = stored.requestHash.equals(requestHash);
       if (stored.expired || (stored.responseStatus === null && stored.leaseLapsed && sameRequest)) {
@@ -100,6 +102,7 @@ export class IdempotencyService {
           requestHash,
           IDEMPOTENCY_LEASE_MS,
           IDEMPOTENCY_RETENTION_MS,
+          this.clock.now(),
         );
         if (taken) {
           this.keepAlive(claim);
@@ -136,7 +139,13 @@ export class IdempotencyService {
   async recordInTransaction(manager: EntityManager, status: number, body: unknown): Promise<void> {
     const claim = this.current.getStore();
     if (!claim || claim.settled) return;
-    await this.keys.completeWithin(manager, claim, status, this.serialize(claim, body));
+    await this.keys.completeWithin(
+      manager,
+      claim,
+      status,
+      this.serialize(claim, body),
+      this.clock.now(),
+    );
     claim.recordedInTransaction = true;
   }
 
@@ -183,7 +192,7 @@ export class IdempotencyService {
     if (claim.settled) return;
     this.stop(claim);
     try {
-      if (!(await this.keys.complete(claim, status, body))) {
+      if (!(await this.keys.complete(claim, status, body, this.clock.now()))) {
         this.logger.warn('an idempotency key was taken over before its answer was stored');
       }
     } catch (error) {
@@ -200,7 +209,7 @@ export class IdempotencyService {
 
   private keepAlive(claim: IdempotencyClaim): void {
     claim.heartbeat = setInterval(() => {
-      this.keys.renew(claim, IDEMPOTENCY_LEASE_MS).then(
+      this.keys.renew(claim, IDEMPOTENCY_LEASE_MS, this.clock.now()).then(
         (held) => {
           if (!held) clearInterval(claim.heartbeat);
         },

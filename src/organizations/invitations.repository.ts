@@ -1,28 +1,31 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
-import type { Role } from './entities/membership.entity';
-
-export interface InvitationRow {
-  id: string;
-  organization_id: string;
-  email: string;
-  email_key: string;
-  role: Role;
-  created_at: Date;
-  expires_at: Date;
-  accepted_at: Date | null;
-  revoked_at: Date | null;
-  status: InvitationStatus;
-}
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
+import { type Sql, sql } from '../database/sql';
+import type { Invitation } from './entities/invitation.entity';
 
 export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
 
+export type InvitationRow = Row<
+  Invitation,
+  | 'id'
+  | 'organizationId'
+  | 'email'
+  | 'emailKey'
+  | 'role'
+  | 'createdAt'
+  | 'expiresAt'
+  | 'acceptedAt'
+  | 'revokedAt'
+> & { status: InvitationStatus };
+
 /**
- * The status is derived at `now`, the SQL parameter named (the caller's injected Clock, so a
+ * The columns of InvitationRow, the status derived at `now` (the caller's injected Clock, so a
  * spec moves expiry without sleeping).
  */
-const columns = (now: string) => `id, organization_id, email, email_key, role, created_at,
+const columns = (now: Date): Sql => sql`id, organization_id, email, email_key, role, created_at,
   expires_at, accepted_at, revoked_at,
   CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
        WHEN expires_at <= ${now}::timestamptz THEN 'expired' ELSE 'pending' END AS status`;
@@ -33,14 +36,15 @@ const columns = (now: string) => `id, organization_id, email, email_key, role, c
  */
 @Injectable()
 export class InvitationsRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /** The comparison key of an address: the normalisation login applies (trim, then lower()). */
   async emailKey(manager: EntityManager, email: string): Promise<string> {
-    const rows: Array<{ key: string }> = await manager.query('SELECT lower(btrim($1)) AS key', [
-      email,
-    ]);
-    return rows[0].key;
+    const row = await this.database.row<{ key: string }>(
+      sql`SELECT lower(btrim(${email})) AS key`,
+      { manager },
+    );
+    return row!.key;
   }
 
   /**
@@ -50,38 +54,26 @@ export class InvitationsRepository {
    */
   async upsertOpen(
     manager: EntityManager,
-    fields: {
-      organizationId: string;
-      email: string;
-      emailKey: string;
-      role: Role;
-      tokenHash: Buffer;
-      invitedByUserId: string | null;
-      now: Date;
-      expiresAt: Date;
-    },
+    fields: Pick<
+      Invitation,
+      'organizationId' | 'email' | 'emailKey' | 'role' | 'tokenHash' | 'invitedByUserId'
+    > & { now: Date; expiresAt: Date },
   ): Promise<InvitationRow & { replaced: boolean }> {
-    const rows: Array<InvitationRow & { replaced: boolean }> = await manager.query(
-      `INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
-                                invited_by_user_id, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-       ON CONFLICT (organization_id, email_key) WHERE accepted_at IS NULL AND revoked_at IS NULL
-       DO UPDATE SET email = EXCLUDED.email, role = EXCLUDED.role, token_hash = EXCLUDED.token_hash,
-                     invited_by_user_id = EXCLUDED.invited_by_user_id,
-                     expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
-       RETURNING ${columns('$7')}, (xmax <> 0) AS replaced`,
-      [
-        fields.organizationId,
-        fields.email,
-        fields.emailKey,
-        fields.role,
-        fields.tokenHash,
-        fields.invitedByUserId,
-        fields.now,
-        fields.expiresAt,
-      ],
+    const row = await this.database.row<InvitationRow & { replaced: boolean }>(
+      sql`INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
+                                   invited_by_user_id, created_at, expires_at)
+          VALUES (${fields.organizationId}, ${fields.email}, ${fields.emailKey}, ${fields.role},
+                  ${fields.tokenHash}, ${fields.invitedByUserId}, ${fields.now},
+                  ${fields.expiresAt})
+          ON CONFLICT (organization_id, email_key) WHERE accepted_at IS NULL AND revoked_at IS NULL
+          DO UPDATE SET email = EXCLUDED.email, role = EXCLUDED.role,
+                        token_hash = EXCLUDED.token_hash,
+                        invited_by_user_id = EXCLUDED.invited_by_user_id,
+                        expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
+          RETURNING ${columns(fields.now)}, (xmax <> 0) AS replaced`,
+      { manager },
     );
-    return rows[0];
+    return row!;
   }
 
   /** Newest first, paged by id. */
@@ -91,15 +83,17 @@ export class InvitationsRepository {
     limit: number,
     startingAfter?: string,
   ): Promise<InvitationRow[]> {
-    return this.dataSource.query(
-      `SELECT ${columns('$4')} FROM invitations
-        WHERE organization_id = $1
-          AND ($2::uuid IS NULL OR (created_at, id) < (
-                SELECT i2.created_at, i2.id FROM invitations i2
-                 WHERE i2.id = $2::uuid AND i2.organization_id = $1))
-        ORDER BY created_at DESC, id DESC
-        LIMIT $3`,
-      [organizationId, startingAfter ?? null, limit + 1, now],
+    const page: Keyset = {
+      table: 'invitations',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'desc',
+    };
+    return this.database.rows<InvitationRow>(
+      sql`SELECT ${columns(now)} FROM invitations
+           WHERE organization_id = ${organizationId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
@@ -110,15 +104,14 @@ export class InvitationsRepository {
     id: string,
     now: Date,
   ): Promise<InvitationRow | null> {
-    const rows: InvitationRow[] = await manager.query(
-      `WITH revoked AS (
-         UPDATE invitations SET revoked_at = $3
-          WHERE id = $1 AND organization_id = $2 AND accepted_at IS NULL AND revoked_at IS NULL
-          RETURNING ${columns('$3')})
-       SELECT * FROM revoked`,
-      [id, organizationId, now],
+    const row = await this.database.row<InvitationRow>(
+      sql`UPDATE invitations SET revoked_at = ${now}
+           WHERE id = ${id} AND organization_id = ${organizationId}
+             AND accepted_at IS NULL AND revoked_at IS NULL
+          RETURNING ${columns(now)}`,
+      { manager },
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /**
@@ -130,17 +123,18 @@ export class InvitationsRepository {
     tokenHash: Buffer,
     now: Date,
   ): Promise<InvitationRow | null> {
-    const rows: InvitationRow[] = await manager.query(
-      `SELECT ${columns('$2')} FROM invitations WHERE token_hash = $1 FOR UPDATE`,
-      [tokenHash, now],
+    const row = await this.database.row<InvitationRow>(
+      sql`SELECT ${columns(now)} FROM invitations WHERE token_hash = ${tokenHash} FOR UPDATE`,
+      { manager },
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   async markAccepted(manager: EntityManager, id: string, userId: string, now: Date): Promise<void> {
-    await manager.query(
-      'UPDATE invitations SET accepted_at = $3, accepted_by_user_id = $2 WHERE id = $1',
-      [id, userId, now],
+    await this.database.rows(
+      sql`UPDATE invitations SET accepted_at = ${now}, accepted_by_user_id = ${userId}
+           WHERE id = ${id}`,
+      { manager },
     );
   }
 
@@ -150,11 +144,11 @@ export class InvitationsRepository {
     organizationId: string,
     inviterId: string,
   ): Promise<{ organization: string; inviter: string }> {
-    const rows: Array<{ organization: string; inviter: string }> = await manager.query(
-      `SELECT o.name AS organization, coalesce(u.name, u.email) AS inviter
-         FROM organizations o, users u WHERE o.id = $1 AND u.id = $2`,
-      [organizationId, inviterId],
+    const row = await this.database.row<{ organization: string; inviter: string }>(
+      sql`SELECT o.name AS organization, coalesce(u.name, u.email) AS inviter
+            FROM organizations o, users u WHERE o.id = ${organizationId} AND u.id = ${inviterId}`,
+      { manager },
     );
-    return rows[0];
+    return row!;
   }
 }

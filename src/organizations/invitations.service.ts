@@ -1,9 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
@@ -13,6 +11,7 @@ import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import type { TeamsConfig } from '../config/teams.config';
 import { UsersService } from '../users/users.service';
+import { Database } from '../database/database';
 import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/invitation.dto';
 import type { OrganizationDto } from './dto/organization.dto';
 import { InvitationMailer } from './invitation-mailer.service';
@@ -35,7 +34,7 @@ const invalidInvitation = () =>
 @Injectable()
 export class InvitationsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly invitations: InvitationsRepository,
     private readonly members: MembersRepository,
     private readonly organizations: OrganizationsService,
@@ -59,7 +58,7 @@ export class InvitationsService {
     const email = dto.email.trim();
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
-    const { invitation, mail } = await this.dataSource.transaction(async (manager) => {
+    const { invitation, mail } = await this.database.transaction(async (manager) => {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
@@ -124,7 +123,7 @@ export class InvitationsService {
   }
 
   async revoke(caller: UserCaller, organizationId: string, id: string): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
+    await this.database.transaction(async (manager) => {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
@@ -149,7 +148,7 @@ export class InvitationsService {
     const userId = caller.userId;
     const user = await this.users.findById(userId);
     if (!user) throw AppError.unauthenticated();
-    const view = await this.dataSource.transaction(async (manager) => {
+    const view = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const invitation = await this.invitations.lockByTokenHash(manager, sha256(token), now);
       if (!invitation || invitation.status !== 'pending') throw invalidInvitation();

@@ -1,52 +1,50 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
-import type { Role } from './entities/membership.entity';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
+import { raw, sql } from '../database/sql';
+import type { User } from '../users/entities/user.entity';
+import type { Membership, Role } from './entities/membership.entity';
+import type { OrganizationRoleRow } from './organizations.repository';
 
-export interface MemberRow {
-  user_id: string;
-  email: string;
-  name: string | null;
-  role: Role;
-  joined_at: Date;
-}
+/** A membership with its user's address and name; `joined_at` is the membership's creation. */
+export type MemberRow = Row<Membership, 'userId' | 'role'> &
+  Row<User, 'email' | 'name'> & { joined_at: Membership['createdAt'] };
 
-export interface OrganizationRow {
-  id: string;
-  name: string;
-  role: Role;
-  created_at: Date;
-}
-
-const MEMBER_COLUMNS = 'm.user_id, u.email, u.name, m.role, m.created_at AS joined_at';
+const MEMBER_COLUMNS = raw('m.user_id, u.email, u.name, m.role, m.created_at AS joined_at');
 
 /** The SQL of member management (memberships joined with their users). */
 @Injectable()
 export class MembersRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /** Oldest member first, paged by user id. */
   findPage(organizationId: string, limit: number, startingAfter?: string): Promise<MemberRow[]> {
-    return this.dataSource.query(
-      `SELECT ${MEMBER_COLUMNS}
-         FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.organization_id = $1
-          AND ($2::uuid IS NULL OR (m.created_at, m.user_id) > (
-                SELECT m2.created_at, m2.user_id FROM memberships m2
-                 WHERE m2.organization_id = $1 AND m2.user_id = $2::uuid))
-        ORDER BY m.created_at, m.user_id
-        LIMIT $3`,
-      [organizationId, startingAfter ?? null, limit + 1],
+    const page: Keyset = {
+      table: 'memberships',
+      alias: 'm',
+      id: 'user_id',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'asc',
+    };
+    return this.database.rows<MemberRow>(
+      sql`SELECT ${MEMBER_COLUMNS}
+            FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = ${organizationId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
   /** The user's role in the organization, or null (outside a transaction: a plain read). */
   async roleOf(organizationId: string, userId: string): Promise<Role | null> {
-    const rows: Array<{ role: Role }> = await this.dataSource.query(
-      'SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2',
-      [organizationId, userId],
+    const row = await this.database.row<Row<Membership, 'role'>>(
+      sql`SELECT role FROM memberships
+           WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
     );
-    return rows[0]?.role ?? null;
+    return row?.role ?? null;
   }
 
   /**
@@ -57,10 +55,11 @@ export class MembersRepository {
   lockAll(
     manager: EntityManager,
     organizationId: string,
-  ): Promise<Array<{ user_id: string; role: Role }>> {
-    return manager.query(
-      `SELECT user_id, role FROM memberships WHERE organization_id = $1 ORDER BY user_id FOR UPDATE`,
-      [organizationId],
+  ): Promise<Array<Row<Membership, 'userId' | 'role'>>> {
+    return this.database.rows(
+      sql`SELECT user_id, role FROM memberships WHERE organization_id = ${organizationId}
+           ORDER BY user_id FOR UPDATE`,
+      { manager },
     );
   }
 
@@ -70,32 +69,37 @@ export class MembersRepository {
     userId: string,
     role: Role,
   ): Promise<void> {
-    await manager.query(
-      'UPDATE memberships SET role = $3 WHERE organization_id = $1 AND user_id = $2',
-      [organizationId, userId, role],
+    await this.database.rows(
+      sql`UPDATE memberships SET role = ${role}
+           WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+      { manager },
     );
   }
 
   async remove(manager: EntityManager, organizationId: string, userId: string): Promise<void> {
-    await manager.query('DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2', [
-      organizationId,
-      userId,
-    ]);
+    await this.database.rows(
+      sql`DELETE FROM memberships WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+      { manager },
+    );
   }
 
-  /** Adds the membership unless the user already has one; answers whether it was added. */
+  /**
+   * Adds the membership unless the user already has one; answers whether it was added. The one
+   * insert of memberships: an organization's first owner and an accepted invitation alike.
+   */
   async insertIfAbsent(
     manager: EntityManager,
     organizationId: string,
     userId: string,
     role: Role,
   ): Promise<boolean> {
-    const rows: unknown[] = await manager.query(
-      `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)
-       ON CONFLICT (organization_id, user_id) DO NOTHING RETURNING user_id`,
-      [organizationId, userId, role],
+    const inserted = await this.database.count(
+      sql`INSERT INTO memberships (organization_id, user_id, role)
+          VALUES (${organizationId}, ${userId}, ${role})
+          ON CONFLICT (organization_id, user_id) DO NOTHING`,
+      { manager },
     );
-    return rows.length > 0;
+    return inserted > 0;
   }
 
   async findMember(
@@ -103,13 +107,13 @@ export class MembersRepository {
     organizationId: string,
     userId: string,
   ): Promise<MemberRow | null> {
-    const rows: MemberRow[] = await manager.query(
-      `SELECT ${MEMBER_COLUMNS}
-         FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.organization_id = $1 AND m.user_id = $2`,
-      [organizationId, userId],
+    const row = await this.database.row<MemberRow>(
+      sql`SELECT ${MEMBER_COLUMNS}
+            FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
+      { manager },
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /** Whether a user whose address normalises to `emailKey` is a member. */
@@ -118,12 +122,12 @@ export class MembersRepository {
     organizationId: string,
     emailKey: string,
   ): Promise<boolean> {
-    const rows: unknown[] = await manager.query(
-      `SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.organization_id = $1 AND lower(u.email) = $2`,
-      [organizationId, emailKey],
+    const row = await this.database.row(
+      sql`SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = ${organizationId} AND lower(u.email) = ${emailKey}`,
+      { manager },
     );
-    return rows.length > 0;
+    return row !== undefined;
   }
 
   /** The organization as GET /v1/organizations shows it to this member, or null. */
@@ -131,13 +135,13 @@ export class MembersRepository {
     manager: EntityManager,
     organizationId: string,
     userId: string,
-  ): Promise<OrganizationRow | null> {
-    const rows: OrganizationRow[] = await manager.query(
-      `SELECT o.id, o.name, m.role, o.created_at
-         FROM memberships m JOIN organizations o ON o.id = m.organization_id
-        WHERE m.organization_id = $1 AND m.user_id = $2`,
-      [organizationId, userId],
+  ): Promise<OrganizationRoleRow | null> {
+    const row = await this.database.row<OrganizationRoleRow>(
+      sql`SELECT o.id, o.name, m.role, o.created_at
+            FROM memberships m JOIN organizations o ON o.id = m.organization_id
+           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
+      { manager },
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 }

@@ -1,11 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
+import { Database } from '../database/database';
 import { MemberDto, toMemberResponse } from './dto/member.dto';
 import type { Role } from './entities/membership.entity';
 import { MembersRepository } from './members.repository';
@@ -23,7 +22,7 @@ const memberNotFound = () => AppError.notFound('Member');
 @Injectable()
 export class MembersService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly members: MembersRepository,
     private readonly organizations: OrganizationsService,
     private readonly audit: AuditService,
@@ -47,7 +46,7 @@ export class MembersService {
     userId: string,
     role: Role,
   ): Promise<MemberDto> {
-    const { member, changed } = await this.dataSource.transaction(async (manager) => {
+    const { member, changed } = await this.database.transaction(async (manager) => {
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
       if (!actorRole) throw organizationNotFound();
@@ -80,7 +79,7 @@ export class MembersService {
 
   /** Removes a member; any member may remove themself (leave), except the last owner. */
   async remove(caller: UserCaller, organizationId: string, userId: string): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
+    await this.database.transaction(async (manager) => {
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
       if (!actorRole) throw organizationNotFound();

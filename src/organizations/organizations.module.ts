@@ -1,11 +1,7 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { UsersModule } from '../users/users.module';
-import { Invitation } from './entities/invitation.entity';
-import { Membership } from './entities/membership.entity';
-import { Organization } from './entities/organization.entity';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsController } from './invitations.controller';
 import { InvitationsRepository } from './invitations.repository';
@@ -13,19 +9,14 @@ import { InvitationsService } from './invitations.service';
 import { MembersController } from './members.controller';
 import { MembersRepository } from './members.repository';
 import { MembersService } from './members.service';
+import { OrganizationAccess } from './organization-access';
 import { OrganizationsController } from './organizations.controller';
 import { OrganizationsRepository } from './organizations.repository';
 import { OrganizationsService } from './organizations.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [
-    IdempotencyModule,
-    TypeOrmModule.forFeature([Organization, Membership, Invitation]),
-    UsersModule,
-    AuditModule,
-    WebhooksModule,
-  ],
+  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
     OrganizationsRepository,
@@ -35,7 +26,8 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     InvitationsRepository,
     InvitationsService,
     InvitationMailer,
+    OrganizationAccess,
   ],
-  exports: [OrganizationsService],
+  exports: [OrganizationsService, OrganizationAccess],
 })
 export class OrganizationsModule {}

@@ -1,64 +1,32 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import type { Role } from './entities/membership.entity';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
+import { sql } from '../database/sql';
+import type { Membership } from './entities/membership.entity';
+import type { Organization } from './entities/organization.entity';
 
-export interface OrganizationRoleRow {
-  id: string;
-  name: string;
-  role: Role;
-  created_at: Date;
-}
+/** An organization as one of its members sees it: with their role. */
+export type OrganizationRoleRow = Row<Organization, 'id' | 'name' | 'createdAt'> &
+  Row<Membership, 'role'>;
 
-export interface GrantRow {
-  organization_id: string;
-  role: Role;
-}
-
-const GRANT_IN = {
-  name: 'memberships_grant_in',
-  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 AND organization_id = $2',
-};
-const FIRST_GRANT = {
-  name: 'memberships_grant_first',
-  text: 'SELECT organization_id, role FROM memberships WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1',
-};
+export type GrantRow = Row<Membership, 'organizationId' | 'role'>;
 
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()
 export class OrganizationsRepository {
-  private readonly pool: Pool;
-
-  constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    database: Database,
-  ) {
-    this.pool = database.pool;
-  }
+  constructor(private readonly database: Database) {}
 
   async insert(
     manager: EntityManager,
     name: string,
-  ): Promise<{ id: string; name: string; created_at: Date }> {
-    const rows: Array<{ id: string; name: string; created_at: Date }> = await manager.query(
-      'INSERT INTO organizations (name) VALUES ($1) RETURNING id, name, created_at',
-      [name],
+  ): Promise<Row<Organization, 'id' | 'name' | 'createdAt'>> {
+    const row = await this.database.row<Row<Organization, 'id' | 'name' | 'createdAt'>>(
+      sql`INSERT INTO organizations (name) VALUES (${name}) RETURNING id, name, created_at`,
+      { manager },
     );
-    return rows[0];
-  }
-
-  async insertMembership(
-    manager: EntityManager,
-    organizationId: string,
-    userId: string,
-    role: Role,
-  ): Promise<void> {
-    await manager.query(
-      'INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)',
-      [organizationId, userId, role],
-    );
+    return row!;
   }
 
   /** The user's organizations, oldest membership first, paged by organization id. */
@@ -67,40 +35,48 @@ export class OrganizationsRepository {
     limit: number,
     startingAfter?: string,
   ): Promise<OrganizationRoleRow[]> {
-    return this.dataSource.query(
-      `SELECT o.id, o.name, m.role, o.created_at
-         FROM memberships m JOIN organizations o ON o.id = m.organization_id
-        WHERE m.user_id = $1
-          AND ($2::uuid IS NULL OR (m.created_at, o.id) > (
-                SELECT m2.created_at, m2.organization_id FROM memberships m2
-                 WHERE m2.user_id = $1 AND m2.organization_id = $2::uuid))
-        ORDER BY m.created_at, o.id
-        LIMIT $3`,
-      [userId, startingAfter ?? null, limit + 1],
+    const page: Keyset = {
+      table: 'memberships',
+      alias: 'm',
+      id: 'organization_id',
+      cursor: startingAfter,
+      scope: { user_id: userId },
+      order: 'asc',
+    };
+    return this.database.rows<OrganizationRoleRow>(
+      sql`SELECT o.id, o.name, m.role, o.created_at
+            FROM memberships m JOIN organizations o ON o.id = m.organization_id
+           WHERE m.user_id = ${userId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
   /**
    * The user's membership of `organizationId`, or of their first organization when none is named.
-   * Straight to the pool as a prepared statement: without Redis this runs on every user request.
+   * A prepared statement on the pool: without Redis this runs on every user request.
    */
   async findGrant(userId: string, organizationId?: string): Promise<GrantRow | null> {
-    const { rows } = await this.pool.query<GrantRow>(
-      organizationId
-        ? { ...GRANT_IN, values: [userId, organizationId] }
-        : { ...FIRST_GRANT, values: [userId] },
-    );
-    return rows[0] ?? null;
+    const row = organizationId
+      ? await this.database.row<GrantRow>(
+          sql`SELECT organization_id, role FROM memberships
+               WHERE user_id = ${userId} AND organization_id = ${organizationId}`,
+          { name: 'memberships_grant_in' },
+        )
+      : await this.database.row<GrantRow>(
+          sql`SELECT organization_id, role FROM memberships
+               WHERE user_id = ${userId} ORDER BY created_at, organization_id LIMIT 1`,
+          { name: 'memberships_grant_first' },
+        );
+    return row ?? null;
   }
 
   async findRateLimit(
     organizationId: string,
-  ): Promise<{ rate_limit_rps: number | null; rate_limit_burst: number | null } | null> {
-    const rows: Array<{ rate_limit_rps: number | null; rate_limit_burst: number | null }> =
-      await this.dataSource.query(
-        'SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1',
-        [organizationId],
-      );
-    return rows[0] ?? null;
+  ): Promise<Row<Organization, 'rateLimitRps' | 'rateLimitBurst'> | null> {
+    const row = await this.database.row<Row<Organization, 'rateLimitRps' | 'rateLimitBurst'>>(
+      sql`SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = ${organizationId}`,
+    );
+    return row ?? null;
   }
 }

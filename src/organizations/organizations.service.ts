@@ -1,12 +1,13 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { PinoLogger } from 'nestjs-pino';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+import { Database } from '../database/database';
 import type { Role } from './entities/membership.entity';
+import { MembersRepository } from './members.repository';
 import { OrganizationsRepository } from './organizations.repository';
 
 export interface OrganizationView {
@@ -41,8 +42,9 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly membershipChanges: InvalidationChannel;
 
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
     private readonly organizations: OrganizationsRepository,
+    private readonly members: MembersRepository,
     @Inject(REDIS_CLIENT) redis: RedisClient,
     logger: PinoLogger,
   ) {
@@ -68,7 +70,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     name: string,
   ): Promise<OrganizationView> {
     const organization = await this.organizations.insert(manager, name);
-    await this.organizations.insertMembership(manager, organization.id, userId, 'owner');
+    await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
     this.memberships.delete(`${userId}:${FIRST}`);
     return {
       id: organization.id,
@@ -79,7 +81,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   }
 
   create(userId: string, name: string): Promise<OrganizationView> {
-    return this.dataSource.transaction((manager) => this.createWithOwner(manager, userId, name));
+    return this.database.transaction((manager) => this.createWithOwner(manager, userId, name));
   }
 
   /** The user's organizations, oldest membership first, paged by organization id. */

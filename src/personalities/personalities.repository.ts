@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { type EntityManager, MoreThan } from 'typeorm';
 import { Database } from '../database/database';
-import { cte, join, sql, withEntries } from '../database/sql';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import { cte, join, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
@@ -36,6 +37,13 @@ export interface NewPersonality {
   language: string;
   searchConfig: string;
 }
+
+/** A personality's columns under its entity's property names. */
+const PERSONALITY_COLUMNS =
+  raw(`p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug",
+  p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice,
+  p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig",
+  p.model, p.created_at AS "createdAt", p.updated_at AS "updatedAt"`);
 
 /**
  * Every query of the catalog (`catalog_personalities`) and of the organizations' personalities
@@ -95,6 +103,7 @@ export class PersonalitiesRepository {
     organizationId: string,
     slug: string,
     speaking: { language: string; searchConfig: string },
+    at: Date,
   ): Promise<string | null> {
     // Every field of the entry, copied by value in one statement: later imports cannot reach it.
     const cloned = cte(
@@ -114,7 +123,7 @@ export class PersonalitiesRepository {
     );
     const row = await this.database.row<{ id: string }>(
       withEntries(
-        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created' })],
+        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created', at })],
         sql`SELECT id FROM ${cloned.ref}`,
       ),
     );
@@ -159,6 +168,7 @@ export class PersonalitiesRepository {
     manager: EntityManager,
     organizationId: string,
     personalities: NewPersonality[],
+    at: Date,
   ): Promise<void> {
     const rows = personalities.map(
       (p) =>
@@ -187,7 +197,7 @@ export class PersonalitiesRepository {
     );
     await this.database.rows(
       withEntries(
-        [inserted, webhookEventStep(inserted, { organizationId, type: 'personality.created' })],
+        [inserted, webhookEventStep(inserted, { organizationId, type: 'personality.created', at })],
         sql`SELECT count(*) FROM ${inserted.ref}`,
       ),
       { manager },
@@ -198,28 +208,26 @@ export class PersonalitiesRepository {
     return this.personalities.existsBy({ id, organizationId });
   }
 
-  /**
-   * Oldest first, `take` rows after the personality `afterId` when given. The cursor is compared
-   * in SQL: created_at has microseconds, which a JS Date would round away.
-   */
+  /** Oldest first, `take` rows after the organization's personality `afterId` when given. */
   findPageForOrganization(
     organizationId: string,
     take: number,
     afterId?: string,
   ): Promise<Personality[]> {
-    const query = this.personalities
-      .createQueryBuilder('p')
-      .where('p.organization_id = :organizationId', { organizationId })
-      .orderBy('p.created_at', 'ASC')
-      .addOrderBy('p.id', 'ASC')
-      .take(take);
-    if (afterId) {
-      query.andWhere(
-        '(p.created_at, p.id) > (SELECT c.created_at, c.id FROM personalities c WHERE c.id = :cursor)',
-        { cursor: afterId },
-      );
-    }
-    return query.getMany();
+    const keyset: Keyset = {
+      table: 'personalities',
+      alias: 'p',
+      cursor: afterId,
+      scope: { organization_id: organizationId },
+      order: 'asc',
+    };
+    return this.database.rows<Personality>(
+      sql`SELECT ${PERSONALITY_COLUMNS} FROM personalities p
+           WHERE p.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
+           ORDER BY ${keysetOrder(keyset)}
+           LIMIT ${take}`,
+      { name: 'personalities_page' },
+    );
   }
 
   findInOrganization(organizationId: string, id: string): Promise<Personality | null> {

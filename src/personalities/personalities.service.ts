@@ -145,10 +145,12 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     slug: string,
     language: Language = DEFAULT_LANGUAGE,
   ): Promise<PersonalityDto> {
-    const id = await this.repository.insertCloneOfCatalogEntry(organizationId, slug, {
-      language,
-      searchConfig: searchConfigOf(language),
-    });
+    const id = await this.repository.insertCloneOfCatalogEntry(
+      organizationId,
+      slug,
+      { language, searchConfig: searchConfigOf(language) },
+      this.clock.now(),
+    );
     if (!id) throw AppError.notFound('Catalog entry');
     return this.get(organizationId, id);
   }
@@ -236,11 +238,13 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
         `${problems.length} problem(s) with the personalities the import would create`,
       );
     }
+    const at = this.clock.now();
     for (let start = 0; start < created.length; start += INSERT_BATCH) {
       await this.repository.insertMany(
         manager,
         organizationId,
         created.slice(start, start + INSERT_BATCH),
+        at,
       );
     }
     return { ids, created: created.length };

@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, Post, Res, StreamableFile } from '@nestjs/common';
+import { Body, Controller, HttpCode, Post, Res, type StreamableFile } from '@nestjs/common';
 import { ApiExtraModels, ApiOperation, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
@@ -6,10 +6,17 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { toErrorResponse } from '../common/errors/all-exceptions.filter';
 import { clientGoneSignal } from '../common/http/client-signal';
 import { requestIdOf } from '../common/http/request-id';
-import { ServerSentEvents } from '../common/http/server-sent-events';
+import { eventStream, type ServerSentEvents } from '../common/http/server-sent-events';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
-import { RespondDto, RespondResponseDto } from './dto/respond.dto';
+import { ApiUnionSchema, unionSchemaRef } from '../common/openapi/union-schemas';
+import {
+  RespondDeltaEventDto,
+  RespondDoneEventDto,
+  RespondDto,
+  RespondErrorEventDto,
+  RespondResponseDto,
+} from './dto/respond.dto';
 import { type Conversation, RespondService } from './respond.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import { IdempotencyService } from '../idempotency/idempotency.service';
@@ -39,13 +46,19 @@ export class RespondController {
       'A personality answers an end user (created on first contact); the exchange is remembered and the relationship counted for the month',
   })
   @ApiExtraModels(RespondResponseDto)
+  @ApiUnionSchema('RespondStreamEventDto', 'event', {
+    delta: RespondDeltaEventDto,
+    done: RespondDoneEventDto,
+    error: RespondErrorEventDto,
+  })
   @ApiResponse({
     status: 200,
     description: `The reply. ${EVENT_STREAM_DESCRIPTION}`,
     content: {
       'application/json': { schema: { $ref: getSchemaPath(RespondResponseDto) } },
       'text/event-stream': {
-        schema: { type: 'string' },
+        // One event of the stream: its `event:` name and the JSON of its `data:`.
+        schema: unionSchemaRef('RespondStreamEventDto'),
         example:
           'event: delta\ndata: {"text":"Congratulations"}\n\nevent: delta\ndata: {"text":" on the job!"}\n\nevent: done\ndata: {"personality_id":"…","user_id":"customer-42","reply":{"text":"Congratulations on the job!","emotion":{"name":"joy","intensity":0.7}},"vocabulary_version":"2.0.0","created_at":"2026-11-22T01:23:45.678Z"}\n\n',
       },
@@ -75,39 +88,34 @@ export class RespondController {
     this.slots.take(caller.organizationId, response);
     const conversation = await this.respondService.prepare(caller.organizationId, body);
     response.setHeader('Cache-Control', 'no-cache');
-    return new StreamableFile(this.stream(conversation, response, signal), {
-      type: 'text/event-stream; charset=utf-8',
-    });
+    // A comment every half idle timeout while the model thinks: a slow provider's first token
+    // meets ENGINE_TIMEOUT_MS (504), not the idle cut.
+    return eventStream(this.slots.idleTimeoutMs / 2, (events) =>
+      this.streamReply(conversation, events, response, signal),
+    );
   }
 
-  private stream(conversation: Conversation, response: Response, signal: AbortSignal) {
-    const events = new ServerSentEvents();
-    // Headers go out at once, and a comment every half idle timeout while the model thinks, so
-    // a slow provider's first token meets ENGINE_TIMEOUT_MS (504), not the idle cut.
-    events.comment('ok');
-    const keepAlive = setInterval(() => events.comment('ping'), this.slots.idleTimeoutMs / 2);
-    this.respondService
-      .reply(conversation, { signal, onDelta: (text) => events.send('delta', { text }) })
-      .then(
-        async (result) => {
-          // The exchange is stored: a retry with the same Idempotency-Key gets this answer,
-          // even if this client leaves before reading it.
-          await this.idempotency.recordAnswer(200, result);
-          events.send('done', result);
-        },
-        (error: unknown) => {
-          if (signal.aborted) return;
-          const { status, body } = toErrorResponse(error, requestIdOf(response.req));
-          // The access line names an unexpected error, as the exception filter does.
-          if (status === 500) (response as Response & { err?: Error }).err = error as Error;
-          events.send('error', body);
-        },
-      )
-      .catch(() => undefined)
-      .finally(() => {
-        clearInterval(keepAlive);
-        events.end();
+  private async streamReply(
+    conversation: Conversation,
+    events: ServerSentEvents,
+    response: Response,
+    signal: AbortSignal,
+  ): Promise<void> {
+    try {
+      const result = await this.respondService.reply(conversation, {
+        signal,
+        onDelta: (text) => events.send('delta', { text }),
       });
-    return events.stream;
+      // The exchange is stored: a retry with the same Idempotency-Key gets this answer, even if
+      // this client leaves before reading it.
+      await this.idempotency.recordAnswer(200, result);
+      await events.send('done', result);
+    } catch (error) {
+      if (signal.aborted) return;
+      const { status, body } = toErrorResponse(error, requestIdOf(response.req));
+      // The access line names an unexpected error, as the exception filter does.
+      if (status === 500) (response as Response & { err?: Error }).err = error as Error;
+      await events.send('error', body);
+    }
   }
 }

@@ -61,8 +61,8 @@ export interface Conversation {
 export interface ReplyOptions {
   /** Aborted when the client goes away: the engine's call is cancelled and nothing is stored. */
   signal: AbortSignal;
-  /** Receives the reply's text piece by piece (a streamed call). */
-  onDelta?: (text: string) => void;
+  /** Receives the reply's text piece by piece (a streamed call); awaited before reading on. */
+  onDelta?: (text: string) => Promise<void>;
 }
 
 @Injectable()

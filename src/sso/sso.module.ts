@@ -1,8 +1,6 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuthModule } from '../auth/auth.module';
 import { UsersModule } from '../users/users.module';
-import { SsoIdentity } from './entities/sso-identity.entity';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { MeSsoController, SsoLoginController } from './sso.controller';
 import { SsoRepository } from './sso.repository';
@@ -10,7 +8,7 @@ import { SsoService } from './sso.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, TypeOrmModule.forFeature([SsoIdentity]), AuthModule, UsersModule],
+  imports: [IdempotencyModule, AuthModule, UsersModule],
   controllers: [MeSsoController, SsoLoginController],
   providers: [SsoRepository, SsoService, IdTokenVerifier],
 })

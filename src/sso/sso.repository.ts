@@ -1,14 +1,15 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import { raw, sql } from '../database/sql';
 import type { SsoIdentityRow } from './dto/sso.dto';
 
-const COLUMNS = 'id, user_id, provider, subject, email, linked_at';
+const COLUMNS = raw('id, user_id, provider, subject, email, linked_at');
 
 /** The SQL of sso_identities; (provider, subject) is unique. */
 @Injectable()
 export class SsoRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   /** Inserts the link unless the identity is linked already (to anyone); null when it is. */
   async insertIfAbsent(fields: {
@@ -17,21 +18,20 @@ export class SsoRepository {
     subject: string;
     email: string | null;
   }): Promise<SsoIdentityRow | null> {
-    const rows: SsoIdentityRow[] = await this.dataSource.query(
-      `INSERT INTO sso_identities (user_id, provider, subject, email) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (provider, subject) DO NOTHING
-       RETURNING ${COLUMNS}`,
-      [fields.userId, fields.provider, fields.subject, fields.email],
+    const row = await this.database.row<SsoIdentityRow>(
+      sql`INSERT INTO sso_identities (user_id, provider, subject, email)
+          VALUES (${fields.userId}, ${fields.provider}, ${fields.subject}, ${fields.email})
+          ON CONFLICT (provider, subject) DO NOTHING
+          RETURNING ${COLUMNS}`,
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   async findByProviderSubject(provider: string, subject: string): Promise<SsoIdentityRow | null> {
-    const rows: SsoIdentityRow[] = await this.dataSource.query(
-      `SELECT ${COLUMNS} FROM sso_identities WHERE provider = $1 AND subject = $2`,
-      [provider, subject],
+    const row = await this.database.row<SsoIdentityRow>(
+      sql`SELECT ${COLUMNS} FROM sso_identities WHERE provider = ${provider} AND subject = ${subject}`,
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /** The user's identities, oldest link first, paged by id. */
@@ -40,24 +40,26 @@ export class SsoRepository {
     limit: number,
     startingAfter?: string,
   ): Promise<SsoIdentityRow[]> {
-    return this.dataSource.query(
-      `SELECT ${COLUMNS} FROM sso_identities
-        WHERE user_id = $1
-          AND ($2::uuid IS NULL OR (linked_at, id) > (
-                SELECT s.linked_at, s.id FROM sso_identities s WHERE s.id = $2::uuid AND s.user_id = $1))
-        ORDER BY linked_at, id
-        LIMIT $3`,
-      [userId, startingAfter ?? null, limit + 1],
+    const page: Keyset = {
+      table: 'sso_identities',
+      sortBy: 'linked_at',
+      cursor: startingAfter,
+      scope: { user_id: userId },
+      order: 'asc',
+    };
+    return this.database.rows<SsoIdentityRow>(
+      sql`SELECT ${COLUMNS} FROM sso_identities
+           WHERE user_id = ${userId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
   /** Deletes the user's identity; whether there was one. */
   async deleteForUser(userId: string, id: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query(
-      `WITH gone AS (DELETE FROM sso_identities WHERE id = $1 AND user_id = $2 RETURNING id)
-       SELECT id FROM gone`,
-      [id, userId],
+    const deleted = await this.database.count(
+      sql`DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId}`,
     );
-    return rows.length > 0;
+    return deleted > 0;
   }
 }

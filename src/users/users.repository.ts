@@ -1,10 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
-import { User } from './entities/user.entity';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import type { Row } from '../database/row';
+import { raw, sql } from '../database/sql';
+import type { User } from './entities/user.entity';
 
-const USER_COLUMNS = `id, email, name, password_hash AS "passwordHash", token_version AS "tokenVersion",
-  created_at AS "createdAt", updated_at AS "updatedAt"`;
+/** Every column of users, aliased to the entity's properties. */
+const USER_COLUMNS = raw(`id, email, name, password_hash AS "passwordHash",
+  token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt"`);
 
 /**
  * The SQL of users. Addresses are unique and looked up case-insensitively (the lower(email)
@@ -12,63 +15,61 @@ const USER_COLUMNS = `id, email, name, password_hash AS "passwordHash", token_ve
  */
 @Injectable()
 export class UsersRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly database: Database) {}
 
   async findById(id: string): Promise<User | null> {
-    const rows: User[] = await this.dataSource.query(
-      `SELECT ${USER_COLUMNS} FROM users WHERE id = $1`,
-      [id],
+    const row = await this.database.row<User>(
+      sql`SELECT ${USER_COLUMNS} FROM users WHERE id = ${id}`,
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   async findByEmail(email: string): Promise<User | null> {
-    const rows: User[] = await this.dataSource.query(
-      `SELECT ${USER_COLUMNS} FROM users WHERE lower(email) = lower($1)`,
-      [email],
+    const row = await this.database.row<User>(
+      sql`SELECT ${USER_COLUMNS} FROM users WHERE lower(email) = lower(${email})`,
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /** Inserts the user unless the address is taken (any case); null when it is. */
   async insertIfEmailFree(
     manager: EntityManager,
-    fields: { email: string; name: string | null; passwordHash: string },
+    fields: Pick<User, 'email' | 'name' | 'passwordHash'>,
   ): Promise<User | null> {
-    const rows: User[] = await manager.query(
-      `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3)
-       ON CONFLICT (lower(email)) DO NOTHING
-       RETURNING ${USER_COLUMNS}`,
-      [fields.email, fields.name, fields.passwordHash],
+    const row = await this.database.row<User>(
+      sql`INSERT INTO users (email, name, password_hash)
+          VALUES (${fields.email}, ${fields.name}, ${fields.passwordHash})
+          ON CONFLICT (lower(email)) DO NOTHING
+          RETURNING ${USER_COLUMNS}`,
+      { manager },
     );
-    return rows[0] ?? null;
+    return row ?? null;
   }
 
   /** The user's token version; null when the user does not exist. */
   async tokenVersion(userId: string): Promise<number | null> {
-    const rows: Array<{ token_version: number }> = await this.dataSource.query(
-      'SELECT token_version FROM users WHERE id = $1',
-      [userId],
+    const row = await this.database.row<Row<User, 'tokenVersion'>>(
+      sql`SELECT token_version FROM users WHERE id = ${userId}`,
     );
-    return rows[0]?.token_version ?? null;
+    return row?.token_version ?? null;
   }
 
   /**
-   * Sets the password hash and raises the token version; the user's e-mail, or null when gone.
-   * (Wrapped in a SELECT: TypeORM answers a bare UPDATE … RETURNING as [rows, count].)
+   * Sets the password hash (at `at`) and raises the token version; the user's e-mail, or null
+   * when gone.
    */
   async replacePassword(
     manager: EntityManager,
     userId: string,
     passwordHash: string,
+    at: Date,
   ): Promise<string | null> {
-    const rows: Array<{ email: string }> = await manager.query(
-      `WITH changed AS (
-         UPDATE users SET password_hash = $2, token_version = token_version + 1, updated_at = now()
-          WHERE id = $1 RETURNING email)
-       SELECT email FROM changed`,
-      [userId, passwordHash],
+    const row = await this.database.row<Pick<User, 'email'>>(
+      sql`UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
+                           updated_at = ${at}
+           WHERE id = ${userId} RETURNING email`,
+      { manager },
     );
-    return rows[0]?.email ?? null;
+    return row?.email ?? null;
   }
 }

@@ -62,14 +62,16 @@ export class UsersService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Sets a new password hash and raises the token version, which ends every access token issued
-   * so far; inside the caller's transaction. Answers the user's e-mail, or null when gone.
+   * so far; inside the caller's transaction, at `at`. Answers the user's e-mail, or null when
+   * gone.
    */
   replacePassword(
     manager: EntityManager,
     userId: string,
     passwordHash: string,
+    at: Date,
   ): Promise<string | null> {
-    return this.users.replacePassword(manager, userId, passwordHash);
+    return this.users.replacePassword(manager, userId, passwordHash, at);
   }
 
   /** After the version was raised: at once here, and on every instance when Redis is set. */

@@ -1,17 +1,17 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { Database } from '../database/database';
 import { EmotionVocabulary } from './entities/emotion-vocabulary.entity';
 
 export type PublishedVocabulary = Omit<EmotionVocabulary, 'createdAt'>;
 
-/** Every query of `emotion_vocabularies`. */
+/** Every query of `emotion_vocabularies`: plain single-table work, TypeORM's repository API. */
 @Injectable()
 export class VocabulariesRepository {
-  constructor(
-    @InjectRepository(EmotionVocabulary)
-    private readonly vocabularies: Repository<EmotionVocabulary>,
-  ) {}
+  constructor(private readonly database: Database) {}
+
+  private get vocabularies() {
+    return this.database.repository(EmotionVocabulary);
+  }
 
   /** Inserts new versions and rewrites known ones, by version. */
   async upsertVersions(rows: PublishedVocabulary[]): Promise<void> {

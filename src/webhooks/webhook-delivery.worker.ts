@@ -156,7 +156,12 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       let claimed = 0;
       if (free > 0) {
         try {
-          const jobs = await this.webhooks.claimDue(free, this.leaseMs, randomUUID());
+          const jobs = await this.webhooks.claimDue(
+            free,
+            this.leaseMs,
+            randomUUID(),
+            this.clock.now(),
+          );
           claimed = jobs.length;
           for (const job of jobs) this.startAttempt(job);
         } catch (error) {
@@ -264,7 +269,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       while (this.toRecord.length > 0) {
         const batch = this.toRecord.splice(0, RECORD_BATCH);
         try {
-          await this.webhooks.recordOutcomes(batch);
+          await this.webhooks.recordOutcomes(batch, this.clock.now());
         } catch (error) {
           // Unrecorded attempts stay claimed until their lease runs out, then are made again.
           this.logger.error(
@@ -280,9 +285,10 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   }
 
   private async purgeOld(): Promise<void> {
+    const cutoff = new Date(this.clock.nowMs() - RETENTION_DAYS * 86_400_000);
     const total = await inBatches(
       PURGE_BATCH,
-      () => this.webhooks.deleteEventsOlderThan(RETENTION_DAYS, PURGE_BATCH),
+      () => this.webhooks.deleteEventsCreatedBefore(cutoff, PURGE_BATCH),
       () => this.purge.isStopped,
     );
     if (total > 0) this.logger.info({ count: total }, 'purged webhook events past retention');

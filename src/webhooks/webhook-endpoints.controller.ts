@@ -24,7 +24,9 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, type Page } from '../common/pagination/pagination';
+import { ApiUnionSchema } from '../common/openapi/union-schemas';
 import { WebhookDeliveryDto } from './dto/webhook-delivery.dto';
+import { WEBHOOK_EVENTS } from './dto/webhook-event.dto';
 import {
   CreatedWebhookEndpointDto,
   CreateWebhookEndpointDto,
@@ -40,6 +42,8 @@ const endpointId = new ParseUUIDPipe({
 });
 
 @ApiTags('webhooks')
+// What the endpoints receive: the union of the event schemas, told apart by `type`.
+@ApiUnionSchema('WebhookEventDto', 'type', WEBHOOK_EVENTS)
 @Scopes('admin')
 @Controller('v1/webhook-endpoints')
 export class WebhookEndpointsController {

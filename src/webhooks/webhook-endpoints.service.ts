@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
 import type { WebhooksConfig } from '../config/webhooks.config';
+import { Database } from '../database/database';
 import { toWebhookDeliveryResponse, type WebhookDeliveryDto } from './dto/webhook-delivery.dto';
 import {
   type CreatedWebhookEndpointDto,
@@ -35,7 +35,8 @@ export class WebhookEndpointsService {
   constructor(
     private readonly webhooks: WebhooksRepository,
     private readonly audit: AuditService,
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly database: Database,
+    private readonly clock: Clock,
     config: ConfigService,
   ) {
     this.allowPrivateUrls = config.getOrThrow<WebhooksConfig>('webhooks').allowPrivateUrls;
@@ -47,7 +48,7 @@ export class WebhookEndpointsService {
   ): Promise<CreatedWebhookEndpointDto> {
     await this.assertReachable(dto.url);
     const secret = generateWebhookSecret();
-    const row = await this.dataSource.transaction(async (manager) => {
+    const row = await this.database.transaction(async (manager) => {
       const created = await this.webhooks.insertEndpointWithin(
         manager,
         caller.organizationId,
@@ -92,10 +93,11 @@ export class WebhookEndpointsService {
     dto: UpdateWebhookEndpointDto,
   ): Promise<WebhookEndpointDto> {
     if (dto.url !== undefined) await this.assertReachable(dto.url);
-    const row = await this.dataSource.transaction(async (manager) => {
-      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, dto);
+    const row = await this.database.transaction(async (manager) => {
+      const now = this.clock.now();
+      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, dto, now);
       if (updated?.status === 'disabled') {
-        await this.webhooks.cancelPendingAttempts(manager, organizationId, id);
+        await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       }
       return updated;
     });
@@ -104,7 +106,7 @@ export class WebhookEndpointsService {
   }
 
   async remove(caller: CallerContext, id: string): Promise<void> {
-    await this.dataSource.transaction(async (manager) => {
+    await this.database.transaction(async (manager) => {
       if (!(await this.webhooks.deleteEndpoint(manager, caller.organizationId, id))) {
         throw AppError.notFound('Webhook endpoint');
       }
@@ -118,7 +120,7 @@ export class WebhookEndpointsService {
 
   /** Queues a `ping` for this endpoint alone; a disabled endpoint receives nothing (409). */
   async ping(organizationId: string, id: string): Promise<WebhookPingDto> {
-    const eventId = await this.webhooks.insertPing(organizationId, id);
+    const eventId = await this.webhooks.insertPing(organizationId, id, this.clock.now());
     if (eventId) return { event_id: publicEventId(eventId) };
     if (await this.webhooks.findEndpoint(organizationId, id)) {
       throw new AppError(

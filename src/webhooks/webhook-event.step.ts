@@ -4,16 +4,20 @@ import type { SubscribableEventType } from './webhook-event-types';
 /** The rows a webhook step reads: one event per row, its `data` never holding a secret. */
 export type WebhookEventRows = Source<'webhook_data'>;
 
+/** The event a step writes, and `at`: the Clock's time of the change, when its first attempt is due. */
+export interface WebhookEventOf {
+  organizationId: string;
+  type: SubscribableEventType;
+  at: Date;
+}
+
 /**
  * WITH entries writing one event of `type` per row of `source` (`webhook_data` jsonb: ids,
  * names and states only; nothing checks SQL-built data at run time), with a first attempt, due
- * now, for each enabled endpoint of the organization that subscribes to it. No subscriber:
+ * at `at`, for each enabled endpoint of the organization that subscribes to it. No subscriber:
  * nothing is written. In the statement that makes the change, the event commits with it.
  */
-export function webhookEventStep(
-  source: WebhookEventRows,
-  event: { organizationId: string; type: SubscribableEventType },
-) {
+export function webhookEventStep(source: WebhookEventRows, event: WebhookEventOf) {
   const name = source.name;
   const subscribed = `${name}_webhook_subscribed`;
   const inserted = `${name}_webhook_event`;
@@ -33,6 +37,6 @@ export function webhookEventStep(
     ${raw(`${name}_webhook_attempt`)} AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, now()
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, ${event.at}::timestamptz
         FROM ${raw(inserted)} ev CROSS JOIN ${raw(subscribed)} e)`;
 }

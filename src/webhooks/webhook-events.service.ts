@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Clock } from '../common/time/clock';
 import type { SubscribableEventType } from './webhook-event-types';
 import { WebhooksRepository } from './webhooks.repository';
 import { SECRET_FIELD_NAMES } from '../common/crypto/secret-fields';
@@ -27,11 +28,15 @@ function secretKeyIn(value: unknown, depth = 0): string | undefined {
  */
 @Injectable()
 export class WebhookEventsService {
-  constructor(private readonly webhooks: WebhooksRepository) {}
+  constructor(
+    private readonly webhooks: WebhooksRepository,
+    private readonly clock: Clock,
+  ) {}
 
   /**
    * In the transaction that makes the change: `data` holds safe facts about it (ids, names,
-   * states), never a secret (a key named like one throws, which rolls the change back).
+   * states), never a secret (a key named like one throws, which rolls the change back). The
+   * first attempts are due at once (the Clock's now).
    */
   async emit(
     manager: EntityManager,
@@ -43,6 +48,6 @@ export class WebhookEventsService {
     if (secretKey !== undefined) {
       throw new Error(`webhook event ${type}: data must not hold a secret (key "${secretKey}")`);
     }
-    await this.webhooks.insertEvent(manager, organizationId, type, data);
+    await this.webhooks.insertEvent(manager, organizationId, type, data, this.clock.now());
   }
 }

@@ -1,9 +1,5 @@
 import { Module } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuditModule } from '../audit/audit.module';
-import { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
-import { WebhookEndpoint } from './entities/webhook-endpoint.entity';
-import { WebhookEvent } from './entities/webhook-event.entity';
 import { WebhookDeliveryWorker } from './webhook-delivery.worker';
 import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
@@ -16,11 +12,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
  * event from the transaction of a change (`emit`, or `step` inside a one-statement change).
  */
 @Module({
-  imports: [
-    IdempotencyModule,
-    TypeOrmModule.forFeature([WebhookEndpoint, WebhookEvent, WebhookDeliveryAttempt]),
-    AuditModule,
-  ],
+  imports: [IdempotencyModule, AuditModule],
   controllers: [WebhookEndpointsController],
   providers: [
     WebhooksRepository,

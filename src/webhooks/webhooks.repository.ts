@@ -1,51 +1,46 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import type { Pool } from 'pg';
-import { DataSource, EntityManager } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import { Cte, sql, withEntries } from '../database/sql';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
+import { Cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from './webhook-event.step';
 import type { SubscribableEventType } from './webhook-event-types';
-import type { WebhookAttemptStatus } from './entities/webhook-delivery-attempt.entity';
-import type { WebhookEndpointStatus } from './entities/webhook-endpoint.entity';
+import type { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
+import type { WebhookEndpoint, WebhookEndpointStatus } from './entities/webhook-endpoint.entity';
+import type { WebhookEvent } from './entities/webhook-event.entity';
 
-export interface WebhookEndpointRow {
-  id: string;
-  url: string;
-  description: string | null;
-  events: string[];
-  status: WebhookEndpointStatus;
-  created_at: Date;
-}
+export type WebhookEndpointRow = Row<
+  WebhookEndpoint,
+  'id' | 'url' | 'description' | 'events' | 'status' | 'createdAt'
+>;
 
-export interface DeliveryAttemptRow {
-  id: string;
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  status: WebhookAttemptStatus;
-  response_status: number | null;
-  error: string | null;
-  duration_ms: number | null;
-  created_at: Date;
-  next_attempt_at: Date | null;
-}
+export type DeliveryAttemptRow = Row<
+  WebhookDeliveryAttempt,
+  | 'id'
+  | 'eventId'
+  | 'eventType'
+  | 'attempt'
+  | 'status'
+  | 'responseStatus'
+  | 'error'
+  | 'durationMs'
+  | 'createdAt'
+  | 'nextAttemptAt'
+>;
 
-/** A claimed attempt with what it takes to make it. */
-export interface ClaimedAttempt {
-  id: string;
-  lock_token: string;
-  organization_id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  url: string;
-  secret: string;
-  endpoint_status: WebhookEndpointStatus;
-  data: Record<string, unknown>;
-  event_created_at: Date;
-}
+/** A claimed attempt with what it takes to make it: its endpoint's and its event's columns. */
+export type ClaimedAttempt = Row<
+  WebhookDeliveryAttempt,
+  'id' | 'organizationId' | 'endpointId' | 'eventId' | 'eventType' | 'attempt'
+> &
+  Row<WebhookEndpoint, 'url' | 'secret'> &
+  Row<WebhookEvent, 'data'> & {
+    /** Set by the claim. */
+    lock_token: string;
+    endpoint_status: WebhookEndpoint['status'];
+    event_created_at: WebhookEvent['createdAt'];
+  };
 
 /** What became of a claimed attempt. `retryInMs` set: the next attempt is scheduled then. */
 export interface AttemptOutcome {
@@ -65,19 +60,15 @@ export interface EndpointChanges {
   status?: WebhookEndpointStatus;
 }
 
-const ENDPOINT_COLUMNS = 'id, url, description, events, status, created_at';
+const ENDPOINT_COLUMNS = raw('id, url, description, events, status, created_at');
 
-/** The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. */
+/**
+ * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
+ * time a rule reads (due, leased, retried at, past retention) is the caller's Clock's.
+ */
 @Injectable()
 export class WebhooksRepository {
-  private readonly pool: Pool;
-
-  constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    private readonly database: Database,
-  ) {
-    this.pool = database.pool;
-  }
+  constructor(private readonly database: Database) {}
 
   // ---------------------------------------------------------------- endpoints
 
@@ -92,18 +83,19 @@ export class WebhooksRepository {
     limit: number,
     fields: { url: string; events: string[]; description: string | null; secret: string },
   ): Promise<WebhookEndpointRow | undefined> {
-    await manager.query(
-      `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))`,
-      [organizationId],
+    await this.database.rows(
+      sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || ${organizationId}, 0))`,
+      { manager },
     );
-    const rows: WebhookEndpointRow[] = await manager.query(
-      `INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
-       SELECT $1, $2, $3, $4, $5
-        WHERE (SELECT count(*) FROM webhook_endpoints WHERE organization_id = $1) < $6
-       RETURNING ${ENDPOINT_COLUMNS}`,
-      [organizationId, fields.url, fields.events, fields.description, fields.secret, limit],
+    return this.database.row<WebhookEndpointRow>(
+      sql`INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
+          SELECT ${organizationId}::uuid, ${fields.url}, ${fields.events}::text[],
+                 ${fields.description}, ${fields.secret}
+           WHERE (SELECT count(*) FROM webhook_endpoints
+                   WHERE organization_id = ${organizationId}) < ${limit}
+          RETURNING ${ENDPOINT_COLUMNS}`,
+      { manager },
     );
-    return rows[0];
   }
 
   /** Oldest first (the order they were added), paged by the id of the last one seen. */
@@ -112,74 +104,72 @@ export class WebhooksRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<WebhookEndpointRow[]> {
-    return this.dataSource.query(
-      `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
-        WHERE organization_id = $1
-          AND ($2::uuid IS NULL OR (created_at, id) > (
-                SELECT e2.created_at, e2.id FROM webhook_endpoints e2
-                 WHERE e2.id = $2::uuid AND e2.organization_id = $1))
-        ORDER BY created_at, id
-        LIMIT $3`,
-      [organizationId, startingAfter ?? null, limit + 1],
+    const page: Keyset = {
+      table: 'webhook_endpoints',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'asc',
+    };
+    return this.database.rows<WebhookEndpointRow>(
+      sql`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+           WHERE organization_id = ${organizationId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
-  async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpointRow | undefined> {
-    const rows: WebhookEndpointRow[] = await this.dataSource.query(
-      `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE organization_id = $1 AND id = $2`,
-      [organizationId, id],
+  findEndpoint(organizationId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+    return this.database.row<WebhookEndpointRow>(
+      sql`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+           WHERE organization_id = ${organizationId} AND id = ${id}`,
     );
-    return rows[0];
   }
 
-  /** Sets the given fields; answers the endpoint, or undefined when the organization has none with this id. */
-  async updateEndpoint(
+  /**
+   * Sets the given fields (and `updated_at` to `at`); answers the endpoint, or undefined when the
+   * organization has none with this id.
+   */
+  updateEndpoint(
     manager: EntityManager,
     organizationId: string,
     id: string,
     changes: EndpointChanges,
+    at: Date,
   ): Promise<WebhookEndpointRow | undefined> {
-    // TypeORM answers an UPDATE … RETURNING as [rows, affected].
-    const [rows]: [WebhookEndpointRow[], number] = await manager.query(
-      `UPDATE webhook_endpoints
-          SET url = CASE WHEN $3::boolean THEN $4::text ELSE url END,
-              events = CASE WHEN $5::boolean THEN $6::text[] ELSE events END,
-              description = CASE WHEN $7::boolean THEN $8::text ELSE description END,
-              status = CASE WHEN $9::boolean THEN $10::text ELSE status END,
-              updated_at = now()
-        WHERE organization_id = $1 AND id = $2
-        RETURNING ${ENDPOINT_COLUMNS}`,
-      [
-        organizationId,
-        id,
-        changes.url !== undefined,
-        changes.url ?? null,
-        changes.events !== undefined,
-        changes.events ?? null,
-        changes.description !== undefined,
-        changes.description ?? null,
-        changes.status !== undefined,
-        changes.status ?? null,
-      ],
+    return this.database.row<WebhookEndpointRow>(
+      sql`UPDATE webhook_endpoints
+             SET url = CASE WHEN ${changes.url !== undefined}::boolean
+                            THEN ${changes.url ?? null}::text ELSE url END,
+                 events = CASE WHEN ${changes.events !== undefined}::boolean
+                               THEN ${changes.events ?? null}::text[] ELSE events END,
+                 description = CASE WHEN ${changes.description !== undefined}::boolean
+                                    THEN ${changes.description ?? null}::text ELSE description END,
+                 status = CASE WHEN ${changes.status !== undefined}::boolean
+                               THEN ${changes.status ?? null}::text ELSE status END,
+                 updated_at = ${at}
+           WHERE organization_id = ${organizationId} AND id = ${id}
+           RETURNING ${ENDPOINT_COLUMNS}`,
+      { manager },
     );
-    return rows[0];
   }
 
   /**
    * A disabled endpoint receives nothing: its pending attempts end as failed, with no next one.
-   * (An attempt already in flight finishes; recording it schedules no further attempt.)
+   * (An attempt in flight at `now`, its lease held, finishes; recording it schedules no further
+   * attempt.)
    */
   async cancelPendingAttempts(
     manager: EntityManager,
     organizationId: string,
     endpointId: string,
+    now: Date,
   ): Promise<void> {
-    await manager.query(
-      `UPDATE webhook_delivery_attempts
-          SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
-        WHERE organization_id = $1 AND endpoint_id = $2 AND status = 'pending'
-          AND (locked_until IS NULL OR locked_until <= now())`,
-      [organizationId, endpointId],
+    await this.database.rows(
+      sql`UPDATE webhook_delivery_attempts
+             SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
+           WHERE organization_id = ${organizationId} AND endpoint_id = ${endpointId}
+             AND status = 'pending' AND (locked_until IS NULL OR locked_until <= ${now})`,
+      { manager },
     );
   }
 
@@ -189,22 +179,22 @@ export class WebhooksRepository {
     organizationId: string,
     id: string,
   ): Promise<boolean> {
-    // TypeORM answers a DELETE as [rows, affected].
-    const [, affected]: [unknown[], number] = await manager.query(
-      `DELETE FROM webhook_endpoints WHERE organization_id = $1 AND id = $2`,
-      [organizationId, id],
+    const deleted = await this.database.count(
+      sql`DELETE FROM webhook_endpoints WHERE organization_id = ${organizationId} AND id = ${id}`,
+      { manager },
     );
-    return affected > 0;
+    return deleted > 0;
   }
 
   // ---------------------------------------------------------------- the outbox
 
-  /** One event, in the caller's transaction (see webhook-event.step.ts). */
+  /** One event, in the caller's transaction, first due at `at` (see webhook-event.step.ts). */
   async insertEvent(
     manager: EntityManager,
     organizationId: string,
     type: SubscribableEventType,
     data: Record<string, unknown>,
+    at: Date,
   ): Promise<void> {
     const source = new Cte(
       'webhook_source',
@@ -212,30 +202,40 @@ export class WebhooksRepository {
       ['webhook_data'],
     );
     await this.database.rows(
-      withEntries([source, webhookEventStep(source, { organizationId, type })], sql`SELECT 1`),
+      withEntries([source, webhookEventStep(source, { organizationId, type, at })], sql`SELECT 1`),
       { manager },
     );
   }
 
-  /** A `ping` event for one endpoint only, if it is enabled; answers the event id (or undefined). */
-  async insertPing(organizationId: string, endpointId: string): Promise<string | undefined> {
-    const rows: Array<{ id: string }> = await this.dataSource.query(
-      `WITH endpoint AS (
-         SELECT id FROM webhook_endpoints
-          WHERE organization_id = $1 AND id = $2 AND status = 'enabled'
-          FOR KEY SHARE),
-       event AS (
-         INSERT INTO webhook_events (organization_id, type, data)
-         SELECT $1, 'ping', jsonb_build_object('webhook_endpoint_id', endpoint.id) FROM endpoint
-         RETURNING id),
-       attempt AS (
-         INSERT INTO webhook_delivery_attempts
-           (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-         SELECT $1, $2, event.id, 'ping', 1, now() FROM event)
-       SELECT id FROM event`,
-      [organizationId, endpointId],
+  /**
+   * A `ping` event for one endpoint only, if it is enabled, due at `at`; answers the event id
+   * (or undefined).
+   */
+  async insertPing(
+    organizationId: string,
+    endpointId: string,
+    at: Date,
+  ): Promise<string | undefined> {
+    const row = await this.database.row<{ id: string }>(
+      sql`WITH endpoint AS (
+            SELECT id FROM webhook_endpoints
+             WHERE organization_id = ${organizationId} AND id = ${endpointId} AND status = 'enabled'
+             FOR KEY SHARE),
+          event AS (
+            INSERT INTO webhook_events (organization_id, type, data)
+            SELECT ${organizationId}::uuid, 'ping',
+                   jsonb_build_object('webhook_endpoint_id', endpoint.id)
+              FROM endpoint
+            RETURNING id),
+          attempt AS (
+            INSERT INTO webhook_delivery_attempts
+              (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+            SELECT ${organizationId}::uuid, ${endpointId}::uuid, event.id, 'ping', 1,
+                   ${at}::timestamptz
+              FROM event)
+          SELECT id FROM event`,
     );
-    return rows[0]?.id;
+    return row?.id;
   }
 
   // ---------------------------------------------------------------- attempts
@@ -247,130 +247,134 @@ export class WebhooksRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<DeliveryAttemptRow[]> {
-    return this.dataSource.query(
-      `SELECT id, event_id, event_type, attempt, status, response_status, error, duration_ms,
-              created_at, next_attempt_at
-         FROM webhook_delivery_attempts
-        WHERE organization_id = $1 AND endpoint_id = $2
-          AND ($3::uuid IS NULL OR (created_at, id) < (
-                SELECT a2.created_at, a2.id FROM webhook_delivery_attempts a2
-                 WHERE a2.id = $3::uuid AND a2.organization_id = $1 AND a2.endpoint_id = $2))
-        ORDER BY created_at DESC, id DESC
-        LIMIT $4`,
-      [organizationId, endpointId, startingAfter ?? null, limit + 1],
+    const page: Keyset = {
+      table: 'webhook_delivery_attempts',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId, endpoint_id: endpointId },
+      order: 'desc',
+    };
+    return this.database.rows<DeliveryAttemptRow>(
+      sql`SELECT id, event_id, event_type, attempt, status, response_status, error, duration_ms,
+                 created_at, next_attempt_at
+            FROM webhook_delivery_attempts
+           WHERE organization_id = ${organizationId} AND endpoint_id = ${endpointId}
+             AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
+           LIMIT ${limit + 1}`,
     );
   }
 
   /**
-   * Claims up to `limit` due attempts for this instance, in one short statement (its own
-   * transaction): FOR UPDATE SKIP LOCKED lets instances claim side by side without waiting or
-   * taking the same row, and the lease (`locked_until`) keeps the row from every other instance
-   * until the outcome is recorded, or until the lease runs out because this instance died.
+   * Claims up to `limit` attempts due at `now` for this instance, in one short statement (its
+   * own transaction): FOR UPDATE SKIP LOCKED lets instances claim side by side without waiting or
+   * taking the same row, and the lease (`locked_until`, `now` + `leaseMs`) keeps the row from
+   * every other instance until the outcome is recorded, or until the lease runs out because this
+   * instance died.
    */
-  async claimDue(limit: number, leaseMs: number, lockToken: string): Promise<ClaimedAttempt[]> {
-    const { rows } = await this.pool.query<ClaimedAttempt>({
-      name: 'webhook_attempts_claim',
-      text: `WITH due AS (
-               SELECT id FROM webhook_delivery_attempts
-                WHERE status = 'pending' AND next_attempt_at <= now()
-                  AND (locked_until IS NULL OR locked_until <= now())
-                ORDER BY next_attempt_at
-                LIMIT $1
-                FOR UPDATE SKIP LOCKED),
-             claimed AS (
-               UPDATE webhook_delivery_attempts a
-                  SET locked_until = now() + $2 * interval '1 millisecond', lock_token = $3
-                 FROM due WHERE a.id = due.id
-               RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
-                         a.event_type, a.attempt)
-             SELECT c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
-                    ev.created_at AS event_created_at
-               FROM claimed c
-               JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-               JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id`,
-      values: [limit, leaseMs, lockToken],
-    });
-    return rows;
+  claimDue(
+    limit: number,
+    leaseMs: number,
+    lockToken: string,
+    now: Date,
+  ): Promise<ClaimedAttempt[]> {
+    return this.database.rows<ClaimedAttempt>(
+      sql`WITH due AS (
+            SELECT id FROM webhook_delivery_attempts
+             WHERE status = 'pending' AND next_attempt_at <= ${now}
+               AND (locked_until IS NULL OR locked_until <= ${now})
+             ORDER BY next_attempt_at
+             LIMIT ${limit}
+             FOR UPDATE SKIP LOCKED),
+          claimed AS (
+            UPDATE webhook_delivery_attempts a
+               SET locked_until = ${now}::timestamptz + ${leaseMs} * interval '1 millisecond',
+                   lock_token = ${lockToken}
+              FROM due WHERE a.id = due.id
+            RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
+                      a.event_type, a.attempt)
+          SELECT c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
+                 ev.created_at AS event_created_at
+            FROM claimed c
+            JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
+            JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id`,
+      { name: 'webhook_attempts_claim' },
+    );
   }
 
   /**
    * Records outcomes in one statement: each attempt still held with its token becomes succeeded
-   * or failed, and a failed one with `retryInMs` gets its next attempt, pending, in the same
-   * statement. An attempt whose lease was lost (this instance was too slow and another took it
-   * over) is left alone: only the holder of the current token records an outcome.
+   * or failed, and a failed one with `retryInMs` gets its next attempt, pending, due that long
+   * after `now`, in the same statement. An attempt whose lease was lost (this instance was too
+   * slow and another took it over) is left alone: only the holder of the current token records
+   * an outcome.
    */
-  async recordOutcomes(outcomes: AttemptOutcome[]): Promise<void> {
-    await this.pool.query({
-      name: 'webhook_attempts_record',
-      text: `WITH outcome AS (
-               SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[],
-                                    $6::int[], $7::int[])
-                        AS o(id, lock_token, status, response_status, error, duration_ms, retry_ms)),
-             done AS (
-               UPDATE webhook_delivery_attempts a
-                  SET status = o.status, response_status = o.response_status, error = o.error,
-                      duration_ms = o.duration_ms,
-                      -- An endpoint disabled meanwhile gets no further attempt.
-                      next_attempt_at = CASE WHEN e.status = 'enabled'
-                                        THEN now() + o.retry_ms * interval '1 millisecond' END,
-                      locked_until = NULL, lock_token = NULL
-                 FROM outcome o, webhook_endpoints e
-                WHERE a.id = o.id AND a.lock_token = o.lock_token AND a.status = 'pending'
-                  AND e.id = a.endpoint_id AND e.organization_id = a.organization_id
-               RETURNING a.organization_id, a.endpoint_id, a.event_id, a.event_type, a.attempt,
-                         a.next_attempt_at)
-             INSERT INTO webhook_delivery_attempts
-               (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-             SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at
-               FROM done WHERE next_attempt_at IS NOT NULL
-             ON CONFLICT DO NOTHING`,
-      values: [
-        outcomes.map((o) => o.id),
-        outcomes.map((o) => o.lockToken),
-        outcomes.map((o) => o.status),
-        outcomes.map((o) => o.responseStatus),
-        outcomes.map((o) => o.error),
-        outcomes.map((o) => o.durationMs),
-        outcomes.map((o) => o.retryInMs),
-      ],
-    });
+  async recordOutcomes(outcomes: AttemptOutcome[], now: Date): Promise<void> {
+    await this.database.rows(
+      sql`WITH outcome AS (
+            SELECT * FROM unnest(${outcomes.map((o) => o.id)}::uuid[],
+                                 ${outcomes.map((o) => o.lockToken)}::uuid[],
+                                 ${outcomes.map((o) => o.status)}::text[],
+                                 ${outcomes.map((o) => o.responseStatus)}::int[],
+                                 ${outcomes.map((o) => o.error)}::text[],
+                                 ${outcomes.map((o) => o.durationMs)}::int[],
+                                 ${outcomes.map((o) => o.retryInMs)}::int[])
+                     AS o(id, lock_token, status, response_status, error, duration_ms, retry_ms)),
+          done AS (
+            UPDATE webhook_delivery_attempts a
+               SET status = o.status, response_status = o.response_status, error = o.error,
+                   duration_ms = o.duration_ms,
+                   -- An endpoint disabled meanwhile gets no further attempt.
+                   next_attempt_at = CASE WHEN e.status = 'enabled'
+                                     THEN ${now}::timestamptz + o.retry_ms * interval '1 millisecond' END,
+                   locked_until = NULL, lock_token = NULL
+              FROM outcome o, webhook_endpoints e
+             WHERE a.id = o.id AND a.lock_token = o.lock_token AND a.status = 'pending'
+               AND e.id = a.endpoint_id AND e.organization_id = a.organization_id
+            RETURNING a.organization_id, a.endpoint_id, a.event_id, a.event_type, a.attempt,
+                      a.next_attempt_at)
+          INSERT INTO webhook_delivery_attempts
+            (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+          SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at
+            FROM done WHERE next_attempt_at IS NOT NULL
+          ON CONFLICT DO NOTHING`,
+      { name: 'webhook_attempts_record' },
+    );
   }
 
   /** Gives claimed attempts back (shutdown): due again at once, for any instance. */
   async release(attempts: Array<{ id: string; lockToken: string }>): Promise<void> {
-    await this.pool.query(
-      `UPDATE webhook_delivery_attempts a SET locked_until = NULL, lock_token = NULL
-         FROM unnest($1::uuid[], $2::uuid[]) AS r(id, lock_token)
-        WHERE a.id = r.id AND a.lock_token = r.lock_token AND a.status = 'pending'`,
-      [attempts.map((a) => a.id), attempts.map((a) => a.lockToken)],
+    await this.database.rows(
+      sql`UPDATE webhook_delivery_attempts a SET locked_until = NULL, lock_token = NULL
+            FROM unnest(${attempts.map((a) => a.id)}::uuid[],
+                        ${attempts.map((a) => a.lockToken)}::uuid[]) AS r(id, lock_token)
+           WHERE a.id = r.id AND a.lock_token = r.lock_token AND a.status = 'pending'`,
     );
   }
 
   /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
   async countPending(): Promise<number> {
-    const { rows } = await this.pool.query<{ pending: number }>(
-      `SELECT count(*)::int AS pending FROM webhook_delivery_attempts WHERE status = 'pending'`,
+    const row = await this.database.row<{ pending: number }>(
+      sql`SELECT count(*)::int AS pending FROM webhook_delivery_attempts WHERE status = 'pending'`,
     );
-    return rows[0].pending;
+    return row!.pending;
   }
 
   /**
-   * Deletes up to `batchSize` events older than `retentionDays` whose attempts are all made
-   * (their attempts go with them); answers how many. SKIP LOCKED: instances purge side by side.
+   * Deletes up to `batchSize` events created before `cutoff` whose attempts are all made (their
+   * attempts go with them); answers how many. SKIP LOCKED: instances purge side by side.
    */
-  async deleteEventsOlderThan(retentionDays: number, batchSize: number): Promise<number> {
-    const { rows } = await this.pool.query<{ count: number }>(
-      `WITH doomed AS (
-         SELECT ev.id FROM webhook_events ev
-          WHERE ev.created_at < now() - make_interval(days => $1)
-            AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
-                             WHERE a.event_id = ev.id AND a.status = 'pending')
-          LIMIT $2
-          FOR UPDATE SKIP LOCKED),
-       deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-       SELECT count(*)::int AS count FROM deleted`,
-      [retentionDays, batchSize],
+  async deleteEventsCreatedBefore(cutoff: Date, batchSize: number): Promise<number> {
+    const row = await this.database.row<{ count: number }>(
+      sql`WITH doomed AS (
+            SELECT ev.id FROM webhook_events ev
+             WHERE ev.created_at < ${cutoff}
+               AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
+                                WHERE a.event_id = ev.id AND a.status = 'pending')
+             LIMIT ${batchSize}
+             FOR UPDATE SKIP LOCKED),
+          deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+          SELECT count(*)::int AS count FROM deleted`,
     );
-    return rows[0]?.count ?? 0;
+    return row?.count ?? 0;
   }
 }

@@ -1,4 +1,5 @@
 import type { Response } from 'supertest';
+import { AppError } from '../../src/common/errors/app-error';
 
 export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -27,4 +28,14 @@ export function expectError(response: Response, status: number, code: string): v
   const body = JSON.stringify(response.body);
   expect(body).not.toMatch(/\bat .+\.(ts|js):\d+/); // no stack frames
   expect(body).not.toMatch(/QueryFailedError|TypeORMError|SELECT |INSERT INTO/);
+}
+
+/** Asserts that a service call fails with the AppError of this code. */
+export async function expectAppError(promise: Promise<unknown>, code: string): Promise<void> {
+  const error: unknown = await promise.then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  expect((error as AppError).code).toBe(code);
 }

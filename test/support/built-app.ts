@@ -1,6 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { sleep } from './wait';
 
 const root = join(__dirname, '..', '..');
 
@@ -76,21 +77,6 @@ export async function waitUntilReady(
     }
     if (Date.now() > deadline || app.child.exitCode !== null)
       throw new Error(`service did not start:\n${app.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
-/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(
-  check: () => T | undefined,
-  describe: () => string,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out: ${describe()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(200);
   }
 }

@@ -81,7 +81,10 @@ export class ApiKeyDto {
 
 export class CreatedApiKeyDto extends ApiKeyDto {
   @ApiProperty({
-    description: 'The full key. It is shown in this response only and cannot be retrieved again.',
+    nullable: true,
+    type: String,
+    description:
+      'The full key. It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key',
   })
   key: string;
 }

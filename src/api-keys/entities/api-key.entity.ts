@@ -2,14 +2,11 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
   Unique,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
-import { User } from '../../users/entities/user.entity';
 import type { Scope } from '../../common/auth/caller';
 
 @Entity('api_keys')
@@ -20,6 +17,7 @@ export class ApiKey {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', { onDelete: 'CASCADE', name: 'api_keys_organization_id_fkey' })
   organizationId: string;
 
   @Column({ type: 'text' })
@@ -40,6 +38,7 @@ export class ApiKey {
   keyHash: Buffer;
 
   @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
+  @ForeignKey('users', { onDelete: 'SET NULL', name: 'api_keys_created_by_user_id_fkey' })
   createdByUserId: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
@@ -53,18 +52,4 @@ export class ApiKey {
 
   @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
   revokedAt: Date | null;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'api_keys_organization_id_fkey',
-  })
-  organization?: Organization;
-
-  @ManyToOne(() => User, { onDelete: 'SET NULL' })
-  @JoinColumn({
-    name: 'created_by_user_id',
-    foreignKeyConstraintName: 'api_keys_created_by_user_id_fkey',
-  })
-  createdBy?: User;
 }

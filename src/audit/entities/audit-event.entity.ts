@@ -2,12 +2,10 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 /**
  * One audited change, written in the transaction of the change itself. Actor and target are kept
@@ -21,6 +19,7 @@ export class AuditEvent {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', { onDelete: 'CASCADE', name: 'audit_events_organization_id_fkey' })
   organizationId: string;
 
   @Column({ type: 'text' })
@@ -50,11 +49,4 @@ export class AuditEvent {
   /** clock_timestamp(), not now(): events of one transaction keep the order they were written in. */
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
   createdAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'audit_events_organization_id_fkey',
-  })
-  organization?: Organization;
 }

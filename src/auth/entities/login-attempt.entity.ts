@@ -2,7 +2,9 @@ import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
  * Failed password logins of one normalised address (known or not) within the rolling window, and
- * the lock they set. Read and written by LoginAttemptsService in single atomic statements.
+ * the lock they set. Schema only: LoginAttemptsRepository reads and writes the table in single
+ * atomic SQL statements, and no code uses this class; it describes the table for the migrations'
+ * drift check (docs/database.md).
  */
 @Entity('login_attempts')
 @Check('login_attempts_email_check', `"email" = lower("email")`)

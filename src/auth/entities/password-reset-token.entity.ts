@@ -1,13 +1,4 @@
-import {
-  Column,
-  Entity,
-  Index,
-  JoinColumn,
-  ManyToOne,
-  PrimaryGeneratedColumn,
-  Unique,
-} from 'typeorm';
-import { User } from '../../users/entities/user.entity';
+import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
 
 /** A password reset link's token, stored only as its SHA-256; spent once. */
 @Entity('password_reset_tokens')
@@ -18,6 +9,7 @@ export class PasswordResetToken {
   id: string;
 
   @Column({ name: 'user_id', type: 'uuid' })
+  @ForeignKey('users', { onDelete: 'CASCADE', name: 'password_reset_tokens_user_id_fkey' })
   userId: string;
 
   @Column({ name: 'token_hash', type: 'bytea' })
@@ -31,8 +23,4 @@ export class PasswordResetToken {
 
   @Column({ name: 'used_at', type: 'timestamptz', nullable: true })
   usedAt: Date | null;
-
-  @ManyToOne(() => User, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'user_id', foreignKeyConstraintName: 'password_reset_tokens_user_id_fkey' })
-  user?: User;
 }

@@ -5,19 +5,13 @@ import { PassportStrategy } from '@nestjs/passport';
 import type { Request } from 'express';
 import { isUUID } from 'class-validator';
 import { ExtractJwt, Strategy } from 'passport-jwt';
-import type { Scope, UserCaller } from '../../common/auth/caller';
+import type { UserCaller } from '../../common/auth/caller';
 import { AppError } from '../../common/errors/app-error';
 import type { AuthConfig } from '../../config/auth.config';
-import type { Role } from '../../organizations/entities/membership.entity';
+import { ROLE_SCOPES } from '../../organizations/organization-access';
 import { OrganizationsService } from '../../organizations/organizations.service';
 import { UsersService } from '../../users/users.service';
 import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-tokens.service';
-
-const ROLE_SCOPES: Record<Role, Scope[]> = {
-  owner: ['admin'],
-  admin: ['admin'],
-  member: ['read_write'],
-};
 
 /**
  * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not

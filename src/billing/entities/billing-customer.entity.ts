@@ -2,19 +2,21 @@ import {
   Column,
   CreateDateColumn,
   Entity,
-  JoinColumn,
-  OneToOne,
+  ForeignKey,
   PrimaryColumn,
   Unique,
   UpdateDateColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 /** The organization's Stripe customer, created on first need. */
 @Entity('billing_customers')
 @Unique('billing_customers_stripe_customer_unique', ['stripeCustomerId'])
 export class BillingCustomer {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'billing_customers_organization_id_fkey',
+  })
   organizationId: string;
 
   @Column({ name: 'stripe_customer_id', type: 'text' })
@@ -33,11 +35,4 @@ export class BillingCustomer {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
-
-  @OneToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'billing_customers_organization_id_fkey',
-  })
-  organization?: Organization;
 }

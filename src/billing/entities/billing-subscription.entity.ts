@@ -2,14 +2,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
   Unique,
   UpdateDateColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 /** Our status: Stripe's, except `suspended` while collection is paused. */
 export const SUBSCRIPTION_STATUSES = [
@@ -52,6 +50,10 @@ export class BillingSubscription {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'billing_subscriptions_organization_id_fkey',
+  })
   organizationId: string;
 
   @Column({ name: 'stripe_subscription_id', type: 'text' })
@@ -97,11 +99,4 @@ export class BillingSubscription {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'billing_subscriptions_organization_id_fkey',
-  })
-  organization?: Organization;
 }

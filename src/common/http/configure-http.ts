@@ -12,7 +12,7 @@ import { urlTextMiddleware } from './url-text.middleware';
 export function configureHttp(
   app: NestExpressApplication,
   logger: Logger,
-  trustProxy: boolean,
+  settings: { trustProxy: boolean; logHashKey: string },
   observeResponse?: ResponseObserver,
   bodies: JsonBodyOptions = {},
 ): void {
@@ -23,8 +23,8 @@ export function configureHttp(
   // TRUST_PROXY trusts one hop, our load balancer: the client address is the last entry of
   // X-Forwarded-For, the one the balancer appended. With `true` Express would take the first,
   // which the client writes itself, and per-IP rate limits could be dodged by rotating it.
-  app.set('trust proxy', trustProxy ? 1 : false);
-  app.use(createHttpLogger(logger, observeResponse));
+  app.set('trust proxy', settings.trustProxy ? 1 : false);
+  app.use(createHttpLogger(logger, settings.logHashKey, observeResponse));
   app.use(urlTextMiddleware);
   app.use(jsonBodyMiddleware(bodies));
 }

@@ -1,7 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
+import { createHmac } from 'node:crypto';
 import { storage, Store } from 'nestjs-pino/storage';
 import type { Logger } from 'pino';
 import { newRequestId, REQUEST_ID_HEADER } from '../http/request-id';
+import { routeTemplateOf } from '../http/route-template';
 
 type LoggedRequest = Request & { id?: string; log?: Logger };
 type LoggedResponse = Response & { err?: Error };
@@ -12,21 +14,51 @@ type LoggedResponse = Response & { err?: Error };
  */
 export type ResponseObserver = (request: Request, response: Response, durationMs: number) => void;
 
-function pathOf(request: Request): string {
+/** What a request line says of the path: no path parameter and no query in clear. */
+export const UNMATCHED_PATH = '(unmatched)';
+
+function rawPathOf(request: Request): string {
   const url = request.originalUrl ?? request.url ?? '';
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
 }
 
 /**
+ * The path of a request line: the route template (`/v1/end-users/:user_id/export`) and each path
+ * parameter as a keyed hash, so that lines about one end user correlate without naming them (a
+ * user_id is often an e-mail address, and stays in logs after an erasure). A request no route
+ * matched logs `(unmatched)` and a hash of its whole path.
+ */
+function pathFields(request: Request, hash: (value: string) => string): Record<string, unknown> {
+  const template = routeTemplateOf(request);
+  if (template === undefined) {
+    return { path: UNMATCHED_PATH, path_hash: hash(rawPathOf(request)) };
+  }
+  const params = request.params as Record<string, unknown> | undefined;
+  const names = params ? Object.keys(params) : [];
+  if (names.length === 0) return { path: template };
+  return {
+    path: template,
+    params: Object.fromEntries(names.map((name) => [name, hash(String(params![name]))])),
+  };
+}
+
+/** A short keyed hash (HMAC-SHA256, 64 bits): enough to correlate, useless to look up. */
+export function logHasher(key: string): (value: string) => string {
+  return (value) => createHmac('sha256', key).update(value).digest('hex').slice(0, 16);
+}
+
+/**
  * The first middleware of every request: gives it a new ULID (an incoming X-Request-Id is never
  * trusted), sends it back as X-Request-Id (with `nosniff`), binds a child logger carrying it
  * (`request.log`, and nestjs-pino's request store, from which PinoLogger hands it to services),
- * and writes one JSON line when the response ends: requestId, method, path, status, duration_ms,
- * and `err` for unexpected errors. Headers and bodies are never logged. Written by hand rather than with pino-http, which made a request cost noticeably more
+ * and writes one JSON line when the response ends: requestId, method, path (the route template;
+ * parameters hashed), status, duration_ms, and `err` for unexpected errors. Headers, bodies and
+ * raw path parameters are never logged. Written by hand rather than with pino-http, which made a request cost noticeably more
  * (see bench/results/changelog.json); nestjs-pino still needs pino-http installed as its peer.
  */
-export function createHttpLogger(logger: Logger, observe?: ResponseObserver) {
+export function createHttpLogger(logger: Logger, hashKey: string, observe?: ResponseObserver) {
+  const hash = logHasher(hashKey);
   // The access line has fixed, safe fields, so it skips redaction (a walk of every line); lines
   // that carry an error keep it.
   const accessLog = logger.child({}, { redact: { paths: [] } });
@@ -47,7 +79,7 @@ export function createHttpLogger(logger: Logger, observe?: ResponseObserver) {
       const line: Record<string, unknown> = {
         requestId,
         method: request.method,
-        path: pathOf(request),
+        ...pathFields(request, hash),
         status,
         duration_ms: Math.round(durationMs),
       };

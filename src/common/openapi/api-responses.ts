@@ -1,5 +1,5 @@
 import { applyDecorators, Type } from '@nestjs/common';
-import { ApiExtraModels, ApiResponse, getSchemaPath } from '@nestjs/swagger';
+import { ApiExtraModels, ApiProperty, ApiResponse } from '@nestjs/swagger';
 import { ErrorEnvelopeDto } from '../errors/error-envelope';
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -27,21 +27,34 @@ export function ApiErrors(...errors: Array<number | [number, string]>) {
   );
 }
 
+const pages = new Map<Type<unknown>, Type<unknown>>();
+
+/**
+ * The named schema of a page of `item` (`EndUserDto` → `EndUserPageDto`), made once per item, so
+ * that generated clients get one named type per list rather than an anonymous shape.
+ */
+function pageOf(item: Type<unknown>): Type<unknown> {
+  let page = pages.get(item);
+  if (!page) {
+    class Page {
+      @ApiProperty({ type: [item] })
+      data: unknown[];
+
+      @ApiProperty({ description: 'Whether items follow this page (ask with starting_after)' })
+      has_more: boolean;
+    }
+    Object.defineProperty(Page, 'name', { value: `${item.name.replace(/Dto$/, '')}PageDto` });
+    page = Page;
+    pages.set(item, page);
+  }
+  return page;
+}
+
 /** Documents a `{data: [...], has_more}` list of `item`. */
 export function ApiPage(item: Type<unknown>, description = 'One page of the list') {
+  const page = pageOf(item);
   return applyDecorators(
-    ApiExtraModels(item),
-    ApiResponse({
-      status: 200,
-      description,
-      schema: {
-        type: 'object',
-        required: ['data', 'has_more'],
-        properties: {
-          data: { type: 'array', items: { $ref: getSchemaPath(item) } },
-          has_more: { type: 'boolean' },
-        },
-      },
-    }),
+    ApiExtraModels(item, page),
+    ApiResponse({ status: 200, description, type: page }),
   );
 }

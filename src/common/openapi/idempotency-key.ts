@@ -48,9 +48,7 @@ export function describeIdempotencyKey(document: OpenAPIObject): void {
       response.headers = {
         ...(response.headers as object | undefined),
         [IDEMPOTENT_REPLAYED_HEADER]: {
-          description:
-            '`true` on a replay of the stored answer of an earlier request with the same Idempotency-Key',
-          schema: { type: 'string', enum: ['true'] },
+          $ref: `#/components/headers/${IDEMPOTENT_REPLAYED_HEADER}`,
         },
       };
     }

@@ -2,9 +2,15 @@ import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { BEARER_AUTH } from '../auth/auth.decorators';
 import { ErrorEnvelopeDto } from '../errors/error-envelope';
+import { IDEMPOTENT_REPLAYED_HEADER } from '../http/idempotency-key';
 import { describeIdempotencyKey } from './idempotency-key';
+import { addUnionSchemas } from './union-schemas';
 
-const COMMON_HEADERS = {
+/**
+ * Response headers, declared once under components/headers and referred to by every response
+ * (written out in each, they were most of the document, and of the types made from it).
+ */
+export const HEADERS = {
   'X-Request-Id': {
     description: 'ULID of this request, repeated in error bodies and logs',
     schema: { type: 'string' },
@@ -21,7 +27,26 @@ const COMMON_HEADERS = {
     description: 'ISO 8601 time at which the bucket is full again',
     schema: { type: 'string' },
   },
+  'Retry-After': {
+    description: 'Seconds until a token is back',
+    schema: { type: 'integer' },
+  },
+  [IDEMPOTENT_REPLAYED_HEADER]: {
+    description:
+      '`true` on a replay of the stored answer of an earlier request with the same Idempotency-Key',
+    schema: { type: 'string', enum: ['true'] },
+  },
 };
+
+export const headerRef = (name: keyof typeof HEADERS) => ({
+  $ref: `#/components/headers/${name}`,
+});
+
+const COMMON_HEADERS = Object.fromEntries(
+  (
+    ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'] as const
+  ).map((name) => [name, headerRef(name)]),
+);
 
 /**
  * An operation without a security requirement is one declared @Public(): the global guard
@@ -48,12 +73,7 @@ function addCommonResponses(document: OpenAPIObject): void {
         .responses;
       responses['429'] ??= {
         description: 'Rate limited (`rate_limited`); see Retry-After',
-        headers: {
-          'Retry-After': {
-            description: 'Seconds until a token is back',
-            schema: { type: 'integer' },
-          },
-        },
+        headers: { 'Retry-After': headerRef('Retry-After') },
         content: { 'application/json': { schema: envelope } },
       };
       responses['500'] ??= {
@@ -83,6 +103,8 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     )
     .build();
   const document = SwaggerModule.createDocument(app, config, { extraModels: [ErrorEnvelopeDto] });
+  (document.components ??= {}).headers = HEADERS;
+  addUnionSchemas(document);
   addCommonResponses(document);
   describeIdempotencyKey(document);
   markPublicOperations(document);

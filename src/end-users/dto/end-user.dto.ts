@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsDefined, IsOptional } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
-import type { EndUserStatus } from '../entities/end-user.entity';
+import type { Row } from '../../database/row';
+import type { EndUser, EndUserStatus } from '../entities/end-user.entity';
 import { IsMetadata, IsUserId, METADATA_MAX_BYTES, USER_ID_MAX_CHARACTERS } from './user-id';
 
 const METADATA_DOC = {
@@ -82,15 +83,10 @@ export class EndUserDeletionDto {
 }
 
 /** An end_users row as the raw SQL of EndUsersService returns it. */
-export interface EndUserRow {
-  id: string;
-  user_id: string;
-  metadata: Record<string, unknown>;
-  status: EndUserStatus;
-  erase_after: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
+export type EndUserRow = Row<
+  EndUser,
+  'id' | 'userId' | 'metadata' | 'status' | 'eraseAfter' | 'createdAt' | 'updatedAt'
+>;
 
 export function toEndUserResponse(row: EndUserRow): EndUserDto {
   return {

@@ -2,6 +2,8 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
+import type { Row } from '../../database/row';
+import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from './user-id';
 
 /** The longest message of an end user (`message` of POST /v1/respond), in characters. */
@@ -105,16 +107,17 @@ export class ScoredMemoryDto extends MemoryDto {
   score: number;
 }
 
-export interface MemoryRow {
-  id: string;
-  personality_id: string;
-  role: 'user' | 'personality';
-  content: string;
-  emotion: string | null;
-  intensity: number | null;
-  vocabulary_version: string | null;
-  created_at: Date;
-}
+export type MemoryRow = Row<
+  Memory,
+  | 'id'
+  | 'personalityId'
+  | 'role'
+  | 'content'
+  | 'emotion'
+  | 'intensity'
+  | 'vocabularyVersion'
+  | 'createdAt'
+>;
 
 export function toMemoryResponse(row: MemoryRow): MemoryDto {
   return {

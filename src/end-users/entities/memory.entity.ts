@@ -3,15 +3,23 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
   JoinColumn,
   ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { Personality } from '../../personalities/entities/personality.entity';
 import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
+
+export type SafetyAction = 'none' | 'crisis_response' | 'blocked' | 'flagged';
+
+export interface MemorySafety {
+  flagged: boolean;
+  categories: Array<'self_harm' | 'sexual_minors' | 'violence'>;
+  action: SafetyAction;
+}
 
 /** One message of a conversation between an end user and a personality, in order (by id). */
 @Entity('memories')
@@ -32,6 +40,7 @@ export class Memory {
   endUserId: string;
 
   @Column({ name: 'personality_id', type: 'uuid' })
+  @ForeignKey('personalities', { onDelete: 'CASCADE', name: 'memories_personality_id_fkey' })
   personalityId: string;
 
   @Column({ type: 'text' })
@@ -54,6 +63,13 @@ export class Memory {
   createdAt: Date;
 
   /**
+   * The safety verdict of the message (user) or the reply (personality) when it was written:
+   * `{flagged, categories, action}` (docs/safety.md); null for memories written before safety.
+   */
+  @Column({ type: 'jsonb', nullable: true })
+  safety: MemorySafety | null;
+
+  /**
    * The content's lexemes in its personality's language (search_config) when it was written.
    * Indexed with the end user and the personality by memories_search_idx (GIN over btree_gin, in
    * the migration only: TypeORM cannot declare it).
@@ -64,8 +80,4 @@ export class Memory {
   @ManyToOne(() => EndUser, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'end_user_id', foreignKeyConstraintName: 'memories_end_user_id_fkey' })
   endUser?: EndUser;
-
-  @ManyToOne(() => Personality, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'personality_id', foreignKeyConstraintName: 'memories_personality_id_fkey' })
-  personality?: Personality;
 }

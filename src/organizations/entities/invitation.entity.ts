@@ -3,12 +3,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
   JoinColumn,
   ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { User } from '../../users/entities/user.entity';
 import type { Role } from './membership.entity';
 import { Organization } from './organization.entity';
 
@@ -48,6 +48,7 @@ export class Invitation {
   tokenHash: Buffer;
 
   @Column({ name: 'invited_by_user_id', type: 'uuid', nullable: true })
+  @ForeignKey('users', { onDelete: 'SET NULL', name: 'invitations_invited_by_user_id_fkey' })
   invitedByUserId: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
@@ -60,6 +61,7 @@ export class Invitation {
   acceptedAt: Date | null;
 
   @Column({ name: 'accepted_by_user_id', type: 'uuid', nullable: true })
+  @ForeignKey('users', { onDelete: 'SET NULL', name: 'invitations_accepted_by_user_id_fkey' })
   acceptedByUserId: string | null;
 
   @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
@@ -71,18 +73,4 @@ export class Invitation {
     foreignKeyConstraintName: 'invitations_organization_id_fkey',
   })
   organization?: Organization;
-
-  @ManyToOne(() => User, { onDelete: 'SET NULL' })
-  @JoinColumn({
-    name: 'invited_by_user_id',
-    foreignKeyConstraintName: 'invitations_invited_by_user_id_fkey',
-  })
-  invitedBy?: User;
-
-  @ManyToOne(() => User, { onDelete: 'SET NULL' })
-  @JoinColumn({
-    name: 'accepted_by_user_id',
-    foreignKeyConstraintName: 'invitations_accepted_by_user_id_fkey',
-  })
-  acceptedBy?: User;
 }

@@ -3,12 +3,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
   JoinColumn,
   ManyToOne,
   PrimaryColumn,
 } from 'typeorm';
-import { User } from '../../users/entities/user.entity';
 import { Organization } from './organization.entity';
 
 export const ROLES = ['owner', 'admin', 'member'] as const;
@@ -22,6 +22,7 @@ export class Membership {
   organizationId: string;
 
   @PrimaryColumn({ name: 'user_id', type: 'uuid' })
+  @ForeignKey('users', { onDelete: 'CASCADE', name: 'memberships_user_id_fkey' })
   userId: string;
 
   @Column({ type: 'text' })
@@ -33,10 +34,6 @@ export class Membership {
     foreignKeyConstraintName: 'memberships_organization_id_fkey',
   })
   organization?: Organization;
-
-  @ManyToOne(() => User, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'user_id', foreignKeyConstraintName: 'memberships_user_id_fkey' })
-  user?: User;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -2,13 +2,11 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
   UpdateDateColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 import type { PersonalityReplies, PersonalityVoice } from './personality-definition';
 
 /** An organization's own copy of a catalog entry; nothing in it refers back to the catalog row. */
@@ -19,6 +17,7 @@ export class Personality {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', { onDelete: 'CASCADE', name: 'personalities_organization_id_fkey' })
   organizationId: string;
 
   @Column({ name: 'source_slug', type: 'text' })
@@ -62,11 +61,4 @@ export class Personality {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'personalities_organization_id_fkey',
-  })
-  organization?: Organization;
 }

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
+import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 
@@ -65,4 +66,42 @@ export class RespondResponseDto {
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
+}
+
+/** The `data` of a `delta` event: the next piece of the reply's text. */
+export class RespondDeltaDto {
+  @ApiProperty({ example: ' on the job!' })
+  text: string;
+}
+
+/**
+ * The events of a streamed reply (`"stream": true`), one schema per event: `event` is the SSE
+ * `event:` line, `data` the JSON of its `data:` line.
+ */
+export class RespondDeltaEventDto {
+  @ApiProperty({ enum: ['delta'] })
+  event: 'delta';
+
+  @ApiProperty({ type: RespondDeltaDto })
+  data: RespondDeltaDto;
+}
+
+export class RespondDoneEventDto {
+  @ApiProperty({ enum: ['done'], description: 'The last event of a complete reply' })
+  event: 'done';
+
+  @ApiProperty({ type: RespondResponseDto, description: 'What a non-streamed call answers' })
+  data: RespondResponseDto;
+}
+
+export class RespondErrorEventDto {
+  @ApiProperty({
+    enum: ['error'],
+    description:
+      'The last event of a reply that failed after it started (502 `engine_unavailable`, 504 `engine_timeout`); nothing was stored',
+  })
+  event: 'error';
+
+  @ApiProperty({ type: ErrorEnvelopeDto })
+  data: ErrorEnvelopeDto;
 }

@@ -90,7 +90,9 @@ describe('LocalResponseEngine', () => {
       ...remembered,
       vocabulary,
       signal,
-      onDelta: (piece) => pieces.push(piece),
+      onDelta: async (piece) => {
+        pieces.push(piece);
+      },
     });
     expect(pieces.length).toBeGreaterThan(3);
     expect(pieces.join('')).toBe(reply.text);

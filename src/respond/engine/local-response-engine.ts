@@ -52,7 +52,7 @@ export class LocalResponseEngine implements ResponseEngine {
     if (earlier) parts.push(pick(replies.recall, seed).replaceAll('{memory}', quote(earlier)));
     const text = parts.join(' ');
     // Streamed a word at a time (each with the space before the next), like a model's tokens.
-    if (onDelta) for (const piece of text.match(/\S+\s*/g) ?? []) onDelta(piece);
+    if (onDelta) for (const piece of text.match(/\S+\s*/g) ?? []) await onDelta(piece);
     return {
       text,
       emotion: { name: detected.name, intensity: round(detected.intensity * 0.8) },

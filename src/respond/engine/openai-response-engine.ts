@@ -186,7 +186,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       if (piece) {
         content += piece;
         const delta = toStorableText(text.push(piece));
-        if (delta) request.onDelta?.(delta);
+        if (delta) await request.onDelta?.(delta);
       }
       if (chunk.usage) {
         usage.promptTokens = tokenCount(chunk.usage.prompt_tokens);

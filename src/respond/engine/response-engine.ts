@@ -29,8 +29,11 @@ export interface ReplyRequest {
   vocabulary: EmotionVocabulary;
   /** Aborted when the client goes away or the time limit passes: the engine stops at once. */
   signal: AbortSignal;
-  /** Receives the reply's text piece by piece, in order, as it is produced. */
-  onDelta?: (text: string) => void;
+  /**
+   * Receives the reply's text piece by piece, in order, as it is produced; the engine waits for
+   * it before it reads on, so a client that does not read pauses the provider's stream.
+   */
+  onDelta?: (text: string) => Promise<void>;
 }
 
 export interface EmotionReading {

@@ -2,6 +2,8 @@ import { ParseUUIDPipe } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength } from 'class-validator';
 import { AppError } from '../../common/errors/app-error';
+import type { Row } from '../../database/row';
+import type { SsoIdentity } from '../entities/sso-identity.entity';
 
 /** The path id of a linked identity: anything but a UUID names none (404, not 400). */
 export const ssoIdentityIdPipe = new ParseUUIDPipe({
@@ -42,14 +44,10 @@ export class SsoIdentityDto {
   linked_at: string;
 }
 
-export interface SsoIdentityRow {
-  id: string;
-  provider: string;
-  subject: string;
-  email: string | null;
-  linked_at: Date;
-  user_id: string;
-}
+export type SsoIdentityRow = Row<
+  SsoIdentity,
+  'id' | 'userId' | 'provider' | 'subject' | 'email' | 'linkedAt'
+>;
 
 export function toSsoIdentityResponse(row: SsoIdentityRow): SsoIdentityDto {
   return {

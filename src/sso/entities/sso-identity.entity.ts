@@ -1,13 +1,4 @@
-import {
-  Column,
-  Entity,
-  Index,
-  JoinColumn,
-  ManyToOne,
-  PrimaryGeneratedColumn,
-  Unique,
-} from 'typeorm';
-import { User } from '../../users/entities/user.entity';
+import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn, Unique } from 'typeorm';
 
 /** An OIDC identity (provider, sub) linked to one user; unique across all users. */
 @Entity('sso_identities')
@@ -18,6 +9,7 @@ export class SsoIdentity {
   id: string;
 
   @Column({ name: 'user_id', type: 'uuid' })
+  @ForeignKey('users', { onDelete: 'CASCADE', name: 'sso_identities_user_id_fkey' })
   userId: string;
 
   @Column({ type: 'text' })
@@ -31,8 +23,4 @@ export class SsoIdentity {
 
   @Column({ name: 'linked_at', type: 'timestamptz', default: () => 'now()' })
   linkedAt: Date;
-
-  @ManyToOne(() => User, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'user_id', foreignKeyConstraintName: 'sso_identities_user_id_fkey' })
-  user?: User;
 }

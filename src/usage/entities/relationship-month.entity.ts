@@ -1,6 +1,4 @@
-import { Check, Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { EndUser } from '../../end-users/entities/end-user.entity';
-import { Organization } from '../../organizations/entities/organization.entity';
+import { Check, Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 
 /** A relationship (end user, personality) active in a UTC month: the billing unit. */
 @Entity('relationship_months')
@@ -9,6 +7,10 @@ import { Organization } from '../../organizations/entities/organization.entity';
 @Index('relationship_months_items_idx', ['organizationId', 'month', 'personalityId', 'endUserId'])
 export class RelationshipMonth {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'relationship_months_organization_id_fkey',
+  })
   organizationId: string;
 
   /** The first day of the UTC month. */
@@ -16,6 +18,7 @@ export class RelationshipMonth {
   month: string;
 
   @PrimaryColumn({ name: 'end_user_id', type: 'uuid' })
+  @ForeignKey('end_users', { onDelete: 'CASCADE', name: 'relationship_months_end_user_id_fkey' })
   endUserId: string;
 
   @PrimaryColumn({ name: 'personality_id', type: 'uuid' })
@@ -23,18 +26,4 @@ export class RelationshipMonth {
 
   @Column({ name: 'first_active_at', type: 'timestamptz' })
   firstActiveAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'relationship_months_organization_id_fkey',
-  })
-  organization?: Organization;
-
-  @ManyToOne(() => EndUser, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'end_user_id',
-    foreignKeyConstraintName: 'relationship_months_end_user_id_fkey',
-  })
-  endUser?: EndUser;
 }

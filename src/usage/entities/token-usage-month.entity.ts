@@ -1,10 +1,13 @@
-import { Column, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
+import { Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 
 /** The model provider's reported token counts, per organization and UTC month. */
 @Entity('token_usage_months')
 export class TokenUsageMonth {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'token_usage_months_organization_id_fkey',
+  })
   organizationId: string;
 
   /** The first day of the UTC month. */
@@ -19,11 +22,4 @@ export class TokenUsageMonth {
 
   @Column({ name: 'completion_tokens', type: 'bigint', default: 0 })
   completionTokens: string;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'token_usage_months_organization_id_fkey',
-  })
-  organization?: Organization;
 }

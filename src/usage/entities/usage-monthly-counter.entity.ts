@@ -1,10 +1,13 @@
-import { Column, Entity, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
+import { Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 
 /** The number of relationship_months rows ever inserted for an organization and month. */
 @Entity('usage_monthly_counters')
 export class UsageMonthlyCounter {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'usage_monthly_counters_organization_id_fkey',
+  })
   organizationId: string;
 
   @PrimaryColumn({ type: 'date' })
@@ -12,11 +15,4 @@ export class UsageMonthlyCounter {
 
   @Column({ name: 'active_relationships', type: 'bigint' })
   activeRelationships: string;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'usage_monthly_counters_organization_id_fkey',
-  })
-  organization?: Organization;
 }

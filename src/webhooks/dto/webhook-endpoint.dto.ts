@@ -121,8 +121,10 @@ export class WebhookEndpointDto {
 export class CreatedWebhookEndpointDto extends WebhookEndpointDto {
   @ApiProperty({
     example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    nullable: true,
+    type: String,
     description:
-      'The signing secret (Standard Webhooks). It is shown in this response only and cannot be retrieved again.',
+      'The signing secret (Standard Webhooks). It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key',
   })
   secret: string;
 }

@@ -3,12 +3,12 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
   JoinColumn,
   ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 import { WebhookEndpoint } from './webhook-endpoint.entity';
 import { WebhookEvent } from './webhook-event.entity';
 
@@ -34,6 +34,10 @@ export class WebhookDeliveryAttempt {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'webhook_delivery_attempts_organization_id_fkey',
+  })
   organizationId: string;
 
   @Column({ name: 'endpoint_id', type: 'uuid' })
@@ -73,13 +77,6 @@ export class WebhookDeliveryAttempt {
 
   @Column({ name: 'lock_token', type: 'uuid', nullable: true })
   lockToken: string | null;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'webhook_delivery_attempts_organization_id_fkey',
-  })
-  organization?: Organization;
 
   @ManyToOne(() => WebhookEndpoint, { onDelete: 'CASCADE' })
   @JoinColumn({

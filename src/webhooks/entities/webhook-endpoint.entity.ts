@@ -3,13 +3,11 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
   UpdateDateColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 export type WebhookEndpointStatus = 'enabled' | 'disabled';
 
@@ -22,6 +20,10 @@ export class WebhookEndpoint {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', {
+    onDelete: 'CASCADE',
+    name: 'webhook_endpoints_organization_id_fkey',
+  })
   organizationId: string;
 
   @Column({ type: 'text' })
@@ -49,11 +51,4 @@ export class WebhookEndpoint {
 
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'webhook_endpoints_organization_id_fkey',
-  })
-  organization?: Organization;
 }

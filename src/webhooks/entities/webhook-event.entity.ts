@@ -2,12 +2,10 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
   Index,
-  JoinColumn,
-  ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
-import { Organization } from '../../organizations/entities/organization.entity';
 
 /**
  * The outbox: one row per event, written in the transaction of the change it reports, and only
@@ -21,6 +19,7 @@ export class WebhookEvent {
   id: string;
 
   @Column({ name: 'organization_id', type: 'uuid' })
+  @ForeignKey('organizations', { onDelete: 'CASCADE', name: 'webhook_events_organization_id_fkey' })
   organizationId: string;
 
   @Column({ type: 'text' })
@@ -32,11 +31,4 @@ export class WebhookEvent {
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
   createdAt: Date;
-
-  @ManyToOne(() => Organization, { onDelete: 'CASCADE' })
-  @JoinColumn({
-    name: 'organization_id',
-    foreignKeyConstraintName: 'webhook_events_organization_id_fkey',
-  })
-  organization?: Organization;
 }

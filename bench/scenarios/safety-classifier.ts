@@ -1,0 +1,197 @@
+import { loadavg } from 'node:os';
+import { LocalSafetyClassifier } from '../../src/safety/local/local-safety-classifier';
+import {
+  crisisFigures,
+  type CrisisFigures,
+  type LabelledMessage,
+  LANGUAGES,
+  loadLabelledMessages,
+  loadModerationMessages,
+  SPLITS,
+} from '../../test/fixtures/safety/labelled-set';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 200);
+const LONG_ROUNDS = Number(process.env.BENCH_LONG_ROUNDS ?? 100);
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+const ms = (nanoseconds: number) => Number((nanoseconds / 1e6).toFixed(4));
+
+/** p50 / p99 / max, in ms, of one timing per classification. */
+function costs(timings: number[]): {
+  runs: number;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
+} {
+  const sorted = [...timings].sort((a, b) => a - b);
+  return {
+    runs: sorted.length,
+    p50_ms: ms(percentile(sorted, 50)),
+    p99_ms: ms(percentile(sorted, 99)),
+    max_ms: ms(sorted[sorted.length - 1]),
+  };
+}
+
+/** CPU time of one classification, in ns: unlike wall-clock, not lengthened by waiting for a core. */
+function cpuTime(classifier: LocalSafetyClassifier, text: string): number {
+  const start = process.cpuUsage();
+  classifier.classifySync(text);
+  const { user, system } = process.cpuUsage(start);
+  return (user + system) * 1000;
+}
+
+function time(classifier: LocalSafetyClassifier, text: string): number {
+  const start = process.hrtime.bigint();
+  classifier.classifySync(text);
+  return Number(process.hrtime.bigint() - start);
+}
+
+function quality(messages: LabelledMessage[], classifier: LocalSafetyClassifier) {
+  const figures = crisisFigures(messages, (text) =>
+    classifier.classifySync(text).categories.includes('self_harm'),
+  );
+  const summary = (language: (typeof LANGUAGES)[number]) => {
+    const f: CrisisFigures = figures[language];
+    return {
+      crisis: f.crisis,
+      negatives: f.negatives,
+      recall: Number(f.recall.toFixed(3)),
+      false_positive_rate: Number(f.falsePositiveRate.toFixed(3)),
+      missed: f.missed,
+      false_positives: f.falsePositives,
+    };
+  };
+  return Object.fromEntries(LANGUAGES.map((language) => [language, summary(language)]));
+}
+
+/** Text of `length` characters built by repeating `unit`. */
+const repeatTo = (unit: string, length: number) =>
+  unit.repeat(Math.ceil(length / unit.length)).slice(0, length);
+
+/**
+ * The local safety classifier: its figures on the labelled set (recall on crisis expressions and
+ * false-positive rate on hard negatives, per language, on the whole set and on each split), and
+ * its cost per message, warm, over many runs of the whole set and on 10,000-character messages.
+ * Goal: p99 ≤ 0.2 ms per message of chat length; cost linear in the length of long messages.
+ * Timings are wall-clock on a shared machine, so the load average at the start is recorded; long
+ * messages are also measured in CPU time, which waiting for a busy core does not lengthen.
+ */
+export async function run(): Promise<Record<string, unknown>> {
+  const loadAtStart = loadavg().map((value) => Number(value.toFixed(2)));
+  const constructStart = process.hrtime.bigint();
+  const classifier = new LocalSafetyClassifier();
+  const constructNs = Number(process.hrtime.bigint() - constructStart);
+
+  const messages = loadLabelledMessages();
+  const moderation = loadModerationMessages();
+  const moderationCorrect = moderation.filter(
+    (message) =>
+      JSON.stringify(classifier.classifySync(message.text).categories) ===
+      JSON.stringify(message.categories),
+  ).length;
+
+  // Warm up: the JIT settles on the hot paths before anything is timed.
+  for (let round = 0; round < 20; round++) for (const { text } of messages) time(classifier, text);
+  const perMessage: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const { text } of messages) perMessage.push(time(classifier, text));
+  }
+  const lengths = messages.map((message) => message.text.length).sort((a, b) => a - b);
+
+  const labelledText = messages.map((message) => message.text).join(' ');
+  const longKinds: Record<string, string> = {
+    labelled_messages_joined: repeatTo(`${labelledText} `, 10_000),
+    english_prose: repeatTo(
+      'we walked to the market, bought bread and talked about the match. ',
+      10_000,
+    ),
+    spaced_letters: repeatTo('k i l l ', 10_000),
+    japanese: repeatTo('今日はいい天気ですね。散歩に行きたい。', 10_000),
+    one_long_word: 'a'.repeat(10_000),
+    emoji: repeatTo('😂🔪💀👍🏽 ', 10_000),
+    // Many phrases that other phrases cancel or deny: the rules' windows keep this linear.
+    cancelled_phrases: repeatTo(
+      "i could die laughing, i don't want to die, kill myself laughing ",
+      10_000,
+    ),
+    sexual_minors_markers: repeatTo(
+      'my kid and the teen write a story about sex ed and puberty. ',
+      10_000,
+    ),
+  };
+  const long: Record<
+    string,
+    { wall_clock: ReturnType<typeof costs>; cpu: ReturnType<typeof costs> }
+  > = {};
+  for (const [kind, text] of Object.entries(longKinds)) {
+    for (let round = 0; round < 10; round++) time(classifier, text);
+    long[kind] = {
+      wall_clock: costs(Array.from({ length: LONG_ROUNDS }, () => time(classifier, text))),
+      cpu: costs(Array.from({ length: LONG_ROUNDS }, () => cpuTime(classifier, text))),
+    };
+  }
+  // Linear: the cost per character stays flat as the message grows. Sizes take turns in each
+  // round, so the machine's drift falls on all of them alike; the fastest run shows the trend.
+  const sizes = [2_500, 5_000, 10_000, 20_000, 40_000];
+  const texts = sizes.map((length) => repeatTo(`${labelledText} `, length));
+  const bySize: number[][] = sizes.map(() => []);
+  for (let round = 0; round < 45; round++) {
+    texts.forEach((text, index) => {
+      const timing = time(classifier, text);
+      if (round >= 5) bySize[index].push(timing);
+    });
+  }
+  const scaling = Object.fromEntries(
+    sizes.map((length, index) => {
+      const timings = bySize[index].sort((a, b) => a - b);
+      return [
+        length,
+        {
+          p50_ms: ms(percentile(timings, 50)),
+          min_ns_per_char: Math.round(timings[0] / length),
+          p50_ns_per_char: Math.round(percentile(timings, 50) / length),
+        },
+      ];
+    }),
+  );
+
+  const perMessageCosts = costs(perMessage);
+  return {
+    load_average_at_start: loadAtStart,
+    goal: 'p99 <= 0.2 ms per message of chat length; cost per character flat for long messages',
+    construction_ms: ms(constructNs),
+    labelled_set: {
+      messages: messages.length,
+      per_split: Object.fromEntries(
+        SPLITS.map((split) => [
+          split,
+          messages.filter((message) => message.split === split).length,
+        ]),
+      ),
+    },
+    self_harm_whole_set: quality(messages, classifier),
+    self_harm_by_split: Object.fromEntries(
+      SPLITS.map((split) => [
+        split,
+        quality(
+          messages.filter((message) => message.split === split),
+          classifier,
+        ),
+      ]),
+    ),
+    violence_and_sexual_minors_set: {
+      messages: moderation.length,
+      exactly_right: moderationCorrect,
+    },
+    cost_per_message: {
+      ...perMessageCosts,
+      message_length_chars: { p50: percentile(lengths, 50), max: lengths[lengths.length - 1] },
+      goal_met: perMessageCosts.p99_ms <= 0.2,
+    },
+    cost_10000_chars: long,
+    cost_by_length: scaling,
+  };
+}

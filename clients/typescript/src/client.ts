@@ -1,0 +1,214 @@
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import createClient, { type Client } from 'openapi-fetch';
+import { isEnvelope, PersonalityApiError } from './errors';
+import type { components, paths } from './generated/openapi';
+import { IDEMPOTENCY_KEY, retryingFetch, type Fetch } from './retry';
+
+type Schemas = components['schemas'];
+
+/** The body of `POST /v1/respond`; `respond` and `respondStream` choose `stream` themselves. */
+export type RespondBody = Omit<Schemas['RespondDto'], 'stream'>;
+/** The answer of `POST /v1/respond`, also the `done` event of a stream. */
+export type RespondAnswer = Schemas['RespondResponseDto'];
+/** What `respondStream` yields: pieces of the reply, then the whole answer, or an error. */
+export type RespondStreamEvent =
+  | { type: 'delta'; text: string }
+  | { type: 'done'; answer: RespondAnswer }
+  | { type: 'error'; error: PersonalityApiError };
+
+export type PersonalityApiOptions = {
+  /** Where the API is, e.g. `https://api.example.com` (paths start with `/v1`). */
+  baseUrl: string;
+  /** Retries of a request after a network error, 429, 502, 503 or 504 (default 2; 0: none). */
+  maxRetries?: number;
+  /** The fetch every attempt goes through (default: the global `fetch`). */
+  fetch?: Fetch;
+  /** Further headers sent with every request. */
+  headers?: Record<string, string>;
+} & (
+  | { apiKey: string; accessToken?: never; organizationId?: never }
+  /** An access token acts for a user; `organizationId` picks one of their organizations. */
+  | { accessToken: string; organizationId?: string; apiKey?: never }
+  /** No credential: the public operations (sign-up, login, vocabularies). */
+  | { apiKey?: never; accessToken?: never; organizationId?: never }
+);
+
+export interface CallOptions {
+  /** Sent as `Idempotency-Key`; default: a fresh UUID for this call, repeated by its retries. */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+type Get<P> = P extends keyof paths ? (paths[P] extends { get: infer O } ? O : never) : never;
+/** Only the JSON answers: the SSE of a streamed respond is `respondStream`'s. */
+type Json = 'application/json';
+type JsonOk<O> = O extends { responses: { 200: { content: { 'application/json': infer B } } } }
+  ? B
+  : never;
+/** The paths whose GET answers a page: `{data: [...], has_more}`. */
+export type ListPath = {
+  [P in keyof paths]: [Get<P>] extends [never]
+    ? never
+    : JsonOk<Get<P>> extends { data: unknown[]; has_more: boolean }
+      ? P
+      : never;
+}[keyof paths];
+/** An item of the list at `P`. */
+export type ListItem<P extends ListPath> =
+  JsonOk<Get<P>> extends { data: Array<infer Item> } ? Item : never;
+type ParamsOf<P> =
+  Get<P> extends { parameters: infer Q extends { path?: unknown; query?: unknown } } ? Q : never;
+/** `paginate`'s second argument: the list's path and query parameters, and a signal. */
+export type PageParams<P extends ListPath> = Pick<ParamsOf<P>, 'path' | 'query'> & {
+  signal?: AbortSignal;
+};
+type PageArgs<P extends ListPath> = undefined extends ParamsOf<P>['path']
+  ? [params?: PageParams<P>]
+  : [params: PageParams<P>];
+
+/**
+ * The field of the last item that `starting_after` names, for lists whose items have no `id`
+ * or whose cursor is another field (docs/api.md, Conventions). A new list whose items have no
+ * `id` does not compile until it is named here.
+ */
+type PathsWithoutId = {
+  [P in ListPath]: 'id' extends keyof ListItem<P> ? never : P;
+}[ListPath];
+const CURSORS: { [P in PathsWithoutId]: keyof ListItem<P> } & {
+  [P in ListPath]?: keyof ListItem<P>;
+} = {
+  '/v1/end-users': 'user_id',
+  '/v1/organizations/{id}/members': 'user_id',
+  '/v1/personalities/catalog': 'slug',
+  '/v1/vocabularies/emotions/changelog': 'version',
+};
+
+type Page = { data: Array<Record<string, unknown>>; has_more: boolean };
+
+/**
+ * The Personality API. Every operation is a typed call, as openapi-fetch has it:
+ * `await api.GET('/v1/end-users/{user_id}', {params: {path: {user_id}}})` answers
+ * `{data, error, response}`. `respond`, `respondStream` and `paginate` throw PersonalityApiError
+ * instead. Every POST carries an Idempotency-Key; failed attempts are retried (see `maxRetries`).
+ */
+export class PersonalityApi {
+  readonly GET: Client<paths, Json>['GET'];
+  readonly POST: Client<paths, Json>['POST'];
+  readonly PUT: Client<paths, Json>['PUT'];
+  readonly PATCH: Client<paths, Json>['PATCH'];
+  readonly DELETE: Client<paths, Json>['DELETE'];
+
+  constructor(options: PersonalityApiOptions) {
+    const credential = options.apiKey ?? options.accessToken;
+    const client = createClient<paths, Json>({
+      baseUrl: options.baseUrl,
+      fetch: retryingFetch(options.maxRetries ?? 2, options.fetch ?? ((request) => fetch(request))),
+      headers: {
+        ...options.headers,
+        ...(credential !== undefined && { Authorization: `Bearer ${credential}` }),
+        ...(options.organizationId !== undefined && {
+          'X-Organization-Id': options.organizationId,
+        }),
+      },
+    });
+    this.GET = client.GET;
+    this.POST = client.POST;
+    this.PUT = client.PUT;
+    this.PATCH = client.PATCH;
+    this.DELETE = client.DELETE;
+  }
+
+  /** A personality answers an end user (`POST /v1/respond`). */
+  async respond(body: RespondBody, options: CallOptions = {}): Promise<RespondAnswer> {
+    const { data, error, response } = await this.POST('/v1/respond', {
+      body,
+      headers: keyHeader(options),
+      signal: options.signal,
+    });
+    if (data === undefined) throw PersonalityApiError.from(error, response);
+    return data;
+  }
+
+  /**
+   * The reply as it is written (`"stream": true`): `delta` events, then `done` with the answer,
+   * or an `error` event when the reply failed after it started. An error before it started
+   * throws. Leaving the loop early closes the connection, which cancels the reply.
+   */
+  async *respondStream(
+    body: RespondBody,
+    options: CallOptions = {},
+  ): AsyncGenerator<RespondStreamEvent, void, undefined> {
+    const { data, error, response } = await this.POST('/v1/respond', {
+      body: { ...body, stream: true },
+      headers: { accept: 'text/event-stream', ...keyHeader(options) },
+      parseAs: 'stream',
+      signal: options.signal,
+    });
+    if (!data) throw PersonalityApiError.from(error, response);
+    // A repeated Idempotency-Key replays the stored answer as JSON (contract §16).
+    if (!response.headers.get('content-type')?.startsWith('text/event-stream')) {
+      const answer = (await new Response(data).json()) as RespondAnswer;
+      yield { type: 'done', answer };
+      return;
+    }
+    const events = data
+      .pipeThrough(new TextDecoderStream())
+      .pipeThrough(new EventSourceParserStream())
+      .getReader();
+    try {
+      for (;;) {
+        const { done, value } = await events.read();
+        if (done) throw new Error('The reply stream ended before its done or error event');
+        const payload = JSON.parse(value.data) as unknown;
+        if (value.event === 'delta') {
+          yield { type: 'delta', text: (payload as Schemas['RespondDeltaDto']).text };
+        } else if (value.event === 'done') {
+          yield { type: 'done', answer: payload as RespondAnswer };
+          return;
+        } else if (value.event === 'error' && isEnvelope(payload)) {
+          yield { type: 'error', error: PersonalityApiError.from(payload, response) };
+          return;
+        }
+      }
+    } finally {
+      await events.cancel().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Every item of a list, page after page (`starting_after` = the last item's cursor), e.g.
+   * `for await (const user of api.paginate('/v1/end-users', {query: {limit: 100}}))`.
+   */
+  async *paginate<P extends ListPath>(
+    path: P,
+    ...[params]: PageArgs<P>
+  ): AsyncGenerator<ListItem<P>, void, undefined> {
+    const get = this.GET as unknown as (
+      path: string,
+      init: object,
+    ) => Promise<{ data?: Page; error?: unknown; response: Response }>;
+    const field = (CURSORS as Record<string, string | undefined>)[path] ?? 'id';
+    const given = (params ?? {}) as {
+      path?: object;
+      query?: Record<string, unknown>;
+      signal?: AbortSignal;
+    };
+    let query = given.query;
+    for (;;) {
+      const { data, error, response } = await get(path, {
+        params: { path: given.path, query },
+        signal: given.signal,
+      });
+      if (data === undefined) throw PersonalityApiError.from(error, response);
+      yield* data.data as Array<ListItem<P>>;
+      const last = data.data.at(-1);
+      if (!data.has_more || last === undefined) return;
+      if (typeof last[field] !== 'string') throw new Error(`${path}: an item without ${field}`);
+      query = { ...query, starting_after: last[field] };
+    }
+  }
+}
+
+function keyHeader(options: CallOptions): Record<string, string> {
+  return options.idempotencyKey === undefined ? {} : { [IDEMPOTENCY_KEY]: options.idempotencyKey };
+}

@@ -1,0 +1,227 @@
+import {
+  crisisFigures,
+  LANGUAGES,
+  loadLabelledMessages,
+  loadModerationMessages,
+  SPLITS,
+} from '../../../test/fixtures/safety/labelled-set';
+import { LocalSafetyClassifier } from './local-safety-classifier';
+
+describe('LocalSafetyClassifier', () => {
+  const classifier = new LocalSafetyClassifier();
+  const categoriesOf = (text: string) => classifier.classifySync(text).categories;
+  const isSelfHarm = (text: string) => categoriesOf(text).includes('self_harm');
+
+  describe('on the labelled set', () => {
+    const messages = loadLabelledMessages();
+
+    it('has the size and balance the figures are published for', () => {
+      expect(messages.length).toBeGreaterThanOrEqual(400);
+      for (const language of LANGUAGES) {
+        const ofLanguage = messages.filter((message) => message.language === language);
+        expect(ofLanguage.length).toBeGreaterThanOrEqual(100);
+        const crisis = ofLanguage.filter((message) => message.label === 'crisis').length;
+        expect(crisis * 2).toBe(ofLanguage.length);
+      }
+      for (const split of SPLITS) {
+        expect(messages.some((message) => message.split === split)).toBe(true);
+      }
+      expect(new Set(messages.map((message) => message.text)).size).toBe(messages.length);
+    });
+
+    it.each(LANGUAGES)(
+      '%s: recall ≥ 0.95 on crisis expressions, false positives ≤ 0.05 on hard negatives',
+      (language) => {
+        const { recall, falsePositiveRate, missed, falsePositives } = crisisFigures(
+          messages,
+          isSelfHarm,
+        )[language];
+        // A failure shows the figure with the messages behind it.
+        expect(recall >= 0.95 ? 'recall ≥ 0.95' : { recall, missed }).toBe('recall ≥ 0.95');
+        expect(
+          falsePositiveRate <= 0.05 ? 'FPR ≤ 0.05' : { falsePositiveRate, falsePositives },
+        ).toBe('FPR ≤ 0.05');
+      },
+    );
+  });
+
+  describe('on the violence and sexual_minors set', () => {
+    it.each(loadModerationMessages().map((message) => [message.kind, message.text, message]))(
+      '%s: %s',
+      (_kind, text, message) => {
+        expect(categoriesOf(text)).toEqual(message.categories);
+      },
+    );
+  });
+
+  describe('reads the forms people hide words in', () => {
+    it.each([
+      ['leetspeak', 'i want to k1ll mys3lf'],
+      ['a dollar for an s', '$uicide is the only way out'],
+      ['digits inside a word', 'i just want to d13'],
+      ['spaced letters', 'ive been thinking about k i l l i n g myself'],
+      ['dotted letters', 'thinking about s.u.i.c.i.d.e again'],
+      ['a spaced-out sentence', 'i w a n t t o d i e'],
+      ['repeated letters', 'i just want to diiiiiie'],
+      ['shouting', 'I WANT TO KILL MYSELF'],
+      ['full-width letters', 'ｉ ｗａｎｔ ｔｏ ｄｉｅ'],
+      ['zero-width characters', 'i want to kill my\u200bself'],
+      ['curly apostrophes', 'i don’t want to live anymore'],
+      ['no apostrophes', 'i dont want to live anymore'],
+      ['chat spelling', 'wanna kms'],
+      ['accents left off', 'je veux mourir, je suis fatiguee de vivre'],
+      ['French without the apostrophe', 'j ai envie de mourir'],
+    ])('%s: "%s" is self_harm', (_form, text) => {
+      expect(categoriesOf(text)).toEqual(['self_harm']);
+    });
+  });
+
+  describe('draws the lines docs/safety.md describes', () => {
+    it.each([
+      ['figurative', 'this commute is killing me'],
+      ['figurative', 'I could die laughing'],
+      ['figurative', "I'm dying to see that film"],
+      ['figurative, German', 'das bringt mich um 😂'],
+      ['figurative, French', 'je meurs de faim'],
+      ['figurative, Spanish', 'me muero de risa'],
+      ['an idiom after the phrase', 'i want to die of embarrassment'],
+      ['negation', 'I would never hurt myself'],
+      ['negation', "I'm not suicidal"],
+      ['a negation three words back', 'no estoy pensando en suicidarme'],
+      ['a trailing French negation', 'je me suiciderai jamais'],
+      ['news', 'the article about the suicide rate'],
+      ['third person', 'my friend said she wanted to die, how can I help her?'],
+      ['a reporting verb', 'the character says i want to die'],
+      ['a quotation from a song', 'the song goes "i wanna die" and it is stuck in my head'],
+      ['someone else asking', 'my therapist asked if i ever had suicidal thoughts'],
+      ['fiction', 'in romeo and juliet why do they both kill themselves'],
+      ['medical', 'can antidepressants cause suicidal thoughts in teenagers?'],
+      ['an accident', 'i cut myself chopping onions'],
+      ['an everyday place', "i don't want to live in this town anymore"],
+      ['a farewell for now', 'this is goodbye for now, see you tomorrow!'],
+    ])('%s: "%s" is not self_harm', (_why, text) => {
+      expect(isSelfHarm(text)).toBe(false);
+    });
+
+    it.each([
+      [
+        'an idiom does not cancel a later statement',
+        'i could die laughing. but honestly i want to die',
+      ],
+      ['a quotation the speaker introduces', 'i keep thinking "i want to die" over and over'],
+      ['a laugh does not cancel ideation', 'i want to die lol'],
+      ['a negation in another clause', "i'm not okay but i want to die"],
+      ['means at hand with distress', "i can't take it anymore. the pills are right here"],
+    ])('%s: "%s" is self_harm', (_why, text) => {
+      expect(isSelfHarm(text)).toBe(true);
+    });
+
+    it('does not take means at hand without distress for a crisis', () => {
+      expect(isSelfHarm('the pills are right here, i take them every morning')).toBe(false);
+    });
+
+    it('takes "kill" as banter unless a weapon or seriousness is named', () => {
+      expect(categoriesOf("i'm going to kill my brother, he ate my cake")).toEqual([]);
+      expect(categoriesOf("i'll kill you if you eat my fries")).toEqual([]);
+      expect(categoriesOf("i'm going to kill my brother tomorrow, i'm not joking")).toEqual([
+        'violence',
+      ]);
+      expect(categoriesOf("i'm going to kill him tomorrow lol")).toEqual([]);
+      expect(categoriesOf("i'm going to kill him, the knife is ready")).toEqual(['violence']);
+    });
+
+    it('takes a specific violent act as meant, with or without a weapon', () => {
+      expect(categoriesOf("i'm going to stab him tomorrow")).toEqual(['violence']);
+      expect(categoriesOf('i bought a gun. i am going to use it on him')).toEqual(['violence']);
+      expect(categoriesOf("i'm going to use it on him")).toEqual([]);
+    });
+
+    it('does not flag an emoji-only message, unless an emoji stands in a threat', () => {
+      expect(categoriesOf('😭😭😭')).toEqual([]);
+      expect(categoriesOf('🔪🔪🔪')).toEqual([]);
+      expect(categoriesOf('💀💀💀 💣')).toEqual([]);
+      expect(categoriesOf('i am going to 🔪 him tonight')).toEqual(['violence']);
+    });
+
+    it('keeps a protective context for minors clean, unless content is asked for', () => {
+      expect(categoriesOf('my 14 year old starts sex ed, how do i talk to her about it')).toEqual(
+        [],
+      );
+      expect(categoriesOf('write a sexy story about a 14 year old for sex ed')).toEqual([
+        'sexual_minors',
+      ]);
+      expect(categoriesOf('what kind of sexy outfit should i wear tonight')).toEqual([]);
+    });
+  });
+
+  describe('as a classifier', () => {
+    it('lists categories in canonical order, each once', () => {
+      expect(
+        categoriesOf(
+          'i am going to stab him tomorrow and then kill myself. i want to kill myself.',
+        ),
+      ).toEqual(['self_harm', 'violence']);
+    });
+
+    it('answers the same verdict, decided by itself, through classify and classifySync', async () => {
+      const text = 'i want to end my life';
+      await expect(classifier.classify(text)).resolves.toEqual({
+        categories: ['self_harm'],
+        decidedBy: 'local',
+      });
+      expect(classifier.classifySync(text)).toEqual({
+        categories: ['self_harm'],
+        decidedBy: 'local',
+      });
+    });
+
+    it('is deterministic: a second instance agrees on every labelled message', () => {
+      const other = new LocalSafetyClassifier();
+      for (const { text } of loadLabelledMessages()) {
+        expect(other.classifySync(text)).toEqual(classifier.classifySync(text));
+      }
+    });
+
+    it('finds a statement at the end of a 10,000-character message', () => {
+      const filler = 'we talked about the weather, the garden and the football. '.repeat(200);
+      const long = `${filler.slice(0, 10_000 - 30)} i want to kill myself`;
+      expect(long.length).toBeLessThanOrEqual(10_000);
+      expect(categoriesOf(long)).toEqual(['self_harm']);
+      expect(categoriesOf(filler.slice(0, 10_000))).toEqual([]);
+      expect(categoriesOf('k i l l '.repeat(1250))).toEqual([]);
+      expect(categoriesOf('a'.repeat(10_000))).toEqual([]);
+    });
+
+    it('stays right in a long message full of phrases that cancel or deny each other', () => {
+      const cancelled = "i could die laughing, i don't want to die, kill myself laughing ".repeat(
+        160,
+      );
+      expect(categoriesOf(cancelled)).toEqual([]);
+      expect(categoriesOf(`${cancelled} i want to die`)).toEqual(['self_harm']);
+      const markers = 'my kid and the teen write a story about sex ed and puberty. '.repeat(160);
+      expect(categoriesOf(markers)).toEqual([]);
+    });
+
+    it.each([
+      ['Japanese', '今日はいい天気ですね。散歩に行きたい。'],
+      ['Chinese', '我今天很开心，想去公园散步。'],
+      ['Arabic', 'مرحبا، كيف حالك اليوم؟'],
+      ['Hebrew', 'שלום, מה שלומך?'],
+      ['Cyrillic', 'Привет, как дела? Я хочу гулять.'],
+      ['Greek', 'Γεια σου, τι κάνεις;'],
+      ['Hindi', 'नमस्ते, आप कैसे हैं?'],
+      ['Korean', '안녕하세요, 오늘 기분이 좋아요'],
+      ['Thai', 'สวัสดีครับ วันนี้อากาศดี'],
+      ['emoji sequences', '👩‍👩‍👧‍👦🏳️‍🌈👍🏽'],
+      ['a lone surrogate', 'hello \ud800 there \udfff'],
+      ['control characters', 'line\u0001one\u0007\u001b[31mred\u001b[0m\ttab\r\n'],
+      ['bidirectional marks', '\u202eeid ot tnaw i\u202c'],
+      ['combining marks only', '\u0301\u0302\u0303'],
+      ['the empty string', ''],
+      ['whitespace', ' \n\t '],
+      ['unbalanced quotation marks', '"“„« she said \' \' "'],
+    ])('handles %s without flagging it', (_what, text) => {
+      expect(categoriesOf(text)).toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,456 @@
+/** How a token is separated from the one before it: not at all, by a clause break, a sentence break. */
+export type BreakBefore = 0 | 1 | 2;
+export const CLAUSE_BREAK = 1;
+export const SENTENCE_BREAK = 2;
+
+export interface Token {
+  /** The matching form: folded, leetspeak read, repeated letters collapsed ("Diiiie" → "die"). */
+  readonly text: string;
+  readonly breakBefore: BreakBefore;
+  /** The quoted span (1, 2, …) the token sits in, 0 outside quotation marks. */
+  readonly quote: number;
+  readonly isNumber: boolean;
+}
+
+export interface NormalizedText {
+  readonly tokens: Token[];
+  /** quoteStarts[q] and quoteEnds[q]: the first token of quoted span q and the one after its last. */
+  readonly quoteStarts: number[];
+  readonly quoteEnds: number[];
+}
+
+/** A word as it came, before leetspeak, apostrophes and repeated letters are read. */
+interface RawToken {
+  raw: string;
+  breakBefore: BreakBefore;
+  quote: number;
+  /** Separated from the previous token by at most 3 of " .-_*·/": how "k i l l" and "s.u.i.c.i.d.e" are written. */
+  tightBefore: boolean;
+}
+
+// Letters the compatibility decomposition leaves whole, by code point.
+const LETTER_FOLDS = new Map<number, string>(
+  Object.entries({ ß: 'ss', œ: 'oe', æ: 'ae', ø: 'o', ł: 'l', đ: 'd', ı: 'i', þ: 'th' }).map(
+    ([letter, folded]) => [letter.charCodeAt(0), folded],
+  ),
+);
+
+const LEET: Record<string, string> = {
+  '0': 'o',
+  '1': 'i',
+  '3': 'e',
+  '4': 'a',
+  '5': 's',
+  '7': 't',
+  '9': 'g',
+  $: 's',
+  '@': 'a',
+  '!': 'i',
+  '|': 'l',
+  '€': 'e',
+};
+
+/**
+ * Emoji that stand for a word in a threat ("I'm going to 🔪 him") or a laugh. Every other emoji
+ * separates words and means nothing, so a message of emoji alone is clean.
+ */
+const EMOJI_WORDS = new Map<number, string>([
+  [0x1f52a, 'knife'],
+  [0x1f5e1, 'knife'],
+  [0x1f52b, 'gun'],
+  [0x1f4a3, 'bomb'],
+  [0x1f602, 'lol'],
+  [0x1f923, 'lol'],
+  [0x1f606, 'lol'],
+  [0x1f639, 'lol'],
+]);
+
+// Characters are classified by code point: hashing one-character strings is what costs.
+const codesOf = (chars: string): Set<number> =>
+  new Set([...chars].map((char) => char.codePointAt(0) ?? 0));
+const SENTENCE_ENDS = codesOf('.!?;\n\r¿¡。');
+const CLAUSE_MARKS = codesOf(',:()[]{}–—•');
+const TIGHT_SEPARATORS = codesOf(' .-_*·/');
+const QUOTE_MARKS = codesOf('"“”„‟«»「」『』〝〞');
+const APOSTROPHES = codesOf("'’‘`ʼ");
+const LEET_SYMBOLS = codesOf('$@!|€');
+const SPACE = 0x20;
+const NEWLINE = 0x0a;
+const RETURN = 0x0d;
+const EXCLAMATION = 0x21;
+const DOLLAR = 0x24;
+const AT = 0x40;
+const PERIOD = 0x2e;
+const COMMA = 0x2c;
+
+// English clitics after an apostrophe: joined as people type them without one ("dont", "im").
+const ENGLISH_CLITICS = new Set(['t', 'm', 'll', 've', 're', 'd', 's']);
+// French elisions: split and restored ("j'ai" → "je ai").
+const FRENCH_ELISIONS: Record<string, string> = {
+  j: 'je',
+  m: 'me',
+  t: 'te',
+  s: 'se',
+  n: 'ne',
+  l: 'le',
+  c: 'ce',
+  d: 'de',
+  qu: 'que',
+  jusqu: 'jusque',
+  lorsqu: 'lorsque',
+  puisqu: 'puisque',
+  quelqu: 'quelque',
+};
+
+/**
+ * Chat spellings read as the words they stand for. Keys are compared in matching form, so each
+ * must not collide with an ordinary word of another of the four languages.
+ */
+const SPELLINGS: Record<string, string> = {
+  gonna: 'going to',
+  wanna: 'want to',
+  gotta: 'got to',
+  tryna: 'trying to',
+  kms: 'kill myself',
+  kys: 'kill yourself',
+  unalive: 'kill',
+  unalived: 'killed',
+  unaliving: 'killing',
+  sewerslide: 'suicide',
+  sucide: 'suicide',
+  suicde: 'suicide',
+  suiside: 'suicide',
+  u: 'you',
+  nich: 'nicht',
+  j: 'je',
+  g: 'je ai',
+  jai: 'je ai',
+  jsuis: 'je suis',
+  jss: 'je suis',
+  chui: 'je suis',
+  jveux: 'je veux',
+  jvais: 'je vais',
+  jpense: 'je pense',
+  jpeux: 'je peux',
+  jme: 'je me',
+  jsais: 'je sais',
+  jen: 'je en',
+  jcrois: 'je crois',
+  jvoudrais: 'je voudrais',
+  q: 'que',
+  xq: 'porque',
+  pq: 'porque',
+  kiero: 'quiero',
+};
+
+/** Runs of one letter become one letter: "diiiie" and "die", "kill" and "kil" match alike. */
+export function collapseRepeats(word: string): string {
+  let out = '';
+  let previous = '';
+  for (const char of word) {
+    if (char !== previous || isDigit(char)) out += char;
+    previous = char;
+  }
+  return out;
+}
+
+function isDigit(char: string): boolean {
+  return char >= '0' && char <= '9';
+}
+
+function isDigitCode(code: number | undefined): boolean {
+  return code !== undefined && code >= 0x30 && code <= 0x39;
+}
+
+const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
+const NUMBER = /^\d+(?:[.,]\d+)?$/;
+const LEADING_DIGITS = /^(\d+)(\D.*)$/;
+const MAX_SEGMENTED_RUN = 48;
+
+/**
+ * Turns text into tokens for the phrase matcher. One linear pass over the text plus linear
+ * post-processing; nothing here backtracks.
+ *
+ * - Unicode compatibility folding (NFKD, which covers what NFKC folds: full-width, ligatures,
+ *   mathematical letters), lower case, accents and zero-width characters dropped, ß → ss, œ → oe.
+ * - Leetspeak inside words: "k1ll", "d13", "$uicide", "m@ke"; a number before letters stays a
+ *   number ("14yo" → 14, yo) so ages survive.
+ * - Apostrophes: English contractions joined as typed without one ("don't" → "dont"), French
+ *   elisions restored ("j'ai" → "je ai"), a few chat spellings expanded ("wanna", "kms", "jveux").
+ * - Spaced and dotted letters ("k i l l", "s.u.i.c.i.d.e"): three or more single letters in a row
+ *   are joined, then split into known words when they spell a phrase ("i w a n t t o d i e").
+ * - Repeated letters collapsed, in the text and in the lexicon alike.
+ * - Sentence breaks (. ! ? ; newline …), clause breaks (, : brackets, dashes) and quoted spans
+ *   (" “ ” „ « » and single quotes around words) are recorded for the rules that read context.
+ */
+export class TextNormalizer {
+  /** Per BMP code point: 0 not yet known, 1 letter or digit, 2 neither. */
+  private readonly wordCodes = new Uint8Array(0x10000);
+  private readonly spellings = new Map<string, string[]>();
+  private readonly longestWord: number;
+
+  /** `vocabulary`: the lexicon's words in matching form, to split runs of spaced letters into. */
+  constructor(private readonly vocabulary: ReadonlySet<string> = new Set()) {
+    for (const [spelling, words] of Object.entries(SPELLINGS)) {
+      this.spellings.set(collapseRepeats(spelling), words.split(' ').map(collapseRepeats));
+    }
+    let longest = 0;
+    for (const word of vocabulary) longest = Math.max(longest, word.length);
+    this.longestWord = longest;
+  }
+
+  /** A lexicon phrase's words in matching form, by the same rules as the text. */
+  words(phrase: string): string[] {
+    return this.normalize(phrase).tokens.map((token) => token.text);
+  }
+
+  normalize(text: string): NormalizedText {
+    const folded = text
+      .normalize('NFKD')
+      .toLowerCase()
+      .replace(/[\p{M}\p{Cf}]+/gu, '');
+    const { raws, quoteCount } = this.scan(folded);
+    return this.finish(this.joinSpacedLetters(raws), quoteCount);
+  }
+
+  private isWordCode(code: number | undefined): boolean {
+    if (code === undefined) return false;
+    if (code < 0x80) return (code >= 0x61 && code <= 0x7a) || isDigitCode(code);
+    if (code >= 0x10000) return LETTER_OR_NUMBER.test(String.fromCodePoint(code));
+    let known = this.wordCodes[code];
+    if (known === 0) {
+      known = LETTER_FOLDS.has(code) || LETTER_OR_NUMBER.test(String.fromCharCode(code)) ? 1 : 2;
+      this.wordCodes[code] = known;
+    }
+    return known === 1;
+  }
+
+  private scan(text: string): { raws: RawToken[]; quoteCount: number } {
+    const raws: RawToken[] = [];
+    let word = '';
+    let pendingBreak: BreakBefore = 0;
+    let gapLength = 0;
+    let gapTight = true;
+    let quote = 0;
+    let quoteCount = 0;
+    let singleQuoted = false;
+
+    const separate = (code: number, strength: BreakBefore): void => {
+      flush();
+      if (strength > pendingBreak) pendingBreak = strength;
+      gapLength += 1;
+      if (!TIGHT_SEPARATORS.has(code)) gapTight = false;
+    };
+    const push = (raw: string): void => {
+      raws.push({
+        raw,
+        breakBefore: pendingBreak,
+        quote,
+        tightBefore: raws.length > 0 && gapTight && gapLength <= 3,
+      });
+      pendingBreak = 0;
+      gapLength = 0;
+      gapTight = true;
+    };
+    const flush = (): void => {
+      if (word !== '') push(word);
+      word = '';
+    };
+    const openQuote = (single: boolean): void => {
+      flush();
+      quoteCount += 1;
+      quote = quoteCount;
+      singleQuoted = single;
+      if (CLAUSE_BREAK > pendingBreak) pendingBreak = CLAUSE_BREAK;
+    };
+    const closeQuote = (): void => {
+      flush();
+      quote = 0;
+      singleQuoted = false;
+      if (CLAUSE_BREAK > pendingBreak) pendingBreak = CLAUSE_BREAK;
+    };
+
+    for (let i = 0; i < text.length;) {
+      const code = text.codePointAt(i) ?? 0;
+      const width = code > 0xffff ? 2 : 1;
+      const previous = i > 0 ? text.charCodeAt(i - 1) : undefined;
+      const next = text.codePointAt(i + width);
+
+      if (this.isWordCode(code)) {
+        word += LETTER_FOLDS.get(code) ?? text.slice(i, i + width);
+      } else if (
+        (code === PERIOD || code === COMMA) &&
+        isDigitCode(previous) &&
+        isDigitCode(next)
+      ) {
+        word += text[i];
+      } else if (LEET_SYMBOLS.has(code)) {
+        // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation.
+        const inWord =
+          (word !== '' && this.isWordCode(next)) ||
+          ((code === DOLLAR || code === AT) && this.isWordCode(next) && !isDigitCode(next));
+        if (inWord) word += text[i];
+        else separate(code, code === EXCLAMATION ? SENTENCE_BREAK : 0);
+      } else if (APOSTROPHES.has(code)) {
+        if (word !== '' && this.isWordCode(next)) word += "'";
+        else if (singleQuoted && !this.isWordCode(next)) closeQuote();
+        else if (quote === 0 && word === '' && this.isWordCode(next)) openQuote(true);
+        else separate(code, 0);
+      } else if (QUOTE_MARKS.has(code)) {
+        if (quote !== 0) closeQuote();
+        else openQuote(false);
+      } else if (SENTENCE_ENDS.has(code)) {
+        separate(code, SENTENCE_BREAK);
+        // A quotation left open ends with its line.
+        if ((code === NEWLINE || code === RETURN) && quote !== 0) closeQuote();
+      } else if (CLAUSE_MARKS.has(code)) {
+        separate(code, CLAUSE_BREAK);
+      } else {
+        const emojiWord = EMOJI_WORDS.get(code);
+        if (emojiWord !== undefined) {
+          flush();
+          push(emojiWord);
+        } else {
+          separate(code === SPACE || /\s/.test(text[i]) ? SPACE : code, 0);
+        }
+      }
+      i += width;
+    }
+    flush();
+    return { raws, quoteCount };
+  }
+
+  /** Three or more single letters, tightly spaced: one word, or the known words they spell. */
+  private joinSpacedLetters(raws: RawToken[]): RawToken[] {
+    const out: RawToken[] = [];
+    const isSingleLetter = (token: RawToken): boolean =>
+      token.raw.length === 1 && !isDigit(token.raw);
+    let i = 0;
+    while (i < raws.length) {
+      let end = i;
+      if (isSingleLetter(raws[i])) {
+        end = i + 1;
+        while (
+          end < raws.length &&
+          isSingleLetter(raws[end]) &&
+          raws[end].tightBefore &&
+          raws[end].quote === raws[i].quote
+        ) {
+          end++;
+        }
+      }
+      if (end - i >= 3) {
+        const joined = raws
+          .slice(i, end)
+          .map((token) => token.raw)
+          .join('');
+        const words = this.segment(joined) ?? [joined];
+        words.forEach((raw, index) =>
+          out.push({
+            raw,
+            breakBefore: index === 0 ? raws[i].breakBefore : 0,
+            quote: raws[i].quote,
+            tightBefore: false,
+          }),
+        );
+        i = end;
+      } else {
+        out.push(raws[i]);
+        i++;
+      }
+    }
+    return out;
+  }
+
+  /** The fewest known words that spell `letters` exactly, or null. Bounded: short runs only. */
+  private segment(letters: string): string[] | null {
+    if (letters.length > MAX_SEGMENTED_RUN || this.vocabulary.size === 0) return null;
+    const best: (string[] | null)[] = new Array<string[] | null>(letters.length + 1).fill(null);
+    best[0] = [];
+    for (let start = 0; start < letters.length; start++) {
+      const before = best[start];
+      if (before === null) continue;
+      const limit = Math.min(letters.length, start + this.longestWord * 3);
+      for (let end = start + 1; end <= limit; end++) {
+        const word = collapseRepeats(letters.slice(start, end));
+        if (!this.vocabulary.has(word)) continue;
+        const candidate = best[end];
+        if (candidate === null || candidate.length > before.length + 1) {
+          best[end] = [...before, word];
+        }
+      }
+    }
+    return best[letters.length];
+  }
+
+  private finish(raws: RawToken[], quoteCount: number): NormalizedText {
+    const tokens: Token[] = [];
+    const quoteStarts = new Array<number>(quoteCount + 1).fill(-1);
+    const quoteEnds = new Array<number>(quoteCount + 1).fill(-1);
+    for (const raw of raws) {
+      let breakBefore = raw.breakBefore;
+      for (const [text, isNumber] of this.readWord(raw.raw)) {
+        if (raw.quote !== 0) {
+          if (quoteStarts[raw.quote] === -1) quoteStarts[raw.quote] = tokens.length;
+          quoteEnds[raw.quote] = tokens.length + 1;
+        }
+        tokens.push({ text, breakBefore, quote: raw.quote, isNumber });
+        breakBefore = 0;
+      }
+    }
+    return { tokens, quoteStarts, quoteEnds };
+  }
+
+  /** One written word → its words in matching form, with whether each is a number. */
+  private readWord(raw: string): [string, boolean][] {
+    if (NUMBER.test(raw)) return [[raw, true]];
+    const out: [string, boolean][] = [];
+    let rest = raw;
+    const leading = LEADING_DIGITS.exec(raw);
+    if (leading) {
+      out.push([leading[1], true]);
+      rest = leading[2];
+    }
+    rest = readLeetspeak(rest);
+    for (const part of splitApostrophes(rest)) {
+      const word = collapseRepeats(part);
+      if (word === '') continue;
+      const spelled = this.spellings.get(word);
+      if (spelled) for (const each of spelled) out.push([each, false]);
+      else out.push([word, NUMBER.test(word)]);
+    }
+    return out;
+  }
+}
+
+/** Digits and symbols inside a word read as the letters they imitate; "11" reads as "ll". */
+function readLeetspeak(word: string): string {
+  if (!/[0-9$@!|€]/.test(word) || !/\p{L}/u.test(word)) return word;
+  return word.replace(/11+|[0-9$@!|€]/g, (symbol) =>
+    symbol.length > 1 ? 'l'.repeat(symbol.length) : (LEET[symbol] ?? symbol),
+  );
+}
+
+function splitApostrophes(word: string): string[] {
+  if (!word.includes("'")) return [word];
+  const parts = word.split("'").filter((part) => part !== '');
+  const out: string[] = [];
+  let current = parts[0] ?? '';
+  for (const right of parts.slice(1)) {
+    const elided = FRENCH_ELISIONS[current];
+    if (elided !== undefined) {
+      out.push(elided);
+      current = right;
+    } else if (current === 'i' && right === 'll') {
+      out.push('i');
+      current = 'will';
+    } else if (ENGLISH_CLITICS.has(right)) {
+      current += right;
+    } else {
+      out.push(current);
+      current = right;
+    }
+  }
+  out.push(current);
+  return out;
+}

@@ -1,0 +1,35 @@
+/** What the safety classifiers detect, in the order verdicts list them. */
+export const SAFETY_CATEGORIES = ['self_harm', 'sexual_minors', 'violence'] as const;
+
+export type SafetyCategory = (typeof SAFETY_CATEGORIES)[number];
+
+export type SafetyClassifierName = 'local' | 'openai';
+
+export interface SafetyVerdict {
+  /** Detected categories, in the order of SAFETY_CATEGORIES, without duplicates; empty = clean. */
+  readonly categories: SafetyCategory[];
+  /**
+   * Which classifier decided: the OpenAI one answers `local` when its endpoint failed, timed out
+   * or answered something unusable and the local classifier decided instead.
+   */
+  readonly decidedBy: SafetyClassifierName;
+}
+
+export interface SafetyClassifyOptions {
+  /** The caller's: when it aborts (the client left), a classification still running rejects. */
+  signal?: AbortSignal;
+}
+
+export interface SafetyClassifier {
+  readonly name: SafetyClassifierName;
+  classify(text: string, options: SafetyClassifyOptions): Promise<SafetyVerdict>;
+}
+
+/** The categories present in `found`, in canonical order and without duplicates. */
+export function inCanonicalOrder(found: Iterable<SafetyCategory>): SafetyCategory[] {
+  const present = new Set(found);
+  return SAFETY_CATEGORIES.filter((category) => present.has(category));
+}
+
+/** Injection token of the classifier replies are checked with (SAFETY_CLASSIFIER picks it). */
+export const SAFETY_CLASSIFIER = Symbol('SAFETY_CLASSIFIER');

@@ -1,0 +1,43 @@
+import { Module } from '@nestjs/common';
+import { ConfigService } from '@nestjs/config';
+import type { EngineConfig } from '../config/engine.config';
+import type { SafetyConfig } from '../config/safety.config';
+import { OrganizationsModule } from '../organizations/organizations.module';
+import { LocalSafetyClassifier } from './local/local-safety-classifier';
+import { OpenAiModerationClassifier } from './openai/openai-moderation-classifier';
+import { SAFETY_CLASSIFIER } from './safety-categories';
+import { SafetySettingsController } from './safety-settings.controller';
+import { SafetySettingsRepository } from './safety-settings.repository';
+import { SafetySettingsService } from './safety-settings.service';
+
+/**
+ * Safety in companion conversations (docs/safety.md): the organizations' settings and the
+ * classifier replies are checked with, SAFETY_CLASSIFIER's, the local one built once.
+ */
+@Module({
+  imports: [OrganizationsModule],
+  controllers: [SafetySettingsController],
+  providers: [
+    SafetySettingsRepository,
+    SafetySettingsService,
+    LocalSafetyClassifier,
+    {
+      provide: SAFETY_CLASSIFIER,
+      inject: [ConfigService, LocalSafetyClassifier],
+      useFactory: (config: ConfigService, local: LocalSafetyClassifier) => {
+        const safety = config.getOrThrow<SafetyConfig>('safety');
+        if (safety.classifier === 'local') return local;
+        const engine = config.getOrThrow<EngineConfig>('engine');
+        return new OpenAiModerationClassifier({
+          apiKey: engine.openaiApiKey,
+          baseUrl: engine.openaiBaseUrl,
+          model: safety.moderationModel,
+          timeoutMs: safety.moderationTimeoutMs,
+          fallback: local,
+        });
+      },
+    },
+  ],
+  exports: [SafetySettingsService, SAFETY_CLASSIFIER],
+})
+export class SafetyModule {}

@@ -1,0 +1,256 @@
+import fc from 'fast-check';
+import { SentenceGate, type SentenceVerdict } from './sentence-gate';
+
+/** A gate whose checks the test answers one by one, recording what was checked and released. */
+function harness(options: { maxSentenceLength?: number } = {}) {
+  const checked: string[] = [];
+  const released: string[] = [];
+  const waiting: ((verdict: SentenceVerdict) => void)[] = [];
+  const gate = new SentenceGate({
+    check: (sentence) => {
+      checked.push(sentence);
+      return new Promise((resolve) => waiting.push(resolve));
+    },
+    release: (text) => released.push(text),
+    ...options,
+  });
+  /** Answers the oldest waiting check, once the gate has asked for it. */
+  const answer = async (verdict: SentenceVerdict) => {
+    while (waiting.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    waiting.shift()?.(verdict);
+  };
+  return { gate, checked, released, answer };
+}
+
+/** A gate that allows everything, to read where it cuts. */
+async function sentencesOf(deltas: string[], maxSentenceLength?: number): Promise<string[]> {
+  const released: string[] = [];
+  const gate = new SentenceGate({
+    check: async () => 'allow',
+    release: (text) => released.push(text),
+    maxSentenceLength,
+  });
+  for (const delta of deltas) await gate.push(delta);
+  await gate.end();
+  return released;
+}
+
+describe('SentenceGate', () => {
+  it('releases a sentence only after its check, holding back the one still being written', async () => {
+    const { gate, checked, released, answer } = harness();
+    const pushed = gate.push('Hello there. How are');
+    await answer('allow');
+    await expect(pushed).resolves.toBe('open');
+    expect(checked).toEqual(['Hello there.']);
+    expect(released).toEqual(['Hello there.']);
+
+    const next = gate.push(' you? Fine');
+    await answer('allow');
+    await expect(next).resolves.toBe('open');
+    expect(released).toEqual(['Hello there.', ' How are you?']);
+
+    const ended = gate.end();
+    await answer('allow');
+    await expect(ended).resolves.toBe('open');
+    expect(checked).toEqual(['Hello there.', ' How are you?', ' Fine']);
+    expect(released.join('')).toBe('Hello there. How are you? Fine');
+  });
+
+  it('releases nothing before the check answers', async () => {
+    const { gate, released, answer } = harness();
+    const pushed = gate.push('One. Two');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(released).toEqual([]);
+    await answer('allow');
+    await pushed;
+    expect(released).toEqual(['One.']);
+  });
+
+  it('checks every sentence a single delta completes, in order', async () => {
+    const { gate, checked, answer } = harness();
+    const pushed = gate.push('A one. B two! C three? D');
+    await answer('allow');
+    await answer('allow');
+    await answer('allow');
+    await pushed;
+    expect(checked).toEqual(['A one.', ' B two!', ' C three?']);
+  });
+
+  it('stops at a block: nothing after it is released or checked, and it says so', async () => {
+    const { gate, checked, released, answer } = harness();
+    const pushed = gate.push('Fine sentence. Bad sentence. Another one. ');
+    await answer('allow');
+    await answer('block');
+    await expect(pushed).resolves.toBe('blocked');
+    expect(released).toEqual(['Fine sentence.']);
+    expect(gate.state).toBe('blocked');
+    expect(gate.blockedSentence).toBe(' Bad sentence.');
+    await expect(gate.push('More text. ')).resolves.toBe('blocked');
+    await expect(gate.end()).resolves.toBe('blocked');
+    expect(checked).toEqual(['Fine sentence.', ' Bad sentence.']);
+    expect(released).toEqual(['Fine sentence.']);
+  });
+
+  it('checks the rest at the end, and may block it', async () => {
+    const { gate, released, answer } = harness();
+    await gate.push('no sentence end at all');
+    const ended = gate.end();
+    await answer('block');
+    await expect(ended).resolves.toBe('blocked');
+    expect(released).toEqual([]);
+  });
+
+  it('releases whitespace alone without a check', async () => {
+    const { gate, checked, released, answer } = harness();
+    const pushed = gate.push('Done.\n');
+    await answer('allow');
+    await pushed;
+    await expect(gate.push('\n  ')).resolves.toBe('open');
+    await expect(gate.end()).resolves.toBe('open');
+    expect(checked).toEqual(['Done.']);
+    expect(released).toEqual(['Done.', '\n', '\n', '  ']);
+  });
+
+  it('keeps the order when the caller does not await each push', async () => {
+    const released: string[] = [];
+    const gate = new SentenceGate({
+      check: (sentence) =>
+        new Promise((resolve) => setTimeout(() => resolve('allow'), sentence.length % 3)),
+      release: (text) => released.push(text),
+    });
+    const text = 'One. Two. Three. Four. Five. Six. Seven.';
+    const pushes = [...text].map((char) => gate.push(char));
+    await Promise.all(pushes);
+    await gate.end();
+    expect(released).toEqual(['One.', ' Two.', ' Three.', ' Four.', ' Five.', ' Six.', ' Seven.']);
+  });
+
+  it('fails with the check: the push rejects, and so does everything after', async () => {
+    const failure = new Error('moderation down');
+    const gate = new SentenceGate({
+      check: () => Promise.reject(failure),
+      release: () => undefined,
+    });
+    await expect(gate.push('A sentence. ')).rejects.toBe(failure);
+    await expect(gate.push('More.')).rejects.toBe(failure);
+    await expect(gate.end()).rejects.toBe(failure);
+  });
+
+  it('refuses a push after the end', async () => {
+    const gate = new SentenceGate({ check: async () => 'allow', release: () => undefined });
+    await gate.end();
+    await expect(gate.push('late')).rejects.toThrow('push after end');
+  });
+
+  describe('finds sentence ends', () => {
+    it.each([
+      ['. ! ? …', ['One.', ' Two!', ' Three?', ' Four…', ' Five']],
+      ['ellipsis and ?!', ['Wait...', ' Really?!', ' Yes']],
+      ['closing quotes and brackets', ['She said "Stop."', ' (Then left.)', ' End']],
+      ['newlines', ['Line one\n', 'Line two\n', '\n', 'Three']],
+      ['CJK stops without spaces', ['今日は晴れ。', '散歩に行く！', 'いいね']],
+    ])('%s', async (_what, expected) => {
+      await expect(sentencesOf([expected.join('')])).resolves.toEqual(expected);
+    });
+
+    it.each([
+      ['a decimal', 'It costs 3.5 euros. Done'],
+      ['a version', 'Use v1.2.3 now. Done'],
+      ['a domain', 'See example.com today. Done'],
+      ['e.g. and i.e.', 'Fruit, e.g. apples, i.e. red ones. Done'],
+      ['an initial', 'Ask J. Smith about it. Done'],
+      ['titles', 'Dr. Who and Mrs. Jones met. Done'],
+      ['German and Spanish abbreviations', 'Etwas, z.B. Brot, kauft Sr. Gómez. Done'],
+    ])('without splitting %s', async (_what, text) => {
+      const [first, second] = text.split(/(?<=\.) (?=Done$)/);
+      await expect(sentencesOf([text])).resolves.toEqual([first, ` ${second}`]);
+    });
+
+    it('waits for the next delta before ending a sentence at the end of the text so far', async () => {
+      const { gate, checked, answer } = harness();
+      await gate.push('It costs 3.');
+      expect(checked).toEqual([]);
+      await gate.push('5 euros');
+      expect(checked).toEqual([]);
+      const pushed = gate.push('. Cheap');
+      await answer('allow');
+      await pushed;
+      expect(checked).toEqual(['It costs 3.5 euros.']);
+    });
+
+    it('cuts a run without a sentence end at a space beyond the limit', async () => {
+      const words = Array.from({ length: 40 }, (_, index) => `word${index}`).join(' ');
+      const pieces = await sentencesOf([words], 50);
+      expect(pieces.join('')).toBe(words);
+      expect(pieces.length).toBeGreaterThan(4);
+      for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(50);
+      expect(pieces.slice(0, -1).every((piece) => piece.endsWith(' '))).toBe(true);
+    });
+
+    it('cuts a run without spaces at the limit', async () => {
+      const pieces = await sentencesOf(['x'.repeat(120)], 50);
+      expect(pieces).toEqual(['x'.repeat(50), 'x'.repeat(50), 'x'.repeat(20)]);
+    });
+  });
+
+  it('releases exactly the input, however it is split into deltas', async () => {
+    const piece = fc.constantFrom(
+      'a',
+      'b',
+      ' ',
+      '.',
+      '!',
+      '?',
+      '…',
+      '\n',
+      '"',
+      '3',
+      'é',
+      '。',
+      'e.g.',
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(piece, { maxLength: 8 }), { maxLength: 30 }),
+        async (parts) => {
+          const deltas = parts.map((part) => part.join(''));
+          const whole = await sentencesOf([deltas.join('')], 40);
+          const streamed = await sentencesOf(deltas, 40);
+          expect(streamed.join('')).toBe(deltas.join(''));
+          expect(whole.join('')).toBe(deltas.join(''));
+        },
+      ),
+    );
+  });
+
+  it('holds back at most one sentence when each push is awaited', async () => {
+    const released: string[] = [];
+    const gate = new SentenceGate({ check: async () => 'allow', release: (t) => released.push(t) });
+    const text = 'First one. Second one. Third one. Fourth';
+    let sent = '';
+    for (const char of text) {
+      await gate.push(char);
+      sent += char;
+      // What is held back contains no complete sentence: at most the one being written.
+      const held = sent.slice(released.join('').length);
+      expect(held.replace(/^\s+/, '')).not.toMatch(/[.!?]\s/);
+    }
+  });
+
+  it('scans a long stream of one-character deltas', async () => {
+    const released: string[] = [];
+    let checks = 0;
+    const gate = new SentenceGate({
+      check: async () => {
+        checks++;
+        return 'allow';
+      },
+      release: (text) => released.push(text),
+    });
+    const text = 'This is a sentence of a long reply. '.repeat(500);
+    for (const char of text) await gate.push(char);
+    await gate.end();
+    expect(checks).toBe(500);
+    expect(released.join('')).toBe(text);
+  });
+});

@@ -1,0 +1,27 @@
+import { Clock } from '../../src/common/time/clock';
+
+/**
+ * The real time, moved forward by hand: for an e2e app in which the rest (JWTs, caches, the
+ * delivery worker) keeps running on the real clock, where a ManualClock would stop them.
+ */
+export class ShiftedClock extends Clock {
+  private shiftMs = 0;
+
+  override now(): Date {
+    return new Date(this.nowMs());
+  }
+
+  override nowMs(): number {
+    return Date.now() + this.shiftMs;
+  }
+
+  /** Moves the app's time `ms` ahead of the real time (what a sleep of `ms` would have done). */
+  advance(ms: number): void {
+    this.shiftMs += ms;
+  }
+
+  /** Back to the real time. */
+  reset(): void {
+    this.shiftMs = 0;
+  }
+}
