@@ -63,9 +63,14 @@ describe('OpenAPI of the data plane', () => {
       security: unknown;
     };
     expect(importing.requestBody.content['application/json'].schema).toEqual({
-      type: 'object',
-      additionalProperties: true,
+      $ref: '#/components/schemas/PmfDocumentDto',
     });
+    const pmf = document.components.schemas.PmfDocumentDto as unknown as {
+      properties: Record<string, unknown>;
+      required: string[];
+    };
+    expect(Object.keys(pmf.properties)).toContain('facts');
+    expect(pmf.required).not.toContain('facts');
     expect(importing.requestBody.description).toContain('/v1/formats/pmf-v1.schema.json');
     expect(importing.security).toEqual([{ bearer: [] }]);
     // Public: declared with no security requirement.

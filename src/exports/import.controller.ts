@@ -5,6 +5,7 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { ReadsDocumentBody } from '../common/http/document-body';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
+import { PmfDocumentDto } from './dto/export.dto';
 import { ImportResultDto } from './dto/import-result.dto';
 import { ImportService } from './import.service';
 
@@ -34,8 +35,9 @@ export class ImportController {
       'Relationships are not imported and no active relationship is counted. See docs/pmf-v1.md#import.',
   })
   @ApiBody({
-    description: 'A PMF v1 document (its JSON Schema: GET /v1/formats/pmf-v1.schema.json)',
-    schema: { type: 'object', additionalProperties: true },
+    type: PmfDocumentDto,
+    description:
+      'A PMF v1 document, as GET /v1/end-users/{user_id}/export writes it (its JSON Schema: GET /v1/formats/pmf-v1.schema.json)',
   })
   @ApiCreatedResponse({ type: ImportResultDto, description: 'The end user and what was written' })
   @ApiErrors(
