@@ -6,17 +6,24 @@ import { configureHttp } from './common/http/configure-http';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { setupOpenApi } from './common/openapi/setup-openapi';
 import type { AppConfig } from './config/app.config';
+import type { MemoryConfig } from './config/memory.config';
+import { IMPORT_ROUTE } from './exports/import.controller';
 import { MetricsService } from './metrics/metrics.service';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
-  const { trustProxy, logHashKey } = app.get(ConfigService).getOrThrow<AppConfig>('app');
+  const config = app.get(ConfigService);
+  const { trustProxy, logHashKey } = config.getOrThrow<AppConfig>('app');
+  const { importMaxBytes } = config.getOrThrow<MemoryConfig>('memory');
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),
     { trustProxy, logHashKey },
     app.get(MetricsService).responseObserver(),
+    {
+      documentRoutes: new Map([[IMPORT_ROUTE, importMaxBytes]]),
+    },
   );
   setupOpenApi(app);
 }

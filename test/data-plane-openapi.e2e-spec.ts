@@ -38,6 +38,7 @@ describe('OpenAPI of the data plane', () => {
       ['/v1/end-users/{user_id}', 'delete', ['202', '404']],
       ['/v1/end-users/{user_id}/export', 'get', ['200', '404']],
       ['/v1/end-users/{user_id}/model', 'get', ['200', '404']],
+      ['/v1/end-users/import', 'post', ['201', '400', '401', '403', '409', '413', '415']],
       ['/v1/respond', 'post', ['200', '400', '404', '409']],
       ['/v1/personalities/catalog', 'get', ['200']],
       ['/v1/personalities/from-catalog', 'post', ['201', '404']],
@@ -56,6 +57,22 @@ describe('OpenAPI of the data plane', () => {
         expect.arrayContaining([...statuses, '500']),
       );
     }
+    // The import takes a PMF v1 document and says where its schema is.
+    const importing = document.paths['/v1/end-users/import'].post as unknown as {
+      requestBody: { content: Record<string, { schema: object }>; description: string };
+      security: unknown;
+    };
+    expect(importing.requestBody.content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/PmfDocumentDto',
+    });
+    const pmf = document.components.schemas.PmfDocumentDto as unknown as {
+      properties: Record<string, unknown>;
+      required: string[];
+    };
+    expect(Object.keys(pmf.properties)).toContain('facts');
+    expect(pmf.required).not.toContain('facts');
+    expect(importing.requestBody.description).toContain('/v1/formats/pmf-v1.schema.json');
+    expect(importing.security).toEqual([{ bearer: [] }]);
     // Public: declared with no security requirement.
     expect(document.paths['/v1/formats/pmf-v1.schema.json'].get.security).toEqual([]);
   });

@@ -145,6 +145,7 @@ describe('Export (PMF v1) and subject access', () => {
       Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
     );
     expect(Object.keys(body.tables).sort()).toEqual([
+      'end_user_facts',
       'end_users',
       'memories',
       'relationship_months',
@@ -163,6 +164,74 @@ describe('Export (PMF v1) and subject access', () => {
       end_user_id: row.id,
       personality_id: personalityId,
     });
+    expect(body.tables.end_user_facts).toEqual([]);
+  });
+
+  it('carries the facts, oldest first, a learned one pointing at its message; personalities carry language and replies', async () => {
+    const personalityId = await clonePersonality(t, a.auth, 'sage-mentor');
+    await t
+      .http()
+      .patch(`/v1/personalities/${personalityId}`)
+      .set('Authorization', a.auth)
+      .send({ language: 'de' });
+    const userId = uniqueUserId('facts');
+    await respond(t, a.auth, {
+      personality_id: personalityId,
+      user_id: userId,
+      message: 'My name is Ada.',
+    });
+    const added = await t
+      .http()
+      .post(`/v1/end-users/${userId}/facts`)
+      .set('Authorization', a.auth)
+      .send({ content: 'Prefers tea to coffee.' });
+    expect(added.status).toBe(201);
+
+    const read = async (path: string) => {
+      const response = await t.http().get(path).set('Authorization', a.auth);
+      expect(response.status).toBe(200);
+      return JSON.parse(Buffer.isBuffer(response.body) ? response.body.toString() : response.text);
+    };
+    const document = await read(`/v1/end-users/${userId}/export`);
+    const ajv = new Ajv2020({ allErrors: true, strict: true });
+    addFormats(ajv);
+    const validate = ajv.compile(repoSchema);
+    expect(validate(document) ? [] : validate.errors).toEqual([]);
+    const message = document.memories.find((m: { role: string }) => m.role === 'user');
+    expect(document.facts).toEqual([
+      {
+        id: expect.any(String),
+        content: 'Their name is Ada.',
+        source: 'engine',
+        memory_id: message.id,
+        created_at: expect.any(String),
+        updated_at: expect.any(String),
+      },
+      { ...added.body },
+    ]);
+    const personality = (
+      await t.http().get(`/v1/personalities/${personalityId}`).set('Authorization', a.auth)
+    ).body;
+    expect(document.personalities).toEqual([
+      {
+        id: personalityId,
+        source_slug: 'sage-mentor',
+        source_version: personality.source_version,
+        name: personality.name,
+        description: personality.description,
+        traits: personality.traits,
+        voice: personality.voice,
+        system_prompt: personality.system_prompt,
+        language: 'de',
+        replies: personality.replies,
+      },
+    ]);
+
+    const model = await read(`/v1/end-users/${userId}/model`);
+    expect(model.tables.end_user_facts).toEqual([
+      expect.objectContaining({ content: 'Their name is Ada.', memory_id: Number(message.id) }),
+      expect.objectContaining({ id: added.body.id, content: 'Prefers tea to coffee.' }),
+    ]);
   });
 
   it('needs a credential; 404 for unknown users and for another organization’s', async () => {

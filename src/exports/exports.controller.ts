@@ -1,8 +1,6 @@
 import { Controller, Get, Header, Param, Res, StreamableFile } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
@@ -12,8 +10,7 @@ import { ModelDocumentDto, PmfDocumentDto } from './dto/export.dto';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
 import { BUFFERED_CHUNKS, ExportsService } from './exports.service';
-
-export const PMF_V1_SCHEMA_PATH = join(__dirname, 'schemas', 'pmf-v1.schema.json');
+import { readPmfV1Schema } from './pmf-v1';
 
 function attachment(kind: string, userId: string): string {
   // The user_id is the customer's text: only the RFC 5987 form carries it, percent-encoded.
@@ -68,7 +65,8 @@ export class ExportsController {
       'Subject access: every stored row about the end user, table by table, as raw JSON (streamed)',
   })
   @ApiOkResponse({
-    description: '`{user_id, generated_at, tables: {end_users, relationship_months, memories}}`',
+    description:
+      '`{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts}}`',
     type: ModelDocumentDto,
   })
   @ApiErrors(400, 404, [
@@ -95,7 +93,7 @@ export class ExportsController {
 @Public()
 @Controller('v1/formats')
 export class FormatsController {
-  private readonly pmfV1 = JSON.parse(readFileSync(PMF_V1_SCHEMA_PATH, 'utf8')) as object;
+  private readonly pmfV1 = readPmfV1Schema();
 
   @Get('pmf-v1.schema.json')
   @Header('Content-Type', 'application/schema+json; charset=utf-8')

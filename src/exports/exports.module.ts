@@ -1,15 +1,24 @@
 import { Module } from '@nestjs/common';
+import { EndUsersModule } from '../end-users/end-users.module';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { PersonalitiesModule } from '../personalities/personalities.module';
+import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { ExportsController, FormatsController } from './exports.controller';
 import { ExportsRepository } from './exports.repository';
 import { ExportsService } from './exports.service';
+import { ImportController } from './import.controller';
+import { ImportRepository } from './import.repository';
+import { ImportService } from './import.service';
 
 /**
- * Read-only documents over the data plane's tables (end users, memories, personalities,
- * relationship months): each renders rows as JSON in SQL, page by page, so it reads the tables
- * directly rather than through the owning modules' services.
+ * Data portability, above end users and personalities: the export and subject-access documents
+ * render rows as JSON in SQL, page by page, so they read the data plane's tables directly; the
+ * import writes through what the owning modules lend (end users', memories' and facts' steps,
+ * PersonalitiesService.provideForImport) in one transaction.
  */
 @Module({
-  controllers: [ExportsController, FormatsController],
-  providers: [ExportsService, ExportsRepository],
+  imports: [EndUsersModule, PersonalitiesModule, VocabulariesModule, IdempotencyModule],
+  controllers: [ExportsController, FormatsController, ImportController],
+  providers: [ExportsService, ExportsRepository, ImportService, ImportRepository],
 })
 export class ExportsModule {}

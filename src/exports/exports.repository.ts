@@ -75,7 +75,8 @@ export class ExportsRepository {
         sql`SELECT json_build_object(
                    'id', p.id, 'source_slug', p.source_slug, 'source_version', p.source_version,
                    'name', p.name, 'description', p.description, 'traits', p.traits,
-                   'voice', p.voice, 'system_prompt', p.system_prompt)::text AS doc,
+                   'voice', p.voice, 'system_prompt', p.system_prompt, 'language', p.language,
+                   'replies', p.replies)::text AS doc,
                  p.created_at::text AS c1, p.id::text AS c2
             FROM personalities p
            WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = ${subject.id}
@@ -105,6 +106,11 @@ export class ExportsRepository {
             'vocabulary_version', vocabulary_version,
             'created_at', ${ISO('created_at')})::text`,
     ),
+    this.factSection(
+      sql`json_build_object(
+            'id', t.id, 'content', t.content, 'source', t.source, 'memory_id', t.memory_id::text,
+            'created_at', ${ISO('t.created_at')}, 'updated_at', ${ISO('t.updated_at')})::text`,
+    ),
   ];
 
   /** The tables of the subject-access document after `end_users`, as stored. */
@@ -121,6 +127,7 @@ export class ExportsRepository {
            LIMIT ${limit}`,
     ),
     this.memorySection(sql`to_jsonb(t)::text`),
+    this.factSection(sql`to_jsonb(t)::text`, 'end_user_facts'),
   ];
 
   /**
@@ -139,6 +146,26 @@ export class ExportsRepository {
                      AND id <= ${subject.lastMemoryId}::bigint
                    ORDER BY id LIMIT ${limit}) t
            ORDER BY t.id`,
+    );
+  }
+
+  /**
+   * Facts, oldest first (by creation, then id): the order in which they were learned or written.
+   * A fact learned from a message newer than the document's start points at a memory the
+   * document does not hold, so it belongs to a later document too; every other fact is in.
+   */
+  private factSection(render: Sql, key = 'facts'): Section {
+    return this.section(
+      key,
+      FIRST_BY_TIME_AND_ID,
+      (subject, [at, id], limit) =>
+        sql`SELECT ${render} AS doc, t.created_at::text AS c1, t.id::text AS c2
+            FROM end_user_facts t
+           WHERE t.end_user_id = ${subject.id}
+             AND (t.memory_id IS NULL OR t.memory_id <= ${subject.lastMemoryId}::bigint)
+             AND (t.created_at, t.id) > (${at}::timestamptz, ${id}::uuid)
+           ORDER BY t.created_at, t.id
+           LIMIT ${limit}`,
     );
   }
 

@@ -41,6 +41,24 @@ describe('Idempotency-Key rules', () => {
     ).toBe(false);
   });
 
+  it('hashes the canonical text as before it was streamed, so keys stored earlier still match', () => {
+    // The hash the whole-string implementation gave this request.
+    expect(
+      requestFingerprint('POST', '/v1/x', {
+        b: 1,
+        a: { d: [1, { f: 2, e: 3 }], c: null },
+      }).toString('hex'),
+    ).toBe('9c2c40dd14ad06ef210a8fddb872add12b5fdc95a8a3f3b2dabfa7d08018c684');
+    // Longer than one piece handed to the hash: the pieces join to the same text.
+    const long = { memories: Array.from({ length: 2_000 }, (_, i) => ({ id: `${i}`, c: 'é\n' })) };
+    const reordered = {
+      memories: long.memories.map((memory) => ({ c: memory.c, id: memory.id })),
+    };
+    expect(requestFingerprint('POST', '/v1/x', long)).toEqual(
+      requestFingerprint('POST', '/v1/x', reordered),
+    );
+  });
+
   it('stores 2xx and decided 4xx, never 5xx, 429 or refused bodies', () => {
     expect(isStoredOutcome(201)).toBe(true);
     expect(isStoredOutcome(404, 'not_found')).toBe(true);

@@ -1,28 +1,60 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
+
+/** Canonical JSON is handed to the hash in pieces of about this many characters. */
+const PIECE = 64 * 1024;
 
 /**
  * What "the same request" means: the method, the path with its query, and the body as JSON with
  * its object keys sorted, so a client that serialises the same object in another key order is
  * still sending the same request. An absent body counts as `{}` (bodiless endpoints). The body
- * has already passed the JSON body middleware's depth limit, so the walk is bounded.
+ * has already passed the JSON body middleware's depth limit, so the walk is bounded. The
+ * canonical text is hashed as it is written, never held whole: an import's body is up to
+ * IMPORT_MAX_BYTES, and its hash costs no second copy of it.
  */
 export function requestFingerprint(method: string, url: string, body: unknown): Buffer {
-  return createHash('sha256')
-    .update(method)
-    .update('\n')
-    .update(url)
-    .update('\n')
-    .update(canonicalJson(body ?? {}))
-    .digest();
+  const hash = createHash('sha256').update(method).update('\n').update(url).update('\n');
+  const writer = new HashWriter(hash);
+  writeCanonical(body ?? {}, writer);
+  writer.flush();
+  return hash.digest();
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
-    return `{${entries.join(',')}}`;
+class HashWriter {
+  private pending = '';
+
+  constructor(private readonly hash: Hash) {}
+
+  write(text: string): void {
+    this.pending += text;
+    if (this.pending.length >= PIECE) this.flush();
   }
-  return JSON.stringify(value) ?? 'null';
+
+  flush(): void {
+    if (this.pending.length > 0) this.hash.update(this.pending);
+    this.pending = '';
+  }
+}
+
+function writeCanonical(value: unknown, out: HashWriter): void {
+  if (Array.isArray(value)) {
+    out.write('[');
+    value.forEach((item, index) => {
+      if (index > 0) out.write(',');
+      writeCanonical(item, out);
+    });
+    out.write(']');
+    return;
+  }
+  if (value !== null && typeof value === 'object') {
+    out.write('{');
+    Object.keys(value)
+      .sort()
+      .forEach((key, index) => {
+        out.write(`${index > 0 ? ',' : ''}${JSON.stringify(key)}:`);
+        writeCanonical((value as Record<string, unknown>)[key], out);
+      });
+    out.write('}');
+    return;
+  }
+  out.write(JSON.stringify(value) ?? 'null');
 }

@@ -1,4 +1,9 @@
-import { parseCatalog, readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
+import {
+  catalogEntryProblems,
+  parseCatalog,
+  readCatalogFile,
+  SHIPPED_CATALOG_PATH,
+} from './catalog-file';
 
 describe('catalog files', () => {
   it('accepts the shipped catalog: at least five entries, every template set filled', () => {
@@ -21,5 +26,22 @@ describe('catalog files', () => {
       /x.json was refused, nothing was imported:\n- entry 2 \("Bad Slug"\) \/slug must match pattern.*\n- entry 2 \("Bad Slug"\) \/version must be string/s,
     );
     expect(() => parseCatalog('[]')).toThrow(/must NOT have fewer than 1 items/);
+  });
+
+  it('checks one entry on its own, naming problems by JSON pointer inside it', () => {
+    const [entry] = readCatalogFile(SHIPPED_CATALOG_PATH);
+    expect(catalogEntryProblems(entry)).toEqual([]);
+    expect(
+      catalogEntryProblems({
+        ...entry,
+        slug: 'Not A Slug',
+        voice: { ...entry.voice, formality: 'loud' as never },
+        replies: { ...entry.replies, positive: [] },
+      }),
+    ).toEqual([
+      { field: '/slug', problem: expect.stringMatching(/^must match pattern/) },
+      { field: '/voice/formality', problem: 'must be one of ["casual","neutral","formal"]' },
+      { field: '/replies/positive', problem: 'must NOT have fewer than 1 items' },
+    ]);
   });
 });

@@ -1,18 +1,41 @@
-import Ajv2020, { type ErrorObject } from 'ajv/dist/2020';
+import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { FieldProblem } from '../common/errors/app-error';
+import { schemaProblems } from '../common/validation/json-schema-problems';
 import type { CatalogEntryFile } from './entities/personality-definition';
 
 export const SHIPPED_CATALOG_PATH = join(__dirname, 'data', 'catalog.json');
 const SCHEMA_PATH = join(__dirname, 'schemas', 'catalog.schema.json');
 
-let validator: ReturnType<Ajv2020['compile']> | undefined;
+let validators: { file: ValidateFunction; entry: ValidateFunction } | undefined;
+
+/** The catalog file's schema, and its definition of one entry (a personality's definition). */
+function catalogValidators(): { file: ValidateFunction; entry: ValidateFunction } {
+  if (!validators) {
+    const schema = JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as { $id: string };
+    const ajv = new Ajv2020({ allErrors: true, strict: true });
+    ajv.addSchema(schema);
+    validators = {
+      file: ajv.getSchema(schema.$id)!,
+      entry: ajv.getSchema(`${schema.$id}#/$defs/entry`)!,
+    };
+  }
+  return validators;
+}
 
 function validate(value: unknown): ErrorObject[] {
-  validator ??= new Ajv2020({ allErrors: true, strict: true }).compile(
-    JSON.parse(readFileSync(SCHEMA_PATH, 'utf8')) as object,
-  );
-  return validator(value) ? [] : (validator.errors ?? []);
+  const { file } = catalogValidators();
+  return file(value) ? [] : (file.errors ?? []);
+}
+
+/**
+ * What makes `entry` no valid catalog entry, by JSON pointer inside it: the rules a personality's
+ * definition meets when it is created from somewhere else than the catalog (an import).
+ */
+export function catalogEntryProblems(entry: CatalogEntryFile): FieldProblem[] {
+  const { entry: check } = catalogValidators();
+  return check(entry) ? [] : schemaProblems(check.errors ?? []);
 }
 
 /** Names where a problem is: `entry 2 ("sage-mentor") /voice/formality`. */

@@ -2,10 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { type EntityManager, MoreThan } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { cte, raw, sql, withEntries } from '../database/sql';
+import { cte, join, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
-import type { CatalogEntryFile } from './entities/personality-definition';
+import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
 
 /** What /v1/respond and its engines need of a personality to write replies. */
@@ -22,6 +22,21 @@ export type PersonalityForReply = Pick<
   | 'language'
   | 'searchConfig'
 >;
+
+/** A personality written from an imported document's fields, under an id chosen beforehand. */
+export interface NewPersonality {
+  id: string;
+  sourceSlug: string;
+  sourceVersion: string;
+  name: string;
+  description: string;
+  traits: string[];
+  voice: object;
+  systemPrompt: string;
+  replies: PersonalityReplies;
+  language: string;
+  searchConfig: string;
+}
 
 /** A personality's columns under its entity's property names. */
 const PERSONALITY_COLUMNS =
@@ -113,6 +128,80 @@ export class PersonalitiesRepository {
       ),
     );
     return row?.id ?? null;
+  }
+
+  /**
+   * Which of `ids` are the organization's personalities, locked FOR KEY SHARE for the caller's
+   * transaction: a concurrent DELETE waits for it, so the rows written against them keep their
+   * foreign keys.
+   */
+  async lockInOrganization(
+    manager: EntityManager,
+    organizationId: string,
+    ids: string[],
+  ): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.database.rows<{ id: string }>(
+      sql`SELECT id FROM personalities
+           WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])
+           FOR KEY SHARE`,
+      { manager },
+    );
+    return new Set(rows.map((row) => row.id));
+  }
+
+  /** The replies of the catalog entries with these slugs, by slug. */
+  async findCatalogReplies(
+    manager: EntityManager,
+    slugs: string[],
+  ): Promise<Map<string, PersonalityReplies>> {
+    if (slugs.length === 0) return new Map();
+    const rows = await this.database.rows<Pick<CatalogPersonality, 'slug' | 'replies'>>(
+      sql`SELECT slug, replies FROM catalog_personalities WHERE slug = ANY(${slugs}::text[])`,
+      { manager },
+    );
+    return new Map(rows.map((row) => [row.slug, row.replies]));
+  }
+
+  /** In the caller's transaction: the personalities and their `personality.created` events. */
+  async insertMany(
+    manager: EntityManager,
+    organizationId: string,
+    personalities: NewPersonality[],
+    at: Date,
+  ): Promise<void> {
+    const rows = personalities.map(
+      (p) =>
+        sql`(${p.id}::uuid, ${p.sourceSlug}, ${p.sourceVersion}, ${p.name}, ${p.description},
+             ${JSON.stringify(p.traits)}::jsonb, ${JSON.stringify(p.voice)}::jsonb,
+             ${p.systemPrompt}, ${JSON.stringify(p.replies)}::jsonb, ${p.language},
+             ${p.searchConfig})`,
+    );
+    const inserted = cte(
+      'imported_personalities',
+      {
+        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
+                                             'created_at', created_at)`,
+      },
+      (lent) => sql`
+        INSERT INTO personalities (id, organization_id, source_slug, source_version, name,
+                                   description, traits, voice, system_prompt, replies, language,
+                                   search_config)
+        SELECT v.id, ${organizationId}::uuid, v.source_slug, v.source_version, v.name,
+               v.description, v.traits, v.voice, v.system_prompt, v.replies, v.language,
+               v.search_config
+          FROM (VALUES ${join(rows)})
+               AS v(id, source_slug, source_version, name, description, traits, voice,
+                    system_prompt, replies, language, search_config)
+        RETURNING id, ${lent}`,
+    );
+    await this.database.rows(
+      withEntries(
+        [inserted, webhookEventStep(inserted, { organizationId, type: 'personality.created', at })],
+        sql`SELECT count(*) FROM ${inserted.ref}`,
+      ),
+      { manager },
+    );
   }
 
   existsInOrganization(organizationId: string, id: string): Promise<boolean> {

@@ -7,18 +7,21 @@ import {
 } from '@nestjs/common';
 import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
+import { randomUUID } from 'node:crypto';
+import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
-import { AppError } from '../common/errors/app-error';
+import { AppError, type FieldProblem } from '../common/errors/app-error';
+import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { compareVersions } from '../vocabularies/vocabulary-files';
-import { readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
+import { catalogEntryProblems, readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
 import {
   CatalogEntryDto,
   PersonalityDto,
@@ -26,12 +29,42 @@ import {
   toPersonalityResponse,
 } from './dto/personality-response';
 import { UpdatePersonalityDto } from './dto/update-personality.dto';
-import type { CatalogEntryFile } from './entities/personality-definition';
+import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import type { Personality } from './entities/personality.entity';
-import { DEFAULT_LANGUAGE, type Language, searchConfigOf } from './languages';
-import { PersonalitiesRepository, type PersonalityForReply } from './personalities.repository';
+import { DEFAULT_LANGUAGE, isLanguage, type Language, searchConfigOf } from './languages';
+import {
+  type NewPersonality,
+  PersonalitiesRepository,
+  type PersonalityForReply,
+} from './personalities.repository';
 
 export type { PersonalityForReply } from './personalities.repository';
+
+/** A personality as a PMF v1 document carries it (docs/pmf-v1.md), already valid by its schema. */
+export interface PersonalityDocument {
+  id: string;
+  source_slug: string;
+  source_version: string;
+  name: string;
+  description: string;
+  traits: string[];
+  voice: Record<string, unknown>;
+  system_prompt: string;
+  language?: string;
+  replies?: PersonalityReplies;
+}
+
+/** The personality each document entry became, by the entry's index, and how many are new. */
+export interface ProvidedPersonalities {
+  ids: string[];
+  created: number;
+}
+
+/** Personalities inserted per statement (11 parameters each). */
+const INSERT_BATCH = 500;
+
+/** The field of a catalog entry that a document's personality calls otherwise. */
+const DOCUMENT_FIELD: Record<string, string> = { slug: 'source_slug', version: 'source_version' };
 
 /**
  * How long this instance keeps a personality read for a reply. Every `/v1/respond` needs one, and
@@ -120,6 +153,101 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     );
     if (!id) throw AppError.notFound('Catalog entry');
     return this.get(organizationId, id);
+  }
+
+  /**
+   * The personalities of an imported document, in the caller's transaction (docs/pmf-v1.md#import):
+   * one whose id is the organization's is used as it is (and locked against a concurrent
+   * delete); any other is created from the document's fields under a new id, speaking its
+   * `language` (default en), with its `replies`, else those of the catalog entry of its
+   * `source_slug`. A created one must be a valid catalog entry; what is not is refused with 400
+   * naming the field by JSON pointer under `pointer` (the array's place in the request).
+   */
+  async provideForImport(
+    manager: EntityManager,
+    organizationId: string,
+    documents: PersonalityDocument[],
+    pointer: string,
+  ): Promise<ProvidedPersonalities> {
+    const known = documents.map((document) =>
+      isUUID(document.id) ? document.id.toLowerCase() : undefined,
+    );
+    const existing = await this.repository.lockInOrganization(manager, organizationId, [
+      ...new Set(known.filter((id): id is string => id !== undefined)),
+    ]);
+    const ids = known.map((id) => (id !== undefined && existing.has(id) ? id : ''));
+    const fresh = documents.flatMap((document, index) => (ids[index] ? [] : [{ document, index }]));
+    const catalogReplies = await this.repository.findCatalogReplies(manager, [
+      ...new Set(fresh.filter((f) => !f.document.replies).map((f) => f.document.source_slug)),
+    ]);
+
+    const problems: FieldProblem[] = [];
+    const created: NewPersonality[] = [];
+    for (const { document, index } of fresh) {
+      const at = `${pointer}/${index}`;
+      const language = document.language ?? DEFAULT_LANGUAGE;
+      if (!isLanguage(language)) {
+        problems.push({
+          field: `${at}/language`,
+          problem: 'must be a BCP 47 primary language subtag (ISO 639-1), such as en, de or fr',
+        });
+      }
+      const replies = document.replies ?? catalogReplies.get(document.source_slug);
+      if (!replies) {
+        problems.push({
+          field: `${at}/replies`,
+          problem:
+            'is required: the personality is new to this organization and no catalog entry has its source_slug',
+        });
+        continue;
+      }
+      const definition: CatalogEntryFile = {
+        slug: document.source_slug,
+        version: document.source_version,
+        name: document.name,
+        description: document.description,
+        traits: document.traits,
+        voice: document.voice as unknown as CatalogEntryFile['voice'],
+        system_prompt: document.system_prompt,
+        replies,
+      };
+      for (const problem of catalogEntryProblems(definition)) {
+        const [, first, rest] = /^\/([^/]*)(.*)$/.exec(problem.field) ?? [];
+        const field = first === undefined ? '' : `/${DOCUMENT_FIELD[first] ?? first}${rest}`;
+        problems.push({ field: `${at}${field}`, problem: problem.problem });
+      }
+      const id = randomUUID();
+      ids[index] = id;
+      created.push({
+        id,
+        sourceSlug: document.source_slug,
+        sourceVersion: document.source_version,
+        name: document.name,
+        description: document.description,
+        traits: document.traits,
+        voice: document.voice,
+        systemPrompt: document.system_prompt,
+        replies,
+        language,
+        searchConfig: searchConfigOf(language),
+      });
+    }
+    if (problems.length > 0) {
+      throw AppError.validation(
+        problems.slice(0, MAX_LISTED_PROBLEMS),
+        `${problems.length} problem(s) with the personalities the import would create`,
+      );
+    }
+    const at = this.clock.now();
+    for (let start = 0; start < created.length; start += INSERT_BATCH) {
+      await this.repository.insertMany(
+        manager,
+        organizationId,
+        created.slice(start, start + INSERT_BATCH),
+        at,
+      );
+    }
+    return { ids, created: created.length };
   }
 
   async list(

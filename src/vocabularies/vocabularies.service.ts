@@ -20,6 +20,7 @@ type PageKey = `${number}:${string}`;
 export class VocabulariesService implements OnApplicationBootstrap {
   private newestFirst: EmotionVocabulary[] = [];
   private versionJson = new Map<string, StaticJson>();
+  private emotionNames = new Map<string, ReadonlySet<string>>();
   private changelog: ChangelogEntryDto[] = [];
   private changelogPages = new Map<PageKey, StaticJson>();
 
@@ -58,6 +59,9 @@ export class VocabulariesService implements OnApplicationBootstrap {
     this.newestFirst = await this.repository.findAllNewestFirst();
     this.versionJson = new Map(
       this.newestFirst.map((row) => [row.version, new StaticJson(toVersionDto(row))]),
+    );
+    this.emotionNames = new Map(
+      this.newestFirst.map((row) => [row.version, new Set(row.emotions.map((e) => e.name))]),
     );
     this.changelog = this.newestFirst.map(toChangelogEntry);
     this.changelogPages = new Map();
@@ -100,6 +104,11 @@ export class VocabulariesService implements OnApplicationBootstrap {
     const newest = this.newestFirst[0];
     if (!newest) throw AppError.notFound('Emotion vocabulary');
     return newest;
+  }
+
+  /** The emotion names of a published version; undefined for a version never published. */
+  emotionNamesOf(version: string): ReadonlySet<string> | undefined {
+    return this.emotionNames.get(version);
   }
 
   getJson(version: string): StaticJson {

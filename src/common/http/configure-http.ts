@@ -1,7 +1,7 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
 import { createHttpLogger, type ResponseObserver } from '../logging/http-logger';
-import { jsonBodyMiddleware } from './json-body.middleware';
+import { jsonBodyMiddleware, type JsonBodyOptions } from './json-body.middleware';
 import { urlTextMiddleware } from './url-text.middleware';
 
 /**
@@ -14,6 +14,7 @@ export function configureHttp(
   logger: Logger,
   settings: { trustProxy: boolean; logHashKey: string },
   observeResponse?: ResponseObserver,
+  bodies: JsonBodyOptions = {},
 ): void {
   app.disable('x-powered-by');
   // No ETags from Express: the bodies are dynamic JSON, and hashing every body costs about 5% of
@@ -25,5 +26,5 @@ export function configureHttp(
   app.set('trust proxy', settings.trustProxy ? 1 : false);
   app.use(createHttpLogger(logger, settings.logHashKey, observeResponse));
   app.use(urlTextMiddleware);
-  app.use(jsonBodyMiddleware());
+  app.use(jsonBodyMiddleware(bodies));
 }

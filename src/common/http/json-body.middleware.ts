@@ -1,6 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { json } from 'express';
 import { AppError } from '../errors/app-error';
+import { admitDocument, type DocumentRequest } from './document-body';
 import {
   findUnsafeContent,
   jsonNestsDeeperThan,
@@ -51,13 +52,29 @@ function isUtf8Json(contentType: string): boolean {
   return charset === undefined || /^charset="?utf-8"?$/.test(charset);
 }
 
+export interface JsonBodyOptions {
+  /**
+   * Routes whose body is one large document, by `METHOD /path` (e.g. `POST /v1/end-users/import`),
+   * with the bytes each takes instead of BODY_LIMIT_BYTES. Their bodies are read after the guards,
+   * by the handler's ReadsDocumentBody (document-body.ts); here only what needs no reading.
+   */
+  documentRoutes?: ReadonlyMap<string, number>;
+}
+
+/** `POST /v1/end-users/import`, however Express's lenient routing would spell it. */
+function routeKey(request: Request): string {
+  const path = request.path.length > 1 ? request.path.replace(/\/$/, '') : request.path;
+  return `${request.method} ${path.toLowerCase()}`;
+}
+
 /**
  * Parses JSON bodies up to 1 MiB and refuses any other content type with 415. Untrusted input is
  * bounded before it is walked: the nesting depth is checked on the raw bytes before JSON.parse,
  * and only then are keys and strings inspected. A body must be an object. The raw bytes are
- * kept on `request.rawBody` for signature checks (Stripe webhooks).
+ * kept on `request.rawBody` for signature checks (Stripe webhooks). Document routes take a
+ * larger body under the same checks, read later (document-body.ts).
  */
-export function jsonBodyMiddleware(): RequestHandler {
+export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandler {
   const parse = json({
     limit: BODY_LIMIT_BYTES,
     // Any JSON value parses, so a string or array body is told apart from text that is not JSON.
@@ -77,6 +94,10 @@ export function jsonBodyMiddleware(): RequestHandler {
       return next(
         new AppError('unsupported_media_type', 'Send the body as application/json (UTF-8)'),
       );
+    }
+    const documentLimit = options.documentRoutes?.get(routeKey(request));
+    if (documentLimit !== undefined) {
+      return next(admitDocument(request as DocumentRequest, response, documentLimit));
     }
     parse(request, response, (error?: unknown) => {
       // Everything here runs in body-parser's callback, where a throw would end the process.

@@ -1,4 +1,5 @@
 import type { FieldProblem } from '../errors/app-error';
+import { pointerToken } from './json-schema-problems';
 
 /** Deepest nesting of objects and arrays a request body may have (API contract §14). */
 export const MAX_JSON_DEPTH = 64;
@@ -65,36 +66,49 @@ export function mayHoldUnsafeContent(raw: Buffer): boolean {
   );
 }
 
+/** How a problem's field is named: `a.b[0]` (the API's form), or a JSON pointer `/a/b/0`. */
+export type FieldPathStyle = 'dotted' | 'pointer';
+
 /**
  * The first forbidden key or unstorable string in a parsed body, as a field problem, or null.
  * Recursion is bounded: bodies deeper than MAX_JSON_DEPTH were refused before parsing.
  */
-export function findUnsafeContent(value: unknown, path = ''): FieldProblem | null {
-  if (typeof value === 'string') {
-    return isStorableText(value)
-      ? null
-      : { field: path || 'body', problem: 'must not contain U+0000 or unpaired surrogates' };
-  }
-  if (value === null || typeof value !== 'object') return null;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = findUnsafeContent(value[i], `${path}[${i}]`);
+export function findUnsafeContent(
+  value: unknown,
+  style: FieldPathStyle = 'dotted',
+): FieldProblem | null {
+  const pointer = style === 'pointer';
+  const root = pointer ? '' : 'body';
+  const walk = (node: unknown, path: string): FieldProblem | null => {
+    if (typeof node === 'string') {
+      return isStorableText(node)
+        ? null
+        : { field: path || root, problem: 'must not contain U+0000 or unpaired surrogates' };
+    }
+    if (node === null || typeof node !== 'object') return null;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const problem = walk(node[i], pointer ? `${path}/${i}` : `${path}[${i}]`);
+        if (problem) return problem;
+      }
+      return null;
+    }
+    for (const key of Object.keys(node)) {
+      // Field names are echoed in the error body: a hostile key may be huge.
+      const field = (
+        pointer ? `${path}/${pointerToken(key)}` : path ? `${path}.${key}` : key
+      ).slice(0, MAX_FIELD_NAME);
+      if (FORBIDDEN_KEYS.has(key)) return { field, problem: 'is not an allowed key' };
+      if (!isStorableText(key)) {
+        return {
+          field: path || root,
+          problem: 'keys must not contain U+0000 or unpaired surrogates',
+        };
+      }
+      const problem = walk((node as Record<string, unknown>)[key], field);
       if (problem) return problem;
     }
     return null;
-  }
-  for (const key of Object.keys(value)) {
-    // Field names are echoed in the error body: a hostile key may be huge.
-    const field = (path ? `${path}.${key}` : key).slice(0, MAX_FIELD_NAME);
-    if (FORBIDDEN_KEYS.has(key)) return { field, problem: 'is not an allowed key' };
-    if (!isStorableText(key)) {
-      return {
-        field: path || 'body',
-        problem: 'keys must not contain U+0000 or unpaired surrogates',
-      };
-    }
-    const problem = findUnsafeContent((value as Record<string, unknown>)[key], field);
-    if (problem) return problem;
-  }
-  return null;
+  };
+  return walk(value, '');
 }

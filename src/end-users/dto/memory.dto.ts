@@ -6,6 +6,16 @@ import type { Row } from '../../database/row';
 import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from './user-id';
 
+/** The longest message of an end user (`message` of POST /v1/respond), in characters. */
+export const USER_MESSAGE_MAX_CHARACTERS = 8_000;
+
+/**
+ * The longest personality's message an import takes, in characters. Replies have no limit of
+ * their own (a model's reply is as long as the model writes it), so this only keeps one memory
+ * of a document from being most of it: four times a user's message.
+ */
+export const IMPORTED_REPLY_MAX_CHARACTERS = 32_000;
+
 /** Memory ids are PostgreSQL bigints in decimal; 18 digits stay below the bigint maximum. */
 const MEMORY_ID = /^[1-9]\d{0,17}$/;
 

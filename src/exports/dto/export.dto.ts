@@ -1,4 +1,6 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { FACT_SOURCES, type FactSource } from '../../end-users/entities/fact.entity';
+import { RepliesDto } from '../../personalities/dto/personality-content.dto';
 
 /**
  * The answers of /export and /model as schemas, for readers and generated clients. The export's
@@ -46,6 +48,19 @@ export class PmfPersonalityDto {
 
   @ApiProperty()
   system_prompt: string;
+
+  @ApiPropertyOptional({
+    pattern: '^[a-z]{2}$',
+    example: 'en',
+    description: 'A BCP 47 primary language subtag; absent (older documents): en',
+  })
+  language?: string;
+
+  @ApiPropertyOptional({
+    type: RepliesDto,
+    description: "The local engine's templates; absent (older documents): the catalog entry's",
+  })
+  replies?: RepliesDto;
 }
 
 export class PmfRelationshipDto {
@@ -90,6 +105,31 @@ export class PmfMemoryDto {
   created_at: string;
 }
 
+export class PmfFactDto {
+  @ApiProperty({ format: 'uuid' })
+  id: string;
+
+  @ApiProperty({ minLength: 1, example: 'Their dog is called Rex.' })
+  content: string;
+
+  @ApiProperty({ enum: FACT_SOURCES })
+  source: FactSource;
+
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    pattern: '^[0-9]+$',
+    description: 'The id of the memory of this document it was learned from; null for the API’s',
+  })
+  memory_id: string | null;
+
+  @ApiProperty({ format: 'date-time' })
+  created_at: string;
+
+  @ApiProperty({ format: 'date-time' })
+  updated_at: string;
+}
+
 /** A Personality and Memory Format v1 document (docs/pmf-v1.md). */
 export class PmfDocumentDto {
   @ApiProperty({ enum: ['pmf'] })
@@ -118,6 +158,12 @@ export class PmfDocumentDto {
 
   @ApiProperty({ type: [PmfMemoryDto], description: 'Every message, oldest first' })
   memories: PmfMemoryDto[];
+
+  @ApiPropertyOptional({
+    type: [PmfFactDto],
+    description: 'Every fact about the end user, oldest first (absent in older documents)',
+  })
+  facts?: PmfFactDto[];
 }
 
 const ROW = { type: 'object', additionalProperties: true } as const;
@@ -132,6 +178,9 @@ export class ModelTablesDto {
 
   @ApiProperty({ type: 'array', items: ROW })
   memories: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  end_user_facts: Array<Record<string, unknown>>;
 }
 
 export class ModelDocumentDto {

@@ -1,9 +1,10 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
+import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 
-export const MESSAGE_MAX_LENGTH = 8_000;
+export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 
 export class RespondDto {
   @ApiProperty({ format: 'uuid', description: 'A personality of the organization' })

@@ -820,6 +820,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/end-users/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Creates an end user from a PMF v1 document (as /export writes it): memories, facts and the personalities they need; all or nothing
+         * @description The body is a Personality and Memory Format v1 document, validated against GET /v1/formats/pmf-v1.schema.json, of at most IMPORT_MAX_BYTES (default 16 MiB). A personality whose id is the organization's is used as it is; any other is created from the document (new id). Memories keep their order, roles, contents, emotions, vocabulary versions and created_at under new ids; facts keep their contents, sources, times and messages. Relationships are not imported and no active relationship is counted. See docs/pmf-v1.md#import.
+         */
+        post: operations["ImportController_import"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/billing/invoices": {
         parameters: {
             query?: never;
@@ -2094,6 +2114,13 @@ export interface components {
                 [key: string]: unknown;
             };
             system_prompt: string;
+            /**
+             * @description A BCP 47 primary language subtag; absent (older documents): en
+             * @example en
+             */
+            language?: string;
+            /** @description The local engine's templates; absent (older documents): the catalog entry's */
+            replies?: components["schemas"]["RepliesDto"];
         };
         PmfRelationshipDto: {
             /** Format: uuid */
@@ -2124,6 +2151,20 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        PmfFactDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example Their dog is called Rex. */
+            content: string;
+            /** @enum {string} */
+            source: "api" | "engine";
+            /** @description The id of the memory of this document it was learned from; null for the API’s */
+            memory_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         PmfDocumentDto: {
             /** @enum {string} */
             format: "pmf";
@@ -2138,6 +2179,8 @@ export interface components {
             relationships: components["schemas"]["PmfRelationshipDto"][];
             /** @description Every message, oldest first */
             memories: components["schemas"]["PmfMemoryDto"][];
+            /** @description Every fact about the end user, oldest first (absent in older documents) */
+            facts?: components["schemas"]["PmfFactDto"][];
         };
         ModelTablesDto: {
             end_users: {
@@ -2149,6 +2192,9 @@ export interface components {
             memories: {
                 [key: string]: unknown;
             }[];
+            end_user_facts: {
+                [key: string]: unknown;
+            }[];
         };
         ModelDocumentDto: {
             /** @example customer-42 */
@@ -2156,6 +2202,28 @@ export interface components {
             /** Format: date-time */
             generated_at: string;
             tables: components["schemas"]["ModelTablesDto"];
+        };
+        ImportResultDto: {
+            /**
+             * @description The end user created
+             * @example customer-42
+             */
+            user_id: string;
+            /**
+             * @description Personalities of the document created in the organization (the others were the organization's already, by id)
+             * @example 1
+             */
+            personalities_created: number;
+            /**
+             * @description Memories written, in the order of the document
+             * @example 1042
+             */
+            memories_imported: number;
+            /**
+             * @description Facts written
+             * @example 12
+             */
+            facts_imported: number;
         };
         InvoiceDto: {
             /** @example in_1PqR2sT3uV4wX5yZ */
@@ -8246,7 +8314,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories}}` */
+            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts}}` */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8361,6 +8429,153 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    ImportController_import: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1..255 printable ASCII characters. A retry with the same key and request gets the stored answer with `Idempotent-Replayed: true` (kept 24 hours, per organization; per user on user-only endpoints) */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A PMF v1 document, as GET /v1/end-users/{user_id}/export writes it (its JSON Schema: GET /v1/formats/pmf-v1.schema.json) */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PmfDocumentDto"];
+            };
+        };
+        responses: {
+            /** @description The end user and what was written */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportResultDto"];
+                };
+            };
+            /** @description Not a PMF v1 document, or one the service cannot take (`validation_failed`, details by JSON pointer); not JSON (`malformed_json`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The user_id exists in the organization (`end_user_exists`), or is under deletion (`end_user_under_deletion`, with `erasure_expected_at`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Body over IMPORT_MAX_BYTES (`payload_too_large`) */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Body is not application/json (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description Rate limited (`rate_limited`); see Retry-After */

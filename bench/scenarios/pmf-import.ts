@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { cpuSeconds } from '../lib/cpu';
+import { startService } from '../lib/service';
+import { benchTenant, memoryOf } from './support/data-plane';
+
+const MEMORIES = 10_000;
+const FACTS = 30;
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
+type Json = Record<string, any>;
+
+const WORDS = (
+  'the a and to of I you it that was my is in for on with this but so me we just have had ' +
+  'really think feel today work friend sister weekend dinner coffee morning train late bike ' +
+  'dog walk park garden book music concert job interview meeting project deadline holiday ' +
+  'trip beach mountain weather rain sun tired happy worried excited grateful proud nervous ' +
+  'remember tomorrow yesterday week month plan idea question answer story moment again ' +
+  'always never maybe perhaps quite very little much better worse home city station'
+).split(' ');
+
+/** A deterministic generator (mulberry32), so every run imports the same document. */
+function random(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Sentences of about `characters` characters. */
+function text(next: () => number, characters: number): string {
+  let out = '';
+  while (out.length < characters) {
+    const words = 6 + Math.floor(next() * 12);
+    const sentence = Array.from({ length: words }, () => WORDS[Math.floor(next() * WORDS.length)]);
+    sentence[0] = sentence[0][0].toUpperCase() + sentence[0].slice(1);
+    out += `${out ? ' ' : ''}${sentence.join(' ')}${next() < 0.2 ? '?' : '.'}`;
+  }
+  return out;
+}
+
+/**
+ * A conversation of `memories` messages with one personality, of the lengths chat has: a user's
+ * message 20..400 characters (most short), a reply 80..1,200 (about three times as long), over
+ * the last 200 days; `facts` facts, most learned from a user's message.
+ */
+function conversation(personality: Json, userId: string, memories: number, facts: number): Json {
+  const next = random(20_260_101);
+  const end = Date.now() - 60_000;
+  const start = end - 200 * 86_400_000;
+  const emotions = ['joy', 'gratitude', 'sadness', 'curiosity', 'neutral', 'optimism', 'caring'];
+  const messages = Array.from({ length: memories }, (_, i) => {
+    const user = i % 2 === 0;
+    const length = user ? 20 + Math.floor(next() ** 2 * 380) : 80 + Math.floor(next() * 1_120);
+    return {
+      id: String(1_000 + i),
+      personality_id: personality.id,
+      role: user ? 'user' : 'personality',
+      content: text(next, length),
+      emotion: { name: emotions[Math.floor(next() * emotions.length)], intensity: 0.5 },
+      vocabulary_version: '2.0.0',
+      created_at: new Date(start + Math.floor(((end - start) * i) / memories)).toISOString(),
+    };
+  });
+  const learned = Array.from({ length: facts }, (_, i) => {
+    const source = messages[Math.floor((i * memories) / facts) & ~1]; // a user's message
+    return {
+      id: randomUUID(),
+      content: `Fact ${i}: ${text(next, 40)}`,
+      source: i % 5 === 0 ? 'api' : 'engine',
+      memory_id: i % 5 === 0 ? null : source.id,
+      created_at: source.created_at,
+      updated_at: source.created_at,
+    };
+  });
+  const at = new Date(end).toISOString();
+  return {
+    format: 'pmf',
+    version: 1,
+    exported_at: at,
+    end_user: {
+      user_id: userId,
+      metadata: { plan: 'pro' },
+      status: 'active',
+      created_at: messages[0].created_at,
+      updated_at: at,
+    },
+    personalities: [personality],
+    relationships: [],
+    memories: messages,
+    facts: learned,
+  };
+}
+
+/**
+ * POST /v1/end-users/import of a generated 10,000-message document (realistic lengths, 30 facts)
+ * into the organization its personality belongs to. The server's resident memory is sampled
+ * every 10 ms during the import, and its peak (VmHWM) is reset just before (/proc/<pid>/clear_refs)
+ * so the peak read after is the import's. Goal: peak RSS growth < 64 MiB.
+ */
+export async function run(): Promise<Record<string, unknown>> {
+  const service = await startService();
+  try {
+    const tenant = await benchTenant(service.baseUrl);
+    const personality = (await (
+      await fetch(`${service.baseUrl}/v1/personalities/${tenant.personalityId}`, {
+        headers: { authorization: tenant.auth },
+      })
+    ).json()) as Json;
+    const asDocument = {
+      id: personality.id,
+      source_slug: personality.source_slug,
+      source_version: personality.source_version,
+      name: personality.name,
+      description: personality.description,
+      traits: personality.traits,
+      voice: personality.voice,
+      system_prompt: personality.system_prompt,
+      language: personality.language,
+      replies: personality.replies,
+    };
+    const post = (document: Json) =>
+      fetch(`${service.baseUrl}/v1/end-users/import`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: tenant.auth },
+        body: JSON.stringify(document),
+      });
+
+    // One warm-up import (JIT, the statements' plans), then settle before the baseline.
+    const idle = memoryOf(service.pid);
+    const warm = await post(conversation(asDocument, 'bench-warm-up', 1_000, 10));
+    if (warm.status !== 201) throw new Error(`warm-up: ${warm.status} ${await warm.text()}`);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+
+    const document = conversation(asDocument, 'bench-imported', MEMORIES, FACTS);
+    const body = JSON.stringify(document);
+    const contents = document.memories.map((m: Json) => m.content.length as number);
+    const byRole = (role: string) => {
+      const lengths = document.memories
+        .filter((m: Json) => m.role === role)
+        .map((m: Json) => m.content.length as number);
+      return Math.round(lengths.reduce((sum: number, n: number) => sum + n, 0) / lengths.length);
+    };
+
+    const before = memoryOf(service.pid);
+    let hwmReset = true;
+    try {
+      writeFileSync(`/proc/${service.pid}/clear_refs`, '5');
+    } catch {
+      hwmReset = false;
+    }
+    let peakRss = before.rss_mib;
+    const sampler = setInterval(() => {
+      peakRss = Math.max(peakRss, memoryOf(service.pid).rss_mib);
+    }, 10);
+    const cpuBefore = cpuSeconds(service.pid);
+    const start = process.hrtime.bigint();
+    const response = await fetch(`${service.baseUrl}/v1/end-users/import`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: tenant.auth },
+      body,
+    });
+    const answer = (await response.json()) as Json;
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    clearInterval(sampler);
+    const cpu = cpuSeconds(service.pid) - cpuBefore;
+    const after = memoryOf(service.pid);
+    peakRss = Math.max(peakRss, after.rss_mib);
+    if (response.status !== 201)
+      throw new Error(`import: ${response.status} ${JSON.stringify(answer)}`);
+    if (answer.memories_imported !== MEMORIES || answer.facts_imported !== FACTS) {
+      throw new Error(`import answered ${JSON.stringify(answer)}`);
+    }
+
+    return {
+      memories: MEMORIES,
+      facts: FACTS,
+      document_bytes: Buffer.byteLength(body),
+      mean_characters: { user: byRole('user'), personality: byRole('personality') },
+      longest_characters: Math.max(...contents),
+      answer,
+      seconds: Number(seconds.toFixed(2)),
+      memories_per_sec: Math.round(MEMORIES / seconds),
+      service_cpu_seconds: Number(cpu.toFixed(2)),
+      rss_idle_before_warm_up_mib: Number(idle.rss_mib.toFixed(1)),
+      rss_before_mib: Number(before.rss_mib.toFixed(1)),
+      rss_peak_sampled_mib: Number(peakRss.toFixed(1)),
+      rss_growth_sampled_mib: Number((peakRss - before.rss_mib).toFixed(1)),
+      ...(hwmReset
+        ? {
+            vm_hwm_during_mib: Number(after.hwm_mib.toFixed(1)),
+            hwm_growth_mib: Number((after.hwm_mib - before.rss_mib).toFixed(1)),
+          }
+        : { vm_hwm_reset: 'not permitted: only the sampled figure counts' }),
+      goal: 'peak RSS growth < 64 MiB',
+    };
+  } finally {
+    await service.stop();
+  }
+}

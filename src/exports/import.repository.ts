@@ -1,0 +1,67 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { sql, withEntries } from '../database/sql';
+import { endUserInsertStep, type NewEndUser } from '../end-users/end-users.step';
+import { factsInsertStep, type NewFact } from '../end-users/facts.step';
+import { memoriesInsertStep, type NewMemory } from '../end-users/memories.step';
+import { webhookEventStep } from '../webhooks/webhook-event.step';
+
+/**
+ * The statements of an import. It owns no table: the end user, its memories and facts are
+ * written by the steps end-users lends (end-users.step.ts, memories.step.ts, facts.step.ts),
+ * the `end_user.created` event by the webhooks' step, each statement in the import's transaction.
+ */
+@Injectable()
+export class ImportRepository {
+  constructor(private readonly database: Database) {}
+
+  /** The new end user's id, with its `end_user.created` event; undefined: the user_id is taken. */
+  async insertEndUser(manager: EntityManager, endUser: NewEndUser): Promise<string | undefined> {
+    const inserted = endUserInsertStep(endUser);
+    const row = await this.database.row<{ id: string }>(
+      withEntries(
+        [
+          inserted,
+          webhookEventStep(inserted, {
+            organizationId: endUser.organizationId,
+            type: 'end_user.created',
+            at: endUser.updatedAt,
+          }),
+        ],
+        sql`SELECT id FROM ${inserted.ref}`,
+      ),
+      { manager },
+    );
+    return row?.id;
+  }
+
+  /**
+   * The memories, in the order given, in one statement; answers their new ids in that order.
+   * The step inserts them ordered, so identities are drawn in that order and ascending ids are
+   * the given order.
+   */
+  async insertMemories(manager: EntityManager, memories: NewMemory[]): Promise<string[]> {
+    const inserted = memoriesInsertStep(memories);
+    const rows = await this.database.rows<{ id: string }>(
+      // bigint ids arrive as decimal strings; ordered as numbers, before they are text.
+      withEntries([inserted], sql`SELECT id FROM ${inserted.ref} ORDER BY id`),
+      { manager },
+    );
+    return rows.map((row) => row.id);
+  }
+
+  /** How many facts were written. */
+  async insertFacts(
+    manager: EntityManager,
+    target: { organizationId: string; endUserId: string },
+    facts: NewFact[],
+  ): Promise<number> {
+    const inserted = factsInsertStep(target, facts);
+    const row = await this.database.row<{ count: number }>(
+      withEntries([inserted], sql`SELECT count(*)::int AS count FROM ${inserted.ref}`),
+      { manager },
+    );
+    return row?.count ?? 0;
+  }
+}

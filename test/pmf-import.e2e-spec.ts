@@ -1,0 +1,794 @@
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import type { Response } from 'supertest';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { expectError } from './support/assertions';
+import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- documents are read loosely
+type Json = Record<string, any>;
+
+const FACTS_LIMIT = 5;
+const MiB = 1024 * 1024;
+
+const schema = JSON.parse(
+  readFileSync(join(__dirname, '../src/exports/schemas/pmf-v1.schema.json'), 'utf8'),
+) as object;
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+addFormats(ajv);
+const validatePmf = ajv.compile(schema);
+
+/** What a round trip keeps of a memory: everything but its id (and personality, by id). */
+const memoryView = (memory: Json) => ({
+  personality_id: memory.personality_id,
+  role: memory.role,
+  content: memory.content,
+  emotion: memory.emotion,
+  vocabulary_version: memory.vocabulary_version,
+  created_at: memory.created_at,
+});
+
+/** What a round trip keeps of a fact: everything but its id; its memory by position. */
+const factView = (fact: Json, memories: Json[]) => ({
+  content: fact.content,
+  source: fact.source,
+  memory: fact.memory_id === null ? null : memories.findIndex((m) => m.id === fact.memory_id),
+  created_at: fact.created_at,
+  updated_at: fact.updated_at,
+});
+
+/** POST /v1/end-users/import (contract §20): all or nothing, the round trip, bad input. */
+describe('Import (PMF v1)', () => {
+  const clock = new ManualClock();
+  let t: TestApp;
+  let db: Client;
+  let a: Tenant;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: { MEMORY_FACTS_LIMIT: String(FACTS_LIMIT) },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    a = await tenantWithKey(t, ['read_write']);
+  });
+  afterAll(async () => {
+    await db.end();
+    await t.close();
+  });
+  // Rows the database stamps itself (now()) must not be later than the clock.
+  beforeEach(() => clock.set(new Date()));
+
+  const importDocument = (body: unknown, auth = a.auth) =>
+    t
+      .http()
+      .post('/v1/end-users/import')
+      .set('Authorization', auth)
+      .send(body as object);
+
+  async function exportDocument(userId: string, auth = a.auth): Promise<Json> {
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/export`)
+      .set('Authorization', auth);
+    expect(response.status).toBe(200);
+    const document = JSON.parse(
+      Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
+    ) as Json;
+    expect(validatePmf(document) ? [] : validatePmf.errors).toEqual([]);
+    return document;
+  }
+
+  async function endUserStatus(userId: string, auth = a.auth): Promise<number> {
+    return (
+      await t
+        .http()
+        .get(`/v1/end-users/${encodeURIComponent(userId)}`)
+        .set('Authorization', auth)
+    ).status;
+  }
+
+  /** The personality as a document carries it, from the API. */
+  async function personalityDocument(id: string, auth = a.auth): Promise<Json> {
+    const p = (await t.http().get(`/v1/personalities/${id}`).set('Authorization', auth)).body;
+    return {
+      id: p.id,
+      source_slug: p.source_slug,
+      source_version: p.source_version,
+      name: p.name,
+      description: p.description,
+      traits: p.traits,
+      voice: p.voice,
+      system_prompt: p.system_prompt,
+      language: p.language,
+      replies: p.replies,
+    };
+  }
+
+  /** A small valid document: two messages with one personality and a fact learned from the first. */
+  function documentOf(userId: string, personality: Json, at = new Date(clock.nowMs() - 60_000)) {
+    const iso = at.toISOString();
+    return {
+      format: 'pmf',
+      version: 1,
+      exported_at: iso,
+      end_user: {
+        user_id: userId,
+        metadata: { plan: 'pro' },
+        status: 'active',
+        created_at: iso,
+        updated_at: iso,
+      },
+      personalities: [personality],
+      relationships: [
+        { personality_id: personality.id, month: iso.slice(0, 7), first_active_at: iso },
+      ],
+      memories: [
+        {
+          id: '11',
+          personality_id: personality.id,
+          role: 'user',
+          content: 'My name is Ada and I got the job!',
+          emotion: { name: 'joy', intensity: 0.72 },
+          vocabulary_version: '2.0.0',
+          created_at: iso,
+        },
+        {
+          id: '12',
+          personality_id: personality.id,
+          role: 'personality',
+          content: 'Congratulations, Ada.',
+          emotion: { name: 'admiration', intensity: 0.5 },
+          vocabulary_version: '2.0.0',
+          created_at: iso,
+        },
+      ],
+      facts: [
+        {
+          id: randomUUID(),
+          content: 'Their name is Ada.',
+          source: 'engine',
+          memory_id: '11',
+          created_at: iso,
+          updated_at: iso,
+        },
+      ],
+    } as Json;
+  }
+
+  describe('the round trip', () => {
+    it('export → erase → import → export gives the same memories and facts', async () => {
+      const sage = await clonePersonality(t, a.auth, 'sage-mentor');
+      const atlas = await clonePersonality(t, a.auth, 'atlas-stoic');
+      await t
+        .http()
+        .patch(`/v1/personalities/${atlas}`)
+        .set('Authorization', a.auth)
+        .send({ language: 'de' });
+      const userId = uniqueUserId('roundtrip ✓');
+      await t
+        .http()
+        .post('/v1/end-users')
+        .set('Authorization', a.auth)
+        .send({ user_id: userId, metadata: { plan: 'pro', nested: { n: [1, 2] } } });
+      const messages = [
+        'My name is Ada.',
+        'I live in Utrecht.',
+        'I\'m so grateful, thank you! "quotes" \\ and\nnewlines é ✓ 😀',
+        'I am sad that my bike was stolen.',
+        'I have a dog called Rex.',
+        'Wie geht es dir?',
+      ];
+      for (const [index, message] of messages.entries()) {
+        clock.advance(1_000);
+        const response = await respond(t, a.auth, {
+          personality_id: index % 2 ? atlas : sage,
+          user_id: userId,
+          message,
+        });
+        expect(response.status).toBe(200);
+      }
+      clock.advance(1_000);
+      const added = await t
+        .http()
+        .post(`/v1/end-users/${encodeURIComponent(userId)}/facts`)
+        .set('Authorization', a.auth)
+        .send({ content: 'Prefers tea to coffee.' });
+      expect(added.status).toBe(201);
+      const before = await exportDocument(userId);
+      expect(before.memories).toHaveLength(12);
+      expect(before.facts.map((f: Json) => f.source)).toEqual([
+        'engine',
+        'engine',
+        'engine',
+        'api',
+      ]);
+
+      // Erase: DELETE, the grace period, the worker.
+      expect(
+        (
+          await t
+            .http()
+            .delete(`/v1/end-users/${encodeURIComponent(userId)}`)
+            .set('Authorization', a.auth)
+        ).status,
+      ).toBe(202);
+      clock.advance(60_000);
+      await t.app.get(ErasureWorker).eraseDue();
+      expect(await endUserStatus(userId)).toBe(404);
+
+      const months = async () =>
+        (
+          await db.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM relationship_months WHERE organization_id = $1',
+            [a.organizationId],
+          )
+        ).rows[0].n;
+      const monthsBefore = await months();
+      const imported = await importDocument(before);
+      expect(imported.status).toBe(201);
+      expect(imported.body).toEqual({
+        user_id: userId,
+        personalities_created: 0,
+        memories_imported: 12,
+        facts_imported: 4,
+      });
+
+      const after = await exportDocument(userId);
+      expect(after.end_user).toEqual({ ...before.end_user, updated_at: expect.any(String) });
+      expect(after.memories.map(memoryView)).toEqual(before.memories.map(memoryView));
+      // New ids, still increasing in the order of writing.
+      expect(after.memories.map((m: Json) => m.id)).not.toEqual(
+        before.memories.map((m: Json) => m.id),
+      );
+      const ids = after.memories.map((m: Json) => BigInt(m.id));
+      expect([...ids].sort((x, y) => (x < y ? -1 : 1))).toEqual(ids);
+      expect(after.facts.map((f: Json) => factView(f, after.memories))).toEqual(
+        before.facts.map((f: Json) => factView(f, before.memories)),
+      );
+      expect(after.facts.filter((f: Json) => f.memory_id !== null)).toHaveLength(3);
+      // The personalities were the organization's: used as they are.
+      expect(after.personalities).toEqual(before.personalities);
+      // No relationship was imported, none counted.
+      expect(after.relationships).toEqual([]);
+      expect(await months()).toBe(monthsBefore);
+
+      // The memories are searchable (their lexemes written in their personality's language)
+      // and the conversation goes on from them.
+      const found = await t
+        .http()
+        .get(`/v1/end-users/${encodeURIComponent(userId)}/memories/search`)
+        .query({ q: 'where do I live', personality_id: atlas })
+        .set('Authorization', a.auth);
+      expect(found.body.data.map((m: Json) => m.content)).toContain('I live in Utrecht.');
+      const next = await respond(t, a.auth, {
+        personality_id: sage,
+        user_id: userId,
+        message: 'Hello again',
+      });
+      expect(next.status).toBe(200);
+    });
+
+    it('creates the personalities another organization does not have, from the document', async () => {
+      const personality = await clonePersonality(t, a.auth, 'atlas-stoic');
+      await t
+        .http()
+        .patch(`/v1/personalities/${personality}`)
+        .set('Authorization', a.auth)
+        .send({ language: 'fr', name: 'Atlas le stoïque' });
+      const userId = uniqueUserId('moving');
+      await respond(t, a.auth, {
+        personality_id: personality,
+        user_id: userId,
+        message: 'Bonjour',
+      });
+      const document = await exportDocument(userId);
+
+      const b = await tenantWithKey(t, ['read_write']);
+      // The end user's created_at is the database's now(), a moment past the manual clock.
+      clock.advance(1_000);
+      const imported = await importDocument(document, b.auth);
+      expect(imported.status).toBe(201);
+      expect(imported.body).toMatchObject({ personalities_created: 1, memories_imported: 2 });
+      const there = await exportDocument(userId, b.auth);
+      const [created] = there.personalities;
+      expect(created.id).not.toBe(personality);
+      expect({ ...created, id: personality }).toEqual(document.personalities[0]);
+      expect(there.memories.map(memoryView)).toEqual(
+        document.memories.map((m: Json) => memoryView({ ...m, personality_id: created.id })),
+      );
+      // The new personality is the organization's, and talks.
+      const reply = await respond(t, b.auth, {
+        personality_id: created.id,
+        user_id: userId,
+        message: 'Encore moi',
+      });
+      expect(reply.status).toBe(200);
+    });
+
+    it('a personality without replies takes its catalog entry’s, without language speaks en; an unknown slug is refused', async () => {
+      const b = await tenantWithKey(t, ['read_write']);
+      const source = await personalityDocument(await clonePersonality(t, a.auth, 'sage-mentor'));
+      const { replies, language: _language, ...bare } = source;
+      const userId = uniqueUserId('bare');
+      const imported = await importDocument(
+        documentOf(userId, { ...bare, id: randomUUID() }),
+        b.auth,
+      );
+      expect(imported.status).toBe(201);
+      const [created] = (await exportDocument(userId, b.auth)).personalities;
+      expect(created).toMatchObject({ language: 'en', replies });
+
+      const unknown = documentOf(uniqueUserId('bare'), {
+        ...bare,
+        id: randomUUID(),
+        source_slug: 'no-such-entry',
+      });
+      const refused = await importDocument(unknown, b.auth);
+      expectError(refused, 400, 'validation_failed');
+      expect(refused.body.error.details).toEqual([
+        { field: '/personalities/0/replies', problem: expect.stringMatching(/^is required/) },
+      ]);
+      expect(await endUserStatus(unknown.end_user.user_id, b.auth)).toBe(404);
+
+      const broken = documentOf(uniqueUserId('bare'), {
+        ...source,
+        id: randomUUID(),
+        language: 'xx',
+        voice: { tone: '', formality: 'loud', style_notes: '' },
+      });
+      const refusedToo = await importDocument(broken, b.auth);
+      expectError(refusedToo, 400, 'validation_failed');
+      expect(refusedToo.body.error.details).toEqual(
+        expect.arrayContaining([
+          { field: '/personalities/0/language', problem: expect.any(String) },
+          { field: '/personalities/0/voice/tone', problem: expect.any(String) },
+          { field: '/personalities/0/voice/formality', problem: expect.any(String) },
+        ]),
+      );
+    });
+
+    it('imports 2,500 memories in their order across statements, facts pointing at the right ones', async () => {
+      const personality = await personalityDocument(await clonePersonality(t, a.auth));
+      const userId = uniqueUserId('many');
+      const start = clock.nowMs() - 10_000_000;
+      const document = documentOf(userId, personality);
+      document.memories = Array.from({ length: 2_500 }, (_, i) => ({
+        id: String(1_000_000 - i * 3), // ids need not increase: the array's order is the order
+        personality_id: personality.id,
+        role: i % 2 ? 'personality' : 'user',
+        content: `Message ${i}: ${'a few words about the day '.repeat(1 + (i % 7))}`,
+        emotion: i % 3 ? { name: 'joy', intensity: 0.25 } : null,
+        vocabulary_version: i % 3 ? '2.0.0' : null,
+        created_at: new Date(start + i * 1_000).toISOString(),
+      }));
+      document.facts = [0, 1_200, 2_498].map((index) => ({
+        id: randomUUID(),
+        content: `Fact from message ${index}`,
+        source: 'engine',
+        memory_id: document.memories[index].id,
+        created_at: document.memories[index].created_at,
+        updated_at: document.memories[index].created_at,
+      }));
+      const imported = await importDocument(document);
+      expect(imported.status).toBe(201);
+      expect(imported.body).toMatchObject({ memories_imported: 2_500, facts_imported: 3 });
+      const after = await exportDocument(userId);
+      expect(after.memories.map(memoryView)).toEqual(document.memories.map(memoryView));
+      expect(after.facts.map((f: Json) => factView(f, after.memories))).toEqual(
+        document.facts.map((f: Json) => factView(f, document.memories)),
+      );
+    });
+  });
+
+  describe('bad input: a clear 4xx, and nothing written', () => {
+    let personality: Json;
+
+    beforeAll(async () => {
+      personality = await personalityDocument(await clonePersonality(t, a.auth));
+    });
+
+    async function expectRefused(
+      document: Json,
+      details: Array<{ field: string; problem?: unknown }>,
+    ) {
+      const response = await importDocument(document);
+      expectError(response, 400, 'validation_failed');
+      expect(response.body.error.details).toEqual(
+        details.map((detail) => ({ problem: expect.any(String), ...detail })),
+      );
+      expect(await endUserStatus(document.end_user.user_id)).toBe(404);
+      return response;
+    }
+
+    it('a document that is not PMF v1: the failing paths by JSON pointer, at most 20', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      const refused = await importDocument({
+        ...document,
+        version: 2,
+        memories: undefined,
+        extra: true,
+      });
+      expectError(refused, 400, 'validation_failed');
+      expect(refused.body.error.details).toHaveLength(3);
+      expect(refused.body.error.details).toEqual(
+        expect.arrayContaining([
+          { field: '/memories', problem: 'is required' },
+          { field: '/extra', problem: 'is not a known field' },
+          { field: '/version', problem: 'must be 1' },
+        ]),
+      );
+      expect(await endUserStatus(document.end_user.user_id)).toBe(404);
+      const many = documentOf(uniqueUserId(), personality);
+      many.memories = Array.from({ length: 50 }, (_, i) => ({
+        ...many.memories[0],
+        id: String(i + 1),
+        role: 'bot',
+      }));
+      const response = await importDocument(many);
+      expectError(response, 400, 'validation_failed');
+      expect(response.body.error.details).toHaveLength(20);
+      expect(response.body.error.details[0]).toEqual({
+        field: '/memories/0/role',
+        problem: 'must be one of ["user","personality"]',
+      });
+      expect(response.body.error.message).toMatch(/50 problem/);
+      for (const wrong of [[], { format: 'pmf' }]) {
+        expectError(await importDocument(wrong), 400, 'validation_failed');
+      }
+    });
+
+    it('a duplicate memory id; a memory of a personality not in the document', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      document.memories[1].id = document.memories[0].id;
+      document.memories.push({ ...document.memories[0], id: '13', personality_id: randomUUID() });
+      await expectRefused(document, [
+        { field: '/memories/1/id', problem: 'repeats the id of /memories/0' },
+        { field: '/memories/2/personality_id' },
+      ]);
+    });
+
+    it('a fact pointing at a memory absent from the document; two facts alike', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      document.facts[0].memory_id = '999';
+      document.facts.push({
+        ...document.facts[0],
+        memory_id: null,
+        content: '  their NAME is   ada. ',
+      });
+      await expectRefused(document, [
+        { field: '/facts/0/memory_id', problem: 'names no memory of the document' },
+        { field: '/facts/1/content', problem: 'repeats /facts/0 (case and white space aside)' },
+      ]);
+    });
+
+    it('an unknown vocabulary version; an emotion its version does not have', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      document.memories[0].vocabulary_version = '9.9.9';
+      document.memories[1].emotion = { name: 'trust', intensity: 0.5 };
+      await expectRefused(document, [
+        { field: '/memories/0/vocabulary_version' },
+        { field: '/memories/1/emotion/name' },
+      ]);
+      // trust is an emotion of 1.0.0: the same memory in its own version is fine.
+      const older = documentOf(uniqueUserId(), personality);
+      older.memories[1].emotion = { name: 'trust', intensity: 0.5 };
+      older.memories[1].vocabulary_version = '1.0.0';
+      expect((await importDocument(older)).status).toBe(201);
+    });
+
+    it('a time after the clock’s, or before 1970', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      const future = new Date(clock.nowMs() + 60_000).toISOString();
+      document.memories[1].created_at = future;
+      document.facts[0].updated_at = future;
+      document.end_user.created_at = '1969-12-31T23:59:59.999Z';
+      await expectRefused(document, [
+        { field: '/end_user/created_at', problem: 'must be in the years 1970..9999' },
+        { field: '/memories/1/created_at', problem: 'must not be in the future' },
+        { field: '/facts/0/updated_at', problem: 'must not be in the future' },
+      ]);
+      // The clock decides: the same document an hour later is fine.
+      clock.advance(3_600_000);
+      document.end_user.created_at = document.exported_at;
+      expect((await importDocument(document)).status).toBe(201);
+    });
+
+    it('more facts than MEMORY_FACTS_LIMIT: refused, not truncated', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      document.facts = Array.from({ length: FACTS_LIMIT + 1 }, (_, i) => ({
+        ...document.facts[0],
+        id: randomUUID(),
+        content: `Fact number ${i}`,
+        memory_id: null,
+      }));
+      await expectRefused(document, [
+        { field: '/facts', problem: expect.stringContaining(`at most ${FACTS_LIMIT}`) },
+      ]);
+      document.facts.pop();
+      expect((await importDocument(document)).body.facts_imported).toBe(FACTS_LIMIT);
+    });
+
+    it('contents beyond the service’s limits: a user’s message, a reply, a fact', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      document.memories[0].content = '😀'.repeat(8_000); // 8,000 characters: fine
+      expect((await importDocument(document)).status).toBe(201);
+      const over = documentOf(uniqueUserId(), personality);
+      over.memories[0].content = 'x'.repeat(8_001);
+      over.memories[1].content = 'y'.repeat(32_001);
+      over.facts[0].content = 'z'.repeat(501);
+      await expectRefused(over, [
+        { field: '/memories/0/content' },
+        { field: '/memories/1/content' },
+        { field: '/facts/0/content' },
+      ]);
+    });
+
+    it('a user_id the API would refuse; metadata over 16 KiB', async () => {
+      for (const userId of ['', 'bell\u0007', 'u'.repeat(257)]) {
+        const document = documentOf(userId, personality);
+        const response = await importDocument(document);
+        expectError(response, 400, 'validation_failed');
+        expect(response.body.error.details[0].field).toBe('/end_user/user_id');
+      }
+      const document = documentOf(uniqueUserId(), personality);
+      document.end_user.metadata = { big: 'm'.repeat(17_000) };
+      await expectRefused(document, [{ field: '/end_user/metadata' }]);
+    });
+
+    it('a user_id that exists (409 end_user_exists) or is under deletion (409 end_user_under_deletion)', async () => {
+      const userId = uniqueUserId('taken');
+      await t.http().post('/v1/end-users').set('Authorization', a.auth).send({ user_id: userId });
+      expectError(await importDocument(documentOf(userId, personality)), 409, 'end_user_exists');
+      await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+      const deleting = await importDocument(documentOf(userId, personality));
+      expectError(deleting, 409, 'end_user_under_deletion');
+      expect(deleting.body.error.erasure_expected_at).toEqual(expect.any(String));
+      // Nothing of the document was written beside the existing user.
+      const { rows } = await db.query(
+        `SELECT count(*)::int AS n FROM memories m JOIN end_users e ON e.id = m.end_user_id
+          WHERE e.organization_id = $1 AND e.user_id = $2`,
+        [a.organizationId, userId],
+      );
+      expect(rows[0].n).toBe(0);
+    });
+
+    it('concurrent imports of one user_id: exactly one 201, the others 409', async () => {
+      const document = documentOf(uniqueUserId('race'), personality);
+      const answers = await Promise.all(Array.from({ length: 4 }, () => importDocument(document)));
+      expect(answers.map((answer) => answer.status).sort()).toEqual([201, 409, 409, 409]);
+      for (const answer of answers.filter((x) => x.status === 409)) {
+        expectError(answer, 409, 'end_user_exists');
+      }
+      const { rows } = await db.query(
+        `SELECT count(*)::int AS n FROM memories m JOIN end_users e ON e.id = m.end_user_id
+          WHERE e.organization_id = $1 AND e.user_id = $2`,
+        [a.organizationId, document.end_user.user_id],
+      );
+      expect(rows[0].n).toBe(2);
+    });
+
+    it('needs read_write; answers 401 without a credential', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      expectError(
+        await t.http().post('/v1/end-users/import').send(document),
+        401,
+        'unauthenticated',
+      );
+      const reader = await tenantWithKey(t, ['read']);
+      expectError(await importDocument(document, reader.auth), 403, 'insufficient_scope');
+    });
+
+    it('an Idempotency-Key replays the small answer; only the request’s hash is stored', async () => {
+      const document = documentOf(uniqueUserId('keyed'), personality);
+      const key = `import-${randomUUID()}`;
+      const send = () =>
+        t
+          .http()
+          .post('/v1/end-users/import')
+          .set('Authorization', a.auth)
+          .set('Idempotency-Key', key)
+          .send(document);
+      const first = await send();
+      expect(first.status).toBe(201);
+      const again = await send();
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body).toEqual(first.body);
+      const { rows } = await db.query(
+        `SELECT length(request_hash) AS hash, length(response_body) AS body
+           FROM idempotency_keys WHERE key = $1`,
+        [key],
+      );
+      expect(rows).toEqual([{ hash: 32, body: JSON.stringify(first.body).length }]);
+      // The hash is of the document (read before the key is looked at): another one is 422.
+      document.memories[1].content = 'Well done, Ada.';
+      expectError(await send(), 422, 'idempotency_key_reused');
+    });
+  });
+
+  describe('hostile traffic on the import route', () => {
+    let personality: Json;
+
+    beforeAll(async () => {
+      personality = await personalityDocument(await clonePersonality(t, a.auth));
+    });
+
+    let port: number;
+
+    beforeAll(async () => {
+      await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
+      port = (t.server.address() as AddressInfo).port;
+    });
+
+    /**
+     * The bytes as they are (supertest would serialise a Buffer as JSON): with a Content-Length,
+     * or chunked when `chunks` is given. Answers the status and the parsed body.
+     */
+    const raw = (
+      body: string | Buffer,
+      options: { contentType?: string; headers?: Record<string, string>; chunks?: number } = {},
+    ) =>
+      new Promise<Response>((resolve, reject) => {
+        const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
+        const request = httpRequest(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/v1/end-users/import',
+            headers: {
+              authorization: a.auth,
+              'content-type': options.contentType ?? 'application/json',
+              ...(options.chunks ? {} : { 'content-length': String(bytes.length) }),
+              ...options.headers,
+            },
+          },
+          (response) => {
+            const parts: Buffer[] = [];
+            response.on('data', (part: Buffer) => parts.push(part));
+            response.on('end', () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                headers: response.headers,
+                body: JSON.parse(Buffer.concat(parts).toString() || '{}') as Json,
+              } as unknown as Response),
+            );
+          },
+        );
+        // Writes after the server answered and closed fail; the answer is what counts.
+        request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
+        if (!options.chunks) return void request.end(bytes);
+        let sent = 0;
+        const pump = () => {
+          while (sent < options.chunks!) {
+            sent++;
+            if (!request.write(bytes)) return void request.once('drain', pump);
+          }
+          request.end();
+        };
+        pump();
+      });
+
+    it('takes a document over 1 MiB (the global limit does not apply here)', async () => {
+      const document = documentOf(uniqueUserId('large'), personality);
+      document.memories = Array.from({ length: 400 }, (_, i) => ({
+        ...document.memories[i % 2],
+        id: String(i + 1),
+        content: `${i} ${'word '.repeat(1_500)}`,
+      }));
+      document.facts = [];
+      const text = JSON.stringify(document);
+      expect(text.length).toBeGreaterThan(2 * MiB);
+      const response = await raw(text);
+      expect(response.status).toBe(201);
+      // Any other route still stops at 1 MiB.
+      expectError(
+        await t
+          .http()
+          .post('/v1/end-users')
+          .set('Authorization', a.auth)
+          .set('Content-Type', 'application/json')
+          .send(text),
+        413,
+        'payload_too_large',
+      );
+    });
+
+    it('refuses 16 MiB + 1 byte with 413, declared or chunked, without reading it all', async () => {
+      const over = Buffer.alloc(16 * MiB + 1, 0x20);
+      over.write('{"format":"pmf"}');
+      const declared = await raw(over);
+      expectError(declared, 413, 'payload_too_large');
+      // Refused before a byte is read, and the connection closed rather than drained.
+      expect(declared.headers.connection).toBe('close');
+      // Chunked (no Content-Length): refused once the limit is passed.
+      const chunked = await raw(Buffer.alloc(MiB, 0x20), { chunks: 17 });
+      expectError(chunked, 413, 'payload_too_large');
+      // Exactly at the limit, the body is read (and found not to be a document).
+      const exactly = Buffer.alloc(16 * MiB, 0x20);
+      exactly.write('{"format":"pmf"}');
+      expectError(await raw(exactly), 400, 'validation_failed');
+    });
+
+    it('reads no body before the guards: a request without a credential is answered mid-upload', async () => {
+      const status = await new Promise<number>((resolve, reject) => {
+        const request = httpRequest(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/v1/end-users/import',
+            headers: { 'content-type': 'application/json', 'content-length': String(8 * MiB) },
+          },
+          (response) => {
+            response.resume();
+            resolve(response.statusCode ?? 0);
+            request.destroy();
+          },
+        );
+        request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
+        // A quarter of the body, and the rest never: only an answer before reading ends this.
+        request.write(Buffer.alloc(2 * MiB, 0x20));
+      });
+      expect(status).toBe(401);
+    });
+
+    it('refuses nesting beyond 64 levels before parsing', async () => {
+      const response = await raw(`{"format":${'['.repeat(64)}1${']'.repeat(64)}}`);
+      expectError(response, 400, 'validation_failed');
+      expect(response.body.error.details[0].problem).toMatch(/64/);
+    });
+
+    it('refuses U+0000, lone surrogates and prototype keys, by JSON pointer', async () => {
+      const document = documentOf(uniqueUserId(), personality);
+      const text = JSON.stringify(document);
+      const cases: Array<[string, string]> = [
+        [text.replace('My name is Ada', 'My name is \\u0000Ada'), '/memories/0/content'],
+        [text.replace('Congratulations', '\\ud800Congratulations'), '/memories/1/content'],
+        [
+          text.replace('"plan":"pro"', '"__proto__":{"admin":true}'),
+          '/end_user/metadata/__proto__',
+        ],
+        [
+          text.replace('"plan":"pro"', '"constructor":{"prototype":1}'),
+          '/end_user/metadata/constructor',
+        ],
+      ];
+      for (const [body, field] of cases) {
+        const response = await raw(body);
+        expectError(response, 400, 'validation_failed');
+        expect(response.body.error.details[0].field).toBe(field);
+      }
+      expect(await endUserStatus(document.end_user.user_id)).toBe(404);
+    });
+
+    it('tells text that is not JSON (or not UTF-8) from JSON of the wrong type; refuses other media types', async () => {
+      expectError(await raw('{"format":'), 400, 'malformed_json');
+      expectError(
+        await raw(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])),
+        400,
+        'malformed_json',
+      );
+      expectError(await raw('[1,2]'), 400, 'validation_failed');
+      expectError(await raw('"pmf"'), 400, 'validation_failed');
+      expectError(await raw('{}', { contentType: 'text/plain' }), 415, 'unsupported_media_type');
+      expectError(
+        await raw('{}', { headers: { 'content-encoding': 'gzip' } }),
+        415,
+        'unsupported_media_type',
+      );
+    });
+  });
+});
