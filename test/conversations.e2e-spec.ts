@@ -87,11 +87,15 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     return row ?? { memories: 0, months: 0 };
   };
 
+  interface Counts {
+    requests: number;
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens: number;
+  }
   const tokens = async () =>
-    (await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth)).body as {
-      requests: number;
-      prompt_tokens: number;
-      completion_tokens: number;
+    (await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth)).body as Counts & {
+      by_model: Array<Counts & { model: string }>;
     };
 
   it('sends the personality, the vocabulary and the conversation so far, and answers with the model’s reply', async () => {
@@ -102,6 +106,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       personality_id: personalityId,
       user_id: userId,
       reply: { text: 'echo: I finally got the job!', emotion: { name: 'joy', intensity: 0.6 } },
+      model: 'default-model',
       vocabulary_version: latest.version,
     });
     const sent = fake.lastRequest();
@@ -207,17 +212,30 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     expect(sad.body.reply.emotion.name).not.toBe('joy');
   });
 
-  it('counts the provider’s tokens per month', async () => {
+  it('counts the provider’s tokens per month, cached ones included, and per model', async () => {
     const before = await tokens();
-    fake.respondWith({ usage: { prompt_tokens: 120, completion_tokens: 30 } });
+    const modelBefore = before.by_model.find((entry) => entry.model === 'default-model');
+    fake.respondWith({ usage: { prompt_tokens: 120, completion_tokens: 30, cached_tokens: 64 } });
     await respond({ user_id: uniqueUserId(), message: 'count me' });
-    fake.respondWith({ usage: { prompt_tokens: 80, completion_tokens: 20 } });
+    fake.respondWith({ usage: { prompt_tokens: 80, completion_tokens: 20, cached_tokens: 16 } });
     await respond({ user_id: uniqueUserId(), message: 'count me too', stream: true });
-    expect(await tokens()).toEqual({
+    // A server that reports no cached tokens counts 0 of them.
+    fake.respondWith({ usage: { prompt_tokens: 1, completion_tokens: 1 } });
+    await respond({ user_id: uniqueUserId(), message: 'count me three' });
+    const after = await tokens();
+    expect(after).toMatchObject({
       month: new Date().toISOString().slice(0, 7),
-      requests: before.requests + 2,
-      prompt_tokens: before.prompt_tokens + 200,
-      completion_tokens: before.completion_tokens + 50,
+      requests: before.requests + 3,
+      prompt_tokens: before.prompt_tokens + 201,
+      completion_tokens: before.completion_tokens + 51,
+      cached_tokens: before.cached_tokens + 80,
+    });
+    expect(after.by_model.find((entry) => entry.model === 'default-model')).toEqual({
+      model: 'default-model',
+      requests: (modelBefore?.requests ?? 0) + 3,
+      prompt_tokens: (modelBefore?.prompt_tokens ?? 0) + 201,
+      completion_tokens: (modelBefore?.completion_tokens ?? 0) + 51,
+      cached_tokens: (modelBefore?.cached_tokens ?? 0) + 80,
     });
     expectError(
       await t.http().get('/v1/usage/tokens?month=1969-12').set('Authorization', tenant.auth),
@@ -263,6 +281,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     expect(done.event).toBe('done');
     expect(done.data).toMatchObject({
       user_id: userId,
+      model: 'default-model',
       reply: {
         text: 'Congratulations on the "new" job!',
         emotion: { name: 'joy', intensity: 0.8 },
@@ -544,7 +563,16 @@ describe('Conversations with the local engine', () => {
     expect(done.event).toBe('done');
     expect(deltas.join('')).toBe((done.data as { reply: { text: string } }).reply.text);
     const usage = await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth);
-    expect(usage.body).toMatchObject({ requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+    expect(usage.body).toEqual({
+      month: expect.any(String),
+      requests: 0,
+      prompt_tokens: 0,
+      completion_tokens: 0,
+      cached_tokens: 0,
+      by_model: [],
+    });
+    expect(plain.body.model).toBeNull();
+    expect((done.data as { model: unknown }).model).toBeNull();
   });
 });
 

@@ -134,6 +134,7 @@ export class RespondService {
       personality_id: conversation.personality.id,
       user_id: conversation.endUser.user_id,
       reply: { text: reply.text, emotion: reply.emotion },
+      model: reply.model,
       vocabulary_version: conversation.vocabulary.version,
       created_at: at.toISOString(),
     };
@@ -175,7 +176,7 @@ export class RespondService {
       }),
     ];
     const { usage } = reply;
-    if (usage) steps.push(tokenUsageStep({ organizationId, at, ...usage }));
+    if (usage) steps.push(tokenUsageStep({ organizationId, at, model: reply.model, ...usage }));
     await this.repository
       .storeExchange(usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange', steps)
       .catch((error: unknown) => {

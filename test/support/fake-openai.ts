@@ -64,6 +64,8 @@ export interface RecordedChatRequest {
 export interface FakeUsage {
   prompt_tokens: number;
   completion_tokens: number;
+  /** Sent as `prompt_tokens_details.cached_tokens` (OpenAI's prompt caching) when given. */
+  cached_tokens?: number;
 }
 
 export interface FakeError {
@@ -455,11 +457,16 @@ function contentOf(
 
 function usageOf(recorded: RecordedChatRequest, reply: FakeReply, content: string) {
   const prompt = (recorded.body?.messages ?? []).map((m) => textOf(m.content)).join('\n');
-  const { prompt_tokens, completion_tokens } = reply.usage ?? {
+  const { prompt_tokens, completion_tokens, cached_tokens } = reply.usage ?? {
     prompt_tokens: tokens(prompt),
     completion_tokens: tokens(content),
   };
-  return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+  return {
+    prompt_tokens,
+    completion_tokens,
+    total_tokens: prompt_tokens + completion_tokens,
+    ...(cached_tokens === undefined ? {} : { prompt_tokens_details: { cached_tokens } }),
+  };
 }
 
 /** `count` nearly equal pieces when given, else pieces of `size` characters. */

@@ -52,6 +52,7 @@ export class LocalResponseEngine implements ResponseEngine {
       emotion: { name: detected.name, intensity: round(detected.intensity * 0.8) },
       detected: { name: detected.name, intensity: detected.intensity },
       usage: null,
+      model: null,
     };
   }
 }

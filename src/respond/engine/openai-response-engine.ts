@@ -5,6 +5,7 @@ import type {
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
+import type { CompletionUsage } from 'openai/resources/completions';
 import { AppError } from '../../common/errors/app-error';
 import { toStorableText } from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
@@ -24,6 +25,15 @@ import type {
 function tokenCount(value: unknown): number {
   const count = Math.trunc(Number(value));
   return Number.isFinite(count) && count > 0 ? count : 0;
+}
+
+/** What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers. */
+function usageOf(usage: CompletionUsage | null | undefined): TokenUsage {
+  return {
+    promptTokens: tokenCount(usage?.prompt_tokens),
+    completionTokens: tokenCount(usage?.completion_tokens),
+    cachedTokens: tokenCount(usage?.prompt_tokens_details?.cached_tokens),
+  };
 }
 
 /** The system message: who the personality is, and how to answer. */
@@ -112,7 +122,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
       const answer = request.onDelta
         ? await this.streamed(params, request)
         : await this.whole(params, request.signal);
-      return this.toReply(answer, request.message, request.vocabulary, emotions);
+      return {
+        ...this.toReply(answer, request.message, request.vocabulary, emotions),
+        model: params.model,
+      };
     } catch (error) {
       if (request.signal.aborted) throw request.signal.reason;
       throw this.unavailable(error);
@@ -145,10 +158,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     return {
       content,
       text: text.isPlain ? content.trim() : text.text,
-      usage: {
-        promptTokens: tokenCount(completion.usage?.prompt_tokens),
-        completionTokens: tokenCount(completion.usage?.completion_tokens),
-      },
+      usage: usageOf(completion.usage),
     };
   }
 
@@ -162,7 +172,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     );
     const text = new ReplyTextStream();
     let content = '';
-    const usage: TokenUsage = { promptTokens: 0, completionTokens: 0 };
+    let usage: TokenUsage = usageOf(undefined);
     let finished = false;
     for await (const chunk of stream) {
       if (chunk.choices[0]?.finish_reason) finished = true;
@@ -172,10 +182,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
         const delta = toStorableText(text.push(piece));
         if (delta) request.onDelta?.(delta);
       }
-      if (chunk.usage) {
-        usage.promptTokens = tokenCount(chunk.usage.prompt_tokens);
-        usage.completionTokens = tokenCount(chunk.usage.completion_tokens);
-      }
+      if (chunk.usage) usage = usageOf(chunk.usage);
     }
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off.
     if (!finished) {
@@ -189,7 +196,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     message: string,
     vocabulary: EmotionVocabulary,
     emotions: string[],
-  ): EngineReply {
+  ): Omit<EngineReply, 'model'> {
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
