@@ -55,6 +55,8 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         OPENAI_MODEL: 'default-model',
         ENGINE_TIMEOUT_MS: '1500',
         ENGINE_HISTORY_MESSAGES: '4',
+        // Failures here are each test's own: the breaker is test/engine-routing.e2e-spec.ts's.
+        ENGINE_BREAKER_FAILURES: '1000',
         STREAMS_PER_ORG: '2',
         // Shorter than ENGINE_TIMEOUT_MS: a slow first token must still end in a 504 event.
         STREAM_IDLE_TIMEOUT_MS: '1000',
@@ -246,19 +248,20 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
   });
 
   it.each([
-    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable'],
-    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable'],
-    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 3_000 }, 504, 'engine_timeout'],
-    ['no answer at all', { hang: true }, 504, 'engine_timeout'],
-    ['an empty reply', { content: '' }, 502, 'engine_unavailable'],
-  ])('answers %s with %i and stores nothing', async (_name, reply, status, code) => {
+    // Transient failures are tried once more (ENGINE_RETRIES=1), on this one route.
+    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable', 2],
+    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2],
+    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 3_000 }, 504, 'engine_timeout', 1],
+    ['no answer at all', { hang: true }, 504, 'engine_timeout', 1],
+    ['an empty reply', { content: '' }, 502, 'engine_unavailable', 1],
+  ])('answers %s with %i and stores nothing', async (_name, reply, status, code, calls) => {
     const userId = uniqueUserId('fail');
     const tokensBefore = await tokens();
-    fake.respondWith(reply);
+    fake.respondAlwaysWith(reply);
     expectError(await respond({ user_id: userId, message: 'hello?' }), status, code);
     expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
     expect(await tokens()).toEqual(tokensBefore);
-    expect(fake.requests).toHaveLength(1); // no retry behind the client's back
+    expect(fake.requests).toHaveLength(calls);
   });
 
   it('streams the reply as server-sent events and stores it once done', async () => {

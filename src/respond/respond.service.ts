@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
-import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
@@ -12,7 +11,6 @@ import {
   PersonalitiesService,
   type PersonalityForReply,
 } from '../personalities/personalities.service';
-import { MetricsService } from '../metrics/metrics.service';
 import { inClientSpan } from '../tracing/spans';
 import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
@@ -25,6 +23,8 @@ import {
   RESPONSE_ENGINE,
   type ResponseEngine,
 } from './engine/response-engine';
+import { EngineMetrics } from './engine/routing/engine-metrics';
+import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
 
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -49,7 +49,6 @@ export interface ReplyOptions {
 @Injectable()
 export class RespondService {
   private readonly config: EngineConfig;
-  private readonly engineRequests: Counter<'engine' | 'outcome'>;
 
   constructor(
     config: ConfigService,
@@ -59,16 +58,11 @@ export class RespondService {
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
-    metrics: MetricsService,
+    private readonly metrics: EngineMetrics,
   ) {
     this.config = config.getOrThrow<EngineConfig>('engine');
-    this.engineRequests = metrics.counter({
-      name: 'engine_requests_total',
-      help: 'Replies asked of the response engine, by engine and outcome (ok, error, timeout, cancelled)',
-      labelNames: ['engine', 'outcome'],
-    });
-    // The series exists from the start, so dashboards and alerts see 0 rather than nothing.
-    this.engineRequests.labels(engine.name, 'ok');
+    // The openai engine declares a series per configured model; the local one has no model.
+    if (engine.name === 'local') metrics.declare(engine.name, null);
   }
 
   async respond(
@@ -195,21 +189,22 @@ export class RespondService {
           ...request,
           signal: AbortSignal.any([clientSignal, timeout]),
         });
-        this.engineRequests.inc({ engine, outcome: 'ok' });
+        this.metrics.count(engine, reply.model, 'ok');
         return reply;
       } catch (error) {
+        const model = attemptedModel(error);
         if (clientSignal.aborted) {
-          this.engineRequests.inc({ engine, outcome: 'cancelled' });
+          this.metrics.count(engine, model, 'cancelled');
           throw error;
         }
         if (timeout.aborted) {
-          this.engineRequests.inc({ engine, outcome: 'timeout' });
+          this.metrics.count(engine, model, 'timeout');
           throw new AppError(
             'engine_timeout',
             `The model provider gave no complete reply within ${this.config.timeoutMs} ms`,
           );
         }
-        this.engineRequests.inc({ engine, outcome: 'error' });
+        this.metrics.count(engine, model, 'error');
         throw error;
       }
     });
