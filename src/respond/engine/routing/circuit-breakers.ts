@@ -253,15 +253,6 @@ export class CircuitBreakers {
     return this.breakerOf(route).local.state(this.clock.nowMs());
   }
 
-  /** For /health and logs: whether the breakers are shared right now. */
-  status(): { store: 'redis' | 'memory'; degraded: boolean } {
-    if (!this.redis) return { store: 'memory', degraded: false };
-    return {
-      store: this.degradedSince === null ? 'redis' : 'memory',
-      degraded: this.degradedSince !== null,
-    };
-  }
-
   private fromCopy(breaker: RouteBreaker): Admission {
     // The pending answer was someone else's: a probe it took is theirs.
     return breaker.local.state(this.clock.nowMs()) === 'closed' ? 'pass' : 'skip';
