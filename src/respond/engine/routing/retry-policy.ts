@@ -59,8 +59,9 @@ export function classifyFailure(error: unknown, nowMs: number): Failure {
       description: `The model provider failed (HTTP ${status})`,
     };
   }
-  if (error instanceof SyntaxError) {
-    // The SDK parsing a body that claims to be JSON (or an SSE event) and is not.
+  if ((error as { name?: unknown } | null)?.name === 'SyntaxError') {
+    // The SDK parsing a body that claims to be JSON (or an SSE event) and is not. By name: the
+    // error may come from fetch's realm, whose SyntaxError is another class.
     return {
       kind: 'next',
       countsAgainstRoute: true,
