@@ -55,6 +55,8 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         OPENAI_MODEL: 'default-model',
         ENGINE_TIMEOUT_MS: '1500',
         ENGINE_HISTORY_MESSAGES: '4',
+        // Failures here are each test's own: the breaker is test/engine-routing.e2e-spec.ts's.
+        ENGINE_BREAKER_FAILURES: '1000',
         STREAMS_PER_ORG: '2',
         // Shorter than ENGINE_TIMEOUT_MS: a slow first token must still end in a 504 event.
         STREAM_IDLE_TIMEOUT_MS: '1000',
@@ -87,11 +89,15 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     return row ?? { memories: 0, months: 0 };
   };
 
+  interface Counts {
+    requests: number;
+    prompt_tokens: number;
+    completion_tokens: number;
+    cached_tokens: number;
+  }
   const tokens = async () =>
-    (await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth)).body as {
-      requests: number;
-      prompt_tokens: number;
-      completion_tokens: number;
+    (await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth)).body as Counts & {
+      by_model: Array<Counts & { model: string }>;
     };
 
   it('sends the personality, the vocabulary and the conversation so far, and answers with the model’s reply', async () => {
@@ -102,6 +108,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       personality_id: personalityId,
       user_id: userId,
       reply: { text: 'echo: I finally got the job!', emotion: { name: 'joy', intensity: 0.6 } },
+      model: 'default-model',
       vocabulary_version: latest.version,
     });
     const sent = fake.lastRequest();
@@ -207,17 +214,30 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     expect(sad.body.reply.emotion.name).not.toBe('joy');
   });
 
-  it('counts the provider’s tokens per month', async () => {
+  it('counts the provider’s tokens per month, cached ones included, and per model', async () => {
     const before = await tokens();
-    fake.respondWith({ usage: { prompt_tokens: 120, completion_tokens: 30 } });
+    const modelBefore = before.by_model.find((entry) => entry.model === 'default-model');
+    fake.respondWith({ usage: { prompt_tokens: 120, completion_tokens: 30, cached_tokens: 64 } });
     await respond({ user_id: uniqueUserId(), message: 'count me' });
-    fake.respondWith({ usage: { prompt_tokens: 80, completion_tokens: 20 } });
+    fake.respondWith({ usage: { prompt_tokens: 80, completion_tokens: 20, cached_tokens: 16 } });
     await respond({ user_id: uniqueUserId(), message: 'count me too', stream: true });
-    expect(await tokens()).toEqual({
+    // A server that reports no cached tokens counts 0 of them.
+    fake.respondWith({ usage: { prompt_tokens: 1, completion_tokens: 1 } });
+    await respond({ user_id: uniqueUserId(), message: 'count me three' });
+    const after = await tokens();
+    expect(after).toMatchObject({
       month: new Date().toISOString().slice(0, 7),
-      requests: before.requests + 2,
-      prompt_tokens: before.prompt_tokens + 200,
-      completion_tokens: before.completion_tokens + 50,
+      requests: before.requests + 3,
+      prompt_tokens: before.prompt_tokens + 201,
+      completion_tokens: before.completion_tokens + 51,
+      cached_tokens: before.cached_tokens + 80,
+    });
+    expect(after.by_model.find((entry) => entry.model === 'default-model')).toEqual({
+      model: 'default-model',
+      requests: (modelBefore?.requests ?? 0) + 3,
+      prompt_tokens: (modelBefore?.prompt_tokens ?? 0) + 201,
+      completion_tokens: (modelBefore?.completion_tokens ?? 0) + 51,
+      cached_tokens: (modelBefore?.cached_tokens ?? 0) + 80,
     });
     expectError(
       await t.http().get('/v1/usage/tokens?month=1969-12').set('Authorization', tenant.auth),
@@ -228,19 +248,20 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
   });
 
   it.each([
-    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable'],
-    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable'],
-    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 3_000 }, 504, 'engine_timeout'],
-    ['no answer at all', { hang: true }, 504, 'engine_timeout'],
-    ['an empty reply', { content: '' }, 502, 'engine_unavailable'],
-  ])('answers %s with %i and stores nothing', async (_name, reply, status, code) => {
+    // Transient failures are tried once more (ENGINE_RETRIES=1), on this one route.
+    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable', 2],
+    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2],
+    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 3_000 }, 504, 'engine_timeout', 1],
+    ['no answer at all', { hang: true }, 504, 'engine_timeout', 1],
+    ['an empty reply', { content: '' }, 502, 'engine_unavailable', 1],
+  ])('answers %s with %i and stores nothing', async (_name, reply, status, code, calls) => {
     const userId = uniqueUserId('fail');
     const tokensBefore = await tokens();
-    fake.respondWith(reply);
+    fake.respondAlwaysWith(reply);
     expectError(await respond({ user_id: userId, message: 'hello?' }), status, code);
     expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
     expect(await tokens()).toEqual(tokensBefore);
-    expect(fake.requests).toHaveLength(1); // no retry behind the client's back
+    expect(fake.requests).toHaveLength(calls);
   });
 
   it('streams the reply as server-sent events and stores it once done', async () => {
@@ -263,6 +284,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     expect(done.event).toBe('done');
     expect(done.data).toMatchObject({
       user_id: userId,
+      model: 'default-model',
       reply: {
         text: 'Congratulations on the "new" job!',
         emotion: { name: 'joy', intensity: 0.8 },
@@ -544,7 +566,16 @@ describe('Conversations with the local engine', () => {
     expect(done.event).toBe('done');
     expect(deltas.join('')).toBe((done.data as { reply: { text: string } }).reply.text);
     const usage = await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth);
-    expect(usage.body).toMatchObject({ requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+    expect(usage.body).toEqual({
+      month: expect.any(String),
+      requests: 0,
+      prompt_tokens: 0,
+      completion_tokens: 0,
+      cached_tokens: 0,
+      by_model: [],
+    });
+    expect(plain.body.model).toBeNull();
+    expect((done.data as { model: unknown }).model).toBeNull();
   });
 });
 

@@ -188,6 +188,45 @@ describe('FakeOpenAI (through the openai SDK)', () => {
     expect(fake.aborted).toBe(0);
   });
 
+  it('answers garbage with a 200, headers and then nothing, or a reset before any header', async () => {
+    fake.respondWith(
+      { raw: { body: '<html>upstream gateway</html>' } },
+      { raw: { contentType: 'text/plain', body: 'not a completion' } },
+      { hangAfterHeaders: true },
+      { reset: true },
+    );
+    // fetch's SyntaxError, of another realm under Jest: told by its name.
+    await expect(client.chat.completions.create(ask('garbage'))).rejects.toMatchObject({
+      name: 'SyntaxError',
+    });
+    // Not JSON by its type: the SDK hands back the text, which has no choices.
+    expect(await client.chat.completions.create(ask('text'))).toBe('not a completion');
+    // The SDK's own timeout ends with the headers: only an abort signal cuts the body's wait.
+    await expect(
+      client.chat.completions.create(ask('headers only'), { signal: AbortSignal.timeout(300) }),
+    ).rejects.toThrow();
+    await fake.waitForAborted(1);
+    await expect(client.chat.completions.create(ask('reset'))).rejects.toBeInstanceOf(
+      OpenAI.APIConnectionError,
+    );
+  });
+
+  it('sends retry-after as servers other than OpenAI do, and picks a reply per request', async () => {
+    fake.respondWith({ error: { status: 429, retryAfter: '3600' } });
+    const refused = await client.chat.completions.create(ask('busy')).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.RateLimitError);
+    const { headers } = refused as InstanceType<typeof OpenAI.RateLimitError>;
+    expect(headers.get('retry-after')).toBe('3600');
+    expect(headers.get('retry-after-ms')).toBeNull();
+
+    let calls = 0;
+    fake.respondAlwaysWith(() => (++calls % 2 === 0 ? { error: { status: 500 } } : {}));
+    await expect(client.chat.completions.create(ask('one'))).resolves.toBeDefined();
+    await expect(client.chat.completions.create(ask('two'))).rejects.toMatchObject({
+      status: 500,
+    });
+  });
+
   it('paces a stream: M chunks, one every N ms, for benchmarks', async () => {
     fake.respondWith({ content: 'x'.repeat(50), stream: { chunks: 5, intervalMs: 30 } });
     const started = Date.now();

@@ -197,6 +197,7 @@ describe('Prometheus metrics (§19)', () => {
       'webhook_deliveries_pending',
       'payment_provider_requests_total',
       'engine_requests_total',
+      'engine_breaker_open',
     ])
       expect(metrics.types.has(name)).toBe(true);
   });

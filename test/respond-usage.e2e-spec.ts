@@ -33,6 +33,7 @@ describe('POST /v1/respond and usage', () => {
         text: expect.stringContaining("Hey, I'm Sunny, your coach!"),
         emotion: { name: 'joy', intensity: expect.any(Number) },
       },
+      model: null,
       vocabulary_version: '2.0.0',
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });

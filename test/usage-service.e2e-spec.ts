@@ -42,7 +42,12 @@ describe('UsageService (database)', () => {
   });
 
   /** What /v1/respond records for one exchange, at the clock's time. */
-  async function talk(endUserId: string, personalityId: string, tokens?: [number, number]) {
+  async function talk(
+    endUserId: string,
+    personalityId: string,
+    tokens?: [number, number, number?],
+    model: string | null = 'model-a',
+  ) {
     const at = clock.now();
     await statements.storeExchange(tokens ? 'usage_spec_tokens' : 'usage_spec', [
       relationshipActivityStep({ organizationId, endUserId, personalityId, at }),
@@ -51,8 +56,10 @@ describe('UsageService (database)', () => {
             tokenUsageStep({
               organizationId,
               at,
+              model,
               promptTokens: tokens[0],
               completionTokens: tokens[1],
+              cachedTokens: tokens[2] ?? 0,
             }),
           ]
         : []),
@@ -115,21 +122,60 @@ describe('UsageService (database)', () => {
   it('adds token counts to the month of the reply', async () => {
     clock.set(new Date('2032-05-31T23:59:59.000Z'));
     const carol = await newEndUser();
-    await talk(carol.id, personalityIds[0], [10, 20]);
+    await talk(carol.id, personalityIds[0], [10, 20, 8]);
     await talk(carol.id, personalityIds[0], [1, 2]);
+    await talk(carol.id, personalityIds[0], [5, 5, 1], 'model-b');
+    await talk(carol.id, personalityIds[0], [1000, 1000], 'model-b');
+    await talk(carol.id, personalityIds[0], [3, 4], null);
     clock.set(new Date('2032-06-01T00:00:00.000Z'));
     await talk(carol.id, personalityIds[0], [100, 200]);
     expect(await usage.tokens(organizationId, '2032-05')).toEqual({
       month: '2032-05',
-      requests: 2,
-      prompt_tokens: 11,
-      completion_tokens: 22,
+      requests: 5,
+      prompt_tokens: 1019,
+      completion_tokens: 1031,
+      cached_tokens: 9,
+      // Most replies first; a reply without a model counts in the month only.
+      by_model: [
+        {
+          model: 'model-a',
+          requests: 2,
+          prompt_tokens: 11,
+          completion_tokens: 22,
+          cached_tokens: 8,
+        },
+        {
+          model: 'model-b',
+          requests: 2,
+          prompt_tokens: 1005,
+          completion_tokens: 1005,
+          cached_tokens: 1,
+        },
+      ],
     });
     expect(await usage.tokens(organizationId)).toEqual({
       month: '2032-06',
       requests: 1,
       prompt_tokens: 100,
       completion_tokens: 200,
+      cached_tokens: 0,
+      by_model: [
+        {
+          model: 'model-a',
+          requests: 1,
+          prompt_tokens: 100,
+          completion_tokens: 200,
+          cached_tokens: 0,
+        },
+      ],
+    });
+    expect(await usage.tokens(organizationId, '2032-04')).toEqual({
+      month: '2032-04',
+      requests: 0,
+      prompt_tokens: 0,
+      completion_tokens: 0,
+      cached_tokens: 0,
+      by_model: [],
     });
   });
 

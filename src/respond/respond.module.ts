@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
+import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
@@ -7,6 +8,8 @@ import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { LocalResponseEngine } from './engine/local-response-engine';
 import { OpenAiResponseEngine } from './engine/openai-response-engine';
 import { RESPONSE_ENGINE } from './engine/response-engine';
+import { CircuitBreakers } from './engine/routing/circuit-breakers';
+import { EngineMetrics } from './engine/routing/engine-metrics';
 import { RespondController } from './respond.controller';
 import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
@@ -18,12 +21,19 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
   providers: [
     RespondRepository,
     RespondService,
+    CircuitBreakers,
+    EngineMetrics,
     {
       provide: RESPONSE_ENGINE,
-      inject: [ConfigService],
-      useFactory: (config: ConfigService) =>
+      inject: [ConfigService, CircuitBreakers, EngineMetrics, Clock],
+      useFactory: (
+        config: ConfigService,
+        breakers: CircuitBreakers,
+        metrics: EngineMetrics,
+        clock: Clock,
+      ) =>
         config.getOrThrow<EngineConfig>('engine').engine === 'openai'
-          ? new OpenAiResponseEngine(config)
+          ? new OpenAiResponseEngine(config, breakers, metrics, clock)
           : new LocalResponseEngine(),
     },
   ],

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ConfigService, type ConfigType } from '@nestjs/config';
-import type { Counter } from 'prom-client';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import type { EngineConfig } from '../config/engine.config';
@@ -17,7 +16,6 @@ import {
   PersonalitiesService,
   type PersonalityForReply,
 } from '../personalities/personalities.service';
-import { MetricsService } from '../metrics/metrics.service';
 import { inClientSpan } from '../tracing/spans';
 import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
@@ -31,6 +29,8 @@ import {
   RESPONSE_ENGINE,
   type ResponseEngine,
 } from './engine/response-engine';
+import { EngineMetrics } from './engine/routing/engine-metrics';
+import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
 
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -68,7 +68,6 @@ export interface ReplyOptions {
 @Injectable()
 export class RespondService {
   private readonly config: EngineConfig;
-  private readonly engineRequests: Counter<'engine' | 'outcome'>;
 
   constructor(
     config: ConfigService,
@@ -81,16 +80,11 @@ export class RespondService {
     private readonly database: Database,
     @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
-    metrics: MetricsService,
+    private readonly metrics: EngineMetrics,
   ) {
     this.config = config.getOrThrow<EngineConfig>('engine');
-    this.engineRequests = metrics.counter({
-      name: 'engine_requests_total',
-      help: 'Replies asked of the response engine, by engine and outcome (ok, error, timeout, cancelled)',
-      labelNames: ['engine', 'outcome'],
-    });
-    // The series exists from the start, so dashboards and alerts see 0 rather than nothing.
-    this.engineRequests.labels(engine.name, 'ok');
+    // The openai engine declares a series per configured model; the local one has no model.
+    if (engine.name === 'local') metrics.declare(engine.name, null);
   }
 
   async respond(
@@ -157,6 +151,7 @@ export class RespondService {
       personality_id: conversation.personality.id,
       user_id: conversation.endUser.user_id,
       reply: { text: reply.text, emotion: reply.emotion },
+      model: reply.model,
       vocabulary_version: conversation.vocabulary.version,
       created_at: at.toISOString(),
     };
@@ -202,7 +197,7 @@ export class RespondService {
       }),
     ];
     const { usage } = reply;
-    if (usage) steps.push(tokenUsageStep({ organizationId, at, ...usage }));
+    if (usage) steps.push(tokenUsageStep({ organizationId, at, model: reply.model, ...usage }));
     const name = usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange';
     const learned = uniqueFacts(reply.facts);
     const stored =
@@ -241,21 +236,22 @@ export class RespondService {
           ...request,
           signal: AbortSignal.any([clientSignal, timeout]),
         });
-        this.engineRequests.inc({ engine, outcome: 'ok' });
+        this.metrics.count(engine, reply.model, 'ok');
         return reply;
       } catch (error) {
+        const model = attemptedModel(error);
         if (clientSignal.aborted) {
-          this.engineRequests.inc({ engine, outcome: 'cancelled' });
+          this.metrics.count(engine, model, 'cancelled');
           throw error;
         }
         if (timeout.aborted) {
-          this.engineRequests.inc({ engine, outcome: 'timeout' });
+          this.metrics.count(engine, model, 'timeout');
           throw new AppError(
             'engine_timeout',
             `The model provider gave no complete reply within ${this.config.timeoutMs} ms`,
           );
         }
-        this.engineRequests.inc({ engine, outcome: 'error' });
+        this.metrics.count(engine, model, 'error');
         throw error;
       }
     });

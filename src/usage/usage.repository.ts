@@ -1,7 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import type { Row } from '../database/row';
 import { sql } from '../database/sql';
+import type { TokenUsageModelMonth } from './entities/token-usage-model-month.entity';
+import type { TokenUsageMonth } from './entities/token-usage-month.entity';
 
 export interface RelationshipItemRow {
   user_id: string;
@@ -9,15 +12,20 @@ export interface RelationshipItemRow {
   first_active_at: Date;
 }
 
-export interface TokenCountsRow {
-  requests: string;
-  prompt_tokens: string;
-  completion_tokens: string;
-}
+export type TokenCountsRow = Row<
+  TokenUsageMonth,
+  'requests' | 'promptTokens' | 'completionTokens' | 'cachedTokens'
+>;
+
+export type ModelTokenCountsRow = Row<
+  TokenUsageModelMonth,
+  'model' | 'requests' | 'promptTokens' | 'completionTokens' | 'cachedTokens'
+>;
 
 /**
  * The reads and erasure of the monthly usage tables (relationship_months,
- * usage_monthly_counters, token_usage_months); a reply writes them with usage.steps.ts.
+ * usage_monthly_counters, token_usage_months, token_usage_model_months); a reply writes them
+ * with usage.steps.ts.
  */
 @Injectable()
 export class UsageRepository {
@@ -25,9 +33,20 @@ export class UsageRepository {
 
   findTokens(organizationId: string, monthStart: string): Promise<TokenCountsRow | undefined> {
     return this.database.row<TokenCountsRow>(
-      sql`SELECT requests, prompt_tokens, completion_tokens FROM token_usage_months
+      sql`SELECT requests, prompt_tokens, completion_tokens, cached_tokens FROM token_usage_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
       { name: 'usage_read_tokens' },
+    );
+  }
+
+  /** The month's counts per model, most replies first. */
+  findTokensByModel(organizationId: string, monthStart: string): Promise<ModelTokenCountsRow[]> {
+    return this.database.rows<ModelTokenCountsRow>(
+      sql`SELECT model, requests, prompt_tokens, completion_tokens, cached_tokens
+            FROM token_usage_model_months
+           WHERE organization_id = ${organizationId} AND month = ${monthStart}
+           ORDER BY requests DESC, model`,
+      { name: 'usage_read_tokens_by_model' },
     );
   }
 

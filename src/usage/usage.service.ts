@@ -22,12 +22,23 @@ export class UsageService {
 
   /** The month asked for, or the current UTC month. */
   async tokens(organizationId: string, month = this.currentMonth()): Promise<TokenUsageDto> {
-    const row = await this.usage.findTokens(organizationId, `${month}-01`);
+    const [row, byModel] = await Promise.all([
+      this.usage.findTokens(organizationId, `${month}-01`),
+      this.usage.findTokensByModel(organizationId, `${month}-01`),
+    ]);
     return {
       month,
       requests: Number(row?.requests ?? 0),
       prompt_tokens: Number(row?.prompt_tokens ?? 0),
       completion_tokens: Number(row?.completion_tokens ?? 0),
+      cached_tokens: Number(row?.cached_tokens ?? 0),
+      by_model: byModel.map((model) => ({
+        model: model.model,
+        requests: Number(model.requests),
+        prompt_tokens: Number(model.prompt_tokens),
+        completion_tokens: Number(model.completion_tokens),
+        cached_tokens: Number(model.cached_tokens),
+      })),
     };
   }
 

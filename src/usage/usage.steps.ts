@@ -11,8 +11,12 @@ export interface Activity {
 export interface TokensUsed {
   organizationId: string;
   at: Date;
+  /** The model asked for on the route that wrote the reply; null: counted in the month only. */
+  model: string | null;
   promptTokens: number;
   completionTokens: number;
+  /** Prompt tokens the provider served from its prompt cache (part of promptTokens). */
+  cachedTokens: number;
 }
 
 /** The first day of the UTC month of `at`, as the tables key their months. */
@@ -37,14 +41,32 @@ export function relationshipActivityStep(activity: Activity) {
       DO UPDATE SET active_relationships = usage_monthly_counters.active_relationships + 1)`;
 }
 
-/** A WITH entry adding a completed reply's token counts to its organization's month. */
+/**
+ * WITH entries adding a completed reply's token counts to its organization's month and to the
+ * month of the model that wrote it. Its text does not depend on the values (a reply without a
+ * model inserts no model row), so a named statement can carry it.
+ */
 export function tokenUsageStep(tokens: TokensUsed) {
+  const month = monthStartOf(tokens.at);
   return sql`token_month AS (
-      INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens, completion_tokens)
-      VALUES (${tokens.organizationId}, ${monthStartOf(tokens.at)}, 1, ${tokens.promptTokens},
-              ${tokens.completionTokens})
+      INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
+                                      completion_tokens, cached_tokens)
+      VALUES (${tokens.organizationId}, ${month}, 1, ${tokens.promptTokens},
+              ${tokens.completionTokens}, ${tokens.cachedTokens})
       ON CONFLICT (organization_id, month) DO UPDATE
         SET requests = token_usage_months.requests + 1,
             prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
-            completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens)`;
+            completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
+            cached_tokens = token_usage_months.cached_tokens + EXCLUDED.cached_tokens),
+    token_model_month AS (
+      INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
+                                            completion_tokens, cached_tokens)
+      SELECT ${tokens.organizationId}::uuid, ${month}::date, model, 1, ${tokens.promptTokens}::bigint,
+             ${tokens.completionTokens}::bigint, ${tokens.cachedTokens}::bigint
+        FROM (SELECT ${tokens.model}::text AS model) AS reply WHERE model IS NOT NULL
+      ON CONFLICT (organization_id, month, model) DO UPDATE
+        SET requests = token_usage_model_months.requests + 1,
+            prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
+            completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
+            cached_tokens = token_usage_model_months.cached_tokens + EXCLUDED.cached_tokens)`;
 }

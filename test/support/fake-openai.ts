@@ -19,8 +19,10 @@ import type { AddressInfo } from 'node:net';
  * default, a JSON `{text, emotion, intensity}` echoing the last user message.
  *
  * A reply can be plain or broken content, other token counts, slow, never answered, an HTTP error
- * with OpenAI's error body, or a stream that stalls, drops the connection or sends an error
- * mid-way. Requests the client gave up on (an aborted signal, a timeout) are counted in `aborted`.
+ * with OpenAI's error body (with `retry-after-ms` or `retry-after`), a body of garbage, headers
+ * and then nothing, a connection reset before any header, or a stream that stalls, drops the
+ * connection or sends an error mid-way. Several fakes at once stand for several providers.
+ * Requests the client gave up on (an aborted signal, a timeout) are counted in `aborted`.
  */
 
 export interface ChatMessage {
@@ -64,6 +66,8 @@ export interface RecordedChatRequest {
 export interface FakeUsage {
   prompt_tokens: number;
   completion_tokens: number;
+  /** Sent as `prompt_tokens_details.cached_tokens` (OpenAI's prompt caching) when given. */
+  cached_tokens?: number;
 }
 
 export interface FakeError {
@@ -77,6 +81,15 @@ export interface FakeError {
    * retries in tests are immediate; null sends no header and the SDK backs off 0.5 s, 1 s…).
    */
   retryAfterMs?: number | null;
+  /** Sent as `retry-after` (seconds or an HTTP date), as most servers other than OpenAI do. */
+  retryAfter?: string;
+}
+
+/** A 200 (or other) answer whose body is whatever is given: a provider answering garbage. */
+export interface FakeRaw {
+  status?: number;
+  contentType?: string;
+  body: string;
 }
 
 export interface FakeStream {
@@ -112,6 +125,12 @@ export interface FakeReply {
   hang?: boolean;
   /** Answer this HTTP error instead. */
   error?: FakeError;
+  /** Answer this instead of a completion (garbage with a 200, HTML from a proxy…). */
+  raw?: FakeRaw;
+  /** Send the response's headers (200, JSON or SSE as asked), then nothing more, ever. */
+  hangAfterHeaders?: boolean;
+  /** Close the connection without answering at all (a reset before any response header). */
+  reset?: boolean;
   /** How a streamed request is answered (ignored when the request did not ask to stream). */
   stream?: FakeStream;
 }
@@ -166,7 +185,7 @@ export class FakeOpenAI {
   /** Requests whose client went away before the reply was complete. */
   aborted = 0;
   private queue: FakeReply[] = [];
-  private standing: FakeReply | undefined;
+  private standing: FakeReply | ((request: RecordedChatRequest) => FakeReply) | undefined;
   private readonly open = new Set<ServerResponse>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly events = new EventEmitter();
@@ -195,8 +214,11 @@ export class FakeOpenAI {
     this.queue.push(...replies);
   }
 
-  /** Every request after the queue gets this reply, until `reset`. */
-  respondAlwaysWith(reply: FakeReply): void {
+  /**
+   * Every request after the queue gets this reply, until `reset`; a function picks one per
+   * request (e.g. failing a share of calls at random, for a benchmark).
+   */
+  respondAlwaysWith(reply: FakeReply | ((request: RecordedChatRequest) => FakeReply)): void {
     this.standing = reply;
   }
 
@@ -317,11 +339,31 @@ export class FakeOpenAI {
         code: 'missing_required_parameter',
       });
     }
-    const reply = this.queue.shift() ?? this.standing ?? {};
+    const standing = typeof this.standing === 'function' ? this.standing(recorded) : this.standing;
+    const reply = this.queue.shift() ?? standing ?? {};
     if (reply.hang) return;
     const answer = () => {
       if (response.destroyed) return;
+      if (reply.reset) {
+        this.open.delete(response);
+        response.socket?.destroy();
+        return;
+      }
       if (reply.error) return this.sendError(response, reply.error);
+      if (reply.raw) {
+        response.writeHead(reply.raw.status ?? 200, {
+          'Content-Type': reply.raw.contentType ?? 'application/json',
+        });
+        response.end(reply.raw.body);
+        return;
+      }
+      if (reply.hangAfterHeaders) {
+        response.writeHead(200, {
+          'Content-Type': recorded.body?.stream ? 'text/event-stream' : 'application/json',
+        });
+        response.flushHeaders();
+        return;
+      }
       if (recorded.body?.stream) this.sendStream(recorded, reply, response);
       else this.sendCompletion(recorded, reply, response);
     };
@@ -414,8 +456,14 @@ export class FakeOpenAI {
       'Content-Type': 'application/json',
       'x-request-id': newId('req'),
     };
-    const retryAfterMs = error.retryAfterMs === undefined ? 0 : error.retryAfterMs;
+    const retryAfterMs =
+      error.retryAfterMs === undefined
+        ? error.retryAfter === undefined
+          ? 0
+          : null
+        : error.retryAfterMs;
     if (retryAfterMs !== null) headers['retry-after-ms'] = String(retryAfterMs);
+    if (error.retryAfter !== undefined) headers['retry-after'] = error.retryAfter;
     response.writeHead(error.status, headers);
     response.end(
       JSON.stringify({
@@ -455,11 +503,16 @@ function contentOf(
 
 function usageOf(recorded: RecordedChatRequest, reply: FakeReply, content: string) {
   const prompt = (recorded.body?.messages ?? []).map((m) => textOf(m.content)).join('\n');
-  const { prompt_tokens, completion_tokens } = reply.usage ?? {
+  const { prompt_tokens, completion_tokens, cached_tokens } = reply.usage ?? {
     prompt_tokens: tokens(prompt),
     completion_tokens: tokens(content),
   };
-  return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+  return {
+    prompt_tokens,
+    completion_tokens,
+    total_tokens: prompt_tokens + completion_tokens,
+    ...(cached_tokens === undefined ? {} : { prompt_tokens_details: { cached_tokens } }),
+  };
 }
 
 /** `count` nearly equal pieces when given, else pieces of `size` characters. */

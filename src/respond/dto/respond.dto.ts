@@ -61,6 +61,15 @@ export class RespondResponseDto {
   @ApiProperty({ type: ReplyDto })
   reply: ReplyDto;
 
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    example: 'gpt-4o-mini',
+    description:
+      'The model the service asked for on the route that wrote the reply: the personality’s model (or OPENAI_MODEL), or the fallback that answered when it failed; null for the local engine',
+  })
+  model: string | null;
+
   @ApiProperty({ example: '2.0.0', description: 'The emotion vocabulary the reply was read with' })
   vocabulary_version: string;
 

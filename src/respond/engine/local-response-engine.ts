@@ -59,6 +59,7 @@ export class LocalResponseEngine implements ResponseEngine {
       detected: { name: detected.name, intensity: detected.intensity },
       usage: null,
       facts: extractFacts(message),
+      model: null,
     };
   }
 }

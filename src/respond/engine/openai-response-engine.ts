@@ -2,16 +2,23 @@ import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import OpenAI from 'openai';
 import type {
+  ChatCompletion,
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import { AppError } from '../../common/errors/app-error';
+import type { CompletionUsage } from 'openai/resources/completions';
+import { Clock } from '../../common/time/clock';
 import { toStorableText } from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { detectEmotion, round } from './emotion-detector';
 import { FACT_MAX_CHARACTERS } from '../../end-users/dto/fact.dto';
 import { ReplyTextStream } from './reply-text-stream';
+import { CircuitBreakers } from './routing/circuit-breakers';
+import { EngineMetrics } from './routing/engine-metrics';
+import { EngineRouter } from './routing/engine-router';
+import { EngineRoutes } from './routing/engine-routes';
+import { UnusableAnswer } from './routing/retry-policy';
 import {
   type EmotionReading,
   type EngineReply,
@@ -26,6 +33,15 @@ import { systemMessage } from './system-message';
 function tokenCount(value: unknown): number {
   const count = Math.trunc(Number(value));
   return Number.isFinite(count) && count > 0 ? count : 0;
+}
+
+/** What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers. */
+function usageOf(usage: CompletionUsage | null | undefined): TokenUsage {
+  return {
+    promptTokens: tokenCount(usage?.prompt_tokens),
+    completionTokens: tokenCount(usage?.completion_tokens),
+    cachedTokens: tokenCount(usage?.prompt_tokens_details?.cached_tokens),
+  };
 }
 
 /**
@@ -90,46 +106,80 @@ function modelEmotion(content: string, emotions: string[]): EmotionReading | nul
   return { name: emotion, intensity: round(intensity) };
 }
 
+/** One attempt's answer, before it is read for its emotion. */
+interface Answer {
+  content: string;
+  text: string;
+  usage: TokenUsage;
+}
+
+type Params = Omit<ChatCompletionCreateParamsBase, 'stream'>;
+
 /**
  * Any OpenAI-compatible Chat Completions API (OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp,
  * LM Studio) through the official SDK. The reply's emotion is asked for with a JSON-schema
  * response format; a provider that ignores it, or answers with something else, still gives a
- * reply, whose emotion the local detector reads. No retries here: the caller's time limit covers
- * the whole reply, and a client retries with its Idempotency-Key.
+ * reply, whose emotion the local detector reads. Which provider and model answer is the
+ * router's (routing/engine-router.ts): the personality's model, then OPENAI_FALLBACKS, with
+ * retries and a circuit breaker per route, all within the caller's time limit.
  */
 @Injectable()
 export class OpenAiResponseEngine implements ResponseEngine {
   readonly name = 'openai';
-  private readonly client: OpenAI;
-  private readonly defaultModel: string;
+  private readonly router: EngineRouter;
+  private readonly maxTokens: number;
 
-  constructor(config: ConfigService) {
+  constructor(
+    config: ConfigService,
+    breakers: CircuitBreakers,
+    metrics: EngineMetrics,
+    clock: Clock,
+  ) {
     const engine = config.getOrThrow<EngineConfig>('engine');
-    this.client = new OpenAI({
-      apiKey: engine.openaiApiKey,
-      baseURL: engine.openaiBaseUrl,
-      maxRetries: 0,
-      timeout: engine.timeoutMs,
+    const routes = new EngineRoutes(engine);
+    for (const route of routes.configured()) {
+      breakers.register(route);
+      metrics.declare(this.name, route.model);
+    }
+    this.router = new EngineRouter(routes, breakers, metrics, clock, {
+      engine: this.name,
+      retries: engine.retries,
+      timeoutMs: engine.timeoutMs,
     });
-    this.defaultModel = engine.openaiModel;
+    this.maxTokens = engine.maxTokens;
   }
 
   async reply(request: ReplyRequest): Promise<EngineReply> {
     const emotions = request.vocabulary.emotions.map((emotion) => emotion.name);
-    const params = {
-      model: request.personality.model ?? this.defaultModel,
-      messages: this.messages(request, emotions),
-      response_format: responseFormat(emotions),
-    };
-    try {
-      const answer = request.onDelta
-        ? await this.streamed(params, request)
-        : await this.whole(params, request.signal);
-      return this.toReply(answer, request.message, request.vocabulary, emotions);
-    } catch (error) {
-      if (request.signal.aborted) throw request.signal.reason;
-      throw this.unavailable(error);
-    }
+    const messages = this.messages(request, emotions);
+    const format = responseFormat(emotions);
+    let delivered = false;
+    const onDelta =
+      request.onDelta &&
+      ((text: string) => {
+        delivered = true;
+        return request.onDelta!(text);
+      });
+    const { value, route } = await this.router.run(
+      request.personality.model,
+      request.signal,
+      () => delivered,
+      async (route, signal) => {
+        // max_completion_tokens, not the deprecated max_tokens that OpenAI's reasoning models
+        // refuse (docs/engines.md: which servers honour it).
+        const params: Params = {
+          model: route.model,
+          messages,
+          response_format: format,
+          max_completion_tokens: this.maxTokens,
+        };
+        const answer = onDelta
+          ? await this.streamed(route.client, params, signal, onDelta)
+          : await this.whole(route.client, params, signal);
+        return this.toReply(answer, request.message, request.vocabulary, emotions);
+      },
+    );
+    return { ...value, model: route.model };
   }
 
   private messages(request: ReplyRequest, emotions: string[]): ChatCompletionMessageParam[] {
@@ -147,69 +197,66 @@ export class OpenAiResponseEngine implements ResponseEngine {
     ];
   }
 
-  private async whole(
-    params: Omit<ChatCompletionCreateParamsBase, 'stream'>,
-    signal: AbortSignal,
-  ): Promise<{ content: string; text: string; usage: TokenUsage }> {
-    const completion = await this.client.chat.completions.create(
+  private async whole(client: OpenAI, params: Params, signal: AbortSignal): Promise<Answer> {
+    const completion: unknown = await client.chat.completions.create(
       { ...params, stream: false },
       { signal },
     );
-    const content = completion.choices[0]?.message?.content ?? '';
+    // A server may answer 200 with anything: only a completion's content is a reply.
+    const { choices, usage } = (completion ?? {}) as Partial<ChatCompletion>;
+    const content = Array.isArray(choices) ? choices[0]?.message?.content : undefined;
+    if (typeof content !== 'string') {
+      throw new UnusableAnswer(
+        'The model provider answered with something that is not a reply',
+        false,
+      );
+    }
     const text = new ReplyTextStream();
     text.push(content);
-    return {
-      content,
-      text: text.isPlain ? content.trim() : text.text,
-      usage: {
-        promptTokens: tokenCount(completion.usage?.prompt_tokens),
-        completionTokens: tokenCount(completion.usage?.completion_tokens),
-      },
-    };
+    return { content, text: text.isPlain ? content.trim() : text.text, usage: usageOf(usage) };
   }
 
   private async streamed(
-    params: Omit<ChatCompletionCreateParamsBase, 'stream'>,
-    request: ReplyRequest,
-  ): Promise<{ content: string; text: string; usage: TokenUsage }> {
-    const stream = await this.client.chat.completions.create(
+    client: OpenAI,
+    params: Params,
+    signal: AbortSignal,
+    onDelta: (text: string) => Promise<void>,
+  ): Promise<Answer> {
+    const stream = await client.chat.completions.create(
       { ...params, stream: true, stream_options: { include_usage: true } },
-      { signal: request.signal },
+      { signal },
     );
     const text = new ReplyTextStream();
     let content = '';
-    const usage: TokenUsage = { promptTokens: 0, completionTokens: 0 };
+    let usage: TokenUsage = usageOf(undefined);
     let finished = false;
     for await (const chunk of stream) {
-      if (chunk.choices[0]?.finish_reason) finished = true;
-      const piece = chunk.choices[0]?.delta?.content ?? '';
-      if (piece) {
+      const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
+      if (choice?.finish_reason) finished = true;
+      const piece = choice?.delta?.content;
+      if (typeof piece === 'string' && piece !== '') {
         content += piece;
         const delta = toStorableText(text.push(piece));
-        if (delta) await request.onDelta?.(delta);
+        // Awaited: a client that does not read pauses this read of the provider's stream.
+        if (delta) await onDelta(delta);
       }
-      if (chunk.usage) {
-        usage.promptTokens = tokenCount(chunk.usage.prompt_tokens);
-        usage.completionTokens = tokenCount(chunk.usage.completion_tokens);
-      }
+      if (chunk?.usage) usage = usageOf(chunk.usage);
     }
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off.
-    if (!finished) {
-      throw new AppError('engine_unavailable', 'The model provider broke off its answer');
-    }
+    if (!finished) throw new UnusableAnswer('The model provider broke off its answer', true);
     return { content, text: text.text, usage };
   }
 
   private toReply(
-    answer: { content: string; text: string; usage: TokenUsage },
+    answer: Answer,
     message: string,
     vocabulary: EmotionVocabulary,
     emotions: string[],
-  ): EngineReply {
+  ): Omit<EngineReply, 'model'> {
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
-      throw new AppError('engine_unavailable', 'The model provider answered with no reply');
+      throw new UnusableAnswer('The model provider answered with no reply', false);
     }
     const fallback = detectEmotion(text, vocabulary.emotions);
     const detected = detectEmotion(message, vocabulary.emotions);
@@ -223,17 +270,5 @@ export class OpenAiResponseEngine implements ResponseEngine {
       usage: answer.usage,
       facts: modelFacts(answer.content),
     };
-  }
-
-  private unavailable(error: unknown): AppError {
-    if (error instanceof AppError) return error;
-    // The SDK's APIError carries the provider's HTTP status; connection errors have none.
-    const status = (error as { status?: unknown } | null)?.status;
-    return new AppError(
-      'engine_unavailable',
-      typeof status === 'number'
-        ? `The model provider failed (HTTP ${status})`
-        : 'The model provider could not be reached or broke off its answer',
-    );
   }
 }

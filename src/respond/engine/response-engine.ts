@@ -44,6 +44,8 @@ export interface EmotionReading {
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
+  /** Of the prompt tokens, those the provider served from its prompt cache (0 when unreported). */
+  cachedTokens: number;
 }
 
 export interface EngineReply {
@@ -53,6 +55,8 @@ export interface EngineReply {
   detected: EmotionReading;
   /** What the provider reported it used; null for engines that use none. */
   usage: TokenUsage | null;
+  /** The model asked for on the route that wrote the reply; null for the local engine. */
+  model: string | null;
   /**
    * Facts newly stated by the user in this message, as short third-person statements (at most
    * MAX_LEARNED_FACTS, each at most FACT_MAX_CHARACTERS); stored with the exchange.

@@ -65,11 +65,35 @@ export class ActiveRelationshipItemDto {
   first_active_at: string;
 }
 
+export class ModelTokenUsageDto {
+  @ApiProperty({
+    example: 'gpt-4o-mini',
+    description:
+      'The model the service asked for on the route that wrote the replies (OPENAI_MODEL, a personality’s own model, or a fallback’s)',
+  })
+  model: string;
+
+  @ApiProperty({ description: 'Replies this model wrote' })
+  requests: number;
+
+  @ApiProperty({ description: 'Prompt tokens the provider reported for them' })
+  prompt_tokens: number;
+
+  @ApiProperty({ description: 'Completion tokens the provider reported for them' })
+  completion_tokens: number;
+
+  @ApiProperty({ description: 'Prompt tokens served from the provider’s prompt cache' })
+  cached_tokens: number;
+}
+
 export class TokenUsageDto {
   @ApiProperty({ example: '2026-11' })
   month: string;
 
-  @ApiProperty({ description: 'Replies the model provider was asked for and completed' })
+  @ApiProperty({
+    description:
+      'Replies the model provider completed (a reply counts once, whatever retries or fallbacks it took)',
+  })
   requests: number;
 
   @ApiProperty({ description: 'Prompt tokens the provider reported' })
@@ -77,6 +101,18 @@ export class TokenUsageDto {
 
   @ApiProperty({ description: 'Completion tokens the provider reported' })
   completion_tokens: number;
+
+  @ApiProperty({
+    description:
+      'Of the prompt tokens, those the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`; 0 when it reports none)',
+  })
+  cached_tokens: number;
+
+  @ApiProperty({
+    type: [ModelTokenUsageDto],
+    description: 'The same counts per model, most replies first',
+  })
+  by_model: ModelTokenUsageDto[];
 }
 
 /** The UTC month containing `at`, as YYYY-MM. */

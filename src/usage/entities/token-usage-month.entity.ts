@@ -22,4 +22,8 @@ export class TokenUsageMonth {
 
   @Column({ name: 'completion_tokens', type: 'bigint', default: 0 })
   completionTokens: string;
+
+  /** Prompt tokens the provider served from its prompt cache (a part of prompt_tokens). */
+  @Column({ name: 'cached_tokens', type: 'bigint', default: 0 })
+  cachedTokens: string;
 }
