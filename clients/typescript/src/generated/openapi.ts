@@ -137,6 +137,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Sets how long the organization's memories are kept (owners and admins; members 403 `insufficient_scope`) */
+        patch: operations["OrganizationsController_update"];
+        trace?: never;
+    };
     "/v1/organizations/{id}/members": {
         parameters: {
             query?: never;
@@ -1030,6 +1047,8 @@ export interface components {
              * @enum {string}
              */
             role: "owner" | "admin" | "member";
+            /** @description Memories older than this many days are purged; null: kept forever */
+            memory_retention_days: number | null;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
         };
@@ -1092,6 +1111,10 @@ export interface components {
         CreateOrganizationDto: {
             /** @example Acme Support */
             name: string;
+        };
+        UpdateOrganizationDto: {
+            /** @description Memories older than this many days are purged (facts stay); null keeps them forever */
+            memory_retention_days: number | null;
         };
         MemberDto: {
             /** Format: uuid */
@@ -1874,15 +1897,34 @@ export interface components {
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
         };
+        ModelTokenUsageDto: {
+            /**
+             * @description The model the service asked for on the route that wrote the replies (OPENAI_MODEL, a personality’s own model, or a fallback’s)
+             * @example gpt-4o-mini
+             */
+            model: string;
+            /** @description Replies this model wrote */
+            requests: number;
+            /** @description Prompt tokens the provider reported for them */
+            prompt_tokens: number;
+            /** @description Completion tokens the provider reported for them */
+            completion_tokens: number;
+            /** @description Prompt tokens served from the provider’s prompt cache */
+            cached_tokens: number;
+        };
         TokenUsageDto: {
             /** @example 2026-11 */
             month: string;
-            /** @description Replies the model provider was asked for and completed */
+            /** @description Replies the model provider completed (a reply counts once, whatever retries or fallbacks it took) */
             requests: number;
             /** @description Prompt tokens the provider reported */
             prompt_tokens: number;
             /** @description Completion tokens the provider reported */
             completion_tokens: number;
+            /** @description Of the prompt tokens, those the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`; 0 when it reports none) */
+            cached_tokens: number;
+            /** @description The same counts per model, most replies first */
+            by_model: components["schemas"]["ModelTokenUsageDto"][];
         };
         VoiceDto: {
             /** @example warm and unhurried */
@@ -2045,6 +2087,11 @@ export interface components {
             /** @example customer-42 */
             user_id: string;
             reply: components["schemas"]["ReplyDto"];
+            /**
+             * @description The model the service asked for on the route that wrote the reply: the personality’s model (or OPENAI_MODEL), or the fallback that answered when it failed; null for the local engine
+             * @example gpt-4o-mini
+             */
+            model: string | null;
             /**
              * @description The emotion vocabulary the reply was read with
              * @example 2.0.0
@@ -2918,6 +2965,114 @@ export interface operations {
             /** @description The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`) */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    OrganizationsController_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateOrganizationDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationDto"];
+                };
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description An API key was used (`user_token_required`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Not an organization of yours */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
