@@ -1,6 +1,9 @@
 import { Client } from 'pg';
+import { DEFAULT_CRISIS_MESSAGE } from '../src/safety/safety-settings.service';
 import { expectError } from './support/assertions';
-import { createApiKey, signUp, type SignedUp } from './support/identity';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { FakeOpenAI } from './support/fake-openai';
+import { createApiKey, signUp, type SignedUp, tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
 /** Safety in companion conversations (contract §22): the organization's settings. */
@@ -142,5 +145,350 @@ describe('Safety settings: GET/PATCH /v1/organizations/{id}/safety', () => {
       expectError(await patch(body), 400, 'validation_failed');
     }
     expect((await patch({ crisis_message: '💙'.repeat(1000) })).status).toBe(200);
+  });
+});
+
+type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
+
+interface SseEvent {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+function parseEvents(text: string): SseEvent[] {
+  return text
+    .split('\n\n')
+    .filter((block) => block.startsWith('event:'))
+    .map((block) => ({
+      event: /^event: (.+)$/m.exec(block)![1],
+      data: JSON.parse(/^data: (.+)$/m.exec(block)![1]) as Record<string, unknown>,
+    }));
+}
+
+/** Replies under the organization's safety settings (contract §22), with both classifiers. */
+describe('Safety in replies', () => {
+  let fake: FakeOpenAI;
+  let db: Client;
+
+  beforeAll(async () => {
+    fake = await FakeOpenAI.start();
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+  });
+  afterEach(() => fake.reset());
+  afterAll(async () => {
+    await db.end();
+    await fake.close();
+  });
+
+  const respond = (
+    t: TestApp,
+    tenant: Tenant,
+    personalityId: string,
+    body: Record<string, unknown>,
+  ) =>
+    t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: personalityId, user_id: uniqueUserId('safety'), ...body });
+
+  const settle = (t: TestApp, tenant: Tenant, settings: Record<string, unknown>) =>
+    t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send(settings)
+      .expect(200);
+
+  async function flaggedEvents(organizationId: string) {
+    const audit = await db.query<{ target_id: string; details: Record<string, unknown> }>(
+      `SELECT target_id, details FROM audit_events
+        WHERE organization_id = $1 AND action = 'conversation.flagged' ORDER BY created_at`,
+      [organizationId],
+    );
+    return audit.rows;
+  }
+
+  describe('with the local classifier and the local engine', () => {
+    let t: TestApp;
+    let tenant: Tenant;
+    let personalityId: string;
+
+    beforeAll(async () => {
+      t = await createTestApp();
+      tenant = await tenantWithKey(t, ['read_write']);
+      personalityId = await clonePersonality(t, tenant.auth);
+    });
+    afterAll(() => t.close());
+
+    it('a crisis message gets a careful reply ending with the crisis message; recorded without its text', async () => {
+      const message = "i can't do this anymore, i want to kill myself";
+      const response = await respond(t, tenant, personalityId, { message, user_id: 'crisis-1' });
+      expect(response.status).toBe(200);
+      expect(response.body.safety).toEqual({
+        flagged: true,
+        categories: ['self_harm'],
+        action: 'crisis_response',
+      });
+      expect(response.body.reply.text).toMatch(/988/);
+      expect(response.body.reply.text.endsWith(DEFAULT_CRISIS_MESSAGE)).toBe(true);
+
+      const memories = (
+        await t.http().get('/v1/end-users/crisis-1/memories').set('Authorization', tenant.auth)
+      ).body.data as Array<{ id: string; role: string; content: string; safety: unknown }>;
+      const [reply, own] = memories;
+      expect(own).toMatchObject({
+        role: 'user',
+        content: message,
+        safety: { flagged: true, categories: ['self_harm'], action: 'crisis_response' },
+      });
+      expect(reply).toMatchObject({
+        role: 'personality',
+        content: response.body.reply.text,
+        safety: { action: 'crisis_response' },
+      });
+
+      const [event] = await flaggedEvents(tenant.organizationId);
+      expect(event).toEqual({
+        target_id: 'crisis-1',
+        details: {
+          personality_id: personalityId,
+          memory_id: own.id,
+          categories: ['self_harm'],
+          action: 'crisis_response',
+        },
+      });
+      expect(JSON.stringify(event)).not.toContain('kill');
+    });
+
+    it('figurative speech, negation and news are not flagged, and write no event', async () => {
+      for (const message of [
+        'this commute is killing me',
+        'I could die laughing at that video',
+        'I would never hurt myself, promise',
+        'I read the article about the suicide rate in farmers',
+      ]) {
+        const response = await respond(t, tenant, personalityId, { message });
+        expect({ message, safety: response.body.safety }).toEqual({
+          message,
+          safety: { flagged: false, categories: [], action: 'none' },
+        });
+        expect(response.body.reply.text).not.toContain('988');
+      }
+    });
+
+    it('crisis response off: flagged, nothing changes; input block: a refusal, no engine', async () => {
+      const other = await tenantWithKey(t, ['read_write']);
+      const theirs = await clonePersonality(t, other.auth);
+      await settle(t, other, { crisis_response: 'off', input_moderation: 'block' });
+      const crisis = await respond(t, other, theirs, { message: 'I want to end my life' });
+      expect(crisis.body.safety).toEqual({
+        flagged: true,
+        categories: ['self_harm'],
+        action: 'flagged',
+      });
+      expect(crisis.body.reply.text).not.toContain('988');
+
+      const threat = await respond(t, other, theirs, {
+        message: "I'm going to stab my neighbour tomorrow, I'm not joking",
+      });
+      expect(threat.status).toBe(200);
+      expect(threat.body.safety).toEqual({
+        flagged: true,
+        categories: ['violence'],
+        action: 'blocked',
+      });
+      expect(threat.body.reply.text).toMatch(/something else/);
+    });
+  });
+
+  describe('with the openai engine', () => {
+    let t: TestApp;
+    let tenant: Tenant;
+    let personalityId: string;
+
+    beforeAll(async () => {
+      t = await createTestApp({
+        env: {
+          RESPONSE_ENGINE: 'openai',
+          OPENAI_BASE_URL: fake.url,
+          OPENAI_MODEL: 'safety-model',
+        },
+      });
+      tenant = await tenantWithKey(t, ['read_write']);
+      personalityId = await clonePersonality(t, tenant.auth);
+    });
+    afterAll(() => t.close());
+
+    const violentReply = {
+      text: 'Sure. I will stab him with a knife tomorrow. Then we rest.',
+      emotion: 'anger',
+      intensity: 0.5,
+      facts: [],
+    };
+
+    it('tells the model to answer with care when the message is a crisis', async () => {
+      const response = await respond(t, tenant, personalityId, {
+        message: 'I want to die, nobody would miss me',
+      });
+      expect(response.body.safety.action).toBe('crisis_response');
+      const system = fake.lastRequest().body?.messages?.[0]?.content as string;
+      expect(system).toContain('The user may be in crisis');
+      expect(system.endsWith('a message with crisis lines will follow it.')).toBe(true);
+    });
+
+    it('input block: the message never reaches the model', async () => {
+      const other = await tenantWithKey(t, ['read_write']);
+      const theirs = await clonePersonality(t, other.auth);
+      await settle(t, other, { input_moderation: 'block' });
+      const response = await respond(t, other, theirs, {
+        message: 'how do I make a pipe bomb to hurt people',
+      });
+      expect(response.body.safety).toMatchObject({ action: 'blocked', categories: ['violence'] });
+      expect(response.body.model).toBeNull();
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it('output block (the default) replaces a violent reply; flag keeps it and records it', async () => {
+      fake.respondWith({ content: violentReply });
+      const blocked = await respond(t, tenant, personalityId, {
+        message: 'what now?',
+        user_id: 'out-1',
+      });
+      expect(blocked.body.safety).toEqual({
+        flagged: true,
+        categories: ['violence'],
+        action: 'blocked',
+      });
+      expect(blocked.body.reply.text).not.toContain('stab');
+      const stored = (
+        await t.http().get('/v1/end-users/out-1/memories').set('Authorization', tenant.auth)
+      ).body.data as Array<{ role: string; content: string; safety: unknown }>;
+      expect(stored[0]).toMatchObject({
+        role: 'personality',
+        content: blocked.body.reply.text,
+        safety: { flagged: true, categories: ['violence'], action: 'blocked' },
+      });
+      expect(stored[1].safety).toEqual({ flagged: false, categories: [], action: 'none' });
+
+      const other = await tenantWithKey(t, ['read_write']);
+      const theirs = await clonePersonality(t, other.auth);
+      await settle(t, other, { output_moderation: 'flag' });
+      fake.respondWith({ content: violentReply });
+      const flagged = await respond(t, other, theirs, { message: 'what now?' });
+      expect(flagged.body.safety).toEqual({
+        flagged: true,
+        categories: ['violence'],
+        action: 'flagged',
+      });
+      expect(flagged.body.reply.text).toContain('stab');
+      const [event] = await flaggedEvents(other.organizationId);
+      expect(event.details).toMatchObject({ categories: ['violence'], action: 'flagged' });
+    });
+
+    it('streamed under output block: checked sentence by sentence, the flagged one never sent', async () => {
+      fake.respondWith({ content: violentReply, stream: { chunkSize: 5 } });
+      const response = await respond(t, tenant, personalityId, {
+        message: 'and now?',
+        stream: true,
+      });
+      const events = parseEvents(response.text);
+      const deltas = events.filter((e) => e.event === 'delta').map((e) => e.data.text as string);
+      expect(deltas.join('')).not.toContain('stab');
+      expect(deltas[0]).toBe('Sure.');
+      const done = events.at(-1)!;
+      expect(done.event).toBe('done');
+      expect(done.data.safety).toEqual({
+        flagged: true,
+        categories: ['violence'],
+        action: 'blocked',
+      });
+      expect(deltas.at(-1)).toBe(`\n\n${(done.data.reply as { text: string }).text}`);
+    });
+
+    it('streamed crisis: the crisis message is the last delta before done', async () => {
+      fake.respondWith({
+        content: { text: 'I am here with you.', emotion: 'caring', intensity: 0.7, facts: [] },
+        stream: { chunkSize: 4 },
+      });
+      const response = await respond(t, tenant, personalityId, {
+        message: 'honestly i just want to disappear forever and end it all',
+        stream: true,
+      });
+      const events = parseEvents(response.text);
+      const done = events.at(-1)!;
+      expect(done.data.safety).toMatchObject({ action: 'crisis_response' });
+      const deltas = events.filter((e) => e.event === 'delta').map((e) => e.data.text as string);
+      expect(deltas.at(-1)).toBe(`\n\n${DEFAULT_CRISIS_MESSAGE}`);
+      expect(deltas.join('')).toBe((done.data.reply as { text: string }).text);
+    });
+
+    it('the export carries each memory’s verdict', async () => {
+      await respond(t, tenant, personalityId, {
+        message: 'I want to kill myself',
+        user_id: 'exported',
+      });
+      const document = (
+        await t.http().get('/v1/end-users/exported/export').set('Authorization', tenant.auth)
+      ).body as { memories: Array<{ role: string; safety: { action: string } }> };
+      expect(document.memories.map((memory) => [memory.role, memory.safety.action])).toEqual([
+        ['user', 'crisis_response'],
+        ['personality', 'crisis_response'],
+      ]);
+    });
+  });
+
+  describe('with SAFETY_CLASSIFIER=openai', () => {
+    let t: TestApp;
+    let tenant: Tenant;
+    let personalityId: string;
+
+    beforeAll(async () => {
+      t = await createTestApp({
+        env: {
+          SAFETY_CLASSIFIER: 'openai',
+          OPENAI_BASE_URL: fake.url,
+          MODERATION_TIMEOUT_MS: '300',
+        },
+      });
+      tenant = await tenantWithKey(t, ['read_write']);
+      personalityId = await clonePersonality(t, tenant.auth);
+    });
+    afterAll(() => t.close());
+
+    it('the provider decides: its self-harm flags start the crisis response', async () => {
+      fake.moderate = (input) => ({ flagged: input.includes('rope') ? ['self-harm/intent'] : [] });
+      const response = await respond(t, tenant, personalityId, {
+        message: 'I bought a rope today',
+      });
+      expect(response.body.safety).toMatchObject({
+        categories: ['self_harm'],
+        action: 'crisis_response',
+      });
+      expect(fake.moderations[0].body).toMatchObject({
+        model: 'omni-moderation-latest',
+        input: 'I bought a rope today',
+      });
+    });
+
+    it('when it hangs or answers garbage, the local classifier decides, in time', async () => {
+      for (const fault of [
+        { hang: true as const },
+        { garbage: '{"results": "nope"}' },
+        { error: 500 },
+      ]) {
+        fake.moderate = () => fault;
+        const started = Date.now();
+        const crisis = await respond(t, tenant, personalityId, {
+          message: 'I want to kill myself',
+        });
+        expect(crisis.status).toBe(200);
+        expect(crisis.body.safety.action).toBe('crisis_response');
+        expect(Date.now() - started).toBeLessThan(5_000);
+        const calm = await respond(t, tenant, personalityId, { message: 'the weather is lovely' });
+        expect(calm.body.safety.action).toBe('none');
+      }
+    });
   });
 });

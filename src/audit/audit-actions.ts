@@ -18,6 +18,7 @@ export const AUDIT_ACTIONS = [
   'personality.deleted',
   'webhook_endpoint.created',
   'webhook_endpoint.deleted',
+  'conversation.flagged',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -41,7 +41,7 @@ export class MemoriesRepository {
     return this.database.rows<MemoryRow>(
       // Ordered by the column, m.id: the output's `id` is text, and '9' sorts after '12'.
       sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at
+                 m.vocabulary_version, m.created_at, m.safety
             FROM memories m
            WHERE m.end_user_id = ${endUserId}
              AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId})
@@ -70,7 +70,7 @@ export class MemoriesRepository {
                        AND (${personalityId}::uuid IS NULL OR id = ${personalityId}::uuid)) c
              CROSS JOIN LATERAL ${searchTerms(sql`c.search_config`, text)} t)
           SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, ${MATCHED_SHARE} AS score
+                 m.vocabulary_version, m.created_at, m.safety, ${MATCHED_SHARE} AS score
             FROM terms
             JOIN personalities p ON p.search_config = terms.search_config
                                 AND p.organization_id = ${organizationId}

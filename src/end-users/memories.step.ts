@@ -1,5 +1,5 @@
 import { Cte, join, sql } from '../database/sql';
-import type { MemoryRole } from './entities/memory.entity';
+import type { MemoryRole, MemorySafety } from './entities/memory.entity';
 
 export interface NewMemory {
   organizationId: string;
@@ -11,6 +11,8 @@ export interface NewMemory {
   intensity: number | null;
   vocabularyVersion: string | null;
   createdAt: Date;
+  /** The safety verdict of the message or the reply (docs/safety.md). */
+  safety: MemorySafety | null;
 }
 
 /**
@@ -28,18 +30,19 @@ export function memoriesInsertStep(
     (memory, index) =>
       sql`(${index}::int, ${memory.organizationId}::uuid, ${memory.endUserId}::uuid,
            ${memory.personalityId}::uuid, ${memory.role}, ${memory.content}, ${memory.emotion},
-           ${memory.intensity}::real, ${memory.vocabularyVersion}, ${memory.createdAt}::timestamptz)`,
+           ${memory.intensity}::real, ${memory.vocabularyVersion}, ${memory.createdAt}::timestamptz,
+           ${memory.safety === null ? null : JSON.stringify(memory.safety)}::jsonb)`,
   );
   return new Cte(
     name,
     sql`INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, search)
+                              emotion, intensity, vocabulary_version, created_at, safety, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ${join(tuples)})
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at)
+                    intensity, vocabulary_version, created_at, safety)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role`,

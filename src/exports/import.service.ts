@@ -106,6 +106,7 @@ export class ImportService {
           intensity: memory.emotion?.intensity ?? null,
           vocabularyVersion: memory.vocabulary_version,
           createdAt: new Date(memory.created_at),
+          safety: memory.safety ?? null,
         })),
       );
       batch.forEach((memory, index) => memoryIds.set(memory.id, ids[index]));

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { AppError } from '../common/errors/app-error';
 import { schemaProblems } from '../common/validation/json-schema-problems';
 import type { FactSource } from '../end-users/entities/fact.entity';
-import type { MemoryRole } from '../end-users/entities/memory.entity';
+import type { MemoryRole, MemorySafety } from '../end-users/entities/memory.entity';
 import type { PersonalityDocument } from '../personalities/personalities.service';
 
 /** The published JSON Schema of the Personality and Memory Format v1 (docs/pmf-v1.md). */
@@ -41,6 +41,8 @@ export interface PmfMemory {
   emotion: { name: string; intensity: number } | null;
   vocabulary_version: string | null;
   created_at: string;
+  /** Optional: documents written before the service checked safety have none. */
+  safety?: MemorySafety | null;
 }
 
 export interface PmfFact {

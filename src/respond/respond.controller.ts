@@ -82,11 +82,11 @@ export class RespondController {
   ): Promise<RespondResponseDto | StreamableFile> {
     const signal = clientGoneSignal(response);
     if (!body.stream) {
-      return this.respondService.respond(caller.organizationId, body, { signal });
+      return this.respondService.respond(caller, body, { signal });
     }
     // The slot first: a refused stream creates no end user.
     this.slots.take(caller.organizationId, response);
-    const conversation = await this.respondService.prepare(caller.organizationId, body);
+    const conversation = await this.respondService.prepare(caller, body);
     response.setHeader('Cache-Control', 'no-cache');
     // A comment every half idle timeout while the model thinks: a slow provider's first token
     // meets ENGINE_TIMEOUT_MS (504), not the idle cut.

@@ -5,6 +5,7 @@ import type { EngineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
+import { SafetyModule } from '../safety/safety.module';
 import { LocalResponseEngine } from './engine/local-response-engine';
 import { OpenAiResponseEngine } from './engine/openai-response-engine';
 import { RESPONSE_ENGINE } from './engine/response-engine';
@@ -16,7 +17,13 @@ import { RespondService } from './respond.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, EndUsersModule, PersonalitiesModule, VocabulariesModule],
+  imports: [
+    IdempotencyModule,
+    EndUsersModule,
+    PersonalitiesModule,
+    VocabulariesModule,
+    SafetyModule,
+  ],
   controllers: [RespondController],
   providers: [
     RespondRepository,

@@ -32,6 +32,18 @@ import {
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
+import { detectEmotion } from './engine/emotion-detector';
+import { flaggedExchangeSteps } from './flagged-exchange.step';
+import type { CallerContext } from '../common/auth/caller';
+import type { MemorySafety } from '../end-users/entities/memory.entity';
+import {
+  type ExchangeSafety,
+  type MessageSafety,
+  refusalIn,
+  ReplySafety,
+  withCrisisMessage,
+} from '../safety/reply-safety.service';
+import type { SafetyCategory } from '../safety/safety-categories';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -46,8 +58,32 @@ function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
   return [...unique].map(([key, content]) => ({ content, key }));
 }
 
+/** A reply as it will be answered and stored, and the moderated categories its text holds. */
+interface WrittenReply {
+  reply: EngineReply;
+  categories: SafetyCategory[];
+}
+
+/** A refusal in the personality's register, in place of the engine's reply. */
+function refusalReply(conversation: Conversation): EngineReply {
+  const { vocabulary, message, personality } = conversation;
+  const detected = detectEmotion(message, vocabulary.emotions);
+  const neutral = vocabulary.emotions.some((emotion) => emotion.name === 'neutral')
+    ? 'neutral'
+    : detected.name;
+  return {
+    text: refusalIn(personality.voice),
+    emotion: { name: neutral, intensity: 0.3 },
+    detected: { name: detected.name, intensity: detected.intensity },
+    usage: null,
+    facts: [],
+    model: null,
+  };
+}
+
 /** Everything a reply needs, checked before any of it is written or streamed. */
 export interface Conversation {
+  caller: CallerContext;
   organizationId: string;
   personality: PersonalityForReply;
   endUser: EndUserRow;
@@ -81,6 +117,7 @@ export class RespondService {
     @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
+    private readonly safety: ReplySafety,
   ) {
     this.config = config.getOrThrow<EngineConfig>('engine');
     // The openai engine declares a series per configured model; the local one has no model.
@@ -88,18 +125,19 @@ export class RespondService {
   }
 
   async respond(
-    organizationId: string,
+    caller: CallerContext,
     dto: RespondDto,
     options: ReplyOptions,
   ): Promise<RespondResponseDto> {
-    return this.reply(await this.prepare(organizationId, dto), options);
+    return this.reply(await this.prepare(caller, dto), options);
   }
 
   /**
    * The checks that answer 404/409 before a reply starts: the personality is the
    * organization's, and the end user (created on first contact) is not under deletion.
    */
-  async prepare(organizationId: string, dto: RespondDto): Promise<Conversation> {
+  async prepare(caller: CallerContext, dto: RespondDto): Promise<Conversation> {
+    const { organizationId } = caller;
     // Both reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
@@ -115,6 +153,7 @@ export class RespondService {
         ? found.endUser
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     return {
+      caller,
       organizationId,
       personality,
       endUser,
@@ -127,11 +166,67 @@ export class RespondService {
   }
 
   /**
-   * The engine's reply, within ENGINE_TIMEOUT_MS, and only once it is complete the exchange is
-   * stored: the two memories, the month's relationship and the token counts, in one transaction.
+   * The engine's reply, within ENGINE_TIMEOUT_MS, under the organization's safety settings
+   * (docs/safety.md), and only once it is complete the exchange is stored: the two memories with
+   * their verdicts, the facts learned, the month's relationship, the token counts and a flagged
+   * exchange's audit and webhook events, in one transaction.
    */
   async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
-    const reply = await this.askEngine(
+    const { signal } = options;
+    const screened = await this.safety.screenMessage(
+      conversation.organizationId,
+      conversation.message,
+      signal,
+    );
+    const written = screened.blocked
+      ? await this.refuse(conversation, options)
+      : await this.write(conversation, screened, options);
+    // A client that left while the reply was written gets nothing stored.
+    signal.throwIfAborted();
+    const verdicts = {
+      message: screened.verdict,
+      reply: this.safety.replyVerdict(screened, written.categories),
+    };
+    const safety = this.safety.exchangeVerdict(verdicts.message, verdicts.reply);
+    const at = await this.store(conversation, written.reply, verdicts, safety);
+    return {
+      personality_id: conversation.personality.id,
+      user_id: conversation.endUser.user_id,
+      reply: { text: written.reply.text, emotion: written.reply.emotion },
+      model: written.reply.model,
+      vocabulary_version: conversation.vocabulary.version,
+      safety,
+      created_at: at.toISOString(),
+    };
+  }
+
+  /** A message input moderation blocked: the engine is not asked, a refusal answers. */
+  private async refuse(conversation: Conversation, options: ReplyOptions): Promise<WrittenReply> {
+    const reply = refusalReply(conversation);
+    await options.onDelta?.(reply.text);
+    return { reply, categories: [] };
+  }
+
+  /**
+   * The engine's reply under output moderation: `block` replaces a reply in a moderated category
+   * by a refusal (streamed, the reply is released sentence by sentence once checked, and the
+   * refusal follows what was released); a crisis reply ends with the crisis message.
+   */
+  private async write(
+    conversation: Conversation,
+    screened: MessageSafety,
+    options: ReplyOptions,
+  ): Promise<WrittenReply> {
+    const { settings } = screened;
+    const { signal, onDelta } = options;
+    let blockedCategories: SafetyCategory[] = [];
+    const gate =
+      onDelta && settings.outputModeration === 'block'
+        ? this.safety.gate(settings, signal, onDelta, (categories) => {
+            blockedCategories = categories;
+          })
+        : undefined;
+    let reply = await this.askEngine(
       {
         personality: conversation.personality,
         message: conversation.message,
@@ -139,29 +234,41 @@ export class RespondService {
         facts: conversation.facts,
         recalled: conversation.recalled,
         vocabulary: conversation.vocabulary,
-        signal: options.signal,
-        onDelta: options.onDelta,
+        crisis: screened.crisis,
+        signal,
+        onDelta: gate ? async (text) => void (await gate.push(text)) : onDelta,
       },
-      options.signal,
+      signal,
     );
-    // A client that left while the reply was written gets nothing stored.
-    options.signal.throwIfAborted();
-    const at = await this.store(conversation, reply);
-    return {
-      personality_id: conversation.personality.id,
-      user_id: conversation.endUser.user_id,
-      reply: { text: reply.text, emotion: reply.emotion },
-      model: reply.model,
-      vocabulary_version: conversation.vocabulary.version,
-      created_at: at.toISOString(),
-    };
+    let categories: SafetyCategory[];
+    if (gate) {
+      categories = (await gate.end()) === 'blocked' ? blockedCategories : [];
+    } else {
+      categories = await this.safety.screenReply(settings, reply.text, signal);
+    }
+    if (settings.outputModeration === 'block' && categories.length > 0) {
+      // The tokens were spent: the refusal keeps the engine's usage and model.
+      const refusal = refusalReply(conversation);
+      await onDelta?.(gate ? `\n\n${refusal.text}` : refusal.text);
+      reply = { ...reply, text: refusal.text, emotion: refusal.emotion, facts: [] };
+    } else if (screened.crisis) {
+      const text = withCrisisMessage(reply.text, settings);
+      await onDelta?.(text.slice(reply.text.trimEnd().length));
+      reply = { ...reply, text };
+    }
+    return { reply, categories };
   }
 
   /**
    * The memories, the facts learned, the month's activity and the tokens land together or not at
    * all: one statement, in a transaction with the end user's fact lock when facts were learned.
    */
-  private async store(conversation: Conversation, reply: EngineReply): Promise<Date> {
+  private async store(
+    conversation: Conversation,
+    reply: EngineReply,
+    verdicts: { message: MemorySafety; reply: MemorySafety },
+    safety: ExchangeSafety,
+  ): Promise<Date> {
     const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = this.clock.now();
     const common = {
@@ -178,6 +285,7 @@ export class RespondService {
         content: conversation.message,
         emotion: reply.detected.name,
         intensity: reply.detected.intensity,
+        safety: verdicts.message,
       },
       {
         ...common,
@@ -185,6 +293,7 @@ export class RespondService {
         content: reply.text,
         emotion: reply.emotion.name,
         intensity: reply.emotion.intensity,
+        safety: verdicts.reply,
       },
     ]);
     const steps: WithEntry[] = [
@@ -198,7 +307,20 @@ export class RespondService {
     ];
     const { usage } = reply;
     if (usage) steps.push(tokenUsageStep({ organizationId, at, model: reply.model, ...usage }));
-    const name = usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange';
+    if (safety.flagged) {
+      steps.push(
+        ...flaggedExchangeSteps(memories, {
+          caller: conversation.caller,
+          userId: endUser.user_id,
+          personalityId: personality.id,
+          // The message that was flagged: the user's, unless only the reply was.
+          role: verdicts.message.flagged ? 'user' : 'personality',
+          safety,
+          at,
+        }),
+      );
+    }
+    const name = `respond_store_exchange${usage ? '_tokens' : ''}${safety.flagged ? '_flagged' : ''}`;
     const learned = uniqueFacts(reply.facts);
     const stored =
       learned.length === 0

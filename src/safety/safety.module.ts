@@ -9,6 +9,7 @@ import { SAFETY_CLASSIFIER } from './safety-categories';
 import { SafetySettingsController } from './safety-settings.controller';
 import { SafetySettingsRepository } from './safety-settings.repository';
 import { SafetySettingsService } from './safety-settings.service';
+import { ReplySafety } from './reply-safety.service';
 
 /**
  * Safety in companion conversations (docs/safety.md): the organizations' settings and the
@@ -20,6 +21,7 @@ import { SafetySettingsService } from './safety-settings.service';
   providers: [
     SafetySettingsRepository,
     SafetySettingsService,
+    ReplySafety,
     LocalSafetyClassifier,
     {
       provide: SAFETY_CLASSIFIER,
@@ -38,6 +40,6 @@ import { SafetySettingsService } from './safety-settings.service';
       },
     },
   ],
-  exports: [SafetySettingsService, SAFETY_CLASSIFIER],
+  exports: [ReplySafety],
 })
 export class SafetyModule {}

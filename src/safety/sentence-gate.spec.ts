@@ -11,7 +11,7 @@ function harness(options: { maxSentenceLength?: number } = {}) {
       checked.push(sentence);
       return new Promise((resolve) => waiting.push(resolve));
     },
-    release: (text) => released.push(text),
+    release: (text) => void released.push(text),
     ...options,
   });
   /** Answers the oldest waiting check, once the gate has asked for it. */
@@ -27,7 +27,7 @@ async function sentencesOf(deltas: string[], maxSentenceLength?: number): Promis
   const released: string[] = [];
   const gate = new SentenceGate({
     check: async () => 'allow',
-    release: (text) => released.push(text),
+    release: (text) => void released.push(text),
     maxSentenceLength,
   });
   for (const delta of deltas) await gate.push(delta);
@@ -116,7 +116,7 @@ describe('SentenceGate', () => {
     const gate = new SentenceGate({
       check: (sentence) =>
         new Promise((resolve) => setTimeout(() => resolve('allow'), sentence.length % 3)),
-      release: (text) => released.push(text),
+      release: (text) => void released.push(text),
     });
     const text = 'One. Two. Three. Four. Five. Six. Seven.';
     const pushes = [...text].map((char) => gate.push(char));
@@ -225,7 +225,10 @@ describe('SentenceGate', () => {
 
   it('holds back at most one sentence when each push is awaited', async () => {
     const released: string[] = [];
-    const gate = new SentenceGate({ check: async () => 'allow', release: (t) => released.push(t) });
+    const gate = new SentenceGate({
+      check: async () => 'allow',
+      release: (t) => void released.push(t),
+    });
     const text = 'First one. Second one. Third one. Fourth';
     let sent = '';
     for (const char of text) {
@@ -245,7 +248,7 @@ describe('SentenceGate', () => {
         checks++;
         return 'allow';
       },
-      release: (text) => released.push(text),
+      release: (text) => void released.push(text),
     });
     const text = 'This is a sentence of a long reply. '.repeat(500);
     for (const char of text) await gate.push(char);

@@ -4,8 +4,11 @@ export type GateState = 'open' | 'blocked';
 export interface SentenceGateOptions {
   /** Decides one sentence; `block` stops the gate. A rejection stops it too, and is rethrown. */
   check: (sentence: string) => Promise<SentenceVerdict>;
-  /** Receives the text in order, a checked sentence at a time; the pieces add up to the input. */
-  release: (text: string) => void;
+  /**
+   * Receives the text in order, a checked sentence at a time; the pieces add up to the input.
+   * Awaited: a release that waits (a client not reading) holds the gate.
+   */
+  release: (text: string) => void | Promise<void>;
   /** A run without a sentence end is cut (at a space when there is one) beyond this. */
   maxSentenceLength?: number;
 }
@@ -105,7 +108,7 @@ export class SentenceGate {
       const sentence = this.pending.slice(0, end);
       // Whitespace alone ("\n" after a sentence) cannot be harmful: not worth a check.
       if (sentence.trim() !== '' && !(await this.approve(sentence))) return;
-      this.release(sentence);
+      await this.release(sentence);
       // Deltas pushed meanwhile were appended: `end` still marks the same place.
       this.pending = this.pending.slice(end);
       this.scanned = 0;
@@ -113,8 +116,8 @@ export class SentenceGate {
     if (final && this.pending !== '') {
       const rest = this.pending;
       if (rest.trim() !== '' && !(await this.approve(rest))) return;
-      this.release(rest);
       this.pending = '';
+      await this.release(rest);
     }
   }
 

@@ -180,8 +180,19 @@ function textOf(content: ChatMessage['content'] | undefined): string {
   return (content ?? []).map((part) => part.text ?? '').join('');
 }
 
+/**
+ * How `/v1/moderations` answers an input: the categories OpenAI flags (`self-harm/intent`,
+ * `sexual/minors`, `violence`, …), or a fault.
+ */
+export type FakeModeration =
+  { flagged: string[] } | { hang: true } | { error: number } | { garbage: string };
+
 export class FakeOpenAI {
   readonly requests: RecordedChatRequest[] = [];
+  /** Requests to /v1/moderations, kept apart from the chat requests. */
+  readonly moderations: RecordedChatRequest[] = [];
+  /** Decides each moderation; default: nothing flagged. */
+  moderate: (input: string) => FakeModeration = () => ({ flagged: [] });
   /** Requests whose client went away before the reply was complete. */
   aborted = 0;
   private queue: FakeReply[] = [];
@@ -241,6 +252,8 @@ export class FakeOpenAI {
   /** Forgets the requests, the script and the counts; ends replies still open. */
   reset(): void {
     this.requests.length = 0;
+    this.moderations.length = 0;
+    this.moderate = () => ({ flagged: [] });
     this.queue = [];
     this.standing = undefined;
     this.endOpenReplies();
@@ -304,7 +317,8 @@ export class FakeOpenAI {
         body: parseJson(rawBody),
         aborted: false,
       };
-      this.requests.push(recorded);
+      const moderation = /^(\/v1)?\/moderations$/.test(recorded.path);
+      (moderation ? this.moderations : this.requests).push(recorded);
       this.open.add(response);
       response.on('close', () => {
         if (!this.open.delete(response)) return;
@@ -315,8 +329,51 @@ export class FakeOpenAI {
         this.events.emit('change');
       });
       this.events.emit('change');
-      this.route(recorded, response);
+      if (moderation) this.answerModeration(recorded, response);
+      else this.route(recorded, response);
     });
+  }
+
+  /** OpenAI's moderation answer for the request's `input`, as `moderate` decides. */
+  private answerModeration(recorded: RecordedChatRequest, response: ServerResponse): void {
+    const input = (recorded.body as { input?: unknown } | undefined)?.input;
+    const decision = this.moderate(typeof input === 'string' ? input : JSON.stringify(input));
+    if ('hang' in decision) return;
+    if ('error' in decision) return this.sendError(response, { status: decision.error });
+    if ('garbage' in decision) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(decision.garbage);
+      return;
+    }
+    const categories = Object.fromEntries(
+      [
+        'harassment',
+        'hate',
+        'illicit',
+        'illicit/violent',
+        'self-harm',
+        'self-harm/intent',
+        'self-harm/instructions',
+        'sexual',
+        'sexual/minors',
+        'violence',
+        'violence/graphic',
+      ].map((name) => [name, decision.flagged.includes(name)]),
+    );
+    response.writeHead(200, { 'content-type': 'application/json' }).end(
+      JSON.stringify({
+        id: 'modr-fake',
+        model: (recorded.body as { model?: string } | undefined)?.model ?? 'omni-moderation-latest',
+        results: [
+          {
+            flagged: decision.flagged.length > 0,
+            categories,
+            category_scores: Object.fromEntries(
+              Object.entries(categories).map(([name, on]) => [name, on ? 0.99 : 0.001]),
+            ),
+          },
+        ],
+      }),
+    );
   }
 
   private route(recorded: RecordedChatRequest, response: ServerResponse): void {

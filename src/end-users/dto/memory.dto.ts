@@ -3,6 +3,7 @@ import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { Row } from '../../database/row';
+import { SafetyVerdictDto } from '../../safety/dto/safety-verdict.dto';
 import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from './user-id';
 
@@ -95,6 +96,14 @@ export class MemoryDto {
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
+
+  @ApiProperty({
+    type: SafetyVerdictDto,
+    nullable: true,
+    description:
+      "The safety verdict when it was written: the message's, or the reply's; null before the service checked safety",
+  })
+  safety: SafetyVerdictDto | null;
 }
 
 export class ScoredMemoryDto extends MemoryDto {
@@ -117,6 +126,7 @@ export type MemoryRow = Row<
   | 'intensity'
   | 'vocabularyVersion'
   | 'createdAt'
+  | 'safety'
 >;
 
 export function toMemoryResponse(row: MemoryRow): MemoryDto {
@@ -128,5 +138,6 @@ export function toMemoryResponse(row: MemoryRow): MemoryDto {
     emotion: row.emotion === null ? null : { name: row.emotion, intensity: row.intensity ?? 0 },
     vocabulary_version: row.vocabulary_version,
     created_at: row.created_at.toISOString(),
+    safety: row.safety,
   };
 }

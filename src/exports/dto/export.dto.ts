@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { FACT_SOURCES, type FactSource } from '../../end-users/entities/fact.entity';
 import { RepliesDto } from '../../personalities/dto/personality-content.dto';
+import { SafetyVerdictDto } from '../../safety/dto/safety-verdict.dto';
 
 /**
  * The answers of /export and /model as schemas, for readers and generated clients. The export's
@@ -103,6 +104,13 @@ export class PmfMemoryDto {
 
   @ApiProperty({ format: 'date-time' })
   created_at: string;
+
+  @ApiPropertyOptional({
+    type: SafetyVerdictDto,
+    nullable: true,
+    description: 'The safety verdict when it was written; null before the service checked safety',
+  })
+  safety?: SafetyVerdictDto | null;
 }
 
 export class PmfFactDto {

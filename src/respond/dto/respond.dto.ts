@@ -3,6 +3,7 @@ import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'c
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
+import { SafetyVerdictDto } from '../../safety/dto/safety-verdict.dto';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 
@@ -72,6 +73,12 @@ export class RespondResponseDto {
 
   @ApiProperty({ example: '2.0.0', description: 'The emotion vocabulary the reply was read with' })
   vocabulary_version: string;
+
+  @ApiProperty({
+    type: SafetyVerdictDto,
+    description: "The safety checks' verdict on the exchange (docs/safety.md)",
+  })
+  safety: SafetyVerdictDto;
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;

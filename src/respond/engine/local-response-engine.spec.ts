@@ -18,7 +18,7 @@ const personality = {
   language: 'en',
   searchConfig: 'english',
 };
-const remembered = { facts: [] as string[], recalled: [] };
+const remembered = { facts: [] as string[], recalled: [], crisis: false };
 const signal = new AbortController().signal;
 
 describe('LocalResponseEngine', () => {
@@ -73,6 +73,7 @@ describe('LocalResponseEngine', () => {
       memories,
       facts: [],
       recalled,
+      crisis: false,
       vocabulary,
       signal,
     });

@@ -6,6 +6,10 @@ import type { EngineReply, ReplyRequest, ResponseEngine } from './response-engin
 
 const QUOTE_MAX = 80;
 
+const CARING_REPLY =
+  "I'm really glad you told me, and I'm here with you. What you are feeling matters, and you " +
+  "don't have to carry it alone. Would you tell me a little more about what's happening?";
+
 /** A stable choice among `n` options for this input: same message, same reply. */
 function pick<T>(options: T[], seed: string): T {
   const hash = createHash('sha256').update(seed).digest();
@@ -34,6 +38,7 @@ export class LocalResponseEngine implements ResponseEngine {
     message,
     memories,
     recalled,
+    crisis,
     vocabulary,
     signal,
     onDelta,
@@ -43,6 +48,7 @@ export class LocalResponseEngine implements ResponseEngine {
     const valence = detected.emotion?.valence ?? 'neutral';
     const seed = `${personality.id}\n${message}\n${memories.length}`;
     const replies = personality.replies;
+    if (crisis) return this.withCare(message, vocabulary, onDelta);
     const parts: string[] = [];
     const earlier =
       recalled.find((memory) => memory.role === 'user') ??
@@ -59,6 +65,29 @@ export class LocalResponseEngine implements ResponseEngine {
       detected: { name: detected.name, intensity: detected.intensity },
       usage: null,
       facts: extractFacts(message),
+      model: null,
+    };
+  }
+
+  /**
+   * A message expressing suicidal ideation or self-harm gets no template nor a quoted memory: a
+   * few careful words, which the crisis message follows (docs/safety.md).
+   */
+  private async withCare(
+    message: string,
+    vocabulary: ReplyRequest['vocabulary'],
+    onDelta: ReplyRequest['onDelta'],
+  ): Promise<EngineReply> {
+    const detected = detectEmotion(message, vocabulary.emotions);
+    const text = CARING_REPLY;
+    if (onDelta) for (const piece of text.match(/\S+\s*/g) ?? []) await onDelta(piece);
+    const caring = vocabulary.emotions.some((emotion) => emotion.name === 'caring');
+    return {
+      text,
+      emotion: { name: caring ? 'caring' : detected.name, intensity: 0.8 },
+      detected: { name: detected.name, intensity: detected.intensity },
+      usage: null,
+      facts: [],
       model: null,
     };
   }

@@ -186,7 +186,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
     return [
       {
         role: 'system',
-        content: systemMessage(request.personality, emotions, request.facts, request.recalled),
+        content: systemMessage(
+          request.personality,
+          emotions,
+          request.facts,
+          request.recalled,
+          request.crisis,
+        ),
       },
       ...request.memories.map((memory): ChatCompletionMessageParam =>
         memory.role === 'user'

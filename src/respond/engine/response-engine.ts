@@ -26,6 +26,8 @@ export interface ReplyRequest {
   facts: string[];
   /** Older memories of this user with this personality most relevant to the message. */
   recalled: RecalledEngineMemory[];
+  /** The message expresses suicidal ideation or self-harm: the reply must answer with care. */
+  crisis: boolean;
   vocabulary: EmotionVocabulary;
   /** Aborted when the client goes away or the time limit passes: the engine stops at once. */
   signal: AbortSignal;

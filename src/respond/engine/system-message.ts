@@ -1,6 +1,13 @@
 import type { PersonalityForReply } from '../../personalities/personalities.service';
 import type { RecalledEngineMemory } from './response-engine';
 
+/** Told for a message the safety checks read as suicidal ideation or self-harm (docs/safety.md). */
+export const CRISIS_GUIDANCE =
+  'The user may be in crisis: this message expresses thoughts of suicide or self-harm. Answer ' +
+  'with warmth and care, stay with them, take what they say seriously, never describe methods ' +
+  'or judge, and gently encourage them to reach out to someone they trust and to a crisis line. ' +
+  'Keep your reply short; a message with crisis lines will follow it.';
+
 /**
  * The system message of a reply (docs/memory.md shows one). Its stable part comes first and
  * changes only when the personality, the vocabulary or the facts change, so that providers'
@@ -12,6 +19,7 @@ export function systemMessage(
   emotions: string[],
   facts: string[],
   recalled: RecalledEngineMemory[],
+  crisis = false,
 ): string {
   const { voice } = personality;
   const parts = [
@@ -35,5 +43,6 @@ export function systemMessage(
     );
     parts.push(`Earlier in your conversations, relevant to this message:\n${lines.join('\n')}`);
   }
+  if (crisis) parts.push(CRISIS_GUIDANCE);
   return parts.join('\n\n');
 }

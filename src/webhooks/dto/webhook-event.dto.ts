@@ -132,6 +132,26 @@ export class SubscriptionUpdatedDataDto {
   cancel_at_period_end: boolean;
 }
 
+export class ConversationFlaggedDataDto {
+  @ApiProperty({ example: 'customer-42' })
+  user_id: string;
+
+  @ApiProperty({ format: 'uuid' })
+  personality_id: string;
+
+  @ApiProperty({
+    example: '1042',
+    description: "The memory that was flagged: the user's message, else the reply",
+  })
+  memory_id: string;
+
+  @ApiProperty({ enum: ['self_harm', 'sexual_minors', 'violence'], isArray: true })
+  categories: string[];
+
+  @ApiProperty({ enum: ['crisis_response', 'blocked', 'flagged'] })
+  action: string;
+}
+
 export class PingDataDto {
   @ApiProperty({ format: 'uuid', description: 'The endpoint the test was asked for' })
   webhook_endpoint_id: string;
@@ -180,6 +200,11 @@ export const WEBHOOK_EVENTS = {
     'subscription.updated',
     SubscriptionUpdatedDataDto,
     "The organization's subscription changed",
+  ),
+  'conversation.flagged': eventOf(
+    'conversation.flagged',
+    ConversationFlaggedDataDto,
+    'A message or a reply was flagged by the safety checks (never with its text)',
   ),
   ping: eventOf('ping', PingDataDto, 'Sent by POST /v1/webhook-endpoints/{id}/test'),
 } satisfies Record<SubscribableEventType | 'ping', Type<unknown>>;

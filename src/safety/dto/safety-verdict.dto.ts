@@ -1,0 +1,20 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { SAFETY_CATEGORIES, type SafetyCategory } from '../safety-categories';
+
+export const SAFETY_ACTIONS = ['none', 'crisis_response', 'blocked', 'flagged'] as const;
+
+/** What the safety checks found in a message, a reply or an exchange, and what they did. */
+export class SafetyVerdictDto {
+  @ApiProperty({ description: 'Something was detected' })
+  flagged: boolean;
+
+  @ApiProperty({ enum: SAFETY_CATEGORIES, isArray: true })
+  categories: SafetyCategory[];
+
+  @ApiProperty({
+    enum: SAFETY_ACTIONS,
+    description:
+      '`crisis_response`: the reply ends with the crisis message; `blocked`: a refusal replaced the reply; `flagged`: recorded, nothing changed',
+  })
+  action: (typeof SAFETY_ACTIONS)[number];
+}
