@@ -1191,7 +1191,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             /** @enum {string} */
-            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted";
+            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "conversation.flagged";
             actor: components["schemas"]["AuditActorDto"];
             target: components["schemas"]["AuditTargetDto"];
             /** @description The client address (TRUST_PROXY decides whether X-Forwarded-For is believed) */
@@ -1474,6 +1474,40 @@ export interface components {
             type: "subscription.updated";
             data: components["schemas"]["SubscriptionUpdatedDataDto"];
         };
+        ConversationFlaggedDataDto: {
+            /** @example customer-42 */
+            user_id: string;
+            /** Format: uuid */
+            personality_id: string;
+            /**
+             * @description The memory that was flagged: the user's message, else the reply
+             * @example 1042
+             */
+            memory_id: string;
+            categories: ("self_harm" | "sexual_minors" | "violence")[];
+            /** @enum {string} */
+            action: "crisis_response" | "blocked" | "flagged";
+        };
+        ConversationFlaggedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description A message or a reply was flagged by the safety checks (never with its text) (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "conversation.flagged";
+            data: components["schemas"]["ConversationFlaggedDataDto"];
+        };
         PingDataDto: {
             /**
              * Format: uuid
@@ -1509,14 +1543,14 @@ export interface components {
              *       "end_user.deleted"
              *     ]
              */
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
             description?: string | null;
         };
         CreatedWebhookEndpointDto: {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1532,7 +1566,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1546,7 +1580,7 @@ export interface components {
         };
         UpdateWebhookEndpointDto: {
             url?: string;
-            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated")[];
+            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
             /** @description null clears it. */
             description?: string | null;
             /** @enum {string} */
@@ -1568,7 +1602,7 @@ export interface components {
              */
             event_id: string;
             /** @enum {string} */
-            event_type: "end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "ping";
+            event_type: "end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged" | "ping";
             /** @description 1 for the first attempt of this event to this endpoint */
             attempt: number;
             /**
@@ -1792,6 +1826,16 @@ export interface components {
             /** @example 0.6 */
             intensity: number;
         };
+        SafetyVerdictDto: {
+            /** @description Something was detected */
+            flagged: boolean;
+            categories: ("self_harm" | "sexual_minors" | "violence")[];
+            /**
+             * @description `crisis_response`: the reply ends with the crisis message; `blocked`: a refusal replaced the reply; `flagged`: recorded, nothing changed
+             * @enum {string}
+             */
+            action: "none" | "crisis_response" | "blocked" | "flagged";
+        };
         MemoryDto: {
             /** @example 1042 */
             id: string;
@@ -1808,6 +1852,8 @@ export interface components {
             vocabulary_version: string | null;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
+            /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
+            safety: components["schemas"]["SafetyVerdictDto"] | null;
         };
         MemoryPageDto: {
             data: components["schemas"]["MemoryDto"][];
@@ -1830,6 +1876,8 @@ export interface components {
             vocabulary_version: string | null;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
+            /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
+            safety: components["schemas"]["SafetyVerdictDto"] | null;
             /**
              * @description The share of the query's words (stop words aside) the memory holds
              * @example 0.667
@@ -2097,6 +2145,8 @@ export interface components {
              * @example 2.0.0
              */
             vocabulary_version: string;
+            /** @description The safety checks' verdict on the exchange (docs/safety.md) */
+            safety: components["schemas"]["SafetyVerdictDto"];
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
         };
@@ -2197,6 +2247,8 @@ export interface components {
             vocabulary_version: string | null;
             /** Format: date-time */
             created_at: string;
+            /** @description The safety verdict when it was written; null before the service checked safety */
+            safety?: components["schemas"]["SafetyVerdictDto"] | null;
         };
         PmfFactDto: {
             /** Format: uuid */
@@ -2348,7 +2400,7 @@ export interface components {
             /** @example true */
             received: boolean;
         };
-        WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["PingEventDto"];
+        WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["ConversationFlaggedEventDto"] | components["schemas"]["PingEventDto"];
         RespondStreamEventDto: components["schemas"]["RespondDeltaEventDto"] | components["schemas"]["RespondDoneEventDto"] | components["schemas"]["RespondErrorEventDto"];
     };
     responses: never;
@@ -3894,7 +3946,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 /** @description Only events of this action. */
-                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted";
+                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "conversation.flagged";
             };
             header?: never;
             path?: never;
