@@ -65,6 +65,13 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     db = t.app.get(DataSource);
     tenant = await tenantWithKey(t, ['read_write']);
     personalityId = await clonePersonality(t, tenant.auth);
+    // Deltas as the provider sends them: output moderation's sentence gate is safety's spec.
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ output_moderation: 'off' })
+      .expect(200);
   });
   afterEach(() => fake.reset());
   afterAll(async () => {

@@ -26,6 +26,13 @@ type TokenUsage = Counts & { by_model: Array<Counts & { model: string }> };
 async function conversationOn(t: TestApp) {
   const tenant: Tenant = await tenantWithKey(t, ['read_write']);
   const personalityId = await clonePersonality(t, tenant.auth);
+  // Streamed deltas as the provider sends them (output moderation's gate is safety's spec).
+  await t
+    .http()
+    .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+    .set('Authorization', `Bearer ${tenant.accessToken}`)
+    .send({ output_moderation: 'off' })
+    .expect(200);
   const db = t.app.get(DataSource);
   return {
     tenant,

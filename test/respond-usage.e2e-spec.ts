@@ -35,6 +35,7 @@ describe('POST /v1/respond and usage', () => {
       },
       model: null,
       vocabulary_version: '2.0.0',
+      safety: { flagged: false, categories: [], action: 'none' },
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
     expect(first.body.reply.text).toContain('joy');

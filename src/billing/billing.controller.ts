@@ -1,7 +1,6 @@
 import { Body, Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
 import {
   ApiCreatedResponse,
-  ApiHeader,
   ApiOkResponse,
   ApiOperation,
   ApiTags,
@@ -43,11 +42,8 @@ export class BillingController {
   @HttpCode(201)
   @ApiOperation({
     summary: 'Starts adding a payment method: a SetupIntent whose client_secret Stripe.js confirms',
-  })
-  @ApiHeader({
-    name: 'idempotency-key',
-    required: false,
-    description: 'Repeat it on a retry to get the same SetupIntent back',
+    description:
+      'With an Idempotency-Key, a retry gets the same SetupIntent back: Stripe is sent a digest of the key.',
   })
   @ApiCreatedResponse({ type: SetupIntentDto })
   @ApiErrors(400, 502, NOT_CONFIGURED)

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PersonalityApiError, type RespondStreamEvent } from '@personality-api/client';
-import { newPersonality, newTenant, uniqueUserId } from './support.js';
+import { newPersonality, newTenant, uniqueUserId, withoutOutputModeration } from './support.js';
 
 /**
  * The harness has told the service's model provider to fail the next reply after a few pieces
@@ -10,6 +10,7 @@ import { newPersonality, newTenant, uniqueUserId } from './support.js';
 describe('respondStream when the reply fails after it started', () => {
   it('yields the deltas so far, then an error event with the envelope as PersonalityApiError', async () => {
     const tenant = await newTenant();
+    await withoutOutputModeration(tenant);
     const personalityId = await newPersonality(tenant.api);
     const events: RespondStreamEvent[] = [];
     for await (const event of tenant.api.respondStream({

@@ -2,13 +2,20 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { before, describe, it } from 'node:test';
 import { PersonalityApiError, type RespondStreamEvent } from '@personality-api/client';
-import { newPersonality, newTenant, uniqueUserId, type Tenant } from './support.js';
+import {
+  newPersonality,
+  newTenant,
+  uniqueUserId,
+  withoutOutputModeration,
+  type Tenant,
+} from './support.js';
 
 describe('respond and respondStream', () => {
   let tenant: Tenant;
   let personalityId: string;
   before(async () => {
     tenant = await newTenant();
+    await withoutOutputModeration(tenant);
     personalityId = await newPersonality(tenant.api);
   });
 

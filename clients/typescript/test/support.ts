@@ -53,6 +53,18 @@ export async function newPersonality(api: PersonalityApi): Promise<string> {
   return created.data.id;
 }
 
+/**
+ * Streamed replies as the provider writes them: by default output moderation releases a reply a
+ * checked sentence at a time (the service's docs/safety.md), which these tests do not look at.
+ */
+export async function withoutOutputModeration(tenant: Tenant): Promise<void> {
+  const changed = await tenant.api.PATCH('/v1/organizations/{id}/safety', {
+    params: { path: { id: tenant.organizationId } },
+    body: { output_moderation: 'off' },
+  });
+  if (!changed.data) throw PersonalityApiError.from(changed.error, changed.response);
+}
+
 export const uniqueUserId = (label: string) => `${label}-${randomUUID()}`;
 
 /** Resolves once `check` answers something, polling every 50 ms; fails after `timeoutMs`. */

@@ -1,5 +1,5 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
-import { acceptsIdempotencyKey, IDEMPOTENT_REPLAYED_HEADER } from '../http/idempotency-key';
+import { IDEMPOTENT_REPLAYED_HEADER } from '../http/idempotency-key';
 
 type Operation = {
   parameters?: Array<{ in?: string; name?: string; $ref?: string }>;
@@ -11,38 +11,30 @@ const ENVELOPE = {
   'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelopeDto' } },
 };
 
+const isKeyHeader = (parameter: { in?: string; name?: string }) =>
+  parameter.in === 'header' && parameter.name?.toLowerCase() === 'idempotency-key';
+
 /**
- * Declares `Idempotency-Key` (contract §16, docs/idempotency.md) on every authenticated POST
- * under /v1 that accepts it, with its 409 and 422 answers. Public operations check the header
- * and ignore it, so it is not offered there; an operation that declares the header itself keeps
- * its own description.
+ * Completes the operations that declare `Idempotency-Key` (the @AcceptsIdempotencyKey()
+ * decorator does): the 409 of a request still in progress, added to any 409 the operation has,
+ * and the `Idempotent-Replayed` header on its successful answers. Public operations check the
+ * header and ignore it (docs/decisions.md), so their documents do not offer it.
  */
 export function describeIdempotencyKey(document: OpenAPIObject): void {
-  for (const [path, pathItem] of Object.entries(document.paths)) {
+  for (const pathItem of Object.values(document.paths)) {
     const operation = (pathItem as Record<string, Operation | undefined>).post;
-    if (!operation || !acceptsIdempotencyKey('POST', path) || !operation.security?.length) continue;
-    const parameters = (operation.parameters ??= []);
-    if (!parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key')) {
-      parameters.push({
-        in: 'header',
-        name: 'Idempotency-Key',
-        required: false,
-        description:
-          '1..255 printable ASCII characters. A retry with the same key and request gets the stored answer with `Idempotent-Replayed: true` (kept 24 hours, per organization; per user on user-only endpoints)',
-        schema: { type: 'string', minLength: 1, maxLength: 255 },
-      } as (typeof parameters)[number]);
-    }
+    if (!operation?.parameters?.some(isKeyHeader)) continue;
     const { responses } = operation;
+    if (!operation.security?.length) {
+      operation.parameters = operation.parameters.filter((parameter) => !isKeyHeader(parameter));
+      delete responses['422'];
+      continue;
+    }
     const conflict =
       'A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`)';
     const existing = responses['409'];
     if (existing) existing.description = `${existing.description ?? 'Conflict'}; or: ${conflict}`;
     else responses['409'] = { description: conflict, content: ENVELOPE };
-    responses['422'] ??= {
-      description:
-        'The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`)',
-      content: ENVELOPE,
-    };
     for (const [status, response] of Object.entries(responses)) {
       if (!status.startsWith('2')) continue;
       response.headers = {
