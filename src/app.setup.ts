@@ -1,21 +1,19 @@
-import { ConfigService } from '@nestjs/config';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger } from 'nestjs-pino';
 import type { Logger as Pino } from 'pino';
 import { configureHttp } from './common/http/configure-http';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { setupOpenApi } from './common/openapi/setup-openapi';
-import type { AppConfig } from './config/app.config';
-import type { MemoryConfig } from './config/memory.config';
+import { type AppConfig, appConfig } from './config/app.config';
+import { type MemoryConfig, memoryConfig } from './config/memory.config';
 import { IMPORT_ROUTE } from './exports/import.controller';
 import { MetricsService } from './metrics/metrics.service';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
-  const config = app.get(ConfigService);
-  const { trustProxy, logHashKey } = config.getOrThrow<AppConfig>('app');
-  const { importMaxBytes } = config.getOrThrow<MemoryConfig>('memory');
+  const { trustProxy, logHashKey } = app.get<AppConfig>(appConfig.KEY);
+  const { importMaxBytes } = app.get<MemoryConfig>(memoryConfig.KEY);
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),

@@ -1,6 +1,5 @@
 // First of all: tracing must patch http, express, pg and ioredis before they load.
 import './tracing/register';
-import { ConfigService } from '@nestjs/config';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
@@ -8,7 +7,7 @@ import { AppModule } from './app.module';
 import { setupApp } from './app.setup';
 import { createHttpAdapter } from './common/http/http-adapter';
 import { ROOT_LOGGER } from './common/logging/root-logger';
-import type { AppConfig } from './config/app.config';
+import { type AppConfig, appConfig } from './config/app.config';
 import { httpConfig } from './config/http.config';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
 import { stopTracing } from './tracing/tracing';
@@ -34,7 +33,7 @@ async function bootstrap(): Promise<void> {
   );
   setupApp(app);
   const logger = app.get<Logger>(ROOT_LOGGER);
-  const config = app.get(ConfigService).getOrThrow<AppConfig>('app');
+  const config = app.get<AppConfig>(appConfig.KEY);
 
   let stopping = false;
   const shutdown = async (signal: string) => {

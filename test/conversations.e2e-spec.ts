@@ -568,7 +568,8 @@ describe('Conversations with the local engine', () => {
     const deltas = events
       .filter((e) => e.event === 'delta')
       .map((e) => (e.data as { text: string }).text);
-    expect(deltas.length).toBeGreaterThan(3);
+    // Output moderation (on by default) releases it a checked sentence at a time.
+    expect(deltas.length).toBeGreaterThan(1);
     const done = events.at(-1)!;
     expect(done.event).toBe('done');
     expect(deltas.join('')).toBe((done.data as { reply: { text: string } }).reply.text);

@@ -1,4 +1,3 @@
-import type { ConfigService } from '@nestjs/config';
 import autocannon from 'autocannon';
 import Redis from 'ioredis';
 import { PinoLogger } from 'nestjs-pino';
@@ -394,15 +393,17 @@ async function routingLayerCpu() {
     breakerCooldownMs: 30_000,
     maxTokens: 1024,
   };
-  const config = {
-    getOrThrow: (key: string) => (key === 'engine' ? engine : { metricsPort: 0 }),
-  } as unknown as ConfigService;
   const logger = new PinoLogger({ pinoHttp: pino({ level: 'silent' }) });
   const clock = new Clock();
-  const metricsService = new MetricsService(config, { pool: {} } as Database, logger, 'server');
+  const metricsService = new MetricsService(
+    { metricsPort: 0, tracing: false },
+    { pool: {} } as Database,
+    logger,
+    'server',
+  );
   const router = new EngineRouter(
     new EngineRoutes(engine),
-    new CircuitBreakers(config, clock, logger, null, metricsService),
+    new CircuitBreakers(engine, clock, logger, null, metricsService),
     new EngineMetrics(metricsService),
     clock,
     { engine: 'openai', retries: 1, timeoutMs: 30_000 },

@@ -1,10 +1,9 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
-import type { TeamsConfig } from '../config/teams.config';
+import { type TeamsConfig, teamsConfig } from '../config/teams.config';
 import { AuditRepository } from './audit.repository';
 
 /** Events deleted per statement; the worker loops until none are due. */
@@ -24,13 +23,12 @@ export class AuditRetentionWorker {
 
   constructor(
     private readonly events: AuditRepository,
-    config: ConfigService,
+    @Inject(teamsConfig.KEY) teams: TeamsConfig,
     private readonly logger: PinoLogger,
     private readonly clock: Clock,
     jobs: BackgroundJobs,
   ) {
     this.logger.setContext(AuditRetentionWorker.name);
-    const teams = config.getOrThrow<TeamsConfig>('teams');
     this.retentionDays = teams.auditRetentionDays;
     this.task = jobs.periodic({
       intervalMs: teams.auditPurgeIntervalMs,

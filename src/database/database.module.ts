@@ -1,5 +1,4 @@
 import { Global, Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import type { Logger } from 'pino';
 import { DataSource } from 'typeorm';
@@ -15,9 +14,9 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
 @Module({
   imports: [
     TypeOrmModule.forRootAsync({
-      inject: [ConfigService, ROOT_LOGGER],
-      useFactory: (config: ConfigService, logger: Logger) => ({
-        ...buildDataSourceOptions(config.getOrThrow<DatabaseConfig>('database')),
+      inject: [databaseConfig.KEY, ROOT_LOGGER],
+      useFactory: (database: DatabaseConfig, logger: Logger) => ({
+        ...buildDataSourceOptions(database),
         logger: new TypeOrmPinoLogger(logger),
         // Pool errors (a dropped connection) are expected while the database is away; the pool
         // reconnects and readiness reports it.

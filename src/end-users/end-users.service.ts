@@ -1,11 +1,10 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
-import type { EndUsersConfig } from '../config/end-users.config';
+import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
 import { type ConversationMemory, EndUsersRepository } from './end-users.repository';
@@ -18,17 +17,13 @@ export interface EnsuredEndUser {
 /** The end users of an organization and their memories (rules 1–5 of POST /v1/end-users). */
 @Injectable()
 export class EndUsersService {
-  private readonly config: EndUsersConfig;
-
   constructor(
     private readonly database: Database,
-    config: ConfigService,
+    @Inject(endUsersConfig.KEY) private readonly config: EndUsersConfig,
     private readonly endUsers: EndUsersRepository,
     private readonly audit: AuditService,
     private readonly clock: Clock,
-  ) {
-    this.config = config.getOrThrow<EndUsersConfig>('endUsers');
-  }
+  ) {}
 
   /**
    * The one row for (organization, user_id), created when absent: shared by POST /v1/end-users

@@ -1,12 +1,11 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
-import type { EndUsersConfig } from '../config/end-users.config';
+import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { UsageService } from '../usage/usage.service';
@@ -29,7 +28,7 @@ export class ErasureWorker {
 
   constructor(
     private readonly database: Database,
-    config: ConfigService,
+    @Inject(endUsersConfig.KEY) settings: EndUsersConfig,
     private readonly endUsers: EndUsersRepository,
     private readonly memories: MemoriesRepository,
     private readonly facts: FactsRepository,
@@ -43,7 +42,7 @@ export class ErasureWorker {
   ) {
     this.logger.setContext(ErasureWorker.name);
     this.task = jobs.periodic({
-      intervalMs: config.getOrThrow<EndUsersConfig>('endUsers').erasurePollIntervalMs,
+      intervalMs: settings.erasurePollIntervalMs,
       run: async () => {
         const count = await this.eraseAll();
         if (count > 0) this.logger.info({ count }, 'erased end users');

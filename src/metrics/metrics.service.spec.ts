@@ -1,4 +1,3 @@
-import type { ConfigService } from '@nestjs/config';
 import type { Request, Response } from 'express';
 import { PinoLogger } from 'nestjs-pino';
 import pino from 'pino';
@@ -6,13 +5,10 @@ import type { Database } from '../database/database';
 import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
 
 function service(metricsPort: number) {
-  const config = {
-    getOrThrow: () => ({ metricsPort, tracing: false }),
-  } as unknown as ConfigService;
   const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
   const database = { pool } as unknown as Database;
   return new MetricsService(
-    config,
+    { metricsPort, tracing: false },
     database,
     new PinoLogger({ pinoHttp: pino({ level: 'silent' }) }),
     'server',

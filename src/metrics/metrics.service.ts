@@ -4,7 +4,6 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import type { Request, Response } from 'express';
 import { createServer, type Server } from 'node:http';
 import {
@@ -20,7 +19,7 @@ import {
 import { routeTemplateOf } from '../common/http/route-template';
 import type { ResponseObserver } from '../common/logging/http-logger';
 import { PinoLogger } from 'nestjs-pino';
-import type { TelemetryConfig } from '../config/telemetry.config';
+import { type TelemetryConfig, telemetryConfig } from '../config/telemetry.config';
 import { Database } from '../database/database';
 import { PROCESS_ROLE, type ProcessRole } from '../common/time/background-jobs';
 
@@ -51,12 +50,12 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   private readonly httpSeries = new Map<string, HttpSeries>();
 
   constructor(
-    config: ConfigService,
+    @Inject(telemetryConfig.KEY) telemetry: TelemetryConfig,
     database: Database,
     private readonly logger: PinoLogger,
     @Inject(PROCESS_ROLE) private readonly role: ProcessRole,
   ) {
-    this.port = config.getOrThrow<TelemetryConfig>('telemetry').metricsPort;
+    this.port = telemetry.metricsPort;
     if (this.enabled) collectDefaultMetrics({ register: this.registry });
 
     this.httpRequests = this.counter({

@@ -1,7 +1,6 @@
 import { Global, Inject, Injectable, Module, OnApplicationShutdown } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import Redis from 'ioredis';
-import type { RedisConfig } from '../config/redis.config';
+import { type RedisConfig, redisConfig } from '../config/redis.config';
 
 export const REDIS_CLIENT = Symbol('REDIS_CLIENT');
 
@@ -38,9 +37,8 @@ class RedisShutdown implements OnApplicationShutdown {
   providers: [
     {
       provide: REDIS_CLIENT,
-      inject: [ConfigService],
-      useFactory: (config: ConfigService): RedisClient => {
-        const { url } = config.getOrThrow<RedisConfig>('redis');
+      inject: [redisConfig.KEY],
+      useFactory: ({ url }: RedisConfig): RedisClient => {
         if (!url) return null;
         const client = createRedisClient(url);
         // Connection errors surface through readiness and the callers' fallbacks, not as crashes.

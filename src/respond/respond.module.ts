@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { Clock } from '../common/time/clock';
-import type { EngineConfig } from '../config/engine.config';
+import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
@@ -32,15 +31,15 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     EngineMetrics,
     {
       provide: RESPONSE_ENGINE,
-      inject: [ConfigService, CircuitBreakers, EngineMetrics, Clock],
+      inject: [engineConfig.KEY, CircuitBreakers, EngineMetrics, Clock],
       useFactory: (
-        config: ConfigService,
+        engine: EngineConfig,
         breakers: CircuitBreakers,
         metrics: EngineMetrics,
         clock: Clock,
       ) =>
-        config.getOrThrow<EngineConfig>('engine').engine === 'openai'
-          ? new OpenAiResponseEngine(config, breakers, metrics, clock)
+        engine.engine === 'openai'
+          ? new OpenAiResponseEngine(engine, breakers, metrics, clock)
           : new LocalResponseEngine(),
     },
   ],

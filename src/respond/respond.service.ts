@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ConfigService, type ConfigType } from '@nestjs/config';
+import type { ConfigType } from '@nestjs/config';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
-import type { EngineConfig } from '../config/engine.config';
+import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
@@ -103,10 +103,8 @@ export interface ReplyOptions {
 
 @Injectable()
 export class RespondService {
-  private readonly config: EngineConfig;
-
   constructor(
-    config: ConfigService,
+    @Inject(engineConfig.KEY) private readonly config: EngineConfig,
     private readonly repository: RespondRepository,
     private readonly clock: Clock,
     private readonly endUsers: EndUsersService,
@@ -119,7 +117,6 @@ export class RespondService {
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
   ) {
-    this.config = config.getOrThrow<EngineConfig>('engine');
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
   }

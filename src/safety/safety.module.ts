@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
-import type { EngineConfig } from '../config/engine.config';
-import type { SafetyConfig } from '../config/safety.config';
+import { type EngineConfig, engineConfig } from '../config/engine.config';
+import { type SafetyConfig, safetyConfig } from '../config/safety.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { LocalSafetyClassifier } from './local/local-safety-classifier';
 import { OpenAiModerationClassifier } from './openai/openai-moderation-classifier';
@@ -25,11 +24,9 @@ import { ReplySafety } from './reply-safety.service';
     LocalSafetyClassifier,
     {
       provide: SAFETY_CLASSIFIER,
-      inject: [ConfigService, LocalSafetyClassifier],
-      useFactory: (config: ConfigService, local: LocalSafetyClassifier) => {
-        const safety = config.getOrThrow<SafetyConfig>('safety');
+      inject: [safetyConfig.KEY, engineConfig.KEY, LocalSafetyClassifier],
+      useFactory: (safety: SafetyConfig, engine: EngineConfig, local: LocalSafetyClassifier) => {
         if (safety.classifier === 'local') return local;
-        const engine = config.getOrThrow<EngineConfig>('engine');
         return new OpenAiModerationClassifier({
           apiKey: engine.openaiApiKey,
           baseUrl: engine.openaiBaseUrl,

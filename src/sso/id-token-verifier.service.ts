@@ -1,9 +1,8 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { PinoLogger } from 'nestjs-pino';
 import { AppError } from '../common/errors/app-error';
-import type { AuthConfig, SsoProviderConfig } from '../config/auth.config';
+import { type AuthConfig, authConfig, type SsoProviderConfig } from '../config/auth.config';
 
 /** Asymmetric algorithms only: an HS256 id_token "signed" with a public key is refused. */
 export const ID_TOKEN_ALGORITHMS = ['RS256', 'ES256'];
@@ -31,11 +30,11 @@ export class IdTokenVerifier {
   private readonly keySets = new Map<string, JWTVerifyGetKey>();
 
   constructor(
-    config: ConfigService,
+    @Inject(authConfig.KEY) auth: AuthConfig,
     private readonly logger: PinoLogger,
   ) {
     this.logger.setContext(IdTokenVerifier.name);
-    const { ssoProviders } = config.getOrThrow<AuthConfig>('auth');
+    const { ssoProviders } = auth;
     this.providers = new Map(ssoProviders.map((provider) => [provider.id, provider]));
   }
 

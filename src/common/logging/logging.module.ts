@@ -1,9 +1,8 @@
 import { Global, Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream, Logger } from 'pino';
-import type { AppConfig } from '../../config/app.config';
-import type { TelemetryConfig } from '../../config/telemetry.config';
+import { type AppConfig, appConfig } from '../../config/app.config';
+import { type TelemetryConfig, telemetryConfig } from '../../config/telemetry.config';
 import {
   createRootLogger,
   createStdoutDestination,
@@ -19,13 +18,9 @@ import { traceIdMixin } from './trace-id-mixin';
     { provide: LOG_DESTINATION, useFactory: createStdoutDestination },
     {
       provide: ROOT_LOGGER,
-      inject: [ConfigService, LOG_DESTINATION],
-      useFactory: (config: ConfigService, destination: DestinationStream) =>
-        createRootLogger(
-          config.getOrThrow<AppConfig>('app').logLevel,
-          destination,
-          config.getOrThrow<TelemetryConfig>('telemetry').tracing ? traceIdMixin : undefined,
-        ),
+      inject: [appConfig.KEY, telemetryConfig.KEY, LOG_DESTINATION],
+      useFactory: (app: AppConfig, telemetry: TelemetryConfig, destination: DestinationStream) =>
+        createRootLogger(app.logLevel, destination, telemetry.tracing ? traceIdMixin : undefined),
     },
   ],
   exports: [ROOT_LOGGER],

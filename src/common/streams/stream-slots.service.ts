@@ -1,7 +1,6 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
-import type { HttpConfig } from '../../config/http.config';
+import { type HttpConfig, httpConfig } from '../../config/http.config';
 import { AppError } from '../errors/app-error';
 import { onResponseDone } from '../http/response-done';
 
@@ -20,8 +19,7 @@ export class StreamSlots {
   /** How long a stream's client may read nothing before the stream is ended. */
   readonly idleTimeoutMs: number;
 
-  constructor(config: ConfigService) {
-    const http = config.getOrThrow<HttpConfig>('http');
+  constructor(@Inject(httpConfig.KEY) http: HttpConfig) {
     this.limit = http.streamsPerOrganization;
     this.idleTimeoutMs = http.streamIdleTimeoutMs;
   }

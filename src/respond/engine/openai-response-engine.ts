@@ -1,5 +1,4 @@
 import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import OpenAI from 'openai';
 import type {
   ChatCompletion,
@@ -130,12 +129,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
   private readonly maxTokens: number;
 
   constructor(
-    config: ConfigService,
+    engine: EngineConfig,
     breakers: CircuitBreakers,
     metrics: EngineMetrics,
     clock: Clock,
   ) {
-    const engine = config.getOrThrow<EngineConfig>('engine');
     const routes = new EngineRoutes(engine);
     for (const route of routes.configured()) {
       breakers.register(route);

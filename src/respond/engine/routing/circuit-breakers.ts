@@ -1,9 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { createHash } from 'node:crypto';
 import { Clock } from '../../../common/time/clock';
-import type { EngineConfig } from '../../../config/engine.config';
+import { type EngineConfig, engineConfig } from '../../../config/engine.config';
 import { MetricsService } from '../../../metrics/metrics.service';
 import { REDIS_CLIENT, type RedisClient } from '../../../redis/redis.module';
 import {
@@ -125,14 +124,13 @@ export class CircuitBreakers {
   private lastWarnAt = -Infinity;
 
   constructor(
-    config: ConfigService,
+    @Inject(engineConfig.KEY) engine: EngineConfig,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     metrics: MetricsService,
   ) {
     this.logger.setContext(CircuitBreakers.name);
-    const engine = config.getOrThrow<EngineConfig>('engine');
     this.policy = {
       failures: engine.breakerFailures,
       cooldownMs: engine.breakerCooldownMs,

@@ -1,4 +1,3 @@
-import type { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { APIError } from 'openai';
 import pino from 'pino';
@@ -43,12 +42,14 @@ function setup(overrides: Partial<EngineConfig> = {}) {
   const engine = engineConfig(overrides);
   const clock = new ManualClock(Date.parse('2031-01-01T00:00:00Z'));
   const logger = new PinoLogger({ pinoHttp: pino({ level: 'silent' }) });
-  const config = {
-    getOrThrow: (key: string) => (key === 'engine' ? engine : { metricsPort: 0 }),
-  } as unknown as ConfigService;
-  const metricsService = new MetricsService(config, { pool: {} } as Database, logger, 'server');
+  const metricsService = new MetricsService(
+    { metricsPort: 0, tracing: false },
+    { pool: {} } as Database,
+    logger,
+    'server',
+  );
   const metrics = new EngineMetrics(metricsService);
-  const breakers = new CircuitBreakers(config, clock, logger, null, metricsService);
+  const breakers = new CircuitBreakers(engine, clock, logger, null, metricsService);
   const routes = new EngineRoutes(engine);
   const waits: number[] = [];
   const router = new EngineRouter(routes, breakers, metrics, clock, {
