@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import type { ApiKeyCaller } from '../src/common/auth/caller';
-import { AppError } from '../src/common/errors/app-error';
-import { Clock, ManualClock } from '../src/common/time/clock';
-import { EndUsersService } from '../src/end-users/end-users.service';
-import { ErasureWorker } from '../src/end-users/erasure.worker';
-import { uniqueUserId } from './support/data-plane';
-import { signUp } from './support/identity';
-import { createTestApp, type TestApp } from './support/test-app';
+import type { ApiKeyCaller } from '../../src/common/auth/caller';
+import { AppError } from '../../src/common/errors/app-error';
+import { Clock, ManualClock } from '../../src/common/time/clock';
+import { EndUsersService } from '../../src/end-users/end-users.service';
+import { ErasureWorker } from '../../src/end-users/erasure.worker';
+import { uniqueUserId } from '../support/data-plane';
+import { signUp } from '../support/identity';
+import { createTestApp, type TestApp } from '../support/test-app';
 
 const GRACE_SECONDS = 30;
 const POLL_MS = 3_600_000;

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { ApiKeysService } from '../src/api-keys/api-keys.service';
-import type { Scope, UserCaller } from '../src/common/auth/caller';
-import { Clock, ManualClock } from '../src/common/time/clock';
-import { expectAppError } from './support/assertions';
-import { signUp } from './support/identity';
-import { createTestApp, type TestApp } from './support/test-app';
+import { ApiKeysService } from '../../src/api-keys/api-keys.service';
+import type { Scope, UserCaller } from '../../src/common/auth/caller';
+import { Clock, ManualClock } from '../../src/common/time/clock';
+import { expectAppError } from '../support/assertions';
+import { signUp } from '../support/identity';
+import { createTestApp, type TestApp } from '../support/test-app';
 
 /**
  * ApiKeysService on the real database (a "medium" spec): the service called directly, its rules

@@ -4,15 +4,15 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
-import type { ApiKeyCaller } from '../src/common/auth/caller';
-import { CoreModule } from '../src/core.module';
-import type { CatalogEntryFile } from '../src/personalities/entities/personality-definition';
-import { PersonalitiesModule } from '../src/personalities/personalities.module';
-import { PersonalitiesService } from '../src/personalities/personalities.service';
-import { expectAppError } from './support/assertions';
+import type { ApiKeyCaller } from '../../src/common/auth/caller';
+import { CoreModule } from '../../src/core.module';
+import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
+import { PersonalitiesModule } from '../../src/personalities/personalities.module';
+import { PersonalitiesService } from '../../src/personalities/personalities.service';
+import { expectAppError } from '../support/assertions';
 
 const shipped = JSON.parse(
-  readFileSync(join(__dirname, '../src/personalities/data/catalog.json'), 'utf8'),
+  readFileSync(join(__dirname, '../../src/personalities/data/catalog.json'), 'utf8'),
 ) as CatalogEntryFile[];
 
 /**

@@ -1,12 +1,12 @@
 import { DataSource } from 'typeorm';
-import { Clock, ManualClock } from '../src/common/time/clock';
-import { EndUsersService } from '../src/end-users/end-users.service';
-import { RespondRepository } from '../src/respond/respond.repository';
-import { UsageService } from '../src/usage/usage.service';
-import { relationshipActivityStep, tokenUsageStep } from '../src/usage/usage.steps';
-import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { tenantWithKey } from './support/identity';
-import { createTestApp, type TestApp } from './support/test-app';
+import { Clock, ManualClock } from '../../src/common/time/clock';
+import { EndUsersService } from '../../src/end-users/end-users.service';
+import { RespondRepository } from '../../src/respond/respond.repository';
+import { UsageService } from '../../src/usage/usage.service';
+import { relationshipActivityStep, tokenUsageStep } from '../../src/usage/usage.steps';
+import { clonePersonality, uniqueUserId } from '../support/data-plane';
+import { tenantWithKey } from '../support/identity';
+import { createTestApp, type TestApp } from '../support/test-app';
 
 /**
  * UsageService on a real database (a "medium" spec): the month's relationships and token counts
