@@ -1,7 +1,7 @@
-/** What the safety classifiers detect, in the order verdicts list them. */
-export const SAFETY_CATEGORIES = ['self_harm', 'sexual_minors', 'violence'] as const;
+import { SAFETY_CATEGORIES, type SafetyCategory } from '../end-users/entities/memory.entity';
 
-export type SafetyCategory = (typeof SAFETY_CATEGORIES)[number];
+// A memory keeps the verdict, so the categories are the memories' (end-users, below this module).
+export { SAFETY_CATEGORIES, type SafetyCategory };
 
 export type SafetyClassifierName = 'local' | 'openai';
 

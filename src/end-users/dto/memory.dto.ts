@@ -3,7 +3,7 @@ import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { Row } from '../../database/row';
-import { SafetyVerdictDto } from '../../safety/dto/safety-verdict.dto';
+import { SafetyVerdictDto } from './safety-verdict.dto';
 import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from './user-id';
 

@@ -13,11 +13,17 @@ import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
 
-export type SafetyAction = 'none' | 'crisis_response' | 'blocked' | 'flagged';
+/** What the safety checks detect (docs/safety.md), in the order verdicts list them. */
+export const SAFETY_CATEGORIES = ['self_harm', 'sexual_minors', 'violence'] as const;
+export type SafetyCategory = (typeof SAFETY_CATEGORIES)[number];
 
+export const SAFETY_ACTIONS = ['none', 'crisis_response', 'blocked', 'flagged'] as const;
+export type SafetyAction = (typeof SAFETY_ACTIONS)[number];
+
+/** The verdict a memory keeps: what its text held, and what the service did about it. */
 export interface MemorySafety {
   flagged: boolean;
-  categories: Array<'self_harm' | 'sexual_minors' | 'violence'>;
+  categories: SafetyCategory[];
   action: SafetyAction;
 }
 

@@ -3,7 +3,7 @@ import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'c
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
-import { SafetyVerdictDto } from '../../safety/dto/safety-verdict.dto';
+import { SafetyVerdictDto } from '../../end-users/dto/safety-verdict.dto';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 

@@ -1,7 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { SAFETY_CATEGORIES, type SafetyCategory } from '../safety-categories';
-
-export const SAFETY_ACTIONS = ['none', 'crisis_response', 'blocked', 'flagged'] as const;
+import {
+  SAFETY_ACTIONS,
+  SAFETY_CATEGORIES,
+  type SafetyAction,
+  type SafetyCategory,
+} from '../entities/memory.entity';
 
 /** What the safety checks found in a message, a reply or an exchange, and what they did. */
 export class SafetyVerdictDto {
@@ -16,5 +19,5 @@ export class SafetyVerdictDto {
     description:
       '`crisis_response`: the reply ends with the crisis message; `blocked`: a refusal replaced the reply; `flagged`: recorded, nothing changed',
   })
-  action: (typeof SAFETY_ACTIONS)[number];
+  action: SafetyAction;
 }
