@@ -7,7 +7,7 @@ import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
-import { MATCHED_SHARE, searchTerms } from './memory-search';
+import { rankedMemories } from './memory-search';
 
 const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, updated_at');
 
@@ -115,18 +115,18 @@ export class EndUsersRepository {
         ? sql`'[]'::json`
         : sql`COALESCE((
             SELECT json_agg(json_build_object(
-                     'role', r.role, 'content', r.content,
-                     'created_at', to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-                     ORDER BY r.score DESC, r.id DESC)
-              FROM (SELECT m.id, m.role, m.content, m.created_at, ${MATCHED_SHARE} AS score
-                      FROM personalities p
-                     CROSS JOIN LATERAL ${searchTerms(sql`p.search_config`, message)} terms
-                      JOIN memories m ON m.end_user_id = e.id AND m.personality_id = p.id
-                     WHERE p.id = ${personalityId}
-                       AND m.search @@ terms.any_word
-                       AND m.id < COALESCE((SELECT min(id) FROM (${latest}) l), 9223372036854775807)
-                     ORDER BY score DESC, m.id DESC
-                     LIMIT ${limits.recall}) r), '[]')`;
+                     'role', m.role, 'content', m.content,
+                     'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                     ORDER BY r.share DESC, r.relevance DESC, r.id DESC)
+              FROM (${rankedMemories({
+                organizationId,
+                endUserId: sql`e.id`,
+                personalityId,
+                before: sql`COALESCE((SELECT min(id) FROM (${latest}) l), 9223372036854775807)`,
+                text: message,
+                limit: limits.recall,
+              })}) r
+              JOIN memories m ON m.id = r.id), '[]')`;
     const row = await this.database.row<ConversationRow>(
       sql`SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
                  COALESCE((

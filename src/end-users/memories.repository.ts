@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
-import { MATCHED_SHARE, searchTerms } from './memory-search';
+import { rankedMemories } from './memory-search';
 import type { Row } from '../database/row';
 import type { Memory } from './entities/memory.entity';
 
@@ -52,8 +52,8 @@ export class MemoriesRepository {
   }
 
   /**
-   * The end user's memories holding any word of `text`, the most words first, then the newest;
-   * each searched in its personality's language (docs/memory.md).
+   * The end user's memories most relevant to `text` (rankedMemories: the most words first, then
+   * the rarest, then the newest), each searched in its personality's language (docs/memory.md).
    */
   search(
     organizationId: string,
@@ -63,22 +63,17 @@ export class MemoriesRepository {
     limit: number,
   ): Promise<ScoredMemoryRow[]> {
     return this.database.rows<ScoredMemoryRow>(
-      sql`WITH terms AS (
-            SELECT c.search_config, t.any_word, t.parts
-              FROM (SELECT DISTINCT search_config FROM personalities
-                     WHERE organization_id = ${organizationId}
-                       AND (${personalityId}::uuid IS NULL OR id = ${personalityId}::uuid)) c
-             CROSS JOIN LATERAL ${searchTerms(sql`c.search_config`, text)} t)
-          SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, m.safety, ${MATCHED_SHARE} AS score
-            FROM terms
-            JOIN personalities p ON p.search_config = terms.search_config
-                                AND p.organization_id = ${organizationId}
-            JOIN memories m ON m.personality_id = p.id AND m.end_user_id = ${endUserId}
-           WHERE (${personalityId}::uuid IS NULL OR p.id = ${personalityId}::uuid)
-             AND m.search @@ terms.any_word
-           ORDER BY score DESC, m.id DESC
-           LIMIT ${limit}`,
+      sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
+                 m.vocabulary_version, m.created_at, m.safety, r.share AS score
+            FROM (${rankedMemories({
+              organizationId,
+              endUserId: sql`${endUserId}::uuid`,
+              personalityId,
+              text,
+              limit,
+            })}) r
+            JOIN memories m ON m.id = r.id
+           ORDER BY r.share DESC, r.relevance DESC, r.id DESC`,
     );
   }
 
