@@ -14,9 +14,16 @@ import { RespondController } from './respond.controller';
 import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { SpendModule } from '../spend/spend.module';
 
 @Module({
-  imports: [IdempotencyModule, EndUsersModule, PersonalitiesModule, VocabulariesModule],
+  imports: [
+    IdempotencyModule,
+    EndUsersModule,
+    PersonalitiesModule,
+    VocabulariesModule,
+    SpendModule,
+  ],
   controllers: [RespondController],
   providers: [
     RespondRepository,

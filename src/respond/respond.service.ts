@@ -32,8 +32,25 @@ import {
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
+import { type SpendAdmission, SpendService } from '../spend/spend.service';
 
 const FOREIGN_KEY_VIOLATION = '23503';
+
+/** What the engine is sent besides its fixed instructions: the reply's cost is estimated from it. */
+function promptTextsOf(
+  personality: PersonalityForReply,
+  found: { history: EngineMemory[]; facts: string[]; recalled: RecalledEngineMemory[] },
+  message: string,
+): string[] {
+  return [
+    personality.description,
+    personality.systemPrompt ?? '',
+    message,
+    ...found.history.map((memory) => memory.content),
+    ...found.facts,
+    ...found.recalled.map((memory) => memory.content),
+  ];
+}
 
 /** The facts of one reply without repeats (case and white space aside), as they are stored. */
 function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
@@ -56,6 +73,8 @@ export interface Conversation {
   recalled: RecalledEngineMemory[];
   vocabulary: EmotionVocabulary;
   message: string;
+  /** The reply's admission against the token budgets: released once it is stored or failed. */
+  spend: SpendAdmission;
 }
 
 export interface ReplyOptions {
@@ -81,6 +100,7 @@ export class RespondService {
     @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
+    private readonly spend: SpendService,
   ) {
     this.config = config.getOrThrow<EngineConfig>('engine');
     // The openai engine declares a series per configured model; the local one has no model.
@@ -114,6 +134,12 @@ export class RespondService {
       found.endUser?.status === 'active'
         ? found.endUser
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
+    // Over a token budget: 402 before anything is asked of the provider.
+    const spend = await this.spend.admit({
+      organizationId,
+      endUserId: endUser.id,
+      promptTexts: promptTextsOf(personality, found, dto.message),
+    });
     return {
       organizationId,
       personality,
@@ -123,6 +149,7 @@ export class RespondService {
       recalled: found.recalled,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
+      spend,
     };
   }
 
@@ -131,6 +158,18 @@ export class RespondService {
    * stored: the two memories, the month's relationship and the token counts, in one transaction.
    */
   async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
+    try {
+      return await this.replyAndStore(conversation, options);
+    } finally {
+      // Stored (its tokens count from the database now), failed or cancelled (none spent).
+      this.spend.release(conversation.spend);
+    }
+  }
+
+  private async replyAndStore(
+    conversation: Conversation,
+    options: ReplyOptions,
+  ): Promise<RespondResponseDto> {
     const reply = await this.askEngine(
       {
         personality: conversation.personality,
@@ -187,18 +226,33 @@ export class RespondService {
         intensity: reply.emotion.intensity,
       },
     ]);
-    const steps: WithEntry[] = [
-      memories,
-      relationshipActivityStep({
-        organizationId,
-        endUserId: endUser.id,
-        personalityId: personality.id,
-        at,
-      }),
-    ];
+    const relationship = relationshipActivityStep({
+      organizationId,
+      endUserId: endUser.id,
+      personalityId: personality.id,
+      at,
+    });
+    const steps: WithEntry[] = [memories, relationship];
     const { usage } = reply;
-    if (usage) steps.push(tokenUsageStep({ organizationId, at, model: reply.model, ...usage }));
-    const name = usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange';
+    const tokens = usage
+      ? tokenUsageStep({
+          organizationId,
+          endUserId: endUser.id,
+          personalityId: personality.id,
+          at,
+          model: reply.model,
+          ...usage,
+        })
+      : null;
+    if (tokens) steps.push(tokens);
+    const spend = this.spend.exchangeSteps(conversation.spend, {
+      at,
+      relationship,
+      tokens,
+      tokensUsed: usage ? usage.promptTokens + usage.completionTokens : 0,
+    });
+    steps.push(...spend.steps);
+    const name = `${usage ? 'respond_store_exchange_tokens' : 'respond_store_exchange'}${spend.shape}`;
     const learned = uniqueFacts(reply.facts);
     const stored =
       learned.length === 0

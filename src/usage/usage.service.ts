@@ -42,6 +42,22 @@ export class UsageService {
     };
   }
 
+  /** Tokens spent in the month of `at` by the organization, and in its day by the end user. */
+  async spent(
+    organizationId: string,
+    endUserId: string | null,
+    at: Date,
+  ): Promise<{ month: number; day: number }> {
+    const iso = at.toISOString();
+    const row = await this.usage.findSpent(
+      organizationId,
+      `${iso.slice(0, 7)}-01`,
+      endUserId,
+      iso.slice(0, 10),
+    );
+    return { month: Number(row.month_tokens ?? 0), day: Number(row.day_tokens ?? 0) };
+  }
+
   /**
    * Erasure removes the personal rows (who talked to whom, when) but keeps the monthly counter:
    * the relationship was active and billed, and the counter holds nothing about the person.
