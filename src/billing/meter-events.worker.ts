@@ -64,7 +64,7 @@ export class MeterEventsWorker {
     this.leaseMs = this.config.timeoutMs + LEASE_MARGIN_MS;
     this.task = jobs.periodic({
       intervalMs: this.config.meterPollIntervalMs,
-      run: () => this.runOnce(),
+      run: () => this.sendDue(),
       onError: (error) => this.logger.error({ err: error }, 'meter events: a run failed'),
     });
     this.purge = jobs.periodic({
@@ -91,23 +91,26 @@ export class MeterEventsWorker {
     );
   }
 
-  /** Seals the hours that are over, then sends every due event; a spec may call it directly. */
+  /** A run now, never beside this instance's scheduled one (a spec's or an operator's). */
   runOnce(): Promise<void> {
-    return this.task.exclusive(async () => {
-      if (!this.enabled) return;
-      if (this.config.tokenMeterEventName) await this.sealHours(this.config.tokenMeterEventName);
-      while (!this.task.isStopped) {
-        const claimed = await this.events.claimDue(
-          BATCH,
-          this.leaseMs,
-          randomUUID(),
-          this.clock.now(),
-        );
-        if (claimed.length === 0) return;
-        await this.sendAll(claimed);
-        if (claimed.length < BATCH) return;
-      }
-    });
+    return this.task.exclusive(() => this.sendDue());
+  }
+
+  /** Seals the hours that are over, then sends every due event. */
+  private async sendDue(): Promise<void> {
+    if (!this.enabled) return;
+    if (this.config.tokenMeterEventName) await this.sealHours(this.config.tokenMeterEventName);
+    while (!this.task.isStopped) {
+      const claimed = await this.events.claimDue(
+        BATCH,
+        this.leaseMs,
+        randomUUID(),
+        this.clock.now(),
+      );
+      if (claimed.length === 0) return;
+      await this.sendAll(claimed);
+      if (claimed.length < BATCH) return;
+    }
   }
 
   private async sealHours(eventName: string): Promise<void> {
