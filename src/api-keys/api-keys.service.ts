@@ -273,7 +273,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       organizationId: found.organizationId,
       scopes: found.scopes,
       apiKeyId: found.id,
-      rateLimit: found.rateLimit,
+      // Only keys that have their own bucket say so: the rest of the caller is as before.
+      ...(found.rateLimit ? { rateLimit: found.rateLimit } : {}),
     };
   }
 
