@@ -137,7 +137,7 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
         { monthly_token_budget: true },
         { monthly_token_budget: [1] },
         { end_user_daily_token_budget: -5 },
-        { end_user_daily_token_budget: 9007199254740993 },
+        { end_user_daily_token_budget: 2 ** 53 + 2 },
         { end_user_rate_limit: { rps: 0, burst: 1 } },
         { end_user_rate_limit: { rps: -1, burst: 1 } },
         { end_user_rate_limit: { rps: 1e300, burst: 1 } },
