@@ -20,6 +20,7 @@ import { RateLimitGuard } from './rate-limit/rate-limit.guard';
 import { RateLimitModule } from './rate-limit/rate-limit.module';
 import { RespondModule } from './respond/respond.module';
 import { SafetyModule } from './safety/safety.module';
+import { SpendModule } from './spend/spend.module';
 import { UsageModule } from './usage/usage.module';
 import { VocabulariesModule } from './vocabularies/vocabularies.module';
 import { WebhooksModule } from './webhooks/webhooks.module';
@@ -38,6 +39,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     PersonalitiesModule,
     UsageModule,
     SafetyModule,
+    SpendModule,
     RespondModule,
     ExportsModule,
     BillingModule,

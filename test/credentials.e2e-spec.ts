@@ -56,6 +56,7 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
           'last_used_at',
           'name',
           'prefix',
+          'rate_limit',
           'scopes',
         ].sort(),
       );

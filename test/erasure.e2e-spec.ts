@@ -1,5 +1,7 @@
 import { DataSource } from 'typeorm';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { RespondRepository } from '../src/respond/respond.repository';
+import { tokenUsageStep } from '../src/usage/usage.steps';
 import { expectError } from './support/assertions';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
@@ -53,6 +55,20 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
       'SELECT id FROM end_users WHERE user_id = $1',
       [userId],
     );
+    // The local engine reports no tokens: the token rollups a provider's reply writes (the
+    // breakdown's, the daily budget's) are written here as such a reply's statement writes them.
+    await t.app.get(RespondRepository).storeExchange('erasure_spec_tokens', [
+      tokenUsageStep({
+        organizationId: a.organizationId,
+        endUserId: internalId,
+        personalityId,
+        at: new Date(),
+        model: 'model-a',
+        promptTokens: 10,
+        completionTokens: 5,
+        cachedTokens: 0,
+      }),
+    ]);
     const before = await rowsMentioning(dataSource, [userId, internalId]);
     expect(before.found).toEqual(
       expect.objectContaining({

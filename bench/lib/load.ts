@@ -18,6 +18,8 @@ export interface LoadOptions {
   durationSeconds?: number;
   /** Per-request customisation (e.g. a new user_id each time). */
   requests?: autocannon.Request[];
+  /** Stop after this many requests (before durationSeconds if sooner). */
+  amount?: number;
 }
 
 /** Runs autocannon against a URL on loopback and returns its key figures. */
@@ -30,6 +32,7 @@ export async function load(options: LoadOptions): Promise<LoadFigures> {
     connections: options.connections ?? 32,
     duration: options.durationSeconds ?? 10,
     requests: options.requests,
+    ...(options.amount === undefined ? {} : { amount: options.amount }),
   });
   return {
     requests_per_sec: Math.round(result.requests.average),

@@ -7,10 +7,17 @@ import {
   HttpCode,
   Param,
   ParseUUIDPipe,
+  Patch,
   Post,
   Query,
 } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNoContentResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import {
+  ApiCreatedResponse,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+} from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
@@ -23,6 +30,7 @@ import {
   CreatedApiKeyDto,
   DEFAULT_ROLL_OVERLAP_SECONDS,
   RollApiKeyDto,
+  UpdateApiKeyDto,
 } from './dto/api-key.dto';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
@@ -54,6 +62,21 @@ export class ApiKeysController {
   @ApiErrors(400)
   list(@Caller() caller: CallerContext, @Query() query: IdListQueryDto): Promise<Page<ApiKeyDto>> {
     return this.apiKeys.list(caller.organizationId, query.limit, query.starting_after);
+  }
+
+  @Patch(':id')
+  @ApiOperation({
+    summary:
+      'Renames a key or sets its own bucket (`rate_limit`, null: none), on every instance from the next request on',
+  })
+  @ApiOkResponse({ type: ApiKeyDto })
+  @ApiErrors(400, [404, 'No active key with this id'])
+  update(
+    @Caller() caller: CallerContext,
+    @Param('id', uuidPipe) id: string,
+    @Body() body: UpdateApiKeyDto,
+  ): Promise<ApiKeyDto> {
+    return this.apiKeys.update(caller, id, body);
   }
 
   @Delete(':id')

@@ -10,11 +10,23 @@ import type { ApiKey } from './entities/api-key.entity';
 /** An api_keys row as the API shows it (toApiKeyResponse), aliased in SQL. */
 export type ApiKeyRow = Pick<
   ApiKey,
-  'id' | 'name' | 'scopes' | 'prefix' | 'lastFour' | 'createdAt' | 'expiresAt' | 'lastUsedAt'
+  | 'id'
+  | 'name'
+  | 'scopes'
+  | 'prefix'
+  | 'lastFour'
+  | 'createdAt'
+  | 'expiresAt'
+  | 'lastUsedAt'
+  | 'rateLimitRps'
+  | 'rateLimitBurst'
 >;
 
 /** What authenticating a key needs from its row. */
-export type ApiKeyCredentialRow = Pick<ApiKey, 'id' | 'organizationId' | 'scopes' | 'expiresAt'>;
+export type ApiKeyCredentialRow = Pick<
+  ApiKey,
+  'id' | 'organizationId' | 'scopes' | 'expiresAt' | 'rateLimitRps' | 'rateLimitBurst'
+>;
 
 /** A key about to be stored: its hash and display parts, never the key itself. */
 export type NewApiKey = Pick<
@@ -27,17 +39,22 @@ export type NewApiKey = Pick<
   | 'keyHash'
   | 'createdByUserId'
   | 'expiresAt'
+  | 'rateLimitRps'
+  | 'rateLimitBurst'
 >;
 
 const KEY_COLUMNS =
   raw(`id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-  expires_at AS "expiresAt", last_used_at AS "lastUsedAt"`);
+  expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
+  rate_limit_burst AS "rateLimitBurst"`);
 
 function insertKey(key: NewApiKey) {
   return sql`INSERT INTO api_keys
-      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at)
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at,
+       rate_limit_rps, rate_limit_burst)
     VALUES (${key.organizationId}, ${key.name}, ${key.scopes}, ${key.prefix}, ${key.lastFour},
-            ${key.keyHash}, ${key.createdByUserId}, ${key.expiresAt})`;
+            ${key.keyHash}, ${key.createdByUserId}, ${key.expiresAt}, ${key.rateLimitRps},
+            ${key.rateLimitBurst})`;
 }
 
 /**
@@ -80,7 +97,8 @@ export class ApiKeysRepository {
             at,
           }),
         ],
-        sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt"
+        sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt",
+                   "rateLimitRps", "rateLimitBurst"
               FROM ${created.ref}`,
       ),
       { name: 'api_keys_create_audited' },
@@ -106,9 +124,12 @@ export class ApiKeysRepository {
     id: string,
     organizationId: string,
     now: Date,
-  ): Promise<Pick<ApiKey, 'name' | 'scopes' | 'keyHash'> | undefined> {
+  ): Promise<
+    Pick<ApiKey, 'name' | 'scopes' | 'keyHash' | 'rateLimitRps' | 'rateLimitBurst'> | undefined
+  > {
     return this.database.row(
-      sql`SELECT name, scopes, key_hash AS "keyHash" FROM api_keys
+      sql`SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps",
+                 rate_limit_burst AS "rateLimitBurst" FROM api_keys
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
              AND (expires_at IS NULL OR expires_at > ${now})
            FOR UPDATE`,
@@ -193,9 +214,32 @@ export class ApiKeysRepository {
   /** The unrevoked key with this hash (its expiry is for the caller to judge). */
   findUnrevokedByHash(keyHash: Buffer): Promise<ApiKeyCredentialRow | undefined> {
     return this.database.row<ApiKeyCredentialRow>(
-      sql`SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt"
+      sql`SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt",
+                 rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst"
             FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`,
       { name: 'api_keys_by_hash' },
+    );
+  }
+
+  /**
+   * Sets the organization's live key's own bucket (null: none); answers the key as shown and its
+   * hash (every instance forgets its cached copy), or undefined when there is no such key.
+   */
+  async setRateLimit(
+    id: string,
+    organizationId: string,
+    patch: { name?: string; rateLimit?: { rps: number; burst: number } | null },
+  ): Promise<(ApiKeyRow & { keyHash: Buffer }) | undefined> {
+    const keep = patch.rateLimit === undefined;
+    return this.database.row<ApiKeyRow & { keyHash: Buffer }>(
+      sql`UPDATE api_keys
+             SET name = coalesce(${patch.name ?? null}::text, name),
+                 rate_limit_rps = CASE WHEN ${keep}::boolean THEN rate_limit_rps
+                                       ELSE ${patch.rateLimit?.rps ?? null}::double precision END,
+                 rate_limit_burst = CASE WHEN ${keep}::boolean THEN rate_limit_burst
+                                         ELSE ${patch.rateLimit?.burst ?? null}::integer END
+           WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+          RETURNING ${KEY_COLUMNS}, key_hash AS "keyHash"`,
     );
   }
 

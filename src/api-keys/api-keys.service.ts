@@ -17,7 +17,13 @@ import {
   isWellFormedApiKey,
 } from './api-key-format';
 import { ApiKeysRepository, type ApiKeyRow, type NewApiKey } from './api-keys.repository';
-import { ApiKeyDto, CreateApiKeyDto, CreatedApiKeyDto, toApiKeyResponse } from './dto/api-key.dto';
+import {
+  ApiKeyDto,
+  CreateApiKeyDto,
+  CreatedApiKeyDto,
+  toApiKeyResponse,
+  UpdateApiKeyDto,
+} from './dto/api-key.dto';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.
@@ -38,7 +44,15 @@ interface CachedKey {
   organizationId: string;
   scopes: Scope[];
   expiresAt: number | null;
+  rateLimit: BucketSize | null;
 }
+
+type BucketSize = { rps: number; burst: number };
+
+const bucketOf = (row: Pick<ApiKeyRow, 'rateLimitRps' | 'rateLimitBurst'>): BucketSize | null =>
+  row.rateLimitRps === null || row.rateLimitBurst === null
+    ? null
+    : { rps: row.rateLimitRps, burst: row.rateLimitBurst };
 
 /** A new key: the secret (shown once) and the row to store, which holds only its hash. */
 function newKey(
@@ -46,6 +60,7 @@ function newKey(
   name: string,
   scopes: Scope[],
   expiresAt: Date | null,
+  rateLimit: BucketSize | null,
 ): { key: string; row: NewApiKey } {
   const key = generateApiKey();
   return {
@@ -59,6 +74,8 @@ function newKey(
       keyHash: hashApiKey(key),
       createdByUserId: caller.kind === 'user' ? caller.userId : null,
       expiresAt,
+      rateLimitRps: rateLimit?.rps ?? null,
+      rateLimitBurst: rateLimit?.burst ?? null,
     },
   };
 }
@@ -104,7 +121,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (expiresAt && expiresAt.getTime() <= this.clock.nowMs()) {
       throw AppError.validation([{ field: 'expires_at', problem: 'must be in the future' }]);
     }
-    const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt);
+    const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt, dto.rate_limit ?? null);
     const created = await this.keys.insertAudited(
       row,
       auditEventStep(
@@ -140,7 +157,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
               id,
               new Date(now.getTime() + expiresInSeconds * 1000),
             );
-      const { key, row } = newKey(caller, old.name, old.scopes, null);
+      // The new key keeps the old one's own bucket too.
+      const { key, row } = newKey(caller, old.name, old.scopes, null, bucketOf(old));
       const issued = this.issued(key, row, await this.keys.insert(manager, row));
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
@@ -167,6 +185,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       organizationId: row.organizationId,
       scopes: row.scopes,
       expiresAt: row.expiresAt?.getTime() ?? null,
+      rateLimit: bucketOf(row),
     });
     return { ...toApiKeyResponse(stored), key };
   }
@@ -178,6 +197,22 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   ): Promise<Page<ApiKeyDto>> {
     const rows = await this.keys.findPageForOrganization(organizationId, limit, startingAfter);
     return toPage(rows, limit, toApiKeyResponse);
+  }
+
+  /**
+   * Renames the key or sets its own bucket (null: none); every instance re-reads it on its next
+   * use (through Redis at once, else within API_KEY_CACHE_MS).
+   */
+  async update(caller: CallerContext, id: string, dto: UpdateApiKeyDto): Promise<ApiKeyDto> {
+    const updated = await this.keys.setRateLimit(id, caller.organizationId, {
+      name: dto.name,
+      rateLimit: dto.rate_limit,
+    });
+    if (!updated) throw AppError.notFound('API key');
+    const hashHex = updated.keyHash.toString('hex');
+    this.byHash.delete(hashHex);
+    await this.revocations.publish(hashHex);
+    return toApiKeyResponse(updated);
   }
 
   /** Revokes the key; refused on every instance told through Redis from the next request on. */
@@ -226,6 +261,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
         organizationId: row.organizationId,
         scopes: row.scopes,
         expiresAt: row.expiresAt?.getTime() ?? null,
+        rateLimit: bucketOf(row),
       };
       this.byHash.set(cacheKey, found);
     }
@@ -237,6 +273,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       organizationId: found.organizationId,
       scopes: found.scopes,
       apiKeyId: found.id,
+      // Only keys that have their own bucket say so: the rest of the caller is as before.
+      ...(found.rateLimit ? { rateLimit: found.rateLimit } : {}),
     };
   }
 

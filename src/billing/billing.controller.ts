@@ -6,7 +6,8 @@ import { IdempotencyKey } from '../common/http/idempotency-key';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import type { Page } from '../common/pagination/pagination';
 import { BillingService } from './billing.service';
-import { InvoiceDto, SetupIntentDto, SubscriptionDto } from './dto/billing.dto';
+import { BillingUsageDto, InvoiceDto, SetupIntentDto, SubscriptionDto } from './dto/billing.dto';
+import { MonthQueryDto } from '../usage/dto/usage.dto';
 import { CreateSubscriptionDto, ListInvoicesQueryDto } from './dto/billing-requests.dto';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
@@ -30,6 +31,17 @@ export class BillingController {
     @Query() query: ListInvoicesQueryDto,
   ): Promise<Page<InvoiceDto>> {
     return this.billing.listInvoices(caller.organizationId, query.limit, query.starting_after);
+  }
+
+  @Get('usage')
+  @ApiOperation({
+    summary:
+      "The month's metered usage: active relationships, provider tokens, meter events not yet at Stripe",
+  })
+  @ApiOkResponse({ type: BillingUsageDto })
+  @ApiErrors(400, NOT_CONFIGURED)
+  usage(@Caller() caller: CallerContext, @Query() query: MonthQueryDto): Promise<BillingUsageDto> {
+    return this.billing.usageOf(caller.organizationId, query.month);
   }
 
   @Post('payment-methods')

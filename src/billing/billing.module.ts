@@ -7,10 +7,20 @@ import { BillingRepository } from './billing.repository';
 import { BillingService } from './billing.service';
 import { StripeGateway } from './stripe-gateway';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { UsageModule } from '../usage/usage.module';
+import { MeterEventsRepository } from './meter-events.repository';
+import { MeterEventsWorker } from './meter-events.worker';
 
 @Module({
-  imports: [IdempotencyModule, AuditModule],
+  imports: [IdempotencyModule, AuditModule, UsageModule],
   controllers: [BillingController, BillingWebhooksController],
-  providers: [StripeGateway, BillingRepository, BillingService, BillingWebhooksService],
+  providers: [
+    StripeGateway,
+    BillingRepository,
+    BillingService,
+    BillingWebhooksService,
+    MeterEventsRepository,
+    MeterEventsWorker,
+  ],
 })
 export class BillingModule {}

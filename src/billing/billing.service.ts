@@ -10,6 +10,7 @@ import { Page } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
 import {
+  BillingUsageDto,
   InvoiceDto,
   SetupIntentDto,
   SubscriptionDto,
@@ -17,6 +18,8 @@ import {
   toSubscriptionResponse,
 } from './dto/billing.dto';
 import { BillingRepository } from './billing.repository';
+import { MeterEventsRepository } from './meter-events.repository';
+import { UsageService } from '../usage/usage.service';
 import { BillingCustomer } from './entities/billing-customer.entity';
 import { BillingSubscription } from './entities/billing-subscription.entity';
 import { StripeGateway } from './stripe-gateway';
@@ -41,8 +44,27 @@ export class BillingService {
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    private readonly usage: UsageService,
+    private readonly meterEvents: MeterEventsRepository,
   ) {
     this.logger.setContext(BillingService.name);
+  }
+
+  /** What the month's metered billing rests on, counted here (no call to Stripe). */
+  async usageOf(organizationId: string, month?: string): Promise<BillingUsageDto> {
+    this.stripe.assertConfigured();
+    const asked = month ?? this.usage.currentMonth();
+    const [relationships, tokens, pending] = await Promise.all([
+      this.usage.activeRelationships(organizationId, asked),
+      this.usage.tokens(organizationId, asked),
+      this.meterEvents.countPending(organizationId, `${asked}-01`),
+    ]);
+    return {
+      month: asked,
+      active_relationships: relationships.active_relationships,
+      tokens: tokens.prompt_tokens + tokens.completion_tokens,
+      meter_events_pending: pending,
+    };
   }
 
   /** Straight from Stripe (the source of truth), Stripe's cursor passed through. */

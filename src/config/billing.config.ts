@@ -3,6 +3,11 @@ import { Transform } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUrl, Matches, Max, Min } from 'class-validator';
 import { toNumber, validateEnv } from './validate-env';
 
+/** Stripe's meter event names: letters, digits, `_`, `-`, `.` and `:`, at most 100. */
+const METER_EVENT_NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
+const METER_EVENT_NAME_MESSAGE = (name: string) =>
+  `${name} must be a Stripe meter's event name: 1-100 characters of A-Z a-z 0-9 _ . : -`;
+
 class BillingEnv {
   @IsOptional()
   @Matches(/^(sk|rk)_(test|live)_[A-Za-z0-9_]+$/, {
@@ -32,6 +37,34 @@ class BillingEnv {
   @Min(0)
   @Max(5)
   STRIPE_MAX_NETWORK_RETRIES?: number;
+
+  /** A meter's event name: each relationship new in a month sends one meter event (§23). */
+  @IsOptional()
+  @Matches(METER_EVENT_NAME, { message: METER_EVENT_NAME_MESSAGE('STRIPE_METER_EVENT_NAME') })
+  STRIPE_METER_EVENT_NAME?: string;
+
+  /** A meter's event name: provider tokens are sent summed per organization and hour. */
+  @IsOptional()
+  @Matches(METER_EVENT_NAME, {
+    message: METER_EVENT_NAME_MESSAGE('STRIPE_TOKEN_METER_EVENT_NAME'),
+  })
+  STRIPE_TOKEN_METER_EVENT_NAME?: string;
+
+  /** How often each instance looks for meter events to send. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(10)
+  @Max(600_000)
+  STRIPE_METER_POLL_INTERVAL_MS?: number;
+
+  /** The first wait before a failed meter event is sent again (doubling up to an hour). */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(10)
+  @Max(3_600_000)
+  STRIPE_METER_RETRY_BASE_MS?: number;
 }
 
 export const billingConfig = registerAs('billing', () => {
@@ -52,6 +85,10 @@ export const billingConfig = registerAs('billing', () => {
       .filter((secret) => secret.length > 0),
     timeoutMs: env.STRIPE_TIMEOUT_MS ?? 5_000,
     maxNetworkRetries: env.STRIPE_MAX_NETWORK_RETRIES ?? 2,
+    meterEventName: env.STRIPE_METER_EVENT_NAME,
+    tokenMeterEventName: env.STRIPE_TOKEN_METER_EVENT_NAME,
+    meterPollIntervalMs: env.STRIPE_METER_POLL_INTERVAL_MS ?? 1_000,
+    meterRetryBaseMs: env.STRIPE_METER_RETRY_BASE_MS ?? 10_000,
   };
 });
 

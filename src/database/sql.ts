@@ -127,3 +127,24 @@ export function withEntries(entries: readonly WithEntry[], final: Sql): Sql {
   const parts = entries.map((entry) => (entry instanceof Sql ? entry : entry.definition));
   return sql`WITH ${join(parts, ',\n')}\n${final}`;
 }
+
+/**
+ * WITH entries a module writes together (`a AS (…), b AS (…)`) that lend the rows of one of
+ * them, `name`, carrying the columns `C`: an entry of the statement and a Source for other
+ * modules' steps at once.
+ */
+export class LendingEntries<C extends string> implements Source<C> {
+  readonly ref: Sql;
+  readonly columns: { readonly [K in C]: true };
+
+  constructor(
+    readonly definition: Sql,
+    readonly name: string,
+    columns: readonly C[],
+  ) {
+    this.ref = raw(name);
+    this.columns = Object.fromEntries(columns.map((column) => [column, true])) as {
+      [K in C]: true;
+    };
+  }
+}

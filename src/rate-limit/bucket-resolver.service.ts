@@ -4,29 +4,57 @@ import { Reflector } from '@nestjs/core';
 import { normalizeIp, type ThrottlerOptions } from '@nestjs/throttler';
 import type { Request } from 'express';
 import type { IncomingMessage } from 'node:http';
+import { createHash } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
 import { TtlCache } from '../common/cache/ttl-cache';
 import type { RateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsService } from '../organizations/organizations.service';
+import { LimitsService } from '../spend/limits.service';
 import { isAuthRateLimited } from './auth-routes';
 import { type BucketPolicy, throttlerLimits } from './token-bucket';
 
 /** How long a plan's new limit may take to reach every instance. */
 export const ORG_POLICY_CACHE_MS = 10_000;
 
-/** The named throttlers, in the order they draw (RateLimitGuard keeps it). */
-export const THROTTLER_NAMES = ['auth', 'ip', 'org'] as const;
+/**
+ * The named throttlers, in the order they draw (RateLimitGuard keeps it): `key` (an API key's own
+ * bucket) and `end_user` (an end user's on /v1/respond) come after their organization's.
+ */
+export const THROTTLER_NAMES = ['auth', 'ip', 'org', 'key', 'end_user'] as const;
 export type ThrottlerName = (typeof THROTTLER_NAMES)[number];
+
+/** Buckets drawn from besides the organization's: their headers only tell when they bind. */
+export const NARROWER_BUCKETS: ReadonlySet<string> = new Set(['key', 'end_user']);
+
+type BucketSize = Pick<BucketPolicy, 'rps' | 'burst'>;
 
 interface OrgBucket {
   organizationId: string;
   policy: BucketPolicy;
+  /** The API key's own bucket, when the caller is a key that has one. */
+  key: { id: string; size: BucketSize } | null;
+}
+
+/** Where an end user's bucket applies: the route of a reply (Express's matching, see auth-routes). */
+function isRespond(method: string, path: string): boolean {
+  return (
+    method.toUpperCase() === 'POST' && path.toLowerCase().replace(/\/+$/, '') === '/v1/respond'
+  );
+}
+
+/** A body's user_id as the validation pipe will accept it; else no end user's bucket is drawn. */
+function userIdOf(request: Request): string | null {
+  const userId = (request.body as { user_id?: unknown } | undefined)?.user_id;
+  return typeof userId === 'string' && userId.length > 0 && userId.length <= 256 ? userId : null;
 }
 
 const ORG_BUCKET = Symbol('rateLimitOrgBucket');
 type ClassifiedRequest = IncomingMessage & { [ORG_BUCKET]?: Promise<OrgBucket | null> };
+
+/** The size given to a throttler that takes nothing this request (its tracker is ''). */
+const UNUSED: BucketSize = { rps: 1, burst: 1 };
 
 /** The storage key of a bucket: `org:<id>`, `ip:<address>`, `auth:<address>`. */
 export function bucketKey(name: string, tracker: string): string {
@@ -60,6 +88,7 @@ export class BucketResolver {
     private readonly reflector: Reflector,
     private readonly callers: CallerResolver,
     private readonly organizations: OrganizationsService,
+    private readonly limits: LimitsService,
   ) {
     this.config = configService.getOrThrow<RateLimitConfig>('rateLimit');
   }
@@ -97,6 +126,23 @@ export class BucketResolver {
           throttlerLimits((await org(context))?.policy ?? this.config.org).ttl,
         skipIf: (context) => !this.drawsOrg(context),
         getTracker: async (_request, context) => (await org(context))?.organizationId ?? '',
+      },
+      {
+        // An API key's own bucket (rate_limit), besides its organization's; none: nothing taken.
+        name: 'key',
+        limit: async (context) => throttlerLimits((await org(context))?.key?.size ?? UNUSED).limit,
+        ttl: async (context) => throttlerLimits((await org(context))?.key?.size ?? UNUSED).ttl,
+        skipIf: (context) => !this.drawsOrg(context),
+        getTracker: async (_request, context) => (await org(context))?.key?.id ?? '',
+      },
+      {
+        // An end user's bucket on /v1/respond (the organization's end_user_rate_limit).
+        name: 'end_user',
+        limit: async (context) =>
+          throttlerLimits((await this.endUser(context))?.size ?? UNUSED).limit,
+        ttl: async (context) => throttlerLimits((await this.endUser(context))?.size ?? UNUSED).ttl,
+        skipIf: (context) => !this.drawsEndUser(context),
+        getTracker: async (_request, context) => (await this.endUser(context))?.tracker ?? '',
       },
     ];
   }
@@ -138,6 +184,29 @@ export class BucketResolver {
     );
   }
 
+  private drawsEndUser(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<Request>();
+    return this.drawsOrg(context) && isRespond(request.method, request.path);
+  }
+
+  /** The end user's bucket of this reply, or null (no limit set, no usable user_id). */
+  private async endUser(
+    context: ExecutionContext,
+  ): Promise<{ tracker: string; size: BucketSize } | null> {
+    const bucket = await this.orgBucket(context);
+    if (!bucket) return null;
+    const request = context.switchToHttp().getRequest<Request>();
+    const userId = userIdOf(request);
+    if (userId === null) return null;
+    const limits =
+      this.limits.cached(bucket.organizationId) ??
+      (await this.limits.forOrganization(bucket.organizationId));
+    if (!limits.endUserBucket) return null;
+    // A digest: the key names no user_id in Redis, and is short whatever the id's length.
+    const digest = createHash('sha256').update(userId).digest('base64url');
+    return { tracker: `${bucket.organizationId}:${digest}`, size: limits.endUserBucket };
+  }
+
   private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
     const request = context.switchToHttp().getRequest<ClassifiedRequest>();
     request[ORG_BUCKET] ??= this.resolveOrgBucket(context);
@@ -145,15 +214,20 @@ export class BucketResolver {
   }
 
   private async resolveOrgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
-    let organizationId: string | undefined;
+    let caller: Awaited<ReturnType<CallerResolver['resolve']>>;
     try {
-      organizationId = (await this.callers.resolve(context))?.organizationId;
+      caller = await this.callers.resolve(context);
     } catch {
       // A bad credential: the authentication guard answers 401/403 next; the address pays then.
       return null;
     }
-    if (!organizationId) return null;
-    return { organizationId, policy: await this.orgPolicy(organizationId) };
+    if (!caller) return null;
+    const { organizationId } = caller;
+    const key =
+      caller.kind === 'api_key' && caller.rateLimit
+        ? { id: caller.apiKeyId, size: caller.rateLimit }
+        : null;
+    return { organizationId, policy: await this.orgPolicy(organizationId), key };
   }
 
   private isPublic(context: ExecutionContext): boolean {

@@ -11,7 +11,7 @@ import {
 } from '@nestjs/throttler';
 import type { ServerResponse } from 'node:http';
 import type { RateLimitConfig } from '../config/rate-limit.config';
-import { THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
+import { NARROWER_BUCKETS, THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
 
@@ -74,7 +74,16 @@ export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
     const name = throttler.name ?? 'default';
     const key = generateKey(context, tracker, name);
     const record = await this.buckets.increment(key, ttl, limit, blockDuration, name);
-    this.limiter.report(res as ServerResponse, name, limit, ttl, record);
+    // A key's or an end user's bucket describes the response when it refuses, or when it has
+    // fewer tokens left than the organization's; otherwise the headers stay the organization's.
+    this.limiter.report(
+      res as ServerResponse,
+      name,
+      limit,
+      ttl,
+      record,
+      NARROWER_BUCKETS.has(name),
+    );
     if (record.isBlocked) {
       await this.throwThrottlingException(context, { ...record, limit, ttl, key, tracker });
     }

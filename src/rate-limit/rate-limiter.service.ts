@@ -49,9 +49,14 @@ export class RateLimiter {
     limit: number,
     ttl: number,
     decision: BucketDecision,
+    onlyIfTighter = false,
   ): void {
     this.countDecision(name, decision.allowed);
     if (response.headersSent) return;
+    if (onlyIfTighter && decision.allowed && response.hasHeader('X-RateLimit-Remaining')) {
+      const shown = Number(response.getHeader('X-RateLimit-Remaining'));
+      if (Math.floor(decision.tokens) >= shown) return;
+    }
     const headers = rateLimitHeaders(decision, this.policy(name, limit, ttl), this.clock.nowMs());
     for (const header in headers) response.setHeader(header, headers[header]);
   }

@@ -66,6 +66,10 @@ export class RespondController {
   })
   @ApiErrors(
     400,
+    [
+      402,
+      "The organization's monthly or the end user's daily token budget is spent (`budget_exceeded`; `details`: {scope, limit, used, resets_at})",
+    ],
     [404, 'The personality is not one of the organization'],
     [409, 'The user_id is under deletion (`end_user_under_deletion`)'],
     [

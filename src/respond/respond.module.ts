@@ -14,6 +14,7 @@ import { RespondController } from './respond.controller';
 import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { SpendModule } from '../spend/spend.module';
 
 @Module({
   imports: [
@@ -21,6 +22,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     EndUsersModule,
     PersonalitiesModule,
     VocabulariesModule,
+    SpendModule,
     SafetyModule,
   ],
   controllers: [RespondController],

@@ -44,8 +44,25 @@ import {
   withCrisisMessage,
 } from '../safety/reply-safety.service';
 import type { SafetyCategory } from '../safety/safety-categories';
+import { type SpendAdmission, SpendService } from '../spend/spend.service';
 
 const FOREIGN_KEY_VIOLATION = '23503';
+
+/** What the engine is sent besides its fixed instructions: the reply's cost is estimated from it. */
+function promptTextsOf(
+  personality: PersonalityForReply,
+  found: { history: EngineMemory[]; facts: string[]; recalled: RecalledEngineMemory[] },
+  message: string,
+): string[] {
+  return [
+    personality.description,
+    personality.systemPrompt ?? '',
+    message,
+    ...found.history.map((memory) => memory.content),
+    ...found.facts,
+    ...found.recalled.map((memory) => memory.content),
+  ];
+}
 
 /** The facts of one reply without repeats (case and white space aside), as they are stored. */
 function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
@@ -92,6 +109,8 @@ export interface Conversation {
   recalled: RecalledEngineMemory[];
   vocabulary: EmotionVocabulary;
   message: string;
+  /** The reply's admission against the token budgets: released once it is stored or failed. */
+  spend: SpendAdmission;
 }
 
 export interface ReplyOptions {
@@ -116,6 +135,7 @@ export class RespondService {
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
+    private readonly spend: SpendService,
   ) {
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
@@ -149,6 +169,12 @@ export class RespondService {
       found.endUser?.status === 'active'
         ? found.endUser
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
+    // Over a token budget: 402 before anything is asked of the provider.
+    const spend = await this.spend.admit({
+      organizationId,
+      endUserId: endUser.id,
+      promptTexts: promptTextsOf(personality, found, dto.message),
+    });
     return {
       caller,
       organizationId,
@@ -159,6 +185,7 @@ export class RespondService {
       recalled: found.recalled,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
+      spend,
     };
   }
 
@@ -169,6 +196,18 @@ export class RespondService {
    * exchange's audit and webhook events, in one transaction.
    */
   async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
+    try {
+      return await this.replyAndStore(conversation, options);
+    } finally {
+      // Stored (its tokens count from the database now), failed or cancelled (none spent).
+      this.spend.release(conversation.spend);
+    }
+  }
+
+  private async replyAndStore(
+    conversation: Conversation,
+    options: ReplyOptions,
+  ): Promise<RespondResponseDto> {
     const { signal } = options;
     const screened = await this.safety.screenMessage(
       conversation.organizationId,
@@ -293,17 +332,32 @@ export class RespondService {
         safety: verdicts.reply,
       },
     ]);
-    const steps: WithEntry[] = [
-      memories,
-      relationshipActivityStep({
-        organizationId,
-        endUserId: endUser.id,
-        personalityId: personality.id,
-        at,
-      }),
-    ];
+    const relationship = relationshipActivityStep({
+      organizationId,
+      endUserId: endUser.id,
+      personalityId: personality.id,
+      at,
+    });
+    const steps: WithEntry[] = [memories, relationship];
     const { usage } = reply;
-    if (usage) steps.push(tokenUsageStep({ organizationId, at, model: reply.model, ...usage }));
+    const tokens = usage
+      ? tokenUsageStep({
+          organizationId,
+          endUserId: endUser.id,
+          personalityId: personality.id,
+          at,
+          model: reply.model,
+          ...usage,
+        })
+      : null;
+    if (tokens) steps.push(tokens);
+    const spend = this.spend.exchangeSteps(conversation.spend, {
+      at,
+      relationship,
+      tokens,
+      tokensUsed: usage ? usage.promptTokens + usage.completionTokens : 0,
+    });
+    steps.push(...spend.steps);
     if (safety.flagged) {
       steps.push(
         ...flaggedExchangeSteps(memories, {
@@ -317,7 +371,7 @@ export class RespondService {
         }),
       );
     }
-    const name = `respond_store_exchange${usage ? '_tokens' : ''}${safety.flagged ? '_flagged' : ''}`;
+    const name = `respond_store_exchange${usage ? '_tokens' : ''}${spend.shape}${safety.flagged ? '_flagged' : ''}`;
     const learned = uniqueFacts(reply.facts);
     const stored =
       learned.length === 0

@@ -7,9 +7,11 @@ import { Page } from '../common/pagination/pagination';
 import {
   ActiveRelationshipItemDto,
   ActiveRelationshipsDto,
+  BreakdownQueryDto,
   MonthItemsQueryDto,
   MonthQueryDto,
   TokenUsageDto,
+  UsageBreakdownDto,
 } from './dto/usage.dto';
 import { UsageService } from './usage.service';
 
@@ -56,5 +58,24 @@ export class UsageController {
   @ApiErrors(400)
   tokens(@Caller() caller: CallerContext, @Query() query: MonthQueryDto): Promise<TokenUsageDto> {
     return this.usage.tokens(caller.organizationId, query.month);
+  }
+
+  @Get('breakdown')
+  @ApiOperation({
+    summary:
+      "The month's provider tokens by end user, personality, day or model (rollups kept by every reply)",
+  })
+  @ApiOkResponse({ type: UsageBreakdownDto })
+  @ApiErrors(400)
+  breakdown(
+    @Caller() caller: CallerContext,
+    @Query() query: BreakdownQueryDto,
+  ): Promise<UsageBreakdownDto> {
+    return this.usage.breakdown(caller.organizationId, {
+      month: query.month,
+      groupBy: query.group_by,
+      limit: query.limit,
+      startingAfter: query.starting_after,
+    });
   }
 }

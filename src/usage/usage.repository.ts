@@ -6,6 +6,15 @@ import { sql } from '../database/sql';
 import type { TokenUsageModelMonth } from './entities/token-usage-model-month.entity';
 import type { TokenUsageMonth } from './entities/token-usage-month.entity';
 
+/** A breakdown row: its key and its counts (bigint columns arrive as strings). */
+export interface BreakdownRow {
+  key: string;
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cached_tokens: string;
+}
+
 export interface RelationshipItemRow {
   user_id: string;
   personality_id: string;
@@ -36,6 +45,120 @@ export class UsageRepository {
       sql`SELECT requests, prompt_tokens, completion_tokens, cached_tokens FROM token_usage_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
       { name: 'usage_read_tokens' },
+    );
+  }
+
+  /**
+   * What the budgets are checked against: the organization's tokens (prompt + completion) of the
+   * month and, when `endUserId` is given, the end user's of the day. One round trip, two primary
+   * key probes.
+   */
+  findSpent(
+    organizationId: string,
+    monthStart: string,
+    endUserId: string | null,
+    day: string,
+  ): Promise<{ month_tokens: string | null; day_tokens: string | null }> {
+    return this.database
+      .row<{ month_tokens: string | null; day_tokens: string | null }>(
+        sql`SELECT (SELECT prompt_tokens + completion_tokens FROM token_usage_months
+                     WHERE organization_id = ${organizationId} AND month = ${monthStart})
+                     AS month_tokens,
+                   (SELECT tokens FROM end_user_token_days
+                     WHERE end_user_id = ${endUserId}::uuid AND day = ${day}::date) AS day_tokens`,
+        { name: 'usage_read_spent' },
+      )
+      .then((row) => row!);
+  }
+
+  /**
+   * The month's end users, most tokens first (ties: by internal id), after the end user whose
+   * user_id is `after`: keyset paging down token_usage_end_user_months_total_idx, then the
+   * page's user_ids. A cursor naming no row of the list gives an empty page.
+   */
+  breakdownByEndUser(
+    organizationId: string,
+    monthStart: string,
+    after: string | null,
+    limit: number,
+  ): Promise<BreakdownRow[]> {
+    return this.database.rows<BreakdownRow>(
+      sql`SELECT e.user_id AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+            FROM token_usage_end_user_months t
+            JOIN end_users e ON e.id = t.end_user_id
+           WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
+             AND (${after}::text IS NULL OR (t.total_tokens, t.end_user_id) < (
+                  SELECT c.total_tokens, c.end_user_id FROM token_usage_end_user_months c
+                    JOIN end_users ce ON ce.id = c.end_user_id
+                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
+                     AND ce.organization_id = ${organizationId} AND ce.user_id = ${after}))
+           ORDER BY t.total_tokens DESC, t.end_user_id DESC
+           LIMIT ${limit + 1}`,
+      { name: 'usage_breakdown_end_user' },
+    );
+  }
+
+  /** The month's personalities, most tokens first (ties: by id), after the personality `after`. */
+  breakdownByPersonality(
+    organizationId: string,
+    monthStart: string,
+    after: string | null,
+    limit: number,
+  ): Promise<BreakdownRow[]> {
+    return this.database.rows<BreakdownRow>(
+      sql`SELECT t.personality_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
+                 t.cached_tokens
+            FROM token_usage_personality_months t
+           WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
+             AND (${after}::uuid IS NULL OR (t.total_tokens, t.personality_id) < (
+                  SELECT c.total_tokens, c.personality_id FROM token_usage_personality_months c
+                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
+                     AND c.personality_id = ${after}::uuid))
+           ORDER BY t.total_tokens DESC, t.personality_id DESC
+           LIMIT ${limit + 1}`,
+      { name: 'usage_breakdown_personality' },
+    );
+  }
+
+  /** The month's models, most tokens first (ties: by name), after the model `after`. */
+  breakdownByModel(
+    organizationId: string,
+    monthStart: string,
+    after: string | null,
+    limit: number,
+  ): Promise<BreakdownRow[]> {
+    return this.database.rows<BreakdownRow>(
+      sql`SELECT t.model AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+            FROM token_usage_model_months t
+           WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
+             AND (${after}::text IS NULL OR (t.prompt_tokens + t.completion_tokens, t.model) < (
+                  SELECT c.prompt_tokens + c.completion_tokens, c.model
+                    FROM token_usage_model_months c
+                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
+                     AND c.model = ${after}))
+           ORDER BY t.prompt_tokens + t.completion_tokens DESC, t.model DESC
+           LIMIT ${limit + 1}`,
+      { name: 'usage_breakdown_model' },
+    );
+  }
+
+  /** The month's days in order, after the day `after` (YYYY-MM-DD). */
+  breakdownByDay(
+    organizationId: string,
+    monthStart: string,
+    after: string | null,
+    limit: number,
+  ): Promise<BreakdownRow[]> {
+    return this.database.rows<BreakdownRow>(
+      sql`SELECT to_char(t.day, 'YYYY-MM-DD') AS key, t.requests, t.prompt_tokens,
+                 t.completion_tokens, t.cached_tokens
+            FROM token_usage_days t
+           WHERE t.organization_id = ${organizationId}
+             AND t.day >= ${monthStart}::date AND t.day < ${monthStart}::date + interval '1 month'
+             AND (${after}::date IS NULL OR t.day > ${after}::date)
+           ORDER BY t.day
+           LIMIT ${limit + 1}`,
+      { name: 'usage_breakdown_day' },
     );
   }
 

@@ -7,10 +7,19 @@ import { Clock } from '../common/time/clock';
 import {
   ActiveRelationshipItemDto,
   ActiveRelationshipsDto,
+  type BreakdownGroup,
   monthOf,
   TokenUsageDto,
+  UsageBreakdownDto,
 } from './dto/usage.dto';
 import { UsageRepository } from './usage.repository';
+
+/** A real day (YYYY-MM-DD) of the month `month` (YYYY-MM). */
+function isDayOf(day: string, month: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day) || !day.startsWith(`${month}-`)) return false;
+  const date = new Date(`${day}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === day;
+}
 
 /** Monthly active relationships: recorded by /v1/respond, read in O(1) for billing. */
 @Injectable()
@@ -40,6 +49,65 @@ export class UsageService {
         cached_tokens: Number(model.cached_tokens),
       })),
     };
+  }
+
+  /** Tokens spent in the month of `at` by the organization, and in its day by the end user. */
+  async spent(
+    organizationId: string,
+    endUserId: string | null,
+    at: Date,
+  ): Promise<{ month: number; day: number }> {
+    const iso = at.toISOString();
+    const row = await this.usage.findSpent(
+      organizationId,
+      `${iso.slice(0, 7)}-01`,
+      endUserId,
+      iso.slice(0, 10),
+    );
+    return { month: Number(row.month_tokens ?? 0), day: Number(row.day_tokens ?? 0) };
+  }
+
+  /**
+   * The month's tokens by end user, personality, day or model, from the rollups each reply's
+   * statement keeps (no scan of memories); `startingAfter` is the last key of the page before.
+   */
+  async breakdown(
+    organizationId: string,
+    options: { month?: string; groupBy: BreakdownGroup; limit: number; startingAfter?: string },
+  ): Promise<UsageBreakdownDto> {
+    const month = options.month ?? this.currentMonth();
+    const monthStart = `${month}-01`;
+    const after = options.startingAfter ?? null;
+    const { groupBy, limit } = options;
+    const invalidCursor = (problem: string) =>
+      AppError.validation([{ field: 'starting_after', problem }]);
+    let rows;
+    switch (groupBy) {
+      case 'end_user':
+        rows = await this.usage.breakdownByEndUser(organizationId, monthStart, after, limit);
+        break;
+      case 'personality':
+        if (after !== null && !isUUID(after)) throw invalidCursor('must be a personality id');
+        rows = await this.usage.breakdownByPersonality(organizationId, monthStart, after, limit);
+        break;
+      case 'model':
+        rows = await this.usage.breakdownByModel(organizationId, monthStart, after, limit);
+        break;
+      case 'day':
+        if (after !== null && !isDayOf(after, month)) {
+          throw invalidCursor(`must be a day of ${month}, YYYY-MM-DD`);
+        }
+        rows = await this.usage.breakdownByDay(organizationId, monthStart, after, limit);
+        break;
+    }
+    const page = toPage(rows, limit, (row) => ({
+      key: row.key,
+      requests: Number(row.requests),
+      prompt_tokens: Number(row.prompt_tokens),
+      completion_tokens: Number(row.completion_tokens),
+      cached_tokens: Number(row.cached_tokens),
+    }));
+    return { month, group_by: groupBy, ...page };
   }
 
   /**

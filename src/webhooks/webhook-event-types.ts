@@ -9,6 +9,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'member.added',
   'member.removed',
   'subscription.updated',
+  'usage.threshold_reached',
   'conversation.flagged',
 ] as const;
 

@@ -55,6 +55,8 @@ describe('UsageService (database)', () => {
         ? [
             tokenUsageStep({
               organizationId,
+              endUserId,
+              personalityId,
               at,
               model,
               promptTokens: tokens[0],

@@ -70,6 +70,16 @@ export class FakeStripe {
   readonly setupIntents = new Map<string, Json>();
   readonly subscriptions = new Map<string, FakeSubscription>();
   readonly invoices: Json[] = [];
+  /** Meter events taken, in order: one per identifier (Stripe keeps them unique). */
+  readonly meterEvents: Array<{
+    event_name: string;
+    identifier: string;
+    payload: Record<string, string>;
+    timestamp: number;
+  }> = [];
+  /** Meter events refused because their identifier was taken already (a double send). */
+  duplicateMeterEvents = 0;
+  private readonly meterIdentifiers = new Set<string>();
   private readonly idempotent = new Map<string, { rawBody: string; status: number; body: Json }>();
   private faults: Fault[] = [];
   private readonly hanging = new Set<ServerResponse>();
@@ -253,6 +263,30 @@ export class FakeStripe {
       };
       this.setupIntents.set(id, intent);
       return [200, intent];
+    }
+    if (r.method === 'POST' && r.path === '/v1/billing/meter_events') {
+      const identifier = (form.identifier as string | undefined) ?? newId('mev');
+      if (this.meterIdentifiers.has(identifier)) {
+        this.duplicateMeterEvents += 1;
+        return [
+          400,
+          {
+            error: {
+              type: 'invalid_request_error',
+              message: `An event already exists with identifier ${identifier}`,
+            },
+          },
+        ];
+      }
+      this.meterIdentifiers.add(identifier);
+      const event = {
+        event_name: form.event_name as string,
+        identifier,
+        payload: (form.payload ?? {}) as Record<string, string>,
+        timestamp: Number(form.timestamp ?? now()),
+      };
+      this.meterEvents.push(event);
+      return [200, { object: 'billing.meter_event', created: now(), livemode: false, ...event }];
     }
     if (r.method === 'GET' && r.path === '/v1/invoices') {
       const customer = r.query.get('customer');

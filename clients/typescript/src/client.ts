@@ -80,6 +80,7 @@ const CURSORS: { [P in PathsWithoutId]: keyof ListItem<P> } & {
   '/v1/end-users': 'user_id',
   '/v1/organizations/{id}/members': 'user_id',
   '/v1/personalities/catalog': 'slug',
+  '/v1/usage/breakdown': 'key',
   '/v1/vocabularies/emotions/changelog': 'version',
 };
 

@@ -6,7 +6,8 @@ export type ErrorBody = components['schemas']['ErrorBodyDto'];
 /**
  * An error answer of the service: its HTTP status, the stable `code` programs branch on
  * (`not_found`, `end_user_under_deletion`, …), the message for people, the request id to quote to
- * support (the `X-Request-Id` header) and, for a 400, the field problems in `details`.
+ * support (the `X-Request-Id` header) and, for a 400, the field problems in `details` (for a 402
+ * `budget_exceeded`, one object: `{scope, limit, used, resets_at}`).
  */
 export class PersonalityApiError extends Error {
   override readonly name = 'PersonalityApiError';

@@ -62,7 +62,9 @@ describe('typed calls (openapi-fetch)', () => {
     const validation = PersonalityApiError.from(invalid.error, invalid.response);
     assert.equal(validation.status, 400);
     assert.equal(validation.code, 'validation_failed');
-    assert.ok(validation.details?.some((problem) => problem.field === 'user_id'));
+    // A 400's details list field problems (a 402's is one object: budget_exceeded).
+    const problems = Array.isArray(validation.details) ? validation.details : [];
+    assert.ok(problems.some((problem) => problem.field === 'user_id'));
   });
 
   it('authenticates with an access token, and X-Organization-Id through organizationId', async () => {

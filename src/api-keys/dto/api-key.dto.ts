@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayMinSize,
@@ -6,13 +7,17 @@ import {
   IsArray,
   IsIn,
   IsInt,
+  IsObject,
   IsOptional,
   IsString,
   Max,
   MaxLength,
   Min,
   MinLength,
+  ValidateIf,
+  ValidateNested,
 } from 'class-validator';
+import { BucketSizeDto } from '../../common/validation/bucket-size';
 import { SCOPES, type Scope } from '../../common/auth/caller';
 import { IsTimestamp } from '../../common/validation/dates';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
@@ -39,6 +44,36 @@ export class CreateApiKeyDto {
   @IsOptional()
   @IsTimestamp()
   expires_at?: string;
+
+  @ApiPropertyOptional({
+    type: BucketSizeDto,
+    nullable: true,
+    description:
+      'A token bucket of the key’s own, drawn from besides the organization’s (429 `rate_limited` when empty); null or absent: none',
+  })
+  @ValidateIf((_dto: object, value: unknown) => value !== undefined && value !== null)
+  @IsObject()
+  @ValidateNested()
+  @Type(() => BucketSizeDto)
+  rate_limit?: BucketSizeDto | null;
+}
+
+/** A PATCH: the fields given change; `rate_limit: null` removes the key's own bucket. */
+export class UpdateApiKeyDto {
+  @ApiPropertyOptional({ example: 'partner integration', minLength: 1, maxLength: 200 })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(200)
+  @NoControlCharacters()
+  name?: string;
+
+  @ApiPropertyOptional({ type: BucketSizeDto, nullable: true })
+  @ValidateIf((_dto: object, value: unknown) => value !== undefined && value !== null)
+  @IsObject()
+  @ValidateNested()
+  @Type(() => BucketSizeDto)
+  rate_limit?: BucketSizeDto | null;
 }
 
 export const DEFAULT_ROLL_OVERLAP_SECONDS = 86_400;
@@ -77,6 +112,13 @@ export class ApiKeyDto {
 
   @ApiProperty({ nullable: true, type: String, description: 'Updated at most once a minute' })
   last_used_at: string | null;
+
+  @ApiProperty({
+    type: BucketSizeDto,
+    nullable: true,
+    description: 'The key’s own bucket besides the organization’s; null: none',
+  })
+  rate_limit: BucketSizeDto | null;
 }
 
 export class CreatedApiKeyDto extends ApiKeyDto {
@@ -92,7 +134,16 @@ export class CreatedApiKeyDto extends ApiKeyDto {
 export function toApiKeyResponse(
   key: Pick<
     ApiKey,
-    'id' | 'name' | 'scopes' | 'prefix' | 'lastFour' | 'createdAt' | 'expiresAt' | 'lastUsedAt'
+    | 'id'
+    | 'name'
+    | 'scopes'
+    | 'prefix'
+    | 'lastFour'
+    | 'createdAt'
+    | 'expiresAt'
+    | 'lastUsedAt'
+    | 'rateLimitRps'
+    | 'rateLimitBurst'
   >,
 ): ApiKeyDto {
   return {
@@ -104,5 +155,9 @@ export function toApiKeyResponse(
     created_at: key.createdAt.toISOString(),
     expires_at: key.expiresAt?.toISOString() ?? null,
     last_used_at: key.lastUsedAt?.toISOString() ?? null,
+    rate_limit:
+      key.rateLimitRps === null || key.rateLimitBurst === null
+        ? null
+        : { rps: key.rateLimitRps, burst: key.rateLimitBurst },
   };
 }

@@ -1,4 +1,5 @@
 import {
+  Check,
   Column,
   CreateDateColumn,
   Entity,
@@ -12,6 +13,10 @@ import type { Scope } from '../../common/auth/caller';
 @Entity('api_keys')
 @Unique('api_keys_key_hash_unique', ['keyHash'])
 @Index('api_keys_organization_idx', ['organizationId', 'createdAt'])
+@Check(
+  'api_keys_rate_limit_check',
+  `(rate_limit_rps IS NULL) = (rate_limit_burst IS NULL) AND rate_limit_rps > 0 AND rate_limit_burst >= 1`,
+)
 export class ApiKey {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -49,6 +54,13 @@ export class ApiKey {
 
   @Column({ name: 'last_used_at', type: 'timestamptz', nullable: true })
   lastUsedAt: Date | null;
+
+  /** The key's own bucket (with rate_limit_burst), besides its organization's; null: none. */
+  @Column({ name: 'rate_limit_rps', type: 'double precision', nullable: true })
+  rateLimitRps: number | null;
+
+  @Column({ name: 'rate_limit_burst', type: 'integer', nullable: true })
+  rateLimitBurst: number | null;
 
   @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
   revokedAt: Date | null;

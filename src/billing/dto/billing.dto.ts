@@ -128,3 +128,28 @@ export function toSubscriptionResponse(row: BillingSubscription): SubscriptionDt
     updated_at: row.updatedAt.toISOString(),
   };
 }
+
+export class BillingUsageDto {
+  @ApiProperty({ example: '2026-11' })
+  month: string;
+
+  @ApiProperty({
+    example: 42,
+    description:
+      'Relationships active in the month: each new one is one meter event (STRIPE_METER_EVENT_NAME)',
+  })
+  active_relationships: number;
+
+  @ApiProperty({
+    example: 1_234_567,
+    description: 'Provider tokens (prompt + completion) of the month',
+  })
+  tokens: number;
+
+  @ApiProperty({
+    example: 0,
+    description:
+      'Meter events of the month not yet taken by Stripe (queued or waiting for a retry)',
+  })
+  meter_events_pending: number;
+}

@@ -28,6 +28,8 @@ export interface UserCaller extends CallerBase {
 export interface ApiKeyCaller extends CallerBase {
   kind: 'api_key';
   apiKeyId: string;
+  /** The key's own bucket, drawn from besides the organization's; null: none. */
+  rateLimit?: { rps: number; burst: number } | null;
 }
 
 /** Who is calling: narrowed by `kind`. */

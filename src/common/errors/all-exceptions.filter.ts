@@ -84,6 +84,7 @@ export function toErrorResponse(exception: unknown, requestId: string): ErrorRes
           message: exception.message,
           request_id: requestId,
           ...(exception.details ? { details: exception.details } : {}),
+          ...(exception.detailsObject ? { details: exception.detailsObject } : {}),
           ...(exception.extra ?? {}),
         },
       },

@@ -9,6 +9,11 @@ export interface FieldProblem {
 export interface AppErrorOptions {
   /** Listed in the envelope's `details` (validation errors). */
   details?: FieldProblem[];
+  /**
+   * The envelope's `details` as one object instead of a list of field problems, for the codes
+   * whose contract says so (402 `budget_exceeded`: `{scope, limit, used, resets_at}`).
+   */
+  detailsObject?: Readonly<Record<string, unknown>>;
   /** Sent with the error response (e.g. Retry-After). */
   headers?: Record<string, string>;
   /** Extra envelope fields the contract names for this code (e.g. `checks` of not_ready). */
@@ -22,6 +27,7 @@ export interface AppErrorOptions {
 export class AppError extends Error {
   readonly status: number;
   readonly details?: FieldProblem[];
+  readonly detailsObject?: Readonly<Record<string, unknown>>;
   readonly headers?: Record<string, string>;
   readonly extra?: Record<string, unknown>;
 
@@ -34,6 +40,7 @@ export class AppError extends Error {
     this.name = 'AppError';
     this.status = ERROR_STATUS[code];
     this.details = options.details;
+    this.detailsObject = options.detailsObject;
     this.headers = options.headers;
     this.extra = options.extra;
   }

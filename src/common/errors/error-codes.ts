@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   unauthenticated: 401,
   invalid_credentials: 401,
   invalid_id_token: 401,
+  budget_exceeded: 402,
   forbidden: 403,
   insufficient_scope: 403,
   insufficient_role: 403,

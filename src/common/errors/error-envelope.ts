@@ -1,4 +1,4 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiExtraModels, ApiProperty, ApiPropertyOptional, getSchemaPath } from '@nestjs/swagger';
 
 export class FieldProblemDto {
   @ApiProperty({ example: 'user_id' })
@@ -8,6 +8,28 @@ export class FieldProblemDto {
   problem: string;
 }
 
+/** The `details` of a 402 `budget_exceeded`: which budget refused, and when it resets. */
+export class BudgetExceededDetailsDto {
+  @ApiProperty({ enum: ['organization', 'end_user'] })
+  scope: 'organization' | 'end_user';
+
+  @ApiProperty({ example: 1000000, description: 'The budget in tokens' })
+  limit: number;
+
+  @ApiProperty({
+    example: 1000412,
+    description: 'Tokens spent in the period, plus those reserved by replies still in flight',
+  })
+  used: number;
+
+  @ApiProperty({
+    example: '2026-12-01T00:00:00.000Z',
+    description: 'The first instant of the next UTC month (organization) or day (end user)',
+  })
+  resets_at: string;
+}
+
+@ApiExtraModels(FieldProblemDto, BudgetExceededDetailsDto)
 export class ErrorBodyDto {
   @ApiProperty({ example: 404 })
   status: number;
@@ -27,8 +49,15 @@ export class ErrorBodyDto {
   })
   request_id: string;
 
-  @ApiPropertyOptional({ type: [FieldProblemDto] })
-  details?: FieldProblemDto[];
+  @ApiPropertyOptional({
+    description:
+      'A 400 lists its field problems; a 402 `budget_exceeded` has one object naming the budget',
+    oneOf: [
+      { type: 'array', items: { $ref: getSchemaPath(FieldProblemDto) } },
+      { $ref: getSchemaPath(BudgetExceededDetailsDto) },
+    ],
+  })
+  details?: FieldProblemDto[] | BudgetExceededDetailsDto;
 }
 
 /** The body of every error response. */

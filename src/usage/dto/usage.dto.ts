@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Matches, MaxLength, MinLength } from 'class-validator';
+import { IsIn, IsOptional, IsString, Matches, MaxLength, MinLength } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import { MONTH_PATTERN as MONTH } from '../../common/validation/dates';
 
@@ -118,4 +118,67 @@ export class TokenUsageDto {
 /** The UTC month containing `at`, as YYYY-MM. */
 export function monthOf(at: Date): string {
   return at.toISOString().slice(0, 7);
+}
+
+export const BREAKDOWN_GROUPS = ['end_user', 'personality', 'day', 'model'] as const;
+export type BreakdownGroup = (typeof BREAKDOWN_GROUPS)[number];
+
+export class BreakdownQueryDto extends LimitQueryDto {
+  @ApiPropertyOptional(MONTH_DOC)
+  @IsOptional()
+  @Matches(MONTH, {
+    message: 'month must be a month written YYYY-MM (e.g. 2026-11), 1970-01..9999-12',
+  })
+  month?: string;
+
+  @ApiProperty({
+    enum: BREAKDOWN_GROUPS,
+    description:
+      '`day`: the month’s days in order; the others most tokens (prompt + completion) first',
+  })
+  @IsIn(BREAKDOWN_GROUPS)
+  group_by: BreakdownGroup;
+
+  /** The `key` of the last item of the previous page. */
+  @ApiPropertyOptional({ example: 'customer-42' })
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  @MaxLength(256)
+  starting_after?: string;
+}
+
+export class BreakdownItemDto {
+  @ApiProperty({
+    example: 'customer-42',
+    description:
+      'The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day) or the model (model)',
+  })
+  key: string;
+
+  @ApiProperty({ description: 'Replies the model provider completed' })
+  requests: number;
+
+  @ApiProperty()
+  prompt_tokens: number;
+
+  @ApiProperty()
+  completion_tokens: number;
+
+  @ApiProperty({ description: 'Of the prompt tokens, those served from the provider’s cache' })
+  cached_tokens: number;
+}
+
+export class UsageBreakdownDto {
+  @ApiProperty({ example: '2026-11' })
+  month: string;
+
+  @ApiProperty({ enum: BREAKDOWN_GROUPS })
+  group_by: BreakdownGroup;
+
+  @ApiProperty({ type: [BreakdownItemDto] })
+  data: BreakdownItemDto[];
+
+  @ApiProperty({ description: 'Whether items follow this page (ask with starting_after)' })
+  has_more: boolean;
 }

@@ -152,6 +152,20 @@ export class ConversationFlaggedDataDto {
   action: string;
 }
 
+export class UsageThresholdReachedDataDto {
+  @ApiProperty({ example: '2026-11', description: 'The UTC month' })
+  month: string;
+
+  @ApiProperty({ enum: [50, 80, 100], description: 'The share of the monthly budget reached, %' })
+  threshold: number;
+
+  @ApiProperty({ example: 4_000_123, description: 'The month’s tokens when it was reached' })
+  used: number;
+
+  @ApiProperty({ example: 5_000_000, description: 'The monthly_token_budget then' })
+  limit: number;
+}
+
 export class PingDataDto {
   @ApiProperty({ format: 'uuid', description: 'The endpoint the test was asked for' })
   webhook_endpoint_id: string;
@@ -205,6 +219,11 @@ export const WEBHOOK_EVENTS = {
     'conversation.flagged',
     ConversationFlaggedDataDto,
     'A message or a reply was flagged by the safety checks (never with its text)',
+  ),
+  'usage.threshold_reached': eventOf(
+    'usage.threshold_reached',
+    UsageThresholdReachedDataDto,
+    "The organization's tokens this month reached 50, 80 or 100 % of its monthly_token_budget (once per threshold and month)",
   ),
   ping: eventOf('ping', PingDataDto, 'Sent by POST /v1/webhook-endpoints/{id}/test'),
 } satisfies Record<SubscribableEventType | 'ping', Type<unknown>>;

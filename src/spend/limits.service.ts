@@ -1,0 +1,147 @@
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { PinoLogger } from 'nestjs-pino';
+import type { CallerContext } from '../common/auth/caller';
+import { InvalidationChannel } from '../common/cache/invalidation-channel';
+import { TtlCache } from '../common/cache/ttl-cache';
+import { Clock } from '../common/time/clock';
+import { OrganizationAccess } from '../organizations/organization-access';
+import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+import type { LimitsDto, UpdateLimitsDto } from './dto/limits.dto';
+import { type LimitsRow, LimitsRepository } from './limits.repository';
+
+const NO_LIMITS: LimitsRow = {
+  monthly_token_budget: null,
+  end_user_daily_token_budget: null,
+  end_user_rps: null,
+  end_user_burst: null,
+};
+
+/**
+ * How long this instance keeps an organization's limits for replies; a PATCH drops them here at
+ * once and, through Redis, on every instance before it answers (without Redis: within this long).
+ */
+export const LIMITS_CACHE_MS = 5_000;
+
+/** The limits as replies and the rate limiter apply them: numbers, null for none. */
+export interface AppliedLimits {
+  monthlyTokenBudget: number | null;
+  endUserDailyTokenBudget: number | null;
+  endUserBucket: { rps: number; burst: number } | null;
+}
+
+export const NONE: AppliedLimits = {
+  monthlyTokenBudget: null,
+  endUserDailyTokenBudget: null,
+  endUserBucket: null,
+};
+
+/** An organization's spend limits (contract §23): read by members, changed by admins. */
+@Injectable()
+export class LimitsService implements OnModuleInit, OnModuleDestroy {
+  private readonly cache = new TtlCache<AppliedLimits>(LIMITS_CACHE_MS, 100_000);
+  /** Bumped by every invalidation: a read that started before one is not cached. */
+  private invalidations = 0;
+  private readonly changes: InvalidationChannel;
+
+  constructor(
+    private readonly limits: LimitsRepository,
+    private readonly access: OrganizationAccess,
+    private readonly clock: Clock,
+    logger: PinoLogger,
+    @Inject(REDIS_CLIENT) redis: RedisClient,
+  ) {
+    this.changes = new InvalidationChannel(redis, 'spend:limits-changed', logger);
+  }
+
+  onModuleInit(): void {
+    this.changes.listen(
+      (organizationId) => this.forget(organizationId),
+      () => {
+        this.invalidations++;
+        this.cache.clear();
+      },
+    );
+  }
+
+  onModuleDestroy(): void {
+    this.changes.close();
+  }
+
+  async get(caller: CallerContext, organizationId: string): Promise<LimitsDto> {
+    await this.access.assert(caller, organizationId, 'read');
+    return toResponse((await this.limits.find(organizationId)) ?? NO_LIMITS);
+  }
+
+  async update(
+    caller: CallerContext,
+    organizationId: string,
+    patch: UpdateLimitsDto,
+  ): Promise<LimitsDto> {
+    await this.access.assert(caller, organizationId, 'admin');
+    const current = (await this.limits.find(organizationId)) ?? NO_LIMITS;
+    const bucket = patch.end_user_rate_limit;
+    const next: LimitsRow = {
+      monthly_token_budget:
+        patch.monthly_token_budget === undefined
+          ? current.monthly_token_budget
+          : toBigint(patch.monthly_token_budget),
+      end_user_daily_token_budget:
+        patch.end_user_daily_token_budget === undefined
+          ? current.end_user_daily_token_budget
+          : toBigint(patch.end_user_daily_token_budget),
+      end_user_rps: bucket === undefined ? current.end_user_rps : (bucket?.rps ?? null),
+      end_user_burst: bucket === undefined ? current.end_user_burst : (bucket?.burst ?? null),
+    };
+    await this.limits.upsert(organizationId, next, this.clock.now());
+    this.forget(organizationId);
+    // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
+    // is judged by the new limits (a budget lowered below what is spent refuses it).
+    await this.changes.publishConfirmed(organizationId);
+    return toResponse(next);
+  }
+
+  /** The limits a reply (or the rate limiter) of the organization applies, cached here. */
+  async forOrganization(organizationId: string): Promise<AppliedLimits> {
+    const cached = this.cache.get(organizationId);
+    if (cached) return cached;
+    const invalidationsBefore = this.invalidations;
+    const row = await this.limits.find(organizationId);
+    const applied = row ? toApplied(row) : NONE;
+    // A change that landed while this read ran may have been read before it committed.
+    if (this.invalidations === invalidationsBefore) this.cache.set(organizationId, applied);
+    return applied;
+  }
+
+  /** Without a read when the organization's limits are cached (the rate limiter's fast path). */
+  cached(organizationId: string): AppliedLimits | undefined {
+    return this.cache.get(organizationId);
+  }
+
+  private forget(organizationId: string): void {
+    this.invalidations++;
+    this.cache.delete(organizationId);
+  }
+}
+
+const toBigint = (value: number | null): string | null => (value === null ? null : String(value));
+
+function toApplied(row: LimitsRow): AppliedLimits {
+  return {
+    monthlyTokenBudget: row.monthly_token_budget === null ? null : Number(row.monthly_token_budget),
+    endUserDailyTokenBudget:
+      row.end_user_daily_token_budget === null ? null : Number(row.end_user_daily_token_budget),
+    endUserBucket:
+      row.end_user_rps === null || row.end_user_burst === null
+        ? null
+        : { rps: row.end_user_rps, burst: row.end_user_burst },
+  };
+}
+
+function toResponse(row: LimitsRow): LimitsDto {
+  const applied = toApplied(row);
+  return {
+    monthly_token_budget: applied.monthlyTokenBudget,
+    end_user_daily_token_budget: applied.endUserDailyTokenBudget,
+    end_user_rate_limit: applied.endUserBucket,
+  };
+}

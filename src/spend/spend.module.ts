@@ -1,0 +1,22 @@
+import { Module } from '@nestjs/common';
+import { OrganizationsModule } from '../organizations/organizations.module';
+import { UsageModule } from '../usage/usage.module';
+import { LimitsController } from './limits.controller';
+import { LimitsRepository } from './limits.repository';
+import { LimitsService } from './limits.service';
+import { SpendReservations } from './spend-reservations';
+import { SpendService } from './spend.service';
+
+/**
+ * Spend control (contract §23, docs/spend-control.md): an organization's limits, and the
+ * admission of /v1/respond against its token budgets. The rate limiter reads the limits for the
+ * end users' buckets; /v1/respond asks SpendService before the provider and adds its steps to
+ * the reply's statement.
+ */
+@Module({
+  imports: [OrganizationsModule, UsageModule],
+  controllers: [LimitsController],
+  providers: [LimitsRepository, LimitsService, SpendReservations, SpendService],
+  exports: [LimitsService, SpendService],
+})
+export class SpendModule {}

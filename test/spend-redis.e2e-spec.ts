@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import Redis from 'ioredis';
+import { DataSource } from 'typeorm';
+import { expectError } from './support/assertions';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { FakeOpenAI } from './support/fake-openai';
+import { createApiKey, tenantWithKey } from './support/identity';
+import { type OwnRedis, startOwnRedis } from './support/redis-server';
+import { createTestApp, TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
+import { eventually } from './support/wait';
+
+const REPLY_TOKENS = 150;
+
+/** Two instances sharing one database and one Redis: budgets and end users' buckets are shared. */
+describe('Spend control across instances through Redis (contract §23)', () => {
+  let redis: OwnRedis;
+  let fake: FakeOpenAI;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redis = await startOwnRedis();
+    fake = await FakeOpenAI.start();
+    const env = {
+      ...UNTHROTTLED,
+      REDIS_URL: redis.url,
+      // One prefix: the instances share buckets and reservations, as in production.
+      RATE_LIMIT_REDIS_PREFIX: `spend-${randomUUID()}:`,
+      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
+      RESPONSE_ENGINE: 'openai',
+      OPENAI_BASE_URL: fake.url,
+      OPENAI_API_KEY: 'sk-provider-key',
+      OPENAI_MODEL: 'model-a',
+      ENGINE_MAX_TOKENS: '64',
+      ENGINE_BREAKER_FAILURES: '1000',
+    };
+    a = await createTestApp({ env });
+    b = await createTestApp({ env });
+    const probe = new Redis(redis.url);
+    try {
+      await eventually(async () => {
+        const [, count] = (await probe.pubsub('NUMSUB', 'spend:limits-changed')) as [
+          string,
+          number,
+        ];
+        return Number(count) >= 2 ? true : undefined;
+      }, 'both instances subscribed to spend:limits-changed');
+    } finally {
+      probe.disconnect();
+    }
+  });
+  beforeEach(() => {
+    fake.reset();
+    fake.respondAlwaysWith({ usage: { prompt_tokens: 100, completion_tokens: 50 }, delayMs: 50 });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await fake.close();
+    await redis.kill();
+  });
+
+  async function tenant() {
+    const owner = await tenantWithKey(a, ['read_write']);
+    const admin = `Bearer ${await createApiKey(a, owner.accessToken, ['admin'], 'admin key')}`;
+    return { ...owner, admin, personalityId: await clonePersonality(a, owner.auth) };
+  }
+  type Tenant = Awaited<ReturnType<typeof tenant>>;
+
+  const reply = (on: TestApp, who: Tenant, userId: string) =>
+    on
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', who.auth)
+      .send({ personality_id: who.personalityId, user_id: userId, message: 'hi' })
+      .then((response) => response);
+
+  const setLimits = (on: TestApp, who: Tenant, body: Record<string, unknown>) =>
+    on
+      .http()
+      .patch(`/v1/organizations/${who.organizationId}/limits`)
+      .set('Authorization', who.admin)
+      .send(body);
+
+  async function used(who: Tenant): Promise<number> {
+    const rows = await a.app.get(DataSource).query<Array<{ used: string }>>(
+      `SELECT sum(prompt_tokens + completion_tokens) AS used FROM token_usage_months
+          WHERE organization_id = $1`,
+      [who.organizationId],
+    );
+    return Number(rows[0]?.used ?? 0);
+  }
+
+  it('shares one budget: 50 concurrent replies over two instances overshoot it by less than two replies', async () => {
+    const who = await tenant();
+    const limit = 5 * REPLY_TOKENS;
+    expect((await setLimits(a, who, { monthly_token_budget: limit })).status).toBe(200);
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => reply(i % 2 === 0 ? a : b, who, uniqueUserId(`r${i}`))),
+    );
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status !== 200 && status !== 402)).toEqual([]);
+    const admitted = statuses.filter((status) => status === 200).length;
+    expect(admitted).toBeGreaterThanOrEqual(1);
+    // Without the shared reservations each instance would admit its own share of the 50 at once.
+    expect((await used(who)) - limit).toBeLessThan(2 * REPLY_TOKENS);
+    const refusal = answers.find((answer) => answer.status === 402);
+    if (refusal) {
+      expect(refusal.body.error.details).toMatchObject({ scope: 'organization', limit });
+    }
+  });
+
+  it('a budget lowered on A refuses the next reply on B at once', async () => {
+    const who = await tenant();
+    await setLimits(a, who, { monthly_token_budget: 100 * REPLY_TOKENS });
+    const userId = uniqueUserId();
+    expect((await reply(b, who, userId)).status).toBe(200);
+    expect((await reply(b, who, userId)).status).toBe(200);
+    expect((await setLimits(a, who, { monthly_token_budget: REPLY_TOKENS })).status).toBe(200);
+    expectError(await reply(b, who, userId), 402, 'budget_exceeded');
+  });
+
+  it("shares an end user's daily budget and bucket between the instances", async () => {
+    const who = await tenant();
+    await setLimits(a, who, {
+      end_user_daily_token_budget: 2 * REPLY_TOKENS,
+      end_user_rate_limit: { rps: 0.01, burst: 3 },
+    });
+    const userId = uniqueUserId();
+    expect((await reply(a, who, userId)).status).toBe(200);
+    expect((await reply(b, who, userId)).status).toBe(200);
+    const spent = await reply(a, who, userId);
+    expectError(spent, 402, 'budget_exceeded');
+    expect(spent.body.error.details).toMatchObject({ scope: 'end_user', used: 2 * REPLY_TOKENS });
+    // The fourth request of the end user, on B, finds the bucket the three before emptied.
+    const limited = await reply(b, who, userId);
+    expectError(limited, 429, 'rate_limited');
+    expect(limited.headers['ratelimit-policy']).toBe('"end_user";q=3;w=300');
+  });
+});
