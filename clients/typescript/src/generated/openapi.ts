@@ -361,7 +361,8 @@ export interface paths {
         delete: operations["ApiKeysController_revoke"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Renames a key or sets its own bucket (`rate_limit`, null: none), on every instance from the next request on */
+        patch: operations["ApiKeysController_update"];
         trace?: never;
     };
     "/v1/api-keys/{id}/roll": {
@@ -678,6 +679,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage/breakdown": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The month's provider tokens by end user, personality, day or model (rollups kept by every reply) */
+        get: operations["UsageController_breakdown"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/personalities/catalog": {
         parameters: {
             query?: never;
@@ -764,6 +782,24 @@ export interface paths {
         head?: never;
         /** Changes the safety settings (owners and admins, or a key with the admin scope: others 403 `insufficient_scope`) */
         patch: operations["SafetySettingsController_update"];
+        trace?: never;
+    };
+    "/v1/organizations/{id}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's spend limits (any member, or a key of the organization) */
+        get: operations["LimitsController_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Changes the spend limits (owners and admins, or a key with the admin scope: others 403 `insufficient_scope`); null removes a limit */
+        patch: operations["LimitsController_update"];
         trace?: never;
     };
     "/v1/respond": {
@@ -866,6 +902,23 @@ export interface paths {
         };
         /** The organization's invoices, newest first (Stripe's cursor) */
         get: operations["BillingController_listInvoices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/billing/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The month's metered usage: active relationships, provider tokens, meter events not yet at Stripe */
+        get: operations["BillingController_usage"];
         put?: never;
         post?: never;
         delete?: never;
@@ -998,6 +1051,25 @@ export interface components {
             /** @example must be at most 256 characters */
             problem: string;
         };
+        BudgetExceededDetailsDto: {
+            /** @enum {string} */
+            scope: "organization" | "end_user";
+            /**
+             * @description The budget in tokens
+             * @example 1000000
+             */
+            limit: number;
+            /**
+             * @description Tokens spent in the period, plus those reserved by replies still in flight
+             * @example 1000412
+             */
+            used: number;
+            /**
+             * @description The first instant of the next UTC month (organization) or day (end user)
+             * @example 2026-12-01T00:00:00.000Z
+             */
+            resets_at: string;
+        };
         ErrorBodyDto: {
             /** @example 404 */
             status: number;
@@ -1013,7 +1085,8 @@ export interface components {
              * @example 01JD2Z6Q7X9V4T8K3M5N1P0R2S
              */
             request_id: string;
-            details?: components["schemas"]["FieldProblemDto"][];
+            /** @description A 400 lists its field problems; a 402 `budget_exceeded` has one object naming the budget */
+            details?: components["schemas"]["FieldProblemDto"][] | components["schemas"]["BudgetExceededDetailsDto"];
         };
         ErrorEnvelopeDto: {
             error: components["schemas"]["ErrorBodyDto"];
@@ -1511,6 +1584,48 @@ export interface components {
             type: "conversation.flagged";
             data: components["schemas"]["ConversationFlaggedDataDto"];
         };
+        UsageThresholdReachedDataDto: {
+            /**
+             * @description The UTC month
+             * @example 2026-11
+             */
+            month: string;
+            /**
+             * @description The share of the monthly budget reached, %
+             * @enum {number}
+             */
+            threshold: 50 | 80 | 100;
+            /**
+             * @description The month’s tokens when it was reached
+             * @example 4000123
+             */
+            used: number;
+            /**
+             * @description The monthly_token_budget then
+             * @example 5000000
+             */
+            limit: number;
+        };
+        UsageThresholdReachedEventDto: {
+            /**
+             * @description Also the webhook-id header; the same on every attempt: drop duplicates by it
+             * @example evt_2f1c0d7e9a8b4c3d8e7f6a5b4c3d2e1f
+             */
+            id: string;
+            /**
+             * @description When the change happened
+             * @example 2026-11-22T01:23:45.678Z
+             */
+            created_at: string;
+            /** Format: uuid */
+            organization_id: string;
+            /**
+             * @description The organization's tokens this month reached 50, 80 or 100 % of its monthly_token_budget (once per threshold and month) (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            type: "usage.threshold_reached";
+            data: components["schemas"]["UsageThresholdReachedDataDto"];
+        };
         PingDataDto: {
             /**
              * Format: uuid
@@ -1546,14 +1661,14 @@ export interface components {
              *       "end_user.deleted"
              *     ]
              */
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
             description?: string | null;
         };
         CreatedWebhookEndpointDto: {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1569,7 +1684,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1583,7 +1698,7 @@ export interface components {
         };
         UpdateWebhookEndpointDto: {
             url?: string;
-            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged")[];
+            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
             /** @description null clears it. */
             description?: string | null;
             /** @enum {string} */
@@ -1605,7 +1720,7 @@ export interface components {
              */
             event_id: string;
             /** @enum {string} */
-            event_type: "end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "conversation.flagged" | "ping";
+            event_type: "end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged" | "ping";
             /** @description 1 for the first attempt of this event to this endpoint */
             attempt: number;
             /**
@@ -1628,6 +1743,18 @@ export interface components {
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
         };
+        BucketSizeDto: {
+            /**
+             * @description Tokens added per second (a number > 0)
+             * @example 2
+             */
+            rps: number;
+            /**
+             * @description How many requests the full bucket allows at once (an integer ≥ 1)
+             * @example 10
+             */
+            burst: number;
+        };
         CreateApiKeyDto: {
             /** @example production backend */
             name: string;
@@ -1642,6 +1769,8 @@ export interface components {
              * @example 2027-01-01T00:00:00.000Z
              */
             expires_at?: string;
+            /** @description A token bucket of the key’s own, drawn from besides the organization’s (429 `rate_limited` when empty); null or absent: none */
+            rate_limit?: components["schemas"]["BucketSizeDto"] | null;
         };
         CreatedApiKeyDto: {
             /** Format: uuid */
@@ -1662,6 +1791,8 @@ export interface components {
             expires_at: string | null;
             /** @description Updated at most once a minute */
             last_used_at: string | null;
+            /** @description The key’s own bucket besides the organization’s; null: none */
+            rate_limit: components["schemas"]["BucketSizeDto"] | null;
             /** @description The full key. It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key */
             key: string | null;
         };
@@ -1684,11 +1815,18 @@ export interface components {
             expires_at: string | null;
             /** @description Updated at most once a minute */
             last_used_at: string | null;
+            /** @description The key’s own bucket besides the organization’s; null: none */
+            rate_limit: components["schemas"]["BucketSizeDto"] | null;
         };
         ApiKeyPageDto: {
             data: components["schemas"]["ApiKeyDto"][];
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
+        };
+        UpdateApiKeyDto: {
+            /** @example partner integration */
+            name?: string;
+            rate_limit?: components["schemas"]["BucketSizeDto"] | null;
         };
         RollApiKeyDto: {
             /**
@@ -1977,6 +2115,28 @@ export interface components {
             /** @description The same counts per model, most replies first */
             by_model: components["schemas"]["ModelTokenUsageDto"][];
         };
+        BreakdownItemDto: {
+            /**
+             * @description The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day) or the model (model)
+             * @example customer-42
+             */
+            key: string;
+            /** @description Replies the model provider completed */
+            requests: number;
+            prompt_tokens: number;
+            completion_tokens: number;
+            /** @description Of the prompt tokens, those served from the provider’s cache */
+            cached_tokens: number;
+        };
+        UsageBreakdownDto: {
+            /** @example 2026-11 */
+            month: string;
+            /** @enum {string} */
+            group_by: "end_user" | "personality" | "day" | "model";
+            data: components["schemas"]["BreakdownItemDto"][];
+            /** @description Whether items follow this page (ask with starting_after) */
+            has_more: boolean;
+        };
         VoiceDto: {
             /** @example warm and unhurried */
             tone: string;
@@ -2106,6 +2266,27 @@ export interface components {
             input_moderation?: "off" | "flag" | "block";
             /** @enum {string} */
             output_moderation?: "off" | "flag" | "block";
+        };
+        LimitsDto: {
+            /**
+             * @description Provider tokens (prompt + completion) the organization may spend in a UTC month; over it /v1/respond answers 402 `budget_exceeded`
+             * @example 5000000
+             */
+            monthly_token_budget: number | null;
+            /**
+             * @description Provider tokens each end user may spend in a UTC day (402 past it)
+             * @example 50000
+             */
+            end_user_daily_token_budget: number | null;
+            /** @description A token bucket per end user (user_id) on /v1/respond, besides the organization’s (429 `rate_limited` when empty) */
+            end_user_rate_limit: components["schemas"]["BucketSizeDto"] | null;
+        };
+        UpdateLimitsDto: {
+            /** @example 5000000 */
+            monthly_token_budget?: number | null;
+            /** @example 50000 */
+            end_user_daily_token_budget?: number | null;
+            end_user_rate_limit?: components["schemas"]["BucketSizeDto"] | null;
         };
         RespondDeltaDto: {
             /** @example on the job! */
@@ -2359,6 +2540,25 @@ export interface components {
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
         };
+        BillingUsageDto: {
+            /** @example 2026-11 */
+            month: string;
+            /**
+             * @description Relationships active in the month: each new one is one meter event (STRIPE_METER_EVENT_NAME)
+             * @example 42
+             */
+            active_relationships: number;
+            /**
+             * @description Provider tokens (prompt + completion) of the month
+             * @example 1234567
+             */
+            tokens: number;
+            /**
+             * @description Meter events of the month not yet taken by Stripe (queued or waiting for a retry)
+             * @example 0
+             */
+            meter_events_pending: number;
+        };
         SetupIntentDto: {
             /** @example seti_1PqR2sT3uV4wX5yZ */
             setup_intent_id: string;
@@ -2403,7 +2603,7 @@ export interface components {
             /** @example true */
             received: boolean;
         };
-        WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["ConversationFlaggedEventDto"] | components["schemas"]["PingEventDto"];
+        WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["ConversationFlaggedEventDto"] | components["schemas"]["UsageThresholdReachedEventDto"] | components["schemas"]["PingEventDto"];
         RespondStreamEventDto: components["schemas"]["RespondDeltaEventDto"] | components["schemas"]["RespondDoneEventDto"] | components["schemas"]["RespondErrorEventDto"];
     };
     responses: never;
@@ -5084,6 +5284,114 @@ export interface operations {
             };
         };
     };
+    ApiKeysController_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateApiKeyDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyDto"];
+                };
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No active key with this id */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
     ApiKeysController_roll: {
         parameters: {
             query?: never;
@@ -7477,6 +7785,103 @@ export interface operations {
             };
         };
     };
+    UsageController_breakdown: {
+        parameters: {
+            query: {
+                limit?: number;
+                /** @description A UTC calendar month, YYYY-MM; defaults to the current one */
+                month?: string;
+                /** @description `day`: the month’s days in order; the others most tokens (prompt + completion) first */
+                group_by: "end_user" | "personality" | "day" | "model";
+                /** @description The `key` of the last item of the previous page. */
+                starting_after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageBreakdownDto"];
+                };
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
     PersonalitiesController_catalog: {
         parameters: {
             query?: {
@@ -8282,6 +8687,205 @@ export interface operations {
             };
         };
     };
+    LimitsController_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitsDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Not an organization of the caller */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    LimitsController_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateLimitsDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitsDto"];
+                };
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `read` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Not an organization of the caller */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
     RespondController_respond: {
         parameters: {
             query?: never;
@@ -8338,6 +8942,19 @@ export interface operations {
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The organization's monthly or the end user's daily token budget is spent (`budget_exceeded`; `details`: {scope, limit, used, resets_at}) */
+            402: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8963,6 +9580,111 @@ export interface operations {
             };
             /** @description The payment provider failed (`payment_provider_error`) */
             502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No payment provider configured (`billing_not_configured`) */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    BillingController_usage: {
+        parameters: {
+            query?: {
+                /** @description A UTC calendar month, YYYY-MM; defaults to the current one */
+                month?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BillingUsageDto"];
+                };
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
