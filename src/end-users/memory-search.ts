@@ -1,21 +1,5 @@
 import { raw, type Sql, sql } from '../database/sql';
 
-/**
- * A subquery answering the search terms of `text` in the text search configuration `config`
- * (an SQL expression, e.g. a column): `any_word`, a tsquery matched by a memory holding any of
- * the text's lexemes (a question rarely repeats every word of the statement it asks about), and
- * `parts`, one tsquery per lexeme, to count how many of them a memory holds. Stop words and what
- * is not a word (emoji, punctuation) make no lexeme; with none left both are NULL, and NULL
- * matches nothing. The lexemes come from to_tsvector, already normalised, so each is quoted
- * (quotes and backslashes doubled) and cast rather than parsed again.
- */
-export function searchTerms(config: Sql, text: string): Sql {
-  return sql`(SELECT string_agg(q, ' | ')::tsquery AS any_word, array_agg(q::tsquery) AS parts
-                FROM (SELECT '''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''' AS q
-                        FROM unnest(tsvector_to_array(to_tsvector(${config}::regconfig, ${text}))) l
-                     ) quoted)`;
-}
-
 /** The memories a search ranks: one end user's, with one personality or all of the organization's. */
 export interface MemoryPool {
   organizationId: string;
@@ -29,6 +13,15 @@ export interface MemoryPool {
 }
 
 /**
+ * A lexeme held by more than this share of all memories (PostgreSQL's own statistics of the
+ * column, `pg_stats.most_common_elems`) is common: "feel", "today", "like". Common lexemes find
+ * candidates among the end user's latest RECENT_WINDOW memories only; every other lexeme finds
+ * every memory that holds it, through the search index.
+ */
+const COMMON_SHARE = 0.01;
+const RECENT_WINDOW = 200;
+
+/**
  * Okapi BM25's length normalisation with its usual constants (k1 1.2: how fast a lexeme's weight
  * saturates; b 0.75: how much length counts), a lexeme counting once per memory.
  */
@@ -37,39 +30,67 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * c.lexemes / average.lex
 /**
  * The `limit` memories of the pool most relevant to `text` (docs/memory.md): rows `(id, share,
  * relevance)`, best first. A memory holding any lexeme of the text qualifies; one holding more of
- * them ranks higher (`share`, 0..1); among memories holding as many, BM25 decides (a lexeme few of
- * the end user's memories hold weighs more than one half of them hold, and a short memory more
- * than a long one holding the same), then the newest. Every memory is matched in its
- * personality's language. The document frequencies come from the candidates themselves (every
- * memory holding a lexeme is one), so the only other read is the pool's size.
+ * them ranks higher (`share`, 0..1); among memories holding as many, BM25 decides (a lexeme few
+ * memories hold weighs more than one many hold, a short memory more than a long one holding the
+ * same), then the newest. Every memory is matched in its personality's language.
+ *
+ * The cost is bounded whatever the end user holds: the candidates are the memories holding a
+ * lexeme that is not common, found through the GIN index, and the latest RECENT_WINDOW memories
+ * holding any lexeme. Document frequencies are counted over the candidates (exact for the rarer
+ * lexemes, whose every holder is one; a sample of the recent ones for the common).
  */
 export function rankedMemories(pool: MemoryPool): Sql {
   const personality = sql`(${pool.personalityId}::uuid IS NULL OR p.id = ${pool.personalityId}::uuid)`;
-  const older = pool.before ? sql`AND m.id < ${pool.before}` : sql``;
+  const older = (alias: string) =>
+    pool.before ? sql`AND ${raw(alias)}.id < ${pool.before}` : sql``;
   return sql`
-    WITH terms AS MATERIALIZED (
-           SELECT c.search_config, t.any_word, t.parts
+    WITH common AS MATERIALIZED (
+           SELECT e.lexeme
+             FROM pg_stats s,
+                  unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, share)
+            WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
+              AND s.attname = 'search' AND e.share > ${COMMON_SHARE}),
+         lexemes AS MATERIALIZED (
+           SELECT c.search_config, l.lexeme,
+                  ('''' || replace(replace(l.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery AS part,
+                  l.lexeme IN (SELECT lexeme FROM common) AS common
              FROM (SELECT DISTINCT p.search_config FROM personalities p
                     WHERE p.organization_id = ${pool.organizationId} AND ${personality}) c
-            CROSS JOIN LATERAL ${searchTerms(sql`c.search_config`, pool.text)} t),
-         candidates AS MATERIALIZED (
-           SELECT m.id, m.search, length(m.search) AS lexemes, terms.search_config, terms.parts
-             FROM terms
-             JOIN personalities p ON p.search_config = terms.search_config
+            CROSS JOIN LATERAL
+                  unnest(tsvector_to_array(to_tsvector(c.search_config::regconfig, ${pool.text}))) AS l(lexeme)),
+         queries AS MATERIALIZED (
+           SELECT search_config, array_agg(part) AS parts,
+                  string_agg(part::text, ' | ')::tsquery AS any_word,
+                  string_agg(part::text, ' | ') FILTER (WHERE NOT common)::tsquery AS rare_word
+             FROM lexemes GROUP BY search_config),
+         found AS (
+           SELECT m.id, m.search, q.search_config, q.parts FROM queries q
+             JOIN personalities p ON p.search_config = q.search_config
                                  AND p.organization_id = ${pool.organizationId} AND ${personality}
              JOIN memories m ON m.personality_id = p.id AND m.end_user_id = ${pool.endUserId}
-            WHERE m.search @@ terms.any_word ${older}),
-         size AS (
-           SELECT count(*) AS n FROM memories m JOIN personalities p ON p.id = m.personality_id
-            WHERE m.end_user_id = ${pool.endUserId} AND ${personality} ${older}),
-         average AS (SELECT greatest(avg(lexemes), 1) AS lexemes FROM candidates),
-         weights AS (
-           SELECT t.search_config, part,
-                  ln(1 + (size.n - d.df + 0.5) / (d.df + 0.5)) AS idf
-             FROM terms t CROSS JOIN unnest(t.parts) part CROSS JOIN size
+            WHERE m.search @@ q.rare_word ${older('m')}
+           UNION ALL
+           SELECT r.id, r.search, q.search_config, q.parts FROM (
+             SELECT m.id, m.personality_id, m.search FROM memories m
+              WHERE m.end_user_id = ${pool.endUserId}
+                AND (${pool.personalityId}::uuid IS NULL OR m.personality_id = ${pool.personalityId}::uuid)
+                ${older('m')}
+              ORDER BY m.id DESC LIMIT ${RECENT_WINDOW}) r
+             JOIN personalities p ON p.id = r.personality_id
+             JOIN queries q ON q.search_config = p.search_config
+            WHERE r.search @@ q.any_word),
+         candidates AS MATERIALIZED (
+           SELECT DISTINCT ON (id) id, search, length(search) AS lexemes, search_config, parts
+             FROM found),
+         average AS MATERIALIZED (
+           SELECT count(*) AS n, greatest(avg(lexemes), 1) AS lexemes FROM candidates),
+         weights AS MATERIALIZED (
+           SELECT l.search_config, l.part,
+                  ln((average.n + 1.0) / (d.df + 0.5)) AS idf
+             FROM lexemes l CROSS JOIN average
             CROSS JOIN LATERAL (
               SELECT count(*) AS df FROM candidates c
-               WHERE c.search_config = t.search_config AND c.search @@ part) d)
+               WHERE c.search_config = l.search_config AND c.search @@ l.part) d)
     SELECT c.id,
            (SELECT count(*) FROM unnest(c.parts) part WHERE c.search @@ part)::float8
              / cardinality(c.parts) AS share,
