@@ -1,6 +1,6 @@
 import { ManualClock } from '../src/common/time/clock';
 import { Database } from '../src/database/database';
-import { ConfigService } from '@nestjs/config';
+import type { BillingConfig } from '../src/config/billing.config';
 import type { PinoLogger } from 'nestjs-pino';
 import { randomBytes } from 'node:crypto';
 import type Stripe from 'stripe';
@@ -47,15 +47,13 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
     await db.initialize();
     await runMigrationsExclusively(db);
     const api = new URL(fake.baseUrl);
-    const config = new ConfigService({
-      billing: {
-        stripeSecretKey: 'sk_test_fake_0123456789',
-        stripeApi: { protocol: 'http', host: api.hostname, port: Number(api.port) },
-        webhookSecrets: ['whsec_unused'],
-        timeoutMs: 2000,
-        maxNetworkRetries: 0,
-      },
-    });
+    const config = {
+      stripeSecretKey: 'sk_test_fake_0123456789',
+      stripeApi: { protocol: 'http', host: api.hostname, port: Number(api.port) },
+      webhookSecrets: ['whsec_unused'],
+      timeoutMs: 2000,
+      maxNetworkRetries: 0,
+    } as BillingConfig;
     const database = new Database(db);
     repository = new BillingRepository(database);
     webhooks = new BillingWebhooksService(

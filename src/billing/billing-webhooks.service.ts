@@ -1,11 +1,11 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type Stripe from 'stripe';
 import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
-import type { BillingConfig } from '../config/billing.config';
+import { billingConfig } from '../config/billing.config';
 import { Database } from '../database/database';
 import { BillingRepository } from './billing.repository';
 import { notConfigured, StripeGateway } from './stripe-gateway';
@@ -36,14 +36,14 @@ export class BillingWebhooksService {
   private readonly secrets: string[];
 
   constructor(
-    config: ConfigService,
+    @Inject(billingConfig.KEY) settings: ConfigType<typeof billingConfig>,
     private readonly stripe: StripeGateway,
     private readonly database: Database,
     private readonly billing: BillingRepository,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
-    this.secrets = config.getOrThrow<BillingConfig>('billing').webhookSecrets;
+    this.secrets = settings.webhookSecrets;
     this.logger.setContext(BillingWebhooksService.name);
   }
 

@@ -1,11 +1,11 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
-import type { BillingConfig } from '../config/billing.config';
+import { billingConfig } from '../config/billing.config';
 import { MetricsService } from '../metrics/metrics.service';
 import {
   type ClaimedMeterEvent,
@@ -45,7 +45,6 @@ export function meterBackoffMs(attempt: number, baseMs: number, random = Math.ra
  */
 @Injectable()
 export class MeterEventsWorker {
-  private readonly config: BillingConfig;
   private readonly leaseMs: number;
   private readonly task: PeriodicTask;
   private readonly purge: PeriodicTask;
@@ -53,14 +52,13 @@ export class MeterEventsWorker {
   constructor(
     private readonly events: MeterEventsRepository,
     private readonly stripe: StripeGateway,
-    config: ConfigService,
+    @Inject(billingConfig.KEY) private readonly config: ConfigType<typeof billingConfig>,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
     jobs: BackgroundJobs,
   ) {
     this.logger.setContext(MeterEventsWorker.name);
-    this.config = config.getOrThrow<BillingConfig>('billing');
     this.leaseMs = this.config.timeoutMs + LEASE_MARGIN_MS;
     this.task = jobs.periodic({
       intervalMs: this.config.meterPollIntervalMs,

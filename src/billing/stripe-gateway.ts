@@ -1,10 +1,10 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { Counter } from 'prom-client';
 import Stripe from 'stripe';
 import { AppError } from '../common/errors/app-error';
-import type { BillingConfig } from '../config/billing.config';
+import { billingConfig } from '../config/billing.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { inClientSpan } from '../tracing/spans';
 
@@ -38,7 +38,7 @@ export class StripeGateway {
   private readonly requestsTotal: Counter<'operation' | 'outcome'>;
 
   constructor(
-    config: ConfigService,
+    @Inject(billingConfig.KEY) billing: ConfigType<typeof billingConfig>,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
   ) {
@@ -48,7 +48,6 @@ export class StripeGateway {
       help: 'Calls to the payment provider by operation and outcome (ok, error, timeout)',
       labelNames: ['operation', 'outcome'],
     });
-    const billing = config.getOrThrow<BillingConfig>('billing');
     this.timeoutMs = billing.timeoutMs;
     this.stripe = billing.stripeSecretKey
       ? new Stripe(billing.stripeSecretKey, {

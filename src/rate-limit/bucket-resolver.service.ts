@@ -1,5 +1,5 @@
-import { ExecutionContext, Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import { normalizeIp, type ThrottlerOptions } from '@nestjs/throttler';
 import type { Request } from 'express';
@@ -9,7 +9,7 @@ import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
 import { TtlCache } from '../common/cache/ttl-cache';
-import type { RateLimitConfig } from '../config/rate-limit.config';
+import { rateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { LimitsService } from '../spend/limits.service';
 import { isAuthRateLimited } from './auth-routes';
@@ -78,20 +78,17 @@ export function bucketKey(name: string, tracker: string): string {
  */
 @Injectable()
 export class BucketResolver {
-  private readonly config: RateLimitConfig;
   private readonly orgPolicies = new TtlCache<BucketPolicy>(ORG_POLICY_CACHE_MS);
   /** @Public() or not, by handler (and its class): metadata does not change after start-up. */
   private readonly publicHandlers = new WeakMap<object, { type: object; isPublic: boolean }>();
 
   constructor(
-    configService: ConfigService,
+    @Inject(rateLimitConfig.KEY) private readonly config: ConfigType<typeof rateLimitConfig>,
     private readonly reflector: Reflector,
     private readonly callers: CallerResolver,
     private readonly organizations: OrganizationsService,
     private readonly limits: LimitsService,
-  ) {
-    this.config = configService.getOrThrow<RateLimitConfig>('rateLimit');
-  }
+  ) {}
 
   /** The client's address; `request.ip` honours X-Forwarded-For only under TRUST_PROXY. */
   static clientIp(request: Request): string {

@@ -1,5 +1,5 @@
-import { ExecutionContext, Injectable, OnModuleInit } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { ExecutionContext, Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { Reflector } from '@nestjs/core';
 import {
   InjectThrottlerOptions,
@@ -10,7 +10,7 @@ import {
   type ThrottlerRequest,
 } from '@nestjs/throttler';
 import type { ServerResponse } from 'node:http';
-import type { RateLimitConfig } from '../config/rate-limit.config';
+import { rateLimitConfig } from '../config/rate-limit.config';
 import { NARROWER_BUCKETS, THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
@@ -40,11 +40,11 @@ export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
     @InjectThrottlerOptions() options: ThrottlerModuleOptions,
     @InjectThrottlerStorage() private readonly buckets: TokenBucketStorage,
     reflector: Reflector,
-    config: ConfigService,
+    @Inject(rateLimitConfig.KEY) rateLimit: ConfigType<typeof rateLimitConfig>,
     private readonly limiter: RateLimiter,
   ) {
     super(options, buckets, reflector);
-    this.enabled = config.getOrThrow<RateLimitConfig>('rateLimit').enabled;
+    this.enabled = rateLimit.enabled;
   }
 
   override async onModuleInit(): Promise<void> {

@@ -1,11 +1,10 @@
 import { Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { ThrottlerModule } from '@nestjs/throttler';
 import type { Request } from 'express';
 import type { ServerResponse } from 'node:http';
 import { AuthModule } from '../auth/auth.module';
 import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from '../common/errors/before-error-reply';
-import type { RateLimitConfig } from '../config/rate-limit.config';
+import { type RateLimitConfig, rateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { SpendModule } from '../spend/spend.module';
 import { BucketResolver, bucketKey } from './bucket-resolver.service';
@@ -32,12 +31,12 @@ export class RateLimitBucketsModule {}
  * 429 instead when the bucket is empty.
  */
 function chargeUnguarded(
-  config: ConfigService,
+  rateLimit: RateLimitConfig,
   buckets: BucketResolver,
   storage: TokenBucketStorage,
   limiter: RateLimiter,
 ): BeforeErrorReply | null {
-  if (!config.getOrThrow<RateLimitConfig>('rateLimit').enabled) return null;
+  if (!rateLimit.enabled) return null;
   return async (request, response: ServerResponse) => {
     if (RateLimiter.hasHeaders(response) || response.headersSent) return null;
     const { name, tracker, limit, ttl } = buckets.forUnrouted(request as Request);
@@ -68,7 +67,7 @@ function chargeUnguarded(
     RateLimiter,
     {
       provide: BEFORE_ERROR_REPLY,
-      inject: [ConfigService, BucketResolver, TokenBucketStorage, RateLimiter],
+      inject: [rateLimitConfig.KEY, BucketResolver, TokenBucketStorage, RateLimiter],
       useFactory: chargeUnguarded,
     },
   ],

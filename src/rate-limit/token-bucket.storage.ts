@@ -1,10 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import type { ConfigType } from '@nestjs/config';
 import type { ThrottlerStorage } from '@nestjs/throttler';
 import { PinoLogger } from 'nestjs-pino';
 import { createHash } from 'node:crypto';
 import { Clock } from '../common/time/clock';
-import type { RateLimitConfig } from '../config/rate-limit.config';
+import { rateLimitConfig } from '../config/rate-limit.config';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { MemoryBuckets } from './memory-buckets';
 import {
@@ -88,10 +88,10 @@ export class TokenBucketStorage implements ThrottlerStorage {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly logger: PinoLogger,
     private readonly clock: Clock,
-    config: ConfigService,
+    @Inject(rateLimitConfig.KEY) rateLimit: ConfigType<typeof rateLimitConfig>,
   ) {
     this.logger.setContext(TokenBucketStorage.name);
-    const { redisTimeoutMs, redisPrefix } = config.getOrThrow<RateLimitConfig>('rateLimit');
+    const { redisTimeoutMs, redisPrefix } = rateLimit;
     this.timeoutMs = redisTimeoutMs;
     this.prefix = redisPrefix;
     // The injected clock: one more call per take, nothing next to the Map work, and a spec can

@@ -1,12 +1,10 @@
-import type { ConfigService } from '@nestjs/config';
 import type { PinoLogger } from 'nestjs-pino';
 import { ManualClock } from '../common/time/clock';
+import type { RateLimitConfig } from '../config/rate-limit.config';
 import { SpendReservations } from './spend-reservations';
 
 function reservations(clock = new ManualClock(0)) {
-  const config = {
-    getOrThrow: () => ({ redisTimeoutMs: 50, redisPrefix: 'test:' }),
-  } as unknown as ConfigService;
+  const config = { redisTimeoutMs: 50, redisPrefix: 'test:' } as RateLimitConfig;
   const logger = { setContext: () => undefined, warn: () => undefined } as unknown as PinoLogger;
   return { store: new SpendReservations(null, clock, logger, config), clock };
 }

@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { createHash } from 'node:crypto';
 import { Clock } from '../common/time/clock';
-import type { RateLimitConfig } from '../config/rate-limit.config';
+import { rateLimitConfig } from '../config/rate-limit.config';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 
 /** One budget a reservation is checked against and counted in. */
@@ -80,10 +80,10 @@ export class SpendReservations {
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
-    config: ConfigService,
+    @Inject(rateLimitConfig.KEY) rateLimit: ConfigType<typeof rateLimitConfig>,
   ) {
     this.logger.setContext(SpendReservations.name);
-    const { redisTimeoutMs, redisPrefix } = config.getOrThrow<RateLimitConfig>('rateLimit');
+    const { redisTimeoutMs, redisPrefix } = rateLimit;
     this.timeoutMs = redisTimeoutMs;
     this.prefix = `${redisPrefix}spend:`;
   }

@@ -1,12 +1,12 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { relationshipMeterEventStep, tokenHourStep } from '../billing/meter-events.step';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
-import type { BillingConfig } from '../config/billing.config';
-import type { EngineConfig } from '../config/engine.config';
+import { billingConfig } from '../config/billing.config';
+import { engineConfig } from '../config/engine.config';
 import type { Source, WithEntry } from '../database/sql';
 import type { MonthTokensColumns, NewRelationshipColumns } from '../usage/usage.steps';
 import { UsageService } from '../usage/usage.service';
@@ -62,12 +62,11 @@ const firstOfNextDay = (at: Date) =>
  */
 @Injectable()
 export class SpendService {
-  private readonly engine: EngineConfig;
-  private readonly billing: BillingConfig;
   private readonly reservationTtlMs: number;
 
   constructor(
-    config: ConfigService,
+    @Inject(engineConfig.KEY) private readonly engine: ConfigType<typeof engineConfig>,
+    @Inject(billingConfig.KEY) private readonly billing: ConfigType<typeof billingConfig>,
     private readonly limits: LimitsService,
     private readonly usage: UsageService,
     private readonly reservations: SpendReservations,
@@ -75,8 +74,6 @@ export class SpendService {
     private readonly logger: PinoLogger,
   ) {
     this.logger.setContext(SpendService.name);
-    this.engine = config.getOrThrow<EngineConfig>('engine');
-    this.billing = config.getOrThrow<BillingConfig>('billing');
     this.reservationTtlMs = this.engine.timeoutMs + RESERVATION_MARGIN_MS;
   }
 
