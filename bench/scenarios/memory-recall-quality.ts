@@ -8,7 +8,9 @@ import {
   bm25LiteRanking,
   bm25Ranking,
   idfShareRanking,
+  rareCandidatesRanking,
   type RecallPool,
+  statsRareRanking,
   serviceRanking,
 } from './support/recall-rankings';
 import { loadAverages, round3, timings } from './support/stats';
@@ -82,7 +84,7 @@ function recalledIn(system: string): Array<{ role: string; content: string }> {
  * After the conversation, each question's recall is ranked again over the memories it could
  * recall when it was asked (ids below the oldest of its history of 20): by the service's own
  * ranking, which must give the same 8 memories as the reply did (a check of this method), and by
- * three alternatives, for the report's suggested fix. Not the service's figures.
+ * alternatives, for the report's suggested fix. Not the service's figures.
  */
 async function rankingsOffline(
   db: Client,
@@ -98,14 +100,30 @@ async function rankingsOffline(
     idf_share: idfShareRanking,
     bm25: bm25Ranking,
     bm25_lite: bm25LiteRanking,
+    rare_5: rareCandidatesRanking(0.05),
+    rare_10: rareCandidatesRanking(0.1),
+    stats_5: statsRareRanking(0.05),
   };
-  const hits = { service: 0, idf_share: 0, bm25: 0, bm25_lite: 0 };
+  const hits = {
+    service: 0,
+    idf_share: 0,
+    bm25: 0,
+    bm25_lite: 0,
+    rare_5: 0,
+    rare_10: 0,
+    stats_5: 0,
+  };
   const missed: Record<keyof typeof rankings, string[]> = {
     service: [],
     idf_share: [],
     bm25: [],
     bm25_lite: [],
+    rare_5: [],
+    rare_10: [],
+    stats_5: [],
   };
+  // The table's statistics, for statsRareRanking (frequencies over the whole conversation).
+  await db.query('ANALYZE memories');
   let sameAsReply = 0;
   for (const result of results) {
     const newest = result.newest_memory_before as string;
@@ -149,7 +167,7 @@ async function rankingsOffline(
     }
   }
   return {
-    note: "not the service's figures: the same 30 questions, over the same memories each could recall when asked, ranked by the service's SQL and by three alternatives (support/recall-rankings.ts)",
+    note: "not the service's figures: the same 30 questions, over the same memories each could recall when asked, ranked by the service's SQL and by alternatives (support/recall-rankings.ts)",
     service_replayed_same_8_as_the_reply: `${sameAsReply} of ${results.length}`,
     service: { hits: hits.service, missed: missed.service },
     idf_weighted_share: { hits: hits.idf_share, missed: missed.idf_share },
@@ -157,6 +175,16 @@ async function rankingsOffline(
     bm25_without_term_counts_from_the_candidates: {
       hits: hits.bm25_lite,
       missed: missed.bm25_lite,
+    },
+    the_same_over_memories_holding_a_lexeme_of_at_most_5_percent_of_the_pool: {
+      hits: hits.rare_5,
+      missed: missed.rare_5,
+    },
+    the_same_at_most_10_percent: { hits: hits.rare_10, missed: missed.rare_10 },
+    the_same_with_the_frequencies_of_pg_stats_at_most_5_percent: {
+      hits: hits.stats_5,
+      missed: missed.stats_5,
+      note: "the table's statistics once the conversation is over (ANALYZE), so slightly ahead of each question's moment",
     },
   };
 }

@@ -128,3 +128,86 @@ export function bm25LiteRanking(db: Client, pool: RecallPool): Promise<string[]>
          LIMIT ${pool.limit}`,
   );
 }
+
+/**
+ * bm25LiteRanking over fewer candidates: only the memories holding one of the message's lexemes
+ * that at most `share` of the pool holds (the rarest lexeme when none is that rare). The common
+ * words of a message ("feel", "today", "work") then no longer make most of an end user's memories
+ * candidates, each read from the heap and scored; they still count in a candidate's score.
+ */
+export function rareCandidatesRanking(share: number) {
+  return (db: Client, pool: RecallPool): Promise<string[]> =>
+    ids(
+      db,
+      sql`WITH terms AS MATERIALIZED ${searchTerms(sql`'english'`, pool.message)},
+               size AS (SELECT count(*) AS n FROM memories
+                         WHERE end_user_id = ${pool.endUserId} AND personality_id = ${pool.personalityId}
+                           AND id < ${pool.bound}::bigint),
+               df AS MATERIALIZED (
+                 SELECT part, (SELECT count(*) FROM memories m
+                                WHERE m.end_user_id = ${pool.endUserId}
+                                  AND m.personality_id = ${pool.personalityId}
+                                  AND m.id < ${pool.bound}::bigint AND m.search @@ part) AS df
+                   FROM terms, unnest(terms.parts) part),
+               rare AS (
+                 SELECT part FROM df, size WHERE df.df <= ${share}::float8 * size.n
+                 UNION
+                 (SELECT part FROM df ORDER BY df LIMIT 1)),
+               candidates AS MATERIALIZED (
+                 SELECT m.id, m.search, length(m.search) AS dl FROM memories m
+                  WHERE m.end_user_id = ${pool.endUserId} AND m.personality_id = ${pool.personalityId}
+                    AND m.id < ${pool.bound}::bigint
+                    AND m.search @@ (SELECT string_agg(part::text, ' | ')::tsquery FROM rare)),
+               stats AS (SELECT avg(dl) AS avgdl FROM candidates),
+               weights AS (SELECT part, ln(1 + (size.n - df + 0.5) / (df + 0.5)) AS idf FROM df, size)
+          SELECT c.id::text AS id,
+                 (SELECT sum(idf) FROM weights w WHERE c.search @@ w.part)
+                   * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.dl / stats.avgdl)) AS score
+            FROM candidates c, stats
+           ORDER BY score DESC, c.id DESC
+           LIMIT ${pool.limit}`,
+    );
+}
+
+/**
+ * The same idea without counting anything per query: each lexeme's frequency is the table's, as
+ * ANALYZE keeps it for the tsvector column (`pg_stats.most_common_elems` and their frequencies;
+ * a lexeme not among them is rarer than the rarest listed). Candidates hold a lexeme of
+ * frequency at most `share` (the rarest lexeme when none is); the score is bm25LiteRanking's with
+ * these frequencies as the rarity. What a service could run with the statistics cached.
+ */
+export function statsRareRanking(share: number) {
+  return (db: Client, pool: RecallPool): Promise<string[]> =>
+    ids(
+      db,
+      sql`WITH common AS (
+                 SELECT u.lexeme, u.freq
+                   FROM pg_stats s,
+                        unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS u(lexeme, freq)
+                  WHERE s.schemaname = 'public' AND s.tablename = 'memories' AND s.attname = 'search'
+                    AND u.lexeme IS NOT NULL),
+               floor AS (SELECT coalesce(min(freq) / 2, 0.0001) AS freq FROM common),
+               lexemes AS MATERIALIZED (
+                 SELECT ('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''')::tsquery AS part,
+                        coalesce(c.freq, floor.freq) AS freq
+                   FROM unnest(tsvector_to_array(to_tsvector('english', ${pool.message}))) l
+                   CROSS JOIN floor
+                   LEFT JOIN common c ON c.lexeme = l),
+               rare AS (
+                 SELECT part FROM lexemes WHERE freq <= ${share}::float8
+                 UNION
+                 (SELECT part FROM lexemes ORDER BY freq LIMIT 1)),
+               candidates AS MATERIALIZED (
+                 SELECT m.id, m.search, length(m.search) AS dl FROM memories m
+                  WHERE m.end_user_id = ${pool.endUserId} AND m.personality_id = ${pool.personalityId}
+                    AND m.id < ${pool.bound}::bigint
+                    AND m.search @@ (SELECT string_agg(part::text, ' | ')::tsquery FROM rare)),
+               stats AS (SELECT avg(dl) AS avgdl FROM candidates)
+          SELECT c.id::text AS id,
+                 (SELECT sum(-ln(freq)) FROM lexemes w WHERE c.search @@ w.part)
+                   * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.dl / stats.avgdl)) AS score
+            FROM candidates c, stats
+           ORDER BY score DESC, c.id DESC
+           LIMIT ${pool.limit}`,
+    );
+}
