@@ -49,6 +49,7 @@ async function serviceWithGc(env: Record<string, string> = {}) {
     process.kill(service.pid, 'SIGUSR2');
     for (let i = 0; i < 1200 && !existsSync(file); i++) await sleep(50);
     const usage = JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+    unlinkSync(file);
     const mib = (bytes: number) => bytes / 1024 / 1024;
     return { heap_used: mib(usage.heapUsed), external: mib(usage.external) };
   };
