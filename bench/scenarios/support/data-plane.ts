@@ -19,7 +19,10 @@ async function post(url: string, body: unknown, auth?: string): Promise<Json> {
   return (await response.json()) as Json;
 }
 
-/** A new organization with a read_write API key and a cloned personality, through the API. */
+/**
+ * A new organization with a read_write API key and a cloned personality, through the API; the
+ * owner's access token too, for what only owners and admins may do.
+ */
 export async function benchTenant(baseUrl: string) {
   const signup = await post(`${baseUrl}/v1/auth/signup`, {
     email: `bench-${Date.now()}-${Math.random().toString(36).slice(2)}@example.test`,
@@ -39,6 +42,7 @@ export async function benchTenant(baseUrl: string) {
   return {
     organizationId: signup.organization.id as string,
     auth,
+    ownerAuth: `Bearer ${signup.access_token}`,
     personalityId: personality.id as string,
   };
 }

@@ -1,0 +1,395 @@
+import { Client } from 'pg';
+import { FakeOpenAI } from '../../test/support/fake-openai';
+import { startService } from '../lib/service';
+import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
+import { benchTenant } from './support/data-plane';
+import { RECALL_SET } from './support/recall-set';
+import {
+  bm25LiteRanking,
+  bm25Ranking,
+  idfShareRanking,
+  rareCandidatesRanking,
+  type RecallPool,
+  statsRareRanking,
+  serviceRanking,
+} from './support/recall-rankings';
+import { loadAverages, round3, timings } from './support/stats';
+
+const EXCHANGES = 1_000; // 2,000 messages: each exchange is the user's message and the reply
+const MIN_GAP = 30; // exchanges between a statement and its question: 60 messages, past the history
+const RECALL_LIMIT = 8; // MEMORY_RECALL_LIMIT's default, which the service runs with
+const HISTORY = 20; // ENGINE_HISTORY_MESSAGES's default
+const USER_ID = 'recall-bench-user';
+const SEED = 20_260_520;
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
+type Json = Record<string, any>;
+
+type Turn =
+  | { kind: 'filler'; message: string }
+  | { kind: 'statement'; fact: number; message: string }
+  | { kind: 'question'; fact: number; message: string };
+
+/**
+ * The conversation: 1,000 exchanges of filler chat, of which 30 user messages state a fact (the
+ * statement alone, or with a chat sentence before or after it) at random points, and 30 later
+ * ones ask its question, at least MIN_GAP exchanges after the statement.
+ */
+function conversation(next: () => number): Turn[] {
+  const turns: Turn[] = Array.from({ length: EXCHANGES }, () => ({
+    kind: 'filler',
+    message: userMessage(next),
+  }));
+  const taken = new Set<number>();
+  const free = (from: number, to: number) => {
+    for (;;) {
+      const at = from + Math.floor(next() * (to - from));
+      if (!taken.has(at)) {
+        taken.add(at);
+        return at;
+      }
+    }
+  };
+  RECALL_SET.forEach(({ statement, question }, fact) => {
+    const stated = free(5, EXCHANGES - MIN_GAP - 60);
+    const asked = free(stated + MIN_GAP, EXCHANGES);
+    const wrap = next();
+    const message =
+      wrap < 0.5
+        ? statement
+        : wrap < 0.75
+          ? `${userSentence(next)} ${statement}`
+          : `${statement} ${userSentence(next)}`;
+    turns[stated] = { kind: 'statement', fact, message };
+    turns[asked] = { kind: 'question', fact, message: question };
+  });
+  return turns;
+}
+
+/** The recalled memories of a system message, as the openai engine sent it (docs/memory.md). */
+function recalledIn(system: string): Array<{ role: string; content: string }> {
+  const header = 'Earlier in your conversations, relevant to this message:\n';
+  const at = system.indexOf(header);
+  if (at === -1) return [];
+  const lines: Array<{ role: string; content: string }> = [];
+  for (const line of system.slice(at + header.length).split('\n')) {
+    const match = /^- \d{4}-\d{2}-\d{2}, (the user|you): (.*)$/.exec(line);
+    if (!match) break;
+    lines.push({ role: match[1] === 'the user' ? 'user' : 'personality', content: match[2] });
+  }
+  return lines;
+}
+
+/**
+ * After the conversation, each question's recall is ranked again over the memories it could
+ * recall when it was asked (ids below the oldest of its history of 20): by the service's own
+ * ranking, which must give the same 8 memories as the reply did (a check of this method), and by
+ * alternatives, for the report's suggested fix. Not the service's figures.
+ */
+async function rankingsOffline(
+  db: Client,
+  personalityId: string,
+  results: Json[],
+  recalledContents: Map<number, string[]>,
+) {
+  const endUserId = (
+    await db.query<{ id: string }>('SELECT id FROM end_users WHERE user_id = $1', [USER_ID])
+  ).rows[0].id;
+  const rankings = {
+    service: serviceRanking,
+    idf_share: idfShareRanking,
+    bm25: bm25Ranking,
+    bm25_lite: bm25LiteRanking,
+    rare_5: rareCandidatesRanking(0.05),
+    rare_10: rareCandidatesRanking(0.1),
+    stats_5: statsRareRanking(0.05),
+  };
+  const hits = {
+    service: 0,
+    idf_share: 0,
+    bm25: 0,
+    bm25_lite: 0,
+    rare_5: 0,
+    rare_10: 0,
+    stats_5: 0,
+  };
+  const missed: Record<keyof typeof rankings, string[]> = {
+    service: [],
+    idf_share: [],
+    bm25: [],
+    bm25_lite: [],
+    rare_5: [],
+    rare_10: [],
+    stats_5: [],
+  };
+  // The table's statistics, for statsRareRanking (frequencies over the whole conversation).
+  await db.query('ANALYZE memories');
+  let sameAsReply = 0;
+  for (const result of results) {
+    const newest = result.newest_memory_before as string;
+    const bound = (
+      await db.query<{ id: string }>(
+        `SELECT min(id)::text AS id FROM (SELECT id FROM memories WHERE end_user_id = $1
+            AND personality_id = $2 AND id <= $3 ORDER BY id DESC LIMIT $4) h`,
+        [endUserId, personalityId, newest, HISTORY],
+      )
+    ).rows[0].id;
+    const statementId = (
+      await db.query<{ id: string }>(
+        `SELECT id::text FROM memories WHERE end_user_id = $1 AND role = 'user' AND content = $2
+            AND id < $3 ORDER BY id DESC LIMIT 1`,
+        [endUserId, result.statement, bound],
+      )
+    ).rows[0]?.id;
+    const pool: RecallPool = {
+      endUserId,
+      personalityId,
+      bound,
+      message: result.question as string,
+      limit: RECALL_LIMIT,
+    };
+    for (const [name, rank] of Object.entries(rankings) as Array<
+      [keyof typeof rankings, (db: Client, pool: RecallPool) => Promise<string[]>]
+    >) {
+      const top = await rank(db, pool);
+      if (statementId && top.includes(statementId)) hits[name]++;
+      else missed[name].push(result.question as string);
+      if (name === 'service') {
+        const contents = (
+          await db.query<{ content: string }>(
+            'SELECT content FROM memories WHERE id = ANY($1::bigint[]) ORDER BY array_position($1::bigint[], id)',
+            [top],
+          )
+        ).rows.map((row) => row.content);
+        const inReply = recalledContents.get(result.fact as number) ?? [];
+        if (JSON.stringify(contents) === JSON.stringify(inReply)) sameAsReply++;
+      }
+    }
+  }
+  return {
+    note: "not the service's figures: the same 30 questions, over the same memories each could recall when asked, ranked by the service's SQL and by alternatives (support/recall-rankings.ts)",
+    service_replayed_same_8_as_the_reply: `${sameAsReply} of ${results.length}`,
+    service: { hits: hits.service, missed: missed.service },
+    idf_weighted_share: { hits: hits.idf_share, missed: missed.idf_share },
+    bm25: { hits: hits.bm25, missed: missed.bm25 },
+    bm25_without_term_counts_from_the_candidates: {
+      hits: hits.bm25_lite,
+      missed: missed.bm25_lite,
+    },
+    the_same_over_memories_holding_a_lexeme_of_at_most_5_percent_of_the_pool: {
+      hits: hits.rare_5,
+      missed: missed.rare_5,
+    },
+    the_same_at_most_10_percent: { hits: hits.rare_10, missed: missed.rare_10 },
+    the_same_with_the_frequencies_of_pg_stats_at_most_5_percent: {
+      hits: hits.stats_5,
+      missed: missed.stats_5,
+      note: "the table's statistics once the conversation is over (ANALYZE), so slightly ahead of each question's moment",
+    },
+  };
+}
+
+/** How varied the generated conversation's words are, as the index sees them. */
+async function vocabulary(db: Client) {
+  const { rows } = await db.query<{ word: string; ndoc: number }>(
+    `SELECT word, ndoc FROM ts_stat('SELECT search FROM memories') ORDER BY ndoc DESC, word`,
+  );
+  const total = (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM memories')).rows[0]
+    .n;
+  return {
+    distinct_lexemes: rows.length,
+    lexemes_in_over_10_percent_of_memories: rows.filter((r) => r.ndoc > total / 10).length,
+    most_frequent: rows.slice(0, 15).map((r) => `${r.word} ${r.ndoc}`),
+    caveat:
+      'template-generated chat has a smaller vocabulary than real conversations: its common words are more common, so ties on them are more frequent than in real chat',
+  };
+}
+
+/**
+ * Recall quality (issue 20): a generated conversation of 2,000 messages with 30 facts stated at
+ * random points and 30 later questions worded differently that share at least one content word
+ * with their statement. Every message goes through the real service, `POST /v1/respond` with
+ * RESPONSE_ENGINE=openai against the fake provider in this process (which answers each message
+ * with a generated reply), so every memory and its tsvector are the service's own. For each
+ * question, the recalled memories are read from the system message the service sent the
+ * provider: exactly what a reply recalls (MEMORY_RECALL_LIMIT 8 older memories, history 20).
+ * Goal: the statement among them for >= 27 of 30.
+ */
+export async function run(): Promise<Record<string, unknown>> {
+  const loadAtStart = loadAverages();
+  const fake = await FakeOpenAI.start();
+  const service = await startService({
+    env: {
+      RESPONSE_ENGINE: 'openai',
+      OPENAI_BASE_URL: fake.url,
+      OPENAI_API_KEY: 'bench-key',
+      OPENAI_MODEL: 'gpt-bench',
+      ENGINE_TIMEOUT_MS: '30000',
+    },
+  });
+  const db = new Client({ connectionString: service.databaseUrl });
+  await db.connect();
+  try {
+    const tenant = await benchTenant(service.baseUrl);
+    const next = random(SEED);
+    const turns = conversation(next);
+    const emotions = ['caring', 'curiosity', 'joy', 'neutral', 'optimism', 'approval'];
+    fake.respondAlwaysWith(() => ({
+      content: {
+        text: personalityReply(next),
+        emotion: pick(next, emotions),
+        intensity: 0.5,
+        facts: [],
+      },
+    }));
+    const headers = { 'content-type': 'application/json', authorization: tenant.auth };
+    const search = async (q: string, limit: number): Promise<Json[]> => {
+      const url = new URL(`${service.baseUrl}/v1/end-users/${USER_ID}/memories/search`);
+      url.searchParams.set('q', q);
+      url.searchParams.set('personality_id', tenant.personalityId);
+      url.searchParams.set('limit', String(limit));
+      const response = await fetch(url, { headers });
+      if (response.status !== 200) throw new Error(`search: ${response.status}`);
+      return ((await response.json()) as Json).data as Json[];
+    };
+    const lexemes = async (text: string): Promise<string[]> =>
+      (
+        await db.query<{ l: string[] }>(
+          `SELECT tsvector_to_array(to_tsvector('english', $1)) AS l`,
+          [text],
+        )
+      ).rows[0].l;
+
+    const statements = new Map<number, { message: string; exchange: number }>();
+    const results: Json[] = [];
+    const recalledContents = new Map<number, string[]>();
+    const replyMs: number[] = [];
+    const startedAt = performance.now();
+    for (let exchange = 0; exchange < turns.length; exchange++) {
+      const turn = turns[exchange];
+      let before: Json[] | undefined;
+      let newestBefore = '0';
+      if (turn.kind === 'question') {
+        before = await search(turn.message, 50);
+        newestBefore = (await db.query<{ id: string }>('SELECT max(id)::text AS id FROM memories'))
+          .rows[0].id;
+      }
+      const sentAt = performance.now();
+      const response = await fetch(`${service.baseUrl}/v1/respond`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({
+          personality_id: tenant.personalityId,
+          user_id: USER_ID,
+          message: turn.message,
+        }),
+      });
+      if (response.status !== 200) {
+        throw new Error(`respond ${exchange}: ${response.status} ${await response.text()}`);
+      }
+      await response.json();
+      replyMs.push(performance.now() - sentAt);
+      if (turn.kind === 'statement') statements.set(turn.fact, { message: turn.message, exchange });
+      if (turn.kind !== 'question') continue;
+
+      const stated = statements.get(turn.fact)!;
+      const sent = fake.lastRequest().body!.messages!;
+      const recalled = recalledIn(sent[0].content as string);
+      recalledContents.set(
+        turn.fact,
+        recalled.map((m) => m.content),
+      );
+      const inHistory = sent.slice(1, -1).some((m) => m.content === stated.message);
+      const position = recalled.findIndex((m) => m.role === 'user' && m.content === stated.message);
+      const searchRank = before!.findIndex((m) => m.content === stated.message);
+      const statementLexemes = await lexemes(stated.message);
+      const questionLexemes = await lexemes(turn.message);
+      results.push({
+        fact: turn.fact,
+        newest_memory_before: newestBefore,
+        statement: stated.message,
+        question: turn.message,
+        stated_at_exchange: stated.exchange,
+        asked_at_exchange: exchange,
+        shared_lexemes: questionLexemes.filter((l) => statementLexemes.includes(l)),
+        question_lexemes: questionLexemes,
+        recalled: position !== -1,
+        position_in_recall: position === -1 ? null : position + 1,
+        statement_in_history: inHistory,
+        search_rank_before_asking: searchRank === -1 ? '> 50' : searchRank + 1,
+        statement_score: before!.find((m) => m.content === stated.message)?.score ?? null,
+        recalled_memories: recalled.length,
+        // For a miss, what was recalled instead.
+        recalled_instead:
+          position === -1 ? recalled.map((m) => `${m.role}: ${m.content.slice(0, 90)}`) : undefined,
+      });
+    }
+    const conversationSeconds = (performance.now() - startedAt) / 1000;
+
+    // The same questions once the conversation is over, through the search endpoint (limit 8):
+    // every memory competes, the question asked in the conversation (and its reply) included.
+    const atEnd: Json[] = [];
+    for (const { question } of RECALL_SET) {
+      const found = await search(question, 50);
+      const fact = results.find((r) => r.question === question)!;
+      const rank = found.findIndex((m) => m.content === fact.statement);
+      atEnd.push({
+        question,
+        rank: rank === -1 ? '> 50' : rank + 1,
+        in_top_8: rank !== -1 && rank < 8,
+      });
+    }
+
+    const alternatives = await rankingsOffline(db, tenant.personalityId, results, recalledContents);
+
+    const memories = await db.query<{ n: number; user: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE role = 'user')::int AS user FROM memories`,
+    );
+    const hits = results.filter((r) => r.recalled).length;
+    const searchHits = results.filter(
+      (r) => typeof r.search_rank_before_asking === 'number' && r.search_rank_before_asking <= 8,
+    ).length;
+    return {
+      load_average_at_start: loadAtStart,
+      load_average_at_end: loadAverages(),
+      method: {
+        conversation: `${EXCHANGES} exchanges (${EXCHANGES * 2} messages) of generated everyday chat (bench/scenarios/support/chat-text.ts, seed ${SEED}): 30 user messages state a fact at random points, 30 later ones (>= ${MIN_GAP} exchanges after) ask about it; questions written before the first run (support/recall-set.ts)`,
+        written_through:
+          'POST /v1/respond, RESPONSE_ENGINE=openai against test/support/fake-openai.ts, which answers each message with a generated reply (no facts learned): every memory and tsvector is written by the service (memoriesInsertStep, english)',
+        recall_read_from:
+          "the system message the service sent the provider for the question (its 'Earlier in your conversations' lines): the reply's own recall, MEMORY_RECALL_LIMIT 8, history 20",
+        search_rank:
+          'GET /v1/end-users/{id}/memories/search?q=<question>&personality_id=&limit=50 just before the question is sent: the same ranking over every memory (the history included)',
+      },
+      memories: memories.rows[0].n,
+      user_messages: memories.rows[0].user,
+      recall_limit: RECALL_LIMIT,
+      history_messages: HISTORY,
+      recall_at_8: {
+        hits,
+        of: results.length,
+        share: round3(hits / results.length),
+        goal: '>= 27 of 30 (0.9)',
+        goal_met: hits >= 27,
+        missed: results
+          .filter((r) => !r.recalled)
+          .map((r) => ({ question: r.question, statement: r.statement })),
+      },
+      search_endpoint_top_8_before_asking: { hits: searchHits, of: results.length },
+      asked_again_at_end_search_top_8: {
+        hits: atEnd.filter((r) => r.in_top_8).length,
+        of: atEnd.length,
+        per_question: atEnd,
+      },
+      alternative_rankings_offline: alternatives,
+      vocabulary: await vocabulary(db),
+      conversation_seconds: Number(conversationSeconds.toFixed(1)),
+      respond_latency: timings(replyMs),
+      per_question: results,
+    };
+  } finally {
+    await db.end();
+    await service.stop();
+    await fake.close();
+  }
+}
