@@ -4,15 +4,7 @@ import { startService } from '../lib/service';
 import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
 import { benchTenant } from './support/data-plane';
 import { RECALL_SET } from './support/recall-set';
-import {
-  bm25LiteRanking,
-  bm25Ranking,
-  idfShareRanking,
-  rareCandidatesRanking,
-  type RecallPool,
-  statsRareRanking,
-  serviceRanking,
-} from './support/recall-rankings';
+import { bm25Ranking, type RecallPool, serviceRanking } from './support/recall-rankings';
 import { loadAverages, round3, timings } from './support/stats';
 
 const EXCHANGES = 1_000; // 2,000 messages: each exchange is the user's message and the reply
@@ -83,11 +75,13 @@ function recalledIn(system: string): Array<{ role: string; content: string }> {
 /**
  * After the conversation, each question's recall is ranked again over the memories it could
  * recall when it was asked (ids below the oldest of its history of 20): by the service's own
- * ranking, which must give the same 8 memories as the reply did (a check of this method), and by
- * alternatives, for the report's suggested fix. Not the service's figures.
+ * ranking, which must give the same 8 memories as the reply did (a check of this method: the
+ * table's statistics may have moved since), and by full Okapi BM25 over every memory of the pool,
+ * a reference the service's bounded ranking is compared with. Not the service's figures.
  */
 async function rankingsOffline(
   db: Client,
+  organizationId: string,
   personalityId: string,
   results: Json[],
   recalledContents: Map<number, string[]>,
@@ -95,35 +89,9 @@ async function rankingsOffline(
   const endUserId = (
     await db.query<{ id: string }>('SELECT id FROM end_users WHERE user_id = $1', [USER_ID])
   ).rows[0].id;
-  const rankings = {
-    service: serviceRanking,
-    idf_share: idfShareRanking,
-    bm25: bm25Ranking,
-    bm25_lite: bm25LiteRanking,
-    rare_5: rareCandidatesRanking(0.05),
-    rare_10: rareCandidatesRanking(0.1),
-    stats_5: statsRareRanking(0.05),
-  };
-  const hits = {
-    service: 0,
-    idf_share: 0,
-    bm25: 0,
-    bm25_lite: 0,
-    rare_5: 0,
-    rare_10: 0,
-    stats_5: 0,
-  };
-  const missed: Record<keyof typeof rankings, string[]> = {
-    service: [],
-    idf_share: [],
-    bm25: [],
-    bm25_lite: [],
-    rare_5: [],
-    rare_10: [],
-    stats_5: [],
-  };
-  // The table's statistics, for statsRareRanking (frequencies over the whole conversation).
-  await db.query('ANALYZE memories');
+  const rankings = { service: serviceRanking, bm25: bm25Ranking };
+  const hits = { service: 0, bm25: 0 };
+  const missed: Record<keyof typeof rankings, string[]> = { service: [], bm25: [] };
   let sameAsReply = 0;
   for (const result of results) {
     const newest = result.newest_memory_before as string;
@@ -142,6 +110,7 @@ async function rankingsOffline(
       )
     ).rows[0]?.id;
     const pool: RecallPool = {
+      organizationId,
       endUserId,
       personalityId,
       bound,
@@ -167,25 +136,10 @@ async function rankingsOffline(
     }
   }
   return {
-    note: "not the service's figures: the same 30 questions, over the same memories each could recall when asked, ranked by the service's SQL and by alternatives (support/recall-rankings.ts)",
+    note: "not the service's figures: the same 30 questions, over the same memories each could recall when asked, ranked by the service's SQL and by full Okapi BM25 over every memory as a reference (support/recall-rankings.ts)",
     service_replayed_same_8_as_the_reply: `${sameAsReply} of ${results.length}`,
     service: { hits: hits.service, missed: missed.service },
-    idf_weighted_share: { hits: hits.idf_share, missed: missed.idf_share },
-    bm25: { hits: hits.bm25, missed: missed.bm25 },
-    bm25_without_term_counts_from_the_candidates: {
-      hits: hits.bm25_lite,
-      missed: missed.bm25_lite,
-    },
-    the_same_over_memories_holding_a_lexeme_of_at_most_5_percent_of_the_pool: {
-      hits: hits.rare_5,
-      missed: missed.rare_5,
-    },
-    the_same_at_most_10_percent: { hits: hits.rare_10, missed: missed.rare_10 },
-    the_same_with_the_frequencies_of_pg_stats_at_most_5_percent: {
-      hits: hits.stats_5,
-      missed: missed.stats_5,
-      note: "the table's statistics once the conversation is over (ANALYZE), so slightly ahead of each question's moment",
-    },
+    full_okapi_bm25_over_every_memory: { hits: hits.bm25, missed: missed.bm25 },
   };
 }
 
@@ -340,7 +294,13 @@ export async function run(): Promise<Record<string, unknown>> {
       });
     }
 
-    const alternatives = await rankingsOffline(db, tenant.personalityId, results, recalledContents);
+    const replayed = await rankingsOffline(
+      db,
+      tenant.organizationId,
+      tenant.personalityId,
+      results,
+      recalledContents,
+    );
 
     const memories = await db.query<{ n: number; user: number }>(
       `SELECT count(*)::int AS n, count(*) FILTER (WHERE role = 'user')::int AS user FROM memories`,
@@ -381,7 +341,7 @@ export async function run(): Promise<Record<string, unknown>> {
         of: atEnd.length,
         per_question: atEnd,
       },
-      alternative_rankings_offline: alternatives,
+      rankings_replayed_offline: replayed,
       vocabulary: await vocabulary(db),
       conversation_seconds: Number(conversationSeconds.toFixed(1)),
       respond_latency: timings(replyMs),

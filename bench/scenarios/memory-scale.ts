@@ -11,7 +11,6 @@ import { backendCpu, cpuBetween } from './support/db-cpu';
 import { benchTenant } from './support/data-plane';
 import { RECALL_SET } from './support/recall-set';
 import { type ScaleUser, seedMemories } from './support/scale-seed';
-import { statsRareRanking } from './support/recall-rankings';
 import { load1, loadAverages, median, percentile, round2, round3, timings } from './support/stats';
 
 const TOTAL_MEMORIES = 1_000_000;
@@ -101,12 +100,6 @@ async function recallQuery(
   const db = new Client({ connectionString: databaseUrl });
   await db.connect();
   try {
-    const endUserId = (
-      await db.query<{ id: string }>(
-        'SELECT id FROM end_users WHERE organization_id = $1 AND user_id = $2',
-        [organizationId, HEAVY],
-      )
-    ).rows[0].id;
     const run = async (userId: string, message: string, recall: number) => {
       const statement = await conversationStatement(
         organizationId,
@@ -120,17 +113,6 @@ async function recallQuery(
       const ms = performance.now() - startedAt;
       return { ms, recalled: (rows[0]?.recalled as unknown[] | undefined)?.length ?? 0 };
     };
-    const candidates = async (message: string) =>
-      (
-        await db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM memories
-            WHERE end_user_id = $1 AND personality_id = $2
-              AND search @@ (SELECT string_agg(quote_literal(l), ' | ')::tsquery
-                               FROM unnest(tsvector_to_array(to_tsvector('english', $3))) l)`,
-          [endUserId, personalityId, message],
-        )
-      ).rows[0].n;
-
     for (const message of messages.slice(0, 50)) {
       await run(HEAVY, message, RECALL);
       await run(HEAVY, message, 0);
@@ -140,21 +122,6 @@ async function recallQuery(
     const heavyOn: number[] = [];
     const heavyOff: number[] = [];
     const ordinaryOn: number[] = [];
-    const suggested: number[] = [];
-    const rareRanking = statsRareRanking(0.05);
-    const suggestedOnce = async (message: string) => {
-      const startedAt = performance.now();
-      await rareRanking(db, {
-        endUserId,
-        personalityId,
-        bound: '9223372036854775807',
-        message,
-        limit: RECALL,
-      });
-      return performance.now() - startedAt;
-    };
-    for (const message of messages.slice(0, 50)) await suggestedOnce(message);
-    const byCandidates: Array<{ candidates: number; ms: number }> = [];
     let emptyRecall = 0;
     for (const message of messages) {
       const on = await run(HEAVY, message, RECALL);
@@ -162,8 +129,6 @@ async function recallQuery(
       if (on.recalled === 0) emptyRecall++;
       heavyOff.push((await run(HEAVY, message, 0)).ms);
       ordinaryOn.push((await run(ordinaryUser, message, RECALL)).ms);
-      suggested.push(await suggestedOnce(message));
-      byCandidates.push({ candidates: await candidates(message), ms: on.ms });
     }
     const loadAfter = load1();
     const plans = await db.query<Json>(
@@ -171,35 +136,6 @@ async function recallQuery(
         WHERE name LIKE 'end_users_read_conversation%' ORDER BY name`,
     );
 
-    const buckets = [
-      [0, 1_000],
-      [1_000, 5_000],
-      [5_000, 10_000],
-      [10_000, Infinity],
-    ].map(([from, to]) => {
-      const inBucket = byCandidates.filter((c) => c.candidates >= from && c.candidates < to);
-      return {
-        candidates: to === Infinity ? `>= ${from}` : `${from}..${to - 1}`,
-        messages: inBucket.length,
-        p50_ms: inBucket.length
-          ? round2(
-              percentile(
-                inBucket.map((c) => c.ms),
-                50,
-              ),
-            )
-          : null,
-        p99_ms: inBucket.length
-          ? round2(
-              percentile(
-                inBucket.map((c) => c.ms),
-                99,
-              ),
-            )
-          : null,
-      };
-    });
-    const counts = byCandidates.map((c) => c.candidates);
     return {
       method:
         "findConversation's own statement (captured from EndUsersRepository, the message's lexemes computed in the statement as the service does), prepared under the service's name on one connection and run once per message, sequentially, timed in this process (round trip included); the three variants take turns message by message",
@@ -211,17 +147,6 @@ async function recallQuery(
       heavy_user_recall_off: { ...timings(heavyOff), statement: 'end_users_read_conversation' },
       ordinary_user_recall_on: timings(ordinaryOn),
       heavy_user_messages_recalling_nothing: emptyRecall,
-      heavy_user_candidates_per_message: {
-        note: "memories of the end user with the personality holding any of the message's lexemes: each is read from the heap and scored before the top 8 are kept",
-        p50: percentile(counts, 50),
-        p90: percentile(counts, 90),
-        max: Math.max(...counts),
-      },
-      heavy_user_latency_by_candidates: buckets,
-      suggested_alternative_not_the_service: {
-        what: "the recall part alone (not history nor facts), ranked as support/recall-rankings.ts statsRareRanking(0.05): candidates only the memories holding a lexeme of table frequency <= 5% (from pg_stats, the rarest lexeme when none is), BM25 without term counts; 27 of 30 in memory-recall-quality's offline replay, where the service's ranking gets 14",
-        heavy_user: timings(suggested),
-      },
       plan_cache: plans.rows,
       load_average_1m: [loadBefore, loadAfter],
       goal: 'p99 <= 10 ms (heavy user, recall on)',

@@ -65,6 +65,7 @@ async function adminTenant(baseUrl: string): Promise<Tenant & { admin: string }>
   return {
     organizationId: signup.body.organization.id,
     auth,
+    ownerAuth: token,
     admin: auth,
     personalityId: personality.body.id,
   };
