@@ -44,7 +44,17 @@ export class ServerSentEvents {
     if (this.closed) return;
     if (this.stream.write(text)) return;
     // Full: wait for the client to read (or for the stream to be cut: idle timeout, client gone).
-    await Promise.race([once(this.stream, 'drain'), once(this.stream, 'close')]);
+    // Whichever comes first, the other listener goes too: a long stream waits thousands of times.
+    const settled = new AbortController();
+    const { signal } = settled;
+    try {
+      await Promise.race([
+        once(this.stream, 'drain', { signal }),
+        once(this.stream, 'close', { signal }),
+      ]);
+    } finally {
+      settled.abort();
+    }
   }
 }
 
