@@ -273,6 +273,31 @@ describe('A model path that does not fail the user (contract §21)', () => {
     expect(fallback.requests).toHaveLength(0);
     expect(await c.stored(userId)).toBe(0);
   });
+
+  // ENGINE_MAX_TOKENS 321: at most 321 × 16 + 4,096 = 9,232 characters are read of an answer.
+  it('cuts off a provider that ignores max_completion_tokens instead of reading it without end', async () => {
+    const endless = 'on and on '.repeat(3_000);
+    primary.respondWith({ content: endless, stream: { chunkSize: 500, intervalMs: 5 } });
+    const userId = uniqueUserId('endless');
+    const streamed = await c.respond({ user_id: userId, message: 'talk', stream: true });
+    const events = parseEvents(streamed.text);
+    const deltas = events.filter((event) => event.event === 'delta');
+    const sent = deltas.map((event) => (event.data as { text: string }).text).join('');
+    expect(sent.length).toBeGreaterThan(8_000);
+    expect(sent.length).toBeLessThanOrEqual(9_232);
+    expect(events.at(-1)).toMatchObject({
+      event: 'error',
+      data: { error: { code: 'engine_unavailable' } },
+    });
+    await primary.waitForAborted(1);
+    expect(await c.stored(userId)).toBe(0);
+
+    // Not streamed, nothing reached the client yet: the next route answers.
+    primary.respondWith({ content: endless });
+    const whole = await c.respond({ user_id: userId, message: 'talk again' });
+    expect(whole.status).toBe(200);
+    expect(whole.body.model).toBe('fallback-model');
+  });
 });
 
 describe('A primary that refuses connections', () => {

@@ -127,6 +127,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
   readonly name = 'openai';
   private readonly router: EngineRouter;
   private readonly maxTokens: number;
+  /**
+   * The most characters of an answer read from a provider: ENGINE_MAX_TOKENS at a generous 16
+   * characters a token, plus the JSON around the text. A provider that ignores
+   * max_completion_tokens is cut off there instead of being read (and held) without end.
+   */
+  private readonly maxAnswerCharacters: number;
 
   constructor(
     engine: EngineConfig,
@@ -145,6 +151,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       timeoutMs: engine.timeoutMs,
     });
     this.maxTokens = engine.maxTokens;
+    this.maxAnswerCharacters = engine.maxTokens * 16 + 4_096;
   }
 
   async reply(request: ReplyRequest): Promise<EngineReply> {
@@ -215,6 +222,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
         false,
       );
     }
+    this.checkLength(content.length);
     const text = new ReplyTextStream();
     text.push(content);
     return { content, text: text.isPlain ? content.trim() : text.text, usage: usageOf(usage) };
@@ -239,6 +247,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       if (choice?.finish_reason) finished = true;
       const piece = choice?.delta?.content;
       if (typeof piece === 'string' && piece !== '') {
+        this.checkLength(content.length + piece.length);
         content += piece;
         const delta = toStorableText(text.push(piece));
         // Awaited: a client that does not read pauses this read of the provider's stream.
@@ -249,6 +258,16 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off.
     if (!finished) throw new UnusableAnswer('The model provider broke off its answer', true);
     return { content, text: text.text, usage };
+  }
+
+  /** Leaving the stream's loop by this throw closes the provider's response. */
+  private checkLength(characters: number): void {
+    if (characters > this.maxAnswerCharacters) {
+      throw new UnusableAnswer(
+        'The model provider answered past ENGINE_MAX_TOKENS (max_completion_tokens ignored)',
+        false,
+      );
+    }
   }
 
   private toReply(
