@@ -91,13 +91,12 @@ export function rankedMemories(pool: MemoryPool): Sql {
             CROSS JOIN LATERAL (
               SELECT count(*) AS df FROM candidates c
                WHERE c.search_config = l.search_config AND c.search @@ l.part) d)
-    SELECT c.id,
-           (SELECT count(*) FROM unnest(c.parts) part WHERE c.search @@ part)::float8
-             / cardinality(c.parts) AS share,
-           (SELECT sum(w.idf) FROM weights w
-             WHERE w.search_config = c.search_config AND c.search @@ w.part)
-             * ${BM25_LENGTH} AS relevance
+    SELECT c.id, held.lexemes::float8 / cardinality(c.parts) AS share,
+           held.idf * ${BM25_LENGTH} AS relevance
       FROM candidates c CROSS JOIN average
+     CROSS JOIN LATERAL (
+           SELECT count(*) AS lexemes, sum(w.idf) AS idf FROM weights w
+            WHERE w.search_config = c.search_config AND c.search @@ w.part) held
      ORDER BY share DESC, relevance DESC, c.id DESC
      LIMIT ${pool.limit}`;
 }
