@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
+import { MailModule } from '../mail/mail.module';
 import { UsersModule } from '../users/users.module';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsController } from './invitations.controller';
@@ -16,7 +17,7 @@ import { OrganizationsService } from './organizations.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule],
+  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule, MailModule],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
     OrganizationsRepository,
