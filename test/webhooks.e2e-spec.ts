@@ -856,6 +856,110 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
   });
 });
 
+describe('Webhook URLs: ports, the stored form, what a refusal says (§25)', () => {
+  let t: TestApp;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    // The production defaults: ports 80, 443, 8080, 8443 only, private addresses refused.
+    t = await createTestApp({
+      env: { ...FAST, WEBHOOK_ALLOW_PRIVATE_URLS: 'false', WEBHOOK_ALLOWED_PORTS: undefined },
+    });
+    tenant = await adminTenant(t);
+  });
+  afterAll(() => t.close());
+
+  const post = (url: string) =>
+    t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', tenant.auth)
+      .send({ url, events: ['end_user.created'] });
+
+  it.each([
+    'https://93.184.215.14:9000/hook',
+    'http://93.184.215.14:22/',
+    'https://93.184.215.14:1/',
+  ])('refuses %s: by default only ports 80, 443, 8080 and 8443', async (url) => {
+    const response = await post(url);
+    expectError(response, 400, 'validation_failed');
+    expect(response.body.error.details).toEqual([
+      { field: 'url', problem: expect.stringMatching(/port/) },
+    ]);
+  });
+
+  it('accepts the default ports, and refuses a PATCH to another one', async () => {
+    const ids: string[] = [];
+    for (const url of [
+      'http://93.184.215.14/a',
+      'https://93.184.215.14:443/b',
+      'http://93.184.215.14:8080/c',
+      'https://93.184.215.14:8443/d',
+    ]) {
+      const response = await post(url);
+      expect({ url, status: response.status }).toEqual({ url, status: 201 });
+      ids.push(response.body.id as string);
+    }
+    const patched = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${ids[0]}`)
+      .set('Authorization', tenant.auth)
+      .send({ url: 'https://93.184.215.14:9000/hook' });
+    expectError(patched, 400, 'validation_failed');
+    for (const id of ids) {
+      await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+    }
+  });
+
+  it('stores and shows the URL in its normalised (WHATWG) form', async () => {
+    const response = await post('HTTPS://93.184.215.14:443/a/./b/../hook?x=1');
+    expect(response.status).toBe(201);
+    expect(response.body.url).toBe('https://93.184.215.14/a/hook?x=1');
+    const one = await t
+      .http()
+      .get(`/v1/webhook-endpoints/${response.body.id}`)
+      .set('Authorization', tenant.auth);
+    expect(one.body.url).toBe('https://93.184.215.14/a/hook?x=1');
+    await t
+      .http()
+      .delete(`/v1/webhook-endpoints/${response.body.id}`)
+      .set('Authorization', tenant.auth);
+  });
+
+  it('says that the host is not a public address, never what it resolved to', async () => {
+    const response = await post('http://localhost:8080/hook');
+    expectError(response, 400, 'validation_failed');
+    const problem = (response.body.error.details as Array<{ problem: string }>)[0].problem;
+    expect(problem).toMatch(/not a public address/);
+    expect(problem).not.toMatch(/127\.0\.0\.1|::1|resolves to/);
+  });
+
+  it('lets WEBHOOK_ALLOWED_PORTS widen the ports (ports and ranges)', async () => {
+    const wide = await createTestApp({
+      env: {
+        ...FAST,
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'false',
+        WEBHOOK_ALLOWED_PORTS: '443, 9000-9100',
+      },
+    });
+    try {
+      const other = await adminTenant(wide);
+      const send = (url: string) =>
+        wide
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set('Authorization', other.auth)
+          .send({ url, events: ['end_user.created'] });
+      expect((await send('https://93.184.215.14:9050/hook')).status).toBe(201);
+      expect((await send('https://93.184.215.14/hook')).status).toBe(201);
+      expectError(await send('http://93.184.215.14/hook'), 400, 'validation_failed');
+      expectError(await send('https://93.184.215.14:9101/hook'), 400, 'validation_failed');
+    } finally {
+      await wide.close();
+    }
+  });
+});
+
 describe('Server-side request forgery guard (WEBHOOK_ALLOW_PRIVATE_URLS=false)', () => {
   let t: TestApp;
   let tenant: Tenant;

@@ -11,6 +11,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { publicEventId } from './webhook-event-types';
 import { sendWebhook } from './webhook-sender';
 import { signatureHeaders } from './webhook-signer';
+import { portProblem } from './webhook-url';
 import {
   type AttemptOutcome,
   type ClaimedAttempt,
@@ -221,6 +222,25 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         error: 'endpoint disabled',
         durationMs: null,
         retryInMs: null,
+      });
+      return;
+    }
+    const badPort = URL.canParse(job.url)
+      ? portProblem(new URL(job.url), this.config.allowedPorts)
+      : 'invalid URL';
+    if (badPort) {
+      // An endpoint stored before the port rule (or before WEBHOOK_ALLOWED_PORTS narrowed).
+      this.record({
+        id: job.id,
+        lockToken: job.lock_token,
+        status: 'failed',
+        responseStatus: null,
+        error: badPort,
+        durationMs: null,
+        retryInMs:
+          job.attempt < this.config.maxAttempts
+            ? backoffMs(job.attempt, this.config.retryBaseMs)
+            : null,
       });
       return;
     }
