@@ -52,6 +52,22 @@ class WebhooksEnv {
   @Max(1_000)
   WEBHOOK_CONCURRENCY?: number;
 
+  /** Attempts one organization has in flight on one instance at most (fairness between tenants). */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(1_000)
+  WEBHOOK_CONCURRENCY_PER_ORG?: number;
+
+  /** An endpoint whose attempts have all failed for this many hours is disabled. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(24 * 365)
+  WEBHOOK_DISABLE_AFTER_HOURS?: number;
+
   /** The ports a webhook URL may name: ports and ranges, comma-separated (`443,9000-9100`). */
   @IsOptional()
   @Matches(PORT_LIST, {
@@ -91,6 +107,8 @@ export const webhooksConfig = registerAs('webhooks', () => {
     allowPrivateUrls: env.WEBHOOK_ALLOW_PRIVATE_URLS ?? false,
     pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
     concurrency: env.WEBHOOK_CONCURRENCY ?? 64,
+    concurrencyPerOrganization: env.WEBHOOK_CONCURRENCY_PER_ORG ?? 8,
+    disableAfterHours: env.WEBHOOK_DISABLE_AFTER_HOURS ?? 72,
     allowedPorts: parsePortRanges(env.WEBHOOK_ALLOWED_PORTS ?? DEFAULT_WEBHOOK_PORTS),
   };
 });

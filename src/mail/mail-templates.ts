@@ -4,7 +4,11 @@ import { join } from 'node:path';
  * Every mail the service sends, by template: `<name>.hbs` (HTML) and `<name>.text.hbs` (text),
  * beside this file in src/ and in dist/ (nest-cli.json's asset rule for templates copies them).
  */
-export const MAIL_TEMPLATES = ['password-reset', 'invitation'] as const;
+export const MAIL_TEMPLATES = [
+  'password-reset',
+  'invitation',
+  'webhook-endpoint-disabled',
+] as const;
 export type MailTemplate = (typeof MAIL_TEMPLATES)[number];
 
 export const MAIL_TEMPLATE_DIR = join(__dirname, 'templates');

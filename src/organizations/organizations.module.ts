@@ -3,6 +3,7 @@ import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { MailModule } from '../mail/mail.module';
 import { UsersModule } from '../users/users.module';
+import { DisabledEndpointsNotifier } from './disabled-endpoints-notifier';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsController } from './invitations.controller';
 import { InvitationsRepository } from './invitations.repository';
@@ -28,6 +29,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     InvitationsService,
     InvitationMailer,
     OrganizationAccess,
+    DisabledEndpointsNotifier,
   ],
   exports: [OrganizationsService, OrganizationAccess],
 })

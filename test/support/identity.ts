@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Scope } from '../../src/common/auth/caller';
+import type { CapturedMail, TestSmtpServer } from './smtp-server';
 import type { TestApp } from './test-app';
 
 export interface SignedUp {
@@ -55,4 +56,44 @@ export async function tenantWithKey(t: TestApp, scopes: Scope[] = ['read_write']
   const owner = await signUp(t);
   const key = await createApiKey(t, owner.accessToken, scopes);
   return { ...owner, key, auth: `Bearer ${key}` };
+}
+
+/** The token of the invitation link in a captured mail. */
+export function invitationTokenOf(mail: CapturedMail): string {
+  const match = /accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(mail.decoded);
+  if (!match) throw new Error('no invitation link in the mail');
+  return match[1];
+}
+
+export const isInvitationMail = (mail: CapturedMail) =>
+  mail.decoded.includes('accept-invitation?token=');
+
+/**
+ * A new user who joins `owner`'s organization with `role` through the API: invited by the owner,
+ * signed up, the invitation's link read from the spec's SMTP server, accepted.
+ */
+export async function joinOrganization(
+  t: TestApp,
+  smtp: TestSmtpServer,
+  owner: SignedUp,
+  role: 'owner' | 'admin' | 'member' = 'member',
+): Promise<SignedUp> {
+  const email = uniqueEmail('invitee');
+  const invited = await t
+    .http()
+    .post(`/v1/organizations/${owner.organizationId}/invitations`)
+    .set('Authorization', `Bearer ${owner.accessToken}`)
+    .send({ email, role });
+  if (invited.status !== 201)
+    throw new Error(`invitation failed: ${invited.status} ${JSON.stringify(invited.body)}`);
+  const token = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
+  const user = await signUp(t, { email });
+  const accepted = await t
+    .http()
+    .post('/v1/invitations/accept')
+    .set('Authorization', `Bearer ${user.accessToken}`)
+    .send({ token });
+  if (accepted.status !== 200)
+    throw new Error(`acceptance failed: ${accepted.status} ${JSON.stringify(accepted.body)}`);
+  return { ...user, organizationId: owner.organizationId };
 }
