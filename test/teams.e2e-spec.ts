@@ -619,6 +619,126 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
   });
 
+  describe('the API keys a member made (§25)', () => {
+    const remove = (actor: SignedUp, organizationId: string, userId: string, query = '') =>
+      t
+        .http()
+        .delete(`/v1/organizations/${organizationId}/members/${userId}${query}`)
+        .set(as(actor.accessToken));
+    /** A key made with `credential`: an access token (acting for `organizationId`) or a key. */
+    const keyAs = async (
+      credential: string,
+      scopes: string[],
+      organizationId?: string,
+      name = 'made by a member',
+    ) => {
+      const response = await t
+        .http()
+        .post('/v1/api-keys')
+        .set(as(credential, organizationId))
+        .send({ name, scopes });
+      expect(response.status).toBe(201);
+      return response.body as { id: string; key: string; created_by: unknown };
+    };
+    const works = async (key: string) =>
+      (await t.http().get('/v1/audit-events?limit=1').set('Authorization', `Bearer ${key}`)).status;
+
+    it('shows who made each key, and revokes what a removed member made (keys made by those keys too), at once', async () => {
+      const owner = await signUp(t);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+      const madeByKey = await keyAs(adminKey.key, ['admin'], undefined, 'made by a key');
+      const readKey = await keyAs(admin.accessToken, ['read'], org);
+      const ownersKey = await keyAs(owner.accessToken, ['admin'], org, 'the owner’s');
+      expect(adminKey.created_by).toEqual({ type: 'user', id: admin.userId });
+      expect(madeByKey.created_by).toEqual({ type: 'api_key', id: adminKey.id });
+      const listed = await t.http().get('/v1/api-keys').set(as(owner.accessToken));
+      expect(
+        Object.fromEntries(
+          (listed.body.data as Array<{ id: string; created_by: unknown }>).map((k) => [
+            k.id,
+            k.created_by,
+          ]),
+        ),
+      ).toEqual({
+        [adminKey.id]: { type: 'user', id: admin.userId },
+        [madeByKey.id]: { type: 'api_key', id: adminKey.id },
+        [readKey.id]: { type: 'user', id: admin.userId },
+        [ownersKey.id]: { type: 'user', id: owner.userId },
+      });
+      for (const key of [adminKey, madeByKey]) expect(await works(key.key)).toBe(200);
+
+      expect((await remove(owner, org, admin.userId)).status).toBe(204);
+      // Refused from the very next request: the removed admin keeps no admin power.
+      for (const key of [adminKey, madeByKey]) expect(await works(key.key)).toBe(401);
+      expect(
+        (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${readKey.key}`))
+          .status,
+      ).toBe(401);
+      expect(await works(ownersKey.key)).toBe(200);
+      const revoked = await auditOf(owner, 'api_key.revoked');
+      expect(
+        revoked
+          .map((event) => ({
+            key: event.target.id,
+            actor: event.actor,
+            reason: event.details.reason,
+          }))
+          .sort((a, b) => a.key.localeCompare(b.key)),
+      ).toEqual(
+        [adminKey.id, madeByKey.id, readKey.id].sort().map((key) => ({
+          key,
+          actor: { type: 'user', id: owner.userId },
+          reason: 'member_removed',
+        })),
+      );
+      const left = await t.http().get('/v1/api-keys').set(as(owner.accessToken));
+      expect((left.body.data as Array<{ id: string }>).map((k) => k.id)).toEqual([ownersKey.id]);
+    });
+
+    it('keeps them with ?keep_api_keys=true; a member who leaves cannot keep theirs', async () => {
+      const owner = await signUp(t);
+      const kept = await addMember(owner, 'admin');
+      const leaver = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const keptKey = await keyAs(kept.accessToken, ['admin'], org);
+      const leaverKey = await keyAs(leaver.accessToken, ['admin'], org);
+      expect((await remove(owner, org, kept.userId, '?keep_api_keys=true')).status).toBe(204);
+      expect(await works(keptKey.key)).toBe(200);
+      expect((await remove(leaver, org, leaver.userId, '?keep_api_keys=true')).status).toBe(204);
+      expect(await works(leaverKey.key)).toBe(401);
+      expectError(
+        await remove(owner, org, kept.userId, '?keep_api_keys=maybe'),
+        400,
+        'validation_failed',
+      );
+    });
+
+    it('revokes the admin keys of an owner or admin demoted to member; their other keys stay', async () => {
+      const owner = await signUp(t);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+      const writeKey = await keyAs(admin.accessToken, ['read_write'], org);
+      const demoted = await t
+        .http()
+        .patch(`/v1/organizations/${org}/members/${admin.userId}`)
+        .set(as(owner.accessToken))
+        .send({ role: 'member' });
+      expect(demoted.status).toBe(200);
+      expect(await works(adminKey.key)).toBe(401);
+      expect(
+        (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${writeKey.key}`))
+          .status,
+      ).toBe(200);
+      const revoked = await auditOf(owner, 'api_key.revoked');
+      expect(revoked.map((event) => [event.target.id, event.details.reason])).toEqual([
+        [adminKey.id, 'member_demoted'],
+      ]);
+    });
+  });
+
   describe('API key rolling', () => {
     it('issues a new key shown once (no-store); the old one works until its overlap ends', async () => {
       const owner = await signUp(t);

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ApiKeysModule } from '../api-keys/api-keys.module';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { MailModule } from '../mail/mail.module';
@@ -18,7 +19,7 @@ import { OrganizationsService } from './organizations.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule, MailModule],
+  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule, MailModule, ApiKeysModule],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
     OrganizationsRepository,

@@ -53,6 +53,14 @@ export class RollApiKeyDto {
   expires_in_seconds?: number;
 }
 
+export class ApiKeyCreatorDto {
+  @ApiProperty({ enum: ['user', 'api_key'] })
+  type: 'user' | 'api_key';
+
+  @ApiProperty({ format: 'uuid', description: "The user's id, or the API key's" })
+  id: string;
+}
+
 export class ApiKeyDto {
   @ApiProperty({ format: 'uuid' })
   id: string;
@@ -77,6 +85,14 @@ export class ApiKeyDto {
 
   @ApiProperty({ nullable: true, type: String, description: 'Updated at most once a minute' })
   last_used_at: string | null;
+
+  @ApiProperty({
+    type: ApiKeyCreatorDto,
+    nullable: true,
+    description:
+      'Who made the key: a user (their access token) or an API key. Removing the member revokes the keys they made (and the keys those made) unless `?keep_api_keys=true`; null for a key made by a key before this was recorded',
+  })
+  created_by: ApiKeyCreatorDto | null;
 }
 
 export class CreatedApiKeyDto extends ApiKeyDto {
@@ -92,7 +108,16 @@ export class CreatedApiKeyDto extends ApiKeyDto {
 export function toApiKeyResponse(
   key: Pick<
     ApiKey,
-    'id' | 'name' | 'scopes' | 'prefix' | 'lastFour' | 'createdAt' | 'expiresAt' | 'lastUsedAt'
+    | 'id'
+    | 'name'
+    | 'scopes'
+    | 'prefix'
+    | 'lastFour'
+    | 'createdAt'
+    | 'expiresAt'
+    | 'lastUsedAt'
+    | 'createdByUserId'
+    | 'createdByApiKeyId'
   >,
 ): ApiKeyDto {
   return {
@@ -104,5 +129,10 @@ export function toApiKeyResponse(
     created_at: key.createdAt.toISOString(),
     expires_at: key.expiresAt?.toISOString() ?? null,
     last_used_at: key.lastUsedAt?.toISOString() ?? null,
+    created_by: key.createdByUserId
+      ? { type: 'user', id: key.createdByUserId }
+      : key.createdByApiKeyId
+        ? { type: 'api_key', id: key.createdByApiKeyId }
+        : null,
   };
 }
