@@ -35,6 +35,7 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
           id: response.body.organization.id,
           name: expect.any(String),
           role: 'owner',
+          memory_retention_days: null,
           created_at: expect.any(String),
         },
       ],

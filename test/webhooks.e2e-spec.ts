@@ -18,7 +18,14 @@ import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { Clock, ManualClock } from '../src/common/time/clock';
 import { FailingEndpointsWorker } from '../src/webhooks/failing-endpoints.worker';
 import { expectError } from './support/assertions';
-import { createApiKey, joinOrganization, signUp } from './support/identity';
+import {
+  createApiKey,
+  invitationTokenOf,
+  isInvitationMail,
+  joinOrganization,
+  signUp,
+  signUpVerified,
+} from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
 import { type CapturedMail, TestSmtpServer } from './support/smtp-server';
@@ -728,7 +735,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
         APP_PUBLIC_URL: 'https://app.example.test',
       },
     });
-    owner = await signUp(t);
+    owner = await signUpVerified(t, smtp);
     const key = await createApiKey(t, owner.accessToken, ['admin']);
     tenant = {
       organizationId: owner.organizationId,
@@ -800,10 +807,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
       .set('Authorization', `Bearer ${owner.accessToken}`)
       .send({ email: colleague.email, role: 'member' });
     expect(invitation.status).toBe(201);
-    await smtp.waitFor(colleague.email);
-    const token = /accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(
-      smtp.mailsTo(colleague.email)[0].decoded,
-    )![1];
+    const token = invitationTokenOf(await smtp.waitFor(colleague.email, 5_000, isInvitationMail));
     expect(
       (
         await http()
@@ -1054,7 +1058,7 @@ describe('An endpoint whose attempts all fail for WEBHOOK_DISABLE_AFTER_HOURS (�
 
   it('is disabled (disabled_reason "failing") and its owners and admins are e-mailed once; one that recovered is not', async () => {
     clock.set(new Date());
-    const owner = await signUp(t);
+    const owner = await signUpVerified(t, smtp);
     const tenant = {
       ...owner,
       auth: `Bearer ${await createApiKey(t, owner.accessToken, ['admin'])}`,

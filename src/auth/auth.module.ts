@@ -11,6 +11,10 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
+import { EmailVerificationController } from './email-verification.controller';
+import { EmailVerificationTokensRepository } from './email-verification-tokens.repository';
+import { EmailVerificationService } from './email-verification.service';
+import { VerificationMailer } from './verification-mailer.service';
 import { LoginAttemptsRepository } from './login-attempts.repository';
 import { LoginAttemptsService } from './login-attempts.service';
 import { MailModule } from '../mail/mail.module';
@@ -49,12 +53,15 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     OrganizationsModule,
     ApiKeysModule,
   ],
-  controllers: [AuthController],
+  controllers: [AuthController, EmailVerificationController],
   providers: [
     LoginAttemptsRepository,
     LoginAttemptsService,
     PasswordResetTokensRepository,
     PasswordResetService,
+    EmailVerificationTokensRepository,
+    EmailVerificationService,
+    VerificationMailer,
     PasswordResetMailer,
     AuthService,
     AccessTokensService,

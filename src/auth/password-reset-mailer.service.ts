@@ -2,8 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { authConfig } from '../config/auth.config';
 import { MailService } from '../mail/mail.service';
+import { LOCK_DURATION_SECONDS, LOCKOUT_THRESHOLD } from './login-attempts.service';
 
 const SUBJECT = 'Reset your Personality API password';
+const LOCKOUT_SUBJECT = 'Password login to your Personality API account is locked';
 
 /** The path of the reset link, under APP_PUBLIC_URL. */
 export const RESET_LINK_PATH = '/reset-password';
@@ -27,6 +29,23 @@ export class PasswordResetMailer {
       link: { path: RESET_LINK_PATH, token },
       context: { ttlMinutes: Math.round(this.auth.resetTokenTtlSeconds / 60) },
       kind: 'password reset',
+      log: { userId },
+    });
+  }
+
+  /** The lockout notice: login is locked, and a reset link lifts the lock. */
+  async sendLockoutNotice(to: string, userId: string, token: string): Promise<void> {
+    await this.mail.send({
+      to,
+      subject: LOCKOUT_SUBJECT,
+      template: 'lockout-notice',
+      link: { path: RESET_LINK_PATH, token },
+      context: {
+        ttlMinutes: Math.round(this.auth.resetTokenTtlSeconds / 60),
+        failures: LOCKOUT_THRESHOLD,
+        lockHours: LOCK_DURATION_SECONDS / 3600,
+      },
+      kind: 'lockout notice',
       log: { userId },
     });
   }

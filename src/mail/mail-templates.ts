@@ -6,6 +6,8 @@ import { join } from 'node:path';
  */
 export const MAIL_TEMPLATES = [
   'password-reset',
+  'verify-email',
+  'lockout-notice',
   'invitation',
   'webhook-endpoint-disabled',
 ] as const;

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MailerService } from '@nestjs-modules/mailer';
-import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { appConfig } from '../config/app.config';
@@ -42,7 +42,10 @@ export interface OutgoingMail {
  * log line says so.
  */
 @Injectable()
-export class MailService implements OnModuleInit {
+export class MailService implements OnModuleInit, OnApplicationShutdown {
+  /** Mail work started by `later`, awaited at shutdown so none is cut off half-way. */
+  private readonly pending = new Set<Promise<void>>();
+
   constructor(
     private readonly mailer: MailerService,
     @Inject(appConfig.KEY) private readonly app: ConfigType<typeof appConfig>,
@@ -58,6 +61,28 @@ export class MailService implements OnModuleInit {
       const path = join(MAIL_TEMPLATE_DIR, file);
       if (!existsSync(path)) throw new Error(`Mail template missing: ${path}`);
     }
+  }
+
+  /**
+   * Runs `work` (look-ups, a token, the SMTP conversation) after the current request has been
+   * answered, so that the answer and its timing say nothing of it (whether an address has an
+   * account, whether a mail went out). A failure is logged as `what`.
+   */
+  later(what: string, work: () => Promise<void>): void {
+    const job = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(work)
+      .catch((error: unknown) => this.logger.error({ err: error }, `${what} failed`))
+      .finally(() => this.pending.delete(job));
+    this.pending.add(job);
+  }
+
+  /** Resolves once every mail work started by `later` so far has ended. */
+  async idle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.idle();
   }
 
   async send(mail: OutgoingMail): Promise<void> {
