@@ -53,6 +53,8 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         OPENAI_BASE_URL: fake.url,
         OPENAI_API_KEY: 'sk-provider-key',
         OPENAI_MODEL: 'default-model',
+        // The models a personality may name (contract §25); unset: OPENAI_MODEL and fallbacks'.
+        OPENAI_ALLOWED_MODELS: 'default-model,special-model',
         ENGINE_TIMEOUT_MS: '1500',
         ENGINE_HISTORY_MESSAGES: '4',
         // Failures here are each test's own: the breaker is test/engine-routing.e2e-spec.ts's.
@@ -190,6 +192,43 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     await respond({ personality_id: own, user_id: uniqueUserId(), message: 'hi' });
     expect(fake.lastRequest().body?.model).toBe('default-model');
     expectError(await patch(''), 400, 'validation_failed');
+  });
+
+  it('refuses a model that OPENAI_ALLOWED_MODELS does not list (§25): a tenant may not name any model', async () => {
+    const own = await clonePersonality(t, tenant.auth);
+    const patched = await t
+      .http()
+      .patch(`/v1/personalities/${own}`)
+      .set('Authorization', tenant.auth)
+      .send({ model: 'o1-pro' });
+    expectError(patched, 400, 'validation_failed');
+    expect(patched.body.error.details).toEqual([
+      { field: 'model', problem: expect.stringContaining('default-model, special-model') },
+    ]);
+    const got = await t.http().get(`/v1/personalities/${own}`).set('Authorization', tenant.auth);
+    expect(got.body.model).toBeNull();
+  });
+
+  it('counts no tokens of a call whose reported usage has a figure above 10,000,000 (§25), and logs it', async () => {
+    const before = await tokens();
+    for (const usage of [
+      { prompt_tokens: 2 ** 60, completion_tokens: 1 },
+      { prompt_tokens: 10, completion_tokens: 10_000_001 },
+    ]) {
+      fake.respondWith({ usage });
+      expect((await respond({ user_id: uniqueUserId(), message: 'inflate me' })).status).toBe(200);
+    }
+    fake.respondWith({ usage: { prompt_tokens: 10_000_000, completion_tokens: 5 } });
+    await respond({ user_id: uniqueUserId(), message: 'at the limit', stream: true });
+    const after = await tokens();
+    expect(after).toMatchObject({
+      requests: before.requests + 3,
+      prompt_tokens: before.prompt_tokens + 10_000_000,
+      completion_tokens: before.completion_tokens + 5,
+    });
+    expect(
+      t.logs.entries().filter((entry) => String(entry.msg).includes('implausible token usage')),
+    ).toHaveLength(2);
   });
 
   it('keeps the text of a provider that ignores the format; the local detector gives the emotion', async () => {

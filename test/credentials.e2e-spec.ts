@@ -49,6 +49,7 @@ describe('Credentials as an attacker sees them: API keys and access tokens', () 
       expect(Object.keys(created.body).sort()).toEqual(
         [
           'created_at',
+          'created_by',
           'expires_at',
           'id',
           'key',

@@ -136,6 +136,77 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     }
   });
 
+  it('reaches the stored Idempotency-Key answers: a replay after the erasure runs afresh, never from the store', async () => {
+    const env = { ERASURE_GRACE_SECONDS: '0', ERASURE_POLL_INTERVAL_MS: '3600000' };
+    const t = await createTestApp({ env });
+    try {
+      const a = await tenantWithKey(t, ['read_write']);
+      const personalityId = await clonePersonality(t, a.auth, 'willow-listener');
+      const userId = uniqueUserId('ssn');
+      const bystander = uniqueUserId('bystander');
+      const ssn = `078-05-${Math.floor(1000 + Math.random() * 8999)}`;
+      const keyed = (key: string) =>
+        t.http().post('/v1/end-users').set('Authorization', a.auth).set('Idempotency-Key', key);
+      const create = () => keyed(`create-${userId}`).send({ user_id: userId, metadata: { ssn } });
+      const createBystander = () =>
+        keyed(`create-${bystander}`).send({ user_id: bystander, metadata: { ssn } });
+      const talk = () =>
+        t
+          .http()
+          .post('/v1/respond')
+          .set('Authorization', a.auth)
+          .set('Idempotency-Key', `respond-${userId}`)
+          .send({ personality_id: personalityId, user_id: userId, message: `my ssn is ${ssn}` });
+
+      const first = await create();
+      expect(first.status).toBe(201);
+      const replayed = await create();
+      expect(replayed.headers['idempotent-replayed']).toBe('true');
+      expect(replayed.body.metadata).toEqual({ ssn });
+      expect((await createBystander()).status).toBe(201);
+      const said = await talk();
+      expect(said.status).toBe(200);
+      expect((await talk()).headers['idempotent-replayed']).toBe('true');
+
+      const dataSource = t.app.get(DataSource);
+      const [{ id: internalId }] = await dataSource.query(
+        'SELECT id FROM end_users WHERE organization_id = $1 AND user_id = $2',
+        [a.organizationId, userId],
+      );
+      const stored = () =>
+        dataSource.query(`SELECT key FROM idempotency_keys WHERE scope_id = $1 ORDER BY key`, [
+          a.organizationId,
+        ]);
+      expect(await stored()).toEqual([
+        { key: `create-${bystander}` },
+        { key: `create-${userId}` },
+        { key: `respond-${userId}` },
+      ]);
+
+      expect(
+        (await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth)).status,
+      ).toBe(202);
+      await t.app.get(ErasureWorker).eraseDue();
+
+      // Nothing the erased person said or was (their SSN, their user_id, the reply) is stored.
+      const after = await rowsMentioning(dataSource, [userId, internalId, said.body.reply.text]);
+      expect(after.found).toEqual({});
+      expect(await stored()).toEqual([{ key: `create-${bystander}` }]);
+      // A replay runs afresh: a new end user from the body the client sends again, no replay.
+      const again = await create();
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      expect(again.body.created_at).not.toBe(first.body.created_at);
+      const talkedAgain = await talk();
+      expect(talkedAgain.status).toBe(200);
+      expect(talkedAgain.headers['idempotent-replayed']).toBeUndefined();
+      // Someone else's answer is still replayed.
+      expect((await createBystander()).headers['idempotent-replayed']).toBe('true');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('two instances erase each due user exactly once (FOR UPDATE SKIP LOCKED)', async () => {
     // Workers never poll during the test (a long interval); the test drives both by hand.
     const env = { ERASURE_GRACE_SECONDS: '0', ERASURE_POLL_INTERVAL_MS: '3600000' };

@@ -9,6 +9,11 @@ import {
   LoginAttemptsService,
 } from '../src/auth/login-attempts.service';
 import { PasswordResetMailer } from '../src/auth/password-reset-mailer.service';
+import { VerificationMailer } from '../src/auth/verification-mailer.service';
+import {
+  EmailVerificationService,
+  VERIFICATION_TOKEN_TTL_SECONDS,
+} from '../src/auth/email-verification.service';
 import { PasswordResetService, RESET_MAILS_PER_HOUR } from '../src/auth/password-reset.service';
 import type { UserCaller } from '../src/common/auth/caller';
 import { Clock, ManualClock } from '../src/common/time/clock';
@@ -62,12 +67,17 @@ class MailCatcher<Args extends unknown[]> {
 describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
   const clock = new ManualClock(Date.parse('2026-06-01T12:00:00Z'));
   const resetMails = new MailCatcher((to: string, _userId: string, _token: string) => to);
+  const lockoutMails = new MailCatcher((to: string, _userId: string, _token: string) => to);
+  const verificationMails = new MailCatcher(
+    (to: string, _userId: string, _ttlHours: number, _token: string) => to,
+  );
   const invitationMails = new MailCatcher((mail: InvitationMail, _token: string) => mail.to);
   let t: TestApp;
   let attempts: LoginAttemptsService;
   let resets: PasswordResetService;
   let auth: AuthService;
   let invitations: InvitationsService;
+  let verification: EmailVerificationService;
 
   beforeAll(async () => {
     t = await createTestApp({
@@ -76,7 +86,9 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
           .overrideProvider(Clock)
           .useValue(clock)
           .overrideProvider(PasswordResetMailer)
-          .useValue({ send: resetMails.send })
+          .useValue({ send: resetMails.send, sendLockoutNotice: lockoutMails.send })
+          .overrideProvider(VerificationMailer)
+          .useValue({ send: verificationMails.send })
           .overrideProvider(InvitationMailer)
           .useValue({ send: invitationMails.send }),
     });
@@ -84,6 +96,7 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
     resets = t.app.get(PasswordResetService);
     auth = t.app.get(AuthService);
     invitations = t.app.get(InvitationsService);
+    verification = t.app.get(EmailVerificationService);
   });
   afterAll(async () => {
     await t?.close();
@@ -101,6 +114,12 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
       scopes: ['admin'],
     };
     return { email, password: secret, caller };
+  }
+
+  /** Verifies the user's address with the link mailed at sign-up. */
+  async function verified<U extends { email: string }>(user: U): Promise<U> {
+    await verification.verify(await verificationMails.next(user.email));
+    return user;
   }
 
   async function failures(email: string, count: number): Promise<boolean[]> {
@@ -214,7 +233,7 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
         clock.advance(SECOND);
       }
       resets.request(user.email);
-      await resets.onApplicationShutdown(); // awaits every request still being worked on
+      await resets.idle(); // awaits every request still being worked on
       expect(resetMails.queued(user.email)).toBe(0);
       clock.advance(HOUR);
       resets.request(user.email);
@@ -223,9 +242,55 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
     });
   });
 
+  describe('e-mail verification (links valid 24 hours)', () => {
+    it('verifies with a link younger than 24 h; an expired or used link is validation_failed', async () => {
+      const user = await signUp();
+      const expired = await verificationMails.next(user.email);
+      clock.advance(VERIFICATION_TOKEN_TTL_SECONDS * SECOND);
+      await expectAppError(verification.verify(expired), 'validation_failed');
+      verification.requestLink(user.caller.userId);
+      const fresh = await verificationMails.next(user.email);
+      clock.advance(VERIFICATION_TOKEN_TTL_SECONDS * SECOND - SECOND);
+      await expect(verification.verify(fresh)).resolves.toBeUndefined();
+      await expectAppError(verification.verify(fresh), 'validation_failed');
+      // Verified: no further link is sent.
+      verification.requestLink(user.caller.userId);
+      await verification.idle();
+      expect(verificationMails.queued(user.email)).toBe(0);
+    });
+  });
+
+  describe('the lockout notice', () => {
+    it('is sent by the attempt that sets the lock only, once per lock', async () => {
+      const user = await signUp();
+      const locked: boolean[] = [];
+      for (let i = 0; i < LOCKOUT_THRESHOLD + 3; i++) {
+        locked.push((await attempts.begin(user.email)).lockedNow);
+      }
+      expect(locked.map((value, i) => (value ? i + 1 : 0)).filter(Boolean)).toEqual([
+        LOCKOUT_THRESHOLD,
+      ]);
+      // Through login, the notice goes to the account with a reset link.
+      const other = await signUp();
+      for (let i = 0; i < LOCKOUT_THRESHOLD; i++) {
+        await expectAppError(auth.login(other.email, 'not the password'), 'invalid_credentials');
+      }
+      const token = await lockoutMails.next(other.email);
+      await expectAppError(auth.login(other.email, other.password), 'login_locked');
+      await resets.idle();
+      expect(lockoutMails.queued(other.email)).toBe(0);
+      // Its link resets the password, which lifts the lock.
+      const newPassword = password();
+      await resets.reset(token, newPassword);
+      await expect(auth.login(other.email, newPassword)).resolves.toMatchObject({
+        token_type: 'Bearer',
+      });
+    });
+  });
+
   describe('invitations', () => {
     it('expire after INVITATION_TTL_SECONDS (7 days by default): listed as expired, refused', async () => {
-      const owner = await signUp();
+      const owner = await verified(await signUp());
       const invitee = await signUp();
       const early = await invitations.create(owner.caller, owner.caller.organizationId, {
         email: invitee.email,

@@ -4,12 +4,14 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { PasswordResetService } from '../src/auth/password-reset.service';
 import { expectError, expectRequestId } from './support/assertions';
 import { signUp, uniqueEmail } from './support/identity';
-import { resetTokenOf, TestSmtpServer } from './support/smtp-server';
+import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
 import { eventually } from './support/wait';
 
 const PUBLIC_URL = 'https://app.personality.example';
+/** The reset mails among a user's (sign-up mails a verification link, a lockout a notice). */
+const isResetMail = (mail: CapturedMail) => mail.subject === 'Reset your Personality API password';
 
 describe('Login, the 15/24h lockout and password reset', () => {
   let t: TestApp;
@@ -41,11 +43,11 @@ describe('Login, the 15/24h lockout and password reset', () => {
   }
 
   async function requestResetToken(email: string): Promise<string> {
-    const before = smtp.mailsTo(email).length;
+    const before = smtp.mailsTo(email, isResetMail).length;
     const response = await t.http().post('/v1/auth/forgot-password').send({ email });
     expect(response.status).toBe(202);
     await mailsSent();
-    const mails = smtp.mailsTo(email);
+    const mails = smtp.mailsTo(email, isResetMail);
     expect(mails.length).toBe(before + 1);
     const token = resetTokenOf(mails[mails.length - 1]);
     secrets.push(token);
@@ -192,7 +194,7 @@ describe('Login, the 15/24h lockout and password reset', () => {
       .send({ email: u.email });
     expect(response.status).toBe(202);
     expect(response.body).toEqual({ status: 'reset_requested' });
-    const mail = await smtp.waitFor(u.email);
+    const mail = await smtp.waitFor(u.email, 5_000, isResetMail);
     expect(mail.decoded).toContain(`${PUBLIC_URL}/reset-password?token=`);
     expect(mail.decoded).not.toContain('evil.example');
     const token = resetTokenOf(mail);
@@ -300,8 +302,8 @@ describe('Login, the 15/24h lockout and password reset', () => {
       // One after another: the cap is soft for simultaneous requests.
       await mailsSent();
     }
-    expect(smtp.mailsTo(u.email)).toHaveLength(5);
-    secrets.push(...smtp.mailsTo(u.email).map(resetTokenOf));
+    expect(smtp.mailsTo(u.email, isResetMail)).toHaveLength(5);
+    secrets.push(...smtp.mailsTo(u.email, isResetMail).map(resetTokenOf));
   });
 
   it('writes no password, token or key to any log line', () => {
@@ -323,7 +325,10 @@ describe('Password reset without SMTP_URL', () => {
       expect(response.status).toBe(202);
       await t.app.get(PasswordResetService).idle();
       const line = await eventually(
-        () => t.logs.entries().find((entry) => String(entry.msg).includes('SMTP_URL is unset')),
+        () =>
+          t.logs
+            .entries()
+            .find((entry) => String(entry.msg).includes('SMTP_URL is unset: password reset mail')),
         'the log line of the unsent mail',
       );
       expect(line).toMatchObject({

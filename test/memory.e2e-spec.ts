@@ -52,6 +52,12 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       .post('/v1/respond')
       .set('Authorization', tenant.auth)
       .send({ personality_id: personality, user_id: userId, message });
+  const respondKeyed = (userId: string, message: string, key: string) =>
+    http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .set('Idempotency-Key', key)
+      .send({ personality_id: personalityId, user_id: userId, message });
   const search = (
     userId: string,
     query: { q?: string; limit?: number; personality_id?: string },
@@ -203,6 +209,37 @@ describe('Memory: search, recall and facts (contract §20)', () => {
 
       const stranger = await tenantWithKey(t, ['read']);
       expectError(await search(userId, { q: 'cardamom' }, stranger.auth), 404, 'not_found');
+    });
+
+    it('forgetting a memory forgets the stored Idempotency-Key answers about its end user (§25)', async () => {
+      const userId = uniqueUserId('forgotten');
+      const keyed = () =>
+        respondKeyed(userId, 'my old address is 12 Hidden Lane', `forget-${userId}`);
+      const said = await keyed();
+      expect(said.status).toBe(200);
+      expect((await keyed()).headers['idempotent-replayed']).toBe('true');
+      const listed = await http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', tenant.auth);
+      const message = (listed.body.data as Array<{ id: string; role: string }>).find(
+        (m) => m.role === 'user',
+      )!;
+      expect(
+        (
+          await http()
+            .delete(`/v1/end-users/${userId}/memories/${message.id}`)
+            .set('Authorization', tenant.auth)
+        ).status,
+      ).toBe(204);
+      const { rows } = await db.query(
+        'SELECT count(*)::int AS n FROM idempotency_keys WHERE scope_id = $1 AND key = $2',
+        [tenant.organizationId, `forget-${userId}`],
+      );
+      expect(rows[0].n).toBe(0);
+      // The replay runs afresh instead of answering the conversation from the store.
+      const again = await keyed();
+      expect(again.status).toBe(200);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
     });
 
     it('searches each personality in its own language; one without a stemmer word by word', async () => {

@@ -75,6 +75,8 @@ describe('OpenAPI', () => {
         'post /v1/auth/reset-password',
         'post /v1/auth/signup',
         'post /v1/auth/sso/login',
+        // Contract §25: the link mailed at sign-up.
+        'post /v1/auth/verify-email',
         'post /v1/billing/webhooks',
       ].sort(),
     );

@@ -262,6 +262,15 @@ describe('rate limiting: per-IP buckets for public and unauthenticated calls', (
         await t.http().post('/V1/Auth/Reset-Password/').send({ token: 'x', new_password: 'y' }),
         100,
       );
+      // So do the e-mail verification routes (contract §25), a user token's included.
+      expectRateLimited(await t.http().post('/v1/auth/verify-email').send({ token: 'x' }), 100);
+      expectRateLimited(
+        await t
+          .http()
+          .post('/v1/auth/resend-verification')
+          .set('Authorization', 'Bearer not.a.real.token'),
+        100,
+      );
       // The address's general bucket is untouched.
       const publicCall = await t.http().get(PUBLIC);
       expect(publicCall.status).toBe(200);

@@ -96,4 +96,40 @@ describe('Membership changes reach every instance before they are answered (Redi
     expect(demoted.status).toBe(200);
     expectError(await b.http().get('/v1/api-keys').set(asAdmin), 403, 'insufficient_scope');
   });
+
+  it('refuses the keys a removed member made on the other instance at the next request, 20 times out of 20', async () => {
+    const owner = await signUp(a);
+    const org = owner.organizationId;
+    const db = a.app.get<DataSource>(getDataSourceToken());
+    for (let round = 0; round < 20; round++) {
+      const admin = await signUp(a);
+      await db.query(
+        `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'admin')`,
+        [org, admin.userId],
+      );
+      await a.app.get(OrganizationsService).forgetMemberships(admin.userId);
+      const made = await a
+        .http()
+        .post('/v1/api-keys')
+        .set({ Authorization: `Bearer ${admin.accessToken}`, 'X-Organization-Id': org })
+        .send({ name: `round ${round}`, scopes: ['admin'] });
+      expect(made.status).toBe(201);
+      const withKey = { Authorization: `Bearer ${made.body.key as string}` };
+      // Both instances serve (and cache) the key.
+      expect((await a.http().get('/v1/audit-events?limit=1').set(withKey)).status).toBe(200);
+      expect((await b.http().get('/v1/audit-events?limit=1').set(withKey)).status).toBe(200);
+      const removedBy = round % 2 === 0 ? a : b;
+      const other = removedBy === a ? b : a;
+      const removed = await removedBy
+        .http()
+        .delete(`/v1/organizations/${org}/members/${admin.userId}`)
+        .set('Authorization', `Bearer ${owner.accessToken}`);
+      expect(removed.status).toBe(204);
+      expectError(
+        await other.http().get('/v1/audit-events?limit=1').set(withKey),
+        401,
+        'unauthenticated',
+      );
+    }
+  });
 });

@@ -4,19 +4,22 @@ import type { DataSource } from 'typeorm';
 import { AuditRetentionWorker } from '../src/audit/audit-retention.worker';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { expectError, expectRequestId } from './support/assertions';
-import { createApiKey, signUp, type SignedUp, uniqueEmail } from './support/identity';
-import { type CapturedMail, TestSmtpServer } from './support/smtp-server';
+import {
+  createApiKey,
+  invitationTokenOf,
+  isInvitationMail,
+  signUp,
+  type SignedUp,
+  signUpVerified,
+  uniqueEmail,
+  verifyEmail,
+} from './support/identity';
+import { TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
 import { eventually } from './support/wait';
 
 const PUBLIC_URL = 'https://app.example.test';
-
-function invitationTokenOf(mail: CapturedMail): string {
-  const match = /\/accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(mail.decoded);
-  if (!match) throw new Error('no invitation link in the mail');
-  return match[1];
-}
 
 describe('Teams: members, invitations, roles, key rolling, audit log (§18)', () => {
   let t: TestApp;
@@ -50,14 +53,21 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     return response;
   }
 
-  /** Invites a fresh address, signs it up and accepts: a second member of owner's organization. */
-  async function addMember(owner: SignedUp, role = 'member'): Promise<SignedUp> {
+  /**
+   * Invites a fresh address, signs it up (verified through its link, unless told otherwise) and
+   * accepts: a second member of owner's organization.
+   */
+  async function addMember(
+    owner: SignedUp,
+    role = 'member',
+    options: { verified: boolean } = { verified: true },
+  ): Promise<SignedUp> {
     const email = uniqueEmail('invitee');
-    const before = smtp.mailsTo(email).length;
     expect((await invite(owner, email, role)).status).toBe(201);
-    await smtp.waitFor(email);
-    const token = invitationTokenOf(smtp.mailsTo(email)[before]);
-    const user = await signUp(t, { email });
+    const token = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
+    const user = options.verified
+      ? await signUpVerified(t, smtp, { email })
+      : await signUp(t, { email });
     const accepted = await t
       .http()
       .post('/v1/invitations/accept')
@@ -82,7 +92,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
   }
 
   it('answers 401 without a credential and 403 user_token_required to an API key on every member route', async () => {
-    const owner = await signUp(t);
+    const owner = await signUpVerified(t, smtp);
     const key = await createApiKey(t, owner.accessToken, ['admin']);
     const org = owner.organizationId;
     const routes: Array<[string, string, object?]> = [
@@ -107,7 +117,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
 
   describe('invitations', () => {
     it('invites by e-mail, the invitee signs up and accepts, and both appear as members', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const email = uniqueEmail('grace');
       const created = await invite(owner, email, 'admin');
       expect(created.status).toBe(201);
@@ -122,7 +132,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       const ttl = Date.parse(created.body.expires_at) - Date.parse(created.body.created_at);
       expect(Math.abs(ttl - 7 * 86_400_000)).toBeLessThan(5_000);
 
-      const mail = await smtp.waitFor(email);
+      const mail = await smtp.waitFor(email, 5_000, isInvitationMail);
       expect(mail.decoded).toContain(`${PUBLIC_URL}/accept-invitation?token=`);
       const token = invitationTokenOf(mail);
       expect(Buffer.from(token, 'base64url')).toHaveLength(32);
@@ -201,7 +211,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('refuses a bad, used, revoked or expired token with 400 invalid_invitation', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const user = await signUp(t);
       const accept = (token: string) =>
         t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token });
@@ -210,7 +220,9 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
 
       // Revoked.
       const revokedOne = await invite(owner, user.email);
-      const revokedToken = invitationTokenOf(await smtp.waitFor(user.email));
+      const revokedToken = invitationTokenOf(
+        await smtp.waitFor(user.email, 5_000, isInvitationMail),
+      );
       const revoke = await t
         .http()
         .delete(`/v1/organizations/${owner.organizationId}/invitations/${revokedOne.body.id}`)
@@ -230,10 +242,13 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       );
 
       // Expired.
-      const before = smtp.mailsTo(user.email).length;
+      const before = smtp.mailsTo(user.email, isInvitationMail).length;
       const expiring = await invite(owner, user.email);
       const expiringToken = invitationTokenOf(
-        await eventually(() => smtp.mailsTo(user.email)[before], `a new mail to ${user.email}`),
+        await eventually(
+          () => smtp.mailsTo(user.email, isInvitationMail)[before],
+          `a new mail to ${user.email}`,
+        ),
       );
       await db.query(
         `UPDATE invitations SET expires_at = now() - interval '1 second' WHERE id = $1`,
@@ -248,10 +263,10 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('refuses another address (403 invitation_email_mismatch) and API keys (403 user_token_required)', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const email = uniqueEmail('intended');
       await invite(owner, email);
-      const token = invitationTokenOf(await smtp.waitFor(email));
+      const token = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
       const stranger = await signUp(t);
       expectError(
         await t.http().post('/v1/invitations/accept').set(as(stranger.accessToken)).send({ token }),
@@ -283,14 +298,14 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('matches addresses as login does: case-insensitively, Unicode case included; other forms do not match', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const local = `éva-${randomUUID()}`;
       const signedUpAs = `${local}@example.test`;
       const invitedAs = `${local.toUpperCase()}@EXAMPLE.TEST`;
       const created = await invite(owner, invitedAs);
       expect(created.status).toBe(201);
       expect(created.body.email).toBe(invitedAs);
-      const token = invitationTokenOf(await smtp.waitFor(invitedAs));
+      const token = invitationTokenOf(await smtp.waitFor(invitedAs, 5_000, isInvitationMail));
       // The decomposed form (e + U+0301) is another address for login too.
       const decomposed = await signUp(t, { email: signedUpAs.normalize('NFD') });
       expectError(
@@ -313,16 +328,19 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('replaces an open invitation when the same address is invited again: one row, only the new link works', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const email = uniqueEmail('twice');
       const first = await invite(owner, email, 'member');
-      const firstToken = invitationTokenOf(await smtp.waitFor(email));
+      const firstToken = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
       const second = await invite(owner, email.toUpperCase(), 'admin');
       expect(second.status).toBe(201);
       expect(second.body.id).toBe(first.body.id);
       expect(second.body.role).toBe('admin');
       const secondToken = invitationTokenOf(
-        await eventually(() => smtp.mailsTo(email)[1], `a second mail to ${email}`),
+        await eventually(
+          () => smtp.mailsTo(email, isInvitationMail)[1],
+          `a second mail to ${email}`,
+        ),
       );
       const user = await signUp(t, { email });
       const accept = (token: string) =>
@@ -349,10 +367,10 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('lets exactly one of concurrent acceptances through, with one membership', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const email = uniqueEmail('race');
       await invite(owner, email);
-      const token = invitationTokenOf(await smtp.waitFor(email));
+      const token = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
       const user = await signUp(t, { email });
       const answers = await Promise.all(
         Array.from({ length: 6 }, () =>
@@ -372,8 +390,8 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('answers 404 for another organization (its invitations, members, or an id that names none)', async () => {
-      const owner = await signUp(t);
-      const other = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
+      const other = await signUpVerified(t, smtp);
       const email = uniqueEmail('other');
       const theirs = await invite(other, email);
       expectError(
@@ -414,7 +432,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('validates the body and lets members only look', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const member = await addMember(owner, 'member');
       for (const body of [
         { email: 'not-an-address', role: 'member' },
@@ -460,6 +478,75 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
   });
 
+  describe('invitations are no relay for phishing (§25)', () => {
+    const phishy = 'PayPal Security Team: your account is locked, visit https://paypal.evil.test';
+
+    it('names no organization-supplied text in the subject; the body quotes the name after a fixed sentence', async () => {
+      const owner = await signUpVerified(t, smtp, { organizationName: phishy });
+      const email = uniqueEmail('phished');
+      expect((await invite(owner, email, 'member')).status).toBe(201);
+      const mail = await smtp.waitFor(email, 5_000, isInvitationMail);
+      expect(mail.subject).not.toMatch(/PayPal|https?:|evil/i);
+      const sentence = `${owner.email} invited ${email} to join an organization on the Personality API as member.`;
+      const text = mail.decoded.replace(/\r?\n/g, ' ').replace(/\s+/g, ' ');
+      expect(text).toContain(sentence);
+      expect(text.indexOf(sentence)).toBeLessThan(text.indexOf('PayPal'));
+    });
+
+    it('needs a verified address to invite (403 email_not_verified); a member gets the role refusal either way', async () => {
+      const unverified = await signUp(t);
+      expectError(await invite(unverified, uniqueEmail()), 403, 'email_not_verified');
+      await verifyEmail(t, smtp, unverified.email);
+      expect((await invite(unverified, uniqueEmail())).status).toBe(201);
+
+      const owner = await signUpVerified(t, smtp);
+      const member = await addMember(owner, 'member', { verified: false });
+      const asMember = { ...member, organizationId: owner.organizationId };
+      expectError(await invite(asMember, uniqueEmail()), 403, 'insufficient_role');
+      await verifyEmail(t, smtp, member.email);
+      expectError(await invite(asMember, uniqueEmail()), 403, 'insufficient_role');
+      // An admin who could invite but is not verified yet.
+      const admin = await addMember(owner, 'admin', { verified: false });
+      expectError(
+        await invite({ ...admin, organizationId: owner.organizationId }, uniqueEmail()),
+        403,
+        'email_not_verified',
+      );
+    });
+
+    it('keeps an owner invitation from an admin: replacing or revoking it needs an owner', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await addMember(owner, 'admin');
+      const asAdmin = { ...admin, organizationId: owner.organizationId };
+      const email = uniqueEmail('future-owner');
+      const invited = await invite(owner, email, 'owner');
+      expect(invited.status).toBe(201);
+      expectError(await invite(asAdmin, email, 'member'), 403, 'insufficient_role');
+      expectError(
+        await t
+          .http()
+          .delete(`/v1/organizations/${owner.organizationId}/invitations/${invited.body.id}`)
+          .set(as(admin.accessToken)),
+        403,
+        'insufficient_role',
+      );
+      const listed = await t
+        .http()
+        .get(`/v1/organizations/${owner.organizationId}/invitations`)
+        .set(as(owner.accessToken));
+      expect(
+        (listed.body.data as Array<{ id: string; role: string; status: string }>).find(
+          (row) => row.id === invited.body.id,
+        ),
+      ).toMatchObject({ role: 'owner', status: 'pending' });
+      // The owner may replace it.
+      expect((await invite(owner, email, 'admin')).body).toMatchObject({
+        id: invited.body.id,
+        role: 'admin',
+      });
+    });
+  });
+
   describe('roles and removal', () => {
     const patch = (actor: SignedUp, organizationId: string, userId: string, role: string) =>
       t
@@ -474,7 +561,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         .set(as(actor.accessToken));
 
     it('changes a role (200 the member, audited) and keeps the last owner (409 last_owner)', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const member = await addMember(owner);
       const promoted = await patch(owner, owner.organizationId, member.userId, 'admin');
       expect(promoted.status).toBe(200);
@@ -514,7 +601,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('lets only an owner grant or remove owner; an admin manages members and admins', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const admin = await addMember(owner, 'admin');
       const member = await addMember(owner, 'member');
       const org = owner.organizationId;
@@ -537,7 +624,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
 
     it('never leaves zero owners when two owners demote each other, or leave, at once', async () => {
       for (let round = 0; round < 5; round++) {
-        const first = await signUp(t);
+        const first = await signUpVerified(t, smtp);
         const second = await addMember(first, 'owner');
         const org = first.organizationId;
         const answers = await Promise.all([
@@ -575,7 +662,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('lets a member leave, and refuses the removed member from the very next request', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const leaver = await addMember(owner, 'member');
       const removed = await addMember(owner, 'admin');
       const org = owner.organizationId;
@@ -619,9 +706,129 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
   });
 
+  describe('the API keys a member made (§25)', () => {
+    const remove = (actor: SignedUp, organizationId: string, userId: string, query = '') =>
+      t
+        .http()
+        .delete(`/v1/organizations/${organizationId}/members/${userId}${query}`)
+        .set(as(actor.accessToken));
+    /** A key made with `credential`: an access token (acting for `organizationId`) or a key. */
+    const keyAs = async (
+      credential: string,
+      scopes: string[],
+      organizationId?: string,
+      name = 'made by a member',
+    ) => {
+      const response = await t
+        .http()
+        .post('/v1/api-keys')
+        .set(as(credential, organizationId))
+        .send({ name, scopes });
+      expect(response.status).toBe(201);
+      return response.body as { id: string; key: string; created_by: unknown };
+    };
+    const works = async (key: string) =>
+      (await t.http().get('/v1/audit-events?limit=1').set('Authorization', `Bearer ${key}`)).status;
+
+    it('shows who made each key, and revokes what a removed member made (keys made by those keys too), at once', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+      const madeByKey = await keyAs(adminKey.key, ['admin'], undefined, 'made by a key');
+      const readKey = await keyAs(admin.accessToken, ['read'], org);
+      const ownersKey = await keyAs(owner.accessToken, ['admin'], org, 'the owner’s');
+      expect(adminKey.created_by).toEqual({ type: 'user', id: admin.userId });
+      expect(madeByKey.created_by).toEqual({ type: 'api_key', id: adminKey.id });
+      const listed = await t.http().get('/v1/api-keys').set(as(owner.accessToken));
+      expect(
+        Object.fromEntries(
+          (listed.body.data as Array<{ id: string; created_by: unknown }>).map((k) => [
+            k.id,
+            k.created_by,
+          ]),
+        ),
+      ).toEqual({
+        [adminKey.id]: { type: 'user', id: admin.userId },
+        [madeByKey.id]: { type: 'api_key', id: adminKey.id },
+        [readKey.id]: { type: 'user', id: admin.userId },
+        [ownersKey.id]: { type: 'user', id: owner.userId },
+      });
+      for (const key of [adminKey, madeByKey]) expect(await works(key.key)).toBe(200);
+
+      expect((await remove(owner, org, admin.userId)).status).toBe(204);
+      // Refused from the very next request: the removed admin keeps no admin power.
+      for (const key of [adminKey, madeByKey]) expect(await works(key.key)).toBe(401);
+      expect(
+        (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${readKey.key}`))
+          .status,
+      ).toBe(401);
+      expect(await works(ownersKey.key)).toBe(200);
+      const revoked = await auditOf(owner, 'api_key.revoked');
+      expect(
+        revoked
+          .map((event) => ({
+            key: event.target.id,
+            actor: event.actor,
+            reason: event.details.reason,
+          }))
+          .sort((a, b) => a.key.localeCompare(b.key)),
+      ).toEqual(
+        [adminKey.id, madeByKey.id, readKey.id].sort().map((key) => ({
+          key,
+          actor: { type: 'user', id: owner.userId },
+          reason: 'member_removed',
+        })),
+      );
+      const left = await t.http().get('/v1/api-keys').set(as(owner.accessToken));
+      expect((left.body.data as Array<{ id: string }>).map((k) => k.id)).toEqual([ownersKey.id]);
+    });
+
+    it('keeps them with ?keep_api_keys=true; a member who leaves cannot keep theirs', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const kept = await addMember(owner, 'admin');
+      const leaver = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const keptKey = await keyAs(kept.accessToken, ['admin'], org);
+      const leaverKey = await keyAs(leaver.accessToken, ['admin'], org);
+      expect((await remove(owner, org, kept.userId, '?keep_api_keys=true')).status).toBe(204);
+      expect(await works(keptKey.key)).toBe(200);
+      expect((await remove(leaver, org, leaver.userId, '?keep_api_keys=true')).status).toBe(204);
+      expect(await works(leaverKey.key)).toBe(401);
+      expectError(
+        await remove(owner, org, kept.userId, '?keep_api_keys=maybe'),
+        400,
+        'validation_failed',
+      );
+    });
+
+    it('revokes the admin keys of an owner or admin demoted to member; their other keys stay', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+      const writeKey = await keyAs(admin.accessToken, ['read_write'], org);
+      const demoted = await t
+        .http()
+        .patch(`/v1/organizations/${org}/members/${admin.userId}`)
+        .set(as(owner.accessToken))
+        .send({ role: 'member' });
+      expect(demoted.status).toBe(200);
+      expect(await works(adminKey.key)).toBe(401);
+      expect(
+        (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${writeKey.key}`))
+          .status,
+      ).toBe(200);
+      const revoked = await auditOf(owner, 'api_key.revoked');
+      expect(revoked.map((event) => [event.target.id, event.details.reason])).toEqual([
+        [adminKey.id, 'member_demoted'],
+      ]);
+    });
+  });
+
   describe('API key rolling', () => {
     it('issues a new key shown once (no-store); the old one works until its overlap ends', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const oldKey = await createApiKey(t, owner.accessToken, ['read_write'], 'backend');
       const [listed] = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data;
       const rolled = await t
@@ -658,7 +865,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('ends the old key at once with 0, and after a short overlap', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const oldKey = await createApiKey(t, owner.accessToken, ['admin']);
       const id = (await t.http().get('/v1/api-keys').set(as(oldKey))).body.data[0].id;
       const rolled = await t
@@ -717,7 +924,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
 
   describe('the audit log', () => {
     it('records key creation and revocation with actor, target, IP and request id; filters and pages', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       const key = await createApiKey(t, owner.accessToken, ['admin'], 'audited');
       const created = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data[0];
       const revoked = await t
@@ -812,7 +1019,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('writes the event in the transaction of the change: a refused change leaves none', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       expectError(
         await t.http().delete(`/v1/api-keys/${randomUUID()}`).set(as(owner.accessToken)),
         404,
@@ -831,7 +1038,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
 
     it('purges events past AUDIT_RETENTION_DAYS, safely from several purgers at once', async () => {
-      const owner = await signUp(t);
+      const owner = await signUpVerified(t, smtp);
       await db.query(
         `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type, target_id, details, created_at)
          SELECT $1, 'api_key.created', 'user', $2, 'api_key', gen_random_uuid()::text, '{}', now() - interval '366 days'

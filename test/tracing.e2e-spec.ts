@@ -136,6 +136,30 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
     respondRequest = { requestId: reply.requestId, traceId };
   });
 
+  it('names no raw path parameter nor query in a server span: an erased user_id stays out of traces (§25)', async () => {
+    const auth = await tenant(['read_write']);
+    const userId = `someone-${randomUUID()}@example.test`;
+    expect((await call('POST', '/v1/end-users', { auth, body: { user_id: userId } })).status).toBe(
+      201,
+    );
+    const { traceId, traceparent } = incomingTrace();
+    const got = await call(
+      'GET',
+      `/v1/end-users/${encodeURIComponent(userId)}?starting_after=${encodeURIComponent(userId)}`,
+      { auth, traceparent },
+    );
+    expect(got.status).toBe(200);
+    const server = await eventually(
+      () => spansOf(traceId).find((span) => span.kind === SERVER),
+      describeSpans(traceId),
+    );
+    expect(server.name).toBe('GET /v1/end-users/:user_id');
+    const text = JSON.stringify(spansOf(traceId));
+    expect(text).not.toContain(userId);
+    expect(text).not.toContain(encodeURIComponent(userId));
+    expect(text).not.toContain('someone-');
+  });
+
   it('traces calls to the payment provider inside the request that made them', async () => {
     const auth = await tenant(['admin']);
     const { traceId, traceparent } = incomingTrace();

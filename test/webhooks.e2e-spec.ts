@@ -8,14 +8,27 @@ import { Cte, sql, withEntries } from '../src/database/sql';
 import { webhookEventStep } from '../src/webhooks/webhook-event.step';
 import { WebhookEventsService } from '../src/webhooks/webhook-events.service';
 import type { SubscribableEventType } from '../src/webhooks/webhook-event-types';
-import { WebhooksRepository } from '../src/webhooks/webhooks.repository';
+import {
+  type ClaimedAttempt,
+  type ClaimLimits,
+  WebhooksRepository,
+} from '../src/webhooks/webhooks.repository';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { Clock, ManualClock } from '../src/common/time/clock';
+import { FailingEndpointsWorker } from '../src/webhooks/failing-endpoints.worker';
 import { expectError } from './support/assertions';
-import { createApiKey, signUp } from './support/identity';
+import {
+  createApiKey,
+  invitationTokenOf,
+  isInvitationMail,
+  joinOrganization,
+  signUp,
+  signUpVerified,
+} from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
-import { TestSmtpServer } from './support/smtp-server';
+import { type CapturedMail, TestSmtpServer } from './support/smtp-server';
 import { type ReceivedWebhook, WebhookReceiver } from './support/webhook-receiver';
 
 /**
@@ -167,6 +180,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       events: ['end_user.deleted'],
       description: 'CRM sync',
       status: 'enabled',
+      disabled_reason: null,
       secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]+=*$/),
       created_at: expect.any(String),
     });
@@ -721,7 +735,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
         APP_PUBLIC_URL: 'https://app.example.test',
       },
     });
-    owner = await signUp(t);
+    owner = await signUpVerified(t, smtp);
     const key = await createApiKey(t, owner.accessToken, ['admin']);
     tenant = {
       organizationId: owner.organizationId,
@@ -793,10 +807,7 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
       .set('Authorization', `Bearer ${owner.accessToken}`)
       .send({ email: colleague.email, role: 'member' });
     expect(invitation.status).toBe(201);
-    await smtp.waitFor(colleague.email);
-    const token = /accept-invitation\?token=([A-Za-z0-9_-]+)/.exec(
-      smtp.mailsTo(colleague.email)[0].decoded,
-    )![1];
+    const token = invitationTokenOf(await smtp.waitFor(colleague.email, 5_000, isInvitationMail));
     expect(
       (
         await http()
@@ -853,6 +864,369 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
       role: 'member',
     });
     expect(byType.get('member.removed')!.data).toMatchObject({ user_id: colleague.userId });
+  });
+});
+
+describe('Fair delivery slots between organizations (§25)', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: {
+        ...FAST,
+        // Hanging endpoints hold their slot this long; no retries, so each attempt is made once.
+        WEBHOOK_TIMEOUT_MS: '5000',
+        WEBHOOK_MAX_ATTEMPTS: '1',
+        WEBHOOK_POLL_INTERVAL_MS: '500',
+      },
+    });
+  });
+  afterAll(() => t.close());
+
+  it("one organization's 20 hanging endpoints hold at most 8 slots (4 each): another organization's event arrives within 2 s of the change's answer", async () => {
+    const run = randomUUID();
+    const noisy = await adminTenant(t);
+    const noisyEndpoints: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const { id } = await createEndpoint(t, noisy, receiver.url(`hang/${run}/${i}`), [
+        'end_user.created',
+      ]);
+      noisyEndpoints.push(id);
+    }
+    // 40 changes × 20 endpoints: 800 attempts due at once.
+    await Promise.all(
+      Array.from({ length: 40 }, (_, n) =>
+        t
+          .http()
+          .post('/v1/end-users')
+          .set('Authorization', noisy.auth)
+          .send({ user_id: `noisy-${n}` })
+          .expect(201),
+      ),
+    );
+    await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'noisy attempts');
+    const firstNoisy = Math.min(...receiver.at(`/hang/${run}/`).map((hook) => hook.receivedAt));
+
+    const healthy = await adminTenant(t);
+    await createEndpoint(t, healthy, receiver.url(`ok/${run}/healthy`), ['end_user.created']);
+    const created = await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', healthy.auth)
+      .send({ user_id: 'quiet' });
+    expect(created.status).toBe(201);
+    const answeredAt = Date.now();
+    await receiver.waitFor(
+      () => receiver.at(`/ok/${run}/healthy`).length > 0,
+      10_000,
+      "the healthy organization's event",
+    );
+    const lagMs = receiver.at(`/ok/${run}/healthy`)[0].receivedAt - answeredAt;
+    expect(lagMs).toBeLessThanOrEqual(2_000);
+
+    // Before the first hanging attempts time out, no more than 8 of the organization's attempts
+    // were made, and no more than 4 to one endpoint.
+    const early = receiver
+      .at(`/hang/${run}/`)
+      .filter((hook) => hook.receivedAt < firstNoisy + 4_000);
+    expect(early.length).toBeLessThanOrEqual(8);
+    const perEndpoint = new Map<string, number>();
+    for (const hook of early) perEndpoint.set(hook.path, (perEndpoint.get(hook.path) ?? 0) + 1);
+    expect(Math.max(...perEndpoint.values())).toBeLessThanOrEqual(4);
+
+    for (const id of noisyEndpoints) {
+      await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', noisy.auth);
+    }
+  }, 30_000);
+});
+
+describe('The fair claim (WebhooksRepository.claimDue)', () => {
+  let t: TestApp;
+  let repository: WebhooksRepository;
+
+  beforeAll(async () => {
+    // A long poll interval: after its first (empty) poll this instance claims nothing itself.
+    t = await createTestApp({ env: { ...FAST, WEBHOOK_POLL_INTERVAL_MS: '60000' } });
+    repository = t.app.get(WebhooksRepository);
+  });
+  afterAll(() => t.close());
+
+  const limits = (overrides: Partial<ClaimLimits> = {}): ClaimLimits => ({
+    limit: 1000,
+    perOrganization: 8,
+    perEndpoint: 4,
+    busyOrganizations: new Map(),
+    busyEndpoints: new Map(),
+    endpointsPerClaim: 256,
+    cursor: null,
+    ...overrides,
+  });
+
+  /** The uuid just before `id`: a cursor whose next endpoint is `id` itself. */
+  const before = (id: string) => {
+    const hex = id.replace(/-/g, '');
+    const previous = (BigInt(`0x${hex}`) - 1n).toString(16).padStart(32, '0');
+    return `${previous.slice(0, 8)}-${previous.slice(8, 12)}-${previous.slice(12, 16)}-${previous.slice(16, 20)}-${previous.slice(20)}`;
+  };
+
+  it('takes each endpoint up to its cap and each organization up to its cap, minus what this instance has in flight, and tells which caps held work back', async () => {
+    const busy = await adminTenant(t);
+    const quiet = await adminTenant(t);
+    const run = randomUUID();
+    const busyEndpoints: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      busyEndpoints.push((await createEndpoint(t, busy, receiver.url(`ok/${run}/${i}`))).id);
+    }
+    const quietEndpoint = (await createEndpoint(t, quiet, receiver.url(`ok/${run}/quiet`))).id;
+    for (let n = 0; n < 10; n++) {
+      await emit(t, busy.organizationId, 'end_user.created', { user_id: `b-${n}` });
+    }
+    await emit(t, quiet.organizationId, 'end_user.created', { user_id: 'q' });
+    const ours = (attempts: ClaimedAttempt[]) =>
+      attempts.filter((a) =>
+        [busy.organizationId, quiet.organizationId].includes(a.organization_id),
+      );
+    const byEndpoint = (attempts: ClaimedAttempt[]) => {
+      const counts = new Map<string, number>();
+      for (const a of attempts) counts.set(a.endpoint_id, (counts.get(a.endpoint_id) ?? 0) + 1);
+      return counts;
+    };
+    const giveBack = (attempts: ClaimedAttempt[]) =>
+      repository.release(attempts.map((a) => ({ id: a.id, lockToken: a.lock_token })));
+
+    // 30 attempts due on 3 endpoints, 1 on another organization's: 8 of the first
+    // (3 + 3 + 2, the endpoints taking turns) and the other's one.
+    const first = await repository.claimDue(limits(), 60_000, randomUUID(), new Date());
+    const mine = ours(first.attempts);
+    expect(mine.filter((a) => a.organization_id === quiet.organizationId)).toHaveLength(1);
+    const fromBusy = mine.filter((a) => a.organization_id === busy.organizationId);
+    expect(fromBusy).toHaveLength(8);
+    expect([...byEndpoint(fromBusy).values()].sort()).toEqual([2, 3, 3]);
+    expect(first.heldBack.organizations.has(busy.organizationId)).toBe(true);
+    expect(first.heldBack.organizations.has(quiet.organizationId)).toBe(false);
+    expect(first.heldBack.endpoints.has(quietEndpoint)).toBe(false);
+    await giveBack(first.attempts);
+
+    // With 6 of the organization's attempts in flight here (4 of them to its first endpoint):
+    // 2 more, none to that endpoint.
+    const second = await repository.claimDue(
+      limits({
+        busyOrganizations: new Map([[busy.organizationId, 6]]),
+        busyEndpoints: new Map([[busyEndpoints[0], 4]]),
+      }),
+      60_000,
+      randomUUID(),
+      new Date(),
+    );
+    const busyNow = ours(second.attempts).filter((a) => a.organization_id === busy.organizationId);
+    expect(busyNow).toHaveLength(2);
+    expect(busyNow.some((a) => a.endpoint_id === busyEndpoints[0])).toBe(false);
+    expect(second.heldBack.endpoints.has(busyEndpoints[0])).toBe(true);
+    await giveBack(second.attempts);
+
+    // One endpoint per claim, from a cursor: the endpoint after it, and the cursor moves on.
+    const third = await repository.claimDue(
+      limits({ endpointsPerClaim: 1, cursor: before(quietEndpoint) }),
+      60_000,
+      randomUUID(),
+      new Date(),
+    );
+    expect(third.attempts.map((a) => a.endpoint_id)).toEqual([quietEndpoint]);
+    expect(third.cursor).toBe(quietEndpoint);
+    await giveBack(third.attempts);
+  });
+});
+
+describe('An endpoint whose attempts all fail for WEBHOOK_DISABLE_AFTER_HOURS (§25)', () => {
+  const clock = new ManualClock();
+  let t: TestApp;
+  let smtp: TestSmtpServer;
+
+  beforeAll(async () => {
+    smtp = await new TestSmtpServer().start();
+    t = await createTestApp({
+      env: { ...FAST, SMTP_URL: smtp.url, WEBHOOK_DISABLE_AFTER_HOURS: '72' },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await smtp.stop();
+  });
+
+  const isDisabledNotice = (mail: CapturedMail) => mail.subject.includes('was disabled');
+
+  it('is disabled (disabled_reason "failing") and its owners and admins are e-mailed once; one that recovered is not', async () => {
+    clock.set(new Date());
+    const owner = await signUpVerified(t, smtp);
+    const tenant = {
+      ...owner,
+      auth: `Bearer ${await createApiKey(t, owner.accessToken, ['admin'])}`,
+    };
+    const admin = await joinOrganization(t, smtp, owner, 'admin');
+    const member = await joinOrganization(t, smtp, owner, 'member');
+    const run = randomUUID();
+    const failing = await createEndpoint(t, tenant, receiver.url(`fail/${run}`));
+    const recovering = await createEndpoint(t, tenant, receiver.url(`flaky/1/${run}`));
+    const healthy = await createEndpoint(t, tenant, receiver.url(`ok/${run}`));
+
+    await emit(t, owner.organizationId, 'end_user.created', { user_id: 'first' });
+    await waitForDeliveries(t, tenant, failing.id, (a) => a.some((x) => x.status === 'failed'));
+    await waitForDeliveries(t, tenant, recovering.id, (a) => a.some((x) => x.status === 'failed'));
+    // The recovering endpoint's retry (due 200 ms on) succeeds.
+    clock.advance(1_000);
+    await waitForDeliveries(t, tenant, recovering.id, (a) =>
+      a.some((x) => x.status === 'succeeded'),
+    );
+    await waitForDeliveries(t, tenant, healthy.id, (a) => a.some((x) => x.status === 'succeeded'));
+
+    // (Endpoints of the other specs of this file, on the same database, may be disabled too.)
+    const failingFor = async (hours: number) => {
+      clock.advance(hours * 3_600_000);
+      const all = await t.app.get(FailingEndpointsWorker).disableDue();
+      return all.filter((endpoint) => endpoint.organizationId === owner.organizationId);
+    };
+    // The first failure was a second ago: not yet 71 hours and 59 minutes on, then 72 h 1 min.
+    expect(await failingFor(72 - 1 / 60)).toEqual([]);
+    const disabled = await failingFor(2 / 60);
+    expect(disabled.map((endpoint) => endpoint.id)).toEqual([failing.id]);
+
+    const get = (id: string) =>
+      t.http().get(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+    expect((await get(failing.id)).body).toMatchObject({
+      status: 'disabled',
+      disabled_reason: 'failing',
+    });
+    for (const id of [recovering.id, healthy.id]) {
+      expect((await get(id)).body).toMatchObject({ status: 'enabled', disabled_reason: null });
+    }
+    // Its pending retry ended with it.
+    const attempts = await deliveries(t, tenant, failing.id);
+    expect(attempts.filter((a) => a.status === 'pending')).toEqual([]);
+
+    for (const manager of [owner, admin]) {
+      const mail = await smtp.waitFor(manager.email, 5_000, isDisabledNotice);
+      expect(mail.decoded).toContain(failing.id);
+      expect(mail.decoded).toContain(receiver.url(`fail/${run}`));
+    }
+    // Once: a later run finds nothing more to disable, and nobody else is mailed (a run
+    // resolves once its mails are handed to the SMTP server).
+    expect(await failingFor(1)).toEqual([]);
+    expect(smtp.mailsTo(owner.email, isDisabledNotice)).toHaveLength(1);
+    expect(smtp.mailsTo(admin.email, isDisabledNotice)).toHaveLength(1);
+    expect(smtp.mailsTo(member.email, isDisabledNotice)).toHaveLength(0);
+
+    // Enabled again by the organization: the reason is gone.
+    const enabled = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${failing.id}`)
+      .set('Authorization', tenant.auth)
+      .send({ status: 'enabled' });
+    expect(enabled.body).toMatchObject({ status: 'enabled', disabled_reason: null });
+  });
+});
+
+describe('Webhook URLs: ports, the stored form, what a refusal says (§25)', () => {
+  let t: TestApp;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    // The production defaults: ports 80, 443, 8080, 8443 only, private addresses refused.
+    t = await createTestApp({
+      env: { ...FAST, WEBHOOK_ALLOW_PRIVATE_URLS: 'false', WEBHOOK_ALLOWED_PORTS: undefined },
+    });
+    tenant = await adminTenant(t);
+  });
+  afterAll(() => t.close());
+
+  const post = (url: string) =>
+    t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', tenant.auth)
+      .send({ url, events: ['end_user.created'] });
+
+  it.each([
+    'https://93.184.215.14:9000/hook',
+    'http://93.184.215.14:22/',
+    'https://93.184.215.14:1/',
+  ])('refuses %s: by default only ports 80, 443, 8080 and 8443', async (url) => {
+    const response = await post(url);
+    expectError(response, 400, 'validation_failed');
+    expect(response.body.error.details).toEqual([
+      { field: 'url', problem: expect.stringMatching(/port/) },
+    ]);
+  });
+
+  it('accepts the default ports, and refuses a PATCH to another one', async () => {
+    const ids: string[] = [];
+    for (const url of [
+      'http://93.184.215.14/a',
+      'https://93.184.215.14:443/b',
+      'http://93.184.215.14:8080/c',
+      'https://93.184.215.14:8443/d',
+    ]) {
+      const response = await post(url);
+      expect({ url, status: response.status }).toEqual({ url, status: 201 });
+      ids.push(response.body.id as string);
+    }
+    const patched = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${ids[0]}`)
+      .set('Authorization', tenant.auth)
+      .send({ url: 'https://93.184.215.14:9000/hook' });
+    expectError(patched, 400, 'validation_failed');
+    for (const id of ids) {
+      await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+    }
+  });
+
+  it('stores and shows the URL in its normalised (WHATWG) form', async () => {
+    const response = await post('HTTPS://93.184.215.14:443/a/./b/../hook?x=1');
+    expect(response.status).toBe(201);
+    expect(response.body.url).toBe('https://93.184.215.14/a/hook?x=1');
+    const one = await t
+      .http()
+      .get(`/v1/webhook-endpoints/${response.body.id}`)
+      .set('Authorization', tenant.auth);
+    expect(one.body.url).toBe('https://93.184.215.14/a/hook?x=1');
+    await t
+      .http()
+      .delete(`/v1/webhook-endpoints/${response.body.id}`)
+      .set('Authorization', tenant.auth);
+  });
+
+  it('says that the host is not a public address, never what it resolved to', async () => {
+    const response = await post('http://localhost:8080/hook');
+    expectError(response, 400, 'validation_failed');
+    const problem = (response.body.error.details as Array<{ problem: string }>)[0].problem;
+    expect(problem).toMatch(/not a public address/);
+    expect(problem).not.toMatch(/127\.0\.0\.1|::1|resolves to/);
+  });
+
+  it('lets WEBHOOK_ALLOWED_PORTS widen the ports (ports and ranges)', async () => {
+    const wide = await createTestApp({
+      env: {
+        ...FAST,
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'false',
+        WEBHOOK_ALLOWED_PORTS: '443, 9000-9100',
+      },
+    });
+    try {
+      const other = await adminTenant(wide);
+      const send = (url: string) =>
+        wide
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set('Authorization', other.auth)
+          .send({ url, events: ['end_user.created'] });
+      expect((await send('https://93.184.215.14:9050/hook')).status).toBe(201);
+      expect((await send('https://93.184.215.14/hook')).status).toBe(201);
+      expectError(await send('http://93.184.215.14/hook'), 400, 'validation_failed');
+      expectError(await send('https://93.184.215.14:9101/hook'), 400, 'validation_failed');
+    } finally {
+      await wide.close();
+    }
   });
 });
 
@@ -991,9 +1365,20 @@ describe('An instance that stops between the change and the delivery', () => {
     await emit(first, tenant.organizationId, 'end_user.deleted', { user_id: 'after-crash' });
     await emit(first, tenant.organizationId, 'end_user.created', { user_id: 'claimed' });
     // One event is claimed by an instance that then dies (a 1.5 s lease, never recorded).
-    const claimed = await first.app
-      .get(WebhooksRepository)
-      .claimDue(1, 1500, randomUUID(), new Date());
+    const { attempts: claimed } = await first.app.get(WebhooksRepository).claimDue(
+      {
+        limit: 1,
+        perOrganization: 8,
+        perEndpoint: 4,
+        busyOrganizations: new Map(),
+        busyEndpoints: new Map(),
+        endpointsPerClaim: 256,
+        cursor: null,
+      },
+      1500,
+      randomUUID(),
+      new Date(),
+    );
     expect(claimed).toHaveLength(1);
     const claimedAt = Date.now();
     const deadClaim = (claimed[0].data as { user_id: string }).user_id;

@@ -67,6 +67,8 @@ export async function run(): Promise<Record<string, unknown>> {
   const service = await startService({
     env: {
       WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+      // The receiver listens on a random port.
+      WEBHOOK_ALLOWED_PORTS: '1-65535',
       LOG_LEVEL: 'warn',
       // To compare settings; unset: the defaults.
       WEBHOOK_CONCURRENCY: process.env.WEBHOOK_CONCURRENCY ?? '',

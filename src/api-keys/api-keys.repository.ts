@@ -20,6 +20,8 @@ export type ApiKeyRow = Pick<
   | 'lastUsedAt'
   | 'rateLimitRps'
   | 'rateLimitBurst'
+  | 'createdByUserId'
+  | 'createdByApiKeyId'
 >;
 
 /** What authenticating a key needs from its row. */
@@ -38,6 +40,7 @@ export type NewApiKey = Pick<
   | 'lastFour'
   | 'keyHash'
   | 'createdByUserId'
+  | 'createdByApiKeyId'
   | 'expiresAt'
   | 'rateLimitRps'
   | 'rateLimitBurst'
@@ -46,15 +49,16 @@ export type NewApiKey = Pick<
 const KEY_COLUMNS =
   raw(`id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
   expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-  rate_limit_burst AS "rateLimitBurst"`);
+  rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
+  created_by_api_key_id AS "createdByApiKeyId"`);
 
 function insertKey(key: NewApiKey) {
   return sql`INSERT INTO api_keys
-      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id, expires_at,
-       rate_limit_rps, rate_limit_burst)
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst)
     VALUES (${key.organizationId}, ${key.name}, ${key.scopes}, ${key.prefix}, ${key.lastFour},
-            ${key.keyHash}, ${key.createdByUserId}, ${key.expiresAt}, ${key.rateLimitRps},
-            ${key.rateLimitBurst})`;
+            ${key.keyHash}, ${key.createdByUserId}, ${key.createdByApiKeyId}, ${key.expiresAt},
+            ${key.rateLimitRps}, ${key.rateLimitBurst})`;
 }
 
 /**
@@ -98,7 +102,7 @@ export class ApiKeysRepository {
           }),
         ],
         sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt",
-                   "rateLimitRps", "rateLimitBurst"
+                   "rateLimitRps", "rateLimitBurst", "createdByUserId", "createdByApiKeyId"
               FROM ${created.ref}`,
       ),
       { name: 'api_keys_create_audited' },
@@ -188,6 +192,60 @@ export class ApiKeysRepository {
       { name: 'api_keys_revoke_audited' },
     );
     return row?.key_hash;
+  }
+
+  /**
+   * Revokes, at `at`, the organization's live keys that `userId` made, and the keys those keys
+   * made, down the line (with `adminOnly`, only the keys holding the admin scope), writing each
+   * one's audit and webhook events, in the caller's transaction; answers their hashes. A key
+   * cannot grant scopes it lacks, so the admin keys down the line are all made by admin keys.
+   */
+  async revokeMadeBy(
+    manager: EntityManager,
+    organizationId: string,
+    userId: string,
+    options: { adminOnly: boolean; reason: string },
+    at: Date,
+    audit: AuditStep,
+  ): Promise<Buffer[]> {
+    const live = sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)
+      AND (NOT ${options.adminOnly}::boolean OR 'admin' = ANY (scopes))`;
+    const made = await this.database.rows<{ id: string }>(
+      sql`WITH RECURSIVE made AS (
+            SELECT id FROM api_keys
+             WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
+               AND ${live}
+            UNION
+            SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
+             WHERE k.organization_id = ${organizationId} AND ${live})
+          SELECT id FROM made`,
+      { manager },
+    );
+    if (made.length === 0) return [];
+    const revoked = cte(
+      'revoked',
+      {
+        audit_target_id: sql`id::text`,
+        audit_details: sql`jsonb_build_object('name', name, 'reason', ${options.reason}::text)`,
+        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`,
+      },
+      (lent) => sql`
+        UPDATE api_keys SET revoked_at = ${at}
+         WHERE id = ANY (${made.map((row) => row.id)}::uuid[]) AND revoked_at IS NULL
+        RETURNING key_hash, ${lent}`,
+    );
+    const rows = await this.database.rows<{ key_hash: Buffer }>(
+      withEntries(
+        [
+          revoked,
+          audit(revoked),
+          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+        ],
+        sql`SELECT key_hash FROM ${revoked.ref}`,
+      ),
+      { manager },
+    );
+    return rows.map((row) => row.key_hash);
   }
 
   /** Newest first, after the key `startingAfter` of the same organization; `limit + 1` rows. */

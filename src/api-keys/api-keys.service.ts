@@ -1,5 +1,6 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
+import type { EntityManager } from 'typeorm';
 import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import { AuditService } from '../audit/audit.service';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
@@ -39,6 +40,11 @@ const UNKNOWN_KEY_CACHE_MS = 60_000;
 /** `last_used_at` is written at most this often per key, not on every request. */
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 
+/** Keys revoked in a transaction, to announce once it has committed. */
+export interface RevokedKeys {
+  hashes: string[];
+}
+
 interface CachedKey {
   id: string;
   organizationId: string;
@@ -73,6 +79,7 @@ function newKey(
       lastFour: key.slice(-4),
       keyHash: hashApiKey(key),
       createdByUserId: caller.kind === 'user' ? caller.userId : null,
+      createdByApiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
       expiresAt,
       rateLimitRps: rateLimit?.rps ?? null,
       rateLimitBurst: rateLimit?.burst ?? null,
@@ -234,6 +241,43 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     const hashHex = keyHash.toString('hex');
     this.byHash.delete(hashHex);
     await this.revocations.publish(hashHex);
+  }
+
+  /**
+   * In the transaction that removes a member (`reason: "member_removed"`) or demotes an owner or
+   * admin to member (`adminOnly`, `reason: "member_demoted"`): revokes the organization's keys
+   * `userId` made, and the keys those made, down the line, each with its `api_key.revoked`
+   * audit event (actor: `caller`; details: name and reason) and webhook event. Answers what
+   * `announceRevoked` needs once the transaction has committed.
+   */
+  async revokeMadeBy(
+    manager: EntityManager,
+    caller: CallerContext,
+    organizationId: string,
+    userId: string,
+    options: { adminOnly: boolean; reason: 'member_removed' | 'member_demoted' },
+  ): Promise<RevokedKeys> {
+    const hashes = await this.keys.revokeMadeBy(
+      manager,
+      organizationId,
+      userId,
+      options,
+      this.clock.now(),
+      auditEventStep(
+        auditOrigin(caller, { organizationId, action: 'api_key.revoked', targetType: 'api_key' }),
+      ),
+    );
+    return { hashes: hashes.map((hash) => hash.toString('hex')) };
+  }
+
+  /**
+   * After the revocation committed: refused at once here and, before this resolves, on every
+   * instance subscribed through Redis (identity:api-key-revoked, each acknowledging, as
+   * membership changes are), so the removal's answer finds no instance still honouring a key.
+   */
+  async announceRevoked(revoked: RevokedKeys): Promise<void> {
+    for (const hashHex of revoked.hashes) this.byHash.delete(hashHex);
+    await Promise.all(revoked.hashes.map((hashHex) => this.revocations.publishConfirmed(hashHex)));
   }
 
   /** True when authenticating this key would query the database (well-formed, not cached). */

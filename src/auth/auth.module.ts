@@ -1,12 +1,9 @@
-import { MailerModule, type MailerOptions } from '@nestjs-modules/mailer';
-import { HandlebarsAdapter } from '@nestjs-modules/mailer/adapters/handlebars.adapter';
 import { Module } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
 import type { AuthConfig } from '../config/auth.config';
-import type { MailConfig } from '../config/mail.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
@@ -14,9 +11,14 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
+import { EmailVerificationController } from './email-verification.controller';
+import { EmailVerificationTokensRepository } from './email-verification-tokens.repository';
+import { EmailVerificationService } from './email-verification.service';
+import { VerificationMailer } from './verification-mailer.service';
 import { LoginAttemptsRepository } from './login-attempts.repository';
 import { LoginAttemptsService } from './login-attempts.service';
-import { MAIL_TEMPLATE_DIR, PasswordResetMailer } from './password-reset-mailer.service';
+import { MailModule } from '../mail/mail.module';
+import { PasswordResetMailer } from './password-reset-mailer.service';
 import { PasswordResetTokensRepository } from './password-reset-tokens.repository';
 import { PasswordResetService } from './password-reset.service';
 import { JwtStrategy } from './strategies/jwt.strategy';
@@ -46,31 +48,20 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
         };
       },
     }),
-    MailerModule.forRootAsync({
-      inject: [ConfigService],
-      useFactory: (config: ConfigService): MailerOptions => {
-        const mail = config.getOrThrow<MailConfig>('mail');
-        return {
-          // Without SMTP_URL the mail is rendered but not sent; PasswordResetMailer logs it.
-          transport: mail.smtpUrl ?? { jsonTransport: true },
-          template: {
-            dir: MAIL_TEMPLATE_DIR,
-            adapter: new HandlebarsAdapter(undefined, { inlineCssEnabled: false }),
-            options: { strict: true },
-          },
-        };
-      },
-    }),
+    MailModule,
     UsersModule,
     OrganizationsModule,
     ApiKeysModule,
   ],
-  controllers: [AuthController],
+  controllers: [AuthController, EmailVerificationController],
   providers: [
     LoginAttemptsRepository,
     LoginAttemptsService,
     PasswordResetTokensRepository,
     PasswordResetService,
+    EmailVerificationTokensRepository,
+    EmailVerificationService,
+    VerificationMailer,
     PasswordResetMailer,
     AuthService,
     AccessTokensService,

@@ -4,8 +4,10 @@ import { Database } from '../database/database';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { UsersService } from '../users/users.service';
 import { AccessTokensService } from './access-tokens.service';
+import { EmailVerificationService } from './email-verification.service';
 import { SignupDto, SignupResponseDto } from './dto/signup.dto';
 import { LoginAttemptsService } from './login-attempts.service';
+import { PasswordResetService } from './password-reset.service';
 import { decoyPasswordHash, hashPassword, verifyPassword } from './passwords';
 
 @Injectable()
@@ -16,6 +18,8 @@ export class AuthService implements OnModuleInit {
     private readonly organizations: OrganizationsService,
     private readonly tokens: AccessTokensService,
     private readonly loginAttempts: LoginAttemptsService,
+    private readonly verification: EmailVerificationService,
+    private readonly passwordReset: PasswordResetService,
   ) {}
 
   /** The decoy hash is made now, so the first unknown address does not take twice as long. */
@@ -31,6 +35,8 @@ export class AuthService implements OnModuleInit {
   async login(rawEmail: string, password: string) {
     const email = rawEmail.trim();
     const gate = await this.loginAttempts.begin(email);
+    // Off the request: the answer says nothing of whether the address has an account.
+    if (gate.lockedNow) this.passwordReset.sendLockoutNotice(email);
     if (gate.refused) {
       throw new AppError(
         'login_locked',
@@ -49,10 +55,13 @@ export class AuthService implements OnModuleInit {
     return this.tokens.issue(user.id, user.tokenVersion);
   }
 
-  /** Creates the user and a first organization they own, in one transaction. */
+  /**
+   * Creates the user and a first organization they own, in one transaction; once committed, the
+   * verification link is mailed (after the answer).
+   */
   async signup(dto: SignupDto): Promise<SignupResponseDto> {
     const passwordHash = await hashPassword(dto.password);
-    return this.database.transaction(async (manager) => {
+    const answer = await this.database.transaction(async (manager) => {
       const user = await this.users.createIfEmailFree(manager, {
         email: dto.email.trim(),
         name: dto.name ?? null,
@@ -76,5 +85,7 @@ export class AuthService implements OnModuleInit {
         ...this.tokens.issue(user.id, user.tokenVersion),
       };
     });
+    this.verification.requestLink(answer.user.id);
+    return answer;
   }
 }

@@ -21,13 +21,18 @@ export class LoginAttemptsRepository {
    * Counts a failure at `at` unless the address is locked, in one atomic
    * `INSERT … ON CONFLICT DO UPDATE` (concurrent attempts serialise on the row): failures older
    * than the window drop out, the `threshold`-th within it sets the lock, and an attempt while
-   * locked only raises `refused_while_locked`. Answers whether this attempt was refused.
+   * locked only raises `refused_while_locked`. Answers whether this attempt was refused, and
+   * whether it is the one that set the lock (exactly one attempt per lock is).
    */
-  async countAttempt(email: string, at: Date, policy: LockoutPolicy): Promise<boolean> {
+  async countAttempt(
+    email: string,
+    at: Date,
+    policy: LockoutPolicy,
+  ): Promise<{ refused: boolean; lockedNow: boolean }> {
     const now = sql`${at}::timestamptz`;
     const locked = sql`a.locked_at > ${now} - make_interval(secs => ${policy.lockSeconds})`;
     const windowStart = sql`${now} - make_interval(secs => ${policy.windowSeconds})`;
-    const row = await this.database.row<{ refused: boolean }>(
+    const row = await this.database.row<{ refused: boolean; locked_now: boolean }>(
       sql`INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
           VALUES (lower(${email}), ARRAY[${now}],
                   CASE WHEN ${policy.threshold} <= 1 THEN ${now} END, ${now})
@@ -48,9 +53,10 @@ export class LoginAttemptsRepository {
               ELSE 0
             END,
             updated_at = ${now}
-          RETURNING refused_while_locked > 0 AS refused`,
+          RETURNING refused_while_locked > 0 AS refused,
+                    (refused_while_locked = 0 AND locked_at = ${now}) AS locked_now`,
     );
-    return row!.refused;
+    return { refused: row!.refused, lockedNow: row!.locked_now };
   }
 
   /** Forgets the address's failures and lock; inside the caller's transaction when given one. */

@@ -20,6 +20,8 @@ const POLICY: LockoutPolicy = {
 export interface AttemptGate {
   /** The address was locked before this attempt: answer 423 without checking the password. */
   refused: boolean;
+  /** This attempt set the lock (the threshold-th failure): the account, if any, is told. */
+  lockedNow: boolean;
 }
 
 /**
@@ -51,7 +53,7 @@ export class LoginAttemptsService {
    * refused attempt from the one that has just set the lock (which still answers 401).
    */
   async begin(email: string): Promise<AttemptGate> {
-    return { refused: await this.attempts.countAttempt(email, this.clock.now(), POLICY) };
+    return this.attempts.countAttempt(email, this.clock.now(), POLICY);
   }
 
   /** A successful password login clears the failure count (and any lock it raced with). */

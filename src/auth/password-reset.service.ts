@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { ConfigService } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { sha256 } from '../common/crypto/sha256';
@@ -9,6 +9,7 @@ import type { AuthConfig } from '../config/auth.config';
 import { Database } from '../database/database';
 import { UsersService } from '../users/users.service';
 import { LoginAttemptsService } from './login-attempts.service';
+import { MailService } from '../mail/mail.service';
 import { PasswordResetMailer } from './password-reset-mailer.service';
 import { PasswordResetTokensRepository } from './password-reset-tokens.repository';
 import { hashPassword } from './passwords';
@@ -29,16 +30,14 @@ function hashToken(token: string): Buffer {
 }
 
 @Injectable()
-export class PasswordResetService implements OnApplicationShutdown {
-  /** Mails still being prepared or sent, awaited at shutdown so none is cut off half-way. */
-  private readonly pending = new Set<Promise<void>>();
-
+export class PasswordResetService {
   constructor(
     private readonly database: Database,
     private readonly tokens: PasswordResetTokensRepository,
     private readonly users: UsersService,
     private readonly loginAttempts: LoginAttemptsService,
     private readonly mailer: PasswordResetMailer,
+    private readonly mail: MailService,
     private readonly config: ConfigService,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
@@ -48,46 +47,56 @@ export class PasswordResetService implements OnApplicationShutdown {
 
   /**
    * Returns at once and does the work (look-up, token, SMTP) afterwards, so the answer takes the
-   * same time whether or not the address has an account.
+   * same time whether or not the address has an account. Sends are awaited at shutdown.
    */
   request(rawEmail: string): void {
     const email = rawEmail.trim();
-    const work = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.issueAndSend(email))
-      .catch((error: unknown) =>
-        this.logger.error({ err: error }, 'password reset mail could not be sent'),
-      )
-      .finally(() => this.pending.delete(work));
-    this.pending.add(work);
+    this.mail.later('password reset mail', () => this.issueAndSend(email));
   }
 
-  async onApplicationShutdown(): Promise<void> {
-    await this.idle();
+  /**
+   * When password login for `email` has just been locked (contract §25): the account, if any,
+   * is mailed once, with a reset link (a reset lifts the lock). Not under the hourly cap of
+   * forgot-password: a lock happens at most once a day per address.
+   */
+  sendLockoutNotice(email: string): void {
+    this.mail.later('lockout notice', async () => {
+      const user = await this.users.findByEmail(email);
+      if (!user) return;
+      const token = await this.issueToken(user.id, Number.MAX_SAFE_INTEGER);
+      if (token) await this.mailer.sendLockoutNotice(user.email, user.id, token);
+    });
   }
 
   /** Resolves once every mail requested so far is sent, capped or failed. */
   async idle(): Promise<void> {
-    await Promise.allSettled([...this.pending]);
+    await this.mail.idle();
   }
 
   private async issueAndSend(email: string): Promise<void> {
     const user = await this.users.findByEmail(email);
     if (!user) return;
-    const { resetTokenTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
-    const token = randomBytes(32).toString('base64url');
-    const now = this.clock.nowMs();
-    const issued = await this.tokens.insertUnderHourlyCap({
-      userId: user.id,
-      tokenHash: hashToken(token),
-      at: new Date(now),
-      expiresAt: new Date(now + resetTokenTtlSeconds * 1000),
-      hourlyCap: RESET_MAILS_PER_HOUR,
-    });
-    if (!issued) {
+    const token = await this.issueToken(user.id, RESET_MAILS_PER_HOUR);
+    if (!token) {
       this.logger.info({ userId: user.id }, 'password reset mail not sent: hourly cap reached');
       return;
     }
     await this.mailer.send(user.email, user.id, token);
+  }
+
+  /** A new reset token for the user, stored as its hash; undefined over `hourlyCap`. */
+  private async issueToken(userId: string, hourlyCap: number): Promise<string | undefined> {
+    const { resetTokenTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
+    const token = randomBytes(32).toString('base64url');
+    const now = this.clock.nowMs();
+    const issued = await this.tokens.insertUnderHourlyCap({
+      userId,
+      tokenHash: hashToken(token),
+      at: new Date(now),
+      expiresAt: new Date(now + resetTokenTtlSeconds * 1000),
+      hourlyCap,
+    });
+    return issued ? token : undefined;
   }
 
   /**

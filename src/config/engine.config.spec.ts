@@ -1,4 +1,4 @@
-import { engineConfig } from './engine.config';
+import { allowedModels, engineConfig } from './engine.config';
 
 describe('engine configuration', () => {
   const saved = { ...process.env };
@@ -101,5 +101,32 @@ describe('engine configuration', () => {
     ]) {
       expect(() => load({ [name]: value })).toThrow(new RegExp(name));
     }
+  });
+});
+
+describe('OPENAI_ALLOWED_MODELS', () => {
+  const fallback = (model: string) => ({ model, baseUrl: undefined, apiKey: 'k' });
+
+  it('is the list given, trimmed and without repeats', () => {
+    expect(allowedModels(' a, b ,a', { model: 'main', fallbacks: [fallback('backup')] })).toEqual([
+      'a',
+      'b',
+    ]);
+  });
+
+  it("defaults to OPENAI_MODEL and the fallbacks' models; none with the local engine alone", () => {
+    expect(
+      allowedModels(undefined, {
+        model: 'main',
+        fallbacks: [fallback('backup'), fallback('main')],
+      }),
+    ).toEqual(['main', 'backup']);
+    expect(allowedModels('', { model: '', fallbacks: [] })).toEqual([]);
+  });
+
+  it('stops start-up on an empty name, naming the variable', () => {
+    expect(() => allowedModels('a,,b', { model: '', fallbacks: [] })).toThrow(
+      /OPENAI_ALLOWED_MODELS/,
+    );
   });
 });

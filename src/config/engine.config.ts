@@ -33,6 +33,11 @@ class EngineEnv {
   @IsString()
   OPENAI_FALLBACKS?: string;
 
+  /** The models a personality may name, comma-separated (default: OPENAI_MODEL and the fallbacks'). */
+  @IsOptional()
+  @IsString()
+  OPENAI_ALLOWED_MODELS?: string;
+
   @IsOptional()
   @Transform(toNumber)
   @IsInt()
@@ -153,6 +158,37 @@ export function parseFallbacks(
   return fallbacks;
 }
 
+/**
+ * OPENAI_ALLOWED_MODELS: the models a personality's `model` may name (contract §25), so that a
+ * tenant cannot send the provider's bill to a model the operator never chose. Unset: OPENAI_MODEL
+ * and the fallbacks' models, the ones the operator configured. With the local engine and
+ * neither set, the list is empty: the local engine uses no model, and a personality may then
+ * name none (only `null`), which also keeps a later switch to a provider from inheriting names
+ * nobody vetted.
+ */
+export function allowedModels(
+  raw: string | undefined,
+  configured: { model: string; fallbacks: EngineFallback[] },
+): string[] {
+  if (raw !== undefined && raw.trim() !== '') {
+    const names = raw.split(',').map((name) => name.trim());
+    const bad = names.filter((name) => name === '' || name.length > MODEL_MAX_LENGTH);
+    if (bad.length > 0) {
+      throw invalid([
+        `OPENAI_ALLOWED_MODELS: model names of 1..${MODEL_MAX_LENGTH} characters, comma-separated`,
+      ]);
+    }
+    return [...new Set(names)];
+  }
+  return [
+    ...new Set(
+      [configured.model, ...configured.fallbacks.map((fallback) => fallback.model)].filter(
+        (name) => name !== '',
+      ),
+    ),
+  ];
+}
+
 /** Which engine writes replies, and how the OpenAI-compatible one reaches its providers. */
 export const engineConfig = registerAs('engine', () => {
   const env = validateEnv(EngineEnv);
@@ -183,3 +219,19 @@ export const engineConfig = registerAs('engine', () => {
 });
 
 export type EngineConfig = ReturnType<typeof engineConfig>;
+
+/**
+ * The models a personality may name (contract §25), a concern of its own so that the engine's
+ * options stay as the routing layer takes them: OPENAI_ALLOWED_MODELS, else the engine's
+ * configured models.
+ */
+export const modelsConfig = registerAs('models', () => {
+  const env = validateEnv(EngineEnv);
+  const engine = engineConfig();
+  return {
+    allowed: allowedModels(env.OPENAI_ALLOWED_MODELS, {
+      model: engine.openaiModel,
+      fallbacks: engine.fallbacks,
+    }),
+  };
+});

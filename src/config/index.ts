@@ -3,7 +3,7 @@ import { authConfig } from './auth.config';
 import { billingConfig } from './billing.config';
 import { databaseConfig } from './database.config';
 import { endUsersConfig } from './end-users.config';
-import { engineConfig } from './engine.config';
+import { engineConfig, modelsConfig } from './engine.config';
 import { httpConfig } from './http.config';
 import { mailConfig } from './mail.config';
 import { memoryConfig } from './memory.config';
@@ -26,6 +26,7 @@ export const configLoaders = [
   billingConfig,
   endUsersConfig,
   engineConfig,
+  modelsConfig,
   memoryConfig,
   safetyConfig,
   teamsConfig,

@@ -6,12 +6,20 @@ describe('teams configuration', () => {
     process.env = { ...saved };
   });
 
-  it('defaults to 7-day invitations, 365-day audit retention and an hourly purge', () => {
-    delete process.env.INVITATION_TTL_SECONDS;
-    delete process.env.AUDIT_RETENTION_DAYS;
-    delete process.env.AUDIT_PURGE_INTERVAL_MS;
+  it('defaults to 7-day invitations, 50 a day, 10 organizations a user, 365-day audit retention and an hourly purge', () => {
+    for (const name of [
+      'INVITATION_TTL_SECONDS',
+      'INVITATIONS_PER_DAY',
+      'ORGANIZATIONS_PER_USER',
+      'AUDIT_RETENTION_DAYS',
+      'AUDIT_PURGE_INTERVAL_MS',
+    ]) {
+      delete process.env[name];
+    }
     expect(teamsConfig()).toEqual({
       invitationTtlSeconds: 604_800,
+      invitationsPerDay: 50,
+      organizationsPerUser: 10,
       auditRetentionDays: 365,
       auditPurgeIntervalMs: 3_600_000,
     });
@@ -26,6 +34,8 @@ describe('teams configuration', () => {
       ['INVITATION_TTL_SECONDS', '0'],
       ['AUDIT_RETENTION_DAYS', '0'],
       ['AUDIT_RETENTION_DAYS', '1.5'],
+      ['INVITATIONS_PER_DAY', '0'],
+      ['ORGANIZATIONS_PER_USER', 'ten'],
     ]) {
       process.env = { ...saved, [name]: value };
       expect(() => teamsConfig()).toThrow(new RegExp(name));

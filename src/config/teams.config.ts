@@ -12,6 +12,22 @@ class TeamsEnv {
   @Max(90 * 86_400)
   INVITATION_TTL_SECONDS?: number;
 
+  /** Invitations one organization may send per UTC day (each send counts, a new link too). */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(100_000)
+  INVITATIONS_PER_DAY?: number;
+
+  /** Organizations one user may create, the one made at sign-up included. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(10_000)
+  ORGANIZATIONS_PER_USER?: number;
+
   /** How long audit events are kept before the periodic purge deletes them. */
   @IsOptional()
   @Transform(toNumber)
@@ -33,6 +49,8 @@ export const teamsConfig = registerAs('teams', () => {
   const env = validateEnv(TeamsEnv);
   return {
     invitationTtlSeconds: env.INVITATION_TTL_SECONDS ?? 7 * 86_400,
+    invitationsPerDay: env.INVITATIONS_PER_DAY ?? 50,
+    organizationsPerUser: env.ORGANIZATIONS_PER_USER ?? 10,
     auditRetentionDays: env.AUDIT_RETENTION_DAYS ?? 365,
     auditPurgeIntervalMs: env.AUDIT_PURGE_INTERVAL_MS ?? 3_600_000,
   };

@@ -1,7 +1,9 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsBoolean, IsInt, IsOptional, Max, Min } from 'class-validator';
+import { IsBoolean, IsInt, IsOptional, Matches, Max, Min } from 'class-validator';
 import { toBoolean, toNumber, validateEnv } from './validate-env';
+
+const PORT_LIST = /^\s*\d{1,5}(\s*-\s*\d{1,5})?(\s*,\s*\d{1,5}(\s*-\s*\d{1,5})?)*\s*$/;
 
 class WebhooksEnv {
   /** A delivery attempt that has no 2xx status within this fails (and is retried). */
@@ -49,6 +51,51 @@ class WebhooksEnv {
   @Min(1)
   @Max(1_000)
   WEBHOOK_CONCURRENCY?: number;
+
+  /** Attempts one organization has in flight on one instance at most (fairness between tenants). */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(1_000)
+  WEBHOOK_CONCURRENCY_PER_ORG?: number;
+
+  /** An endpoint whose attempts have all failed for this many hours is disabled. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(24 * 365)
+  WEBHOOK_DISABLE_AFTER_HOURS?: number;
+
+  /** The ports a webhook URL may name: ports and ranges, comma-separated (`443,9000-9100`). */
+  @IsOptional()
+  @Matches(PORT_LIST, {
+    message: 'WEBHOOK_ALLOWED_PORTS must be ports and ranges, comma-separated (e.g. 443,9000-9100)',
+  })
+  WEBHOOK_ALLOWED_PORTS?: string;
+}
+
+/** An inclusive range of TCP ports. */
+export type PortRange = readonly [number, number];
+
+/** The ports of a URL when WEBHOOK_ALLOWED_PORTS is unset: the web's usual four. */
+export const DEFAULT_WEBHOOK_PORTS = '80,443,8080,8443';
+
+/**
+ * `443, 9000-9100` → [[443, 443], [9000, 9100]]. Throws, naming the variable, for a port outside
+ * 1..65535 or a range whose end comes before its start.
+ */
+export function parsePortRanges(text: string): PortRange[] {
+  return text.split(',').map((item) => {
+    const [first, last = first] = item.split('-').map((part) => Number(part.trim()));
+    if (!(first >= 1 && last <= 65_535 && first <= last)) {
+      throw new Error(
+        `Invalid configuration:\n  WEBHOOK_ALLOWED_PORTS: "${item.trim()}" is not a port (1..65535) or a range of them`,
+      );
+    }
+    return [first, last] as const;
+  });
 }
 
 export const webhooksConfig = registerAs('webhooks', () => {
@@ -60,6 +107,9 @@ export const webhooksConfig = registerAs('webhooks', () => {
     allowPrivateUrls: env.WEBHOOK_ALLOW_PRIVATE_URLS ?? false,
     pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
     concurrency: env.WEBHOOK_CONCURRENCY ?? 64,
+    concurrencyPerOrganization: env.WEBHOOK_CONCURRENCY_PER_ORG ?? 8,
+    disableAfterHours: env.WEBHOOK_DISABLE_AFTER_HOURS ?? 72,
+    allowedPorts: parsePortRanges(env.WEBHOOK_ALLOWED_PORTS ?? DEFAULT_WEBHOOK_PORTS),
   };
 });
 

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
@@ -35,6 +36,7 @@ export class ErasureWorker {
     private readonly usage: UsageService,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
+    private readonly idempotency: IdempotencyService,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
@@ -90,10 +92,13 @@ export class ErasureWorker {
       await this.facts.deleteForEndUsers(manager, ids);
       await this.memories.deleteForEndUsers(manager, ids);
       await this.usage.eraseEndUsers(manager, ids);
-      await this.audit.redactErasedEndUsers(
-        manager,
-        due.map((row) => ({ organizationId: row.organization_id, userId: row.user_id })),
-      );
+      const erased = due.map((row) => ({
+        organizationId: row.organization_id,
+        userId: row.user_id,
+      }));
+      await this.audit.redactErasedEndUsers(manager, erased);
+      // Stored Idempotency-Key answers about them (their metadata, their conversations).
+      await this.idempotency.forgetEndUsers(manager, erased);
       await this.endUsers.deleteByIds(manager, ids);
       const deletedAt = this.clock.now().toISOString();
       for (const row of due) {

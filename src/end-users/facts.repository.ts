@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { raw, sql } from '../database/sql';
 import type { FactRow } from './dto/fact.dto';
 import type { FactSource } from './entities/fact.entity';
@@ -83,12 +84,22 @@ export class FactsRepository {
     );
   }
 
-  async delete(endUserId: string, id: string): Promise<boolean> {
-    return (
-      (await this.database.count(
-        sql`DELETE FROM end_user_facts WHERE id = ${id} AND end_user_id = ${endUserId}`,
-      )) === 1
+  /**
+   * Deletes the fact, and the organization's stored answers about the end user `userId` (a
+   * keyed fact creation holds its content), in one statement.
+   */
+  async delete(
+    endUser: { id: string; organizationId: string; userId: string },
+    id: string,
+  ): Promise<boolean> {
+    const row = await this.database.row<{ deleted: number }>(
+      sql`WITH deleted AS (
+            DELETE FROM end_user_facts WHERE id = ${id} AND end_user_id = ${endUser.id}
+            RETURNING 1),
+          ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM deleted)`)}
+          SELECT count(*)::int AS deleted FROM deleted`,
     );
+    return row?.deleted === 1;
   }
 
   /** Newest first, `limit + 1` rows after the fact `startingAfter` of the same end user. */

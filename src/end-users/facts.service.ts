@@ -113,6 +113,8 @@ export class FactsService {
 
   async delete(organizationId: string, userId: string, id: string): Promise<void> {
     const endUser = await this.endUsersService.findRow(organizationId, userId);
-    if (!(await this.facts.delete(endUser.id, id))) throw AppError.notFound('Fact');
+    if (!(await this.facts.delete({ id: endUser.id, organizationId, userId }, id))) {
+      throw AppError.notFound('Fact');
+    }
   }
 }

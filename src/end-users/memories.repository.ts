@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
 import { rankedMemories } from './memory-search';
@@ -89,7 +90,9 @@ export class MemoriesRepository {
           learned AS (
             DELETE FROM end_user_facts
              WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
-          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
+          -- A stored answer (a keyed respond) may hold the memory: it goes with it.
+          ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
           SELECT count(*)::int AS deleted FROM deleted`,
     );
     return row?.deleted === 1;

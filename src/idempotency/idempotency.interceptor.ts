@@ -22,6 +22,7 @@ import {
 } from '../common/http/idempotency-key';
 import { requestFingerprint } from './idempotency-request';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
+import { carriesEndUserData } from './end-user-answers';
 import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';
 
 /**
@@ -64,7 +65,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const requestId = requestIdOf(request);
       const fingerprint = requestFingerprint(request.method, request.originalUrl, request.body);
       const secretFields = secretFieldsOf(request.method, route);
-      return from(this.idempotency.begin(ref, requestId, fingerprint, secretFields)).pipe(
+      const endUser = {
+        carriesData: carriesEndUserData(request.method, route),
+        hint: userIdOf(request),
+      };
+      return from(this.idempotency.begin(ref, requestId, fingerprint, secretFields, endUser)).pipe(
         mergeMap((begun) =>
           begun.kind === 'replay'
             ? of(replay(response, begun.status, begun.body, requestId))
@@ -119,6 +124,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     finished(file.getStream(), () => void this.idempotency.giveUp(claim));
     return file;
   }
+}
+
+/** The request's `user_id`: the path's, else the body's (before validation: a hint only). */
+function userIdOf(request: Request): string | undefined {
+  const fromPath = request.params?.user_id;
+  if (typeof fromPath === 'string') return fromPath;
+  const fromBody = (request.body as { user_id?: unknown } | undefined)?.user_id;
+  return typeof fromBody === 'string' ? fromBody : undefined;
 }
 
 /** The stored answer, as the first request had it, with its own request id. */

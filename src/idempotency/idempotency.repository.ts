@@ -27,6 +27,13 @@ export interface StoredKey extends Pick<
   leaseLapsed: boolean;
 }
 
+/** An answer to store: status, JSON text, and the end user it is about (end-user-answers.ts). */
+export interface StoredAnswer {
+  status: number;
+  body: string | null;
+  subject: Buffer | null;
+}
+
 /** When a lease taken or renewed at `now` for `leaseMs` runs out. */
 const leaseEnd = (now: Date, leaseMs: number) => new Date(now.getTime() + leaseMs);
 /** Keys created at or before this are past retention at `now`. */
@@ -127,8 +134,8 @@ export class IdempotencyRepository {
    * Stores the answer (completed at `at`) of the request holding the lease; false if it no
    * longer holds it.
    */
-  async complete(claim: ClaimRef, status: number, body: string | null, at: Date): Promise<boolean> {
-    const completed = await this.database.count(completeStatement(claim, status, body, at), {
+  async complete(claim: ClaimRef, answer: StoredAnswer, at: Date): Promise<boolean> {
+    const completed = await this.database.count(completeStatement(claim, answer, at), {
       name: 'idempotency-complete',
       asyncCommit: true,
     });
@@ -139,11 +146,29 @@ export class IdempotencyRepository {
   async completeWithin(
     manager: EntityManager,
     claim: ClaimRef,
-    status: number,
-    body: string | null,
+    answer: StoredAnswer,
     at: Date,
   ): Promise<void> {
-    await this.database.rows(completeStatement(claim, status, body, at), { manager });
+    await this.database.rows(completeStatement(claim, answer, at), { manager });
+  }
+
+  /**
+   * Deletes the organizations' stored answers about these subjects (end users), in the caller's
+   * transaction (an erasure's), answered or not: a key whose request still runs has no subject
+   * yet, and its answer will be about an end user under deletion (409) anyway.
+   */
+  async deleteAnswersAbout(
+    manager: EntityManager,
+    about: ReadonlyArray<{ organizationId: string; subject: Buffer }>,
+  ): Promise<void> {
+    await this.database.rows(
+      sql`DELETE FROM idempotency_keys k
+            USING unnest(${about.map((a) => a.organizationId)}::uuid[],
+                         ${about.map((a) => a.subject)}::bytea[]) AS d(scope_id, subject)
+           WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
+             AND k.subject = d.subject`,
+      { manager },
+    );
   }
 
   /** Gives the key up (an answer that is not stored): the next request with it runs afresh. */
@@ -188,9 +213,10 @@ export class IdempotencyRepository {
   }
 }
 
-function completeStatement(claim: ClaimRef, status: number, body: string | null, at: Date) {
+function completeStatement(claim: ClaimRef, answer: StoredAnswer, at: Date) {
   return sql`UPDATE idempotency_keys
-                SET response_status = ${status}, response_body = ${body}, completed_at = ${at},
+                SET response_status = ${answer.status}, response_body = ${answer.body},
+                    subject = ${answer.subject}, completed_at = ${at},
                     locked_by = NULL, locked_until = NULL
               WHERE ${whereClaimed(claim)}`;
 }

@@ -5,6 +5,7 @@ import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import { IdempotencyRepository, type ClaimRef, type KeyRef } from './idempotency.repository';
+import { endUserOfAnswer, endUserSubject } from './end-user-answers';
 import { withoutSecrets } from './replay-secrets';
 
 /** How long a key is kept (contract §16). */
@@ -32,12 +33,26 @@ export class IdempotencyClaim implements ClaimRef {
     readonly requestId: string,
     /** Top-level fields of the answer that hold a secret shown once (replay-secrets.ts). */
     readonly secretFields: readonly string[],
+    /**
+     * The answer carries an end user's data (end-user-answers.ts): it is stored with their
+     * subject; `endUserHint` is the request's `user_id` (path, then body), for answers that
+     * do not name it.
+     */
+    readonly endUserData = false,
+    readonly endUserHint?: string,
   ) {}
 }
 
 export type BeginResult =
   | { kind: 'claimed'; claim: IdempotencyClaim }
   | { kind: 'replay'; status: number; body: string | null };
+
+/** The subject an answer is stored with: its end user's, on a route that carries their data. */
+function subjectOf(claim: IdempotencyClaim, answer: unknown): Buffer | null {
+  if (!claim.endUserData) return null;
+  const userId = endUserOfAnswer(answer, claim.endUserHint);
+  return userId === undefined ? null : endUserSubject(userId);
+}
 
 /**
  * Which answers are stored for replay: 2xx and the 4xx the work decided (Stripe's rule). Not
@@ -80,6 +95,7 @@ export class IdempotencyService {
     requestId: string,
     requestHash: Buffer,
     secretFields: readonly string[],
+    endUser: { carriesData: boolean; hint?: string } = { carriesData: false },
   ): Promise<BeginResult> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const claim = new IdempotencyClaim(
@@ -88,6 +104,8 @@ export class IdempotencyService {
         ref.key,
         requestId,
         secretFields,
+        endUser.carriesData,
+        endUser.hint,
       );
       if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS, this.clock.now())) {
         this.keepAlive(claim);
@@ -142,8 +160,7 @@ export class IdempotencyService {
     await this.keys.completeWithin(
       manager,
       claim,
-      status,
-      this.serialize(claim, body),
+      { status, body: this.serialize(claim, body), subject: subjectOf(claim, body) },
       this.clock.now(),
     );
     claim.recordedInTransaction = true;
@@ -153,7 +170,7 @@ export class IdempotencyService {
   async settleAnswer(claim: IdempotencyClaim, status: number, body: unknown): Promise<void> {
     if (claim.recordedInTransaction) return this.stop(claim);
     if (!isStoredOutcome(status)) return this.giveUp(claim);
-    await this.store(claim, status, this.serialize(claim, body));
+    await this.store(claim, status, this.serialize(claim, body), subjectOf(claim, body));
   }
 
   /** The handler failed; `status`/`code`/`envelope` are what the client is answered. */
@@ -164,7 +181,7 @@ export class IdempotencyService {
     envelope: unknown,
   ): Promise<void> {
     if (!isStoredOutcome(status, code)) return this.giveUp(claim);
-    await this.store(claim, status, JSON.stringify(envelope));
+    await this.store(claim, status, JSON.stringify(envelope), subjectOf(claim, undefined));
   }
 
   /**
@@ -175,7 +192,26 @@ export class IdempotencyService {
   async recordAnswer(status: number, body: unknown): Promise<void> {
     const claim = this.current.getStore();
     if (!claim || claim.settled) return;
-    await this.store(claim, status, this.serialize(claim, body));
+    await this.store(claim, status, this.serialize(claim, body), subjectOf(claim, body));
+  }
+
+  /**
+   * In the transaction that erases end users (or deletes one of their memories): deletes the
+   * stored answers about them (contract §25), so that a replay runs afresh instead of answering
+   * their data from the store. `userIds` are the organization's `user_id`s.
+   */
+  async forgetEndUsers(
+    manager: EntityManager,
+    endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,
+  ): Promise<void> {
+    if (endUsers.length === 0) return;
+    await this.keys.deleteAnswersAbout(
+      manager,
+      endUsers.map(({ organizationId, userId }) => ({
+        organizationId,
+        subject: endUserSubject(userId),
+      })),
+    );
   }
 
   /** Gives the key up: the request's answer is not stored, and a retry runs afresh. */
@@ -188,11 +224,16 @@ export class IdempotencyService {
     });
   }
 
-  private async store(claim: IdempotencyClaim, status: number, body: string | null): Promise<void> {
+  private async store(
+    claim: IdempotencyClaim,
+    status: number,
+    body: string | null,
+    subject: Buffer | null,
+  ): Promise<void> {
     if (claim.settled) return;
     this.stop(claim);
     try {
-      if (!(await this.keys.complete(claim, status, body, this.clock.now()))) {
+      if (!(await this.keys.complete(claim, { status, body, subject }, this.clock.now()))) {
         this.logger.warn('an idempotency key was taken over before its answer was stored');
       }
     } catch (error) {

@@ -1,81 +1,48 @@
-import { existsSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { MailerService } from '@nestjs-modules/mailer';
-import { Injectable, OnModuleInit } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
-import { PinoLogger } from 'nestjs-pino';
-import { MAIL_TEMPLATE_DIR, maskAddress } from '../auth/password-reset-mailer.service';
-import type { AppConfig } from '../config/app.config';
-import type { MailConfig } from '../config/mail.config';
+import { Injectable } from '@nestjs/common';
+import { MailService } from '../mail/mail.service';
 
-const TEMPLATE_DIR = join(__dirname, 'templates');
-/** The HTML template may be an absolute path; the text one is resolved from the mailer's dir. */
-const HTML_TEMPLATE = join(TEMPLATE_DIR, 'invitation');
-const TEXT_TEMPLATE = relative(MAIL_TEMPLATE_DIR, join(TEMPLATE_DIR, 'invitation.text.hbs'));
+/** The path of the invitation link, under APP_PUBLIC_URL. */
+export const INVITATION_LINK_PATH = '/accept-invitation';
 
-/** The link of the e-mail: always APP_PUBLIC_URL, never the request's Host header. */
-export function invitationLink(publicUrl: string, token: string): string {
-  return `${publicUrl}/accept-invitation?token=${token}`;
-}
+/**
+ * Fixed: no organization-supplied text in a subject (contract §25), so that an organization
+ * named like a bank's security team cannot put its message in the inbox list.
+ */
+export const INVITATION_SUBJECT = 'You are invited to join an organization on the Personality API';
 
 export interface InvitationMail {
   to: string;
+  /** The organization's name: text its members chose, quoted in the body only. */
   organization: string;
-  inviter: string;
+  /** The inviter's (verified) address: who invited whom is said in the service's own words. */
+  inviterEmail: string;
   role: string;
   expiresAt: Date;
 }
 
 /**
- * Sends the invitation e-mail through the mailer AuthModule configures (SMTP_URL). Without
- * SMTP_URL it is rendered, not sent, and logged with the token redacted, like the reset mail.
+ * Sends the invitation e-mail (MailService: SMTP_URL, or a log line with the token redacted when
+ * it is unset, like the reset mail). Its first sentence is the service's own, naming who invited
+ * whom by their addresses; the organization's name follows it, as plain text.
  */
 @Injectable()
-export class InvitationMailer implements OnModuleInit {
-  constructor(
-    private readonly mailer: MailerService,
-    private readonly config: ConfigService,
-    private readonly logger: PinoLogger,
-  ) {
-    this.logger.setContext(InvitationMailer.name);
-  }
-
-  onModuleInit(): void {
-    for (const file of ['invitation.hbs', 'invitation.text.hbs']) {
-      const path = join(TEMPLATE_DIR, file);
-      if (!existsSync(path)) throw new Error(`Mail template missing: ${path}`);
-    }
-  }
+export class InvitationMailer {
+  constructor(private readonly mail: MailService) {}
 
   async send(mail: InvitationMail, token: string): Promise<void> {
-    const { publicUrl } = this.config.getOrThrow<AppConfig>('app');
-    const { smtpUrl, from } = this.config.getOrThrow<MailConfig>('mail');
-    const subject = `Join ${mail.organization} on the Personality API`;
-    await this.mailer.sendMail({
-      from,
+    await this.mail.send({
       to: mail.to,
-      subject,
-      template: HTML_TEMPLATE,
-      textTemplate: TEXT_TEMPLATE,
+      subject: INVITATION_SUBJECT,
+      template: 'invitation',
+      link: { path: INVITATION_LINK_PATH, token },
       context: {
-        link: invitationLink(publicUrl, token),
+        inviterEmail: mail.inviterEmail,
+        inviteeEmail: mail.to,
         organization: mail.organization,
-        inviter: mail.inviter,
         role: mail.role,
         expiresAt: `${mail.expiresAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
       },
+      kind: 'invitation',
     });
-    if (!smtpUrl) {
-      this.logger.info(
-        {
-          mail: {
-            to: maskAddress(mail.to),
-            subject,
-            link: invitationLink(publicUrl, '[redacted]'),
-          },
-        },
-        'SMTP_URL is unset: invitation mail written to the log instead of sent (token redacted)',
-      );
-    }
   }
 }

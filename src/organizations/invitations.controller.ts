@@ -33,12 +33,23 @@ export class InvitationsController {
   @ApiOperation({
     summary:
       'Invites an e-mail address (owners and admins); an open invitation of the same address is replaced',
+    description:
+      'The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per organization and UTC day, a replacement included.',
   })
   @ApiCreatedResponse({ type: InvitationDto })
-  @ApiErrors(400, FORBIDDEN_ROLE, 404, [
-    409,
-    'The address is a member already (`already_a_member`)',
-  ])
+  @ApiErrors(
+    400,
+    [
+      403,
+      'An API key was used (`user_token_required`), the role does not allow it (`insufficient_role`), or the inviter has not verified their e-mail address (`email_not_verified`)',
+    ],
+    404,
+    [409, 'The address is a member already (`already_a_member`)'],
+    [
+      429,
+      'The organization sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After)',
+    ],
+  )
   create(
     @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,

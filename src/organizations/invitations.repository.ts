@@ -57,8 +57,8 @@ export class InvitationsRepository {
     fields: Pick<
       Invitation,
       'organizationId' | 'email' | 'emailKey' | 'role' | 'tokenHash' | 'invitedByUserId'
-    > & { now: Date; expiresAt: Date },
-  ): Promise<InvitationRow & { replaced: boolean }> {
+    > & { now: Date; expiresAt: Date; byOwner: boolean },
+  ): Promise<(InvitationRow & { replaced: boolean }) | undefined> {
     const row = await this.database.row<InvitationRow & { replaced: boolean }>(
       sql`INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
                                    invited_by_user_id, created_at, expires_at)
@@ -70,10 +70,35 @@ export class InvitationsRepository {
                         token_hash = EXCLUDED.token_hash,
                         invited_by_user_id = EXCLUDED.invited_by_user_id,
                         expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
+           -- An open invitation for owner is replaced by an owner only.
+           WHERE invitations.role <> 'owner' OR ${fields.byOwner}::boolean
           RETURNING ${columns(fields.now)}, (xmax <> 0) AS replaced`,
       { manager },
     );
-    return row!;
+    return row;
+  }
+
+  /**
+   * Counts one invitation sent by the organization on `day` (a UTC date, `YYYY-MM-DD`) unless
+   * it sent `cap` that day already; answers whether it was counted. One UPDATE of the
+   * organization's row: concurrent invitations serialise on it.
+   */
+  async countSent(
+    manager: EntityManager,
+    organizationId: string,
+    day: string,
+    cap: number,
+  ): Promise<boolean> {
+    const counted = await this.database.count(
+      sql`UPDATE organizations
+             SET invitations_sent = CASE WHEN invitations_day = ${day}::date
+                                         THEN invitations_sent + 1 ELSE 1 END,
+                 invitations_day = ${day}::date
+           WHERE id = ${organizationId}
+             AND (invitations_day IS DISTINCT FROM ${day}::date OR invitations_sent < ${cap})`,
+      { manager },
+    );
+    return counted > 0;
   }
 
   /** Newest first, paged by id. */
@@ -138,14 +163,22 @@ export class InvitationsRepository {
     );
   }
 
-  /** The organization's name and the inviter's name (or address), for the invitation e-mail. */
+  /**
+   * The organization's name and the inviter's address for the invitation e-mail, and whether
+   * that address is verified (inviting needs it).
+   */
   async mailContext(
     manager: EntityManager,
     organizationId: string,
     inviterId: string,
-  ): Promise<{ organization: string; inviter: string }> {
-    const row = await this.database.row<{ organization: string; inviter: string }>(
-      sql`SELECT o.name AS organization, coalesce(u.name, u.email) AS inviter
+  ): Promise<{ organization: string; inviter_email: string; inviter_verified: boolean }> {
+    const row = await this.database.row<{
+      organization: string;
+      inviter_email: string;
+      inviter_verified: boolean;
+    }>(
+      sql`SELECT o.name AS organization, u.email AS inviter_email,
+                 u.email_verified_at IS NOT NULL AS inviter_verified
             FROM organizations o, users u WHERE o.id = ${organizationId} AND u.id = ${inviterId}`,
       { manager },
     );

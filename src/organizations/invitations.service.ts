@@ -23,6 +23,18 @@ import { assertManager, assertOwner, organizationNotFound } from './team-rules';
 /** 256 random bits, base64url: what the e-mail's link carries. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
+/** 429 until the next UTC day, when the organization's count starts over. */
+function dailyCapReached(cap: number, nowMs: number): AppError {
+  const nextDay = new Date(nowMs);
+  nextDay.setUTCHours(24, 0, 0, 0);
+  const seconds = Math.max(1, Math.ceil((nextDay.getTime() - nowMs) / 1000));
+  return new AppError(
+    'rate_limited',
+    `An organization sends at most ${cap} invitations per UTC day; retry in ${seconds} s`,
+    { headers: { 'Retry-After': String(seconds) } },
+  );
+}
+
 const invalidInvitation = () =>
   new AppError('invalid_invitation', 'The invitation is unknown, expired, revoked or already used');
 
@@ -54,15 +66,24 @@ export class InvitationsService {
     organizationId: string,
     dto: CreateInvitationDto,
   ): Promise<InvitationDto> {
-    const { invitationTtlSeconds } = this.config.getOrThrow<TeamsConfig>('teams');
+    const { invitationTtlSeconds, invitationsPerDay } =
+      this.config.getOrThrow<TeamsConfig>('teams');
     const email = dto.email.trim();
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
     const { invitation, mail } = await this.database.transaction(async (manager) => {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
+      // The role's refusal first, whether verified or not.
       assertManager(actor.role);
       if (dto.role === 'owner') assertOwner(actor.role);
+      const context = await this.invitations.mailContext(manager, organizationId, caller.userId);
+      if (!context.inviter_verified) {
+        throw new AppError(
+          'email_not_verified',
+          'Verify your e-mail address before inviting: use the link mailed at sign-up, or ask for another with POST /v1/auth/resend-verification',
+        );
+      }
       const emailKey = await this.invitations.emailKey(manager, email);
       if (await this.members.hasMemberWithEmail(manager, organizationId, emailKey)) {
         throw new AppError(
@@ -79,15 +100,29 @@ export class InvitationsService {
         invitedByUserId: caller.userId,
         now: new Date(now),
         expiresAt: new Date(now + invitationTtlSeconds * 1000),
+        byOwner: actor.role === 'owner',
       });
+      if (!row) {
+        throw new AppError(
+          'insufficient_role',
+          'This address has an open invitation for the owner role: only an owner replaces it',
+        );
+      }
+      // Every mail sent counts, a replacement's too: the cap is on mails, not on rows.
+      const today = new Date(now).toISOString().slice(0, 10);
+      if (!(await this.invitations.countSent(manager, organizationId, today, invitationsPerDay))) {
+        throw dailyCapReached(invitationsPerDay, now);
+      }
       await this.audit.record(manager, caller, {
         organizationId,
         action: 'member.invited',
         target: { type: 'invitation', id: row.id },
         details: { email, role: dto.role, replaced_earlier_invitation: row.replaced },
       });
-      const context = await this.invitations.mailContext(manager, organizationId, caller.userId);
-      return { invitation: row, mail: context };
+      return {
+        invitation: row,
+        mail: { organization: context.organization, inviterEmail: context.inviter_email },
+      };
     });
     try {
       await this.mailer.send(

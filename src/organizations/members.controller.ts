@@ -4,7 +4,7 @@ import { UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type UserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
-import { MemberDto, UpdateMemberDto } from './dto/member.dto';
+import { MemberDto, RemoveMemberQueryDto, UpdateMemberDto } from './dto/member.dto';
 import { memberIdPipe, organizationIdPipe } from './dto/path-params';
 import { MembersService } from './members.service';
 
@@ -34,6 +34,8 @@ export class MembersController {
   @Patch(':user_id')
   @ApiOperation({
     summary: "Changes a member's role (owners and admins; only owners touch `owner`)",
+    description:
+      'Demoting an owner or admin to `member` revokes the API keys they made that hold the `admin` scope (and the admin keys those made); their other keys stay.',
   })
   @ApiOkResponse({ type: MemberDto })
   @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be demoted (`last_owner`)'])
@@ -50,14 +52,19 @@ export class MembersController {
   @HttpCode(204)
   @ApiOperation({
     summary: 'Removes a member; a member may remove themself. Refused from the next request on',
+    description:
+      'The API keys the member made (and the keys those made) are revoked with the membership, each with an `api_key.revoked` audit event (`details.reason: "member_removed"`), unless the remover passes `?keep_api_keys=true` (not honoured for a member who leaves).',
   })
   @ApiNoContentResponse()
-  @ApiErrors(FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be removed (`last_owner`)'])
+  @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be removed (`last_owner`)'])
   async remove(
     @ActingUser() caller: UserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('user_id', memberIdPipe) userId: string,
+    @Query() query: RemoveMemberQueryDto,
   ): Promise<void> {
-    await this.members.remove(caller, organizationId, userId);
+    await this.members.remove(caller, organizationId, userId, {
+      keepApiKeys: query.keep_api_keys === 'true',
+    });
   }
 }

@@ -116,6 +116,15 @@ export class MembersRepository {
     return row ?? null;
   }
 
+  /** The addresses of the organization's owners and admins (who manage it), by user id. */
+  managers(organizationId: string): Promise<Array<Row<User, 'id' | 'email'>>> {
+    return this.database.rows(
+      sql`SELECT u.id, u.email FROM memberships m JOIN users u ON u.id = m.user_id
+           WHERE m.organization_id = ${organizationId} AND m.role IN ('owner', 'admin')
+           ORDER BY u.id`,
+    );
+  }
+
   /** Whether a user whose address normalises to `emailKey` is a member. */
   async hasMemberWithEmail(
     manager: EntityManager,

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { ApiKeysService, type RevokedKeys } from '../api-keys/api-keys.service';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
@@ -27,6 +28,7 @@ export class MembersService {
     private readonly organizations: OrganizationsService,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
+    private readonly apiKeys: ApiKeysService,
   ) {}
 
   async list(
@@ -46,7 +48,7 @@ export class MembersService {
     userId: string,
     role: Role,
   ): Promise<MemberDto> {
-    const { member, changed } = await this.database.transaction(async (manager) => {
+    const { member, changed, revoked } = await this.database.transaction(async (manager) => {
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
       if (!actorRole) throw organizationNotFound();
@@ -57,6 +59,7 @@ export class MembersService {
         return {
           member: (await this.members.findMember(manager, organizationId, userId))!,
           changed: false,
+          revoked: undefined,
         };
       }
       if (target.role === 'owner' || role === 'owner') assertOwner(actorRole);
@@ -68,43 +71,71 @@ export class MembersService {
         target: { type: 'user', id: userId },
         details: { from: target.role, to: role },
       });
+      // A member's access token has no admin scope: neither have their keys any more.
+      const revoked =
+        role === 'member'
+          ? await this.apiKeys.revokeMadeBy(manager, caller, organizationId, userId, {
+              adminOnly: true,
+              reason: 'member_demoted',
+            })
+          : undefined;
       return {
         member: (await this.members.findMember(manager, organizationId, userId))!,
         changed: true,
+        revoked,
       };
     });
     if (changed) await this.organizations.forgetMemberships(userId);
+    if (revoked) await this.apiKeys.announceRevoked(revoked);
     return toMemberResponse(member);
   }
 
-  /** Removes a member; any member may remove themself (leave), except the last owner. */
-  async remove(caller: UserCaller, organizationId: string, userId: string): Promise<void> {
-    await this.database.transaction(async (manager) => {
-      const locked = await this.members.lockAll(manager, organizationId);
-      const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
-      if (!actorRole) throw organizationNotFound();
-      const target = locked.find((row) => row.user_id === userId);
-      if (!target) throw memberNotFound();
-      const leaving = userId === caller.userId;
-      if (!leaving) {
-        assertManager(actorRole);
-        if (target.role === 'owner') assertOwner(actorRole);
-      }
-      if (target.role === 'owner' && ownerCount(locked) === 1) throw lastOwner();
-      await this.members.remove(manager, organizationId, userId);
-      await this.audit.record(manager, caller, {
-        organizationId,
-        action: 'member.removed',
-        target: { type: 'user', id: userId },
-        details: { role: target.role, left: leaving },
-      });
-      await this.webhookEvents.emit(manager, organizationId, 'member.removed', {
-        user_id: userId,
-        role: target.role,
-        left: leaving,
-      });
-    });
+  /**
+   * Removes a member; any member may remove themself (leave), except the last owner. The keys
+   * the member made are revoked with the membership unless the remover (not the member leaving)
+   * keeps them.
+   */
+  async remove(
+    caller: UserCaller,
+    organizationId: string,
+    userId: string,
+    options: { keepApiKeys: boolean } = { keepApiKeys: false },
+  ): Promise<void> {
+    const revoked = await this.database.transaction(
+      async (manager): Promise<RevokedKeys | undefined> => {
+        const locked = await this.members.lockAll(manager, organizationId);
+        const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
+        if (!actorRole) throw organizationNotFound();
+        const target = locked.find((row) => row.user_id === userId);
+        if (!target) throw memberNotFound();
+        const leaving = userId === caller.userId;
+        if (!leaving) {
+          assertManager(actorRole);
+          if (target.role === 'owner') assertOwner(actorRole);
+        }
+        if (target.role === 'owner' && ownerCount(locked) === 1) throw lastOwner();
+        await this.members.remove(manager, organizationId, userId);
+        await this.audit.record(manager, caller, {
+          organizationId,
+          action: 'member.removed',
+          target: { type: 'user', id: userId },
+          details: { role: target.role, left: leaving },
+        });
+        await this.webhookEvents.emit(manager, organizationId, 'member.removed', {
+          user_id: userId,
+          role: target.role,
+          left: leaving,
+        });
+        // A member who leaves keeps nothing: keeping keys is the remaining managers' decision.
+        if (options.keepApiKeys && !leaving) return undefined;
+        return this.apiKeys.revokeMadeBy(manager, caller, organizationId, userId, {
+          adminOnly: false,
+          reason: 'member_removed',
+        });
+      },
+    );
     await this.organizations.forgetMemberships(userId);
+    if (revoked) await this.apiKeys.announceRevoked(revoked);
   }
 }
 

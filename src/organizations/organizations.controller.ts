@@ -33,9 +33,16 @@ export class OrganizationsController {
   @Post()
   @AcceptsIdempotencyKey()
   @HttpCode(201)
-  @ApiOperation({ summary: 'Creates an organization owned by the authenticated user' })
+  @ApiOperation({
+    summary: 'Creates an organization owned by the authenticated user',
+    description:
+      'A user creates at most ORGANIZATIONS_PER_USER (default 10) organizations, the one made at sign-up included.',
+  })
   @ApiCreatedResponse({ type: OrganizationDto })
-  @ApiErrors(400)
+  @ApiErrors(400, [
+    409,
+    'The user has created ORGANIZATIONS_PER_USER organizations (`organization_limit`)',
+  ])
   create(
     @ActingUser() caller: UserCaller,
     @Body() body: CreateOrganizationDto,

@@ -1,7 +1,10 @@
 import { Module } from '@nestjs/common';
+import { ApiKeysModule } from '../api-keys/api-keys.module';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
+import { MailModule } from '../mail/mail.module';
 import { UsersModule } from '../users/users.module';
+import { DisabledEndpointsNotifier } from './disabled-endpoints-notifier';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsController } from './invitations.controller';
 import { InvitationsRepository } from './invitations.repository';
@@ -16,7 +19,7 @@ import { OrganizationsService } from './organizations.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule],
+  imports: [IdempotencyModule, UsersModule, AuditModule, WebhooksModule, MailModule, ApiKeysModule],
   controllers: [OrganizationsController, MembersController, InvitationsController],
   providers: [
     OrganizationsRepository,
@@ -27,6 +30,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     InvitationsService,
     InvitationMailer,
     OrganizationAccess,
+    DisabledEndpointsNotifier,
   ],
   exports: [OrganizationsService, OrganizationAccess],
 })

@@ -1,4 +1,5 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
@@ -7,6 +8,8 @@ import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
+import { teamsConfig } from '../config/teams.config';
+import { UsersService } from '../users/users.service';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { Database } from '../database/database';
 import type { Role } from './entities/membership.entity';
@@ -63,6 +66,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     @Inject(REDIS_CLIENT) redis: RedisClient,
     logger: PinoLogger,
     private readonly clock: Clock,
+    private readonly users: UsersService,
+    @Inject(teamsConfig.KEY) private readonly teams: ConfigType<typeof teamsConfig>,
   ) {
     logger.setContext(OrganizationsService.name);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
@@ -79,12 +84,24 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     this.membershipChanges.close();
   }
 
-  /** Creates an organization with `userId` as its owner, inside the caller's transaction. */
+  /**
+   * Creates an organization with `userId` as its owner, inside the caller's transaction (sign-up's
+   * or its own), counted against the user's ORGANIZATIONS_PER_USER: 409 `organization_limit`
+   * past it. The count is one atomic UPDATE of the user's row, so concurrent creations cannot
+   * pass the cap together.
+   */
   async createWithOwner(
     manager: EntityManager,
     userId: string,
     name: string,
   ): Promise<OrganizationView> {
+    const cap = this.teams.organizationsPerUser;
+    if (!(await this.users.countOrganizationCreated(manager, userId, cap))) {
+      throw new AppError(
+        'organization_limit',
+        `A user creates at most ${cap} organizations, the one made at sign-up included`,
+      );
+    }
     const organization = await this.organizations.insert(manager, name);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
     this.memberships.delete(`${userId}:${FIRST}`);

@@ -6,6 +6,7 @@ import {
   OnModuleInit,
 } from '@nestjs/common';
 import { isUUID } from 'class-validator';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
@@ -18,6 +19,7 @@ import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
+import { modelsConfig } from '../config/engine.config';
 import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { compareVersions } from '../vocabularies/vocabulary-files';
@@ -82,6 +84,8 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
   /** Bumped by every invalidation: a read that started before one is not cached. */
   private invalidations = 0;
   private readonly changes: InvalidationChannel;
+  /** The models a personality may name (OPENAI_ALLOWED_MODELS, contract §25). */
+  private readonly allowedModels: ReadonlySet<string>;
 
   constructor(
     private readonly repository: PersonalitiesRepository,
@@ -91,7 +95,9 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
     @Inject(REDIS_CLIENT) redis: RedisClient,
+    @Inject(modelsConfig.KEY) models: ConfigType<typeof modelsConfig>,
   ) {
+    this.allowedModels = new Set(models.allowed);
     this.logger.setContext(PersonalitiesService.name);
     this.changes = new InvalidationChannel(redis, 'personalities:changed', logger);
   }
@@ -273,6 +279,21 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     return toPage(rows, limit, toPersonalityResponse);
   }
 
+  /** A personality may name only the models the operator allows (OPENAI_ALLOWED_MODELS). */
+  private assertAllowedModel(model: string): void {
+    if (this.allowedModels.has(model)) return;
+    const allowed = [...this.allowedModels];
+    throw AppError.validation([
+      {
+        field: 'model',
+        problem:
+          allowed.length === 0
+            ? 'must be null: this service allows no model to be chosen (OPENAI_ALLOWED_MODELS)'
+            : `must be one of the models this service allows: ${allowed.join(', ')}`,
+      },
+    ]);
+  }
+
   async get(organizationId: string, id: string): Promise<PersonalityDto> {
     return toPersonalityResponse(await this.find(organizationId, id));
   }
@@ -282,6 +303,7 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     id: string,
     changes: UpdatePersonalityDto,
   ): Promise<PersonalityDto> {
+    if (typeof changes.model === 'string') this.assertAllowedModel(changes.model);
     const personality = await this.find(organizationId, id);
     if (changes.name !== undefined) personality.name = changes.name;
     if (changes.description !== undefined) personality.description = changes.description;

@@ -12,6 +12,9 @@ export const AUTH_RATE_LIMITED_ROUTES: ReadonlyArray<{ method: string; path: str
   { method: 'POST', path: '/v1/auth/login' },
   { method: 'POST', path: '/v1/auth/forgot-password' },
   { method: 'POST', path: '/v1/auth/reset-password' },
+  // A mail per request (to the caller's own address), and tokens to guess.
+  { method: 'POST', path: '/v1/auth/resend-verification' },
+  { method: 'POST', path: '/v1/auth/verify-email' },
 ];
 
 const KEYS = new Set(AUTH_RATE_LIMITED_ROUTES.map(({ method, path }) => `${method} ${path}`));

@@ -157,5 +157,8 @@ describe('isAuthRateLimited', () => {
     expect(isAuthRateLimited('POST', '/v1/auth/signup')).toBe(true);
     expect(isAuthRateLimited('GET', '/v1/auth/signup')).toBe(false);
     expect(isAuthRateLimited('POST', '/v1/auth/login/extra')).toBe(false);
+    // Contract §25: the verification routes too (a mail per request; tokens to guess).
+    expect(isAuthRateLimited('POST', '/v1/auth/resend-verification')).toBe(true);
+    expect(isAuthRateLimited('POST', '/v1/auth/verify-email')).toBe(true);
   });
 });

@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
@@ -9,6 +10,19 @@ import { routeTemplateOf } from '../common/http/route-template';
 
 /** Probes and scrapes arrive every few seconds and would bury the traces worth reading. */
 const UNTRACED_PATHS = /^\/(health\/|metrics(\?|$))/;
+
+/** What a trace says of the path of a request no route matched. */
+const UNMATCHED = '(unmatched)';
+/** The attributes, old and stable HTTP conventions, that carry the request's raw path or URL. */
+const PATH_ATTRIBUTES = ['http.target', 'http.url', 'url.path', 'url.full', 'url.query'];
+
+/** Replaces every path attribute the instrumentation set with the route template. */
+function scrubPath(span: Span, shown: string): void {
+  const attributes = (span as Span & { attributes?: Record<string, unknown> }).attributes ?? {};
+  for (const name of PATH_ATTRIBUTES) {
+    if (name in attributes) span.setAttribute(name, name === 'url.query' ? '' : shown);
+  }
+}
 
 /**
  * The OpenTelemetry Node SDK with the instrumentations this service needs. Everything else
@@ -36,6 +50,9 @@ export function createTracingSdk(): NodeSDK {
         applyCustomAttributesOnSpan: (span, request) => {
           if (!(request instanceof IncomingMessage)) return; // an outgoing call
           const route = routeTemplateOf(request);
+          // The path as a trace keeps it: the template, never a raw user_id (often an e-mail
+          // address) nor a query string, which would outlive an erasure in the trace store.
+          scrubPath(span, route ?? UNMATCHED);
           if (!route) return;
           span.setAttribute('http.route', route);
           span.updateName(`${request.method} ${route}`);

@@ -7,6 +7,7 @@ import type { User } from './entities/user.entity';
 
 /** Every column of users, aliased to the entity's properties. */
 const USER_COLUMNS = raw(`id, email, name, password_hash AS "passwordHash",
+  email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
   token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt"`);
 
 /**
@@ -71,5 +72,32 @@ export class UsersRepository {
       { manager },
     );
     return row?.email ?? null;
+  }
+
+  /** Records, at `at`, that the user verified their address (the first time counts). */
+  async markEmailVerified(manager: EntityManager, userId: string, at: Date): Promise<void> {
+    await this.database.rows(
+      sql`UPDATE users SET email_verified_at = coalesce(email_verified_at, ${at}::timestamptz)
+           WHERE id = ${userId}`,
+      { manager },
+    );
+  }
+
+  /**
+   * Counts one more organization created by the user unless they have created `cap` already;
+   * answers whether it was counted. One atomic UPDATE: concurrent creations serialise on the
+   * user's row, so no more than `cap` ever pass.
+   */
+  async countOrganizationCreated(
+    manager: EntityManager,
+    userId: string,
+    cap: number,
+  ): Promise<boolean> {
+    const counted = await this.database.count(
+      sql`UPDATE users SET organizations_created = organizations_created + 1
+           WHERE id = ${userId} AND organizations_created < ${cap}`,
+      { manager },
+    );
+    return counted > 0;
   }
 }

@@ -79,4 +79,17 @@ export class UsersService implements OnModuleInit, OnModuleDestroy {
     this.tokenVersions.delete(userId);
     return this.endedTokens.publish(userId);
   }
+
+  /** In the caller's transaction: the user's address is verified from `at` on. */
+  markEmailVerified(manager: EntityManager, userId: string, at: Date): Promise<void> {
+    return this.users.markEmailVerified(manager, userId, at);
+  }
+
+  /**
+   * In the transaction that creates an organization: counts it against the user's `cap`;
+   * false when they have created `cap` organizations already.
+   */
+  countOrganizationCreated(manager: EntityManager, userId: string, cap: number): Promise<boolean> {
+    return this.users.countOrganizationCreated(manager, userId, cap);
+  }
 }

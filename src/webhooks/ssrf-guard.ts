@@ -102,13 +102,14 @@ export function urlFormProblem(text: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A host that is, or resolves to, an address that is not public. The message names the host as
+ * the URL gave it, never the address a name resolved to: that would map the internal DNS for
+ * whoever can create endpoints.
+ */
 export class UnsafeAddressError extends Error {
-  constructor(host: string, address: string) {
-    super(
-      host === address
-        ? `${address} is not a public address`
-        : `${host} resolves to ${address}, which is not a public address`,
-    );
+  constructor(host: string) {
+    super(`${host} is not a public address`);
     this.name = 'UnsafeAddressError';
   }
 }
@@ -130,11 +131,11 @@ export function resolveAll(host: string): Promise<LookupAddress[]> {
 export async function assertPublicHost(url: URL): Promise<void> {
   const host = hostOf(url);
   if (isIP(host)) {
-    if (!isPublicAddress(host)) throw new UnsafeAddressError(host, host);
+    if (!isPublicAddress(host)) throw new UnsafeAddressError(host);
     return;
   }
   for (const { address } of await resolveAll(host)) {
-    if (!isPublicAddress(address)) throw new UnsafeAddressError(host, address);
+    if (!isPublicAddress(address)) throw new UnsafeAddressError(host);
   }
 }
 
@@ -158,7 +159,7 @@ export function guardedLookup(
     (addresses) => {
       const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
       if (unsafe) {
-        callback(new UnsafeAddressError(hostname, unsafe.address), '');
+        callback(new UnsafeAddressError(hostname), '');
         return;
       }
       const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;

@@ -11,18 +11,28 @@ import { MetricsService } from '../metrics/metrics.service';
 import { publicEventId } from './webhook-event-types';
 import { sendWebhook } from './webhook-sender';
 import { signatureHeaders } from './webhook-signer';
+import { portProblem } from './webhook-url';
 import {
   type AttemptOutcome,
   type ClaimedAttempt,
+  type ClaimResult,
   WebhooksRepository,
 } from './webhooks.repository';
 
 /**
- * How long a claim outlives the attempt's own timeout: an instance that has not recorded an
- * outcome by then is taken for dead, and the attempt is due again for any instance. Generous,
+ * How long a claim outlives the attempt's own wait and timeout: an instance that has not recorded
+ * an outcome by then is taken for dead, and the attempt is due again for any instance. Generous,
  * because a live instance whose lease ran out would make the attempt twice.
  */
 const LEASE_MARGIN_MS = 30_000;
+/**
+ * An instance holds up to this many times its in-flight caps (per organization, per endpoint,
+ * in all): the attempts beyond them wait in memory for a slot of theirs, so that a slot that
+ * frees is used at once rather than after a claim's round trip, and a claim fetches a batch. A
+ * claim is made for a capped organization or endpoint once it holds half of this or less. An
+ * attempt that has waited a whole timeout for its slot (its endpoint hangs) is handed back.
+ */
+const HOLD_FACTOR = 4;
 /** At shutdown, in-flight attempts get this long (at most their timeout) before being cut off and handed back. */
 const SHUTDOWN_GRACE_MS = 5_000;
 /** The longest wait between two attempts, however large the base and the attempt number. */
@@ -35,6 +45,10 @@ const PURGE_BATCH = 1_000;
 const BUSY_POLL_INTERVAL_MS = 50;
 /** Outcomes recorded per statement at most. */
 const RECORD_BATCH = 500;
+/** Attempts one endpoint has in flight on one instance at most (contract §25). */
+export const ENDPOINT_CONCURRENCY = 4;
+/** Endpoints one claim visits at most; the next claim goes on from where it stopped. */
+const ENDPOINTS_PER_CLAIM = 256;
 
 /**
  * Wait before attempt `attempt + 1`: the base, doubled for each attempt already made, plus up to
@@ -73,6 +87,26 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   private readonly config: WebhooksConfig;
   private readonly leaseMs: number;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Claimed, waiting for a slot of their organization and endpoint (claim order: fair). */
+  private readonly queued: Array<ClaimedAttempt & { queuedAt: number }> = [];
+  /** In flight, by organization and by endpoint: the fairness caps apply to these. */
+  private readonly sending = {
+    organizations: new Map<string, number>(),
+    endpoints: new Map<string, number>(),
+  };
+  /** In flight or queued, by organization and by endpoint: what claims count. */
+  private readonly held = {
+    organizations: new Map<string, number>(),
+    endpoints: new Map<string, number>(),
+  };
+  private readonly perOrganization: number;
+  private readonly perEndpoint: number;
+  /** Where the next claim's visit of the endpoints starts (null: from the first). */
+  private cursor: string | null = null;
+  /** Endpoints and organizations whose cap kept due attempts back at the last claim. */
+  private heldBack: ClaimResult['heldBack'] = { endpoints: new Set(), organizations: new Set() };
+  /** Attempts (organization, endpoint) that ended while a claim ran: its counts were stale. */
+  private endedWhileClaiming: Array<[string, string]> | undefined;
   private readonly toRecord: AttemptOutcome[] = [];
   private readonly toRelease: Array<{ id: string; lockToken: string }> = [];
   private readonly abort = new AbortController();
@@ -100,7 +134,11 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       onError: (error) => this.logger.error({ err: error }, 'webhook event purge failed'),
     });
     this.config = config.getOrThrow<WebhooksConfig>('webhooks');
-    this.leaseMs = this.config.timeoutMs + LEASE_MARGIN_MS;
+    // Queued for at most a timeout (and a loop's pause before it is noticed), then made within
+    // another timeout.
+    this.leaseMs = 2 * this.config.timeoutMs + this.config.pollIntervalMs + LEASE_MARGIN_MS;
+    this.perOrganization = this.config.concurrencyPerOrganization;
+    this.perEndpoint = Math.min(ENDPOINT_CONCURRENCY, this.perOrganization);
     // Every attempt in flight listens to it.
     setMaxListeners(this.config.concurrency + 10, this.abort.signal);
     const countPending = () =>
@@ -131,6 +169,10 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     this.stopped = true;
     this.wake?.();
     await this.loop;
+    // Claimed but never started: handed back as they are.
+    for (const job of this.queued.splice(0)) {
+      this.toRelease.push({ id: job.id, lockToken: job.lock_token });
+    }
     const grace = Math.min(this.config.timeoutMs, SHUTDOWN_GRACE_MS);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -150,34 +192,79 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     }
   }
 
+  /** Attempts this instance holds at most: in flight and queued. */
+  private get holdLimit(): number {
+    return HOLD_FACTOR * this.config.concurrency;
+  }
+
+  private get holding(): number {
+    return this.inFlight.size + this.queued.length;
+  }
+
   private async run(): Promise<void> {
     while (!this.stopped) {
-      const free = this.config.concurrency - this.inFlight.size;
+      const free = this.holdLimit - this.holding;
       let claimed = 0;
+      let slotFreedForHeldBack = false;
+      await this.handBackStale();
       if (free > 0) {
+        this.endedWhileClaiming = [];
         try {
-          const jobs = await this.webhooks.claimDue(
-            free,
+          const { attempts, cursor, heldBack } = await this.webhooks.claimDue(
+            {
+              limit: free,
+              perOrganization: HOLD_FACTOR * this.perOrganization,
+              perEndpoint: HOLD_FACTOR * this.perEndpoint,
+              busyOrganizations: this.held.organizations,
+              busyEndpoints: this.held.endpoints,
+              endpointsPerClaim: ENDPOINTS_PER_CLAIM,
+              cursor: this.cursor,
+            },
             this.leaseMs,
             randomUUID(),
             this.clock.now(),
           );
-          claimed = jobs.length;
-          for (const job of jobs) this.startAttempt(job);
+          this.cursor = cursor;
+          this.heldBack = heldBack;
+          claimed = attempts.length;
+          for (const job of attempts) this.hold(job);
+          this.startQueued();
+          slotFreedForHeldBack = this.endedWhileClaiming.some(([organization, endpoint]) =>
+            this.isHeldBack(organization, endpoint),
+          );
         } catch (error) {
           this.logger.error({ err: error }, 'claiming webhook attempts failed; retrying');
+        } finally {
+          this.endedWhileClaiming = undefined;
         }
       }
       if (this.stopped) break;
-      // A full batch: more may be due at once.
-      if (free > 0 && claimed === free) continue;
-      // Found work: events are flowing, look again soon; found none: the idle interval.
+      // A full batch: more may be due at once. A slot freed, while the claim ran, where a cap
+      // kept due work back: that work may be taken now.
+      if (free > 0 && (claimed === free || slotFreedForHeldBack)) continue;
+      // Found work: events are flowing, look again soon; found none: the idle interval. An
+      // attempt ending where a cap kept work back wakes the loop earlier.
       const interval =
         claimed > 0
           ? Math.min(BUSY_POLL_INTERVAL_MS, this.config.pollIntervalMs)
           : this.config.pollIntervalMs;
       await this.pause(free > 0 ? interval : undefined);
     }
+  }
+
+  /**
+   * Whether a claim now would find work of this organization or endpoint: its cap kept due
+   * attempts back at the last claim, and its queue here has run down to one round of slots (so
+   * a claim takes a batch, not one attempt per attempt that ends).
+   */
+  private isHeldBack(organization: string, endpoint: string): boolean {
+    return (
+      (this.heldBack.organizations.has(organization) &&
+        (this.held.organizations.get(organization) ?? 0) <=
+          (HOLD_FACTOR / 2) * this.perOrganization) ||
+      (this.heldBack.endpoints.has(endpoint) &&
+        (this.held.endpoints.get(endpoint) ?? 0) <= (HOLD_FACTOR / 2) * this.perEndpoint)
+    );
   }
 
   /** Sleeps for `ms`, or, without it, until a quarter of the slots are free; stop wakes it. */
@@ -196,7 +283,57 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     });
   }
 
+  private hold(job: ClaimedAttempt): void {
+    count(this.held.organizations, job.organization_id, +1);
+    count(this.held.endpoints, job.endpoint_id, +1);
+    this.queued.push({ ...job, queuedAt: performance.now() });
+  }
+
+  /**
+   * Hands back the queued attempts that have waited a whole timeout for a slot (their endpoint
+   * or organization hangs): due again at once, for any instance, within their lease.
+   */
+  private async handBackStale(): Promise<void> {
+    const cutoff = performance.now() - this.config.timeoutMs;
+    const stale = this.queued.filter((job) => job.queuedAt <= cutoff);
+    if (stale.length === 0) return;
+    for (const job of stale) {
+      this.queued.splice(this.queued.indexOf(job), 1);
+      count(this.held.organizations, job.organization_id, -1);
+      count(this.held.endpoints, job.endpoint_id, -1);
+    }
+    await this.webhooks
+      .release(stale.map((job) => ({ id: job.id, lockToken: job.lock_token })))
+      .catch((error: unknown) =>
+        // Their leases run out instead.
+        this.logger.warn({ err: error }, 'handing back queued webhook attempts failed'),
+      );
+  }
+
+  /**
+   * Starts the queued attempts that have a slot (in all, of their organization, of their
+   * endpoint), in the order they were claimed; the others keep waiting.
+   */
+  private startQueued(): void {
+    for (let i = 0; i < this.queued.length && this.inFlight.size < this.config.concurrency;) {
+      const job = this.queued[i];
+      if (
+        (this.sending.organizations.get(job.organization_id) ?? 0) < this.perOrganization &&
+        (this.sending.endpoints.get(job.endpoint_id) ?? 0) < this.perEndpoint
+      ) {
+        this.queued.splice(i, 1);
+        this.startAttempt(job);
+      } else {
+        i += 1;
+      }
+    }
+  }
+
   private startAttempt(job: ClaimedAttempt): void {
+    const organization = job.organization_id;
+    const endpoint = job.endpoint_id;
+    count(this.sending.organizations, organization, +1);
+    count(this.sending.endpoints, endpoint, +1);
     const delivery = this.deliver(job)
       .catch((error: unknown) =>
         // Unrecorded: the lease runs out and the attempt is made again.
@@ -204,7 +341,17 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       )
       .finally(() => {
         this.inFlight.delete(job.id);
-        if (this.waitingForSlot && this.inFlight.size <= (this.config.concurrency * 3) / 4) {
+        for (const counts of [this.sending, this.held]) {
+          count(counts.organizations, organization, -1);
+          count(counts.endpoints, endpoint, -1);
+        }
+        // A slot of this organization and endpoint is free: a queued attempt may take it.
+        if (!this.stopped) this.startQueued();
+        if (this.endedWhileClaiming) {
+          this.endedWhileClaiming.push([organization, endpoint]);
+        } else if (this.waitingForSlot) {
+          if (this.holding <= (this.holdLimit * 3) / 4) this.wake?.();
+        } else if (this.isHeldBack(organization, endpoint)) {
           this.wake?.();
         }
       });
@@ -221,6 +368,25 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         error: 'endpoint disabled',
         durationMs: null,
         retryInMs: null,
+      });
+      return;
+    }
+    const badPort = URL.canParse(job.url)
+      ? portProblem(new URL(job.url), this.config.allowedPorts)
+      : 'invalid URL';
+    if (badPort) {
+      // An endpoint stored before the port rule (or before WEBHOOK_ALLOWED_PORTS narrowed).
+      this.record({
+        id: job.id,
+        lockToken: job.lock_token,
+        status: 'failed',
+        responseStatus: null,
+        error: badPort,
+        durationMs: null,
+        retryInMs:
+          job.attempt < this.config.maxAttempts
+            ? backoffMs(job.attempt, this.config.retryBaseMs)
+            : null,
       });
       return;
     }
@@ -293,6 +459,13 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     );
     if (total > 0) this.logger.info({ count: total }, 'purged webhook events past retention');
   }
+}
+
+/** Adds `by` to the count of `key` (a count of 0 is no entry). */
+function count(counts: Map<string, number>, key: string, by: number): void {
+  const next = (counts.get(key) ?? 0) + by;
+  if (next <= 0) counts.delete(key);
+  else counts.set(key, next);
 }
 
 function errorOf(

@@ -19,6 +19,7 @@ import {
 import { assertPublicHost, UnsafeAddressError } from './ssrf-guard';
 import { publicEventId } from './webhook-event-types';
 import { generateWebhookSecret } from './webhook-signer';
+import { normalizedUrl, portProblem } from './webhook-url';
 import { WebhooksRepository } from './webhooks.repository';
 
 /**
@@ -30,7 +31,7 @@ export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
 @Injectable()
 export class WebhookEndpointsService {
-  private readonly allowPrivateUrls: boolean;
+  private readonly config: WebhooksConfig;
 
   constructor(
     private readonly webhooks: WebhooksRepository,
@@ -39,21 +40,21 @@ export class WebhookEndpointsService {
     private readonly clock: Clock,
     config: ConfigService,
   ) {
-    this.allowPrivateUrls = config.getOrThrow<WebhooksConfig>('webhooks').allowPrivateUrls;
+    this.config = config.getOrThrow<WebhooksConfig>('webhooks');
   }
 
   async create(
     caller: CallerContext,
     dto: CreateWebhookEndpointDto,
   ): Promise<CreatedWebhookEndpointDto> {
-    await this.assertReachable(dto.url);
+    const url = await this.acceptableUrl(dto.url);
     const secret = generateWebhookSecret();
     const row = await this.database.transaction(async (manager) => {
       const created = await this.webhooks.insertEndpointWithin(
         manager,
         caller.organizationId,
         MAX_ENDPOINTS_PER_ORGANIZATION,
-        { url: dto.url, events: dto.events, description: dto.description ?? null, secret },
+        { url, events: dto.events, description: dto.description ?? null, secret },
       );
       if (!created) {
         throw new AppError(
@@ -92,10 +93,11 @@ export class WebhookEndpointsService {
     id: string,
     dto: UpdateWebhookEndpointDto,
   ): Promise<WebhookEndpointDto> {
-    if (dto.url !== undefined) await this.assertReachable(dto.url);
+    const changes =
+      dto.url === undefined ? dto : { ...dto, url: await this.acceptableUrl(dto.url) };
     const row = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
-      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, dto, now);
+      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, changes, now);
       if (updated?.status === 'disabled') {
         await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       }
@@ -146,19 +148,27 @@ export class WebhookEndpointsService {
   }
 
   /**
-   * Refuses a URL whose host is, or resolves to, a non-public address (unless
-   * WEBHOOK_ALLOW_PRIVATE_URLS), or does not resolve at all. Checked again at every delivery.
+   * The URL to store: normalised (its WHATWG serialisation). Refused when its port is not one of
+   * WEBHOOK_ALLOWED_PORTS, or its host is, or resolves to, a non-public address (unless
+   * WEBHOOK_ALLOW_PRIVATE_URLS), or does not resolve at all. Both are checked again at every
+   * delivery. A refusal names the host as given, never what it resolved to.
    */
-  private async assertReachable(url: string): Promise<void> {
-    if (this.allowPrivateUrls) return;
+  private async acceptableUrl(text: string): Promise<string> {
+    const url = new URL(normalizedUrl(text));
+    const refuse = (problem: string) =>
+      AppError.validation([{ field: 'url', problem }], 'The URL cannot receive webhooks');
+    const badPort = portProblem(url, this.config.allowedPorts);
+    if (badPort) throw refuse(badPort);
+    if (this.config.allowPrivateUrls) return url.href;
     try {
-      await assertPublicHost(new URL(url));
+      await assertPublicHost(url);
     } catch (error) {
-      const problem =
+      throw refuse(
         error instanceof UnsafeAddressError
           ? `${error.message}; webhooks are sent to public addresses only`
-          : 'the host does not resolve';
-      throw AppError.validation([{ field: 'url', problem }], 'The URL cannot receive webhooks');
+          : 'the host does not resolve',
+      );
     }
+    return url.href;
   }
 }

@@ -41,7 +41,7 @@ export function sendWebhook(
     }
     const host = hostOf(target);
     if (!options.allowPrivateUrls && isIP(host) && !isPublicAddress(host)) {
-      resolve({ kind: 'error', error: new UnsafeAddressError(host, host).message, durationMs: 0 });
+      resolve({ kind: 'error', error: new UnsafeAddressError(host).message, durationMs: 0 });
       return;
     }
     if (options.signal.aborted) {

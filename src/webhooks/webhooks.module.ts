@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module';
+import { FailingEndpointsWorker } from './failing-endpoints.worker';
 import { WebhookDeliveryWorker } from './webhook-delivery.worker';
 import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
@@ -9,7 +10,8 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 /**
  * Outbound webhooks (docs/webhooks.md). Import it and inject WebhookEventsService to send an
- * event from the transaction of a change (`emit`, or `step` inside a one-statement change).
+ * event from the transaction of a change (`emit`, or `step` inside a one-statement change);
+ * FailingEndpointsWorker.onDisabled to be told of endpoints the service disabled.
  */
 @Module({
   imports: [IdempotencyModule, AuditModule],
@@ -19,7 +21,8 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     WebhookEventsService,
     WebhookEndpointsService,
     WebhookDeliveryWorker,
+    FailingEndpointsWorker,
   ],
-  exports: [WebhookEventsService],
+  exports: [WebhookEventsService, FailingEndpointsWorker],
 })
 export class WebhooksModule {}

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
-import { Cte, raw, sql, withEntries } from '../database/sql';
+import { Cte, empty, raw, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from './webhook-event.step';
 import type { SubscribableEventType } from './webhook-event-types';
 import type { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
@@ -12,8 +12,29 @@ import type { WebhookEvent } from './entities/webhook-event.entity';
 
 export type WebhookEndpointRow = Row<
   WebhookEndpoint,
-  'id' | 'url' | 'description' | 'events' | 'status' | 'createdAt'
+  'id' | 'url' | 'description' | 'events' | 'status' | 'disabledReason' | 'createdAt'
 >;
+
+/** An endpoint the service disabled for failing, as its organization's managers are told. */
+export type DisabledEndpointRow = Row<
+  WebhookEndpoint,
+  'id' | 'organizationId' | 'url' | 'failingSince'
+>;
+
+/** What the claim is to respect: this instance's attempts in flight and the caps on them. */
+export interface ClaimLimits {
+  /** Attempts to claim at most (the instance's free slots). */
+  limit: number;
+  /** In flight per organization and per endpoint, at most. */
+  perOrganization: number;
+  perEndpoint: number;
+  /** This instance's attempts in flight, by organization and by endpoint. */
+  busyOrganizations: ReadonlyMap<string, number>;
+  busyEndpoints: ReadonlyMap<string, number>;
+  /** Endpoints visited at most; the next claim continues after `cursor` (null: from the first). */
+  endpointsPerClaim: number;
+  cursor: string | null;
+}
 
 export type DeliveryAttemptRow = Row<
   WebhookDeliveryAttempt,
@@ -28,6 +49,14 @@ export type DeliveryAttemptRow = Row<
   | 'createdAt'
   | 'nextAttemptAt'
 >;
+
+export interface ClaimResult {
+  attempts: ClaimedAttempt[];
+  /** Where the next claim's visit of the endpoints starts. */
+  cursor: string | null;
+  /** Endpoints and organizations whose cap kept due attempts back in this claim. */
+  heldBack: { endpoints: ReadonlySet<string>; organizations: ReadonlySet<string> };
+}
 
 /** A claimed attempt with what it takes to make it: its endpoint's and its event's columns. */
 export type ClaimedAttempt = Row<
@@ -60,7 +89,7 @@ export interface EndpointChanges {
   status?: WebhookEndpointStatus;
 }
 
-const ENDPOINT_COLUMNS = raw('id, url, description, events, status, created_at');
+const ENDPOINT_COLUMNS = raw('id, url, description, events, status, disabled_reason, created_at');
 
 /**
  * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
@@ -146,6 +175,12 @@ export class WebhooksRepository {
                                     THEN ${changes.description ?? null}::text ELSE description END,
                  status = CASE WHEN ${changes.status !== undefined}::boolean
                                THEN ${changes.status ?? null}::text ELSE status END,
+                 -- The organization set the status: the service's reason is gone. A new status or
+                 -- URL starts the failure clock over.
+                 disabled_reason = CASE WHEN ${changes.status !== undefined}::boolean
+                                        THEN NULL ELSE disabled_reason END,
+                 failing_since = CASE WHEN ${changes.status !== undefined || changes.url !== undefined}::boolean
+                                      THEN NULL ELSE failing_since END,
                  updated_at = ${at}
            WHERE organization_id = ${organizationId} AND id = ${id}
            RETURNING ${ENDPOINT_COLUMNS}`,
@@ -265,25 +300,120 @@ export class WebhooksRepository {
   }
 
   /**
-   * Claims up to `limit` attempts due at `now` for this instance, in one short statement (its
-   * own transaction): FOR UPDATE SKIP LOCKED lets instances claim side by side without waiting or
-   * taking the same row, and the lease (`locked_until`, `now` + `leaseMs`) keeps the row from
-   * every other instance until the outcome is recorded, or until the lease runs out because this
-   * instance died.
+   * Claims attempts due at `now` for this instance, fairly, in one short statement (its own
+   * transaction), and answers them with the cursor the next claim starts after:
+   *
+   * 1. Endpoints with pending attempts are visited in id order from `cursor`, wrapping around,
+   *    `endpointsPerClaim` at most (two index probes each, however deep a queue is), so successive
+   *    claims go round every endpoint.
+   * 2. Of each endpoint, its oldest due attempts, as many as its free slots on this instance
+   *    (`perEndpoint` minus its attempts in flight here).
+   * 3. Of each organization, as many as its free slots (`perOrganization` minus its attempts in
+   *    flight here), its endpoints taking turns; then round-robin across organizations (every
+   *    organization's first, then every organization's second…), `limit` in all. The endpoints
+   *    and organizations whose cap kept due attempts back are answered too: a slot of theirs
+   *    that frees is worth an immediate claim.
+   * 4. FOR UPDATE SKIP LOCKED: instances claim side by side without waiting or taking the same
+   *    row; the lease (`locked_until`, `now` + `leaseMs`) keeps the row from every other instance
+   *    until the outcome is recorded, or until the lease runs out because this instance died.
+   *
+   * An organization whose endpoints hang thus holds at most `perOrganization` of an instance's
+   * slots, and an event of another organization waits for no queue but its own.
    */
-  claimDue(
-    limit: number,
+  async claimDue(
+    limits: ClaimLimits,
     leaseMs: number,
     lockToken: string,
     now: Date,
-  ): Promise<ClaimedAttempt[]> {
-    return this.database.rows<ClaimedAttempt>(
-      sql`WITH due AS (
-            SELECT id FROM webhook_delivery_attempts
-             WHERE status = 'pending' AND next_attempt_at <= ${now}
-               AND (locked_until IS NULL OR locked_until <= ${now})
-             ORDER BY next_attempt_at
-             LIMIT ${limit}
+  ): Promise<ClaimResult> {
+    // The first endpoint with a pending attempt (after one): an index probe.
+    const firstPending = (after?: Sql) =>
+      sql`SELECT endpoint_id FROM webhook_delivery_attempts
+           WHERE status = 'pending' ${after ? sql`AND endpoint_id > ${after}` : empty}
+           ORDER BY endpoint_id LIMIT 1`;
+    const rows = await this.database.rows<
+      ClaimedAttempt & {
+        next_cursor: string | null;
+        held_back_endpoints: string[] | null;
+        held_back_organizations: string[] | null;
+      }
+    >(
+      sql`WITH RECURSIVE
+          busy_organization AS (
+            SELECT * FROM unnest(${[...limits.busyOrganizations.keys()]}::uuid[],
+                                 ${[...limits.busyOrganizations.values()]}::int[])
+                     AS b(organization_id, in_flight)),
+          busy_endpoint AS (
+            SELECT * FROM unnest(${[...limits.busyEndpoints.keys()]}::uuid[],
+                                 ${[...limits.busyEndpoints.values()]}::int[])
+                     AS b(endpoint_id, in_flight)),
+          -- From the cursor to the last endpoint, then from the first one up to the cursor.
+          after_cursor(endpoint_id, n) AS (
+            SELECT (${firstPending(sql`${limits.cursor}::uuid`)}), 1
+             WHERE ${limits.cursor}::uuid IS NOT NULL
+            UNION ALL
+            SELECT (${firstPending(sql`a.endpoint_id`)}), a.n + 1
+              FROM after_cursor a
+             WHERE a.endpoint_id IS NOT NULL AND a.n < ${limits.endpointsPerClaim}),
+          from_first(endpoint_id, n) AS (
+            SELECT (${firstPending()}), 1
+            UNION ALL
+            SELECT (${firstPending(sql`f.endpoint_id`)}), f.n + 1
+              FROM from_first f
+             WHERE f.endpoint_id IS NOT NULL
+               AND (${limits.cursor}::uuid IS NULL OR f.endpoint_id < ${limits.cursor}::uuid)
+               AND f.n < ${limits.endpointsPerClaim}),
+          visited AS (
+            SELECT endpoint_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
+              SELECT endpoint_id, 0 AS lap, n FROM after_cursor WHERE endpoint_id IS NOT NULL
+              UNION ALL
+              SELECT endpoint_id, 1 AS lap, n FROM from_first
+               WHERE endpoint_id IS NOT NULL
+                 AND (${limits.cursor}::uuid IS NULL OR endpoint_id <= ${limits.cursor}::uuid)) v
+            ORDER BY lap, n
+            LIMIT ${limits.endpointsPerClaim}),
+          -- Of each endpoint visited, its oldest due attempts: as many as its free slots, and
+          -- one more (not taken) to tell whether the cap left work behind.
+          endpoint_slot AS (
+            SELECT v.endpoint_id,
+                   greatest(0, ${limits.perEndpoint}::int - coalesce(b.in_flight, 0)) AS free
+              FROM visited v LEFT JOIN busy_endpoint b ON b.endpoint_id = v.endpoint_id),
+          candidate AS (
+            SELECT d.id, d.organization_id, d.endpoint_id, d.next_attempt_at, s.free,
+                   row_number() OVER (PARTITION BY d.endpoint_id
+                                      ORDER BY d.next_attempt_at, d.id) AS endpoint_turn
+              FROM endpoint_slot s
+              CROSS JOIN LATERAL (
+                SELECT a.id, a.organization_id, a.endpoint_id, a.next_attempt_at
+                  FROM webhook_delivery_attempts a
+                 WHERE a.endpoint_id = s.endpoint_id AND a.status = 'pending'
+                   AND a.next_attempt_at <= ${now}
+                   AND (a.locked_until IS NULL OR a.locked_until <= ${now})
+                 ORDER BY a.next_attempt_at
+                 LIMIT s.free + 1) d),
+          ranked AS (
+            SELECT c.id, c.organization_id, c.next_attempt_at,
+                   row_number() OVER (PARTITION BY c.organization_id
+                                      ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
+              FROM candidate c WHERE c.endpoint_turn <= c.free),
+          chosen AS (
+            SELECT r.id FROM ranked r
+              LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
+             WHERE r.turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)
+             ORDER BY r.turn, r.next_attempt_at
+             LIMIT ${limits.limit}),
+          -- Due work a cap kept back: a slot freed there is worth claiming again at once.
+          held_back AS (
+            SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
+                     AS endpoints,
+                   array_agg(DISTINCT organization_id)
+                     FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
+                     AS organizations
+              FROM candidate),
+          due AS (
+            SELECT a.id FROM webhook_delivery_attempts a
+             WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
+               AND (a.locked_until IS NULL OR a.locked_until <= ${now})
              FOR UPDATE SKIP LOCKED),
           claimed AS (
             UPDATE webhook_delivery_attempts a
@@ -291,14 +421,33 @@ export class WebhooksRepository {
                    lock_token = ${lockToken}
               FROM due WHERE a.id = due.id
             RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
-                      a.event_type, a.attempt)
-          SELECT c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
+                      a.event_type, a.attempt),
+          -- Where the next claim starts: after the last endpoint visited, if the visit was cut
+          -- short; from the first otherwise.
+          next AS (
+            SELECT CASE WHEN count(*) >= ${limits.endpointsPerClaim}
+                        THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
+                     AS next_cursor,
+                   (SELECT endpoints FROM held_back) AS held_back_endpoints,
+                   (SELECT organizations FROM held_back) AS held_back_organizations
+              FROM visited)
+          SELECT next.*, c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
                  ev.created_at AS event_created_at
-            FROM claimed c
-            JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-            JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id`,
+            FROM next
+            LEFT JOIN (claimed c
+              JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
+              JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
+              ON true`,
       { name: 'webhook_attempts_claim' },
     );
+    return {
+      attempts: rows.filter((row) => row.id !== null),
+      cursor: rows[0]?.next_cursor ?? null,
+      heldBack: {
+        endpoints: new Set(rows[0]?.held_back_endpoints ?? []),
+        organizations: new Set(rows[0]?.held_back_organizations ?? []),
+      },
+    };
   }
 
   /**
@@ -306,7 +455,8 @@ export class WebhooksRepository {
    * or failed, and a failed one with `retryInMs` gets its next attempt, pending, due that long
    * after `now`, in the same statement. An attempt whose lease was lost (this instance was too
    * slow and another took it over) is left alone: only the holder of the current token records
-   * an outcome.
+   * an outcome. Each endpoint's `failing_since` follows: set to `now` by a failure when unset,
+   * cleared by a success (written only when it changes, so a healthy endpoint's row is not).
    */
   async recordOutcomes(outcomes: AttemptOutcome[], now: Date): Promise<void> {
     await this.database.rows(
@@ -331,13 +481,45 @@ export class WebhooksRepository {
              WHERE a.id = o.id AND a.lock_token = o.lock_token AND a.status = 'pending'
                AND e.id = a.endpoint_id AND e.organization_id = a.organization_id
             RETURNING a.organization_id, a.endpoint_id, a.event_id, a.event_type, a.attempt,
-                      a.next_attempt_at)
+                      a.next_attempt_at, a.status, e.status AS endpoint_status),
+          failing AS (
+            UPDATE webhook_endpoints e
+               SET failing_since = CASE WHEN d.succeeded THEN NULL
+                                        ELSE coalesce(e.failing_since, ${now}::timestamptz) END
+              FROM (SELECT endpoint_id, bool_or(status = 'succeeded') AS succeeded
+                      FROM done WHERE endpoint_status = 'enabled' GROUP BY endpoint_id) d
+             WHERE e.id = d.endpoint_id
+               AND (CASE WHEN d.succeeded THEN e.failing_since IS NOT NULL
+                         ELSE e.failing_since IS NULL END))
           INSERT INTO webhook_delivery_attempts
             (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
           SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at
             FROM done WHERE next_attempt_at IS NOT NULL
           ON CONFLICT DO NOTHING`,
       { name: 'webhook_attempts_record' },
+    );
+  }
+
+  /**
+   * Disables, at `now`, every enabled endpoint whose attempts have all failed since `cutoff` or
+   * earlier (reason `failing`), and ends their pending attempts as a disabling by the
+   * organization does; answers the endpoints disabled. One statement: of instances running it
+   * at once, each endpoint is answered to one only.
+   */
+  disableFailing(cutoff: Date, now: Date): Promise<DisabledEndpointRow[]> {
+    return this.database.rows<DisabledEndpointRow>(
+      sql`WITH disabled AS (
+            UPDATE webhook_endpoints
+               SET status = 'disabled', disabled_reason = 'failing', updated_at = ${now}
+             WHERE status = 'enabled' AND failing_since <= ${cutoff}
+            RETURNING id, organization_id, url, failing_since),
+          cancelled AS (
+            UPDATE webhook_delivery_attempts a
+               SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
+              FROM disabled d
+             WHERE a.endpoint_id = d.id AND a.status = 'pending'
+               AND (a.locked_until IS NULL OR a.locked_until <= ${now}))
+          SELECT id, organization_id, url, failing_since FROM disabled`,
     );
   }
 

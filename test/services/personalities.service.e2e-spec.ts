@@ -44,10 +44,18 @@ describe('PersonalitiesService (real database)', () => {
   }
 
   beforeAll(async () => {
-    moduleRef = await Test.createTestingModule({
-      // The core the server and the CLI share, without the server's background jobs.
-      imports: [CoreModule.forRole('command'), PersonalitiesModule],
-    }).compile();
+    // The local engine allows no model unless the operator lists some (contract §25).
+    const saved = process.env.OPENAI_ALLOWED_MODELS;
+    process.env.OPENAI_ALLOWED_MODELS = 'gpt-4o-mini';
+    try {
+      moduleRef = await Test.createTestingModule({
+        // The core the server and the CLI share, without the server's background jobs.
+        imports: [CoreModule.forRole('command'), PersonalitiesModule],
+      }).compile();
+    } finally {
+      if (saved === undefined) delete process.env.OPENAI_ALLOWED_MODELS;
+      else process.env.OPENAI_ALLOWED_MODELS = saved;
+    }
     await moduleRef.init();
     service = moduleRef.get(PersonalitiesService);
     dataSource = moduleRef.get<DataSource>(getDataSourceToken());
@@ -157,6 +165,11 @@ describe('PersonalitiesService (real database)', () => {
     // The read above is cached for replies; a change is seen by the very next one.
     const restored = await service.update(organizationId, clone.id, { model: null });
     expect(restored.model).toBeNull();
+    // Only the models OPENAI_ALLOWED_MODELS lists (contract §25).
+    await expectAppError(
+      service.update(organizationId, clone.id, { model: 'o1-pro' }),
+      'validation_failed',
+    );
     expect(restored.name).toBe('Sage II');
     expect((await service.findForReply(organizationId, clone.id)).model).toBeNull();
   });

@@ -7,7 +7,12 @@ export interface CapturedMail {
   raw: string;
   /** The raw message with quoted-printable undone, good enough to search for links. */
   decoded: string;
+  /** The Subject header as sent (our subjects are ASCII, so not encoded). */
+  subject: string;
 }
+
+/** Which mails a wait or a look-up is about (every mail to the address when not given). */
+export type MailFilter = (mail: CapturedMail) => boolean;
 
 /** Undoes quoted-printable soft line breaks and =XX escapes. */
 function decodeQuotedPrintable(raw: string): string {
@@ -34,6 +39,8 @@ export class TestSmtpServer {
           to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
           raw,
           decoded: decodeQuotedPrintable(raw),
+          subject:
+            /^Subject: (.*(?:\r?\n[ \t].*)*)/m.exec(raw)?.[1].replace(/\r?\n[ \t]/g, ' ') ?? '',
         });
         for (const wake of this.waiters.splice(0)) wake();
         callback();
@@ -52,13 +59,11 @@ export class TestSmtpServer {
     return `smtp://127.0.0.1:${this.port}`;
   }
 
-  /** Waits for a mail to `address` (case-insensitive) until `timeoutMs`. */
-  async waitFor(address: string, timeoutMs = 5_000): Promise<CapturedMail> {
+  /** Waits for a mail to `address` (case-insensitive), of those `match` takes, until `timeoutMs`. */
+  async waitFor(address: string, timeoutMs = 5_000, match?: MailFilter): Promise<CapturedMail> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const found = this.mails.find((mail) =>
-        mail.to.some((to) => to.toLowerCase() === address.toLowerCase()),
-      );
+      const found = this.mailsTo(address, match)[0];
       if (found) return found;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no mail to ${address} within ${timeoutMs} ms`);
@@ -72,9 +77,11 @@ export class TestSmtpServer {
     }
   }
 
-  mailsTo(address: string): CapturedMail[] {
-    return this.mails.filter((mail) =>
-      mail.to.some((to) => to.toLowerCase() === address.toLowerCase()),
+  mailsTo(address: string, match?: MailFilter): CapturedMail[] {
+    return this.mails.filter(
+      (mail) =>
+        mail.to.some((to) => to.toLowerCase() === address.toLowerCase()) &&
+        (match === undefined || match(mail)),
     );
   }
 

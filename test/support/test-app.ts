@@ -68,8 +68,15 @@ const rateLimitDefaults = (): Record<string, string> => ({
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const saved = new Map<string, string | undefined>();
   // No metrics server unless a spec asks for one: its default port would clash between apps
-  // (and between runs on one machine); test/metrics.e2e-spec.ts gives it a free port.
-  const env = { METRICS_PORT: '0', ...rateLimitDefaults(), ...options.env };
+  // (and between runs on one machine); test/metrics.e2e-spec.ts gives it a free port. Webhook
+  // receivers of the specs listen on random ports: any port is allowed unless a spec says
+  // otherwise (test/webhooks.e2e-spec.ts checks the production default).
+  const env = {
+    METRICS_PORT: '0',
+    WEBHOOK_ALLOWED_PORTS: '1-65535',
+    ...rateLimitDefaults(),
+    ...options.env,
+  };
   for (const [name, value] of Object.entries(env)) {
     saved.set(name, process.env[name]);
     if (value === undefined) delete process.env[name];

@@ -88,6 +88,14 @@ export class RollApiKeyDto {
   expires_in_seconds?: number;
 }
 
+export class ApiKeyCreatorDto {
+  @ApiProperty({ enum: ['user', 'api_key'] })
+  type: 'user' | 'api_key';
+
+  @ApiProperty({ format: 'uuid', description: "The user's id, or the API key's" })
+  id: string;
+}
+
 export class ApiKeyDto {
   @ApiProperty({ format: 'uuid' })
   id: string;
@@ -119,6 +127,14 @@ export class ApiKeyDto {
     description: 'The key’s own bucket besides the organization’s; null: none',
   })
   rate_limit: BucketSizeDto | null;
+
+  @ApiProperty({
+    type: ApiKeyCreatorDto,
+    nullable: true,
+    description:
+      'Who made the key: a user (their access token) or an API key. Removing the member revokes the keys they made (and the keys those made) unless `?keep_api_keys=true`; null for a key made by a key before this was recorded',
+  })
+  created_by: ApiKeyCreatorDto | null;
 }
 
 export class CreatedApiKeyDto extends ApiKeyDto {
@@ -144,6 +160,8 @@ export function toApiKeyResponse(
     | 'lastUsedAt'
     | 'rateLimitRps'
     | 'rateLimitBurst'
+    | 'createdByUserId'
+    | 'createdByApiKeyId'
   >,
 ): ApiKeyDto {
   return {
@@ -159,5 +177,10 @@ export function toApiKeyResponse(
       key.rateLimitRps === null || key.rateLimitBurst === null
         ? null
         : { rps: key.rateLimitRps, burst: key.rateLimitBurst },
+    created_by: key.createdByUserId
+      ? { type: 'user', id: key.createdByUserId }
+      : key.createdByApiKeyId
+        ? { type: 'api_key', id: key.createdByApiKeyId }
+        : null,
   };
 }

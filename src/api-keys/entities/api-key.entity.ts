@@ -12,6 +12,7 @@ import type { Scope } from '../../common/auth/caller';
 
 @Entity('api_keys')
 @Unique('api_keys_key_hash_unique', ['keyHash'])
+@Check('api_keys_created_by_one', `created_by_user_id IS NULL OR created_by_api_key_id IS NULL`)
 @Index('api_keys_organization_idx', ['organizationId', 'createdAt'])
 @Check(
   'api_keys_rate_limit_check',
@@ -42,9 +43,15 @@ export class ApiKey {
   @Column({ name: 'key_hash', type: 'bytea' })
   keyHash: Buffer;
 
+  /** The user whose access token created the key (null: made by a key, or not recorded). */
   @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
   @ForeignKey('users', { onDelete: 'SET NULL', name: 'api_keys_created_by_user_id_fkey' })
   createdByUserId: string | null;
+
+  /** The API key that created this key (null: made by a user, or before this was recorded). */
+  @Column({ name: 'created_by_api_key_id', type: 'uuid', nullable: true })
+  @ForeignKey('api_keys', { onDelete: 'SET NULL', name: 'api_keys_created_by_api_key_id_fkey' })
+  createdByApiKeyId: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

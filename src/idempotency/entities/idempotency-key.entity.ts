@@ -16,6 +16,7 @@ export type IdempotencyScopeType = 'organization' | 'user';
   `(response_status IS NULL) = (locked_by IS NOT NULL AND locked_until IS NOT NULL)`,
 )
 @Index('idempotency_keys_created_at_idx', ['createdAt'])
+@Index('idempotency_keys_subject_idx', ['scopeId', 'subject'], { where: 'subject IS NOT NULL' })
 export class IdempotencyKey {
   @PrimaryColumn({
     name: 'scope_type',
@@ -46,6 +47,13 @@ export class IdempotencyKey {
   /** The JSON text answered (secrets nulled); null for an empty body or while running. */
   @Column({ name: 'response_body', type: 'text', nullable: true })
   responseBody: string | null;
+
+  /**
+   * For an answer that carries an end user's data (end-user-answers.ts): SHA-256 of their
+   * `user_id`, so that their erasure, or a memory's deletion, deletes the answer with them.
+   */
+  @Column({ type: 'bytea', nullable: true })
+  subject: Buffer | null;
 
   /** The request id of the request holding the lease (the one running). */
   @Column({ name: 'locked_by', type: 'text', nullable: true })

@@ -1,5 +1,5 @@
-import { ApiProperty } from '@nestjs/swagger';
-import { IsIn } from 'class-validator';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { IsIn, IsOptional } from 'class-validator';
 import { ROLES, type Role } from '../entities/membership.entity';
 import type { MemberRow } from '../members.repository';
 
@@ -24,6 +24,18 @@ export class UpdateMemberDto {
   @ApiProperty({ enum: ROLES, description: 'Only an owner grants or removes `owner`' })
   @IsIn(ROLES)
   role: Role;
+}
+
+export class RemoveMemberQueryDto {
+  @ApiPropertyOptional({
+    enum: ['true', 'false'],
+    default: 'false',
+    description:
+      'true: the API keys the member made stay valid (by default they are revoked with the membership). Not honoured for a member who leaves',
+  })
+  @IsOptional()
+  @IsIn(['true', 'false'])
+  keep_api_keys?: 'true' | 'false';
 }
 
 export function toMemberResponse(row: MemberRow): MemberDto {

@@ -30,6 +30,14 @@ export class Organization {
   @Column({ name: 'memory_retention_days', type: 'integer', nullable: true })
   memoryRetentionDays: number | null;
 
+  /** The UTC day `invitations_sent` counts (INVITATIONS_PER_DAY); null before the first. */
+  @Column({ name: 'invitations_day', type: 'date', nullable: true })
+  invitationsDay: string | null;
+
+  /** Invitations sent on `invitations_day`, each new link counted. */
+  @Column({ name: 'invitations_sent', type: 'integer', default: 0 })
+  invitationsSent: number;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import OpenAI from 'openai';
 import type {
   ChatCompletion,
@@ -28,6 +28,13 @@ import {
 } from './response-engine';
 import { systemMessage } from './system-message';
 
+/**
+ * More than any real call reports (contract §25): a provider, or a server posing as one, that
+ * reports a figure above it counts no tokens at all, so counters cannot be inflated.
+ */
+export const MAX_TOKENS_PER_CALL = 10_000_000;
+const usageLogger = new Logger('OpenAiResponseEngine');
+
 /** A provider's reported count as a whole number ≥ 0; servers that omit one report 0. */
 function tokenCount(value: unknown): number {
   const count = Math.trunc(Number(value));
@@ -36,11 +43,18 @@ function tokenCount(value: unknown): number {
 
 /** What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers. */
 function usageOf(usage: CompletionUsage | null | undefined): TokenUsage {
-  return {
+  const counted = {
     promptTokens: tokenCount(usage?.prompt_tokens),
     completionTokens: tokenCount(usage?.completion_tokens),
     cachedTokens: tokenCount(usage?.prompt_tokens_details?.cached_tokens),
   };
+  if (Object.values(counted).some((count) => count > MAX_TOKENS_PER_CALL)) {
+    usageLogger.warn(
+      `implausible token usage reported (${counted.promptTokens} prompt, ${counted.completionTokens} completion, ${counted.cachedTokens} cached): no tokens counted for this call`,
+    );
+    return { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
+  }
+  return counted;
 }
 
 /**

@@ -20,6 +20,18 @@ export class User {
   @Column({ name: 'password_hash', type: 'text' })
   passwordHash: string;
 
+  /**
+   * When the user proved the address theirs (the link mailed at sign-up); null until then.
+   * Inviting needs it. Users from before verification existed count as verified (their
+   * sign-up time), see docs/identity.md.
+   */
+  @Column({ name: 'email_verified_at', type: 'timestamptz', nullable: true })
+  emailVerifiedAt: Date | null;
+
+  /** Organizations the user has created, sign-up's included: capped by ORGANIZATIONS_PER_USER. */
+  @Column({ name: 'organizations_created', type: 'int', default: 0 })
+  organizationsCreated: number;
+
   /** Raised by a password reset: access tokens carrying an older version are refused. */
   @Column({ name: 'token_version', type: 'int', default: 0 })
   tokenVersion: number;

@@ -13,7 +13,10 @@ import {
   type ValidationOptions,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
-import type { WebhookEndpointStatus } from '../entities/webhook-endpoint.entity';
+import type {
+  WebhookEndpointDisabledReason,
+  WebhookEndpointStatus,
+} from '../entities/webhook-endpoint.entity';
 import { urlFormProblem } from '../ssrf-guard';
 import { WEBHOOK_EVENT_TYPES } from '../webhook-event-types';
 import type { WebhookEndpointRow } from '../webhooks.repository';
@@ -114,6 +117,15 @@ export class WebhookEndpointDto {
   @ApiProperty({ enum: ENDPOINT_STATUSES })
   status: WebhookEndpointStatus;
 
+  @ApiProperty({
+    enum: ['failing'],
+    nullable: true,
+    type: String,
+    description:
+      '`failing`: the service disabled the endpoint because every attempt failed for WEBHOOK_DISABLE_AFTER_HOURS (its owners and admins were e-mailed); null otherwise. Enabling it again clears it',
+  })
+  disabled_reason: WebhookEndpointDisabledReason | null;
+
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
 }
@@ -141,6 +153,7 @@ export function toWebhookEndpointResponse(row: WebhookEndpointRow): WebhookEndpo
     events: row.events,
     description: row.description,
     status: row.status,
+    disabled_reason: row.disabled_reason,
     created_at: row.created_at.toISOString(),
   };
 }

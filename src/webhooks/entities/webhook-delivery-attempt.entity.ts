@@ -28,7 +28,10 @@ export type WebhookAttemptStatus = 'pending' | 'succeeded' | 'failed';
   { unique: true },
 )
 @Index('webhook_delivery_attempts_endpoint_idx', ['endpointId', 'createdAt', 'id'])
-@Index('webhook_delivery_attempts_due_idx', ['nextAttemptAt'], { where: `status = 'pending'` })
+/** The queue, by endpoint: the claim visits endpoints with pending attempts, oldest due first. */
+@Index('webhook_delivery_attempts_pending_idx', ['endpointId', 'nextAttemptAt'], {
+  where: `status = 'pending'`,
+})
 export class WebhookDeliveryAttempt {
   @PrimaryGeneratedColumn('uuid')
   id: string;

@@ -10,10 +10,13 @@ import {
 } from 'typeorm';
 
 export type WebhookEndpointStatus = 'enabled' | 'disabled';
+/** Why the service disabled an endpoint; null when enabled, or disabled by the organization. */
+export type WebhookEndpointDisabledReason = 'failing';
 
 /** Where an organization wants its events sent, and the secret they are signed with. */
 @Entity('webhook_endpoints')
 @Check('webhook_endpoints_status_check', `status IN ('enabled', 'disabled')`)
+@Check('webhook_endpoints_disabled_reason_check', `disabled_reason IN ('failing')`)
 @Index('webhook_endpoints_organization_idx', ['organizationId', 'createdAt', 'id'])
 export class WebhookEndpoint {
   @PrimaryGeneratedColumn('uuid')
@@ -38,6 +41,17 @@ export class WebhookEndpoint {
 
   @Column({ type: 'text', default: 'enabled' })
   status: WebhookEndpointStatus;
+
+  /** `failing`: disabled by the service after WEBHOOK_DISABLE_AFTER_HOURS of failed attempts. */
+  @Column({ name: 'disabled_reason', type: 'text', nullable: true })
+  disabledReason: WebhookEndpointDisabledReason | null;
+
+  /**
+   * When the attempts to it began to fail: the first failure after its last success (or since it
+   * was created or enabled), null while the last outcome was a success.
+   */
+  @Column({ name: 'failing_since', type: 'timestamptz', nullable: true })
+  failingSince: Date | null;
 
   /**
    * `whsec_` + base64 of the HMAC key. Kept as is, not hashed: every delivery is signed with it

@@ -119,6 +119,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/verify-email": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verifies the e-mail address with the token of the link mailed at sign-up
+         * @description A token works once and for 24 hours.
+         */
+        post: operations["EmailVerificationController_verify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/resend-verification": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mails the logged-in user a new verification link (none once verified)
+         * @description Draws from the per-IP auth bucket (RATE_LIMIT_AUTH_*).
+         */
+        post: operations["EmailVerificationController_resend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The logged-in user, with whether their e-mail address is verified */
+        get: operations["MeController_me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations": {
         parameters: {
             query?: never;
@@ -129,7 +186,10 @@ export interface paths {
         /** The authenticated user's organizations, with the user's role in each */
         get: operations["OrganizationsController_list"];
         put?: never;
-        /** Creates an organization owned by the authenticated user */
+        /**
+         * Creates an organization owned by the authenticated user
+         * @description A user creates at most ORGANIZATIONS_PER_USER (default 10) organizations, the one made at sign-up included.
+         */
         post: operations["OrganizationsController_create"];
         delete?: never;
         options?: never;
@@ -181,11 +241,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Removes a member; a member may remove themself. Refused from the next request on */
+        /**
+         * Removes a member; a member may remove themself. Refused from the next request on
+         * @description The API keys the member made (and the keys those made) are revoked with the membership, each with an `api_key.revoked` audit event (`details.reason: "member_removed"`), unless the remover passes `?keep_api_keys=true` (not honoured for a member who leaves).
+         */
         delete: operations["MembersController_remove"];
         options?: never;
         head?: never;
-        /** Changes a member's role (owners and admins; only owners touch `owner`) */
+        /**
+         * Changes a member's role (owners and admins; only owners touch `owner`)
+         * @description Demoting an owner or admin to `member` revokes the API keys they made that hold the `admin` scope (and the admin keys those made); their other keys stay.
+         */
         patch: operations["MembersController_changeRole"];
         trace?: never;
     };
@@ -199,7 +265,10 @@ export interface paths {
         /** The organization's invitations, newest first (owners and admins) */
         get: operations["InvitationsController_list"];
         put?: never;
-        /** Invites an e-mail address (owners and admins); an open invitation of the same address is replaced */
+        /**
+         * Invites an e-mail address (owners and admins); an open invitation of the same address is replaced
+         * @description The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per organization and UTC day, a replacement included.
+         */
         post: operations["InvitationsController_create"];
         delete?: never;
         options?: never;
@@ -1179,6 +1248,28 @@ export interface components {
             /** @enum {string} */
             status: "password_reset";
         };
+        VerifyEmailDto: {
+            /** @description The token from the link mailed at sign-up */
+            token: string;
+        };
+        ResendVerificationResponseDto: {
+            /**
+             * @description A new link is mailed unless the address is verified already (or 5 went out this hour)
+             * @enum {string}
+             */
+            status: "verification_requested";
+        };
+        MeDto: {
+            /** Format: uuid */
+            id: string;
+            /** @example ada@example.com */
+            email: string;
+            name: string | null;
+            /** @description Whether the address was verified with the link mailed at sign-up (POST /v1/auth/verify-email); inviting needs it */
+            email_verified: boolean;
+            /** @example 2026-11-22T01:23:45.678Z */
+            created_at: string;
+        };
         OrganizationPageDto: {
             data: components["schemas"]["OrganizationDto"][];
             /** @description Whether items follow this page (ask with starting_after) */
@@ -1672,6 +1763,11 @@ export interface components {
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
+            /**
+             * @description `failing`: the service disabled the endpoint because every attempt failed for WEBHOOK_DISABLE_AFTER_HOURS (its owners and admins were e-mailed); null otherwise. Enabling it again clears it
+             * @enum {string|null}
+             */
+            disabled_reason: "failing" | null;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
             /**
@@ -1688,6 +1784,11 @@ export interface components {
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
+            /**
+             * @description `failing`: the service disabled the endpoint because every attempt failed for WEBHOOK_DISABLE_AFTER_HOURS (its owners and admins were e-mailed); null otherwise. Enabling it again clears it
+             * @enum {string|null}
+             */
+            disabled_reason: "failing" | null;
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
         };
@@ -1772,6 +1873,15 @@ export interface components {
             /** @description A token bucket of the key’s own, drawn from besides the organization’s (429 `rate_limited` when empty); null or absent: none */
             rate_limit?: components["schemas"]["BucketSizeDto"] | null;
         };
+        ApiKeyCreatorDto: {
+            /** @enum {string} */
+            type: "user" | "api_key";
+            /**
+             * Format: uuid
+             * @description The user's id, or the API key's
+             */
+            id: string;
+        };
         CreatedApiKeyDto: {
             /** Format: uuid */
             id: string;
@@ -1793,6 +1903,8 @@ export interface components {
             last_used_at: string | null;
             /** @description The key’s own bucket besides the organization’s; null: none */
             rate_limit: components["schemas"]["BucketSizeDto"] | null;
+            /** @description Who made the key: a user (their access token) or an API key. Removing the member revokes the keys they made (and the keys those made) unless `?keep_api_keys=true`; null for a key made by a key before this was recorded */
+            created_by: components["schemas"]["ApiKeyCreatorDto"] | null;
             /** @description The full key. It is shown in this response only and cannot be retrieved again: `null` in the replay of an Idempotency-Key */
             key: string | null;
         };
@@ -1817,6 +1929,8 @@ export interface components {
             last_used_at: string | null;
             /** @description The key’s own bucket besides the organization’s; null: none */
             rate_limit: components["schemas"]["BucketSizeDto"] | null;
+            /** @description Who made the key: a user (their access token) or an API key. Removing the member revokes the keys they made (and the keys those made) unless `?keep_api_keys=true`; null for a key made by a key before this was recorded */
+            created_by: components["schemas"]["ApiKeyCreatorDto"] | null;
         };
         ApiKeyPageDto: {
             data: components["schemas"]["ApiKeyDto"][];
@@ -3047,6 +3161,249 @@ export interface operations {
             };
         };
     };
+    EmailVerificationController_verify: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyEmailDto"];
+            };
+        };
+        responses: {
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request, or an unknown, expired or used token (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    EmailVerificationController_resend: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1..255 printable ASCII characters. A retry with the same key and request gets the stored answer with `Idempotent-Replayed: true` (kept 24 hours, per organization; per user on user-only endpoints) */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResendVerificationResponseDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description An API key was used (`user_token_required`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    MeController_me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description An API key was used (`user_token_required`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
     OrganizationsController_list: {
         parameters: {
             query?: {
@@ -3208,9 +3565,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The user has created ORGANIZATIONS_PER_USER organizations (`organization_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3477,7 +3838,10 @@ export interface operations {
     };
     MembersController_remove: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: the API keys the member made stay valid (by default they are revoked with the membership). Not honoured for a member who leaves */
+                keep_api_keys?: "true" | "false";
+            };
             header?: never;
             path: {
                 id: string;
@@ -3496,6 +3860,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Invalid request (`validation_failed`, `malformed_json`, …) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
@@ -3865,7 +4242,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description An API key was used (`user_token_required`), or the role does not allow it (`insufficient_role`) */
+            /** @description An API key was used (`user_token_required`), the role does not allow it (`insufficient_role`), or the inviter has not verified their e-mail address (`email_not_verified`) */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3917,14 +4294,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`); see Retry-After */
+            /** @description The organization sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {

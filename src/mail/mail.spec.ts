@@ -1,21 +1,21 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, matchesGlob, relative } from 'node:path';
-import {
-  MAIL_TEMPLATE_DIR,
-  MAIL_TEMPLATE_FILES,
-  maskAddress,
-  resetLink,
-} from './password-reset-mailer.service';
+import { MAIL_TEMPLATE_DIR, MAIL_TEMPLATE_FILES } from './mail-templates';
+import { linkTo } from './mail.service';
+import { maskAddress } from './mask-address';
 
 interface NestCliConfig {
   sourceRoot: string;
   compilerOptions: { assets: Array<string | { include: string }> };
 }
 
-describe('password reset mail', () => {
-  it('has its templates beside the service, where dist/ will look for them', () => {
+describe('mail', () => {
+  it('has every template beside the module, where dist/ will look for them', () => {
     for (const file of MAIL_TEMPLATE_FILES) {
-      expect(existsSync(join(MAIL_TEMPLATE_DIR, file))).toBe(true);
+      expect({ file, exists: existsSync(join(MAIL_TEMPLATE_DIR, file)) }).toEqual({
+        file,
+        exists: true,
+      });
     }
   });
 
@@ -34,8 +34,8 @@ describe('password reset mail', () => {
     }
   });
 
-  it('builds the link from the public URL and the token only', () => {
-    expect(resetLink('https://app.example', 'abc_-9')).toBe(
+  it('builds a link from the public URL, the path and the token only', () => {
+    expect(linkTo('https://app.example', { path: '/reset-password', token: 'abc_-9' })).toBe(
       'https://app.example/reset-password?token=abc_-9',
     );
   });

@@ -1,0 +1,34 @@
+import type { PortRange } from '../config/webhooks.config';
+
+/** The port a request to `url` connects to: the URL's own, or its scheme's default. */
+export function portOf(url: URL): number {
+  if (url.port) return Number(url.port);
+  return url.protocol === 'https:' ? 443 : 80;
+}
+
+/** `[[80, 80], [9000, 9100]]` → `80, 9000-9100`. */
+function describePorts(ranges: readonly PortRange[]): string {
+  return ranges
+    .map(([first, last]) => (first === last ? `${first}` : `${first}-${last}`))
+    .join(', ');
+}
+
+/**
+ * Why `url` may not be sent to on account of its port (WEBHOOK_ALLOWED_PORTS), or undefined.
+ * Ports are limited so that an endpoint cannot make the service talk to whatever else listens
+ * on a public host (mail, databases, admin consoles): web ports only, by default.
+ */
+export function portProblem(url: URL, allowed: readonly PortRange[]): string | undefined {
+  const port = portOf(url);
+  if (allowed.some(([first, last]) => port >= first && port <= last)) return undefined;
+  return `port ${port} is not allowed; webhooks are sent to ports ${describePorts(allowed)}`;
+}
+
+/**
+ * The URL as it is stored and shown: its WHATWG serialisation (scheme and host lower-cased, the
+ * default port dropped, dot segments resolved, characters percent-encoded), so that two
+ * spellings of one endpoint look alike and what is shown is what is requested.
+ */
+export function normalizedUrl(text: string): string {
+  return new URL(text).href;
+}

@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto';
+import { MailService } from '../src/mail/mail.service';
+import { expectError } from './support/assertions';
+import {
+  isVerificationMail,
+  signUp,
+  type SignedUp,
+  signUpVerified,
+  uniqueEmail,
+  verificationTokenOf,
+} from './support/identity';
+import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
+import { createTestApp, type TestApp } from './support/test-app';
+import { UNTHROTTLED } from './support/unthrottled';
+
+const PUBLIC_URL = 'https://app.accounts.example';
+
+/**
+ * Accounts as contract §25 has them: a verified e-mail address (sign-up sends the link), `GET
+ * /v1/me`, a cap on the organizations one user creates, and a mail when password login locks.
+ */
+describe('Accounts: e-mail verification, /v1/me, organizations per user, the lockout notice (§25)', () => {
+  let t: TestApp;
+  let smtp: TestSmtpServer;
+
+  beforeAll(async () => {
+    smtp = await new TestSmtpServer().start();
+    t = await createTestApp({
+      env: {
+        ...UNTHROTTLED,
+        SMTP_URL: smtp.url,
+        APP_PUBLIC_URL: PUBLIC_URL,
+        ORGANIZATIONS_PER_USER: '3',
+        INVITATIONS_PER_DAY: '3',
+      },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await smtp.stop();
+  });
+
+  const me = (token: string) => t.http().get('/v1/me').set('Authorization', `Bearer ${token}`);
+  const verify = (token: unknown) => t.http().post('/v1/auth/verify-email').send({ token });
+
+  describe('e-mail verification', () => {
+    it('sends a link at sign-up; the token verifies the address once (204), then is refused', async () => {
+      const user = await signUp(t);
+      const before = await me(user.accessToken);
+      expect(before.status).toBe(200);
+      expect(before.body).toEqual({
+        id: user.userId,
+        email: user.email,
+        name: null,
+        email_verified: false,
+        created_at: expect.any(String),
+      });
+      const mail = await smtp.waitFor(user.email, 5_000, isVerificationMail);
+      expect(mail.decoded).toContain(`${PUBLIC_URL}/verify-email?token=`);
+      const token = verificationTokenOf(mail);
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+      const verified = await verify(token);
+      expect(verified.status).toBe(204);
+      expect(verified.text).toBe('');
+      expect((await me(user.accessToken)).body.email_verified).toBe(true);
+      // Used once: refused like an unknown one.
+      expectError(await verify(token), 400, 'validation_failed');
+    });
+
+    it('refuses unknown and malformed tokens with validation_failed', async () => {
+      for (const token of ['x'.repeat(43), 'short', '', 42, null]) {
+        expectError(await verify(token), 400, 'validation_failed');
+      }
+      expectError(
+        await t
+          .http()
+          .post('/v1/auth/verify-email')
+          .send({ token: 'x'.repeat(43), extra: 1 }),
+        400,
+        'validation_failed',
+      );
+    });
+
+    it('resends a link (202) to a user token, not to an API key or no credential', async () => {
+      const user = await signUp(t);
+      await smtp.waitFor(user.email, 5_000, isVerificationMail);
+      const resent = await t
+        .http()
+        .post('/v1/auth/resend-verification')
+        .set('Authorization', `Bearer ${user.accessToken}`);
+      expect(resent.status).toBe(202);
+      await t.app.get(MailService).idle();
+      const mails = smtp.mailsTo(user.email, isVerificationMail);
+      expect(mails).toHaveLength(2);
+      // Either link works (each once).
+      expect((await verify(verificationTokenOf(mails[1]))).status).toBe(204);
+      expectError(await t.http().post('/v1/auth/resend-verification'), 401, 'unauthenticated');
+      const key = await t
+        .http()
+        .post('/v1/api-keys')
+        .set('Authorization', `Bearer ${user.accessToken}`)
+        .send({ name: 'k', scopes: ['admin'] });
+      expectError(
+        await t
+          .http()
+          .post('/v1/auth/resend-verification')
+          .set('Authorization', `Bearer ${key.body.key as string}`),
+        403,
+        'user_token_required',
+      );
+      expectError(
+        await t
+          .http()
+          .get('/v1/me')
+          .set('Authorization', `Bearer ${key.body.key as string}`),
+        403,
+        'user_token_required',
+      );
+      expectError(await t.http().get('/v1/me'), 401, 'unauthenticated');
+    });
+  });
+
+  describe('invitations per organization and day', () => {
+    it('sends at most INVITATIONS_PER_DAY per organization and UTC day (429 rate_limited), inviting again included', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const send = (inviter: SignedUp, email: string) =>
+        t
+          .http()
+          .post(`/v1/organizations/${inviter.organizationId}/invitations`)
+          .set('Authorization', `Bearer ${inviter.accessToken}`)
+          .send({ email, role: 'member' });
+      const same = uniqueEmail('again');
+      expect((await send(owner, same)).status).toBe(201);
+      expect((await send(owner, same)).status).toBe(201);
+      expect((await send(owner, uniqueEmail())).status).toBe(201);
+      const refused = await send(owner, uniqueEmail());
+      expectError(refused, 429, 'rate_limited');
+      const retryAfter = Number(refused.headers['retry-after']);
+      const midnight = new Date();
+      midnight.setUTCHours(24, 0, 0, 0);
+      expect(Math.abs(retryAfter - (midnight.getTime() - Date.now()) / 1000)).toBeLessThan(5);
+      // Another organization has its own count.
+      const other = await signUpVerified(t, smtp);
+      expect((await send(other, uniqueEmail())).status).toBe(201);
+    });
+  });
+
+  describe('organizations per user', () => {
+    const create = (token: string, name = `org ${randomUUID()}`) =>
+      t.http().post('/v1/organizations').set('Authorization', `Bearer ${token}`).send({ name });
+
+    it('lets a user create ORGANIZATIONS_PER_USER, the sign-up one included (409 organization_limit)', async () => {
+      const user = await signUp(t);
+      expect((await create(user.accessToken)).status).toBe(201);
+      expect((await create(user.accessToken)).status).toBe(201);
+      expectError(await create(user.accessToken), 409, 'organization_limit');
+    });
+
+    it('holds under concurrent creates', async () => {
+      const user = await signUp(t);
+      const answers = await Promise.all(Array.from({ length: 10 }, () => create(user.accessToken)));
+      expect(answers.filter((answer) => answer.status === 201)).toHaveLength(2);
+      expect(answers.filter((answer) => answer.status === 409)).toHaveLength(8);
+      const listed = await t
+        .http()
+        .get('/v1/organizations')
+        .set('Authorization', `Bearer ${user.accessToken}`);
+      expect(listed.body.data).toHaveLength(3);
+    });
+  });
+
+  describe('the lockout notice', () => {
+    const login = (email: string, password: string) =>
+      t.http().post('/v1/auth/login').send({ email, password });
+    const isLockoutNotice = (mail: CapturedMail) => mail.subject.includes('locked');
+
+    it('mails the account once when its address locks, with a reset link that lifts the lock', async () => {
+      const user = await signUp(t);
+      for (let attempt = 1; attempt <= 15; attempt++) {
+        expect((await login(user.email, 'wrong password, surely')).status).toBe(401);
+      }
+      expectError(await login(user.email, user.password), 423, 'login_locked');
+      const notice = await smtp.waitFor(user.email, 5_000, isLockoutNotice);
+      expect(notice.decoded).toContain(`${PUBLIC_URL}/reset-password?token=`);
+      // Later refusals send nothing more.
+      expectError(await login(user.email, 'wrong again'), 423, 'login_locked');
+      await t.app.get(MailService).idle();
+      expect(smtp.mailsTo(user.email, isLockoutNotice)).toHaveLength(1);
+
+      const newPassword = `a new password ${randomUUID()}`;
+      const reset = await t
+        .http()
+        .post('/v1/auth/reset-password')
+        .send({ token: resetTokenOf(notice), new_password: newPassword });
+      expect(reset.status).toBe(200);
+      expect((await login(user.email, newPassword)).status).toBe(200);
+    });
+
+    it('mails nobody when the locked address has no account', async () => {
+      const email = uniqueEmail('nobody');
+      for (let attempt = 1; attempt <= 16; attempt++) await login(email, 'guess');
+      await t.app.get(MailService).idle();
+      expect(smtp.mailsTo(email)).toEqual([]);
+    });
+  });
+});
