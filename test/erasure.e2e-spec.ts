@@ -188,9 +188,21 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
       ).toBe(202);
       await t.app.get(ErasureWorker).eraseDue();
 
-      // Nothing the erased person said or was (their SSN, their user_id, the reply) is stored.
-      const after = await rowsMentioning(dataSource, [userId, internalId, said.body.reply.text]);
+      // Nothing the erased person was (their user_id, their row) is stored anywhere, nor what
+      // they said or heard in their organization (the local engine's replies are templates that
+      // other suites' conversations on this database share, hence the scope).
+      const after = await rowsMentioning(dataSource, [userId, internalId]);
       expect(after.found).toEqual({});
+      // (The bystander's stored answer holds the same SSN: only the reply names the erased user.)
+      const [{ n: mentions }] = await dataSource.query(
+        `SELECT (SELECT count(*) FROM idempotency_keys k
+                  WHERE k.scope_id = $1 AND strpos(k::text, $2) > 0)
+              + (SELECT count(*) FROM memories m JOIN personalities p ON p.id = m.personality_id
+                  WHERE p.organization_id = $1 AND (strpos(m.content, $2) > 0 OR strpos(m.content, $3) > 0))
+                AS n`,
+        [a.organizationId, said.body.reply.text, ssn],
+      );
+      expect(Number(mentions)).toBe(0);
       expect(await stored()).toEqual([{ key: `create-${bystander}` }]);
       // A replay runs afresh: a new end user from the body the client sends again, no replay.
       const again = await create();
