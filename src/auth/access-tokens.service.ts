@@ -1,7 +1,7 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { JwtService } from '@nestjs/jwt';
-import type { AuthConfig } from '../config/auth.config';
+import { authConfig } from '../config/auth.config';
 
 export const JWT_ALGORITHM = 'HS256';
 export const JWT_ISSUER = 'personality-api';
@@ -16,11 +16,11 @@ export interface AccessTokenPayload {
 export class AccessTokensService {
   constructor(
     private readonly jwt: JwtService,
-    private readonly config: ConfigService,
+    @Inject(authConfig.KEY) private readonly auth: ConfigType<typeof authConfig>,
   ) {}
 
   issue(userId: string, tokenVersion: number) {
-    const { jwtTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
+    const { jwtTtlSeconds } = this.auth;
     const payload: AccessTokenPayload = { sub: userId, ver: tokenVersion };
     return {
       access_token: this.jwt.sign(payload),

@@ -1,9 +1,8 @@
 import { Module } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
-import type { AuthConfig } from '../config/auth.config';
+import { type AuthConfig, authConfig } from '../config/auth.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
@@ -29,9 +28,8 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     IdempotencyModule,
     PassportModule,
     JwtModule.registerAsync({
-      inject: [ConfigService],
-      useFactory: (config: ConfigService) => {
-        const auth = config.getOrThrow<AuthConfig>('auth');
+      inject: [authConfig.KEY],
+      useFactory: (auth: AuthConfig) => {
         return {
           secret: auth.jwtSecret,
           signOptions: {

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
-import type { AuthConfig } from '../config/auth.config';
+import { authConfig } from '../config/auth.config';
 import { Database } from '../database/database';
 import { UsersService } from '../users/users.service';
 import { LoginAttemptsService } from './login-attempts.service';
@@ -38,7 +38,7 @@ export class PasswordResetService {
     private readonly loginAttempts: LoginAttemptsService,
     private readonly mailer: PasswordResetMailer,
     private readonly mail: MailService,
-    private readonly config: ConfigService,
+    @Inject(authConfig.KEY) private readonly auth: ConfigType<typeof authConfig>,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
@@ -86,7 +86,7 @@ export class PasswordResetService {
 
   /** A new reset token for the user, stored as its hash; undefined over `hourlyCap`. */
   private async issueToken(userId: string, hourlyCap: number): Promise<string | undefined> {
-    const { resetTokenTtlSeconds } = this.config.getOrThrow<AuthConfig>('auth');
+    const { resetTokenTtlSeconds } = this.auth;
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
     const issued = await this.tokens.insertUnderHourlyCap({

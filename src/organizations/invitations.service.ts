@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
@@ -9,7 +9,7 @@ import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
-import type { TeamsConfig } from '../config/teams.config';
+import { teamsConfig } from '../config/teams.config';
 import { UsersService } from '../users/users.service';
 import { Database } from '../database/database';
 import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/invitation.dto';
@@ -54,7 +54,7 @@ export class InvitationsService {
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
     private readonly mailer: InvitationMailer,
-    private readonly config: ConfigService,
+    @Inject(teamsConfig.KEY) private readonly teams: ConfigType<typeof teamsConfig>,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
@@ -66,8 +66,7 @@ export class InvitationsService {
     organizationId: string,
     dto: CreateInvitationDto,
   ): Promise<InvitationDto> {
-    const { invitationTtlSeconds, invitationsPerDay } =
-      this.config.getOrThrow<TeamsConfig>('teams');
+    const { invitationTtlSeconds, invitationsPerDay } = this.teams;
     const email = dto.email.trim();
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();

@@ -1,12 +1,12 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Clock } from '../common/time/clock';
 import { type BackgroundJob, BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
-import type { WebhooksConfig } from '../config/webhooks.config';
+import { webhooksConfig } from '../config/webhooks.config';
 import { MetricsService } from '../metrics/metrics.service';
 import { publicEventId } from './webhook-event-types';
 import { sendWebhook } from './webhook-sender';
@@ -84,7 +84,6 @@ export function eventBody(
  */
 @Injectable()
 export class WebhookDeliveryWorker implements BackgroundJob {
-  private readonly config: WebhooksConfig;
   private readonly leaseMs: number;
   private readonly inFlight = new Map<string, Promise<void>>();
   /** Claimed, waiting for a slot of their organization and endpoint (claim order: fair). */
@@ -119,7 +118,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
 
   constructor(
     private readonly webhooks: WebhooksRepository,
-    config: ConfigService,
+    @Inject(webhooksConfig.KEY) private readonly config: ConfigType<typeof webhooksConfig>,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
@@ -133,7 +132,6 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       run: () => this.purgeOld(),
       onError: (error) => this.logger.error({ err: error }, 'webhook event purge failed'),
     });
-    this.config = config.getOrThrow<WebhooksConfig>('webhooks');
     // Queued for at most a timeout (and a loop's pause before it is noticed), then made within
     // another timeout.
     this.leaseMs = 2 * this.config.timeoutMs + this.config.pollIntervalMs + LEASE_MARGIN_MS;

@@ -1,11 +1,11 @@
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
-import type { WebhooksConfig } from '../config/webhooks.config';
+import { webhooksConfig } from '../config/webhooks.config';
 import { Database } from '../database/database';
 import { toWebhookDeliveryResponse, type WebhookDeliveryDto } from './dto/webhook-delivery.dto';
 import {
@@ -31,17 +31,13 @@ export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
 @Injectable()
 export class WebhookEndpointsService {
-  private readonly config: WebhooksConfig;
-
   constructor(
     private readonly webhooks: WebhooksRepository,
     private readonly audit: AuditService,
     private readonly database: Database,
     private readonly clock: Clock,
-    config: ConfigService,
-  ) {
-    this.config = config.getOrThrow<WebhooksConfig>('webhooks');
-  }
+    @Inject(webhooksConfig.KEY) private readonly config: ConfigType<typeof webhooksConfig>,
+  ) {}
 
   async create(
     caller: CallerContext,

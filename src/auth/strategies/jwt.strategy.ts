@@ -1,13 +1,13 @@
 import { createSecretKey } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
-import { ConfigService } from '@nestjs/config';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PassportStrategy } from '@nestjs/passport';
 import type { Request } from 'express';
 import { isUUID } from 'class-validator';
 import { ExtractJwt, Strategy } from 'passport-jwt';
 import type { UserCaller } from '../../common/auth/caller';
 import { AppError } from '../../common/errors/app-error';
-import type { AuthConfig } from '../../config/auth.config';
+import { authConfig } from '../../config/auth.config';
 import { ROLE_SCOPES } from '../../organizations/organization-access';
 import { OrganizationsService } from '../../organizations/organizations.service';
 import { UsersService } from '../../users/users.service';
@@ -22,11 +22,10 @@ import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-to
 @Injectable()
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   constructor(
-    config: ConfigService,
+    @Inject(authConfig.KEY) auth: ConfigType<typeof authConfig>,
     private readonly users: UsersService,
     private readonly organizations: OrganizationsService,
   ) {
-    const auth = config.getOrThrow<AuthConfig>('auth');
     super({
       jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
       // A KeyObject, not the string: given a string, jsonwebtoken first tries to parse it as a
