@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { freePort } from '../../test/support/ports';
+import { percentile } from './support/stats';
 
 const CLIENT_DIR = resolve(__dirname, '../../clients/typescript');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
@@ -37,10 +38,6 @@ http.createServer((request, response) => {
 interface Client {
   GET(path: string, init?: object): Promise<{ data?: unknown; error?: unknown }>;
   POST(path: string, init?: object): Promise<{ data?: unknown; error?: unknown }>;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
 }
 
 function summary(samples: number[]): { p50_ms: number; p99_ms: number; mean_ms: number } {

@@ -8,6 +8,7 @@ import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { type RunningService, startService } from '../lib/service';
 import { benchTenant, memoryOf } from './support/data-plane';
+import { load1, median, percentile, round2, sleep } from './support/stats';
 
 const ROUNDS = 3;
 const TTFB_REQUESTS = 200;
@@ -19,17 +20,6 @@ const LIVE_POLL_MS = 20;
 const MESSAGE = 'I am so happy today, thank you for listening!';
 
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const load1 = () => Number(loadavg()[0].toFixed(2));
-const round2 = (value: number) => Number(value.toFixed(2));
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
-const median = (values: number[]) => percentile(values, 50);
 
 let users = 0;
 

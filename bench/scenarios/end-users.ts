@@ -5,6 +5,7 @@ import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { type RunningService, startService } from '../lib/service';
 import { benchTenant, pgbench, type PgbenchFigures, sqlLiteral } from './support/data-plane';
+import { median } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const MESSAGE = 'I am so happy today, thank you for listening!';
@@ -49,8 +50,6 @@ async function pgbenchWhenConnectable(
   }
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const ratio = (a: number, b: number) => Number((a / b).toFixed(3));
 
 function medians(rounds: Measured[]) {

@@ -18,6 +18,7 @@ import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { type RunningService, startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
+import { load1, median, percentile, round2, sleep } from './support/stats';
 
 /** The tree before routing: the commit this branch started from. */
 const BASE_REVISION = process.env.BENCH_BASE_REVISION ?? 'e65e502';
@@ -31,16 +32,6 @@ const COOLDOWN_MS = 30_000; // ENGINE_BREAKER_COOLDOWN_MS's default
 const MESSAGE = 'I am so happy today, thank you for listening!';
 
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const load1 = () => Number(loadavg()[0].toFixed(2));
-const round2 = (value: number) => Number(value.toFixed(2));
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-const median = (values: number[]) => percentile(values, 50);
 
 let users = 0;
 

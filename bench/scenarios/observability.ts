@@ -8,6 +8,7 @@ import { cpuSeconds } from '../lib/cpu';
 import { type LoadFigures, type LoadOptions, load } from '../lib/load';
 import { freePort, freshDatabase, type RunningService, startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
+import { median } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const root = resolve(__dirname, '..', '..');
@@ -95,9 +96,6 @@ function buildUntraced(): { main: string; cleanup: () => void } {
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
-
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 /**
  * The cost of metrics and tracing on a public GET (`/v1/vocabularies/emotions/changelog`) and on

@@ -6,6 +6,7 @@ import { Cte, sql, withEntries } from '../../src/database/sql';
 import { webhookEventStep } from '../../src/webhooks/webhook-event.step';
 import { cpuSeconds } from '../lib/cpu';
 import { startService } from '../lib/service';
+import { percentile } from './support/stats';
 
 /**
  * Outbox throughput (issue 12): events written to the outbox the way a one-statement change
@@ -46,10 +47,6 @@ function startReceiver(arrivals: Map<string, Arrival[]>): Promise<Server> {
     });
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 async function waitForArrivals(count: () => number, timeoutMs: number): Promise<void> {

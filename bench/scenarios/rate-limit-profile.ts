@@ -3,6 +3,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { load } from '../lib/load';
 import { freshDatabase, startService } from '../lib/service';
+import { sleep } from './support/stats';
 
 const PATH = '/v1/vocabularies/emotions/changelog';
 /** Another build's dist/main.js, profiled the same way as `before`. */
@@ -59,8 +60,6 @@ function limiterShare(file: string): {
     ),
   };
 }
-
-const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 async function profiled(databaseUrl: string, main?: string) {
   const file = join(mkdtempSync(join(tmpdir(), 'rate-limit-profile-')), 'service.cpuprofile');

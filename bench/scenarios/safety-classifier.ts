@@ -9,13 +9,10 @@ import {
   loadModerationMessages,
   SPLITS,
 } from '../../test/fixtures/safety/labelled-set';
+import { percentile } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 200);
 const LONG_ROUNDS = Number(process.env.BENCH_LONG_ROUNDS ?? 100);
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 const ms = (nanoseconds: number) => Number((nanoseconds / 1e6).toFixed(4));
 

@@ -7,6 +7,7 @@ import { cpuSeconds } from '../lib/cpu';
 import { load } from '../lib/load';
 import { freshDatabase, type RunningService, startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
+import { load1, percentile, round2, sleep } from './support/stats';
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const ROUNDS = 3;
@@ -22,15 +23,6 @@ const METER_RELATIONSHIPS = 10_000;
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
 type Json = Record<string, any>;
-
-const round2 = (value: number) => Number(value.toFixed(2));
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const load1 = () => Number(loadavg()[0].toFixed(2));
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
 
 async function call(
   method: string,

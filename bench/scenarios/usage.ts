@@ -1,13 +1,9 @@
 import { Client } from 'pg';
 import { startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
+import { median } from './support/stats';
 
 const ROWS_PER_SIDE = 1_000; // 1,000 end users × 1,000 personalities = 1,000,000 relationships
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 async function timed<T>(work: () => Promise<T>): Promise<[number, T]> {
   const start = process.hrtime.bigint();

@@ -6,6 +6,7 @@ import { Cte, sql, withEntries } from '../../src/database/sql';
 import { webhookEventStep } from '../../src/webhooks/webhook-event.step';
 import { cpuSeconds } from '../lib/cpu';
 import { startService } from '../lib/service';
+import { percentile } from './support/stats';
 
 /**
  * Webhook fairness (contract §25, issue 25): one organization has 20 endpoints that never answer
@@ -83,10 +84,6 @@ class Receiver {
       response.writeHead(200).end();
     });
   }
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 async function until(done: () => boolean, timeoutMs: number, what: string): Promise<void> {
