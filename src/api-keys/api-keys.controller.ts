@@ -6,7 +6,6 @@ import {
   Header,
   HttpCode,
   Param,
-  ParseUUIDPipe,
   Patch,
   Post,
   Query,
@@ -20,7 +19,7 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
+import { uuidOr404 } from '../common/validation/uuid-or-404';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ApiKeysService } from './api-keys.service';
@@ -34,7 +33,7 @@ import {
 } from './dto/api-key.dto';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
-const uuidPipe = new ParseUUIDPipe({ exceptionFactory: () => AppError.notFound('API key') });
+const uuidPipe = uuidOr404('API key');
 
 @ApiTags('api-keys')
 @Scopes('admin')

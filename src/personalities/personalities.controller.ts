@@ -1,15 +1,4 @@
-import {
-  Body,
-  Controller,
-  Delete,
-  Get,
-  HttpCode,
-  Param,
-  ParseUUIDPipe,
-  Patch,
-  Post,
-  Query,
-} from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import {
   ApiCreatedResponse,
   ApiNoContentResponse,
@@ -19,7 +8,7 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
+import { uuidOr404 } from '../common/validation/uuid-or-404';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { ListQueryDto, Page } from '../common/pagination/pagination';
 import { FromCatalogDto } from './dto/from-catalog.dto';
@@ -28,9 +17,7 @@ import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import { PersonalitiesService } from './personalities.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
-const personalityId = new ParseUUIDPipe({
-  exceptionFactory: () => AppError.notFound('Personality'),
-});
+const personalityId = uuidOr404('Personality');
 
 @ApiTags('personalities')
 @Controller('v1/personalities')

@@ -6,7 +6,6 @@ import {
   Header,
   HttpCode,
   Param,
-  ParseUUIDPipe,
   Patch,
   Post,
   Query,
@@ -21,7 +20,7 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
-import { AppError } from '../common/errors/app-error';
+import { uuidOr404 } from '../common/validation/uuid-or-404';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, type Page } from '../common/pagination/pagination';
 import { ApiUnionSchema } from '../common/openapi/union-schemas';
@@ -37,9 +36,7 @@ import {
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
-const endpointId = new ParseUUIDPipe({
-  exceptionFactory: () => AppError.notFound('Webhook endpoint'),
-});
+const endpointId = uuidOr404('Webhook endpoint');
 
 @ApiTags('webhooks')
 // What the endpoints receive: the union of the event schemas, told apart by `type`.
