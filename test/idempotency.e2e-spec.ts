@@ -387,6 +387,33 @@ describe('Idempotency-Key (contract §16)', () => {
       }
     });
 
+    it('concurrent requests under several keys, claimed and answered together, do each key’s work once', async () => {
+      // 40 requests at once, 5 per key, interleaved: the claims (and the answers) of concurrent
+      // requests share statements, duplicates of one key among them.
+      const keys = Array.from({ length: 8 }, newKey);
+      const before = await personalityCount();
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          post('/v1/personalities/from-catalog', { slug: 'sage-mentor' }, keys[i % keys.length]),
+        ),
+      );
+      expect(await personalityCount()).toBe(before + keys.length);
+      keys.forEach((key, k) => {
+        const mine = answers.filter((_, i) => i % keys.length === k);
+        const fresh = mine.filter((a) => a.status === 201 && !a.headers['idempotent-replayed']);
+        expect(fresh).toHaveLength(1);
+        for (const answer of mine) {
+          if (answer.status === 409) expectError(answer, 409, 'idempotency_key_in_progress');
+          else expect(answer.body).toEqual(fresh[0].body);
+        }
+      });
+      for (const key of keys) {
+        const replay = await post('/v1/personalities/from-catalog', { slug: 'sage-mentor' }, key);
+        expect(replay.status).toBe(201);
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+      }
+    });
+
     it('a first request whose instance died (lease lapsed) does not hold the key for ever', async () => {
       const key = newKey();
       const body = { user_id: uniqueUserId() };

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Batcher } from '../database/batcher';
 import { Database } from '../database/database';
 import type { Row } from '../database/row';
 import { sql } from '../database/sql';
@@ -34,6 +35,44 @@ export interface StoredAnswer {
   subject: Buffer | null;
 }
 
+/**
+ * Claims and answers batched per statement: at most 100 rows, one statement of each kind in
+ * flight per instance, so that under load each carries every call that arrived meanwhile (two in
+ * flight halved the batches and measured 0.77 of the unkeyed rate against 0.92 to 0.94). A claim
+ * waits on a row lock only for a key whose stored answer an erasure is deleting in its open
+ * transaction, for the few milliseconds until it commits.
+ */
+const BATCHING = { maxBatch: 100, concurrency: 1 };
+
+interface NewClaim {
+  claim: ClaimRef;
+  requestHash: Buffer;
+  lockedUntil: Date;
+  now: Date;
+}
+
+interface Answered {
+  claim: ClaimRef;
+  answer: StoredAnswer;
+  at: Date;
+}
+
+interface KeyRow {
+  scope_type: string;
+  scope_id: string;
+  key: string;
+}
+
+const keyOf = (ref: KeyRow | KeyRef) =>
+  'scopeType' in ref
+    ? `${ref.scopeType}\n${ref.scopeId}\n${ref.key}`
+    : `${ref.scope_type}\n${ref.scope_id}\n${ref.key}`;
+
+const compareKeys = (a: KeyRef, b: KeyRef) =>
+  a.scopeType.localeCompare(b.scopeType) ||
+  a.scopeId.localeCompare(b.scopeId) ||
+  (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+
 /** When a lease taken or renewed at `now` for `leaseMs` runs out. */
 const leaseEnd = (now: Date, leaseMs: number) => new Date(now.getTime() + leaseMs);
 /** Keys created at or before this are past retention at `now`. */
@@ -58,23 +97,81 @@ const whereClaimed = (claim: ClaimRef) =>
  */
 @Injectable()
 export class IdempotencyRepository {
+  /**
+   * Every keyed request makes one claim and stores one answer: under load, the claims (and the
+   * answers) of concurrent requests go as one statement each (Batcher), rows in key order so
+   * that two batches holding the same keys lock them in the same order.
+   */
+  private readonly claims = new Batcher(
+    (inputs: readonly NewClaim[]) => this.insertAll(inputs),
+    BATCHING,
+  );
+  private readonly answers = new Batcher(
+    (inputs: readonly Answered[]) => this.completeAll(inputs),
+    BATCHING,
+  );
+
   constructor(private readonly database: Database) {}
+
+  /** The claims' keys inserted, the first claim of a key in the batch winning it. */
+  private async insertAll(inputs: readonly NewClaim[]): Promise<boolean[]> {
+    const first = new Map<string, NewClaim>();
+    for (const input of inputs) {
+      if (!first.has(keyOf(input.claim))) first.set(keyOf(input.claim), input);
+    }
+    const rows = [...first.values()].sort((a, b) => compareKeys(a.claim, b.claim));
+    const inserted = await this.database.rows<KeyRow>(
+      sql`INSERT INTO idempotency_keys
+            (scope_type, scope_id, key, request_hash, locked_by, locked_until, created_at)
+          SELECT * FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
+                               ${rows.map((r) => r.claim.scopeId)}::uuid[],
+                               ${rows.map((r) => r.claim.key)}::text[],
+                               ${rows.map((r) => r.requestHash)}::bytea[],
+                               ${rows.map((r) => r.claim.requestId)}::text[],
+                               ${rows.map((r) => r.lockedUntil)}::timestamptz[],
+                               ${rows.map((r) => r.now)}::timestamptz[])
+          ON CONFLICT (scope_type, scope_id, key) DO NOTHING
+          RETURNING scope_type, scope_id, key`,
+      { name: 'idempotency-insert', asyncCommit: true },
+    );
+    const won = new Set(inserted.map(keyOf));
+    return inputs.map(
+      (input) => won.has(keyOf(input.claim)) && first.get(keyOf(input.claim)) === input,
+    );
+  }
+
+  /** Whether each claim still held its key when its answer was stored. */
+  private async completeAll(inputs: readonly Answered[]): Promise<boolean[]> {
+    const rows = [...inputs].sort((a, b) => compareKeys(a.claim, b.claim));
+    const completed = await this.database.rows<KeyRow & { locked_by: string }>(
+      sql`UPDATE idempotency_keys k
+             SET response_status = a.status, response_body = a.body, subject = a.subject,
+                 completed_at = a.at, locked_by = NULL, locked_until = NULL
+            FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
+                        ${rows.map((r) => r.claim.scopeId)}::uuid[],
+                        ${rows.map((r) => r.claim.key)}::text[],
+                        ${rows.map((r) => r.claim.requestId)}::text[],
+                        ${rows.map((r) => r.answer.status)}::smallint[],
+                        ${rows.map((r) => r.answer.body)}::text[],
+                        ${rows.map((r) => r.answer.subject)}::bytea[],
+                        ${rows.map((r) => r.at)}::timestamptz[])
+                   AS a(scope_type, scope_id, key, locked_by, status, body, subject, at)
+           WHERE k.scope_type = a.scope_type AND k.scope_id = a.scope_id AND k.key = a.key
+             AND k.locked_by = a.locked_by
+          RETURNING k.scope_type, k.scope_id, k.key, a.locked_by`,
+      { name: 'idempotency-complete', asyncCommit: true },
+    );
+    const held = new Set(completed.map((row) => `${keyOf(row)}\n${row.locked_by}`));
+    return inputs.map((input) => held.has(`${keyOf(input.claim)}\n${input.claim.requestId}`));
+  }
 
   /**
    * Claims a key no one holds, created at `now` and leased for `leaseMs`: true when it was new.
-   * The common case, one INSERT; an existing key is not locked by it (a burst of retries does
-   * not queue on its row).
+   * The common case, one INSERT shared with the claims made at the same moment (`claims`); an
+   * existing key is not locked by it (a burst of retries does not queue on its row).
    */
-  async insert(claim: ClaimRef, requestHash: Buffer, leaseMs: number, now: Date): Promise<boolean> {
-    const inserted = await this.database.count(
-      sql`INSERT INTO idempotency_keys
-            (scope_type, scope_id, key, request_hash, locked_by, locked_until, created_at)
-          VALUES (${claim.scopeType}, ${claim.scopeId}, ${claim.key}, ${requestHash},
-                  ${claim.requestId}, ${leaseEnd(now, leaseMs)}, ${now})
-          ON CONFLICT (scope_type, scope_id, key) DO NOTHING`,
-      { name: 'idempotency-insert', asyncCommit: true },
-    );
-    return inserted === 1;
+  insert(claim: ClaimRef, requestHash: Buffer, leaseMs: number, now: Date): Promise<boolean> {
+    return this.claims.submit({ claim, requestHash, lockedUntil: leaseEnd(now, leaseMs), now });
   }
 
   /**
@@ -132,14 +229,10 @@ export class IdempotencyRepository {
 
   /**
    * Stores the answer (completed at `at`) of the request holding the lease; false if it no
-   * longer holds it.
+   * longer holds it. One UPDATE shared with the answers stored at the same moment (`answers`).
    */
-  async complete(claim: ClaimRef, answer: StoredAnswer, at: Date): Promise<boolean> {
-    const completed = await this.database.count(completeStatement(claim, answer, at), {
-      name: 'idempotency-complete',
-      asyncCommit: true,
-    });
-    return completed === 1;
+  complete(claim: ClaimRef, answer: StoredAnswer, at: Date): Promise<boolean> {
+    return this.answers.submit({ claim, answer, at });
   }
 
   /** `complete`, inside the caller's transaction: the answer commits with the work or not at all. */
