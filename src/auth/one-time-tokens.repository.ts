@@ -1,0 +1,75 @@
+import type { EntityManager } from 'typeorm';
+import type { Database } from '../database/database';
+import type { Row } from '../database/row';
+import { raw, sql, type Sql } from '../database/sql';
+
+/**
+ * The SQL of a table of single-use tokens sent by mail (stored as SHA-256 hashes): password
+ * resets and e-mail verifications share it, each repository naming its table. Times come from
+ * the caller (the injected Clock), so expiry and the hourly cap move with a spec's clock.
+ */
+export abstract class OneTimeTokensRepository<Token extends { userId: string }> {
+  private readonly table: Sql;
+
+  protected constructor(
+    private readonly database: Database,
+    table: 'password_reset_tokens' | 'email_verification_tokens',
+  ) {
+    this.table = raw(table);
+  }
+
+  /**
+   * Stores a token valid until `expiresAt`, unless the user was sent `hourlyCap` tokens in the
+   * hour before `at`; answers whether it was stored.
+   */
+  async insertUnderHourlyCap(fields: {
+    userId: string;
+    tokenHash: Buffer;
+    at: Date;
+    expiresAt: Date;
+    hourlyCap: number;
+  }): Promise<boolean> {
+    const stored = await this.database.count(
+      sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
+          SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
+                 ${fields.expiresAt}::timestamptz
+           WHERE (SELECT count(*) FROM ${this.table}
+                   WHERE user_id = ${fields.userId}
+                     AND created_at > ${fields.at}::timestamptz - interval '1 hour')
+                 < ${fields.hourlyCap}`,
+    );
+    return stored > 0;
+  }
+
+  /** Whether the token is unused and not expired at `at`. */
+  async isLive(tokenHash: Buffer, at: Date): Promise<boolean> {
+    const row = await this.database.row(
+      sql`SELECT 1 FROM ${this.table}
+           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}`,
+    );
+    return row !== undefined;
+  }
+
+  /**
+   * Marks the token used if it is live at `at`; its user's id, or null. The atomic
+   * `UPDATE … WHERE used_at IS NULL` lets exactly one of any number of concurrent uses through.
+   */
+  async spend(manager: EntityManager, tokenHash: Buffer, at: Date): Promise<string | null> {
+    const row = await this.database.row<Row<Token, 'userId'>>(
+      sql`UPDATE ${this.table} SET used_at = ${at}
+           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}
+          RETURNING user_id`,
+      { manager },
+    );
+    return row?.user_id ?? null;
+  }
+
+  /** Spends every token of the user still unused. */
+  async spendAllOf(manager: EntityManager, userId: string, at: Date): Promise<void> {
+    await this.database.rows(
+      sql`UPDATE ${this.table} SET used_at = ${at}
+           WHERE user_id = ${userId} AND used_at IS NULL`,
+      { manager },
+    );
+  }
+}
