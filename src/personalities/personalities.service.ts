@@ -13,8 +13,7 @@ import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
-import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { SharedCache } from '../common/cache/shared-cache';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
@@ -80,10 +79,7 @@ const REPLY_CACHE_MS = 5_000;
 
 @Injectable()
 export class PersonalitiesService implements OnApplicationBootstrap, OnModuleInit, OnModuleDestroy {
-  private readonly forReply = new TtlCache<PersonalityForReply>(REPLY_CACHE_MS);
-  /** Bumped by every invalidation: a read that started before one is not cached. */
-  private invalidations = 0;
-  private readonly changes: InvalidationChannel;
+  private readonly forReply: SharedCache<PersonalityForReply>;
   /** The models a personality may name (OPENAI_ALLOWED_MODELS, contract §25). */
   private readonly allowedModels: ReadonlySet<string>;
 
@@ -99,21 +95,20 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
   ) {
     this.allowedModels = new Set(models.allowed);
     this.logger.setContext(PersonalitiesService.name);
-    this.changes = new InvalidationChannel(redis, 'personalities:changed', logger);
+    this.forReply = new SharedCache({
+      redis,
+      channel: 'personalities:changed',
+      logger,
+      ttlMs: REPLY_CACHE_MS,
+    });
   }
 
   onModuleInit(): void {
-    this.changes.listen(
-      (key) => this.drop(key),
-      () => {
-        this.invalidations++;
-        this.forReply.clear();
-      },
-    );
+    this.forReply.listen();
   }
 
   onModuleDestroy(): void {
-    this.changes.close();
+    this.forReply.close();
   }
 
   /**
@@ -346,28 +341,17 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
   }
 
   /** The organization's personality as a reply needs it, from this instance's cache if there. */
-  async findForReply(organizationId: string, id: string): Promise<PersonalityForReply> {
-    const key = replyCacheKey(organizationId, id);
-    const cached = this.forReply.get(key);
-    if (cached) return cached;
-    const invalidationsBefore = this.invalidations;
-    const found = await this.repository.findForReply(organizationId, id);
-    if (!found) throw AppError.notFound('Personality');
-    // A change that landed while this read ran may have been read before it committed.
-    if (this.invalidations === invalidationsBefore) this.forReply.set(key, found);
-    return found;
+  findForReply(organizationId: string, id: string): Promise<PersonalityForReply> {
+    return this.forReply.get(replyCacheKey(organizationId, id), async () => {
+      const found = await this.repository.findForReply(organizationId, id);
+      if (!found) throw AppError.notFound('Personality');
+      return found;
+    });
   }
 
   /** After a change has committed: no instance replies from the old fields any more. */
-  private async forget(organizationId: string, id: string): Promise<void> {
-    const key = replyCacheKey(organizationId, id);
-    this.drop(key);
-    await this.changes.publish(key);
-  }
-
-  private drop(key: string): void {
-    this.invalidations++;
-    this.forReply.delete(key);
+  private forget(organizationId: string, id: string): Promise<void> {
+    return this.forReply.invalidate(replyCacheKey(organizationId, id));
   }
 
   private async find(organizationId: string, id: string): Promise<Personality> {

@@ -1,8 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import type { CallerContext } from '../common/auth/caller';
-import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
@@ -45,10 +44,7 @@ export interface AppliedSafetySettings {
 
 @Injectable()
 export class SafetySettingsService implements OnModuleInit, OnModuleDestroy {
-  private readonly cache = new TtlCache<SafetySettingsRow>(SETTINGS_CACHE_MS);
-  /** Bumped by every invalidation: a read that started before one is not cached. */
-  private invalidations = 0;
-  private readonly changes: InvalidationChannel;
+  private readonly cache: SharedCache<SafetySettingsRow>;
 
   constructor(
     private readonly settings: SafetySettingsRepository,
@@ -57,21 +53,20 @@ export class SafetySettingsService implements OnModuleInit, OnModuleDestroy {
     logger: PinoLogger,
     @Inject(REDIS_CLIENT) redis: RedisClient,
   ) {
-    this.changes = new InvalidationChannel(redis, 'safety:changed', logger);
+    this.cache = new SharedCache({
+      redis,
+      channel: 'safety:changed',
+      logger,
+      ttlMs: SETTINGS_CACHE_MS,
+    });
   }
 
   onModuleInit(): void {
-    this.changes.listen(
-      (organizationId) => this.forget(organizationId),
-      () => {
-        this.invalidations++;
-        this.cache.clear();
-      },
-    );
+    this.cache.listen();
   }
 
   onModuleDestroy(): void {
-    this.changes.close();
+    this.cache.close();
   }
 
   async get(caller: CallerContext, organizationId: string): Promise<SafetySettingsDto> {
@@ -97,8 +92,7 @@ export class SafetySettingsService implements OnModuleInit, OnModuleDestroy {
       output_moderation: patch.output_moderation ?? current.output_moderation,
     };
     await this.settings.upsert(organizationId, next, this.clock.now());
-    this.forget(organizationId);
-    await this.changes.publish(organizationId);
+    await this.cache.invalidate(organizationId);
     return toResponse(next);
   }
 
@@ -113,19 +107,11 @@ export class SafetySettingsService implements OnModuleInit, OnModuleDestroy {
     };
   }
 
-  private async stored(organizationId: string): Promise<SafetySettingsRow> {
-    const cached = this.cache.get(organizationId);
-    if (cached) return cached;
-    const invalidationsBefore = this.invalidations;
-    const row = (await this.settings.find(organizationId)) ?? DEFAULTS;
-    // A change that landed while this read ran may have been read before it committed.
-    if (this.invalidations === invalidationsBefore) this.cache.set(organizationId, row);
-    return row;
-  }
-
-  private forget(organizationId: string): void {
-    this.invalidations++;
-    this.cache.delete(organizationId);
+  private stored(organizationId: string): Promise<SafetySettingsRow> {
+    return this.cache.get(
+      organizationId,
+      async () => (await this.settings.find(organizationId)) ?? DEFAULTS,
+    );
   }
 }
 

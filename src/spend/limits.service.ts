@@ -1,8 +1,7 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import type { CallerContext } from '../common/auth/caller';
-import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
@@ -38,10 +37,7 @@ export const NONE: AppliedLimits = {
 /** An organization's spend limits (contract §23): read by members, changed by admins. */
 @Injectable()
 export class LimitsService implements OnModuleInit, OnModuleDestroy {
-  private readonly cache = new TtlCache<AppliedLimits>(LIMITS_CACHE_MS, 100_000);
-  /** Bumped by every invalidation: a read that started before one is not cached. */
-  private invalidations = 0;
-  private readonly changes: InvalidationChannel;
+  private readonly cache: SharedCache<AppliedLimits>;
 
   constructor(
     private readonly limits: LimitsRepository,
@@ -50,21 +46,21 @@ export class LimitsService implements OnModuleInit, OnModuleDestroy {
     logger: PinoLogger,
     @Inject(REDIS_CLIENT) redis: RedisClient,
   ) {
-    this.changes = new InvalidationChannel(redis, 'spend:limits-changed', logger);
+    this.cache = new SharedCache({
+      redis,
+      channel: 'spend:limits-changed',
+      logger,
+      ttlMs: LIMITS_CACHE_MS,
+      maxEntries: 100_000,
+    });
   }
 
   onModuleInit(): void {
-    this.changes.listen(
-      (organizationId) => this.forget(organizationId),
-      () => {
-        this.invalidations++;
-        this.cache.clear();
-      },
-    );
+    this.cache.listen();
   }
 
   onModuleDestroy(): void {
-    this.changes.close();
+    this.cache.close();
   }
 
   async get(caller: CallerContext, organizationId: string): Promise<LimitsDto> {
@@ -93,33 +89,23 @@ export class LimitsService implements OnModuleInit, OnModuleDestroy {
       end_user_burst: bucket === undefined ? current.end_user_burst : (bucket?.burst ?? null),
     };
     await this.limits.upsert(organizationId, next, this.clock.now());
-    this.forget(organizationId);
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).
-    await this.changes.publishConfirmed(organizationId);
+    await this.cache.invalidate(organizationId, { confirmed: true });
     return toResponse(next);
   }
 
   /** The limits a reply (or the rate limiter) of the organization applies, cached here. */
   async forOrganization(organizationId: string): Promise<AppliedLimits> {
-    const cached = this.cache.get(organizationId);
-    if (cached) return cached;
-    const invalidationsBefore = this.invalidations;
-    const row = await this.limits.find(organizationId);
-    const applied = row ? toApplied(row) : NONE;
-    // A change that landed while this read ran may have been read before it committed.
-    if (this.invalidations === invalidationsBefore) this.cache.set(organizationId, applied);
-    return applied;
+    return this.cache.get(organizationId, async () => {
+      const row = await this.limits.find(organizationId);
+      return row ? toApplied(row) : NONE;
+    });
   }
 
   /** Without a read when the organization's limits are cached (the rate limiter's fast path). */
   cached(organizationId: string): AppliedLimits | undefined {
-    return this.cache.get(organizationId);
-  }
-
-  private forget(organizationId: string): void {
-    this.invalidations++;
-    this.cache.delete(organizationId);
+    return this.cache.peek(organizationId);
   }
 }
 
