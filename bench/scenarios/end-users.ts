@@ -1,10 +1,10 @@
-import { Client } from 'pg';
 import { createOrGetStatement } from '../../src/end-users/end-users.repository';
 import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
 import { type RunningService, startService } from '../lib/service';
 import { benchTenant, pgbench, type PgbenchFigures, sqlLiteral } from './support/data-plane';
+import { backendCpu, cpuBetween } from './support/db-cpu';
 import { median } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -63,28 +63,6 @@ function medians(rounds: Measured[]) {
   };
 }
 
-/** CPU seconds so far of each server process serving the database (one per pooled connection). */
-async function backendCpu(databaseUrl: string): Promise<Map<number, number>> {
-  const client = new Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ pid: number }>(
-      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
-    );
-    const cpu = new Map<number, number>();
-    for (const { pid } of rows) {
-      try {
-        cpu.set(pid, cpuSeconds(pid));
-      } catch {
-        // the connection closed meanwhile
-      }
-    }
-    return cpu;
-  } finally {
-    await client.end();
-  }
-}
-
 type Measured = LoadFigures & { service_cpu_ms_per_request: number; db_cpu_ms_per_request: number };
 
 /**
@@ -107,10 +85,7 @@ async function post(
     requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }],
   });
   const serviceSeconds = cpuSeconds(service.pid) - serviceBefore;
-  let dbSeconds = 0;
-  for (const [pid, seconds] of await backendCpu(service.databaseUrl)) {
-    dbSeconds += seconds - (dbBefore.get(pid) ?? 0);
-  }
+  const dbSeconds = cpuBetween(dbBefore, await backendCpu(service.databaseUrl));
   const perRequest = (seconds: number) =>
     Number(((seconds * 1000) / Math.max(1, figures.requests)).toFixed(3));
   return {

@@ -3,8 +3,8 @@ import { cpuSeconds } from '../../lib/cpu';
 
 /**
  * CPU seconds so far of each PostgreSQL server process connected to the database (one per pooled
- * connection), as bench/scenarios/end-users.ts measures them: the database's share of a request,
- * less sensitive than requests/s to the neighbours on a shared machine.
+ * connection): the database's share of a request, less sensitive than requests/s to the
+ * neighbours on a shared machine.
  */
 export async function backendCpu(databaseUrl: string): Promise<Map<number, number>> {
   const client = new Client({ connectionString: databaseUrl });
