@@ -254,6 +254,11 @@ describe('TypeScript client: @personality-api/client, packed, against the built 
     fake.respondWith({ stream: { chunkSize: 4, intervalMs: 20, dropAfter: 4 } });
     await clientTest('respond-stream-error.test.js');
   }, 120_000);
+  it(
+    'respondStream: malformed and oversized events, from a local server',
+    () => clientTest('respond-stream-malformed.test.js'),
+    120_000,
+  );
   it('paginate', () => clientTest('paginate.test.js'), 120_000);
   it('retries and idempotency keys', () => clientTest('retries.test.js'), 120_000);
   it('verifyWebhook on real deliveries', () => clientTest('webhooks.test.js'), 120_000);
@@ -268,6 +273,7 @@ describe('TypeScript client: @personality-api/client, packed, against the built 
         'commonjs.test.cts',
         'paginate.test.ts',
         'respond-stream-error.test.ts',
+        'respond-stream-malformed.test.ts',
         'respond.test.ts',
         'retries.test.ts',
         'typed-calls.test.ts',

@@ -1,6 +1,6 @@
-import { EventSourceParserStream } from 'eventsource-parser/stream';
 import createClient, { type Client } from 'openapi-fetch';
 import { isEnvelope, PersonalityApiError } from './errors';
+import { readText, serverSentEvents } from './event-stream';
 import type { components, paths } from './generated/openapi';
 import { IDEMPOTENCY_KEY, retryingFetch, type Fetch } from './retry';
 
@@ -133,7 +133,10 @@ export class PersonalityApi {
   /**
    * The reply as it is written (`"stream": true`): `delta` events, then `done` with the answer,
    * or an `error` event when the reply failed after it started. An error before it started
-   * throws. Leaving the loop early closes the connection, which cancels the reply.
+   * throws, and so does a stream that is not what the service writes (`invalid_stream_event`:
+   * an event that does not parse or lacks its fields, or one over 1 MiB; `incomplete_stream`: it
+   * ended without `done` or `error`). Leaving the loop early closes the connection, which
+   * cancels the reply.
    */
   async *respondStream(
     body: RespondBody,
@@ -146,30 +149,28 @@ export class PersonalityApi {
       signal: options.signal,
     });
     if (!data) throw PersonalityApiError.from(error, response);
+    const invalid = (message: string) => streamError(response, 'invalid_stream_event', message);
     // A repeated Idempotency-Key replays the stored answer as JSON (contract §16).
     if (!response.headers.get('content-type')?.startsWith('text/event-stream')) {
-      const answer = (await new Response(data).json()) as RespondAnswer;
-      yield { type: 'done', answer };
+      const replayed = toStreamEvent('done', await readText(data, invalid), response);
+      if (replayed) yield replayed;
       return;
     }
-    const events = data
-      .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream())
-      .getReader();
+    const events = serverSentEvents(data, invalid).getReader();
     try {
       for (;;) {
         const { done, value } = await events.read();
-        if (done) throw new Error('The reply stream ended before its done or error event');
-        const payload = JSON.parse(value.data) as unknown;
-        if (value.event === 'delta') {
-          yield { type: 'delta', text: (payload as Schemas['RespondDeltaDto']).text };
-        } else if (value.event === 'done') {
-          yield { type: 'done', answer: payload as RespondAnswer };
-          return;
-        } else if (value.event === 'error' && isEnvelope(payload)) {
-          yield { type: 'error', error: PersonalityApiError.from(payload, response) };
-          return;
+        if (done) {
+          throw streamError(
+            response,
+            'incomplete_stream',
+            'The reply stream ended before its done or error event',
+          );
         }
+        const event = toStreamEvent(value.event, value.data, response);
+        if (event === undefined) continue;
+        yield event;
+        if (event.type !== 'delta') return;
       }
     } finally {
       await events.cancel().catch(() => undefined);
@@ -208,6 +209,61 @@ export class PersonalityApi {
       query = { ...query, starting_after: last[field] };
     }
   }
+}
+
+/**
+ * What an event of a reply's stream says; undefined for an event of another name (a later
+ * version of the API may add some). A malformed one throws `invalid_stream_event`.
+ */
+function toStreamEvent(
+  name: string | undefined,
+  data: string,
+  response: Response,
+): RespondStreamEvent | undefined {
+  if (name !== 'delta' && name !== 'done' && name !== 'error') return undefined;
+  let payload: unknown;
+  try {
+    payload = JSON.parse(data);
+  } catch {
+    throw streamError(response, 'invalid_stream_event', `A ${name} event that is not JSON`);
+  }
+  if (name === 'delta' && isObject(payload) && typeof payload.text === 'string')
+    return { type: 'delta', text: payload.text };
+  if (name === 'done' && isAnswer(payload)) return { type: 'done', answer: payload };
+  if (name === 'error' && isEnvelope(payload))
+    return { type: 'error', error: PersonalityApiError.from(payload, response) };
+  throw streamError(response, 'invalid_stream_event', `A ${name} event without ${EXPECTED[name]}`);
+}
+
+const EXPECTED = {
+  delta: 'a string text',
+  done: 'an answer',
+  error: 'the error envelope',
+};
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Enough of an answer to be one: its reply and the reply's text. */
+function isAnswer(value: unknown): value is RespondAnswer {
+  return isObject(value) && isObject(value.reply) && typeof value.reply.text === 'string';
+}
+
+/**
+ * A stream the client cannot read as the service writes it: its status and request id are the
+ * response's (the service had answered 200 when the stream went wrong).
+ */
+function streamError(
+  response: Response,
+  code: 'invalid_stream_event' | 'incomplete_stream',
+  message: string,
+): PersonalityApiError {
+  const requestId = response.headers.get('x-request-id');
+  return new PersonalityApiError(
+    { status: response.status, code, message, request_id: requestId ?? '' },
+    requestId,
+  );
 }
 
 function keyHeader(options: CallOptions): Record<string, string> {
