@@ -3,11 +3,13 @@ import { MailService } from '../src/mail/mail.service';
 import { expectError } from './support/assertions';
 import {
   isVerificationMail,
+  joinOrganization,
   signUp,
   type SignedUp,
   signUpVerified,
   uniqueEmail,
   verificationTokenOf,
+  verifyEmail,
 } from './support/identity';
 import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, type TestApp } from './support/test-app';
@@ -121,28 +123,102 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
     });
   });
 
-  describe('invitations per organization and day', () => {
-    it('sends at most INVITATIONS_PER_DAY per organization and UTC day (429 rate_limited), inviting again included', async () => {
-      const owner = await signUpVerified(t, smtp);
-      const send = (inviter: SignedUp, email: string) =>
-        t
-          .http()
-          .post(`/v1/organizations/${inviter.organizationId}/invitations`)
-          .set('Authorization', `Bearer ${inviter.accessToken}`)
-          .send({ email, role: 'member' });
-      const same = uniqueEmail('again');
-      expect((await send(owner, same)).status).toBe(201);
-      expect((await send(owner, same)).status).toBe(201);
-      expect((await send(owner, uniqueEmail())).status).toBe(201);
-      const refused = await send(owner, uniqueEmail());
-      expectError(refused, 429, 'rate_limited');
+  describe('invitations per day: per organization and per inviting user', () => {
+    const send = (
+      inviter: { accessToken: string },
+      organizationId: string,
+      email = uniqueEmail(),
+    ) =>
+      t
+        .http()
+        .post(`/v1/organizations/${organizationId}/invitations`)
+        .set('Authorization', `Bearer ${inviter.accessToken}`)
+        .send({ email, role: 'member' });
+    const newOrganization = async (owner: SignedUp): Promise<string> => {
+      const created = await t
+        .http()
+        .post('/v1/organizations')
+        .set('Authorization', `Bearer ${owner.accessToken}`)
+        .send({ name: `org ${randomUUID()}` });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    };
+    const expectRetryAfterMidnight = (refused: { headers: Record<string, string> }) => {
       const retryAfter = Number(refused.headers['retry-after']);
       const midnight = new Date();
       midnight.setUTCHours(24, 0, 0, 0);
       expect(Math.abs(retryAfter - (midnight.getTime() - Date.now()) / 1000)).toBeLessThan(5);
+    };
+
+    it('sends at most INVITATIONS_PER_DAY per organization and UTC day (429 rate_limited), inviting again included', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await joinOrganization(t, smtp, owner, 'admin');
+      await verifyEmail(t, smtp, admin.email);
+      const same = uniqueEmail('again');
+      expect((await send(owner, owner.organizationId, same)).status).toBe(201);
+      expect((await send(owner, owner.organizationId, same)).status).toBe(201);
+      // The organization's third, by another of its admins (joining took the first).
+      const refused = await send(admin, owner.organizationId);
+      expectError(refused, 429, 'rate_limited');
+      expect(refused.body.error.message).toMatch(/An organization sends at most 3/);
+      expectRetryAfterMidnight(refused);
       // Another organization has its own count.
       const other = await signUpVerified(t, smtp);
-      expect((await send(other, uniqueEmail())).status).toBe(201);
+      expect((await send(other, other.organizationId)).status).toBe(201);
+    });
+
+    it('sends at most INVITATIONS_PER_DAY per inviting user across all their organizations', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const second = await newOrganization(owner);
+      const third = await newOrganization(owner);
+      // The owner's first: an admin joins the first organization.
+      const admin = await joinOrganization(t, smtp, owner, 'admin');
+      await verifyEmail(t, smtp, admin.email);
+      expect((await send(owner, second)).status).toBe(201);
+      expect((await send(owner, third)).status).toBe(201);
+      // Each organization has sent one or none; the owner has sent three.
+      for (const organizationId of [owner.organizationId, second, third]) {
+        const refused = await send(owner, organizationId);
+        expectError(refused, 429, 'rate_limited');
+        expect(refused.body.error.message).toMatch(
+          /You send, across all your organizations, at most 3/,
+        );
+        expectRetryAfterMidnight(refused);
+      }
+      // Nothing of the refusals was counted: the first organization still takes two from its admin.
+      expect((await send(admin, owner.organizationId)).status).toBe(201);
+      expect((await send(admin, owner.organizationId)).status).toBe(201);
+      expectError(await send(admin, owner.organizationId), 429, 'rate_limited');
+    });
+
+    it('holds under concurrent invitations from one user to several organizations', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const organizations = [
+        owner.organizationId,
+        await newOrganization(owner),
+        await newOrganization(owner),
+      ];
+      const answers = await Promise.all(
+        organizations.flatMap((organizationId) =>
+          Array.from({ length: 4 }, () => send(owner, organizationId)),
+        ),
+      );
+      expect(answers.map((answer) => answer.status).sort()).toEqual([
+        ...Array<number>(3).fill(201),
+        ...Array<number>(9).fill(429),
+      ]);
+      for (const refused of answers.filter((answer) => answer.status === 429)) {
+        expectError(refused, 429, 'rate_limited');
+      }
+      let open = 0;
+      for (const organizationId of organizations) {
+        const listed = await t
+          .http()
+          .get(`/v1/organizations/${organizationId}/invitations`)
+          .set('Authorization', `Bearer ${owner.accessToken}`);
+        open += (listed.body.data as unknown[]).length;
+      }
+      expect(open).toBe(3);
     });
   });
 

@@ -34,7 +34,7 @@ export class InvitationsController {
     summary:
       'Invites an e-mail address (owners and admins); an open invitation of the same address is replaced',
     description:
-      'The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per organization and UTC day, a replacement included.',
+      'The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per UTC day per organization, and as many per inviting user across all their organizations, a replacement included.',
   })
   @ApiCreatedResponse({ type: InvitationDto })
   @ApiErrors(
@@ -47,7 +47,7 @@ export class InvitationsController {
     [409, 'The address is a member already (`already_a_member`)'],
     [
       429,
-      'The organization sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After)',
+      'The organization, or the inviting user across their organizations, sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After)',
     ],
   )
   create(

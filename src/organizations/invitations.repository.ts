@@ -101,6 +101,30 @@ export class InvitationsRepository {
     return counted > 0;
   }
 
+  /**
+   * Counts one invitation sent by the user on `day`, across all their organizations, unless they
+   * sent `cap` that day already; answers whether it was counted. One upsert of the user's row
+   * (ON CONFLICT takes the row lock even when its WHERE refuses): concurrent invitations of one
+   * user serialise on it, whichever organizations they go to.
+   */
+  async countSentBy(
+    manager: EntityManager,
+    userId: string,
+    day: string,
+    cap: number,
+  ): Promise<boolean> {
+    const counted = await this.database.count(
+      sql`INSERT INTO inviter_days (user_id, day, sent) VALUES (${userId}, ${day}::date, 1)
+          ON CONFLICT (user_id) DO UPDATE
+             SET sent = CASE WHEN inviter_days.day = EXCLUDED.day THEN inviter_days.sent + 1
+                             ELSE 1 END,
+                 day = EXCLUDED.day
+           WHERE inviter_days.day <> EXCLUDED.day OR inviter_days.sent < ${cap}`,
+      { manager },
+    );
+    return counted > 0;
+  }
+
   /** Newest first, paged by id. */
   findPage(
     organizationId: string,

@@ -23,14 +23,16 @@ import { assertManager, assertOwner, organizationNotFound } from './team-rules';
 /** 256 random bits, base64url: what the e-mail's link carries. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
-/** 429 until the next UTC day, when the organization's count starts over. */
-function dailyCapReached(cap: number, nowMs: number): AppError {
+/** 429 until the next UTC day, when the organization's and the user's counts start over. */
+function dailyCapReached(who: 'organization' | 'user', cap: number, nowMs: number): AppError {
   const nextDay = new Date(nowMs);
   nextDay.setUTCHours(24, 0, 0, 0);
   const seconds = Math.max(1, Math.ceil((nextDay.getTime() - nowMs) / 1000));
+  const sender =
+    who === 'organization' ? 'An organization sends' : 'You send, across all your organizations,';
   return new AppError(
     'rate_limited',
-    `An organization sends at most ${cap} invitations per UTC day; retry in ${seconds} s`,
+    `${sender} at most ${cap} invitations per UTC day; retry in ${seconds} s`,
     { headers: { 'Retry-After': String(seconds) } },
   );
 }
@@ -107,10 +109,16 @@ export class InvitationsService {
           'This address has an open invitation for the owner role: only an owner replaces it',
         );
       }
-      // Every mail sent counts, a replacement's too: the cap is on mails, not on rows.
+      // Every mail sent counts, a replacement's too: the cap is on mails, not on rows. It holds
+      // per organization and per inviting user (contract §29), so ten organizations of one
+      // account do not send ten times the mails. A refusal rolls both counts back. Every
+      // invitation locks the organization's row, then the user's: one order, no deadlock.
       const today = new Date(now).toISOString().slice(0, 10);
       if (!(await this.invitations.countSent(manager, organizationId, today, invitationsPerDay))) {
-        throw dailyCapReached(invitationsPerDay, now);
+        throw dailyCapReached('organization', invitationsPerDay, now);
+      }
+      if (!(await this.invitations.countSentBy(manager, caller.userId, today, invitationsPerDay))) {
+        throw dailyCapReached('user', invitationsPerDay, now);
       }
       await this.audit.record(manager, caller, {
         organizationId,

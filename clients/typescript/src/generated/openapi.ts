@@ -267,7 +267,7 @@ export interface paths {
         put?: never;
         /**
          * Invites an e-mail address (owners and admins); an open invitation of the same address is replaced
-         * @description The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per organization and UTC day, a replacement included.
+         * @description The inviter must have verified their e-mail address. Only an owner invites as `owner`, or replaces an open `owner` invitation. At most INVITATIONS_PER_DAY (default 50) invitations per UTC day per organization, and as many per inviting user across all their organizations, a replacement included.
          */
         post: operations["InvitationsController_create"];
         delete?: never;
@@ -4294,7 +4294,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The organization sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After) */
+            /** @description The organization, or the inviting user across their organizations, sent INVITATIONS_PER_DAY invitations today (`rate_limited`, with Retry-After) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
