@@ -410,6 +410,59 @@ describe('rate limiting: buckets shared through Redis', () => {
     },
   );
 
+  itWithRedis(
+    "a rolled key keeps the key's bucket on every instance: one bucket in Redis for the line",
+    async () => {
+      const prefix = `e2e-rate-limit-${randomUUID()}:`;
+      const env = {
+        REDIS_URL: SHARED_REDIS_URL,
+        RATE_LIMIT_REDIS_PREFIX: prefix,
+        RATE_LIMIT_REDIS_TIMEOUT_MS: '2000',
+      };
+      // The keys are made in memory, before the instances on Redis start (see above).
+      const setup = await createTestApp();
+      const a = await tenant(setup);
+      const created = await setup
+        .http()
+        .post('/v1/api-keys')
+        .set('Authorization', a.auth)
+        .send({ name: 'partner', scopes: ['read'], rate_limit: { rps: 0.01, burst: 2 } });
+      expect(created.status).toBe(201);
+      const first = await createTestApp({ env });
+      const second = await createTestApp({ env });
+      try {
+        const get = (instance: TestApp, key: string) =>
+          instance.http().get('/v1/end-users').set('Authorization', `Bearer ${key}`);
+        const old = created.body.key as string;
+        expect((await get(first, old)).status).toBe(200);
+        expect((await get(second, old)).status).toBe(200);
+        const rolled = await first
+          .http()
+          .post(`/v1/api-keys/${created.body.id}/roll`)
+          .set('Authorization', a.auth)
+          .send({ expires_in_seconds: 600 });
+        expect(rolled.status).toBe(201);
+        for (const instance of [first, second]) {
+          for (const key of [rolled.body.key as string, old]) {
+            const refused = await get(instance, key);
+            expectError(refused, 429, 'rate_limited');
+            expect(refused.headers['ratelimit-policy']).toBe('"key";q=2;w=200');
+          }
+        }
+        const stored = spawnSync(
+          'redis-cli',
+          ['-u', SHARED_REDIS_URL, '--scan', '--pattern', `${prefix}key:*`],
+          {
+            encoding: 'utf8',
+          },
+        );
+        expect(stored.stdout.trim().split('\n')).toHaveLength(1);
+      } finally {
+        await Promise.all([setup.close(), first.close(), second.close()]);
+      }
+    },
+  );
+
   it('keeps serving when its Redis turns slow or goes away: per-instance buckets, degraded readiness', async () => {
     const redis = await startOwnRedis();
     const t = await createTestApp({

@@ -131,8 +131,10 @@ async function measureKeys(instance: Instance, databaseUrl: string): Promise<Fig
   await db.connect();
   const rows: Array<{ id: string }> = (
     await db.query(
-      `INSERT INTO api_keys (organization_id, name, scopes, prefix, last_four, key_hash)
-       SELECT $1, 'doomed', '{read}', 'pk_bench', 'xxxx', sha256(gen_random_uuid()::text::bytea)
+      `INSERT INTO api_keys (organization_id, name, scopes, prefix, last_four, key_hash,
+                             rate_limit_bucket_id)
+       SELECT $1, 'doomed', '{read}', 'pk_bench', 'xxxx', sha256(gen_random_uuid()::text::bytea),
+              gen_random_uuid()
          FROM generate_series(1, 40000) RETURNING id`,
       [owner.organizationId],
     )

@@ -27,7 +27,13 @@ export type ApiKeyRow = Pick<
 /** What authenticating a key needs from its row. */
 export type ApiKeyCredentialRow = Pick<
   ApiKey,
-  'id' | 'organizationId' | 'scopes' | 'expiresAt' | 'rateLimitRps' | 'rateLimitBurst'
+  | 'id'
+  | 'organizationId'
+  | 'scopes'
+  | 'expiresAt'
+  | 'rateLimitRps'
+  | 'rateLimitBurst'
+  | 'rateLimitBucketId'
 >;
 
 /** A key about to be stored: its hash and display parts, never the key itself. */
@@ -44,6 +50,7 @@ export type NewApiKey = Pick<
   | 'expiresAt'
   | 'rateLimitRps'
   | 'rateLimitBurst'
+  | 'rateLimitBucketId'
 >;
 
 const KEY_COLUMNS =
@@ -55,10 +62,10 @@ const KEY_COLUMNS =
 function insertKey(key: NewApiKey) {
   return sql`INSERT INTO api_keys
       (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst)
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
     VALUES (${key.organizationId}, ${key.name}, ${key.scopes}, ${key.prefix}, ${key.lastFour},
             ${key.keyHash}, ${key.createdByUserId}, ${key.createdByApiKeyId}, ${key.expiresAt},
-            ${key.rateLimitRps}, ${key.rateLimitBurst})`;
+            ${key.rateLimitRps}, ${key.rateLimitBurst}, ${key.rateLimitBucketId})`;
 }
 
 /**
@@ -129,11 +136,16 @@ export class ApiKeysRepository {
     organizationId: string,
     now: Date,
   ): Promise<
-    Pick<ApiKey, 'name' | 'scopes' | 'keyHash' | 'rateLimitRps' | 'rateLimitBurst'> | undefined
+    | Pick<
+        ApiKey,
+        'name' | 'scopes' | 'keyHash' | 'rateLimitRps' | 'rateLimitBurst' | 'rateLimitBucketId'
+      >
+    | undefined
   > {
     return this.database.row(
       sql`SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps",
-                 rate_limit_burst AS "rateLimitBurst" FROM api_keys
+                 rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
+            FROM api_keys
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
              AND (expires_at IS NULL OR expires_at > ${now})
            FOR UPDATE`,
@@ -273,7 +285,8 @@ export class ApiKeysRepository {
   findUnrevokedByHash(keyHash: Buffer): Promise<ApiKeyCredentialRow | undefined> {
     return this.database.row<ApiKeyCredentialRow>(
       sql`SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt",
-                 rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst"
+                 rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst",
+                 rate_limit_bucket_id AS "rateLimitBucketId"
             FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`,
       { name: 'api_keys_by_hash' },
     );

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
@@ -5,7 +6,12 @@ import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import { AuditService } from '../audit/audit.service';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { TtlCache } from '../common/cache/ttl-cache';
-import { type CallerContext, type Scope, scopeSatisfies } from '../common/auth/caller';
+import {
+  type CallerContext,
+  type KeyBucket,
+  type Scope,
+  scopeSatisfies,
+} from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
@@ -25,6 +31,7 @@ import {
   toApiKeyResponse,
   UpdateApiKeyDto,
 } from './dto/api-key.dto';
+import type { ApiKey } from './entities/api-key.entity';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.
@@ -50,23 +57,29 @@ interface CachedKey {
   organizationId: string;
   scopes: Scope[];
   expiresAt: number | null;
-  rateLimit: BucketSize | null;
+  rateLimit: KeyBucket | null;
 }
 
 type BucketSize = { rps: number; burst: number };
 
-const bucketOf = (row: Pick<ApiKeyRow, 'rateLimitRps' | 'rateLimitBurst'>): BucketSize | null =>
+const bucketOf = (
+  row: Pick<ApiKey, 'rateLimitRps' | 'rateLimitBurst' | 'rateLimitBucketId'>,
+): KeyBucket | null =>
   row.rateLimitRps === null || row.rateLimitBurst === null
     ? null
-    : { rps: row.rateLimitRps, burst: row.rateLimitBurst };
+    : { bucketId: row.rateLimitBucketId, rps: row.rateLimitRps, burst: row.rateLimitBurst };
 
-/** A new key: the secret (shown once) and the row to store, which holds only its hash. */
+/**
+ * A new key: the secret (shown once) and the row to store, which holds only its hash. Its own
+ * bucket is a fresh one unless `bucketId` names the bucket of the key it replaces (a roll).
+ */
 function newKey(
   caller: CallerContext,
   name: string,
   scopes: Scope[],
   expiresAt: Date | null,
   rateLimit: BucketSize | null,
+  bucketId: string = randomUUID(),
 ): { key: string; row: NewApiKey } {
   const key = generateApiKey();
   return {
@@ -83,6 +96,7 @@ function newKey(
       expiresAt,
       rateLimitRps: rateLimit?.rps ?? null,
       rateLimitBurst: rateLimit?.burst ?? null,
+      rateLimitBucketId: bucketId,
     },
   };
 }
@@ -164,8 +178,16 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
               id,
               new Date(now.getTime() + expiresInSeconds * 1000),
             );
-      // The new key keeps the old one's own bucket too.
-      const { key, row } = newKey(caller, old.name, old.scopes, null, bucketOf(old));
+      // The new key keeps the old one's own bucket: its size and its tokens (contract §29), so
+      // a roll refills nothing, and the two keys share the bucket while both work.
+      const { key, row } = newKey(
+        caller,
+        old.name,
+        old.scopes,
+        null,
+        bucketOf(old),
+        old.rateLimitBucketId,
+      );
       const issued = this.issued(key, row, await this.keys.insert(manager, row));
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,

@@ -33,7 +33,10 @@ type BucketSize = Pick<BucketPolicy, 'rps' | 'burst'>;
 interface OrgBucket {
   organizationId: string;
   policy: BucketPolicy;
-  /** The API key's own bucket, when the caller is a key that has one. */
+  /**
+   * The API key's own bucket, when the caller is a key that has one: `id` names it in the store,
+   * the same for a key and the keys rolled from it.
+   */
   key: { id: string; size: BucketSize } | null;
 }
 
@@ -222,7 +225,7 @@ export class BucketResolver {
     const { organizationId } = caller;
     const key =
       caller.kind === 'api_key' && caller.rateLimit
-        ? { id: caller.apiKeyId, size: caller.rateLimit }
+        ? { id: caller.rateLimit.bucketId, size: caller.rateLimit }
         : null;
     return { organizationId, policy: await this.orgPolicy(organizationId), key };
   }

@@ -69,6 +69,14 @@ export class ApiKey {
   @Column({ name: 'rate_limit_burst', type: 'integer', nullable: true })
   rateLimitBurst: number | null;
 
+  /**
+   * Names the key's own bucket in the bucket store: a new key's is a fresh id, a rolled key's the
+   * one of the key it replaces (contract §29), so a roll refills nothing and the two keys share
+   * one bucket while both work. Not shown by the API.
+   */
+  @Column({ name: 'rate_limit_bucket_id', type: 'uuid' })
+  rateLimitBucketId: string;
+
   @Column({ name: 'revoked_at', type: 'timestamptz', nullable: true })
   revokedAt: Date | null;
 }

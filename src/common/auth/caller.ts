@@ -24,12 +24,22 @@ export interface UserCaller extends CallerBase {
   userId: string;
 }
 
+/**
+ * An API key's own bucket: its size, and the id that names it in the bucket store, which a
+ * rolled key takes over from the key it replaces (contract §29).
+ */
+export interface KeyBucket {
+  bucketId: string;
+  rps: number;
+  burst: number;
+}
+
 /** An organization's API key. */
 export interface ApiKeyCaller extends CallerBase {
   kind: 'api_key';
   apiKeyId: string;
   /** The key's own bucket, drawn from besides the organization's; null: none. */
-  rateLimit?: { rps: number; burst: number } | null;
+  rateLimit?: KeyBucket | null;
 }
 
 /** Who is calling: narrowed by `kind`. */
