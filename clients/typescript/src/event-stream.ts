@@ -39,7 +39,7 @@ export async function readText(
       const { done, value } = await reader.read();
       if (done) return text + decoder.decode();
       size += value.byteLength;
-      if (size > maxBytes) throw refuse(`an answer over ${describeSize(maxBytes)}`);
+      if (size > maxBytes) throw refuse(`An answer over ${describeSize(maxBytes)}`);
       text += decoder.decode(value, { stream: true });
     }
   } finally {
@@ -61,9 +61,9 @@ function eventSizeLimit(
   let comment = false;
   let afterCR = false;
   const check = () => {
-    if (line > maxBytes) throw refuse(`a line over ${describeSize(maxBytes)}`);
+    if (line > maxBytes) throw refuse(`A line over ${describeSize(maxBytes)}`);
     if (!comment && event + line > maxBytes)
-      throw refuse(`an event over ${describeSize(maxBytes)}`);
+      throw refuse(`An event over ${describeSize(maxBytes)}`);
   };
   return new TransformStream({
     transform(chunk, controller) {
