@@ -12,7 +12,10 @@ import { eventually } from './support/wait';
 
 const REPLY_TOKENS = 150;
 
-/** Two instances sharing one database and one Redis: budgets and end users' buckets are shared. */
+/**
+ * Two instances sharing one database and one Redis: budgets (reserved in the database) and end
+ * users' buckets (in Redis) are shared. When Redis is slow or gone: spend-redis-degraded.
+ */
 describe('Spend control across instances through Redis (contract §23)', () => {
   let redis: OwnRedis;
   let fake: FakeOpenAI;
@@ -92,7 +95,7 @@ describe('Spend control across instances through Redis (contract §23)', () => {
     return Number(rows[0]?.used ?? 0);
   }
 
-  it('shares one budget: 50 concurrent replies over two instances overshoot it by less than two replies', async () => {
+  it('shares one budget: 50 concurrent replies over two instances overshoot it by less than one reply', async () => {
     const who = await tenant();
     const limit = 5 * REPLY_TOKENS;
     expect((await setLimits(a, who, { monthly_token_budget: limit })).status).toBe(200);
@@ -103,8 +106,8 @@ describe('Spend control across instances through Redis (contract §23)', () => {
     expect(statuses.filter((status) => status !== 200 && status !== 402)).toEqual([]);
     const admitted = statuses.filter((status) => status === 200).length;
     expect(admitted).toBeGreaterThanOrEqual(1);
-    // Without the shared reservations each instance would admit its own share of the 50 at once.
-    expect((await used(who)) - limit).toBeLessThan(2 * REPLY_TOKENS);
+    // Without shared reservations each instance would admit its own share of the 50 at once.
+    expect((await used(who)) - limit).toBeLessThan(REPLY_TOKENS);
     const refusal = answers.find((answer) => answer.status === 402);
     if (refusal) {
       expect(refusal.body.error.details).toMatchObject({ scope: 'organization', limit });

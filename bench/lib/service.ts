@@ -5,6 +5,8 @@ import { createFreshDatabase, type FreshDatabase } from '../../test/support/fres
 
 export interface RunningService {
   baseUrl: string;
+  /** Its /metrics, on a port of its own. */
+  metricsUrl: string;
   databaseUrl: string;
   pid: number;
   process: ChildProcess;
@@ -79,6 +81,7 @@ export async function startService(
   await waitUntilReady(baseUrl, child);
   return {
     baseUrl,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     databaseUrl: database.url,
     pid: child.pid!,
     process: child,

@@ -407,7 +407,8 @@ async function routingLayerCpu() {
     const used = process.cpuUsage(before);
     return ((used.user + used.system) / count) * 1000; // ns per call
   };
-  const routed = () => router.run(null, signal, () => false, attempt);
+  const client = { delivered: () => false, waitingOnClient: () => false };
+  const routed = () => router.run(null, signal, client, attempt);
   const direct = () => attempt();
   await measure(routed, 50_000);
   await measure(direct, 50_000);

@@ -1,8 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { Client } from 'pg';
+import { startDelayProxy } from '../../test/support/delay-proxy';
 import { FakeOpenAI } from '../../test/support/fake-openai';
 import { FakeStripe } from '../../test/support/fake-stripe';
+import { startOwnRedis } from '../../test/support/redis-server';
+import { buildRevision } from '../lib/build-revision';
 import { cpuSeconds } from '../lib/cpu';
 import { load } from '../lib/load';
 import { freshDatabase, type RunningService, startService } from '../lib/service';
@@ -10,7 +13,7 @@ import { benchTenant } from './support/data-plane';
 import { load1, percentile, round2, sleep } from './support/stats';
 
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
-const ROUNDS = 3;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const ROUND_SECONDS = 8;
 const MESSAGE = 'I am so happy today, thank you for listening!';
 const OVERSHOOT_RUNS = 20;
@@ -19,6 +22,13 @@ const REPLY_TOKENS = 150; // the fake provider's usage below: 100 prompt + 50 co
 const SEED_END_USERS = 100_000;
 const BREAKDOWN_REQUESTS = 1_000;
 const METER_RELATIONSHIPS = 10_000;
+/** The tree before budgets were reserved in PostgreSQL: the commit this branch started from. */
+const BEFORE = process.env.BENCH_BEFORE ?? 'aec333f';
+const EDGE_RUNS = Number(process.env.BENCH_EDGE_RUNS ?? 20);
+const EDGE_RUNS_BEFORE = 5;
+const EDGE_BUDGET = 10_000;
+const EDGE_REPLY_TOKENS = 1_500; // 1,000 prompt + 500 completion, as issue 28 measured
+const REDIS_LATE_MS = 300;
 
 type Tenant = Awaited<ReturnType<typeof benchTenant>>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
@@ -153,7 +163,7 @@ async function throughput() {
     const offSummary = summary('off');
     const onSummary = summary('on');
     return {
-      method: `${ROUNDS} rounds of ${ROUND_SECONDS} s per side, alternating, 32 connections, a new user_id per reply; openai engine against the fake provider answering at once; REDIS_URL set (reservations and buckets in Redis)`,
+      method: `${ROUNDS} rounds of ${ROUND_SECONDS} s per side, alternating, 32 connections, a new user_id per reply; openai engine against the fake provider answering at once; REDIS_URL set (buckets in Redis, reservations in PostgreSQL)`,
       limits_on: {
         monthly_token_budget: 1e15,
         end_user_daily_token_budget: 1e12,
@@ -162,6 +172,9 @@ async function throughput() {
       off: offSummary,
       on: onSummary,
       on_to_off_rps: round2(onSummary.requests_per_sec / offSummary.requests_per_sec),
+      on_to_off_rps_per_round: rounds.map((r) =>
+        round2(r.on.requests_per_sec / r.off.requests_per_sec),
+      ),
       goal: 'on >= 0.95 of off (requests/s)',
       per_round: rounds,
     };
@@ -359,18 +372,262 @@ async function overshoot() {
     }
     const worst = Math.max(...runs.map((run) => run.overshoot_tokens));
     return {
-      method: `${OVERSHOOT_RUNS} runs, each a new organization: one reply, then monthly_token_budget = spent + 5 replies' worth (5 × ${REPLY_TOKENS} tokens), then ${OVERSHOOT_CONCURRENCY} concurrent replies (the fake provider answers after 50 ms with ${REPLY_TOKENS} tokens); ENGINE_MAX_TOKENS 256, REDIS_URL set`,
+      method: `${OVERSHOOT_RUNS} runs, each a new organization: one reply, then monthly_token_budget = spent + 5 replies' worth (5 × ${REPLY_TOKENS} tokens), then ${OVERSHOOT_CONCURRENCY} concurrent replies (the fake provider answers after 50 ms with ${REPLY_TOKENS} tokens); ENGINE_MAX_TOKENS 256, REDIS_URL set; one instance`,
       worst_overshoot_tokens: worst,
       worst_overshoot_replies: round2(worst / REPLY_TOKENS),
       mean_admitted: round2(runs.reduce((sum, run) => sum + run.admitted, 0) / runs.length),
       runs,
       bound:
-        'below two replies (one reply past the last admission, one more when a reply settles between an admission’s read and its reservation; docs/spend-control.md)',
+        'below one reply (only the last admitted reply can land past the budget; docs/spend-control.md)',
     };
   } finally {
     await db.end();
     await service.stop();
     await fake.close();
+  }
+}
+
+/**
+ * Figure 3b (contract §29, issue 28 finding 4): two instances sharing PostgreSQL and a Redis that
+ * answers every command late (a TCP proxy holds its replies back REDIS_LATE_MS, past the 50 ms
+ * RATE_LIMIT_REDIS_TIMEOUT_MS), then one that is stopped; each run a new organization with a
+ * budget of 10,000 tokens and 50 concurrent replies of 1,500 tokens over both instances. The
+ * worst overshoot of EDGE_RUNS runs per mode, this tree and (EDGE_RUNS_BEFORE runs) the tree
+ * before the fix.
+ */
+async function overshootWithRedisDegraded(main: string | undefined, runs: number) {
+  const fake = await FakeOpenAI.start();
+  fake.respondAlwaysWith({
+    usage: { prompt_tokens: 1_000, completion_tokens: 500 },
+    delayMs: 100,
+  });
+  const redis = await startOwnRedis();
+  const proxy = await startDelayProxy({ host: '127.0.0.1', port: Number(new URL(redis.url).port) });
+  const env = {
+    RESPONSE_ENGINE: 'openai',
+    OPENAI_BASE_URL: fake.url,
+    OPENAI_API_KEY: 'sk-bench',
+    OPENAI_MODEL: 'bench-model',
+    ENGINE_BREAKER_FAILURES: '1000',
+    REDIS_URL: proxy.url,
+    RATE_LIMIT_REDIS_PREFIX: `bench-${randomUUID()}:`,
+  };
+  const first = await startService({ env, main });
+  const second = await startService({ env, main, databaseUrl: first.databaseUrl });
+  const instances = [first, second];
+  const db = new Client({ connectionString: first.databaseUrl });
+  await db.connect();
+  try {
+    /** Organizations with their budget, set while Redis is well (the PATCH tells every instance). */
+    const tenants = async () => {
+      const made = [];
+      for (let i = 0; i < runs; i++) {
+        const tenant = await adminTenant(first.baseUrl);
+        const limits = await call(
+          'PATCH',
+          `${first.baseUrl}/v1/organizations/${tenant.organizationId}/limits`,
+          tenant.admin,
+          { monthly_token_budget: EDGE_BUDGET },
+        );
+        if (limits.status !== 200) throw new Error(`limits: ${limits.status}`);
+        made.push(tenant);
+      }
+      return made;
+    };
+    const edge = async (tenant: Tenant & { admin: string }, tag: string) => {
+      const answers = await Promise.all(
+        Array.from({ length: OVERSHOOT_CONCURRENCY }, (_, n) =>
+          call('POST', `${instances[n % 2].baseUrl}/v1/respond`, tenant.auth, {
+            personality_id: tenant.personalityId,
+            user_id: `${tag}-${n}`,
+            message: MESSAGE,
+          }),
+        ),
+      );
+      const [{ used }] = (
+        await db.query<{ used: string | null }>(
+          `SELECT sum(prompt_tokens + completion_tokens) AS used FROM token_usage_months
+            WHERE organization_id = $1`,
+          [tenant.organizationId],
+        )
+      ).rows;
+      return {
+        admitted: answers.filter((a) => a.status === 200).length,
+        refused_402: answers.filter((a) => a.status === 402).length,
+        other: answers.filter((a) => a.status !== 200 && a.status !== 402).length,
+        used: Number(used ?? 0),
+        overshoot_tokens: Math.max(0, Number(used ?? 0) - EDGE_BUDGET),
+      };
+    };
+    const summary = (list: Array<Awaited<ReturnType<typeof edge>>>) => {
+      const worst = Math.max(...list.map((run) => run.overshoot_tokens));
+      return {
+        runs: list.length,
+        worst_overshoot_tokens: worst,
+        worst_overshoot_replies: round2(worst / EDGE_REPLY_TOKENS),
+        admitted: {
+          min: Math.min(...list.map((run) => run.admitted)),
+          max: Math.max(...list.map((run) => run.admitted)),
+        },
+        worst_used: Math.max(...list.map((run) => run.used)),
+        non_2xx_402: list.reduce((sum, run) => sum + run.other, 0),
+      };
+    };
+    const slow = [];
+    for (const [i, tenant] of (await tenants()).entries()) {
+      proxy.setDelay(REDIS_LATE_MS);
+      slow.push(await edge(tenant, `slow-${i}`));
+      proxy.setDelay(0);
+    }
+    const stoppedTenants = await tenants();
+    await redis.kill();
+    const stopped = [];
+    for (const [i, tenant] of stoppedTenants.entries())
+      stopped.push(await edge(tenant, `gone-${i}`));
+    return { redis_slow: summary(slow), redis_stopped: summary(stopped) };
+  } finally {
+    await db.end();
+    for (const service of instances.reverse()) await service.stop();
+    await proxy.close();
+    await redis.kill();
+    await fake.close();
+  }
+}
+
+async function overshootDegraded() {
+  const before = buildRevision(BEFORE);
+  try {
+    return {
+      method: `two instances of the built service sharing PostgreSQL and a Redis behind a TCP proxy (test/support/delay-proxy.ts); per run a new organization, monthly_token_budget ${EDGE_BUDGET} (set while Redis is well), then ${OVERSHOOT_CONCURRENCY} concurrent replies alternating between the instances; the fake provider answers after 100 ms reporting ${EDGE_REPLY_TOKENS} tokens; ENGINE_MAX_TOKENS 1024 (the default, so a reply's reservation covers it). redis_slow: every Redis reply held back ${REDIS_LATE_MS} ms (RATE_LIMIT_REDIS_TIMEOUT_MS is 50); redis_stopped: redis-server killed. before = ${BEFORE} built by bench/lib/build-revision.ts (${EDGE_RUNS_BEFORE} runs per mode), after = this tree (${EDGE_RUNS} runs per mode)`,
+      before_revision: before.revision,
+      before: await overshootWithRedisDegraded(before.main, EDGE_RUNS_BEFORE),
+      after: await overshootWithRedisDegraded(undefined, EDGE_RUNS),
+      bound: `at most one reply's tokens per instance past the budget (contract §29): ${2 * EDGE_REPLY_TOKENS} tokens`,
+    };
+  } finally {
+    before.cleanup();
+  }
+}
+
+/**
+ * Figure 1b: what a reservation costs the database, apart from the HTTP noise of a shared
+ * machine: one admission's statements in a loop on one connection (synchronous_commit off, as the
+ * service's asynchronous-commit sessions), alternating in rounds with the read of the spent
+ * tokens that every admission made before (the old path sent that read, then a Redis script).
+ * `spend_reserve()` + the reply's release vs that read alone: microseconds per admission.
+ */
+async function reservationCost() {
+  const service = await startService();
+  const db = new Client({ connectionString: service.databaseUrl });
+  await db.connect();
+  try {
+    const tenant = await benchTenant(service.baseUrl);
+    const org = tenant.organizationId;
+    const month = `${new Date().toISOString().slice(0, 7)}-01`;
+    const day = new Date().toISOString().slice(0, 10);
+    const [{ id: endUserId }] = (
+      await db.query<{ id: string }>(
+        `INSERT INTO end_users (organization_id, user_id) VALUES ($1, 'cost-user') RETURNING id`,
+        [org],
+      )
+    ).rows;
+    await db.query(
+      `INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
+                                       completion_tokens, cached_tokens)
+       VALUES ($1, $2, 1, 100, 50, 0)`,
+      [org, month],
+    );
+    await db.query('SET synchronous_commit = off');
+    const monthBudget = `month:${month}`;
+    const dayBudget = `day:${day}:${endUserId}`;
+    /** Time spent in each statement, summed over a round. */
+    let reserveNs = 0n;
+    let releaseNs = 0n;
+    const reserveAndRelease = async () => {
+      const id = randomUUID();
+      const now = new Date();
+      const started = process.hrtime.bigint();
+      await db.query({
+        name: 'cost_reserve',
+        text: `SELECT refused_scope, counted FROM spend_reserve($1::uuid, $2::text, $3::date,
+                 $4::bigint, $5::uuid, $6::text, $7::date, $8::bigint, $9::uuid, $10::integer,
+                 $11::timestamptz, $12::timestamptz)`,
+        values: [
+          org,
+          monthBudget,
+          month,
+          1e15,
+          endUserId,
+          dayBudget,
+          day,
+          1e12,
+          id,
+          1_600,
+          now,
+          new Date(now.getTime() + 60_000),
+        ],
+      });
+      const reserved = process.hrtime.bigint();
+      await db.query({
+        name: 'cost_release',
+        text: `DELETE FROM spend_reservations WHERE organization_id = $1::uuid
+                 AND budget = ANY($2::text[]) AND reservation_id = $3::uuid`,
+        values: [org, [monthBudget, dayBudget], id],
+      });
+      reserveNs += reserved - started;
+      releaseNs += process.hrtime.bigint() - reserved;
+    };
+    const readSpent = async () => {
+      await db.query({
+        name: 'cost_read_spent',
+        text: `SELECT (SELECT prompt_tokens + completion_tokens FROM token_usage_months
+                        WHERE organization_id = $1 AND month = $2) AS month_tokens,
+                      (SELECT tokens FROM end_user_token_days
+                        WHERE end_user_id = $3::uuid AND day = $4::date) AS day_tokens`,
+        values: [org, month, endUserId, day],
+      });
+    };
+    const perCallUs = async (work: () => Promise<void>, calls: number) => {
+      const started = process.hrtime.bigint();
+      for (let i = 0; i < calls; i++) await work();
+      return Number(process.hrtime.bigint() - started) / 1000 / calls;
+    };
+    await perCallUs(reserveAndRelease, 500);
+    await perCallUs(readSpent, 500);
+    const rounds: Array<{
+      load_average_1m: number;
+      reserve_us: number;
+      release_us: number;
+      read_spent_us: number;
+    }> = [];
+    const calls = 2_000;
+    for (let round = 0; round < 6; round++) {
+      reserveNs = 0n;
+      releaseNs = 0n;
+      await perCallUs(reserveAndRelease, calls);
+      rounds.push({
+        load_average_1m: load1(),
+        reserve_us: round2(Number(reserveNs) / 1000 / calls),
+        release_us: round2(Number(releaseNs) / 1000 / calls),
+        read_spent_us: round2(await perCallUs(readSpent, calls)),
+      });
+    }
+    const med = (key: 'reserve_us' | 'release_us' | 'read_spent_us') =>
+      percentile(
+        rounds.map((round) => round[key]),
+        50,
+      );
+    return {
+      method:
+        '6 rounds of 2,000 sequential calls each on one connection from the bench process (loopback), alternating; both budgets set (month and day); synchronous_commit off as in the service; reserve = SELECT … FROM spend_reserve(…), round trip included; release = the DELETE a failed reply sends (a stored reply deletes inside its own statement instead, with no round trip); read_spent = the read the admission made before this change (followed then by a Redis EVALSHA, not measured here)',
+      reserve_us: med('reserve_us'),
+      release_us: med('release_us'),
+      read_spent_us: med('read_spent_us'),
+      per_round: rounds,
+    };
+  } finally {
+    await db.end();
+    await service.stop();
   }
 }
 
@@ -494,8 +751,10 @@ export async function run(): Promise<Record<string, unknown>> {
   return {
     load_average_at_start: loadavg().map((n) => round2(n)),
     ...(want('throughput') ? { respond_with_limits: await throughput() } : {}),
+    ...(want('cost') ? { reservation_cost: await reservationCost() } : {}),
     ...(want('breakdown') ? { breakdown: await breakdown() } : {}),
     ...(want('overshoot') ? { overshoot: await overshoot() } : {}),
+    ...(want('degraded') ? { overshoot_redis_degraded: await overshootDegraded() } : {}),
     ...(want('meter') ? { meter_events: await meterEvents() } : {}),
     load_average_at_end: loadavg().map((n) => round2(n)),
   };

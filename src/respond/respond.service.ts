@@ -199,7 +199,7 @@ export class RespondService {
     try {
       return await this.replyAndStore(conversation, options);
     } finally {
-      // Stored (its tokens count from the database now), failed or cancelled (none spent).
+      // Failed or cancelled (none spent); a stored reply's statement settled it already.
       this.spend.release(conversation.spend);
     }
   }
@@ -396,6 +396,8 @@ export class RespondService {
     await stored.catch((error: unknown) => {
       throw this.vanishedMeanwhile(error) ?? error;
     });
+    // Its reservation went with the statement, swapped for its tokens.
+    this.spend.settled(conversation.spend);
     return at;
   }
 

@@ -1,10 +1,9 @@
 import { Module } from '@nestjs/common';
 import { OrganizationsModule } from '../organizations/organizations.module';
-import { UsageModule } from '../usage/usage.module';
 import { LimitsController } from './limits.controller';
 import { LimitsRepository } from './limits.repository';
 import { LimitsService } from './limits.service';
-import { SpendReservations } from './spend-reservations';
+import { SpendReservationsRepository } from './spend-reservations.repository';
 import { SpendService } from './spend.service';
 
 /**
@@ -14,9 +13,9 @@ import { SpendService } from './spend.service';
  * the reply's statement.
  */
 @Module({
-  imports: [OrganizationsModule, UsageModule],
+  imports: [OrganizationsModule],
   controllers: [LimitsController],
-  providers: [LimitsRepository, LimitsService, SpendReservations, SpendService],
+  providers: [LimitsRepository, LimitsService, SpendReservationsRepository, SpendService],
   exports: [LimitsService, SpendService],
 })
 export class SpendModule {}

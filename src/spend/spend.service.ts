@@ -4,15 +4,16 @@ import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import { relationshipMeterEventStep, tokenHourStep } from '../billing/meter-events.step';
 import { AppError } from '../common/errors/app-error';
+import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
 import { billingConfig } from '../config/billing.config';
 import { engineConfig } from '../config/engine.config';
 import type { Source, WithEntry } from '../database/sql';
 import type { MonthTokensColumns, NewRelationshipColumns } from '../usage/usage.steps';
-import { UsageService } from '../usage/usage.service';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { type AppliedLimits, LimitsService } from './limits.service';
-import { type ReservationScope, SpendReservations } from './spend-reservations';
+import { type HeldReservation, reservationReleaseStep } from './reservation-release.step';
+import { SpendReservationsRepository } from './spend-reservations.repository';
 import { usageThresholdStep } from './usage-threshold.step';
 
 /**
@@ -25,17 +26,16 @@ export const PROMPT_BYTES_PER_TOKEN = 3;
 export const PROMPT_OVERHEAD_TOKENS = 512;
 /** A reservation outlives its reply's longest possible life by this much, then lapses. */
 const RESERVATION_MARGIN_MS = 30_000;
+/** How often reservations that lapsed (their instance died) are deleted. */
+const PURGE_INTERVAL_MS = 60_000;
 
 /** What admit() decided for a reply: the limits it met and what it reserved. */
 export interface SpendAdmission {
   organizationId: string;
   limits: AppliedLimits;
-  reservation: {
-    id: string;
-    amount: number;
-    store: 'redis' | 'memory';
-    keys: string[];
-  } | null;
+  /** Null: no budget, or nothing to hold (the local engine). */
+  reservation: HeldReservation | null;
+  /** Settled by the reply's statement or given back: nothing more to release. */
   released: boolean;
 }
 
@@ -57,8 +57,9 @@ const firstOfNextDay = (at: Date) =>
 /**
  * Spend control for /v1/respond (docs/spend-control.md): before the provider is asked, a reply
  * is admitted against the organization's monthly and the end user's daily token budget, with an
- * estimate of its cost reserved (in Redis, shared by every instance) until its tokens are in
- * the database; its statement then carries the thresholds reached and the meter events.
+ * estimate of its cost reserved in PostgreSQL (shared by every instance, with or without Redis)
+ * until the reply's statement swaps it for its tokens; that statement also carries the
+ * thresholds reached and the meter events.
  */
 @Injectable()
 export class SpendService {
@@ -68,13 +69,18 @@ export class SpendService {
     @Inject(engineConfig.KEY) private readonly engine: ConfigType<typeof engineConfig>,
     @Inject(billingConfig.KEY) private readonly billing: ConfigType<typeof billingConfig>,
     private readonly limits: LimitsService,
-    private readonly usage: UsageService,
-    private readonly reservations: SpendReservations,
+    private readonly reservations: SpendReservationsRepository,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
+    jobs: BackgroundJobs,
   ) {
     this.logger.setContext(SpendService.name);
     this.reservationTtlMs = this.engine.timeoutMs + RESERVATION_MARGIN_MS;
+    jobs.periodic({
+      intervalMs: PURGE_INTERVAL_MS,
+      run: () => this.purgeLapsed(),
+      onError: (error) => this.logger.warn({ err: error }, 'purging spend_reservations failed'),
+    });
   }
 
   /** The estimate of a reply whose prompt carries these texts (0 for the local engine). */
@@ -89,15 +95,16 @@ export class SpendService {
 
   /**
    * Admits a reply or refuses it with 402 `budget_exceeded` before anything is asked of the
-   * provider. With a budget, the reply's estimate is reserved until release(): a budget is then
-   * overshot by at most what the replies in flight spend beyond their reservations.
+   * provider. With a budget, the reply's estimate is reserved until its statement settles it (or
+   * release()): a budget is then overshot by at most what the last reply admitted spends beyond
+   * the room it found, whatever the number of instances and whatever Redis does.
    */
   async admit(reply: {
     organizationId: string;
     endUserId: string;
     promptTexts: readonly string[];
   }): Promise<SpendAdmission> {
-    const { organizationId } = reply;
+    const { organizationId, endUserId } = reply;
     const limits = await this.limits.forOrganization(organizationId);
     const admission: SpendAdmission = {
       organizationId,
@@ -110,67 +117,69 @@ export class SpendService {
     if (monthly === null && daily === null) return admission;
     // The reservation belongs to the month (and day) it is made in.
     const at = this.clock.now();
-    const iso = at.toISOString();
-    const spent = await this.usage.spent(
+    const monthStart = `${at.toISOString().slice(0, 7)}-01`;
+    const day = at.toISOString().slice(0, 10);
+    const month = { budget: `month:${monthStart}`, start: monthStart, limit: monthly };
+    const today = { budget: `day:${day}:${endUserId}`, day, limit: daily };
+    const reservationId = randomUUID();
+    const tokens = this.estimate(reply.promptTexts);
+    const refusal = await this.reservations.reserve({
       organizationId,
-      daily === null ? null : reply.endUserId,
-      at,
-    );
-    const scopes: Array<ReservationScope & { scope: 'organization' | 'end_user'; resetsAt: Date }> =
-      [];
-    if (monthly !== null) {
-      scopes.push({
-        scope: 'organization',
-        key: `{${organizationId}}:month:${iso.slice(0, 7)}`,
-        limit: monthly,
-        used: spent.month,
-        resetsAt: firstOfNextMonth(at),
-      });
+      endUserId,
+      month,
+      day: today,
+      reservationId,
+      tokens,
+      now: at,
+      expiresAt: new Date(at.getTime() + this.reservationTtlMs),
+    });
+    if (refusal) {
+      throw budgetExceeded(
+        refusal.scope === 'organization'
+          ? { scope: 'organization', limit: monthly!, resetsAt: firstOfNextMonth(at) }
+          : { scope: 'end_user', limit: daily!, resetsAt: firstOfNextDay(at) },
+        refusal.counted,
+      );
     }
-    if (daily !== null) {
-      scopes.push({
-        scope: 'end_user',
-        key: `{${organizationId}}:end-user:${reply.endUserId}:${iso.slice(0, 10)}`,
-        limit: daily,
-        used: spent.day,
-        resetsAt: firstOfNextDay(at),
-      });
+    if (tokens > 0) {
+      admission.reservation = {
+        organizationId,
+        budgets: [month, today].filter((b) => b.limit !== null).map((b) => b.budget),
+        reservationId,
+      };
     }
-    // Already spent: refused without touching the reservations.
-    const spentOut = scopes.find((scope) => scope.used >= scope.limit);
-    if (spentOut) throw budgetExceeded(spentOut, spentOut.used);
-    const id = randomUUID();
-    const amount = this.estimate(reply.promptTexts);
-    const outcome = await this.reservations.reserve(id, amount, this.reservationTtlMs, scopes);
-    if (!outcome.admitted) throw budgetExceeded(scopes[outcome.scope], outcome.counted);
-    admission.reservation = {
-      id,
-      amount,
-      store: outcome.store,
-      keys: scopes.map((scope) => scope.key),
-    };
     return admission;
   }
 
   /**
-   * Gives the reply's reservation back once its tokens are stored (they count from the database
-   * from then on), or once it failed or was cancelled (it cost nothing). Never throws; once only.
+   * Gives the reply's reservation back when it failed or was cancelled (it cost nothing); a
+   * stored reply's statement has settled it already. Never throws; once only.
    */
   release(admission: SpendAdmission | undefined): void {
     const reservation = admission?.reservation;
     if (!reservation || admission.released) return;
     admission.released = true;
-    this.reservations
-      .release(reservation.id, reservation.amount, reservation.store, reservation.keys)
-      .catch((error: unknown) =>
-        // Not released: it lapses at its expiry, counting against the budget until then.
-        this.logger.warn({ err: error }, 'spend reservation not released; it will lapse'),
-      );
+    const { organizationId, budgets, reservationId } = reservation;
+    this.reservations.release(organizationId, budgets, reservationId).catch((error: unknown) =>
+      // Not released: it lapses at its expiry, counting against the budget until then.
+      this.logger.warn({ err: error }, 'spend reservation not released; it will lapse'),
+    );
+  }
+
+  /** The reply's statement, which deleted its reservation with exchangeSteps(), committed. */
+  settled(admission: SpendAdmission): void {
+    admission.released = true;
+  }
+
+  /** Deletes the reservations that lapsed; they stopped counting at their expiry already. */
+  async purgeLapsed(): Promise<void> {
+    await this.reservations.deleteExpired(this.clock.now());
   }
 
   /**
    * The steps this module adds to the reply's statement, and a name for their shape (a part of
-   * the prepared statement's name): the budget's thresholds reached (`usage.threshold_reached`),
+   * the prepared statement's name): the reply's reservation deleted as its tokens are added
+   * (settled() once it committed), the budget's thresholds reached (`usage.threshold_reached`),
    * the relationship's meter event, the hour's tokens for the token meter.
    */
   exchangeSteps(
@@ -180,6 +189,10 @@ export class SpendService {
     const { organizationId } = admission;
     const steps: WithEntry[] = [];
     let shape = '';
+    if (admission.reservation && !admission.released) {
+      steps.push(reservationReleaseStep(admission.reservation));
+      shape += '_reserved';
+    }
     const budget = admission.limits.monthlyTokenBudget;
     if (exchange.tokens && budget !== null) {
       const reached = usageThresholdStep(exchange.tokens, {

@@ -49,29 +49,6 @@ export class UsageRepository {
   }
 
   /**
-   * What the budgets are checked against: the organization's tokens (prompt + completion) of the
-   * month and, when `endUserId` is given, the end user's of the day. One round trip, two primary
-   * key probes.
-   */
-  findSpent(
-    organizationId: string,
-    monthStart: string,
-    endUserId: string | null,
-    day: string,
-  ): Promise<{ month_tokens: string | null; day_tokens: string | null }> {
-    return this.database
-      .row<{ month_tokens: string | null; day_tokens: string | null }>(
-        sql`SELECT (SELECT prompt_tokens + completion_tokens FROM token_usage_months
-                     WHERE organization_id = ${organizationId} AND month = ${monthStart})
-                     AS month_tokens,
-                   (SELECT tokens FROM end_user_token_days
-                     WHERE end_user_id = ${endUserId}::uuid AND day = ${day}::date) AS day_tokens`,
-        { name: 'usage_read_spent' },
-      )
-      .then((row) => row!);
-  }
-
-  /**
    * The month's end users, most tokens first (ties: by internal id), after the end user whose
    * user_id is `after`: keyset paging down token_usage_end_user_months_total_idx, then the
    * page's user_ids. A cursor naming no row of the list gives an empty page.

@@ -51,22 +51,6 @@ export class UsageService {
     };
   }
 
-  /** Tokens spent in the month of `at` by the organization, and in its day by the end user. */
-  async spent(
-    organizationId: string,
-    endUserId: string | null,
-    at: Date,
-  ): Promise<{ month: number; day: number }> {
-    const iso = at.toISOString();
-    const row = await this.usage.findSpent(
-      organizationId,
-      `${iso.slice(0, 7)}-01`,
-      endUserId,
-      iso.slice(0, 10),
-    );
-    return { month: Number(row.month_tokens ?? 0), day: Number(row.day_tokens ?? 0) };
-  }
-
   /**
    * The month's tokens by end user, personality, day or model, from the rollups each reply's
    * statement keeps (no scan of memories); `startingAfter` is the last key of the page before.

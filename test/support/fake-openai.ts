@@ -18,7 +18,7 @@ import type { AddressInfo } from 'node:net';
  * replies in a queue (`respondWith`), else a standing reply (`respondAlwaysWith`), else the
  * default, a JSON `{text, emotion, intensity}` echoing the last user message.
  *
- * A reply can be plain or broken content, other token counts, slow, never answered, an HTTP error
+ * A reply can be plain or broken content, a refusal, other token counts, slow, never answered, an HTTP error
  * with OpenAI's error body (with `retry-after-ms` or `retry-after`), a body of garbage, headers
  * and then nothing, a connection reset before any header, or a stream that stalls, drops the
  * connection or sends an error mid-way. Several fakes at once stand for several providers.
@@ -116,6 +116,11 @@ export interface FakeReply {
    * `{"text": "echo: <last user message>", "emotion": "joy", "intensity": 0.6}`.
    */
   content?: FakeContent | ((request: RecordedChatRequest) => FakeContent);
+  /**
+   * The model refuses, as OpenAI's models do under a JSON schema: `content: null` and this text
+   * as `refusal` (streamed: `delta.refusal` pieces, then the finish reason). Overrides `content`.
+   */
+  refusal?: string;
   /** Reported token counts (default: about one token per 4 characters, in and out). */
   usage?: FakeUsage;
   finishReason?: 'stop' | 'length' | 'content_filter';
@@ -434,6 +439,7 @@ export class FakeOpenAI {
     response: ServerResponse,
   ): void {
     const { content } = contentOf(recorded, reply);
+    const refused = reply.refusal !== undefined;
     const body = {
       id: newId('chatcmpl'),
       object: 'chat.completion',
@@ -442,7 +448,9 @@ export class FakeOpenAI {
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content, refusal: null },
+          message: refused
+            ? { role: 'assistant', content: null, refusal: reply.refusal }
+            : { role: 'assistant', content, refusal: null },
           logprobs: null,
           finish_reason: reply.finishReason ?? 'stop',
         },
@@ -455,10 +463,10 @@ export class FakeOpenAI {
 
   private sendStream(recorded: RecordedChatRequest, reply: FakeReply, response: ServerResponse) {
     const options = reply.stream ?? {};
-    const { content, pieces = split(content, options.chunks, options.chunkSize ?? 8) } = contentOf(
-      recorded,
-      reply,
-    );
+    const refused = reply.refusal !== undefined;
+    const { content, pieces = split(content, options.chunks, options.chunkSize ?? 8) } = refused
+      ? { content: reply.refusal! }
+      : contentOf(recorded, reply);
     const includeUsage = recorded.body?.stream_options?.include_usage === true;
     const base = {
       id: newId('chatcmpl'),
@@ -495,7 +503,7 @@ export class FakeOpenAI {
       }
       if (sent < pieces.length) {
         if (sent === 0) recorded.firstContentAt = performance.now();
-        response.write(delta({ content: pieces[sent++] }));
+        response.write(delta(refused ? { refusal: pieces[sent++] } : { content: pieces[sent++] }));
         if (options.intervalMs) this.later(options.intervalMs, next);
         else next();
         return;

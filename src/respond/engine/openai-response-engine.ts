@@ -17,7 +17,7 @@ import { CircuitBreakers } from './routing/circuit-breakers';
 import { EngineMetrics } from './routing/engine-metrics';
 import { EngineRouter } from './routing/engine-router';
 import { EngineRoutes } from './routing/engine-routes';
-import { UnusableAnswer } from './routing/retry-policy';
+import { CutOffAnswer, UnusableAnswer } from './routing/retry-policy';
 import {
   type EmotionReading,
   type EngineReply,
@@ -173,16 +173,22 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const messages = this.messages(request, emotions);
     const format = responseFormat(emotions);
     let delivered = false;
+    let waitingOnClient = false;
     const onDelta =
       request.onDelta &&
-      ((text: string) => {
+      (async (text: string) => {
         delivered = true;
-        return request.onDelta!(text);
+        waitingOnClient = true;
+        try {
+          await request.onDelta!(text);
+        } finally {
+          waitingOnClient = false;
+        }
       });
     const { value, route } = await this.router.run(
       request.personality.model,
       request.signal,
-      () => delivered,
+      { delivered: () => delivered, waitingOnClient: () => waitingOnClient },
       async (route, signal) => {
         // max_completion_tokens, not the deprecated max_tokens that OpenAI's reasoning models
         // refuse (docs/engines.md: which servers honour it).
@@ -229,11 +235,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
     );
     // A server may answer 200 with anything: only a completion's content is a reply.
     const { choices, usage } = (completion ?? {}) as Partial<ChatCompletion>;
-    const content = Array.isArray(choices) ? choices[0]?.message?.content : undefined;
+    const message = Array.isArray(choices) ? choices[0]?.message : undefined;
+    const content = message?.content;
     if (typeof content !== 'string') {
       throw new UnusableAnswer(
-        'The model provider answered with something that is not a reply',
-        false,
+        typeof message?.refusal === 'string'
+          ? 'The model refused to answer'
+          : 'The model provider answered with something that is not a reply',
       );
     }
     this.checkLength(content.length);
@@ -256,9 +264,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let content = '';
     let usage: TokenUsage = usageOf(undefined);
     let finished = false;
+    let refused = false;
     for await (const chunk of stream) {
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       if (choice?.finish_reason) finished = true;
+      if (typeof choice?.delta?.refusal === 'string') refused = true;
       const piece = choice?.delta?.content;
       if (typeof piece === 'string' && piece !== '') {
         this.checkLength(content.length + piece.length);
@@ -269,8 +279,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
       }
       if (chunk?.usage) usage = usageOf(chunk.usage);
     }
-    // A connection that drops can end the stream quietly: without a finish reason, it is cut off.
-    if (!finished) throw new UnusableAnswer('The model provider broke off its answer', true);
+    // A connection that drops can end the stream quietly: without a finish reason, it is cut off
+    // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
+    if (!finished) throw new CutOffAnswer();
+    if (refused && content === '') throw new UnusableAnswer('The model refused to answer');
     return { content, text: text.text, usage };
   }
 
@@ -279,7 +291,6 @@ export class OpenAiResponseEngine implements ResponseEngine {
     if (characters > this.maxAnswerCharacters) {
       throw new UnusableAnswer(
         'The model provider answered past ENGINE_MAX_TOKENS (max_completion_tokens ignored)',
-        false,
       );
     }
   }
@@ -293,7 +304,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
-      throw new UnusableAnswer('The model provider answered with no reply', false);
+      throw new UnusableAnswer('The model provider answered with no reply');
     }
     const fallback = detectEmotion(text, vocabulary.emotions);
     const detected = detectEmotion(message, vocabulary.emotions);

@@ -10,7 +10,7 @@ import { CircuitBreakers } from './circuit-breakers';
 import { EngineMetrics } from './engine-metrics';
 import { attemptedModel, EngineRouter } from './engine-router';
 import { EngineRoutes, type Route } from './engine-routes';
-import { UnusableAnswer } from './retry-policy';
+import { CutOffAnswer, UnusableAnswer } from './retry-policy';
 
 type Step = 'ok' | Error | ((signal: AbortSignal) => Promise<string>);
 
@@ -74,12 +74,20 @@ function setup(overrides: Partial<EngineConfig> = {}) {
     throw step;
   };
   const run = (
-    options: { model?: string | null; signal?: AbortSignal; delivered?: () => boolean } = {},
+    options: {
+      model?: string | null;
+      signal?: AbortSignal;
+      delivered?: () => boolean;
+      waitingOnClient?: () => boolean;
+    } = {},
   ) =>
     router.run(
       options.model ?? null,
       options.signal ?? new AbortController().signal,
-      options.delivered ?? (() => false),
+      {
+        delivered: options.delivered ?? (() => false),
+        waitingOnClient: options.waitingOnClient ?? (() => false),
+      },
       attempt,
     );
   const counts = async () => {
@@ -174,11 +182,11 @@ describe('EngineRouter', () => {
 
   it('moves on at once from an answer that is no reply, and retries one that was cut off', async () => {
     const t = setup();
-    t.script('main', new UnusableAnswer('garbage', false));
+    t.script('main', new UnusableAnswer('garbage'));
     expect((await t.run()).value).toBe('reply of backup');
     expect(t.calls).toEqual(['main', 'backup']);
     t.calls.length = 0;
-    t.script('main', new UnusableAnswer('cut', true));
+    t.script('main', new CutOffAnswer());
     expect((await t.run()).value).toBe('reply of main');
     expect(t.calls).toEqual(['main', 'main']);
   });
@@ -266,5 +274,86 @@ describe('EngineRouter', () => {
     expect(error).toMatchObject({ name: 'TimeoutError' });
     expect(attemptedModel(error)).toBe('main');
     expect(t.breakers.state(main)).toBe('open');
+  });
+
+  // §29: nothing a tenant's messages can make a model say pauses a route for other tenants.
+  it('never opens a breaker for answers that hold no reply, however many arrive at once', async () => {
+    const t = setup({ breakerFailures: 3 });
+    const [main, backup] = t.routes.forModel(null);
+    const refused = () => new UnusableAnswer('The model provider answered with no reply');
+    t.script('main', ...Array.from({ length: 20 }, refused));
+    t.script('backup', ...Array.from({ length: 20 }, refused));
+    const runs = await Promise.allSettled(Array.from({ length: 20 }, () => t.run()));
+    expect(runs.every((run) => run.status === 'rejected')).toBe(true);
+    expect(t.calls.filter((model) => model === 'main')).toHaveLength(20);
+    expect(t.breakers.state(main)).toBe('closed');
+    expect(t.breakers.state(backup)).toBe('closed');
+    expect(await t.gauge()).toEqual({
+      'main@http://primary.test/v1': 0,
+      'backup@http://backup.test/v1': 0,
+    });
+    expect((await t.run()).value).toBe('reply of main');
+  });
+
+  it('neither counts nor forgets the failures in a row for an answer with no reply', async () => {
+    const t = setup({ retries: 0, breakerFailures: 3 });
+    const main = t.routes.forModel(null)[0];
+    t.script(
+      'main',
+      httpError(500),
+      httpError(500),
+      new UnusableAnswer('empty'),
+      new SyntaxError('Unexpected token <'),
+      httpError(503),
+    );
+    for (let i = 0; i < 5; i++) await t.run();
+    // The third failure of the provider opens it; what the model said in between is no news.
+    expect(t.breakers.state(main)).toBe('open');
+  });
+
+  it('frees a half-open route’s probe when its answer holds no reply: the next request probes', async () => {
+    const t = setup({ retries: 0, breakerFailures: 1 });
+    const main = t.routes.forModel(null)[0];
+    t.script('main', httpError(500));
+    await t.run();
+    expect(t.breakers.state(main)).toBe('open');
+    t.clock.advance(30_000);
+    t.calls.length = 0;
+    t.script('main', new UnusableAnswer('refused'));
+    expect((await t.run()).value).toBe('reply of backup');
+    expect((await t.run()).value).toBe('reply of main');
+    expect(t.calls).toEqual(['main', 'backup', 'main']);
+    expect(t.breakers.state(main)).toBe('closed');
+  });
+
+  it('does not count a timeout that came while the attempt waited for the client to read', async () => {
+    const t = setup({ retries: 0, breakerFailures: 1, fallbacks: [] });
+    const main = t.routes.forModel(null)[0];
+    let started = () => undefined as void;
+    const attemptStarted = () => new Promise<void>((resolve) => (started = resolve));
+    let waitingOnClient = false;
+    // A stream whose client stopped reading: the attempt waits on the client's socket, not on
+    // the provider, when the reply's time runs out.
+    t.script('main', (signal) => {
+      waitingOnClient = true;
+      started();
+      return new Promise<string>((_, reject) =>
+        signal.addEventListener('abort', () => {
+          waitingOnClient = false;
+          reject(new Error('aborted'));
+        }),
+      );
+    });
+    const timedOut = new AbortController();
+    const running = attemptStarted();
+    const late = t.run({
+      signal: timedOut.signal,
+      delivered: () => true,
+      waitingOnClient: () => waitingOnClient,
+    });
+    await running;
+    timedOut.abort(new DOMException('timed out', 'TimeoutError'));
+    await expect(late).rejects.toMatchObject({ name: 'TimeoutError' });
+    expect(t.breakers.state(main)).toBe('closed');
   });
 });

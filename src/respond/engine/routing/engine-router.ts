@@ -31,6 +31,17 @@ export interface RouterOptions {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
 
+/** What the router must know of the client's side of a reply. */
+export interface ClientProgress {
+  /** A piece of the reply reached the client: nothing is tried again. */
+  delivered(): boolean;
+  /**
+   * The attempt is waiting for the client to take a piece (a stream's backpressure), not for
+   * the provider: time that runs out then is the client's, not the route's.
+   */
+  waitingOnClient(): boolean;
+}
+
 export interface Routed<T> {
   value: T;
   route: Route;
@@ -61,6 +72,8 @@ const isTimeout = (signal: AbortSignal) =>
  * then the next route; any other failure moves on at once. Once `delivered()` (a piece of the
  * reply reached the client) nothing is tried again. A wait that would outlast the reply's time
  * is not waited: the next route is tried, or the reply fails now rather than at the deadline.
+ * A route's breaker hears only of the provider's failures (§29, classifyFailure): what a model
+ * answers a request, and a client that is slow to read, never pause a route for others.
  */
 export class EngineRouter {
   private readonly random: () => number;
@@ -80,7 +93,7 @@ export class EngineRouter {
   async run<T>(
     personalityModel: string | null,
     signal: AbortSignal,
-    delivered: () => boolean,
+    client: ClientProgress,
     attempt: (route: Route, signal: AbortSignal) => Promise<T>,
   ): Promise<Routed<T>> {
     const deadline = this.clock.nowMs() + this.options.timeoutMs;
@@ -101,10 +114,11 @@ export class EngineRouter {
           }
           if (failed) this.metrics.count(this.options.engine, failed.route.model, 'retried');
           attempts++;
-          const outcome = await this.tryRoute(route, admission, retry, signal, attempt);
+          const outcome = await this.tryRoute(route, admission, retry, signal, client, attempt);
           if ('value' in outcome) return { value: outcome.value, route };
           failed = { route, failure: outcome.failure };
-          if (delivered()) throw new AppError('engine_unavailable', outcome.failure.description);
+          if (client.delivered())
+            throw new AppError('engine_unavailable', outcome.failure.description);
           if (outcome.failure.kind !== 'retry' || retry >= this.options.retries) break;
           const wait = outcome.failure.retryAfterMs ?? backoffMs(retry + 1, this.random);
           if (this.clock.nowMs() + wait >= deadline) break;
@@ -130,8 +144,14 @@ export class EngineRouter {
     admission: Admission,
     retry: number,
     signal: AbortSignal,
+    client: ClientProgress,
     attempt: (route: Route, signal: AbortSignal) => Promise<T>,
   ): Promise<{ value: T } | { failure: Failure }> {
+    // Whom the attempt was waiting for when its time ran out, taken as it runs out: by the time
+    // the attempt's error arrives, the client may have taken the piece after all.
+    let timedOutOnClient = false;
+    const onAbort = () => (timedOutOnClient = client.waitingOnClient());
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
       const value = await inClientSpan(
         'engine attempt',
@@ -142,9 +162,9 @@ export class EngineRouter {
       return { value };
     } catch (error) {
       if (signal.aborted) {
-        // Out of time with this route's answer still missing: its failure. The client leaving
-        // says nothing about the route.
-        if (isTimeout(signal)) await this.breakers.failed(route, admission);
+        // Out of time with this route's answer still missing: its failure. The client leaving,
+        // or holding the stream back by not reading it, says nothing about the route.
+        if (isTimeout(signal) && !timedOutOnClient) await this.breakers.failed(route, admission);
         else this.breakers.released(route, admission);
         throw signal.reason;
       }
@@ -152,6 +172,8 @@ export class EngineRouter {
       if (failure.countsAgainstRoute) await this.breakers.failed(route, admission);
       else this.breakers.released(route, admission);
       return { failure };
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 }

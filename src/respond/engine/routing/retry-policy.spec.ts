@@ -1,22 +1,29 @@
-import { APIConnectionError, APIError } from 'openai';
-import { backoffMs, classifyFailure, retryAfterMs, UnusableAnswer } from './retry-policy';
+import { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import {
+  backoffMs,
+  classifyFailure,
+  CutOffAnswer,
+  retryAfterMs,
+  UnusableAnswer,
+} from './retry-policy';
 
 const now = Date.parse('2031-01-01T00:00:00Z');
 const apiError = (status: number, headers: Record<string, string> = {}) =>
   APIError.generate(status, { message: 'provider words' }, undefined, new Headers(headers));
 
 describe('retry policy', () => {
+  // §29: a route's breaker counts what says the provider or the way to it failed (408, 429, 5xx)
+  // and nothing a request can make it answer.
   it.each([
     [408, 'retry', true],
-    [409, 'retry', true],
+    [409, 'retry', false],
     [429, 'retry', true],
     [500, 'retry', true],
     [502, 'retry', true],
     [503, 'retry', true],
-    [401, 'next', true],
-    [403, 'next', true],
-    [404, 'next', true],
-    // About the request, not the route: next route, and the breaker does not count it.
+    [401, 'next', false],
+    [403, 'next', false],
+    [404, 'next', false],
     [400, 'next', false],
     [413, 'next', false],
     [422, 'next', false],
@@ -26,19 +33,45 @@ describe('retry policy', () => {
     expect(failure.description).toBe(`The model provider failed (HTTP ${status})`);
   });
 
-  it('retries a connection refused or reset, and a stream cut off; not a garbage answer', () => {
+  it('retries a connection refused or reset, and a stream cut off, counting each against the route', () => {
     const refused = new APIConnectionError({ cause: new Error('connect ECONNREFUSED') });
-    expect(classifyFailure(refused, now)).toMatchObject({
+    const timedOut = new APIConnectionTimeoutError();
+    const terminated = new TypeError('terminated', {
+      cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
+    });
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    for (const error of [refused, timedOut, terminated, reset, new CutOffAnswer()]) {
+      expect(classifyFailure(error, now)).toMatchObject({
+        kind: 'retry',
+        countsAgainstRoute: true,
+      });
+    }
+  });
+
+  it('never counts an answer that holds no reply: refused, empty, garbage, too long, an error event', () => {
+    const noReply = [
+      new UnusableAnswer('refused'),
+      new UnusableAnswer('empty'),
+      new UnusableAnswer('past ENGINE_MAX_TOKENS'),
+      new SyntaxError('Unexpected token <'),
+    ];
+    for (const error of noReply) {
+      expect(classifyFailure(error, now)).toMatchObject({
+        kind: 'next',
+        countsAgainstRoute: false,
+      });
+    }
+    // The provider's `{"error": …}` event inside a 200 stream: said by the provider about this
+    // request, with no status: tried again, but no proof the route is down.
+    const errorEvent = new APIError(undefined, { message: 'boom' }, undefined, new Headers());
+    expect(classifyFailure(errorEvent, now)).toMatchObject({
       kind: 'retry',
-      countsAgainstRoute: true,
+      countsAgainstRoute: false,
     });
-    expect(classifyFailure(new TypeError('terminated'), now).kind).toBe('retry');
-    expect(classifyFailure(new UnusableAnswer('cut', true), now).kind).toBe('retry');
-    expect(classifyFailure(new UnusableAnswer('empty', false), now)).toMatchObject({
-      kind: 'next',
-      countsAgainstRoute: true,
-    });
-    expect(classifyFailure(new SyntaxError('Unexpected token <'), now).kind).toBe('next');
+    // Anything else (a bug of ours reading an odd answer): the next route, not counted.
+    expect(
+      classifyFailure(new TypeError("Cannot read properties of undefined (reading 'x')"), now),
+    ).toMatchObject({ kind: 'next', countsAgainstRoute: false });
   });
 
   it('never passes on the provider’s own error text', () => {

@@ -1,0 +1,21 @@
+import { sql, type Sql } from '../database/sql';
+
+export interface HeldReservation {
+  organizationId: string;
+  /** The budgets it was made in (spend_reservations.budget). */
+  budgets: string[];
+  reservationId: string;
+}
+
+/**
+ * A WITH entry deleting the reply's reservation in the statement that adds its tokens: in every
+ * snapshot the reply then counts once, reserved before, spent after, never both or neither. Its
+ * text does not depend on the values, so a named statement can carry it.
+ */
+export function reservationReleaseStep(reservation: HeldReservation): Sql {
+  return sql`spend_reservation_released AS (
+      DELETE FROM spend_reservations
+       WHERE organization_id = ${reservation.organizationId}::uuid
+         AND budget = ANY(${reservation.budgets}::text[])
+         AND reservation_id = ${reservation.reservationId}::uuid)`;
+}

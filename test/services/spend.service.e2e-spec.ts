@@ -1,0 +1,182 @@
+import { DataSource } from 'typeorm';
+import { Clock, ManualClock } from '../../src/common/time/clock';
+import { Database } from '../../src/database/database';
+import { sql, withEntries } from '../../src/database/sql';
+import { type SpendAdmission, SpendService } from '../../src/spend/spend.service';
+import { expectAppError } from '../support/assertions';
+import { signUp } from '../support/identity';
+import { createTestApp, type TestApp } from '../support/test-app';
+
+/** ENGINE_MAX_TOKENS 88 + 512 + 300 bytes / 3: every reply below is estimated at 700 tokens. */
+const ESTIMATE = 700;
+const PROMPT = ['x'.repeat(300)];
+
+/**
+ * SpendService on the real database (a "medium" spec): admissions against token budgets held in
+ * spend_reservations (contract §23, §29), time moved by a ManualClock.
+ */
+describe('SpendService (real database)', () => {
+  const clock = new ManualClock(Date.parse('2031-05-20T12:00:00.000Z'));
+  let t: TestApp;
+  let spend: SpendService;
+  let db: DataSource;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: { RESPONSE_ENGINE: 'openai', OPENAI_MODEL: 'model-a', ENGINE_MAX_TOKENS: '88' },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    spend = t.app.get(SpendService);
+    db = t.app.get(DataSource);
+  });
+  afterAll(() => t.close());
+
+  /** An organization with these budgets, and one of its end users. */
+  async function organization(limits: {
+    monthly_token_budget?: number;
+    end_user_daily_token_budget?: number;
+  }) {
+    const owner = await signUp(t);
+    await t
+      .http()
+      .patch(`/v1/organizations/${owner.organizationId}/limits`)
+      .set('Authorization', `Bearer ${owner.accessToken}`)
+      .send(limits)
+      .expect(200);
+    return { organizationId: owner.organizationId, endUserId: await endUser(owner.organizationId) };
+  }
+
+  async function endUser(organizationId: string): Promise<string> {
+    const [row] = await db.query<Array<{ id: string }>>(
+      `INSERT INTO end_users (organization_id, user_id) VALUES ($1, gen_random_uuid()::text)
+       RETURNING id`,
+      [organizationId],
+    );
+    return row.id;
+  }
+
+  const admit = (org: { organizationId: string; endUserId: string }, endUserId = org.endUserId) =>
+    spend.admit({ organizationId: org.organizationId, endUserId, promptTexts: PROMPT });
+
+  async function held(organizationId: string): Promise<Array<{ budget: string; tokens: number }>> {
+    return db.query(
+      `SELECT budget, tokens FROM spend_reservations WHERE organization_id = $1 ORDER BY budget`,
+      [organizationId],
+    );
+  }
+
+  it('admits while spent + reserved is below the budget; the refusal counts both', async () => {
+    const org = await organization({ monthly_token_budget: 2_000 });
+    await db.query(
+      `INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
+                                       completion_tokens, cached_tokens)
+       VALUES ($1, '2031-05-01', 1, 400, 200, 0)`,
+      [org.organizationId],
+    );
+    // 600 spent: 600 + 700 < 2,000, 600 + 1,400 is not.
+    await admit(org);
+    await admit(org);
+    const refused = admit(org);
+    await expectAppError(refused, 'budget_exceeded');
+    await expect(refused).rejects.toMatchObject({
+      detailsObject: {
+        scope: 'organization',
+        limit: 2_000,
+        used: 600 + 2 * ESTIMATE,
+        resets_at: '2031-06-01T00:00:00.000Z',
+      },
+    });
+    expect(await held(org.organizationId)).toEqual([
+      { budget: 'month:2031-05-01', tokens: ESTIMATE },
+      { budget: 'month:2031-05-01', tokens: ESTIMATE },
+    ]);
+  });
+
+  it('of 50 concurrent admissions, admits exactly as many as the budget has room for', async () => {
+    const org = await organization({ monthly_token_budget: 10 * ESTIMATE });
+    const outcomes = await Promise.allSettled(Array.from({ length: 50 }, () => admit(org)));
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(10);
+    expect(await held(org.organizationId)).toHaveLength(10);
+  });
+
+  it('checks the month and the end user’s day, and holds nothing when either refuses', async () => {
+    const org = await organization({
+      monthly_token_budget: 100_000,
+      end_user_daily_token_budget: ESTIMATE,
+    });
+    const first = await admit(org);
+    expect((await held(org.organizationId)).map((row) => row.budget)).toEqual([
+      `day:2031-05-20:${org.endUserId}`,
+      'month:2031-05-01',
+    ]);
+    await expect(admit(org)).rejects.toMatchObject({
+      code: 'budget_exceeded',
+      detailsObject: { scope: 'end_user', limit: ESTIMATE, used: ESTIMATE },
+    });
+    // The refused reply left the month as it was; another end user goes on.
+    expect(await held(org.organizationId)).toHaveLength(2);
+    await admit(org, await endUser(org.organizationId));
+    expect(await held(org.organizationId)).toHaveLength(4);
+    // Given back (the reply failed): the day has room again.
+    spend.release(first);
+    await waitFor(async () => (await held(org.organizationId)).length === 2);
+    await admit(org);
+  });
+
+  it('swaps a reservation for the reply’s tokens in the reply’s own statement', async () => {
+    const org = await organization({ monthly_token_budget: 100_000 });
+    const admission = await admit(org);
+    expect(admission.reservation?.budgets).toEqual(['month:2031-05-01']);
+    // No tokens, no meter events: the reservation's step alone.
+    const exchange = {
+      at: clock.now(),
+      relationship: undefined as never,
+      tokens: null,
+      tokensUsed: 0,
+    };
+    const { steps, shape } = spend.exchangeSteps(admission, exchange);
+    expect(shape).toBe('_reserved');
+    await t.app.get(Database).rows(withEntries(steps, sql`SELECT 1`));
+    expect(await held(org.organizationId)).toEqual([]);
+    spend.settled(admission);
+    expect(spend.exchangeSteps(admission, exchange).steps).toEqual([]);
+  });
+
+  it('stops counting a reservation at its expiry (ENGINE_TIMEOUT_MS + 30 s), and purges it', async () => {
+    const org = await organization({ monthly_token_budget: ESTIMATE });
+    await admit(org);
+    await expectAppError(admit(org), 'budget_exceeded');
+    // ENGINE_TIMEOUT_MS is 30 s by default: the reservation lapses 60 s after it was made.
+    clock.advance(60_000);
+    const later: SpendAdmission = await admit(org);
+    expect(later.reservation).not.toBeNull();
+    await spend.purgeLapsed();
+    expect(await held(org.organizationId)).toHaveLength(1);
+  });
+
+  it('reserves in the month and day it is made in', async () => {
+    const org = await organization({ monthly_token_budget: ESTIMATE });
+    const saved = clock.now();
+    clock.set(new Date('2031-05-31T23:59:59.000Z'));
+    try {
+      await admit(org);
+      await expectAppError(admit(org), 'budget_exceeded');
+      clock.set(new Date('2031-06-01T00:00:00.000Z'));
+      await admit(org);
+      expect((await held(org.organizationId)).map((row) => row.budget)).toEqual([
+        'month:2031-05-01',
+        'month:2031-06-01',
+      ]);
+    } finally {
+      clock.set(saved);
+    }
+  });
+});
+
+async function waitFor(done: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
