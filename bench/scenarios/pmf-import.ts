@@ -163,38 +163,94 @@ async function peakDuring<T>(
   }
 }
 
+/** The tenant's personality as a document carries it. */
+async function personalityDocument(
+  baseUrl: string,
+  tenant: { auth: string; personalityId: string },
+): Promise<Json> {
+  const personality = (await (
+    await fetch(`${baseUrl}/v1/personalities/${tenant.personalityId}`, {
+      headers: { authorization: tenant.auth },
+    })
+  ).json()) as Json;
+  return {
+    id: personality.id,
+    source_slug: personality.source_slug,
+    source_version: personality.source_version,
+    name: personality.name,
+    description: personality.description,
+    traits: personality.traits,
+    voice: personality.voice,
+    system_prompt: personality.system_prompt,
+    language: personality.language,
+    replies: personality.replies,
+  };
+}
+
+/**
+ * `count` imports of a document just under IMPORT_MAX_BYTES at once, IMPORTS_IN_FLIGHT set to
+ * `count`, in a service of their own after one warm-up import of 1,000 messages: the peak of its
+ * resident memory above what it held before.
+ */
+async function largestImports(count: number): Promise<Record<string, unknown>> {
+  const service = await startService({ env: { IMPORTS_IN_FLIGHT: String(count) } });
+  try {
+    const tenant = await benchTenant(service.baseUrl);
+    const personality = await personalityDocument(service.baseUrl, tenant);
+    const post = async (body: Buffer) => {
+      const answered = await fetch(`${service.baseUrl}/v1/end-users/import`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: tenant.auth },
+        body,
+      });
+      const json = (await answered.json()) as Json;
+      if (answered.status !== 201) {
+        throw new Error(`import: ${answered.status} ${JSON.stringify(json)}`);
+      }
+      return json;
+    };
+    await post(Buffer.from(JSON.stringify(conversation(personality, 'bench-warm-up', 1_000, 10))));
+    const documents = Array.from({ length: count }, (_, i) =>
+      documentOf(personality, `bench-16mib-${i}`, MAX_BYTES),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const measured = await peakDuring(service.pid, () => Promise.all(documents.map(post)));
+    return {
+      imports: count,
+      document_bytes: documents[0].length,
+      memories_each: measured.result[0].memories_imported,
+      ...measured,
+      result: undefined,
+      goal:
+        count === 1
+          ? 'peak RSS growth <= 48 MiB'
+          : 'peak RSS growth <= 200 MiB (before: 307 -> 780 MiB, issue 28)',
+    };
+  } finally {
+    await service.stop();
+  }
+}
+
 /**
  * POST /v1/end-users/import of generated documents (realistic lengths, 30 facts) into the
  * organization their personality belongs to, the server's resident memory sampled every 10 ms and
  * its peak (VmHWM) reset before each part (/proc/<pid>/clear_refs), so the peak read after is the
  * part's:
- * - a 10,000-message document (about 6.5 MB), as before the import read its document as a stream;
  * - one document just under IMPORT_MAX_BYTES (16 MiB): peak RSS growth ≤ 48 MiB (contract §29);
  * - four such documents at once, IMPORTS_IN_FLIGHT set to 4: peak RSS growth ≤ 200 MiB (issue 28
- *   measured 307 → 780 MiB before).
+ *   measured 307 → 780 MiB before);
+ * - a 10,000-message document (about 6.5 MB), the figure measured before the import read its
+ *   document as a stream.
  */
 export async function run(): Promise<Record<string, unknown>> {
   const loadAverage = loadavg().map((value) => Number(value.toFixed(2)));
-  const service = await startService({ env: { IMPORTS_IN_FLIGHT: String(CONCURRENT) } });
+  // The largest documents first, each part in a service of its own, warmed up alike.
+  const one = await largestImports(1);
+  const many = await largestImports(CONCURRENT);
+  const service = await startService();
   try {
     const tenant = await benchTenant(service.baseUrl);
-    const personality = (await (
-      await fetch(`${service.baseUrl}/v1/personalities/${tenant.personalityId}`, {
-        headers: { authorization: tenant.auth },
-      })
-    ).json()) as Json;
-    const asDocument = {
-      id: personality.id,
-      source_slug: personality.source_slug,
-      source_version: personality.source_version,
-      name: personality.name,
-      description: personality.description,
-      traits: personality.traits,
-      voice: personality.voice,
-      system_prompt: personality.system_prompt,
-      language: personality.language,
-      replies: personality.replies,
-    };
+    const asDocument = await personalityDocument(service.baseUrl, tenant);
     const post = (document: Json) =>
       fetch(`${service.baseUrl}/v1/end-users/import`, {
         method: 'POST',
@@ -248,39 +304,9 @@ export async function run(): Promise<Record<string, unknown>> {
       throw new Error(`import answered ${JSON.stringify(answer)}`);
     }
 
-    // Documents just under IMPORT_MAX_BYTES: one alone, then CONCURRENT at once.
-    const largest = (userId: string) => documentOf(asDocument, userId, MAX_BYTES);
-    const postBytes = async (body: Buffer) => {
-      const answered = await fetch(`${service.baseUrl}/v1/end-users/import`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: tenant.auth },
-        body,
-      });
-      const json = (await answered.json()) as Json;
-      if (answered.status !== 201)
-        throw new Error(`import: ${answered.status} ${JSON.stringify(json)}`);
-      return json;
-    };
-    const single = largest('bench-16mib');
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const one = await peakDuring(service.pid, () => postBytes(single));
-    const many = Array.from({ length: CONCURRENT }, (_, i) => largest(`bench-16mib-${i}`));
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const four = await peakDuring(service.pid, () => Promise.all(many.map(postBytes)));
-
     return {
       load_average_at_start: loadAverage,
-      largest_document: {
-        bytes: single.length,
-        memories: one.result.memories_imported,
-        one_import: { ...one, result: undefined, goal: 'peak RSS growth <= 48 MiB' },
-        [`${CONCURRENT}_concurrent_imports`]: {
-          ...four,
-          result: undefined,
-          memories_each: four.result[0].memories_imported,
-          goal: 'peak RSS growth <= 200 MiB (before: 307 -> 780 MiB, issue 28)',
-        },
-      },
+      largest_document: { one_import: one, [`${CONCURRENT}_concurrent_imports`]: many },
       memories: MEMORIES,
       facts: FACTS,
       document_bytes: Buffer.byteLength(body),

@@ -12,8 +12,6 @@ import { finalize, from, mergeMap, type Observable } from 'rxjs';
 import { AppError } from '../errors/app-error';
 import { SpooledDocument, spoolDocument, tooLarge } from './spooled-document';
 
-export { tooLarge };
-
 /**
  * A request to a document route (JsonBodyOptions.documentRoutes): its body is left unread by
  * the body middleware, which only notes how much it may be, and is read after the guards.

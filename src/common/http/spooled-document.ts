@@ -60,14 +60,18 @@ export class SpooledDocument {
     return this.members.get(name);
   }
 
-  /** The bytes of `range`, a chunk at a time. */
+  /**
+   * The bytes of `range`, a chunk at a time, each in the same buffer: a chunk is only good until
+   * the next one is asked for (a tokenizer copies out what it keeps).
+   */
   async *read(range: DocumentRange): AsyncGenerator<Buffer> {
+    const buffer = Buffer.allocUnsafe(Math.min(READ_CHUNK, range.end - range.start));
     for (let position = range.start; position < range.end;) {
-      const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK, range.end - position));
-      const { bytesRead } = await this.file.read(chunk, 0, chunk.length, position);
+      const wanted = Math.min(buffer.length, range.end - position);
+      const { bytesRead } = await this.file.read(buffer, 0, wanted, position);
       if (bytesRead === 0) throw new Error('The spooled document ended early');
       position += bytesRead;
-      yield chunk.subarray(0, bytesRead);
+      yield buffer.subarray(0, bytesRead);
     }
   }
 
