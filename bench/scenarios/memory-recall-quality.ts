@@ -60,14 +60,18 @@ function conversation(next: () => number): Turn[] {
 
 /** The recalled memories of a system message, as the openai engine sent it (docs/memory.md). */
 function recalledIn(system: string): Array<{ role: string; content: string }> {
-  const header = 'Earlier in your conversations, relevant to this message:\n';
+  const header = '<recalled_memories>\n';
   const at = system.indexOf(header);
   if (at === -1) return [];
   const lines: Array<{ role: string; content: string }> = [];
   for (const line of system.slice(at + header.length).split('\n')) {
-    const match = /^- \d{4}-\d{2}-\d{2}, (the user|you): (.*)$/.exec(line);
+    // Each item's text is a JSON string (contract §29: user text is data).
+    const match = /^- \d{4}-\d{2}-\d{2}, (the user|you): (".*")$/.exec(line);
     if (!match) break;
-    lines.push({ role: match[1] === 'the user' ? 'user' : 'personality', content: match[2] });
+    lines.push({
+      role: match[1] === 'the user' ? 'user' : 'personality',
+      content: JSON.parse(match[2]) as string,
+    });
   }
   return lines;
 }
@@ -317,7 +321,7 @@ export async function run(): Promise<Record<string, unknown>> {
         written_through:
           'POST /v1/respond, RESPONSE_ENGINE=openai against test/support/fake-openai.ts, which answers each message with a generated reply (no facts learned): every memory and tsvector is written by the service (memoriesInsertStep, english)',
         recall_read_from:
-          "the system message the service sent the provider for the question (its 'Earlier in your conversations' lines): the reply's own recall, MEMORY_RECALL_LIMIT 8, history 20",
+          "the system message the service sent the provider for the question (the lines of its recalled_memories block): the reply's own recall, MEMORY_RECALL_LIMIT 8, history 20",
         search_rank:
           'GET /v1/end-users/{id}/memories/search?q=<question>&personality_id=&limit=50 just before the question is sent: the same ranking over every memory (the history included)',
       },

@@ -31,6 +31,13 @@ class MemoryEnv {
   @Min(1_024)
   @Max(256 * 1_024 * 1_024)
   IMPORT_MAX_BYTES?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(64)
+  IMPORTS_IN_FLIGHT?: number;
 }
 
 /** What a reply remembers beyond its history, and how memories come in and go (docs/memory.md). */
@@ -42,6 +49,8 @@ export const memoryConfig = registerAs('memory', () => {
     factsLimit: env.MEMORY_FACTS_LIMIT ?? 200,
     purgeIntervalMs: env.MEMORY_PURGE_INTERVAL_MS ?? 3_600_000,
     importMaxBytes: env.IMPORT_MAX_BYTES ?? 16 * 1_024 * 1_024,
+    /** PMF imports one instance runs at once (each holds up to IMPORT_MAX_BYTES in /tmp). */
+    importsInFlight: env.IMPORTS_IN_FLIGHT ?? 2,
   };
 });
 

@@ -1,7 +1,21 @@
 import { AppError } from '../common/errors/app-error';
-import { checkImport, type ImportContext } from './import-rules';
+import { type CheckedImport, ImportChecker, type ImportContext, SeenIds } from './import-rules';
 import type { PmfDocument } from './pmf-v1';
 import { PmfV1Validator } from './pmf-v1';
+
+const validator = new PmfV1Validator();
+
+/** The document's parts through the checks, in the order ImportService reads them. */
+function check(doc: PmfDocument): CheckedImport {
+  const checker = new ImportChecker(validator, context);
+  checker.root({ ...doc, personalities: [], relationships: [], memories: [], facts: [] });
+  doc.personalities.forEach((p, i) => checker.personality(i, p));
+  doc.relationships.forEach((r, i) => checker.relationship(i, r));
+  (doc.facts ?? []).forEach((f) => checker.factNamesMemory(f));
+  doc.memories.forEach((m, i) => checker.memory(i, m));
+  (doc.facts ?? []).forEach((f, i) => checker.fact(i, f));
+  return checker.finish();
+}
 
 const NOW = new Date('2026-11-26T12:00:00.000Z');
 const PAST = '2026-11-01T08:00:00.000Z';
@@ -72,10 +86,10 @@ function document(): PmfDocument {
   };
 }
 
-/** The problems checkImport names, as `field: problem`. */
+/** The problems the checks name, as `field: problem`. */
 function problems(doc: PmfDocument): string[] {
   try {
-    checkImport(doc, context);
+    check(doc);
     return [];
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
@@ -84,16 +98,25 @@ function problems(doc: PmfDocument): string[] {
   }
 }
 
-describe('checkImport', () => {
+describe('ImportChecker', () => {
   it('takes a document that keeps the rules (ids match without regard to case; an empty reply)', () => {
     expect(problems(document())).toEqual([]);
-    expect(new PmfV1Validator().parse(document())).toBeDefined();
+    expect(check(document())).toEqual({
+      endUser: document().end_user,
+      memories: 2,
+      facts: 1,
+      namedMemories: new Set(['5']),
+    });
   });
 
   it('names duplicate ids and references outside the document', () => {
     const doc = document();
     doc.memories[1].id = '5';
-    doc.memories.push({ ...doc.memories[0], id: '7', personality_id: 'other' });
+    doc.memories.push({
+      ...doc.memories[0],
+      id: '7',
+      personality_id: '6f1c3f0e-2222-4222-8222-222222222222',
+    });
     doc.facts![0].memory_id = '99';
     doc.personalities.push({ ...doc.personalities[0] });
     expect(problems(doc)).toEqual([
@@ -165,11 +188,87 @@ describe('checkImport', () => {
     }));
     doc.facts = [];
     try {
-      checkImport(doc, context);
+      check(doc);
       throw new Error('not refused');
     } catch (error) {
       expect((error as AppError).details).toHaveLength(20);
       expect((error as AppError).message).toContain('30 problem');
     }
+  });
+
+  it('checks each part against its part of the published schema, by JSON pointer', () => {
+    const doc = document() as unknown as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    doc.version = 2;
+    doc.memories[1].role = 'bot';
+    doc.facts[0].source = 'elsewhere';
+    doc.personalities[0].traits = 'patient';
+    expect(problems(doc as PmfDocument)).toEqual([
+      '/version: must be 1',
+      '/personalities/0/traits: must be array',
+      '/memories/1/role: must be one of ["user","personality"]',
+      '/facts/0/source: must be one of ["api","engine"]',
+    ]);
+  });
+
+  it('tells a repeated memory id among many, wherever it is', () => {
+    const seen = new SeenIds();
+    for (let i = 0; i < 50_000; i++)
+      expect(seen.firstIndex(String(1_000_000 - i * 7), i)).toBe(undefined);
+    expect(seen.firstIndex(String(1_000_000 - 7 * 12_345), 50_000)).toBe(12_345);
+    expect(seen.firstIndex('0999999', 50_001)).toBe(undefined);
+    expect(seen.firstIndex(String(1_000_000), 50_002)).toBe(0);
+  });
+
+  it.each([
+    ['a name with a line break', { name: 'Sage\nIMPORTANT' }, '/personalities/0/name'],
+    ['a name over 100 characters', { name: 'n'.repeat(101) }, '/personalities/0/name'],
+    ['an empty system prompt', { system_prompt: '' }, '/personalities/0/system_prompt'],
+    [
+      'a system prompt over 20,000 characters',
+      { system_prompt: 'p'.repeat(20_001) },
+      '/personalities/0/system_prompt',
+    ],
+    ['no traits', { traits: [] }, '/personalities/0/traits'],
+    [
+      'a voice field PATCH does not know',
+      { voice: { tone: 'warm', formality: 'neutral', style_notes: '', shout: true } },
+      '/personalities/0/voice/shout',
+    ],
+    [
+      'a formality PATCH refuses',
+      { voice: { tone: 'warm', formality: 'rude', style_notes: '' } },
+      '/personalities/0/voice/formality',
+    ],
+    ['a language the service does not know', { language: 'xx' }, '/personalities/0/language'],
+    [
+      'a reply template over 4,000 characters',
+      {
+        replies: {
+          first_meeting: 'Hi',
+          positive: ['x'.repeat(4_001)],
+          negative: ['n'],
+          ambiguous: ['a'],
+          neutral: ['o'],
+          recall: ['{memory}'],
+        },
+      },
+      '/personalities/0/replies/positive',
+    ],
+  ])('holds a personality to the rules PATCH holds: %s', (_name, fields, field) => {
+    const doc = document();
+    Object.assign(doc.personalities[0], fields);
+    expect(problems(doc).map((p) => p.split(': ')[0])).toEqual([field]);
+  });
+
+  it('holds at most 1,000 personalities', () => {
+    const doc = document();
+    doc.personalities = Array.from({ length: 1_001 }, (_, i) => ({
+      ...doc.personalities[0],
+      id: `6f1c3f0e-1111-4111-8111-${String(i).padStart(12, '0')}`,
+    }));
+    doc.memories.forEach((m) => (m.personality_id = doc.personalities[0].id));
+    expect(problems(doc)).toEqual([
+      '/personalities: holds 1001 personalities; a document holds at most 1000',
+    ]);
   });
 });

@@ -6,32 +6,57 @@ import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
+import type { SpooledDocument } from '../common/http/spooled-document';
 import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
 import { EndUsersService } from '../end-users/end-users.service';
+import type { MemorySafety, SafetyCategory } from '../end-users/entities/memory.entity';
 import type { NewMemory } from '../end-users/memories.step';
-import { PersonalitiesService } from '../personalities/personalities.service';
+import {
+  type PersonalityDocument,
+  PersonalitiesService,
+} from '../personalities/personalities.service';
+import { LocalSafetyClassifier } from '../safety/local/local-safety-classifier';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import type { ImportResultDto } from './dto/import-result.dto';
-import { checkImport } from './import-rules';
+import { type CheckedImport, ImportChecker } from './import-rules';
 import { ImportRepository } from './import.repository';
-import { type PmfDocument, PmfV1Validator } from './pmf-v1';
+import { piecesOf } from './pmf-pieces';
+import { type PmfArray, type PmfFact, type PmfMemory, PmfV1Validator } from './pmf-v1';
 
 /**
- * Memories per statement: 10 parameters each, well under PostgreSQL's 65,535, and about 2 MB of
- * text at most per round trip for realistic messages.
+ * Memories per statement: 10 parameters each, well under PostgreSQL's 65,535; and at most
+ * BATCH_CHARACTERS of text, so that a batch of long messages stays a few megabytes.
  */
 const MEMORY_BATCH = 1_000;
 /** Facts per statement (7 parameters each). */
 const FACT_BATCH = 1_000;
+/** Personalities per provideForImport call. */
+const PERSONALITY_BATCH = 100;
+/** Characters of text a batch holds at most, whatever its count. */
+const BATCH_CHARACTERS = 2 * 1_048_576;
+
+/** The members of a PMF v1 document's root object that are not arrays of items. */
+const ROOT_VALUES = new Set(['format', 'version', 'exported_at', 'end_user']);
+
+/** What an imported memory's verdict is: its classification; no action was taken on it. */
+function importedVerdict(categories: SafetyCategory[]): MemorySafety {
+  return {
+    flagged: categories.length > 0,
+    categories,
+    action: categories.length > 0 ? 'flagged' : 'none',
+  };
+}
 
 /**
  * POST /v1/end-users/import: a PMF v1 document back into an organization (docs/pmf-v1.md#import).
- * The document is checked whole before anything is written (the published schema, then the
- * service's rules), then written in one transaction: the end user (whose user_id must be new:
- * the unique constraint decides, under any concurrency), the personalities it needs, its
- * memories in their order, and its facts pointing at their messages' new ids. All or nothing.
- * Relationships are not imported and nothing is counted: a relationship counts when a reply is
- * written, and an import writes none.
+ * The document arrives spooled to a temporary file (ReadsDocumentBody) and is read from it a part
+ * at a time, never whole: checked completely first (ImportChecker: the published schema a part at
+ * a time, then the rules the API holds), then written in one transaction: the end user (whose
+ * user_id must be new: the unique constraint decides, under any concurrency), the personalities
+ * it needs, its memories in their order, each with the verdict of this service's safety
+ * classifier, and its facts pointing at their messages' new ids. All or nothing. Relationships are
+ * not imported and nothing is counted: a relationship counts when a reply is written, and an
+ * import writes none.
  */
 @Injectable()
 export class ImportService {
@@ -45,58 +70,130 @@ export class ImportService {
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
+    private readonly classifier: LocalSafetyClassifier,
     private readonly clock: Clock,
   ) {
     this.factsLimit = memory.factsLimit;
   }
 
-  async import(caller: CallerContext, body: unknown): Promise<ImportResultDto> {
-    const document = this.validator.parse(body);
+  async import(caller: CallerContext, document: SpooledDocument): Promise<ImportResultDto> {
     const now = this.clock.now();
-    checkImport(document, {
+    const checked = await this.check(document, now);
+    return this.database.transaction((manager) =>
+      this.write(manager, caller.organizationId, document, checked, now),
+    );
+  }
+
+  /** Every part of the document through the checks, in the order they depend on each other. */
+  private async check(document: SpooledDocument, now: Date): Promise<CheckedImport> {
+    const checker = new ImportChecker(this.validator, {
       now,
       factsLimit: this.factsLimit,
       emotionNamesOf: (version) => this.vocabularies.emotionNamesOf(version),
     });
-    return this.database.transaction((manager) =>
-      this.write(manager, caller.organizationId, document, now),
-    );
+    const root: Record<string, unknown> = {};
+    for (const name of document.names()) {
+      const range = document.member(name)!;
+      if (range.isArray || !ROOT_VALUES.has(name)) {
+        // An array's items are checked one by one below; an unknown member only needs its name.
+        root[name] = range.isArray ? [] : null;
+        continue;
+      }
+      for await (const piece of piecesOf(document, range)) {
+        if ('value' in piece) root[name] = piece.value;
+        else checker.unreadable(`/${name}${piece.at}`, piece.problem);
+      }
+    }
+    checker.root(root);
+    const each = async (array: PmfArray, check: (index: number, value: unknown) => void) => {
+      const range = document.member(array);
+      if (!range?.isArray) return;
+      for await (const piece of piecesOf(document, range)) {
+        if ('value' in piece) check(piece.index!, piece.value);
+        else checker.unreadable(`/${array}/${piece.index}${piece.at}`, piece.problem);
+      }
+    };
+    await each('personalities', (index, value) => checker.personality(index, value));
+    await each('relationships', (index, value) => checker.relationship(index, value));
+    const facts = document.member('facts');
+    if (facts?.isArray) {
+      for await (const piece of piecesOf(document, facts)) {
+        if ('value' in piece) checker.factNamesMemory(piece.value);
+      }
+    }
+    await each('memories', (index, value) => checker.memory(index, value));
+    await each('facts', (index, value) => checker.fact(index, value));
+    return checker.finish();
+  }
+
+  /** The items of a checked array, in batches of at most `count` and BATCH_CHARACTERS. */
+  private async *batches<T>(
+    document: SpooledDocument,
+    array: PmfArray,
+    count: number,
+  ): AsyncGenerator<T[]> {
+    const range = document.member(array);
+    if (!range?.isArray) return;
+    let batch: T[] = [];
+    let characters = 0;
+    for await (const piece of piecesOf(document, range)) {
+      // Checked before: every piece was built, and is a valid item.
+      const { value, characters: size } = piece as { value: T; characters: number };
+      batch.push(value);
+      characters += size;
+      if (batch.length === count || characters >= BATCH_CHARACTERS) {
+        yield batch;
+        batch = [];
+        characters = 0;
+      }
+    }
+    if (batch.length > 0) yield batch;
   }
 
   private async write(
     manager: EntityManager,
     organizationId: string,
-    document: PmfDocument,
+    document: SpooledDocument,
+    checked: CheckedImport,
     now: Date,
   ): Promise<ImportResultDto> {
-    const userId = document.end_user.user_id;
+    const userId = checked.endUser.user_id;
     const endUserId = await this.repository.insertEndUser(manager, {
       organizationId,
       userId,
-      metadataJson: JSON.stringify(document.end_user.metadata),
-      createdAt: new Date(document.end_user.created_at),
+      metadataJson: JSON.stringify(checked.endUser.metadata),
+      createdAt: new Date(checked.endUser.created_at),
       updatedAt: now,
     });
     if (!endUserId) throw await this.taken(organizationId, userId);
 
-    const personalities = await this.personalities.provideForImport(
-      manager,
-      organizationId,
-      document.personalities,
-      '/personalities',
-    );
-    const personalityOf = new Map(
-      document.personalities.map((p, index) => [p.id.toLowerCase(), personalities.ids[index]]),
-    );
-
-    // The document's memory id → the new one, for the facts learned from them.
-    const memoryIds = new Map<string, string>();
-    const { memories } = document;
-    for (let start = 0; start < memories.length; start += MEMORY_BATCH) {
-      const batch = memories.slice(start, start + MEMORY_BATCH);
-      const ids = await this.repository.insertMemories(
+    // The document's personality id → the one its memories are written with.
+    const personalityOf = new Map<string, string>();
+    let personalitiesCreated = 0;
+    let first = 0;
+    for await (const batch of this.batches<PersonalityDocument>(
+      document,
+      'personalities',
+      PERSONALITY_BATCH,
+    )) {
+      const provided = await this.personalities.provideForImport(
         manager,
-        batch.map((memory): NewMemory => ({
+        organizationId,
+        batch,
+        '/personalities',
+        first,
+      );
+      batch.forEach((p, index) => personalityOf.set(p.id.toLowerCase(), provided.ids[index]));
+      personalitiesCreated += provided.created;
+      first += batch.length;
+    }
+
+    // The new ids of the memories facts were learned from.
+    const memoryIds = new Map<string, string>();
+    for await (const batch of this.batches<PmfMemory>(document, 'memories', MEMORY_BATCH)) {
+      const rows: NewMemory[] = [];
+      for (const memory of batch) {
+        rows.push({
           organizationId,
           endUserId,
           personalityId: personalityOf.get(memory.personality_id.toLowerCase())!,
@@ -106,19 +203,22 @@ export class ImportService {
           intensity: memory.emotion?.intensity ?? null,
           vocabularyVersion: memory.vocabulary_version,
           createdAt: new Date(memory.created_at),
-          safety: memory.safety ?? null,
-        })),
-      );
-      batch.forEach((memory, index) => memoryIds.set(memory.id, ids[index]));
+          // This service's classifier decides, never the document (contract §29).
+          safety: importedVerdict((await this.classifier.classify(memory.content)).categories),
+        });
+      }
+      const ids = await this.repository.insertMemories(manager, rows);
+      batch.forEach((memory, index) => {
+        if (checked.namedMemories.has(memory.id)) memoryIds.set(memory.id, ids[index]);
+      });
     }
 
-    const facts = document.facts ?? [];
     let factsImported = 0;
-    for (let start = 0; start < facts.length; start += FACT_BATCH) {
+    for await (const batch of this.batches<PmfFact>(document, 'facts', FACT_BATCH)) {
       factsImported += await this.repository.insertFacts(
         manager,
         { organizationId, endUserId },
-        facts.slice(start, start + FACT_BATCH).map((fact) => {
+        batch.map((fact) => {
           const content = normalizeFact(fact.content);
           return {
             content,
@@ -134,8 +234,8 @@ export class ImportService {
 
     return {
       user_id: userId,
-      personalities_created: personalities.created,
-      memories_imported: memories.length,
+      personalities_created: personalitiesCreated,
+      memories_imported: checked.memories,
       facts_imported: factsImported,
     };
   }

@@ -2,7 +2,7 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { AppError } from '../common/errors/app-error';
+import type { FieldProblem } from '../common/errors/app-error';
 import { schemaProblems } from '../common/validation/json-schema-problems';
 import type { FactSource } from '../end-users/entities/fact.entity';
 import type { MemoryRole, MemorySafety } from '../end-users/entities/memory.entity';
@@ -20,17 +20,19 @@ export interface PmfDocument {
   format: 'pmf';
   version: 1;
   exported_at: string;
-  end_user: {
-    user_id: string;
-    metadata: Record<string, unknown>;
-    status: 'active' | 'deleting';
-    created_at: string;
-    updated_at: string;
-  };
+  end_user: PmfEndUser;
   personalities: PersonalityDocument[];
   relationships: Array<{ personality_id: string; month: string; first_active_at: string }>;
   memories: PmfMemory[];
   facts?: PmfFact[];
+}
+
+export interface PmfEndUser {
+  user_id: string;
+  metadata: Record<string, unknown>;
+  status: 'active' | 'deleting';
+  created_at: string;
+  updated_at: string;
 }
 
 export interface PmfMemory {
@@ -54,29 +56,75 @@ export interface PmfFact {
   updated_at: string;
 }
 
+/** The arrays of a document, read an item at a time (ImportChecker, ImportService). */
+export const PMF_ARRAYS = ['personalities', 'relationships', 'memories', 'facts'] as const;
+export type PmfArray = (typeof PMF_ARRAYS)[number];
+
+/** The $defs entry each array's items follow in the published schema. */
+const ITEM_DEFINITION: Record<PmfArray, string> = {
+  personalities: 'personality',
+  relationships: 'relationship',
+  memories: 'memory',
+  facts: 'fact',
+};
+
 /**
- * Validates documents against the published schema itself (the file GET
- * /v1/formats/pmf-v1.schema.json serves), with ajv. Compiled once.
+ * Validates a document against the published schema itself (the file GET
+ * /v1/formats/pmf-v1.schema.json serves), with ajv, a part at a time, so that a document is never
+ * held whole: its root object with every array left empty (`root`), then each item of an array
+ * against the schema's own definition for it (`item`). Together they are the whole schema: the
+ * root's rules for the arrays are their type and their items' definition. Compiled once.
  */
 export class PmfV1Validator {
-  private readonly check: ValidateFunction<PmfDocument>;
+  private readonly root: ValidateFunction;
+  private readonly items: Record<PmfArray, ValidateFunction>;
 
-  constructor(schema: object = readPmfV1Schema()) {
+  constructor(
+    schema: { $id: string; properties: Record<string, object> } = readPmfV1Schema() as never,
+  ) {
     const ajv = new Ajv2020({ allErrors: true, strict: true });
     addFormats(ajv, ['date-time', 'uuid']);
-    this.check = ajv.compile<PmfDocument>(schema);
+    ajv.addSchema(schema);
+    this.items = Object.fromEntries(
+      PMF_ARRAYS.map((array) => [
+        array,
+        ajv.getSchema(`${schema.$id}#/$defs/${ITEM_DEFINITION[array]}`)!,
+      ]),
+    ) as Record<PmfArray, ValidateFunction>;
+    // The root's own rules: the same schema, its arrays' items not looked into.
+    const properties = { ...schema.properties };
+    for (const array of PMF_ARRAYS) {
+      const { items: _items, ...own } = properties[array] as { items?: unknown };
+      properties[array] = own;
+    }
+    this.root = ajv.compile({
+      ...schema,
+      $id: schema.$id.replace(/\.schema\.json$/, '-root.schema.json'),
+      properties,
+    });
   }
 
-  /**
-   * The value as a PMF v1 document; else 400 `validation_failed` naming the first
-   * MAX_LISTED_PROBLEMS failing paths by JSON pointer, the message giving how many there are.
-   */
-  parse(value: unknown): PmfDocument {
-    if (this.check(value)) return value;
-    const errors = this.check.errors ?? [];
-    throw AppError.validation(
-      schemaProblems(errors),
-      `The body is not a PMF v1 document (GET /v1/formats/pmf-v1.schema.json): ${errors.length} problem(s)`,
-    );
+  /** The problems of the root object, its arrays replaced by empty ones, by JSON pointer. */
+  rootProblems(root: Record<string, unknown>): ProblemList {
+    return this.problems(this.root, root, '');
+  }
+
+  /** The problems of one item of an array, by JSON pointer from the document's root. */
+  itemProblems(array: PmfArray, index: number, item: unknown): ProblemList {
+    return this.problems(this.items[array], item, `/${array}/${index}`);
+  }
+
+  private problems(check: ValidateFunction, value: unknown, prefix: string): ProblemList {
+    if (check(value)) return NO_PROBLEMS;
+    const errors = check.errors ?? [];
+    return { listed: schemaProblems(errors, prefix), total: errors.length };
   }
 }
+
+/** Problems of one part: the first MAX_LISTED_PROBLEMS, and how many there are. */
+export interface ProblemList {
+  listed: FieldProblem[];
+  total: number;
+}
+
+const NO_PROBLEMS: ProblemList = { listed: [], total: 0 };

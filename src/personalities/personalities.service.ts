@@ -162,13 +162,15 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
    * delete); any other is created from the document's fields under a new id, speaking its
    * `language` (default en), with its `replies`, else those of the catalog entry of its
    * `source_slug`. A created one must be a valid catalog entry; what is not is refused with 400
-   * naming the field by JSON pointer under `pointer` (the array's place in the request).
+   * naming the field by JSON pointer under `pointer` (the array's place in the request), the
+   * documents being its items from index `first` on (an import hands them on in batches).
    */
   async provideForImport(
     manager: EntityManager,
     organizationId: string,
     documents: PersonalityDocument[],
     pointer: string,
+    first = 0,
   ): Promise<ProvidedPersonalities> {
     const known = documents.map((document) =>
       isUUID(document.id) ? document.id.toLowerCase() : undefined,
@@ -185,7 +187,7 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     const problems: FieldProblem[] = [];
     const created: NewPersonality[] = [];
     for (const { document, index } of fresh) {
-      const at = `${pointer}/${index}`;
+      const at = `${pointer}/${first + index}`;
       const language = document.language ?? DEFAULT_LANGUAGE;
       if (!isLanguage(language)) {
         problems.push({

@@ -37,6 +37,7 @@ import { ReplySafety } from './reply-safety.service';
       },
     },
   ],
-  exports: [ReplySafety],
+  // LocalSafetyClassifier: imports classify each memory with it (docs/pmf-v1.md#import).
+  exports: [ReplySafety, LocalSafetyClassifier],
 })
 export class SafetyModule {}

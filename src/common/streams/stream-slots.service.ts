@@ -7,6 +7,13 @@ import { onResponseDone } from '../http/response-done';
 /** What a client refused a stream is told to wait before trying again. */
 const RETRY_AFTER_SECONDS = 5;
 
+/** 429 `too_many_streams`, with the Retry-After every refusal of a long response carries. */
+export function tooManyStreams(message: string): AppError {
+  return new AppError('too_many_streams', message, {
+    headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+  });
+}
+
 /**
  * Long responses (exports, subject access, streamed replies) take a slot of their organization:
  * at most STREAMS_PER_ORG at once per instance, so one tenant's stalled readers cannot take the
@@ -32,10 +39,8 @@ export class StreamSlots {
   take(organizationId: string, response: ServerResponse): void {
     const held = this.open.get(organizationId) ?? 0;
     if (held >= this.limit) {
-      throw new AppError(
-        'too_many_streams',
+      throw tooManyStreams(
         `This organization already has ${this.limit} exports or streams open; retry when one ends`,
-        { headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) } },
       );
     }
     this.open.set(organizationId, held + 1);

@@ -1,5 +1,4 @@
 import type { FieldProblem } from '../errors/app-error';
-import { pointerToken } from './json-schema-problems';
 
 /** Deepest nesting of objects and arrays a request body may have (API contract §14). */
 export const MAX_JSON_DEPTH = 64;
@@ -35,10 +34,15 @@ export function jsonNestsDeeperThan(raw: Uint8Array, max: number): boolean {
   return false;
 }
 
-const MAX_FIELD_NAME = 200;
+/** A field name echoed in an error is cut here: a hostile key may be huge. */
+export const MAX_FIELD_NAME = 200;
 
 /** Keys that reach Object.prototype, or a constructor's, when a body is merged or copied. */
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set([
+  '__proto__',
+  'constructor',
+  'prototype',
+]);
 
 // U+0000 (PostgreSQL cannot store it in text or jsonb) and unpaired UTF-16 surrogates (stored as
 // U+FFFD, so two different strings would become one). With the u flag, a paired surrogate is one
@@ -66,19 +70,12 @@ export function mayHoldUnsafeContent(raw: Buffer): boolean {
   );
 }
 
-/** How a problem's field is named: `a.b[0]` (the API's form), or a JSON pointer `/a/b/0`. */
-export type FieldPathStyle = 'dotted' | 'pointer';
-
 /**
  * The first forbidden key or unstorable string in a parsed body, as a field problem, or null.
  * Recursion is bounded: bodies deeper than MAX_JSON_DEPTH were refused before parsing.
  */
-export function findUnsafeContent(
-  value: unknown,
-  style: FieldPathStyle = 'dotted',
-): FieldProblem | null {
-  const pointer = style === 'pointer';
-  const root = pointer ? '' : 'body';
+export function findUnsafeContent(value: unknown): FieldProblem | null {
+  const root = 'body';
   const walk = (node: unknown, path: string): FieldProblem | null => {
     if (typeof node === 'string') {
       return isStorableText(node)
@@ -88,16 +85,14 @@ export function findUnsafeContent(
     if (node === null || typeof node !== 'object') return null;
     if (Array.isArray(node)) {
       for (let i = 0; i < node.length; i++) {
-        const problem = walk(node[i], pointer ? `${path}/${i}` : `${path}[${i}]`);
+        const problem = walk(node[i], `${path}[${i}]`);
         if (problem) return problem;
       }
       return null;
     }
     for (const key of Object.keys(node)) {
       // Field names are echoed in the error body: a hostile key may be huge.
-      const field = (
-        pointer ? `${path}/${pointerToken(key)}` : path ? `${path}.${key}` : key
-      ).slice(0, MAX_FIELD_NAME);
+      const field = (path ? `${path}.${key}` : key).slice(0, MAX_FIELD_NAME);
       if (FORBIDDEN_KEYS.has(key)) return { field, problem: 'is not an allowed key' };
       if (!isStorableText(key)) {
         return {

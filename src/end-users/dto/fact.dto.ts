@@ -2,11 +2,17 @@ import { ApiProperty } from '@nestjs/swagger';
 import { IsString, IsUUID, Matches, MaxLength } from 'class-validator';
 import { FACT_SOURCES, type Fact, type FactSource } from '../entities/fact.entity';
 import { IdListQueryDto } from '../../common/pagination/pagination';
-import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import {
+  CONTROL_CHARACTER,
+  NoControlCharacters,
+} from '../../common/validation/no-control-characters';
+import { isStorableText } from '../../common/validation/untrusted-json';
 import type { Row } from '../../database/row';
 import { UserIdParamDto } from './user-id';
 
 export const FACT_MAX_CHARACTERS = 500;
+/** A fact an engine learns is shorter than one the business writes (contract §29). */
+export const LEARNED_FACT_MAX_CHARACTERS = 200;
 
 /** A fact's content: 1..500 characters, not only white space, no control characters. */
 export class FactContentDto {
@@ -83,4 +89,18 @@ export function factKey(content: string): string {
 /** The content as stored: trimmed, runs of white space as one space. */
 export function normalizeFact(content: string): string {
   return content.trim().replace(/\s+/g, ' ');
+}
+
+/**
+ * A fact an engine learned, as it is stored (contract §29): one line, its white space (line
+ * breaks, U+2028/U+2029 among it) collapsed to single spaces, of 1..LEARNED_FACT_MAX_CHARACTERS
+ * characters. Undefined, so that the fact is dropped whole rather than cut mid-sentence, when it
+ * is longer, empty, or holds a control character, a NUL or an unpaired surrogate.
+ */
+export function learnedFact(statement: string): string | undefined {
+  const fact = normalizeFact(statement);
+  if (fact === '' || CONTROL_CHARACTER.test(fact) || !isStorableText(fact)) return undefined;
+  let characters = 0;
+  for (const _ of fact) if (++characters > LEARNED_FACT_MAX_CHARACTERS) return undefined;
+  return fact;
 }

@@ -1,8 +1,11 @@
+import { learnedFact } from '../../end-users/dto/fact.dto';
 import { MAX_LEARNED_FACTS } from './response-engine';
 
+/** Every character a reader may break a line at: a value ends there (a fact is one line). */
+const BREAK = String.raw`\n\r\u0085\u2028\u2029`;
 /** What a clause may hold after the pattern: up to the end of the clause, at most 60 characters. */
-const VALUE = String.raw`([^.,;:!?\n]{1,60}?)`;
-const END = String.raw`(?=\s*(?:[.,;:!\n]|\band\b|\bbut\b|\bbecause\b|$))`;
+const VALUE = String.raw`([^.,;:!?${BREAK}]{1,60}?)`;
+const END = String.raw`(?=[^\S${BREAK}]*(?:[.,;:!${BREAK}]|\band\b|\bbut\b|\bbecause\b|$))`;
 
 /**
  * First-person statements the local engine learns, and how it writes them down (third person).
@@ -27,14 +30,14 @@ const PATTERNS: Array<{ pattern: RegExp; fact: (...values: string[]) => string }
   },
   {
     pattern: new RegExp(
-      String.raw`\bmy fav(?:o|ou)rite\s+([^.,;:!?\n]{1,30}?)\s+is\s+${VALUE}${END}`,
+      String.raw`\bmy fav(?:o|ou)rite\s+([^.,;:!?${BREAK}]{1,30}?)\s+is\s+${VALUE}${END}`,
       'iu',
     ),
     fact: (thing, value) => `Their favourite ${thing} is ${value}.`,
   },
   {
     pattern: new RegExp(
-      String.raw`\bi(?: have|'ve got| have got)\s+(an?\s+[^.,;:!?\n]{1,30}?)\s+(called|named)\s+${VALUE}${END}`,
+      String.raw`\bi(?: have|'ve got| have got)\s+(an?\s+[^.,;:!?${BREAK}]{1,30}?)\s+(called|named)\s+${VALUE}${END}`,
       'iu',
     ),
     fact: (thing, verb, name) => `They have ${thing} ${verb} ${name}.`,
@@ -44,21 +47,26 @@ const PATTERNS: Array<{ pattern: RegExp; fact: (...values: string[]) => string }
 /** A value that says the opposite or nothing: "my name is not …", "I live in a flat?" */
 const NOT_A_VALUE = /^(?:not|never|no)\b/i;
 
+/** A sentence and the marks that end it; a line break ends one too. */
+const SENTENCE = new RegExp(String.raw`[^.!?${BREAK}]+[.!?${BREAK}]*`, 'gu');
+
 /**
  * The facts the user states about themselves in `message`, in the order stated, at most
- * MAX_LEARNED_FACTS. Questions are skipped ("do I live in Berlin?" states nothing).
+ * MAX_LEARNED_FACTS, each one line (learnedFact). Questions are skipped ("do I live in Berlin?"
+ * states nothing).
  */
 export function extractFacts(message: string): string[] {
   const facts: string[] = [];
   // Sentences, each with the mark that ends it: a question states nothing.
-  for (const sentence of message.match(/[^.!?\n]+[.!?\n]*/g) ?? []) {
+  for (const sentence of message.match(SENTENCE) ?? []) {
     if (sentence.trimEnd().endsWith('?')) continue;
     for (const { pattern, fact } of PATTERNS) {
       const match = pattern.exec(sentence);
       if (!match) continue;
       const values = match.slice(1).map((value) => value.trim());
       if (values.some((value) => value === '' || NOT_A_VALUE.test(value))) continue;
-      const statement = fact(...values);
+      const statement = learnedFact(fact(...values));
+      if (statement === undefined) continue;
       if (!facts.includes(statement)) facts.push(statement);
       if (facts.length === MAX_LEARNED_FACTS) return facts;
     }

@@ -11,7 +11,7 @@ import { toStorableText } from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { detectEmotion, round } from './emotion-detector';
-import { FACT_MAX_CHARACTERS } from '../../end-users/dto/fact.dto';
+import { learnedFact } from '../../end-users/dto/fact.dto';
 import { ReplyTextStream } from './reply-text-stream';
 import { CircuitBreakers } from './routing/circuit-breakers';
 import { EngineMetrics } from './routing/engine-metrics';
@@ -83,8 +83,9 @@ function responseFormat(emotions: string[]): ChatCompletionCreateParamsBase['res
 }
 
 /**
- * The facts the model learned: strings only, trimmed, storable and within FACT_MAX_CHARACTERS,
- * at most MAX_LEARNED_FACTS; anything else in the field is ignored.
+ * The facts the model learned: strings only, each one line of at most 200 characters
+ * (learnedFact: a longer one is dropped, not cut), at most MAX_LEARNED_FACTS; anything else in
+ * the field is ignored.
  */
 function modelFacts(content: string): string[] {
   let parsed: unknown;
@@ -97,8 +98,8 @@ function modelFacts(content: string): string[] {
   if (!Array.isArray(facts)) return [];
   return facts
     .filter((fact): fact is string => typeof fact === 'string')
-    .map((fact) => toStorableText(fact).replace(/\s+/g, ' ').trim())
-    .filter((fact) => fact.length > 0 && fact.length <= FACT_MAX_CHARACTERS)
+    .map((fact) => learnedFact(toStorableText(fact)))
+    .filter((fact): fact is string => fact !== undefined)
     .slice(0, MAX_LEARNED_FACTS);
 }
 

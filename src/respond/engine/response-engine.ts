@@ -61,7 +61,7 @@ export interface EngineReply {
   model: string | null;
   /**
    * Facts newly stated by the user in this message, as short third-person statements (at most
-   * MAX_LEARNED_FACTS, each at most FACT_MAX_CHARACTERS); stored with the exchange.
+   * MAX_LEARNED_FACTS, each one line of at most LEARNED_FACT_MAX_CHARACTERS); stored with the exchange.
    */
   facts: string[];
 }
