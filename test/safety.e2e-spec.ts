@@ -146,6 +146,38 @@ describe('Safety settings: GET/PATCH /v1/organizations/{id}/safety', () => {
     }
     expect((await patch({ crisis_message: '💙'.repeat(1000) })).status).toBe(200);
   });
+
+  it('refuses a crisis message a person cannot see, or one that reorders text (contract §29)', async () => {
+    const patch = (crisis_message: string) =>
+      t
+        .http()
+        .patch(path(owner.organizationId))
+        .set('Authorization', bearer(owner.accessToken))
+        .send({ crisis_message });
+    for (const invisible of [
+      '\u200b', // a lone zero-width space
+      '\u200b\u200c\u200d\u2060\ufeff', // zero-width characters only
+      ' \u200b\n\u00ad ', // with spaces, a line break and a soft hyphen
+      '\u3164', // the Hangul filler: a letter that draws nothing
+      '\u202eCall 988', // a right-to-left override
+      'Call \u2066988\u2069 now', // an isolate
+      'Call 988\u200f', // a right-to-left mark
+      '\u061cCall 988', // the Arabic letter mark
+    ]) {
+      const response = await patch(invisible);
+      expectError(response, 400, 'validation_failed');
+      expect({ invisible, details: response.body.error.details }).toEqual({
+        invisible,
+        details: [expect.objectContaining({ field: 'crisis_message' })],
+      });
+    }
+    // Zero-width joiners inside emoji and text in other scripts stay allowed.
+    for (const visible of ['Call 988 👩‍⚕️', 'اتصل بـ 988', 'Ruf an:\n0800 111 0 111']) {
+      const response = await patch(visible);
+      expect({ visible, status: response.status }).toEqual({ visible, status: 200 });
+      expect(response.body.crisis_message).toBe(visible);
+    }
+  });
 });
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
