@@ -126,7 +126,7 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     for (const group of LEXICON) {
       for (const phrase of group.phrases) this.trie.add(phrase, group);
     }
-    this.normalizer = new TextNormalizer(this.trie.vocabulary);
+    this.normalizer = new TextNormalizer(this.trie.vocabulary, this.trie.prefixes);
   }
 
   async classify(text: string): Promise<SafetyVerdict> {
