@@ -107,6 +107,8 @@ export class ReplySafety {
   ): SentenceGate {
     return new SentenceGate({
       check: async (sentence, context) => {
+        // What was released is clean: a sentence that cannot change that is not read with it.
+        if (this.classifier.couldFlagAfter?.(sentence) === false) return 'allow';
         const categories = await this.screenReply(settings, context + sentence, signal);
         if (categories.length === 0) return 'allow';
         onBlocked(categories);

@@ -54,8 +54,15 @@ describe('SentenceGate', () => {
 
     const ended = gate.end();
     await answer('allow');
+    await answer('allow');
     await expect(ended).resolves.toBe('open');
-    expect(checked).toEqual(['Hello there.', ' How are you?', ' Fine']);
+    // The rest, then the whole reply once more.
+    expect(checked).toEqual([
+      'Hello there.',
+      ' How are you?',
+      ' Fine',
+      'Hello there. How are you? Fine',
+    ]);
     expect(released.join('')).toBe('Hello there. How are you? Fine');
   });
 
@@ -270,10 +277,21 @@ describe('SentenceGate', () => {
       await pushed;
       const ended = gate.end();
       await answer('allow');
+      await answer('allow');
       await expect(ended).resolves.toBe('open');
       // The line break after the first sentence is released without a check, and read after it.
-      expect(checked).toEqual(['I will kill him.', 'The knife is ready.', ' Go']);
-      expect(contexts).toEqual(['', 'I will kill him.\n', 'I will kill him.\nThe knife is ready.']);
+      expect(checked).toEqual([
+        'I will kill him.',
+        'The knife is ready.',
+        ' Go',
+        'I will kill him.\nThe knife is ready. Go',
+      ]);
+      expect(contexts).toEqual([
+        '',
+        'I will kill him.\n',
+        'I will kill him.\nThe knife is ready.',
+        '',
+      ]);
     });
 
     it('blocks the sentence that makes the reply harmful with the ones before it', async () => {
@@ -311,15 +329,24 @@ describe('SentenceGate', () => {
       expect(released.join('')).toBe('Aaaa one. Bbbb two. Cccc three. Dddd four. ');
     });
 
-    it('does not check again at the end when the last check read the whole reply', async () => {
-      const { gate, checked, answer } = harness();
-      const pushed = gate.push('One. Two.\n');
-      await answer('allow');
-      await answer('allow');
+    it('checks a reply of one sentence once, one of more once more whole at the end', async () => {
+      const one = harness();
+      const pushed = one.gate.push('Only this one.\n');
+      await one.answer('allow');
       await pushed;
-      await expect(gate.push('\n')).resolves.toBe('open');
-      await expect(gate.end()).resolves.toBe('open');
-      expect(checked).toEqual(['One.', ' Two.']);
+      await expect(one.gate.push('\n')).resolves.toBe('open');
+      await expect(one.gate.end()).resolves.toBe('open');
+      expect(one.checked).toEqual(['Only this one.']);
+
+      const two = harness();
+      const both = two.gate.push('One. Two.\n');
+      await two.answer('allow');
+      await two.answer('allow');
+      await both;
+      const ended = two.gate.end();
+      await two.answer('allow');
+      await expect(ended).resolves.toBe('open');
+      expect(two.checked).toEqual(['One.', ' Two.', 'One. Two.\n']);
     });
   });
 });

@@ -5,8 +5,8 @@ export interface SentenceGateOptions {
   /**
    * Decides one sentence read after `context`, the sentences released before it (whole
    * sentences, the last `contextLength` characters of them at most): `block` when the two
-   * together are harmful, which stops the gate. A rejection stops it too, and is rethrown. When a
-   * reply outgrew the context, its end checks the whole reply once more, as one sentence.
+   * together are harmful, which stops the gate. A rejection stops it too, and is rethrown. A
+   * reply of more than one sentence is checked whole once more at its end, as one sentence.
    */
   check: (sentence: string, context: string) => Promise<SentenceVerdict>;
   /**
@@ -46,12 +46,13 @@ function isLetter(char: string | undefined): boolean {
  * release for good; the caller replaces the reply with a refusal.
  *
  * A sentence is checked together with the sentences released before it, so that harm told across
- * sentences ("I will kill him. The knife is ready.") is seen where the second one would be
- * released: the check that would block the whole reply blocks its first sentence that makes it
- * harmful. The context is bounded (`contextLength`, whole sentences), so a check costs at most
- * that much plus its sentence, whatever the reply's length; a reply that outgrew it is checked
- * whole once more at its end. Whatever a check of the whole reply blocks, the gate therefore
- * blocks, at the latest at the end: never less than the same reply checked whole.
+ * sentences ("I will kill him. The knife is ready.") is seen before the second one is released.
+ * The context is bounded (`contextLength`, whole sentences), so a check reads at most that much
+ * plus its sentence, whatever the reply's length. And a reply of more than one sentence is
+ * checked whole once more at its end: whatever a check of the whole reply blocks, the gate
+ * blocks, before the harmful sentence is released when the context shows it and at the end
+ * otherwise. A check may read less than its context when it can tell the sentence adds nothing
+ * (`ReplySafety`); the end's check does not depend on it.
  *
  * A sentence ends after `.` `!` `?` `…` (a run of them, then closing quotes or brackets) followed
  * by whitespace, after a newline, or after `。` `！` `？`. Best effort against splitting too
@@ -70,7 +71,8 @@ export class SentenceGate {
   /** `released[contextStart..]`: the context of the next check, `contextChars` long. */
   private contextStart = 0;
   private contextChars = 0;
-  /** What the last check read, context and sentence. */
+  /** Sentences checked, and what the last check was given, context and sentence. */
+  private checks = 0;
   private lastChecked = '';
   /** Text received and not yet released. */
   private pending = '';
@@ -144,17 +146,17 @@ export class SentenceGate {
       this.pending = '';
       await this.releaseSentence(rest);
     }
-    // A check that read less than the whole reply may have missed what only the whole shows.
+    // Checks that read less than the whole reply may have missed what only the whole shows.
     const whole = this.released.join('');
-    if (whole.trim() !== '' && this.lastChecked.trimEnd() !== whole.trimEnd()) {
-      await this.approve(whole, '');
-    }
+    const checkedWhole = this.checks === 1 && this.lastChecked.trimEnd() === whole.trimEnd();
+    if (whole.trim() !== '' && !checkedWhole) await this.approve(whole, '');
   }
 
   private async approve(
     sentence: string,
     context = this.released.slice(this.contextStart).join(''),
   ): Promise<boolean> {
+    this.checks++;
     this.lastChecked = context + sentence;
     if ((await this.check(sentence, context)) === 'allow') return true;
     this.blocked = sentence;

@@ -52,3 +52,15 @@ export function foldConfusables(text: string): string {
   }
   return copiedUpTo === 0 ? text : out + text.slice(copiedUpTo);
 }
+
+/** Format characters and default-ignorable code points: zero-width spaces and joiners, fillers. */
+const DRAWS_NOTHING = /[\p{Cf}\p{Default_Ignorable_Code_Point}]+/gu;
+
+/**
+ * The text as a person reads it, for a classifier that reads text itself (the provider's model):
+ * compatibility forms composed (NFKC), look-alikes of Latin letters folded, what draws nothing
+ * dropped; case, accents and punctuation kept. Text with none of these is returned as it is.
+ */
+export function asRead(text: string): string {
+  return foldConfusables(text.normalize('NFKC')).replace(DRAWS_NOTHING, '');
+}

@@ -203,6 +203,21 @@ describe('LocalSafetyClassifier', () => {
       });
     });
 
+    it('tells which text could make a clean text before it harmful: one with a phrase', () => {
+      for (const text of ['The knife is ready.', 'I will kill him.', 'lol', 'sk\u0430b']) {
+        expect({ text, could: classifier.couldFlagAfter(text) }).toEqual({
+          text,
+          could: text !== 'sk\u0430b',
+        });
+      }
+      expect(classifier.couldFlagAfter('We talked about the weather.')).toBe(false);
+      expect(classifier.couldFlagAfter('')).toBe(false);
+      // Whatever holds no phrase adds nothing: on every labelled message.
+      for (const { text } of [...loadLabelledMessages(), ...loadModerationMessages()]) {
+        if (!classifier.couldFlagAfter(text)) expect(categoriesOf(text)).toEqual([]);
+      }
+    });
+
     it('is deterministic: a second instance agrees on every labelled message', () => {
       const other = new LocalSafetyClassifier();
       for (const { text } of loadLabelledMessages()) {

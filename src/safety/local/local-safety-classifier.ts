@@ -142,6 +142,14 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     return { categories: inCanonicalOrder(found), decidedBy: 'local' };
   }
 
+  /**
+   * Every rule starts from a phrase of the lexicon, and a phrase never crosses a sentence break:
+   * text without one adds no category to a clean text it follows (it can only cancel or deny).
+   */
+  couldFlagAfter(text: string): boolean {
+    return this.trie.matchAll(this.normalizer.normalize(text).tokens).length > 0;
+  }
+
   private read(text: string): Reading {
     const { tokens, quoteStarts, quoteEnds } = this.normalizer.normalize(text);
     const sentences = new Int32Array(tokens.length);
