@@ -16,6 +16,7 @@ import {
   loadModerationMessages,
   SPLITS,
 } from '../../test/fixtures/safety/labelled-set';
+import { REPLIES } from './support/companion-replies';
 import { percentile } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 200);
@@ -111,13 +112,14 @@ async function streamCpu(gate: SentenceGate, reply: string): Promise<number> {
  * Output moderation of a streamed reply (ReplySafety's gate: each sentence read with up to 2,000
  * characters of the released ones before it when it holds a phrase of the lexicon, and a reply
  * of more than one sentence read whole at its end) against one classification of the whole,
- * for replies of growing length. Two kinds of reply: everyday chat, where no sentence holds a
- * phrase, and the worst case, where every sentence holds one and is read with its context.
+ * for replies of growing length. Two kinds of reply: a companion's everyday replies, where few
+ * sentences hold a phrase, and the worst case, where every sentence holds one and is read with
+ * its context.
  */
 async function streamedModeration(classifier: LocalSafetyClassifier) {
   const kinds: Record<string, string> = {
-    everyday_chat:
-      'That sounds like a really long day, and it makes sense that you feel tired tonight. ',
+    // 3 of its 36 sentences hold a phrase ("tonight", "kids", "finishing").
+    companion_replies: `${REPLIES.join(' ')} `,
     a_phrase_in_every_sentence:
       'I could die laughing at that video, it is the funniest thing I saw this week. ',
   };
@@ -168,7 +170,7 @@ async function streamedModeration(classifier: LocalSafetyClassifier) {
   }
   return {
     method:
-      'a reply of N characters of one repeated sentence streamed in 4-character deltas through ReplySafety.gate with the local classifier; moderation CPU = CPU of the stream through it minus through a gate that checks nothing (medians of 21 runs, 7 from 5,000 characters); plain = CPU of one classification of the whole reply',
+      'a reply of N characters (companion replies repeated, or one sentence with a phrase repeated) streamed in 4-character deltas through ReplySafety.gate with the local classifier; moderation CPU = CPU of the stream through it minus through a gate that checks nothing (medians of 21 runs, 7 from 5,000 characters); plain = CPU of one classification of the whole reply',
     by_kind_and_reply_length: rows,
   };
 }

@@ -94,7 +94,7 @@ export class SentenceGate {
     return this.blocked === undefined ? 'open' : 'blocked';
   }
 
-  /** The sentence a check blocked, if one did. */
+  /** The sentence a check blocked, if one did: the whole reply when the end's check did. */
   get blockedSentence(): string | undefined {
     return this.blocked;
   }
