@@ -1,5 +1,12 @@
 import { loadavg } from 'node:os';
 import { LocalSafetyClassifier } from '../../src/safety/local/local-safety-classifier';
+import { ReplySafety } from '../../src/safety/reply-safety.service';
+import type { SafetyClassifier } from '../../src/safety/safety-categories';
+import type {
+  AppliedSafetySettings,
+  SafetySettingsService,
+} from '../../src/safety/safety-settings.service';
+import { SentenceGate } from '../../src/safety/sentence-gate';
 import {
   crisisFigures,
   type CrisisFigures,
@@ -9,6 +16,7 @@ import {
   loadModerationMessages,
   SPLITS,
 } from '../../test/fixtures/safety/labelled-set';
+import { REPLIES } from './support/companion-replies';
 import { percentile } from './support/stats';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 200);
@@ -68,10 +76,111 @@ function quality(messages: LabelledMessage[], classifier: LocalSafetyClassifier)
 const repeatTo = (unit: string, length: number) =>
   unit.repeat(Math.ceil(length / unit.length)).slice(0, length);
 
+/** The local classifier, counting the characters it reads. */
+class CountingClassifier implements SafetyClassifier {
+  readonly name = 'local';
+  classified = 0;
+  scanned = 0;
+  constructor(private readonly inner: LocalSafetyClassifier) {}
+  classify(text: string) {
+    this.classified += text.length;
+    return Promise.resolve(this.inner.classifySync(text));
+  }
+  couldFlagAfter(text: string) {
+    this.scanned += text.length;
+    return this.inner.couldFlagAfter(text);
+  }
+}
+
+const STREAM_SETTINGS: AppliedSafetySettings = {
+  crisisResponse: true,
+  crisisMessage: 'Call 988.',
+  inputModeration: 'flag',
+  outputModeration: 'block',
+};
+
+/** CPU time, in ns, of a reply streamed in 4-character deltas through `gate`. */
+async function streamCpu(gate: SentenceGate, reply: string): Promise<number> {
+  const start = process.cpuUsage();
+  for (let at = 0; at < reply.length; at += 4) await gate.push(reply.slice(at, at + 4));
+  await gate.end();
+  const { user, system } = process.cpuUsage(start);
+  return (user + system) * 1000;
+}
+
+/**
+ * Output moderation of a streamed reply (ReplySafety's gate: each sentence read with up to 2,000
+ * characters of the released ones before it when it holds a phrase of the lexicon, and a reply
+ * of more than one sentence read whole at its end) against one classification of the whole,
+ * for replies of growing length. Two kinds of reply: a companion's everyday replies, where few
+ * sentences hold a phrase, and the worst case, where every sentence holds one and is read with
+ * its context.
+ */
+async function streamedModeration(classifier: LocalSafetyClassifier) {
+  const kinds: Record<string, string> = {
+    // 3 of its 36 sentences hold a phrase ("tonight", "kids", "finishing").
+    companion_replies: `${REPLIES.join(' ')} `,
+    a_phrase_in_every_sentence:
+      'I could die laughing at that video, it is the funniest thing I saw this week. ',
+  };
+  const lengths = [300, 1_000, 2_000, 5_000, 20_000];
+  const rows: Record<string, Record<string, unknown>> = {};
+  for (const [kind, sentence] of Object.entries(kinds)) {
+    rows[kind] = {};
+    for (const length of lengths) {
+      const reply = repeatTo(sentence, length);
+      const counting = new CountingClassifier(classifier);
+      const safety = new ReplySafety({} as SafetySettingsService, counting);
+      const moderated = () =>
+        safety.gate(
+          STREAM_SETTINGS,
+          new AbortController().signal,
+          async () => undefined,
+          () => undefined,
+        );
+      const unchecked = () =>
+        new SentenceGate({ check: async () => 'allow', release: () => undefined });
+      const rounds = length >= 5_000 ? 7 : 21;
+      for (let round = 0; round < 3; round++) await streamCpu(moderated(), reply);
+      counting.classified = 0;
+      counting.scanned = 0;
+      const withModeration: number[] = [];
+      const gateAlone: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        withModeration.push(await streamCpu(moderated(), reply));
+        gateAlone.push(await streamCpu(unchecked(), reply));
+      }
+      const plain = Array.from({ length: rounds }, () => cpuTime(classifier, reply));
+      const median = (values: number[]) =>
+        percentile(
+          [...values].sort((a, b) => a - b),
+          50,
+        );
+      rows[kind][length] = {
+        characters_classified_per_reply_character: Number(
+          (counting.classified / rounds / length).toFixed(2),
+        ),
+        characters_scanned_for_phrases_per_reply_character: Number(
+          (counting.scanned / rounds / length).toFixed(2),
+        ),
+        streamed_moderation_cpu_ms_p50: ms(median(withModeration) - median(gateAlone)),
+        plain_classification_cpu_ms_p50: ms(median(plain)),
+      };
+    }
+  }
+  return {
+    method:
+      'a reply of N characters (companion replies repeated, or one sentence with a phrase repeated) streamed in 4-character deltas through ReplySafety.gate with the local classifier; moderation CPU = CPU of the stream through it minus through a gate that checks nothing (medians of 21 runs, 7 from 5,000 characters); plain = CPU of one classification of the whole reply',
+    by_kind_and_reply_length: rows,
+  };
+}
+
 /**
  * The local safety classifier: its figures on the labelled set (recall on crisis expressions and
- * false-positive rate on hard negatives, per language, on the whole set and on each split), and
- * its cost per message, warm, over many runs of the whole set and on 10,000-character messages.
+ * false-positive rate on hard negatives, per language, on the whole set and on each split, the
+ * obfuscated one included), its cost per message, warm, over many runs of the whole set, of the
+ * obfuscated split and on 10,000-character messages, and the cost of output moderation of a
+ * streamed reply against the plain one.
  * Goal: p99 ≤ 0.2 ms per message of chat length; cost linear in the length of long messages.
  * Timings are wall-clock on a shared machine, so the load average at the start is recorded; long
  * messages are also measured in CPU time, which waiting for a busy core does not lengthen.
@@ -156,6 +265,14 @@ export async function run(): Promise<Record<string, unknown>> {
   );
 
   const perMessageCosts = costs(perMessage);
+  const obfuscatedTexts = messages
+    .filter((message) => message.split === 'obfuscated')
+    .map((message) => message.text);
+  const perObfuscated: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const text of obfuscatedTexts) perObfuscated.push(time(classifier, text));
+  }
+  const streamed = await streamedModeration(classifier);
   return {
     load_average_at_start: loadAtStart,
     goal: 'p99 <= 0.2 ms per message of chat length; cost per character flat for long messages',
@@ -188,6 +305,8 @@ export async function run(): Promise<Record<string, unknown>> {
       message_length_chars: { p50: percentile(lengths, 50), max: lengths[lengths.length - 1] },
       goal_met: perMessageCosts.p99_ms <= 0.2,
     },
+    cost_per_obfuscated_message: costs(perObfuscated),
+    streamed_moderation: streamed,
     cost_10000_chars: long,
     cost_by_length: scaling,
   };

@@ -95,7 +95,9 @@ export class ReplySafety {
 
   /**
    * For a streamed reply under output moderation `block`: releases the reply a sentence at a
-   * time, each once it is checked; a sentence in a moderated category stops it.
+   * time, each once it is checked together with the sentences released before it; a sentence
+   * that puts the reply in a moderated category stops it. Blocks whatever `screenReply` of the
+   * whole reply would (contract §29; the bound on what a check reads is SentenceGate's).
    */
   gate(
     settings: AppliedSafetySettings,
@@ -104,8 +106,10 @@ export class ReplySafety {
     onBlocked: (categories: SafetyCategory[]) => void,
   ): SentenceGate {
     return new SentenceGate({
-      check: async (sentence) => {
-        const categories = await this.screenReply(settings, sentence, signal);
+      check: async (sentence, context) => {
+        // What was released is clean: a sentence that cannot change that is not read with it.
+        if (this.classifier.couldFlagAfter?.(sentence) === false) return 'allow';
+        const categories = await this.screenReply(settings, context + sentence, signal);
         if (categories.length === 0) return 'allow';
         onBlocked(categories);
         return 'block';

@@ -23,6 +23,13 @@ export interface SafetyClassifyOptions {
 export interface SafetyClassifier {
   readonly name: SafetyClassifierName;
   classify(text: string, options: SafetyClassifyOptions): Promise<SafetyVerdict>;
+  /**
+   * Whether `text`, following a text this classifier found clean, could make the two harmful;
+   * false lets a caller that classifies a reply as it streams skip reading them together. The
+   * local classifier answers from its lexicon (no phrase of it, nothing to add); a classifier that
+   * cannot tell leaves it out.
+   */
+  couldFlagAfter?(text: string): boolean;
 }
 
 /** The categories present in `found`, in canonical order and without duplicates. */

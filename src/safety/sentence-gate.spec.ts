@@ -2,13 +2,16 @@ import fc from 'fast-check';
 import { SentenceGate, type SentenceVerdict } from './sentence-gate';
 
 /** A gate whose checks the test answers one by one, recording what was checked and released. */
-function harness(options: { maxSentenceLength?: number } = {}) {
+function harness(options: { maxSentenceLength?: number; contextLength?: number } = {}) {
   const checked: string[] = [];
+  /** What each check read before its sentence. */
+  const contexts: string[] = [];
   const released: string[] = [];
   const waiting: ((verdict: SentenceVerdict) => void)[] = [];
   const gate = new SentenceGate({
-    check: (sentence) => {
+    check: (sentence, context) => {
       checked.push(sentence);
+      contexts.push(context);
       return new Promise((resolve) => waiting.push(resolve));
     },
     release: (text) => void released.push(text),
@@ -19,7 +22,7 @@ function harness(options: { maxSentenceLength?: number } = {}) {
     while (waiting.length === 0) await new Promise((resolve) => setImmediate(resolve));
     waiting.shift()?.(verdict);
   };
-  return { gate, checked, released, answer };
+  return { gate, checked, contexts, released, answer };
 }
 
 /** A gate that allows everything, to read where it cuts. */
@@ -51,8 +54,15 @@ describe('SentenceGate', () => {
 
     const ended = gate.end();
     await answer('allow');
+    await answer('allow');
     await expect(ended).resolves.toBe('open');
-    expect(checked).toEqual(['Hello there.', ' How are you?', ' Fine']);
+    // The rest, then the whole reply once more.
+    expect(checked).toEqual([
+      'Hello there.',
+      ' How are you?',
+      ' Fine',
+      'Hello there. How are you? Fine',
+    ]);
     expect(released.join('')).toBe('Hello there. How are you? Fine');
   });
 
@@ -253,7 +263,90 @@ describe('SentenceGate', () => {
     const text = 'This is a sentence of a long reply. '.repeat(500);
     for (const char of text) await gate.push(char);
     await gate.end();
-    expect(checks).toBe(500);
+    // 500 sentences, and the whole reply once more: it outgrew the context.
+    expect(checks).toBe(501);
     expect(released.join('')).toBe(text);
+  });
+
+  describe('reads each sentence after the sentences released before it (contract §29)', () => {
+    it('gives each check the released sentences as context, whitespace included', async () => {
+      const { gate, checked, contexts, answer } = harness();
+      const pushed = gate.push('I will kill him.\nThe knife is ready. Go');
+      await answer('allow');
+      await answer('allow');
+      await pushed;
+      const ended = gate.end();
+      await answer('allow');
+      await answer('allow');
+      await expect(ended).resolves.toBe('open');
+      // The line break after the first sentence is released without a check, and read after it.
+      expect(checked).toEqual([
+        'I will kill him.',
+        'The knife is ready.',
+        ' Go',
+        'I will kill him.\nThe knife is ready. Go',
+      ]);
+      expect(contexts).toEqual([
+        '',
+        'I will kill him.\n',
+        'I will kill him.\nThe knife is ready.',
+        '',
+      ]);
+    });
+
+    it('blocks the sentence that makes the reply harmful with the ones before it', async () => {
+      const released: string[] = [];
+      const gate = new SentenceGate({
+        check: async (sentence, context) =>
+          /kill/.test(context + sentence) && /knife/.test(context + sentence) ? 'block' : 'allow',
+        release: (text) => void released.push(text),
+      });
+      await expect(gate.push('I will kill him. The knife is ready. ')).resolves.toBe('blocked');
+      expect(released).toEqual(['I will kill him.']);
+      expect(gate.blockedSentence).toBe(' The knife is ready.');
+    });
+
+    it('keeps the context to whole sentences of at most contextLength characters', async () => {
+      const { gate, contexts, answer } = harness({ contextLength: 20 });
+      const pushed = gate.push('Aaaa one. Bbbb two. Cccc three. Dddd four. E');
+      for (let sentence = 0; sentence < 4; sentence++) await answer('allow');
+      await pushed;
+      expect(contexts).toEqual(['', 'Aaaa one.', 'Aaaa one. Bbbb two.', ' Cccc three.']);
+    });
+
+    it('checks a reply that outgrew its context whole at the end, and blocks on it', async () => {
+      const { gate, checked, contexts, released, answer } = harness({ contextLength: 20 });
+      const pushed = gate.push('Aaaa one. Bbbb two. Cccc three. Dddd four. ');
+      for (let sentence = 0; sentence < 4; sentence++) await answer('allow');
+      await pushed;
+      const ended = gate.end();
+      await answer('block');
+      await expect(ended).resolves.toBe('blocked');
+      // The last sentence was read after " Cccc three." only.
+      expect(contexts.slice(-2)).toEqual([' Cccc three.', '']);
+      expect(checked.at(-1)).toBe('Aaaa one. Bbbb two. Cccc three. Dddd four. ');
+      // Everything was released: the caller follows it with the refusal.
+      expect(released.join('')).toBe('Aaaa one. Bbbb two. Cccc three. Dddd four. ');
+    });
+
+    it('checks a reply of one sentence once, one of more once more whole at the end', async () => {
+      const one = harness();
+      const pushed = one.gate.push('Only this one.\n');
+      await one.answer('allow');
+      await pushed;
+      await expect(one.gate.push('\n')).resolves.toBe('open');
+      await expect(one.gate.end()).resolves.toBe('open');
+      expect(one.checked).toEqual(['Only this one.']);
+
+      const two = harness();
+      const both = two.gate.push('One. Two.\n');
+      await two.answer('allow');
+      await two.answer('allow');
+      await both;
+      const ended = two.gate.end();
+      await two.answer('allow');
+      await expect(ended).resolves.toBe('open');
+      expect(two.checked).toEqual(['One.', ' Two.', 'One. Two.\n']);
+    });
   });
 });

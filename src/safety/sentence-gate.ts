@@ -2,8 +2,13 @@ export type SentenceVerdict = 'allow' | 'block';
 export type GateState = 'open' | 'blocked';
 
 export interface SentenceGateOptions {
-  /** Decides one sentence; `block` stops the gate. A rejection stops it too, and is rethrown. */
-  check: (sentence: string) => Promise<SentenceVerdict>;
+  /**
+   * Decides one sentence read after `context`, the sentences released before it (whole
+   * sentences, the last `contextLength` characters of them at most): `block` when the two
+   * together are harmful, which stops the gate. A rejection stops it too, and is rethrown. A
+   * reply of more than one sentence is checked whole once more at its end, as one sentence.
+   */
+  check: (sentence: string, context: string) => Promise<SentenceVerdict>;
   /**
    * Receives the text in order, a checked sentence at a time; the pieces add up to the input.
    * Awaited: a release that waits (a client not reading) holds the gate.
@@ -11,6 +16,8 @@ export interface SentenceGateOptions {
   release: (text: string) => void | Promise<void>;
   /** A run without a sentence end is cut (at a space when there is one) beyond this. */
   maxSentenceLength?: number;
+  /** How much of the released text a check reads before the sentence; default 2,000 characters. */
+  contextLength?: number;
 }
 
 const TERMINATORS = new Set(['.', '!', '?', '…']);
@@ -38,6 +45,15 @@ function isLetter(char: string | undefined): boolean {
  * completed or checked (when the caller awaits each `push` before the next). A `block` stops the
  * release for good; the caller replaces the reply with a refusal.
  *
+ * A sentence is checked together with the sentences released before it, so that harm told across
+ * sentences ("I will kill him. The knife is ready.") is seen before the second one is released.
+ * The context is bounded (`contextLength`, whole sentences), so a check reads at most that much
+ * plus its sentence, whatever the reply's length. And a reply of more than one sentence is
+ * checked whole once more at its end: whatever a check of the whole reply blocks, the gate
+ * blocks, before the harmful sentence is released when the context shows it and at the end
+ * otherwise. A check may read less than its context when it can tell the sentence adds nothing
+ * (`ReplySafety`); the end's check does not depend on it.
+ *
  * A sentence ends after `.` `!` `?` `…` (a run of them, then closing quotes or brackets) followed
  * by whitespace, after a newline, or after `。` `！` `？`. Best effort against splitting too
  * early: a `.` not followed by whitespace never ends one (3.5, example.com, e.g.x), nor does a `.`
@@ -49,6 +65,15 @@ export class SentenceGate {
   private readonly check: SentenceGateOptions['check'];
   private readonly release: SentenceGateOptions['release'];
   private readonly maxSentenceLength: number;
+  private readonly contextLength: number;
+  /** The sentences released, in order. */
+  private readonly released: string[] = [];
+  /** `released[contextStart..]`: the context of the next check, `contextChars` long. */
+  private contextStart = 0;
+  private contextChars = 0;
+  /** Sentences checked, and what the last check was given, context and sentence. */
+  private checks = 0;
+  private lastChecked = '';
   /** Text received and not yet released. */
   private pending = '';
   /** Up to where `pending` is known to hold no sentence end. */
@@ -62,13 +87,14 @@ export class SentenceGate {
     this.check = options.check;
     this.release = options.release;
     this.maxSentenceLength = options.maxSentenceLength ?? 1000;
+    this.contextLength = options.contextLength ?? 2000;
   }
 
   get state(): GateState {
     return this.blocked === undefined ? 'open' : 'blocked';
   }
 
-  /** The sentence a check blocked, if one did. */
+  /** The sentence a check blocked, if one did: the whole reply when the end's check did. */
   get blockedSentence(): string | undefined {
     return this.blocked;
   }
@@ -108,24 +134,44 @@ export class SentenceGate {
       const sentence = this.pending.slice(0, end);
       // Whitespace alone ("\n" after a sentence) cannot be harmful: not worth a check.
       if (sentence.trim() !== '' && !(await this.approve(sentence))) return;
-      await this.release(sentence);
+      await this.releaseSentence(sentence);
       // Deltas pushed meanwhile were appended: `end` still marks the same place.
       this.pending = this.pending.slice(end);
       this.scanned = 0;
     }
-    if (final && this.pending !== '') {
+    if (!final) return;
+    if (this.pending !== '') {
       const rest = this.pending;
       if (rest.trim() !== '' && !(await this.approve(rest))) return;
       this.pending = '';
-      await this.release(rest);
+      await this.releaseSentence(rest);
     }
+    // Checks that read less than the whole reply may have missed what only the whole shows.
+    const whole = this.released.join('');
+    const checkedWhole = this.checks === 1 && this.lastChecked.trimEnd() === whole.trimEnd();
+    if (whole.trim() !== '' && !checkedWhole) await this.approve(whole, '');
   }
 
-  private async approve(sentence: string): Promise<boolean> {
-    if ((await this.check(sentence)) === 'allow') return true;
+  private async approve(
+    sentence: string,
+    context = this.released.slice(this.contextStart).join(''),
+  ): Promise<boolean> {
+    this.checks++;
+    this.lastChecked = context + sentence;
+    if ((await this.check(sentence, context)) === 'allow') return true;
     this.blocked = sentence;
     this.pending = '';
     return false;
+  }
+
+  private async releaseSentence(sentence: string): Promise<void> {
+    await this.release(sentence);
+    this.released.push(sentence);
+    this.contextChars += sentence.length;
+    while (this.contextChars > this.contextLength) {
+      this.contextChars -= this.released[this.contextStart].length;
+      this.contextStart++;
+    }
   }
 
   /** The index just after the first complete sentence in `pending`, or -1. */

@@ -339,44 +339,53 @@ export class FakeOpenAI {
     });
   }
 
-  /** OpenAI's moderation answer for the request's `input`, as `moderate` decides. */
+  /**
+   * OpenAI's moderation answer for the request's `input`, a string or an array of them: one
+   * result per input, as `moderate` decides each; the first fault decided answers for all.
+   */
   private answerModeration(recorded: RecordedChatRequest, response: ServerResponse): void {
     const input = (recorded.body as { input?: unknown } | undefined)?.input;
-    const decision = this.moderate(typeof input === 'string' ? input : JSON.stringify(input));
-    if ('hang' in decision) return;
-    if ('error' in decision) return this.sendError(response, { status: decision.error });
-    if ('garbage' in decision) {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(decision.garbage);
+    const inputs = Array.isArray(input) ? input : [input];
+    const decisions = inputs.map((each) =>
+      this.moderate(typeof each === 'string' ? each : JSON.stringify(each)),
+    );
+    const fault = decisions.find((decision) => !('flagged' in decision));
+    if (fault && 'hang' in fault) return;
+    if (fault && 'error' in fault) return this.sendError(response, { status: fault.error });
+    if (fault && 'garbage' in fault) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(fault.garbage);
       return;
     }
-    const categories = Object.fromEntries(
-      [
-        'harassment',
-        'hate',
-        'illicit',
-        'illicit/violent',
-        'self-harm',
-        'self-harm/intent',
-        'self-harm/instructions',
-        'sexual',
-        'sexual/minors',
-        'violence',
-        'violence/graphic',
-      ].map((name) => [name, decision.flagged.includes(name)]),
-    );
+    const results = decisions.map((decision) => {
+      const flagged = 'flagged' in decision ? decision.flagged : [];
+      const categories = Object.fromEntries(
+        [
+          'harassment',
+          'hate',
+          'illicit',
+          'illicit/violent',
+          'self-harm',
+          'self-harm/intent',
+          'self-harm/instructions',
+          'sexual',
+          'sexual/minors',
+          'violence',
+          'violence/graphic',
+        ].map((name) => [name, flagged.includes(name)]),
+      );
+      return {
+        flagged: flagged.length > 0,
+        categories,
+        category_scores: Object.fromEntries(
+          Object.entries(categories).map(([name, on]) => [name, on ? 0.99 : 0.001]),
+        ),
+      };
+    });
     response.writeHead(200, { 'content-type': 'application/json' }).end(
       JSON.stringify({
         id: 'modr-fake',
         model: (recorded.body as { model?: string } | undefined)?.model ?? 'omni-moderation-latest',
-        results: [
-          {
-            flagged: decision.flagged.length > 0,
-            categories,
-            category_scores: Object.fromEntries(
-              Object.entries(categories).map(([name, on]) => [name, on ? 0.99 : 0.001]),
-            ),
-          },
-        ],
+        results,
       }),
     );
   }

@@ -8,6 +8,19 @@ export const CRISIS_MESSAGE_MAX_CHARACTERS = 1000;
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL_BUT_NEWLINE = /^[^\u0000-\u0009\u000b-\u001f\u007f-\u009f]*$/;
 
+/**
+ * A character that draws something: not a space, a control or format character (zero-width
+ * space, joiners, soft hyphen), a combining mark alone, a default-ignorable code point (the
+ * Hangul filler) or the blank Braille pattern. A message of only those shows nothing.
+ */
+const VISIBLE = /[^\s\p{Cc}\p{Cf}\p{Z}\p{M}\p{Default_Ignorable_Code_Point}\u2800]/u;
+
+/**
+ * Bidirectional controls (the Arabic letter mark, LRM and RLM, embeddings, overrides and
+ * isolates) reorder the text around them: a crisis message must read as it is written.
+ */
+const NO_BIDI_CONTROL = /^[^\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]*$/u;
+
 export class SafetySettingsDto {
   @ApiProperty({
     enum: ['on', 'off'],
@@ -56,7 +69,10 @@ export class UpdateSafetySettingsDto {
   @ValidateIf((_dto: object, value: unknown) => value !== undefined && value !== null)
   @IsString()
   @Matches(/^[\s\S]{1,1000}$/u, { message: 'crisis_message must be 1..1000 characters' })
-  @Matches(/\S/, { message: 'crisis_message must not be blank' })
+  @Matches(VISIBLE, { message: 'crisis_message must hold a visible character' })
+  @Matches(NO_BIDI_CONTROL, {
+    message: 'crisis_message must not contain bidirectional control characters',
+  })
   @Matches(CONTROL_BUT_NEWLINE, {
     message: 'crisis_message must not contain control characters other than line feeds',
   })

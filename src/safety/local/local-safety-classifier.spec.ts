@@ -45,6 +45,21 @@ describe('LocalSafetyClassifier', () => {
     );
   });
 
+  describe('on the obfuscated split (issue 28): text is read as a person reads it', () => {
+    const obfuscated = loadLabelledMessages().filter((message) => message.split === 'obfuscated');
+
+    it.each(LANGUAGES)(
+      '%s: every hidden crisis expression found, no look-alike flagged',
+      (language) => {
+        const { crisis, negatives, missed, falsePositives } = crisisFigures(obfuscated, isSelfHarm)[
+          language
+        ];
+        expect({ crisis, negatives }).toEqual({ crisis: 10, negatives: 10 });
+        expect({ missed, falsePositives }).toEqual({ missed: [], falsePositives: [] });
+      },
+    );
+  });
+
   describe('on the violence and sexual_minors set', () => {
     it.each(loadModerationMessages().map((message) => [message.kind, message.text, message]))(
       '%s: %s',
@@ -71,6 +86,19 @@ describe('LocalSafetyClassifier', () => {
       ['chat spelling', 'wanna kms'],
       ['accents left off', 'je veux mourir, je suis fatiguee de vivre'],
       ['French without the apostrophe', 'j ai envie de mourir'],
+      ['a Cyrillic і', 'i want to k\u0456ll myself'],
+      ['a Greek ι', 'i want to d\u03b9e'],
+      ['Cyrillic capitals', 'I W\u0410NT TO D\u0406\u0415'],
+      ['a Cyrillic ѕ', 'thinking about \u0455uicide'],
+      ['an Armenian ս', 'thinking about s\u057dicide'],
+      ['a masked letter', 'i want to k*ll myself'],
+      ['two masked letters', 'thinking about s**cide'],
+      ['a masked doubled letter', 'i want to ki*l myself'],
+      ['dotted letters with a closing dot', 'i want to k.i.l.l. myself'],
+      ['a dotted word', 'i want to kill my.self'],
+      ['zero-width joiners between letters', 'i want to k\u200di\u200dl\u200dl myself'],
+      ['the Hangul filler', 'i want to kill my\u3164self'],
+      ['a word joiner and a soft hyphen', 'i want to d\u2060i\u00ade'],
     ])('%s: "%s" is self_harm', (_form, text) => {
       expect(categoriesOf(text)).toEqual(['self_harm']);
     });
@@ -173,6 +201,21 @@ describe('LocalSafetyClassifier', () => {
         categories: ['self_harm'],
         decidedBy: 'local',
       });
+    });
+
+    it('tells which text could make a clean text before it harmful: one with a phrase', () => {
+      for (const text of ['The knife is ready.', 'I will kill him.', 'lol', 'sk\u0430b']) {
+        expect({ text, could: classifier.couldFlagAfter(text) }).toEqual({
+          text,
+          could: text !== 'sk\u0430b',
+        });
+      }
+      expect(classifier.couldFlagAfter('We talked about the weather.')).toBe(false);
+      expect(classifier.couldFlagAfter('')).toBe(false);
+      // Whatever holds no phrase adds nothing: on every labelled message.
+      for (const { text } of [...loadLabelledMessages(), ...loadModerationMessages()]) {
+        if (!classifier.couldFlagAfter(text)) expect(categoriesOf(text)).toEqual([]);
+      }
     });
 
     it('is deterministic: a second instance agrees on every labelled message', () => {

@@ -126,7 +126,7 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     for (const group of LEXICON) {
       for (const phrase of group.phrases) this.trie.add(phrase, group);
     }
-    this.normalizer = new TextNormalizer(this.trie.vocabulary);
+    this.normalizer = new TextNormalizer(this.trie.vocabulary, this.trie.prefixes);
   }
 
   async classify(text: string): Promise<SafetyVerdict> {
@@ -140,6 +140,14 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     if (this.hasSexualMinors(reading)) found.push('sexual_minors');
     if (this.hasViolence(reading)) found.push('violence');
     return { categories: inCanonicalOrder(found), decidedBy: 'local' };
+  }
+
+  /**
+   * Every rule starts from a phrase of the lexicon, and a phrase never crosses a sentence break:
+   * text without one adds no category to a clean text it follows (it can only cancel or deny).
+   */
+  couldFlagAfter(text: string): boolean {
+    return this.trie.matchAll(this.normalizer.normalize(text).tokens).length > 0;
   }
 
   private read(text: string): Reading {

@@ -51,6 +51,8 @@ export class PhraseTrie<T> {
   private longest = 0;
   /** Every literal word of every phrase, in matching form. */
   readonly vocabulary = new Set<string>();
+  /** The words of the vocabulary that phrases take as prefixes (`suicid*`). */
+  readonly prefixes = new Set<string>();
 
   constructor(
     private readonly toWords: (literal: string) => string[],
@@ -195,7 +197,10 @@ export class PhraseTrie<T> {
     if (words.length === 0) throw new Error(`"${literal}" has no words in phrase: ${phrase}`);
     for (const word of words) this.vocabulary.add(word);
     const atoms: Atom[] = words.map((text) => ({ kind: 'word', text }));
-    if (isPrefix) atoms[atoms.length - 1] = { kind: 'prefix', text: words[words.length - 1] };
+    if (isPrefix) {
+      atoms[atoms.length - 1] = { kind: 'prefix', text: words[words.length - 1] };
+      this.prefixes.add(words[words.length - 1]);
+    }
     return atoms;
   }
 

@@ -1,7 +1,10 @@
 import { collapseRepeats, TextNormalizer } from './text-normalizer';
 
 describe('TextNormalizer', () => {
-  const normalizer = new TextNormalizer(new Set(['i', 'want', 'to', 'die', 'kil', 'myself']));
+  const normalizer = new TextNormalizer(
+    new Set(['i', 'want', 'to', 'die', 'kil', 'myself', 'stab', 'suicide', 'suicid', 'sex']),
+    new Set(['suicid']),
+  );
   const words = (text: string) => normalizer.words(text);
 
   it('folds case, compatibility forms and accents', () => {
@@ -120,8 +123,95 @@ describe('TextNormalizer', () => {
     expect(words('😭😭😭')).toEqual([]);
   });
 
-  it('keeps other scripts as words without mistaking them', () => {
-    expect(words('Привет мир')).toEqual(['привет', 'мир']);
+  it('keeps other scripts as words, with their look-alikes of Latin letters folded', () => {
+    // "р", "е" and "о" look like Latin letters; "П", "и", "в", "м" do not.
+    expect(words('Привет мир')).toEqual(['пpивeт', 'миp']);
     expect(words('今日は。晴れ')).toEqual(['今日は', '晴れ']);
+  });
+
+  describe('reads text as a person reads it (contract §29)', () => {
+    it('folds look-alike letters of other scripts (the TR39 skeleton) to the Latin ones', () => {
+      // Cyrillic а, е, і, ѕ, о; Greek ι and ο; Armenian ս; Cyrillic capitals read as capitals.
+      expect(words('st\u0430b \u0455ui\u0441\u0456d\u0435 d\u03b9e m\u03bf s\u057d')).toEqual([
+        'stab',
+        'suicide',
+        'die',
+        'mo',
+        'su',
+      ]);
+      expect(words('I W\u0410NT TO D\u0406\u0415 \u0412\u041e\u041c\u0412')).toEqual([
+        'i',
+        'want',
+        'to',
+        'die',
+        'bomb',
+      ]);
+    });
+
+    it('leaves ASCII as it is written: m is not rn, 1 is not l, I is not l', () => {
+      expect(words('mom 1 I 0')).toEqual(['mom', '1', 'i', '0']);
+    });
+
+    it('drops what draws nothing: zero-width characters, joiners, the Hangul filler', () => {
+      expect(
+        words('k\u200bi\u200cl\u200dl my\u2060self d\ufeffi\u3164e s\u00adt\u180ea\u034fb'),
+      ).toEqual(['kil', 'myself', 'die', 'stab']);
+    });
+
+    it('reads a masked letter as the lexicon word it hides, and nothing else', () => {
+      expect(words('k*ll myself, s**cide, ki*l, d*e, st*b, suic*der')).toEqual([
+        'kil',
+        'myself',
+        'suicide',
+        'kil',
+        'die',
+        'stab',
+        'suicider',
+      ]);
+      // A star that hides no lexicon word splits as before; stars around a word are not masks.
+      expect(words('h*ppy 5*3 *sigh* **bold** d**n')).toEqual([
+        'h',
+        'py',
+        '5',
+        '3',
+        'sigh',
+        'bold',
+        'd',
+        'n',
+      ]);
+    });
+
+    it('joins dotted letters and dotted words into the lexicon word they spell', () => {
+      expect(words('k.i.l.l. my.self')).toEqual(['kil', 'myself']);
+      expect(normalizer.normalize('k.i.l.l. my.self').tokens.map((t) => t.breakBefore)).toEqual([
+        0, 0,
+      ]);
+      // Not a lexicon word: split at the dot, which ends a sentence as before.
+      const split = normalizer.normalize('die.nobody file.txt').tokens;
+      expect(split.map((token) => [token.text, token.breakBefore])).toEqual([
+        ['die', 0],
+        ['nobody', 2],
+        ['file', 0],
+        ['txt', 2],
+      ]);
+    });
+
+    it('keeps initials, abbreviations and numbers what they are', () => {
+      // Two initials are not a run of spelled letters ("j" is French chat for "je").
+      expect(words('J. K. Rowling')).toEqual(['je', 'k', 'rowling']);
+      // Dots between letters spelled out, and the one that closes them, end no sentence.
+      const tokens = normalizer.normalize('i.e. the U.S.A. is big. 3.5 s e x ed').tokens;
+      expect(tokens.map((token) => [token.text, token.breakBefore])).toEqual([
+        ['i', 0],
+        ['e', 0],
+        ['the', 0],
+        ['usa', 0],
+        ['is', 0],
+        ['big', 0],
+        ['3.5', 2],
+        ['sex', 0],
+        ['ed', 0],
+      ]);
+    });
   });
 });

@@ -1,3 +1,6 @@
+import { foldConfusables } from './confusables';
+import { HiddenWordReader } from './hidden-words';
+
 /** How a token is separated from the one before it: not at all, by a clause break, a sentence break. */
 export type BreakBefore = 0 | 1 | 2;
 export const CLAUSE_BREAK = 1;
@@ -74,6 +77,8 @@ const TIGHT_SEPARATORS = codesOf(' .-_*·/');
 const QUOTE_MARKS = codesOf('"“”„‟«»「」『』〝〞');
 const APOSTROPHES = codesOf("'’‘`ʼ");
 const LEET_SYMBOLS = codesOf('$@!|€');
+/** A letter hidden behind a star ("k*ll", "s**cide"). */
+const MASK = 0x2a;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 const RETURN = 0x0d;
@@ -143,12 +148,15 @@ const SPELLINGS: Record<string, string> = {
   kiero: 'quiero',
 };
 
-/** Runs of one letter become one letter: "diiiie" and "die", "kill" and "kil" match alike. */
+/**
+ * Runs of one letter become one letter: "diiiie" and "die", "kill" and "kil" match alike. Digits
+ * and the stars of a masked word ("s**cide": two hidden letters) stay as they are.
+ */
 export function collapseRepeats(word: string): string {
   let out = '';
   let previous = '';
   for (const char of word) {
-    if (char !== previous || isDigit(char)) out += char;
+    if (char !== previous || isDigit(char) || char === '*') out += char;
     previous = char;
   }
   return out;
@@ -163,22 +171,36 @@ function isDigitCode(code: number | undefined): boolean {
 }
 
 const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
+/**
+ * Marks, format characters (zero-width spaces and joiners, bidirectional controls, the soft
+ * hyphen) and the other default-ignorable code points (the Hangul filler, variation selectors):
+ * they draw nothing between the letters a person reads.
+ */
+const INVISIBLE = /[\p{M}\p{Cf}\p{Default_Ignorable_Code_Point}]+/gu;
+
 const NUMBER = /^\d+(?:[.,]\d+)?$/;
 const LEADING_DIGITS = /^(\d+)(\D.*)$/;
 const MAX_SEGMENTED_RUN = 48;
 
 /**
- * Turns text into tokens for the phrase matcher. One linear pass over the text plus linear
- * post-processing; nothing here backtracks.
+ * Turns text into tokens for the phrase matcher, reading it as a person reads it. One linear pass
+ * over the text plus linear post-processing; nothing here backtracks.
  *
  * - Unicode compatibility folding (NFKD, which covers what NFKC folds: full-width, ligatures,
- *   mathematical letters), lower case, accents and zero-width characters dropped, ß → ss, œ → oe.
+ *   mathematical letters), then look-alike letters of other scripts folded to the Latin ones by
+ *   Unicode's confusables (the TR39 skeleton: a Cyrillic "е" is "e"; `confusables.ts`), lower
+ *   case, accents and everything that draws nothing dropped (zero-width spaces and joiners, the
+ *   soft hyphen, the Hangul filler, bidirectional controls), ß → ss, œ → oe.
  * - Leetspeak inside words: "k1ll", "d13", "$uicide", "m@ke"; a number before letters stays a
  *   number ("14yo" → 14, yo) so ages survive.
  * - Apostrophes: English contractions joined as typed without one ("don't" → "dont"), French
  *   elisions restored ("j'ai" → "je ai"), a few chat spellings expanded ("wanna", "kms", "jveux").
+ * - Hidden words (`hidden-words.ts`): letters masked by stars ("k*ll", "s**cide") and words with
+ *   dots between letters ("my.self", "k.i.l.l") read as the lexicon's word they spell; otherwise
+ *   split where the stars and dots are.
  * - Spaced and dotted letters ("k i l l", "s.u.i.c.i.d.e"): three or more single letters in a row
- *   are joined, then split into known words when they spell a phrase ("i w a n t t o d i e").
+ *   are joined, then split into known words when they spell a phrase ("i w a n t t o d i e"). The
+ *   dots between letters spelled out and the one closing them ("k.i.l.l.", "e.g.") end no sentence.
  * - Repeated letters collapsed, in the text and in the lexicon alike.
  * - Sentence breaks (. ! ? ; newline …), clause breaks (, : brackets, dashes) and quoted spans
  *   (" “ ” „ « » and single quotes around words) are recorded for the rules that read context.
@@ -188,15 +210,23 @@ export class TextNormalizer {
   private readonly wordCodes = new Uint8Array(0x10000);
   private readonly spellings = new Map<string, string[]>();
   private readonly longestWord: number;
+  private readonly hidden: HiddenWordReader;
 
-  /** `vocabulary`: the lexicon's words in matching form, to split runs of spaced letters into. */
-  constructor(private readonly vocabulary: ReadonlySet<string> = new Set()) {
+  /**
+   * `vocabulary`: the lexicon's words in matching form, to split runs of spaced letters into and
+   * to read masked and dotted words as; `prefixes`: those of its words phrases take as prefixes.
+   */
+  constructor(
+    private readonly vocabulary: ReadonlySet<string> = new Set(),
+    prefixes: ReadonlySet<string> = new Set(),
+  ) {
     for (const [spelling, words] of Object.entries(SPELLINGS)) {
       this.spellings.set(collapseRepeats(spelling), words.split(' ').map(collapseRepeats));
     }
     let longest = 0;
     for (const word of vocabulary) longest = Math.max(longest, word.length);
     this.longestWord = longest;
+    this.hidden = new HiddenWordReader(vocabulary, prefixes);
   }
 
   /** A lexicon phrase's words in matching form, by the same rules as the text. */
@@ -205,10 +235,8 @@ export class TextNormalizer {
   }
 
   normalize(text: string): NormalizedText {
-    const folded = text
-      .normalize('NFKD')
-      .toLowerCase()
-      .replace(/[\p{M}\p{Cf}]+/gu, '');
+    // TR39's skeleton order: decompose, fold look-alikes, drop what draws nothing.
+    const folded = foldConfusables(text.normalize('NFKD')).toLowerCase().replace(INVISIBLE, '');
     const { raws, quoteCount } = this.scan(folded);
     return this.finish(this.joinSpacedLetters(raws), quoteCount);
   }
@@ -228,6 +256,8 @@ export class TextNormalizer {
   private scan(text: string): { raws: RawToken[]; quoteCount: number } {
     const raws: RawToken[] = [];
     let word = '';
+    /** The word holds a star or a dot between letters, to be read when it ends. */
+    let hiddenWord = false;
     let pendingBreak: BreakBefore = 0;
     let gapLength = 0;
     let gapTight = true;
@@ -252,9 +282,44 @@ export class TextNormalizer {
       gapLength = 0;
       gapTight = true;
     };
-    const flush = (): void => {
-      if (word !== '') push(word);
+    /**
+     * Ends the word. One with masked letters or inner dots ("k*ll", "my.self", "k.i.l.l") is read
+     * as the lexicon's word it spells, or else split where the stars and dots are, as separators
+     * would have split it. Whether the word was spelled out with dots: its closing dot is part of
+     * it ("k.i.l.l.", "e.g."), not a sentence end.
+     */
+    const flush = (): boolean => {
+      if (word === '') return false;
+      const hidden = word;
       word = '';
+      if (!hiddenWord) {
+        push(hidden);
+        return false;
+      }
+      hiddenWord = false;
+      let trailingMasks = 0;
+      while (hidden.endsWith('*', hidden.length - trailingMasks)) trailingMasks++;
+      const inner = hidden.slice(0, hidden.length - trailingMasks);
+      const spelled = this.readHidden(inner);
+      const pieces = inner.split(/([.*])/);
+      // "e.g", "u.s.a": letters spelled out, whose dots end no sentence.
+      const singleLetters = pieces.every((piece) => piece.length <= 1);
+      if (spelled !== undefined) {
+        push(spelled);
+      } else {
+        for (const piece of pieces) {
+          if (piece === '.' || piece === '*') {
+            if (piece === '.' && !singleLetters && SENTENCE_BREAK > pendingBreak) {
+              pendingBreak = SENTENCE_BREAK;
+            }
+            gapLength += 1;
+          } else if (piece !== '') {
+            push(piece);
+          }
+        }
+      }
+      gapLength += trailingMasks;
+      return inner.includes('.') && (spelled !== undefined || singleLetters);
     };
     const openQuote = (single: boolean): void => {
       flush();
@@ -284,6 +349,14 @@ export class TextNormalizer {
         isDigitCode(next)
       ) {
         word += text[i];
+      } else if (
+        word !== '' &&
+        ((code === MASK && (next === MASK || this.isWordCode(next))) ||
+          (code === PERIOD && this.isWordCode(next) && !isDigitCode(next)))
+      ) {
+        // A star or a dot between letters: the word is read whole when it ends (`flush`).
+        word += text[i];
+        hiddenWord = true;
       } else if (LEET_SYMBOLS.has(code)) {
         // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation.
         const inWord =
@@ -300,7 +373,8 @@ export class TextNormalizer {
         if (quote !== 0) closeQuote();
         else openQuote(false);
       } else if (SENTENCE_ENDS.has(code)) {
-        separate(code, SENTENCE_BREAK);
+        const closesSpelling = code === PERIOD && flush();
+        separate(code, closesSpelling ? 0 : SENTENCE_BREAK);
         // A quotation left open ends with its line.
         if ((code === NEWLINE || code === RETURN) && quote !== 0) closeQuote();
       } else if (CLAUSE_MARKS.has(code)) {
@@ -318,6 +392,17 @@ export class TextNormalizer {
     }
     flush();
     return { raws, quoteCount };
+  }
+
+  /**
+   * The lexicon's word a word with masked letters or inner dots spells ("k*ll", "s**cide",
+   * "my.self", "k.i.l.l"), in matching form; undefined when it spells none.
+   */
+  private readHidden(word: string): string | undefined {
+    const letters = collapseRepeats(readLeetspeak(word.replaceAll('.', '')));
+    if (!/^[\p{L}*]+$/u.test(letters)) return undefined;
+    if (letters.includes('*')) return this.hidden.readMasked(letters);
+    return letters.length >= 3 && this.hidden.spells(letters) ? letters : undefined;
   }
 
   /** Three or more single letters, tightly spaced: one word, or the known words they spell. */

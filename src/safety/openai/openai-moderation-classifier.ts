@@ -1,4 +1,5 @@
 import OpenAI, { APIConnectionTimeoutError } from 'openai';
+import { asRead } from '../local/confusables';
 import type { LocalSafetyClassifier } from '../local/local-safety-classifier';
 import {
   inCanonicalOrder,
@@ -48,6 +49,11 @@ class InvalidModerationResponse extends Error {}
  * news, a story, a game, which in companion conversations is ordinary; so it maps to violence
  * only when the local rules also see a threat or instructions in the text.
  *
+ * Text hidden with look-alike letters or invisible characters ("sеxy" with a Cyrillic "е") is
+ * sent twice in one request, as written and as a person reads it (`asRead`), and a flag on
+ * either counts: the provider judges the words it would otherwise not see, and text in other
+ * scripts is still judged as written.
+ *
  * No retries (`maxRetries: 0`): a failed moderation is decided locally at once rather than
  * holding the reply back. A caller that aborts gets the abort, not a fallback verdict.
  */
@@ -77,12 +83,14 @@ export class OpenAiModerationClassifier implements SafetyClassifier {
     signal?.throwIfAborted();
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.timeoutMs);
+    const read = asRead(text);
+    const inputs = read === text ? [text] : [text, read];
     try {
       const response: unknown = await this.client.moderations.create(
-        { model: this.model, input: text },
+        { model: this.model, input: inputs.length === 1 ? text : inputs },
         { signal: signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal },
       );
-      return { categories: this.categoriesOf(response, text), decidedBy: 'openai' };
+      return { categories: this.categoriesOf(response, text, inputs.length), decidedBy: 'openai' };
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const reason: ModerationFallbackReason =
@@ -98,12 +106,32 @@ export class OpenAiModerationClassifier implements SafetyClassifier {
     }
   }
 
-  private categoriesOf(response: unknown, text: string): SafetyCategory[] {
+  /** The categories any of the `inputs` results flags. */
+  private categoriesOf(response: unknown, text: string, inputs: number): SafetyCategory[] {
     const results = (response as { results?: unknown } | null)?.results;
-    const first: unknown = Array.isArray(results) ? results[0] : undefined;
-    const flags = (first as { categories?: unknown } | undefined)?.categories;
+    if (!Array.isArray(results) || results.length < inputs) {
+      throw new InvalidModerationResponse(`the answer has fewer than ${inputs} results`);
+    }
+    const perInput = results.slice(0, inputs).map((result: unknown) => this.flagsOf(result));
+    const found = perInput.flatMap((flags) => flags.categories);
+    if (
+      !found.includes('violence') &&
+      perInput.some((flags) => flags.depictsViolence) &&
+      this.fallback.classifySync(text).categories.includes('violence')
+    ) {
+      found.push('violence');
+    }
+    return inCanonicalOrder(found);
+  }
+
+  /**
+   * Our categories one result flags, and whether it flags OpenAI's `violence`, which is ours only
+   * when the local rules also see a threat or instructions.
+   */
+  private flagsOf(result: unknown): { categories: SafetyCategory[]; depictsViolence: boolean } {
+    const flags = (result as { categories?: unknown } | undefined)?.categories;
     if (typeof flags !== 'object' || flags === null) {
-      throw new InvalidModerationResponse('the answer has no results[0].categories');
+      throw new InvalidModerationResponse('a result has no categories');
     }
     const flagged = flags as Record<string, unknown>;
     const illicitViolent = flagged['illicit/violent'];
@@ -117,18 +145,11 @@ export class OpenAiModerationClassifier implements SafetyClassifier {
     ) {
       throw new InvalidModerationResponse('a category flag is missing or not a boolean');
     }
-    const found = Object.entries(MAPPED)
+    const categories = Object.entries(MAPPED)
       .filter(([key]) => flagged[key] === true)
       .map(([, category]) => category);
-    if (illicitViolent === true) found.push('violence');
-    if (
-      flagged.violence === true &&
-      !found.includes('violence') &&
-      this.fallback.classifySync(text).categories.includes('violence')
-    ) {
-      found.push('violence');
-    }
-    return inCanonicalOrder(found);
+    if (illicitViolent === true) categories.push('violence');
+    return { categories, depictsViolence: flagged.violence === true };
   }
 }
 

@@ -131,6 +131,7 @@ export const VIOLENCE_LEXICON: readonly LexiconGroup[] = [
       '[final|end|last] boss', 'boss fight', '[in|this|the] game', 'level', 'elden ring', 'minecraft',
       'fortnite', 'skyrim', 'dark souls', 'zelda', 'gta', 'call of duty', 'valorant', 'bath bomb',
       'endboss', 'im spiel', 'dans le jeu', 'boss final', 'jefe final', 'en el juego',
+      'bombe de bain', 'bomba de baño',
     ],
   },
   {
