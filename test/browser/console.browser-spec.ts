@@ -530,6 +530,42 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await page.setViewportSize({ width: 1280, height: 880 });
   });
 
+  it('is usable by keyboard: skip link, navigation, a dialog opened and closed', async () => {
+    await visit('Team');
+    // The skip link (the first stop of the Tab order) moves the focus into the page.
+    await page.getByRole('link', { name: 'Skip to the page' }).focus();
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+    expect(new URL(page.url()).pathname).toBe('/console/team');
+    await page
+      .getByRole('navigation', { name: 'Console' })
+      .getByRole('link', { name: 'End users' })
+      .focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'End users' }).waitFor();
+    await page.getByLabel('Find an end user by user_id').focus();
+    await page.keyboard.type('nobody-here');
+    await page.keyboard.press('Enter');
+    await page.getByText('No end user has the user_id “nobody-here”.').waitFor();
+    expect(browser.takeProblems()).toEqual([
+      expect.stringContaining('404'), // the browser's own log line of the API's 404
+    ]);
+    await visit('Webhooks');
+    await page
+      .getByRole('button', { name: /^Delete/ })
+      .first()
+      .focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    // The dialog holds the focus; Escape closes it and nothing was deleted.
+    expect(await page.evaluate(() => Boolean(document.activeElement?.closest('dialog')))).toBe(
+      true,
+    );
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    expect(await page.getByTestId('endpoints').locator('tr').count()).toBe(1);
+  });
+
   it('lands the reset link in the console: a new password, then a sign-in with it', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -61,6 +61,11 @@ function SafetyForm() {
   return (
     <section>
       <h2>Safety</h2>
+      <p class="small">
+        Crisis response on: a message expressing suicidal ideation or self-harm gets a careful reply
+        that ends with the crisis message. Moderation of sexual content involving minors and of
+        violence: flag records it, block refuses it.
+      </p>
       <ErrorNotice error={loaded.error} />
       {!form ? (
         loaded.loading ? (
@@ -79,7 +84,7 @@ function SafetyForm() {
             value={form.crisis_response}
             onChange={(e) => set({ crisis_response: e.currentTarget.value as 'on' | 'off' })}
           >
-            <option value="on">on: a careful reply that ends with the crisis message</option>
+            <option value="on">on</option>
             <option value="off">off</option>
           </SelectField>
           <label class="wide">
