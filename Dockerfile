@@ -4,13 +4,15 @@
 # it (test/deployment.e2e-spec.ts checks both).
 ARG NODE_VERSION=24.21.0
 
-# Build stage: all dependencies, compile TypeScript to dist/.
+# Build stage: all dependencies, compile TypeScript to dist/ and the console to dist/web/.
 FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json nest-cli.json ./
 COPY src ./src
+# The web console (docs/console.md): built into dist/web by the same npm run build.
+COPY web ./web
 RUN npm run build
 
 # Production dependencies only: no dev tools, and no embedded PostgreSQL (an optional

@@ -1,7 +1,8 @@
 // The image's runtime without a Docker engine, on whichever node is first on PATH: the Dockerfile's
 // CMD started in DIR (the deps stage's node_modules and the built dist/) with a container's
 // environment, /health/ready waited for, the HEALTHCHECK command run, a user signed up (argon2),
-// then SIGTERM, which must end the process with exit code 0 and no deprecation warning printed.
+// the console fetched (its page and assets), then SIGTERM, which must end the process with exit
+// code 0 and no deprecation warning printed.
 // Usage: node .ci/image-check.js DIR, with DATABASE_URL (and REDIS_URL, if any) set.
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
@@ -85,6 +86,22 @@ async function main() {
   if (signup.status !== 201)
     fail(`signup answered ${signup.status}: ${await signup.text()}`, output);
 
+  // The console is served from the image's dist/web with its security headers, and its assets.
+  const page = await fetch(`${base}/console`);
+  const html = await page.text();
+  if (
+    page.status !== 200 ||
+    !/frame-ancestors 'none'/.test(page.headers.get('content-security-policy') ?? '')
+  )
+    fail(
+      `/console answered ${page.status} (CSP: ${page.headers.get('content-security-policy')})`,
+      output,
+    );
+  for (const [, asset] of html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)) {
+    const response = await fetch(`${base}${asset}`);
+    if (response.status !== 200) fail(`${asset} answered ${response.status}`, output);
+  }
+
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
   const code = await exited;
@@ -92,7 +109,7 @@ async function main() {
   if (code !== 0) fail(`SIGTERM ended the service with ${code}, not 0`, output);
   if (/DeprecationWarning|\[DEP\d+\]/.test(output)) fail('deprecation warnings', output);
   console.log(
-    `image check: node ${process.version}, ready in ${ready} ms, HEALTHCHECK passed, signup 201, exit 0 on SIGTERM`,
+    `image check: node ${process.version}, ready in ${ready} ms, HEALTHCHECK passed, signup 201, console served, exit 0 on SIGTERM`,
   );
 }
 

@@ -9,6 +9,7 @@ import { BodilessRouteGuard } from './common/http/bodiless-route.guard';
 import { StreamsModule } from './common/streams/streams.module';
 import { createValidationPipe } from './common/validation/validation.pipe';
 import { SsoModule } from './sso/sso.module';
+import { ConsoleModule } from './console/console.module';
 import { CoreModule } from './core.module';
 import { EndUsersModule } from './end-users/end-users.module';
 import { ExportsModule } from './exports/exports.module';
@@ -46,6 +47,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     WebhooksModule,
     RateLimitModule,
     IdempotencyModule,
+    ConsoleModule,
   ],
   providers: [
     { provide: APP_FILTER, useClass: AllExceptionsFilter },

@@ -58,7 +58,7 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
         created_at: expect.any(String),
       });
       const mail = await smtp.waitFor(user.email, 5_000, isVerificationMail);
-      expect(mail.decoded).toContain(`${PUBLIC_URL}/verify-email?token=`);
+      expect(mail.decoded).toContain(`${PUBLIC_URL}/console/verify-email?token=`);
       const token = verificationTokenOf(mail);
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
 
@@ -258,7 +258,7 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
       }
       expectError(await login(user.email, user.password), 423, 'login_locked');
       const notice = await smtp.waitFor(user.email, 5_000, isLockoutNotice);
-      expect(notice.decoded).toContain(`${PUBLIC_URL}/reset-password?token=`);
+      expect(notice.decoded).toContain(`${PUBLIC_URL}/console/reset-password?token=`);
       // Later refusals send nothing more.
       expectError(await login(user.email, 'wrong again'), 423, 'login_locked');
       await t.app.get(MailService).idle();

@@ -62,6 +62,7 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
         organizationId: a.organizationId,
         endUserId: internalId,
         personalityId,
+        apiKeyId: null,
         at: new Date(),
         model: 'model-a',
         promptTokens: 10,

@@ -195,7 +195,7 @@ describe('Login, the 15/24h lockout and password reset', () => {
     expect(response.status).toBe(202);
     expect(response.body).toEqual({ status: 'reset_requested' });
     const mail = await smtp.waitFor(u.email, 5_000, isResetMail);
-    expect(mail.decoded).toContain(`${PUBLIC_URL}/reset-password?token=`);
+    expect(mail.decoded).toContain(`${PUBLIC_URL}/console/reset-password?token=`);
     expect(mail.decoded).not.toContain('evil.example');
     const token = resetTokenOf(mail);
     secrets.push(token);
@@ -335,7 +335,7 @@ describe('Password reset without SMTP_URL', () => {
         userId: u.userId,
         mail: {
           to: expect.stringMatching(/^u\*\*\*@example\.test$/),
-          link: `${PUBLIC_URL}/reset-password?token=[redacted]`,
+          link: `${PUBLIC_URL}/console/reset-password?token=[redacted]`,
         },
       });
       expect(t.logs.text()).not.toContain(u.email);

@@ -133,7 +133,7 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       expect(Math.abs(ttl - 7 * 86_400_000)).toBeLessThan(5_000);
 
       const mail = await smtp.waitFor(email, 5_000, isInvitationMail);
-      expect(mail.decoded).toContain(`${PUBLIC_URL}/accept-invitation?token=`);
+      expect(mail.decoded).toContain(`${PUBLIC_URL}/console/accept-invitation?token=`);
       const token = invitationTokenOf(mail);
       expect(Buffer.from(token, 'base64url')).toHaveLength(32);
       // Hashed at rest: the token itself is nowhere in the table.

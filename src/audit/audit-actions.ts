@@ -18,6 +18,7 @@ export const AUDIT_ACTIONS = [
   'personality.deleted',
   'webhook_endpoint.created',
   'webhook_endpoint.deleted',
+  'webhook_delivery.redelivered',
   'conversation.flagged',
 ] as const;
 

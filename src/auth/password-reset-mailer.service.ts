@@ -7,8 +7,8 @@ import { LOCK_DURATION_SECONDS, LOCKOUT_THRESHOLD } from './login-attempts.servi
 const SUBJECT = 'Reset your Personality API password';
 const LOCKOUT_SUBJECT = 'Password login to your Personality API account is locked';
 
-/** The path of the reset link, under APP_PUBLIC_URL. */
-export const RESET_LINK_PATH = '/reset-password';
+/** The path of the reset link, under APP_PUBLIC_URL: the console's page that asks for the new password. */
+export const RESET_LINK_PATH = '/console/reset-password';
 
 /**
  * The password reset e-mail (MailService: SMTP_URL, or a log line with the token redacted when

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { MailService } from '../mail/mail.service';
 
-/** The path of the invitation link, under APP_PUBLIC_URL. */
-export const INVITATION_LINK_PATH = '/accept-invitation';
+/** The path of the invitation link, under APP_PUBLIC_URL: the console's page that accepts it. */
+export const INVITATION_LINK_PATH = '/console/accept-invitation';
 
 /**
  * Fixed: no organization-supplied text in a subject (contract §25), so that an organization

@@ -345,6 +345,7 @@ export class RespondService {
           organizationId,
           endUserId: endUser.id,
           personalityId: personality.id,
+          apiKeyId: conversation.caller.kind === 'api_key' ? conversation.caller.apiKeyId : null,
           at,
           model: reply.model,
           ...usage,

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import type { Row } from '../database/row';
 import { sql } from '../database/sql';
+import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 import type { TokenUsageModelMonth } from './entities/token-usage-model-month.entity';
 import type { TokenUsageMonth } from './entities/token-usage-month.entity';
 
@@ -33,7 +34,8 @@ export type ModelTokenCountsRow = Row<
 
 /**
  * The reads and erasure of the monthly usage tables (relationship_months,
- * usage_monthly_counters, token_usage_months, token_usage_model_months); a reply writes them
+ * usage_monthly_counters, token_usage_months, token_usage_model_months and the breakdown's
+ * rollups); a reply writes them
  * with usage.steps.ts.
  */
 @Injectable()
@@ -116,6 +118,42 @@ export class UsageRepository {
            ORDER BY t.prompt_tokens + t.completion_tokens DESC, t.model DESC
            LIMIT ${limit + 1}`,
       { name: 'usage_breakdown_model' },
+    );
+  }
+
+  /**
+   * The month's API keys, most tokens first (ties: by id), after the key `after`; then, last
+   * whatever its tokens, the row of replies made with users' access tokens (its key is
+   * SIGNED_IN_USERS_KEY_ID), so that every page ends on a key a cursor can name.
+   */
+  breakdownByApiKey(
+    organizationId: string,
+    monthStart: string,
+    after: string | null,
+    limit: number,
+  ): Promise<BreakdownRow[]> {
+    return this.database.rows<BreakdownRow>(
+      sql`SELECT key, requests, prompt_tokens, completion_tokens, cached_tokens FROM (
+            (SELECT t.api_key_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
+                    t.cached_tokens, 0 AS part, t.total_tokens, t.api_key_id
+               FROM token_usage_api_key_months t
+              WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
+                AND t.api_key_id <> ${SIGNED_IN_USERS_KEY_ID}::uuid
+                AND (${after}::uuid IS NULL OR (t.total_tokens, t.api_key_id) < (
+                     SELECT c.total_tokens, c.api_key_id FROM token_usage_api_key_months c
+                      WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
+                        AND c.api_key_id = ${after}::uuid))
+              ORDER BY t.total_tokens DESC, t.api_key_id DESC
+              LIMIT ${limit + 1})
+            UNION ALL
+            (SELECT t.api_key_id::text, t.requests, t.prompt_tokens, t.completion_tokens,
+                    t.cached_tokens, 1, t.total_tokens, t.api_key_id
+               FROM token_usage_api_key_months t
+              WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
+                AND t.api_key_id = ${SIGNED_IN_USERS_KEY_ID}::uuid)) rows
+           ORDER BY part, total_tokens DESC, api_key_id DESC
+           LIMIT ${limit + 1}`,
+      { name: 'usage_breakdown_api_key' },
     );
   }
 

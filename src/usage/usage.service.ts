@@ -12,6 +12,7 @@ import {
   TokenUsageDto,
   UsageBreakdownDto,
 } from './dto/usage.dto';
+import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 import { UsageRepository } from './usage.repository';
 
 /** A real day (YYYY-MM-DD) of the month `month` (YYYY-MM). */
@@ -52,7 +53,7 @@ export class UsageService {
   }
 
   /**
-   * The month's tokens by end user, personality, day or model, from the rollups each reply's
+   * The month's tokens by end user, personality, day, model or API key, from the rollups each reply's
    * statement keeps (no scan of memories); `startingAfter` is the last key of the page before.
    */
   async breakdown(
@@ -77,6 +78,10 @@ export class UsageService {
       case 'model':
         rows = await this.usage.breakdownByModel(organizationId, monthStart, after, limit);
         break;
+      case 'api_key':
+        if (after !== null && !isUUID(after)) throw invalidCursor('must be an API key id');
+        rows = await this.usage.breakdownByApiKey(organizationId, monthStart, after, limit);
+        break;
       case 'day':
         if (after !== null && !isDayOf(after, month)) {
           throw invalidCursor(`must be a day of ${month}, YYYY-MM-DD`);
@@ -85,7 +90,7 @@ export class UsageService {
         break;
     }
     const page = toPage(rows, limit, (row) => ({
-      key: row.key,
+      key: row.key === SIGNED_IN_USERS_KEY_ID ? null : row.key,
       requests: Number(row.requests),
       prompt_tokens: Number(row.prompt_tokens),
       completion_tokens: Number(row.completion_tokens),

@@ -1,5 +1,6 @@
 import { LendingEntries, raw, sql } from '../database/sql';
 import { monthOf } from './dto/usage.dto';
+import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 
 export interface Activity {
   organizationId: string;
@@ -13,6 +14,8 @@ export interface TokensUsed {
   /** The end user and personality of the reply: the breakdown's rollups and the daily budget. */
   endUserId: string;
   personalityId: string;
+  /** The API key that asked for the reply; null: a user's access token (the `api_key` breakdown). */
+  apiKeyId: string | null;
   at: Date;
   /** The model asked for on the route that wrote the reply; null: counted in the month only. */
   model: string | null;
@@ -66,7 +69,7 @@ export function relationshipActivityStep(
  * WITH entries adding a completed reply's token counts to its organization's month (whose new
  * total, `used_tokens`, it lends: the budget's thresholds read it), to the month of the model
  * that wrote it, and to the rollups the breakdown and the daily budget read: the organization's
- * day, the end user's month, the personality's month and the end user's day. Its text does not
+ * day, the end user's month, the personality's month, the API key's month and the end user's day. Its text does not
  * depend on the values (a reply without a model inserts no model row), so a named statement
  * can carry it.
  */
@@ -114,6 +117,16 @@ export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensCo
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET ${add('token_usage_personality_months')},
             total_tokens = token_usage_personality_months.total_tokens + EXCLUDED.total_tokens),
+    token_api_key_month AS (
+      INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
+                                              prompt_tokens, completion_tokens, cached_tokens,
+                                              total_tokens)
+      VALUES (${tokens.organizationId}, ${month},
+              coalesce(${tokens.apiKeyId}::uuid, ${SIGNED_IN_USERS_KEY_ID}::uuid), ${counts},
+              ${total}::bigint)
+      ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
+        SET ${add('token_usage_api_key_months')},
+            total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens),
     token_end_user_day AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.

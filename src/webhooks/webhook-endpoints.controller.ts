@@ -37,6 +37,7 @@ import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 
 const endpointId = uuidOr404('Webhook endpoint');
+const deliveryId = uuidOr404('Webhook delivery');
 
 @ApiTags('webhooks')
 // What the endpoints receive: the union of the event schemas, told apart by `type`.
@@ -126,6 +127,23 @@ export class WebhookEndpointsController {
     @Param('id', endpointId) id: string,
   ): Promise<WebhookPingDto> {
     return this.endpoints.ping(caller.organizationId, id);
+  }
+
+  @Post(':id/deliveries/:delivery_id/redeliver')
+  @AcceptsIdempotencyKey()
+  @HttpCode(202)
+  @ApiOperation({
+    summary:
+      "Sends the delivery's event to this endpoint again, now: a new attempt (the next number), answered here pending",
+  })
+  @ApiAcceptedResponse({ type: WebhookDeliveryDto })
+  @ApiErrors(404, [409, 'The endpoint is disabled (`webhook_endpoint_disabled`)'])
+  redeliver(
+    @Caller() caller: CallerContext,
+    @Param('id', endpointId) id: string,
+    @Param('delivery_id', deliveryId) delivery: string,
+  ): Promise<WebhookDeliveryDto> {
+    return this.endpoints.redeliver(caller, id, delivery);
   }
 
   @Get(':id/deliveries')

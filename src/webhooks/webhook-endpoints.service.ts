@@ -144,6 +144,48 @@ export class WebhookEndpointsService {
   }
 
   /**
+   * A new attempt of a delivery's event to its endpoint, due now (the worker makes it within its
+   * poll interval), recorded in the audit log in the same transaction. A disabled endpoint
+   * receives nothing: 409, as a ping.
+   */
+  async redeliver(
+    caller: CallerContext,
+    endpointId: string,
+    deliveryId: string,
+  ): Promise<WebhookDeliveryDto> {
+    const row = await this.database.transaction(async (manager) => {
+      const redelivery = await this.webhooks.insertRedelivery(
+        manager,
+        caller.organizationId,
+        endpointId,
+        deliveryId,
+        this.clock.now(),
+      );
+      if (redelivery === 'not_found') throw AppError.notFound('Webhook delivery');
+      if (redelivery === 'disabled') {
+        throw new AppError(
+          'webhook_endpoint_disabled',
+          'This webhook endpoint is disabled; enable it to send it events',
+        );
+      }
+      await this.audit.record(manager, caller, {
+        organizationId: caller.organizationId,
+        action: 'webhook_delivery.redelivered',
+        target: { type: 'webhook_delivery', id: redelivery.id },
+        details: {
+          webhook_endpoint_id: endpointId,
+          redelivery_of: deliveryId,
+          event_id: publicEventId(redelivery.event_id),
+          event_type: redelivery.event_type,
+          attempt: redelivery.attempt,
+        },
+      });
+      return redelivery;
+    });
+    return toWebhookDeliveryResponse(row);
+  }
+
+  /**
    * The URL to store: normalised (its WHATWG serialisation). Refused when its port is not one of
    * WEBHOOK_ALLOWED_PORTS, or its host is, or resolves to, a non-public address (unless
    * WEBHOOK_ALLOW_PRIVATE_URLS), or does not resolve at all. Both are checked again at every

@@ -300,6 +300,53 @@ export class WebhooksRepository {
   }
 
   /**
+   * A new attempt of the event of delivery `deliveryId` to the endpoint `endpointId`, due at
+   * `at`, numbered after the event's last attempt to that endpoint (the worker's retry schedule
+   * goes on from it, while WEBHOOK_MAX_ATTEMPTS allows). Answers `not_found` when the
+   * organization's endpoint has no such delivery, `disabled` when the endpoint is disabled (no
+   * attempt is added), or the new attempt. A redelivery racing another for the same number
+   * (unique (event, endpoint, attempt)) takes the next one: the statement runs again, in the
+   * caller's transaction, and sees the winner's row.
+   */
+  async insertRedelivery(
+    manager: EntityManager,
+    organizationId: string,
+    endpointId: string,
+    deliveryId: string,
+    at: Date,
+  ): Promise<DeliveryAttemptRow | 'not_found' | 'disabled'> {
+    for (;;) {
+      const row = await this.database.row<
+        { endpoint_status: WebhookEndpointStatus } & Partial<DeliveryAttemptRow>
+      >(
+        sql`WITH source AS (
+              SELECT a.event_id, a.event_type, e.status AS endpoint_status
+                FROM webhook_delivery_attempts a
+                JOIN webhook_endpoints e
+                  ON e.id = a.endpoint_id AND e.organization_id = a.organization_id
+               WHERE a.organization_id = ${organizationId} AND a.endpoint_id = ${endpointId}
+                 AND a.id = ${deliveryId}),
+            redelivery AS (
+              INSERT INTO webhook_delivery_attempts
+                (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+              SELECT ${organizationId}::uuid, ${endpointId}::uuid, s.event_id, s.event_type,
+                     (SELECT max(m.attempt) FROM webhook_delivery_attempts m
+                       WHERE m.event_id = s.event_id AND m.endpoint_id = ${endpointId}) + 1,
+                     ${at}::timestamptz
+                FROM source s WHERE s.endpoint_status = 'enabled'
+              ON CONFLICT DO NOTHING
+              RETURNING id, event_id, event_type, attempt, status, response_status, error,
+                        duration_ms, created_at, next_attempt_at)
+            SELECT s.endpoint_status, r.* FROM source s LEFT JOIN redelivery r ON true`,
+        { manager, name: 'webhook_attempts_redeliver' },
+      );
+      if (!row) return 'not_found';
+      if (row.endpoint_status !== 'enabled') return 'disabled';
+      if (row.id) return row as DeliveryAttemptRow;
+    }
+  }
+
+  /**
    * Claims attempts due at `now` for this instance, fairly, in one short statement (its own
    * transaction), and answers them with the cursor the next claim starts after:
    *

@@ -57,6 +57,7 @@ describe('UsageService (database)', () => {
               organizationId,
               endUserId,
               personalityId,
+              apiKeyId: null,
               at,
               model,
               promptTokens: tokens[0],

@@ -15,16 +15,30 @@ function newestMtime(dir: string): number {
 }
 
 /**
- * Builds dist/ (`nest build`, as `npm start` and the image do) unless it is newer than every file
- * of src/, so specs can run the built `node dist/main.js` and `node dist/cli.js` on a clean clone.
+ * Builds dist/ as `npm run build` does (`nest build`, then the console into dist/web) unless it is
+ * newer than every file of its sources, so specs can run the built `node dist/main.js` and
+ * `node dist/cli.js`, and the console's files are there, on a clean clone. `nest build` empties
+ * dist/, so the console is built again after it.
  */
 export function ensureBuilt(): void {
   const main = join(root, 'dist', 'main.js');
-  if (existsSync(main) && statSync(main).mtimeMs > newestMtime(join(root, 'src'))) return;
-  execFileSync(process.execPath, [require.resolve('@nestjs/cli/bin/nest.js'), 'build'], {
-    cwd: root,
-    stdio: 'pipe',
-  });
+  const src = newestMtime(join(root, 'src'));
+  let rebuilt = false;
+  if (!existsSync(main) || statSync(main).mtimeMs <= src) {
+    execFileSync(process.execPath, [require.resolve('@nestjs/cli/bin/nest.js'), 'build'], {
+      cwd: root,
+      stdio: 'pipe',
+    });
+    rebuilt = true;
+  }
+  const page = join(root, 'dist', 'web', 'index.html');
+  if (
+    rebuilt ||
+    !existsSync(page) ||
+    statSync(page).mtimeMs <= Math.max(src, newestMtime(join(root, 'web')))
+  ) {
+    execFileSync(process.execPath, [join(root, 'web', 'build.mjs')], { cwd: root, stdio: 'pipe' });
+  }
 }
 
 export interface BuiltProcess {

@@ -38,7 +38,7 @@ export class StaticJson {
 }
 
 /** RFC 9110 §13.1.2: `*` or a list of entity tags, compared weakly (a W/ prefix is ignored). */
-function matchesIfNoneMatch(
+export function matchesIfNoneMatch(
   headers: IncomingMessage['headers'] | undefined,
   etag: string,
 ): boolean {

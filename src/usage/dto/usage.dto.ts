@@ -120,7 +120,7 @@ export function monthOf(at: Date): string {
   return at.toISOString().slice(0, 7);
 }
 
-export const BREAKDOWN_GROUPS = ['end_user', 'personality', 'day', 'model'] as const;
+export const BREAKDOWN_GROUPS = ['end_user', 'personality', 'day', 'model', 'api_key'] as const;
 export type BreakdownGroup = (typeof BREAKDOWN_GROUPS)[number];
 
 export class BreakdownQueryDto extends LimitQueryDto {
@@ -134,7 +134,7 @@ export class BreakdownQueryDto extends LimitQueryDto {
   @ApiProperty({
     enum: BREAKDOWN_GROUPS,
     description:
-      '`day`: the month’s days in order; the others most tokens (prompt + completion) first',
+      '`day`: the month’s days in order; the others most tokens (prompt + completion) first. `api_key`: the key that asked for each reply; replies made with a user’s access token come last, as one item whose `key` is null',
   })
   @IsIn(BREAKDOWN_GROUPS)
   group_by: BreakdownGroup;
@@ -151,10 +151,12 @@ export class BreakdownQueryDto extends LimitQueryDto {
 export class BreakdownItemDto {
   @ApiProperty({
     example: 'customer-42',
+    type: String,
+    nullable: true,
     description:
-      'The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day) or the model (model)',
+      'The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day), the model (model) or the API key id (api_key; null: the replies made with users’ access tokens, the last item)',
   })
-  key: string;
+  key: string | null;
 
   @ApiProperty({ description: 'Replies the model provider completed' })
   requests: number;

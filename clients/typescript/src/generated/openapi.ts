@@ -381,6 +381,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook-endpoints/{id}/deliveries/{delivery_id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sends the delivery's event to this endpoint again, now: a new attempt (the next number), answered here pending */
+        post: operations["WebhookEndpointsController_redeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhook-endpoints/{id}/deliveries": {
         parameters: {
             query?: never;
@@ -1358,7 +1375,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             /** @enum {string} */
-            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "conversation.flagged";
+            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged";
             actor: components["schemas"]["AuditActorDto"];
             target: components["schemas"]["AuditTargetDto"];
             /** @description The client address (TRUST_PROXY decides whether X-Forwarded-For is believed) */
@@ -2231,10 +2248,10 @@ export interface components {
         };
         BreakdownItemDto: {
             /**
-             * @description The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day) or the model (model)
+             * @description The user_id (end_user), the personality id (personality), the day YYYY-MM-DD (day), the model (model) or the API key id (api_key; null: the replies made with users’ access tokens, the last item)
              * @example customer-42
              */
-            key: string;
+            key: string | null;
             /** @description Replies the model provider completed */
             requests: number;
             prompt_tokens: number;
@@ -2246,7 +2263,7 @@ export interface components {
             /** @example 2026-11 */
             month: string;
             /** @enum {string} */
-            group_by: "end_user" | "personality" | "day" | "model";
+            group_by: "end_user" | "personality" | "day" | "model" | "api_key";
             data: components["schemas"]["BreakdownItemDto"][];
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
@@ -4537,7 +4554,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 /** @description Only events of this action. */
-                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "conversation.flagged";
+                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged";
             };
             header?: never;
             path?: never;
@@ -5155,6 +5172,128 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookPingDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `admin` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Not found (`not_found`), also for another organization’s resource */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The endpoint is disabled (`webhook_endpoint_disabled`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited (`rate_limited`); see Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    WebhookEndpointsController_redeliver: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1..255 printable ASCII characters. A retry with the same key and request gets the stored answer with `Idempotent-Replayed: true` (kept 24 hours, per organization; per user on user-only endpoints) */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+                delivery_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryDto"];
                 };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
@@ -8167,8 +8306,8 @@ export interface operations {
                 limit?: number;
                 /** @description A UTC calendar month, YYYY-MM; defaults to the current one */
                 month?: string;
-                /** @description `day`: the month’s days in order; the others most tokens (prompt + completion) first */
-                group_by: "end_user" | "personality" | "day" | "model";
+                /** @description `day`: the month’s days in order; the others most tokens (prompt + completion) first. `api_key`: the key that asked for each reply; replies made with a user’s access token come last, as one item whose `key` is null */
+                group_by: "end_user" | "personality" | "day" | "model" | "api_key";
                 /** @description The `key` of the last item of the previous page. */
                 starting_after?: string;
             };

@@ -1,0 +1,26 @@
+import { type MiddlewareConsumer, Module, type NestModule } from '@nestjs/common';
+import { join } from 'node:path';
+import { ConsoleController } from './console.controller';
+import { ConsoleFiles } from './console-files';
+import { consoleHeaders } from './console-headers';
+
+/**
+ * Where `npm run build` writes the console: dist/web, beside the compiled server (dist/console/
+ * holds this module); when the server runs from its sources (the e2e suite), the last build's.
+ */
+export function consoleDirectory(): string {
+  return __filename.endsWith('.ts')
+    ? join(__dirname, '..', '..', 'dist', 'web')
+    : join(__dirname, '..', 'web');
+}
+
+/** Serves the web console (contract §28) from the files built with the service. */
+@Module({
+  controllers: [ConsoleController],
+  providers: [{ provide: ConsoleFiles, useFactory: () => new ConsoleFiles(consoleDirectory()) }],
+})
+export class ConsoleModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    consumer.apply(consoleHeaders).forRoutes(ConsoleController);
+  }
+}

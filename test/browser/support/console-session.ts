@@ -1,0 +1,121 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { CHROMIUM_ARGS } from './chromium';
+
+const root = join(__dirname, '..', '..', '..');
+export const SCREENSHOTS = join(root, 'docs', 'console-screenshots');
+const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+export interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: Array<{ target: string[]; failureSummary?: string }>;
+}
+
+/**
+ * A browser on the console: one context (its own empty profile), the page a person works in, and
+ * what went wrong on it: console errors, uncaught exceptions, CSP violations, dialogs (`alert`).
+ */
+export class ConsoleBrowser {
+  readonly problems: string[] = [];
+  page!: Page;
+  private browser!: Browser;
+  context!: BrowserContext;
+
+  constructor(
+    private readonly executablePath: string,
+    readonly baseUrl: string,
+  ) {}
+
+  async start(): Promise<this> {
+    this.browser = await chromium.launch({
+      executablePath: this.executablePath,
+      headless: true,
+      args: CHROMIUM_ARGS,
+    });
+    // A time zone far from UTC: the console must show UTC days whatever the person's zone is.
+    this.context = await this.browser.newContext({
+      baseURL: this.baseUrl,
+      viewport: { width: 1280, height: 880 },
+      timezoneId: 'Pacific/Auckland',
+      locale: 'en-US',
+      acceptDownloads: true,
+    });
+    await this.context.grantPermissions(['clipboard-read', 'clipboard-write'], {
+      origin: this.baseUrl,
+    });
+    this.context.setDefaultTimeout(10_000);
+    this.page = await this.newPage();
+    return this;
+  }
+
+  /** A tab of the context (a mail link opens one), watched like the first. */
+  async newPage(): Promise<Page> {
+    const page = await this.context.newPage();
+    page.on('console', (message) => {
+      if (message.type() === 'error') this.problems.push(`console error: ${message.text()}`);
+    });
+    page.on('pageerror', (error) => this.problems.push(`uncaught: ${error.message}`));
+    page.on('dialog', (dialog) => {
+      this.problems.push(`dialog: ${dialog.message()}`);
+      void dialog.dismiss();
+    });
+    // Init scripts run through the DevTools protocol, which the page's CSP does not govern.
+    await page.addInitScript(() => {
+      document.addEventListener('securitypolicyviolation', (event) => {
+        console.error(`CSP violation: ${event.violatedDirective} ${event.blockedURI}`);
+      });
+    });
+    return page;
+  }
+
+  /** What went wrong since the last call (and forgets it). */
+  takeProblems(): string[] {
+    return this.problems.splice(0);
+  }
+
+  /** axe-core's serious and critical findings on the page as it is now. */
+  async accessibility(page: Page = this.page): Promise<AxeViolation[]> {
+    // Evaluated through the DevTools protocol: no script tag, so the CSP stays as it is.
+    await page.evaluate(AXE);
+    const violations = await page.evaluate(async () => {
+      const axe = (window as unknown as { axe: { run: (...args: unknown[]) => Promise<unknown> } })
+        .axe;
+      const result = (await axe.run(document, { resultTypes: ['violations'] })) as {
+        violations: AxeViolation[];
+      };
+      return result.violations;
+    });
+    return violations
+      .filter((violation) => violation.impact === 'serious' || violation.impact === 'critical')
+      .map((violation) => ({
+        ...violation,
+        nodes: violation.nodes.slice(0, 3).map((node) => ({
+          target: node.target,
+          failureSummary: node.failureSummary,
+        })),
+      }));
+  }
+
+  /** The page from its top (or all of it), as docs/console.md shows it. */
+  async screenshot(
+    name: string,
+    page: Page = this.page,
+    options: { fullPage?: boolean } = {},
+  ): Promise<void> {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.evaluate(() => scrollTo(0, 0));
+    await page.screenshot({
+      path: join(SCREENSHOTS, `${name}.png`),
+      animations: 'disabled',
+      caret: 'hide',
+      fullPage: options.fullPage ?? false,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.browser?.close();
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * Browser tests of the console (contract §28): Debian's Chromium driven by playwright-core against
+ * the built service (`node dist/main.js`, built first if stale), on a fresh database (the
+ * machine's when DATABASE_URL is set, else an embedded one). Without a Chromium they are skipped,
+ * and the global setup says so in one line.
+ */
+module.exports = {
+  rootDir: '..',
+  testRegex: 'test/browser/.*\\.browser-spec\\.ts$',
+  moduleFileExtensions: ['js', 'json', 'ts'],
+  transform: {
+    '^.+\\.ts$': [
+      'ts-jest',
+      { diagnostics: false, tsconfig: { module: 'commonjs', moduleResolution: 'node' } },
+    ],
+  },
+  testEnvironment: 'node',
+  globalSetup: '<rootDir>/test/browser/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/browser/support/global-teardown.ts',
+  maxWorkers: 1,
+  testTimeout: 120_000,
+  forceExit: true,
+};

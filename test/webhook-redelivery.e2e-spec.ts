@@ -1,0 +1,254 @@
+import { randomUUID } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
+import { expectError } from './support/assertions';
+import { createApiKey, signUp } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
+import { WebhookReceiver } from './support/webhook-receiver';
+
+/**
+ * POST /v1/webhook-endpoints/{id}/deliveries/{delivery_id}/redeliver (contract §28): a new
+ * attempt of the delivery's event to its endpoint, now, against a real receiver on loopback.
+ */
+describe('Webhook redelivery (contract §28)', () => {
+  let t: TestApp;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    t = await createTestApp({
+      env: {
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+        WEBHOOK_RETRY_BASE_MS: '60000',
+        WEBHOOK_MAX_ATTEMPTS: '2',
+        WEBHOOK_TIMEOUT_MS: '1000',
+        WEBHOOK_POLL_INTERVAL_MS: '50',
+      },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await receiver.stop();
+  });
+
+  async function tenant() {
+    const owner = await signUp(t);
+    const admin = `Bearer ${await createApiKey(t, owner.accessToken, ['admin'])}`;
+    const reader = `Bearer ${await createApiKey(t, owner.accessToken, ['read_write'])}`;
+    return { ...owner, admin, reader };
+  }
+
+  async function endpoint(auth: string, behaviour: string) {
+    const created = await t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set('Authorization', auth)
+      .send({ url: receiver.url(behaviour), events: ['end_user.created'] });
+    expect(created.status).toBe(201);
+    return created.body as { id: string; secret: string };
+  }
+
+  const deliveries = async (auth: string, endpointId: string) =>
+    (
+      await t
+        .http()
+        .get(`/v1/webhook-endpoints/${endpointId}/deliveries`)
+        .set('Authorization', auth)
+    ).body.data as Array<Record<string, unknown>>;
+
+  /** The endpoint's deliveries once `done` holds of them. */
+  const deliveriesOnce = (
+    auth: string,
+    endpointId: string,
+    done: (list: Array<Record<string, unknown>>) => boolean,
+  ) =>
+    eventually(async () => {
+      const list = await deliveries(auth, endpointId);
+      return done(list) ? list : undefined;
+    }, `the deliveries of endpoint ${endpointId}`);
+
+  const redeliver = (auth: string, endpointId: string, deliveryId: string) =>
+    t
+      .http()
+      .post(`/v1/webhook-endpoints/${endpointId}/deliveries/${deliveryId}/redeliver`)
+      .set('Authorization', auth);
+
+  it('sends the same event again, signed, as the next attempt, and audits who asked', async () => {
+    const a = await tenant();
+    const path = `ok/${randomUUID()}`;
+    const hook = await endpoint(a.admin, path);
+    const userId = `eu-${randomUUID()}`;
+    expect(
+      (
+        await t
+          .http()
+          .post('/v1/end-users')
+          .set('Authorization', a.reader)
+          .send({ user_id: userId })
+      ).status,
+    ).toBe(201);
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 1);
+    const [first] = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (list) => list[0]?.status === 'succeeded',
+    );
+
+    const answer = await redeliver(a.admin, hook.id, first.id as string);
+    expect(answer.status).toBe(202);
+    expect(answer.body).toEqual({
+      id: expect.any(String),
+      event_id: first.event_id,
+      event_type: 'end_user.created',
+      attempt: 2,
+      status: 'pending',
+      response_status: null,
+      error: null,
+      duration_ms: null,
+      created_at: expect.any(String),
+      next_attempt_at: expect.any(String),
+    });
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 2, 5_000, 'the redelivery');
+    const [original, again] = receiver.at(`/${path}`);
+    // The same event (the same webhook-id and body), signed afresh with the endpoint's secret.
+    expect(again.headers['webhook-id']).toBe(first.event_id);
+    expect(again.body).toBe(original.body);
+    expect(
+      new Webhook(hook.secret).verify(again.body, again.headers as Record<string, string>),
+    ).toMatchObject({ id: first.event_id, type: 'end_user.created', data: { user_id: userId } });
+    const list = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (now) => now[0]?.id === answer.body.id && now[0]?.status === 'succeeded',
+    );
+    expect(list.map((delivery) => delivery.attempt)).toEqual([2, 1]);
+    expect(list[0].response_status).toBe(200);
+    expect(typeof list[0].duration_ms).toBe('number');
+
+    const audit = await t
+      .http()
+      .get('/v1/audit-events?action=webhook_delivery.redelivered')
+      .set('Authorization', a.admin);
+    expect(audit.status).toBe(200);
+    expect(audit.body.data).toEqual([
+      expect.objectContaining({
+        action: 'webhook_delivery.redelivered',
+        actor: { type: 'api_key', id: expect.any(String) },
+        target: { type: 'webhook_delivery', id: answer.body.id },
+        request_id: answer.headers['x-request-id'],
+        details: {
+          webhook_endpoint_id: hook.id,
+          redelivery_of: first.id,
+          event_id: first.event_id,
+          event_type: 'end_user.created',
+          attempt: 2,
+        },
+      }),
+    ]);
+  });
+
+  it('numbers concurrent redeliveries apart, each one attempt', async () => {
+    const a = await tenant();
+    const path = `ok/${randomUUID()}`;
+    const hook = await endpoint(a.admin, path);
+    const ping = await t
+      .http()
+      .post(`/v1/webhook-endpoints/${hook.id}/test`)
+      .set('Authorization', a.admin);
+    expect(ping.status).toBe(202);
+    const [first] = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (list) => list[0]?.status === 'succeeded',
+    );
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => redeliver(a.admin, hook.id, first.id as string)),
+    );
+    expect(answers.map((answer) => answer.status)).toEqual([202, 202, 202, 202, 202]);
+    expect(answers.map((answer) => answer.body.attempt as number).sort()).toEqual([2, 3, 4, 5, 6]);
+    await receiver.waitFor(() => receiver.at(`/${path}`).length === 6, 5_000, 'the redeliveries');
+  });
+
+  it('redelivers a failed event now, beside its scheduled retry, with no retry of its own past the limit', async () => {
+    const a = await tenant();
+    const path = `fail/${randomUUID()}`;
+    const hook = await endpoint(a.admin, path);
+    await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
+    // Attempt 1 failed; attempt 2 waits a minute (WEBHOOK_RETRY_BASE_MS).
+    const before = await deliveriesOnce(a.admin, hook.id, (list) => list.length === 2);
+    expect(before.map((d) => [d.attempt, d.status])).toEqual([
+      [2, 'pending'],
+      [1, 'failed'],
+    ]);
+    expect(before[1].response_status).toBe(500);
+    const answer = await redeliver(a.admin, hook.id, before[1].id as string);
+    expect(answer.status).toBe(202);
+    expect(answer.body.attempt).toBe(3);
+    const after = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (list) => list[0]?.attempt === 3 && list[0]?.status === 'failed',
+    );
+    // Made at once, not a minute later; past WEBHOOK_MAX_ATTEMPTS (2), nothing follows it.
+    expect(receiver.at(`/${path}`)).toHaveLength(2);
+    expect(after[0]).toMatchObject({ response_status: 500, next_attempt_at: null });
+    expect(after[1]).toMatchObject({ attempt: 2, status: 'pending' });
+  });
+
+  it('refuses a disabled endpoint (409), a foreign or unknown one (404), and other scopes', async () => {
+    const a = await tenant();
+    const b = await tenant();
+    const hook = await endpoint(a.admin, `ok/${randomUUID()}`);
+    await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
+    const [first] = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (list) => list[0]?.status === 'succeeded',
+    );
+    const delivery = first.id as string;
+
+    expectError(await redeliver(b.admin, hook.id, delivery), 404, 'not_found');
+    const other = await endpoint(a.admin, `ok/${randomUUID()}`);
+    expectError(await redeliver(a.admin, other.id, delivery), 404, 'not_found');
+    expectError(await redeliver(a.admin, hook.id, randomUUID()), 404, 'not_found');
+    expectError(await redeliver(a.admin, hook.id, 'not-a-uuid'), 404, 'not_found');
+    expectError(await redeliver(a.reader, hook.id, delivery), 403, 'insufficient_scope');
+    expectError(
+      await t
+        .http()
+        .post(`/v1/webhook-endpoints/${hook.id}/deliveries/${delivery}/redeliver`)
+        .send(),
+      401,
+      'unauthenticated',
+    );
+    expectError(
+      await redeliver(a.admin, hook.id, delivery).send({ now: true }),
+      400,
+      'validation_failed',
+    );
+
+    const disabled = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${hook.id}`)
+      .set('Authorization', a.admin)
+      .send({ status: 'disabled' });
+    expect(disabled.status).toBe(200);
+    expectError(await redeliver(a.admin, hook.id, delivery), 409, 'webhook_endpoint_disabled');
+    expect(await deliveries(a.admin, hook.id)).toHaveLength(1);
+    // A user's access token of an owner may (admin scope), as the console does.
+    await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${hook.id}`)
+      .set('Authorization', a.admin)
+      .send({ status: 'enabled' });
+    const asOwner = await redeliver(`Bearer ${a.accessToken}`, hook.id, delivery);
+    expect(asOwner.status).toBe(202);
+    const audit = await t
+      .http()
+      .get('/v1/audit-events?action=webhook_delivery.redelivered')
+      .set('Authorization', a.admin);
+    expect(audit.body.data.map((event: { actor: unknown }) => event.actor)).toEqual([
+      { type: 'user', id: a.userId },
+    ]);
+  });
+});

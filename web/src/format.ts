@@ -1,0 +1,62 @@
+/** Numbers, times (always UTC, said so) and files the console writes. */
+
+const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const decimal = new Intl.NumberFormat('en-US', { maximumFractionDigits: 2 });
+
+export const formatNumber = (value: number) => integer.format(value);
+export const formatDecimal = (value: number) => decimal.format(value);
+
+/** `2026-11-22 01:23 UTC`. */
+export function formatTime(iso: string | null | undefined): string {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+/** The current UTC month, YYYY-MM. */
+export const currentMonth = () => new Date().toISOString().slice(0, 7);
+
+/** Every day of a UTC month (YYYY-MM-DD). */
+export function daysOf(month: string): string[] {
+  const [year, monthIndex] = month.split('-').map(Number);
+  const count = new Date(Date.UTC(year, monthIndex, 0)).getUTCDate();
+  return Array.from({ length: count }, (_, i) => `${month}-${String(i + 1).padStart(2, '0')}`);
+}
+
+/**
+ * One CSV cell (RFC 4180): quoted when needed; a cell a spreadsheet would read as a formula
+ * (=, +, -, @, tab, carriage return first) is prefixed with an apostrophe (OWASP's advice), since
+ * names and user_ids are text the organization's own users chose.
+ */
+export function csvCell(value: string | number | null): string {
+  if (value === null) return '';
+  if (typeof value === 'number') return String(value);
+  const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+export function toCsv(header: string[], rows: Array<Array<string | number | null>>): string {
+  return [header, ...rows].map((row) => row.map(csvCell).join(',')).join('\r\n') + '\r\n';
+}
+
+/** Offers `content` as a file download (an object URL, revoked once the browser has it). */
+export function download(
+  name: string,
+  content: Blob | string,
+  type = 'text/csv;charset=utf-8',
+): void {
+  const blob = typeof content === 'string' ? new Blob([content], { type }) : content;
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** JSON as text to show (never as markup), compact. */
+export const jsonText = (value: unknown) => JSON.stringify(value, null, 2);

@@ -1,0 +1,190 @@
+import 'uplot/dist/uPlot.min.css';
+import './styles.css';
+import { render } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import {
+  api,
+  clearCredentials,
+  setCredentials,
+  setOrganization,
+  tokenExpiresAt,
+  whenSignedOut,
+} from './api';
+import { AcceptInvitationPage } from './pages/accept-invitation';
+import { ApiKeysPage } from './pages/api-keys';
+import { AuditPage } from './pages/audit';
+import { EndUsersPage } from './pages/end-users';
+import { OrganizationsPage } from './pages/organizations';
+import { ResetPasswordPage, SignInPage, VerifyEmailPage } from './pages/sign-in';
+import { SafetyPage } from './pages/safety';
+import { TeamPage } from './pages/team';
+import { UsagePage } from './pages/usage';
+import { WebhooksPage } from './pages/webhooks';
+import { navigate, useRoute } from './router';
+import { type Session, SessionContext, useSession } from './session';
+import type { Login, Me, Organization } from './types';
+import { Link, Loading } from './ui';
+
+interface Signed {
+  me: Me;
+  organizations: Organization[];
+  organizationId: string | null;
+}
+
+const PAGES: Array<{ path: string; title: string; render: () => preact.JSX.Element }> = [
+  { path: '/usage', title: 'Usage', render: () => <UsagePage /> },
+  { path: '/api-keys', title: 'API keys', render: () => <ApiKeysPage /> },
+  { path: '/webhooks', title: 'Webhooks', render: () => <WebhooksPage /> },
+  { path: '/team', title: 'Team', render: () => <TeamPage /> },
+  { path: '/safety', title: 'Safety and spend', render: () => <SafetyPage /> },
+  { path: '/end-users', title: 'End users', render: () => <EndUsersPage /> },
+  { path: '/audit', title: 'Audit log', render: () => <AuditPage /> },
+];
+
+function App() {
+  const route = useRoute();
+  const [signed, setSigned] = useState<Signed | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [starting, setStarting] = useState(false);
+
+  const signOut = (message?: string) => {
+    clearCredentials();
+    setSigned(null);
+    setNotice(message ?? null);
+  };
+
+  useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
+
+  // The token's own end: sign out then, rather than at the next refused call.
+  useEffect(() => {
+    const expiresAt = tokenExpiresAt();
+    if (!signed || expiresAt === null) return;
+    const timer = setTimeout(
+      () => signOut('Your session has expired. Sign in again.'),
+      Math.max(0, expiresAt - Date.now()),
+    );
+    return () => clearTimeout(timer);
+  }, [signed]);
+
+  const signIn = async (login: Login) => {
+    setStarting(true);
+    try {
+      setCredentials(login.access_token, login.expires_in);
+      const [me, organizations] = await Promise.all([
+        api<Me>('GET', '/v1/me'),
+        api<{ data: Organization[] }>('GET', '/v1/organizations', { query: { limit: 100 } }),
+      ]);
+      const only = organizations.data.length === 1 ? organizations.data[0].id : null;
+      setOrganization(only);
+      setNotice(null);
+      setSigned({ me, organizations: organizations.data, organizationId: only });
+      if (route.path === '/' || route.path === '/sign-in') {
+        navigate(only ? '/usage' : '/organizations', { replace: true });
+      }
+    } catch (error) {
+      clearCredentials();
+      throw error;
+    } finally {
+      setStarting(false);
+    }
+  };
+
+  const session = useMemo<Session | null>(() => {
+    if (!signed) return null;
+    const organization = signed.organizations.find((o) => o.id === signed.organizationId) ?? null;
+    return {
+      me: signed.me,
+      organizations: signed.organizations,
+      organization,
+      selectOrganization: (id: string) => {
+        setOrganization(id);
+        setSigned((previous) => previous && { ...previous, organizationId: id });
+      },
+      refreshOrganizations: async () => {
+        const organizations = await api<{ data: Organization[] }>('GET', '/v1/organizations', {
+          query: { limit: 100 },
+        });
+        setSigned((previous) => previous && { ...previous, organizations: organizations.data });
+        return organizations.data;
+      },
+      signOut,
+    };
+  }, [signed]);
+
+  if (route.path === '/reset-password') return <ResetPasswordPage />;
+  if (route.path === '/verify-email') return <VerifyEmailPage />;
+  if (starting)
+    return (
+      <main class="center">
+        <Loading what="Signing in" />
+      </main>
+    );
+  if (!session) {
+    return (
+      <SignInPage
+        notice={notice}
+        invitation={route.path === '/accept-invitation'}
+        onSignedIn={signIn}
+      />
+    );
+  }
+  return (
+    <SessionContext.Provider value={session}>
+      <Shell path={route.path} />
+    </SessionContext.Provider>
+  );
+}
+
+function Shell({ path }: { path: string }) {
+  const session = useSession();
+  const organization = session.organization;
+  let content: preact.JSX.Element;
+  if (path === '/accept-invitation') content = <AcceptInvitationPage />;
+  else if (path === '/organizations' || !organization) content = <OrganizationsPage />;
+  else content = (PAGES.find((page) => page.path === path) ?? PAGES[0]).render();
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to the page
+      </a>
+      <header class="top">
+        <span class="brand">Personality API</span>
+        {organization ? (
+          <Link to="/organizations" class="org">
+            <span class="visually-hidden">Organization: </span>
+            {organization.name}
+            <span class="role"> ({organization.role})</span>
+          </Link>
+        ) : null}
+        <span class="who">{session.me.email}</span>
+        <button type="button" class="secondary small" onClick={() => session.signOut()}>
+          Sign out
+        </button>
+      </header>
+      {organization ? (
+        <nav aria-label="Console">
+          <ul>
+            {PAGES.map((page) => (
+              <li key={page.path}>
+                <Link
+                  to={page.path}
+                  current={page.path === path || (path === '/' && page.path === '/usage')}
+                >
+                  {page.title}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      ) : null}
+      <main id="main" tabIndex={-1}>
+        {content}
+      </main>
+    </>
+  );
+}
+
+const root = document.getElementById('app')!;
+// The page's "Loading the console…" goes: render() adds to a container, it does not replace it.
+root.replaceChildren();
+render(<App />, root);
