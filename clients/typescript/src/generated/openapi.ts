@@ -970,7 +970,7 @@ export interface paths {
         put?: never;
         /**
          * Creates an end user from a PMF v1 document (as /export writes it): memories, facts and the personalities they need; all or nothing
-         * @description The body is a Personality and Memory Format v1 document, validated against GET /v1/formats/pmf-v1.schema.json, of at most IMPORT_MAX_BYTES (default 16 MiB). A personality whose id is the organization's is used as it is; any other is created from the document (new id). Memories keep their order, roles, contents, emotions, vocabulary versions and created_at under new ids; facts keep their contents, sources, times and messages. Relationships are not imported and no active relationship is counted. See docs/pmf-v1.md#import.
+         * @description The body is a Personality and Memory Format v1 document, validated against GET /v1/formats/pmf-v1.schema.json, of at most IMPORT_MAX_BYTES (default 16 MiB). A personality whose id is the organization's is used as it is; any other is created from the document (new id). Every field passes the rules the API applies to it (a personality's as PATCH /v1/personalities/{id} takes them). Memories keep their order, roles, contents, emotions, vocabulary versions and created_at under new ids; their safety verdicts are this service's classifier's, not the document's. Facts keep their contents, sources, times and messages. Relationships are not imported and no active relationship is counted. The document is read as a stream, never whole; an instance runs at most IMPORTS_IN_FLIGHT imports at once. See docs/pmf-v1.md#import.
          */
         post: operations["ImportController_import"];
         delete?: never;
@@ -9972,14 +9972,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`); see Retry-After */
+            /** @description Rate limited, or this instance already runs IMPORTS_IN_FLIGHT imports (`too_many_streams`, with Retry-After) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
