@@ -1,10 +1,19 @@
 import { mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { CHROMIUM_ARGS } from './chromium';
 
 const root = join(__dirname, '..', '..', '..');
-export const SCREENSHOTS = join(root, 'docs', 'console-screenshots');
+/**
+ * Where the pages are photographed: docs/console-screenshots/ when the run is asked to retake
+ * docs/console.md's pictures (`npm run docs:screenshots`), else a temporary folder, so a test run
+ * leaves the checkout as it found it.
+ */
+export const SCREENSHOTS =
+  process.env.CONSOLE_SCREENSHOTS === 'docs'
+    ? join(root, 'docs', 'console-screenshots')
+    : join(tmpdir(), `personality-api-console-screenshots-${process.pid}`);
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 export interface AxeViolation {
