@@ -74,7 +74,7 @@ async function embeddedUnlessConfigured(): Promise<EmbeddedPostgresHandle | unde
  */
 async function migrate(): Promise<number> {
   const embedded = await embeddedUnlessConfigured();
-  const dataSource = new DataSource(buildDataSourceOptions(databaseConfig()));
+  const dataSource = new DataSource(buildDataSourceOptions({ url: databaseConfig().url }));
   try {
     await dataSource.initialize();
     const applied = await runMigrationsExclusively(dataSource);

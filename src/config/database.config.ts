@@ -20,6 +20,13 @@ class DatabaseEnv {
   @Transform(toBoolean)
   @IsBoolean()
   MIGRATE_ON_START?: boolean;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(100)
+  @Max(3_600_000)
+  DATABASE_STATEMENT_TIMEOUT_MS?: number;
 }
 
 export const databaseConfig = registerAs('database', () => {
@@ -28,6 +35,8 @@ export const databaseConfig = registerAs('database', () => {
     url: env.DATABASE_URL,
     poolSize: env.DATABASE_POOL_SIZE ?? 10,
     migrateOnStart: env.MIGRATE_ON_START ?? true,
+    /** The longest one statement of a request may run; past it 503 database_timeout. */
+    statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS ?? 5_000,
   };
 });
 

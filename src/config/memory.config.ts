@@ -38,6 +38,13 @@ class MemoryEnv {
   @Min(1)
   @Max(64)
   IMPORTS_IN_FLIGHT?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(10)
+  @Max(60_000)
+  MEMORY_RECALL_TIMEOUT_MS?: number;
 }
 
 /** What a reply remembers beyond its history, and how memories come in and go (docs/memory.md). */
@@ -46,6 +53,8 @@ export const memoryConfig = registerAs('memory', () => {
   return {
     /** Older memories recalled into each engine call; 0 turns recall off. */
     recallLimit: env.MEMORY_RECALL_LIMIT ?? 8,
+    /** Database time recall may take per reply; past it the reply goes on without (§29). */
+    recallTimeoutMs: env.MEMORY_RECALL_TIMEOUT_MS ?? 150,
     factsLimit: env.MEMORY_FACTS_LIMIT ?? 200,
     purgeIntervalMs: env.MEMORY_PURGE_INTERVAL_MS ?? 3_600_000,
     importMaxBytes: env.IMPORT_MAX_BYTES ?? 16 * 1_024 * 1_024,

@@ -4,6 +4,11 @@ import type { DataSourceOptions } from 'typeorm';
 export interface DatabaseConnectionSettings {
   url: string;
   poolSize?: number;
+  /**
+   * The longest a statement may run (DATABASE_STATEMENT_TIMEOUT_MS), for the app's requests;
+   * none for migrations and the TypeORM CLI.
+   */
+  statementTimeoutMs?: number;
 }
 
 /**
@@ -27,6 +32,8 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
       connectionTimeoutMillis: 5_000,
       idleTimeoutMillis: 30_000,
       application_name: 'personality-api',
+      // Sent at connection start-up, so it holds for every statement on the pool.
+      ...(settings.statementTimeoutMs ? { statement_timeout: settings.statementTimeoutMs } : {}),
     },
   };
 }

@@ -27,11 +27,23 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
         retryAttempts: 0,
       }),
       dataSourceFactory: async (options) => {
-        const dataSource = await new DataSource(options!).initialize();
         // The factory gets no injection; the validated value is the same as ConfigService's.
         // MIGRATE_ON_START=false: `node dist/cli.js migrate` (a Kubernetes Job) runs them first.
-        if (databaseConfig().migrateOnStart) await runMigrationsExclusively(dataSource);
-        return dataSource;
+        if (databaseConfig().migrateOnStart) {
+          // On connections of their own, without the requests' statement timeout: a migration
+          // copying a large table may take minutes.
+          const extra: Record<string, unknown> = { ...(options!.extra as object) };
+          extra.max = 2; // the advisory lock's session, and the migrations'
+          delete extra.statement_timeout;
+          const migrator = new DataSource({ ...options!, extra });
+          await migrator.initialize();
+          try {
+            await runMigrationsExclusively(migrator);
+          } finally {
+            await migrator.destroy();
+          }
+        }
+        return new DataSource(options!).initialize();
       },
     }),
   ],

@@ -26,6 +26,12 @@ export interface StatementOptions {
   asyncCommit?: boolean;
 }
 
+/** A whole number of milliseconds for SET statement_timeout (never a string from outside). */
+function timeoutLiteral(ms: number): string {
+  if (!Number.isSafeInteger(ms) || ms < 0) throw new Error(`Database: bad statement timeout ${ms}`);
+  return String(ms);
+}
+
 /**
  * The one way repositories reach PostgreSQL (docs/database.md). Statements are `sql` values
  * sent straight to the pg pool under TypeORM (one round trip, no QueryRunner set-up, no entity
@@ -85,9 +91,53 @@ export class Database implements OnApplicationShutdown {
     await this.pool.query('SELECT 1');
   }
 
-  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
-    return this.dataSource.transaction(work);
+  /**
+   * Runs `work` in one transaction: committed when it resolves, rolled back when it throws.
+   * `statementTimeoutMs` replaces DATABASE_STATEMENT_TIMEOUT_MS for its statements (0: none), for
+   * background work that is no request's (erasure of an end user holding much).
+   */
+  transaction<T>(
+    work: (manager: EntityManager) => Promise<T>,
+    options: { statementTimeoutMs?: number } = {},
+  ): Promise<T> {
+    const { statementTimeoutMs } = options;
+    if (statementTimeoutMs === undefined) return this.dataSource.transaction(work);
+    return this.dataSource.transaction(async (manager) => {
+      await manager.query(`SET LOCAL statement_timeout = ${timeoutLiteral(statementTimeoutMs)}`);
+      return work(manager);
+    });
+  }
+
+  /**
+   * Every row of a read that may take at most `timeoutMs` of the database's time, in a
+   * transaction of its own on the pool; past it PostgreSQL cancels the statement and this
+   * rejects with SQLSTATE 57014 (isStatementTimeout). For work a request can go on without.
+   */
+  async rowsWithin<Row extends QueryResultRow>(
+    statement: Sql,
+    timeoutMs: number,
+    options: Pick<StatementOptions, 'name'> = {},
+  ): Promise<Row[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      // One round trip for both (the simple protocol takes several statements).
+      await client.query(`BEGIN; SET LOCAL statement_timeout = ${timeoutLiteral(timeoutMs)}`);
+      try {
+        const result = await client.query<Row>({
+          name: options.name,
+          text: statement.text,
+          values: statement.values as unknown[],
+        });
+        await client.query('COMMIT');
+        return result.rows;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
+        throw error;
+      }
+    } finally {
+      client.release(broken);
+    }
   }
 
   /** TypeORM's repository of an entity, in the transaction when given. */

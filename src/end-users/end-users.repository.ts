@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import type { Row } from '../database/row';
-import { cte, raw, sql, withEntries } from '../database/sql';
+import { cte, raw, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
@@ -54,7 +54,12 @@ export interface ConversationMemory {
   recalled: RecalledMemory[];
 }
 
-type ConversationRow = EndUserRow & ConversationMemory;
+/** The latest `limit` memories of the end user `e` with the personality, newest first. */
+function latestMemories(personalityId: string, limit: number): Sql {
+  return sql`SELECT id, role, content, emotion FROM memories
+              WHERE end_user_id = e.id AND personality_id = ${personalityId}
+              ORDER BY id DESC LIMIT ${limit}`;
+}
 
 export type ErasureMark = Row<EndUser, 'userId'> & {
   erase_after: Date;
@@ -94,61 +99,69 @@ export class EndUsersRepository {
   }
 
   /**
-   * The end user (undefined when unknown) and what a reply to `message` remembers of them: the
-   * latest `historyLimit` memories with the personality, every fact, and up to `recallLimit`
-   * older memories with the personality that hold words of the message (the full-text search
-   * of searchMemories). One row, the lists as JSON arrays: a join would repeat the end user's
-   * columns on every memory row, and the driver would parse each repeated timestamp again.
+   * The end user (undefined when unknown) and what a reply remembers of them besides recall: the
+   * latest `historyLimit` memories with the personality and every fact. One row, the lists as
+   * JSON arrays: a join would repeat the end user's columns on every memory row, and the driver
+   * would parse each repeated timestamp again.
    */
   async findConversation(
     organizationId: string,
     userId: string,
     personalityId: string,
-    message: string,
-    limits: { history: number; recall: number },
-  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
-    const latest = sql`SELECT id, role, content, emotion FROM memories
-                        WHERE end_user_id = e.id AND personality_id = ${personalityId}
-                        ORDER BY id DESC LIMIT ${limits.history}`;
-    const recalled =
-      limits.recall === 0
-        ? sql`'[]'::json`
-        : sql`COALESCE((
-            SELECT json_agg(json_build_object(
-                     'role', m.role, 'content', m.content,
-                     'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-                     ORDER BY r.share DESC, r.relevance DESC, r.id DESC)
-              FROM (${rankedMemories({
-                organizationId,
-                endUserId: sql`e.id`,
-                personalityId,
-                before: sql`COALESCE((SELECT min(id) FROM (${latest}) l), 9223372036854775807)`,
-                text: message,
-                limit: limits.recall,
-              })}) r
-              JOIN memories m ON m.id = r.id), '[]')`;
-    const row = await this.database.row<ConversationRow>(
+    historyLimit: number,
+  ): Promise<{ endUser: EndUserRow | undefined } & Omit<ConversationMemory, 'recalled'>> {
+    const row = await this.database.row<EndUserRow & Omit<ConversationMemory, 'recalled'>>(
       sql`SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
                  COALESCE((
                    SELECT json_agg(json_build_object(
                             'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                     FROM (${latest}) h), '[]') AS history,
+                     FROM (${latestMemories(personalityId, historyLimit)}) h), '[]') AS history,
                  COALESCE((
                    SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-                     FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts,
-                 ${recalled} AS recalled
+                     FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
             FROM end_users e
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
-      {
-        name:
-          limits.recall === 0
-            ? 'end_users_read_conversation'
-            : 'end_users_read_conversation_recall',
-      },
+      { name: 'end_users_read_conversation' },
     );
-    if (!row) return { endUser: undefined, history: [], facts: [], recalled: [] };
-    const { history, facts, recalled: recalledMemories, ...endUser } = row;
-    return { endUser, history, facts, recalled: recalledMemories };
+    if (!row) return { endUser: undefined, history: [], facts: [] };
+    const { history, facts, ...endUser } = row;
+    return { endUser, history, facts };
+  }
+
+  /**
+   * Up to `limits.recall` memories of the end user with the personality, older than the latest
+   * `limits.history` (the reply's history), that hold words of `message` (rankedMemories, the
+   * full-text search of searchMemories), most relevant first; none for an unknown end user. Run
+   * on its own within `timeoutMs` of database time (MEMORY_RECALL_TIMEOUT_MS): past it this
+   * rejects with SQLSTATE 57014 and the reply goes on without.
+   */
+  recall(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+    timeoutMs: number,
+  ): Promise<RecalledMemory[]> {
+    return this.database.rowsWithin<RecalledMemory>(
+      sql`SELECT m.role, m.content,
+                 to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+            FROM end_users e
+           CROSS JOIN LATERAL (${rankedMemories({
+             organizationId,
+             endUserId: sql`e.id`,
+             personalityId,
+             before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
+                                  9223372036854775807)`,
+             text: message,
+             limit: limits.recall,
+           })}) r
+            JOIN memories m ON m.id = r.id
+           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
+           ORDER BY r.share DESC, r.relevance DESC, r.id DESC`,
+      timeoutMs,
+      { name: 'end_users_recall' },
+    );
   }
 
   /** Ordered by user_id, `limit + 1` rows (the extra one tells whether more follow). */

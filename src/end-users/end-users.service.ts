@@ -6,6 +6,11 @@ import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
+import { isStatementTimeout } from '../common/errors/statement-timeout';
+import { type MemoryConfig, memoryConfig } from '../config/memory.config';
+import { MetricsService } from '../metrics/metrics.service';
+import { PinoLogger } from 'nestjs-pino';
+import type { RecalledMemory } from './memories.repository';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
 import { type ConversationMemory, EndUsersRepository } from './end-users.repository';
 
@@ -17,13 +22,24 @@ export interface EnsuredEndUser {
 /** The end users of an organization and their memories (rules 1–5 of POST /v1/end-users). */
 @Injectable()
 export class EndUsersService {
+  private readonly recallTimeouts: { inc(): void };
+
   constructor(
     private readonly database: Database,
     @Inject(endUsersConfig.KEY) private readonly config: EndUsersConfig,
     private readonly endUsers: EndUsersRepository,
     private readonly audit: AuditService,
     private readonly clock: Clock,
-  ) {}
+    @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
+    private readonly logger: PinoLogger,
+    metrics: MetricsService,
+  ) {
+    this.logger.setContext(EndUsersService.name);
+    this.recallTimeouts = metrics.counter({
+      name: 'memory_recall_timeouts_total',
+      help: 'Replies that went on without recalled memories: recall ran past MEMORY_RECALL_TIMEOUT_MS',
+    });
+  }
 
   /**
    * The one row for (organization, user_id), created when absent: shared by POST /v1/end-users
@@ -128,14 +144,51 @@ export class EndUsersService {
    * trip; the end user is undefined when unknown. The caller decides whether to create it (see
    * ensure): only once the personality is known.
    */
-  findConversation(
+  async findConversation(
     organizationId: string,
     userId: string,
     personalityId: string,
     message: string,
     limits: { history: number; recall: number },
   ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
-    return this.endUsers.findConversation(organizationId, userId, personalityId, message, limits);
+    // Two statements at once: recall has a budget of its own, and the reply does not wait for it
+    // past that budget.
+    const [found, recalled] = await Promise.all([
+      this.endUsers.findConversation(organizationId, userId, personalityId, limits.history),
+      limits.recall === 0
+        ? []
+        : this.recall(organizationId, userId, personalityId, message, limits),
+    ]);
+    return { ...found, recalled };
+  }
+
+  /** Recall within MEMORY_RECALL_TIMEOUT_MS; past it none, logged and counted (contract §29). */
+  private async recall(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<RecalledMemory[]> {
+    const timeoutMs = this.memory.recallTimeoutMs;
+    try {
+      return await this.endUsers.recall(
+        organizationId,
+        userId,
+        personalityId,
+        message,
+        limits,
+        timeoutMs,
+      );
+    } catch (error) {
+      if (!isStatementTimeout(error)) throw error;
+      this.recallTimeouts.inc();
+      this.logger.warn(
+        { organizationId, personalityId, timeoutMs },
+        'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
+      );
+      return [];
+    }
   }
 
   underDeletion(row: Pick<EndUserRow, 'erase_after'>): AppError {

@@ -83,31 +83,38 @@ export class ErasureWorker {
     );
   }
 
-  /** One transaction: the claimed users and everything about them, or nothing. */
+  /**
+   * One transaction: the claimed users and everything about them, or nothing. No request waits
+   * for it, so DATABASE_STATEMENT_TIMEOUT_MS does not apply: an end user holding a hundred
+   * thousand memories is erased, however long it takes.
+   */
   private eraseBatch(): Promise<number> {
-    return this.database.transaction(async (manager) => {
-      const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
-      if (due.length === 0) return 0;
-      const ids = due.map((row) => row.id);
-      await this.facts.deleteForEndUsers(manager, ids);
-      await this.memories.deleteForEndUsers(manager, ids);
-      await this.usage.eraseEndUsers(manager, ids);
-      const erased = due.map((row) => ({
-        organizationId: row.organization_id,
-        userId: row.user_id,
-      }));
-      await this.audit.redactErasedEndUsers(manager, erased);
-      // Stored Idempotency-Key answers about them (their metadata, their conversations).
-      await this.idempotency.forgetEndUsers(manager, erased);
-      await this.endUsers.deleteByIds(manager, ids);
-      const deletedAt = this.clock.now().toISOString();
-      for (const row of due) {
-        await this.webhookEvents.emit(manager, row.organization_id, 'end_user.deleted', {
-          user_id: row.user_id,
-          deleted_at: deletedAt,
-        });
-      }
-      return ids.length;
-    });
+    return this.database.transaction(
+      async (manager) => {
+        const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
+        if (due.length === 0) return 0;
+        const ids = due.map((row) => row.id);
+        await this.facts.deleteForEndUsers(manager, ids);
+        await this.memories.deleteForEndUsers(manager, ids);
+        await this.usage.eraseEndUsers(manager, ids);
+        const erased = due.map((row) => ({
+          organizationId: row.organization_id,
+          userId: row.user_id,
+        }));
+        await this.audit.redactErasedEndUsers(manager, erased);
+        // Stored Idempotency-Key answers about them (their metadata, their conversations).
+        await this.idempotency.forgetEndUsers(manager, erased);
+        await this.endUsers.deleteByIds(manager, ids);
+        const deletedAt = this.clock.now().toISOString();
+        for (const row of due) {
+          await this.webhookEvents.emit(manager, row.organization_id, 'end_user.deleted', {
+            user_id: row.user_id,
+            deleted_at: deletedAt,
+          });
+        }
+        return ids.length;
+      },
+      { statementTimeoutMs: 0 },
+    );
   }
 }

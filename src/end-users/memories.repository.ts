@@ -118,6 +118,12 @@ export class MemoriesRepository {
 
   /** In the erasure's transaction: every memory of these end users. */
   async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+    // Their terms first, by the primary key's leading column: the cascade from each memory
+    // would look them up memory by memory.
+    await this.database.rows(
+      sql`DELETE FROM memory_terms WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
+      { manager },
+    );
     await this.database.rows(
       sql`DELETE FROM memories WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },

@@ -13,6 +13,7 @@ import { newRequestId, REQUEST_ID_HEADER, requestIdOf } from '../http/request-id
 import { AppError } from './app-error';
 import { CODE_OF_STATUS } from './error-codes';
 import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from './before-error-reply';
+import { isStatementTimeout } from './statement-timeout';
 
 export interface ErrorResponse {
   status: number;
@@ -103,6 +104,16 @@ export function toErrorResponse(exception: unknown, requestId: string): ErrorRes
         },
       },
     };
+  }
+  if (isStatementTimeout(exception)) {
+    // DATABASE_STATEMENT_TIMEOUT_MS (contract §29): the database was too slow for this request,
+    // which may well succeed again in a moment.
+    return toErrorResponse(
+      new AppError('database_timeout', 'The database took too long to answer; try again', {
+        headers: { 'Retry-After': '1' },
+      }),
+      requestId,
+    );
   }
   return {
     status: HttpStatus.INTERNAL_SERVER_ERROR,

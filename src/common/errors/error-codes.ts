@@ -52,6 +52,7 @@ export const ERROR_STATUS = {
   billing_not_configured: 503,
   not_ready: 503,
   service_unavailable: 503,
+  database_timeout: 503,
   engine_timeout: 504,
 } as const;
 

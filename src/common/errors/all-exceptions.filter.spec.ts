@@ -1,0 +1,38 @@
+import { QueryFailedError } from 'typeorm';
+import { AppError } from './app-error';
+import { toErrorResponse } from './all-exceptions.filter';
+
+/** A PostgreSQL error as the pg driver raises it: a message and its SQLSTATE. */
+function databaseError(code: string, message: string): Error & { code: string } {
+  return Object.assign(new Error(message), { code });
+}
+
+describe('toErrorResponse', () => {
+  it('answers a statement timeout (57014) with 503 database_timeout and Retry-After', () => {
+    const timeout = databaseError('57014', 'canceling statement due to statement timeout');
+    for (const thrown of [timeout, new QueryFailedError('SELECT 1', [], timeout)]) {
+      const answer = toErrorResponse(thrown, 'req_1');
+      expect(answer.status).toBe(503);
+      expect(answer.headers).toEqual({ 'Retry-After': '1' });
+      expect(answer.body.error).toEqual({
+        status: 503,
+        code: 'database_timeout',
+        message: 'The database took too long to answer; try again',
+        request_id: 'req_1',
+      });
+    }
+  });
+
+  it('keeps any other database error a 500 that says nothing of it', () => {
+    const answer = toErrorResponse(
+      databaseError('23505', 'duplicate key value violates unique constraint "users_email_key"'),
+      'req_2',
+    );
+    expect(answer.status).toBe(500);
+    expect(JSON.stringify(answer.body)).not.toContain('users_email_key');
+  });
+
+  it('answers an AppError with its own code', () => {
+    expect(toErrorResponse(new AppError('not_found', 'No such thing'), 'req_3').status).toBe(404);
+  });
+});

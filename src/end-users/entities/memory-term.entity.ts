@@ -1,0 +1,26 @@
+import { Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { Memory } from './memory.entity';
+
+/**
+ * One lexeme of one memory, listed under its end user: the index recall and search read instead
+ * of the memories themselves, so that their cost does not grow with what an end user holds
+ * (docs/memory.md, "What recall costs"). Written only by the trigger memories_index_terms (in the
+ * migration), from the memory's `search` lexemes, on every insert; deleted with the memory.
+ */
+@Entity('memory_terms')
+@Index('memory_terms_memory_idx', ['memoryId'])
+export class MemoryTerm {
+  @PrimaryColumn({ name: 'end_user_id', type: 'uuid', primaryKeyConstraintName: 'memory_terms_pkey' })
+  endUserId: string;
+
+  /** Compared byte by byte ("C"): a lexeme is looked up by equality only, never sorted for people. */
+  @PrimaryColumn({ type: 'text', collation: 'C', primaryKeyConstraintName: 'memory_terms_pkey' })
+  lexeme: string;
+
+  @PrimaryColumn({ name: 'memory_id', type: 'bigint', primaryKeyConstraintName: 'memory_terms_pkey' })
+  memoryId: string;
+
+  @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'memory_id', foreignKeyConstraintName: 'memory_terms_memory_id_fkey' })
+  memory?: Memory;
+}

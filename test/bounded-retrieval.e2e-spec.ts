@@ -1,0 +1,230 @@
+import { Client } from 'pg';
+import type { Counter } from 'prom-client';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { expectError } from './support/assertions';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
+
+type Json = Record<string, unknown>;
+type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
+
+/** Words no stemmer changes and no other memory of these tests holds. */
+const filler = (count: number, prefix: string) =>
+  Array.from({ length: count }, (_, i) => `${prefix}${String.fromCharCode(97 + (i % 26))}${i}x`);
+
+/**
+ * Bounded database time (contract §29): search and recall find an old memory by a rare word
+ * whatever the table's statistics say, read at most the first 32 distinct words, and a reply goes
+ * on without recall past MEMORY_RECALL_TIMEOUT_MS; a request's statement past
+ * DATABASE_STATEMENT_TIMEOUT_MS answers 503 database_timeout.
+ */
+describe('Bounded retrieval and database time (contract §29)', () => {
+  let t: TestApp;
+  /** The same service with narrow budgets, on the same database. */
+  let tight: TestApp;
+  let db: Client;
+  let tenant: Tenant;
+  let personalityId: string;
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    tight = await createTestApp({
+      env: { MEMORY_RECALL_TIMEOUT_MS: '10', DATABASE_STATEMENT_TIMEOUT_MS: '500' },
+    });
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    tenant = await tenantWithKey(t, ['read_write']);
+    personalityId = await clonePersonality(t, tenant.auth);
+  });
+  afterAll(async () => {
+    await db.end();
+    await tight.close();
+    await t.close();
+  });
+
+  /** Imports an end user whose memories are `contents`, oldest first, a day apart. */
+  async function importEndUser(userId: string, contents: string[]): Promise<void> {
+    const p = (
+      await t.http().get(`/v1/personalities/${personalityId}`).set('Authorization', tenant.auth)
+    ).body as Json;
+    const start = Date.now() - (contents.length + 1) * 86_400_000;
+    const iso = (i: number) => new Date(start + i * 86_400_000).toISOString();
+    const response = await t
+      .http()
+      .post('/v1/end-users/import')
+      .set('Authorization', tenant.auth)
+      .send({
+        format: 'pmf',
+        version: 1,
+        exported_at: new Date().toISOString(),
+        end_user: {
+          user_id: userId,
+          metadata: {},
+          status: 'active',
+          created_at: iso(0),
+          updated_at: iso(0),
+        },
+        personalities: [
+          {
+            id: p.id,
+            source_slug: p.source_slug,
+            source_version: p.source_version,
+            name: p.name,
+            description: p.description,
+            traits: p.traits,
+            voice: p.voice,
+            system_prompt: p.system_prompt,
+            language: p.language,
+            replies: p.replies,
+          },
+        ],
+        relationships: [],
+        memories: contents.map((content, i) => ({
+          id: String(i + 1),
+          personality_id: p.id,
+          role: i % 2 === 0 ? 'user' : 'personality',
+          content,
+          emotion: null,
+          vocabulary_version: null,
+          created_at: iso(i),
+        })),
+        facts: [],
+      });
+    expect(response.status).toBe(201);
+  }
+
+  const search = (app: TestApp, userId: string, q: string, limit = 10) =>
+    app
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/memories/search`)
+      .query({ q, limit })
+      .set('Authorization', tenant.auth);
+  const respond = (app: TestApp, userId: string, message: string) =>
+    app
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: personalityId, user_id: userId, message });
+  const contentsOf = (response: { body: { data: Array<{ content: string }> } }) =>
+    response.body.data.map((memory) => memory.content);
+
+  /** 300 memories, the first the only one about the greyhound; the rest share everyday words. */
+  const GREYHOUND = 'My greyhound is called Bolt';
+  const history = [
+    GREYHOUND,
+    ...Array.from({ length: 299 }, (_, i) =>
+      i % 2 === 0
+        ? `Today I feel tired after work, day ${i}, and I would like to talk about it.`
+        : `That sounds like a long day at work; tell me how you feel today (${i}).`,
+    ),
+  ];
+
+  it('finds the first of 300 memories by a rare word, with statistics and without', async () => {
+    const userId = uniqueUserId('greyhound');
+    await importEndUser(userId, history);
+    const found = async () => {
+      const response = await search(t, userId, 'greyhound');
+      expect(response.status).toBe(200);
+      // The statement, and what the replies below added about it.
+      expect(contentsOf(response)).toContain(GREYHOUND);
+      const recalled = await respond(t, userId, 'Do you remember my greyhound?');
+      expect(recalled.status).toBe(200);
+      expect(recalled.body.reply.text).toContain(GREYHOUND);
+    };
+    // As after a bulk import: no statistics yet (autovacuum is off on this machine)…
+    await found();
+    // …and as production has them: the word stays rare, the common ones change nothing.
+    await db.query('ANALYZE memories');
+    await db.query('ANALYZE memory_terms');
+    await found();
+    // Everyday words of the whole history still rank the memories holding more of them first.
+    const everyday = await search(t, userId, 'tired after work today', 5);
+    expect(contentsOf(everyday)).toHaveLength(5);
+    for (const content of contentsOf(everyday)) expect(content).toMatch(/tired after work/);
+  });
+
+  it('reads the first 32 distinct words of a text, not the 33rd', async () => {
+    const userId = uniqueUserId('words');
+    await importEndUser(userId, ['I keep a pet axolotl', 'Nice!']);
+    // 31 words no memory holds, each twice (a repeat is not a new word), then the axolotl.
+    const words = filler(31, 'n');
+    const thirtySecond = [...words, ...words, 'axolotl'].join(' ');
+    expect(contentsOf(await search(t, userId, thirtySecond))).toEqual(['I keep a pet axolotl']);
+    const thirtyThird = [...words, 'zzzunknown', 'axolotl'].join(' ');
+    expect(contentsOf(await search(t, userId, thirtyThird))).toEqual([]);
+  });
+
+  it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {
+    const userId = uniqueUserId('long-message');
+    await importEndUser(userId, [GREYHOUND, ...history.slice(1, 60)]);
+    const long = `greyhound ${filler(1_400, 'w').join(' ')}`.slice(0, 8_000);
+    const reply = await respond(t, userId, long);
+    expect(reply.status).toBe(200);
+    expect(reply.body.reply.text).toContain(GREYHOUND);
+  });
+
+  it('past MEMORY_RECALL_TIMEOUT_MS the reply goes on without recall, logged and counted', async () => {
+    const userId = uniqueUserId('recall-timeout');
+    await importEndUser(userId, history.slice(0, 60));
+    const timeouts = () =>
+      (
+        tight.app
+          .get(MetricsService)
+          .registry.getSingleMetric('memory_recall_timeouts_total') as Counter
+      )
+        .get()
+        .then((metric) => metric.values[0]?.value ?? 0);
+    const before = await timeouts();
+
+    // Recall reads memory_terms: held by another session, it waits until its budget is spent.
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE memory_terms IN ACCESS EXCLUSIVE MODE');
+      const reply = respond(tight, userId, 'Do you remember my greyhound?').then((r) => r);
+      // Released as soon as the budget ran out, so other specs' replies barely wait.
+      await eventually(async () => ((await timeouts()) > before ? true : undefined));
+      await holder.query('ROLLBACK');
+      const answered = await reply;
+      expect(answered.status).toBe(200);
+      expect(answered.body.reply.text).not.toContain(GREYHOUND);
+    } finally {
+      await holder.end();
+    }
+    const warning = tight.logs
+      .entries()
+      .find((entry) => String(entry.msg).includes('MEMORY_RECALL_TIMEOUT_MS'));
+    expect(warning).toMatchObject({ level: 'warn', timeoutMs: 10 });
+  });
+
+  it('a statement past DATABASE_STATEMENT_TIMEOUT_MS answers 503 database_timeout', async () => {
+    const userId = uniqueUserId('statement-timeout');
+    await importEndUser(userId, ['Hello']);
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      // The end user's row, locked by another session: the PATCH's UPDATE waits for it.
+      await holder.query('BEGIN');
+      await holder.query(
+        `SELECT 1 FROM end_users WHERE organization_id = $1 AND user_id = $2 FOR UPDATE`,
+        [tenant.organizationId, userId],
+      );
+      const patch = () =>
+        tight
+          .http()
+          .patch(`/v1/end-users/${encodeURIComponent(userId)}`)
+          .set('Authorization', tenant.auth)
+          .send({ metadata: { plan: 'pro' } });
+      const refused = await patch();
+      expectError(refused, 503, 'database_timeout');
+      expect(refused.headers['retry-after']).toBe('1');
+      await holder.query('ROLLBACK');
+      expect((await patch()).status).toBe(200);
+    } finally {
+      await holder.end();
+    }
+  });
+});
