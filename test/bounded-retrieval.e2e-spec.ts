@@ -156,6 +156,40 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     expect(contentsOf(await search(t, userId, thirtyThird))).toEqual([]);
   });
 
+  it('keeps the latest 64 memories of a word per end user, whatever arrives and how', async () => {
+    const userId = uniqueUserId('kayak');
+    // 100 imported in one statement, then 10 more through replies (a trigger pass each).
+    await importEndUser(
+      userId,
+      Array.from({ length: 100 }, (_, i) => `Kayak trip number ${i} was fun`),
+    );
+    for (let i = 0; i < 5; i++) {
+      expect((await respond(t, userId, `Another kayak outing, the ${i}th`)).status).toBe(200);
+    }
+    // The latest 64 holders are listed, and only they.
+    const postings = await db.query<{ listed: string[]; latest: string[] }>(
+      `SELECT ARRAY(SELECT t.memory_id::text FROM memory_terms t
+                     WHERE t.end_user_id = e.id AND t.lexeme = 'kayak'
+                     ORDER BY t.memory_id DESC) AS listed,
+              ARRAY(SELECT m.id::text FROM memories m
+                     WHERE m.end_user_id = e.id AND m.search @@ 'kayak'::tsquery
+                     ORDER BY m.id DESC LIMIT 64) AS latest
+         FROM end_users e WHERE e.user_id = $1 AND e.organization_id = $2`,
+      [userId, tenant.organizationId],
+    );
+    expect(postings.rows[0].listed).toHaveLength(64);
+    expect(postings.rows[0].listed).toEqual(postings.rows[0].latest);
+    const holders = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM memories m JOIN end_users e ON e.id = m.end_user_id
+        WHERE e.user_id = $1 AND e.organization_id = $2 AND m.search @@ 'kayak'::tsquery`,
+      [userId, tenant.organizationId],
+    );
+    expect(holders.rows[0].n).toBeGreaterThan(64);
+    const found = await search(t, userId, 'kayak', 50);
+    expect(found.status).toBe(200);
+    expect(found.body.data).toHaveLength(50);
+  });
+
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {
     const userId = uniqueUserId('long-message');
     await importEndUser(userId, [GREYHOUND, ...history.slice(1, 60)]);
