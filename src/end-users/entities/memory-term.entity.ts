@@ -10,14 +10,22 @@ import { Memory } from './memory.entity';
 @Entity('memory_terms')
 @Index('memory_terms_memory_idx', ['memoryId'])
 export class MemoryTerm {
-  @PrimaryColumn({ name: 'end_user_id', type: 'uuid', primaryKeyConstraintName: 'memory_terms_pkey' })
+  @PrimaryColumn({
+    name: 'end_user_id',
+    type: 'uuid',
+    primaryKeyConstraintName: 'memory_terms_pkey',
+  })
   endUserId: string;
 
   /** Compared byte by byte ("C"): a lexeme is looked up by equality only, never sorted for people. */
   @PrimaryColumn({ type: 'text', collation: 'C', primaryKeyConstraintName: 'memory_terms_pkey' })
   lexeme: string;
 
-  @PrimaryColumn({ name: 'memory_id', type: 'bigint', primaryKeyConstraintName: 'memory_terms_pkey' })
+  @PrimaryColumn({
+    name: 'memory_id',
+    type: 'bigint',
+    primaryKeyConstraintName: 'memory_terms_pkey',
+  })
   memoryId: string;
 
   @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
