@@ -295,6 +295,23 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       expect(rows).toEqual([{ outcome: 'applied' }]);
     });
 
+    it('takes a redelivery that raced the first past the duplicate check for a duplicate, not a tie', async () => {
+      const { subscription } = await customerWithSubscription();
+      const updated = event(
+        'customer.subscription.updated',
+        { ...subscription, status: 'past_due' },
+        secondsAgo(300),
+      );
+      await expect(webhooks.handle(updated)).resolves.toBe('applied');
+      const calls = fake.requests.length;
+      // The second delivery checked before the first committed; by the time it reads the held
+      // time, that time is the first delivery's, its own event's.
+      jest.spyOn(repository, 'isEventRecorded').mockResolvedValueOnce(false);
+
+      await expect(webhooks.handle(updated)).resolves.toBe('duplicate');
+      expect(fake.requests.length).toBe(calls);
+    });
+
     it('records an event for an unknown customer as ignored, so a redelivery is a duplicate', async () => {
       const stranger = {
         id: id('sub'),

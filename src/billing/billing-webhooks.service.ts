@@ -108,6 +108,9 @@ export class BillingWebhooksService {
     let sameTimeWins = false;
     const held = await this.billing.providerTimeHeld(snapshot.stripeSubscriptionId);
     if (held?.getTime() === eventTime.getTime()) {
+      // The held time may be this very event's, applied by a concurrent delivery since the check
+      // above (it commits with its record): a duplicate, not a tie to ask Stripe about.
+      if (await this.billing.isEventRecorded(event.id)) return 'duplicate';
       const fresh = await this.stripe.call('subscriptions.retrieve', (stripe) =>
         stripe.subscriptions.retrieve(snapshot.stripeSubscriptionId),
       );
