@@ -55,13 +55,15 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         OPENAI_MODEL: 'default-model',
         // The models a personality may name (contract §25); unset: OPENAI_MODEL and fallbacks'.
         OPENAI_ALLOWED_MODELS: 'default-model,special-model',
-        ENGINE_TIMEOUT_MS: '1500',
+        ENGINE_TIMEOUT_MS: '3000',
         ENGINE_HISTORY_MESSAGES: '4',
         // Failures here are each test's own: the breaker is test/engine-routing.e2e-spec.ts's.
         ENGINE_BREAKER_FAILURES: '1000',
         STREAMS_PER_ORG: '2',
-        // Shorter than ENGINE_TIMEOUT_MS: a slow first token must still end in a 504 event.
-        STREAM_IDLE_TIMEOUT_MS: '1000',
+        // Shorter than ENGINE_TIMEOUT_MS: a slow first token must still end in a 504 event. Both
+        // are wide enough that a keep-alive comment (every half idle timeout) late by 700 ms on
+        // a loaded CI machine does not cut the stream.
+        STREAM_IDLE_TIMEOUT_MS: '1500',
       },
     });
     db = t.app.get(DataSource);
@@ -297,7 +299,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     // Transient failures are tried once more (ENGINE_RETRIES=1), on this one route.
     ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable', 2],
     ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2],
-    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 3_000 }, 504, 'engine_timeout', 1],
+    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 5_000 }, 504, 'engine_timeout', 1],
     ['no answer at all', { hang: true }, 504, 'engine_timeout', 1],
     ['an empty reply', { content: '' }, 502, 'engine_unavailable', 1],
   ])('answers %s with %i and stores nothing', async (_name, reply, status, code, calls) => {
@@ -425,7 +427,8 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
 
   it('keeps a stream open while the provider is slower than the idle timeout to its first token', async () => {
     const userId = uniqueUserId('slow');
-    fake.respondWith({ delayMs: 1_200, stream: { chunkSize: 8 } });
+    // Past the idle timeout (1,500 ms), well within ENGINE_TIMEOUT_MS (3,000 ms).
+    fake.respondWith({ delayMs: 2_100, stream: { chunkSize: 8 } });
     const response = await respond({ user_id: userId, message: 'take your time', stream: true });
     expect(response.text.startsWith(': ok')).toBe(true);
     expect(parseEvents(response.text).at(-1)?.event).toBe('done');
