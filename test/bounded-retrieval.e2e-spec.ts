@@ -145,6 +145,23 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     for (const content of contentsOf(everyday)) expect(content).toMatch(/tired after work/);
   });
 
+  it('counts a word the end user holds in 64 memories or more as a stop word for the share', async () => {
+    const userId = uniqueUserId('band');
+    const BAND = 'My favourite band is Radiohead';
+    await importEndUser(userId, [
+      BAND,
+      ...Array.from({ length: 80 }, (_, i) => `Can I tell you something? I love day ${i}.`),
+    ]);
+    // "tell" and "love" are in 80 memories each: the one memory holding "band" comes first, with
+    // the whole share of the words that tell memories apart, though others hold two words of three.
+    const response = await search(t, userId, 'Which band did I tell you I love?', 3);
+    expect(response.status).toBe(200);
+    expect(contentsOf(response)[0]).toBe(BAND);
+    expect((response.body.data as Array<{ score: number }>)[0].score).toBe(1);
+    const recalled = await respond(t, userId, 'Which band did I tell you I love?');
+    expect(recalled.body.reply.text).toContain(BAND);
+  });
+
   it('reads the first 32 distinct words of a text, not the 33rd', async () => {
     const userId = uniqueUserId('words');
     await importEndUser(userId, ['I keep a pet axolotl', 'Nice!']);

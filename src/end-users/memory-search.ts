@@ -32,7 +32,10 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
 /**
  * The `limit` memories of the pool most relevant to `text` (docs/memory.md): rows `(id, share,
  * relevance)`, best first. A memory holding any lexeme of the text qualifies; one holding more of
- * them ranks higher (`share`, 0..1); among memories holding as many, BM25 decides (a lexeme few
+ * them ranks higher (`share`, 0..1). A lexeme the end user holds in POSTINGS_PER_WORD memories or
+ * more ("tell", "love" for most people) is a stop word for the share when the text has other
+ * lexemes: it tells no memory apart, and a memory holding two such words would otherwise outrank
+ * the one holding the question's rare word. Among memories holding as many, BM25 decides (a lexeme few
  * memories hold weighs more than one many hold, a short memory more than a long one holding the
  * same), then the newest. Every memory is matched in its personality's language.
  *
@@ -63,20 +66,36 @@ export function rankedMemories(pool: MemoryPool): Sql {
                   SELECT t.memory_id FROM memory_terms t
                    WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
                    ORDER BY t.memory_id DESC LIMIT ${POSTINGS_PER_WORD}) t),
+         common AS MATERIALIZED (
+           SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
+            WHERE (SELECT count(*) FROM (
+                    SELECT FROM memory_terms t
+                     WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme
+                     LIMIT ${POSTINGS_PER_WORD}) held) = ${POSTINGS_PER_WORD}),
+         counted AS MATERIALIZED (
+           SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
+                  l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
+             FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
          hits AS MATERIALIZED (
-           SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words
+           SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
+                  l.rare_words
              FROM postings h
             CROSS JOIN LATERAL (
                   SELECT m.personality_id, length(m.search) AS length FROM memories m
                    WHERE m.id = h.memory_id LIMIT 1) m
              JOIN personalities p ON p.id = m.personality_id AND ${personality('p')}
-             JOIN lexemes l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+             JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
          average AS MATERIALIZED (
            SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
              FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
          weighted AS (
-           SELECT id, length, words, count(*) OVER (PARTITION BY lexeme)::float8 AS df FROM hits)
-    SELECT w.id, count(*)::float8 / min(w.words) AS share,
+           SELECT id, length, words, common, rare_words,
+                  count(*) OVER (PARTITION BY lexeme)::float8 AS df
+             FROM hits)
+    SELECT w.id,
+           CASE WHEN min(w.rare_words) > 0
+                THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                ELSE count(*)::float8 / min(w.words) END AS share,
            sum(ln((average.n + 1) / (w.df + 0.5)) * ${BM25_LENGTH}) AS relevance
       FROM weighted w CROSS JOIN average
      GROUP BY w.id

@@ -111,7 +111,8 @@ export class ScoredMemoryDto extends MemoryDto {
     minimum: 0,
     maximum: 1,
     example: 0.667,
-    description: "The share of the query's words (stop words aside) the memory holds",
+    description:
+      "The share of the query's words the memory holds, stop words aside and, when the query has others, the words the end user holds in 64 memories or more",
   })
   score: number;
 }

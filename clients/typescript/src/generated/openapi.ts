@@ -2151,7 +2151,7 @@ export interface components {
             /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
             safety: components["schemas"]["SafetyVerdictDto"] | null;
             /**
-             * @description The share of the query's words (stop words aside) the memory holds
+             * @description The share of the query's words the memory holds, stop words aside and, when the query has others, the words the end user holds in 64 memories or more
              * @example 0.667
              */
             score: number;
