@@ -76,7 +76,7 @@ export class AuditRepository {
    */
   async redactEndUserTargets(
     manager: EntityManager,
-    endUsers: Array<{ organizationId: string; userId: string }>,
+    endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,
   ): Promise<void> {
     await this.database.rows(
       sql`UPDATE audit_events a SET target_id = ${ERASED_TARGET_ID}

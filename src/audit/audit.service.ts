@@ -38,7 +38,7 @@ export class AuditService {
    */
   redactErasedEndUsers(
     manager: EntityManager,
-    endUsers: Array<{ organizationId: string; userId: string }>,
+    endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,
   ): Promise<void> {
     return this.events.redactEndUserTargets(manager, endUsers);
   }

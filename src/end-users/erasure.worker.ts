@@ -1,18 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
-import { AuditService } from '../audit/audit.service';
-import { WebhookEventsService } from '../webhooks/webhook-events.service';
-import { IdempotencyService } from '../idempotency/idempotency.service';
+import { ErasureParticipants } from '../common/erasure/erasure-participants';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
-import { UsageService } from '../usage/usage.service';
 import { EndUsersRepository } from './end-users.repository';
-import { FactsRepository } from './facts.repository';
-import { MemoriesRepository } from './memories.repository';
 
 /** End users erased per transaction; the worker loops until none are due. */
 const BATCH_SIZE = 20;
@@ -21,7 +16,8 @@ const BATCH_SIZE = 20;
  * Erases end users whose grace period is over. The schedule is the end_users row itself, so a
  * restart loses nothing; each batch is claimed with FOR UPDATE SKIP LOCKED inside the deleting
  * transaction, so two instances never erase the same user and a crash mid-way rolls back and is
- * redone by the next poll.
+ * redone by the next poll. What is erased is up to the ErasureParticipants that modules register
+ * (docs/data-plane.md); this worker names none of them.
  */
 @Injectable()
 export class ErasureWorker {
@@ -31,12 +27,7 @@ export class ErasureWorker {
     private readonly database: Database,
     @Inject(endUsersConfig.KEY) settings: EndUsersConfig,
     private readonly endUsers: EndUsersRepository,
-    private readonly memories: MemoriesRepository,
-    private readonly facts: FactsRepository,
-    private readonly usage: UsageService,
-    private readonly audit: AuditService,
-    private readonly webhookEvents: WebhookEventsService,
-    private readonly idempotency: IdempotencyService,
+    private readonly participants: ErasureParticipants,
     private readonly clock: Clock,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
@@ -93,26 +84,15 @@ export class ErasureWorker {
       async (manager) => {
         const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
         if (due.length === 0) return 0;
-        const ids = due.map((row) => row.id);
-        await this.facts.deleteForEndUsers(manager, ids);
-        await this.memories.deleteForEndUsers(manager, ids);
-        await this.usage.eraseEndUsers(manager, ids);
-        const erased = due.map((row) => ({
+        const endUsers = due.map((row) => ({
+          id: row.id,
           organizationId: row.organization_id,
           userId: row.user_id,
         }));
-        await this.audit.redactErasedEndUsers(manager, erased);
-        // Stored Idempotency-Key answers about them (their metadata, their conversations).
-        await this.idempotency.forgetEndUsers(manager, erased);
-        await this.endUsers.deleteByIds(manager, ids);
-        const deletedAt = this.clock.now().toISOString();
-        for (const row of due) {
-          await this.webhookEvents.emit(manager, row.organization_id, 'end_user.deleted', {
-            user_id: row.user_id,
-            deleted_at: deletedAt,
-          });
+        for (const participant of this.participants.inOrder) {
+          await participant.erase(manager, endUsers);
         }
-        return ids.length;
+        return endUsers.length;
       },
       { statementTimeoutMs: 0 },
     );

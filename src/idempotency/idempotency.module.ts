@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { IdempotencyErasure } from './idempotency.erasure';
 import { IdempotencyRetentionWorker } from './idempotency-retention.worker';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
@@ -10,7 +11,12 @@ import { IdempotencyService } from './idempotency.service';
  * IdempotencyService.recordInTransaction.
  */
 @Module({
-  providers: [IdempotencyRepository, IdempotencyService, IdempotencyRetentionWorker],
+  providers: [
+    IdempotencyErasure,
+    IdempotencyRepository,
+    IdempotencyService,
+    IdempotencyRetentionWorker,
+  ],
   exports: [IdempotencyService],
 })
 export class IdempotencyModule {}

@@ -1,0 +1,60 @@
+import { DiscoveryService } from '@nestjs/core';
+import type { EntityManager } from 'typeorm';
+
+/** An end user being erased: the internal id, and the organization's `user_id` for them. */
+export interface ErasedEndUser {
+  id: string;
+  organizationId: string;
+  userId: string;
+}
+
+/**
+ * When a participant runs in the erasure's transaction, lowest first (ties by name). Named steps
+ * with gaps, so a new participant finds its place without renumbering the others.
+ */
+export const ErasureOrder = {
+  /** Rows that point at other rows of the end user (a fact names the memory it came from). */
+  REFERRERS: 100,
+  /** The end user's own rows. */
+  DATA: 200,
+  /** Rows that are kept, with the end user's name taken out. */
+  REDACTIONS: 300,
+  /** The end_users row itself; foreign keys that cascade from it go with it. */
+  END_USERS: 900,
+  /** Telling the customer, once nothing of the end user is left. */
+  NOTICES: 1000,
+} as const;
+
+/**
+ * What one module erases of its own data when end users are erased (docs/data-plane.md). The
+ * ErasureWorker runs every participant in one transaction; test/erasure-coverage.e2e-spec.ts
+ * fails when a table holding an end user's id is claimed by none.
+ */
+export interface ErasureParticipant {
+  /** Unique; names the participant in errors. */
+  readonly name: string;
+  /** One of ErasureOrder (or a number between two of them). */
+  readonly order: number;
+  /** Tables whose end-user rows `erase` deletes, or whose end-user data it redacts. */
+  readonly tables: readonly string[];
+  /**
+   * Tables of the module whose rows go with the end_users row: a foreign key to it with
+   * ON DELETE CASCADE, which the coverage spec checks.
+   */
+  readonly cascades?: readonly string[];
+  /** Runs in the erasure's transaction (no statement timeout); throwing rolls all of it back. */
+  erase(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void>;
+}
+
+const Discoverable = DiscoveryService.createDecorator<void>();
+
+/**
+ * Registers a provider as an ErasureParticipant; ErasureParticipants finds it in whichever
+ * module provides it, so erasure needs no list of modules.
+ */
+export function TakesPartInErasure(): (
+  target: abstract new (...args: never[]) => ErasureParticipant,
+) => void {
+  return (target) => Discoverable()(target);
+}
+TakesPartInErasure.KEY = Discoverable.KEY;
