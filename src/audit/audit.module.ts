@@ -1,14 +1,13 @@
 import { Module } from '@nestjs/common';
 import { AuditRetentionWorker } from './audit-retention.worker';
 import { AuditController } from './audit.controller';
-import { AuditErasure } from './audit.erasure';
 import { AuditRepository } from './audit.repository';
 import { AuditService } from './audit.service';
 
 /** Import it and inject AuditService to record an action (see AuditService.record). */
 @Module({
   controllers: [AuditController],
-  providers: [AuditErasure, AuditRepository, AuditService, AuditRetentionWorker],
+  providers: [AuditRepository, AuditService, AuditRetentionWorker],
   exports: [AuditService],
 })
 export class AuditModule {}

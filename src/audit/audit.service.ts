@@ -6,6 +6,7 @@ import type { AuditAction } from './audit-actions';
 import { auditOrigin } from './audit-event.step';
 import { AuditRepository } from './audit.repository';
 import { type AuditEventDto, toAuditEventResponse } from './dto/audit-event.dto';
+import { ErasesEndUsers, ErasureOrder } from '../common/erasure/erasure-participant';
 
 export interface AuditEntry {
   /** The organization whose log gets the event (for an accepted invitation: the one joined). */
@@ -36,6 +37,7 @@ export class AuditService {
    * When an erasure completes: the log keeps who asked for it and when, but no longer names the
    * person (their user_id becomes ERASED_TARGET_ID), so the erasure leaves nothing behind.
    */
+  @ErasesEndUsers({ order: ErasureOrder.REDACTIONS, tables: ['audit_events'] })
   redactErasedEndUsers(
     manager: EntityManager,
     endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,

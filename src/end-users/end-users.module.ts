@@ -2,17 +2,14 @@ import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module';
 import { ErasureModule } from '../common/erasure/erasure.module';
 import { EndUsersController } from './end-users.controller';
-import { EndUsersErasure } from './end-users.erasure';
 import { EndUsersRepository } from './end-users.repository';
 import { EndUsersService } from './end-users.service';
 import { ErasureWorker } from './erasure.worker';
 import { MemoriesController } from './memories.controller';
-import { MemoriesErasure } from './memories.erasure';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
 import { MemoryRetentionWorker } from './memory-retention.worker';
 import { FactsController } from './facts.controller';
-import { FactsErasure } from './facts.erasure';
 import { FactsRepository } from './facts.repository';
 import { FactsService } from './facts.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
@@ -21,15 +18,14 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
   imports: [ErasureModule, IdempotencyModule, AuditModule],
   controllers: [EndUsersController, MemoriesController, FactsController],
   providers: [
-    EndUsersErasure,
     EndUsersRepository,
     EndUsersService,
     ErasureWorker,
-    MemoriesErasure,
+
     MemoriesRepository,
     MemoriesService,
     MemoryRetentionWorker,
-    FactsErasure,
+
     FactsRepository,
     FactsService,
   ],

@@ -8,6 +8,11 @@ import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
 import { rankedMemories } from './memory-search';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
 
 const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, updated_at');
 
@@ -241,7 +246,10 @@ export class EndUsersRepository {
     );
   }
 
-  async deleteByIds(manager: EntityManager, ids: string[]): Promise<void> {
+  /** Erasure: the row every other table refers to, last, once the others erased theirs. */
+  @ErasesEndUsers({ order: ErasureOrder.END_USERS, tables: ['end_users'] })
+  async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    const ids = endUsers.map((endUser) => endUser.id);
     await this.database.rows(sql`DELETE FROM end_users WHERE id = ANY(${ids}::uuid[])`, {
       manager,
     });

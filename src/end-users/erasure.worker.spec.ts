@@ -5,9 +5,8 @@ import type { EntityManager } from 'typeorm';
 import { ErasureModule } from '../common/erasure/erasure.module';
 import {
   type ErasedEndUser,
-  type ErasureParticipant,
+  ErasesEndUsers,
   ErasureOrder,
-  TakesPartInErasure,
 } from '../common/erasure/erasure-participant';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock, ManualClock } from '../common/time/clock';
@@ -23,26 +22,24 @@ interface Call {
   endUsers: readonly ErasedEndUser[];
 }
 
-/** A participant class, as a module would declare one; it records its calls in `calls`. */
+/** A provider, as a module would declare one, whose erasure method records its calls. */
 function fakeParticipant(
   name: string,
   order: number,
   calls: Call[],
   failures: Map<string, Error>,
-): new () => ErasureParticipant {
+): new () => object {
   @Injectable()
-  @TakesPartInErasure()
-  class FakeParticipant implements ErasureParticipant {
-    readonly name = name;
-    readonly order = order;
-    readonly tables = [];
-
+  class FakeParticipant {
+    @ErasesEndUsers({ order, tables: [] })
     erase(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
       calls.push({ participant: name, manager, endUsers });
       const failure = failures.get(name);
       return failure ? Promise.reject(failure) : Promise.resolve();
     }
   }
+  // Participants are named `Class.method`: each fake class gets its own name.
+  Object.defineProperty(FakeParticipant, 'name', { value: name });
   return FakeParticipant;
 }
 

@@ -5,6 +5,11 @@ import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { raw, sql } from '../database/sql';
 import type { FactRow } from './dto/fact.dto';
 import type { FactSource } from './entities/fact.entity';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
 
 const COLUMNS = raw('id, content, source, memory_id::text AS memory_id, created_at, updated_at');
 
@@ -120,10 +125,14 @@ export class FactsRepository {
     );
   }
 
-  /** In the erasure's transaction: every fact of these end users. */
-  async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+  /**
+   * Erasure: every fact of these end users, before the memories they name (which would
+   * otherwise set their memory_id to null).
+   */
+  @ErasesEndUsers({ order: ErasureOrder.REFERRERS, tables: ['end_user_facts'] })
+  async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     await this.database.rows(
-      sql`DELETE FROM end_user_facts WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
+      sql`DELETE FROM end_user_facts WHERE end_user_id = ANY(${endUsers.map((e) => e.id)}::uuid[])`,
       { manager },
     );
   }

@@ -7,6 +7,11 @@ import type { MemoryRow } from './dto/memory.dto';
 import { rankedMemories } from './memory-search';
 import type { Row } from '../database/row';
 import type { Memory } from './entities/memory.entity';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
 
 /** A memory of the reply's recent history, as the engine is sent it. */
 export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
@@ -116,8 +121,10 @@ export class MemoriesRepository {
     );
   }
 
-  /** In the erasure's transaction: every memory of these end users. */
-  async deleteForEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
+  /** Erasure: every memory of these end users. */
+  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['memory_terms', 'memories'] })
+  async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    const endUserIds = endUsers.map((endUser) => endUser.id);
     // Their terms first, by the primary key's leading column: the cascade from each memory
     // would look them up memory by memory.
     await this.database.rows(

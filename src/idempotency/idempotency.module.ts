@@ -1,5 +1,4 @@
 import { Module } from '@nestjs/common';
-import { IdempotencyErasure } from './idempotency.erasure';
 import { IdempotencyRetentionWorker } from './idempotency-retention.worker';
 import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
@@ -11,12 +10,7 @@ import { IdempotencyService } from './idempotency.service';
  * IdempotencyService.recordInTransaction.
  */
 @Module({
-  providers: [
-    IdempotencyErasure,
-    IdempotencyRepository,
-    IdempotencyService,
-    IdempotencyRetentionWorker,
-  ],
+  providers: [IdempotencyRepository, IdempotencyService, IdempotencyRetentionWorker],
   exports: [IdempotencyService],
 })
 export class IdempotencyModule {}

@@ -7,6 +7,7 @@ import { Clock } from '../common/time/clock';
 import { IdempotencyRepository, type ClaimRef, type KeyRef } from './idempotency.repository';
 import { endUserOfAnswer, endUserSubject } from './end-user-answers';
 import { withoutSecrets } from './replay-secrets';
+import { ErasesEndUsers, ErasureOrder } from '../common/erasure/erasure-participant';
 
 /** How long a key is kept (contract §16). */
 export const IDEMPOTENCY_RETENTION_MS = 24 * 60 * 60 * 1000;
@@ -200,6 +201,7 @@ export class IdempotencyService {
    * stored answers about them (contract §25), so that a replay runs afresh instead of answering
    * their data from the store. `userIds` are the organization's `user_id`s.
    */
+  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['idempotency_keys'] })
   async forgetEndUsers(
     manager: EntityManager,
     endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,

@@ -3,14 +3,13 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { RelationshipMonth } from './entities/relationship-month.entity';
 import { UsageMonthlyCounter } from './entities/usage-monthly-counter.entity';
 import { UsageController } from './usage.controller';
-import { UsageErasure } from './usage.erasure';
 import { UsageRepository } from './usage.repository';
 import { UsageService } from './usage.service';
 
 @Module({
   imports: [TypeOrmModule.forFeature([RelationshipMonth, UsageMonthlyCounter])],
   controllers: [UsageController],
-  providers: [UsageErasure, UsageRepository, UsageService],
+  providers: [UsageRepository, UsageService],
   exports: [UsageService],
 })
 export class UsageModule {}

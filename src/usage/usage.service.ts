@@ -14,6 +14,11 @@ import {
 } from './dto/usage.dto';
 import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 import { UsageRepository } from './usage.repository';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
 
 /** A real day (YYYY-MM-DD) of the month `month` (YYYY-MM). */
 function isDayOf(day: string, month: string): boolean {
@@ -103,8 +108,17 @@ export class UsageService {
    * Erasure removes the personal rows (who talked to whom, when) but keeps the monthly counter:
    * the relationship was active and billed, and the counter holds nothing about the person.
    */
-  eraseEndUsers(manager: EntityManager, endUserIds: string[]): Promise<void> {
-    return this.usage.deleteRelationshipsOf(manager, endUserIds);
+  @ErasesEndUsers({
+    order: ErasureOrder.DATA,
+    tables: ['relationship_months'],
+    // The end user's token rollups; the organization's totals stay.
+    cascades: ['token_usage_end_user_months', 'end_user_token_days'],
+  })
+  eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    return this.usage.deleteRelationshipsOf(
+      manager,
+      endUsers.map((endUser) => endUser.id),
+    );
   }
 
   /** The month asked for, or the current UTC month. */

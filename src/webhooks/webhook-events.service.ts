@@ -4,6 +4,11 @@ import { Clock } from '../common/time/clock';
 import type { SubscribableEventType } from './webhook-event-types';
 import { WebhooksRepository } from './webhooks.repository';
 import { SECRET_FIELD_NAMES } from '../common/crypto/secret-fields';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
 
 /** Keys that name a secret: event data holding one is a programming error, refused at once. */
 const SECRET_KEYS = new Set(SECRET_FIELD_NAMES);
@@ -49,5 +54,20 @@ export class WebhookEventsService {
       throw new Error(`webhook event ${type}: data must not hold a secret (key "${secretKey}")`);
     }
     await this.webhooks.insertEvent(manager, organizationId, type, data, this.clock.now());
+  }
+
+  /**
+   * Erasure's notice, once nothing of the end users is left: `end_user.deleted`. It erases
+   * nothing: the outbox holds ids only and keeps events until its retention (docs/data-plane.md).
+   */
+  @ErasesEndUsers({ order: ErasureOrder.NOTICES, tables: [] })
+  async announceErasure(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    const deletedAt = this.clock.now().toISOString();
+    for (const endUser of endUsers) {
+      await this.emit(manager, endUser.organizationId, 'end_user.deleted', {
+        user_id: endUser.userId,
+        deleted_at: deletedAt,
+      });
+    }
   }
 }

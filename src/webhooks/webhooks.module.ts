@@ -5,7 +5,6 @@ import { WebhookDeliveryWorker } from './webhook-delivery.worker';
 import { WebhookEndpointsController } from './webhook-endpoints.controller';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { WebhookEventsService } from './webhook-events.service';
-import { WebhooksErasure } from './webhooks.erasure';
 import { WebhooksRepository } from './webhooks.repository';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
@@ -23,7 +22,6 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     WebhookEndpointsService,
     WebhookDeliveryWorker,
     FailingEndpointsWorker,
-    WebhooksErasure,
   ],
   exports: [WebhookEventsService, FailingEndpointsWorker],
 })

@@ -186,7 +186,11 @@ describe('UsageService (database)', () => {
     clock.set(new Date('2033-03-10T12:00:00.000Z'));
     const dave = await newEndUser();
     await talk(dave.id, personalityIds[0]);
-    await t.app.get(DataSource).transaction((manager) => usage.eraseEndUsers(manager, [dave.id]));
+    await t.app
+      .get(DataSource)
+      .transaction((manager) =>
+        usage.eraseEndUsers(manager, [{ id: dave.id, organizationId, userId: dave.user_id }]),
+      );
     expect(await usage.activeRelationships(organizationId)).toEqual({
       month: '2033-03',
       active_relationships: 1,

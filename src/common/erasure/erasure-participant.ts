@@ -25,36 +25,49 @@ export const ErasureOrder = {
   NOTICES: 1000,
 } as const;
 
-/**
- * What one module erases of its own data when end users are erased (docs/data-plane.md). The
- * ErasureWorker runs every participant in one transaction; test/erasure-coverage.e2e-spec.ts
- * fails when a table holding an end user's id is claimed by none.
- */
-export interface ErasureParticipant {
-  /** Unique; names the participant in errors. */
-  readonly name: string;
+/** Where a module's erasure method runs, and what it covers. */
+export interface ErasureStep {
   /** One of ErasureOrder (or a number between two of them). */
   readonly order: number;
-  /** Tables whose end-user rows `erase` deletes, or whose end-user data it redacts. */
+  /** Tables whose end-user rows the method deletes, or whose end-user data it redacts. */
   readonly tables: readonly string[];
   /**
    * Tables of the module whose rows go with the end_users row: a foreign key to it with
    * ON DELETE CASCADE, which the coverage spec checks.
    */
   readonly cascades?: readonly string[];
-  /** Runs in the erasure's transaction (no statement timeout); throwing rolls all of it back. */
-  erase(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void>;
 }
 
-const Discoverable = DiscoveryService.createDecorator<void>();
+/** What a module's erasure method does: runs in the erasure's transaction (no statement timeout). */
+export type EraseEndUsers = (
+  manager: EntityManager,
+  endUsers: readonly ErasedEndUser[],
+) => Promise<void>;
 
 /**
- * Registers a provider as an ErasureParticipant; ErasureParticipants finds it in whichever
- * module provides it, so erasure needs no list of modules.
+ * What one module erases of its own data when end users are erased (docs/data-plane.md): a
+ * method marked @ErasesEndUsers(), named `Class.method`. The ErasureWorker runs every participant
+ * in one transaction, and throwing rolls all of it back; test/erasure-coverage.e2e-spec.ts fails
+ * when a table holding an end user's id is claimed by none.
  */
-export function TakesPartInErasure(): (
-  target: abstract new (...args: never[]) => ErasureParticipant,
-) => void {
-  return (target) => Discoverable()(target);
+export interface ErasureParticipant extends ErasureStep {
+  readonly name: string;
+  readonly erase: EraseEndUsers;
 }
-TakesPartInErasure.KEY = Discoverable.KEY;
+
+const Discoverable = DiscoveryService.createDecorator<ErasureStep>();
+
+/**
+ * Marks a method of a provider as its module's part of erasure; ErasureParticipants finds it in
+ * whichever module provides it, so erasure needs no list of modules.
+ */
+export function ErasesEndUsers(
+  step: ErasureStep,
+): <T extends EraseEndUsers>(
+  target: object,
+  key: string | symbol,
+  descriptor: TypedPropertyDescriptor<T>,
+) => void {
+  return (target, key, descriptor) => Discoverable(step)(target, key, descriptor);
+}
+ErasesEndUsers.KEY = Discoverable.KEY;
