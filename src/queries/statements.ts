@@ -118,6 +118,11 @@ const REPLY_SHAPES: Array<[string, ReplyShape]> = [
   ['with two learned facts', { tokens: true, facts: 2 }],
 ];
 
+/** The reply's statement for each shape, by title. */
+export function replyStatements(): Array<[string, string]> {
+  return REPLY_SHAPES.map(([title, shape]) => [title, replyStatement(shape)]);
+}
+
 /** One statement's text, its blank lines and trailing spaces gone, so the files diff cleanly. */
 function formatted(text: string): string {
   return text
@@ -129,9 +134,8 @@ function formatted(text: string): string {
 
 /** Every checked-in file's content, by file name. */
 export function renderQueries(): Map<string, string> {
-  const reply = REPLY_SHAPES.map(
-    ([title, shape]) =>
-      `-- RespondRepository.storeExchange: ${title}\n${formatted(replyStatement(shape))};\n`,
+  const reply = replyStatements().map(
+    ([title, text]) => `-- RespondRepository.storeExchange: ${title}\n${formatted(text)};\n`,
   );
   return new Map([
     [
