@@ -10,7 +10,7 @@ import { reservationReleaseStep } from '../spend/reservation-release.step';
 import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 
 /** The checked-in statements (`npm run sql:generate`), by file under src/queries. */
-export const QUERIES_DIR = join(__dirname);
+export const QUERIES_DIR = __dirname;
 
 // Example values: a statement's text depends on its shape only, never on these.
 const ORGANIZATION = '00000000-0000-4000-8000-000000000001';
