@@ -57,7 +57,7 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     );
     // The local engine reports no tokens: the token rollups a provider's reply writes (the
     // breakdown's, the daily budget's) are written here as such a reply's statement writes them.
-    await t.app.get(RespondRepository).storeExchange('erasure_spec_tokens', [
+    await t.app.get(RespondRepository).storeExchange([
       tokenUsageStep({
         organizationId: a.organizationId,
         endUserId: internalId,

@@ -112,7 +112,7 @@ export class ApiKeysRepository {
                    "rateLimitRps", "rateLimitBurst", "createdByUserId", "createdByApiKeyId"
               FROM ${created.ref}`,
       ),
-      { name: 'api_keys_create_audited' },
+      { prepared: true },
     );
     return row!;
   }
@@ -201,7 +201,7 @@ export class ApiKeysRepository {
         ],
         sql`SELECT key_hash FROM ${revoked.ref}`,
       ),
-      { name: 'api_keys_revoke_audited' },
+      { prepared: true },
     );
     return row?.key_hash;
   }
@@ -277,7 +277,7 @@ export class ApiKeysRepository {
            WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
-      { name: 'api_keys_page' },
+      { prepared: true },
     );
   }
 
@@ -288,7 +288,7 @@ export class ApiKeysRepository {
                  rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst",
                  rate_limit_bucket_id AS "rateLimitBucketId"
             FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`,
-      { name: 'api_keys_by_hash' },
+      { prepared: true },
     );
   }
 
@@ -320,7 +320,7 @@ export class ApiKeysRepository {
       sql`UPDATE api_keys SET last_used_at = ${at}
            WHERE id = ${id}
              AND (last_used_at IS NULL OR last_used_at < ${at}::timestamptz - interval '60 seconds')`,
-      { name: 'api_keys_touch_last_used' },
+      { prepared: true },
     );
   }
 }

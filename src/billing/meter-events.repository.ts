@@ -53,7 +53,7 @@ export class MeterEventsRepository {
             FROM due WHERE m.id = due.id
           RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at,
                     m.attempts, m.lock_token`,
-      { name: 'meter_events_claim' },
+      { prepared: true },
     );
   }
 
@@ -64,7 +64,7 @@ export class MeterEventsRepository {
              SET status = 'delivered', delivered_at = ${now}, last_error = NULL,
                  locked_until = NULL, lock_token = NULL
            WHERE id = ${id} AND lock_token = ${lockToken}`,
-      { name: 'meter_events_delivered' },
+      { prepared: true },
     );
   }
 
@@ -82,7 +82,7 @@ export class MeterEventsRepository {
                  next_attempt_at = ${retryAt}, last_error = ${error.slice(0, 500)},
                  locked_until = NULL, lock_token = NULL
            WHERE id = ${id} AND lock_token = ${lockToken}`,
-      { name: 'meter_events_failed' },
+      { prepared: true },
     );
   }
 

@@ -5,16 +5,17 @@ import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral }
 import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
+import { statementName } from './statement-name';
 
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
 const ASYNC_COMMIT_POOL_SIZE = 4;
 
 export interface StatementOptions {
   /**
-   * Prepared under this name on each connection: for hot statements, whose text depends only
-   * on their shape (an `sql` value's text always does).
+   * Prepared on each connection, under a name derived from its text (statementName): for hot
+   * statements, whose text depends only on their shape (an `sql` value's text always does).
    */
-  name?: string;
+  prepared?: boolean;
   /** Runs in this transaction (from `transaction()`), else on the pool. */
   manager?: EntityManager;
   /**
@@ -24,6 +25,10 @@ export interface StatementOptions {
    * (the idempotency keys' bookkeeping: docs/idempotency.md, "What a crash leaves").
    */
   asyncCommit?: boolean;
+}
+
+function nameOf(statement: Sql, options: Pick<StatementOptions, 'prepared'>): string | undefined {
+  return options.prepared ? statementName(statement.text) : undefined;
 }
 
 /** A whole number of milliseconds for SET statement_timeout (never a string from outside). */
@@ -60,7 +65,7 @@ export class Database implements OnApplicationShutdown {
   ): Promise<Row[]> {
     const executor = await this.executorOf(options);
     const result = await executor.query<Row>({
-      name: options.name,
+      name: nameOf(statement, options),
       text: statement.text,
       values: statement.values as unknown[],
     });
@@ -79,7 +84,7 @@ export class Database implements OnApplicationShutdown {
   async count(statement: Sql, options: StatementOptions = {}): Promise<number> {
     const executor = await this.executorOf(options);
     const result = await executor.query({
-      name: options.name,
+      name: nameOf(statement, options),
       text: statement.text,
       values: statement.values as unknown[],
     });
@@ -116,7 +121,7 @@ export class Database implements OnApplicationShutdown {
   async rowsWithin<Row extends QueryResultRow>(
     statement: Sql,
     timeoutMs: number,
-    options: Pick<StatementOptions, 'name'> = {},
+    options: Pick<StatementOptions, 'prepared'> = {},
   ): Promise<Row[]> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
@@ -125,7 +130,7 @@ export class Database implements OnApplicationShutdown {
       await client.query(`BEGIN; SET LOCAL statement_timeout = ${timeoutLiteral(timeoutMs)}`);
       try {
         const result = await client.query<Row>({
-          name: options.name,
+          name: nameOf(statement, options),
           text: statement.text,
           values: statement.values as unknown[],
         });

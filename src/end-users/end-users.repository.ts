@@ -91,7 +91,7 @@ export class EndUsersRepository {
     at: Date,
   ): Promise<(EndUserRow & { created: boolean }) | undefined> {
     return this.database.row(createOrGetStatement(organizationId, userId, metadataJson, at), {
-      name: 'end_users_create_or_get',
+      prepared: true,
     });
   }
 
@@ -99,7 +99,7 @@ export class EndUsersRepository {
     return this.database.row<EndUserRow>(
       sql`SELECT ${COLUMNS} FROM end_users
            WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
-      { name: 'end_users_read_one' },
+      { prepared: true },
     );
   }
 
@@ -126,7 +126,7 @@ export class EndUsersRepository {
                      FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
             FROM end_users e
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
-      { name: 'end_users_read_conversation' },
+      { prepared: true },
     );
     if (!row) return { endUser: undefined, history: [], facts: [] };
     const { history, facts, ...endUser } = row;
@@ -165,7 +165,7 @@ export class EndUsersRepository {
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
            ORDER BY r.share DESC, r.relevance DESC, r.id DESC`,
       timeoutMs,
-      { name: 'end_users_recall' },
+      { prepared: true },
     );
   }
 

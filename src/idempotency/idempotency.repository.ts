@@ -132,7 +132,7 @@ export class IdempotencyRepository {
                                ${rows.map((r) => r.now)}::timestamptz[])
           ON CONFLICT (scope_type, scope_id, key) DO NOTHING
           RETURNING scope_type, scope_id, key`,
-      { name: 'idempotency-insert', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     const won = new Set(inserted.map(keyOf));
     return inputs.map(
@@ -159,7 +159,7 @@ export class IdempotencyRepository {
            WHERE k.scope_type = a.scope_type AND k.scope_id = a.scope_id AND k.key = a.key
              AND k.locked_by = a.locked_by
           RETURNING k.scope_type, k.scope_id, k.key, a.locked_by`,
-      { name: 'idempotency-complete', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     const held = new Set(completed.map((row) => `${keyOf(row)}\n${row.locked_by}`));
     return inputs.map((input) => held.has(`${keyOf(input.claim)}\n${input.claim.requestId}`));
@@ -196,7 +196,7 @@ export class IdempotencyRepository {
              AND (created_at <= ${retentionCutoff(now, retentionMs)}
                   OR (response_status IS NULL AND locked_until < ${now}
                       AND request_hash = ${requestHash}))`,
-      { name: 'idempotency-take-over', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     return taken === 1;
   }
@@ -214,7 +214,7 @@ export class IdempotencyRepository {
                  coalesce(locked_until < ${now}, false) AS lease_lapsed
             FROM idempotency_keys
            WHERE scope_type = ${ref.scopeType} AND scope_id = ${ref.scopeId} AND key = ${ref.key}`,
-      { name: 'idempotency-find', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     return row
       ? {
@@ -268,7 +268,7 @@ export class IdempotencyRepository {
   async release(claim: ClaimRef): Promise<void> {
     await this.database.rows(
       sql`DELETE FROM idempotency_keys WHERE ${whereClaimed(claim)} AND response_status IS NULL`,
-      { name: 'idempotency-release', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
   }
 
@@ -277,7 +277,7 @@ export class IdempotencyRepository {
     const renewed = await this.database.count(
       sql`UPDATE idempotency_keys SET locked_until = ${leaseEnd(now, leaseMs)}
            WHERE ${whereClaimed(claim)} AND response_status IS NULL`,
-      { name: 'idempotency-renew', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     return renewed === 1;
   }

@@ -67,12 +67,12 @@ export class OrganizationsRepository {
       ? await this.database.row<GrantRow>(
           sql`SELECT organization_id, role FROM memberships
                WHERE user_id = ${userId} AND organization_id = ${organizationId}`,
-          { name: 'memberships_grant_in' },
+          { prepared: true },
         )
       : await this.database.row<GrantRow>(
           sql`SELECT organization_id, role FROM memberships
                WHERE user_id = ${userId} ORDER BY created_at, organization_id LIMIT 1`,
-          { name: 'memberships_grant_first' },
+          { prepared: true },
         );
     return row ?? null;
   }

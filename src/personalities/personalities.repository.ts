@@ -226,7 +226,7 @@ export class PersonalitiesRepository {
            WHERE p.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
            ORDER BY ${keysetOrder(keyset)}
            LIMIT ${take}`,
-      { name: 'personalities_page' },
+      { prepared: true },
     );
   }
 

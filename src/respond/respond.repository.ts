@@ -14,10 +14,10 @@ export class RespondRepository {
   constructor(private readonly database: Database) {}
 
   /**
-   * Runs the steps as one statement, prepared under `name`: the steps' text must be the same
-   * each time for one name (it is: it depends only on their shape, never on their values).
+   * Runs the steps as one prepared statement: its text depends only on the steps' shape, never
+   * on their values, so each shape is prepared once per connection.
    */
-  async storeExchange(name: string, steps: WithEntry[], manager?: EntityManager): Promise<void> {
-    await this.database.rows(withEntries(steps, sql`SELECT 1`), { name, manager });
+  async storeExchange(steps: WithEntry[], manager?: EntityManager): Promise<void> {
+    await this.database.rows(withEntries(steps, sql`SELECT 1`), { prepared: true, manager });
   }
 }

@@ -372,15 +372,12 @@ export class RespondService {
         }),
       );
     }
-    const name = `respond_store_exchange${usage ? '_tokens' : ''}${spend.shape}${safety.flagged ? '_flagged' : ''}`;
     const learned = uniqueFacts(reply.facts);
     const stored =
       learned.length === 0
-        ? this.repository.storeExchange(name, steps)
+        ? this.repository.storeExchange(steps)
         : this.database.transaction(async (manager) => {
             const room = await this.facts.roomFor(manager, endUser.id);
-            // A named statement's text depends on the number of facts (one VALUES row each).
-            const shape = `${name}_learning_${room > 0 ? learned.length : 0}`;
             if (room > 0) {
               steps.push(
                 learnedFactsStep(memories, {
@@ -392,7 +389,7 @@ export class RespondService {
                 }),
               );
             }
-            await this.repository.storeExchange(shape, steps, manager);
+            await this.repository.storeExchange(steps, manager);
           });
     await stored.catch((error: unknown) => {
       throw this.vanishedMeanwhile(error) ?? error;

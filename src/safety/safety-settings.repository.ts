@@ -18,7 +18,7 @@ export class SafetySettingsRepository {
     return this.database.row<SafetySettingsRow>(
       sql`SELECT crisis_response, crisis_message, input_moderation, output_moderation
             FROM organization_safety_settings WHERE organization_id = ${organizationId}`,
-      { name: 'safety_settings_read' },
+      { prepared: true },
     );
   }
 

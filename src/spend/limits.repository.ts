@@ -21,7 +21,7 @@ export class LimitsRepository {
     return this.database.row<LimitsRow>(
       sql`SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst
             FROM organization_limits WHERE organization_id = ${organizationId}`,
-      { name: 'limits_read' },
+      { prepared: true },
     );
   }
 

@@ -49,7 +49,7 @@ export class SpendReservationsRepository {
             ${request.endUserId}::uuid, ${day.budget}::text, ${day.day}::date, ${day.limit}::bigint,
             ${request.reservationId}::uuid, ${request.tokens}::integer,
             ${request.now}::timestamptz, ${request.expiresAt}::timestamptz)`,
-      { name: 'spend_reserve', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
     if (!row?.refused_scope) return null;
     return {
@@ -64,7 +64,7 @@ export class SpendReservationsRepository {
       sql`DELETE FROM spend_reservations
            WHERE organization_id = ${organizationId}::uuid AND budget = ANY(${budgets}::text[])
              AND reservation_id = ${reservationId}::uuid`,
-      { name: 'spend_release', asyncCommit: true },
+      { prepared: true, asyncCommit: true },
     );
   }
 

@@ -177,21 +177,15 @@ export class SpendService {
   }
 
   /**
-   * The steps this module adds to the reply's statement, and a name for their shape (a part of
-   * the prepared statement's name): the reply's reservation deleted as its tokens are added
+   * The steps this module adds to the reply's statement: the reply's reservation deleted as its tokens are added
    * (settled() once it committed), the budget's thresholds reached (`usage.threshold_reached`),
    * the relationship's meter event, the hour's tokens for the token meter.
    */
-  exchangeSteps(
-    admission: SpendAdmission,
-    exchange: Exchange,
-  ): { steps: WithEntry[]; shape: string } {
+  exchangeSteps(admission: SpendAdmission, exchange: Exchange): { steps: WithEntry[] } {
     const { organizationId } = admission;
     const steps: WithEntry[] = [];
-    let shape = '';
     if (admission.reservation && !admission.released) {
       steps.push(reservationReleaseStep(admission.reservation));
-      shape += '_reserved';
     }
     const budget = admission.limits.monthlyTokenBudget;
     if (exchange.tokens && budget !== null) {
@@ -208,7 +202,6 @@ export class SpendService {
           at: exchange.at,
         }),
       );
-      shape += '_thresholds';
     }
     if (this.billing.meterEventName) {
       steps.push(
@@ -217,13 +210,11 @@ export class SpendService {
           at: exchange.at,
         }),
       );
-      shape += '_metered';
     }
     if (this.billing.tokenMeterEventName && exchange.tokens) {
       steps.push(tokenHourStep({ organizationId, at: exchange.at, tokens: exchange.tokensUsed }));
-      shape += '_token_metered';
     }
-    return { steps, shape };
+    return { steps };
   }
 }
 

@@ -46,7 +46,7 @@ export class UsageRepository {
     return this.database.row<TokenCountsRow>(
       sql`SELECT requests, prompt_tokens, completion_tokens, cached_tokens FROM token_usage_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
-      { name: 'usage_read_tokens' },
+      { prepared: true },
     );
   }
 
@@ -73,7 +73,7 @@ export class UsageRepository {
                      AND ce.organization_id = ${organizationId} AND ce.user_id = ${after}))
            ORDER BY t.total_tokens DESC, t.end_user_id DESC
            LIMIT ${limit + 1}`,
-      { name: 'usage_breakdown_end_user' },
+      { prepared: true },
     );
   }
 
@@ -95,7 +95,7 @@ export class UsageRepository {
                      AND c.personality_id = ${after}::uuid))
            ORDER BY t.total_tokens DESC, t.personality_id DESC
            LIMIT ${limit + 1}`,
-      { name: 'usage_breakdown_personality' },
+      { prepared: true },
     );
   }
 
@@ -117,7 +117,7 @@ export class UsageRepository {
                      AND c.model = ${after}))
            ORDER BY t.prompt_tokens + t.completion_tokens DESC, t.model DESC
            LIMIT ${limit + 1}`,
-      { name: 'usage_breakdown_model' },
+      { prepared: true },
     );
   }
 
@@ -153,7 +153,7 @@ export class UsageRepository {
                 AND t.api_key_id = ${SIGNED_IN_USERS_KEY_ID}::uuid)) rows
            ORDER BY part, total_tokens DESC, api_key_id DESC
            LIMIT ${limit + 1}`,
-      { name: 'usage_breakdown_api_key' },
+      { prepared: true },
     );
   }
 
@@ -173,7 +173,7 @@ export class UsageRepository {
              AND (${after}::date IS NULL OR t.day > ${after}::date)
            ORDER BY t.day
            LIMIT ${limit + 1}`,
-      { name: 'usage_breakdown_day' },
+      { prepared: true },
     );
   }
 
@@ -184,7 +184,7 @@ export class UsageRepository {
             FROM token_usage_model_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}
            ORDER BY requests DESC, model`,
-      { name: 'usage_read_tokens_by_model' },
+      { prepared: true },
     );
   }
 
@@ -192,7 +192,7 @@ export class UsageRepository {
     const row = await this.database.row<{ active_relationships: string }>(
       sql`SELECT active_relationships FROM usage_monthly_counters
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
-      { name: 'usage_read_month' },
+      { prepared: true },
     );
     return Number(row?.active_relationships ?? 0);
   }

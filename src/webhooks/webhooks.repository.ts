@@ -338,7 +338,7 @@ export class WebhooksRepository {
               RETURNING id, event_id, event_type, attempt, status, response_status, error,
                         duration_ms, created_at, next_attempt_at)
             SELECT s.endpoint_status, r.* FROM source s LEFT JOIN redelivery r ON true`,
-        { manager, name: 'webhook_attempts_redeliver' },
+        { manager, prepared: true },
       );
       if (!row) return 'not_found';
       if (row.endpoint_status !== 'enabled') return 'disabled';
@@ -485,7 +485,7 @@ export class WebhooksRepository {
               JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
               JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
               ON true`,
-      { name: 'webhook_attempts_claim' },
+      { prepared: true },
     );
     return {
       attempts: rows.filter((row) => row.id !== null),
@@ -543,7 +543,7 @@ export class WebhooksRepository {
           SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at
             FROM done WHERE next_attempt_at IS NOT NULL
           ON CONFLICT DO NOTHING`,
-      { name: 'webhook_attempts_record' },
+      { prepared: true },
     );
   }
 

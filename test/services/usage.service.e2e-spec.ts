@@ -49,7 +49,7 @@ describe('UsageService (database)', () => {
     model: string | null = 'model-a',
   ) {
     const at = clock.now();
-    await statements.storeExchange(tokens ? 'usage_spec_tokens' : 'usage_spec', [
+    await statements.storeExchange([
       relationshipActivityStep({ organizationId, endUserId, personalityId, at }),
       ...(tokens
         ? [
