@@ -43,4 +43,27 @@ describe('keyset paging', () => {
       keysetAfter({ table: 't', cursor, scope: { user_id: 'u' }, order: 'asc' });
     expect(page(undefined).text).toBe(page('c0ffee00-0000-4000-8000-000000000000').text);
   });
+
+  it('sorts by an expression and finds the cursor row through SQL that reads its id', () => {
+    const page = {
+      table: 'token_usage_model_months',
+      alias: 't',
+      sortBy: (p: string) => `${p}prompt_tokens + ${p}completion_tokens`,
+      id: 'end_user_id',
+      cursor: 'alice',
+      cursorType: 'text',
+      cursorId: sql`(SELECT id FROM end_users WHERE user_id = ${'alice'})`,
+      scope: { month: '2026-11-01' },
+      order: 'desc',
+    } as const;
+    expect(squash(keysetAfter(page).text)).toBe(
+      '($1::text IS NULL OR (t.prompt_tokens + t.completion_tokens, t.end_user_id) < ( ' +
+        'SELECT c.prompt_tokens + c.completion_tokens, c.end_user_id FROM token_usage_model_months c ' +
+        'WHERE c.end_user_id = (SELECT id FROM end_users WHERE user_id = $2) AND c.month = $3))',
+    );
+    expect(keysetAfter(page).values).toEqual(['alice', 'alice', '2026-11-01']);
+    expect(keysetOrder(page).text).toBe(
+      't.prompt_tokens + t.completion_tokens DESC, t.end_user_id DESC',
+    );
+  });
 });

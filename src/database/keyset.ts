@@ -10,12 +10,22 @@ export interface Keyset {
   table: string;
   /** The table's alias in the list's statement, when it has one (`m` → `m.created_at`). */
   alias?: string;
-  /** The sort column; `created_at` unless said. */
-  sortBy?: string;
-  /** The column the cursor names (a uuid), the tie-breaker of the order; `id` unless said. */
+  /**
+   * The sort column, `created_at` unless said; or an expression of the row's columns, given the
+   * prefix each column takes (`(p) => `${p}prompt_tokens + ${p}completion_tokens``).
+   */
+  sortBy?: string | ((prefix: string) => string);
+  /** The column the cursor names, the tie-breaker of the order; `id` unless said. */
   id?: string;
   /** The id of the last item seen; undefined for the first page. */
   cursor: string | undefined;
+  /** The cursor's type: `uuid` unless said (a model's name is `text`). */
+  cursorType?: 'uuid' | 'text';
+  /**
+   * The `id` the cursor stands for, when the cursor is not the id itself (an end user's own
+   * user_id for a list keyed by end_user_id): SQL that reads it; the cursor itself unless said.
+   */
+  cursorId?: Sql;
   /**
    * Columns the cursor's row must match, the list's own scope (its organization, its user): a
    * cursor naming another list's row positions nothing, the same as one naming no row.
@@ -24,9 +34,14 @@ export interface Keyset {
   order: 'asc' | 'desc';
 }
 
+function sortKeyOf(keyset: Keyset, prefix: string): string {
+  const sortBy = keyset.sortBy ?? 'created_at';
+  return typeof sortBy === 'string' ? `${prefix}${sortBy}` : sortBy(prefix);
+}
+
 function columnsOf(keyset: Keyset, alias: string | undefined): Sql {
   const prefix = alias ? `${alias}.` : '';
-  return raw(`${prefix}${keyset.sortBy ?? 'created_at'}, ${prefix}${keyset.id ?? 'id'}`);
+  return raw(`${sortKeyOf(keyset, prefix)}, ${prefix}${keyset.id ?? 'id'}`);
 }
 
 /**
@@ -39,16 +54,16 @@ export function keysetAfter(keyset: Keyset): Sql {
     ([column, value]) => sql`c.${raw(column)} = ${value}`,
   );
   const comparison = raw(keyset.order === 'asc' ? '>' : '<');
-  return sql`(${cursor}::uuid IS NULL OR (${columnsOf(keyset, keyset.alias)}) ${comparison} (
+  const type = raw(keyset.cursorType ?? 'uuid');
+  const id = keyset.cursorId ?? sql`${cursor}::${type}`;
+  return sql`(${cursor}::${type} IS NULL OR (${columnsOf(keyset, keyset.alias)}) ${comparison} (
       SELECT ${columnsOf(keyset, 'c')} FROM ${raw(keyset.table)} c
-       WHERE c.${raw(keyset.id ?? 'id')} = ${cursor}::uuid AND ${join(scope, ' AND ')}))`;
+       WHERE c.${raw(keyset.id ?? 'id')} = ${id} AND ${join(scope, ' AND ')}))`;
 }
 
 /** `sort, id` in the list's order: what ORDER BY says for the rows keysetAfter pages. */
 export function keysetOrder(keyset: Keyset): Sql {
   const prefix = keyset.alias ? `${keyset.alias}.` : '';
   const direction = keyset.order === 'asc' ? '' : ' DESC';
-  return raw(
-    `${prefix}${keyset.sortBy ?? 'created_at'}${direction}, ${prefix}${keyset.id ?? 'id'}${direction}`,
-  );
+  return raw(`${sortKeyOf(keyset, prefix)}${direction}, ${prefix}${keyset.id ?? 'id'}${direction}`);
 }

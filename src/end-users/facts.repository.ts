@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { raw, sql } from '../database/sql';
 import type { FactRow } from './dto/fact.dto';
@@ -113,14 +114,16 @@ export class FactsRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<FactRow[]> {
-    const after = startingAfter ?? null;
+    const page: Keyset = {
+      table: 'end_user_facts',
+      cursor: startingAfter,
+      scope: { end_user_id: endUserId },
+      order: 'desc',
+    };
     return this.database.rows<FactRow>(
       sql`SELECT ${COLUMNS} FROM end_user_facts
-           WHERE end_user_id = ${endUserId}
-             AND (${after}::uuid IS NULL OR (created_at, id) < (
-                   SELECT f.created_at, f.id FROM end_user_facts f
-                    WHERE f.id = ${after}::uuid AND f.end_user_id = ${endUserId}))
-           ORDER BY created_at DESC, id DESC
+           WHERE end_user_id = ${endUserId} AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
     );
   }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
 import { sql } from '../database/sql';
 import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
@@ -33,6 +34,28 @@ export type ModelTokenCountsRow = Row<
 >;
 
 /**
+ * A breakdown's page of one month's rollup, most tokens first (ties: by `id`), after the row
+ * `after` names; a cursor naming no row of the month gives an empty page.
+ */
+function byTokens(
+  table: string,
+  id: string,
+  organizationId: string,
+  monthStart: string,
+  after: string | null,
+): Keyset {
+  return {
+    table,
+    alias: 't',
+    sortBy: 'total_tokens',
+    id,
+    cursor: after ?? undefined,
+    scope: { organization_id: organizationId, month: monthStart },
+    order: 'desc',
+  };
+}
+
+/**
  * The reads and erasure of the monthly usage tables (relationship_months,
  * usage_monthly_counters, token_usage_months, token_usage_model_months and the breakdown's
  * rollups); a reply writes them
@@ -61,17 +84,19 @@ export class UsageRepository {
     after: string | null,
     limit: number,
   ): Promise<BreakdownRow[]> {
+    const page: Keyset = {
+      ...byTokens('token_usage_end_user_months', 'end_user_id', organizationId, monthStart, after),
+      cursorType: 'text',
+      cursorId: sql`(SELECT ce.id FROM end_users ce
+                      WHERE ce.organization_id = ${organizationId} AND ce.user_id = ${after})`,
+    };
     return this.database.rows<BreakdownRow>(
       sql`SELECT e.user_id AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
             FROM token_usage_end_user_months t
             JOIN end_users e ON e.id = t.end_user_id
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
-             AND (${after}::text IS NULL OR (t.total_tokens, t.end_user_id) < (
-                  SELECT c.total_tokens, c.end_user_id FROM token_usage_end_user_months c
-                    JOIN end_users ce ON ce.id = c.end_user_id
-                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
-                     AND ce.organization_id = ${organizationId} AND ce.user_id = ${after}))
-           ORDER BY t.total_tokens DESC, t.end_user_id DESC
+             AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
       { prepared: true },
     );
@@ -84,16 +109,20 @@ export class UsageRepository {
     after: string | null,
     limit: number,
   ): Promise<BreakdownRow[]> {
+    const page = byTokens(
+      'token_usage_personality_months',
+      'personality_id',
+      organizationId,
+      monthStart,
+      after,
+    );
     return this.database.rows<BreakdownRow>(
       sql`SELECT t.personality_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
                  t.cached_tokens
             FROM token_usage_personality_months t
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
-             AND (${after}::uuid IS NULL OR (t.total_tokens, t.personality_id) < (
-                  SELECT c.total_tokens, c.personality_id FROM token_usage_personality_months c
-                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
-                     AND c.personality_id = ${after}::uuid))
-           ORDER BY t.total_tokens DESC, t.personality_id DESC
+             AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
       { prepared: true },
     );
@@ -106,16 +135,18 @@ export class UsageRepository {
     after: string | null,
     limit: number,
   ): Promise<BreakdownRow[]> {
+    const page: Keyset = {
+      ...byTokens('token_usage_model_months', 'model', organizationId, monthStart, after),
+      // This rollup has no total_tokens column.
+      sortBy: (p) => `${p}prompt_tokens + ${p}completion_tokens`,
+      cursorType: 'text',
+    };
     return this.database.rows<BreakdownRow>(
       sql`SELECT t.model AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
             FROM token_usage_model_months t
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
-             AND (${after}::text IS NULL OR (t.prompt_tokens + t.completion_tokens, t.model) < (
-                  SELECT c.prompt_tokens + c.completion_tokens, c.model
-                    FROM token_usage_model_months c
-                   WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
-                     AND c.model = ${after}))
-           ORDER BY t.prompt_tokens + t.completion_tokens DESC, t.model DESC
+             AND ${keysetAfter(page)}
+           ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
       { prepared: true },
     );
@@ -132,6 +163,13 @@ export class UsageRepository {
     after: string | null,
     limit: number,
   ): Promise<BreakdownRow[]> {
+    const page = byTokens(
+      'token_usage_api_key_months',
+      'api_key_id',
+      organizationId,
+      monthStart,
+      after,
+    );
     return this.database.rows<BreakdownRow>(
       sql`SELECT key, requests, prompt_tokens, completion_tokens, cached_tokens FROM (
             (SELECT t.api_key_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
@@ -139,11 +177,8 @@ export class UsageRepository {
                FROM token_usage_api_key_months t
               WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
                 AND t.api_key_id <> ${SIGNED_IN_USERS_KEY_ID}::uuid
-                AND (${after}::uuid IS NULL OR (t.total_tokens, t.api_key_id) < (
-                     SELECT c.total_tokens, c.api_key_id FROM token_usage_api_key_months c
-                      WHERE c.organization_id = ${organizationId} AND c.month = ${monthStart}
-                        AND c.api_key_id = ${after}::uuid))
-              ORDER BY t.total_tokens DESC, t.api_key_id DESC
+                AND ${keysetAfter(page)}
+              ORDER BY ${keysetOrder(page)}
               LIMIT ${limit + 1})
             UNION ALL
             (SELECT t.api_key_id::text, t.requests, t.prompt_tokens, t.completion_tokens,
