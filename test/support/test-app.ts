@@ -97,7 +97,14 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       },
     );
     setupApp(app);
-    await app.init();
+    try {
+      await app.init();
+    } catch (error) {
+      // What started before the failure (the pool, Redis, the HTTP server) must not keep a red
+      // run from ending.
+      await app.close().catch(() => undefined);
+      throw error;
+    }
     const server = app.getHttpServer();
     return {
       app,
