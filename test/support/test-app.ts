@@ -1,8 +1,11 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Test, TestingModuleBuilder } from '@nestjs/testing';
+import type { NestContainer } from '@nestjs/core';
+import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import request from 'supertest';
+import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { setupApp } from '../../src/app.setup';
 import { createHttpAdapter } from '../../src/common/http/http-adapter';
@@ -88,7 +91,13 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       .overrideProvider(LOG_DESTINATION)
       .useValue(logs);
     if (options.override) builder = options.override(builder);
-    const moduleRef = await builder.compile();
+    let moduleRef;
+    try {
+      moduleRef = await builder.compile();
+    } catch (error) {
+      await releasePartialModule(builder);
+      throw error;
+    }
     const app = moduleRef.createNestApplication<NestExpressApplication>(
       createHttpAdapter(httpConfig()),
       {
@@ -97,7 +106,14 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
       },
     );
     setupApp(app);
-    await app.init();
+    try {
+      await app.init();
+    } catch (error) {
+      // What started before the failure (the pool, Redis, the HTTP server) must not keep a red
+      // run from ending.
+      await app.close().catch(() => undefined);
+      throw error;
+    }
     const server = app.getHttpServer();
     return {
       app,
@@ -110,6 +126,25 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     for (const [name, value] of saved) {
       if (value === undefined) delete process.env[name];
       else process.env[name] = value;
+    }
+  }
+}
+
+/**
+ * A module that fails to compile (a database that refuses the connection) has no application to
+ * close, so no shutdown hook runs: the connections its factories already opened (the Redis client,
+ * an initialized DataSource) would keep a red run from ending. They are closed here.
+ */
+async function releasePartialModule(builder: TestingModuleBuilder): Promise<void> {
+  // The builder's container is private; nothing public reaches a module that did not compile.
+  const container = (builder as unknown as { container: NestContainer }).container;
+  for (const module of container.getModules().values()) {
+    for (const wrapper of module.providers.values()) {
+      const instance: unknown = wrapper.instance;
+      if (instance instanceof Redis) instance.disconnect();
+      else if (instance instanceof DataSource && instance.isInitialized) {
+        await instance.destroy().catch(() => undefined);
+      }
     }
   }
 }
