@@ -29,7 +29,8 @@ module.exports = {
   // One app at a time: the specs share one database and a 2-core machine.
   maxWorkers: 1,
   testTimeout: 60_000,
-  // No forceExit: every spec closes what it opens and the app's shutdown releases the rest, so
-  // the run ends by itself and --detectOpenHandles reports nothing (createTestApp also closes
-  // an app that fails to build).
+  // Every spec closes what it opens and the app's shutdown releases the rest: batches of the
+  // suite end by themselves and --detectOpenHandles reports nothing (createTestApp also closes
+  // an app that fails to build). forceExit stays until one whole CI run has ended without it.
+  forceExit: true,
 };
