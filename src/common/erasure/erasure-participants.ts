@@ -22,7 +22,8 @@ export class ErasureParticipants implements OnModuleInit {
     const found: ErasureParticipant[] = [];
     for (const wrapper of this.discovery.getProviders()) {
       const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object') continue;
+      // A request-scoped or transient provider has no instance the worker could call.
+      if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
       for (const method of this.scanner.getAllMethodNames(
         Object.getPrototypeOf(instance) as object | null,
       )) {
