@@ -137,7 +137,10 @@ export class WebhookEndpointsController {
       "Sends the delivery's event to this endpoint again, now: a new attempt (the next number), answered here pending",
   })
   @ApiAcceptedResponse({ type: WebhookDeliveryDto })
-  @ApiErrors(404, [409, 'The endpoint is disabled (`webhook_endpoint_disabled`)'])
+  @ApiErrors(404, [
+    409,
+    'The endpoint is disabled (`webhook_endpoint_disabled`), or many redeliveries of this event raced for the next attempt number (`conflict`: try again)',
+  ])
   redeliver(
     @Caller() caller: CallerContext,
     @Param('id', endpointId) id: string,

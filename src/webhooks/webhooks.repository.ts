@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
@@ -88,6 +89,9 @@ export interface EndpointChanges {
   description?: string | null;
   status?: WebhookEndpointStatus;
 }
+
+/** Attempt numbers a redelivery tries before answering 409 (insertRedelivery). */
+const REDELIVERY_TRIES = 8;
 
 const ENDPOINT_COLUMNS = raw('id, url, description, events, status, disabled_reason, created_at');
 
@@ -315,7 +319,9 @@ export class WebhooksRepository {
     deliveryId: string,
     at: Date,
   ): Promise<DeliveryAttemptRow | 'not_found' | 'disabled'> {
-    for (;;) {
+    // A try loses only to a concurrent redelivery of the same event that committed the number it
+    // chose; each loss sees that row, so losing this many times in a row means a storm of them.
+    for (let tries = 0; tries < REDELIVERY_TRIES; tries++) {
       const row = await this.database.row<
         { endpoint_status: WebhookEndpointStatus } & Partial<DeliveryAttemptRow>
       >(
@@ -344,6 +350,10 @@ export class WebhooksRepository {
       if (row.endpoint_status !== 'enabled') return 'disabled';
       if (row.id) return row as DeliveryAttemptRow;
     }
+    throw new AppError(
+      'conflict',
+      'Other redeliveries of this delivery were being made at the same time; try again',
+    );
   }
 
   /**

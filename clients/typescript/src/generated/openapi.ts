@@ -5335,7 +5335,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The endpoint is disabled (`webhook_endpoint_disabled`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The endpoint is disabled (`webhook_endpoint_disabled`), or many redeliveries of this event raced for the next attempt number (`conflict`: try again); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
