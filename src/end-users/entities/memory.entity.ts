@@ -34,7 +34,6 @@ export interface MemorySafety {
 @Index('memories_conversation_idx', ['endUserId', 'personalityId', 'id'])
 @Index('memories_personality_idx', ['personalityId'])
 @Index('memories_organization_created_idx', ['organizationId', 'createdAt'])
-@Index('memories_search_idx', { synchronize: false })
 export class Memory {
   @PrimaryGeneratedColumn('identity', { type: 'bigint', generatedIdentity: 'ALWAYS' })
   id: string;
@@ -76,9 +75,8 @@ export class Memory {
   safety: MemorySafety | null;
 
   /**
-   * The content's lexemes in its personality's language (search_config) when it was written.
-   * Indexed with the end user and the personality by memories_search_idx (GIN over btree_gin, in
-   * the migration only: TypeORM cannot declare it).
+   * The content's lexemes in its personality's language (search_config) when it was written;
+   * a trigger copies them into memory_terms, which retrieval reads (migration IndexMemoryTerms).
    */
   @Column({ type: 'tsvector', select: false, default: () => "''" })
   search: string;
