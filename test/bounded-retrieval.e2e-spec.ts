@@ -207,6 +207,26 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     expect(found.body.data).toHaveLength(50);
   });
 
+  it('locks only the postings it lets go of, not the 64 it keeps', async () => {
+    const userId = uniqueUserId('canoe');
+    await importEndUser(
+      userId,
+      Array.from({ length: 70 }, (_, i) => `Canoe race number ${i} was close`),
+    );
+    for (let i = 0; i < 3; i++) {
+      expect((await respond(t, userId, `Another canoe race, the ${i}th`)).status).toBe(200);
+    }
+    // A row lock leaves its locker in xmax (and one WAL record per row): every reply used to lock
+    // all 64 kept postings of each of its words.
+    const locked = await db.query<{ kept: number; locked: number }>(
+      `SELECT count(*)::int AS kept, count(*) FILTER (WHERE t.xmax <> '0')::int AS locked
+         FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
+        WHERE e.user_id = $1 AND e.organization_id = $2 AND t.lexeme = 'cano'`,
+      [userId, tenant.organizationId],
+    );
+    expect(locked.rows[0]).toEqual({ kept: 64, locked: 0 });
+  });
+
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {
     const userId = uniqueUserId('long-message');
     await importEndUser(userId, [GREYHOUND, ...history.slice(1, 60)]);
