@@ -1,6 +1,6 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsInt, IsOptional, IsString, IsUrl, Max, MaxLength, Min } from 'class-validator';
+import { IsInt, IsNumber, IsOptional, IsString, IsUrl, Max, MaxLength, Min } from 'class-validator';
 import { toNumber, validateEnv } from './validate-env';
 
 class EmbeddingsEnv {
@@ -45,6 +45,13 @@ class EmbeddingsEnv {
   @Min(1)
   @Max(20_000)
   EMBEDDINGS_CANDIDATES?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsNumber()
+  @Min(-1)
+  @Max(1)
+  EMBEDDINGS_MIN_SIMILARITY?: number;
 }
 
 /** Recall by meaning (contract §27; docs/memory.md, "Recall by meaning"). */
@@ -65,6 +72,8 @@ export const embeddingsConfig = registerAs('embeddings', () => {
     queryTimeoutMs: env.EMBEDDINGS_QUERY_TIMEOUT_MS ?? 300,
     /** The end user's latest embedded memories compared with the question (the cost bound). */
     candidates: env.EMBEDDINGS_CANDIDATES ?? 1_000,
+    /** Below this cosine a memory is not in the embedding ranking: unrelated is not "nearest". */
+    minSimilarity: env.EMBEDDINGS_MIN_SIMILARITY ?? 0.3,
   };
 });
 
