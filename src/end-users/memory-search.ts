@@ -140,16 +140,17 @@ export function memoryRanking(
     };
   }
   const depth = pool.limit * 2;
-  const older = pool.before ? sql`AND e.memory_id < ${pool.before}` : sql``;
+  // Not `e`: the pool's SQL may name the outer end_users row so (recall does).
+  const older = pool.before ? sql`AND x.memory_id < ${pool.before}` : sql``;
   return {
     rows: sql`
       WITH lexical AS MATERIALIZED (
              SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
                FROM (${rankedMemories({ ...pool, limit: depth })}) l),
            latest AS MATERIALIZED (
-             SELECT e.memory_id, e.personality_id, e.model, e.embedding FROM memory_embeddings e
-              WHERE e.end_user_id = ${pool.endUserId} ${older}
-              ORDER BY e.memory_id DESC LIMIT ${meaning.candidates}),
+             SELECT x.memory_id, x.personality_id, x.model, x.embedding FROM memory_embeddings x
+              WHERE x.end_user_id = ${pool.endUserId} ${older}
+              ORDER BY x.memory_id DESC LIMIT ${meaning.candidates}),
            nearest AS MATERIALIZED (
              SELECT s.memory_id AS id, row_number() OVER (ORDER BY s.similarity DESC, s.memory_id DESC) AS rank
                FROM (SELECT c.memory_id,
