@@ -50,6 +50,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
         EMBEDDINGS_MODEL: 'fake-embed',
         EMBEDDINGS_BASE_URL: fake.url,
         EMBEDDINGS_API_KEY: 'sk-embeddings',
+        EMBEDDINGS_DIMENSIONS: '128',
         EMBEDDINGS_BATCH_SIZE: '3',
         EMBEDDINGS_POLL_INTERVAL_MS: '50',
         EMBEDDINGS_QUERY_TIMEOUT_MS: '500',
@@ -115,7 +116,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect(await count('embedding_cursors')).toBe(0);
   });
 
-  it('two instances embed each memory exactly once, in batches, with the configured model and key', async () => {
+  it('two instances embed each memory exactly once, in batches, with the configured model, key and dimensions', async () => {
     on = [await startOn(), await startOn()];
     const embedded = await allEmbedded();
     expect(embedded).toBe(await count('memories'));
@@ -124,6 +125,11 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect([...fake.inputs].sort()).toEqual(rows.map((row) => row.content).sort());
     expect(fake.requests.every((request) => request.input.length <= 3)).toBe(true);
     expect(fake.requests.every((request) => request.model === 'fake-embed')).toBe(true);
+    expect(fake.requests.every((request) => request.dimensions === 128)).toBe(true);
+    const { rows: lengths } = await db.query<{ n: number }>(
+      'SELECT DISTINCT array_length(embedding, 1) AS n FROM memory_embeddings',
+    );
+    expect(lengths).toEqual([{ n: 128 }]);
     expect(fake.requests.every((request) => request.authorization === 'Bearer sk-embeddings')).toBe(
       true,
     );

@@ -18,6 +18,14 @@ class EmbeddingsEnv {
   @IsString()
   EMBEDDINGS_API_KEY?: string;
 
+  /** Sent as `dimensions` (text-embedding-3 models shorten their vectors): cheaper to compare. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(4_096)
+  EMBEDDINGS_DIMENSIONS?: number;
+
   @IsOptional()
   @Transform(toNumber)
   @IsInt()
@@ -64,6 +72,8 @@ export const embeddingsConfig = registerAs('embeddings', () => {
     baseUrl: env.EMBEDDINGS_BASE_URL,
     /** undefined: OPENAI_API_KEY's. */
     apiKey: env.EMBEDDINGS_API_KEY,
+    /** undefined: the model's own. */
+    dimensions: env.EMBEDDINGS_DIMENSIONS,
     /** Texts sent per provider call by the background worker. */
     batchSize: env.EMBEDDINGS_BATCH_SIZE ?? 64,
     /** The worker's pause between runs; after a provider failure it backs off from this. */
@@ -71,7 +81,7 @@ export const embeddingsConfig = registerAs('embeddings', () => {
     /** How long search and recall wait for the question's embedding before going lexical. */
     queryTimeoutMs: env.EMBEDDINGS_QUERY_TIMEOUT_MS ?? 300,
     /** The end user's latest embedded memories compared with the question (the cost bound). */
-    candidates: env.EMBEDDINGS_CANDIDATES ?? 1_000,
+    candidates: env.EMBEDDINGS_CANDIDATES ?? 500,
     /** Below this cosine a memory is not in the embedding ranking: unrelated is not "nearest". */
     minSimilarity: env.EMBEDDINGS_MIN_SIMILARITY ?? 0.3,
   };

@@ -31,6 +31,7 @@ export class Embedder {
   readonly model: string | null;
   private readonly client: OpenAI | null;
   private readonly queryTimeoutMs: number;
+  private readonly dimensions: number | undefined;
   private readonly candidates: number;
   private readonly minSimilarity: number;
   private readonly fallbacks: Counter<'reason'>;
@@ -44,6 +45,7 @@ export class Embedder {
     this.logger.setContext(Embedder.name);
     this.model = config.model;
     this.queryTimeoutMs = config.queryTimeoutMs;
+    this.dimensions = config.dimensions;
     this.candidates = config.candidates;
     this.minSimilarity = config.minSimilarity;
     this.client = config.model
@@ -69,6 +71,7 @@ export class Embedder {
         model: this.model,
         input: texts.map((text) => text.slice(0, TEXT_MAX_CHARS)),
         encoding_format: 'float',
+        ...(this.dimensions === undefined ? {} : { dimensions: this.dimensions }),
       },
       { timeout: timeoutMs },
     );

@@ -46,13 +46,13 @@ const CONCEPT_OF = new Map<string, string>(
  * vector the sum of its words'. Texts sharing a concept have a cosine above 0; "Where did I go on
  * holiday?" and "We spent two weeks in Crete" share none of their words and meet at 'travel'.
  */
-export function fakeEmbedding(text: string): number[] {
-  const vector = new Array<number>(FAKE_DIMENSIONS).fill(0);
+export function fakeEmbedding(text: string, dimensions = FAKE_DIMENSIONS): number[] {
+  const vector = new Array<number>(dimensions).fill(0);
   for (const word of text.toLowerCase().match(/\p{L}+/gu) ?? []) {
     if (STOP_WORDS.has(word)) continue;
     const concept = CONCEPT_OF.get(word) ?? word;
     const digest = createHash('sha256').update(concept).digest();
-    vector[digest.readUInt32BE(0) % FAKE_DIMENSIONS] += 1;
+    vector[digest.readUInt32BE(0) % dimensions] += 1;
   }
   return vector;
 }
@@ -61,6 +61,8 @@ export interface RecordedEmbeddingsRequest {
   path: string;
   authorization: string | undefined;
   model: string | undefined;
+  /** The `dimensions` asked for, if any (the vectors then have that many). */
+  dimensions: number | undefined;
   input: string[];
   /** The answer's status: 200, or the failure the fake was told to give. */
   status: number;
@@ -125,7 +127,7 @@ export class FakeEmbeddings {
         error: { message: 'Not found', type: 'invalid_request_error' },
       });
     }
-    let body: { model?: string; input?: unknown };
+    let body: { model?: string; input?: unknown; dimensions?: number };
     try {
       body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as typeof body;
     } catch {
@@ -144,6 +146,7 @@ export class FakeEmbeddings {
       path,
       authorization: request.headers.authorization,
       model: body.model,
+      dimensions: body.dimensions,
       input,
       status,
     });
@@ -166,7 +169,7 @@ export class FakeEmbeddings {
       data: input.map((text, index) => ({
         object: 'embedding',
         index,
-        embedding: fakeEmbedding(text),
+        embedding: fakeEmbedding(text, body.dimensions),
       })),
       usage: { prompt_tokens: input.length, total_tokens: input.length },
     });
