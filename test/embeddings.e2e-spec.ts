@@ -67,6 +67,11 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     for (const message of CONVERSATION) {
       expect((await respond(off, userId, message)).status).toBe(200);
     }
+    // More for the two workers to share, in batches of 3, of another end user.
+    const busy = uniqueUserId('embeddings-busy');
+    for (let i = 0; i < 12; i += 1) {
+      expect((await respond(off, busy, `Note number ${i} about the garden.`)).status).toBe(200);
+    }
   });
   afterAll(async () => {
     for (const app of [...on, off]) await app.close();
