@@ -28,6 +28,7 @@ const BACKOFF_MAX_MS = 60_000;
  */
 @Injectable()
 export class EmbeddingWorker {
+  /** None without EMBEDDINGS_MODEL: nothing runs. */
   private readonly task: PeriodicTask | null;
   private failures = 0;
   private nextAttemptAt = 0;
@@ -48,16 +49,6 @@ export class EmbeddingWorker {
           onError: (error) => this.logger.error({ err: error }, 'embedding run failed'),
         })
       : null;
-  }
-
-  /**
-   * Embeds what is pending now, every source, until none is left or another instance holds a
-   * cursor; answers how many rows were embedded. Rejects on a provider failure. For specs and
-   * operators: waits for this instance's run in progress.
-   */
-  embedPending(): Promise<number> {
-    if (!this.task) return Promise.resolve(0);
-    return this.task.exclusive(() => this.embedAll());
   }
 
   private async runWithBackoff(): Promise<void> {
