@@ -15,6 +15,7 @@ const BATCH_TIMEOUT_MS = 30_000;
 
 /** A question's embedding for one search or recall, and how far to compare it (memoryRanking). */
 export interface QueryEmbedding {
+  /** Embedder.vectorKind: only vectors of the same kind are compared. */
   model: string;
   vector: number[];
   candidates: number;
@@ -29,6 +30,11 @@ export interface QueryEmbedding {
 export class Embedder {
   /** null: recall by meaning is off. */
   readonly model: string | null;
+  /**
+   * What made a vector, as stored beside it: the model, and the dimensions asked for (a model
+   * shortened to 256 gives vectors that cannot be compared with its 1,536). null: off.
+   */
+  readonly vectorKind: string | null;
   private readonly client: OpenAI | null;
   private readonly queryTimeoutMs: number;
   private readonly dimensions: number | undefined;
@@ -44,6 +50,10 @@ export class Embedder {
   ) {
     this.logger.setContext(Embedder.name);
     this.model = config.model;
+    this.vectorKind =
+      config.model && config.dimensions !== undefined
+        ? `${config.model}/${config.dimensions}`
+        : config.model;
     this.queryTimeoutMs = config.queryTimeoutMs;
     this.dimensions = config.dimensions;
     this.candidates = config.candidates;
@@ -91,11 +101,11 @@ export class Embedder {
    * embeddings off. Never rejects.
    */
   async embedQuery(text: string): Promise<QueryEmbedding | null> {
-    if (!this.model) return null;
+    if (!this.vectorKind) return null;
     try {
       const [vector] = await this.embed([text], this.queryTimeoutMs);
       return {
-        model: this.model,
+        model: this.vectorKind,
         vector,
         candidates: this.candidates,
         minSimilarity: this.minSimilarity,

@@ -82,7 +82,7 @@ export class EmbeddingWorker {
 
   /** One batch of one source in one transaction; 0 when none is left or another instance is on it. */
   private async embedBatch(source: EmbeddingSource): Promise<number> {
-    const model = this.config.model;
+    const model = this.embedder.vectorKind;
     if (!model) return 0;
     await this.database.rows(
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})

@@ -1,7 +1,8 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 
 /**
- * How far the EmbeddingWorker has embedded one source (e.g. `memories`) with one model: a
+ * How far the EmbeddingWorker has embedded one source (e.g. `memories`) with one model (and
+ * dimensions: Embedder.vectorKind): a
  * high-water mark over the source's ordered ids, so finding what is left is one index range scan
  * whatever the table holds, and a reply writes nothing for it. `safe_bound` is the highest id
  * that no transaction still running can hold (see EmbeddingCursors.advanceBound): ids are taken

@@ -28,7 +28,7 @@ export class MemoryEmbedding {
   @Column({ name: 'personality_id', type: 'uuid' })
   personalityId: string;
 
-  /** EMBEDDINGS_MODEL when written: another model's vectors are not compared. */
+  /** What made it (Embedder.vectorKind: the model, and the dimensions asked for): only like is compared. */
   @Column({ type: 'text' })
   model: string;
 
