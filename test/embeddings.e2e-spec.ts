@@ -142,6 +142,51 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(embedded);
   });
 
+  it('a memory committed after a newer one is embedded too: ids are taken before commit', async () => {
+    await allEmbedded();
+    const user = uniqueUserId('embeddings-late');
+    expect((await respond(off, user, 'First words.')).status).toBe(200);
+    const {
+      rows: [endUser],
+    } = await db.query<{ id: string }>('SELECT id FROM end_users WHERE user_id = $1', [user]);
+    const late = new Client({ connectionString: process.env.DATABASE_URL });
+    await late.connect();
+    try {
+      await late.query('BEGIN');
+      const {
+        rows: [held],
+      } = await late.query<{ id: string }>(
+        `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content)
+         VALUES ($1, $2, $3, 'user', 'A late memory about a vacation.') RETURNING id::text`,
+        [tenant.organizationId, endUser.id, personalityId],
+      );
+      expect((await respond(off, user, 'A newer memory, committed first.')).status).toBe(200);
+      const {
+        rows: [{ xid }],
+      } = await late.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+      // The workers wait for the open transaction: what they may read stops below its memory,
+      // and the newer memory, committed, is not embedded before it.
+      await eventually(async () => {
+        const { rows } = await db.query(
+          `SELECT 1 FROM embedding_cursors
+            WHERE source = 'memories' AND pending_xmax > $1::bigint AND safe_bound < $2::bigint`,
+          [xid, held.id],
+        );
+        return rows.length === 1 ? true : undefined;
+      }, 'the cursor waiting for the open transaction');
+      expect(
+        await count(
+          "memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE m.content = 'A newer memory, committed first.'",
+        ),
+      ).toBe(0);
+      await late.query('COMMIT');
+      await allEmbedded();
+      expect(await count('memory_embeddings WHERE memory_id = $1', [held.id])).toBe(1);
+    } finally {
+      await late.end();
+    }
+  });
+
   it('search finds a paraphrase that shares no word, by meaning, and still finds words', async () => {
     const [first] = await search(on[0], userId, PARAPHRASE);
     expect(first.content).toBe(CRETE);
