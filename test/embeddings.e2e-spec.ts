@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
 import { tenantWithKey } from './support/identity';
@@ -102,6 +103,15 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     );
     return rows[0].n;
   }
+  /** A counter's value, summed over the instances with embeddings on. */
+  async function counted(name: string): Promise<number> {
+    let total = 0;
+    for (const app of on) {
+      const metric = await app.app.get(MetricsService).registry.getSingleMetric(name)?.get();
+      total += metric?.values.reduce((sum, value) => sum + value.value, 0) ?? 0;
+    }
+    return total;
+  }
   /** Every memory has its embedding (and answers how many there are). */
   const allEmbedded = () =>
     eventually(async () => {
@@ -140,6 +150,11 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     );
     // Stored with the model and the dimensions asked for: vectors of another kind are never compared.
     expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(embedded);
+    // Counted once each, just after its batch commits.
+    await eventually(
+      async () => ((await counted('embeddings_embedded_total')) === embedded ? true : undefined),
+      'embeddings_embedded_total to count every memory once',
+    );
   });
 
   it('a memory committed after a newer one is embedded too: ids are taken before commit', async () => {
@@ -228,6 +243,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
       'two failed attempts at the new memory',
     );
     expect(fake.requests.filter((r) => r.status === 503).length).toBeGreaterThan(failedBefore + 1);
+    expect(await counted('embeddings_worker_failures_total')).toBeGreaterThanOrEqual(2);
     const reply = await respond(on[0], user, 'Comet says hello');
     expect(reply.status).toBe(200);
     expect((await search(on[1], user, 'greyhound'))[0].content).toBe(statement);

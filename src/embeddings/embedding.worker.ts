@@ -1,12 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
+import type { Counter } from 'prom-client';
 import type { EntityManager } from 'typeorm';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
 import type { PeriodicTask } from '../common/time/periodic-task';
 import { embeddingsConfig } from '../config/embeddings.config';
 import { Database } from '../database/database';
+import { MetricsService } from '../metrics/metrics.service';
 import { sql } from '../database/sql';
 import { Embedder, isUnembeddable } from './embedder';
 import { type EmbeddingSource, memoriesSource, type PendingItem } from './embedding-source';
@@ -31,6 +33,8 @@ export class EmbeddingWorker {
   /** None without EMBEDDINGS_MODEL: nothing runs. */
   private readonly task: PeriodicTask | null;
   private failures = 0;
+  private readonly failedRuns: Counter;
+  private readonly embedded: Counter;
   private nextAttemptAt = 0;
 
   constructor(
@@ -40,8 +44,17 @@ export class EmbeddingWorker {
     private readonly logger: PinoLogger,
     @Inject(embeddingsConfig.KEY) private readonly config: ConfigType<typeof embeddingsConfig>,
     jobs: BackgroundJobs,
+    metrics: MetricsService,
   ) {
     this.logger.setContext(EmbeddingWorker.name);
+    this.failedRuns = metrics.counter({
+      name: 'embeddings_worker_failures_total',
+      help: 'Runs of the embedding worker that failed (the provider, mostly); each is retried later',
+    });
+    this.embedded = metrics.counter({
+      name: 'embeddings_embedded_total',
+      help: 'Rows the embedding worker has embedded (or skipped as refused by the provider)',
+    });
     this.task = config.model
       ? jobs.periodic({
           intervalMs: config.pollIntervalMs,
@@ -54,11 +67,11 @@ export class EmbeddingWorker {
   private async runWithBackoff(): Promise<void> {
     if (this.clock.now().getTime() < this.nextAttemptAt) return;
     try {
-      const count = await this.embedAll();
+      await this.embedAll();
       this.failures = 0;
-      if (count > 0) this.logger.debug({ count }, 'embedded');
     } catch (error) {
       this.failures += 1;
+      this.failedRuns.inc();
       const waitMs = Math.min(this.config.pollIntervalMs * 2 ** this.failures, BACKOFF_MAX_MS);
       this.nextAttemptAt = this.clock.now().getTime() + waitMs * (0.5 + Math.random() / 2);
       this.logger.warn(
@@ -68,16 +81,15 @@ export class EmbeddingWorker {
     }
   }
 
-  private async embedAll(): Promise<number> {
-    let total = 0;
+  /** Every source, batch after batch, until one comes back short or shutdown begins. */
+  private async embedAll(): Promise<void> {
     for (const source of EMBEDDING_SOURCES) {
       for (;;) {
         const done = await this.embedBatch(source);
-        total += done;
+        this.embedded.inc(done);
         if (done < this.config.batchSize || this.task?.isStopped) break;
       }
     }
-    return total;
   }
 
   /** One batch of one source in one transaction; 0 when none is left or another instance is on it. */
