@@ -112,11 +112,12 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     }
     return total;
   }
-  /** Every memory has its embedding (and answers how many there are). */
+  /** Every memory has its embedding but those the fake refuses (answers how many there are). */
   const allEmbedded = () =>
     eventually(async () => {
       const missing = await count(
-        'memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)',
+        `memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)
+           AND m.content NOT LIKE '%REFUSED%'`,
       );
       return missing === 0 ? count('memory_embeddings') : undefined;
     }, 'every memory embedded');
@@ -224,6 +225,46 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     const reply = await respond(on[0], other, PARAPHRASE);
     expect(reply.status).toBe(200);
     expect(reply.body.reply.text).toContain('Crete');
+  });
+
+  it('a text the provider refuses (400) is skipped alone: the others are embedded, the cursor moves past it', async () => {
+    await allEmbedded();
+    const user = uniqueUserId('embeddings-refused');
+    const refused = 'This one is REFUSED by the provider.';
+    fake.refuse('REFUSED');
+    try {
+      expect((await respond(off, user, 'Before the refused one.')).status).toBe(200);
+      expect((await respond(off, user, refused)).status).toBe(200);
+      const {
+        rows: [{ id: refusedId, last }],
+      } = await db.query<{ id: string; last: string }>(
+        `SELECT (SELECT id::text FROM memories WHERE content = $1) AS id,
+                (SELECT max(id)::text FROM memories) AS last`,
+        [refused],
+      );
+      // The cursor passes it: every memory but it (and the reply quoting it) is embedded.
+      await eventually(async () => {
+        const { rows } = await db.query(
+          `SELECT 1 FROM embedding_cursors WHERE source = 'memories' AND position >= $1::bigint`,
+          [last],
+        );
+        return rows.length === 1 ? true : undefined;
+      }, 'the cursor past the refused memory');
+      expect(await count('memory_embeddings WHERE memory_id = $1', [refusedId])).toBe(0);
+      const { rows: embedded } = await db.query<{ content: string }>(
+        `SELECT m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
+           JOIN memory_embeddings x ON x.memory_id = m.id WHERE e.user_id = $1`,
+        [user],
+      );
+      expect(embedded.map((row) => row.content)).toContain('Before the refused one.');
+      expect(embedded.every((row) => !row.content.includes('REFUSED'))).toBe(true);
+      // Still found by its words.
+      expect((await search(on[0], user, 'refused provider')).map((m) => m.content)).toContain(
+        refused,
+      );
+    } finally {
+      fake.refuse(null);
+    }
   });
 
   it('a failing provider is retried with backoff; replies and searches go on by words meanwhile', async () => {

@@ -79,6 +79,8 @@ export class FakeEmbeddings {
   /** Answer every request with this status until `recover()`; null: answer. */
   private failure: number | null = null;
   private delayMs = 0;
+  /** A request holding a text with this in it is refused with 400, as a too-long input is. */
+  private refused: string | null = null;
   private server: Server | undefined;
   private port = 0;
 
@@ -93,6 +95,11 @@ export class FakeEmbeddings {
 
   failWith(status: number): void {
     this.failure = status;
+  }
+
+  /** Refuses (400) every request holding a text that contains `marker`; null: none. */
+  refuse(marker: string | null): void {
+    this.refused = marker;
   }
 
   /** Answers after `ms` (0: at once). */
@@ -141,7 +148,8 @@ export class FakeEmbeddings {
         : Array.isArray(body.input)
           ? body.input.map(String)
           : [];
-    const status = this.failure ?? 200;
+    const refused = this.refused !== null && input.some((text) => text.includes(this.refused!));
+    const status = this.failure ?? (refused ? 400 : 200);
     this.requests.push({
       path,
       authorization: request.headers.authorization,
