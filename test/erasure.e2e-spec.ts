@@ -3,6 +3,7 @@ import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { RespondRepository } from '../src/respond/respond.repository';
 import { tokenUsageStep } from '../src/usage/usage.steps';
 import { expectError } from './support/assertions';
+import { FakeEmbeddings } from './support/fake-embeddings';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
@@ -30,8 +31,19 @@ async function rowsMentioning(dataSource: DataSource, needles: string[]) {
 }
 
 describe('Erasure: DELETE, grace period, worker, restarts', () => {
+  // Embeddings on, so that memory_embeddings holds rows of the user too.
+  const embeddings = new FakeEmbeddings();
+  const withEmbeddings = () => ({
+    ...FAST_ERASURE,
+    EMBEDDINGS_MODEL: 'fake-embed',
+    EMBEDDINGS_BASE_URL: embeddings.url,
+    EMBEDDINGS_POLL_INTERVAL_MS: '50',
+  });
+  beforeAll(() => embeddings.start());
+  afterAll(() => embeddings.stop());
+
   it('erases everything about the user even across a restart during the grace period', async () => {
-    let t: TestApp | undefined = await createTestApp({ env: FAST_ERASURE });
+    let t: TestApp | undefined = await createTestApp({ env: withEmbeddings() });
     const a = await tenantWithKey(t, ['read_write']);
     const personalityId = await clonePersonality(t, a.auth, 'willow-listener');
     const userId = uniqueUserId('erase');
@@ -70,6 +82,13 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
         cachedTokens: 0,
       }),
     ]);
+    await eventually(async () => {
+      const [{ n }] = await dataSource.query(
+        'SELECT count(*)::int AS n FROM memory_embeddings WHERE end_user_id = $1',
+        [internalId],
+      );
+      return n === 6 ? true : undefined;
+    }, "the user's memories embedded");
     const before = await rowsMentioning(dataSource, [userId, internalId]);
     expect(before.found).toEqual(
       expect.objectContaining({
@@ -98,7 +117,7 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
 
     // Restart inside the grace period: the pending erasure is in the database, not in memory.
     await t.close();
-    t = await createTestApp({ env: FAST_ERASURE });
+    t = await createTestApp({ env: withEmbeddings() });
     try {
       const app = t;
       await eventually(async () => {

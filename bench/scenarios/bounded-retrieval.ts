@@ -56,6 +56,7 @@ async function replyStatements(
     message,
     { history: HISTORY, recall: RECALL },
     0,
+    null,
   );
   return captured;
 }

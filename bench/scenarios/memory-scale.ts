@@ -76,6 +76,7 @@ async function conversationStatement(
       message,
       { history: HISTORY, recall },
       0,
+      null,
     );
   }
   return {

@@ -2,6 +2,7 @@ import { appConfig } from './app.config';
 import { authConfig } from './auth.config';
 import { billingConfig } from './billing.config';
 import { databaseConfig } from './database.config';
+import { embeddingsConfig } from './embeddings.config';
 import { endUsersConfig } from './end-users.config';
 import { engineConfig, modelsConfig } from './engine.config';
 import { httpConfig } from './http.config';
@@ -28,6 +29,7 @@ export const configLoaders = [
   engineConfig,
   modelsConfig,
   memoryConfig,
+  embeddingsConfig,
   safetyConfig,
   teamsConfig,
   telemetryConfig,

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module';
 import { ErasureModule } from '../common/erasure/erasure.module';
+import { EmbeddingsModule } from '../embeddings/embeddings.module';
 import { EndUsersController } from './end-users.controller';
 import { EndUsersRepository } from './end-users.repository';
 import { EndUsersService } from './end-users.service';
@@ -15,7 +16,7 @@ import { FactsService } from './facts.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [ErasureModule, IdempotencyModule, AuditModule],
+  imports: [ErasureModule, IdempotencyModule, AuditModule, EmbeddingsModule],
   controllers: [EndUsersController, MemoriesController, FactsController],
   providers: [
     EndUsersRepository,

@@ -7,7 +7,7 @@ import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
-import { rankedMemories } from './memory-search';
+import { type Meaning, memoryRanking } from './memory-search';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
@@ -147,23 +147,28 @@ export class EndUsersRepository {
     message: string,
     limits: { history: number; recall: number },
     timeoutMs: number,
+    meaning: Meaning | null,
   ): Promise<RecalledMemory[]> {
+    const ranking = memoryRanking(
+      {
+        organizationId,
+        endUserId: sql`e.id`,
+        personalityId,
+        before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
+                             9223372036854775807)`,
+        text: message,
+        limit: limits.recall,
+      },
+      meaning,
+    );
     return this.database.rowsWithin<RecalledMemory>(
       sql`SELECT m.role, m.content,
                  to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
             FROM end_users e
-           CROSS JOIN LATERAL (${rankedMemories({
-             organizationId,
-             endUserId: sql`e.id`,
-             personalityId,
-             before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
-                                  9223372036854775807)`,
-             text: message,
-             limit: limits.recall,
-           })}) r
+           CROSS JOIN LATERAL (${ranking.rows}) r
             JOIN memories m ON m.id = r.id
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
-           ORDER BY r.share DESC, r.relevance DESC, r.id DESC`,
+           ORDER BY ${ranking.order}`,
       timeoutMs,
       { prepared: true },
     );

@@ -9,6 +9,7 @@ import { Database } from '../database/database';
 import { isStatementTimeout } from '../common/errors/statement-timeout';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
 import { MetricsService } from '../metrics/metrics.service';
+import { Embedder } from '../embeddings/embedder';
 import { PinoLogger } from 'nestjs-pino';
 import type { RecalledMemory } from './memories.repository';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
@@ -33,6 +34,7 @@ export class EndUsersService {
     @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
+    private readonly embedder: Embedder,
   ) {
     this.logger.setContext(EndUsersService.name);
     this.recallTimeouts = metrics.counter({
@@ -171,6 +173,8 @@ export class EndUsersService {
     limits: { history: number; recall: number },
   ): Promise<RecalledMemory[]> {
     const timeoutMs = this.memory.recallTimeoutMs;
+    // The message's embedding first (null when off, slow or failing: recall by words alone).
+    const meaning = await this.embedder.embedQuery(message);
     try {
       return await this.endUsers.recall(
         organizationId,
@@ -179,6 +183,7 @@ export class EndUsersService {
         message,
         limits,
         timeoutMs,
+        meaning,
       );
     } catch (error) {
       if (!isStatementTimeout(error)) throw error;

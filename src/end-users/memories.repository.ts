@@ -4,7 +4,7 @@ import { Database } from '../database/database';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { MemoryRow } from './dto/memory.dto';
-import { rankedMemories } from './memory-search';
+import { type Meaning, memoryRanking } from './memory-search';
 import type { Row } from '../database/row';
 import type { Memory } from './entities/memory.entity';
 import {
@@ -59,7 +59,8 @@ export class MemoriesRepository {
 
   /**
    * The end user's memories most relevant to `text` (rankedMemories: the most words first, then
-   * the rarest, then the newest), each searched in its personality's language (docs/memory.md).
+   * the rarest, then the newest), each searched in its personality's language (docs/memory.md);
+   * with `meaning`, fused with the ranking by embeddings (memoryRanking).
    */
   search(
     organizationId: string,
@@ -67,19 +68,18 @@ export class MemoriesRepository {
     text: string,
     personalityId: string | null,
     limit: number,
+    meaning: Meaning | null,
   ): Promise<ScoredMemoryRow[]> {
+    const ranking = memoryRanking(
+      { organizationId, endUserId: sql`${endUserId}::uuid`, personalityId, text, limit },
+      meaning,
+    );
     return this.database.rows<ScoredMemoryRow>(
       sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, m.safety, r.share AS score
-            FROM (${rankedMemories({
-              organizationId,
-              endUserId: sql`${endUserId}::uuid`,
-              personalityId,
-              text,
-              limit,
-            })}) r
+                 m.vocabulary_version, m.created_at, m.safety, r.score
+            FROM (${ranking.rows}) r
             JOIN memories m ON m.id = r.id
-           ORDER BY r.share DESC, r.relevance DESC, r.id DESC`,
+           ORDER BY ${ranking.order}`,
     );
   }
 
@@ -122,13 +122,20 @@ export class MemoriesRepository {
   }
 
   /** Erasure: every memory of these end users. */
-  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['memory_terms', 'memories'] })
+  @ErasesEndUsers({
+    order: ErasureOrder.DATA,
+    tables: ['memory_terms', 'memory_embeddings', 'memories'],
+  })
   async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     const endUserIds = endUsers.map((endUser) => endUser.id);
-    // Their terms first, by the primary key's leading column: the cascade from each memory
-    // would look them up memory by memory.
+    // Their terms and embeddings first, by their end user: the cascade from each memory would
+    // look them up memory by memory.
     await this.database.rows(
       sql`DELETE FROM memory_terms WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
+      { manager },
+    );
+    await this.database.rows(
+      sql`DELETE FROM memory_embeddings WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );
     await this.database.rows(

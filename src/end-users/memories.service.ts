@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { type MemoryDto, type ScoredMemoryDto, toMemoryResponse } from './dto/memory.dto';
+import { Embedder } from '../embeddings/embedder';
 import { MemoriesRepository } from './memories.repository';
 
 /**
@@ -10,7 +11,10 @@ import { MemoriesRepository } from './memories.repository';
  */
 @Injectable()
 export class MemoriesService {
-  constructor(private readonly memories: MemoriesRepository) {}
+  constructor(
+    private readonly memories: MemoriesRepository,
+    private readonly embedder: Embedder,
+  ) {}
 
   async list(
     organizationId: string,
@@ -27,13 +31,19 @@ export class MemoriesService {
     return toPage(rows, options.limit, toMemoryResponse);
   }
 
-  /** Full-text search of the end user's memories (docs/memory.md); not paged. */
+  /**
+   * Full-text search of the end user's memories, fused with the ranking by meaning when
+   * embeddings are on and the question's embedding came in time (docs/memory.md); not paged.
+   */
   async search(
     organizationId: string,
     userId: string,
     options: { q: string; personalityId?: string; limit: number },
   ): Promise<Page<ScoredMemoryDto>> {
-    const endUserId = await this.memories.findEndUserId(organizationId, userId);
+    const [endUserId, meaning] = await Promise.all([
+      this.memories.findEndUserId(organizationId, userId),
+      this.embedder.embedQuery(options.q),
+    ]);
     if (!endUserId) throw AppError.notFound('End user');
     const rows = await this.memories.search(
       organizationId,
@@ -41,6 +51,7 @@ export class MemoriesService {
       options.q,
       options.personalityId ?? null,
       options.limit,
+      meaning,
     );
     return {
       data: rows.map((row) => ({

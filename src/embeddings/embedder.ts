@@ -1,0 +1,147 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import type { Counter } from 'prom-client';
+import { PinoLogger } from 'nestjs-pino';
+import { embeddingsConfig } from '../config/embeddings.config';
+import { engineConfig } from '../config/engine.config';
+import { MetricsService } from '../metrics/metrics.service';
+
+/** A text's first characters only: a memory or question past this says nothing more to a ranking. */
+const TEXT_MAX_CHARS = 8_000;
+
+/** The worker's provider calls: long enough for a batch, short enough to hold a claim. */
+const BATCH_TIMEOUT_MS = 30_000;
+
+/** A question's embedding for one search or recall, and how far to compare it (memoryRanking). */
+export interface QueryEmbedding {
+  /** Embedder.vectorKind: only vectors of the same kind are compared. */
+  model: string;
+  vector: number[];
+  candidates: number;
+  minSimilarity: number;
+}
+
+/**
+ * The OpenAI-compatible `/v1/embeddings` of EMBEDDINGS_BASE_URL (contract §27), through the
+ * `openai` SDK. Vectors come back at unit length, so that a dot product is their cosine.
+ */
+@Injectable()
+export class Embedder {
+  /** null: recall by meaning is off. */
+  readonly model: string | null;
+  /**
+   * What made a vector, as stored beside it: the model, and the dimensions asked for (a model
+   * shortened to 256 gives vectors that cannot be compared with its 1,536). null: off.
+   */
+  readonly vectorKind: string | null;
+  private readonly client: OpenAI | null;
+  private readonly queryTimeoutMs: number;
+  private readonly dimensions: number | undefined;
+  private readonly candidates: number;
+  private readonly minSimilarity: number;
+  private readonly fallbacks: Counter<'reason'>;
+
+  constructor(
+    @Inject(embeddingsConfig.KEY) config: ConfigType<typeof embeddingsConfig>,
+    @Inject(engineConfig.KEY) engine: ConfigType<typeof engineConfig>,
+    private readonly logger: PinoLogger,
+    metrics: MetricsService,
+  ) {
+    this.logger.setContext(Embedder.name);
+    this.model = config.model;
+    this.vectorKind =
+      config.model && config.dimensions !== undefined
+        ? `${config.model}/${config.dimensions}`
+        : config.model;
+    this.queryTimeoutMs = config.queryTimeoutMs;
+    this.dimensions = config.dimensions;
+    this.candidates = config.candidates;
+    this.minSimilarity = config.minSimilarity;
+    this.client = config.model
+      ? new OpenAI({
+          apiKey: config.apiKey ?? engine.openaiApiKey,
+          baseURL: config.baseUrl ?? engine.openaiBaseUrl,
+          maxRetries: 0,
+          timeout: BATCH_TIMEOUT_MS,
+        })
+      : null;
+    this.fallbacks = metrics.counter({
+      name: 'embeddings_query_fallbacks_total',
+      help: 'Searches and recalls ranked by words alone: the question could not be embedded in EMBEDDINGS_QUERY_TIMEOUT_MS',
+      labelNames: ['reason'],
+    });
+  }
+
+  /** The embeddings of `texts`, in order; rejects with the provider's error (the worker retries). */
+  async embed(texts: readonly string[], timeoutMs = BATCH_TIMEOUT_MS): Promise<number[][]> {
+    if (!this.client || !this.model) throw new Error('Embedder: EMBEDDINGS_MODEL is not set');
+    const response = await this.client.embeddings.create(
+      {
+        model: this.model,
+        input: texts.map((text) => text.slice(0, TEXT_MAX_CHARS)),
+        encoding_format: 'float',
+        ...(this.dimensions === undefined ? {} : { dimensions: this.dimensions }),
+      },
+      { timeout: timeoutMs },
+    );
+    const vectors: number[][] = new Array<number[]>(texts.length);
+    for (const item of response.data) vectors[item.index] = unitLength(item.embedding);
+    if (vectors.some((vector) => vector === undefined) || response.data.length !== texts.length) {
+      throw new Error(
+        `Embedder: ${texts.length} texts sent, ${response.data.length} embeddings back`,
+      );
+    }
+    return vectors;
+  }
+
+  /**
+   * The embedding of a search's or a reply's question, or null (off, or the provider failed or
+   * took more than EMBEDDINGS_QUERY_TIMEOUT_MS): the caller then ranks by words alone, as with
+   * embeddings off. Never rejects.
+   */
+  async embedQuery(text: string): Promise<QueryEmbedding | null> {
+    if (!this.vectorKind) return null;
+    try {
+      const [vector] = await this.embed([text], this.queryTimeoutMs);
+      return {
+        model: this.vectorKind,
+        vector,
+        candidates: this.candidates,
+        minSimilarity: this.minSimilarity,
+      };
+    } catch (error) {
+      this.fallbacks.inc({ reason: fallbackReason(error) });
+      this.logger.warn(
+        { err: error, timeoutMs: this.queryTimeoutMs },
+        'question not embedded: ranking by words alone',
+      );
+      return null;
+    }
+  }
+}
+
+/**
+ * A provider's answer that retrying will not change (400, 413, 422: a text it will not embed);
+ * 408, 409, 429 and 5xx are worth another try.
+ */
+export function isUnembeddable(error: unknown): boolean {
+  if (!(error instanceof APIError)) return false;
+  const status: unknown = error.status;
+  return (
+    typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status)
+  );
+}
+
+function fallbackReason(error: unknown): string {
+  // Subclasses first: a timeout is a connection error, a connection error an APIError.
+  if (error instanceof APIConnectionTimeoutError) return 'timeout';
+  if (error instanceof APIConnectionError) return 'unreachable';
+  if (error instanceof APIError) return 'error';
+  return 'invalid';
+}
+
+function unitLength(vector: number[]): number[] {
+  const norm = Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0));
+  return norm === 0 ? vector : vector.map((x) => x / norm);
+}

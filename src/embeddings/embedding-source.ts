@@ -1,0 +1,45 @@
+import { raw, type Sql, sql } from '../database/sql';
+
+/** An item to embed: its id in its source and its text. */
+export interface PendingItem {
+  id: string;
+  text: string;
+}
+
+/**
+ * A table whose rows the EmbeddingWorker embeds, in the order of an identity column: the worker
+ * keeps a high-water mark per source and model (embedding_cursors), so finding what is left is an
+ * index range scan above it. Knowledge chunks become a second source by one more of these.
+ */
+export interface EmbeddingSource {
+  /** The cursor's key. */
+  readonly name: string;
+  /** The last id taken from the source's identity sequence (0 before the first). */
+  readonly lastId: Sql;
+  /** Up to `limit` rows with `after < id <= upTo`, by id, as `(id, text)`. */
+  pending(after: string, upTo: string, limit: number): Sql;
+  /** Stores embeddings, `embedded` a JSON array of `{id, embedding}`; a row gone since is skipped. */
+  store(embedded: string, model: string): Sql;
+}
+
+/** The last value of a sequence, as a cursor reads it (a constant name, never user input). */
+export function lastValueOf(sequence: string): Sql {
+  return sql`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM ${raw(sequence)}`;
+}
+
+/** Memories: each message of a conversation, embedded once for recall and search by meaning. */
+export const memoriesSource: EmbeddingSource = {
+  name: 'memories',
+  lastId: lastValueOf('memories_id_seq'),
+  pending: (after, upTo, limit) =>
+    sql`SELECT m.id::text, m.content AS text FROM memories m
+         WHERE m.id > ${after}::bigint AND m.id <= ${upTo}::bigint
+         ORDER BY m.id LIMIT ${limit}`,
+  store: (embedded, model) =>
+    sql`INSERT INTO memory_embeddings (memory_id, end_user_id, personality_id, model, embedding)
+        SELECT m.id, m.end_user_id, m.personality_id, ${model},
+               ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
+          FROM jsonb_array_elements(${embedded}::jsonb) x
+          JOIN memories m ON m.id = (x ->> 'id')::bigint
+        ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
+};

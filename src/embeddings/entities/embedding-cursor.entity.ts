@@ -1,0 +1,34 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+/**
+ * How far the EmbeddingWorker has embedded one source (e.g. `memories`) with one model (and
+ * dimensions: Embedder.vectorKind): a
+ * high-water mark over the source's ordered ids, so finding what is left is one index range scan
+ * whatever the table holds, and a reply writes nothing for it. `safe_bound` is the highest id
+ * that no transaction still running can hold (see EmbeddingCursors.advanceBound): ids are taken
+ * before commit, so a newer id can be visible before an older one is.
+ */
+@Entity('embedding_cursors')
+export class EmbeddingCursor {
+  @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'embedding_cursors_pkey' })
+  source: string;
+
+  @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'embedding_cursors_pkey' })
+  model: string;
+
+  /** Every id up to this one is embedded (or was skipped as unembeddable). */
+  @Column({ type: 'bigint', default: 0 })
+  position: string;
+
+  /** Ids up to this one are final: committed or never to be. */
+  @Column({ name: 'safe_bound', type: 'bigint', default: 0 })
+  safeBound: string;
+
+  /** The source's last id taken when last read, final once pending_xmax is behind every snapshot. */
+  @Column({ name: 'pending_bound', type: 'bigint', nullable: true })
+  pendingBound: string | null;
+
+  /** A snapshot's xmax taken a poll after pending_bound (as text::bigint of xid8). */
+  @Column({ name: 'pending_xmax', type: 'bigint', nullable: true })
+  pendingXmax: string | null;
+}

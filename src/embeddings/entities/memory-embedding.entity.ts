@@ -1,0 +1,37 @@
+import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { Memory } from '../../end-users/entities/memory.entity';
+
+/**
+ * A memory's embedding (contract §27): derived data, written by the EmbeddingWorker, deleted with
+ * its memory (cascade) or with its end user (the memories' erasure), never exported. Unit length,
+ * so a dot product is the cosine. `real[]`, not pgvector's `vector`: the extension is not
+ * installed everywhere; recall compares only the end user's latest EMBEDDINGS_CANDIDATES.
+ */
+@Entity('memory_embeddings')
+@Index('memory_embeddings_end_user_idx', ['endUserId', 'memoryId'])
+export class MemoryEmbedding {
+  @PrimaryColumn({
+    name: 'memory_id',
+    type: 'bigint',
+    primaryKeyConstraintName: 'memory_embeddings_pkey',
+  })
+  memoryId: string;
+
+  @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'memory_id', foreignKeyConstraintName: 'memory_embeddings_memory_id_fkey' })
+  memory?: Memory;
+
+  /** The memory's, copied: the bound reads the end user's latest without touching memories. */
+  @Column({ name: 'end_user_id', type: 'uuid' })
+  endUserId: string;
+
+  @Column({ name: 'personality_id', type: 'uuid' })
+  personalityId: string;
+
+  /** What made it (Embedder.vectorKind: the model, and the dimensions asked for): only like is compared. */
+  @Column({ type: 'text' })
+  model: string;
+
+  @Column({ type: 'real', array: true })
+  embedding: number[];
+}

@@ -1,0 +1,349 @@
+import { Client } from 'pg';
+import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { FakeEmbeddings } from './support/fake-embeddings';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
+
+type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
+
+interface ScoredMemory {
+  id: string;
+  role: string;
+  content: string;
+  score: number;
+}
+
+const CRETE = 'We spent two weeks in Crete last summer.';
+const PARAPHRASE = 'Where did I go on holiday?';
+const CONVERSATION = [
+  CRETE,
+  'My sister plays the cello in an orchestra.',
+  'The weather is grey and cold today.',
+  'I am reading a very long novel.',
+  'Coffee tastes better in the morning.',
+];
+
+/**
+ * Recall by meaning (contract §27): memories embedded by a background worker on every instance,
+ * search and recall merging the full-text and the embedding rankings, and a provider that fails
+ * or is slow costing a reply nothing. The provider is test/support/fake-embeddings.ts, whose
+ * embedder puts "holiday" and "Crete" on one concept.
+ */
+describe('Embeddings: recall by meaning (contract §27)', () => {
+  const fake = new FakeEmbeddings();
+  let db: Client;
+  /** Without EMBEDDINGS_MODEL: as before embeddings, and the writer of the conversations. */
+  let off: TestApp;
+  /** Two instances with embeddings on, started once the first conversation is written. */
+  let on: TestApp[] = [];
+  let tenant: Tenant;
+  let personalityId: string;
+  const userId = uniqueUserId('embeddings');
+
+  const common = { ENGINE_HISTORY_MESSAGES: '2', MEMORY_RECALL_LIMIT: '4' };
+  const startOn = () =>
+    createTestApp({
+      env: {
+        ...common,
+        EMBEDDINGS_MODEL: 'fake-embed',
+        EMBEDDINGS_BASE_URL: fake.url,
+        EMBEDDINGS_API_KEY: 'sk-embeddings',
+        EMBEDDINGS_DIMENSIONS: '128',
+        EMBEDDINGS_BATCH_SIZE: '3',
+        EMBEDDINGS_POLL_INTERVAL_MS: '50',
+        EMBEDDINGS_QUERY_TIMEOUT_MS: '500',
+      },
+    });
+
+  beforeAll(async () => {
+    await fake.start();
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    off = await createTestApp({ env: common });
+    tenant = await tenantWithKey(off, ['read_write']);
+    personalityId = await clonePersonality(off, tenant.auth);
+    for (const message of CONVERSATION) {
+      expect((await respond(off, userId, message)).status).toBe(200);
+    }
+    // More for the two workers to share, in batches of 3, of another end user.
+    const busy = uniqueUserId('embeddings-busy');
+    for (let i = 0; i < 12; i += 1) {
+      expect((await respond(off, busy, `Note number ${i} about the garden.`)).status).toBe(200);
+    }
+  });
+  afterAll(async () => {
+    for (const app of [...on, off]) await app.close();
+    await db.end();
+    await fake.stop();
+  });
+
+  function respond(app: TestApp, user: string, message: string) {
+    return app
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: personalityId, user_id: user, message });
+  }
+  async function search(app: TestApp, user: string, q: string): Promise<ScoredMemory[]> {
+    const response = await app
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(user)}/memories/search`)
+      .query({ q, personality_id: personalityId })
+      .set('Authorization', tenant.auth);
+    expect(response.status).toBe(200);
+    return response.body.data as ScoredMemory[];
+  }
+  async function count(query: string, values: unknown[] = []): Promise<number> {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${query}`,
+      values,
+    );
+    return rows[0].n;
+  }
+  /** A counter's value, summed over the instances with embeddings on. */
+  async function counted(name: string): Promise<number> {
+    let total = 0;
+    for (const app of on) {
+      const metric = await app.app.get(MetricsService).registry.getSingleMetric(name)?.get();
+      total += metric?.values.reduce((sum, value) => sum + value.value, 0) ?? 0;
+    }
+    return total;
+  }
+  /** Every memory has its embedding but those the fake refuses (answers how many there are). */
+  const allEmbedded = () =>
+    eventually(async () => {
+      const missing = await count(
+        `memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)
+           AND m.content NOT LIKE '%REFUSED%'`,
+      );
+      return missing === 0 ? count('memory_embeddings') : undefined;
+    }, 'every memory embedded');
+
+  it('is off without EMBEDDINGS_MODEL: the paraphrase is not found, and nothing is sent or written', async () => {
+    const found = await search(off, userId, PARAPHRASE);
+    expect(found.map((memory) => memory.content)).not.toContain(CRETE);
+    // The literal is found by its words, as before.
+    expect((await search(off, userId, 'Crete'))[0].content).toBe(CRETE);
+    expect(fake.requests).toHaveLength(0);
+    expect(await count('memory_embeddings')).toBe(0);
+    expect(await count('embedding_cursors')).toBe(0);
+  });
+
+  it('two instances embed each memory exactly once, in batches, with the configured model, key and dimensions', async () => {
+    on = [await startOn(), await startOn()];
+    const embedded = await allEmbedded();
+    expect(embedded).toBe(await count('memories'));
+    const { rows } = await db.query<{ content: string }>('SELECT content FROM memories');
+    // Nothing has asked a question yet: every text the provider got is a memory's, once.
+    expect([...fake.inputs].sort()).toEqual(rows.map((row) => row.content).sort());
+    expect(fake.requests.every((request) => request.input.length <= 3)).toBe(true);
+    expect(fake.requests.every((request) => request.model === 'fake-embed')).toBe(true);
+    expect(fake.requests.every((request) => request.dimensions === 128)).toBe(true);
+    const { rows: lengths } = await db.query<{ n: number }>(
+      'SELECT DISTINCT array_length(embedding, 1) AS n FROM memory_embeddings',
+    );
+    expect(lengths).toEqual([{ n: 128 }]);
+    expect(fake.requests.every((request) => request.authorization === 'Bearer sk-embeddings')).toBe(
+      true,
+    );
+    // Stored with the model and the dimensions asked for: vectors of another kind are never compared.
+    expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(embedded);
+    // Counted once each, just after its batch commits.
+    await eventually(
+      async () => ((await counted('embeddings_embedded_total')) === embedded ? true : undefined),
+      'embeddings_embedded_total to count every memory once',
+    );
+  });
+
+  it('a memory committed after a newer one is embedded too: ids are taken before commit', async () => {
+    await allEmbedded();
+    const user = uniqueUserId('embeddings-late');
+    expect((await respond(off, user, 'First words.')).status).toBe(200);
+    const {
+      rows: [endUser],
+    } = await db.query<{ id: string }>('SELECT id FROM end_users WHERE user_id = $1', [user]);
+    const late = new Client({ connectionString: process.env.DATABASE_URL });
+    await late.connect();
+    try {
+      await late.query('BEGIN');
+      const {
+        rows: [held],
+      } = await late.query<{ id: string }>(
+        `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content)
+         VALUES ($1, $2, $3, 'user', 'A late memory about a vacation.') RETURNING id::text`,
+        [tenant.organizationId, endUser.id, personalityId],
+      );
+      expect((await respond(off, user, 'A newer memory, committed first.')).status).toBe(200);
+      const {
+        rows: [{ xid }],
+      } = await late.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+      // The workers wait for the open transaction: what they may read stops below its memory,
+      // and the newer memory, committed, is not embedded before it.
+      await eventually(async () => {
+        const { rows } = await db.query(
+          `SELECT 1 FROM embedding_cursors
+            WHERE source = 'memories' AND pending_xmax > $1::bigint AND safe_bound < $2::bigint`,
+          [xid, held.id],
+        );
+        return rows.length === 1 ? true : undefined;
+      }, 'the cursor waiting for the open transaction');
+      expect(
+        await count(
+          "memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE m.content = 'A newer memory, committed first.'",
+        ),
+      ).toBe(0);
+      await late.query('COMMIT');
+      await allEmbedded();
+      expect(await count('memory_embeddings WHERE memory_id = $1', [held.id])).toBe(1);
+    } finally {
+      await late.end();
+    }
+  });
+
+  it('search finds a paraphrase that shares no word, by meaning, and still finds words', async () => {
+    const [first] = await search(on[0], userId, PARAPHRASE);
+    expect(first.content).toBe(CRETE);
+    expect(first.score).toBeGreaterThan(0);
+    expect(fake.inputs).toContain(PARAPHRASE);
+    expect((await search(on[1], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
+    // Off, the same question over the same rows still finds nothing of Crete.
+    expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
+  });
+
+  it("recall brings the paraphrase's memory into the reply (the local engine quotes it)", async () => {
+    const other = uniqueUserId('embeddings-recall');
+    for (const message of CONVERSATION) {
+      expect((await respond(off, other, message)).status).toBe(200);
+    }
+    const lexical = await respond(off, other, PARAPHRASE);
+    expect(lexical.status).toBe(200);
+    expect(lexical.body.reply.text).not.toContain('Crete');
+    await allEmbedded();
+    const reply = await respond(on[0], other, PARAPHRASE);
+    expect(reply.status).toBe(200);
+    expect(reply.body.reply.text).toContain('Crete');
+  });
+
+  it('a text the provider refuses (400) is skipped alone: the others are embedded, the cursor moves past it', async () => {
+    await allEmbedded();
+    const user = uniqueUserId('embeddings-refused');
+    const refused = 'This one is REFUSED by the provider.';
+    fake.refuse('REFUSED');
+    try {
+      expect((await respond(off, user, 'Before the refused one.')).status).toBe(200);
+      expect((await respond(off, user, refused)).status).toBe(200);
+      const {
+        rows: [{ id: refusedId, last }],
+      } = await db.query<{ id: string; last: string }>(
+        `SELECT (SELECT id::text FROM memories WHERE content = $1) AS id,
+                (SELECT max(id)::text FROM memories) AS last`,
+        [refused],
+      );
+      // The cursor passes it: every memory but it (and the reply quoting it) is embedded.
+      await eventually(async () => {
+        const { rows } = await db.query(
+          `SELECT 1 FROM embedding_cursors WHERE source = 'memories' AND position >= $1::bigint`,
+          [last],
+        );
+        return rows.length === 1 ? true : undefined;
+      }, 'the cursor past the refused memory');
+      expect(await count('memory_embeddings WHERE memory_id = $1', [refusedId])).toBe(0);
+      const { rows: embedded } = await db.query<{ content: string }>(
+        `SELECT m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
+           JOIN memory_embeddings x ON x.memory_id = m.id WHERE e.user_id = $1`,
+        [user],
+      );
+      expect(embedded.map((row) => row.content)).toContain('Before the refused one.');
+      expect(embedded.every((row) => !row.content.includes('REFUSED'))).toBe(true);
+      // Still found by its words.
+      expect((await search(on[0], user, 'refused provider')).map((m) => m.content)).toContain(
+        refused,
+      );
+    } finally {
+      fake.refuse(null);
+    }
+  });
+
+  it('a failing provider is retried with backoff; replies and searches go on by words meanwhile', async () => {
+    // Memories are embedded in id order: the new one is the next to embed.
+    await allEmbedded();
+    fake.failWith(503);
+    const failedBefore = fake.requests.filter((request) => request.status === 503).length;
+    const user = uniqueUserId('embeddings-failing');
+    const statement = 'I adopted a greyhound called Comet.';
+    expect((await respond(off, user, statement)).status).toBe(200);
+    // The worker tries, fails, and tries again.
+    await eventually(
+      () =>
+        fake.requests.filter((r) => r.status === 503 && r.input.includes(statement)).length >= 2
+          ? true
+          : undefined,
+      'two failed attempts at the new memory',
+    );
+    expect(fake.requests.filter((r) => r.status === 503).length).toBeGreaterThan(failedBefore + 1);
+    expect(await counted('embeddings_worker_failures_total')).toBeGreaterThanOrEqual(2);
+    const reply = await respond(on[0], user, 'Comet says hello');
+    expect(reply.status).toBe(200);
+    expect((await search(on[1], user, 'greyhound'))[0].content).toBe(statement);
+    expect(
+      await count(
+        'memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE m.content = $1',
+        [statement],
+      ),
+    ).toBe(0);
+
+    fake.recover();
+    await allEmbedded();
+    // Found by meaning: the statement, and the reply that quoted it.
+    const found = await search(on[0], user, 'Do I have a pet?');
+    expect(found.slice(0, 2).map((memory) => memory.content)).toContain(statement);
+  });
+
+  it('a slow provider: search answers by words within EMBEDDINGS_QUERY_TIMEOUT_MS', async () => {
+    fake.delay(5_000);
+    try {
+      const started = Date.now();
+      const found = await search(on[0], userId, 'sister');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(found[0].content).toBe(CONVERSATION[1]);
+    } finally {
+      fake.recover();
+    }
+  });
+
+  it('embeddings go with a forgotten memory and an erased end user, and are never exported', async () => {
+    await allEmbedded();
+    const exported = await on[0]
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/export`)
+      .set('Authorization', tenant.auth);
+    expect(exported.status).toBe(200);
+    expect(exported.text).toContain('Crete');
+    // The user_id holds the word: no key or value of the document is an embedding.
+    expect(exported.text).not.toMatch(/"embedding"/);
+
+    const [crete] = await search(on[0], userId, 'Crete');
+    const forgotten = await on[0]
+      .http()
+      .delete(`/v1/end-users/${encodeURIComponent(userId)}/memories/${crete.id}`)
+      .set('Authorization', tenant.auth);
+    expect(forgotten.status).toBe(204);
+    expect(await count('memory_embeddings WHERE memory_id = $1', [crete.id])).toBe(0);
+
+    const { rows } = await db.query<{ id: string }>(
+      'SELECT id FROM end_users WHERE organization_id = $1 AND user_id = $2',
+      [tenant.organizationId, userId],
+    );
+    const endUserId = rows[0].id;
+    expect(await count('memory_embeddings WHERE end_user_id = $1', [endUserId])).toBeGreaterThan(0);
+    await db.query(
+      `UPDATE end_users SET status = 'deleting', erase_after = now() - interval '1 minute' WHERE id = $1`,
+      [endUserId],
+    );
+    await on[0].app.get(ErasureWorker).eraseDue();
+    expect(await count('memory_embeddings WHERE end_user_id = $1', [endUserId])).toBe(0);
+  });
+});
