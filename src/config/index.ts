@@ -5,6 +5,7 @@ import { databaseConfig } from './database.config';
 import { endUsersConfig } from './end-users.config';
 import { engineConfig, modelsConfig } from './engine.config';
 import { httpConfig } from './http.config';
+import { knowledgeConfig } from './knowledge.config';
 import { mailConfig } from './mail.config';
 import { memoryConfig } from './memory.config';
 import { rateLimitConfig } from './rate-limit.config';
@@ -28,6 +29,7 @@ export const configLoaders = [
   engineConfig,
   modelsConfig,
   memoryConfig,
+  knowledgeConfig,
   safetyConfig,
   teamsConfig,
   telemetryConfig,

@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { KnowledgeController } from './knowledge.controller';
+import { KnowledgeRepository } from './knowledge.repository';
+import { KnowledgeService } from './knowledge.service';
+
+/**
+ * The business's documents (docs/knowledge.md). Import it and inject KnowledgeService to give a
+ * reply the chunks relevant to its message (`recall`).
+ */
+@Module({
+  controllers: [KnowledgeController],
+  providers: [KnowledgeRepository, KnowledgeService],
+  exports: [KnowledgeService],
+})
+export class KnowledgeModule {}
