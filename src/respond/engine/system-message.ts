@@ -1,5 +1,5 @@
 import type { PersonalityForReply } from '../../personalities/personalities.service';
-import type { RecalledEngineMemory } from './response-engine';
+import type { KnowledgeChunkForReply, RecalledEngineMemory } from './response-engine';
 
 /** Told for a message the safety checks read as suicidal ideation or self-harm (docs/safety.md). */
 export const CRISIS_GUIDANCE =
@@ -23,7 +23,7 @@ export const DATA_BLOCKS_PREAMBLE =
  * memories, and whatever later features add (a tool's output, a knowledge chunk). Its name is the
  * block's marker.
  */
-export type DataBlockName = 'user_facts' | 'recalled_memories';
+export type DataBlockName = 'user_facts' | 'recalled_memories' | 'knowledge';
 
 export interface DataItem {
   /** Untrusted text, of any length and content. */
@@ -69,6 +69,7 @@ export function systemMessage(
   facts: string[],
   recalled: RecalledEngineMemory[],
   crisis = false,
+  knowledge: readonly KnowledgeChunkForReply[] = [],
 ): string {
   const { voice } = personality;
   const parts = [
@@ -82,13 +83,25 @@ export function systemMessage(
       'durable facts about themselves that the user states for the first time in this message ' +
       '(none: an empty list).',
   ];
-  if (facts.length > 0 || recalled.length > 0) parts.push(DATA_BLOCKS_PREAMBLE);
+  if (facts.length > 0 || recalled.length > 0 || knowledge.length > 0) {
+    parts.push(DATA_BLOCKS_PREAMBLE);
+  }
   if (facts.length > 0) {
     parts.push(
       'Facts about the user:',
       dataBlock(
         'user_facts',
         facts.map((text) => ({ text })),
+      ),
+    );
+  }
+  if (knowledge.length > 0) {
+    // The title is the business's text too: it is quoted like the chunk, never a line of its own.
+    parts.push(
+      "From the business's documents, relevant to this message (the document's title, then the passage):",
+      dataBlock(
+        'knowledge',
+        knowledge.map((chunk) => ({ label: `from ${dataLine(chunk.title)}`, text: chunk.text })),
       ),
     );
   }
