@@ -185,11 +185,15 @@ export class KnowledgeRepository {
     id: string,
     personalityIds: string[] | null,
   ): Promise<void> {
+    // Two statements: an INSERT does not see a DELETE of the same statement (one snapshot).
     await this.database.rows(
-      sql`WITH cleared AS (DELETE FROM knowledge_attachments WHERE document_id = ${id}),
-               marked AS (UPDATE knowledge_documents SET all_personalities = ${personalityIds === null}
+      sql`WITH marked AS (UPDATE knowledge_documents SET all_personalities = ${personalityIds === null}
                            WHERE id = ${id} AND organization_id = ${organizationId})
-          INSERT INTO knowledge_attachments (document_id, personality_id, organization_id)
+          DELETE FROM knowledge_attachments WHERE document_id = ${id}`,
+      { manager },
+    );
+    await this.database.rows(
+      sql`INSERT INTO knowledge_attachments (document_id, personality_id, organization_id)
           SELECT ${id}, p.id, p.organization_id FROM personalities p
            WHERE p.organization_id = ${organizationId} AND p.id = ANY(${personalityIds ?? []}::uuid[])`,
       { manager },
@@ -204,9 +208,11 @@ export class KnowledgeRepository {
     searchConfig: string,
     chunks: string[],
   ): Promise<void> {
+    await this.database.rows(sql`DELETE FROM knowledge_chunks WHERE document_id = ${id}`, {
+      manager,
+    });
     await this.database.rows(
-      sql`WITH cleared AS (DELETE FROM knowledge_chunks WHERE document_id = ${id})
-          INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
+      sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
                                         text, search)
           SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
                  to_tsvector(${searchConfig}::regconfig, c.text)
