@@ -61,7 +61,7 @@ function textOf(file: UploadedPart): string {
 function idsOf(value: unknown): unknown {
   const values = Array.isArray(value) ? value : [value];
   if (!values.every((item) => typeof item === 'string')) return value;
-  return (values as string[]).flatMap((item) =>
+  return values.flatMap((item) =>
     item
       .split(',')
       .map((id) => id.trim())
@@ -76,11 +76,11 @@ function idsOf(value: unknown): unknown {
 @Injectable()
 export class KnowledgeUploadInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const request = context
-      .switchToHttp()
-      .getRequest<Request & { file?: UploadedPart; body?: Record<string, unknown> }>();
+    const request = context.switchToHttp().getRequest<Request & { file?: UploadedPart }>();
     if (!request.is('multipart/form-data')) return next.handle();
-    const body: Record<string, unknown> = { ...(request.body ?? {}) };
+    // Multer's fields: strings, or arrays of them for a repeated field.
+    const fields = request.body as Record<string, unknown> | undefined;
+    const body: Record<string, unknown> = { ...fields };
     if ('content' in body) {
       throw AppError.validation([
         { field: 'content', problem: 'comes from the file part in a multipart upload' },

@@ -116,7 +116,7 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
     parser(request, response, (error?: unknown) => {
       // Everything here runs in body-parser's callback, where a throw would end the process.
       try {
-        if (error) return next(toAppError(error as { type?: string; limit?: number }));
+        if (error) return next(toAppError(error));
         const body: unknown = request.body;
         if (body === null || typeof body !== 'object' || Array.isArray(body)) {
           return next(AppError.validation([{ field: 'body', problem: 'must be a JSON object' }]));
