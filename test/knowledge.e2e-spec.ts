@@ -148,6 +148,23 @@ describe('Knowledge documents (contract §27)', () => {
       );
     });
 
+    it('replays a keyed multipart upload, and refuses the key with another file', async () => {
+      const upload = (text: string) =>
+        http()
+          .post('/v1/knowledge')
+          .set('Authorization', tenant.auth)
+          .set('Idempotency-Key', 'knowledge-upload-1')
+          .field('title', 'Keyed')
+          .attach('file', Buffer.from(text), { filename: 'k.txt', contentType: 'text/plain' });
+      const first = await upload('Keyed document text.');
+      expect(first.status).toBe(201);
+      const again = await upload('Keyed document text.');
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body.id).toBe(first.body.id);
+      expectError(await upload('Another text.'), 422, 'idempotency_key_reused');
+    });
+
     it('refuses a bad upload: type, missing file, content as a field, invalid fields', async () => {
       const form = () =>
         http().post('/v1/knowledge').set('Authorization', tenant.auth).field('title', 'T');

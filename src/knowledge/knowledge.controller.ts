@@ -27,6 +27,7 @@ import { Caller, type CallerContext } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, type Page } from '../common/pagination/pagination';
 import { uuidOr404 } from '../common/validation/uuid-or-404';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import {
   CreateKnowledgeDto,
   CreateKnowledgeFormDto,
@@ -63,6 +64,8 @@ export class KnowledgeController {
   @Post()
   @HttpCode(201)
   @Scopes('read_write')
+  // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
+  @AcceptsIdempotencyKey()
   @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
   @ApiOperation({
     summary:

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { KnowledgeController } from './knowledge.controller';
 import { KnowledgeRepository } from './knowledge.repository';
 import { KnowledgeService } from './knowledge.service';
@@ -8,6 +9,7 @@ import { KnowledgeService } from './knowledge.service';
  * reply the chunks relevant to its message (`recall`).
  */
 @Module({
+  imports: [IdempotencyModule],
   controllers: [KnowledgeController],
   providers: [KnowledgeRepository, KnowledgeService],
   exports: [KnowledgeService],
