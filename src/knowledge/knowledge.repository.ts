@@ -56,7 +56,8 @@ function attachedTo(personalityId: string | null): Sql {
  * distinct ones, in each language the organization's documents are in; a chunk holding any of
  * them qualifies, found through knowledge_chunks_search_idx within the organization, and of
  * those at most SEARCH_CANDIDATES are ranked (ts_rank: more of the words, and rarer in the
- * chunk's length, rank higher). Ties: the older document, the earlier chunk.
+ * chunk's length, rank higher). Ties: the older document, the earlier chunk. Only the chunks
+ * answered are read whole (their text).
  */
 function rankedChunks(
   organizationId: string,
@@ -75,7 +76,7 @@ function rankedChunks(
              FROM (SELECT DISTINCT d.search_config FROM knowledge_documents d
                     WHERE d.organization_id = ${organizationId}) c),
          candidates AS MATERIALIZED (
-           SELECT k.document_id, k.chunk_index, k.text, d.title, d.created_at,
+           SELECT k.document_id, k.chunk_index, d.created_at,
                   ts_rank(k.search, q.query)::float8 AS score
              FROM queries q
              JOIN knowledge_chunks k
@@ -85,9 +86,12 @@ function rankedChunks(
                ON d.id = k.document_id AND d.organization_id = ${organizationId}
             WHERE q.query IS NOT NULL AND ${attachedTo(personalityId)}
             LIMIT ${SEARCH_CANDIDATES})
-    SELECT document_id, title, chunk_index, text, score FROM candidates
-     ORDER BY score DESC, created_at, document_id, chunk_index
-     LIMIT ${limit}`;
+    SELECT c.document_id, d.title, c.chunk_index, k.text, c.score
+      FROM (SELECT * FROM candidates
+             ORDER BY score DESC, created_at, document_id, chunk_index LIMIT ${limit}) c
+      JOIN knowledge_chunks k ON k.document_id = c.document_id AND k.chunk_index = c.chunk_index
+      JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
+     ORDER BY c.score DESC, c.created_at, c.document_id, c.chunk_index`;
 }
 
 @Injectable()
