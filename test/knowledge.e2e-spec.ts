@@ -507,6 +507,34 @@ describe('Knowledge in the system message (openai engine)', () => {
     await fake.close();
   });
 
+  it('takes a document of exactly 1 MiB as JSON, searchable once it answers', async () => {
+    const sentence = 'The lighthouse keeper logs every passing ship. ';
+    const body = sentence.repeat(Math.floor((MIB - 20) / sentence.length));
+    const content = `${body}${'z'.repeat(MIB - Buffer.byteLength(body) - 9)} gannetry`;
+    expect(Buffer.byteLength(content)).toBe(MIB);
+    const started = Date.now();
+    const response = await t
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', tenant.auth)
+      .send({ title: 'Lighthouse', content, personality_ids: [] });
+    expect(response.status).toBe(201);
+    expect(response.body.bytes).toBe(MIB);
+    expect(response.body.chunks).toBeGreaterThan(1000);
+    const hits = await t
+      .http()
+      .get('/v1/knowledge/search?q=gannetry')
+      .set('Authorization', tenant.auth);
+    // Generous for a shared CI machine; docs/knowledge.md gives the figure measured.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(hits.body.data).toEqual([
+      expect.objectContaining({
+        document_id: response.body.id,
+        chunk_index: response.body.chunks - 1,
+      }),
+    ]);
+  });
+
   it('gives the most relevant chunks after the facts, under their titles, as data', async () => {
     const post = (title: string, content: string) =>
       t
