@@ -199,6 +199,17 @@ describe('Knowledge documents (contract §27)', () => {
         400,
         'validation_failed',
       );
+      // Multipart is taken by this route only: elsewhere, PATCH included, 415 as before.
+      for (const request of [
+        http().post('/v1/personalities/from-catalog'),
+        http().patch('/v1/knowledge/00000000-0000-4000-8000-000000000000'),
+      ]) {
+        expectError(
+          await request.set('Authorization', tenant.auth).field('title', 'T'),
+          415,
+          'unsupported_media_type',
+        );
+      }
       for (const body of [
         { content: 'x' },
         { title: '', content: 'x' },
