@@ -60,9 +60,10 @@ export function dataBlock(name: DataBlockName, items: readonly DataItem[]): stri
 /**
  * The system message of a reply (docs/memory.md shows one). Its stable part comes first and
  * changes only when the personality, the vocabulary or the facts change, so that providers'
- * prompt caching applies to it; what changes with every message (the memories recalled for it)
- * comes last. What users and businesses wrote about the user reaches the model only inside data
- * blocks (dataBlock), under DATA_BLOCKS_PREAMBLE: no such text begins a line of it.
+ * prompt caching applies to it; what changes with every message (the knowledge chunks, after the
+ * facts as contract §27 places them, then the memories recalled for it) comes last. What users
+ * and businesses wrote reaches the model only inside data blocks (dataBlock), under
+ * DATA_BLOCKS_PREAMBLE: no such text begins a line of it.
  */
 export function systemMessage(
   personality: PersonalityForReply,
