@@ -265,14 +265,6 @@ export class KnowledgeRepository {
     return count > 0;
   }
 
-  /** Whether the personality is the organization's. */
-  async personalityExists(organizationId: string, personalityId: string): Promise<boolean> {
-    const row = await this.database.row(
-      sql`SELECT FROM personalities WHERE organization_id = ${organizationId} AND id = ${personalityId}`,
-    );
-    return row !== undefined;
-  }
-
   search(
     organizationId: string,
     personalityId: string | null,

@@ -85,7 +85,8 @@ export class KnowledgeService {
     const text = documentText(dto.content);
     const language = dto.language ?? DEFAULT_LANGUAGE;
     const searchConfig = searchConfigOf(language);
-    const id = await this.database.transaction(async (manager) => {
+    // Read back in the transaction: a DELETE right after the commit cannot take the answer away.
+    const row = await this.database.transaction(async (manager) => {
       await this.admit(manager, organizationId, null, text.bytes);
       const id = await this.repository.insert(manager, {
         organizationId,
@@ -97,9 +98,9 @@ export class KnowledgeService {
       });
       await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
       await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
-      return id;
+      return this.repository.find(organizationId, id, manager);
     });
-    return toDto((await this.repository.find(organizationId, id))!);
+    return toDto(row!);
   }
 
   async list(
@@ -124,14 +125,14 @@ export class KnowledgeService {
     dto: UpdateKnowledgeDto,
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
-    const found = await this.database.transaction(async (manager) => {
+    const row = await this.database.transaction(async (manager) => {
       if (text) await this.admit(manager, organizationId, id, text.bytes);
       const updated = await this.repository.update(manager, organizationId, id, {
         title: dto.title,
         text,
         at: this.clock.now(),
       });
-      if (!updated) return false;
+      if (!updated) return undefined;
       if (dto.personality_ids !== undefined) {
         await this.attach(manager, organizationId, id, dto.personality_ids);
       }
@@ -144,10 +145,10 @@ export class KnowledgeService {
           text.chunks,
         );
       }
-      return true;
+      return this.repository.find(organizationId, id, manager);
     });
-    if (!found) throw AppError.notFound('Document');
-    return toDto((await this.repository.find(organizationId, id))!);
+    if (!row) throw AppError.notFound('Document');
+    return toDto(row);
   }
 
   async remove(organizationId: string, id: string): Promise<void> {
