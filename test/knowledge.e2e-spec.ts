@@ -1,9 +1,13 @@
+import { Client } from 'pg';
+import type { Counter } from 'prom-client';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { parseEvents } from './support/sse';
 import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 
@@ -490,6 +494,43 @@ describe('Knowledge documents (contract §27)', () => {
       expect((done?.data as { citations: unknown }).citations).toEqual(answer.body.citations);
       const nothing = await respond({ personality_id: mine, message: 'Hello there' }, owner.auth);
       expect(nothing.body.citations).toEqual([]);
+    });
+
+    it('past MEMORY_RECALL_TIMEOUT_MS the reply goes on without knowledge, logged and counted', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const mine = await clonePersonality(t, owner.auth);
+      await create({ title: 'Hours', content: HOURS }, owner.auth);
+      const timeouts = () =>
+        (
+          t.app
+            .get(MetricsService)
+            .registry.getSingleMetric('knowledge_recall_timeouts_total') as Counter
+        )
+          .get()
+          .then((metric) => metric.values[0]?.value ?? 0);
+      const before = await timeouts();
+      // Retrieval reads knowledge_chunks: held by another session, it waits out its budget.
+      const holder = new Client({ connectionString: process.env.DATABASE_URL });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE knowledge_chunks IN ACCESS EXCLUSIVE MODE');
+        const reply = respond(
+          { personality_id: mine, message: 'When does the shop open?' },
+          owner.auth,
+        ).then((r) => r);
+        await eventually(async () => ((await timeouts()) > before ? true : undefined));
+        await holder.query('ROLLBACK');
+        const answered = await reply;
+        expect(answered.status).toBe(200);
+        expect(answered.body.citations).toEqual([]);
+      } finally {
+        await holder.end();
+      }
+      const warning = t.logs
+        .entries()
+        .find((entry) => String(entry.msg).includes('knowledge retrieval ran past'));
+      expect(warning).toMatchObject({ level: 'warn', timeoutMs: 150 });
     });
   });
 });
