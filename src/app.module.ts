@@ -15,6 +15,7 @@ import { EndUsersModule } from './end-users/end-users.module';
 import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from './idempotency/idempotency.module';
+import { KnowledgeModule } from './knowledge/knowledge.module';
 import { OrganizationsModule } from './organizations/organizations.module';
 import { PersonalitiesModule } from './personalities/personalities.module';
 import { RateLimitGuard } from './rate-limit/rate-limit.guard';
@@ -38,6 +39,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     VocabulariesModule,
     EndUsersModule,
     PersonalitiesModule,
+    KnowledgeModule,
     UsageModule,
     SafetyModule,
     SpendModule,

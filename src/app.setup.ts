@@ -7,6 +7,11 @@ import { setupOpenApi } from './common/openapi/setup-openapi';
 import { type AppConfig, appConfig } from './config/app.config';
 import { type MemoryConfig, memoryConfig } from './config/memory.config';
 import { IMPORT_ROUTE } from './exports/import.controller';
+import {
+  KNOWLEDGE_JSON_MAX_BYTES,
+  KNOWLEDGE_JSON_ROUTES,
+  KNOWLEDGE_UPLOAD_ROUTE,
+} from './knowledge/knowledge.controller';
 import { MetricsService } from './metrics/metrics.service';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
@@ -21,6 +26,8 @@ export function setupApp(app: NestExpressApplication): void {
     app.get(MetricsService).responseObserver(),
     {
       documentRoutes: new Map([[IMPORT_ROUTE, importMaxBytes]]),
+      largeJsonRoutes: [{ route: KNOWLEDGE_JSON_ROUTES, limitBytes: KNOWLEDGE_JSON_MAX_BYTES }],
+      formRoutes: new Set([KNOWLEDGE_UPLOAD_ROUTE]),
     },
   );
   setupOpenApi(app);

@@ -36,6 +36,8 @@ describe('POST /v1/respond and usage', () => {
       model: null,
       vocabulary_version: '2.0.0',
       safety: { flagged: false, categories: [], action: 'none' },
+      // The organization has no knowledge documents: nothing to cite.
+      citations: [],
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
     });
     expect(first.body.reply.text).toContain('joy');

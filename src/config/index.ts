@@ -6,6 +6,7 @@ import { embeddingsConfig } from './embeddings.config';
 import { endUsersConfig } from './end-users.config';
 import { engineConfig, modelsConfig } from './engine.config';
 import { httpConfig } from './http.config';
+import { knowledgeConfig } from './knowledge.config';
 import { mailConfig } from './mail.config';
 import { memoryConfig } from './memory.config';
 import { rateLimitConfig } from './rate-limit.config';
@@ -30,6 +31,7 @@ export const configLoaders = [
   modelsConfig,
   memoryConfig,
   embeddingsConfig,
+  knowledgeConfig,
   safetyConfig,
   teamsConfig,
   telemetryConfig,

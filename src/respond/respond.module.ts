@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { Clock } from '../common/time/clock';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
+import { KnowledgeModule } from '../knowledge/knowledge.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { SafetyModule } from '../safety/safety.module';
@@ -20,6 +21,7 @@ import { SpendModule } from '../spend/spend.module';
   imports: [
     IdempotencyModule,
     EndUsersModule,
+    KnowledgeModule,
     PersonalitiesModule,
     VocabulariesModule,
     SpendModule,

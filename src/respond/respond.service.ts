@@ -7,6 +7,7 @@ import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
 import { FactsService } from '../end-users/facts.service';
+import { KnowledgeService, type RecalledChunk } from '../knowledge/knowledge.service';
 import { learnedFactsStep } from '../end-users/facts.step';
 import type { WithEntry } from '../database/sql';
 import { memoriesInsertStep } from '../end-users/memories.step';
@@ -53,6 +54,7 @@ function promptTextsOf(
   personality: PersonalityForReply,
   found: { history: EngineMemory[]; facts: string[]; recalled: RecalledEngineMemory[] },
   message: string,
+  knowledge: RecalledChunk[],
 ): string[] {
   return [
     personality.description,
@@ -61,6 +63,7 @@ function promptTextsOf(
     ...found.history.map((memory) => memory.content),
     ...found.facts,
     ...found.recalled.map((memory) => memory.content),
+    ...knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
   ];
 }
 
@@ -107,6 +110,8 @@ export interface Conversation {
   memories: EngineMemory[];
   facts: string[];
   recalled: RecalledEngineMemory[];
+  /** Chunks of the personality's documents for the message: the engine's, and the citations. */
+  knowledge: RecalledChunk[];
   vocabulary: EmotionVocabulary;
   message: string;
   /** The reply's admission against the token budgets: released once it is stored or failed. */
@@ -130,6 +135,7 @@ export class RespondService {
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
     private readonly facts: FactsService,
+    private readonly knowledge: KnowledgeService,
     private readonly database: Database,
     @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
@@ -158,12 +164,14 @@ export class RespondService {
     // Both reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
-    const [personality, found] = await Promise.all([
+    const [personality, found, knowledge] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
       this.endUsers.findConversation(organizationId, dto.user_id, dto.personality_id, dto.message, {
         history: this.config.historyMessages,
         recall: this.memory.recallLimit,
       }),
+      // Only the organization's documents attached to the personality: an unknown one finds none.
+      this.knowledge.recall(organizationId, dto.personality_id, dto.message),
     ]);
     const endUser =
       found.endUser?.status === 'active'
@@ -173,7 +181,7 @@ export class RespondService {
     const spend = await this.spend.admit({
       organizationId,
       endUserId: endUser.id,
-      promptTexts: promptTextsOf(personality, found, dto.message),
+      promptTexts: promptTextsOf(personality, found, dto.message, knowledge),
     });
     return {
       caller,
@@ -183,6 +191,7 @@ export class RespondService {
       memories: found.history,
       facts: found.facts,
       recalled: found.recalled,
+      knowledge,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
       spend,
@@ -232,6 +241,14 @@ export class RespondService {
       model: written.reply.model,
       vocabulary_version: conversation.vocabulary.version,
       safety,
+      // What the engine was given: nothing when the message was refused before it was asked.
+      citations: screened.blocked
+        ? []
+        : conversation.knowledge.map(({ document_id, title, chunk_index }) => ({
+            document_id,
+            title,
+            chunk_index,
+          })),
       created_at: at.toISOString(),
     };
   }
@@ -269,6 +286,7 @@ export class RespondService {
         memories: conversation.memories,
         facts: conversation.facts,
         recalled: conversation.recalled,
+        knowledge: conversation.knowledge,
         vocabulary: conversation.vocabulary,
         crisis: screened.crisis,
         signal,

@@ -78,6 +78,8 @@ const CURSORS: { [P in PathsWithoutId]: keyof ListItem<P> } & {
   [P in ListPath]?: keyof ListItem<P>;
 } = {
   '/v1/end-users': 'user_id',
+  // A search answers one page (has_more is always false): its cursor is never sent.
+  '/v1/knowledge/search': 'document_id',
   '/v1/organizations/{id}/members': 'user_id',
   '/v1/personalities/catalog': 'slug',
   '/v1/usage/breakdown': 'key',

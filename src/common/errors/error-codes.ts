@@ -28,6 +28,7 @@ export const ERROR_STATUS = {
   end_user_under_deletion: 409,
   end_user_exists: 409,
   facts_limit_reached: 409,
+  knowledge_limit_reached: 409,
   sso_identity_taken: 409,
   subscription_exists: 409,
   subscription_not_active: 409,

@@ -24,14 +24,17 @@ function hasBody(request: Request): boolean {
 }
 
 /** Maps body-parser's failures to the contract's codes instead of Express's HTML pages. */
-function toAppError(error: { type?: string; status?: number }): AppError {
+function toAppError(error: { type?: string; limit?: number }): AppError {
   switch (error.type) {
     case TOO_DEEP:
       return AppError.validation([
         { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
       ]);
     case 'entity.too.large':
-      return new AppError('payload_too_large', `The body exceeds ${BODY_LIMIT_BYTES} bytes`);
+      return new AppError(
+        'payload_too_large',
+        `The body exceeds ${error.limit ?? BODY_LIMIT_BYTES} bytes`,
+      );
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new AppError('unsupported_media_type', 'The body must be UTF-8 encoded JSON');
@@ -59,6 +62,20 @@ export interface JsonBodyOptions {
    * by the handler's ReadsDocumentBody (document-body.ts); here only what needs no reading.
    */
   documentRoutes?: ReadonlyMap<string, number>;
+  /**
+   * Routes whose JSON body may be larger than BODY_LIMIT_BYTES, by a pattern of `METHOD /path`,
+   * with the bytes it may take (a knowledge document: 1 MiB of text, escaped in JSON).
+   */
+  largeJsonRoutes?: ReadonlyArray<{ route: RegExp; limitBytes: number }>;
+  /**
+   * Routes that also take `multipart/form-data`, by `METHOD /path`: such a body is left unread
+   * here, for the handler's FileInterceptor (multer, with limits of its own).
+   */
+  formRoutes?: ReadonlySet<string>;
+}
+
+function isMultipart(contentType: string): boolean {
+  return contentType.split(';')[0].trim().toLowerCase() === 'multipart/form-data';
 }
 
 /** `POST /v1/end-users/import`, however Express's lenient routing would spell it. */
@@ -75,31 +92,28 @@ function routeKey(request: Request): string {
  * larger body under the same checks, read later (document-body.ts).
  */
 export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandler {
-  const parse = json({
-    limit: BODY_LIMIT_BYTES,
-    // Any JSON value parses, so a string or array body is told apart from text that is not JSON.
-    strict: false,
-    type: () => true,
-    verify: (request: RequestWithRawBody, _response, buffer) => {
-      if (jsonNestsDeeperThan(buffer, MAX_JSON_DEPTH)) {
-        throw Object.assign(new Error('too deep'), { type: TOO_DEEP });
-      }
-      request.rawBody = buffer;
-    },
-  });
+  const parse = jsonParser(BODY_LIMIT_BYTES);
+  const largeParsers = (options.largeJsonRoutes ?? []).map(({ route, limitBytes }) => ({
+    route,
+    parse: jsonParser(limitBytes),
+  }));
 
   return (request: RequestWithRawBody, response: Response, next: NextFunction) => {
     if (!METHODS_WITH_BODY.has(request.method) || !hasBody(request)) return next();
-    if (!isUtf8Json(request.headers['content-type'] ?? '')) {
+    const contentType = request.headers['content-type'] ?? '';
+    if (isMultipart(contentType) && options.formRoutes?.has(routeKey(request))) return next();
+    if (!isUtf8Json(contentType)) {
       return next(
         new AppError('unsupported_media_type', 'Send the body as application/json (UTF-8)'),
       );
     }
-    const documentLimit = options.documentRoutes?.get(routeKey(request));
+    const key = routeKey(request);
+    const documentLimit = options.documentRoutes?.get(key);
     if (documentLimit !== undefined) {
       return next(admitDocument(request as DocumentRequest, response, documentLimit));
     }
-    parse(request, response, (error?: unknown) => {
+    const parser = largeParsers.find(({ route }) => route.test(key))?.parse ?? parse;
+    parser(request, response, (error?: unknown) => {
       // Everything here runs in body-parser's callback, where a throw would end the process.
       try {
         if (error) return next(toAppError(error));
@@ -115,4 +129,20 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
       }
     });
   };
+}
+
+/** body-parser's JSON parser with this limit, checking depth before parsing. */
+function jsonParser(limit: number): RequestHandler {
+  return json({
+    limit,
+    // Any JSON value parses, so a string or array body is told apart from text that is not JSON.
+    strict: false,
+    type: () => true,
+    verify: (request: RequestWithRawBody, _response, buffer) => {
+      if (jsonNestsDeeperThan(buffer, MAX_JSON_DEPTH)) {
+        throw Object.assign(new Error('too deep'), { type: TOO_DEEP });
+      }
+      request.rawBody = buffer;
+    },
+  });
 }

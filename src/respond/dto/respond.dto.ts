@@ -52,6 +52,18 @@ export class ReplyDto {
   emotion: EmotionReadingDto;
 }
 
+/** A chunk of a knowledge document the engine was given for the reply (docs/knowledge.md). */
+export class CitationDto {
+  @ApiProperty({ format: 'uuid' })
+  document_id: string;
+
+  @ApiProperty()
+  title: string;
+
+  @ApiProperty({ description: 'The position of the chunk in its document, from 0' })
+  chunk_index: number;
+}
+
 export class RespondResponseDto {
   @ApiProperty({ format: 'uuid' })
   personality_id: string;
@@ -79,6 +91,13 @@ export class RespondResponseDto {
     description: "The safety checks' verdict on the exchange (docs/safety.md)",
   })
   safety: SafetyVerdictDto;
+
+  @ApiProperty({
+    type: [CitationDto],
+    description:
+      "The chunks of the personality's knowledge documents the engine was given, most relevant first ([] when none)",
+  })
+  citations: CitationDto[];
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;

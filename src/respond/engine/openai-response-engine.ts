@@ -218,6 +218,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
           request.facts,
           request.recalled,
           request.crisis,
+          request.knowledge,
         ),
       },
       ...request.memories.map((memory): ChatCompletionMessageParam =>

@@ -17,6 +17,12 @@ export interface RecalledEngineMemory {
   created_at: string;
 }
 
+/** A chunk of a knowledge document, under its document's title. */
+export interface KnowledgeChunkForReply {
+  title: string;
+  text: string;
+}
+
 export interface ReplyRequest {
   personality: PersonalityForReply;
   message: string;
@@ -26,6 +32,8 @@ export interface ReplyRequest {
   facts: string[];
   /** Older memories of this user with this personality most relevant to the message. */
   recalled: RecalledEngineMemory[];
+  /** Chunks of the personality's knowledge documents most relevant to the message. */
+  knowledge?: KnowledgeChunkForReply[];
   /** The message expresses suicidal ideation or self-harm: the reply must answer with care. */
   crisis: boolean;
   vocabulary: EmotionVocabulary;

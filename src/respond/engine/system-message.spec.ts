@@ -154,4 +154,32 @@ describe('systemMessage: user text is data (contract §29)', () => {
       system.indexOf('The user may be in crisis'),
     );
   });
+  describe('knowledge chunks', () => {
+    it.each(PAYLOADS)('keeps a title and a chunk holding %s inside the block', (_name, payload) => {
+      const system = systemMessage(personality, EMOTIONS, ['Lives in Utrecht.'], [], false, [
+        { title: payload, text: payload },
+      ]);
+      const [line, ...rest] = linesWithin(system, 'knowledge');
+      expect(rest).toEqual([]);
+      // The title is a JSON string too, in the service's `from …:` prefix.
+      const label = /^- from ("(?:[^"\\]|\\.)*"): /.exec(line);
+      expect(label).not.toBeNull();
+      expect(JSON.parse(label![1])).toBe(payload);
+      expect(itemOf(line, /^- from "(?:[^"\\]|\\.)*": /)).toBe(payload);
+    });
+
+    it('comes after the facts and before the recalled memories', () => {
+      const system = systemMessage(
+        personality,
+        EMOTIONS,
+        ['Lives in Utrecht.'],
+        [recalled('hi')],
+        false,
+        [{ title: 'Hours', text: 'We open at nine.' }],
+      );
+      expect(system.indexOf('</user_facts>')).toBeLessThan(system.indexOf('<knowledge>'));
+      expect(system.indexOf('</knowledge>')).toBeLessThan(system.indexOf('<recalled_memories>'));
+      expect(system).toContain('- from "Hours": "We open at nine."');
+    });
+  });
 });

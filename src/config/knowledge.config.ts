@@ -1,0 +1,33 @@
+import { registerAs } from '@nestjs/config';
+import { Transform } from 'class-transformer';
+import { IsInt, IsOptional, Max, Min } from 'class-validator';
+import { toNumber, validateEnv } from './validate-env';
+
+class KnowledgeEnv {
+  /** What an organization's documents may hold together, in bytes of UTF-8 text. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1_024)
+  @Max(Number.MAX_SAFE_INTEGER)
+  KNOWLEDGE_MAX_BYTES?: number;
+
+  /** Chunks of the personality's documents in each engine call; 0 turns retrieval off. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(0)
+  @Max(20)
+  KNOWLEDGE_RECALL_LIMIT?: number;
+}
+
+/** The business's documents and what replies take of them (docs/knowledge.md). */
+export const knowledgeConfig = registerAs('knowledge', () => {
+  const env = validateEnv(KnowledgeEnv);
+  return {
+    maxBytes: env.KNOWLEDGE_MAX_BYTES ?? 104_857_600,
+    recallLimit: env.KNOWLEDGE_RECALL_LIMIT ?? 4,
+  };
+});
+
+export type KnowledgeConfig = ReturnType<typeof knowledgeConfig>;

@@ -1,0 +1,32 @@
+import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+
+/**
+ * A piece of a document (chunker.ts), searched by its words in the document's language.
+ * knowledge_chunks_search_idx (GIN over btree_gin on organization_id and search) is the
+ * migration's: TypeORM cannot declare it.
+ */
+@Entity('knowledge_chunks')
+@Index('knowledge_chunks_search_idx', { synchronize: false })
+export class KnowledgeChunk {
+  @PrimaryColumn({ name: 'document_id', type: 'uuid' })
+  @ForeignKey('knowledge_documents', {
+    onDelete: 'CASCADE',
+    name: 'knowledge_chunks_document_id_fkey',
+  })
+  documentId: string;
+
+  @PrimaryColumn({ name: 'chunk_index', type: 'integer' })
+  chunkIndex: number;
+
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  @Column({ name: 'search_config', type: 'text' })
+  searchConfig: string;
+
+  @Column({ type: 'text' })
+  text: string;
+
+  @Column({ type: 'tsvector', select: false })
+  search: string;
+}

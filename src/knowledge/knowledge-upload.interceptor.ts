@@ -1,0 +1,99 @@
+import {
+  type CallHandler,
+  type ExecutionContext,
+  Injectable,
+  type NestInterceptor,
+} from '@nestjs/common';
+import type { Request } from 'express';
+import { convert } from 'html-to-text';
+import type { Observable } from 'rxjs';
+import { AppError } from '../common/errors/app-error';
+import { DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
+
+/** The `file` part as multer (memory storage) leaves it on the request. */
+interface UploadedPart {
+  buffer: Buffer;
+  mimetype: string;
+}
+
+/** Types a document may be uploaded as: their text is stored, HTML's reduced to it. */
+export const UPLOAD_TYPES = ['text/plain', 'text/markdown', 'text/html'] as const;
+
+/** Multer's limits for POST /v1/knowledge: one file of at most 1 MiB, a few short fields. */
+export const UPLOAD_LIMITS = {
+  fileSize: DOCUMENT_MAX_BYTES,
+  files: 1,
+  fields: 8,
+  fieldSize: 64 * 1024,
+  parts: 9,
+};
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The text of an uploaded file: UTF-8 (a byte order mark aside), HTML without its markup. */
+function textOf(file: UploadedPart): string {
+  const type = file.mimetype.split(';')[0].trim().toLowerCase();
+  if (!(UPLOAD_TYPES as readonly string[]).includes(type)) {
+    throw new AppError(
+      'unsupported_media_type',
+      `The file must be one of ${UPLOAD_TYPES.join(', ')}`,
+    );
+  }
+  let text: string;
+  try {
+    text = UTF8.decode(file.buffer);
+  } catch {
+    throw AppError.validation([{ field: 'file', problem: 'must be UTF-8 text' }]);
+  }
+  // Scripts, styles and images carry no text a reader sees; block elements keep their breaks.
+  return type === 'text/html'
+    ? convert(text, {
+        wordwrap: false,
+        selectors: [
+          { selector: 'a', options: { ignoreHref: true } },
+          { selector: 'img', format: 'skip' },
+        ],
+      })
+    : text;
+}
+
+/** `personality_ids` of a form: one field of ids separated by commas, or the field repeated. */
+function idsOf(value: unknown): unknown {
+  const values = Array.isArray(value) ? value : [value];
+  if (!values.every((item) => typeof item === 'string')) return value;
+  return values.flatMap((item) =>
+    item
+      .split(',')
+      .map((id) => id.trim())
+      .filter((id) => id.length > 0),
+  );
+}
+
+/**
+ * After FileInterceptor, a multipart upload is given the shape of the JSON one, so that one DTO
+ * and its validation serve both: `content` is the file's text, `personality_ids` a list.
+ */
+@Injectable()
+export class KnowledgeUploadInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const request = context.switchToHttp().getRequest<Request & { file?: UploadedPart }>();
+    if (!request.is('multipart/form-data')) return next.handle();
+    // Multer's fields: strings, or arrays of them for a repeated field.
+    const fields = request.body as Record<string, unknown> | undefined;
+    const body: Record<string, unknown> = { ...fields };
+    if ('content' in body) {
+      throw AppError.validation([
+        { field: 'content', problem: 'comes from the file part in a multipart upload' },
+      ]);
+    }
+    if (!request.file) {
+      throw AppError.validation([
+        { field: 'file', problem: `must be given (${UPLOAD_TYPES.join(', ')})` },
+      ]);
+    }
+    body.content = textOf(request.file);
+    if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
+    request.body = body;
+    return next.handle();
+  }
+}

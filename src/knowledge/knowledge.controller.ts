@@ -1,0 +1,183 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  Patch,
+  Post,
+  Query,
+  UseInterceptors,
+} from '@nestjs/common';
+import { FileInterceptor } from '@nestjs/platform-express';
+import {
+  ApiBody,
+  ApiConsumes,
+  ApiCreatedResponse,
+  ApiExtraModels,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+  getSchemaPath,
+} from '@nestjs/swagger';
+import { Scopes } from '../common/auth/auth.decorators';
+import { Caller, type CallerContext } from '../common/auth/caller';
+import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
+import { IdListQueryDto, type Page } from '../common/pagination/pagination';
+import { uuidOr404 } from '../common/validation/uuid-or-404';
+import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
+import {
+  CreateKnowledgeDto,
+  CreateKnowledgeFormDto,
+  KnowledgeDocumentDto,
+  KnowledgeDocumentWithContentDto,
+  KnowledgeSearchQueryDto,
+  KnowledgeSearchResultDto,
+  UpdateKnowledgeDto,
+} from './dto/knowledge.dto';
+import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
+import { KnowledgeService } from './knowledge.service';
+
+const documentId = uuidOr404('Document');
+
+/** `POST /v1/knowledge`, which also takes multipart/form-data (app.setup.ts). */
+export const KNOWLEDGE_UPLOAD_ROUTE = 'POST /v1/knowledge';
+
+/** The JSON bodies of knowledge routes: 1 MiB of text, which JSON escaping may grow. */
+export const KNOWLEDGE_JSON_ROUTES = /^(POST \/v1\/knowledge|PATCH \/v1\/knowledge\/[^/]+)$/;
+
+/** A JSON body of a document may take this many bytes (its content: at most 1 MiB of UTF-8). */
+export const KNOWLEDGE_JSON_MAX_BYTES = 4 * 1024 * 1024;
+
+const TOO_LARGE = [
+  413,
+  'Content over 1 MiB, or a JSON body over 4 MiB (`payload_too_large`)',
+] as const;
+
+@ApiTags('knowledge')
+@Controller('v1/knowledge')
+export class KnowledgeController {
+  constructor(private readonly knowledge: KnowledgeService) {}
+
+  @Post()
+  @HttpCode(201)
+  @Scopes('read_write')
+  // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
+  @AcceptsIdempotencyKey()
+  @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
+  @ApiOperation({
+    summary:
+      'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
+    description:
+      'JSON, or multipart/form-data with a `file` part (text/plain, text/markdown or text/html, whose text is kept) and the other fields as form fields.',
+  })
+  @ApiConsumes('application/json', 'multipart/form-data')
+  @ApiExtraModels(CreateKnowledgeDto, CreateKnowledgeFormDto)
+  @ApiBody({
+    schema: {
+      oneOf: [
+        { $ref: getSchemaPath(CreateKnowledgeDto) },
+        { $ref: getSchemaPath(CreateKnowledgeFormDto) },
+      ],
+    },
+  })
+  @ApiCreatedResponse({ type: KnowledgeDocumentDto })
+  @ApiErrors(
+    400,
+    [404, 'A personality id that is not one of the organization (`not_found`)'],
+    [
+      409,
+      "The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`)",
+    ],
+    [...TOO_LARGE],
+    [
+      415,
+      'A file of another type, or a body neither JSON nor multipart (`unsupported_media_type`)',
+    ],
+  )
+  create(
+    @Caller() caller: CallerContext,
+    @Body() body: CreateKnowledgeDto,
+  ): Promise<KnowledgeDocumentDto> {
+    return this.knowledge.create(caller.organizationId, body);
+  }
+
+  @Get()
+  @Scopes('read')
+  @ApiOperation({ summary: "The organization's documents, oldest first, without their content" })
+  @ApiPage(KnowledgeDocumentDto)
+  @ApiErrors(400)
+  list(
+    @Caller() caller: CallerContext,
+    @Query() query: IdListQueryDto,
+  ): Promise<Page<KnowledgeDocumentDto>> {
+    return this.knowledge.list(caller.organizationId, query.limit, query.starting_after);
+  }
+
+  @Get('search')
+  @Scopes('read')
+  @ApiOperation({
+    summary:
+      "Chunks of the organization's documents holding words of `q`, most relevant first (full-text search in each document's language)",
+  })
+  @ApiOkResponse({ type: KnowledgeSearchResultDto })
+  @ApiErrors(400)
+  search(
+    @Caller() caller: CallerContext,
+    @Query() query: KnowledgeSearchQueryDto,
+  ): Promise<KnowledgeSearchResultDto> {
+    return this.knowledge.search(caller.organizationId, {
+      q: query.q,
+      personalityId: query.personality_id,
+      limit: query.limit,
+    });
+  }
+
+  @Get(':id')
+  @Scopes('read')
+  @ApiOperation({ summary: 'One document, with its content' })
+  @ApiOkResponse({ type: KnowledgeDocumentWithContentDto })
+  @ApiErrors(404)
+  get(
+    @Caller() caller: CallerContext,
+    @Param('id', documentId) id: string,
+  ): Promise<KnowledgeDocumentWithContentDto> {
+    return this.knowledge.get(caller.organizationId, id);
+  }
+
+  @Patch(':id')
+  @Scopes('read_write')
+  @ApiOperation({
+    summary:
+      'Changes the title, the content (chunked again, searchable once this answers) or the personalities',
+  })
+  @ApiOkResponse({ type: KnowledgeDocumentDto })
+  @ApiErrors(
+    400,
+    [404, 'No such document, or a personality id that is not one of the organization'],
+    [409, 'The new content would pass KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`)'],
+    [...TOO_LARGE],
+  )
+  update(
+    @Caller() caller: CallerContext,
+    @Param('id', documentId) id: string,
+    @Body() body: UpdateKnowledgeDto,
+  ): Promise<KnowledgeDocumentDto> {
+    return this.knowledge.update(caller.organizationId, id, body);
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  @Scopes('read_write')
+  @ApiOperation({ summary: 'Deletes a document and its chunks; no reply draws on it again' })
+  @ApiNoContentResponse()
+  @ApiErrors(404)
+  async remove(
+    @Caller() caller: CallerContext,
+    @Param('id', documentId) id: string,
+  ): Promise<void> {
+    await this.knowledge.remove(caller.organizationId, id);
+  }
+}

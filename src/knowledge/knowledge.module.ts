@@ -1,0 +1,17 @@
+import { Module } from '@nestjs/common';
+import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { KnowledgeController } from './knowledge.controller';
+import { KnowledgeRepository } from './knowledge.repository';
+import { KnowledgeService } from './knowledge.service';
+
+/**
+ * The business's documents (docs/knowledge.md). Import it and inject KnowledgeService to give a
+ * reply the chunks relevant to its message (`recall`).
+ */
+@Module({
+  imports: [IdempotencyModule],
+  controllers: [KnowledgeController],
+  providers: [KnowledgeRepository, KnowledgeService],
+  exports: [KnowledgeService],
+})
+export class KnowledgeModule {}

@@ -1,0 +1,297 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
+import type { Row } from '../database/row';
+import { type Sql, sql } from '../database/sql';
+import { RETRIEVAL_WORDS } from '../end-users/memory-search';
+import type { KnowledgeDocument } from './entities/knowledge-document.entity';
+
+/**
+ * Chunks a search ranks at most, the first the index gives of those matching any word: the cost
+ * of a search stays bounded however many chunks of an organization share a word
+ * (docs/knowledge.md#search).
+ */
+export const SEARCH_CANDIDATES = 1_000;
+
+export type KnowledgeDocumentRow = Row<
+  KnowledgeDocument,
+  'id' | 'title' | 'language' | 'bytes' | 'chunks' | 'createdAt' | 'updatedAt'
+> & { personality_ids: string[] | null };
+
+export type KnowledgeDocumentWithContentRow = KnowledgeDocumentRow &
+  Row<KnowledgeDocument, 'content'>;
+
+export interface KnowledgeHit {
+  document_id: string;
+  title: string;
+  chunk_index: number;
+  text: string;
+  score: number;
+}
+
+/** What a document is written with: its text as stored, and its chunks. */
+export interface DocumentText {
+  content: string;
+  bytes: number;
+  chunks: string[];
+}
+
+const COLUMNS = sql`d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at,
+  CASE WHEN d.all_personalities THEN NULL
+       ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
+                   WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END
+    AS personality_ids`;
+
+/** The documents a personality draws on: those attached to all, or to it (null: any). */
+function attachedTo(personalityId: string | null): Sql {
+  return sql`(${personalityId}::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = ${personalityId}::uuid))`;
+}
+
+/**
+ * The `limit` chunks of the organization's documents (attached to the personality, when given)
+ * most relevant to `text`, best first. The text gives at most RETRIEVAL_WORDS lexemes, its first
+ * distinct ones, in each language the organization's documents are in; a chunk holding any of
+ * them qualifies, found through knowledge_chunks_search_idx within the organization, and of
+ * those at most SEARCH_CANDIDATES are ranked (ts_rank: more of the words, and rarer in the
+ * chunk's length, rank higher). Ties: the older document, the earlier chunk. Only the chunks
+ * answered are read whole (their text).
+ */
+function rankedChunks(
+  organizationId: string,
+  personalityId: string | null,
+  text: string,
+  limit: number,
+): Sql {
+  // Lexemes are written as quoted tsquery operands ('' and \ escaped), joined by OR.
+  return sql`
+    WITH queries AS MATERIALIZED (
+           SELECT c.search_config,
+                  (SELECT string_agg('''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')
+                     FROM (SELECT v.lexeme
+                             FROM unnest(to_tsvector(c.search_config::regconfig, ${text})) AS v
+                            ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w)::tsquery AS query
+             FROM (SELECT DISTINCT d.search_config FROM knowledge_documents d
+                    WHERE d.organization_id = ${organizationId}) c),
+         candidates AS MATERIALIZED (
+           SELECT k.document_id, k.chunk_index, d.created_at,
+                  ts_rank(k.search, q.query)::float8 AS score
+             FROM queries q
+             JOIN knowledge_chunks k
+               ON k.organization_id = ${organizationId} AND k.search @@ q.query
+              AND k.search_config = q.search_config
+             JOIN knowledge_documents d
+               ON d.id = k.document_id AND d.organization_id = ${organizationId}
+            WHERE q.query IS NOT NULL AND ${attachedTo(personalityId)}
+            LIMIT ${SEARCH_CANDIDATES})
+    SELECT c.document_id, d.title, c.chunk_index, k.text, c.score
+      FROM (SELECT * FROM candidates
+             ORDER BY score DESC, created_at, document_id, chunk_index LIMIT ${limit}) c
+      JOIN knowledge_chunks k ON k.document_id = c.document_id AND k.chunk_index = c.chunk_index
+      JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
+     ORDER BY c.score DESC, c.created_at, c.document_id, c.chunk_index`;
+}
+
+@Injectable()
+export class KnowledgeRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Serializes the organization's writes of documents until the transaction ends, so that the
+   * sum of their bytes is read and changed by one of them at a time (KNOWLEDGE_MAX_BYTES).
+   */
+  async lockOrganization(manager: EntityManager, organizationId: string): Promise<void> {
+    await this.database.rows(
+      sql`SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || ${organizationId}, 0))`,
+      { manager },
+    );
+  }
+
+  /** The bytes of the organization's documents, but the one being replaced. */
+  async bytesHeld(
+    manager: EntityManager,
+    organizationId: string,
+    except: string | null,
+  ): Promise<number> {
+    const row = await this.database.row<{ bytes: string }>(
+      sql`SELECT coalesce(sum(bytes), 0) AS bytes FROM knowledge_documents
+           WHERE organization_id = ${organizationId}
+             AND (${except}::uuid IS NULL OR id <> ${except}::uuid)`,
+      { manager },
+    );
+    return Number(row?.bytes ?? 0);
+  }
+
+  /** How many of `ids` are personalities of the organization. */
+  async countPersonalities(
+    manager: EntityManager,
+    organizationId: string,
+    ids: string[],
+  ): Promise<number> {
+    const row = await this.database.row<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM personalities
+           WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])`,
+      { manager },
+    );
+    return row?.n ?? 0;
+  }
+
+  async insert(
+    manager: EntityManager,
+    document: {
+      organizationId: string;
+      title: string;
+      language: string;
+      searchConfig: string;
+      text: DocumentText;
+      at: Date;
+    },
+  ): Promise<string> {
+    const row = await this.database.row<{ id: string }>(
+      sql`INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
+                                           bytes, chunks, all_personalities, created_at, updated_at)
+          VALUES (${document.organizationId}, ${document.title}, ${document.language},
+                  ${document.searchConfig}, ${document.text.content}, ${document.text.bytes},
+                  ${document.text.chunks.length}, true, ${document.at}, ${document.at})
+          RETURNING id`,
+      { manager },
+    );
+    return row!.id;
+  }
+
+  /** Changes what is given; undefined when the document is not the organization's. */
+  async update(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    changes: { title?: string; text?: DocumentText; at: Date },
+  ): Promise<{ search_config: string } | undefined> {
+    const { title, text, at } = changes;
+    return this.database.row<{ search_config: string }>(
+      sql`UPDATE knowledge_documents
+             SET title = coalesce(${title ?? null}::text, title),
+                 content = coalesce(${text?.content ?? null}::text, content),
+                 bytes = coalesce(${text?.bytes ?? null}::int, bytes),
+                 chunks = coalesce(${text?.chunks.length ?? null}::int, chunks),
+                 updated_at = ${at}
+           WHERE organization_id = ${organizationId} AND id = ${id}
+          RETURNING search_config`,
+      { manager },
+    );
+  }
+
+  /** Attaches the document to these personalities (the organization's), or to all (null). */
+  async attach(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    personalityIds: string[] | null,
+  ): Promise<void> {
+    // Two statements: an INSERT does not see a DELETE of the same statement (one snapshot).
+    await this.database.rows(
+      sql`WITH marked AS (UPDATE knowledge_documents SET all_personalities = ${personalityIds === null}
+                           WHERE id = ${id} AND organization_id = ${organizationId})
+          DELETE FROM knowledge_attachments WHERE document_id = ${id}`,
+      { manager },
+    );
+    await this.database.rows(
+      sql`INSERT INTO knowledge_attachments (document_id, personality_id, organization_id)
+          SELECT ${id}, p.id, p.organization_id FROM personalities p
+           WHERE p.organization_id = ${organizationId} AND p.id = ANY(${personalityIds ?? []}::uuid[])`,
+      { manager },
+    );
+  }
+
+  /** The document's chunks, replaced, with their lexemes in its language: searchable on commit. */
+  async writeChunks(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    searchConfig: string,
+    chunks: string[],
+  ): Promise<void> {
+    await this.database.rows(sql`DELETE FROM knowledge_chunks WHERE document_id = ${id}`, {
+      manager,
+    });
+    await this.database.rows(
+      sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
+                                        text, search)
+          SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
+                 to_tsvector(${searchConfig}::regconfig, c.text)
+            FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)`,
+      { manager },
+    );
+  }
+
+  find(
+    organizationId: string,
+    id: string,
+    manager?: EntityManager,
+  ): Promise<KnowledgeDocumentWithContentRow | undefined> {
+    return this.database.row<KnowledgeDocumentWithContentRow>(
+      sql`SELECT ${COLUMNS}, d.content FROM knowledge_documents d
+           WHERE d.organization_id = ${organizationId} AND d.id = ${id}`,
+      { manager },
+    );
+  }
+
+  /** Oldest first, `limit + 1` rows (the extra one tells whether more follow). */
+  findPage(
+    organizationId: string,
+    limit: number,
+    startingAfter: string | undefined,
+  ): Promise<KnowledgeDocumentRow[]> {
+    const keyset: Keyset = {
+      table: 'knowledge_documents',
+      alias: 'd',
+      cursor: startingAfter,
+      scope: { organization_id: organizationId },
+      order: 'asc',
+    };
+    return this.database.rows<KnowledgeDocumentRow>(
+      sql`SELECT ${COLUMNS} FROM knowledge_documents d
+           WHERE d.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
+           ORDER BY ${keysetOrder(keyset)} LIMIT ${limit + 1}`,
+    );
+  }
+
+  /** Whether there was such a document; its chunks and attachments go with it (cascade). */
+  async remove(organizationId: string, id: string): Promise<boolean> {
+    const count = await this.database.count(
+      sql`DELETE FROM knowledge_documents WHERE organization_id = ${organizationId} AND id = ${id}`,
+    );
+    return count > 0;
+  }
+
+  search(
+    organizationId: string,
+    personalityId: string | null,
+    text: string,
+    limit: number,
+  ): Promise<KnowledgeHit[]> {
+    return this.database.rows<KnowledgeHit>(
+      rankedChunks(organizationId, personalityId, text, limit),
+      { prepared: true },
+    );
+  }
+
+  /**
+   * The chunks a reply is given (rankedChunks for the personality), within `timeoutMs` of
+   * database time: past it this rejects with SQLSTATE 57014 and the reply goes on without.
+   */
+  recall(
+    organizationId: string,
+    personalityId: string,
+    text: string,
+    limit: number,
+    timeoutMs: number,
+  ): Promise<KnowledgeHit[]> {
+    return this.database.rowsWithin<KnowledgeHit>(
+      rankedChunks(organizationId, personalityId, text, limit),
+      timeoutMs,
+      { prepared: true },
+    );
+  }
+}

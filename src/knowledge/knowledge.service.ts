@@ -1,0 +1,244 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { PinoLogger } from 'nestjs-pino';
+import type { EntityManager } from 'typeorm';
+import { AppError } from '../common/errors/app-error';
+import { isStatementTimeout } from '../common/errors/statement-timeout';
+import { type Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
+import { type KnowledgeConfig, knowledgeConfig } from '../config/knowledge.config';
+import { type MemoryConfig, memoryConfig } from '../config/memory.config';
+import { Database } from '../database/database';
+import { MetricsService } from '../metrics/metrics.service';
+import { DEFAULT_LANGUAGE, searchConfigOf } from '../personalities/languages';
+import { chunkText } from './chunker';
+import {
+  type CreateKnowledgeDto,
+  DOCUMENT_MAX_BYTES,
+  type KnowledgeDocumentDto,
+  type KnowledgeDocumentWithContentDto,
+  type KnowledgeSearchResultDto,
+  type UpdateKnowledgeDto,
+} from './dto/knowledge.dto';
+import {
+  type DocumentText,
+  type KnowledgeDocumentRow,
+  type KnowledgeDocumentWithContentRow,
+  type KnowledgeHit,
+  KnowledgeRepository,
+} from './knowledge.repository';
+
+/** A chunk a reply was given, and what its citation names. */
+export type RecalledChunk = Omit<KnowledgeHit, 'score'>;
+
+function toDto(row: KnowledgeDocumentRow): KnowledgeDocumentDto {
+  return {
+    id: row.id,
+    title: row.title,
+    language: row.language,
+    personality_ids: row.personality_ids,
+    bytes: row.bytes,
+    chunks: row.chunks,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+function withContent(row: KnowledgeDocumentWithContentRow): KnowledgeDocumentWithContentDto {
+  return { ...toDto(row), content: row.content };
+}
+
+/** The content as stored and chunked; 413 past DOCUMENT_MAX_BYTES. */
+function documentText(content: string): DocumentText {
+  const bytes = Buffer.byteLength(content, 'utf8');
+  if (bytes > DOCUMENT_MAX_BYTES) {
+    throw new AppError(
+      'payload_too_large',
+      `The document's content exceeds ${DOCUMENT_MAX_BYTES} bytes`,
+    );
+  }
+  return { content, bytes, chunks: chunkText(content) };
+}
+
+/** The business's documents (docs/knowledge.md): stored, chunked, searched and recalled. */
+@Injectable()
+export class KnowledgeService {
+  private readonly recallTimeouts: { inc(): void };
+
+  constructor(
+    private readonly repository: KnowledgeRepository,
+    private readonly database: Database,
+    private readonly clock: Clock,
+    @Inject(knowledgeConfig.KEY) private readonly config: KnowledgeConfig,
+    @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
+    private readonly logger: PinoLogger,
+    metrics: MetricsService,
+  ) {
+    this.logger.setContext(KnowledgeService.name);
+    this.recallTimeouts = metrics.counter({
+      name: 'knowledge_recall_timeouts_total',
+      help: 'Replies that went on without knowledge: retrieval ran past MEMORY_RECALL_TIMEOUT_MS',
+    });
+  }
+
+  /** Stored, chunked and attached in one transaction: searchable once it answers. */
+  async create(organizationId: string, dto: CreateKnowledgeDto): Promise<KnowledgeDocumentDto> {
+    const text = documentText(dto.content);
+    const language = dto.language ?? DEFAULT_LANGUAGE;
+    const searchConfig = searchConfigOf(language);
+    // Read back in the transaction: a DELETE right after the commit cannot take the answer away.
+    const row = await this.database.transaction(async (manager) => {
+      await this.admit(manager, organizationId, null, text.bytes);
+      const id = await this.repository.insert(manager, {
+        organizationId,
+        title: dto.title,
+        language,
+        searchConfig,
+        text,
+        at: this.clock.now(),
+      });
+      await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
+      await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
+      return this.repository.find(organizationId, id, manager);
+    });
+    return toDto(row!);
+  }
+
+  async list(
+    organizationId: string,
+    limit: number,
+    startingAfter: string | undefined,
+  ): Promise<Page<KnowledgeDocumentDto>> {
+    const rows = await this.repository.findPage(organizationId, limit, startingAfter);
+    return toPage(rows, limit, toDto);
+  }
+
+  async get(organizationId: string, id: string): Promise<KnowledgeDocumentWithContentDto> {
+    const row = await this.repository.find(organizationId, id);
+    if (!row) throw AppError.notFound('Document');
+    return withContent(row);
+  }
+
+  /** New content is chunked again in the same transaction: searchable once it answers. */
+  async update(
+    organizationId: string,
+    id: string,
+    dto: UpdateKnowledgeDto,
+  ): Promise<KnowledgeDocumentDto> {
+    const text = dto.content === undefined ? undefined : documentText(dto.content);
+    const row = await this.database.transaction(async (manager) => {
+      if (text) await this.admit(manager, organizationId, id, text.bytes);
+      const updated = await this.repository.update(manager, organizationId, id, {
+        title: dto.title,
+        text,
+        at: this.clock.now(),
+      });
+      if (!updated) return undefined;
+      if (dto.personality_ids !== undefined) {
+        await this.attach(manager, organizationId, id, dto.personality_ids);
+      }
+      if (text) {
+        await this.repository.writeChunks(
+          manager,
+          organizationId,
+          id,
+          updated.search_config,
+          text.chunks,
+        );
+      }
+      return this.repository.find(organizationId, id, manager);
+    });
+    if (!row) throw AppError.notFound('Document');
+    return toDto(row);
+  }
+
+  async remove(organizationId: string, id: string): Promise<void> {
+    if (!(await this.repository.remove(organizationId, id))) throw AppError.notFound('Document');
+  }
+
+  /** A personality of another organization finds nothing, as one that does not exist. */
+  async search(
+    organizationId: string,
+    query: { q: string; personalityId?: string; limit: number },
+  ): Promise<KnowledgeSearchResultDto> {
+    const hits = await this.repository.search(
+      organizationId,
+      query.personalityId ?? null,
+      query.q,
+      query.limit,
+    );
+    return { data: hits, has_more: false };
+  }
+
+  /**
+   * The chunks of the personality's documents most relevant to a message, for a reply: at most
+   * KNOWLEDGE_RECALL_LIMIT, within MEMORY_RECALL_TIMEOUT_MS of database time (past it none,
+   * logged and counted, contract §29).
+   */
+  async recall(
+    organizationId: string,
+    personalityId: string,
+    message: string,
+  ): Promise<RecalledChunk[]> {
+    const { recallLimit } = this.config;
+    if (recallLimit === 0) return [];
+    const timeoutMs = this.memory.recallTimeoutMs;
+    try {
+      const hits = await this.repository.recall(
+        organizationId,
+        personalityId,
+        message,
+        recallLimit,
+        timeoutMs,
+      );
+      return hits.map(({ document_id, title, chunk_index, text }) => ({
+        document_id,
+        title,
+        chunk_index,
+        text,
+      }));
+    } catch (error) {
+      if (!isStatementTimeout(error)) throw error;
+      this.recallTimeouts.inc();
+      this.logger.warn(
+        { organizationId, personalityId, timeoutMs },
+        'knowledge retrieval ran past MEMORY_RECALL_TIMEOUT_MS: replying without knowledge',
+      );
+      return [];
+    }
+  }
+
+  /** 409 when the organization's documents would hold more than KNOWLEDGE_MAX_BYTES. */
+  private async admit(
+    manager: EntityManager,
+    organizationId: string,
+    replacing: string | null,
+    bytes: number,
+  ): Promise<void> {
+    await this.repository.lockOrganization(manager, organizationId);
+    const held = await this.repository.bytesHeld(manager, organizationId, replacing);
+    if (held + bytes > this.config.maxBytes) {
+      throw new AppError(
+        'knowledge_limit_reached',
+        `The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (${this.config.maxBytes} bytes)`,
+      );
+    }
+  }
+
+  /** 404 for a personality that is not the organization's, as a reply to it answers. */
+  private async attach(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    personalityIds: string[] | null,
+  ): Promise<void> {
+    if (personalityIds !== null && personalityIds.length > 0) {
+      const found = await this.repository.countPersonalities(
+        manager,
+        organizationId,
+        personalityIds,
+      );
+      if (found !== personalityIds.length) throw AppError.notFound('Personality');
+    }
+    await this.repository.attach(manager, organizationId, id, personalityIds);
+  }
+}
