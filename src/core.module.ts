@@ -1,5 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule } from '@nestjs/config';
+import { CachesModule } from './common/cache/caches';
 import { ClockModule } from './common/time/clock';
 import { BackgroundJobsModule, type ProcessRole } from './common/time/background-jobs';
 import { LoggingModule } from './common/logging/logging.module';
@@ -10,7 +11,7 @@ import { RedisModule } from './redis/redis.module';
 
 /**
  * The global parts every feature module may inject (configuration, logger, clock, background
- * jobs, metrics, database, Redis), one list for the server (AppModule) and the commands of
+ * jobs, metrics, database, Redis, caches), one list for the server (AppModule) and the commands of
  * `node dist/cli.js`, so that a feature module works the same in both.
  */
 @Module({})
@@ -31,6 +32,7 @@ export class CoreModule {
         MetricsModule,
         DatabaseModule,
         RedisModule,
+        CachesModule,
       ],
     };
   }

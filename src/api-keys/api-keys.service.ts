@@ -5,7 +5,8 @@ import type { EntityManager } from 'typeorm';
 import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import { AuditService } from '../audit/audit.service';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { Caches } from '../common/cache/caches';
+import type { TtlCache } from '../common/cache/ttl-cache';
 import {
   type CallerContext,
   type KeyBucket,
@@ -103,11 +104,11 @@ function newKey(
 
 @Injectable()
 export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
-  private readonly byHash = new TtlCache<CachedKey>(API_KEY_CACHE_MS);
+  private readonly byHash: TtlCache<CachedKey>;
   /** Hashes found to be no key: apart, so a flood of forged keys cannot evict the real ones. */
-  private readonly unknownHashes = new TtlCache<true>(UNKNOWN_KEY_CACHE_MS);
+  private readonly unknownHashes: TtlCache<true>;
   /** Keys whose last_used_at was written within the interval (bounded, expiring entries). */
-  private readonly lastUsedWrites = new TtlCache<true>(LAST_USED_WRITE_INTERVAL_MS);
+  private readonly lastUsedWrites: TtlCache<true>;
   private readonly revocations: InvalidationChannel;
 
   constructor(
@@ -117,8 +118,12 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    caches: Caches,
   ) {
     this.logger.setContext(ApiKeysService.name);
+    this.byHash = caches.local(API_KEY_CACHE_MS);
+    this.unknownHashes = caches.local(UNKNOWN_KEY_CACHE_MS);
+    this.lastUsedWrites = caches.local(LAST_USED_WRITE_INTERVAL_MS);
     this.revocations = new InvalidationChannel(redis, 'identity:api-key-revoked', logger);
   }
 

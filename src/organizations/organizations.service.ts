@@ -3,7 +3,8 @@ import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { Caches } from '../common/cache/caches';
+import type { TtlCache } from '../common/cache/ttl-cache';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -56,7 +57,7 @@ const FIRST = '*';
 
 @Injectable()
 export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
-  private readonly memberships = new TtlCache<MembershipGrant | null>(MEMBERSHIP_CACHE_MS);
+  private readonly memberships: TtlCache<MembershipGrant | null>;
   private readonly membershipChanges: InvalidationChannel;
 
   constructor(
@@ -68,8 +69,10 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     private readonly clock: Clock,
     private readonly users: UsersService,
     @Inject(teamsConfig.KEY) private readonly teams: ConfigType<typeof teamsConfig>,
+    caches: Caches,
   ) {
     logger.setContext(OrganizationsService.name);
+    this.memberships = caches.local(MEMBERSHIP_CACHE_MS);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
   }
 

@@ -1,10 +1,4 @@
-import {
-  Inject,
-  Injectable,
-  OnApplicationBootstrap,
-  OnModuleDestroy,
-  OnModuleInit,
-} from '@nestjs/common';
+import { Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { isUUID } from 'class-validator';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
@@ -13,14 +7,14 @@ import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
-import { SharedCache } from '../common/cache/shared-cache';
+import { Caches } from '../common/cache/caches';
+import type { SharedCache } from '../common/cache/shared-cache';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { modelsConfig } from '../config/engine.config';
 import { Database } from '../database/database';
-import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { compareVersions } from '../vocabularies/vocabulary-files';
 import { catalogEntryProblems, readCatalogFile, SHIPPED_CATALOG_PATH } from './catalog-file';
 import {
@@ -78,7 +72,7 @@ const DOCUMENT_FIELD: Record<string, string> = { slug: 'source_slug', version: '
 const REPLY_CACHE_MS = 5_000;
 
 @Injectable()
-export class PersonalitiesService implements OnApplicationBootstrap, OnModuleInit, OnModuleDestroy {
+export class PersonalitiesService implements OnApplicationBootstrap {
   private readonly forReply: SharedCache<PersonalityForReply>;
   /** The models a personality may name (OPENAI_ALLOWED_MODELS, contract §25). */
   private readonly allowedModels: ReadonlySet<string>;
@@ -90,25 +84,12 @@ export class PersonalitiesService implements OnApplicationBootstrap, OnModuleIni
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
     private readonly logger: PinoLogger,
-    @Inject(REDIS_CLIENT) redis: RedisClient,
+    caches: Caches,
     @Inject(modelsConfig.KEY) models: ConfigType<typeof modelsConfig>,
   ) {
     this.allowedModels = new Set(models.allowed);
     this.logger.setContext(PersonalitiesService.name);
-    this.forReply = new SharedCache({
-      redis,
-      channel: 'personalities:changed',
-      logger,
-      ttlMs: REPLY_CACHE_MS,
-    });
-  }
-
-  onModuleInit(): void {
-    this.forReply.listen();
-  }
-
-  onModuleDestroy(): void {
-    this.forReply.close();
+    this.forReply = caches.shared({ channel: 'personalities:changed', ttlMs: REPLY_CACHE_MS });
   }
 
   /**

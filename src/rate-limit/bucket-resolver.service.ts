@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { Caches } from '../common/cache/caches';
+import type { TtlCache } from '../common/cache/ttl-cache';
 import { rateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { LimitsService } from '../spend/limits.service';
@@ -81,7 +82,7 @@ export function bucketKey(name: string, tracker: string): string {
  */
 @Injectable()
 export class BucketResolver {
-  private readonly orgPolicies = new TtlCache<BucketPolicy>(ORG_POLICY_CACHE_MS);
+  private readonly orgPolicies: TtlCache<BucketPolicy>;
   /** @Public() or not, by handler (and its class): metadata does not change after start-up. */
   private readonly publicHandlers = new WeakMap<object, { type: object; isPublic: boolean }>();
 
@@ -91,7 +92,10 @@ export class BucketResolver {
     private readonly callers: CallerResolver,
     private readonly organizations: OrganizationsService,
     private readonly limits: LimitsService,
-  ) {}
+    caches: Caches,
+  ) {
+    this.orgPolicies = caches.local(ORG_POLICY_CACHE_MS);
+  }
 
   /** The client's address; `request.ip` honours X-Forwarded-For only under TRUST_PROXY. */
   static clientIp(request: Request): string {

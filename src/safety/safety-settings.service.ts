@@ -1,10 +1,9 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { PinoLogger } from 'nestjs-pino';
+import { Injectable } from '@nestjs/common';
 import type { CallerContext } from '../common/auth/caller';
-import { SharedCache } from '../common/cache/shared-cache';
+import { Caches } from '../common/cache/caches';
+import type { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
-import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import type { SafetySettingsDto, UpdateSafetySettingsDto } from './dto/safety-settings.dto';
 import { type SafetySettingsRow, SafetySettingsRepository } from './safety-settings.repository';
 
@@ -43,30 +42,16 @@ export interface AppliedSafetySettings {
 }
 
 @Injectable()
-export class SafetySettingsService implements OnModuleInit, OnModuleDestroy {
+export class SafetySettingsService {
   private readonly cache: SharedCache<SafetySettingsRow>;
 
   constructor(
     private readonly settings: SafetySettingsRepository,
     private readonly access: OrganizationAccess,
     private readonly clock: Clock,
-    logger: PinoLogger,
-    @Inject(REDIS_CLIENT) redis: RedisClient,
+    caches: Caches,
   ) {
-    this.cache = new SharedCache({
-      redis,
-      channel: 'safety:changed',
-      logger,
-      ttlMs: SETTINGS_CACHE_MS,
-    });
-  }
-
-  onModuleInit(): void {
-    this.cache.listen();
-  }
-
-  onModuleDestroy(): void {
-    this.cache.close();
+    this.cache = caches.shared({ channel: 'safety:changed', ttlMs: SETTINGS_CACHE_MS });
   }
 
   async get(caller: CallerContext, organizationId: string): Promise<SafetySettingsDto> {

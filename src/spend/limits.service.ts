@@ -1,10 +1,9 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
-import { PinoLogger } from 'nestjs-pino';
+import { Injectable } from '@nestjs/common';
 import type { CallerContext } from '../common/auth/caller';
-import { SharedCache } from '../common/cache/shared-cache';
+import { Caches } from '../common/cache/caches';
+import type { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
-import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import type { LimitsDto, UpdateLimitsDto } from './dto/limits.dto';
 import { type LimitsRow, LimitsRepository } from './limits.repository';
 
@@ -36,31 +35,20 @@ export const NONE: AppliedLimits = {
 
 /** An organization's spend limits (contract §23): read by members, changed by admins. */
 @Injectable()
-export class LimitsService implements OnModuleInit, OnModuleDestroy {
+export class LimitsService {
   private readonly cache: SharedCache<AppliedLimits>;
 
   constructor(
     private readonly limits: LimitsRepository,
     private readonly access: OrganizationAccess,
     private readonly clock: Clock,
-    logger: PinoLogger,
-    @Inject(REDIS_CLIENT) redis: RedisClient,
+    caches: Caches,
   ) {
-    this.cache = new SharedCache({
-      redis,
+    this.cache = caches.shared({
       channel: 'spend:limits-changed',
-      logger,
       ttlMs: LIMITS_CACHE_MS,
       maxEntries: 100_000,
     });
-  }
-
-  onModuleInit(): void {
-    this.cache.listen();
-  }
-
-  onModuleDestroy(): void {
-    this.cache.close();
   }
 
   async get(caller: CallerContext, organizationId: string): Promise<LimitsDto> {

@@ -2,7 +2,8 @@ import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/commo
 import { PinoLogger } from 'nestjs-pino';
 import { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
-import { TtlCache } from '../common/cache/ttl-cache';
+import { Caches } from '../common/cache/caches';
+import type { TtlCache } from '../common/cache/ttl-cache';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { User } from './entities/user.entity';
 import { UsersRepository } from './users.repository';
@@ -15,15 +16,17 @@ export const TOKEN_VERSION_CACHE_MS = 5_000;
 
 @Injectable()
 export class UsersService implements OnModuleInit, OnModuleDestroy {
-  private readonly tokenVersions = new TtlCache<number | null>(TOKEN_VERSION_CACHE_MS);
+  private readonly tokenVersions: TtlCache<number | null>;
   private readonly endedTokens: InvalidationChannel;
 
   constructor(
     private readonly users: UsersRepository,
     @Inject(REDIS_CLIENT) redis: RedisClient,
     logger: PinoLogger,
+    caches: Caches,
   ) {
     logger.setContext(UsersService.name);
+    this.tokenVersions = caches.local(TOKEN_VERSION_CACHE_MS);
     this.endedTokens = new InvalidationChannel(redis, 'identity:user-tokens-ended', logger);
   }
 

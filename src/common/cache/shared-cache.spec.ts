@@ -1,3 +1,4 @@
+import { ManualClock } from '../time/clock';
 import { SharedCache } from './shared-cache';
 
 const logger = { warn: () => undefined };
@@ -8,6 +9,7 @@ describe('SharedCache (without Redis)', () => {
       redis: null,
       channel: 'c',
       logger,
+      clock: new ManualClock(),
       ttlMs: 60_000,
     });
     let reads = 0;
@@ -21,7 +23,13 @@ describe('SharedCache (without Redis)', () => {
   });
 
   it('does not keep a read that an invalidation overtook', async () => {
-    const cache = new SharedCache<string>({ redis: null, channel: 'c', logger, ttlMs: 60_000 });
+    const cache = new SharedCache<string>({
+      redis: null,
+      channel: 'c',
+      logger,
+      clock: new ManualClock(),
+      ttlMs: 60_000,
+    });
     let finish!: (value: string) => void;
     const reading = cache.get('a', () => new Promise<string>((resolve) => (finish = resolve)));
     await cache.invalidate('a');
@@ -31,7 +39,13 @@ describe('SharedCache (without Redis)', () => {
   });
 
   it('keeps nothing when the read fails', async () => {
-    const cache = new SharedCache<string>({ redis: null, channel: 'c', logger, ttlMs: 60_000 });
+    const cache = new SharedCache<string>({
+      redis: null,
+      channel: 'c',
+      logger,
+      clock: new ManualClock(),
+      ttlMs: 60_000,
+    });
     await expect(cache.get('a', () => Promise.reject(new Error('gone')))).rejects.toThrow('gone');
     expect(cache.peek('a')).toBeUndefined();
   });

@@ -1,5 +1,6 @@
 import type Redis from 'ioredis';
 import type { Logger } from 'pino';
+import type { Clock } from '../time/clock';
 import { InvalidationChannel } from './invalidation-channel';
 import { TtlCache } from './ttl-cache';
 
@@ -9,7 +10,8 @@ import { TtlCache } from './ttl-cache';
  * forgets it and publishes its key (InvalidationChannel); the others forget it on the message,
  * and forget everything while their subscription has a gap. Without Redis, another instance
  * serves its copy until the TTL ends. A read that started before an invalidation is not kept:
- * it may have read the value before the change committed.
+ * it may have read the value before the change committed. Made by `Caches.shared`, which
+ * starts and stops its subscription with the application.
  */
 export class SharedCache<V> {
   private readonly entries: TtlCache<V>;
@@ -21,10 +23,11 @@ export class SharedCache<V> {
     redis: Redis | null;
     channel: string;
     logger: Pick<Logger, 'warn'>;
+    clock: Pick<Clock, 'nowMs'>;
     ttlMs: number;
     maxEntries?: number;
   }) {
-    this.entries = new TtlCache<V>(options.ttlMs, options.maxEntries);
+    this.entries = new TtlCache<V>(options.clock, options.ttlMs, options.maxEntries);
     this.changes = new InvalidationChannel(options.redis, options.channel, options.logger);
   }
 

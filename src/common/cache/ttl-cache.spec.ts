@@ -1,18 +1,19 @@
+import { ManualClock } from '../time/clock';
 import { TtlCache } from './ttl-cache';
 
 describe('TtlCache', () => {
   it('forgets entries after their time to live', () => {
-    let now = 1_000;
-    const cache = new TtlCache<string>(500, 10, () => now);
+    const clock = new ManualClock(1_000);
+    const cache = new TtlCache<string>(clock, 500, 10);
     cache.set('a', 'x');
-    now += 499;
+    clock.advance(499);
     expect(cache.get('a')).toBe('x');
-    now += 1;
+    clock.advance(1);
     expect(cache.get('a')).toBeUndefined();
   });
 
   it('drops the oldest entry when full', () => {
-    const cache = new TtlCache<number>(10_000, 2);
+    const cache = new TtlCache<number>(new ManualClock(), 10_000, 2);
     cache.set('a', 1);
     cache.set('b', 2);
     cache.set('c', 3);
@@ -20,7 +21,7 @@ describe('TtlCache', () => {
   });
 
   it('can cache a null (a known miss) and delete by prefix', () => {
-    const cache = new TtlCache<string | null>(10_000);
+    const cache = new TtlCache<string | null>(new ManualClock(), 10_000);
     cache.set('user:1:*', null);
     cache.set('user:1:org', 'x');
     cache.set('user:2:org', 'y');

@@ -1,20 +1,23 @@
+import type { Clock } from '../time/clock';
+
 /**
  * A small in-process cache with a time-to-live and a size bound, for hot-path lookups whose
- * staleness is bounded and documented (API keys, memberships, token versions).
+ * staleness is bounded and documented (API keys, memberships, token versions). Made by
+ * `Caches.local`; its time is the injected Clock's, so a spec moves it instead of sleeping.
  */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
 
   constructor(
+    private readonly clock: Pick<Clock, 'nowMs'>,
     private readonly ttlMs: number,
     private readonly maxEntries = 10_000,
-    private readonly now: () => number = Date.now,
   ) {}
 
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    if (entry.expiresAt <= this.now()) {
+    if (entry.expiresAt <= this.clock.nowMs()) {
       this.entries.delete(key);
       return undefined;
     }
@@ -28,7 +31,7 @@ export class TtlCache<V> {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
-    this.entries.set(key, { value, expiresAt: this.now() + ttlMs });
+    this.entries.set(key, { value, expiresAt: this.clock.nowMs() + ttlMs });
   }
 
   has(key: string): boolean {
