@@ -1,0 +1,68 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ArrayMaxSize, IsArray, ValidateBy } from 'class-validator';
+import { MAX_TOOLS } from '../tool-definitions';
+
+/**
+ * A tool the personality's model may call (contract §26, docs/tools.md). Described here for
+ * OpenAPI only: the items are checked by toolProblems (ajv), which names each problem by its
+ * pointer (`tools/3/parameters`).
+ */
+export class RequestToolDto {
+  @ApiProperty({ pattern: '^[A-Za-z0-9_-]{1,64}$', example: 'lookup_order' })
+  name: string;
+
+  @ApiProperty({ minLength: 1, maxLength: 1024, example: "Looks up one of the user's orders" })
+  description: string;
+
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: 'A JSON Schema (draft 2020-12) of type "object", at most 16 KiB serialised',
+    example: { type: 'object', properties: { order_id: { type: 'string' } } },
+  })
+  parameters: Record<string, unknown>;
+}
+
+export class ToolDefinitionDto extends RequestToolDto {
+  @ApiProperty({
+    enum: ['client', 'webhook'],
+    description:
+      'client: the turn pauses for the caller to run it; webhook: the service POSTs to endpoint_id',
+  })
+  execution: 'client' | 'webhook';
+
+  @ApiPropertyOptional({
+    format: 'uuid',
+    description: 'Webhook tools: a webhook endpoint of the organization',
+  })
+  endpoint_id?: string;
+
+  @ApiPropertyOptional({
+    minimum: 100,
+    maximum: 30000,
+    default: 10000,
+    description: 'Webhook tools only',
+  })
+  timeout_ms?: number;
+}
+
+/** Each item an object; the rest is toolProblems' to check. */
+const ObjectItems = () =>
+  ValidateBy({
+    name: 'objectItems',
+    validator: {
+      validate: (value) =>
+        Array.isArray(value) &&
+        value.every((item) => item !== null && typeof item === 'object' && !Array.isArray(item)),
+      defaultMessage: () => '$property must be an array of objects',
+    },
+  });
+
+/** The decorators of a `tools` array of a request body. */
+export function ToolsArray(): PropertyDecorator {
+  return (target, key) => {
+    IsArray()(target, key);
+    ArrayMaxSize(MAX_TOOLS)(target, key);
+    ObjectItems()(target, key);
+  };
+}
