@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
-import { clonePersonality } from './support/data-plane';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { parseEvents } from './support/sse';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -144,6 +146,196 @@ describe('Tools (contract §26)', () => {
       expect(response.body.error.details).toEqual([
         { field: 'tools/0/endpoint_id', problem: 'must be a webhook endpoint of the organization' },
       ]);
+    });
+  });
+
+  describe('client tools: the paused turn', () => {
+    let personalityId: string;
+    const shipped = { status: 'shipped', eta: '2026-12-01' };
+    const trigger = 'Where is it? lookup_order({"order_id": "A-1042"})';
+
+    beforeAll(async () => {
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', owner.auth)
+        .send({ slug: 'sage-mentor', tools: [lookupOrder] });
+      personalityId = created.body.id as string;
+    });
+
+    function respond(body: Record<string, unknown>, auth = owner.auth) {
+      return t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', auth)
+        .send({ personality_id: personalityId, ...body });
+    }
+
+    function resume(turnId: string, body: Record<string, unknown>, auth = owner.auth) {
+      return t
+        .http()
+        .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+        .set('Authorization', auth)
+        .send(body);
+    }
+
+    async function memoriesOf(userId: string) {
+      const response = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', owner.auth);
+      return response.status === 404 ? [] : (response.body.data as Array<{ content: string }>);
+    }
+
+    it('pauses for the call, stores nothing, and completes once the output comes back', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      expect(paused.status).toBe(200);
+      expect(paused.body).toEqual({
+        status: 'requires_action',
+        turn_id: expect.stringMatching(/^turn_[0-9A-HJKMNP-TV-Z]{26}$/),
+        tool_calls: [
+          { id: expect.any(String), name: 'lookup_order', arguments: { order_id: 'A-1042' } },
+        ],
+        personality_id: personalityId,
+        user_id: userId,
+      });
+      expect(await memoriesOf(userId)).toEqual([]);
+
+      const callId = paused.body.tool_calls[0].id as string;
+      const done = await resume(paused.body.turn_id, {
+        outputs: [{ tool_call_id: callId, output: shipped }],
+      });
+      expect(done.status).toBe(200);
+      expect(done.body).toMatchObject({ status: 'completed', user_id: userId });
+      expect(done.body.reply.text).toContain(`(lookup_order: ${JSON.stringify(shipped)})`);
+      const memories = await memoriesOf(userId);
+      expect(memories.map((memory) => memory.content).sort()).toEqual(
+        [trigger, done.body.reply.text].sort(),
+      );
+
+      expectError(
+        await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: 1 }] }),
+        409,
+        'turn_not_pending',
+      );
+    });
+
+    it('wants exactly one output for every pending call; unknown, foreign and expired turns are 404', async () => {
+      const paused = await respond({ user_id: uniqueUserId(), message: trigger });
+      const { turn_id: turnId } = paused.body;
+      const callId = paused.body.tool_calls[0].id as string;
+      for (const outputs of [
+        [{ tool_call_id: 'call_other', output: 1 }],
+        [
+          { tool_call_id: callId, output: 1 },
+          { tool_call_id: callId, output: 2 },
+        ],
+        [
+          { tool_call_id: callId, output: 1 },
+          { tool_call_id: 'call_other', output: 2 },
+        ],
+      ]) {
+        expectError(await resume(turnId, { outputs }), 400, 'validation_failed');
+      }
+      expectError(
+        await resume(turnId, { outputs: [{ tool_call_id: callId }] }),
+        400,
+        'validation_failed',
+      );
+      const other = await tenant(t);
+      const outputs = [{ tool_call_id: callId, output: shipped }];
+      expectError(await resume(turnId, { outputs }, other.auth), 404, 'not_found');
+      expectError(await resume(`turn_${'0'.repeat(26)}`, { outputs }), 404, 'not_found');
+
+      // Expired: nothing is stored, and it cannot be resumed.
+      await t.app
+        .get(DataSource)
+        .query(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [
+          turnId,
+        ]);
+      expectError(await resume(turnId, { outputs }), 404, 'not_found');
+      expect(await memoriesOf(paused.body.user_id)).toEqual([]);
+    });
+
+    it('lets exactly one of concurrent resumptions win', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      const outputs = [{ tool_call_id: paused.body.tool_calls[0].id, output: shipped }];
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => resume(paused.body.turn_id, { outputs })),
+      );
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([200, 409, 409, 409, 409, 409, 409, 409]);
+      expect(await memoriesOf(userId)).toHaveLength(2);
+    });
+
+    it('gives arguments that fail the schema back to the engine, never to the client', async () => {
+      const done = await respond({
+        user_id: uniqueUserId(),
+        message: 'lookup_order({"order_id": 42})',
+      });
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain(
+        'lookup_order: {"error":"the arguments do not match the tool\'s schema: /order_id must be string"}',
+      );
+    });
+
+    it('streams the pause as a tool_calls event, and the resumption as a reply', async () => {
+      const paused = await respond({ user_id: uniqueUserId(), message: trigger, stream: true });
+      expect(paused.status).toBe(200);
+      const events = parseEvents(paused.text);
+      expect(events.map((event) => event.event)).toEqual(['tool_calls', 'done']);
+      const data = events[0].data as { turn_id: string; tool_calls: Array<{ id: string }> };
+      expect(events[1].data).toMatchObject({ status: 'requires_action', turn_id: data.turn_id });
+
+      const done = await resume(data.turn_id, {
+        outputs: [{ tool_call_id: data.tool_calls[0].id, output: shipped }],
+        stream: true,
+      });
+      const resumed = parseEvents(done.text);
+      expect(resumed.at(-1)).toMatchObject({ event: 'done', data: { status: 'completed' } });
+      expect(resumed.filter((event) => event.event === 'delta').length).toBeGreaterThan(0);
+    });
+
+    it('takes client tools per request, refusing a name the personality has', async () => {
+      const plain = await clonePersonality(t, owner.auth);
+      const { execution: _client, ...requestTool } = lookupOrder;
+      const paused = await t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({
+          personality_id: plain,
+          user_id: uniqueUserId(),
+          message: trigger,
+          tools: [requestTool],
+        });
+      expect(paused.body).toMatchObject({ status: 'requires_action' });
+
+      const clash = await respond({
+        user_id: uniqueUserId(),
+        message: trigger,
+        tools: [requestTool],
+      });
+      expectError(clash, 400, 'validation_failed');
+      expect(clash.body.error.details).toEqual([
+        { field: 'tools/0/name', problem: 'is a tool of the personality already' },
+      ]);
+      const withExecution = await respond({
+        user_id: uniqueUserId(),
+        message: 'hi',
+        tools: [{ ...lookupOrder, name: 'other' }],
+      });
+      expectError(withExecution, 400, 'validation_failed');
+      expect(withExecution.body.error.details).toEqual([
+        { field: 'tools/0/execution', problem: 'is not a known field' },
+      ]);
+    });
+
+    it('answers as before when the message calls no tool', async () => {
+      const done = await respond({ user_id: uniqueUserId(), message: 'I am so happy today' });
+      expect(done.body).toMatchObject({ status: 'completed', reply: { text: expect.any(String) } });
     });
   });
 });

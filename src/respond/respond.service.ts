@@ -20,7 +20,10 @@ import { inClientSpan } from '../tracing/spans';
 import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
-import { RespondDto, RespondResponseDto } from './dto/respond.dto';
+import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
+import { toolProblems, type RequestTool } from '../tools/tool-definitions';
+import type { ToolCallRecord, ToolTurnState } from '../tools/tool-turn-state';
+import { freshToolState, ToolTurnsService } from '../tools/tool-turns.service';
 import {
   type EngineMemory,
   type EngineReply,
@@ -79,6 +82,13 @@ function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
 interface WrittenReply {
   reply: EngineReply;
   categories: SafetyCategory[];
+  /** The turn's tool calls, kept with the reply. */
+  toolCalls?: ToolCallRecord[];
+}
+
+/** A turn the engine paused for client tools: nothing is stored until it is resumed. */
+interface PausedTurn {
+  paused: { turnId: string; toolCalls: Array<{ id: string; name: string; arguments: unknown }> };
 }
 
 /** A refusal in the personality's register, in place of the engine's reply. */
@@ -111,6 +121,8 @@ export interface Conversation {
   message: string;
   /** The reply's admission against the token budgets: released once it is stored or failed. */
   spend: SpendAdmission;
+  /** Where the turn's tool calls stand (contract §26): fresh, or resumed from a pause. */
+  tools: ToolTurnState;
 }
 
 export interface ReplyOptions {
@@ -136,6 +148,7 @@ export class RespondService {
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
     private readonly spend: SpendService,
+    private readonly toolTurns: ToolTurnsService,
   ) {
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
@@ -145,16 +158,43 @@ export class RespondService {
     caller: CallerContext,
     dto: RespondDto,
     options: ReplyOptions,
-  ): Promise<RespondResponseDto> {
+  ): Promise<RespondAnswer> {
     return this.reply(await this.prepare(caller, dto), options);
+  }
+
+  /**
+   * A turn paused for client tools, resumed with their outputs (contract §26): claimed once, then
+   * prepared as its message was, from the conversation as it is now.
+   */
+  async prepareResumption(
+    caller: CallerContext,
+    turnId: string,
+    dto: ToolOutputsDto,
+  ): Promise<Conversation> {
+    const { personalityId, state } = await this.toolTurns.resume(
+      caller.organizationId,
+      turnId,
+      dto.outputs,
+    );
+    return this.prepare(
+      caller,
+      { personality_id: personalityId, user_id: state.userId, message: state.message },
+      state,
+    );
   }
 
   /**
    * The checks that answer 404/409 before a reply starts: the personality is the
    * organization's, and the end user (created on first contact) is not under deletion.
    */
-  async prepare(caller: CallerContext, dto: RespondDto): Promise<Conversation> {
+  async prepare(
+    caller: CallerContext,
+    dto: RespondDto,
+    resumed?: ToolTurnState,
+  ): Promise<Conversation> {
     const { organizationId } = caller;
+    const requestToolProblems = toolProblems(dto.tools ?? [], 'request');
+    if (requestToolProblems.length > 0) throw AppError.validation(requestToolProblems);
     // Both reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
@@ -165,6 +205,14 @@ export class RespondService {
         recall: this.memory.recallLimit,
       }),
     ]);
+    const requestTools = (dto.tools ?? []) as RequestTool[];
+    const taken = new Set(personality.tools.map((tool) => tool.name));
+    const clashes = requestTools.flatMap((tool, index) =>
+      taken.has(tool.name)
+        ? [{ field: `tools/${index}/name`, problem: 'is a tool of the personality already' }]
+        : [],
+    );
+    if (clashes.length > 0) throw AppError.validation(clashes);
     const endUser =
       found.endUser?.status === 'active'
         ? found.endUser
@@ -186,6 +234,7 @@ export class RespondService {
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
       spend,
+      tools: resumed ?? freshToolState(dto.user_id, dto.message, requestTools),
     };
   }
 
@@ -195,7 +244,7 @@ export class RespondService {
    * their verdicts, the facts learned, the month's relationship, the token counts and a flagged
    * exchange's audit and webhook events, in one transaction.
    */
-  async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
+  async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondAnswer> {
     try {
       return await this.replyAndStore(conversation, options);
     } finally {
@@ -207,7 +256,7 @@ export class RespondService {
   private async replyAndStore(
     conversation: Conversation,
     options: ReplyOptions,
-  ): Promise<RespondResponseDto> {
+  ): Promise<RespondAnswer> {
     const { signal } = options;
     const screened = await this.safety.screenMessage(
       conversation.organizationId,
@@ -217,6 +266,15 @@ export class RespondService {
     const written = screened.blocked
       ? await this.refuse(conversation, options)
       : await this.write(conversation, screened, options);
+    if ('paused' in written) {
+      return {
+        status: 'requires_action',
+        turn_id: written.paused.turnId,
+        tool_calls: written.paused.toolCalls,
+        personality_id: conversation.personality.id,
+        user_id: conversation.endUser.user_id,
+      };
+    }
     // A client that left while the reply was written gets nothing stored.
     signal.throwIfAborted();
     const verdicts = {
@@ -233,6 +291,7 @@ export class RespondService {
       vocabulary_version: conversation.vocabulary.version,
       safety,
       created_at: at.toISOString(),
+      status: 'completed',
     };
   }
 
@@ -252,7 +311,7 @@ export class RespondService {
     conversation: Conversation,
     screened: MessageSafety,
     options: ReplyOptions,
-  ): Promise<WrittenReply> {
+  ): Promise<WrittenReply | PausedTurn> {
     const { settings } = screened;
     const { signal, onDelta } = options;
     let blockedCategories: SafetyCategory[] = [];
@@ -262,20 +321,32 @@ export class RespondService {
             blockedCategories = categories;
           })
         : undefined;
-    let reply = await this.askEngine(
-      {
-        personality: conversation.personality,
-        message: conversation.message,
-        memories: conversation.memories,
-        facts: conversation.facts,
-        recalled: conversation.recalled,
-        vocabulary: conversation.vocabulary,
-        crisis: screened.crisis,
-        signal,
-        onDelta: gate ? async (text) => void (await gate.push(text)) : onDelta,
-      },
+    const request = {
+      personality: conversation.personality,
+      message: conversation.message,
+      memories: conversation.memories,
+      facts: conversation.facts,
+      recalled: conversation.recalled,
+      vocabulary: conversation.vocabulary,
+      crisis: screened.crisis,
       signal,
+      onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
+    };
+    const turn = await this.toolTurns.run(
+      {
+        organizationId: conversation.organizationId,
+        endUserId: conversation.endUser.id,
+        userId: conversation.endUser.user_id,
+        personalityId: conversation.personality.id,
+        personalityTools: conversation.personality.tools,
+        state: conversation.tools,
+      },
+      (tools) => this.askEngine({ ...request, ...tools }, signal),
     );
+    if (turn.kind === 'paused') {
+      return { paused: { turnId: turn.turnId, toolCalls: turn.toolCalls } };
+    }
+    let reply = turn.reply;
     let categories: SafetyCategory[];
     if (gate) {
       categories = (await gate.end()) === 'blocked' ? blockedCategories : [];
@@ -292,7 +363,7 @@ export class RespondService {
       await onDelta?.(text.slice(reply.text.trimEnd().length));
       reply = { ...reply, text };
     }
-    return { reply, categories };
+    return { reply, categories, toolCalls: turn.toolCalls };
   }
 
   /**

@@ -10,6 +10,13 @@ export const DEFAULT_TOOL_TIMEOUT_MS = 10_000;
 
 export type ToolExecution = 'client' | 'webhook';
 
+/** A client tool sent with one request to /v1/respond. */
+export interface RequestTool {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
 /** A tool as a personality stores it (jsonb) and shows it. */
 export interface ToolDefinition {
   name: string;

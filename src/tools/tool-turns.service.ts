@@ -1,0 +1,255 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { ValidateFunction } from 'ajv/dist/2020';
+import { ulid } from 'ulid';
+import { AppError, type FieldProblem } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
+import { type ToolsConfig, toolsConfig } from '../config/tools.config';
+import type {
+  EngineReply,
+  EngineTool,
+  EngineToolCall,
+  EngineToolResult,
+  TokenUsage,
+} from '../respond/engine/response-engine';
+import { compileParameters, type RequestTool, type ToolDefinition } from './tool-definitions';
+import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
+import { ToolTurnsRepository } from './tool-turns.repository';
+
+/** Compiled argument schemas kept, by their serialised schema. */
+const VALIDATORS_KEPT = 512;
+
+/** What a turn with tools needs to know about its conversation. */
+export interface ToolTurnContext {
+  organizationId: string;
+  endUserId: string;
+  userId: string;
+  personalityId: string;
+  personalityTools: ToolDefinition[];
+  /** Where the turn stands: fresh for a new message, the paused state for a resumption. */
+  state: ToolTurnState;
+}
+
+/** One model call of the turn, given the tools it may call and the earlier rounds' results. */
+export type AskEngine = (extra: {
+  tools?: EngineTool[];
+  toolResults?: EngineToolResult[];
+}) => Promise<EngineReply>;
+
+export type ToolTurnOutcome =
+  | { kind: 'completed'; reply: EngineReply; toolCalls: ToolCallRecord[] }
+  | { kind: 'paused'; turnId: string; toolCalls: EngineToolCall[] };
+
+/** A tool of the turn: the personality's or the request's (those are always the client's). */
+type TurnTool = Pick<ToolDefinition, 'name' | 'description' | 'parameters' | 'execution'>;
+
+export function freshToolState(userId: string, message: string, requestTools: RequestTool[]) {
+  const state: ToolTurnState = {
+    userId,
+    message,
+    requestTools,
+    results: [],
+    round: { calls: [], outputs: {} },
+    pending: [],
+    rounds: 0,
+    usage: null,
+    model: null,
+    records: [],
+  };
+  return state;
+}
+
+function addUsage(total: TokenUsage | null, more: TokenUsage | null): TokenUsage | null {
+  if (!more) return total;
+  if (!total) return { ...more };
+  return {
+    promptTokens: total.promptTokens + more.promptTokens,
+    completionTokens: total.completionTokens + more.completionTokens,
+    cachedTokens: total.cachedTokens + more.cachedTokens,
+  };
+}
+
+/**
+ * The tool-calling loop of a turn (contract §26, docs/tools.md): the engine is asked with the
+ * turn's tools for at most TOOL_MAX_ROUNDS rounds, then without; arguments that fail a tool's
+ * schema go back to it as an error output; client calls pause the turn in `tool_turns`, from
+ * where any instance resumes it once, with the client's outputs.
+ */
+@Injectable()
+export class ToolTurnsService {
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(
+    private readonly repository: ToolTurnsRepository,
+    private readonly clock: Clock,
+    @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
+  ) {}
+
+  /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
+  async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {
+    const tools = new Map<string, TurnTool>();
+    for (const tool of context.personalityTools) tools.set(tool.name, tool);
+    for (const tool of context.state.requestTools) {
+      tools.set(tool.name, { ...tool, execution: 'client' });
+    }
+    const state = context.state;
+    const engineTools = [...tools.values()].map(({ name, description, parameters }) => ({
+      name,
+      description,
+      parameters,
+    }));
+    for (;;) {
+      const canCall = engineTools.length > 0 && state.rounds < this.config.maxRounds;
+      const reply = await ask({
+        tools: canCall ? engineTools : undefined,
+        toolResults: state.results.length > 0 ? state.results : undefined,
+      });
+      state.usage = addUsage(state.usage, reply.usage);
+      state.model = reply.model ?? state.model;
+      const calls = canCall ? (reply.toolCalls ?? []) : [];
+      if (calls.length === 0) {
+        const { toolCalls: _asked, ...answer } = reply;
+        return {
+          kind: 'completed',
+          reply: { ...answer, usage: state.usage, model: reply.model ?? state.model },
+          toolCalls: state.records,
+        };
+      }
+      state.rounds += 1;
+      const outputs: Record<string, unknown> = {};
+      const pending: EngineToolCall[] = [];
+      for (const call of calls) {
+        const tool = tools.get(call.name);
+        const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
+        if (problem || !tool) {
+          outputs[call.id] = { error: problem };
+          state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
+        } else {
+          pending.push(call);
+        }
+      }
+      if (pending.length > 0) return this.pause(context, calls, outputs, pending);
+      state.results.push(...calls.map((call) => ({ call, output: outputs[call.id] })));
+    }
+  }
+
+  /**
+   * The paused turn's state once the client's outputs join it, for one resumption: 404 for an
+   * unknown, foreign or expired turn, 400 unless every pending call has exactly one output, 409
+   * `turn_not_pending` when it was resumed already (or another resumption won the claim).
+   */
+  async resume(
+    organizationId: string,
+    turnId: string,
+    outputs: Array<{ tool_call_id: string; output: unknown }>,
+  ): Promise<{ personalityId: string; state: ToolTurnState }> {
+    const now = this.clock.now();
+    const found = await this.repository.find(organizationId, turnId, now);
+    if (!found || (found.status === 'pending' && found.expired)) {
+      throw AppError.notFound('Turn');
+    }
+    if (found.status !== 'pending') throw notPending();
+    const { state } = found;
+    const given = new Map<string, unknown>();
+    const problems: FieldProblem[] = [];
+    outputs.forEach((output, index) => {
+      if (!state.pending.includes(output.tool_call_id)) {
+        problems.push({
+          field: `outputs/${index}/tool_call_id`,
+          problem: 'must be the id of a pending tool call of this turn',
+        });
+      } else if (given.has(output.tool_call_id)) {
+        problems.push({
+          field: `outputs/${index}/tool_call_id`,
+          problem: 'must not repeat: each call takes one output',
+        });
+      }
+      given.set(output.tool_call_id, output.output);
+    });
+    const missing = state.pending.filter((id) => !given.has(id));
+    if (missing.length > 0) {
+      problems.push({ field: 'outputs', problem: `lacks the output of ${missing.join(', ')}` });
+    }
+    if (problems.length > 0) throw AppError.validation(problems);
+    if (!(await this.repository.claim(organizationId, turnId, now))) throw notPending();
+
+    const { calls, outputs: known } = state.round;
+    for (const call of calls) {
+      if (!given.has(call.id)) continue;
+      known[call.id] = given.get(call.id);
+      state.records.push(record(call, known[call.id], 'client', null));
+    }
+    state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
+    state.round = { calls: [], outputs: {} };
+    state.pending = [];
+    return { personalityId: found.personalityId, state };
+  }
+
+  private async pause(
+    context: ToolTurnContext,
+    calls: EngineToolCall[],
+    outputs: Record<string, unknown>,
+    pending: EngineToolCall[],
+  ): Promise<ToolTurnOutcome> {
+    const { state } = context;
+    state.round = { calls, outputs };
+    state.pending = pending.map((call) => call.id);
+    const turnId = `turn_${ulid()}`;
+    await this.repository.insert({
+      id: turnId,
+      organizationId: context.organizationId,
+      endUserId: context.endUserId,
+      personalityId: context.personalityId,
+      state,
+      expiresAt: new Date(this.clock.now().getTime() + this.config.turnTtlSeconds * 1000),
+    });
+    return {
+      kind: 'paused',
+      turnId,
+      toolCalls: pending.map(({ id, name, arguments: args }) => ({ id, name, arguments: args })),
+    };
+  }
+
+  /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
+  private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
+    const validate = this.validatorOf(tool.parameters);
+    if (validate(args)) return undefined;
+    const first = validate.errors?.[0];
+    const where = first?.instancePath || '/';
+    return `the arguments do not match the tool's schema: ${where} ${first?.message ?? 'is not valid'}`;
+  }
+
+  private validatorOf(schema: Record<string, unknown>): ValidateFunction {
+    const key = JSON.stringify(schema);
+    let validate = this.validators.get(key);
+    if (!validate) {
+      validate = compileParameters(schema);
+      // Oldest out first: Map keeps insertion order.
+      if (this.validators.size >= VALIDATORS_KEPT) {
+        this.validators.delete(this.validators.keys().next().value as string);
+      }
+      this.validators.set(key, validate);
+    }
+    return validate;
+  }
+}
+
+function notPending(): AppError {
+  return new AppError('turn_not_pending', 'The turn is not waiting for tool outputs any more');
+}
+
+function record(
+  call: EngineToolCall,
+  output: unknown,
+  execution: ToolCallRecord['execution'],
+  error: string | null | undefined,
+): ToolCallRecord {
+  return {
+    id: call.id,
+    name: call.name,
+    arguments: call.arguments,
+    output,
+    execution,
+    duration_ms: null,
+    error: error ?? null,
+  };
+}

@@ -1,0 +1,10 @@
+import { Module } from '@nestjs/common';
+import { ToolTurnsRepository } from './tool-turns.repository';
+import { ToolTurnsService } from './tool-turns.service';
+
+/** Tools of personalities (contract §26, docs/tools.md): the loop of a turn that calls them. */
+@Module({
+  providers: [ToolTurnsRepository, ToolTurnsService],
+  exports: [ToolTurnsService],
+})
+export class ToolsModule {}
