@@ -3,6 +3,8 @@ import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
+import { Webhook } from 'standardwebhooks';
+import { WebhookReceiver } from './support/webhook-receiver';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -22,13 +24,21 @@ async function tenant(t: TestApp): Promise<Tenant> {
 }
 
 async function createEndpoint(t: TestApp, owner: Tenant, url: string): Promise<string> {
+  return (await createEndpointWithSecret(t, owner, url)).id;
+}
+
+async function createEndpointWithSecret(
+  t: TestApp,
+  owner: Tenant,
+  url: string,
+): Promise<{ id: string; secret: string }> {
   const response = await t
     .http()
     .post('/v1/webhook-endpoints')
     .set('Authorization', owner.auth)
     .send({ url, events: ['end_user.deleted'] });
   expect({ status: response.status, body: response.body }).toMatchObject({ status: 201 });
-  return response.body.id as string;
+  return { id: response.body.id as string, secret: response.body.secret as string };
 }
 
 const lookupOrder = {
@@ -48,12 +58,20 @@ describe('Tools (contract §26)', () => {
   let owner: Tenant;
   let endpointId: string;
 
+  let receiver: WebhookReceiver;
+
   beforeAll(async () => {
-    t = await createTestApp({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' } });
+    receiver = await new WebhookReceiver().start();
+    t = await createTestApp({
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true', TOOL_CALLS_IN_FLIGHT_PER_ORG: '2' },
+    });
     owner = await tenant(t);
     endpointId = await createEndpoint(t, owner, 'http://127.0.0.1:9/tools');
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t.close();
+    await receiver.stop();
+  });
 
   describe('definitions on personalities', () => {
     it('are none by default, set on create, replaced by PATCH and shown by GET', async () => {
@@ -336,6 +354,126 @@ describe('Tools (contract §26)', () => {
     it('answers as before when the message calls no tool', async () => {
       const done = await respond({ user_id: uniqueUserId(), message: 'I am so happy today' });
       expect(done.body).toMatchObject({ status: 'completed', reply: { text: expect.any(String) } });
+    });
+  });
+
+  describe('webhook tools', () => {
+    function webhookTool(name: string, endpointId: string, timeoutMs?: number) {
+      return {
+        name,
+        description: `The ${name} tool`,
+        parameters: { type: 'object', properties: { at: { type: 'string' } } },
+        execution: 'webhook',
+        endpoint_id: endpointId,
+        ...(timeoutMs ? { timeout_ms: timeoutMs } : {}),
+      };
+    }
+
+    async function personalityWith(who: Tenant, tools: unknown[]): Promise<string> {
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', who.auth)
+        .send({ slug: 'sage-mentor', tools });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    }
+
+    function respondAs(
+      who: Tenant,
+      personalityId: string,
+      message: string,
+      userId = uniqueUserId(),
+    ) {
+      return t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', who.auth)
+        .send({ personality_id: personalityId, user_id: userId, message });
+    }
+
+    it('POSTs a signed tool.call event and gives its output to the model', async () => {
+      const path = `tool/${randomUUID()}`;
+      const endpoint = await createEndpointWithSecret(t, owner, receiver.url(path));
+      const personalityId = await personalityWith(owner, [webhookTool('book', endpoint.id)]);
+      const userId = uniqueUserId();
+      const done = await respondAs(owner, personalityId, 'book({"at": "9:00"}) please', userId);
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain('(book: {"echo":{"at":"9:00"}})');
+
+      const [hook] = receiver.at(`/${path}`);
+      const event = new Webhook(endpoint.secret).verify(hook.body, {
+        'webhook-id': String(hook.headers['webhook-id']),
+        'webhook-timestamp': String(hook.headers['webhook-timestamp']),
+        'webhook-signature': String(hook.headers['webhook-signature']),
+      });
+      expect(event).toEqual({
+        id: expect.stringMatching(/^evt_[0-9a-f]{32}$/),
+        type: 'tool.call',
+        created_at: expect.any(String),
+        organization_id: owner.organizationId,
+        data: {
+          tool_call_id: expect.any(String),
+          name: 'book',
+          arguments: { at: '9:00' },
+          user_id: userId,
+          personality_id: personalityId,
+          turn_id: expect.stringMatching(/^turn_[0-9A-HJKMNP-TV-Z]{26}$/),
+        },
+      });
+    });
+
+    it('turns a failure, a redirect, a timeout or a bad body into an error output, and goes on', async () => {
+      const cases: Array<[string, string, number | undefined]> = [
+        ['fail', '{"error":"the endpoint answered 500"}', undefined],
+        ['redirect', '{"error":"redirect (302) not followed"}', undefined],
+        ['hang', '{"error":"timed out after 300 ms"}', 300],
+        ['ok', '{"error":"bad body: not JSON"}', undefined],
+        ['tool-big', '{"error":"bad body: output over 16384 bytes"}', undefined],
+      ];
+      for (const [behaviour, error, timeoutMs] of cases) {
+        const endpointId = await createEndpoint(
+          t,
+          owner,
+          receiver.url(`${behaviour}/${randomUUID()}`),
+        );
+        const personalityId = await personalityWith(owner, [
+          webhookTool('act', endpointId, timeoutMs),
+        ]);
+        const done = await respondAs(owner, personalityId, 'act({"at": "now"})');
+        expect({ behaviour, status: done.status }).toEqual({ behaviour, status: 200 });
+        expect(done.body.reply.text).toContain(`(act: ${error})`);
+      }
+    });
+
+    it("caps an organization's calls in flight, so its hanging endpoint holds no other's replies", async () => {
+      const slow = await tenant(t);
+      const hangPath = `hang/${randomUUID()}`;
+      const hanging = await createEndpoint(t, slow, receiver.url(hangPath));
+      const slowPersonality = await personalityWith(
+        slow,
+        ['a', 'b', 'c'].map((name) => webhookTool(name, hanging, 2000)),
+      );
+      // then() sends the request now; it is awaited at the end.
+      const held = respondAs(slow, slowPersonality, 'a({}) b({}) c({})').then((r) => r);
+      await receiver.waitFor(() => receiver.at(`/${hangPath}`).length === 2, 5000);
+
+      const quick = await tenant(t);
+      const path = `tool/${randomUUID()}`;
+      const quickPersonality = await personalityWith(quick, [
+        webhookTool('book', await createEndpoint(t, quick, receiver.url(path))),
+      ]);
+      const started = Date.now();
+      const done = await respondAs(quick, quickPersonality, 'book({"at": "noon"})');
+      expect(done.body.reply.text).toContain('(book: {"echo":{"at":"noon"}})');
+      expect(Date.now() - started).toBeLessThan(1500);
+
+      const slowDone = await held;
+      expect(slowDone.body.reply.text).toContain(
+        '(c: {"error":"too many tool calls in flight for the organization"})',
+      );
+      expect(receiver.at(`/${hangPath}`)).toHaveLength(2);
     });
   });
 });

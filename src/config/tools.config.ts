@@ -17,6 +17,13 @@ class ToolsEnv {
   @Min(1)
   @Max(16)
   TOOL_MAX_ROUNDS?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(10_000)
+  TOOL_CALLS_IN_FLIGHT_PER_ORG?: number;
 }
 
 /** Tools of personalities (contract §26, docs/tools.md). */
@@ -27,6 +34,11 @@ export const toolsConfig = registerAs('tools', () => {
     turnTtlSeconds: env.TOOL_TURN_TTL_SECONDS ?? 600,
     /** Model calls that call tools per turn; then the model answers without tools. */
     maxRounds: env.TOOL_MAX_ROUNDS ?? 4,
+    /**
+     * Webhook tool calls one instance has in flight per organization; past it a call gets an
+     * error output at once, so one tenant's hanging endpoint cannot hold another's replies.
+     */
+    callsInFlightPerOrganization: env.TOOL_CALLS_IN_FLIGHT_PER_ORG ?? 16,
   };
 });
 

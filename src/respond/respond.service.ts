@@ -340,6 +340,7 @@ export class RespondService {
         personalityId: conversation.personality.id,
         personalityTools: conversation.personality.tools,
         state: conversation.tools,
+        signal,
       },
       (tools) => this.askEngine({ ...request, ...tools }, signal),
     );

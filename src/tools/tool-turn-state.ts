@@ -18,6 +18,8 @@ export interface ToolCallRecord {
 
 /** Where a turn with tools stands: what a paused turn keeps, and what a resumption goes on from. */
 export interface ToolTurnState {
+  /** `turn_` + ULID: the paused turn's id, and `turn_id` of its webhook tools' calls. */
+  turnId: string;
   /** The end user's (the business's) user_id, to resume the conversation with. */
   userId: string;
   /** The end user's message, stored only once the turn completes. */

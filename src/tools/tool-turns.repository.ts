@@ -4,6 +4,9 @@ import { sql } from '../database/sql';
 import type { ToolTurnStatus } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
 
+/** Expired turns deleted by each save. */
+const PURGED_PER_SAVE = 100;
+
 export interface NewToolTurn {
   id: string;
   organizationId: string;
@@ -20,16 +23,37 @@ export interface FoundToolTurn {
   state: ToolTurnState;
 }
 
-/** The SQL of paused turns (`tool_turns`); every query is scoped to the organization. */
+/** What a webhook tool's call needs of its endpoint. */
+export interface ToolEndpoint {
+  url: string;
+  secret: string;
+  status: string;
+}
+
+/**
+ * The SQL of paused turns (`tool_turns`) and of the endpoints webhook tools call; every query is
+ * scoped to the organization.
+ */
 @Injectable()
 export class ToolTurnsRepository {
   constructor(private readonly database: Database) {}
 
-  async insert(turn: NewToolTurn): Promise<void> {
+  /**
+   * Saves a paused turn. A turn paused again after a resumption keeps its id: its row is pending
+   * once more. Up to PURGED_PER_SAVE turns past their expiry go with it (of any organization:
+   * expired turns are nobody's to resume), so the table holds about the turns of the last TTL.
+   */
+  async save(turn: NewToolTurn, now: Date): Promise<void> {
     await this.database.rows(
-      sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
+      sql`WITH purged AS (
+            DELETE FROM tool_turns WHERE id IN (
+              SELECT id FROM tool_turns WHERE expires_at < ${now} LIMIT ${PURGED_PER_SAVE}))
+          INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
-                  ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})`,
+                  ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})
+          ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
+                                         expires_at = excluded.expires_at
+           WHERE tool_turns.organization_id = excluded.organization_id`,
     );
   }
 
@@ -52,5 +76,13 @@ export class ToolTurnsRepository {
           RETURNING id`,
     );
     return row !== undefined;
+  }
+
+  /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */
+  findEndpoint(organizationId: string, id: string): Promise<ToolEndpoint | undefined> {
+    return this.database.row<ToolEndpoint>(
+      sql`SELECT url, secret, status FROM webhook_endpoints
+           WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
   }
 }

@@ -14,6 +14,7 @@ import type {
 import { compileParameters, type RequestTool, type ToolDefinition } from './tool-definitions';
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { ToolTurnsRepository } from './tool-turns.repository';
+import { WebhookToolCaller } from './webhook-tool-caller';
 
 /** Compiled argument schemas kept, by their serialised schema. */
 const VALIDATORS_KEPT = 512;
@@ -27,6 +28,8 @@ export interface ToolTurnContext {
   personalityTools: ToolDefinition[];
   /** Where the turn stands: fresh for a new message, the paused state for a resumption. */
   state: ToolTurnState;
+  /** The client's: a webhook tool's call is abandoned when it goes. */
+  signal: AbortSignal;
 }
 
 /** One model call of the turn, given the tools it may call and the earlier rounds' results. */
@@ -40,10 +43,14 @@ export type ToolTurnOutcome =
   | { kind: 'paused'; turnId: string; toolCalls: EngineToolCall[] };
 
 /** A tool of the turn: the personality's or the request's (those are always the client's). */
-type TurnTool = Pick<ToolDefinition, 'name' | 'description' | 'parameters' | 'execution'>;
+type TurnTool = Pick<
+  ToolDefinition,
+  'name' | 'description' | 'parameters' | 'execution' | 'endpoint_id' | 'timeout_ms'
+>;
 
 export function freshToolState(userId: string, message: string, requestTools: RequestTool[]) {
   const state: ToolTurnState = {
+    turnId: `turn_${ulid()}`,
     userId,
     message,
     requestTools,
@@ -80,6 +87,7 @@ export class ToolTurnsService {
 
   constructor(
     private readonly repository: ToolTurnsRepository,
+    private readonly webhooks: WebhookToolCaller,
     private readonly clock: Clock,
     @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
   ) {}
@@ -117,16 +125,29 @@ export class ToolTurnsService {
       state.rounds += 1;
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
+      const webhookCalls: Array<Promise<void>> = [];
       for (const call of calls) {
         const tool = tools.get(call.name);
         const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
         if (problem || !tool) {
           outputs[call.id] = { error: problem };
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
+        } else if (tool.execution === 'webhook') {
+          webhookCalls.push(
+            this.callWebhook(context, tool, call).then((result) => {
+              outputs[call.id] = result.output;
+              state.records.push({
+                ...record(call, result.output, 'webhook', result.error),
+                duration_ms: result.durationMs,
+              });
+            }),
+          );
         } else {
           pending.push(call);
         }
       }
+      // A round's webhook tools are called together; the turn waits for the slowest.
+      await Promise.all(webhookCalls);
       if (pending.length > 0) return this.pause(context, calls, outputs, pending);
       state.results.push(...calls.map((call) => ({ call, output: outputs[call.id] })));
     }
@@ -193,20 +214,41 @@ export class ToolTurnsService {
     const { state } = context;
     state.round = { calls, outputs };
     state.pending = pending.map((call) => call.id);
-    const turnId = `turn_${ulid()}`;
-    await this.repository.insert({
-      id: turnId,
-      organizationId: context.organizationId,
-      endUserId: context.endUserId,
-      personalityId: context.personalityId,
-      state,
-      expiresAt: new Date(this.clock.now().getTime() + this.config.turnTtlSeconds * 1000),
-    });
+    const { turnId } = state;
+    const now = this.clock.now();
+    await this.repository.save(
+      {
+        id: turnId,
+        organizationId: context.organizationId,
+        endUserId: context.endUserId,
+        personalityId: context.personalityId,
+        state,
+        expiresAt: new Date(now.getTime() + this.config.turnTtlSeconds * 1000),
+      },
+      now,
+    );
     return {
       kind: 'paused',
       turnId,
       toolCalls: pending.map(({ id, name, arguments: args }) => ({ id, name, arguments: args })),
     };
+  }
+
+  private callWebhook(context: ToolTurnContext, tool: TurnTool, call: EngineToolCall) {
+    return this.webhooks.call({
+      organizationId: context.organizationId,
+      endpointId: tool.endpoint_id ?? '',
+      timeoutMs: tool.timeout_ms,
+      signal: context.signal,
+      data: {
+        tool_call_id: call.id,
+        name: call.name,
+        arguments: call.arguments,
+        user_id: context.userId,
+        personality_id: context.personalityId,
+        turn_id: context.state.turnId,
+      },
+    });
   }
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */

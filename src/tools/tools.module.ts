@@ -1,10 +1,11 @@
 import { Module } from '@nestjs/common';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { ToolTurnsService } from './tool-turns.service';
+import { WebhookToolCaller } from './webhook-tool-caller';
 
 /** Tools of personalities (contract §26, docs/tools.md): the loop of a turn that calls them. */
 @Module({
-  providers: [ToolTurnsRepository, ToolTurnsService],
+  providers: [ToolTurnsRepository, ToolTurnsService, WebhookToolCaller],
   exports: [ToolTurnsService],
 })
 export class ToolsModule {}
