@@ -231,6 +231,21 @@ describe('Tools (contract §26)', () => {
       expect(memories.map((memory) => memory.content).sort()).toEqual(
         [trigger, done.body.reply.text].sort(),
       );
+      // The reply's memory keeps the call; the message's has none.
+      expect(memories.map((memory) => (memory as { tool_calls: unknown }).tool_calls)).toEqual([
+        [
+          {
+            id: callId,
+            name: 'lookup_order',
+            arguments: { order_id: 'A-1042' },
+            output: shipped,
+            execution: 'client',
+            duration_ms: null,
+            error: null,
+          },
+        ],
+        null,
+      ]);
 
       expectError(
         await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: 1 }] }),
@@ -401,6 +416,21 @@ describe('Tools (contract §26)', () => {
       expect(done.status).toBe(200);
       expect(done.body.status).toBe('completed');
       expect(done.body.reply.text).toContain('(book: {"echo":{"at":"9:00"}})');
+      const listed = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', owner.auth);
+      expect(listed.body.data[0].tool_calls).toEqual([
+        {
+          id: expect.any(String),
+          name: 'book',
+          arguments: { at: '9:00' },
+          output: { echo: { at: '9:00' } },
+          execution: 'webhook',
+          duration_ms: expect.any(Number),
+          error: null,
+        },
+      ]);
 
       const [hook] = receiver.at(`/${path}`);
       const event = new Webhook(endpoint.secret).verify(hook.body, {

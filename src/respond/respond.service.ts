@@ -282,7 +282,7 @@ export class RespondService {
       reply: this.safety.replyVerdict(screened, written.categories),
     };
     const safety = this.safety.exchangeVerdict(verdicts.message, verdicts.reply);
-    const at = await this.store(conversation, written.reply, verdicts, safety);
+    const at = await this.store(conversation, written.reply, verdicts, safety, written.toolCalls);
     return {
       personality_id: conversation.personality.id,
       user_id: conversation.endUser.user_id,
@@ -376,6 +376,7 @@ export class RespondService {
     reply: EngineReply,
     verdicts: { message: MemorySafety; reply: MemorySafety },
     safety: ExchangeSafety,
+    toolCalls: ToolCallRecord[] = [],
   ): Promise<Date> {
     const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = this.clock.now();
@@ -402,6 +403,7 @@ export class RespondService {
         emotion: reply.emotion.name,
         intensity: reply.emotion.intensity,
         safety: verdicts.reply,
+        toolCalls: toolCalls.length > 0 ? toolCalls : null,
       },
     ]);
     const relationship = relationshipActivityStep({

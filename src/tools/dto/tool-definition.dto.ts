@@ -66,3 +66,27 @@ export function ToolsArray(): PropertyDecorator {
     ObjectItems()(target, key);
   };
 }
+
+/** A tool call as the reply's memory keeps it. */
+export class ToolCallRecordDto {
+  @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
+  id: string;
+
+  @ApiProperty({ example: 'lookup_order' })
+  name: string;
+
+  @ApiProperty({ description: 'As the model wrote them', example: { order_id: 'A-1042' } })
+  arguments: unknown;
+
+  @ApiProperty({ description: 'What the model was given', example: { status: 'shipped' } })
+  output: unknown;
+
+  @ApiProperty({ enum: ['client', 'webhook'] })
+  execution: 'client' | 'webhook';
+
+  @ApiProperty({ type: Number, nullable: true, description: "A webhook call's duration" })
+  duration_ms: number | null;
+
+  @ApiProperty({ type: String, nullable: true, description: 'Why the call gave an error output' })
+  error: string | null;
+}

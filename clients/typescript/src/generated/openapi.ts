@@ -2125,6 +2125,32 @@ export interface components {
              */
             action: "none" | "crisis_response" | "blocked" | "flagged";
         };
+        ToolCallRecordDto: {
+            /** @example call_8f2c1d9a4b7e6f3a2c1d9a4b */
+            id: string;
+            /** @example lookup_order */
+            name: string;
+            /**
+             * @description As the model wrote them
+             * @example {
+             *       "order_id": "A-1042"
+             *     }
+             */
+            arguments: Record<string, never>;
+            /**
+             * @description What the model was given
+             * @example {
+             *       "status": "shipped"
+             *     }
+             */
+            output: Record<string, never>;
+            /** @enum {string} */
+            execution: "client" | "webhook";
+            /** @description A webhook call's duration */
+            duration_ms: number | null;
+            /** @description Why the call gave an error output */
+            error: string | null;
+        };
         MemoryDto: {
             /** @example 1042 */
             id: string;
@@ -2143,6 +2169,8 @@ export interface components {
             created_at: string;
             /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
             safety: components["schemas"]["SafetyVerdictDto"] | null;
+            /** @description A reply's tool calls, in order (docs/tools.md); null: it called none */
+            tool_calls: components["schemas"]["ToolCallRecordDto"][] | null;
         };
         MemoryPageDto: {
             data: components["schemas"]["MemoryDto"][];
@@ -2167,6 +2195,8 @@ export interface components {
             created_at: string;
             /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
             safety: components["schemas"]["SafetyVerdictDto"] | null;
+            /** @description A reply's tool calls, in order (docs/tools.md); null: it called none */
+            tool_calls: components["schemas"]["ToolCallRecordDto"][] | null;
             /**
              * @description The share of the query's words the memory holds, stop words aside and, when the query has others, the words the end user holds in 64 memories or more
              * @example 0.667
