@@ -5,6 +5,7 @@ import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
 import { Webhook } from 'standardwebhooks';
 import { WebhookReceiver } from './support/webhook-receiver';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -202,7 +203,9 @@ describe('Tools (contract §26)', () => {
         .http()
         .get(`/v1/end-users/${userId}/memories`)
         .set('Authorization', owner.auth);
-      return response.status === 404 ? [] : (response.body.data as Array<{ content: string }>);
+      return response.status === 404
+        ? []
+        : (response.body.data as Array<{ content: string; tool_calls: unknown }>);
     }
 
     it('pauses for the call, stores nothing, and completes once the output comes back', async () => {
@@ -232,7 +235,7 @@ describe('Tools (contract §26)', () => {
         [trigger, done.body.reply.text].sort(),
       );
       // The reply's memory keeps the call; the message's has none.
-      expect(memories.map((memory) => (memory as { tool_calls: unknown }).tool_calls)).toEqual([
+      expect(memories.map((memory) => memory.tool_calls)).toEqual([
         [
           {
             id: callId,
@@ -373,6 +376,17 @@ describe('Tools (contract §26)', () => {
   });
 
   describe('webhook tools', () => {
+    /** `tool_calls_total{execution, outcome}` as /metrics would show it now. */
+    async function toolCallsCounted(execution: string, outcome: string): Promise<number> {
+      const metric = t.app.get(MetricsService).registry.getSingleMetric('tool_calls_total');
+      const { values } = await metric!.get();
+      return (
+        values.find(
+          (value) => value.labels.execution === execution && value.labels.outcome === outcome,
+        )?.value ?? 0
+      );
+    }
+
     function webhookTool(name: string, endpointId: string, timeoutMs?: number) {
       return {
         name,
@@ -462,6 +476,7 @@ describe('Tools (contract §26)', () => {
         ['ok', '{"error":"bad body: not JSON"}', undefined],
         ['tool-big', '{"error":"bad body: output over 16384 bytes"}', undefined],
       ];
+      const errorsBefore = await toolCallsCounted('webhook', 'error');
       for (const [behaviour, error, timeoutMs] of cases) {
         const endpointId = await createEndpoint(
           t,
@@ -475,6 +490,7 @@ describe('Tools (contract §26)', () => {
         expect({ behaviour, status: done.status }).toEqual({ behaviour, status: 200 });
         expect(done.body.reply.text).toContain(`(act: ${error})`);
       }
+      expect(await toolCallsCounted('webhook', 'error')).toBe(errorsBefore + cases.length);
     });
 
     it("caps an organization's calls in flight, so its hanging endpoint holds no other's replies", async () => {
@@ -485,6 +501,7 @@ describe('Tools (contract §26)', () => {
         slow,
         ['a', 'b', 'c'].map((name) => webhookTool(name, hanging, 2000)),
       );
+      const throttledBefore = await toolCallsCounted('webhook', 'throttled');
       // then() sends the request now; it is awaited at the end.
       const held = respondAs(slow, slowPersonality, 'a({}) b({}) c({})').then((r) => r);
       await receiver.waitFor(() => receiver.at(`/${hangPath}`).length === 2, 5000);
@@ -500,6 +517,7 @@ describe('Tools (contract §26)', () => {
       expect(Date.now() - started).toBeLessThan(1500);
 
       const slowDone = await held;
+      expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
       expect(slowDone.body.reply.text).toContain(
         '(c: {"error":"too many tool calls in flight for the organization"})',
       );

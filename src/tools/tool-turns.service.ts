@@ -15,6 +15,7 @@ import { compileParameters, type RequestTool, type ToolDefinition } from './tool
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { WebhookToolCaller } from './webhook-tool-caller';
+import { ToolMetrics } from './tool-metrics';
 
 /** Compiled argument schemas kept, by their serialised schema. */
 const VALIDATORS_KEPT = 512;
@@ -88,6 +89,7 @@ export class ToolTurnsService {
   constructor(
     private readonly repository: ToolTurnsRepository,
     private readonly webhooks: WebhookToolCaller,
+    private readonly metrics: ToolMetrics,
     private readonly clock: Clock,
     @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
   ) {}
@@ -132,9 +134,12 @@ export class ToolTurnsService {
         if (problem || !tool) {
           outputs[call.id] = { error: problem };
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
+          this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
         } else if (tool.execution === 'webhook') {
           webhookCalls.push(
             this.callWebhook(context, tool, call).then((result) => {
+              const outcome = result.throttled ? 'throttled' : result.error ? 'error' : 'ok';
+              this.metrics.count('webhook', outcome, result.durationMs);
               outputs[call.id] = result.output;
               state.records.push({
                 ...record(call, result.output, 'webhook', result.error),
@@ -198,6 +203,7 @@ export class ToolTurnsService {
       if (!given.has(call.id)) continue;
       known[call.id] = given.get(call.id);
       state.records.push(record(call, known[call.id], 'client', null));
+      this.metrics.count('client', 'ok', null);
     }
     state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
     state.round = { calls: [], outputs: {} };

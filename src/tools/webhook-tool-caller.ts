@@ -35,6 +35,8 @@ export interface WebhookToolResult {
   output: unknown;
   error: string | null;
   durationMs: number | null;
+  /** Refused by TOOL_CALLS_IN_FLIGHT_PER_ORG, not sent. */
+  throttled?: boolean;
 }
 
 /**
@@ -59,7 +61,10 @@ export class WebhookToolCaller {
     const { organizationId } = call;
     const busy = this.inFlight.get(organizationId) ?? 0;
     if (busy >= this.config.callsInFlightPerOrganization) {
-      return failed('too many tool calls in flight for the organization', null);
+      return {
+        ...failed('too many tool calls in flight for the organization', null),
+        throttled: true,
+      };
     }
     this.inFlight.set(organizationId, busy + 1);
     try {
