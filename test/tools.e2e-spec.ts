@@ -6,6 +6,8 @@ import { parseEvents } from './support/sse';
 import { Webhook } from 'standardwebhooks';
 import { WebhookReceiver } from './support/webhook-receiver';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { FakeOpenAI } from './support/fake-openai';
+import { tenantWithKey } from './support/identity';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -523,5 +525,153 @@ describe('Tools (contract §26)', () => {
       );
       expect(receiver.at(`/${hangPath}`)).toHaveLength(2);
     });
+  });
+});
+
+describe('Tools with the openai engine (contract §26)', () => {
+  let fake: FakeOpenAI;
+  let t: TestApp;
+  let auth: string;
+  let personalityId: string;
+  const lookup = {
+    name: 'lookup_order',
+    description: 'Looks up an order',
+    parameters: {
+      type: 'object',
+      properties: { order_id: { type: 'string' } },
+      required: ['order_id'],
+      additionalProperties: false,
+    },
+    execution: 'client',
+  };
+  const called = (args: string, id = 'call_1') => ({
+    toolCalls: [{ id, name: 'lookup_order', arguments: args }],
+    usage: { prompt_tokens: 10, completion_tokens: 5 },
+  });
+  const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
+
+  beforeAll(async () => {
+    fake = await FakeOpenAI.start({ apiKey: 'sk-provider-key' });
+    t = await createTestApp({
+      env: {
+        RESPONSE_ENGINE: 'openai',
+        OPENAI_BASE_URL: fake.url,
+        OPENAI_API_KEY: 'sk-provider-key',
+        OPENAI_MODEL: 'default-model',
+        ENGINE_TIMEOUT_MS: '3000',
+        ENGINE_BREAKER_FAILURES: '1000',
+        TOOL_MAX_ROUNDS: '2',
+      },
+    });
+    const tenant = await tenantWithKey(t, ['read_write']);
+    auth = tenant.auth;
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    personalityId = created.body.id as string;
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ output_moderation: 'off' })
+      .expect(200);
+  });
+  afterEach(() => fake.reset());
+  afterAll(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  const tokens = async () =>
+    (await t.http().get('/v1/usage/tokens').set('Authorization', auth)).body as {
+      prompt_tokens: number;
+      completion_tokens: number;
+    };
+
+  for (const stream of [false, true]) {
+    it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
+      const before = await tokens();
+      fake.respondWith(called('{"order_id": "A-1"}'), answer);
+      const paused = await t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', auth)
+        .send({
+          personality_id: personalityId,
+          user_id: uniqueUserId(),
+          message: 'where?',
+          stream,
+        });
+      const body = stream
+        ? (parseEvents(paused.text).at(-1)!.data as Record<string, unknown>)
+        : (paused.body as Record<string, unknown>);
+      if (stream) {
+        expect(parseEvents(paused.text).map((event) => event.event)).toEqual([
+          'tool_calls',
+          'done',
+        ]);
+      }
+      expect(body).toMatchObject({
+        status: 'requires_action',
+        tool_calls: [{ id: 'call_1', name: 'lookup_order', arguments: { order_id: 'A-1' } }],
+      });
+      expect(fake.requests[0].body?.tools).toEqual([
+        {
+          type: 'function',
+          function: {
+            name: 'lookup_order',
+            description: 'Looks up an order',
+            parameters: lookup.parameters,
+            strict: true,
+          },
+        },
+      ]);
+
+      const done = await t
+        .http()
+        .post(`/v1/respond/turns/${String(body.turn_id)}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream });
+      const completed = stream ? parseEvents(done.text).at(-1)!.data : done.body;
+      expect(completed).toMatchObject({ status: 'completed', reply: { text: 'echo: where?' } });
+      const messages = fake.requests[1].body?.messages ?? [];
+      expect(messages.slice(-2)).toEqual([
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: 'call_1',
+              type: 'function',
+              function: { name: 'lookup_order', arguments: '{"order_id":"A-1"}' },
+            },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"status":"shipped"}' },
+      ]);
+      // Both model calls of the turn count.
+      const after = await tokens();
+      expect(after.prompt_tokens - before.prompt_tokens).toBe(30);
+      expect(after.completion_tokens - before.completion_tokens).toBe(12);
+    });
+  }
+
+  it('asks without tools after TOOL_MAX_ROUNDS rounds', async () => {
+    fake.respondWith(called('{"order_id": 1}', 'call_a'), called('not json', 'call_b'), answer);
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: uniqueUserId(), message: 'loop' });
+    expect(done.body).toMatchObject({ status: 'completed', reply: { text: 'echo: loop' } });
+    expect(fake.requests.map((request) => request.body?.tools !== undefined)).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    const tool = fake.requests[2].body?.messages?.filter((message) => message.role === 'tool');
+    expect(tool?.map((message) => message.tool_call_id)).toEqual(['call_a', 'call_b']);
   });
 });

@@ -138,6 +138,12 @@ export interface FakeReply {
   reset?: boolean;
   /** How a streamed request is answered (ignored when the request did not ask to stream). */
   stream?: FakeStream;
+  /**
+   * The model calls these function tools instead of answering: `content: null`, `tool_calls`
+   * and finish reason `tool_calls` (streamed: each call's id and name, then its arguments in two
+   * pieces, as OpenAI streams them). `arguments` is the JSON text the model wrote.
+   */
+  toolCalls?: Array<{ id: string; name: string; arguments: string }>;
 }
 
 export interface FakeOpenAIOptions {
@@ -449,6 +455,11 @@ export class FakeOpenAI {
   ): void {
     const { content } = contentOf(recorded, reply);
     const refused = reply.refusal !== undefined;
+    const calls = reply.toolCalls?.map(({ id, name, arguments: args }) => ({
+      id,
+      type: 'function',
+      function: { name, arguments: args },
+    }));
     const body = {
       id: newId('chatcmpl'),
       object: 'chat.completion',
@@ -457,11 +468,13 @@ export class FakeOpenAI {
       choices: [
         {
           index: 0,
-          message: refused
-            ? { role: 'assistant', content: null, refusal: reply.refusal }
-            : { role: 'assistant', content, refusal: null },
+          message: calls
+            ? { role: 'assistant', content: null, refusal: null, tool_calls: calls }
+            : refused
+              ? { role: 'assistant', content: null, refusal: reply.refusal }
+              : { role: 'assistant', content, refusal: null },
           logprobs: null,
-          finish_reason: reply.finishReason ?? 'stop',
+          finish_reason: calls ? 'tool_calls' : (reply.finishReason ?? 'stop'),
         },
       ],
       usage: usageOf(recorded, reply, content),
@@ -495,6 +508,21 @@ export class FakeOpenAI {
       'x-request-id': newId('req'),
     });
     response.write(delta({ role: 'assistant', content: '', refusal: null }));
+
+    if (reply.toolCalls) {
+      reply.toolCalls.forEach(({ id, name, arguments: args }, index) => {
+        const call = (fields: Record<string, unknown>) =>
+          delta({ tool_calls: [{ index, ...fields }] });
+        response.write(call({ id, type: 'function', function: { name, arguments: '' } }));
+        const half = Math.ceil(args.length / 2);
+        response.write(call({ function: { arguments: args.slice(0, half) } }));
+        response.write(call({ function: { arguments: args.slice(half) } }));
+      });
+      response.write(delta({}, 'tool_calls'));
+      if (includeUsage) response.write(chunk([], { usage: usageOf(recorded, reply, content) }));
+      response.end('data: [DONE]\n\n');
+      return;
+    }
 
     let sent = 0;
     const next = () => {
