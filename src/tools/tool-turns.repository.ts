@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql } from '../database/sql';
 import type { ToolTurnStatus } from './entities/tool-turn.entity';
@@ -83,6 +84,20 @@ export class ToolTurnsRepository {
     return this.database.row<ToolEndpoint>(
       sql`SELECT url, secret, status FROM webhook_endpoints
            WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
+  }
+
+  /** In the erasure's transaction: the paused turns of these end users, scoped to their organizations. */
+  async deleteOfEndUsers(
+    manager: EntityManager,
+    endUsers: ReadonlyArray<{ id: string; organizationId: string }>,
+  ): Promise<void> {
+    await this.database.rows(
+      sql`DELETE FROM tool_turns t
+           USING unnest(${endUsers.map((u) => u.id)}::uuid[],
+                        ${endUsers.map((u) => u.organizationId)}::uuid[]) AS e(id, organization_id)
+           WHERE t.end_user_id = e.id AND t.organization_id = e.organization_id`,
+      { manager },
     );
   }
 }

@@ -3,6 +3,12 @@ import type { ValidateFunction } from 'ajv/dist/2020';
 import { ulid } from 'ulid';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
+import type { EntityManager } from 'typeorm';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import type {
   EngineReply,
@@ -93,6 +99,12 @@ export class ToolTurnsService {
     private readonly clock: Clock,
     @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
   ) {}
+
+  /** A paused turn holds the user's message: it goes with the end user. */
+  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['tool_turns'] })
+  eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    return this.repository.deleteOfEndUsers(manager, endUsers);
+  }
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
   async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {

@@ -15,7 +15,7 @@ import {
   ValidateIf,
   ValidateNested,
 } from 'class-validator';
-import { RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
+import { ANY_JSON, RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
@@ -70,7 +70,11 @@ export class ToolOutputDto {
   @MaxLength(200)
   tool_call_id: string;
 
-  @ApiProperty({ description: 'Any JSON: what the tool gave back', example: { status: 'shipped' } })
+  @ApiProperty({
+    description: 'Any JSON: what the tool gave back',
+    example: { status: 'shipped' },
+    oneOf: ANY_JSON,
+  })
   @IsDefined()
   output: unknown;
 }
@@ -104,6 +108,8 @@ export class ToolCallDto {
   name: string;
 
   @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
     description: "The arguments, valid against the tool's parameters schema",
     example: { order_id: 'A-1042' },
   })

@@ -67,6 +67,15 @@ export function ToolsArray(): PropertyDecorator {
   };
 }
 
+/** Any JSON value, as OpenAPI says it (a schema of `type: object` reads as an empty object). */
+export const ANY_JSON = [
+  { type: 'object', additionalProperties: true },
+  { type: 'array', items: {} },
+  { type: 'string' },
+  { type: 'number' },
+  { type: 'boolean' },
+];
+
 /** A tool call as the reply's memory keeps it. */
 export class ToolCallRecordDto {
   @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
@@ -75,10 +84,18 @@ export class ToolCallRecordDto {
   @ApiProperty({ example: 'lookup_order' })
   name: string;
 
-  @ApiProperty({ description: 'As the model wrote them', example: { order_id: 'A-1042' } })
+  @ApiProperty({
+    description: 'As the model wrote them',
+    example: { order_id: 'A-1042' },
+    oneOf: ANY_JSON,
+  })
   arguments: unknown;
 
-  @ApiProperty({ description: 'What the model was given', example: { status: 'shipped' } })
+  @ApiProperty({
+    description: 'What the model was given',
+    example: { status: 'shipped' },
+    oneOf: ANY_JSON,
+  })
   output: unknown;
 
   @ApiProperty({ enum: ['client', 'webhook'] })

@@ -2136,14 +2136,18 @@ export interface components {
              *       "order_id": "A-1042"
              *     }
              */
-            arguments: Record<string, never>;
+            arguments: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
             /**
              * @description What the model was given
              * @example {
              *       "status": "shipped"
              *     }
              */
-            output: Record<string, never>;
+            output: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
             /** @enum {string} */
             execution: "client" | "webhook";
             /** @description A webhook call's duration */
@@ -2530,7 +2534,9 @@ export interface components {
              *       "order_id": "A-1042"
              *     }
              */
-            arguments: Record<string, never>;
+            arguments: {
+                [key: string]: unknown;
+            };
         };
         RespondToolCallsDto: {
             /** @example turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0 */
@@ -2662,7 +2668,9 @@ export interface components {
              *       "status": "shipped"
              *     }
              */
-            output: Record<string, never>;
+            output: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
         };
         ToolOutputsDto: {
             /** @description One output for every pending call */
