@@ -163,24 +163,33 @@ export class RespondService {
   }
 
   /**
-   * A turn paused for client tools, resumed with their outputs (contract §26): claimed once, then
-   * prepared as its message was, from the conversation as it is now.
+   * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
+   * message was, from the conversation as it is now, then claimed once; a turn whose resumption
+   * is refused (402, 404, 409) stays pending.
    */
   async prepareResumption(
     caller: CallerContext,
     turnId: string,
     dto: ToolOutputsDto,
   ): Promise<Conversation> {
-    const { personalityId, state } = await this.toolTurns.resume(
-      caller.organizationId,
+    const { organizationId } = caller;
+    const { personalityId, state } = await this.toolTurns.check(
+      organizationId,
       turnId,
       dto.outputs,
     );
-    return this.prepare(
+    const conversation = await this.prepare(
       caller,
       { personality_id: personalityId, user_id: state.userId, message: state.message },
       state,
     );
+    try {
+      await this.toolTurns.claim(organizationId, turnId, dto.outputs.length);
+    } catch (error) {
+      this.spend.release(conversation.spend);
+      throw error;
+    }
+    return conversation;
   }
 
   /**

@@ -171,11 +171,12 @@ export class ToolTurnsService {
   }
 
   /**
-   * The paused turn's state once the client's outputs join it, for one resumption: 404 for an
-   * unknown, foreign or expired turn, 400 unless every pending call has exactly one output, 409
-   * `turn_not_pending` when it was resumed already (or another resumption won the claim).
+   * The paused turn's state once the client's outputs join it: 404 for an unknown, foreign or
+   * expired turn, 400 unless every pending call has exactly one output, 409 `turn_not_pending`
+   * when it was resumed already. Nothing is claimed yet: `claim` does, once the resumption is
+   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending).
    */
-  async resume(
+  async check(
     organizationId: string,
     turnId: string,
     outputs: Array<{ tool_call_id: string; output: unknown }>,
@@ -208,19 +209,28 @@ export class ToolTurnsService {
       problems.push({ field: 'outputs', problem: `lacks the output of ${missing.join(', ')}` });
     }
     if (problems.length > 0) throw AppError.validation(problems);
-    if (!(await this.repository.claim(organizationId, turnId, now))) throw notPending();
 
     const { calls, outputs: known } = state.round;
     for (const call of calls) {
       if (!given.has(call.id)) continue;
       known[call.id] = given.get(call.id);
       state.records.push(record(call, known[call.id], 'client', null));
-      this.metrics.count('client', 'ok', null);
     }
     state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
     state.round = { calls: [], outputs: {} };
     state.pending = [];
     return { personalityId: found.personalityId, state };
+  }
+
+  /**
+   * Takes the turn for this resumption: of concurrent claims, on any instance, exactly one wins;
+   * the others get 409 `turn_not_pending`.
+   */
+  async claim(organizationId: string, turnId: string, outputs: number): Promise<void> {
+    if (!(await this.repository.claim(organizationId, turnId, this.clock.now()))) {
+      throw notPending();
+    }
+    for (let i = 0; i < outputs; i += 1) this.metrics.count('client', 'ok', null);
   }
 
   private async pause(

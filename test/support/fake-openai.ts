@@ -1,3 +1,4 @@
+import { triggeredCalls } from '../../src/respond/engine/tool-trigger';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import {
@@ -16,7 +17,9 @@ import type { AddressInfo } from 'node:net';
  * chunks, the usage chunk when `stream_options.include_usage` is set, `data: [DONE]`) or not,
  * records every request (every SDK retry is one more), and follows a script: the next requests'
  * replies in a queue (`respondWith`), else a standing reply (`respondAlwaysWith`), else the
- * default, a JSON `{text, emotion, intensity}` echoing the last user message.
+ * default, a JSON `{text, emotion, intensity}` echoing the last user message. By default it also
+ * calls a function tool the request offers when the last message is the user's and writes
+ * `T({...})`, as the local engine does (docs/tools.md), so a client can be tested against it.
  *
  * A reply can be plain or broken content, a refusal, other token counts, slow, never answered, an HTTP error
  * with OpenAI's error body (with `retry-after-ms` or `retry-after`), a body of garbage, headers
@@ -417,7 +420,7 @@ export class FakeOpenAI {
       });
     }
     const standing = typeof this.standing === 'function' ? this.standing(recorded) : this.standing;
-    const reply = this.queue.shift() ?? standing ?? {};
+    const reply = this.queue.shift() ?? standing ?? triggeredToolCalls(recorded) ?? {};
     if (reply.hang) return;
     const answer = () => {
       if (response.destroyed) return;
@@ -578,6 +581,23 @@ export class FakeOpenAI {
       }),
     );
   }
+}
+
+/** The default reply's tool calls: the local engine's `T({...})` trigger, on the user's turn. */
+function triggeredToolCalls(recorded: RecordedChatRequest): FakeReply | undefined {
+  const tools = recorded.body?.tools;
+  const last = recorded.body?.messages?.at(-1);
+  if (!Array.isArray(tools) || last?.role !== 'user') return undefined;
+  const names = tools.map((tool: { function?: { name?: string } }) => tool.function?.name ?? '');
+  const calls = triggeredCalls(textOf(last.content), names);
+  if (calls.length === 0) return undefined;
+  return {
+    toolCalls: calls.map((call, index) => ({
+      id: `call_fake_${index}`,
+      name: call.name,
+      arguments: JSON.stringify(call.arguments),
+    })),
+  };
 }
 
 function parseJson(raw: string): ChatCompletionBody | undefined {
