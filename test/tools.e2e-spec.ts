@@ -594,16 +594,12 @@ describe('Tools with the openai engine (contract §26)', () => {
     it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
       const before = await tokens();
       fake.respondWith(called('{"order_id": "A-1"}'), answer);
-      const paused = await t
-        .http()
-        .post('/v1/respond')
-        .set('Authorization', auth)
-        .send({
-          personality_id: personalityId,
-          user_id: uniqueUserId(),
-          message: 'where?',
-          stream,
-        });
+      const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
+        personality_id: personalityId,
+        user_id: uniqueUserId(),
+        message: 'where?',
+        stream,
+      });
       const body = stream
         ? (parseEvents(paused.text).at(-1)!.data as Record<string, unknown>)
         : (paused.body as Record<string, unknown>);
