@@ -259,6 +259,35 @@ describe('Tools (contract §26)', () => {
       );
     });
 
+    it('exports the tool calls in PMF v1 and imports them back', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      const callId = paused.body.tool_calls[0].id as string;
+      await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: shipped }] });
+      const exported = await t
+        .http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', owner.auth);
+      expect(exported.status).toBe(200);
+      const document = JSON.parse(
+        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
+      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls?: unknown }> };
+      const called = [
+        expect.objectContaining({ id: callId, name: 'lookup_order', output: shipped }),
+      ];
+      expect(document.memories.map((memory) => memory.tool_calls)).toEqual([null, called]);
+
+      const copy = uniqueUserId();
+      document.end_user.user_id = copy;
+      const imported = await t
+        .http()
+        .post('/v1/end-users/import')
+        .set('Authorization', owner.auth)
+        .send(document);
+      expect(imported.status).toBe(201);
+      expect((await memoriesOf(copy)).map((memory) => memory.tool_calls)).toEqual([called, null]);
+    });
+
     it('wants exactly one output for every pending call; unknown, foreign and expired turns are 404', async () => {
       const paused = await respond({ user_id: uniqueUserId(), message: trigger });
       const { turn_id: turnId } = paused.body;
