@@ -3,6 +3,7 @@ import type { ValidateFunction } from 'ajv/dist/2020';
 import { ulid } from 'ulid';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
+import { inClientSpan } from '../tracing/spans';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
@@ -262,21 +263,25 @@ export class ToolTurnsService {
     };
   }
 
+  /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
   private callWebhook(context: ToolTurnContext, tool: TurnTool, call: EngineToolCall) {
-    return this.webhooks.call({
-      organizationId: context.organizationId,
-      endpointId: tool.endpoint_id ?? '',
-      timeoutMs: tool.timeout_ms,
-      signal: context.signal,
-      data: {
-        tool_call_id: call.id,
-        name: call.name,
-        arguments: call.arguments,
-        user_id: context.userId,
-        personality_id: context.personalityId,
-        turn_id: context.state.turnId,
-      },
-    });
+    const attributes = { 'tool.name': call.name, 'tool.execution': 'webhook' };
+    return inClientSpan(`tool ${call.name}`, attributes, () =>
+      this.webhooks.call({
+        organizationId: context.organizationId,
+        endpointId: tool.endpoint_id ?? '',
+        timeoutMs: tool.timeout_ms,
+        signal: context.signal,
+        data: {
+          tool_call_id: call.id,
+          name: call.name,
+          arguments: call.arguments,
+          user_id: context.userId,
+          personality_id: context.personalityId,
+          turn_id: context.state.turnId,
+        },
+      }),
+    );
   }
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
