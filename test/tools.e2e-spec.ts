@@ -699,4 +699,33 @@ describe('Tools with the openai engine (contract §26)', () => {
     const tool = fake.requests[2].body?.messages?.filter((message) => message.role === 'tool');
     expect(tool?.map((message) => message.tool_call_id)).toEqual(['call_a', 'call_b']);
   });
+
+  it('ends a turn whose tokens spend a budget mid-way with 402', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/limits`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ monthly_token_budget: 5000 })
+      .expect(200);
+    // The first call's arguments fail the schema, so the turn goes on to a second model call.
+    fake.respondWith({
+      ...called('not json'),
+      usage: { prompt_tokens: 6000, completion_tokens: 5 },
+    });
+    const userId = uniqueUserId();
+    const refused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: created.body.id, user_id: userId, message: 'go' });
+    expectError(refused, 402, 'budget_exceeded');
+    expect(refused.body.error.details).toMatchObject({ scope: 'organization', limit: 5000 });
+    expect(fake.requests).toHaveLength(1);
+  });
 });

@@ -351,7 +351,18 @@ export class RespondService {
         state: conversation.tools,
         signal,
       },
-      (tools) => this.askEngine({ ...request, ...tools }, signal),
+      async (tools) => {
+        // A later round of a turn with tools: its tokens so far must leave room (§26).
+        const used = conversation.tools.usage;
+        if (used) {
+          await this.spend.assertRoomFor(
+            conversation.spend,
+            conversation.endUser.id,
+            used.promptTokens + used.completionTokens,
+          );
+        }
+        return this.askEngine({ ...request, ...tools }, signal);
+      },
     );
     if (turn.kind === 'paused') {
       return { paused: { turnId: turn.turnId, toolCalls: turn.toolCalls } };
