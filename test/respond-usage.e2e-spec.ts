@@ -37,6 +37,7 @@ describe('POST /v1/respond and usage', () => {
       vocabulary_version: '2.0.0',
       safety: { flagged: false, categories: [], action: 'none' },
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      status: 'completed',
     });
     expect(first.body.reply.text).toContain('joy');
     expect(first.body.reply.emotion.intensity).toBeGreaterThan(0);
