@@ -62,6 +62,25 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
           .send({ content: 'Likes long walks' })
       ).status,
     ).toBe(201);
+    // A turn paused for a client tool (contract §26) holds the user's message until it resumes.
+    const tool = {
+      name: 'lookup',
+      description: 'Looks something up',
+      parameters: { type: 'object' },
+      execution: 'client',
+    };
+    await t
+      .http()
+      .patch(`/v1/personalities/${personalityId}`)
+      .set('Authorization', a.auth)
+      .send({ tools: [tool] })
+      .expect(200);
+    const paused = await respond(t, a.auth, {
+      personality_id: personalityId,
+      user_id: userId,
+      message: 'lookup({"what": "my order"})',
+    });
+    expect(paused.body.status).toBe('requires_action');
     const dataSource = t.app.get(DataSource);
     const [{ id: internalId }] = await dataSource.query(
       'SELECT id FROM end_users WHERE user_id = $1',
@@ -96,6 +115,7 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
         memories: 6,
         relationship_months: 1,
         end_user_facts: 1,
+        tool_turns: 1,
       }),
     );
     // Every table that refers to an end user holds rows about this one, so the search below

@@ -77,6 +77,7 @@ describe('Personalities: catalog, clones, CRUD', () => {
       voice: entry.voice,
       system_prompt: entry.system_prompt,
       replies: entry.replies,
+      tools: [],
       created_at: expect.any(String),
       updated_at: expect.any(String),
     });

@@ -39,6 +39,7 @@ describe('POST /v1/respond and usage', () => {
       // The organization has no knowledge documents: nothing to cite.
       citations: [],
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      status: 'completed',
     });
     expect(first.body.reply.text).toContain('joy');
     expect(first.body.reply.emotion.intensity).toBeGreaterThan(0);

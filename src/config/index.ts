@@ -14,6 +14,7 @@ import { redisConfig } from './redis.config';
 import { safetyConfig } from './safety.config';
 import { teamsConfig } from './teams.config';
 import { telemetryConfig } from './telemetry.config';
+import { toolsConfig } from './tools.config';
 import { webhooksConfig } from './webhooks.config';
 
 /** Every configuration concern, loaded and validated together at start-up. */
@@ -35,5 +36,6 @@ export const configLoaders = [
   safetyConfig,
   teamsConfig,
   telemetryConfig,
+  toolsConfig,
   webhooksConfig,
 ];

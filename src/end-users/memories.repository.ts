@@ -47,7 +47,7 @@ export class MemoriesRepository {
     return this.database.rows<MemoryRow>(
       // Ordered by the column, m.id: the output's `id` is text, and '9' sorts after '12'.
       sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, m.safety
+                 m.vocabulary_version, m.created_at, m.safety, m.tool_calls
             FROM memories m
            WHERE m.end_user_id = ${endUserId}
              AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId})

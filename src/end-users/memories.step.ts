@@ -1,4 +1,5 @@
 import { Cte, join, sql } from '../database/sql';
+import type { ToolCallRecord } from '../tools/tool-turn-state';
 import type { MemoryRole, MemorySafety } from './entities/memory.entity';
 
 export interface NewMemory {
@@ -13,6 +14,8 @@ export interface NewMemory {
   createdAt: Date;
   /** The safety verdict of the message or the reply (docs/safety.md). */
   safety: MemorySafety | null;
+  /** A reply's tool calls (contract §26); left out or null: none. */
+  toolCalls?: ToolCallRecord[] | null;
 }
 
 /**
@@ -31,18 +34,20 @@ export function memoriesInsertStep(
       sql`(${index}::int, ${memory.organizationId}::uuid, ${memory.endUserId}::uuid,
            ${memory.personalityId}::uuid, ${memory.role}, ${memory.content}, ${memory.emotion},
            ${memory.intensity}::real, ${memory.vocabularyVersion}, ${memory.createdAt}::timestamptz,
-           ${memory.safety === null ? null : JSON.stringify(memory.safety)}::jsonb)`,
+           ${memory.safety === null ? null : JSON.stringify(memory.safety)}::jsonb,
+           ${memory.toolCalls ? JSON.stringify(memory.toolCalls) : null}::jsonb)`,
   );
   return new Cte(
     name,
     sql`INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ${join(tuples)})
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role`,

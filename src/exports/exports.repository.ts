@@ -104,7 +104,7 @@ export class ExportsRepository {
             'emotion', CASE WHEN emotion IS NULL THEN NULL
                        ELSE json_build_object('name', emotion, 'intensity', intensity) END,
             'vocabulary_version', vocabulary_version,
-            'created_at', ${ISO('created_at')}, 'safety', safety)::text`,
+            'created_at', ${ISO('created_at')}, 'safety', safety, 'tool_calls', tool_calls)::text`,
     ),
     this.factSection(
       sql`json_build_object(

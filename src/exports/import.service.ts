@@ -205,6 +205,7 @@ export class ImportService {
           createdAt: new Date(memory.created_at),
           // This service's classifier decides, never the document (contract §29).
           safety: importedVerdict((await this.classifier.classify(memory.content)).categories),
+          toolCalls: memory.tool_calls ?? null,
         });
       }
       const ids = await this.repository.insertMemories(manager, rows);

@@ -1,3 +1,4 @@
+import type { ToolCallRecord } from '../tools/tool-turn-state';
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { readFileSync } from 'node:fs';
@@ -45,6 +46,8 @@ export interface PmfMemory {
   created_at: string;
   /** Optional: documents written before the service checked safety have none. */
   safety?: MemorySafety | null;
+  /** Optional: a reply's tool calls (docs/tools.md); null or left out for none. */
+  tool_calls?: ToolCallRecord[] | null;
 }
 
 export interface PmfFact {

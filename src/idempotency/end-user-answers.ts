@@ -12,6 +12,7 @@ const END_USER_DATA_ROUTES: ReadonlySet<string> = new Set([
   'POST /v1/end-users/import',
   'POST /v1/end-users/:user_id/facts',
   'POST /v1/respond',
+  'POST /v1/respond/turns/:turn_id/tool-outputs',
 ]);
 
 export function carriesEndUserData(method: string, routeTemplate: string | undefined): boolean {

@@ -46,7 +46,12 @@ export class PersonalitiesController {
     @Caller() caller: CallerContext,
     @Body() body: FromCatalogDto,
   ): Promise<PersonalityDto> {
-    return this.personalities.cloneFromCatalog(caller.organizationId, body.slug, body.language);
+    return this.personalities.cloneFromCatalog(
+      caller.organizationId,
+      body.slug,
+      body.language,
+      body.tools,
+    );
   }
 
   @Get()

@@ -5,6 +5,7 @@ import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { cte, join, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
+import type { ToolDefinition } from '../tools/tool-definitions';
 import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
 
@@ -21,6 +22,7 @@ export type PersonalityForReply = Pick<
   | 'replies'
   | 'language'
   | 'searchConfig'
+  | 'tools'
 >;
 
 /** A personality written from an imported document's fields, under an id chosen beforehand. */
@@ -43,7 +45,7 @@ const PERSONALITY_COLUMNS =
   raw(`p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug",
   p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice,
   p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig",
-  p.model, p.created_at AS "createdAt", p.updated_at AS "updatedAt"`);
+  p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt"`);
 
 /**
  * Every query of the catalog (`catalog_personalities`) and of the organizations' personalities
@@ -102,7 +104,7 @@ export class PersonalitiesRepository {
   async insertCloneOfCatalogEntry(
     organizationId: string,
     slug: string,
-    speaking: { language: string; searchConfig: string },
+    fields: { language: string; searchConfig: string; tools: ToolDefinition[] },
     at: Date,
   ): Promise<string | null> {
     // Every field of the entry, copied by value in one statement: later imports cannot reach it.
@@ -115,9 +117,10 @@ export class PersonalitiesRepository {
       (lent) => sql`
         INSERT INTO personalities (organization_id, source_slug, source_version, name,
                                    description, traits, voice, system_prompt, replies, language,
-                                   search_config)
+                                   search_config, tools)
         SELECT ${organizationId}, slug, version, name, description, traits, voice, system_prompt,
-               replies, ${speaking.language}, ${speaking.searchConfig}
+               replies, ${fields.language}, ${fields.searchConfig},
+               ${JSON.stringify(fields.tools)}::jsonb
           FROM catalog_personalities WHERE slug = ${slug}
         RETURNING id, ${lent}`,
     );
@@ -245,10 +248,23 @@ export class PersonalitiesRepository {
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
     const row = await this.database.row<PersonalityForReply>(
       sql`SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model,
-                 replies, language, search_config AS "searchConfig"
+                 replies, language, search_config AS "searchConfig", tools
             FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
     return row ?? null;
+  }
+
+  /**
+   * Which of `ids` are webhook endpoints of the organization: a webhook tool may only call one
+   * of its own organization's endpoints.
+   */
+  async findOwnEndpoints(organizationId: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.database.rows<{ id: string }>(
+      sql`SELECT id FROM webhook_endpoints
+           WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])`,
+    );
+    return new Set(rows.map((row) => row.id));
   }
 
   /** What the audit event names of the deleted personality, or null when there was none. */

@@ -26,6 +26,7 @@ import {
 import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import type { Personality } from './entities/personality.entity';
+import { storedTools, type ToolDefinition, toolProblems } from '../tools/tool-definitions';
 import { DEFAULT_LANGUAGE, isLanguage, type Language, searchConfigOf } from './languages';
 import {
   type NewPersonality,
@@ -126,11 +127,16 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     organizationId: string,
     slug: string,
     language: Language = DEFAULT_LANGUAGE,
+    tools: unknown[] = [],
   ): Promise<PersonalityDto> {
     const id = await this.repository.insertCloneOfCatalogEntry(
       organizationId,
       slug,
-      { language, searchConfig: searchConfigOf(language) },
+      {
+        language,
+        searchConfig: searchConfigOf(language),
+        tools: await this.checkedTools(organizationId, tools),
+      },
       this.clock.now(),
     );
     if (!id) throw AppError.notFound('Catalog entry');
@@ -272,6 +278,32 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     ]);
   }
 
+  /**
+   * A `tools` array as it is stored, or 400 naming each problem (`tools/3/parameters`): the
+   * items' shape and schemas, and webhook tools' endpoints, which must be the organization's.
+   */
+  private async checkedTools(organizationId: string, tools: unknown[]): Promise<ToolDefinition[]> {
+    const problems = toolProblems(tools, 'personality');
+    if (problems.length > 0) throw AppError.validation(problems);
+    const valid = tools as ToolDefinition[];
+    const endpoints = valid.map((tool) => tool.endpoint_id?.toLowerCase());
+    const own = await this.repository.findOwnEndpoints(organizationId, [
+      ...new Set(endpoints.filter((id): id is string => id !== undefined)),
+    ]);
+    const unknown = endpoints.flatMap((id, index) =>
+      id !== undefined && !own.has(id)
+        ? [
+            {
+              field: `tools/${index}/endpoint_id`,
+              problem: 'must be a webhook endpoint of the organization',
+            },
+          ]
+        : [],
+    );
+    if (unknown.length > 0) throw AppError.validation(unknown);
+    return storedTools(valid);
+  }
+
   async get(organizationId: string, id: string): Promise<PersonalityDto> {
     return toPersonalityResponse(await this.find(organizationId, id));
   }
@@ -282,7 +314,9 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     changes: UpdatePersonalityDto,
   ): Promise<PersonalityDto> {
     if (typeof changes.model === 'string') this.assertAllowedModel(changes.model);
+    const tools = changes.tools && (await this.checkedTools(organizationId, changes.tools));
     const personality = await this.find(organizationId, id);
+    if (tools) personality.tools = tools;
     if (changes.name !== undefined) personality.name = changes.name;
     if (changes.description !== undefined) personality.description = changes.description;
     if (changes.traits !== undefined) personality.traits = changes.traits;

@@ -2,26 +2,29 @@
 
 -- RespondRepository.storeExchange: without usage tokens
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
-           $11::jsonb), ($12::int, $13::uuid, $14::uuid,
-           $15::uuid, $16, $17, $18,
-           $19::real, $20, $21::timestamptz,
-           $22::jsonb))
+           $11::jsonb,
+           $12::jsonb), ($13::int, $14::uuid, $15::uuid,
+           $16::uuid, $17, $18, $19,
+           $20::real, $21, $22::timestamptz,
+           $23::jsonb,
+           $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
       INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-      VALUES ($23, $24, $25,
-              $26, $27)
+      VALUES ($25, $26, $27,
+              $28, $29)
       ON CONFLICT DO NOTHING
       RETURNING organization_id, month, end_user_id, personality_id),
     relationship_counter AS (
@@ -33,26 +36,29 @@ SELECT 1;
 
 -- RespondRepository.storeExchange: with usage tokens
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
-           $11::jsonb), ($12::int, $13::uuid, $14::uuid,
-           $15::uuid, $16, $17, $18,
-           $19::real, $20, $21::timestamptz,
-           $22::jsonb))
+           $11::jsonb,
+           $12::jsonb), ($13::int, $14::uuid, $15::uuid,
+           $16::uuid, $17, $18, $19,
+           $20::real, $21, $22::timestamptz,
+           $23::jsonb,
+           $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
       INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-      VALUES ($23, $24, $25,
-              $26, $27)
+      VALUES ($25, $26, $27,
+              $28, $29)
       ON CONFLICT DO NOTHING
       RETURNING organization_id, month, end_user_id, personality_id),
     relationship_counter AS (
@@ -63,8 +69,8 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($28, $29, 1, $30::bigint, $31::bigint,
-                     $32::bigint)
+      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
+                     $34::bigint)
       ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -73,9 +79,9 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $33::uuid, $34::date, model, 1, $35::bigint, $36::bigint,
-                     $37::bigint
-        FROM (SELECT $38::text AS model) AS reply WHERE model IS NOT NULL
+      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
+                     $39::bigint
+        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
       ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -83,8 +89,8 @@ token_month AS (
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($39, $40, 1, $41::bigint, $42::bigint,
-                     $43::bigint)
+      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
+                     $45::bigint)
       ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
@@ -93,8 +99,8 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($44, $45, $46, 1, $47::bigint, $48::bigint,
-                     $49::bigint, $50::bigint)
+      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
+                     $51::bigint, $52::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
         SET requests = token_usage_end_user_months.requests + 1,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -105,8 +111,8 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($51, $52, $53, 1, $54::bigint, $55::bigint,
-                     $56::bigint, $57::bigint)
+      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
+                     $58::bigint, $59::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + 1,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -117,10 +123,10 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($58, $59,
-              coalesce($60::uuid, $61::uuid), 1, $62::bigint, $63::bigint,
-                     $64::bigint,
-              $65::bigint)
+      VALUES ($60, $61,
+              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
+                     $66::bigint,
+              $67::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + 1,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -131,7 +137,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($66, $67, $68, $69::bigint)
+      VALUES ($68, $69, $70, $71::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -141,26 +147,29 @@ SELECT 1;
 
 -- RespondRepository.storeExchange: with usage tokens and a spend reservation
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
-           $11::jsonb), ($12::int, $13::uuid, $14::uuid,
-           $15::uuid, $16, $17, $18,
-           $19::real, $20, $21::timestamptz,
-           $22::jsonb))
+           $11::jsonb,
+           $12::jsonb), ($13::int, $14::uuid, $15::uuid,
+           $16::uuid, $17, $18, $19,
+           $20::real, $21, $22::timestamptz,
+           $23::jsonb,
+           $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
       INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-      VALUES ($23, $24, $25,
-              $26, $27)
+      VALUES ($25, $26, $27,
+              $28, $29)
       ON CONFLICT DO NOTHING
       RETURNING organization_id, month, end_user_id, personality_id),
     relationship_counter AS (
@@ -171,8 +180,8 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($28, $29, 1, $30::bigint, $31::bigint,
-                     $32::bigint)
+      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
+                     $34::bigint)
       ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -181,9 +190,9 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $33::uuid, $34::date, model, 1, $35::bigint, $36::bigint,
-                     $37::bigint
-        FROM (SELECT $38::text AS model) AS reply WHERE model IS NOT NULL
+      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
+                     $39::bigint
+        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
       ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -191,8 +200,8 @@ token_month AS (
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($39, $40, 1, $41::bigint, $42::bigint,
-                     $43::bigint)
+      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
+                     $45::bigint)
       ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
@@ -201,8 +210,8 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($44, $45, $46, 1, $47::bigint, $48::bigint,
-                     $49::bigint, $50::bigint)
+      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
+                     $51::bigint, $52::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
         SET requests = token_usage_end_user_months.requests + 1,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -213,8 +222,8 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($51, $52, $53, 1, $54::bigint, $55::bigint,
-                     $56::bigint, $57::bigint)
+      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
+                     $58::bigint, $59::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + 1,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -225,10 +234,10 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($58, $59,
-              coalesce($60::uuid, $61::uuid), 1, $62::bigint, $63::bigint,
-                     $64::bigint,
-              $65::bigint)
+      VALUES ($60, $61,
+              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
+                     $66::bigint,
+              $67::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + 1,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -239,7 +248,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($66, $67, $68, $69::bigint)
+      VALUES ($68, $69, $70, $71::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -247,33 +256,36 @@ token_month AS (
             day = GREATEST(d.day, EXCLUDED.day)),
 spend_reservation_released AS (
       DELETE FROM spend_reservations
-       WHERE organization_id = $70::uuid
-         AND budget = ANY($71::text[])
-         AND reservation_id = $72::uuid)
+       WHERE organization_id = $72::uuid
+         AND budget = ANY($73::text[])
+         AND reservation_id = $74::uuid)
 SELECT 1;
 
 -- RespondRepository.storeExchange: flagged
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
-           $11::jsonb), ($12::int, $13::uuid, $14::uuid,
-           $15::uuid, $16, $17, $18,
-           $19::real, $20, $21::timestamptz,
-           $22::jsonb))
+           $11::jsonb,
+           $12::jsonb), ($13::int, $14::uuid, $15::uuid,
+           $16::uuid, $17, $18, $19,
+           $20::real, $21, $22::timestamptz,
+           $23::jsonb,
+           $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
       INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-      VALUES ($23, $24, $25,
-              $26, $27)
+      VALUES ($25, $26, $27,
+              $28, $29)
       ON CONFLICT DO NOTHING
       RETURNING organization_id, month, end_user_id, personality_id),
     relationship_counter AS (
@@ -281,58 +293,61 @@ relationship_month AS (
       SELECT organization_id, month, 1 FROM relationship_month
       ON CONFLICT (organization_id, month)
       DO UPDATE SET active_relationships = usage_monthly_counters.active_relationships + 1),
-flagged AS (SELECT $28::text AS audit_target_id, jsonb_build_object('personality_id', $29::uuid,
+flagged AS (SELECT $30::text AS audit_target_id, jsonb_build_object('personality_id', $31::uuid,
                     'memory_id', m.id::text,
-                    'categories', $30::jsonb,
-                    'action', $31::text) AS audit_details, jsonb_build_object('user_id', $32::text, 'personality_id', $33::uuid,
+                    'categories', $32::jsonb,
+                    'action', $33::text) AS audit_details, jsonb_build_object('user_id', $34::text, 'personality_id', $35::uuid,
                     'memory_id', m.id::text,
-                    'categories', $34::jsonb,
-                    'action', $35::text) AS webhook_data FROM memory_rows m WHERE m.role = $36),
+                    'categories', $36::jsonb,
+                    'action', $37::text) AS webhook_data FROM memory_rows m WHERE m.role = $38),
 flagged_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
-          SELECT $37::uuid, $38, $39,
-                 $40, $41, s.audit_target_id, $42,
-                 $43, s.audit_details
+          SELECT $39::uuid, $40, $41,
+                 $42, $43, s.audit_target_id, $44,
+                 $45, s.audit_details
             FROM flagged s),
 flagged_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $44::uuid AND status = 'enabled'
-         AND $45::text = ANY (events)
+       WHERE organization_id = $46::uuid AND status = 'enabled'
+         AND $47::text = ANY (events)
        FOR KEY SHARE),
     flagged_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data)
-      SELECT $46::uuid, $47, s.webhook_data FROM flagged s
+      SELECT $48::uuid, $49, s.webhook_data FROM flagged s
        WHERE EXISTS (SELECT 1 FROM flagged_webhook_subscribed)
       RETURNING id, organization_id, type),
     flagged_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $48::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $50::timestamptz
         FROM flagged_webhook_event ev CROSS JOIN flagged_webhook_subscribed e)
 SELECT 1;
 
 -- RespondRepository.storeExchange: with two learned facts
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
-                              emotion, intensity, vocabulary_version, created_at, safety, search)
+                              emotion, intensity, vocabulary_version, created_at, safety,
+                              tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
-               v.intensity, v.vocabulary_version, v.created_at, v.safety,
+               v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
                to_tsvector(p.search_config::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
-           $11::jsonb), ($12::int, $13::uuid, $14::uuid,
-           $15::uuid, $16, $17, $18,
-           $19::real, $20, $21::timestamptz,
-           $22::jsonb))
+           $11::jsonb,
+           $12::jsonb), ($13::int, $14::uuid, $15::uuid,
+           $16::uuid, $17, $18, $19,
+           $20::real, $21, $22::timestamptz,
+           $23::jsonb,
+           $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
-                    intensity, vocabulary_version, created_at, safety)
+                    intensity, vocabulary_version, created_at, safety, tool_calls)
           JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
       INSERT INTO relationship_months (organization_id, month, end_user_id, personality_id, first_active_at)
-      VALUES ($23, $24, $25,
-              $26, $27)
+      VALUES ($25, $26, $27,
+              $28, $29)
       ON CONFLICT DO NOTHING
       RETURNING organization_id, month, end_user_id, personality_id),
     relationship_counter AS (
@@ -343,8 +358,8 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($28, $29, 1, $30::bigint, $31::bigint,
-                     $32::bigint)
+      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
+                     $34::bigint)
       ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -353,9 +368,9 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $33::uuid, $34::date, model, 1, $35::bigint, $36::bigint,
-                     $37::bigint
-        FROM (SELECT $38::text AS model) AS reply WHERE model IS NOT NULL
+      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
+                     $39::bigint
+        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
       ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
@@ -363,8 +378,8 @@ token_month AS (
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($39, $40, 1, $41::bigint, $42::bigint,
-                     $43::bigint)
+      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
+                     $45::bigint)
       ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
@@ -373,8 +388,8 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($44, $45, $46, 1, $47::bigint, $48::bigint,
-                     $49::bigint, $50::bigint)
+      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
+                     $51::bigint, $52::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
         SET requests = token_usage_end_user_months.requests + 1,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -385,8 +400,8 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($51, $52, $53, 1, $54::bigint, $55::bigint,
-                     $56::bigint, $57::bigint)
+      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
+                     $58::bigint, $59::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + 1,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -397,10 +412,10 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($58, $59,
-              coalesce($60::uuid, $61::uuid), 1, $62::bigint, $63::bigint,
-                     $64::bigint,
-              $65::bigint)
+      VALUES ($60, $61,
+              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
+                     $66::bigint,
+              $67::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + 1,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -411,7 +426,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($66, $67, $68, $69::bigint)
+      VALUES ($68, $69, $70, $71::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -420,13 +435,13 @@ token_month AS (
 learned_facts AS (INSERT INTO end_user_facts
           (organization_id, end_user_id, content, content_key, source, memory_id, created_at,
            updated_at)
-        SELECT $70::uuid, $71::uuid, v.content, v.key,
+        SELECT $72::uuid, $73::uuid, v.content, v.key,
                'engine', (SELECT id FROM memory_rows WHERE role = 'user'),
-               $72::timestamptz, $73::timestamptz
-          FROM (VALUES ($74::int, $75, $76), ($77::int, $78, $79)) AS v(ord, content, key)
+               $74::timestamptz, $75::timestamptz
+          FROM (VALUES ($76::int, $77, $78), ($79::int, $80, $81)) AS v(ord, content, key)
          WHERE NOT EXISTS (SELECT 1 FROM end_user_facts f
-                            WHERE f.end_user_id = $80::uuid AND f.content_key = v.key)
+                            WHERE f.end_user_id = $82::uuid AND f.content_key = v.key)
          ORDER BY v.ord
-         LIMIT $81
+         LIMIT $83
         ON CONFLICT (end_user_id, content_key) DO NOTHING)
 SELECT 1;

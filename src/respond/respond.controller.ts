@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, Post, Res, type StreamableFile } from '@nestjs/common';
+import { Body, Controller, HttpCode, Param, Post, Res, type StreamableFile } from '@nestjs/common';
 import { ApiExtraModels, ApiOperation, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
@@ -11,11 +11,15 @@ import { ApiErrors } from '../common/openapi/api-responses';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { ApiUnionSchema, unionSchemaRef } from '../common/openapi/union-schemas';
 import {
+  type RespondAnswer,
   RespondDeltaEventDto,
   RespondDoneEventDto,
   RespondDto,
   RespondErrorEventDto,
+  RespondRequiresActionDto,
   RespondResponseDto,
+  RespondToolCallsEventDto,
+  ToolOutputsDto,
 } from './dto/respond.dto';
 import { type Conversation, RespondService } from './respond.service';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
@@ -25,8 +29,25 @@ const EVENT_STREAM_DESCRIPTION = [
   'With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then',
   '`event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream',
   'started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error',
-  'envelope. Nothing is stored unless `done` is sent.',
+  'envelope. Nothing is stored unless `done` is sent. A turn paused for client tools sends',
+  '`event: tool_calls` / `data: {"turn_id", "tool_calls"}`, then `done` with',
+  '`status: "requires_action"` (docs/tools.md).',
 ].join(' ');
+
+/** The two answers of a reply: the completed one, or the pause for client tools. */
+const ANSWER_SCHEMA = {
+  oneOf: [
+    { $ref: getSchemaPath(RespondResponseDto) },
+    { $ref: getSchemaPath(RespondRequiresActionDto) },
+  ],
+};
+
+const STREAM_EVENTS = {
+  delta: RespondDeltaEventDto,
+  tool_calls: RespondToolCallsEventDto,
+  done: RespondDoneEventDto,
+  error: RespondErrorEventDto,
+};
 
 @ApiTags('respond')
 @Controller('v1/respond')
@@ -45,17 +66,13 @@ export class RespondController {
     summary:
       'A personality answers an end user (created on first contact); the exchange is remembered and the relationship counted for the month',
   })
-  @ApiExtraModels(RespondResponseDto)
-  @ApiUnionSchema('RespondStreamEventDto', 'event', {
-    delta: RespondDeltaEventDto,
-    done: RespondDoneEventDto,
-    error: RespondErrorEventDto,
-  })
+  @ApiExtraModels(RespondResponseDto, RespondRequiresActionDto)
+  @ApiUnionSchema('RespondStreamEventDto', 'event', STREAM_EVENTS)
   @ApiResponse({
     status: 200,
-    description: `The reply. ${EVENT_STREAM_DESCRIPTION}`,
+    description: `The reply, or a pause for client tools (\`requires_action\`). ${EVENT_STREAM_DESCRIPTION}`,
     content: {
-      'application/json': { schema: { $ref: getSchemaPath(RespondResponseDto) } },
+      'application/json': { schema: ANSWER_SCHEMA },
       'text/event-stream': {
         // One event of the stream: its `event:` name and the JSON of its `data:`.
         schema: unionSchemaRef('RespondStreamEventDto'),
@@ -83,7 +100,7 @@ export class RespondController {
     @Caller() caller: CallerContext,
     @Body() body: RespondDto,
     @Res({ passthrough: true }) response: Response,
-  ): Promise<RespondResponseDto | StreamableFile> {
+  ): Promise<RespondAnswer | StreamableFile> {
     const signal = clientGoneSignal(response);
     if (!body.stream) {
       return this.respondService.respond(caller, body, { signal });
@@ -91,6 +108,55 @@ export class RespondController {
     // The slot first: a refused stream creates no end user.
     this.slots.take(caller.organizationId, response);
     const conversation = await this.respondService.prepare(caller, body);
+    return this.stream(conversation, response, signal);
+  }
+
+  @Post('turns/:turn_id/tool-outputs')
+  @AcceptsIdempotencyKey()
+  @HttpCode(200)
+  @Scopes('read_write')
+  @ApiOperation({
+    summary:
+      'Resumes a turn paused for client tools with their outputs; answers as /v1/respond does (docs/tools.md)',
+  })
+  @ApiResponse({
+    status: 200,
+    description: `The reply, or a further pause for client tools. ${EVENT_STREAM_DESCRIPTION}`,
+    content: {
+      'application/json': { schema: ANSWER_SCHEMA },
+      'text/event-stream': { schema: unionSchemaRef('RespondStreamEventDto') },
+    },
+  })
+  @ApiErrors(
+    [400, 'Not exactly one output for every pending call (`validation_failed`)'],
+    [402, 'A token budget is spent (`budget_exceeded`)'],
+    [404, 'No pending turn of the organization has this id, or it expired (TOOL_TURN_TTL_SECONDS)'],
+    [409, 'The turn was resumed already (`turn_not_pending`), or its user_id is under deletion'],
+    [429, 'Rate limited, or STREAMS_PER_ORG streams are open (`too_many_streams`)'],
+    [502, 'The model provider failed (`engine_unavailable`)'],
+    [504, 'The model provider gave no complete reply in time (`engine_timeout`)'],
+  )
+  async toolOutputs(
+    @Caller() caller: CallerContext,
+    @Param('turn_id') turnId: string,
+    @Body() body: ToolOutputsDto,
+    @Res({ passthrough: true }) response: Response,
+  ): Promise<RespondAnswer | StreamableFile> {
+    const signal = clientGoneSignal(response);
+    if (!body.stream) {
+      const conversation = await this.respondService.prepareResumption(caller, turnId, body);
+      return this.respondService.reply(conversation, { signal });
+    }
+    this.slots.take(caller.organizationId, response);
+    const conversation = await this.respondService.prepareResumption(caller, turnId, body);
+    return this.stream(conversation, response, signal);
+  }
+
+  private stream(
+    conversation: Conversation,
+    response: Response,
+    signal: AbortSignal,
+  ): StreamableFile {
     response.setHeader('Cache-Control', 'no-cache');
     // A comment every half idle timeout while the model thinks: a slow provider's first token
     // meets ENGINE_TIMEOUT_MS (504), not the idle cut.
@@ -110,9 +176,12 @@ export class RespondController {
         signal,
         onDelta: (text) => events.send('delta', { text }),
       });
-      // The exchange is stored: a retry with the same Idempotency-Key gets this answer, even if
-      // this client leaves before reading it.
+      // The exchange is stored (or the turn paused): a retry with the same Idempotency-Key gets
+      // this answer, even if this client leaves before reading it.
       await this.idempotency.recordAnswer(200, result);
+      if (result.status === 'requires_action') {
+        await events.send('tool_calls', { turn_id: result.turn_id, tool_calls: result.tool_calls });
+      }
       await events.send('done', result);
     } catch (error) {
       if (signal.aborted) return;

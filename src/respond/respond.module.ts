@@ -16,6 +16,7 @@ import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { SpendModule } from '../spend/spend.module';
+import { ToolsModule } from '../tools/tools.module';
 
 @Module({
   imports: [
@@ -26,6 +27,7 @@ import { SpendModule } from '../spend/spend.module';
     VocabulariesModule,
     SpendModule,
     SafetyModule,
+    ToolsModule,
   ],
   controllers: [RespondController],
   providers: [

@@ -21,7 +21,10 @@ import { inClientSpan } from '../tracing/spans';
 import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
-import { RespondDto, RespondResponseDto } from './dto/respond.dto';
+import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
+import { toolProblems, type RequestTool } from '../tools/tool-definitions';
+import type { ToolCallRecord, ToolTurnState } from '../tools/tool-turn-state';
+import { freshToolState, ToolTurnsService } from '../tools/tool-turns.service';
 import {
   type EngineMemory,
   type EngineReply,
@@ -82,6 +85,13 @@ function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
 interface WrittenReply {
   reply: EngineReply;
   categories: SafetyCategory[];
+  /** The turn's tool calls, kept with the reply. */
+  toolCalls?: ToolCallRecord[];
+}
+
+/** A turn the engine paused for client tools: nothing is stored until it is resumed. */
+interface PausedTurn {
+  paused: { turnId: string; toolCalls: Array<{ id: string; name: string; arguments: unknown }> };
 }
 
 /** A refusal in the personality's register, in place of the engine's reply. */
@@ -116,6 +126,8 @@ export interface Conversation {
   message: string;
   /** The reply's admission against the token budgets: released once it is stored or failed. */
   spend: SpendAdmission;
+  /** Where the turn's tool calls stand (contract §26): fresh, or resumed from a pause. */
+  tools: ToolTurnState;
 }
 
 export interface ReplyOptions {
@@ -142,6 +154,7 @@ export class RespondService {
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
     private readonly spend: SpendService,
+    private readonly toolTurns: ToolTurnsService,
   ) {
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
@@ -151,16 +164,52 @@ export class RespondService {
     caller: CallerContext,
     dto: RespondDto,
     options: ReplyOptions,
-  ): Promise<RespondResponseDto> {
+  ): Promise<RespondAnswer> {
     return this.reply(await this.prepare(caller, dto), options);
+  }
+
+  /**
+   * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
+   * message was, from the conversation as it is now, then claimed once; a turn whose resumption
+   * is refused (402, 404, 409) stays pending.
+   */
+  async prepareResumption(
+    caller: CallerContext,
+    turnId: string,
+    dto: ToolOutputsDto,
+  ): Promise<Conversation> {
+    const { organizationId } = caller;
+    const { personalityId, state } = await this.toolTurns.check(
+      organizationId,
+      turnId,
+      dto.outputs,
+    );
+    const conversation = await this.prepare(
+      caller,
+      { personality_id: personalityId, user_id: state.userId, message: state.message },
+      state,
+    );
+    try {
+      await this.toolTurns.claim(organizationId, turnId, dto.outputs.length);
+    } catch (error) {
+      this.spend.release(conversation.spend);
+      throw error;
+    }
+    return conversation;
   }
 
   /**
    * The checks that answer 404/409 before a reply starts: the personality is the
    * organization's, and the end user (created on first contact) is not under deletion.
    */
-  async prepare(caller: CallerContext, dto: RespondDto): Promise<Conversation> {
+  async prepare(
+    caller: CallerContext,
+    dto: RespondDto,
+    resumed?: ToolTurnState,
+  ): Promise<Conversation> {
     const { organizationId } = caller;
+    const requestToolProblems = toolProblems(dto.tools ?? [], 'request');
+    if (requestToolProblems.length > 0) throw AppError.validation(requestToolProblems);
     // Both reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
@@ -173,6 +222,14 @@ export class RespondService {
       // Only the organization's documents attached to the personality: an unknown one finds none.
       this.knowledge.recall(organizationId, dto.personality_id, dto.message),
     ]);
+    const requestTools = (dto.tools ?? []) as RequestTool[];
+    const taken = new Set(personality.tools.map((tool) => tool.name));
+    const clashes = requestTools.flatMap((tool, index) =>
+      taken.has(tool.name)
+        ? [{ field: `tools/${index}/name`, problem: 'is a tool of the personality already' }]
+        : [],
+    );
+    if (clashes.length > 0) throw AppError.validation(clashes);
     const endUser =
       found.endUser?.status === 'active'
         ? found.endUser
@@ -195,6 +252,7 @@ export class RespondService {
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
       spend,
+      tools: resumed ?? freshToolState(dto.user_id, dto.message, requestTools),
     };
   }
 
@@ -204,7 +262,7 @@ export class RespondService {
    * their verdicts, the facts learned, the month's relationship, the token counts and a flagged
    * exchange's audit and webhook events, in one transaction.
    */
-  async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondResponseDto> {
+  async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondAnswer> {
     try {
       return await this.replyAndStore(conversation, options);
     } finally {
@@ -216,7 +274,7 @@ export class RespondService {
   private async replyAndStore(
     conversation: Conversation,
     options: ReplyOptions,
-  ): Promise<RespondResponseDto> {
+  ): Promise<RespondAnswer> {
     const { signal } = options;
     const screened = await this.safety.screenMessage(
       conversation.organizationId,
@@ -226,6 +284,15 @@ export class RespondService {
     const written = screened.blocked
       ? await this.refuse(conversation, options)
       : await this.write(conversation, screened, options);
+    if ('paused' in written) {
+      return {
+        status: 'requires_action',
+        turn_id: written.paused.turnId,
+        tool_calls: written.paused.toolCalls,
+        personality_id: conversation.personality.id,
+        user_id: conversation.endUser.user_id,
+      };
+    }
     // A client that left while the reply was written gets nothing stored.
     signal.throwIfAborted();
     const verdicts = {
@@ -233,7 +300,7 @@ export class RespondService {
       reply: this.safety.replyVerdict(screened, written.categories),
     };
     const safety = this.safety.exchangeVerdict(verdicts.message, verdicts.reply);
-    const at = await this.store(conversation, written.reply, verdicts, safety);
+    const at = await this.store(conversation, written.reply, verdicts, safety, written.toolCalls);
     return {
       personality_id: conversation.personality.id,
       user_id: conversation.endUser.user_id,
@@ -250,6 +317,7 @@ export class RespondService {
             chunk_index,
           })),
       created_at: at.toISOString(),
+      status: 'completed',
     };
   }
 
@@ -269,7 +337,7 @@ export class RespondService {
     conversation: Conversation,
     screened: MessageSafety,
     options: ReplyOptions,
-  ): Promise<WrittenReply> {
+  ): Promise<WrittenReply | PausedTurn> {
     const { settings } = screened;
     const { signal, onDelta } = options;
     let blockedCategories: SafetyCategory[] = [];
@@ -279,21 +347,45 @@ export class RespondService {
             blockedCategories = categories;
           })
         : undefined;
-    let reply = await this.askEngine(
-      {
-        personality: conversation.personality,
-        message: conversation.message,
-        memories: conversation.memories,
-        facts: conversation.facts,
-        recalled: conversation.recalled,
-        knowledge: conversation.knowledge,
-        vocabulary: conversation.vocabulary,
-        crisis: screened.crisis,
-        signal,
-        onDelta: gate ? async (text) => void (await gate.push(text)) : onDelta,
-      },
+    const request = {
+      personality: conversation.personality,
+      message: conversation.message,
+      memories: conversation.memories,
+      facts: conversation.facts,
+      recalled: conversation.recalled,
+      knowledge: conversation.knowledge,
+      vocabulary: conversation.vocabulary,
+      crisis: screened.crisis,
       signal,
+      onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
+    };
+    const turn = await this.toolTurns.run(
+      {
+        organizationId: conversation.organizationId,
+        endUserId: conversation.endUser.id,
+        userId: conversation.endUser.user_id,
+        personalityId: conversation.personality.id,
+        personalityTools: conversation.personality.tools,
+        state: conversation.tools,
+        signal,
+      },
+      async (tools) => {
+        // A later round of a turn with tools: its tokens so far must leave room (§26).
+        const used = conversation.tools.usage;
+        if (used) {
+          await this.spend.assertRoomFor(
+            conversation.spend,
+            conversation.endUser.id,
+            used.promptTokens + used.completionTokens,
+          );
+        }
+        return this.askEngine({ ...request, ...tools }, signal);
+      },
     );
+    if (turn.kind === 'paused') {
+      return { paused: { turnId: turn.turnId, toolCalls: turn.toolCalls } };
+    }
+    let reply = turn.reply;
     let categories: SafetyCategory[];
     if (gate) {
       categories = (await gate.end()) === 'blocked' ? blockedCategories : [];
@@ -310,7 +402,7 @@ export class RespondService {
       await onDelta?.(text.slice(reply.text.trimEnd().length));
       reply = { ...reply, text };
     }
-    return { reply, categories };
+    return { reply, categories, toolCalls: turn.toolCalls };
   }
 
   /**
@@ -322,6 +414,7 @@ export class RespondService {
     reply: EngineReply,
     verdicts: { message: MemorySafety; reply: MemorySafety },
     safety: ExchangeSafety,
+    toolCalls: ToolCallRecord[] = [],
   ): Promise<Date> {
     const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = this.clock.now();
@@ -348,6 +441,7 @@ export class RespondService {
         emotion: reply.emotion.name,
         intensity: reply.emotion.intensity,
         safety: verdicts.reply,
+        toolCalls: toolCalls.length > 0 ? toolCalls : null,
       },
     ]);
     const relationship = relationshipActivityStep({

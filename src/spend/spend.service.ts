@@ -152,6 +152,48 @@ export class SpendService {
   }
 
   /**
+   * Between the model calls of a turn with tools (contract §26): 402 `budget_exceeded` once the
+   * turn's tokens so far, with what is counted and reserved already (this reply's estimate
+   * included), pass a budget. Checked by reserving them for a moment; nothing stays reserved.
+   */
+  async assertRoomFor(admission: SpendAdmission, endUserId: string, tokens: number): Promise<void> {
+    const { organizationId, limits } = admission;
+    const monthly = limits.monthlyTokenBudget;
+    const daily = limits.endUserDailyTokenBudget;
+    if ((monthly === null && daily === null) || tokens <= 0) return;
+    const at = this.clock.now();
+    const monthStart = `${at.toISOString().slice(0, 7)}-01`;
+    const day = at.toISOString().slice(0, 10);
+    const month = { budget: `month:${monthStart}`, start: monthStart, limit: monthly };
+    const today = { budget: `day:${day}:${endUserId}`, day, limit: daily };
+    const reserve = (reservationId: string, count: number) =>
+      this.reservations.reserve({
+        organizationId,
+        endUserId,
+        month,
+        day: today,
+        reservationId,
+        tokens: count,
+        now: at,
+        expiresAt: new Date(at.getTime() + this.reservationTtlMs),
+      });
+    // A budget refuses once what it counts has reached its limit: the turn's tokens are
+    // reserved, then a reservation of none asks whether that reached it, and both go.
+    const reservationId = randomUUID();
+    const refusal = (await reserve(reservationId, tokens)) ?? (await reserve(randomUUID(), 0));
+    const budgets = [month, today].filter((b) => b.limit !== null).map((b) => b.budget);
+    await this.reservations.release(organizationId, budgets, reservationId);
+    if (refusal) {
+      throw budgetExceeded(
+        refusal.scope === 'organization'
+          ? { scope: 'organization', limit: monthly!, resetsAt: firstOfNextMonth(at) }
+          : { scope: 'end_user', limit: daily!, resetsAt: firstOfNextDay(at) },
+        refusal.counted,
+      );
+    }
+  }
+
+  /**
    * Gives the reply's reservation back when it failed or was cancelled (it cost nothing); a
    * stored reply's statement has settled it already. Never throws; once only.
    */

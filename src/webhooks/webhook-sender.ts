@@ -8,10 +8,15 @@ export interface SendOptions {
   allowPrivateUrls: boolean;
   /** Aborts the request (shutdown); the outcome is then `aborted`. */
   signal: AbortSignal;
+  /**
+   * Read the answer's body, of at most this many bytes (a longer one is an error), within
+   * `timeoutMs`; left out, only the status is awaited and the body is not read.
+   */
+  maxBodyBytes?: number;
 }
 
 export type SendOutcome =
-  | { kind: 'response'; status: number; durationMs: number }
+  | { kind: 'response'; status: number; durationMs: number; body?: string }
   | { kind: 'error'; error: string; durationMs: number }
   | { kind: 'aborted' };
 
@@ -85,8 +90,31 @@ export function sendWebhook(
     const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
     try {
       request = send(target, requestOptions, (response) => {
-        // The status is the answer; the body is not read (nor kept).
-        finish({ kind: 'response', status: response.statusCode ?? 0, durationMs: elapsed() });
+        const status = response.statusCode ?? 0;
+        const limit = options.maxBodyBytes;
+        // Without a limit the status is the answer; the body is not read (nor kept).
+        if (limit === undefined) return finish({ kind: 'response', status, durationMs: elapsed() });
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > limit) {
+            finish({ kind: 'error', error: `answer over ${limit} bytes`, durationMs: elapsed() });
+          } else {
+            chunks.push(chunk);
+          }
+        });
+        response.on('end', () =>
+          finish({
+            kind: 'response',
+            status,
+            durationMs: elapsed(),
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        response.on('error', (error) =>
+          finish({ kind: 'error', error: describe(error), durationMs: elapsed() }),
+        );
       });
     } catch (error) {
       finish({ kind: 'error', error: describe(error), durationMs: elapsed() });

@@ -1,3 +1,4 @@
+import { triggeredCalls } from '../../src/respond/engine/tool-trigger';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import {
@@ -16,7 +17,9 @@ import type { AddressInfo } from 'node:net';
  * chunks, the usage chunk when `stream_options.include_usage` is set, `data: [DONE]`) or not,
  * records every request (every SDK retry is one more), and follows a script: the next requests'
  * replies in a queue (`respondWith`), else a standing reply (`respondAlwaysWith`), else the
- * default, a JSON `{text, emotion, intensity}` echoing the last user message.
+ * default, a JSON `{text, emotion, intensity}` echoing the last user message. By default it also
+ * calls a function tool the request offers when the last message is the user's and writes
+ * `T({...})`, as the local engine does (docs/tools.md), so a client can be tested against it.
  *
  * A reply can be plain or broken content, a refusal, other token counts, slow, never answered, an HTTP error
  * with OpenAI's error body (with `retry-after-ms` or `retry-after`), a body of garbage, headers
@@ -138,6 +141,12 @@ export interface FakeReply {
   reset?: boolean;
   /** How a streamed request is answered (ignored when the request did not ask to stream). */
   stream?: FakeStream;
+  /**
+   * The model calls these function tools instead of answering: `content: null`, `tool_calls`
+   * and finish reason `tool_calls` (streamed: each call's id and name, then its arguments in two
+   * pieces, as OpenAI streams them). `arguments` is the JSON text the model wrote.
+   */
+  toolCalls?: Array<{ id: string; name: string; arguments: string }>;
 }
 
 export interface FakeOpenAIOptions {
@@ -411,7 +420,7 @@ export class FakeOpenAI {
       });
     }
     const standing = typeof this.standing === 'function' ? this.standing(recorded) : this.standing;
-    const reply = this.queue.shift() ?? standing ?? {};
+    const reply = this.queue.shift() ?? standing ?? triggeredToolCalls(recorded) ?? {};
     if (reply.hang) return;
     const answer = () => {
       if (response.destroyed) return;
@@ -449,6 +458,11 @@ export class FakeOpenAI {
   ): void {
     const { content } = contentOf(recorded, reply);
     const refused = reply.refusal !== undefined;
+    const calls = reply.toolCalls?.map(({ id, name, arguments: args }) => ({
+      id,
+      type: 'function',
+      function: { name, arguments: args },
+    }));
     const body = {
       id: newId('chatcmpl'),
       object: 'chat.completion',
@@ -457,11 +471,13 @@ export class FakeOpenAI {
       choices: [
         {
           index: 0,
-          message: refused
-            ? { role: 'assistant', content: null, refusal: reply.refusal }
-            : { role: 'assistant', content, refusal: null },
+          message: calls
+            ? { role: 'assistant', content: null, refusal: null, tool_calls: calls }
+            : refused
+              ? { role: 'assistant', content: null, refusal: reply.refusal }
+              : { role: 'assistant', content, refusal: null },
           logprobs: null,
-          finish_reason: reply.finishReason ?? 'stop',
+          finish_reason: calls ? 'tool_calls' : (reply.finishReason ?? 'stop'),
         },
       ],
       usage: usageOf(recorded, reply, content),
@@ -495,6 +511,21 @@ export class FakeOpenAI {
       'x-request-id': newId('req'),
     });
     response.write(delta({ role: 'assistant', content: '', refusal: null }));
+
+    if (reply.toolCalls) {
+      reply.toolCalls.forEach(({ id, name, arguments: args }, index) => {
+        const call = (fields: Record<string, unknown>) =>
+          delta({ tool_calls: [{ index, ...fields }] });
+        response.write(call({ id, type: 'function', function: { name, arguments: '' } }));
+        const half = Math.ceil(args.length / 2);
+        response.write(call({ function: { arguments: args.slice(0, half) } }));
+        response.write(call({ function: { arguments: args.slice(half) } }));
+      });
+      response.write(delta({}, 'tool_calls'));
+      if (includeUsage) response.write(chunk([], { usage: usageOf(recorded, reply, content) }));
+      response.end('data: [DONE]\n\n');
+      return;
+    }
 
     let sent = 0;
     const next = () => {
@@ -550,6 +581,23 @@ export class FakeOpenAI {
       }),
     );
   }
+}
+
+/** The default reply's tool calls: the local engine's `T({...})` trigger, on the user's turn. */
+function triggeredToolCalls(recorded: RecordedChatRequest): FakeReply | undefined {
+  const tools = recorded.body?.tools;
+  const last = recorded.body?.messages?.at(-1);
+  if (!Array.isArray(tools) || last?.role !== 'user') return undefined;
+  const names = tools.map((tool: { function?: { name?: string } }) => tool.function?.name ?? '');
+  const calls = triggeredCalls(textOf(last.content), names);
+  if (calls.length === 0) return undefined;
+  return {
+    toolCalls: calls.map((call, index) => ({
+      id: `call_fake_${index}`,
+      name: call.name,
+      arguments: JSON.stringify(call.arguments),
+    })),
+  };
 }
 
 function parseJson(raw: string): ChatCompletionBody | undefined {

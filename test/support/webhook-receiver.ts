@@ -17,7 +17,9 @@ export interface ReceivedWebhook {
  * - `/slow/<ms>/…`: 200 after `<ms>` milliseconds;
  * - `/hang/…`: never answers (the connection stays open);
  * - `/redirect/…`: 302 to `/ok/redirected`;
- * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200.
+ * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200;
+ * - `/tool/…`: a webhook tool's answer, `{"output": {"echo": <the call's arguments>}}`;
+ * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB.
  * Every request is kept, with its headers, raw body and arrival time.
  */
 export class WebhookReceiver {
@@ -103,6 +105,20 @@ export class WebhookReceiver {
           return;
         case 'redirect':
           response.writeHead(302, { location: `/ok/redirected` }).end();
+          return;
+        case 'tool': {
+          const { data } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+            data: { arguments: unknown };
+          };
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ output: { echo: data.arguments } }));
+          return;
+        }
+        case 'tool-big':
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ output: 'x'.repeat(16 * 1024) }));
           return;
         case 'flaky':
           response.writeHead(count <= Number(argument) ? 500 : 200).end();

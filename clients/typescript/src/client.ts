@@ -8,11 +8,23 @@ type Schemas = components['schemas'];
 
 /** The body of `POST /v1/respond`; `respond` and `respondStream` choose `stream` themselves. */
 export type RespondBody = Omit<Schemas['RespondDto'], 'stream'>;
-/** The answer of `POST /v1/respond`, also the `done` event of a stream. */
-export type RespondAnswer = Schemas['RespondResponseDto'];
-/** What `respondStream` yields: pieces of the reply, then the whole answer, or an error. */
+/**
+ * The answer of `POST /v1/respond` (and of a turn's tool outputs), also the `done` event of a
+ * stream: the reply (`status: "completed"`), or a pause for client tools (`"requires_action"`,
+ * resumed by `submitToolOutputs`; docs/tools.md).
+ */
+export type RespondAnswer = Schemas['RespondResponseDto'] | Schemas['RespondRequiresActionDto'];
+/** A tool call the client is to run. */
+export type ToolCall = Schemas['ToolCallDto'];
+/** The outputs that resume a paused turn, one for every call it asked for. */
+export type ToolOutput = Schemas['ToolOutputDto'];
+/**
+ * What `respondStream` yields: pieces of the reply, the client tools a paused turn waits for,
+ * then the whole answer, or an error.
+ */
 export type RespondStreamEvent =
   | { type: 'delta'; text: string }
+  | { type: 'tool_calls'; turnId: string; toolCalls: ToolCall[] }
   | { type: 'done'; answer: RespondAnswer }
   | { type: 'error'; error: PersonalityApiError };
 
@@ -133,6 +145,25 @@ export class PersonalityApi {
   }
 
   /**
+   * Resumes a turn paused for client tools (`POST /v1/respond/turns/{turn_id}/tool-outputs`):
+   * the reply, or a further pause.
+   */
+  async submitToolOutputs(
+    turnId: string,
+    outputs: ToolOutput[],
+    options: CallOptions = {},
+  ): Promise<RespondAnswer> {
+    const { data, error, response } = await this.POST('/v1/respond/turns/{turn_id}/tool-outputs', {
+      params: { path: { turn_id: turnId } },
+      body: { outputs },
+      headers: keyHeader(options),
+      signal: options.signal,
+    });
+    if (data === undefined) throw PersonalityApiError.from(error, response);
+    return data;
+  }
+
+  /**
    * The reply as it is written (`"stream": true`): `delta` events, then `done` with the answer,
    * or an `error` event when the reply failed after it started. An error before it started
    * throws, and so does a stream that is not what the service writes (`invalid_stream_event`:
@@ -172,7 +203,7 @@ export class PersonalityApi {
         const event = toStreamEvent(value.event, value.data, response);
         if (event === undefined) continue;
         yield event;
-        if (event.type !== 'delta') return;
+        if (event.type === 'done' || event.type === 'error') return;
       }
     } finally {
       await events.cancel().catch(() => undefined);
@@ -222,7 +253,9 @@ function toStreamEvent(
   data: string,
   response: Response,
 ): RespondStreamEvent | undefined {
-  if (name !== 'delta' && name !== 'done' && name !== 'error') return undefined;
+  if (name !== 'delta' && name !== 'tool_calls' && name !== 'done' && name !== 'error') {
+    return undefined;
+  }
   let payload: unknown;
   try {
     payload = JSON.parse(data);
@@ -231,6 +264,18 @@ function toStreamEvent(
   }
   if (name === 'delta' && isObject(payload) && typeof payload.text === 'string')
     return { type: 'delta', text: payload.text };
+  if (
+    name === 'tool_calls' &&
+    isObject(payload) &&
+    typeof payload.turn_id === 'string' &&
+    Array.isArray(payload.tool_calls)
+  ) {
+    return {
+      type: 'tool_calls',
+      turnId: payload.turn_id,
+      toolCalls: payload.tool_calls as ToolCall[],
+    };
+  }
   if (name === 'done' && isAnswer(payload)) return { type: 'done', answer: payload };
   if (name === 'error' && isEnvelope(payload))
     return { type: 'error', error: PersonalityApiError.from(payload, response) };
@@ -239,6 +284,7 @@ function toStreamEvent(
 
 const EXPECTED = {
   delta: 'a string text',
+  tool_calls: 'a turn_id and tool_calls',
   done: 'an answer',
   error: 'the error envelope',
 };
@@ -247,9 +293,13 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** Enough of an answer to be one: its reply and the reply's text. */
+/** Enough of an answer to be one: its reply and the reply's text, or a paused turn's calls. */
 function isAnswer(value: unknown): value is RespondAnswer {
-  return isObject(value) && isObject(value.reply) && typeof value.reply.text === 'string';
+  if (!isObject(value)) return false;
+  if (value.status === 'requires_action') {
+    return typeof value.turn_id === 'string' && Array.isArray(value.tool_calls);
+  }
+  return isObject(value.reply) && typeof value.reply.text === 'string';
 }
 
 /**

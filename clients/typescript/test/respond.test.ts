@@ -26,6 +26,8 @@ describe('respond and respondStream', () => {
       user_id: userId,
       message: 'I finally got the job!',
     });
+    assert.equal(answer.status, 'completed');
+    if (answer.status !== 'completed') return;
     assert.equal(answer.user_id, userId);
     assert.equal(answer.personality_id, personalityId);
     assert.match(answer.reply.text, /.+/);
@@ -51,9 +53,56 @@ describe('respond and respondStream', () => {
     const last = events.at(-1);
     assert.equal(last?.type, 'done');
     assert.equal(events.filter((event) => event.type === 'done').length, 1);
-    if (last?.type !== 'done') return;
+    if (last?.type !== 'done' || last.answer.status !== 'completed') return;
     assert.equal(deltas.map((event) => event.text).join(''), last.answer.reply.text);
     assert.equal(typeof last.answer.vocabulary_version, 'string');
+  });
+
+  it('a turn paused for client tools: tool_calls and requires_action, resumed by submitToolOutputs', async () => {
+    const withTool = await newPersonality(tenant.api);
+    const patched = await tenant.api.PATCH('/v1/personalities/{id}', {
+      params: { path: { id: withTool } },
+      body: {
+        tools: [
+          {
+            name: 'lookup_order',
+            description: 'Looks up an order',
+            parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+            execution: 'client',
+          },
+        ],
+      },
+    });
+    assert.equal(patched.response.status, 200);
+    const body = {
+      personality_id: withTool,
+      user_id: uniqueUserId('tools'),
+      message: 'Where is it? lookup_order({"order_id": "A-1"})',
+    };
+    const paused = await tenant.api.respond(body);
+    assert.equal(paused.status, 'requires_action');
+    if (paused.status !== 'requires_action') return;
+    assert.deepEqual(
+      paused.tool_calls.map((call) => [call.name, call.arguments]),
+      [['lookup_order', { order_id: 'A-1' }]],
+    );
+    const done = await tenant.api.submitToolOutputs(
+      paused.turn_id,
+      paused.tool_calls.map((call) => ({ tool_call_id: call.id, output: { status: 'shipped' } })),
+    );
+    assert.equal(done.status, 'completed');
+    if (done.status === 'completed') assert.match(done.reply.text, /.+/);
+
+    const events: RespondStreamEvent[] = [];
+    for await (const event of tenant.api.respondStream(body)) events.push(event);
+    assert.deepEqual(
+      events.map((event) => event.type),
+      ['tool_calls', 'done'],
+    );
+    const [calls, last] = events;
+    if (calls?.type !== 'tool_calls' || last?.type !== 'done') return;
+    assert.equal(last.answer.status, 'requires_action');
+    if (last.answer.status === 'requires_action') assert.equal(calls.turnId, last.answer.turn_id);
   });
 
   it('a streamed call repeated with its Idempotency-Key gets the stored answer as done', async () => {

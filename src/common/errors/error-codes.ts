@@ -37,6 +37,7 @@ export const ERROR_STATUS = {
   organization_limit: 409,
   webhook_endpoint_disabled: 409,
   webhook_endpoint_limit: 409,
+  turn_not_pending: 409,
   idempotency_key_in_progress: 409,
   request_timeout: 408,
   payload_too_large: 413,

@@ -4,6 +4,7 @@ import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-va
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { Row } from '../../database/row';
 import { SafetyVerdictDto } from './safety-verdict.dto';
+import { ToolCallRecordDto } from '../../tools/dto/tool-definition.dto';
 import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from './user-id';
 
@@ -104,6 +105,13 @@ export class MemoryDto {
       "The safety verdict when it was written: the message's, or the reply's; null before the service checked safety",
   })
   safety: SafetyVerdictDto | null;
+
+  @ApiProperty({
+    type: [ToolCallRecordDto],
+    nullable: true,
+    description: "A reply's tool calls, in order (docs/tools.md); null: it called none",
+  })
+  tool_calls: ToolCallRecordDto[] | null;
 }
 
 export class ScoredMemoryDto extends MemoryDto {
@@ -128,7 +136,8 @@ export type MemoryRow = Row<
   | 'vocabularyVersion'
   | 'createdAt'
   | 'safety'
->;
+> &
+  Partial<Row<Memory, 'toolCalls'>>;
 
 export function toMemoryResponse(row: MemoryRow): MemoryDto {
   return {
@@ -140,5 +149,6 @@ export function toMemoryResponse(row: MemoryRow): MemoryDto {
     vocabulary_version: row.vocabulary_version,
     created_at: row.created_at.toISOString(),
     safety: row.safety,
+    tool_calls: row.tool_calls ?? null,
   };
 }

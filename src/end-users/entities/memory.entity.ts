@@ -9,6 +9,7 @@ import {
   ManyToOne,
   PrimaryGeneratedColumn,
 } from 'typeorm';
+import type { ToolCallRecord } from '../../tools/tool-turn-state';
 import { EndUser } from './end-user.entity';
 
 export type MemoryRole = 'user' | 'personality';
@@ -73,6 +74,10 @@ export class Memory {
    */
   @Column({ type: 'jsonb', nullable: true })
   safety: MemorySafety | null;
+
+  /** A reply's tool calls, in the order they were made (contract §26); null: it called none. */
+  @Column({ name: 'tool_calls', type: 'jsonb', nullable: true })
+  toolCalls: ToolCallRecord[] | null;
 
   /**
    * The content's lexemes in its personality's language (search_config) when it was written;

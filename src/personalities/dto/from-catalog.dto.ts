@@ -1,6 +1,7 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength, ValidateIf } from 'class-validator';
 import { type Language } from '../languages';
+import { ToolDefinitionDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ApiLanguageProperty, IsLanguage } from './language';
 
 /** `POST /v1/personalities/from-catalog`: a personality is created by cloning a catalog entry. */
@@ -16,4 +17,9 @@ export class FromCatalogDto {
   @ValidateIf((_dto: object, value: unknown) => value !== undefined)
   @IsLanguage()
   language?: Language;
+
+  @ApiPropertyOptional({ type: [ToolDefinitionDto], maxItems: 32, default: [] })
+  @ValidateIf((_dto: object, value: unknown) => value !== undefined)
+  @ToolsArray()
+  tools?: ToolDefinitionDto[];
 }

@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import type { CatalogPersonality } from '../entities/catalog-personality.entity';
 import type { Personality } from '../entities/personality.entity';
+import { ToolDefinitionDto } from '../../tools/dto/tool-definition.dto';
 import { LANGUAGE_PROPERTY } from './language';
 import { PersonalityContentDto } from './personality-content.dto';
 
@@ -36,6 +37,9 @@ export class PersonalityDto extends PersonalityContentDto {
   @ApiProperty(LANGUAGE_PROPERTY)
   language: string;
 
+  @ApiProperty({ type: [ToolDefinitionDto], description: 'The tools its model may call' })
+  tools: ToolDefinitionDto[];
+
   @ApiProperty()
   created_at: string;
 
@@ -70,6 +74,7 @@ export function toPersonalityResponse(personality: Personality): PersonalityDto 
     voice: personality.voice,
     system_prompt: personality.systemPrompt,
     replies: personality.replies,
+    tools: personality.tools,
     created_at: personality.createdAt.toISOString(),
     updated_at: personality.updatedAt.toISOString(),
   };

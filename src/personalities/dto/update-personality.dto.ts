@@ -16,6 +16,7 @@ import {
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import type { Language } from '../languages';
+import { ToolDefinitionDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ApiLanguageProperty, IsLanguage } from './language';
 import { RepliesDto, VoiceDto } from './personality-content.dto';
 
@@ -91,4 +92,13 @@ export class UpdatePersonalityDto {
   @IfGiven()
   @IsLanguage()
   language?: Language;
+
+  @ApiPropertyOptional({
+    type: [ToolDefinitionDto],
+    maxItems: 32,
+    description: 'Replaces every tool of the personality',
+  })
+  @IfGiven()
+  @ToolsArray()
+  tools?: ToolDefinitionDto[];
 }

@@ -7,6 +7,7 @@ import {
   PrimaryGeneratedColumn,
   UpdateDateColumn,
 } from 'typeorm';
+import type { ToolDefinition } from '../../tools/tool-definitions';
 import type { PersonalityReplies, PersonalityVoice } from './personality-definition';
 
 /** An organization's own copy of a catalog entry; nothing in it refers back to the catalog row. */
@@ -55,6 +56,10 @@ export class Personality {
   /** The model the OpenAI-compatible engine asks for; null: OPENAI_MODEL. */
   @Column({ type: 'text', nullable: true })
   model: string | null;
+
+  /** The tools its model may call (contract §26), as validated by toolProblems. */
+  @Column({ type: 'jsonb', default: () => "'[]'" })
+  tools: ToolDefinition[];
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

@@ -1,5 +1,21 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsBoolean, IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
+import { Type } from 'class-transformer';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  IsArray,
+  IsBoolean,
+  IsDefined,
+  IsObject,
+  IsOptional,
+  IsString,
+  IsUUID,
+  MaxLength,
+  MinLength,
+  ValidateIf,
+  ValidateNested,
+} from 'class-validator';
+import { ANY_JSON, RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
@@ -34,6 +50,105 @@ export class RespondDto {
   @IsOptional()
   @IsBoolean()
   stream?: boolean;
+
+  @ApiPropertyOptional({
+    type: [RequestToolDto],
+    maxItems: 32,
+    description:
+      "Client tools for this turn only, joining the personality's (a name in both: 400); docs/tools.md",
+  })
+  @ValidateIf((_dto: object, value: unknown) => value !== undefined)
+  @ToolsArray()
+  tools?: RequestToolDto[];
+}
+
+/** The output of one tool call the paused turn asked for. */
+export class ToolOutputDto {
+  @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(200)
+  tool_call_id: string;
+
+  @ApiProperty({
+    description: 'Any JSON: what the tool gave back',
+    example: { status: 'shipped' },
+    oneOf: ANY_JSON,
+  })
+  @IsDefined()
+  output: unknown;
+}
+
+/** `POST /v1/respond/turns/{turn_id}/tool-outputs`: the client's outputs resume the turn. */
+export class ToolOutputsDto {
+  @ApiProperty({ type: [ToolOutputDto], description: 'One output for every pending call' })
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(64)
+  @ValidateNested({ each: true })
+  @IsObject({ each: true })
+  @Type(() => ToolOutputDto)
+  outputs: ToolOutputDto[];
+
+  @ApiPropertyOptional({
+    default: false,
+    description: 'true: the answer comes as server-sent events, as on /v1/respond',
+  })
+  @IsOptional()
+  @IsBoolean()
+  stream?: boolean;
+}
+
+/** A tool call the client is to run: its output resumes the turn. */
+export class ToolCallDto {
+  @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
+  id: string;
+
+  @ApiProperty({ example: 'lookup_order' })
+  name: string;
+
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: "The arguments, valid against the tool's parameters schema",
+    example: { order_id: 'A-1042' },
+  })
+  arguments: unknown;
+}
+
+/** A turn paused for client tools (`status: "requires_action"`): no reply yet, nothing stored. */
+export class RespondRequiresActionDto {
+  @ApiProperty({ enum: ['requires_action'] })
+  status: 'requires_action';
+
+  @ApiProperty({ example: 'turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0' })
+  turn_id: string;
+
+  @ApiProperty({ type: [ToolCallDto] })
+  tool_calls: ToolCallDto[];
+
+  @ApiProperty({ format: 'uuid' })
+  personality_id: string;
+
+  @ApiProperty({ example: 'customer-42' })
+  user_id: string;
+}
+
+/** The `data` of a `tool_calls` event: the turn paused for these client tools. */
+export class RespondToolCallsDto {
+  @ApiProperty({ example: 'turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0' })
+  turn_id: string;
+
+  @ApiProperty({ type: [ToolCallDto] })
+  tool_calls: ToolCallDto[];
+}
+
+export class RespondToolCallsEventDto {
+  @ApiProperty({ enum: ['tool_calls'], description: 'The turn paused for client tools' })
+  event: 'tool_calls';
+
+  @ApiProperty({ type: RespondToolCallsDto })
+  data: RespondToolCallsDto;
 }
 
 export class EmotionReadingDto {
@@ -101,7 +216,16 @@ export class RespondResponseDto {
 
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   created_at: string;
+
+  @ApiProperty({
+    enum: ['completed'],
+    description: 'completed: the reply; a turn paused for client tools is requires_action',
+  })
+  status: 'completed';
 }
+
+/** What /v1/respond and a turn's tool outputs answer: the reply, or a pause for client tools. */
+export type RespondAnswer = RespondResponseDto | RespondRequiresActionDto;
 
 /** The `data` of a `delta` event: the next piece of the reply's text. */
 export class RespondDeltaDto {
@@ -125,8 +249,14 @@ export class RespondDoneEventDto {
   @ApiProperty({ enum: ['done'], description: 'The last event of a complete reply' })
   event: 'done';
 
-  @ApiProperty({ type: RespondResponseDto, description: 'What a non-streamed call answers' })
-  data: RespondResponseDto;
+  @ApiProperty({
+    description: 'What a non-streamed call answers',
+    oneOf: [
+      { $ref: '#/components/schemas/RespondResponseDto' },
+      { $ref: '#/components/schemas/RespondRequiresActionDto' },
+    ],
+  })
+  data: RespondAnswer;
 }
 
 export class RespondErrorEventDto {

@@ -17,6 +17,7 @@ const personality = {
   replies: sage.replies,
   language: 'en',
   searchConfig: 'english',
+  tools: [],
 };
 const remembered = { facts: [] as string[], recalled: [], crisis: false };
 const signal = new AbortController().signal;

@@ -2,9 +2,17 @@ import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { detectEmotion, round } from './emotion-detector';
 import { extractFacts } from './fact-extractor';
-import type { EngineReply, ReplyRequest, ResponseEngine } from './response-engine';
+import type {
+  EngineReply,
+  EngineToolResult,
+  ReplyRequest,
+  ResponseEngine,
+} from './response-engine';
+import { triggeredCalls } from './tool-trigger';
 
 const QUOTE_MAX = 80;
+/** Characters of a tool's output the reply quotes. */
+const OUTPUT_QUOTE_MAX = 200;
 
 const CARING_REPLY =
   "I'm really glad you told me, and I'm here with you. What you are feeling matters, and you " +
@@ -14,6 +22,17 @@ const CARING_REPLY =
 function pick<T>(options: T[], seed: string): T {
   const hash = createHash('sha256').update(seed).digest();
   return options[hash.readUInt32BE(0) % options.length];
+}
+
+function seedOf(personalityId: string, message: string): string {
+  return `${personalityId}\n${message}`;
+}
+
+/** What a tool gave back, as the local engine mentions it. */
+function toolSentence({ call, output }: EngineToolResult): string {
+  const text = JSON.stringify(output) ?? 'null';
+  const shown = text.length <= OUTPUT_QUOTE_MAX ? text : `${text.slice(0, OUTPUT_QUOTE_MAX - 1)}…`;
+  return `(${call.name}: ${shown})`;
 }
 
 function quote(memory: { content: string }): string {
@@ -42,9 +61,35 @@ export class LocalResponseEngine implements ResponseEngine {
     vocabulary,
     signal,
     onDelta,
+    tools,
+    toolResults,
   }: ReplyRequest): Promise<EngineReply> {
     signal.throwIfAborted();
     const detected = detectEmotion(message, vocabulary.emotions);
+    // Tools are called once, in the first round; then the engine answers with their outputs.
+    if (tools?.length && !toolResults?.length && !crisis) {
+      const calls = triggeredCalls(
+        message,
+        tools.map((tool) => tool.name),
+      );
+      if (calls.length > 0) {
+        return {
+          text: '',
+          emotion: { name: detected.name, intensity: round(detected.intensity * 0.8) },
+          detected: { name: detected.name, intensity: detected.intensity },
+          usage: null,
+          facts: [],
+          model: null,
+          toolCalls: calls.map((call, index) => ({
+            id: `call_${createHash('sha256')
+              .update(`${seedOf(personality.id, message)}\n${index}`)
+              .digest('hex')
+              .slice(0, 24)}`,
+            ...call,
+          })),
+        };
+      }
+    }
     const valence = detected.emotion?.valence ?? 'neutral';
     const seed = `${personality.id}\n${message}\n${memories.length}`;
     const replies = personality.replies;
@@ -56,6 +101,7 @@ export class LocalResponseEngine implements ResponseEngine {
     if (memories.length === 0) parts.push(replies.first_meeting);
     parts.push(pick(replies[valence], seed).replaceAll('{emotion}', detected.name));
     if (earlier) parts.push(pick(replies.recall, seed).replaceAll('{memory}', quote(earlier)));
+    for (const result of toolResults ?? []) parts.push(toolSentence(result));
     const text = parts.join(' ');
     // Streamed a word at a time (each with the space before the next), like a model's tokens.
     if (onDelta) for (const piece of text.match(/\S+\s*/g) ?? []) await onDelta(piece);

@@ -4,6 +4,7 @@ import type {
   ChatCompletion,
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
+  ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { CompletionUsage } from 'openai/resources/completions';
 import { Clock } from '../../common/time/clock';
@@ -21,6 +22,8 @@ import { CutOffAnswer, UnusableAnswer } from './routing/retry-policy';
 import {
   type EmotionReading,
   type EngineReply,
+  type EngineTool,
+  type EngineToolCall,
   MAX_LEARNED_FACTS,
   type ReplyRequest,
   type ResponseEngine,
@@ -125,6 +128,47 @@ interface Answer {
   content: string;
   text: string;
   usage: TokenUsage;
+  /** The model called tools instead of answering. */
+  toolCalls?: EngineToolCall[];
+}
+
+/**
+ * Whether OpenAI's strict mode takes this schema: every object closed
+ * (`additionalProperties: false`) with all its properties required, all the way down. A schema
+ * that is not is sent without strict, and its arguments are checked by the service anyway.
+ */
+export function isStrictSchema(schema: unknown): boolean {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return true;
+  const node = schema as Record<string, unknown>;
+  if (node.type === 'object') {
+    const properties = (node.properties ?? {}) as Record<string, unknown>;
+    const required = Array.isArray(node.required) ? node.required : [];
+    if (node.additionalProperties !== false) return false;
+    if (Object.keys(properties).some((key) => !required.includes(key))) return false;
+    if (!Object.values(properties).every(isStrictSchema)) return false;
+  }
+  return node.items === undefined || isStrictSchema(node.items);
+}
+
+function functionTools(tools: EngineTool[]): ChatCompletionTool[] {
+  return tools.map((tool) => ({
+    type: 'function',
+    function: {
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.parameters,
+      strict: isStrictSchema(tool.parameters),
+    },
+  }));
+}
+
+/** The model's arguments: its JSON text parsed, else the text itself (which fails the schema). */
+function parsedArguments(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 type Params = Omit<ChatCompletionCreateParamsBase, 'stream'>;
@@ -198,6 +242,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
           messages,
           response_format: format,
           max_completion_tokens: this.maxTokens,
+          ...(request.tools?.length ? { tools: functionTools(request.tools) } : {}),
         };
         const answer = onDelta
           ? await this.streamed(route.client, params, signal, onDelta)
@@ -227,6 +272,21 @@ export class OpenAiResponseEngine implements ResponseEngine {
           : { role: 'assistant', content: memory.content },
       ),
       { role: 'user', content: request.message },
+      // The turn's earlier calls, each as the model's call and the tool's answer.
+      ...(request.toolResults ?? []).flatMap(({ call, output }): ChatCompletionMessageParam[] => [
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: call.id,
+              type: 'function',
+              function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+            },
+          ],
+        },
+        { role: 'tool', tool_call_id: call.id, content: JSON.stringify(output) ?? 'null' },
+      ]),
     ];
   }
 
@@ -239,6 +299,21 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const { choices, usage } = (completion ?? {}) as Partial<ChatCompletion>;
     const message = Array.isArray(choices) ? choices[0]?.message : undefined;
     const content = message?.content;
+    const calls = Array.isArray(message?.tool_calls) ? message.tool_calls : [];
+    const toolCalls = calls.flatMap((call): EngineToolCall[] =>
+      call?.type === 'function' && typeof call.function?.name === 'string'
+        ? [
+            {
+              id: String(call.id),
+              name: call.function.name,
+              arguments: parsedArguments(String(call.function.arguments ?? '')),
+            },
+          ]
+        : [],
+    );
+    if (toolCalls.length > 0) {
+      return { content: '', text: '', usage: usageOf(usage), toolCalls };
+    }
     if (typeof content !== 'string') {
       throw new UnusableAnswer(
         typeof message?.refusal === 'string'
@@ -267,10 +342,21 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let usage: TokenUsage = usageOf(undefined);
     let finished = false;
     let refused = false;
+    // Tool calls come in pieces by index: the id and name first, then the arguments' text.
+    const calls: Array<{ id: string; name: string; arguments: string }> = [];
     for await (const chunk of stream) {
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       if (choice?.finish_reason) finished = true;
       if (typeof choice?.delta?.refusal === 'string') refused = true;
+      for (const piece of choice?.delta?.tool_calls ?? []) {
+        const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
+        if (piece.id) call.id = piece.id;
+        if (piece.function?.name) call.name += piece.function.name;
+        if (piece.function?.arguments) {
+          this.checkLength(call.arguments.length + piece.function.arguments.length);
+          call.arguments += piece.function.arguments;
+        }
+      }
       const piece = choice?.delta?.content;
       if (typeof piece === 'string' && piece !== '') {
         this.checkLength(content.length + piece.length);
@@ -284,6 +370,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off
     // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
     if (!finished) throw new CutOffAnswer();
+    const toolCalls = calls
+      .filter((call) => call && call.name !== '')
+      .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
+    if (toolCalls.length > 0) return { content: '', text: '', usage, toolCalls };
     if (refused && content === '') throw new UnusableAnswer('The model refused to answer');
     return { content, text: text.text, usage };
   }
@@ -303,13 +393,23 @@ export class OpenAiResponseEngine implements ResponseEngine {
     vocabulary: EmotionVocabulary,
     emotions: string[],
   ): Omit<EngineReply, 'model'> {
+    const detected = detectEmotion(message, vocabulary.emotions);
+    if (answer.toolCalls) {
+      return {
+        text: '',
+        emotion: { name: detected.name, intensity: detected.intensity },
+        detected: { name: detected.name, intensity: detected.intensity },
+        usage: answer.usage,
+        facts: [],
+        toolCalls: answer.toolCalls,
+      };
+    }
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
       throw new UnusableAnswer('The model provider answered with no reply');
     }
     const fallback = detectEmotion(text, vocabulary.emotions);
-    const detected = detectEmotion(message, vocabulary.emotions);
     return {
       text,
       emotion: modelEmotion(answer.content, emotions) ?? {

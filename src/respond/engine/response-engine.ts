@@ -23,6 +23,26 @@ export interface KnowledgeChunkForReply {
   text: string;
 }
 
+/** A tool the engine may call this round (contract §26): its name, purpose and arguments' schema. */
+export interface EngineTool {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** A call of a tool the engine asks for; `arguments` as the model wrote them, not yet checked. */
+export interface EngineToolCall {
+  id: string;
+  name: string;
+  arguments: unknown;
+}
+
+/** A call of an earlier round of this turn, with what it gave back. */
+export interface EngineToolResult {
+  call: EngineToolCall;
+  output: unknown;
+}
+
 export interface ReplyRequest {
   personality: PersonalityForReply;
   message: string;
@@ -44,6 +64,10 @@ export interface ReplyRequest {
    * it before it reads on, so a client that does not read pauses the provider's stream.
    */
   onDelta?: (text: string) => Promise<void>;
+  /** Tools the engine may call this round; none: it must answer. */
+  tools?: EngineTool[];
+  /** The calls of the turn's earlier rounds with their outputs, in order. */
+  toolResults?: EngineToolResult[];
 }
 
 export interface EmotionReading {
@@ -72,6 +96,8 @@ export interface EngineReply {
    * MAX_LEARNED_FACTS, each one line of at most LEARNED_FACT_MAX_CHARACTERS); stored with the exchange.
    */
   facts: string[];
+  /** Tools the engine calls before it answers; when given, `text` is not a reply. */
+  toolCalls?: EngineToolCall[];
 }
 
 /** Facts an engine may learn from one message. */

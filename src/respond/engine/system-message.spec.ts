@@ -20,6 +20,7 @@ const personality: PersonalityForReply = {
   },
   language: 'en',
   searchConfig: 'english',
+  tools: [],
 };
 
 const EMOTIONS = ['joy', 'sadness'];

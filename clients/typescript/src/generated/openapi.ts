@@ -962,6 +962,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/respond/turns/{turn_id}/tool-outputs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resumes a turn paused for client tools with their outputs; answers as /v1/respond does (docs/tools.md) */
+        post: operations["RespondController_toolOutputs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/end-users/{user_id}/export": {
         parameters: {
             query?: never;
@@ -2165,6 +2182,36 @@ export interface components {
              */
             action: "none" | "crisis_response" | "blocked" | "flagged";
         };
+        ToolCallRecordDto: {
+            /** @example call_8f2c1d9a4b7e6f3a2c1d9a4b */
+            id: string;
+            /** @example lookup_order */
+            name: string;
+            /**
+             * @description As the model wrote them
+             * @example {
+             *       "order_id": "A-1042"
+             *     }
+             */
+            arguments: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
+            /**
+             * @description What the model was given
+             * @example {
+             *       "status": "shipped"
+             *     }
+             */
+            output: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
+            /** @enum {string} */
+            execution: "client" | "webhook";
+            /** @description A webhook call's duration */
+            duration_ms: number | null;
+            /** @description Why the call gave an error output */
+            error: string | null;
+        };
         MemoryDto: {
             /** @example 1042 */
             id: string;
@@ -2183,6 +2230,8 @@ export interface components {
             created_at: string;
             /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
             safety: components["schemas"]["SafetyVerdictDto"] | null;
+            /** @description A reply's tool calls, in order (docs/tools.md); null: it called none */
+            tool_calls: components["schemas"]["ToolCallRecordDto"][] | null;
         };
         MemoryPageDto: {
             data: components["schemas"]["MemoryDto"][];
@@ -2207,6 +2256,8 @@ export interface components {
             created_at: string;
             /** @description The safety verdict when it was written: the message's, or the reply's; null before the service checked safety */
             safety: components["schemas"]["SafetyVerdictDto"] | null;
+            /** @description A reply's tool calls, in order (docs/tools.md); null: it called none */
+            tool_calls: components["schemas"]["ToolCallRecordDto"][] | null;
             /**
              * @description The share of the query's words the memory holds, stop words aside and, when the query has others, the words the end user holds in 64 memories or more
              * @example 0.667
@@ -2283,6 +2334,41 @@ export interface components {
             /** @description Whether items follow this page (ask with starting_after) */
             has_more: boolean;
         };
+        ToolDefinitionDto: {
+            /** @example lookup_order */
+            name: string;
+            /** @example Looks up one of the user's orders */
+            description: string;
+            /**
+             * @description A JSON Schema (draft 2020-12) of type "object", at most 16 KiB serialised
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "order_id": {
+             *           "type": "string"
+             *         }
+             *       }
+             *     }
+             */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description client: the turn pauses for the caller to run it; webhook: the service POSTs to endpoint_id
+             * @enum {string}
+             */
+            execution: "client" | "webhook";
+            /**
+             * Format: uuid
+             * @description Webhook tools: a webhook endpoint of the organization
+             */
+            endpoint_id?: string;
+            /**
+             * @description Webhook tools only
+             * @default 10000
+             */
+            timeout_ms?: number;
+        };
         FromCatalogDto: {
             /** @example sage-mentor */
             slug: string;
@@ -2292,6 +2378,8 @@ export interface components {
              * @enum {string}
              */
             language?: "aa" | "ab" | "ae" | "af" | "ak" | "am" | "an" | "ar" | "as" | "av" | "ay" | "az" | "ba" | "be" | "bg" | "bi" | "bm" | "bn" | "bo" | "br" | "bs" | "ca" | "ce" | "ch" | "co" | "cr" | "cs" | "cu" | "cv" | "cy" | "da" | "de" | "dv" | "dz" | "ee" | "el" | "en" | "eo" | "es" | "et" | "eu" | "fa" | "ff" | "fi" | "fj" | "fo" | "fr" | "fy" | "ga" | "gd" | "gl" | "gn" | "gu" | "gv" | "ha" | "he" | "hi" | "ho" | "hr" | "ht" | "hu" | "hy" | "hz" | "ia" | "id" | "ie" | "ig" | "ii" | "ik" | "io" | "is" | "it" | "iu" | "ja" | "jv" | "ka" | "kg" | "ki" | "kj" | "kk" | "kl" | "km" | "kn" | "ko" | "kr" | "ks" | "ku" | "kv" | "kw" | "ky" | "la" | "lb" | "lg" | "li" | "ln" | "lo" | "lt" | "lu" | "lv" | "mg" | "mh" | "mi" | "mk" | "ml" | "mn" | "mr" | "ms" | "mt" | "my" | "na" | "nb" | "nd" | "ne" | "ng" | "nl" | "nn" | "no" | "nr" | "nv" | "ny" | "oc" | "oj" | "om" | "or" | "os" | "pa" | "pi" | "pl" | "ps" | "pt" | "qu" | "rm" | "rn" | "ro" | "ru" | "rw" | "sa" | "sc" | "sd" | "se" | "sg" | "si" | "sk" | "sl" | "sm" | "sn" | "so" | "sq" | "sr" | "ss" | "st" | "su" | "sv" | "sw" | "ta" | "te" | "tg" | "th" | "ti" | "tk" | "tl" | "tn" | "to" | "tr" | "ts" | "tt" | "tw" | "ty" | "ug" | "uk" | "ur" | "uz" | "ve" | "vi" | "vo" | "wa" | "wo" | "xh" | "yi" | "yo" | "za" | "zh" | "zu";
+            /** @default [] */
+            tools?: components["schemas"]["ToolDefinitionDto"][];
         };
         PersonalityDto: {
             /** @example Sage */
@@ -2324,6 +2412,8 @@ export interface components {
              * @enum {string}
              */
             language: "aa" | "ab" | "ae" | "af" | "ak" | "am" | "an" | "ar" | "as" | "av" | "ay" | "az" | "ba" | "be" | "bg" | "bi" | "bm" | "bn" | "bo" | "br" | "bs" | "ca" | "ce" | "ch" | "co" | "cr" | "cs" | "cu" | "cv" | "cy" | "da" | "de" | "dv" | "dz" | "ee" | "el" | "en" | "eo" | "es" | "et" | "eu" | "fa" | "ff" | "fi" | "fj" | "fo" | "fr" | "fy" | "ga" | "gd" | "gl" | "gn" | "gu" | "gv" | "ha" | "he" | "hi" | "ho" | "hr" | "ht" | "hu" | "hy" | "hz" | "ia" | "id" | "ie" | "ig" | "ii" | "ik" | "io" | "is" | "it" | "iu" | "ja" | "jv" | "ka" | "kg" | "ki" | "kj" | "kk" | "kl" | "km" | "kn" | "ko" | "kr" | "ks" | "ku" | "kv" | "kw" | "ky" | "la" | "lb" | "lg" | "li" | "ln" | "lo" | "lt" | "lu" | "lv" | "mg" | "mh" | "mi" | "mk" | "ml" | "mn" | "mr" | "ms" | "mt" | "my" | "na" | "nb" | "nd" | "ne" | "ng" | "nl" | "nn" | "no" | "nr" | "nv" | "ny" | "oc" | "oj" | "om" | "or" | "os" | "pa" | "pi" | "pl" | "ps" | "pt" | "qu" | "rm" | "rn" | "ro" | "ru" | "rw" | "sa" | "sc" | "sd" | "se" | "sg" | "si" | "sk" | "sl" | "sm" | "sn" | "so" | "sq" | "sr" | "ss" | "st" | "su" | "sv" | "sw" | "ta" | "te" | "tg" | "th" | "ti" | "tk" | "tl" | "tn" | "to" | "tr" | "ts" | "tt" | "tw" | "ty" | "ug" | "uk" | "ur" | "uz" | "ve" | "vi" | "vo" | "wa" | "wo" | "xh" | "yi" | "yo" | "za" | "zh" | "zu";
+            /** @description The tools its model may call */
+            tools: components["schemas"]["ToolDefinitionDto"][];
             created_at: string;
             updated_at: string;
         };
@@ -2347,6 +2437,8 @@ export interface components {
              * @enum {string}
              */
             language?: "aa" | "ab" | "ae" | "af" | "ak" | "am" | "an" | "ar" | "as" | "av" | "ay" | "az" | "ba" | "be" | "bg" | "bi" | "bm" | "bn" | "bo" | "br" | "bs" | "ca" | "ce" | "ch" | "co" | "cr" | "cs" | "cu" | "cv" | "cy" | "da" | "de" | "dv" | "dz" | "ee" | "el" | "en" | "eo" | "es" | "et" | "eu" | "fa" | "ff" | "fi" | "fj" | "fo" | "fr" | "fy" | "ga" | "gd" | "gl" | "gn" | "gu" | "gv" | "ha" | "he" | "hi" | "ho" | "hr" | "ht" | "hu" | "hy" | "hz" | "ia" | "id" | "ie" | "ig" | "ii" | "ik" | "io" | "is" | "it" | "iu" | "ja" | "jv" | "ka" | "kg" | "ki" | "kj" | "kk" | "kl" | "km" | "kn" | "ko" | "kr" | "ks" | "ku" | "kv" | "kw" | "ky" | "la" | "lb" | "lg" | "li" | "ln" | "lo" | "lt" | "lu" | "lv" | "mg" | "mh" | "mi" | "mk" | "ml" | "mn" | "mr" | "ms" | "mt" | "my" | "na" | "nb" | "nd" | "ne" | "ng" | "nl" | "nn" | "no" | "nr" | "nv" | "ny" | "oc" | "oj" | "om" | "or" | "os" | "pa" | "pi" | "pl" | "ps" | "pt" | "qu" | "rm" | "rn" | "ro" | "ru" | "rw" | "sa" | "sc" | "sd" | "se" | "sg" | "si" | "sk" | "sl" | "sm" | "sn" | "so" | "sq" | "sr" | "ss" | "st" | "su" | "sv" | "sw" | "ta" | "te" | "tg" | "th" | "ti" | "tk" | "tl" | "tn" | "to" | "tr" | "ts" | "tt" | "tw" | "ty" | "ug" | "uk" | "ur" | "uz" | "ve" | "vi" | "vo" | "wa" | "wo" | "xh" | "yi" | "yo" | "za" | "zh" | "zu";
+            /** @description Replaces every tool of the personality */
+            tools?: components["schemas"]["ToolDefinitionDto"][];
         };
         CreateKnowledgeDto: {
             /** @example Opening hours and returns */
@@ -2592,6 +2684,51 @@ export interface components {
             event: "delta";
             data: components["schemas"]["RespondDeltaDto"];
         };
+        ToolCallDto: {
+            /** @example call_8f2c1d9a4b7e6f3a2c1d9a4b */
+            id: string;
+            /** @example lookup_order */
+            name: string;
+            /**
+             * @description The arguments, valid against the tool's parameters schema
+             * @example {
+             *       "order_id": "A-1042"
+             *     }
+             */
+            arguments: {
+                [key: string]: unknown;
+            };
+        };
+        RespondToolCallsDto: {
+            /** @example turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0 */
+            turn_id: string;
+            tool_calls: components["schemas"]["ToolCallDto"][];
+        };
+        RespondToolCallsEventDto: {
+            /**
+             * @description The turn paused for client tools (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "tool_calls";
+            data: components["schemas"]["RespondToolCallsDto"];
+        };
+        RespondDoneEventDto: {
+            /**
+             * @description The last event of a complete reply (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "done";
+            /** @description What a non-streamed call answers */
+            data: components["schemas"]["RespondResponseDto"] | components["schemas"]["RespondRequiresActionDto"];
+        };
+        RespondErrorEventDto: {
+            /**
+             * @description The last event of a reply that failed after it started (502 `engine_unavailable`, 504 `engine_timeout`); nothing was stored (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            event: "error";
+            data: components["schemas"]["ErrorEnvelopeDto"];
+        };
         EmotionReadingDto: {
             /**
              * @description An emotion of the vocabulary version returned
@@ -2634,23 +2771,42 @@ export interface components {
             citations: components["schemas"]["CitationDto"][];
             /** @example 2026-11-22T01:23:45.678Z */
             created_at: string;
-        };
-        RespondDoneEventDto: {
             /**
-             * @description The last event of a complete reply (enum property replaced by openapi-typescript)
+             * @description completed: the reply; a turn paused for client tools is requires_action
              * @enum {string}
              */
-            event: "done";
-            /** @description What a non-streamed call answers */
-            data: components["schemas"]["RespondResponseDto"];
+            status: "completed";
         };
-        RespondErrorEventDto: {
+        RespondRequiresActionDto: {
+            /** @enum {string} */
+            status: "requires_action";
+            /** @example turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0 */
+            turn_id: string;
+            tool_calls: components["schemas"]["ToolCallDto"][];
+            /** Format: uuid */
+            personality_id: string;
+            /** @example customer-42 */
+            user_id: string;
+        };
+        RequestToolDto: {
+            /** @example lookup_order */
+            name: string;
+            /** @example Looks up one of the user's orders */
+            description: string;
             /**
-             * @description The last event of a reply that failed after it started (502 `engine_unavailable`, 504 `engine_timeout`); nothing was stored (enum property replaced by openapi-typescript)
-             * @enum {string}
+             * @description A JSON Schema (draft 2020-12) of type "object", at most 16 KiB serialised
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "order_id": {
+             *           "type": "string"
+             *         }
+             *       }
+             *     }
              */
-            event: "error";
-            data: components["schemas"]["ErrorEnvelopeDto"];
+            parameters: {
+                [key: string]: unknown;
+            };
         };
         RespondDto: {
             /**
@@ -2667,6 +2823,30 @@ export interface components {
             message: string;
             /**
              * @description true: the reply comes as server-sent events (text/event-stream) as it is written
+             * @default false
+             */
+            stream?: boolean;
+            /** @description Client tools for this turn only, joining the personality's (a name in both: 400); docs/tools.md */
+            tools?: components["schemas"]["RequestToolDto"][];
+        };
+        ToolOutputDto: {
+            /** @example call_8f2c1d9a4b7e6f3a2c1d9a4b */
+            tool_call_id: string;
+            /**
+             * @description Any JSON: what the tool gave back
+             * @example {
+             *       "status": "shipped"
+             *     }
+             */
+            output: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean;
+        };
+        ToolOutputsDto: {
+            /** @description One output for every pending call */
+            outputs: components["schemas"]["ToolOutputDto"][];
+            /**
+             * @description true: the answer comes as server-sent events, as on /v1/respond
              * @default false
              */
             stream?: boolean;
@@ -2905,7 +3085,7 @@ export interface components {
             received: boolean;
         };
         WebhookEventDto: components["schemas"]["EndUserCreatedEventDto"] | components["schemas"]["EndUserDeletedEventDto"] | components["schemas"]["PersonalityCreatedEventDto"] | components["schemas"]["PersonalityDeletedEventDto"] | components["schemas"]["ApiKeyCreatedEventDto"] | components["schemas"]["ApiKeyRevokedEventDto"] | components["schemas"]["MemberAddedEventDto"] | components["schemas"]["MemberRemovedEventDto"] | components["schemas"]["SubscriptionUpdatedEventDto"] | components["schemas"]["ConversationFlaggedEventDto"] | components["schemas"]["UsageThresholdReachedEventDto"] | components["schemas"]["PingEventDto"];
-        RespondStreamEventDto: components["schemas"]["RespondDeltaEventDto"] | components["schemas"]["RespondDoneEventDto"] | components["schemas"]["RespondErrorEventDto"];
+        RespondStreamEventDto: components["schemas"]["RespondDeltaEventDto"] | components["schemas"]["RespondToolCallsEventDto"] | components["schemas"]["RespondDoneEventDto"] | components["schemas"]["RespondErrorEventDto"];
     };
     responses: never;
     parameters: never;
@@ -10252,7 +10432,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The reply. With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then `event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error envelope. Nothing is stored unless `done` is sent. */
+            /** @description The reply, or a pause for client tools (`requires_action`). With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then `event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error envelope. Nothing is stored unless `done` is sent. A turn paused for client tools sends `event: tool_calls` / `data: {"turn_id", "tool_calls"}`, then `done` with `status: "requires_action"` (docs/tools.md). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -10263,7 +10443,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RespondResponseDto"];
+                    "application/json": components["schemas"]["RespondResponseDto"] | components["schemas"]["RespondRequiresActionDto"];
                     /**
                      * @example event: delta
                      *     data: {"text":"Congratulations"}
@@ -10408,6 +10588,184 @@ export interface operations {
                 };
             };
             /** @description The model provider gave no complete reply within ENGINE_TIMEOUT_MS (`engine_timeout`) */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+        };
+    };
+    RespondController_toolOutputs: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1..255 printable ASCII characters. A retry with the same key and request gets the stored answer with `Idempotent-Replayed: true` (kept 24 hours, per organization; per user on user-only endpoints) */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                turn_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ToolOutputsDto"];
+            };
+        };
+        responses: {
+            /** @description The reply, or a further pause for client tools. With `"stream": true`: `event: delta` / `data: {"text": "…"}` for each piece of the reply, then `event: done` / `data:` the same JSON a non-streamed call answers. A failure after the stream started (502 `engine_unavailable`, 504 `engine_timeout`) is `event: error` / `data:` the error envelope. Nothing is stored unless `done` is sent. A turn paused for client tools sends `event: tool_calls` / `data: {"turn_id", "tool_calls"}`, then `done` with `status: "requires_action"` (docs/tools.md). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RespondResponseDto"] | components["schemas"]["RespondRequiresActionDto"];
+                    "text/event-stream": components["schemas"]["RespondStreamEventDto"];
+                };
+            };
+            /** @description Not exactly one output for every pending call (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No credential, or a bad one (`unauthenticated`) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description A token budget is spent (`budget_exceeded`) */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The credential lacks the `read_write` scope (`insufficient_scope`), or X-Organization-Id names a foreign organization (`not_a_member`) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description No pending turn of the organization has this id, or it expired (TOOL_TURN_TTL_SECONDS) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The turn was resumed already (`turn_not_pending`), or its user_id is under deletion; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The Idempotency-Key was used with another method, path or body (`idempotency_key_reused`) */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Rate limited, or STREAMS_PER_ORG streams are open (`too_many_streams`) */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description Unexpected error (`internal_error`) */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The model provider failed (`engine_unavailable`) */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
+            /** @description The model provider gave no complete reply in time (`engine_timeout`) */
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -1,0 +1,25 @@
+import { triggeredCalls } from './tool-trigger';
+
+describe('triggeredCalls', () => {
+  it('finds T({...}) for the tools given, in message order', () => {
+    expect(
+      triggeredCalls('please book({"at": "9:00"}) then lookup_order( {"id": "A1"} ) thanks', [
+        'lookup_order',
+        'book',
+      ]),
+    ).toEqual([
+      { name: 'book', arguments: { at: '9:00' } },
+      { name: 'lookup_order', arguments: { id: 'A1' } },
+    ]);
+  });
+
+  it('takes nested objects and braces inside strings', () => {
+    expect(triggeredCalls('t({"a": {"b": "})"}, "c": 1})', ['t'])).toEqual([
+      { name: 't', arguments: { a: { b: '})' }, c: 1 } },
+    ]);
+  });
+
+  it('ignores unknown tools, other words ending in the name, and what is not an object', () => {
+    expect(triggeredCalls('my_t({"a": 1}) u({"a": 1}) t([1]) t("x") t({bad})', ['t'])).toEqual([]);
+  });
+});

@@ -1,0 +1,42 @@
+import type {
+  EngineToolCall,
+  EngineToolResult,
+  TokenUsage,
+} from '../respond/engine/response-engine';
+import type { RequestTool } from './tool-definitions';
+
+/** A tool call as the reply's memory keeps it (contract §26). */
+export interface ToolCallRecord {
+  id: string;
+  name: string;
+  arguments: unknown;
+  output: unknown;
+  execution: 'client' | 'webhook';
+  duration_ms: number | null;
+  error: string | null;
+}
+
+/** Where a turn with tools stands: what a paused turn keeps, and what a resumption goes on from. */
+export interface ToolTurnState {
+  /** `turn_` + ULID: the paused turn's id, and `turn_id` of its webhook tools' calls. */
+  turnId: string;
+  /** The end user's (the business's) user_id, to resume the conversation with. */
+  userId: string;
+  /** The end user's message, stored only once the turn completes. */
+  message: string;
+  /** Client tools sent with the request, which join the personality's for the whole turn. */
+  requestTools: RequestTool[];
+  /** The calls of the rounds completed, with their outputs, in order. */
+  results: EngineToolResult[];
+  /** The paused round: its calls in order, and the outputs already known (not the client's). */
+  round: { calls: EngineToolCall[]; outputs: Record<string, unknown> };
+  /** The ids of the calls the client owes an output for. */
+  pending: string[];
+  /** Model calls that called tools so far. */
+  rounds: number;
+  /** Tokens of the turn's model calls so far; null: none reported. */
+  usage: TokenUsage | null;
+  /** The model that made the last call. */
+  model: string | null;
+  records: ToolCallRecord[];
+}

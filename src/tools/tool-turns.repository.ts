@@ -1,0 +1,103 @@
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { Database } from '../database/database';
+import { sql } from '../database/sql';
+import type { ToolTurnStatus } from './entities/tool-turn.entity';
+import type { ToolTurnState } from './tool-turn-state';
+
+/** Expired turns deleted by each save. */
+const PURGED_PER_SAVE = 100;
+
+export interface NewToolTurn {
+  id: string;
+  organizationId: string;
+  endUserId: string;
+  personalityId: string;
+  state: ToolTurnState;
+  expiresAt: Date;
+}
+
+export interface FoundToolTurn {
+  status: ToolTurnStatus;
+  expired: boolean;
+  personalityId: string;
+  state: ToolTurnState;
+}
+
+/** What a webhook tool's call needs of its endpoint. */
+export interface ToolEndpoint {
+  url: string;
+  secret: string;
+  status: string;
+}
+
+/**
+ * The SQL of paused turns (`tool_turns`) and of the endpoints webhook tools call; every query is
+ * scoped to the organization.
+ */
+@Injectable()
+export class ToolTurnsRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Saves a paused turn. A turn paused again after a resumption keeps its id: its row is pending
+   * once more. Up to PURGED_PER_SAVE turns past their expiry go with it (of any organization:
+   * expired turns are nobody's to resume), so the table holds about the turns of the last TTL.
+   */
+  async save(turn: NewToolTurn, now: Date): Promise<void> {
+    await this.database.rows(
+      sql`WITH purged AS (
+            DELETE FROM tool_turns WHERE id IN (
+              SELECT id FROM tool_turns WHERE expires_at < ${now} LIMIT ${PURGED_PER_SAVE}))
+          INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
+          VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
+                  ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})
+          ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
+                                         expires_at = excluded.expires_at
+           WHERE tool_turns.organization_id = excluded.organization_id`,
+    );
+  }
+
+  async find(organizationId: string, id: string, now: Date): Promise<FoundToolTurn | undefined> {
+    return this.database.row<FoundToolTurn>(
+      sql`SELECT status, expires_at <= ${now} AS expired, personality_id AS "personalityId", state
+            FROM tool_turns WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
+  }
+
+  /**
+   * Takes a pending, unexpired turn for one resumption: a conditional UPDATE, so of concurrent
+   * claims on any instances exactly one gets the row; the others get false.
+   */
+  async claim(organizationId: string, id: string, now: Date): Promise<boolean> {
+    const row = await this.database.row<{ id: string }>(
+      sql`UPDATE tool_turns SET status = 'resumed'
+           WHERE id = ${id} AND organization_id = ${organizationId}
+             AND status = 'pending' AND expires_at > ${now}
+          RETURNING id`,
+    );
+    return row !== undefined;
+  }
+
+  /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */
+  findEndpoint(organizationId: string, id: string): Promise<ToolEndpoint | undefined> {
+    return this.database.row<ToolEndpoint>(
+      sql`SELECT url, secret, status FROM webhook_endpoints
+           WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
+  }
+
+  /** In the erasure's transaction: the paused turns of these end users, scoped to their organizations. */
+  async deleteOfEndUsers(
+    manager: EntityManager,
+    endUsers: ReadonlyArray<{ id: string; organizationId: string }>,
+  ): Promise<void> {
+    await this.database.rows(
+      sql`DELETE FROM tool_turns t
+           USING unnest(${endUsers.map((u) => u.id)}::uuid[],
+                        ${endUsers.map((u) => u.organizationId)}::uuid[]) AS e(id, organization_id)
+           WHERE t.end_user_id = e.id AND t.organization_id = e.organization_id`,
+      { manager },
+    );
+  }
+}

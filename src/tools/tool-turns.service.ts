@@ -1,0 +1,330 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { ValidateFunction } from 'ajv/dist/2020';
+import { ulid } from 'ulid';
+import { AppError, type FieldProblem } from '../common/errors/app-error';
+import { Clock } from '../common/time/clock';
+import { inClientSpan } from '../tracing/spans';
+import {
+  type ErasedEndUser,
+  ErasesEndUsers,
+  ErasureOrder,
+} from '../common/erasure/erasure-participant';
+import type { EntityManager } from 'typeorm';
+import { type ToolsConfig, toolsConfig } from '../config/tools.config';
+import type {
+  EngineReply,
+  EngineTool,
+  EngineToolCall,
+  EngineToolResult,
+  TokenUsage,
+} from '../respond/engine/response-engine';
+import { compileParameters, type RequestTool, type ToolDefinition } from './tool-definitions';
+import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
+import { ToolTurnsRepository } from './tool-turns.repository';
+import { WebhookToolCaller } from './webhook-tool-caller';
+import { ToolMetrics } from './tool-metrics';
+
+/** Compiled argument schemas kept, by their serialised schema. */
+const VALIDATORS_KEPT = 512;
+
+/** What a turn with tools needs to know about its conversation. */
+export interface ToolTurnContext {
+  organizationId: string;
+  endUserId: string;
+  userId: string;
+  personalityId: string;
+  personalityTools: ToolDefinition[];
+  /** Where the turn stands: fresh for a new message, the paused state for a resumption. */
+  state: ToolTurnState;
+  /** The client's: a webhook tool's call is abandoned when it goes. */
+  signal: AbortSignal;
+}
+
+/** One model call of the turn, given the tools it may call and the earlier rounds' results. */
+export type AskEngine = (extra: {
+  tools?: EngineTool[];
+  toolResults?: EngineToolResult[];
+}) => Promise<EngineReply>;
+
+export type ToolTurnOutcome =
+  | { kind: 'completed'; reply: EngineReply; toolCalls: ToolCallRecord[] }
+  | { kind: 'paused'; turnId: string; toolCalls: EngineToolCall[] };
+
+/** A tool of the turn: the personality's or the request's (those are always the client's). */
+type TurnTool = Pick<
+  ToolDefinition,
+  'name' | 'description' | 'parameters' | 'execution' | 'endpoint_id' | 'timeout_ms'
+>;
+
+export function freshToolState(userId: string, message: string, requestTools: RequestTool[]) {
+  const state: ToolTurnState = {
+    turnId: `turn_${ulid()}`,
+    userId,
+    message,
+    requestTools,
+    results: [],
+    round: { calls: [], outputs: {} },
+    pending: [],
+    rounds: 0,
+    usage: null,
+    model: null,
+    records: [],
+  };
+  return state;
+}
+
+function addUsage(total: TokenUsage | null, more: TokenUsage | null): TokenUsage | null {
+  if (!more) return total;
+  if (!total) return { ...more };
+  return {
+    promptTokens: total.promptTokens + more.promptTokens,
+    completionTokens: total.completionTokens + more.completionTokens,
+    cachedTokens: total.cachedTokens + more.cachedTokens,
+  };
+}
+
+/**
+ * The tool-calling loop of a turn (contract §26, docs/tools.md): the engine is asked with the
+ * turn's tools for at most TOOL_MAX_ROUNDS rounds, then without; arguments that fail a tool's
+ * schema go back to it as an error output; client calls pause the turn in `tool_turns`, from
+ * where any instance resumes it once, with the client's outputs.
+ */
+@Injectable()
+export class ToolTurnsService {
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(
+    private readonly repository: ToolTurnsRepository,
+    private readonly webhooks: WebhookToolCaller,
+    private readonly metrics: ToolMetrics,
+    private readonly clock: Clock,
+    @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
+  ) {}
+
+  /** A paused turn holds the user's message: it goes with the end user. */
+  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['tool_turns'] })
+  eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
+    return this.repository.deleteOfEndUsers(manager, endUsers);
+  }
+
+  /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
+  async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {
+    const tools = new Map<string, TurnTool>();
+    for (const tool of context.personalityTools) tools.set(tool.name, tool);
+    for (const tool of context.state.requestTools) {
+      tools.set(tool.name, { ...tool, execution: 'client' });
+    }
+    const state = context.state;
+    const engineTools = [...tools.values()].map(({ name, description, parameters }) => ({
+      name,
+      description,
+      parameters,
+    }));
+    for (;;) {
+      const canCall = engineTools.length > 0 && state.rounds < this.config.maxRounds;
+      const reply = await ask({
+        tools: canCall ? engineTools : undefined,
+        toolResults: state.results.length > 0 ? state.results : undefined,
+      });
+      state.usage = addUsage(state.usage, reply.usage);
+      state.model = reply.model ?? state.model;
+      const calls = canCall ? (reply.toolCalls ?? []) : [];
+      if (calls.length === 0) {
+        const { toolCalls: _asked, ...answer } = reply;
+        return {
+          kind: 'completed',
+          reply: { ...answer, usage: state.usage, model: reply.model ?? state.model },
+          toolCalls: state.records,
+        };
+      }
+      state.rounds += 1;
+      const outputs: Record<string, unknown> = {};
+      const pending: EngineToolCall[] = [];
+      const webhookCalls: Array<Promise<void>> = [];
+      for (const call of calls) {
+        const tool = tools.get(call.name);
+        const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
+        if (problem || !tool) {
+          outputs[call.id] = { error: problem };
+          state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
+          this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
+        } else if (tool.execution === 'webhook') {
+          webhookCalls.push(
+            this.callWebhook(context, tool, call).then((result) => {
+              const outcome = result.throttled ? 'throttled' : result.error ? 'error' : 'ok';
+              this.metrics.count('webhook', outcome, result.durationMs);
+              outputs[call.id] = result.output;
+              state.records.push({
+                ...record(call, result.output, 'webhook', result.error),
+                duration_ms: result.durationMs,
+              });
+            }),
+          );
+        } else {
+          pending.push(call);
+        }
+      }
+      // A round's webhook tools are called together; the turn waits for the slowest.
+      await Promise.all(webhookCalls);
+      if (pending.length > 0) return this.pause(context, calls, outputs, pending);
+      state.results.push(...calls.map((call) => ({ call, output: outputs[call.id] })));
+    }
+  }
+
+  /**
+   * The paused turn's state once the client's outputs join it: 404 for an unknown, foreign or
+   * expired turn, 400 unless every pending call has exactly one output, 409 `turn_not_pending`
+   * when it was resumed already. Nothing is claimed yet: `claim` does, once the resumption is
+   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending).
+   */
+  async check(
+    organizationId: string,
+    turnId: string,
+    outputs: Array<{ tool_call_id: string; output: unknown }>,
+  ): Promise<{ personalityId: string; state: ToolTurnState }> {
+    const now = this.clock.now();
+    const found = await this.repository.find(organizationId, turnId, now);
+    if (!found || (found.status === 'pending' && found.expired)) {
+      throw AppError.notFound('Turn');
+    }
+    if (found.status !== 'pending') throw notPending();
+    const { state } = found;
+    const given = new Map<string, unknown>();
+    const problems: FieldProblem[] = [];
+    outputs.forEach((output, index) => {
+      if (!state.pending.includes(output.tool_call_id)) {
+        problems.push({
+          field: `outputs/${index}/tool_call_id`,
+          problem: 'must be the id of a pending tool call of this turn',
+        });
+      } else if (given.has(output.tool_call_id)) {
+        problems.push({
+          field: `outputs/${index}/tool_call_id`,
+          problem: 'must not repeat: each call takes one output',
+        });
+      }
+      given.set(output.tool_call_id, output.output);
+    });
+    const missing = state.pending.filter((id) => !given.has(id));
+    if (missing.length > 0) {
+      problems.push({ field: 'outputs', problem: `lacks the output of ${missing.join(', ')}` });
+    }
+    if (problems.length > 0) throw AppError.validation(problems);
+
+    const { calls, outputs: known } = state.round;
+    for (const call of calls) {
+      if (!given.has(call.id)) continue;
+      known[call.id] = given.get(call.id);
+      state.records.push(record(call, known[call.id], 'client', null));
+    }
+    state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
+    state.round = { calls: [], outputs: {} };
+    state.pending = [];
+    return { personalityId: found.personalityId, state };
+  }
+
+  /**
+   * Takes the turn for this resumption: of concurrent claims, on any instance, exactly one wins;
+   * the others get 409 `turn_not_pending`.
+   */
+  async claim(organizationId: string, turnId: string, outputs: number): Promise<void> {
+    if (!(await this.repository.claim(organizationId, turnId, this.clock.now()))) {
+      throw notPending();
+    }
+    for (let i = 0; i < outputs; i += 1) this.metrics.count('client', 'ok', null);
+  }
+
+  private async pause(
+    context: ToolTurnContext,
+    calls: EngineToolCall[],
+    outputs: Record<string, unknown>,
+    pending: EngineToolCall[],
+  ): Promise<ToolTurnOutcome> {
+    const { state } = context;
+    state.round = { calls, outputs };
+    state.pending = pending.map((call) => call.id);
+    const { turnId } = state;
+    const now = this.clock.now();
+    await this.repository.save(
+      {
+        id: turnId,
+        organizationId: context.organizationId,
+        endUserId: context.endUserId,
+        personalityId: context.personalityId,
+        state,
+        expiresAt: new Date(now.getTime() + this.config.turnTtlSeconds * 1000),
+      },
+      now,
+    );
+    return {
+      kind: 'paused',
+      turnId,
+      toolCalls: pending.map(({ id, name, arguments: args }) => ({ id, name, arguments: args })),
+    };
+  }
+
+  /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
+  private callWebhook(context: ToolTurnContext, tool: TurnTool, call: EngineToolCall) {
+    const attributes = { 'tool.name': call.name, 'tool.execution': 'webhook' };
+    return inClientSpan(`tool ${call.name}`, attributes, () =>
+      this.webhooks.call({
+        organizationId: context.organizationId,
+        endpointId: tool.endpoint_id ?? '',
+        timeoutMs: tool.timeout_ms,
+        signal: context.signal,
+        data: {
+          tool_call_id: call.id,
+          name: call.name,
+          arguments: call.arguments,
+          user_id: context.userId,
+          personality_id: context.personalityId,
+          turn_id: context.state.turnId,
+        },
+      }),
+    );
+  }
+
+  /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
+  private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
+    const validate = this.validatorOf(tool.parameters);
+    if (validate(args)) return undefined;
+    const first = validate.errors?.[0];
+    const where = first?.instancePath || '/';
+    return `the arguments do not match the tool's schema: ${where} ${first?.message ?? 'is not valid'}`;
+  }
+
+  private validatorOf(schema: Record<string, unknown>): ValidateFunction {
+    const key = JSON.stringify(schema);
+    let validate = this.validators.get(key);
+    if (!validate) {
+      validate = compileParameters(schema);
+      // Oldest out first: Map keeps insertion order.
+      if (this.validators.size >= VALIDATORS_KEPT) {
+        this.validators.delete(this.validators.keys().next().value as string);
+      }
+      this.validators.set(key, validate);
+    }
+    return validate;
+  }
+}
+
+function notPending(): AppError {
+  return new AppError('turn_not_pending', 'The turn is not waiting for tool outputs any more');
+}
+
+function record(
+  call: EngineToolCall,
+  output: unknown,
+  execution: ToolCallRecord['execution'],
+  error: string | null | undefined,
+): ToolCallRecord {
+  return {
+    id: call.id,
+    name: call.name,
+    arguments: call.arguments,
+    output,
+    execution,
+    duration_ms: null,
+    error: error ?? null,
+  };
+}

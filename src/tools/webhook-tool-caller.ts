@@ -1,0 +1,137 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { Clock } from '../common/time/clock';
+import { type ToolsConfig, toolsConfig } from '../config/tools.config';
+import { type WebhooksConfig, webhooksConfig } from '../config/webhooks.config';
+import { publicEventId } from '../webhooks/webhook-event-types';
+import { sendWebhook } from '../webhooks/webhook-sender';
+import { signatureHeaders } from '../webhooks/webhook-signer';
+import { portProblem } from '../webhooks/webhook-url';
+import { DEFAULT_TOOL_TIMEOUT_MS, MAX_PARAMETERS_BYTES } from './tool-definitions';
+import { ToolTurnsRepository } from './tool-turns.repository';
+
+/** A webhook tool's output, serialised, at most this many bytes (contract §26). */
+export const MAX_OUTPUT_BYTES = MAX_PARAMETERS_BYTES;
+/** The answer read: its output and the `{"output": }` around it, with room for white space. */
+const MAX_ANSWER_BYTES = MAX_OUTPUT_BYTES + 1024;
+
+export interface WebhookToolCall {
+  organizationId: string;
+  endpointId: string;
+  timeoutMs?: number;
+  signal: AbortSignal;
+  data: {
+    tool_call_id: string;
+    name: string;
+    arguments: unknown;
+    user_id: string;
+    personality_id: string;
+    turn_id: string;
+  };
+}
+
+/** What the model is given: the output, or `{error}` with `error` set. */
+export interface WebhookToolResult {
+  output: unknown;
+  error: string | null;
+  durationMs: number | null;
+  /** Refused by TOOL_CALLS_IN_FLIGHT_PER_ORG, not sent. */
+  throttled?: boolean;
+}
+
+/**
+ * Calls webhook tools (contract §26): a `tool.call` event POSTed to the tool's endpoint, signed
+ * with its secret as every event is (§17), under the URL rules and SSRF guard checked at each
+ * call, no redirect followed, within the tool's timeout. Whatever goes wrong becomes an error
+ * output for the model; nothing is retried. At most TOOL_CALLS_IN_FLIGHT_PER_ORG calls per
+ * organization at once on this instance.
+ */
+@Injectable()
+export class WebhookToolCaller {
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(
+    private readonly repository: ToolTurnsRepository,
+    private readonly clock: Clock,
+    @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
+    @Inject(webhooksConfig.KEY) private readonly webhooks: WebhooksConfig,
+  ) {}
+
+  async call(call: WebhookToolCall): Promise<WebhookToolResult> {
+    const { organizationId } = call;
+    const busy = this.inFlight.get(organizationId) ?? 0;
+    if (busy >= this.config.callsInFlightPerOrganization) {
+      return {
+        ...failed('too many tool calls in flight for the organization', null),
+        throttled: true,
+      };
+    }
+    this.inFlight.set(organizationId, busy + 1);
+    try {
+      return await this.send(call);
+    } finally {
+      const left = (this.inFlight.get(organizationId) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(organizationId, left);
+      else this.inFlight.delete(organizationId);
+    }
+  }
+
+  private async send(call: WebhookToolCall): Promise<WebhookToolResult> {
+    const endpoint = await this.repository.findEndpoint(call.organizationId, call.endpointId);
+    if (!endpoint) return failed('the endpoint no longer exists', null);
+    if (endpoint.status !== 'enabled') return failed('the endpoint is disabled', null);
+    const badPort = URL.canParse(endpoint.url)
+      ? portProblem(new URL(endpoint.url), this.webhooks.allowedPorts)
+      : 'invalid URL';
+    if (badPort) return failed(badPort, null);
+
+    const now = this.clock.now();
+    const id = publicEventId(randomUUID());
+    const body = JSON.stringify({
+      id,
+      type: 'tool.call',
+      created_at: now.toISOString(),
+      organization_id: call.organizationId,
+      data: call.data,
+    });
+    const headers = signatureHeaders(endpoint.secret, id, Math.floor(now.getTime() / 1000), body);
+    const result = await sendWebhook(endpoint.url, body, headers, {
+      timeoutMs: call.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+      allowPrivateUrls: this.webhooks.allowPrivateUrls,
+      signal: call.signal,
+      maxBodyBytes: MAX_ANSWER_BYTES,
+    });
+    if (result.kind === 'aborted') {
+      call.signal.throwIfAborted();
+      return failed('aborted', null);
+    }
+    if (result.kind === 'error') return failed(result.error, result.durationMs);
+    const { status, durationMs } = result;
+    if (status >= 300 && status < 400)
+      return failed(`redirect (${status}) not followed`, durationMs);
+    if (status < 200 || status >= 300) return failed(`the endpoint answered ${status}`, durationMs);
+    return outputOf(result.body ?? '', durationMs);
+  }
+}
+
+function failed(error: string, durationMs: number | null): WebhookToolResult {
+  return { output: { error }, error, durationMs };
+}
+
+/** The `output` of a 2xx answer `{"output": …}`, at most MAX_OUTPUT_BYTES serialised. */
+function outputOf(body: string, durationMs: number): WebhookToolResult {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(body);
+  } catch {
+    return failed('bad body: not JSON', durationMs);
+  }
+  if (answer === null || typeof answer !== 'object' || !('output' in answer)) {
+    return failed('bad body: no "output"', durationMs);
+  }
+  const { output } = answer;
+  if (Buffer.byteLength(JSON.stringify(output)) > MAX_OUTPUT_BYTES) {
+    return failed(`bad body: output over ${MAX_OUTPUT_BYTES} bytes`, durationMs);
+  }
+  return { output, error: null, durationMs };
+}

@@ -1,0 +1,731 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { expectError } from './support/assertions';
+import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { parseEvents } from './support/sse';
+import { Webhook } from 'standardwebhooks';
+import { WebhookReceiver } from './support/webhook-receiver';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { FakeOpenAI } from './support/fake-openai';
+import { tenantWithKey } from './support/identity';
+import { createApiKey, signUp } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+
+/**
+ * Tools (contract §26): a personality's tool definitions, validated and stored.
+ */
+
+interface Tenant {
+  organizationId: string;
+  auth: string;
+}
+
+async function tenant(t: TestApp): Promise<Tenant> {
+  const owner = await signUp(t);
+  const key = await createApiKey(t, owner.accessToken, ['admin']);
+  return { organizationId: owner.organizationId, auth: `Bearer ${key}` };
+}
+
+async function createEndpoint(t: TestApp, owner: Tenant, url: string): Promise<string> {
+  return (await createEndpointWithSecret(t, owner, url)).id;
+}
+
+async function createEndpointWithSecret(
+  t: TestApp,
+  owner: Tenant,
+  url: string,
+): Promise<{ id: string; secret: string }> {
+  const response = await t
+    .http()
+    .post('/v1/webhook-endpoints')
+    .set('Authorization', owner.auth)
+    .send({ url, events: ['end_user.deleted'] });
+  expect({ status: response.status, body: response.body }).toMatchObject({ status: 201 });
+  return { id: response.body.id as string, secret: response.body.secret as string };
+}
+
+const lookupOrder = {
+  name: 'lookup_order',
+  description: "Looks up one of the user's orders",
+  parameters: {
+    type: 'object',
+    properties: { order_id: { type: 'string' } },
+    required: ['order_id'],
+    additionalProperties: false,
+  },
+  execution: 'client',
+};
+
+describe('Tools (contract §26)', () => {
+  let t: TestApp;
+  let owner: Tenant;
+  let endpointId: string;
+
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await new WebhookReceiver().start();
+    t = await createTestApp({
+      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true', TOOL_CALLS_IN_FLIGHT_PER_ORG: '2' },
+    });
+    owner = await tenant(t);
+    endpointId = await createEndpoint(t, owner, 'http://127.0.0.1:9/tools');
+  });
+  afterAll(async () => {
+    await t.close();
+    await receiver.stop();
+  });
+
+  describe('definitions on personalities', () => {
+    it('are none by default, set on create, replaced by PATCH and shown by GET', async () => {
+      const plain = await clonePersonality(t, owner.auth);
+      const shown = await t
+        .http()
+        .get(`/v1/personalities/${plain}`)
+        .set('Authorization', owner.auth);
+      expect(shown.body.tools).toEqual([]);
+
+      const webhookTool = {
+        name: 'book-slot',
+        description: 'Books a slot',
+        parameters: { type: 'object', properties: { at: { type: 'string' } } },
+        execution: 'webhook',
+        endpoint_id: endpointId,
+      };
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', owner.auth)
+        .send({ slug: 'sage-mentor', tools: [lookupOrder, webhookTool] });
+      expect(created.status).toBe(201);
+      expect(created.body.tools).toEqual([lookupOrder, { ...webhookTool, timeout_ms: 10000 }]);
+
+      const patched = await t
+        .http()
+        .patch(`/v1/personalities/${created.body.id}`)
+        .set('Authorization', owner.auth)
+        .send({ tools: [{ ...webhookTool, timeout_ms: 250 }] });
+      expect(patched.status).toBe(200);
+      const got = await t
+        .http()
+        .get(`/v1/personalities/${created.body.id}`)
+        .set('Authorization', owner.auth);
+      expect(got.body.tools).toEqual([{ ...webhookTool, timeout_ms: 250 }]);
+    });
+
+    it('refuses invalid definitions naming the field', async () => {
+      const id = await clonePersonality(t, owner.auth);
+      const cases: Array<[unknown, string]> = [
+        [
+          [lookupOrder, { ...lookupOrder, name: 'other', parameters: { type: 'array' } }],
+          'tools/1/parameters',
+        ],
+        [[{ ...lookupOrder, parameters: { type: 'object', properties: 3 } }], 'tools/0/parameters'],
+        [[lookupOrder, lookupOrder], 'tools/1/name'],
+        [[{ ...lookupOrder, name: 'has space' }], 'tools/0/name'],
+        [[{ ...lookupOrder, description: '' }], 'tools/0/description'],
+        [[{ ...lookupOrder, execution: 'server' }], 'tools/0/execution'],
+        [
+          [{ ...lookupOrder, execution: 'webhook', endpoint_id: randomUUID() }],
+          'tools/0/endpoint_id',
+        ],
+        [
+          [{ ...lookupOrder, execution: 'webhook', endpoint_id: endpointId, timeout_ms: 50 }],
+          'tools/0/timeout_ms',
+        ],
+        [Array.from({ length: 33 }, (_, i) => ({ ...lookupOrder, name: `t${i}` })), 'tools'],
+        [['not an object'], 'tools'],
+      ];
+      for (const [tools, field] of cases) {
+        const response = await t
+          .http()
+          .patch(`/v1/personalities/${id}`)
+          .set('Authorization', owner.auth)
+          .send({ tools });
+        expectError(response, 400, 'validation_failed');
+        expect(response.body.error.details).toContainEqual(expect.objectContaining({ field }));
+      }
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', owner.auth)
+        .send({ slug: 'sage-mentor', tools: [lookupOrder, lookupOrder] });
+      expectError(created, 400, 'validation_failed');
+      const got = await t.http().get(`/v1/personalities/${id}`).set('Authorization', owner.auth);
+      expect(got.body.tools).toEqual([]);
+    });
+
+    it("refuses another organization's webhook endpoint", async () => {
+      const other = await tenant(t);
+      const id = await clonePersonality(t, other.auth);
+      const response = await t
+        .http()
+        .patch(`/v1/personalities/${id}`)
+        .set('Authorization', other.auth)
+        .send({ tools: [{ ...lookupOrder, execution: 'webhook', endpoint_id: endpointId }] });
+      expectError(response, 400, 'validation_failed');
+      expect(response.body.error.details).toEqual([
+        { field: 'tools/0/endpoint_id', problem: 'must be a webhook endpoint of the organization' },
+      ]);
+    });
+  });
+
+  describe('client tools: the paused turn', () => {
+    let personalityId: string;
+    const shipped = { status: 'shipped', eta: '2026-12-01' };
+    const trigger = 'Where is it? lookup_order({"order_id": "A-1042"})';
+
+    beforeAll(async () => {
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', owner.auth)
+        .send({ slug: 'sage-mentor', tools: [lookupOrder] });
+      personalityId = created.body.id as string;
+    });
+
+    function respond(body: Record<string, unknown>, auth = owner.auth) {
+      return t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', auth)
+        .send({ personality_id: personalityId, ...body });
+    }
+
+    function resume(turnId: string, body: Record<string, unknown>, auth = owner.auth) {
+      return t
+        .http()
+        .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+        .set('Authorization', auth)
+        .send(body);
+    }
+
+    async function memoriesOf(userId: string) {
+      const response = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', owner.auth);
+      return response.status === 404
+        ? []
+        : (response.body.data as Array<{ content: string; tool_calls: unknown }>);
+    }
+
+    it('pauses for the call, stores nothing, and completes once the output comes back', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      expect(paused.status).toBe(200);
+      expect(paused.body).toEqual({
+        status: 'requires_action',
+        turn_id: expect.stringMatching(/^turn_[0-9A-HJKMNP-TV-Z]{26}$/),
+        tool_calls: [
+          { id: expect.any(String), name: 'lookup_order', arguments: { order_id: 'A-1042' } },
+        ],
+        personality_id: personalityId,
+        user_id: userId,
+      });
+      expect(await memoriesOf(userId)).toEqual([]);
+
+      const callId = paused.body.tool_calls[0].id as string;
+      const done = await resume(paused.body.turn_id, {
+        outputs: [{ tool_call_id: callId, output: shipped }],
+      });
+      expect(done.status).toBe(200);
+      expect(done.body).toMatchObject({ status: 'completed', user_id: userId });
+      expect(done.body.reply.text).toContain(`(lookup_order: ${JSON.stringify(shipped)})`);
+      const memories = await memoriesOf(userId);
+      expect(memories.map((memory) => memory.content).sort()).toEqual(
+        [trigger, done.body.reply.text].sort(),
+      );
+      // The reply's memory keeps the call; the message's has none.
+      expect(memories.map((memory) => memory.tool_calls)).toEqual([
+        [
+          {
+            id: callId,
+            name: 'lookup_order',
+            arguments: { order_id: 'A-1042' },
+            output: shipped,
+            execution: 'client',
+            duration_ms: null,
+            error: null,
+          },
+        ],
+        null,
+      ]);
+
+      expectError(
+        await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: 1 }] }),
+        409,
+        'turn_not_pending',
+      );
+    });
+
+    it('exports the tool calls in PMF v1 and imports them back', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      const callId = paused.body.tool_calls[0].id as string;
+      await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: shipped }] });
+      const exported = await t
+        .http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', owner.auth);
+      expect(exported.status).toBe(200);
+      const document = JSON.parse(
+        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
+      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls?: unknown }> };
+      const called = [
+        expect.objectContaining({ id: callId, name: 'lookup_order', output: shipped }),
+      ];
+      expect(document.memories.map((memory) => memory.tool_calls)).toEqual([null, called]);
+
+      const copy = uniqueUserId();
+      document.end_user.user_id = copy;
+      const imported = await t
+        .http()
+        .post('/v1/end-users/import')
+        .set('Authorization', owner.auth)
+        .send(document);
+      expect(imported.status).toBe(201);
+      expect((await memoriesOf(copy)).map((memory) => memory.tool_calls)).toEqual([called, null]);
+    });
+
+    it('wants exactly one output for every pending call; unknown, foreign and expired turns are 404', async () => {
+      const paused = await respond({ user_id: uniqueUserId(), message: trigger });
+      const { turn_id: turnId } = paused.body;
+      const callId = paused.body.tool_calls[0].id as string;
+      for (const outputs of [
+        [{ tool_call_id: 'call_other', output: 1 }],
+        [
+          { tool_call_id: callId, output: 1 },
+          { tool_call_id: callId, output: 2 },
+        ],
+        [
+          { tool_call_id: callId, output: 1 },
+          { tool_call_id: 'call_other', output: 2 },
+        ],
+      ]) {
+        expectError(await resume(turnId, { outputs }), 400, 'validation_failed');
+      }
+      expectError(
+        await resume(turnId, { outputs: [{ tool_call_id: callId }] }),
+        400,
+        'validation_failed',
+      );
+      const other = await tenant(t);
+      const outputs = [{ tool_call_id: callId, output: shipped }];
+      expectError(await resume(turnId, { outputs }, other.auth), 404, 'not_found');
+      expectError(await resume(`turn_${'0'.repeat(26)}`, { outputs }), 404, 'not_found');
+
+      // Expired: nothing is stored, and it cannot be resumed.
+      await t.app
+        .get(DataSource)
+        .query(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [
+          turnId,
+        ]);
+      expectError(await resume(turnId, { outputs }), 404, 'not_found');
+      expect(await memoriesOf(paused.body.user_id)).toEqual([]);
+    });
+
+    it('lets exactly one of concurrent resumptions win', async () => {
+      const userId = uniqueUserId();
+      const paused = await respond({ user_id: userId, message: trigger });
+      const outputs = [{ tool_call_id: paused.body.tool_calls[0].id, output: shipped }];
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => resume(paused.body.turn_id, { outputs })),
+      );
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([200, 409, 409, 409, 409, 409, 409, 409]);
+      expect(await memoriesOf(userId)).toHaveLength(2);
+    });
+
+    it('gives arguments that fail the schema back to the engine, never to the client', async () => {
+      const done = await respond({
+        user_id: uniqueUserId(),
+        message: 'lookup_order({"order_id": 42})',
+      });
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain(
+        'lookup_order: {"error":"the arguments do not match the tool\'s schema: /order_id must be string"}',
+      );
+    });
+
+    it('streams the pause as a tool_calls event, and the resumption as a reply', async () => {
+      const paused = await respond({ user_id: uniqueUserId(), message: trigger, stream: true });
+      expect(paused.status).toBe(200);
+      const events = parseEvents(paused.text);
+      expect(events.map((event) => event.event)).toEqual(['tool_calls', 'done']);
+      const data = events[0].data as { turn_id: string; tool_calls: Array<{ id: string }> };
+      expect(events[1].data).toMatchObject({ status: 'requires_action', turn_id: data.turn_id });
+
+      const done = await resume(data.turn_id, {
+        outputs: [{ tool_call_id: data.tool_calls[0].id, output: shipped }],
+        stream: true,
+      });
+      const resumed = parseEvents(done.text);
+      expect(resumed.at(-1)).toMatchObject({ event: 'done', data: { status: 'completed' } });
+      expect(resumed.filter((event) => event.event === 'delta').length).toBeGreaterThan(0);
+    });
+
+    it('takes client tools per request, refusing a name the personality has', async () => {
+      const plain = await clonePersonality(t, owner.auth);
+      const { execution: _client, ...requestTool } = lookupOrder;
+      const paused = await t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({
+          personality_id: plain,
+          user_id: uniqueUserId(),
+          message: trigger,
+          tools: [requestTool],
+        });
+      expect(paused.body).toMatchObject({ status: 'requires_action' });
+
+      const clash = await respond({
+        user_id: uniqueUserId(),
+        message: trigger,
+        tools: [requestTool],
+      });
+      expectError(clash, 400, 'validation_failed');
+      expect(clash.body.error.details).toEqual([
+        { field: 'tools/0/name', problem: 'is a tool of the personality already' },
+      ]);
+      const withExecution = await respond({
+        user_id: uniqueUserId(),
+        message: 'hi',
+        tools: [{ ...lookupOrder, name: 'other' }],
+      });
+      expectError(withExecution, 400, 'validation_failed');
+      expect(withExecution.body.error.details).toEqual([
+        { field: 'tools/0/execution', problem: 'is not a known field' },
+      ]);
+    });
+
+    it('answers as before when the message calls no tool', async () => {
+      const done = await respond({ user_id: uniqueUserId(), message: 'I am so happy today' });
+      expect(done.body).toMatchObject({ status: 'completed', reply: { text: expect.any(String) } });
+    });
+  });
+
+  describe('webhook tools', () => {
+    /** `tool_calls_total{execution, outcome}` as /metrics would show it now. */
+    async function toolCallsCounted(execution: string, outcome: string): Promise<number> {
+      const metric = t.app.get(MetricsService).registry.getSingleMetric('tool_calls_total');
+      const { values } = await metric!.get();
+      return (
+        values.find(
+          (value) => value.labels.execution === execution && value.labels.outcome === outcome,
+        )?.value ?? 0
+      );
+    }
+
+    function webhookTool(name: string, endpointId: string, timeoutMs?: number) {
+      return {
+        name,
+        description: `The ${name} tool`,
+        parameters: { type: 'object', properties: { at: { type: 'string' } } },
+        execution: 'webhook',
+        endpoint_id: endpointId,
+        ...(timeoutMs ? { timeout_ms: timeoutMs } : {}),
+      };
+    }
+
+    async function personalityWith(who: Tenant, tools: unknown[]): Promise<string> {
+      const created = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', who.auth)
+        .send({ slug: 'sage-mentor', tools });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    }
+
+    function respondAs(
+      who: Tenant,
+      personalityId: string,
+      message: string,
+      userId = uniqueUserId(),
+    ) {
+      return t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', who.auth)
+        .send({ personality_id: personalityId, user_id: userId, message });
+    }
+
+    it('POSTs a signed tool.call event and gives its output to the model', async () => {
+      const path = `tool/${randomUUID()}`;
+      const endpoint = await createEndpointWithSecret(t, owner, receiver.url(path));
+      const personalityId = await personalityWith(owner, [webhookTool('book', endpoint.id)]);
+      const userId = uniqueUserId();
+      const done = await respondAs(owner, personalityId, 'book({"at": "9:00"}) please', userId);
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain('(book: {"echo":{"at":"9:00"}})');
+      const listed = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', owner.auth);
+      expect(listed.body.data[0].tool_calls).toEqual([
+        {
+          id: expect.any(String),
+          name: 'book',
+          arguments: { at: '9:00' },
+          output: { echo: { at: '9:00' } },
+          execution: 'webhook',
+          duration_ms: expect.any(Number),
+          error: null,
+        },
+      ]);
+
+      const [hook] = receiver.at(`/${path}`);
+      const event = new Webhook(endpoint.secret).verify(hook.body, {
+        'webhook-id': String(hook.headers['webhook-id']),
+        'webhook-timestamp': String(hook.headers['webhook-timestamp']),
+        'webhook-signature': String(hook.headers['webhook-signature']),
+      });
+      expect(event).toEqual({
+        id: expect.stringMatching(/^evt_[0-9a-f]{32}$/),
+        type: 'tool.call',
+        created_at: expect.any(String),
+        organization_id: owner.organizationId,
+        data: {
+          tool_call_id: expect.any(String),
+          name: 'book',
+          arguments: { at: '9:00' },
+          user_id: userId,
+          personality_id: personalityId,
+          turn_id: expect.stringMatching(/^turn_[0-9A-HJKMNP-TV-Z]{26}$/),
+        },
+      });
+    });
+
+    it('turns a failure, a redirect, a timeout or a bad body into an error output, and goes on', async () => {
+      const cases: Array<[string, string, number | undefined]> = [
+        ['fail', '{"error":"the endpoint answered 500"}', undefined],
+        ['redirect', '{"error":"redirect (302) not followed"}', undefined],
+        ['hang', '{"error":"timed out after 300 ms"}', 300],
+        ['ok', '{"error":"bad body: not JSON"}', undefined],
+        ['tool-big', '{"error":"bad body: output over 16384 bytes"}', undefined],
+      ];
+      const errorsBefore = await toolCallsCounted('webhook', 'error');
+      for (const [behaviour, error, timeoutMs] of cases) {
+        const endpointId = await createEndpoint(
+          t,
+          owner,
+          receiver.url(`${behaviour}/${randomUUID()}`),
+        );
+        const personalityId = await personalityWith(owner, [
+          webhookTool('act', endpointId, timeoutMs),
+        ]);
+        const done = await respondAs(owner, personalityId, 'act({"at": "now"})');
+        expect({ behaviour, status: done.status }).toEqual({ behaviour, status: 200 });
+        expect(done.body.reply.text).toContain(`(act: ${error})`);
+      }
+      expect(await toolCallsCounted('webhook', 'error')).toBe(errorsBefore + cases.length);
+    });
+
+    it("caps an organization's calls in flight, so its hanging endpoint holds no other's replies", async () => {
+      const slow = await tenant(t);
+      const hangPath = `hang/${randomUUID()}`;
+      const hanging = await createEndpoint(t, slow, receiver.url(hangPath));
+      const slowPersonality = await personalityWith(
+        slow,
+        ['a', 'b', 'c'].map((name) => webhookTool(name, hanging, 2000)),
+      );
+      const throttledBefore = await toolCallsCounted('webhook', 'throttled');
+      // then() sends the request now; it is awaited at the end.
+      const held = respondAs(slow, slowPersonality, 'a({}) b({}) c({})').then((r) => r);
+      await receiver.waitFor(() => receiver.at(`/${hangPath}`).length === 2, 5000);
+
+      const quick = await tenant(t);
+      const path = `tool/${randomUUID()}`;
+      const quickPersonality = await personalityWith(quick, [
+        webhookTool('book', await createEndpoint(t, quick, receiver.url(path))),
+      ]);
+      const started = Date.now();
+      const done = await respondAs(quick, quickPersonality, 'book({"at": "noon"})');
+      expect(done.body.reply.text).toContain('(book: {"echo":{"at":"noon"}})');
+      expect(Date.now() - started).toBeLessThan(1500);
+
+      const slowDone = await held;
+      expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
+      expect(slowDone.body.reply.text).toContain(
+        '(c: {"error":"too many tool calls in flight for the organization"})',
+      );
+      expect(receiver.at(`/${hangPath}`)).toHaveLength(2);
+    });
+  });
+});
+
+describe('Tools with the openai engine (contract §26)', () => {
+  let fake: FakeOpenAI;
+  let t: TestApp;
+  let auth: string;
+  let personalityId: string;
+  const lookup = {
+    name: 'lookup_order',
+    description: 'Looks up an order',
+    parameters: {
+      type: 'object',
+      properties: { order_id: { type: 'string' } },
+      required: ['order_id'],
+      additionalProperties: false,
+    },
+    execution: 'client',
+  };
+  const called = (args: string, id = 'call_1') => ({
+    toolCalls: [{ id, name: 'lookup_order', arguments: args }],
+    usage: { prompt_tokens: 10, completion_tokens: 5 },
+  });
+  const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
+
+  beforeAll(async () => {
+    fake = await FakeOpenAI.start({ apiKey: 'sk-provider-key' });
+    t = await createTestApp({
+      env: {
+        RESPONSE_ENGINE: 'openai',
+        OPENAI_BASE_URL: fake.url,
+        OPENAI_API_KEY: 'sk-provider-key',
+        OPENAI_MODEL: 'default-model',
+        ENGINE_TIMEOUT_MS: '3000',
+        ENGINE_BREAKER_FAILURES: '1000',
+        TOOL_MAX_ROUNDS: '2',
+      },
+    });
+    const tenant = await tenantWithKey(t, ['read_write']);
+    auth = tenant.auth;
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    personalityId = created.body.id as string;
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ output_moderation: 'off' })
+      .expect(200);
+  });
+  afterEach(() => fake.reset());
+  afterAll(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  const tokens = async () =>
+    (await t.http().get('/v1/usage/tokens').set('Authorization', auth)).body as {
+      prompt_tokens: number;
+      completion_tokens: number;
+    };
+
+  for (const stream of [false, true]) {
+    it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
+      const before = await tokens();
+      fake.respondWith(called('{"order_id": "A-1"}'), answer);
+      const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
+        personality_id: personalityId,
+        user_id: uniqueUserId(),
+        message: 'where?',
+        stream,
+      });
+      const body = stream
+        ? (parseEvents(paused.text).at(-1)!.data as Record<string, unknown>)
+        : (paused.body as Record<string, unknown>);
+      if (stream) {
+        expect(parseEvents(paused.text).map((event) => event.event)).toEqual([
+          'tool_calls',
+          'done',
+        ]);
+      }
+      expect(body).toMatchObject({
+        status: 'requires_action',
+        tool_calls: [{ id: 'call_1', name: 'lookup_order', arguments: { order_id: 'A-1' } }],
+      });
+      expect(fake.requests[0].body?.tools).toEqual([
+        {
+          type: 'function',
+          function: {
+            name: 'lookup_order',
+            description: 'Looks up an order',
+            parameters: lookup.parameters,
+            strict: true,
+          },
+        },
+      ]);
+
+      const done = await t
+        .http()
+        .post(`/v1/respond/turns/${String(body.turn_id)}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream });
+      const completed = stream ? parseEvents(done.text).at(-1)!.data : done.body;
+      expect(completed).toMatchObject({ status: 'completed', reply: { text: 'echo: where?' } });
+      const messages = fake.requests[1].body?.messages ?? [];
+      expect(messages.slice(-2)).toEqual([
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: 'call_1',
+              type: 'function',
+              function: { name: 'lookup_order', arguments: '{"order_id":"A-1"}' },
+            },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"status":"shipped"}' },
+      ]);
+      // Both model calls of the turn count.
+      const after = await tokens();
+      expect(after.prompt_tokens - before.prompt_tokens).toBe(30);
+      expect(after.completion_tokens - before.completion_tokens).toBe(12);
+    });
+  }
+
+  it('asks without tools after TOOL_MAX_ROUNDS rounds', async () => {
+    fake.respondWith(called('{"order_id": 1}', 'call_a'), called('not json', 'call_b'), answer);
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: uniqueUserId(), message: 'loop' });
+    expect(done.body).toMatchObject({ status: 'completed', reply: { text: 'echo: loop' } });
+    expect(fake.requests.map((request) => request.body?.tools !== undefined)).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    const tool = fake.requests[2].body?.messages?.filter((message) => message.role === 'tool');
+    expect(tool?.map((message) => message.tool_call_id)).toEqual(['call_a', 'call_b']);
+  });
+
+  it('ends a turn whose tokens spend a budget mid-way with 402', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/limits`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ monthly_token_budget: 5000 })
+      .expect(200);
+    // The first call's arguments fail the schema, so the turn goes on to a second model call.
+    fake.respondWith({
+      ...called('not json'),
+      usage: { prompt_tokens: 6000, completion_tokens: 5 },
+    });
+    const userId = uniqueUserId();
+    const refused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: created.body.id, user_id: userId, message: 'go' });
+    expectError(refused, 402, 'budget_exceeded');
+    expect(refused.body.error.details).toMatchObject({ scope: 'organization', limit: 5000 });
+    expect(fake.requests).toHaveLength(1);
+  });
+});
