@@ -683,6 +683,37 @@ describe('Tools with the openai engine (contract §26)', () => {
     });
   }
 
+  it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
+    const failure = { error: { status: 500 } };
+    // The pause, then the resumption's call failing on every attempt, then a completion.
+    fake.respondWith(called('{"order_id": "B-2"}'), failure, failure, failure, answer);
+    const userId = uniqueUserId();
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message: 'and B-2?' });
+    expect(paused.body).toMatchObject({ status: 'requires_action' });
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    expectError(await resume(), 502, 'engine_unavailable');
+    const retried = await resume();
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ status: 'completed', reply: { text: 'echo: and B-2?' } });
+    // Stored once, by the resumption that completed.
+    const memories = await t
+      .http()
+      .get(`/v1/end-users/${userId}/memories`)
+      .set('Authorization', auth)
+      .expect(200);
+    expect((memories.body.data as unknown[]).length).toBe(2);
+    expectError(await resume(), 409, 'turn_not_pending');
+  });
+
   it('asks without tools after TOOL_MAX_ROUNDS rounds', async () => {
     fake.respondWith(called('{"order_id": 1}', 'call_a'), called('not json', 'call_b'), answer);
     const done = await t

@@ -128,6 +128,8 @@ export interface Conversation {
   spend: SpendAdmission;
   /** Where the turn's tool calls stand (contract §26): fresh, or resumed from a pause. */
   tools: ToolTurnState;
+  /** The paused turn this reply resumes, claimed for it: given back if the reply fails. */
+  resumedTurnId?: string;
 }
 
 export interface ReplyOptions {
@@ -195,7 +197,7 @@ export class RespondService {
       this.spend.release(conversation.spend);
       throw error;
     }
-    return conversation;
+    return { ...conversation, resumedTurnId: turnId };
   }
 
   /**
@@ -265,6 +267,12 @@ export class RespondService {
   async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondAnswer> {
     try {
       return await this.replyAndStore(conversation, options);
+    } catch (error) {
+      // Nothing was stored: a resumed turn is given back rather than lost with its message.
+      if (conversation.resumedTurnId) {
+        await this.toolTurns.release(conversation.organizationId, conversation.resumedTurnId);
+      }
+      throw error;
     } finally {
       // Failed or cancelled (none spent); a stored reply's statement settled it already.
       this.spend.release(conversation.spend);

@@ -79,6 +79,14 @@ export class ToolTurnsRepository {
     return row !== undefined;
   }
 
+  /** A claimed turn whose resumption failed before its exchange was stored: pending again. */
+  async release(organizationId: string, id: string): Promise<void> {
+    await this.database.rows(
+      sql`UPDATE tool_turns SET status = 'pending'
+           WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`,
+    );
+  }
+
   /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */
   findEndpoint(organizationId: string, id: string): Promise<ToolEndpoint | undefined> {
     return this.database.row<ToolEndpoint>(

@@ -234,6 +234,15 @@ export class ToolTurnsService {
     for (let i = 0; i < outputs; i += 1) this.metrics.count('client', 'ok', null);
   }
 
+  /**
+   * The resumption of a claimed turn failed before anything was stored (the provider failed or
+   * timed out, the client left): the turn is pending again, so the client can send its outputs
+   * again until the turn expires, instead of losing the user's message.
+   */
+  release(organizationId: string, turnId: string): Promise<void> {
+    return this.repository.release(organizationId, turnId);
+  }
+
   private async pause(
     context: ToolTurnContext,
     calls: EngineToolCall[],
