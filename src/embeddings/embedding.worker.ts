@@ -19,7 +19,10 @@ import {
 } from './embedding-source';
 
 /** What the worker embeds, in this order on each run. */
-export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [memoriesSource, knowledgeChunksSource];
+export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
+  memoriesSource,
+  knowledgeChunksSource,
+];
 
 /** The longest pause after provider failures in a row. */
 const BACKOFF_MAX_MS = 60_000;
