@@ -96,7 +96,7 @@ const LEXICAL_ORDER = sql`score DESC, created_at, document_id, chunk_index`;
  * question's model in documents attached to the personality: its cost is bounded by
  * EMBEDDINGS_CANDIDATES whatever the organization holds (docs/knowledge.md).
  */
-function rankedChunks(
+export function rankedChunks(
   organizationId: string,
   personalityId: string | null,
   text: string,
