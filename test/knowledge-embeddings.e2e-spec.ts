@@ -132,9 +132,13 @@ describe('Knowledge by meaning (contract §27)', () => {
     const hits = await search(on, a, QUESTION);
     expect(hits.map((hit) => hit.text)).toEqual([LEAVE]);
     expect(hits[0].document_id).toBe(leaveId);
+    const asked = () => fake.requests.filter((r) => r.input.includes(QUESTION)).length;
+    const askedBefore = asked();
     expect(await citations(on, a, aPersonality, QUESTION)).toEqual([
       { document_id: leaveId, title: 'Leave', chunk_index: 0 },
     ]);
+    // Memory recall and knowledge retrieval share the message's one embedding.
+    expect(asked() - askedBefore).toBe(1);
     // The fusion keeps the full-text ranking: a word of the canteen's still finds it first.
     expect((await search(on, a, 'canteen holiday'))[0].text).toBe(CANTEEN);
   });
