@@ -41,6 +41,8 @@ export class Embedder {
   private readonly candidates: number;
   private readonly minSimilarity: number;
   private readonly fallbacks: Counter<'reason'>;
+  /** Questions being embedded: a reply's memory recall and knowledge retrieval share one call. */
+  private readonly inFlight = new Map<string, Promise<QueryEmbedding | null>>();
 
   constructor(
     @Inject(embeddingsConfig.KEY) config: ConfigType<typeof embeddingsConfig>,
@@ -100,7 +102,15 @@ export class Embedder {
    * took more than EMBEDDINGS_QUERY_TIMEOUT_MS): the caller then ranks by words alone, as with
    * embeddings off. Never rejects.
    */
-  async embedQuery(text: string): Promise<QueryEmbedding | null> {
+  embedQuery(text: string): Promise<QueryEmbedding | null> {
+    const pending = this.inFlight.get(text);
+    if (pending) return pending;
+    const embedding = this.embedQueryNow(text).finally(() => this.inFlight.delete(text));
+    this.inFlight.set(text, embedding);
+    return embedding;
+  }
+
+  private async embedQueryNow(text: string): Promise<QueryEmbedding | null> {
     if (!this.vectorKind) return null;
     try {
       const [vector] = await this.embed([text], this.queryTimeoutMs);

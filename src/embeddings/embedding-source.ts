@@ -9,7 +9,7 @@ export interface PendingItem {
 /**
  * A table whose rows the EmbeddingWorker embeds, in the order of an identity column: the worker
  * keeps a high-water mark per source and model (embedding_cursors), so finding what is left is an
- * index range scan above it. Knowledge chunks become a second source by one more of these.
+ * index range scan above it.
  */
 export interface EmbeddingSource {
   /** The cursor's key. */
@@ -42,4 +42,24 @@ export const memoriesSource: EmbeddingSource = {
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN memories m ON m.id = (x ->> 'id')::bigint
         ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
+};
+
+/**
+ * Knowledge chunks (docs/knowledge.md): each embedded once; a patched document's chunks are new
+ * rows with new ids, so they are embedded again, and the old ones' embeddings go with them.
+ */
+export const knowledgeChunksSource: EmbeddingSource = {
+  name: 'knowledge_chunks',
+  lastId: lastValueOf('knowledge_chunks_id_seq'),
+  pending: (after, upTo, limit) =>
+    sql`SELECT k.id::text, k.text FROM knowledge_chunks k
+         WHERE k.id > ${after}::bigint AND k.id <= ${upTo}::bigint
+         ORDER BY k.id LIMIT ${limit}`,
+  store: (embedded, model) =>
+    sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
+        SELECT k.id, k.organization_id, ${model},
+               ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
+          FROM jsonb_array_elements(${embedded}::jsonb) x
+          JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint
+        ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };

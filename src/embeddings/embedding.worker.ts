@@ -11,16 +11,24 @@ import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { sql } from '../database/sql';
 import { Embedder, isUnembeddable } from './embedder';
-import { type EmbeddingSource, memoriesSource, type PendingItem } from './embedding-source';
+import {
+  type EmbeddingSource,
+  knowledgeChunksSource,
+  memoriesSource,
+  type PendingItem,
+} from './embedding-source';
 
 /** What the worker embeds, in this order on each run. */
-export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [memoriesSource];
+export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
+  memoriesSource,
+  knowledgeChunksSource,
+];
 
 /** The longest pause after provider failures in a row. */
 const BACKOFF_MAX_MS = 60_000;
 
 /**
- * Embeds new memories in the background on every instance, never in a reply's path (contract
+ * Embeds new memories and knowledge chunks in the background on every instance, never in a reply's path (contract
  * §27; docs/memory.md, "Recall by meaning"). Off, and registering no job, without
  * EMBEDDINGS_MODEL. Each batch is claimed by locking its source's cursor row `FOR UPDATE SKIP
  * LOCKED`: one instance embeds a source at a time and the others skip it, so any number of

@@ -1,4 +1,7 @@
 import { raw, type Sql, sql } from '../database/sql';
+import { fused, type Meaning, nearest } from '../embeddings/fusion';
+
+export type { Meaning } from '../embeddings/fusion';
 
 /** The memories a search ranks: one end user's, with one personality or all of the organization's. */
 export interface MemoryPool {
@@ -103,19 +106,6 @@ export function rankedMemories(pool: MemoryPool): Sql {
      LIMIT ${pool.limit}`;
 }
 
-/** Reciprocal rank fusion's constant (Cormack et al., 2009): a rank r counts 1 / (60 + r). */
-export const RRF_K = 60;
-
-/** The question's embedding and how far to compare it (docs/memory.md, "Recall by meaning"). */
-export interface Meaning {
-  model: string;
-  vector: number[];
-  /** The end user's latest embedded memories compared: the cost bound. */
-  candidates: number;
-  /** Below this cosine a memory is not in the embedding ranking. */
-  minSimilarity: number;
-}
-
 /**
  * A ranking of the pool's memories as rows `(id, score)` with the ORDER BY that sorts them, best
  * first. Without `meaning` it is rankedMemories, unchanged (`score`: the share). With it, the
@@ -142,29 +132,19 @@ export function memoryRanking(
   const depth = pool.limit * 2;
   // Not `e`: the pool's SQL may name the outer end_users row so (recall does).
   const older = pool.before ? sql`AND x.memory_id < ${pool.before}` : sql``;
+  const lexical = sql`
+    SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
+      FROM (${rankedMemories({ ...pool, limit: depth })}) l`;
+  const compared = sql`
+    SELECT c.memory_id AS id, c.embedding
+      FROM (SELECT x.memory_id, x.personality_id, x.model, x.embedding FROM memory_embeddings x
+             WHERE x.end_user_id = ${pool.endUserId} ${older}
+             ORDER BY x.memory_id DESC LIMIT ${meaning.candidates}) c
+     WHERE c.model = ${meaning.model}
+       AND (${pool.personalityId}::uuid IS NULL OR c.personality_id = ${pool.personalityId}::uuid)`;
   return {
-    rows: sql`
-      WITH lexical AS MATERIALIZED (
-             SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
-               FROM (${rankedMemories({ ...pool, limit: depth })}) l),
-           latest AS MATERIALIZED (
-             SELECT x.memory_id, x.personality_id, x.model, x.embedding FROM memory_embeddings x
-              WHERE x.end_user_id = ${pool.endUserId} ${older}
-              ORDER BY x.memory_id DESC LIMIT ${meaning.candidates}),
-           nearest AS MATERIALIZED (
-             SELECT s.memory_id AS id, row_number() OVER (ORDER BY s.similarity DESC, s.memory_id DESC) AS rank
-               FROM (SELECT c.memory_id,
-                            (SELECT sum(a * b) FROM unnest(c.embedding, ${meaning.vector}::real[]) AS v(a, b)) AS similarity
-                       FROM latest c
-                      WHERE c.model = ${meaning.model}
-                        AND (${pool.personalityId}::uuid IS NULL OR c.personality_id = ${pool.personalityId}::uuid)) s
-              WHERE s.similarity >= ${meaning.minSimilarity}
-              ORDER BY s.similarity DESC, s.memory_id DESC LIMIT ${depth})
-      SELECT f.id, sum(1.0 / (${RRF_K} + f.rank))::float8 AS score, 0::float8 AS relevance
-        FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
-       GROUP BY f.id
-       ORDER BY score DESC, f.id DESC
-       LIMIT ${pool.limit}`,
+    rows: sql`SELECT f.id, f.score, 0::float8 AS relevance
+                FROM (${fused(lexical, nearest(compared, meaning, depth), pool.limit)}) f`,
     order: sql`r.score DESC, r.id DESC`,
   };
 }

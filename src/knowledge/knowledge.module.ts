@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { EmbeddingsModule } from '../embeddings/embeddings.module';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { KnowledgeController } from './knowledge.controller';
 import { KnowledgeRepository } from './knowledge.repository';
@@ -9,7 +10,7 @@ import { KnowledgeService } from './knowledge.service';
  * reply the chunks relevant to its message (`recall`).
  */
 @Module({
-  imports: [IdempotencyModule],
+  imports: [IdempotencyModule, EmbeddingsModule],
   controllers: [KnowledgeController],
   providers: [KnowledgeRepository, KnowledgeService],
   exports: [KnowledgeService],

@@ -4,6 +4,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
 import { type Sql, sql } from '../database/sql';
+import { fused, type Meaning, nearest } from '../embeddings/fusion';
 import { RETRIEVAL_WORDS } from '../end-users/memory-search';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 
@@ -51,20 +52,14 @@ function attachedTo(personalityId: string | null): Sql {
 }
 
 /**
- * The `limit` chunks of the organization's documents (attached to the personality, when given)
- * most relevant to `text`, best first. The text gives at most RETRIEVAL_WORDS lexemes, its first
- * distinct ones, in each language the organization's documents are in; a chunk holding any of
- * them qualifies, found through knowledge_chunks_search_idx within the organization, and of
- * those at most SEARCH_CANDIDATES are ranked (ts_rank: more of the words, and rarer in the
- * chunk's length, rank higher). Ties: the older document, the earlier chunk. Only the chunks
- * answered are read whole (their text).
+ * The chunks of the organization's documents (attached to the personality, when given) holding
+ * any word of `text`: rows `(id, document_id, chunk_index, created_at, score)`, unordered. The
+ * text gives at most RETRIEVAL_WORDS lexemes, its first distinct ones, in each language the
+ * organization's documents are in; a chunk holding any of them qualifies, found through
+ * knowledge_chunks_search_idx within the organization, and of those at most SEARCH_CANDIDATES
+ * are ranked (ts_rank: more of the words, and rarer in the chunk's length, rank higher).
  */
-function rankedChunks(
-  organizationId: string,
-  personalityId: string | null,
-  text: string,
-  limit: number,
-): Sql {
+function matchingChunks(organizationId: string, personalityId: string | null, text: string): Sql {
   // Lexemes are written as quoted tsquery operands ('' and \ escaped), joined by OR.
   return sql`
     WITH queries AS MATERIALIZED (
@@ -74,24 +69,68 @@ function rankedChunks(
                              FROM unnest(to_tsvector(c.search_config::regconfig, ${text})) AS v
                             ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w)::tsquery AS query
              FROM (SELECT DISTINCT d.search_config FROM knowledge_documents d
-                    WHERE d.organization_id = ${organizationId}) c),
-         candidates AS MATERIALIZED (
-           SELECT k.document_id, k.chunk_index, d.created_at,
-                  ts_rank(k.search, q.query)::float8 AS score
-             FROM queries q
-             JOIN knowledge_chunks k
-               ON k.organization_id = ${organizationId} AND k.search @@ q.query
-              AND k.search_config = q.search_config
-             JOIN knowledge_documents d
-               ON d.id = k.document_id AND d.organization_id = ${organizationId}
-            WHERE q.query IS NOT NULL AND ${attachedTo(personalityId)}
-            LIMIT ${SEARCH_CANDIDATES})
-    SELECT c.document_id, d.title, c.chunk_index, k.text, c.score
-      FROM (SELECT * FROM candidates
-             ORDER BY score DESC, created_at, document_id, chunk_index LIMIT ${limit}) c
-      JOIN knowledge_chunks k ON k.document_id = c.document_id AND k.chunk_index = c.chunk_index
-      JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
-     ORDER BY c.score DESC, c.created_at, c.document_id, c.chunk_index`;
+                    WHERE d.organization_id = ${organizationId}) c)
+    SELECT k.id, k.document_id, k.chunk_index, d.created_at,
+           ts_rank(k.search, q.query)::float8 AS score
+      FROM queries q
+      JOIN knowledge_chunks k
+        ON k.organization_id = ${organizationId} AND k.search @@ q.query
+       AND k.search_config = q.search_config
+      JOIN knowledge_documents d
+        ON d.id = k.document_id AND d.organization_id = ${organizationId}
+     WHERE q.query IS NOT NULL AND ${attachedTo(personalityId)}
+     LIMIT ${SEARCH_CANDIDATES}`;
+}
+
+/** The full-text order: the higher score, then the older document, the earlier chunk. */
+const LEXICAL_ORDER = sql`score DESC, created_at, document_id, chunk_index`;
+
+/**
+ * The `limit` chunks most relevant to `text`, best first, as KnowledgeHit rows; only the chunks
+ * answered are read whole (their text). Without `meaning`: the full-text ranking
+ * (matchingChunks). With it: that ranking and the embedding ranking merged by reciprocal rank
+ * fusion (fusion.ts, as memories; `score`: the fused one), each giving twice `limit`: a chunk
+ * not yet embedded is found by its words alone, one sharing no word by its meaning. The
+ * embedding ranking compares the organization's latest EMBEDDINGS_CANDIDATES chunk embeddings
+ * (an index range scan of knowledge_chunk_embeddings_organization_idx), then keeps those of the
+ * question's model in documents attached to the personality: its cost is bounded by
+ * EMBEDDINGS_CANDIDATES whatever the organization holds (docs/knowledge.md).
+ */
+export function rankedChunks(
+  organizationId: string,
+  personalityId: string | null,
+  text: string,
+  limit: number,
+  meaning: Meaning | null,
+): Sql {
+  if (!meaning) {
+    return sql`
+      WITH candidates AS MATERIALIZED (${matchingChunks(organizationId, personalityId, text)})
+      SELECT c.document_id, d.title, c.chunk_index, k.text, c.score
+        FROM (SELECT * FROM candidates ORDER BY ${LEXICAL_ORDER} LIMIT ${limit}) c
+        JOIN knowledge_chunks k ON k.document_id = c.document_id AND k.chunk_index = c.chunk_index
+        JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
+       ORDER BY c.score DESC, c.created_at, c.document_id, c.chunk_index`;
+  }
+  const depth = limit * 2;
+  const lexical = sql`
+    SELECT c.id, row_number() OVER (ORDER BY ${LEXICAL_ORDER}) AS rank
+      FROM (${matchingChunks(organizationId, personalityId, text)}) c
+     ORDER BY rank LIMIT ${depth}`;
+  const compared = sql`
+    SELECT x.chunk_id AS id, x.embedding
+      FROM (SELECT x.chunk_id, x.model, x.embedding FROM knowledge_chunk_embeddings x
+             WHERE x.organization_id = ${organizationId}
+             ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}) x
+      JOIN knowledge_chunks k ON k.id = x.chunk_id
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
+     WHERE x.model = ${meaning.model} AND ${attachedTo(personalityId)}`;
+  return sql`
+    SELECT k.document_id, d.title, k.chunk_index, k.text, f.score
+      FROM (${fused(lexical, nearest(compared, meaning, depth), limit)}) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = ${organizationId}
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
+     ORDER BY f.score DESC, f.id DESC`;
 }
 
 @Injectable()
@@ -270,9 +309,10 @@ export class KnowledgeRepository {
     personalityId: string | null,
     text: string,
     limit: number,
+    meaning: Meaning | null,
   ): Promise<KnowledgeHit[]> {
     return this.database.rows<KnowledgeHit>(
-      rankedChunks(organizationId, personalityId, text, limit),
+      rankedChunks(organizationId, personalityId, text, limit, meaning),
       { prepared: true },
     );
   }
@@ -286,10 +326,11 @@ export class KnowledgeRepository {
     personalityId: string,
     text: string,
     limit: number,
+    meaning: Meaning | null,
     timeoutMs: number,
   ): Promise<KnowledgeHit[]> {
     return this.database.rowsWithin<KnowledgeHit>(
-      rankedChunks(organizationId, personalityId, text, limit),
+      rankedChunks(organizationId, personalityId, text, limit, meaning),
       timeoutMs,
       { prepared: true },
     );

@@ -9,6 +9,7 @@ import { type KnowledgeConfig, knowledgeConfig } from '../config/knowledge.confi
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
+import { Embedder } from '../embeddings/embedder';
 import { DEFAULT_LANGUAGE, searchConfigOf } from '../personalities/languages';
 import { chunkText } from './chunker';
 import {
@@ -71,6 +72,7 @@ export class KnowledgeService {
     @Inject(knowledgeConfig.KEY) private readonly config: KnowledgeConfig,
     @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
     private readonly logger: PinoLogger,
+    private readonly embedder: Embedder,
     metrics: MetricsService,
   ) {
     this.logger.setContext(KnowledgeService.name);
@@ -160,11 +162,14 @@ export class KnowledgeService {
     organizationId: string,
     query: { q: string; personalityId?: string; limit: number },
   ): Promise<KnowledgeSearchResultDto> {
+    // The question's embedding first (null when off, slow or failing: ranked by words alone).
+    const meaning = await this.embedder.embedQuery(query.q);
     const hits = await this.repository.search(
       organizationId,
       query.personalityId ?? null,
       query.q,
       query.limit,
+      meaning,
     );
     return { data: hits, has_more: false };
   }
@@ -182,12 +187,15 @@ export class KnowledgeService {
     const { recallLimit } = this.config;
     if (recallLimit === 0) return [];
     const timeoutMs = this.memory.recallTimeoutMs;
+    // Null when off, slow or failing: retrieval by words alone (EMBEDDINGS_QUERY_TIMEOUT_MS).
+    const meaning = await this.embedder.embedQuery(message);
     try {
       const hits = await this.repository.recall(
         organizationId,
         personalityId,
         message,
         recallLimit,
+        meaning,
         timeoutMs,
       );
       return hits.map(({ document_id, title, chunk_index, text }) => ({

@@ -1,4 +1,4 @@
-import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryColumn, Unique } from 'typeorm';
 
 /**
  * A piece of a document (chunker.ts), searched by its words in the document's language.
@@ -7,7 +7,15 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
  */
 @Entity('knowledge_chunks')
 @Index('knowledge_chunks_search_idx', { synchronize: false })
+@Unique('knowledge_chunks_id_key', ['id'])
 export class KnowledgeChunk {
+  /**
+   * In insertion order, never reused: the EmbeddingWorker's high-water mark (knowledgeChunksSource).
+   * A patched document's chunks are written anew, so they get new ids and are embedded again.
+   */
+  @Column({ type: 'bigint', generated: 'identity', generatedIdentity: 'ALWAYS' })
+  id: string;
+
   @PrimaryColumn({ name: 'document_id', type: 'uuid' })
   @ForeignKey('knowledge_documents', {
     onDelete: 'CASCADE',

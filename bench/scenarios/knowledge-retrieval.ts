@@ -1,0 +1,140 @@
+import { Client } from 'pg';
+import type { Sql } from '../../src/database/sql';
+import { rankedChunks } from '../../src/knowledge/knowledge.repository';
+import { startService } from '../lib/service';
+import { loadAverages, round2, timings } from './support/stats';
+
+/**
+ * What knowledge retrieval costs the database (issue 31: "≤ 2 ms database time per reply for an
+ * organization holding 10,000 chunks", search p99 ≤ 20 ms). The service migrates a fresh
+ * database; the scenario then writes ORGANIZATIONS organizations of DOCUMENTS × CHUNKS chunks of
+ * about 60 words each (a few words every chunk holds, the rest drawn from 3,000), and runs the
+ * retrieval statement of a reply (rankedChunks, prepared, limit 4) RUNS times per case against
+ * the first organization, from a client on the same machine: the time is the statement's round
+ * trip, which is the database time a reply spends on it. With embeddings, every chunk has a
+ * 256-dimension unit vector (EMBEDDINGS_CANDIDATES 500, the default, compared).
+ */
+
+const ORGANIZATIONS = 3;
+const DOCUMENTS = 100;
+const CHUNKS = 100;
+const RUNS = Number(process.env.BENCH_KNOWLEDGE_RUNS ?? 200);
+const DIMENSIONS = 256;
+
+const CASES = {
+  common_words: 'What are the store opening hours for this product?',
+  rare_words: 'Tell me about word17 and word2999.',
+  no_match: 'Quokka zebra xylophone.',
+};
+
+function unitVector(seed: number): number[] {
+  const vector = Array.from({ length: DIMENSIONS }, (_, i) => Math.sin(seed * 7.1 + i * 1.3));
+  const norm = Math.hypot(...vector);
+  return vector.map((x) => x / norm);
+}
+
+async function seed(db: Client): Promise<string[]> {
+  const organizations: string[] = [];
+  for (let o = 0; o < ORGANIZATIONS; o += 1) {
+    const { rows } = await db.query<{ id: string }>(
+      `INSERT INTO organizations (name) VALUES ($1) RETURNING id`,
+      [`bench ${o}`],
+    );
+    const organizationId = rows[0].id;
+    organizations.push(organizationId);
+    await db.query(
+      `WITH docs AS (
+         INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
+                                          bytes, chunks, all_personalities)
+         SELECT $1, 'Doc ' || d, 'en', 'english', '', 0, $3, true FROM generate_series(1, $2::int) d
+         RETURNING id)
+       INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config, text, search)
+       SELECT x.id, x.i, $1, 'english', x.t, to_tsvector('english', x.t)
+         FROM (SELECT docs.id, i,
+                      'The store opening hours and our product policy. ' ||
+                      (SELECT string_agg('word' || (random() * 3000)::int, ' ')
+                         FROM generate_series(1, 60 + 0 * i)) AS t
+                 FROM docs, generate_series(0, $3::int - 1) i) x`,
+      [organizationId, DOCUMENTS, CHUNKS],
+    );
+  }
+  await db.query('ANALYZE knowledge_chunks');
+  await db.query('ANALYZE knowledge_documents');
+  return organizations;
+}
+
+async function embedAll(db: Client): Promise<void> {
+  const { rows } = await db.query<{ id: string; organization_id: string }>(
+    'SELECT id::text, organization_id FROM knowledge_chunks ORDER BY id',
+  );
+  for (let i = 0; i < rows.length; i += 1000) {
+    const batch = rows.slice(i, i + 1000);
+    await db.query(
+      `INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
+       SELECT (x ->> 'id')::bigint, (x ->> 'organization_id')::uuid, 'bench',
+              ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
+         FROM jsonb_array_elements($1::jsonb) x`,
+      [JSON.stringify(batch.map((row) => ({ ...row, embedding: unitVector(Number(row.id)) })))],
+    );
+  }
+  await db.query('ANALYZE knowledge_chunk_embeddings');
+}
+
+async function time(db: Client, name: string, statement: Sql) {
+  const query = { name, text: statement.text, values: statement.values as unknown[] };
+  for (let i = 0; i < 10; i += 1) await db.query(query);
+  const elapsed: number[] = [];
+  let rows = 0;
+  for (let i = 0; i < RUNS; i += 1) {
+    const startedAt = performance.now();
+    rows = (await db.query(query)).rowCount ?? 0;
+    elapsed.push(performance.now() - startedAt);
+  }
+  return { rows, ...timings(elapsed) };
+}
+
+export async function run(): Promise<Record<string, unknown>> {
+  const loadAtStart = loadAverages();
+  const service = await startService();
+  const db = new Client({ connectionString: service.databaseUrl });
+  await db.connect();
+  try {
+    const seedStartedAt = performance.now();
+    const [organizationId] = await seed(db);
+    await embedAll(db);
+    const seedSeconds = round2((performance.now() - seedStartedAt) / 1000);
+    const meaning = { model: 'bench', vector: unitVector(1), candidates: 500, minSimilarity: 0 };
+    const words: Record<string, unknown> = {};
+    const fused: Record<string, unknown> = {};
+    for (const [name, text] of Object.entries(CASES)) {
+      words[name] = await time(
+        db,
+        `words_${name}`,
+        rankedChunks(organizationId, null, text, 4, null),
+      );
+      fused[name] = await time(
+        db,
+        `fused_${name}`,
+        rankedChunks(organizationId, null, text, 4, meaning),
+      );
+    }
+    return {
+      load_average_at_start: loadAtStart,
+      load_average_at_end: loadAverages(),
+      method: `${ORGANIZATIONS} organizations of ${DOCUMENTS * CHUNKS} chunks of ~60 words (every chunk holds store, opening, hours, product, policy); the reply's retrieval statement (limit 4, prepared) ${RUNS} times per case after 10 warm-up runs, one client, round trip`,
+      seed_seconds: seedSeconds,
+      cases: CASES,
+      by_words: words,
+      by_words_and_meaning: fused,
+      goals: {
+        'retrieval <= 2 ms per reply at 10,000 chunks (p50, common words)':
+          (words.common_words as { p50_ms: number }).p50_ms <= 2,
+        'search p99 <= 20 ms (common words, by words)':
+          (words.common_words as { p99_ms: number }).p99_ms <= 20,
+      },
+    };
+  } finally {
+    await db.end();
+    await service.stop();
+  }
+}

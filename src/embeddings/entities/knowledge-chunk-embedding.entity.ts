@@ -1,0 +1,33 @@
+import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+
+/**
+ * A knowledge chunk's embedding (contract §27): derived data, written by the EmbeddingWorker,
+ * deleted with its chunk (cascade: a patched document's old chunks, a deleted document, an erased
+ * organization), never exported. Unit length, `real[]` as memory_embeddings; retrieval compares
+ * only the organization's latest EMBEDDINGS_CANDIDATES (docs/knowledge.md).
+ */
+@Entity('knowledge_chunk_embeddings')
+@Index('knowledge_chunk_embeddings_organization_idx', ['organizationId', 'chunkId'])
+export class KnowledgeChunkEmbedding {
+  @PrimaryColumn({
+    name: 'chunk_id',
+    type: 'bigint',
+    primaryKeyConstraintName: 'knowledge_chunk_embeddings_pkey',
+  })
+  @ForeignKey('knowledge_chunks', 'id', {
+    onDelete: 'CASCADE',
+    name: 'knowledge_chunk_embeddings_chunk_id_fkey',
+  })
+  chunkId: string;
+
+  /** The chunk's, copied: the bound reads the organization's latest without touching chunks. */
+  @Column({ name: 'organization_id', type: 'uuid' })
+  organizationId: string;
+
+  /** Embedder.vectorKind: only like is compared. */
+  @Column({ type: 'text' })
+  model: string;
+
+  @Column({ type: 'real', array: true })
+  embedding: number[];
+}
