@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
 import { tenantWithKey } from './support/identity';
+import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
 
@@ -38,12 +39,18 @@ describe('Knowledge by meaning (contract §27)', () => {
   let aPersonality: string;
   let bPersonality: string;
   let leaveId: string;
+  /**
+   * A database of its own: the checks count every chunk and embedding, and the other specs of
+   * the run leave theirs in the shared one.
+   */
+  let database: FreshDatabase;
 
   beforeAll(async () => {
     await fake.start();
-    db = new Client({ connectionString: process.env.DATABASE_URL });
+    database = await createFreshDatabase('knowledge_embeddings', process.env.DATABASE_URL);
+    db = new Client({ connectionString: database.url });
     await db.connect();
-    off = await createTestApp();
+    off = await createTestApp({ env: { DATABASE_URL: database.url } });
     a = await tenantWithKey(off, ['read_write']);
     b = await tenantWithKey(off, ['read_write']);
     aPersonality = await clonePersonality(off, a.auth);
@@ -55,6 +62,7 @@ describe('Knowledge by meaning (contract §27)', () => {
     for (const app of [on, off]) await app?.close();
     await db.end();
     await fake.stop();
+    await database.drop();
   });
 
   async function create(tenant: Tenant, title: string, content: string): Promise<string> {
@@ -94,6 +102,7 @@ describe('Knowledge by meaning (contract §27)', () => {
   const startOn = () =>
     createTestApp({
       env: {
+        DATABASE_URL: database.url,
         EMBEDDINGS_MODEL: 'fake-embed',
         EMBEDDINGS_BASE_URL: fake.url,
         EMBEDDINGS_API_KEY: 'sk-embeddings',
