@@ -3,7 +3,7 @@ import { FakeOpenAI } from '../../test/support/fake-openai';
 import { startService } from '../lib/service';
 import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
 import { benchTenant } from './support/data-plane';
-import { RECALL_SET } from './support/recall-set';
+import { MEMORY_RECALL_EN } from '../../test/fixtures/recall/memory-en';
 import { bm25Ranking, type RecallPool, serviceRanking } from './support/recall-rankings';
 import { loadAverages, round3, timings } from './support/stats';
 
@@ -42,7 +42,7 @@ function conversation(next: () => number): Turn[] {
       }
     }
   };
-  RECALL_SET.forEach(({ statement, question }, fact) => {
+  MEMORY_RECALL_EN.forEach(({ statement, question }, fact) => {
     const stated = free(5, EXCHANGES - MIN_GAP - 60);
     const asked = free(stated + MIN_GAP, EXCHANGES);
     const wrap = next();
@@ -287,7 +287,7 @@ export async function run(): Promise<Record<string, unknown>> {
     // The same questions once the conversation is over, through the search endpoint (limit 8):
     // every memory competes, the question asked in the conversation (and its reply) included.
     const atEnd: Json[] = [];
-    for (const { question } of RECALL_SET) {
+    for (const { question } of MEMORY_RECALL_EN) {
       const found = await search(question, 50);
       const fact = results.find((r) => r.question === question)!;
       const rank = found.findIndex((m) => m.content === fact.statement);
@@ -317,7 +317,7 @@ export async function run(): Promise<Record<string, unknown>> {
       load_average_at_start: loadAtStart,
       load_average_at_end: loadAverages(),
       method: {
-        conversation: `${EXCHANGES} exchanges (${EXCHANGES * 2} messages) of generated everyday chat (bench/scenarios/support/chat-text.ts, seed ${SEED}): 30 user messages state a fact at random points, 30 later ones (>= ${MIN_GAP} exchanges after) ask about it; questions written before the first run (support/recall-set.ts)`,
+        conversation: `${EXCHANGES} exchanges (${EXCHANGES * 2} messages) of generated everyday chat (bench/scenarios/support/chat-text.ts, seed ${SEED}): 30 user messages state a fact at random points, 30 later ones (>= ${MIN_GAP} exchanges after) ask about it; questions written before the first run (test/fixtures/recall/memory-en.ts)`,
         written_through:
           'POST /v1/respond, RESPONSE_ENGINE=openai against test/support/fake-openai.ts, which answers each message with a generated reply (no facts learned): every memory and tsvector is written by the service (memoriesInsertStep, english)',
         recall_read_from:
