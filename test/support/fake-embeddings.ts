@@ -130,8 +130,8 @@ const SYNONYMS: Record<string, readonly string[]> = {
   nut: ['nut', 'nuts', 'peanut', 'peanuts', 'erdnüsse', 'nüsse'],
   favourite: ['favourite', 'favorite', 'fan', 'love', 'adore', 'mag'],
   origin: ['grew', 'raised', 'hometown', 'aufgewachsen', 'ursprünglich', 'heimat'],
-  settlement: ['town', 'village', 'city', 'dorf', 'stadt'],
-  coast: ['sea', 'seaside', 'coast', 'coastal', 'fishing', 'meer'],
+  settlement: ['town', 'village', 'city', 'dorf', 'stadt', 'region', 'gegend'],
+  coast: ['sea', 'seaside', 'coast', 'coastal', 'fishing', 'meer', 'küste'],
   running: ['marathon', 'race', 'run', 'running', 'jog', 'jogging', 'lauf', 'laufen'],
   preparing: ['training', 'train', 'prepare', 'preparing', 'trainiere', 'bereite'],
   car: ['car', 'cars', 'vehicle', 'drive', 'driving', 'auto', 'wagen'],
@@ -209,7 +209,7 @@ const SYNONYMS: Record<string, readonly string[]> = {
   ],
   limb: ['wrist', 'arm', 'leg', 'bein'],
   youth: ['young', 'kid', 'child', 'childhood', 'teenager', 'teen', 'jugend'],
-  shop: ['shop', 'store', 'bookshop'],
+  shop: ['shop', 'store', 'bookshop', 'café', 'cafe', 'lokal'],
   dream: ['dream', 'dreams', 'hope', 'wish', 'ambition', 'traum', 'wünsche'],
   school: ['school', 'college', 'university', 'uni', 'grundschule', 'universität'],
   wedding: ['wedding', 'married', 'marry', 'marriage', 'hochzeit', 'heiraten'],
@@ -218,6 +218,7 @@ const SYNONYMS: Record<string, readonly string[]> = {
   handedness: ['left', 'handed', 'lefty', 'southpaw'],
   volunteering: ['volunteer', 'volunteering', 'help', 'charity'],
   first: ['first', 'earliest'],
+  skiing: ['ski', 'skiing', 'skifahren', 'piste', 'slope', 'slopes'],
 };
 
 const STOP_WORDS = new Set([
