@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { random, userSentence } from '../bench/scenarios/support/chat-text';
+import { KNOWLEDGE_DOCUMENTS_EN, KNOWLEDGE_QUESTIONS_EN } from './fixtures/recall/knowledge-en';
 import { MEMORY_RECALL_DE } from './fixtures/recall/memory-de';
 import { MEMORY_RECALL_EN } from './fixtures/recall/memory-en';
 import type { MemoryRecallItem } from './fixtures/recall/types';
@@ -12,6 +13,8 @@ import { eventually } from './support/wait';
 /** Generated chat between two statements: enough that a statement competes with many memories. */
 const FILLER_BETWEEN = 3;
 const RECALL_AT = 8;
+/** As many chunks as a reply is given (KNOWLEDGE_CHUNK_LIMIT's default). */
+const KNOWLEDGE_AT = 4;
 
 interface Figures {
   shared: number;
@@ -154,6 +157,43 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
       const { lexical: lex, hybrid: hyb } = figures.get(language)!;
       expect(lex.shared).toBeGreaterThanOrEqual(0.8 * size());
       expect(hyb.shared).toBeGreaterThanOrEqual(lex.shared);
+    });
+  });
+
+  describe('knowledge', () => {
+    it('finds the passage of a shared-word question among the first 4 chunks (lexical), at least 0.9 of them', async () => {
+      for (const document of KNOWLEDGE_DOCUMENTS_EN) {
+        const created = await lexical
+          .http()
+          .post('/v1/knowledge')
+          .set('Authorization', auth)
+          .send({ title: document.title, content: document.content });
+        expect(created.status).toBe(201);
+      }
+      // Other documents for the passages to compete with: generated chat, a few chunks each.
+      const next = random(20261129);
+      for (let i = 0; i < 10; i += 1) {
+        const content = Array.from({ length: 40 }, () => userSentence(next)).join(' ');
+        const created = await lexical
+          .http()
+          .post('/v1/knowledge')
+          .set('Authorization', auth)
+          .send({ title: `Notes ${i}`, content });
+        expect(created.status).toBe(201);
+      }
+      const found = { shared: 0, paraphrase: 0 };
+      for (const { question, passage, kind } of KNOWLEDGE_QUESTIONS_EN) {
+        const response = await lexical
+          .http()
+          .get('/v1/knowledge/search')
+          .query({ q: question, limit: KNOWLEDGE_AT })
+          .set('Authorization', auth);
+        expect(response.status).toBe(200);
+        const hits = response.body.data as Array<{ text: string }>;
+        if (hits.some((hit) => hit.text.includes(passage))) found[kind] += 1;
+      }
+      const shared = KNOWLEDGE_QUESTIONS_EN.filter((q) => q.kind === 'shared').length;
+      expect(found.shared).toBeGreaterThanOrEqual(0.9 * shared);
     });
   });
 });
