@@ -1,9 +1,10 @@
 import { Client } from 'pg';
+import { FakeEmbeddings } from '../../test/support/fake-embeddings';
 import { FakeOpenAI } from '../../test/support/fake-openai';
-import { startService } from '../lib/service';
+import { type RunningService, startService } from '../lib/service';
 import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
 import { benchTenant } from './support/data-plane';
-import { RECALL_SET } from './support/recall-set';
+import { MEMORY_RECALL_EN } from '../../test/fixtures/recall/memory-en';
 import { bm25Ranking, type RecallPool, serviceRanking } from './support/recall-rankings';
 import { loadAverages, round3, timings } from './support/stats';
 
@@ -42,7 +43,7 @@ function conversation(next: () => number): Turn[] {
       }
     }
   };
-  RECALL_SET.forEach(({ statement, question }, fact) => {
+  MEMORY_RECALL_EN.forEach(({ statement, question }, fact) => {
     const stated = free(5, EXCHANGES - MIN_GAP - 60);
     const asked = free(stated + MIN_GAP, EXCHANGES);
     const wrap = next();
@@ -187,6 +188,9 @@ export async function run(): Promise<Record<string, unknown>> {
   });
   const db = new Client({ connectionString: service.databaseUrl });
   await db.connect();
+  const fakeEmbeddings = new FakeEmbeddings();
+  let embeddings: FakeEmbeddings | undefined;
+  let hybrid: RunningService | undefined;
   try {
     const tenant = await benchTenant(service.baseUrl);
     const next = random(SEED);
@@ -287,7 +291,7 @@ export async function run(): Promise<Record<string, unknown>> {
     // The same questions once the conversation is over, through the search endpoint (limit 8):
     // every memory competes, the question asked in the conversation (and its reply) included.
     const atEnd: Json[] = [];
-    for (const { question } of RECALL_SET) {
+    for (const { question } of MEMORY_RECALL_EN) {
       const found = await search(question, 50);
       const fact = results.find((r) => r.question === question)!;
       const rank = found.findIndex((m) => m.content === fact.statement);
@@ -297,6 +301,64 @@ export async function run(): Promise<Record<string, unknown>> {
         in_top_8: rank !== -1 && rank < 8,
       });
     }
+
+    // Recall by meaning: each question and its paraphrase (sharing no content word with the
+    // statement) through the search endpoint, top 8, lexical (this instance, no EMBEDDINGS_MODEL)
+    // and hybrid (a second instance on the same database whose worker embeds every memory with
+    // test/support/fake-embeddings.ts's concept embedder).
+    const topEight = async (searchWith: typeof search) => {
+      const figures = { shared: 0, paraphrase: 0, missed_paraphrases: [] as string[] };
+      for (const { statement, question, paraphrase } of MEMORY_RECALL_EN) {
+        if ((await searchWith(question, 8)).some((m) => m.content === statement)) figures.shared++;
+        if ((await searchWith(paraphrase, 8)).some((m) => m.content === statement)) {
+          figures.paraphrase++;
+        } else figures.missed_paraphrases.push(paraphrase);
+      }
+      return figures;
+    };
+    const lexicalFigures = await topEight(search);
+    await fakeEmbeddings.start();
+    embeddings = fakeEmbeddings;
+    const hybridEnv = {
+      EMBEDDINGS_MODEL: 'fake-embed',
+      EMBEDDINGS_BASE_URL: fakeEmbeddings.url,
+      EMBEDDINGS_API_KEY: 'bench-key',
+      EMBEDDINGS_DIMENSIONS: '256',
+      EMBEDDINGS_BATCH_SIZE: '128',
+    };
+    hybrid = await startService({
+      databaseUrl: service.databaseUrl,
+      env: hybridEnv,
+    });
+    const embedStarted = performance.now();
+    for (;;) {
+      const { rows } = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM memories m
+          WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)`,
+      );
+      if (rows[0].n === 0) break;
+      if (performance.now() - embedStarted > 120_000) throw new Error('memories not embedded');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const embedSeconds = (performance.now() - embedStarted) / 1000;
+    const searchOn = (instance: RunningService) => async (q: string, limit: number) => {
+      const url = new URL(`${instance.baseUrl}/v1/end-users/${USER_ID}/memories/search`);
+      url.searchParams.set('q', q);
+      url.searchParams.set('personality_id', tenant.personalityId);
+      url.searchParams.set('limit', String(limit));
+      const response = await fetch(url, { headers });
+      if (response.status !== 200) throw new Error(`search: ${response.status}`);
+      return ((await response.json()) as Json).data as Json[];
+    };
+    const hybridFigures = await topEight(searchOn(hybrid));
+    await hybrid.stop();
+    // The same with every memory compared (EMBEDDINGS_CANDIDATES past the 2,000 memories): what
+    // the default bound of the latest 500 embeddings costs a statement stated long before.
+    hybrid = await startService({
+      databaseUrl: service.databaseUrl,
+      env: { ...hybridEnv, EMBEDDINGS_CANDIDATES: '5000' },
+    });
+    const everyMemoryFigures = await topEight(searchOn(hybrid));
 
     const replayed = await rankingsOffline(
       db,
@@ -317,7 +379,7 @@ export async function run(): Promise<Record<string, unknown>> {
       load_average_at_start: loadAtStart,
       load_average_at_end: loadAverages(),
       method: {
-        conversation: `${EXCHANGES} exchanges (${EXCHANGES * 2} messages) of generated everyday chat (bench/scenarios/support/chat-text.ts, seed ${SEED}): 30 user messages state a fact at random points, 30 later ones (>= ${MIN_GAP} exchanges after) ask about it; questions written before the first run (support/recall-set.ts)`,
+        conversation: `${EXCHANGES} exchanges (${EXCHANGES * 2} messages) of generated everyday chat (bench/scenarios/support/chat-text.ts, seed ${SEED}): 30 user messages state a fact at random points, 30 later ones (>= ${MIN_GAP} exchanges after) ask about it; questions written before the first run (test/fixtures/recall/memory-en.ts)`,
         written_through:
           'POST /v1/respond, RESPONSE_ENGINE=openai against test/support/fake-openai.ts, which answers each message with a generated reply (no facts learned): every memory and tsvector is written by the service (memoriesInsertStep, english)',
         recall_read_from:
@@ -345,6 +407,31 @@ export async function run(): Promise<Record<string, unknown>> {
         of: atEnd.length,
         per_question: atEnd,
       },
+      search_top_8_lexical_and_hybrid: {
+        method:
+          'GET /v1/end-users/{id}/memories/search?limit=8 once the conversation is over, for the 30 questions sharing a word and their 30 paraphrases sharing none (test/fixtures/recall/memory-en.ts): lexical on this instance, hybrid (RRF of full text and embeddings) on a second instance whose worker embedded every memory with the fake concept embedder (test/support/fake-embeddings.ts, 256 dimensions)',
+        embedding_seconds: Number(embedSeconds.toFixed(1)),
+        shared_word_lexical: { hits: lexicalFigures.shared, of: 30, goal: '>= 27' },
+        shared_word_hybrid: { hits: hybridFigures.shared, of: 30 },
+        paraphrase_lexical: { hits: lexicalFigures.paraphrase, of: 30 },
+        paraphrase_hybrid: {
+          hits: hybridFigures.paraphrase,
+          of: 30,
+          goal: '>= 0.9 (27)',
+          goal_met: hybridFigures.paraphrase >= 27,
+          missed: hybridFigures.missed_paraphrases,
+        },
+        embeddings_candidates:
+          'EMBEDDINGS_CANDIDATES 500 (the default): the embedding ranking compares the latest 500 embeddings of the end user; below, 5000: every memory of this conversation',
+        every_memory_compared: {
+          shared_word_hybrid: { hits: everyMemoryFigures.shared, of: 30 },
+          paraphrase_hybrid: {
+            hits: everyMemoryFigures.paraphrase,
+            of: 30,
+            missed: everyMemoryFigures.missed_paraphrases,
+          },
+        },
+      },
       rankings_replayed_offline: replayed,
       vocabulary: await vocabulary(db),
       conversation_seconds: Number(conversationSeconds.toFixed(1)),
@@ -352,6 +439,8 @@ export async function run(): Promise<Record<string, unknown>> {
       per_question: results,
     };
   } finally {
+    await hybrid?.stop();
+    await embeddings?.stop();
     await db.end();
     await service.stop();
     await fake.close();

@@ -9,7 +9,7 @@ import { type RunningService, startService } from '../lib/service';
 import { random, userMessage, userSentence } from './support/chat-text';
 import { backendCpu, cpuBetween } from './support/db-cpu';
 import { benchTenant } from './support/data-plane';
-import { RECALL_SET } from './support/recall-set';
+import { MEMORY_RECALL_EN } from '../../test/fixtures/recall/memory-en';
 import { type ScaleUser, seedMemories } from './support/scale-seed';
 import { load1, loadAverages, median, percentile, round2, round3, timings } from './support/stats';
 
@@ -258,7 +258,7 @@ async function searchEndpoint(
       'one request at a time from this process (keep-alive), limit 10 (the default); each query with personality_id, then without (every personality of the end user, the DISTINCT search_config branch)',
     queries: queries.length,
     query_kinds:
-      'a third each: a sentence of generated chat; a question (the 30 of support/recall-set.ts, then generated ones); one or two words of a chat sentence',
+      'a third each: a sentence of generated chat; a question (the 30 of test/fixtures/recall/memory-en.ts, then generated ones); one or two words of a chat sentence',
     examples: Object.fromEntries(
       Object.entries(byKind).map(([kind, list]) => [kind, list.slice(0, 3)]),
     ),
@@ -448,8 +448,8 @@ export async function run(): Promise<Record<string, unknown>> {
 
     const next = random(SEED + 1);
     const facts = [
-      ...RECALL_SET.map((pair) => pair.statement),
-      ...Array.from({ length: FACTS - RECALL_SET.length }, () => userSentence(next)),
+      ...MEMORY_RECALL_EN.map((pair) => pair.statement),
+      ...Array.from({ length: FACTS - MEMORY_RECALL_EN.length }, () => userSentence(next)),
     ];
     for (const content of facts) {
       await api(on, tenant.auth, `/v1/end-users/${HEAVY}/facts`, { content });
@@ -492,7 +492,7 @@ export async function run(): Promise<Record<string, unknown>> {
     const words = (text: string) => text.toLowerCase().match(/[a-z]{4,}/g) ?? ['work'];
     const queries = {
       sentence: Array.from({ length: third }, () => userSentence(next)),
-      question: [...RECALL_SET.map((pair) => pair.question)],
+      question: [...MEMORY_RECALL_EN.map((pair) => pair.question)],
       keywords: Array.from({ length: SEARCHES - 2 * third }, () => {
         const found = words(userSentence(next));
         const first = found[Math.floor(next() * found.length)];
