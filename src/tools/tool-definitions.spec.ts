@@ -1,4 +1,4 @@
-import { storedTools, toolProblems } from './tool-definitions';
+import { compileParameters, storedTools, toolProblems } from './tool-definitions';
 
 const lookup = {
   name: 'lookup_order',
@@ -68,5 +68,29 @@ describe('toolProblems', () => {
   it('gives webhook tools their default timeout', () => {
     const webhook = { ...lookup, execution: 'webhook' as const, endpoint_id: 'e' };
     expect(storedTools([webhook])[0].timeout_ms).toBe(10_000);
+  });
+});
+
+describe('compileParameters', () => {
+  const withPattern = (pattern: string) => ({
+    type: 'object',
+    properties: { code: { type: 'string', pattern } },
+  });
+
+  it('matches patterns in linear time: a catastrophic one answers at once', () => {
+    // JavaScript's backtracking engine would not return from this within the test's timeout.
+    const validate = compileParameters(withPattern('^(a+)+$'));
+    expect(validate({ code: `${'a'.repeat(5_000)}b` })).toBe(false);
+    expect(validate({ code: 'aaaa' })).toBe(true);
+  });
+
+  it('refuses a pattern RE2 cannot run (a backreference), naming the field', () => {
+    const tool = { ...lookup, parameters: withPattern('^(a)\\1$') };
+    expect(toolProblems([tool], 'personality')).toEqual([
+      {
+        field: 'tools/0/parameters',
+        problem: expect.stringContaining('must be a valid JSON Schema') as unknown,
+      },
+    ]);
   });
 });
