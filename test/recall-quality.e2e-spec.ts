@@ -7,6 +7,7 @@ import type { MemoryRecallItem } from './fixtures/recall/types';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
 import { tenantWithKey } from './support/identity';
+import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
 
@@ -43,11 +44,18 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
   }> = [];
   const figures = new Map<string, { lexical: Figures; hybrid: Figures }>();
 
+  /**
+   * A database of its own: the worker must embed every memory before the figures are read, and
+   * the other specs of the run leave thousands in the shared one.
+   */
+  let database: FreshDatabase;
+
   beforeAll(async () => {
     await fake.start();
-    db = new Client({ connectionString: process.env.DATABASE_URL });
+    database = await createFreshDatabase('recall_quality', process.env.DATABASE_URL);
+    db = new Client({ connectionString: database.url });
     await db.connect();
-    lexical = await createTestApp({});
+    lexical = await createTestApp({ env: { DATABASE_URL: database.url } });
     auth = (await tenantWithKey(lexical, ['read_write'])).auth;
     const next = random(20260520);
     for (const [language, items] of [
@@ -79,6 +87,7 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
     }
     hybrid = await createTestApp({
       env: {
+        DATABASE_URL: database.url,
         EMBEDDINGS_MODEL: 'fake-embed',
         EMBEDDINGS_BASE_URL: fake.url,
         EMBEDDINGS_API_KEY: 'sk-embeddings',
@@ -120,6 +129,7 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
     for (const app of [hybrid, lexical]) await app?.close();
     await db.end();
     await fake.stop();
+    await database.drop();
   });
 
   /** Whether the statement is among the first RECALL_AT memories the search answers. */
