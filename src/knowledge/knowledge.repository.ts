@@ -232,7 +232,8 @@ export class KnowledgeRepository {
     await this.database.rows(
       sql`WITH marked AS (UPDATE knowledge_documents SET all_personalities = ${personalityIds === null}
                            WHERE id = ${id} AND organization_id = ${organizationId})
-          DELETE FROM knowledge_attachments WHERE document_id = ${id}`,
+          DELETE FROM knowledge_attachments
+           WHERE document_id = ${id} AND organization_id = ${organizationId}`,
       { manager },
     );
     await this.database.rows(
