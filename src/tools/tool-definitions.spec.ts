@@ -71,26 +71,40 @@ describe('toolProblems', () => {
   });
 });
 
-describe('compileParameters', () => {
-  const withPattern = (pattern: string) => ({
-    type: 'object',
-    properties: { code: { type: 'string', pattern } },
+describe('regular expressions in tool schemas', () => {
+  const withCode = (code: Record<string, unknown>) => ({
+    ...lookup,
+    parameters: { type: 'object', properties: { code } },
   });
 
-  it('matches patterns in linear time: a catastrophic one answers at once', () => {
-    // JavaScript's backtracking engine would not return from this within the test's timeout.
-    const validate = compileParameters(withPattern('^(a+)+$'));
-    expect(validate({ code: `${'a'.repeat(5_000)}b` })).toBe(false);
-    expect(validate({ code: 'aaaa' })).toBe(true);
+  it('refuses pattern and patternProperties wherever they stand, naming where', () => {
+    expect(toolProblems([withCode({ type: 'string', pattern: '^(a+)+$' })], 'personality')).toEqual(
+      [
+        {
+          field: 'tools/0/parameters',
+          problem:
+            'must not use regular expressions (pattern, patternProperties): /properties/code/pattern',
+        },
+      ],
+    );
+    const nested = withCode({ type: 'object', patternProperties: { '^x': { type: 'string' } } });
+    expect(toolProblems([nested], 'personality')[0].problem).toContain(
+      '/properties/code/patternProperties',
+    );
   });
 
-  it('refuses a pattern RE2 cannot run (a backreference), naming the field', () => {
-    const tool = { ...lookup, parameters: withPattern('^(a)\\1$') };
-    expect(toolProblems([tool], 'personality')).toEqual([
-      {
-        field: 'tools/0/parameters',
-        problem: expect.stringContaining('must be a valid JSON Schema') as unknown,
+  it('accepts a property named pattern, and pattern as data', () => {
+    const tool = {
+      ...lookup,
+      parameters: {
+        type: 'object',
+        properties: {
+          pattern: { type: 'string', default: 'pattern', examples: [{ pattern: 'x' }] },
+          kind: { enum: ['pattern'], const: 'pattern' },
+        },
       },
-    ]);
+    };
+    expect(toolProblems([tool], 'personality')).toEqual([]);
+    expect(compileParameters(tool.parameters)({ pattern: 'anything', kind: 'pattern' })).toBe(true);
   });
 });

@@ -1,5 +1,4 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
-import { RE2 } from 're2-wasm';
 import type { FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
 
@@ -65,16 +64,49 @@ const personalityTool = shapes.compile(PERSONALITY_TOOL_SCHEMA);
 const requestTool = shapes.compile(REQUEST_TOOL_SCHEMA);
 
 /**
- * The regular expressions of a business's schema (`pattern`, `patternProperties`) run on
- * arguments the model, or an end user through the local engine's trigger, wrote: in RE2, whose
- * time is linear in the input. JavaScript's engine backtracks, and `^(a+)+$` against 28 a's and a
- * b held the event loop, every tenant's requests with it, for 12 s. RE2 has no backreferences and
- * no lookaround: a schema using them does not compile, and is refused with a 400.
+ * A tool's schema may not hold regular expressions (`pattern`, `patternProperties`): they would
+ * run on arguments the model, or an end user through the local engine's trigger, wrote, and
+ * JavaScript's engine backtracks: `^(a+)+$` against 28 a's and a b held the event loop, every
+ * tenant's requests with it, for 12 s. RE2 compiled to WebAssembly (re2-wasm) was tried: its fixed
+ * 16 MiB heap is spent after about 1,900 compiled patterns, then it aborts for the whole process.
  */
-const linearRegExp = Object.assign(
-  (pattern: string, flags: string) => new RE2(pattern, flags.includes('u') ? flags : `${flags}u`),
-  { code: 'new (require("re2-wasm").RE2)' },
-);
+const REGEX_KEYWORDS: ReadonlySet<string> = new Set(['pattern', 'patternProperties']);
+/** Keywords whose object maps names (not keywords) to schemas. */
+const NAMED_SCHEMAS: ReadonlySet<string> = new Set([
+  'properties',
+  '$defs',
+  'definitions',
+  'dependentSchemas',
+]);
+/** Keywords whose values are data, never schemas. */
+const DATA_KEYWORDS: ReadonlySet<string> = new Set(['const', 'enum', 'default', 'examples']);
+
+/** The JSON pointer of the first regular-expression keyword in a schema, if it has one. */
+function regexKeywordIn(node: unknown, at = ''): string | undefined {
+  if (Array.isArray(node)) {
+    for (const [index, item] of node.entries()) {
+      const found = regexKeywordIn(item, `${at}/${index}`);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (node === null || typeof node !== 'object') return undefined;
+  for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
+    if (REGEX_KEYWORDS.has(key)) return `${at}/${key}`;
+    if (DATA_KEYWORDS.has(key)) continue;
+    const entries =
+      NAMED_SCHEMAS.has(key) && value !== null && typeof value === 'object'
+        ? Object.entries(value as Record<string, unknown>).map(
+            ([name, schema]) => [`${at}/${key}/${name}`, schema] as const,
+          )
+        : [[`${at}/${key}`, value] as const];
+    for (const [pointer, schema] of entries) {
+      const found = regexKeywordIn(schema, pointer);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
 
 /**
  * A business's schema compiled for validating arguments. Strict mode is off: unknown keywords
@@ -82,9 +114,7 @@ const linearRegExp = Object.assign(
  * schema's `$id` cannot clash with another's.
  */
 export function compileParameters(schema: object): ValidateFunction {
-  return new Ajv2020({ strict: false, allErrors: true, code: { regExp: linearRegExp } }).compile(
-    schema,
-  );
+  return new Ajv2020({ strict: false, allErrors: true }).compile(schema);
 }
 
 /** Why a tool's `parameters` is refused, or undefined when it is a usable object schema. */
@@ -93,6 +123,8 @@ function parametersProblem(parameters: Record<string, unknown>): string | undefi
     return `must be at most ${MAX_PARAMETERS_BYTES} bytes serialised`;
   }
   if (parameters.type !== 'object') return 'must be a JSON Schema of type "object"';
+  const regex = regexKeywordIn(parameters);
+  if (regex) return `must not use regular expressions (pattern, patternProperties): ${regex}`;
   try {
     compileParameters(parameters);
     return undefined;
