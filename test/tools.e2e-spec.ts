@@ -310,6 +310,14 @@ describe('Tools (contract §26)', () => {
         400,
         'validation_failed',
       );
+      // A client's output has the bound of a webhook tool's: 16 KiB serialised.
+      const huge = await resume(turnId, {
+        outputs: [{ tool_call_id: callId, output: 'x'.repeat(20_000) }],
+      });
+      expectError(huge, 400, 'validation_failed');
+      expect(huge.body.error.details).toEqual([
+        { field: 'outputs/0/output', problem: 'must be at most 16384 bytes serialised' },
+      ]);
       const other = await tenant(t);
       const outputs = [{ tool_call_id: callId, output: shipped }];
       expectError(await resume(turnId, { outputs }, other.auth), 404, 'not_found');

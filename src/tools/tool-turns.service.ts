@@ -21,7 +21,7 @@ import type {
 import { compileParameters, type RequestTool, type ToolDefinition } from './tool-definitions';
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { ToolTurnsRepository } from './tool-turns.repository';
-import { WebhookToolCaller } from './webhook-tool-caller';
+import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
 import { ToolMetrics } from './tool-metrics';
 
 /** Compiled argument schemas kept, by their serialised schema. */
@@ -201,6 +201,13 @@ export class ToolTurnsService {
         problems.push({
           field: `outputs/${index}/tool_call_id`,
           problem: 'must not repeat: each call takes one output',
+        });
+      }
+      // The bound a webhook tool's output has: it is kept with the turn and sent every round.
+      if (Buffer.byteLength(JSON.stringify(output.output)) > MAX_OUTPUT_BYTES) {
+        problems.push({
+          field: `outputs/${index}/output`,
+          problem: `must be at most ${MAX_OUTPUT_BYTES} bytes serialised`,
         });
       }
       given.set(output.tool_call_id, output.output);
