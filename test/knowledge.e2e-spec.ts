@@ -108,6 +108,21 @@ describe('Knowledge documents (contract §27)', () => {
       expect(read.body).toEqual({ ...body, content });
     });
 
+    it('refuses a file holding U+0000 with 400 naming the file, not a 500', async () => {
+      const refused = await http()
+        .post('/v1/knowledge')
+        .set('Authorization', tenant.auth)
+        .field('title', 'Nul')
+        .attach('file', Buffer.from('before\u0000after'), {
+          filename: 'nul.txt',
+          contentType: 'text/plain',
+        });
+      expectError(refused, 400, 'validation_failed');
+      expect(refused.body.error.details).toEqual([
+        { field: 'file', problem: 'must not contain U+0000' },
+      ]);
+    });
+
     it('takes multipart text/markdown and text/html, the HTML reduced to its text', async () => {
       const markdown = await http()
         .post('/v1/knowledge')

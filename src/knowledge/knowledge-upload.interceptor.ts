@@ -45,6 +45,10 @@ function textOf(file: UploadedPart): string {
   } catch {
     throw AppError.validation([{ field: 'file', problem: 'must be UTF-8 text' }]);
   }
+  // PostgreSQL's text cannot hold U+0000 (a JSON body is refused it by the body parser's check).
+  if (text.includes('\u0000')) {
+    throw AppError.validation([{ field: 'file', problem: 'must not contain U+0000' }]);
+  }
   // Scripts, styles and images carry no text a reader sees; block elements keep their breaks.
   return type === 'text/html'
     ? convert(text, {
