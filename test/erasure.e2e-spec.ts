@@ -6,6 +6,7 @@ import { expectError } from './support/assertions';
 import { FakeEmbeddings } from './support/fake-embeddings';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
+import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { createTestApp, TestApp } from './support/test-app';
 import { eventually } from './support/wait';
 
@@ -31,114 +32,124 @@ async function rowsMentioning(dataSource: DataSource, needles: string[]) {
 }
 
 describe('Erasure: DELETE, grace period, worker, restarts', () => {
-  // Embeddings on, so that memory_embeddings holds rows of the user too.
+  // Embeddings on, so that memory_embeddings holds rows of the user too. On a database of its
+  // own: in the run's shared one the worker would first embed every memory other suites left,
+  // and this app's fast erasure worker would erase the users other tests here count.
   const embeddings = new FakeEmbeddings();
+  let database: FreshDatabase;
   const withEmbeddings = () => ({
     ...FAST_ERASURE,
+    DATABASE_URL: database.url,
     EMBEDDINGS_MODEL: 'fake-embed',
     EMBEDDINGS_BASE_URL: embeddings.url,
     EMBEDDINGS_POLL_INTERVAL_MS: '50',
   });
-  beforeAll(() => embeddings.start());
-  afterAll(() => embeddings.stop());
+  beforeAll(async () => {
+    await embeddings.start();
+    database = await createFreshDatabase('erasure', process.env.DATABASE_URL);
+  });
+  afterAll(async () => {
+    await embeddings.stop();
+    await database.drop();
+  });
 
   it('erases everything about the user even across a restart during the grace period', async () => {
-    let t: TestApp | undefined = await createTestApp({ env: withEmbeddings() });
-    const a = await tenantWithKey(t, ['read_write']);
-    const personalityId = await clonePersonality(t, a.auth, 'willow-listener');
-    const userId = uniqueUserId('erase');
-    for (const message of ['I am so sad today', 'thank you for listening', 'I feel better']) {
-      expect(
-        (await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message }))
-          .status,
-      ).toBe(200);
-    }
-    expect(
-      (
-        await t
-          .http()
-          .post(`/v1/end-users/${userId}/facts`)
-          .set('Authorization', a.auth)
-          .send({ content: 'Likes long walks' })
-      ).status,
-    ).toBe(201);
-    // A turn paused for a client tool (contract §26) holds the user's message until it resumes.
-    const tool = {
-      name: 'lookup',
-      description: 'Looks something up',
-      parameters: { type: 'object' },
-      execution: 'client',
-    };
-    await t
-      .http()
-      .patch(`/v1/personalities/${personalityId}`)
-      .set('Authorization', a.auth)
-      .send({ tools: [tool] })
-      .expect(200);
-    const paused = await respond(t, a.auth, {
-      personality_id: personalityId,
-      user_id: userId,
-      message: 'lookup({"what": "my order"})',
-    });
-    expect(paused.body.status).toBe('requires_action');
-    const dataSource = t.app.get(DataSource);
-    const [{ id: internalId }] = await dataSource.query(
-      'SELECT id FROM end_users WHERE user_id = $1',
-      [userId],
-    );
-    // The local engine reports no tokens: the token rollups a provider's reply writes (the
-    // breakdown's, the daily budget's) are written here as such a reply's statement writes them.
-    await t.app.get(RespondRepository).storeExchange([
-      tokenUsageStep({
-        organizationId: a.organizationId,
-        endUserId: internalId,
-        personalityId,
-        apiKeyId: null,
-        at: new Date(),
-        model: 'model-a',
-        promptTokens: 10,
-        completionTokens: 5,
-        cachedTokens: 0,
-      }),
-    ]);
-    await eventually(async () => {
-      const [{ n }] = await dataSource.query(
-        'SELECT count(*)::int AS n FROM memory_embeddings WHERE end_user_id = $1',
-        [internalId],
-      );
-      return n === 6 ? true : undefined;
-    }, "the user's memories embedded");
-    const before = await rowsMentioning(dataSource, [userId, internalId]);
-    expect(before.found).toEqual(
-      expect.objectContaining({
-        end_users: 1,
-        memories: 6,
-        relationship_months: 1,
-        end_user_facts: 1,
-        tool_turns: 1,
-      }),
-    );
-    // Every table that refers to an end user holds rows about this one, so the search below
-    // would notice any of them left behind (a new table of user data has to be erased too).
-    const referencing: Array<{ table_name: string }> = await dataSource.query(
-      `SELECT DISTINCT table_name FROM information_schema.columns
-        WHERE table_schema = 'public' AND column_name IN ('end_user_id')`,
-    );
-    expect(referencing.length).toBeGreaterThan(0);
-    for (const { table_name } of referencing) expect(before.found[table_name]).toBeGreaterThan(0);
-
-    const deleted = await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
-    expect(deleted.status).toBe(202);
-    expectError(
-      await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' }),
-      409,
-      'end_user_under_deletion',
-    );
-
-    // Restart inside the grace period: the pending erasure is in the database, not in memory.
-    await t.close();
-    t = await createTestApp({ env: withEmbeddings() });
+    let t: TestApp = await createTestApp({ env: withEmbeddings() });
     try {
+      const a = await tenantWithKey(t, ['read_write']);
+      const personalityId = await clonePersonality(t, a.auth, 'willow-listener');
+      const userId = uniqueUserId('erase');
+      for (const message of ['I am so sad today', 'thank you for listening', 'I feel better']) {
+        expect(
+          (await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message }))
+            .status,
+        ).toBe(200);
+      }
+      expect(
+        (
+          await t
+            .http()
+            .post(`/v1/end-users/${userId}/facts`)
+            .set('Authorization', a.auth)
+            .send({ content: 'Likes long walks' })
+        ).status,
+      ).toBe(201);
+      // A turn paused for a client tool (contract §26) holds the user's message until it resumes.
+      const tool = {
+        name: 'lookup',
+        description: 'Looks something up',
+        parameters: { type: 'object' },
+        execution: 'client',
+      };
+      await t
+        .http()
+        .patch(`/v1/personalities/${personalityId}`)
+        .set('Authorization', a.auth)
+        .send({ tools: [tool] })
+        .expect(200);
+      const paused = await respond(t, a.auth, {
+        personality_id: personalityId,
+        user_id: userId,
+        message: 'lookup({"what": "my order"})',
+      });
+      expect(paused.body.status).toBe('requires_action');
+      const dataSource = t.app.get(DataSource);
+      const [{ id: internalId }] = await dataSource.query(
+        'SELECT id FROM end_users WHERE user_id = $1',
+        [userId],
+      );
+      // The local engine reports no tokens: the token rollups a provider's reply writes (the
+      // breakdown's, the daily budget's) are written here as such a reply's statement writes them.
+      await t.app.get(RespondRepository).storeExchange([
+        tokenUsageStep({
+          organizationId: a.organizationId,
+          endUserId: internalId,
+          personalityId,
+          apiKeyId: null,
+          at: new Date(),
+          model: 'model-a',
+          promptTokens: 10,
+          completionTokens: 5,
+          cachedTokens: 0,
+        }),
+      ]);
+      await eventually(async () => {
+        const [{ n }] = await dataSource.query(
+          'SELECT count(*)::int AS n FROM memory_embeddings WHERE end_user_id = $1',
+          [internalId],
+        );
+        return n === 6 ? true : undefined;
+      }, "the user's memories embedded");
+      const before = await rowsMentioning(dataSource, [userId, internalId]);
+      expect(before.found).toEqual(
+        expect.objectContaining({
+          end_users: 1,
+          memories: 6,
+          relationship_months: 1,
+          end_user_facts: 1,
+          tool_turns: 1,
+        }),
+      );
+      // Every table that refers to an end user holds rows about this one, so the search below
+      // would notice any of them left behind (a new table of user data has to be erased too).
+      const referencing: Array<{ table_name: string }> = await dataSource.query(
+        `SELECT DISTINCT table_name FROM information_schema.columns
+        WHERE table_schema = 'public' AND column_name IN ('end_user_id')`,
+      );
+      expect(referencing.length).toBeGreaterThan(0);
+      for (const { table_name } of referencing) expect(before.found[table_name]).toBeGreaterThan(0);
+
+      const deleted = await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
+      expect(deleted.status).toBe(202);
+      expectError(
+        await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' }),
+        409,
+        'end_user_under_deletion',
+      );
+
+      // Restart inside the grace period: the pending erasure is in the database, not in memory.
+      await t.close();
+      t = await createTestApp({ env: withEmbeddings() });
       const app = t;
       await eventually(async () => {
         const got = await app.http().get(`/v1/end-users/${userId}`).set('Authorization', a.auth);
