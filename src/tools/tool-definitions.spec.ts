@@ -1,4 +1,5 @@
-import { compileParameters, storedTools, toolProblems } from './tool-definitions';
+import Ajv2020 from 'ajv/dist/2020';
+import { CompiledSchemas, compileParameters, storedTools, toolProblems } from './tool-definitions';
 
 const lookup = {
   name: 'lookup_order',
@@ -106,5 +107,41 @@ describe('regular expressions in tool schemas', () => {
     };
     expect(toolProblems([tool], 'personality')).toEqual([]);
     expect(compileParameters(tool.parameters)({ pattern: 'anything', kind: 'pattern' })).toBe(true);
+  });
+});
+
+describe('compileParameters', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  const schemaNumbered = (n: number) => ({
+    type: 'object',
+    properties: { [`field_${n}`]: { type: 'integer' } },
+  });
+
+  it('compiles a schema once, however its keys are ordered, and validates with it', () => {
+    const compile = jest.spyOn(Ajv2020.prototype, 'compile');
+    const schema = { type: 'object', required: ['at'], properties: { at: { type: 'string' } } };
+    const reordered = { properties: { at: { type: 'string' } }, required: ['at'], type: 'object' };
+    const first = compileParameters(schema);
+    expect(compileParameters(reordered)).toBe(first);
+    expect(toolProblems([{ ...lookup, parameters: reordered }], 'personality')).toEqual([]);
+    expect(compile).toHaveBeenCalledTimes(1);
+    expect(first({ at: 'noon' })).toBe(true);
+    expect(first({ at: 12 })).toBe(false);
+  });
+
+  it('keeps at most its capacity, the least recently used out first', () => {
+    const schemas = new CompiledSchemas(3);
+    const kept = schemas.compile(schemaNumbered(0));
+    const dropped = schemas.compile(schemaNumbered(1));
+    schemas.compile(schemaNumbered(2));
+    expect(schemas.compile(schemaNumbered(0))).toBe(kept);
+    // A fourth pushes out the least recently used: 1, not 0.
+    schemas.compile(schemaNumbered(3));
+    const compile = jest.spyOn(Ajv2020.prototype, 'compile');
+    expect(schemas.compile(schemaNumbered(0))).toBe(kept);
+    expect(compile).not.toHaveBeenCalled();
+    expect(schemas.compile(schemaNumbered(1))).not.toBe(dropped);
+    expect(compile).toHaveBeenCalledTimes(1);
   });
 });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import type { FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
@@ -108,13 +109,58 @@ function regexKeywordIn(node: unknown, at = ''): string | undefined {
   return undefined;
 }
 
+/** Compiled schemas kept by the process (compiling one takes milliseconds: ajv writes code). */
+const COMPILED_SCHEMAS_KEPT = 1_000;
+
+/** JSON with every object's keys sorted, so that two spellings of one schema are one text. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    item !== null && typeof item === 'object' && !Array.isArray(item)
+      ? Object.fromEntries(
+          Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)),
+        )
+      : item,
+  );
+}
+
 /**
- * A business's schema compiled for validating arguments. Strict mode is off: unknown keywords
- * are common in hand-written schemas and harmless. A fresh instance each time, so that one
- * schema's `$id` cannot clash with another's.
+ * Compiled argument schemas by the hash of their canonical text, at most `capacity`, the least
+ * recently used out first. A schema that does not compile throws, and is not kept.
+ */
+export class CompiledSchemas {
+  private readonly compiled = new Map<string, ValidateFunction>();
+
+  constructor(private readonly capacity: number) {}
+
+  /**
+   * Strict mode is off: unknown keywords are common in hand-written schemas and harmless. A fresh
+   * ajv instance for each schema, so that one schema's `$id` cannot clash with another's.
+   */
+  compile(schema: object): ValidateFunction {
+    const key = createHash('sha256').update(canonicalJson(schema)).digest('base64');
+    let validate = this.compiled.get(key);
+    if (validate) {
+      // Used again: to the back of the line (a Map keeps insertion order).
+      this.compiled.delete(key);
+    } else {
+      validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+      if (this.compiled.size >= this.capacity) {
+        this.compiled.delete(this.compiled.keys().next().value as string);
+      }
+    }
+    this.compiled.set(key, validate);
+    return validate;
+  }
+}
+
+const compiledSchemas = new CompiledSchemas(COMPILED_SCHEMAS_KEPT);
+
+/**
+ * A business's schema compiled for validating arguments, from the process's cache when it was
+ * compiled before: a reply with tools validates them and their arguments without compiling.
  */
 export function compileParameters(schema: object): ValidateFunction {
-  return new Ajv2020({ strict: false, allErrors: true }).compile(schema);
+  return compiledSchemas.compile(schema);
 }
 
 /** Why a tool's `parameters` is refused, or undefined when it is a usable object schema. */

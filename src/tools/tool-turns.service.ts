@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { ValidateFunction } from 'ajv/dist/2020';
 import { ulid } from 'ulid';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
@@ -23,9 +22,6 @@ import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
 import { ToolMetrics } from './tool-metrics';
-
-/** Compiled argument schemas kept, by their serialised schema. */
-const VALIDATORS_KEPT = 512;
 
 /** What a turn with tools needs to know about its conversation. */
 export interface ToolTurnContext {
@@ -91,8 +87,6 @@ function addUsage(total: TokenUsage | null, more: TokenUsage | null): TokenUsage
  */
 @Injectable()
 export class ToolTurnsService {
-  private readonly validators = new Map<string, ValidateFunction>();
-
   constructor(
     private readonly repository: ToolTurnsRepository,
     private readonly webhooks: WebhookToolCaller,
@@ -302,25 +296,11 @@ export class ToolTurnsService {
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
   private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
-    const validate = this.validatorOf(tool.parameters);
+    const validate = compileParameters(tool.parameters);
     if (validate(args)) return undefined;
     const first = validate.errors?.[0];
     const where = first?.instancePath || '/';
     return `the arguments do not match the tool's schema: ${where} ${first?.message ?? 'is not valid'}`;
-  }
-
-  private validatorOf(schema: Record<string, unknown>): ValidateFunction {
-    const key = JSON.stringify(schema);
-    let validate = this.validators.get(key);
-    if (!validate) {
-      validate = compileParameters(schema);
-      // Oldest out first: Map keeps insertion order.
-      if (this.validators.size >= VALIDATORS_KEPT) {
-        this.validators.delete(this.validators.keys().next().value as string);
-      }
-      this.validators.set(key, validate);
-    }
-    return validate;
   }
 }
 
