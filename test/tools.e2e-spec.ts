@@ -3,13 +3,13 @@ import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
-import { Webhook } from 'standardwebhooks';
 import { WebhookReceiver } from './support/webhook-receiver';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { FakeOpenAI } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+import { createWebhookEndpoint, verifiedEvent } from './support/tools';
 
 /**
  * Tools (contract §26): a personality's tool definitions, validated and stored.
@@ -27,21 +27,7 @@ async function tenant(t: TestApp): Promise<Tenant> {
 }
 
 async function createEndpoint(t: TestApp, owner: Tenant, url: string): Promise<string> {
-  return (await createEndpointWithSecret(t, owner, url)).id;
-}
-
-async function createEndpointWithSecret(
-  t: TestApp,
-  owner: Tenant,
-  url: string,
-): Promise<{ id: string; secret: string }> {
-  const response = await t
-    .http()
-    .post('/v1/webhook-endpoints')
-    .set('Authorization', owner.auth)
-    .send({ url, events: ['end_user.deleted'] });
-  expect({ status: response.status, body: response.body }).toMatchObject({ status: 201 });
-  return { id: response.body.id as string, secret: response.body.secret as string };
+  return (await createWebhookEndpoint(t, owner.auth, url)).id;
 }
 
 const lookupOrder = {
@@ -462,7 +448,7 @@ describe('Tools (contract §26)', () => {
 
     it('POSTs a signed tool.call event and gives its output to the model', async () => {
       const path = `tool/${randomUUID()}`;
-      const endpoint = await createEndpointWithSecret(t, owner, receiver.url(path));
+      const endpoint = await createWebhookEndpoint(t, owner.auth, receiver.url(path));
       const personalityId = await personalityWith(owner, [webhookTool('book', endpoint.id)]);
       const userId = uniqueUserId();
       const done = await respondAs(owner, personalityId, 'book({"at": "9:00"}) please', userId);
@@ -486,12 +472,7 @@ describe('Tools (contract §26)', () => {
       ]);
 
       const [hook] = receiver.at(`/${path}`);
-      const event = new Webhook(endpoint.secret).verify(hook.body, {
-        'webhook-id': String(hook.headers['webhook-id']),
-        'webhook-timestamp': String(hook.headers['webhook-timestamp']),
-        'webhook-signature': String(hook.headers['webhook-signature']),
-      });
-      expect(event).toEqual({
+      expect(verifiedEvent(hook, endpoint.secret)).toEqual({
         id: expect.stringMatching(/^evt_[0-9a-f]{32}$/),
         type: 'tool.call',
         created_at: expect.any(String),

@@ -1,6 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import request from 'supertest';
+import type { HttpTarget } from './test-app';
 import { sleep } from './wait';
 
 const root = join(__dirname, '..', '..');
@@ -93,4 +95,9 @@ export async function waitUntilReady(
       throw new Error(`service did not start:\n${app.output()}`);
     await sleep(200);
   }
+}
+
+/** The spec helpers' HTTP target for a built service listening on `base` (`http://127.0.0.1:PORT`). */
+export function httpTo(base: string): HttpTarget {
+  return { http: () => request(base) };
 }

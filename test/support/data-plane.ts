@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { TestApp } from './test-app';
+import type { HttpTarget } from './test-app';
 
 /** A user_id no other test uses. */
 export function uniqueUserId(tag = 'eu'): string {
@@ -7,7 +7,7 @@ export function uniqueUserId(tag = 'eu'): string {
 }
 
 /** Clones a catalog entry into the caller's organization; answers the personality id. */
-export async function clonePersonality(t: TestApp, auth: string, slug = 'sage-mentor') {
+export async function clonePersonality(t: HttpTarget, auth: string, slug = 'sage-mentor') {
   const response = await t
     .http()
     .post('/v1/personalities/from-catalog')
@@ -19,7 +19,7 @@ export async function clonePersonality(t: TestApp, auth: string, slug = 'sage-me
 }
 
 export function respond(
-  t: TestApp,
+  t: HttpTarget,
   auth: string,
   body: { personality_id: string; user_id: string; message: string },
 ) {

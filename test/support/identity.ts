@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Scope } from '../../src/common/auth/caller';
 import type { CapturedMail, TestSmtpServer } from './smtp-server';
-import type { TestApp } from './test-app';
+import type { HttpTarget } from './test-app';
 
 export interface SignedUp {
   userId: string;
@@ -17,7 +17,7 @@ export function uniqueEmail(tag = 'user'): string {
 
 /** A new user with a first organization they own, through the public sign-up endpoint. */
 export async function signUp(
-  t: TestApp,
+  t: HttpTarget,
   fields: { email?: string; password?: string; organizationName?: string } = {},
 ): Promise<SignedUp> {
   const email = fields.email ?? uniqueEmail();
@@ -39,7 +39,7 @@ export async function signUp(
 
 /** An API key of the user's (first) organization with these scopes, through POST /v1/api-keys. */
 export async function createApiKey(
-  t: TestApp,
+  t: HttpTarget,
   accessToken: string,
   scopes: Scope[],
   name = 'test key',
@@ -55,7 +55,7 @@ export async function createApiKey(
 }
 
 /** A fresh organization with an API key holding `scopes`: the usual caller of the data plane. */
-export async function tenantWithKey(t: TestApp, scopes: Scope[] = ['read_write']) {
+export async function tenantWithKey(t: HttpTarget, scopes: Scope[] = ['read_write']) {
   const owner = await signUp(t);
   const key = await createApiKey(t, owner.accessToken, scopes);
   return { ...owner, key, auth: `Bearer ${key}` };
@@ -76,7 +76,7 @@ export const isInvitationMail = (mail: CapturedMail) =>
  * signed up, the invitation's link read from the spec's SMTP server, accepted.
  */
 export async function joinOrganization(
-  t: TestApp,
+  t: HttpTarget,
   smtp: TestSmtpServer,
   owner: SignedUp,
   role: 'owner' | 'admin' | 'member' = 'member',
@@ -116,7 +116,7 @@ export const isVerificationMail = (mail: CapturedMail) =>
  * from the spec's SMTP server, POST /v1/auth/verify-email. Inviting needs it (contract §25).
  */
 export async function signUpVerified(
-  t: TestApp,
+  t: HttpTarget,
   smtp: TestSmtpServer,
   fields: { email?: string; password?: string; organizationName?: string } = {},
 ): Promise<SignedUp> {
@@ -126,7 +126,11 @@ export async function signUpVerified(
 }
 
 /** Verifies `email` with the latest verification link mailed to it. */
-export async function verifyEmail(t: TestApp, smtp: TestSmtpServer, email: string): Promise<void> {
+export async function verifyEmail(
+  t: HttpTarget,
+  smtp: TestSmtpServer,
+  email: string,
+): Promise<void> {
   await smtp.waitFor(email, 5_000, isVerificationMail);
   const token = verificationTokenOf(smtp.mailsTo(email, isVerificationMail).at(-1)!);
   const verified = await t.http().post('/v1/auth/verify-email').send({ token });

@@ -41,6 +41,9 @@ export interface TestApp {
   close: () => Promise<void>;
 }
 
+/** What the HTTP helpers of the specs need: the in-process app, or a built one by its URL. */
+export type HttpTarget = Pick<TestApp, 'http'>;
+
 export interface TestAppOptions {
   /** Environment variables for this app only (restored after it is built). */
   env?: Record<string, string | undefined>;
@@ -57,7 +60,7 @@ export interface TestAppOptions {
  * own (test/rate-limit.e2e-spec.ts does; `undefined` restores the production default), and, when
  * REDIS_URL is set, a key prefix of its own: apps share buckets only when a spec says so.
  */
-const rateLimitDefaults = (): Record<string, string> => ({
+export const rateLimitDefaults = (): Record<string, string> => ({
   RATE_LIMIT_REDIS_PREFIX: `e2e-${randomUUID()}:`,
   RATE_LIMIT_ORG_RPS: '10000',
   RATE_LIMIT_ORG_BURST: '10000',

@@ -1,0 +1,27 @@
+import { Webhook } from 'standardwebhooks';
+import type { HttpTarget } from './test-app';
+import type { ReceivedWebhook } from './webhook-receiver';
+
+/** A webhook endpoint of the caller's organization (a webhook tool's target), with its secret. */
+export async function createWebhookEndpoint(
+  t: HttpTarget,
+  auth: string,
+  url: string,
+): Promise<{ id: string; secret: string }> {
+  const response = await t
+    .http()
+    .post('/v1/webhook-endpoints')
+    .set('Authorization', auth)
+    .send({ url, events: ['end_user.deleted'] });
+  expect({ status: response.status, body: response.body }).toMatchObject({ status: 201 });
+  return { id: response.body.id as string, secret: response.body.secret as string };
+}
+
+/** The event a received webhook carries, once its Standard Webhooks signature is verified. */
+export function verifiedEvent(hook: ReceivedWebhook, secret: string): unknown {
+  return new Webhook(secret).verify(hook.body, {
+    'webhook-id': String(hook.headers['webhook-id']),
+    'webhook-timestamp': String(hook.headers['webhook-timestamp']),
+    'webhook-signature': String(hook.headers['webhook-signature']),
+  });
+}
