@@ -602,11 +602,13 @@ describe('Tools with the openai engine (contract §26)', () => {
     await fake.close();
   });
 
-  const tokens = async () =>
-    (await t.http().get('/v1/usage/tokens').set('Authorization', auth)).body as {
+  const tokensOf = async (caller: string) =>
+    (await t.http().get('/v1/usage/tokens').set('Authorization', caller)).body as {
+      requests: number;
       prompt_tokens: number;
       completion_tokens: number;
     };
+  const tokens = () => tokensOf(auth);
 
   for (const stream of [false, true]) {
     it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
@@ -747,5 +749,75 @@ describe('Tools with the openai engine (contract §26)', () => {
     expectError(refused, 402, 'budget_exceeded');
     expect(refused.body.error.details).toMatchObject({ scope: 'organization', limit: 5000 });
     expect(fake.requests).toHaveLength(1);
+    // The call that spent the budget is counted all the same, as no reply.
+    expect(await tokensOf(tenant.auth)).toMatchObject({
+      requests: 0,
+      prompt_tokens: 6000,
+      completion_tokens: 5,
+    });
+  });
+
+  it('counts the tokens of every model call once: of a pause never resumed, of a failed resumption and of its retry', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    const respondAs = (userId: string, message: string) =>
+      t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', tenant.auth)
+        .send({ personality_id: created.body.id, user_id: userId, message });
+
+    // A turn that pauses and is never resumed: its call is counted with the pause.
+    const abandoned = uniqueUserId();
+    fake.respondWith(called('{"order_id": "A-1"}'));
+    expect((await respondAs(abandoned, 'where?')).body.status).toBe('requires_action');
+    expect(await tokensOf(tenant.auth)).toMatchObject({
+      requests: 0,
+      prompt_tokens: 10,
+      completion_tokens: 5,
+    });
+
+    // A turn whose resumption makes a round (arguments that fail the schema), then fails: that
+    // round's call is counted with the failure, and the retry counts only its own call.
+    const retried = uniqueUserId();
+    const failure = { error: { status: 500 } };
+    fake.respondWith(
+      called('{"order_id": "B-2"}'),
+      { ...called('not json', 'call_2'), usage: { prompt_tokens: 100, completion_tokens: 1 } },
+      failure,
+      failure,
+      failure,
+      answer,
+    );
+    const paused = await respondAs(retried, 'and B-2?');
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', tenant.auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    expectError(await resume(), 502, 'engine_unavailable');
+    expect((await resume()).body).toMatchObject({ status: 'completed' });
+    expectError(await resume(), 409, 'turn_not_pending');
+
+    // 10 + 5 (abandoned), 10 + 5 (paused), 100 + 1 (failed resumption), 20 + 7 (retry).
+    expect(await tokensOf(tenant.auth)).toMatchObject({
+      requests: 1,
+      prompt_tokens: 140,
+      completion_tokens: 18,
+    });
+    const breakdown = await t
+      .http()
+      .get('/v1/usage/breakdown?group_by=end_user')
+      .set('Authorization', tenant.auth)
+      .expect(200);
+    expect(breakdown.body.data).toEqual([
+      { key: retried, requests: 1, prompt_tokens: 130, completion_tokens: 13, cached_tokens: 0 },
+      { key: abandoned, requests: 0, prompt_tokens: 10, completion_tokens: 5, cached_tokens: 0 },
+    ]);
   });
 });

@@ -69,9 +69,9 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
-                     $34::bigint)
-      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
+      VALUES ($30, $31, $32::bigint, $33::bigint,
+                     $34::bigint, $35::bigint)
+      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_months.cached_tokens + EXCLUDED.cached_tokens
@@ -79,19 +79,19 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
-                     $39::bigint
-        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
-      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
+      SELECT $36::uuid, $37::date, model, $38::bigint, $39::bigint,
+                     $40::bigint, $41::bigint
+        FROM (SELECT $42::text AS model) AS reply WHERE model IS NOT NULL
+      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_model_months.cached_tokens + EXCLUDED.cached_tokens),
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
-                     $45::bigint)
-      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
+      VALUES ($43, $44, $45::bigint, $46::bigint,
+                     $47::bigint, $48::bigint)
+      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
@@ -99,10 +99,10 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
-                     $51::bigint, $52::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + 1,
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -111,10 +111,10 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
-                     $58::bigint, $59::bigint)
+      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
+                     $62::bigint, $63::bigint, $64::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
-        SET requests = token_usage_personality_months.requests + 1,
+        SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_personality_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_personality_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -123,12 +123,12 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($60, $61,
-              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
-                     $66::bigint,
-              $67::bigint)
+      VALUES ($65, $66,
+              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint,
+              $73::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
-        SET requests = token_usage_api_key_months.requests + 1,
+        SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -137,7 +137,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($68, $69, $70, $71::bigint)
+      VALUES ($74, $75, $76, $77::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -180,9 +180,9 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
-                     $34::bigint)
-      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
+      VALUES ($30, $31, $32::bigint, $33::bigint,
+                     $34::bigint, $35::bigint)
+      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_months.cached_tokens + EXCLUDED.cached_tokens
@@ -190,19 +190,19 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
-                     $39::bigint
-        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
-      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
+      SELECT $36::uuid, $37::date, model, $38::bigint, $39::bigint,
+                     $40::bigint, $41::bigint
+        FROM (SELECT $42::text AS model) AS reply WHERE model IS NOT NULL
+      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_model_months.cached_tokens + EXCLUDED.cached_tokens),
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
-                     $45::bigint)
-      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
+      VALUES ($43, $44, $45::bigint, $46::bigint,
+                     $47::bigint, $48::bigint)
+      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
@@ -210,10 +210,10 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
-                     $51::bigint, $52::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + 1,
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -222,10 +222,10 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
-                     $58::bigint, $59::bigint)
+      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
+                     $62::bigint, $63::bigint, $64::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
-        SET requests = token_usage_personality_months.requests + 1,
+        SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_personality_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_personality_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -234,12 +234,12 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($60, $61,
-              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
-                     $66::bigint,
-              $67::bigint)
+      VALUES ($65, $66,
+              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint,
+              $73::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
-        SET requests = token_usage_api_key_months.requests + 1,
+        SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -248,7 +248,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($68, $69, $70, $71::bigint)
+      VALUES ($74, $75, $76, $77::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -256,9 +256,9 @@ token_month AS (
             day = GREATEST(d.day, EXCLUDED.day)),
 spend_reservation_released AS (
       DELETE FROM spend_reservations
-       WHERE organization_id = $72::uuid
-         AND budget = ANY($73::text[])
-         AND reservation_id = $74::uuid)
+       WHERE organization_id = $78::uuid
+         AND budget = ANY($79::text[])
+         AND reservation_id = $80::uuid)
 SELECT 1;
 
 -- RespondRepository.storeExchange: flagged
@@ -358,9 +358,9 @@ relationship_month AS (
 token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
-      VALUES ($30, $31, 1, $32::bigint, $33::bigint,
-                     $34::bigint)
-      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + 1,
+      VALUES ($30, $31, $32::bigint, $33::bigint,
+                     $34::bigint, $35::bigint)
+      ON CONFLICT (organization_id, month) DO UPDATE SET requests = token_usage_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_months.cached_tokens + EXCLUDED.cached_tokens
@@ -368,19 +368,19 @@ token_month AS (
     token_model_month AS (
       INSERT INTO token_usage_model_months (organization_id, month, model, requests, prompt_tokens,
                                             completion_tokens, cached_tokens)
-      SELECT $35::uuid, $36::date, model, 1, $37::bigint, $38::bigint,
-                     $39::bigint
-        FROM (SELECT $40::text AS model) AS reply WHERE model IS NOT NULL
-      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + 1,
+      SELECT $36::uuid, $37::date, model, $38::bigint, $39::bigint,
+                     $40::bigint, $41::bigint
+        FROM (SELECT $42::text AS model) AS reply WHERE model IS NOT NULL
+      ON CONFLICT (organization_id, month, model) DO UPDATE SET requests = token_usage_model_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_model_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_model_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_model_months.cached_tokens + EXCLUDED.cached_tokens),
     token_day AS (
       INSERT INTO token_usage_days (organization_id, day, requests, prompt_tokens,
                                     completion_tokens, cached_tokens)
-      VALUES ($41, $42, 1, $43::bigint, $44::bigint,
-                     $45::bigint)
-      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + 1,
+      VALUES ($43, $44, $45::bigint, $46::bigint,
+                     $47::bigint, $48::bigint)
+      ON CONFLICT (organization_id, day) DO UPDATE SET requests = token_usage_days.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
@@ -388,10 +388,10 @@ token_month AS (
       INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
                                                prompt_tokens, completion_tokens, cached_tokens,
                                                total_tokens)
-      VALUES ($46, $47, $48, 1, $49::bigint, $50::bigint,
-                     $51::bigint, $52::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + 1,
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -400,10 +400,10 @@ token_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($53, $54, $55, 1, $56::bigint, $57::bigint,
-                     $58::bigint, $59::bigint)
+      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
+                     $62::bigint, $63::bigint, $64::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
-        SET requests = token_usage_personality_months.requests + 1,
+        SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_personality_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_personality_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -412,12 +412,12 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($60, $61,
-              coalesce($62::uuid, $63::uuid), 1, $64::bigint, $65::bigint,
-                     $66::bigint,
-              $67::bigint)
+      VALUES ($65, $66,
+              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint,
+              $73::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
-        SET requests = token_usage_api_key_months.requests + 1,
+        SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
@@ -426,7 +426,7 @@ token_month AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
       INSERT INTO end_user_token_days AS d (end_user_id, organization_id, day, tokens)
-      VALUES ($68, $69, $70, $71::bigint)
+      VALUES ($74, $75, $76, $77::bigint)
       ON CONFLICT (end_user_id) DO UPDATE
         SET tokens = CASE WHEN d.day = EXCLUDED.day THEN d.tokens + EXCLUDED.tokens
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
@@ -435,13 +435,13 @@ token_month AS (
 learned_facts AS (INSERT INTO end_user_facts
           (organization_id, end_user_id, content, content_key, source, memory_id, created_at,
            updated_at)
-        SELECT $72::uuid, $73::uuid, v.content, v.key,
+        SELECT $78::uuid, $79::uuid, v.content, v.key,
                'engine', (SELECT id FROM memory_rows WHERE role = 'user'),
-               $74::timestamptz, $75::timestamptz
-          FROM (VALUES ($76::int, $77, $78), ($79::int, $80, $81)) AS v(ord, content, key)
+               $80::timestamptz, $81::timestamptz
+          FROM (VALUES ($82::int, $83, $84), ($85::int, $86, $87)) AS v(ord, content, key)
          WHERE NOT EXISTS (SELECT 1 FROM end_user_facts f
-                            WHERE f.end_user_id = $82::uuid AND f.content_key = v.key)
+                            WHERE f.end_user_id = $88::uuid AND f.content_key = v.key)
          ORDER BY v.ord
-         LIMIT $83
+         LIMIT $89
         ON CONFLICT (end_user_id, content_key) DO NOTHING)
 SELECT 1;

@@ -18,7 +18,7 @@ import {
   type PersonalityForReply,
 } from '../personalities/personalities.service';
 import { inClientSpan } from '../tracing/spans';
-import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
+import { relationshipActivityStep, tokenUsageStep, type TokensUsed } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
@@ -32,6 +32,7 @@ import {
   type ReplyRequest,
   RESPONSE_ENGINE,
   type ResponseEngine,
+  type TokenUsage,
 } from './engine/response-engine';
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
@@ -268,15 +269,68 @@ export class RespondService {
     try {
       return await this.replyAndStore(conversation, options);
     } catch (error) {
-      // Nothing was stored: a resumed turn is given back rather than lost with its message.
-      if (conversation.resumedTurnId) {
-        await this.toolTurns.release(conversation.organizationId, conversation.resumedTurnId);
-      }
+      await this.endFailedTurn(conversation);
       throw error;
     } finally {
       // Failed or cancelled (none spent); a stored reply's statement settled it already.
       this.spend.release(conversation.spend);
     }
+  }
+
+  /**
+   * Nothing was stored, but the model calls the turn made were spent: their tokens are counted
+   * (as no reply), and a resumed turn is given back rather than lost with its message, in one
+   * statement, so a retry of the resumption does not count them again.
+   */
+  private async endFailedTurn(conversation: Conversation): Promise<void> {
+    const { organizationId, resumedTurnId, tools } = conversation;
+    const unstored = tools.usage
+      ? this.tokenSteps(conversation, tools.usage, tools.model, this.clock.now())
+      : [];
+    tools.usage = null;
+    const written = resumedTurnId
+      ? this.toolTurns.release(organizationId, resumedTurnId, unstored)
+      : unstored.length > 0
+        ? this.repository.storeExchange(unstored)
+        : undefined;
+    await written?.catch((error: unknown) => {
+      // The end user or personality went meanwhile: the tokens of its turn went with it.
+      if (!this.vanishedMeanwhile(error)) throw error;
+    });
+  }
+
+  /** The steps counting tokens of a turn that has no reply (yet): they count as no request. */
+  private tokenSteps(
+    conversation: Conversation,
+    usage: TokenUsage,
+    model: string | null,
+    at: Date,
+  ): WithEntry[] {
+    const tokens = tokenUsageStep({
+      ...this.tokensUsed(conversation, usage, model, at),
+      replies: 0,
+    });
+    const tokensUsed = usage.promptTokens + usage.completionTokens;
+    return [tokens, ...this.spend.tokenSteps(conversation.spend, { at, tokens, tokensUsed })];
+  }
+
+  /** Who spent the tokens, for the breakdown's rollups and the budgets. */
+  private tokensUsed(
+    conversation: Conversation,
+    usage: TokenUsage,
+    model: string | null,
+    at: Date,
+  ): TokensUsed {
+    const { caller, organizationId, endUser, personality } = conversation;
+    return {
+      organizationId,
+      endUserId: endUser.id,
+      personalityId: personality.id,
+      apiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
+      at,
+      model,
+      ...usage,
+    };
   }
 
   private async replyAndStore(
@@ -376,6 +430,7 @@ export class RespondService {
         personalityTools: conversation.personality.tools,
         state: conversation.tools,
         signal,
+        tokenSteps: (usage, model, at) => this.tokenSteps(conversation, usage, model, at),
       },
       async (tools) => {
         // A later round of a turn with tools: its tokens so far must leave room (§26).
@@ -461,15 +516,7 @@ export class RespondService {
     const steps: WithEntry[] = [memories, relationship];
     const { usage } = reply;
     const tokens = usage
-      ? tokenUsageStep({
-          organizationId,
-          endUserId: endUser.id,
-          personalityId: personality.id,
-          apiKeyId: conversation.caller.kind === 'api_key' ? conversation.caller.apiKeyId : null,
-          at,
-          model: reply.model,
-          ...usage,
-        })
+      ? tokenUsageStep(this.tokensUsed(conversation, usage, reply.model, at))
       : null;
     if (tokens) steps.push(tokens);
     const spend = this.spend.exchangeSteps(conversation.spend, {

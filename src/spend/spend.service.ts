@@ -224,11 +224,33 @@ export class SpendService {
    * the relationship's meter event, the hour's tokens for the token meter.
    */
   exchangeSteps(admission: SpendAdmission, exchange: Exchange): { steps: WithEntry[] } {
-    const { organizationId } = admission;
     const steps: WithEntry[] = [];
     if (admission.reservation && !admission.released) {
       steps.push(reservationReleaseStep(admission.reservation));
     }
+    steps.push(...this.tokenSteps(admission, exchange));
+    if (this.billing.meterEventName) {
+      steps.push(
+        relationshipMeterEventStep(exchange.relationship, {
+          eventName: this.billing.meterEventName,
+          at: exchange.at,
+        }),
+      );
+    }
+    return { steps };
+  }
+
+  /**
+   * The steps that follow tokens added to the month (`tokenUsageStep`), with a reply or without
+   * (the tokens of a turn that paused or failed): the budget's thresholds reached
+   * (`usage.threshold_reached`) and the hour's tokens for the token meter.
+   */
+  tokenSteps(
+    admission: SpendAdmission,
+    exchange: Pick<Exchange, 'at' | 'tokens' | 'tokensUsed'>,
+  ): WithEntry[] {
+    const { organizationId } = admission;
+    const steps: WithEntry[] = [];
     const budget = admission.limits.monthlyTokenBudget;
     if (exchange.tokens && budget !== null) {
       const reached = usageThresholdStep(exchange.tokens, {
@@ -245,18 +267,10 @@ export class SpendService {
         }),
       );
     }
-    if (this.billing.meterEventName) {
-      steps.push(
-        relationshipMeterEventStep(exchange.relationship, {
-          eventName: this.billing.meterEventName,
-          at: exchange.at,
-        }),
-      );
-    }
     if (this.billing.tokenMeterEventName && exchange.tokens) {
       steps.push(tokenHourStep({ organizationId, at: exchange.at, tokens: exchange.tokensUsed }));
     }
-    return { steps };
+    return steps;
   }
 }
 

@@ -34,7 +34,10 @@ export interface ToolTurnState {
   pending: string[];
   /** Model calls that called tools so far. */
   rounds: number;
-  /** Tokens of the turn's model calls so far; null: none reported. */
+  /**
+   * Tokens of the turn's model calls not counted yet (those before a pause were counted with it);
+   * null: none.
+   */
   usage: TokenUsage | null;
   /** The model that made the last call. */
   model: string | null;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import { sql } from '../database/sql';
+import { sql, type WithEntry, withEntries } from '../database/sql';
 import type { ToolTurnStatus } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
 
@@ -40,21 +40,25 @@ export class ToolTurnsRepository {
   constructor(private readonly database: Database) {}
 
   /**
-   * Saves a paused turn. A turn paused again after a resumption keeps its id: its row is pending
-   * once more. Up to PURGED_PER_SAVE turns past their expiry go with it (of any organization:
-   * expired turns are nobody's to resume), so the table holds about the turns of the last TTL.
+   * Saves a paused turn, in one statement with `steps` (the tokens of its model calls so far). A
+   * turn paused again after a resumption keeps its id: its row is pending once more. Up to
+   * PURGED_PER_SAVE turns past their expiry go with it (of any organization: expired turns are
+   * nobody's to resume), so the table holds about the turns of the last TTL.
    */
-  async save(turn: NewToolTurn, now: Date): Promise<void> {
-    await this.database.rows(
-      sql`WITH purged AS (
+  async save(turn: NewToolTurn, now: Date, steps: WithEntry[] = []): Promise<void> {
+    const purged = sql`purged AS (
             DELETE FROM tool_turns WHERE id IN (
-              SELECT id FROM tool_turns WHERE expires_at < ${now} LIMIT ${PURGED_PER_SAVE}))
-          INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
+              SELECT id FROM tool_turns WHERE expires_at < ${now} LIMIT ${PURGED_PER_SAVE}))`;
+    await this.database.rows(
+      withEntries(
+        [purged, ...steps],
+        sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
                   ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id`,
+      ),
     );
   }
 
@@ -79,12 +83,14 @@ export class ToolTurnsRepository {
     return row !== undefined;
   }
 
-  /** A claimed turn whose resumption failed before its exchange was stored: pending again. */
-  async release(organizationId: string, id: string): Promise<void> {
-    await this.database.rows(
-      sql`UPDATE tool_turns SET status = 'pending'
-           WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`,
-    );
+  /**
+   * A claimed turn whose resumption failed before its exchange was stored: pending again, in one
+   * statement with `steps` (the tokens its model calls spent meanwhile).
+   */
+  async release(organizationId: string, id: string, steps: WithEntry[] = []): Promise<void> {
+    const update = sql`UPDATE tool_turns SET status = 'pending'
+           WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`;
+    await this.database.rows(steps.length > 0 ? withEntries(steps, update) : update);
   }
 
   /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ulid } from 'ulid';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
+import type { WithEntry } from '../database/sql';
 import { Clock } from '../common/time/clock';
 import { inClientSpan } from '../tracing/spans';
 import {
@@ -34,6 +35,8 @@ export interface ToolTurnContext {
   state: ToolTurnState;
   /** The client's: a webhook tool's call is abandoned when it goes. */
   signal: AbortSignal;
+  /** The steps that count tokens of the turn's model calls, written with its pause. */
+  tokenSteps: (usage: TokenUsage, model: string | null, at: Date) => WithEntry[];
 }
 
 /** One model call of the turn, given the tools it may call and the earlier rounds' results. */
@@ -238,10 +241,12 @@ export class ToolTurnsService {
   /**
    * The resumption of a claimed turn failed before anything was stored (the provider failed or
    * timed out, the client left): the turn is pending again, so the client can send its outputs
-   * again until the turn expires, instead of losing the user's message.
+   * again until the turn expires, instead of losing the user's message. `steps` count the tokens
+   * of the model calls the failed resumption made, in the same statement: the turn kept gives
+   * the retry none of them, so they are counted once.
    */
-  release(organizationId: string, turnId: string): Promise<void> {
-    return this.repository.release(organizationId, turnId);
+  release(organizationId: string, turnId: string, steps: WithEntry[] = []): Promise<void> {
+    return this.repository.release(organizationId, turnId, steps);
   }
 
   private async pause(
@@ -255,17 +260,22 @@ export class ToolTurnsService {
     state.pending = pending.map((call) => call.id);
     const { turnId } = state;
     const now = this.clock.now();
+    // The tokens so far are counted with the pause, in its statement: a turn that never resumes
+    // has spent them too. The saved turn carries none, so a resumption counts only its own.
+    const unwritten = state.usage;
     await this.repository.save(
       {
         id: turnId,
         organizationId: context.organizationId,
         endUserId: context.endUserId,
         personalityId: context.personalityId,
-        state,
+        state: { ...state, usage: null },
         expiresAt: new Date(now.getTime() + this.config.turnTtlSeconds * 1000),
       },
       now,
+      unwritten ? context.tokenSteps(unwritten, state.model, now) : [],
     );
+    state.usage = null;
     return {
       kind: 'paused',
       turnId,

@@ -23,6 +23,11 @@ export interface TokensUsed {
   completionTokens: number;
   /** Prompt tokens the provider served from its prompt cache (part of promptTokens). */
   cachedTokens: number;
+  /**
+   * Replies these tokens count as (`requests`): 1, the default, for a reply's; 0 for the tokens of
+   * a turn's model calls written before it has a reply (it paused for client tools, or failed).
+   */
+  replies?: 0 | 1;
 }
 
 /** The first day of the UTC month of `at`, as the tables key their months. */
@@ -66,21 +71,21 @@ export function relationshipActivityStep(
 }
 
 /**
- * WITH entries adding a completed reply's token counts to its organization's month (whose new
- * total, `used_tokens`, it lends: the budget's thresholds read it), to the month of the model
- * that wrote it, and to the rollups the breakdown and the daily budget read: the organization's
- * day, the end user's month, the personality's month, the API key's month and the end user's day. Its text does not
- * depend on the values (a reply without a model inserts no model row), so a named statement
- * can carry it.
+ * WITH entries adding a completed reply's token counts (or those of a turn's model calls written
+ * before it has a reply) to its organization's month (whose new total, `used_tokens`, it lends:
+ * the budget's thresholds read it), to the month of the model that wrote it, and to the rollups
+ * the breakdown and the daily budget read: the organization's day, the end user's month, the
+ * personality's month, the API key's month and the end user's day. Its text does not depend on
+ * the values (a reply without a model inserts no model row), so a named statement can carry it.
  */
 export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensColumns> {
   const month = monthStartOf(tokens.at);
   const day = dayOf(tokens.at);
   const total = tokens.promptTokens + tokens.completionTokens;
-  const counts = sql`1, ${tokens.promptTokens}::bigint, ${tokens.completionTokens}::bigint,
-                     ${tokens.cachedTokens}::bigint`;
+  const counts = sql`${tokens.replies ?? 1}::bigint, ${tokens.promptTokens}::bigint,
+                     ${tokens.completionTokens}::bigint, ${tokens.cachedTokens}::bigint`;
   const add = (table: string) =>
-    sql`requests = ${raw(table)}.requests + 1,
+    sql`requests = ${raw(table)}.requests + EXCLUDED.requests,
         prompt_tokens = ${raw(table)}.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = ${raw(table)}.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = ${raw(table)}.cached_tokens + EXCLUDED.cached_tokens`;
