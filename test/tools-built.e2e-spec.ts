@@ -8,10 +8,12 @@ import {
   waitUntilReady,
 } from './support/built-app';
 import { uniqueUserId } from './support/data-plane';
+import { eventually } from './support/wait';
 import { FakeOpenAI, type FakeReply } from './support/fake-openai';
 import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { tenantWithKey } from './support/identity';
 import { freePort } from './support/ports';
+import { parseExposition, valueOf } from './support/prometheus';
 import { parseEvents } from './support/sse';
 import { type HttpTarget, rateLimitDefaults } from './support/test-app';
 import { createWebhookEndpoint, verifiedEvent } from './support/tools';
@@ -28,6 +30,7 @@ describe('Tools against the built service (contract §26)', () => {
   let receiver: WebhookReceiver;
   let app: BuiltProcess;
   let api: HttpTarget;
+  let metricsUrl: string;
   let tenant: Awaited<ReturnType<typeof tenantWithKey>>;
   let personalityId: string;
   let endpoint: { id: string; secret: string };
@@ -93,13 +96,17 @@ describe('Tools against the built service (contract §26)', () => {
       FakeOpenAI.start({ apiKey: 'sk-provider-key' }),
       new WebhookReceiver().start(),
     ]);
-    const port = await freePort();
+    const [port, metricsPort] = await Promise.all([freePort(), freePort()]);
+    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     // The service migrates its empty database as it starts (MIGRATE_ON_START defaults to true).
     app = runBuilt('main.js', [], {
       ...rateLimitDefaults(),
       DATABASE_URL: database.url,
       PORT: String(port),
-      METRICS_PORT: '0',
+      METRICS_PORT: String(metricsPort),
+      // Erasure as soon as it is asked for, so the last test sees it done.
+      ERASURE_GRACE_SECONDS: '0',
+      ERASURE_POLL_INTERVAL_MS: '200',
       RESPONSE_ENGINE: 'openai',
       OPENAI_BASE_URL: fake.url,
       OPENAI_API_KEY: 'sk-provider-key',
@@ -322,6 +329,64 @@ describe('Tools against the built service (contract §26)', () => {
     ]);
     const toolMessages = fake.requests[2].body?.messages?.filter((m) => m.role === 'tool');
     expect(toolMessages?.map((message) => message.tool_call_id)).toEqual(['call_a', 'call_b']);
+  });
+
+  it('counts tool calls on METRICS_PORT by execution and outcome, never by tool name', async () => {
+    const scrape = async () => parseExposition(await (await fetch(metricsUrl)).text());
+    const before = await scrape();
+    fake.respondWith(
+      {
+        toolCalls: [
+          { id: 'call_w', name: 'book', arguments: '{"at": "10:00"}' },
+          { id: 'call_x', name: 'no_such_tool', arguments: '{}' },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      },
+      answer,
+    );
+    expect((await respond({ message: 'book two' })).body.status).toBe('completed');
+    const after = await scrape();
+    const added = (name: string, labels: Record<string, string>) =>
+      valueOf(after, name, labels) - valueOf(before, name, labels);
+    expect(added('tool_calls_total', { execution: 'webhook', outcome: 'ok' })).toBe(1);
+    expect(added('tool_calls_total', { execution: 'client', outcome: 'invalid' })).toBe(1);
+    expect(added('tool_call_duration_seconds_count', { execution: 'webhook' })).toBe(1);
+    const toolSeries = after.samples.filter((sample) => sample.name.startsWith('tool_call'));
+    for (const sample of toolSeries) {
+      expect(Object.keys(sample.labels).sort()).toEqual(
+        sample.name === 'tool_calls_total'
+          ? ['execution', 'outcome']
+          : expect.arrayContaining(['execution']),
+      );
+    }
+  });
+
+  it("erases an end user's paused turn and the tool calls of their replies", async () => {
+    const userId = uniqueUserId('built-erased');
+    fake.respondWith(lookupCalled('{"order_id": "E-1"}'), answer);
+    const first = await respond({ user_id: userId, message: 'first' });
+    await resume(first.body.turn_id as string, {
+      outputs: [{ tool_call_id: 'call_1', output: shipped }],
+    }).expect(200);
+    fake.respondWith(lookupCalled('{"order_id": "E-2"}'));
+    const paused = await respond({ user_id: userId, message: 'second' });
+    expect(paused.body.status).toBe('requires_action');
+    expect((await memoriesOf(userId)).some((memory) => memory.tool_calls !== null)).toBe(true);
+
+    await api
+      .http()
+      .delete(`/v1/end-users/${userId}`)
+      .set('Authorization', tenant.auth)
+      .expect(202);
+    await eventually(async () => {
+      const got = await api.http().get(`/v1/end-users/${userId}`).set('Authorization', tenant.auth);
+      return got.status === 404 ? true : undefined;
+    }, 'the end user erased');
+    // The paused turn went with them: its outputs now find no turn.
+    const late = await resume(paused.body.turn_id as string, {
+      outputs: [{ tool_call_id: 'call_1', output: shipped }],
+    });
+    expectError(late, 404, 'not_found');
   });
 
   it('ends a turn whose tokens spend the budget mid-way with 402', async () => {
