@@ -167,6 +167,50 @@ describe('Knowledge documents (contract §27)', () => {
       );
     });
 
+    it('refuses hostile HTML with 400 naming the file, answering other requests meanwhile', async () => {
+      const uploadHtml = (title: string, html: string) =>
+        http()
+          .post('/v1/knowledge')
+          .set('Authorization', tenant.auth)
+          .field('title', title)
+          .attach('file', Buffer.from(html), { filename: 'h.html', contentType: 'text/html' });
+
+      // 10,000 nested elements overflow the converter's stack: refused at once, not a 500.
+      const deep = '<div>'.repeat(10_000) + 'deep' + '</div>'.repeat(10_000);
+      const overflowed = await uploadHtml('Deep', deep);
+      expectError(overflowed, 400, 'validation_failed');
+      expect(overflowed.body.error.details).toEqual([
+        { field: 'file', problem: expect.stringContaining('cannot be reduced to text') },
+      ]);
+
+      // 1 MiB of unclosed elements takes the converter about 30 s: stopped at 5 s, in a worker,
+      // while the service answers others.
+      const unclosed = '<div>a'.repeat(MIB / 6);
+      const started = Date.now();
+      const slow = uploadHtml('Unclosed', unclosed).then((response) => ({
+        response,
+        at: Date.now(),
+      }));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const meanwhile = await http().get('/v1/knowledge').set('Authorization', tenant.auth);
+      const answeredAt = Date.now();
+      const { response: timedOut, at: refusedAt } = await slow;
+      expect(meanwhile.status).toBe(200);
+      expect(answeredAt).toBeLessThan(refusedAt);
+      expectError(timedOut, 400, 'validation_failed');
+      expect(timedOut.body.error.details).toEqual([
+        { field: 'file', problem: 'is HTML that takes more than 5000 ms to reduce to text' },
+      ]);
+      expect(refusedAt - started).toBeLessThan(15_000);
+
+      const titles = (
+        (await http().get('/v1/knowledge?limit=100').set('Authorization', tenant.auth)).body
+          .data as DocumentBody[]
+      ).map((document) => document.title);
+      expect(titles).not.toContain('Deep');
+      expect(titles).not.toContain('Unclosed');
+    }, 30_000);
+
     it('replays a keyed multipart upload, and refuses the key with another file', async () => {
       const upload = (text: string) =>
         http()
