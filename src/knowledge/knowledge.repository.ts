@@ -31,6 +31,12 @@ export interface KnowledgeHit {
   score: number;
 }
 
+/** The personalities an organization's documents are attached to: all of them, or these. */
+export interface KnowledgeDrawers {
+  all: boolean;
+  personalityIds: string[];
+}
+
 /** What a document is written with: its text as stored, and its chunks. */
 export interface DocumentText {
   content: string;
@@ -295,6 +301,19 @@ export class KnowledgeRepository {
            WHERE d.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
            ORDER BY ${keysetOrder(keyset)} LIMIT ${limit + 1}`,
     );
+  }
+
+  /** Who draws on the organization's documents: one row, through its documents' index. */
+  async drawers(organizationId: string): Promise<KnowledgeDrawers> {
+    const row = await this.database.row<{ all_personalities: boolean; personality_ids: string[] }>(
+      sql`SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
+                 coalesce(array_agg(DISTINCT a.personality_id::text)
+                            FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS personality_ids
+            FROM knowledge_documents d
+            LEFT JOIN knowledge_attachments a ON a.document_id = d.id
+           WHERE d.organization_id = ${organizationId}`,
+    );
+    return { all: row?.all_personalities ?? false, personalityIds: row?.personality_ids ?? [] };
   }
 
   /** Whether there was such a document; its chunks and attachments go with it (cascade). */
