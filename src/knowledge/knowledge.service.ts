@@ -38,6 +38,12 @@ import {
  */
 const DRAWERS_CACHE_MS = 5_000;
 
+/** Whether documents of the organization are attached to the personality. */
+function drawsOn(drawers: KnowledgeDrawers, personalityId: string): boolean {
+  // The database answers ids in lower case; a request may spell one in upper case.
+  return drawers.all || drawers.personalityIds.includes(personalityId.toLowerCase());
+}
+
 /** A chunk a reply was given, and what its citation names. */
 export type RecalledChunk = Omit<KnowledgeHit, 'score'>;
 
@@ -207,15 +213,18 @@ export class KnowledgeService {
   ): Promise<RecalledChunk[]> {
     const { recallLimit } = this.config;
     if (recallLimit === 0) return [];
-    // Most organizations hold no documents for most personalities: no embedding, no query.
-    const drawers = await this.drawers.get(organizationId, () =>
-      this.repository.drawers(organizationId),
-    );
-    // The database answers ids in lower case; a request may spell one in upper case.
-    if (!drawers.all && !drawers.personalityIds.includes(personalityId.toLowerCase())) return [];
-    const timeoutMs = this.memory.recallTimeoutMs;
+    // Most organizations hold no documents for most personalities: then no embedding, no query.
+    const known = this.drawers.peek(organizationId);
+    if (known && !drawsOn(known, personalityId)) return [];
     // Null when off, slow or failing: retrieval by words alone (EMBEDDINGS_QUERY_TIMEOUT_MS).
-    const meaning = await this.embedder.embedQuery(message);
+    // Asked at once: the reply's memory recall asks for the same message's, and they share it.
+    const embedding = this.embedder.embedQuery(message);
+    const drawers =
+      known ??
+      (await this.drawers.get(organizationId, () => this.repository.drawers(organizationId)));
+    if (!drawsOn(drawers, personalityId)) return [];
+    const meaning = await embedding;
+    const timeoutMs = this.memory.recallTimeoutMs;
     try {
       const hits = await this.repository.recall(
         organizationId,
