@@ -1,3 +1,4 @@
+import Redis from 'ioredis';
 import { Client } from 'pg';
 import type { Counter } from 'prom-client';
 import { MetricsService } from '../src/metrics/metrics.service';
@@ -5,6 +6,7 @@ import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
+import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { parseEvents } from './support/sse';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
@@ -166,6 +168,50 @@ describe('Knowledge documents (contract §27)', () => {
         uploaded.body.id,
       );
     });
+
+    it('refuses hostile HTML with 400 naming the file, answering other requests meanwhile', async () => {
+      const uploadHtml = (title: string, html: string) =>
+        http()
+          .post('/v1/knowledge')
+          .set('Authorization', tenant.auth)
+          .field('title', title)
+          .attach('file', Buffer.from(html), { filename: 'h.html', contentType: 'text/html' });
+
+      // 10,000 nested elements overflow the converter's stack: refused at once, not a 500.
+      const deep = '<div>'.repeat(10_000) + 'deep' + '</div>'.repeat(10_000);
+      const overflowed = await uploadHtml('Deep', deep);
+      expectError(overflowed, 400, 'validation_failed');
+      expect(overflowed.body.error.details).toEqual([
+        { field: 'file', problem: expect.stringContaining('cannot be reduced to text') },
+      ]);
+
+      // 1 MiB of unclosed elements takes the converter about 30 s: stopped at 5 s, in a worker,
+      // while the service answers others.
+      const unclosed = '<div>a'.repeat(MIB / 6);
+      const started = Date.now();
+      const slow = uploadHtml('Unclosed', unclosed).then((response) => ({
+        response,
+        at: Date.now(),
+      }));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const meanwhile = await http().get('/v1/knowledge').set('Authorization', tenant.auth);
+      const answeredAt = Date.now();
+      const { response: timedOut, at: refusedAt } = await slow;
+      expect(meanwhile.status).toBe(200);
+      expect(answeredAt).toBeLessThan(refusedAt);
+      expectError(timedOut, 400, 'validation_failed');
+      expect(timedOut.body.error.details).toEqual([
+        { field: 'file', problem: 'is HTML that takes more than 5000 ms to reduce to text' },
+      ]);
+      expect(refusedAt - started).toBeLessThan(15_000);
+
+      const titles = (
+        (await http().get('/v1/knowledge?limit=100').set('Authorization', tenant.auth)).body
+          .data as DocumentBody[]
+      ).map((document) => document.title);
+      expect(titles).not.toContain('Deep');
+      expect(titles).not.toContain('Unclosed');
+    }, 30_000);
 
     it('replays a keyed multipart upload, and refuses the key with another file', async () => {
       const upload = (text: string) =>
@@ -648,5 +694,121 @@ describe('Knowledge in the system message (openai engine)', () => {
     // The injected marker is escaped inside its item: the block ends once, at its own marker.
     expect(system.match(/^<\/knowledge>$/gm)).toHaveLength(1);
     expect(system).not.toContain(RETURNS);
+  });
+});
+
+/**
+ * Replies skip retrieval for a personality no document is attached to, on a per-organization
+ * copy every instance drops when a document is written (through Redis, confirmed): a document
+ * uploaded or attached on one instance is drawn on by the very next reply on another.
+ */
+describe('Knowledge on two instances sharing a Redis', () => {
+  let redis: OwnRedis;
+  let a: TestApp;
+  let b: TestApp;
+
+  beforeAll(async () => {
+    redis = await startOwnRedis();
+    const env = {
+      REDIS_URL: redis.url,
+      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
+    };
+    a = await createTestApp({ env });
+    b = await createTestApp({ env });
+    const probe = new Redis(redis.url);
+    try {
+      await eventually(async () => {
+        const [, count] = (await probe.pubsub('NUMSUB', 'knowledge:changed')) as [string, number];
+        return Number(count) >= 2 ? true : undefined;
+      }, 'both instances subscribed to knowledge:changed');
+    } finally {
+      probe.disconnect();
+    }
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await redis?.kill();
+  });
+
+  it('draws on a document uploaded or attached on one instance in the next reply on the other', async () => {
+    const owner = await tenantWithKey(a, ['read_write']);
+    const mine = await clonePersonality(a, owner.auth);
+    const other = await clonePersonality(a, owner.auth);
+    const ask = async (on: TestApp) => {
+      const answer = await on
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({ personality_id: mine, user_id: uniqueUserId('kn2'), message: 'When do you open?' });
+      expect(answer.status).toBe(200);
+      return answer.body.citations as unknown[];
+    };
+    // b keeps "no documents" for the organization.
+    expect(await ask(b)).toEqual([]);
+
+    const uploaded = await a
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', owner.auth)
+      .send({ title: 'Hours', content: HOURS, personality_ids: [other] });
+    expect(uploaded.status).toBe(201);
+    const cited = [{ document_id: uploaded.body.id, title: 'Hours', chunk_index: 0 }];
+    expect(await ask(b)).toEqual([]);
+
+    const attached = await a
+      .http()
+      .patch(`/v1/knowledge/${uploaded.body.id as string}`)
+      .set('Authorization', owner.auth)
+      .send({ personality_ids: [mine] });
+    expect(attached.status).toBe(200);
+    expect(await ask(b)).toEqual(cited);
+
+    const deleted = await a
+      .http()
+      .delete(`/v1/knowledge/${uploaded.body.id as string}`)
+      .set('Authorization', owner.auth);
+    expect(deleted.status).toBe(204);
+    expect(await ask(b)).toEqual([]);
+
+    const again = await a
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', owner.auth)
+      .send({ title: 'Hours', content: HOURS });
+    expect(again.status).toBe(201);
+    expect(await ask(b)).toEqual([{ ...cited[0], document_id: again.body.id }]);
+  });
+
+  it('runs no retrieval for an organization without documents', async () => {
+    const owner = await tenantWithKey(b, ['read_write']);
+    const mine = await clonePersonality(b, owner.auth);
+    const timeouts = () =>
+      (
+        b.app
+          .get(MetricsService)
+          .registry.getSingleMetric('knowledge_recall_timeouts_total') as Counter
+      )
+        .get()
+        .then((metric) => metric.values[0]?.value ?? 0);
+    const before = await timeouts();
+    // Retrieval would wait on the lock past MEMORY_RECALL_TIMEOUT_MS and count a timeout.
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE knowledge_chunks IN ACCESS EXCLUSIVE MODE');
+      const answer = await b
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({ personality_id: mine, user_id: uniqueUserId('kn3'), message: 'When do you open?' });
+      expect(answer.status).toBe(200);
+      expect(answer.body.citations).toEqual([]);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await timeouts()).toBe(before);
   });
 });

@@ -5,10 +5,10 @@ import {
   type NestInterceptor,
 } from '@nestjs/common';
 import type { Request } from 'express';
-import { convert } from 'html-to-text';
-import type { Observable } from 'rxjs';
+import { from, type Observable, switchMap } from 'rxjs';
 import { AppError } from '../common/errors/app-error';
 import { DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
+import { htmlToText } from './html-text';
 
 /** The `file` part as multer (memory storage) leaves it on the request. */
 interface UploadedPart {
@@ -31,7 +31,7 @@ export const UPLOAD_LIMITS = {
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The text of an uploaded file: UTF-8 (a byte order mark aside), HTML without its markup. */
-function textOf(file: UploadedPart): string {
+async function textOf(file: UploadedPart): Promise<string> {
   const type = file.mimetype.split(';')[0].trim().toLowerCase();
   if (!(UPLOAD_TYPES as readonly string[]).includes(type)) {
     throw new AppError(
@@ -49,16 +49,8 @@ function textOf(file: UploadedPart): string {
   if (text.includes('\u0000')) {
     throw AppError.validation([{ field: 'file', problem: 'must not contain U+0000' }]);
   }
-  // Scripts, styles and images carry no text a reader sees; block elements keep their breaks.
-  return type === 'text/html'
-    ? convert(text, {
-        wordwrap: false,
-        selectors: [
-          { selector: 'a', options: { ignoreHref: true } },
-          { selector: 'img', format: 'skip' },
-        ],
-      })
-    : text;
+  // Off the event loop and time-limited: markup can take seconds to reduce (html-text.ts).
+  return type === 'text/html' ? htmlToText(text) : text;
 }
 
 /** `personality_ids` of a form: one field of ids separated by commas, or the field repeated. */
@@ -95,9 +87,14 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
         { field: 'file', problem: `must be given (${UPLOAD_TYPES.join(', ')})` },
       ]);
     }
-    body.content = textOf(request.file);
-    if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
-    request.body = body;
-    return next.handle();
+    const file = request.file;
+    return from(textOf(file)).pipe(
+      switchMap((content) => {
+        body.content = content;
+        if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
+        request.body = body;
+        return next.handle();
+      }),
+    );
   }
 }

@@ -31,6 +31,12 @@ export interface KnowledgeHit {
   score: number;
 }
 
+/** The personalities an organization's documents are attached to: all of them, or these. */
+export interface KnowledgeDrawers {
+  all: boolean;
+  personalityIds: string[];
+}
+
 /** What a document is written with: its text as stored, and its chunks. */
 export interface DocumentText {
   content: string;
@@ -58,6 +64,12 @@ function attachedTo(personalityId: string | null): Sql {
  * organization's documents are in; a chunk holding any of them qualifies, found through
  * knowledge_chunks_search_idx within the organization, and of those at most SEARCH_CANDIDATES
  * are ranked (ts_rank: more of the words, and rarer in the chunk's length, rank higher).
+ *
+ * The plan is fixed by the text, statistics or none (autovacuum may be off): the query's words
+ * reach the index as a lateral parameter (a join with the queries CTE scanned every chunk of the
+ * organization, 200-400 ms at 10,000 chunks without statistics), the index scan is fenced (OFFSET
+ * 0) so that it is not repeated per document, and the documents the personality draws on are
+ * read once and hashed (docs/knowledge.md#retrieval-cost).
  */
 function matchingChunks(organizationId: string, personalityId: string | null, text: string): Sql {
   // Lexemes are written as quoted tsquery operands ('' and \ escaped), joined by OR.
@@ -69,16 +81,22 @@ function matchingChunks(organizationId: string, personalityId: string | null, te
                              FROM unnest(to_tsvector(c.search_config::regconfig, ${text})) AS v
                             ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w)::tsquery AS query
              FROM (SELECT DISTINCT d.search_config FROM knowledge_documents d
-                    WHERE d.organization_id = ${organizationId}) c)
-    SELECT k.id, k.document_id, k.chunk_index, d.created_at,
-           ts_rank(k.search, q.query)::float8 AS score
+                    WHERE d.organization_id = ${organizationId}) c),
+         documents AS MATERIALIZED (
+           SELECT d.id, d.created_at FROM knowledge_documents d
+            WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})
+    SELECT m.id, m.document_id, m.chunk_index, m.created_at, m.score
       FROM queries q
-      JOIN knowledge_chunks k
-        ON k.organization_id = ${organizationId} AND k.search @@ q.query
-       AND k.search_config = q.search_config
-      JOIN knowledge_documents d
-        ON d.id = k.document_id AND d.organization_id = ${organizationId}
-     WHERE q.query IS NOT NULL AND ${attachedTo(personalityId)}
+     CROSS JOIN LATERAL (
+           SELECT k.id, k.document_id, k.chunk_index, d.created_at,
+                  ts_rank(k.search, q.query)::float8 AS score
+             FROM (SELECT k.id, k.document_id, k.chunk_index, k.search FROM knowledge_chunks k
+                    WHERE k.organization_id = ${organizationId} AND k.search @@ q.query
+                      AND k.search_config = q.search_config
+                   OFFSET 0) k
+             JOIN documents d ON d.id = k.document_id
+            LIMIT ${SEARCH_CANDIDATES}) m
+     WHERE q.query IS NOT NULL
      LIMIT ${SEARCH_CANDIDATES}`;
 }
 
@@ -295,6 +313,19 @@ export class KnowledgeRepository {
            WHERE d.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
            ORDER BY ${keysetOrder(keyset)} LIMIT ${limit + 1}`,
     );
+  }
+
+  /** Who draws on the organization's documents: one row, through its documents' index. */
+  async drawers(organizationId: string): Promise<KnowledgeDrawers> {
+    const row = await this.database.row<{ all_personalities: boolean; personality_ids: string[] }>(
+      sql`SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
+                 coalesce(array_agg(DISTINCT a.personality_id::text)
+                            FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS personality_ids
+            FROM knowledge_documents d
+            LEFT JOIN knowledge_attachments a ON a.document_id = d.id
+           WHERE d.organization_id = ${organizationId}`,
+    );
+    return { all: row?.all_personalities ?? false, personalityIds: row?.personality_ids ?? [] };
   }
 
   /** Whether there was such a document; its chunks and attachments go with it (cascade). */

@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
+import { Caches } from '../common/cache/caches';
+import type { SharedCache } from '../common/cache/shared-cache';
 import { AppError } from '../common/errors/app-error';
 import { isStatementTimeout } from '../common/errors/statement-timeout';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -25,8 +27,22 @@ import {
   type KnowledgeDocumentRow,
   type KnowledgeDocumentWithContentRow,
   type KnowledgeHit,
+  type KnowledgeDrawers,
   KnowledgeRepository,
 } from './knowledge.repository';
+
+/**
+ * How long an instance keeps which personalities draw on an organization's documents; every
+ * write of a document drops it on every instance before it answers (without Redis, others keep
+ * it this long).
+ */
+const DRAWERS_CACHE_MS = 5_000;
+
+/** Whether documents of the organization are attached to the personality. */
+function drawsOn(drawers: KnowledgeDrawers, personalityId: string): boolean {
+  // The database answers ids in lower case; a request may spell one in upper case.
+  return drawers.all || drawers.personalityIds.includes(personalityId.toLowerCase());
+}
 
 /** A chunk a reply was given, and what its citation names. */
 export type RecalledChunk = Omit<KnowledgeHit, 'score'>;
@@ -64,6 +80,8 @@ function documentText(content: string): DocumentText {
 @Injectable()
 export class KnowledgeService {
   private readonly recallTimeouts: { inc(): void };
+  /** Per organization: the personalities its documents are attached to (KnowledgeDrawers). */
+  private readonly drawers: SharedCache<KnowledgeDrawers>;
 
   constructor(
     private readonly repository: KnowledgeRepository,
@@ -74,11 +92,17 @@ export class KnowledgeService {
     private readonly logger: PinoLogger,
     private readonly embedder: Embedder,
     metrics: MetricsService,
+    caches: Caches,
   ) {
     this.logger.setContext(KnowledgeService.name);
     this.recallTimeouts = metrics.counter({
       name: 'knowledge_recall_timeouts_total',
       help: 'Replies that went on without knowledge: retrieval ran past MEMORY_RECALL_TIMEOUT_MS',
+    });
+    this.drawers = caches.shared({
+      channel: 'knowledge:changed',
+      ttlMs: DRAWERS_CACHE_MS,
+      maxEntries: 100_000,
     });
   }
 
@@ -102,6 +126,7 @@ export class KnowledgeService {
       await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
       return this.repository.find(organizationId, id, manager);
     });
+    await this.forgetDrawers(organizationId);
     return toDto(row!);
   }
 
@@ -150,11 +175,13 @@ export class KnowledgeService {
       return this.repository.find(organizationId, id, manager);
     });
     if (!row) throw AppError.notFound('Document');
+    await this.forgetDrawers(organizationId);
     return toDto(row);
   }
 
   async remove(organizationId: string, id: string): Promise<void> {
     if (!(await this.repository.remove(organizationId, id))) throw AppError.notFound('Document');
+    await this.forgetDrawers(organizationId);
   }
 
   /** A personality of another organization finds nothing, as one that does not exist. */
@@ -186,9 +213,18 @@ export class KnowledgeService {
   ): Promise<RecalledChunk[]> {
     const { recallLimit } = this.config;
     if (recallLimit === 0) return [];
-    const timeoutMs = this.memory.recallTimeoutMs;
+    // Most organizations hold no documents for most personalities: then no embedding, no query.
+    const known = this.drawers.peek(organizationId);
+    if (known && !drawsOn(known, personalityId)) return [];
     // Null when off, slow or failing: retrieval by words alone (EMBEDDINGS_QUERY_TIMEOUT_MS).
-    const meaning = await this.embedder.embedQuery(message);
+    // Asked at once: the reply's memory recall asks for the same message's, and they share it.
+    const embedding = this.embedder.embedQuery(message);
+    const drawers =
+      known ??
+      (await this.drawers.get(organizationId, () => this.repository.drawers(organizationId)));
+    if (!drawsOn(drawers, personalityId)) return [];
+    const meaning = await embedding;
+    const timeoutMs = this.memory.recallTimeoutMs;
     try {
       const hits = await this.repository.recall(
         organizationId,
@@ -213,6 +249,14 @@ export class KnowledgeService {
       );
       return [];
     }
+  }
+
+  /**
+   * After a write has committed: every instance reads the organization's drawers afresh before
+   * this answers, so the next reply anywhere draws on a document just uploaded or attached.
+   */
+  private forgetDrawers(organizationId: string): Promise<void> {
+    return this.drawers.invalidate(organizationId, { confirmed: true });
   }
 
   /** 409 when the organization's documents would hold more than KNOWLEDGE_MAX_BYTES. */
