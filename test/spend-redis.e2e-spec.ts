@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
 import type { TestApp } from './support/test-app';
 import { startTwoInstances, type TwoInstances } from './support/two-instances';
@@ -25,12 +25,8 @@ describe('Spend control across instances through Redis (contract §23)', () => {
       env: {
         // One prefix: the instances share buckets and reservations, as in production.
         RATE_LIMIT_REDIS_PREFIX: `spend-${randomUUID()}:`,
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: fake.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'model-a',
+        ...fakeModelEnv(fake),
         ENGINE_MAX_TOKENS: '64',
-        ENGINE_BREAKER_FAILURES: '1000',
       },
       channels: ['spend:limits-changed'],
     });
