@@ -4,7 +4,7 @@ import { MeterEventsWorker, TOKEN_HOUR_GRACE_MS } from '../src/billing/meter-eve
 import { Clock, ManualClock } from '../src/common/time/clock';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { FakeStripe } from './support/fake-stripe';
 import { createApiKey, tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
@@ -35,11 +35,7 @@ describe('Stripe meter events for active relationships and tokens (contract §23
         // The spec runs the worker itself.
         STRIPE_METER_POLL_INTERVAL_MS: '600000',
         STRIPE_METER_RETRY_BASE_MS: '1000',
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: openai.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'model-a',
-        ENGINE_BREAKER_FAILURES: '1000',
+        ...fakeModelEnv(openai),
       },
       override: (builder) => builder.overrideProvider(Clock).useValue(clock),
     });

@@ -124,11 +124,11 @@ describe('The CLI, spawned: node dist/cli.js catalog import', () => {
                 SELECT id, $1, '{end_user.created}', 'whsec_' || repeat('A', 32) FROM org
                 RETURNING id, organization_id),
               event AS (
-                INSERT INTO webhook_events (organization_id, type, data)
-                SELECT organization_id, 'end_user.created', '{}' FROM endpoint RETURNING id)
+                INSERT INTO webhook_events (organization_id, type, data, created_at)
+                SELECT organization_id, 'end_user.created', '{}', now() FROM endpoint RETURNING id)
          INSERT INTO webhook_delivery_attempts
-           (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-         SELECT endpoint.organization_id, endpoint.id, event.id, 'end_user.created', 1, now()
+           (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+         SELECT endpoint.organization_id, endpoint.id, event.id, 'end_user.created', 1, now(), now()
            FROM endpoint, event
          RETURNING id`,
         [receiver.url('ok/cli')],

@@ -1,7 +1,7 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { Client } from 'pg';
+import { runFromSource, waitUntilReady } from './support/built-app';
 import { freePort } from './support/ports';
 
 /**
@@ -19,42 +19,19 @@ const JWT_SECRET = `crash-test-secret-${randomUUID()}`;
 interface Service {
   child: ChildProcess;
   base: string;
-  output: () => string;
 }
 
 async function startService(port: number): Promise<Service> {
-  const child = spawn(
-    process.execPath,
-    ['-r', 'ts-node/register/transpile-only', join(__dirname, '..', 'src', 'main.ts')],
-    {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        LOG_LEVEL: 'warn',
-        JWT_SECRET,
-        RATE_LIMIT_ENABLED: 'false',
-        // No metrics listener: a fixed port would collide with other services on the machine.
-        METRICS_PORT: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let output = '';
-  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${base}/health/ready`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`service did not start:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  return { child, base, output: () => output };
+  const service = runFromSource({
+    PORT: String(port),
+    LOG_LEVEL: 'warn',
+    JWT_SECRET,
+    RATE_LIMIT_ENABLED: 'false',
+    // No metrics listener: a fixed port would collide with other services on the machine.
+    METRICS_PORT: '0',
+  });
+  await waitUntilReady(service, port, 60_000);
+  return { child: service.child, base: `http://127.0.0.1:${port}` };
 }
 
 async function post(base: string, path: string, auth: string | undefined, body: unknown) {

@@ -1,13 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import Redis from 'ioredis';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
-import { type OwnRedis, startOwnRedis } from './support/redis-server';
-import { createTestApp, TestApp } from './support/test-app';
-import { UNTHROTTLED } from './support/unthrottled';
+import type { TestApp } from './support/test-app';
+import { startTwoInstances, type TwoInstances } from './support/two-instances';
 import { eventually } from './support/wait';
 
 const CHANNELS = [
@@ -34,41 +32,18 @@ function onceChanged<T>(read: () => Promise<T>, changed: (value: T) => boolean):
 
 /** Two instances sharing one database and one Redis, as in production behind a balancer. */
 describe('Revocations and changes reach every instance at once through Redis', () => {
-  let redis: OwnRedis;
+  let instances: TwoInstances;
   let a: TestApp;
   let b: TestApp;
 
   beforeAll(async () => {
-    redis = await startOwnRedis();
-    // Instances share JWT_SECRET, as in production. (Passport keeps one 'jwt' strategy per
-    // process, so here both apps verify tokens with B's strategy and caches: what B is tested on.)
-    const env = {
-      ...UNTHROTTLED,
-      REDIS_URL: redis.url,
-      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
-    };
-    a = await createTestApp({ env });
-    b = await createTestApp({ env });
-    // Both instances subscribed to every invalidation channel this spec relies on.
-    const probe = new Redis(redis.url);
-    try {
-      await eventually(
-        async () => {
-          const counts = (await probe.pubsub('NUMSUB', ...CHANNELS)) as Array<string | number>;
-          return counts.filter((_, i) => i % 2 === 1).every((n) => Number(n) >= 2)
-            ? true
-            : undefined;
-        },
-        `two subscribers on each of ${CHANNELS.join(', ')}`,
-      );
-    } finally {
-      probe.disconnect();
-    }
+    // (Passport keeps one 'jwt' strategy per process, so here both apps verify tokens with B's
+    // strategy and caches: what B is tested on.)
+    instances = await startTwoInstances({ channels: CHANNELS });
+    ({ a, b } = instances);
   });
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await redis.kill();
+    await instances?.close();
   });
 
   const list = (t: TestApp, credential: string) =>

@@ -3,7 +3,7 @@ import { Clock, ManualClock } from '../src/common/time/clock';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
 
@@ -28,13 +28,9 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
     fake = await FakeOpenAI.start();
     t = await createTestApp({
       env: {
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: fake.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'model-a',
+        ...fakeModelEnv(fake),
         ENGINE_TIMEOUT_MS: '5000',
         ENGINE_MAX_TOKENS: String(MAX_TOKENS),
-        ENGINE_BREAKER_FAILURES: '1000',
         ERASURE_GRACE_SECONDS: '0',
         WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
       },

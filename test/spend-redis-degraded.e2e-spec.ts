@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { type BuiltProcess, ensureBuilt, runBuilt, waitUntilReady } from './support/built-app';
 import { type DelayProxy, startDelayProxy } from './support/delay-proxy';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { freePort } from './support/ports';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 
@@ -72,11 +72,7 @@ describe('Token budgets when Redis is slow or gone, two built instances (contrac
         RATE_LIMIT_IP_BURST: '10000',
         RATE_LIMIT_AUTH_RPS: '10000',
         RATE_LIMIT_AUTH_BURST: '10000',
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: fake.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'model-a',
-        ENGINE_BREAKER_FAILURES: '1000',
+        ...fakeModelEnv(fake),
       });
       instances.push({ process: child, base: `http://127.0.0.1:${port}` });
       await waitUntilReady(child, port);

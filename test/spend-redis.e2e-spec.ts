@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
-import { type OwnRedis, startOwnRedis } from './support/redis-server';
-import { createTestApp, TestApp } from './support/test-app';
-import { UNTHROTTLED } from './support/unthrottled';
-import { eventually } from './support/wait';
+import type { TestApp } from './support/test-app';
+import { startTwoInstances, type TwoInstances } from './support/two-instances';
 
 const REPLY_TOKENS = 150;
 
@@ -17,51 +14,31 @@ const REPLY_TOKENS = 150;
  * users' buckets (in Redis) are shared. When Redis is slow or gone: spend-redis-degraded.
  */
 describe('Spend control across instances through Redis (contract §23)', () => {
-  let redis: OwnRedis;
   let fake: FakeOpenAI;
+  let instances: TwoInstances;
   let a: TestApp;
   let b: TestApp;
 
   beforeAll(async () => {
-    redis = await startOwnRedis();
     fake = await FakeOpenAI.start();
-    const env = {
-      ...UNTHROTTLED,
-      REDIS_URL: redis.url,
-      // One prefix: the instances share buckets and reservations, as in production.
-      RATE_LIMIT_REDIS_PREFIX: `spend-${randomUUID()}:`,
-      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
-      RESPONSE_ENGINE: 'openai',
-      OPENAI_BASE_URL: fake.url,
-      OPENAI_API_KEY: 'sk-provider-key',
-      OPENAI_MODEL: 'model-a',
-      ENGINE_MAX_TOKENS: '64',
-      ENGINE_BREAKER_FAILURES: '1000',
-    };
-    a = await createTestApp({ env });
-    b = await createTestApp({ env });
-    const probe = new Redis(redis.url);
-    try {
-      await eventually(async () => {
-        const [, count] = (await probe.pubsub('NUMSUB', 'spend:limits-changed')) as [
-          string,
-          number,
-        ];
-        return Number(count) >= 2 ? true : undefined;
-      }, 'both instances subscribed to spend:limits-changed');
-    } finally {
-      probe.disconnect();
-    }
+    instances = await startTwoInstances({
+      env: {
+        // One prefix: the instances share buckets and reservations, as in production.
+        RATE_LIMIT_REDIS_PREFIX: `spend-${randomUUID()}:`,
+        ...fakeModelEnv(fake),
+        ENGINE_MAX_TOKENS: '64',
+      },
+      channels: ['spend:limits-changed'],
+    });
+    ({ a, b } = instances);
   });
   beforeEach(() => {
     fake.reset();
     fake.respondAlwaysWith({ usage: { prompt_tokens: 100, completion_tokens: 50 }, delayMs: 50 });
   });
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
+    await instances?.close();
     await fake.close();
-    await redis.kill();
   });
 
   async function tenant() {

@@ -3,9 +3,8 @@ import type { DataSource } from 'typeorm';
 import { OrganizationsService } from '../src/organizations/organizations.service';
 import { expectError } from './support/assertions';
 import { signUp } from './support/identity';
-import { type OwnRedis, startOwnRedis } from './support/redis-server';
-import { createTestApp, TestApp } from './support/test-app';
-import { UNTHROTTLED } from './support/unthrottled';
+import type { TestApp } from './support/test-app';
+import { startTwoInstances, type TwoInstances } from './support/two-instances';
 import { eventually } from './support/wait';
 
 /**
@@ -13,19 +12,13 @@ import { eventually } from './support/wait';
  * from the very next request on both, although both had the membership cached.
  */
 describe('Membership changes reach every instance before they are answered (Redis)', () => {
-  let redis: OwnRedis;
+  let instances: TwoInstances;
   let a: TestApp;
   let b: TestApp;
 
   beforeAll(async () => {
-    redis = await startOwnRedis();
-    const env = {
-      ...UNTHROTTLED,
-      REDIS_URL: redis.url,
-      JWT_SECRET: 'shared-secret-of-both-instances-0123456789abcdef',
-    };
-    a = await createTestApp({ env });
-    b = await createTestApp({ env });
+    instances = await startTwoInstances();
+    ({ a, b } = instances);
     // Both membership channels subscribed: caching is on.
     const live = (t: TestApp) =>
       t.app
@@ -41,9 +34,7 @@ describe('Membership changes reach every instance before they are answered (Redi
     expect(live(a) && live(b)).toBe(true);
   });
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await redis.kill();
+    await instances?.close();
   });
 
   it('refuses a removed member on both instances at the next request, 100 times out of 100', async () => {

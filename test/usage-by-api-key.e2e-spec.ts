@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI } from './support/fake-openai';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -19,12 +19,8 @@ describe('Usage by API key', () => {
     fake.respondAlwaysWith({ usage: { prompt_tokens: 100, completion_tokens: 50 } });
     t = await createTestApp({
       env: {
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: fake.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'model-a',
+        ...fakeModelEnv(fake),
         ENGINE_TIMEOUT_MS: '5000',
-        ENGINE_BREAKER_FAILURES: '1000',
       },
     });
   });

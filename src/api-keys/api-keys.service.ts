@@ -148,6 +148,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       throw AppError.validation([{ field: 'expires_at', problem: 'must be in the future' }]);
     }
     const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt, dto.rate_limit ?? null);
+    const now = this.clock.now();
     const created = await this.keys.insertAudited(
       row,
       auditEventStep(
@@ -155,9 +156,10 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
           organizationId: caller.organizationId,
           action: 'api_key.created',
           targetType: 'api_key',
+          at: now,
         }),
       ),
-      this.clock.now(),
+      now,
     );
     return this.issued(key, row, created);
   }
@@ -252,15 +254,17 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   /** Revokes the key; refused on every instance told through Redis from the next request on. */
   async revoke(caller: CallerContext, id: string): Promise<void> {
     // The revocation and its audit event in one statement (one transaction, one round trip).
+    const now = this.clock.now();
     const keyHash = await this.keys.revokeAudited(
       id,
       caller.organizationId,
-      this.clock.now(),
+      now,
       auditEventStep(
         auditOrigin(caller, {
           organizationId: caller.organizationId,
           action: 'api_key.revoked',
           targetType: 'api_key',
+          at: now,
         }),
       ),
     );
@@ -284,14 +288,20 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     userId: string,
     options: { adminOnly: boolean; reason: 'member_removed' | 'member_demoted' },
   ): Promise<RevokedKeys> {
+    const now = this.clock.now();
     const hashes = await this.keys.revokeMadeBy(
       manager,
       organizationId,
       userId,
       options,
-      this.clock.now(),
+      now,
       auditEventStep(
-        auditOrigin(caller, { organizationId, action: 'api_key.revoked', targetType: 'api_key' }),
+        auditOrigin(caller, {
+          organizationId,
+          action: 'api_key.revoked',
+          targetType: 'api_key',
+          at: now,
+        }),
       ),
     );
     return { hashes: hashes.map((hash) => hash.toString('hex')) };

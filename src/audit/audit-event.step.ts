@@ -11,11 +11,13 @@ export interface AuditOrigin {
   targetType: string;
   ip: string | null;
   requestId: string | null;
+  /** The Clock's time of the change: the event's created_at. */
+  at: Date;
 }
 
 export function auditOrigin(
   caller: CallerContext,
-  entry: { organizationId: string; action: AuditAction; targetType: string },
+  entry: { organizationId: string; action: AuditAction; targetType: string; at: Date },
 ): AuditOrigin {
   return {
     organizationId: entry.organizationId,
@@ -25,6 +27,7 @@ export function auditOrigin(
     targetType: entry.targetType,
     ip: caller.ip ?? null,
     requestId: caller.requestId ?? null,
+    at: entry.at,
   };
 }
 
@@ -44,10 +47,11 @@ export function auditEventStep(origin: AuditOrigin): AuditStep {
     new Cte(
       `${source.name}_audit`,
       sql`INSERT INTO audit_events
-            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
           SELECT ${origin.organizationId}::uuid, ${origin.action}, ${origin.actorType},
                  ${origin.actorId}, ${origin.targetType}, s.audit_target_id, ${origin.ip},
-                 ${origin.requestId}, s.audit_details
+                 ${origin.requestId}, s.audit_details, ${origin.at}::timestamptz
             FROM ${source.ref} s`,
     );
 }

@@ -38,10 +38,11 @@ export class AuditRepository {
   async insert(manager: EntityManager, event: NewAuditEvent): Promise<void> {
     await this.database.rows(
       sql`INSERT INTO audit_events
-            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
           VALUES (${event.organizationId}, ${event.action}, ${event.actorType}, ${event.actorId},
                   ${event.targetType}, ${event.targetId}, ${event.ip}, ${event.requestId},
-                  ${JSON.stringify(event.details)})`,
+                  ${JSON.stringify(event.details)}, ${event.at})`,
       { manager },
     );
   }

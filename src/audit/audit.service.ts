@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { CallerContext } from '../common/auth/caller';
 import { type Page, toPage } from '../common/pagination/pagination';
 import type { AuditAction } from './audit-actions';
+import { Clock } from '../common/time/clock';
 import { auditOrigin } from './audit-event.step';
 import { AuditRepository } from './audit.repository';
 import { type AuditEventDto, toAuditEventResponse } from './dto/audit-event.dto';
@@ -23,11 +24,14 @@ export interface AuditEntry {
  */
 @Injectable()
 export class AuditService {
-  constructor(private readonly events: AuditRepository) {}
+  constructor(
+    private readonly events: AuditRepository,
+    private readonly clock: Clock,
+  ) {}
 
   record(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
     return this.events.insert(manager, {
-      ...auditOrigin(caller, { ...entry, targetType: entry.target.type }),
+      ...auditOrigin(caller, { ...entry, targetType: entry.target.type, at: this.clock.now() }),
       targetId: entry.target.id,
       details: entry.details ?? {},
     });

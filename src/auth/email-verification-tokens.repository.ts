@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
-import type { EmailVerificationToken } from './entities/email-verification-token.entity';
 import { OneTimeTokensRepository } from './one-time-tokens.repository';
 
 /**
@@ -8,7 +7,7 @@ import { OneTimeTokensRepository } from './one-time-tokens.repository';
  * user's other tokens: none is needed any more.
  */
 @Injectable()
-export class EmailVerificationTokensRepository extends OneTimeTokensRepository<EmailVerificationToken> {
+export class EmailVerificationTokensRepository extends OneTimeTokensRepository {
   constructor(database: Database) {
     super(database, 'email_verification_tokens');
   }

@@ -2,13 +2,14 @@ import type { EntityManager } from 'typeorm';
 import type { Database } from '../database/database';
 import type { Row } from '../database/row';
 import { raw, sql, type Sql } from '../database/sql';
+import type { OneTimeToken } from './entities/one-time-token.entity';
 
 /**
  * The SQL of a table of single-use tokens sent by mail (stored as SHA-256 hashes): password
  * resets and e-mail verifications share it, each repository naming its table. Times come from
  * the caller (the injected Clock), so expiry and the hourly cap move with a spec's clock.
  */
-export abstract class OneTimeTokensRepository<Token extends { userId: string }> {
+export abstract class OneTimeTokensRepository {
   private readonly table: Sql;
 
   protected constructor(
@@ -55,7 +56,7 @@ export abstract class OneTimeTokensRepository<Token extends { userId: string }> 
    * `UPDATE … WHERE used_at IS NULL` lets exactly one of any number of concurrent uses through.
    */
   async spend(manager: EntityManager, tokenHash: Buffer, at: Date): Promise<string | null> {
-    const row = await this.database.row<Row<Token, 'userId'>>(
+    const row = await this.database.row<Row<OneTimeToken, 'userId'>>(
       sql`UPDATE ${this.table} SET used_at = ${at}
            WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}
           RETURNING user_id`,

@@ -42,19 +42,16 @@ export class ExportsController {
     429,
     'Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`)',
   ])
-  async export(
+  export(
     @Caller() caller: CallerContext,
     @Param() params: UserIdParamDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
-    const id = params.user_id;
-    this.slots.take(caller.organizationId, response);
-    const chunks = await this.exportsService.exportDocument(caller.organizationId, id);
-    return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
-        type: 'application/json; charset=utf-8',
-        disposition: attachment('pmf-v1', id),
-      }),
+    return this.stream(
+      caller.organizationId,
+      response,
+      () => this.exportsService.exportDocument(caller.organizationId, params.user_id),
+      attachment('pmf-v1', params.user_id),
     );
   }
 
@@ -73,17 +70,32 @@ export class ExportsController {
     429,
     'Rate limited, or the organization has STREAMS_PER_ORG exports open (`too_many_streams`)',
   ])
-  async model(
+  model(
     @Caller() caller: CallerContext,
     @Param() params: UserIdParamDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<StreamableFile> {
-    const id = params.user_id;
-    this.slots.take(caller.organizationId, response);
-    const chunks = await this.exportsService.modelDocument(caller.organizationId, id);
+    return this.stream(caller.organizationId, response, () =>
+      this.exportsService.modelDocument(caller.organizationId, params.user_id),
+    );
+  }
+
+  /**
+   * Takes one of the organization's stream slots, then streams the JSON document `write` starts
+   * (its 404 comes before any byte), holding at most BUFFERED_CHUNKS for a reader that is slow.
+   */
+  private async stream(
+    organizationId: string,
+    response: Response,
+    write: () => Promise<AsyncIterable<string>>,
+    disposition?: string,
+  ): Promise<StreamableFile> {
+    this.slots.take(organizationId, response);
+    const chunks = await write();
     return withEnvelopeOnFailure(
       new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
         type: 'application/json; charset=utf-8',
+        disposition,
       }),
     );
   }

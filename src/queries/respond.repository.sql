@@ -301,25 +301,28 @@ flagged AS (SELECT $30::text AS audit_target_id, jsonb_build_object('personality
                     'categories', $36::jsonb,
                     'action', $37::text) AS webhook_data FROM memory_rows m WHERE m.role = $38),
 flagged_audit AS (INSERT INTO audit_events
-            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details)
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
           SELECT $39::uuid, $40, $41,
                  $42, $43, s.audit_target_id, $44,
-                 $45, s.audit_details
+                 $45, s.audit_details, $46::timestamptz
             FROM flagged s),
 flagged_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $46::uuid AND status = 'enabled'
-         AND $47::text = ANY (events)
+       WHERE organization_id = $47::uuid AND status = 'enabled'
+         AND $48::text = ANY (events)
        FOR KEY SHARE),
     flagged_webhook_event AS (
-      INSERT INTO webhook_events (organization_id, type, data)
-      SELECT $48::uuid, $49, s.webhook_data FROM flagged s
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT $49::uuid, $50, s.webhook_data, $51::timestamptz
+        FROM flagged s
        WHERE EXISTS (SELECT 1 FROM flagged_webhook_subscribed)
       RETURNING id, organization_id, type),
     flagged_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
-        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $50::timestamptz
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $52::timestamptz,
+             $53::timestamptz
         FROM flagged_webhook_event ev CROSS JOIN flagged_webhook_subscribed e)
 SELECT 1;
 

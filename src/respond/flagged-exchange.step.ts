@@ -44,6 +44,7 @@ export function flaggedExchangeSteps(
         organizationId,
         action: 'conversation.flagged',
         targetType: 'end_user',
+        at: exchange.at,
       }),
     )(flagged),
     webhookEventStep(flagged, { organizationId, type: 'conversation.flagged', at: exchange.at }),

@@ -30,13 +30,15 @@ export function webhookEventStep(source: WebhookEventRows, event: WebhookEventOf
          AND ${event.type}::text = ANY (events)
        FOR KEY SHARE),
     ${raw(inserted)} AS (
-      INSERT INTO webhook_events (organization_id, type, data)
-      SELECT ${event.organizationId}::uuid, ${event.type}, s.webhook_data FROM ${source.ref} s
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT ${event.organizationId}::uuid, ${event.type}, s.webhook_data, ${event.at}::timestamptz
+        FROM ${source.ref} s
        WHERE EXISTS (SELECT 1 FROM ${raw(subscribed)})
       RETURNING id, organization_id, type),
     ${raw(`${name}_webhook_attempt`)} AS (
       INSERT INTO webhook_delivery_attempts
-        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, ${event.at}::timestamptz
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, ${event.at}::timestamptz,
+             ${event.at}::timestamptz
         FROM ${raw(inserted)} ev CROSS JOIN ${raw(subscribed)} e)`;
 }

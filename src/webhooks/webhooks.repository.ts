@@ -261,16 +261,17 @@ export class WebhooksRepository {
              WHERE organization_id = ${organizationId} AND id = ${endpointId} AND status = 'enabled'
              FOR KEY SHARE),
           event AS (
-            INSERT INTO webhook_events (organization_id, type, data)
+            INSERT INTO webhook_events (organization_id, type, data, created_at)
             SELECT ${organizationId}::uuid, 'ping',
-                   jsonb_build_object('webhook_endpoint_id', endpoint.id)
+                   jsonb_build_object('webhook_endpoint_id', endpoint.id), ${at}::timestamptz
               FROM endpoint
             RETURNING id),
           attempt AS (
             INSERT INTO webhook_delivery_attempts
-              (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+              (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
+               created_at)
             SELECT ${organizationId}::uuid, ${endpointId}::uuid, event.id, 'ping', 1,
-                   ${at}::timestamptz
+                   ${at}::timestamptz, ${at}::timestamptz
               FROM event)
           SELECT id FROM event`,
     );
@@ -334,11 +335,12 @@ export class WebhooksRepository {
                  AND a.id = ${deliveryId}),
             redelivery AS (
               INSERT INTO webhook_delivery_attempts
-                (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
+                (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
+                 created_at)
               SELECT ${organizationId}::uuid, ${endpointId}::uuid, s.event_id, s.event_type,
                      (SELECT max(m.attempt) FROM webhook_delivery_attempts m
                        WHERE m.event_id = s.event_id AND m.endpoint_id = ${endpointId}) + 1,
-                     ${at}::timestamptz
+                     ${at}::timestamptz, ${at}::timestamptz
                 FROM source s WHERE s.endpoint_status = 'enabled'
               ON CONFLICT DO NOTHING
               RETURNING id, event_id, event_type, attempt, status, response_status, error,
@@ -549,8 +551,10 @@ export class WebhooksRepository {
                AND (CASE WHEN d.succeeded THEN e.failing_since IS NOT NULL
                          ELSE e.failing_since IS NULL END))
           INSERT INTO webhook_delivery_attempts
-            (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at)
-          SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at
+            (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
+             created_at)
+          SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_attempt_at,
+                 ${now}::timestamptz
             FROM done WHERE next_attempt_at IS NOT NULL
           ON CONFLICT DO NOTHING`,
       { prepared: true },

@@ -49,6 +49,15 @@ describe('ApiKeysService (real database)', () => {
     return rows;
   }
 
+  /** When the events were written: the service's Clock, not the database's, dates them. */
+  async function auditTimes(organizationId: string, action: string): Promise<string[]> {
+    const rows: Array<{ created_at: Date }> = await db.query(
+      `SELECT created_at FROM audit_events WHERE organization_id = $1 AND action = $2`,
+      [organizationId, action],
+    );
+    return rows.map((row) => row.created_at.toISOString());
+  }
+
   it('creates a key with scopes the caller holds, and refuses scopes it does not', async () => {
     const caller = await userWith(['read_write']);
     await expectAppError(
@@ -74,6 +83,9 @@ describe('ApiKeysService (real database)', () => {
         actor_id: caller.userId,
         details: { name: 'reader', scopes: ['read'], expires_at: null },
       },
+    ]);
+    expect(await auditTimes(caller.organizationId, 'api_key.created')).toEqual([
+      clock.now().toISOString(),
     ]);
     const page = await keys.list(caller.organizationId, 10);
     expect(page.data.map((key) => key.id)).toEqual([created.id]);
@@ -142,6 +154,9 @@ describe('ApiKeysService (real database)', () => {
         old_key_expires_at: new Date(rolledAt + 3_600_000).toISOString(),
       },
     });
+    expect(await auditTimes(caller.organizationId, 'api_key.rolled')).toEqual([
+      new Date(rolledAt).toISOString(),
+    ]);
 
     clock.advance(3_599_999);
     expect(await keys.authenticate(old.key)).not.toBeNull();

@@ -58,7 +58,19 @@ export function runBuilt(
   args: string[],
   env: Record<string, string>,
 ): BuiltProcess {
-  const child = spawn(process.execPath, [join(root, 'dist', script), ...args], {
+  return run([join(root, 'dist', script), ...args], env);
+}
+
+/**
+ * Runs the service from its sources, as main.ts starts it (transpiled by ts-node, not built),
+ * with the test's environment plus `env`.
+ */
+export function runFromSource(env: Record<string, string>): BuiltProcess {
+  return run(['-r', 'ts-node/register/transpile-only', join(root, 'src', 'main.ts')], env);
+}
+
+function run(args: string[], env: Record<string, string>): BuiltProcess {
+  const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -651,3 +651,17 @@ function split(content: string, count: number | undefined, size: number): string
   for (let at = 0; at < content.length; at += size) pieces.push(content.slice(at, at + size));
   return pieces.length > 0 ? pieces : [''];
 }
+
+/**
+ * The environment of an app whose replies come from `fake` as the model `model-a`, with a
+ * breaker that does not open: for specs that count replies, tokens or spend, not failures.
+ */
+export function fakeModelEnv(fake: FakeOpenAI): Record<string, string> {
+  return {
+    RESPONSE_ENGINE: 'openai',
+    OPENAI_BASE_URL: fake.url,
+    OPENAI_API_KEY: 'sk-provider-key',
+    OPENAI_MODEL: 'model-a',
+    ENGINE_BREAKER_FAILURES: '1000',
+  };
+}

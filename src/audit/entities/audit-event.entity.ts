@@ -1,11 +1,4 @@
-import {
-  Column,
-  CreateDateColumn,
-  Entity,
-  ForeignKey,
-  Index,
-  PrimaryGeneratedColumn,
-} from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn } from 'typeorm';
 
 /**
  * One audited change, written in the transaction of the change itself. Actor and target are kept
@@ -46,7 +39,10 @@ export class AuditEvent {
   @Column({ type: 'jsonb' })
   details: Record<string, unknown>;
 
-  /** clock_timestamp(), not now(): events of one transaction keep the order they were written in. */
-  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
+  /**
+   * The Clock's time of the change, written by the service (no default), so a spec's clock dates
+   * the events it lists and the retention purges. Events of the same millisecond list by id.
+   */
+  @Column({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 }

@@ -1,7 +1,6 @@
 import {
   Check,
   Column,
-  CreateDateColumn,
   Entity,
   ForeignKey,
   Index,
@@ -68,7 +67,8 @@ export class WebhookDeliveryAttempt {
   @Column({ name: 'duration_ms', type: 'integer', nullable: true })
   durationMs: number | null;
 
-  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
+  /** The Clock's time the attempt was scheduled, written by the service (no default). */
+  @Column({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 
   /** Pending: when it falls due. Failed: when the next attempt falls due (null: none). */

@@ -1,11 +1,4 @@
-import {
-  Column,
-  CreateDateColumn,
-  Entity,
-  ForeignKey,
-  Index,
-  PrimaryGeneratedColumn,
-} from 'typeorm';
+import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn } from 'typeorm';
 
 /**
  * The outbox: one row per event, written in the transaction of the change it reports, and only
@@ -29,6 +22,7 @@ export class WebhookEvent {
   @Column({ type: 'jsonb' })
   data: Record<string, unknown>;
 
-  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', default: () => 'clock_timestamp()' })
+  /** The Clock's time of the change, written by the service (no default). */
+  @Column({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 }
