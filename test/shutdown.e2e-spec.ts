@@ -7,7 +7,9 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
   it('on SIGTERM finishes the in-flight request, stops, and exits 0', async () => {
     const port = await freePort();
     const service = runFromSource({ PORT: String(port), METRICS_PORT: '0', LOG_LEVEL: 'info' });
-    await waitUntilReady(service, port);
+    // Compiling src/ on start takes half a minute when the machine is busy (CI runs suites in
+    // parallel), hence more than the default wait.
+    await waitUntilReady(service, port, 90_000);
 
     // A request whose body is still arriving when SIGTERM lands.
     const body = JSON.stringify({
@@ -47,5 +49,5 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
     expect(service.output()).toContain('"msg":"stopped"');
     // New connections are refused once it has stopped.
     await expect(fetch(`http://127.0.0.1:${port}/health/live`)).rejects.toThrow();
-  });
+  }, 150_000);
 });
