@@ -1,10 +1,10 @@
 import { Client } from 'pg';
-import type { Counter } from 'prom-client';
-import { MetricsService } from '../src/metrics/metrics.service';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+import { lockTable } from './support/locks';
+import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
 
 type Json = Record<string, unknown>;
@@ -239,31 +239,21 @@ describe('Bounded retrieval and database time (contract §29)', () => {
   it('past MEMORY_RECALL_TIMEOUT_MS the reply goes on without recall, logged and counted', async () => {
     const userId = uniqueUserId('recall-timeout');
     await importEndUser(userId, history.slice(0, 60));
-    const timeouts = () =>
-      (
-        tight.app
-          .get(MetricsService)
-          .registry.getSingleMetric('memory_recall_timeouts_total') as Counter
-      )
-        .get()
-        .then((metric) => metric.values[0]?.value ?? 0);
+    const timeouts = () => counterValue(tight, 'memory_recall_timeouts_total');
     const before = await timeouts();
 
     // Recall reads memory_terms: held by another session, it waits until its budget is spent.
-    const holder = new Client({ connectionString: process.env.DATABASE_URL });
-    await holder.connect();
+    const lock = await lockTable('memory_terms');
     try {
-      await holder.query('BEGIN');
-      await holder.query('LOCK TABLE memory_terms IN ACCESS EXCLUSIVE MODE');
       const reply = respond(tight, userId, 'Do you remember my greyhound?').then((r) => r);
       // Released as soon as the budget ran out, so other specs' replies barely wait.
       await eventually(async () => ((await timeouts()) > before ? true : undefined));
-      await holder.query('ROLLBACK');
+      await lock.release();
       const answered = await reply;
       expect(answered.status).toBe(200);
       expect(answered.body.reply.text).not.toContain(GREYHOUND);
     } finally {
-      await holder.end();
+      await lock.release();
     }
     const warning = tight.logs
       .entries()

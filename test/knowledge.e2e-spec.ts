@@ -1,7 +1,4 @@
 import Redis from 'ioredis';
-import { Client } from 'pg';
-import type { Counter } from 'prom-client';
-import { MetricsService } from '../src/metrics/metrics.service';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
@@ -9,6 +6,8 @@ import { tenantWithKey } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { parseEvents } from './support/sse';
 import { createTestApp, type TestApp } from './support/test-app';
+import { lockTable } from './support/locks';
+import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
@@ -561,32 +560,22 @@ describe('Knowledge documents (contract §27)', () => {
       const owner = await tenantWithKey(t, ['read_write']);
       const mine = await clonePersonality(t, owner.auth);
       await create({ title: 'Hours', content: HOURS }, owner.auth);
-      const timeouts = () =>
-        (
-          t.app
-            .get(MetricsService)
-            .registry.getSingleMetric('knowledge_recall_timeouts_total') as Counter
-        )
-          .get()
-          .then((metric) => metric.values[0]?.value ?? 0);
+      const timeouts = () => counterValue(t, 'knowledge_recall_timeouts_total');
       const before = await timeouts();
       // Retrieval reads knowledge_chunks: held by another session, it waits out its budget.
-      const holder = new Client({ connectionString: process.env.DATABASE_URL });
-      await holder.connect();
+      const lock = await lockTable('knowledge_chunks');
       try {
-        await holder.query('BEGIN');
-        await holder.query('LOCK TABLE knowledge_chunks IN ACCESS EXCLUSIVE MODE');
         const reply = respond(
           { personality_id: mine, message: 'When does the shop open?' },
           owner.auth,
         ).then((r) => r);
         await eventually(async () => ((await timeouts()) > before ? true : undefined));
-        await holder.query('ROLLBACK');
+        await lock.release();
         const answered = await reply;
         expect(answered.status).toBe(200);
         expect(answered.body.citations).toEqual([]);
       } finally {
-        await holder.end();
+        await lock.release();
       }
       const warning = t.logs
         .entries()
@@ -783,21 +772,11 @@ describe('Knowledge on two instances sharing a Redis', () => {
   it('runs no retrieval for an organization without documents', async () => {
     const owner = await tenantWithKey(b, ['read_write']);
     const mine = await clonePersonality(b, owner.auth);
-    const timeouts = () =>
-      (
-        b.app
-          .get(MetricsService)
-          .registry.getSingleMetric('knowledge_recall_timeouts_total') as Counter
-      )
-        .get()
-        .then((metric) => metric.values[0]?.value ?? 0);
+    const timeouts = () => counterValue(b, 'knowledge_recall_timeouts_total');
     const before = await timeouts();
     // Retrieval would wait on the lock past MEMORY_RECALL_TIMEOUT_MS and count a timeout.
-    const holder = new Client({ connectionString: process.env.DATABASE_URL });
-    await holder.connect();
+    const lock = await lockTable('knowledge_chunks');
     try {
-      await holder.query('BEGIN');
-      await holder.query('LOCK TABLE knowledge_chunks IN ACCESS EXCLUSIVE MODE');
       const answer = await b
         .http()
         .post('/v1/respond')
@@ -806,8 +785,7 @@ describe('Knowledge on two instances sharing a Redis', () => {
       expect(answer.status).toBe(200);
       expect(answer.body.citations).toEqual([]);
     } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
+      await lock.release();
     }
     expect(await timeouts()).toBe(before);
   });

@@ -1,3 +1,6 @@
+import { MetricsService } from '../../src/metrics/metrics.service';
+import type { TestApp } from './test-app';
+
 export interface Sample {
   name: string;
   labels: Record<string, string>;
@@ -54,4 +57,20 @@ export function valueOf(
   );
   if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} is ambiguous`);
   return found[0]?.value ?? 0;
+}
+
+/** The in-process app's counter `name`, summed over the series whose labels include `labels`. */
+export async function counterValue(
+  t: Pick<TestApp, 'app'>,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const metric = t.app.get(MetricsService).registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const { values } = await metric.get();
+  return values
+    .filter((value) =>
+      Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted),
+    )
+    .reduce((sum, value) => sum + value.value, 0);
 }
