@@ -586,6 +586,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
 
 describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) => {
   let fake: FakeOpenAI;
+  let receiver: WebhookReceiver;
   let t: Service;
   let auth: string;
   let personalityId: string;
@@ -607,8 +608,12 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
 
   beforeAll(async () => {
-    fake = await FakeOpenAI.start({ apiKey: 'sk-provider-key' });
+    [fake, receiver] = await Promise.all([
+      FakeOpenAI.start({ apiKey: 'sk-provider-key' }),
+      new WebhookReceiver().start(),
+    ]);
     t = await startService(kind, {
+      WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
       RESPONSE_ENGINE: 'openai',
       OPENAI_BASE_URL: fake.url,
       OPENAI_API_KEY: 'sk-provider-key',
@@ -635,7 +640,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   afterEach(() => fake.reset());
   afterAll(async () => {
     await t?.close();
-    await fake.close();
+    await Promise.all([fake.close(), receiver.stop()]);
   });
 
   const tokensOf = async (caller: string) =>
@@ -709,6 +714,65 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       expect(after.completion_tokens - before.completion_tokens).toBe(12);
     });
   }
+
+  it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {
+    const business = await tenantWithKey(t, ['admin']);
+    await t
+      .http()
+      .patch(`/v1/organizations/${business.organizationId}/safety`)
+      .set('Authorization', `Bearer ${business.accessToken}`)
+      .send({ output_moderation: 'off' })
+      .expect(200);
+    const path = `tool/${randomUUID()}`;
+    const endpoint = await createWebhookEndpoint(t, business.auth, receiver.url(path));
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', business.auth)
+      .send({
+        slug: 'sage-mentor',
+        tools: [
+          {
+            name: 'book',
+            description: 'Books a slot',
+            parameters: { type: 'object', properties: { at: { type: 'string' } } },
+            execution: 'webhook',
+            endpoint_id: endpoint.id,
+          },
+        ],
+      });
+    expect(created.status).toBe(201);
+    const invalidCalls = async () =>
+      valueOf(parseExposition(await t.metrics()), 'tool_calls_total', {
+        execution: 'client',
+        outcome: 'invalid',
+      });
+    const invalidBefore = await invalidCalls();
+    fake.respondWith(
+      {
+        toolCalls: [
+          { id: 'call_w', name: 'book', arguments: '{"at": "9:00"}' },
+          { id: 'call_x', name: 'no_such_tool', arguments: '{}' },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      },
+      answer,
+    );
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', business.auth)
+      .send({ personality_id: created.body.id, user_id: uniqueUserId(), message: 'book at 9' });
+    expect(done.body).toMatchObject({ status: 'completed', reply: { text: 'echo: book at 9' } });
+    expect(receiver.at(`/${path}`)).toHaveLength(1);
+    const toolMessages = fake.requests[1].body?.messages?.filter((m) => m.role === 'tool');
+    expect(toolMessages).toEqual([
+      { role: 'tool', tool_call_id: 'call_w', content: '{"echo":{"at":"9:00"}}' },
+      { role: 'tool', tool_call_id: 'call_x', content: expect.stringContaining('error') },
+    ]);
+    // A name the turn does not have is the model's mistake, counted as an invalid call.
+    expect(await invalidCalls()).toBe(invalidBefore + 1);
+  });
 
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
     const failure = { error: { status: 500 } };
