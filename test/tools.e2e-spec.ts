@@ -1,32 +1,40 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
+import { eventually } from './support/wait';
 import { WebhookReceiver } from './support/webhook-receiver';
-import { MetricsService } from '../src/metrics/metrics.service';
 import { FakeOpenAI } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { createApiKey, signUp } from './support/identity';
-import { createTestApp, type TestApp } from './support/test-app';
+import { parseExposition, valueOf } from './support/prometheus';
+import { type Service, type ServiceKind, startService } from './support/service';
+import type { HttpTarget } from './support/test-app';
 import { createWebhookEndpoint, verifiedEvent } from './support/tools';
 
 /**
- * Tools (contract §26): a personality's tool definitions, validated and stored.
+ * Tools (contract §26) end to end, each block against the service in this process and against
+ * the built `node dist/main.js` (one start per block, a database of its own): definitions, client
+ * tools paused and resumed, webhook tools, and the `openai` engine with a fake OpenAI-compatible
+ * model that emits tool calls, plain and streamed. Every test needs only HTTP, METRICS_PORT and
+ * SQL on the service's database, so none is in-process only.
  */
+const kinds: ServiceKind[] = ['in-process', 'built'];
+/** A built start migrates a fresh database: 10-20 s, more on a busy machine. */
+const startTimeout = 180_000;
 
 interface Tenant {
   organizationId: string;
   auth: string;
 }
 
-async function tenant(t: TestApp): Promise<Tenant> {
+async function tenant(t: HttpTarget): Promise<Tenant> {
   const owner = await signUp(t);
   const key = await createApiKey(t, owner.accessToken, ['admin']);
   return { organizationId: owner.organizationId, auth: `Bearer ${key}` };
 }
 
-async function createEndpoint(t: TestApp, owner: Tenant, url: string): Promise<string> {
+async function createEndpoint(t: HttpTarget, owner: Tenant, url: string): Promise<string> {
   return (await createWebhookEndpoint(t, owner.auth, url)).id;
 }
 
@@ -42,8 +50,8 @@ const lookupOrder = {
   execution: 'client',
 };
 
-describe('Tools (contract §26)', () => {
-  let t: TestApp;
+describe.each(kinds)('Tools (contract §26), %s', (kind) => {
+  let t: Service;
   let owner: Tenant;
   let endpointId: string;
 
@@ -51,14 +59,18 @@ describe('Tools (contract §26)', () => {
 
   beforeAll(async () => {
     receiver = await new WebhookReceiver().start();
-    t = await createTestApp({
-      env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true', TOOL_CALLS_IN_FLIGHT_PER_ORG: '2' },
+    t = await startService(kind, {
+      WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+      TOOL_CALLS_IN_FLIGHT_PER_ORG: '2',
+      // Erasure as soon as it is asked for, so a test sees it done.
+      ERASURE_GRACE_SECONDS: '0',
+      ERASURE_POLL_INTERVAL_MS: '200',
     });
     owner = await tenant(t);
     endpointId = await createEndpoint(t, owner, 'http://127.0.0.1:9/tools');
-  });
+  }, startTimeout);
   afterAll(async () => {
-    await t.close();
+    await t?.close();
     await receiver.stop();
   });
 
@@ -310,11 +322,9 @@ describe('Tools (contract §26)', () => {
       expectError(await resume(`turn_${'0'.repeat(26)}`, { outputs }), 404, 'not_found');
 
       // Expired: nothing is stored, and it cannot be resumed.
-      await t.app
-        .get(DataSource)
-        .query(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [
-          turnId,
-        ]);
+      await t.sql(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [
+        turnId,
+      ]);
       expectError(await resume(turnId, { outputs }), 404, 'not_found');
       expect(await memoriesOf(paused.body.user_id)).toEqual([]);
     });
@@ -394,6 +404,28 @@ describe('Tools (contract §26)', () => {
       ]);
     });
 
+    it("erases an end user's paused turn and the tool calls of their replies", async () => {
+      const userId = uniqueUserId('erased');
+      const first = await respond({ user_id: userId, message: trigger });
+      await resume(first.body.turn_id, {
+        outputs: [{ tool_call_id: first.body.tool_calls[0].id, output: shipped }],
+      }).expect(200);
+      const paused = await respond({ user_id: userId, message: trigger });
+      expect(paused.body.status).toBe('requires_action');
+      expect((await memoriesOf(userId)).some((memory) => memory.tool_calls !== null)).toBe(true);
+
+      await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', owner.auth).expect(202);
+      await eventually(async () => {
+        const got = await t.http().get(`/v1/end-users/${userId}`).set('Authorization', owner.auth);
+        return got.status === 404 ? true : undefined;
+      }, 'the end user erased');
+      // The paused turn went with them: its outputs now find no turn.
+      const late = await resume(paused.body.turn_id, {
+        outputs: [{ tool_call_id: paused.body.tool_calls[0].id, output: shipped }],
+      });
+      expectError(late, 404, 'not_found');
+    });
+
     it('answers as before when the message calls no tool', async () => {
       const done = await respond({ user_id: uniqueUserId(), message: 'I am so happy today' });
       expect(done.body).toMatchObject({ status: 'completed', reply: { text: expect.any(String) } });
@@ -401,15 +433,12 @@ describe('Tools (contract §26)', () => {
   });
 
   describe('webhook tools', () => {
-    /** `tool_calls_total{execution, outcome}` as /metrics would show it now. */
+    /** `tool_calls_total{execution, outcome}` as METRICS_PORT shows it now. */
     async function toolCallsCounted(execution: string, outcome: string): Promise<number> {
-      const metric = t.app.get(MetricsService).registry.getSingleMetric('tool_calls_total');
-      const { values } = await metric!.get();
-      return (
-        values.find(
-          (value) => value.labels.execution === execution && value.labels.outcome === outcome,
-        )?.value ?? 0
-      );
+      return valueOf(parseExposition(await t.metrics()), 'tool_calls_total', {
+        execution,
+        outcome,
+      });
     }
 
     function webhookTool(name: string, endpointId: string, timeoutMs?: number) {
@@ -511,6 +540,15 @@ describe('Tools (contract §26)', () => {
         expect(done.body.reply.text).toContain(`(act: ${error})`);
       }
       expect(await toolCallsCounted('webhook', 'error')).toBe(errorsBefore + cases.length);
+      // Counted by execution and outcome, never by the tool's name (the business's words).
+      const exposition = parseExposition(await t.metrics());
+      for (const sample of exposition.samples.filter((s) => s.name.startsWith('tool_call'))) {
+        expect(Object.keys(sample.labels).sort()).toEqual(
+          sample.name === 'tool_calls_total'
+            ? ['execution', 'outcome']
+            : expect.arrayContaining(['execution']),
+        );
+      }
     });
 
     it("caps an organization's calls in flight, so its hanging endpoint holds no other's replies", async () => {
@@ -546,9 +584,10 @@ describe('Tools (contract §26)', () => {
   });
 });
 
-describe('Tools with the openai engine (contract §26)', () => {
+describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) => {
   let fake: FakeOpenAI;
-  let t: TestApp;
+  let receiver: WebhookReceiver;
+  let t: Service;
   let auth: string;
   let personalityId: string;
   const lookup = {
@@ -569,17 +608,19 @@ describe('Tools with the openai engine (contract §26)', () => {
   const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
 
   beforeAll(async () => {
-    fake = await FakeOpenAI.start({ apiKey: 'sk-provider-key' });
-    t = await createTestApp({
-      env: {
-        RESPONSE_ENGINE: 'openai',
-        OPENAI_BASE_URL: fake.url,
-        OPENAI_API_KEY: 'sk-provider-key',
-        OPENAI_MODEL: 'default-model',
-        ENGINE_TIMEOUT_MS: '3000',
-        ENGINE_BREAKER_FAILURES: '1000',
-        TOOL_MAX_ROUNDS: '2',
-      },
+    [fake, receiver] = await Promise.all([
+      FakeOpenAI.start({ apiKey: 'sk-provider-key' }),
+      new WebhookReceiver().start(),
+    ]);
+    t = await startService(kind, {
+      WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+      RESPONSE_ENGINE: 'openai',
+      OPENAI_BASE_URL: fake.url,
+      OPENAI_API_KEY: 'sk-provider-key',
+      OPENAI_MODEL: 'default-model',
+      ENGINE_TIMEOUT_MS: '3000',
+      ENGINE_BREAKER_FAILURES: '1000',
+      TOOL_MAX_ROUNDS: '2',
     });
     const tenant = await tenantWithKey(t, ['read_write']);
     auth = tenant.auth;
@@ -595,11 +636,11 @@ describe('Tools with the openai engine (contract §26)', () => {
       .set('Authorization', `Bearer ${tenant.accessToken}`)
       .send({ output_moderation: 'off' })
       .expect(200);
-  });
+  }, startTimeout);
   afterEach(() => fake.reset());
   afterAll(async () => {
-    await t.close();
-    await fake.close();
+    await t?.close();
+    await Promise.all([fake.close(), receiver.stop()]);
   });
 
   const tokensOf = async (caller: string) =>
@@ -673,6 +714,65 @@ describe('Tools with the openai engine (contract §26)', () => {
       expect(after.completion_tokens - before.completion_tokens).toBe(12);
     });
   }
+
+  it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {
+    const business = await tenantWithKey(t, ['admin']);
+    await t
+      .http()
+      .patch(`/v1/organizations/${business.organizationId}/safety`)
+      .set('Authorization', `Bearer ${business.accessToken}`)
+      .send({ output_moderation: 'off' })
+      .expect(200);
+    const path = `tool/${randomUUID()}`;
+    const endpoint = await createWebhookEndpoint(t, business.auth, receiver.url(path));
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', business.auth)
+      .send({
+        slug: 'sage-mentor',
+        tools: [
+          {
+            name: 'book',
+            description: 'Books a slot',
+            parameters: { type: 'object', properties: { at: { type: 'string' } } },
+            execution: 'webhook',
+            endpoint_id: endpoint.id,
+          },
+        ],
+      });
+    expect(created.status).toBe(201);
+    const invalidCalls = async () =>
+      valueOf(parseExposition(await t.metrics()), 'tool_calls_total', {
+        execution: 'client',
+        outcome: 'invalid',
+      });
+    const invalidBefore = await invalidCalls();
+    fake.respondWith(
+      {
+        toolCalls: [
+          { id: 'call_w', name: 'book', arguments: '{"at": "9:00"}' },
+          { id: 'call_x', name: 'no_such_tool', arguments: '{}' },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      },
+      answer,
+    );
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', business.auth)
+      .send({ personality_id: created.body.id, user_id: uniqueUserId(), message: 'book at 9' });
+    expect(done.body).toMatchObject({ status: 'completed', reply: { text: 'echo: book at 9' } });
+    expect(receiver.at(`/${path}`)).toHaveLength(1);
+    const toolMessages = fake.requests[1].body?.messages?.filter((m) => m.role === 'tool');
+    expect(toolMessages).toEqual([
+      { role: 'tool', tool_call_id: 'call_w', content: '{"echo":{"at":"9:00"}}' },
+      { role: 'tool', tool_call_id: 'call_x', content: expect.stringContaining('error') },
+    ]);
+    // A name the turn does not have is the model's mistake, counted as an invalid call.
+    expect(await invalidCalls()).toBe(invalidBefore + 1);
+  });
 
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
     const failure = { error: { status: 500 } };
