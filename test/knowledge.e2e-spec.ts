@@ -194,9 +194,25 @@ describe('Knowledge documents (contract §27)', () => {
       }));
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const meanwhile = await http().get('/v1/knowledge').set('Authorization', tenant.auth);
+      // The organization's conversion is under way: its next HTML upload is refused at once,
+      // while another organization's page is converted.
+      const second = await uploadHtml('Second', '<p>Opening hours</p>');
+      const other = await tenantWithKey(t, ['read_write']);
+      const others = await http()
+        .post('/v1/knowledge')
+        .set('Authorization', other.auth)
+        .field('title', 'Theirs')
+        .attach('file', Buffer.from('<h1>Returns</h1><p>Within 30 days.</p>'), {
+          filename: 'r.html',
+          contentType: 'text/html',
+        });
       const answeredAt = Date.now();
       const { response: timedOut, at: refusedAt } = await slow;
       expect(meanwhile.status).toBe(200);
+      expectError(second, 429, 'rate_limited');
+      expect(second.headers['retry-after']).toBe('5');
+      expect(others.status).toBe(201);
+      expect(others.body.chunks).toBe(1);
       expect(answeredAt).toBeLessThan(refusedAt);
       expectError(timedOut, 400, 'validation_failed');
       expect(timedOut.body.error.details).toEqual([

@@ -4,11 +4,13 @@ import {
   Injectable,
   type NestInterceptor,
 } from '@nestjs/common';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
+import type { RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
+import { clientGoneSignal } from '../common/http/client-signal';
 import { DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
-import { htmlToText } from './html-text';
+import { type HtmlConversion, htmlToText } from './html-text';
 
 /** The `file` part as multer (memory storage) leaves it on the request. */
 interface UploadedPart {
@@ -31,7 +33,7 @@ export const UPLOAD_LIMITS = {
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The text of an uploaded file: UTF-8 (a byte order mark aside), HTML without its markup. */
-async function textOf(file: UploadedPart): Promise<string> {
+async function textOf(file: UploadedPart, conversion: HtmlConversion): Promise<string> {
   const type = file.mimetype.split(';')[0].trim().toLowerCase();
   if (!(UPLOAD_TYPES as readonly string[]).includes(type)) {
     throw new AppError(
@@ -50,7 +52,7 @@ async function textOf(file: UploadedPart): Promise<string> {
     throw AppError.validation([{ field: 'file', problem: 'must not contain U+0000' }]);
   }
   // Off the event loop and time-limited: markup can take seconds to reduce (html-text.ts).
-  return type === 'text/html' ? htmlToText(text) : text;
+  return type === 'text/html' ? htmlToText(text, conversion) : text;
 }
 
 /** `personality_ids` of a form: one field of ids separated by commas, or the field repeated. */
@@ -72,7 +74,8 @@ function idsOf(value: unknown): unknown {
 @Injectable()
 export class KnowledgeUploadInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const request = context.switchToHttp().getRequest<Request & { file?: UploadedPart }>();
+    const http = context.switchToHttp();
+    const request = http.getRequest<Request & RequestWithCaller & { file?: UploadedPart }>();
     if (!request.is('multipart/form-data')) return next.handle();
     // Multer's fields: strings, or arrays of them for a repeated field.
     const fields = request.body as Record<string, unknown> | undefined;
@@ -88,7 +91,11 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
       ]);
     }
     const file = request.file;
-    return from(textOf(file)).pipe(
+    const conversion: HtmlConversion = {
+      organizationId: request.caller!.organizationId,
+      signal: clientGoneSignal(http.getResponse<Response>()),
+    };
+    return from(textOf(file, conversion)).pipe(
       switchMap((content) => {
         body.content = content;
         if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);

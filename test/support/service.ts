@@ -17,54 +17,56 @@ export interface Service extends HttpTarget {
 
 /**
  * Starts the service of `kind` with `env`, so a spec that needs only HTTP (and SQL) can run the
- * same tests against both. The built service migrates its fresh database as it starts
- * (MIGRATE_ON_START defaults to true); the in-process one uses the run's database.
+ * same tests against both, each on a fresh database of its own (the built service migrates it as
+ * it starts: MIGRATE_ON_START defaults to true).
  */
 export async function startService(
   kind: ServiceKind,
   env: Record<string, string>,
 ): Promise<Service> {
   const metricsPort = await freePort();
-  const withMetrics = { ...env, METRICS_PORT: String(metricsPort) };
   const metrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  if (kind === 'in-process') {
-    const t = await createTestApp({ env: withMetrics });
-    const db = await connect(process.env.DATABASE_URL);
-    return {
-      http: t.http,
-      metrics,
-      sql: async (query, params) => (await db.query(query, params)).rows,
-      close: async () => {
-        await db.end();
-        await t.close();
-      },
-    };
-  }
-  ensureBuilt();
+  // A database of its own for either kind: a spec may run workers fast (erasure every 200 ms)
+  // that must not reach what other suites running beside it hold in the run's database.
   const database = await createFreshDatabase('service', process.env.DATABASE_URL);
-  const port = await freePort();
-  const app = runBuilt('main.js', [], {
-    ...rateLimitDefaults(),
-    WEBHOOK_ALLOWED_PORTS: '1-65535',
-    ...withMetrics,
-    DATABASE_URL: database.url,
-    PORT: String(port),
-  });
+  const withDatabase = { ...env, METRICS_PORT: String(metricsPort), DATABASE_URL: database.url };
+  let stop: () => Promise<void>;
+  let target: HttpTarget;
   try {
-    await waitUntilReady(app, port);
+    if (kind === 'in-process') {
+      const t = await createTestApp({ env: withDatabase });
+      target = { http: t.http };
+      stop = () => t.close();
+    } else {
+      ensureBuilt();
+      const port = await freePort();
+      const app = runBuilt('main.js', [], {
+        ...rateLimitDefaults(),
+        WEBHOOK_ALLOWED_PORTS: '1-65535',
+        ...withDatabase,
+        PORT: String(port),
+      });
+      stop = async () => void (await app.stop());
+      try {
+        await waitUntilReady(app, port);
+      } catch (error) {
+        await stop();
+        throw error;
+      }
+      target = httpTo(`http://127.0.0.1:${port}`);
+    }
   } catch (error) {
-    await app.stop();
     await database.drop();
     throw error;
   }
   const db = await connect(database.url);
   return {
-    ...httpTo(`http://127.0.0.1:${port}`),
+    ...target,
     metrics,
     sql: async (query, params) => (await db.query(query, params)).rows,
     close: async () => {
       await db.end();
-      await app.stop();
+      await stop();
       await database.drop();
     },
   };

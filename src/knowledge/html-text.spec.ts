@@ -1,0 +1,78 @@
+import { AppError } from '../common/errors/app-error';
+import { HTML_CONVERSIONS_AT_ONCE, HTML_CONVERSIONS_WAITING, htmlToText } from './html-text';
+
+/** Markup the converter spends about 30 s on: every conversion here runs to its time limit. */
+const SLOW = '<div>a'.repeat(200_000);
+
+async function refusal(conversion: Promise<unknown>): Promise<AppError> {
+  const error = await conversion.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  return error as AppError;
+}
+
+describe('htmlToText', () => {
+  it('reduces HTML to its text in a worker', async () => {
+    await expect(
+      htmlToText('<h1>Hours</h1><p>We open at <b>9</b>.</p><script>x()</script>', {
+        organizationId: 'org-a',
+      }),
+    ).resolves.toBe('HOURS\n\nWe open at 9.');
+  });
+
+  it('runs one conversion per organization, and bounds the queue and the wait (429)', async () => {
+    const timeoutMs = 1_500;
+    // The slots taken by organizations of their own.
+    const running = Array.from({ length: HTML_CONVERSIONS_AT_ONCE }, (_, i) =>
+      refusal(htmlToText(SLOW, { organizationId: `running-${i}`, timeoutMs })),
+    );
+    const sameOrganization = await refusal(
+      htmlToText('<p>x</p>', { organizationId: 'running-0', timeoutMs }),
+    );
+    expect(sameOrganization.code).toBe('rate_limited');
+    expect(sameOrganization.headers).toEqual({ 'Retry-After': '5' });
+
+    // Waiters up to the bound; one more is refused at once, one that leaves frees its place.
+    const left = new AbortController();
+    const leaving = htmlToText('<p>x</p>', {
+      organizationId: 'leaving',
+      timeoutMs: 60_000,
+      signal: left.signal,
+    }).then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    const waiting = Array.from({ length: HTML_CONVERSIONS_WAITING - 1 }, (_, i) =>
+      htmlToText('<p>waited</p>', { organizationId: `waiting-${i}`, timeoutMs: 60_000 }),
+    );
+    const full = await refusal(htmlToText('<p>x</p>', { organizationId: 'late', timeoutMs }));
+    expect(full.code).toBe('rate_limited');
+    left.abort(new Error('gone'));
+    await expect(leaving).resolves.toEqual(new Error('gone'));
+    const tooLong = refusal(htmlToText('<p>x</p>', { organizationId: 'patient', timeoutMs: 200 }));
+    expect((await tooLong).code).toBe('rate_limited');
+
+    // The running ones end at their limit (400); the waiters then get the slots and finish.
+    for (const error of await Promise.all(running)) expect(error.code).toBe('validation_failed');
+    await expect(Promise.all(waiting)).resolves.toEqual(
+      Array.from({ length: HTML_CONVERSIONS_WAITING - 1 }, () => 'waited'),
+    );
+  }, 30_000);
+
+  it('ends a running conversion when its client goes', async () => {
+    const gone = new AbortController();
+    const started = Date.now();
+    const conversion = htmlToText(SLOW, {
+      organizationId: 'org-gone',
+      timeoutMs: 20_000,
+      signal: gone.signal,
+    });
+    setTimeout(() => gone.abort(new Error('client left')), 200);
+    await expect(conversion).rejects.toThrow('client left');
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // Its slot and its organization's place are free again.
+    await expect(htmlToText('<p>again</p>', { organizationId: 'org-gone' })).resolves.toBe('again');
+  });
+});
