@@ -805,6 +805,48 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
+  it('answers the error that ended a turn when its tokens cannot be counted, and gives the turn back', async () => {
+    const failure = { error: { status: 500 } };
+    // The resumption makes a round (arguments that fail the schema), so it has tokens to count
+    // when its next call fails.
+    fake.respondWith(
+      called('{"order_id": "D-4"}'),
+      called('not json', 'call_2'),
+      failure,
+      failure,
+      failure,
+      answer,
+    );
+    const userId = uniqueUserId();
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message: 'and D-4?' });
+    expect(paused.body).toMatchObject({ status: 'requires_action' });
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    // The organization's token rollup refuses writes (the suite's database is its own).
+    await t.sql(`
+      CREATE FUNCTION refuse_token_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'rollup unavailable'; END $$;
+      CREATE TRIGGER refuse_token_rollup BEFORE INSERT ON token_usage_months
+        FOR EACH ROW EXECUTE FUNCTION refuse_token_rollup();`);
+    try {
+      expectError(await resume(), 502, 'engine_unavailable');
+    } finally {
+      await t.sql(`
+        DROP TRIGGER refuse_token_rollup ON token_usage_months;
+        DROP FUNCTION refuse_token_rollup();`);
+    }
+    const retried = await resume();
+    expect(retried.body).toMatchObject({ status: 'completed', reply: { text: 'echo: and D-4?' } });
+  });
+
   it('asks without tools after TOOL_MAX_ROUNDS rounds', async () => {
     fake.respondWith(called('{"order_id": 1}', 'call_a'), called('not json', 'call_b'), answer);
     const done = await t

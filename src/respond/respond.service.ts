@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
@@ -52,6 +52,17 @@ import type { SafetyCategory } from '../safety/safety-categories';
 import { type SpendAdmission, SpendService } from '../spend/spend.service';
 
 const FOREIGN_KEY_VIOLATION = '23503';
+
+/** An error PostgreSQL reported (it has a SQLSTATE), as against a connection lost on the way. */
+function hasSqlState(error: unknown): boolean {
+  const cause = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  const code = (cause as { code?: unknown } | null)?.code;
+  // Five characters, e.g. 57014; a socket's ECONNRESET is a code too, but not PostgreSQL's.
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}
+
+/** Failures that must not replace the error a request answers with (see endFailedTurn). */
+const failedTurnLogger = new Logger('RespondService');
 
 /** What the engine is sent besides its fixed instructions: the reply's cost is estimated from it. */
 function promptTextsOf(
@@ -280,7 +291,8 @@ export class RespondService {
   /**
    * Nothing was stored, but the model calls the turn made were spent: their tokens are counted
    * (as no reply), and a resumed turn is given back rather than lost with its message, in one
-   * statement, so a retry of the resumption does not count them again.
+   * statement, so a retry of the resumption does not count them again. Whatever happens here,
+   * the request answers with the error that ended the turn (a 402, 502 or 504), never with this.
    */
   private async endFailedTurn(conversation: Conversation): Promise<void> {
     const { organizationId, resumedTurnId, tools } = conversation;
@@ -288,15 +300,24 @@ export class RespondService {
       ? this.tokenSteps(conversation, tools.usage, tools.model, this.clock.now())
       : [];
     tools.usage = null;
-    const written = resumedTurnId
-      ? this.toolTurns.release(organizationId, resumedTurnId, unstored)
-      : unstored.length > 0
-        ? this.repository.storeExchange(unstored)
-        : undefined;
-    await written?.catch((error: unknown) => {
+    try {
+      if (resumedTurnId) await this.toolTurns.release(organizationId, resumedTurnId, unstored);
+      else if (unstored.length > 0) await this.repository.storeExchange(unstored);
+    } catch (error) {
       // The end user or personality went meanwhile: the tokens of its turn went with it.
-      if (!this.vanishedMeanwhile(error)) throw error;
-    });
+      if (this.vanishedMeanwhile(error)) return;
+      failedTurnLogger.error(
+        `a failed turn's tokens could not be counted (organization ${organizationId}): ${String(error)}`,
+      );
+      // The turn is given back all the same, so its outputs can be sent again.
+      if (resumedTurnId) {
+        await this.toolTurns.release(organizationId, resumedTurnId).catch((again: unknown) => {
+          failedTurnLogger.error(
+            `turn ${resumedTurnId} could not be given back; it stays resumed until it expires: ${String(again)}`,
+          );
+        });
+      }
+    }
   }
 
   /** The steps counting tokens of a turn that has no reply (yet): they count as no request. */
@@ -559,6 +580,9 @@ export class RespondService {
             await this.repository.storeExchange(steps, manager);
           });
     await stored.catch((error: unknown) => {
+      // A statement PostgreSQL refused was rolled back: its tokens are counted as a failed
+      // turn's. A connection lost on the way may have committed it: they are not counted again.
+      if (!hasSqlState(error)) conversation.tools.usage = null;
       throw this.vanishedMeanwhile(error) ?? error;
     });
     // Its reservation went with the statement, swapped for its tokens.
