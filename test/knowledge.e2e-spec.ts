@@ -598,6 +598,29 @@ describe('Knowledge documents (contract §27)', () => {
         .find((entry) => String(entry.msg).includes('knowledge retrieval ran past'));
       expect(warning).toMatchObject({ level: 'warn', timeoutMs: 150 });
     });
+
+    it('reading who draws on the documents is held to the same budget', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const mine = await clonePersonality(t, owner.auth);
+      // The upload drops the organization's copy: the next reply reads it from the database.
+      await create({ title: 'Hours', content: HOURS }, owner.auth);
+      const timeouts = () => counterValue(t, 'knowledge_recall_timeouts_total');
+      const before = await timeouts();
+      const lock = await lockTable('knowledge_documents');
+      try {
+        const reply = respond(
+          { personality_id: mine, message: 'When does the shop open?' },
+          owner.auth,
+        ).then((r) => r);
+        await eventually(async () => ((await timeouts()) > before ? true : undefined));
+        await lock.release();
+        const answered = await reply;
+        expect(answered.status).toBe(200);
+        expect(answered.body.citations).toEqual([]);
+      } finally {
+        await lock.release();
+      }
+    });
   });
 });
 

@@ -316,14 +316,18 @@ export class KnowledgeRepository {
   }
 
   /** Who draws on the organization's documents: one row, through its documents' index. */
-  async drawers(organizationId: string): Promise<KnowledgeDrawers> {
-    const row = await this.database.row<{ all_personalities: boolean; personality_ids: string[] }>(
+  async drawers(organizationId: string, timeoutMs: number): Promise<KnowledgeDrawers> {
+    const [row] = await this.database.rowsWithin<{
+      all_personalities: boolean;
+      personality_ids: string[];
+    }>(
       sql`SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
                  coalesce(array_agg(DISTINCT a.personality_id::text)
                             FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS personality_ids
             FROM knowledge_documents d
             LEFT JOIN knowledge_attachments a ON a.document_id = d.id
            WHERE d.organization_id = ${organizationId}`,
+      timeoutMs,
     );
     return { all: row?.all_personalities ?? false, personalityIds: row?.personality_ids ?? [] };
   }

@@ -219,19 +219,21 @@ export class KnowledgeService {
     // Null when off, slow or failing: retrieval by words alone (EMBEDDINGS_QUERY_TIMEOUT_MS).
     // Asked at once: the reply's memory recall asks for the same message's, and they share it.
     const embedding = this.embedder.embedQuery(message);
-    const drawers =
-      known ??
-      (await this.drawers.get(organizationId, () => this.repository.drawers(organizationId)));
-    if (!drawsOn(drawers, personalityId)) return [];
-    const meaning = await embedding;
     const timeoutMs = this.memory.recallTimeoutMs;
     try {
+      // Who draws on the documents is read within the same budget as the chunks.
+      const drawers =
+        known ??
+        (await this.drawers.get(organizationId, () =>
+          this.repository.drawers(organizationId, timeoutMs),
+        ));
+      if (!drawsOn(drawers, personalityId)) return [];
       const hits = await this.repository.recall(
         organizationId,
         personalityId,
         message,
         recallLimit,
-        meaning,
+        await embedding,
         timeoutMs,
       );
       return hits.map(({ document_id, title, chunk_index, text }) => ({
