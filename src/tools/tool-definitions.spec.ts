@@ -144,4 +144,15 @@ describe('compileParameters', () => {
     expect(schemas.compile(schemaNumbered(1))).not.toBe(dropped);
     expect(compile).toHaveBeenCalledTimes(1);
   });
+
+  it('keeps at most its text capacity: large schemas push out the oldest', () => {
+    const size = JSON.stringify(schemaNumbered(0)).length;
+    const schemas = new CompiledSchemas(1_000, 2 * size);
+    const first = schemas.compile(schemaNumbered(0));
+    const second = schemas.compile(schemaNumbered(1));
+    // A third exceeds the text kept: the oldest goes, the second stays.
+    schemas.compile(schemaNumbered(2));
+    expect(schemas.compile(schemaNumbered(1))).toBe(second);
+    expect(schemas.compile(schemaNumbered(0))).not.toBe(first);
+  });
 });

@@ -112,6 +112,12 @@ function regexKeywordIn(node: unknown, at = ''): string | undefined {
 /** Compiled schemas kept by the process (compiling one takes milliseconds: ajv writes code). */
 const COMPILED_SCHEMAS_KEPT = 1_000;
 
+/**
+ * And at most this much schema text behind them: a compiled schema's code grows with its text
+ * (16 KiB each allowed), so the count alone would not bound the memory a tenant can pin.
+ */
+const COMPILED_SCHEMA_TEXT_KEPT = 2 * 1024 * 1024;
+
 /** JSON with every object's keys sorted, so that two spellings of one schema are one text. */
 function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, item: unknown) =>
@@ -124,36 +130,54 @@ function canonicalJson(value: unknown): string {
 }
 
 /**
- * Compiled argument schemas by the hash of their canonical text, at most `capacity`, the least
- * recently used out first. A schema that does not compile throws, and is not kept.
+ * Compiled argument schemas by the hash of their canonical text, at most `capacity` of them and
+ * `textCapacity` characters of their text, the least recently used out first. A schema that does
+ * not compile throws, and is not kept.
  */
 export class CompiledSchemas {
-  private readonly compiled = new Map<string, ValidateFunction>();
+  private readonly compiled = new Map<string, { validate: ValidateFunction; size: number }>();
+  private textKept = 0;
 
-  constructor(private readonly capacity: number) {}
+  constructor(
+    private readonly capacity: number,
+    private readonly textCapacity = Infinity,
+  ) {}
 
   /**
    * Strict mode is off: unknown keywords are common in hand-written schemas and harmless. A fresh
    * ajv instance for each schema, so that one schema's `$id` cannot clash with another's.
    */
   compile(schema: object): ValidateFunction {
-    const key = createHash('sha256').update(canonicalJson(schema)).digest('base64');
-    let validate = this.compiled.get(key);
-    if (validate) {
+    const text = canonicalJson(schema);
+    const key = createHash('sha256').update(text).digest('base64');
+    let entry = this.compiled.get(key);
+    if (entry) {
       // Used again: to the back of the line (a Map keeps insertion order).
       this.compiled.delete(key);
     } else {
-      validate = new Ajv2020({ strict: false, allErrors: true }).compile(schema);
-      if (this.compiled.size >= this.capacity) {
-        this.compiled.delete(this.compiled.keys().next().value as string);
+      entry = {
+        validate: new Ajv2020({ strict: false, allErrors: true }).compile(schema),
+        size: text.length,
+      };
+      this.textKept += entry.size;
+      while (
+        this.compiled.size > 0 &&
+        (this.compiled.size >= this.capacity || this.textKept > this.textCapacity)
+      ) {
+        const [oldest, { size }] = this.compiled.entries().next().value as [
+          string,
+          { size: number },
+        ];
+        this.compiled.delete(oldest);
+        this.textKept -= size;
       }
     }
-    this.compiled.set(key, validate);
-    return validate;
+    this.compiled.set(key, entry);
+    return entry.validate;
   }
 }
 
-const compiledSchemas = new CompiledSchemas(COMPILED_SCHEMAS_KEPT);
+const compiledSchemas = new CompiledSchemas(COMPILED_SCHEMAS_KEPT, COMPILED_SCHEMA_TEXT_KEPT);
 
 /**
  * A business's schema compiled for validating arguments, from the process's cache when it was
