@@ -4,6 +4,7 @@ import { RespondRepository } from '../src/respond/respond.repository';
 import { tokenUsageStep } from '../src/usage/usage.steps';
 import { expectError } from './support/assertions';
 import { FakeEmbeddings } from './support/fake-embeddings';
+import { refusingWrites } from './support/locks';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
@@ -325,18 +326,11 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
       await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' });
       await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth);
       // The last step (deleting the row) fails once the memories are already deleted.
-      await dataSource.query(`
-        CREATE FUNCTION refuse_end_user_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'simulated crash'; END $$;
-        CREATE TRIGGER refuse_end_user_delete BEFORE DELETE ON end_users
-          FOR EACH ROW EXECUTE FUNCTION refuse_end_user_delete();`);
-      try {
-        await expect(t.app.get(ErasureWorker).eraseDue()).rejects.toThrow('simulated crash');
-      } finally {
-        await dataSource.query(`
-          DROP TRIGGER refuse_end_user_delete ON end_users;
-          DROP FUNCTION refuse_end_user_delete();`);
-      }
+      await refusingWrites(
+        (text) => dataSource.query(text),
+        { table: 'end_users', operation: 'DELETE', message: 'simulated crash' },
+        () => expect(t.app.get(ErasureWorker).eraseDue()).rejects.toThrow('simulated crash'),
+      );
       const [{ memories }] = await dataSource.query(
         `SELECT count(*)::int AS memories FROM memories m JOIN end_users e ON e.id = m.end_user_id
           WHERE e.user_id = $1`,

@@ -76,6 +76,14 @@ describe('Knowledge documents (contract §27)', () => {
       .send({ personality_id: personalityId, user_id: uniqueUserId('kn'), ...body });
 
   describe('upload', () => {
+    /** A multipart upload of `text` as a file of `type`. */
+    const uploadFile = (title: string, text: string, type = 'text/plain', auth = tenant.auth) =>
+      http()
+        .post('/v1/knowledge')
+        .set('Authorization', auth)
+        .field('title', title)
+        .attach('file', Buffer.from(text), { filename: 'upload', contentType: type });
+
     it('takes JSON, answers the document, and finds its chunks at once', async () => {
       const paragraphs = Array.from(
         { length: 30 },
@@ -110,14 +118,7 @@ describe('Knowledge documents (contract §27)', () => {
     });
 
     it('refuses a file holding U+0000 with 400 naming the file, not a 500', async () => {
-      const refused = await http()
-        .post('/v1/knowledge')
-        .set('Authorization', tenant.auth)
-        .field('title', 'Nul')
-        .attach('file', Buffer.from('before\u0000after'), {
-          filename: 'nul.txt',
-          contentType: 'text/plain',
-        });
+      const refused = await uploadFile('Nul', 'before\u0000after');
       expectError(refused, 400, 'validation_failed');
       expect(refused.body.error.details).toEqual([
         { field: 'file', problem: 'must not contain U+0000' },
@@ -150,11 +151,7 @@ describe('Knowledge documents (contract §27)', () => {
         '<html><head><style>.x { color: red }</style><script>var secret = "scriptword";</script></head>' +
         '<body><h1>Warranty</h1><p>Every kettle carries a <b>two-year</b> warranty.</p>' +
         '<p><a href="https://example.com/hrefword">Details</a></p></body></html>';
-      const uploaded = await http()
-        .post('/v1/knowledge')
-        .set('Authorization', tenant.auth)
-        .field('title', 'Warranty')
-        .attach('file', Buffer.from(html), { filename: 'w.html', contentType: 'text/html' });
+      const uploaded = await uploadFile('Warranty', html, 'text/html');
       expect(uploaded.status).toBe(201);
       const read = await http()
         .get(`/v1/knowledge/${uploaded.body.id as string}`)
@@ -169,12 +166,7 @@ describe('Knowledge documents (contract §27)', () => {
     });
 
     it('refuses hostile HTML with 400 naming the file, answering other requests meanwhile', async () => {
-      const uploadHtml = (title: string, html: string) =>
-        http()
-          .post('/v1/knowledge')
-          .set('Authorization', tenant.auth)
-          .field('title', title)
-          .attach('file', Buffer.from(html), { filename: 'h.html', contentType: 'text/html' });
+      const uploadHtml = (title: string, html: string) => uploadFile(title, html, 'text/html');
 
       // 10,000 nested elements overflow the converter's stack: refused at once, not a 500.
       const deep = '<div>'.repeat(10_000) + 'deep' + '</div>'.repeat(10_000);
@@ -198,14 +190,12 @@ describe('Knowledge documents (contract §27)', () => {
       // while another organization's page is converted.
       const second = await uploadHtml('Second', '<p>Opening hours</p>');
       const other = await tenantWithKey(t, ['read_write']);
-      const others = await http()
-        .post('/v1/knowledge')
-        .set('Authorization', other.auth)
-        .field('title', 'Theirs')
-        .attach('file', Buffer.from('<h1>Returns</h1><p>Within 30 days.</p>'), {
-          filename: 'r.html',
-          contentType: 'text/html',
-        });
+      const others = await uploadFile(
+        'Theirs',
+        '<h1>Returns</h1><p>Within 30 days.</p>',
+        'text/html',
+        other.auth,
+      );
       const answeredAt = Date.now();
       const { response: timedOut, at: refusedAt } = await slow;
       expect(meanwhile.status).toBe(200);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expectError } from './support/assertions';
+import { refusingWrites } from './support/locks';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
 import { eventually } from './support/wait';
@@ -605,6 +606,24 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     toolCalls: [{ id, name: 'lookup_order', arguments: args }],
     usage: { prompt_tokens: 10, completion_tokens: 5 },
   });
+
+  /** A turn paused on the model's call_1, and a resumption of it answering that call. */
+  async function pausedTurn(message: string) {
+    const userId = uniqueUserId();
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message });
+    expect(paused.body).toMatchObject({ status: 'requires_action' });
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    return { userId, resume };
+  }
   const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
 
   beforeAll(async () => {
@@ -778,19 +797,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     const failure = { error: { status: 500 } };
     // The pause, then the resumption's call failing on every attempt, then a completion.
     fake.respondWith(called('{"order_id": "B-2"}'), failure, failure, failure, answer);
-    const userId = uniqueUserId();
-    const paused = await t
-      .http()
-      .post('/v1/respond')
-      .set('Authorization', auth)
-      .send({ personality_id: personalityId, user_id: userId, message: 'and B-2?' });
-    expect(paused.body).toMatchObject({ status: 'requires_action' });
-    const resume = () =>
-      t
-        .http()
-        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
-        .set('Authorization', auth)
-        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    const { userId, resume } = await pausedTurn('and B-2?');
     expectError(await resume(), 502, 'engine_unavailable');
     const retried = await resume();
     expect(retried.status).toBe(200);
@@ -817,32 +824,13 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       failure,
       answer,
     );
-    const userId = uniqueUserId();
-    const paused = await t
-      .http()
-      .post('/v1/respond')
-      .set('Authorization', auth)
-      .send({ personality_id: personalityId, user_id: userId, message: 'and D-4?' });
-    expect(paused.body).toMatchObject({ status: 'requires_action' });
-    const resume = () =>
-      t
-        .http()
-        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
-        .set('Authorization', auth)
-        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    const { resume } = await pausedTurn('and D-4?');
     // The organization's token rollup refuses writes (the suite's database is its own).
-    await t.sql(`
-      CREATE FUNCTION refuse_token_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'rollup unavailable'; END $$;
-      CREATE TRIGGER refuse_token_rollup BEFORE INSERT ON token_usage_months
-        FOR EACH ROW EXECUTE FUNCTION refuse_token_rollup();`);
-    try {
-      expectError(await resume(), 502, 'engine_unavailable');
-    } finally {
-      await t.sql(`
-        DROP TRIGGER refuse_token_rollup ON token_usage_months;
-        DROP FUNCTION refuse_token_rollup();`);
-    }
+    await refusingWrites(
+      (text) => t.sql(text),
+      { table: 'token_usage_months', operation: 'INSERT', message: 'rollup unavailable' },
+      async () => expectError(await resume(), 502, 'engine_unavailable'),
+    );
     const retried = await resume();
     expect(retried.body).toMatchObject({ status: 'completed', reply: { text: 'echo: and D-4?' } });
   });

@@ -33,3 +33,28 @@ export async function lockTable(table: string): Promise<HeldLock> {
     },
   };
 }
+
+/**
+ * Runs `work` while `operation` on `table` fails with `message` (a trigger of the test's, dropped
+ * afterwards), through `query` on the database the service uses: how specs make one statement
+ * of a larger write fail. Only on a database no other suite writes to at the time, or on a
+ * table whose rows the spec alone touches then.
+ */
+export async function refusingWrites<T>(
+  query: (text: string) => Promise<unknown>,
+  refusal: { table: string; operation: 'INSERT' | 'UPDATE' | 'DELETE'; message: string },
+  work: () => Promise<T>,
+): Promise<T> {
+  const name = `refuse_${refusal.table}_${refusal.operation.toLowerCase()}`;
+  const message = refusal.message.replace(/'/g, "''");
+  await query(`
+    CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION '${message}'; END $$;
+    CREATE TRIGGER ${name} BEFORE ${refusal.operation} ON ${refusal.table}
+      FOR EACH ROW EXECUTE FUNCTION ${name}();`);
+  try {
+    return await work();
+  } finally {
+    await query(`DROP TRIGGER ${name} ON ${refusal.table}; DROP FUNCTION ${name}();`);
+  }
+}
