@@ -4,6 +4,7 @@ import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
+import { type Service, startService } from './support/service';
 import { parseEvents } from './support/sse';
 import { createTestApp, type TestApp } from './support/test-app';
 import { lockTable } from './support/locks';
@@ -806,5 +807,38 @@ describe('Knowledge on two instances sharing a Redis', () => {
       await lock.release();
     }
     expect(await timeouts()).toBe(before);
+  });
+});
+
+describe('Knowledge uploads on the built service (node dist/main.js)', () => {
+  // The HTML worker's code is given as source and requires html-to-text by a resolved path:
+  // what runs from dist/ (and so in the image) is not what ts-jest runs.
+  let service: Service;
+  beforeAll(async () => {
+    service = await startService('built', {});
+  }, 180_000);
+  afterAll(() => service?.close());
+
+  it('reduces an HTML file to text in its worker, and refuses hostile markup with 400', async () => {
+    const tenant = await tenantWithKey(service, ['read_write']);
+    const upload = (title: string, html: string) =>
+      service
+        .http()
+        .post('/v1/knowledge')
+        .set('Authorization', tenant.auth)
+        .field('title', title)
+        .attach('file', Buffer.from(html), { filename: 'p.html', contentType: 'text/html' });
+    const page = await upload('Hours', '<h1>Hours</h1><p>We open at <b>nine</b>.</p>');
+    expect(page.status).toBe(201);
+    const read = await service
+      .http()
+      .get(`/v1/knowledge/${page.body.id as string}`)
+      .set('Authorization', tenant.auth);
+    expect(read.body.content).toBe('HOURS\n\nWe open at nine.');
+    const deep = await upload('Deep', '<div>'.repeat(10_000) + 'x' + '</div>'.repeat(10_000));
+    expectError(deep, 400, 'validation_failed');
+    expect(deep.body.error.details).toEqual([
+      { field: 'file', problem: expect.stringContaining('cannot be reduced to text') },
+    ]);
   });
 });
