@@ -950,4 +950,46 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       { key: abandoned, requests: 0, prompt_tokens: 10, completion_tokens: 5, cached_tokens: 0 },
     ]);
   });
+
+  it('counts the tokens of the calls a turn made when its client leaves mid-turn, and stores nothing', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    // A round (arguments that fail the schema), then a call that never answers.
+    fake.respondWith(
+      { ...called('not json'), usage: { prompt_tokens: 30, completion_tokens: 3 } },
+      { hang: true },
+    );
+    const userId = uniqueUserId();
+    const leaving = t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: created.body.id, user_id: userId, message: 'then leave' });
+    const settled = leaving.then(
+      () => 'answered',
+      () => 'aborted',
+    );
+    await fake.waitForRequests(2);
+    leaving.abort();
+    await fake.waitForAborted(1);
+    expect(await settled).toBe('aborted');
+
+    // The round's call counts (as no reply) once the service has seen the client go.
+    const deadline = Date.now() + 5000;
+    let counted = await tokensOf(tenant.auth);
+    while (counted.prompt_tokens === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      counted = await tokensOf(tenant.auth);
+    }
+    expect(counted).toMatchObject({ requests: 0, prompt_tokens: 30, completion_tokens: 3 });
+    const memories = await t
+      .http()
+      .get(`/v1/end-users/${userId}/memories`)
+      .set('Authorization', tenant.auth);
+    expect(memories.body.data ?? []).toEqual([]);
+  });
 });
