@@ -143,6 +143,34 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
     expect(created.body.user_id).toBe(emoji);
   });
 
+  it('refuses a body whose bytes are not UTF-8 rather than storing U+FFFD for them', async () => {
+    // A lone surrogate written as UTF-8 bytes (ED A0 80), a stray continuation byte, a cut
+    // sequence: each would decode to U+FFFD.
+    for (const bytes of [[0xed, 0xa0, 0x80], [0x80], [0xe2, 0x82]]) {
+      const raw = Buffer.concat([
+        Buffer.from('{"user_id":"bytes-'),
+        Buffer.from(bytes),
+        Buffer.from('"}'),
+      ]);
+      const response = await t
+        .http()
+        .post('/v1/end-users')
+        .set('Authorization', tenant.auth)
+        .set('Content-Type', 'application/json')
+        .serialize((bytes: Buffer) => bytes) // as they are, not as JSON of a Buffer
+        .send(raw);
+      expectError(response, 400, 'malformed_json');
+      expect(response.body.error.message).toBe('The body is not UTF-8 text');
+    }
+    const listed = await t
+      .http()
+      .get('/v1/end-users?limit=100')
+      .set('Authorization', tenant.auth)
+      .expect(200);
+    const stored = (listed.body.data as Array<{ user_id: string }>).map((u) => u.user_id);
+    expect(stored.filter((id) => id.startsWith('bytes-'))).toEqual([]);
+  });
+
   it('refuses U+0000, unpaired surrogates and broken escapes in paths and query strings', async () => {
     const urls = [
       '/v1/end-users/abc%00def',

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { json } from 'express';
 import { AppError } from '../errors/app-error';
@@ -14,6 +15,7 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 const TOO_DEEP = 'json.too.deep';
+const NOT_UTF8 = 'json.not.utf8';
 
 type RequestWithRawBody = Request & { rawBody?: Buffer };
 
@@ -30,6 +32,8 @@ function toAppError(error: { type?: string; limit?: number }): AppError {
       return AppError.validation([
         { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
       ]);
+    case NOT_UTF8:
+      return new AppError('malformed_json', 'The body is not UTF-8 text');
     case 'entity.too.large':
       return new AppError(
         'payload_too_large',
@@ -139,6 +143,9 @@ function jsonParser(limit: number): RequestHandler {
     strict: false,
     type: () => true,
     verify: (request: RequestWithRawBody, _response, buffer) => {
+      // The decoder would turn bytes that are not UTF-8 (a lone surrogate's, say) into U+FFFD,
+      // and the text stored would not be the text sent (as document bodies, spooled-document.ts).
+      if (!isUtf8(buffer)) throw Object.assign(new Error('not UTF-8'), { type: NOT_UTF8 });
       if (jsonNestsDeeperThan(buffer, MAX_JSON_DEPTH)) {
         throw Object.assign(new Error('too deep'), { type: TOO_DEEP });
       }
