@@ -472,6 +472,69 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     );
   });
 
+  it("shows a memory's tool calls: the tool, its arguments and its output, markup as text", async () => {
+    // A personality with a client tool (contract §26); the local engine calls it on `T({...})`.
+    const withTool = await call('POST', '/v1/personalities/from-catalog', {
+      slug: 'sage-mentor',
+      tools: [
+        {
+          name: 'lookup_order',
+          description: "Looks up one of the user's orders",
+          parameters: {
+            type: 'object',
+            properties: { order_id: { type: 'string' } },
+            required: ['order_id'],
+          },
+          execution: 'client',
+        },
+      ],
+    });
+    expect(withTool.status).toBe(201);
+    const userId = `tools-${randomUUID()}`;
+    const paused = await call('POST', '/v1/respond', {
+      personality_id: withTool.body.id,
+      user_id: userId,
+      message: 'Where is my order? lookup_order({"order_id": "A-1042"})',
+    });
+    expect(paused.body).toMatchObject({
+      status: 'requires_action',
+      tool_calls: [{ name: 'lookup_order', arguments: { order_id: 'A-1042' } }],
+    });
+    // The client's output carries markup; the reply's memory keeps it with the call.
+    const output = { status: 'shipped', note: XSS };
+    const done = await call('POST', `/v1/respond/turns/${paused.body.turn_id}/tool-outputs`, {
+      outputs: [{ tool_call_id: paused.body.tool_calls[0].id, output }],
+    });
+    expect(done.body.status).toBe('completed');
+
+    await visit('End users');
+    await page.getByLabel('Find an end user by user_id').fill(userId);
+    await page.getByRole('button', { name: 'Find' }).click();
+    await page.getByRole('heading', { name: userId }).waitFor();
+    const calls = page.getByRole('region', { name: 'Tool calls' });
+    await calls.waitFor();
+    await expectShownAsText(JSON.stringify(XSS));
+    // One table, in the reply's memory; its row as a person reads it, the JSON as text.
+    expect(await calls.count()).toBe(1);
+    expect(await page.locator('li.memory', { has: calls }).locator('p.content').textContent()).toBe(
+      done.body.reply.text,
+    );
+    const [head, row] = await calls
+      .locator('tr')
+      .evaluateAll((trs) =>
+        trs.map((tr) => [...tr.querySelectorAll('th, td')].map((cell) => cell.textContent ?? '')),
+      );
+    expect(head).toEqual(['Tool', 'Arguments', 'Output', 'Run']);
+    // The JSON is read back from the cells' text (stored as jsonb, its keys may come reordered).
+    expect([row[0], JSON.parse(row[1]), JSON.parse(row[2]), row[3]]).toEqual([
+      'lookup_order',
+      { order_id: 'A-1042' },
+      output,
+      'client',
+    ]);
+    await expectAccessible();
+  });
+
   it('filters the audit log; user text in details is shown as text', async () => {
     const doomed = (await call('POST', '/v1/personalities/from-catalog', { slug: 'sage-mentor' }))
       .body;
