@@ -28,6 +28,10 @@ module.exports = {
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   // One app at a time: the specs share one database and a 2-core machine.
   maxWorkers: 1,
+  // In one worker process, not in Jest's own: each spec loads the whole app afresh, and in band
+  // the process grew past 4 GB (Node 24's heap limit here is 4.5 GB) before V8 collected, which
+  // killed a CI run with no report. The worker is replaced once its heap passes this after a spec.
+  workerIdleMemoryLimit: '1.5GB',
   testTimeout: 60_000,
   // Every spec closes what it opens and the app's shutdown releases the rest: batches of the
   // suite end by themselves and --detectOpenHandles reports nothing (createTestApp also closes

@@ -1,7 +1,7 @@
 // The mailer's Handlebars adapter loads css-inline, a napi-rs addon whose loading creates an
 // unref'd "CustomGC" handle that --detectOpenHandles cannot tell from a live one. Loaded here,
-// outside the specs (the suite runs in band, and Node loads an addon once per process), it is
-// not reported, so the report lists only real leaks.
+// outside the specs (--detectOpenHandles runs the suite in band, in this process, and Node loads
+// an addon once per process), it is not reported, so the report lists only real leaks.
 import '@nestjs-modules/mailer/adapters/handlebars.adapter';
 import { createFreshDatabase, type FreshDatabase } from './fresh-database';
 
