@@ -5,9 +5,6 @@ import { sql, type WithEntry, withEntries } from '../database/sql';
 import type { ToolTurnStatus } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
 
-/** Expired turns deleted by each save. */
-const PURGED_PER_SAVE = 100;
-
 export interface NewToolTurn {
   id: string;
   organizationId: string;
@@ -41,25 +38,32 @@ export class ToolTurnsRepository {
 
   /**
    * Saves a paused turn, in one statement with `steps` (the tokens of its model calls so far). A
-   * turn paused again after a resumption keeps its id: its row is pending once more. Up to
-   * PURGED_PER_SAVE turns past their expiry go with it (of any organization: expired turns are
-   * nobody's to resume), so the table holds about the turns of the last TTL.
+   * turn paused again after a resumption keeps its id: its row is pending once more. Expired
+   * turns are deleted by ToolTurnsRetentionWorker.
    */
-  async save(turn: NewToolTurn, now: Date, steps: WithEntry[] = []): Promise<void> {
-    const purged = sql`purged AS (
-            DELETE FROM tool_turns WHERE id IN (
-              SELECT id FROM tool_turns WHERE expires_at < ${now} LIMIT ${PURGED_PER_SAVE}))`;
-    await this.database.rows(
-      withEntries(
-        [purged, ...steps],
-        sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
+  async save(turn: NewToolTurn, steps: WithEntry[] = []): Promise<void> {
+    const insert = sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
                   ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
-           WHERE tool_turns.organization_id = excluded.organization_id`,
-      ),
+           WHERE tool_turns.organization_id = excluded.organization_id`;
+    await this.database.rows(steps.length > 0 ? withEntries(steps, insert) : insert);
+  }
+
+  /**
+   * Deletes up to `batchSize` turns past their expiry, of any organization (expired turns are
+   * nobody's to resume), skipping rows another instance is deleting; answers how many.
+   */
+  async deleteExpired(now: Date, batchSize: number): Promise<number> {
+    const row = await this.database.row<{ count: number }>(
+      sql`WITH doomed AS (
+            SELECT id FROM tool_turns WHERE expires_at <= ${now}
+             LIMIT ${batchSize} FOR UPDATE SKIP LOCKED),
+          deleted AS (DELETE FROM tool_turns t USING doomed d WHERE t.id = d.id RETURNING 1)
+          SELECT count(*)::int AS count FROM deleted`,
     );
+    return row?.count ?? 0;
   }
 
   async find(organizationId: string, id: string, now: Date): Promise<FoundToolTurn | undefined> {

@@ -272,7 +272,6 @@ export class ToolTurnsService {
         state: { ...state, usage: null },
         expiresAt: new Date(now.getTime() + this.config.turnTtlSeconds * 1000),
       },
-      now,
       unwritten ? context.tokenSteps(unwritten, state.model, now) : [],
     );
     state.usage = null;

@@ -1,12 +1,19 @@
 import { Module } from '@nestjs/common';
 import { ToolTurnsRepository } from './tool-turns.repository';
+import { ToolTurnsRetentionWorker } from './tool-turns-retention.worker';
 import { ToolTurnsService } from './tool-turns.service';
 import { ToolMetrics } from './tool-metrics';
 import { WebhookToolCaller } from './webhook-tool-caller';
 
 /** Tools of personalities (contract §26, docs/tools.md): the loop of a turn that calls them. */
 @Module({
-  providers: [ToolTurnsRepository, ToolTurnsService, WebhookToolCaller, ToolMetrics],
+  providers: [
+    ToolTurnsRepository,
+    ToolTurnsService,
+    ToolTurnsRetentionWorker,
+    WebhookToolCaller,
+    ToolMetrics,
+  ],
   exports: [ToolTurnsService],
 })
 export class ToolsModule {}

@@ -1,0 +1,86 @@
+import { DataSource } from 'typeorm';
+import { Clock } from '../../src/common/time/clock';
+import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
+import { ShiftedClock } from '../support/clocks';
+import { tenantWithKey } from '../support/identity';
+import { createTestApp, type TestApp } from '../support/test-app';
+
+const lookupOrder = {
+  name: 'lookup_order',
+  description: "Looks up one of the user's orders",
+  parameters: {
+    type: 'object',
+    properties: { order_id: { type: 'string' } },
+    required: ['order_id'],
+    additionalProperties: false,
+  },
+  execution: 'client',
+};
+
+/**
+ * ToolTurnsRetentionWorker on the real database: paused turns (contract §26) past
+ * TOOL_TURN_TTL_SECONDS are deleted whether or not another turn is ever paused, and two purges
+ * at once delete each turn once.
+ */
+describe('ToolTurnsRetentionWorker (real database)', () => {
+  const clock = new ShiftedClock();
+  let t: TestApp;
+  let db: DataSource;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: { TOOL_TURN_TTL_SECONDS: '60' },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+    db = t.app.get(DataSource);
+  });
+  afterAll(() => t.close());
+  afterEach(() => clock.reset());
+
+  it('deletes the turns past their expiry, and keeps the others resumable', async () => {
+    const tenant = await tenantWithKey(t);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookupOrder] });
+    const pause = async (userId: string) => {
+      const paused = await t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', tenant.auth)
+        .send({
+          personality_id: created.body.id,
+          user_id: userId,
+          message: 'Where is it? lookup_order({"order_id": "A-1042"})',
+        });
+      expect(paused.body).toMatchObject({ status: 'requires_action' });
+      return {
+        turnId: paused.body.turn_id as string,
+        callId: paused.body.tool_calls[0].id as string,
+      };
+    };
+    const expiring = (await Promise.all([pause('old-1'), pause('old-2'), pause('old-3')])).map(
+      (turn) => turn.turnId,
+    );
+    clock.advance(45_000);
+    const fresh = await pause('fresh');
+    clock.advance(30_000); // the first three are 75 s old (TTL 60 s), the last 30 s
+
+    const worker = t.app.get(ToolTurnsRetentionWorker);
+    const counts = await Promise.all([worker.purgeExpired(), worker.purgeExpired()]);
+    expect(counts[0] + counts[1]).toBe(3);
+
+    const left = await db.query<Array<{ id: string }>>(
+      'SELECT id FROM tool_turns WHERE id = ANY($1::text[])',
+      [[...expiring, fresh.turnId]],
+    );
+    expect(left.map((row) => row.id)).toEqual([fresh.turnId]);
+    const resumed = await t
+      .http()
+      .post(`/v1/respond/turns/${fresh.turnId}/tool-outputs`)
+      .set('Authorization', tenant.auth)
+      .send({ outputs: [{ tool_call_id: fresh.callId, output: { ok: true } }] });
+    expect(resumed.body).toMatchObject({ status: 'completed' });
+  });
+});
