@@ -157,7 +157,7 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
         .post('/v1/end-users')
         .set('Authorization', tenant.auth)
         .set('Content-Type', 'application/json')
-        .serialize((bytes: Buffer) => bytes) // as they are, not as JSON of a Buffer
+        .serialize((bytes: string) => bytes) // the Buffer as it is, not as JSON of a Buffer
         .send(raw);
       expectError(response, 400, 'malformed_json');
       expect(response.body.error.message).toBe('The body is not UTF-8 text');
