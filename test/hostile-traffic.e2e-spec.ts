@@ -162,13 +162,30 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
       expectError(response, 400, 'malformed_json');
       expect(response.body.error.message).toBe('The body is not UTF-8 text');
     }
-    const listed = await t
+    // What the decoder would have made of them: never stored.
+    for (const decoded of ['bytes-\ufffd\ufffd\ufffd', 'bytes-\ufffd']) {
+      await t
+        .http()
+        .get(`/v1/end-users/${encodeURIComponent(decoded)}`)
+        .set('Authorization', tenant.auth)
+        .expect(404);
+    }
+    // A byte order mark and a four-byte character are UTF-8, and taken.
+    const userId = `bom-${uniqueUserId()}-\u{1F600}`;
+    const created = await t
       .http()
-      .get('/v1/end-users?limit=100')
+      .post('/v1/end-users')
       .set('Authorization', tenant.auth)
-      .expect(200);
-    const stored = (listed.body.data as Array<{ user_id: string }>).map((u) => u.user_id);
-    expect(stored.filter((id) => id.startsWith('bytes-'))).toEqual([]);
+      .set('Content-Type', 'application/json')
+      .serialize((bytes: string) => bytes)
+      .send(
+        Buffer.concat([
+          Buffer.from([0xef, 0xbb, 0xbf]),
+          Buffer.from(JSON.stringify({ user_id: userId })),
+        ]),
+      );
+    expect(created.status).toBe(201);
+    expect(created.body.user_id).toBe(userId);
   });
 
   it('refuses U+0000, unpaired surrogates and broken escapes in paths and query strings', async () => {

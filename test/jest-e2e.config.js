@@ -33,8 +33,10 @@ module.exports = {
   // killed a CI run with no report. The worker is replaced once its heap passes this after a spec.
   workerIdleMemoryLimit: '1.5GB',
   testTimeout: 60_000,
-  // Every spec closes what it opens and the app's shutdown releases the rest: batches of the
-  // suite end by themselves and --detectOpenHandles reports nothing (createTestApp also closes
-  // an app that fails to build). forceExit stays until one whole CI run has ended without it.
+  // Every spec closes what it opens and the app's shutdown releases the rest: in band, batches
+  // of the suite ended by themselves and --detectOpenHandles reports nothing (createTestApp also
+  // closes an app that fails to build). In the worker, Jest still reports that the worker "failed
+  // to exit gracefully" when it ends, unexplained yet; forceExit stays until a whole CI run ends
+  // without either.
   forceExit: true,
 };

@@ -15,8 +15,10 @@ const PURGE_INTERVAL_MS = 5 * 60_000;
  * once shortly after start. A turn holds the end user's message and the tool calls so far, so it
  * is not kept once nobody can resume it, whether or not another turn is ever paused. Each batch
  * skips rows another instance is deleting, so instances purging at once neither wait for each
- * other nor delete twice, and no leader is elected. An expired turn not yet purged already
- * answers 404, so the purge only removes data.
+ * other nor delete twice, and no leader is elected. An expired pending turn answers 404 whether
+ * or not it is purged yet; an expired turn still being resumed is deleted too (as the purge on
+ * save did before): its reply is stored all the same, and a failed resumption of it could not be
+ * retried anyway.
  */
 @Injectable()
 export class ToolTurnsRetentionWorker {

@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { Clock } from '../../src/common/time/clock';
 import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
@@ -19,8 +20,8 @@ const lookupOrder = {
 
 /**
  * ToolTurnsRetentionWorker on the real database: paused turns (contract §26) past
- * TOOL_TURN_TTL_SECONDS are deleted whether or not another turn is ever paused, and two purges
- * at once delete each turn once.
+ * TOOL_TURN_TTL_SECONDS are deleted whether or not another turn is ever paused, and a turn
+ * another transaction holds is skipped, not waited for.
  */
 describe('ToolTurnsRetentionWorker (real database)', () => {
   const clock = new ShiftedClock();
@@ -37,7 +38,15 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
   afterAll(() => t.close());
   afterEach(() => clock.reset());
 
-  it('deletes the turns past their expiry, and keeps the others resumable', async () => {
+  const turnsLeft = async (ids: string[]) =>
+    (
+      await db.query<Array<{ id: string }>>(
+        'SELECT id FROM tool_turns WHERE id = ANY($1::text[]) ORDER BY id',
+        [ids],
+      )
+    ).map((row) => row.id);
+
+  it('deletes the turns past their expiry, skipping a locked one, and keeps the others resumable', async () => {
     const tenant = await tenantWithKey(t);
     const created = await t
       .http()
@@ -45,15 +54,11 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
       .set('Authorization', tenant.auth)
       .send({ slug: 'sage-mentor', tools: [lookupOrder] });
     const pause = async (userId: string) => {
-      const paused = await t
-        .http()
-        .post('/v1/respond')
-        .set('Authorization', tenant.auth)
-        .send({
-          personality_id: created.body.id,
-          user_id: userId,
-          message: 'Where is it? lookup_order({"order_id": "A-1042"})',
-        });
+      const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+        personality_id: created.body.id,
+        user_id: userId,
+        message: 'Where is it? lookup_order({"order_id": "A-1042"})',
+      });
       expect(paused.body).toMatchObject({ status: 'requires_action' });
       return {
         turnId: paused.body.turn_id as string,
@@ -67,15 +72,25 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
     const fresh = await pause('fresh');
     clock.advance(30_000); // the first three are 75 s old (TTL 60 s), the last 30 s
 
+    // One expired turn is held by another transaction (an instance deleting it, or a resumption
+    // claiming it): the purge skips it rather than wait, and takes it on a later run.
     const worker = t.app.get(ToolTurnsRetentionWorker);
-    const counts = await Promise.all([worker.purgeExpired(), worker.purgeExpired()]);
-    expect(counts[0] + counts[1]).toBe(3);
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM tool_turns WHERE id = $1 FOR UPDATE', [expiring[0]]);
+      expect(await worker.purgeExpired()).toBe(2);
+      expect(await turnsLeft([...expiring, fresh.turnId])).toEqual(
+        [expiring[0], fresh.turnId].sort(),
+      );
+      await holder.query('ROLLBACK');
+    } finally {
+      await holder.end();
+    }
+    expect(await worker.purgeExpired()).toBe(1);
+    expect(await turnsLeft([...expiring, fresh.turnId])).toEqual([fresh.turnId]);
 
-    const left = await db.query<Array<{ id: string }>>(
-      'SELECT id FROM tool_turns WHERE id = ANY($1::text[])',
-      [[...expiring, fresh.turnId]],
-    );
-    expect(left.map((row) => row.id)).toEqual([fresh.turnId]);
     const resumed = await t
       .http()
       .post(`/v1/respond/turns/${fresh.turnId}/tool-outputs`)
