@@ -7,6 +7,7 @@ import {
   type OnApplicationBootstrap,
   type OnModuleDestroy,
 } from '@nestjs/common';
+import { PeriodicPurge, type PeriodicPurgeOptions } from './periodic-purge';
 import { PeriodicTask, type PeriodicTaskOptions } from './periodic-task';
 
 /**
@@ -43,6 +44,11 @@ export class BackgroundJobs implements OnApplicationBootstrap, OnModuleDestroy {
     const task = new PeriodicTask(options);
     this.add(task);
     return task;
+  }
+
+  /** A retention purge of this process, registered. */
+  purge(options: PeriodicPurgeOptions): PeriodicPurge {
+    return new PeriodicPurge(this, options);
   }
 
   onApplicationBootstrap(): void {
