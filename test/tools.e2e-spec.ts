@@ -11,7 +11,7 @@ import { createApiKey, signUp } from './support/identity';
 import { parseExposition, valueOf } from './support/prometheus';
 import { type Service, type ServiceKind, startService } from './support/service';
 import type { HttpTarget } from './support/test-app';
-import { createWebhookEndpoint, verifiedEvent } from './support/tools';
+import { createWebhookEndpoint, lookupOrderTool, verifiedEvent } from './support/tools';
 
 /**
  * Tools (contract §26) end to end, each block against the service in this process and against
@@ -38,18 +38,6 @@ async function tenant(t: HttpTarget): Promise<Tenant> {
 async function createEndpoint(t: HttpTarget, owner: Tenant, url: string): Promise<string> {
   return (await createWebhookEndpoint(t, owner.auth, url)).id;
 }
-
-const lookupOrder = {
-  name: 'lookup_order',
-  description: "Looks up one of the user's orders",
-  parameters: {
-    type: 'object',
-    properties: { order_id: { type: 'string' } },
-    required: ['order_id'],
-    additionalProperties: false,
-  },
-  execution: 'client',
-};
 
 describe.each(kinds)('Tools (contract §26), %s', (kind) => {
   let t: Service;
@@ -95,9 +83,9 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .http()
         .post('/v1/personalities/from-catalog')
         .set('Authorization', owner.auth)
-        .send({ slug: 'sage-mentor', tools: [lookupOrder, webhookTool] });
+        .send({ slug: 'sage-mentor', tools: [lookupOrderTool, webhookTool] });
       expect(created.status).toBe(201);
-      expect(created.body.tools).toEqual([lookupOrder, { ...webhookTool, timeout_ms: 10000 }]);
+      expect(created.body.tools).toEqual([lookupOrderTool, { ...webhookTool, timeout_ms: 10000 }]);
 
       const patched = await t
         .http()
@@ -116,23 +104,26 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const id = await clonePersonality(t, owner.auth);
       const cases: Array<[unknown, string]> = [
         [
-          [lookupOrder, { ...lookupOrder, name: 'other', parameters: { type: 'array' } }],
+          [lookupOrderTool, { ...lookupOrderTool, name: 'other', parameters: { type: 'array' } }],
           'tools/1/parameters',
         ],
-        [[{ ...lookupOrder, parameters: { type: 'object', properties: 3 } }], 'tools/0/parameters'],
-        [[lookupOrder, lookupOrder], 'tools/1/name'],
-        [[{ ...lookupOrder, name: 'has space' }], 'tools/0/name'],
-        [[{ ...lookupOrder, description: '' }], 'tools/0/description'],
-        [[{ ...lookupOrder, execution: 'server' }], 'tools/0/execution'],
         [
-          [{ ...lookupOrder, execution: 'webhook', endpoint_id: randomUUID() }],
+          [{ ...lookupOrderTool, parameters: { type: 'object', properties: 3 } }],
+          'tools/0/parameters',
+        ],
+        [[lookupOrderTool, lookupOrderTool], 'tools/1/name'],
+        [[{ ...lookupOrderTool, name: 'has space' }], 'tools/0/name'],
+        [[{ ...lookupOrderTool, description: '' }], 'tools/0/description'],
+        [[{ ...lookupOrderTool, execution: 'server' }], 'tools/0/execution'],
+        [
+          [{ ...lookupOrderTool, execution: 'webhook', endpoint_id: randomUUID() }],
           'tools/0/endpoint_id',
         ],
         [
-          [{ ...lookupOrder, execution: 'webhook', endpoint_id: endpointId, timeout_ms: 50 }],
+          [{ ...lookupOrderTool, execution: 'webhook', endpoint_id: endpointId, timeout_ms: 50 }],
           'tools/0/timeout_ms',
         ],
-        [Array.from({ length: 33 }, (_, i) => ({ ...lookupOrder, name: `t${i}` })), 'tools'],
+        [Array.from({ length: 33 }, (_, i) => ({ ...lookupOrderTool, name: `t${i}` })), 'tools'],
         [['not an object'], 'tools'],
       ];
       for (const [tools, field] of cases) {
@@ -148,7 +139,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .http()
         .post('/v1/personalities/from-catalog')
         .set('Authorization', owner.auth)
-        .send({ slug: 'sage-mentor', tools: [lookupOrder, lookupOrder] });
+        .send({ slug: 'sage-mentor', tools: [lookupOrderTool, lookupOrderTool] });
       expectError(created, 400, 'validation_failed');
       const got = await t.http().get(`/v1/personalities/${id}`).set('Authorization', owner.auth);
       expect(got.body.tools).toEqual([]);
@@ -161,7 +152,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .http()
         .patch(`/v1/personalities/${id}`)
         .set('Authorization', other.auth)
-        .send({ tools: [{ ...lookupOrder, execution: 'webhook', endpoint_id: endpointId }] });
+        .send({ tools: [{ ...lookupOrderTool, execution: 'webhook', endpoint_id: endpointId }] });
       expectError(response, 400, 'validation_failed');
       expect(response.body.error.details).toEqual([
         { field: 'tools/0/endpoint_id', problem: 'must be a webhook endpoint of the organization' },
@@ -179,7 +170,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .http()
         .post('/v1/personalities/from-catalog')
         .set('Authorization', owner.auth)
-        .send({ slug: 'sage-mentor', tools: [lookupOrder] });
+        .send({ slug: 'sage-mentor', tools: [lookupOrderTool] });
       personalityId = created.body.id as string;
     });
 
@@ -372,7 +363,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
 
     it('takes client tools per request, refusing a name the personality has', async () => {
       const plain = await clonePersonality(t, owner.auth);
-      const { execution: _client, ...requestTool } = lookupOrder;
+      const { execution: _client, ...requestTool } = lookupOrderTool;
       const paused = await t
         .http()
         .post('/v1/respond')
@@ -397,7 +388,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const withExecution = await respond({
         user_id: uniqueUserId(),
         message: 'hi',
-        tools: [{ ...lookupOrder, name: 'other' }],
+        tools: [{ ...lookupOrderTool, name: 'other' }],
       });
       expectError(withExecution, 400, 'validation_failed');
       expect(withExecution.body.error.details).toEqual([
@@ -591,17 +582,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   let t: Service;
   let auth: string;
   let personalityId: string;
-  const lookup = {
-    name: 'lookup_order',
-    description: 'Looks up an order',
-    parameters: {
-      type: 'object',
-      properties: { order_id: { type: 'string' } },
-      required: ['order_id'],
-      additionalProperties: false,
-    },
-    execution: 'client',
-  };
+  const lookup = { ...lookupOrderTool, description: 'Looks up an order' };
   const called = (args: string, id = 'call_1') => ({
     toolCalls: [{ id, name: 'lookup_order', arguments: args }],
     usage: { prompt_tokens: 10, completion_tokens: 5 },
@@ -661,6 +642,17 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     await t?.close();
     await Promise.all([fake.close(), receiver.stop()]);
   });
+
+  /** A tenant of its own (its token counts start at 0) whose personality has the lookup tool. */
+  async function tenantWithLookup() {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', tenant.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup] });
+    return { tenant, created };
+  }
 
   const tokensOf = async (caller: string) =>
     (await t.http().get('/v1/usage/tokens').set('Authorization', caller)).body as {
@@ -853,12 +845,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it('ends a turn whose tokens spend a budget mid-way with 402', async () => {
-    const tenant = await tenantWithKey(t, ['read_write']);
-    const created = await t
-      .http()
-      .post('/v1/personalities/from-catalog')
-      .set('Authorization', tenant.auth)
-      .send({ slug: 'sage-mentor', tools: [lookup] });
+    const { tenant, created } = await tenantWithLookup();
     await t
       .http()
       .patch(`/v1/organizations/${tenant.organizationId}/limits`)
@@ -888,12 +875,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it('counts the tokens of every model call once: of a pause never resumed, of a failed resumption and of its retry', async () => {
-    const tenant = await tenantWithKey(t, ['read_write']);
-    const created = await t
-      .http()
-      .post('/v1/personalities/from-catalog')
-      .set('Authorization', tenant.auth)
-      .send({ slug: 'sage-mentor', tools: [lookup] });
+    const { tenant, created } = await tenantWithLookup();
     const respondAs = (userId: string, message: string) =>
       t
         .http()
@@ -952,12 +934,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it('counts the tokens of the calls a turn made when its client leaves mid-turn, and stores nothing', async () => {
-    const tenant = await tenantWithKey(t, ['read_write']);
-    const created = await t
-      .http()
-      .post('/v1/personalities/from-catalog')
-      .set('Authorization', tenant.auth)
-      .send({ slug: 'sage-mentor', tools: [lookup] });
+    const { tenant, created } = await tenantWithLookup();
     // A round (arguments that fail the schema), then a call that never answers.
     fake.respondWith(
       { ...called('not json'), usage: { prompt_tokens: 30, completion_tokens: 3 } },

@@ -5,6 +5,7 @@ import type { Page } from 'playwright-core';
 import { type BuiltProcess, runBuilt, waitUntilReady } from '../support/built-app';
 import { freePort } from '../support/ports';
 import { resetTokenOf, TestSmtpServer } from '../support/smtp-server';
+import { lookupOrderTool } from '../support/tools';
 import { WebhookReceiver } from '../support/webhook-receiver';
 import { findChromium } from './support/chromium';
 import { ConsoleBrowser } from './support/console-session';
@@ -476,18 +477,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     // A personality with a client tool (contract §26); the local engine calls it on `T({...})`.
     const withTool = await call('POST', '/v1/personalities/from-catalog', {
       slug: 'sage-mentor',
-      tools: [
-        {
-          name: 'lookup_order',
-          description: "Looks up one of the user's orders",
-          parameters: {
-            type: 'object',
-            properties: { order_id: { type: 'string' } },
-            required: ['order_id'],
-          },
-          execution: 'client',
-        },
-      ],
+      tools: [lookupOrderTool],
     });
     expect(withTool.status).toBe(201);
     const userId = `tools-${randomUUID()}`;

@@ -5,18 +5,7 @@ import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.w
 import { ShiftedClock } from '../support/clocks';
 import { tenantWithKey } from '../support/identity';
 import { createTestApp, type TestApp } from '../support/test-app';
-
-const lookupOrder = {
-  name: 'lookup_order',
-  description: "Looks up one of the user's orders",
-  parameters: {
-    type: 'object',
-    properties: { order_id: { type: 'string' } },
-    required: ['order_id'],
-    additionalProperties: false,
-  },
-  execution: 'client',
-};
+import { lookupOrderTool } from '../support/tools';
 
 /**
  * ToolTurnsRetentionWorker on the real database: paused turns (contract §26) past
@@ -52,7 +41,7 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
       .http()
       .post('/v1/personalities/from-catalog')
       .set('Authorization', tenant.auth)
-      .send({ slug: 'sage-mentor', tools: [lookupOrder] });
+      .send({ slug: 'sage-mentor', tools: [lookupOrderTool] });
     const pause = async (userId: string) => {
       const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
         personality_id: created.body.id,

@@ -2,6 +2,19 @@ import { Webhook } from 'standardwebhooks';
 import type { HttpTarget } from './test-app';
 import type { ReceivedWebhook } from './webhook-receiver';
 
+/** A client tool (contract §26) the local engine calls when a message holds `lookup_order({...})`. */
+export const lookupOrderTool = {
+  name: 'lookup_order',
+  description: "Looks up one of the user's orders",
+  parameters: {
+    type: 'object',
+    properties: { order_id: { type: 'string' } },
+    required: ['order_id'],
+    additionalProperties: false,
+  },
+  execution: 'client',
+};
+
 /** A webhook endpoint of the caller's organization (a webhook tool's target), with its secret. */
 export async function createWebhookEndpoint(
   t: HttpTarget,
