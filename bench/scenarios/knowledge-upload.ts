@@ -64,7 +64,8 @@ async function upload(
     response = await fetch(url, { method: 'POST', headers: { authorization: auth }, body: form });
   }
   const body = (await response.json()) as Json;
-  if (response.status !== 201) throw new Error(`upload: ${response.status} ${JSON.stringify(body)}`);
+  if (response.status !== 201)
+    throw new Error(`upload: ${response.status} ${JSON.stringify(body)}`);
   return body.chunks as number;
 }
 
