@@ -6,7 +6,7 @@ import { tenantWithKey } from './support/identity';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { type Service, startService } from './support/service';
 import { parseEvents } from './support/sse';
-import { createTestApp, type TestApp } from './support/test-app';
+import { createTestApp, type HttpTarget, type TestApp } from './support/test-app';
 import { lockTable } from './support/locks';
 import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
@@ -47,6 +47,16 @@ function systemOf(request: RecordedChatRequest): string {
   return typeof system?.content === 'string' ? system.content : '';
 }
 
+/** A multipart upload to `target` of `text` as a file of `type`. */
+function uploadTo(target: HttpTarget, auth: string, title: string, text: string, type: string) {
+  return target
+    .http()
+    .post('/v1/knowledge')
+    .set('Authorization', auth)
+    .field('title', title)
+    .attach('file', Buffer.from(text), { filename: 'upload', contentType: type });
+}
+
 /** Knowledge documents (contract §27): upload, chunks, search, limits, replies and citations. */
 describe('Knowledge documents (contract §27)', () => {
   let t: TestApp;
@@ -77,13 +87,8 @@ describe('Knowledge documents (contract §27)', () => {
       .send({ personality_id: personalityId, user_id: uniqueUserId('kn'), ...body });
 
   describe('upload', () => {
-    /** A multipart upload of `text` as a file of `type`. */
     const uploadFile = (title: string, text: string, type = 'text/plain', auth = tenant.auth) =>
-      http()
-        .post('/v1/knowledge')
-        .set('Authorization', auth)
-        .field('title', title)
-        .attach('file', Buffer.from(text), { filename: 'upload', contentType: type });
+      uploadTo(t, auth, title, text, type);
 
     it('takes JSON, answers the document, and finds its chunks at once', async () => {
       const paragraphs = Array.from(
@@ -822,12 +827,7 @@ describe('Knowledge uploads on the built service (node dist/main.js)', () => {
   it('reduces an HTML file to text in its worker, and refuses hostile markup with 400', async () => {
     const tenant = await tenantWithKey(service, ['read_write']);
     const upload = (title: string, html: string) =>
-      service
-        .http()
-        .post('/v1/knowledge')
-        .set('Authorization', tenant.auth)
-        .field('title', title)
-        .attach('file', Buffer.from(html), { filename: 'p.html', contentType: 'text/html' });
+      uploadTo(service, tenant.auth, title, html, 'text/html');
     const page = await upload('Hours', '<h1>Hours</h1><p>We open at <b>nine</b>.</p>');
     expect(page.status).toBe(201);
     const read = await service

@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { Clock } from '../../src/common/time/clock';
 import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
 import { ShiftedClock } from '../support/clocks';
+import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { tenantWithKey } from '../support/identity';
 import { createTestApp, type TestApp } from '../support/test-app';
 import { lookupOrderTool } from '../support/tools';
@@ -13,18 +14,25 @@ import { lookupOrderTool } from '../support/tools';
  * another transaction holds is skipped, not waited for.
  */
 describe('ToolTurnsRetentionWorker (real database)', () => {
+  // On a database of its own: the purge deletes the expired turns of every organization, so the
+  // counts below hold only where no other suite has left turns.
   const clock = new ShiftedClock();
+  let database: FreshDatabase;
   let t: TestApp;
   let db: DataSource;
 
   beforeAll(async () => {
+    database = await createFreshDatabase('turn_purge', process.env.DATABASE_URL);
     t = await createTestApp({
-      env: { TOOL_TURN_TTL_SECONDS: '60' },
+      env: { TOOL_TURN_TTL_SECONDS: '60', DATABASE_URL: database.url },
       override: (builder) => builder.overrideProvider(Clock).useValue(clock),
     });
     db = t.app.get(DataSource);
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t?.close();
+    await database?.drop();
+  });
   afterEach(() => clock.reset());
 
   const turnsLeft = async (ids: string[]) =>
@@ -64,7 +72,7 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
     // One expired turn is held by another transaction (an instance deleting it, or a resumption
     // claiming it): the purge skips it rather than wait, and takes it on a later run.
     const worker = t.app.get(ToolTurnsRetentionWorker);
-    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    const holder = new Client({ connectionString: database.url });
     await holder.connect();
     try {
       await holder.query('BEGIN');
