@@ -1,4 +1,6 @@
 import Redis from 'ioredis';
+import { Client } from 'pg';
+import { rankedChunks } from '../src/knowledge/knowledge.repository';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
@@ -605,6 +607,160 @@ describe('Knowledge documents (contract §27)', () => {
 
     it('reading who draws on the documents is held to the same budget', async () => {
       await replyWhileLocked('knowledge_documents');
+    });
+  });
+
+  describe('bounded postings (knowledge_terms)', () => {
+    let db: Client;
+    beforeAll(async () => {
+      db = new Client({ connectionString: process.env.DATABASE_URL });
+      await db.connect();
+    });
+    afterAll(async () => {
+      await db.end();
+    });
+
+    /** `count` paragraphs of about 650 characters, one chunk each, of words no other test holds. */
+    const paragraphs = (count: number, prefix: string, word: string, times: number) =>
+      Array.from(
+        { length: count },
+        (_, i) =>
+          [
+            ...Array.from({ length: times }, () => word),
+            ...Array.from(
+              { length: 80 },
+              (_, j) => `${prefix}${String.fromCharCode(97 + (j % 26))}${i}q${j}`,
+            ),
+          ].join(' ') + '.',
+      ).join('\n\n');
+    const postingsOf = async (organizationId: string, lexeme: string) =>
+      (
+        await db.query<{ chunk_id: string; document_id: string }>(
+          `SELECT chunk_id::text, document_id::text FROM knowledge_terms
+            WHERE organization_id = $1 AND lexeme = $2`,
+          [organizationId, lexeme],
+        )
+      ).rows;
+    /**
+     * Postings the triggers keep that a rebuild from the chunks would not, and the reverse: the
+     * best 128 of every lexeme by (weight, chunk id), as migration IndexKnowledgeTerms fills it.
+     */
+    const drift = async (organizationId: string) =>
+      (
+        await db.query<{ n: number }>(
+          `WITH rebuilt AS (
+             SELECT lexeme, weight, id AS chunk_id FROM (
+               SELECT l.lexeme, k.id,
+                      knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(k.search)) AS weight,
+                      row_number() OVER (PARTITION BY l.lexeme
+                                             ORDER BY knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(k.search)) DESC, k.id DESC) AS best
+                 FROM knowledge_chunks k CROSS JOIN LATERAL unnest(k.search) AS l
+                WHERE k.organization_id = $1) b
+              WHERE best <= 128),
+           kept AS (SELECT lexeme, weight, chunk_id FROM knowledge_terms WHERE organization_id = $1)
+           SELECT count(*)::int AS n FROM ((TABLE rebuilt EXCEPT TABLE kept) UNION ALL (TABLE kept EXCEPT TABLE rebuilt)) d`,
+          [organizationId],
+        )
+      ).rows[0].n;
+    const holders = async (organizationId: string, lexeme: string) =>
+      (
+        await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM knowledge_chunks
+            WHERE organization_id = $1 AND search @@ $2::tsquery`,
+          [organizationId, lexeme],
+        )
+      ).rows[0].n;
+
+    it('keeps the 128 best-weighted chunks of a word per organization, and refills them when a document goes', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const everyday = await create(
+        { title: 'Everyday', content: paragraphs(140, 'ev', 'lantern', 1) },
+        owner.auth,
+      );
+      expect(everyday.status).toBe(201);
+      expect(everyday.body.chunks).toBe(140);
+      expect(await postingsOf(owner.organizationId, 'lantern')).toHaveLength(128);
+      expect(await holders(owner.organizationId, 'lantern')).toBe(140);
+
+      // Chunks saying the word five times weigh more: all 20 are listed, 108 of the others kept.
+      const lanterns = await create(
+        { title: 'Lanterns', content: paragraphs(20, 'la', 'lantern', 5) },
+        owner.auth,
+      );
+      expect(lanterns.status).toBe(201);
+      const listed = await postingsOf(owner.organizationId, 'lantern');
+      expect(listed).toHaveLength(128);
+      expect(listed.filter((p) => p.document_id === lanterns.body.id)).toHaveLength(20);
+      const found = (await search({ q: 'lantern', limit: 20 }, owner.auth)).body.data as Hit[];
+      expect(found.map((hit) => hit.document_id)).toEqual(Array(20).fill(lanterns.body.id));
+
+      // Deleted, its postings go with it and the next best of the others take their place.
+      expect(
+        (await http().delete(`/v1/knowledge/${lanterns.body.id}`).set('Authorization', owner.auth))
+          .status,
+      ).toBe(204);
+      const refilled = await postingsOf(owner.organizationId, 'lantern');
+      expect(refilled).toHaveLength(128);
+      expect(new Set(refilled.map((p) => p.document_id))).toEqual(new Set([everyday.body.id]));
+      const after = (await search({ q: 'lantern', limit: 50 }, owner.auth)).body.data as Hit[];
+      expect(after).toHaveLength(50);
+      expect(await drift(owner.organizationId)).toBe(0);
+
+      // Patched to fewer chunks than the cap: every holder listed, none of the old chunks.
+      const patched = await http()
+        .patch(`/v1/knowledge/${everyday.body.id}`)
+        .set('Authorization', owner.auth)
+        .send({ content: paragraphs(30, 'pa', 'lantern', 2) });
+      expect(patched.status).toBe(200);
+      const rewritten = await db.query<{ stale: number; listed: number }>(
+        `SELECT count(*) FILTER (WHERE k.id IS NULL)::int AS stale, count(*)::int AS listed
+           FROM knowledge_terms t LEFT JOIN knowledge_chunks k ON k.id = t.chunk_id
+          WHERE t.organization_id = $1 AND t.lexeme = 'lantern'`,
+        [owner.organizationId],
+      );
+      expect(rewritten.rows[0]).toEqual({ stale: 0, listed: 30 });
+      expect(await drift(owner.organizationId)).toBe(0);
+    });
+
+    it('ranks from the postings alone, the same with statistics and without, never through the chunks index', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      await create({ title: 'Beacons', content: paragraphs(150, 'be', 'beacon', 1) }, owner.auth);
+      const rare = await create(
+        { title: 'Rare', content: 'The beacon keeper is called Ysolde.' },
+        owner.auth,
+      );
+      const statement = rankedChunks(
+        owner.organizationId,
+        null,
+        'Who keeps the beacon? Ysolde?',
+        4,
+        null,
+      );
+      const plan = async () => {
+        const { rows } = await db.query<{ 'QUERY PLAN': unknown }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`,
+          [...statement.values],
+        );
+        return JSON.stringify(rows[0]['QUERY PLAN']);
+      };
+      const first = (await search({ q: 'Who keeps the beacon? Ysolde?' }, owner.auth)).body
+        .data as Hit[];
+      expect(first[0].document_id).toBe(rare.body.id);
+      for (const analysed of [false, true]) {
+        if (analysed) await db.query('ANALYZE knowledge_terms; ANALYZE knowledge_chunks');
+        const shape = await plan();
+        expect(shape).not.toContain('knowledge_chunks_search_idx');
+        expect(shape).toContain('knowledge_terms_pkey');
+        // At most 128 postings per word of the message (three words here), whatever the plan.
+        const read = [
+          ...shape.matchAll(/"Relation Name":"knowledge_terms"[^}]*?"Actual Rows":(\d+)/g),
+        ];
+        expect(read.length).toBeGreaterThan(0);
+        for (const [, rows] of read) expect(Number(rows)).toBeLessThanOrEqual(128);
+        const again = (await search({ q: 'Who keeps the beacon? Ysolde?' }, owner.auth)).body
+          .data as Hit[];
+        expect(again).toEqual(first);
+      }
     });
   });
 });

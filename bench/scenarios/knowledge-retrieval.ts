@@ -65,6 +65,7 @@ async function seed(db: Client): Promise<string[]> {
 /** Autovacuum (off on the machines here) would do this; until then the planner has no statistics. */
 async function analyze(db: Client): Promise<void> {
   await db.query('ANALYZE knowledge_chunks');
+  await db.query('ANALYZE knowledge_terms');
   await db.query('ANALYZE knowledge_documents');
   await db.query('ANALYZE knowledge_chunk_embeddings');
 }

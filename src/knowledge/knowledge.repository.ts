@@ -3,17 +3,18 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
-import { type Sql, sql } from '../database/sql';
+import { raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest } from '../embeddings/fusion';
 import { RETRIEVAL_WORDS } from '../end-users/memory-search';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 
 /**
- * Chunks a search ranks at most, the first the index gives of those matching any word: the cost
- * of a search stays bounded however many chunks of an organization share a word
- * (docs/knowledge.md#search).
+ * Of the organization's chunks holding a word, the best this many by the word's weight in them
+ * are candidates: knowledge_terms keeps no more than this per word (the triggers of migration
+ * IndexKnowledgeTerms), so a search reads at most RETRIEVAL_WORDS × this many postings whatever
+ * the organization holds (docs/knowledge.md#search).
  */
-export const SEARCH_CANDIDATES = 1_000;
+export const KNOWLEDGE_POSTINGS_PER_WORD = 128;
 
 export type KnowledgeDocumentRow = Row<
   KnowledgeDocument,
@@ -58,50 +59,66 @@ function attachedTo(personalityId: string | null): Sql {
 }
 
 /**
+ * BM25's inverse document frequency, over the organization's chunks (`total.chunks`) and the chunks
+ * holding the lexeme among its postings (`df.n`, exact up to KNOWLEDGE_POSTINGS_PER_WORD, the cap
+ * beyond): a word few chunks hold weighs more than one many hold, never less than nothing.
+ */
+const BM25_IDF = raw('ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5))');
+
+/**
  * The chunks of the organization's documents (attached to the personality, when given) holding
- * any word of `text`: rows `(id, document_id, chunk_index, created_at, score)`, unordered. The
- * text gives at most RETRIEVAL_WORDS lexemes, its first distinct ones, in each language the
- * organization's documents are in; a chunk holding any of them qualifies, found through
- * knowledge_chunks_search_idx within the organization, and of those at most SEARCH_CANDIDATES
- * are ranked (ts_rank: more of the words, and rarer in the chunk's length, rank higher).
+ * any word of `text`: rows `(id, document_id, score)`, unordered. The text gives at
+ * most RETRIEVAL_WORDS lexemes, its first distinct ones, in each language the personality's
+ * documents are in, and each lexeme at most KNOWLEDGE_POSTINGS_PER_WORD chunks, its best-weighted
+ * in the organization, by one range scan of knowledge_terms' primary key: that is all the table
+ * keeps of it, so no plan, with statistics or without, reads more. `score` is BM25: the sum over
+ * the chunk's words of the word's weight in it (stored with the posting: how often the chunk
+ * says it, for its length) times its rarity in the organization (BM25_IDF). A chunk is read only
+ * when it is answered. A word more than KNOWLEDGE_POSTINGS_PER_WORD chunks hold is common in the
+ * organization: a chunk where it weighs little and no rarer word of the message is found is not
+ * found; postings of documents not attached to the personality count toward the word's cap.
  *
- * The plan is fixed by the text, statistics or none (autovacuum may be off): the query's words
- * reach the index as a lateral parameter (a join with the queries CTE scanned every chunk of the
- * organization, 200-400 ms at 10,000 chunks without statistics), the index scan is fenced (OFFSET
- * 0) so that it is not repeated per document, and the documents the personality draws on are
- * read once and hashed (docs/knowledge.md#retrieval-cost).
+ * The organization's documents are read once, into one map of the documents the personality
+ * draws on to their language, which each posting looks up: joined as rows instead, a generic plan
+ * without statistics nested its 512 postings over the documents, 6 ms instead of 2
+ * (docs/knowledge.md#search).
  */
 function matchingChunks(organizationId: string, personalityId: string | null, text: string): Sql {
-  // Lexemes are written as quoted tsquery operands ('' and \ escaped), joined by OR.
   return sql`
-    WITH queries AS MATERIALIZED (
-           SELECT c.search_config,
-                  (SELECT string_agg('''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')
-                     FROM (SELECT v.lexeme
-                             FROM unnest(to_tsvector(c.search_config::regconfig, ${text})) AS v
-                            ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w)::tsquery AS query
-             FROM (SELECT DISTINCT d.search_config FROM knowledge_documents d
-                    WHERE d.organization_id = ${organizationId}) c),
-         documents AS MATERIALIZED (
-           SELECT d.id, d.created_at FROM knowledge_documents d
-            WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})
-    SELECT m.id, m.document_id, m.chunk_index, m.created_at, m.score
-      FROM queries q
-     CROSS JOIN LATERAL (
-           SELECT k.id, k.document_id, k.chunk_index, d.created_at,
-                  ts_rank(k.search, q.query)::float8 AS score
-             FROM (SELECT k.id, k.document_id, k.chunk_index, k.search FROM knowledge_chunks k
-                    WHERE k.organization_id = ${organizationId} AND k.search @@ q.query
-                      AND k.search_config = q.search_config
-                   OFFSET 0) k
-             JOIN documents d ON d.id = k.document_id
-            LIMIT ${SEARCH_CANDIDATES}) m
-     WHERE q.query IS NOT NULL
-     LIMIT ${SEARCH_CANDIDATES}`;
+    WITH documents AS MATERIALIZED (
+           SELECT coalesce(jsonb_object_agg(d.id, d.search_config)
+                             FILTER (WHERE ${attachedTo(personalityId)}), '{}') AS drawn,
+                  greatest(sum(d.chunks), 1)::float8 AS chunks
+             FROM knowledge_documents d
+            WHERE d.organization_id = ${organizationId}),
+         lexemes AS MATERIALIZED (
+           SELECT c.search_config, w.lexeme
+             FROM (SELECT DISTINCT v.search_config
+                     FROM documents, jsonb_each_text(documents.drawn) AS v(id, search_config)) c
+            CROSS JOIN LATERAL (
+                  SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, ${text})) AS v
+                   ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w),
+         postings AS MATERIALIZED (
+           SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
+                  documents.drawn ->> t.document_id::text AS search_config
+             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+            CROSS JOIN LATERAL (
+                  SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
+                   WHERE t.organization_id = ${organizationId} AND t.lexeme = w.lexeme
+                   ORDER BY t.weight DESC, t.chunk_id DESC
+                   LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD}) t
+            CROSS JOIN documents),
+         df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
+    SELECT p.chunk_id AS id, p.document_id, sum(${BM25_IDF} * p.weight) AS score
+      FROM postings p
+      JOIN lexemes l ON l.lexeme = p.lexeme AND l.search_config = p.search_config
+      JOIN df ON df.lexeme = p.lexeme
+     CROSS JOIN documents total
+     GROUP BY p.chunk_id, p.document_id`;
 }
 
-/** The full-text order: the higher score, then the older document, the earlier chunk. */
-const LEXICAL_ORDER = sql`score DESC, created_at, document_id, chunk_index`;
+/** The full-text order: the higher score, then the chunk written first. */
+const LEXICAL_ORDER = sql`score DESC, id`;
 
 /**
  * The `limit` chunks most relevant to `text`, best first, as KnowledgeHit rows; only the chunks
@@ -124,11 +141,11 @@ export function rankedChunks(
   if (!meaning) {
     return sql`
       WITH candidates AS MATERIALIZED (${matchingChunks(organizationId, personalityId, text)})
-      SELECT c.document_id, d.title, c.chunk_index, k.text, c.score
+      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
         FROM (SELECT * FROM candidates ORDER BY ${LEXICAL_ORDER} LIMIT ${limit}) c
-        JOIN knowledge_chunks k ON k.document_id = c.document_id AND k.chunk_index = c.chunk_index
+        JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = ${organizationId}
         JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
-       ORDER BY c.score DESC, c.created_at, c.document_id, c.chunk_index`;
+       ORDER BY c.score DESC, c.id`;
   }
   const depth = limit * 2;
   const lexical = sql`
