@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { Client } from 'pg';
+import { KnowledgeTermRefillWorker } from '../src/knowledge/knowledge-term-refill.worker';
 import { rankedChunks } from '../src/knowledge/knowledge.repository';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
@@ -699,6 +700,8 @@ describe('Knowledge documents (contract §27)', () => {
         (await http().delete(`/v1/knowledge/${lanterns.body.id}`).set('Authorization', owner.auth))
           .status,
       ).toBe(204);
+      // Queued by the delete, listed again by the worker (every 2 s; here at once).
+      await t.app.get(KnowledgeTermRefillWorker).refillNow();
       const refilled = await postingsOf(owner.organizationId, 'lantern');
       expect(refilled).toHaveLength(128);
       expect(new Set(refilled.map((p) => p.document_id))).toEqual(new Set([everyday.body.id]));
@@ -720,6 +723,60 @@ describe('Knowledge documents (contract §27)', () => {
       );
       expect(rewritten.rows[0]).toEqual({ stale: 0, listed: 30 });
       expect(await drift(owner.organizationId)).toBe(0);
+    });
+
+    it('a refill waits for a delete in progress in the organization: no posting left behind, none missed', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const first = await create(
+        { title: 'First', content: paragraphs(40, 'fa', 'compass', 3) },
+        owner.auth,
+      );
+      const second = await create(
+        { title: 'Second', content: paragraphs(40, 'sb', 'compass', 2) },
+        owner.auth,
+      );
+      const third = await create(
+        { title: 'Third', content: paragraphs(140, 'tc', 'compass', 1) },
+        owner.auth,
+      );
+      expect([first.status, second.status, third.status]).toEqual([201, 201, 201]);
+      // A refill is queued for the word; another transaction deletes the first document (its
+      // postings, 40 of the word's 128) and holds on while the worker runs.
+      await db.query(`INSERT INTO knowledge_term_refills VALUES ($1, 'compass')`, [
+        owner.organizationId,
+      ]);
+      const other = new Client({ connectionString: process.env.DATABASE_URL });
+      await other.connect();
+      try {
+        await other.query('BEGIN');
+        await other.query('DELETE FROM knowledge_documents WHERE id = $1', [first.body.id]);
+        const refilling = t.app.get(KnowledgeTermRefillWorker).refillNow();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await other.query('COMMIT');
+        await refilling;
+      } finally {
+        await other.end();
+      }
+      // Run before the delete committed, the refill would have seen the word's 128 postings and
+      // dropped it from the queue: 88 listed for good, 52 of the third's holders unfindable.
+      await eventually(
+        async () =>
+          (await postingsOf(owner.organizationId, 'compass')).length === 128 ? true : undefined,
+        'the word listing 128 chunks again',
+        5_000,
+      );
+      const orphans = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM knowledge_terms t
+          WHERE t.organization_id = $1
+            AND NOT EXISTS (SELECT FROM knowledge_chunks k WHERE k.id = t.chunk_id)`,
+        [owner.organizationId],
+      );
+      expect(orphans.rows[0].n).toBe(0);
+      expect(await drift(owner.organizationId)).toBe(0);
+      expect(
+        (await http().delete(`/v1/knowledge/${second.body.id}`).set('Authorization', owner.auth))
+          .status,
+      ).toBe(204);
     });
 
     it('ranks from the postings alone, the same with statistics and without, never through the chunks index', async () => {

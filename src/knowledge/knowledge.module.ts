@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EmbeddingsModule } from '../embeddings/embeddings.module';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { KnowledgeTermRefillWorker } from './knowledge-term-refill.worker';
 import { KnowledgeController } from './knowledge.controller';
 import { KnowledgeRepository } from './knowledge.repository';
 import { KnowledgeService } from './knowledge.service';
@@ -12,7 +13,7 @@ import { KnowledgeService } from './knowledge.service';
 @Module({
   imports: [IdempotencyModule, EmbeddingsModule],
   controllers: [KnowledgeController],
-  providers: [KnowledgeRepository, KnowledgeService],
+  providers: [KnowledgeRepository, KnowledgeService, KnowledgeTermRefillWorker],
   exports: [KnowledgeService],
 })
 export class KnowledgeModule {}

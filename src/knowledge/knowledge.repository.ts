@@ -357,6 +357,59 @@ export class KnowledgeRepository {
     return count > 0;
   }
 
+  /**
+   * Lists the next best chunks of up to `batchSize` queued lexemes (knowledge_term_refills), in
+   * one transaction: the queue rows are taken skipping those another instance holds, their
+   * organizations' locks taken in order (so a write in progress commits first and is seen),
+   * each lexeme topped up to KNOWLEDGE_POSTINGS_PER_WORD from the chunks holding it (the GIN
+   * index, weights as the triggers compute them), and the rows deleted. Answers how many.
+   */
+  async refillPostings(batchSize: number): Promise<number> {
+    return this.database.transaction(async (manager) => {
+      const queued = await this.database.rows<{ organization_id: string; lexeme: string }>(
+        sql`SELECT organization_id, lexeme FROM knowledge_term_refills
+             ORDER BY organization_id, lexeme LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+        { manager },
+      );
+      if (queued.length === 0) return 0;
+      for (const organizationId of [...new Set(queued.map((row) => row.organization_id))]) {
+        await this.lockOrganization(manager, organizationId);
+      }
+      const organizations = queued.map((row) => row.organization_id);
+      const lexemes = queued.map((row) => row.lexeme);
+      // A lexeme is matched as a quoted tsquery operand ('' and \ escaped), as retrieval does.
+      await this.database.rows(
+        sql`WITH held AS MATERIALIZED (
+                   SELECT k.organization_id, k.lexeme,
+                          ARRAY(SELECT t.chunk_id FROM knowledge_terms t
+                                 WHERE t.organization_id = k.organization_id AND t.lexeme = k.lexeme
+                                 LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD}) AS chunk_ids
+                     FROM unnest(${organizations}::uuid[], ${lexemes}::text[]) AS k(organization_id, lexeme))
+            INSERT INTO knowledge_terms (organization_id, lexeme, weight, chunk_id, document_id)
+            SELECT h.organization_id, h.lexeme, r.weight, r.id, r.document_id
+              FROM held h
+             CROSS JOIN LATERAL (
+                   SELECT c.id, c.document_id,
+                          knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(c.search)) AS weight
+                     FROM knowledge_chunks c CROSS JOIN LATERAL unnest(c.search) AS l
+                    WHERE c.organization_id = h.organization_id
+                      AND c.search @@ ('''' || replace(replace(h.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery
+                      AND c.id <> ALL (h.chunk_ids) AND l.lexeme = h.lexeme
+                    ORDER BY weight DESC, c.id DESC
+                    LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD} - cardinality(h.chunk_ids)) r
+             WHERE cardinality(h.chunk_ids) < ${KNOWLEDGE_POSTINGS_PER_WORD}`,
+        { manager },
+      );
+      await this.database.rows(
+        sql`DELETE FROM knowledge_term_refills r
+             USING unnest(${organizations}::uuid[], ${lexemes}::text[]) AS k(organization_id, lexeme)
+             WHERE r.organization_id = k.organization_id AND r.lexeme = k.lexeme`,
+        { manager },
+      );
+      return queued.length;
+    });
+  }
+
   search(
     organizationId: string,
     personalityId: string | null,

@@ -18,6 +18,17 @@ function weighted(chunks: string): string {
             FROM ${chunks} n CROSS JOIN LATERAL unnest(n.search) AS l`;
 }
 
+/**
+ * The organization advisory lock a document's writes take (KnowledgeRepository.lockOrganization),
+ * taken again by each trigger for the organizations of `chunks`, in order: a write that does not
+ * take it itself (a DELETE of a document, an erasure's cascade) still waits for the others, and
+ * then reads what they committed.
+ */
+function lockOrganizations(chunks: string): string {
+  return `PERFORM pg_advisory_xact_lock(hashtextextended('knowledge:' || o.organization_id, 0))
+             FROM (SELECT DISTINCT organization_id FROM ${chunks} ORDER BY 1) o`;
+}
+
 /** The best POSTINGS of each (organization, lexeme) of `chunks`, inserted. */
 function insertBest(chunks: string): string {
   return `INSERT INTO knowledge_terms (organization_id, lexeme, weight, chunk_id, document_id)
@@ -40,13 +51,13 @@ function insertBest(chunks: string): string {
  * Writes go through two statement-level triggers. On insert (an upload, a patch) the new chunks'
  * best postings are added and each touched lexeme is cut back to its POSTINGS best. On delete
  * (a patch, a deleted document, an erased organization; a cascade fires it too) the deleted
- * chunks' postings are deleted, each by its primary key, and each lexeme of theirs left with
- * fewer than POSTINGS is refilled from the chunks that still hold it (the GIN index), so a
- * document deleted does not leave a common word unfindable in the others. There is no foreign
+ * chunks' postings are deleted, each by its primary key, and each lexeme of theirs that may now
+ * list fewer holders than it has is queued for KnowledgeTermRefillWorker, which lists the next
+ * best from the chunks that still hold it (the GIN index): a document deleted does not leave a
+ * common word unfindable in the others for more than seconds. There is no foreign
  * key to the chunk: its check, one per posting, was 0.3 s of a 1 MiB upload's 31,000 postings,
- * and the delete trigger does what its cascade would. A document's writes hold the
- * organization's advisory lock (KnowledgeRepository.lockOrganization): no two triggers of one
- * organization run at once.
+ * and the delete trigger does what its cascade would. Both triggers take the organization's
+ * advisory lock (KnowledgeRepository.lockOrganization): no two of one organization run at once.
  */
 export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
   name = 'IndexKnowledgeTerms1795920100000';
@@ -63,6 +74,12 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
     await queryRunner.query(
       `CREATE TABLE "knowledge_terms" ("organization_id" uuid NOT NULL, "lexeme" text COLLATE "C" NOT NULL, "weight" real NOT NULL, "chunk_id" bigint NOT NULL, "document_id" uuid NOT NULL, CONSTRAINT "knowledge_terms_pkey" PRIMARY KEY ("organization_id", "lexeme", "weight", "chunk_id"))`,
     );
+    await queryRunner.query(
+      `CREATE TABLE "knowledge_term_refills" ("organization_id" uuid NOT NULL, "lexeme" text COLLATE "C" NOT NULL, CONSTRAINT "knowledge_term_refills_pkey" PRIMARY KEY ("organization_id", "lexeme"))`,
+    );
+    // No chunk is written or deleted between the copy and the triggers (instances still running
+    // the previous version wait here): none is missed, none leaves postings behind.
+    await queryRunner.query(`LOCK TABLE "knowledge_chunks" IN SHARE ROW EXCLUSIVE MODE`);
     await queryRunner.query(insertBest('knowledge_chunks'));
     await queryRunner.query(
       `CREATE FUNCTION "knowledge_chunks_index_terms"() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -70,6 +87,7 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
          organization uuid;
          lexemes text[];
        BEGIN
+         ${lockOrganizations('new_chunks')};
          ${insertBest('new_chunks')};
          FOR organization, lexemes IN
            SELECT n.organization_id, array_agg(DISTINCT l.lexeme)
@@ -97,42 +115,49 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
        REFERENCING NEW TABLE AS new_chunks
        FOR EACH STATEMENT EXECUTE FUNCTION "knowledge_chunks_index_terms"()`,
     );
-    // A lexeme left with fewer than POSTINGS is refilled only if it may have had more holders than
-    // it listed: the postings left and the deleted chunks holding it reach POSTINGS (fewer, and
-    // every holder was listed). Most lexemes of a document are its own and cost no chunk search.
-    // A lexeme is matched as a quoted tsquery operand ('' and \ escaped), as retrieval writes it.
+    // On delete: the chunks' postings go, each by its key. A lexeme left with fewer than
+    // POSTINGS may have had holders it did not list (the postings left and the deleted chunks
+    // holding it reach POSTINGS; fewer, and every holder was listed): it is queued in
+    // knowledge_term_refills, and KnowledgeTermRefillWorker lists its next best chunks within
+    // seconds. Refilling here cost a GIN search and the weights of every chunk holding each such
+    // word: 2.5 s to delete a 100-chunk document among 10,000 chunks. An organization left with no
+    // chunk (an erasure) has its postings and queue deleted by range.
     await queryRunner.query(
       `CREATE FUNCTION "knowledge_chunks_refill_terms"() RETURNS trigger LANGUAGE plpgsql AS $$
+       DECLARE
+         organization uuid;
+         lexemes text[];
+         deleted bigint[];
        BEGIN
-         DELETE FROM knowledge_terms WHERE ctid = ANY (ARRAY(
-           SELECT t.ctid FROM (${weighted('old_chunks')}) o
-            CROSS JOIN LATERAL (
-                  SELECT t.ctid FROM knowledge_terms t
-                   WHERE t.organization_id = o.organization_id AND t.lexeme = o.lexeme
-                     AND t.weight = o.weight AND t.chunk_id = o.id
-                   LIMIT 1) t));
-         WITH held AS MATERIALIZED (
-                SELECT k.organization_id, k.lexeme, k.deleted,
-                       ARRAY(SELECT t.chunk_id FROM knowledge_terms t
-                              WHERE t.organization_id = k.organization_id AND t.lexeme = k.lexeme
-                              LIMIT ${POSTINGS}) AS chunk_ids
-                  FROM (SELECT o.organization_id, l.lexeme, count(*) AS deleted
-                          FROM old_chunks o CROSS JOIN LATERAL unnest(tsvector_to_array(o.search)) AS l(lexeme)
-                         GROUP BY o.organization_id, l.lexeme) k)
-         INSERT INTO knowledge_terms (organization_id, lexeme, weight, chunk_id, document_id)
-         SELECT h.organization_id, h.lexeme, r.weight, r.id, r.document_id
-           FROM held h
-          CROSS JOIN LATERAL (
-                SELECT w.id, w.document_id, w.weight
-                  FROM (${weighted(`(SELECT c.* FROM knowledge_chunks c
-                          WHERE c.organization_id = h.organization_id
-                            AND c.search @@ ('''' || replace(replace(h.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery
-                            AND c.id <> ALL (h.chunk_ids))`)}) w
-                 WHERE w.lexeme = h.lexeme
-                 ORDER BY w.weight DESC, w.id DESC
-                 LIMIT ${POSTINGS} - cardinality(h.chunk_ids)) r
-          WHERE cardinality(h.chunk_ids) < ${POSTINGS}
-            AND cardinality(h.chunk_ids) + h.deleted >= ${POSTINGS};
+         ${lockOrganizations('old_chunks')};
+         FOR organization, lexemes, deleted IN
+           SELECT k.organization_id, array_agg(k.lexeme), array_agg(k.deleted)
+             FROM (SELECT o.organization_id, l.lexeme COLLATE "C" AS lexeme, count(*) AS deleted
+                     FROM old_chunks o CROSS JOIN LATERAL unnest(tsvector_to_array(o.search)) AS l(lexeme)
+                    GROUP BY 1, 2) k
+            GROUP BY k.organization_id
+         LOOP
+           IF NOT EXISTS (SELECT FROM knowledge_chunks c WHERE c.organization_id = organization) THEN
+             DELETE FROM knowledge_terms WHERE organization_id = organization;
+             DELETE FROM knowledge_term_refills WHERE organization_id = organization;
+             CONTINUE;
+           END IF;
+           DELETE FROM knowledge_terms WHERE ctid = ANY (ARRAY(
+             SELECT t.ctid FROM (${weighted('(SELECT * FROM old_chunks WHERE organization_id = organization)')}) o
+              CROSS JOIN LATERAL (
+                    SELECT t.ctid FROM knowledge_terms t
+                     WHERE t.organization_id = o.organization_id AND t.lexeme = o.lexeme
+                       AND t.weight = o.weight AND t.chunk_id = o.id
+                     LIMIT 1) t));
+           INSERT INTO knowledge_term_refills (organization_id, lexeme)
+           SELECT organization, d.lexeme
+             FROM unnest(lexemes, deleted) AS d(lexeme, deleted)
+             LEFT JOIN (SELECT t.lexeme, count(*) AS held FROM knowledge_terms t
+                         WHERE t.organization_id = organization AND t.lexeme = ANY (lexemes)
+                         GROUP BY t.lexeme) h ON h.lexeme = d.lexeme
+            WHERE coalesce(h.held, 0) < ${POSTINGS} AND coalesce(h.held, 0) + d.deleted >= ${POSTINGS}
+           ON CONFLICT DO NOTHING;
+         END LOOP;
          RETURN NULL;
        END $$`,
     );
@@ -149,6 +174,7 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
     await queryRunner.query(`DROP TRIGGER "knowledge_chunks_index_terms" ON "knowledge_chunks"`);
     await queryRunner.query(`DROP FUNCTION "knowledge_chunks_index_terms"()`);
     await queryRunner.query(`DROP TABLE "knowledge_terms"`);
+    await queryRunner.query(`DROP TABLE "knowledge_term_refills"`);
     await queryRunner.query(`DROP FUNCTION "knowledge_term_weight"(integer, integer)`);
   }
 }
