@@ -123,7 +123,7 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
     // word: 2.5 s to delete a 100-chunk document among 10,000 chunks. An organization left with no
     // chunk (an erasure) has its postings and queue deleted by range.
     await queryRunner.query(
-      `CREATE FUNCTION "knowledge_chunks_refill_terms"() RETURNS trigger LANGUAGE plpgsql AS $$
+      `CREATE FUNCTION "knowledge_chunks_unindex_terms"() RETURNS trigger LANGUAGE plpgsql AS $$
        DECLARE
          organization uuid;
          lexemes text[];
@@ -162,15 +162,15 @@ export class IndexKnowledgeTerms1795920100000 implements MigrationInterface {
        END $$`,
     );
     await queryRunner.query(
-      `CREATE TRIGGER "knowledge_chunks_refill_terms" AFTER DELETE ON "knowledge_chunks"
+      `CREATE TRIGGER "knowledge_chunks_unindex_terms" AFTER DELETE ON "knowledge_chunks"
        REFERENCING OLD TABLE AS old_chunks
-       FOR EACH STATEMENT EXECUTE FUNCTION "knowledge_chunks_refill_terms"()`,
+       FOR EACH STATEMENT EXECUTE FUNCTION "knowledge_chunks_unindex_terms"()`,
     );
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`DROP TRIGGER "knowledge_chunks_refill_terms" ON "knowledge_chunks"`);
-    await queryRunner.query(`DROP FUNCTION "knowledge_chunks_refill_terms"()`);
+    await queryRunner.query(`DROP TRIGGER "knowledge_chunks_unindex_terms" ON "knowledge_chunks"`);
+    await queryRunner.query(`DROP FUNCTION "knowledge_chunks_unindex_terms"()`);
     await queryRunner.query(`DROP TRIGGER "knowledge_chunks_index_terms" ON "knowledge_chunks"`);
     await queryRunner.query(`DROP FUNCTION "knowledge_chunks_index_terms"()`);
     await queryRunner.query(`DROP TABLE "knowledge_terms"`);
