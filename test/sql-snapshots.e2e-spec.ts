@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Database } from '../src/database/database';
-import { QUERIES_DIR, renderQueries, replyStatements } from '../src/queries/statements';
+import {
+  knowledgeStatements,
+  QUERIES_DIR,
+  renderQueries,
+  replyStatements,
+} from '../src/queries/statements';
 import { createTestApp, type TestApp } from './support/test-app';
 
 describe('checked-in statements (src/queries)', () => {
@@ -26,14 +31,17 @@ describe('checked-in statements (src/queries)', () => {
     });
 
     // PostgreSQL parses and plans each one, so a snapshot is of a statement it accepts.
-    it.each(replyStatements())('prepares the reply statement %s', async (_title, text) => {
-      const client = await t.app.get(Database).pool.connect();
-      try {
-        await client.query(`PREPARE snapshot AS ${text}`);
-        await client.query('DEALLOCATE snapshot');
-      } finally {
-        client.release();
-      }
-    });
+    it.each([...replyStatements(), ...knowledgeStatements()])(
+      'prepares the statement %s',
+      async (_title, text) => {
+        const client = await t.app.get(Database).pool.connect();
+        try {
+          await client.query(`PREPARE snapshot AS ${text}`);
+          await client.query('DEALLOCATE snapshot');
+        } finally {
+          client.release();
+        }
+      },
+    );
   });
 });
