@@ -11,8 +11,9 @@ import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 /**
  * Of the organization's chunks holding a word, the best this many by the word's weight in them
  * are candidates: knowledge_terms keeps no more than this per word (the triggers of migration
- * IndexKnowledgeTerms), so a search reads at most RETRIEVAL_WORDS × this many postings whatever
- * the organization holds (docs/knowledge.md#search).
+ * IndexKnowledgeTerms), so a search reads at most this many postings for each of its
+ * RETRIEVAL_WORDS words, in each language of the documents, whatever the organization holds
+ * (docs/knowledge.md#search).
  */
 export const KNOWLEDGE_POSTINGS_PER_WORD = 128;
 
