@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** The dimensions of the fake's vectors: enough that two concepts rarely share one. */
+/** The dimensions of the fake's vectors: enough that unrelated concepts stay near orthogonal. */
 export const FAKE_DIMENSIONS = 256;
 
 /**
@@ -235,18 +235,43 @@ const CONCEPT_OF = new Map<string, string>(
   Object.entries(SYNONYMS).flatMap(([concept, words]) => words.map((word) => [word, concept])),
 );
 
+const conceptVectors = new Map<string, Float64Array>();
+
 /**
- * A deterministic embedder: each word's concept is one dimension (by a hash of its name), the
- * vector the sum of its words'. Texts sharing a concept have a cosine above 0; "Where did I go on
- * holiday?" and "We spent two weeks in Crete" share none of their words and meet at 'travel'.
+ * A concept's vector: dense, every component +1 or -1 from a generator seeded by a hash of the
+ * concept's name. Two concepts' vectors are nearly orthogonal (their cosine about 0 ± 1/√d), and
+ * every component carries a sign, as a real model's do: the service's sign sketches
+ * (docs/memory.md, "The bound") see what they would see of a real embedding.
+ */
+function conceptVector(concept: string, dimensions: number): Float64Array {
+  const key = `${dimensions}:${concept}`;
+  let vector = conceptVectors.get(key);
+  if (!vector) {
+    let state = createHash('sha256').update(concept).digest().readUInt32BE(0);
+    vector = new Float64Array(dimensions);
+    for (let i = 0; i < dimensions; i++) {
+      // mulberry32, as bench/scenarios/support/chat-text.ts
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), 1 | state);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      vector[i] = ((t ^ (t >>> 14)) >>> 0) & 1 ? 1 : -1;
+    }
+    conceptVectors.set(key, vector);
+  }
+  return vector;
+}
+
+/**
+ * A deterministic embedder: the vector is the sum of its words' concept vectors. Texts sharing a
+ * concept have a clearly positive cosine, others about 0; "Where did I go on holiday?" and "We
+ * spent two weeks in Crete" share none of their words and meet at 'travel'.
  */
 export function fakeEmbedding(text: string, dimensions = FAKE_DIMENSIONS): number[] {
   const vector = new Array<number>(dimensions).fill(0);
   for (const word of text.toLowerCase().match(/\p{L}+/gu) ?? []) {
     if (STOP_WORDS.has(word)) continue;
-    const concept = CONCEPT_OF.get(word) ?? word;
-    const digest = createHash('sha256').update(concept).digest();
-    vector[digest.readUInt32BE(0) % dimensions] += 1;
+    const concept = conceptVector(CONCEPT_OF.get(word) ?? word, dimensions);
+    for (let i = 0; i < dimensions; i++) vector[i] += concept[i];
   }
   return vector;
 }
