@@ -1,13 +1,12 @@
 import { Client } from 'pg';
 import { expectError } from './support/assertions';
-import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { lockTable } from './support/locks';
 import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
 
-type Json = Record<string, unknown>;
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 
 /** Words no stemmer changes and no other memory of these tests holds. */
@@ -44,56 +43,8 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     await t.close();
   });
 
-  /** Imports an end user whose memories are `contents`, oldest first, a day apart. */
-  async function importEndUser(userId: string, contents: string[]): Promise<void> {
-    const p = (
-      await t.http().get(`/v1/personalities/${personalityId}`).set('Authorization', tenant.auth)
-    ).body as Json;
-    const start = Date.now() - (contents.length + 1) * 86_400_000;
-    const iso = (i: number) => new Date(start + i * 86_400_000).toISOString();
-    const response = await t
-      .http()
-      .post('/v1/end-users/import')
-      .set('Authorization', tenant.auth)
-      .send({
-        format: 'pmf',
-        version: 1,
-        exported_at: new Date().toISOString(),
-        end_user: {
-          user_id: userId,
-          metadata: {},
-          status: 'active',
-          created_at: iso(0),
-          updated_at: iso(0),
-        },
-        personalities: [
-          {
-            id: p.id,
-            source_slug: p.source_slug,
-            source_version: p.source_version,
-            name: p.name,
-            description: p.description,
-            traits: p.traits,
-            voice: p.voice,
-            system_prompt: p.system_prompt,
-            language: p.language,
-            replies: p.replies,
-          },
-        ],
-        relationships: [],
-        memories: contents.map((content, i) => ({
-          id: String(i + 1),
-          personality_id: p.id,
-          role: i % 2 === 0 ? 'user' : 'personality',
-          content,
-          emotion: null,
-          vocabulary_version: null,
-          created_at: iso(i),
-        })),
-        facts: [],
-      });
-    expect(response.status).toBe(201);
-  }
+  const importEndUser = (userId: string, contents: string[]) =>
+    importConversation(t, tenant.auth, personalityId, userId, contents);
 
   const search = (app: TestApp, userId: string, q: string, limit = 10) =>
     app
