@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { clonePersonality, uniqueUserId } from './support/data-plane';
+import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
 import { tenantWithKey } from './support/identity';
 import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
@@ -50,7 +50,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
    */
   let database: FreshDatabase;
   const common: Record<string, string> = { ENGINE_HISTORY_MESSAGES: '2', MEMORY_RECALL_LIMIT: '4' };
-  const startOn = () =>
+  const startOn = (env: Record<string, string> = {}) =>
     createTestApp({
       env: {
         ...common,
@@ -61,6 +61,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
         EMBEDDINGS_BATCH_SIZE: '3',
         EMBEDDINGS_POLL_INTERVAL_MS: '50',
         EMBEDDINGS_QUERY_TIMEOUT_MS: '500',
+        ...env,
       },
     });
 
@@ -220,6 +221,29 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect((await search(on[1], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
     // Off, the same question over the same rows still finds nothing of Crete.
     expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
+  });
+
+  it('reaches a memory stated 600 messages before by its sketch, within EMBEDDINGS_CANDIDATES', async () => {
+    // Whole vectors are compared only for the nearest 100 or so by sketch; before sketches the
+    // latest 500 were, and Crete, the oldest of 601, was out of reach.
+    const long = uniqueUserId('embeddings-long');
+    const chatter = Array.from(
+      { length: 600 },
+      (_, i) => `Entry ${i}: ${['quill', 'marble', 'lantern', 'thistle', 'copper'][i % 5]}${i}.`,
+    );
+    await importConversation(off, tenant.auth, personalityId, long, [CRETE, ...chatter]);
+    // Sends batches of 200 beside the two slow instances, and compares the latest 100 only.
+    const narrow = await startOn({ EMBEDDINGS_BATCH_SIZE: '200', EMBEDDINGS_CANDIDATES: '100' });
+    try {
+      await allEmbedded();
+      const found = await search(on[0], long, PARAPHRASE);
+      expect(found[0].content).toBe(CRETE);
+      expect(found[0].score).toBeGreaterThan(0);
+      // The bound holds: among the latest 100 only, Crete is out of reach.
+      expect((await search(narrow, long, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
+    } finally {
+      await narrow.close();
+    }
   });
 
   it("recall brings the paraphrase's memory into the reply (the local engine quotes it)", async () => {

@@ -51,7 +51,7 @@ class EmbeddingsEnv {
   @Transform(toNumber)
   @IsInt()
   @Min(1)
-  @Max(20_000)
+  @Max(100_000)
   EMBEDDINGS_CANDIDATES?: number;
 
   @IsOptional()
@@ -80,8 +80,8 @@ export const embeddingsConfig = registerAs('embeddings', () => {
     pollIntervalMs: env.EMBEDDINGS_POLL_INTERVAL_MS ?? 1_000,
     /** How long search and recall wait for the question's embedding before going lexical. */
     queryTimeoutMs: env.EMBEDDINGS_QUERY_TIMEOUT_MS ?? 300,
-    /** The end user's latest embedded memories compared with the question (the cost bound). */
-    candidates: env.EMBEDDINGS_CANDIDATES ?? 500,
+    /** The latest embedded memories of the end user (chunks of the organization) compared by sketch. */
+    candidates: env.EMBEDDINGS_CANDIDATES ?? 5_000,
     /** Below this cosine a memory is not in the embedding ranking: unrelated is not "nearest". */
     minSimilarity: env.EMBEDDINGS_MIN_SIMILARITY ?? 0.3,
   };

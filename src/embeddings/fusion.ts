@@ -7,15 +7,36 @@ export const RRF_K = 60;
 export interface Meaning {
   model: string;
   vector: number[];
-  /** The latest embeddings of the pool compared (an end user's, an organization's): the cost bound. */
+  /**
+   * The latest embeddings of the pool (an end user's, an organization's) whose sketches are
+   * compared: the cost bound.
+   */
   candidates: number;
   /** Below this cosine an item is not in the embedding ranking. */
   minSimilarity: number;
 }
 
+/** Whole vectors compared beyond the ranking's depth: the sketches' shortlist is this much longer. */
+export const RESCORED_BEYOND_DEPTH = 100;
+
+/**
+ * The ids of `sketches` (rows `(id, sketch)`, the caller's bounded candidates of the question's
+ * model) nearest to the question by the Hamming distance of their sign sketches
+ * (embedding_sketch, migration AddEmbeddingSketches), `depth` + RESCORED_BEYOND_DEPTH of them:
+ * the ones whose whole vectors `nearest` compares. The distance of two sketches estimates the
+ * angle of their vectors; reading a sketch costs an index entry, a whole vector a dot product.
+ */
+export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number): Sql {
+  return sql`
+    SELECT s.id FROM (${sketches}) s
+     WHERE length(s.sketch) = ${meaning.vector.length}
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch(${meaning.vector}::real[]))), s.id DESC
+     LIMIT ${depth + RESCORED_BEYOND_DEPTH}`;
+}
+
 /**
  * The embedding ranking: rows `(id, rank)` of the best `depth` of `compared` (rows `(id,
- * embedding)`, the caller's bounded candidates of the question's model) by cosine with the
+ * embedding)`, the caller's shortlist) by cosine with the
  * question's (unit vectors: a dot product over `real[]`), those below minSimilarity left out.
  */
 export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {

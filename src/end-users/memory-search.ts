@@ -1,5 +1,5 @@
 import { raw, type Sql, sql } from '../database/sql';
-import { fused, type Meaning, nearest } from '../embeddings/fusion';
+import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
 
 export type { Meaning } from '../embeddings/fusion';
 
@@ -114,10 +114,11 @@ export function rankedMemories(pool: MemoryPool): Sql {
  * found by its words alone, one that shares no word by its meaning. Each ranking gives twice
  * `limit` candidates, so that a memory second in both outranks one first in one alone.
  *
- * The embedding ranking reads the end user's latest `candidates` embeddings (an index range scan
- * of memory_embeddings_end_user_idx, then the personality, the recall's history bound and the
- * model among those), and computes their cosines with the question's (unit vectors: a dot
- * product over `real[]`): its cost is bounded by `candidates` whatever the end user holds.
+ * The embedding ranking reads the sketches of the end user's latest `candidates` embeddings (an
+ * index-only range scan of memory_embeddings_end_user_idx, then the personality, the recall's
+ * history bound and the model among those), keeps the nearest by sketch (sketchShortlist), and
+ * computes only their cosines with the question's (unit vectors: a dot product over `real[]`):
+ * its cost is bounded by `candidates` whatever the end user holds.
  */
 export function memoryRanking(
   pool: MemoryPool,
@@ -135,13 +136,17 @@ export function memoryRanking(
   const lexical = sql`
     SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
       FROM (${rankedMemories({ ...pool, limit: depth })}) l`;
-  const compared = sql`
-    SELECT c.memory_id AS id, c.embedding
-      FROM (SELECT x.memory_id, x.personality_id, x.model, x.embedding FROM memory_embeddings x
+  const sketches = sql`
+    SELECT c.memory_id AS id, c.sketch
+      FROM (SELECT x.memory_id, x.personality_id, x.model, x.sketch FROM memory_embeddings x
              WHERE x.end_user_id = ${pool.endUserId} ${older}
              ORDER BY x.memory_id DESC LIMIT ${meaning.candidates}) c
      WHERE c.model = ${meaning.model}
        AND (${pool.personalityId}::uuid IS NULL OR c.personality_id = ${pool.personalityId}::uuid)`;
+  const compared = sql`
+    SELECT x.memory_id AS id, x.embedding
+      FROM (${sketchShortlist(sketches, meaning, depth)}) s
+      JOIN memory_embeddings x ON x.memory_id = s.id`;
   return {
     rows: sql`SELECT f.id, f.score, 0::float8 AS relevance
                 FROM (${fused(lexical, nearest(compared, meaning, depth), pool.limit)}) f`,

@@ -4,7 +4,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
 import { raw, type Sql, sql } from '../database/sql';
-import { fused, type Meaning, nearest } from '../embeddings/fusion';
+import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
 import { RETRIEVAL_WORDS } from '../end-users/memory-search';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 
@@ -127,9 +127,10 @@ const LEXICAL_ORDER = sql`score DESC, id`;
  * (matchingChunks). With it: that ranking and the embedding ranking merged by reciprocal rank
  * fusion (fusion.ts, as memories; `score`: the fused one), each giving twice `limit`: a chunk
  * not yet embedded is found by its words alone, one sharing no word by its meaning. The
- * embedding ranking compares the organization's latest EMBEDDINGS_CANDIDATES chunk embeddings
- * (an index range scan of knowledge_chunk_embeddings_organization_idx), then keeps those of the
- * question's model in documents attached to the personality: its cost is bounded by
+ * embedding ranking reads the sketches of the organization's latest EMBEDDINGS_CANDIDATES chunk
+ * embeddings (an index-only range scan of knowledge_chunk_embeddings_organization_idx), keeps
+ * those of the question's model in documents attached to the personality, and compares the whole
+ * vectors of the nearest by sketch only (sketchShortlist): its cost is bounded by
  * EMBEDDINGS_CANDIDATES whatever the organization holds (docs/knowledge.md).
  */
 export function rankedChunks(
@@ -153,14 +154,18 @@ export function rankedChunks(
     SELECT c.id, row_number() OVER (ORDER BY ${LEXICAL_ORDER}) AS rank
       FROM (${matchingChunks(organizationId, personalityId, text)}) c
      ORDER BY rank LIMIT ${depth}`;
-  const compared = sql`
-    SELECT x.chunk_id AS id, x.embedding
-      FROM (SELECT x.chunk_id, x.model, x.embedding FROM knowledge_chunk_embeddings x
+  const sketches = sql`
+    SELECT x.chunk_id AS id, x.sketch
+      FROM (SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
              WHERE x.organization_id = ${organizationId}
              ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}) x
       JOIN knowledge_chunks k ON k.id = x.chunk_id
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
      WHERE x.model = ${meaning.model} AND ${attachedTo(personalityId)}`;
+  const compared = sql`
+    SELECT x.chunk_id AS id, x.embedding
+      FROM (${sketchShortlist(sketches, meaning, depth)}) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id`;
   return sql`
     SELECT k.document_id, d.title, k.chunk_index, k.text, f.score
       FROM (${fused(lexical, nearest(compared, meaning, depth), limit)}) f

@@ -125,21 +125,28 @@
                    (SELECT sum(a * b) FROM unnest(c.embedding, $9::real[]) AS v(a, b)) AS similarity
               FROM (
     SELECT x.chunk_id AS id, x.embedding
-      FROM (SELECT x.chunk_id, x.model, x.embedding FROM knowledge_chunk_embeddings x
+      FROM (
+    SELECT s.id FROM (
+    SELECT x.chunk_id AS id, x.sketch
+      FROM (SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
              WHERE x.organization_id = $10
              ORDER BY x.chunk_id DESC LIMIT $11) x
       JOIN knowledge_chunks k ON k.id = x.chunk_id
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $12
      WHERE x.model = $13 AND ($14::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $15::uuid))) c) s
-     WHERE s.similarity >= $16
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $17)
-    SELECT f.id, sum(1.0 / ($18 + f.rank))::float8 AS score
+       WHERE a.document_id = d.id AND a.personality_id = $15::uuid))) s
+     WHERE length(s.sketch) = $16
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($17::real[]))), s.id DESC
+     LIMIT $18) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id) c) s
+     WHERE s.similarity >= $19
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $20)
+    SELECT f.id, sum(1.0 / ($21 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $19) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $20
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $21
+     LIMIT $22) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $23
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $24
      ORDER BY f.score DESC, f.id DESC;

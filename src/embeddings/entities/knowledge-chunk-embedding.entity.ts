@@ -7,7 +7,9 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
  * only the organization's latest EMBEDDINGS_CANDIDATES (docs/knowledge.md).
  */
 @Entity('knowledge_chunk_embeddings')
-@Index('knowledge_chunk_embeddings_organization_idx', ['organizationId', 'chunkId'])
+// (organization_id, chunk_id) INCLUDE (model, sketch): the bound reads only this index.
+// TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
+@Index('knowledge_chunk_embeddings_organization_idx', { synchronize: false })
 export class KnowledgeChunkEmbedding {
   @PrimaryColumn({
     name: 'chunk_id',
@@ -30,4 +32,8 @@ export class KnowledgeChunkEmbedding {
 
   @Column({ type: 'real', array: true })
   embedding: number[];
+
+  /** embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md). */
+  @Column({ type: 'bit varying' })
+  sketch: string;
 }

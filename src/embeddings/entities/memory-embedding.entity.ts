@@ -8,7 +8,9 @@ import { Memory } from '../../end-users/entities/memory.entity';
  * installed everywhere; recall compares only the end user's latest EMBEDDINGS_CANDIDATES.
  */
 @Entity('memory_embeddings')
-@Index('memory_embeddings_end_user_idx', ['endUserId', 'memoryId'])
+// (end_user_id, memory_id) INCLUDE (personality_id, model, sketch): the bound reads only this
+// index. TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
+@Index('memory_embeddings_end_user_idx', { synchronize: false })
 export class MemoryEmbedding {
   @PrimaryColumn({
     name: 'memory_id',
@@ -34,4 +36,8 @@ export class MemoryEmbedding {
 
   @Column({ type: 'real', array: true })
   embedding: number[];
+
+  /** embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md). */
+  @Column({ type: 'bit varying' })
+  sketch: string;
 }
