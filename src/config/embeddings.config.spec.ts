@@ -23,7 +23,7 @@ describe('embeddings config', () => {
       batchSize: 64,
       pollIntervalMs: 1_000,
       queryTimeoutMs: 300,
-      candidates: 500,
+      candidates: 5000,
       minSimilarity: 0.3,
     });
     expect(withEnv({ EMBEDDINGS_MODEL: '' }).model).toBeNull();
@@ -61,7 +61,7 @@ describe('embeddings config', () => {
     ['EMBEDDINGS_BATCH_SIZE', '5000'],
     ['EMBEDDINGS_POLL_INTERVAL_MS', '1'],
     ['EMBEDDINGS_QUERY_TIMEOUT_MS', 'soon'],
-    ['EMBEDDINGS_CANDIDATES', '20001'],
+    ['EMBEDDINGS_CANDIDATES', '100001'],
     ['EMBEDDINGS_MIN_SIMILARITY', '2'],
   ])('stops start-up on %s=%s, naming the variable', (name, value) => {
     expect(() => withEnv({ EMBEDDINGS_MODEL: 'm', [name]: value })).toThrow(new RegExp(name));
