@@ -236,6 +236,8 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     const narrow = await startOn({ EMBEDDINGS_BATCH_SIZE: '200', EMBEDDINGS_CANDIDATES: '100' });
     try {
       await allEmbedded();
+      // Each sketch is its embedding's, set by the table's trigger (the worker writes none).
+      expect(await count('memory_embeddings WHERE sketch <> embedding_sketch(embedding)')).toBe(0);
       const found = await search(on[0], long, PARAPHRASE);
       expect(found[0].content).toBe(CRETE);
       expect(found[0].score).toBeGreaterThan(0);

@@ -27,13 +27,6 @@ export function lastValueOf(sequence: string): Sql {
   return sql`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM ${raw(sequence)}`;
 }
 
-/** The rows `v(id, embedding)` of a JSON array of `{id, embedding}`. */
-function vectors(embedded: string): Sql {
-  return sql`(SELECT (x ->> 'id')::bigint AS id,
-                     ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real) AS embedding
-                FROM jsonb_array_elements(${embedded}::jsonb) x) v`;
-}
-
 /** Memories: each message of a conversation, embedded once for recall and search by meaning. */
 export const memoriesSource: EmbeddingSource = {
   name: 'memories',
@@ -43,12 +36,12 @@ export const memoriesSource: EmbeddingSource = {
          WHERE m.id > ${after}::bigint AND m.id <= ${upTo}::bigint
          ORDER BY m.id LIMIT ${limit}`,
   store: (embedded, model) =>
-    sql`INSERT INTO memory_embeddings (memory_id, end_user_id, personality_id, model, embedding, sketch)
-        SELECT m.id, m.end_user_id, m.personality_id, ${model}, v.embedding, embedding_sketch(v.embedding)
-          FROM ${vectors(embedded)}
-          JOIN memories m ON m.id = v.id
-        ON CONFLICT (memory_id) DO UPDATE
-          SET model = excluded.model, embedding = excluded.embedding, sketch = excluded.sketch`,
+    sql`INSERT INTO memory_embeddings (memory_id, end_user_id, personality_id, model, embedding)
+        SELECT m.id, m.end_user_id, m.personality_id, ${model},
+               ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
+          FROM jsonb_array_elements(${embedded}::jsonb) x
+          JOIN memories m ON m.id = (x ->> 'id')::bigint
+        ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };
 
 /**
@@ -63,10 +56,10 @@ export const knowledgeChunksSource: EmbeddingSource = {
          WHERE k.id > ${after}::bigint AND k.id <= ${upTo}::bigint
          ORDER BY k.id LIMIT ${limit}`,
   store: (embedded, model) =>
-    sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding, sketch)
-        SELECT k.id, k.organization_id, ${model}, v.embedding, embedding_sketch(v.embedding)
-          FROM ${vectors(embedded)}
-          JOIN knowledge_chunks k ON k.id = v.id
-        ON CONFLICT (chunk_id) DO UPDATE
-          SET model = excluded.model, embedding = excluded.embedding, sketch = excluded.sketch`,
+    sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
+        SELECT k.id, k.organization_id, ${model},
+               ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
+          FROM jsonb_array_elements(${embedded}::jsonb) x
+          JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint
+        ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };

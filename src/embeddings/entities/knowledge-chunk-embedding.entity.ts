@@ -9,7 +9,7 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 @Entity('knowledge_chunk_embeddings')
 // (organization_id, chunk_id) INCLUDE (model, sketch): the bound reads only this index.
 // TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
-@Index('knowledge_chunk_embeddings_organization_idx', { synchronize: false })
+@Index('knowledge_chunk_embeddings_sketches_idx', { synchronize: false })
 export class KnowledgeChunkEmbedding {
   @PrimaryColumn({
     name: 'chunk_id',
@@ -33,7 +33,10 @@ export class KnowledgeChunkEmbedding {
   @Column({ type: 'real', array: true })
   embedding: number[];
 
-  /** embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md). */
+  /**
+   * embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md).
+   * A trigger sets it on every insert and on every change of `embedding`.
+   */
   @Column({ type: 'bit varying' })
   sketch: string;
 }

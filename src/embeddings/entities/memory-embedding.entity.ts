@@ -10,7 +10,7 @@ import { Memory } from '../../end-users/entities/memory.entity';
 @Entity('memory_embeddings')
 // (end_user_id, memory_id) INCLUDE (personality_id, model, sketch): the bound reads only this
 // index. TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
-@Index('memory_embeddings_end_user_idx', { synchronize: false })
+@Index('memory_embeddings_sketches_idx', { synchronize: false })
 export class MemoryEmbedding {
   @PrimaryColumn({
     name: 'memory_id',
@@ -37,7 +37,10 @@ export class MemoryEmbedding {
   @Column({ type: 'real', array: true })
   embedding: number[];
 
-  /** embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md). */
+  /**
+   * embedding_sketch(embedding): a bit per dimension, set where it is positive (docs/memory.md).
+   * A trigger sets it on every insert and on every change of `embedding`.
+   */
   @Column({ type: 'bit varying' })
   sketch: string;
 }
