@@ -151,7 +151,36 @@ function fallbackReason(error: unknown): string {
   return 'invalid';
 }
 
-function unitLength(vector: number[]): number[] {
-  const norm = Math.sqrt(vector.reduce((sum, x) => sum + x * x, 0));
-  return norm === 0 ? vector : vector.map((x) => x / norm);
+/**
+ * The longest vector taken: past it a sketch (one bit per dimension) no longer fits the btree
+ * entry of its index (docs/memory.md, "The bound"); the longest models give 4,096.
+ */
+export const MAX_DIMENSIONS = 8_192;
+
+/** The smallest magnitude PostgreSQL's `real` takes as text (below it: "out of range"). */
+const SMALLEST_REAL = 1.2e-38;
+
+/**
+ * The provider's vector at unit length, each component a `real` PostgreSQL accepts (smaller ones
+ * are 0). Not finite, empty or longer than MAX_DIMENSIONS: an error, as a failed call is (the
+ * worker backs off and logs it; a question goes by words).
+ */
+export function unitLength(vector: unknown): number[] {
+  if (
+    !Array.isArray(vector) ||
+    vector.length === 0 ||
+    vector.length > MAX_DIMENSIONS ||
+    !vector.every((x) => typeof x === 'number' && Number.isFinite(x))
+  ) {
+    const length = Array.isArray(vector) ? vector.length : typeof vector;
+    throw new Error(
+      `Embedder: the provider answered a vector that is not 1..${MAX_DIMENSIONS} finite numbers (${length})`,
+    );
+  }
+  const numbers = vector as number[];
+  const norm = Math.sqrt(numbers.reduce((sum, x) => sum + x * x, 0));
+  return numbers.map((x) => {
+    const unit = norm === 0 ? x : x / norm;
+    return Math.abs(unit) < SMALLEST_REAL ? 0 : unit;
+  });
 }
