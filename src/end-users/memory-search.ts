@@ -115,7 +115,7 @@ export function rankedMemories(pool: MemoryPool): Sql {
  * `limit` candidates, so that a memory second in both outranks one first in one alone.
  *
  * The embedding ranking reads the sketches of the end user's latest `candidates` embeddings (an
- * index-only range scan of memory_embeddings_end_user_idx, then the personality, the recall's
+ * index-only range scan of memory_embeddings_sketches_idx, then the personality, the recall's
  * history bound and the model among those), keeps the nearest by sketch (sketchShortlist), and
  * computes only their cosines with the question's (unit vectors: a dot product over `real[]`):
  * its cost is bounded by `candidates` whatever the end user holds.
@@ -146,7 +146,7 @@ export function memoryRanking(
   const compared = sql`
     SELECT x.memory_id AS id, x.embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
-      JOIN memory_embeddings x ON x.memory_id = s.id`;
+      JOIN memory_embeddings x ON x.memory_id = s.id AND x.end_user_id = ${pool.endUserId}`;
   return {
     rows: sql`SELECT f.id, f.score, 0::float8 AS relevance
                 FROM (${fused(lexical, nearest(compared, meaning, depth), pool.limit)}) f`,

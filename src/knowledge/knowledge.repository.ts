@@ -128,7 +128,7 @@ const LEXICAL_ORDER = sql`score DESC, id`;
  * fusion (fusion.ts, as memories; `score`: the fused one), each giving twice `limit`: a chunk
  * not yet embedded is found by its words alone, one sharing no word by its meaning. The
  * embedding ranking reads the sketches of the organization's latest EMBEDDINGS_CANDIDATES chunk
- * embeddings (an index-only range scan of knowledge_chunk_embeddings_organization_idx), keeps
+ * embeddings (an index-only range scan of knowledge_chunk_embeddings_sketches_idx), keeps
  * those of the question's model in documents attached to the personality, and compares the whole
  * vectors of the nearest by sketch only (sketchShortlist): its cost is bounded by
  * EMBEDDINGS_CANDIDATES whatever the organization holds (docs/knowledge.md).
@@ -165,7 +165,7 @@ export function rankedChunks(
   const compared = sql`
     SELECT x.chunk_id AS id, x.embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id`;
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = ${organizationId}`;
   return sql`
     SELECT k.document_id, d.title, k.chunk_index, k.text, f.score
       FROM (${fused(lexical, nearest(compared, meaning, depth), limit)}) f

@@ -139,14 +139,14 @@
      WHERE length(s.sketch) = $16
      ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($17::real[]))), s.id DESC
      LIMIT $18) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id) c) s
-     WHERE s.similarity >= $19
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $20)
-    SELECT f.id, sum(1.0 / ($21 + f.rank))::float8 AS score
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $19) c) s
+     WHERE s.similarity >= $20
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $21)
+    SELECT f.id, sum(1.0 / ($22 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $22) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $23
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $24
+     LIMIT $23) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $24
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $25
      ORDER BY f.score DESC, f.id DESC;
