@@ -308,9 +308,11 @@ export async function run(): Promise<Record<string, unknown>> {
     // test/support/fake-embeddings.ts's concept embedder).
     const topEight = async (searchWith: typeof search) => {
       const figures = { shared: 0, paraphrase: 0, missed_paraphrases: [] as string[] };
-      for (const { statement, question, paraphrase } of MEMORY_RECALL_EN) {
-        if ((await searchWith(question, 8)).some((m) => m.content === statement)) figures.shared++;
-        if ((await searchWith(paraphrase, 8)).some((m) => m.content === statement)) {
+      for (const [fact, { question, paraphrase }] of MEMORY_RECALL_EN.entries()) {
+        // The message that stated the fact: the statement, alone or with a chat sentence.
+        const stated = statements.get(fact)!.message;
+        if ((await searchWith(question, 8)).some((m) => m.content === stated)) figures.shared++;
+        if ((await searchWith(paraphrase, 8)).some((m) => m.content === stated)) {
           figures.paraphrase++;
         } else figures.missed_paraphrases.push(paraphrase);
       }
@@ -352,13 +354,14 @@ export async function run(): Promise<Record<string, unknown>> {
     };
     const hybridFigures = await topEight(searchOn(hybrid));
     await hybrid.stop();
-    // The same with every memory compared (EMBEDDINGS_CANDIDATES past the 2,000 memories): what
-    // the default bound of the latest 500 embeddings costs a statement stated long before.
+    // The same with the latest 500 compared (EMBEDDINGS_CANDIDATES 500, the bound before sign
+    // sketches made comparing cheap): what a bound short of the conversation costs a statement
+    // stated long before.
     hybrid = await startService({
       databaseUrl: service.databaseUrl,
-      env: { ...hybridEnv, EMBEDDINGS_CANDIDATES: '5000' },
+      env: { ...hybridEnv, EMBEDDINGS_CANDIDATES: '500' },
     });
-    const everyMemoryFigures = await topEight(searchOn(hybrid));
+    const latestFiveHundredFigures = await topEight(searchOn(hybrid));
 
     const replayed = await rankingsOffline(
       db,
@@ -422,13 +425,13 @@ export async function run(): Promise<Record<string, unknown>> {
           missed: hybridFigures.missed_paraphrases,
         },
         embeddings_candidates:
-          'EMBEDDINGS_CANDIDATES 500 (the default): the embedding ranking compares the latest 500 embeddings of the end user; below, 5000: every memory of this conversation',
-        every_memory_compared: {
-          shared_word_hybrid: { hits: everyMemoryFigures.shared, of: 30 },
+          'EMBEDDINGS_CANDIDATES 5000 (the default): the sketches of every memory of this conversation compared, the nearest 116 whole; below, 500: the latest 500 only (the default before sketches)',
+        latest_500_compared: {
+          shared_word_hybrid: { hits: latestFiveHundredFigures.shared, of: 30 },
           paraphrase_hybrid: {
-            hits: everyMemoryFigures.paraphrase,
+            hits: latestFiveHundredFigures.paraphrase,
             of: 30,
-            missed: everyMemoryFigures.missed_paraphrases,
+            missed: latestFiveHundredFigures.missed_paraphrases,
           },
         },
       },
