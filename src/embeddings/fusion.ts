@@ -40,11 +40,15 @@ export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number):
  * question's (unit vectors: a dot product over `real[]`), those below minSimilarity left out.
  */
 export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
+  // OFFSET 0 keeps each subquery whole: the question's vector is read from its text once, not
+  // per candidate, and each cosine is computed once, not again for the filter and the order.
   return sql`
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
       FROM (SELECT c.id,
-                   (SELECT sum(a * b) FROM unnest(c.embedding, ${meaning.vector}::real[]) AS v(a, b)) AS similarity
-              FROM (${compared}) c) s
+                   (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
+              FROM (${compared}) c
+             CROSS JOIN (SELECT ${meaning.vector}::real[] AS vector OFFSET 0) q
+            OFFSET 0) s
      WHERE s.similarity >= ${meaning.minSimilarity}
      ORDER BY s.similarity DESC, s.id DESC LIMIT ${depth}`;
 }
