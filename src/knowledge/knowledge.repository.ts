@@ -154,14 +154,21 @@ export function rankedChunks(
     SELECT c.id, row_number() OVER (ORDER BY ${LEXICAL_ORDER}) AS rank
       FROM (${matchingChunks(organizationId, personalityId, text)}) c
      ORDER BY rank LIMIT ${depth}`;
-  const sketches = sql`
-    SELECT x.chunk_id AS id, x.sketch
-      FROM (SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-             WHERE x.organization_id = ${organizationId}
-             ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}) x
-      JOIN knowledge_chunks k ON k.id = x.chunk_id
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
-     WHERE x.model = ${meaning.model} AND ${attachedTo(personalityId)}`;
+  const latest = sql`
+    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+     WHERE x.organization_id = ${organizationId}
+     ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}`;
+  // A search reads every document: the sketches alone. A reply keeps the chunks of the documents
+  // attached to its personality, a set read once and probed per chunk.
+  const sketches = personalityId
+    ? sql`
+      SELECT x.chunk_id AS id, x.sketch
+        FROM (${latest}) x
+        JOIN knowledge_chunks k ON k.id = x.chunk_id
+       WHERE x.model = ${meaning.model}
+         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+                                WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`
+    : sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
   const compared = sql`
     SELECT x.chunk_id AS id, x.embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s

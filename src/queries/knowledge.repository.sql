@@ -122,24 +122,28 @@
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
       FROM (SELECT c.id,
-                   (SELECT sum(a * b) FROM unnest(c.embedding, $9::real[]) AS v(a, b)) AS similarity
+                   (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
               FROM (
     SELECT x.chunk_id AS id, x.embedding
       FROM (
     SELECT s.id FROM (
-    SELECT x.chunk_id AS id, x.sketch
-      FROM (SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-             WHERE x.organization_id = $10
-             ORDER BY x.chunk_id DESC LIMIT $11) x
-      JOIN knowledge_chunks k ON k.id = x.chunk_id
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $12
-     WHERE x.model = $13 AND ($14::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT x.chunk_id AS id, x.sketch
+        FROM (
+    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+     WHERE x.organization_id = $9
+     ORDER BY x.chunk_id DESC LIMIT $10) x
+        JOIN knowledge_chunks k ON k.id = x.chunk_id
+       WHERE x.model = $11
+         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+                                WHERE d.organization_id = $12 AND ($13::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $15::uuid))) s
-     WHERE length(s.sketch) = $16
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($17::real[]))), s.id DESC
-     LIMIT $18) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $19) c) s
+       WHERE a.document_id = d.id AND a.personality_id = $14::uuid)))) s
+     WHERE length(s.sketch) = $15
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($16::real[]))), s.id DESC
+     LIMIT $17) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $18) c
+             CROSS JOIN (SELECT $19::real[] AS vector OFFSET 0) q
+            OFFSET 0) s
      WHERE s.similarity >= $20
      ORDER BY s.similarity DESC, s.id DESC LIMIT $21)
     SELECT f.id, sum(1.0 / ($22 + f.rank))::float8 AS score
