@@ -34,16 +34,18 @@ const BACKFILL_BATCH = 5_000;
  *
  * Online, outside a transaction: the column is added without a default (no rewrite), the rows
  * are given their sketch in short batches, NOT NULL is proved by a validated check (which blocks
- * no reader or writer) and the index is built concurrently, so that searches, the worker and
- * erasure go on meanwhile. Each step can run again, should the migration stop half way.
+ * no reader or writer) and the indexes are built concurrently, the old ones dropped only then, so
+ * that searches, the worker and erasure go on meanwhile. Each step can run again, should the
+ * migration stop half way. down() is not online: it runs in one transaction.
  */
 export class AddEmbeddingSketches1795920200000 implements MigrationInterface {
   name = 'AddEmbeddingSketches1795920200000';
   transaction = false;
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    // A lock queued behind a long query would stall every query queued behind it: give up instead
-    // (the migration is run again on the next start or Job).
+    // A lock queued behind a long query would stall every query queued behind it: the brief
+    // locks of ALTER TABLE and CREATE TRIGGER are given up instead (the migration fails and is
+    // run again on the next start or Job).
     await queryRunner.query(`SET lock_timeout = '10s'`);
     await queryRunner.query(
       `CREATE OR REPLACE FUNCTION embedding_sketch(embedding real[]) RETURNS bit varying
@@ -55,13 +57,14 @@ export class AddEmbeddingSketches1795920200000 implements MigrationInterface {
       `CREATE OR REPLACE FUNCTION embeddings_set_sketch() RETURNS trigger LANGUAGE plpgsql
          AS $$ BEGIN NEW.sketch := embedding_sketch(NEW.embedding); RETURN NEW; END $$`,
     );
-    for (const { table, id, before, index, key, carried } of TABLES) {
+    for (const { table, id } of TABLES) {
       await queryRunner.query(
         `ALTER TABLE "${table}" ADD COLUMN IF NOT EXISTS "sketch" bit varying`,
       );
-      await queryRunner.query(`DROP TRIGGER IF EXISTS "${table}_set_sketch" ON "${table}"`);
+      // Replaced in place, never dropped first: a row written in between would have no sketch.
       await queryRunner.query(
-        `CREATE TRIGGER "${table}_set_sketch" BEFORE INSERT OR UPDATE OF "embedding" ON "${table}"
+        `CREATE OR REPLACE TRIGGER "${table}_set_sketch"
+           BEFORE INSERT OR UPDATE OF "embedding", "sketch" ON "${table}"
            FOR EACH ROW EXECUTE FUNCTION embeddings_set_sketch()`,
       );
       // By id ranges, each its own statement: no row is held for long, none is read twice.
@@ -73,8 +76,9 @@ export class AddEmbeddingSketches1795920200000 implements MigrationInterface {
           [after],
         )) as Array<{ upto: string | null }>;
         if (upto === null) break;
+        // The trigger computes the sketch.
         await queryRunner.query(
-          `UPDATE "${table}" SET "sketch" = embedding_sketch("embedding")
+          `UPDATE "${table}" SET "embedding" = "embedding"
             WHERE "${id}" > $1 AND "${id}" <= $2 AND "sketch" IS NULL`,
           [after, upto],
         );
@@ -92,11 +96,24 @@ export class AddEmbeddingSketches1795920200000 implements MigrationInterface {
       // With the check validated, SET NOT NULL does not scan the table.
       await queryRunner.query(`ALTER TABLE "${table}" ALTER COLUMN "sketch" SET NOT NULL`);
       await queryRunner.query(`ALTER TABLE "${table}" DROP CONSTRAINT "${table}_sketch_not_null"`);
-      // An index left invalid by a build that stopped is dropped and built again.
-      await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${index}"`);
+    }
+    // A concurrent build waits for every older transaction (a backup, a report) and blocks no one
+    // meanwhile: no lock timeout. The old indexes go only once both new ones are valid.
+    await queryRunner.query(`SET lock_timeout = 0`);
+    for (const { table, index, key, carried } of TABLES) {
+      const [{ valid }] = (await queryRunner.query(
+        `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i
+          WHERE i.indexrelid = to_regclass($1)`,
+        [`public.${index}`],
+      )) as Array<{ valid: boolean | null }>;
+      if (valid) continue;
+      // Left invalid by a build that stopped: built again.
+      if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${index}"`);
       await queryRunner.query(
         `CREATE INDEX CONCURRENTLY "${index}" ON "${table}" (${key}) INCLUDE (${carried})`,
       );
+    }
+    for (const { before } of TABLES) {
       await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${before}"`);
     }
     await queryRunner.query(`RESET lock_timeout`);
