@@ -1,4 +1,4 @@
-import { MAX_DIMENSIONS, unitLength } from './embedder';
+import { InvalidVectorError, isUnembeddable, MAX_DIMENSIONS, unitLength } from './embedder';
 
 describe('unitLength (a provider vector as the service stores it)', () => {
   it('scales to unit length', () => {
@@ -11,8 +11,20 @@ describe('unitLength (a provider vector as the service stores it)', () => {
     expect(tiny).toBe(0);
   });
 
-  it('keeps an all-zero vector as it is', () => {
-    expect(unitLength([0, 0, 0])).toEqual([0, 0, 0]);
+  it('scales very large and very small vectors without overflow or underflow', () => {
+    expect(unitLength([1e200, -1e200])[0]).toBeCloseTo(Math.SQRT1_2, 12);
+    expect(unitLength([3e-200, 4e-200])).toEqual([0.6, 0.8]);
+  });
+
+  it('is unembeddable, as a refused text is: its item is skipped alone', () => {
+    let thrown: unknown;
+    try {
+      unitLength([0, 0]);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(InvalidVectorError);
+    expect(isUnembeddable(thrown)).toBe(true);
   });
 
   it.each([
@@ -22,8 +34,9 @@ describe('unitLength (a provider vector as the service stores it)', () => {
     ['longer than MAX_DIMENSIONS', new Array<number>(MAX_DIMENSIONS + 1).fill(1)],
     ['not numbers', ['1', 2]],
     ['not an array', 'base64text'],
+    ['all zeros', [0, 0, 0]],
   ])('refuses a vector that is %s', (_, vector) => {
-    expect(() => unitLength(vector)).toThrow(/Embedder: the provider answered a vector/);
+    expect(() => unitLength(vector)).toThrow(InvalidVectorError);
   });
 
   it('takes MAX_DIMENSIONS', () => {

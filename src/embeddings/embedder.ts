@@ -132,10 +132,11 @@ export class Embedder {
 }
 
 /**
- * A provider's answer that retrying will not change (400, 413, 422: a text it will not embed);
- * 408, 409, 429 and 5xx are worth another try.
+ * A provider's answer that retrying will not change (400, 413, 422: a text it will not embed; a
+ * vector the service cannot use); 408, 409, 429 and 5xx are worth another try.
  */
 export function isUnembeddable(error: unknown): boolean {
+  if (error instanceof InvalidVectorError) return true;
   if (!(error instanceof APIError)) return false;
   const status: unknown = error.status;
   return (
@@ -160,27 +161,29 @@ export const MAX_DIMENSIONS = 8_192;
 /** The smallest magnitude PostgreSQL's `real` takes as text (below it: "out of range"). */
 const SMALLEST_REAL = 1.2e-38;
 
+/** A vector the service cannot use: as a refused text, its item is skipped alone. */
+export class InvalidVectorError extends Error {}
+
 /**
  * The provider's vector at unit length, each component a `real` PostgreSQL accepts (smaller ones
- * are 0). Not finite, empty or longer than MAX_DIMENSIONS: an error, as a failed call is (the
- * worker backs off and logs it; a question goes by words).
+ * are 0). Not finite, empty, all zero or longer than MAX_DIMENSIONS: InvalidVectorError.
  */
 export function unitLength(vector: unknown): number[] {
-  if (
-    !Array.isArray(vector) ||
-    vector.length === 0 ||
-    vector.length > MAX_DIMENSIONS ||
-    !vector.every((x) => typeof x === 'number' && Number.isFinite(x))
-  ) {
-    const length = Array.isArray(vector) ? vector.length : typeof vector;
-    throw new Error(
-      `Embedder: the provider answered a vector that is not 1..${MAX_DIMENSIONS} finite numbers (${length})`,
-    );
+  const invalid = (why: string) =>
+    new InvalidVectorError(`Embedder: the provider answered a vector ${why}`);
+  if (!Array.isArray(vector) || vector.length === 0 || vector.length > MAX_DIMENSIONS) {
+    throw invalid(`that is not 1..${MAX_DIMENSIONS} numbers long`);
   }
-  const numbers = vector as number[];
-  const norm = Math.sqrt(numbers.reduce((sum, x) => sum + x * x, 0));
-  return numbers.map((x) => {
-    const unit = norm === 0 ? x : x / norm;
+  if (!vector.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+    throw invalid('holding something other than finite numbers');
+  }
+  // Scaled by the largest component first, so that squaring neither overflows nor vanishes.
+  const largest = Math.max(...(vector as number[]).map(Math.abs));
+  if (largest === 0) throw invalid('of zeros');
+  const scaled = (vector as number[]).map((x) => x / largest);
+  const norm = Math.sqrt(scaled.reduce((sum, x) => sum + x * x, 0));
+  return scaled.map((x) => {
+    const unit = x / norm;
     return Math.abs(unit) < SMALLEST_REAL ? 0 : unit;
   });
 }
