@@ -10,10 +10,10 @@ import { loadAverages, round2, timings } from './support/stats';
  * organization holding 10,000 chunks", search p99 ≤ 20 ms). The service migrates a fresh
  * database; the scenario then writes ORGANIZATIONS organizations of DOCUMENTS × CHUNKS chunks of
  * about 60 words each (a few words every chunk holds, the rest drawn from 3,000), and runs the
- * retrieval statement of a reply (rankedChunks, prepared, limit 4) RUNS times per case against
- * the first organization, from a client on the same machine, first before any ANALYZE (as a
- * database without autovacuum has it), then after: the time is the statement's round
- * trip, which is the database time a reply spends on it. With embeddings, every chunk has a
+ * retrieval statement over every document, as a search does (rankedChunks, personality null,
+ * prepared, limit 4) RUNS times per case against the first organization, from a client on the
+ * same machine, first before any ANALYZE (as a database without autovacuum has it), then after:
+ * the time is the statement's round trip, its database time. With embeddings, every chunk has a
  * 256-dimension unit vector (EMBEDDINGS_CANDIDATES 5,000, the default: their sketches compared, the
  * nearest 108 whole).
  */
@@ -137,7 +137,7 @@ export async function run(): Promise<Record<string, unknown>> {
     return {
       load_average_at_start: loadAtStart,
       load_average_at_end: loadAverages(),
-      method: `${ORGANIZATIONS} organizations of ${DOCUMENTS * CHUNKS} chunks of ~60 words (every chunk holds store, opening, hours, product, policy); the reply's retrieval statement (limit 4, prepared) ${RUNS} times per case after 10 warm-up runs, one client, round trip`,
+      method: `${ORGANIZATIONS} organizations of ${DOCUMENTS * CHUNKS} chunks of ~60 words (every chunk holds store, opening, hours, product, policy); the retrieval statement over every document, as a search (rankedChunks, personality null, limit 4, prepared) ${RUNS} times per case after 10 warm-up runs, one client, round trip`,
       seed_seconds: seedSeconds,
       cases: CASES,
       by_words_before_analyze: withoutStatistics,
