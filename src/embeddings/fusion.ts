@@ -17,7 +17,7 @@ export interface Meaning {
 }
 
 /** Whole vectors compared beyond the ranking's depth: the sketches' shortlist is this much longer. */
-export const RESCORED_BEYOND_DEPTH = 100;
+const RESCORED_BEYOND_DEPTH = 100;
 
 /**
  * The ids of `sketches` (rows `(id, sketch)`, the caller's bounded candidates of the question's

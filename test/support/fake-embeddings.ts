@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { random } from '../../bench/scenarios/support/chat-text';
 
 /** The dimensions of the fake's vectors: enough that unrelated concepts stay near orthogonal. */
 export const FAKE_DIMENSIONS = 256;
@@ -247,15 +248,10 @@ function conceptVector(concept: string, dimensions: number): Float64Array {
   const key = `${dimensions}:${concept}`;
   let vector = conceptVectors.get(key);
   if (!vector) {
-    let state = createHash('sha256').update(concept).digest().readUInt32BE(0);
+    const next = random(createHash('sha256').update(concept).digest().readUInt32BE(0));
     vector = new Float64Array(dimensions);
-    for (let i = 0; i < dimensions; i++) {
-      // mulberry32, as bench/scenarios/support/chat-text.ts
-      state = (state + 0x6d2b79f5) | 0;
-      let t = Math.imul(state ^ (state >>> 15), 1 | state);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      vector[i] = ((t ^ (t >>> 14)) >>> 0) & 1 ? 1 : -1;
-    }
+    // The sign from the lowest bit of each 32-bit draw.
+    for (let i = 0; i < dimensions; i++) vector[i] = (next() * 2 ** 32) & 1 ? 1 : -1;
     conceptVectors.set(key, vector);
   }
   return vector;
