@@ -1,4 +1,6 @@
 import { Client } from 'pg';
+import { Database } from '../src/database/database';
+import { sql } from '../src/database/sql';
 import { expectError } from './support/assertions';
 import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
@@ -237,6 +239,44 @@ describe('Bounded retrieval and database time (contract §29)', () => {
       expect((await patch()).status).toBe(200);
     } finally {
       await holder.end();
+    }
+  });
+
+  it('runs every session without JIT compilation, the asynchronous-commit ones included', async () => {
+    const database = t.app.get(Database);
+    const settingsOf = (asyncCommit: boolean) =>
+      database.row<{ jit: string; commit: string }>(
+        sql`SELECT current_setting('jit') AS jit, current_setting('synchronous_commit') AS commit`,
+        { asyncCommit },
+      );
+    expect(await settingsOf(false)).toEqual({ jit: 'off', commit: 'on' });
+    expect(await settingsOf(true)).toEqual({ jit: 'off', commit: 'off' });
+    // A statement past jit_above_cost: compiled where JIT is on and available (the server's own
+    // default), not on the service's sessions.
+    const planOf = async (query: (text: string) => Promise<Array<Record<string, unknown>>>) => {
+      const [{ 'QUERY PLAN': plan }] = await query(
+        `EXPLAIN (ANALYZE, FORMAT JSON) SELECT sum(g) FROM generate_series(1, 1000) g`,
+      );
+      return (plan as Array<Record<string, unknown>>)[0];
+    };
+    const service = await database.transaction(async (manager) => {
+      await manager.query('SET LOCAL jit_above_cost = 0');
+      return planOf((text) => manager.query(text));
+    });
+    expect(service).not.toHaveProperty('JIT');
+    const own = new Client({ connectionString: process.env.DATABASE_URL });
+    await own.connect();
+    try {
+      await own.query('SET jit_above_cost = 0');
+      const { rows } = await own.query<{ available: boolean; jit: string }>(
+        `SELECT pg_jit_available() AS available, current_setting('jit') AS jit`,
+      );
+      // The check could fail: on a server that compiles, a session of its own does.
+      if (rows[0].available && rows[0].jit === 'on') {
+        expect(await planOf(async (text) => (await own.query(text)).rows)).toHaveProperty('JIT');
+      }
+    } finally {
+      await own.end();
     }
   });
 });

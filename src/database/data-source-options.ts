@@ -12,6 +12,15 @@ export interface DatabaseConnectionSettings {
 }
 
 /**
+ * Every session runs without JIT compilation. PostgreSQL compiles a statement whose estimated cost
+ * passes jit_above_cost (100,000 by default) at each execution: knowledge retrieval's estimate
+ * sits near it once its tables are vacuumed and analysed, and when it crossed, compiling took
+ * 43.6 ms of a 54.5 ms execution that takes 8 ms without. The service's statements are short; none
+ * gains from it (docs/database.md, "Sessions").
+ */
+export const SESSION_OPTIONS = '-c jit=off';
+
+/**
  * The one source of TypeORM options, used by the app (TypeOrmModule) and by the TypeORM CLI
  * (ormconfig.ts). The schema is migrations only.
  */
@@ -34,6 +43,7 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
       application_name: 'personality-api',
       // Sent at connection start-up, so it holds for every statement on the pool.
       ...(settings.statementTimeoutMs ? { statement_timeout: settings.statementTimeoutMs } : {}),
+      options: SESSION_OPTIONS,
     },
   };
 }
