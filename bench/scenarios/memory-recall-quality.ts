@@ -1,10 +1,14 @@
 import { Client } from 'pg';
-import { FakeEmbeddings } from '../../test/support/fake-embeddings';
+import { FAKE_MIN_SIMILARITY, FakeEmbeddings } from '../../test/support/fake-embeddings';
 import { FakeOpenAI } from '../../test/support/fake-openai';
 import { type RunningService, startService } from '../lib/service';
 import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
 import { benchTenant } from './support/data-plane';
 import { MEMORY_RECALL_EN } from '../../test/fixtures/recall/memory-en';
+import {
+  KNOWLEDGE_DOCUMENTS_EN,
+  KNOWLEDGE_QUESTIONS_EN,
+} from '../../test/fixtures/recall/knowledge-en';
 import { bm25Ranking, type RecallPool, serviceRanking } from './support/recall-rankings';
 import { loadAverages, round3, timings } from './support/stats';
 
@@ -14,6 +18,7 @@ const RECALL_LIMIT = 8; // MEMORY_RECALL_LIMIT's default, which the service runs
 const HISTORY = 20; // ENGINE_HISTORY_MESSAGES's default
 const USER_ID = 'recall-bench-user';
 const SEED = 20_260_520;
+const KNOWLEDGE_AT = 4; // KNOWLEDGE_CHUNK_LIMIT's default: the chunks a reply is given
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
 type Json = Record<string, any>;
@@ -174,6 +179,91 @@ async function vocabulary(db: Client) {
  * provider: exactly what a reply recalls (MEMORY_RECALL_LIMIT 8 older memories, history 20).
  * Goal: the statement among them for >= 27 of 30.
  */
+/**
+ * Knowledge recall@4: the tea shop's four documents and ten of generated chat uploaded, every
+ * chunk embedded, then each question of test/fixtures/recall/knowledge-en.ts searched on both
+ * instances (GET /v1/knowledge/search, limit 4): found when a chunk holds the question's passage.
+ */
+async function knowledgeRecall(
+  lexical: RunningService,
+  hybrid: RunningService,
+  headers: Record<string, string>,
+  db: Client,
+) {
+  for (const { title, content } of KNOWLEDGE_DOCUMENTS_EN) {
+    await post(lexical, headers, '/v1/knowledge', { title, content });
+  }
+  const next = random(SEED + 1);
+  for (let i = 0; i < 10; i++) {
+    const content = Array.from({ length: 40 }, () => userSentence(next)).join(' ');
+    await post(lexical, headers, '/v1/knowledge', { title: `Notes ${i}`, content });
+  }
+  const started = performance.now();
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM knowledge_chunks c
+        WHERE NOT EXISTS (SELECT 1 FROM knowledge_chunk_embeddings e WHERE e.chunk_id = c.id)`,
+    );
+    if (rows[0].n === 0) break;
+    if (performance.now() - started > 60_000) throw new Error('chunks not embedded');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  const figures = (instance: RunningService) => ({
+    instance,
+    shared: 0,
+    paraphrase: 0,
+    missed: [] as string[],
+  });
+  const modes = { lexical: figures(lexical), hybrid: figures(hybrid) };
+  for (const { question, passage, kind } of KNOWLEDGE_QUESTIONS_EN) {
+    for (const mode of Object.values(modes)) {
+      const url = new URL(`${mode.instance.baseUrl}/v1/knowledge/search`);
+      url.searchParams.set('q', question);
+      url.searchParams.set('limit', String(KNOWLEDGE_AT));
+      const response = await fetch(url, { headers });
+      if (response.status !== 200) throw new Error(`knowledge search: ${response.status}`);
+      const hits = ((await response.json()) as Json).data as Array<{ text: string }>;
+      if (hits.some((hit) => hit.text.includes(passage))) mode[kind]++;
+      else mode.missed.push(question);
+    }
+  }
+  const of = (kind: 'shared' | 'paraphrase') =>
+    KNOWLEDGE_QUESTIONS_EN.filter((q) => q.kind === kind).length;
+  const all = KNOWLEDGE_QUESTIONS_EN.length;
+  const hybridHits = modes.hybrid.shared + modes.hybrid.paraphrase;
+  return {
+    method: `GET /v1/knowledge/search?limit=${KNOWLEDGE_AT} for the ${all} questions of test/fixtures/recall/knowledge-en.ts (a tea shop's four documents, ${of('shared')} questions sharing a content word with their passage, ${of('paraphrase')} sharing none), among ten more documents of generated chat; lexical on the first instance, hybrid on the one whose worker embedded every chunk`,
+    chunks_embedded_in_seconds: Number(((performance.now() - started) / 1000).toFixed(1)),
+    lexical: {
+      shared_word: { hits: modes.lexical.shared, of: of('shared') },
+      paraphrase: { hits: modes.lexical.paraphrase, of: of('paraphrase') },
+      missed: modes.lexical.missed,
+    },
+    hybrid: {
+      shared_word: { hits: modes.hybrid.shared, of: of('shared') },
+      paraphrase: { hits: modes.hybrid.paraphrase, of: of('paraphrase') },
+      missed: modes.hybrid.missed,
+    },
+    recall_at_4_hybrid: round3(hybridHits / all),
+    goal: '>= 0.9 of the questions (hybrid)',
+    goal_met: hybridHits >= 0.9 * all,
+  };
+}
+
+async function post(
+  instance: RunningService,
+  headers: Record<string, string>,
+  path: string,
+  body: unknown,
+) {
+  const response = await fetch(`${instance.baseUrl}${path}`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify(body),
+  });
+  if (response.status >= 300) throw new Error(`${path}: ${response.status}`);
+}
+
 export async function run(): Promise<Record<string, unknown>> {
   const loadAtStart = loadAverages();
   const fake = await FakeOpenAI.start();
@@ -327,6 +417,7 @@ export async function run(): Promise<Record<string, unknown>> {
       EMBEDDINGS_API_KEY: 'bench-key',
       EMBEDDINGS_DIMENSIONS: '256',
       EMBEDDINGS_BATCH_SIZE: '128',
+      EMBEDDINGS_MIN_SIMILARITY: String(FAKE_MIN_SIMILARITY),
     };
     hybrid = await startService({
       databaseUrl: service.databaseUrl,
@@ -353,6 +444,7 @@ export async function run(): Promise<Record<string, unknown>> {
       return ((await response.json()) as Json).data as Json[];
     };
     const hybridFigures = await topEight(searchOn(hybrid));
+    const knowledge = await knowledgeRecall(service, hybrid, headers, db);
     await hybrid.stop();
     // The same with the latest 500 compared (EMBEDDINGS_CANDIDATES 500, the bound before sign
     // sketches made comparing cheap): what a bound short of the conversation costs a statement
@@ -411,8 +503,7 @@ export async function run(): Promise<Record<string, unknown>> {
         per_question: atEnd,
       },
       search_top_8_lexical_and_hybrid: {
-        method:
-          'GET /v1/end-users/{id}/memories/search?limit=8 once the conversation is over, for the 30 questions sharing a word and their 30 paraphrases sharing none (test/fixtures/recall/memory-en.ts): lexical on this instance, hybrid (RRF of full text and embeddings) on a second instance whose worker embedded every memory with the fake concept embedder (test/support/fake-embeddings.ts, 256 dimensions)',
+        method: `GET /v1/end-users/{id}/memories/search?limit=8 once the conversation is over, for the 30 questions sharing a word and their 30 paraphrases sharing none (test/fixtures/recall/memory-en.ts): lexical on this instance, hybrid (RRF of full text and embeddings) on a second instance whose worker embedded every memory with the fake concept embedder (test/support/fake-embeddings.ts, 256 dimensions, EMBEDDINGS_MIN_SIMILARITY ${FAKE_MIN_SIMILARITY}: the floor for that model)`,
         embedding_seconds: Number(embedSeconds.toFixed(1)),
         shared_word_lexical: { hits: lexicalFigures.shared, of: 30, goal: '>= 27' },
         shared_word_hybrid: { hits: hybridFigures.shared, of: 30 },
@@ -435,6 +526,7 @@ export async function run(): Promise<Record<string, unknown>> {
           },
         },
       },
+      knowledge_recall_at_4: knowledge,
       rankings_replayed_offline: replayed,
       vocabulary: await vocabulary(db),
       conversation_seconds: Number(conversationSeconds.toFixed(1)),
