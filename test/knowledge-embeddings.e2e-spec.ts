@@ -199,6 +199,32 @@ describe('Knowledge by meaning (contract §27)', () => {
     ]);
   });
 
+  it('a reply finds by meaning only what its personality draws on, all documents or some', async () => {
+    await allEmbedded();
+    const other = await clonePersonality(off, a.auth);
+    const attach = async (personalityIds: string[] | null) => {
+      const response = await on!
+        .http()
+        .patch(`/v1/knowledge/${leaveId}`)
+        .set('Authorization', a.auth)
+        .send({ personality_ids: personalityIds });
+      expect(response.status).toBe(200);
+    };
+    const cited = async (personalityId: string) =>
+      (await citations(on!, a, personalityId, QUESTION)).map((c) => c.document_id);
+    try {
+      // Leave is the other personality's alone; the canteen's stays everyone's.
+      await attach([other]);
+      expect(await cited(aPersonality)).toEqual([]);
+      // The other draws on every document of the organization (the reply reads sketches alone).
+      expect(await cited(other)).toEqual([leaveId]);
+      await attach(null);
+      expect(await cited(aPersonality)).toEqual([leaveId]);
+    } finally {
+      await attach(null);
+    }
+  });
+
   it("a deleted document's embeddings go with it", async () => {
     await allEmbedded();
     const ids = await db.query<{ id: string }>(

@@ -158,17 +158,25 @@ export function rankedChunks(
     SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = ${organizationId}
      ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}`;
-  // A search reads every document: the sketches alone. A reply keeps the chunks of the documents
-  // attached to its personality, a set read once and probed per chunk.
-  const sketches = personalityId
-    ? sql`
+  // A search reads every document: the sketches alone. So does a reply whose personality draws on
+  // every document of the organization (decided once, before either branch runs). Otherwise it
+  // keeps the chunks of the documents attached to it: two index probes a candidate (its chunk,
+  // its document), which for 5,000 cost as much as the rest of the statement.
+  const allSketches = sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
+  let sketches = allSketches;
+  if (personalityId) {
+    const everyDocument = sql`(SELECT coalesce(bool_and(${attachedTo(personalityId)}), true)
+                                 FROM knowledge_documents d WHERE d.organization_id = ${organizationId})`;
+    sketches = sql`
+      ${allSketches} AND ${everyDocument}
+      UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (${latest}) x
         JOIN knowledge_chunks k ON k.id = x.chunk_id
-       WHERE x.model = ${meaning.model}
+       WHERE x.model = ${meaning.model} AND NOT ${everyDocument}
          AND k.document_id IN (SELECT d.id FROM knowledge_documents d
-                                WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`
-    : sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
+                                WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`;
+  }
   const compared = sql`
     SELECT x.chunk_id AS id, x.embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
