@@ -249,7 +249,14 @@ describe('Bounded retrieval and database time (contract §29)', () => {
         sql`SELECT current_setting('jit') AS jit, current_setting('synchronous_commit') AS commit`,
         { asyncCommit },
       );
-    expect(await settingsOf(false)).toEqual({ jit: 'off', commit: 'on' });
+    const server = new Client({ connectionString: process.env.DATABASE_URL });
+    await server.connect();
+    const serverCommit = (
+      await server
+        .query<{ commit: string }>(`SELECT current_setting('synchronous_commit') AS commit`)
+        .finally(() => server.end())
+    ).rows[0].commit;
+    expect(await settingsOf(false)).toEqual({ jit: 'off', commit: serverCommit });
     expect(await settingsOf(true)).toEqual({ jit: 'off', commit: 'off' });
     // A statement past jit_above_cost: compiled where JIT is on and available (the server's own
     // default), not on the service's sessions.

@@ -12,13 +12,16 @@ export interface DatabaseConnectionSettings {
 }
 
 /**
- * Every session runs without JIT compilation. PostgreSQL compiles a statement whose estimated cost
- * passes jit_above_cost (100,000 by default) at each execution: knowledge retrieval's estimate
- * sits near it once its tables are vacuumed and analysed, and when it crossed, compiling took
- * 43.6 ms of a 54.5 ms execution that takes 8 ms without. The service's statements are short; none
- * gains from it (docs/database.md, "Sessions").
+ * The `options` start-up parameter of every session: no JIT compilation. PostgreSQL compiles a
+ * statement whose estimated cost passes jit_above_cost (100,000 by default) at each execution:
+ * knowledge retrieval's estimate sits near it once its tables are vacuumed and analysed, and when
+ * it crossed, compiling took 43.6 ms of a 54.5 ms execution that takes 8 ms without. The
+ * service's statements are short; none gains from it (docs/database.md, "Sessions"). Settings an
+ * operator gives in PGOPTIONS come first, as pg would have sent them alone.
  */
-export const SESSION_OPTIONS = '-c jit=off';
+export function sessionOptions(...more: string[]): string {
+  return [process.env.PGOPTIONS, '-c jit=off', ...more].filter(Boolean).join(' ');
+}
 
 /**
  * The one source of TypeORM options, used by the app (TypeOrmModule) and by the TypeORM CLI
@@ -43,7 +46,7 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
       application_name: 'personality-api',
       // Sent at connection start-up, so it holds for every statement on the pool.
       ...(settings.statementTimeoutMs ? { statement_timeout: settings.statementTimeoutMs } : {}),
-      options: SESSION_OPTIONS,
+      options: sessionOptions(),
     },
   };
 }

@@ -5,7 +5,7 @@ import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral }
 import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
-import { SESSION_OPTIONS } from './data-source-options';
+import { sessionOptions } from './data-source-options';
 import { statementName } from './statement-name';
 
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
@@ -173,7 +173,7 @@ export class Database implements OnApplicationShutdown {
         connectionString: options.url,
         max: ASYNC_COMMIT_POOL_SIZE,
         application_name: 'personality-api async-commit',
-        options: `${SESSION_OPTIONS} -c synchronous_commit=off`,
+        options: sessionOptions('-c synchronous_commit=off'),
       });
       // An idle connection that fails is replaced on the next checkout; without a listener its
       // error would end the process.
