@@ -131,7 +131,8 @@ const LEXICAL_ORDER = sql`score DESC, id`;
  * embeddings (an index-only range scan of knowledge_chunk_embeddings_sketches_idx), keeps
  * those of the question's model in documents attached to the personality, and compares the whole
  * vectors of the nearest by sketch only (sketchShortlist): its cost is bounded by
- * EMBEDDINGS_CANDIDATES whatever the organization holds (docs/knowledge.md).
+ * EMBEDDINGS_CANDIDATES whatever chunks the organization holds; its documents are read, as the
+ * ranking by words reads them (docs/knowledge.md).
  */
 export function rankedChunks(
   organizationId: string,
@@ -159,21 +160,24 @@ export function rankedChunks(
      WHERE x.organization_id = ${organizationId}
      ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}`;
   // A search reads every document: the sketches alone. So does a reply whose personality draws on
-  // every document of the organization (decided once, before either branch runs). Otherwise it
-  // keeps the chunks of the documents attached to it: two index probes a candidate (its chunk,
-  // its document), which for 5,000 cost as much as the rest of the statement.
+  // every document of the organization: no document is closed to it (decided once, before either
+  // branch runs; the scan stops at the first closed one). Otherwise it keeps the chunks of the
+  // documents attached to it: two index probes a candidate (its chunk, its document), which for
+  // 5,000 cost as much as the rest of the statement.
   const allSketches = sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
   let sketches = allSketches;
   if (personalityId) {
-    const everyDocument = sql`(SELECT coalesce(bool_and(${attachedTo(personalityId)}), true)
-                                 FROM knowledge_documents d WHERE d.organization_id = ${organizationId})`;
     sketches = sql`
-      ${allSketches} AND ${everyDocument}
+      WITH every_document AS MATERIALIZED (
+        SELECT NOT EXISTS (SELECT FROM knowledge_documents d
+                            WHERE d.organization_id = ${organizationId} AND NOT ${attachedTo(personalityId)}) AS drawn)
+      SELECT s.id, s.sketch FROM (${allSketches}) s
+       WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (${latest}) x
         JOIN knowledge_chunks k ON k.id = x.chunk_id
-       WHERE x.model = ${meaning.model} AND NOT ${everyDocument}
+       WHERE x.model = ${meaning.model} AND NOT (SELECT drawn FROM every_document)
          AND k.document_id IN (SELECT d.id FROM knowledge_documents d
                                 WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`;
   }

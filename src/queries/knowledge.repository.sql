@@ -127,13 +127,16 @@
     SELECT x.chunk_id AS id, x.embedding
       FROM (
     SELECT s.id FROM (
-      SELECT x.chunk_id AS id, x.sketch FROM (
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-     WHERE x.organization_id = $9
-     ORDER BY x.chunk_id DESC LIMIT $10) x WHERE x.model = $11 AND (SELECT coalesce(bool_and(($12::uuid IS NULL OR d.all_personalities OR EXISTS (
+      WITH every_document AS MATERIALIZED (
+        SELECT NOT EXISTS (SELECT FROM knowledge_documents d
+                            WHERE d.organization_id = $9 AND NOT ($10::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $13::uuid))), true)
-                                 FROM knowledge_documents d WHERE d.organization_id = $14)
+       WHERE a.document_id = d.id AND a.personality_id = $11::uuid))) AS drawn)
+      SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
+    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+     WHERE x.organization_id = $12
+     ORDER BY x.chunk_id DESC LIMIT $13) x WHERE x.model = $14) s
+       WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (
@@ -141,27 +144,24 @@
      WHERE x.organization_id = $15
      ORDER BY x.chunk_id DESC LIMIT $16) x
         JOIN knowledge_chunks k ON k.id = x.chunk_id
-       WHERE x.model = $17 AND NOT (SELECT coalesce(bool_and(($18::uuid IS NULL OR d.all_personalities OR EXISTS (
-      SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $19::uuid))), true)
-                                 FROM knowledge_documents d WHERE d.organization_id = $20)
+       WHERE x.model = $17 AND NOT (SELECT drawn FROM every_document)
          AND k.document_id IN (SELECT d.id FROM knowledge_documents d
-                                WHERE d.organization_id = $21 AND ($22::uuid IS NULL OR d.all_personalities OR EXISTS (
+                                WHERE d.organization_id = $18 AND ($19::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $23::uuid)))) s
-     WHERE length(s.sketch) = $24
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($25::real[]))), s.id DESC
-     LIMIT $26) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $27) c
-             CROSS JOIN (SELECT $28::real[] AS vector OFFSET 0) q
+       WHERE a.document_id = d.id AND a.personality_id = $20::uuid)))) s
+     WHERE length(s.sketch) = $21
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($22::real[]))), s.id DESC
+     LIMIT $23) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $24) c
+             CROSS JOIN (SELECT $25::real[] AS vector OFFSET 0) q
             OFFSET 0) s
-     WHERE s.similarity >= $29
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $30)
-    SELECT f.id, sum(1.0 / ($31 + f.rank))::float8 AS score
+     WHERE s.similarity >= $26
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $27)
+    SELECT f.id, sum(1.0 / ($28 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $32) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $33
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $34
+     LIMIT $29) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $30
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $31
      ORDER BY f.score DESC, f.id DESC;
