@@ -97,17 +97,7 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
       sets.push({ language, items, userId, personalityId });
     }
     hybrid = await createTestApp({ env: hybridEnv() });
-    await eventually(
-      async () => {
-        const { rows } = await db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM memories m
-            WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)`,
-        );
-        return rows[0].n === 0 ? true : undefined;
-      },
-      'every memory embedded',
-      60_000,
-    );
+    await everyRowEmbedded('memories', 'memory_embeddings', 'memory_id');
     for (const set of sets) {
       const measured = {
         lexical: { shared: 0, paraphrase: 0 },
@@ -132,6 +122,20 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
     await fake.stop();
     await database.drop();
   });
+
+  /** Waits until every row of `table` has its embedding (the workers of the hybrid instances). */
+  const everyRowEmbedded = (table: string, embeddings: string, key: string) =>
+    eventually(
+      async () => {
+        const { rows } = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM ${table} t
+            WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e WHERE e.${key} = t.id)`,
+        );
+        return rows[0].n === 0 ? true : undefined;
+      },
+      `every row of ${table} embedded`,
+      60_000,
+    );
 
   /** Whether the statement is among the first RECALL_AT memories the search answers. */
   async function recalled(
@@ -209,17 +213,7 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
       hybridKnowledge = await createTestApp({
         env: hybridEnv({ EMBEDDINGS_MIN_SIMILARITY: String(FAKE_MIN_SIMILARITY) }),
       });
-      await eventually(
-        async () => {
-          const { rows } = await db.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM knowledge_chunks c
-              WHERE NOT EXISTS (SELECT 1 FROM knowledge_chunk_embeddings e WHERE e.chunk_id = c.id)`,
-          );
-          return rows[0].n === 0 ? true : undefined;
-        },
-        'every chunk embedded',
-        60_000,
-      );
+      await everyRowEmbedded('knowledge_chunks', 'knowledge_chunk_embeddings', 'chunk_id');
       for (const { question, passage, kind } of KNOWLEDGE_QUESTIONS_EN) {
         for (const [mode, app] of [
           ['lexical', lexical],
