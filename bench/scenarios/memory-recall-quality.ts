@@ -179,6 +179,25 @@ async function vocabulary(db: Client) {
  * provider: exactly what a reply recalls (MEMORY_RECALL_LIMIT 8 older memories, history 20).
  * Goal: the statement among them for >= 27 of 30.
  */
+/** Seconds until every row of `table` has its embedding (a worker of a hybrid instance). */
+async function untilEmbedded(
+  db: Client,
+  table: string,
+  embeddings: string,
+  { key, timeoutMs }: { key: string; timeoutMs: number },
+): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${table} t
+        WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e WHERE e.${key} = t.id)`,
+    );
+    if (rows[0].n === 0) return (performance.now() - started) / 1000;
+    if (performance.now() - started > timeoutMs) throw new Error(`${table} not embedded`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 /**
  * Knowledge recall@4: the tea shop's four documents and ten of generated chat uploaded, every
  * chunk embedded, then each question of test/fixtures/recall/knowledge-en.ts searched on both
@@ -198,16 +217,10 @@ async function knowledgeRecall(
     const content = Array.from({ length: 40 }, () => userSentence(next)).join(' ');
     await post(lexical, headers, '/v1/knowledge', { title: `Notes ${i}`, content });
   }
-  const started = performance.now();
-  for (;;) {
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM knowledge_chunks c
-        WHERE NOT EXISTS (SELECT 1 FROM knowledge_chunk_embeddings e WHERE e.chunk_id = c.id)`,
-    );
-    if (rows[0].n === 0) break;
-    if (performance.now() - started > 60_000) throw new Error('chunks not embedded');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+  const embeddedIn = await untilEmbedded(db, 'knowledge_chunks', 'knowledge_chunk_embeddings', {
+    key: 'chunk_id',
+    timeoutMs: 60_000,
+  });
   const figures = (instance: RunningService) => ({
     instance,
     shared: 0,
@@ -233,7 +246,7 @@ async function knowledgeRecall(
   const hybridHits = modes.hybrid.shared + modes.hybrid.paraphrase;
   return {
     method: `GET /v1/knowledge/search?limit=${KNOWLEDGE_AT} for the ${all} questions of test/fixtures/recall/knowledge-en.ts (a tea shop's four documents, ${of('shared')} questions sharing a content word with their passage, ${of('paraphrase')} sharing none), among ten more documents of generated chat; lexical on the first instance, hybrid on one with EMBEDDINGS_MIN_SIMILARITY ${FAKE_MIN_SIMILARITY} (the fake's floor) once every chunk was embedded`,
-    chunks_embedded_in_seconds: Number(((performance.now() - started) / 1000).toFixed(1)),
+    chunks_embedded_in_seconds: Number(embeddedIn.toFixed(1)),
     lexical: {
       shared_word: { hits: modes.lexical.shared, of: of('shared') },
       paraphrase: { hits: modes.lexical.paraphrase, of: of('paraphrase') },
@@ -422,17 +435,10 @@ export async function run(): Promise<Record<string, unknown>> {
       databaseUrl: service.databaseUrl,
       env: hybridEnv,
     });
-    const embedStarted = performance.now();
-    for (;;) {
-      const { rows } = await db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM memories m
-          WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)`,
-      );
-      if (rows[0].n === 0) break;
-      if (performance.now() - embedStarted > 120_000) throw new Error('memories not embedded');
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-    const embedSeconds = (performance.now() - embedStarted) / 1000;
+    const embedSeconds = await untilEmbedded(db, 'memories', 'memory_embeddings', {
+      key: 'memory_id',
+      timeoutMs: 120_000,
+    });
     const searchOn = (instance: RunningService) => async (q: string, limit: number) => {
       const url = new URL(`${instance.baseUrl}/v1/end-users/${USER_ID}/memories/search`);
       url.searchParams.set('q', q);
