@@ -12,6 +12,7 @@ import { SsoModule } from './sso/sso.module';
 import { ConsoleModule } from './console/console.module';
 import { CoreModule } from './core.module';
 import { EndUsersModule } from './end-users/end-users.module';
+import { MemoryModule } from './memory/memory.module';
 import { ExportsModule } from './exports/exports.module';
 import { HealthModule } from './health/health.module';
 import { IdempotencyModule } from './idempotency/idempotency.module';
@@ -38,6 +39,7 @@ import { WebhooksModule } from './webhooks/webhooks.module';
     ApiKeysModule,
     VocabulariesModule,
     EndUsersModule,
+    MemoryModule,
     PersonalitiesModule,
     KnowledgeModule,
     UsageModule,

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
-import { MemoryRetentionWorker } from '../src/end-users/memory-retention.worker';
+import { MemoryRetentionWorker } from '../src/memory/memory-retention.worker';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 import type { Database } from '../../src/database/database';
 import type { Sql } from '../../src/database/sql';
-import { EndUsersRepository } from '../../src/end-users/end-users.repository';
+import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { type RunningService, startService } from '../lib/service';
 import { random, userMessage, userSentence } from './support/chat-text';
 import { benchTenant } from './support/data-plane';
@@ -47,7 +47,7 @@ async function replyStatements(
       return Promise.resolve([]);
     },
   } as unknown as Database;
-  const repository = new EndUsersRepository(recorder);
+  const repository = new ConversationRepository(recorder);
   await repository.findConversation(organizationId, HEAVY, personalityId, HISTORY);
   await repository.recall(
     organizationId,
@@ -268,7 +268,7 @@ export async function run(): Promise<Record<string, unknown>> {
         text: 'generated chat (support/chat-text.ts): everyday words, so most of the heavy end user’s memories share words with any message',
       },
       method:
-        'each statement captured from EndUsersRepository (the very SQL a reply sends), prepared under its name on one connection, run once per message in turn, timed in this process with the round trip; statistics removed from pg_statistic (and reltuples reset) for the first pass, then ANALYZE for the second',
+        'each statement captured from ConversationRepository (the very SQL a reply sends), prepared under its name on one connection, run once per message in turn, timed in this process with the round trip; statistics removed from pg_statistic (and reltuples reset) for the first pass, then ANALYZE for the second',
       without_statistics: withoutStatistics,
       with_statistics: withStatistics,
       neighbour_replies: neighbours,

@@ -2,7 +2,7 @@ import { Client } from 'pg';
 import type { Database } from '../../src/database/database';
 import type { Sql } from '../../src/database/sql';
 import { statementName } from '../../src/database/statement-name';
-import { EndUsersRepository } from '../../src/end-users/end-users.repository';
+import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { extractFacts } from '../../src/respond/engine/fact-extractor';
 import { cpuSeconds } from '../lib/cpu';
 import { load, type LoadFigures } from '../lib/load';
@@ -72,7 +72,7 @@ async function conversationStatement(
       return Promise.resolve([]);
     },
   } as unknown as Database;
-  const repository = new EndUsersRepository(recorder);
+  const repository = new ConversationRepository(recorder);
   // Recall off: the conversation read alone; on: recall's own statement (the service runs both
   // at once, so a reply waits for the slower).
   if (recall === 0) {
@@ -170,7 +170,7 @@ async function recallQuery(
 
     return {
       method:
-        "findConversation's own statement (captured from EndUsersRepository, the message's lexemes computed in the statement as the service does), prepared under the service's name on one connection and run once per message, sequentially, timed in this process (round trip included); the four variants take turns message by message",
+        "findConversation's own statement (captured from ConversationRepository, the message's lexemes computed in the statement as the service does), prepared under the service's name on one connection and run once per message, sequentially, timed in this process (round trip included); the four variants take turns message by message",
       messages: messages.length,
       heavy_user_recall_on: {
         ...timings(heavyOn),

@@ -2,12 +2,10 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import type { Row } from '../database/row';
-import { cte, raw, type Sql, sql, withEntries } from '../database/sql';
+import { cte, raw, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
-import type { HistoryMemory, RecalledMemory } from './memories.repository';
-import { type Meaning, memoryRanking } from './memory-search';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
@@ -49,23 +47,6 @@ export function createOrGetStatement(
   );
 }
 
-/** What a reply is written from, besides the personality (see findConversation). */
-export interface ConversationMemory {
-  /** The latest memories of the end user with the personality, oldest first. */
-  history: HistoryMemory[];
-  /** Every fact about the end user, oldest first. */
-  facts: string[];
-  /** Older memories most relevant to the new message, most relevant first. */
-  recalled: RecalledMemory[];
-}
-
-/** The latest `limit` memories of the end user `e` with the personality, newest first. */
-function latestMemories(personalityId: string, limit: number): Sql {
-  return sql`SELECT id, role, content, emotion FROM memories
-              WHERE end_user_id = e.id AND personality_id = ${personalityId}
-              ORDER BY id DESC LIMIT ${limit}`;
-}
-
 export type ErasureMark = Row<EndUser, 'userId'> & {
   erase_after: Date;
   /** Whether this statement moved the user out of 'active' (false when already deleting). */
@@ -99,77 +80,6 @@ export class EndUsersRepository {
     return this.database.row<EndUserRow>(
       sql`SELECT ${COLUMNS} FROM end_users
            WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
-      { prepared: true },
-    );
-  }
-
-  /**
-   * The end user (undefined when unknown) and what a reply remembers of them besides recall: the
-   * latest `historyLimit` memories with the personality and every fact. One row, the lists as
-   * JSON arrays: a join would repeat the end user's columns on every memory row, and the driver
-   * would parse each repeated timestamp again.
-   */
-  async findConversation(
-    organizationId: string,
-    userId: string,
-    personalityId: string,
-    historyLimit: number,
-  ): Promise<{ endUser: EndUserRow | undefined } & Omit<ConversationMemory, 'recalled'>> {
-    const row = await this.database.row<EndUserRow & Omit<ConversationMemory, 'recalled'>>(
-      sql`SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
-                 COALESCE((
-                   SELECT json_agg(json_build_object(
-                            'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                     FROM (${latestMemories(personalityId, historyLimit)}) h), '[]') AS history,
-                 COALESCE((
-                   SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-                     FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
-            FROM end_users e
-           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
-      { prepared: true },
-    );
-    if (!row) return { endUser: undefined, history: [], facts: [] };
-    const { history, facts, ...endUser } = row;
-    return { endUser, history, facts };
-  }
-
-  /**
-   * Up to `limits.recall` memories of the end user with the personality, older than the latest
-   * `limits.history` (the reply's history), that hold words of `message` (rankedMemories, the
-   * full-text search of searchMemories), most relevant first; none for an unknown end user. Run
-   * on its own within `timeoutMs` of database time (MEMORY_RECALL_TIMEOUT_MS): past it this
-   * rejects with SQLSTATE 57014 and the reply goes on without.
-   */
-  recall(
-    organizationId: string,
-    userId: string,
-    personalityId: string,
-    message: string,
-    limits: { history: number; recall: number },
-    timeoutMs: number,
-    meaning: Meaning | null,
-  ): Promise<RecalledMemory[]> {
-    const ranking = memoryRanking(
-      {
-        organizationId,
-        endUserId: sql`e.id`,
-        personalityId,
-        before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
-                             9223372036854775807)`,
-        text: message,
-        limit: limits.recall,
-      },
-      meaning,
-    );
-    return this.database.rowsWithin<RecalledMemory>(
-      sql`SELECT m.role, m.content,
-                 to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
-            FROM end_users e
-           CROSS JOIN LATERAL (${ranking.rows}) r
-            JOIN memories m ON m.id = r.id
-           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
-           ORDER BY ${ranking.order}`,
-      timeoutMs,
       { prepared: true },
     );
   }

@@ -6,42 +6,24 @@ import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
-import { isStatementTimeout } from '../common/errors/statement-timeout';
-import { type MemoryConfig, memoryConfig } from '../config/memory.config';
-import { MetricsService } from '../metrics/metrics.service';
-import { Embedder } from '../embeddings/embedder';
-import { PinoLogger } from 'nestjs-pino';
-import type { RecalledMemory } from './memories.repository';
 import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
-import { type ConversationMemory, EndUsersRepository } from './end-users.repository';
+import { EndUsersRepository } from './end-users.repository';
 
 export interface EnsuredEndUser {
   created: boolean;
   row: EndUserRow;
 }
 
-/** The end users of an organization and their memories (rules 1–5 of POST /v1/end-users). */
+/** The end users of an organization (rules 1–5 of POST /v1/end-users) and their erasure. */
 @Injectable()
 export class EndUsersService {
-  private readonly recallTimeouts: { inc(): void };
-
   constructor(
     private readonly database: Database,
     @Inject(endUsersConfig.KEY) private readonly config: EndUsersConfig,
     private readonly endUsers: EndUsersRepository,
     private readonly audit: AuditService,
     private readonly clock: Clock,
-    @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
-    private readonly logger: PinoLogger,
-    metrics: MetricsService,
-    private readonly embedder: Embedder,
-  ) {
-    this.logger.setContext(EndUsersService.name);
-    this.recallTimeouts = metrics.counter({
-      name: 'memory_recall_timeouts_total',
-      help: 'Replies that went on without recalled memories: recall ran past MEMORY_RECALL_TIMEOUT_MS',
-    });
-  }
+  ) {}
 
   /**
    * The one row for (organization, user_id), created when absent: shared by POST /v1/end-users
@@ -138,62 +120,6 @@ export class EndUsersService {
         erasure_expected_at: this.expectedErasure(marked.erase_after).toISOString(),
       };
     });
-  }
-
-  /**
-   * The end user of a conversation with a personality and what it remembers of them for a reply
-   * to `message` (recent history, facts, recalled older memories: docs/memory.md), in one round
-   * trip; the end user is undefined when unknown. The caller decides whether to create it (see
-   * ensure): only once the personality is known.
-   */
-  async findConversation(
-    organizationId: string,
-    userId: string,
-    personalityId: string,
-    message: string,
-    limits: { history: number; recall: number },
-  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
-    // Two statements at once: recall has a budget of its own, and the reply does not wait for it
-    // past that budget.
-    const [found, recalled] = await Promise.all([
-      this.endUsers.findConversation(organizationId, userId, personalityId, limits.history),
-      limits.recall === 0
-        ? []
-        : this.recall(organizationId, userId, personalityId, message, limits),
-    ]);
-    return { ...found, recalled };
-  }
-
-  /** Recall within MEMORY_RECALL_TIMEOUT_MS; past it none, logged and counted (contract §29). */
-  private async recall(
-    organizationId: string,
-    userId: string,
-    personalityId: string,
-    message: string,
-    limits: { history: number; recall: number },
-  ): Promise<RecalledMemory[]> {
-    const timeoutMs = this.memory.recallTimeoutMs;
-    // The message's embedding first (null when off, slow or failing: recall by words alone).
-    const meaning = await this.embedder.embedQuery(message);
-    try {
-      return await this.endUsers.recall(
-        organizationId,
-        userId,
-        personalityId,
-        message,
-        limits,
-        timeoutMs,
-        meaning,
-      );
-    } catch (error) {
-      if (!isStatementTimeout(error)) throw error;
-      this.recallTimeouts.inc();
-      this.logger.warn(
-        { organizationId, personalityId, timeoutMs },
-        'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
-      );
-      return [];
-    }
   }
 
   underDeletion(row: Pick<EndUserRow, 'erase_after'>): AppError {

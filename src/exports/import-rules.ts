@@ -5,11 +5,11 @@ import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, pointerToken } from '../common/validation/json-schema-problems';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
 import { toFieldProblems } from '../common/validation/validation.pipe';
-import { FACT_MAX_CHARACTERS, factKey, normalizeFact } from '../end-users/dto/fact.dto';
+import { FACT_MAX_CHARACTERS, factKey, normalizeFact } from '../memory/dto/fact.dto';
 import {
   IMPORTED_REPLY_MAX_CHARACTERS,
   USER_MESSAGE_MAX_CHARACTERS,
-} from '../end-users/dto/memory.dto';
+} from '../memory/dto/memory.dto';
 import { metadataProblem, userIdProblem } from '../end-users/dto/user-id';
 import { UpdatePersonalityDto } from '../personalities/dto/update-personality.dto';
 import type { PersonalityDocument } from '../personalities/personalities.service';

@@ -3,8 +3,8 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql, withEntries } from '../database/sql';
 import { endUserInsertStep, type NewEndUser } from '../end-users/end-users.step';
-import { factsInsertStep, type NewFact } from '../end-users/facts.step';
-import { memoriesInsertStep, type NewMemory } from '../end-users/memories.step';
+import { factsInsertStep, type NewFact } from '../memory/facts.step';
+import { memoriesInsertStep, type NewMemory } from '../memory/memories.step';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 
 /**

@@ -7,10 +7,10 @@ import { Clock } from '../common/time/clock';
 import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import type { SpooledDocument } from '../common/http/spooled-document';
-import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
+import { factKey, normalizeFact } from '../memory/dto/fact.dto';
 import { EndUsersService } from '../end-users/end-users.service';
-import type { MemorySafety, SafetyCategory } from '../end-users/entities/memory.entity';
-import type { NewMemory } from '../end-users/memories.step';
+import type { MemorySafety, SafetyCategory } from '../safety/safety-categories';
+import type { NewMemory } from '../memory/memories.step';
 import {
   type PersonalityDocument,
   PersonalitiesService,

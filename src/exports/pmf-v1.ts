@@ -5,8 +5,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FieldProblem } from '../common/errors/app-error';
 import { schemaProblems } from '../common/validation/json-schema-problems';
-import type { FactSource } from '../end-users/entities/fact.entity';
-import type { MemoryRole, MemorySafety } from '../end-users/entities/memory.entity';
+import type { FactSource } from '../memory/entities/fact.entity';
+import type { MemoryRole } from '../memory/entities/memory.entity';
+import type { MemorySafety } from '../safety/safety-categories';
 import type { PersonalityDocument } from '../personalities/personalities.service';
 
 /** The published JSON Schema of the Personality and Memory Format v1 (docs/pmf-v1.md). */

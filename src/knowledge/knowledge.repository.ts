@@ -5,7 +5,7 @@ import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Row } from '../database/row';
 import { raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
-import { RETRIEVAL_WORDS } from '../end-users/memory-search';
+import { RETRIEVAL_WORDS } from '../memory/memory-search';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 
 /**

@@ -1,7 +1,8 @@
 import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import type { CallerContext } from '../common/auth/caller';
 import { cte, type Source, sql, type WithEntry } from '../database/sql';
-import type { MemoryRole, MemorySafety } from '../end-users/entities/memory.entity';
+import type { MemoryRole } from '../memory/entities/memory.entity';
+import type { MemorySafety } from '../safety/safety-categories';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 
 export interface FlaggedExchange {

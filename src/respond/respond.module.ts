@@ -3,6 +3,7 @@ import { Clock } from '../common/time/clock';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { KnowledgeModule } from '../knowledge/knowledge.module';
+import { MemoryModule } from '../memory/memory.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
 import { SafetyModule } from '../safety/safety.module';
@@ -23,6 +24,7 @@ import { ToolsModule } from '../tools/tools.module';
     IdempotencyModule,
     EndUsersModule,
     KnowledgeModule,
+    MemoryModule,
     PersonalitiesModule,
     VocabulariesModule,
     SpendModule,

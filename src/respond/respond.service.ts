@@ -5,12 +5,13 @@ import { Clock } from '../common/time/clock';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
-import { factKey, normalizeFact } from '../end-users/dto/fact.dto';
-import { FactsService } from '../end-users/facts.service';
+import { factKey, normalizeFact } from '../memory/dto/fact.dto';
+import { ConversationService } from '../memory/conversation.service';
+import { FactsService } from '../memory/facts.service';
 import { KnowledgeService, type RecalledChunk } from '../knowledge/knowledge.service';
-import { learnedFactsStep } from '../end-users/facts.step';
+import { learnedFactsStep } from '../memory/facts.step';
 import type { WithEntry } from '../database/sql';
-import { memoriesInsertStep } from '../end-users/memories.step';
+import { memoriesInsertStep } from '../memory/memories.step';
 import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
@@ -40,7 +41,6 @@ import { RespondRepository } from './respond.repository';
 import { detectEmotion } from './engine/emotion-detector';
 import { flaggedExchangeSteps } from './flagged-exchange.step';
 import type { CallerContext } from '../common/auth/caller';
-import type { MemorySafety } from '../end-users/entities/memory.entity';
 import {
   type ExchangeSafety,
   type MessageSafety,
@@ -48,7 +48,7 @@ import {
   ReplySafety,
   withCrisisMessage,
 } from '../safety/reply-safety.service';
-import type { SafetyCategory } from '../safety/safety-categories';
+import type { MemorySafety, SafetyCategory } from '../safety/safety-categories';
 import { type SpendAdmission, SpendService } from '../spend/spend.service';
 
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -158,6 +158,7 @@ export class RespondService {
     private readonly repository: RespondRepository,
     private readonly clock: Clock,
     private readonly endUsers: EndUsersService,
+    private readonly conversations: ConversationService,
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
     private readonly facts: FactsService,
@@ -229,10 +230,16 @@ export class RespondService {
     // organization's; one under deletion is refused by ensure() (409).
     const [personality, found, knowledge] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.endUsers.findConversation(organizationId, dto.user_id, dto.personality_id, dto.message, {
-        history: this.config.historyMessages,
-        recall: this.memory.recallLimit,
-      }),
+      this.conversations.findConversation(
+        organizationId,
+        dto.user_id,
+        dto.personality_id,
+        dto.message,
+        {
+          history: this.config.historyMessages,
+          recall: this.memory.recallLimit,
+        },
+      ),
       // Only the organization's documents attached to the personality: an unknown one finds none.
       this.knowledge.recall(organizationId, dto.personality_id, dto.message),
     ]);

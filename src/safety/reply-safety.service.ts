@@ -1,8 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { MemorySafety, SafetyAction } from '../end-users/entities/memory.entity';
 import type { PersonalityVoice } from '../personalities/entities/personality-definition';
 import {
   inCanonicalOrder,
+  type MemorySafety,
+  type SafetyAction,
   SAFETY_CLASSIFIER,
   type SafetyCategory,
   type SafetyClassifier,

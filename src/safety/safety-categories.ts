@@ -1,7 +1,16 @@
-import { SAFETY_CATEGORIES, type SafetyCategory } from '../end-users/entities/memory.entity';
+/** What the safety checks detect (docs/safety.md), in the order verdicts list them. */
+export const SAFETY_CATEGORIES = ['self_harm', 'sexual_minors', 'violence'] as const;
+export type SafetyCategory = (typeof SAFETY_CATEGORIES)[number];
 
-// A memory keeps the verdict, so the categories are the memories' (end-users, below this module).
-export { SAFETY_CATEGORIES, type SafetyCategory };
+export const SAFETY_ACTIONS = ['none', 'crisis_response', 'blocked', 'flagged'] as const;
+export type SafetyAction = (typeof SAFETY_ACTIONS)[number];
+
+/** The verdict a memory keeps (its `safety` column): what its text held, what was done about it. */
+export interface MemorySafety {
+  flagged: boolean;
+  categories: SafetyCategory[];
+  action: SafetyAction;
+}
 
 export type SafetyClassifierName = 'local' | 'openai';
 

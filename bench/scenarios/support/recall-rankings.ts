@@ -1,6 +1,6 @@
 import type { Client } from 'pg';
 import { type Sql, sql } from '../../../src/database/sql';
-import { rankedMemories } from '../../../src/end-users/memory-search';
+import { rankedMemories } from '../../../src/memory/memory-search';
 
 /**
  * Rankings of one end user's memories with one personality for a message, over the memories a

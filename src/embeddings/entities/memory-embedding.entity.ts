@@ -1,5 +1,5 @@
 import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { Memory } from '../../end-users/entities/memory.entity';
+import { Memory } from '../../memory/entities/memory.entity';
 
 /**
  * A memory's embedding (contract §27): derived data, written by the EmbeddingWorker, deleted with

@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { FACT_SOURCES, type FactSource } from '../../end-users/entities/fact.entity';
+import { FACT_SOURCES, type FactSource } from '../../memory/entities/fact.entity';
 import { RepliesDto } from '../../personalities/dto/personality-content.dto';
-import { SafetyVerdictDto } from '../../end-users/dto/safety-verdict.dto';
+import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
 
 /**
  * The answers of /export and /model as schemas, for readers and generated clients. The export's

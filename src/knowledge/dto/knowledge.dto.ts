@@ -16,7 +16,7 @@ import {
   ValidateIf,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
-import { SEARCH_QUERY_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
+import { SEARCH_QUERY_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsLanguage } from '../../personalities/dto/language';
 import { DEFAULT_LANGUAGE, type Language, LANGUAGES } from '../../personalities/languages';
 

@@ -17,9 +17,9 @@ import {
 } from 'class-validator';
 import { ANY_JSON, RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
-import { USER_MESSAGE_MAX_CHARACTERS } from '../../end-users/dto/memory.dto';
+import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
-import { SafetyVerdictDto } from '../../end-users/dto/safety-verdict.dto';
+import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 

@@ -1,4 +1,4 @@
-import { learnedFact } from '../../end-users/dto/fact.dto';
+import { learnedFact } from '../../memory/dto/fact.dto';
 import { MAX_LEARNED_FACTS } from './response-engine';
 
 /** Every character a reader may break a line at: a value ends there (a fact is one line). */

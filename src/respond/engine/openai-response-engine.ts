@@ -12,7 +12,7 @@ import { toStorableText } from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { detectEmotion, round } from './emotion-detector';
-import { learnedFact } from '../../end-users/dto/fact.dto';
+import { learnedFact } from '../../memory/dto/fact.dto';
 import { ReplyTextStream } from './reply-text-stream';
 import { CircuitBreakers } from './routing/circuit-breakers';
 import { EngineMetrics } from './routing/engine-metrics';

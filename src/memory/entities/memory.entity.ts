@@ -10,23 +10,10 @@ import {
   PrimaryGeneratedColumn,
 } from 'typeorm';
 import type { ToolCallRecord } from '../../tools/tool-turn-state';
-import { EndUser } from './end-user.entity';
+import { EndUser } from '../../end-users/entities/end-user.entity';
+import type { MemorySafety } from '../../safety/safety-categories';
 
 export type MemoryRole = 'user' | 'personality';
-
-/** What the safety checks detect (docs/safety.md), in the order verdicts list them. */
-export const SAFETY_CATEGORIES = ['self_harm', 'sexual_minors', 'violence'] as const;
-export type SafetyCategory = (typeof SAFETY_CATEGORIES)[number];
-
-export const SAFETY_ACTIONS = ['none', 'crisis_response', 'blocked', 'flagged'] as const;
-export type SafetyAction = (typeof SAFETY_ACTIONS)[number];
-
-/** The verdict a memory keeps: what its text held, and what the service did about it. */
-export interface MemorySafety {
-  flagged: boolean;
-  categories: SafetyCategory[];
-  action: SafetyAction;
-}
 
 /** One message of a conversation between an end user and a personality, in order (by id). */
 @Entity('memories')

@@ -8,7 +8,7 @@ import {
 } from '../../common/validation/no-control-characters';
 import { isStorableText } from '../../common/validation/untrusted-json';
 import type { Row } from '../../database/row';
-import { UserIdParamDto } from './user-id';
+import { UserIdParamDto } from '../../end-users/dto/user-id';
 
 export const FACT_MAX_CHARACTERS = 500;
 /** A fact an engine learns is shorter than one the business writes (contract §29). */

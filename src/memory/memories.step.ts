@@ -1,6 +1,7 @@
 import { Cte, join, sql } from '../database/sql';
 import type { ToolCallRecord } from '../tools/tool-turn-state';
-import type { MemoryRole, MemorySafety } from './entities/memory.entity';
+import type { MemorySafety } from '../safety/safety-categories';
+import type { MemoryRole } from './entities/memory.entity';
 
 export interface NewMemory {
   organizationId: string;

@@ -11,7 +11,7 @@ import {
   MemorySearchQueryDto,
   ScoredMemoryDto,
 } from './dto/memory.dto';
-import { UserIdParamDto } from './dto/user-id';
+import { UserIdParamDto } from '../end-users/dto/user-id';
 import { MemoriesService } from './memories.service';
 
 @ApiTags('end-users')

@@ -24,7 +24,7 @@ import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { Page } from '../common/pagination/pagination';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import { FactContentDto, FactDto, FactListQueryDto, FactParamsDto } from './dto/fact.dto';
-import { UserIdParamDto } from './dto/user-id';
+import { UserIdParamDto } from '../end-users/dto/user-id';
 import { FactsService } from './facts.service';
 
 const UNDER_DELETION: [number, string] = [

@@ -7,7 +7,7 @@ import { Clock } from '../common/time/clock';
 import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { type FactDto, factKey, normalizeFact, toFactResponse } from './dto/fact.dto';
-import { EndUsersService } from './end-users.service';
+import { EndUsersService } from '../end-users/end-users.service';
 import { FactsRepository } from './facts.repository';
 
 /**

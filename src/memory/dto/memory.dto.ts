@@ -6,7 +6,7 @@ import type { Row } from '../../database/row';
 import { SafetyVerdictDto } from './safety-verdict.dto';
 import { ToolCallRecordDto } from '../../tools/dto/tool-definition.dto';
 import type { Memory } from '../entities/memory.entity';
-import { UserIdParamDto } from './user-id';
+import { UserIdParamDto } from '../../end-users/dto/user-id';
 
 /** The longest message of an end user (`message` of POST /v1/respond), in characters. */
 export const USER_MESSAGE_MAX_CHARACTERS = 8_000;

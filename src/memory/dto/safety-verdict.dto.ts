@@ -4,7 +4,7 @@ import {
   SAFETY_CATEGORIES,
   type SafetyAction,
   type SafetyCategory,
-} from '../entities/memory.entity';
+} from '../../safety/safety-categories';
 
 /** What the safety checks found in a message, a reply or an exchange, and what they did. */
 export class SafetyVerdictDto {

@@ -1,0 +1,85 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { PinoLogger } from 'nestjs-pino';
+import { isStatementTimeout } from '../common/errors/statement-timeout';
+import { type MemoryConfig, memoryConfig } from '../config/memory.config';
+import { Embedder } from '../embeddings/embedder';
+import type { EndUserRow } from '../end-users/dto/end-user.dto';
+import { MetricsService } from '../metrics/metrics.service';
+import { type ConversationMemory, ConversationRepository } from './conversation.repository';
+import type { RecalledMemory } from './memories.repository';
+
+/** What a reply remembers of its end user: recent history, facts and recall (docs/memory.md). */
+@Injectable()
+export class ConversationService {
+  private readonly recallTimeouts: { inc(): void };
+
+  constructor(
+    private readonly conversations: ConversationRepository,
+    @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
+    private readonly logger: PinoLogger,
+    metrics: MetricsService,
+    private readonly embedder: Embedder,
+  ) {
+    this.logger.setContext(ConversationService.name);
+    this.recallTimeouts = metrics.counter({
+      name: 'memory_recall_timeouts_total',
+      help: 'Replies that went on without recalled memories: recall ran past MEMORY_RECALL_TIMEOUT_MS',
+    });
+  }
+
+  /**
+   * The end user of a conversation with a personality and what it remembers of them for a reply
+   * to `message` (recent history, facts, recalled older memories: docs/memory.md), in one round
+   * trip; the end user is undefined when unknown. The caller decides whether to create it (see
+   * ensure): only once the personality is known.
+   */
+  async findConversation(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
+    // Two statements at once: recall has a budget of its own, and the reply does not wait for it
+    // past that budget.
+    const [found, recalled] = await Promise.all([
+      this.conversations.findConversation(organizationId, userId, personalityId, limits.history),
+      limits.recall === 0
+        ? []
+        : this.recall(organizationId, userId, personalityId, message, limits),
+    ]);
+    return { ...found, recalled };
+  }
+
+  /** Recall within MEMORY_RECALL_TIMEOUT_MS; past it none, logged and counted (contract §29). */
+  private async recall(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<RecalledMemory[]> {
+    const timeoutMs = this.memory.recallTimeoutMs;
+    // The message's embedding first (null when off, slow or failing: recall by words alone).
+    const meaning = await this.embedder.embedQuery(message);
+    try {
+      return await this.conversations.recall(
+        organizationId,
+        userId,
+        personalityId,
+        message,
+        limits,
+        timeoutMs,
+        meaning,
+      );
+    } catch (error) {
+      if (!isStatementTimeout(error)) throw error;
+      this.recallTimeouts.inc();
+      this.logger.warn(
+        { organizationId, personalityId, timeoutMs },
+        'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
+      );
+      return [];
+    }
+  }
+}
