@@ -1,0 +1,295 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { CoreModule } from '../../src/core.module';
+import { Database } from '../../src/database/database';
+import { sql, withEntries } from '../../src/database/sql';
+import { MetricsService } from '../../src/metrics/metrics.service';
+import { ConversationService } from '../../src/memory/conversation.service';
+import { FactsService } from '../../src/memory/facts.service';
+import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
+import { MemoryModule } from '../../src/memory/memory.module';
+import { expectAppError } from '../support/assertions';
+
+const HISTORY = 4;
+const RECALL = 3;
+const FACTS_LIMIT = 3;
+const RECALL_TIMEOUT_MS = 50;
+
+/** The environment the module's configuration is read from, set only while it is compiled. */
+const ENV = {
+  MEMORY_FACTS_LIMIT: String(FACTS_LIMIT),
+  MEMORY_RECALL_TIMEOUT_MS: String(RECALL_TIMEOUT_MS),
+};
+
+/**
+ * The memory module alone on a real PostgreSQL, without HTTP ("medium" spec): what a reply is
+ * written from (ConversationService) and the facts' rules (FactsService), called directly. The
+ * test data is written by the statements the service writes it with (memoriesInsertStep).
+ */
+describe('Memory module (real database)', () => {
+  let moduleRef: TestingModule;
+  let conversations: ConversationService;
+  let facts: FactsService;
+  let database: Database;
+
+  beforeAll(async () => {
+    const saved = Object.fromEntries(Object.keys(ENV).map((key) => [key, process.env[key]]));
+    Object.assign(process.env, ENV);
+    try {
+      moduleRef = await Test.createTestingModule({
+        imports: [CoreModule.forRole('command'), MemoryModule],
+      }).compile();
+    } finally {
+      for (const [key, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
+    await moduleRef.init();
+    conversations = moduleRef.get(ConversationService);
+    facts = moduleRef.get(FactsService);
+    database = moduleRef.get(Database);
+  });
+  afterAll(() => moduleRef?.close());
+
+  async function value<T>(text: ReturnType<typeof sql>): Promise<T> {
+    const [row] = await database.rows<{ value: T }>(text);
+    return row.value;
+  }
+
+  /** An organization with one personality; `userIds` its end users. */
+  async function tenant(userIds: string[], personalities = 1) {
+    const organizationId = await value<string>(
+      sql`INSERT INTO organizations (name) VALUES (${`org-${randomUUID()}`}) RETURNING id AS value`,
+    );
+    const personalityIds: string[] = [];
+    for (let index = 0; index < personalities; index++) {
+      personalityIds.push(
+        await value<string>(
+          sql`INSERT INTO personalities (organization_id, source_slug, source_version, name,
+                                         description, traits, voice, system_prompt, replies)
+              VALUES (${organizationId}, 'spec', '1', ${`Companion ${index}`}, 'A companion',
+                      '[]', '{}', 'Be kind.', '{}')
+              RETURNING id AS value`,
+        ),
+      );
+    }
+    const endUserIds: Record<string, string> = {};
+    for (const userId of userIds) {
+      endUserIds[userId] = await value<string>(
+        sql`INSERT INTO end_users (organization_id, user_id) VALUES (${organizationId}, ${userId})
+            RETURNING id AS value`,
+      );
+    }
+    return { organizationId, personalityIds, endUserIds };
+  }
+
+  /** Memories of one end user with one personality, in the order given, a second apart. */
+  async function remember(
+    organizationId: string,
+    endUserId: string,
+    personalityId: string,
+    contents: string[],
+  ): Promise<void> {
+    const start = Date.parse('2031-03-01T10:00:00Z');
+    const memories: NewMemory[] = contents.map((content, index) => ({
+      organizationId,
+      endUserId,
+      personalityId,
+      role: index % 2 === 0 ? 'user' : 'personality',
+      content,
+      emotion: null,
+      intensity: null,
+      vocabularyVersion: null,
+      createdAt: new Date(start + index * 1_000),
+      safety: null,
+    }));
+    await database.rows(withEntries([memoriesInsertStep(memories)], sql`SELECT 1`));
+  }
+
+  const limits = { history: HISTORY, recall: RECALL };
+
+  describe('the conversation a reply is written from', () => {
+    it('holds the latest memories oldest first, every fact, and older memories holding the message’s words', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['ada'], 2);
+      const [companion, other] = personalityIds;
+      await remember(organizationId, endUserIds.ada, companion, [
+        'My sister Clara plays the cello',
+        'What a lovely instrument',
+        'I walked the dog in the park',
+        'Dogs love parks',
+        'Clara has a concert on Friday',
+        'Good luck to her',
+        'I had soup for lunch',
+        'Soup is warming',
+      ]);
+      // Another personality's memory of the same words is never this conversation's.
+      await remember(organizationId, endUserIds.ada, other, ['Clara and the cello again']);
+      await facts.create(organizationId, 'ada', 'Has a sister called Clara');
+      await facts.create(organizationId, 'ada', 'Owns a dog');
+
+      const found = await conversations.findConversation(
+        organizationId,
+        'ada',
+        companion,
+        'How is Clara doing with the cello?',
+        limits,
+      );
+
+      expect(found.endUser).toMatchObject({ id: endUserIds.ada, user_id: 'ada', status: 'active' });
+      expect(found.history.map((memory) => memory.content)).toEqual([
+        'Clara has a concert on Friday',
+        'Good luck to her',
+        'I had soup for lunch',
+        'Soup is warming',
+      ]);
+      expect(found.facts).toEqual(['Has a sister called Clara', 'Owns a dog']);
+      // Only memories older than the history; the one holding both words first.
+      expect(found.recalled.map((memory) => memory.content)).toEqual([
+        'My sister Clara plays the cello',
+      ]);
+      expect(found.recalled[0]).toEqual({
+        role: 'user',
+        content: 'My sister Clara plays the cello',
+        created_at: '2031-03-01T10:00:00.000Z',
+      });
+    });
+
+    it('never reads another organization’s end user of the same user_id', async () => {
+      const mine = await tenant(['shared-id']);
+      const theirs = await tenant(['shared-id']);
+      await remember(
+        theirs.organizationId,
+        theirs.endUserIds['shared-id'],
+        theirs.personalityIds[0],
+        ['The secret word is marmalade', 'Noted', 'x', 'y', 'z', 'w'],
+      );
+      await facts.create(theirs.organizationId, 'shared-id', 'Likes marmalade');
+
+      const found = await conversations.findConversation(
+        mine.organizationId,
+        'shared-id',
+        // Even given the other organization's personality.
+        theirs.personalityIds[0],
+        'What is the secret word? marmalade',
+        limits,
+      );
+      expect(found.endUser?.id).toBe(mine.endUserIds['shared-id']);
+      expect(found).toMatchObject({ history: [], facts: [], recalled: [] });
+    });
+
+    it('finds no end user and nothing remembered for an unknown user_id', async () => {
+      const { organizationId, personalityIds } = await tenant([]);
+      await expect(
+        conversations.findConversation(
+          organizationId,
+          'nobody',
+          personalityIds[0],
+          'hello',
+          limits,
+        ),
+      ).resolves.toEqual({ endUser: undefined, history: [], facts: [], recalled: [] });
+    });
+
+    it('recalls nothing with a recall limit of 0', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['bo']);
+      await remember(organizationId, endUserIds.bo, personalityIds[0], [
+        'Paris in the spring',
+        'a',
+        'b',
+        'c',
+        'd',
+      ]);
+      const found = await conversations.findConversation(
+        organizationId,
+        'bo',
+        personalityIds[0],
+        'Paris',
+        { history: HISTORY, recall: 0 },
+      );
+      expect(found.history).toHaveLength(HISTORY);
+      expect(found.recalled).toEqual([]);
+    });
+
+    it('goes on without recall when it runs past MEMORY_RECALL_TIMEOUT_MS, and counts it', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['cy']);
+      await remember(organizationId, endUserIds.cy, personalityIds[0], [
+        'Rome in the summer',
+        'a',
+        'b',
+        'c',
+        'd',
+      ]);
+      const metrics = moduleRef.get(MetricsService);
+      const timeouts = async () =>
+        (await metrics.registry.getSingleMetric('memory_recall_timeouts_total')?.get())?.values[0]
+          ?.value ?? 0;
+      const before = await timeouts();
+      // Another session holds the table recall ranks by: recall waits past its budget.
+      const blocker = new Client({ connectionString: process.env.DATABASE_URL });
+      await blocker.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('LOCK TABLE memory_terms IN ACCESS EXCLUSIVE MODE');
+        const started = Date.now();
+        const found = await conversations.findConversation(
+          organizationId,
+          'cy',
+          personalityIds[0],
+          'Rome',
+          limits,
+        );
+        expect(Date.now() - started).toBeLessThan(RECALL_TIMEOUT_MS + 5_000);
+        expect(found.history).toHaveLength(HISTORY);
+        expect(found.recalled).toEqual([]);
+        expect(await timeouts()).toBe(before + 1);
+      } finally {
+        await blocker.query('ROLLBACK');
+        await blocker.end();
+      }
+      // Once the table is free, the same read recalls.
+      const again = await conversations.findConversation(
+        organizationId,
+        'cy',
+        personalityIds[0],
+        'Rome',
+        limits,
+      );
+      expect(again.recalled.map((memory) => memory.content)).toEqual(['Rome in the summer']);
+    });
+  });
+
+  describe('facts', () => {
+    it('keeps one fact per content, case and white space aside, up to MEMORY_FACTS_LIMIT', async () => {
+      const { organizationId } = await tenant(['di']);
+      const first = await facts.create(organizationId, 'di', 'Likes  green tea');
+      const again = await facts.create(organizationId, 'di', 'likes GREEN tea ');
+      expect(first.created).toBe(true);
+      expect(again).toEqual({ created: false, fact: first.fact });
+      await facts.create(organizationId, 'di', 'Lives in Lyon');
+      await facts.create(organizationId, 'di', 'Plays chess');
+      await expectAppError(
+        facts.create(organizationId, 'di', 'Speaks Welsh'),
+        'facts_limit_reached',
+      );
+    });
+
+    it('of concurrent creates of one content, exactly one creates it', async () => {
+      const { organizationId } = await tenant(['eve']);
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => facts.create(organizationId, 'eve', 'Collects stamps')),
+      );
+      expect(results.filter((result) => result.created)).toHaveLength(1);
+      expect(new Set(results.map((result) => result.fact.id)).size).toBe(1);
+    });
+
+    it('answers 404 for another organization’s end user', async () => {
+      const theirs = await tenant(['fay']);
+      const mine = await tenant([]);
+      await facts.create(theirs.organizationId, 'fay', 'Likes jazz');
+      await expectAppError(facts.create(mine.organizationId, 'fay', 'Likes jazz'), 'not_found');
+      await expectAppError(facts.list(mine.organizationId, 'fay', { limit: 10 }), 'not_found');
+    });
+  });
+});
