@@ -1,4 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
+import {
+  ReadsForReplies,
+  type ReplyContribution,
+  type ReplyParticipant,
+  type ReplyTurn,
+} from '../common/reply/reply-participant';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { Caches } from '../common/cache/caches';
@@ -76,9 +82,13 @@ function documentText(content: string): DocumentText {
   return { content, bytes, chunks: chunkText(content) };
 }
 
-/** The business's documents (docs/knowledge.md): stored, chunked, searched and recalled. */
+/**
+ * The business's documents (docs/knowledge.md): stored, chunked, searched and recalled. A reply
+ * participant: every reply reads the passages of its personality's documents for the message.
+ */
 @Injectable()
-export class KnowledgeService {
+@ReadsForReplies()
+export class KnowledgeService implements ReplyParticipant {
   private readonly recallTimeouts: { inc(): void };
   /** Per organization: the personalities its documents are attached to (KnowledgeDrawers). */
   private readonly drawers: SharedCache<KnowledgeDrawers>;
@@ -199,6 +209,11 @@ export class KnowledgeService {
       meaning,
     );
     return { data: hits, has_more: false };
+  }
+
+  /** Only the organization's documents attached to the personality: an unknown one finds none. */
+  async readReplyContext(turn: ReplyTurn): Promise<ReplyContribution> {
+    return { knowledge: await this.recall(turn.organizationId, turn.personalityId, turn.message) };
   }
 
   /**

@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { isStatementTimeout } from '../common/errors/statement-timeout';
+import {
+  ReadsForReplies,
+  type ReplyContribution,
+  type ReplyParticipant,
+  type ReplyTurn,
+} from '../common/reply/reply-participant';
+import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
 import { Embedder } from '../embeddings/embedder';
 import type { EndUserRow } from '../end-users/dto/end-user.dto';
@@ -8,14 +15,19 @@ import { MetricsService } from '../metrics/metrics.service';
 import { type ConversationMemory, ConversationRepository } from './conversation.repository';
 import type { RecalledMemory } from './memories.repository';
 
-/** What a reply remembers of its end user: recent history, facts and recall (docs/memory.md). */
+/**
+ * What a reply remembers of its end user: recent history, facts and recall (docs/memory.md). A
+ * reply participant: it reads them, and the end user with them, for every reply.
+ */
 @Injectable()
-export class ConversationService {
+@ReadsForReplies()
+export class ConversationService implements ReplyParticipant {
   private readonly recallTimeouts: { inc(): void };
 
   constructor(
     private readonly conversations: ConversationRepository,
     @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
+    @Inject(engineConfig.KEY) private readonly engine: EngineConfig,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
     private readonly embedder: Embedder,
@@ -25,6 +37,18 @@ export class ConversationService {
       name: 'memory_recall_timeouts_total',
       help: 'Replies that went on without recalled memories: recall ran past MEMORY_RECALL_TIMEOUT_MS',
     });
+  }
+
+  /** ENGINE_HISTORY_MESSAGES of history and MEMORY_RECALL_LIMIT recalled, for a reply. */
+  async readReplyContext(turn: ReplyTurn): Promise<ReplyContribution> {
+    const { endUser, history, facts, recalled } = await this.findConversation(
+      turn.organizationId,
+      turn.userId,
+      turn.personalityId,
+      turn.message,
+      { history: this.engine.historyMessages, recall: this.memory.recallLimit },
+    );
+    return { endUser, history, facts, recalled };
   }
 
   /**

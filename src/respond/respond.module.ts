@@ -1,8 +1,8 @@
 import { Module } from '@nestjs/common';
+import { ReplyParticipantsModule } from '../common/reply/reply-participants.module';
 import { Clock } from '../common/time/clock';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
-import { KnowledgeModule } from '../knowledge/knowledge.module';
 import { MemoryModule } from '../memory/memory.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
@@ -22,8 +22,8 @@ import { ToolsModule } from '../tools/tools.module';
 @Module({
   imports: [
     IdempotencyModule,
+    ReplyParticipantsModule,
     EndUsersModule,
-    KnowledgeModule,
     MemoryModule,
     PersonalitiesModule,
     VocabulariesModule,

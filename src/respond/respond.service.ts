@@ -1,18 +1,19 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { ConfigType } from '@nestjs/config';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
+import {
+  type ReplyContext,
+  type ReplyEndUser,
+  type ReplyKnowledgeChunk,
+} from '../common/reply/reply-participant';
+import { ReplyParticipants } from '../common/reply/reply-participants';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
-import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { factKey, normalizeFact } from '../memory/dto/fact.dto';
-import { ConversationService } from '../memory/conversation.service';
 import { FactsService } from '../memory/facts.service';
-import { KnowledgeService, type RecalledChunk } from '../knowledge/knowledge.service';
 import { learnedFactsStep } from '../memory/facts.step';
 import type { WithEntry } from '../database/sql';
 import { memoriesInsertStep } from '../memory/memories.step';
-import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
   PersonalitiesService,
@@ -67,18 +68,17 @@ const failedTurnLogger = new Logger('RespondService');
 /** What the engine is sent besides its fixed instructions: the reply's cost is estimated from it. */
 function promptTextsOf(
   personality: PersonalityForReply,
-  found: { history: EngineMemory[]; facts: string[]; recalled: RecalledEngineMemory[] },
+  context: ReplyContext,
   message: string,
-  knowledge: RecalledChunk[],
 ): string[] {
   return [
     personality.description,
     personality.systemPrompt ?? '',
     message,
-    ...found.history.map((memory) => memory.content),
-    ...found.facts,
-    ...found.recalled.map((memory) => memory.content),
-    ...knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
+    ...context.history.map((memory) => memory.content),
+    ...context.facts,
+    ...context.recalled.map((memory) => memory.content),
+    ...context.knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
   ];
 }
 
@@ -128,12 +128,12 @@ export interface Conversation {
   caller: CallerContext;
   organizationId: string;
   personality: PersonalityForReply;
-  endUser: EndUserRow;
+  endUser: ReplyEndUser;
   memories: EngineMemory[];
   facts: string[];
   recalled: RecalledEngineMemory[];
   /** Chunks of the personality's documents for the message: the engine's, and the citations. */
-  knowledge: RecalledChunk[];
+  knowledge: ReplyKnowledgeChunk[];
   vocabulary: EmotionVocabulary;
   message: string;
   /** The reply's admission against the token budgets: released once it is stored or failed. */
@@ -158,18 +158,16 @@ export class RespondService {
     private readonly repository: RespondRepository,
     private readonly clock: Clock,
     private readonly endUsers: EndUsersService,
-    private readonly conversations: ConversationService,
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
     private readonly facts: FactsService,
-    private readonly knowledge: KnowledgeService,
     private readonly database: Database,
-    @Inject(memoryConfig.KEY) private readonly memory: ConfigType<typeof memoryConfig>,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
     private readonly spend: SpendService,
     private readonly toolTurns: ToolTurnsService,
+    private readonly participants: ReplyParticipants,
   ) {
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
@@ -225,23 +223,17 @@ export class RespondService {
     const { organizationId } = caller;
     const requestToolProblems = toolProblems(dto.tools ?? [], 'request');
     if (requestToolProblems.length > 0) throw AppError.validation(requestToolProblems);
-    // Both reads are scoped to the organization and independent, so they share the wait. An
+    // The reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
-    const [personality, found, knowledge] = await Promise.all([
+    const [personality, context] = await Promise.all([
       this.personalities.findForReply(organizationId, dto.personality_id),
-      this.conversations.findConversation(
+      this.participants.read({
         organizationId,
-        dto.user_id,
-        dto.personality_id,
-        dto.message,
-        {
-          history: this.config.historyMessages,
-          recall: this.memory.recallLimit,
-        },
-      ),
-      // Only the organization's documents attached to the personality: an unknown one finds none.
-      this.knowledge.recall(organizationId, dto.personality_id, dto.message),
+        personalityId: dto.personality_id,
+        userId: dto.user_id,
+        message: dto.message,
+      }),
     ]);
     const requestTools = (dto.tools ?? []) as RequestTool[];
     const taken = new Set(personality.tools.map((tool) => tool.name));
@@ -252,24 +244,24 @@ export class RespondService {
     );
     if (clashes.length > 0) throw AppError.validation(clashes);
     const endUser =
-      found.endUser?.status === 'active'
-        ? found.endUser
+      context.endUser?.status === 'active'
+        ? context.endUser
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     // Over a token budget: 402 before anything is asked of the provider.
     const spend = await this.spend.admit({
       organizationId,
       endUserId: endUser.id,
-      promptTexts: promptTextsOf(personality, found, dto.message, knowledge),
+      promptTexts: promptTextsOf(personality, context, dto.message),
     });
     return {
       caller,
       organizationId,
       personality,
       endUser,
-      memories: found.history,
-      facts: found.facts,
-      recalled: found.recalled,
-      knowledge,
+      memories: context.history,
+      facts: context.facts,
+      recalled: context.recalled,
+      knowledge: context.knowledge,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
       spend,
