@@ -7,13 +7,12 @@ import { KnowledgeRepository } from './knowledge.repository';
 import { KnowledgeService } from './knowledge.service';
 
 /**
- * The business's documents (docs/knowledge.md). Import it and inject KnowledgeService to give a
- * reply the chunks relevant to its message (`recall`).
+ * The business's documents (docs/knowledge.md). KnowledgeService is a reply participant
+ * (@ReadsForReplies): every reply reads the chunks relevant to its message, nothing to import.
  */
 @Module({
   imports: [IdempotencyModule, EmbeddingsModule],
   controllers: [KnowledgeController],
   providers: [KnowledgeRepository, KnowledgeService, KnowledgeTermRefillWorker],
-  exports: [KnowledgeService],
 })
 export class KnowledgeModule {}

@@ -30,6 +30,6 @@ import { MemoryRetentionWorker } from './memory-retention.worker';
     ConversationRepository,
     ConversationService,
   ],
-  exports: [FactsService, ConversationService],
+  exports: [FactsService],
 })
 export class MemoryModule {}

@@ -1,5 +1,4 @@
 import { Test, type TestingModule } from '@nestjs/testing';
-import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { CoreModule } from '../../src/core.module';
 import { Database } from '../../src/database/database';
@@ -10,6 +9,7 @@ import { FactsService } from '../../src/memory/facts.service';
 import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { expectAppError } from '../support/assertions';
+import { Factory } from '../support/factory';
 
 const HISTORY = 4;
 const RECALL = 3;
@@ -53,35 +53,17 @@ describe('Memory module (real database)', () => {
   });
   afterAll(() => moduleRef?.close());
 
-  async function value<T>(text: ReturnType<typeof sql>): Promise<T> {
-    const [row] = await database.rows<{ value: T }>(text);
-    return row.value;
-  }
-
-  /** An organization with one personality; `userIds` its end users. */
+  /** An organization with `personalities` personalities and these end users. */
   async function tenant(userIds: string[], personalities = 1) {
-    const organizationId = await value<string>(
-      sql`INSERT INTO organizations (name) VALUES (${`org-${randomUUID()}`}) RETURNING id AS value`,
-    );
+    const factory = new Factory(database);
+    const organizationId = await factory.organization();
     const personalityIds: string[] = [];
     for (let index = 0; index < personalities; index++) {
-      personalityIds.push(
-        await value<string>(
-          sql`INSERT INTO personalities (organization_id, source_slug, source_version, name,
-                                         description, traits, voice, system_prompt, replies)
-              VALUES (${organizationId}, 'spec', '1', ${`Companion ${index}`}, 'A companion',
-                      '[]', '{}', 'Be kind.', '{}')
-              RETURNING id AS value`,
-        ),
-      );
+      personalityIds.push(await factory.personality(organizationId, `Companion ${index}`));
     }
     const endUserIds: Record<string, string> = {};
-    for (const userId of userIds) {
-      endUserIds[userId] = await value<string>(
-        sql`INSERT INTO end_users (organization_id, user_id) VALUES (${organizationId}, ${userId})
-            RETURNING id AS value`,
-      );
-    }
+    for (const userId of userIds)
+      endUserIds[userId] = await factory.endUser(organizationId, userId);
     return { organizationId, personalityIds, endUserIds };
   }
 

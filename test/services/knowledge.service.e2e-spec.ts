@@ -1,0 +1,167 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import { CoreModule } from '../../src/core.module';
+import { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
+import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
+import { KnowledgeService } from '../../src/knowledge/knowledge.service';
+import { expectAppError } from '../support/assertions';
+import { Factory } from '../support/factory';
+
+const MAX_BYTES = 2_048;
+
+/**
+ * The knowledge module alone on a real PostgreSQL, without HTTP ("medium" spec): KnowledgeService's
+ * rules called directly, and its part in a reply (readReplyContext) as the reply calls it.
+ */
+describe('KnowledgeService (real database)', () => {
+  let moduleRef: TestingModule;
+  let knowledge: KnowledgeService;
+  let database: Database;
+  let factory: Factory;
+
+  beforeAll(async () => {
+    const saved = process.env.KNOWLEDGE_MAX_BYTES;
+    process.env.KNOWLEDGE_MAX_BYTES = String(MAX_BYTES);
+    try {
+      moduleRef = await Test.createTestingModule({
+        imports: [CoreModule.forRole('command'), KnowledgeModule],
+      }).compile();
+    } finally {
+      if (saved === undefined) delete process.env.KNOWLEDGE_MAX_BYTES;
+      else process.env.KNOWLEDGE_MAX_BYTES = saved;
+    }
+    await moduleRef.init();
+    knowledge = moduleRef.get(KnowledgeService);
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
+  });
+  afterAll(() => moduleRef?.close());
+
+  /** The titles a reply of the personality reads for the message. */
+  async function titlesRead(organizationId: string, personalityId: string, message: string) {
+    const { knowledge: chunks } = await knowledge.readReplyContext({
+      organizationId,
+      personalityId,
+      userId: 'ada',
+      message,
+    });
+    return [...new Set((chunks ?? []).map((chunk) => chunk.title))].sort();
+  }
+
+  describe('a reply reads', () => {
+    it('the documents of its personality and those of every personality, never another’s', async () => {
+      const organizationId = await factory.organization();
+      const shop = await factory.personality(organizationId, 'Shop assistant');
+      const guide = await factory.personality(organizationId, 'Tour guide');
+      await knowledge.create(organizationId, {
+        title: 'Returns',
+        content: 'Parcels can be returned within thirty days.',
+        personality_ids: [shop],
+      });
+      await knowledge.create(organizationId, {
+        title: 'Tours',
+        content: 'Walking tours leave at noon; parcels are not carried.',
+        personality_ids: [guide],
+      });
+      await knowledge.create(organizationId, {
+        title: 'Company',
+        content: 'We ship parcels from Leeds.',
+      });
+
+      expect(await titlesRead(organizationId, shop, 'Where are parcels sent from?')).toEqual([
+        'Company',
+        'Returns',
+      ]);
+      expect(await titlesRead(organizationId, guide, 'Where are parcels sent from?')).toEqual([
+        'Company',
+        'Tours',
+      ]);
+    });
+
+    it('a document detached from its personality no more, at once', async () => {
+      const organizationId = await factory.organization();
+      const shop = await factory.personality(organizationId);
+      const other = await factory.personality(organizationId);
+      const document = await knowledge.create(organizationId, {
+        title: 'Opening hours',
+        content: 'We open at nine on weekdays.',
+        personality_ids: [shop],
+      });
+      expect(await titlesRead(organizationId, shop, 'When do you open?')).toEqual([
+        'Opening hours',
+      ]);
+      // The drawers are cached per organization: the update must be seen by the next reply.
+      await knowledge.update(organizationId, document.id, { personality_ids: [other] });
+      expect(await titlesRead(organizationId, shop, 'When do you open?')).toEqual([]);
+      expect(await titlesRead(organizationId, other, 'When do you open?')).toEqual([
+        'Opening hours',
+      ]);
+    });
+
+    it('nothing of another organization, even given its personality', async () => {
+      const theirs = await factory.organization();
+      const theirPersonality = await factory.personality(theirs);
+      await knowledge.create(theirs, { title: 'Secret', content: 'The vault code is marmalade.' });
+      const mine = await factory.organization();
+      expect(await titlesRead(mine, theirPersonality, 'What is the vault code?')).toEqual([]);
+      expect(await titlesRead(theirs, theirPersonality, 'What is the vault code?')).toEqual([
+        'Secret',
+      ]);
+    });
+  });
+
+  describe('KNOWLEDGE_MAX_BYTES', () => {
+    const bytes = (count: number) => `${'tea '.repeat(count / 4)}`.slice(0, count);
+
+    it('refuses a document past the limit; a replaced content counts once', async () => {
+      const organizationId = await factory.organization();
+      const first = await knowledge.create(organizationId, {
+        title: 'One',
+        content: bytes(1_200),
+      });
+      await expectAppError(
+        knowledge.create(organizationId, { title: 'Two', content: bytes(900) }),
+        'knowledge_limit_reached',
+      );
+      // 1,200 replaced by 2,000: the old content is not counted beside the new.
+      await knowledge.update(organizationId, first.id, { content: bytes(2_000) });
+      await expectAppError(
+        knowledge.update(organizationId, first.id, { content: bytes(MAX_BYTES + 4) }),
+        'knowledge_limit_reached',
+      );
+    });
+
+    it('of concurrent uploads, only as many as fit are stored', async () => {
+      const organizationId = await factory.organization();
+      const results = await Promise.allSettled(
+        Array.from({ length: 4 }, (_, index) =>
+          knowledge.create(organizationId, { title: `Doc ${index}`, content: bytes(700) }),
+        ),
+      );
+      expect(results.filter((result) => result.status === 'fulfilled')).toHaveLength(2);
+      const [held] = await database.rows<{ bytes: number; documents: number }>(
+        sql`SELECT coalesce(sum(bytes), 0)::int AS bytes, count(*)::int AS documents
+              FROM knowledge_documents WHERE organization_id = ${organizationId}`,
+      );
+      expect(held).toEqual({ bytes: 1_400, documents: 2 });
+    });
+  });
+
+  it('404 for a personality of another organization, and nothing stored', async () => {
+    const organizationId = await factory.organization();
+    const elsewhere = await factory.personality(await factory.organization());
+    await expectAppError(
+      knowledge.create(organizationId, {
+        title: 'Misfiled',
+        content: 'Attached to a stranger.',
+        personality_ids: [elsewhere],
+      }),
+      'not_found',
+    );
+    const [row] = await database.rows<{ documents: number }>(
+      sql`SELECT count(*)::int AS documents FROM knowledge_documents
+           WHERE organization_id = ${organizationId}`,
+    );
+    expect(row.documents).toBe(0);
+  });
+});
