@@ -24,7 +24,7 @@ async function ids(db: Client, statement: Sql): Promise<string[]> {
   return rows.map((row) => row.id);
 }
 
-/** The service's ranking (src/end-users/memory-search.ts), the statement a reply runs. */
+/** The service's ranking (src/memory/memory-search.ts), the statement a reply runs. */
 export function serviceRanking(db: Client, pool: RecallPool): Promise<string[]> {
   return ids(
     db,
