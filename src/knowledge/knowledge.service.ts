@@ -87,7 +87,7 @@ function documentText(content: string): DocumentText {
  * participant: every reply reads the passages of its personality's documents for the message.
  */
 @Injectable()
-@ReadsForReplies()
+@ReadsForReplies('knowledge')
 export class KnowledgeService implements ReplyParticipant {
   private readonly recallTimeouts: { inc(): void };
   /** Per organization: the personalities its documents are attached to (KnowledgeDrawers). */

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import { type Sql, sql } from '../database/sql';
-import type { EndUserRow } from '../end-users/dto/end-user.dto';
+import type { Row } from '../database/row';
+import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { HistoryMemory, RecalledMemory } from './memories.repository';
 import { type Meaning, memoryRanking } from './memory-search';
 
@@ -14,6 +15,9 @@ export interface ConversationMemory {
   /** Older memories most relevant to the new message, most relevant first. */
   recalled: RecalledMemory[];
 }
+
+/** The end user as a reply needs them: who, of which organization, and whether active. */
+export type ConversationEndUser = Row<EndUser, 'id' | 'organizationId' | 'userId' | 'status'>;
 
 /** The latest `limit` memories of the end user `e` with the personality, newest first. */
 function latestMemories(personalityId: string, limit: number): Sql {
@@ -42,9 +46,9 @@ export class ConversationRepository {
     userId: string,
     personalityId: string,
     historyLimit: number,
-  ): Promise<{ endUser: EndUserRow | undefined } & Omit<ConversationMemory, 'recalled'>> {
-    const row = await this.database.row<EndUserRow & Omit<ConversationMemory, 'recalled'>>(
-      sql`SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
+  ): Promise<{ endUser: ConversationEndUser | undefined } & Omit<ConversationMemory, 'recalled'>> {
+    const row = await this.database.row<ConversationEndUser & Omit<ConversationMemory, 'recalled'>>(
+      sql`SELECT e.id, e.organization_id, e.user_id, e.status,
                  COALESCE((
                    SELECT json_agg(json_build_object(
                             'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)

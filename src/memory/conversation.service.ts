@@ -10,9 +10,12 @@ import {
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
 import { Embedder } from '../embeddings/embedder';
-import type { EndUserRow } from '../end-users/dto/end-user.dto';
 import { MetricsService } from '../metrics/metrics.service';
-import { type ConversationMemory, ConversationRepository } from './conversation.repository';
+import {
+  type ConversationEndUser,
+  type ConversationMemory,
+  ConversationRepository,
+} from './conversation.repository';
 import type { RecalledMemory } from './memories.repository';
 
 /**
@@ -20,7 +23,7 @@ import type { RecalledMemory } from './memories.repository';
  * reply participant: it reads them, and the end user with them, for every reply.
  */
 @Injectable()
-@ReadsForReplies()
+@ReadsForReplies('endUser', 'history', 'facts', 'recalled')
 export class ConversationService implements ReplyParticipant {
   private readonly recallTimeouts: { inc(): void };
 
@@ -63,7 +66,7 @@ export class ConversationService implements ReplyParticipant {
     personalityId: string,
     message: string,
     limits: { history: number; recall: number },
-  ): Promise<{ endUser: EndUserRow | undefined } & ConversationMemory> {
+  ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
     // Two statements at once: recall has a budget of its own, and the reply does not wait for it
     // past that budget.
     const [found, recalled] = await Promise.all([

@@ -13,7 +13,7 @@ SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
 WHERE d.organization_id = $1;
 SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
-SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
+SELECT e.id, e.organization_id, e.user_id, e.status,
       COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
@@ -152,7 +152,7 @@ SELECT 1;
 -- a later reply to the same end user (memories to recall, caches warm)
 BEGIN; SET LOCAL statement_timeout = 150;
 COMMIT;
-SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
+SELECT e.id, e.organization_id, e.user_id, e.status,
       COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
@@ -261,7 +261,7 @@ BEGIN; SET LOCAL statement_timeout = 150;
 BEGIN; SET LOCAL statement_timeout = 150;
 COMMIT;
 COMMIT;
-SELECT e.id, e.user_id, e.metadata, e.status, e.erase_after, e.created_at, e.updated_at,
+SELECT e.id, e.organization_id, e.user_id, e.status,
       COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
 import {
@@ -128,7 +128,7 @@ export interface Conversation {
   caller: CallerContext;
   organizationId: string;
   personality: PersonalityForReply;
-  endUser: ReplyEndUser;
+  endUser: Pick<ReplyEndUser, 'id' | 'user_id'>;
   memories: EngineMemory[];
   facts: string[];
   recalled: RecalledEngineMemory[];
@@ -152,7 +152,7 @@ export interface ReplyOptions {
 }
 
 @Injectable()
-export class RespondService {
+export class RespondService implements OnApplicationBootstrap {
   constructor(
     @Inject(engineConfig.KEY) private readonly config: EngineConfig,
     private readonly repository: RespondRepository,
@@ -171,6 +171,11 @@ export class RespondService {
   ) {
     // The openai engine declares a series per configured model; the local one has no model.
     if (engine.name === 'local') metrics.declare(engine.name, null);
+  }
+
+  /** A reply without a participant for some of its context would answer without it: refused. */
+  onApplicationBootstrap(): void {
+    this.participants.assertEveryFieldWritten();
   }
 
   async respond(
@@ -243,9 +248,14 @@ export class RespondService {
         : [],
     );
     if (clashes.length > 0) throw AppError.validation(clashes);
+    // The end user read with the memories, when it is this turn's and active; else created or
+    // refused (409 under deletion) by ensure(), whatever a participant answered.
+    const found = context.endUser;
     const endUser =
-      context.endUser?.status === 'active'
-        ? context.endUser
+      found?.status === 'active' &&
+      found.organization_id === organizationId &&
+      found.user_id === dto.user_id
+        ? found
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     // Over a token budget: 402 before anything is asked of the provider.
     const spend = await this.spend.admit({

@@ -18,6 +18,8 @@ const RECALL_TIMEOUT_MS = 50;
 
 /** The environment the module's configuration is read from, set only while it is compiled. */
 const ENV = {
+  ENGINE_HISTORY_MESSAGES: String(HISTORY),
+  MEMORY_RECALL_LIMIT: String(RECALL),
   MEMORY_FACTS_LIMIT: String(FACTS_LIMIT),
   MEMORY_RECALL_TIMEOUT_MS: String(RECALL_TIMEOUT_MS),
 };
@@ -111,16 +113,21 @@ describe('Memory module (real database)', () => {
       await facts.create(organizationId, 'ada', 'Has a sister called Clara');
       await facts.create(organizationId, 'ada', 'Owns a dog');
 
-      const found = await conversations.findConversation(
+      // As a reply reads it: ENGINE_HISTORY_MESSAGES of history, MEMORY_RECALL_LIMIT recalled.
+      const found = await conversations.readReplyContext({
         organizationId,
-        'ada',
-        companion,
-        'How is Clara doing with the cello?',
-        limits,
-      );
+        userId: 'ada',
+        personalityId: companion,
+        message: 'How is Clara doing with the cello?',
+      });
 
-      expect(found.endUser).toMatchObject({ id: endUserIds.ada, user_id: 'ada', status: 'active' });
-      expect(found.history.map((memory) => memory.content)).toEqual([
+      expect(found.endUser).toEqual({
+        id: endUserIds.ada,
+        organization_id: organizationId,
+        user_id: 'ada',
+        status: 'active',
+      });
+      expect(found.history!.map((memory) => memory.content)).toEqual([
         'Clara has a concert on Friday',
         'Good luck to her',
         'I had soup for lunch',
@@ -128,10 +135,10 @@ describe('Memory module (real database)', () => {
       ]);
       expect(found.facts).toEqual(['Has a sister called Clara', 'Owns a dog']);
       // Only memories older than the history; the one holding both words first.
-      expect(found.recalled.map((memory) => memory.content)).toEqual([
+      expect(found.recalled!.map((memory) => memory.content)).toEqual([
         'My sister Clara plays the cello',
       ]);
-      expect(found.recalled[0]).toEqual({
+      expect(found.recalled![0]).toEqual({
         role: 'user',
         content: 'My sister Clara plays the cello',
         created_at: '2031-03-01T10:00:00.000Z',
@@ -222,7 +229,7 @@ describe('Memory module (real database)', () => {
           'Rome',
           limits,
         );
-        expect(Date.now() - started).toBeLessThan(RECALL_TIMEOUT_MS + 5_000);
+        expect(Date.now() - started).toBeLessThan(RECALL_TIMEOUT_MS + 2_000);
         expect(found.history).toHaveLength(HISTORY);
         expect(found.recalled).toEqual([]);
         expect(await timeouts()).toBe(before + 1);

@@ -12,9 +12,9 @@ export interface ReplyTurn {
 /** The end user as a reply needs them: found by the participant that reads their memories. */
 export interface ReplyEndUser {
   id: string;
+  organization_id: string;
   user_id: string;
   status: 'active' | 'deleting';
-  erase_after: Date | null;
 }
 
 /** A message of the conversation so far, oldest first. */
@@ -41,7 +41,8 @@ export interface ReplyKnowledgeChunk {
 
 /**
  * What the participants read for a reply before anything is written or asked of the engine,
- * merged: each field is written by at most one participant, and a field none writes is empty.
+ * merged. Each field has exactly one participant that writes it (checked at start-up); a field
+ * its participant leaves out is empty.
  */
 export interface ReplyContext {
   /** The end user, when the participant that reads their memories found them (one round trip). */
@@ -51,6 +52,17 @@ export interface ReplyContext {
   recalled: ReplyRecalledMessage[];
   knowledge: ReplyKnowledgeChunk[];
 }
+
+export type ReplyContextField = keyof ReplyContext;
+
+/** Every field of ReplyContext: the reply needs a participant for each. */
+export const REPLY_CONTEXT_FIELDS: readonly ReplyContextField[] = [
+  'endUser',
+  'history',
+  'facts',
+  'recalled',
+  'knowledge',
+];
 
 export type ReplyContribution = Partial<ReplyContext>;
 
@@ -63,15 +75,16 @@ export interface ReplyParticipant {
   readReplyContext(turn: ReplyTurn): Promise<ReplyContribution>;
 }
 
-const Discoverable = DiscoveryService.createDecorator<true>();
+const Discoverable = DiscoveryService.createDecorator<readonly ReplyContextField[]>();
 
 /**
- * Marks a provider as a reply participant; ReplyParticipants finds it in whichever module
- * provides it, so the reply needs no list of features.
+ * Marks a singleton provider as the reply participant that writes these fields of ReplyContext;
+ * ReplyParticipants finds it in whichever module provides it, so the reply needs no list of
+ * features. Only the fields named here are taken from what it answers.
  */
-export function ReadsForReplies(): <T extends new (...args: never[]) => ReplyParticipant>(
-  target: T,
-) => void {
-  return (target) => Discoverable(true)(target);
+export function ReadsForReplies(
+  ...fields: [ReplyContextField, ...ReplyContextField[]]
+): <T extends new (...args: never[]) => ReplyParticipant>(target: T) => void {
+  return (target) => Discoverable(fields)(target);
 }
 ReadsForReplies.KEY = Discoverable.KEY;

@@ -1,21 +1,18 @@
+import type {
+  ReplyHistoryMessage,
+  ReplyRecalledMessage,
+} from '../../common/reply/reply-participant';
 import type { PersonalityForReply } from '../../personalities/personalities.service';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 
 /** Injection token of the engine that writes replies (RESPONSE_ENGINE picks the class). */
 export const RESPONSE_ENGINE = Symbol('RESPONSE_ENGINE');
 
-export interface EngineMemory {
-  role: 'user' | 'personality';
-  content: string;
-  emotion: string | null;
-}
+/** A message of the conversation so far, as the reply's participants read it. */
+export type EngineMemory = ReplyHistoryMessage;
 
 /** An older memory recalled for this message, with when it was said (ISO 8601). */
-export interface RecalledEngineMemory {
-  role: 'user' | 'personality';
-  content: string;
-  created_at: string;
-}
+export type RecalledEngineMemory = ReplyRecalledMessage;
 
 /** A chunk of a knowledge document, under its document's title. */
 export interface KnowledgeChunkForReply {
