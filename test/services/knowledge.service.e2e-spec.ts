@@ -1,11 +1,11 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import { CoreModule } from '../../src/core.module';
+import type { TestingModule } from '@nestjs/testing';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 const MAX_BYTES = 2_048;
 
@@ -20,17 +20,7 @@ describe('KnowledgeService (real database)', () => {
   let factory: Factory;
 
   beforeAll(async () => {
-    const saved = process.env.KNOWLEDGE_MAX_BYTES;
-    process.env.KNOWLEDGE_MAX_BYTES = String(MAX_BYTES);
-    try {
-      moduleRef = await Test.createTestingModule({
-        imports: [CoreModule.forRole('command'), KnowledgeModule],
-      }).compile();
-    } finally {
-      if (saved === undefined) delete process.env.KNOWLEDGE_MAX_BYTES;
-      else process.env.KNOWLEDGE_MAX_BYTES = saved;
-    }
-    await moduleRef.init();
+    moduleRef = await moduleAlone([KnowledgeModule], { KNOWLEDGE_MAX_BYTES: String(MAX_BYTES) });
     knowledge = moduleRef.get(KnowledgeService);
     database = moduleRef.get(Database);
     factory = new Factory(database);

@@ -1,6 +1,5 @@
-import { Test, type TestingModule } from '@nestjs/testing';
+import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
-import { CoreModule } from '../../src/core.module';
 import { Database } from '../../src/database/database';
 import { sql, withEntries } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
@@ -10,6 +9,7 @@ import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.st
 import { MemoryModule } from '../../src/memory/memory.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 const HISTORY = 4;
 const RECALL = 3;
@@ -36,19 +36,7 @@ describe('Memory module (real database)', () => {
   let database: Database;
 
   beforeAll(async () => {
-    const saved = Object.fromEntries(Object.keys(ENV).map((key) => [key, process.env[key]]));
-    Object.assign(process.env, ENV);
-    try {
-      moduleRef = await Test.createTestingModule({
-        imports: [CoreModule.forRole('command'), MemoryModule],
-      }).compile();
-    } finally {
-      for (const [key, value] of Object.entries(saved)) {
-        if (value === undefined) delete process.env[key];
-        else process.env[key] = value;
-      }
-    }
-    await moduleRef.init();
+    moduleRef = await moduleAlone([MemoryModule], ENV);
     conversations = moduleRef.get(ConversationService);
     facts = moduleRef.get(FactsService);
     database = moduleRef.get(Database);

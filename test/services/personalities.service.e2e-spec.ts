@@ -1,15 +1,15 @@
-import { Test, type TestingModule } from '@nestjs/testing';
+import type { TestingModule } from '@nestjs/testing';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
 import type { ApiKeyCaller } from '../../src/common/auth/caller';
-import { CoreModule } from '../../src/core.module';
 import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../../src/personalities/personalities.module';
 import { PersonalitiesService } from '../../src/personalities/personalities.service';
 import { expectAppError } from '../support/assertions';
+import { moduleAlone } from '../support/module-alone';
 
 const shipped = JSON.parse(
   readFileSync(join(__dirname, '../../src/personalities/data/catalog.json'), 'utf8'),
@@ -45,18 +45,7 @@ describe('PersonalitiesService (real database)', () => {
 
   beforeAll(async () => {
     // The local engine allows no model unless the operator lists some (contract §25).
-    const saved = process.env.OPENAI_ALLOWED_MODELS;
-    process.env.OPENAI_ALLOWED_MODELS = 'gpt-4o-mini';
-    try {
-      moduleRef = await Test.createTestingModule({
-        // The core the server and the CLI share, without the server's background jobs.
-        imports: [CoreModule.forRole('command'), PersonalitiesModule],
-      }).compile();
-    } finally {
-      if (saved === undefined) delete process.env.OPENAI_ALLOWED_MODELS;
-      else process.env.OPENAI_ALLOWED_MODELS = saved;
-    }
-    await moduleRef.init();
+    moduleRef = await moduleAlone([PersonalitiesModule], { OPENAI_ALLOWED_MODELS: 'gpt-4o-mini' });
     service = moduleRef.get(PersonalitiesService);
     dataSource = moduleRef.get<DataSource>(getDataSourceToken());
   });

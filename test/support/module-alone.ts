@@ -1,0 +1,33 @@
+import type { DynamicModule, Type } from '@nestjs/common';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { CoreModule } from '../../src/core.module';
+
+/**
+ * A feature module on the core the server and the CLI share (configuration, the database, the
+ * clock, logs, metrics), without HTTP and without the server's background jobs: what the
+ * "medium" specs of test/services run a module's rules on. `env` is read while the module is
+ * built (its configuration) and restored after.
+ */
+export async function moduleAlone(
+  modules: Array<Type | DynamicModule>,
+  env: Record<string, string | undefined> = {},
+): Promise<TestingModule> {
+  const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
+  const apply = (values: Record<string, string | undefined>) => {
+    for (const [name, value] of Object.entries(values)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  };
+  apply(env);
+  let moduleRef: TestingModule;
+  try {
+    moduleRef = await Test.createTestingModule({
+      imports: [CoreModule.forRole('command'), ...modules],
+    }).compile();
+  } finally {
+    apply(saved);
+  }
+  await moduleRef.init();
+  return moduleRef;
+}
