@@ -122,6 +122,40 @@ describe('Safety settings: GET/PATCH /v1/organizations/{id}/safety', () => {
     expect(restored.body.crisis_message).toContain('988');
   });
 
+  it('concurrent PATCHes of different fields all land; each answers the settings it left', async () => {
+    const { organizationId, accessToken } = await signUp(t);
+    const patch = (body: Record<string, unknown>) =>
+      t.http().patch(path(organizationId)).set('Authorization', bearer(accessToken)).send(body);
+    // Each round flips every field at once, from four requests: none may undo another's.
+    for (const [round, values] of [
+      ['off', 'Call 111', 'off', 'flag'],
+      ['on', 'Call 222', 'flag', 'block'],
+      ['off', 'Call 333', 'block', 'off'],
+    ].entries()) {
+      const [crisis_response, crisis_message, input_moderation, output_moderation] = values;
+      const answers = await Promise.all([
+        patch({ crisis_response }),
+        patch({ crisis_message }),
+        patch({ input_moderation }),
+        patch({ output_moderation }),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+      // Each answer holds its own change, whatever the others did.
+      expect(answers[0].body.crisis_response).toBe(crisis_response);
+      expect(answers[1].body.crisis_message).toBe(crisis_message);
+      expect(answers[2].body.input_moderation).toBe(input_moderation);
+      expect(answers[3].body.output_moderation).toBe(output_moderation);
+      const stored = await t
+        .http()
+        .get(path(organizationId))
+        .set('Authorization', bearer(accessToken));
+      expect({ round, settings: stored.body }).toEqual({
+        round,
+        settings: { crisis_response, crisis_message, input_moderation, output_moderation },
+      });
+    }
+  });
+
   it('refuses bad values: 1,001 characters, control characters, unknown modes and fields', async () => {
     const patch = (body: Record<string, unknown>) =>
       t

@@ -22,18 +22,38 @@ export class SafetySettingsRepository {
     );
   }
 
-  /** Writes the organization's whole settings (the PATCH merged onto the current ones). */
-  async upsert(organizationId: string, settings: SafetySettingsRow, at: Date): Promise<void> {
-    await this.database.rows(
-      sql`INSERT INTO organization_safety_settings
+  /**
+   * The fields `patch` gives, written onto the settings as they are when the row is locked (or
+   * onto `defaults` for an organization without a row), in one statement: concurrent PATCHes of
+   * different fields all land. Answers the settings as written.
+   */
+  async patch(
+    organizationId: string,
+    patch: Partial<SafetySettingsRow>,
+    defaults: SafetySettingsRow,
+    at: Date,
+  ): Promise<SafetySettingsRow> {
+    const given = (field: keyof SafetySettingsRow) => patch[field] !== undefined;
+    const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
+      patch[field] === undefined ? defaults[field] : patch[field];
+    const row = await this.database.row<SafetySettingsRow>(
+      sql`INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
-          VALUES (${organizationId}, ${settings.crisis_response}, ${settings.crisis_message},
-                  ${settings.input_moderation}, ${settings.output_moderation}, ${at})
+          VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
+                  ${value('input_moderation')}, ${value('output_moderation')}, ${at})
           ON CONFLICT (organization_id) DO UPDATE SET
-            crisis_response = excluded.crisis_response, crisis_message = excluded.crisis_message,
-            input_moderation = excluded.input_moderation,
-            output_moderation = excluded.output_moderation, updated_at = excluded.updated_at`,
+            crisis_response = CASE WHEN ${given('crisis_response')}
+                                   THEN excluded.crisis_response ELSE s.crisis_response END,
+            crisis_message = CASE WHEN ${given('crisis_message')}
+                                  THEN excluded.crisis_message ELSE s.crisis_message END,
+            input_moderation = CASE WHEN ${given('input_moderation')}
+                                    THEN excluded.input_moderation ELSE s.input_moderation END,
+            output_moderation = CASE WHEN ${given('output_moderation')}
+                                     THEN excluded.output_moderation ELSE s.output_moderation END,
+            updated_at = excluded.updated_at
+          RETURNING crisis_response, crisis_message, input_moderation, output_moderation`,
     );
+    return row!;
   }
 }

@@ -65,20 +65,20 @@ export class SafetySettingsService {
     patch: UpdateSafetySettingsDto,
   ): Promise<SafetySettingsDto> {
     await this.access.assert(caller, organizationId, 'admin');
-    const current = (await this.settings.find(organizationId)) ?? DEFAULTS;
-    const next: SafetySettingsRow = {
-      crisis_response:
-        patch.crisis_response === undefined
-          ? current.crisis_response
-          : patch.crisis_response === 'on',
-      crisis_message:
-        patch.crisis_message === undefined ? current.crisis_message : patch.crisis_message,
-      input_moderation: patch.input_moderation ?? current.input_moderation,
-      output_moderation: patch.output_moderation ?? current.output_moderation,
-    };
-    await this.settings.upsert(organizationId, next, this.clock.now());
+    const written = await this.settings.patch(
+      organizationId,
+      {
+        crisis_response:
+          patch.crisis_response === undefined ? undefined : patch.crisis_response === 'on',
+        crisis_message: patch.crisis_message,
+        input_moderation: patch.input_moderation,
+        output_moderation: patch.output_moderation,
+      },
+      DEFAULTS,
+      this.clock.now(),
+    );
     await this.cache.invalidate(organizationId);
-    return toResponse(next);
+    return toResponse(written);
   }
 
   /** The settings a reply of the organization applies, from this instance's cache if there. */
