@@ -120,6 +120,36 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expectError(await t.http().get(path), 401, 'unauthenticated');
     });
 
+    it('concurrent PATCHes of different limits all land; each answers the limits it left', async () => {
+      const a = await tenant();
+      const path = `/v1/organizations/${a.organizationId}/limits`;
+      for (const [round, [monthly, daily, rps]] of [
+        [1_000, 100, 1],
+        [2_000, 200, 2],
+        [3_000, 300, 3],
+      ].entries()) {
+        const bucket = { rps, burst: rps * 10 };
+        const answers = await Promise.all([
+          setLimits(a, { monthly_token_budget: monthly }),
+          setLimits(a, { end_user_daily_token_budget: daily }),
+          setLimits(a, { end_user_rate_limit: bucket }),
+        ]);
+        expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
+        expect(answers[0].body.monthly_token_budget).toBe(monthly);
+        expect(answers[1].body.end_user_daily_token_budget).toBe(daily);
+        expect(answers[2].body.end_user_rate_limit).toEqual(bucket);
+        const stored = await t.http().get(path).set('Authorization', a.admin);
+        expect({ round, limits: stored.body }).toEqual({
+          round,
+          limits: {
+            monthly_token_budget: monthly,
+            end_user_daily_token_budget: daily,
+            end_user_rate_limit: bucket,
+          },
+        });
+      }
+    });
+
     it('refuses negative, zero, fractional, absurd and mistyped values with 400, changing nothing', async () => {
       const a = await tenant();
       await setLimits(a, { monthly_token_budget: 777 });

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
+import { patchedColumns } from '../database/patch';
 import { sql } from '../database/sql';
 import type { Row } from '../database/row';
 import type { SafetySettings } from './entities/safety-settings.entity';
@@ -33,7 +34,6 @@ export class SafetySettingsRepository {
     defaults: SafetySettingsRow,
     at: Date,
   ): Promise<SafetySettingsRow> {
-    const given = (field: keyof SafetySettingsRow) => patch[field] !== undefined;
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
     const row = await this.database.row<SafetySettingsRow>(
@@ -43,14 +43,12 @@ export class SafetySettingsRepository {
           VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
                   ${value('input_moderation')}, ${value('output_moderation')}, ${at})
           ON CONFLICT (organization_id) DO UPDATE SET
-            crisis_response = CASE WHEN ${given('crisis_response')}
-                                   THEN excluded.crisis_response ELSE s.crisis_response END,
-            crisis_message = CASE WHEN ${given('crisis_message')}
-                                  THEN excluded.crisis_message ELSE s.crisis_message END,
-            input_moderation = CASE WHEN ${given('input_moderation')}
-                                    THEN excluded.input_moderation ELSE s.input_moderation END,
-            output_moderation = CASE WHEN ${given('output_moderation')}
-                                     THEN excluded.output_moderation ELSE s.output_moderation END,
+            ${patchedColumns('s', {
+              crisis_response: patch.crisis_response,
+              crisis_message: patch.crisis_message,
+              input_moderation: patch.input_moderation,
+              output_moderation: patch.output_moderation,
+            })},
             updated_at = excluded.updated_at
           RETURNING crisis_response, crisis_message, input_moderation, output_moderation`,
     );

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import type { Row } from '../database/row';
+import { patchedColumns } from '../database/patch';
 import { cte, sql, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
@@ -26,12 +27,20 @@ export class LimitsRepository {
   }
 
   /**
-   * Writes the organization's whole limits (the PATCH merged onto the current ones) and, in the
-   * same statement, the thresholds of the new monthly budget that the month's tokens already
-   * reached (a budget lowered below what is spent): `usage.threshold_reached`, once per
-   * threshold and month as when a reply crosses it.
+   * The limits `patch` gives, written onto the organization's as they are when the row is locked
+   * (onto `defaults` without a row; concurrent PATCHes of different limits all land), and, in the
+   * same statement, the thresholds of a new monthly budget that the month's tokens already reached
+   * (a budget lowered below what is spent): `usage.threshold_reached`, once per threshold and
+   * month as when a reply crosses it. Answers the limits as written.
    */
-  async upsert(organizationId: string, limits: LimitsRow, at: Date): Promise<void> {
+  async patch(
+    organizationId: string,
+    patch: Partial<LimitsRow>,
+    defaults: LimitsRow,
+    at: Date,
+  ): Promise<LimitsRow> {
+    const value = <Field extends keyof LimitsRow>(field: Field) =>
+      patch[field] === undefined ? defaults[field] : patch[field];
     const month = monthStartOf(at);
     const current = cte(
       'limits_month_tokens',
@@ -43,32 +52,41 @@ export class LimitsRepository {
       (lent) => sql`SELECT ${lent} FROM token_usage_months
                      WHERE organization_id = ${organizationId} AND month = ${month}`,
     );
+    // Only a budget this PATCH sets is checked: thresholds under the one it keeps were recorded
+    // when it was set, or by the replies that crossed them.
     const reached = usageThresholdStep(current, {
       organizationId,
-      limit: limits.monthly_token_budget,
+      limit: patch.monthly_token_budget ?? null,
       at,
     });
-    await this.database.rows(
+    const row = await this.database.row<LimitsRow>(
       withEntries(
         [
           sql`limits_written AS (
-            INSERT INTO organization_limits
+            INSERT INTO organization_limits AS l
               (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
                end_user_burst, updated_at)
-            VALUES (${organizationId}, ${limits.monthly_token_budget},
-                    ${limits.end_user_daily_token_budget}, ${limits.end_user_rps},
-                    ${limits.end_user_burst}, ${at})
+            VALUES (${organizationId}, ${value('monthly_token_budget')},
+                    ${value('end_user_daily_token_budget')}, ${value('end_user_rps')},
+                    ${value('end_user_burst')}, ${at})
             ON CONFLICT (organization_id) DO UPDATE SET
-              monthly_token_budget = excluded.monthly_token_budget,
-              end_user_daily_token_budget = excluded.end_user_daily_token_budget,
-              end_user_rps = excluded.end_user_rps, end_user_burst = excluded.end_user_burst,
-              updated_at = excluded.updated_at)`,
+              ${patchedColumns('l', {
+                monthly_token_budget: patch.monthly_token_budget,
+                end_user_daily_token_budget: patch.end_user_daily_token_budget,
+                end_user_rps: patch.end_user_rps,
+                end_user_burst: patch.end_user_burst,
+              })},
+              updated_at = excluded.updated_at
+            RETURNING monthly_token_budget, end_user_daily_token_budget, end_user_rps,
+                      end_user_burst)`,
           current,
           reached,
           webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
         ],
-        sql`SELECT 1`,
+        sql`SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst
+              FROM limits_written`,
       ),
     );
+    return row!;
   }
 }

@@ -62,25 +62,29 @@ export class LimitsService {
     patch: UpdateLimitsDto,
   ): Promise<LimitsDto> {
     await this.access.assert(caller, organizationId, 'admin');
-    const current = (await this.limits.find(organizationId)) ?? NO_LIMITS;
     const bucket = patch.end_user_rate_limit;
-    const next: LimitsRow = {
-      monthly_token_budget:
-        patch.monthly_token_budget === undefined
-          ? current.monthly_token_budget
-          : toBigint(patch.monthly_token_budget),
-      end_user_daily_token_budget:
-        patch.end_user_daily_token_budget === undefined
-          ? current.end_user_daily_token_budget
-          : toBigint(patch.end_user_daily_token_budget),
-      end_user_rps: bucket === undefined ? current.end_user_rps : (bucket?.rps ?? null),
-      end_user_burst: bucket === undefined ? current.end_user_burst : (bucket?.burst ?? null),
-    };
-    await this.limits.upsert(organizationId, next, this.clock.now());
+    const written = await this.limits.patch(
+      organizationId,
+      {
+        monthly_token_budget:
+          patch.monthly_token_budget === undefined
+            ? undefined
+            : toBigint(patch.monthly_token_budget),
+        end_user_daily_token_budget:
+          patch.end_user_daily_token_budget === undefined
+            ? undefined
+            : toBigint(patch.end_user_daily_token_budget),
+        // The bucket's two columns are given together, or not at all.
+        end_user_rps: bucket === undefined ? undefined : (bucket?.rps ?? null),
+        end_user_burst: bucket === undefined ? undefined : (bucket?.burst ?? null),
+      },
+      NO_LIMITS,
+      this.clock.now(),
+    );
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).
     await this.cache.invalidate(organizationId, { confirmed: true });
-    return toResponse(next);
+    return toResponse(written);
   }
 
   /** The limits a reply (or the rate limiter) of the organization applies, cached here. */
