@@ -210,6 +210,40 @@ describe('Personalities: catalog, clones, CRUD', () => {
     );
   });
 
+  it('concurrent PATCHes of different fields all land; one racing a DELETE never brings it back', async () => {
+    const patch = (id: string, body: Record<string, unknown>) =>
+      t.http().patch(`/v1/personalities/${id}`).set('Authorization', a.auth).send(body);
+    const id = await clonePersonality(t, a.auth, 'sage-mentor');
+    for (const round of [1, 2, 3]) {
+      const answers = await Promise.all([
+        patch(id, { name: `Sage ${round}` }),
+        patch(id, { description: `Round ${round} of a wise mentor` }),
+        patch(id, { traits: [`patient-${round}`] }),
+        patch(id, { system_prompt: `Answer calmly, round ${round}.` }),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200]);
+      const stored = await t.http().get(`/v1/personalities/${id}`).set('Authorization', a.auth);
+      expect({ round, ...stored.body }).toMatchObject({
+        round,
+        name: `Sage ${round}`,
+        description: `Round ${round} of a wise mentor`,
+        traits: [`patient-${round}`],
+        system_prompt: `Answer calmly, round ${round}.`,
+      });
+    }
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const doomed = await clonePersonality(t, a.auth, 'sage-mentor');
+      const [changed, deleted] = await Promise.all([
+        patch(doomed, { name: 'Still here?' }),
+        t.http().delete(`/v1/personalities/${doomed}`).set('Authorization', a.auth),
+      ]);
+      expect(deleted.status).toBe(204);
+      expect([200, 404]).toContain(changed.status);
+      const after = await t.http().get(`/v1/personalities/${doomed}`).set('Authorization', a.auth);
+      expect({ attempt, status: after.status }).toEqual({ attempt, status: 404 });
+    }
+  });
+
   it('tenant isolation: organization B gets 404 for A’s personality', async () => {
     const b = await tenantWithKey(t, ['read_write']);
     const id = await clonePersonality(t, a.auth);

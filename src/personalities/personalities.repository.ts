@@ -237,8 +237,23 @@ export class PersonalitiesRepository {
     return this.personalities.findOneBy({ id, organizationId });
   }
 
-  save(personality: Personality): Promise<Personality> {
-    return this.personalities.save(personality);
+  /**
+   * The personality, locked for the caller's transaction until it commits: a change read and
+   * saved under the lock cannot undo a concurrent one, nor bring back one deleted meanwhile.
+   */
+  lockForUpdate(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+  ): Promise<Personality | null> {
+    return this.database.repository(Personality, manager).findOne({
+      where: { id, organizationId },
+      lock: { mode: 'pessimistic_write' },
+    });
+  }
+
+  save(manager: EntityManager, personality: Personality): Promise<Personality> {
+    return this.database.repository(Personality, manager).save(personality);
   }
 
   /**

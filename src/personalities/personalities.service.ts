@@ -315,20 +315,25 @@ export class PersonalitiesService implements OnApplicationBootstrap {
   ): Promise<PersonalityDto> {
     if (typeof changes.model === 'string') this.assertAllowedModel(changes.model);
     const tools = changes.tools && (await this.checkedTools(organizationId, changes.tools));
-    const personality = await this.find(organizationId, id);
-    if (tools) personality.tools = tools;
-    if (changes.name !== undefined) personality.name = changes.name;
-    if (changes.description !== undefined) personality.description = changes.description;
-    if (changes.traits !== undefined) personality.traits = changes.traits;
-    if (changes.voice !== undefined) personality.voice = { ...changes.voice };
-    if (changes.system_prompt !== undefined) personality.systemPrompt = changes.system_prompt;
-    if (changes.replies !== undefined) personality.replies = { ...changes.replies };
-    if (changes.model !== undefined) personality.model = changes.model;
-    if (changes.language !== undefined) {
-      personality.language = changes.language;
-      personality.searchConfig = searchConfigOf(changes.language);
-    }
-    const saved = await this.repository.save(personality);
+    // Read and saved under the row's lock: concurrent PATCHes of different fields all land, and
+    // one racing a DELETE answers 404 rather than bringing the personality back.
+    const saved = await this.database.transaction(async (manager) => {
+      const personality = await this.repository.lockForUpdate(manager, organizationId, id);
+      if (!personality) throw AppError.notFound('Personality');
+      if (tools) personality.tools = tools;
+      if (changes.name !== undefined) personality.name = changes.name;
+      if (changes.description !== undefined) personality.description = changes.description;
+      if (changes.traits !== undefined) personality.traits = changes.traits;
+      if (changes.voice !== undefined) personality.voice = { ...changes.voice };
+      if (changes.system_prompt !== undefined) personality.systemPrompt = changes.system_prompt;
+      if (changes.replies !== undefined) personality.replies = { ...changes.replies };
+      if (changes.model !== undefined) personality.model = changes.model;
+      if (changes.language !== undefined) {
+        personality.language = changes.language;
+        personality.searchConfig = searchConfigOf(changes.language);
+      }
+      return this.repository.save(manager, personality);
+    });
     await this.forget(organizationId, id);
     return toPersonalityResponse(saved);
   }
