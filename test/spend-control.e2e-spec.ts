@@ -292,6 +292,35 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       ]);
     });
 
+    it('a PATCH of another limit records the thresholds the kept budget finds reached', async () => {
+      const a = await tenant();
+      await t
+        .http()
+        .post('/v1/webhook-endpoints')
+        .set('Authorization', a.admin)
+        .send({ url: 'http://127.0.0.1/spend-hook', events: ['usage.threshold_reached'] })
+        .expect(201);
+      await setLimits(a, { monthly_token_budget: 1_500 }).expect(200);
+      // Tokens stored without a threshold recorded: a reply admitted under an older budget.
+      const month = clock.now().toISOString().slice(0, 7);
+      await db.query(
+        `INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
+                                         completion_tokens, cached_tokens)
+         VALUES ($1, $2, 10, 900, 400, 0)`,
+        [a.organizationId, `${month}-01`],
+      );
+      await setLimits(a, { end_user_daily_token_budget: 5_000 }).expect(200);
+      const events = await db.query<Array<{ data: Record<string, unknown> }>>(
+        `SELECT data FROM webhook_events WHERE organization_id = $1 AND type = 'usage.threshold_reached'
+          ORDER BY (data->>'threshold')::int`,
+        [a.organizationId],
+      );
+      expect(events.map((event) => event.data)).toEqual([
+        { month, threshold: 50, used: 1_300, limit: 1_500 },
+        { month, threshold: 80, used: 1_300, limit: 1_500 },
+      ]);
+    });
+
     it('50 concurrent replies for the last 5 replies’ worth overshoot the budget by less than one reply', async () => {
       const a = await tenant();
       const userId = uniqueUserId();

@@ -5,7 +5,7 @@ import { join, raw, type Sql, sql } from './sql';
  * each column the PATCH gives takes the inserted (`excluded`) value, any other keeps the row's,
  * as it is once the statement has locked it. Read-merge-write in JavaScript would let concurrent
  * PATCHes of different columns undo one another. Whether a column is given is a parameter, so
- * the text is the same for every PATCH (one prepared statement). Columns are the code's, never
+ * the text is the same for every PATCH (a named statement could carry it). Columns are the code's, never
  * input.
  */
 export function patchedColumns(alias: string, patch: Readonly<Record<string, unknown>>): Sql {

@@ -240,6 +240,8 @@ export class PersonalitiesRepository {
   /**
    * The personality, locked for the caller's transaction until it commits: a change read and
    * saved under the lock cannot undo a concurrent one, nor bring back one deleted meanwhile.
+   * FOR NO KEY UPDATE, as the UPDATE itself takes: the key share that a reply's memories (and
+   * an import) hold on the personality by their foreign key is not waited for, nor blocked.
    */
   lockForUpdate(
     manager: EntityManager,
@@ -248,7 +250,7 @@ export class PersonalitiesRepository {
   ): Promise<Personality | null> {
     return this.database.repository(Personality, manager).findOne({
       where: { id, organizationId },
-      lock: { mode: 'pessimistic_write' },
+      lock: { mode: 'for_no_key_update' },
     });
   }
 

@@ -332,6 +332,9 @@ export class PersonalitiesService implements OnApplicationBootstrap {
         personality.language = changes.language;
         personality.searchConfig = searchConfigOf(changes.language);
       }
+      // The time of the change, once the lock is held: the transaction's own time (TypeORM's
+      // default) is before a wait for it, so a PATCH that waited would go back in time.
+      personality.updatedAt = this.clock.now();
       return this.repository.save(manager, personality);
     });
     await this.forget(organizationId, id);

@@ -29,9 +29,9 @@ export class LimitsRepository {
   /**
    * The limits `patch` gives, written onto the organization's as they are when the row is locked
    * (onto `defaults` without a row; concurrent PATCHes of different limits all land), and, in the
-   * same statement, the thresholds of a new monthly budget that the month's tokens already reached
-   * (a budget lowered below what is spent): `usage.threshold_reached`, once per threshold and
-   * month as when a reply crosses it. Answers the limits as written.
+   * same statement, the thresholds of the monthly budget as written that the month's tokens
+   * already reached (a budget lowered below what is spent): `usage.threshold_reached`, once per
+   * threshold and month as when a reply crosses it. Answers the limits as written.
    */
   async patch(
     organizationId: string,
@@ -52,11 +52,11 @@ export class LimitsRepository {
       (lent) => sql`SELECT ${lent} FROM token_usage_months
                      WHERE organization_id = ${organizationId} AND month = ${month}`,
     );
-    // Only a budget this PATCH sets is checked: thresholds under the one it keeps were recorded
-    // when it was set, or by the replies that crossed them.
+    // Against the budget as written, named by this PATCH or kept: a reply admitted under an
+    // older budget may have crossed a threshold of this one without recording it.
     const reached = usageThresholdStep(current, {
       organizationId,
-      limit: patch.monthly_token_budget ?? null,
+      limit: sql`(SELECT monthly_token_budget FROM limits_written)`,
       at,
     });
     const row = await this.database.row<LimitsRow>(

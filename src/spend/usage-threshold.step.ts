@@ -1,4 +1,4 @@
-import { cte, type Cte, type Source, sql } from '../database/sql';
+import { cte, type Cte, type Source, Sql, sql } from '../database/sql';
 import type { MonthTokensColumns } from '../usage/usage.steps';
 
 /** The shares of the monthly budget that send `usage.threshold_reached` (contract §23). */
@@ -6,8 +6,11 @@ export const USAGE_THRESHOLDS = [50, 80, 100] as const;
 
 export interface ThresholdCheck {
   organizationId: string;
-  /** The monthly token budget; null: no budget, no row. */
-  limit: number | string | null;
+  /**
+   * The monthly token budget, or SQL reading it from an earlier step of the statement; null: no
+   * budget, no row.
+   */
+  limit: number | string | Sql | null;
   /** The Clock's time of the change. */
   at: Date;
 }
@@ -23,7 +26,8 @@ export function usageThresholdStep(
   tokens: Source<MonthTokensColumns>,
   check: ThresholdCheck,
 ): Cte<'webhook_data'> {
-  const limit = check.limit === null ? null : String(check.limit);
+  const limit =
+    check.limit === null || check.limit instanceof Sql ? check.limit : String(check.limit);
   return cte(
     `${tokens.name}_threshold`,
     {
