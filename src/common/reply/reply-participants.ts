@@ -10,7 +10,6 @@ import {
 } from './reply-participant';
 
 interface FoundParticipant {
-  name: string;
   fields: readonly ReplyContextField[];
   participant: ReplyParticipant;
 }
@@ -28,7 +27,7 @@ export class ReplyParticipants implements OnModuleInit {
    * singleton, one provided twice, and a field two participants write.
    */
   onModuleInit(): void {
-    const found = new Map<ReplyParticipant, FoundParticipant>();
+    const found: FoundParticipant[] = [];
     const writers = new Map<ReplyContextField, string>();
     for (const wrapper of this.discovery.getProviders({ metadataKey: ReadsForReplies.KEY })) {
       const participant = wrapper.instance as ReplyParticipant | undefined;
@@ -37,7 +36,6 @@ export class ReplyParticipants implements OnModuleInit {
       if (!participant || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
         throw new Error(`reply participant ${name} must be a singleton`);
       }
-      if (found.has(participant)) continue;
       const fields = (Reflect.getMetadata(ReadsForReplies.KEY, wrapper.metatype as object) ??
         []) as readonly ReplyContextField[];
       for (const field of fields) {
@@ -46,9 +44,9 @@ export class ReplyParticipants implements OnModuleInit {
         if (earlier) throw new Error(`${earlier} and ${name} both write ${field} for replies`);
         writers.set(field, name);
       }
-      found.set(participant, { name, fields, participant });
+      found.push({ fields, participant });
     }
-    this.participants = [...found.values()];
+    this.participants = found;
   }
 
   /** Refuses to start a reply path some field of whose context no participant writes. */
