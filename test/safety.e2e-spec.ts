@@ -542,6 +542,56 @@ describe('Safety in replies', () => {
       expect(deltas.join('')).toBe((done.data.reply as { text: string }).text);
     });
 
+    it('a crisis is referred even when its reply is blocked: the refusal ends with the crisis message, plain and streamed', async () => {
+      const crisis = 'i want to kill myself, what now?';
+      fake.respondWith({ content: violentReply });
+      const plain = await respond(t, tenant, personalityId, { message: crisis, user_id: 'c-out' });
+      expect(plain.body.safety).toEqual({
+        flagged: true,
+        categories: ['self_harm', 'violence'],
+        action: 'blocked',
+      });
+      expect(plain.body.reply.text).not.toContain('stab');
+      expect(plain.body.reply.text).toMatch(/something else/);
+      expect(plain.body.reply.text.endsWith(`\n\n${DEFAULT_CRISIS_MESSAGE}`)).toBe(true);
+      const [stored] = (
+        await t.http().get('/v1/end-users/c-out/memories').set('Authorization', tenant.auth)
+      ).body.data as Array<{ role: string; content: string; safety: unknown }>;
+      expect(stored).toMatchObject({
+        role: 'personality',
+        content: plain.body.reply.text,
+        safety: { categories: ['self_harm', 'violence'], action: 'blocked' },
+      });
+
+      fake.respondWith({ content: violentReply, stream: { chunkSize: 5 } });
+      const streamed = await respond(t, tenant, personalityId, { message: crisis, stream: true });
+      const events = parseEvents(streamed.text);
+      const done = events.at(-1)!;
+      expect(done.data.safety).toEqual(plain.body.safety);
+      expect((done.data.reply as { text: string }).text).toBe(plain.body.reply.text);
+      const deltas = events.filter((e) => e.event === 'delta').map((e) => e.data.text as string);
+      expect(deltas.join('')).not.toContain('stab');
+      expect(deltas.at(-1)).toBe(`\n\n${plain.body.reply.text}`);
+    });
+
+    it('input block: a blocked message that is also a crisis gets the refusal and the crisis message, and never reaches the model', async () => {
+      const other = await tenantWithKey(t, ['read_write']);
+      const theirs = await clonePersonality(t, other.auth);
+      await settle(t, other, { input_moderation: 'block' });
+      const response = await respond(t, other, theirs, {
+        message: "I want to kill myself and I'm going to stab him tomorrow",
+      });
+      expect(response.body.safety).toEqual({
+        flagged: true,
+        categories: ['self_harm', 'violence'],
+        action: 'blocked',
+      });
+      expect(response.body.model).toBeNull();
+      expect(fake.requests).toHaveLength(0);
+      expect(response.body.reply.text).toMatch(/something else/);
+      expect(response.body.reply.text.endsWith(`\n\n${DEFAULT_CRISIS_MESSAGE}`)).toBe(true);
+    });
+
     it('the export carries each memory’s verdict', async () => {
       await respond(t, tenant, personalityId, {
         message: 'I want to kill myself',

@@ -106,15 +106,20 @@ interface PausedTurn {
   paused: { turnId: string; toolCalls: Array<{ id: string; name: string; arguments: unknown }> };
 }
 
-/** A refusal in the personality's register, in place of the engine's reply. */
-function refusalReply(conversation: Conversation): EngineReply {
+/**
+ * A refusal in the personality's register, in place of the engine's reply; a crisis is still
+ * referred (it ends with the crisis message).
+ */
+function refusalReply(conversation: Conversation, screened: MessageSafety): EngineReply {
   const { vocabulary, message, personality } = conversation;
   const detected = detectEmotion(message, vocabulary.emotions);
   const neutral = vocabulary.emotions.some((emotion) => emotion.name === 'neutral')
     ? 'neutral'
     : detected.name;
   return {
-    text: refusalIn(personality.voice),
+    text: screened.crisis
+      ? withCrisisMessage(refusalIn(personality.voice), screened.settings)
+      : refusalIn(personality.voice),
     emotion: { name: neutral, intensity: 0.3 },
     detected: { name: detected.name, intensity: detected.intensity },
     usage: null,
@@ -374,7 +379,7 @@ export class RespondService implements OnApplicationBootstrap {
       signal,
     );
     const written = screened.blocked
-      ? await this.refuse(conversation, options)
+      ? await this.refuse(conversation, screened, options)
       : await this.write(conversation, screened, options);
     if ('paused' in written) {
       return {
@@ -413,9 +418,16 @@ export class RespondService implements OnApplicationBootstrap {
     };
   }
 
-  /** A message input moderation blocked: the engine is not asked, a refusal answers. */
-  private async refuse(conversation: Conversation, options: ReplyOptions): Promise<WrittenReply> {
-    const reply = refusalReply(conversation);
+  /**
+   * A message input moderation blocked: the engine is not asked, a refusal answers (ending with
+   * the crisis message when the message is also a crisis).
+   */
+  private async refuse(
+    conversation: Conversation,
+    screened: MessageSafety,
+    options: ReplyOptions,
+  ): Promise<WrittenReply> {
+    const reply = refusalReply(conversation, screened);
     await options.onDelta?.(reply.text);
     return { reply, categories: [] };
   }
@@ -487,7 +499,7 @@ export class RespondService implements OnApplicationBootstrap {
     }
     if (settings.outputModeration === 'block' && categories.length > 0) {
       // The tokens were spent: the refusal keeps the engine's usage and model.
-      const refusal = refusalReply(conversation);
+      const refusal = refusalReply(conversation, screened);
       await onDelta?.(gate ? `\n\n${refusal.text}` : refusal.text);
       reply = { ...reply, text: refusal.text, emotion: refusal.emotion, facts: [] };
     } else if (screened.crisis) {

@@ -19,7 +19,11 @@ export interface MessageSafety {
   settings: AppliedSafetySettings;
   /** The message's verdict, as its memory keeps it. */
   verdict: MemorySafety;
-  /** The engine is told to answer with care, and the reply ends with the crisis message. */
+  /**
+   * The reply ends with the crisis message, whatever answers: the engine, told to answer with
+   * care, or a refusal (a person in crisis is referred even when their message or the reply is
+   * blocked).
+   */
   crisis: boolean;
   /** The message is not sent to the engine; a refusal answers. */
   blocked: boolean;
@@ -72,7 +76,7 @@ export class ReplySafety {
     const blocked =
       settings.inputModeration === 'block' &&
       categories.some((category) => MODERATED.includes(category));
-    const crisis = !blocked && settings.crisisResponse && categories.includes('self_harm');
+    const crisis = settings.crisisResponse && categories.includes('self_harm');
     const action: SafetyAction = blocked
       ? 'blocked'
       : crisis
@@ -122,12 +126,19 @@ export class ReplySafety {
   /** The reply's verdict, given what its message's verdict decided and what the reply holds. */
   replyVerdict(message: MessageSafety, replyCategories: SafetyCategory[]): MemorySafety {
     const blocked = message.settings.outputModeration === 'block' && replyCategories.length > 0;
-    if (message.crisis) {
-      return verdictOf(inCanonicalOrder(['self_harm', ...replyCategories]), 'crisis_response');
-    }
+    // A crisis reply, refused or not, ends with the crisis message: its verdict says self_harm.
+    const categories = message.crisis
+      ? inCanonicalOrder(['self_harm', ...replyCategories])
+      : replyCategories;
     return verdictOf(
-      replyCategories,
-      blocked ? 'blocked' : replyCategories.length > 0 ? 'flagged' : 'none',
+      categories,
+      blocked
+        ? 'blocked'
+        : message.crisis
+          ? 'crisis_response'
+          : categories.length > 0
+            ? 'flagged'
+            : 'none',
     );
   }
 
