@@ -70,8 +70,10 @@ export class InvitationsRepository {
                         token_hash = EXCLUDED.token_hash,
                         invited_by_user_id = EXCLUDED.invited_by_user_id,
                         expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
-           -- An open invitation for owner is replaced by an owner only.
+           -- A pending invitation for owner is replaced by an owner only (an expired one can no
+           -- longer make anyone an owner).
            WHERE invitations.role <> 'owner' OR ${fields.byOwner}::boolean
+              OR invitations.expires_at <= ${fields.now}
           RETURNING ${columns(fields.now)}, (xmax <> 0) AS replaced`,
       { manager },
     );

@@ -169,9 +169,11 @@ export class InvitationsService {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
-      const revoked = await this.invitations.revoke(manager, organizationId, id, this.clock.now());
+      const now = this.clock.now();
+      const revoked = await this.invitations.revoke(manager, organizationId, id, now);
       if (!revoked) throw AppError.notFound('Invitation');
-      if (revoked.role === 'owner') assertOwner(actor.role);
+      // A pending owner invitation is an owner's to revoke; an expired one makes no one owner.
+      if (revoked.role === 'owner' && revoked.expires_at > now) assertOwner(actor.role);
       await this.audit.record(manager, caller, {
         organizationId,
         action: 'invitation.revoked',
