@@ -105,13 +105,13 @@ export class WebhookEndpointsService {
 
   async remove(caller: CallerContext, id: string): Promise<void> {
     await this.database.transaction(async (manager) => {
-      if (!(await this.webhooks.deleteEndpoint(manager, caller.organizationId, id))) {
-        throw AppError.notFound('Webhook endpoint');
-      }
+      const deleted = await this.webhooks.deleteEndpoint(manager, caller.organizationId, id);
+      if (!deleted) throw AppError.notFound('Webhook endpoint');
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: 'webhook_endpoint.deleted',
         target: { type: 'webhook_endpoint', id },
+        details: { url: deleted.url, events: deleted.events },
       });
     });
   }

@@ -213,16 +213,17 @@ export class WebhooksRepository {
   }
 
   /** Its attempts go with it (ON DELETE CASCADE). Answers whether there was one. */
+  /** Deletes the endpoint; answers what the audit keeps of it, or undefined when there is none. */
   async deleteEndpoint(
     manager: EntityManager,
     organizationId: string,
     id: string,
-  ): Promise<boolean> {
-    const deleted = await this.database.count(
-      sql`DELETE FROM webhook_endpoints WHERE organization_id = ${organizationId} AND id = ${id}`,
+  ): Promise<{ url: string; events: string[] } | undefined> {
+    return this.database.row<{ url: string; events: string[] }>(
+      sql`DELETE FROM webhook_endpoints WHERE organization_id = ${organizationId} AND id = ${id}
+          RETURNING url, events`,
       { manager },
     );
-    return deleted > 0;
   }
 
   // ---------------------------------------------------------------- the outbox
