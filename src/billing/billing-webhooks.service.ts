@@ -159,7 +159,18 @@ export class BillingWebhooksService {
       eventTime,
       this.clock.now(),
     );
-    return stored ? 'applied' : 'stale';
+    if (stored) return 'applied';
+    if (await this.billing.subscriptionMirrored(manager, subscriptionId)) return 'stale';
+    // Our customer's subscription, not mirrored yet (its created event comes later, or is being
+    // handled): refused and rolled back, so that Stripe redelivers the invoice once it is here.
+    const customerId = idOf(invoice.customer);
+    if (customerId && (await this.billing.organizationOfCustomer(manager, customerId))) {
+      throw new AppError(
+        'service_unavailable',
+        "The invoice's subscription is not mirrored yet; Stripe delivers the event again",
+      );
+    }
+    return 'ignored';
   }
 
   /** The newest saved payment method becomes the one new subscriptions charge. */

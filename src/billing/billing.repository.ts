@@ -217,9 +217,9 @@ export class BillingRepository {
     );
     for (let attempt = 0; attempt < 2; attempt++) {
       if (await this.database.row(update, { manager })) return 'applied';
-      if (await this.subscriptionExists(manager, snapshot.stripeSubscriptionId)) return 'stale';
+      if (await this.subscriptionMirrored(manager, snapshot.stripeSubscriptionId)) return 'stale';
       if (await this.database.row(insert, { manager })) return 'applied';
-      if (!(await this.subscriptionExists(manager, snapshot.stripeSubscriptionId))) {
+      if (!(await this.subscriptionMirrored(manager, snapshot.stripeSubscriptionId))) {
         return 'conflict';
       }
     }
@@ -251,7 +251,8 @@ export class BillingRepository {
     return updated > 0;
   }
 
-  private async subscriptionExists(
+  /** Whether the Stripe subscription has a row here (its created event, or our own start). */
+  async subscriptionMirrored(
     manager: EntityManager,
     stripeSubscriptionId: string,
   ): Promise<boolean> {

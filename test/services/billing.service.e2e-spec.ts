@@ -288,6 +288,54 @@ describe('Billing services (real database, fake Stripe)', () => {
   });
 
   describe('webhooks', () => {
+    it('refuses an invoice whose subscription is not mirrored yet, so Stripe delivers it again', async () => {
+      // A subscription made outside the service (Stripe's dashboard) for a customer of ours: its
+      // invoice.paid can arrive before customer.subscription.created.
+      const { subscription } = await subscribed();
+      const caller = await admin();
+      await billing.createSetupIntent(caller.organizationId);
+      const customer = (await customerOf(caller.organizationId))!;
+      const dashboard = { ...atStripe(subscription.id), id: `sub_${randomUUID()}`, customer };
+      const invoice = {
+        id: `in_${randomUUID()}`,
+        object: 'invoice',
+        customer,
+        parent: {
+          type: 'subscription_details',
+          subscription_details: { subscription: dashboard.id },
+        },
+      };
+      const paid = stripeEvent('invoice.paid', invoice, nowSeconds());
+      await expectAppError(deliver(paid), 'service_unavailable');
+      expect(await eventRows(paid.id)).toEqual([]);
+
+      await deliver(stripeEvent('customer.subscription.created', dashboard, nowSeconds() - 1));
+      expect(await mirrored(dashboard.id)).toMatchObject({
+        organization_id: caller.organizationId,
+      });
+      await deliver(paid);
+      expect(await eventRows(paid.id)).toEqual([{ outcome: 'applied' }]);
+      const [held] = await database.rows<{
+        latest_invoice_id: string;
+        latest_invoice_status: string;
+      }>(
+        sql`SELECT latest_invoice_id, latest_invoice_status FROM billing_subscriptions
+             WHERE stripe_subscription_id = ${dashboard.id}`,
+      );
+      expect(held).toEqual({ latest_invoice_id: invoice.id, latest_invoice_status: 'paid' });
+
+      // Not our customer's: acknowledged and ignored, as its subscription events are.
+      const foreign = {
+        ...invoice,
+        id: `in_${randomUUID()}`,
+        customer: 'cus_unknown',
+        parent: { ...invoice.parent, subscription_details: { subscription: 'sub_unknown' } },
+      };
+      const theirs = stripeEvent('invoice.paid', foreign, nowSeconds());
+      await deliver(theirs);
+      expect(await eventRows(theirs.id)).toEqual([{ outcome: 'ignored' }]);
+    });
+
     it('applies a signed event once, however often and concurrently it is delivered', async () => {
       const { subscription } = await subscribed();
       const id = subscription.id;
