@@ -35,8 +35,6 @@ export class AuthService implements OnModuleInit {
   async login(rawEmail: string, password: string) {
     const email = rawEmail.trim();
     const gate = await this.loginAttempts.begin(email);
-    // Off the request: the answer says nothing of whether the address has an account.
-    if (gate.lockedNow) this.passwordReset.sendLockoutNotice(email);
     if (gate.refused) {
       throw new AppError(
         'login_locked',
@@ -49,6 +47,9 @@ export class AuthService implements OnModuleInit {
       password,
     );
     if (!user || !matches) {
+      // The attempt that set the lock failed: the notice goes out, off the request (the answer
+      // says nothing of whether the address has an account). One that succeeds lifts the lock.
+      if (gate.lockedNow) this.passwordReset.sendLockoutNotice(email);
       throw new AppError('invalid_credentials', 'The e-mail address or password is wrong');
     }
     await this.loginAttempts.succeeded(email);

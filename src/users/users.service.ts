@@ -1,10 +1,7 @@
-import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { PinoLogger } from 'nestjs-pino';
+import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
-import type { TtlCache } from '../common/cache/ttl-cache';
-import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+import type { SharedCache } from '../common/cache/shared-cache';
 import { User } from './entities/user.entity';
 import { UsersRepository } from './users.repository';
 
@@ -15,27 +12,22 @@ import { UsersRepository } from './users.repository';
 export const TOKEN_VERSION_CACHE_MS = 5_000;
 
 @Injectable()
-export class UsersService implements OnModuleInit, OnModuleDestroy {
-  private readonly tokenVersions: TtlCache<number | null>;
-  private readonly endedTokens: InvalidationChannel;
+export class UsersService {
+  /**
+   * Each user's token version, dropped on every instance when a reset raises it. A read that
+   * started before the reset is not kept (SharedCache): it may hold the old version, which would
+   * let the tokens the reset ended in again until the entry expires.
+   */
+  private readonly tokenVersions: SharedCache<number | null>;
 
   constructor(
     private readonly users: UsersRepository,
-    @Inject(REDIS_CLIENT) redis: RedisClient,
-    logger: PinoLogger,
     caches: Caches,
   ) {
-    logger.setContext(UsersService.name);
-    this.tokenVersions = caches.local(TOKEN_VERSION_CACHE_MS);
-    this.endedTokens = new InvalidationChannel(redis, 'identity:user-tokens-ended', logger);
-  }
-
-  onModuleInit(): void {
-    this.endedTokens.listen((userId) => this.tokenVersions.delete(userId));
-  }
-
-  onModuleDestroy(): void {
-    this.endedTokens.close();
+    this.tokenVersions = caches.shared({
+      channel: 'identity:user-tokens-ended',
+      ttlMs: TOKEN_VERSION_CACHE_MS,
+    });
   }
 
   findById(id: string): Promise<User | null> {
@@ -55,12 +47,8 @@ export class UsersService implements OnModuleInit, OnModuleDestroy {
   }
 
   /** The current token version (cached briefly); null when the user no longer exists. */
-  async tokenVersion(userId: string): Promise<number | null> {
-    const cached = this.tokenVersions.get(userId);
-    if (cached !== undefined) return cached;
-    const version = await this.users.tokenVersion(userId);
-    this.tokenVersions.set(userId, version);
-    return version;
+  tokenVersion(userId: string): Promise<number | null> {
+    return this.tokenVersions.get(userId, () => this.users.tokenVersion(userId));
   }
 
   /**
@@ -79,8 +67,7 @@ export class UsersService implements OnModuleInit, OnModuleDestroy {
 
   /** After the version was raised: at once here, and on every instance when Redis is set. */
   forgetTokenVersion(userId: string): Promise<void> {
-    this.tokenVersions.delete(userId);
-    return this.endedTokens.publish(userId);
+    return this.tokenVersions.invalidate(userId);
   }
 
   /** In the caller's transaction: the user's address is verified from `at` on. */
