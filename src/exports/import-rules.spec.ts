@@ -26,6 +26,7 @@ const context: ImportContext = {
   factsLimit: 3,
   emotionNamesOf: (version) =>
     ({ '1.0.0': new Set(['joy', 'trust']), '2.0.0': new Set(['joy', 'gratitude']) })[version],
+  latestVocabularyVersion: '2.0.0',
 };
 
 function document(): PmfDocument {
@@ -136,6 +137,16 @@ describe('ImportChecker', () => {
       '/memories/0/vocabulary_version',
       '/memories/1/emotion/name',
     ]);
+  });
+
+  it('checks the emotion of a memory without a vocabulary version against the latest version', () => {
+    const doc = document();
+    doc.memories[1].emotion = { name: 'gratitude', intensity: 0.4 };
+    expect(problems(doc)).toEqual([]);
+    doc.memories[1].emotion = { name: 'trust', intensity: 0.4 };
+    expect(problems(doc).map((p) => p.split(':')[0])).toEqual(['/memories/1/emotion/name']);
+    doc.memories[1].emotion = { name: `not an emotion\u0007\n${'z'.repeat(20_000)}`, intensity: 1 };
+    expect(problems(doc).map((p) => p.split(':')[0])).toEqual(['/memories/1/emotion/name']);
   });
 
   it('refuses times after the clock or before 1970, to the millisecond', () => {

@@ -30,6 +30,8 @@ export interface ImportContext {
   factsLimit: number;
   /** The emotion names of a published vocabulary version; undefined for an unknown version. */
   emotionNamesOf(version: string): ReadonlySet<string> | undefined;
+  /** The newest published version: what names the emotion of a memory that names no version. */
+  latestVocabularyVersion: string;
 }
 
 /** Problems, in document order; past MAX_LISTED_PROBLEMS they are only counted. */
@@ -269,6 +271,14 @@ export class ImportChecker {
       } else if (memory.emotion && !emotions.has(memory.emotion.name)) {
         this.problems.add(`${at}/emotion/name`, 'is not an emotion of its vocabulary version');
       }
+    } else if (
+      memory.emotion &&
+      !this.context.emotionNamesOf(this.context.latestVocabularyVersion)?.has(memory.emotion.name)
+    ) {
+      this.problems.add(
+        `${at}/emotion/name`,
+        'is not an emotion of the latest vocabulary version (the memory names no vocabulary_version)',
+      );
     }
     this.checkTime(`${at}/created_at`, memory.created_at);
   }
