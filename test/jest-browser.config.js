@@ -19,5 +19,4 @@ module.exports = {
   globalTeardown: '<rootDir>/test/browser/support/global-teardown.ts',
   maxWorkers: 1,
   testTimeout: 120_000,
-  forceExit: true,
 };

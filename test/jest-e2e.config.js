@@ -33,17 +33,11 @@ module.exports = {
   // killed a CI run with no report. The worker is replaced once its heap passes this after a spec.
   workerIdleMemoryLimit: '1.5GB',
   testTimeout: 60_000,
-  // Every spec closes what it opens and the app's shutdown releases the rest: in band, batches
-  // of the suite ended by themselves and --detectOpenHandles reports nothing (createTestApp also
-  // closes an app that fails to build); in the worker, an async_hooks census taken when Jest tells
-  // it to end finds only its IPC and stdio pipes. Jest's "worker process has failed to exit
-  // gracefully" at the end of a run is no leak but a deadline: Jest 29 gives the worker 500 ms
-  // from that message to its exit (jest-worker's FORCE_EXIT_DELAY), and a worker holding an app's
-  // heap needs 120-250 ms on a busy 2-core machine (Node tearing down a heap of 1 GB or so; a
-  // bare Node process with such a heap takes as long), more under heavier load. When the last
-  // spec leaves the heap above workerIdleMemoryLimit, the memory check after it also kills the
-  // worker and starts a new one only to end it (350 ms with a 3-4 GB heap). Jest 30.4 makes the
-  // delay configurable (workerGracefulExitTimeout). forceExit concerns Jest's own process, which
-  // ends by itself too; it stays until a whole CI run ends without it.
-  forceExit: true,
+  // No forceExit: every spec closes what it opens and the app's shutdown releases the rest, so
+  // Jest's process and its worker end by themselves (createTestApp also closes an app that fails
+  // to build); in band, --detectOpenHandles reports nothing. Should Jest print "a worker process
+  // has failed to exit gracefully" at the end of a run, that is no leak but a deadline: Jest 29
+  // gives the worker 500 ms from that message to its exit (jest-worker's FORCE_EXIT_DELAY), and a
+  // worker holding an app's heap needs 120-250 ms on a busy 2-core machine, more under heavier
+  // load. Jest 30.4 makes the delay configurable (workerGracefulExitTimeout).
 };
