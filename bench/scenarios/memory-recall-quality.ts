@@ -1,5 +1,9 @@
 import { Client } from 'pg';
-import { FAKE_MIN_SIMILARITY, FakeEmbeddings } from '../../test/support/fake-embeddings';
+import {
+  FAKE_MIN_SIMILARITY,
+  FakeEmbeddings,
+  fakeEmbedding,
+} from '../../test/support/fake-embeddings';
 import { FakeOpenAI } from '../../test/support/fake-openai';
 import { type RunningService, startService } from '../lib/service';
 import { personalityReply, pick, random, userMessage, userSentence } from './support/chat-text';
@@ -263,6 +267,41 @@ async function knowledgeRecall(
   };
 }
 
+/** The index of the fact that `paraphrase` asks about (test/fixtures/recall/memory-en.ts). */
+function factOfParaphrase(paraphrase: string): number {
+  return MEMORY_RECALL_EN.findIndex((item) => item.paraphrase === paraphrase);
+}
+
+/**
+ * The statement's rank (1 = nearest) by exact cosine with `question` among every embedded memory
+ * of the bench's end user, its cosine, and the (at most three) memories the embedder puts first.
+ */
+async function rankByCosine(db: Client, question: string, statement: string) {
+  const vector = fakeEmbedding(question);
+  const norm = Math.hypot(...vector);
+  const { rows } = await db.query<{ content: string; cosine: number }>(
+    `SELECT m.content,
+            (SELECT sum(a * b) FROM unnest(e.embedding, $1::real[]) AS v(a, b))::float8 AS cosine
+       FROM memory_embeddings e
+       JOIN memories m ON m.id = e.memory_id
+       JOIN end_users u ON u.id = e.end_user_id
+      WHERE u.user_id = $2
+      ORDER BY cosine DESC, e.memory_id DESC`,
+    [vector.map((x) => x / norm), USER_ID],
+  );
+  const index = rows.findIndex((row) => row.content === statement);
+  return {
+    question,
+    statement,
+    statement_rank: index === -1 ? null : index + 1,
+    statement_cosine: index === -1 ? null : round3(rows[index].cosine),
+    nearest: rows.slice(0, 3).map((row) => ({
+      content: row.content.slice(0, 90),
+      cosine: round3(row.cosine),
+    })),
+  };
+}
+
 async function post(
   instance: RunningService,
   headers: Record<string, string>,
@@ -449,6 +488,15 @@ export async function run(): Promise<Record<string, unknown>> {
       return ((await response.json()) as Json).data as Json[];
     };
     const hybridFigures = await topEight(searchOn(hybrid));
+    // Where the embedder alone puts each missed paraphrase's statement: its rank by exact cosine
+    // among every embedded memory of the end user (no sketch, no floor, no fusion), and the
+    // memories it puts first. A statement ranked within the search's depth but missed is lost in
+    // the fusion; one ranked below it, by the embedder.
+    const byMeaning = await Promise.all(
+      hybridFigures.missed_paraphrases.map((paraphrase) =>
+        rankByCosine(db, paraphrase, statements.get(factOfParaphrase(paraphrase))!.message),
+      ),
+    );
     // Knowledge at the fake's own floor (FAKE_MIN_SIMILARITY says why it is below the default):
     // an instance of its own, so the memory figures stay at the default.
     const hybridKnowledge = await startService({
@@ -527,6 +575,11 @@ export async function run(): Promise<Record<string, unknown>> {
           goal: '>= 0.9 (27)',
           goal_met: hybridFigures.paraphrase >= 27,
           missed: hybridFigures.missed_paraphrases,
+        },
+        missed_paraphrases_by_exact_cosine: {
+          method: `each missed paraphrase's statement ranked by its exact cosine with the paraphrase (the fake's vector) among all ${memories.rows[0].n} embedded memories: the ranking the embedder gives before the search's depth (twice the limit), floor and fusion`,
+          search_depth: 2 * 8,
+          per_question: byMeaning,
         },
         embeddings_candidates:
           'EMBEDDINGS_CANDIDATES 5000 (the default): the sketches of every memory of this conversation compared, the nearest 116 whole; below, 500: the latest 500 only (the default before sketches)',
