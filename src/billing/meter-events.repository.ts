@@ -89,7 +89,9 @@ export class MeterEventsRepository {
   /**
    * Turns every token hour that ended before `before` into one meter event of its
    * organization's Stripe customer (none without one) and marks it sealed, in one statement;
-   * SKIP LOCKED lets instances seal side by side. Answers how many events were queued.
+   * SKIP LOCKED lets instances seal side by side. Answers how many hours were sealed (a full
+   * batch means more may be waiting), not how many events were queued: an hour of an
+   * organization without a customer, or of no tokens, is sealed with no event.
    */
   async sealHoursBefore(
     before: Date,
@@ -97,7 +99,7 @@ export class MeterEventsRepository {
     now: Date,
     batch: number,
   ): Promise<number> {
-    const row = await this.database.row<{ queued: number }>(
+    const row = await this.database.row<{ sealed: number }>(
       sql`WITH open_hours AS (
             SELECT organization_id, hour, tokens FROM meter_token_hours
              WHERE NOT sealed AND hour < ${before}
@@ -122,9 +124,9 @@ export class MeterEventsRepository {
              WHERE s.tokens > 0
             ON CONFLICT (identifier) DO NOTHING
             RETURNING 1)
-          SELECT (SELECT count(*)::int FROM sealed) AS queued`,
+          SELECT (SELECT count(*)::int FROM sealed) AS sealed`,
     );
-    return row?.queued ?? 0;
+    return row?.sealed ?? 0;
   }
 
   /** The organization's events of the month not at Stripe yet. */
