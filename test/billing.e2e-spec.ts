@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 import { DataSource } from 'typeorm';
 import { expectError, expectRequestId } from './support/assertions';
-import { FakeStripe, FakeSubscription } from './support/fake-stripe';
+import { FakeStripe, FakeSubscription, stripeEvent } from './support/fake-stripe';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, TestApp } from './support/test-app';
 import { eventually } from './support/wait';
@@ -13,20 +13,6 @@ const OLD_WEBHOOK_SECRET = 'whsec_test_previous';
 const TIMEOUT_MS = 1000;
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
-
-function stripeEvent(type: string, object: unknown, created: number) {
-  return {
-    id: `evt_${randomBytes(10).toString('hex')}`,
-    object: 'event',
-    api_version: Stripe.API_VERSION,
-    created,
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-    data: { object },
-  };
-}
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 

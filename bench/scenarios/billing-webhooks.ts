@@ -1,24 +1,13 @@
 import type autocannon from 'autocannon';
-import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
-import { FakeStripe } from '../../test/support/fake-stripe';
+import { FakeStripe, stripeEvent } from '../../test/support/fake-stripe';
 import { load } from '../lib/load';
 import { startService } from '../lib/service';
 
 const WEBHOOK_SECRET = 'whsec_bench';
 
 function signedEvent(type: string, object: unknown, created: number) {
-  const payload = JSON.stringify({
-    id: `evt_${randomBytes(12).toString('hex')}`,
-    object: 'event',
-    api_version: Stripe.API_VERSION,
-    created,
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-    data: { object },
-  });
+  const payload = JSON.stringify(stripeEvent(type, object, created));
   const signature = Stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET });
   return { payload, signature };
 }

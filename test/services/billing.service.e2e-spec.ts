@@ -12,7 +12,7 @@ import { sql, withEntries } from '../../src/database/sql';
 import { monthStartOf, relationshipActivityStep } from '../../src/usage/usage.steps';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
-import { FakeStripe } from '../support/fake-stripe';
+import { FakeStripe, stripeEvent } from '../support/fake-stripe';
 import { moduleAlone } from '../support/module-alone';
 
 const WEBHOOK_SECRET = 'whsec_service_current';
@@ -21,21 +21,6 @@ const METER_EVENT_NAME = 'active_relationships';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-
-/** A Stripe event as Stripe sends it (the webhook handler reads id, type, created, data). */
-function stripeEvent(type: string, object: unknown, created: number) {
-  return {
-    id: `evt_${randomBytes(10).toString('hex')}`,
-    object: 'event',
-    api_version: Stripe.API_VERSION,
-    created,
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-    data: { object },
-  };
-}
 
 /**
  * The billing module alone on a real PostgreSQL, without HTTP ("medium" spec): BillingService

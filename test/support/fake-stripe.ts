@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
 
 /**
  * A small Stripe API on loopback for the e2e specs: the official SDK talks to it through
@@ -51,6 +52,21 @@ const now = () => Math.floor(Date.now() / 1000);
 const newId = (prefix: string) => `${prefix}_${randomBytes(10).toString('hex')}`;
 
 /** Stripe's form encoding (`items[0][price]=…`) back into nested objects (arrays stay keyed). */
+/** A Stripe event as Stripe sends it to a webhook endpoint (the handler reads id, type, created, data). */
+export function stripeEvent(type: string, object: unknown, created: number) {
+  return {
+    id: `evt_${randomBytes(10).toString('hex')}`,
+    object: 'event',
+    api_version: Stripe.API_VERSION,
+    created,
+    livemode: false,
+    pending_webhooks: 1,
+    request: { id: null, idempotency_key: null },
+    type,
+    data: { object },
+  };
+}
+
 export function parseForm(raw: string): Json {
   const root: Json = {};
   for (const [key, value] of new URLSearchParams(raw)) {
