@@ -125,6 +125,23 @@ export class BillingService {
   }
 
   /**
+   * A price Stripe does not know, or an archived one, is refused before the start's create. Stripe
+   * keeps a create's 400 under its idempotency key for a day, and the key is the organization's
+   * next start: a start with a mistyped price would make every start of that day answer 409.
+   */
+  private async assertUsablePrice(priceId: string): Promise<void> {
+    const unusable = () =>
+      AppError.validation([{ field: 'price_id', problem: 'is not a usable price' }]);
+    const price = await this.stripe.call(
+      'prices.retrieve',
+      (stripe) => stripe.prices.retrieve(priceId),
+      (error) =>
+        error instanceof Stripe.errors.StripeInvalidRequestError ? unusable() : undefined,
+    );
+    if (!price.active) throw unusable();
+  }
+
+  /**
    * Starts the organization's subscription. The idempotency key is derived from the organization
    * and how many subscriptions it has had, so a retry after a timeout (nothing stored locally yet)
    * replays Stripe's answer instead of creating a second subscription, and a concurrent request
@@ -137,6 +154,7 @@ export class BillingService {
     // moment, so a concurrent start either sees the live row (409) or sends the same key.
     const { generation, live } = await this.billing.subscriptionCounts(organizationId);
     if (live > 0) throw subscriptionExists();
+    await this.assertUsablePrice(priceId);
     const customer = await this.ensureCustomer(organizationId);
     const subscription = await this.stripe.call(
       'subscriptions.create',

@@ -148,6 +148,29 @@ describe('Billing services (real database, fake Stripe)', () => {
   });
 
   describe('subscriptions', () => {
+    it('refuses an unknown or archived price before the create, so the next start is not locked out', async () => {
+      const caller = await admin();
+      const creates = () =>
+        fake
+          .requestsTo('POST', /^\/v1\/subscriptions$/)
+          .filter((request) => JSON.stringify(request.form).includes(caller.organizationId));
+      for (const price of ['price_missing1', 'price_archived_2019']) {
+        await expect(billing.createSubscription(caller, price)).rejects.toMatchObject({
+          code: 'validation_failed',
+          details: [{ field: 'price_id', problem: 'is not a usable price' }],
+        });
+      }
+      expect(creates()).toEqual([]);
+      // The start's key was never used: the next start with a real price goes through.
+      await expect(billing.createSubscription(caller, 'price_basic')).resolves.toMatchObject({
+        status: 'active',
+        price_id: 'price_basic',
+      });
+      expect(creates().map((request) => request.idempotencyKey)).toEqual([
+        `subscription-create:${caller.organizationId}:0`,
+      ]);
+    });
+
     it('starts one subscription for concurrent starts with one price; another start answers 409', async () => {
       const caller = await admin();
       const started = await Promise.all(

@@ -326,6 +326,17 @@ export class FakeStripe {
         },
       ];
     }
+    const price = /^\/v1\/prices\/([^/]+)$/.exec(r.path);
+    if (r.method === 'GET' && price) {
+      // Any price_… exists except price_missing…; price_archived… is not active.
+      if (!price[1].startsWith('price_') || price[1].startsWith('price_missing')) {
+        return missing('price');
+      }
+      return [
+        200,
+        { id: price[1], object: 'price', active: !price[1].startsWith('price_archived') },
+      ];
+    }
     if (r.method === 'POST' && r.path === '/v1/subscriptions') {
       if (!this.customers.has(form.customer as string)) return missing('customer');
       const price = ((form.items as Record<string, Json> | undefined)?.['0']?.price ??
