@@ -26,7 +26,10 @@ export class BillingWebhooksController {
   @ApiErrors(
     [400, 'The signature is missing, wrong or older than 300 s (`invalid_signature`)'],
     [502, 'Re-reading the subscription from Stripe failed; Stripe retries'],
-    [503, 'No payment provider or webhook secret configured (`billing_not_configured`)'],
+    [
+      503,
+      'No payment provider or webhook secret configured (`billing_not_configured`), or an invoice whose subscription is not mirrored yet (`service_unavailable`); Stripe retries',
+    ],
   )
   async receive(
     @Req() request: Request & { rawBody?: Buffer },

@@ -62,7 +62,18 @@ export class BillingWebhooksService {
 
   /** Applies a verified event (at most once) and logs its outcome. */
   async handle(event: Stripe.Event): Promise<WebhookOutcome> {
-    const outcome = await this.process(event);
+    let outcome: WebhookOutcome;
+    try {
+      outcome = await this.process(event);
+    } catch (error) {
+      // Answered 5xx and rolled back: Stripe delivers it again.
+      const reason = error instanceof Error ? error.message : String(error);
+      this.logger.warn(
+        { eventId: event.id, eventType: event.type, reason },
+        'stripe event deferred',
+      );
+      throw error;
+    }
     this.logger.info({ eventId: event.id, eventType: event.type, outcome }, 'stripe event');
     return outcome;
   }
@@ -161,16 +172,21 @@ export class BillingWebhooksService {
     );
     if (stored) return 'applied';
     if (await this.billing.subscriptionMirrored(manager, subscriptionId)) return 'stale';
-    // Our customer's subscription, not mirrored yet (its created event comes later, or is being
-    // handled): refused and rolled back, so that Stripe redelivers the invoice once it is here.
     const customerId = idOf(invoice.customer);
-    if (customerId && (await this.billing.organizationOfCustomer(manager, customerId))) {
-      throw new AppError(
-        'service_unavailable',
-        "The invoice's subscription is not mirrored yet; Stripe delivers the event again",
-      );
-    }
-    return 'ignored';
+    const organizationId = customerId
+      ? await this.billing.organizationOfCustomer(manager, customerId)
+      : null;
+    if (!organizationId) return 'ignored';
+    // A second live subscription of the organization is never mirrored (see onSubscription's
+    // conflict), so neither are its invoices: waiting for it would fail every delivery.
+    if ((await this.billing.subscriptionCounts(organizationId)).live > 0) return 'ignored';
+    // Our customer's subscription, not mirrored yet (its created event comes later, or our own
+    // start has not stored it yet): refused and rolled back, so that Stripe delivers the invoice
+    // again once it is here.
+    throw new AppError(
+      'service_unavailable',
+      "The invoice's subscription is not mirrored yet; Stripe delivers the event again",
+    );
   }
 
   /** The newest saved payment method becomes the one new subscriptions charge. */

@@ -332,6 +332,23 @@ describe('Billing services (real database, fake Stripe)', () => {
       );
       expect(held).toEqual({ latest_invoice_id: invoice.id, latest_invoice_status: 'paid' });
 
+      // A second live subscription of an organization is never mirrored: its invoices are
+      // ignored, not deferred (each delivery would fail until Stripe gave up).
+      const second = { ...dashboard, id: `sub_${randomUUID()}` };
+      await deliver(stripeEvent('customer.subscription.created', second, nowSeconds()));
+      expect(await mirrored(second.id)).toBeUndefined();
+      const secondPaid = stripeEvent(
+        'invoice.paid',
+        {
+          ...invoice,
+          id: `in_${randomUUID()}`,
+          parent: { ...invoice.parent, subscription_details: { subscription: second.id } },
+        },
+        nowSeconds(),
+      );
+      await deliver(secondPaid);
+      expect(await eventRows(secondPaid.id)).toEqual([{ outcome: 'ignored' }]);
+
       // Not our customer's: acknowledged and ignored, as its subscription events are.
       const foreign = {
         ...invoice,

@@ -12173,7 +12173,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description No payment provider or webhook secret configured (`billing_not_configured`) */
+            /** @description No payment provider or webhook secret configured (`billing_not_configured`), or an invoice whose subscription is not mirrored yet (`service_unavailable`); Stripe retries */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
