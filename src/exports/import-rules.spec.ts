@@ -26,7 +26,7 @@ const context: ImportContext = {
   factsLimit: 3,
   emotionNamesOf: (version) =>
     ({ '1.0.0': new Set(['joy', 'trust']), '2.0.0': new Set(['joy', 'gratitude']) })[version],
-  latestVocabularyVersion: '2.0.0',
+  emotionNamesOfEveryVersion: new Set(['joy', 'trust', 'gratitude']),
 };
 
 function document(): PmfDocument {
@@ -139,11 +139,14 @@ describe('ImportChecker', () => {
     ]);
   });
 
-  it('checks the emotion of a memory without a vocabulary version against the latest version', () => {
+  it('checks the emotion of a memory without a vocabulary version against every version', () => {
     const doc = document();
-    doc.memories[1].emotion = { name: 'gratitude', intensity: 0.4 };
-    expect(problems(doc)).toEqual([]);
-    doc.memories[1].emotion = { name: 'trust', intensity: 0.4 };
+    // 'trust' is only in 1.0.0, 'gratitude' only in 2.0.0: both were named by the service.
+    for (const name of ['gratitude', 'trust']) {
+      doc.memories[1].emotion = { name, intensity: 0.4 };
+      expect(problems(doc)).toEqual([]);
+    }
+    doc.memories[1].emotion = { name: 'wistfulness', intensity: 0.4 };
     expect(problems(doc).map((p) => p.split(':')[0])).toEqual(['/memories/1/emotion/name']);
     doc.memories[1].emotion = { name: `not an emotion\u0007\n${'z'.repeat(20_000)}`, intensity: 1 };
     expect(problems(doc).map((p) => p.split(':')[0])).toEqual(['/memories/1/emotion/name']);

@@ -30,8 +30,11 @@ export interface ImportContext {
   factsLimit: number;
   /** The emotion names of a published vocabulary version; undefined for an unknown version. */
   emotionNamesOf(version: string): ReadonlySet<string> | undefined;
-  /** The newest published version: what names the emotion of a memory that names no version. */
-  latestVocabularyVersion: string;
+  /**
+   * The emotion names of every published version: the names a memory that names no version may
+   * carry (the same whichever version is newest, so an export always imports again).
+   */
+  emotionNamesOfEveryVersion: ReadonlySet<string>;
 }
 
 /** Problems, in document order; past MAX_LISTED_PROBLEMS they are only counted. */
@@ -273,11 +276,11 @@ export class ImportChecker {
       }
     } else if (
       memory.emotion &&
-      !this.context.emotionNamesOf(this.context.latestVocabularyVersion)?.has(memory.emotion.name)
+      !this.context.emotionNamesOfEveryVersion.has(memory.emotion.name)
     ) {
       this.problems.add(
         `${at}/emotion/name`,
-        'is not an emotion of the latest vocabulary version (the memory names no vocabulary_version)',
+        'is not an emotion of any vocabulary version (the memory names no vocabulary_version)',
       );
     }
     this.checkTime(`${at}/created_at`, memory.created_at);

@@ -90,7 +90,7 @@ export class ImportService {
       now,
       factsLimit: this.factsLimit,
       emotionNamesOf: (version) => this.vocabularies.emotionNamesOf(version),
-      latestVocabularyVersion: this.vocabularies.latestDefinition().version,
+      emotionNamesOfEveryVersion: this.vocabularies.emotionNamesOfEveryVersion(),
     });
     const root: Record<string, unknown> = {};
     for (const name of document.names()) {

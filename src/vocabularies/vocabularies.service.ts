@@ -21,6 +21,7 @@ export class VocabulariesService implements OnApplicationBootstrap {
   private newestFirst: EmotionVocabulary[] = [];
   private versionJson = new Map<string, StaticJson>();
   private emotionNames = new Map<string, ReadonlySet<string>>();
+  private everyEmotionName: ReadonlySet<string> = new Set();
   private changelog: ChangelogEntryDto[] = [];
   private changelogPages = new Map<PageKey, StaticJson>();
 
@@ -62,6 +63,9 @@ export class VocabulariesService implements OnApplicationBootstrap {
     );
     this.emotionNames = new Map(
       this.newestFirst.map((row) => [row.version, new Set(row.emotions.map((e) => e.name))]),
+    );
+    this.everyEmotionName = new Set(
+      this.newestFirst.flatMap((row) => row.emotions.map((emotion) => emotion.name)),
     );
     this.changelog = this.newestFirst.map(toChangelogEntry);
     this.changelogPages = new Map();
@@ -109,6 +113,11 @@ export class VocabulariesService implements OnApplicationBootstrap {
   /** The emotion names of a published version; undefined for a version never published. */
   emotionNamesOf(version: string): ReadonlySet<string> | undefined {
     return this.emotionNames.get(version);
+  }
+
+  /** The names of every published version: an emotion the service has ever named. */
+  emotionNamesOfEveryVersion(): ReadonlySet<string> {
+    return this.everyEmotionName;
   }
 
   getJson(version: string): StaticJson {
