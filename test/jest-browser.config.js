@@ -18,5 +18,8 @@ module.exports = {
   globalSetup: '<rootDir>/test/browser/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/browser/support/global-teardown.ts',
   maxWorkers: 1,
+  // In a worker, not in Jest's own process (a memory limit makes Jest use one even for one spec):
+  // should anything the spec started outlive it, Jest ends the worker instead of waiting on it.
+  workerIdleMemoryLimit: '1.5GB',
   testTimeout: 120_000,
 };

@@ -106,11 +106,16 @@ describeInBrowser('The console in a browser (contract §28)', () => {
   }, 180_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await db?.end();
-    await service?.stop();
-    await receiver?.stop();
-    await smtp?.stop();
+    // Each is closed whatever the others do: one left open would keep Jest from ending.
+    const closed = await Promise.allSettled([
+      browser?.close(),
+      db?.end(),
+      service?.stop(),
+      receiver?.stop(),
+      smtp?.stop(),
+    ]);
+    const failed = closed.find((result) => result.status === 'rejected');
+    if (failed) throw failed.reason;
   });
 
   afterEach(() => {
