@@ -179,7 +179,7 @@ export class BillingWebhooksService {
     if (!organizationId) return 'ignored';
     // A second live subscription of the organization is never mirrored (see onSubscription's
     // conflict), so neither are its invoices: waiting for it would fail every delivery.
-    if ((await this.billing.subscriptionCounts(organizationId)).live > 0) return 'ignored';
+    if ((await this.billing.subscriptionCounts(organizationId, manager)).live > 0) return 'ignored';
     // Our customer's subscription, not mirrored yet (its created event comes later, or our own
     // start has not stored it yet): refused and rolled back, so that Stripe delivers the invoice
     // again once it is here.

@@ -111,11 +111,15 @@ export class BillingRepository {
    * How many subscriptions the organization has had, and how many of them are live, read in one
    * snapshot (a start that saw none live also saw the generation of that moment).
    */
-  async subscriptionCounts(organizationId: string): Promise<{ generation: number; live: number }> {
+  async subscriptionCounts(
+    organizationId: string,
+    manager?: EntityManager,
+  ): Promise<{ generation: number; live: number }> {
     const row = await this.database.row<{ generation: number; live: number }>(
       sql`SELECT count(*)::int AS generation,
                  (count(*) FILTER (WHERE status NOT IN (${ENDED})))::int AS live
             FROM billing_subscriptions WHERE organization_id = ${organizationId}`,
+      { manager },
     );
     return row!;
   }

@@ -39,6 +39,13 @@ const ACTION_RANK: Record<SafetyAction, number> = {
   blocked: 3,
 };
 
+/** The strongest action a message or a reply took: a refusal, then a referral, then a flag. */
+function actionOf(blocked: boolean, crisis: boolean, categories: SafetyCategory[]): SafetyAction {
+  if (blocked) return 'blocked';
+  if (crisis) return 'crisis_response';
+  return categories.length > 0 ? 'flagged' : 'none';
+}
+
 function verdictOf(categories: SafetyCategory[], action: SafetyAction): MemorySafety {
   return { flagged: categories.length > 0 || action !== 'none', categories, action };
 }
@@ -77,14 +84,12 @@ export class ReplySafety {
       settings.inputModeration === 'block' &&
       categories.some((category) => MODERATED.includes(category));
     const crisis = settings.crisisResponse && categories.includes('self_harm');
-    const action: SafetyAction = blocked
-      ? 'blocked'
-      : crisis
-        ? 'crisis_response'
-        : categories.length > 0
-          ? 'flagged'
-          : 'none';
-    return { settings, verdict: verdictOf(categories, action), crisis, blocked };
+    return {
+      settings,
+      verdict: verdictOf(categories, actionOf(blocked, crisis, categories)),
+      crisis,
+      blocked,
+    };
   }
 
   /** The moderated categories of a reply's text; none when output moderation is off. */
@@ -130,16 +135,7 @@ export class ReplySafety {
     const categories = message.crisis
       ? inCanonicalOrder(['self_harm', ...replyCategories])
       : replyCategories;
-    return verdictOf(
-      categories,
-      blocked
-        ? 'blocked'
-        : message.crisis
-          ? 'crisis_response'
-          : categories.length > 0
-            ? 'flagged'
-            : 'none',
-    );
+    return verdictOf(categories, actionOf(blocked, message.crisis, categories));
   }
 
   /** The exchange's: every category either found, and the strongest action either took. */

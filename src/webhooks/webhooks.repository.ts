@@ -212,8 +212,10 @@ export class WebhooksRepository {
     );
   }
 
-  /** Its attempts go with it (ON DELETE CASCADE). Answers whether there was one. */
-  /** Deletes the endpoint; answers what the audit keeps of it, or undefined when there is none. */
+  /**
+   * Deletes the endpoint, its attempts with it (ON DELETE CASCADE); answers what the audit keeps
+   * of it, or undefined when there was none.
+   */
   async deleteEndpoint(
     manager: EntityManager,
     organizationId: string,
