@@ -579,6 +579,46 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       expect(reread.body.status).toBe('active');
     });
 
+    it('answers 503 to an invoice of a subscription not mirrored yet, and 200 to its redelivery once it is', async () => {
+      const owner = await admin();
+      await t.http().post('/v1/billing/payment-methods').set('Authorization', owner.auth);
+      const customer = await customerIdOf(owner.organizationId);
+      const dashboard = {
+        id: `sub_dashboard${randomBytes(4).toString('hex')}`,
+        object: 'subscription',
+        customer,
+        status: 'active',
+        pause_collection: null,
+        cancel_at_period_end: false,
+        items: { object: 'list', data: [] },
+      };
+      const invoiceId = `in_${randomBytes(6).toString('hex')}`;
+      const paid = stripeEvent(
+        'invoice.paid',
+        {
+          id: invoiceId,
+          object: 'invoice',
+          customer,
+          parent: {
+            type: 'subscription_details',
+            subscription_details: { subscription: dashboard.id },
+          },
+        },
+        nowSeconds(),
+      );
+      expectError(await deliver(paid), 503, 'service_unavailable');
+      expect(
+        (await deliver(stripeEvent('customer.subscription.created', dashboard, nowSeconds() - 1)))
+          .status,
+      ).toBe(200);
+      expect((await deliver(paid)).status).toBe(200);
+      const read = await t.http().get('/v1/billing/subscription').set('Authorization', owner.auth);
+      expect(read.body).toMatchObject({
+        id: dashboard.id,
+        latest_invoice: { id: invoiceId, status: 'paid' },
+      });
+    });
+
     it('refuses a bad, missing or stale signature with 400 invalid_signature', async () => {
       const event = stripeEvent('invoice.paid', { id: 'in_x', object: 'invoice' }, nowSeconds());
       expectError(await deliver(event, { secret: 'whsec_wrong' }), 400, 'invalid_signature');
