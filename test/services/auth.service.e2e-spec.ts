@@ -22,6 +22,7 @@ import { UsersModule } from '../../src/users/users.module';
 import { UsersRepository } from '../../src/users/users.repository';
 import { UsersService } from '../../src/users/users.service';
 import { expectAppError } from '../support/assertions';
+import { stopClockAt } from '../support/clocks';
 import { moduleAlone } from '../support/module-alone';
 
 const RESET_TTL_SECONDS = 3_600;
@@ -78,12 +79,6 @@ describe('Auth and users services (real database)', () => {
   });
   afterEach(() => jest.restoreAllMocks());
   afterAll(() => moduleRef?.close());
-
-  /** The injected clock, stopped at `ms` until the test ends. */
-  function setClock(ms: number): void {
-    jest.spyOn(clock, 'now').mockImplementation(() => new Date(ms));
-    jest.spyOn(clock, 'nowMs').mockImplementation(() => ms);
-  }
 
   const freshEmail = () => `user-${randomUUID()}@example.test`;
 
@@ -233,9 +228,9 @@ describe('Auth and users services (real database)', () => {
   it(`locks at the ${LOCKOUT_THRESHOLD}th failure within 24 h (any case), mails one notice, refuses even the right password, and lifts the lock 24 h later by the clock`, async () => {
     const { email, user } = await signUp();
     const lockedAt = Date.parse('2031-03-01T10:00:00.000Z');
-    setClock(lockedAt - HOUR_MS);
+    stopClockAt(clock, lockedAt - HOUR_MS);
     await failLogins(email, LOCKOUT_THRESHOLD - 2);
-    setClock(lockedAt);
+    stopClockAt(clock, lockedAt);
     // The address is the same whatever the case and the spaces around it.
     await failLogins(` ${email.toUpperCase()}`, 1);
     await resets.idle();
@@ -248,9 +243,9 @@ describe('Auth and users services (real database)', () => {
     expect(lockoutMailed).toHaveBeenCalledTimes(1);
     expect(lockoutMailed.mock.calls[0].slice(0, 2)).toEqual([email, user.id]);
 
-    setClock(lockedAt + DAY_MS - 1);
+    stopClockAt(clock, lockedAt + DAY_MS - 1);
     await expectAppError(auth.login(email, PASSWORD), 'login_locked');
-    setClock(lockedAt + DAY_MS);
+    stopClockAt(clock, lockedAt + DAY_MS);
     await expect(auth.login(email, PASSWORD)).resolves.toBeDefined();
     // The success cleared the count: a fresh run of failures starts from nothing.
     const rows = await database.rows(
@@ -267,12 +262,12 @@ describe('Auth and users services (real database)', () => {
     // 20 failures 2 hours apart: never more than 12 inside one 24-hour span, so no lock.
     const spread = LOCKOUT_THRESHOLD + 5;
     for (let i = 0; i < spread; i++) {
-      setClock(start + i * 2 * HOUR_MS);
+      stopClockAt(clock, start + i * 2 * HOUR_MS);
       await expectAppError(auth.login(email, PASSWORD), 'invalid_credentials');
     }
     // At +40 h the failures younger than 24 hours are those of +18 h … +38 h: 11. Three more
     // answer invalid_credentials, and the next, the 15th inside the window, sets the lock.
-    setClock(start + spread * 2 * HOUR_MS);
+    stopClockAt(clock, start + spread * 2 * HOUR_MS);
     const live = 11;
     await failLogins(email, LOCKOUT_THRESHOLD - live - 1);
     await expectAppError(auth.login(email, PASSWORD), 'invalid_credentials');
@@ -285,7 +280,7 @@ describe('Auth and users services (real database)', () => {
 
   it('stores a reset token only as its SHA-256, lets exactly one of concurrent uses through, and ends earlier access tokens and the lock', async () => {
     const { email, user, access_token: before } = await signUp();
-    setClock(Date.parse('2031-05-01T08:00:00.000Z'));
+    stopClockAt(clock, Date.parse('2031-05-01T08:00:00.000Z'));
     // Cached: the reset must end it at once all the same.
     expect((await authenticate(before)).userId).toBe(user.id);
     await failLogins(email, LOCKOUT_THRESHOLD);
@@ -332,15 +327,15 @@ describe('Auth and users services (real database)', () => {
   it('expires a reset token RESET_TOKEN_TTL_SECONDS after it was issued, by the clock', async () => {
     const { email, user } = await signUp();
     const issuedAt = Date.parse('2031-06-01T12:00:00.000Z');
-    setClock(issuedAt);
+    stopClockAt(clock, issuedAt);
     const expired = await resetToken(email);
-    setClock(issuedAt + RESET_TTL_SECONDS * 1000);
+    stopClockAt(clock, issuedAt + RESET_TTL_SECONDS * 1000);
     await expectAppError(resets.reset(expired, 'a brand new password'), 'invalid_reset_token');
 
     const lateIssue = issuedAt + RESET_TTL_SECONDS * 1000;
     const live = await resetToken(email);
     const spare = await resetToken(email);
-    setClock(lateIssue + RESET_TTL_SECONDS * 1000 - 1);
+    stopClockAt(clock, lateIssue + RESET_TTL_SECONDS * 1000 - 1);
     await resets.reset(live, 'a brand new password');
     // Every other link of the user was spent with it.
     await expectAppError(resets.reset(spare, 'another new password'), 'invalid_reset_token');
@@ -352,7 +347,7 @@ describe('Auth and users services (real database)', () => {
 
   it('verifies the address with a mailed token stored as its hash, once, even when used concurrently; other links are spent with it', async () => {
     const verifiedAt = Date.parse('2031-07-01T09:30:00.000Z');
-    setClock(verifiedAt - HOUR_MS);
+    stopClockAt(clock, verifiedAt - HOUR_MS);
     const { user, verificationToken } = await signUp();
     expect(toMeResponse((await users.findById(user.id))!).email_verified).toBe(false);
     const stored = await tokenRows('email_verification_tokens', user.id);
@@ -365,7 +360,7 @@ describe('Auth and users services (real database)', () => {
     const second = (verificationMailed.mock.calls[0] as [string, string, number, string])[3];
     expect(second).not.toBe(verificationToken);
 
-    setClock(verifiedAt);
+    stopClockAt(clock, verifiedAt);
     const outcomes = await Promise.allSettled(
       Array.from({ length: 5 }, () => verification.verify(verificationToken)),
     );
@@ -374,7 +369,7 @@ describe('Auth and users services (real database)', () => {
     expect((await userRow(user.id)).email_verified_at?.getTime()).toBe(verifiedAt);
     expect(toMeResponse((await users.findById(user.id))!).email_verified).toBe(true);
 
-    setClock(verifiedAt + HOUR_MS);
+    stopClockAt(clock, verifiedAt + HOUR_MS);
     await expectAppError(verification.verify(second), 'validation_failed');
     await expectAppError(verification.verify(verificationToken), 'validation_failed');
     // The first verification's time is kept, and a verified user is mailed no more links.
@@ -387,9 +382,9 @@ describe('Auth and users services (real database)', () => {
 
   it('expires a verification link after 24 hours by the clock', async () => {
     const issuedAt = Date.parse('2031-08-01T00:00:00.000Z');
-    setClock(issuedAt);
+    stopClockAt(clock, issuedAt);
     const { user, verificationToken } = await signUp();
-    setClock(issuedAt + DAY_MS);
+    stopClockAt(clock, issuedAt + DAY_MS);
     await expectAppError(verification.verify(verificationToken), 'validation_failed');
     expect((await userRow(user.id)).email_verified_at).toBeNull();
   });

@@ -12,6 +12,7 @@ import { MembersService } from '../../src/organizations/members.service';
 import { OrganizationAccess, ROLE_SCOPES } from '../../src/organizations/organization-access';
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
 import { expectAppError } from '../support/assertions';
+import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 
@@ -106,12 +107,6 @@ describe('Teams: members and invitations (real database)', () => {
            WHERE organization_id = ${organizationId} AND action = ${action}`,
     );
     return row.count;
-  }
-
-  /** The injected clock, stopped at `ms` until the test ends. */
-  function setClock(ms: number): void {
-    jest.spyOn(clock, 'now').mockImplementation(() => new Date(ms));
-    jest.spyOn(clock, 'nowMs').mockImplementation(() => ms);
   }
 
   /** Invites the address; answers the invitation and the token its mail carried. */
@@ -303,7 +298,7 @@ describe('Teams: members and invitations (real database)', () => {
       expect(expiresAt - Date.parse(invitation.created_at)).toBe(TTL_SECONDS * 1000);
       const caller = callerOf(invitee.id, t.organizationId, 'member');
 
-      jest.spyOn(clock, 'now').mockImplementation(() => new Date(expiresAt));
+      stopClockAt(clock, expiresAt);
       await expectAppError(invitations.accept(caller, token), 'invalid_invitation');
       expect((await invitations.list(t.owner, t.organizationId, 10)).data).toEqual([
         expect.objectContaining({ id: invitation.id, status: 'expired' }),
@@ -311,7 +306,7 @@ describe('Teams: members and invitations (real database)', () => {
       expect(await roleOf(t.organizationId, invitee.id)).toBeNull();
 
       // A millisecond earlier the same token joins.
-      jest.spyOn(clock, 'now').mockImplementation(() => new Date(expiresAt - 1));
+      stopClockAt(clock, expiresAt - 1);
       const organization = await invitations.accept(caller, token);
       expect(organization).toEqual(
         expect.objectContaining({ id: t.organizationId, role: 'member' }),
@@ -333,7 +328,7 @@ describe('Teams: members and invitations (real database)', () => {
       );
 
       // Expired, it can make no one an owner: the admin replaces it, or revokes it.
-      setClock(Date.parse(pending.invitation.expires_at));
+      stopClockAt(clock, Date.parse(pending.invitation.expires_at));
       const replaced = await invite(t.admin, t.organizationId, invitee.email, 'member');
       expect(replaced.invitation).toMatchObject({
         id: pending.invitation.id,
@@ -347,7 +342,7 @@ describe('Teams: members and invitations (real database)', () => {
 
       const other = await user();
       const expiring = await invite(t.owner, t.organizationId, other.email, 'owner');
-      setClock(Date.parse(expiring.invitation.expires_at));
+      stopClockAt(clock, Date.parse(expiring.invitation.expires_at));
       await invitations.revoke(t.admin, t.organizationId, expiring.invitation.id);
       expect(await auditCount(t.organizationId, 'invitation.revoked')).toBe(1);
     });

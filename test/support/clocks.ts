@@ -25,3 +25,12 @@ export class ShiftedClock extends Clock {
     this.shiftMs = 0;
   }
 }
+
+/**
+ * Stops the injected `clock` (both of its readings) at `ms` until the spec's mocks are restored:
+ * for a module whose Clock a spec cannot replace (`moduleAlone` builds it).
+ */
+export function stopClockAt(clock: Clock, ms: number): void {
+  jest.spyOn(clock, 'now').mockImplementation(() => new Date(ms));
+  jest.spyOn(clock, 'nowMs').mockImplementation(() => ms);
+}
