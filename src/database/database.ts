@@ -59,7 +59,10 @@ export class Database implements OnApplicationShutdown {
     await this.asyncCommitPool?.end();
   }
 
-  /** Every row the statement answers. */
+  /** Every row the statement answers, typed by the Columns that built it (Columns#query). */
+  rows<Row extends QueryResultRow>(statement: Sql<Row>, options?: StatementOptions): Promise<Row[]>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  rows<Row extends QueryResultRow>(statement: Sql, options?: StatementOptions): Promise<Row[]>;
   async rows<Row extends QueryResultRow>(
     statement: Sql,
     options: StatementOptions = {},
@@ -74,6 +77,15 @@ export class Database implements OnApplicationShutdown {
   }
 
   /** The first row, or undefined. */
+  row<Row extends QueryResultRow>(
+    statement: Sql<Row>,
+    options?: StatementOptions,
+  ): Promise<Row | undefined>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  row<Row extends QueryResultRow>(
+    statement: Sql,
+    options?: StatementOptions,
+  ): Promise<Row | undefined>;
   async row<Row extends QueryResultRow>(
     statement: Sql,
     options: StatementOptions = {},
@@ -119,6 +131,17 @@ export class Database implements OnApplicationShutdown {
    * transaction of its own on the pool; past it PostgreSQL cancels the statement and this
    * rejects with SQLSTATE 57014 (isStatementTimeout). For work a request can go on without.
    */
+  rowsWithin<Row extends QueryResultRow>(
+    statement: Sql<Row>,
+    timeoutMs: number,
+    options?: Pick<StatementOptions, 'prepared'>,
+  ): Promise<Row[]>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  rowsWithin<Row extends QueryResultRow>(
+    statement: Sql,
+    timeoutMs: number,
+    options?: Pick<StatementOptions, 'prepared'>,
+  ): Promise<Row[]>;
   async rowsWithin<Row extends QueryResultRow>(
     statement: Sql,
     timeoutMs: number,

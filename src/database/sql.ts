@@ -8,9 +8,15 @@
  * database.rows(sql`SELECT id FROM end_users WHERE organization_id = ${orgId} AND ${byUser}`);
  * ```
  */
-export class Sql {
+export class Sql<Answer = unknown> {
+  /**
+   * Phantom: the row the statement answers, when a Columns declaration built it (Columns#query);
+   * `unknown` for any other piece, which Database#rows cannot type.
+   */
+  declare readonly answers?: Answer;
+
   /** `strings.length === values.length + 1`, as in a template literal. */
-  private constructor(
+  protected constructor(
     readonly strings: readonly string[],
     readonly values: readonly unknown[],
   ) {}
