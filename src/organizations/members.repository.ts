@@ -113,6 +113,11 @@ export class MembersRepository {
     return inserted > 0;
   }
 
+  /**
+   * The member, their membership share-locked until the transaction ends: a change of their
+   * role or their removal (lockAll) waits for it, so what the transaction does on the strength
+   * of the role it read is done under that role, and one that waits reads the role as changed.
+   */
   async findMember(
     manager: EntityManager,
     organizationId: string,
@@ -121,7 +126,8 @@ export class MembersRepository {
     const row = await this.database.row(
       MEMBER.query`SELECT ${MEMBER}
             FROM memberships m JOIN users u ON u.id = m.user_id
-           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
+           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}
+             FOR SHARE OF m`,
       { manager },
     );
     return row ?? null;

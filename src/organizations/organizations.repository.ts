@@ -80,7 +80,10 @@ export class OrganizationsRepository {
     return row ?? null;
   }
 
-  /** The organization as `userId` sees it after the change; undefined when not a member. */
+  /**
+   * The organization as `userId` sees it after the change; undefined, and nothing changed, unless
+   * they are its owner or admin when the row is written.
+   */
   updateMemoryRetention(
     organizationId: string,
     userId: string,
@@ -91,6 +94,9 @@ export class OrganizationsRepository {
       ORGANIZATION_WITH_ROLE.query`WITH changed AS (
             UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
              WHERE id = ${organizationId}
+               AND EXISTS (SELECT 1 FROM memberships
+                            WHERE organization_id = ${organizationId} AND user_id = ${userId}
+                              AND role IN ('owner', 'admin'))
             RETURNING ${ORGANIZATION})
           SELECT ${ORGANIZATION_WITH_ROLE}
             FROM changed o
