@@ -4,7 +4,7 @@ import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
-import { cte, empty, sql, withEntries } from '../database/sql';
+import { cte, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
@@ -121,20 +121,17 @@ export class ApiKeysRepository {
       },
       (lent) => sql`${insertKey(key)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
     );
-    const entries = withEntries(
-      [
-        created,
-        audit(created),
-        webhookEventStep(created, {
-          organizationId: key.organizationId,
-          type: 'api_key.created',
-          at,
-        }),
-      ],
-      empty,
-    );
+    const entries = [
+      created,
+      audit(created),
+      webhookEventStep(created, {
+        organizationId: key.organizationId,
+        type: 'api_key.created',
+        at,
+      }),
+    ];
     const row = await this.database.row(
-      SHOWN_KEY.query`${entries}SELECT ${SHOWN_KEY} FROM ${created.ref}`,
+      withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
       { prepared: true },
     );
     return row!;
@@ -207,16 +204,13 @@ export class ApiKeysRepository {
          WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
         RETURNING ${KEY_HASH}, ${lent}`,
     );
-    const entries = withEntries(
-      [
-        revoked,
-        audit(revoked),
-        webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
-      ],
-      empty,
-    );
+    const entries = [
+      revoked,
+      audit(revoked),
+      webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+    ];
     const row = await this.database.row(
-      KEY_HASH.query`${entries}SELECT ${KEY_HASH} FROM ${revoked.ref}`,
+      withEntries(entries, KEY_HASH.query`SELECT ${KEY_HASH} FROM ${revoked.ref}`),
       { prepared: true },
     );
     return row?.key_hash;
@@ -262,16 +256,13 @@ export class ApiKeysRepository {
          WHERE id = ANY (${made.map((row) => row.id)}::uuid[]) AND revoked_at IS NULL
         RETURNING ${KEY_HASH}, ${lent}`,
     );
-    const entries = withEntries(
-      [
-        revoked,
-        audit(revoked),
-        webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
-      ],
-      empty,
-    );
+    const entries = [
+      revoked,
+      audit(revoked),
+      webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+    ];
     const rows = await this.database.rows(
-      KEY_HASH.query`${entries}SELECT ${KEY_HASH} FROM ${revoked.ref}`,
+      withEntries(entries, KEY_HASH.query`SELECT ${KEY_HASH} FROM ${revoked.ref}`),
       { manager },
     );
     return rows.map((row) => row.key_hash);

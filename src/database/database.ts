@@ -1,6 +1,6 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Pool, type PoolClient, type QueryResultRow } from 'pg';
+import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from 'pg';
 import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral } from 'typeorm';
 import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
@@ -67,13 +67,7 @@ export class Database implements OnApplicationShutdown {
     statement: Sql,
     options: StatementOptions = {},
   ): Promise<Row[]> {
-    const executor = await this.executorOf(options);
-    const result = await executor.query<Row>({
-      name: nameOf(statement, options),
-      text: statement.text,
-      values: statement.values as unknown[],
-    });
-    return result.rows;
+    return (await this.send<Row>(statement, options)).rows;
   }
 
   /** The first row, or undefined. */
@@ -90,18 +84,24 @@ export class Database implements OnApplicationShutdown {
     statement: Sql,
     options: StatementOptions = {},
   ): Promise<Row | undefined> {
-    return (await this.rows<Row>(statement, options))[0];
+    return (await this.send<Row>(statement, options)).rows[0];
   }
 
   /** How many rows the statement wrote (or read). */
   async count(statement: Sql, options: StatementOptions = {}): Promise<number> {
+    return (await this.send(statement, options)).rowCount ?? 0;
+  }
+
+  private async send<Row extends QueryResultRow>(
+    statement: Sql,
+    options: StatementOptions,
+  ): Promise<QueryResult<Row>> {
     const executor = await this.executorOf(options);
-    const result = await executor.query({
+    return executor.query<Row>({
       name: nameOf(statement, options),
       text: statement.text,
       values: statement.values as unknown[],
     });
-    return result.rowCount ?? 0;
   }
 
   /** Resolves when the pool answers a trivial statement (readiness). */

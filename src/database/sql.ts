@@ -129,9 +129,13 @@ export type WithEntry = { readonly definition: Sql } | Sql;
  * `WITH entry, entry, … final`: one statement, so one transaction and one round trip, however
  * many modules' tables it writes.
  */
-export function withEntries(entries: readonly WithEntry[], final: Sql): Sql {
+export function withEntries<Answer>(
+  entries: readonly WithEntry[],
+  final: Sql<Answer>,
+): Sql<Answer> {
   const parts = entries.map((entry) => (entry instanceof Sql ? entry : entry.definition));
-  return sql`WITH ${join(parts, ',\n')}\n${final}`;
+  // The statement answers what its final query does.
+  return sql`WITH ${join(parts, ',\n')}\n${final}` as Sql<Answer>;
 }
 
 /**

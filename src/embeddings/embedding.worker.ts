@@ -121,7 +121,7 @@ export class EmbeddingWorker {
     return this.database.transaction(async (manager) => {
       const cursor = await this.claim(manager, source, model);
       if (!cursor) return 0;
-      const items = await this.database.rows<PendingItem>(
+      const items = await this.database.rows(
         source.pending(cursor.position, cursor.safe_bound, this.config.batchSize),
         { manager },
       );

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
-import { cte, empty, sql, withEntries } from '../database/sql';
+import { cte, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
@@ -62,15 +62,18 @@ export function createOrGetStatement(
       ON CONFLICT (organization_id, user_id) DO NOTHING
       RETURNING ${END_USER}, ${lent}`,
   );
-  const entries = withEntries(
-    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created', at })],
-    empty,
-  );
-  return CREATED_OR_GOT.query`${entries}SELECT ${CREATED_OR_GOT} FROM ${inserted.ref}
+  const entries = [
+    inserted,
+    webhookEventStep(inserted, { organizationId, type: 'end_user.created', at }),
+  ];
+  return withEntries(
+    entries,
+    CREATED_OR_GOT.query`SELECT ${CREATED_OR_GOT} FROM ${inserted.ref}
     UNION ALL
     SELECT false, ${END_USER} FROM end_users
      WHERE organization_id = ${organizationId} AND user_id = ${userId}
-       AND NOT EXISTS (SELECT 1 FROM ${inserted.ref})`;
+       AND NOT EXISTS (SELECT 1 FROM ${inserted.ref})`,
+  );
 }
 
 export type ErasureMark = RowOf<typeof ERASURE_MARK>;

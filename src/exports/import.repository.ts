@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Columns } from '../database/columns';
 import { Database } from '../database/database';
-import { empty, sql, withEntries } from '../database/sql';
+import { sql, withEntries } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import { endUserInsertStep, type NewEndUser } from '../end-users/end-users.step';
 import type { Memory } from '../memory/entities/memory.entity';
@@ -28,19 +28,16 @@ export class ImportRepository {
   /** The new end user's id, with its `end_user.created` event; undefined: the user_id is taken. */
   async insertEndUser(manager: EntityManager, endUser: NewEndUser): Promise<string | undefined> {
     const inserted = endUserInsertStep(endUser);
-    const entries = withEntries(
-      [
-        inserted,
-        webhookEventStep(inserted, {
-          organizationId: endUser.organizationId,
-          type: 'end_user.created',
-          at: endUser.updatedAt,
-        }),
-      ],
-      empty,
-    );
+    const entries = [
+      inserted,
+      webhookEventStep(inserted, {
+        organizationId: endUser.organizationId,
+        type: 'end_user.created',
+        at: endUser.updatedAt,
+      }),
+    ];
     const row = await this.database.row(
-      END_USER_ID.query`${entries}SELECT ${END_USER_ID} FROM ${inserted.ref}`,
+      withEntries(entries, END_USER_ID.query`SELECT ${END_USER_ID} FROM ${inserted.ref}`),
       { manager },
     );
     return row?.id;
@@ -55,7 +52,10 @@ export class ImportRepository {
     const inserted = memoriesInsertStep(memories);
     const rows = await this.database.rows(
       // bigint ids arrive as decimal strings; ordered as numbers, before they are text.
-      MEMORY_ID.query`${withEntries([inserted], empty)}SELECT ${MEMORY_ID} FROM ${inserted.ref} ORDER BY id`,
+      withEntries(
+        [inserted],
+        MEMORY_ID.query`SELECT ${MEMORY_ID} FROM ${inserted.ref} ORDER BY id`,
+      ),
       { manager },
     );
     return rows.map((row) => row.id);
@@ -69,7 +69,7 @@ export class ImportRepository {
   ): Promise<number> {
     const inserted = factsInsertStep(target, facts);
     const row = await this.database.row(
-      FACT_COUNT.query`${withEntries([inserted], empty)}SELECT ${FACT_COUNT} FROM ${inserted.ref}`,
+      withEntries([inserted], FACT_COUNT.query`SELECT ${FACT_COUNT} FROM ${inserted.ref}`),
       { manager },
     );
     return row?.count ?? 0;

@@ -3,7 +3,7 @@ import { type EntityManager, MoreThan } from 'typeorm';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { cte, empty, join, sql, withEntries } from '../database/sql';
+import { cte, join, sql, withEntries } from '../database/sql';
 import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
@@ -153,9 +153,8 @@ export class PersonalitiesRepository {
       cloned,
       webhookEventStep(cloned, { organizationId, type: 'personality.created', at }),
     ];
-    // The entries' WITH, then a final SELECT of its own: withEntries' answer is untyped.
     const row = await this.database.row(
-      PERSONALITY_ID.query`${withEntries(entries, empty)}SELECT ${PERSONALITY_ID} FROM ${cloned.ref}`,
+      withEntries(entries, PERSONALITY_ID.query`SELECT ${PERSONALITY_ID} FROM ${cloned.ref}`),
     );
     return row?.id ?? null;
   }

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
-import { cte, empty, sql, withEntries } from '../database/sql';
+import { cte, sql, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { OrganizationLimits } from './entities/organization-limits.entity';
@@ -83,9 +83,8 @@ export class LimitsRepository {
       reached,
       webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
     ];
-    // The entries' WITH, then a final SELECT of its own: withEntries' answer is untyped.
     const row = await this.database.row(
-      LIMITS.query`${withEntries(entries, empty)}SELECT ${LIMITS} FROM limits_written`,
+      withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),
     );
     return row!;
   }
