@@ -3,38 +3,68 @@ import type { EntityManager } from 'typeorm';
 import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { cte, raw, sql, withEntries } from '../database/sql';
+import { Columns, type RowOf } from '../database/columns';
+import { cte, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
-/** An api_keys row as the API shows it (toApiKeyResponse), aliased in SQL. */
-export type ApiKeyRow = Pick<
-  ApiKey,
-  | 'id'
-  | 'name'
-  | 'scopes'
-  | 'prefix'
-  | 'lastFour'
-  | 'createdAt'
-  | 'expiresAt'
-  | 'lastUsedAt'
-  | 'rateLimitRps'
-  | 'rateLimitBurst'
-  | 'createdByUserId'
-  | 'createdByApiKeyId'
->;
+/** What the API shows of a key (toApiKeyResponse). */
+const SHOWN = [
+  'id',
+  'name',
+  'scopes',
+  'prefix',
+  'lastFour',
+  'createdAt',
+  'expiresAt',
+  'lastUsedAt',
+  'rateLimitRps',
+  'rateLimitBurst',
+  'createdByUserId',
+  'createdByApiKeyId',
+] as const;
+
+/** A key as the API shows it, aliased to the entity's properties. */
+const SHOWN_KEY = Columns.propertiesOf<ApiKey>()(...SHOWN);
+
+/** The same columns unaliased, for a CTE whose rows the statement's SELECT aliases. */
+const SHOWN_KEY_COLUMNS = Columns.rowOf<ApiKey>()(...SHOWN);
+
+/** A key as shown, and its hash (every instance forgets its cached copy). */
+const SHOWN_KEY_AND_HASH = SHOWN_KEY.and(Columns.propertiesOf<ApiKey>()('keyHash'));
 
 /** What authenticating a key needs from its row. */
-export type ApiKeyCredentialRow = Pick<
-  ApiKey,
-  | 'id'
-  | 'organizationId'
-  | 'scopes'
-  | 'expiresAt'
-  | 'rateLimitRps'
-  | 'rateLimitBurst'
-  | 'rateLimitBucketId'
->;
+const CREDENTIAL = Columns.propertiesOf<ApiKey>()(
+  'id',
+  'organizationId',
+  'scopes',
+  'expiresAt',
+  'rateLimitRps',
+  'rateLimitBurst',
+  'rateLimitBucketId',
+);
+
+/** What rolling a key carries over from the old one. */
+const ROLLED = Columns.propertiesOf<ApiKey>()(
+  'name',
+  'scopes',
+  'keyHash',
+  'rateLimitRps',
+  'rateLimitBurst',
+  'rateLimitBucketId',
+);
+
+/** The hash of a revoked key: every instance forgets its cached copy. */
+const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
+
+const KEY_ID = Columns.rowOf<ApiKey>()('id');
+
+/** A key's expiry once brought forward: never null. */
+const ENDS_AT = Columns.computed<{ endsAt: Date }>({ endsAt: sql`expires_at` });
+
+export type ApiKeyRow = RowOf<typeof SHOWN_KEY>;
+
+export type ApiKeyCredentialRow = RowOf<typeof CREDENTIAL>;
 
 /** A key about to be stored: its hash and display parts, never the key itself. */
 export type NewApiKey = Pick<
@@ -52,12 +82,6 @@ export type NewApiKey = Pick<
   | 'rateLimitBurst'
   | 'rateLimitBucketId'
 >;
-
-const KEY_COLUMNS =
-  raw(`id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-  expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-  rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-  created_by_api_key_id AS "createdByApiKeyId"`);
 
 function insertKey(key: NewApiKey) {
   return sql`INSERT INTO api_keys
@@ -95,23 +119,19 @@ export class ApiKeysRepository {
         webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                              'expires_at', expires_at)`,
       },
-      (lent) => sql`${insertKey(key)} RETURNING ${KEY_COLUMNS}, ${lent}`,
+      (lent) => sql`${insertKey(key)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
     );
-    const row = await this.database.row<ApiKeyRow>(
-      withEntries(
-        [
-          created,
-          audit(created),
-          webhookEventStep(created, {
-            organizationId: key.organizationId,
-            type: 'api_key.created',
-            at,
-          }),
-        ],
-        sql`SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt",
-                   "rateLimitRps", "rateLimitBurst", "createdByUserId", "createdByApiKeyId"
-              FROM ${created.ref}`,
-      ),
+    const entries = [
+      created,
+      audit(created),
+      webhookEventStep(created, {
+        organizationId: key.organizationId,
+        type: 'api_key.created',
+        at,
+      }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
       { prepared: true },
     );
     return row!;
@@ -119,10 +139,9 @@ export class ApiKeysRepository {
 
   /** In the caller's transaction (a roll issues the new key with the old one's end). */
   async insert(manager: EntityManager, key: NewApiKey): Promise<ApiKeyRow> {
-    const row = await this.database.row<ApiKeyRow>(
-      sql`${insertKey(key)} RETURNING ${KEY_COLUMNS}`,
-      { manager },
-    );
+    const row = await this.database.row(SHOWN_KEY.query`${insertKey(key)} RETURNING ${SHOWN_KEY}`, {
+      manager,
+    });
     return row!;
   }
 
@@ -135,16 +154,9 @@ export class ApiKeysRepository {
     id: string,
     organizationId: string,
     now: Date,
-  ): Promise<
-    | Pick<
-        ApiKey,
-        'name' | 'scopes' | 'keyHash' | 'rateLimitRps' | 'rateLimitBurst' | 'rateLimitBucketId'
-      >
-    | undefined
-  > {
+  ): Promise<RowOf<typeof ROLLED> | undefined> {
     return this.database.row(
-      sql`SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps",
-                 rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
+      ROLLED.query`SELECT ${ROLLED}
             FROM api_keys
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
              AND (expires_at IS NULL OR expires_at > ${now})
@@ -155,16 +167,16 @@ export class ApiKeysRepository {
 
   /** Revokes the key at `at`. */
   async revokeAt(manager: EntityManager, id: string, at: Date): Promise<void> {
-    await this.database.rows(sql`UPDATE api_keys SET revoked_at = ${at} WHERE id = ${id}`, {
+    await this.database.count(sql`UPDATE api_keys SET revoked_at = ${at} WHERE id = ${id}`, {
       manager,
     });
   }
 
   /** Brings the key's expiry forward to `endsAt` unless it already expires sooner; answers it. */
   async expireBy(manager: EntityManager, id: string, endsAt: Date): Promise<Date> {
-    const row = await this.database.row<{ endsAt: Date }>(
-      sql`UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), ${endsAt}::timestamptz)
-           WHERE id = ${id} RETURNING expires_at AS "endsAt"`,
+    const row = await this.database.row(
+      ENDS_AT.query`UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), ${endsAt}::timestamptz)
+           WHERE id = ${id} RETURNING ${ENDS_AT}`,
       { manager },
     );
     return row!.endsAt;
@@ -190,17 +202,15 @@ export class ApiKeysRepository {
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}
          WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-        RETURNING key_hash, ${lent}`,
+        RETURNING ${KEY_HASH}, ${lent}`,
     );
-    const row = await this.database.row<{ key_hash: Buffer }>(
-      withEntries(
-        [
-          revoked,
-          audit(revoked),
-          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
-        ],
-        sql`SELECT key_hash FROM ${revoked.ref}`,
-      ),
+    const entries = [
+      revoked,
+      audit(revoked),
+      webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, KEY_HASH.query`SELECT ${KEY_HASH} FROM ${revoked.ref}`),
       { prepared: true },
     );
     return row?.key_hash;
@@ -222,15 +232,15 @@ export class ApiKeysRepository {
   ): Promise<Buffer[]> {
     const live = sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)
       AND (NOT ${options.adminOnly}::boolean OR 'admin' = ANY (scopes))`;
-    const made = await this.database.rows<{ id: string }>(
-      sql`WITH RECURSIVE made AS (
+    const made = await this.database.rows(
+      KEY_ID.query`WITH RECURSIVE made AS (
             SELECT id FROM api_keys
              WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
                AND ${live}
             UNION
             SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
              WHERE k.organization_id = ${organizationId} AND ${live})
-          SELECT id FROM made`,
+          SELECT ${KEY_ID} FROM made`,
       { manager },
     );
     if (made.length === 0) return [];
@@ -244,17 +254,15 @@ export class ApiKeysRepository {
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}
          WHERE id = ANY (${made.map((row) => row.id)}::uuid[]) AND revoked_at IS NULL
-        RETURNING key_hash, ${lent}`,
+        RETURNING ${KEY_HASH}, ${lent}`,
     );
-    const rows = await this.database.rows<{ key_hash: Buffer }>(
-      withEntries(
-        [
-          revoked,
-          audit(revoked),
-          webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
-        ],
-        sql`SELECT key_hash FROM ${revoked.ref}`,
-      ),
+    const entries = [
+      revoked,
+      audit(revoked),
+      webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+    ];
+    const rows = await this.database.rows(
+      withEntries(entries, KEY_HASH.query`SELECT ${KEY_HASH} FROM ${revoked.ref}`),
       { manager },
     );
     return rows.map((row) => row.key_hash);
@@ -272,8 +280,8 @@ export class ApiKeysRepository {
       scope: { organization_id: organizationId },
       order: 'desc',
     };
-    return this.database.rows<ApiKeyRow>(
-      sql`SELECT ${KEY_COLUMNS} FROM api_keys
+    return this.database.rows(
+      SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM api_keys
            WHERE organization_id = ${organizationId} AND revoked_at IS NULL AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
@@ -283,10 +291,8 @@ export class ApiKeysRepository {
 
   /** The unrevoked key with this hash (its expiry is for the caller to judge). */
   findUnrevokedByHash(keyHash: Buffer): Promise<ApiKeyCredentialRow | undefined> {
-    return this.database.row<ApiKeyCredentialRow>(
-      sql`SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt",
-                 rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst",
-                 rate_limit_bucket_id AS "rateLimitBucketId"
+    return this.database.row(
+      CREDENTIAL.query`SELECT ${CREDENTIAL}
             FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`,
       { prepared: true },
     );
@@ -300,23 +306,23 @@ export class ApiKeysRepository {
     id: string,
     organizationId: string,
     patch: { name?: string; rateLimit?: { rps: number; burst: number } | null },
-  ): Promise<(ApiKeyRow & { keyHash: Buffer }) | undefined> {
+  ): Promise<RowOf<typeof SHOWN_KEY_AND_HASH> | undefined> {
     const keep = patch.rateLimit === undefined;
-    return this.database.row<ApiKeyRow & { keyHash: Buffer }>(
-      sql`UPDATE api_keys
+    return this.database.row(
+      SHOWN_KEY_AND_HASH.query`UPDATE api_keys
              SET name = coalesce(${patch.name ?? null}::text, name),
                  rate_limit_rps = CASE WHEN ${keep}::boolean THEN rate_limit_rps
                                        ELSE ${patch.rateLimit?.rps ?? null}::double precision END,
                  rate_limit_burst = CASE WHEN ${keep}::boolean THEN rate_limit_burst
                                          ELSE ${patch.rateLimit?.burst ?? null}::integer END
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-          RETURNING ${KEY_COLUMNS}, key_hash AS "keyHash"`,
+          RETURNING ${SHOWN_KEY_AND_HASH}`,
     );
   }
 
   /** Sets last_used_at to `at` unless it was set within the minute before (another instance did). */
   async touchLastUsed(id: string, at: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE api_keys SET last_used_at = ${at}
            WHERE id = ${id}
              AND (last_used_at IS NULL OR last_used_at < ${at}::timestamptz - interval '60 seconds')`,

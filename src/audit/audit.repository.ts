@@ -2,24 +2,25 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import type { AuditOrigin } from './audit-event.step';
 import type { AuditEvent } from './entities/audit-event.entity';
 
-export type AuditEventRow = Row<
-  AuditEvent,
-  | 'id'
-  | 'action'
-  | 'actorType'
-  | 'actorId'
-  | 'targetType'
-  | 'targetId'
-  | 'ip'
-  | 'requestId'
-  | 'details'
-  | 'createdAt'
->;
+const EVENT = Columns.rowOf<AuditEvent>()(
+  'id',
+  'action',
+  'actorType',
+  'actorId',
+  'targetType',
+  'targetId',
+  'ip',
+  'requestId',
+  'details',
+  'createdAt',
+);
+
+export type AuditEventRow = RowOf<typeof EVENT>;
 
 export interface NewAuditEvent extends AuditOrigin {
   targetId: string;
@@ -36,7 +37,7 @@ export class AuditRepository {
 
   /** In the caller's transaction: the event commits or rolls back with the change. */
   async insert(manager: EntityManager, event: NewAuditEvent): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
@@ -60,8 +61,8 @@ export class AuditRepository {
       scope: { organization_id: organizationId },
       order: 'desc',
     };
-    return this.database.rows<AuditEventRow>(
-      sql`SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
+    return this.database.rows(
+      EVENT.query`SELECT ${EVENT}
             FROM audit_events
            WHERE organization_id = ${organizationId}
              AND (${action ?? null}::text IS NULL OR action = ${action ?? null})
@@ -79,7 +80,7 @@ export class AuditRepository {
     manager: EntityManager,
     endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE audit_events a SET target_id = ${ERASED_TARGET_ID}
             FROM unnest(${endUsers.map((e) => e.organizationId)}::uuid[],
                         ${endUsers.map((e) => e.userId)}::text[]) AS erased(organization_id, user_id)

@@ -1,13 +1,21 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import { sql } from '../database/sql';
+import { Columns } from '../database/columns';
+import { type Sql, sql } from '../database/sql';
 
 export interface LockoutPolicy {
   threshold: number;
   windowSeconds: number;
   lockSeconds: number;
 }
+
+/** Whether the attempt made at `now` was refused, and whether it is the one that set the lock. */
+const attemptOutcome = (now: Sql) =>
+  Columns.computed<{ refused: boolean; locked_now: boolean }>({
+    refused: sql`refused_while_locked > 0`,
+    locked_now: sql`(refused_while_locked = 0 AND locked_at = ${now})`,
+  });
 
 /**
  * The SQL of login_attempts: one row per normalised address (lower(email)). Times come from the
@@ -32,8 +40,9 @@ export class LoginAttemptsRepository {
     const now = sql`${at}::timestamptz`;
     const locked = sql`a.locked_at > ${now} - make_interval(secs => ${policy.lockSeconds})`;
     const windowStart = sql`${now} - make_interval(secs => ${policy.windowSeconds})`;
-    const row = await this.database.row<{ refused: boolean; locked_now: boolean }>(
-      sql`INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
+    const outcome = attemptOutcome(now);
+    const row = await this.database.row(
+      outcome.query`INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
           VALUES (lower(${email}), ARRAY[${now}],
                   CASE WHEN ${policy.threshold} <= 1 THEN ${now} END, ${now})
           ON CONFLICT (email) DO UPDATE SET
@@ -53,21 +62,20 @@ export class LoginAttemptsRepository {
               ELSE 0
             END,
             updated_at = ${now}
-          RETURNING refused_while_locked > 0 AS refused,
-                    (refused_while_locked = 0 AND locked_at = ${now}) AS locked_now`,
+          RETURNING ${outcome}`,
     );
     return { refused: row!.refused, lockedNow: row!.locked_now };
   }
 
   /** Forgets the address's failures and lock; inside the caller's transaction when given one. */
   async clear(email: string, manager?: EntityManager): Promise<void> {
-    await this.database.rows(sql`DELETE FROM login_attempts WHERE email = lower(${email})`, {
+    await this.database.count(sql`DELETE FROM login_attempts WHERE email = lower(${email})`, {
       manager,
     });
   }
 
   /** Drops the rows untouched since `before`. */
   async deleteUntouchedSince(before: Date): Promise<void> {
-    await this.database.rows(sql`DELETE FROM login_attempts WHERE updated_at < ${before}`);
+    await this.database.count(sql`DELETE FROM login_attempts WHERE updated_at < ${before}`);
   }
 }

@@ -1,8 +1,10 @@
 import type { EntityManager } from 'typeorm';
 import type { Database } from '../database/database';
-import type { Row } from '../database/row';
+import { Columns } from '../database/columns';
 import { raw, sql, type Sql } from '../database/sql';
 import type { OneTimeToken } from './entities/one-time-token.entity';
+
+const TOKEN_USER = Columns.rowOf<OneTimeToken>()('userId');
 
 /**
  * The SQL of a table of single-use tokens sent by mail (stored as SHA-256 hashes): password
@@ -44,11 +46,11 @@ export abstract class OneTimeTokensRepository {
 
   /** Whether the token is unused and not expired at `at`. */
   async isLive(tokenHash: Buffer, at: Date): Promise<boolean> {
-    const row = await this.database.row(
+    const found = await this.database.count(
       sql`SELECT 1 FROM ${this.table}
            WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}`,
     );
-    return row !== undefined;
+    return found > 0;
   }
 
   /**
@@ -56,10 +58,10 @@ export abstract class OneTimeTokensRepository {
    * `UPDATE … WHERE used_at IS NULL` lets exactly one of any number of concurrent uses through.
    */
   async spend(manager: EntityManager, tokenHash: Buffer, at: Date): Promise<string | null> {
-    const row = await this.database.row<Row<OneTimeToken, 'userId'>>(
-      sql`UPDATE ${this.table} SET used_at = ${at}
+    const row = await this.database.row(
+      TOKEN_USER.query`UPDATE ${this.table} SET used_at = ${at}
            WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}
-          RETURNING user_id`,
+          RETURNING ${TOKEN_USER}`,
       { manager },
     );
     return row?.user_id ?? null;
@@ -67,7 +69,7 @@ export abstract class OneTimeTokensRepository {
 
   /** Spends every token of the user still unused. */
   async spendAllOf(manager: EntityManager, userId: string, at: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE ${this.table} SET used_at = ${at}
            WHERE user_id = ${userId} AND used_at IS NULL`,
       { manager },

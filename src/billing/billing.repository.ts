@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
+import { Columns } from '../database/columns';
 import { cte, raw, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { BillingCustomer } from './entities/billing-customer.entity';
@@ -16,22 +16,47 @@ export type ApplyOutcome = 'applied' | 'stale' | 'conflict';
 
 export type InvoiceOutcome = 'paid' | 'payment_failed';
 
+const ENDED = raw(ENDED_STATUSES_SQL);
+
 /** Every column of billing_customers, aliased to the entity's properties. */
-const CUSTOMER_COLUMNS = raw(`organization_id AS "organizationId",
-  stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId",
-  default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt",
-  updated_at AS "updatedAt"`);
+const CUSTOMER = Columns.propertiesOf<BillingCustomer>()(
+  'organizationId',
+  'stripeCustomerId',
+  'defaultPaymentMethodId',
+  'defaultPaymentMethodAt',
+  'createdAt',
+  'updatedAt',
+);
+
+const CUSTOMER_ORGANIZATION = Columns.rowOf<BillingCustomer>()('organizationId');
 
 /** Every column of billing_subscriptions, aliased to the entity's properties. */
-const SUBSCRIPTION_COLUMNS = raw(`id, organization_id AS "organizationId",
-  stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-  stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-  cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-  provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-  latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-  created_at AS "createdAt", updated_at AS "updatedAt"`);
+const SUBSCRIPTION = Columns.propertiesOf<BillingSubscription>()(
+  'id',
+  'organizationId',
+  'stripeSubscriptionId',
+  'priceId',
+  'status',
+  'stripeStatus',
+  'collectionPaused',
+  'cancelAtPeriodEnd',
+  'currentPeriodEnd',
+  'providerUpdatedAt',
+  'revision',
+  'latestInvoiceId',
+  'latestInvoiceStatus',
+  'latestInvoiceAt',
+  'createdAt',
+  'updatedAt',
+);
 
-const ENDED = raw(ENDED_STATUSES_SQL);
+const PROVIDER_TIME = Columns.rowOf<BillingSubscription>()('providerUpdatedAt');
+
+/** An organization's subscriptions ever, and the live ones among them. */
+const SUBSCRIPTION_COUNTS = Columns.computed<{ generation: number; live: number }>({
+  generation: sql`count(*)::int`,
+  live: sql`(count(*) FILTER (WHERE status NOT IN (${ENDED})))::int`,
+});
 
 /**
  * The SQL of billing. SQL throughout, one style per table: its writes are conditional on the
@@ -47,8 +72,8 @@ export class BillingRepository {
   // --- customers ---
 
   async findCustomer(organizationId: string): Promise<BillingCustomer | null> {
-    const row = await this.database.row<BillingCustomer>(
-      sql`SELECT ${CUSTOMER_COLUMNS} FROM billing_customers WHERE organization_id = ${organizationId}`,
+    const row = await this.database.row(
+      CUSTOMER.query`SELECT ${CUSTOMER} FROM billing_customers WHERE organization_id = ${organizationId}`,
     );
     return row ?? null;
   }
@@ -61,7 +86,7 @@ export class BillingRepository {
     organizationId: string,
     stripeCustomerId: string,
   ): Promise<BillingCustomer> {
-    await this.database.rows(
+    await this.database.count(
       sql`INSERT INTO billing_customers (organization_id, stripe_customer_id)
           VALUES (${organizationId}, ${stripeCustomerId}) ON CONFLICT DO NOTHING`,
     );
@@ -74,8 +99,8 @@ export class BillingRepository {
     manager: EntityManager,
     stripeCustomerId: string,
   ): Promise<string | null> {
-    const row = await this.database.row<Row<BillingCustomer, 'organizationId'>>(
-      sql`SELECT organization_id FROM billing_customers
+    const row = await this.database.row(
+      CUSTOMER_ORGANIZATION.query`SELECT ${CUSTOMER_ORGANIZATION} FROM billing_customers
            WHERE stripe_customer_id = ${stripeCustomerId}`,
       { manager },
     );
@@ -115,9 +140,8 @@ export class BillingRepository {
     organizationId: string,
     manager?: EntityManager,
   ): Promise<{ generation: number; live: number }> {
-    const row = await this.database.row<{ generation: number; live: number }>(
-      sql`SELECT count(*)::int AS generation,
-                 (count(*) FILTER (WHERE status NOT IN (${ENDED})))::int AS live
+    const row = await this.database.row(
+      SUBSCRIPTION_COUNTS.query`SELECT ${SUBSCRIPTION_COUNTS}
             FROM billing_subscriptions WHERE organization_id = ${organizationId}`,
       { manager },
     );
@@ -125,8 +149,8 @@ export class BillingRepository {
   }
 
   async findLiveSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    const row = await this.database.row<BillingSubscription>(
-      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+    const row = await this.database.row(
+      SUBSCRIPTION.query`SELECT ${SUBSCRIPTION} FROM billing_subscriptions
            WHERE organization_id = ${organizationId} AND status NOT IN (${ENDED})`,
     );
     return row ?? null;
@@ -134,8 +158,8 @@ export class BillingRepository {
 
   /** The live subscription, else the most recent ended one. */
   async findCurrentSubscription(organizationId: string): Promise<BillingSubscription | null> {
-    const row = await this.database.row<BillingSubscription>(
-      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+    const row = await this.database.row(
+      SUBSCRIPTION.query`SELECT ${SUBSCRIPTION} FROM billing_subscriptions
            WHERE organization_id = ${organizationId}
            ORDER BY (status IN (${ENDED})), created_at DESC
            LIMIT 1`,
@@ -144,8 +168,8 @@ export class BillingRepository {
   }
 
   async getSubscription(stripeSubscriptionId: string): Promise<BillingSubscription> {
-    const row = await this.database.row<BillingSubscription>(
-      sql`SELECT ${SUBSCRIPTION_COLUMNS} FROM billing_subscriptions
+    const row = await this.database.row(
+      SUBSCRIPTION.query`SELECT ${SUBSCRIPTION} FROM billing_subscriptions
            WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
     );
     if (!row) throw new Error(`subscription ${stripeSubscriptionId} is not mirrored`);
@@ -154,8 +178,8 @@ export class BillingRepository {
 
   /** Stripe's time of the snapshot held, or null when the subscription is not mirrored. */
   async providerTimeHeld(stripeSubscriptionId: string): Promise<Date | null> {
-    const row = await this.database.row<Row<BillingSubscription, 'providerUpdatedAt'>>(
-      sql`SELECT provider_updated_at FROM billing_subscriptions
+    const row = await this.database.row(
+      PROVIDER_TIME.query`SELECT ${PROVIDER_TIME} FROM billing_subscriptions
            WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
     );
     return row?.provider_updated_at ?? null;
@@ -220,9 +244,9 @@ export class BillingRepository {
         RETURNING id, ${lent}`,
     );
     for (let attempt = 0; attempt < 2; attempt++) {
-      if (await this.database.row(update, { manager })) return 'applied';
+      if ((await this.database.count(update, { manager })) > 0) return 'applied';
       if (await this.subscriptionMirrored(manager, snapshot.stripeSubscriptionId)) return 'stale';
-      if (await this.database.row(insert, { manager })) return 'applied';
+      if ((await this.database.count(insert, { manager })) > 0) return 'applied';
       if (!(await this.subscriptionMirrored(manager, snapshot.stripeSubscriptionId))) {
         return 'conflict';
       }
@@ -260,19 +284,21 @@ export class BillingRepository {
     manager: EntityManager,
     stripeSubscriptionId: string,
   ): Promise<boolean> {
-    const row = await this.database.row(
+    const found = await this.database.count(
       sql`SELECT 1 FROM billing_subscriptions WHERE stripe_subscription_id = ${stripeSubscriptionId}`,
       { manager },
     );
-    return row !== undefined;
+    return found > 0;
   }
 
   // --- events ---
 
   /** The first step of every delivery, redeliveries included: one indexed probe. */
   async isEventRecorded(eventId: string): Promise<boolean> {
-    const row = await this.database.row(sql`SELECT 1 FROM billing_events WHERE id = ${eventId}`);
-    return row !== undefined;
+    const found = await this.database.count(
+      sql`SELECT 1 FROM billing_events WHERE id = ${eventId}`,
+    );
+    return found > 0;
   }
 
   /**
@@ -293,7 +319,7 @@ export class BillingRepository {
   }
 
   async setEventOutcome(manager: EntityManager, eventId: string, outcome: string): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE billing_events SET outcome = ${outcome} WHERE id = ${eventId}`,
       { manager },
     );

@@ -1,21 +1,29 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import type { MeterEvent } from './entities/meter-event.entity';
 
 /** A claimed meter event, with what sending it takes. */
-export type ClaimedMeterEvent = Row<
-  MeterEvent,
-  | 'id'
-  | 'eventName'
-  | 'identifier'
-  | 'stripeCustomerId'
-  | 'value'
-  | 'occurredAt'
-  | 'attempts'
-  | 'lockToken'
->;
+const CLAIMED = Columns.rowOf<MeterEvent>('m')(
+  'id',
+  'eventName',
+  'identifier',
+  'stripeCustomerId',
+  'value',
+  'occurredAt',
+  'attempts',
+  'lockToken',
+);
+
+export type ClaimedMeterEvent = RowOf<typeof CLAIMED>;
+
+const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
+
+/** How many token hours a run sealed. */
+const SEALED_COUNT = Columns.computed<{ sealed: number }>({
+  sealed: sql`(SELECT count(*)::int FROM sealed)`,
+});
 
 /** Stripe refuses meter events older than 35 days: past this they are marked expired. */
 export const METER_EVENT_MAX_AGE_MS = 35 * 86_400_000 - 3_600_000;
@@ -39,8 +47,8 @@ export class MeterEventsRepository {
     lockToken: string,
     now: Date,
   ): Promise<ClaimedMeterEvent[]> {
-    return this.database.rows<ClaimedMeterEvent>(
-      sql`WITH due AS (
+    return this.database.rows(
+      CLAIMED.query`WITH due AS (
             SELECT id FROM meter_events
              WHERE status = 'pending' AND next_attempt_at <= ${now}
                AND (locked_until IS NULL OR locked_until <= ${now})
@@ -51,15 +59,14 @@ export class MeterEventsRepository {
              SET locked_until = ${now}::timestamptz + ${leaseMs} * interval '1 millisecond',
                  lock_token = ${lockToken}, attempts = m.attempts + 1
             FROM due WHERE m.id = due.id
-          RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at,
-                    m.attempts, m.lock_token`,
+          RETURNING ${CLAIMED}`,
       { prepared: true },
     );
   }
 
   /** Stripe took it: never sent again. Only the holder of the claim records it. */
   async delivered(id: string, lockToken: string, now: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE meter_events
              SET status = 'delivered', delivered_at = ${now}, last_error = NULL,
                  locked_until = NULL, lock_token = NULL
@@ -76,7 +83,7 @@ export class MeterEventsRepository {
     retryAt: Date,
     expired: boolean,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE meter_events
              SET status = CASE WHEN ${expired}::boolean THEN 'expired' ELSE 'pending' END,
                  next_attempt_at = ${retryAt}, last_error = ${error.slice(0, 500)},
@@ -99,8 +106,8 @@ export class MeterEventsRepository {
     now: Date,
     batch: number,
   ): Promise<number> {
-    const row = await this.database.row<{ sealed: number }>(
-      sql`WITH open_hours AS (
+    const row = await this.database.row(
+      SEALED_COUNT.query`WITH open_hours AS (
             SELECT organization_id, hour, tokens FROM meter_token_hours
              WHERE NOT sealed AND hour < ${before}
              ORDER BY hour
@@ -124,15 +131,15 @@ export class MeterEventsRepository {
              WHERE s.tokens > 0
             ON CONFLICT (identifier) DO NOTHING
             RETURNING 1)
-          SELECT (SELECT count(*)::int FROM sealed) AS sealed`,
+          SELECT ${SEALED_COUNT}`,
     );
     return row?.sealed ?? 0;
   }
 
   /** The organization's events of the month not at Stripe yet. */
   async countPending(organizationId: string, monthStart: string): Promise<number> {
-    const row = await this.database.row<{ pending: number }>(
-      sql`SELECT count(*)::int AS pending FROM meter_events
+    const row = await this.database.row(
+      PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM meter_events
            WHERE organization_id = ${organizationId} AND month = ${monthStart}
              AND status = 'pending'`,
     );
@@ -141,8 +148,8 @@ export class MeterEventsRepository {
 
   /** Events not at Stripe yet, database-wide (the meter_events_pending gauge). */
   async countAllPending(): Promise<number> {
-    const row = await this.database.row<{ pending: number }>(
-      sql`SELECT count(*)::int AS pending FROM meter_events WHERE status = 'pending'`,
+    const row = await this.database.row(
+      PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM meter_events WHERE status = 'pending'`,
     );
     return row!.pending;
   }

@@ -1,6 +1,6 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Pool, type PoolClient, type QueryResultRow } from 'pg';
+import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from 'pg';
 import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral } from 'typeorm';
 import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
@@ -59,37 +59,49 @@ export class Database implements OnApplicationShutdown {
     await this.asyncCommitPool?.end();
   }
 
-  /** Every row the statement answers. */
+  /** Every row the statement answers, typed by the Columns that built it (Columns#query). */
+  rows<Row extends QueryResultRow>(statement: Sql<Row>, options?: StatementOptions): Promise<Row[]>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  rows<Row extends QueryResultRow>(statement: Sql, options?: StatementOptions): Promise<Row[]>;
   async rows<Row extends QueryResultRow>(
     statement: Sql,
     options: StatementOptions = {},
   ): Promise<Row[]> {
-    const executor = await this.executorOf(options);
-    const result = await executor.query<Row>({
-      name: nameOf(statement, options),
-      text: statement.text,
-      values: statement.values as unknown[],
-    });
-    return result.rows;
+    return (await this.send<Row>(statement, options)).rows;
   }
 
   /** The first row, or undefined. */
+  row<Row extends QueryResultRow>(
+    statement: Sql<Row>,
+    options?: StatementOptions,
+  ): Promise<Row | undefined>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  row<Row extends QueryResultRow>(
+    statement: Sql,
+    options?: StatementOptions,
+  ): Promise<Row | undefined>;
   async row<Row extends QueryResultRow>(
     statement: Sql,
     options: StatementOptions = {},
   ): Promise<Row | undefined> {
-    return (await this.rows<Row>(statement, options))[0];
+    return (await this.send<Row>(statement, options)).rows[0];
   }
 
   /** How many rows the statement wrote (or read). */
   async count(statement: Sql, options: StatementOptions = {}): Promise<number> {
+    return (await this.send(statement, options)).rowCount ?? 0;
+  }
+
+  private async send<Row extends QueryResultRow>(
+    statement: Sql,
+    options: StatementOptions,
+  ): Promise<QueryResult<Row>> {
     const executor = await this.executorOf(options);
-    const result = await executor.query({
+    return executor.query<Row>({
       name: nameOf(statement, options),
       text: statement.text,
       values: statement.values as unknown[],
     });
-    return result.rowCount ?? 0;
   }
 
   /** Resolves when the pool answers a trivial statement (readiness). */
@@ -119,6 +131,17 @@ export class Database implements OnApplicationShutdown {
    * transaction of its own on the pool; past it PostgreSQL cancels the statement and this
    * rejects with SQLSTATE 57014 (isStatementTimeout). For work a request can go on without.
    */
+  rowsWithin<Row extends QueryResultRow>(
+    statement: Sql<Row>,
+    timeoutMs: number,
+    options?: Pick<StatementOptions, 'prepared'>,
+  ): Promise<Row[]>;
+  /** @deprecated A row type apart from the statement's columns: build it with Columns#query. */
+  rowsWithin<Row extends QueryResultRow>(
+    statement: Sql,
+    timeoutMs: number,
+    options?: Pick<StatementOptions, 'prepared'>,
+  ): Promise<Row[]>;
   async rowsWithin<Row extends QueryResultRow>(
     statement: Sql,
     timeoutMs: number,

@@ -8,9 +8,15 @@
  * database.rows(sql`SELECT id FROM end_users WHERE organization_id = ${orgId} AND ${byUser}`);
  * ```
  */
-export class Sql {
+export class Sql<Answer = unknown> {
+  /**
+   * Phantom: the row the statement answers, when a Columns declaration built it (Columns#query);
+   * `unknown` for any other piece, which Database#rows cannot type.
+   */
+  declare readonly answers?: Answer;
+
   /** `strings.length === values.length + 1`, as in a template literal. */
-  private constructor(
+  protected constructor(
     readonly strings: readonly string[],
     readonly values: readonly unknown[],
   ) {}
@@ -123,9 +129,13 @@ export type WithEntry = { readonly definition: Sql } | Sql;
  * `WITH entry, entry, … final`: one statement, so one transaction and one round trip, however
  * many modules' tables it writes.
  */
-export function withEntries(entries: readonly WithEntry[], final: Sql): Sql {
+export function withEntries<Answer>(
+  entries: readonly WithEntry[],
+  final: Sql<Answer>,
+): Sql<Answer> {
   const parts = entries.map((entry) => (entry instanceof Sql ? entry : entry.definition));
-  return sql`WITH ${join(parts, ',\n')}\n${final}`;
+  // The statement answers what its final query does.
+  return sql`WITH ${join(parts, ',\n')}\n${final}` as Sql<Answer>;
 }
 
 /**

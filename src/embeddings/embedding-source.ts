@@ -1,3 +1,4 @@
+import { Columns } from '../database/columns';
 import { raw, type Sql, sql } from '../database/sql';
 
 /** An item to embed: its id in its source and its text. */
@@ -17,7 +18,7 @@ export interface EmbeddingSource {
   /** The last id taken from the source's identity sequence (0 before the first). */
   readonly lastId: Sql;
   /** Up to `limit` rows with `after < id <= upTo`, by id, as `(id, text)`. */
-  pending(after: string, upTo: string, limit: number): Sql;
+  pending(after: string, upTo: string, limit: number): Sql<PendingItem>;
   /** Stores embeddings, `embedded` a JSON array of `{id, embedding}`; a row gone since is skipped. */
   store(embedded: string, model: string): Sql;
 }
@@ -27,12 +28,15 @@ export function lastValueOf(sequence: string): Sql {
   return sql`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM ${raw(sequence)}`;
 }
 
+const PENDING_MEMORY = Columns.computed<PendingItem>({ id: sql`m.id::text`, text: sql`m.content` });
+const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text: sql`k.text` });
+
 /** Memories: each message of a conversation, embedded once for recall and search by meaning. */
 export const memoriesSource: EmbeddingSource = {
   name: 'memories',
   lastId: lastValueOf('memories_id_seq'),
   pending: (after, upTo, limit) =>
-    sql`SELECT m.id::text, m.content AS text FROM memories m
+    PENDING_MEMORY.query`SELECT ${PENDING_MEMORY} FROM memories m
          WHERE m.id > ${after}::bigint AND m.id <= ${upTo}::bigint
          ORDER BY m.id LIMIT ${limit}`,
   store: (embedded, model) =>
@@ -52,7 +56,7 @@ export const knowledgeChunksSource: EmbeddingSource = {
   name: 'knowledge_chunks',
   lastId: lastValueOf('knowledge_chunks_id_seq'),
   pending: (after, upTo, limit) =>
-    sql`SELECT k.id::text, k.text FROM knowledge_chunks k
+    PENDING_CHUNK.query`SELECT ${PENDING_CHUNK} FROM knowledge_chunks k
          WHERE k.id > ${after}::bigint AND k.id <= ${upTo}::bigint
          ORDER BY k.id LIMIT ${limit}`,
   store: (embedded, model) =>

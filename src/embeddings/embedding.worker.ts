@@ -9,6 +9,7 @@ import type { PeriodicTask } from '../common/time/periodic-task';
 import { embeddingsConfig } from '../config/embeddings.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import { Embedder, isUnembeddable } from './embedder';
 import {
@@ -26,6 +27,15 @@ export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
 
 /** The longest pause after provider failures in a row. */
 const BACKOFF_MAX_MS = 60_000;
+
+/** A cursor's position (bigint, as text). */
+const POSITION = Columns.computed<{ position: string }>({ position: sql`position::text` });
+
+/** A claimed cursor: its position and how far the source's ids are final (bigints, as text). */
+const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }>({
+  position: sql`c.position::text`,
+  safe_bound: sql`c.safe_bound::text`,
+});
 
 /**
  * Embeds new memories and knowledge chunks in the background on every instance, never in a reply's path (contract
@@ -104,14 +114,14 @@ export class EmbeddingWorker {
   private async embedBatch(source: EmbeddingSource): Promise<number> {
     const model = this.embedder.vectorKind;
     if (!model) return 0;
-    await this.database.rows(
+    await this.database.count(
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
     return this.database.transaction(async (manager) => {
       const cursor = await this.claim(manager, source, model);
       if (!cursor) return 0;
-      const items = await this.database.rows<PendingItem>(
+      const items = await this.database.rows(
         source.pending(cursor.position, cursor.safe_bound, this.config.batchSize),
         { manager },
       );
@@ -121,9 +131,9 @@ export class EmbeddingWorker {
         .map((item, i) => ({ id: item.id, embedding: vectors[i] }))
         .filter((item) => item.embedding !== null);
       if (embedded.length > 0) {
-        await this.database.rows(source.store(JSON.stringify(embedded), model), { manager });
+        await this.database.count(source.store(JSON.stringify(embedded), model), { manager });
       }
-      await this.database.rows(
+      await this.database.count(
         sql`UPDATE embedding_cursors SET position = ${items[items.length - 1].id}::bigint
              WHERE source = ${source.name} AND model = ${model}`,
         { manager },
@@ -144,16 +154,16 @@ export class EmbeddingWorker {
     manager: EntityManager,
     source: EmbeddingSource,
     model: string,
-  ): Promise<{ position: string; safe_bound: string } | undefined> {
-    const locked = await this.database.row<{ position: string }>(
-      sql`SELECT position::text FROM embedding_cursors
+  ): Promise<RowOf<typeof CLAIMED_CURSOR> | undefined> {
+    const locked = await this.database.row(
+      POSITION.query`SELECT ${POSITION} FROM embedding_cursors
            WHERE source = ${source.name} AND model = ${model}
              FOR UPDATE SKIP LOCKED`,
       { manager },
     );
     if (!locked) return undefined;
-    return this.database.row<{ position: string; safe_bound: string }>(
-      sql`WITH now AS (
+    return this.database.row(
+      CLAIMED_CURSOR.query`WITH now AS (
             SELECT (${source.lastId}) AS last_id,
                    pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                    pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax),
@@ -170,7 +180,7 @@ export class EmbeddingWorker {
                                      ELSE COALESCE(s.pending_xmax, s.xmax) END
             FROM state s
            WHERE c.source = ${source.name} AND c.model = ${model}
-          RETURNING c.position::text, c.safe_bound::text`,
+          RETURNING ${CLAIMED_CURSOR}`,
       { manager },
     );
   }

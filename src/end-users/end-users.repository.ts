@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
-import { cte, raw, sql, withEntries } from '../database/sql';
+import { Columns, type RowOf } from '../database/columns';
+import { cte, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
@@ -12,7 +12,32 @@ import {
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 
-const COLUMNS = raw('id, user_id, metadata, status, erase_after, created_at, updated_at');
+/** An end_users row as EndUsersService reads it (EndUserRow). */
+const END_USER = Columns.rowOf<EndUser>()(
+  'id',
+  'userId',
+  'metadata',
+  'status',
+  'eraseAfter',
+  'createdAt',
+  'updatedAt',
+);
+
+/** Create-or-get's row: the end user, with whether this statement inserted it. */
+const CREATED_OR_GOT = Columns.computed<{ created: boolean }>({ created: sql`true` }).and(END_USER);
+
+const ERASURE_MARK = Columns.rowOf<EndUser>('e')('userId').and(
+  Columns.computed<{
+    /** Set by the statement: never null. */
+    erase_after: Date;
+    /** Whether this statement moved the user out of 'active' (false when already deleting). */
+    was_active: boolean;
+  }>({ erase_after: sql`e.erase_after`, was_active: sql`before.status = 'active'` }),
+);
+
+const DUE_ERASURE = Columns.rowOf<EndUser>()('id', 'organizationId', 'userId');
+
+const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
 
 /**
  * Create-or-get in one statement: the INSERT wins or the existing row is read in the same round
@@ -35,25 +60,25 @@ export function createOrGetStatement(
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES (${organizationId}, ${userId}, ${metadataJson})
       ON CONFLICT (organization_id, user_id) DO NOTHING
-      RETURNING ${COLUMNS}, ${lent}`,
+      RETURNING ${END_USER}, ${lent}`,
   );
+  const entries = [
+    inserted,
+    webhookEventStep(inserted, { organizationId, type: 'end_user.created', at }),
+  ];
   return withEntries(
-    [inserted, webhookEventStep(inserted, { organizationId, type: 'end_user.created', at })],
-    sql`SELECT true AS created, ${COLUMNS} FROM ${inserted.ref}
-        UNION ALL
-        SELECT false, ${COLUMNS} FROM end_users
-         WHERE organization_id = ${organizationId} AND user_id = ${userId}
-           AND NOT EXISTS (SELECT 1 FROM ${inserted.ref})`,
+    entries,
+    CREATED_OR_GOT.query`SELECT ${CREATED_OR_GOT} FROM ${inserted.ref}
+    UNION ALL
+    SELECT false, ${END_USER} FROM end_users
+     WHERE organization_id = ${organizationId} AND user_id = ${userId}
+       AND NOT EXISTS (SELECT 1 FROM ${inserted.ref})`,
   );
 }
 
-export type ErasureMark = Row<EndUser, 'userId'> & {
-  erase_after: Date;
-  /** Whether this statement moved the user out of 'active' (false when already deleting). */
-  was_active: boolean;
-};
+export type ErasureMark = RowOf<typeof ERASURE_MARK>;
 
-export type DueErasure = Row<EndUser, 'id' | 'organizationId' | 'userId'>;
+export type DueErasure = RowOf<typeof DUE_ERASURE>;
 
 /**
  * The SQL of the end_users table. The single-statement paths run on the pool (create-or-get is
@@ -70,15 +95,15 @@ export class EndUsersRepository {
     userId: string,
     metadataJson: string,
     at: Date,
-  ): Promise<(EndUserRow & { created: boolean }) | undefined> {
+  ): Promise<RowOf<typeof CREATED_OR_GOT> | undefined> {
     return this.database.row(createOrGetStatement(organizationId, userId, metadataJson, at), {
       prepared: true,
     });
   }
 
   findByUserId(organizationId: string, userId: string): Promise<EndUserRow | undefined> {
-    return this.database.row<EndUserRow>(
-      sql`SELECT ${COLUMNS} FROM end_users
+    return this.database.row(
+      END_USER.query`SELECT ${END_USER} FROM end_users
            WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
       { prepared: true },
     );
@@ -90,8 +115,8 @@ export class EndUsersRepository {
     limit: number,
     startingAfter: string | undefined,
   ): Promise<EndUserRow[]> {
-    return this.database.rows<EndUserRow>(
-      sql`SELECT ${COLUMNS} FROM end_users
+    return this.database.rows(
+      END_USER.query`SELECT ${END_USER} FROM end_users
            WHERE organization_id = ${organizationId}
              AND (${startingAfter ?? null}::text IS NULL OR user_id > ${startingAfter ?? null})
            ORDER BY user_id LIMIT ${limit + 1}`,
@@ -105,10 +130,10 @@ export class EndUsersRepository {
     metadataJson: string,
     at: Date,
   ): Promise<EndUserRow | undefined> {
-    return this.database.row<EndUserRow>(
-      sql`UPDATE end_users SET metadata = ${metadataJson}, updated_at = ${at}
+    return this.database.row(
+      END_USER.query`UPDATE end_users SET metadata = ${metadataJson}, updated_at = ${at}
            WHERE organization_id = ${organizationId} AND user_id = ${userId} AND status = 'active'
-           RETURNING ${COLUMNS}`,
+           RETURNING ${END_USER}`,
     );
   }
 
@@ -124,8 +149,8 @@ export class EndUsersRepository {
     eraseAfter: Date,
     at: Date,
   ): Promise<ErasureMark | undefined> {
-    return this.database.row<ErasureMark>(
-      sql`WITH before AS (
+    return this.database.row(
+      ERASURE_MARK.query`WITH before AS (
             SELECT id, status FROM end_users
              WHERE organization_id = ${organizationId} AND user_id = ${userId} FOR UPDATE)
           UPDATE end_users e
@@ -133,15 +158,15 @@ export class EndUsersRepository {
                  erase_after = COALESCE(e.erase_after, ${eraseAfter}::timestamptz),
                  updated_at = ${at}
             FROM before WHERE e.id = before.id
-          RETURNING e.user_id, e.erase_after, before.status = 'active' AS was_active`,
+          RETURNING ${ERASURE_MARK}`,
       { manager },
     );
   }
 
   /** Database-wide; the partial index end_users_erasure_due_idx covers it. */
   async countDeleting(): Promise<number> {
-    const row = await this.database.row<{ pending: number }>(
-      sql`SELECT count(*)::int AS pending FROM end_users WHERE status = 'deleting'`,
+    const row = await this.database.row(
+      PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM end_users WHERE status = 'deleting'`,
     );
     return row?.pending ?? 0;
   }
@@ -151,8 +176,8 @@ export class EndUsersRepository {
    * transaction holds are skipped, so two instances never claim the same user.
    */
   claimDue(manager: EntityManager, now: Date, limit: number): Promise<DueErasure[]> {
-    return this.database.rows<DueErasure>(
-      sql`SELECT id, organization_id, user_id FROM end_users
+    return this.database.rows(
+      DUE_ERASURE.query`SELECT ${DUE_ERASURE} FROM end_users
            WHERE status = 'deleting' AND erase_after <= ${now}
            ORDER BY erase_after
            LIMIT ${limit}
@@ -165,7 +190,7 @@ export class EndUsersRepository {
   @ErasesEndUsers({ order: ErasureOrder.END_USERS, tables: ['end_users'] })
   async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     const ids = endUsers.map((endUser) => endUser.id);
-    await this.database.rows(sql`DELETE FROM end_users WHERE id = ANY(${ids}::uuid[])`, {
+    await this.database.count(sql`DELETE FROM end_users WHERE id = ANY(${ids}::uuid[])`, {
       manager,
     });
   }

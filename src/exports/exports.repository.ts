@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { raw, type Sql, sql } from '../database/sql';
+import type { EndUser } from '../end-users/entities/end-user.entity';
 
 const ISO = (column: string) =>
   raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
@@ -9,17 +11,25 @@ const ISO = (column: string) =>
 const FIRST_BY_TIME_AND_ID = ['-infinity', '00000000-0000-0000-0000-000000000000'];
 
 /** An end user found for a document, with what bounds the document's reads. */
-export interface DocumentSubject {
-  /** The end_users row's id. */
-  id: string;
-  userId: string;
-  /** The end user as the export's `end_user` JSON. */
-  exportDocument: string;
-  /** The end user's stored row, as `to_jsonb` renders it. */
-  rowDocument: string;
-  /** The newest memory at the start: later ones belong to a later document. */
-  lastMemoryId: string;
-}
+const SUBJECT = Columns.propertiesOf<EndUser>('e')('id', 'userId').and(
+  Columns.computed<{
+    /** The end user as the export's `end_user` JSON. */
+    exportDocument: string;
+    /** The end user's stored row, as `to_jsonb` renders it. */
+    rowDocument: string;
+    /** The newest memory at the start: later ones belong to a later document. */
+    lastMemoryId: string;
+  }>({
+    exportDocument: sql`json_build_object(
+        'user_id', e.user_id, 'metadata', e.metadata, 'status', e.status,
+        'created_at', ${ISO('e.created_at')}, 'updated_at', ${ISO('e.updated_at')}
+      )::text`,
+    rowDocument: sql`to_jsonb(e)::text`,
+    lastMemoryId: sql`COALESCE((SELECT max(m.id) FROM memories m WHERE m.end_user_id = e.id), 0)::text`,
+  }),
+);
+
+export type DocumentSubject = RowOf<typeof SUBJECT>;
 
 /** One page of a section: rows already rendered as JSON text, and where the next page starts. */
 export interface SectionPage {
@@ -41,6 +51,60 @@ interface DocRow {
   [cursor: string]: string;
 }
 
+/** What a section's page selects: each row rendered (`doc`), then its key (c1, c2). */
+function pageOf(doc: Sql, ...key: Sql[]): Columns<DocRow> {
+  return Columns.computed<DocRow>({
+    doc,
+    ...Object.fromEntries(key.map((column, index) => [`c${index + 1}`, column])),
+  });
+}
+
+/** The PMF v1 document's rows, as the export shows them. */
+const PERSONALITY_DOCS = pageOf(
+  sql`json_build_object(
+        'id', p.id, 'source_slug', p.source_slug, 'source_version', p.source_version,
+        'name', p.name, 'description', p.description, 'traits', p.traits,
+        'voice', p.voice, 'system_prompt', p.system_prompt, 'language', p.language,
+        'replies', p.replies)::text`,
+  sql`p.created_at::text`,
+  sql`p.id::text`,
+);
+
+const RELATIONSHIP_DOCS = pageOf(
+  sql`json_build_object(
+        'personality_id', personality_id, 'month', to_char(month, 'YYYY-MM'),
+        'first_active_at', ${ISO('first_active_at')})::text`,
+  sql`month::text`,
+  sql`personality_id::text`,
+);
+
+const MEMORY_DOCS = pageOf(
+  sql`json_build_object(
+        'id', id::text, 'personality_id', personality_id, 'role', role, 'content', content,
+        'emotion', CASE WHEN emotion IS NULL THEN NULL
+                   ELSE json_build_object('name', emotion, 'intensity', intensity) END,
+        'vocabulary_version', vocabulary_version,
+        'created_at', ${ISO('created_at')}, 'safety', safety, 'tool_calls', tool_calls)::text`,
+  sql`t.id::text`,
+);
+
+const FACT_DOCS = pageOf(
+  sql`json_build_object(
+        'id', t.id, 'content', t.content, 'source', t.source, 'memory_id', t.memory_id::text,
+        'created_at', ${ISO('t.created_at')}, 'updated_at', ${ISO('t.updated_at')})::text`,
+  sql`t.created_at::text`,
+  sql`t.id::text`,
+);
+
+/** The subject-access document's rows, as stored. */
+const RELATIONSHIP_MONTH_ROWS = pageOf(
+  sql`to_jsonb(t)::text`,
+  sql`t.month::text`,
+  sql`t.personality_id::text`,
+);
+const MEMORY_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.id::text`);
+const FACT_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.id::text`);
+
 /**
  * The reads of the export and subject-access documents. Each is one short statement on the
  * shared pool, keyed by the last row of the previous page, so a document never holds a
@@ -51,15 +115,8 @@ export class ExportsRepository {
   constructor(private readonly database: Database) {}
 
   async findSubject(organizationId: string, userId: string): Promise<DocumentSubject | null> {
-    const row = await this.database.row<DocumentSubject>(
-      sql`SELECT e.id, e.user_id AS "userId",
-              json_build_object(
-                'user_id', e.user_id, 'metadata', e.metadata, 'status', e.status,
-                'created_at', ${ISO('e.created_at')}, 'updated_at', ${ISO('e.updated_at')}
-              )::text AS "exportDocument",
-              to_jsonb(e)::text AS "rowDocument",
-              COALESCE((SELECT max(m.id) FROM memories m WHERE m.end_user_id = e.id), 0)::text
-                AS "lastMemoryId"
+    const row = await this.database.row(
+      SUBJECT.query`SELECT ${SUBJECT}
          FROM end_users e
         WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
     );
@@ -72,12 +129,7 @@ export class ExportsRepository {
       'personalities',
       FIRST_BY_TIME_AND_ID,
       (subject, [at, id], limit) =>
-        sql`SELECT json_build_object(
-                   'id', p.id, 'source_slug', p.source_slug, 'source_version', p.source_version,
-                   'name', p.name, 'description', p.description, 'traits', p.traits,
-                   'voice', p.voice, 'system_prompt', p.system_prompt, 'language', p.language,
-                   'replies', p.replies)::text AS doc,
-                 p.created_at::text AS c1, p.id::text AS c2
+        PERSONALITY_DOCS.query`SELECT ${PERSONALITY_DOCS}
             FROM personalities p
            WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = ${subject.id}
                           UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = ${subject.id})
@@ -89,28 +141,14 @@ export class ExportsRepository {
       'relationships',
       FIRST_BY_TIME_AND_ID,
       (subject, [month, id], limit) =>
-        sql`SELECT json_build_object(
-                   'personality_id', personality_id, 'month', to_char(month, 'YYYY-MM'),
-                   'first_active_at', ${ISO('first_active_at')})::text AS doc,
-                 month::text AS c1, personality_id::text AS c2
+        RELATIONSHIP_DOCS.query`SELECT ${RELATIONSHIP_DOCS}
             FROM relationship_months
            WHERE end_user_id = ${subject.id} AND (month, personality_id) > (${month}::date, ${id}::uuid)
            ORDER BY month, personality_id
            LIMIT ${limit}`,
     ),
-    this.memorySection(
-      sql`json_build_object(
-            'id', id::text, 'personality_id', personality_id, 'role', role, 'content', content,
-            'emotion', CASE WHEN emotion IS NULL THEN NULL
-                       ELSE json_build_object('name', emotion, 'intensity', intensity) END,
-            'vocabulary_version', vocabulary_version,
-            'created_at', ${ISO('created_at')}, 'safety', safety, 'tool_calls', tool_calls)::text`,
-    ),
-    this.factSection(
-      sql`json_build_object(
-            'id', t.id, 'content', t.content, 'source', t.source, 'memory_id', t.memory_id::text,
-            'created_at', ${ISO('t.created_at')}, 'updated_at', ${ISO('t.updated_at')})::text`,
-    ),
+    this.memorySection(MEMORY_DOCS),
+    this.factSection(FACT_DOCS),
   ];
 
   /** The tables of the subject-access document after `end_users`, as stored. */
@@ -119,15 +157,15 @@ export class ExportsRepository {
       'relationship_months',
       FIRST_BY_TIME_AND_ID,
       (subject, [month, id], limit) =>
-        sql`SELECT to_jsonb(t)::text AS doc, t.month::text AS c1, t.personality_id::text AS c2
+        RELATIONSHIP_MONTH_ROWS.query`SELECT ${RELATIONSHIP_MONTH_ROWS}
             FROM relationship_months t
            WHERE t.end_user_id = ${subject.id}
              AND (t.month, t.personality_id) > (${month}::date, ${id}::uuid)
            ORDER BY t.month, t.personality_id
            LIMIT ${limit}`,
     ),
-    this.memorySection(sql`to_jsonb(t)::text`),
-    this.factSection(sql`to_jsonb(t)::text`, 'end_user_facts'),
+    this.memorySection(MEMORY_ROWS),
+    this.factSection(FACT_ROWS, 'end_user_facts'),
   ];
 
   /**
@@ -135,12 +173,12 @@ export class ExportsRepository {
    * stale statistics (a bulk import) the planner sorts the user's rows, and rendering them all
    * for every page made an export quadratic.
    */
-  private memorySection(render: Sql): Section {
+  private memorySection(rows: Columns<DocRow>): Section {
     return this.section(
       'memories',
       ['0'],
       (subject, [after], limit) =>
-        sql`SELECT ${render} AS doc, t.id::text AS c1
+        rows.query`SELECT ${rows}
             FROM (SELECT * FROM memories
                    WHERE end_user_id = ${subject.id} AND id > ${after}::bigint
                      AND id <= ${subject.lastMemoryId}::bigint
@@ -154,12 +192,12 @@ export class ExportsRepository {
    * A fact learned from a message newer than the document's start points at a memory the
    * document does not hold, so it belongs to a later document too; every other fact is in.
    */
-  private factSection(render: Sql, key = 'facts'): Section {
+  private factSection(rows: Columns<DocRow>, key = 'facts'): Section {
     return this.section(
       key,
       FIRST_BY_TIME_AND_ID,
       (subject, [at, id], limit) =>
-        sql`SELECT ${render} AS doc, t.created_at::text AS c1, t.id::text AS c2
+        rows.query`SELECT ${rows}
             FROM end_user_facts t
            WHERE t.end_user_id = ${subject.id}
              AND (t.memory_id IS NULL OR t.memory_id <= ${subject.lastMemoryId}::bigint)
@@ -173,13 +211,13 @@ export class ExportsRepository {
   private section(
     key: string,
     first: string[],
-    page: (subject: DocumentSubject, after: string[], limit: number) => Sql,
+    page: (subject: DocumentSubject, after: string[], limit: number) => Sql<DocRow>,
   ): Section {
     return {
       key,
       first,
       page: async (subject, after, limit) => {
-        const rows = await this.database.rows<DocRow>(page(subject, after, limit));
+        const rows = await this.database.rows(page(subject, after, limit));
         const last = rows[rows.length - 1];
         return {
           docs: rows.map((row) => row.doc),

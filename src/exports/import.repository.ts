@@ -1,11 +1,20 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns } from '../database/columns';
 import { Database } from '../database/database';
 import { sql, withEntries } from '../database/sql';
+import type { EndUser } from '../end-users/entities/end-user.entity';
 import { endUserInsertStep, type NewEndUser } from '../end-users/end-users.step';
+import type { Memory } from '../memory/entities/memory.entity';
 import { factsInsertStep, type NewFact } from '../memory/facts.step';
 import { memoriesInsertStep, type NewMemory } from '../memory/memories.step';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
+
+const END_USER_ID = Columns.rowOf<EndUser>()('id');
+
+const MEMORY_ID = Columns.rowOf<Memory>()('id');
+
+const FACT_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*)::int` });
 
 /**
  * The statements of an import. It owns no table: the end user, its memories and facts are
@@ -19,18 +28,16 @@ export class ImportRepository {
   /** The new end user's id, with its `end_user.created` event; undefined: the user_id is taken. */
   async insertEndUser(manager: EntityManager, endUser: NewEndUser): Promise<string | undefined> {
     const inserted = endUserInsertStep(endUser);
-    const row = await this.database.row<{ id: string }>(
-      withEntries(
-        [
-          inserted,
-          webhookEventStep(inserted, {
-            organizationId: endUser.organizationId,
-            type: 'end_user.created',
-            at: endUser.updatedAt,
-          }),
-        ],
-        sql`SELECT id FROM ${inserted.ref}`,
-      ),
+    const entries = [
+      inserted,
+      webhookEventStep(inserted, {
+        organizationId: endUser.organizationId,
+        type: 'end_user.created',
+        at: endUser.updatedAt,
+      }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, END_USER_ID.query`SELECT ${END_USER_ID} FROM ${inserted.ref}`),
       { manager },
     );
     return row?.id;
@@ -43,9 +50,12 @@ export class ImportRepository {
    */
   async insertMemories(manager: EntityManager, memories: NewMemory[]): Promise<string[]> {
     const inserted = memoriesInsertStep(memories);
-    const rows = await this.database.rows<{ id: string }>(
+    const rows = await this.database.rows(
       // bigint ids arrive as decimal strings; ordered as numbers, before they are text.
-      withEntries([inserted], sql`SELECT id FROM ${inserted.ref} ORDER BY id`),
+      withEntries(
+        [inserted],
+        MEMORY_ID.query`SELECT ${MEMORY_ID} FROM ${inserted.ref} ORDER BY id`,
+      ),
       { manager },
     );
     return rows.map((row) => row.id);
@@ -58,8 +68,8 @@ export class ImportRepository {
     facts: NewFact[],
   ): Promise<number> {
     const inserted = factsInsertStep(target, facts);
-    const row = await this.database.row<{ count: number }>(
-      withEntries([inserted], sql`SELECT count(*)::int AS count FROM ${inserted.ref}`),
+    const row = await this.database.row(
+      withEntries([inserted], FACT_COUNT.query`SELECT ${FACT_COUNT} FROM ${inserted.ref}`),
       { manager },
     );
     return row?.count ?? 0;

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Batcher } from '../database/batcher';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import type { IdempotencyKey, IdempotencyScopeType } from './entities/idempotency-key.entity';
 
@@ -57,11 +57,14 @@ interface Answered {
   at: Date;
 }
 
-interface KeyRow {
-  scope_type: string;
-  scope_id: string;
-  key: string;
-}
+const KEY = Columns.rowOf<IdempotencyKey>()('scopeType', 'scopeId', 'key');
+
+type KeyRow = RowOf<typeof KEY>;
+
+/** A key whose answer was stored, and the request that held it. */
+const COMPLETED = Columns.rowOf<IdempotencyKey>('k')('scopeType', 'scopeId', 'key').and(
+  Columns.computed<{ locked_by: string }>({ locked_by: sql`a.locked_by` }),
+);
 
 const keyOf = (ref: KeyRow | KeyRef) =>
   'scopeType' in ref
@@ -77,6 +80,17 @@ const compareKeys = (a: KeyRef, b: KeyRef) =>
 const leaseEnd = (now: Date, leaseMs: number) => new Date(now.getTime() + leaseMs);
 /** Keys created at or before this are past retention at `now`. */
 const retentionCutoff = (now: Date, retentionMs: number) => new Date(now.getTime() - retentionMs);
+
+/** The key as it stands, with whether it is past retention or its lease has lapsed at `now`. */
+const storedAt = (now: Date, retentionMs: number) =>
+  Columns.rowOf<IdempotencyKey>()('requestHash', 'responseStatus', 'responseBody').and(
+    Columns.computed<{ expired: boolean; lease_lapsed: boolean }>({
+      expired: sql`created_at <= ${retentionCutoff(now, retentionMs)}`,
+      lease_lapsed: sql`coalesce(locked_until < ${now}, false)`,
+    }),
+  );
+
+const DELETED_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*)::int` });
 
 const whereClaimed = (claim: ClaimRef) =>
   sql`scope_type = ${claim.scopeType} AND scope_id = ${claim.scopeId} AND key = ${claim.key}
@@ -120,8 +134,8 @@ export class IdempotencyRepository {
       if (!first.has(keyOf(input.claim))) first.set(keyOf(input.claim), input);
     }
     const rows = [...first.values()].sort((a, b) => compareKeys(a.claim, b.claim));
-    const inserted = await this.database.rows<KeyRow>(
-      sql`INSERT INTO idempotency_keys
+    const inserted = await this.database.rows(
+      KEY.query`INSERT INTO idempotency_keys
             (scope_type, scope_id, key, request_hash, locked_by, locked_until, created_at)
           SELECT * FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
                                ${rows.map((r) => r.claim.scopeId)}::uuid[],
@@ -131,7 +145,7 @@ export class IdempotencyRepository {
                                ${rows.map((r) => r.lockedUntil)}::timestamptz[],
                                ${rows.map((r) => r.now)}::timestamptz[])
           ON CONFLICT (scope_type, scope_id, key) DO NOTHING
-          RETURNING scope_type, scope_id, key`,
+          RETURNING ${KEY}`,
       { prepared: true, asyncCommit: true },
     );
     const won = new Set(inserted.map(keyOf));
@@ -143,8 +157,8 @@ export class IdempotencyRepository {
   /** Whether each claim still held its key when its answer was stored. */
   private async completeAll(inputs: readonly Answered[]): Promise<boolean[]> {
     const rows = [...inputs].sort((a, b) => compareKeys(a.claim, b.claim));
-    const completed = await this.database.rows<KeyRow & { locked_by: string }>(
-      sql`UPDATE idempotency_keys k
+    const completed = await this.database.rows(
+      COMPLETED.query`UPDATE idempotency_keys k
              SET response_status = a.status, response_body = a.body, subject = a.subject,
                  completed_at = a.at, locked_by = NULL, locked_until = NULL
             FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
@@ -158,7 +172,7 @@ export class IdempotencyRepository {
                    AS a(scope_type, scope_id, key, locked_by, status, body, subject, at)
            WHERE k.scope_type = a.scope_type AND k.scope_id = a.scope_id AND k.key = a.key
              AND k.locked_by = a.locked_by
-          RETURNING k.scope_type, k.scope_id, k.key, a.locked_by`,
+          RETURNING ${COMPLETED}`,
       { prepared: true, asyncCommit: true },
     );
     const held = new Set(completed.map((row) => `${keyOf(row)}\n${row.locked_by}`));
@@ -203,15 +217,9 @@ export class IdempotencyRepository {
 
   /** The key as it stands, with whether it is past retention or its lease has lapsed at `now`. */
   async find(ref: KeyRef, retentionMs: number, now: Date): Promise<StoredKey | undefined> {
-    const row = await this.database.row<
-      Row<IdempotencyKey, 'requestHash' | 'responseStatus' | 'responseBody'> & {
-        expired: boolean;
-        lease_lapsed: boolean;
-      }
-    >(
-      sql`SELECT request_hash, response_status, response_body,
-                 created_at <= ${retentionCutoff(now, retentionMs)} AS expired,
-                 coalesce(locked_until < ${now}, false) AS lease_lapsed
+    const stored = storedAt(now, retentionMs);
+    const row = await this.database.row(
+      stored.query`SELECT ${stored}
             FROM idempotency_keys
            WHERE scope_type = ${ref.scopeType} AND scope_id = ${ref.scopeId} AND key = ${ref.key}`,
       { prepared: true, asyncCommit: true },
@@ -242,7 +250,7 @@ export class IdempotencyRepository {
     answer: StoredAnswer,
     at: Date,
   ): Promise<void> {
-    await this.database.rows(completeStatement(claim, answer, at), { manager });
+    await this.database.count(completeStatement(claim, answer, at), { manager });
   }
 
   /**
@@ -254,7 +262,7 @@ export class IdempotencyRepository {
     manager: EntityManager,
     about: ReadonlyArray<{ organizationId: string; subject: Buffer }>,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM idempotency_keys k
             USING unnest(${about.map((a) => a.organizationId)}::uuid[],
                          ${about.map((a) => a.subject)}::bytea[]) AS d(scope_id, subject)
@@ -266,7 +274,7 @@ export class IdempotencyRepository {
 
   /** Gives the key up (an answer that is not stored): the next request with it runs afresh. */
   async release(claim: ClaimRef): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM idempotency_keys WHERE ${whereClaimed(claim)} AND response_status IS NULL`,
       { prepared: true, asyncCommit: true },
     );
@@ -288,8 +296,8 @@ export class IdempotencyRepository {
    * without waiting on each other or deleting a row twice; each batch is one short statement.
    */
   async deleteExpired(now: Date, retentionMs: number, batchSize: number): Promise<number> {
-    const row = await this.database.row<{ count: number }>(
-      sql`WITH doomed AS (
+    const row = await this.database.row(
+      DELETED_COUNT.query`WITH doomed AS (
             SELECT scope_type, scope_id, key FROM idempotency_keys
              WHERE created_at <= ${retentionCutoff(now, retentionMs)}
                AND (locked_until IS NULL OR locked_until < ${now})
@@ -299,7 +307,7 @@ export class IdempotencyRepository {
             DELETE FROM idempotency_keys k USING doomed d
              WHERE k.scope_type = d.scope_type AND k.scope_id = d.scope_id AND k.key = d.key
             RETURNING 1)
-          SELECT count(*)::int AS count FROM deleted`,
+          SELECT ${DELETED_COUNT} FROM deleted`,
       { asyncCommit: true },
     );
     return row?.count ?? 0;

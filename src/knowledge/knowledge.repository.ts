@@ -1,12 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
 import { raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
 import { RETRIEVAL_WORDS } from '../memory/memory-search';
+import type { KnowledgeChunk } from './entities/knowledge-chunk.entity';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
+import type { KnowledgeTermRefill } from './entities/knowledge-term-refill.entity';
 
 /**
  * Of the organization's chunks holding a word, the best this many by the word's weight in them
@@ -17,21 +19,63 @@ import type { KnowledgeDocument } from './entities/knowledge-document.entity';
  */
 export const KNOWLEDGE_POSTINGS_PER_WORD = 128;
 
-export type KnowledgeDocumentRow = Row<
-  KnowledgeDocument,
-  'id' | 'title' | 'language' | 'bytes' | 'chunks' | 'createdAt' | 'updatedAt'
-> & { personality_ids: string[] | null };
+/** A document `d`, with the personalities it is attached to (null: all). */
+const DOCUMENT = Columns.rowOf<KnowledgeDocument>('d')(
+  'id',
+  'title',
+  'language',
+  'bytes',
+  'chunks',
+  'createdAt',
+  'updatedAt',
+).and(
+  Columns.computed<{ personality_ids: string[] | null }>({
+    personality_ids: sql`CASE WHEN d.all_personalities THEN NULL
+       ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
+                   WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END`,
+  }),
+);
 
-export type KnowledgeDocumentWithContentRow = KnowledgeDocumentRow &
-  Row<KnowledgeDocument, 'content'>;
+export type KnowledgeDocumentRow = RowOf<typeof DOCUMENT>;
 
-export interface KnowledgeHit {
-  document_id: string;
-  title: string;
-  chunk_index: number;
-  text: string;
-  score: number;
-}
+const DOCUMENT_WITH_CONTENT = DOCUMENT.and(Columns.rowOf<KnowledgeDocument>('d')('content'));
+
+export type KnowledgeDocumentWithContentRow = RowOf<typeof DOCUMENT_WITH_CONTENT>;
+
+/** A chunk `k` found, with its document `d`'s title. */
+const HIT_TEXT = Columns.rowOf<KnowledgeDocument>('d')('title').and(
+  Columns.rowOf<KnowledgeChunk>('k')('chunkIndex', 'text'),
+);
+
+/** A hit of the full-text ranking alone: `c`, a candidate chunk with its document and score. */
+const LEXICAL_HIT = Columns.rowOf<KnowledgeChunk>('c')('documentId')
+  .and(HIT_TEXT)
+  .and(Columns.computed<{ score: number }>({ score: sql`c.score` }));
+
+export type KnowledgeHit = RowOf<typeof LEXICAL_HIT>;
+
+/** A hit of the fused rankings: `f`, a chunk's fused score. */
+const FUSED_HIT: Columns<KnowledgeHit> = Columns.rowOf<KnowledgeChunk>('k')('documentId')
+  .and(HIT_TEXT)
+  .and(Columns.computed<{ score: number }>({ score: sql`f.score` }));
+
+const SEARCH_CONFIG = Columns.rowOf<KnowledgeDocument>()('searchConfig');
+
+/** Who draws on the organization's documents `d`, through their attachments `a`. */
+const DRAWERS = Columns.computed<{ all_personalities: boolean; personality_ids: string[] }>({
+  all_personalities: sql`coalesce(bool_or(d.all_personalities), false)`,
+  personality_ids: sql`coalesce(array_agg(DISTINCT a.personality_id::text)
+                              FILTER (WHERE a.personality_id IS NOT NULL), '{}')`,
+});
+
+/** The sum of documents' bytes: a bigint, which the driver answers as a string. */
+const BYTES_HELD = Columns.computed<{ bytes: string }>({ bytes: sql`coalesce(sum(bytes), 0)` });
+
+const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::int` });
+
+const DOCUMENT_ID = Columns.rowOf<KnowledgeDocument>()('id');
+
+const REFILL = Columns.rowOf<KnowledgeTermRefill>()('organizationId', 'lexeme');
 
 /** The personalities an organization's documents are attached to: all of them, or these. */
 export interface KnowledgeDrawers {
@@ -45,12 +89,6 @@ export interface DocumentText {
   bytes: number;
   chunks: string[];
 }
-
-const COLUMNS = sql`d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at,
-  CASE WHEN d.all_personalities THEN NULL
-       ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
-                   WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END
-    AS personality_ids`;
 
 /** The documents a personality draws on: those attached to all, or to it (null: any). */
 function attachedTo(personalityId: string | null): Sql {
@@ -140,11 +178,11 @@ export function rankedChunks(
   text: string,
   limit: number,
   meaning: Meaning | null,
-): Sql {
+): Sql<KnowledgeHit> {
   if (!meaning) {
-    return sql`
+    return LEXICAL_HIT.query`
       WITH candidates AS MATERIALIZED (${matchingChunks(organizationId, personalityId, text)})
-      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
+      SELECT ${LEXICAL_HIT}
         FROM (SELECT * FROM candidates ORDER BY ${LEXICAL_ORDER} LIMIT ${limit}) c
         JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = ${organizationId}
         JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = ${organizationId}
@@ -185,8 +223,8 @@ export function rankedChunks(
     SELECT x.chunk_id AS id, x.embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = ${organizationId}`;
-  return sql`
-    SELECT k.document_id, d.title, k.chunk_index, k.text, f.score
+  return FUSED_HIT.query`
+    SELECT ${FUSED_HIT}
       FROM (${fused(lexical, nearest(compared, meaning, depth), limit)}) f
       JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = ${organizationId}
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
@@ -202,7 +240,7 @@ export class KnowledgeRepository {
    * sum of their bytes is read and changed by one of them at a time (KNOWLEDGE_MAX_BYTES).
    */
   async lockOrganization(manager: EntityManager, organizationId: string): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || ${organizationId}, 0))`,
       { manager },
     );
@@ -214,8 +252,8 @@ export class KnowledgeRepository {
     organizationId: string,
     except: string | null,
   ): Promise<number> {
-    const row = await this.database.row<{ bytes: string }>(
-      sql`SELECT coalesce(sum(bytes), 0) AS bytes FROM knowledge_documents
+    const row = await this.database.row(
+      BYTES_HELD.query`SELECT ${BYTES_HELD} FROM knowledge_documents
            WHERE organization_id = ${organizationId}
              AND (${except}::uuid IS NULL OR id <> ${except}::uuid)`,
       { manager },
@@ -229,8 +267,8 @@ export class KnowledgeRepository {
     organizationId: string,
     ids: string[],
   ): Promise<number> {
-    const row = await this.database.row<{ n: number }>(
-      sql`SELECT count(*)::int AS n FROM personalities
+    const row = await this.database.row(
+      PERSONALITIES_FOUND.query`SELECT ${PERSONALITIES_FOUND} FROM personalities
            WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])`,
       { manager },
     );
@@ -248,13 +286,13 @@ export class KnowledgeRepository {
       at: Date;
     },
   ): Promise<string> {
-    const row = await this.database.row<{ id: string }>(
-      sql`INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
+    const row = await this.database.row(
+      DOCUMENT_ID.query`INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
                                            bytes, chunks, all_personalities, created_at, updated_at)
           VALUES (${document.organizationId}, ${document.title}, ${document.language},
                   ${document.searchConfig}, ${document.text.content}, ${document.text.bytes},
                   ${document.text.chunks.length}, true, ${document.at}, ${document.at})
-          RETURNING id`,
+          RETURNING ${DOCUMENT_ID}`,
       { manager },
     );
     return row!.id;
@@ -266,17 +304,17 @@ export class KnowledgeRepository {
     organizationId: string,
     id: string,
     changes: { title?: string; text?: DocumentText; at: Date },
-  ): Promise<{ search_config: string } | undefined> {
+  ): Promise<RowOf<typeof SEARCH_CONFIG> | undefined> {
     const { title, text, at } = changes;
-    return this.database.row<{ search_config: string }>(
-      sql`UPDATE knowledge_documents
+    return this.database.row(
+      SEARCH_CONFIG.query`UPDATE knowledge_documents
              SET title = coalesce(${title ?? null}::text, title),
                  content = coalesce(${text?.content ?? null}::text, content),
                  bytes = coalesce(${text?.bytes ?? null}::int, bytes),
                  chunks = coalesce(${text?.chunks.length ?? null}::int, chunks),
                  updated_at = ${at}
            WHERE organization_id = ${organizationId} AND id = ${id}
-          RETURNING search_config`,
+          RETURNING ${SEARCH_CONFIG}`,
       { manager },
     );
   }
@@ -289,14 +327,14 @@ export class KnowledgeRepository {
     personalityIds: string[] | null,
   ): Promise<void> {
     // Two statements: an INSERT does not see a DELETE of the same statement (one snapshot).
-    await this.database.rows(
+    await this.database.count(
       sql`WITH marked AS (UPDATE knowledge_documents SET all_personalities = ${personalityIds === null}
                            WHERE id = ${id} AND organization_id = ${organizationId})
           DELETE FROM knowledge_attachments
            WHERE document_id = ${id} AND organization_id = ${organizationId}`,
       { manager },
     );
-    await this.database.rows(
+    await this.database.count(
       sql`INSERT INTO knowledge_attachments (document_id, personality_id, organization_id)
           SELECT ${id}, p.id, p.organization_id FROM personalities p
            WHERE p.organization_id = ${organizationId} AND p.id = ANY(${personalityIds ?? []}::uuid[])`,
@@ -312,10 +350,10 @@ export class KnowledgeRepository {
     searchConfig: string,
     chunks: string[],
   ): Promise<void> {
-    await this.database.rows(sql`DELETE FROM knowledge_chunks WHERE document_id = ${id}`, {
+    await this.database.count(sql`DELETE FROM knowledge_chunks WHERE document_id = ${id}`, {
       manager,
     });
-    await this.database.rows(
+    await this.database.count(
       sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
                                         text, search)
           SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
@@ -330,8 +368,8 @@ export class KnowledgeRepository {
     id: string,
     manager?: EntityManager,
   ): Promise<KnowledgeDocumentWithContentRow | undefined> {
-    return this.database.row<KnowledgeDocumentWithContentRow>(
-      sql`SELECT ${COLUMNS}, d.content FROM knowledge_documents d
+    return this.database.row(
+      DOCUMENT_WITH_CONTENT.query`SELECT ${DOCUMENT_WITH_CONTENT} FROM knowledge_documents d
            WHERE d.organization_id = ${organizationId} AND d.id = ${id}`,
       { manager },
     );
@@ -350,8 +388,8 @@ export class KnowledgeRepository {
       scope: { organization_id: organizationId },
       order: 'asc',
     };
-    return this.database.rows<KnowledgeDocumentRow>(
-      sql`SELECT ${COLUMNS} FROM knowledge_documents d
+    return this.database.rows(
+      DOCUMENT.query`SELECT ${DOCUMENT} FROM knowledge_documents d
            WHERE d.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
            ORDER BY ${keysetOrder(keyset)} LIMIT ${limit + 1}`,
     );
@@ -359,13 +397,8 @@ export class KnowledgeRepository {
 
   /** Who draws on the organization's documents: one row, through its documents' index. */
   async drawers(organizationId: string, timeoutMs: number): Promise<KnowledgeDrawers> {
-    const [row] = await this.database.rowsWithin<{
-      all_personalities: boolean;
-      personality_ids: string[];
-    }>(
-      sql`SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
-                 coalesce(array_agg(DISTINCT a.personality_id::text)
-                            FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS personality_ids
+    const [row] = await this.database.rowsWithin(
+      DRAWERS.query`SELECT ${DRAWERS}
             FROM knowledge_documents d
             LEFT JOIN knowledge_attachments a ON a.document_id = d.id
            WHERE d.organization_id = ${organizationId}`,
@@ -391,8 +424,8 @@ export class KnowledgeRepository {
    */
   async refillPostings(batchSize: number): Promise<number> {
     return this.database.transaction(async (manager) => {
-      const queued = await this.database.rows<{ organization_id: string; lexeme: string }>(
-        sql`SELECT organization_id, lexeme FROM knowledge_term_refills
+      const queued = await this.database.rows(
+        REFILL.query`SELECT ${REFILL} FROM knowledge_term_refills
              ORDER BY organization_id, lexeme LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
         { manager },
       );
@@ -403,7 +436,7 @@ export class KnowledgeRepository {
       const organizations = queued.map((row) => row.organization_id);
       const lexemes = queued.map((row) => row.lexeme);
       // A lexeme is matched as a quoted tsquery operand ('' and \ escaped), as retrieval does.
-      await this.database.rows(
+      await this.database.count(
         sql`WITH held AS MATERIALIZED (
                    SELECT k.organization_id, k.lexeme,
                           ARRAY(SELECT t.chunk_id FROM knowledge_terms t
@@ -425,7 +458,7 @@ export class KnowledgeRepository {
              WHERE cardinality(h.chunk_ids) < ${KNOWLEDGE_POSTINGS_PER_WORD}`,
         { manager },
       );
-      await this.database.rows(
+      await this.database.count(
         sql`DELETE FROM knowledge_term_refills r
              USING unnest(${organizations}::uuid[], ${lexemes}::text[]) AS k(organization_id, lexeme)
              WHERE r.organization_id = k.organization_id AND r.lexeme = k.lexeme`,
@@ -442,10 +475,9 @@ export class KnowledgeRepository {
     limit: number,
     meaning: Meaning | null,
   ): Promise<KnowledgeHit[]> {
-    return this.database.rows<KnowledgeHit>(
-      rankedChunks(organizationId, personalityId, text, limit, meaning),
-      { prepared: true },
-    );
+    return this.database.rows(rankedChunks(organizationId, personalityId, text, limit, meaning), {
+      prepared: true,
+    });
   }
 
   /**
@@ -460,7 +492,7 @@ export class KnowledgeRepository {
     meaning: Meaning | null,
     timeoutMs: number,
   ): Promise<KnowledgeHit[]> {
-    return this.database.rowsWithin<KnowledgeHit>(
+    return this.database.rowsWithin(
       rankedChunks(organizationId, personalityId, text, limit, meaning),
       timeoutMs,
       { prepared: true },

@@ -1,10 +1,23 @@
 import { Injectable } from '@nestjs/common';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Sql, sql } from '../database/sql';
 import type { Row } from '../database/row';
 import type { EndUser } from '../end-users/entities/end-user.entity';
-import type { HistoryMemory, RecalledMemory } from './memories.repository';
+import type { Memory } from './entities/memory.entity';
 import { type Meaning, memoryRanking } from './memory-search';
+
+/** A memory of the reply's recent history, as the engine is sent it. */
+export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
+
+/** An older memory `m` recalled into a reply, with its date (ISO 8601, rendered by the query). */
+const RECALLED_MEMORY = Columns.rowOf<Memory>('m')('role', 'content').and(
+  Columns.computed<{ created_at: string }>({
+    created_at: sql`to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+  }),
+);
+
+export type RecalledMemory = RowOf<typeof RECALLED_MEMORY>;
 
 /** What a reply is written from, besides the personality (see findConversation). */
 export interface ConversationMemory {
@@ -16,14 +29,34 @@ export interface ConversationMemory {
   recalled: RecalledMemory[];
 }
 
-/** The end user as a reply needs them: who, of which organization, and whether active. */
-export type ConversationEndUser = Row<EndUser, 'id' | 'organizationId' | 'userId' | 'status'>;
+/** The end user `e` as a reply needs them: who, of which organization, and whether active. */
+const CONVERSATION_END_USER = Columns.rowOf<EndUser>('e')(
+  'id',
+  'organizationId',
+  'userId',
+  'status',
+);
+
+export type ConversationEndUser = RowOf<typeof CONVERSATION_END_USER>;
 
 /** The latest `limit` memories of the end user `e` with the personality, newest first. */
 function latestMemories(personalityId: string, limit: number): Sql {
   return sql`SELECT id, role, content, emotion FROM memories
               WHERE end_user_id = e.id AND personality_id = ${personalityId}
               ORDER BY id DESC LIMIT ${limit}`;
+}
+
+/** What a reply remembers of the end user `e` besides recall (see findConversation). */
+function remembered(personalityId: string, historyLimit: number) {
+  return Columns.computed<Omit<ConversationMemory, 'recalled'>>({
+    history: sql`COALESCE((
+                   SELECT json_agg(json_build_object(
+                            'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
+                     FROM (${latestMemories(personalityId, historyLimit)}) h), '[]')`,
+    facts: sql`COALESCE((
+                 SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+                   FROM end_user_facts f WHERE f.end_user_id = e.id), '[]')`,
+  });
 }
 
 /**
@@ -47,15 +80,9 @@ export class ConversationRepository {
     personalityId: string,
     historyLimit: number,
   ): Promise<{ endUser: ConversationEndUser | undefined } & Omit<ConversationMemory, 'recalled'>> {
-    const row = await this.database.row<ConversationEndUser & Omit<ConversationMemory, 'recalled'>>(
-      sql`SELECT e.id, e.organization_id, e.user_id, e.status,
-                 COALESCE((
-                   SELECT json_agg(json_build_object(
-                            'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                     FROM (${latestMemories(personalityId, historyLimit)}) h), '[]') AS history,
-                 COALESCE((
-                   SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-                     FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
+    const columns = CONVERSATION_END_USER.and(remembered(personalityId, historyLimit));
+    const row = await this.database.row(
+      columns.query`SELECT ${columns}
             FROM end_users e
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
       { prepared: true },
@@ -93,9 +120,8 @@ export class ConversationRepository {
       },
       meaning,
     );
-    return this.database.rowsWithin<RecalledMemory>(
-      sql`SELECT m.role, m.content,
-                 to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+    return this.database.rowsWithin(
+      RECALLED_MEMORY.query`SELECT ${RECALLED_MEMORY}
             FROM end_users e
            CROSS JOIN LATERAL (${ranking.rows}) r
             JOIN memories m ON m.id = r.id

@@ -15,8 +15,8 @@ import {
   type ConversationEndUser,
   type ConversationMemory,
   ConversationRepository,
+  type RecalledMemory,
 } from './conversation.repository';
-import type { RecalledMemory } from './memories.repository';
 
 /**
  * What a reply remembers of its end user: recent history, facts and recall (docs/memory.md). A

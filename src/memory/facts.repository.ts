@@ -1,18 +1,30 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
-import { raw, sql } from '../database/sql';
+import { sql } from '../database/sql';
+import type { Row } from '../database/row';
+import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { FactRow } from './dto/fact.dto';
-import type { FactSource } from './entities/fact.entity';
+import type { Fact, FactSource } from './entities/fact.entity';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 
-const COLUMNS = raw('id, content, source, memory_id::text AS memory_id, created_at, updated_at');
+const FACT = Columns.rowOf<Fact>()('id', 'content', 'source')
+  .and(Columns.computed<Row<Fact, 'memoryId'>>({ memory_id: sql`memory_id::text` }))
+  .and(Columns.rowOf<Fact>()('createdAt', 'updatedAt'));
+
+const LOCKED_END_USER = Columns.rowOf<EndUser>()('status', 'eraseAfter');
+
+const FACTS_HELD = Columns.computed<{ facts: number }>({ facts: sql`count(*)::int` });
+
+/** How many facts the statement's `deleted` CTE removed. */
+const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
 /** The SQL of end_user_facts (a reply's learned facts are written by facts.step.ts). */
 @Injectable()
@@ -27,13 +39,14 @@ export class FactsRepository {
   async lockForFacts(
     manager: EntityManager,
     endUserId: string,
-  ): Promise<{ status: string; erase_after: Date | null; facts: number }> {
-    const locked = await this.database.row<{ status: string; erase_after: Date | null }>(
-      sql`SELECT status, erase_after FROM end_users WHERE id = ${endUserId} FOR NO KEY UPDATE`,
+  ): Promise<RowOf<typeof LOCKED_END_USER> & RowOf<typeof FACTS_HELD>> {
+    const locked = await this.database.row(
+      LOCKED_END_USER.query`SELECT ${LOCKED_END_USER} FROM end_users
+           WHERE id = ${endUserId} FOR NO KEY UPDATE`,
       { manager },
     );
-    const counted = await this.database.row<{ facts: number }>(
-      sql`SELECT count(*)::int AS facts FROM end_user_facts WHERE end_user_id = ${endUserId}`,
+    const counted = await this.database.row(
+      FACTS_HELD.query`SELECT ${FACTS_HELD} FROM end_user_facts WHERE end_user_id = ${endUserId}`,
       { manager },
     );
     return { ...locked!, facts: counted!.facts };
@@ -44,8 +57,8 @@ export class FactsRepository {
     endUserId: string,
     contentKey: string,
   ): Promise<FactRow | undefined> {
-    return this.database.row<FactRow>(
-      sql`SELECT ${COLUMNS} FROM end_user_facts
+    return this.database.row(
+      FACT.query`SELECT ${FACT} FROM end_user_facts
            WHERE end_user_id = ${endUserId} AND content_key = ${contentKey}`,
       { manager },
     );
@@ -62,12 +75,12 @@ export class FactsRepository {
       at: Date;
     },
   ): Promise<FactRow> {
-    const row = await this.database.row<FactRow>(
-      sql`INSERT INTO end_user_facts
+    const row = await this.database.row(
+      FACT.query`INSERT INTO end_user_facts
             (organization_id, end_user_id, content, content_key, source, created_at, updated_at)
           VALUES (${fact.organizationId}, ${fact.endUserId}, ${fact.content}, ${fact.contentKey},
                   ${fact.source}, ${fact.at}, ${fact.at})
-          RETURNING ${COLUMNS}`,
+          RETURNING ${FACT}`,
       { manager },
     );
     return row!;
@@ -80,12 +93,12 @@ export class FactsRepository {
     id: string,
     change: { content: string; contentKey: string; at: Date },
   ): Promise<FactRow | undefined> {
-    return this.database.row<FactRow>(
-      sql`UPDATE end_user_facts
+    return this.database.row(
+      FACT.query`UPDATE end_user_facts
              SET content = ${change.content}, content_key = ${change.contentKey},
                  updated_at = ${change.at}
            WHERE id = ${id} AND end_user_id = ${endUserId}
-          RETURNING ${COLUMNS}`,
+          RETURNING ${FACT}`,
       { manager },
     );
   }
@@ -98,12 +111,12 @@ export class FactsRepository {
     endUser: { id: string; organizationId: string; userId: string },
     id: string,
   ): Promise<boolean> {
-    const row = await this.database.row<{ deleted: number }>(
-      sql`WITH deleted AS (
+    const row = await this.database.row(
+      DELETED.query`WITH deleted AS (
             DELETE FROM end_user_facts WHERE id = ${id} AND end_user_id = ${endUser.id}
             RETURNING 1),
           ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM deleted)`)}
-          SELECT count(*)::int AS deleted FROM deleted`,
+          SELECT ${DELETED} FROM deleted`,
     );
     return row?.deleted === 1;
   }
@@ -120,8 +133,8 @@ export class FactsRepository {
       scope: { end_user_id: endUserId },
       order: 'desc',
     };
-    return this.database.rows<FactRow>(
-      sql`SELECT ${COLUMNS} FROM end_user_facts
+    return this.database.rows(
+      FACT.query`SELECT ${FACT} FROM end_user_facts
            WHERE end_user_id = ${endUserId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
@@ -134,7 +147,7 @@ export class FactsRepository {
    */
   @ErasesEndUsers({ order: ErasureOrder.REFERRERS, tables: ['end_user_facts'] })
   async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM end_user_facts WHERE end_user_id = ANY(${endUsers.map((e) => e.id)}::uuid[])`,
       { manager },
     );

@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
+import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { MemoryRow } from './dto/memory.dto';
 import { type Meaning, memoryRanking } from './memory-search';
 import type { Row } from '../database/row';
@@ -13,13 +15,31 @@ import {
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 
-/** A memory of the reply's recent history, as the engine is sent it. */
-export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
+const END_USER_ID = Columns.rowOf<EndUser>()('id');
 
-/** An older memory recalled into a reply, with its date (ISO 8601, rendered by the query). */
-export type RecalledMemory = Row<Memory, 'role' | 'content'> & { created_at: string };
+/** A memory `m` as a client sees it, its id as text. */
+const MEMORY = Columns.computed<Row<Memory, 'id'>>({ id: sql`m.id::text` }).and(
+  Columns.rowOf<Memory>('m')(
+    'personalityId',
+    'role',
+    'content',
+    'emotion',
+    'intensity',
+    'vocabularyVersion',
+    'createdAt',
+    'safety',
+  ),
+);
 
-export type ScoredMemoryRow = MemoryRow & { score: number };
+const LISTED_MEMORY = MEMORY.and(Columns.rowOf<Memory>('m')('toolCalls'));
+
+/** A memory found by a search, with its ranking's (`r`) score. */
+const SCORED_MEMORY = MEMORY.and(Columns.computed<{ score: number }>({ score: sql`r.score` }));
+
+export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
+
+/** How many memories the statement's `deleted` CTE removed. */
+const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
 /**
  * The SQL of the memories table: as a client manages them (list, forget), and as an erasure
@@ -30,8 +50,9 @@ export class MemoriesRepository {
   constructor(private readonly database: Database) {}
 
   async findEndUserId(organizationId: string, userId: string): Promise<string | null> {
-    const row = await this.database.row<{ id: string }>(
-      sql`SELECT id FROM end_users WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+    const row = await this.database.row(
+      END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
+           WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
     );
     return row?.id ?? null;
   }
@@ -44,10 +65,9 @@ export class MemoriesRepository {
   ): Promise<MemoryRow[]> {
     const personalityId = filter.personalityId ?? null;
     const before = filter.before ?? null;
-    return this.database.rows<MemoryRow>(
+    return this.database.rows(
       // Ordered by the column, m.id: the output's `id` is text, and '9' sorts after '12'.
-      sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, m.safety, m.tool_calls
+      LISTED_MEMORY.query`SELECT ${LISTED_MEMORY}
             FROM memories m
            WHERE m.end_user_id = ${endUserId}
              AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId})
@@ -74,9 +94,8 @@ export class MemoriesRepository {
       { organizationId, endUserId: sql`${endUserId}::uuid`, personalityId, text, limit },
       meaning,
     );
-    return this.database.rows<ScoredMemoryRow>(
-      sql`SELECT m.id::text, m.personality_id, m.role, m.content, m.emotion, m.intensity,
-                 m.vocabulary_version, m.created_at, m.safety, r.score
+    return this.database.rows(
+      SCORED_MEMORY.query`SELECT ${SCORED_MEMORY}
             FROM (${ranking.rows}) r
             JOIN memories m ON m.id = r.id
            ORDER BY ${ranking.order}`,
@@ -88,8 +107,8 @@ export class MemoriesRepository {
    * learned from it (they are what the message said); true when there was one.
    */
   async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
-    const row = await this.database.row<{ deleted: number }>(
-      sql`WITH doomed AS (
+    const row = await this.database.row(
+      DELETED.query`WITH doomed AS (
             SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}),
           learned AS (
@@ -98,7 +117,7 @@ export class MemoriesRepository {
           deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
           -- A stored answer (a keyed respond) may hold the memory: it goes with it.
           ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
-          SELECT count(*)::int AS deleted FROM deleted`,
+          SELECT ${DELETED} FROM deleted`,
     );
     return row?.deleted === 1;
   }
@@ -130,15 +149,15 @@ export class MemoriesRepository {
     const endUserIds = endUsers.map((endUser) => endUser.id);
     // Their terms and embeddings first, by their end user: the cascade from each memory would
     // look them up memory by memory.
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM memory_terms WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM memory_embeddings WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM memories WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );

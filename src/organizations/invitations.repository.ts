@@ -1,34 +1,54 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
-import { type Sql, sql } from '../database/sql';
+import { sql } from '../database/sql';
+import type { User } from '../users/entities/user.entity';
 import type { Invitation } from './entities/invitation.entity';
+import type { Organization } from './entities/organization.entity';
 
 export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
 
-export type InvitationRow = Row<
-  Invitation,
-  | 'id'
-  | 'organizationId'
-  | 'email'
-  | 'emailKey'
-  | 'role'
-  | 'createdAt'
-  | 'expiresAt'
-  | 'acceptedAt'
-  | 'revokedAt'
-> & { status: InvitationStatus };
-
 /**
- * The columns of InvitationRow, the status derived at `now` (the caller's injected Clock, so a
- * spec moves expiry without sleeping).
+ * An invitation, its status derived at `now` (the caller's injected Clock, so a spec moves expiry
+ * without sleeping).
  */
-const columns = (now: Date): Sql => sql`id, organization_id, email, email_key, role, created_at,
-  expires_at, accepted_at, revoked_at,
-  CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-       WHEN expires_at <= ${now}::timestamptz THEN 'expired' ELSE 'pending' END AS status`;
+function invitationAt(now: Date) {
+  return Columns.rowOf<Invitation>()(
+    'id',
+    'organizationId',
+    'email',
+    'emailKey',
+    'role',
+    'createdAt',
+    'expiresAt',
+    'acceptedAt',
+    'revokedAt',
+  ).and(
+    Columns.computed<{ status: InvitationStatus }>({
+      status: sql`CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+                       WHEN revoked_at IS NOT NULL THEN 'revoked'
+                       WHEN expires_at <= ${now}::timestamptz THEN 'expired' ELSE 'pending' END`,
+    }),
+  );
+}
+
+export type InvitationRow = RowOf<ReturnType<typeof invitationAt>>;
+
+/** Whether an upsert replaced the open invitation (an updated row has a non-zero xmax). */
+const REPLACED = Columns.computed<{ replaced: boolean }>({ replaced: sql`(xmax <> 0)` });
+
+/** The invitation e-mail's organization `o` and inviter `u`. */
+const MAIL_CONTEXT = Columns.computed<{
+  organization: Organization['name'];
+  inviter_email: User['email'];
+  inviter_verified: boolean;
+}>({
+  organization: sql`o.name`,
+  inviter_email: sql`u.email`,
+  inviter_verified: sql`u.email_verified_at IS NOT NULL`,
+});
 
 /**
  * The SQL of invitations. Addresses are compared as lower(btrim(…)), like login's. Times that
@@ -40,10 +60,8 @@ export class InvitationsRepository {
 
   /** The comparison key of an address: the normalisation login applies (trim, then lower()). */
   async emailKey(manager: EntityManager, email: string): Promise<string> {
-    const row = await this.database.row<{ key: string }>(
-      sql`SELECT lower(btrim(${email})) AS key`,
-      { manager },
-    );
+    const key = Columns.computed<{ key: string }>({ key: sql`lower(btrim(${email}))` });
+    const row = await this.database.row(key.query`SELECT ${key}`, { manager });
     return row!.key;
   }
 
@@ -58,9 +76,10 @@ export class InvitationsRepository {
       Invitation,
       'organizationId' | 'email' | 'emailKey' | 'role' | 'tokenHash' | 'invitedByUserId'
     > & { now: Date; expiresAt: Date; byOwner: boolean },
-  ): Promise<(InvitationRow & { replaced: boolean }) | undefined> {
-    const row = await this.database.row<InvitationRow & { replaced: boolean }>(
-      sql`INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
+  ): Promise<(InvitationRow & RowOf<typeof REPLACED>) | undefined> {
+    const returned = invitationAt(fields.now).and(REPLACED);
+    const row = await this.database.row(
+      returned.query`INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
                                    invited_by_user_id, created_at, expires_at)
           VALUES (${fields.organizationId}, ${fields.email}, ${fields.emailKey}, ${fields.role},
                   ${fields.tokenHash}, ${fields.invitedByUserId}, ${fields.now},
@@ -74,7 +93,7 @@ export class InvitationsRepository {
            -- longer make anyone an owner).
            WHERE invitations.role <> 'owner' OR ${fields.byOwner}::boolean
               OR invitations.expires_at <= ${fields.now}
-          RETURNING ${columns(fields.now)}, (xmax <> 0) AS replaced`,
+          RETURNING ${returned}`,
       { manager },
     );
     return row;
@@ -140,8 +159,9 @@ export class InvitationsRepository {
       scope: { organization_id: organizationId },
       order: 'desc',
     };
-    return this.database.rows<InvitationRow>(
-      sql`SELECT ${columns(now)} FROM invitations
+    const invitation = invitationAt(now);
+    return this.database.rows(
+      invitation.query`SELECT ${invitation} FROM invitations
            WHERE organization_id = ${organizationId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
@@ -155,11 +175,12 @@ export class InvitationsRepository {
     id: string,
     now: Date,
   ): Promise<InvitationRow | null> {
-    const row = await this.database.row<InvitationRow>(
-      sql`UPDATE invitations SET revoked_at = ${now}
+    const invitation = invitationAt(now);
+    const row = await this.database.row(
+      invitation.query`UPDATE invitations SET revoked_at = ${now}
            WHERE id = ${id} AND organization_id = ${organizationId}
              AND accepted_at IS NULL AND revoked_at IS NULL
-          RETURNING ${columns(now)}`,
+          RETURNING ${invitation}`,
       { manager },
     );
     return row ?? null;
@@ -174,15 +195,17 @@ export class InvitationsRepository {
     tokenHash: Buffer,
     now: Date,
   ): Promise<InvitationRow | null> {
-    const row = await this.database.row<InvitationRow>(
-      sql`SELECT ${columns(now)} FROM invitations WHERE token_hash = ${tokenHash} FOR UPDATE`,
+    const invitation = invitationAt(now);
+    const row = await this.database.row(
+      invitation.query`SELECT ${invitation} FROM invitations
+           WHERE token_hash = ${tokenHash} FOR UPDATE`,
       { manager },
     );
     return row ?? null;
   }
 
   async markAccepted(manager: EntityManager, id: string, userId: string, now: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE invitations SET accepted_at = ${now}, accepted_by_user_id = ${userId}
            WHERE id = ${id}`,
       { manager },
@@ -197,14 +220,9 @@ export class InvitationsRepository {
     manager: EntityManager,
     organizationId: string,
     inviterId: string,
-  ): Promise<{ organization: string; inviter_email: string; inviter_verified: boolean }> {
-    const row = await this.database.row<{
-      organization: string;
-      inviter_email: string;
-      inviter_verified: boolean;
-    }>(
-      sql`SELECT o.name AS organization, u.email AS inviter_email,
-                 u.email_verified_at IS NOT NULL AS inviter_verified
+  ): Promise<RowOf<typeof MAIL_CONTEXT>> {
+    const row = await this.database.row(
+      MAIL_CONTEXT.query`SELECT ${MAIL_CONTEXT}
             FROM organizations o, users u WHERE o.id = ${organizationId} AND u.id = ${inviterId}`,
       { manager },
     );

@@ -1,18 +1,29 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
-import { raw, sql } from '../database/sql';
+import { sql } from '../database/sql';
 import type { User } from '../users/entities/user.entity';
 import type { Membership, Role } from './entities/membership.entity';
-import type { OrganizationRoleRow } from './organizations.repository';
+import { ORGANIZATION_WITH_ROLE, type OrganizationRoleRow } from './organizations.repository';
 
-/** A membership with its user's address and name; `joined_at` is the membership's creation. */
-export type MemberRow = Row<Membership, 'userId' | 'role'> &
-  Row<User, 'email' | 'name'> & { joined_at: Membership['createdAt'] };
+/**
+ * A membership `m` with its user's (`u`) address and name; `joined_at` is the membership's
+ * creation.
+ */
+const MEMBER = Columns.rowOf<Membership>('m')('userId')
+  .and(Columns.rowOf<User>('u')('email', 'name'))
+  .and(Columns.rowOf<Membership>('m')('role'))
+  .and(Columns.computed<{ joined_at: Membership['createdAt'] }>({ joined_at: sql`m.created_at` }));
 
-const MEMBER_COLUMNS = raw('m.user_id, u.email, u.name, m.role, m.created_at AS joined_at');
+export type MemberRow = RowOf<typeof MEMBER>;
+
+const ROLE = Columns.rowOf<Membership>()('role');
+
+const MEMBERSHIP = Columns.rowOf<Membership>()('userId', 'role');
+
+const USER_ADDRESS = Columns.rowOf<User>('u')('id', 'email');
 
 /** The SQL of member management (memberships joined with their users). */
 @Injectable()
@@ -29,8 +40,8 @@ export class MembersRepository {
       scope: { organization_id: organizationId },
       order: 'asc',
     };
-    return this.database.rows<MemberRow>(
-      sql`SELECT ${MEMBER_COLUMNS}
+    return this.database.rows(
+      MEMBER.query`SELECT ${MEMBER}
             FROM memberships m JOIN users u ON u.id = m.user_id
            WHERE m.organization_id = ${organizationId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
@@ -40,8 +51,8 @@ export class MembersRepository {
 
   /** The user's role in the organization, or null (outside a transaction: a plain read). */
   async roleOf(organizationId: string, userId: string): Promise<Role | null> {
-    const row = await this.database.row<Row<Membership, 'role'>>(
-      sql`SELECT role FROM memberships
+    const row = await this.database.row(
+      ROLE.query`SELECT ${ROLE} FROM memberships
            WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
     );
     return row?.role ?? null;
@@ -55,10 +66,10 @@ export class MembersRepository {
   lockAll(
     manager: EntityManager,
     organizationId: string,
-  ): Promise<Array<Row<Membership, 'userId' | 'role'>>> {
+  ): Promise<Array<RowOf<typeof MEMBERSHIP>>> {
     return this.database.rows(
-      sql`SELECT user_id, role FROM memberships WHERE organization_id = ${organizationId}
-           ORDER BY user_id FOR UPDATE`,
+      MEMBERSHIP.query`SELECT ${MEMBERSHIP} FROM memberships
+           WHERE organization_id = ${organizationId} ORDER BY user_id FOR UPDATE`,
       { manager },
     );
   }
@@ -69,7 +80,7 @@ export class MembersRepository {
     userId: string,
     role: Role,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE memberships SET role = ${role}
            WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
       { manager },
@@ -77,7 +88,7 @@ export class MembersRepository {
   }
 
   async remove(manager: EntityManager, organizationId: string, userId: string): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM memberships WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
       { manager },
     );
@@ -102,24 +113,31 @@ export class MembersRepository {
     return inserted > 0;
   }
 
+  /**
+   * The member, their membership share-locked until the transaction ends: a change of their
+   * role or their removal (lockAll) waits for it, so what the transaction does on the strength
+   * of the role it read is done under that role, and one that waits reads the role as changed.
+   */
   async findMember(
     manager: EntityManager,
     organizationId: string,
     userId: string,
   ): Promise<MemberRow | null> {
-    const row = await this.database.row<MemberRow>(
-      sql`SELECT ${MEMBER_COLUMNS}
+    const row = await this.database.row(
+      MEMBER.query`SELECT ${MEMBER}
             FROM memberships m JOIN users u ON u.id = m.user_id
-           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
+           WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}
+             FOR SHARE OF m`,
       { manager },
     );
     return row ?? null;
   }
 
   /** The addresses of the organization's owners and admins (who manage it), by user id. */
-  managers(organizationId: string): Promise<Array<Row<User, 'id' | 'email'>>> {
+  managers(organizationId: string): Promise<Array<RowOf<typeof USER_ADDRESS>>> {
     return this.database.rows(
-      sql`SELECT u.id, u.email FROM memberships m JOIN users u ON u.id = m.user_id
+      USER_ADDRESS.query`SELECT ${USER_ADDRESS}
+            FROM memberships m JOIN users u ON u.id = m.user_id
            WHERE m.organization_id = ${organizationId} AND m.role IN ('owner', 'admin')
            ORDER BY u.id`,
     );
@@ -131,12 +149,12 @@ export class MembersRepository {
     organizationId: string,
     emailKey: string,
   ): Promise<boolean> {
-    const row = await this.database.row(
+    const found = await this.database.count(
       sql`SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
            WHERE m.organization_id = ${organizationId} AND lower(u.email) = ${emailKey}`,
       { manager },
     );
-    return row !== undefined;
+    return found > 0;
   }
 
   /** The organization as GET /v1/organizations shows it to this member, or null. */
@@ -145,8 +163,8 @@ export class MembersRepository {
     organizationId: string,
     userId: string,
   ): Promise<OrganizationRoleRow | null> {
-    const row = await this.database.row<OrganizationRoleRow>(
-      sql`SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
+    const row = await this.database.row(
+      ORGANIZATION_WITH_ROLE.query`SELECT ${ORGANIZATION_WITH_ROLE}
             FROM memberships m JOIN organizations o ON o.id = m.organization_id
            WHERE m.organization_id = ${organizationId} AND m.user_id = ${userId}`,
       { manager },

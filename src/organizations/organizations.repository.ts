@@ -1,35 +1,38 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
-import { sql } from '../database/sql';
 import type { Membership } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
 
-/** An organization as one of its members sees it: with their role. */
-export type OrganizationRoleRow = Row<
-  Organization,
-  'id' | 'name' | 'memoryRetentionDays' | 'createdAt'
-> &
-  Row<Membership, 'role'>;
+/** What a member sees of an organization (GET /v1/organizations). */
+const VIEWED = ['id', 'name', 'memoryRetentionDays', 'createdAt'] as const;
 
-export type GrantRow = Row<Membership, 'organizationId' | 'role'>;
+const ORGANIZATION = Columns.rowOf<Organization>()(...VIEWED);
+
+/** An organization `o` as one of its members (`m`) sees it: with their role. */
+export const ORGANIZATION_WITH_ROLE = Columns.rowOf<Organization>('o')(...VIEWED).and(
+  Columns.rowOf<Membership>('m')('role'),
+);
+
+export type OrganizationRoleRow = RowOf<typeof ORGANIZATION_WITH_ROLE>;
+
+const GRANT = Columns.rowOf<Membership>()('organizationId', 'role');
+
+export type GrantRow = RowOf<typeof GRANT>;
+
+const RATE_LIMIT = Columns.rowOf<Organization>()('rateLimitRps', 'rateLimitBurst');
 
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()
 export class OrganizationsRepository {
   constructor(private readonly database: Database) {}
 
-  async insert(
-    manager: EntityManager,
-    name: string,
-  ): Promise<Row<Organization, 'id' | 'name' | 'memoryRetentionDays' | 'createdAt'>> {
-    const row = await this.database.row<
-      Row<Organization, 'id' | 'name' | 'memoryRetentionDays' | 'createdAt'>
-    >(
-      sql`INSERT INTO organizations (name) VALUES (${name})
-          RETURNING id, name, memory_retention_days, created_at`,
+  async insert(manager: EntityManager, name: string): Promise<RowOf<typeof ORGANIZATION>> {
+    const row = await this.database.row(
+      ORGANIZATION.query`INSERT INTO organizations (name) VALUES (${name})
+          RETURNING ${ORGANIZATION}`,
       { manager },
     );
     return row!;
@@ -49,8 +52,8 @@ export class OrganizationsRepository {
       scope: { user_id: userId },
       order: 'asc',
     };
-    return this.database.rows<OrganizationRoleRow>(
-      sql`SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
+    return this.database.rows(
+      ORGANIZATION_WITH_ROLE.query`SELECT ${ORGANIZATION_WITH_ROLE}
             FROM memberships m JOIN organizations o ON o.id = m.organization_id
            WHERE m.user_id = ${userId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
@@ -64,41 +67,46 @@ export class OrganizationsRepository {
    */
   async findGrant(userId: string, organizationId?: string): Promise<GrantRow | null> {
     const row = organizationId
-      ? await this.database.row<GrantRow>(
-          sql`SELECT organization_id, role FROM memberships
+      ? await this.database.row(
+          GRANT.query`SELECT ${GRANT} FROM memberships
                WHERE user_id = ${userId} AND organization_id = ${organizationId}`,
           { prepared: true },
         )
-      : await this.database.row<GrantRow>(
-          sql`SELECT organization_id, role FROM memberships
+      : await this.database.row(
+          GRANT.query`SELECT ${GRANT} FROM memberships
                WHERE user_id = ${userId} ORDER BY created_at, organization_id LIMIT 1`,
           { prepared: true },
         );
     return row ?? null;
   }
 
-  /** The organization as `userId` sees it after the change; undefined when not a member. */
+  /**
+   * The organization as `userId` sees it after the change; undefined, and nothing changed, unless
+   * they are its owner or admin when the row is written.
+   */
   updateMemoryRetention(
     organizationId: string,
     userId: string,
     days: number | null,
     at: Date,
   ): Promise<OrganizationRoleRow | undefined> {
-    return this.database.row<OrganizationRoleRow>(
-      sql`WITH changed AS (
+    return this.database.row(
+      ORGANIZATION_WITH_ROLE.query`WITH changed AS (
             UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
              WHERE id = ${organizationId}
-            RETURNING id, name, memory_retention_days, created_at)
-          SELECT c.id, c.name, m.role, c.memory_retention_days, c.created_at
-            FROM changed c JOIN memberships m ON m.organization_id = c.id AND m.user_id = ${userId}`,
+               AND EXISTS (SELECT 1 FROM memberships
+                            WHERE organization_id = ${organizationId} AND user_id = ${userId}
+                              AND role IN ('owner', 'admin'))
+            RETURNING ${ORGANIZATION})
+          SELECT ${ORGANIZATION_WITH_ROLE}
+            FROM changed o
+            JOIN memberships m ON m.organization_id = o.id AND m.user_id = ${userId}`,
     );
   }
 
-  async findRateLimit(
-    organizationId: string,
-  ): Promise<Row<Organization, 'rateLimitRps' | 'rateLimitBurst'> | null> {
-    const row = await this.database.row<Row<Organization, 'rateLimitRps' | 'rateLimitBurst'>>(
-      sql`SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = ${organizationId}`,
+  async findRateLimit(organizationId: string): Promise<RowOf<typeof RATE_LIMIT> | null> {
+    const row = await this.database.row(
+      RATE_LIMIT.query`SELECT ${RATE_LIMIT} FROM organizations WHERE id = ${organizationId}`,
     );
     return row ?? null;
   }

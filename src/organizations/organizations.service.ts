@@ -131,6 +131,21 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     organizationId: string,
     days: number | null,
   ): Promise<OrganizationView> {
+    await this.assertManages(caller, organizationId);
+    const row = await this.organizations.updateMemoryRetention(
+      organizationId,
+      caller.userId,
+      days,
+      this.clock.now(),
+    );
+    if (row) return toOrganizationView(row);
+    // Demoted or removed since the check: the write checked the role again, and refused.
+    await this.assertManages(caller, organizationId);
+    throw organizationNotFound();
+  }
+
+  /** 404 unless the caller is a member, 403 unless an owner or admin. */
+  private async assertManages(caller: UserCaller, organizationId: string): Promise<void> {
     const grant = await this.membership(caller.userId, organizationId);
     if (!grant) throw organizationNotFound();
     if (grant.role === 'member') {
@@ -139,14 +154,6 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
         'Changing the organization needs the owner or admin role',
       );
     }
-    const row = await this.organizations.updateMemoryRetention(
-      organizationId,
-      caller.userId,
-      days,
-      this.clock.now(),
-    );
-    if (!row) throw organizationNotFound();
-    return toOrganizationView(row);
   }
 
   /**

@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { type EntityManager, MoreThan } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { cte, join, raw, sql, withEntries } from '../database/sql';
+import { cte, join, sql, withEntries } from '../database/sql';
+import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { CatalogPersonality } from './entities/catalog-personality.entity';
 import type { ToolDefinition } from '../tools/tool-definitions';
@@ -10,20 +12,21 @@ import type { CatalogEntryFile, PersonalityReplies } from './entities/personalit
 import { Personality } from './entities/personality.entity';
 
 /** What /v1/respond and its engines need of a personality to write replies. */
-export type PersonalityForReply = Pick<
-  Personality,
-  | 'id'
-  | 'name'
-  | 'description'
-  | 'traits'
-  | 'voice'
-  | 'systemPrompt'
-  | 'model'
-  | 'replies'
-  | 'language'
-  | 'searchConfig'
-  | 'tools'
->;
+const FOR_REPLY = Columns.propertiesOf<Personality>()(
+  'id',
+  'name',
+  'description',
+  'traits',
+  'voice',
+  'systemPrompt',
+  'model',
+  'replies',
+  'language',
+  'searchConfig',
+  'tools',
+);
+
+export type PersonalityForReply = RowOf<typeof FOR_REPLY>;
 
 /** A personality written from an imported document's fields, under an id chosen beforehand. */
 export interface NewPersonality {
@@ -41,11 +44,33 @@ export interface NewPersonality {
 }
 
 /** A personality's columns under its entity's property names. */
-const PERSONALITY_COLUMNS =
-  raw(`p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug",
-  p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice,
-  p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig",
-  p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt"`);
+const PERSONALITY_COLUMNS = Columns.propertiesOf<Personality>('p')(
+  'id',
+  'organizationId',
+  'sourceSlug',
+  'sourceVersion',
+  'name',
+  'description',
+  'traits',
+  'voice',
+  'systemPrompt',
+  'replies',
+  'language',
+  'searchConfig',
+  'model',
+  'tools',
+  'createdAt',
+  'updatedAt',
+);
+
+const PERSONALITY_ID = Columns.rowOf<Personality>()('id');
+
+const CATALOG_REPLIES = Columns.rowOf<CatalogPersonality>()('slug', 'replies');
+
+const ENDPOINT_ID = Columns.rowOf<WebhookEndpoint>()('id');
+
+/** What the audit event names of a deleted personality. */
+const DELETED_PERSONALITY = Columns.rowOf<Personality>()('name', 'sourceSlug');
 
 /**
  * Every query of the catalog (`catalog_personalities`) and of the organizations' personalities
@@ -71,7 +96,7 @@ export class PersonalitiesRepository {
   async upsertCatalogEntries(entries: CatalogEntryFile[], at: Date): Promise<void> {
     await this.database.transaction(async (manager) => {
       for (const entry of entries) {
-        await this.database.rows(
+        await this.database.count(
           sql`INSERT INTO catalog_personalities
                 (slug, name, description, version, traits, voice, system_prompt, replies)
               VALUES (${entry.slug}, ${entry.name}, ${entry.description}, ${entry.version},
@@ -124,11 +149,12 @@ export class PersonalitiesRepository {
           FROM catalog_personalities WHERE slug = ${slug}
         RETURNING id, ${lent}`,
     );
-    const row = await this.database.row<{ id: string }>(
-      withEntries(
-        [cloned, webhookEventStep(cloned, { organizationId, type: 'personality.created', at })],
-        sql`SELECT id FROM ${cloned.ref}`,
-      ),
+    const entries = [
+      cloned,
+      webhookEventStep(cloned, { organizationId, type: 'personality.created', at }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, PERSONALITY_ID.query`SELECT ${PERSONALITY_ID} FROM ${cloned.ref}`),
     );
     return row?.id ?? null;
   }
@@ -144,8 +170,8 @@ export class PersonalitiesRepository {
     ids: string[],
   ): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const rows = await this.database.rows<{ id: string }>(
-      sql`SELECT id FROM personalities
+    const rows = await this.database.rows(
+      PERSONALITY_ID.query`SELECT ${PERSONALITY_ID} FROM personalities
            WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])
            FOR KEY SHARE`,
       { manager },
@@ -159,8 +185,9 @@ export class PersonalitiesRepository {
     slugs: string[],
   ): Promise<Map<string, PersonalityReplies>> {
     if (slugs.length === 0) return new Map();
-    const rows = await this.database.rows<Pick<CatalogPersonality, 'slug' | 'replies'>>(
-      sql`SELECT slug, replies FROM catalog_personalities WHERE slug = ANY(${slugs}::text[])`,
+    const rows = await this.database.rows(
+      CATALOG_REPLIES.query`SELECT ${CATALOG_REPLIES} FROM catalog_personalities
+                             WHERE slug = ANY(${slugs}::text[])`,
       { manager },
     );
     return new Map(rows.map((row) => [row.slug, row.replies]));
@@ -198,7 +225,7 @@ export class PersonalitiesRepository {
                     system_prompt, replies, language, search_config)
         RETURNING id, ${lent}`,
     );
-    await this.database.rows(
+    await this.database.count(
       withEntries(
         [inserted, webhookEventStep(inserted, { organizationId, type: 'personality.created', at })],
         sql`SELECT count(*) FROM ${inserted.ref}`,
@@ -224,8 +251,8 @@ export class PersonalitiesRepository {
       scope: { organization_id: organizationId },
       order: 'asc',
     };
-    return this.database.rows<Personality>(
-      sql`SELECT ${PERSONALITY_COLUMNS} FROM personalities p
+    return this.database.rows(
+      PERSONALITY_COLUMNS.query`SELECT ${PERSONALITY_COLUMNS} FROM personalities p
            WHERE p.organization_id = ${organizationId} AND ${keysetAfter(keyset)}
            ORDER BY ${keysetOrder(keyset)}
            LIMIT ${take}`,
@@ -263,9 +290,8 @@ export class PersonalitiesRepository {
    * hydrating a find() cost about twice the CPU of the query itself.
    */
   async findForReply(organizationId: string, id: string): Promise<PersonalityForReply | null> {
-    const row = await this.database.row<PersonalityForReply>(
-      sql`SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model,
-                 replies, language, search_config AS "searchConfig", tools
+    const row = await this.database.row(
+      FOR_REPLY.query`SELECT ${FOR_REPLY}
             FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
     return row ?? null;
@@ -277,8 +303,8 @@ export class PersonalitiesRepository {
    */
   async findOwnEndpoints(organizationId: string, ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const rows = await this.database.rows<{ id: string }>(
-      sql`SELECT id FROM webhook_endpoints
+    const rows = await this.database.rows(
+      ENDPOINT_ID.query`SELECT ${ENDPOINT_ID} FROM webhook_endpoints
            WHERE organization_id = ${organizationId} AND id = ANY(${ids}::uuid[])`,
     );
     return new Set(rows.map((row) => row.id));
@@ -290,9 +316,10 @@ export class PersonalitiesRepository {
     organizationId: string,
     id: string,
   ): Promise<{ name: string; sourceSlug: string | null } | null> {
-    const row = await this.database.row<{ name: string; source_slug: string | null }>(
-      sql`DELETE FROM personalities WHERE id = ${id} AND organization_id = ${organizationId}
-          RETURNING name, source_slug`,
+    const row = await this.database.row(
+      DELETED_PERSONALITY.query`DELETE FROM personalities
+                                 WHERE id = ${id} AND organization_id = ${organizationId}
+                                RETURNING ${DELETED_PERSONALITY}`,
       { manager },
     );
     return row ? { name: row.name, sourceSlug: row.source_slug } : null;

@@ -18,6 +18,6 @@ export class RespondRepository {
    * on their values, so each shape is prepared once per connection.
    */
   async storeExchange(steps: WithEntry[], manager?: EntityManager): Promise<void> {
-    await this.database.rows(withEntries(steps, sql`SELECT 1`), { prepared: true, manager });
+    await this.database.count(withEntries(steps, sql`SELECT 1`), { prepared: true, manager });
   }
 }

@@ -1,14 +1,17 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import { patchedColumns } from '../database/patch';
-import { sql } from '../database/sql';
-import type { Row } from '../database/row';
+import { Columns, type RowOf } from '../database/columns';
 import type { SafetySettings } from './entities/safety-settings.entity';
 
-export type SafetySettingsRow = Row<
-  SafetySettings,
-  'crisisResponse' | 'crisisMessage' | 'inputModeration' | 'outputModeration'
->;
+const SETTINGS = Columns.rowOf<SafetySettings>()(
+  'crisisResponse',
+  'crisisMessage',
+  'inputModeration',
+  'outputModeration',
+);
+
+export type SafetySettingsRow = RowOf<typeof SETTINGS>;
 
 /** The SQL of organization_safety_settings. */
 @Injectable()
@@ -16,8 +19,8 @@ export class SafetySettingsRepository {
   constructor(private readonly database: Database) {}
 
   find(organizationId: string): Promise<SafetySettingsRow | undefined> {
-    return this.database.row<SafetySettingsRow>(
-      sql`SELECT crisis_response, crisis_message, input_moderation, output_moderation
+    return this.database.row(
+      SETTINGS.query`SELECT ${SETTINGS}
             FROM organization_safety_settings WHERE organization_id = ${organizationId}`,
       { prepared: true },
     );
@@ -36,8 +39,8 @@ export class SafetySettingsRepository {
   ): Promise<SafetySettingsRow> {
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
-    const row = await this.database.row<SafetySettingsRow>(
-      sql`INSERT INTO organization_safety_settings AS s
+    const row = await this.database.row(
+      SETTINGS.query`INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
           VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
@@ -50,7 +53,7 @@ export class SafetySettingsRepository {
               output_moderation: patch.output_moderation,
             })},
             updated_at = excluded.updated_at
-          RETURNING crisis_response, crisis_message, input_moderation, output_moderation`,
+          RETURNING ${SETTINGS}`,
     );
     return row!;
   }

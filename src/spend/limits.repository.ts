@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
+import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
 import { cte, sql, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
@@ -8,10 +8,14 @@ import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { OrganizationLimits } from './entities/organization-limits.entity';
 import { usageThresholdStep } from './usage-threshold.step';
 
-export type LimitsRow = Row<
-  OrganizationLimits,
-  'monthlyTokenBudget' | 'endUserDailyTokenBudget' | 'endUserRps' | 'endUserBurst'
->;
+const LIMITS = Columns.rowOf<OrganizationLimits>()(
+  'monthlyTokenBudget',
+  'endUserDailyTokenBudget',
+  'endUserRps',
+  'endUserBurst',
+);
+
+export type LimitsRow = RowOf<typeof LIMITS>;
 
 /** The SQL of organization_limits. */
 @Injectable()
@@ -19,9 +23,8 @@ export class LimitsRepository {
   constructor(private readonly database: Database) {}
 
   find(organizationId: string): Promise<LimitsRow | undefined> {
-    return this.database.row<LimitsRow>(
-      sql`SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst
-            FROM organization_limits WHERE organization_id = ${organizationId}`,
+    return this.database.row(
+      LIMITS.query`SELECT ${LIMITS} FROM organization_limits WHERE organization_id = ${organizationId}`,
       { prepared: true },
     );
   }
@@ -59,33 +62,29 @@ export class LimitsRepository {
       limit: sql`(SELECT monthly_token_budget FROM limits_written)`,
       at,
     });
-    const row = await this.database.row<LimitsRow>(
-      withEntries(
-        [
-          sql`limits_written AS (
-            INSERT INTO organization_limits AS l
-              (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
-               end_user_burst, updated_at)
-            VALUES (${organizationId}, ${value('monthly_token_budget')},
-                    ${value('end_user_daily_token_budget')}, ${value('end_user_rps')},
-                    ${value('end_user_burst')}, ${at})
-            ON CONFLICT (organization_id) DO UPDATE SET
-              ${patchedColumns('l', {
-                monthly_token_budget: patch.monthly_token_budget,
-                end_user_daily_token_budget: patch.end_user_daily_token_budget,
-                end_user_rps: patch.end_user_rps,
-                end_user_burst: patch.end_user_burst,
-              })},
-              updated_at = excluded.updated_at
-            RETURNING monthly_token_budget, end_user_daily_token_budget, end_user_rps,
-                      end_user_burst)`,
-          current,
-          reached,
-          webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
-        ],
-        sql`SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst
-              FROM limits_written`,
-      ),
+    const entries = [
+      sql`limits_written AS (
+        INSERT INTO organization_limits AS l
+          (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
+           end_user_burst, updated_at)
+        VALUES (${organizationId}, ${value('monthly_token_budget')},
+                ${value('end_user_daily_token_budget')}, ${value('end_user_rps')},
+                ${value('end_user_burst')}, ${at})
+        ON CONFLICT (organization_id) DO UPDATE SET
+          ${patchedColumns('l', {
+            monthly_token_budget: patch.monthly_token_budget,
+            end_user_daily_token_budget: patch.end_user_daily_token_budget,
+            end_user_rps: patch.end_user_rps,
+            end_user_burst: patch.end_user_burst,
+          })},
+          updated_at = excluded.updated_at
+        RETURNING ${LIMITS})`,
+      current,
+      reached,
+      webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),
     );
     return row!;
   }

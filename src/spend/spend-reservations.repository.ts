@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { Columns } from '../database/columns';
 import { Database } from '../database/database';
 import { sql } from '../database/sql';
 
@@ -17,6 +18,12 @@ export interface ReservationRequest {
   now: Date;
   expiresAt: Date;
 }
+
+/** What spend_reserve() answers: the scope that refused (null: admitted) and its count (bigint). */
+const RESERVATION = Columns.computed<{ refused_scope: string | null; counted: string | null }>({
+  refused_scope: sql`refused_scope`,
+  counted: sql`counted`,
+});
 
 /** Null when admitted; else the budget that refused and its spent + reserved tokens. */
 export type ReservationRefusal = { scope: 'organization' | 'end_user'; counted: number } | null;
@@ -42,8 +49,8 @@ export class SpendReservationsRepository {
    */
   async reserve(request: ReservationRequest): Promise<ReservationRefusal> {
     const { month, day } = request;
-    const row = await this.database.row<{ refused_scope: string | null; counted: string | null }>(
-      sql`SELECT refused_scope, counted FROM spend_reserve(
+    const row = await this.database.row(
+      RESERVATION.query`SELECT ${RESERVATION} FROM spend_reserve(
             ${request.organizationId}::uuid,
             ${month.budget}::text, ${month.start}::date, ${month.limit}::bigint,
             ${request.endUserId}::uuid, ${day.budget}::text, ${day.day}::date, ${day.limit}::bigint,

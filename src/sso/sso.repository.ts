@@ -1,10 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { raw, sql } from '../database/sql';
+import { Columns } from '../database/columns';
+import { sql } from '../database/sql';
 import type { SsoIdentityRow } from './dto/sso.dto';
+import type { SsoIdentity } from './entities/sso-identity.entity';
 
-const COLUMNS = raw('id, user_id, provider, subject, email, linked_at');
+const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
+  'id',
+  'userId',
+  'provider',
+  'subject',
+  'email',
+  'linkedAt',
+);
 
 /** The SQL of sso_identities; (provider, subject) is unique. */
 @Injectable()
@@ -18,18 +27,18 @@ export class SsoRepository {
     subject: string;
     email: string | null;
   }): Promise<SsoIdentityRow | null> {
-    const row = await this.database.row<SsoIdentityRow>(
-      sql`INSERT INTO sso_identities (user_id, provider, subject, email)
+    const row = await this.database.row(
+      IDENTITY_COLUMNS.query`INSERT INTO sso_identities (user_id, provider, subject, email)
           VALUES (${fields.userId}, ${fields.provider}, ${fields.subject}, ${fields.email})
           ON CONFLICT (provider, subject) DO NOTHING
-          RETURNING ${COLUMNS}`,
+          RETURNING ${IDENTITY_COLUMNS}`,
     );
     return row ?? null;
   }
 
   async findByProviderSubject(provider: string, subject: string): Promise<SsoIdentityRow | null> {
-    const row = await this.database.row<SsoIdentityRow>(
-      sql`SELECT ${COLUMNS} FROM sso_identities WHERE provider = ${provider} AND subject = ${subject}`,
+    const row = await this.database.row(
+      IDENTITY_COLUMNS.query`SELECT ${IDENTITY_COLUMNS} FROM sso_identities WHERE provider = ${provider} AND subject = ${subject}`,
     );
     return row ?? null;
   }
@@ -47,8 +56,8 @@ export class SsoRepository {
       scope: { user_id: userId },
       order: 'asc',
     };
-    return this.database.rows<SsoIdentityRow>(
-      sql`SELECT ${COLUMNS} FROM sso_identities
+    return this.database.rows(
+      IDENTITY_COLUMNS.query`SELECT ${IDENTITY_COLUMNS} FROM sso_identities
            WHERE user_id = ${userId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,

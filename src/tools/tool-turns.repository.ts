@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { sql, type WithEntry, withEntries } from '../database/sql';
-import type { ToolTurnStatus } from './entities/tool-turn.entity';
+import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
+import type { ToolTurn } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
 
 export interface NewToolTurn {
@@ -14,19 +16,23 @@ export interface NewToolTurn {
   expiresAt: Date;
 }
 
-export interface FoundToolTurn {
-  status: ToolTurnStatus;
-  expired: boolean;
-  personalityId: string;
-  state: ToolTurnState;
+/** A turn as a resumption reads it: `expired` as of `now`. */
+function foundTurnColumns(now: Date) {
+  return Columns.propertiesOf<ToolTurn>()('status')
+    .and(Columns.computed<{ expired: boolean }>({ expired: sql`expires_at <= ${now}` }))
+    .and(Columns.propertiesOf<ToolTurn>()('personalityId', 'state'));
 }
 
+export type FoundToolTurn = RowOf<ReturnType<typeof foundTurnColumns>>;
+
+const DELETED_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*)::int` });
+
+const TURN_ID = Columns.rowOf<ToolTurn>()('id');
+
 /** What a webhook tool's call needs of its endpoint. */
-export interface ToolEndpoint {
-  url: string;
-  secret: string;
-  status: string;
-}
+const TOOL_ENDPOINT = Columns.rowOf<WebhookEndpoint>()('url', 'secret', 'status');
+
+export type ToolEndpoint = RowOf<typeof TOOL_ENDPOINT>;
 
 /**
  * The SQL of paused turns (`tool_turns`) and of the endpoints webhook tools call; every query is
@@ -48,7 +54,7 @@ export class ToolTurnsRepository {
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id`;
-    await this.database.rows(steps.length > 0 ? withEntries(steps, insert) : insert);
+    await this.database.count(steps.length > 0 ? withEntries(steps, insert) : insert);
   }
 
   /**
@@ -56,20 +62,20 @@ export class ToolTurnsRepository {
    * nobody's to resume), skipping rows another instance is deleting; answers how many.
    */
   async deleteExpired(now: Date, batchSize: number): Promise<number> {
-    const row = await this.database.row<{ count: number }>(
-      sql`WITH doomed AS (
+    const row = await this.database.row(
+      DELETED_COUNT.query`WITH doomed AS (
             SELECT id FROM tool_turns WHERE expires_at <= ${now}
              LIMIT ${batchSize} FOR UPDATE SKIP LOCKED),
           deleted AS (DELETE FROM tool_turns t USING doomed d WHERE t.id = d.id RETURNING 1)
-          SELECT count(*)::int AS count FROM deleted`,
+          SELECT ${DELETED_COUNT} FROM deleted`,
     );
     return row?.count ?? 0;
   }
 
   async find(organizationId: string, id: string, now: Date): Promise<FoundToolTurn | undefined> {
-    return this.database.row<FoundToolTurn>(
-      sql`SELECT status, expires_at <= ${now} AS expired, personality_id AS "personalityId", state
-            FROM tool_turns WHERE id = ${id} AND organization_id = ${organizationId}`,
+    const found = foundTurnColumns(now);
+    return this.database.row(
+      found.query`SELECT ${found} FROM tool_turns WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
   }
 
@@ -78,11 +84,11 @@ export class ToolTurnsRepository {
    * claims on any instances exactly one gets the row; the others get false.
    */
   async claim(organizationId: string, id: string, now: Date): Promise<boolean> {
-    const row = await this.database.row<{ id: string }>(
-      sql`UPDATE tool_turns SET status = 'resumed'
+    const row = await this.database.row(
+      TURN_ID.query`UPDATE tool_turns SET status = 'resumed'
            WHERE id = ${id} AND organization_id = ${organizationId}
              AND status = 'pending' AND expires_at > ${now}
-          RETURNING id`,
+          RETURNING ${TURN_ID}`,
     );
     return row !== undefined;
   }
@@ -94,13 +100,13 @@ export class ToolTurnsRepository {
   async release(organizationId: string, id: string, steps: WithEntry[] = []): Promise<void> {
     const update = sql`UPDATE tool_turns SET status = 'pending'
            WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`;
-    await this.database.rows(steps.length > 0 ? withEntries(steps, update) : update);
+    await this.database.count(steps.length > 0 ? withEntries(steps, update) : update);
   }
 
   /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */
   findEndpoint(organizationId: string, id: string): Promise<ToolEndpoint | undefined> {
-    return this.database.row<ToolEndpoint>(
-      sql`SELECT url, secret, status FROM webhook_endpoints
+    return this.database.row(
+      TOOL_ENDPOINT.query`SELECT ${TOOL_ENDPOINT} FROM webhook_endpoints
            WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
   }
@@ -110,7 +116,7 @@ export class ToolTurnsRepository {
     manager: EntityManager,
     endUsers: ReadonlyArray<{ id: string; organizationId: string }>,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM tool_turns t
            USING unnest(${endUsers.map((u) => u.id)}::uuid[],
                         ${endUsers.map((u) => u.organizationId)}::uuid[]) AS e(id, organization_id)

@@ -1,37 +1,69 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
-import { sql } from '../database/sql';
+import { type Sql, sql } from '../database/sql';
+import type { EndUser } from '../end-users/entities/end-user.entity';
+import type { RelationshipMonth } from './entities/relationship-month.entity';
 import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 import type { TokenUsageModelMonth } from './entities/token-usage-model-month.entity';
 import type { TokenUsageMonth } from './entities/token-usage-month.entity';
+import type { UsageMonthlyCounter } from './entities/usage-monthly-counter.entity';
 
-/** A breakdown row: its key and its counts (bigint columns arrive as strings). */
-export interface BreakdownRow {
-  key: string;
-  requests: string;
-  prompt_tokens: string;
-  completion_tokens: string;
-  cached_tokens: string;
+const TOKEN_COUNTS = Columns.rowOf<TokenUsageMonth>()(
+  'requests',
+  'promptTokens',
+  'completionTokens',
+  'cachedTokens',
+);
+
+export type TokenCountsRow = RowOf<typeof TOKEN_COUNTS>;
+
+/**
+ * A breakdown row: its key, as text, and the rollup's counts, `t`'s unless `alias` names another
+ * (every rollup has token_usage_months' count columns: bigint, so strings).
+ */
+function breakdownColumns(key: Sql, alias = 't') {
+  return Columns.computed<{ key: string }>({ key }).and(
+    Columns.rowOf<TokenUsageMonth>(alias)(
+      'requests',
+      'promptTokens',
+      'completionTokens',
+      'cachedTokens',
+    ),
+  );
 }
 
-export interface RelationshipItemRow {
-  user_id: string;
-  personality_id: string;
-  first_active_at: Date;
-}
+const BY_END_USER = breakdownColumns(sql`e.user_id`);
+const BY_PERSONALITY = breakdownColumns(sql`t.personality_id::text`);
+const BY_MODEL = breakdownColumns(sql`t.model`);
+/** Of the union of the keys' rows and the signed-in users' row, unqualified. */
+const BY_API_KEY = breakdownColumns(sql`key`, '');
+const BY_DAY = breakdownColumns(sql`to_char(t.day, 'YYYY-MM-DD')`);
 
-export type TokenCountsRow = Row<
-  TokenUsageMonth,
-  'requests' | 'promptTokens' | 'completionTokens' | 'cachedTokens'
->;
+export type BreakdownRow = RowOf<typeof BY_END_USER>;
 
-export type ModelTokenCountsRow = Row<
-  TokenUsageModelMonth,
-  'model' | 'requests' | 'promptTokens' | 'completionTokens' | 'cachedTokens'
->;
+const MODEL_TOKEN_COUNTS = Columns.rowOf<TokenUsageModelMonth>()(
+  'model',
+  'requests',
+  'promptTokens',
+  'completionTokens',
+  'cachedTokens',
+);
+
+export type ModelTokenCountsRow = RowOf<typeof MODEL_TOKEN_COUNTS>;
+
+const ACTIVE_RELATIONSHIPS = Columns.rowOf<UsageMonthlyCounter>()('activeRelationships');
+
+/** A relationship as the list shows it: the end user by their user_id. */
+const RELATIONSHIP_ITEM = Columns.rowOf<EndUser>('e')('userId').and(
+  Columns.rowOf<RelationshipMonth>('r')('personalityId', 'firstActiveAt'),
+);
+
+export type RelationshipItemRow = RowOf<typeof RELATIONSHIP_ITEM>;
+
+const END_USER_ID = Columns.rowOf<EndUser>()('id');
 
 /**
  * A breakdown's page of one month's rollup, most tokens first (ties: by `id`), after the row
@@ -66,8 +98,8 @@ export class UsageRepository {
   constructor(private readonly database: Database) {}
 
   findTokens(organizationId: string, monthStart: string): Promise<TokenCountsRow | undefined> {
-    return this.database.row<TokenCountsRow>(
-      sql`SELECT requests, prompt_tokens, completion_tokens, cached_tokens FROM token_usage_months
+    return this.database.row(
+      TOKEN_COUNTS.query`SELECT ${TOKEN_COUNTS} FROM token_usage_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
       { prepared: true },
     );
@@ -90,8 +122,8 @@ export class UsageRepository {
       cursorId: sql`(SELECT ce.id FROM end_users ce
                       WHERE ce.organization_id = ${organizationId} AND ce.user_id = ${after})`,
     };
-    return this.database.rows<BreakdownRow>(
-      sql`SELECT e.user_id AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+    return this.database.rows(
+      BY_END_USER.query`SELECT ${BY_END_USER}
             FROM token_usage_end_user_months t
             JOIN end_users e ON e.id = t.end_user_id
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
@@ -116,9 +148,8 @@ export class UsageRepository {
       monthStart,
       after,
     );
-    return this.database.rows<BreakdownRow>(
-      sql`SELECT t.personality_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
-                 t.cached_tokens
+    return this.database.rows(
+      BY_PERSONALITY.query`SELECT ${BY_PERSONALITY}
             FROM token_usage_personality_months t
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
              AND ${keysetAfter(page)}
@@ -141,8 +172,8 @@ export class UsageRepository {
       sortBy: (p) => `${p}prompt_tokens + ${p}completion_tokens`,
       cursorType: 'text',
     };
-    return this.database.rows<BreakdownRow>(
-      sql`SELECT t.model AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+    return this.database.rows(
+      BY_MODEL.query`SELECT ${BY_MODEL}
             FROM token_usage_model_months t
            WHERE t.organization_id = ${organizationId} AND t.month = ${monthStart}
              AND ${keysetAfter(page)}
@@ -170,8 +201,8 @@ export class UsageRepository {
       monthStart,
       after,
     );
-    return this.database.rows<BreakdownRow>(
-      sql`SELECT key, requests, prompt_tokens, completion_tokens, cached_tokens FROM (
+    return this.database.rows(
+      BY_API_KEY.query`SELECT ${BY_API_KEY} FROM (
             (SELECT t.api_key_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
                     t.cached_tokens, 0 AS part, t.total_tokens, t.api_key_id
                FROM token_usage_api_key_months t
@@ -199,9 +230,8 @@ export class UsageRepository {
     after: string | null,
     limit: number,
   ): Promise<BreakdownRow[]> {
-    return this.database.rows<BreakdownRow>(
-      sql`SELECT to_char(t.day, 'YYYY-MM-DD') AS key, t.requests, t.prompt_tokens,
-                 t.completion_tokens, t.cached_tokens
+    return this.database.rows(
+      BY_DAY.query`SELECT ${BY_DAY}
             FROM token_usage_days t
            WHERE t.organization_id = ${organizationId}
              AND t.day >= ${monthStart}::date AND t.day < ${monthStart}::date + interval '1 month'
@@ -214,8 +244,8 @@ export class UsageRepository {
 
   /** The month's counts per model, most replies first. */
   findTokensByModel(organizationId: string, monthStart: string): Promise<ModelTokenCountsRow[]> {
-    return this.database.rows<ModelTokenCountsRow>(
-      sql`SELECT model, requests, prompt_tokens, completion_tokens, cached_tokens
+    return this.database.rows(
+      MODEL_TOKEN_COUNTS.query`SELECT ${MODEL_TOKEN_COUNTS}
             FROM token_usage_model_months
            WHERE organization_id = ${organizationId} AND month = ${monthStart}
            ORDER BY requests DESC, model`,
@@ -224,8 +254,8 @@ export class UsageRepository {
   }
 
   async findActiveRelationships(organizationId: string, monthStart: string): Promise<number> {
-    const row = await this.database.row<{ active_relationships: string }>(
-      sql`SELECT active_relationships FROM usage_monthly_counters
+    const row = await this.database.row(
+      ACTIVE_RELATIONSHIPS.query`SELECT ${ACTIVE_RELATIONSHIPS} FROM usage_monthly_counters
            WHERE organization_id = ${organizationId} AND month = ${monthStart}`,
       { prepared: true },
     );
@@ -239,8 +269,8 @@ export class UsageRepository {
     after: { personalityId: string; endUserId: string } | null,
     limit: number,
   ): Promise<RelationshipItemRow[]> {
-    return this.database.rows<RelationshipItemRow>(
-      sql`SELECT e.user_id, r.personality_id, r.first_active_at
+    return this.database.rows(
+      RELATIONSHIP_ITEM.query`SELECT ${RELATIONSHIP_ITEM}
             FROM relationship_months r
             JOIN end_users e ON e.id = r.end_user_id
            WHERE r.organization_id = ${organizationId} AND r.month = ${monthStart}
@@ -254,15 +284,15 @@ export class UsageRepository {
 
   /** The internal id of an end user named by a cursor; the list joins end_users anyway. */
   async findEndUserId(organizationId: string, userId: string): Promise<string | undefined> {
-    const row = await this.database.row<{ id: string }>(
-      sql`SELECT id FROM end_users WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+    const row = await this.database.row(
+      END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
     );
     return row?.id;
   }
 
   /** In the erasure's transaction: who talked to whom, when. The counters stay. */
   async deleteRelationshipsOf(manager: EntityManager, endUserIds: string[]): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`DELETE FROM relationship_months WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );

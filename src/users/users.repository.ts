@@ -1,14 +1,26 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import type { Row } from '../database/row';
-import { raw, sql } from '../database/sql';
+import { Columns } from '../database/columns';
+import { sql } from '../database/sql';
 import type { User } from './entities/user.entity';
 
 /** Every column of users, aliased to the entity's properties. */
-const USER_COLUMNS = raw(`id, email, name, password_hash AS "passwordHash",
-  email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-  token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt"`);
+const USER_COLUMNS = Columns.propertiesOf<User>()(
+  'id',
+  'email',
+  'name',
+  'passwordHash',
+  'emailVerifiedAt',
+  'organizationsCreated',
+  'tokenVersion',
+  'createdAt',
+  'updatedAt',
+);
+
+const TOKEN_VERSION = Columns.rowOf<User>()('tokenVersion');
+
+const EMAIL = Columns.rowOf<User>()('email');
 
 /**
  * The SQL of users. Addresses are unique and looked up case-insensitively (the lower(email)
@@ -19,15 +31,15 @@ export class UsersRepository {
   constructor(private readonly database: Database) {}
 
   async findById(id: string): Promise<User | null> {
-    const row = await this.database.row<User>(
-      sql`SELECT ${USER_COLUMNS} FROM users WHERE id = ${id}`,
+    const row = await this.database.row(
+      USER_COLUMNS.query`SELECT ${USER_COLUMNS} FROM users WHERE id = ${id}`,
     );
     return row ?? null;
   }
 
   async findByEmail(email: string): Promise<User | null> {
-    const row = await this.database.row<User>(
-      sql`SELECT ${USER_COLUMNS} FROM users WHERE lower(email) = lower(${email})`,
+    const row = await this.database.row(
+      USER_COLUMNS.query`SELECT ${USER_COLUMNS} FROM users WHERE lower(email) = lower(${email})`,
     );
     return row ?? null;
   }
@@ -37,8 +49,8 @@ export class UsersRepository {
     manager: EntityManager,
     fields: Pick<User, 'email' | 'name' | 'passwordHash'>,
   ): Promise<User | null> {
-    const row = await this.database.row<User>(
-      sql`INSERT INTO users (email, name, password_hash)
+    const row = await this.database.row(
+      USER_COLUMNS.query`INSERT INTO users (email, name, password_hash)
           VALUES (${fields.email}, ${fields.name}, ${fields.passwordHash})
           ON CONFLICT (lower(email)) DO NOTHING
           RETURNING ${USER_COLUMNS}`,
@@ -49,8 +61,8 @@ export class UsersRepository {
 
   /** The user's token version; null when the user does not exist. */
   async tokenVersion(userId: string): Promise<number | null> {
-    const row = await this.database.row<Row<User, 'tokenVersion'>>(
-      sql`SELECT token_version FROM users WHERE id = ${userId}`,
+    const row = await this.database.row(
+      TOKEN_VERSION.query`SELECT ${TOKEN_VERSION} FROM users WHERE id = ${userId}`,
     );
     return row?.token_version ?? null;
   }
@@ -65,10 +77,10 @@ export class UsersRepository {
     passwordHash: string,
     at: Date,
   ): Promise<string | null> {
-    const row = await this.database.row<Pick<User, 'email'>>(
-      sql`UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
+    const row = await this.database.row(
+      EMAIL.query`UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
                            updated_at = ${at}
-           WHERE id = ${userId} RETURNING email`,
+           WHERE id = ${userId} RETURNING ${EMAIL}`,
       { manager },
     );
     return row?.email ?? null;
@@ -76,7 +88,7 @@ export class UsersRepository {
 
   /** Records, at `at`, that the user verified their address (the first time counts). */
   async markEmailVerified(manager: EntityManager, userId: string, at: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE users SET email_verified_at = coalesce(email_verified_at, ${at}::timestamptz)
            WHERE id = ${userId}`,
       { manager },

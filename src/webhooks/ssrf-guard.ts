@@ -117,7 +117,7 @@ export class UnsafeAddressError extends Error {
 /** Every address `host` resolves to (all families), through the system resolver. */
 export function resolveAll(host: string): Promise<LookupAddress[]> {
   return new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, verbatim: true }, (error, addresses) =>
+    dnsLookup(host, { all: true, order: 'verbatim' }, (error, addresses) =>
       error ? reject(error) : resolve(addresses),
     ),
   );

@@ -1,26 +1,124 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/errors/app-error';
+import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import type { Row } from '../database/row';
-import { Cte, empty, raw, type Sql, sql, withEntries } from '../database/sql';
+import { Cte, empty, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from './webhook-event.step';
 import type { SubscribableEventType } from './webhook-event-types';
 import type { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
 import type { WebhookEndpoint, WebhookEndpointStatus } from './entities/webhook-endpoint.entity';
 import type { WebhookEvent } from './entities/webhook-event.entity';
 
-export type WebhookEndpointRow = Row<
-  WebhookEndpoint,
-  'id' | 'url' | 'description' | 'events' | 'status' | 'disabledReason' | 'createdAt'
->;
+/** A row's columns as a LEFT JOIN that matched nothing answers them. */
+type Unmatched<R> = { [Column in keyof R]: null };
+
+const ENDPOINT_COLUMNS = Columns.rowOf<WebhookEndpoint>()(
+  'id',
+  'url',
+  'description',
+  'events',
+  'status',
+  'disabledReason',
+  'createdAt',
+);
+
+export type WebhookEndpointRow = RowOf<typeof ENDPOINT_COLUMNS>;
+
+/** What the audit keeps of a deleted endpoint. */
+const DELETED_ENDPOINT = Columns.rowOf<WebhookEndpoint>()('url', 'events');
 
 /** An endpoint the service disabled for failing, as its organization's managers are told. */
-export type DisabledEndpointRow = Row<
-  WebhookEndpoint,
-  'id' | 'organizationId' | 'url' | 'failingSince'
->;
+const DISABLED_ENDPOINT = Columns.rowOf<WebhookEndpoint>()(
+  'id',
+  'organizationId',
+  'url',
+  'failingSince',
+);
+
+export type DisabledEndpointRow = RowOf<typeof DISABLED_ENDPOINT>;
+
+const EVENT_ID = Columns.rowOf<WebhookEvent>()('id');
+
+/** A delivery attempt as the API shows it; its columns qualified by `alias` when given. */
+function attemptColumns(alias?: string) {
+  return Columns.rowOf<WebhookDeliveryAttempt>(alias)(
+    'id',
+    'eventId',
+    'eventType',
+    'attempt',
+    'status',
+    'responseStatus',
+    'error',
+    'durationMs',
+    'createdAt',
+    'nextAttemptAt',
+  );
+}
+
+const ATTEMPT_COLUMNS = attemptColumns();
+
+export type DeliveryAttemptRow = RowOf<typeof ATTEMPT_COLUMNS>;
+
+/**
+ * A redelivery's answer: its endpoint's status and the attempt added, every column of which is
+ * null when none was (the endpoint is disabled, or a concurrent redelivery took the number).
+ */
+const REDELIVERY_COLUMNS: Columns<
+  { endpoint_status: WebhookEndpointStatus } & (DeliveryAttemptRow | Unmatched<DeliveryAttemptRow>)
+> = Columns.computed<{ endpoint_status: WebhookEndpointStatus }>({
+  endpoint_status: sql`s.endpoint_status`,
+}).and(attemptColumns('r'));
+
+/** A claimed attempt with what it takes to make it: its endpoint's and its event's columns. */
+const CLAIMED_ATTEMPT = Columns.rowOf<WebhookDeliveryAttempt>('c')('id')
+  .and(
+    Columns.computed<{ lock_token: string }>({
+      // Set by the claim.
+      lock_token: sql`c.lock_token`,
+    }),
+  )
+  .and(
+    Columns.rowOf<WebhookDeliveryAttempt>('c')(
+      'organizationId',
+      'endpointId',
+      'eventId',
+      'eventType',
+      'attempt',
+    ),
+  )
+  .and(Columns.rowOf<WebhookEndpoint>('e')('url', 'secret'))
+  .and(
+    Columns.computed<{ endpoint_status: WebhookEndpointStatus }>({
+      endpoint_status: sql`e.status`,
+    }),
+  )
+  .and(Columns.rowOf<WebhookEvent>('ev')('data'))
+  .and(Columns.computed<{ event_created_at: Date }>({ event_created_at: sql`ev.created_at` }));
+
+export type ClaimedAttempt = RowOf<typeof CLAIMED_ATTEMPT>;
+
+/** Where the next claim starts and what the caps held back: in every row of a claim's answer. */
+const NEXT_CLAIM = Columns.computed<{
+  next_cursor: string | null;
+  held_back_endpoints: string[] | null;
+  held_back_organizations: string[] | null;
+}>({
+  next_cursor: sql`next.next_cursor`,
+  held_back_endpoints: sql`next.held_back_endpoints`,
+  held_back_organizations: sql`next.held_back_organizations`,
+});
+
+/** A claim's answer: a claimed attempt a row, every column of which is null when it took none. */
+const CLAIM_COLUMNS: Columns<
+  RowOf<typeof NEXT_CLAIM> & (ClaimedAttempt | Unmatched<ClaimedAttempt>)
+> = NEXT_CLAIM.and(CLAIMED_ATTEMPT);
+
+/** What a statement deleting in batches answers: how many it deleted. */
+const DELETED_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*)::int` });
+
+const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
 
 /** What the claim is to respect: this instance's attempts in flight and the caps on them. */
 export interface ClaimLimits {
@@ -37,20 +135,6 @@ export interface ClaimLimits {
   cursor: string | null;
 }
 
-export type DeliveryAttemptRow = Row<
-  WebhookDeliveryAttempt,
-  | 'id'
-  | 'eventId'
-  | 'eventType'
-  | 'attempt'
-  | 'status'
-  | 'responseStatus'
-  | 'error'
-  | 'durationMs'
-  | 'createdAt'
-  | 'nextAttemptAt'
->;
-
 export interface ClaimResult {
   attempts: ClaimedAttempt[];
   /** Where the next claim's visit of the endpoints starts. */
@@ -58,19 +142,6 @@ export interface ClaimResult {
   /** Endpoints and organizations whose cap kept due attempts back in this claim. */
   heldBack: { endpoints: ReadonlySet<string>; organizations: ReadonlySet<string> };
 }
-
-/** A claimed attempt with what it takes to make it: its endpoint's and its event's columns. */
-export type ClaimedAttempt = Row<
-  WebhookDeliveryAttempt,
-  'id' | 'organizationId' | 'endpointId' | 'eventId' | 'eventType' | 'attempt'
-> &
-  Row<WebhookEndpoint, 'url' | 'secret'> &
-  Row<WebhookEvent, 'data'> & {
-    /** Set by the claim. */
-    lock_token: string;
-    endpoint_status: WebhookEndpoint['status'];
-    event_created_at: WebhookEvent['createdAt'];
-  };
 
 /** What became of a claimed attempt. `retryInMs` set: the next attempt is scheduled then. */
 export interface AttemptOutcome {
@@ -93,8 +164,6 @@ export interface EndpointChanges {
 /** Attempt numbers a redelivery tries before answering 409 (insertRedelivery). */
 const REDELIVERY_TRIES = 8;
 
-const ENDPOINT_COLUMNS = raw('id, url, description, events, status, disabled_reason, created_at');
-
 /**
  * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
  * time a rule reads (due, leased, retried at, past retention) is the caller's Clock's.
@@ -116,12 +185,12 @@ export class WebhooksRepository {
     limit: number,
     fields: { url: string; events: string[]; description: string | null; secret: string },
   ): Promise<WebhookEndpointRow | undefined> {
-    await this.database.rows(
+    await this.database.count(
       sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || ${organizationId}, 0))`,
       { manager },
     );
-    return this.database.row<WebhookEndpointRow>(
-      sql`INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
+    return this.database.row(
+      ENDPOINT_COLUMNS.query`INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
           SELECT ${organizationId}::uuid, ${fields.url}, ${fields.events}::text[],
                  ${fields.description}, ${fields.secret}
            WHERE (SELECT count(*) FROM webhook_endpoints
@@ -143,8 +212,8 @@ export class WebhooksRepository {
       scope: { organization_id: organizationId },
       order: 'asc',
     };
-    return this.database.rows<WebhookEndpointRow>(
-      sql`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+    return this.database.rows(
+      ENDPOINT_COLUMNS.query`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
            WHERE organization_id = ${organizationId} AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,
@@ -152,8 +221,8 @@ export class WebhooksRepository {
   }
 
   findEndpoint(organizationId: string, id: string): Promise<WebhookEndpointRow | undefined> {
-    return this.database.row<WebhookEndpointRow>(
-      sql`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+    return this.database.row(
+      ENDPOINT_COLUMNS.query`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
            WHERE organization_id = ${organizationId} AND id = ${id}`,
     );
   }
@@ -169,8 +238,8 @@ export class WebhooksRepository {
     changes: EndpointChanges,
     at: Date,
   ): Promise<WebhookEndpointRow | undefined> {
-    return this.database.row<WebhookEndpointRow>(
-      sql`UPDATE webhook_endpoints
+    return this.database.row(
+      ENDPOINT_COLUMNS.query`UPDATE webhook_endpoints
              SET url = CASE WHEN ${changes.url !== undefined}::boolean
                             THEN ${changes.url ?? null}::text ELSE url END,
                  events = CASE WHEN ${changes.events !== undefined}::boolean
@@ -203,7 +272,7 @@ export class WebhooksRepository {
     endpointId: string,
     now: Date,
   ): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE webhook_delivery_attempts
              SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
            WHERE organization_id = ${organizationId} AND endpoint_id = ${endpointId}
@@ -220,10 +289,11 @@ export class WebhooksRepository {
     manager: EntityManager,
     organizationId: string,
     id: string,
-  ): Promise<{ url: string; events: string[] } | undefined> {
-    return this.database.row<{ url: string; events: string[] }>(
-      sql`DELETE FROM webhook_endpoints WHERE organization_id = ${organizationId} AND id = ${id}
-          RETURNING url, events`,
+  ): Promise<RowOf<typeof DELETED_ENDPOINT> | undefined> {
+    return this.database.row(
+      DELETED_ENDPOINT.query`DELETE FROM webhook_endpoints
+                              WHERE organization_id = ${organizationId} AND id = ${id}
+                             RETURNING ${DELETED_ENDPOINT}`,
       { manager },
     );
   }
@@ -243,7 +313,7 @@ export class WebhooksRepository {
       sql`SELECT ${JSON.stringify(data)}::jsonb AS webhook_data`,
       ['webhook_data'],
     );
-    await this.database.rows(
+    await this.database.count(
       withEntries([source, webhookEventStep(source, { organizationId, type, at })], sql`SELECT 1`),
       { manager },
     );
@@ -258,8 +328,8 @@ export class WebhooksRepository {
     endpointId: string,
     at: Date,
   ): Promise<string | undefined> {
-    const row = await this.database.row<{ id: string }>(
-      sql`WITH endpoint AS (
+    const row = await this.database.row(
+      EVENT_ID.query`WITH endpoint AS (
             SELECT id FROM webhook_endpoints
              WHERE organization_id = ${organizationId} AND id = ${endpointId} AND status = 'enabled'
              FOR KEY SHARE),
@@ -276,7 +346,7 @@ export class WebhooksRepository {
             SELECT ${organizationId}::uuid, ${endpointId}::uuid, event.id, 'ping', 1,
                    ${at}::timestamptz, ${at}::timestamptz
               FROM event)
-          SELECT id FROM event`,
+          SELECT ${EVENT_ID} FROM event`,
     );
     return row?.id;
   }
@@ -296,9 +366,8 @@ export class WebhooksRepository {
       scope: { organization_id: organizationId, endpoint_id: endpointId },
       order: 'desc',
     };
-    return this.database.rows<DeliveryAttemptRow>(
-      sql`SELECT id, event_id, event_type, attempt, status, response_status, error, duration_ms,
-                 created_at, next_attempt_at
+    return this.database.rows(
+      ATTEMPT_COLUMNS.query`SELECT ${ATTEMPT_COLUMNS}
             FROM webhook_delivery_attempts
            WHERE organization_id = ${organizationId} AND endpoint_id = ${endpointId}
              AND ${keysetAfter(page)}
@@ -326,10 +395,8 @@ export class WebhooksRepository {
     // A try loses only to a concurrent redelivery of the same event that committed the number it
     // chose; each loss sees that row, so losing this many times in a row means a storm of them.
     for (let tries = 0; tries < REDELIVERY_TRIES; tries++) {
-      const row = await this.database.row<
-        { endpoint_status: WebhookEndpointStatus } & Partial<DeliveryAttemptRow>
-      >(
-        sql`WITH source AS (
+      const row = await this.database.row(
+        REDELIVERY_COLUMNS.query`WITH source AS (
               SELECT a.event_id, a.event_type, e.status AS endpoint_status
                 FROM webhook_delivery_attempts a
                 JOIN webhook_endpoints e
@@ -346,14 +413,13 @@ export class WebhooksRepository {
                      ${at}::timestamptz, ${at}::timestamptz
                 FROM source s WHERE s.endpoint_status = 'enabled'
               ON CONFLICT DO NOTHING
-              RETURNING id, event_id, event_type, attempt, status, response_status, error,
-                        duration_ms, created_at, next_attempt_at)
-            SELECT s.endpoint_status, r.* FROM source s LEFT JOIN redelivery r ON true`,
+              RETURNING ${ATTEMPT_COLUMNS})
+            SELECT ${REDELIVERY_COLUMNS} FROM source s LEFT JOIN redelivery r ON true`,
         { manager, prepared: true },
       );
       if (!row) return 'not_found';
       if (row.endpoint_status !== 'enabled') return 'disabled';
-      if (row.id) return row as DeliveryAttemptRow;
+      if (row.id) return row;
     }
     throw new AppError(
       'conflict',
@@ -393,14 +459,8 @@ export class WebhooksRepository {
       sql`SELECT endpoint_id FROM webhook_delivery_attempts
            WHERE status = 'pending' ${after ? sql`AND endpoint_id > ${after}` : empty}
            ORDER BY endpoint_id LIMIT 1`;
-    const rows = await this.database.rows<
-      ClaimedAttempt & {
-        next_cursor: string | null;
-        held_back_endpoints: string[] | null;
-        held_back_organizations: string[] | null;
-      }
-    >(
-      sql`WITH RECURSIVE
+    const rows = await this.database.rows(
+      CLAIM_COLUMNS.query`WITH RECURSIVE
           busy_organization AS (
             SELECT * FROM unnest(${[...limits.busyOrganizations.keys()]}::uuid[],
                                  ${[...limits.busyOrganizations.values()]}::int[])
@@ -493,8 +553,7 @@ export class WebhooksRepository {
                    (SELECT endpoints FROM held_back) AS held_back_endpoints,
                    (SELECT organizations FROM held_back) AS held_back_organizations
               FROM visited)
-          SELECT next.*, c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
-                 ev.created_at AS event_created_at
+          SELECT ${CLAIM_COLUMNS}
             FROM next
             LEFT JOIN (claimed c
               JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -521,7 +580,7 @@ export class WebhooksRepository {
    * cleared by a success (written only when it changes, so a healthy endpoint's row is not).
    */
   async recordOutcomes(outcomes: AttemptOutcome[], now: Date): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`WITH outcome AS (
             SELECT * FROM unnest(${outcomes.map((o) => o.id)}::uuid[],
                                  ${outcomes.map((o) => o.lockToken)}::uuid[],
@@ -571,25 +630,25 @@ export class WebhooksRepository {
    * at once, each endpoint is answered to one only.
    */
   disableFailing(cutoff: Date, now: Date): Promise<DisabledEndpointRow[]> {
-    return this.database.rows<DisabledEndpointRow>(
-      sql`WITH disabled AS (
+    return this.database.rows(
+      DISABLED_ENDPOINT.query`WITH disabled AS (
             UPDATE webhook_endpoints
                SET status = 'disabled', disabled_reason = 'failing', updated_at = ${now}
              WHERE status = 'enabled' AND failing_since <= ${cutoff}
-            RETURNING id, organization_id, url, failing_since),
+            RETURNING ${DISABLED_ENDPOINT}),
           cancelled AS (
             UPDATE webhook_delivery_attempts a
                SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
               FROM disabled d
              WHERE a.endpoint_id = d.id AND a.status = 'pending'
                AND (a.locked_until IS NULL OR a.locked_until <= ${now}))
-          SELECT id, organization_id, url, failing_since FROM disabled`,
+          SELECT ${DISABLED_ENDPOINT} FROM disabled`,
     );
   }
 
   /** Gives claimed attempts back (shutdown): due again at once, for any instance. */
   async release(attempts: Array<{ id: string; lockToken: string }>): Promise<void> {
-    await this.database.rows(
+    await this.database.count(
       sql`UPDATE webhook_delivery_attempts a SET locked_until = NULL, lock_token = NULL
             FROM unnest(${attempts.map((a) => a.id)}::uuid[],
                         ${attempts.map((a) => a.lockToken)}::uuid[]) AS r(id, lock_token)
@@ -599,8 +658,8 @@ export class WebhooksRepository {
 
   /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
   async countPending(): Promise<number> {
-    const row = await this.database.row<{ pending: number }>(
-      sql`SELECT count(*)::int AS pending FROM webhook_delivery_attempts WHERE status = 'pending'`,
+    const row = await this.database.row(
+      PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM webhook_delivery_attempts WHERE status = 'pending'`,
     );
     return row!.pending;
   }
@@ -610,8 +669,8 @@ export class WebhooksRepository {
    * attempts go with them); answers how many. SKIP LOCKED: instances purge side by side.
    */
   async deleteEventsCreatedBefore(cutoff: Date, batchSize: number): Promise<number> {
-    const row = await this.database.row<{ count: number }>(
-      sql`WITH doomed AS (
+    const row = await this.database.row(
+      DELETED_COUNT.query`WITH doomed AS (
             SELECT ev.id FROM webhook_events ev
              WHERE ev.created_at < ${cutoff}
                AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
@@ -619,7 +678,7 @@ export class WebhooksRepository {
              LIMIT ${batchSize}
              FOR UPDATE SKIP LOCKED),
           deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-          SELECT count(*)::int AS count FROM deleted`,
+          SELECT ${DELETED_COUNT} FROM deleted`,
     );
     return row?.count ?? 0;
   }

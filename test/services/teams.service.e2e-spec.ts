@@ -8,9 +8,11 @@ import { sql } from '../../src/database/sql';
 import type { Role } from '../../src/organizations/entities/membership.entity';
 import { InvitationMailer } from '../../src/organizations/invitation-mailer.service';
 import { InvitationsService } from '../../src/organizations/invitations.service';
+import { MembersRepository } from '../../src/organizations/members.repository';
 import { MembersService } from '../../src/organizations/members.service';
 import { OrganizationAccess, ROLE_SCOPES } from '../../src/organizations/organization-access';
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
+import { OrganizationsRepository } from '../../src/organizations/organizations.repository';
 import { expectAppError } from '../support/assertions';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
@@ -402,6 +404,78 @@ describe('Teams: members and invitations (real database)', () => {
       expect((await invitations.list(t.owner, t.organizationId, 10)).data).toEqual([
         expect.objectContaining({ id: invitation.id, status: 'accepted' }),
       ]);
+    });
+  });
+
+  /** Resolves once `count` sessions of this database wait for a row lock (10 s at most). */
+  async function sessionsWaitingForLocks(count: number): Promise<void> {
+    for (let tries = 0; tries < 200; tries += 1) {
+      const [row] = await database.rows<{ waiting: number }>(
+        sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      if (row.waiting >= count) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`fewer than ${count} sessions waited for a lock`);
+  }
+
+  describe('an admin demoted meanwhile', () => {
+    it('invites and revokes nothing: the role is read under a lock the demotion takes', async () => {
+      const t = await team({ owner: 'owner', admin: 'admin' });
+      const { invitation } = await invite(
+        t.admin,
+        t.organizationId,
+        `first-${randomUUID()}@example.test`,
+        'member',
+      );
+      // A demotion as changeRole makes it, held open until both calls wait for it.
+      let commit!: () => void;
+      let demoted!: () => void;
+      const held = new Promise<void>((resolve) => (commit = resolve));
+      const locked = new Promise<void>((resolve) => (demoted = resolve));
+      const demotion = database.transaction(async (manager) => {
+        await moduleRef.get(MembersRepository).lockAll(manager, t.organizationId);
+        await database.count(
+          sql`UPDATE memberships SET role = 'member'
+               WHERE organization_id = ${t.organizationId} AND user_id = ${t.admin.userId}`,
+          { manager },
+        );
+        demoted();
+        await held;
+      });
+      await locked;
+      const inviting = invitations.create(t.admin, t.organizationId, {
+        email: `second-${randomUUID()}@example.test`,
+        role: 'admin',
+      });
+      const revoking = invitations.revoke(t.admin, t.organizationId, invitation.id);
+      const settled = Promise.allSettled([inviting, revoking]);
+      await sessionsWaitingForLocks(2);
+      commit();
+      await demotion;
+      const [invited, revoked] = await settled;
+      expect(invited).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_role' } });
+      expect(revoked).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_role' } });
+      expect((await invitations.list(t.owner, t.organizationId, 10)).data).toEqual([
+        expect.objectContaining({ id: invitation.id, status: 'pending' }),
+      ]);
+    });
+
+    it('changes no setting: the write checks the role it was allowed by', async () => {
+      const t = await team({ owner: 'owner', member: 'member' });
+      const organizations = moduleRef.get(OrganizationsRepository);
+      const at = new Date();
+      expect(
+        await organizations.updateMemoryRetention(t.organizationId, t.member.userId, 7, at),
+      ).toBeUndefined();
+      const [row] = await database.rows<{ memory_retention_days: number | null }>(
+        sql`SELECT memory_retention_days FROM organizations WHERE id = ${t.organizationId}`,
+      );
+      expect(row.memory_retention_days).toBeNull();
+      expect(
+        await organizations.updateMemoryRetention(t.organizationId, t.owner.userId, 7, at),
+      ).toMatchObject({ memory_retention_days: 7, role: 'owner' });
     });
   });
 
