@@ -6,10 +6,7 @@ WITH created AS (INSERT INTO api_keys
        created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
     VALUES ($1, $2, $3, $4, $5,
             $6, $7, $8, $9,
-            $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-  expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-  rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-  created_by_api_key_id AS "createdByApiKeyId", id::text AS audit_target_id, $13::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+            $10, $11, $12) RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $13::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                              'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
@@ -35,68 +32,52 @@ created_webhook_subscribed AS (
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $27::timestamptz,
              $28::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
-SELECT id, name, scopes, prefix, "lastFour", "createdAt", "expiresAt", "lastUsedAt",
-                   "rateLimitRps", "rateLimitBurst", "createdByUserId", "createdByApiKeyId"
-              FROM created;
+SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
 
 -- list
-SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-created_by_api_key_id AS "createdByApiKeyId" FROM api_keys
-         WHERE organization_id = $1 AND revoked_at IS NULL AND ($2::uuid IS NULL OR (created_at, id) < (
-    SELECT c.created_at, c.id FROM api_keys c
-     WHERE c.id = $3::uuid AND c.organization_id = $4))
-         ORDER BY created_at DESC, id DESC
-         LIMIT $5;
+SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM api_keys
+     WHERE organization_id = $1 AND revoked_at IS NULL AND ($2::uuid IS NULL OR (created_at, id) < (
+SELECT c.created_at, c.id FROM api_keys c
+ WHERE c.id = $3::uuid AND c.organization_id = $4))
+     ORDER BY created_at DESC, id DESC
+     LIMIT $5;
 
 -- rename
 UPDATE api_keys
-           SET name = coalesce($1::text, name),
-               rate_limit_rps = CASE WHEN $2::boolean THEN rate_limit_rps
-                                     ELSE $3::double precision END,
-               rate_limit_burst = CASE WHEN $4::boolean THEN rate_limit_burst
-                                       ELSE $5::integer END
-         WHERE id = $6 AND organization_id = $7 AND revoked_at IS NULL
-        RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-created_by_api_key_id AS "createdByApiKeyId", key_hash AS "keyHash";
+   SET name = coalesce($1::text, name),
+       rate_limit_rps = CASE WHEN $2::boolean THEN rate_limit_rps
+                             ELSE $3::double precision END,
+       rate_limit_burst = CASE WHEN $4::boolean THEN rate_limit_burst
+                               ELSE $5::integer END
+ WHERE id = $6 AND organization_id = $7 AND revoked_at IS NULL
+RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId", key_hash AS "keyHash";
 
 -- a key's check on a request, not cached: the lookup, and last_used_at written off the request
-SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt",
-     rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst",
-     rate_limit_bucket_id AS "rateLimitBucketId"
+SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
 FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL;
 UPDATE api_keys SET last_used_at = $1
 WHERE id = $2
   AND (last_used_at IS NULL OR last_used_at < $3::timestamptz - interval '60 seconds');
 
 -- a check of an unknown (well-formed) key
-SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt",
-     rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst",
-     rate_limit_bucket_id AS "rateLimitBucketId"
+SELECT id, organization_id AS "organizationId", scopes, expires_at AS "expiresAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
 FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL;
 
 -- roll, the old key working for an hour more
 COMMIT;
 INSERT INTO api_keys
-    (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-     created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-  VALUES ($1, $2, $3, $4, $5,
-          $6, $7, $8, $9,
-          $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-created_by_api_key_id AS "createdByApiKeyId";
+  (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+   created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8, $9,
+        $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps",
-      rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
+SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
  FROM api_keys
 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
   AND (expires_at IS NULL OR expires_at > $3)
@@ -108,22 +89,18 @@ WHERE id = $2 RETURNING expires_at AS "endsAt";
 -- roll, the old key revoked at once
 COMMIT;
 INSERT INTO api_keys
-    (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-     created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-  VALUES ($1, $2, $3, $4, $5,
-          $6, $7, $8, $9,
-          $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt",
-expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps",
-rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId",
-created_by_api_key_id AS "createdByApiKeyId";
+  (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+   created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8, $9,
+        $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps",
-      rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
+SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
  FROM api_keys
 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
   AND (expires_at IS NULL OR expires_at > $3)

@@ -15,14 +15,10 @@ ON CONFLICT (organization_id, user_id) DO NOTHING;
 INSERT INTO organizations (name) VALUES ($1)
 RETURNING id, name, memory_retention_days, created_at;
 INSERT INTO users (email, name, password_hash)
-        VALUES ($1, $2, $3)
-        ON CONFLICT (lower(email)) DO NOTHING
-        RETURNING id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt";
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+VALUES ($1, $2, $3)
+ON CONFLICT (lower(email)) DO NOTHING
+RETURNING id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt";
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 START TRANSACTION;
 UPDATE users SET organizations_created = organizations_created + 1
 WHERE id = $1 AND organizations_created < $2;
@@ -49,11 +45,8 @@ ON CONFLICT (email) DO UPDATE SET
     ELSE 0
   END,
   updated_at = $19::timestamptz
-RETURNING refused_while_locked > 0 AS refused,
-          (refused_while_locked = 0 AND locked_at = $20::timestamptz) AS locked_now;
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
+RETURNING refused_while_locked > 0 AS "refused", (refused_while_locked = 0 AND locked_at = $20::timestamptz) AS "locked_now";
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
 
 -- login with a wrong password
 INSERT INTO login_attempts AS a (email, failures, locked_at, updated_at)
@@ -76,11 +69,8 @@ ON CONFLICT (email) DO UPDATE SET
     ELSE 0
   END,
   updated_at = $19::timestamptz
-RETURNING refused_while_locked > 0 AS refused,
-          (refused_while_locked = 0 AND locked_at = $20::timestamptz) AS locked_now;
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
+RETURNING refused_while_locked > 0 AS "refused", (refused_while_locked = 0 AND locked_at = $20::timestamptz) AS "locked_now";
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
 
 -- password reset request, and its mail sent after the answer
 INSERT INTO password_reset_tokens (user_id, token_hash, created_at, expires_at)
@@ -90,9 +80,7 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
          WHERE user_id = $5
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
 
 -- password reset with the mailed token
 COMMIT;
@@ -117,9 +105,7 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
          WHERE user_id = $5
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 
 -- e-mail verification with the mailed token
 COMMIT;

@@ -11,25 +11,12 @@ VALUES ($1, $2, $3, $4,
 INSERT INTO billing_customers (organization_id, stripe_customer_id)
 VALUES ($1, $2) ON CONFLICT DO NOTHING;
 SELECT 1 FROM billing_subscriptions WHERE stripe_subscription_id = $1;
-SELECT count(*)::int AS generation,
-     (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS live
+SELECT count(*)::int AS "generation", (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS "live"
 FROM billing_subscriptions WHERE organization_id = $1;
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE stripe_subscription_id = $1;
-SELECT organization_id AS "organizationId",
-stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId",
-default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt",
-updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
-SELECT organization_id AS "organizationId",
-stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId",
-default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt",
-updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE stripe_subscription_id = $1;
+SELECT organization_id AS "organizationId", stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId", default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
+SELECT organization_id AS "organizationId", stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId", default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
 START TRANSACTION;
 WITH inserted AS (
         INSERT INTO billing_subscriptions
@@ -92,16 +79,10 @@ updated_webhook_subscribed AS (
 SELECT id FROM updated;
 
 -- get the subscription
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE organization_id = $1
-         ORDER BY (status IN ('canceled', 'incomplete_expired')), created_at DESC
-         LIMIT 1;
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE organization_id = $1
+ORDER BY (status IN ('canceled', 'incomplete_expired')), created_at DESC
+LIMIT 1;
 
 -- suspend
 COMMIT;
@@ -111,22 +92,10 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE stripe_subscription_id = $1;
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE stripe_subscription_id = $1;
 START TRANSACTION;
 WITH updated AS (
         UPDATE billing_subscriptions
@@ -168,22 +137,10 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
-SELECT id, organization_id AS "organizationId",
-stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status,
-stripe_status AS "stripeStatus", collection_paused AS "collectionPaused",
-cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd",
-provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId",
-latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt",
-created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
-         WHERE stripe_subscription_id = $1;
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
+SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
+WHERE stripe_subscription_id = $1;
 START TRANSACTION;
 WITH updated AS (
         UPDATE billing_subscriptions
@@ -218,15 +175,12 @@ updated_webhook_subscribed AS (
 SELECT id FROM updated;
 
 -- list invoices
-SELECT organization_id AS "organizationId",
-stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId",
-default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt",
-updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
+SELECT organization_id AS "organizationId", stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId", default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
 
 -- the month's usage
 SELECT active_relationships FROM usage_monthly_counters
 WHERE organization_id = $1 AND month = $2;
-SELECT count(*)::int AS pending FROM meter_events
+SELECT count(*)::int AS "pending" FROM meter_events
 WHERE organization_id = $1 AND month = $2
   AND status = 'pending';
 SELECT model, requests, prompt_tokens, completion_tokens, cached_tokens

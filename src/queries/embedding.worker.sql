@@ -13,16 +13,16 @@ SELECT m.id, m.end_user_id, m.personality_id, $1,
   FROM jsonb_array_elements($2::jsonb) x
   JOIN memories m ON m.id = (x ->> 'id')::bigint
 ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding;
-SELECT k.id::text, k.text FROM knowledge_chunks k
+SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
 WHERE k.id > $1::bigint AND k.id <= $2::bigint
 ORDER BY k.id LIMIT $3;
-SELECT m.id::text, m.content AS text FROM memories m
+SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
-SELECT position::text FROM embedding_cursors
+SELECT position::text AS "position" FROM embedding_cursors
 WHERE source = $1 AND model = $2
   FOR UPDATE SKIP LOCKED;
-SELECT position::text FROM embedding_cursors
+SELECT position::text AS "position" FROM embedding_cursors
 WHERE source = $1 AND model = $2
   FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
@@ -46,7 +46,7 @@ UPDATE embedding_cursors c
                            ELSE COALESCE(s.pending_xmax, s.xmax) END
   FROM state s
  WHERE c.source = $3 AND c.model = $4
-RETURNING c.position::text, c.safe_bound::text;
+RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM memories_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -64,7 +64,7 @@ UPDATE embedding_cursors c
                            ELSE COALESCE(s.pending_xmax, s.xmax) END
   FROM state s
  WHERE c.source = $3 AND c.model = $4
-RETURNING c.position::text, c.safe_bound::text;
+RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";
 
 -- a pass with nothing new
 COMMIT;
@@ -73,16 +73,16 @@ INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
-SELECT k.id::text, k.text FROM knowledge_chunks k
+SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
 WHERE k.id > $1::bigint AND k.id <= $2::bigint
 ORDER BY k.id LIMIT $3;
-SELECT m.id::text, m.content AS text FROM memories m
+SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
-SELECT position::text FROM embedding_cursors
+SELECT position::text AS "position" FROM embedding_cursors
 WHERE source = $1 AND model = $2
   FOR UPDATE SKIP LOCKED;
-SELECT position::text FROM embedding_cursors
+SELECT position::text AS "position" FROM embedding_cursors
 WHERE source = $1 AND model = $2
   FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
@@ -104,7 +104,7 @@ UPDATE embedding_cursors c
                            ELSE COALESCE(s.pending_xmax, s.xmax) END
   FROM state s
  WHERE c.source = $3 AND c.model = $4
-RETURNING c.position::text, c.safe_bound::text;
+RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM memories_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -122,4 +122,4 @@ UPDATE embedding_cursors c
                            ELSE COALESCE(s.pending_xmax, s.xmax) END
   FROM state s
  WHERE c.source = $3 AND c.model = $4
-RETURNING c.position::text, c.safe_bound::text;
+RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";

@@ -23,11 +23,11 @@ inserted_webhook_subscribed AS (
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $9::timestamptz,
              $10::timestamptz
         FROM inserted_webhook_event ev CROSS JOIN inserted_webhook_subscribed e)
-SELECT true AS created, id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
-        UNION ALL
-        SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
-         WHERE organization_id = $11 AND user_id = $12
-           AND NOT EXISTS (SELECT 1 FROM inserted);
+SELECT true AS "created", id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
+    UNION ALL
+    SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
+     WHERE organization_id = $11 AND user_id = $12
+       AND NOT EXISTS (SELECT 1 FROM inserted);
 
 -- create-or-get: an existing end user
 WITH inserted AS (
@@ -52,11 +52,11 @@ inserted_webhook_subscribed AS (
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $9::timestamptz,
              $10::timestamptz
         FROM inserted_webhook_event ev CROSS JOIN inserted_webhook_subscribed e)
-SELECT true AS created, id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
-        UNION ALL
-        SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
-         WHERE organization_id = $11 AND user_id = $12
-           AND NOT EXISTS (SELECT 1 FROM inserted);
+SELECT true AS "created", id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
+    UNION ALL
+    SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
+     WHERE organization_id = $11 AND user_id = $12
+       AND NOT EXISTS (SELECT 1 FROM inserted);
 
 -- list, a page after a cursor
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users

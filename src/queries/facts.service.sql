@@ -6,27 +6,29 @@ INSERT INTO end_user_facts
   (organization_id, end_user_id, content, content_key, source, created_at, updated_at)
 VALUES ($1, $2, $3, $4,
         $5, $6, $7)
-RETURNING id, content, source, memory_id::text AS memory_id, created_at, updated_at;
-SELECT count(*)::int AS facts FROM end_user_facts WHERE end_user_id = $1;
-SELECT id, content, source, memory_id::text AS memory_id, created_at, updated_at FROM end_user_facts
+RETURNING id, content, source, memory_id::text AS "memory_id", created_at, updated_at;
+SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
+SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
-SELECT status, erase_after FROM end_users WHERE id = $1 FOR NO KEY UPDATE;
+SELECT status, erase_after FROM end_users
+WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
 
 -- create: one the end user holds already
 COMMIT;
-SELECT count(*)::int AS facts FROM end_user_facts WHERE end_user_id = $1;
-SELECT id, content, source, memory_id::text AS memory_id, created_at, updated_at FROM end_user_facts
+SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
+SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
-SELECT status, erase_after FROM end_users WHERE id = $1 FOR NO KEY UPDATE;
+SELECT status, erase_after FROM end_users
+WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
 
 -- list
-SELECT id, content, source, memory_id::text AS memory_id, created_at, updated_at FROM end_user_facts
+SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
      WHERE end_user_id = $1 AND ($2::uuid IS NULL OR (created_at, id) < (
 SELECT c.created_at, c.id FROM end_user_facts c
  WHERE c.id = $3::uuid AND c.end_user_id = $4))
@@ -37,18 +39,19 @@ WHERE organization_id = $1 AND user_id = $2;
 
 -- update
 COMMIT;
-SELECT count(*)::int AS facts FROM end_user_facts WHERE end_user_id = $1;
-SELECT id, content, source, memory_id::text AS memory_id, created_at, updated_at FROM end_user_facts
+SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
+SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
-SELECT status, erase_after FROM end_users WHERE id = $1 FOR NO KEY UPDATE;
+SELECT status, erase_after FROM end_users
+WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
 UPDATE end_user_facts
    SET content = $1, content_key = $2,
        updated_at = $3
  WHERE id = $4 AND end_user_id = $5
-RETURNING id, content, source, memory_id::text AS memory_id, created_at, updated_at;
+RETURNING id, content, source, memory_id::text AS "memory_id", created_at, updated_at;
 
 -- delete
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
@@ -61,4 +64,4 @@ DELETE FROM idempotency_keys
  WHERE scope_type = 'organization' AND scope_id = $3::uuid
    AND subject = ANY ($4::bytea[])
    AND EXISTS (SELECT 1 FROM deleted))
-    SELECT count(*)::int AS deleted FROM deleted;
+    SELECT count(*)::int AS "deleted" FROM deleted;

@@ -15,7 +15,8 @@ cancelled AS (
 SELECT id, organization_id, url, failing_since FROM disabled;
 
 -- a pass disabling one endpoint (its owner told)
-SELECT u.id, u.email FROM memberships m JOIN users u ON u.id = m.user_id
+SELECT u.id, u.email
+ FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.role IN ('owner', 'admin')
 ORDER BY u.id;
 WITH disabled AS (

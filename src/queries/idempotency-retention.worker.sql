@@ -11,4 +11,4 @@ deleted AS (
   DELETE FROM idempotency_keys k USING doomed d
    WHERE k.scope_type = d.scope_type AND k.scope_id = d.scope_id AND k.key = d.key
   RETURNING 1)
-SELECT count(*)::int AS count FROM deleted;
+SELECT count(*)::int AS "count" FROM deleted;

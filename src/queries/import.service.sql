@@ -5,7 +5,8 @@ COMMIT;
 SELECT id FROM personalities
 WHERE organization_id = $1 AND id = ANY($2::uuid[])
 FOR KEY SHARE;
-SELECT slug, replies FROM catalog_personalities WHERE slug = ANY($1::text[]);
+SELECT slug, replies FROM catalog_personalities
+WHERE slug = ANY($1::text[]);
 START TRANSACTION;
 WITH imported_personalities AS (
         INSERT INTO personalities (id, organization_id, source_slug, source_version, name,
@@ -95,4 +96,4 @@ WITH new_facts AS (INSERT INTO end_user_facts
                AS v(ord, content, key, source, memory_id, created_at, updated_at)
          ORDER BY v.ord
         RETURNING id)
-SELECT count(*)::int AS count FROM new_facts;
+SELECT count(*)::int AS "count" FROM new_facts;

@@ -9,23 +9,22 @@ VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
 INSERT INTO invitations (organization_id, email, email_key, role, token_hash,
-                                 invited_by_user_id, created_at, expires_at)
-        VALUES ($1, $2, $3, $4,
-                $5, $6, $7,
-                $8)
-        ON CONFLICT (organization_id, email_key) WHERE accepted_at IS NULL AND revoked_at IS NULL
-        DO UPDATE SET email = EXCLUDED.email, role = EXCLUDED.role,
-                      token_hash = EXCLUDED.token_hash,
-                      invited_by_user_id = EXCLUDED.invited_by_user_id,
-                      expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
-         -- A pending invitation for owner is replaced by an owner only (an expired one can no
-         -- longer make anyone an owner).
-         WHERE invitations.role <> 'owner' OR $9::boolean
-            OR invitations.expires_at <= $10
-        RETURNING id, organization_id, email, email_key, role, created_at,
-expires_at, accepted_at, revoked_at,
-CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-     WHEN expires_at <= $11::timestamptz THEN 'expired' ELSE 'pending' END AS status, (xmax <> 0) AS replaced;
+                         invited_by_user_id, created_at, expires_at)
+VALUES ($1, $2, $3, $4,
+        $5, $6, $7,
+        $8)
+ON CONFLICT (organization_id, email_key) WHERE accepted_at IS NULL AND revoked_at IS NULL
+DO UPDATE SET email = EXCLUDED.email, role = EXCLUDED.role,
+              token_hash = EXCLUDED.token_hash,
+              invited_by_user_id = EXCLUDED.invited_by_user_id,
+              expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
+ -- A pending invitation for owner is replaced by an owner only (an expired one can no
+ -- longer make anyone an owner).
+ WHERE invitations.role <> 'owner' OR $9::boolean
+    OR invitations.expires_at <= $10
+RETURNING id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+             WHEN revoked_at IS NOT NULL THEN 'revoked'
+             WHEN expires_at <= $11::timestamptz THEN 'expired' ELSE 'pending' END AS "status", (xmax <> 0) AS "replaced";
 INSERT INTO inviter_days (user_id, day, sent) VALUES ($1, $2::date, 1)
 ON CONFLICT (user_id) DO UPDATE
    SET sent = CASE WHEN inviter_days.day = EXCLUDED.day THEN inviter_days.sent + 1
@@ -34,12 +33,12 @@ ON CONFLICT (user_id) DO UPDATE
  WHERE inviter_days.day <> EXCLUDED.day OR inviter_days.sent < $3;
 SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND lower(u.email) = $2;
-SELECT lower(btrim($1)) AS key;
-SELECT m.user_id, u.email, u.name, m.role, m.created_at AS joined_at
+SELECT lower(btrim($1)) AS "key";
+SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
-WHERE m.organization_id = $1 AND m.user_id = $2;
-SELECT o.name AS organization, u.email AS inviter_email,
-     u.email_verified_at IS NOT NULL AS inviter_verified
+WHERE m.organization_id = $1 AND m.user_id = $2
+  FOR SHARE OF m;
+SELECT o.name AS "organization", u.email AS "inviter_email", u.email_verified_at IS NOT NULL AS "inviter_verified"
 FROM organizations o, users u WHERE o.id = $1 AND u.id = $2;
 START TRANSACTION;
 UPDATE organizations
@@ -50,15 +49,14 @@ WHERE id = $3
   AND (invitations_day IS DISTINCT FROM $4::date OR invitations_sent < $5);
 
 -- list, the first page
-SELECT id, organization_id, email, email_key, role, created_at,
-expires_at, accepted_at, revoked_at,
-CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-     WHEN expires_at <= $1::timestamptz THEN 'expired' ELSE 'pending' END AS status FROM invitations
-         WHERE organization_id = $2 AND ($3::uuid IS NULL OR (created_at, id) < (
-    SELECT c.created_at, c.id FROM invitations c
-     WHERE c.id = $4::uuid AND c.organization_id = $5))
-         ORDER BY created_at DESC, id DESC
-         LIMIT $6;
+SELECT id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+                 WHEN revoked_at IS NOT NULL THEN 'revoked'
+                 WHEN expires_at <= $1::timestamptz THEN 'expired' ELSE 'pending' END AS "status" FROM invitations
+     WHERE organization_id = $2 AND ($3::uuid IS NULL OR (created_at, id) < (
+SELECT c.created_at, c.id FROM invitations c
+ WHERE c.id = $4::uuid AND c.organization_id = $5))
+     ORDER BY created_at DESC, id DESC
+     LIMIT $6;
 SELECT role FROM memberships
 WHERE organization_id = $1 AND user_id = $2;
 
@@ -73,15 +71,13 @@ VALUES ($1, $2, $3, $4,
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
-SELECT id, organization_id, email, email_key, role, created_at,
-expires_at, accepted_at, revoked_at,
-CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-     WHEN expires_at <= $1::timestamptz THEN 'expired' ELSE 'pending' END AS status FROM invitations WHERE token_hash = $2 FOR UPDATE;
-SELECT lower(btrim($1)) AS key;
-SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+SELECT id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+            WHEN revoked_at IS NOT NULL THEN 'revoked'
+            WHEN expires_at <= $1::timestamptz THEN 'expired' ELSE 'pending' END AS "status" FROM invitations
+WHERE token_hash = $2 FOR UPDATE;
+SELECT lower(btrim($1)) AS "key";
+SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
  FROM memberships m JOIN organizations o ON o.id = m.organization_id
 WHERE m.organization_id = $1 AND m.user_id = $2;
 START TRANSACTION;
@@ -115,14 +111,14 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT m.user_id, u.email, u.name, m.role, m.created_at AS joined_at
+SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
-WHERE m.organization_id = $1 AND m.user_id = $2;
+WHERE m.organization_id = $1 AND m.user_id = $2
+  FOR SHARE OF m;
 START TRANSACTION;
 UPDATE invitations SET revoked_at = $1
-         WHERE id = $2 AND organization_id = $3
-           AND accepted_at IS NULL AND revoked_at IS NULL
-        RETURNING id, organization_id, email, email_key, role, created_at,
-expires_at, accepted_at, revoked_at,
-CASE WHEN accepted_at IS NOT NULL THEN 'accepted' WHEN revoked_at IS NOT NULL THEN 'revoked'
-     WHEN expires_at <= $4::timestamptz THEN 'expired' ELSE 'pending' END AS status;
+ WHERE id = $2 AND organization_id = $3
+   AND accepted_at IS NULL AND revoked_at IS NULL
+RETURNING id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+             WHEN revoked_at IS NOT NULL THEN 'revoked'
+             WHEN expires_at <= $4::timestamptz THEN 'expired' ELSE 'pending' END AS "status";

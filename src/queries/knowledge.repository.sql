@@ -34,7 +34,7 @@
       JOIN df ON df.lexeme = p.lexeme
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id)
-      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
+      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
         FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
         JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
         JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
@@ -74,14 +74,14 @@
       JOIN df ON df.lexeme = p.lexeme
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id)
-      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
+      SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
         FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
         JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
         JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
        ORDER BY c.score DESC, c.id;
 
 -- rankedChunks: a reply: one personality, by words and meaning
-    SELECT k.document_id, d.title, k.chunk_index, k.text, f.score
+    SELECT k.document_id, d.title, k.chunk_index, k.text, f.score AS "score"
       FROM (
     WITH lexical AS MATERIALIZED (
     SELECT c.id, row_number() OVER (ORDER BY score DESC, id) AS rank

@@ -17,17 +17,15 @@ VALUES ($1, $2, $3,
         $4, $5, $6,
         $7, true, $8, $9)
 RETURNING id;
-SELECT coalesce(sum(bytes), 0) AS bytes FROM knowledge_documents
+SELECT coalesce(sum(bytes), 0) AS "bytes" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
-SELECT count(*)::int AS n FROM personalities
+SELECT count(*)::int AS "n" FROM personalities
 WHERE organization_id = $1 AND id = ANY($2::uuid[]);
-SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at,
-CASE WHEN d.all_personalities THEN NULL
-     ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
-                 WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END
-  AS personality_ids, d.content FROM knowledge_documents d
-         WHERE d.organization_id = $1 AND d.id = $2;
+SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL
+ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
+            WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END AS "personality_ids", d.content FROM knowledge_documents d
+    WHERE d.organization_id = $1 AND d.id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
 WITH marked AS (UPDATE knowledge_documents SET all_personalities = $1
@@ -69,7 +67,7 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
   JOIN df ON df.lexeme = p.lexeme
  CROSS JOIN documents total
  GROUP BY p.chunk_id, p.document_id)
-  SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
+  SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
     FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
     JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
     JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
@@ -83,15 +81,13 @@ INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_
 SELECT $1, c.ordinality - 1, $2, $3, c.text,
        to_tsvector($4::regconfig, c.text)
   FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality);
-SELECT coalesce(sum(bytes), 0) AS bytes FROM knowledge_documents
+SELECT coalesce(sum(bytes), 0) AS "bytes" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
-SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at,
-CASE WHEN d.all_personalities THEN NULL
-     ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
-                 WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END
-  AS personality_ids, d.content FROM knowledge_documents d
-         WHERE d.organization_id = $1 AND d.id = $2;
+SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL
+ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
+            WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END AS "personality_ids", d.content FROM knowledge_documents d
+    WHERE d.organization_id = $1 AND d.id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
 UPDATE knowledge_documents

@@ -12,8 +12,7 @@ UPDATE meter_events m
    SET locked_until = $4::timestamptz + $5 * interval '1 millisecond',
        lock_token = $6, attempts = m.attempts + 1
   FROM due WHERE m.id = due.id
-RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at,
-          m.attempts, m.lock_token;
+RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
   SELECT organization_id, hour, tokens FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
@@ -38,7 +37,7 @@ queued AS (
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS sealed;
+SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
 
 -- a pass sending one event
 UPDATE meter_events
@@ -56,8 +55,7 @@ UPDATE meter_events m
    SET locked_until = $4::timestamptz + $5 * interval '1 millisecond',
        lock_token = $6, attempts = m.attempts + 1
   FROM due WHERE m.id = due.id
-RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at,
-          m.attempts, m.lock_token;
+RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
   SELECT organization_id, hour, tokens FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
@@ -82,7 +80,7 @@ queued AS (
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS sealed;
+SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
 
 -- a pass whose one event Stripe fails (due again later)
 UPDATE meter_events
@@ -101,8 +99,7 @@ UPDATE meter_events m
    SET locked_until = $4::timestamptz + $5 * interval '1 millisecond',
        lock_token = $6, attempts = m.attempts + 1
   FROM due WHERE m.id = due.id
-RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at,
-          m.attempts, m.lock_token;
+RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
   SELECT organization_id, hour, tokens FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
@@ -127,7 +124,7 @@ queued AS (
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS sealed;
+SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
 
 -- the hourly purge, one event delivered 91 days ago
 DELETE FROM meter_events WHERE id IN (

@@ -12,7 +12,7 @@ UPDATE users SET organizations_created = organizations_created + 1
 WHERE id = $1 AND organizations_created < $2;
 
 -- list the user's organizations
-SELECT o.id, o.name, m.role, o.memory_retention_days, o.created_at
+SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
       FROM memberships m JOIN organizations o ON o.id = m.organization_id
      WHERE m.user_id = $1 AND ($2::uuid IS NULL OR (m.created_at, m.organization_id) > (
 SELECT c.created_at, c.organization_id FROM memberships c
@@ -26,9 +26,13 @@ WHERE user_id = $1 AND organization_id = $2;
 WITH changed AS (
   UPDATE organizations SET memory_retention_days = $1, updated_at = $2
    WHERE id = $3
+     AND EXISTS (SELECT 1 FROM memberships
+                  WHERE organization_id = $4 AND user_id = $5
+                    AND role IN ('owner', 'admin'))
   RETURNING id, name, memory_retention_days, created_at)
-SELECT c.id, c.name, m.role, c.memory_retention_days, c.created_at
-  FROM changed c JOIN memberships m ON m.organization_id = c.id AND m.user_id = $4;
+SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
+  FROM changed o
+  JOIN memberships m ON m.organization_id = o.id AND m.user_id = $6;
 
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;

@@ -35,27 +35,21 @@ cloned_webhook_subscribed AS (
 SELECT id FROM cloned;
 
 -- list, the first page
-SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug",
-p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice,
-p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig",
-p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
-         WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
-    SELECT c.created_at, c.id FROM personalities c
-     WHERE c.id = $3::uuid AND c.organization_id = $4))
-         ORDER BY p.created_at, p.id
-         LIMIT $5;
+SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug", p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice, p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig", p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
+     WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
+SELECT c.created_at, c.id FROM personalities c
+ WHERE c.id = $3::uuid AND c.organization_id = $4))
+     ORDER BY p.created_at, p.id
+     LIMIT $5;
 
 -- list, a page after a cursor
 SELECT 1 AS "row_exists" FROM (SELECT 1 AS dummy_column) "dummy_table" WHERE EXISTS (SELECT 1 FROM "personalities" "Personality" WHERE (("Personality"."id" = $1) AND ("Personality"."organization_id" = $2))) LIMIT 1;
-SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug",
-p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice,
-p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig",
-p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
-         WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
-    SELECT c.created_at, c.id FROM personalities c
-     WHERE c.id = $3::uuid AND c.organization_id = $4))
-         ORDER BY p.created_at, p.id
-         LIMIT $5;
+SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug", p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice, p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig", p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
+     WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
+SELECT c.created_at, c.id FROM personalities c
+ WHERE c.id = $3::uuid AND c.organization_id = $4))
+     ORDER BY p.created_at, p.id
+     LIMIT $5;
 
 -- get
 SELECT "Personality"."id" AS "Personality_id", "Personality"."organization_id" AS "Personality_organization_id", "Personality"."source_slug" AS "Personality_source_slug", "Personality"."source_version" AS "Personality_source_version", "Personality"."name" AS "Personality_name", "Personality"."description" AS "Personality_description", "Personality"."traits" AS "Personality_traits", "Personality"."voice" AS "Personality_voice", "Personality"."system_prompt" AS "Personality_system_prompt", "Personality"."replies" AS "Personality_replies", "Personality"."language" AS "Personality_language", "Personality"."search_config" AS "Personality_search_config", "Personality"."model" AS "Personality_model", "Personality"."tools" AS "Personality_tools", "Personality"."created_at" AS "Personality_created_at", "Personality"."updated_at" AS "Personality_updated_at" FROM "personalities" "Personality" WHERE (("Personality"."id" = $1) AND ("Personality"."organization_id" = $2)) LIMIT 1;
@@ -69,7 +63,8 @@ UPDATE "personalities" SET "name" = $1, "traits" = $2, "updated_at" = $3 WHERE "
 
 -- delete
 COMMIT;
-DELETE FROM personalities WHERE id = $1 AND organization_id = $2
+DELETE FROM personalities
+ WHERE id = $1 AND organization_id = $2
 RETURNING name, source_slug;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,

@@ -5,31 +5,26 @@ BEGIN; SET LOCAL statement_timeout = 150;
 BEGIN; SET LOCAL statement_timeout = 150;
 COMMIT;
 COMMIT;
-SELECT coalesce(bool_or(d.all_personalities), false) AS all_personalities,
-      coalesce(array_agg(DISTINCT a.personality_id::text)
-                 FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS personality_ids
+SELECT coalesce(bool_or(d.all_personalities), false) AS "all_personalities", coalesce(array_agg(DISTINCT a.personality_id::text)
+                   FILTER (WHERE a.personality_id IS NOT NULL), '{}') AS "personality_ids"
  FROM knowledge_documents d
  LEFT JOIN knowledge_attachments a ON a.document_id = d.id
 WHERE d.organization_id = $1;
 SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
-SELECT e.id, e.organization_id, e.user_id, e.status,
-      COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS history,
-      COALESCE((
-        SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-          FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
+   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
 WHERE e.organization_id = $3 AND e.user_id = $4;
-SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model,
-     replies, language, search_config AS "searchConfig", tools
+SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
 FROM personalities WHERE id = $1 AND organization_id = $2;
-SELECT m.role, m.content,
-             to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH lexemes AS MATERIALIZED (
@@ -87,8 +82,7 @@ SELECT w.id,
         JOIN memories m ON m.id = r.id
        WHERE e.organization_id = $14 AND e.user_id = $15
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
-SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst
-FROM organization_limits WHERE organization_id = $1;
+SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 WITH inserted AS (
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES ($1, $2, $3)
@@ -111,11 +105,11 @@ inserted_webhook_subscribed AS (
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $9::timestamptz,
              $10::timestamptz
         FROM inserted_webhook_event ev CROSS JOIN inserted_webhook_subscribed e)
-SELECT true AS created, id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
-        UNION ALL
-        SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
-         WHERE organization_id = $11 AND user_id = $12
-           AND NOT EXISTS (SELECT 1 FROM inserted);
+SELECT true AS "created", id, user_id, metadata, status, erase_after, created_at, updated_at FROM inserted
+    UNION ALL
+    SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
+     WHERE organization_id = $11 AND user_id = $12
+       AND NOT EXISTS (SELECT 1 FROM inserted);
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)
@@ -152,20 +146,17 @@ SELECT 1;
 -- a later reply to the same end user (memories to recall, caches warm)
 BEGIN; SET LOCAL statement_timeout = 150;
 COMMIT;
-SELECT e.id, e.organization_id, e.user_id, e.status,
-      COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS history,
-      COALESCE((
-        SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-          FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
+   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
 WHERE e.organization_id = $3 AND e.user_id = $4;
-SELECT m.role, m.content,
-             to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH lexemes AS MATERIALIZED (
@@ -261,20 +252,17 @@ BEGIN; SET LOCAL statement_timeout = 150;
 BEGIN; SET LOCAL statement_timeout = 150;
 COMMIT;
 COMMIT;
-SELECT e.id, e.organization_id, e.user_id, e.status,
-      COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
         SELECT json_agg(json_build_object(
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS history,
-      COALESCE((
-        SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-          FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS facts
+   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
 WHERE e.organization_id = $3 AND e.user_id = $4;
-SELECT m.role, m.content,
-             to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH lexemes AS MATERIALIZED (
@@ -365,7 +353,7 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
   JOIN df ON df.lexeme = p.lexeme
  CROSS JOIN documents total
  GROUP BY p.chunk_id, p.document_id)
-  SELECT c.document_id, d.title, k.chunk_index, k.text, c.score
+  SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
     FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
     JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
     JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10

@@ -22,9 +22,7 @@ SELECT c.linked_at, c.id FROM sso_identities c
      LIMIT $5;
 
 -- login with a linked identity
-SELECT id, email, name, password_hash AS "passwordHash",
-email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated",
-token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 SELECT id, user_id, provider, subject, email, linked_at FROM sso_identities WHERE provider = $1 AND subject = $2;
 
 -- unlink

@@ -5,4 +5,4 @@ WITH doomed AS (
   SELECT id FROM tool_turns WHERE expires_at <= $1
    LIMIT $2 FOR UPDATE SKIP LOCKED),
 deleted AS (DELETE FROM tool_turns t USING doomed d WHERE t.id = d.id RETURNING 1)
-SELECT count(*)::int AS count FROM deleted;
+SELECT count(*)::int AS "count" FROM deleted;

@@ -9,8 +9,7 @@ ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
  WHERE tool_turns.organization_id = excluded.organization_id;
 
 -- check a paused turn's outputs
-SELECT status, expires_at <= $1 AS expired, personality_id AS "personalityId", state
-FROM tool_turns WHERE id = $2 AND organization_id = $3;
+SELECT status, expires_at <= $1 AS "expired", personality_id AS "personalityId", state FROM tool_turns WHERE id = $2 AND organization_id = $3;
 
 -- claim a paused turn for its resumption
 UPDATE tool_turns SET status = 'resumed'

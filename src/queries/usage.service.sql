@@ -36,7 +36,7 @@ LIMIT $6;
 SELECT id FROM end_users WHERE organization_id = $1 AND user_id = $2;
 
 -- the month's tokens by end_user, the first page
-SELECT e.user_id AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+SELECT e.user_id AS "key", t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
       FROM token_usage_end_user_months t
       JOIN end_users e ON e.id = t.end_user_id
      WHERE t.organization_id = $1 AND t.month = $2
@@ -48,8 +48,7 @@ SELECT c.total_tokens, c.end_user_id FROM token_usage_end_user_months c
      LIMIT $8;
 
 -- the month's tokens by personality, the first page
-SELECT t.personality_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
-           t.cached_tokens
+SELECT t.personality_id::text AS "key", t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
       FROM token_usage_personality_months t
      WHERE t.organization_id = $1 AND t.month = $2
        AND ($3::uuid IS NULL OR (t.total_tokens, t.personality_id) < (
@@ -59,8 +58,7 @@ SELECT c.total_tokens, c.personality_id FROM token_usage_personality_months c
      LIMIT $7;
 
 -- the month's tokens by day, the first page
-SELECT to_char(t.day, 'YYYY-MM-DD') AS key, t.requests, t.prompt_tokens,
-      t.completion_tokens, t.cached_tokens
+SELECT to_char(t.day, 'YYYY-MM-DD') AS "key", t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
  FROM token_usage_days t
 WHERE t.organization_id = $1
   AND t.day >= $2::date AND t.day < $3::date + interval '1 month'
@@ -69,7 +67,7 @@ ORDER BY t.day
 LIMIT $6;
 
 -- the month's tokens by model, the first page
-SELECT t.model AS key, t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
+SELECT t.model AS "key", t.requests, t.prompt_tokens, t.completion_tokens, t.cached_tokens
       FROM token_usage_model_months t
      WHERE t.organization_id = $1 AND t.month = $2
        AND ($3::text IS NULL OR (t.prompt_tokens + t.completion_tokens, t.model) < (
@@ -79,7 +77,7 @@ SELECT c.prompt_tokens + c.completion_tokens, c.model FROM token_usage_model_mon
      LIMIT $7;
 
 -- the month's tokens by api_key, the first page
-SELECT key, requests, prompt_tokens, completion_tokens, cached_tokens FROM (
+SELECT key AS "key", requests, prompt_tokens, completion_tokens, cached_tokens FROM (
       (SELECT t.api_key_id::text AS key, t.requests, t.prompt_tokens, t.completion_tokens,
               t.cached_tokens, 0 AS part, t.total_tokens, t.api_key_id
          FROM token_usage_api_key_months t

@@ -102,8 +102,7 @@ next AS (
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.*, c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
-       ev.created_at AS event_created_at
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -212,8 +211,7 @@ next AS (
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.*, c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
-       ev.created_at AS event_created_at
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -320,8 +318,7 @@ next AS (
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.*, c.*, e.url, e.secret, e.status AS endpoint_status, ev.data,
-       ev.created_at AS event_created_at
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -375,4 +372,4 @@ WITH doomed AS (
    LIMIT $2
    FOR UPDATE SKIP LOCKED),
 deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-SELECT count(*)::int AS count FROM deleted;
+SELECT count(*)::int AS "count" FROM deleted;

@@ -97,7 +97,8 @@ RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- delete
 COMMIT;
-DELETE FROM webhook_endpoints WHERE organization_id = $1 AND id = $2
+DELETE FROM webhook_endpoints
+ WHERE organization_id = $1 AND id = $2
 RETURNING url, events;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
