@@ -82,7 +82,9 @@ export class OrganizationsRepository {
 
   /**
    * The organization as `userId` sees it after the change; undefined, and nothing changed, unless
-   * they are its owner or admin when the row is written.
+   * they are its owner or admin when the row is written: their membership is read under a share
+   * lock, so a role change in flight is waited for and its outcome read (not the statement's
+   * snapshot), and one that comes later waits for this write.
    */
   updateMemoryRetention(
     organizationId: string,
@@ -96,7 +98,8 @@ export class OrganizationsRepository {
              WHERE id = ${organizationId}
                AND EXISTS (SELECT 1 FROM memberships
                             WHERE organization_id = ${organizationId} AND user_id = ${userId}
-                              AND role IN ('owner', 'admin'))
+                              AND role IN ('owner', 'admin')
+                              FOR SHARE)
             RETURNING ${ORGANIZATION})
           SELECT ${ORGANIZATION_WITH_ROLE}
             FROM changed o

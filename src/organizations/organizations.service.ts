@@ -55,6 +55,17 @@ export interface RateLimitOverride {
 export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
 
+/** 404 unless the caller is a member, 403 unless an owner or admin. */
+function assertManages(grant: MembershipGrant | null): void {
+  if (!grant) throw organizationNotFound();
+  if (grant.role === 'member') {
+    throw new AppError(
+      'insufficient_scope',
+      'Changing the organization needs the owner or admin role',
+    );
+  }
+}
+
 @Injectable()
 export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly memberships: TtlCache<MembershipGrant | null>;
@@ -131,7 +142,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     organizationId: string,
     days: number | null,
   ): Promise<OrganizationView> {
-    await this.assertManages(caller, organizationId);
+    assertManages(await this.membership(caller.userId, organizationId));
     const row = await this.organizations.updateMemoryRetention(
       organizationId,
       caller.userId,
@@ -139,21 +150,11 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
       this.clock.now(),
     );
     if (row) return toOrganizationView(row);
-    // Demoted or removed since the check: the write checked the role again, and refused.
-    await this.assertManages(caller, organizationId);
+    // Demoted or removed since the check (the write checks the role itself): read past the
+    // cache, which this instance may not have been told of yet.
+    const now = await this.organizations.findGrant(caller.userId, organizationId);
+    assertManages(now && { organizationId: now.organization_id, role: now.role });
     throw organizationNotFound();
-  }
-
-  /** 404 unless the caller is a member, 403 unless an owner or admin. */
-  private async assertManages(caller: UserCaller, organizationId: string): Promise<void> {
-    const grant = await this.membership(caller.userId, organizationId);
-    if (!grant) throw organizationNotFound();
-    if (grant.role === 'member') {
-      throw new AppError(
-        'insufficient_scope',
-        'Changing the organization needs the owner or admin role',
-      );
-    }
   }
 
   /**

@@ -28,7 +28,8 @@ WITH changed AS (
    WHERE id = $3
      AND EXISTS (SELECT 1 FROM memberships
                   WHERE organization_id = $4 AND user_id = $5
-                    AND role IN ('owner', 'admin'))
+                    AND role IN ('owner', 'admin')
+                    FOR SHARE)
   RETURNING id, name, memory_retention_days, created_at)
 SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
   FROM changed o

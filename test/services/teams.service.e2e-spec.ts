@@ -420,6 +420,34 @@ describe('Teams: members and invitations (real database)', () => {
     throw new Error(`fewer than ${count} sessions waited for a lock`);
   }
 
+  /**
+   * A demotion to member as changeRole makes it (every membership locked, the role written),
+   * held open until `commit()`, which resolves once it has committed.
+   */
+  async function demotionHeldOpen(organizationId: string, userId: string) {
+    let release!: () => void;
+    let locked!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const demoted = new Promise<void>((resolve) => (locked = resolve));
+    const done = database.transaction(async (manager) => {
+      await moduleRef.get(MembersRepository).lockAll(manager, organizationId);
+      await database.count(
+        sql`UPDATE memberships SET role = 'member'
+             WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+        { manager },
+      );
+      locked();
+      await held;
+    });
+    await Promise.race([demoted, done]);
+    return {
+      commit: () => {
+        release();
+        return done;
+      },
+    };
+  }
+
   describe('an admin demoted meanwhile', () => {
     it('invites and revokes nothing: the role is read under a lock the demotion takes', async () => {
       const t = await team({ owner: 'owner', admin: 'admin' });
@@ -429,22 +457,7 @@ describe('Teams: members and invitations (real database)', () => {
         `first-${randomUUID()}@example.test`,
         'member',
       );
-      // A demotion as changeRole makes it, held open until both calls wait for it.
-      let commit!: () => void;
-      let demoted!: () => void;
-      const held = new Promise<void>((resolve) => (commit = resolve));
-      const locked = new Promise<void>((resolve) => (demoted = resolve));
-      const demotion = database.transaction(async (manager) => {
-        await moduleRef.get(MembersRepository).lockAll(manager, t.organizationId);
-        await database.count(
-          sql`UPDATE memberships SET role = 'member'
-               WHERE organization_id = ${t.organizationId} AND user_id = ${t.admin.userId}`,
-          { manager },
-        );
-        demoted();
-        await held;
-      });
-      await locked;
+      const demotion = await demotionHeldOpen(t.organizationId, t.admin.userId);
       const inviting = invitations.create(t.admin, t.organizationId, {
         email: `second-${randomUUID()}@example.test`,
         role: 'admin',
@@ -452,8 +465,7 @@ describe('Teams: members and invitations (real database)', () => {
       const revoking = invitations.revoke(t.admin, t.organizationId, invitation.id);
       const settled = Promise.allSettled([inviting, revoking]);
       await sessionsWaitingForLocks(2);
-      commit();
-      await demotion;
+      await demotion.commit();
       const [invited, revoked] = await settled;
       expect(invited).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_role' } });
       expect(revoked).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_role' } });
@@ -462,20 +474,30 @@ describe('Teams: members and invitations (real database)', () => {
       ]);
     });
 
-    it('changes no setting: the write checks the role it was allowed by', async () => {
-      const t = await team({ owner: 'owner', member: 'member' });
+    it('changes no setting: the write reads the role under the same lock', async () => {
+      const t = await team({ owner: 'owner', admin: 'admin', member: 'member' });
       const organizations = moduleRef.get(OrganizationsRepository);
+      const retention = async () => {
+        const [row] = await database.rows<{ memory_retention_days: number | null }>(
+          sql`SELECT memory_retention_days FROM organizations WHERE id = ${t.organizationId}`,
+        );
+        return row.memory_retention_days;
+      };
       const at = new Date();
       expect(
         await organizations.updateMemoryRetention(t.organizationId, t.member.userId, 7, at),
       ).toBeUndefined();
-      const [row] = await database.rows<{ memory_retention_days: number | null }>(
-        sql`SELECT memory_retention_days FROM organizations WHERE id = ${t.organizationId}`,
-      );
-      expect(row.memory_retention_days).toBeNull();
+      // An admin whose demotion is in flight: the write waits for it and reads its outcome.
+      const demotion = await demotionHeldOpen(t.organizationId, t.admin.userId);
+      const writing = organizations.updateMemoryRetention(t.organizationId, t.admin.userId, 7, at);
+      await sessionsWaitingForLocks(1);
+      await demotion.commit();
+      expect(await writing).toBeUndefined();
+      expect(await retention()).toBeNull();
       expect(
         await organizations.updateMemoryRetention(t.organizationId, t.owner.userId, 7, at),
       ).toMatchObject({ memory_retention_days: 7, role: 'owner' });
+      expect(await retention()).toBe(7);
     });
   });
 
