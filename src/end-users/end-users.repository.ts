@@ -4,7 +4,6 @@ import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { cte, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
-import type { EndUserRow } from './dto/end-user.dto';
 import type { EndUser } from './entities/end-user.entity';
 import {
   type ErasedEndUser,
@@ -12,7 +11,7 @@ import {
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 
-/** An end_users row as EndUsersService reads it (EndUserRow). */
+/** An end_users row as EndUsersService reads it. */
 const END_USER = Columns.rowOf<EndUser>()(
   'id',
   'userId',
@@ -22,6 +21,8 @@ const END_USER = Columns.rowOf<EndUser>()(
   'createdAt',
   'updatedAt',
 );
+
+export type EndUserRow = RowOf<typeof END_USER>;
 
 /** Create-or-get's row: the end user, with whether this statement inserted it. */
 const CREATED_OR_GOT = Columns.computed<{ created: boolean }>({ created: sql`true` }).and(END_USER);

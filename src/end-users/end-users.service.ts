@@ -6,7 +6,8 @@ import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
-import { EndUserDeletionDto, EndUserDto, EndUserRow, toEndUserResponse } from './dto/end-user.dto';
+import { EndUserDeletionDto, EndUserDto, toEndUserResponse } from './dto/end-user.dto';
+import type { EndUserRow } from './end-users.repository';
 import { EndUsersRepository } from './end-users.repository';
 
 export interface EnsuredEndUser {

@@ -7,7 +7,6 @@ import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { Row } from '../database/row';
 import type { EndUser } from '../end-users/entities/end-user.entity';
-import type { FactRow } from './dto/fact.dto';
 import type { Fact, FactSource } from './entities/fact.entity';
 import {
   type ErasedEndUser,
@@ -18,6 +17,8 @@ import {
 const FACT = Columns.rowOf<Fact>()('id', 'content', 'source')
   .and(Columns.computed<Row<Fact, 'memoryId'>>({ memory_id: sql`memory_id::text` }))
   .and(Columns.rowOf<Fact>()('createdAt', 'updatedAt'));
+
+export type FactRow = RowOf<typeof FACT>;
 
 const LOCKED_END_USER = Columns.rowOf<EndUser>()('status', 'eraseAfter');
 

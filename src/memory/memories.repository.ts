@@ -5,7 +5,6 @@ import { Database } from '../database/database';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
-import type { MemoryRow } from './dto/memory.dto';
 import { type Meaning, memoryRanking } from './memory-search';
 import type { Row } from '../database/row';
 import type { Memory } from './entities/memory.entity';
@@ -31,7 +30,12 @@ const MEMORY = Columns.computed<Row<Memory, 'id'>>({ id: sql`m.id::text` }).and(
   ),
 );
 
-const LISTED_MEMORY = MEMORY.and(Columns.rowOf<Memory>('m')('toolCalls'));
+const TOOL_CALLS = Columns.rowOf<Memory>('m')('toolCalls');
+
+const LISTED_MEMORY = MEMORY.and(TOOL_CALLS);
+
+/** A memory as a client sees it; its tool calls where the statement reads them (a list does). */
+export type MemoryRow = RowOf<typeof MEMORY> & Partial<RowOf<typeof TOOL_CALLS>>;
 
 /** A memory found by a search, with its ranking's (`r`) score. */
 const SCORED_MEMORY = MEMORY.and(Columns.computed<{ score: number }>({ score: sql`r.score` }));

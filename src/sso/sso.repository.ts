@@ -1,9 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
-import { Columns } from '../database/columns';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
-import type { SsoIdentityRow } from './dto/sso.dto';
 import type { SsoIdentity } from './entities/sso-identity.entity';
 
 const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
@@ -14,6 +13,8 @@ const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
   'email',
   'linkedAt',
 );
+
+export type SsoIdentityRow = RowOf<typeof IDENTITY_COLUMNS>;
 
 /** The SQL of sso_identities; (provider, subject) is unique. */
 @Injectable()

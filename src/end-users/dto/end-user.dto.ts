@@ -1,8 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsDefined, IsOptional } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
-import type { Row } from '../../database/row';
-import type { EndUser, EndUserStatus } from '../entities/end-user.entity';
+import type { EndUserRow } from '../end-users.repository';
+import type { EndUserStatus } from '../entities/end-user.entity';
 import { IsMetadata, IsUserId, METADATA_MAX_BYTES, USER_ID_MAX_CHARACTERS } from './user-id';
 
 const METADATA_DOC = {
@@ -81,12 +81,6 @@ export class EndUserDeletionDto {
   })
   erasure_expected_at: string;
 }
-
-/** An end_users row as the raw SQL of EndUsersService returns it. */
-export type EndUserRow = Row<
-  EndUser,
-  'id' | 'userId' | 'metadata' | 'status' | 'eraseAfter' | 'createdAt' | 'updatedAt'
->;
 
 export function toEndUserResponse(row: EndUserRow): EndUserDto {
   return {

@@ -1,13 +1,13 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, IsUUID, Matches, MaxLength } from 'class-validator';
-import { FACT_SOURCES, type Fact, type FactSource } from '../entities/fact.entity';
+import { FACT_SOURCES, type FactSource } from '../entities/fact.entity';
 import { IdListQueryDto } from '../../common/pagination/pagination';
 import {
   CONTROL_CHARACTER,
   NoControlCharacters,
 } from '../../common/validation/no-control-characters';
 import { isStorableText } from '../../common/validation/untrusted-json';
-import type { Row } from '../../database/row';
+import type { FactRow } from '../facts.repository';
 import { UserIdParamDto } from '../../end-users/dto/user-id';
 
 export const FACT_MAX_CHARACTERS = 500;
@@ -64,11 +64,6 @@ export class FactDto {
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   updated_at: string;
 }
-
-export type FactRow = Row<
-  Fact,
-  'id' | 'content' | 'source' | 'memoryId' | 'createdAt' | 'updatedAt'
->;
 
 export function toFactResponse(row: FactRow): FactDto {
   return {

@@ -2,10 +2,9 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
-import type { Row } from '../../database/row';
+import type { MemoryRow } from '../memories.repository';
 import { SafetyVerdictDto } from './safety-verdict.dto';
 import { ToolCallRecordDto } from '../../tools/dto/tool-definition.dto';
-import type { Memory } from '../entities/memory.entity';
 import { UserIdParamDto } from '../../end-users/dto/user-id';
 
 /** The longest message of an end user (`message` of POST /v1/respond), in characters. */
@@ -124,20 +123,6 @@ export class ScoredMemoryDto extends MemoryDto {
   })
   score: number;
 }
-
-export type MemoryRow = Row<
-  Memory,
-  | 'id'
-  | 'personalityId'
-  | 'role'
-  | 'content'
-  | 'emotion'
-  | 'intensity'
-  | 'vocabularyVersion'
-  | 'createdAt'
-  | 'safety'
-> &
-  Partial<Row<Memory, 'toolCalls'>>;
 
 export function toMemoryResponse(row: MemoryRow): MemoryDto {
   return {

@@ -2,8 +2,7 @@ import { ParseUUIDPipe } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
 import { IsString, MaxLength, MinLength } from 'class-validator';
 import { AppError } from '../../common/errors/app-error';
-import type { Row } from '../../database/row';
-import type { SsoIdentity } from '../entities/sso-identity.entity';
+import type { SsoIdentityRow } from '../sso.repository';
 
 /** The path id of a linked identity: anything but a UUID names none (404, not 400). */
 export const ssoIdentityIdPipe = new ParseUUIDPipe({
@@ -43,11 +42,6 @@ export class SsoIdentityDto {
   @ApiProperty({ example: '2026-11-22T01:23:45.678Z' })
   linked_at: string;
 }
-
-export type SsoIdentityRow = Row<
-  SsoIdentity,
-  'id' | 'userId' | 'provider' | 'subject' | 'email' | 'linkedAt'
->;
 
 export function toSsoIdentityResponse(row: SsoIdentityRow): SsoIdentityDto {
   return {
