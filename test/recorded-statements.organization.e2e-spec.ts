@@ -1,34 +1,20 @@
 import { ApiKeysService } from '../src/api-keys/api-keys.service';
 import { AuditService } from '../src/audit/audit.service';
-import type { UserCaller } from '../src/common/auth/caller';
 import { Database } from '../src/database/database';
 import { sql } from '../src/database/sql';
 import type { Role } from '../src/organizations/entities/membership.entity';
 import { InvitationMailer } from '../src/organizations/invitation-mailer.service';
 import { InvitationsService } from '../src/organizations/invitations.service';
 import { MembersService } from '../src/organizations/members.service';
-import { ROLE_SCOPES } from '../src/organizations/organization-access';
 import { SafetySettingsService } from '../src/safety/safety-settings.service';
 import { LimitsService } from '../src/spend/limits.service';
 import { WebhookEndpointsService } from '../src/webhooks/webhook-endpoints.service';
-import { signUp, uniqueEmail } from './support/identity';
+import { signUp, uniqueEmail, userCaller } from './support/identity';
 import { describeRecordedStatements, type RecordedFiles } from './support/recorded-statements';
 import type { TestApp } from './support/test-app';
 
 /** Never resolved nor requested: WEBHOOK_ALLOW_PRIVATE_URLS skips the guard's DNS lookup. */
 const WEBHOOK_URL = 'https://hooks.example.test/personality';
-
-/** The user acting in the organization with the scopes their role gives an access token. */
-function callerOf(userId: string, organizationId: string, role: Role): UserCaller {
-  return {
-    kind: 'user',
-    userId,
-    organizationId,
-    scopes: ROLE_SCOPES[role],
-    requestId: 'recorded-statements',
-    ip: '192.0.2.20',
-  };
-}
 
 /** A fresh user owning a fresh organization (through sign-up), with a verified address. */
 async function owner(t: TestApp) {
@@ -36,7 +22,7 @@ async function owner(t: TestApp) {
   await t.app
     .get(Database)
     .rows(sql`UPDATE users SET email_verified_at = now() WHERE id = ${user.userId}`);
-  return { ...user, caller: callerOf(user.userId, user.organizationId, 'owner') };
+  return { ...user, caller: userCaller(user.userId, user.organizationId, 'owner') };
 }
 
 /** A fresh user (with an organization of their own) made a member of `organizationId`. */
@@ -46,7 +32,7 @@ async function member(t: TestApp, organizationId: string, role: Role) {
     sql`INSERT INTO memberships (organization_id, user_id, role)
         VALUES (${organizationId}, ${user.userId}, ${role})`,
   );
-  return { ...user, caller: callerOf(user.userId, organizationId, role) };
+  return { ...user, caller: userCaller(user.userId, organizationId, role) };
 }
 
 const FILES: RecordedFiles = {
@@ -98,7 +84,7 @@ const FILES: RecordedFiles = {
         ),
       ];
       const [, token] = mailed.mock.calls[0] as [unknown, string];
-      const caller = callerOf(invitee.userId, invitee.organizationId, 'owner');
+      const caller = userCaller(invitee.userId, invitee.organizationId, 'owner');
       sections.push(
         await operation('accept an invitation', () => invitations.accept(caller, token)),
       );

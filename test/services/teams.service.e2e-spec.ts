@@ -10,10 +10,11 @@ import { InvitationMailer } from '../../src/organizations/invitation-mailer.serv
 import { InvitationsService } from '../../src/organizations/invitations.service';
 import { MembersRepository } from '../../src/organizations/members.repository';
 import { MembersService } from '../../src/organizations/members.service';
-import { OrganizationAccess, ROLE_SCOPES } from '../../src/organizations/organization-access';
+import { OrganizationAccess } from '../../src/organizations/organization-access';
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
 import { OrganizationsRepository } from '../../src/organizations/organizations.repository';
 import { expectAppError } from '../support/assertions';
+import { userCaller } from '../support/identity';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
@@ -71,18 +72,6 @@ describe('Teams: members and invitations (real database)', () => {
     );
   }
 
-  /** The user acting in the organization with the scopes their role gives an access token. */
-  function callerOf(userId: string, organizationId: string, role: Role): UserCaller {
-    return {
-      kind: 'user',
-      userId,
-      organizationId,
-      scopes: ROLE_SCOPES[role],
-      requestId: randomUUID(),
-      ip: '192.0.2.20',
-    };
-  }
-
   /** A fresh organization with a user of each given role, as callers keyed by name. */
   async function team<Name extends string>(roles: Record<Name, Role>) {
     const organizationId = await factory.organization();
@@ -90,7 +79,7 @@ describe('Teams: members and invitations (real database)', () => {
     for (const [name, role] of Object.entries(roles) as Array<[Name, Role]>) {
       const person = await user();
       await join(organizationId, person.id, role);
-      people[name] = { ...callerOf(person.id, organizationId, role), email: person.email };
+      people[name] = { ...userCaller(person.id, organizationId, role), email: person.email };
     }
     return { organizationId, ...people };
   }
@@ -147,7 +136,7 @@ describe('Teams: members and invitations (real database)', () => {
       );
       expect(steppedDown.role).toBe('admin');
       // ...but the new sole owner is now the last one.
-      const newOwner = callerOf(t.admin.userId, t.organizationId, 'owner');
+      const newOwner = userCaller(t.admin.userId, t.organizationId, 'owner');
       await expectAppError(
         members.remove(newOwner, t.organizationId, newOwner.userId),
         'last_owner',
@@ -263,7 +252,7 @@ describe('Teams: members and invitations (real database)', () => {
       const t = await team({ owner: 'owner' });
       const invitee = await user();
       const { invitation, token } = await invite(t.owner, t.organizationId, invitee.email, 'admin');
-      const caller = callerOf(invitee.id, t.organizationId, 'admin');
+      const caller = userCaller(invitee.id, t.organizationId, 'admin');
 
       const results = await Promise.allSettled(
         Array.from({ length: 5 }, () => invitations.accept(caller, token)),
@@ -298,7 +287,7 @@ describe('Teams: members and invitations (real database)', () => {
       );
       const expiresAt = Date.parse(invitation.expires_at);
       expect(expiresAt - Date.parse(invitation.created_at)).toBe(TTL_SECONDS * 1000);
-      const caller = callerOf(invitee.id, t.organizationId, 'member');
+      const caller = userCaller(invitee.id, t.organizationId, 'member');
 
       stopClockAt(clock, expiresAt);
       await expectAppError(invitations.accept(caller, token), 'invalid_invitation');
@@ -338,7 +327,7 @@ describe('Teams: members and invitations (real database)', () => {
         status: 'pending',
       });
       await expectAppError(
-        invitations.accept(callerOf(invitee.id, t.organizationId, 'member'), pending.token),
+        invitations.accept(userCaller(invitee.id, t.organizationId, 'member'), pending.token),
         'invalid_invitation',
       );
 
@@ -362,7 +351,7 @@ describe('Teams: members and invitations (real database)', () => {
       );
 
       await expectAppError(
-        invitations.accept(callerOf(stranger.id, t.organizationId, 'admin'), token),
+        invitations.accept(userCaller(stranger.id, t.organizationId, 'admin'), token),
         'invitation_email_mismatch',
       );
       expect(await roleOf(t.organizationId, stranger.id)).toBeNull();
@@ -370,7 +359,7 @@ describe('Teams: members and invitations (real database)', () => {
         expect.objectContaining({ id: invitation.id, status: 'pending' }),
       ]);
 
-      await invitations.accept(callerOf(invitee.id, t.organizationId, 'admin'), token);
+      await invitations.accept(userCaller(invitee.id, t.organizationId, 'admin'), token);
       expect(await roleOf(t.organizationId, invitee.id)).toBe('admin');
     });
 
@@ -393,7 +382,7 @@ describe('Teams: members and invitations (real database)', () => {
       );
       await join(t.organizationId, latecomer.id, 'admin');
       const organization = await invitations.accept(
-        callerOf(latecomer.id, t.organizationId, 'admin'),
+        userCaller(latecomer.id, t.organizationId, 'admin'),
         token,
       );
       expect(organization).toEqual(

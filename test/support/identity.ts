@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Scope } from '../../src/common/auth/caller';
+import type { Scope, UserCaller } from '../../src/common/auth/caller';
+import type { Role } from '../../src/organizations/entities/membership.entity';
+import { ROLE_SCOPES } from '../../src/organizations/organization-access';
 import type { CapturedMail, TestSmtpServer } from './smtp-server';
 import type { HttpTarget } from './test-app';
 
@@ -136,4 +138,16 @@ export async function verifyEmail(
   const verified = await t.http().post('/v1/auth/verify-email').send({ token });
   if (verified.status !== 204)
     throw new Error(`verification failed: ${verified.status} ${JSON.stringify(verified.body)}`);
+}
+
+/** The user acting in the organization with the scopes their role gives an access token. */
+export function userCaller(userId: string, organizationId: string, role: Role): UserCaller {
+  return {
+    kind: 'user',
+    userId,
+    organizationId,
+    scopes: ROLE_SCOPES[role],
+    requestId: randomUUID(),
+    ip: '192.0.2.20',
+  };
 }
