@@ -784,6 +784,33 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       expect((left.body.data as Array<{ id: string }>).map((k) => k.id)).toEqual([ownersKey.id]);
     });
 
+    it('revokes a key made by one of the member’s keys that was revoked before', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+      const madeByKey = await keyAs(adminKey.key, ['admin'], undefined, 'made by a key');
+      const revokedFirst = await t
+        .http()
+        .delete(`/v1/api-keys/${adminKey.id}`)
+        .set(as(admin.accessToken, org));
+      expect(revokedFirst.status).toBe(204);
+      expect(await works(madeByKey.key)).toBe(200);
+      const demoted = await t
+        .http()
+        .patch(`/v1/organizations/${org}/members/${admin.userId}`)
+        .set(as(owner.accessToken))
+        .send({ role: 'member' });
+      expect(demoted.status).toBe(200);
+      expect(await works(madeByKey.key)).toBe(401);
+      const revoked = await auditOf(owner, 'api_key.revoked');
+      expect(
+        revoked
+          .filter((event) => event.details.reason === 'member_demoted')
+          .map((e) => e.target.id),
+      ).toEqual([madeByKey.id]);
+    });
+
     it('keeps them with ?keep_api_keys=true; a member who leaves cannot keep theirs', async () => {
       const owner = await signUpVerified(t, smtp);
       const kept = await addMember(owner, 'admin');

@@ -232,15 +232,17 @@ export class ApiKeysRepository {
   ): Promise<Buffer[]> {
     const live = sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)
       AND (NOT ${options.adminOnly}::boolean OR 'admin' = ANY (scopes))`;
+    // Through every key the user made, live or not: a key made by one revoked or expired since
+    // is still the user's doing, and still works.
     const made = await this.database.rows(
       KEY_ID.query`WITH RECURSIVE made AS (
             SELECT id FROM api_keys
              WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
-               AND ${live}
             UNION
             SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-             WHERE k.organization_id = ${organizationId} AND ${live})
-          SELECT ${KEY_ID} FROM made`,
+             WHERE k.organization_id = ${organizationId})
+          SELECT ${KEY_ID} FROM api_keys
+           WHERE id IN (SELECT id FROM made) AND ${live}`,
       { manager },
     );
     if (made.length === 0) return [];

@@ -42,13 +42,12 @@ WHERE organization_id = $2 AND user_id = $3;
 WITH RECURSIVE made AS (
       SELECT id FROM api_keys
        WHERE organization_id = $1 AND created_by_user_id = $2
-         AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
-AND (NOT $4::boolean OR 'admin' = ANY (scopes))
       UNION
       SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-       WHERE k.organization_id = $5 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $6::timestamptz)
-AND (NOT $7::boolean OR 'admin' = ANY (scopes)))
-    SELECT id FROM made;
+       WHERE k.organization_id = $3)
+    SELECT id FROM api_keys
+     WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
+AND (NOT $5::boolean OR 'admin' = ANY (scopes));
 WITH revoked AS (
         UPDATE api_keys SET revoked_at = $1
          WHERE id = ANY ($2::uuid[]) AND revoked_at IS NULL
@@ -112,13 +111,12 @@ START TRANSACTION;
 WITH RECURSIVE made AS (
       SELECT id FROM api_keys
        WHERE organization_id = $1 AND created_by_user_id = $2
-         AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
-AND (NOT $4::boolean OR 'admin' = ANY (scopes))
       UNION
       SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-       WHERE k.organization_id = $5 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $6::timestamptz)
-AND (NOT $7::boolean OR 'admin' = ANY (scopes)))
-    SELECT id FROM made;
+       WHERE k.organization_id = $3)
+    SELECT id FROM api_keys
+     WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
+AND (NOT $5::boolean OR 'admin' = ANY (scopes));
 WITH revoked AS (
         UPDATE api_keys SET revoked_at = $1
          WHERE id = ANY ($2::uuid[]) AND revoked_at IS NULL
