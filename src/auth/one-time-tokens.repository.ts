@@ -16,32 +16,41 @@ export abstract class OneTimeTokensRepository {
 
   protected constructor(
     private readonly database: Database,
-    table: 'password_reset_tokens' | 'email_verification_tokens',
+    private readonly tableName: 'password_reset_tokens' | 'email_verification_tokens',
   ) {
-    this.table = raw(table);
+    this.table = raw(tableName);
   }
 
   /**
    * Stores a token valid until `expiresAt`, unless the user was sent `hourlyCap` tokens in the
-   * hour before `at`; answers whether it was stored.
+   * hour before `at`; answers whether it was stored. A statement counts on its own snapshot,
+   * blind to a concurrent insert, so the user's requests queue on an advisory lock (per table and
+   * user) and each counts what the ones before it stored.
    */
-  async insertUnderHourlyCap(fields: {
+  insertUnderHourlyCap(fields: {
     userId: string;
     tokenHash: Buffer;
     at: Date;
     expiresAt: Date;
     hourlyCap: number;
   }): Promise<boolean> {
-    const stored = await this.database.count(
-      sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
-          SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
-                 ${fields.expiresAt}::timestamptz
-           WHERE (SELECT count(*) FROM ${this.table}
-                   WHERE user_id = ${fields.userId}
-                     AND created_at > ${fields.at}::timestamptz - interval '1 hour')
-                 < ${fields.hourlyCap}`,
-    );
-    return stored > 0;
+    return this.database.transaction(async (manager) => {
+      await this.database.count(
+        sql`SELECT pg_advisory_xact_lock(hashtextextended(${`${this.tableName}:${fields.userId}`}, 0))`,
+        { manager },
+      );
+      const stored = await this.database.count(
+        sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
+            SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
+                   ${fields.expiresAt}::timestamptz
+             WHERE (SELECT count(*) FROM ${this.table}
+                     WHERE user_id = ${fields.userId}
+                       AND created_at > ${fields.at}::timestamptz - interval '1 hour')
+                   < ${fields.hourlyCap}`,
+        { manager },
+      );
+      return stored > 0;
+    });
   }
 
   /** Whether the token is unused and not expired at `at`. */

@@ -2,6 +2,7 @@
 
 -- sign-up, and the verification mail sent after the answer
 COMMIT;
+COMMIT;
 INSERT INTO email_verification_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
@@ -19,6 +20,8 @@ VALUES ($1, $2, $3)
 ON CONFLICT (lower(email)) DO NOTHING
 RETURNING id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt";
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+START TRANSACTION;
 START TRANSACTION;
 UPDATE users SET organizations_created = organizations_created + 1
 WHERE id = $1 AND organizations_created < $2;
@@ -73,6 +76,7 @@ RETURNING refused_while_locked > 0 AS "refused", (refused_while_locked = 0 AND l
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
 
 -- password reset request, and its mail sent after the answer
+COMMIT;
 INSERT INTO password_reset_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
@@ -81,6 +85,8 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+START TRANSACTION;
 
 -- password reset with the mailed token
 COMMIT;
@@ -98,6 +104,7 @@ UPDATE users SET password_hash = $1, token_version = token_version + 1,
 WHERE id = $3 RETURNING email;
 
 -- resend of the verification mail
+COMMIT;
 INSERT INTO email_verification_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
@@ -106,6 +113,8 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+START TRANSACTION;
 
 -- e-mail verification with the mailed token
 COMMIT;

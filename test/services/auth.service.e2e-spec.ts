@@ -9,6 +9,7 @@ import { AuthService } from '../../src/auth/auth.service';
 import { EmailVerificationService } from '../../src/auth/email-verification.service';
 import { LOCKOUT_THRESHOLD, LoginAttemptsService } from '../../src/auth/login-attempts.service';
 import { PasswordResetMailer } from '../../src/auth/password-reset-mailer.service';
+import { PasswordResetTokensRepository } from '../../src/auth/password-reset-tokens.repository';
 import { PasswordResetService } from '../../src/auth/password-reset.service';
 import { JwtStrategy } from '../../src/auth/strategies/jwt.strategy';
 import { VerificationMailer } from '../../src/auth/verification-mailer.service';
@@ -23,6 +24,7 @@ import { UsersRepository } from '../../src/users/users.repository';
 import { UsersService } from '../../src/users/users.service';
 import { expectAppError } from '../support/assertions';
 import { stopClockAt } from '../support/clocks';
+import { sessionsWaitingForLocks } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
 
 const RESET_TTL_SECONDS = 3_600;
@@ -322,6 +324,45 @@ describe('Auth and users services (real database)', () => {
     expect((await tokenRows('password_reset_tokens', user.id)).every((row) => row.used_at)).toBe(
       true,
     );
+  });
+
+  it('stores no more tokens an hour than the cap, however many are asked for at once', async () => {
+    const { user } = await signUp();
+    const tokens = moduleRef.get(PasswordResetTokensRepository);
+    const at = new Date('2031-05-02T08:00:00.000Z');
+    // The user's row held, so that every insert has counted before any commits: each then
+    // waits on its foreign key (or for the one before it).
+    let release!: () => void;
+    let locked!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holding = new Promise<void>((resolve) => (locked = resolve));
+    const holder = database.transaction(async (manager) => {
+      await database.count(sql`SELECT 1 FROM users WHERE id = ${user.id} FOR UPDATE`, {
+        manager,
+      });
+      locked();
+      await held;
+    });
+    await Promise.race([holding, holder]);
+    const asked = Promise.all(
+      Array.from({ length: 6 }, (_, index) =>
+        tokens.insertUnderHourlyCap({
+          userId: user.id,
+          tokenHash: sha256(`concurrent-${index}`),
+          at,
+          expiresAt: new Date(at.getTime() + 3_600_000),
+          hourlyCap: 3,
+        }),
+      ),
+    );
+    await sessionsWaitingForLocks(database, 6);
+    release();
+    await holder;
+    expect((await asked).filter(Boolean)).toHaveLength(3);
+    const [row] = await database.rows<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM password_reset_tokens WHERE user_id = ${user.id}`,
+    );
+    expect(row.n).toBe(3);
   });
 
   it('expires a reset token RESET_TOKEN_TTL_SECONDS after it was issued, by the clock', async () => {

@@ -15,6 +15,7 @@ import { OrganizationsModule } from '../../src/organizations/organizations.modul
 import { OrganizationsRepository } from '../../src/organizations/organizations.repository';
 import { expectAppError } from '../support/assertions';
 import { userCaller } from '../support/identity';
+import { sessionsWaitingForLocks } from '../support/locks';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
@@ -396,19 +397,6 @@ describe('Teams: members and invitations (real database)', () => {
     });
   });
 
-  /** Resolves once `count` sessions of this database wait for a row lock (10 s at most). */
-  async function sessionsWaitingForLocks(count: number): Promise<void> {
-    for (let tries = 0; tries < 200; tries += 1) {
-      const [row] = await database.rows<{ waiting: number }>(
-        sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-      );
-      if (row.waiting >= count) return;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    throw new Error(`fewer than ${count} sessions waited for a lock`);
-  }
-
   /**
    * A demotion to member as changeRole makes it (every membership locked, the role written),
    * held open until `commit()`, which resolves once it has committed.
@@ -453,7 +441,7 @@ describe('Teams: members and invitations (real database)', () => {
       });
       const revoking = invitations.revoke(t.admin, t.organizationId, invitation.id);
       const settled = Promise.allSettled([inviting, revoking]);
-      await sessionsWaitingForLocks(2);
+      await sessionsWaitingForLocks(database, 2);
       await demotion.commit();
       const [invited, revoked] = await settled;
       expect(invited).toMatchObject({ status: 'rejected', reason: { code: 'insufficient_role' } });
@@ -479,7 +467,7 @@ describe('Teams: members and invitations (real database)', () => {
       // An admin whose demotion is in flight: the write waits for it and reads its outcome.
       const demotion = await demotionHeldOpen(t.organizationId, t.admin.userId);
       const writing = organizations.updateMemoryRetention(t.organizationId, t.admin.userId, 7, at);
-      await sessionsWaitingForLocks(1);
+      await sessionsWaitingForLocks(database, 1);
       await demotion.commit();
       expect(await writing).toBeUndefined();
       expect(await retention()).toBeNull();

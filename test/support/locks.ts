@@ -1,4 +1,6 @@
 import { Client } from 'pg';
+import type { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
 
 export interface HeldLock {
   /** Rolls the holding transaction back (releasing the lock) and disconnects. */
@@ -57,4 +59,21 @@ export async function refusingWrites<T>(
   } finally {
     await query(`DROP TRIGGER ${name} ON ${refusal.table}; DROP FUNCTION ${name}();`);
   }
+}
+
+/**
+ * Resolves once `count` sessions of the database wait for a lock (a row's, an advisory one),
+ * polling for 10 s at most: how a spec knows that concurrent calls have reached the point where
+ * one of them holds the others up.
+ */
+export async function sessionsWaitingForLocks(database: Database, count: number): Promise<void> {
+  for (let tries = 0; tries < 200; tries += 1) {
+    const [row] = await database.rows<{ waiting: number }>(
+      sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if (row.waiting >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`fewer than ${count} sessions waited for a lock`);
 }
