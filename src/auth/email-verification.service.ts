@@ -12,7 +12,7 @@ import { VerificationMailer } from './verification-mailer.service';
 
 /** How long a verification link works: a day, to survive a night and a busy inbox. */
 export const VERIFICATION_TOKEN_TTL_SECONDS = 24 * 3600;
-/** At most this many verification mails to one user per hour (a soft cap, as for resets). */
+/** At most this many verification mails to one user per hour (counted as for resets). */
 export const VERIFICATION_MAILS_PER_HOUR = 5;
 /** 32 bytes from the CSPRNG, base64url: 256 bits, 43 characters. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;

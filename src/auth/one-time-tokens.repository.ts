@@ -24,8 +24,9 @@ export abstract class OneTimeTokensRepository {
   /**
    * Stores a token valid until `expiresAt`, unless the user was sent `hourlyCap` tokens in the
    * hour before `at`; answers whether it was stored. A statement counts on its own snapshot,
-   * blind to a concurrent insert, so the user's requests queue on an advisory lock (per table and
-   * user) and each counts what the ones before it stored.
+   * blind to a concurrent insert, so one request of a user counts at a time (an advisory lock
+   * per table and user); one that finds another counting is refused as over the cap, since that
+   * one's mail goes out, and a burst neither passes the cap nor queues on the pool.
    */
   insertUnderHourlyCap(fields: {
     userId: string;
@@ -35,10 +36,12 @@ export abstract class OneTimeTokensRepository {
     hourlyCap: number;
   }): Promise<boolean> {
     return this.database.transaction(async (manager) => {
-      await this.database.count(
-        sql`SELECT pg_advisory_xact_lock(hashtextextended(${`${this.tableName}:${fields.userId}`}, 0))`,
-        { manager },
-      );
+      const key = `${this.tableName}:${fields.userId}`;
+      const counting = Columns.computed<{ counting: boolean }>({
+        counting: sql`pg_try_advisory_xact_lock(hashtextextended(${key}, 0))`,
+      });
+      const lock = await this.database.row(counting.query`SELECT ${counting}`, { manager });
+      if (!lock?.counting) return false;
       const stored = await this.database.count(
         sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
             SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,

@@ -15,8 +15,9 @@ import { PasswordResetTokensRepository } from './password-reset-tokens.repositor
 import { hashPassword } from './passwords';
 
 /**
- * At most this many reset mails per user per hour, so forgot-password cannot flood a mailbox. A
- * soft cap (simultaneous requests may pass it by a few); the per-IP auth bucket is the hard one.
+ * At most this many reset mails per user per hour, so forgot-password cannot flood a mailbox: one
+ * request of a user is counted at a time, and one asked while another is counted is refused
+ * (OneTimeTokensRepository.insertUnderHourlyCap).
  */
 export const RESET_MAILS_PER_HOUR = 5;
 /** 32 bytes from the CSPRNG, base64url: 256 bits, 43 characters. */

@@ -20,7 +20,7 @@ VALUES ($1, $2, $3)
 ON CONFLICT (lower(email)) DO NOTHING
 RETURNING id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt";
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
-SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS "counting";
 START TRANSACTION;
 START TRANSACTION;
 UPDATE users SET organizations_created = organizations_created + 1
@@ -85,7 +85,7 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
-SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS "counting";
 START TRANSACTION;
 
 -- password reset with the mailed token
@@ -113,7 +113,7 @@ SELECT $1::uuid, $2::bytea, $3::timestamptz,
            AND created_at > $6::timestamptz - interval '1 hour')
        < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
-SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS "counting";
 START TRANSACTION;
 
 -- e-mail verification with the mailed token
