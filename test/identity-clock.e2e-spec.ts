@@ -286,6 +286,28 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
         token_type: 'Bearer',
       });
     });
+
+    it('goes out while a forgot-password of the same user is being counted', async () => {
+      const user = await signUp();
+      // The lock a forgot-password holds while it counts the user's reset mails of the hour.
+      const counting = t.app.get<DataSource>(getDataSourceToken()).createQueryRunner();
+      await counting.connect();
+      try {
+        await counting.startTransaction();
+        await counting.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+          `password_reset_tokens:${user.caller.userId}`,
+        ]);
+        for (let i = 0; i < LOCKOUT_THRESHOLD; i++) {
+          await expectAppError(auth.login(user.email, 'not the password'), 'invalid_credentials');
+        }
+        await resets.idle();
+        expect(lockoutMails.queued(user.email)).toBe(1);
+      } finally {
+        if (counting.isTransactionActive) await counting.rollbackTransaction();
+        await counting.release();
+      }
+      await resets.reset(await lockoutMails.next(user.email), password());
+    });
   });
 
   describe('invitations', () => {

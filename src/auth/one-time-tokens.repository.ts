@@ -56,6 +56,23 @@ export abstract class OneTimeTokensRepository {
     });
   }
 
+  /**
+   * Stores a token valid until `expiresAt` outside the hourly cap, and without its lock: for
+   * mail the user did not ask for and that must not be dropped (the lockout notice). It still
+   * counts toward the cap of the requests after it.
+   */
+  async insert(fields: {
+    userId: string;
+    tokenHash: Buffer;
+    at: Date;
+    expiresAt: Date;
+  }): Promise<void> {
+    await this.database.count(
+      sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
+          VALUES (${fields.userId}, ${fields.tokenHash}, ${fields.at}, ${fields.expiresAt})`,
+    );
+  }
+
   /** Whether the token is unused and not expired at `at`. */
   async isLive(tokenHash: Buffer, at: Date): Promise<boolean> {
     const found = await this.database.count(

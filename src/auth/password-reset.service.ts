@@ -57,15 +57,17 @@ export class PasswordResetService {
 
   /**
    * When password login for `email` has just been locked (contract §25): the account, if any,
-   * is mailed once, with a reset link (a reset lifts the lock). Not under the hourly cap of
-   * forgot-password: a lock happens at most once a day per address.
+   * is mailed once, with a reset link (a reset lifts the lock). Outside the hourly cap of
+   * forgot-password and its lock: a lock happens at most once a day per address, and its notice
+   * is not dropped because a forgot-password of the same user is being counted.
    */
   sendLockoutNotice(email: string): void {
     this.mail.later('lockout notice', async () => {
       const user = await this.users.findByEmail(email);
       if (!user) return;
-      const token = await this.issueToken(user.id, Number.MAX_SAFE_INTEGER);
-      if (token) await this.mailer.sendLockoutNotice(user.email, user.id, token);
+      const { token, stored } = this.newToken(user.id);
+      await this.tokens.insert(stored);
+      await this.mailer.sendLockoutNotice(user.email, user.id, token);
     });
   }
 
@@ -77,27 +79,29 @@ export class PasswordResetService {
   private async issueAndSend(email: string): Promise<void> {
     const user = await this.users.findByEmail(email);
     if (!user) return;
-    const token = await this.issueToken(user.id, RESET_MAILS_PER_HOUR);
-    if (!token) {
+    const { token, stored } = this.newToken(user.id);
+    const issued = await this.tokens.insertUnderHourlyCap({
+      ...stored,
+      hourlyCap: RESET_MAILS_PER_HOUR,
+    });
+    if (!issued) {
       this.logger.info({ userId: user.id }, 'password reset mail not sent: hourly cap reached');
       return;
     }
     await this.mailer.send(user.email, user.id, token);
   }
 
-  /** A new reset token for the user, stored as its hash; undefined over `hourlyCap`. */
-  private async issueToken(userId: string, hourlyCap: number): Promise<string | undefined> {
-    const { resetTokenTtlSeconds } = this.auth;
+  /** A new reset token for the user, and the row that stores it as its hash. */
+  private newToken(userId: string) {
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
-    const issued = await this.tokens.insertUnderHourlyCap({
+    const stored = {
       userId,
       tokenHash: hashToken(token),
       at: new Date(now),
-      expiresAt: new Date(now + resetTokenTtlSeconds * 1000),
-      hourlyCap,
-    });
-    return issued ? token : undefined;
+      expiresAt: new Date(now + this.auth.resetTokenTtlSeconds * 1000),
+    };
+    return { token, stored };
   }
 
   /**
