@@ -47,13 +47,17 @@ describe('Columns', () => {
     expect(sql`RETURNING ${ACCOUNT}`.text).toBe('RETURNING id, user_id, erase_after');
   });
 
-  it('gives Database#row the row type, so a column not selected fails the typecheck', () => {
+  // The claim is the typecheck's (`npm run typecheck` fails on an unused @ts-expect-error); at
+  // run time the row goes through as the driver gave it.
+  it('gives Database#row the row type, so a column not selected fails the typecheck', async () => {
     const typed = async (database: Database) => {
       const row = await database.row(ACCOUNT.query`SELECT ${ACCOUNT} FROM end_users`);
       const answer: RowOf<typeof ACCOUNT> | undefined = row;
       // @ts-expect-error created_at is not among the columns
       return [answer?.user_id, row?.created_at];
     };
-    expect(typed).toBeInstanceOf(Function);
+    const driverRow = { user_id: 'user-1' };
+    const database = { row: () => Promise.resolve(driverRow) } as unknown as Database;
+    await expect(typed(database)).resolves.toEqual(['user-1', undefined]);
   });
 });

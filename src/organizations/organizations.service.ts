@@ -143,17 +143,21 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     days: number | null,
   ): Promise<OrganizationView> {
     assertManages(await this.membership(caller.userId, organizationId));
-    const row = await this.organizations.updateMemoryRetention(
-      organizationId,
-      caller.userId,
-      days,
-      this.clock.now(),
-    );
+    const write = () =>
+      this.organizations.updateMemoryRetention(
+        organizationId,
+        caller.userId,
+        days,
+        this.clock.now(),
+      );
+    const row = await write();
     if (row) return toOrganizationView(row);
-    // Demoted or removed since the check (the write checks the role itself): read past the
-    // cache, which this instance may not have been told of yet.
-    const now = await this.organizations.findGrant(caller.userId, organizationId);
-    assertManages(now && { organizationId: now.organization_id, role: now.role });
+    // The write checks the role itself and found it gone: demoted or removed since the check.
+    // Asked again past the cache (this instance may not have been told yet): a 403 if so, and
+    // one more write if the role came back in between.
+    assertManages(await this.grantFromDatabase(caller.userId, organizationId));
+    const again = await write();
+    if (again) return toOrganizationView(again);
     throw organizationNotFound();
   }
 
@@ -168,10 +172,17 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     const key = `${userId}:${organizationId ?? FIRST}`;
     const cached = cacheable ? this.memberships.get(key) : undefined;
     if (cached !== undefined) return cached;
-    const row = await this.organizations.findGrant(userId, organizationId);
-    const grant = row ? { organizationId: row.organization_id, role: row.role } : null;
+    const grant = await this.grantFromDatabase(userId, organizationId);
     if (cacheable) this.memberships.set(key, grant);
     return grant;
+  }
+
+  private async grantFromDatabase(
+    userId: string,
+    organizationId?: string,
+  ): Promise<MembershipGrant | null> {
+    const row = await this.organizations.findGrant(userId, organizationId);
+    return row ? { organizationId: row.organization_id, role: row.role } : null;
   }
 
   /**
