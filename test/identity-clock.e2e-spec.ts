@@ -182,10 +182,19 @@ describe('Identity rules over time (ManualClock, real PostgreSQL)', () => {
       await failures(old, LOCKOUT_THRESHOLD);
       clock.advance(LOCK_DURATION_SECONDS * SECOND + SECOND);
       await failures(recent, LOCKOUT_THRESHOLD);
-      await attempts.prune();
-      const rows: Array<{ email: string }> = await t.app
-        .get<DataSource>(getDataSourceToken())
-        .query('SELECT email FROM login_attempts WHERE email = ANY($1)', [[old, recent]]);
+      // More made-up addresses than one batch of the purge deletes (1,000): it goes on until none.
+      const database = t.app.get<DataSource>(getDataSourceToken());
+      const madeUp = `made-up-${randomUUID()}`;
+      await database.query(
+        `INSERT INTO login_attempts (email, updated_at)
+         SELECT $1 || '-' || n || '@example.com', $2::timestamptz FROM generate_series(1, 1500) n`,
+        [madeUp, new Date(clock.nowMs() - LOCK_DURATION_SECONDS * SECOND - SECOND)],
+      );
+      expect(await attempts.prune()).toBeGreaterThanOrEqual(1501);
+      const rows: Array<{ email: string }> = await database.query(
+        `SELECT email FROM login_attempts WHERE email = ANY($1) OR email LIKE $2 || '%'`,
+        [[old, recent], madeUp],
+      );
       expect(rows.map((row) => row.email)).toEqual([recent]);
     });
   });

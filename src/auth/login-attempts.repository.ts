@@ -74,8 +74,16 @@ export class LoginAttemptsRepository {
     });
   }
 
-  /** Drops the rows untouched since `before`. */
-  async deleteUntouchedSince(before: Date): Promise<void> {
-    await this.database.count(sql`DELETE FROM login_attempts WHERE updated_at < ${before}`);
+  /**
+   * Drops up to `batchSize` rows untouched since `before`, skipping rows another instance (or a
+   * login) holds; answers how many (PeriodicPurge loops until a batch comes back short).
+   */
+  deleteUntouchedSince(before: Date, batchSize: number): Promise<number> {
+    return this.database.count(
+      sql`WITH doomed AS (
+            SELECT email FROM login_attempts WHERE updated_at < ${before} LIMIT ${batchSize}
+               FOR UPDATE SKIP LOCKED)
+          DELETE FROM login_attempts WHERE email IN (SELECT email FROM doomed)`,
+    );
   }
 }

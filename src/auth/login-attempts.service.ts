@@ -3,6 +3,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { EntityManager } from 'typeorm';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
+import type { PeriodicPurge } from '../common/time/periodic-purge';
 import { type LockoutPolicy, LoginAttemptsRepository } from './login-attempts.repository';
 
 /** Contract §6, "15/24h": the 15th failure within a rolling 24 hours locks for 24 hours. */
@@ -10,6 +11,7 @@ export const LOCKOUT_THRESHOLD = 15;
 export const FAILURE_WINDOW_SECONDS = 24 * 3600;
 export const LOCK_DURATION_SECONDS = 24 * 3600;
 const PRUNE_INTERVAL_MS = 3600_000;
+const PRUNE_BATCH_SIZE = 1_000;
 
 const POLICY: LockoutPolicy = {
   threshold: LOCKOUT_THRESHOLD,
@@ -34,6 +36,8 @@ export interface AttemptGate {
  */
 @Injectable()
 export class LoginAttemptsService {
+  private readonly purge: PeriodicPurge;
+
   constructor(
     private readonly attempts: LoginAttemptsRepository,
     private readonly clock: Clock,
@@ -41,10 +45,15 @@ export class LoginAttemptsService {
     jobs: BackgroundJobs,
   ) {
     this.logger.setContext(LoginAttemptsService.name);
-    jobs.periodic({
+    const keepMs = Math.max(FAILURE_WINDOW_SECONDS, LOCK_DURATION_SECONDS) * 1000;
+    this.purge = jobs.purge({
+      what: 'login attempts past their window and lock',
       intervalMs: PRUNE_INTERVAL_MS,
-      run: () => this.prune(),
-      onError: (error) => this.logger.warn({ err: error }, 'pruning login_attempts failed'),
+      batchSize: PRUNE_BATCH_SIZE,
+      now: () => clock.now(),
+      deleteBatch: (now, batchSize) =>
+        attempts.deleteUntouchedSince(new Date(now.getTime() - keepMs), batchSize),
+      logger,
     });
   }
 
@@ -67,11 +76,11 @@ export class LoginAttemptsService {
   }
 
   /**
-   * Rows untouched for a whole window hold neither a live failure nor a live lock (both are at
-   * most as recent as updated_at), so they can go: attackers' made-up addresses do not pile up.
+   * Deletes now the rows untouched for a whole window, which hold neither a live failure nor a
+   * live lock (both are at most as recent as updated_at), so attackers' made-up addresses do not
+   * pile up; answers how many. Runs hourly on every instance, in bounded batches.
    */
-  async prune(): Promise<void> {
-    const keepSeconds = Math.max(FAILURE_WINDOW_SECONDS, LOCK_DURATION_SECONDS);
-    await this.attempts.deleteUntouchedSince(new Date(this.clock.nowMs() - keepSeconds * 1000));
+  prune(): Promise<number> {
+    return this.purge.runNow();
   }
 }

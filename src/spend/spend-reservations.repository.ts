@@ -75,10 +75,16 @@ export class SpendReservationsRepository {
     );
   }
 
-  /** Reservations whose reply never settled them (its instance died): they no longer count. */
-  deleteExpired(now: Date): Promise<number> {
+  /**
+   * Up to `batchSize` reservations whose reply never settled them (its instance died): they no
+   * longer count. Skips rows another instance or a settling reply holds; answers how many.
+   */
+  deleteExpired(now: Date, batchSize: number): Promise<number> {
     return this.database.count(
-      sql`DELETE FROM spend_reservations WHERE expires_at <= ${now}::timestamptz`,
+      sql`WITH doomed AS (
+            SELECT ctid FROM spend_reservations WHERE expires_at <= ${now}::timestamptz
+             LIMIT ${batchSize} FOR UPDATE SKIP LOCKED)
+          DELETE FROM spend_reservations WHERE ctid IN (SELECT ctid FROM doomed)`,
     );
   }
 }

@@ -6,6 +6,7 @@ import { relationshipMeterEventStep, tokenHourStep } from '../billing/meter-even
 import { AppError } from '../common/errors/app-error';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
+import type { PeriodicPurge } from '../common/time/periodic-purge';
 import { billingConfig } from '../config/billing.config';
 import { engineConfig } from '../config/engine.config';
 import type { Source, WithEntry } from '../database/sql';
@@ -28,6 +29,7 @@ export const PROMPT_OVERHEAD_TOKENS = 512;
 const RESERVATION_MARGIN_MS = 30_000;
 /** How often reservations that lapsed (their instance died) are deleted. */
 const PURGE_INTERVAL_MS = 60_000;
+const PURGE_BATCH_SIZE = 1_000;
 
 /** What admit() decided for a reply: the limits it met and what it reserved. */
 export interface SpendAdmission {
@@ -64,6 +66,7 @@ const firstOfNextDay = (at: Date) =>
 @Injectable()
 export class SpendService {
   private readonly reservationTtlMs: number;
+  private readonly lapsed: PeriodicPurge;
 
   constructor(
     @Inject(engineConfig.KEY) private readonly engine: ConfigType<typeof engineConfig>,
@@ -76,10 +79,13 @@ export class SpendService {
   ) {
     this.logger.setContext(SpendService.name);
     this.reservationTtlMs = this.engine.timeoutMs + RESERVATION_MARGIN_MS;
-    jobs.periodic({
+    this.lapsed = jobs.purge({
+      what: 'lapsed spend reservations',
       intervalMs: PURGE_INTERVAL_MS,
-      run: () => this.purgeLapsed(),
-      onError: (error) => this.logger.warn({ err: error }, 'purging spend_reservations failed'),
+      batchSize: PURGE_BATCH_SIZE,
+      now: () => clock.now(),
+      deleteBatch: (now, batchSize) => reservations.deleteExpired(now, batchSize),
+      logger,
     });
   }
 
@@ -213,9 +219,12 @@ export class SpendService {
     admission.released = true;
   }
 
-  /** Deletes the reservations that lapsed; they stopped counting at their expiry already. */
-  async purgeLapsed(): Promise<void> {
-    await this.reservations.deleteExpired(this.clock.now());
+  /**
+   * Deletes now the reservations that lapsed (they stopped counting at their expiry already);
+   * answers how many. Runs every minute on every instance, in bounded batches.
+   */
+  purgeLapsed(): Promise<number> {
+    return this.lapsed.runNow();
   }
 
   /**

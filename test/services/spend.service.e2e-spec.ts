@@ -152,6 +152,16 @@ describe('SpendService (real database)', () => {
     expect(later.reservation).not.toBeNull();
     await spend.purgeLapsed();
     expect(await held(org.organizationId)).toHaveLength(1);
+
+    // A backlog larger than one batch (1,000) goes in one purge, batch after batch.
+    await db.query(
+      `INSERT INTO spend_reservations (organization_id, budget, reservation_id, tokens, expires_at)
+       SELECT $1, 'month:' || n, gen_random_uuid(), 1, $2::timestamptz
+         FROM generate_series(1, 1500) n`,
+      [org.organizationId, clock.now()],
+    );
+    expect(await spend.purgeLapsed()).toBe(1500);
+    expect(await held(org.organizationId)).toHaveLength(1);
   });
 
   it('reserves in the month and day it is made in', async () => {
