@@ -347,6 +347,14 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       expect(fake.subscriptionsOf(customerId)).toHaveLength(1);
       const created = responses.filter((r) => r.status === 201).map((r) => r.body.id);
       expect(new Set(created).size).toBe(1);
+      // However many starts got it, the subscription started once in the audit log.
+      const audit = await t
+        .http()
+        .get('/v1/audit-events?action=subscription.started')
+        .set('Authorization', owner.auth);
+      expect(audit.body.data.map((event: { target: { id: string } }) => event.target.id)).toEqual([
+        created[0],
+      ]);
     });
 
     it('cancels the subscription it just created when another became live meanwhile', async () => {

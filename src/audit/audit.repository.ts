@@ -48,6 +48,27 @@ export class AuditRepository {
     );
   }
 
+  /**
+   * As insert, unless the organization's log already holds this action on this target. Only for
+   * an action that happens once per target, whose concurrent repeats serialize on the target's
+   * own row before they get here (so the later one sees the earlier one's event).
+   */
+  async insertUnlessRecorded(manager: EntityManager, event: NewAuditEvent): Promise<void> {
+    await this.database.count(
+      sql`INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
+          SELECT ${event.organizationId}, ${event.action}, ${event.actorType}, ${event.actorId},
+                 ${event.targetType}, ${event.targetId}, ${event.ip}, ${event.requestId},
+                 ${JSON.stringify(event.details)}::jsonb, ${event.at}::timestamptz
+           WHERE NOT EXISTS (
+                 SELECT 1 FROM audit_events
+                  WHERE organization_id = ${event.organizationId}::uuid
+                    AND action = ${event.action}::text AND target_id = ${event.targetId}::text)`,
+      { manager },
+    );
+  }
+
   /** Newest first, paged by the id of the last event seen, optionally of one action. */
   findPageForOrganization(
     organizationId: string,

@@ -30,11 +30,24 @@ export class AuditService {
   ) {}
 
   record(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
-    return this.events.insert(manager, {
+    return this.events.insert(manager, this.eventOf(caller, entry));
+  }
+
+  /**
+   * As record, for an action that happens once per target (a subscription starts once): a
+   * repeat that reaches the same target (an idempotent replay answered twice) is not logged
+   * again. The repeats must serialize on the target's row first (AuditRepository).
+   */
+  recordOnce(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
+    return this.events.insertUnlessRecorded(manager, this.eventOf(caller, entry));
+  }
+
+  private eventOf(caller: CallerContext, entry: AuditEntry) {
+    return {
       ...auditOrigin(caller, { ...entry, targetType: entry.target.type, at: this.clock.now() }),
       targetId: entry.target.id,
       details: entry.details ?? {},
-    });
+    };
   }
 
   /**

@@ -191,8 +191,10 @@ export class BillingService {
         true,
         now,
       );
+      // Concurrent starts for one price send one idempotency key and get the same subscription
+      // back; each applies it, behind the first's row, and one event says it started.
       if (applied !== 'conflict') {
-        await this.audit.record(manager, caller, {
+        await this.audit.recordOnce(manager, caller, {
           organizationId,
           action: 'subscription.started',
           target: { type: 'subscription', id: subscription.id },
