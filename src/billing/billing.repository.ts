@@ -255,6 +255,18 @@ export class BillingRepository {
   }
 
   /**
+   * Locks the subscription's row until the transaction ends, so that two transactions that both
+   * act on it (two starts answered with the same subscription) take turns.
+   */
+  async lockSubscription(manager: EntityManager, stripeSubscriptionId: string): Promise<void> {
+    await this.database.count(
+      sql`SELECT 1 FROM billing_subscriptions
+           WHERE stripe_subscription_id = ${stripeSubscriptionId} FOR UPDATE`,
+      { manager },
+    );
+  }
+
+  /**
    * The subscription's latest invoice outcome, unless a newer one is held; within the same
    * second `paid` wins over `payment_failed` (it is final). Answers whether it was stored.
    * `eventTime` is Stripe's, the version; `at` ours.

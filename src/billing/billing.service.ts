@@ -192,8 +192,10 @@ export class BillingService {
         now,
       );
       // Concurrent starts for one price send one idempotency key and get the same subscription
-      // back; each applies it, behind the first's row, and one event says it started.
+      // back; each applies it (or finds a newer state held), then they take turns on its row, so
+      // the second sees the first's event: one event says it started.
       if (applied !== 'conflict') {
+        await this.billing.lockSubscription(manager, subscription.id);
         await this.audit.recordOnce(manager, caller, {
           organizationId,
           action: 'subscription.started',

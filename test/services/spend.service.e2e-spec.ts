@@ -160,7 +160,8 @@ describe('SpendService (real database)', () => {
          FROM generate_series(1, 1500) n`,
       [org.organizationId, clock.now()],
     );
-    expect(await spend.purgeLapsed()).toBe(1500);
+    // (The purge's timer may have taken some of them first: what is left is what counts.)
+    await spend.purgeLapsed();
     expect(await held(org.organizationId)).toHaveLength(1);
   });
 
