@@ -10,8 +10,8 @@ import { MetricsService } from '../metrics/metrics.service';
 /** A text's first characters only: a memory or question past this says nothing more to a ranking. */
 const TEXT_MAX_CHARS = 8_000;
 
-/** The worker's provider calls: long enough for a batch, short enough to hold a claim. */
-const BATCH_TIMEOUT_MS = 30_000;
+/** The worker's provider calls: long enough for a batch, short enough to hold a claim (LEASE_MS). */
+export const BATCH_TIMEOUT_MS = 30_000;
 
 /** A question's embedding for one search or recall, and how far to compare it (memoryRanking). */
 export interface QueryEmbedding {

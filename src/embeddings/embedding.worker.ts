@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { Counter } from 'prom-client';
@@ -11,7 +12,7 @@ import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
-import { Embedder, isUnembeddable } from './embedder';
+import { BATCH_TIMEOUT_MS, Embedder, isUnembeddable } from './embedder';
 import {
   type EmbeddingSource,
   knowledgeChunksSource,
@@ -28,8 +29,23 @@ export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
 /** The longest pause after provider failures in a row. */
 const BACKOFF_MAX_MS = 60_000;
 
-/** A cursor's position (bigint, as text). */
-const POSITION = Columns.computed<{ position: string }>({ position: sql`position::text` });
+/**
+ * How long a claimed batch is its claimant's: four provider timeouts (2 minutes). The batch's call
+ * takes at most one (the SDK does not retry: maxRetries 0); the texts sent one by one after a
+ * refusal start only while a whole timeout and LEASE_MARGIN_MS are left (a batch cut short so is
+ * stored as far as it got), so a live instance always stores before its lease ends, and a batch
+ * whose instance died waits at most this long for another.
+ */
+export const LEASE_MS = 4 * BATCH_TIMEOUT_MS;
+
+/** Kept free at the lease's end: for the storing transaction, and instances' clocks that differ. */
+const LEASE_MARGIN_MS = BATCH_TIMEOUT_MS;
+
+/** A cursor free to claim (no lease, or an expired one): its position, and whether it had one. */
+const FREE_CURSOR = Columns.computed<{ position: string; expired_lease: boolean }>({
+  position: sql`position::text`,
+  expired_lease: sql`lease_token IS NOT NULL`,
+});
 
 /** A claimed cursor: its position and how far the source's ids are final (bigints, as text). */
 const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }>({
@@ -37,14 +53,28 @@ const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }
   safe_bound: sql`c.safe_bound::text`,
 });
 
+/** A batch claimed under a lease on its source's cursor. */
+interface LeasedBatch {
+  items: PendingItem[];
+  /** The lease's token: the batch is stored, and the cursor moved, only while it is the row's. */
+  token: string;
+  /** Provider calls start only while one can end by this time (clock milliseconds). */
+  callsEndBy: number;
+}
+
 /**
  * Embeds new memories and knowledge chunks in the background on every instance, never in a reply's path (contract
  * §27; docs/memory.md, "Recall by meaning"). Off, and registering no job, without
- * EMBEDDINGS_MODEL. Each batch is claimed by locking its source's cursor row `FOR UPDATE SKIP
- * LOCKED`: one instance embeds a source at a time and the others skip it, so any number of
- * instances run side by side and each row is embedded once. A provider failure rolls the batch
- * back (the cursor does not move) and the next run waits twice as long, up to a minute; a text
- * the provider refuses (400, 413, 422) is skipped alone and stays findable by its words.
+ * EMBEDDINGS_MODEL. A batch is claimed in a short transaction that locks its source's cursor row
+ * `FOR UPDATE SKIP LOCKED`, reads the batch and records a lease on the row (LEASE_MS, a token of
+ * its own); the provider is called with no transaction open and no connection held; a second short
+ * transaction stores the vectors and moves the cursor, only if the lease is still this
+ * instance's. Other instances skip a cursor whose lease is live and take it over once it has
+ * expired (an instance that died, or one past its lease: its late vectors are then dropped and the
+ * cursor is never moved back), so any number of instances run side by side and each row is
+ * embedded once while they live. A provider failure gives the lease back (the cursor does not
+ * move) and the next run waits twice as long, up to a minute; a text the provider refuses (400,
+ * 413, 422) is skipped alone and stays findable by its words.
  */
 @Injectable()
 export class EmbeddingWorker {
@@ -110,7 +140,10 @@ export class EmbeddingWorker {
     }
   }
 
-  /** One batch of one source in one transaction; 0 when none is left or another instance is on it. */
+  /**
+   * One batch of one source: claimed, embedded with no transaction open, stored; 0 when none is
+   * left, another instance is on it, or this one lost its lease meanwhile.
+   */
   private async embedBatch(source: EmbeddingSource): Promise<number> {
     const model = this.embedder.vectorKind;
     if (!model) return 0;
@@ -118,32 +151,100 @@ export class EmbeddingWorker {
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
+    const batch = await this.claimBatch(source, model);
+    if (!batch) return 0;
+    let vectors: (number[] | null)[];
+    try {
+      vectors = await this.embedOrSkip(batch.items, batch.callsEndBy);
+    } catch (error) {
+      // Given back for the retry after the backoff; should that fail too, the lease expires.
+      await this.release(source, model, batch.token).catch((releaseError: unknown) =>
+        this.logger.warn({ err: releaseError }, 'embedding lease not given back: it will expire'),
+      );
+      throw error;
+    }
+    return this.store(source, model, batch, vectors);
+  }
+
+  /** The source's next batch, leased to this instance in a short transaction; none: none to do. */
+  private claimBatch(source: EmbeddingSource, model: string): Promise<LeasedBatch | undefined> {
     return this.database.transaction(async (manager) => {
-      const cursor = await this.claim(manager, source, model);
-      if (!cursor) return 0;
+      const now = this.clock.now();
+      const cursor = await this.claim(manager, source, model, now);
+      if (!cursor) return undefined;
       const items = await this.database.rows(
         source.pending(cursor.position, cursor.safe_bound, this.config.batchSize),
         { manager },
       );
-      if (items.length === 0) return 0;
-      const vectors = await this.embedOrSkip(items);
-      const embedded = items
+      if (items.length === 0) return undefined;
+      const token = randomUUID();
+      const leasedUntil = now.getTime() + LEASE_MS;
+      await this.database.count(
+        sql`UPDATE embedding_cursors
+               SET leased_until = ${new Date(leasedUntil)}, lease_token = ${token}::uuid
+             WHERE source = ${source.name} AND model = ${model}`,
+        { manager },
+      );
+      return { items, token, callsEndBy: leasedUntil - LEASE_MARGIN_MS };
+    });
+  }
+
+  /**
+   * Stores the vectors of the batch's first `vectors.length` items and moves the cursor past
+   * them, clearing the lease, in a short transaction: only while the lease is ours (else nothing
+   * is stored: the instance that took the batch over stores it). Answers the items done.
+   */
+  private async store(
+    source: EmbeddingSource,
+    model: string,
+    batch: LeasedBatch,
+    vectors: readonly (number[] | null)[],
+  ): Promise<number> {
+    if (vectors.length === 0) {
+      await this.release(source, model, batch.token);
+      return 0;
+    }
+    const done = batch.items.slice(0, vectors.length);
+    const stored = await this.database.transaction(async (manager) => {
+      // Locks the row first: a takeover waits for this transaction, and then finds no lease.
+      const moved = await this.database.count(
+        sql`UPDATE embedding_cursors
+               SET position = GREATEST(position, ${done[done.length - 1].id}::bigint),
+                   leased_until = NULL, lease_token = NULL
+             WHERE source = ${source.name} AND model = ${model}
+               AND lease_token = ${batch.token}::uuid`,
+        { manager },
+      );
+      if (moved === 0) return false;
+      const embedded = done
         .map((item, i) => ({ id: item.id, embedding: vectors[i] }))
         .filter((item) => item.embedding !== null);
       if (embedded.length > 0) {
         await this.database.count(source.store(JSON.stringify(embedded), model), { manager });
       }
-      await this.database.count(
-        sql`UPDATE embedding_cursors SET position = ${items[items.length - 1].id}::bigint
-             WHERE source = ${source.name} AND model = ${model}`,
-        { manager },
-      );
-      return items.length;
+      return true;
     });
+    if (!stored) {
+      this.logger.warn(
+        { source: source.name, items: done.length },
+        'embedding lease expired before the batch was stored: another instance took it over',
+      );
+      return 0;
+    }
+    return done.length;
+  }
+
+  /** Ends the lease `token`, if it is still the cursor's; the cursor stays where it is. */
+  private async release(source: EmbeddingSource, model: string, token: string): Promise<void> {
+    await this.database.count(
+      sql`UPDATE embedding_cursors SET leased_until = NULL, lease_token = NULL
+           WHERE source = ${source.name} AND model = ${model} AND lease_token = ${token}::uuid`,
+    );
   }
 
   /**
-   * Locks the source's cursor (none: another instance holds it) and moves its safe bound. Ids are
+   * Locks the source's cursor unless another instance holds it (locked, or leased until after
+   * `now`: none) and moves its safe bound. Ids are
    * taken before commit, so a newer id can be visible while an older one is not yet: the worker
    * reads only up to `safe_bound`, the last id taken when an earlier run looked, once every
    * transaction that was running a run after that look has ended (its snapshot's xmax is behind
@@ -154,14 +255,22 @@ export class EmbeddingWorker {
     manager: EntityManager,
     source: EmbeddingSource,
     model: string,
+    now: Date,
   ): Promise<RowOf<typeof CLAIMED_CURSOR> | undefined> {
-    const locked = await this.database.row(
-      POSITION.query`SELECT ${POSITION} FROM embedding_cursors
+    const free = await this.database.row(
+      FREE_CURSOR.query`SELECT ${FREE_CURSOR} FROM embedding_cursors
            WHERE source = ${source.name} AND model = ${model}
+             AND (leased_until IS NULL OR leased_until <= ${now})
              FOR UPDATE SKIP LOCKED`,
       { manager },
     );
-    if (!locked) return undefined;
+    if (!free) return undefined;
+    if (free.expired_lease) {
+      this.logger.warn(
+        { source: source.name, position: free.position },
+        'embedding lease expired: taking the batch over',
+      );
+    }
     return this.database.row(
       CLAIMED_CURSOR.query`WITH now AS (
             SELECT (${source.lastId}) AS last_id,
@@ -185,8 +294,16 @@ export class EmbeddingWorker {
     );
   }
 
-  /** The batch's vectors; a text the provider refuses alone gets null (the others are kept). */
-  private async embedOrSkip(items: readonly PendingItem[]): Promise<(number[] | null)[]> {
+  /**
+   * The vectors of the batch's items, in order; a text the provider refuses alone gets null (the
+   * others are kept). A call starts only while it can end by `callsEndBy`: past it, the vectors
+   * of the first items only (none: not even the batch's call could start).
+   */
+  private async embedOrSkip(
+    items: readonly PendingItem[],
+    callsEndBy: number,
+  ): Promise<(number[] | null)[]> {
+    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return [];
     try {
       return await this.embedder.embed(items.map((item) => item.text));
     } catch (error) {
@@ -199,7 +316,12 @@ export class EmbeddingWorker {
         return [null];
       }
       const vectors: (number[] | null)[] = [];
-      for (const item of items) vectors.push(...(await this.embedOrSkip([item])));
+      for (const item of items) {
+        const one = await this.embedOrSkip([item], callsEndBy);
+        // The lease runs short: the rest is the next batch's.
+        if (one.length === 0) break;
+        vectors.push(...one);
+      }
       return vectors;
     }
   }

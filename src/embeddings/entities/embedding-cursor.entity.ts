@@ -5,8 +5,9 @@ import { Column, Entity, PrimaryColumn } from 'typeorm';
  * dimensions: Embedder.vectorKind): a
  * high-water mark over the source's ordered ids, so finding what is left is one index range scan
  * whatever the table holds, and a reply writes nothing for it. `safe_bound` is the highest id
- * that no transaction still running can hold (see EmbeddingCursors.advanceBound): ids are taken
- * before commit, so a newer id can be visible before an older one is.
+ * that no transaction still running can hold (see EmbeddingWorker.claim): ids are taken
+ * before commit, so a newer id can be visible before an older one is. While a batch is being
+ * embedded, the instance embedding it holds a lease on the row (`lease_token`, `leased_until`).
  */
 @Entity('embedding_cursors')
 export class EmbeddingCursor {
@@ -31,4 +32,12 @@ export class EmbeddingCursor {
   /** A snapshot's xmax taken a poll after pending_bound (as text::bigint of xid8). */
   @Column({ name: 'pending_xmax', type: 'bigint', nullable: true })
   pendingXmax: string | null;
+
+  /** Until when the holder of lease_token embeds the batch above position; null: no lease. */
+  @Column({ name: 'leased_until', type: 'timestamptz', nullable: true })
+  leasedUntil: Date | null;
+
+  /** The leaseholder's claim: only it may move position while the lease is live. */
+  @Column({ name: 'lease_token', type: 'uuid', nullable: true })
+  leaseToken: string | null;
 }

@@ -1,0 +1,399 @@
+import type { ConfigType } from '@nestjs/config';
+import type { PinoLogger } from 'nestjs-pino';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from 'pg';
+import { BackgroundJobs } from '../src/common/time/background-jobs';
+import { ManualClock } from '../src/common/time/clock';
+import { PeriodicTask, type PeriodicTaskOptions } from '../src/common/time/periodic-task';
+import { embeddingsConfig } from '../src/config/embeddings.config';
+import { Database } from '../src/database/database';
+import { Embedder } from '../src/embeddings/embedder';
+import { EmbeddingWorker, LEASE_MS } from '../src/embeddings/embedding.worker';
+import type { MetricsService } from '../src/metrics/metrics.service';
+import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
+import { fakeEmbedding } from './support/fake-embeddings';
+import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
+import { tenantWithKey } from './support/identity';
+import { createTestApp, type TestApp } from './support/test-app';
+import { eventually, sleep } from './support/wait';
+
+/**
+ * An OpenAI-compatible `POST /v1/embeddings` whose answers the spec holds back and lets go one by
+ * one (the vectors are fakeEmbedding's), or fails: a provider answering "slowly" for exactly as
+ * long as a check needs.
+ */
+class GatedEmbeddings {
+  readonly requests: { input: string[]; answered: boolean }[] = [];
+  private held = false;
+  private failure: number | null = null;
+  private refused: string | null = null;
+  private readonly waiting = new Map<number, () => void>();
+  private server: Server | undefined;
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server!.address() as AddressInfo).port}/v1`;
+  }
+
+  /** Requests from now on wait for release(). */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** Requests from now on are answered at once (those waiting still wait). */
+  open(): void {
+    this.held = false;
+  }
+
+  release(index: number): void {
+    this.waiting.get(index)?.();
+    this.waiting.delete(index);
+  }
+
+  releaseAll(): void {
+    for (const index of [...this.waiting.keys()]) this.release(index);
+  }
+
+  /** Refuses (400) a request holding a text that contains `marker`; null: none. */
+  refuse(marker: string | null): void {
+    this.refused = marker;
+  }
+
+  /** Answers every request with this status; null: with vectors. */
+  failWith(status: number | null): void {
+    this.failure = status;
+  }
+
+  async start(): Promise<void> {
+    this.server = createServer((request, response) => void this.handle(request, response));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+  }
+
+  async stop(): Promise<void> {
+    this.releaseAll();
+    const server = this.server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+      input: string[];
+      dimensions?: number;
+    };
+    const recorded = { input: body.input, answered: false };
+    const index = this.requests.push(recorded) - 1;
+    if (this.held) await new Promise<void>((resolve) => this.waiting.set(index, resolve));
+    recorded.answered = true;
+    if (response.destroyed) return;
+    const refused =
+      this.refused !== null && body.input.some((text) => text.includes(this.refused!));
+    const status = this.failure ?? (refused ? 400 : 200);
+    response.writeHead(status, { 'content-type': 'application/json' });
+    if (status !== 200) {
+      response.end(
+        JSON.stringify({ error: { message: 'told to fail', type: 'server_error', code: null } }),
+      );
+      return;
+    }
+    response.end(
+      JSON.stringify({
+        object: 'list',
+        data: body.input.map((text, i) => ({
+          object: 'embedding',
+          index: i,
+          embedding: fakeEmbedding(text, body.dimensions),
+        })),
+        usage: { prompt_tokens: 0, total_tokens: 0 },
+      }),
+    );
+  }
+}
+
+/** BackgroundJobs of a worker built by the spec: nothing starts; its run is kept. */
+class CapturedJobs extends BackgroundJobs {
+  run: (() => Promise<void>) | undefined;
+
+  constructor() {
+    super('command');
+  }
+
+  override add(): void {}
+
+  override periodic(options: PeriodicTaskOptions): PeriodicTask {
+    this.run = options.run;
+    return new PeriodicTask(options);
+  }
+}
+
+const NO_METRICS = {
+  gauge: () => undefined,
+  counter: () => ({ inc: () => undefined }),
+} as unknown as MetricsService;
+
+/** One instance's worker: its own clock, its warnings kept, one run per `run()`. */
+interface Instance {
+  clock: ManualClock;
+  warnings: string[];
+  run: () => Promise<void>;
+}
+
+/**
+ * The EmbeddingWorker's claims (docs/memory.md, "Recall by meaning"): the provider is called with
+ * no transaction open, under a lease on the cursor that other instances respect while it is live
+ * and take over once it has expired. Workers are built by the spec, each with a ManualClock (the
+ * app's own worker polls once an hour: never within the spec), and run one pass at a time.
+ */
+describe('EmbeddingWorker: a lease, not a transaction, across the provider call', () => {
+  const provider = new GatedEmbeddings();
+  let database: FreshDatabase;
+  let db: Client;
+  let app: TestApp;
+  let auth: string;
+  let personalityId: string;
+  const pending: Promise<void>[] = [];
+
+  beforeAll(async () => {
+    await provider.start();
+    database = await createFreshDatabase('embedding_worker', process.env.DATABASE_URL);
+    db = new Client({ connectionString: database.url });
+    await db.connect();
+    app = await createTestApp({
+      env: {
+        DATABASE_URL: database.url,
+        EMBEDDINGS_MODEL: 'fake-embed',
+        EMBEDDINGS_BASE_URL: provider.url,
+        EMBEDDINGS_API_KEY: 'sk-embeddings',
+        EMBEDDINGS_BATCH_SIZE: '10',
+        EMBEDDINGS_POLL_INTERVAL_MS: '3600000',
+      },
+    });
+    const tenant = await tenantWithKey(app, ['read_write']);
+    auth = tenant.auth;
+    personalityId = await clonePersonality(app, auth);
+  });
+  afterAll(async () => {
+    provider.releaseAll();
+    await Promise.allSettled(pending);
+    await app?.close();
+    await db?.end();
+    await provider.stop();
+    await database?.drop();
+  });
+
+  function instance(): Instance {
+    const clock = new ManualClock();
+    const warnings: string[] = [];
+    const ignore = () => undefined;
+    const logger = {
+      setContext: ignore,
+      trace: ignore,
+      debug: ignore,
+      info: ignore,
+      warn: (_: unknown, message: string) => void warnings.push(message),
+      error: (_: unknown, message: string) => void warnings.push(message),
+    } as unknown as PinoLogger;
+    const jobs = new CapturedJobs();
+    new EmbeddingWorker(
+      app.app.get(Database),
+      app.app.get(Embedder),
+      clock,
+      logger,
+      app.app.get<unknown, ConfigType<typeof embeddingsConfig>>(embeddingsConfig.KEY, {
+        strict: false,
+      }),
+      jobs,
+      NO_METRICS,
+    );
+    return { clock, warnings, run: jobs.run! };
+  }
+
+  /** New memories (`count`, or these texts), and the cursor's safe bound past them. */
+  async function newMemories(count: number | string[]): Promise<string> {
+    const texts =
+      typeof count === 'number'
+        ? Array.from({ length: count }, (_, i) => `Lease note ${i} of ${Date.now()}.`)
+        : count;
+    await importConversation(app, auth, personalityId, uniqueUserId('lease'), texts);
+    // The bound's own logic (ids final once every older transaction ended) is embeddings.e2e's;
+    // with no pending bound, the next claim keeps this one.
+    const {
+      rows: [{ last }],
+    } = await db.query<{ last: string }>(
+      `INSERT INTO embedding_cursors (source, model, safe_bound)
+       SELECT 'memories', 'fake-embed', max(id) FROM memories
+       ON CONFLICT (source, model) DO UPDATE
+         SET safe_bound = excluded.safe_bound, pending_bound = NULL, pending_xmax = NULL
+       RETURNING safe_bound::text AS last`,
+    );
+    return last;
+  }
+  async function cursor() {
+    const { rows } = await db.query<{
+      position: string;
+      leased_until: Date | null;
+      lease_token: string | null;
+    }>(
+      `SELECT position::text, leased_until, lease_token FROM embedding_cursors
+        WHERE source = 'memories' AND model = 'fake-embed'`,
+    );
+    return rows[0];
+  }
+  async function count(query: string): Promise<number> {
+    const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${query}`);
+    return rows[0].n;
+  }
+  const idleInTransaction = () =>
+    count(`pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`);
+  const requested = (n: number) =>
+    eventually(
+      () => (provider.requests.length >= n ? true : undefined),
+      () => `${n} provider requests (${provider.requests.length} so far)`,
+    );
+  /** A run left waiting on the provider: awaited by the test, or by afterAll should it fail. */
+  function started(run: Promise<void>): Promise<void> {
+    pending.push(run);
+    return run;
+  }
+
+  let a: Instance;
+  let b: Instance;
+  let runA: Promise<void>;
+  let batch: string[];
+
+  it('holds no transaction and no lock while the provider answers: a lease on the cursor instead', async () => {
+    const last = await newMemories(6);
+    a = instance();
+    provider.hold();
+    runA = started(a.run());
+    await requested(1);
+    batch = provider.requests[0].input;
+    expect(batch).toHaveLength(6);
+    // The provider takes its time: no connection of the service waits in a transaction meanwhile.
+    for (let i = 0; i < 5; i += 1) {
+      expect(await idleInTransaction()).toBe(0);
+      await sleep(100);
+    }
+    // The cursor row is not locked (NOWAIT would fail), and is leased for LEASE_MS from the claim.
+    await db.query('BEGIN');
+    try {
+      await db.query(`SELECT 1 FROM embedding_cursors WHERE source = 'memories' FOR UPDATE NOWAIT`);
+    } finally {
+      await db.query('COMMIT');
+    }
+    const leased = await cursor();
+    expect(leased.position).toBe('0');
+    expect(leased.lease_token).not.toBeNull();
+    expect(leased.leased_until!.getTime()).toBeGreaterThan(a.clock.nowMs() + LEASE_MS - 60_000);
+    expect(leased.leased_until!.getTime()).toBeLessThanOrEqual(a.clock.nowMs() + LEASE_MS);
+    expect(provider.requests[0].answered).toBe(false);
+    expect(last).not.toBe('0');
+  });
+
+  it('another instance skips a live lease, takes an expired one over, and the late holder moves nothing', async () => {
+    b = instance();
+    // Live: B claims nothing and sends nothing.
+    await b.run();
+    expect(provider.requests).toHaveLength(1);
+    expect(await count('memory_embeddings')).toBe(0);
+    // Expired by B's clock: B takes the same batch over.
+    b.clock.advance(LEASE_MS + 1_000);
+    const runB = started(b.run());
+    await requested(2);
+    expect(provider.requests[1].input).toEqual(batch);
+    expect(b.warnings).toContain('embedding lease expired: taking the batch over');
+    provider.open();
+    provider.release(1);
+    await runB;
+    const taken = await cursor();
+    expect(taken.lease_token).toBeNull();
+    expect(taken.leased_until).toBeNull();
+    expect(await count('memory_embeddings')).toBe(6);
+    // B goes on past the batch A still holds.
+    const last = await newMemories(4);
+    await b.run();
+    expect(provider.requests).toHaveLength(3);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(10);
+
+    // A's answer comes at last: its lease is gone, so it stores nothing and the cursor stays.
+    provider.release(0);
+    await runA;
+    expect(a.warnings).toContain(
+      'embedding lease expired before the batch was stored: another instance took it over',
+    );
+    const after = await cursor();
+    expect(after.position).toBe(last);
+    expect(after.lease_token).toBeNull();
+    expect(await count('memory_embeddings')).toBe(10);
+    expect(await idleInTransaction()).toBe(0);
+  });
+
+  it('a failed provider call gives the lease back: the retry after the backoff takes the batch', async () => {
+    const c = instance();
+    const last = await newMemories(2);
+    provider.failWith(503);
+    const sent = provider.requests.length;
+    await c.run();
+    expect(provider.requests).toHaveLength(sent + 1);
+    expect(c.warnings).toContain('embeddings provider failed: retrying later');
+    const failed = await cursor();
+    expect(failed.lease_token).toBeNull();
+    expect(failed.position).not.toBe(last);
+    provider.failWith(null);
+    // Within the backoff: nothing tried.
+    await c.run();
+    expect(provider.requests).toHaveLength(sent + 1);
+    // Past the longest backoff (a minute), well within a lease that had been kept (two).
+    c.clock.advance(60_000);
+    await c.run();
+    expect(provider.requests).toHaveLength(sent + 2);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(12);
+  });
+
+  it('texts sent one by one after a refusal stop while the lease can still be kept: the batch is stored as far as it got', async () => {
+    const d = instance();
+    const texts = ['First of three.', 'Second of three.', 'Third of three, REFUSED.'];
+    const last = await newMemories(texts);
+    const {
+      rows: [{ first }],
+    } = await db.query<{ first: string }>(
+      'SELECT min(id)::text AS first FROM memories WHERE content = ANY($1)',
+      [texts],
+    );
+    provider.refuse('REFUSED');
+    provider.hold();
+    const sent = provider.requests.length;
+    const run = started(d.run());
+    // The batch's call, refused: then the texts one by one.
+    await requested(sent + 1);
+    expect(provider.requests[sent].input).toEqual(texts);
+    provider.release(sent);
+    await requested(sent + 2);
+    expect(provider.requests[sent + 1].input).toEqual([texts[0]]);
+    // A call takes up to 30 s, and must end 30 s before the lease does: none starts past 60 s.
+    d.clock.advance(LEASE_MS / 2 + 1);
+    provider.open();
+    provider.release(sent + 1);
+    await run;
+    expect(provider.requests).toHaveLength(sent + 2);
+    const partial = await cursor();
+    expect(partial.position).toBe(first);
+    expect(partial.lease_token).toBeNull();
+    // The next run takes the rest (the refused text skipped alone).
+    await d.run();
+    expect(provider.requests.slice(sent + 2).map((request) => request.input)).toEqual([
+      texts.slice(1),
+      [texts[1]],
+      [texts[2]],
+    ]);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(14);
+    expect(d.warnings).toEqual(['text refused by the embeddings provider: skipped']);
+    provider.refuse(null);
+  });
+});
