@@ -382,7 +382,12 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
       `UPDATE end_users SET status = 'deleting', erase_after = now() - interval '1 minute' WHERE id = $1`,
       [endUserId],
     );
-    await on[0].app.get(ErasureWorker).eraseDue();
+    // The other instance's erasure timer may hold the end user (SKIP LOCKED) when this one asks:
+    // both are asked until the end user is gone.
+    await eventually(async () => {
+      for (const instance of on) await instance.app.get(ErasureWorker).eraseDue();
+      return (await count('end_users WHERE id = $1', [endUserId])) === 0 ? true : undefined;
+    }, 'the end user to be erased');
     expect(await count('memory_embeddings WHERE end_user_id = $1', [endUserId])).toBe(0);
   });
 });
