@@ -1,5 +1,7 @@
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import type { Response } from 'supertest';
 import type { DataSource } from 'typeorm';
 import { AuditRetentionWorker } from '../src/audit/audit-retention.worker';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
@@ -851,6 +853,121 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         [adminKey.id, 'member_demoted'],
       ]);
     });
+
+    /**
+     * Sessions waiting, directly or down a line of waiters, for the lock `holderPid` holds: how
+     * the spec knows where the demotion and the creation have got to, whatever other sessions
+     * of the database do meanwhile.
+     */
+    const waitingBehind = async (holderPid: number): Promise<number> => {
+      const [row]: Array<{ waiting: number }> = await db.query(
+        `WITH RECURSIVE blocked AS (
+             SELECT pid FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))
+             UNION
+             SELECT a.pid FROM pg_stat_activity a JOIN blocked b ON b.pid = ANY (pg_blocking_pids(a.pid)))
+         SELECT count(*)::int AS waiting FROM blocked`,
+        [holderPid],
+      );
+      return row.waiting;
+    };
+
+    it.each([
+      // The demotion waits for the hold on the member's own key, before it has locked anything
+      // of the tree: the creation through that key goes first, and the demotion revokes its key.
+      ['the member’s key', 'through the member’s key', false],
+      // The demotion waits for the hold on a key made by the member's key, once it has locked
+      // the member's own keys: the creation through that key waits for it, then is refused.
+      ['a key made by the member’s key', 'through a key made by the member’s key', true],
+    ])(
+      'leaves no admin key behind when a key is made through the demoted admin’s keys at that moment (hold on %s; creation %s)',
+      async (_held, _through, throughChild) => {
+        const owner = await signUpVerified(t, smtp);
+        const admin = await addMember(owner, 'admin');
+        const org = owner.organizationId;
+        const adminKey = await keyAs(admin.accessToken, ['admin'], org);
+        const childKey = await keyAs(adminKey.key, ['admin'], undefined, 'made by a key');
+        const creator = throughChild ? childKey : adminKey;
+        // Each key used once (and its last_used_at written) before the hold, so the guard's
+        // write of it is not one more session waiting.
+        for (const key of [adminKey, childKey]) expect(await works(key.key)).toBe(200);
+        await eventually(async () => {
+          const rows: unknown[] = await db.query(
+            `SELECT 1 FROM api_keys WHERE id = ANY ($1::uuid[]) AND last_used_at IS NOT NULL`,
+            [[adminKey.id, childKey.id]],
+          );
+          return rows.length === 2 || undefined;
+        }, 'last_used_at of both keys');
+
+        const holder = new Client({ connectionString: process.env.DATABASE_URL });
+        await holder.connect();
+        let holding = true;
+        const release = async () => {
+          if (!holding) return;
+          holding = false;
+          await holder.query('ROLLBACK');
+        };
+        try {
+          const [{ pid }] = (await holder.query('SELECT pg_backend_pid() AS pid')).rows as Array<{
+            pid: number;
+          }>;
+          await holder.query('BEGIN');
+          // FOR SHARE: what a concurrent key creation through this key could hold; the demotion's
+          // revocation waits for it, a creation or a foreign key check does not.
+          await holder.query('SELECT 1 FROM api_keys WHERE id = $1 FOR SHARE', [creator.id]);
+          const demoting = t
+            .http()
+            .patch(`/v1/organizations/${org}/members/${admin.userId}`)
+            .set(as(owner.accessToken))
+            .send({ role: 'member' })
+            .then((response) => response);
+          await eventually(
+            async () => ((await waitingBehind(pid)) >= 1 ? true : undefined),
+            'the demotion waiting for the held key',
+          );
+          let created: Response | undefined;
+          const creating = t
+            .http()
+            .post('/v1/api-keys')
+            .set('Authorization', `Bearer ${creator.key}`)
+            .send({ name: 'made while the maker was demoted', scopes: ['admin'] })
+            .then((response) => (created = response));
+          // The creation either answers (it went first) or waits behind the demotion.
+          await eventually(
+            async () => (created || (await waitingBehind(pid)) >= 2 ? true : undefined),
+            'the creation answering or waiting for the demotion',
+          );
+          await release();
+          const [demoted] = await Promise.all([demoting, creating]);
+          expect(demoted.status).toBe(200);
+          const made = created!;
+          if (throughChild) expectError(made, 401, 'unauthenticated');
+          else expect(made.status).toBe(201);
+          if (made.status === 201) {
+            // Made through the member's key before the demotion locked it: revoked with the rest.
+            expect(await works(made.body.key as string)).toBe(401);
+          }
+          // No admin key the member made, directly or down the line, still stands.
+          const standing: unknown[] = await db.query(
+            `WITH RECURSIVE made AS (
+                 SELECT id FROM api_keys WHERE created_by_user_id = $1
+                 UNION
+                 SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id)
+             SELECT id FROM api_keys
+              WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND 'admin' = ANY (scopes)`,
+            [admin.userId],
+          );
+          expect(standing).toEqual([]);
+          const revoked = await auditOf(owner, 'api_key.revoked');
+          expect(revoked.map((event) => [event.target.id, event.details.reason]).sort()).toEqual(
+            [adminKey.id, childKey.id, ...(made.status === 201 ? [made.body.id as string] : [])]
+              .sort()
+              .map((id) => [id, 'member_demoted']),
+          );
+        } finally {
+          await release().finally(() => holder.end());
+        }
+      },
+    );
   });
 
   describe('API key rolling', () => {

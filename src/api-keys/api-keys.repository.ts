@@ -59,6 +59,8 @@ const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
+const KEY_ID_PROPERTY = Columns.propertiesOf<ApiKey>()('id');
+
 /** A key's expiry once brought forward: never null. */
 const ENDS_AT = Columns.computed<{ endsAt: Date }>({ endsAt: sql`expires_at` });
 
@@ -92,6 +94,77 @@ function insertKey(key: NewApiKey) {
             ${key.rateLimitRps}, ${key.rateLimitBurst}, ${key.rateLimitBucketId})`;
 }
 
+/*
+ * Locks on api_keys rows, and why they cannot deadlock.
+ *
+ * Removing or demoting a member revokes the keys the member made and the keys made by those,
+ * down the line (revokeMadeBy). A key made through one of those keys at that moment must not
+ * escape the walk: so a key made by a key takes FOR SHARE locks on its creator (checked live
+ * under the lock) and on the root of its creator's line (the key a user made, where the line
+ * starts: created_by_api_key_id IS NULL), and the revocation first locks every key the member
+ * made (every root of the member's lines, live or not), and only then, in a statement of its own
+ * (its snapshot taken once those locks are held), walks the lines and revokes. A creation that
+ * locked a root first commits before the walk reads, which sees its key; one that comes later
+ * waits for the revocation to commit, then finds its creator revoked and makes nothing.
+ *
+ * Every statement that locks more than one key row locks them in one order, by
+ * RANK_ORDER: keys made by a user (roots) before keys made by keys, each by id. The creation
+ * (root, then creator), the roll (the rolled key, the caller's root and the caller, together)
+ * and the revocation (the member's roots, then the live keys of the walk, the roots among them
+ * already held) all do; every other statement of api_keys locks one row (a revocation by id, a
+ * rename, last_used_at) and waits for nothing else while holding it. Transactions that take
+ * their row locks in one total order cannot wait for each other in a cycle. Besides key rows,
+ * the revocation holds the organization's memberships (locked before any key), which no
+ * statement here waits for, and the webhook step's FOR KEY SHARE of endpoints, which conflicts
+ * with none of these.
+ */
+const RANK_ORDER = sql`created_by_api_key_id IS NOT NULL, id`;
+
+/** The keys up `keyId`'s line of creators, to the root: `WITH RECURSIVE line AS (…)`. */
+function lineOf(keyId: string | null) {
+  return sql`WITH RECURSIVE line AS (
+      SELECT id, created_by_api_key_id FROM api_keys WHERE id = ${keyId}::uuid
+      UNION
+      SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.created_by_api_key_id)`;
+}
+
+/** A key that works at `at`: neither revoked nor expired. */
+const liveAt = (at: Date) =>
+  sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)`;
+
+/**
+ * The key, made by the live key `createdByApiKeyId` (as of `at`): its creator and the root of
+ * the creator's line are locked FOR SHARE (see RANK_ORDER) and the creator checked under the
+ * lock, so no row is inserted when a concurrent revocation got there first.
+ */
+function insertKeyMadeByKey(key: NewApiKey & { createdByApiKeyId: string }, at: Date) {
+  const creatorId = key.createdByApiKeyId;
+  return sql`WITH creator AS MATERIALIZED (
+      ${lineOf(creatorId)}
+      SELECT id FROM api_keys
+       WHERE id IN (SELECT id FROM line WHERE id = ${creatorId}::uuid OR created_by_api_key_id IS NULL)
+         AND organization_id = ${key.organizationId}
+         AND (id <> ${creatorId}::uuid OR (${liveAt(at)}))
+       ORDER BY ${RANK_ORDER}
+         FOR SHARE)
+    INSERT INTO api_keys
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+    SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix}, ${key.lastFour},
+           ${key.keyHash}::bytea, NULL::uuid, ${creatorId}::uuid, ${key.expiresAt}::timestamptz,
+           ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
+           ${key.rateLimitBucketId}::uuid
+      FROM creator WHERE id = ${creatorId}::uuid`;
+}
+
+/** The key as inserted: by a key, under the locks above; by a user, as is. */
+function insertKeyAt(key: NewApiKey, at: Date) {
+  const { createdByApiKeyId } = key;
+  return createdByApiKeyId === null
+    ? insertKey(key)
+    : insertKeyMadeByKey({ ...key, createdByApiKeyId }, at);
+}
+
 /**
  * Every query of api_keys: the one-statement writes and the lookup on the authentication path on
  * the pool (one round trip, named so PostgreSQL plans them once), the rest in the caller's
@@ -103,9 +176,9 @@ export class ApiKeysRepository {
 
   /**
    * The key, its audit event and its webhook event (first due at `at`) in one statement (one
-   * transaction).
+   * transaction); undefined when the key it is made by (if any) no longer works at `at`.
    */
-  async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow> {
+  async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow | undefined> {
     const details = JSON.stringify({
       name: key.name,
       scopes: key.scopes,
@@ -119,7 +192,7 @@ export class ApiKeysRepository {
         webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                              'expires_at', expires_at)`,
       },
-      (lent) => sql`${insertKey(key)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
+      (lent) => sql`${insertKeyAt(key, at)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
     );
     const entries = [
       created,
@@ -130,14 +203,16 @@ export class ApiKeysRepository {
         at,
       }),
     ];
-    const row = await this.database.row(
+    return this.database.row(
       withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
       { prepared: true },
     );
-    return row!;
   }
 
-  /** In the caller's transaction (a roll issues the new key with the old one's end). */
+  /**
+   * In the caller's transaction (a roll issues the new key with the old one's end), once
+   * lockForRoll has locked and checked the key it is made by.
+   */
   async insert(manager: EntityManager, key: NewApiKey): Promise<ApiKeyRow> {
     const row = await this.database.row(SHOWN_KEY.query`${insertKey(key)} RETURNING ${SHOWN_KEY}`, {
       manager,
@@ -146,23 +221,38 @@ export class ApiKeysRepository {
   }
 
   /**
-   * The organization's live (not revoked, not expired at `now`) key, locked until the
-   * transaction ends: two concurrent rolls of one key run one after the other.
+   * For a roll of the organization's key `id` by the key `callerKeyId` (null: by a user): locks,
+   * until the transaction ends, the rolled key (two concurrent rolls of one key run one after
+   * the other), the caller's key and the root of its line (the new key is made by the caller's
+   * key), all in one statement, in RANK_ORDER. Answers the rolled key when
+   * it works at `now` (else undefined), and whether the caller's key does.
    */
-  lockLive(
+  async lockForRoll(
     manager: EntityManager,
     id: string,
     organizationId: string,
+    callerKeyId: string | null,
     now: Date,
-  ): Promise<RowOf<typeof ROLLED> | undefined> {
-    return this.database.row(
-      ROLLED.query`SELECT ${ROLLED}
+  ): Promise<{ rolled: RowOf<typeof ROLLED> | undefined; callerLive: boolean }> {
+    const locked = ROLLED.and(KEY_ID_PROPERTY).and(
+      Columns.computed<{ live: boolean }>({ live: liveAt(now) }),
+    );
+    const rows = await this.database.rows(
+      locked.query`${lineOf(callerKeyId)}
+          SELECT ${locked}
             FROM api_keys
-           WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-             AND (expires_at IS NULL OR expires_at > ${now})
-           FOR UPDATE`,
+           WHERE organization_id = ${organizationId}
+             AND (id = ${id} OR id = ${callerKeyId}::uuid
+                  OR id IN (SELECT id FROM line WHERE created_by_api_key_id IS NULL))
+           ORDER BY ${RANK_ORDER}
+           FOR NO KEY UPDATE`,
       { manager },
     );
+    const rolled = rows.find((row) => row.id === id && row.live);
+    return {
+      rolled,
+      callerLive: callerKeyId === null || rows.some((row) => row.id === callerKeyId && row.live),
+    };
   }
 
   /** Revokes the key at `at`. */
@@ -221,6 +311,13 @@ export class ApiKeysRepository {
    * made, down the line (with `adminOnly`, only the keys holding the admin scope), writing each
    * one's audit and webhook events, in the caller's transaction; answers their hashes. A key
    * cannot grant scopes it lacks, so the admin keys down the line are all made by admin keys.
+   *
+   * Every key the user made, live or not, is locked first, in a statement of its own: a key made
+   * by a key locks the root of its line (RANK_ORDER), so a creation through any key down the
+   * user's lines has either committed before the walk below reads (and the walk sees its key),
+   * or waits for this transaction and then finds its creator revoked. The walk, in the next
+   * statement, reads a snapshot taken once those locks are held, and locks what it revokes in
+   * RANK_ORDER.
    */
   async revokeMadeBy(
     manager: EntityManager,
@@ -230,22 +327,29 @@ export class ApiKeysRepository {
     at: Date,
     audit: AuditStep,
   ): Promise<Buffer[]> {
-    const live = sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)
-      AND (NOT ${options.adminOnly}::boolean OR 'admin' = ANY (scopes))`;
-    // Through every key the user made, live or not: a key made by one revoked or expired since
-    // is still the user's doing, and still works.
-    const made = await this.database.rows(
-      KEY_ID.query`WITH RECURSIVE made AS (
-            SELECT id FROM api_keys
-             WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
-            UNION
-            SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-             WHERE k.organization_id = ${organizationId})
-          SELECT ${KEY_ID} FROM api_keys
-           WHERE id IN (SELECT id FROM made) AND ${live}`,
+    const roots = await this.database.rows(
+      KEY_ID.query`SELECT ${KEY_ID} FROM api_keys
+           WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
+           ORDER BY id
+           FOR NO KEY UPDATE`,
       { manager },
     );
-    if (made.length === 0) return [];
+    // Every key down the user's lines descends from a key the user made.
+    if (roots.length === 0) return [];
+    // Through every key the user made, live or not: a key made by one revoked or expired since
+    // is still the user's doing, and still works.
+    const targets = sql`targets AS (
+        WITH RECURSIVE made AS (
+          SELECT id FROM api_keys
+           WHERE organization_id = ${organizationId} AND created_by_user_id = ${userId}
+          UNION
+          SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
+           WHERE k.organization_id = ${organizationId})
+        SELECT id FROM api_keys
+         WHERE id IN (SELECT id FROM made) AND ${liveAt(at)}
+           AND (NOT ${options.adminOnly}::boolean OR 'admin' = ANY (scopes))
+         ORDER BY ${RANK_ORDER}
+           FOR NO KEY UPDATE)`;
     const revoked = cte(
       'revoked',
       {
@@ -255,10 +359,11 @@ export class ApiKeysRepository {
       },
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}
-         WHERE id = ANY (${made.map((row) => row.id)}::uuid[]) AND revoked_at IS NULL
+         WHERE id IN (SELECT id FROM targets) AND revoked_at IS NULL
         RETURNING ${KEY_HASH}, ${lent}`,
     );
     const entries = [
+      targets,
       revoked,
       audit(revoked),
       webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),

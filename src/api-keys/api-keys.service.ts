@@ -161,6 +161,9 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       ),
       now,
     );
+    // Made by a key revoked (or expired) meanwhile: by a member's removal or demotion that
+    // locked it first, say. The key no longer authenticates anything, this request included.
+    if (!created) throw AppError.unauthenticated();
     return this.issued(key, row, created);
   }
 
@@ -175,7 +178,16 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   ): Promise<CreatedApiKeyDto> {
     const now = this.clock.now();
     const { created, oldHash } = await this.database.transaction(async (manager) => {
-      const old = await this.keys.lockLive(manager, id, caller.organizationId, now);
+      // The rolled key, and the caller's key that makes the new one (ApiKeysRepository's
+      // RANK_ORDER: a member's removal or demotion revokes what that key makes).
+      const { rolled: old, callerLive } = await this.keys.lockForRoll(
+        manager,
+        id,
+        caller.organizationId,
+        caller.kind === 'api_key' ? caller.apiKeyId : null,
+        now,
+      );
+      if (!callerLive) throw AppError.unauthenticated();
       if (!old) throw AppError.notFound('API key');
       const oldEndsAt =
         expiresInSeconds === 0

@@ -14,6 +14,10 @@ import type { Scope } from '../../common/auth/caller';
 @Unique('api_keys_key_hash_unique', ['keyHash'])
 @Check('api_keys_created_by_one', `created_by_user_id IS NULL OR created_by_api_key_id IS NULL`)
 @Index('api_keys_organization_idx', ['organizationId', 'createdAt'])
+// The keys a key made: the walk of a member's keys down the line (ApiKeysRepository.revokeMadeBy).
+@Index('api_keys_created_by_api_key_idx', ['createdByApiKeyId'], {
+  where: 'created_by_api_key_id IS NOT NULL',
+})
 @Check(
   'api_keys_rate_limit_check',
   `(rate_limit_rps IS NULL) = (rate_limit_burst IS NULL) AND rate_limit_rps > 0 AND rate_limit_burst >= 1`,
