@@ -1,38 +1,47 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import type { TestingModule } from '@nestjs/testing';
+import { ApiKeysModule } from '../../src/api-keys/api-keys.module';
 import { ApiKeysService } from '../../src/api-keys/api-keys.service';
 import type { Scope, UserCaller } from '../../src/common/auth/caller';
 import { Clock, ManualClock } from '../../src/common/time/clock';
+import { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
 import { expectAppError } from '../support/assertions';
-import { signUp } from '../support/identity';
-import { createTestApp, type TestApp } from '../support/test-app';
+import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 /**
- * ApiKeysService on the real database (a "medium" spec): the service called directly, its rules
- * checked against the rows it writes, time moved by a ManualClock instead of sleeps.
+ * The api-keys module alone on a real PostgreSQL, without HTTP (a "medium" spec): ApiKeysService
+ * called directly, its rules checked against the rows it writes, time moved by a ManualClock (the
+ * module's Clock answers it) instead of sleeps. Users and organizations are written by Factory.
  */
 describe('ApiKeysService (real database)', () => {
   const clock = new ManualClock();
-  let t: TestApp;
+  let moduleRef: TestingModule;
   let keys: ApiKeysService;
-  let db: DataSource;
+  let database: Database;
+  let factory: Factory;
 
   beforeAll(async () => {
-    t = await createTestApp({
-      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
-    });
-    keys = t.app.get(ApiKeysService);
-    db = t.app.get(DataSource);
+    moduleRef = await moduleAlone([ApiKeysModule], { REDIS_URL: undefined }, (builder) =>
+      builder.overrideProvider(Clock).useValue(clock),
+    );
+    keys = moduleRef.get(ApiKeysService);
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await moduleRef?.close();
+  });
 
-  /** A user of a fresh organization, acting with `scopes`. */
+  /** The owner of a fresh organization, acting with `scopes`. */
   async function userWith(scopes: Scope[]): Promise<UserCaller> {
-    const owner = await signUp(t);
+    const organizationId = await factory.organization();
+    const userId = await factory.member(organizationId, 'owner');
     return {
       kind: 'user',
-      userId: owner.userId,
-      organizationId: owner.organizationId,
+      userId,
+      organizationId,
       scopes,
       requestId: randomUUID(),
       ip: '192.0.2.10',
@@ -40,20 +49,17 @@ describe('ApiKeysService (real database)', () => {
   }
 
   async function auditEvents(organizationId: string, action: string) {
-    const rows: Array<{ target_id: string; actor_id: string; details: Record<string, unknown> }> =
-      await db.query(
-        `SELECT target_id, actor_id, details FROM audit_events
-          WHERE organization_id = $1 AND action = $2 ORDER BY created_at`,
-        [organizationId, action],
-      );
-    return rows;
+    return database.rows<{ target_id: string; actor_id: string; details: Record<string, unknown> }>(
+      sql`SELECT target_id, actor_id, details FROM audit_events
+           WHERE organization_id = ${organizationId} AND action = ${action} ORDER BY created_at`,
+    );
   }
 
   /** When the events were written: the service's Clock, not the database's, dates them. */
   async function auditTimes(organizationId: string, action: string): Promise<string[]> {
-    const rows: Array<{ created_at: Date }> = await db.query(
-      `SELECT created_at FROM audit_events WHERE organization_id = $1 AND action = $2`,
-      [organizationId, action],
+    const rows = await database.rows<{ created_at: Date }>(
+      sql`SELECT created_at FROM audit_events
+           WHERE organization_id = ${organizationId} AND action = ${action}`,
     );
     return rows.map((row) => row.created_at.toISOString());
   }
@@ -181,9 +187,8 @@ describe('ApiKeysService (real database)', () => {
       expires_at: expiresAt.toISOString(),
     });
     await keys.roll(caller, soon.id, 3_600);
-    const [row]: Array<{ expires_at: Date }> = await db.query(
-      'SELECT expires_at FROM api_keys WHERE id = $1',
-      [soon.id],
+    const [row] = await database.rows<{ expires_at: Date }>(
+      sql`SELECT expires_at FROM api_keys WHERE id = ${soon.id}`,
     );
     expect(row.expires_at.toISOString()).toBe(expiresAt.toISOString());
     clock.advance(10_000);

@@ -1,46 +1,58 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import type { TestingModule } from '@nestjs/testing';
 import type { ApiKeyCaller } from '../../src/common/auth/caller';
 import { AppError } from '../../src/common/errors/app-error';
 import { Clock, ManualClock } from '../../src/common/time/clock';
+import { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
+import { EndUsersModule } from '../../src/end-users/end-users.module';
 import { EndUsersService } from '../../src/end-users/end-users.service';
 import { ErasureWorker } from '../../src/end-users/erasure.worker';
 import { uniqueUserId } from '../support/data-plane';
-import { signUp } from '../support/identity';
-import { createTestApp, type TestApp } from '../support/test-app';
+import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 const GRACE_SECONDS = 30;
 const POLL_MS = 3_600_000;
 
 /**
- * EndUsersService and the erasure worker on a real database (a "medium" spec): the app's own
- * providers, called directly, with a clock the spec moves instead of sleeping. The worker never
- * polls on its own here (an hour's interval); the spec drives it.
+ * The end-users module alone on a real PostgreSQL, without HTTP (a "medium" spec): EndUsersService
+ * and the erasure worker called directly, with a clock the spec moves instead of sleeping (the
+ * module's Clock answers a ManualClock). The worker never polls on its own (no background job runs
+ * in a module built alone, and its interval is an hour anyway); the spec drives it. What it erases
+ * is up to the participants in the module and its imports, among them the end_users row
+ * (EndUsersRepository) and the audit events' redaction (AuditService) this spec checks; the
+ * other modules' participants are test/erasure-coverage.e2e-spec.ts's. Organizations are written
+ * by Factory.
  */
 describe('EndUsersService (database)', () => {
-  let t: TestApp;
+  let moduleRef: TestingModule;
   let endUsers: EndUsersService;
   let worker: ErasureWorker;
-  let dataSource: DataSource;
+  let database: Database;
+  let factory: Factory;
   let organizationId: string;
   const clock = new ManualClock();
 
   beforeAll(async () => {
-    t = await createTestApp({
-      env: {
+    moduleRef = await moduleAlone(
+      [EndUsersModule],
+      {
+        REDIS_URL: undefined,
         ERASURE_GRACE_SECONDS: String(GRACE_SECONDS),
         ERASURE_POLL_INTERVAL_MS: String(POLL_MS),
       },
-      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
-    });
-    endUsers = t.app.get(EndUsersService);
-    worker = t.app.get(ErasureWorker);
-    dataSource = t.app.get(DataSource);
-    ({ organizationId } = await signUp(t));
+      (builder) => builder.overrideProvider(Clock).useValue(clock),
+    );
+    endUsers = moduleRef.get(EndUsersService);
+    worker = moduleRef.get(ErasureWorker);
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
+    organizationId = await factory.organization();
   });
 
   afterAll(async () => {
-    await t.close();
+    await moduleRef?.close();
   });
 
   const caller = (): ApiKeyCaller => ({
@@ -88,18 +100,18 @@ describe('EndUsersService (database)', () => {
       );
       expect(results.filter((r) => r.created)).toHaveLength(1);
       expect(new Set(results.map((r) => r.row.id)).size).toBe(1);
-      const [{ n }] = await dataSource.query(
-        'SELECT count(*)::int AS n FROM end_users WHERE organization_id = $1 AND user_id = $2',
-        [organizationId, userId],
+      const [{ n }] = await database.rows<{ n: number }>(
+        sql`SELECT count(*)::int AS n FROM end_users
+             WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
       );
       expect(n).toBe(1);
     });
 
     it('keeps user_ids of different organizations apart', async () => {
-      const other = await signUp(t);
+      const other = await factory.organization();
       const userId = uniqueUserId('shared');
       const mine = await endUsers.ensure(organizationId, userId);
-      const theirs = await endUsers.ensure(other.organizationId, userId);
+      const theirs = await endUsers.ensure(other, userId);
       expect(theirs.created).toBe(true);
       expect(theirs.row.id).not.toBe(mine.row.id);
     });
@@ -122,10 +134,10 @@ describe('EndUsersService (database)', () => {
       // A later DELETE keeps the first schedule and is not audited again.
       clock.advance(10_000);
       expect(await endUsers.scheduleErasure(caller(), userId)).toEqual(deletion);
-      const events = await dataSource.query(
-        `SELECT details FROM audit_events
-          WHERE organization_id = $1 AND action = 'end_user.deleted' AND target_id = $2`,
-        [organizationId, userId],
+      const events = await database.rows(
+        sql`SELECT details FROM audit_events
+             WHERE organization_id = ${organizationId} AND action = 'end_user.deleted'
+               AND target_id = ${userId}`,
       );
       expect(events).toEqual([
         { details: { erase_after: new Date(scheduledAt + GRACE_SECONDS * 1000).toISOString() } },
@@ -144,19 +156,26 @@ describe('EndUsersService (database)', () => {
       await endUsers.ensure(organizationId, userId, { plan: 'pro' });
       await endUsers.scheduleErasure(caller(), userId);
 
+      /** Audit events that still name the end user by its user_id. */
+      const naming = async () => {
+        const [{ n }] = await database.rows<{ n: number }>(
+          sql`SELECT count(*)::int AS n FROM audit_events
+               WHERE organization_id = ${organizationId} AND target_type = 'end_user'
+                 AND target_id = ${userId}`,
+        );
+        return n;
+      };
+
       clock.advance(GRACE_SECONDS * 1000 - 1);
       await worker.eraseDue();
       expect((await endUsers.get(organizationId, userId)).status).toBe('deleting');
+      // The end_user.deleted event, which the erasure must redact.
+      expect(await naming()).toBe(1);
 
       clock.advance(1);
       expect(await worker.eraseDue()).toBeGreaterThanOrEqual(1);
       expect((await rejection(endUsers.get(organizationId, userId))).code).toBe('not_found');
-      const redacted = await dataSource.query(
-        `SELECT count(*)::int AS n FROM audit_events
-          WHERE organization_id = $1 AND target_type = 'end_user' AND target_id = $2`,
-        [organizationId, userId],
-      );
-      expect(redacted[0].n).toBe(0);
+      expect(await naming()).toBe(0);
 
       const fresh = await endUsers.ensure(organizationId, userId);
       expect(fresh.created).toBe(true);
@@ -166,9 +185,8 @@ describe('EndUsersService (database)', () => {
     it('404 for an unknown user, without an audit event', async () => {
       const userId = uniqueUserId('unknown');
       expect((await rejection(endUsers.scheduleErasure(caller(), userId))).code).toBe('not_found');
-      const events = await dataSource.query(
-        `SELECT 1 FROM audit_events WHERE action = 'end_user.deleted' AND target_id = $1`,
-        [userId],
+      const events = await database.rows(
+        sql`SELECT 1 FROM audit_events WHERE action = 'end_user.deleted' AND target_id = ${userId}`,
       );
       expect(events).toEqual([]);
     });

@@ -1,45 +1,49 @@
+import type { TestingModule } from '@nestjs/testing';
+import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { Clock, ManualClock } from '../../src/common/time/clock';
-import { EndUsersService } from '../../src/end-users/end-users.service';
-import { RespondRepository } from '../../src/respond/respond.repository';
+import { Database } from '../../src/database/database';
+import { sql, withEntries, type WithEntry } from '../../src/database/sql';
+import { UsageModule } from '../../src/usage/usage.module';
 import { UsageService } from '../../src/usage/usage.service';
 import { relationshipActivityStep, tokenUsageStep } from '../../src/usage/usage.steps';
-import { clonePersonality, uniqueUserId } from '../support/data-plane';
-import { tenantWithKey } from '../support/identity';
-import { createTestApp, type TestApp } from '../support/test-app';
+import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 /**
- * UsageService on a real database (a "medium" spec): the month's relationships and token counts
- * as /v1/respond's statement records them, with a clock the spec sets to a month's edge.
+ * The usage module alone on a real PostgreSQL, without HTTP ("medium" spec): UsageService's
+ * month's relationships and token counts as /v1/respond's statement records them (its steps run
+ * in one statement here, as RespondRepository.storeExchange runs them), with a clock the spec
+ * sets to a month's edge.
  */
 describe('UsageService (database)', () => {
-  let t: TestApp;
+  let moduleRef: TestingModule;
   let usage: UsageService;
-  let endUsers: EndUsersService;
-  let statements: RespondRepository;
+  let database: Database;
+  let factory: Factory;
   let organizationId: string;
   let personalityIds: string[];
   const clock = new ManualClock();
 
   beforeAll(async () => {
-    t = await createTestApp({
-      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
-    });
-    usage = t.app.get(UsageService);
-    endUsers = t.app.get(EndUsersService);
-    statements = t.app.get(RespondRepository);
-    // Over HTTP while the clock is the real time (access tokens and keys are time-stamped).
-    const tenant = await tenantWithKey(t, ['read_write']);
-    organizationId = tenant.organizationId;
+    moduleRef = await moduleAlone([UsageModule], {}, (builder) =>
+      builder.overrideProvider(Clock).useValue(clock),
+    );
+    usage = moduleRef.get(UsageService);
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
+    organizationId = await factory.organization();
     personalityIds = [
-      await clonePersonality(t, tenant.auth, 'sage-mentor'),
-      await clonePersonality(t, tenant.auth, 'sage-mentor'),
+      await factory.personality(organizationId, 'Sage 1'),
+      await factory.personality(organizationId, 'Sage 2'),
     ];
   });
 
-  afterAll(async () => {
-    await t.close();
-  });
+  afterAll(() => moduleRef?.close());
+
+  /** The exchange's steps in one statement, as RespondRepository.storeExchange runs them. */
+  const storeExchange = (steps: WithEntry[]) =>
+    database.count(withEntries(steps, sql`SELECT 1`), { prepared: true });
 
   /** What /v1/respond records for one exchange, at the clock's time. */
   async function talk(
@@ -49,7 +53,7 @@ describe('UsageService (database)', () => {
     model: string | null = 'model-a',
   ) {
     const at = clock.now();
-    await statements.storeExchange([
+    await storeExchange([
       relationshipActivityStep({ organizationId, endUserId, personalityId, at }),
       ...(tokens
         ? [
@@ -69,7 +73,11 @@ describe('UsageService (database)', () => {
     ]);
   }
 
-  const newEndUser = async () => (await endUsers.ensure(organizationId, uniqueUserId('usage'))).row;
+  /** A new end user of the organization: its internal id and its user_id. */
+  const newEndUser = async () => {
+    const userId = `usage-${randomUUID()}`;
+    return { id: await factory.endUser(organizationId, userId), user_id: userId };
+  };
 
   it('counts each (end user, personality) pair once per UTC month, across repeats and races', async () => {
     clock.set(new Date('2031-01-31T23:59:59.999Z'));
@@ -186,7 +194,7 @@ describe('UsageService (database)', () => {
     clock.set(new Date('2033-03-10T12:00:00.000Z'));
     const dave = await newEndUser();
     await talk(dave.id, personalityIds[0]);
-    await t.app
+    await moduleRef
       .get(DataSource)
       .transaction((manager) =>
         usage.eraseEndUsers(manager, [{ id: dave.id, organizationId, userId: dave.user_id }]),

@@ -39,4 +39,47 @@ export class Factory {
     const [row] = await this.database.rows<{ id: string }>(statement);
     return row.id;
   }
+
+  /** The organization's token budgets: its organization_limits row, as a PATCH writes it. */
+  async limits(
+    organizationId: string,
+    budgets: { monthlyTokenBudget?: number; endUserDailyTokenBudget?: number },
+  ): Promise<void> {
+    await this.database.count(
+      sql`INSERT INTO organization_limits (organization_id, monthly_token_budget,
+                                           end_user_daily_token_budget)
+          VALUES (${organizationId}, ${budgets.monthlyTokenBudget ?? null},
+                  ${budgets.endUserDailyTokenBudget ?? null})`,
+    );
+  }
+
+  /** A user (verified address) who is a member of the organization with `role`; answers its id. */
+  async member(
+    organizationId: string,
+    role: 'owner' | 'admin' | 'member' = 'owner',
+  ): Promise<string> {
+    const userId = await this.id(
+      sql`INSERT INTO users (email, password_hash, email_verified_at)
+          VALUES (${`user-${randomUUID()}@example.test`}, 'not-a-hash', now()) RETURNING id`,
+    );
+    await this.database.count(
+      sql`INSERT INTO memberships (organization_id, user_id, role)
+          VALUES (${organizationId}, ${userId}, ${role})`,
+    );
+    return userId;
+  }
+
+  /** The organization's token counts of a month (token_usage_months), as replies add them. */
+  async monthTokens(
+    organizationId: string,
+    month: string,
+    tokens: { prompt: number; completion: number; requests?: number },
+  ): Promise<void> {
+    await this.database.count(
+      sql`INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
+                                          completion_tokens, cached_tokens)
+          VALUES (${organizationId}, ${month}, ${tokens.requests ?? 1}, ${tokens.prompt},
+                  ${tokens.completion}, 0)`,
+    );
+  }
 }
