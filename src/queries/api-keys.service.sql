@@ -77,14 +77,20 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
- FROM api_keys
-WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-  AND (expires_at IS NULL OR expires_at > $3)
-FOR UPDATE;
 START TRANSACTION;
 UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $1::timestamptz)
 WHERE id = $2 RETURNING expires_at AS "endsAt";
+WITH RECURSIVE line AS (
+SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
+UNION
+SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.created_by_api_key_id)
+    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live"
+      FROM api_keys
+     WHERE organization_id = $3
+       AND (id = $4 OR id = $5::uuid
+            OR id IN (SELECT id FROM line WHERE created_by_api_key_id IS NULL))
+     ORDER BY created_by_api_key_id IS NOT NULL, id
+     FOR NO KEY UPDATE;
 
 -- roll, the old key revoked at once
 COMMIT;
@@ -100,13 +106,19 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
-SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId"
- FROM api_keys
-WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL
-  AND (expires_at IS NULL OR expires_at > $3)
-FOR UPDATE;
 START TRANSACTION;
 UPDATE api_keys SET revoked_at = $1 WHERE id = $2;
+WITH RECURSIVE line AS (
+SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
+UNION
+SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.created_by_api_key_id)
+    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live"
+      FROM api_keys
+     WHERE organization_id = $3
+       AND (id = $4 OR id = $5::uuid
+            OR id IN (SELECT id FROM line WHERE created_by_api_key_id IS NULL))
+     ORDER BY created_by_api_key_id IS NOT NULL, id
+     FOR NO KEY UPDATE;
 
 -- revoke
 WITH revoked AS (

@@ -5,11 +5,17 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1, $2, $3, $4,
+       $5, $6, $7, $8,
+       $9::jsonb, $10::timestamptz
+ WHERE NOT EXISTS (
+       SELECT 1 FROM audit_events
+        WHERE organization_id = $11::uuid
+          AND action = $12::text AND target_id = $13::text);
 INSERT INTO billing_customers (organization_id, stripe_customer_id)
 VALUES ($1, $2) ON CONFLICT DO NOTHING;
+SELECT 1 FROM billing_subscriptions
+WHERE stripe_subscription_id = $1 FOR UPDATE;
 SELECT 1 FROM billing_subscriptions WHERE stripe_subscription_id = $1;
 SELECT count(*)::int AS "generation", (count(*) FILTER (WHERE status NOT IN ('canceled', 'incomplete_expired')))::int AS "live"
 FROM billing_subscriptions WHERE organization_id = $1;

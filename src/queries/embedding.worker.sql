@@ -3,6 +3,7 @@
 -- a pass embedding one exchange's memories (no knowledge chunk new)
 COMMIT;
 COMMIT;
+COMMIT;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
@@ -19,16 +20,25 @@ ORDER BY k.id LIMIT $3;
 SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
-SELECT position::text AS "position" FROM embedding_cursors
+SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
 WHERE source = $1 AND model = $2
+  AND (leased_until IS NULL OR leased_until <= $3)
   FOR UPDATE SKIP LOCKED;
-SELECT position::text AS "position" FROM embedding_cursors
+SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
 WHERE source = $1 AND model = $2
+  AND (leased_until IS NULL OR leased_until <= $3)
   FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
 START TRANSACTION;
-UPDATE embedding_cursors SET position = $1::bigint
-WHERE source = $2 AND model = $3;
+START TRANSACTION;
+UPDATE embedding_cursors
+  SET leased_until = $1, lease_token = $2::uuid
+WHERE source = $3 AND model = $4;
+UPDATE embedding_cursors
+  SET position = GREATEST(position, $1::bigint),
+      leased_until = NULL, lease_token = NULL
+WHERE source = $2 AND model = $3
+  AND lease_token = $4::uuid;
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM knowledge_chunks_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -79,11 +89,13 @@ ORDER BY k.id LIMIT $3;
 SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
-SELECT position::text AS "position" FROM embedding_cursors
+SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
 WHERE source = $1 AND model = $2
+  AND (leased_until IS NULL OR leased_until <= $3)
   FOR UPDATE SKIP LOCKED;
-SELECT position::text AS "position" FROM embedding_cursors
+SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
 WHERE source = $1 AND model = $2
+  AND (leased_until IS NULL OR leased_until <= $3)
   FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
 START TRANSACTION;

@@ -30,6 +30,10 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
+SELECT id FROM api_keys
+WHERE organization_id = $1 AND created_by_user_id = $2
+ORDER BY id
+FOR NO KEY UPDATE;
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
@@ -39,42 +43,45 @@ WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
 UPDATE memberships SET role = $1
 WHERE organization_id = $2 AND user_id = $3;
-WITH RECURSIVE made AS (
-      SELECT id FROM api_keys
-       WHERE organization_id = $1 AND created_by_user_id = $2
-      UNION
-      SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-       WHERE k.organization_id = $3)
-    SELECT id FROM api_keys
-     WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
-AND (NOT $5::boolean OR 'admin' = ANY (scopes));
-WITH revoked AS (
-        UPDATE api_keys SET revoked_at = $1
-         WHERE id = ANY ($2::uuid[]) AND revoked_at IS NULL
-        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $3::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+WITH targets AS (
+        WITH RECURSIVE made AS (
+          SELECT id FROM api_keys
+           WHERE organization_id = $1 AND created_by_user_id = $2
+          UNION
+          SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
+           WHERE k.organization_id = $3)
+        SELECT id FROM api_keys
+         WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
+           AND (NOT $5::boolean OR 'admin' = ANY (scopes))
+         ORDER BY created_by_api_key_id IS NOT NULL, id
+           FOR NO KEY UPDATE),
+revoked AS (
+        UPDATE api_keys SET revoked_at = $6
+         WHERE id IN (SELECT id FROM targets) AND revoked_at IS NULL
+        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $4::uuid, $5, $6,
-                 $7, $8, s.audit_target_id, $9,
-                 $10, s.audit_details, $11::timestamptz
+          SELECT $8::uuid, $9, $10,
+                 $11, $12, s.audit_target_id, $13,
+                 $14, s.audit_details, $15::timestamptz
             FROM revoked s),
 revoked_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $12::uuid AND status = 'enabled'
-         AND $13::text = ANY (events)
+       WHERE organization_id = $16::uuid AND status = 'enabled'
+         AND $17::text = ANY (events)
        FOR KEY SHARE),
     revoked_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $14::uuid, $15, s.webhook_data, $16::timestamptz
+      SELECT $18::uuid, $19, s.webhook_data, $20::timestamptz
         FROM revoked s
        WHERE EXISTS (SELECT 1 FROM revoked_webhook_subscribed)
       RETURNING id, organization_id, type),
     revoked_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $17::timestamptz,
-             $18::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $21::timestamptz,
+             $22::timestamptz
         FROM revoked_webhook_event ev CROSS JOIN revoked_webhook_subscribed e)
 SELECT key_hash FROM revoked;
 
@@ -105,45 +112,52 @@ INSERT INTO audit_events
 VALUES ($1, $2, $3, $4,
         $5, $6, $7, $8,
         $9, $10);
+SELECT id FROM api_keys
+WHERE organization_id = $1 AND created_by_user_id = $2
+ORDER BY id
+FOR NO KEY UPDATE;
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
-WITH RECURSIVE made AS (
-      SELECT id FROM api_keys
-       WHERE organization_id = $1 AND created_by_user_id = $2
-      UNION
-      SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
-       WHERE k.organization_id = $3)
-    SELECT id FROM api_keys
-     WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
-AND (NOT $5::boolean OR 'admin' = ANY (scopes));
-WITH revoked AS (
-        UPDATE api_keys SET revoked_at = $1
-         WHERE id = ANY ($2::uuid[]) AND revoked_at IS NULL
-        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $3::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+WITH targets AS (
+        WITH RECURSIVE made AS (
+          SELECT id FROM api_keys
+           WHERE organization_id = $1 AND created_by_user_id = $2
+          UNION
+          SELECT k.id FROM api_keys k JOIN made m ON k.created_by_api_key_id = m.id
+           WHERE k.organization_id = $3)
+        SELECT id FROM api_keys
+         WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $4::timestamptz)
+           AND (NOT $5::boolean OR 'admin' = ANY (scopes))
+         ORDER BY created_by_api_key_id IS NOT NULL, id
+           FOR NO KEY UPDATE),
+revoked AS (
+        UPDATE api_keys SET revoked_at = $6
+         WHERE id IN (SELECT id FROM targets) AND revoked_at IS NULL
+        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $4::uuid, $5, $6,
-                 $7, $8, s.audit_target_id, $9,
-                 $10, s.audit_details, $11::timestamptz
+          SELECT $8::uuid, $9, $10,
+                 $11, $12, s.audit_target_id, $13,
+                 $14, s.audit_details, $15::timestamptz
             FROM revoked s),
 revoked_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $12::uuid AND status = 'enabled'
-         AND $13::text = ANY (events)
+       WHERE organization_id = $16::uuid AND status = 'enabled'
+         AND $17::text = ANY (events)
        FOR KEY SHARE),
     revoked_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $14::uuid, $15, s.webhook_data, $16::timestamptz
+      SELECT $18::uuid, $19, s.webhook_data, $20::timestamptz
         FROM revoked s
        WHERE EXISTS (SELECT 1 FROM revoked_webhook_subscribed)
       RETURNING id, organization_id, type),
     revoked_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $17::timestamptz,
-             $18::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $21::timestamptz,
+             $22::timestamptz
         FROM revoked_webhook_event ev CROSS JOIN revoked_webhook_subscribed e)
 SELECT key_hash FROM revoked;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
