@@ -968,6 +968,47 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         }
       },
     );
+
+    it('makes no key with the access token of an admin demoted at that moment (403)', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const admin = await addMember(owner, 'admin');
+      const org = owner.organizationId;
+      const holder = new Client({ connectionString: process.env.DATABASE_URL });
+      await holder.connect();
+      try {
+        const [{ pid }] = (await holder.query('SELECT pg_backend_pid() AS pid')).rows as Array<{
+          pid: number;
+        }>;
+        // A demotion under way: the membership is changed and locked, not yet committed, so the
+        // request's guard still reads the admin role.
+        await holder.query('BEGIN');
+        await holder.query(
+          `UPDATE memberships SET role = 'member' WHERE organization_id = $1 AND user_id = $2`,
+          [org, admin.userId],
+        );
+        let created: Response | undefined;
+        const creating = t
+          .http()
+          .post('/v1/api-keys')
+          .set(as(admin.accessToken, org))
+          .send({ name: 'made while demoted', scopes: ['admin'] })
+          .then((response) => (created = response));
+        await eventually(
+          async () => (created || (await waitingBehind(pid)) >= 1 ? true : undefined),
+          'the creation answering or waiting for the demotion',
+        );
+        await holder.query('COMMIT');
+        expectError(await creating, 403, 'insufficient_scope');
+        const made: unknown[] = await db.query(
+          'SELECT id FROM api_keys WHERE organization_id = $1 AND created_by_user_id = $2',
+          [org, admin.userId],
+        );
+        expect(made).toEqual([]);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        await holder.end();
+      }
+    });
   });
 
   describe('API key rolling', () => {

@@ -113,10 +113,11 @@ function insertKey(key: NewApiKey) {
  * and the revocation (the member's roots, then the live keys of the walk, the roots among them
  * already held) all do; every other statement of api_keys locks one row (a revocation by id, a
  * rename, last_used_at) and waits for nothing else while holding it. Transactions that take
- * their row locks in one total order cannot wait for each other in a cycle. Besides key rows,
- * the revocation holds the organization's memberships (locked before any key), which no
- * statement here waits for, and the webhook step's FOR KEY SHARE of endpoints, which conflicts
- * with none of these.
+ * their row locks in one total order cannot wait for each other in a cycle. Memberships come
+ * before every key in that order: the revocation locks the organization's memberships before
+ * any key, and a key made or rolled by a user locks the user's membership (managerMembership)
+ * before any key it locks. The webhook step's FOR KEY SHARE of endpoints conflicts with none of
+ * these.
  */
 const RANK_ORDER = sql`created_by_api_key_id IS NOT NULL, id`;
 
@@ -157,12 +158,39 @@ function insertKeyMadeByKey(key: NewApiKey & { createdByApiKeyId: string }, at: 
       FROM creator WHERE id = ${creatorId}::uuid`;
 }
 
-/** The key as inserted: by a key, under the locks above; by a user, as is. */
+/**
+ * The user's membership of the organization, while it is an owner's or admin's (every route of
+ * API keys needs the admin scope), locked FOR SHARE until the transaction ends: a removal or
+ * demotion locks the organization's memberships before it walks the member's keys, so a key the
+ * user makes at that moment either commits before the walk (which revokes it) or waits, finds
+ * the role gone and is not made. Memberships are locked before any key (see RANK_ORDER).
+ */
+function managerMembership(organizationId: string, userId: string) {
+  return sql`SELECT user_id FROM memberships
+       WHERE organization_id = ${organizationId}::uuid AND user_id = ${userId}::uuid
+         AND role IN ('owner', 'admin')
+         FOR SHARE`;
+}
+
+/** The key made by a user, only while they are an owner or admin (managerMembership). */
+function insertKeyMadeByUser(key: NewApiKey & { createdByUserId: string }) {
+  return sql`WITH manager AS MATERIALIZED (${managerMembership(key.organizationId, key.createdByUserId)})
+    INSERT INTO api_keys
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+    SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix}, ${key.lastFour},
+           ${key.keyHash}::bytea, manager.user_id, NULL::uuid, ${key.expiresAt}::timestamptz,
+           ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
+           ${key.rateLimitBucketId}::uuid
+      FROM manager`;
+}
+
+/** The key as inserted: by a key or by a user, under the locks above. */
 function insertKeyAt(key: NewApiKey, at: Date) {
-  const { createdByApiKeyId } = key;
-  return createdByApiKeyId === null
-    ? insertKey(key)
-    : insertKeyMadeByKey({ ...key, createdByApiKeyId }, at);
+  const { createdByApiKeyId, createdByUserId } = key;
+  if (createdByApiKeyId !== null) return insertKeyMadeByKey({ ...key, createdByApiKeyId }, at);
+  if (createdByUserId !== null) return insertKeyMadeByUser({ ...key, createdByUserId });
+  return insertKey(key);
 }
 
 /**
@@ -218,6 +246,20 @@ export class ApiKeysRepository {
       manager,
     });
     return row!;
+  }
+
+  /**
+   * For a roll by a user, before any key is locked: whether they are still an owner or admin of
+   * the organization, their membership locked FOR SHARE until the transaction ends (see
+   * managerMembership).
+   */
+  async lockManagerMembership(
+    manager: EntityManager,
+    organizationId: string,
+    userId: string,
+  ): Promise<boolean> {
+    const held = await this.database.count(managerMembership(organizationId, userId), { manager });
+    return held > 0;
   }
 
   /**

@@ -63,6 +63,10 @@ interface CachedKey {
 
 type BucketSize = { rps: number; burst: number };
 
+/** A user whose owner or admin role went (demoted or removed) while their request ran. */
+const roleGone = () =>
+  new AppError('insufficient_scope', 'Managing API keys needs the owner or admin role');
+
 const bucketOf = (
   row: Pick<ApiKey, 'rateLimitRps' | 'rateLimitBurst' | 'rateLimitBucketId'>,
 ): KeyBucket | null =>
@@ -163,7 +167,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     );
     // Made by a key revoked (or expired) meanwhile: by a member's removal or demotion that
     // locked it first, say. The key no longer authenticates anything, this request included.
-    if (!created) throw AppError.unauthenticated();
+    // Made by a user removed or demoted meanwhile: their role no longer allows it.
+    if (!created) throw caller.kind === 'user' ? roleGone() : AppError.unauthenticated();
     return this.issued(key, row, created);
   }
 
@@ -178,6 +183,13 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   ): Promise<CreatedApiKeyDto> {
     const now = this.clock.now();
     const { created, oldHash } = await this.database.transaction(async (manager) => {
+      // A user's role first (memberships are locked before keys): still an owner or admin.
+      if (
+        caller.kind === 'user' &&
+        !(await this.keys.lockManagerMembership(manager, caller.organizationId, caller.userId))
+      ) {
+        throw roleGone();
+      }
       // The rolled key, and the caller's key that makes the new one (ApiKeysRepository's
       // RANK_ORDER: a member's removal or demotion revokes what that key makes).
       const { rolled: old, callerLive } = await this.keys.lockForRoll(
