@@ -1,28 +1,33 @@
-import { DataSource } from 'typeorm';
+import type { TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'node:crypto';
+import { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
+import { IdempotencyModule } from '../../src/idempotency/idempotency.module';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
-import { tenantWithKey } from '../support/identity';
-import { createTestApp, type TestApp } from '../support/test-app';
+import { Factory } from '../support/factory';
+import { moduleAlone } from '../support/module-alone';
 
 /**
- * IdempotencyRepository on a real database: the claims and answers of concurrent requests share
- * statements (Batcher), so a batch can hold one key twice, keys in any order, and answers of
- * claims that no longer hold their key.
+ * IdempotencyRepository on a real database, the idempotency module alone without HTTP ("medium"
+ * spec): the claims and answers of concurrent requests share statements (Batcher), so a batch can
+ * hold one key twice, keys in any order, and answers of claims that no longer hold their key.
  */
 describe('IdempotencyRepository (database)', () => {
-  let t: TestApp;
+  let moduleRef: TestingModule;
   let keys: IdempotencyRepository;
+  let database: Database;
   let organizationId: string;
   const hash = Buffer.alloc(32, 7);
   const leaseMs = 30_000;
 
   beforeAll(async () => {
-    t = await createTestApp();
-    keys = t.app.get(IdempotencyRepository);
-    organizationId = (await tenantWithKey(t, ['read_write'])).organizationId;
+    moduleRef = await moduleAlone([IdempotencyModule]);
+    keys = moduleRef.get(IdempotencyRepository);
+    database = moduleRef.get(Database);
+    organizationId = await new Factory(database).organization();
   });
 
-  afterAll(() => t.close());
+  afterAll(() => moduleRef?.close());
 
   const claimOf = (key: string, requestId = randomUUID()) => ({
     scopeType: 'organization' as const,
@@ -31,13 +36,10 @@ describe('IdempotencyRepository (database)', () => {
     requestId,
   });
   const stored = (key: string) =>
-    t.app
-      .get(DataSource)
-      .query<Array<{ response_status: number | null; locked_by: string | null }>>(
-        `SELECT response_status, locked_by FROM idempotency_keys
-        WHERE scope_type = 'organization' AND scope_id = $1 AND key = $2`,
-        [organizationId, key],
-      );
+    database.rows<{ response_status: number | null; locked_by: string | null }>(
+      sql`SELECT response_status, locked_by FROM idempotency_keys
+           WHERE scope_type = 'organization' AND scope_id = ${organizationId} AND key = ${key}`,
+    );
 
   it('claims each key once when claims of the same keys arrive together, in any order', async () => {
     const names = Array.from({ length: 6 }, (_, i) => `batch-${i}-${randomUUID()}`);

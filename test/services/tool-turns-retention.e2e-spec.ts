@@ -1,66 +1,109 @@
+import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
-import { DataSource } from 'typeorm';
-import { Clock } from '../../src/common/time/clock';
+import { Clock, ManualClock } from '../../src/common/time/clock';
+import { Database } from '../../src/database/database';
+import { sql } from '../../src/database/sql';
+import type { EngineReply, EngineToolCall } from '../../src/respond/engine/response-engine';
+import type { ToolDefinition } from '../../src/tools/tool-definitions';
 import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
-import { ShiftedClock } from '../support/clocks';
+import { freshToolState, ToolTurnsService } from '../../src/tools/tool-turns.service';
+import { ToolsModule } from '../../src/tools/tools.module';
+import { Factory } from '../support/factory';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
-import { tenantWithKey } from '../support/identity';
-import { createTestApp, type TestApp } from '../support/test-app';
-import { lookupOrderTool } from '../support/tools';
+import { moduleAlone } from '../support/module-alone';
+
+/** A client tool (contract §26): the turn pauses when the engine calls it. */
+const lookupOrder: ToolDefinition = {
+  name: 'lookup_order',
+  description: "Looks up one of the user's orders",
+  parameters: {
+    type: 'object',
+    properties: { order_id: { type: 'string' } },
+    required: ['order_id'],
+    additionalProperties: false,
+  },
+  execution: 'client',
+};
+
+/** An engine's reply: text, or (with `toolCalls`) calls of tools before it answers. */
+function engineReply(text: string, toolCalls?: EngineToolCall[]): EngineReply {
+  const neutral = { name: 'neutral', intensity: 0 };
+  return {
+    text,
+    emotion: neutral,
+    detected: neutral,
+    usage: null,
+    model: null,
+    facts: [],
+    toolCalls,
+  };
+}
 
 /**
- * ToolTurnsRetentionWorker on the real database: paused turns (contract §26) past
- * TOOL_TURN_TTL_SECONDS are deleted whether or not another turn is ever paused, and a turn
- * another transaction holds is skipped, not waited for.
+ * ToolTurnsRetentionWorker, the tools module alone on a real database without HTTP ("medium"
+ * spec): paused turns (contract §26) past TOOL_TURN_TTL_SECONDS are deleted whether or not
+ * another turn is ever paused, and a turn another transaction holds is skipped, not waited for.
+ * Turns are paused by ToolTurnsService.run, as a reply pauses them; time is a ManualClock's.
  */
 describe('ToolTurnsRetentionWorker (real database)', () => {
   // On a database of its own: the purge deletes the expired turns of every organization, so the
   // counts below hold only where no other suite has left turns.
-  const clock = new ShiftedClock();
+  const clock = new ManualClock(Date.parse('2031-07-01T09:00:00.000Z'));
   let database: FreshDatabase;
-  let t: TestApp;
-  let db: DataSource;
+  let moduleRef: TestingModule;
+  let db: Database;
+  let turns: ToolTurnsService;
+  let worker: ToolTurnsRetentionWorker;
 
   beforeAll(async () => {
     database = await createFreshDatabase('turn_purge', process.env.DATABASE_URL);
-    t = await createTestApp({
-      env: { TOOL_TURN_TTL_SECONDS: '60', DATABASE_URL: database.url },
-      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
-    });
-    db = t.app.get(DataSource);
+    moduleRef = await moduleAlone(
+      [ToolsModule],
+      { TOOL_TURN_TTL_SECONDS: '60', DATABASE_URL: database.url },
+      (builder) => builder.overrideProvider(Clock).useValue(clock),
+    );
+    db = moduleRef.get(Database);
+    turns = moduleRef.get(ToolTurnsService);
+    worker = moduleRef.get(ToolTurnsRetentionWorker);
   });
   afterAll(async () => {
-    await t?.close();
+    await moduleRef?.close();
     await database?.drop();
   });
-  afterEach(() => clock.reset());
 
   const turnsLeft = async (ids: string[]) =>
     (
-      await db.query<Array<{ id: string }>>(
-        'SELECT id FROM tool_turns WHERE id = ANY($1::text[]) ORDER BY id',
-        [ids],
+      await db.rows<{ id: string }>(
+        sql`SELECT id FROM tool_turns WHERE id = ANY(${ids}::text[]) ORDER BY id`,
       )
     ).map((row) => row.id);
 
   it('deletes the turns past their expiry, skipping a locked one, and keeps the others resumable', async () => {
-    const tenant = await tenantWithKey(t);
-    const created = await t
-      .http()
-      .post('/v1/personalities/from-catalog')
-      .set('Authorization', tenant.auth)
-      .send({ slug: 'sage-mentor', tools: [lookupOrderTool] });
+    const factory = new Factory(db);
+    const organizationId = await factory.organization();
+    const personalityId = await factory.personality(organizationId);
+    const endUsers = new Map<string, string>();
+    const context = async (userId: string, state = freshToolState(userId, 'Where is it?', [])) => ({
+      organizationId,
+      endUserId: endUsers.get(userId) ?? (await factory.endUser(organizationId, userId)),
+      userId,
+      personalityId,
+      personalityTools: [lookupOrder],
+      state,
+      signal: new AbortController().signal,
+      tokenSteps: () => [],
+    });
+    /** A turn paused on the engine's call of lookup_order. */
     const pause = async (userId: string) => {
-      const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
-        personality_id: created.body.id,
-        user_id: userId,
-        message: 'Where is it? lookup_order({"order_id": "A-1042"})',
-      });
-      expect(paused.body).toMatchObject({ status: 'requires_action' });
-      return {
-        turnId: paused.body.turn_id as string,
-        callId: paused.body.tool_calls[0].id as string,
-      };
+      const turnContext = await context(userId);
+      endUsers.set(userId, turnContext.endUserId);
+      const paused = await turns.run(turnContext, async () =>
+        engineReply('', [
+          { id: 'call_1', name: 'lookup_order', arguments: { order_id: 'A-1042' } },
+        ]),
+      );
+      if (paused.kind !== 'paused') throw new Error(`not paused: ${paused.kind}`);
+      return { turnId: paused.turnId, callId: paused.toolCalls[0].id };
     };
     const expiring = (await Promise.all([pause('old-1'), pause('old-2'), pause('old-3')])).map(
       (turn) => turn.turnId,
@@ -71,7 +114,6 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
 
     // One expired turn is held by another transaction (an instance deleting it, or a resumption
     // claiming it): the purge skips it rather than wait, and takes it on a later run.
-    const worker = t.app.get(ToolTurnsRetentionWorker);
     const holder = new Client({ connectionString: database.url });
     await holder.connect();
     try {
@@ -88,11 +130,23 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
     expect(await worker.purgeExpired()).toBe(1);
     expect(await turnsLeft([...expiring, fresh.turnId])).toEqual([fresh.turnId]);
 
-    const resumed = await t
-      .http()
-      .post(`/v1/respond/turns/${fresh.turnId}/tool-outputs`)
-      .set('Authorization', tenant.auth)
-      .send({ outputs: [{ tool_call_id: fresh.callId, output: { ok: true } }] });
-    expect(resumed.body).toMatchObject({ status: 'completed' });
+    // The fresh turn is resumed as a reply resumes it: checked, claimed, run to its answer.
+    const outputs = [{ tool_call_id: fresh.callId, output: { ok: true } }];
+    const { state } = await turns.check(organizationId, fresh.turnId, outputs);
+    await turns.claim(organizationId, fresh.turnId, outputs.length);
+    const asked: unknown[] = [];
+    const resumed = await turns.run(await context('fresh', state), async (extra) => {
+      asked.push(extra.toolResults);
+      return engineReply('It has shipped.');
+    });
+    expect(resumed).toMatchObject({ kind: 'completed', reply: { text: 'It has shipped.' } });
+    expect(asked).toEqual([
+      [
+        {
+          call: { id: 'call_1', name: 'lookup_order', arguments: { order_id: 'A-1042' } },
+          output: { ok: true },
+        },
+      ],
+    ]);
   });
 });
