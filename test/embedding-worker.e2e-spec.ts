@@ -15,6 +15,7 @@ import { clonePersonality, importConversation, uniqueUserId } from './support/da
 import { fakeEmbedding } from './support/fake-embeddings';
 import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { tenantWithKey } from './support/identity';
+import { refusingWrites } from './support/locks';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually, sleep } from './support/wait';
 
@@ -395,5 +396,25 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect(await count('memory_embeddings')).toBe(14);
     expect(d.warnings).toEqual(['text refused by the embeddings provider: skipped']);
     provider.refuse(null);
+  });
+
+  it('a failed store gives the lease back too: no instance waits out the lease', async () => {
+    const c = instance();
+    const last = await newMemories(2);
+    const stored = await count('memory_embeddings');
+    await refusingWrites(
+      (text) => db.query(text),
+      { table: 'memory_embeddings', operation: 'INSERT', message: 'store refused by the test' },
+      () => c.run(),
+    );
+    expect(c.warnings).toContain('embeddings provider failed: retrying later');
+    const failed = await cursor();
+    expect(failed.lease_token).toBeNull();
+    expect(failed.position).not.toBe(last);
+    // Another instance takes the batch at once, not a lease later.
+    const d = instance();
+    await d.run();
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(stored + 2);
   });
 });

@@ -30,7 +30,10 @@ export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
 const BACKOFF_MAX_MS = 60_000;
 
 /**
- * How long a claimed batch is its claimant's: four provider timeouts (2 minutes). The batch's call
+ * How long a claimed batch is its claimant's: four provider timeouts (2 minutes). Set and
+ * compared by each instance's Clock: instances' clocks must agree within LEASE_MARGIN_MS (NTP
+ * keeps them far closer); one further behind has its batches taken over and embedded again, and
+ * its late vectors dropped, which costs provider calls but never a wrong or skipped row. The batch's call
  * takes at most one (the SDK does not retry: maxRetries 0); the texts sent one by one after a
  * refusal start only while a whole timeout and LEASE_MARGIN_MS are left (a batch cut short so is
  * stored as far as it got), so a live instance always stores before its lease ends, and a batch
@@ -153,17 +156,17 @@ export class EmbeddingWorker {
     );
     const batch = await this.claimBatch(source, model);
     if (!batch) return 0;
-    let vectors: (number[] | null)[];
     try {
-      vectors = await this.embedOrSkip(batch.items, batch.callsEndBy);
+      const vectors = await this.embedOrSkip(batch.items, batch.callsEndBy);
+      return await this.store(source, model, batch, vectors);
     } catch (error) {
-      // Given back for the retry after the backoff; should that fail too, the lease expires.
+      // The provider or the store failed: given back for the retry after the backoff (should
+      // that fail too, the lease expires), so no instance waits LEASE_MS for it.
       await this.release(source, model, batch.token).catch((releaseError: unknown) =>
         this.logger.warn({ err: releaseError }, 'embedding lease not given back: it will expire'),
       );
       throw error;
     }
-    return this.store(source, model, batch, vectors);
   }
 
   /** The source's next batch, leased to this instance in a short transaction; none: none to do. */
@@ -317,6 +320,8 @@ export class EmbeddingWorker {
       }
       const vectors: (number[] | null)[] = [];
       for (const item of items) {
+        // Shutting down: what is done is stored, the rest is the next batch's.
+        if (this.task?.isStopped) break;
         const one = await this.embedOrSkip([item], callsEndBy);
         // The lease runs short: the rest is the next batch's.
         if (one.length === 0) break;
