@@ -55,8 +55,9 @@ const FILES: RecordedFiles = {
         members.changeRole(boss.caller, organizationId, admin.userId, 'admin'),
       ),
     ];
-    // A member with a key of their own: removing them revokes it.
-    const leaving = await member(t, organizationId, 'member');
+    // An admin with a key of their own (only owners and admins make keys): removing them
+    // revokes it.
+    const leaving = await member(t, organizationId, 'admin');
     await t.app
       .get(ApiKeysService)
       .create(leaving.caller, { name: 'member key', scopes: ['read_write'] });
