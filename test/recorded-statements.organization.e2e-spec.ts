@@ -60,7 +60,7 @@ const FILES: RecordedFiles = {
     const leaving = await member(t, organizationId, 'admin');
     await t.app
       .get(ApiKeysService)
-      .create(leaving.caller, { name: 'member key', scopes: ['read_write'] });
+      .create(leaving.caller, { name: 'their key', scopes: ['read_write'] });
     sections.push(
       await operation('remove a member (their key revoked)', () =>
         members.remove(boss.caller, organizationId, leaving.userId),

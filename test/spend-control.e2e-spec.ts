@@ -5,6 +5,7 @@ import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
+import { INVALID_LIMITS_BODIES } from './support/limits-bodies';
 import { createTestApp, TestApp } from './support/test-app';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
@@ -153,30 +154,7 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
     it('refuses negative, zero, fractional, absurd and mistyped values with 400, changing nothing', async () => {
       const a = await tenant();
       await setLimits(a, { monthly_token_budget: 777 });
-      const bad: Array<Record<string, unknown>> = [
-        { monthly_token_budget: 0 },
-        { monthly_token_budget: -1 },
-        { monthly_token_budget: 1.5 },
-        { monthly_token_budget: 2 ** 53 },
-        { monthly_token_budget: 1e300 },
-        { monthly_token_budget: '1000' },
-        { monthly_token_budget: true },
-        { monthly_token_budget: [1] },
-        { end_user_daily_token_budget: -5 },
-        { end_user_daily_token_budget: 2 ** 53 + 2 },
-        { end_user_rate_limit: { rps: 0, burst: 1 } },
-        { end_user_rate_limit: { rps: -1, burst: 1 } },
-        { end_user_rate_limit: { rps: 1e300, burst: 1 } },
-        { end_user_rate_limit: { rps: '1', burst: 1 } },
-        { end_user_rate_limit: { rps: 1, burst: 0 } },
-        { end_user_rate_limit: { rps: 1, burst: 1.5 } },
-        { end_user_rate_limit: { rps: 1, burst: 2 ** 53 } },
-        { end_user_rate_limit: { rps: 1 } },
-        { end_user_rate_limit: { rps: 1, burst: 1, extra: 1 } },
-        { end_user_rate_limit: 5 },
-        { end_user_rate_limit: [] },
-        { unknown_field: 1 },
-      ];
+      const bad = INVALID_LIMITS_BODIES;
       for (const body of bad) {
         const response = await setLimits(a, body);
         expectError(response, 400, 'validation_failed');

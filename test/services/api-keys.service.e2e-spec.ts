@@ -97,6 +97,30 @@ describe('ApiKeysService (real database)', () => {
     expect(page.data.map((key) => key.id)).toEqual([created.id]);
   });
 
+  it('makes and rolls no key for a user no longer an owner or admin, whatever their token says (403)', async () => {
+    const owner = await userWith(['admin']);
+    const { organizationId } = owner;
+    const rolled = await keys.create(owner, { name: 'to roll', scopes: ['read'] });
+    // Callers whose admin scope came from a role since lost: demoted to member, or removed.
+    const demoted: UserCaller = {
+      ...owner,
+      userId: await factory.member(organizationId, 'member'),
+    };
+    const removed: UserCaller = { ...owner, userId: (await userWith(['admin'])).userId };
+    for (const caller of [demoted, removed]) {
+      await expectAppError(
+        keys.create(caller, { name: 'after the role went', scopes: ['read'] }),
+        'insufficient_scope',
+      );
+      await expectAppError(keys.roll(caller, rolled.id, 60), 'insufficient_scope');
+    }
+    const made = await database.rows<{ name: string; revoked_at: Date | null }>(
+      sql`SELECT name, revoked_at FROM api_keys WHERE organization_id = ${organizationId}`,
+    );
+    expect(made).toEqual([{ name: 'to roll', revoked_at: null }]);
+    await expect(keys.authenticate(rolled.key)).resolves.toMatchObject({ apiKeyId: rolled.id });
+  });
+
   it('honours expires_at by the clock: refused in the past, accepted until then, refused after', async () => {
     const caller = await userWith(['admin']);
     await expectAppError(

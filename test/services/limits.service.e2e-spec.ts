@@ -12,6 +12,7 @@ import { LIMITS_CACHE_MS, LimitsService, NONE } from '../../src/spend/limits.ser
 import { SpendModule } from '../../src/spend/spend.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { INVALID_LIMITS_BODIES } from '../support/limits-bodies';
 import { userCaller } from '../support/identity';
 import { moduleAlone } from '../support/module-alone';
 
@@ -303,30 +304,7 @@ describe('LimitsService (real database)', () => {
       for (const body of valid) {
         await expect(patchBody(body)).resolves.toEqual(body);
       }
-      const invalid: unknown[] = [
-        { monthly_token_budget: 0 },
-        { monthly_token_budget: -1 },
-        { monthly_token_budget: 1.5 },
-        { monthly_token_budget: 2 ** 53 },
-        { monthly_token_budget: 1e300 },
-        { monthly_token_budget: '1000' },
-        { monthly_token_budget: true },
-        { monthly_token_budget: [1] },
-        { end_user_daily_token_budget: -5 },
-        { end_user_daily_token_budget: 2 ** 53 + 2 },
-        { end_user_rate_limit: { rps: 0, burst: 1 } },
-        { end_user_rate_limit: { rps: -1, burst: 1 } },
-        { end_user_rate_limit: { rps: 1e300, burst: 1 } },
-        { end_user_rate_limit: { rps: '1', burst: 1 } },
-        { end_user_rate_limit: { rps: 1, burst: 0 } },
-        { end_user_rate_limit: { rps: 1, burst: 1.5 } },
-        { end_user_rate_limit: { rps: 1, burst: 2 ** 53 } },
-        { end_user_rate_limit: { rps: 1 } },
-        { end_user_rate_limit: { rps: 1, burst: 1, extra: 1 } },
-        { end_user_rate_limit: 5 },
-        { end_user_rate_limit: [] },
-        { unknown_field: 1 },
-      ];
+      const invalid = INVALID_LIMITS_BODIES;
       for (const body of invalid) {
         const error = await patchBody(body).then(
           () => undefined,

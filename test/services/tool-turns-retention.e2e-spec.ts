@@ -4,26 +4,13 @@ import { Clock, ManualClock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import type { EngineReply, EngineToolCall } from '../../src/respond/engine/response-engine';
-import type { ToolDefinition } from '../../src/tools/tool-definitions';
 import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
 import { freshToolState, ToolTurnsService } from '../../src/tools/tool-turns.service';
 import { ToolsModule } from '../../src/tools/tools.module';
 import { Factory } from '../support/factory';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { moduleAlone } from '../support/module-alone';
-
-/** A client tool (contract §26): the turn pauses when the engine calls it. */
-const lookupOrder: ToolDefinition = {
-  name: 'lookup_order',
-  description: "Looks up one of the user's orders",
-  parameters: {
-    type: 'object',
-    properties: { order_id: { type: 'string' } },
-    required: ['order_id'],
-    additionalProperties: false,
-  },
-  execution: 'client',
-};
+import { lookupOrderTool } from '../support/tools';
 
 /** An engine's reply: text, or (with `toolCalls`) calls of tools before it answers. */
 function engineReply(text: string, toolCalls?: EngineToolCall[]): EngineReply {
@@ -88,7 +75,7 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
       endUserId: endUsers.get(userId) ?? (await factory.endUser(organizationId, userId)),
       userId,
       personalityId,
-      personalityTools: [lookupOrder],
+      personalityTools: [lookupOrderTool],
       state,
       signal: new AbortController().signal,
       tokenSteps: () => [],

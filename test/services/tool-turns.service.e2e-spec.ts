@@ -8,7 +8,6 @@ import type {
   EngineToolCall,
   TokenUsage,
 } from '../../src/respond/engine/response-engine';
-import type { ToolDefinition } from '../../src/tools/tool-definitions';
 import type { ToolTurnState } from '../../src/tools/tool-turn-state';
 import {
   type AskEngine,
@@ -20,24 +19,12 @@ import { ToolsModule } from '../../src/tools/tools.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { lookupOrderTool } from '../support/tools';
 
 const TTL_SECONDS = 60;
 const MAX_ROUNDS = 2;
 /** A client's output, serialised, at most this many bytes (a webhook tool's bound). */
 const MAX_OUTPUT_BYTES = 16 * 1024;
-
-/** A client tool of the personality (contract §26): the turn pauses when the engine calls it. */
-const lookupOrder: ToolDefinition = {
-  name: 'lookup_order',
-  description: "Looks up one of the user's orders",
-  parameters: {
-    type: 'object',
-    properties: { order_id: { type: 'string' } },
-    required: ['order_id'],
-    additionalProperties: false,
-  },
-  execution: 'client',
-};
 
 const call = (id: string, args: unknown = { order_id: 'A-1042' }, name = 'lookup_order') => ({
   id,
@@ -119,7 +106,7 @@ describe('ToolTurnsService (real database)', () => {
       endUserId: of.endUserId,
       userId: of.userId,
       personalityId: of.personalityId,
-      personalityTools: [lookupOrder],
+      personalityTools: [lookupOrderTool],
       state,
       signal: new AbortController().signal,
       tokenSteps,
@@ -241,8 +228,8 @@ describe('ToolTurnsService (real database)', () => {
         tools: [
           {
             name: 'lookup_order',
-            description: lookupOrder.description,
-            parameters: lookupOrder.parameters,
+            description: lookupOrderTool.description,
+            parameters: lookupOrderTool.parameters,
           },
         ],
         toolResults: [

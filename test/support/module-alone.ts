@@ -31,6 +31,12 @@ export async function moduleAlone(
   } finally {
     apply(saved);
   }
-  await moduleRef.init();
+  try {
+    await moduleRef.init();
+  } catch (error) {
+    // Its pool and connections would otherwise outlive the failed spec.
+    await moduleRef.close();
+    throw error;
+  }
   return moduleRef;
 }

@@ -1,9 +1,10 @@
+import type { ToolDefinition } from '../../src/tools/tool-definitions';
 import { Webhook } from 'standardwebhooks';
 import type { HttpTarget } from './test-app';
 import type { ReceivedWebhook } from './webhook-receiver';
 
 /** A client tool (contract §26) the local engine calls when a message holds `lookup_order({...})`. */
-export const lookupOrderTool = {
+export const lookupOrderTool: ToolDefinition = {
   name: 'lookup_order',
   description: "Looks up one of the user's orders",
   parameters: {
