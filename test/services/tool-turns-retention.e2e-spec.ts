@@ -3,28 +3,13 @@ import { Client } from 'pg';
 import { Clock, ManualClock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
-import type { EngineReply, EngineToolCall } from '../../src/respond/engine/response-engine';
 import { ToolTurnsRetentionWorker } from '../../src/tools/tool-turns-retention.worker';
 import { freshToolState, ToolTurnsService } from '../../src/tools/tool-turns.service';
 import { ToolsModule } from '../../src/tools/tools.module';
 import { Factory } from '../support/factory';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { moduleAlone } from '../support/module-alone';
-import { lookupOrderTool } from '../support/tools';
-
-/** An engine's reply: text, or (with `toolCalls`) calls of tools before it answers. */
-function engineReply(text: string, toolCalls?: EngineToolCall[]): EngineReply {
-  const neutral = { name: 'neutral', intensity: 0 };
-  return {
-    text,
-    emotion: neutral,
-    detected: neutral,
-    usage: null,
-    model: null,
-    facts: [],
-    toolCalls,
-  };
-}
+import { engineReply, lookupOrderTool } from '../support/tools';
 
 /**
  * ToolTurnsRetentionWorker, the tools module alone on a real database without HTTP ("medium"

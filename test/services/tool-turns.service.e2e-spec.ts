@@ -3,11 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Clock, ManualClock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
 import { raw, type Sql, sql } from '../../src/database/sql';
-import type {
-  EngineReply,
-  EngineToolCall,
-  TokenUsage,
-} from '../../src/respond/engine/response-engine';
+import type { EngineReply, TokenUsage } from '../../src/respond/engine/response-engine';
 import type { ToolTurnState } from '../../src/tools/tool-turn-state';
 import {
   type AskEngine,
@@ -19,7 +15,7 @@ import { ToolsModule } from '../../src/tools/tools.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
-import { lookupOrderTool } from '../support/tools';
+import { engineReply, lookupOrderTool } from '../support/tools';
 
 const TTL_SECONDS = 60;
 const MAX_ROUNDS = 2;
@@ -31,24 +27,6 @@ const call = (id: string, args: unknown = { order_id: 'A-1042' }, name = 'lookup
   name,
   arguments: args,
 });
-
-/** An engine's reply: text, or (with `toolCalls`) calls of tools before it answers. */
-function engineReply(
-  text: string,
-  toolCalls?: EngineToolCall[],
-  usage: TokenUsage | null = null,
-): EngineReply {
-  const neutral = { name: 'neutral', intensity: 0 };
-  return {
-    text,
-    emotion: neutral,
-    detected: neutral,
-    usage,
-    model: 'model-a',
-    facts: [],
-    toolCalls,
-  };
-}
 
 /**
  * The tools module alone on a real PostgreSQL, without HTTP ("medium" spec): ToolTurnsService's

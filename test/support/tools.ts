@@ -1,3 +1,8 @@
+import type {
+  EngineReply,
+  EngineToolCall,
+  TokenUsage,
+} from '../../src/respond/engine/response-engine';
 import type { ToolDefinition } from '../../src/tools/tool-definitions';
 import { Webhook } from 'standardwebhooks';
 import type { HttpTarget } from './test-app';
@@ -38,4 +43,22 @@ export function verifiedEvent(hook: ReceivedWebhook, secret: string): unknown {
     'webhook-timestamp': String(hook.headers['webhook-timestamp']),
     'webhook-signature': String(hook.headers['webhook-signature']),
   });
+}
+
+/** An engine's reply: text, or (with `toolCalls`) calls of tools before it answers. */
+export function engineReply(
+  text: string,
+  toolCalls?: EngineToolCall[],
+  usage: TokenUsage | null = null,
+): EngineReply {
+  const neutral = { name: 'neutral', intensity: 0 };
+  return {
+    text,
+    emotion: neutral,
+    detected: neutral,
+    usage,
+    model: 'model-a',
+    facts: [],
+    toolCalls,
+  };
 }
