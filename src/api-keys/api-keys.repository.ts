@@ -4,7 +4,7 @@ import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
-import { cte, sql, withEntries } from '../database/sql';
+import { cte, empty, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
@@ -85,13 +85,22 @@ export type NewApiKey = Pick<
   | 'rateLimitBucketId'
 >;
 
-function insertKey(key: NewApiKey) {
-  return sql`INSERT INTO api_keys
+/**
+ * The INSERT of a key. With `lock`, a locking statement first (`WITH … AS MATERIALIZED (…)`)
+ * and the row only when that statement answered the row `lock.from` names: the key is made
+ * only while what made it still may (insertKeyAt).
+ */
+function insertKey(key: NewApiKey, lock?: { with: Sql; from: Sql }) {
+  return sql`${lock?.with ?? empty}
+    INSERT INTO api_keys
       (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
        created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-    VALUES (${key.organizationId}, ${key.name}, ${key.scopes}, ${key.prefix}, ${key.lastFour},
-            ${key.keyHash}, ${key.createdByUserId}, ${key.createdByApiKeyId}, ${key.expiresAt},
-            ${key.rateLimitRps}, ${key.rateLimitBurst}, ${key.rateLimitBucketId})`;
+    SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix},
+           ${key.lastFour}, ${key.keyHash}::bytea, ${key.createdByUserId}::uuid,
+           ${key.createdByApiKeyId}::uuid, ${key.expiresAt}::timestamptz,
+           ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
+           ${key.rateLimitBucketId}::uuid
+    ${lock?.from ?? empty}`;
 }
 
 /*
@@ -134,28 +143,22 @@ const liveAt = (at: Date) =>
   sql`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)`;
 
 /**
- * The key, made by the live key `createdByApiKeyId` (as of `at`): its creator and the root of
- * the creator's line are locked FOR SHARE (see RANK_ORDER) and the creator checked under the
- * lock, so no row is inserted when a concurrent revocation got there first.
+ * What a key made by the live key `creatorId` (as of `at`) locks: its creator and the root of
+ * the creator's line, FOR SHARE (see RANK_ORDER), the creator checked under the lock, so no row
+ * is inserted when a concurrent revocation got there first.
  */
-function insertKeyMadeByKey(key: NewApiKey & { createdByApiKeyId: string }, at: Date) {
-  const creatorId = key.createdByApiKeyId;
-  return sql`WITH creator AS MATERIALIZED (
+function creatorLock(organizationId: string, creatorId: string, at: Date) {
+  return {
+    with: sql`WITH creator AS MATERIALIZED (
       ${lineOf(creatorId)}
       SELECT id FROM api_keys
        WHERE id IN (SELECT id FROM line WHERE id = ${creatorId}::uuid OR created_by_api_key_id IS NULL)
-         AND organization_id = ${key.organizationId}
+         AND organization_id = ${organizationId}
          AND (id <> ${creatorId}::uuid OR (${liveAt(at)}))
        ORDER BY ${RANK_ORDER}
-         FOR SHARE)
-    INSERT INTO api_keys
-      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-    SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix}, ${key.lastFour},
-           ${key.keyHash}::bytea, NULL::uuid, ${creatorId}::uuid, ${key.expiresAt}::timestamptz,
-           ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
-           ${key.rateLimitBucketId}::uuid
-      FROM creator WHERE id = ${creatorId}::uuid`;
+         FOR SHARE)`,
+    from: sql`FROM creator WHERE id = ${creatorId}::uuid`,
+  };
 }
 
 /**
@@ -172,24 +175,18 @@ function managerMembership(organizationId: string, userId: string) {
          FOR SHARE`;
 }
 
-/** The key made by a user, only while they are an owner or admin (managerMembership). */
-function insertKeyMadeByUser(key: NewApiKey & { createdByUserId: string }) {
-  return sql`WITH manager AS MATERIALIZED (${managerMembership(key.organizationId, key.createdByUserId)})
-    INSERT INTO api_keys
-      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-    SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix}, ${key.lastFour},
-           ${key.keyHash}::bytea, manager.user_id, NULL::uuid, ${key.expiresAt}::timestamptz,
-           ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
-           ${key.rateLimitBucketId}::uuid
-      FROM manager`;
-}
-
 /** The key as inserted: by a key or by a user, under the locks above. */
 function insertKeyAt(key: NewApiKey, at: Date) {
-  const { createdByApiKeyId, createdByUserId } = key;
-  if (createdByApiKeyId !== null) return insertKeyMadeByKey({ ...key, createdByApiKeyId }, at);
-  if (createdByUserId !== null) return insertKeyMadeByUser({ ...key, createdByUserId });
+  const { organizationId, createdByApiKeyId, createdByUserId } = key;
+  if (createdByApiKeyId !== null) {
+    return insertKey(key, creatorLock(organizationId, createdByApiKeyId, at));
+  }
+  if (createdByUserId !== null) {
+    return insertKey(key, {
+      with: sql`WITH manager AS MATERIALIZED (${managerMembership(organizationId, createdByUserId)})`,
+      from: sql`FROM manager`,
+    });
+  }
   return insertKey(key);
 }
 

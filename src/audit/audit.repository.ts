@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
-import { sql } from '../database/sql';
+import { empty, type Sql, sql } from '../database/sql';
 import type { AuditOrigin } from './audit-event.step';
 import type { AuditEvent } from './entities/audit-event.entity';
 
@@ -30,6 +30,18 @@ export interface NewAuditEvent extends AuditOrigin {
 /** What an erased end user's id becomes in the events that named them. */
 export const ERASED_TARGET_ID = '[erased]';
 
+/** The INSERT of one event; `condition` (a WHERE clause) may keep it from being written. */
+function insertEvent(event: NewAuditEvent, condition: Sql = empty): Sql {
+  return sql`INSERT INTO audit_events
+      (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+       created_at)
+    SELECT ${event.organizationId}::uuid, ${event.action}::text, ${event.actorType}::text,
+           ${event.actorId}::text, ${event.targetType}::text, ${event.targetId}::text,
+           ${event.ip}::text, ${event.requestId}::text, ${JSON.stringify(event.details)}::jsonb,
+           ${event.at}::timestamptz
+    ${condition}`;
+}
+
 /** The SQL of the audit log (the step other statements carry is audit-event.step.ts). */
 @Injectable()
 export class AuditRepository {
@@ -37,15 +49,7 @@ export class AuditRepository {
 
   /** In the caller's transaction: the event commits or rolls back with the change. */
   async insert(manager: EntityManager, event: NewAuditEvent): Promise<void> {
-    await this.database.count(
-      sql`INSERT INTO audit_events
-            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
-             created_at)
-          VALUES (${event.organizationId}, ${event.action}, ${event.actorType}, ${event.actorId},
-                  ${event.targetType}, ${event.targetId}, ${event.ip}, ${event.requestId},
-                  ${JSON.stringify(event.details)}, ${event.at})`,
-      { manager },
-    );
+    await this.database.count(insertEvent(event), { manager });
   }
 
   /**
@@ -55,16 +59,13 @@ export class AuditRepository {
    */
   async insertUnlessRecorded(manager: EntityManager, event: NewAuditEvent): Promise<void> {
     await this.database.count(
-      sql`INSERT INTO audit_events
-            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
-             created_at)
-          SELECT ${event.organizationId}, ${event.action}, ${event.actorType}, ${event.actorId},
-                 ${event.targetType}, ${event.targetId}, ${event.ip}, ${event.requestId},
-                 ${JSON.stringify(event.details)}::jsonb, ${event.at}::timestamptz
-           WHERE NOT EXISTS (
-                 SELECT 1 FROM audit_events
-                  WHERE organization_id = ${event.organizationId}::uuid
-                    AND action = ${event.action}::text AND target_id = ${event.targetId}::text)`,
+      insertEvent(
+        event,
+        sql`WHERE NOT EXISTS (
+              SELECT 1 FROM audit_events
+               WHERE organization_id = ${event.organizationId}::uuid
+                 AND action = ${event.action}::text AND target_id = ${event.targetId}::text)`,
+      ),
       { manager },
     );
   }

@@ -1,10 +1,18 @@
 import type { EntityManager } from 'typeorm';
 import type { Database } from '../database/database';
 import { Columns } from '../database/columns';
-import { raw, sql, type Sql } from '../database/sql';
+import { empty, raw, sql, type Sql } from '../database/sql';
 import type { OneTimeToken } from './entities/one-time-token.entity';
 
 const TOKEN_USER = Columns.rowOf<OneTimeToken>()('userId');
+
+/** A token to store: its hash only, issued at `at`. */
+export interface NewToken {
+  userId: string;
+  tokenHash: Buffer;
+  at: Date;
+  expiresAt: Date;
+}
 
 /**
  * The SQL of a table of single-use tokens sent by mail (stored as SHA-256 hashes): password
@@ -28,13 +36,7 @@ export abstract class OneTimeTokensRepository {
    * per table and user); one that finds another counting is refused as over the cap, since that
    * one's mail goes out, and a burst neither passes the cap nor queues on the pool.
    */
-  insertUnderHourlyCap(fields: {
-    userId: string;
-    tokenHash: Buffer;
-    at: Date;
-    expiresAt: Date;
-    hourlyCap: number;
-  }): Promise<boolean> {
+  insertUnderHourlyCap(fields: NewToken & { hourlyCap: number }): Promise<boolean> {
     return this.database.transaction(async (manager) => {
       const key = `${this.tableName}:${fields.userId}`;
       const counting = Columns.computed<{ counting: boolean }>({
@@ -43,13 +45,13 @@ export abstract class OneTimeTokensRepository {
       const lock = await this.database.row(counting.query`SELECT ${counting}`, { manager });
       if (!lock?.counting) return false;
       const stored = await this.database.count(
-        sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
-            SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
-                   ${fields.expiresAt}::timestamptz
-             WHERE (SELECT count(*) FROM ${this.table}
-                     WHERE user_id = ${fields.userId}
-                       AND created_at > ${fields.at}::timestamptz - interval '1 hour')
-                   < ${fields.hourlyCap}`,
+        this.insertToken(
+          fields,
+          sql`WHERE (SELECT count(*) FROM ${this.table}
+                      WHERE user_id = ${fields.userId}
+                        AND created_at > ${fields.at}::timestamptz - interval '1 hour')
+                    < ${fields.hourlyCap}`,
+        ),
         { manager },
       );
       return stored > 0;
@@ -61,16 +63,16 @@ export abstract class OneTimeTokensRepository {
    * mail the user did not ask for and that must not be dropped (the lockout notice). It still
    * counts toward the cap of the requests after it.
    */
-  async insert(fields: {
-    userId: string;
-    tokenHash: Buffer;
-    at: Date;
-    expiresAt: Date;
-  }): Promise<void> {
-    await this.database.count(
-      sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
-          VALUES (${fields.userId}, ${fields.tokenHash}, ${fields.at}, ${fields.expiresAt})`,
-    );
+  async insert(fields: NewToken): Promise<void> {
+    await this.database.count(this.insertToken(fields));
+  }
+
+  /** The INSERT of a token; `condition` (a WHERE clause) may keep it from being stored. */
+  private insertToken(fields: NewToken, condition: Sql = empty): Sql {
+    return sql`INSERT INTO ${this.table} (user_id, token_hash, created_at, expires_at)
+      SELECT ${fields.userId}::uuid, ${fields.tokenHash}::bytea, ${fields.at}::timestamptz,
+             ${fields.expiresAt}::timestamptz
+      ${condition}`;
   }
 
   /** Whether the token is unused and not expired at `at`. */

@@ -8,35 +8,36 @@ WITH created AS (WITH manager AS MATERIALIZED (SELECT user_id FROM memberships
     INSERT INTO api_keys
       (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
        created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-    SELECT $3::uuid, $4, $5::text[], $6, $7,
-           $8::bytea, manager.user_id, NULL::uuid, $9::timestamptz,
-           $10::double precision, $11::integer,
-           $12::uuid
-      FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $13::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+    SELECT $3::uuid, $4, $5::text[], $6,
+           $7, $8::bytea, $9::uuid,
+           $10::uuid, $11::timestamptz,
+           $12::double precision, $13::integer,
+           $14::uuid
+    FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $15::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                              'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $14::uuid, $15, $16,
-                 $17, $18, s.audit_target_id, $19,
-                 $20, s.audit_details, $21::timestamptz
+          SELECT $16::uuid, $17, $18,
+                 $19, $20, s.audit_target_id, $21,
+                 $22, s.audit_details, $23::timestamptz
             FROM created s),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $22::uuid AND status = 'enabled'
-         AND $23::text = ANY (events)
+       WHERE organization_id = $24::uuid AND status = 'enabled'
+         AND $25::text = ANY (events)
        FOR KEY SHARE),
     created_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $24::uuid, $25, s.webhook_data, $26::timestamptz
+      SELECT $26::uuid, $27, s.webhook_data, $28::timestamptz
         FROM created s
        WHERE EXISTS (SELECT 1 FROM created_webhook_subscribed)
       RETURNING id, organization_id, type),
     created_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $27::timestamptz,
-             $28::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $29::timestamptz,
+             $30::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
 
@@ -74,15 +75,19 @@ COMMIT;
 INSERT INTO api_keys
   (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
    created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9,
-        $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
+SELECT $1::uuid, $2, $3::text[], $4,
+       $5, $6::bytea, $7::uuid,
+       $8::uuid, $9::timestamptz,
+       $10::double precision, $11::integer,
+       $12::uuid
+ RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT user_id FROM memberships
 WHERE organization_id = $1::uuid AND user_id = $2::uuid
   AND role IN ('owner', 'admin')
@@ -107,15 +112,19 @@ COMMIT;
 INSERT INTO api_keys
   (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
    created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9,
-        $10, $11, $12) RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
+SELECT $1::uuid, $2, $3::text[], $4,
+       $5, $6::bytea, $7::uuid,
+       $8::uuid, $9::timestamptz,
+       $10::double precision, $11::integer,
+       $12::uuid
+ RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT user_id FROM memberships
 WHERE organization_id = $1::uuid AND user_id = $2::uuid
   AND role IN ('owner', 'admin')

@@ -6,10 +6,10 @@ COMMIT;
 INSERT INTO email_verification_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
- WHERE (SELECT count(*) FROM email_verification_tokens
-         WHERE user_id = $5
-           AND created_at > $6::timestamptz - interval '1 hour')
-       < $7;
+WHERE (SELECT count(*) FROM email_verification_tokens
+                WHERE user_id = $5
+                  AND created_at > $6::timestamptz - interval '1 hour')
+              < $7;
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;
@@ -80,10 +80,10 @@ COMMIT;
 INSERT INTO password_reset_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
- WHERE (SELECT count(*) FROM password_reset_tokens
-         WHERE user_id = $5
-           AND created_at > $6::timestamptz - interval '1 hour')
-       < $7;
+WHERE (SELECT count(*) FROM password_reset_tokens
+                WHERE user_id = $5
+                  AND created_at > $6::timestamptz - interval '1 hour')
+              < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE lower(email) = lower($1);
 SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS "counting";
 START TRANSACTION;
@@ -108,10 +108,10 @@ COMMIT;
 INSERT INTO email_verification_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz
- WHERE (SELECT count(*) FROM email_verification_tokens
-         WHERE user_id = $5
-           AND created_at > $6::timestamptz - interval '1 hour')
-       < $7;
+WHERE (SELECT count(*) FROM email_verification_tokens
+                WHERE user_id = $5
+                  AND created_at > $6::timestamptz - interval '1 hour')
+              < $7;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS "counting";
 START TRANSACTION;

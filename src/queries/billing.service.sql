@@ -5,13 +5,14 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-SELECT $1, $2, $3, $4,
-       $5, $6, $7, $8,
-       $9::jsonb, $10::timestamptz
- WHERE NOT EXISTS (
-       SELECT 1 FROM audit_events
-        WHERE organization_id = $11::uuid
-          AND action = $12::text AND target_id = $13::text);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz
+WHERE NOT EXISTS (
+          SELECT 1 FROM audit_events
+           WHERE organization_id = $11::uuid
+             AND action = $12::text AND target_id = $13::text);
 INSERT INTO billing_customers (organization_id, stripe_customer_id)
 VALUES ($1, $2) ON CONFLICT DO NOTHING;
 SELECT 1 FROM billing_subscriptions
@@ -95,9 +96,10 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
 WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
 SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
@@ -140,9 +142,10 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions
 WHERE organization_id = $1 AND status NOT IN ('canceled', 'incomplete_expired');
 SELECT id, organization_id AS "organizationId", stripe_subscription_id AS "stripeSubscriptionId", price_id AS "priceId", status, stripe_status AS "stripeStatus", collection_paused AS "collectionPaused", cancel_at_period_end AS "cancelAtPeriodEnd", current_period_end AS "currentPeriodEnd", provider_updated_at AS "providerUpdatedAt", revision, latest_invoice_id AS "latestInvoiceId", latest_invoice_status AS "latestInvoiceStatus", latest_invoice_at AS "latestInvoiceAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_subscriptions

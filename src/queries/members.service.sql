@@ -27,9 +27,10 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT id FROM api_keys
 WHERE organization_id = $1 AND created_by_user_id = $2
 ORDER BY id
@@ -90,9 +91,10 @@ COMMIT;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
@@ -109,9 +111,10 @@ DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 SELECT id FROM api_keys
 WHERE organization_id = $1 AND created_by_user_id = $2
 ORDER BY id

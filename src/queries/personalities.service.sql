@@ -69,9 +69,10 @@ RETURNING name, source_slug;
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
-VALUES ($1, $2, $3, $4,
-        $5, $6, $7, $8,
-        $9, $10);
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 START TRANSACTION;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
 webhook_source_webhook_subscribed AS (
