@@ -1,6 +1,5 @@
 import { Cte, join, sql } from '../database/sql';
-import type { ToolCallRecord } from '../tools/tool-turn-state';
-import type { MemorySafety } from '../safety/safety-categories';
+import type { StoredVerdict } from '../common/reply/reply-store';
 import type { MemoryRole } from './entities/memory.entity';
 
 export interface NewMemory {
@@ -14,9 +13,9 @@ export interface NewMemory {
   vocabularyVersion: string | null;
   createdAt: Date;
   /** The safety verdict of the message or the reply (docs/safety.md). */
-  safety: MemorySafety | null;
-  /** A reply's tool calls (contract §26); left out or null: none. */
-  toolCalls?: ToolCallRecord[] | null;
+  safety: StoredVerdict | null;
+  /** A reply's tool calls (ToolCallRecord, contract §26); left out or null: none. */
+  toolCalls?: readonly unknown[] | null;
 }
 
 /**

@@ -11,6 +11,7 @@ import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
 import { MemoryRetentionWorker } from './memory-retention.worker';
+import { ReplyMemories } from './reply-memories.participant';
 
 /**
  * What end users said and what is known of them (docs/memory.md): memories, facts, search,
@@ -29,6 +30,7 @@ import { MemoryRetentionWorker } from './memory-retention.worker';
 
     ConversationRepository,
     ConversationService,
+    ReplyMemories,
   ],
   exports: [FactsService],
 })

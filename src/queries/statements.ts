@@ -1,15 +1,17 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CallerContext } from '../common/auth/caller';
-import { type Sql, sql, type WithEntry, withEntries } from '../database/sql';
-import type { MemorySafety } from '../safety/safety-categories';
+import { type Sql, sql, withEntries } from '../database/sql';
 import type { Meaning } from '../embeddings/fusion';
-import { learnedFactsStep } from '../memory/facts.step';
-import { memoriesInsertStep } from '../memory/memories.step';
+import type { EntityManager } from 'typeorm';
+import { ExchangeComposer } from '../common/reply/exchange-composer';
+import type { ReplyAdmission, StoredExchange, StoredVerdict } from '../common/reply/reply-store';
+import type { FactsService } from '../memory/facts.service';
+import { ReplyMemories } from '../memory/reply-memories.participant';
+import { FlaggedExchanges } from '../safety/flagged-exchanges.participant';
+import { ReplyUsage } from '../usage/reply-usage.participant';
 import { rankedChunks } from '../knowledge/knowledge.repository';
-import { flaggedExchangeSteps } from '../respond/flagged-exchange.step';
 import { reservationReleaseStep } from '../spend/reservation-release.step';
-import { relationshipActivityStep, tokenUsageStep } from '../usage/usage.steps';
 
 /** The checked-in statements (`npm run sql:generate`), by file under src/queries. */
 export const QUERIES_DIR = __dirname;
@@ -19,7 +21,7 @@ const ORGANIZATION = '00000000-0000-4000-8000-000000000001';
 const END_USER = '00000000-0000-4000-8000-000000000002';
 const PERSONALITY = '00000000-0000-4000-8000-000000000003';
 const AT = new Date('2026-01-01T00:00:00Z');
-const SAFE: MemorySafety = { flagged: false, categories: [], action: 'none' };
+const SAFE: StoredVerdict = { flagged: false, categories: [], action: 'none' };
 
 interface ReplyShape {
   tokens?: boolean;
@@ -28,87 +30,69 @@ interface ReplyShape {
   facts?: number;
 }
 
+/** The end user's fact lock, as FactsService.roomFor takes it: room for every fact. */
+const ROOM_FOR_FACTS = { roomFor: () => Promise.resolve(10) } as unknown as FactsService;
+
 /**
- * The reply's statement (RespondService.store) for one shape, built by the same steps in the same
- * order. Spend's thresholds and meter events are left out: they need the organization's budget and
+ * The reply's statement (RespondService.store) for one shape, composed as a reply composes it:
+ * the same participants through ExchangeComposer. Spend's admission is represented by its
+ * reservation's release; its thresholds and meter events need the organization's budget and
  * billing settings (SpendService.exchangeSteps).
  */
-function replyStatement(shape: ReplyShape): string {
-  const common = {
+async function replyStatement(shape: ReplyShape): Promise<string> {
+  const verdict: StoredVerdict = shape.flagged
+    ? { flagged: true, categories: ['self_harm'], action: 'flagged' }
+    : SAFE;
+  const caller: CallerContext = {
+    kind: 'user',
+    userId: END_USER,
     organizationId: ORGANIZATION,
-    endUserId: END_USER,
-    personalityId: PERSONALITY,
-    vocabularyVersion: '1',
-    createdAt: AT,
+    scopes: [],
   };
-  const memories = memoriesInsertStep([
-    { ...common, role: 'user', content: 'm', emotion: 'joy', intensity: 0.5, safety: SAFE },
-    { ...common, role: 'personality', content: 'r', emotion: 'joy', intensity: 0.5, safety: SAFE },
-  ]);
-  const relationship = relationshipActivityStep({
+  const exchange: StoredExchange = {
+    caller,
     organizationId: ORGANIZATION,
     endUserId: END_USER,
+    userId: 'end-user-1',
     personalityId: PERSONALITY,
     at: AT,
-  });
-  const steps: WithEntry[] = [memories, relationship];
-  if (shape.tokens) {
-    steps.push(
-      tokenUsageStep({
-        organizationId: ORGANIZATION,
-        endUserId: END_USER,
-        personalityId: PERSONALITY,
-        apiKeyId: null,
-        at: AT,
-        model: 'model-a',
-        promptTokens: 1,
-        completionTokens: 1,
-        cachedTokens: 0,
-      }),
-    );
-  }
-  if (shape.reserved) {
-    steps.push(
+    vocabularyVersion: '1',
+    message: { content: 'm', emotion: { name: 'joy', intensity: 0.5 }, safety: verdict },
+    reply: {
+      content: 'r',
+      emotion: { name: 'joy', intensity: 0.5 },
+      safety: SAFE,
+      toolCalls: null,
+    },
+    safety: verdict,
+    facts: Array.from({ length: shape.facts ?? 0 }, (_, i) => `fact ${i}`),
+    tokens: shape.tokens
+      ? { promptTokens: 1, completionTokens: 1, cachedTokens: 0, model: 'model-a' }
+      : null,
+  };
+  const reservation: ReplyAdmission = {
+    assertRoomFor: () => Promise.resolve(),
+    storeExchange: () => [
       reservationReleaseStep({
         organizationId: ORGANIZATION,
         budgets: ['organization'],
         reservationId: '00000000-0000-4000-8000-000000000004',
       }),
-    );
-  }
-  if (shape.flagged) {
-    const caller: CallerContext = {
-      kind: 'user',
-      userId: END_USER,
-      organizationId: ORGANIZATION,
-      scopes: [],
-    };
-    steps.push(
-      ...flaggedExchangeSteps(memories, {
-        caller,
-        userId: 'end-user-1',
-        personalityId: PERSONALITY,
-        role: 'user',
-        safety: { flagged: true, categories: ['self_harm'], action: 'flagged' },
-        at: AT,
-      }),
-    );
-  }
-  if (shape.facts) {
-    const facts = Array.from({ length: shape.facts }, (_, i) => ({
-      content: `fact ${i}`,
-      key: `fact ${i}`,
-    }));
-    steps.push(
-      learnedFactsStep(memories, {
-        organizationId: ORGANIZATION,
-        endUserId: END_USER,
-        facts,
-        room: 10,
-        at: AT,
-      }),
-    );
-  }
+    ],
+    countTokens: () => [],
+    settled: () => undefined,
+    release: () => undefined,
+  };
+  const composer = new ExchangeComposer([
+    new ReplyMemories(ROOM_FOR_FACTS),
+    new ReplyUsage(),
+    new FlaggedExchanges(),
+  ]);
+  const { steps, underLock } = composer.storeExchange(
+    exchange,
+    shape.reserved ? [reservation] : [],
+  );
+  for (const locked of underLock) steps.push(...(await locked({} as EntityManager)));
   return withEntries(steps, sql`SELECT 1`).text;
 }
 
@@ -121,8 +105,13 @@ const REPLY_SHAPES: Array<[string, ReplyShape]> = [
 ];
 
 /** The reply's statement for each shape, by title. */
-export function replyStatements(): Array<[string, string]> {
-  return REPLY_SHAPES.map(([title, shape]) => [title, replyStatement(shape)]);
+export function replyStatements(): Promise<Array<[string, string]>> {
+  return Promise.all(
+    REPLY_SHAPES.map(async ([title, shape]): Promise<[string, string]> => [
+      title,
+      await replyStatement(shape),
+    ]),
+  );
 }
 
 const QUESTION = 'When do you open on Sundays?';
@@ -159,8 +148,8 @@ function formatted(text: string): string {
 }
 
 /** Every checked-in file's content, by file name. */
-export function renderQueries(): Map<string, string> {
-  const reply = replyStatements().map(
+export async function renderQueries(): Promise<Map<string, string>> {
+  const reply = (await replyStatements()).map(
     ([title, text]) => `-- RespondRepository.storeExchange: ${title}\n${formatted(text)};\n`,
   );
   const knowledge = knowledgeStatements().map(
@@ -179,5 +168,7 @@ export function renderQueries(): Map<string, string> {
 }
 
 if (require.main === module) {
-  for (const [file, content] of renderQueries()) writeFileSync(join(QUERIES_DIR, file), content);
+  void renderQueries().then((files) => {
+    for (const [file, content] of files) writeFileSync(join(QUERIES_DIR, file), content);
+  });
 }

@@ -7,20 +7,21 @@ import {
   type ReplyKnowledgeChunk,
 } from '../common/reply/reply-participant';
 import { ReplyParticipants } from '../common/reply/reply-participants';
+import type {
+  ReplyAdmission,
+  SpentTokens,
+  StoredExchange,
+  StoredVerdict,
+} from '../common/reply/reply-store';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { Database } from '../database/database';
-import { factKey, normalizeFact } from '../memory/dto/fact.dto';
-import { FactsService } from '../memory/facts.service';
-import { learnedFactsStep } from '../memory/facts.step';
 import type { WithEntry } from '../database/sql';
-import { memoriesInsertStep } from '../memory/memories.step';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
   PersonalitiesService,
   type PersonalityForReply,
 } from '../personalities/personalities.service';
 import { inClientSpan } from '../tracing/spans';
-import { relationshipActivityStep, tokenUsageStep, type TokensUsed } from '../usage/usage.steps';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
@@ -40,17 +41,14 @@ import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
 import { detectEmotion } from './engine/emotion-detector';
-import { flaggedExchangeSteps } from './flagged-exchange.step';
 import type { CallerContext } from '../common/auth/caller';
 import {
-  type ExchangeSafety,
   type MessageSafety,
   refusalIn,
   ReplySafety,
   withCrisisMessage,
 } from '../safety/reply-safety.service';
-import type { MemorySafety, SafetyCategory } from '../safety/safety-categories';
-import { type SpendAdmission, SpendService } from '../spend/spend.service';
+import type { SafetyCategory } from '../safety/safety-categories';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -80,17 +78,6 @@ function promptTextsOf(
     ...context.recalled.map((memory) => memory.content),
     ...context.knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
   ];
-}
-
-/** The facts of one reply without repeats (case and white space aside), as they are stored. */
-function uniqueFacts(facts: string[]): Array<{ content: string; key: string }> {
-  const unique = new Map<string, string>();
-  for (const fact of facts) {
-    const content = normalizeFact(fact);
-    const key = factKey(content);
-    if (content && !unique.has(key)) unique.set(key, content);
-  }
-  return [...unique].map(([key, content]) => ({ content, key }));
 }
 
 /** A reply as it will be answered and stored, and the moderated categories its text holds. */
@@ -141,8 +128,8 @@ export interface Conversation {
   knowledge: ReplyKnowledgeChunk[];
   vocabulary: EmotionVocabulary;
   message: string;
-  /** The reply's admission against the token budgets: released once it is stored or failed. */
-  spend: SpendAdmission;
+  /** The reply's admissions (the token budgets'): settled once it is stored, else given back. */
+  admissions: ReplyAdmission[];
   /** Where the turn's tool calls stand (contract §26): fresh, or resumed from a pause. */
   tools: ToolTurnState;
   /** The paused turn this reply resumes, claimed for it: given back if the reply fails. */
@@ -165,12 +152,10 @@ export class RespondService implements OnApplicationBootstrap {
     private readonly endUsers: EndUsersService,
     private readonly personalities: PersonalitiesService,
     private readonly vocabularies: VocabulariesService,
-    private readonly facts: FactsService,
     private readonly database: Database,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
     private readonly safety: ReplySafety,
-    private readonly spend: SpendService,
     private readonly toolTurns: ToolTurnsService,
     private readonly participants: ReplyParticipants,
   ) {
@@ -180,7 +165,7 @@ export class RespondService implements OnApplicationBootstrap {
 
   /** A reply without a participant for some of its context would answer without it: refused. */
   onApplicationBootstrap(): void {
-    this.participants.assertEveryFieldWritten();
+    this.participants.assertComplete();
   }
 
   async respond(
@@ -215,7 +200,7 @@ export class RespondService implements OnApplicationBootstrap {
     try {
       await this.toolTurns.claim(organizationId, turnId, dto.outputs.length);
     } catch (error) {
-      this.spend.release(conversation.spend);
+      this.release(conversation);
       throw error;
     }
     return { ...conversation, resumedTurnId: turnId };
@@ -263,7 +248,7 @@ export class RespondService implements OnApplicationBootstrap {
         ? found
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
     // Over a token budget: 402 before anything is asked of the provider.
-    const spend = await this.spend.admit({
+    const admissions = await this.participants.admit({
       organizationId,
       endUserId: endUser.id,
       promptTexts: promptTextsOf(personality, context, dto.message),
@@ -279,7 +264,7 @@ export class RespondService implements OnApplicationBootstrap {
       knowledge: context.knowledge,
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
-      spend,
+      admissions,
       tools: resumed ?? freshToolState(dto.user_id, dto.message, requestTools),
     };
   }
@@ -297,9 +282,13 @@ export class RespondService implements OnApplicationBootstrap {
       await this.endFailedTurn(conversation);
       throw error;
     } finally {
-      // Failed or cancelled (none spent); a stored reply's statement settled it already.
-      this.spend.release(conversation.spend);
+      // Failed or cancelled (none spent); a stored reply's statement settled them already.
+      this.release(conversation);
     }
+  }
+
+  private release({ admissions }: Conversation): void {
+    for (const admission of admissions) admission.release();
   }
 
   /**
@@ -341,30 +330,22 @@ export class RespondService implements OnApplicationBootstrap {
     model: string | null,
     at: Date,
   ): WithEntry[] {
-    const tokens = tokenUsageStep({
-      ...this.tokensUsed(conversation, usage, model, at),
-      replies: 0,
-    });
-    const tokensUsed = usage.promptTokens + usage.completionTokens;
-    return [tokens, ...this.spend.tokenSteps(conversation.spend, { at, tokens, tokensUsed })];
+    return this.participants.countTokens(
+      { ...this.ownerOf(conversation, at), tokens: { ...usage, model } },
+      conversation.admissions,
+    );
   }
 
-  /** Who spent the tokens, for the breakdown's rollups and the budgets. */
-  private tokensUsed(
-    conversation: Conversation,
-    usage: TokenUsage,
-    model: string | null,
-    at: Date,
-  ): TokensUsed {
+  /** Who the turn is for, as everything its statement writes names them. */
+  private ownerOf(conversation: Conversation, at: Date) {
     const { caller, organizationId, endUser, personality } = conversation;
     return {
+      caller,
       organizationId,
       endUserId: endUser.id,
+      userId: endUser.user_id,
       personalityId: personality.id,
-      apiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
       at,
-      model,
-      ...usage,
     };
   }
 
@@ -478,11 +459,9 @@ export class RespondService implements OnApplicationBootstrap {
         // A later round of a turn with tools: its tokens so far must leave room (§26).
         const used = conversation.tools.usage;
         if (used) {
-          await this.spend.assertRoomFor(
-            conversation.spend,
-            conversation.endUser.id,
-            used.promptTokens + used.completionTokens,
-          );
+          for (const admission of conversation.admissions) {
+            await admission.assertRoomFor(used.promptTokens + used.completionTokens);
+          }
         }
         return this.askEngine({ ...request, ...tools }, signal);
       },
@@ -511,93 +490,39 @@ export class RespondService implements OnApplicationBootstrap {
   }
 
   /**
-   * The memories, the facts learned, the month's activity and the tokens land together or not at
-   * all: one statement, in a transaction with the end user's fact lock when facts were learned.
+   * The exchange and what each participant writes with it (docs/decisions.md, "Code") land
+   * together or not at all: one statement, in a transaction with the locks a participant takes
+   * first (the end user's fact lock when facts were learned).
    */
   private async store(
     conversation: Conversation,
     reply: EngineReply,
-    verdicts: { message: MemorySafety; reply: MemorySafety },
-    safety: ExchangeSafety,
+    verdicts: { message: StoredVerdict; reply: StoredVerdict },
+    safety: StoredVerdict,
     toolCalls: ToolCallRecord[] = [],
   ): Promise<Date> {
-    const { organizationId, endUser, personality, vocabulary } = conversation;
     const at = this.clock.now();
-    const common = {
-      organizationId,
-      endUserId: endUser.id,
-      personalityId: personality.id,
-      vocabularyVersion: vocabulary.version,
-      createdAt: at,
-    };
-    const memories = memoriesInsertStep([
-      {
-        ...common,
-        role: 'user',
-        content: conversation.message,
-        emotion: reply.detected.name,
-        intensity: reply.detected.intensity,
-        safety: verdicts.message,
-      },
-      {
-        ...common,
-        role: 'personality',
+    const tokens: SpentTokens | null = reply.usage ? { ...reply.usage, model: reply.model } : null;
+    const exchange: StoredExchange = {
+      ...this.ownerOf(conversation, at),
+      vocabularyVersion: conversation.vocabulary.version,
+      message: { content: conversation.message, emotion: reply.detected, safety: verdicts.message },
+      reply: {
         content: reply.text,
-        emotion: reply.emotion.name,
-        intensity: reply.emotion.intensity,
+        emotion: reply.emotion,
         safety: verdicts.reply,
         toolCalls: toolCalls.length > 0 ? toolCalls : null,
       },
-    ]);
-    const relationship = relationshipActivityStep({
-      organizationId,
-      endUserId: endUser.id,
-      personalityId: personality.id,
-      at,
-    });
-    const steps: WithEntry[] = [memories, relationship];
-    const { usage } = reply;
-    const tokens = usage
-      ? tokenUsageStep(this.tokensUsed(conversation, usage, reply.model, at))
-      : null;
-    if (tokens) steps.push(tokens);
-    const spend = this.spend.exchangeSteps(conversation.spend, {
-      at,
-      relationship,
+      safety,
+      facts: reply.facts,
       tokens,
-      tokensUsed: usage ? usage.promptTokens + usage.completionTokens : 0,
-    });
-    steps.push(...spend.steps);
-    if (safety.flagged) {
-      steps.push(
-        ...flaggedExchangeSteps(memories, {
-          caller: conversation.caller,
-          userId: endUser.user_id,
-          personalityId: personality.id,
-          // The message that was flagged: the user's, unless only the reply was.
-          role: verdicts.message.flagged ? 'user' : 'personality',
-          safety,
-          at,
-        }),
-      );
-    }
-    const learned = uniqueFacts(reply.facts);
+    };
+    const { steps, underLock } = this.participants.storeExchange(exchange, conversation.admissions);
     const stored =
-      learned.length === 0
+      underLock.length === 0
         ? this.repository.storeExchange(steps)
         : this.database.transaction(async (manager) => {
-            const room = await this.facts.roomFor(manager, endUser.id);
-            if (room > 0) {
-              steps.push(
-                learnedFactsStep(memories, {
-                  organizationId,
-                  endUserId: endUser.id,
-                  facts: learned,
-                  room,
-                  at,
-                }),
-              );
-            }
+            for (const locked of underLock) steps.push(...(await locked(manager)));
             await this.repository.storeExchange(steps, manager);
           });
     await stored.catch((error: unknown) => {
@@ -606,8 +531,8 @@ export class RespondService implements OnApplicationBootstrap {
       if (!hasSqlState(error)) conversation.tools.usage = null;
       throw this.vanishedMeanwhile(error) ?? error;
     });
-    // Its reservation went with the statement, swapped for its tokens.
-    this.spend.settled(conversation.spend);
+    // Their reservations went with the statement, swapped for its tokens.
+    for (const admission of conversation.admissions) admission.settled();
     return at;
   }
 

@@ -9,6 +9,7 @@ import { SafetySettingsController } from './safety-settings.controller';
 import { SafetySettingsRepository } from './safety-settings.repository';
 import { SafetySettingsService } from './safety-settings.service';
 import { ReplySafety } from './reply-safety.service';
+import { FlaggedExchanges } from './flagged-exchanges.participant';
 
 /**
  * Safety in companion conversations (docs/safety.md): the organizations' settings and the
@@ -21,6 +22,7 @@ import { ReplySafety } from './reply-safety.service';
     SafetySettingsRepository,
     SafetySettingsService,
     ReplySafety,
+    FlaggedExchanges,
     LocalSafetyClassifier,
     {
       provide: SAFETY_CLASSIFIER,

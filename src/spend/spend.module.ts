@@ -5,6 +5,7 @@ import { LimitsRepository } from './limits.repository';
 import { LimitsService } from './limits.service';
 import { SpendReservationsRepository } from './spend-reservations.repository';
 import { SpendService } from './spend.service';
+import { ReplyBudgets } from './reply-budgets.admitter';
 
 /**
  * Spend control (contract §23, docs/spend-control.md): an organization's limits, and the
@@ -15,7 +16,13 @@ import { SpendService } from './spend.service';
 @Module({
   imports: [OrganizationsModule],
   controllers: [LimitsController],
-  providers: [LimitsRepository, LimitsService, SpendReservationsRepository, SpendService],
+  providers: [
+    LimitsRepository,
+    LimitsService,
+    SpendReservationsRepository,
+    SpendService,
+    ReplyBudgets,
+  ],
   exports: [LimitsService, SpendService],
 })
 export class SpendModule {}

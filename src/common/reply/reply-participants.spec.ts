@@ -8,6 +8,19 @@ import {
   type ReplyTurn,
 } from './reply-participant';
 import { ReplyParticipants } from './reply-participants';
+import {
+  AdmitsReplies,
+  type AdmittedTurn,
+  type CountedTokens,
+  type ExchangeContribution,
+  type ExchangeSourceName,
+  type ExchangeSources,
+  type ReplyAdmission,
+  type ReplyStoreParticipant,
+  type StoredExchange,
+  StoresReplies,
+} from './reply-store';
+import { Cte, type Sql, sql, withEntries } from '../../database/sql';
 import { ReplyParticipantsModule } from './reply-participants.module';
 
 const TURN: ReplyTurn = {
@@ -189,7 +202,7 @@ describe('ReplyParticipants', () => {
     @Module({ providers: [Memory] })
     class MemoryOnly {}
     const partial = await participantsOf(MemoryOnly);
-    expect(() => partial.participants.assertEveryFieldWritten()).toThrow(
+    expect(() => partial.participants.assertComplete()).toThrow(
       'no reply participant writes knowledge',
     );
     await moduleRef!.close();
@@ -198,6 +211,240 @@ describe('ReplyParticipants', () => {
     @Module({ providers: [Memory, Knowledge] })
     class Both {}
     const whole = await participantsOf(Both);
-    expect(() => whole.participants.assertEveryFieldWritten()).not.toThrow();
+    expect(() => whole.participants.assertComplete()).toThrow(
+      'no reply store participant lends memories, relationship, tokens',
+    );
+    await moduleRef!.close();
+
+    const Memories = store('Memories', ['memories']);
+    const Usage = store('Usage', ['relationship', 'tokens']);
+    @Module({ providers: [Memory, Knowledge, Memories, Usage] })
+    class Everything {}
+    const complete = await participantsOf(Everything);
+    expect(() => complete.participants.assertComplete()).not.toThrow();
+  });
+});
+
+const AT = new Date('2026-11-30T12:00:00Z');
+const EXCHANGE: StoredExchange = {
+  caller: { kind: 'api_key', apiKeyId: 'key', organizationId: 'org', scopes: ['admin'] },
+  organizationId: 'org',
+  endUserId: 'end-user',
+  userId: 'ada',
+  personalityId: 'personality',
+  at: AT,
+  vocabularyVersion: '1',
+  message: {
+    content: 'hello',
+    emotion: { name: 'joy', intensity: 0.5 },
+    safety: { flagged: false, categories: [], action: 'none' },
+  },
+  reply: {
+    content: 'hi',
+    emotion: { name: 'joy', intensity: 0.5 },
+    safety: { flagged: false, categories: [], action: 'none' },
+    toolCalls: null,
+  },
+  safety: { flagged: false, categories: [], action: 'none' },
+  facts: [],
+  tokens: { promptTokens: 3, completionTokens: 2, cachedTokens: 0, model: 'm' },
+};
+const COUNTED: CountedTokens = { ...EXCHANGE, tokens: EXCHANGE.tokens! };
+
+/** Every column any source carries: a fake CTE fits wherever a source is asked for. */
+const ANY_SOURCE_COLUMNS = [
+  'id',
+  'role',
+  'organization_id',
+  'month',
+  'end_user_id',
+  'personality_id',
+  'used_tokens',
+] as const;
+const sourceCte = (name: string, body: Sql) => new Cte(name, body, ANY_SOURCE_COLUMNS);
+
+/** The statement's text, one CTE per line, without the SELECT the sequencer ends it with. */
+const textOf = (steps: Parameters<typeof withEntries>[0]) =>
+  withEntries(steps, sql`SELECT 1`)
+    .text.split('\n')
+    .slice(0, -1);
+
+/**
+ * A store participant named `name` lending `lends` (a CTE per source, named after it, whose body
+ * names the sources it saw), or lending none: then one step naming the sources it was given.
+ */
+function store(
+  name: string,
+  lends: ExchangeSourceName[] = [],
+  extra: Partial<ExchangeContribution> = {},
+) {
+  const seen = (sources: ExchangeSources): Sql => sql`${Object.keys(sources).sort().join(' ')}`;
+  @Injectable()
+  @StoresReplies({ lends })
+  class FakeStore implements ReplyStoreParticipant {
+    readonly exchanges: StoredExchange[] = [];
+    storeExchange(exchange: StoredExchange, sources: ExchangeSources): ExchangeContribution {
+      this.exchanges.push(exchange);
+      if (lends.length === 0) {
+        return { steps: [new Cte(name.toLowerCase(), seen(sources))], ...extra };
+      }
+      const lent = Object.fromEntries(
+        lends.map((source) => [source, sourceCte(source, seen(sources))]),
+      );
+      return { steps: Object.values(lent), lends: lent, ...extra };
+    }
+    countTokens(counted: CountedTokens, sources: ExchangeSources): ExchangeContribution {
+      if (!lends.includes('tokens')) return { steps: [] };
+      const tokens = sourceCte('counted_tokens', seen(sources));
+      return { steps: [tokens], lends: { tokens } };
+    }
+  }
+  Object.defineProperty(FakeStore, 'name', { value: name });
+  return FakeStore;
+}
+
+/** An admitter whose admissions record what happened to them; `refuse` makes admit() throw. */
+function admitter(name: string, log: string[], refuse = false) {
+  @Injectable()
+  @AdmitsReplies()
+  class FakeAdmitter {
+    admit(turn: AdmittedTurn): Promise<ReplyAdmission> {
+      if (refuse) return Promise.reject(new Error(`${name} refused ${turn.endUserId}`));
+      log.push(`${name} admitted`);
+      return Promise.resolve({
+        assertRoomFor: () => Promise.resolve(),
+        storeExchange: (_exchange, sources) => [new Cte(`${name}_store`, seen(sources))],
+        countTokens: (_counted, sources) => [new Cte(`${name}_count`, seen(sources))],
+        settled: () => void log.push(`${name} settled`),
+        release: () => void log.push(`${name} released`),
+      });
+    }
+  }
+  const seen = (sources: Partial<ExchangeSources>): Sql =>
+    sql`${Object.keys(sources).sort().join(' ')}`;
+  Object.defineProperty(FakeAdmitter, 'name', { value: name });
+  return FakeAdmitter;
+}
+
+describe('ReplyParticipants: the statement storing a reply', () => {
+  let moduleRef: TestingModule | undefined;
+
+  async function participantsOf(...providers: Array<new (...args: never[]) => unknown>) {
+    @Module({ providers })
+    class Features {}
+    const compiled = await Test.createTestingModule({
+      imports: [ReplyParticipantsModule, Features],
+    }).compile();
+    await compiled.init();
+    moduleRef = compiled;
+    return compiled.get(ReplyParticipants);
+  }
+
+  afterEach(async () => {
+    await moduleRef?.close();
+    moduleRef = undefined;
+  });
+
+  it('puts the lenders first, then the admissions, then the others by name, whatever the order of the providers', async () => {
+    const log: string[] = [];
+    const participants = await participantsOf(
+      store('Zebra'),
+      store('Usage', ['relationship', 'tokens']),
+      admitter('Budget', log),
+      store('Alpha'),
+      store('Memories', ['memories']),
+    );
+    const admissions = await participants.admit({
+      organizationId: 'org',
+      endUserId: 'end-user',
+      promptTexts: ['hello'],
+    });
+    const { steps, underLock } = participants.storeExchange(EXCHANGE, admissions);
+
+    // Lenders see no source; every later step sees all three (in its CTE's parameter).
+    expect(textOf(steps)).toEqual([
+      'WITH memories AS ($1),',
+      'relationship AS ($2),',
+      'tokens AS ($3),',
+      'Budget_store AS ($4),',
+      'alpha AS ($5),',
+      'zebra AS ($6)',
+    ]);
+    const statement = withEntries(steps, sql`SELECT 1`);
+    expect(statement.values).toEqual([
+      '',
+      '',
+      '',
+      'memories relationship tokens',
+      'memories relationship tokens',
+      'memories relationship tokens',
+    ]);
+    expect(underLock).toEqual([]);
+  });
+
+  it('counts tokens without a reply with only what lends tokens, then the admissions', async () => {
+    const log: string[] = [];
+    const participants = await participantsOf(
+      store('Memories', ['memories']),
+      store('Usage', ['relationship', 'tokens']),
+      store('Flags'),
+      admitter('Budget', log),
+    );
+    const admissions = await participants.admit({
+      organizationId: 'org',
+      endUserId: 'end-user',
+      promptTexts: [],
+    });
+    const steps = participants.countTokens(COUNTED, admissions);
+    expect(textOf(steps)).toEqual(['WITH counted_tokens AS ($1),', 'Budget_count AS ($2)']);
+    expect(withEntries(steps, sql`SELECT 1`).values).toEqual(['', 'tokens']);
+  });
+
+  it('collects the steps that need a lock, to run last in a transaction', async () => {
+    const locked = jest.fn(() => Promise.resolve([new Cte('facts', sql`SELECT 1`)]));
+    const participants = await participantsOf(
+      store('Memories', ['memories'], { underLock: locked }),
+      store('Usage', ['relationship', 'tokens']),
+    );
+    const { underLock } = participants.storeExchange(EXCHANGE, []);
+    expect(underLock).toEqual([locked]);
+    expect(locked).not.toHaveBeenCalled();
+  });
+
+  it('gives back the admissions already made when a later admitter refuses', async () => {
+    const log: string[] = [];
+    const participants = await participantsOf(
+      admitter('Alpha', log),
+      admitter('Omega', log, true),
+      store('Memories', ['memories']),
+      store('Usage', ['relationship', 'tokens']),
+    );
+    await expect(
+      participants.admit({ organizationId: 'org', endUserId: 'end-user', promptTexts: [] }),
+    ).rejects.toThrow('Omega refused end-user');
+    expect(log).toEqual(['Alpha admitted', 'Alpha released']);
+  });
+
+  it('refuses at start-up two participants lending the same source', async () => {
+    await expect(
+      participantsOf(store('One', ['memories']), store('Two', ['memories'])),
+    ).rejects.toThrow(/One and Two both lend memories|Two and One both lend memories/);
+  });
+
+  it('fails a statement whose lender did not lend what it declared', async () => {
+    @Injectable()
+    @StoresReplies({ lends: ['memories'] })
+    class Forgetful implements ReplyStoreParticipant {
+      storeExchange(): ExchangeContribution {
+        return { steps: [] };
+      }
+    }
+    const participants = await participantsOf(
+      Forgetful,
+      store('Usage', ['relationship', 'tokens']),
+    );
+    expect(() => participants.storeExchange(EXCHANGE, [])).toThrow(
+      'Forgetful did not lend memories',
+    );
   });
 });

@@ -1,5 +1,8 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import type { WithEntry } from '../../database/sql';
+import { ExchangeComposer, type ExchangeStatement } from './exchange-composer';
 import {
   REPLY_CONTEXT_FIELDS,
   type ReplyContext,
@@ -8,16 +11,41 @@ import {
   ReadsForReplies,
   type ReplyTurn,
 } from './reply-participant';
+import {
+  type AdmittedTurn,
+  AdmitsReplies,
+  type CountedTokens,
+  type ReplyAdmission,
+  type ReplyAdmitter,
+  type ReplyStoreParticipant,
+  type StoredExchange,
+  StoresReplies,
+} from './reply-store';
 
 interface FoundParticipant {
   fields: readonly ReplyContextField[];
   participant: ReplyParticipant;
 }
 
-/** Every provider marked @ReadsForReplies(…), and the reads of one reply across all of them. */
+/** A singleton's instance, or start-up refused: a transient one's would be a bare prototype. */
+function singletonOf<T>(wrapper: InstanceWrapper, role: string): T {
+  const instance = wrapper.instance as T | undefined;
+  if (!instance || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
+    throw new Error(`${role} ${String(wrapper.name)} must be a singleton`);
+  }
+  return instance;
+}
+
+/**
+ * Every provider taking part in replies, found by its decorator, and each phase of one reply
+ * across all of them: the reads (@ReadsForReplies), the admission (@AdmitsReplies) and the
+ * statement that stores it (@StoresReplies).
+ */
 @Injectable()
 export class ReplyParticipants implements OnModuleInit {
   private participants: readonly FoundParticipant[] = [];
+  private exchanges = new ExchangeComposer([]);
+  private admitters: readonly ReplyAdmitter[] = [];
 
   constructor(private readonly discovery: DiscoveryService) {}
 
@@ -27,15 +55,25 @@ export class ReplyParticipants implements OnModuleInit {
    * singleton, one provided twice, and a field two participants write.
    */
   onModuleInit(): void {
+    this.participants = this.findReaders();
+    this.exchanges = new ExchangeComposer(
+      this.discovery
+        .getProviders({ metadataKey: StoresReplies.KEY })
+        .map((wrapper) => singletonOf<ReplyStoreParticipant>(wrapper, 'reply store participant')),
+    );
+    this.admitters = this.discovery
+      .getProviders({ metadataKey: AdmitsReplies.KEY })
+      .map((wrapper) => singletonOf<ReplyAdmitter>(wrapper, 'reply admitter'))
+      // By class name: the statement's text (and its prepared name) must not depend on imports.
+      .sort((a, b) => a.constructor.name.localeCompare(b.constructor.name));
+  }
+
+  private findReaders(): FoundParticipant[] {
     const found: FoundParticipant[] = [];
     const writers = new Map<ReplyContextField, string>();
     for (const wrapper of this.discovery.getProviders({ metadataKey: ReadsForReplies.KEY })) {
-      const participant = wrapper.instance as ReplyParticipant | undefined;
+      const participant = singletonOf<ReplyParticipant>(wrapper, 'reply participant');
       const name = String(wrapper.name);
-      // A transient provider's static instance is a bare prototype: its constructor never ran.
-      if (!participant || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
-        throw new Error(`reply participant ${name} must be a singleton`);
-      }
       const fields = (Reflect.getMetadata(ReadsForReplies.KEY, wrapper.metatype as object) ??
         []) as readonly ReplyContextField[];
       for (const field of fields) {
@@ -46,15 +84,24 @@ export class ReplyParticipants implements OnModuleInit {
       }
       found.push({ fields, participant });
     }
-    this.participants = found;
+    return found;
   }
 
-  /** Refuses to start a reply path some field of whose context no participant writes. */
-  assertEveryFieldWritten(): void {
+  /**
+   * Refuses to start a reply path with a field of its context that no participant writes, or a
+   * source of its statement that nobody lends.
+   */
+  assertComplete(): void {
     const written = new Set(this.participants.flatMap(({ fields }) => fields));
     const missing = REPLY_CONTEXT_FIELDS.filter((field) => !written.has(field));
     if (missing.length > 0) {
       throw new Error(`no reply participant writes ${missing.join(', ')}: is its module imported?`);
+    }
+    const unlent = this.exchanges.unlent();
+    if (unlent.length > 0) {
+      throw new Error(
+        `no reply store participant lends ${unlent.join(', ')}: is its module imported?`,
+      );
     }
   }
 
@@ -78,5 +125,33 @@ export class ReplyParticipants implements OnModuleInit {
       }
     }
     return context;
+  }
+
+  /**
+   * Every admitter's admission of the reply, one after the other (a refusal gives back those
+   * already admitted, and answers).
+   */
+  async admit(turn: AdmittedTurn): Promise<ReplyAdmission[]> {
+    const admitted: ReplyAdmission[] = [];
+    try {
+      for (const admitter of this.admitters) admitted.push(await admitter.admit(turn));
+    } catch (error) {
+      for (const admission of admitted) admission.release();
+      throw error;
+    }
+    return admitted;
+  }
+
+  /** The statement storing an exchange (ExchangeComposer). */
+  storeExchange(
+    exchange: StoredExchange,
+    admissions: readonly ReplyAdmission[],
+  ): ExchangeStatement {
+    return this.exchanges.storeExchange(exchange, admissions);
+  }
+
+  /** The statement counting a turn's tokens without a reply (a pause, a failure). */
+  countTokens(counted: CountedTokens, admissions: readonly ReplyAdmission[]): WithEntry[] {
+    return this.exchanges.countTokens(counted, admissions);
   }
 }

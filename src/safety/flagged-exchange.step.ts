@@ -2,7 +2,7 @@ import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import type { CallerContext } from '../common/auth/caller';
 import { cte, type Source, sql, type WithEntry } from '../database/sql';
 import type { MemoryRole } from '../memory/entities/memory.entity';
-import type { MemorySafety } from '../safety/safety-categories';
+import type { StoredVerdict } from '../common/reply/reply-store';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 
 export interface FlaggedExchange {
@@ -11,7 +11,7 @@ export interface FlaggedExchange {
   personalityId: string;
   /** Which of the exchange's two memories the event names. */
   role: MemoryRole;
-  safety: MemorySafety;
+  safety: StoredVerdict;
   at: Date;
 }
 
