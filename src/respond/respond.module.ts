@@ -1,12 +1,11 @@
 import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { ReplyParticipantsModule } from '../common/reply/reply-participants.module';
 import { Clock } from '../common/time/clock';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { EndUsersModule } from '../end-users/end-users.module';
-import { MemoryModule } from '../memory/memory.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
-import { SafetyModule } from '../safety/safety.module';
 import { LocalResponseEngine } from './engine/local-response-engine';
 import { OpenAiResponseEngine } from './engine/openai-response-engine';
 import { RESPONSE_ENGINE } from './engine/response-engine';
@@ -15,26 +14,25 @@ import { EngineMetrics } from './engine/routing/engine-metrics';
 import { RespondController } from './respond.controller';
 import { RespondRepository } from './respond.repository';
 import { RespondService } from './respond.service';
+import { ReplyGenerators } from './reply-generators';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
-import { SpendModule } from '../spend/spend.module';
 import { ToolsModule } from '../tools/tools.module';
 
 @Module({
   imports: [
+    DiscoveryModule,
     IdempotencyModule,
     ReplyParticipantsModule,
     EndUsersModule,
-    MemoryModule,
     PersonalitiesModule,
     VocabulariesModule,
-    SpendModule,
-    SafetyModule,
     ToolsModule,
   ],
   controllers: [RespondController],
   providers: [
     RespondRepository,
     RespondService,
+    ReplyGenerators,
     CircuitBreakers,
     EngineMetrics,
     {

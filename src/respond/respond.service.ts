@@ -7,12 +7,7 @@ import {
   type ReplyKnowledgeChunk,
 } from '../common/reply/reply-participant';
 import { ReplyParticipants } from '../common/reply/reply-participants';
-import type {
-  ReplyAdmission,
-  SpentTokens,
-  StoredExchange,
-  StoredVerdict,
-} from '../common/reply/reply-store';
+import type { ReplyAdmission, SpentTokens, StoredExchange } from '../common/reply/reply-store';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { Database } from '../database/database';
 import type { WithEntry } from '../database/sql';
@@ -26,7 +21,7 @@ import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabul
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
 import { toolProblems, type RequestTool } from '../tools/tool-definitions';
-import type { ToolCallRecord, ToolTurnState } from '../tools/tool-turn-state';
+import type { ToolTurnState } from '../tools/tool-turn-state';
 import { freshToolState, ToolTurnsService } from '../tools/tool-turns.service';
 import {
   type EngineMemory,
@@ -40,15 +35,15 @@ import {
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
-import { detectEmotion } from './engine/emotion-detector';
-import type { CallerContext } from '../common/auth/caller';
 import {
-  type MessageSafety,
-  refusalIn,
-  ReplySafety,
-  withCrisisMessage,
-} from '../safety/reply-safety.service';
-import type { SafetyCategory } from '../safety/safety-categories';
+  type Generated,
+  type GeneratedReply,
+  type Generation,
+  NO_VERDICT,
+  type ReplyVerdicts,
+} from './reply-generation';
+import { ReplyGenerators } from './reply-generators';
+import type { CallerContext } from '../common/auth/caller';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -78,41 +73,6 @@ function promptTextsOf(
     ...context.recalled.map((memory) => memory.content),
     ...context.knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
   ];
-}
-
-/** A reply as it will be answered and stored, and the moderated categories its text holds. */
-interface WrittenReply {
-  reply: EngineReply;
-  categories: SafetyCategory[];
-  /** The turn's tool calls, kept with the reply. */
-  toolCalls?: ToolCallRecord[];
-}
-
-/** A turn the engine paused for client tools: nothing is stored until it is resumed. */
-interface PausedTurn {
-  paused: { turnId: string; toolCalls: Array<{ id: string; name: string; arguments: unknown }> };
-}
-
-/**
- * A refusal in the personality's register, in place of the engine's reply; a crisis is still
- * referred (it ends with the crisis message).
- */
-function refusalReply(conversation: Conversation, screened: MessageSafety): EngineReply {
-  const { vocabulary, message, personality } = conversation;
-  const detected = detectEmotion(message, vocabulary.emotions);
-  const neutral = vocabulary.emotions.some((emotion) => emotion.name === 'neutral')
-    ? 'neutral'
-    : detected.name;
-  return {
-    text: screened.crisis
-      ? withCrisisMessage(refusalIn(personality.voice), screened.settings)
-      : refusalIn(personality.voice),
-    emotion: { name: neutral, intensity: 0.3 },
-    detected: { name: detected.name, intensity: detected.intensity },
-    usage: null,
-    facts: [],
-    model: null,
-  };
 }
 
 /** Everything a reply needs, checked before any of it is written or streamed. */
@@ -155,7 +115,7 @@ export class RespondService implements OnApplicationBootstrap {
     private readonly database: Database,
     @Inject(RESPONSE_ENGINE) private readonly engine: ResponseEngine,
     private readonly metrics: EngineMetrics,
-    private readonly safety: ReplySafety,
+    private readonly generators: ReplyGenerators,
     private readonly toolTurns: ToolTurnsService,
     private readonly participants: ReplyParticipants,
   ) {
@@ -354,96 +314,69 @@ export class RespondService implements OnApplicationBootstrap {
     options: ReplyOptions,
   ): Promise<RespondAnswer> {
     const { signal } = options;
-    const screened = await this.safety.screenMessage(
-      conversation.organizationId,
-      conversation.message,
-      signal,
+    const { personality, endUser } = conversation;
+    const generated = await this.generators.generate(
+      {
+        organizationId: conversation.organizationId,
+        request: {
+          personality,
+          message: conversation.message,
+          memories: conversation.memories,
+          facts: conversation.facts,
+          recalled: conversation.recalled,
+          knowledge: conversation.knowledge,
+          vocabulary: conversation.vocabulary,
+          crisis: false,
+        },
+        signal,
+        onDelta: options.onDelta,
+      },
+      (generation) => this.generate(conversation, generation),
     );
-    const written = screened.blocked
-      ? await this.refuse(conversation, screened, options)
-      : await this.write(conversation, screened, options);
-    if ('paused' in written) {
+    if (generated.kind === 'paused') {
       return {
         status: 'requires_action',
-        turn_id: written.paused.turnId,
-        tool_calls: written.paused.toolCalls,
-        personality_id: conversation.personality.id,
-        user_id: conversation.endUser.user_id,
+        turn_id: generated.turnId,
+        tool_calls: generated.toolCalls,
+        personality_id: personality.id,
+        user_id: endUser.user_id,
       };
     }
     // A client that left while the reply was written gets nothing stored.
     signal.throwIfAborted();
-    const verdicts = {
-      message: screened.verdict,
-      reply: this.safety.replyVerdict(screened, written.categories),
+    const { reply } = generated;
+    const verdicts = generated.verdicts ?? {
+      message: NO_VERDICT,
+      reply: NO_VERDICT,
+      exchange: NO_VERDICT,
     };
-    const safety = this.safety.exchangeVerdict(verdicts.message, verdicts.reply);
-    const at = await this.store(conversation, written.reply, verdicts, safety, written.toolCalls);
+    const at = await this.store(conversation, generated, verdicts);
     return {
-      personality_id: conversation.personality.id,
-      user_id: conversation.endUser.user_id,
-      reply: { text: written.reply.text, emotion: written.reply.emotion },
-      model: written.reply.model,
+      personality_id: personality.id,
+      user_id: endUser.user_id,
+      reply: { text: reply.text, emotion: reply.emotion },
+      model: reply.model,
       vocabulary_version: conversation.vocabulary.version,
-      safety,
-      // What the engine was given: nothing when the message was refused before it was asked.
-      citations: screened.blocked
-        ? []
-        : conversation.knowledge.map(({ document_id, title, chunk_index }) => ({
+      safety: verdicts.exchange,
+      // What the engine was given: nothing when a participant answered in its place.
+      citations: generated.engineAsked
+        ? conversation.knowledge.map(({ document_id, title, chunk_index }) => ({
             document_id,
             title,
             chunk_index,
-          })),
+          }))
+        : [],
       created_at: at.toISOString(),
       status: 'completed',
     };
   }
 
   /**
-   * A message input moderation blocked: the engine is not asked, a refusal answers (ending with
-   * the crisis message when the message is also a crisis).
+   * The heart of the generation: the engine's reply, in as many rounds as the turn's tools take
+   * (contract §26), each later round admitted again for what the turn spent so far.
    */
-  private async refuse(
-    conversation: Conversation,
-    screened: MessageSafety,
-    options: ReplyOptions,
-  ): Promise<WrittenReply> {
-    const reply = refusalReply(conversation, screened);
-    await options.onDelta?.(reply.text);
-    return { reply, categories: [] };
-  }
-
-  /**
-   * The engine's reply under output moderation: `block` replaces a reply in a moderated category
-   * by a refusal (streamed, the reply is released sentence by sentence once checked, and the
-   * refusal follows what was released); a crisis reply ends with the crisis message.
-   */
-  private async write(
-    conversation: Conversation,
-    screened: MessageSafety,
-    options: ReplyOptions,
-  ): Promise<WrittenReply | PausedTurn> {
-    const { settings } = screened;
-    const { signal, onDelta } = options;
-    let blockedCategories: SafetyCategory[] = [];
-    const gate =
-      onDelta && settings.outputModeration === 'block'
-        ? this.safety.gate(settings, signal, onDelta, (categories) => {
-            blockedCategories = categories;
-          })
-        : undefined;
-    const request = {
-      personality: conversation.personality,
-      message: conversation.message,
-      memories: conversation.memories,
-      facts: conversation.facts,
-      recalled: conversation.recalled,
-      knowledge: conversation.knowledge,
-      vocabulary: conversation.vocabulary,
-      crisis: screened.crisis,
-      signal,
-      onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
-    };
+  private async generate(conversation: Conversation, generation: Generation): Promise<Generated> {
+    const { signal } = generation;
     const turn = await this.toolTurns.run(
       {
         organizationId: conversation.organizationId,
@@ -456,37 +389,22 @@ export class RespondService implements OnApplicationBootstrap {
         tokenSteps: (usage, model, at) => this.tokenSteps(conversation, usage, model, at),
       },
       async (tools) => {
-        // A later round of a turn with tools: its tokens so far must leave room (§26).
         const used = conversation.tools.usage;
         if (used) {
           for (const admission of conversation.admissions) {
             await admission.assertRoomFor(used.promptTokens + used.completionTokens);
           }
         }
-        return this.askEngine({ ...request, ...tools }, signal);
+        return this.askEngine(
+          { ...generation.request, ...tools, signal, onDelta: generation.onDelta },
+          signal,
+        );
       },
     );
     if (turn.kind === 'paused') {
-      return { paused: { turnId: turn.turnId, toolCalls: turn.toolCalls } };
+      return { kind: 'paused', turnId: turn.turnId, toolCalls: turn.toolCalls };
     }
-    let reply = turn.reply;
-    let categories: SafetyCategory[];
-    if (gate) {
-      categories = (await gate.end()) === 'blocked' ? blockedCategories : [];
-    } else {
-      categories = await this.safety.screenReply(settings, reply.text, signal);
-    }
-    if (settings.outputModeration === 'block' && categories.length > 0) {
-      // The tokens were spent: the refusal keeps the engine's usage and model.
-      const refusal = refusalReply(conversation, screened);
-      await onDelta?.(gate ? `\n\n${refusal.text}` : refusal.text);
-      reply = { ...reply, text: refusal.text, emotion: refusal.emotion, facts: [] };
-    } else if (screened.crisis) {
-      const text = withCrisisMessage(reply.text, settings);
-      await onDelta?.(text.slice(reply.text.trimEnd().length));
-      reply = { ...reply, text };
-    }
-    return { reply, categories, toolCalls: turn.toolCalls };
+    return { kind: 'reply', reply: turn.reply, engineAsked: true, toolCalls: turn.toolCalls };
   }
 
   /**
@@ -496,10 +414,8 @@ export class RespondService implements OnApplicationBootstrap {
    */
   private async store(
     conversation: Conversation,
-    reply: EngineReply,
-    verdicts: { message: StoredVerdict; reply: StoredVerdict },
-    safety: StoredVerdict,
-    toolCalls: ToolCallRecord[] = [],
+    { reply, toolCalls }: GeneratedReply,
+    verdicts: ReplyVerdicts,
   ): Promise<Date> {
     const at = this.clock.now();
     const tokens: SpentTokens | null = reply.usage ? { ...reply.usage, model: reply.model } : null;
@@ -513,7 +429,7 @@ export class RespondService implements OnApplicationBootstrap {
         safety: verdicts.reply,
         toolCalls: toolCalls.length > 0 ? toolCalls : null,
       },
-      safety,
+      safety: verdicts.exchange,
       facts: reply.facts,
       tokens,
     };

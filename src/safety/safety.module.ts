@@ -10,6 +10,7 @@ import { SafetySettingsRepository } from './safety-settings.repository';
 import { SafetySettingsService } from './safety-settings.service';
 import { ReplySafety } from './reply-safety.service';
 import { FlaggedExchanges } from './flagged-exchanges.participant';
+import { ScreenedReplies } from './screened-replies.generator';
 
 /**
  * Safety in companion conversations (docs/safety.md): the organizations' settings and the
@@ -23,6 +24,7 @@ import { FlaggedExchanges } from './flagged-exchanges.participant';
     SafetySettingsService,
     ReplySafety,
     FlaggedExchanges,
+    ScreenedReplies,
     LocalSafetyClassifier,
     {
       provide: SAFETY_CLASSIFIER,

@@ -1,0 +1,40 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
+import {
+  type Generated,
+  type Generation,
+  GeneratesReplies,
+  type NextGeneration,
+  type ReplyGenerator,
+} from './reply-generation';
+
+/** Every @GeneratesReplies participant, chained around the engine's call. */
+@Injectable()
+export class ReplyGenerators implements OnModuleInit {
+  private generators: readonly ReplyGenerator[] = [];
+
+  constructor(private readonly discovery: DiscoveryService) {}
+
+  onModuleInit(): void {
+    this.generators = this.discovery
+      .getProviders({ metadataKey: GeneratesReplies.KEY })
+      .map((wrapper) => {
+        const generator = wrapper.instance as ReplyGenerator | undefined;
+        if (!generator || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
+          throw new Error(`reply generator ${String(wrapper.name)} must be a singleton`);
+        }
+        return generator;
+      })
+      // By class name: how modules were imported must not change what wraps what.
+      .sort((a, b) => a.constructor.name.localeCompare(b.constructor.name));
+  }
+
+  /** The generation through every participant, outermost first, with `engine` at the heart. */
+  generate(generation: Generation, engine: NextGeneration): Promise<Generated> {
+    const chain = this.generators.reduceRight<NextGeneration>(
+      (next, generator) => (inner) => generator.generate(inner, next),
+      engine,
+    );
+    return chain(generation);
+  }
+}

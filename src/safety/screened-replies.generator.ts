@@ -1,0 +1,114 @@
+import { Injectable } from '@nestjs/common';
+import { detectEmotion } from '../respond/engine/emotion-detector';
+import type { EngineReply } from '../respond/engine/response-engine';
+import {
+  type Generated,
+  type GeneratedReply,
+  type Generation,
+  GeneratesReplies,
+  type NextGeneration,
+  type ReplyGenerator,
+} from '../respond/reply-generation';
+import {
+  type MessageSafety,
+  refusalIn,
+  ReplySafety,
+  withCrisisMessage,
+} from './reply-safety.service';
+import type { SafetyCategory } from './safety-categories';
+
+/**
+ * A refusal in the personality's register, in place of the engine's reply; a crisis is still
+ * referred (it ends with the crisis message).
+ */
+function refusalReply(generation: Generation, screened: MessageSafety): EngineReply {
+  const { vocabulary, message, personality } = generation.request;
+  const detected = detectEmotion(message, vocabulary.emotions);
+  const neutral = vocabulary.emotions.some((emotion) => emotion.name === 'neutral')
+    ? 'neutral'
+    : detected.name;
+  return {
+    text: screened.crisis
+      ? withCrisisMessage(refusalIn(personality.voice), screened.settings)
+      : refusalIn(personality.voice),
+    emotion: { name: neutral, intensity: 0.3 },
+    detected: { name: detected.name, intensity: detected.intensity },
+    usage: null,
+    facts: [],
+    model: null,
+  };
+}
+
+/**
+ * Safety's part in every reply (contract §22, docs/safety.md): the message screened under the
+ * organization's settings before the engine sees it (a blocked one is refused in the engine's
+ * place), the engine told of a crisis, the reply screened before the end user sees it (streamed,
+ * sentence by sentence) and refused or referred, and the verdicts it is stored with.
+ */
+@Injectable()
+@GeneratesReplies()
+export class ScreenedReplies implements ReplyGenerator {
+  constructor(private readonly safety: ReplySafety) {}
+
+  async generate(generation: Generation, next: NextGeneration): Promise<Generated> {
+    const { signal, onDelta } = generation;
+    const screened = await this.safety.screenMessage(
+      generation.organizationId,
+      generation.request.message,
+      signal,
+    );
+    if (screened.blocked) {
+      const reply = refusalReply(generation, screened);
+      await onDelta?.(reply.text);
+      return this.withVerdicts(
+        { kind: 'reply', reply, engineAsked: false, toolCalls: [] },
+        screened,
+        [],
+      );
+    }
+    const { settings } = screened;
+    let blockedCategories: SafetyCategory[] = [];
+    const gate =
+      onDelta && settings.outputModeration === 'block'
+        ? this.safety.gate(settings, signal, onDelta, (categories) => {
+            blockedCategories = categories;
+          })
+        : undefined;
+    const generated = await next({
+      ...generation,
+      request: { ...generation.request, crisis: screened.crisis },
+      onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
+    });
+    if (generated.kind === 'paused') return generated;
+    let { reply } = generated;
+    const categories = gate
+      ? (await gate.end()) === 'blocked'
+        ? blockedCategories
+        : []
+      : await this.safety.screenReply(settings, reply.text, signal);
+    if (settings.outputModeration === 'block' && categories.length > 0) {
+      // The tokens were spent: the refusal keeps the engine's usage and model.
+      const refusal = refusalReply(generation, screened);
+      await onDelta?.(gate ? `\n\n${refusal.text}` : refusal.text);
+      reply = { ...reply, text: refusal.text, emotion: refusal.emotion, facts: [] };
+    } else if (screened.crisis) {
+      const text = withCrisisMessage(reply.text, settings);
+      await onDelta?.(text.slice(reply.text.trimEnd().length));
+      reply = { ...reply, text };
+    }
+    return this.withVerdicts({ ...generated, reply }, screened, categories);
+  }
+
+  private withVerdicts(
+    generated: GeneratedReply,
+    screened: MessageSafety,
+    replyCategories: SafetyCategory[],
+  ): GeneratedReply {
+    const message = screened.verdict;
+    const reply = this.safety.replyVerdict(screened, replyCategories);
+    return {
+      ...generated,
+      verdicts: { message, reply, exchange: this.safety.exchangeVerdict(message, reply) },
+    };
+  }
+}
