@@ -3,6 +3,7 @@ import { createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jos
 import { PinoLogger } from 'nestjs-pino';
 import { AppError } from '../common/errors/app-error';
 import { type AuthConfig, authConfig, type SsoProviderConfig } from '../config/auth.config';
+import { Clock } from '../common/time/clock';
 
 /** Asymmetric algorithms only: an HS256 id_token "signed" with a public key is refused. */
 export const ID_TOKEN_ALGORITHMS = ['RS256', 'ES256'];
@@ -31,6 +32,7 @@ export class IdTokenVerifier {
 
   constructor(
     @Inject(authConfig.KEY) auth: AuthConfig,
+    private readonly clock: Clock,
     private readonly logger: PinoLogger,
   ) {
     this.logger.setContext(IdTokenVerifier.name);
@@ -50,6 +52,8 @@ export class IdTokenVerifier {
         algorithms: ID_TOKEN_ALGORITHMS,
         requiredClaims: ['sub', 'exp'],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        // exp and nbf against the service's time, as every other expiry here.
+        currentDate: this.clock.now(),
       });
       if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255)
         throw invalidIdToken();
