@@ -153,16 +153,16 @@ const FILES: RecordedFiles = {
       ),
       await operation('list, the first page', () => endpoints.list(organizationId, 10)),
       await operation('update its URL, events and description', () =>
-        endpoints.update(organizationId, id, {
+        endpoints.update(caller, id, {
           url: `${WEBHOOK_URL}/second`,
           events: ['member.removed'],
           description: 'Team sync',
         }),
       ),
       await operation('disable (its pending attempts cancelled)', () =>
-        endpoints.update(organizationId, id, { status: 'disabled' }),
+        endpoints.update(caller, id, { status: 'disabled' }),
       ),
-      await operation('enable', () => endpoints.update(organizationId, id, { status: 'enabled' })),
+      await operation('enable', () => endpoints.update(caller, id, { status: 'enabled' })),
       await operation('delete', () => endpoints.remove(caller, id)),
     ];
   },

@@ -239,12 +239,24 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       expectError(response, 404, 'not_found');
     }
 
-    // The audit log has both, without the secret.
+    // The audit log has every change, without the secret.
     const audit = await t.http().get('/v1/audit-events').set('Authorization', tenant.auth);
-    const actions = (audit.body.data as Array<{ action: string; target: { id: string } }>)
-      .filter((event) => event.target.id === id)
-      .map((event) => event.action);
-    expect(actions).toEqual(['webhook_endpoint.deleted', 'webhook_endpoint.created']);
+    const events = (
+      audit.body.data as Array<{ action: string; target: { id: string }; details: unknown }>
+    ).filter((event) => event.target.id === id);
+    expect(events.map(({ action, details }) => ({ action, details }))).toEqual([
+      { action: 'webhook_endpoint.deleted', details: { url: newUrl, events: expect.any(Array) } },
+      { action: 'webhook_endpoint.updated', details: { url: newUrl, status: 'enabled' } },
+      {
+        action: 'webhook_endpoint.updated',
+        details: {
+          events: ['end_user.created', 'api_key.revoked'],
+          description: null,
+          status: 'disabled',
+        },
+      },
+      { action: 'webhook_endpoint.created', details: expect.any(Object) },
+    ]);
     expect(JSON.stringify(audit.body)).not.toContain(secret.slice(6));
   });
 

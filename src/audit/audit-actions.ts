@@ -17,9 +17,12 @@ export const AUDIT_ACTIONS = [
   'end_user.deleted',
   'personality.deleted',
   'webhook_endpoint.created',
+  'webhook_endpoint.updated',
   'webhook_endpoint.deleted',
   'webhook_delivery.redelivered',
   'conversation.flagged',
+  'safety_settings.updated',
+  'limits.updated',
 ] as const;
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -18,7 +18,7 @@ WITH limits_written AS (
                                THEN excluded.end_user_rps ELSE l.end_user_rps END, end_user_burst = CASE WHEN $10::boolean
                                THEN excluded.end_user_burst ELSE l.end_user_burst END,
           updated_at = excluded.updated_at
-        RETURNING monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst),
+        RETURNING organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst),
 limits_month_tokens AS (SELECT organization_id AS organization_id, month AS month, prompt_tokens + completion_tokens AS used_tokens FROM token_usage_months
                      WHERE organization_id = $11 AND month = $12),
 limits_month_tokens_threshold AS (
@@ -49,5 +49,13 @@ limits_month_tokens_threshold_webhook_subscribed AS (
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $20::timestamptz,
              $21::timestamptz
-        FROM limits_month_tokens_threshold_webhook_event ev CROSS JOIN limits_month_tokens_threshold_webhook_subscribed e)
+        FROM limits_month_tokens_threshold_webhook_event ev CROSS JOIN limits_month_tokens_threshold_webhook_subscribed e),
+limits_audited AS (SELECT organization_id::text AS audit_target_id, $22::jsonb AS audit_details FROM limits_written),
+limits_audited_audit AS (INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
+          SELECT $23::uuid, $24, $25,
+                 $26, $27, s.audit_target_id, $28,
+                 $29, s.audit_details, $30::timestamptz
+            FROM limits_audited s)
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM limits_written;

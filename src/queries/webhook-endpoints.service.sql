@@ -28,6 +28,13 @@ SELECT c.created_at, c.id FROM webhook_endpoints c
 
 -- update its URL, events and description
 COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 START TRANSACTION;
 UPDATE webhook_endpoints
   SET url = CASE WHEN $1::boolean
@@ -50,6 +57,13 @@ RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- disable (its pending attempts cancelled)
 COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 START TRANSACTION;
 UPDATE webhook_delivery_attempts
   SET status = 'failed', error = 'endpoint disabled', next_attempt_at = NULL
@@ -76,6 +90,13 @@ RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- enable
 COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 START TRANSACTION;
 UPDATE webhook_endpoints
   SET url = CASE WHEN $1::boolean

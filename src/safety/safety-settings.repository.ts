@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
+import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
+import { cte, sql, withEntries } from '../database/sql';
 import { patchedColumns } from '../database/patch';
 import { Columns, type RowOf } from '../database/columns';
 import type { SafetySettings } from './entities/safety-settings.entity';
@@ -29,18 +31,28 @@ export class SafetySettingsRepository {
   /**
    * The fields `patch` gives, written onto the settings as they are when the row is locked (or
    * onto `defaults` for an organization without a row), in one statement: concurrent PATCHes of
-   * different fields all land. Answers the settings as written.
+   * different fields all land. `audit` records the change in the same statement, its details
+   * `changed` (what the PATCH named, as it was given). Answers the settings as written.
    */
   async patch(
     organizationId: string,
     patch: Partial<SafetySettingsRow>,
     defaults: SafetySettingsRow,
     at: Date,
+    audit: { step: AuditStep; changed: Record<string, unknown> },
   ): Promise<SafetySettingsRow> {
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
-    const row = await this.database.row(
-      SETTINGS.query`INSERT INTO organization_safety_settings AS s
+    const audited = cte(
+      'safety_settings_audited',
+      {
+        audit_target_id: sql`organization_id::text`,
+        audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
+      },
+      (lent) => sql`SELECT ${lent} FROM safety_settings_written`,
+    );
+    const written = sql`safety_settings_written AS (
+          INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
           VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
@@ -53,7 +65,12 @@ export class SafetySettingsRepository {
               output_moderation: patch.output_moderation,
             })},
             updated_at = excluded.updated_at
-          RETURNING ${SETTINGS}`,
+          RETURNING organization_id, ${SETTINGS})`;
+    const row = await this.database.row(
+      withEntries(
+        [written, audited, audit.step(audited)],
+        SETTINGS.query`SELECT ${SETTINGS} FROM safety_settings_written`,
+      ),
     );
     return row!;
   }

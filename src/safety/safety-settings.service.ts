@@ -6,6 +6,7 @@ import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import type { SafetySettingsDto, UpdateSafetySettingsDto } from './dto/safety-settings.dto';
 import { type SafetySettingsRow, SafetySettingsRepository } from './safety-settings.repository';
+import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 
 /**
  * Shown after a crisis reply unless the organization wrote its own: where to find help now, in
@@ -65,6 +66,7 @@ export class SafetySettingsService {
     patch: UpdateSafetySettingsDto,
   ): Promise<SafetySettingsDto> {
     await this.access.assert(caller, organizationId, 'admin');
+    const at = this.clock.now();
     const written = await this.settings.patch(
       organizationId,
       {
@@ -75,7 +77,18 @@ export class SafetySettingsService {
         output_moderation: patch.output_moderation,
       },
       DEFAULTS,
-      this.clock.now(),
+      at,
+      {
+        step: auditEventStep(
+          auditOrigin(caller, {
+            organizationId,
+            action: 'safety_settings.updated',
+            targetType: 'organization',
+            at,
+          }),
+        ),
+        changed: { ...patch },
+      },
     );
     await this.cache.invalidate(organizationId);
     return toResponse(written);

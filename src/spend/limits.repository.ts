@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
@@ -34,13 +35,15 @@ export class LimitsRepository {
    * (onto `defaults` without a row; concurrent PATCHes of different limits all land), and, in the
    * same statement, the thresholds of the monthly budget as written that the month's tokens
    * already reached (a budget lowered below what is spent): `usage.threshold_reached`, once per
-   * threshold and month as when a reply crosses it. Answers the limits as written.
+   * threshold and month as when a reply crosses it; `audit` records the change there too, its
+   * details `changed` (what the PATCH named, as it was given). Answers the limits as written.
    */
   async patch(
     organizationId: string,
     patch: Partial<LimitsRow>,
     defaults: LimitsRow,
     at: Date,
+    audit: { step: AuditStep; changed: Record<string, unknown> },
   ): Promise<LimitsRow> {
     const value = <Field extends keyof LimitsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
@@ -62,6 +65,14 @@ export class LimitsRepository {
       limit: sql`(SELECT monthly_token_budget FROM limits_written)`,
       at,
     });
+    const audited = cte(
+      'limits_audited',
+      {
+        audit_target_id: sql`organization_id::text`,
+        audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
+      },
+      (lent) => sql`SELECT ${lent} FROM limits_written`,
+    );
     const entries = [
       sql`limits_written AS (
         INSERT INTO organization_limits AS l
@@ -78,10 +89,12 @@ export class LimitsRepository {
             end_user_burst: patch.end_user_burst,
           })},
           updated_at = excluded.updated_at
-        RETURNING ${LIMITS})`,
+        RETURNING organization_id, ${LIMITS})`,
       current,
       reached,
       webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
+      audited,
+      audit.step(audited),
     ];
     const row = await this.database.row(
       withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),

@@ -6,6 +6,7 @@ import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import type { LimitsDto, UpdateLimitsDto } from './dto/limits.dto';
 import { type LimitsRow, LimitsRepository } from './limits.repository';
+import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 
 const NO_LIMITS: LimitsRow = {
   monthly_token_budget: null,
@@ -62,6 +63,7 @@ export class LimitsService {
     patch: UpdateLimitsDto,
   ): Promise<LimitsDto> {
     await this.access.assert(caller, organizationId, 'admin');
+    const at = this.clock.now();
     const bucket = patch.end_user_rate_limit;
     const written = await this.limits.patch(
       organizationId,
@@ -79,7 +81,18 @@ export class LimitsService {
         end_user_burst: bucket === undefined ? undefined : (bucket?.burst ?? null),
       },
       NO_LIMITS,
-      this.clock.now(),
+      at,
+      {
+        step: auditEventStep(
+          auditOrigin(caller, {
+            organizationId,
+            action: 'limits.updated',
+            targetType: 'organization',
+            at,
+          }),
+        ),
+        changed: { ...patch },
+      },
     );
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).

@@ -101,7 +101,7 @@ export class WebhookEndpointsController {
     @Param('id', endpointId) id: string,
     @Body() body: UpdateWebhookEndpointDto,
   ): Promise<WebhookEndpointDto> {
-    return this.endpoints.update(caller.organizationId, id, body);
+    return this.endpoints.update(caller, id, body);
   }
 
   @Delete(':id')

@@ -85,18 +85,27 @@ export class WebhookEndpointsService {
   }
 
   async update(
-    organizationId: string,
+    caller: CallerContext,
     id: string,
     dto: UpdateWebhookEndpointDto,
   ): Promise<WebhookEndpointDto> {
+    const { organizationId } = caller;
     const changes =
       dto.url === undefined ? dto : { ...dto, url: await this.acceptableUrl(dto.url) };
     const row = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, changes, now);
-      if (updated?.status === 'disabled') {
+      if (!updated) return undefined;
+      if (updated.status === 'disabled') {
         await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       }
+      // What the PATCH named, as written (a disabled endpoint is the change that matters most).
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'webhook_endpoint.updated',
+        target: { type: 'webhook_endpoint', id },
+        details: { ...changes },
+      });
       return updated;
     });
     if (!row) throw AppError.notFound('Webhook endpoint');

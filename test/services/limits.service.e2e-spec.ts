@@ -83,6 +83,15 @@ describe('LimitsService (real database)', () => {
     return row ?? null;
   }
 
+  /** The audit events of the organization's limit changes, oldest first. */
+  function audited(organizationId: string) {
+    return database.rows<{ actor_id: string; details: unknown; created_at: Date }>(
+      sql`SELECT actor_id, details, created_at FROM audit_events
+           WHERE organization_id = ${organizationId} AND action = 'limits.updated'
+           ORDER BY id`,
+    );
+  }
+
   async function thresholds(organizationId: string) {
     return database.rows<{
       month: string;
@@ -206,6 +215,7 @@ describe('LimitsService (real database)', () => {
         'insufficient_scope',
       );
       expect(await stored(t.organizationId)).toBeNull();
+      expect(await audited(t.organizationId)).toEqual([]);
     });
   });
 
@@ -262,6 +272,38 @@ describe('LimitsService (real database)', () => {
         end_user_rps: null,
         end_user_burst: null,
       });
+      // Each change is in the audit log, by whom, when (the Clock's) and as the PATCH named it.
+      const admin = t.admin.userId;
+      const owner = t.owner.userId;
+      const events = await audited(t.organizationId);
+      // The events' ids are not in their order: compared as a set.
+      expect(events).toHaveLength(4);
+      expect(events).toEqual(
+        expect.arrayContaining([
+          {
+            actor_id: admin,
+            details: {
+              monthly_token_budget: 1_000_000,
+              end_user_rate_limit: { rps: 0.5, burst: 3 },
+            },
+            created_at: new Date(clock.nowMs() - 1_000),
+          },
+          {
+            actor_id: admin,
+            details: {
+              end_user_daily_token_budget: Number.MAX_SAFE_INTEGER,
+              end_user_rate_limit: null,
+            },
+            created_at: clock.now(),
+          },
+          { actor_id: admin, details: {}, created_at: clock.now() },
+          {
+            actor_id: owner,
+            details: { monthly_token_budget: null, end_user_daily_token_budget: null },
+            created_at: clock.now(),
+          },
+        ]),
+      );
     });
 
     it('concurrent changes of different limits all land, the first ones too; each answers its own', async () => {

@@ -213,7 +213,7 @@ describe('Webhooks services (real database)', () => {
       const created = await createEndpoint(caller);
       for (const url of ['http://127.0.0.1/hook', `https://${PUBLIC}:22/hook`]) {
         await expectAppError(
-          endpoints.update(caller.organizationId, created.id, await updateBody({ url })),
+          endpoints.update(caller, created.id, await updateBody({ url })),
           'validation_failed',
         );
       }
@@ -240,7 +240,7 @@ describe('Webhooks services (real database)', () => {
       for (let index = 0; index < MAX_ENDPOINTS_PER_ORGANIZATION - 2; index++) {
         ids.push((await createEndpoint(caller)).id);
       }
-      await endpoints.update(caller.organizationId, ids[0], { status: 'disabled' });
+      await endpoints.update(caller, ids[0], { status: 'disabled' });
       const raced = await Promise.allSettled(
         Array.from({ length: 5 }, () => createEndpoint(caller)),
       );
@@ -269,7 +269,7 @@ describe('Webhooks services (real database)', () => {
       ]);
 
       const disabled = await endpoints.update(
-        caller.organizationId,
+        caller,
         id,
         await updateBody({ status: 'disabled', description: 'paused' }),
       );
@@ -286,11 +286,25 @@ describe('Webhooks services (real database)', () => {
         sql`UPDATE webhook_endpoints SET disabled_reason = 'failing', failing_since = now()
              WHERE id = ${id}`,
       );
-      const described = await endpoints.update(caller.organizationId, id, { description: null });
+      const described = await endpoints.update(caller, id, { description: null });
       expect(described).toMatchObject({ description: null, disabled_reason: 'failing' });
       // …and goes, with the failure clock, when the organization sets the status.
-      const enabled = await endpoints.update(caller.organizationId, id, { status: 'enabled' });
+      const enabled = await endpoints.update(caller, id, { status: 'enabled' });
       expect(enabled).toMatchObject({ status: 'enabled', disabled_reason: null });
+      // Each change is in the audit log, as the PATCH named it.
+      const audited = await database.rows<{ actor_id: string; details: unknown }>(
+        sql`SELECT actor_id, details FROM audit_events
+             WHERE action = 'webhook_endpoint.updated' AND target_id = ${id} ORDER BY id`,
+      );
+      // The events' ids are not in their order: compared as a set.
+      expect(audited).toHaveLength(3);
+      expect(audited).toEqual(
+        expect.arrayContaining([
+          { actor_id: caller.userId, details: { status: 'disabled', description: 'paused' } },
+          { actor_id: caller.userId, details: { description: null } },
+          { actor_id: caller.userId, details: { status: 'enabled' } },
+        ]),
+      );
       const [row] = await database.rows<{ failing_since: Date | null }>(
         sql`SELECT failing_since FROM webhook_endpoints WHERE id = ${id}`,
       );
@@ -322,7 +336,7 @@ describe('Webhooks services (real database)', () => {
       ]);
       await expectAppError(endpoints.remove(caller, id), 'not_found');
       await expectAppError(endpoints.get(caller.organizationId, id), 'not_found');
-      await expectAppError(endpoints.update(caller.organizationId, id, {}), 'not_found');
+      await expectAppError(endpoints.update(caller, id, {}), 'not_found');
     });
 
     it('never lists, reads, changes, deletes, pings or redelivers another organization’s endpoint: not_found', async () => {
@@ -340,8 +354,8 @@ describe('Webhooks services (real database)', () => {
       const foreign = stranger.organizationId;
       for (const call of [
         () => endpoints.get(foreign, theirs.id),
-        () => endpoints.update(foreign, theirs.id, { status: 'disabled', description: 'mine' }),
-        () => endpoints.update(foreign, theirs.id, { url: `https://${PUBLIC}/stolen` }),
+        () => endpoints.update(stranger, theirs.id, { status: 'disabled', description: 'mine' }),
+        () => endpoints.update(stranger, theirs.id, { url: `https://${PUBLIC}/stolen` }),
         () => endpoints.remove(stranger, theirs.id),
         () => endpoints.ping(foreign, theirs.id),
         () => endpoints.deliveries(foreign, theirs.id, 10),
@@ -369,7 +383,7 @@ describe('Webhooks services (real database)', () => {
       const subscribed = await createEndpoint(caller, ['end_user.created', 'member.added']);
       const otherType = await createEndpoint(caller, ['personality.created']);
       const disabled = await createEndpoint(caller, ['end_user.created']);
-      await endpoints.update(caller.organizationId, disabled.id, { status: 'disabled' });
+      await endpoints.update(caller, disabled.id, { status: 'disabled' });
       const elsewhere = await admin();
       const foreign = await createEndpoint(elsewhere, ['end_user.created']);
 
