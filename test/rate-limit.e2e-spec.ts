@@ -7,25 +7,11 @@ import { signUp } from './support/identity';
 import { startOwnRedis } from './support/redis-server';
 import { createTestApp, type TestApp } from './support/test-app';
 import { sleep } from './support/wait';
+import { SHARED_REDIS_URL, sharedRedisAnswers } from './support/redis-server';
 
 const PUBLIC = '/v1/vocabularies/emotions/changelog';
 const ORG_ROUTE = '/v1/api-keys';
-const SHARED_REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-/** The machine's Redis answers? Asked once, synchronously, so the skip shows in the report. */
-function sharedRedisAnswers(): boolean {
-  const ping = spawnSync('redis-cli', ['-u', SHARED_REDIS_URL, 'ping'], {
-    encoding: 'utf8',
-    timeout: 2_000,
-  });
-  return ping.status === 0 && ping.stdout.trim() === 'PONG';
-}
-const redisAvailable = sharedRedisAnswers();
-if (!redisAvailable) {
-  process.stderr.write(
-    `rate-limit e2e: no Redis answers at ${SHARED_REDIS_URL}: the shared-bucket test is SKIPPED\n`,
-  );
-}
+const redisAvailable = sharedRedisAnswers('rate-limit e2e', 'the shared-bucket test is');
 // Skipped only on a developer's machine without Redis: under CI the test runs, and fails.
 const itWithRedis = redisAvailable || process.env.CI ? it : it.skip;
 

@@ -1,13 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import Stripe from 'stripe';
 import { BillingWebhooksService } from '../src/billing/billing-webhooks.service';
 import { BillingService } from '../src/billing/billing.service';
 import type { ApiKeyCaller, UserCaller } from '../src/common/auth/caller';
-import { spoolDocument } from '../src/common/http/spooled-document';
 import { EndUsersService } from '../src/end-users/end-users.service';
 import { ExportsService } from '../src/exports/exports.service';
 import { ImportService } from '../src/exports/import.service';
@@ -24,6 +21,7 @@ import { FakeStripe, stripeEvent } from './support/fake-stripe';
 import { describeRecordedStatements, type RecordedFiles } from './support/recorded-statements';
 import type { TestApp } from './support/test-app';
 import { lookupOrderTool } from './support/tools';
+import { spoolBody } from './support/spool';
 
 const WEBHOOK_SECRET = 'whsec_recorded_statements';
 
@@ -97,12 +95,7 @@ function deliver(t: TestApp, event: unknown): Promise<void> {
 }
 
 /** A body as the import route receives it: spooled to a temporary file. */
-function spool(body: unknown) {
-  const request = Object.assign(Readable.from([Buffer.from(JSON.stringify(body))]), {
-    complete: true,
-  });
-  return spoolDocument(request as unknown as IncomingMessage, 1_048_576);
-}
+const spool = (body: unknown) => spoolBody(body, 1_048_576);
 
 /** A document's chunks read to its end. */
 async function readAll(chunks: AsyncIterable<string>): Promise<string> {

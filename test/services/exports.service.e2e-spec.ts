@@ -3,14 +3,12 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { lastValueFrom, throwError } from 'rxjs';
 import type { ApiKeyCaller } from '../../src/common/auth/caller';
 import { AppError } from '../../src/common/errors/app-error';
 import { StreamsModule } from '../../src/common/streams/streams.module';
-import { type SpooledDocument, spoolDocument } from '../../src/common/http/spooled-document';
+import type { SpooledDocument } from '../../src/common/http/spooled-document';
 import { Database } from '../../src/database/database';
 import { sql, withEntries } from '../../src/database/sql';
 import { CHUNK_BYTES, ExportsService } from '../../src/exports/exports.service';
@@ -25,6 +23,7 @@ import type { MemorySafety } from '../../src/safety/safety-categories';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { spoolBody } from '../support/spool';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- documents are read loosely
 type Json = Record<string, any>;
@@ -105,14 +104,9 @@ describe('Exports module (real database)', () => {
     apiKeyId: randomUUID(),
   });
 
-  /** A body as the route receives it: its bytes, a chunk at a time, into a spooled document. */
+  /** A body as the route receives it, spooled; closed after the test. */
   async function spool(body: unknown, limit = IMPORT_MAX_BYTES): Promise<SpooledDocument> {
-    const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
-    const chunks: Buffer[] = [];
-    for (let at = 0; at < bytes.length; at += 16 * 1_024)
-      chunks.push(bytes.subarray(at, at + 16 * 1_024));
-    const request = Object.assign(Readable.from(chunks), { complete: true });
-    const document = await spoolDocument(request as unknown as IncomingMessage, limit);
+    const document = await spoolBody(body, limit);
     spooled.push(document);
     return document;
   }

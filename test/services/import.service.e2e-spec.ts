@@ -1,13 +1,11 @@
 import type { TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { from, lastValueFrom } from 'rxjs';
 import type { ApiKeyCaller } from '../../src/common/auth/caller';
 import { AppError } from '../../src/common/errors/app-error';
-import { type SpooledDocument, spoolDocument } from '../../src/common/http/spooled-document';
+import type { SpooledDocument } from '../../src/common/http/spooled-document';
 import { StreamsModule } from '../../src/common/streams/streams.module';
 import { Clock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
@@ -20,6 +18,7 @@ import { expectAppError } from '../support/assertions';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { spoolBody } from '../support/spool';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- documents are built loosely
 type Json = Record<string, any>;
@@ -88,14 +87,9 @@ describe('ImportService (real database)', () => {
     apiKeyId: randomUUID(),
   });
 
-  /** A body as the route receives it: its bytes, a chunk at a time, into a spooled document. */
+  /** A body as the route receives it, 64 KiB at a time, spooled; closed after the test. */
   async function spool(body: Json): Promise<SpooledDocument> {
-    const bytes = Buffer.from(JSON.stringify(body));
-    const chunks: Buffer[] = [];
-    for (let at = 0; at < bytes.length; at += 64 * 1_024)
-      chunks.push(bytes.subarray(at, at + 64 * 1_024));
-    const request = Object.assign(Readable.from(chunks), { complete: true });
-    const document = await spoolDocument(request as unknown as IncomingMessage, IMPORT_MAX_BYTES);
+    const document = await spoolBody(body, IMPORT_MAX_BYTES, 64 * 1_024);
     spooled.push(document);
     return document;
   }

@@ -2,7 +2,6 @@ import type { ExecutionContext } from '@nestjs/common';
 import type { ThrottlerOptions } from '@nestjs/throttler';
 import type { TestingModule } from '@nestjs/testing';
 import type { Request } from 'express';
-import { spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
@@ -30,23 +29,9 @@ import { TokenBucketStorage } from '../../src/rate-limit/token-bucket.storage';
 import { REDIS_CLIENT, type RedisClient } from '../../src/redis/redis.module';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { SHARED_REDIS_URL, sharedRedisAnswers } from '../support/redis-server';
 
-const SHARED_REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-/** The machine's Redis answers? Asked once, synchronously, so a skip shows in the report. */
-function sharedRedisAnswers(): boolean {
-  const ping = spawnSync('redis-cli', ['-u', SHARED_REDIS_URL, 'ping'], {
-    encoding: 'utf8',
-    timeout: 2_000,
-  });
-  return ping.status === 0 && ping.stdout.trim() === 'PONG';
-}
-const redisAvailable = sharedRedisAnswers();
-if (!redisAvailable) {
-  process.stderr.write(
-    `rate-limiter spec: no Redis answers at ${SHARED_REDIS_URL}: the Redis tests are SKIPPED\n`,
-  );
-}
+const redisAvailable = sharedRedisAnswers('rate-limiter spec', 'the Redis tests are');
 // Skipped only on a developer's machine without Redis: under CI they run, and fail.
 const withRedis = redisAvailable || process.env.CI ? describe : describe.skip;
 

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import Redis from 'ioredis';
 import { freePort } from './ports';
 
@@ -60,4 +60,24 @@ export async function startOwnRedis(): Promise<OwnRedis> {
       await exited;
     },
   };
+}
+
+/** The machine's shared Redis, as the specs that need one reach it (E2E_REDIS_URL overrides). */
+export const SHARED_REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/**
+ * Whether the machine's Redis answers, asked synchronously so a skip shows in the report; when
+ * it does not, `spec` says on stderr what it skips. Under CI a spec runs its Redis tests anyway
+ * (`|| process.env.CI`), so they fail rather than pass unseen.
+ */
+export function sharedRedisAnswers(spec: string, skipped: string): boolean {
+  const ping = spawnSync('redis-cli', ['-u', SHARED_REDIS_URL, 'ping'], {
+    encoding: 'utf8',
+    timeout: 2_000,
+  });
+  const answers = ping.status === 0 && ping.stdout.trim() === 'PONG';
+  if (!answers) {
+    process.stderr.write(`${spec}: no Redis answers at ${SHARED_REDIS_URL}: ${skipped} SKIPPED\n`);
+  }
+  return answers;
 }
