@@ -4,10 +4,9 @@ import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
 import { expectError, expectRequestId } from './support/assertions';
 import { signUp } from './support/identity';
-import { startOwnRedis } from './support/redis-server';
 import { createTestApp, type TestApp } from './support/test-app';
 import { sleep } from './support/wait';
-import { SHARED_REDIS_URL, sharedRedisAnswers } from './support/redis-server';
+import { SHARED_REDIS_URL, sharedRedisAnswers, startOwnRedis } from './support/redis-server';
 
 const PUBLIC = '/v1/vocabularies/emotions/changelog';
 const ORG_ROUTE = '/v1/api-keys';

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { DiscoveryService } from '@nestjs/core';
 import { join } from 'node:path';
 import { Database } from '../src/database/database';
 import {
@@ -6,7 +7,9 @@ import {
   QUERIES_DIR,
   renderQueries,
   replyStatements,
+  SNAPSHOT_PARTICIPANTS,
 } from '../src/queries/statements';
+import { AdmitsReplies, StoresReplies } from '../src/common/reply/reply-store';
 import { createTestApp, type TestApp } from './support/test-app';
 
 describe('checked-in statements (src/queries)', () => {
@@ -35,6 +38,18 @@ describe('checked-in statements (src/queries)', () => {
     });
 
     // PostgreSQL parses and plans each one, so a snapshot is of a statement it accepts.
+    it('composes the reply with the participants the app finds, no fewer and no more', () => {
+      const discovery = t.app.get(DiscoveryService);
+      const found = (metadataKey: string) =>
+        discovery
+          .getProviders({ metadataKey })
+          .map((wrapper) => String(wrapper.name))
+          .sort();
+      const names = (classes: Array<{ name: string }>) => classes.map(({ name }) => name).sort();
+      expect(found(StoresReplies.KEY)).toEqual(names(SNAPSHOT_PARTICIPANTS.stores));
+      expect(found(AdmitsReplies.KEY)).toEqual(names(SNAPSHOT_PARTICIPANTS.admitters));
+    });
+
     it('prepares every composed statement', async () => {
       const statements = [...(await replyStatements()), ...knowledgeStatements()];
       const client = await t.app.get(Database).pool.connect();

@@ -32,6 +32,5 @@ import { ReplyMemories } from './reply-memories.participant';
     ConversationService,
     ReplyMemories,
   ],
-  exports: [FactsService],
 })
 export class MemoryModule {}

@@ -9,6 +9,7 @@ import type { ReplyAdmission, StoredExchange, StoredVerdict } from '../common/re
 import type { FactsService } from '../memory/facts.service';
 import { ReplyMemories } from '../memory/reply-memories.participant';
 import { FlaggedExchanges } from '../safety/flagged-exchanges.participant';
+import { ReplyBudgets } from '../spend/reply-budgets.admitter';
 import { ReplyUsage } from '../usage/reply-usage.participant';
 import { rankedChunks } from '../knowledge/knowledge.repository';
 import { reservationReleaseStep } from '../spend/reservation-release.step';
@@ -29,6 +30,15 @@ interface ReplyShape {
   flagged?: boolean;
   facts?: number;
 }
+
+/**
+ * The participants of a reply's statement that the snapshots compose, and the admitters its
+ * fake reservation stands for: test/sql-snapshots.e2e-spec.ts fails when the app finds others.
+ */
+export const SNAPSHOT_PARTICIPANTS = {
+  stores: [ReplyMemories, ReplyUsage, FlaggedExchanges],
+  admitters: [ReplyBudgets],
+};
 
 /** The end user's fact lock, as FactsService.roomFor takes it: room for every fact. */
 const ROOM_FOR_FACTS = { roomFor: () => Promise.resolve(10) } as unknown as FactsService;

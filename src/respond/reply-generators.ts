@@ -1,5 +1,6 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
+import { discoveredOnce } from '../common/reply/discovered';
 import {
   type Generated,
   type Generation,
@@ -16,15 +17,11 @@ export class ReplyGenerators implements OnModuleInit {
   constructor(private readonly discovery: DiscoveryService) {}
 
   onModuleInit(): void {
-    this.generators = this.discovery
-      .getProviders({ metadataKey: GeneratesReplies.KEY })
-      .map((wrapper) => {
-        const generator = wrapper.instance as ReplyGenerator | undefined;
-        if (!generator || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
-          throw new Error(`reply generator ${String(wrapper.name)} must be a singleton`);
-        }
-        return generator;
-      })
+    this.generators = discoveredOnce<ReplyGenerator>(
+      this.discovery,
+      GeneratesReplies.KEY,
+      'reply generator',
+    )
       // By class name: how modules were imported must not change what wraps what.
       .sort((a, b) => a.constructor.name.localeCompare(b.constructor.name));
   }

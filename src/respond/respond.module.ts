@@ -17,6 +17,10 @@ import { RespondService } from './respond.service';
 import { ReplyGenerators } from './reply-generators';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { ToolsModule } from '../tools/tools.module';
+import { MemoryModule } from '../memory/memory.module';
+import { SafetyModule } from '../safety/safety.module';
+import { SpendModule } from '../spend/spend.module';
+import { UsageModule } from '../usage/usage.module';
 
 @Module({
   imports: [
@@ -27,6 +31,12 @@ import { ToolsModule } from '../tools/tools.module';
     PersonalitiesModule,
     VocabulariesModule,
     ToolsModule,
+    // Participants found by discovery, not injected: imported so that no app answers without
+    // them (replies unscreened, budgets unenforced, nothing remembered).
+    SafetyModule,
+    SpendModule,
+    MemoryModule,
+    UsageModule,
   ],
   controllers: [RespondController],
   providers: [

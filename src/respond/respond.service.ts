@@ -259,11 +259,13 @@ export class RespondService implements OnApplicationBootstrap {
    */
   private async endFailedTurn(conversation: Conversation): Promise<void> {
     const { organizationId, resumedTurnId, tools } = conversation;
-    const unstored = tools.usage
-      ? this.tokenSteps(conversation, tools.usage, tools.model, this.clock.now())
-      : [];
+    const spent = tools.usage;
     tools.usage = null;
     try {
+      // Participants' code: inside the try, so that nothing it throws replaces the turn's error.
+      const unstored = spent
+        ? this.tokenSteps(conversation, spent, tools.model, this.clock.now())
+        : [];
       if (resumedTurnId) await this.toolTurns.release(organizationId, resumedTurnId, unstored);
       else if (unstored.length > 0) await this.repository.storeExchange(unstored);
     } catch (error) {

@@ -42,6 +42,6 @@ import { ScreenedReplies } from './screened-replies.generator';
     },
   ],
   // LocalSafetyClassifier: imports classify each memory with it (docs/pmf-v1.md#import).
-  exports: [ReplySafety, LocalSafetyClassifier],
+  exports: [LocalSafetyClassifier],
 })
 export class SafetyModule {}

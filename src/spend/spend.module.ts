@@ -10,8 +10,8 @@ import { ReplyBudgets } from './reply-budgets.admitter';
 /**
  * Spend control (contract §23, docs/spend-control.md): an organization's limits, and the
  * admission of /v1/respond against its token budgets. The rate limiter reads the limits for the
- * end users' buckets; /v1/respond asks SpendService before the provider and adds its steps to
- * the reply's statement.
+ * end users' buckets; every reply is admitted by ReplyBudgets (@AdmitsReplies) before the
+ * provider, and its steps join the reply's statement.
  */
 @Module({
   imports: [OrganizationsModule],
@@ -23,6 +23,6 @@ import { ReplyBudgets } from './reply-budgets.admitter';
     SpendService,
     ReplyBudgets,
   ],
-  exports: [LimitsService, SpendService],
+  exports: [LimitsService],
 })
 export class SpendModule {}

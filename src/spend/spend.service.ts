@@ -41,8 +41,8 @@ export interface SpendAdmission {
   released: boolean;
 }
 
-/** What store() hands exchangeSteps(): the sources its statement lends and the reply's tokens. */
-export interface Exchange {
+/** What exchangeSteps() reads of the reply's statement: its lent sources and the reply's tokens. */
+interface Exchange {
   at: Date;
   relationship: Source<NewRelationshipColumns>;
   /** The month's token counts after this reply; null when the engine reported no usage. */

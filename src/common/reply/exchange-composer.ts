@@ -37,7 +37,10 @@ export interface ExchangeStatement {
 export class ExchangeComposer {
   private readonly members: readonly Member[];
 
-  /** Refuses two participants lending the same source, naming both. */
+  /**
+   * Refuses two participants lending the same source, naming both, and a lender of `tokens`
+   * that cannot count a turn's tokens without a reply.
+   */
   constructor(participants: readonly ReplyStoreParticipant[]) {
     const lenders = new Map<ExchangeSourceName, string>();
     const members = participants.map((participant) => {
@@ -49,6 +52,9 @@ export class ExchangeComposer {
         const earlier = lenders.get(source);
         if (earlier) throw new Error(`${earlier} and ${name} both lend ${source} to replies`);
         lenders.set(source, name);
+      }
+      if (lends.includes('tokens') && !participant.countTokens) {
+        throw new Error(`${name} lends tokens to replies but counts no tokens without one`);
       }
       return { name, lends, participant };
     });

@@ -345,42 +345,48 @@ describe('ReplyParticipants: the statement storing a reply', () => {
     moduleRef = undefined;
   });
 
-  it('puts the lenders first, then the admissions, then the others by name, whatever the order of the providers', async () => {
-    const log: string[] = [];
-    const participants = await participantsOf(
-      store('Zebra'),
-      store('Usage', ['relationship', 'tokens']),
-      admitter('Budget', log),
-      store('Alpha'),
-      store('Memories', ['memories']),
-    );
-    const admissions = await participants.admit({
-      organizationId: 'org',
-      endUserId: 'end-user',
-      promptTexts: ['hello'],
-    });
-    const { steps, underLock } = participants.storeExchange(EXCHANGE, admissions);
+  it.each(['as listed', 'reversed'])(
+    'puts the lenders first, then the admissions, then the others by name, whatever the order of the providers (%s)',
+    async (order) => {
+      const log: string[] = [];
+      const providers = [
+        store('Zebra'),
+        store('Usage', ['relationship', 'tokens']),
+        admitter('Budget', log),
+        store('Alpha'),
+        store('Memories', ['memories']),
+      ];
+      const participants = await participantsOf(
+        ...(order === 'reversed' ? providers.reverse() : providers),
+      );
+      const admissions = await participants.admit({
+        organizationId: 'org',
+        endUserId: 'end-user',
+        promptTexts: ['hello'],
+      });
+      const { steps, underLock } = participants.storeExchange(EXCHANGE, admissions);
 
-    // Lenders see no source; every later step sees all three (in its CTE's parameter).
-    expect(textOf(steps)).toEqual([
-      'WITH memories AS ($1),',
-      'relationship AS ($2),',
-      'tokens AS ($3),',
-      'Budget_store AS ($4),',
-      'alpha AS ($5),',
-      'zebra AS ($6)',
-    ]);
-    const statement = withEntries(steps, sql`SELECT 1`);
-    expect(statement.values).toEqual([
-      '',
-      '',
-      '',
-      'memories relationship tokens',
-      'memories relationship tokens',
-      'memories relationship tokens',
-    ]);
-    expect(underLock).toEqual([]);
-  });
+      // Lenders see no source; every later step sees all three (in its CTE's parameter).
+      expect(textOf(steps)).toEqual([
+        'WITH memories AS ($1),',
+        'relationship AS ($2),',
+        'tokens AS ($3),',
+        'Budget_store AS ($4),',
+        'alpha AS ($5),',
+        'zebra AS ($6)',
+      ]);
+      const statement = withEntries(steps, sql`SELECT 1`);
+      expect(statement.values).toEqual([
+        '',
+        '',
+        '',
+        'memories relationship tokens',
+        'memories relationship tokens',
+        'memories relationship tokens',
+      ]);
+      expect(underLock).toEqual([]);
+    },
+  );
 
   it('counts tokens without a reply with only what lends tokens, then the admissions', async () => {
     const log: string[] = [];
@@ -423,6 +429,33 @@ describe('ReplyParticipants: the statement storing a reply', () => {
       participants.admit({ organizationId: 'org', endUserId: 'end-user', promptTexts: [] }),
     ).rejects.toThrow('Omega refused end-user');
     expect(log).toEqual(['Alpha admitted', 'Alpha released']);
+  });
+
+  it('refuses at start-up a lender of tokens that cannot count tokens without a reply', async () => {
+    @Injectable()
+    @StoresReplies({ lends: ['relationship', 'tokens'] })
+    class Uncounting implements ReplyStoreParticipant {
+      storeExchange(): ExchangeContribution {
+        return { steps: [] };
+      }
+    }
+    await expect(participantsOf(Uncounting)).rejects.toThrow(
+      'Uncounting lends tokens to replies but counts no tokens without one',
+    );
+  });
+
+  it('refuses at start-up a participant two modules provide (it would write twice)', async () => {
+    const Flags = store('Flags');
+    @Module({ providers: [Flags] })
+    class One {}
+    @Module({ providers: [Flags] })
+    class Two {}
+    const compiled = await Test.createTestingModule({
+      imports: [ReplyParticipantsModule, One, Two],
+    }).compile();
+    await expect(compiled.init()).rejects.toThrow(
+      'reply store participant Flags is provided by two modules',
+    );
   });
 
   it('refuses at start-up two participants lending the same source', async () => {

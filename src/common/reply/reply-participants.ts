@@ -2,6 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { WithEntry } from '../../database/sql';
+import { discoveredOnce } from './discovered';
 import { ExchangeComposer, type ExchangeStatement } from './exchange-composer';
 import {
   REPLY_CONTEXT_FIELDS,
@@ -52,18 +53,22 @@ export class ReplyParticipants implements OnModuleInit {
   /**
    * After every provider is built, so participants of modules built later are found too. What
    * could go wrong at a reply is refused here, at start-up: a participant that is not one
-   * singleton, one provided twice, and a field two participants write.
+   * singleton, one provided twice, a field two participants write, a source two lend.
    */
   onModuleInit(): void {
     this.participants = this.findReaders();
     this.exchanges = new ExchangeComposer(
-      this.discovery
-        .getProviders({ metadataKey: StoresReplies.KEY })
-        .map((wrapper) => singletonOf<ReplyStoreParticipant>(wrapper, 'reply store participant')),
+      discoveredOnce<ReplyStoreParticipant>(
+        this.discovery,
+        StoresReplies.KEY,
+        'reply store participant',
+      ),
     );
-    this.admitters = this.discovery
-      .getProviders({ metadataKey: AdmitsReplies.KEY })
-      .map((wrapper) => singletonOf<ReplyAdmitter>(wrapper, 'reply admitter'))
+    this.admitters = discoveredOnce<ReplyAdmitter>(
+      this.discovery,
+      AdmitsReplies.KEY,
+      'reply admitter',
+    )
       // By class name: the statement's text (and its prepared name) must not depend on imports.
       .sort((a, b) => a.constructor.name.localeCompare(b.constructor.name));
   }
