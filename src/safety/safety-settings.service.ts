@@ -78,17 +78,20 @@ export class SafetySettingsService {
       },
       DEFAULTS,
       at,
-      {
-        step: auditEventStep(
-          auditOrigin(caller, {
-            organizationId,
-            action: 'safety_settings.updated',
-            targetType: 'organization',
-            at,
-          }),
-        ),
-        changed: { ...patch },
-      },
+      // A PATCH that names nothing changes nothing, and is not recorded.
+      Object.keys(patch).length === 0
+        ? undefined
+        : {
+            step: auditEventStep(
+              auditOrigin(caller, {
+                organizationId,
+                action: 'safety_settings.updated',
+                targetType: 'organization',
+                at,
+              }),
+            ),
+            changed: { ...patch },
+          },
     );
     await this.cache.invalidate(organizationId);
     return toResponse(written);

@@ -3,7 +3,7 @@ import type { AuditStep } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
-import { cte, sql, withEntries } from '../database/sql';
+import { cte, sql, type WithEntry, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { OrganizationLimits } from './entities/organization-limits.entity';
@@ -35,15 +35,16 @@ export class LimitsRepository {
    * (onto `defaults` without a row; concurrent PATCHes of different limits all land), and, in the
    * same statement, the thresholds of the monthly budget as written that the month's tokens
    * already reached (a budget lowered below what is spent): `usage.threshold_reached`, once per
-   * threshold and month as when a reply crosses it; `audit` records the change there too, its
-   * details `changed` (what the PATCH named, as it was given). Answers the limits as written.
+   * threshold and month as when a reply crosses it; `audit`, when given, records the change there
+   * too, its details `changed` (what the PATCH named, as it was given). Answers the limits as
+   * written.
    */
   async patch(
     organizationId: string,
     patch: Partial<LimitsRow>,
     defaults: LimitsRow,
     at: Date,
-    audit: { step: AuditStep; changed: Record<string, unknown> },
+    audit?: { step: AuditStep; changed: Record<string, unknown> },
   ): Promise<LimitsRow> {
     const value = <Field extends keyof LimitsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
@@ -65,15 +66,7 @@ export class LimitsRepository {
       limit: sql`(SELECT monthly_token_budget FROM limits_written)`,
       at,
     });
-    const audited = cte(
-      'limits_audited',
-      {
-        audit_target_id: sql`organization_id::text`,
-        audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
-      },
-      (lent) => sql`SELECT ${lent} FROM limits_written`,
-    );
-    const entries = [
+    const entries: WithEntry[] = [
       sql`limits_written AS (
         INSERT INTO organization_limits AS l
           (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
@@ -93,9 +86,18 @@ export class LimitsRepository {
       current,
       reached,
       webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
-      audited,
-      audit.step(audited),
     ];
+    if (audit) {
+      const audited = cte(
+        'limits_audited',
+        {
+          audit_target_id: sql`organization_id::text`,
+          audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
+        },
+        (lent) => sql`SELECT ${lent} FROM limits_written`,
+      );
+      entries.push(audited, audit.step(audited));
+    }
     const row = await this.database.row(
       withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),
     );

@@ -82,17 +82,20 @@ export class LimitsService {
       },
       NO_LIMITS,
       at,
-      {
-        step: auditEventStep(
-          auditOrigin(caller, {
-            organizationId,
-            action: 'limits.updated',
-            targetType: 'organization',
-            at,
-          }),
-        ),
-        changed: { ...patch },
-      },
+      // A PATCH that names nothing changes nothing, and is not recorded.
+      Object.keys(patch).length === 0
+        ? undefined
+        : {
+            step: auditEventStep(
+              auditOrigin(caller, {
+                organizationId,
+                action: 'limits.updated',
+                targetType: 'organization',
+                at,
+              }),
+            ),
+            changed: { ...patch },
+          },
     );
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).

@@ -99,13 +99,16 @@ export class WebhookEndpointsService {
       if (updated.status === 'disabled') {
         await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       }
-      // What the PATCH named, as written (a disabled endpoint is the change that matters most).
-      await this.audit.record(manager, caller, {
-        organizationId,
-        action: 'webhook_endpoint.updated',
-        target: { type: 'webhook_endpoint', id },
-        details: { ...changes },
-      });
+      // What the PATCH named, as written (a disabled endpoint is the change that matters most);
+      // one that names nothing changes nothing, and is not recorded.
+      if (Object.keys(changes).length > 0) {
+        await this.audit.record(manager, caller, {
+          organizationId,
+          action: 'webhook_endpoint.updated',
+          target: { type: 'webhook_endpoint', id },
+          details: { ...changes },
+        });
+      }
       return updated;
     });
     if (!row) throw AppError.notFound('Webhook endpoint');

@@ -130,25 +130,23 @@ describe('Safety module (real database)', () => {
         crisis_message: null,
         input_moderation: 'block',
       });
-      // Every change is in the audit log, by whom and as the PATCH named it (empty included).
+      // Every change is in the audit log, by whom and as the PATCH named it; the empty one is not.
       const audited = await database.rows<{
         actor_id: string;
         target_id: string;
         details: unknown;
       }>(
         sql`SELECT actor_id, target_id, details FROM audit_events
-             WHERE organization_id = ${organizationId} AND action = 'safety_settings.updated'
-             ORDER BY id`,
+             WHERE organization_id = ${organizationId} AND action = 'safety_settings.updated'`,
       );
       // The events' ids are not in their order: compared as a set.
-      expect(audited).toHaveLength(6);
+      expect(audited).toHaveLength(5);
       expect(audited.map(({ details }) => details)).toEqual(
         expect.arrayContaining([
           { input_moderation: 'block' },
           { crisis_message: 'Call 988.\nYou matter.' },
           { crisis_response: 'off' },
           { output_moderation: 'off' },
-          {},
           { crisis_message: null },
         ]),
       );
