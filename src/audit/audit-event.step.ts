@@ -1,5 +1,5 @@
 import type { CallerContext } from '../common/auth/caller';
-import { Cte, type Source, sql } from '../database/sql';
+import { Cte, cte, type Source, sql } from '../database/sql';
 import type { AuditAction } from './audit-actions';
 
 /** What every event of a change says besides its target: who did it, from where, how. */
@@ -54,4 +54,33 @@ export function auditEventStep(origin: AuditOrigin): AuditStep {
                  ${origin.requestId}, s.audit_details, ${origin.at}::timestamptz
             FROM ${source.ref} s`,
     );
+}
+
+/** The audit of a change to an organization's own settings, as entries of its statement. */
+export type OrganizationPatchAudit = (written: Source<'organization_id'>) => Cte[];
+
+/**
+ * The audit of a PATCH of an organization's own settings (safety, limits): one event whose
+ * target is the organization and whose details are the fields the PATCH named, as given, read
+ * from the row the statement wrote. A PATCH that names nothing changes nothing: no entries.
+ */
+export function organizationPatchAudit(
+  caller: CallerContext,
+  entry: { organizationId: string; action: AuditAction; at: Date },
+  patch: object,
+): OrganizationPatchAudit {
+  const changed = { ...patch };
+  if (Object.keys(changed).length === 0) return () => [];
+  const step = auditEventStep(auditOrigin(caller, { ...entry, targetType: 'organization' }));
+  return (written) => {
+    const audited = cte(
+      `${written.name}_audited`,
+      {
+        audit_target_id: sql`organization_id::text`,
+        audit_details: sql`${JSON.stringify(changed)}::jsonb`,
+      },
+      (lent) => sql`SELECT ${lent} FROM ${written.ref}`,
+    );
+    return [audited, step(audited)];
+  };
 }

@@ -4,8 +4,7 @@
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 
 -- set the monthly budget and the end users’ rate limit
-WITH limits_written AS (
-        INSERT INTO organization_limits AS l
+WITH limits_written AS (INSERT INTO organization_limits AS l
           (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
            end_user_burst, updated_at)
         VALUES ($1, $2,
@@ -50,12 +49,12 @@ limits_month_tokens_threshold_webhook_subscribed AS (
       SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $20::timestamptz,
              $21::timestamptz
         FROM limits_month_tokens_threshold_webhook_event ev CROSS JOIN limits_month_tokens_threshold_webhook_subscribed e),
-limits_audited AS (SELECT organization_id::text AS audit_target_id, $22::jsonb AS audit_details FROM limits_written),
-limits_audited_audit AS (INSERT INTO audit_events
+limits_written_audited AS (SELECT organization_id::text AS audit_target_id, $22::jsonb AS audit_details FROM limits_written),
+limits_written_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
           SELECT $23::uuid, $24, $25,
                  $26, $27, s.audit_target_id, $28,
                  $29, s.audit_details, $30::timestamptz
-            FROM limits_audited s)
+            FROM limits_written_audited s)
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM limits_written;

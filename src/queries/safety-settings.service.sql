@@ -5,8 +5,7 @@ SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
 
 -- patch
-WITH safety_settings_written AS (
-          INSERT INTO organization_safety_settings AS s
+WITH safety_settings_written AS (INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
           VALUES ($1, $2, $3,
@@ -19,12 +18,12 @@ WITH safety_settings_written AS (
                                THEN excluded.output_moderation ELSE s.output_moderation END,
             updated_at = excluded.updated_at
           RETURNING organization_id, crisis_response, crisis_message, input_moderation, output_moderation),
-safety_settings_audited AS (SELECT organization_id::text AS audit_target_id, $11::jsonb AS audit_details FROM safety_settings_written),
-safety_settings_audited_audit AS (INSERT INTO audit_events
+safety_settings_written_audited AS (SELECT organization_id::text AS audit_target_id, $11::jsonb AS audit_details FROM safety_settings_written),
+safety_settings_written_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
           SELECT $12::uuid, $13, $14,
                  $15, $16, s.audit_target_id, $17,
                  $18, s.audit_details, $19::timestamptz
-            FROM safety_settings_audited s)
+            FROM safety_settings_written_audited s)
 SELECT crisis_response, crisis_message, input_moderation, output_moderation FROM safety_settings_written;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import type { AuditStep } from '../audit/audit-event.step';
+import type { OrganizationPatchAudit } from '../audit/audit-event.step';
 import { Database } from '../database/database';
-import { cte, sql, type WithEntry, withEntries } from '../database/sql';
+import { Cte, sql, withEntries } from '../database/sql';
 import { patchedColumns } from '../database/patch';
 import { Columns, type RowOf } from '../database/columns';
 import type { SafetySettings } from './entities/safety-settings.entity';
@@ -31,20 +31,21 @@ export class SafetySettingsRepository {
   /**
    * The fields `patch` gives, written onto the settings as they are when the row is locked (or
    * onto `defaults` for an organization without a row), in one statement: concurrent PATCHes of
-   * different fields all land. `audit`, when given, records the change in the same statement,
-   * its details `changed` (what the PATCH named, as it was given). Answers the settings as written.
+   * different fields all land; `audit` records the change in the same statement. Answers the
+   * settings as written.
    */
   async patch(
     organizationId: string,
     patch: Partial<SafetySettingsRow>,
     defaults: SafetySettingsRow,
     at: Date,
-    audit?: { step: AuditStep; changed: Record<string, unknown> },
+    audit: OrganizationPatchAudit,
   ): Promise<SafetySettingsRow> {
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
-    const written = sql`safety_settings_written AS (
-          INSERT INTO organization_safety_settings AS s
+    const written = new Cte(
+      'safety_settings_written',
+      sql`INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
           VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
@@ -57,21 +58,14 @@ export class SafetySettingsRepository {
               output_moderation: patch.output_moderation,
             })},
             updated_at = excluded.updated_at
-          RETURNING organization_id, ${SETTINGS})`;
-    const entries: WithEntry[] = [written];
-    if (audit) {
-      const audited = cte(
-        'safety_settings_audited',
-        {
-          audit_target_id: sql`organization_id::text`,
-          audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
-        },
-        (lent) => sql`SELECT ${lent} FROM safety_settings_written`,
-      );
-      entries.push(audited, audit.step(audited));
-    }
+          RETURNING organization_id, ${SETTINGS}`,
+      ['organization_id'],
+    );
     const row = await this.database.row(
-      withEntries(entries, SETTINGS.query`SELECT ${SETTINGS} FROM safety_settings_written`),
+      withEntries(
+        [written, ...audit(written)],
+        SETTINGS.query`SELECT ${SETTINGS} FROM safety_settings_written`,
+      ),
     );
     return row!;
   }

@@ -6,7 +6,7 @@ import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import type { SafetySettingsDto, UpdateSafetySettingsDto } from './dto/safety-settings.dto';
 import { type SafetySettingsRow, SafetySettingsRepository } from './safety-settings.repository';
-import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
+import { organizationPatchAudit } from '../audit/audit-event.step';
 
 /**
  * Shown after a crisis reply unless the organization wrote its own: where to find help now, in
@@ -78,20 +78,11 @@ export class SafetySettingsService {
       },
       DEFAULTS,
       at,
-      // A PATCH that names nothing changes nothing, and is not recorded.
-      Object.keys(patch).length === 0
-        ? undefined
-        : {
-            step: auditEventStep(
-              auditOrigin(caller, {
-                organizationId,
-                action: 'safety_settings.updated',
-                targetType: 'organization',
-                at,
-              }),
-            ),
-            changed: { ...patch },
-          },
+      organizationPatchAudit(
+        caller,
+        { organizationId, action: 'safety_settings.updated', at },
+        patch,
+      ),
     );
     await this.cache.invalidate(organizationId);
     return toResponse(written);

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import type { AuditStep } from '../audit/audit-event.step';
+import type { OrganizationPatchAudit } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
-import { cte, sql, type WithEntry, withEntries } from '../database/sql';
+import { Cte, cte, sql, type WithEntry, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { OrganizationLimits } from './entities/organization-limits.entity';
@@ -35,16 +35,15 @@ export class LimitsRepository {
    * (onto `defaults` without a row; concurrent PATCHes of different limits all land), and, in the
    * same statement, the thresholds of the monthly budget as written that the month's tokens
    * already reached (a budget lowered below what is spent): `usage.threshold_reached`, once per
-   * threshold and month as when a reply crosses it; `audit`, when given, records the change there
-   * too, its details `changed` (what the PATCH named, as it was given). Answers the limits as
-   * written.
+   * threshold and month as when a reply crosses it; `audit` records the change there too.
+   * Answers the limits as written.
    */
   async patch(
     organizationId: string,
     patch: Partial<LimitsRow>,
     defaults: LimitsRow,
     at: Date,
-    audit?: { step: AuditStep; changed: Record<string, unknown> },
+    audit: OrganizationPatchAudit,
   ): Promise<LimitsRow> {
     const value = <Field extends keyof LimitsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
@@ -66,9 +65,9 @@ export class LimitsRepository {
       limit: sql`(SELECT monthly_token_budget FROM limits_written)`,
       at,
     });
-    const entries: WithEntry[] = [
-      sql`limits_written AS (
-        INSERT INTO organization_limits AS l
+    const written = new Cte(
+      'limits_written',
+      sql`INSERT INTO organization_limits AS l
           (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
            end_user_burst, updated_at)
         VALUES (${organizationId}, ${value('monthly_token_budget')},
@@ -82,22 +81,16 @@ export class LimitsRepository {
             end_user_burst: patch.end_user_burst,
           })},
           updated_at = excluded.updated_at
-        RETURNING organization_id, ${LIMITS})`,
+        RETURNING organization_id, ${LIMITS}`,
+      ['organization_id'],
+    );
+    const entries: WithEntry[] = [
+      written,
       current,
       reached,
       webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
+      ...audit(written),
     ];
-    if (audit) {
-      const audited = cte(
-        'limits_audited',
-        {
-          audit_target_id: sql`organization_id::text`,
-          audit_details: sql`${JSON.stringify(audit.changed)}::jsonb`,
-        },
-        (lent) => sql`SELECT ${lent} FROM limits_written`,
-      );
-      entries.push(audited, audit.step(audited));
-    }
     const row = await this.database.row(
       withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),
     );

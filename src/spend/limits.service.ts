@@ -6,7 +6,7 @@ import { Clock } from '../common/time/clock';
 import { OrganizationAccess } from '../organizations/organization-access';
 import type { LimitsDto, UpdateLimitsDto } from './dto/limits.dto';
 import { type LimitsRow, LimitsRepository } from './limits.repository';
-import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
+import { organizationPatchAudit } from '../audit/audit-event.step';
 
 const NO_LIMITS: LimitsRow = {
   monthly_token_budget: null,
@@ -82,20 +82,7 @@ export class LimitsService {
       },
       NO_LIMITS,
       at,
-      // A PATCH that names nothing changes nothing, and is not recorded.
-      Object.keys(patch).length === 0
-        ? undefined
-        : {
-            step: auditEventStep(
-              auditOrigin(caller, {
-                organizationId,
-                action: 'limits.updated',
-                targetType: 'organization',
-                at,
-              }),
-            ),
-            changed: { ...patch },
-          },
+      organizationPatchAudit(caller, { organizationId, action: 'limits.updated', at }, patch),
     );
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).

@@ -1,4 +1,14 @@
 import type { DiscoveryService } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+
+/** A singleton's instance, or start-up refused: a transient one's would be a bare prototype. */
+export function singletonOf<T>(wrapper: InstanceWrapper, role: string): T {
+  const instance = wrapper.instance as T | undefined;
+  if (!instance || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
+    throw new Error(`${role} ${String(wrapper.name)} must be a singleton`);
+  }
+  return instance;
+}
 
 /**
  * The instances of the providers carrying `metadataKey`, wherever they are provided; start-up is
@@ -13,13 +23,11 @@ export function discoveredOnce<T extends object>(
 ): T[] {
   const seen = new Set<unknown>();
   return discovery.getProviders({ metadataKey }).map((wrapper) => {
-    const instance = wrapper.instance as T | undefined;
-    const name = String(wrapper.name);
-    if (!instance || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
-      throw new Error(`${role} ${name} must be a singleton`);
-    }
+    const instance = singletonOf<T>(wrapper, role);
     if (seen.has(wrapper.metatype)) {
-      throw new Error(`${role} ${name} is provided by two modules: it would take part twice`);
+      throw new Error(
+        `${role} ${String(wrapper.name)} is provided by two modules: it would take part twice`,
+      );
     }
     seen.add(wrapper.metatype);
     return instance;

@@ -36,6 +36,9 @@ export interface ExchangeStatement {
  */
 export class ExchangeComposer {
   private readonly members: readonly Member[];
+  /** The members that lend sources, and the others: each statement asks them in turn. */
+  private readonly lenders: readonly Member[];
+  private readonly others: readonly Member[];
 
   /**
    * Refuses two participants lending the same source, naming both, and a lender of `tokens`
@@ -63,6 +66,8 @@ export class ExchangeComposer {
         ? Math.min(...lends.map((source) => EXCHANGE_SOURCES.indexOf(source)))
         : EXCHANGE_SOURCES.length;
     this.members = members.sort((a, b) => rank(a) - rank(b) || a.name.localeCompare(b.name));
+    this.lenders = this.members.filter(({ lends }) => lends.length > 0);
+    this.others = this.members.filter(({ lends }) => lends.length === 0);
   }
 
   /** The sources no participant lends: a reply cannot be stored without them. */
@@ -118,9 +123,9 @@ export class ExchangeComposer {
       }
       if (contribution.underLock) statement.underLock.push(contribution.underLock);
     };
-    this.members.filter(({ lends }) => lends.length > 0).forEach(add);
+    this.lenders.forEach(add);
     for (const admission of admissions) statement.steps.push(...admit(admission, sources));
-    this.members.filter(({ lends }) => lends.length === 0).forEach(add);
+    this.others.forEach(add);
     return statement;
   }
 }

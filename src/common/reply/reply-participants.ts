@@ -1,8 +1,7 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
-import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { WithEntry } from '../../database/sql';
-import { discoveredOnce } from './discovered';
+import { discoveredOnce, singletonOf } from './discovered';
 import { ExchangeComposer, type ExchangeStatement } from './exchange-composer';
 import {
   REPLY_CONTEXT_FIELDS,
@@ -26,15 +25,6 @@ import {
 interface FoundParticipant {
   fields: readonly ReplyContextField[];
   participant: ReplyParticipant;
-}
-
-/** A singleton's instance, or start-up refused: a transient one's would be a bare prototype. */
-function singletonOf<T>(wrapper: InstanceWrapper, role: string): T {
-  const instance = wrapper.instance as T | undefined;
-  if (!instance || wrapper.isTransient || !wrapper.isDependencyTreeStatic()) {
-    throw new Error(`${role} ${String(wrapper.name)} must be a singleton`);
-  }
-  return instance;
 }
 
 /**
