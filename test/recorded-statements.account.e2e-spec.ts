@@ -76,9 +76,10 @@ async function reply(
   caller: ApiKeyCaller,
   body: { personality_id: string; user_id: string; message: string },
 ): Promise<void> {
-  const answer = await t.app
-    .get(RespondService)
-    .respond(caller, body, { signal: new AbortController().signal });
+  const replies = t.app.get(RespondService);
+  const answer = await replies.reply(await replies.prepare(caller, body), {
+    signal: new AbortController().signal,
+  });
   expect(answer.status).toBe('completed');
 }
 

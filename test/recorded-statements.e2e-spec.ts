@@ -16,7 +16,9 @@ function reply(
 ) {
   const replies = t.app.get(RespondService);
   return async () => {
-    const answer = await replies.respond(caller, body, { signal: new AbortController().signal });
+    const answer = await replies.reply(await replies.prepare(caller, body), {
+      signal: new AbortController().signal,
+    });
     expect(answer.status).toBe('completed');
   };
 }

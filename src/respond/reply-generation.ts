@@ -1,12 +1,32 @@
 import { DiscoveryService } from '@nestjs/core';
+import type { WithEntry } from '../database/sql';
 import type { MemorySafety } from '../safety/safety-categories';
-import type { EngineReply, EngineToolCall, ReplyRequest } from './engine/response-engine';
+import type { ToolTurnState } from '../tools/tool-turn-state';
+import type {
+  EngineReply,
+  EngineToolCall,
+  ReplyRequest,
+  TokenUsage,
+} from './engine/response-engine';
+
+/** The turn a generation answers, for the participants that make more than one model call. */
+export interface GenerationTurn {
+  endUserId: string;
+  userId: string;
+  /** Where the turn stands (contract §26): fresh, or resumed from a pause with tool outputs. */
+  state: ToolTurnState;
+  /** Refuses (402) a further model call once the turn has spent `tokens` so far. */
+  assertRoomFor(tokens: number): Promise<void>;
+  /** The steps counting tokens the turn spent with no reply stored yet (written with a pause). */
+  tokenSteps(usage: TokenUsage, model: string | null, at: Date): WithEntry[];
+}
 
 /** One reply being written: the engine's request as it stands, and where its text streams. */
 export interface Generation {
   organizationId: string;
-  /** The engine's request without what the engine call adds (its tools, signal and stream). */
-  request: Omit<ReplyRequest, 'signal' | 'onDelta' | 'tools' | 'toolResults'>;
+  turn: GenerationTurn;
+  /** The engine's request without its signal and stream, which the generation carries. */
+  request: Omit<ReplyRequest, 'signal' | 'onDelta'>;
   /** The client's: aborted when it goes away. */
   signal: AbortSignal;
   /** Receives the reply's text piece by piece (a streamed call); awaited before reading on. */

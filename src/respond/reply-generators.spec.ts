@@ -10,6 +10,7 @@ import {
   type ReplyGenerator,
 } from './reply-generation';
 import { ReplyGenerators } from './reply-generators';
+import { freshToolState } from '../tools/tool-turns.service';
 
 const REPLY: EngineReply = {
   text: 'engine',
@@ -23,6 +24,13 @@ const REPLY: EngineReply = {
 function generation(log: string[]): Generation {
   return {
     organizationId: 'org',
+    turn: {
+      endUserId: 'end-user',
+      userId: 'user',
+      state: freshToolState('user', 'hello', []),
+      assertRoomFor: () => Promise.resolve(),
+      tokenSteps: () => [],
+    },
     request: {
       personality: {} as Generation['request']['personality'],
       message: 'hello',

@@ -101,14 +101,9 @@ export class RespondController {
     @Body() body: RespondDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<RespondAnswer | StreamableFile> {
-    const signal = clientGoneSignal(response);
-    if (!body.stream) {
-      return this.respondService.respond(caller, body, { signal });
-    }
-    // The slot first: a refused stream creates no end user.
-    this.slots.take(caller.organizationId, response);
-    const conversation = await this.respondService.prepare(caller, body);
-    return this.stream(conversation, response, signal);
+    return this.answer(caller, body.stream, response, () =>
+      this.respondService.prepare(caller, body),
+    );
   }
 
   @Post('turns/:turn_id/tool-outputs')
@@ -142,13 +137,26 @@ export class RespondController {
     @Body() body: ToolOutputsDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<RespondAnswer | StreamableFile> {
+    return this.answer(caller, body.stream, response, () =>
+      this.respondService.prepareResumption(caller, turnId, body),
+    );
+  }
+
+  /**
+   * A new message and a resumed turn answer alike: prepared (the 4xx before anything is written
+   * or streamed), then replied to, as JSON or as a stream of events.
+   */
+  private async answer(
+    caller: CallerContext,
+    stream: boolean | undefined,
+    response: Response,
+    prepare: () => Promise<Conversation>,
+  ): Promise<RespondAnswer | StreamableFile> {
     const signal = clientGoneSignal(response);
-    if (!body.stream) {
-      const conversation = await this.respondService.prepareResumption(caller, turnId, body);
-      return this.respondService.reply(conversation, { signal });
-    }
-    this.slots.take(caller.organizationId, response);
-    const conversation = await this.respondService.prepareResumption(caller, turnId, body);
+    // The slot first: a refused stream creates no end user and claims no turn.
+    if (stream) this.slots.take(caller.organizationId, response);
+    const conversation = await prepare();
+    if (!stream) return this.respondService.reply(conversation, { signal });
     return this.stream(conversation, response, signal);
   }
 

@@ -20,9 +20,8 @@ import { inClientSpan } from '../tracing/spans';
 import type { EmotionVocabulary } from '../vocabularies/entities/emotion-vocabulary.entity';
 import { VocabulariesService } from '../vocabularies/vocabularies.service';
 import { type RespondAnswer, RespondDto, type ToolOutputsDto } from './dto/respond.dto';
-import { toolProblems, type RequestTool } from '../tools/tool-definitions';
 import type { ToolTurnState } from '../tools/tool-turn-state';
-import { freshToolState, ToolTurnsService } from '../tools/tool-turns.service';
+import { ToolTurnsService } from '../tools/tool-turns.service';
 import {
   type EngineMemory,
   type EngineReply,
@@ -35,13 +34,7 @@ import {
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
-import {
-  type Generated,
-  type GeneratedReply,
-  type Generation,
-  NO_VERDICT,
-  type ReplyVerdicts,
-} from './reply-generation';
+import { type GeneratedReply, NO_VERDICT, type ReplyVerdicts } from './reply-generation';
 import { ReplyGenerators } from './reply-generators';
 import type { CallerContext } from '../common/auth/caller';
 
@@ -128,14 +121,6 @@ export class RespondService implements OnApplicationBootstrap {
     this.participants.assertComplete();
   }
 
-  async respond(
-    caller: CallerContext,
-    dto: RespondDto,
-    options: ReplyOptions,
-  ): Promise<RespondAnswer> {
-    return this.reply(await this.prepare(caller, dto), options);
-  }
-
   /**
    * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
    * message was, from the conversation as it is now, then claimed once; a turn whose resumption
@@ -176,8 +161,6 @@ export class RespondService implements OnApplicationBootstrap {
     resumed?: ToolTurnState,
   ): Promise<Conversation> {
     const { organizationId } = caller;
-    const requestToolProblems = toolProblems(dto.tools ?? [], 'request');
-    if (requestToolProblems.length > 0) throw AppError.validation(requestToolProblems);
     // The reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
@@ -190,14 +173,13 @@ export class RespondService implements OnApplicationBootstrap {
         message: dto.message,
       }),
     ]);
-    const requestTools = (dto.tools ?? []) as RequestTool[];
-    const taken = new Set(personality.tools.map((tool) => tool.name));
-    const clashes = requestTools.flatMap((tool, index) =>
-      taken.has(tool.name)
-        ? [{ field: `tools/${index}/name`, problem: 'is a tool of the personality already' }]
-        : [],
-    );
-    if (clashes.length > 0) throw AppError.validation(clashes);
+    // A resumed turn's tools were checked when it started.
+    const tools =
+      resumed ??
+      this.toolTurns.start(
+        { userId: dto.user_id, message: dto.message, tools: dto.tools ?? [] },
+        personality.tools,
+      );
     // The end user read with the memories, when it is this turn's and active; else created or
     // refused (409 under deletion) by ensure(), whatever a participant answered.
     const found = context.endUser;
@@ -225,7 +207,7 @@ export class RespondService implements OnApplicationBootstrap {
       vocabulary: this.vocabularies.latestDefinition(),
       message: dto.message,
       admissions,
-      tools: resumed ?? freshToolState(dto.user_id, dto.message, requestTools),
+      tools,
     };
   }
 
@@ -320,6 +302,15 @@ export class RespondService implements OnApplicationBootstrap {
     const generated = await this.generators.generate(
       {
         organizationId: conversation.organizationId,
+        turn: {
+          endUserId: endUser.id,
+          userId: endUser.user_id,
+          state: conversation.tools,
+          assertRoomFor: async (tokens) => {
+            for (const admission of conversation.admissions) await admission.assertRoomFor(tokens);
+          },
+          tokenSteps: (usage, model, at) => this.tokenSteps(conversation, usage, model, at),
+        },
         request: {
           personality,
           message: conversation.message,
@@ -333,7 +324,12 @@ export class RespondService implements OnApplicationBootstrap {
         signal,
         onDelta: options.onDelta,
       },
-      (generation) => this.generate(conversation, generation),
+      async ({ request, signal: engineSignal, onDelta }) => ({
+        kind: 'reply',
+        reply: await this.askEngine({ ...request, signal: engineSignal, onDelta }, engineSignal),
+        engineAsked: true,
+        toolCalls: [],
+      }),
     );
     if (generated.kind === 'paused') {
       return {
@@ -371,42 +367,6 @@ export class RespondService implements OnApplicationBootstrap {
       created_at: at.toISOString(),
       status: 'completed',
     };
-  }
-
-  /**
-   * The heart of the generation: the engine's reply, in as many rounds as the turn's tools take
-   * (contract §26), each later round admitted again for what the turn spent so far.
-   */
-  private async generate(conversation: Conversation, generation: Generation): Promise<Generated> {
-    const { signal } = generation;
-    const turn = await this.toolTurns.run(
-      {
-        organizationId: conversation.organizationId,
-        endUserId: conversation.endUser.id,
-        userId: conversation.endUser.user_id,
-        personalityId: conversation.personality.id,
-        personalityTools: conversation.personality.tools,
-        state: conversation.tools,
-        signal,
-        tokenSteps: (usage, model, at) => this.tokenSteps(conversation, usage, model, at),
-      },
-      async (tools) => {
-        const used = conversation.tools.usage;
-        if (used) {
-          for (const admission of conversation.admissions) {
-            await admission.assertRoomFor(used.promptTokens + used.completionTokens);
-          }
-        }
-        return this.askEngine(
-          { ...generation.request, ...tools, signal, onDelta: generation.onDelta },
-          signal,
-        );
-      },
-    );
-    if (turn.kind === 'paused') {
-      return { kind: 'paused', turnId: turn.turnId, toolCalls: turn.toolCalls };
-    }
-    return { kind: 'reply', reply: turn.reply, engineAsked: true, toolCalls: turn.toolCalls };
   }
 
   /**

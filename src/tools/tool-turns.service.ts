@@ -18,7 +18,12 @@ import type {
   EngineToolResult,
   TokenUsage,
 } from '../respond/engine/response-engine';
-import { compileParameters, type RequestTool, type ToolDefinition } from './tool-definitions';
+import {
+  compileParameters,
+  type RequestTool,
+  type ToolDefinition,
+  toolProblems,
+} from './tool-definitions';
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
@@ -55,8 +60,13 @@ type TurnTool = Pick<
   'name' | 'description' | 'parameters' | 'execution' | 'endpoint_id' | 'timeout_ms'
 >;
 
-export function freshToolState(userId: string, message: string, requestTools: RequestTool[]) {
-  const state: ToolTurnState = {
+/** The state of a turn that has made no model call yet. */
+export function freshToolState(
+  userId: string,
+  message: string,
+  requestTools: RequestTool[],
+): ToolTurnState {
+  return {
     turnId: `turn_${ulid()}`,
     userId,
     message,
@@ -69,7 +79,6 @@ export function freshToolState(userId: string, message: string, requestTools: Re
     model: null,
     records: [],
   };
-  return state;
 }
 
 function addUsage(total: TokenUsage | null, more: TokenUsage | null): TokenUsage | null {
@@ -102,6 +111,27 @@ export class ToolTurnsService {
   @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['tool_turns'] })
   eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     return this.repository.deleteOfEndUsers(manager, endUsers);
+  }
+
+  /**
+   * The state a new turn starts from, or 400 for the request's own tools: each must be valid,
+   * and none may take the name of one of the personality's (contract §26).
+   */
+  start(
+    request: { userId: string; message: string; tools: readonly unknown[] },
+    personalityTools: readonly ToolDefinition[],
+  ): ToolTurnState {
+    const problems = toolProblems([...request.tools], 'request');
+    if (problems.length > 0) throw AppError.validation(problems);
+    const requestTools = request.tools as RequestTool[];
+    const taken = new Set(personalityTools.map((tool) => tool.name));
+    const clashes = requestTools.flatMap((tool, index) =>
+      taken.has(tool.name)
+        ? [{ field: `tools/${index}/name`, problem: 'is a tool of the personality already' }]
+        : [],
+    );
+    if (clashes.length > 0) throw AppError.validation(clashes);
+    return freshToolState(request.userId, request.message, requestTools);
   }
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */

@@ -3,6 +3,7 @@ import { ToolTurnsRepository } from './tool-turns.repository';
 import { ToolTurnsRetentionWorker } from './tool-turns-retention.worker';
 import { ToolTurnsService } from './tool-turns.service';
 import { ToolMetrics } from './tool-metrics';
+import { ToolRounds } from './tool-rounds.generator';
 import { WebhookToolCaller } from './webhook-tool-caller';
 
 /** Tools of personalities (contract §26, docs/tools.md): the loop of a turn that calls them. */
@@ -13,6 +14,7 @@ import { WebhookToolCaller } from './webhook-tool-caller';
     ToolTurnsRetentionWorker,
     WebhookToolCaller,
     ToolMetrics,
+    ToolRounds,
   ],
   exports: [ToolTurnsService],
 })

@@ -1,0 +1,49 @@
+import { Injectable } from '@nestjs/common';
+import {
+  type Generated,
+  type Generation,
+  GeneratesReplies,
+  type NextGeneration,
+  type ReplyGenerator,
+} from '../respond/reply-generation';
+import { ToolTurnsService } from './tool-turns.service';
+
+/**
+ * Tools' part in every reply (contract §26, docs/tools.md): the generation inside it runs in as
+ * many rounds as the turn's tools take, each later round admitted again for what the turn spent
+ * so far, and a call the client owes pauses the turn. Inside safety's screening (by class name),
+ * which sees the message once and the final reply.
+ */
+@Injectable()
+@GeneratesReplies()
+export class ToolRounds implements ReplyGenerator {
+  constructor(private readonly turns: ToolTurnsService) {}
+
+  async generate(generation: Generation, next: NextGeneration): Promise<Generated> {
+    const { turn, signal, request } = generation;
+    const outcome = await this.turns.run(
+      {
+        organizationId: generation.organizationId,
+        endUserId: turn.endUserId,
+        userId: turn.userId,
+        personalityId: request.personality.id,
+        personalityTools: request.personality.tools,
+        state: turn.state,
+        signal,
+        tokenSteps: (usage, model, at) => turn.tokenSteps(usage, model, at),
+      },
+      async (tools) => {
+        const spent = turn.state.usage;
+        if (spent) await turn.assertRoomFor(spent.promptTokens + spent.completionTokens);
+        const round = await next({ ...generation, request: { ...request, ...tools } });
+        // Nothing inside the rounds pauses a turn: only they do.
+        if (round.kind !== 'reply') throw new Error('A generation inside tool rounds paused');
+        return round.reply;
+      },
+    );
+    if (outcome.kind === 'paused') {
+      return { kind: 'paused', turnId: outcome.turnId, toolCalls: outcome.toolCalls };
+    }
+    return { kind: 'reply', reply: outcome.reply, engineAsked: true, toolCalls: outcome.toolCalls };
+  }
+}
