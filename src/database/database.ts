@@ -50,13 +50,18 @@ export class Database implements OnApplicationShutdown {
   /** The pg pool TypeORM opened: the driver exposes it, though no typed API names it. */
   readonly pool: Pool;
   private asyncCommitPool: Pool | undefined;
+  /** By statement timeout: the sessions of bounded reads (rowsWithin), each set so at start-up. */
+  private readonly boundedPools = new Map<number, Pool>();
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as PostgresDriver).master as Pool;
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await this.asyncCommitPool?.end();
+    await Promise.all([
+      this.asyncCommitPool?.end(),
+      ...[...this.boundedPools.values()].map((pool) => pool.end()),
+    ]);
   }
 
   /** Every row the statement answers, typed by the Columns that built it (Columns#query). */
@@ -147,26 +152,14 @@ export class Database implements OnApplicationShutdown {
     timeoutMs: number,
     options: Pick<StatementOptions, 'prepared'> = {},
   ): Promise<Row[]> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      // One round trip for both (the simple protocol takes several statements).
-      await client.query(`BEGIN; SET LOCAL statement_timeout = ${timeoutLiteral(timeoutMs)}`);
-      try {
-        const result = await client.query<Row>({
-          name: nameOf(statement, options),
-          text: statement.text,
-          values: statement.values as unknown[],
-        });
-        await client.query('COMMIT');
-        return result.rows;
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackFailed: Error) => (broken = rollbackFailed));
-        throw error;
-      }
-    } finally {
-      client.release(broken);
-    }
+    // On sessions that start with the timeout set: one round trip, where a transaction setting
+    // it (BEGIN and SET LOCAL, the read, COMMIT) took three.
+    const result = await this.boundedSessions(timeoutMs).query<Row>({
+      name: nameOf(statement, options),
+      text: statement.text,
+      values: statement.values as unknown[],
+    });
+    return result.rows;
   }
 
   /** TypeORM's repository of an entity, in the transaction when given. */
@@ -203,6 +196,29 @@ export class Database implements OnApplicationShutdown {
       this.asyncCommitPool.on('error', () => undefined);
     }
     return this.asyncCommitPool;
+  }
+
+  /**
+   * The pool whose sessions have `timeoutMs` as their statement_timeout, opened on first use: as
+   * many connections as the main pool at most, for the reads every reply makes beside its others
+   * (recall, knowledge), all with MEMORY_RECALL_TIMEOUT_MS today, so one pool.
+   */
+  private boundedSessions(timeoutMs: number): Pool {
+    let pool = this.boundedPools.get(timeoutMs);
+    if (!pool) {
+      const options = this.dataSource.options as PostgresConnectionOptions;
+      // Not the requests' timeout, which pg would send beside (and PostgreSQL apply over) this one.
+      const { statement_timeout: _requests, ...extra } = options.extra as Record<string, unknown>;
+      pool = new Pool({
+        ...extra,
+        connectionString: options.url,
+        application_name: 'personality-api bounded-reads',
+        options: sessionOptions(`-c statement_timeout=${timeoutLiteral(timeoutMs)}`),
+      });
+      pool.on('error', () => undefined);
+      this.boundedPools.set(timeoutMs, pool);
+    }
+    return pool;
   }
 
   /** The pg client a transaction's QueryRunner holds. */
