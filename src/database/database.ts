@@ -6,6 +6,7 @@ import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/Postgres
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
 import { sessionOptions } from './data-source-options';
+import { hasSqlState } from './sql-state';
 import { statementName } from './statement-name';
 
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
@@ -50,7 +51,7 @@ export class Database implements OnApplicationShutdown {
   /** The pg pool TypeORM opened: the driver exposes it, though no typed API names it. */
   readonly pool: Pool;
   private asyncCommitPool: Pool | undefined;
-  /** By statement timeout: the sessions of bounded reads (rowsWithin), each set so at start-up. */
+  /** By statement timeout: the sessions of bounded reads (rowsWithin), each set so. */
   private readonly boundedPools = new Map<number, Pool>();
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {
@@ -132,9 +133,9 @@ export class Database implements OnApplicationShutdown {
   }
 
   /**
-   * Every row of a read that may take at most `timeoutMs` of the database's time, in a
-   * transaction of its own on the pool; past it PostgreSQL cancels the statement and this
-   * rejects with SQLSTATE 57014 (isStatementTimeout). For work a request can go on without.
+   * Every row of a read that may take at most `timeoutMs` of the database's time, on a session
+   * set so (boundedSessions); past it PostgreSQL cancels the statement and this rejects with
+   * SQLSTATE 57014 (isStatementTimeout). For work a request can go on without.
    */
   rowsWithin<Row extends QueryResultRow>(
     statement: Sql<Row>,
@@ -152,14 +153,24 @@ export class Database implements OnApplicationShutdown {
     timeoutMs: number,
     options: Pick<StatementOptions, 'prepared'> = {},
   ): Promise<Row[]> {
-    // On sessions that start with the timeout set: one round trip, where a transaction setting
-    // it (BEGIN and SET LOCAL, the read, COMMIT) took three.
-    const result = await this.boundedSessions(timeoutMs).query<Row>({
-      name: nameOf(statement, options),
-      text: statement.text,
-      values: statement.values as unknown[],
-    });
-    return result.rows;
+    const client = await this.boundedSessions(timeoutMs).connect();
+    let broken: Error | undefined;
+    try {
+      const result = await client.query<Row>({
+        name: nameOf(statement, options),
+        text: statement.text,
+        values: statement.values as unknown[],
+      });
+      return result.rows;
+    } catch (error) {
+      // A statement PostgreSQL refused (cancelled past its budget, most often) leaves a sound
+      // session, kept with its prepared statements: closing it would make the next read open a
+      // cold one just when the database is slow. A connection lost on the way is dropped.
+      if (!hasSqlState(error)) broken = error as Error;
+      throw error;
+    } finally {
+      client.release(broken);
+    }
   }
 
   /** TypeORM's repository of an entity, in the transaction when given. */
@@ -199,21 +210,29 @@ export class Database implements OnApplicationShutdown {
   }
 
   /**
-   * The pool whose sessions have `timeoutMs` as their statement_timeout, opened on first use: as
-   * many connections as the main pool at most, for the reads every reply makes beside its others
-   * (recall, knowledge), all with MEMORY_RECALL_TIMEOUT_MS today, so one pool.
+   * The pool whose sessions have `timeoutMs` as their statement_timeout, opened on first use, for
+   * the reads every reply makes beside its others (recall, knowledge; all with
+   * MEMORY_RECALL_TIMEOUT_MS today, so one pool): one round trip each, where a transaction
+   * setting the budget took three. Half the main pool's connections at most. The budget is SET in
+   * each new session before its first read, not sent as a start-up parameter, which DATABASE_URL's
+   * own `options` or `statement_timeout` (or a pooler dropping start-up options) would override.
    */
   private boundedSessions(timeoutMs: number): Pool {
     let pool = this.boundedPools.get(timeoutMs);
     if (!pool) {
       const options = this.dataSource.options as PostgresConnectionOptions;
-      // Not the requests' timeout, which pg would send beside (and PostgreSQL apply over) this one.
-      const { statement_timeout: _requests, ...extra } = options.extra as Record<string, unknown>;
+      const extra = options.extra as { max?: number } & Record<string, unknown>;
+      const budget = `SET statement_timeout = ${timeoutLiteral(timeoutMs)}`;
       pool = new Pool({
         ...extra,
         connectionString: options.url,
+        max: Math.ceil((extra.max ?? 10) / 2),
         application_name: 'personality-api bounded-reads',
-        options: sessionOptions(`-c statement_timeout=${timeoutLiteral(timeoutMs)}`),
+      });
+      // Queued on the new client ahead of the read that checked it out, so it runs first. A
+      // session it fails on is ended: the read queued behind fails too, never runs unbounded.
+      pool.on('connect', (client) => {
+        client.query(budget).catch(() => void client.end().catch(() => undefined));
       });
       pool.on('error', () => undefined);
       this.boundedPools.set(timeoutMs, pool);

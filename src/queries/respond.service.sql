@@ -79,6 +79,8 @@ SELECT w.id,
        WHERE e.organization_id = $14 AND e.user_id = $15
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
+SET statement_timeout = 150;
+SET statement_timeout = 150;
 WITH inserted AS (
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES ($1, $2, $3)

@@ -76,15 +76,21 @@ export interface ReplyGenerator {
   generate(generation: Generation, next: NextGeneration): Promise<Generated>;
 }
 
-const Discoverable = DiscoveryService.createDecorator<true>();
+/** Where a participant wraps the others: a lower `order` wraps a higher one. */
+export interface GenerationPlace {
+  order: number;
+}
+
+const Discoverable = DiscoveryService.createDecorator<GenerationPlace>();
 
 /**
  * Marks a singleton provider as a participant wrapping every reply's generation; ReplyGenerators
- * finds it in whichever module provides it. Participants nest by class name, the first outermost.
+ * finds it in whichever module provides it. Participants nest by `order`, the lowest outermost,
+ * then by class name: what wraps what is stated where it matters, not left to names.
  */
-export function GeneratesReplies(): <T extends new (...args: never[]) => ReplyGenerator>(
-  target: T,
-) => void {
-  return (target) => Discoverable(true)(target);
+export function GeneratesReplies(
+  place: GenerationPlace,
+): <T extends new (...args: never[]) => ReplyGenerator>(target: T) => void {
+  return (target) => Discoverable(place)(target);
 }
 GeneratesReplies.KEY = Discoverable.KEY;

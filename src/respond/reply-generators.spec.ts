@@ -56,9 +56,9 @@ function engine(log: string[]): NextGeneration {
 }
 
 /** A participant named `name` that logs its way in and out, around `next` or instead of it. */
-function participant(name: string, log: string[], answersInstead = false) {
+function participant(name: string, log: string[], answersInstead = false, order = 100) {
   @Injectable()
-  @GeneratesReplies()
+  @GeneratesReplies({ order })
   class Fake implements ReplyGenerator {
     async generate(outer: Generation, next: NextGeneration): Promise<Generated> {
       log.push(`${name} in`);
@@ -116,7 +116,17 @@ describe('ReplyGenerators', () => {
     expect(log).toEqual(['engine crisis=false', 'delta engine']);
   });
 
-  it('nests the participants by class name, whatever the order they are provided in', async () => {
+  it('nests by stated order before class name', async () => {
+    const log: string[] = [];
+    const generators = await generatorsOf(
+      participant('Alpha', log, false, 200),
+      participant('Beta', log, false, 100),
+    );
+    await generators.generate(generation(log), engine(log));
+    expect(log.filter((line) => line.endsWith(' in'))).toEqual(['Beta in', 'Alpha in']);
+  });
+
+  it('nests participants of one order by class name, whatever the order they are provided in', async () => {
     const log: string[] = [];
     const generators = await generatorsOf(participant('Beta', log), participant('Alpha', log));
     const generated = await generators.generate(generation(log), engine(log));
@@ -155,7 +165,7 @@ describe('ReplyGenerators', () => {
 
   it('refuses at start-up a participant that is not a singleton', async () => {
     @Injectable({ scope: Scope.TRANSIENT })
-    @GeneratesReplies()
+    @GeneratesReplies({ order: 100 })
     class PerRequest implements ReplyGenerator {
       generate(outer: Generation, next: NextGeneration): Promise<Generated> {
         return next(outer);

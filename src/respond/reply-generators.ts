@@ -5,9 +5,14 @@ import {
   type Generated,
   type Generation,
   GeneratesReplies,
+  type GenerationPlace,
   type NextGeneration,
   type ReplyGenerator,
 } from './reply-generation';
+
+function placeOf(generator: ReplyGenerator): GenerationPlace {
+  return Reflect.getMetadata(GeneratesReplies.KEY, generator.constructor) as GenerationPlace;
+}
 
 /** Every @GeneratesReplies participant, chained around the engine's call. */
 @Injectable()
@@ -22,8 +27,13 @@ export class ReplyGenerators implements OnModuleInit {
       GeneratesReplies.KEY,
       'reply generator',
     )
-      // By class name: how modules were imported must not change what wraps what.
-      .sort((a, b) => a.constructor.name.localeCompare(b.constructor.name));
+      // By their stated order, then class name: how modules were imported must not change what
+      // wraps what.
+      .sort(
+        (a, b) =>
+          placeOf(a).order - placeOf(b).order ||
+          a.constructor.name.localeCompare(b.constructor.name),
+      );
   }
 
   /** The generation through every participant, outermost first, with `engine` at the heart. */

@@ -10,6 +10,7 @@ import { ReplyParticipants } from '../common/reply/reply-participants';
 import type { ReplyAdmission, SpentTokens, StoredExchange } from '../common/reply/reply-store';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { Database } from '../database/database';
+import { hasSqlState } from '../database/sql-state';
 import type { WithEntry } from '../database/sql';
 import { EndUsersService } from '../end-users/end-users.service';
 import {
@@ -39,14 +40,6 @@ import { ReplyGenerators } from './reply-generators';
 import type { CallerContext } from '../common/auth/caller';
 
 const FOREIGN_KEY_VIOLATION = '23503';
-
-/** An error PostgreSQL reported (it has a SQLSTATE), as against a connection lost on the way. */
-function hasSqlState(error: unknown): boolean {
-  const cause = (error as { driverError?: unknown } | null)?.driverError ?? error;
-  const code = (cause as { code?: unknown } | null)?.code;
-  // Five characters, e.g. 57014; a socket's ECONNRESET is a code too, but not PostgreSQL's.
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
-}
 
 /** Failures that must not replace the error a request answers with (see endFailedTurn). */
 const failedTurnLogger = new Logger('RespondService');
@@ -161,6 +154,8 @@ export class RespondService implements OnApplicationBootstrap {
     resumed?: ToolTurnState,
   ): Promise<Conversation> {
     const { organizationId } = caller;
+    // A 400 of the request's own before anything is read (a resumed turn's were checked).
+    const requestTools = resumed ? [] : this.toolTurns.requestTools(dto.tools ?? []);
     // The reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).
@@ -177,7 +172,7 @@ export class RespondService implements OnApplicationBootstrap {
     const tools =
       resumed ??
       this.toolTurns.start(
-        { userId: dto.user_id, message: dto.message, tools: dto.tools ?? [] },
+        { userId: dto.user_id, message: dto.message, tools: requestTools },
         personality.tools,
       );
     // The end user read with the memories, when it is this turn's and active; else created or

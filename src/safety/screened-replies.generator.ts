@@ -46,7 +46,8 @@ function refusalReply(generation: Generation, screened: MessageSafety): EngineRe
  * sentence by sentence) and refused or referred, and the verdicts it is stored with.
  */
 @Injectable()
-@GeneratesReplies()
+// Outermost: the message is screened once before everything the turn does, the final reply once.
+@GeneratesReplies({ order: 100 })
 export class ScreenedReplies implements ReplyGenerator {
   constructor(private readonly safety: ReplySafety) {}
 

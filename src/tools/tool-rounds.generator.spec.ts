@@ -151,9 +151,12 @@ describe('ToolRounds inside ScreenedReplies', () => {
 
   it('ends the turn before a round its budgets have no room for', async () => {
     roomLeft = 14;
-    await expect(
-      moduleRef.get(ReplyGenerators).generate(generation(), engine),
-    ).rejects.toMatchObject({ code: 'budget_exceeded' });
+    const refused = generation();
+    await expect(moduleRef.get(ReplyGenerators).generate(refused, engine)).rejects.toMatchObject({
+      code: 'budget_exceeded',
+    });
     expect(log).toEqual(['screen message', 'engine round 1 tools=book']);
+    // What the first round spent stays on the turn: a failed turn's tokens are counted from it.
+    expect(refused.turn.state.usage).toEqual(USAGE);
   });
 });

@@ -11,11 +11,11 @@ import { ToolTurnsService } from './tool-turns.service';
 /**
  * Tools' part in every reply (contract §26, docs/tools.md): the generation inside it runs in as
  * many rounds as the turn's tools take, each later round admitted again for what the turn spent
- * so far, and a call the client owes pauses the turn. Inside safety's screening (by class name),
- * which sees the message once and the final reply.
+ * so far, and a call the client owes pauses the turn.
  */
 @Injectable()
-@GeneratesReplies()
+// Inside safety's screening (order 100): screened once, not once per round.
+@GeneratesReplies({ order: 200 })
 export class ToolRounds implements ReplyGenerator {
   constructor(private readonly turns: ToolTurnsService) {}
 

@@ -113,25 +113,29 @@ export class ToolTurnsService {
     return this.repository.deleteOfEndUsers(manager, endUsers);
   }
 
+  /** A request's own tools (contract §26), or 400 naming each problem: checked before any read. */
+  requestTools(tools: readonly unknown[]): RequestTool[] {
+    const problems = toolProblems([...tools], 'request');
+    if (problems.length > 0) throw AppError.validation(problems);
+    return tools as RequestTool[];
+  }
+
   /**
-   * The state a new turn starts from, or 400 for the request's own tools: each must be valid,
-   * and none may take the name of one of the personality's (contract §26).
+   * The state a new turn starts from, or 400 when one of the request's tools takes the name of
+   * one of the personality's.
    */
   start(
-    request: { userId: string; message: string; tools: readonly unknown[] },
+    request: { userId: string; message: string; tools: RequestTool[] },
     personalityTools: readonly ToolDefinition[],
   ): ToolTurnState {
-    const problems = toolProblems([...request.tools], 'request');
-    if (problems.length > 0) throw AppError.validation(problems);
-    const requestTools = request.tools as RequestTool[];
     const taken = new Set(personalityTools.map((tool) => tool.name));
-    const clashes = requestTools.flatMap((tool, index) =>
+    const clashes = request.tools.flatMap((tool, index) =>
       taken.has(tool.name)
         ? [{ field: `tools/${index}/name`, problem: 'is a tool of the personality already' }]
         : [],
     );
     if (clashes.length > 0) throw AppError.validation(clashes);
-    return freshToolState(request.userId, request.message, requestTools);
+    return freshToolState(request.userId, request.message, request.tools);
   }
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
