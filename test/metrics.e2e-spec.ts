@@ -129,11 +129,11 @@ describe('Prometheus metrics (§19)', () => {
     const after = await scrape();
     expect(valueOf(after, 'erasure_pending')).toBe(valueOf(before, 'erasure_pending') + 1);
 
-    expect(valueOf(after, 'db_pool_connections', { state: 'total' })).toBeGreaterThanOrEqual(1);
-    expect(valueOf(after, 'db_pool_connections', { state: 'idle' })).toBeLessThanOrEqual(
-      valueOf(after, 'db_pool_connections', { state: 'total' }),
-    );
-    expect(valueOf(after, 'db_pool_connections', { state: 'waiting' })).toBe(0);
+    const requests = (state: string) =>
+      valueOf(after, 'db_pool_connections', { pool: 'requests', state });
+    expect(requests('total')).toBeGreaterThanOrEqual(1);
+    expect(requests('idle')).toBeLessThanOrEqual(requests('total'));
+    expect(requests('waiting')).toBe(0);
   });
 
   it('counts payment provider calls by operation and outcome', async () => {

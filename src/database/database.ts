@@ -110,6 +110,20 @@ export class Database implements OnApplicationShutdown {
     });
   }
 
+  /**
+   * Every pool this instance has open, by what it serves: the requests' (TypeORM's), and those
+   * opened on first use (asynchronous commits, reads under a time budget).
+   */
+  openPools(): Array<{ name: 'requests' | 'async_commit' | 'bounded_reads'; pool: Pool }> {
+    return [
+      { name: 'requests' as const, pool: this.pool },
+      ...(this.asyncCommitPool
+        ? [{ name: 'async_commit' as const, pool: this.asyncCommitPool }]
+        : []),
+      ...[...this.boundedPools.values()].map((pool) => ({ name: 'bounded_reads' as const, pool })),
+    ];
+  }
+
   /** Resolves when the pool answers a trivial statement (readiness). */
   async ping(): Promise<void> {
     await this.pool.query('SELECT 1');

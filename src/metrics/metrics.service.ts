@@ -71,15 +71,25 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
       registers: [this.registry],
     });
 
-    const { pool } = database;
     this.gauge({
       name: 'db_pool_connections',
-      help: 'PostgreSQL pool connections: total open, idle, and requests waiting for one',
-      labelNames: ['state'],
+      help: 'PostgreSQL pool connections, by pool: total open, idle, and requests waiting for one',
+      labelNames: ['pool', 'state'],
       collect() {
-        this.set({ state: 'total' }, pool.totalCount);
-        this.set({ state: 'idle' }, pool.idleCount);
-        this.set({ state: 'waiting' }, pool.waitingCount);
+        // Summed per name: reads under two time budgets would have two pools.
+        const counts = new Map<string, { total: number; idle: number; waiting: number }>();
+        for (const { name, pool } of database.openPools()) {
+          const sum = counts.get(name) ?? { total: 0, idle: 0, waiting: 0 };
+          sum.total += pool.totalCount;
+          sum.idle += pool.idleCount;
+          sum.waiting += pool.waitingCount;
+          counts.set(name, sum);
+        }
+        for (const [name, sum] of counts) {
+          this.set({ pool: name, state: 'total' }, sum.total);
+          this.set({ pool: name, state: 'idle' }, sum.idle);
+          this.set({ pool: name, state: 'waiting' }, sum.waiting);
+        }
       },
     });
   }

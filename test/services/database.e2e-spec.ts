@@ -2,6 +2,7 @@ import type { TestingModule } from '@nestjs/testing';
 import { isStatementTimeout } from '../../src/common/errors/statement-timeout';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
+import { MetricsService } from '../../src/metrics/metrics.service';
 import { moduleAlone } from '../support/module-alone';
 
 const BUDGET_MS = 100;
@@ -52,6 +53,18 @@ describe('Database: reads under a time budget (real database)', () => {
       sql`SELECT current_setting('statement_timeout') AS statement_timeout`,
     );
     expect(requests.statement_timeout).not.toBe(`${BUDGET_MS}ms`);
+
+    // Each pool's connections are shown apart: a queue for the budgeted reads is visible.
+    const gauge = await moduleRef!
+      .get(MetricsService)
+      .registry.getSingleMetric('db_pool_connections')!
+      .get();
+    const of = (pool: string, state: string) =>
+      gauge.values.find((value) => value.labels.pool === pool && value.labels.state === state)
+        ?.value;
+    expect(of('bounded_reads', 'total')).toBe(1);
+    expect(of('bounded_reads', 'idle')).toBe(1);
+    expect(of('requests', 'total')).toBeGreaterThanOrEqual(1);
   });
 
   it('holds the budget whatever DATABASE_URL sets for its sessions at start-up', async () => {
