@@ -6,7 +6,15 @@ import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
 
 function service(metricsPort: number) {
   const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
-  const database = { pool } as unknown as Database;
+  // Two budgets' pools of reads, shown as one.
+  const bounded = { totalCount: 2, idleCount: 0, waitingCount: 3 };
+  const database = {
+    openPools: () => [
+      { name: 'requests', pool },
+      { name: 'bounded_reads', pool: bounded },
+      { name: 'bounded_reads', pool: bounded },
+    ],
+  } as unknown as Database;
   return new MetricsService(
     { metricsPort, tracing: false },
     database,
@@ -44,11 +52,14 @@ describe('MetricsService', () => {
     );
   });
 
-  it('reads the pool at each scrape', async () => {
+  it('reads the pools at each scrape, each by its name', async () => {
     const text = await service(9464).registry.metrics();
-    expect(text).toContain('db_pool_connections{state="total"} 4');
-    expect(text).toContain('db_pool_connections{state="idle"} 3');
-    expect(text).toContain('db_pool_connections{state="waiting"} 1');
+    expect(text).toContain('db_pool_connections{pool="requests",state="total"} 4');
+    expect(text).toContain('db_pool_connections{pool="requests",state="idle"} 3');
+    expect(text).toContain('db_pool_connections{pool="requests",state="waiting"} 1');
+    expect(text).toContain('db_pool_connections{pool="bounded_reads",state="total"} 4');
+    expect(text).toContain('db_pool_connections{pool="bounded_reads",state="waiting"} 6');
+    expect(text).not.toContain('pool="async_commit"');
   });
 
   it('with METRICS_PORT=0 records nothing per request and collects no process metrics', async () => {
