@@ -42,10 +42,9 @@ describe('Database: reads under a time budget (real database)', () => {
     const backend = await backendOf(database);
     expect(await budgetOf(database)).toBe(`${BUDGET_MS}ms`);
 
-    const startedAt = Date.now();
+    // pg_sleep(2) answers without error unless PostgreSQL cancels it: the SQLSTATE is the proof.
     const cancelled = await sleepPastBudget(database).catch((error: unknown) => error);
     expect(isStatementTimeout(cancelled)).toBe(true);
-    expect(Date.now() - startedAt).toBeLessThan(1_500);
     // A refused statement leaves a sound session: not closed, so the next read opens none.
     expect(await backendOf(database)).toBe(backend);
     // The requests' pool keeps its own, wider budget.
