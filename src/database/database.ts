@@ -1,4 +1,4 @@
-import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from 'pg';
 import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral } from 'typeorm';
@@ -11,6 +11,11 @@ import { statementName } from './statement-name';
 
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
 const ASYNC_COMMIT_POOL_SIZE = 4;
+
+/** After its pool failed to open a session, how long bounded reads go straight to the requests'. */
+const BOUNDED_SESSIONS_RETRY_MS = 1_000;
+
+const logger = new Logger('Database');
 
 export interface StatementOptions {
   /**
@@ -53,6 +58,10 @@ export class Database implements OnApplicationShutdown {
   private asyncCommitPool: Pool | undefined;
   /** By statement timeout: the sessions of bounded reads (rowsWithin), each set so. */
   private readonly boundedPools = new Map<number, Pool>();
+  /** Whether the last bounded read fell back to the requests' pool (logged on each change). */
+  private boundedSessionsFailing = false;
+  /** performance.now() before which bounded reads do not ask their pool for a session. */
+  private boundedSessionsRetryAt = 0;
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as PostgresDriver).master as Pool;
@@ -167,23 +176,70 @@ export class Database implements OnApplicationShutdown {
     timeoutMs: number,
     options: Pick<StatementOptions, 'prepared'> = {},
   ): Promise<Row[]> {
-    const client = await this.boundedSessions(timeoutMs).connect();
-    let broken: Error | undefined;
+    const query = {
+      name: nameOf(statement, options),
+      text: statement.text,
+      values: statement.values as unknown[],
+    };
+    // No session of its own to be had (the server's max_connections reached by these extra
+    // sessions, most likely, while the requests' pool still holds its own): the read still runs,
+    // on the requests' pool as a transaction with the budget set locally, three round trips. For a
+    // second after, no new session is asked for: a refused one costs the server a process.
+    if (performance.now() < this.boundedSessionsRetryAt) {
+      return this.rowsInTransactionWithin<Row>(statement, timeoutMs, options);
+    }
+    let client: PoolClient;
     try {
-      const result = await client.query<Row>({
-        name: nameOf(statement, options),
-        text: statement.text,
-        values: statement.values as unknown[],
-      });
+      client = await this.boundedSessions(timeoutMs).connect();
+    } catch (error) {
+      this.boundedSessionsRetryAt = performance.now() + BOUNDED_SESSIONS_RETRY_MS;
+      this.boundedReadsFailing(error);
+      return this.rowsInTransactionWithin<Row>(statement, timeoutMs, options);
+    }
+    let lost: Error | undefined;
+    try {
+      const result = await client.query<Row>(query);
+      this.boundedReadsFailing(undefined);
       return result.rows;
     } catch (error) {
       // A statement PostgreSQL refused (cancelled past its budget, most often) leaves a sound
       // session, kept with its prepared statements: closing it would make the next read open a
-      // cold one just when the database is slow. A connection lost on the way is dropped.
-      if (!hasSqlState(error)) broken = error as Error;
-      throw error;
+      // cold one just when the database is slow, and the refusal is the caller's to handle.
+      if (hasSqlState(error)) throw error;
+      // A session lost on the way (or ended because its budget could not be set) is dropped, and
+      // the read, which changes nothing, runs once more on the requests' pool.
+      lost = error as Error;
+      this.boundedReadsFailing(error);
     } finally {
-      client.release(broken);
+      client.release(lost);
+    }
+    return this.rowsInTransactionWithin<Row>(statement, timeoutMs, options);
+  }
+
+  private rowsInTransactionWithin<Row extends QueryResultRow>(
+    statement: Sql,
+    timeoutMs: number,
+    options: Pick<StatementOptions, 'prepared'>,
+  ): Promise<Row[]> {
+    return this.transaction(
+      async (manager) => (await this.send<Row>(statement, { ...options, manager })).rows,
+      { statementTimeoutMs: timeoutMs },
+    );
+  }
+
+  /** Logs when the bounded reads' sessions start failing (once) and when they serve again. */
+  private boundedReadsFailing(error: unknown): void {
+    const failing = error !== undefined;
+    if (failing === this.boundedSessionsFailing) return;
+    this.boundedSessionsFailing = failing;
+    if (failing) {
+      const { code, message } = error as { code?: string; message?: string };
+      logger.warn(
+        `bounded reads: no session of their own (${code ?? 'no SQLSTATE'}: ${message}); ` +
+          'running them on the requests’ pool, three round trips each, until one opens',
+      );
+    } else {
+      logger.log('bounded reads: sessions of their own again');
     }
   }
 
@@ -244,7 +300,8 @@ export class Database implements OnApplicationShutdown {
         application_name: 'personality-api bounded-reads',
       });
       // Queued on the new client ahead of the read that checked it out, so it runs first. A
-      // session it fails on is ended: the read queued behind fails too, never runs unbounded.
+      // session it fails on is ended: the read queued behind fails too (and runs again on the
+      // requests' pool, budget set there), never unbounded.
       pool.on('connect', (client) => {
         client.query(budget).catch(() => void client.end().catch(() => undefined));
       });

@@ -3,6 +3,7 @@ import { isStatementTimeout } from '../../src/common/errors/statement-timeout';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
+import { startDelayProxy } from '../support/delay-proxy';
 import { moduleAlone } from '../support/module-alone';
 
 const BUDGET_MS = 100;
@@ -75,5 +76,43 @@ describe('Database: reads under a time budget (real database)', () => {
     expect(await budgetOf(database)).toBe(`${BUDGET_MS}ms`);
     const cancelled = await sleepPastBudget(database).catch((error: unknown) => error);
     expect(isStatementTimeout(cancelled)).toBe(true);
+  });
+
+  it('runs the read on the requests’ pool, budget and all, when its own pool gets no session', async () => {
+    const target = new URL(process.env.DATABASE_URL!);
+    const proxy = await startDelayProxy({ host: target.hostname, port: Number(target.port) });
+    try {
+      const url = new URL(target);
+      url.hostname = '127.0.0.1';
+      url.port = String(proxy.port);
+      const database = await databaseOn(url.toString());
+      // The requests' pool holds a session; from now on the server gives no new one.
+      await database.rows(sql`SELECT 1`);
+      proxy.setRefusing(true);
+
+      expect(await budgetOf(database)).toBe(`${BUDGET_MS}ms`);
+      const cancelled = await sleepPastBudget(database).catch((error: unknown) => error);
+      expect(isStatementTimeout(cancelled)).toBe(true);
+      // Prepared, as the reply's reads are, on the requests' session inside the transaction.
+      const [prepared] = await database.rowsWithin<{ answer: number }>(
+        sql`SELECT 41 + 1 AS answer`,
+        BUDGET_MS,
+        { prepared: true },
+      );
+      expect(prepared.answer).toBe(42);
+
+      // Once sessions can be had again, the reads go back to their own pool (a second after the
+      // last refusal: until then they do not ask it).
+      proxy.setRefusing(false);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      const backend = await backendOf(database);
+      const [requests] = await database.rows<{ pid: number }>(sql`SELECT pg_backend_pid() AS pid`);
+      expect(backend).not.toBe(requests.pid);
+      expect(await backendOf(database)).toBe(backend);
+    } finally {
+      await moduleRef?.close();
+      moduleRef = undefined;
+      await proxy.close();
+    }
   });
 });

@@ -8,6 +8,8 @@ export interface DelayProxy {
   url: string;
   /** Holds every piece the server sends back for `ms` before passing it on (0: at once). */
   setDelay(ms: number): void;
+  /** While true, a new connection is closed as it opens (the ones open stay): no new session. */
+  setRefusing(refusing: boolean): void;
   close(): Promise<void>;
 }
 
@@ -20,12 +22,18 @@ interface Held {
  * A TCP proxy on loopback in front of `target`: what clients send goes through at once, what the
  * server answers is held back by the current delay, in order. In front of Redis it makes a slow
  * Redis (every reply late, the connection up), which SIGSTOP cannot: a stopped process answers
- * nothing at all, and not even its PINGs come back.
+ * nothing at all, and not even its PINGs come back. Refusing new connections, it makes a server
+ * that has no session left to give (PostgreSQL at max_connections) while the open ones work.
  */
 export async function startDelayProxy(target: { host: string; port: number }): Promise<DelayProxy> {
   let delayMs = 0;
+  let refusing = false;
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const upstream = connect(target.port, target.host);
     sockets.add(client).add(upstream);
     const queue: Held[] = [];
@@ -69,6 +77,9 @@ export async function startDelayProxy(target: { host: string; port: number }): P
     url: `redis://127.0.0.1:${port}`,
     setDelay: (ms) => {
       delayMs = ms;
+    },
+    setRefusing: (value) => {
+      refusing = value;
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
