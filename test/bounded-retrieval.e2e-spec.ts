@@ -160,6 +160,31 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     expect(found.body.data).toHaveLength(50);
   });
 
+  it('keeps exactly the latest 64 when replies of one end user are written at once', async () => {
+    const userId = uniqueUserId('rowing');
+    await importEndUser(
+      userId,
+      Array.from({ length: 70 }, (_, i) => `Rowing practice number ${i} was hard`),
+    );
+    // Each trim lets go of as many postings as its statement added: two at once that both read
+    // the same 65th would leave one behind, were they not taking turns.
+    const replies = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => respond(t, userId, `More rowing today, session ${i}`)),
+    );
+    for (const reply of replies) expect(reply.status).toBe(200);
+    const postings = await db.query<{ listed: string[]; latest: string[] }>(
+      `SELECT ARRAY(SELECT t.memory_id::text FROM memory_terms t
+                     WHERE t.end_user_id = e.id AND t.lexeme = 'row'
+                     ORDER BY t.memory_id DESC) AS listed,
+              ARRAY(SELECT m.id::text FROM memories m
+                     WHERE m.end_user_id = e.id AND m.search @@ 'row'::tsquery
+                     ORDER BY m.id DESC LIMIT 64) AS latest
+         FROM end_users e WHERE e.user_id = $1 AND e.organization_id = $2`,
+      [userId, tenant.organizationId],
+    );
+    expect(postings.rows[0].listed).toEqual(postings.rows[0].latest);
+  });
+
   it('locks only the postings it lets go of, not the 64 it keeps', async () => {
     const userId = uniqueUserId('canoe');
     await importEndUser(
@@ -178,6 +203,76 @@ describe('Bounded retrieval and database time (contract §29)', () => {
       [userId, tenant.organizationId],
     );
     expect(locked.rows[0]).toEqual({ kept: 64, locked: 0 });
+  });
+
+  it('trims a word by the addresses of what it lets go of: never the table, never the deleted tail', async () => {
+    const userId = uniqueUserId('paddle');
+    await importEndUser(userId, ['A first paddle on the lake']);
+    // 3,000 more memories holding "paddle", one statement each as replies write them: the trims
+    // delete 2,937 postings, which stay in the index and the table until a vacuum (autovacuum is
+    // off here; in production it comes late for a large table).
+    await db.query(
+      `DO $$
+       DECLARE m memories;
+       BEGIN
+         SELECT x.* INTO m FROM memories x JOIN end_users e ON e.id = x.end_user_id
+          WHERE e.user_id = '${userId}' LIMIT 1;
+         FOR i IN 1..3000 LOOP
+           INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
+                                 vocabulary_version, created_at, search)
+           VALUES (m.organization_id, m.end_user_id, m.personality_id, 'user', 'paddle',
+                   m.vocabulary_version, m.created_at, to_tsvector('english', 'paddle'));
+         END LOOP;
+       END $$`,
+    );
+    const [{ pages }] = (
+      await db.query<{ pages: number }>(
+        `SELECT (pg_relation_size('memory_terms') / current_setting('block_size')::int)::int AS pages`,
+      )
+    ).rows;
+    expect(pages).toBeGreaterThan(20);
+
+    // One more, in a session whose costs make reading the whole table look cheap, as a plan
+    // cached while the table was small does: the blocks its trim read, of the table and of the
+    // index, counted in the transaction.
+    const blocks = async () =>
+      (
+        await db.query<{ heap: number; postings: number }>(
+          `SELECT pg_stat_get_xact_blocks_hit('memory_terms'::regclass)::int AS heap,
+                  pg_stat_get_xact_blocks_hit('memory_terms_pkey'::regclass)::int AS postings`,
+        )
+      ).rows[0];
+    await db.query('BEGIN');
+    try {
+      await db.query('SET LOCAL random_page_cost = 1000');
+      await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      const before = await blocks();
+      await db.query(
+        `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
+                               vocabulary_version, created_at, search)
+         SELECT organization_id, end_user_id, personality_id, 'user', 'paddle',
+                vocabulary_version, created_at, to_tsvector('english', 'paddle')
+           FROM memories WHERE id = (SELECT max(m.id) FROM memories m
+                                     JOIN end_users e ON e.id = m.end_user_id
+                                    WHERE e.user_id = $1)`,
+        [userId],
+      );
+      const after = await blocks();
+      // About 8 and 4 here. A whole-table read was every page (73); reading the deleted tail, a
+      // visit to each page its rows were on (29), and about 16 index pages.
+      expect(after.heap - before.heap).toBeLessThan(16);
+      expect(after.postings - before.postings).toBeLessThan(12);
+    } finally {
+      await db.query('ROLLBACK');
+    }
+    const [{ listed }] = (
+      await db.query<{ listed: number }>(
+        `SELECT count(*)::int AS listed FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
+          WHERE e.user_id = $1 AND t.lexeme = 'paddl'`,
+        [userId],
+      )
+    ).rows;
+    expect(listed).toBe(64);
   });
 
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {
