@@ -673,6 +673,49 @@ describe('Knowledge documents (contract §27)', () => {
         )
       ).rows[0].n;
 
+    it('trims and deletes postings by their addresses, whatever a session’s plan costs', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const compasses = await create(
+        { title: 'Compasses', content: paragraphs(130, 'co', 'compass', 1) },
+        owner.auth,
+      );
+      expect(compasses.status).toBe(201);
+      const [{ id }] = (
+        await db.query<{ id: string }>(
+          `SELECT id::text FROM knowledge_chunks WHERE document_id = $1 ORDER BY chunk_index LIMIT 1`,
+          [compasses.body.id],
+        )
+      ).rows;
+      const wholeReads = async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'knowledge_terms'`,
+          )
+        ).rows[0].n;
+      // In a session whose costs make reading the whole table look cheap, as a plan cached while
+      // the table was small does: a chunk more holding "compass" (its trim lets one of the 128
+      // go), then a chunk deleted (its postings go).
+      await db.query('BEGIN');
+      try {
+        await db.query('SET LOCAL random_page_cost = 1000');
+        await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+        const before = await wholeReads();
+        await db.query(
+          `INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config, text, search)
+           SELECT document_id, chunk_index + 1000, organization_id, search_config, text, search
+             FROM knowledge_chunks WHERE id = $1`,
+          [id],
+        );
+        expect(await wholeReads()).toBe(before);
+        expect(await postingsOf(owner.organizationId, 'compass')).toHaveLength(128);
+        const beforeDelete = await wholeReads();
+        await db.query('DELETE FROM knowledge_chunks WHERE id = $1', [id]);
+        expect(await wholeReads()).toBe(beforeDelete);
+      } finally {
+        await db.query('ROLLBACK');
+      }
+    });
+
     it('keeps the 128 best-weighted chunks of a word per organization, and refills them when a document goes', async () => {
       const owner = await tenantWithKey(t, ['read_write']);
       const everyday = await create(
