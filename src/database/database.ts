@@ -17,6 +17,22 @@ const BOUNDED_SESSIONS_RETRY_MS = 1_000;
 
 const logger = new Logger('Database');
 
+/** pg-pool's own error when no client came within connectionTimeoutMillis (it has no code). */
+function isPoolTimeout(error: unknown): boolean {
+  return (error as Error | null)?.message === 'timeout exceeded when trying to connect';
+}
+
+/**
+ * The session is gone, not the statement refused: a socket error, or what PostgreSQL (or a
+ * pooler) says as it ends one: class 08 (connection exception), 57P01 to 57P03 (shut down,
+ * crashed, not accepting connections).
+ */
+function isSessionLost(error: unknown): boolean {
+  if (!hasSqlState(error)) return true;
+  const { code } = error as { code: string };
+  return code.startsWith('08') || /^57P0[1-3]$/.test(code);
+}
+
 export interface StatementOptions {
   /**
    * Prepared on each connection, under a name derived from its text (statementName): for hot
@@ -62,12 +78,15 @@ export class Database implements OnApplicationShutdown {
   private boundedSessionsFailing = false;
   /** performance.now() before which bounded reads do not ask their pool for a session. */
   private boundedSessionsRetryAt = 0;
+  /** Set at shutdown: the bounded pools are ended, so reads still coming go to the requests'. */
+  private closed = false;
 
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {
     this.pool = (dataSource.driver as PostgresDriver).master as Pool;
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.closed = true;
     await Promise.all([
       this.asyncCommitPool?.end(),
       ...[...this.boundedPools.values()].map((pool) => pool.end()),
@@ -185,13 +204,16 @@ export class Database implements OnApplicationShutdown {
     // sessions, most likely, while the requests' pool still holds its own): the read still runs,
     // on the requests' pool as a transaction with the budget set locally, three round trips. For a
     // second after, no new session is asked for: a refused one costs the server a process.
-    if (performance.now() < this.boundedSessionsRetryAt) {
+    if (this.closed || performance.now() < this.boundedSessionsRetryAt) {
       return this.rowsInTransactionWithin<Row>(statement, timeoutMs, options);
     }
     let client: PoolClient;
     try {
       client = await this.boundedSessions(timeoutMs).connect();
     } catch (error) {
+      // Its own sessions all busy past connectionTimeoutMillis: the database is slow, and moving
+      // these reads onto the requests' pool would only crowd it. The caller goes on without.
+      if (isPoolTimeout(error)) throw error;
       this.boundedSessionsRetryAt = performance.now() + BOUNDED_SESSIONS_RETRY_MS;
       this.boundedReadsFailing(error);
       return this.rowsInTransactionWithin<Row>(statement, timeoutMs, options);
@@ -205,9 +227,10 @@ export class Database implements OnApplicationShutdown {
       // A statement PostgreSQL refused (cancelled past its budget, most often) leaves a sound
       // session, kept with its prepared statements: closing it would make the next read open a
       // cold one just when the database is slow, and the refusal is the caller's to handle.
-      if (hasSqlState(error)) throw error;
-      // A session lost on the way (or ended because its budget could not be set) is dropped, and
-      // the read, which changes nothing, runs once more on the requests' pool.
+      if (!isSessionLost(error)) throw error;
+      // A session lost on the way (ended by the server or a pooler, or because its budget could
+      // not be set) is dropped, and the read, which changes nothing, runs once more on the
+      // requests' pool.
       lost = error as Error;
       this.boundedReadsFailing(error);
     } finally {

@@ -115,4 +115,29 @@ describe('Database: reads under a time budget (real database)', () => {
       await proxy.close();
     }
   });
+
+  it('runs a read again on the requests’ pool when the server ends its session mid-read', async () => {
+    const database = await databaseOn(process.env.DATABASE_URL!);
+    const WIDE_MS = 5_000;
+    const [{ pid }] = await database.rowsWithin<{ pid: number }>(
+      sql`SELECT pg_backend_pid() AS pid`,
+      WIDE_MS,
+    );
+    const read = database.rowsWithin<{ pid: number }>(
+      sql`SELECT pg_backend_pid() AS pid FROM pg_sleep(0.5)`,
+      WIDE_MS,
+    );
+    // Ended while it runs (an administrator, a failover): SQLSTATE 57P01, a session lost, not a
+    // statement refused.
+    for (;;) {
+      const [running] = await database.rows<{ active: boolean }>(
+        sql`SELECT state = 'active' AS active FROM pg_stat_activity WHERE pid = ${pid}`,
+      );
+      if (running?.active) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await database.rows(sql`SELECT pg_terminate_backend(${pid})`);
+    const [answer] = await read;
+    expect(answer.pid).not.toBe(pid);
+  });
 });
