@@ -8,6 +8,7 @@ import { createTestApp, type TestApp } from './support/test-app';
 import { lockTable } from './support/locks';
 import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
+import { favouringWholeReads } from './support/whole-reads';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 
@@ -213,19 +214,10 @@ describe('Bounded retrieval and database time (contract §29)', () => {
       userId,
       Array.from({ length: 70 }, (_, i) => `Paddle day ${i}`),
     );
-    const wholeReads = async () =>
-      (
-        await db.query<{ n: number }>(
-          `SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'memory_terms'`,
-        )
-      ).rows[0].n;
     // One more memory holding "paddle", in a session whose costs make reading the whole table
     // look cheap, as a plan cached while the table was small does: its trim lets one of the 64 go,
     // looked up by address, never by reading every posting of every end user.
-    await db.query('BEGIN');
-    try {
-      await db.query('SET LOCAL random_page_cost = 1000');
-      await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+    await favouringWholeReads(db, 'memory_terms', async (wholeReads) => {
       const before = await wholeReads();
       await db.query(
         `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
@@ -246,9 +238,7 @@ describe('Bounded retrieval and database time (contract §29)', () => {
         )
       ).rows;
       expect(listed).toBe(64);
-    } finally {
-      await db.query('ROLLBACK');
-    }
+    });
   });
 
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {

@@ -13,6 +13,7 @@ import { createTestApp, type HttpTarget, type TestApp } from './support/test-app
 import { lockTable } from './support/locks';
 import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
+import { favouringWholeReads } from './support/whole-reads';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 
@@ -686,19 +687,10 @@ describe('Knowledge documents (contract §27)', () => {
           [compasses.body.id],
         )
       ).rows;
-      const wholeReads = async () =>
-        (
-          await db.query<{ n: number }>(
-            `SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'knowledge_terms'`,
-          )
-        ).rows[0].n;
       // In a session whose costs make reading the whole table look cheap, as a plan cached while
       // the table was small does: a chunk more holding "compass" (its trim lets one of the 128
       // go).
-      await db.query('BEGIN');
-      try {
-        await db.query('SET LOCAL random_page_cost = 1000');
-        await db.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await favouringWholeReads(db, 'knowledge_terms', async (wholeReads) => {
         const before = await wholeReads();
         await db.query(
           `INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config, text, search)
@@ -708,9 +700,7 @@ describe('Knowledge documents (contract §27)', () => {
         );
         expect(await wholeReads()).toBe(before);
         expect(await postingsOf(owner.organizationId, 'compass')).toHaveLength(128);
-      } finally {
-        await db.query('ROLLBACK');
-      }
+      });
     });
 
     it('keeps the 128 best-weighted chunks of a word per organization, and refills them when a document goes', async () => {
