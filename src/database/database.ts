@@ -212,7 +212,7 @@ export class Database implements OnApplicationShutdown {
       client = await this.boundedSessions(timeoutMs).connect();
     } catch (error) {
       // Its own sessions all busy past connectionTimeoutMillis: the database is slow, and moving
-      // these reads onto the requests' pool would only crowd it. The caller goes on without.
+      // these reads onto the requests' pool would only crowd it. The error is the caller's.
       if (isPoolTimeout(error)) throw error;
       this.boundedSessionsRetryAt = performance.now() + BOUNDED_SESSIONS_RETRY_MS;
       this.boundedReadsFailing(error);
