@@ -64,6 +64,21 @@ describe('Bounded retrieval and database time (contract §29)', () => {
   const contentsOf = (response: { body: { data: Array<{ content: string }> } }) =>
     response.body.data.map((memory) => memory.content);
 
+  /** The memories memory_terms lists for `lexeme`, newest first, and the latest 64 holding it. */
+  const postingsAndLatest = async (userId: string, lexeme: string) =>
+    (
+      await db.query<{ listed: string[]; latest: string[] }>(
+        `SELECT ARRAY(SELECT t.memory_id::text FROM memory_terms t
+                       WHERE t.end_user_id = e.id AND t.lexeme = $3
+                       ORDER BY t.memory_id DESC) AS listed,
+                ARRAY(SELECT m.id::text FROM memories m
+                       WHERE m.end_user_id = e.id AND m.search @@ $3::tsquery
+                       ORDER BY m.id DESC LIMIT 64) AS latest
+           FROM end_users e WHERE e.user_id = $1 AND e.organization_id = $2`,
+        [userId, tenant.organizationId, lexeme],
+      )
+    ).rows[0];
+
   /** 300 memories, the first the only one about the greyhound; the rest share everyday words. */
   const GREYHOUND = 'My greyhound is called Bolt';
   const history = [
@@ -138,18 +153,9 @@ describe('Bounded retrieval and database time (contract §29)', () => {
       expect((await respond(t, userId, `Another kayak outing, the ${i}th`)).status).toBe(200);
     }
     // The latest 64 holders are listed, and only they.
-    const postings = await db.query<{ listed: string[]; latest: string[] }>(
-      `SELECT ARRAY(SELECT t.memory_id::text FROM memory_terms t
-                     WHERE t.end_user_id = e.id AND t.lexeme = 'kayak'
-                     ORDER BY t.memory_id DESC) AS listed,
-              ARRAY(SELECT m.id::text FROM memories m
-                     WHERE m.end_user_id = e.id AND m.search @@ 'kayak'::tsquery
-                     ORDER BY m.id DESC LIMIT 64) AS latest
-         FROM end_users e WHERE e.user_id = $1 AND e.organization_id = $2`,
-      [userId, tenant.organizationId],
-    );
-    expect(postings.rows[0].listed).toHaveLength(64);
-    expect(postings.rows[0].listed).toEqual(postings.rows[0].latest);
+    const postings = await postingsAndLatest(userId, 'kayak');
+    expect(postings.listed).toHaveLength(64);
+    expect(postings.listed).toEqual(postings.latest);
     const holders = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM memories m JOIN end_users e ON e.id = m.end_user_id
         WHERE e.user_id = $1 AND e.organization_id = $2 AND m.search @@ 'kayak'::tsquery`,
@@ -175,17 +181,8 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     );
     for (const reply of replies) expect(reply.status).toBe(200);
     expect((await respond(t, userId, 'Rowing again tomorrow')).status).toBe(200);
-    const postings = await db.query<{ listed: string[]; latest: string[] }>(
-      `SELECT ARRAY(SELECT t.memory_id::text FROM memory_terms t
-                     WHERE t.end_user_id = e.id AND t.lexeme = 'row'
-                     ORDER BY t.memory_id DESC) AS listed,
-              ARRAY(SELECT m.id::text FROM memories m
-                     WHERE m.end_user_id = e.id AND m.search @@ 'row'::tsquery
-                     ORDER BY m.id DESC LIMIT 64) AS latest
-         FROM end_users e WHERE e.user_id = $1 AND e.organization_id = $2`,
-      [userId, tenant.organizationId],
-    );
-    expect(postings.rows[0].listed).toEqual(postings.rows[0].latest);
+    const postings = await postingsAndLatest(userId, 'row');
+    expect(postings.listed).toEqual(postings.latest);
   });
 
   it('locks only the postings it lets go of, not the 64 it keeps', async () => {
