@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ulid } from 'ulid';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import type { WithEntry } from '../database/sql';
 import { Clock } from '../common/time/clock';
+import { newUlid } from '../common/crypto/ulid';
 import { inClientSpan } from '../tracing/spans';
 import {
   type ErasedEndUser,
@@ -67,7 +67,7 @@ export function freshToolState(
   requestTools: RequestTool[],
 ): ToolTurnState {
   return {
-    turnId: `turn_${ulid()}`,
+    turnId: `turn_${newUlid()}`,
     userId,
     message,
     requestTools,

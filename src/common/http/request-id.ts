@@ -1,25 +1,8 @@
-import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { ulid } from 'ulid';
-
-const POOL_SIZE = 4096;
-const pool = new Uint8Array(POOL_SIZE);
-let offset = POOL_SIZE;
-
-/**
- * A CSPRNG source for `ulid` that draws from a pooled buffer: the default source makes one
- * crypto call per character, which costs more than the rest of a small request.
- */
-function pooledRandom(): number {
-  if (offset >= POOL_SIZE) {
-    randomFillSync(pool);
-    offset = 0;
-  }
-  return pool[offset++] / 256;
-}
+import { newUlid } from '../crypto/ulid';
 
 export function newRequestId(): string {
-  return ulid(undefined, pooledRandom);
+  return newUlid();
 }
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
