@@ -142,6 +142,22 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     expect(contentsOf(await search(t, userId, thirtyThird))).toEqual([]);
   });
 
+  it('shares 1,024 candidates among the words of a long text: 64 each up to 16, 32 each for 32', async () => {
+    const userId = uniqueUserId('share');
+    const kayaks = Array.from({ length: 40 }, (_, i) => `Kayak trip number ${i}`);
+    await importEndUser(userId, kayaks);
+    const found = async (words: number) => {
+      const text = ['kayak', ...filler(words - 1, 's')].join(' ');
+      const response = await search(t, userId, text, 50);
+      expect(response.status).toBe(200);
+      return contentsOf(response);
+    };
+    // 16 words: every one of the 40 memories holding "kayak" is a candidate.
+    expect(await found(16)).toHaveLength(40);
+    // 32 words: each reads the latest 32 of its memories, so the 8 oldest are not found.
+    expect(await found(32)).toEqual(kayaks.slice(8).reverse());
+  });
+
   it('keeps the latest 64 memories of a word per end user, whatever arrives and how', async () => {
     const userId = uniqueUserId('kayak');
     // 100 imported in one statement, then 10 more through replies (a trigger pass each).

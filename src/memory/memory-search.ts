@@ -26,6 +26,14 @@ export const RETRIEVAL_WORDS = 32;
 export const POSTINGS_PER_WORD = 64;
 
 /**
+ * The candidates one read takes at most, shared evenly by its distinct lexemes: POSTINGS_PER_WORD
+ * each up to 16, fewer each beyond (32 for 32). A long message of words the end user holds often
+ * would otherwise rank 2,048 memories (twice that over two languages), most of them holding one of
+ * its words and nothing else of it.
+ */
+export const CANDIDATES_PER_READ = 1_024;
+
+/**
  * Okapi BM25's length normalisation with its usual constants (k1 1.2: how fast a lexeme's weight
  * saturates; b 0.75: how much length counts), a lexeme counting once per memory. In float8
  * throughout: numeric arithmetic over two thousand candidates costs milliseconds.
@@ -44,11 +52,11 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
  *
  * The cost is bounded whatever the end user holds and whatever the table's statistics say: the
  * text gives at most RETRIEVAL_WORDS lexemes (its first distinct ones), and each lexeme at most
- * POSTINGS_PER_WORD memories, the latest of the end user's that hold it, which is all
- * memory_terms keeps of it, so no plan reads more. Each candidate is one primary-key lookup
- * (LATERAL with a LIMIT, which PostgreSQL does not flatten: no plan scans memories instead). Document frequencies are counted over the
- * candidates: exact for a word the end user holds up to POSTINGS_PER_WORD times, the cap for a
- * commoner one.
+ * POSTINGS_PER_WORD memories (fewer past 16 lexemes: CANDIDATES_PER_READ), the latest of the end
+ * user's that hold it, of which memory_terms keeps no more, so no plan reads more. Each candidate
+ * is one primary-key lookup (LATERAL with a LIMIT, which PostgreSQL does not flatten: no plan
+ * scans memories instead). Document frequencies are counted over the candidates: exact for a word
+ * the end user holds fewer times than its share of the candidates, that share for a commoner one.
  */
 export function rankedMemories(pool: MemoryPool): Sql {
   const personality = (alias: string) =>
@@ -64,11 +72,13 @@ export function rankedMemories(pool: MemoryPool): Sql {
                    ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w),
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.memory_id
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                     FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.memory_id FROM memory_terms t
                    WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
-                   ORDER BY t.memory_id DESC LIMIT ${POSTINGS_PER_WORD}) t),
+                   ORDER BY t.memory_id DESC
+                   LIMIT least(${POSTINGS_PER_WORD}::int, ${CANDIDATES_PER_READ}::int / w.lexemes)) t),
          common AS MATERIALIZED (
            SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
             WHERE (SELECT count(*) FROM (

@@ -36,17 +36,19 @@ WITH lexemes AS MATERIALIZED (
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
        SELECT w.lexeme, t.memory_id
-         FROM (SELECT DISTINCT lexeme FROM lexemes) w
+         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                 FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
               SELECT t.memory_id FROM memory_terms t
                WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
-               ORDER BY t.memory_id DESC LIMIT $7) t),
+               ORDER BY t.memory_id DESC
+               LIMIT least($7::int, $8::int / w.lexemes)) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
-                 WHERE t.end_user_id = $8::uuid AND t.lexeme = w.lexeme
-                 LIMIT $9) held) = $10),
+                 WHERE t.end_user_id = $9::uuid AND t.lexeme = w.lexeme
+                 LIMIT $10) held) = $11),
      counted AS MATERIALIZED (
        SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
@@ -58,7 +60,7 @@ WITH lexemes AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT m.personality_id, length(m.search) AS length FROM memories m
                WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($11::uuid IS NULL OR p.id = $12::uuid)
+         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
          JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
@@ -75,7 +77,7 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $13) r) r
+ LIMIT $14) r) r
         JOIN memories m ON m.id = r.id
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 

@@ -32,20 +32,22 @@ WITH lexemes AS MATERIALIZED (
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
        SELECT w.lexeme, t.memory_id
-         FROM (SELECT DISTINCT lexeme FROM lexemes) w
+         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                 FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
               SELECT t.memory_id FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
-               ORDER BY t.memory_id DESC LIMIT $8) t),
+               ORDER BY t.memory_id DESC
+               LIMIT least($8::int, $9::int / w.lexemes)) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $9) held) = $10),
+                 LIMIT $10) held) = $11),
      counted AS MATERIALIZED (
        SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
@@ -57,7 +59,7 @@ WITH lexemes AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT m.personality_id, length(m.search) AS length FROM memories m
                WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($11::uuid IS NULL OR p.id = $12::uuid)
+         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
          JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
@@ -74,9 +76,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $13) r) r
+ LIMIT $14) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $14 AND e.user_id = $15
+       WHERE e.organization_id = $15 AND e.user_id = $16
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
@@ -164,20 +166,22 @@ WITH lexemes AS MATERIALIZED (
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
        SELECT w.lexeme, t.memory_id
-         FROM (SELECT DISTINCT lexeme FROM lexemes) w
+         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                 FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
               SELECT t.memory_id FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
-               ORDER BY t.memory_id DESC LIMIT $8) t),
+               ORDER BY t.memory_id DESC
+               LIMIT least($8::int, $9::int / w.lexemes)) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $9) held) = $10),
+                 LIMIT $10) held) = $11),
      counted AS MATERIALIZED (
        SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
@@ -189,7 +193,7 @@ WITH lexemes AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT m.personality_id, length(m.search) AS length FROM memories m
                WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($11::uuid IS NULL OR p.id = $12::uuid)
+         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
          JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
@@ -206,9 +210,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $13) r) r
+ LIMIT $14) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $14 AND e.user_id = $15
+       WHERE e.organization_id = $15 AND e.user_id = $16
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
@@ -266,20 +270,22 @@ WITH lexemes AS MATERIALIZED (
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
        SELECT w.lexeme, t.memory_id
-         FROM (SELECT DISTINCT lexeme FROM lexemes) w
+         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                 FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
               SELECT t.memory_id FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
-               ORDER BY t.memory_id DESC LIMIT $8) t),
+               ORDER BY t.memory_id DESC
+               LIMIT least($8::int, $9::int / w.lexemes)) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $9) held) = $10),
+                 LIMIT $10) held) = $11),
      counted AS MATERIALIZED (
        SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
@@ -291,7 +297,7 @@ WITH lexemes AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT m.personality_id, length(m.search) AS length FROM memories m
                WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($11::uuid IS NULL OR p.id = $12::uuid)
+         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
          JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
@@ -308,9 +314,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $13) r) r
+ LIMIT $14) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $14 AND e.user_id = $15
+       WHERE e.organization_id = $15 AND e.user_id = $16
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
