@@ -29,7 +29,9 @@ export const POSTINGS_PER_WORD = 64;
  * The candidates one read takes at most, shared evenly by its distinct lexemes: POSTINGS_PER_WORD
  * each up to 16, fewer each beyond (32 for 32). A long message of words the end user holds often
  * would otherwise rank 2,048 memories (twice that over two languages), most of them holding one of
- * its words and nothing else of it.
+ * its words and nothing else of it. A search over every personality reads 32 lexemes per language
+ * (at most 992 over the 31 text search configurations of personalities/languages.ts); each lexeme
+ * reads at least one posting should more languages ever push the share below one.
  */
 export const CANDIDATES_PER_READ = 1_024;
 
@@ -78,7 +80,8 @@ export function rankedMemories(pool: MemoryPool): Sql {
                   SELECT t.memory_id FROM memory_terms t
                    WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
                    ORDER BY t.memory_id DESC
-                   LIMIT least(${POSTINGS_PER_WORD}::int, ${CANDIDATES_PER_READ}::int / w.lexemes)) t),
+                   LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
+                                           ${CANDIDATES_PER_READ}::int / w.lexemes))) t),
          common AS MATERIALIZED (
            SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
             WHERE (SELECT count(*) FROM (

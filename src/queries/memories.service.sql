@@ -42,7 +42,8 @@ WITH lexemes AS MATERIALIZED (
               SELECT t.memory_id FROM memory_terms t
                WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
                ORDER BY t.memory_id DESC
-               LIMIT least($7::int, $8::int / w.lexemes)) t),
+               LIMIT greatest(1, least($7::int,
+                                       $8::int / w.lexemes))) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (

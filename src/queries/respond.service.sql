@@ -41,7 +41,8 @@ WITH lexemes AS MATERIALIZED (
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT least($8::int, $9::int / w.lexemes)) t),
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
@@ -175,7 +176,8 @@ WITH lexemes AS MATERIALIZED (
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT least($8::int, $9::int / w.lexemes)) t),
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
@@ -279,7 +281,8 @@ WITH lexemes AS MATERIALIZED (
           ORDER BY id DESC LIMIT $7) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT least($8::int, $9::int / w.lexemes)) t),
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
