@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { Embedder } from '../src/embeddings/embedder';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
@@ -221,6 +222,16 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect((await search(on[1], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
     // Off, the same question over the same rows still finds nothing of Crete.
     expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
+  });
+
+  it('compares whole vectors as real[] where the database has no pgvector (PGlite has: services/pgvector)', async () => {
+    expect(await count(`pg_extension WHERE extname = 'vector'`)).toBe(0);
+    expect(
+      await count(
+        `pg_attribute WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'vector'`,
+      ),
+    ).toBe(0);
+    expect((await on[0].app.get(Embedder).embedQuery(PARAPHRASE))?.wholeVectors).toBe('array');
   });
 
   it('reaches a memory stated 600 messages before by its sketch, within EMBEDDINGS_CANDIDATES', async () => {

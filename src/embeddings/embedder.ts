@@ -1,10 +1,13 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
 import type { Counter } from 'prom-client';
 import { PinoLogger } from 'nestjs-pino';
 import { embeddingsConfig } from '../config/embeddings.config';
 import { engineConfig } from '../config/engine.config';
+import { Columns } from '../database/columns';
+import { Database } from '../database/database';
+import { sql } from '../database/sql';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** A text's first characters only: a memory or question past this says nothing more to a ranking. */
@@ -20,14 +23,20 @@ export interface QueryEmbedding {
   vector: number[];
   candidates: number;
   minSimilarity: number;
+  wholeVectors: 'pgvector' | 'array';
 }
+
+/** Whether both embeddings tables have pgvector's copy of each vector (migration AddPgvectorColumns). */
+const PGVECTOR_COLUMNS = Columns.computed<{ present: boolean }>({
+  present: sql`count(*) = 2`,
+});
 
 /**
  * The OpenAI-compatible `/v1/embeddings` of EMBEDDINGS_BASE_URL (contract §27), through the
  * `openai` SDK. Vectors come back at unit length, so that a dot product is their cosine.
  */
 @Injectable()
-export class Embedder {
+export class Embedder implements OnModuleInit {
   /** null: recall by meaning is off. */
   readonly model: string | null;
   /**
@@ -40,6 +49,8 @@ export class Embedder {
   private readonly dimensions: number | undefined;
   private readonly candidates: number;
   private readonly minSimilarity: number;
+  /** Decided at start-up: the schema's columns do not change under a running release. */
+  private wholeVectors: 'pgvector' | 'array' = 'array';
   private readonly fallbacks: Counter<'reason'>;
   /** Questions being embedded: a reply's memory recall and knowledge retrieval share one call. */
   private readonly inFlight = new Map<string, Promise<QueryEmbedding | null>>();
@@ -49,6 +60,7 @@ export class Embedder {
     @Inject(engineConfig.KEY) engine: ConfigType<typeof engineConfig>,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
+    private readonly database: Database,
   ) {
     this.logger.setContext(Embedder.name);
     this.model = config.model;
@@ -73,6 +85,17 @@ export class Embedder {
       help: 'Searches and recalls ranked by words alone: the question could not be embedded in EMBEDDINGS_QUERY_TIMEOUT_MS',
       labelNames: ['reason'],
     });
+  }
+
+  async onModuleInit(): Promise<void> {
+    if (!this.vectorKind) return;
+    const columns = await this.database.row(
+      PGVECTOR_COLUMNS.query`SELECT ${PGVECTOR_COLUMNS} FROM pg_attribute
+        WHERE attrelid IN (to_regclass('memory_embeddings'), to_regclass('knowledge_chunk_embeddings'))
+          AND attname = 'vector' AND NOT attisdropped`,
+    );
+    this.wholeVectors = columns?.present ? 'pgvector' : 'array';
+    this.logger.info({ wholeVectors: this.wholeVectors }, 'recall by meaning on');
   }
 
   /** The embeddings of `texts`, in order; rejects with the provider's error (the worker retries). */
@@ -119,6 +142,7 @@ export class Embedder {
         vector,
         candidates: this.candidates,
         minSimilarity: this.minSimilarity,
+        wholeVectors: this.wholeVectors,
       };
     } catch (error) {
       this.fallbacks.inc({ reason: fallbackReason(error) });

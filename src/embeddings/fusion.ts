@@ -1,4 +1,4 @@
-import { type Sql, sql } from '../database/sql';
+import { raw, type Sql, sql } from '../database/sql';
 
 /** Reciprocal rank fusion's constant (Cormack et al., 2009): a rank r counts 1 / (60 + r). */
 export const RRF_K = 60;
@@ -14,6 +14,12 @@ export interface Meaning {
   candidates: number;
   /** Below this cosine an item is not in the embedding ranking. */
   minSimilarity: number;
+  /**
+   * How whole vectors are compared: `pgvector`, the `vector` column and the extension's inner
+   * product, where migration AddPgvectorColumns could add it; `array`, the `real[]` column and
+   * `unnest`, everywhere else (Embedder.onModuleInit looks once).
+   */
+  wholeVectors: 'pgvector' | 'array';
 }
 
 /** Whole vectors compared beyond the ranking's depth: the sketches' shortlist is this much longer. */
@@ -34,20 +40,33 @@ export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number):
      LIMIT ${depth + RESCORED_BEYOND_DEPTH}`;
 }
 
+/** The whole vector of the embeddings row `alias` that `nearest` compares (Meaning.wholeVectors). */
+export function wholeVector(alias: string, meaning: Meaning): Sql {
+  return raw(`${alias}.${meaning.wholeVectors === 'pgvector' ? 'vector' : 'embedding'}`);
+}
+
 /**
  * The embedding ranking: rows `(id, rank)` of the best `depth` of `compared` (rows `(id,
- * embedding)`, the caller's shortlist) by cosine with the
- * question's (unit vectors: a dot product over `real[]`), those below minSimilarity left out.
+ * embedding)`, the caller's shortlist, `embedding` its wholeVector) by cosine with the
+ * question's (unit vectors: a dot product), those below minSimilarity left out. A row whose
+ * `vector` is not yet written (AddPgvectorColumns' backfill) has none and is left out too.
  */
 export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
+  const pgvector = meaning.wholeVectors === 'pgvector';
+  // `<#>` is the negative inner product.
+  const similarity = pgvector
+    ? sql`(c.embedding <#> q.vector) * -1`
+    : sql`(SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b))`;
+  const question = pgvector
+    ? sql`${meaning.vector}::real[]::vector`
+    : sql`${meaning.vector}::real[]`;
   // OFFSET 0 keeps each subquery whole: the question's vector is read from its text once, not
   // per candidate, and each cosine is computed once, not again for the filter and the order.
   return sql`
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id,
-                   (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
+      FROM (SELECT c.id, ${similarity} AS similarity
               FROM (${compared}) c
-             CROSS JOIN (SELECT ${meaning.vector}::real[] AS vector OFFSET 0) q
+             CROSS JOIN (SELECT ${question} AS vector OFFSET 0) q
             OFFSET 0) s
      WHERE s.similarity >= ${meaning.minSimilarity}
      ORDER BY s.similarity DESC, s.id DESC LIMIT ${depth}`;

@@ -4,7 +4,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { raw, type Sql, sql } from '../database/sql';
-import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
+import { fused, type Meaning, nearest, sketchShortlist, wholeVector } from '../embeddings/fusion';
 import { RETRIEVAL_WORDS } from '../memory/memory-search';
 import type { KnowledgeChunk } from './entities/knowledge-chunk.entity';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
@@ -220,7 +220,7 @@ export function rankedChunks(
                                 WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`;
   }
   const compared = sql`
-    SELECT x.chunk_id AS id, x.embedding
+    SELECT x.chunk_id AS id, ${wholeVector('x', meaning)} AS embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = ${organizationId}`;
   return FUSED_HIT.query`

@@ -1,5 +1,5 @@
 import { raw, type Sql, sql } from '../database/sql';
-import { fused, type Meaning, nearest, sketchShortlist } from '../embeddings/fusion';
+import { fused, type Meaning, nearest, sketchShortlist, wholeVector } from '../embeddings/fusion';
 
 export type { Meaning } from '../embeddings/fusion';
 
@@ -157,7 +157,7 @@ export function memoryRanking(
      WHERE c.model = ${meaning.model}
        AND (${pool.personalityId}::uuid IS NULL OR c.personality_id = ${pool.personalityId}::uuid)`;
   const compared = sql`
-    SELECT x.memory_id AS id, x.embedding
+    SELECT x.memory_id AS id, ${wholeVector('x', meaning)} AS embedding
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
       JOIN memory_embeddings x ON x.memory_id = s.id AND x.end_user_id = ${pool.endUserId}`;
   return {

@@ -121,10 +121,9 @@
      ORDER BY rank LIMIT $8),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id,
-                   (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
+      FROM (SELECT c.id, (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
               FROM (
-    SELECT x.chunk_id AS id, x.embedding
+    SELECT x.chunk_id AS id, x.embedding AS embedding
       FROM (
     SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
@@ -154,6 +153,91 @@
      LIMIT $23) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $24) c
              CROSS JOIN (SELECT $25::real[] AS vector OFFSET 0) q
+            OFFSET 0) s
+     WHERE s.similarity >= $26
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $27)
+    SELECT f.id, sum(1.0 / ($28 + f.rank))::float8 AS score
+      FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
+     GROUP BY f.id
+     ORDER BY score DESC, f.id DESC
+     LIMIT $29) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $30
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $31
+     ORDER BY f.score DESC, f.id DESC;
+
+-- rankedChunks: a reply: one personality, by words and meaning, whole vectors by pgvector
+    SELECT k.document_id, d.title, k.chunk_index, k.text, f.score AS "score"
+      FROM (
+    WITH lexical AS MATERIALIZED (
+    SELECT c.id, row_number() OVER (ORDER BY score DESC, id) AS rank
+      FROM (
+    WITH documents AS MATERIALIZED (
+           SELECT coalesce(jsonb_object_agg(d.id, d.search_config)
+                             FILTER (WHERE ($1::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = $2::uuid))), '{}') AS drawn,
+                  greatest(sum(d.chunks), 1)::float8 AS chunks
+             FROM knowledge_documents d
+            WHERE d.organization_id = $3),
+         lexemes AS MATERIALIZED (
+           SELECT c.search_config, w.lexeme
+             FROM (SELECT DISTINCT v.search_config
+                     FROM documents, jsonb_each_text(documents.drawn) AS v(id, search_config)) c
+            CROSS JOIN LATERAL (
+                  SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
+                   ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
+         postings AS MATERIALIZED (
+           SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
+                  documents.drawn ->> t.document_id::text AS search_config
+             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+            CROSS JOIN LATERAL (
+                  SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
+                   WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
+                   ORDER BY t.weight DESC, t.chunk_id DESC
+                   LIMIT $7) t
+            CROSS JOIN documents),
+         df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
+    SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
+      FROM postings p
+      JOIN lexemes l ON l.lexeme = p.lexeme AND l.search_config = p.search_config
+      JOIN df ON df.lexeme = p.lexeme
+     CROSS JOIN documents total
+     GROUP BY p.chunk_id, p.document_id) c
+     ORDER BY rank LIMIT $8),
+         nearest AS MATERIALIZED (
+    SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
+      FROM (SELECT c.id, (c.embedding <#> q.vector) * -1 AS similarity
+              FROM (
+    SELECT x.chunk_id AS id, x.vector AS embedding
+      FROM (
+    SELECT s.id FROM (
+      WITH every_document AS MATERIALIZED (
+        SELECT NOT EXISTS (SELECT FROM knowledge_documents d
+                            WHERE d.organization_id = $9 AND NOT ($10::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = $11::uuid))) AS drawn)
+      SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
+    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+     WHERE x.organization_id = $12
+     ORDER BY x.chunk_id DESC LIMIT $13) x WHERE x.model = $14) s
+       WHERE (SELECT drawn FROM every_document)
+      UNION ALL
+      SELECT x.chunk_id AS id, x.sketch
+        FROM (
+    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+     WHERE x.organization_id = $15
+     ORDER BY x.chunk_id DESC LIMIT $16) x
+        JOIN knowledge_chunks k ON k.id = x.chunk_id
+       WHERE x.model = $17 AND NOT (SELECT drawn FROM every_document)
+         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+                                WHERE d.organization_id = $18 AND ($19::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = $20::uuid)))) s
+     WHERE length(s.sketch) = $21
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($22::real[]))), s.id DESC
+     LIMIT $23) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $24) c
+             CROSS JOIN (SELECT $25::real[]::vector AS vector OFFSET 0) q
             OFFSET 0) s
      WHERE s.similarity >= $26
      ORDER BY s.similarity DESC, s.id DESC LIMIT $27)

@@ -130,6 +130,7 @@ const MEANING: Meaning = {
   vector: [0.6, 0.8],
   candidates: 500,
   minSimilarity: 0,
+  wholeVectors: 'array',
 };
 
 /** Knowledge retrieval (KnowledgeRepository.recall and search, rankedChunks), by title. */
@@ -143,6 +144,13 @@ export function knowledgeStatements(): Array<[string, string]> {
     [
       'a reply: one personality, by words and meaning',
       rankedChunks(ORGANIZATION, PERSONALITY, QUESTION, 4, MEANING),
+    ],
+    [
+      'a reply: one personality, by words and meaning, whole vectors by pgvector',
+      rankedChunks(ORGANIZATION, PERSONALITY, QUESTION, 4, {
+        ...MEANING,
+        wholeVectors: 'pgvector',
+      }),
     ],
   ];
   return shapes.map(([title, statement]) => [title, statement.text]);

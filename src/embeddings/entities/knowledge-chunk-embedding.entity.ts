@@ -3,7 +3,7 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 /**
  * A knowledge chunk's embedding (contract §27): derived data, written by the EmbeddingWorker,
  * deleted with its chunk (cascade: a patched document's old chunks, a deleted document, an erased
- * organization), never exported. Unit length, `real[]` as memory_embeddings; retrieval compares
+ * organization), never exported. Unit length, `real[]` (and `vector`) as memory_embeddings; retrieval compares
  * only the organization's latest EMBEDDINGS_CANDIDATES (docs/knowledge.md).
  */
 @Entity('knowledge_chunk_embeddings')

@@ -4,8 +4,9 @@ import { Memory } from '../../memory/entities/memory.entity';
 /**
  * A memory's embedding (contract §27): derived data, written by the EmbeddingWorker, deleted with
  * its memory (cascade) or with its end user (the memories' erasure), never exported. Unit length,
- * so a dot product is the cosine. `real[]`, not pgvector's `vector`: the extension is not
- * installed everywhere; recall compares only the end user's latest EMBEDDINGS_CANDIDATES.
+ * so a dot product is the cosine. `real[]`: the extension is not installed everywhere; where it
+ * is, a `vector` copy that no entity declares (a trigger writes it, migration
+ * AddPgvectorColumns). Recall compares only the end user's latest EMBEDDINGS_CANDIDATES.
  */
 @Entity('memory_embeddings')
 // (end_user_id, memory_id) INCLUDE (personality_id, model, sketch): the bound reads only this

@@ -1,0 +1,243 @@
+import type { TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import { Database } from '../../src/database/database';
+import { sql, withEntries } from '../../src/database/sql';
+import { Embedder, unitLength } from '../../src/embeddings/embedder';
+import type { Meaning } from '../../src/embeddings/fusion';
+import { rankedChunks } from '../../src/knowledge/knowledge.repository';
+import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
+import { KnowledgeService } from '../../src/knowledge/knowledge.service';
+import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
+import { memoryRanking } from '../../src/memory/memory-search';
+import { MemoryModule } from '../../src/memory/memory.module';
+import { KNOWLEDGE_DOCUMENTS_EN, KNOWLEDGE_QUESTIONS_EN } from '../fixtures/recall/knowledge-en';
+import { MEMORY_RECALL_EN } from '../fixtures/recall/memory-en';
+import { Factory } from '../support/factory';
+import { FAKE_MIN_SIMILARITY, FakeEmbeddings, fakeEmbedding } from '../support/fake-embeddings';
+import { moduleAlone } from '../support/module-alone';
+import { startPgvectorDatabase, type PgvectorDatabase } from '../support/pgvector-database';
+
+const MODEL = 'fake-embedder';
+
+/** Filler an end user says between the statements: words of their own, none of the questions'. */
+const FILLER = [
+  'The weather turned grey again this afternoon.',
+  'I watched a documentary about volcanoes last night.',
+  'My neighbour repainted his fence bright yellow.',
+  'The train was twenty minutes late this morning.',
+];
+
+/**
+ * Recall by meaning where the database has pgvector (migration AddPgvectorColumns, docs/memory.md
+ * "pgvector"), on PGlite: the migrations run there as they run anywhere, the extension's column
+ * is filled by its trigger, the Embedder chooses it, and the rankings it gives are the `real[]`
+ * path's, on the labelled sets. PGlite is one session for every connection, so this runs the
+ * modules' statements, not the service's concurrency (the rest of the suite does that).
+ */
+describe('Recall by meaning with pgvector (PGlite)', () => {
+  let pgvector: PgvectorDatabase;
+  let embeddings: FakeEmbeddings;
+  let moduleRef: TestingModule;
+  let database: Database;
+  let factory: Factory;
+
+  beforeAll(async () => {
+    pgvector = await startPgvectorDatabase();
+    embeddings = new FakeEmbeddings();
+    await embeddings.start();
+    moduleRef = await moduleAlone([MemoryModule, KnowledgeModule], {
+      DATABASE_URL: pgvector.url,
+      EMBEDDINGS_MODEL: MODEL,
+      EMBEDDINGS_BASE_URL: embeddings.url,
+      EMBEDDINGS_API_KEY: 'test',
+      EMBEDDINGS_MIN_SIMILARITY: String(FAKE_MIN_SIMILARITY),
+    });
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
+  }, 180_000);
+  afterAll(async () => {
+    await moduleRef?.close();
+    await embeddings?.stop();
+    await pgvector?.stop();
+  });
+
+  /** The question's Meaning as the Embedder gives it, whole vectors compared either way. */
+  async function meaningsOf(text: string): Promise<Record<'pgvector' | 'array', Meaning>> {
+    const meaning = await moduleRef.get(Embedder).embedQuery(text);
+    if (!meaning) throw new Error('the question was not embedded');
+    return {
+      pgvector: { ...meaning, wholeVectors: 'pgvector' },
+      array: { ...meaning, wholeVectors: 'array' },
+    };
+  }
+
+  it('adds the vector column, filled for the embeddings before it and by its trigger after', async () => {
+    const organizationId = await factory.organization();
+    const personalityId = await factory.personality(organizationId);
+    const endUserId = await factory.endUser(organizationId, 'ada');
+    // The migration reverted (its down()), an embedding written, the migration run again.
+    const migrations = moduleRef.get(DataSource);
+    const [reverted] = await migrations.query<Array<{ name: string }>>(
+      'SELECT name FROM typeorm_migrations ORDER BY id DESC LIMIT 1',
+    );
+    expect(reverted.name).toBe('AddPgvectorColumns1795920700000');
+    await migrations.undoLastMigration({ transaction: 'each' });
+    expect(await vectorColumns()).toBe(0);
+    const [before] = await remember(organizationId, endUserId, personalityId, ['I love kayaks.']);
+    await embed(endUserId, personalityId, [before]);
+    await migrations.runMigrations({ transaction: 'each' });
+    expect(await vectorColumns()).toBe(2);
+
+    const [, after] = await remember(organizationId, endUserId, personalityId, ['Canoes too.']);
+    await embed(endUserId, personalityId, [after]);
+    const rows = await database.rows<{ dims: number; cosine: number }>(
+      sql`SELECT vector_dims(vector) AS dims, (vector <#> embedding::vector) * -1 AS cosine
+            FROM memory_embeddings WHERE end_user_id = ${endUserId} ORDER BY memory_id`,
+    );
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      expect(row.dims).toBe(256);
+      expect(row.cosine).toBeCloseTo(1, 5);
+    }
+  });
+
+  it('is what the Embedder compares whole vectors with', async () => {
+    const meaning = await moduleRef.get(Embedder).embedQuery('Where did I go on holiday?');
+    expect(meaning?.wholeVectors).toBe('pgvector');
+  });
+
+  it('ranks an end user’s memories by meaning as the real[] path does, finding paraphrases', async () => {
+    const organizationId = await factory.organization();
+    const personalityId = await factory.personality(organizationId);
+    const endUserId = await factory.endUser(organizationId, 'grace');
+    const said: string[] = [];
+    MEMORY_RECALL_EN.forEach(({ statement }, index) => {
+      said.push(statement, FILLER[index % FILLER.length]);
+    });
+    const memories = await remember(organizationId, endUserId, personalityId, said);
+    await embed(endUserId, personalityId, memories);
+    const idOf = new Map(memories.map((memory) => [memory.content, memory.id]));
+
+    let found = 0;
+    for (const { statement, paraphrase } of MEMORY_RECALL_EN) {
+      const meanings = await meaningsOf(paraphrase);
+      const ranked = async (meaning: Meaning) => {
+        const ranking = memoryRanking(
+          {
+            organizationId,
+            endUserId: sql`${endUserId}::uuid`,
+            personalityId,
+            text: paraphrase,
+            limit: 8,
+          },
+          meaning,
+        );
+        const rows = await database.rows<{ id: string }>(
+          sql`SELECT r.id FROM (${ranking.rows}) r ORDER BY ${ranking.order}`,
+        );
+        return rows.map((row) => row.id);
+      };
+      const byPgvector = await ranked(meanings.pgvector);
+      expect(byPgvector).toEqual(await ranked(meanings.array));
+      if (byPgvector.includes(idOf.get(statement)!)) found += 1;
+    }
+    // A paraphrase shares no word with its statement: only the ranking by meaning finds it.
+    expect(found).toBeGreaterThanOrEqual(24);
+  });
+
+  it('ranks knowledge by meaning as the real[] path does, for a reply and a search', async () => {
+    const organizationId = await factory.organization();
+    const personalityId = await factory.personality(organizationId);
+    const knowledge = moduleRef.get(KnowledgeService);
+    for (const document of KNOWLEDGE_DOCUMENTS_EN) {
+      await knowledge.create(organizationId, { title: document.title, content: document.content });
+    }
+    const chunks = await database.count(
+      sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
+          SELECT k.id, k.organization_id, ${MODEL}, e.embedding::real[]
+            FROM knowledge_chunks k
+            JOIN (SELECT * FROM json_to_recordset(${JSON.stringify(
+              await chunkEmbeddings(organizationId),
+            )}::json) AS e(id bigint, embedding float8[])) e ON e.id = k.id`,
+    );
+    expect(chunks).toBeGreaterThanOrEqual(KNOWLEDGE_DOCUMENTS_EN.length);
+
+    let answered = 0;
+    for (const { question, passage } of KNOWLEDGE_QUESTIONS_EN) {
+      const meanings = await meaningsOf(question);
+      const ranked = async (personality: string | null, meaning: Meaning) =>
+        (await database.rows(rankedChunks(organizationId, personality, question, 4, meaning))).map(
+          (hit) => hit.text,
+        );
+      const forReply = await ranked(personalityId, meanings.pgvector);
+      expect(forReply).toEqual(await ranked(personalityId, meanings.array));
+      expect(await ranked(null, meanings.pgvector)).toEqual(await ranked(null, meanings.array));
+      if (forReply.some((content) => content.includes(passage))) answered += 1;
+    }
+    expect(answered / KNOWLEDGE_QUESTIONS_EN.length).toBeGreaterThanOrEqual(0.9);
+  });
+
+  /** The embeddings tables holding a `vector` column. */
+  async function vectorColumns(): Promise<number> {
+    const [row] = await database.rows<{ count: number }>(
+      sql`SELECT count(*)::int AS count FROM pg_attribute
+           WHERE attrelid IN ('memory_embeddings'::regclass, 'knowledge_chunk_embeddings'::regclass)
+             AND attname = 'vector' AND NOT attisdropped`,
+    );
+    return row.count;
+  }
+
+  /** Memories of one end user with one personality, in the order given, a second apart. */
+  async function remember(
+    organizationId: string,
+    endUserId: string,
+    personalityId: string,
+    contents: string[],
+  ): Promise<Array<{ id: string; content: string }>> {
+    const start = Date.parse('2031-03-01T10:00:00Z');
+    const memories: NewMemory[] = contents.map((content, index) => ({
+      organizationId,
+      endUserId,
+      personalityId,
+      role: 'user',
+      content,
+      emotion: null,
+      intensity: null,
+      vocabularyVersion: null,
+      createdAt: new Date(start + index * 1_000),
+      safety: null,
+    }));
+    await database.rows(withEntries([memoriesInsertStep(memories)], sql`SELECT 1`));
+    return database.rows<{ id: string; content: string }>(
+      sql`SELECT id::text AS id, content FROM memories WHERE end_user_id = ${endUserId} ORDER BY id`,
+    );
+  }
+
+  /** The memories' embeddings, as the worker stores them (the triggers add sketch and vector). */
+  async function embed(
+    endUserId: string,
+    personalityId: string,
+    memories: Array<{ id: string; content: string }>,
+  ): Promise<void> {
+    const rows = memories.map((memory) => ({
+      id: memory.id,
+      embedding: unitLength(fakeEmbedding(memory.content)),
+    }));
+    await database.count(
+      sql`INSERT INTO memory_embeddings (memory_id, end_user_id, personality_id, model, embedding)
+          SELECT e.id, ${endUserId}, ${personalityId}, ${MODEL}, e.embedding::real[]
+            FROM json_to_recordset(${JSON.stringify(rows)}::json) AS e(id bigint, embedding float8[])`,
+    );
+  }
+
+  /** Each chunk of the organization with its fake embedding. */
+  async function chunkEmbeddings(organizationId: string) {
+    const chunks = await database.rows<{ id: string; content: string }>(
+      sql`SELECT id::text AS id, text AS content FROM knowledge_chunks WHERE organization_id = ${organizationId}`,
+    );
+    return chunks.map((chunk) => ({
+      id: chunk.id,
+      embedding: unitLength(fakeEmbedding(chunk.content)),
+    }));
+  }
+});
