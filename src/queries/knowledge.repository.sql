@@ -121,7 +121,7 @@
      ORDER BY rank LIMIT $8),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, (SELECT sum(a * b) FROM unnest(c.embedding, q.vector) AS v(a, b)) AS similarity
+      FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.embedding) AS a, unnest(q.vector) AS b) v) AS similarity
               FROM (
     SELECT x.chunk_id AS id, x.embedding AS embedding
       FROM (
