@@ -761,6 +761,32 @@ describe('Knowledge documents (contract §27)', () => {
       expect(await drift(owner.organizationId)).toBe(0);
     });
 
+    it('shares 1,024 postings among the words of a long question: 128 each up to 8, 32 each for 32', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const periscopes = await create(
+        { title: 'Periscopes', content: paragraphs(40, 'pe', 'periscope', 1) },
+        owner.auth,
+      );
+      expect(periscopes.status).toBe(201);
+      const found = async (words: number) => {
+        const others = Array.from(
+          { length: words - 1 },
+          (_, i) => `pw${String.fromCharCode(97 + (i % 26))}${i}x`,
+        );
+        const response = await search(
+          { q: ['periscope', ...others].join(' '), limit: 50 },
+          owner.auth,
+        );
+        expect(response.status).toBe(200);
+        return (response.body.data as Hit[]).map((hit) => hit.chunk_index).sort((a, b) => a - b);
+      };
+      const every = Array.from({ length: 40 }, (_, i) => i);
+      // 8 words: each reads up to 128 postings, so all 40 chunks holding the word are found.
+      expect(await found(8)).toEqual(every);
+      // 32 words: 32 each, the word's best-weighted (all alike here, so the latest chunks).
+      expect(await found(32)).toEqual(every.slice(8));
+    });
+
     it('a refill waits for a delete in progress in the organization: no posting left behind, none missed', async () => {
       const owner = await tenantWithKey(t, ['read_write']);
       const first = await create(

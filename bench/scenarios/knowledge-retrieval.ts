@@ -34,6 +34,11 @@ const CASES = {
   common_words: 'What are the store opening hours for this product?',
   rare_words: 'Tell me about word17 and word2999.',
   no_match: 'Quokka zebra xylophone.',
+  // A chatty message: its first 32 lexemes (the most a read takes), 28 held by 128 chunks or more.
+  long_message: `Hi! I keep wondering about the store opening hours and your product policy, since ${Array.from(
+    { length: 24 },
+    (_, i) => `word${(i + 1) * 100}`,
+  ).join(' ')} all came up when I asked a friend.`,
 };
 
 function unitVector(seed: number): number[] {

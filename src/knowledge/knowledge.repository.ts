@@ -5,7 +5,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest, sketchShortlist, wholeVector } from '../embeddings/fusion';
-import { RETRIEVAL_WORDS } from '../memory/memory-search';
+import { CANDIDATES_PER_READ, RETRIEVAL_WORDS } from '../memory/memory-search';
 import type { KnowledgeChunk } from './entities/knowledge-chunk.entity';
 import type { KnowledgeDocument } from './entities/knowledge-document.entity';
 import type { KnowledgeTermRefill } from './entities/knowledge-term-refill.entity';
@@ -99,8 +99,9 @@ function attachedTo(personalityId: string | null): Sql {
 
 /**
  * BM25's inverse document frequency, over the organization's chunks (`total.chunks`) and the chunks
- * holding the lexeme among its postings (`df.n`, exact up to KNOWLEDGE_POSTINGS_PER_WORD, the cap
- * beyond): a word few chunks hold weighs more than one many hold, never less than nothing.
+ * holding the lexeme among its postings (`df.n`, exact up to the word's share of the read's
+ * candidates, that share beyond): a word few chunks hold weighs more than one many hold, never
+ * less than nothing.
  */
 const BM25_IDF = raw('ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5))');
 
@@ -110,7 +111,10 @@ const BM25_IDF = raw('ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5))');
  * most RETRIEVAL_WORDS lexemes, its first distinct ones, in each language the personality's
  * documents are in, and each lexeme at most KNOWLEDGE_POSTINGS_PER_WORD chunks, its best-weighted
  * in the organization, by one range scan of knowledge_terms' primary key: that is all the table
- * keeps of it, so no plan, with statistics or without, reads more. `score` is BM25: the sum over
+ * keeps of it, so no plan, with statistics or without, reads more. The read takes at most
+ * CANDIDATES_PER_READ postings, shared evenly by its distinct lexemes, as memory recall does: 128
+ * each up to 8 lexemes, 32 each for 32 (a long message of words the documents hold often would
+ * otherwise read 4,096 postings for each language of the documents). `score` is BM25: the sum over
  * the chunk's words of the word's weight in it (stored with the posting: how often the chunk
  * says it, for its length) times its rarity in the organization (BM25_IDF). A chunk is read only
  * when it is answered. A word more than KNOWLEDGE_POSTINGS_PER_WORD chunks hold is common in the
@@ -140,12 +144,14 @@ function matchingChunks(organizationId: string, personalityId: string | null, te
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
                   documents.drawn ->> t.document_id::text AS search_config
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                    FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                    WHERE t.organization_id = ${organizationId} AND t.lexeme = w.lexeme
                    ORDER BY t.weight DESC, t.chunk_id DESC
-                   LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD}) t
+                   LIMIT greatest(1, least(${KNOWLEDGE_POSTINGS_PER_WORD}::int,
+                                           ${CANDIDATES_PER_READ}::int / w.lexemes))) t
             CROSS JOIN documents),
          df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
     SELECT p.chunk_id AS id, p.document_id, sum(${BM25_IDF} * p.weight) AS score

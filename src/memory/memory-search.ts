@@ -27,7 +27,8 @@ export const POSTINGS_PER_WORD = 64;
 
 /**
  * The candidates one read takes at most, shared evenly by its distinct lexemes: POSTINGS_PER_WORD
- * each up to 16, fewer each beyond (32 for 32). A long message of words the end user holds often
+ * each up to 16, fewer each beyond (32 for 32). Knowledge retrieval shares as many
+ * (KNOWLEDGE_POSTINGS_PER_WORD each up to 8). A long message of words the end user holds often
  * would otherwise rank 2,048 memories (twice that over two languages), most of them holding one of
  * its words and nothing else of it. A search over every personality reads 32 lexemes per language
  * (at most 992 over the 31 text search configurations of personalities/languages.ts); each lexeme

@@ -20,12 +20,14 @@
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
                   documents.drawn ->> t.document_id::text AS search_config
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                    FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                    WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
                    ORDER BY t.weight DESC, t.chunk_id DESC
-                   LIMIT $7) t
+                   LIMIT greatest(1, least($7::int,
+                                           $8::int / w.lexemes))) t
             CROSS JOIN documents),
          df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
     SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
@@ -35,9 +37,9 @@
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id)
       SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
-        FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
-        JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
-        JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
+        FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $9) c
+        JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $10
+        JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $11
        ORDER BY c.score DESC, c.id;
 
 -- rankedChunks: a search: every document, by words
@@ -60,12 +62,14 @@
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
                   documents.drawn ->> t.document_id::text AS search_config
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                    FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                    WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
                    ORDER BY t.weight DESC, t.chunk_id DESC
-                   LIMIT $7) t
+                   LIMIT greatest(1, least($7::int,
+                                           $8::int / w.lexemes))) t
             CROSS JOIN documents),
          df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
     SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
@@ -75,9 +79,9 @@
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id)
       SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
-        FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
-        JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
-        JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
+        FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $9) c
+        JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $10
+        JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $11
        ORDER BY c.score DESC, c.id;
 
 -- rankedChunks: a reply: one personality, by words and meaning
@@ -104,12 +108,14 @@
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
                   documents.drawn ->> t.document_id::text AS search_config
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                    FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                    WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
                    ORDER BY t.weight DESC, t.chunk_id DESC
-                   LIMIT $7) t
+                   LIMIT greatest(1, least($7::int,
+                                           $8::int / w.lexemes))) t
             CROSS JOIN documents),
          df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
     SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
@@ -118,7 +124,7 @@
       JOIN df ON df.lexeme = p.lexeme
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id) c
-     ORDER BY rank LIMIT $8),
+     ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
       FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.embedding) AS a, unnest(q.vector) AS b) v) AS similarity
@@ -128,41 +134,41 @@
     SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
-                            WHERE d.organization_id = $9 AND NOT ($10::uuid IS NULL OR d.all_personalities OR EXISTS (
+                            WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $11::uuid))) AS drawn)
+       WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
       SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
     SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-     WHERE x.organization_id = $12
-     ORDER BY x.chunk_id DESC LIMIT $13) x WHERE x.model = $14) s
+     WHERE x.organization_id = $13
+     ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (
     SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-     WHERE x.organization_id = $15
-     ORDER BY x.chunk_id DESC LIMIT $16) x
+     WHERE x.organization_id = $16
+     ORDER BY x.chunk_id DESC LIMIT $17) x
         JOIN knowledge_chunks k ON k.id = x.chunk_id
-       WHERE x.model = $17 AND NOT (SELECT drawn FROM every_document)
+       WHERE x.model = $18 AND NOT (SELECT drawn FROM every_document)
          AND k.document_id IN (SELECT d.id FROM knowledge_documents d
-                                WHERE d.organization_id = $18 AND ($19::uuid IS NULL OR d.all_personalities OR EXISTS (
+                                WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $20::uuid)))) s
-     WHERE length(s.sketch) = $21
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($22::real[]))), s.id DESC
-     LIMIT $23) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $24) c
-             CROSS JOIN (SELECT $25::real[] AS vector OFFSET 0) q
+       WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
+     WHERE length(s.sketch) = $22
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
+     LIMIT $24) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
+             CROSS JOIN (SELECT $26::real[] AS vector OFFSET 0) q
             OFFSET 0) s
-     WHERE s.similarity >= $26
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $27)
-    SELECT f.id, sum(1.0 / ($28 + f.rank))::float8 AS score
+     WHERE s.similarity >= $27
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
+    SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $29) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $30
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $31
+     LIMIT $30) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
      ORDER BY f.score DESC, f.id DESC;
 
 -- rankedChunks: a reply: one personality, by words and meaning, whole vectors by pgvector
@@ -189,12 +195,14 @@
          postings AS MATERIALIZED (
            SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
                   documents.drawn ->> t.document_id::text AS search_config
-             FROM (SELECT DISTINCT lexeme FROM lexemes) w
+             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                    FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
                   SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                    WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
                    ORDER BY t.weight DESC, t.chunk_id DESC
-                   LIMIT $7) t
+                   LIMIT greatest(1, least($7::int,
+                                           $8::int / w.lexemes))) t
             CROSS JOIN documents),
          df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
     SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
@@ -203,7 +211,7 @@
       JOIN df ON df.lexeme = p.lexeme
      CROSS JOIN documents total
      GROUP BY p.chunk_id, p.document_id) c
-     ORDER BY rank LIMIT $8),
+     ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
       FROM (SELECT c.id, (c.embedding <#> q.vector) * -1 AS similarity
@@ -213,39 +221,39 @@
     SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
-                            WHERE d.organization_id = $9 AND NOT ($10::uuid IS NULL OR d.all_personalities OR EXISTS (
+                            WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $11::uuid))) AS drawn)
+       WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
       SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
     SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-     WHERE x.organization_id = $12
-     ORDER BY x.chunk_id DESC LIMIT $13) x WHERE x.model = $14) s
+     WHERE x.organization_id = $13
+     ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (
     SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
-     WHERE x.organization_id = $15
-     ORDER BY x.chunk_id DESC LIMIT $16) x
+     WHERE x.organization_id = $16
+     ORDER BY x.chunk_id DESC LIMIT $17) x
         JOIN knowledge_chunks k ON k.id = x.chunk_id
-       WHERE x.model = $17 AND NOT (SELECT drawn FROM every_document)
+       WHERE x.model = $18 AND NOT (SELECT drawn FROM every_document)
          AND k.document_id IN (SELECT d.id FROM knowledge_documents d
-                                WHERE d.organization_id = $18 AND ($19::uuid IS NULL OR d.all_personalities OR EXISTS (
+                                WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $20::uuid)))) s
-     WHERE length(s.sketch) = $21
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($22::real[]))), s.id DESC
-     LIMIT $23) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $24) c
-             CROSS JOIN (SELECT $25::real[]::vector AS vector OFFSET 0) q
+       WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
+     WHERE length(s.sketch) = $22
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
+     LIMIT $24) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
+             CROSS JOIN (SELECT $26::real[]::vector AS vector OFFSET 0) q
             OFFSET 0) s
-     WHERE s.similarity >= $26
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $27)
-    SELECT f.id, sum(1.0 / ($28 + f.rank))::float8 AS score
+     WHERE s.similarity >= $27
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
+    SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $29) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $30
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $31
+     LIMIT $30) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
      ORDER BY f.score DESC, f.id DESC;

@@ -340,12 +340,14 @@ WITH documents AS MATERIALIZED (
      postings AS MATERIALIZED (
        SELECT w.lexeme, t.chunk_id, t.document_id, t.weight::float8 AS weight,
               documents.drawn ->> t.document_id::text AS search_config
-         FROM (SELECT DISTINCT lexeme FROM lexemes) w
+         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
+                FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
               SELECT t.chunk_id, t.document_id, t.weight FROM knowledge_terms t
                WHERE t.organization_id = $6 AND t.lexeme = w.lexeme
                ORDER BY t.weight DESC, t.chunk_id DESC
-               LIMIT $7) t
+               LIMIT greatest(1, least($7::int,
+                                       $8::int / w.lexemes))) t
         CROSS JOIN documents),
      df AS MATERIALIZED (SELECT lexeme, count(*)::float8 AS n FROM postings GROUP BY lexeme)
 SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) / (df.n + 0.5)) * p.weight) AS score
@@ -355,9 +357,9 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
  CROSS JOIN documents total
  GROUP BY p.chunk_id, p.document_id)
   SELECT c.document_id, d.title, k.chunk_index, k.text, c.score AS "score"
-    FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $8) c
-    JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $9
-    JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $10
+    FROM (SELECT * FROM candidates ORDER BY score DESC, id LIMIT $9) c
+    JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $10
+    JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $11
    ORDER BY c.score DESC, c.id;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
