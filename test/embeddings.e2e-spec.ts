@@ -224,14 +224,16 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
   });
 
-  it('compares whole vectors as real[] where the database has no pgvector (PGlite has: services/pgvector)', async () => {
-    expect(await count(`pg_extension WHERE extname = 'vector'`)).toBe(0);
-    expect(
-      await count(
-        `pg_attribute WHERE attrelid = 'memory_embeddings'::regclass AND attname = 'vector'`,
-      ),
-    ).toBe(0);
-    expect((await on[0].app.get(Embedder).embedQuery(PARAPHRASE))?.wholeVectors).toBe('array');
+  it('compares whole vectors as real[] unless the database has pgvector (PGlite has: services/pgvector)', async () => {
+    const installed = await count(`pg_extension WHERE extname = 'vector'`);
+    const columns = await count(
+      `pg_attribute WHERE attrelid IN ('memory_embeddings'::regclass, 'knowledge_chunk_embeddings'::regclass)
+          AND attname = 'vector'`,
+    );
+    expect(columns).toBe(installed * 2);
+    expect((await on[0].app.get(Embedder).embedQuery(PARAPHRASE))?.wholeVectors).toBe(
+      installed ? 'pgvector' : 'array',
+    );
   });
 
   it('reaches a memory stated 600 messages before by its sketch, within EMBEDDINGS_CANDIDATES', async () => {

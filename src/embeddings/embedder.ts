@@ -7,7 +7,8 @@ import { embeddingsConfig } from '../config/embeddings.config';
 import { engineConfig } from '../config/engine.config';
 import { Columns } from '../database/columns';
 import { Database } from '../database/database';
-import { sql } from '../database/sql';
+import { PGVECTOR_USABLE } from '../database/migrations/1795920700000-AddPgvectorColumns';
+import { raw, sql } from '../database/sql';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** A text's first characters only: a memory or question past this says nothing more to a ranking. */
@@ -92,7 +93,8 @@ export class Embedder implements OnModuleInit {
     const columns = await this.database.row(
       PGVECTOR_COLUMNS.query`SELECT ${PGVECTOR_COLUMNS} FROM pg_attribute
         WHERE attrelid IN (to_regclass('memory_embeddings'), to_regclass('knowledge_chunk_embeddings'))
-          AND attname = 'vector' AND NOT attisdropped`,
+          AND attname = 'vector' AND NOT attisdropped AND ${raw(PGVECTOR_USABLE)}
+          AND atttypid = to_regtype('vector')`,
     );
     this.wholeVectors = columns?.present ? 'pgvector' : 'array';
     this.logger.info({ wholeVectors: this.wholeVectors }, 'recall by meaning on');

@@ -40,16 +40,20 @@ export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number):
      LIMIT ${depth + RESCORED_BEYOND_DEPTH}`;
 }
 
-/** The whole vector of the embeddings row `alias` that `nearest` compares (Meaning.wholeVectors). */
-export function wholeVector(alias: string, meaning: Meaning): Sql {
-  return raw(`${alias}.${meaning.wholeVectors === 'pgvector' ? 'vector' : 'embedding'}`);
+/**
+ * The whole vector of the embeddings row `x` that `nearest` compares (Meaning.wholeVectors); a
+ * row the migration's backfill has not reached yet has only its `embedding`, cast.
+ */
+export function wholeVector(meaning: Meaning): Sql {
+  return meaning.wholeVectors === 'pgvector'
+    ? raw('coalesce(x.vector, x.embedding::vector)')
+    : raw('x.embedding');
 }
 
 /**
  * The embedding ranking: rows `(id, rank)` of the best `depth` of `compared` (rows `(id,
- * embedding)`, the caller's shortlist, `embedding` its wholeVector) by cosine with the
- * question's (unit vectors: a dot product), those below minSimilarity left out. A row whose
- * `vector` is not yet written (AddPgvectorColumns' backfill) has none and is left out too.
+ * whole)`, the caller's shortlist, `whole` its wholeVector) by cosine with the question's (unit
+ * vectors: a dot product), those below minSimilarity left out.
  */
 export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
   const pgvector = meaning.wholeVectors === 'pgvector';
@@ -57,8 +61,8 @@ export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
   // the select list (ProjectSet), not by unnest(a, b) in FROM, whose function scan copies both
   // into a tuplestore first: 14 µs a vector of 256 dimensions against 30 (jit off, this machine).
   const similarity = pgvector
-    ? sql`(c.embedding <#> q.vector) * -1`
-    : sql`(SELECT sum(v.a * v.b) FROM (SELECT unnest(c.embedding) AS a, unnest(q.vector) AS b) v)`;
+    ? sql`(c.whole <#> q.vector) * -1`
+    : sql`(SELECT sum(v.a * v.b) FROM (SELECT unnest(c.whole) AS a, unnest(q.vector) AS b) v)`;
   const question = pgvector
     ? sql`${meaning.vector}::real[]::vector`
     : sql`${meaning.vector}::real[]`;

@@ -226,7 +226,7 @@ export function rankedChunks(
                                 WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`;
   }
   const compared = sql`
-    SELECT x.chunk_id AS id, ${wholeVector('x', meaning)} AS embedding
+    SELECT x.chunk_id AS id, ${wholeVector(meaning)} AS whole
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = ${organizationId}`;
   return FUSED_HIT.query`

@@ -158,7 +158,7 @@ export function memoryRanking(
      WHERE c.model = ${meaning.model}
        AND (${pool.personalityId}::uuid IS NULL OR c.personality_id = ${pool.personalityId}::uuid)`;
   const compared = sql`
-    SELECT x.memory_id AS id, ${wholeVector('x', meaning)} AS embedding
+    SELECT x.memory_id AS id, ${wholeVector(meaning)} AS whole
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
       JOIN memory_embeddings x ON x.memory_id = s.id AND x.end_user_id = ${pool.endUserId}`;
   return {

@@ -127,9 +127,9 @@
      ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.embedding) AS a, unnest(q.vector) AS b) v) AS similarity
+      FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.whole) AS a, unnest(q.vector) AS b) v) AS similarity
               FROM (
-    SELECT x.chunk_id AS id, x.embedding AS embedding
+    SELECT x.chunk_id AS id, x.embedding AS whole
       FROM (
     SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
@@ -214,9 +214,9 @@
      ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, (c.embedding <#> q.vector) * -1 AS similarity
+      FROM (SELECT c.id, (c.whole <#> q.vector) * -1 AS similarity
               FROM (
-    SELECT x.chunk_id AS id, x.vector AS embedding
+    SELECT x.chunk_id AS id, coalesce(x.vector, x.embedding::vector) AS whole
       FROM (
     SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (

@@ -1,6 +1,7 @@
 import type { TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
+import { AddPgvectorColumns1795920700000 } from '../../src/database/migrations/1795920700000-AddPgvectorColumns';
 import { sql, withEntries } from '../../src/database/sql';
 import { Embedder, unitLength } from '../../src/embeddings/embedder';
 import type { Meaning } from '../../src/embeddings/fusion';
@@ -76,16 +77,17 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     const personalityId = await factory.personality(organizationId);
     const endUserId = await factory.endUser(organizationId, 'ada');
     // The migration reverted (its down()), an embedding written, the migration run again.
-    const migrations = moduleRef.get(DataSource);
-    const [reverted] = await migrations.query<Array<{ name: string }>>(
-      'SELECT name FROM typeorm_migrations ORDER BY id DESC LIMIT 1',
-    );
-    expect(reverted.name).toBe('AddPgvectorColumns1795920700000');
-    await migrations.undoLastMigration({ transaction: 'each' });
-    expect(await vectorColumns()).toBe(0);
-    const [before] = await remember(organizationId, endUserId, personalityId, ['I love kayaks.']);
-    await embed(endUserId, personalityId, [before]);
-    await migrations.runMigrations({ transaction: 'each' });
+    const migration = new AddPgvectorColumns1795920700000();
+    const runner = moduleRef.get(DataSource).createQueryRunner();
+    try {
+      await migration.down(runner);
+      expect(await vectorColumns()).toBe(0);
+      const [before] = await remember(organizationId, endUserId, personalityId, ['I love kayaks.']);
+      await embed(endUserId, personalityId, [before]);
+      await migration.up(runner);
+    } finally {
+      await runner.release();
+    }
     expect(await vectorColumns()).toBe(2);
 
     const [, after] = await remember(organizationId, endUserId, personalityId, ['Canoes too.']);
@@ -106,7 +108,7 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     expect(meaning?.wholeVectors).toBe('pgvector');
   });
 
-  it('ranks an end user’s memories by meaning as the real[] path does, finding paraphrases', async () => {
+  it('ranks an end user’s memories by meaning as the real[] path does, finding paraphrases, backfilled or not', async () => {
     const organizationId = await factory.organization();
     const personalityId = await factory.personality(organizationId);
     const endUserId = await factory.endUser(organizationId, 'grace');
@@ -117,6 +119,22 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     const memories = await remember(organizationId, endUserId, personalityId, said);
     await embed(endUserId, personalityId, memories);
     const idOf = new Map(memories.map((memory) => [memory.content, memory.id]));
+    // The statements' rows as the backfill has not reached them yet: no `vector`, only `embedding`.
+    await database.count(
+      sql`ALTER TABLE memory_embeddings DISABLE TRIGGER memory_embeddings_set_vector`,
+    );
+    try {
+      const statements = MEMORY_RECALL_EN.map(({ statement }) => idOf.get(statement)!);
+      expect(
+        await database.count(
+          sql`UPDATE memory_embeddings SET vector = NULL WHERE memory_id = ANY (${statements}::bigint[])`,
+        ),
+      ).toBe(MEMORY_RECALL_EN.length);
+    } finally {
+      await database.count(
+        sql`ALTER TABLE memory_embeddings ENABLE TRIGGER memory_embeddings_set_vector`,
+      );
+    }
 
     let found = 0;
     for (const { statement, paraphrase } of MEMORY_RECALL_EN) {

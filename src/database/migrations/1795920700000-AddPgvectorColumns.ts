@@ -6,6 +6,10 @@ const TABLES = [
   { table: 'knowledge_chunk_embeddings', id: 'chunk_id' },
 ];
 
+/** The `vector` type and its inner product, by name: what the columns and the ranking use. */
+export const PGVECTOR_USABLE =
+  "to_regtype('vector') IS NOT NULL AND to_regoperator('<#>(vector,vector)') IS NOT NULL";
+
 /** Rows given their vector per statement of the backfill. */
 const BACKFILL_BATCH = 5_000;
 
@@ -20,25 +24,33 @@ const BACKFILL_BATCH = 5_000;
  * A trigger sets `vector` from `embedding` on every insert and on every change of either, so that
  * every writer, an instance of the previous release included, writes it. Online, outside a
  * transaction, as AddEmbeddingSketches: the column is added without a default, the rows get
- * theirs in short batches; until a row has it, the ranking by meaning leaves that row to the
- * ranking by words. No index on it: the sketches' shortlist decides which vectors are compared.
+ * theirs in short batches (until a row has it, the ranking casts its `embedding`). The batches
+ * rewrite every row, so until autovacuum passes, the sketches are read from the rows rather than
+ * from their covering index (docs/memory.md, "pgvector"). No index on the column: the sketches'
+ * shortlist decides which vectors are compared. A database given the extension after this
+ * migration ran gets the columns by running it again (docs/memory.md).
  */
 export class AddPgvectorColumns1795920700000 implements MigrationInterface {
   name = 'AddPgvectorColumns1795920700000';
   transaction = false;
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    // The exception block runs the statement in a subtransaction: a failure leaves nothing.
+    // The exception block runs the statement in a subtransaction: a failure leaves nothing. Any
+    // failure: what a server says of an extension it lacks varies (58P01 before PostgreSQL 15,
+    // 0A000 since; 22023 on RDS; XX000 for a library that does not load), and it is optional.
     await queryRunner.query(
       `DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS vector;
-         EXCEPTION WHEN undefined_file OR feature_not_supported OR insufficient_privilege THEN
-           RAISE NOTICE 'pgvector is not available (%): embeddings stay real[] only', SQLERRM;
+         EXCEPTION WHEN OTHERS THEN
+           RAISE WARNING 'pgvector is not available (%: %): embeddings stay real[] only',
+             SQLSTATE, SQLERRM;
          END $$`,
     );
-    const [{ installed }] = (await queryRunner.query(
-      `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'vector') AS installed`,
-    )) as Array<{ installed: boolean }>;
-    if (!installed) return;
+    // Installed, and reachable by name from this session (an extension in a schema off the
+    // search_path, as Supabase's `extensions`, is not: the columns below would not resolve).
+    const [{ usable }] = (await queryRunner.query(`SELECT ${PGVECTOR_USABLE} AS usable`)) as Array<{
+      usable: boolean;
+    }>;
+    if (!usable) return;
     await queryRunner.query(`SET lock_timeout = '10s'`);
     await queryRunner.query(
       `CREATE OR REPLACE FUNCTION embeddings_set_vector() RETURNS trigger LANGUAGE plpgsql
