@@ -30,7 +30,7 @@ const DIMENSIONS = 256;
 /** A reply's personality: every document is attached to all of them (all_personalities). */
 const PERSONALITY_ID = '00000000-0000-4000-8000-000000000001';
 
-const CASES = {
+export const CASES = {
   common_words: 'What are the store opening hours for this product?',
   rare_words: 'Tell me about word17 and word2999.',
   no_match: 'Quokka zebra xylophone.',
@@ -41,15 +41,16 @@ const CASES = {
   ).join(' ')} all came up when I asked a friend.`,
 };
 
-function unitVector(seed: number): number[] {
+export function unitVector(seed: number): number[] {
   const vector = Array.from({ length: DIMENSIONS }, (_, i) => Math.sin(seed * 7.1 + i * 1.3));
   const norm = Math.hypot(...vector);
   return vector.map((x) => x / norm);
 }
 
-async function seed(db: Client): Promise<string[]> {
+/** `count` organizations of DOCUMENTS × CHUNKS chunks; their ids. */
+export async function seed(db: Client, count = ORGANIZATIONS): Promise<string[]> {
   const organizations: string[] = [];
-  for (let o = 0; o < ORGANIZATIONS; o += 1) {
+  for (let o = 0; o < count; o += 1) {
     const { rows } = await db.query<{ id: string }>(
       `INSERT INTO organizations (name) VALUES ($1) RETURNING id`,
       [`bench ${o}`],
@@ -83,7 +84,7 @@ async function analyze(db: Client): Promise<void> {
   await db.query('ANALYZE knowledge_chunk_embeddings');
 }
 
-async function embedAll(db: Client): Promise<void> {
+export async function embedAll(db: Client): Promise<void> {
   const { rows } = await db.query<{ id: string; organization_id: string }>(
     'SELECT id::text, organization_id FROM knowledge_chunks ORDER BY id',
   );
@@ -98,9 +99,9 @@ async function embedAll(db: Client): Promise<void> {
   }
 }
 
-type Timed = ReturnType<typeof timings> & { rows: number };
+export type Timed = ReturnType<typeof timings> & { rows: number };
 
-async function time(db: Client, name: string, statement: Sql): Promise<Timed> {
+export async function time(db: Client, name: string, statement: Sql): Promise<Timed> {
   const query = { name, text: statement.text, values: statement.values as unknown[] };
   for (let i = 0; i < 10; i += 1) await db.query(query);
   const elapsed: number[] = [];
