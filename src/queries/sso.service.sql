@@ -3,15 +3,14 @@
 -- link a new identity
 INSERT INTO sso_identities (user_id, provider, subject, email)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (provider, subject) DO NOTHING
-RETURNING id, user_id, provider, subject, email, linked_at;
+ON CONFLICT (provider, subject) DO UPDATE SET provider = EXCLUDED.provider
+RETURNING id, user_id, provider, subject, email, linked_at, (xmax = 0) AS "created";
 
 -- link it again (the same user)
 INSERT INTO sso_identities (user_id, provider, subject, email)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (provider, subject) DO NOTHING
-RETURNING id, user_id, provider, subject, email, linked_at;
-SELECT id, user_id, provider, subject, email, linked_at FROM sso_identities WHERE provider = $1 AND subject = $2;
+ON CONFLICT (provider, subject) DO UPDATE SET provider = EXCLUDED.provider
+RETURNING id, user_id, provider, subject, email, linked_at, (xmax = 0) AS "created";
 
 -- list the user's identities
 SELECT id, user_id, provider, subject, email, linked_at FROM sso_identities

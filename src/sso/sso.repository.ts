@@ -16,25 +16,36 @@ const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
 
 export type SsoIdentityRow = RowOf<typeof IDENTITY_COLUMNS>;
 
+const LINKED_COLUMNS = IDENTITY_COLUMNS.and(
+  Columns.computed<{ created: boolean }>({ created: sql`(xmax = 0)` }),
+);
+
 /** The SQL of sso_identities; (provider, subject) is unique. */
 @Injectable()
 export class SsoRepository {
   constructor(private readonly database: Database) {}
 
-  /** Inserts the link unless the identity is linked already (to anyone); null when it is. */
-  async insertIfAbsent(fields: {
+  /**
+   * Links the identity to the user unless it is linked already (to anyone): the row as it stands
+   * once this statement has run, `created` when it wrote it (a new row's xmax is 0). One
+   * statement whatever runs beside it: ON CONFLICT DO UPDATE (a no-op update) returns the
+   * conflicting row, locked, where DO NOTHING returned nothing and the read after it could find
+   * the row gone (an unlink in between) and had to start over.
+   */
+  async link(fields: {
     userId: string;
     provider: string;
     subject: string;
     email: string | null;
-  }): Promise<SsoIdentityRow | null> {
+  }): Promise<SsoIdentityRow & { created: boolean }> {
     const row = await this.database.row(
-      IDENTITY_COLUMNS.query`INSERT INTO sso_identities (user_id, provider, subject, email)
+      LINKED_COLUMNS.query`INSERT INTO sso_identities (user_id, provider, subject, email)
           VALUES (${fields.userId}, ${fields.provider}, ${fields.subject}, ${fields.email})
-          ON CONFLICT (provider, subject) DO NOTHING
-          RETURNING ${IDENTITY_COLUMNS}`,
+          ON CONFLICT (provider, subject) DO UPDATE SET provider = EXCLUDED.provider
+          RETURNING ${LINKED_COLUMNS}`,
     );
-    return row ?? null;
+    if (!row) throw new Error('INSERT … ON CONFLICT DO UPDATE returned no row');
+    return row;
   }
 
   async findByProviderSubject(provider: string, subject: string): Promise<SsoIdentityRow | null> {

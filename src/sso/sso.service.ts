@@ -17,9 +17,10 @@ export class SsoService {
   ) {}
 
   /**
-   * Links the identity to the user. The unique (provider, subject) index decides races: of two
-   * users linking one identity at once, one INSERT wins (201) and the other reads the winner's
-   * row (409); the same user linking twice reads their own row (200).
+   * Links the identity to the user. The unique (provider, subject) index decides races, in one
+   * statement (SsoRepository.link): of two users linking one identity at once, one INSERT wins
+   * (201) and the other gets the winner's row (409); the same user linking twice gets their own
+   * row (200). An unlink running beside it cannot make it fail.
    */
   async link(
     userId: string,
@@ -27,29 +28,19 @@ export class SsoService {
     idToken: string,
   ): Promise<{ created: boolean; identity: SsoIdentityDto }> {
     const verified = await this.verifier.verify(providerId, idToken);
-    // A row unlinked between our INSERT and SELECT frees the identity: try again.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const inserted = await this.identities.insertIfAbsent({
-        userId,
-        provider: verified.provider,
-        subject: verified.subject,
-        email: verified.email,
-      });
-      if (inserted) return { created: true, identity: toSsoIdentityResponse(inserted) };
-      const existing = await this.identities.findByProviderSubject(
-        verified.provider,
-        verified.subject,
+    const { created, ...linked } = await this.identities.link({
+      userId,
+      provider: verified.provider,
+      subject: verified.subject,
+      email: verified.email,
+    });
+    if (linked.user_id !== userId) {
+      throw new AppError(
+        'sso_identity_taken',
+        'This identity is already linked to another account',
       );
-      if (!existing) continue;
-      if (existing.user_id !== userId) {
-        throw new AppError(
-          'sso_identity_taken',
-          'This identity is already linked to another account',
-        );
-      }
-      return { created: false, identity: toSsoIdentityResponse(existing) };
     }
-    throw new Error('SSO identity link did not settle');
+    return { created, identity: toSsoIdentityResponse(linked) };
   }
 
   async list(userId: string, limit: number, startingAfter?: string): Promise<Page<SsoIdentityDto>> {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { JwtService } from '@nestjs/jwt';
+import { Client } from 'pg';
 import type { TestingModule } from '@nestjs/testing';
 import { SignJWT } from 'jose';
 import type { AccessTokenPayload } from '../../src/auth/access-tokens.service';
@@ -12,6 +13,7 @@ import { SsoService } from '../../src/sso/sso.service';
 import { Clock } from '../../src/common/time/clock';
 import { expectAppError } from '../support/assertions';
 import { stopClockAt } from '../support/clocks';
+import { eventually } from '../support/wait';
 import { type IdTokenOptions, TestOidcProvider } from '../support/jwks-server';
 import { freePort } from '../support/ports';
 import { moduleAlone } from '../support/module-alone';
@@ -162,20 +164,63 @@ describe('SSO identities (real database)', () => {
       }
     });
 
-    it('links an identity freed between its INSERT and its read to the caller, on a retry', async () => {
+    it('links in one statement: an identity unlinked and linked again at any moment never fails it', async () => {
       const alice = await user();
       const bob = await user();
       const sub = subject();
       await sso.link(bob, 'acme', await idToken({ sub }));
 
-      // Bob unlinks just as Alice's INSERT has lost to his row, before she reads it.
-      const read = repository.findByProviderSubject.bind(repository);
-      jest.spyOn(repository, 'findByProviderSubject').mockImplementationOnce(async (p, s) => {
+      // Each read of the identity finds it gone (Bob unlinks) and Bob links it again right
+      // after: a link that inserts, then reads what it lost to, would never settle.
+      const relink = async () => {
         await database.count(sql`DELETE FROM sso_identities WHERE user_id = ${bob}`);
-        return read(p, s);
+        await database.count(
+          sql`INSERT INTO sso_identities (user_id, provider, subject) VALUES (${bob}, 'acme', ${sub})`,
+        );
+      };
+      const read = repository.findByProviderSubject.bind(repository);
+      const reads = jest
+        .spyOn(repository, 'findByProviderSubject')
+        .mockImplementation(async (provider, subjectId) => {
+          await database.count(sql`DELETE FROM sso_identities WHERE user_id = ${bob}`);
+          const found = await read(provider, subjectId);
+          await relink();
+          return found;
+        });
+      try {
+        await expectAppError(sso.link(alice, 'acme', await idToken({ sub })), 'sso_identity_taken');
+      } finally {
+        reads.mockRestore();
+      }
+      expect(await rowsOf('acme', sub)).toEqual([{ user_id: bob, email: null }]);
+
+      // Unlinked while Alice's link waits on the row: the link goes to her.
+      const { linking } = await database.transaction(async (manager) => {
+        await manager.query('DELETE FROM sso_identities WHERE user_id = $1', [bob]);
+        const [{ pid }] = await manager.query<Array<{ pid: number }>>(
+          'SELECT pg_backend_pid() AS pid',
+        );
+        const linking = sso.link(alice, 'acme', await idToken({ sub }));
+        // Her INSERT is seen waiting for this transaction, whose DELETE holds Bob's row (looked
+        // at from a connection of its own: the module's pool is busy with the two).
+        const observer = new Client({ connectionString: process.env.DATABASE_URL });
+        await observer.connect();
+        try {
+          await eventually(async () => {
+            const { rows } = await observer.query<{ waiting: number }>(
+              `SELECT count(*)::int AS waiting FROM pg_stat_activity
+                WHERE $1::int = ANY (pg_blocking_pids(pid))`,
+              [pid],
+            );
+            return rows[0].waiting > 0 ? true : undefined;
+          }, 'the link waiting for the unlink');
+        } finally {
+          await observer.end();
+        }
+        // Not awaited here: it can only end once this transaction has.
+        return { linking };
       });
-      const linked = await sso.link(alice, 'acme', await idToken({ sub }));
-      expect(linked.created).toBe(true);
+      expect((await linking).created).toBe(true);
       expect(await rowsOf('acme', sub)).toEqual([{ user_id: alice, email: null }]);
     });
 
