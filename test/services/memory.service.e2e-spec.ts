@@ -1,11 +1,9 @@
 import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
 import { Database } from '../../src/database/database';
-import { sql, withEntries } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationService } from '../../src/memory/conversation.service';
 import { FactsService } from '../../src/memory/facts.service';
-import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
@@ -27,7 +25,7 @@ const ENV = {
 /**
  * The memory module alone on a real PostgreSQL, without HTTP ("medium" spec): what a reply is
  * written from (ConversationService) and the facts' rules (FactsService), called directly. The
- * test data is written by the statements the service writes it with (memoriesInsertStep).
+ * test data is written by the statements the service writes it with (Factory#memories).
  */
 describe('Memory module (real database)', () => {
   let moduleRef: TestingModule;
@@ -57,27 +55,14 @@ describe('Memory module (real database)', () => {
     return { organizationId, personalityIds, endUserIds };
   }
 
-  /** Memories of one end user with one personality, in the order given, a second apart. */
+  /** Memories of one end user with one personality, in the order given (Factory#memories). */
   async function remember(
     organizationId: string,
     endUserId: string,
     personalityId: string,
     contents: string[],
   ): Promise<void> {
-    const start = Date.parse('2031-03-01T10:00:00Z');
-    const memories: NewMemory[] = contents.map((content, index) => ({
-      organizationId,
-      endUserId,
-      personalityId,
-      role: index % 2 === 0 ? 'user' : 'personality',
-      content,
-      emotion: null,
-      intensity: null,
-      vocabularyVersion: null,
-      createdAt: new Date(start + index * 1_000),
-      safety: null,
-    }));
-    await database.rows(withEntries([memoriesInsertStep(memories)], sql`SELECT 1`));
+    await new Factory(database).memories(organizationId, endUserId, personalityId, contents);
   }
 
   const limits = { history: HISTORY, recall: RECALL };

@@ -2,13 +2,12 @@ import type { TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
 import { AddPgvectorColumns1795920700000 } from '../../src/database/migrations/1795920700000-AddPgvectorColumns';
-import { sql, withEntries } from '../../src/database/sql';
+import { sql } from '../../src/database/sql';
 import { Embedder, unitLength } from '../../src/embeddings/embedder';
 import type { Meaning } from '../../src/embeddings/fusion';
 import { rankedChunks } from '../../src/knowledge/knowledge.repository';
 import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
-import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
 import { memoryRanking } from '../../src/memory/memory-search';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { KNOWLEDGE_DOCUMENTS_EN, KNOWLEDGE_QUESTIONS_EN } from '../fixtures/recall/knowledge-en';
@@ -82,7 +81,9 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     try {
       await migration.down(runner);
       expect(await vectorColumns()).toBe(0);
-      const [before] = await remember(organizationId, endUserId, personalityId, ['I love kayaks.']);
+      const [before] = await factory.memories(organizationId, endUserId, personalityId, [
+        'I love kayaks.',
+      ]);
       await embed(endUserId, personalityId, [before]);
       await migration.up(runner);
     } finally {
@@ -90,7 +91,9 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     }
     expect(await vectorColumns()).toBe(2);
 
-    const [, after] = await remember(organizationId, endUserId, personalityId, ['Canoes too.']);
+    const [, after] = await factory.memories(organizationId, endUserId, personalityId, [
+      'Canoes too.',
+    ]);
     await embed(endUserId, personalityId, [after]);
     const rows = await database.rows<{ dims: number; cosine: number }>(
       sql`SELECT vector_dims(vector) AS dims, (vector <#> embedding::vector) * -1 AS cosine
@@ -116,7 +119,7 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     MEMORY_RECALL_EN.forEach(({ statement }, index) => {
       said.push(statement, FILLER[index % FILLER.length]);
     });
-    const memories = await remember(organizationId, endUserId, personalityId, said);
+    const memories = await factory.memories(organizationId, endUserId, personalityId, said);
     await embed(endUserId, personalityId, memories);
     const idOf = new Map(memories.map((memory) => [memory.content, memory.id]));
     // The statements' rows as the backfill has not reached them yet: no `vector`, only `embedding`.
@@ -203,32 +206,6 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
              AND attname = 'vector' AND NOT attisdropped`,
     );
     return row.count;
-  }
-
-  /** Memories of one end user with one personality, in the order given, a second apart. */
-  async function remember(
-    organizationId: string,
-    endUserId: string,
-    personalityId: string,
-    contents: string[],
-  ): Promise<Array<{ id: string; content: string }>> {
-    const start = Date.parse('2031-03-01T10:00:00Z');
-    const memories: NewMemory[] = contents.map((content, index) => ({
-      organizationId,
-      endUserId,
-      personalityId,
-      role: 'user',
-      content,
-      emotion: null,
-      intensity: null,
-      vocabularyVersion: null,
-      createdAt: new Date(start + index * 1_000),
-      safety: null,
-    }));
-    await database.rows(withEntries([memoriesInsertStep(memories)], sql`SELECT 1`));
-    return database.rows<{ id: string; content: string }>(
-      sql`SELECT id::text AS id, content FROM memories WHERE end_user_id = ${endUserId} ORDER BY id`,
-    );
   }
 
   /** The memories' embeddings, as the worker stores them (the triggers add sketch and vector). */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../../src/database/database';
-import { sql } from '../../src/database/sql';
+import { sql, withEntries } from '../../src/database/sql';
+import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
 
 /**
  * Test data written straight into the database, for the specs that run one module alone
@@ -32,6 +33,36 @@ export class Factory {
     return this.id(
       sql`INSERT INTO end_users (organization_id, user_id) VALUES (${organizationId}, ${userId})
           RETURNING id`,
+    );
+  }
+
+  /**
+   * Memories of one end user with one personality, in the order given, a second apart, the user
+   * and the personality taking turns, written by the statement a reply writes them with
+   * (memoriesInsertStep). Answers every memory of the end user, oldest first.
+   */
+  async memories(
+    organizationId: string,
+    endUserId: string,
+    personalityId: string,
+    contents: string[],
+  ): Promise<Array<{ id: string; content: string }>> {
+    const start = Date.parse('2031-03-01T10:00:00Z');
+    const memories: NewMemory[] = contents.map((content, index) => ({
+      organizationId,
+      endUserId,
+      personalityId,
+      role: index % 2 === 0 ? 'user' : 'personality',
+      content,
+      emotion: null,
+      intensity: null,
+      vocabularyVersion: null,
+      createdAt: new Date(start + index * 1_000),
+      safety: null,
+    }));
+    await this.database.rows(withEntries([memoriesInsertStep(memories)], sql`SELECT 1`));
+    return this.database.rows<{ id: string; content: string }>(
+      sql`SELECT id::text AS id, content FROM memories WHERE end_user_id = ${endUserId} ORDER BY id`,
     );
   }
 
