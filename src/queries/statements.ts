@@ -145,15 +145,22 @@ export function knowledgeStatements(): Array<[string, string]> {
       'a reply: one personality, by words and meaning',
       rankedChunks(ORGANIZATION, PERSONALITY, QUESTION, 4, MEANING),
     ],
-    [
-      'a reply: one personality, by words and meaning, whole vectors by pgvector',
-      rankedChunks(ORGANIZATION, PERSONALITY, QUESTION, 4, {
-        ...MEANING,
-        wholeVectors: 'pgvector',
-      }),
-    ],
   ];
   return shapes.map(([title, statement]) => [title, statement.text]);
+}
+
+/**
+ * Knowledge retrieval where the database has pgvector (migration AddPgvectorColumns): prepared
+ * on PGlite by test/services/pgvector.e2e-spec.ts, since the other databases lack the column.
+ */
+export function pgvectorStatements(): Array<[string, string]> {
+  const meaning: Meaning = { ...MEANING, wholeVectors: 'pgvector' };
+  return [
+    [
+      'a reply: one personality, by words and meaning, whole vectors by pgvector',
+      rankedChunks(ORGANIZATION, PERSONALITY, QUESTION, 4, meaning).text,
+    ],
+  ];
 }
 
 /** One statement's text, its blank lines and trailing spaces gone, so the files diff cleanly. */
@@ -170,7 +177,7 @@ export async function renderQueries(): Promise<Map<string, string>> {
   const reply = (await replyStatements()).map(
     ([title, text]) => `-- RespondRepository.storeExchange: ${title}\n${formatted(text)};\n`,
   );
-  const knowledge = knowledgeStatements().map(
+  const knowledge = [...knowledgeStatements(), ...pgvectorStatements()].map(
     ([title, text]) => `-- rankedChunks: ${title}\n${formatted(text)};\n`,
   );
   return new Map([

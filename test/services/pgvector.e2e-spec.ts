@@ -10,6 +10,7 @@ import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
 import { memoryRanking } from '../../src/memory/memory-search';
 import { MemoryModule } from '../../src/memory/memory.module';
+import { pgvectorStatements } from '../../src/queries/statements';
 import { KNOWLEDGE_DOCUMENTS_EN, KNOWLEDGE_QUESTIONS_EN } from '../fixtures/recall/knowledge-en';
 import { MEMORY_RECALL_EN } from '../fixtures/recall/memory-en';
 import { Factory } from '../support/factory';
@@ -103,6 +104,20 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
     for (const row of rows) {
       expect(row.dims).toBe(256);
       expect(row.cosine).toBeCloseTo(1, 5);
+    }
+  });
+
+  it('accepts the checked-in pgvector statements (src/queries)', async () => {
+    const client = await database.pool.connect();
+    try {
+      for (const [title, text] of pgvectorStatements()) {
+        await client.query(`PREPARE snapshot AS ${text}`).catch((error: Error) => {
+          throw new Error(`${title}: ${error.message}`);
+        });
+        await client.query('DEALLOCATE snapshot');
+      }
+    } finally {
+      client.release();
     }
   });
 
