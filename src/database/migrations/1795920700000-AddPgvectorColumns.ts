@@ -17,9 +17,9 @@ const BACKFILL_BATCH = 5_000;
  * pgvector where the database has it (docs/memory.md, "pgvector"): each embedding also as a
  * `vector`, so that the ranking by meaning compares whole vectors with the extension's inner
  * product, written in C, instead of `unnest` over two `real[]` (about 48 µs for 256 dimensions).
- * Where `CREATE EXTENSION vector` fails (not installed: SQLSTATE 58P01; refused: 0A000; no
- * right to: 42501) nothing changes and `real[]` serves alone. The service looks for the column
- * at start-up (Embedder.onModuleInit), not for the extension.
+ * Where `CREATE EXTENSION vector` fails, whatever the server says (a warning is logged), or the
+ * type does not resolve by name, nothing changes and `real[]` serves alone. The service looks
+ * for the columns at start-up (Embedder.onModuleInit), not for the extension.
  *
  * A trigger sets `vector` from `embedding` on every insert and on every change of either, so that
  * every writer, an instance of the previous release included, writes it. Online, outside a
