@@ -56,29 +56,31 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
  * The cost is bounded whatever the end user holds and whatever the table's statistics say: the
  * text gives at most RETRIEVAL_WORDS lexemes (its first distinct ones), and each lexeme at most
  * POSTINGS_PER_WORD memories (fewer past 16 lexemes: CANDIDATES_PER_READ), the latest of the end
- * user's that hold it, of which memory_terms keeps no more, so no plan reads more. Each candidate
- * is one primary-key lookup (LATERAL with a LIMIT, which PostgreSQL does not flatten: no plan
- * scans memories instead). Document frequencies are counted over the candidates: exact for a word
- * the end user holds fewer times than its share of the candidates, that share for a commoner one.
+ * user's that hold it, of which memory_terms keeps no more, so no plan reads more. A candidate is
+ * read from its posting alone, which carries the memory's personality and length: no memory is
+ * read until the winners are. Document frequencies are counted over the candidates: exact for a
+ * word the end user holds fewer times than its share of the candidates, that share for a commoner
+ * one.
  */
 export function rankedMemories(pool: MemoryPool): Sql {
-  const personality = (alias: string) =>
-    sql`(${pool.personalityId}::uuid IS NULL OR ${raw(alias)}.id = ${pool.personalityId}::uuid)`;
   const older = pool.before ? sql`AND t.memory_id < ${pool.before}` : sql``;
   return sql`
-    WITH lexemes AS MATERIALIZED (
+    WITH pool_personalities AS MATERIALIZED (
+           SELECT p.id, p.search_config FROM personalities p
+            WHERE p.organization_id = ${pool.organizationId}
+              AND (${pool.personalityId}::uuid IS NULL OR p.id = ${pool.personalityId}::uuid)),
+         lexemes AS MATERIALIZED (
            SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-             FROM (SELECT DISTINCT p.search_config FROM personalities p
-                    WHERE p.organization_id = ${pool.organizationId} AND ${personality('p')}) c
+             FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
             CROSS JOIN LATERAL (
                   SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, ${pool.text})) AS v
                    ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w),
          postings AS MATERIALIZED (
-           SELECT w.lexeme, t.memory_id
+           SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
              FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
                      FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
             CROSS JOIN LATERAL (
-                  SELECT t.memory_id FROM memory_terms t
+                  SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                    WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
                    ORDER BY t.memory_id DESC
                    LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
@@ -94,14 +96,11 @@ export function rankedMemories(pool: MemoryPool): Sql {
                   l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
              FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
          hits AS MATERIALIZED (
-           SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
-                  l.rare_words
+           SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+                  l.common, l.rare_words
              FROM postings h
-            CROSS JOIN LATERAL (
-                  SELECT m.personality_id, length(m.search) AS length FROM memories m
-                   WHERE m.id = h.memory_id LIMIT 1) m
-             JOIN personalities p ON p.id = m.personality_id AND ${personality('p')}
-             JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+             JOIN pool_personalities pp ON pp.id = h.personality_id
+             JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
          average AS MATERIALIZED (
            SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
              FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),

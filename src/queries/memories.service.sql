@@ -27,19 +27,22 @@ SELECT id FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 SELECT m.id::text AS "id", m.personality_id, m.role, m.content, m.emotion, m.intensity, m.vocabulary_version, m.created_at, m.safety, r.score AS "score"
         FROM (SELECT r.id, r.share AS score, r.relevance FROM (
-WITH lexemes AS MATERIALIZED (
+WITH pool_personalities AS MATERIALIZED (
+       SELECT p.id, p.search_config FROM personalities p
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+     lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT p.search_config FROM personalities p
-                WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR p.id = $3::uuid)) c
+         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
-       SELECT w.lexeme, t.memory_id
+       SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
          FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
                  FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
-              SELECT t.memory_id FROM memory_terms t
+              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($7::int,
@@ -55,14 +58,11 @@ WITH lexemes AS MATERIALIZED (
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
          FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
      hits AS MATERIALIZED (
-       SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
-              l.rare_words
+       SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+              l.common, l.rare_words
          FROM postings h
-        CROSS JOIN LATERAL (
-              SELECT m.personality_id, length(m.search) AS length FROM memories m
-               WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
-         JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+         JOIN pool_personalities pp ON pp.id = h.personality_id
+         JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -78,7 +78,7 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $14) r) r
+ LIMIT $12) r) r
         JOIN memories m ON m.id = r.id
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 

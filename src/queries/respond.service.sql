@@ -23,19 +23,22 @@ FROM personalities WHERE id = $1 AND organization_id = $2;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
-WITH lexemes AS MATERIALIZED (
+WITH pool_personalities AS MATERIALIZED (
+       SELECT p.id, p.search_config FROM personalities p
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+     lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT p.search_config FROM personalities p
-                WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR p.id = $3::uuid)) c
+         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
-       SELECT w.lexeme, t.memory_id
+       SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
          FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
                  FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
-              SELECT t.memory_id FROM memory_terms t
+              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
@@ -54,14 +57,11 @@ WITH lexemes AS MATERIALIZED (
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
          FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
      hits AS MATERIALIZED (
-       SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
-              l.rare_words
+       SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+              l.common, l.rare_words
          FROM postings h
-        CROSS JOIN LATERAL (
-              SELECT m.personality_id, length(m.search) AS length FROM memories m
-               WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
-         JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+         JOIN pool_personalities pp ON pp.id = h.personality_id
+         JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -77,9 +77,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $14) r) r
+ LIMIT $12) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $15 AND e.user_id = $16
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
@@ -158,19 +158,22 @@ WHERE e.organization_id = $3 AND e.user_id = $4;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
-WITH lexemes AS MATERIALIZED (
+WITH pool_personalities AS MATERIALIZED (
+       SELECT p.id, p.search_config FROM personalities p
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+     lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT p.search_config FROM personalities p
-                WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR p.id = $3::uuid)) c
+         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
-       SELECT w.lexeme, t.memory_id
+       SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
          FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
                  FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
-              SELECT t.memory_id FROM memory_terms t
+              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
@@ -189,14 +192,11 @@ WITH lexemes AS MATERIALIZED (
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
          FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
      hits AS MATERIALIZED (
-       SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
-              l.rare_words
+       SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+              l.common, l.rare_words
          FROM postings h
-        CROSS JOIN LATERAL (
-              SELECT m.personality_id, length(m.search) AS length FROM memories m
-               WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
-         JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+         JOIN pool_personalities pp ON pp.id = h.personality_id
+         JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -212,9 +212,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $14) r) r
+ LIMIT $12) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $15 AND e.user_id = $16
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
@@ -263,19 +263,22 @@ WHERE e.organization_id = $3 AND e.user_id = $4;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
-WITH lexemes AS MATERIALIZED (
+WITH pool_personalities AS MATERIALIZED (
+       SELECT p.id, p.search_config FROM personalities p
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+     lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT p.search_config FROM personalities p
-                WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR p.id = $3::uuid)) c
+         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      postings AS MATERIALIZED (
-       SELECT w.lexeme, t.memory_id
+       SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
          FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
                  FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
         CROSS JOIN LATERAL (
-              SELECT t.memory_id FROM memory_terms t
+              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $6
           ORDER BY id DESC LIMIT $7) l),
@@ -294,14 +297,11 @@ WITH lexemes AS MATERIALIZED (
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
          FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
      hits AS MATERIALIZED (
-       SELECT h.memory_id AS id, h.lexeme, m.length::float8 AS length, l.words, l.common,
-              l.rare_words
+       SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+              l.common, l.rare_words
          FROM postings h
-        CROSS JOIN LATERAL (
-              SELECT m.personality_id, length(m.search) AS length FROM memories m
-               WHERE m.id = h.memory_id LIMIT 1) m
-         JOIN personalities p ON p.id = m.personality_id AND ($12::uuid IS NULL OR p.id = $13::uuid)
-         JOIN counted l ON l.search_config = p.search_config AND l.lexeme = h.lexeme),
+         JOIN pool_personalities pp ON pp.id = h.personality_id
+         JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -317,9 +317,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $14) r) r
+ LIMIT $12) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $15 AND e.user_id = $16
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (

@@ -1,10 +1,14 @@
 import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
+import { PostingsCarryPersonalityAndLength1795920800000 } from '../../src/database/migrations/1795920800000-PostingsCarryPersonalityAndLength';
+import { sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationService } from '../../src/memory/conversation.service';
 import { FactsService } from '../../src/memory/facts.service';
 import { MemoryModule } from '../../src/memory/memory.module';
+import { rankedMemories } from '../../src/memory/memory-search';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
@@ -219,6 +223,107 @@ describe('Memory module (real database)', () => {
         limits,
       );
       expect(again.recalled.map((memory) => memory.content)).toEqual(['Rome in the summer']);
+    });
+  });
+
+  describe('postings (memory_terms), what ranking reads', () => {
+    /** Every posting of the end user with what its memory says, where the two disagree. */
+    async function postingsDisagreeing(endUserId: string) {
+      return database.rows<{ memory_id: string }>(
+        sql`SELECT t.memory_id::text FROM memory_terms t JOIN memories m ON m.id = t.memory_id
+             WHERE t.end_user_id = ${endUserId}
+               AND (t.personality_id IS DISTINCT FROM m.personality_id
+                    OR t.memory_length IS DISTINCT FROM length(m.search))`,
+      );
+    }
+
+    it('carry the memory’s personality and length, written before the migration or after', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['dee'], 2);
+      const migration = new PostingsCarryPersonalityAndLength1795920800000();
+      const runner = moduleRef.get(DataSource).createQueryRunner();
+      try {
+        // Written by the previous trigger, into postings without the columns.
+        await migration.down(runner);
+        await remember(organizationId, endUserIds.dee, personalityIds[0], [
+          'My kayak is red.',
+          'A short one.',
+        ]);
+        await remember(organizationId, endUserIds.dee, personalityIds[1], [
+          'The kayak club meets on Sundays by the old harbour wall.',
+        ]);
+      } finally {
+        try {
+          await migration.up(runner);
+        } finally {
+          await runner.release();
+        }
+      }
+      await remember(organizationId, endUserIds.dee, personalityIds[1], ['Kayak again.']);
+      const [{ postings, carried }] = await database.rows<{ postings: number; carried: number }>(
+        sql`SELECT count(*)::int AS postings,
+                   count(*) FILTER (WHERE personality_id IS NOT NULL)::int AS carried
+              FROM memory_terms WHERE end_user_id = ${endUserIds.dee}`,
+      );
+      expect(postings).toBeGreaterThan(10);
+      expect(carried).toBe(postings);
+      expect(await postingsDisagreeing(endUserIds.dee)).toEqual([]);
+      // In the primary key's index, so that a ranking reads them from the index alone.
+      const [{ included }] = await database.rows<{ included: string[] }>(
+        sql`SELECT array_agg(a.attname::text ORDER BY k.n) AS included
+              FROM pg_index i
+             CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+             WHERE i.indexrelid = 'memory_terms_pkey'::regclass AND k.n > i.indnkeyatts`,
+      );
+      expect(included).toEqual(['personality_id', 'memory_length']);
+      // Each personality recalls its own.
+      const found = await conversations.findConversation(
+        organizationId,
+        'dee',
+        personalityIds[1],
+        'kayak',
+        { history: 0, recall: RECALL },
+      );
+      expect(found.recalled.map((memory) => memory.content)).toEqual([
+        'Kayak again.',
+        'The kayak club meets on Sundays by the old harbour wall.',
+      ]);
+    });
+
+    it('rank the candidates without reading a memory', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['eve']);
+      await remember(
+        organizationId,
+        endUserIds.eve,
+        personalityIds[0],
+        Array.from({ length: 40 }, (_, index) => `Kayak trip number ${index}.`),
+      );
+      const ranking = rankedMemories({
+        organizationId,
+        endUserId: sql`${endUserIds.eve}::uuid`,
+        personalityId: personalityIds[0],
+        text: 'kayak',
+        limit: RECALL,
+      });
+      const client = await database.pool.connect();
+      try {
+        // Scans of memories, by an index or whole, by this session (counts not yet reported).
+        const scans = async () =>
+          (
+            await client.query<{ n: number }>(
+              `SELECT (idx_scan + seq_scan)::int AS n FROM pg_stat_xact_user_tables
+                WHERE relname = 'memories'`,
+            )
+          ).rows[0].n;
+        await client.query('BEGIN');
+        const before = await scans();
+        const { rows } = await client.query<{ id: string }>(ranking);
+        expect(rows).toHaveLength(RECALL);
+        expect((await scans()) - before).toBe(0);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
     });
   });
 

@@ -1,11 +1,13 @@
-import { Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
+import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
 import { Memory } from './memory.entity';
 
 /**
  * One lexeme of one memory, listed under its end user: the index recall and search read instead
  * of the memories themselves, so that their cost does not grow with what an end user holds
  * (docs/memory.md, "What recall costs"). Written only by the trigger memories_index_terms (in the
- * migration), from the memory's `search` lexemes, on every insert; deleted with the memory.
+ * migration), from the memory's `search` lexemes, on every insert; deleted with the memory. The
+ * primary key's index also carries the memory's personality and length (INCLUDE, migration
+ * PostingsCarryPersonalityAndLength, which TypeORM cannot declare): ranking reads no memory.
  */
 @Entity('memory_terms')
 @Index('memory_terms_memory_idx', ['memoryId'])
@@ -27,6 +29,14 @@ export class MemoryTerm {
     primaryKeyConstraintName: 'memory_terms_pkey',
   })
   memoryId: string;
+
+  /** The memory's personality: its language, and whether a reply with one personality recalls it. */
+  @Column({ name: 'personality_id', type: 'uuid' })
+  personalityId: string;
+
+  /** The memory's length in lexemes (`length(search)`), for BM25's length normalisation. */
+  @Column({ name: 'memory_length', type: 'integer' })
+  memoryLength: number;
 
   @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'memory_id', foreignKeyConstraintName: 'memory_terms_memory_id_fkey' })
