@@ -135,7 +135,8 @@ describe('Knowledge by meaning (contract §27)', () => {
     expect(
       await count(
         `knowledge_chunk_embeddings e JOIN knowledge_chunks k ON k.id = e.chunk_id
-          WHERE e.organization_id = k.organization_id AND e.model LIKE 'fake-embed%'`,
+          WHERE e.organization_id = k.organization_id AND e.document_id = k.document_id
+            AND e.model LIKE 'fake-embed%'`,
       ),
     ).toBe(await count('knowledge_chunks'));
     const hits = await search(on, a, QUESTION);

@@ -60,8 +60,9 @@ export const knowledgeChunksSource: EmbeddingSource = {
          WHERE k.id > ${after}::bigint AND k.id <= ${upTo}::bigint
          ORDER BY k.id LIMIT ${limit}`,
   store: (embedded, model) =>
-    sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
-        SELECT k.id, k.organization_id, ${model},
+    sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, document_id, model,
+                                                embedding)
+        SELECT k.id, k.organization_id, k.document_id, ${model},
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint

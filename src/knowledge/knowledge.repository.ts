@@ -200,14 +200,13 @@ export function rankedChunks(
       FROM (${matchingChunks(organizationId, personalityId, text)}) c
      ORDER BY rank LIMIT ${depth}`;
   const latest = sql`
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+    SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = ${organizationId}
      ORDER BY x.chunk_id DESC LIMIT ${meaning.candidates}`;
   // A search reads every document: the sketches alone. So does a reply whose personality draws on
   // every document of the organization: no document is closed to it (decided once, before either
-  // branch runs; the scan stops at the first closed one). Otherwise it keeps the chunks of the
-  // documents attached to it: two index probes a candidate (its chunk, its document), which for
-  // 5,000 cost as much as the rest of the statement.
+  // branch runs; the scan stops at the first closed one). Otherwise it keeps the candidates of the
+  // documents attached to it, by the document each carries (migration ChunkEmbeddingsCarryDocument).
   const allSketches = sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
   let sketches = allSketches;
   if (personalityId) {
@@ -220,9 +219,8 @@ export function rankedChunks(
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (${latest}) x
-        JOIN knowledge_chunks k ON k.id = x.chunk_id
        WHERE x.model = ${meaning.model} AND NOT (SELECT drawn FROM every_document)
-         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+         AND x.document_id IN (SELECT d.id FROM knowledge_documents d
                                 WHERE d.organization_id = ${organizationId} AND ${attachedTo(personalityId)})`;
   }
   const compared = sql`

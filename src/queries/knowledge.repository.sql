@@ -138,19 +138,18 @@
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
       SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+    SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $13
      ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+    SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $16
      ORDER BY x.chunk_id DESC LIMIT $17) x
-        JOIN knowledge_chunks k ON k.id = x.chunk_id
        WHERE x.model = $18 AND NOT (SELECT drawn FROM every_document)
-         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+         AND x.document_id IN (SELECT d.id FROM knowledge_documents d
                                 WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
@@ -225,19 +224,18 @@
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
       SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+    SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $13
      ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
       SELECT x.chunk_id AS id, x.sketch
         FROM (
-    SELECT x.chunk_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
+    SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $16
      ORDER BY x.chunk_id DESC LIMIT $17) x
-        JOIN knowledge_chunks k ON k.id = x.chunk_id
        WHERE x.model = $18 AND NOT (SELECT drawn FROM every_document)
-         AND k.document_id IN (SELECT d.id FROM knowledge_documents d
+         AND x.document_id IN (SELECT d.id FROM knowledge_documents d
                                 WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s

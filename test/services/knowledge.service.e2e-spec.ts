@@ -1,5 +1,7 @@
 import type { TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
+import { ChunkEmbeddingsCarryDocument1795920900000 } from '../../src/database/migrations/1795920900000-ChunkEmbeddingsCarryDocument';
 import { sql } from '../../src/database/sql';
 import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
@@ -135,6 +137,48 @@ describe('KnowledgeService (real database)', () => {
       );
       expect(held).toEqual({ bytes: 1_400, documents: 2 });
     });
+  });
+
+  it('chunk embeddings carry their document, written before migration ChunkEmbeddingsCarryDocument or after', async () => {
+    const organizationId = await factory.organization();
+    const documents = [];
+    for (const title of ['Opening hours', 'Parking']) {
+      documents.push((await knowledge.create(organizationId, { title, content: `${title}.` })).id);
+    }
+    /** An embedding of the document's chunk as the previous release's worker writes it: no document. */
+    const embed = (documentId: string) =>
+      database.rows(
+        sql`INSERT INTO knowledge_chunk_embeddings (chunk_id, organization_id, model, embedding)
+            SELECT k.id, ${organizationId}, 'previous-release', ARRAY[0.6, 0.8]::real[]
+              FROM knowledge_chunks k WHERE k.document_id = ${documentId}`,
+      );
+    const migration = new ChunkEmbeddingsCarryDocument1795920900000();
+    const runner = moduleRef.get(DataSource).createQueryRunner();
+    try {
+      await migration.down(runner);
+      await embed(documents[0]);
+    } finally {
+      try {
+        await migration.up(runner);
+      } finally {
+        await runner.release();
+      }
+    }
+    await embed(documents[1]);
+    const carried = await database.rows<{ document_id: string }>(
+      sql`SELECT document_id::text FROM knowledge_chunk_embeddings
+           WHERE organization_id = ${organizationId} ORDER BY chunk_id`,
+    );
+    expect(carried).toEqual(documents.map((id) => ({ document_id: id })));
+    const [{ included }] = await database.rows<{ included: string[] }>(
+      sql`SELECT array_agg(a.attname::text ORDER BY k.n) AS included
+            FROM pg_index i
+           CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+           WHERE i.indexrelid = 'knowledge_chunk_embeddings_sketches_idx'::regclass
+             AND k.n > i.indnkeyatts`,
+    );
+    expect(included).toEqual(['model', 'sketch', 'document_id']);
   });
 
   it('404 for a personality of another organization, and nothing stored', async () => {

@@ -105,7 +105,9 @@ export class PostingsCarryPersonalityAndLength1795920800000 implements Migration
       `ALTER TABLE "memory_terms" ADD CONSTRAINT "memory_terms_carried"
          CHECK ("personality_id" IS NOT NULL AND "memory_length" IS NOT NULL) NOT VALID`,
     );
-    await queryRunner.query(`ALTER TABLE "memory_terms" VALIDATE CONSTRAINT "memory_terms_carried"`);
+    await queryRunner.query(
+      `ALTER TABLE "memory_terms" VALIDATE CONSTRAINT "memory_terms_carried"`,
+    );
     // With the check validated, SET NOT NULL does not scan the table.
     await queryRunner.query(
       `ALTER TABLE "memory_terms" ALTER COLUMN "personality_id" SET NOT NULL,

@@ -7,8 +7,8 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
  * only the organization's latest EMBEDDINGS_CANDIDATES (docs/knowledge.md).
  */
 @Entity('knowledge_chunk_embeddings')
-// (organization_id, chunk_id) INCLUDE (model, sketch): the bound reads only this index.
-// TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
+// (organization_id, chunk_id) INCLUDE (model, sketch, document_id): the bound reads only this
+// index. TypeORM cannot declare INCLUDE; migration ChunkEmbeddingsCarryDocument creates it.
 @Index('knowledge_chunk_embeddings_sketches_idx', { synchronize: false })
 export class KnowledgeChunkEmbedding {
   @PrimaryColumn({
@@ -25,6 +25,13 @@ export class KnowledgeChunkEmbedding {
   /** The chunk's, copied: the bound reads the organization's latest without touching chunks. */
   @Column({ name: 'organization_id', type: 'uuid' })
   organizationId: string;
+
+  /**
+   * The chunk's document, copied (by the writer, or by a trigger where it does not): a reply
+   * keeps the candidates of the documents its personality draws on without reading their chunks.
+   */
+  @Column({ name: 'document_id', type: 'uuid' })
+  documentId: string;
 
   /** Embedder.vectorKind: only like is compared. */
   @Column({ type: 'text' })
