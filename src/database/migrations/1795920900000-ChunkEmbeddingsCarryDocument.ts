@@ -11,8 +11,8 @@ const NEXT = 'knowledge_chunk_embeddings_sketches_next';
  * A chunk embedding carries its chunk's document, in the candidates' covering index too: a reply
  * whose personality draws on some of the organization's documents kept the candidates of those
  * documents by looking up each candidate's chunk (up to EMBEDDINGS_CANDIDATES primary-key probes
- * in knowledge_chunks, about 9 ms of the 14 a reply with half the documents attached took in bench
- * knowledge-retrieval). It now reads the document from the index it reads the sketches from.
+ * in knowledge_chunks). It now reads the document from the index it reads the sketches from: in
+ * bench knowledge-retrieval, such a reply 9.0 to 10.2 ms p50 before, 5.4 to 6.4 after.
  *
  * Online, outside a transaction, as AddEmbeddingSketches: a trigger sets the document on every
  * insert that does not (an instance of the previous release); CREATE OR REPLACE TRIGGER waits for
