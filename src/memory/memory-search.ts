@@ -26,11 +26,12 @@ export const RETRIEVAL_WORDS = 32;
 export const POSTINGS_PER_WORD = 64;
 
 /**
- * The candidates one read takes at most, shared evenly by its distinct lexemes: POSTINGS_PER_WORD
- * each up to 16, fewer each beyond (32 for 32). Knowledge retrieval shares as many
- * (KNOWLEDGE_POSTINGS_PER_WORD each up to 8). A long message of words the end user holds often
- * would otherwise rank 2,048 memories (twice that over two languages), most of them holding one of
- * its words and nothing else of it. A search over every personality reads 32 lexemes per language
+ * The candidates one read takes at most, shared evenly by the lexemes it reads: POSTINGS_PER_WORD
+ * each up to 16, fewer each beyond (32 for 32). A lexeme of two languages (a search over
+ * personalities of both) is read once for each, keeping the memories of that language's
+ * personalities. Knowledge retrieval shares as many (KNOWLEDGE_POSTINGS_PER_WORD each up to 8).
+ * A long message of words the end user holds often would otherwise rank 2,048 memories (twice
+ * that over two languages), most of them holding one of its words and nothing else of it. A search over every personality reads 32 lexemes per language
  * (at most 992 over the 31 text search configurations of personalities/languages.ts); each lexeme
  * reads at least one posting should more languages ever push the share below one.
  */
@@ -75,16 +76,6 @@ export function rankedMemories(pool: MemoryPool): Sql {
             CROSS JOIN LATERAL (
                   SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, ${pool.text})) AS v
                    ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w),
-         postings AS MATERIALIZED (
-           SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
-             FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
-                     FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
-            CROSS JOIN LATERAL (
-                  SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-                   WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
-                   ORDER BY t.memory_id DESC
-                   LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
-                                           ${CANDIDATES_PER_READ}::int / w.lexemes))) t),
          common AS MATERIALIZED (
            SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
             WHERE (SELECT count(*) FROM (
@@ -96,11 +87,17 @@ export function rankedMemories(pool: MemoryPool): Sql {
                   l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
              FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
          hits AS MATERIALIZED (
-           SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+           SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
                   l.common, l.rare_words
-             FROM postings h
-             JOIN pool_personalities pp ON pp.id = h.personality_id
-             JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
+             FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+            CROSS JOIN LATERAL (
+                  SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
+                   WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = l.lexeme ${older}
+                   ORDER BY t.memory_id DESC
+                   LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
+                                           ${CANDIDATES_PER_READ}::int / l.reads))) t
+             JOIN pool_personalities pp
+               ON pp.id = t.personality_id AND pp.search_config = l.search_config),
          average AS MATERIALIZED (
            SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
              FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),

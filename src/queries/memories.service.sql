@@ -37,32 +37,28 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
-     postings AS MATERIALIZED (
-       SELECT w.lexeme, t.memory_id, t.personality_id, t.memory_length
-         FROM (SELECT d.lexeme, count(*) OVER ()::int AS lexemes
-                 FROM (SELECT DISTINCT lexeme FROM lexemes) d) w
-        CROSS JOIN LATERAL (
-              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
-               ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($7::int,
-                                       $8::int / w.lexemes))) t),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
-                 WHERE t.end_user_id = $9::uuid AND t.lexeme = w.lexeme
-                 LIMIT $10) held) = $11),
+                 WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
+                 LIMIT $7) held) = $8),
      counted AS MATERIALIZED (
        SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
               l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
          FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
      hits AS MATERIALIZED (
-       SELECT h.memory_id AS id, h.lexeme, h.memory_length::float8 AS length, l.words,
+       SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
               l.common, l.rare_words
-         FROM postings h
-         JOIN pool_personalities pp ON pp.id = h.personality_id
-         JOIN counted l ON l.search_config = pp.search_config AND l.lexeme = h.lexeme),
+         FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+        CROSS JOIN LATERAL (
+              SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
+               WHERE t.end_user_id = $9::uuid AND t.lexeme = l.lexeme
+               ORDER BY t.memory_id DESC
+               LIMIT greatest(1, least($10::int,
+                                       $11::int / l.reads))) t
+         JOIN pool_personalities pp
+           ON pp.id = t.personality_id AND pp.search_config = l.search_config),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
