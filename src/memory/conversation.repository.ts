@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
-import { type Sql, sql } from '../database/sql';
+import { raw, type Sql, sql } from '../database/sql';
 import type { Row } from '../database/row';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { Memory } from './entities/memory.entity';
@@ -39,11 +39,20 @@ const CONVERSATION_END_USER = Columns.rowOf<EndUser>('e')(
 
 export type ConversationEndUser = RowOf<typeof CONVERSATION_END_USER>;
 
-/** The latest `limit` memories of the end user `e` with the personality, newest first. */
+/**
+ * The latest `limit` memories of the end user `e` with the personality, newest first. The limit
+ * (ENGINE_HISTORY_MESSAGES, a setting) is written into the text, not sent as a parameter: under a
+ * parameter's LIMIT PostgreSQL's generic plan assumes a tenth of the end user's memories, costs
+ * more than any custom plan, and every read was planned anew (bench memory-scale: 1,050 custom
+ * plans, no generic one).
+ */
 function latestMemories(personalityId: string, limit: number): Sql {
+  if (!Number.isSafeInteger(limit) || limit < 0) {
+    throw new RangeError(`history limit must be a whole number >= 0, not ${limit}`);
+  }
   return sql`SELECT id, role, content, emotion FROM memories
               WHERE end_user_id = e.id AND personality_id = ${personalityId}
-              ORDER BY id DESC LIMIT ${limit}`;
+              ORDER BY id DESC LIMIT ${raw(String(limit))}`;
 }
 
 /** What a reply remembers of the end user `e` besides recall (see findConversation). */

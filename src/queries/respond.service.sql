@@ -13,11 +13,11 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
       SELECT json_agg(f.content ORDER BY f.created_at, f.id)
         FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
-WHERE e.organization_id = $3 AND e.user_id = $4;
+WHERE e.organization_id = $2 AND e.user_id = $3;
 SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
 FROM personalities WHERE id = $1 AND organization_id = $2;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
@@ -51,11 +51,11 @@ WITH pool_personalities AS MATERIALIZED (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
-          ORDER BY id DESC LIMIT $9) l),
+          ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / l.reads))) t
+               LIMIT greatest(1, least($9::int,
+                                       $10::int / l.reads))) t
          JOIN pool_personalities pp
            ON pp.id = t.personality_id AND pp.search_config = l.search_config),
      average AS MATERIALIZED (
@@ -73,9 +73,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r
+ LIMIT $11) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $13 AND e.user_id = $14
+       WHERE e.organization_id = $12 AND e.user_id = $13
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
@@ -146,11 +146,11 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
       SELECT json_agg(f.content ORDER BY f.created_at, f.id)
         FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
-WHERE e.organization_id = $3 AND e.user_id = $4;
+WHERE e.organization_id = $2 AND e.user_id = $3;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
@@ -182,11 +182,11 @@ WITH pool_personalities AS MATERIALIZED (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
-          ORDER BY id DESC LIMIT $9) l),
+          ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / l.reads))) t
+               LIMIT greatest(1, least($9::int,
+                                       $10::int / l.reads))) t
          JOIN pool_personalities pp
            ON pp.id = t.personality_id AND pp.search_config = l.search_config),
      average AS MATERIALIZED (
@@ -204,9 +204,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r
+ LIMIT $11) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $13 AND e.user_id = $14
+       WHERE e.organization_id = $12 AND e.user_id = $13
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
@@ -247,11 +247,11 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                  'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
           FROM (SELECT id, role, content, emotion FROM memories
    WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT $2) h), '[]') AS "history", COALESCE((
+   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
       SELECT json_agg(f.content ORDER BY f.created_at, f.id)
         FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
  FROM end_users e
-WHERE e.organization_id = $3 AND e.user_id = $4;
+WHERE e.organization_id = $2 AND e.user_id = $3;
 SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
@@ -283,11 +283,11 @@ WITH pool_personalities AS MATERIALIZED (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
-          ORDER BY id DESC LIMIT $9) l),
+          ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / l.reads))) t
+               LIMIT greatest(1, least($9::int,
+                                       $10::int / l.reads))) t
          JOIN pool_personalities pp
            ON pp.id = t.personality_id AND pp.search_config = l.search_config),
      average AS MATERIALIZED (
@@ -305,9 +305,9 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r
+ LIMIT $11) r) r
         JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $13 AND e.user_id = $14
+       WHERE e.organization_id = $12 AND e.user_id = $13
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
