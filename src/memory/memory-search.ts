@@ -26,12 +26,11 @@ export const RETRIEVAL_WORDS = 32;
 export const POSTINGS_PER_WORD = 64;
 
 /**
- * The candidates one read takes at most, shared evenly by the lexemes it reads: POSTINGS_PER_WORD
- * each up to 16, fewer each beyond (32 for 32). A lexeme of two languages (a search over
- * personalities of both) is read once for each, keeping the memories of that language's
- * personalities. Knowledge retrieval shares as many (KNOWLEDGE_POSTINGS_PER_WORD each up to 8).
- * A long message of words the end user holds often would otherwise rank 2,048 memories (twice
- * that over two languages), most of them holding one of its words and nothing else of it. A search over every personality reads 32 lexemes per language
+ * The candidates one read takes at most, shared evenly by its distinct lexemes: POSTINGS_PER_WORD
+ * each up to 16, fewer each beyond (32 for 32). Knowledge retrieval shares as many
+ * (KNOWLEDGE_POSTINGS_PER_WORD each up to 8). A long message of words the end user holds often
+ * would otherwise rank 2,048 memories (twice that over two languages), most of them holding one of
+ * its words and nothing else of it. A search over every personality reads 32 lexemes per language
  * (at most 992 over the 31 text search configurations of personalities/languages.ts); each lexeme
  * reads at least one posting should more languages ever push the share below one.
  */
@@ -58,21 +57,25 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
  * text gives at most RETRIEVAL_WORDS lexemes (its first distinct ones), and each lexeme at most
  * POSTINGS_PER_WORD memories (fewer past 16 lexemes: CANDIDATES_PER_READ), the latest of the end
  * user's that hold it, of which memory_terms keeps no more, so no plan reads more. A candidate is
- * read from its posting alone, which carries the memory's personality and length: no memory is
- * read until the winners are. Document frequencies are counted over the candidates: exact for a
- * word the end user holds fewer times than its share of the candidates, that share for a commoner
- * one.
+ * read from its posting alone, which carries the memory's personality and length (the language of
+ * a personality, and whether it is in the pool, looked up in one JSON object of the pool's): no
+ * memory is read until the winners are. Document frequencies are counted over the candidates:
+ * exact for a word the end user holds fewer times than its share of the candidates, that share
+ * for a commoner one.
  */
 export function rankedMemories(pool: MemoryPool): Sql {
   const older = pool.before ? sql`AND t.memory_id < ${pool.before}` : sql``;
   return sql`
     WITH pool_personalities AS MATERIALIZED (
-           SELECT p.id, p.search_config FROM personalities p
+           SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
+             FROM personalities p
             WHERE p.organization_id = ${pool.organizationId}
               AND (${pool.personalityId}::uuid IS NULL OR p.id = ${pool.personalityId}::uuid)),
          lexemes AS MATERIALIZED (
            SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-             FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
+             FROM (SELECT DISTINCT e.search_config
+                     FROM pool_personalities pp,
+                          jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
             CROSS JOIN LATERAL (
                   SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, ${pool.text})) AS v
                    ORDER BY v.positions[1], v.lexeme LIMIT ${RETRIEVAL_WORDS}) w),
@@ -82,22 +85,28 @@ export function rankedMemories(pool: MemoryPool): Sql {
                     SELECT FROM memory_terms t
                      WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme
                      LIMIT ${POSTINGS_PER_WORD}) held) = ${POSTINGS_PER_WORD}),
-         counted AS MATERIALIZED (
-           SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
-                  l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
-             FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
+         read_lexemes AS MATERIALIZED (
+           SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
+                  count(*) OVER ()::int AS lexemes
+             FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+            GROUP BY l.lexeme, c.lexeme),
+         languages AS MATERIALIZED (
+           SELECT l.search_config, count(*) AS words, count(*) - count(c.lexeme) AS rare_words
+             FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+            GROUP BY l.search_config),
          hits AS MATERIALIZED (
-           SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
-                  l.common, l.rare_words
-             FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+           SELECT t.memory_id AS id, w.lexeme, t.memory_length::float8 AS length, g.words,
+                  w.common, g.rare_words
+             FROM read_lexemes w
+            CROSS JOIN pool_personalities pp
             CROSS JOIN LATERAL (
                   SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-                   WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = l.lexeme ${older}
+                   WHERE t.end_user_id = ${pool.endUserId} AND t.lexeme = w.lexeme ${older}
                    ORDER BY t.memory_id DESC
                    LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
-                                           ${CANDIDATES_PER_READ}::int / l.reads))) t
-             JOIN pool_personalities pp
-               ON pp.id = t.personality_id AND pp.search_config = l.search_config),
+                                           ${CANDIDATES_PER_READ}::int / w.lexemes))) t
+             JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
+            WHERE g.search_config = ANY (w.configs)),
          average AS MATERIALIZED (
            SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
              FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),

@@ -28,12 +28,15 @@ WHERE organization_id = $1 AND user_id = $2;
 SELECT m.id::text AS "id", m.personality_id, m.role, m.content, m.emotion, m.intensity, m.vocabulary_version, m.created_at, m.safety, r.score AS "score"
         FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
-       SELECT p.id, p.search_config FROM personalities p
+       SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
+         FROM personalities p
         WHERE p.organization_id = $1
           AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
+         FROM (SELECT DISTINCT e.search_config
+                 FROM pool_personalities pp,
+                      jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
@@ -43,22 +46,28 @@ WITH pool_personalities AS MATERIALIZED (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = $6::uuid AND t.lexeme = w.lexeme
                  LIMIT $7) held) = $8),
-     counted AS MATERIALIZED (
-       SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
-              l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
-         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
+     read_lexemes AS MATERIALIZED (
+       SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
+              count(*) OVER ()::int AS lexemes
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.lexeme, c.lexeme),
+     languages AS MATERIALIZED (
+       SELECT l.search_config, count(*) AS words, count(*) - count(c.lexeme) AS rare_words
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.search_config),
      hits AS MATERIALIZED (
-       SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
-              l.common, l.rare_words
-         FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+       SELECT t.memory_id AS id, w.lexeme, t.memory_length::float8 AS length, g.words,
+              w.common, g.rare_words
+         FROM read_lexemes w
+        CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = $9::uuid AND t.lexeme = l.lexeme
+               WHERE t.end_user_id = $9::uuid AND t.lexeme = w.lexeme
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($10::int,
-                                       $11::int / l.reads))) t
-         JOIN pool_personalities pp
-           ON pp.id = t.personality_id AND pp.search_config = l.search_config),
+                                       $11::int / w.lexemes))) t
+         JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
+        WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),

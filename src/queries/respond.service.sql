@@ -24,12 +24,15 @@ SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
-       SELECT p.id, p.search_config FROM personalities p
+       SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
+         FROM personalities p
         WHERE p.organization_id = $1
           AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
+         FROM (SELECT DISTINCT e.search_config
+                 FROM pool_personalities pp,
+                      jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
@@ -39,25 +42,31 @@ WITH pool_personalities AS MATERIALIZED (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
                  LIMIT $6) held) = $7),
-     counted AS MATERIALIZED (
-       SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
-              l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
-         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
+     read_lexemes AS MATERIALIZED (
+       SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
+              count(*) OVER ()::int AS lexemes
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.lexeme, c.lexeme),
+     languages AS MATERIALIZED (
+       SELECT l.search_config, count(*) AS words, count(*) - count(c.lexeme) AS rare_words
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.search_config),
      hits AS MATERIALIZED (
-       SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
-              l.common, l.rare_words
-         FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+       SELECT t.memory_id AS id, w.lexeme, t.memory_length::float8 AS length, g.words,
+              w.common, g.rare_words
+         FROM read_lexemes w
+        CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
           ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($9::int,
-                                       $10::int / l.reads))) t
-         JOIN pool_personalities pp
-           ON pp.id = t.personality_id AND pp.search_config = l.search_config),
+                                       $10::int / w.lexemes))) t
+         JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
+        WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -155,12 +164,15 @@ SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
-       SELECT p.id, p.search_config FROM personalities p
+       SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
+         FROM personalities p
         WHERE p.organization_id = $1
           AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
+         FROM (SELECT DISTINCT e.search_config
+                 FROM pool_personalities pp,
+                      jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
@@ -170,25 +182,31 @@ WITH pool_personalities AS MATERIALIZED (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
                  LIMIT $6) held) = $7),
-     counted AS MATERIALIZED (
-       SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
-              l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
-         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
+     read_lexemes AS MATERIALIZED (
+       SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
+              count(*) OVER ()::int AS lexemes
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.lexeme, c.lexeme),
+     languages AS MATERIALIZED (
+       SELECT l.search_config, count(*) AS words, count(*) - count(c.lexeme) AS rare_words
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.search_config),
      hits AS MATERIALIZED (
-       SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
-              l.common, l.rare_words
-         FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+       SELECT t.memory_id AS id, w.lexeme, t.memory_length::float8 AS length, g.words,
+              w.common, g.rare_words
+         FROM read_lexemes w
+        CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
           ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($9::int,
-                                       $10::int / l.reads))) t
-         JOIN pool_personalities pp
-           ON pp.id = t.personality_id AND pp.search_config = l.search_config),
+                                       $10::int / w.lexemes))) t
+         JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
+        WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -256,12 +274,15 @@ SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T
         FROM end_users e
        CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
-       SELECT p.id, p.search_config FROM personalities p
+       SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
+         FROM personalities p
         WHERE p.organization_id = $1
           AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
-         FROM (SELECT DISTINCT pp.search_config FROM pool_personalities pp) c
+         FROM (SELECT DISTINCT e.search_config
+                 FROM pool_personalities pp,
+                      jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
               SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
                ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
@@ -271,25 +292,31 @@ WITH pool_personalities AS MATERIALIZED (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
                  LIMIT $6) held) = $7),
-     counted AS MATERIALIZED (
-       SELECT l.search_config, l.lexeme, l.words, c.lexeme IS NOT NULL AS common,
-              l.words - count(c.lexeme) OVER (PARTITION BY l.search_config) AS rare_words
-         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme),
+     read_lexemes AS MATERIALIZED (
+       SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
+              count(*) OVER ()::int AS lexemes
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.lexeme, c.lexeme),
+     languages AS MATERIALIZED (
+       SELECT l.search_config, count(*) AS words, count(*) - count(c.lexeme) AS rare_words
+         FROM lexemes l LEFT JOIN common c ON c.lexeme = l.lexeme
+        GROUP BY l.search_config),
      hits AS MATERIALIZED (
-       SELECT t.memory_id AS id, l.lexeme, t.memory_length::float8 AS length, l.words,
-              l.common, l.rare_words
-         FROM (SELECT l.*, count(*) OVER ()::int AS reads FROM counted l) l
+       SELECT t.memory_id AS id, w.lexeme, t.memory_length::float8 AS length, g.words,
+              w.common, g.rare_words
+         FROM read_lexemes w
+        CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = l.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
           WHERE end_user_id = e.id AND personality_id = $8
           ORDER BY id DESC LIMIT 20) l),
                          9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($9::int,
-                                       $10::int / l.reads))) t
-         JOIN pool_personalities pp
-           ON pp.id = t.personality_id AND pp.search_config = l.search_config),
+                                       $10::int / w.lexemes))) t
+         JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
+        WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
        SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
          FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),

@@ -290,6 +290,39 @@ describe('Memory module (real database)', () => {
       ]);
     });
 
+    it('are read once a word over personalities of many languages, as deep as over one', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['fay']);
+      // Five more personalities, each of another language: a search over every personality
+      // reads the text's lexemes in six languages, most of them the same words.
+      for (const config of ['french', 'german', 'spanish', 'italian', 'simple']) {
+        const id = await new Factory(database).personality(organizationId, config);
+        await database.rows(
+          sql`UPDATE personalities SET search_config = ${config} WHERE id = ${id}`,
+        );
+      }
+      await remember(
+        organizationId,
+        endUserIds.fay,
+        personalityIds[0],
+        Array.from({ length: 60 }, (_, index) => `Kayak trip number ${index}.`),
+      );
+      // Eight words: each reads POSTINGS_PER_WORD of the end user's latest postings.
+      const found = async (personalityId: string | null) =>
+        (
+          await database.rows<{ id: string }>(
+            rankedMemories({
+              organizationId,
+              endUserId: sql`${endUserIds.fay}::uuid`,
+              personalityId,
+              text: 'kayak canoe paddle river lake rapids portage eddy',
+              limit: 100,
+            }),
+          )
+        ).length;
+      expect(await found(personalityIds[0])).toBe(60);
+      expect(await found(null)).toBe(60);
+    });
+
     it('rank the candidates without reading a memory', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['eve']);
       await remember(
