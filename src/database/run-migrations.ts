@@ -1,17 +1,33 @@
-import type { DataSource, Migration } from 'typeorm';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DataSource, Migration, QueryRunner } from 'typeorm';
 
 // Any constant works; it only has to be the same for every instance of this service.
 const MIGRATION_LOCK_KEY = 727_301_001;
 
+/** How long an instance waits between two tries for the lock another instance holds. */
+const LOCK_POLL_MS = 250;
+
+async function tryLock(runner: QueryRunner): Promise<boolean> {
+  const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [
+    MIGRATION_LOCK_KEY,
+  ])) as Array<{ locked: boolean }>;
+  return locked;
+}
+
 /**
  * Applies pending migrations while holding a PostgreSQL advisory lock, so several instances
  * starting at once apply each migration exactly once instead of racing on the same DDL.
+ *
+ * The lock is tried again and again, never waited for: a session blocked in pg_advisory_lock
+ * holds a snapshot, and a concurrent index build of the migration holding the lock (built on
+ * another connection) waits for every older snapshot, so an instance starting meanwhile would
+ * hang both, in a cycle PostgreSQL's deadlock detector cannot see.
  */
 export async function runMigrationsExclusively(dataSource: DataSource): Promise<Migration[]> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
-    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    while (!(await tryLock(runner))) await sleep(LOCK_POLL_MS);
     try {
       return await dataSource.runMigrations({ transaction: 'each' });
     } finally {
