@@ -18,17 +18,28 @@ const NEXT = 'knowledge_chunk_embeddings_sketches_next';
  * insert that does not (an instance of the previous release); CREATE OR REPLACE TRIGGER waits for
  * the inserts in flight. The embeddings before get theirs in short batches, NOT NULL is proved by
  * a validated check, and the covering index is built anew concurrently before the old one goes.
- * Each step can run again, should the migration stop half way. down() is not online.
+ * Each step can run again, should the migration stop half way, and skips what is done. down() is
+ * not online.
  */
 export class ChunkEmbeddingsCarryDocument1795920900000 implements MigrationInterface {
   name = 'ChunkEmbeddingsCarryDocument1795920900000';
   transaction = false;
 
   public async up(queryRunner: QueryRunner): Promise<void> {
+    const query = async <Row>(text: string, values?: unknown[]) =>
+      (await queryRunner.query(text, values)) as Row[];
     await queryRunner.query(`SET lock_timeout = '10s'`);
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" ADD COLUMN IF NOT EXISTS "document_id" uuid`,
+    // Checked first: ADD COLUMN IF NOT EXISTS locks the table even when there is nothing to add.
+    const [{ added }] = await query<{ added: boolean }>(
+      `SELECT count(*) = 1 AS added FROM pg_attribute
+        WHERE attrelid = 'public.knowledge_chunk_embeddings'::regclass AND NOT attisdropped
+          AND attname = 'document_id'`,
     );
+    if (!added) {
+      await queryRunner.query(
+        `ALTER TABLE "knowledge_chunk_embeddings" ADD COLUMN IF NOT EXISTS "document_id" uuid`,
+      );
+    }
     await queryRunner.query(
       `CREATE OR REPLACE FUNCTION knowledge_chunk_embeddings_set_document() RETURNS trigger
          LANGUAGE plpgsql AS $$
@@ -62,39 +73,53 @@ export class ChunkEmbeddingsCarryDocument1795920900000 implements MigrationInter
       );
       after = upto;
     }
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" DROP CONSTRAINT IF EXISTS "knowledge_chunk_embeddings_document_not_null"`,
+    const [{ required }] = await query<{ required: boolean }>(
+      `SELECT attnotnull AS required FROM pg_attribute
+        WHERE attrelid = 'public.knowledge_chunk_embeddings'::regclass AND attname = 'document_id'`,
     );
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" ADD CONSTRAINT "knowledge_chunk_embeddings_document_not_null"
-         CHECK ("document_id" IS NOT NULL) NOT VALID`,
-    );
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" VALIDATE CONSTRAINT "knowledge_chunk_embeddings_document_not_null"`,
-    );
-    // With the check validated, SET NOT NULL does not scan the table.
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" ALTER COLUMN "document_id" SET NOT NULL`,
-    );
-    await queryRunner.query(
-      `ALTER TABLE "knowledge_chunk_embeddings" DROP CONSTRAINT "knowledge_chunk_embeddings_document_not_null"`,
-    );
-
-    const [{ carried }] = (await queryRunner.query(
-      `SELECT EXISTS (SELECT FROM pg_index i
-                        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
-                       WHERE i.indexrelid = to_regclass($1) AND i.indisvalid
-                         AND a.attname = 'document_id') AS carried`,
-      [`public.${INDEX}`],
-    )) as Array<{ carried: boolean }>;
-    if (!carried) {
-      // A concurrent build waits for every older transaction and blocks no one: no lock timeout.
-      await queryRunner.query(`SET lock_timeout = 0`);
-      await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${NEXT}"`);
+    if (!required) {
       await queryRunner.query(
-        `CREATE INDEX CONCURRENTLY "${NEXT}" ON "knowledge_chunk_embeddings"
-           ("organization_id", "chunk_id") INCLUDE ("model", "sketch", "document_id")`,
+        `ALTER TABLE "knowledge_chunk_embeddings" DROP CONSTRAINT IF EXISTS "knowledge_chunk_embeddings_document_not_null"`,
       );
+      await queryRunner.query(
+        `ALTER TABLE "knowledge_chunk_embeddings" ADD CONSTRAINT "knowledge_chunk_embeddings_document_not_null"
+           CHECK ("document_id" IS NOT NULL) NOT VALID`,
+      );
+      await queryRunner.query(
+        `ALTER TABLE "knowledge_chunk_embeddings" VALIDATE CONSTRAINT "knowledge_chunk_embeddings_document_not_null"`,
+      );
+      // With the check validated, SET NOT NULL does not scan the table.
+      await queryRunner.query(
+        `ALTER TABLE "knowledge_chunk_embeddings" ALTER COLUMN "document_id" SET NOT NULL`,
+      );
+      await queryRunner.query(
+        `ALTER TABLE "knowledge_chunk_embeddings" DROP CONSTRAINT "knowledge_chunk_embeddings_document_not_null"`,
+      );
+    }
+
+    const carrying = async (index: string) =>
+      (
+        await query<{ carrying: boolean }>(
+          `SELECT EXISTS (SELECT FROM pg_index i
+                            JOIN pg_attribute a
+                              ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
+                           WHERE i.indexrelid = to_regclass($1) AND i.indisvalid
+                             AND a.attname = 'document_id') AS carrying`,
+          [`public.${index}`],
+        )
+      )[0].carrying;
+    if (!(await carrying(INDEX))) {
+      // Concurrent builds and drops wait for every older transaction and block no one: no lock
+      // timeout.
+      await queryRunner.query(`SET lock_timeout = 0`);
+      // Built by a run that stopped before the rename: taken as it is.
+      if (!(await carrying(NEXT))) {
+        await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${NEXT}"`);
+        await queryRunner.query(
+          `CREATE INDEX CONCURRENTLY "${NEXT}" ON "knowledge_chunk_embeddings"
+             ("organization_id", "chunk_id") INCLUDE ("model", "sketch", "document_id")`,
+        );
+      }
       await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${INDEX}"`);
       await queryRunner.query(`ALTER INDEX "public"."${NEXT}" RENAME TO "${INDEX}"`);
     }
@@ -102,6 +127,10 @@ export class ChunkEmbeddingsCarryDocument1795920900000 implements MigrationInter
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
+    // First: the previous release's writer sets no document, and without the trigger nothing would.
+    await queryRunner.query(
+      `ALTER TABLE "knowledge_chunk_embeddings" ALTER COLUMN "document_id" DROP NOT NULL`,
+    );
     await queryRunner.query(`DROP INDEX "public"."${INDEX}"`);
     await queryRunner.query(
       `CREATE INDEX "${INDEX}" ON "knowledge_chunk_embeddings"
