@@ -231,7 +231,9 @@ export function rankedChunks(
     SELECT ${FUSED_HIT}
       FROM (${fused(lexical, nearest(compared, meaning, depth), limit)}) f
       JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = ${organizationId}
+      -- The embedding ranking kept candidates by the document each carries: checked here.
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = ${organizationId}
+       AND ${attachedTo(personalityId)}
      ORDER BY f.score DESC, f.id DESC`;
 }
 

@@ -133,7 +133,9 @@ export class ConversationRepository {
       RECALLED_MEMORY.query`SELECT ${RECALLED_MEMORY}
             FROM end_users e
            CROSS JOIN LATERAL (${ranking.rows}) r
-            JOIN memories m ON m.id = r.id
+            -- The ranking read only postings: the memory is checked to be the conversation's here.
+            JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+             AND m.personality_id = ${personalityId}
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
            ORDER BY ${ranking.order}`,
       timeoutMs,

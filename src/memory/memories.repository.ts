@@ -101,7 +101,10 @@ export class MemoriesRepository {
     return this.database.rows(
       SCORED_MEMORY.query`SELECT ${SCORED_MEMORY}
             FROM (${ranking.rows}) r
-            JOIN memories m ON m.id = r.id
+            -- The ranking read only postings: the memory is checked to be the end user's here.
+            JOIN memories m ON m.id = r.id AND m.end_user_id = ${endUserId}::uuid
+             AND m.organization_id = ${organizationId}
+             AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)
            ORDER BY ${ranking.order}`,
     );
   }

@@ -167,7 +167,11 @@
      ORDER BY score DESC, f.id DESC
      LIMIT $30) f
       JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+      -- The embedding ranking kept candidates by the document each carries: checked here.
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
+       AND ($33::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = $34::uuid))
      ORDER BY f.score DESC, f.id DESC;
 
 -- rankedChunks: a reply: one personality, by words and meaning, whole vectors by pgvector
@@ -253,5 +257,9 @@
      ORDER BY score DESC, f.id DESC
      LIMIT $30) f
       JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+      -- The embedding ranking kept candidates by the document each carries: checked here.
       JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
+       AND ($33::uuid IS NULL OR d.all_personalities OR EXISTS (
+      SELECT FROM knowledge_attachments a
+       WHERE a.document_id = d.id AND a.personality_id = $34::uuid))
      ORDER BY f.score DESC, f.id DESC;

@@ -83,8 +83,10 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $11) r) r
-        JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $12 AND e.user_id = $13
+        -- The ranking read only postings: the memory is checked to be the conversation's here.
+        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+         AND m.personality_id = $12
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
@@ -223,8 +225,10 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $11) r) r
-        JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $12 AND e.user_id = $13
+        -- The ranking read only postings: the memory is checked to be the conversation's here.
+        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+         AND m.personality_id = $12
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
@@ -333,8 +337,10 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $11) r) r
-        JOIN memories m ON m.id = r.id
-       WHERE e.organization_id = $12 AND e.user_id = $13
+        -- The ranking read only postings: the memory is checked to be the conversation's here.
+        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+         AND m.personality_id = $12
+       WHERE e.organization_id = $13 AND e.user_id = $14
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (

@@ -325,6 +325,24 @@ describe('Memory module (real database)', () => {
       expect(await found(null)).toBe(60);
     });
 
+    it('cannot make a reply recall another personality’s memory, should one disagree with its memory', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['gus'], 2);
+      await remember(organizationId, endUserIds.gus, personalityIds[0], ['My kayak is a secret.']);
+      // A posting naming the wrong personality (no writer does this; the final read checks it).
+      await database.rows(
+        sql`UPDATE memory_terms SET personality_id = ${personalityIds[1]}
+             WHERE end_user_id = ${endUserIds.gus}`,
+      );
+      const found = await conversations.findConversation(
+        organizationId,
+        'gus',
+        personalityIds[1],
+        'kayak',
+        { history: 0, recall: RECALL },
+      );
+      expect(found.recalled).toEqual([]);
+    });
+
     it('rank the candidates without reading a memory', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['eve']);
       await remember(
