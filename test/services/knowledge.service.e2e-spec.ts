@@ -8,6 +8,7 @@ import { KnowledgeService } from '../../src/knowledge/knowledge.service';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { revertAndRerun } from '../support/migration-rerun';
 
 const MAX_BYTES = 2_048;
 
@@ -141,7 +142,7 @@ describe('KnowledgeService (real database)', () => {
 
   it('chunk embeddings carry their document, written before migration ChunkEmbeddingsCarryDocument or after', async () => {
     const organizationId = await factory.organization();
-    const documents = [];
+    const documents: string[] = [];
     for (const title of ['Opening hours', 'Parking']) {
       documents.push((await knowledge.create(organizationId, { title, content: `${title}.` })).id);
     }
@@ -153,19 +154,7 @@ describe('KnowledgeService (real database)', () => {
               FROM knowledge_chunks k WHERE k.document_id = ${documentId}`,
       );
     const migration = new ChunkEmbeddingsCarryDocument1795920900000();
-    const runner = moduleRef.get(DataSource).createQueryRunner();
-    try {
-      await migration.down(runner);
-      await embed(documents[0]);
-    } finally {
-      try {
-        await migration.up(runner);
-        // Run again (a start after one that stopped before recording it): nothing left to do.
-        await migration.up(runner);
-      } finally {
-        await runner.release();
-      }
-    }
+    await revertAndRerun(moduleRef.get(DataSource), migration, () => embed(documents[0]));
     await embed(documents[1]);
     const carried = await database.rows<{ document_id: string }>(
       sql`SELECT document_id::text FROM knowledge_chunk_embeddings

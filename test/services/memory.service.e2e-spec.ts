@@ -12,6 +12,7 @@ import { rankedMemories } from '../../src/memory/memory-search';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { revertAndRerun } from '../support/migration-rerun';
 
 const HISTORY = 4;
 const RECALL = 3;
@@ -240,10 +241,8 @@ describe('Memory module (real database)', () => {
     it('carry the memory’s personality and length, written before the migration or after', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['dee'], 2);
       const migration = new PostingsCarryPersonalityAndLength1795920800000();
-      const runner = moduleRef.get(DataSource).createQueryRunner();
-      try {
-        // Written by the previous trigger, into postings without the columns.
-        await migration.down(runner);
+      // Written by the previous trigger, into postings without the columns.
+      await revertAndRerun(moduleRef.get(DataSource), migration, async () => {
         await remember(organizationId, endUserIds.dee, personalityIds[0], [
           'My kayak is red.',
           'A short one.',
@@ -251,15 +250,7 @@ describe('Memory module (real database)', () => {
         await remember(organizationId, endUserIds.dee, personalityIds[1], [
           'The kayak club meets on Sundays by the old harbour wall.',
         ]);
-      } finally {
-        try {
-          await migration.up(runner);
-          // Run again (a start after one that stopped before recording it): nothing left to do.
-          await migration.up(runner);
-        } finally {
-          await runner.release();
-        }
-      }
+      });
       await remember(organizationId, endUserIds.dee, personalityIds[1], ['Kayak again.']);
       const [{ postings, carried }] = await database.rows<{ postings: number; carried: number }>(
         sql`SELECT count(*)::int AS postings,

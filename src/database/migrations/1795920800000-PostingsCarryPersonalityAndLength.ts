@@ -35,19 +35,16 @@ const indexTerms = (insert: string) =>
      RETURN NULL;
    END $$`;
 
-const INSERT_CARRYING = `INSERT INTO memory_terms (end_user_id, lexeme, memory_id, personality_id, memory_length)
-         SELECT end_user_id, lexeme, id, personality_id, memory_length FROM (
+/** The insert of the trigger function: with the carried columns (up) or without (down). */
+const insertPostings = (carrying: boolean) => {
+  const carried = carrying ? ', personality_id, memory_length' : '';
+  return `INSERT INTO memory_terms (end_user_id, lexeme, memory_id${carried})
+         SELECT end_user_id, lexeme, id${carried} FROM (
            SELECT n.end_user_id, l.lexeme, n.id, n.personality_id, length(n.search) AS memory_length,
                   row_number() OVER (PARTITION BY n.end_user_id, l.lexeme ORDER BY n.id DESC) AS newest
              FROM new_memories n CROSS JOIN LATERAL unnest(tsvector_to_array(n.search)) AS l(lexeme)) p
           WHERE newest <= ${POSTINGS};`;
-
-const INSERT_BEFORE = `INSERT INTO memory_terms (end_user_id, lexeme, memory_id)
-         SELECT end_user_id, lexeme, id FROM (
-           SELECT n.end_user_id, l.lexeme, n.id,
-                  row_number() OVER (PARTITION BY n.end_user_id, l.lexeme ORDER BY n.id DESC) AS newest
-             FROM new_memories n CROSS JOIN LATERAL unnest(tsvector_to_array(n.search)) AS l(lexeme)) p
-          WHERE newest <= ${POSTINGS};`;
+};
 
 /**
  * A posting carries its memory's personality and length (in lexemes), in the primary key's index
@@ -85,7 +82,7 @@ export class PostingsCarryPersonalityAndLength1795920800000 implements Migration
                                     ADD COLUMN IF NOT EXISTS "memory_length" integer`,
       );
     }
-    await queryRunner.query(indexTerms(INSERT_CARRYING));
+    await queryRunner.query(indexTerms(insertPostings(true)));
     // A transaction that ran the previous trigger and has not ended would write postings the
     // backfill cannot see: wait until every transaction older than this point has ended (a
     // snapshot's xmin passes it), locking nothing.
@@ -177,7 +174,7 @@ export class PostingsCarryPersonalityAndLength1795920800000 implements Migration
       `ALTER TABLE "memory_terms" ALTER COLUMN "personality_id" DROP NOT NULL,
                                   ALTER COLUMN "memory_length" DROP NOT NULL`,
     );
-    await queryRunner.query(indexTerms(INSERT_BEFORE));
+    await queryRunner.query(indexTerms(insertPostings(false)));
     await queryRunner.query(
       `CREATE UNIQUE INDEX "${COVERING}" ON "memory_terms" ("end_user_id", "lexeme", "memory_id")`,
     );
