@@ -81,6 +81,31 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     }
   });
 
+  it('two migrate runs at once (two Jobs, two init containers): one applies, the other waits and finds nothing', async () => {
+    const racing = await createFreshDatabase('migrate_race', process.env.DATABASE_URL);
+    try {
+      const runs = [0, 1].map(() => runBuilt('cli.js', ['migrate'], { DATABASE_URL: racing.url }));
+      expect(await Promise.all(runs.map((run) => run.exited))).toEqual([0, 0]);
+      const outputs = runs.map((run) => run.output());
+      expect(
+        outputs.filter((output) => /^Applied \d+ migration\(s\): Create/m.test(output)),
+      ).toHaveLength(1);
+      expect(outputs.filter((output) => output.includes('No pending migrations'))).toHaveLength(1);
+      const client = new Client({ connectionString: racing.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ runs: number; names: number }>(
+          'SELECT count(*)::int AS runs, count(DISTINCT name)::int AS names FROM typeorm_migrations',
+        );
+        expect(rows[0].runs).toBe(rows[0].names);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await racing.drop();
+    }
+  });
+
   it('refuses an unknown command with its usage (exit 2)', async () => {
     const wrong = runBuilt('cli.js', ['migrate', 'now'], { DATABASE_URL: database.url });
     expect(await wrong.exited).toBe(2);
