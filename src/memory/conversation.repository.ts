@@ -10,11 +10,12 @@ import { type Meaning, memoryRanking } from './memory-search';
 /** A memory of the reply's recent history, as the engine is sent it. */
 export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
 
-/** An older memory `m` recalled into a reply, with its date (ISO 8601, rendered by the query). */
+/** The date of a memory `m`, ISO 8601, rendered by the query. */
+const MEMORY_DATE = sql`to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** An older memory `m` recalled into a reply, with its date. */
 const RECALLED_MEMORY = Columns.rowOf<Memory>('m')('role', 'content').and(
-  Columns.computed<{ created_at: string }>({
-    created_at: sql`to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
-  }),
+  Columns.computed<{ created_at: string }>({ created_at: MEMORY_DATE }),
 );
 
 export type RecalledMemory = RowOf<typeof RECALLED_MEMORY>;
@@ -102,11 +103,48 @@ export class ConversationRepository {
   }
 
   /**
+   * findConversation and recall (below) in one statement and one round trip, run within
+   * `timeoutMs` of database time: past it this rejects with SQLSTATE 57014 and the caller reads
+   * the conversation again without recall. For ranking by words alone: with embeddings on, the
+   * conversation is read while the message is embedded, recall once it is.
+   */
+  async findConversationRecalling(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+    timeoutMs: number,
+  ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
+    const ranking = recallRanking(organizationId, personalityId, message, limits, null);
+    const columns = CONVERSATION_END_USER.and(remembered(personalityId, limits.history)).and(
+      Columns.computed<Pick<ConversationMemory, 'recalled'>>({
+        recalled: sql`COALESCE((
+                        SELECT json_agg(json_build_object(
+                                 'role', m.role, 'content', m.content, 'created_at', ${MEMORY_DATE})
+                                 ORDER BY ${ranking.order})
+                          FROM (${ranking.rows}) r ${conversationMemory(personalityId)}), '[]')`,
+      }),
+    );
+    const [row] = await this.database.rowsWithin(
+      columns.query`SELECT ${columns}
+            FROM end_users e
+           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
+      timeoutMs,
+      { prepared: true },
+    );
+    if (!row) return { endUser: undefined, history: [], facts: [], recalled: [] };
+    const { history, facts, recalled, ...endUser } = row;
+    return { endUser, history, facts, recalled };
+  }
+
+  /**
    * Up to `limits.recall` memories of the end user with the personality, older than the latest
    * `limits.history` (the reply's history), that hold words of `message` (rankedMemories, the
-   * full-text search of searchMemories), most relevant first; none for an unknown end user. Run
-   * on its own within `timeoutMs` of database time (MEMORY_RECALL_TIMEOUT_MS): past it this
-   * rejects with SQLSTATE 57014 and the reply goes on without.
+   * full-text search of searchMemories) or are near it in meaning, most relevant first; none for
+   * an unknown end user. Run on its own within `timeoutMs` of database time
+   * (MEMORY_RECALL_TIMEOUT_MS): past it this rejects with SQLSTATE 57014 and the reply goes on
+   * without.
    */
   recall(
     organizationId: string,
@@ -117,29 +155,47 @@ export class ConversationRepository {
     timeoutMs: number,
     meaning: Meaning | null,
   ): Promise<RecalledMemory[]> {
-    const ranking = memoryRanking(
-      {
-        organizationId,
-        endUserId: sql`e.id`,
-        personalityId,
-        before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
-                             9223372036854775807)`,
-        text: message,
-        limit: limits.recall,
-      },
-      meaning,
-    );
+    const ranking = recallRanking(organizationId, personalityId, message, limits, meaning);
     return this.database.rowsWithin(
       RECALLED_MEMORY.query`SELECT ${RECALLED_MEMORY}
             FROM end_users e
            CROSS JOIN LATERAL (${ranking.rows}) r
-            -- The ranking read only postings: the memory is checked to be the conversation's here.
-            JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
-             AND m.personality_id = ${personalityId}
+           ${conversationMemory(personalityId)}
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
            ORDER BY ${ranking.order}`,
       timeoutMs,
       { prepared: true },
     );
   }
+}
+
+/** Recall's ranking of the end user `e`'s older memories with the personality (see recall). */
+function recallRanking(
+  organizationId: string,
+  personalityId: string,
+  message: string,
+  limits: { history: number; recall: number },
+  meaning: Meaning | null,
+): { rows: Sql; order: Sql } {
+  return memoryRanking(
+    {
+      organizationId,
+      endUserId: sql`e.id`,
+      personalityId,
+      before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
+                           9223372036854775807)`,
+      text: message,
+      limit: limits.recall,
+    },
+    meaning,
+  );
+}
+
+/**
+ * The memory `m` of a ranked memory `r`: the ranking read only postings, so the memory is
+ * checked here to be the conversation's (the end user `e`'s, with the personality).
+ */
+function conversationMemory(personalityId: string): Sql {
+  return sql`JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+              AND m.personality_id = ${personalityId}`;
 }

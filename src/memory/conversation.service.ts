@@ -57,7 +57,7 @@ export class ConversationService implements ReplyParticipant {
   /**
    * The end user of a conversation with a personality and what it remembers of them for a reply
    * to `message` (recent history, facts, recalled older memories: docs/memory.md), in one round
-   * trip; the end user is undefined when unknown. The caller decides whether to create it (see
+   * trip (two with embeddings on); the end user is undefined when unknown. The caller decides whether to create it (see
    * ensure): only once the personality is known.
    */
   async findConversation(
@@ -67,15 +67,59 @@ export class ConversationService implements ReplyParticipant {
     message: string,
     limits: { history: number; recall: number },
   ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
-    // Two statements at once: recall has a budget of its own, and the reply does not wait for it
-    // past that budget.
+    if (limits.recall === 0) {
+      const found = await this.conversations.findConversation(
+        organizationId,
+        userId,
+        personalityId,
+        limits.history,
+      );
+      return { ...found, recalled: [] };
+    }
+    if (!this.embedder.vectorKind) {
+      return this.findConversationRecalling(organizationId, userId, personalityId, message, limits);
+    }
+    // With embeddings on, two statements at once: the conversation is read while the message is
+    // embedded, and recall, with a budget of its own, once it is.
     const [found, recalled] = await Promise.all([
       this.conversations.findConversation(organizationId, userId, personalityId, limits.history),
-      limits.recall === 0
-        ? []
-        : this.recall(organizationId, userId, personalityId, message, limits),
+      this.recall(organizationId, userId, personalityId, message, limits),
     ]);
     return { ...found, recalled };
+  }
+
+  /**
+   * By words alone, the conversation and recall in one round trip within recall's budget; past
+   * it, the conversation read again without recall (a second round trip only then).
+   */
+  private async findConversationRecalling(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    message: string,
+    limits: { history: number; recall: number },
+  ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
+    const timeoutMs = this.memory.recallTimeoutMs;
+    try {
+      return await this.conversations.findConversationRecalling(
+        organizationId,
+        userId,
+        personalityId,
+        message,
+        limits,
+        timeoutMs,
+      );
+    } catch (error) {
+      if (!isStatementTimeout(error)) throw error;
+      this.recallTimedOut(organizationId, personalityId, timeoutMs);
+      const found = await this.conversations.findConversation(
+        organizationId,
+        userId,
+        personalityId,
+        limits.history,
+      );
+      return { ...found, recalled: [] };
+    }
   }
 
   /** Recall within MEMORY_RECALL_TIMEOUT_MS; past it none, logged and counted (contract §29). */
@@ -101,12 +145,16 @@ export class ConversationService implements ReplyParticipant {
       );
     } catch (error) {
       if (!isStatementTimeout(error)) throw error;
-      this.recallTimeouts.inc();
-      this.logger.warn(
-        { organizationId, personalityId, timeoutMs },
-        'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
-      );
+      this.recallTimedOut(organizationId, personalityId, timeoutMs);
       return [];
     }
+  }
+
+  private recallTimedOut(organizationId: string, personalityId: string, timeoutMs: number): void {
+    this.recallTimeouts.inc();
+    this.logger.warn(
+      { organizationId, personalityId, timeoutMs },
+      'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
+    );
   }
 }

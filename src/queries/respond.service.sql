@@ -9,39 +9,36 @@ WHERE d.organization_id = $1;
 SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-        SELECT json_agg(json_build_object(
-                 'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-          FROM (SELECT id, role, content, emotion FROM memories
-   WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
-      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
- FROM end_users e
-WHERE e.organization_id = $2 AND e.user_id = $3;
-SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
-FROM personalities WHERE id = $1 AND organization_id = $2;
-SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
-        FROM end_users e
-       CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
+               SELECT json_agg(json_build_object(
+                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
+                 FROM (SELECT id, role, content, emotion FROM memories
+          WHERE end_user_id = e.id AND personality_id = $1
+          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+                    SELECT json_agg(json_build_object(
+                             'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                             ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
+                      FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $1
-          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+        WHERE p.organization_id = $2
+          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $6) held) = $7),
+                 LIMIT $7) held) = $8),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -59,12 +56,12 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $8
+          WHERE end_user_id = e.id AND personality_id = $9
           ORDER BY id DESC LIMIT 20) l),
-                         9223372036854775807)
+                       9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($9::int,
-                                       $10::int / w.lexemes))) t
+               LIMIT greatest(1, least($10::int,
+                                       $11::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -82,12 +79,12 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $11) r) r
-        -- The ranking read only postings: the memory is checked to be the conversation's here.
-        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
-         AND m.personality_id = $12
-       WHERE e.organization_id = $13 AND e.user_id = $14
-       ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
+ LIMIT $12) r) r JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+          AND m.personality_id = $13), '[]') AS "recalled"
+        FROM end_users e
+       WHERE e.organization_id = $14 AND e.user_id = $15;
+SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
+FROM personalities WHERE id = $1 AND organization_id = $2;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
 SET statement_timeout = 150;
@@ -153,37 +150,36 @@ SELECT 1;
 
 -- a later reply to the same end user (memories to recall, caches warm)
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-        SELECT json_agg(json_build_object(
-                 'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-          FROM (SELECT id, role, content, emotion FROM memories
-   WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
-      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
- FROM end_users e
-WHERE e.organization_id = $2 AND e.user_id = $3;
-SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
-        FROM end_users e
-       CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
+               SELECT json_agg(json_build_object(
+                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
+                 FROM (SELECT id, role, content, emotion FROM memories
+          WHERE end_user_id = e.id AND personality_id = $1
+          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+                    SELECT json_agg(json_build_object(
+                             'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                             ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
+                      FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $1
-          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+        WHERE p.organization_id = $2
+          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $6) held) = $7),
+                 LIMIT $7) held) = $8),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -201,12 +197,12 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $8
+          WHERE end_user_id = e.id AND personality_id = $9
           ORDER BY id DESC LIMIT 20) l),
-                         9223372036854775807)
+                       9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($9::int,
-                                       $10::int / w.lexemes))) t
+               LIMIT greatest(1, least($10::int,
+                                       $11::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -224,12 +220,10 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $11) r) r
-        -- The ranking read only postings: the memory is checked to be the conversation's here.
-        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
-         AND m.personality_id = $12
-       WHERE e.organization_id = $13 AND e.user_id = $14
-       ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
+ LIMIT $12) r) r JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+          AND m.personality_id = $13), '[]') AS "recalled"
+        FROM end_users e
+       WHERE e.organization_id = $14 AND e.user_id = $15;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)
@@ -265,37 +259,36 @@ SELECT 1;
 
 -- a reply whose personality draws on documents (caches warm)
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-        SELECT json_agg(json_build_object(
-                 'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-          FROM (SELECT id, role, content, emotion FROM memories
-   WHERE end_user_id = e.id AND personality_id = $1
-   ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
-      SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-        FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts"
- FROM end_users e
-WHERE e.organization_id = $2 AND e.user_id = $3;
-SELECT m.role, m.content, to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "created_at"
-        FROM end_users e
-       CROSS JOIN LATERAL (SELECT r.id, r.share AS score, r.relevance FROM (
+               SELECT json_agg(json_build_object(
+                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
+                 FROM (SELECT id, role, content, emotion FROM memories
+          WHERE end_user_id = e.id AND personality_id = $1
+          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+                    SELECT json_agg(json_build_object(
+                             'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                             ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
+                      FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $1
-          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
+        WHERE p.organization_id = $2
+          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $6) held) = $7),
+                 LIMIT $7) held) = $8),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -313,12 +306,12 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
                WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $8
+          WHERE end_user_id = e.id AND personality_id = $9
           ORDER BY id DESC LIMIT 20) l),
-                         9223372036854775807)
+                       9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($9::int,
-                                       $10::int / w.lexemes))) t
+               LIMIT greatest(1, least($10::int,
+                                       $11::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -336,12 +329,10 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $11) r) r
-        -- The ranking read only postings: the memory is checked to be the conversation's here.
-        JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
-         AND m.personality_id = $12
-       WHERE e.organization_id = $13 AND e.user_id = $14
-       ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
+ LIMIT $12) r) r JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
+          AND m.personality_id = $13), '[]') AS "recalled"
+        FROM end_users e
+       WHERE e.organization_id = $14 AND e.user_id = $15;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(d.id, d.search_config)
