@@ -11,6 +11,7 @@ import { MemoryModule } from '../../src/memory/memory.module';
 import { rankedMemories } from '../../src/memory/memory-search';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
 import { revertAndRerun } from '../support/migration-rerun';
 
@@ -224,6 +225,63 @@ describe('Memory module (real database)', () => {
         limits,
       );
       expect(again.recalled.map((memory) => memory.content)).toEqual(['Rome in the summer']);
+    });
+  });
+
+  describe('with embeddings on', () => {
+    let embeddings: FakeEmbeddings;
+    let withMeaning: TestingModule;
+
+    beforeAll(async () => {
+      embeddings = new FakeEmbeddings();
+      await embeddings.start();
+      withMeaning = await moduleAlone([MemoryModule], {
+        ...ENV,
+        EMBEDDINGS_MODEL: 'fake-embedding',
+        EMBEDDINGS_BASE_URL: embeddings.url,
+        EMBEDDINGS_API_KEY: 'test',
+      });
+    });
+    afterAll(async () => {
+      await withMeaning?.close();
+      await embeddings?.stop();
+    });
+
+    // Recall is a statement of its own there, beside the history's read (conversation.service).
+    it('reads the history apart from recall, and goes on without recall past its budget', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['eve']);
+      await remember(organizationId, endUserIds.eve, personalityIds[0], [
+        'Lisbon in the autumn',
+        'a',
+        'b',
+        'c',
+        'd',
+      ]);
+      const service = withMeaning.get(ConversationService);
+      const read = () =>
+        service.findConversation(organizationId, 'eve', personalityIds[0], 'Lisbon', limits);
+      const metrics = withMeaning.get(MetricsService);
+      const timeouts = async () =>
+        (await metrics.registry.getSingleMetric('memory_recall_timeouts_total')?.get())?.values[0]
+          ?.value ?? 0;
+      expect((await read()).recalled.map((memory) => memory.content)).toEqual([
+        'Lisbon in the autumn',
+      ]);
+      expect(embeddings.inputs).toContain('Lisbon');
+      const before = await timeouts();
+      const blocker = new Client({ connectionString: process.env.DATABASE_URL });
+      await blocker.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('LOCK TABLE memory_terms IN ACCESS EXCLUSIVE MODE');
+        const found = await read();
+        expect(found.history).toHaveLength(HISTORY);
+        expect(found.recalled).toEqual([]);
+        expect(await timeouts()).toBe(before + 1);
+      } finally {
+        await blocker.query('ROLLBACK');
+        await blocker.end();
+      }
     });
   });
 
