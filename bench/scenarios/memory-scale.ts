@@ -73,19 +73,18 @@ async function conversationStatement(
     },
   } as unknown as Database;
   const repository = new ConversationRepository(recorder);
-  // Recall off: the conversation read alone; on: recall's own statement (the service runs both
-  // at once, so a reply waits for the slower).
+  // Recall off: the conversation read alone; on: the conversation read with recall, one
+  // statement (embeddings off, as here).
   if (recall === 0) {
     await repository.findConversation(organizationId, userId, personalityId, HISTORY);
   } else {
-    await repository.recall(
+    await repository.findConversationRecalling(
       organizationId,
       userId,
       personalityId,
       message,
       { history: HISTORY, recall },
       0,
-      null,
     );
   }
   return {
@@ -170,7 +169,7 @@ async function recallQuery(
 
     return {
       method:
-        "findConversation's own statement (captured from ConversationRepository, the message's lexemes computed in the statement as the service does), prepared under the service's name on one connection and run once per message, sequentially, timed in this process (round trip included); the four variants take turns message by message",
+        "the conversation read's statement (captured from ConversationRepository: findConversation with recall off, findConversationRecalling with it on, the history, facts and recall in one statement; the message's lexemes computed in the statement as the service does), prepared under the service's name on one connection and run once per message, sequentially, timed in this process (round trip included); the four variants take turns message by message",
       messages: messages.length,
       heavy_user_recall_on: {
         ...timings(heavyOn),
