@@ -5,7 +5,7 @@ import { raw, type Sql, sql } from '../database/sql';
 import type { Row } from '../database/row';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { Memory } from './entities/memory.entity';
-import { type Meaning, memoryRanking } from './memory-search';
+import { type Meaning, memoryOfRanked, memoryRanking } from './memory-search';
 
 /** A memory of the reply's recent history, as the engine is sent it. */
 export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
@@ -191,11 +191,7 @@ function recallRanking(
   );
 }
 
-/**
- * The memory `m` of a ranked memory `r`: the ranking read only postings, so the memory is
- * checked here to be the conversation's (the end user `e`'s, with the personality).
- */
+/** The memory `m` of a ranked memory `r`, checked to be the conversation's (memoryOfRanked). */
 function conversationMemory(personalityId: string): Sql {
-  return sql`JOIN memories m ON m.id = r.id AND m.end_user_id = e.id
-              AND m.personality_id = ${personalityId}`;
+  return memoryOfRanked(sql`m.end_user_id = e.id AND m.personality_id = ${personalityId}`);
 }

@@ -5,7 +5,7 @@ import { Database } from '../database/database';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
-import { type Meaning, memoryRanking } from './memory-search';
+import { type Meaning, memoryOfRanked, memoryRanking } from './memory-search';
 import type { Row } from '../database/row';
 import type { Memory } from './entities/memory.entity';
 import {
@@ -101,10 +101,9 @@ export class MemoriesRepository {
     return this.database.rows(
       SCORED_MEMORY.query`SELECT ${SCORED_MEMORY}
             FROM (${ranking.rows}) r
-            -- The ranking read only postings: the memory is checked to be the end user's here.
-            JOIN memories m ON m.id = r.id AND m.end_user_id = ${endUserId}::uuid
-             AND m.organization_id = ${organizationId}
-             AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)
+            ${memoryOfRanked(sql`m.end_user_id = ${endUserId}::uuid
+               AND m.organization_id = ${organizationId}
+               AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)`)}
            ORDER BY ${ranking.order}`,
     );
   }

@@ -172,3 +172,16 @@ export function memoryRanking(
     order: sql`r.score DESC, r.id DESC`,
   };
 }
+
+/**
+ * The memory `m` of each ranked memory `r` (a FROM item that follows the ranking), where `checks`
+ * on `m` hold: the ranking read only postings, so the memory is checked here to be the one asked
+ * for. One lookup by id per ranked memory whatever the table's statistics say: a lateral subquery
+ * kept whole by OFFSET 0. Joined plainly, a table without statistics had the planner read an end
+ * user's whole conversation for each ranked memory (both ways estimated at one row), and one
+ * end user's replies slowed as their history grew (bench long-history).
+ */
+export function memoryOfRanked(checks: Sql): Sql {
+  return sql`CROSS JOIN LATERAL (
+               SELECT m.* FROM memories m WHERE m.id = r.id AND ${checks} OFFSET 0) m`;
+}

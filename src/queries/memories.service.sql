@@ -84,10 +84,10 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $12) r) r
-        -- The ranking read only postings: the memory is checked to be the end user's here.
-        JOIN memories m ON m.id = r.id AND m.end_user_id = $13::uuid
-         AND m.organization_id = $14
-         AND ($15::uuid IS NULL OR m.personality_id = $16::uuid)
+        CROSS JOIN LATERAL (
+           SELECT m.* FROM memories m WHERE m.id = r.id AND m.end_user_id = $13::uuid
+           AND m.organization_id = $14
+           AND ($15::uuid IS NULL OR m.personality_id = $16::uuid) OFFSET 0) m
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 
 -- forget one

@@ -3,14 +3,17 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
 import { PostingsCarryPersonalityAndLength1795920800000 } from '../../src/database/migrations/1795920800000-PostingsCarryPersonalityAndLength';
-import { sql } from '../../src/database/sql';
+import { type Sql, sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
+import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { ConversationService } from '../../src/memory/conversation.service';
 import { FactsService } from '../../src/memory/facts.service';
+import { MemoriesRepository } from '../../src/memory/memories.repository';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { rankedMemories } from '../../src/memory/memory-search';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
 import { revertAndRerun } from '../support/migration-rerun';
@@ -427,6 +430,104 @@ describe('Memory module (real database)', () => {
         client.release();
       }
     });
+  });
+
+  describe('on tables without statistics, and with them', () => {
+    const SENTENCE = 'I took my dog Rex to the park again today, I love that dog.';
+    let fresh: FreshDatabase;
+    let alone: TestingModule;
+    let data: Database;
+    let seeded: { organizationId: string; personalityId: string; endUserId: string };
+
+    // A new database: its tables have never been analysed, as after an import or a restore.
+    beforeAll(async () => {
+      fresh = await createFreshDatabase('memory_plans', process.env.DATABASE_URL);
+      alone = await moduleAlone([MemoryModule], { ...ENV, DATABASE_URL: fresh.url });
+      data = alone.get(Database);
+      const factory = new Factory(data);
+      const organizationId = await factory.organization();
+      const personalityId = await factory.personality(organizationId, 'Companion');
+      const endUserId = await factory.endUser(organizationId, 'rex-owner');
+      await factory.memories(
+        organizationId,
+        endUserId,
+        personalityId,
+        Array.from({ length: 600 }, () => SENTENCE),
+      );
+      seeded = { organizationId, personalityId, endUserId };
+    });
+    afterAll(async () => {
+      await alone?.close();
+      await fresh?.drop();
+    });
+
+    /** The statement a repository call sends, captured instead of run. */
+    async function captured(call: (database: Database) => Promise<unknown>): Promise<Sql> {
+      let statement: Sql | undefined;
+      const recorder = {
+        rows: (sent: Sql) => ((statement = sent), Promise.resolve([])),
+        rowsWithin: (sent: Sql) => ((statement = sent), Promise.resolve([])),
+      } as unknown as Database;
+      await call(recorder);
+      return statement!;
+    }
+
+    /** Rows of `memories` the statement fetched by index (this session's, not yet reported). */
+    async function memoriesFetched(statement: Sql): Promise<{ rows: number; fetched: number }> {
+      const client = await data.pool.connect();
+      const fetched = async () =>
+        (
+          await client.query<{ n: number }>(
+            `SELECT idx_tup_fetch::int AS n FROM pg_stat_xact_user_tables WHERE relname = 'memories'`,
+          )
+        ).rows[0].n;
+      try {
+        await client.query('BEGIN');
+        const before = await fetched();
+        const { rows } = await client.query(statement.text, [...statement.values]);
+        return { rows: rows.length, fetched: (await fetched()) - before };
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    }
+
+    // Each ranked memory is one lookup by id. Joined plainly, without statistics the planner read
+    // the end user's whole conversation for each (3 x 600 rows): replies slowed as history grew.
+    it.each(['without statistics', 'after ANALYZE'])(
+      'recall and search read each ranked memory by its id, %s',
+      async (state) => {
+        if (state === 'after ANALYZE') await data.rows(sql`ANALYZE memories`);
+        const { organizationId, personalityId, endUserId } = seeded;
+        const recall = await captured((recorder) =>
+          new ConversationRepository(recorder).findConversationRecalling(
+            organizationId,
+            'rex-owner',
+            personalityId,
+            'my dog Rex',
+            limits,
+            1_000,
+          ),
+        );
+        const search = await captured((recorder) =>
+          new MemoriesRepository(recorder).search(
+            organizationId,
+            endUserId,
+            'my dog Rex',
+            personalityId,
+            RECALL,
+            null,
+          ),
+        );
+        const [recalled] = await data.rows<{ recalled: unknown[] }>(recall);
+        expect(recalled.recalled).toHaveLength(RECALL);
+        // The history (4), the bound below it and the recalled (3), not the conversation.
+        expect((await memoriesFetched(recall)).fetched).toBeLessThan(60);
+        const searched = await memoriesFetched(search);
+        expect(searched.rows).toBe(RECALL);
+        expect(searched.fetched).toBeLessThan(60);
+      },
+    );
   });
 
   describe('facts', () => {
