@@ -254,6 +254,74 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     });
   });
 
+  it('trims a word by reading its latest postings, not those it let go of before', async () => {
+    const userId = uniqueUserId('oar');
+    await importEndUser(
+      userId,
+      Array.from({ length: 70 }, (_, i) => `Oar stroke ${i}`),
+    );
+    let written = 0;
+    /**
+     * One more memory holding "oar" and 11 words of its own, as a reply writes it (one statement,
+     * the trigger's pass): each word a posting, so those of "oar" are spread over the table.
+     */
+    const remember = () => {
+      const content = ['oar', ...filler(11, `o${written++}`)].join(' ');
+      return db.query(
+        `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
+                               vocabulary_version, created_at, search)
+         SELECT organization_id, end_user_id, personality_id, 'user', $2, vocabulary_version,
+                created_at, to_tsvector('english', $2)
+           FROM memories WHERE id = (SELECT max(m.id) FROM memories m
+                                     JOIN end_users e ON e.id = m.end_user_id
+                                    WHERE e.user_id = $1)`,
+        [userId, content],
+      );
+    };
+    /** Blocks of memory_terms (rows and indexes) one memory's trigger pass reads. */
+    const blocksOfOne = async () => {
+      const read = async () => {
+        // Stats reach the views when a session reports them: this one's at once.
+        await db.query('SELECT pg_stat_force_next_flush()');
+        const { rows } = await db.query<{ n: string }>(
+          `SELECT (heap_blks_hit + heap_blks_read + idx_blks_hit + idx_blks_read)::text AS n
+             FROM pg_statio_user_tables WHERE relname = 'memory_terms'`,
+        );
+        return Number(rows[0].n);
+      };
+      const before = await read();
+      await remember();
+      return (await read()) - before;
+    };
+    await remember();
+    const first = await blocksOfOne();
+    // 1,000 more, each letting the oldest posting of "oar" go, while a snapshot older than them is
+    // open (as 32 replies at once keep one): the postings let go of, and their rows, stay in the
+    // index and the table, not yet reclaimable, until VACUUM passes after the snapshot has ended.
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    let later: number;
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT 1');
+      for (let i = 0; i < 1_000; i++) await remember();
+      later = await blocksOfOne();
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    // Reads the window of "oar" only: the 1,000 let go of cost nothing (before: 117 -> 285).
+    expect(later).toBeLessThan(first + 50);
+    const [{ listed }] = (
+      await db.query<{ listed: number }>(
+        `SELECT count(*)::int AS listed FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
+          WHERE e.user_id = $1 AND t.lexeme = 'oar'`,
+        [userId],
+      )
+    ).rows;
+    expect(listed).toBe(64);
+  });
+
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {
     const userId = uniqueUserId('long-message');
     await importEndUser(userId, [GREYHOUND, ...history.slice(1, 60)]);
