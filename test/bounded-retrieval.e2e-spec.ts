@@ -183,22 +183,54 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     expect(found.body.data).toHaveLength(50);
   });
 
-  it('lets go at the next trim of what replies written at once left past the latest 64', async () => {
+  it('keeps the latest 64 whatever replies are written at once, and never one of them', async () => {
     const userId = uniqueUserId('rowing');
     await importEndUser(
       userId,
       Array.from({ length: 70 }, (_, i) => `Rowing practice number ${i} was hard`),
     );
     // A trim sees neither the postings of replies still being written nor, past the latest 64,
-    // those another trim holds (skipped, never waited for): replies at once may leave some. The
-    // next trim lets go of everything past the latest 64 it sees, so the excess does not last.
+    // those another trim holds (skipped, never waited for): replies at once may leave a few past
+    // the 64, which no read reaches (each reads a word's newest). Never one inside them.
     const replies = await Promise.all(
       Array.from({ length: 24 }, (_, i) => respond(t, userId, `More rowing today, session ${i}`)),
     );
     for (const reply of replies) expect(reply.status).toBe(200);
     expect((await respond(t, userId, 'Rowing again tomorrow')).status).toBe(200);
     const postings = await postingsAndLatest(userId, 'row');
+    expect(postings.listed.slice(0, 64)).toEqual(postings.latest);
+    expect(postings.listed.length).toBeLessThanOrEqual(64 + 24);
+  });
+
+  it('keeps the latest 64 when a memory of the word is being forgotten as a trim runs', async () => {
+    const userId = uniqueUserId('sculling');
+    await importEndUser(
+      userId,
+      Array.from({ length: 64 }, (_, i) => `Sculling drill number ${i}`),
+    );
+    const [{ oldest }] = (
+      await db.query<{ oldest: string }>(
+        `SELECT min(t.memory_id)::text AS oldest FROM memory_terms t
+           JOIN end_users e ON e.id = t.end_user_id
+          WHERE e.user_id = $1 AND t.lexeme = 'scull'`,
+        [userId],
+      )
+    ).rows;
+    // The oldest of the 64 is being forgotten (its posting held by the delete) as a reply adds
+    // one: the trim must not take the next one instead, or 63 would be left.
+    const forgetting = new Client({ connectionString: process.env.DATABASE_URL });
+    await forgetting.connect();
+    try {
+      await forgetting.query('BEGIN');
+      await forgetting.query('DELETE FROM memories WHERE id = $1', [oldest]);
+      expect((await respond(t, userId, 'Sculling again tomorrow')).status).toBe(200);
+      await forgetting.query('COMMIT');
+    } finally {
+      await forgetting.end();
+    }
+    const postings = await postingsAndLatest(userId, 'scull');
     expect(postings.listed).toEqual(postings.latest);
+    expect(postings.listed).toHaveLength(64);
   });
 
   it('locks only the postings it lets go of, not the 64 it keeps', async () => {
@@ -312,14 +344,8 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     }
     // Reads the window of "oar" only: the 1,000 let go of cost nothing (before: 117 -> 285).
     expect(later).toBeLessThan(first + 50);
-    const [{ listed }] = (
-      await db.query<{ listed: number }>(
-        `SELECT count(*)::int AS listed FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
-          WHERE e.user_id = $1 AND t.lexeme = 'oar'`,
-        [userId],
-      )
-    ).rows;
-    expect(listed).toBe(64);
+    const postings = await postingsAndLatest(userId, 'oar');
+    expect(postings.listed).toEqual(postings.latest);
   });
 
   it('an 8,000-character message is answered, its recall bounded by its first 32 words', async () => {

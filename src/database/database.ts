@@ -18,7 +18,7 @@ const BOUNDED_SESSIONS_RETRY_MS = 1_000;
 const logger = new Logger('Database');
 
 /** pg-pool's own error when no client came within connectionTimeoutMillis (it has no code). */
-function isPoolTimeout(error: unknown): boolean {
+export function isPoolTimeout(error: unknown): boolean {
   return (error as Error | null)?.message === 'timeout exceeded when trying to connect';
 }
 

@@ -7,8 +7,10 @@ import {
   type ReplyParticipant,
   type ReplyTurn,
 } from '../common/reply/reply-participant';
+import { type DatabaseConfig, databaseConfig } from '../config/database.config';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
+import { isPoolTimeout } from '../database/database';
 import { Embedder } from '../embeddings/embedder';
 import { MetricsService } from '../metrics/metrics.service';
 import {
@@ -31,6 +33,7 @@ export class ConversationService implements ReplyParticipant {
     private readonly conversations: ConversationRepository,
     @Inject(memoryConfig.KEY) private readonly memory: MemoryConfig,
     @Inject(engineConfig.KEY) private readonly engine: EngineConfig,
+    @Inject(databaseConfig.KEY) private readonly database: DatabaseConfig,
     private readonly logger: PinoLogger,
     metrics: MetricsService,
     private readonly embedder: Embedder,
@@ -89,8 +92,10 @@ export class ConversationService implements ReplyParticipant {
   }
 
   /**
-   * By words alone, the conversation and recall in one round trip within recall's budget; past
-   * it, the conversation read again without recall (a second round trip only then).
+   * By words alone, the conversation and recall in one round trip on recall's sessions, within
+   * recall's budget (never more than a statement's); past it, or with none of those sessions free
+   * in time, the conversation is read again without recall on the requests' pool (a second round
+   * trip only then: under load a reply may wait for the budget and then the read).
    */
   private async findConversationRecalling(
     organizationId: string,
@@ -99,7 +104,7 @@ export class ConversationService implements ReplyParticipant {
     message: string,
     limits: { history: number; recall: number },
   ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
-    const timeoutMs = this.memory.recallTimeoutMs;
+    const timeoutMs = Math.min(this.memory.recallTimeoutMs, this.database.statementTimeoutMs);
     try {
       return await this.conversations.findConversationRecalling(
         organizationId,
@@ -110,8 +115,16 @@ export class ConversationService implements ReplyParticipant {
         timeoutMs,
       );
     } catch (error) {
-      if (!isStatementTimeout(error)) throw error;
-      this.recallTimedOut(organizationId, personalityId, timeoutMs);
+      if (isStatementTimeout(error)) {
+        this.recallTimedOut(organizationId, personalityId, timeoutMs);
+      } else if (isPoolTimeout(error)) {
+        this.logger.warn(
+          { organizationId, personalityId },
+          'no session for recall in time: replying without recalled memories',
+        );
+      } else {
+        throw error;
+      }
       const found = await this.conversations.findConversation(
         organizationId,
         userId,
