@@ -41,19 +41,18 @@ const CONVERSATION_END_USER = Columns.rowOf<EndUser>('e')(
 export type ConversationEndUser = RowOf<typeof CONVERSATION_END_USER>;
 
 /**
- * The latest `limit` memories of the end user `e` with the personality, newest first. The limit
- * (ENGINE_HISTORY_MESSAGES, a setting) is written into the text, not sent as a parameter: under a
- * parameter's LIMIT PostgreSQL's generic plan assumes a tenth of the end user's memories, costs
- * more than any custom plan, and every read was planned anew (bench memory-scale: 1,050 custom
- * plans, no generic one).
+ * The latest `limit` memories of the end user `e` with the personality, newest first, by the
+ * function latest_memories: an index scan stopped at `limit` whatever the statistics say
+ * (migration LatestMemoriesByIndex). The limit (ENGINE_HISTORY_MESSAGES, a setting) is written
+ * into the text, not sent as a parameter, so the statement's generic plan is the one a custom
+ * plan would be (bench memory-scale: 1,050 custom plans, no generic one, under a parameter).
  */
 function latestMemories(personalityId: string, limit: number): Sql {
   if (!Number.isSafeInteger(limit) || limit < 0) {
     throw new RangeError(`history limit must be a whole number >= 0, not ${limit}`);
   }
-  return sql`SELECT id, role, content, emotion FROM memories
-              WHERE end_user_id = e.id AND personality_id = ${personalityId}
-              ORDER BY id DESC LIMIT ${raw(String(limit))}`;
+  return sql`SELECT id, role, content, emotion
+               FROM latest_memories(e.id, ${personalityId}::uuid, ${raw(String(limit))})`;
 }
 
 /** What a reply remembers of the end user `e` besides recall (see findConversation). */

@@ -11,9 +11,8 @@ FROM organization_safety_settings WHERE organization_id = $1;
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                SELECT json_agg(json_build_object(
                         'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $1
-          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+                 FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
              SELECT json_agg(f.content ORDER BY f.created_at, f.id)
                FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
@@ -55,9 +54,8 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $9
-          ORDER BY id DESC LIMIT 20) l),
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $9::uuid, 20)) l),
                        9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($10::int,
@@ -152,9 +150,8 @@ SELECT 1;
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                SELECT json_agg(json_build_object(
                         'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $1
-          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+                 FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
              SELECT json_agg(f.content ORDER BY f.created_at, f.id)
                FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
@@ -196,9 +193,8 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $9
-          ORDER BY id DESC LIMIT 20) l),
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $9::uuid, 20)) l),
                        9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($10::int,
@@ -261,9 +257,8 @@ SELECT 1;
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
                SELECT json_agg(json_build_object(
                         'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $1
-          ORDER BY id DESC LIMIT 20) h), '[]') AS "history", COALESCE((
+                 FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
              SELECT json_agg(f.content ORDER BY f.created_at, f.id)
                FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
@@ -305,9 +300,8 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion FROM memories
-          WHERE end_user_id = e.id AND personality_id = $9
-          ORDER BY id DESC LIMIT 20) l),
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $9::uuid, 20)) l),
                        9223372036854775807)
                ORDER BY t.memory_id DESC
                LIMIT greatest(1, least($10::int,
