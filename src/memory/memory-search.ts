@@ -176,12 +176,15 @@ export function memoryRanking(
 /**
  * The memory `m` of each ranked memory `r` (a FROM item that follows the ranking), where `checks`
  * on `m` hold: the ranking read only postings, so the memory is checked here to be the one asked
- * for. One lookup by id per ranked memory whatever the table's statistics say: a lateral subquery
- * kept whole by OFFSET 0. Joined plainly, a table without statistics had the planner read an end
- * user's whole conversation for each ranked memory (both ways estimated at one row), and one
- * end user's replies slowed as their history grew (bench long-history).
+ * for. One lookup by primary key per ranked memory whatever the table's statistics say: the
+ * lookup is a subquery of its own, kept whole by OFFSET 0 so that the checks are not pushed into
+ * it. Joined plainly, or with the checks beside the id, a table without statistics had the
+ * planner read an end user's whole conversation, or a personality's every memory, for each
+ * ranked memory (every path estimated at one row), and one end user's replies slowed as their
+ * history grew (bench long-history).
  */
 export function memoryOfRanked(checks: Sql): Sql {
   return sql`CROSS JOIN LATERAL (
-               SELECT m.* FROM memories m WHERE m.id = r.id AND ${checks} OFFSET 0) m`;
+               SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
+                WHERE ${checks}) m`;
 }

@@ -85,9 +85,10 @@ SELECT w.id,
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $12) r) r
         CROSS JOIN LATERAL (
-           SELECT m.* FROM memories m WHERE m.id = r.id AND m.end_user_id = $13::uuid
+           SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
+            WHERE m.end_user_id = $13::uuid
            AND m.organization_id = $14
-           AND ($15::uuid IS NULL OR m.personality_id = $16::uuid) OFFSET 0) m
+           AND ($15::uuid IS NULL OR m.personality_id = $16::uuid)) m
        ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
 
 -- forget one

@@ -78,7 +78,8 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $12) r) r CROSS JOIN LATERAL (
-           SELECT m.* FROM memories m WHERE m.id = r.id AND m.end_user_id = e.id AND m.personality_id = $13 OFFSET 0) m), '[]') AS "recalled"
+           SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
+            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
         FROM end_users e
        WHERE e.organization_id = $14 AND e.user_id = $15;
 SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
@@ -217,7 +218,8 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $12) r) r CROSS JOIN LATERAL (
-           SELECT m.* FROM memories m WHERE m.id = r.id AND m.end_user_id = e.id AND m.personality_id = $13 OFFSET 0) m), '[]') AS "recalled"
+           SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
+            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
         FROM end_users e
        WHERE e.organization_id = $14 AND e.user_id = $15;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
@@ -324,7 +326,8 @@ SELECT w.id,
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
  LIMIT $12) r) r CROSS JOIN LATERAL (
-           SELECT m.* FROM memories m WHERE m.id = r.id AND m.end_user_id = e.id AND m.personality_id = $13 OFFSET 0) m), '[]') AS "recalled"
+           SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
+            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
         FROM end_users e
        WHERE e.organization_id = $14 AND e.user_id = $15;
 WITH candidates AS MATERIALIZED (
