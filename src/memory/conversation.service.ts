@@ -71,13 +71,7 @@ export class ConversationService implements ReplyParticipant {
     limits: { history: number; recall: number },
   ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
     if (limits.recall === 0) {
-      const found = await this.conversations.findConversation(
-        organizationId,
-        userId,
-        personalityId,
-        limits.history,
-      );
-      return { ...found, recalled: [] };
+      return this.withoutRecall(organizationId, userId, personalityId, limits.history);
     }
     if (!this.embedder.vectorKind) {
       return this.findConversationRecalling(organizationId, userId, personalityId, message, limits);
@@ -125,14 +119,23 @@ export class ConversationService implements ReplyParticipant {
       } else {
         throw error;
       }
-      const found = await this.conversations.findConversation(
-        organizationId,
-        userId,
-        personalityId,
-        limits.history,
-      );
-      return { ...found, recalled: [] };
+      return this.withoutRecall(organizationId, userId, personalityId, limits.history);
     }
+  }
+
+  private async withoutRecall(
+    organizationId: string,
+    userId: string,
+    personalityId: string,
+    history: number,
+  ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
+    const found = await this.conversations.findConversation(
+      organizationId,
+      userId,
+      personalityId,
+      history,
+    );
+    return { ...found, recalled: [] };
   }
 
   /** Recall within MEMORY_RECALL_TIMEOUT_MS; past it none, logged and counted (contract §29). */
