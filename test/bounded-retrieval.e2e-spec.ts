@@ -311,29 +311,27 @@ describe('Bounded retrieval and database time (contract §29)', () => {
       );
     };
     /**
-     * Blocks of memory_terms (rows and indexes) one memory's trigger pass reads: the fewest of
-     * three, as the view counts every session's reads of the table.
+     * Blocks of memory_terms and its indexes one memory's trigger pass reads, counted by this
+     * session's transaction alone (pg_stat_get_xact_blocks_fetched: no other session's reads).
      */
     const blocksOfOne = async () => {
       const read = async () => {
-        // Stats reach the views when a session reports them: this one's at once.
-        await db.query('SELECT pg_stat_force_next_flush()');
         const { rows } = await db.query<{ n: string }>(
-          `SELECT (heap_blks_hit + heap_blks_read + idx_blks_hit + idx_blks_read)::text AS n
-             FROM pg_statio_user_tables WHERE relname = 'memory_terms'`,
+          `SELECT sum(pg_stat_get_xact_blocks_fetched(c.oid))::text AS n FROM pg_class c
+            WHERE c.oid = 'memory_terms'::regclass
+               OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'memory_terms'::regclass)`,
         );
         return Number(rows[0].n);
       };
-      const pass = async () => {
+      await db.query('BEGIN');
+      try {
         const before = await read();
         await remember();
         return (await read()) - before;
-      };
-      return Math.min(await pass(), await pass(), await pass());
+      } finally {
+        await db.query('COMMIT');
+      }
     };
-    // Autovacuum (on in the embedded PostgreSQL) would reclaim what is measured here, and its own
-    // reads of the table would count: off for the table meanwhile (the ALTER also cancels a run).
-    await db.query('ALTER TABLE memory_terms SET (autovacuum_enabled = false)');
     await remember();
     const first = await blocksOfOne();
     // 1,000 more, each letting the oldest posting of "oar" go, while a snapshot older than them is
@@ -350,7 +348,6 @@ describe('Bounded retrieval and database time (contract §29)', () => {
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();
-      await db.query('ALTER TABLE memory_terms RESET (autovacuum_enabled)');
     }
     // Reads the window of "oar" only: the 1,000 let go of cost nothing (before: 117 -> 285).
     expect(later).toBeLessThan(first + 50);

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
 import { PostingsCarryPersonalityAndLength1795920800000 } from '../../src/database/migrations/1795920800000-PostingsCarryPersonalityAndLength';
+import { TrimPostingsWithinTheWindow1795921000000 } from '../../src/database/migrations/1795921000000-TrimPostingsWithinTheWindow';
 import { type Sql, sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationRepository } from '../../src/memory/conversation.repository';
@@ -303,15 +304,21 @@ describe('Memory module (real database)', () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['dee'], 2);
       const migration = new PostingsCarryPersonalityAndLength1795920800000();
       // Written by the previous trigger, into postings without the columns.
-      await revertAndRerun(moduleRef.get(DataSource), migration, async () => {
-        await remember(organizationId, endUserIds.dee, personalityIds[0], [
-          'My kayak is red.',
-          'A short one.',
-        ]);
-        await remember(organizationId, endUserIds.dee, personalityIds[1], [
-          'The kayak club meets on Sundays by the old harbour wall.',
-        ]);
-      });
+      await revertAndRerun(
+        moduleRef.get(DataSource),
+        migration,
+        async () => {
+          await remember(organizationId, endUserIds.dee, personalityIds[0], [
+            'My kayak is red.',
+            'A short one.',
+          ]);
+          await remember(organizationId, endUserIds.dee, personalityIds[1], [
+            'The kayak club meets on Sundays by the old harbour wall.',
+          ]);
+        },
+        // Its up() writes the trigger with the trim of its day: the current one is put back.
+        [new TrimPostingsWithinTheWindow1795921000000()],
+      );
       await remember(organizationId, endUserIds.dee, personalityIds[1], ['Kayak again.']);
       const [{ postings, carried }] = await database.rows<{ postings: number; carried: number }>(
         sql`SELECT count(*)::int AS postings,
