@@ -60,8 +60,8 @@ export class ConversationService implements ReplyParticipant {
   /**
    * The end user of a conversation with a personality and what it remembers of them for a reply
    * to `message` (recent history, facts, recalled older memories: docs/memory.md), in one round
-   * trip (two with embeddings on); the end user is undefined when unknown. The caller decides whether to create it (see
-   * ensure): only once the personality is known.
+   * trip (two with embeddings on); the end user is undefined when unknown. The caller decides
+   * whether to create it (see ensure): only once the personality is known.
    */
   async findConversation(
     organizationId: string,
