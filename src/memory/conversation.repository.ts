@@ -43,7 +43,7 @@ export type ConversationEndUser = RowOf<typeof CONVERSATION_END_USER>;
 /**
  * The latest `limit` memories of the end user `e` with the personality, newest first, by the
  * function latest_memories: an index scan stopped at `limit` whatever the statistics say
- * (migration LatestMemoriesByIndex). The limit (ENGINE_HISTORY_MESSAGES, a setting) is written
+ * (migrations LatestMemoriesByIndex, LatestMemoriesPlannedOnce). The limit (ENGINE_HISTORY_MESSAGES, a setting) is written
  * into the text, not sent as a parameter, so the statement's generic plan is the one a custom
  * plan would be (bench memory-scale: 1,050 custom plans, no generic one, under a parameter).
  */
@@ -55,18 +55,27 @@ function latestMemories(personalityId: string, limit: number): Sql {
                FROM latest_memories(e.id, ${personalityId}::uuid, ${raw(String(limit))})`;
 }
 
-/** What a reply remembers of the end user `e` besides recall (see findConversation). */
-function remembered(personalityId: string, historyLimit: number) {
-  return Columns.computed<Omit<ConversationMemory, 'recalled'>>({
-    history: sql`COALESCE((
-                   SELECT json_agg(json_build_object(
-                            'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                     FROM (${latestMemories(personalityId, historyLimit)}) h), '[]')`,
-    facts: sql`COALESCE((
-                 SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-                   FROM end_user_facts f WHERE f.end_user_id = e.id), '[]')`,
-  });
+/**
+ * The latest memories of the end user `e` with the personality as the lateral row `h`: `history`,
+ * their JSON array oldest first (null for none), and `bound`, the oldest one's id, below which
+ * recall reads. One read of latest_memories serves both.
+ */
+function latest(personalityId: string, historyLimit: number): Sql {
+  return sql`CROSS JOIN LATERAL (
+               SELECT json_agg(json_build_object(
+                        'role', l.role, 'content', l.content, 'emotion', l.emotion) ORDER BY l.id)
+                        AS history,
+                      min(l.id) AS bound
+                 FROM (${latestMemories(personalityId, historyLimit)}) l) h`;
 }
+
+/** What a reply remembers of the end user `e` besides recall, from `latest`'s row `h`. */
+const REMEMBERED = Columns.computed<Omit<ConversationMemory, 'recalled'>>({
+  history: sql`COALESCE(h.history, '[]')`,
+  facts: sql`COALESCE((
+               SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+                 FROM end_user_facts f WHERE f.end_user_id = e.id), '[]')`,
+});
 
 /**
  * The reads of a reply's conversation: the end user with what a reply remembers of them, and
@@ -89,10 +98,10 @@ export class ConversationRepository {
     personalityId: string,
     historyLimit: number,
   ): Promise<{ endUser: ConversationEndUser | undefined } & Omit<ConversationMemory, 'recalled'>> {
-    const columns = CONVERSATION_END_USER.and(remembered(personalityId, historyLimit));
+    const columns = CONVERSATION_END_USER.and(REMEMBERED);
     const row = await this.database.row(
       columns.query`SELECT ${columns}
-            FROM end_users e
+            FROM end_users e ${latest(personalityId, historyLimit)}
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
       { prepared: true },
     );
@@ -115,8 +124,15 @@ export class ConversationRepository {
     limits: { history: number; recall: number },
     timeoutMs: number,
   ): Promise<{ endUser: ConversationEndUser | undefined } & ConversationMemory> {
-    const ranking = recallRanking(organizationId, personalityId, message, limits, null);
-    const columns = CONVERSATION_END_USER.and(remembered(personalityId, limits.history)).and(
+    const ranking = recallRanking(
+      organizationId,
+      personalityId,
+      message,
+      limits,
+      null,
+      sql`h.bound`,
+    );
+    const columns = CONVERSATION_END_USER.and(REMEMBERED).and(
       Columns.computed<Pick<ConversationMemory, 'recalled'>>({
         recalled: sql`COALESCE((
                         SELECT json_agg(json_build_object(
@@ -127,7 +143,7 @@ export class ConversationRepository {
     );
     const [row] = await this.database.rowsWithin(
       columns.query`SELECT ${columns}
-            FROM end_users e
+            FROM end_users e ${latest(personalityId, limits.history)}
            WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
       timeoutMs,
       { prepared: true },
@@ -175,14 +191,15 @@ function recallRanking(
   message: string,
   limits: { history: number; recall: number },
   meaning: Meaning | null,
+  /** The oldest id of the history when the statement has read it (`latest`); else read here. */
+  historyBound: Sql = sql`(SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l)`,
 ): { rows: Sql; order: Sql } {
   return memoryRanking(
     {
       organizationId,
       endUserId: sql`e.id`,
       personalityId,
-      before: sql`COALESCE((SELECT min(id) FROM (${latestMemories(personalityId, limits.history)}) l),
-                           9223372036854775807)`,
+      before: sql`COALESCE(${historyBound}, 9223372036854775807)`,
       text: message,
       limit: limits.recall,
     },

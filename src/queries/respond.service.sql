@@ -8,13 +8,9 @@ SELECT coalesce(bool_or(d.all_personalities), false) AS "all_personalities", coa
 WHERE d.organization_id = $1;
 SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
-SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-               SELECT json_agg(json_build_object(
-                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
-             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
+           SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+             FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
                              'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
                              ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
@@ -22,22 +18,22 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $2
-          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $7) held) = $8),
+                 LIMIT $6) held) = $7),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -54,12 +50,10 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $9::uuid, 20)) l),
-                       9223372036854775807)
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE(h.bound, 9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / w.lexemes))) t
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -77,11 +71,17 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r CROSS JOIN LATERAL (
+ LIMIT $10) r) r CROSS JOIN LATERAL (
            SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
-            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
-        FROM end_users e
-       WHERE e.organization_id = $14 AND e.user_id = $15;
+            WHERE m.end_user_id = e.id AND m.personality_id = $11) m), '[]') AS "recalled"
+        FROM end_users e CROSS JOIN LATERAL (
+           SELECT json_agg(json_build_object(
+                    'role', l.role, 'content', l.content, 'emotion', l.emotion) ORDER BY l.id)
+                    AS history,
+                  min(l.id) AS bound
+             FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $12::uuid, 20)) l) h
+       WHERE e.organization_id = $13 AND e.user_id = $14;
 SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
 FROM personalities WHERE id = $1 AND organization_id = $2;
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
@@ -148,13 +148,9 @@ relationship_month AS (
 SELECT 1;
 
 -- a later reply to the same end user (memories to recall, caches warm)
-SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-               SELECT json_agg(json_build_object(
-                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
-             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
+           SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+             FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
                              'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
                              ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
@@ -162,22 +158,22 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $2
-          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $7) held) = $8),
+                 LIMIT $6) held) = $7),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -194,12 +190,10 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $9::uuid, 20)) l),
-                       9223372036854775807)
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE(h.bound, 9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / w.lexemes))) t
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -217,11 +211,17 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r CROSS JOIN LATERAL (
+ LIMIT $10) r) r CROSS JOIN LATERAL (
            SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
-            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
-        FROM end_users e
-       WHERE e.organization_id = $14 AND e.user_id = $15;
+            WHERE m.end_user_id = e.id AND m.personality_id = $11) m), '[]') AS "recalled"
+        FROM end_users e CROSS JOIN LATERAL (
+           SELECT json_agg(json_build_object(
+                    'role', l.role, 'content', l.content, 'emotion', l.emotion) ORDER BY l.id)
+                    AS history,
+                  min(l.id) AS bound
+             FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $12::uuid, 20)) l) h
+       WHERE e.organization_id = $13 AND e.user_id = $14;
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)
@@ -256,13 +256,9 @@ relationship_month AS (
 SELECT 1;
 
 -- a reply whose personality draws on documents (caches warm)
-SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
-               SELECT json_agg(json_build_object(
-                        'role', h.role, 'content', h.content, 'emotion', h.emotion) ORDER BY h.id)
-                 FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $1::uuid, 20)) h), '[]') AS "history", COALESCE((
-             SELECT json_agg(f.content ORDER BY f.created_at, f.id)
-               FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
+SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
+           SELECT json_agg(f.content ORDER BY f.created_at, f.id)
+             FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
                     SELECT json_agg(json_build_object(
                              'role', m.role, 'content', m.content, 'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
                              ORDER BY r.score DESC, r.relevance DESC, r.id DESC)
@@ -270,22 +266,22 @@ SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE((
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
          FROM personalities p
-        WHERE p.organization_id = $2
-          AND ($3::uuid IS NULL OR p.id = $4::uuid)),
+        WHERE p.organization_id = $1
+          AND ($2::uuid IS NULL OR p.id = $3::uuid)),
      lexemes AS MATERIALIZED (
        SELECT c.search_config, w.lexeme, count(*) OVER (PARTITION BY c.search_config) AS words
          FROM (SELECT DISTINCT e.search_config
                  FROM pool_personalities pp,
                       jsonb_each_text(pp.configs) AS e(personality_id, search_config)) c
         CROSS JOIN LATERAL (
-              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $5)) AS v
-               ORDER BY v.positions[1], v.lexeme LIMIT $6) w),
+              SELECT v.lexeme FROM unnest(to_tsvector(c.search_config::regconfig, $4)) AS v
+               ORDER BY v.positions[1], v.lexeme LIMIT $5) w),
      common AS MATERIALIZED (
        SELECT w.lexeme FROM (SELECT DISTINCT lexeme FROM lexemes) w
         WHERE (SELECT count(*) FROM (
                 SELECT FROM memory_terms t
                  WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme
-                 LIMIT $7) held) = $8),
+                 LIMIT $6) held) = $7),
      read_lexemes AS MATERIALIZED (
        SELECT l.lexeme, array_agg(l.search_config) AS configs, c.lexeme IS NOT NULL AS common,
               count(*) OVER ()::int AS lexemes
@@ -302,12 +298,10 @@ WITH pool_personalities AS MATERIALIZED (
         CROSS JOIN pool_personalities pp
         CROSS JOIN LATERAL (
               SELECT t.memory_id, t.personality_id, t.memory_length FROM memory_terms t
-               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE((SELECT min(id) FROM (SELECT id, role, content, emotion
-           FROM latest_memories(e.id, $9::uuid, 20)) l),
-                       9223372036854775807)
+               WHERE t.end_user_id = e.id AND t.lexeme = w.lexeme AND t.memory_id < COALESCE(h.bound, 9223372036854775807)
                ORDER BY t.memory_id DESC
-               LIMIT greatest(1, least($10::int,
-                                       $11::int / w.lexemes))) t
+               LIMIT greatest(1, least($8::int,
+                                       $9::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
         WHERE g.search_config = ANY (w.configs)),
      average AS MATERIALIZED (
@@ -325,11 +319,17 @@ SELECT w.id,
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
  ORDER BY share DESC, relevance DESC, w.id DESC
- LIMIT $12) r) r CROSS JOIN LATERAL (
+ LIMIT $10) r) r CROSS JOIN LATERAL (
            SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
-            WHERE m.end_user_id = e.id AND m.personality_id = $13) m), '[]') AS "recalled"
-        FROM end_users e
-       WHERE e.organization_id = $14 AND e.user_id = $15;
+            WHERE m.end_user_id = e.id AND m.personality_id = $11) m), '[]') AS "recalled"
+        FROM end_users e CROSS JOIN LATERAL (
+           SELECT json_agg(json_build_object(
+                    'role', l.role, 'content', l.content, 'emotion', l.emotion) ORDER BY l.id)
+                    AS history,
+                  min(l.id) AS bound
+             FROM (SELECT id, role, content, emotion
+           FROM latest_memories(e.id, $12::uuid, 20)) l) h
+       WHERE e.organization_id = $13 AND e.user_id = $14;
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(d.id, d.search_config)
