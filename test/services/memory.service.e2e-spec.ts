@@ -351,6 +351,43 @@ describe('Memory module (real database)', () => {
       ]);
     });
 
+    it('go with their memory, forgotten alone or with its personality or end user, and no other’s do', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['hal', 'ivy'], 2);
+      const [first, other] = personalityIds;
+      const hal = await new Factory(database).memories(organizationId, endUserIds.hal, first, [
+        'Kayak by the lighthouse.',
+        'The kayak is red.',
+      ]);
+      await remember(organizationId, endUserIds.hal, other, ['Kayak with the other one.']);
+      await remember(organizationId, endUserIds.ivy, first, ['My kayak is blue.']);
+      /** Postings by end user, and those whose memory is gone. */
+      const postings = async () => {
+        const [row] = await database.rows<{ hal: number; ivy: number; orphans: number }>(
+          sql`SELECT count(*) FILTER (WHERE t.end_user_id = ${endUserIds.hal})::int AS hal,
+                     count(*) FILTER (WHERE t.end_user_id = ${endUserIds.ivy})::int AS ivy,
+                     count(*) FILTER (WHERE NOT EXISTS (
+                       SELECT FROM memories m WHERE m.id = t.memory_id))::int AS orphans
+                FROM memory_terms t
+               WHERE t.end_user_id IN (${endUserIds.hal}, ${endUserIds.ivy})`,
+        );
+        return row;
+      };
+      const before = await postings();
+      expect(before.hal).toBeGreaterThan(4);
+      expect(before.ivy).toBeGreaterThan(1);
+
+      // Forgotten one by one, as DELETE /v1/memories/:id does.
+      await database.rows(sql`DELETE FROM memories WHERE id = ${hal[0].id}`);
+      const forgotten = await postings();
+      expect(forgotten.orphans).toBe(0);
+      expect(forgotten.hal).toBeLessThan(before.hal);
+      // With their personality, then with their end user: the deletes cascade to memories.
+      await database.rows(sql`DELETE FROM personalities WHERE id = ${other}`);
+      expect((await postings()).orphans).toBe(0);
+      await database.rows(sql`DELETE FROM end_users WHERE id = ${endUserIds.hal}`);
+      expect(await postings()).toEqual({ hal: 0, ivy: before.ivy, orphans: 0 });
+    });
+
     it('are read once a word over personalities of many languages, as deep as over one', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['fay']);
       // Five more personalities, each of another language: a search over every personality

@@ -1,16 +1,15 @@
-import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typeorm';
-import { Memory } from './memory.entity';
+import { Column, Entity, PrimaryColumn } from 'typeorm';
 
 /**
  * One lexeme of one memory, listed under its end user: the index recall and search read instead
  * of the memories themselves, so that their cost does not grow with what an end user holds
  * (docs/memory.md, "What recall costs"). Written only by the trigger memories_index_terms (in the
- * migration), from the memory's `search` lexemes, on every insert; deleted with the memory. The
+ * migration), from the memory's `search` lexemes, on every insert; deleted with the memory by the
+ * trigger memories_forget_terms (migration PostingsGoWithTheirMemory), not a foreign key. The
  * primary key's index also carries the memory's personality and length (INCLUDE, migration
  * PostingsCarryPersonalityAndLength, which TypeORM cannot declare): ranking reads no memory.
  */
 @Entity('memory_terms')
-@Index('memory_terms_memory_idx', ['memoryId'])
 export class MemoryTerm {
   @PrimaryColumn({
     name: 'end_user_id',
@@ -37,8 +36,4 @@ export class MemoryTerm {
   /** The memory's length in lexemes (`length(search)`), for BM25's length normalisation. */
   @Column({ name: 'memory_length', type: 'integer' })
   memoryLength: number;
-
-  @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
-  @JoinColumn({ name: 'memory_id', foreignKeyConstraintName: 'memory_terms_memory_id_fkey' })
-  memory?: Memory;
 }
