@@ -153,8 +153,8 @@ export class MemoriesRepository {
   })
   async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     const endUserIds = endUsers.map((endUser) => endUser.id);
-    // Their terms and embeddings first, by their end user: the cascade from each memory would
-    // look them up memory by memory.
+    // Their terms and embeddings first, by their end user: the trigger and the cascade from each
+    // memory would look them up memory by memory.
     await this.database.count(
       sql`DELETE FROM memory_terms WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },

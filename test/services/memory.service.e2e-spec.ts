@@ -583,6 +583,66 @@ describe('Memory module (real database)', () => {
         expect(searched.fetched).toBeLessThan(60);
       },
     );
+
+    // Last: it deletes what the cases above read.
+    it('takes the postings of deleted memories by key, not by reading the end user’s; TRUNCATE too', async () => {
+      const { organizationId, personalityId } = seeded;
+      const factory = new Factory(data);
+      // 3,000 memories of six words of their own and "note": 18,064 postings ("note" keeps 64).
+      const endUserId = await factory.endUser(organizationId, 'wordy');
+      const written = await factory.memories(
+        organizationId,
+        endUserId,
+        personalityId,
+        Array.from(
+          { length: 3_000 },
+          (_, i) => `Note alpha${i} beta${i} gamma${i} delta${i} epsilon${i} zeta${i}`,
+        ),
+      );
+      const client = await data.pool.connect();
+      const newest = written.slice(-50).map((memory) => memory.id);
+      /** The end user's postings, and those of the newest 50 memories. */
+      const postings = async () =>
+        (
+          await client.query<{ all: number; newest: number }>(
+            `SELECT count(*)::int AS all,
+                    count(*) FILTER (WHERE memory_id = ANY($2::bigint[]))::int AS newest
+               FROM memory_terms WHERE end_user_id = $1`,
+            [endUserId, newest],
+          )
+        ).rows[0];
+      // This session's counts, as deltas: PostgreSQL 15 keeps earlier transactions' in them until
+      // it reports them.
+      const reads = async () =>
+        (
+          await client.query<{ seq: number; blocks: number }>(
+            `SELECT (SELECT seq_scan::int FROM pg_stat_xact_user_tables
+                      WHERE relname = 'memory_terms') AS seq,
+                    pg_stat_get_xact_blocks_fetched('memory_terms_pkey'::regclass)::int AS blocks`,
+          )
+        ).rows[0];
+      try {
+        const held = await postings();
+        expect(held.all).toBeGreaterThan(15_000);
+        expect(held.newest).toBeGreaterThan(50 * 5);
+        await client.query('BEGIN');
+        const before = await reads();
+        await client.query('DELETE FROM memories WHERE id = ANY($1::bigint[])', [newest]);
+        const after = await reads();
+        await client.query('COMMIT');
+        expect(await postings()).toEqual({ all: held.all - held.newest, newest: 0 });
+        // A probe of the primary key a lexeme (7 a memory, a few blocks each). Read as a filter
+        // over the end user's postings, as `lexeme = ANY (...)` was without statistics, each
+        // memory read all of their index entries: more than 100 blocks.
+        expect(after.seq - before.seq).toBe(0);
+        expect(after.blocks - before.blocks).toBeLessThan(50 * 7 * 4);
+
+        await client.query('TRUNCATE memories CASCADE');
+        expect((await postings()).all).toBe(0);
+      } finally {
+        client.release();
+      }
+    });
   });
 
   describe('facts', () => {
