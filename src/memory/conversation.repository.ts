@@ -43,9 +43,10 @@ export type ConversationEndUser = RowOf<typeof CONVERSATION_END_USER>;
 /**
  * The latest `limit` memories of the end user `e` with the personality, newest first, by the
  * function latest_memories: an index scan stopped at `limit` whatever the statistics say
- * (migrations LatestMemoriesByIndex, LatestMemoriesPlannedOnce). The limit (ENGINE_HISTORY_MESSAGES, a setting) is written
- * into the text, not sent as a parameter, so the statement's generic plan is the one a custom
- * plan would be (bench memory-scale: 1,050 custom plans, no generic one, under a parameter).
+ * (migrations LatestMemoriesByIndex, LatestMemoriesPlannedOnce). The limit
+ * (ENGINE_HISTORY_MESSAGES, a setting) is written into the text, not sent as a parameter, so the
+ * statement's generic plan is the one a custom plan would be (bench memory-scale: 1,050 custom
+ * plans, no generic one, under a parameter).
  */
 function latestMemories(personalityId: string, limit: number): Sql {
   if (!Number.isSafeInteger(limit) || limit < 0) {

@@ -8,6 +8,13 @@ const READ = `SELECT m.id, m.role, m.content, m.emotion FROM memories m
           WHERE m.end_user_id = end_user AND m.personality_id = personality
           ORDER BY m.id DESC LIMIT n`;
 
+/** latest_memories in `language` with the given body (the read's settings in both). */
+const latestMemories = (language: string, body: string) =>
+  `CREATE OR REPLACE FUNCTION "latest_memories"(end_user uuid, personality uuid, n integer)
+     RETURNS TABLE (id bigint, role text, content text, emotion text)
+     LANGUAGE ${language} STABLE ${SETTINGS}
+   AS $$ ${body} $$`;
+
 /**
  * latest_memories in PL/pgSQL, same read and settings. A SQL function that is not inlined (one
  * with settings never is) parses and plans its query again at each execution of the statement
@@ -19,25 +26,10 @@ export class LatestMemoriesPlannedOnce1795921200000 implements MigrationInterfac
   name = 'LatestMemoriesPlannedOnce1795921200000';
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(
-      `CREATE OR REPLACE FUNCTION "latest_memories"(end_user uuid, personality uuid, n integer)
-         RETURNS TABLE (id bigint, role text, content text, emotion text)
-         LANGUAGE plpgsql STABLE ${SETTINGS}
-       AS $$
-       BEGIN
-         RETURN QUERY ${READ};
-       END $$`,
-    );
+    await queryRunner.query(latestMemories('plpgsql', `BEGIN RETURN QUERY ${READ}; END`));
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(
-      `CREATE OR REPLACE FUNCTION "latest_memories"(end_user uuid, personality uuid, n integer)
-         RETURNS TABLE (id bigint, role text, content text, emotion text)
-         LANGUAGE sql STABLE ${SETTINGS}
-       AS $$
-         ${READ}
-       $$`,
-    );
+    await queryRunner.query(latestMemories('sql', READ));
   }
 }
