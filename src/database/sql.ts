@@ -42,11 +42,17 @@ export class Sql<Answer = unknown> {
     return new Sql(outStrings, outValues);
   }
 
+  /** Built on first read: a statement's text is read for its name and again for pg. */
+  private builtText: string | undefined;
+
   /** The text with `$1`…`$n`: the same for every statement of the same shape. */
   get text(): string {
-    let text = this.strings[0];
-    for (let i = 1; i < this.strings.length; i += 1) text += `$${i}${this.strings[i]}`;
-    return text;
+    if (this.builtText === undefined) {
+      let text = this.strings[0];
+      for (let i = 1; i < this.strings.length; i += 1) text += `$${i}${this.strings[i]}`;
+      this.builtText = text;
+    }
+    return this.builtText;
   }
 }
 
