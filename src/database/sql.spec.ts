@@ -21,6 +21,14 @@ describe('sql', () => {
     expect(shape('a').text).toBe(shape('a longer value').text);
   });
 
+  it('stays equal to an equal statement once its text has been read', () => {
+    const read = sql`SELECT ${1}, ${sql`${'a'}`}`;
+    const unread = sql`SELECT ${1}, ${sql`${'a'}`}`;
+    expect(read.text).toBe('SELECT $1, $2');
+    expect(read.text).toBe(read.text);
+    expect(read).toEqual(unread);
+  });
+
   it('joins pieces and values; raw text and empty take no parameter', () => {
     expect(join([sql`a = ${1}`, sql`b = ${2}`], ' AND ').text).toBe('a = $1 AND b = $2');
     expect(join([1, 2, 3]).text).toBe('$1, $2, $3');

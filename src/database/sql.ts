@@ -42,17 +42,20 @@ export class Sql<Answer = unknown> {
     return new Sql(outStrings, outValues);
   }
 
-  /** Built on first read: a statement's text is read for its name and again for pg. */
-  private builtText: string | undefined;
+  /**
+   * Built on first read: a statement's text is read for its name and again for pg. An ES private
+   * field, so two equal statements stay equal to deep comparison whether or not it was read.
+   */
+  #text: string | undefined;
 
   /** The text with `$1`…`$n`: the same for every statement of the same shape. */
   get text(): string {
-    if (this.builtText === undefined) {
+    if (this.#text === undefined) {
       let text = this.strings[0];
       for (let i = 1; i < this.strings.length; i += 1) text += `$${i}${this.strings[i]}`;
-      this.builtText = text;
+      this.#text = text;
     }
-    return this.builtText;
+    return this.#text;
   }
 }
 
