@@ -21,7 +21,8 @@ export const RETRIEVAL_WORDS = 32;
 /**
  * Of the end user's memories holding a word, the latest this many are candidates: a word held by
  * more of them (their dog's name, "love") is common for this user, and weighs little anyway.
- * memory_terms keeps no more than this per word (the trigger of migration IndexMemoryTerms).
+ * memory_terms keeps about this many per word (the trigger of migration IndexMemoryTerms; more
+ * when one end user's replies are written many at once: docs/memory.md, "What recall costs").
  */
 export const POSTINGS_PER_WORD = 64;
 
@@ -56,7 +57,8 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
  * The cost is bounded whatever the end user holds and whatever the table's statistics say: the
  * text gives at most RETRIEVAL_WORDS lexemes (its first distinct ones), and each lexeme at most
  * POSTINGS_PER_WORD memories (fewer past 16 lexemes: CANDIDATES_PER_READ), the latest of the end
- * user's that hold it, of which memory_terms keeps no more, so no plan reads more. A candidate is
+ * user's that hold it: postings past them are never ranked (the count of common words may read
+ * their index entries, without statistics, by a bitmap scan of the word). A candidate is
  * read from its posting alone, which carries the memory's personality and length (the language of
  * a personality, and whether it is in the pool, looked up in one JSON object of the pool's): no
  * memory is read until the winners are. Document frequencies are counted over the candidates:
