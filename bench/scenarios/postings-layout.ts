@@ -2,6 +2,11 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Client } from 'pg';
+import {
+  CANDIDATES_PER_READ,
+  POSTINGS_PER_WORD,
+  RETRIEVAL_WORDS,
+} from '../../src/memory/memory-search';
 import { freshDatabase } from '../lib/service';
 import { loadAverages, percentile, round2 } from './support/stats';
 
@@ -28,6 +33,8 @@ const WARM_REPLIES = Number(process.env.BENCH_WARM_REPLIES ?? 150);
 const WRITES = Number(process.env.BENCH_WRITES ?? 5_000);
 const READS = Number(process.env.BENCH_READS ?? 2_000);
 const CLIENTS = 2;
+/** MEMORY_RECALL_LIMIT's default, the recorded read's. */
+const RECALL = 8;
 /** One end user's replies at once, as bench long-history sends them (fewer: two cores). */
 const ONE_USER_CLIENTS = 16;
 const ONE_USER_WRITES = Number(process.env.BENCH_ONE_USER_WRITES ?? 3_000);
@@ -69,7 +76,6 @@ const ROW_PER_WORD = [
                        ORDER BY u.id DESC LIMIT 64) u);
      RETURN NULL;
    END $$`,
-  `ALTER TABLE memories DISABLE TRIGGER memories_index_terms`,
   `CREATE TRIGGER memories_index_postings AFTER INSERT ON memories
      REFERENCING NEW TABLE AS new_memories FOR EACH STATEMENT EXECUTE FUNCTION memories_index_postings()`,
 ];
@@ -83,39 +89,41 @@ function conversationRead(layout: Layout): string {
   const section = recorded.slice(recorded.indexOf('-- a later reply'));
   const statement = section.slice(section.indexOf('\n') + 1, section.indexOf(';\n'));
   if (layout !== 'one_row_per_word') return statement;
-  const replaced = (text: string, from: RegExp, to: string) => {
-    const next = text.replace(from, to);
+  const replaced = (text: string, from: RegExp, to: (...groups: string[]) => string) => {
+    const next = text.replace(from, (_match, ...groups: string[]) => to(...groups));
     if (next === text) throw new Error(`the recorded read changed: ${from}`);
     return next;
   };
   const common = replaced(
     statement,
     /SELECT FROM memory_terms t\s+WHERE t\.end_user_id = e\.id AND t\.lexeme = w\.lexeme\s+LIMIT \$6\) held\) = \$7\)/,
-    `SELECT FROM memory_postings p WHERE p.end_user_id = e.id AND p.lexeme = w.lexeme
+    () => `SELECT FROM memory_postings p WHERE p.end_user_id = e.id AND p.lexeme = w.lexeme
        AND cardinality(p.memory_ids) >= least($6::int, $7::int)) held) = 1)`,
   );
   return replaced(
     common,
     /SELECT t\.memory_id, t\.personality_id, t\.memory_length FROM memory_terms t\s+WHERE t\.end_user_id = e\.id AND t\.lexeme = w\.lexeme AND t\.memory_id < (COALESCE\(h\.bound, \d+\))\s+ORDER BY t\.memory_id DESC/,
-    `SELECT u.memory_id, u.personality_id, u.memory_length FROM memory_postings p
+    (bound) => `SELECT u.memory_id, u.personality_id, u.memory_length FROM memory_postings p
       CROSS JOIN LATERAL unnest(p.memory_ids, p.personality_ids, p.lengths)
                          AS u(memory_id, personality_id, memory_length)
-      WHERE p.end_user_id = e.id AND p.lexeme = w.lexeme AND u.memory_id < $1`,
+      WHERE p.end_user_id = e.id AND p.lexeme = w.lexeme AND u.memory_id < ${bound}
+      ORDER BY u.memory_id DESC`,
   );
 }
 
+/** The parameters of the recorded read, in its order (rankedMemories' then the history's). */
 function readParameters(userId: string): unknown[] {
   return [
     ORGANIZATION,
     PERSONALITY,
     PERSONALITY,
     MESSAGE,
-    32,
-    64,
-    64,
-    64,
-    1024,
-    8,
+    RETRIEVAL_WORDS,
+    POSTINGS_PER_WORD,
+    POSTINGS_PER_WORD,
+    POSTINGS_PER_WORD,
+    CANDIDATES_PER_READ,
+    RECALL,
     PERSONALITY,
     PERSONALITY,
     ORGANIZATION,
@@ -146,6 +154,7 @@ async function measure(layout: Layout): Promise<Record<string, unknown>> {
        VALUES ($1, $2, 'bench', '1', 'Bench', 'bench', '{}', '{}', '', '{}')`,
       [PERSONALITY, ORGANIZATION],
     );
+    // END_USERS of them and one more (the last) for the one-end-user phase.
     await db.query(
       `INSERT INTO end_users (id, organization_id, user_id)
        SELECT ('00000000-0000-4000-9000-' || lpad(i::text, 12, '0'))::uuid, $1, 'u' || i
@@ -202,35 +211,70 @@ async function measure(layout: Layout): Promise<Record<string, unknown>> {
       return timings;
     };
     await writes(END_USERS * WARM_REPLIES);
+    const read = conversationRead(layout);
+    if (layout === 'one_row_per_word') {
+      // Both layouts were written so far: the prototype's read must answer what the service's does.
+      const original = conversationRead('memory_terms');
+      for (let user = 0; user < END_USERS; user++) {
+        const answer = async (text: string) =>
+          JSON.stringify((await db.query(text, readParameters(`u${user}`))).rows);
+        if ((await answer(read)) !== (await answer(original))) {
+          throw new Error(`one_row_per_word: end user u${user} read differently`);
+        }
+      }
+      await db.query('ALTER TABLE memories DISABLE TRIGGER memories_index_terms');
+    }
     const startedAt = performance.now();
     const timed = await writes(WRITES);
     const seconds = (performance.now() - startedAt) / 1000;
 
-    const read = conversationRead(layout);
-    const reads: number[] = [];
-    for (let i = 0; i < READS + 100; i++) {
-      const begun = performance.now();
-      await db.query({ name: 'read', text: read, values: readParameters(`u${i % END_USERS}`) });
-      if (i >= 100) reads.push(performance.now() - begun);
-    }
+    /** `count` reads after 100 unmeasured, the n-th as end user `userOf(n)`; milliseconds. */
+    const readsOf = async (count: number, userOf: (n: number) => string) => {
+      const timings: number[] = [];
+      for (let i = 0; i < count + 100; i++) {
+        const begun = performance.now();
+        await db.query({ name: 'read', text: read, values: readParameters(userOf(i)) });
+        if (i >= 100) timings.push(performance.now() - begun);
+      }
+      return timings;
+    };
+    const reads = await readsOf(READS, (n) => `u${n % END_USERS}`);
+
     // One more end user (the last), every write theirs, ONE_USER_CLIENTS at once.
     const soloStartedAt = performance.now();
     const solo = await writes(ONE_USER_WRITES, ONE_USER_CLIENTS, () => END_USERS);
     const soloSeconds = (performance.now() - soloStartedAt) / 1000;
-    const lists =
-      layout === 'one_row_per_word'
-        ? `SELECT cardinality(memory_ids) AS n,
-                  memory_ids = ARRAY(SELECT i FROM unnest(memory_ids) i ORDER BY i DESC) AS newest_first
-             FROM memory_postings`
-        : `SELECT count(*) AS n, true AS newest_first FROM memory_terms GROUP BY end_user_id, lexeme`;
-    const [postings] = (
-      await db.query<{ average: string; most: number; unordered: number }>(
-        `SELECT round(avg(n), 1)::text AS average, max(n)::int AS most,
-                count(*) FILTER (WHERE NOT newest_first)::int AS unordered FROM (${lists}) l`,
+    const soloReads = await readsOf(READS / 4, () => `u${END_USERS}`);
+    // The statistics of the clients' sessions reach the view within a second.
+    await new Promise((done) => setTimeout(done, 1_500));
+    const [updates] = (
+      await db.query<{ updated: number; hot: number }>(
+        `SELECT coalesce(sum(n_tup_upd), 0)::int AS updated, coalesce(sum(n_tup_hot_upd), 0)::int AS hot
+           FROM pg_stat_user_tables WHERE relname = 'memory_postings'`,
       )
     ).rows;
-    if (postings.unordered > 0)
-      throw new Error(`${layout}: ${postings.unordered} lists out of order`);
+    const lists =
+      layout === 'one_row_per_word'
+        ? `SELECT end_user_id, cardinality(memory_ids) AS n,
+                  memory_ids = ARRAY(SELECT i FROM unnest(memory_ids) i ORDER BY i DESC) AS newest_first
+             FROM memory_postings`
+        : `SELECT end_user_id, count(*) AS n, true AS newest_first
+             FROM memory_terms GROUP BY end_user_id, lexeme`;
+    const postings = (
+      await db.query<{ solo: boolean; average: string; most: number; unordered: number }>(
+        `SELECT l.end_user_id = $1 AS solo, round(avg(n), 1)::text AS average, max(n)::int AS most,
+                count(*) FILTER (WHERE NOT newest_first)::int AS unordered
+           FROM (${lists}) l GROUP BY 1 ORDER BY 1`,
+        [endUserId(END_USERS)],
+      )
+    ).rows;
+    for (const { unordered } of postings) {
+      if (unordered > 0) throw new Error(`${layout}: ${unordered} lists out of order`);
+    }
+    const perWord = (solo: boolean) => {
+      const row = postings.find((p) => p.solo === solo)!;
+      return { average: Number(row.average), most: row.most };
+    };
     const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
     return {
       writes_per_second: Math.round(WRITES / seconds),
@@ -244,10 +288,18 @@ async function measure(layout: Layout): Promise<Record<string, unknown>> {
         p50: round2(percentile(reads, 50)),
         p99: round2(percentile(reads, 99)),
       },
-      postings_per_word: { average: Number(postings.average), most: postings.most },
+      postings_per_word: perWord(false),
+      ...(layout === 'one_row_per_word'
+        ? { updates: { all: updates.updated, hot: updates.hot } }
+        : {}),
       one_end_user: {
         writes_per_second: Math.round(ONE_USER_WRITES / soloSeconds),
         write_ms: { p50: round2(percentile(solo, 50)), p99: round2(percentile(solo, 99)) },
+        conversation_read_ms: {
+          mean: round2(mean(soloReads)),
+          p99: round2(percentile(soloReads, 99)),
+        },
+        postings_per_word: perWord(true),
       },
     };
   } finally {
@@ -268,7 +320,7 @@ export async function run(): Promise<Record<string, unknown>> {
     rounds.push({ order, layouts: results });
   }
   return {
-    method: `PostgreSQL only, no service: each layout on a fresh migrated database (BENCH_DATABASE_URL or the embedded default); ${END_USERS} end users brought to ${WARM_REPLIES} replies each (the message and the reply below, 14 words), then ${WRITES} writes of a reply's two memories from ${CLIENTS} clients at once (prepared, round trip timed), then ${READS} conversation reads as src/queries/respond.service.sql records them (recall 8, history 20) from one client after 100 warm-up reads, then ${ONE_USER_WRITES} writes for one more end user from ${ONE_USER_CLIENTS} clients at once; jit off; ${ROUNDS} rounds, the order of the layouts reversed each round`,
+    method: `PostgreSQL only, no service: each layout on a fresh migrated database (BENCH_DATABASE_URL or the embedded default); ${END_USERS} end users brought to ${WARM_REPLIES} replies each (the message and the reply below: 13 distinct words, each past its 64 postings: the trim's worst case), then ${WRITES} writes of a reply's two memories from ${CLIENTS} clients at once (prepared, round trip timed), then ${READS} conversation reads as src/queries/respond.service.sql records them (recall 8, history 20) from one client after 100 warm-up reads (no VACUUM: autovacuum is off on this machine's server), then ${ONE_USER_WRITES} writes for one more end user from ${ONE_USER_CLIENTS} clients at once and ${READS / 4} reads as them; jit off; the one-row-per-word read checked to answer what the recorded one does for every end user before its timed writes; ${ROUNDS} rounds, the order of the layouts reversed each round`,
     message: MESSAGE,
     reply: REPLY,
     rounds,
