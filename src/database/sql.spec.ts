@@ -29,6 +29,16 @@ describe('sql', () => {
     expect(read).toEqual(unread);
   });
 
+  it("gives its text to a copy of itself, as pg's query config copy reads it", () => {
+    const statement = sql`SELECT ${1}`;
+    expect(statement.text).toBe('SELECT $1');
+    const copy = Object.defineProperties(
+      Object.create(Object.getPrototypeOf(statement) as object) as typeof statement,
+      Object.getOwnPropertyDescriptors(statement),
+    );
+    expect(copy.text).toBe('SELECT $1');
+  });
+
   it('joins pieces and values; raw text and empty take no parameter', () => {
     expect(join([sql`a = ${1}`, sql`b = ${2}`], ' AND ').text).toBe('a = $1 AND b = $2');
     expect(join([1, 2, 3]).text).toBe('$1, $2, $3');

@@ -8,6 +8,14 @@
  * database.rows(sql`SELECT id FROM end_users WHERE organization_id = ${orgId} AND ${byUser}`);
  * ```
  */
+/**
+ * Each statement's text, built on its first read: it is read for the statement's name and again
+ * for pg. Kept beside the statement, not in it: two equal statements stay equal to deep
+ * comparison, and pg's copy of a query config (its own properties, the same prototype) still
+ * reads its text.
+ */
+const builtTexts = new WeakMap<Sql, string>();
+
 export class Sql<Answer = unknown> {
   /**
    * Phantom: the row the statement answers, when a Columns declaration built it (Columns#query);
@@ -42,20 +50,15 @@ export class Sql<Answer = unknown> {
     return new Sql(outStrings, outValues);
   }
 
-  /**
-   * Built on first read: a statement's text is read for its name and again for pg. An ES private
-   * field, so two equal statements stay equal to deep comparison whether or not it was read.
-   */
-  #text: string | undefined;
-
   /** The text with `$1`…`$n`: the same for every statement of the same shape. */
   get text(): string {
-    if (this.#text === undefined) {
-      let text = this.strings[0];
+    let text = builtTexts.get(this);
+    if (text === undefined) {
+      text = this.strings[0];
       for (let i = 1; i < this.strings.length; i += 1) text += `$${i}${this.strings[i]}`;
-      this.#text = text;
+      builtTexts.set(this, text);
     }
-    return this.#text;
+    return text;
   }
 }
 
