@@ -1,4 +1,12 @@
 /**
+ * Each statement's text, built on its first read: it is read for the statement's name and again
+ * for pg. Kept beside the statement, not in it: two equal statements stay equal to deep
+ * comparison, and pg's copy of a query config (its own properties, the same prototype) still
+ * reads its text.
+ */
+const builtTexts = new WeakMap<Sql, string>();
+
+/**
  * SQL as values: a tagged template keeps text and parameters together, pieces nest, and only
  * the finished statement numbers its parameters ($1, $2, …). No hand-numbered `$n`, no string
  * concatenation of values. See docs/database.md.
@@ -8,14 +16,6 @@
  * database.rows(sql`SELECT id FROM end_users WHERE organization_id = ${orgId} AND ${byUser}`);
  * ```
  */
-/**
- * Each statement's text, built on its first read: it is read for the statement's name and again
- * for pg. Kept beside the statement, not in it: two equal statements stay equal to deep
- * comparison, and pg's copy of a query config (its own properties, the same prototype) still
- * reads its text.
- */
-const builtTexts = new WeakMap<Sql, string>();
-
 export class Sql<Answer = unknown> {
   /**
    * Phantom: the row the statement answers, when a Columns declaration built it (Columns#query);
