@@ -240,13 +240,17 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     }
 
     // The audit log has every change, without the secret.
+    const newOrigin = new URL(newUrl).origin;
     const audit = await t.http().get('/v1/audit-events').set('Authorization', tenant.auth);
     const events = (
       audit.body.data as Array<{ action: string; target: { id: string }; details: unknown }>
     ).filter((event) => event.target.id === id);
     expect(events.map(({ action, details }) => ({ action, details }))).toEqual([
-      { action: 'webhook_endpoint.deleted', details: { url: newUrl, events: expect.any(Array) } },
-      { action: 'webhook_endpoint.updated', details: { url: newUrl, status: 'enabled' } },
+      {
+        action: 'webhook_endpoint.deleted',
+        details: { url: newOrigin, events: expect.any(Array) },
+      },
+      { action: 'webhook_endpoint.updated', details: { url: newOrigin, status: 'enabled' } },
       {
         action: 'webhook_endpoint.updated',
         details: {
@@ -258,6 +262,8 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       { action: 'webhook_endpoint.created', details: expect.any(Object) },
     ]);
     expect(JSON.stringify(audit.body)).not.toContain(secret.slice(6));
+    // Its URL by origin only: a receiver's credentials may sit in the path.
+    expect(JSON.stringify(audit.body)).not.toContain('crud2-');
   });
 
   it('refuses invalid input with validation_failed', async () => {

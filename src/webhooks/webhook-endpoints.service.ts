@@ -19,7 +19,7 @@ import {
 import { assertPublicHost, UnsafeAddressError } from './ssrf-guard';
 import { publicEventId } from './webhook-event-types';
 import { generateWebhookSecret } from './webhook-signer';
-import { normalizedUrl, portProblem } from './webhook-url';
+import { auditedUrl, normalizedUrl, portProblem } from './webhook-url';
 import { WebhooksRepository } from './webhooks.repository';
 
 /**
@@ -62,7 +62,7 @@ export class WebhookEndpointsService {
         organizationId: caller.organizationId,
         action: 'webhook_endpoint.created',
         target: { type: 'webhook_endpoint', id: created.id },
-        details: { url: created.url, events: created.events },
+        details: { url: auditedUrl(created.url), events: created.events },
       });
       return created;
     });
@@ -99,14 +99,17 @@ export class WebhookEndpointsService {
       if (updated.status === 'disabled') {
         await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       }
-      // What the PATCH named, as written (a disabled endpoint is the change that matters most);
-      // one that names nothing changes nothing, and is not recorded.
+      // What the PATCH named, as written but for the URL's credentials (a disabled endpoint is the
+      // change that matters most); one that names nothing changes nothing, and is not recorded.
       if (Object.keys(changes).length > 0) {
         await this.audit.record(manager, caller, {
           organizationId,
           action: 'webhook_endpoint.updated',
           target: { type: 'webhook_endpoint', id },
-          details: { ...changes },
+          details: {
+            ...changes,
+            ...(changes.url !== undefined && { url: auditedUrl(changes.url) }),
+          },
         });
       }
       return updated;
@@ -123,7 +126,7 @@ export class WebhookEndpointsService {
         organizationId: caller.organizationId,
         action: 'webhook_endpoint.deleted',
         target: { type: 'webhook_endpoint', id },
-        details: { url: deleted.url, events: deleted.events },
+        details: { url: auditedUrl(deleted.url), events: deleted.events },
       });
     });
   }

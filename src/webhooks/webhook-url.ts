@@ -32,3 +32,13 @@ export function portProblem(url: URL, allowed: readonly PortRange[]): string | u
 export function normalizedUrl(text: string): string {
   return new URL(text).href;
 }
+
+/**
+ * What the audit log keeps of an endpoint's URL: its origin (scheme, host, port). A receiver's
+ * credentials often sit in the rest (the path of a Slack or Zapier hook, a `?token=` query); the
+ * audit log never holds a secret (contract §18) and outlives the URL by
+ * AUDIT_RETENTION_DAYS. The endpoint itself still shows its whole URL to its admins.
+ */
+export function auditedUrl(href: string): string {
+  return new URL(href).origin;
+}

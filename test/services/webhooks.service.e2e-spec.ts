@@ -1,6 +1,7 @@
 import type { TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
+import { DataSource } from 'typeorm';
 import type { UserCaller } from '../../src/common/auth/caller';
 import { createValidationPipe } from '../../src/common/validation/validation.pipe';
 import { Database } from '../../src/database/database';
@@ -19,9 +20,11 @@ import type { SubscribableEventType } from '../../src/webhooks/webhook-event-typ
 import { signatureHeaders } from '../../src/webhooks/webhook-signer';
 import { WebhooksModule } from '../../src/webhooks/webhooks.module';
 import { AppError } from '../../src/common/errors/app-error';
+import { AuditKeepsWebhookOrigins1795921400000 } from '../../src/database/migrations/1795921400000-AuditKeepsWebhookOrigins';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { revertAndRerun } from '../support/migration-rerun';
 import { eventually } from '../support/wait';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
@@ -166,8 +169,85 @@ describe('Webhooks services (real database)', () => {
       expect(audit).toEqual([
         {
           action: 'webhook_endpoint.created',
-          details: { url: created.url, events: ['end_user.deleted'] },
+          details: { url: `https://${PUBLIC}`, events: ['end_user.deleted'] },
         },
+      ]);
+    });
+
+    it('audits a URL by its origin: credentials in its path or query stay out of the log', async () => {
+      const caller = await admin();
+      const created = await endpoints.create(
+        caller,
+        await createBody({
+          url: `https://${PUBLIC}/services/T0/B0/s3cretpath?token=s3cretquery`,
+          events: ['end_user.created'],
+        }),
+      );
+      // The endpoint itself still shows its admins the whole URL it posts to.
+      expect(created.url).toContain('s3cretpath?token=s3cretquery');
+      await endpoints.update(
+        caller,
+        created.id,
+        await updateBody({ url: `https://${PUBLIC}/other/s3cretpath2#frag` }),
+      );
+      await endpoints.remove(caller, created.id);
+      const audit = await database.rows<{ action: string; details: { url: string } }>(
+        sql`SELECT action, details FROM audit_events WHERE target_id = ${created.id}
+             ORDER BY created_at, id`,
+      );
+      expect(audit.map(({ action, details }) => [action, details.url])).toEqual([
+        ['webhook_endpoint.created', `https://${PUBLIC}`],
+        ['webhook_endpoint.updated', `https://${PUBLIC}`],
+        ['webhook_endpoint.deleted', `https://${PUBLIC}`],
+      ]);
+      expect(JSON.stringify(audit)).not.toMatch(/s3cret|frag/);
+    });
+
+    it('migration AuditKeepsWebhookOrigins leaves only the origin of the URLs audited before', async () => {
+      const caller = await admin();
+      const event = (action: string, details: Record<string, unknown>) =>
+        sql`INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
+                                      target_id, details, created_at)
+            VALUES (${caller.organizationId}, ${action}, 'user', ${caller.userId},
+                    'webhook_endpoint', ${randomUUID()}, ${JSON.stringify(details)}::jsonb, now())
+            RETURNING id`;
+      const ids: string[] = [];
+      await revertAndRerun(
+        moduleRef.get(DataSource),
+        new AuditKeepsWebhookOrigins1795921400000(),
+        async () => {
+          // As the previous release audited them: the URL whole.
+          for (const [action, details] of [
+            [
+              'webhook_endpoint.created',
+              {
+                url: 'https://u:p%40ss@hooks.example/services/T/B/key?token=abc',
+                events: ['end_user.created'],
+              },
+            ],
+            [
+              'webhook_endpoint.updated',
+              { url: 'http://[2001:db8::1]:8080/path#frag', status: 'enabled' },
+            ],
+            ['webhook_endpoint.updated', { status: 'disabled' }],
+            ['webhook_endpoint.deleted', { url: 'https://hooks.example/', events: [] }],
+            ['personality.deleted', { url: 'https://elsewhere.example/kept/as/is' }],
+          ] as const) {
+            const [row] = await database.rows<{ id: string }>(event(action, details));
+            ids.push(row.id);
+          }
+        },
+      );
+      const rows = await database.rows<{ id: string; details: unknown }>(
+        sql`SELECT id, details FROM audit_events WHERE id = ANY(${ids}::uuid[])`,
+      );
+      const byId = new Map(rows.map((row) => [row.id, row.details]));
+      expect(ids.map((id) => byId.get(id))).toEqual([
+        { url: 'https://hooks.example', events: ['end_user.created'] },
+        { url: 'http://[2001:db8::1]:8080', status: 'enabled' },
+        { status: 'disabled' },
+        { url: 'https://hooks.example', events: [] },
+        { url: 'https://elsewhere.example/kept/as/is' },
       ]);
     });
 
@@ -329,10 +409,11 @@ describe('Webhooks services (real database)', () => {
       const audit = await database.rows<{ action: string; details: unknown }>(
         sql`SELECT action, details FROM audit_events WHERE target_id = ${id} ORDER BY created_at`,
       );
-      // Both with the URL and events, never the secret (docs/webhooks.md).
+      // Both with the URL's origin and the events, never the secret (docs/webhooks.md).
+      const origin = new URL(url).origin;
       expect(audit).toEqual([
-        { action: 'webhook_endpoint.created', details: { url, events } },
-        { action: 'webhook_endpoint.deleted', details: { url, events } },
+        { action: 'webhook_endpoint.created', details: { url: origin, events } },
+        { action: 'webhook_endpoint.deleted', details: { url: origin, events } },
       ]);
       await expectAppError(endpoints.remove(caller, id), 'not_found');
       await expectAppError(endpoints.get(caller.organizationId, id), 'not_found');
