@@ -44,6 +44,8 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     EMBEDDINGS_MODEL: 'fake-embed',
     EMBEDDINGS_BASE_URL: embeddings.url,
     EMBEDDINGS_POLL_INTERVAL_MS: '50',
+    // The word written down below waits for the erasure, not for this worker.
+    MEMORY_POSTINGS_TRIM_INTERVAL_MS: '3600000',
   });
   beforeAll(async () => {
     await embeddings.start();
@@ -114,6 +116,12 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
           cachedTokens: 0,
         }),
       ]);
+      // A word whose postings wait to be trimmed, as a reply writes it down when another reply
+      // at once held them (migration TrimPostingsInTheBackground).
+      await dataSource.query(
+        `INSERT INTO memory_terms_to_trim (end_user_id, lexeme) VALUES ($1, 'cello')`,
+        [internalId],
+      );
       await eventually(async () => {
         const [{ n }] = await dataSource.query(
           'SELECT count(*)::int AS n FROM memory_embeddings WHERE end_user_id = $1',

@@ -22,6 +22,7 @@ import { IdempotencyRetentionWorker } from '../src/idempotency/idempotency-reten
 import { KnowledgeService } from '../src/knowledge/knowledge.service';
 import { KnowledgeTermRefillWorker } from '../src/knowledge/knowledge-term-refill.worker';
 import { MemoryRetentionWorker } from '../src/memory/memory-retention.worker';
+import { PostingsTrimWorker } from '../src/memory/postings-trim.worker';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { SpendService } from '../src/spend/spend.service';
 import { ToolTurnsRetentionWorker } from '../src/tools/tool-turns-retention.worker';
@@ -85,6 +86,7 @@ const ENV: Record<string, string | undefined> = {
   ERASURE_GRACE_SECONDS: '0',
   ERASURE_POLL_INTERVAL_MS: '3600000',
   MEMORY_PURGE_INTERVAL_MS: '86400000',
+  MEMORY_POSTINGS_TRIM_INTERVAL_MS: '3600000',
   AUDIT_PURGE_INTERVAL_MS: '86400000',
   WEBHOOK_POLL_INTERVAL_MS: '60000',
   WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
@@ -505,6 +507,29 @@ const FILES: RecordedFiles = {
     expect(
       await sql(t, 'SELECT id FROM memories WHERE organization_id = $1', [organizationId]),
     ).toEqual([]);
+    return [section];
+  },
+
+  'postings-trim.worker.sql': async ({ t, tenant, operation }) => {
+    const { auth, personalityId } = await tenant();
+    const userId = uniqueUserId();
+    const reply = await respond(t, auth, {
+      personality_id: personalityId,
+      user_id: userId,
+      message: 'My sister Clara plays the cello',
+    });
+    expect(reply.status).toBe(200);
+    // As the trigger writes a word down when another reply at once held its postings.
+    await sql(
+      t,
+      `INSERT INTO memory_terms_to_trim (end_user_id, lexeme)
+       SELECT end_user_id, 'cello' FROM memories WHERE content = 'My sister Clara plays the cello'
+        ORDER BY id DESC LIMIT 1`,
+    );
+    const section = await operation('a pass, one word waiting', () =>
+      t.app.get(PostingsTrimWorker).trimNow(),
+    );
+    expect(await sql(t, 'SELECT id FROM memory_terms_to_trim')).toEqual([]);
     return [section];
   },
 

@@ -28,6 +28,13 @@ class MemoryEnv {
   @IsOptional()
   @Transform(toNumber)
   @IsInt()
+  @Min(100)
+  @Max(3_600_000)
+  MEMORY_POSTINGS_TRIM_INTERVAL_MS?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
   @Min(1_024)
   @Max(256 * 1_024 * 1_024)
   IMPORT_MAX_BYTES?: number;
@@ -57,6 +64,8 @@ export const memoryConfig = registerAs('memory', () => {
     recallTimeoutMs: env.MEMORY_RECALL_TIMEOUT_MS ?? 150,
     factsLimit: env.MEMORY_FACTS_LIMIT ?? 200,
     purgeIntervalMs: env.MEMORY_PURGE_INTERVAL_MS ?? 3_600_000,
+    /** How often each instance trims the postings replies at once left past 64 (docs/memory.md). */
+    postingsTrimIntervalMs: env.MEMORY_POSTINGS_TRIM_INTERVAL_MS ?? 1_000,
     importMaxBytes: env.IMPORT_MAX_BYTES ?? 16 * 1_024 * 1_024,
     /** PMF imports one instance runs at once (each holds up to IMPORT_MAX_BYTES in /tmp). */
     importsInFlight: env.IMPORTS_IN_FLIGHT ?? 2,

@@ -45,6 +45,9 @@ export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 /** How many memories the statement's `deleted` CTE removed. */
 const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
+/** How many waiting words memory_terms_trim_words took (`w`). */
+const TAKEN = Columns.computed<{ taken: number }>({ taken: sql`w.taken` });
+
 /**
  * The SQL of the memories table: as a client manages them (list, forget), and as an erasure
  * removes them. A reply appends them with memories.step.ts.
@@ -146,10 +149,22 @@ export class MemoriesRepository {
     );
   }
 
+  /**
+   * Trims the postings of up to `batchSize` words waiting in memory_terms_to_trim to their newest
+   * 64 (memory_terms_trim_words, migration TrimPostingsInTheBackground); answers how many rows it
+   * took. Rows and postings another instance holds are skipped.
+   */
+  async trimWaitingPostings(batchSize: number): Promise<number> {
+    const row = await this.database.row(
+      TAKEN.query`SELECT ${TAKEN} FROM memory_terms_trim_words(${batchSize}::int) AS w(taken)`,
+    );
+    return row?.taken ?? 0;
+  }
+
   /** Erasure: every memory of these end users. */
   @ErasesEndUsers({
     order: ErasureOrder.DATA,
-    tables: ['memory_terms', 'memory_embeddings', 'memories'],
+    tables: ['memory_terms', 'memory_terms_to_trim', 'memory_embeddings', 'memories'],
   })
   async eraseEndUsers(manager: EntityManager, endUsers: readonly ErasedEndUser[]): Promise<void> {
     const endUserIds = endUsers.map((endUser) => endUser.id);
@@ -157,6 +172,10 @@ export class MemoriesRepository {
     // memory would look them up memory by memory.
     await this.database.count(
       sql`DELETE FROM memory_terms WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
+      { manager },
+    );
+    await this.database.count(
+      sql`DELETE FROM memory_terms_to_trim WHERE end_user_id = ANY(${endUserIds}::uuid[])`,
       { manager },
     );
     await this.database.count(

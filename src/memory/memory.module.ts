@@ -11,6 +11,7 @@ import { MemoriesController } from './memories.controller';
 import { MemoriesRepository } from './memories.repository';
 import { MemoriesService } from './memories.service';
 import { MemoryRetentionWorker } from './memory-retention.worker';
+import { PostingsTrimWorker } from './postings-trim.worker';
 import { ReplyMemories } from './reply-memories.participant';
 
 /**
@@ -24,6 +25,7 @@ import { ReplyMemories } from './reply-memories.participant';
     MemoriesRepository,
     MemoriesService,
     MemoryRetentionWorker,
+    PostingsTrimWorker,
 
     FactsRepository,
     FactsService,

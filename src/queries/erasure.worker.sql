@@ -22,6 +22,7 @@ WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
 DELETE FROM memories WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_embeddings WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_terms WHERE end_user_id = ANY($1::uuid[]);
+DELETE FROM memory_terms_to_trim WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM relationship_months WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM tool_turns t
 USING unnest($1::uuid[],

@@ -4,14 +4,17 @@ import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
 import { PostingsCarryPersonalityAndLength1795920800000 } from '../../src/database/migrations/1795920800000-PostingsCarryPersonalityAndLength';
 import { TrimPostingsWithinTheWindow1795921000000 } from '../../src/database/migrations/1795921000000-TrimPostingsWithinTheWindow';
-import { type Sql, sql } from '../../src/database/sql';
+import { TrimPostingsInTheBackground1795921500000 } from '../../src/database/migrations/1795921500000-TrimPostingsInTheBackground';
+import { type Sql, sql, withEntries } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { ConversationService } from '../../src/memory/conversation.service';
 import { FactsService } from '../../src/memory/facts.service';
 import { MemoriesRepository } from '../../src/memory/memories.repository';
 import { MemoryModule } from '../../src/memory/memory.module';
+import { memoriesInsertStep } from '../../src/memory/memories.step';
 import { rankedMemories } from '../../src/memory/memory-search';
+import { PostingsTrimWorker } from '../../src/memory/postings-trim.worker';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
@@ -35,6 +38,8 @@ const ENV = {
   MEMORY_RECALL_LIMIT: String(RECALL),
   MEMORY_FACTS_LIMIT: String(FACTS_LIMIT),
   MEMORY_RECALL_TIMEOUT_MS: String(RECALL_TIMEOUT_MS),
+  // The specs run the postings' trim themselves (trimNow), never beside one of the worker's.
+  MEMORY_POSTINGS_TRIM_INTERVAL_MS: '3600000',
 };
 
 /**
@@ -322,7 +327,10 @@ describe('Memory module (real database)', () => {
           ]);
         },
         // Its up() writes the trigger with the trim of its day: the current one is put back.
-        [new TrimPostingsWithinTheWindow1795921000000()],
+        [
+          new TrimPostingsWithinTheWindow1795921000000(),
+          new TrimPostingsInTheBackground1795921500000(),
+        ],
       );
       await remember(organizationId, endUserIds.dee, personalityIds[1], ['Kayak again.']);
       const [{ postings, carried }] = await database.rows<{ postings: number; carried: number }>(
@@ -391,6 +399,98 @@ describe('Memory module (real database)', () => {
       expect((await postings()).orphans).toBe(0);
       await database.rows(sql`DELETE FROM end_users WHERE id = ${endUserIds.hal}`);
       expect(await postings()).toEqual({ hal: 0, ivy: before.ivy, orphans: 0 });
+    });
+
+    it('past a word’s 64 when replies are written at once, wait for the worker, which trims them', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['kit']);
+      const [companion] = personalityIds;
+      const endUserId = endUserIds.kit;
+      const sentence = 'Rex fetched the red ball again';
+      const words = ['ball', 'fetch', 'red', 'rex'];
+      await remember(organizationId, endUserId, companion, Array(70).fill(sentence));
+      const waiting = async () =>
+        (
+          await database.rows<{ lexeme: string }>(
+            sql`SELECT lexeme FROM memory_terms_to_trim WHERE end_user_id = ${endUserId}
+                 ORDER BY lexeme`,
+          )
+        ).map((row) => row.lexeme);
+      /** Postings a word: one count for all, as each memory holds every word. */
+      const perWord = async () =>
+        database.rows<{ lexeme: string; n: number }>(
+          sql`SELECT lexeme, count(*)::int AS n FROM memory_terms WHERE end_user_id = ${endUserId}
+               GROUP BY lexeme ORDER BY lexeme`,
+        );
+      const eachWord = (n: number) => words.map((lexeme) => ({ lexeme, n }));
+      // One at a time, each reply trims what it adds: nothing waits.
+      await remember(organizationId, endUserId, companion, [sentence]);
+      expect(await perWord()).toEqual(eachWord(64));
+      expect(await waiting()).toEqual([]);
+
+      // Two at once: the first holds the postings past the 64 it picked until it commits; the
+      // second picks the same ones, skips them, and writes its words down.
+      const insert = withEntries(
+        [
+          memoriesInsertStep([
+            {
+              organizationId,
+              endUserId,
+              personalityId: companion,
+              role: 'user',
+              content: sentence,
+              emotion: null,
+              intensity: null,
+              vocabularyVersion: null,
+              createdAt: new Date('2031-03-02T10:00:00Z'),
+              safety: null,
+            },
+          ]),
+        ],
+        sql`SELECT 1`,
+      );
+      const first = new Client({ connectionString: process.env.DATABASE_URL });
+      await first.connect();
+      try {
+        for (const round of [1, 2]) {
+          await first.query('BEGIN');
+          await first.query(insert.text, insert.values as unknown[]);
+          await remember(organizationId, endUserId, companion, [sentence]);
+          await first.query('COMMIT');
+          expect(await perWord()).toEqual(eachWord(64 + round));
+          // Once a word, the second time too: a word already waiting is not written again.
+          expect(await waiting()).toEqual(words);
+        }
+      } finally {
+        await first.end();
+      }
+
+      expect(await moduleRef.get(PostingsTrimWorker).trimNow()).toBe(words.length);
+      expect(await waiting()).toEqual([]);
+      expect(await perWord()).toEqual(eachWord(64));
+      // The newest 64 memories' postings are those kept.
+      const [{ oldestKept }] = await database.rows<{ oldestKept: string }>(
+        sql`SELECT min(memory_id)::text AS "oldestKept" FROM memory_terms
+             WHERE end_user_id = ${endUserId}`,
+      );
+      const memories = await database.rows<{ id: string }>(
+        sql`SELECT m.id::text FROM memories m WHERE m.end_user_id = ${endUserId} ORDER BY m.id DESC`,
+      );
+      expect(oldestKept).toBe(memories[63].id);
+    });
+
+    it('migration TrimPostingsInTheBackground runs again over what the trigger before it wrote', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['lou']);
+      await revertAndRerun(
+        moduleRef.get(DataSource),
+        new TrimPostingsInTheBackground1795921500000(),
+        () => remember(organizationId, endUserIds.lou, personalityIds[0], Array(66).fill('Kayak.')),
+      );
+      await remember(organizationId, endUserIds.lou, personalityIds[0], ['Kayak again.']);
+      const [{ n }] = await database.rows<{ n: number }>(
+        sql`SELECT count(*)::int AS n FROM memory_terms
+             WHERE end_user_id = ${endUserIds.lou} AND lexeme = 'kayak'`,
+      );
+      expect(n).toBe(64);
     });
 
     it('are read once a word over personalities of many languages, as deep as over one', async () => {
