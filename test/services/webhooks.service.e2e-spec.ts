@@ -231,6 +231,14 @@ describe('Webhooks services (real database)', () => {
             ],
             ['webhook_endpoint.updated', { status: 'disabled' }],
             ['webhook_endpoint.deleted', { url: 'https://hooks.example/', events: [] }],
+            // As the first releases stored and audited a URL: as it was typed.
+            [
+              'webhook_endpoint.created',
+              { url: 'HTTPS://Hooks.Slack.com/services/T/B/SECRET', events: [] },
+            ],
+            ['webhook_endpoint.updated', { url: 'https:\\\\hooks.example\\SECRET' }],
+            ['webhook_endpoint.updated', { url: ' https://hooks.example/SECRET ' }],
+            ['webhook_endpoint.deleted', { url: 'hooks.example/SECRET', events: [] }],
             ['personality.deleted', { url: 'https://elsewhere.example/kept/as/is' }],
           ] as const) {
             const [row] = await database.rows<{ id: string }>(event(action, details));
@@ -247,6 +255,11 @@ describe('Webhooks services (real database)', () => {
         { url: 'http://[2001:db8::1]:8080', status: 'enabled' },
         { status: 'disabled' },
         { url: 'https://hooks.example', events: [] },
+        { url: 'https://hooks.slack.com', events: [] },
+        { url: 'https://hooks.example' },
+        { url: 'https://hooks.example' },
+        // Not a URL the parser reads: nothing of it is kept.
+        { url: null, events: [] },
         { url: 'https://elsewhere.example/kept/as/is' },
       ]);
     });
