@@ -21,8 +21,9 @@ export const RETRIEVAL_WORDS = 32;
 /**
  * Of the end user's memories holding a word, the latest this many are candidates: a word held by
  * more of them (their dog's name, "love") is common for this user, and weighs little anyway.
- * memory_terms keeps about this many per word (the trigger of migration IndexMemoryTerms; more
- * when one end user's replies are written many at once: docs/memory.md, "What recall costs").
+ * memory_terms keeps about this many per word (the trigger of migration IndexMemoryTerms; when
+ * one end user's replies are written many at once, more until PostingsTrimWorker's next pass:
+ * docs/memory.md, "What recall costs").
  */
 export const POSTINGS_PER_WORD = 64;
 

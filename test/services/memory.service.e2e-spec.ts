@@ -401,96 +401,160 @@ describe('Memory module (real database)', () => {
       expect(await postings()).toEqual({ hal: 0, ivy: before.ivy, orphans: 0 });
     });
 
-    it('past a word’s 64 when replies are written at once, wait for the worker, which trims them', async () => {
-      const { organizationId, personalityIds, endUserIds } = await tenant(['kit']);
-      const [companion] = personalityIds;
-      const endUserId = endUserIds.kit;
+    describe('past a word’s 64 when replies are written at once', () => {
       const sentence = 'Rex fetched the red ball again';
       const words = ['ball', 'fetch', 'red', 'rex'];
-      await remember(organizationId, endUserId, companion, Array(70).fill(sentence));
-      const waiting = async () =>
-        (
-          await database.rows<{ lexeme: string }>(
-            sql`SELECT lexeme FROM memory_terms_to_trim WHERE end_user_id = ${endUserId}
-                 ORDER BY lexeme`,
-          )
-        ).map((row) => row.lexeme);
-      /** Postings a word: one count for all, as each memory holds every word. */
-      const perWord = async () =>
-        database.rows<{ lexeme: string; n: number }>(
-          sql`SELECT lexeme, count(*)::int AS n FROM memory_terms WHERE end_user_id = ${endUserId}
-               GROUP BY lexeme ORDER BY lexeme`,
-        );
       const eachWord = (n: number) => words.map((lexeme) => ({ lexeme, n }));
-      // One at a time, each reply trims what it adds: nothing waits.
-      await remember(organizationId, endUserId, companion, [sentence]);
-      expect(await perWord()).toEqual(eachWord(64));
-      expect(await waiting()).toEqual([]);
 
-      // Two at once: the first holds the postings past the 64 it picked until it commits; the
-      // second picks the same ones, skips them, and writes its words down.
-      const insert = withEntries(
-        [
-          memoriesInsertStep([
-            {
-              organizationId,
-              endUserId,
-              personalityId: companion,
-              role: 'user',
-              content: sentence,
-              emotion: null,
-              intensity: null,
-              vocabularyVersion: null,
-              createdAt: new Date('2031-03-02T10:00:00Z'),
-              safety: null,
+      /** An end user whose every word holds 64 postings, and what to look at and write with. */
+      async function wordsAtTheirWindow(userId: string) {
+        const { organizationId, personalityIds, endUserIds } = await tenant([userId]);
+        const [companion] = personalityIds;
+        const endUserId = endUserIds[userId];
+        await remember(organizationId, endUserId, companion, Array(70).fill(sentence));
+        const waiting = async () =>
+          (
+            await database.rows<{ lexeme: string }>(
+              sql`SELECT DISTINCT lexeme FROM memory_terms_to_trim WHERE end_user_id = ${endUserId}
+                   ORDER BY lexeme`,
+            )
+          ).map((row) => row.lexeme);
+        /** Postings a word: one count for all, as each memory holds every word. */
+        const perWord = () =>
+          database.rows<{ lexeme: string; n: number }>(
+            sql`SELECT lexeme, count(*)::int AS n FROM memory_terms WHERE end_user_id = ${endUserId}
+                 GROUP BY lexeme ORDER BY lexeme`,
+          );
+        const reply = () => remember(organizationId, endUserId, companion, [sentence]);
+        /** A reply's statement on a connection of its own, which a spec keeps open. */
+        const openReply = async () => {
+          const insert = withEntries(
+            [
+              memoriesInsertStep([
+                {
+                  organizationId,
+                  endUserId,
+                  personalityId: companion,
+                  role: 'user',
+                  content: sentence,
+                  emotion: null,
+                  intensity: null,
+                  vocabularyVersion: null,
+                  createdAt: new Date('2031-03-02T10:00:00Z'),
+                  safety: null,
+                },
+              ]),
+            ],
+            sql`SELECT 1`,
+          );
+          const client = new Client({ connectionString: process.env.DATABASE_URL });
+          await client.connect();
+          await client.query('BEGIN');
+          await client.query(insert.text, insert.values as unknown[]);
+          return {
+            commit: async () => {
+              await client.query('COMMIT');
+              await client.end();
             },
-          ]),
-        ],
-        sql`SELECT 1`,
-      );
-      const first = new Client({ connectionString: process.env.DATABASE_URL });
-      await first.connect();
-      try {
-        for (const round of [1, 2]) {
-          await first.query('BEGIN');
-          await first.query(insert.text, insert.values as unknown[]);
-          await remember(organizationId, endUserId, companion, [sentence]);
-          await first.query('COMMIT');
-          expect(await perWord()).toEqual(eachWord(64 + round));
-          // Once a word, the second time too: a word already waiting is not written again.
-          expect(await waiting()).toEqual(words);
-        }
-      } finally {
-        await first.end();
+          };
+        };
+        /** Two replies at once: the first holds the postings it trims while the second trims. */
+        const twoAtOnce = async () => {
+          const first = await openReply();
+          try {
+            await reply();
+          } finally {
+            await first.commit();
+          }
+        };
+        return { endUserId, waiting, perWord, reply, openReply, twoAtOnce };
       }
 
-      expect(await moduleRef.get(PostingsTrimWorker).trimNow()).toBe(words.length);
-      expect(await waiting()).toEqual([]);
-      expect(await perWord()).toEqual(eachWord(64));
-      // The newest 64 memories' postings are those kept.
-      const [{ oldestKept }] = await database.rows<{ oldestKept: string }>(
-        sql`SELECT min(memory_id)::text AS "oldestKept" FROM memory_terms
-             WHERE end_user_id = ${endUserId}`,
-      );
-      const memories = await database.rows<{ id: string }>(
-        sql`SELECT m.id::text FROM memories m WHERE m.end_user_id = ${endUserId} ORDER BY m.id DESC`,
-      );
-      expect(oldestKept).toBe(memories[63].id);
-    });
+      it('are written down by the reply that could not trim them, and the worker trims them', async () => {
+        const { endUserId, waiting, perWord, reply, twoAtOnce } = await wordsAtTheirWindow('kit');
+        // One at a time, each reply trims what it adds: nothing waits.
+        await reply();
+        expect(await perWord()).toEqual(eachWord(64));
+        expect(await waiting()).toEqual([]);
 
-    it('migration TrimPostingsInTheBackground runs again over what the trigger before it wrote', async () => {
-      const { organizationId, personalityIds, endUserIds } = await tenant(['lou']);
-      await revertAndRerun(
-        moduleRef.get(DataSource),
-        new TrimPostingsInTheBackground1795921500000(),
-        () => remember(organizationId, endUserIds.lou, personalityIds[0], Array(66).fill('Kayak.')),
-      );
-      await remember(organizationId, endUserIds.lou, personalityIds[0], ['Kayak again.']);
-      const [{ n }] = await database.rows<{ n: number }>(
-        sql`SELECT count(*)::int AS n FROM memory_terms
+        // Two at once: the first holds the postings past the 64 it picked until it commits; the
+        // second picks the same ones, skips them, and writes its words down.
+        for (const round of [1, 2]) {
+          await twoAtOnce();
+          expect(await perWord()).toEqual(eachWord(64 + round));
+          expect(await waiting()).toEqual(words);
+        }
+        // Once a word, the second time too: a word already waiting is not written again.
+        const [{ rows }] = await database.rows<{ rows: number }>(
+          sql`SELECT count(*)::int AS rows FROM memory_terms_to_trim WHERE end_user_id = ${endUserId}`,
+        );
+        expect(rows).toBe(words.length);
+
+        const worker = moduleRef.get(PostingsTrimWorker);
+        expect(await worker.trimNow()).toBe(words.length);
+        expect(await perWord()).toEqual(eachWord(64));
+        // Written down again to be looked at once more, and let go when nothing is past the 64.
+        expect(await waiting()).toEqual(words);
+        expect(await worker.trimNow()).toBe(words.length);
+        expect(await waiting()).toEqual([]);
+        // The newest 64 memories' postings are those kept.
+        const [{ oldestKept }] = await database.rows<{ oldestKept: string }>(
+          sql`SELECT min(memory_id)::text AS "oldestKept" FROM memory_terms
+               WHERE end_user_id = ${endUserId}`,
+        );
+        const memories = await database.rows<{ id: string }>(
+          sql`SELECT m.id::text FROM memories m WHERE m.end_user_id = ${endUserId} ORDER BY m.id DESC`,
+        );
+        expect(oldestKept).toBe(memories[63].id);
+      });
+
+      it('are looked at again when another transaction held some of them while the worker trimmed', async () => {
+        const { endUserId, waiting, perWord, twoAtOnce } = await wordsAtTheirWindow('max');
+        await twoAtOnce();
+        await twoAtOnce();
+        expect(await perWord()).toEqual(eachWord(66));
+        // A forget of the memory holding the oldest postings, open while the worker runs, then
+        // rolled back: the worker skipped the postings it held, which are back past the 64.
+        const forget = new Client({ connectionString: process.env.DATABASE_URL });
+        await forget.connect();
+        const worker = moduleRef.get(PostingsTrimWorker);
+        try {
+          await forget.query('BEGIN');
+          await forget.query(
+            `DELETE FROM memories WHERE id = (SELECT min(memory_id) FROM memory_terms
+                                               WHERE end_user_id = $1)`,
+            [endUserId],
+          );
+          await worker.trimNow();
+          await forget.query('ROLLBACK');
+        } finally {
+          await forget.end();
+        }
+        expect(await perWord()).toEqual(eachWord(65));
+        expect(await waiting()).toEqual(words);
+        await worker.trimNow();
+        expect(await perWord()).toEqual(eachWord(64));
+      });
+
+      it('migration TrimPostingsInTheBackground runs again over what the trigger before it wrote', async () => {
+        const { organizationId, personalityIds, endUserIds } = await tenant(['lou']);
+        await revertAndRerun(
+          moduleRef.get(DataSource),
+          new TrimPostingsInTheBackground1795921500000(),
+          () =>
+            remember(organizationId, endUserIds.lou, personalityIds[0], Array(66).fill('Kayak.')),
+        );
+        await remember(organizationId, endUserIds.lou, personalityIds[0], ['Kayak again.']);
+        const [{ n }] = await database.rows<{ n: number }>(
+          sql`SELECT count(*)::int AS n FROM memory_terms
              WHERE end_user_id = ${endUserIds.lou} AND lexeme = 'kayak'`,
-      );
-      expect(n).toBe(64);
+        );
+        expect(n).toBe(64);
+        // Its trigger and table, as the first test of this group finds them.
+        const { waiting, twoAtOnce } = await wordsAtTheirWindow('lou-again');
+        await twoAtOnce();
+        expect(await waiting()).toEqual(words);
+      });
     });
 
     it('are read once a word over personalities of many languages, as deep as over one', async () => {

@@ -101,28 +101,41 @@ export class TrimPostingsInTheBackground1795921500000 implements MigrationInterf
        END $$`,
     );
     // Reads a word's postings to their end (those deleted before and not yet vacuumed too): a
-    // background job's cost, once per word written down, not a reply's.
+    // background job's cost, once per word written down, not a reply's. A word that had postings
+    // past the 64 is written down again, to be looked at once more: a reply open meanwhile may
+    // hold some of them (skipped here), or hold the posting it trims while this takes the rest,
+    // and its own posting then stays past the 64 with no row left for it. A word is let go only
+    // when a look finds nothing past its 64.
     await queryRunner.query(
       `CREATE OR REPLACE FUNCTION "memory_terms_trim_words"(batch integer) RETURNS integer
          LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
        DECLARE
          taken integer;
        BEGIN
+         -- Nothing waiting: no statement on memory_terms, so no lock on it.
+         IF NOT EXISTS (SELECT FROM memory_terms_to_trim) THEN
+           RETURN 0;
+         END IF;
          WITH claimed AS (
                 DELETE FROM memory_terms_to_trim WHERE id = ANY (ARRAY(
                        SELECT id FROM memory_terms_to_trim ORDER BY id LIMIT batch
                           FOR UPDATE SKIP LOCKED))
                 RETURNING end_user_id, lexeme),
+              past AS MATERIALIZED (
+                SELECT w.end_user_id, w.lexeme, p.ctid
+                  FROM (SELECT DISTINCT end_user_id, lexeme FROM claimed) w
+                 CROSS JOIN LATERAL (
+                       SELECT t.ctid FROM memory_terms t
+                        WHERE t.end_user_id = w.end_user_id AND t.lexeme = w.lexeme
+                        ORDER BY t.memory_id DESC OFFSET ${POSTINGS}) p),
               trimmed AS (
                 DELETE FROM memory_terms WHERE ctid = ANY (ARRAY(
                        SELECT held.ctid FROM memory_terms held
-                        WHERE held.ctid = ANY (ARRAY(
-                                SELECT past.ctid FROM (SELECT DISTINCT end_user_id, lexeme FROM claimed) w
-                                 CROSS JOIN LATERAL (
-                                       SELECT t.ctid FROM memory_terms t
-                                        WHERE t.end_user_id = w.end_user_id AND t.lexeme = w.lexeme
-                                        ORDER BY t.memory_id DESC OFFSET ${POSTINGS}) past))
-                          FOR UPDATE SKIP LOCKED)))
+                        WHERE held.ctid = ANY (ARRAY(SELECT ctid FROM past))
+                          FOR UPDATE SKIP LOCKED))),
+              again AS (
+                INSERT INTO memory_terms_to_trim (end_user_id, lexeme)
+                SELECT DISTINCT end_user_id, lexeme FROM past)
          SELECT count(*) INTO taken FROM claimed;
          RETURN taken;
        END $$`,
