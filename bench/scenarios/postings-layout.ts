@@ -20,7 +20,10 @@ import { loadAverages, percentile, round2 } from './support/stats';
  * writes for one more end user from ONE_USER_CLIENTS clients at once; ROUNDS rounds, the order
  * of the layouts reversed each round.
  *
- * - `memory_terms`: the tables as migrated (the trigger's insert and trim).
+ * - `memory_terms`: the tables as migrated (the trigger's insert and trim). After the one end
+ *   user's writes, the words the trigger wrote down are trimmed as PostingsTrimWorker trims them
+ *   (memory_terms_trim_words, 100 rows a statement), timed; postings a word are counted before
+ *   and after.
  * - `trimmed_one_memory_in_eight`: the trim only for words of a memory with
  *   `hashint8(id) & 7 = 0`, 64 at most each time.
  * - `one_row_per_word`: a prototype made here only: `memory_postings (end_user_id, lexeme)` with
@@ -245,6 +248,39 @@ async function measure(layout: Layout): Promise<Record<string, unknown>> {
     const solo = await writes(ONE_USER_WRITES, ONE_USER_CLIENTS, () => END_USERS);
     const soloSeconds = (performance.now() - soloStartedAt) / 1000;
     const soloReads = await readsOf(READS / 4, () => `u${END_USERS}`);
+    // The words the trigger wrote down, and PostingsTrimWorker's pass over them, as it runs them.
+    const soloPerWordBefore =
+      layout === 'one_row_per_word'
+        ? undefined
+        : (
+            await db.query<{ most: number }>(
+              `SELECT max(n)::int AS most FROM (SELECT count(*) AS n FROM memory_terms
+                 WHERE end_user_id = $1 GROUP BY lexeme) w`,
+              [endUserId(END_USERS)],
+            )
+          ).rows[0].most;
+    let drain: Record<string, number> | undefined;
+    if (layout !== 'one_row_per_word') {
+      const [{ waiting }] = (
+        await db.query<{ waiting: number }>(
+          'SELECT count(*)::int AS waiting FROM memory_terms_to_trim',
+        )
+      ).rows;
+      const drainStartedAt = performance.now();
+      let taken = 0;
+      for (;;) {
+        const { rows } = await db.query<{ taken: number }>(
+          'SELECT memory_terms_trim_words(100) AS taken',
+        );
+        taken += rows[0].taken;
+        if (rows[0].taken < 100) break;
+      }
+      drain = {
+        rows_waiting: waiting,
+        rows_taken: taken,
+        ms: round2(performance.now() - drainStartedAt),
+      };
+    }
     // The statistics of the clients' sessions reach the view within a second.
     await new Promise((done) => setTimeout(done, 1_500));
     const [updates] = (
@@ -299,7 +335,13 @@ async function measure(layout: Layout): Promise<Record<string, unknown>> {
           mean: round2(mean(soloReads)),
           p99: round2(percentile(soloReads, 99)),
         },
-        postings_per_word: perWord(true),
+        ...(drain
+          ? {
+              postings_per_word_before_the_worker: soloPerWordBefore,
+              worker_pass: drain,
+              postings_per_word_after_the_worker: perWord(true),
+            }
+          : { postings_per_word: perWord(true) }),
       },
     };
   } finally {
@@ -320,7 +362,7 @@ export async function run(): Promise<Record<string, unknown>> {
     rounds.push({ order, layouts: results });
   }
   return {
-    method: `PostgreSQL only, no service: each layout on a fresh migrated database (BENCH_DATABASE_URL or the embedded default); ${END_USERS} end users brought to ${WARM_REPLIES} replies each (the message and the reply below: 13 distinct words, each past its 64 postings: the trim's worst case), then ${WRITES} writes of a reply's two memories from ${CLIENTS} clients at once (prepared, round trip timed), then ${READS} conversation reads as src/queries/respond.service.sql records them (recall 8, history 20) from one client after 100 warm-up reads (no VACUUM: autovacuum is off on this machine's server), then ${ONE_USER_WRITES} writes for one more end user from ${ONE_USER_CLIENTS} clients at once and ${READS / 4} reads as them; jit off; the one-row-per-word read checked to answer what the recorded one does for every end user before its timed writes; ${ROUNDS} rounds, the order of the layouts reversed each round`,
+    method: `PostgreSQL only, no service: each layout on a fresh migrated database (BENCH_DATABASE_URL or the embedded default); ${END_USERS} end users brought to ${WARM_REPLIES} replies each (the message and the reply below: 13 distinct words, each past its 64 postings: the trim's worst case), then ${WRITES} writes of a reply's two memories from ${CLIENTS} clients at once (prepared, round trip timed), then ${READS} conversation reads as src/queries/respond.service.sql records them (recall 8, history 20) from one client after 100 warm-up reads (no VACUUM: autovacuum is off on this machine's server), then ${ONE_USER_WRITES} writes for one more end user from ${ONE_USER_CLIENTS} clients at once and ${READS / 4} reads as them, then (both memory_terms layouts) PostingsTrimWorker's pass over the words the trigger wrote down, timed, postings a word counted before and after; jit off; the one-row-per-word read checked to answer what the recorded one does for every end user before its timed writes; ${ROUNDS} rounds, the order of the layouts reversed each round`,
     message: MESSAGE,
     reply: REPLY,
     rounds,

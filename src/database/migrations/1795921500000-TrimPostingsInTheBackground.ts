@@ -28,17 +28,7 @@ const WITHIN_THE_WINDOW = `CREATE OR REPLACE FUNCTION "memories_index_terms"() R
    BEGIN
      ${INSERT}
      DELETE FROM memory_terms WHERE ctid = ANY (ARRAY(
-           SELECT held.ctid FROM memory_terms held
-            WHERE held.ctid = ANY (ARRAY(
-                    SELECT past.ctid FROM (
-                           SELECT n.end_user_id, l.lexeme, least(count(*), ${POSTINGS})::int AS added
-                             FROM new_memories n
-                            CROSS JOIN LATERAL unnest(tsvector_to_array(n.search)) AS l(lexeme)
-                            GROUP BY n.end_user_id, l.lexeme) k
-                     CROSS JOIN LATERAL (
-                           SELECT t.ctid FROM memory_terms t
-                            WHERE t.end_user_id = k.end_user_id AND t.lexeme = k.lexeme
-                            ORDER BY t.memory_id DESC OFFSET ${POSTINGS} LIMIT k.added) past))
+           SELECT held.ctid FROM memory_terms held WHERE held.ctid = ANY (ARRAY(${PAST_THE_WINDOW}))
               FOR UPDATE SKIP LOCKED));
      RETURN NULL;
    END $$`;
