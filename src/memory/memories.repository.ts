@@ -45,8 +45,8 @@ export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 /** How many memories the statement's `deleted` CTE removed. */
 const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
-/** How many waiting words memory_terms_trim_words took (`w`). */
-const TAKEN = Columns.computed<{ taken: number }>({ taken: sql`w.taken` });
+/** How many waiting rows memory_terms_trim_words let go (`w`). */
+const LET_GO = Columns.computed<{ letGo: number }>({ letGo: sql`w.let_go` });
 
 /**
  * The SQL of the memories table: as a client manages them (list, forget), and as an erasure
@@ -150,15 +150,16 @@ export class MemoriesRepository {
   }
 
   /**
-   * Trims the postings of up to `batchSize` words waiting in memory_terms_to_trim to their newest
-   * 64 (memory_terms_trim_words, migration TrimPostingsInTheBackground); answers how many rows it
-   * took. Rows and postings another instance holds are skipped.
+   * Trims the postings of the words of up to `batchSize` rows waiting in memory_terms_to_trim to
+   * their newest 64 (memory_terms_trim_words, migration TrimPostingsInTheBackground); answers how
+   * many rows it let go: those it took, less the words it wrote down again to look at once more.
+   * Rows and postings another transaction holds are skipped.
    */
   async trimWaitingPostings(batchSize: number): Promise<number> {
     const row = await this.database.row(
-      TAKEN.query`SELECT ${TAKEN} FROM memory_terms_trim_words(${batchSize}::int) AS w(taken)`,
+      LET_GO.query`SELECT ${LET_GO} FROM memory_terms_trim_words(${batchSize}::int) AS w(let_go)`,
     );
-    return row?.taken ?? 0;
+    return row?.letGo ?? 0;
   }
 
   /** Erasure: every memory of these end users. */

@@ -6,15 +6,16 @@ import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import { memoryConfig } from '../config/memory.config';
 import { MemoriesRepository } from './memories.repository';
 
-/** Waiting words a statement takes: each is read to its end, so a run's statements stay short. */
+/** Waiting rows a statement takes: each word is read to its end, so statements stay short. */
 const BATCH_SIZE = 100;
 
 /**
  * Trims the postings the trigger could not (docs/memory.md, "The postings"): the words written
  * down in memory_terms_to_trim when one end user's replies were written at once. On every
- * instance, every MEMORY_POSTINGS_TRIM_INTERVAL_MS (1 s: a word waits that long and a run past its
- * 64, while one end user's replies at once, bench long-history's 32, add a few hundred postings
- * to it; a run that finds nothing reads an empty table); rows another instance holds are skipped.
+ * instance, every MEMORY_POSTINGS_TRIM_INTERVAL_MS (1 s: a word waits that long and a run past
+ * its 64, while one end user's replies at once, bench long-history's 32, add a few hundred
+ * postings to it; a run that finds nothing reads the queue's index, its dead entries until
+ * VACUUM included); rows another instance holds are skipped.
  */
 @Injectable()
 export class PostingsTrimWorker {
@@ -30,15 +31,18 @@ export class PostingsTrimWorker {
     this.task = jobs.periodic({
       intervalMs: memory.postingsTrimIntervalMs,
       run: async () => {
-        const words = await this.trimAll();
+        const rows = await this.trimAll();
         // Debug: under one end user's replies at once, a run every second finds words.
-        if (words > 0) logger.debug({ words }, 'trimmed postings past their window');
+        if (rows > 0) logger.debug({ rows }, 'let go of words whose postings are trimmed');
       },
       onError: (error) => logger.error({ err: error }, 'trimming postings failed'),
     });
   }
 
-  /** Trims every waiting word now, after a run in progress; answers how many rows it took. */
+  /**
+   * Trims the waiting words now, after a run in progress; answers how many rows it let go (a word
+   * that had postings past its 64 waits for one more look, the next run's).
+   */
   trimNow(): Promise<number> {
     return this.task.exclusive(() => this.trimAll());
   }

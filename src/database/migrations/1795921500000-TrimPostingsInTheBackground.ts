@@ -91,16 +91,18 @@ export class TrimPostingsInTheBackground1795921500000 implements MigrationInterf
        END $$`,
     );
     // Reads a word's postings to their end (those deleted before and not yet vacuumed too): a
-    // background job's cost, once per word written down, not a reply's. A word that had postings
+    // background job's cost, at each look at a word written down, not a reply's. A word that had postings
     // past the 64 is written down again, to be looked at once more: a reply open meanwhile may
     // hold some of them (skipped here), or hold the posting it trims while this takes the rest,
     // and its own posting then stays past the 64 with no row left for it. A word is let go only
-    // when a look finds nothing past its 64.
+    // when a look finds nothing past its 64. Answers the rows let go (taken, less those written
+    // again): the worker takes batches until one lets fewer go than it asked for, so words whose
+    // postings a long transaction holds are looked at once a pass, not in a loop.
     await queryRunner.query(
       `CREATE OR REPLACE FUNCTION "memory_terms_trim_words"(batch integer) RETURNS integer
          LANGUAGE plpgsql SET enable_seqscan = off SET enable_bitmapscan = off AS $$
        DECLARE
-         taken integer;
+         let_go integer;
        BEGIN
          -- Nothing waiting: no statement on memory_terms, so no lock on it.
          IF NOT EXISTS (SELECT FROM memory_terms_to_trim) THEN
@@ -125,9 +127,10 @@ export class TrimPostingsInTheBackground1795921500000 implements MigrationInterf
                           FOR UPDATE SKIP LOCKED))),
               again AS (
                 INSERT INTO memory_terms_to_trim (end_user_id, lexeme)
-                SELECT DISTINCT end_user_id, lexeme FROM past)
-         SELECT count(*) INTO taken FROM claimed;
-         RETURN taken;
+                SELECT DISTINCT end_user_id, lexeme FROM past
+                RETURNING 1)
+         SELECT (SELECT count(*) FROM claimed) - (SELECT count(*) FROM again) INTO let_go;
+         RETURN let_go;
        END $$`,
     );
   }
