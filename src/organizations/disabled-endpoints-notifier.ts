@@ -5,13 +5,14 @@ import {
   type DisabledEndpoint,
   FailingEndpointsWorker,
 } from '../webhooks/failing-endpoints.worker';
+import { auditedUrl } from '../webhooks/webhook-url';
 import { MembersRepository } from './members.repository';
 
 const SUBJECT = 'A webhook endpoint of yours was disabled';
 
 /**
  * E-mails the owners and admins of an organization when the service disabled one of its webhook
- * endpoints for failing (contract §25). The webhooks module decides and reports each disabling
+ * endpoints for failing (contract §25), naming it by id and origin. The webhooks module decides and reports each disabling
  * once; who manages an organization is this module's knowledge, hence the listener here.
  */
 @Injectable()
@@ -40,7 +41,10 @@ export class DisabledEndpointsNotifier implements OnModuleInit {
             template: 'webhook-endpoint-disabled',
             context: {
               endpointId: endpoint.id,
-              url: endpoint.url,
+              // Its origin only: the rest of a URL often holds the receiver's credentials (a
+              // Slack or Zapier hook's path, a `?token=`), and a mail outlives a rotated URL in
+              // every mailbox it reaches. The managers read the whole URL from the API.
+              origin: auditedUrl(endpoint.url),
               failingSince: `${endpoint.failingSince.toISOString().slice(0, 16).replace('T', ' ')} UTC`,
             },
             kind: 'disabled webhook endpoint',
