@@ -128,11 +128,13 @@ UPDATE users SET email_verified_at = coalesce(email_verified_at, $1::timestamptz
 WHERE id = $2;
 
 -- an access token's check on each request (JwtStrategy): token version, first organization
+-- prepared
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1;
 SELECT token_version FROM users WHERE id = $1;
 
 -- an access token's check on each request (JwtStrategy): token version, X-Organization-Id
+-- prepared
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 AND organization_id = $2;
 SELECT token_version FROM users WHERE id = $1;

@@ -187,14 +187,17 @@ SELECT id FROM updated;
 SELECT organization_id AS "organizationId", stripe_customer_id AS "stripeCustomerId", default_payment_method_id AS "defaultPaymentMethodId", default_payment_method_at AS "defaultPaymentMethodAt", created_at AS "createdAt", updated_at AS "updatedAt" FROM billing_customers WHERE organization_id = $1;
 
 -- the month's usage
+-- prepared
 SELECT active_relationships FROM usage_monthly_counters
 WHERE organization_id = $1 AND month = $2;
 SELECT count(*)::int AS "pending" FROM meter_events
 WHERE organization_id = $1 AND month = $2
   AND status = 'pending';
+-- prepared
 SELECT model, requests, prompt_tokens, completion_tokens, cached_tokens
  FROM token_usage_model_months
 WHERE organization_id = $1 AND month = $2
 ORDER BY requests DESC, model;
+-- prepared
 SELECT requests, prompt_tokens, completion_tokens, cached_tokens FROM token_usage_months
 WHERE organization_id = $1 AND month = $2;

@@ -10,6 +10,7 @@ RETURNING id, content, source, memory_id::text AS "memory_id", created_at, updat
 SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
 SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
+-- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 SELECT status, erase_after FROM end_users
@@ -21,6 +22,7 @@ COMMIT;
 SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
 SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
+-- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 SELECT status, erase_after FROM end_users
@@ -34,6 +36,7 @@ SELECT c.created_at, c.id FROM end_user_facts c
  WHERE c.id = $3::uuid AND c.end_user_id = $4))
      ORDER BY created_at DESC, id DESC
      LIMIT $5;
+-- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 
@@ -42,6 +45,7 @@ COMMIT;
 SELECT count(*)::int AS "facts" FROM end_user_facts WHERE end_user_id = $1;
 SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM end_user_facts
 WHERE end_user_id = $1 AND content_key = $2;
+-- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 SELECT status, erase_after FROM end_users
@@ -54,6 +58,7 @@ UPDATE end_user_facts
 RETURNING id, content, source, memory_id::text AS "memory_id", created_at, updated_at;
 
 -- delete
+-- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 WITH deleted AS (

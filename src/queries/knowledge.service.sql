@@ -34,6 +34,7 @@ DELETE FROM knowledge_attachments
  WHERE document_id = $4 AND organization_id = $5;
 
 -- search by words
+-- prepared
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(d.id, d.search_config)

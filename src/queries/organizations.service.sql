@@ -21,6 +21,7 @@ SELECT c.created_at, c.organization_id FROM memberships c
      LIMIT $5;
 
 -- set the memory retention
+-- prepared
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 AND organization_id = $2;
 WITH changed AS (

@@ -35,6 +35,7 @@ cloned_webhook_subscribed AS (
 SELECT id FROM cloned;
 
 -- list, the first page
+-- prepared
 SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug", p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice, p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig", p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
      WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
 SELECT c.created_at, c.id FROM personalities c
@@ -44,6 +45,7 @@ SELECT c.created_at, c.id FROM personalities c
 
 -- list, a page after a cursor
 SELECT 1 AS "row_exists" FROM (SELECT 1 AS dummy_column) "dummy_table" WHERE EXISTS (SELECT 1 FROM "personalities" "Personality" WHERE (("Personality"."id" = $1) AND ("Personality"."organization_id" = $2))) LIMIT 1;
+-- prepared
 SELECT p.id, p.organization_id AS "organizationId", p.source_slug AS "sourceSlug", p.source_version AS "sourceVersion", p.name, p.description, p.traits, p.voice, p.system_prompt AS "systemPrompt", p.replies, p.language, p.search_config AS "searchConfig", p.model, p.tools, p.created_at AS "createdAt", p.updated_at AS "updatedAt" FROM personalities p
      WHERE p.organization_id = $1 AND ($2::uuid IS NULL OR (p.created_at, p.id) > (
 SELECT c.created_at, c.id FROM personalities c

@@ -6,8 +6,10 @@ SELECT coalesce(bool_or(d.all_personalities), false) AS "all_personalities", coa
  FROM knowledge_documents d
  LEFT JOIN knowledge_attachments a ON a.document_id = d.id
 WHERE d.organization_id = $1;
+-- prepared
 SELECT crisis_response, crisis_message, input_moderation, output_moderation
 FROM organization_safety_settings WHERE organization_id = $1;
+-- prepared
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
            SELECT json_agg(f.content ORDER BY f.created_at, f.id)
              FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
@@ -84,9 +86,11 @@ SELECT w.id,
        WHERE e.organization_id = $13 AND e.user_id = $14;
 SELECT id, name, description, traits, voice, system_prompt AS "systemPrompt", model, replies, language, search_config AS "searchConfig", tools
 FROM personalities WHERE id = $1 AND organization_id = $2;
+-- prepared
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM organization_limits WHERE organization_id = $1;
 SET statement_timeout = 150;
 SET statement_timeout = 150;
+-- prepared
 WITH inserted AS (
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES ($1, $2, $3)
@@ -114,6 +118,7 @@ SELECT true AS "created", id, user_id, metadata, status, erase_after, created_at
     SELECT false, id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
      WHERE organization_id = $11 AND user_id = $12
        AND NOT EXISTS (SELECT 1 FROM inserted);
+-- prepared
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)
@@ -148,6 +153,7 @@ relationship_month AS (
 SELECT 1;
 
 -- a later reply to the same end user (memories to recall, caches warm)
+-- prepared
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
            SELECT json_agg(f.content ORDER BY f.created_at, f.id)
              FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
@@ -222,6 +228,7 @@ SELECT w.id,
              FROM (SELECT id, role, content, emotion
            FROM latest_memories(e.id, $12::uuid, 20)) l) h
        WHERE e.organization_id = $13 AND e.user_id = $14;
+-- prepared
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)
@@ -256,6 +263,7 @@ relationship_month AS (
 SELECT 1;
 
 -- a reply whose personality draws on documents (caches warm)
+-- prepared
 SELECT e.id, e.organization_id, e.user_id, e.status, COALESCE(h.history, '[]') AS "history", COALESCE((
            SELECT json_agg(f.content ORDER BY f.created_at, f.id)
              FROM end_user_facts f WHERE f.end_user_id = e.id), '[]') AS "facts", COALESCE((
@@ -330,6 +338,7 @@ SELECT w.id,
              FROM (SELECT id, role, content, emotion
            FROM latest_memories(e.id, $12::uuid, 20)) l) h
        WHERE e.organization_id = $13 AND e.user_id = $14;
+-- prepared
 WITH candidates AS MATERIALIZED (
 WITH documents AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(d.id, d.search_config)
@@ -370,6 +379,7 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
     JOIN knowledge_chunks k ON k.id = c.id AND k.organization_id = $10
     JOIN knowledge_documents d ON d.id = c.document_id AND d.organization_id = $11
    ORDER BY c.score DESC, c.id;
+-- prepared
 WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
                               emotion, intensity, vocabulary_version, created_at, safety,
                               tool_calls, search)

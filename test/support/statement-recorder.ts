@@ -1,6 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Client, type QueryConfig } from 'pg';
 
+/** A statement sent, and whether it was sent prepared (under a name: `{ prepared: true }`). */
+export interface RecordedStatement {
+  text: string;
+  prepared: boolean;
+}
+
 /**
  * Records the statements a piece of work sends, from the driver (pg's Client#query, which
  * TypeORM's statements pass through too), within the work's own asynchronous context: a
@@ -8,7 +14,7 @@ import { Client, type QueryConfig } from 'pg';
  * puts the driver back.
  */
 export class StatementRecorder {
-  private readonly recording = new AsyncLocalStorage<string[]>();
+  private readonly recording = new AsyncLocalStorage<RecordedStatement[]>();
   private readonly originalQuery = Client.prototype.query;
 
   install(): void {
@@ -16,7 +22,13 @@ export class StatementRecorder {
     Client.prototype.query = function (this: Client, ...args: unknown[]) {
       const statements = recording.getStore();
       const config = args[0] as string | QueryConfig;
-      if (statements) statements.push(typeof config === 'string' ? config : config.text);
+      if (statements) {
+        statements.push(
+          typeof config === 'string'
+            ? { text: config, prepared: false }
+            : { text: config.text, prepared: config.name !== undefined },
+        );
+      }
       return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof Client.prototype.query;
   }
@@ -26,8 +38,8 @@ export class StatementRecorder {
   }
 
   /** What `work` answers, and the statements it sent in the order they were sent. */
-  async record<T>(work: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
-    const statements: string[] = [];
+  async record<T>(work: () => Promise<T>): Promise<{ result: T; statements: RecordedStatement[] }> {
+    const statements: RecordedStatement[] = [];
     const result = await this.recording.run(statements, work);
     return { result, statements };
   }
@@ -48,14 +60,17 @@ export function readable(text: string): string {
 
 /**
  * One operation's section of a checked-in file. Sorted: reads started at once may reach the
- * driver in either order. A statement sent twice is listed twice.
+ * driver in either order. A statement sent twice is listed twice; one sent prepared (planned once
+ * per session, then by its plan cache) is marked so, as a reviewer needs to know.
  */
-export function section(title: string, statements: string[]): string {
+export function section(title: string, statements: RecordedStatement[]): string {
   return [
     `-- ${title}`,
     ...statements
-      .map(readable)
-      .sort()
-      .map((text) => `${text};`),
+      .map(({ text, prepared }) => ({ body: readable(text), prepared }))
+      .sort((a, b) => byCodeUnits(a.body, b.body) || Number(a.prepared) - Number(b.prepared))
+      .map(({ body, prepared }) => `${prepared ? '-- prepared\n' : ''}${body};`),
   ].join('\n');
 }
+
+const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
