@@ -108,6 +108,8 @@ export class MemoriesRepository {
                AND m.organization_id = ${organizationId}
                AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)`)}
            ORDER BY ${ranking.order}`,
+      // Prepared, as recall's read is: planning this statement took longer than running it.
+      { prepared: true },
     );
   }
 

@@ -25,6 +25,7 @@ LIMIT $6;
 -- search by words
 SELECT id FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
+-- prepared
 SELECT m.id::text AS "id", m.personality_id, m.role, m.content, m.emotion, m.intensity, m.vocabulary_version, m.created_at, m.safety, r.score AS "score"
         FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
