@@ -344,6 +344,39 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       );
     });
 
+    it('refuses a recursive schema, and never runs one stored before on arguments', async () => {
+      // Validating this doubled the work at each level of nested arguments: at 40 levels, hours
+      // of the event loop, every tenant's requests with it.
+      const recursive = {
+        type: 'object',
+        properties: { c: { anyOf: [{ $ref: '#' }, { $ref: '#' }] } },
+      };
+      const tool = { name: 'nest', description: 'Nests', parameters: recursive };
+      const perRequest = await respond({ user_id: uniqueUserId(), message: 'hi', tools: [tool] });
+      expectError(perRequest, 400, 'validation_failed');
+      expect(perRequest.body.error.details).toContainEqual({
+        field: 'tools/0/parameters',
+        problem: 'must not refer to itself ($ref): /properties/c/anyOf/0/$ref',
+      });
+      // A personality whose tool an earlier release stored.
+      const id = await clonePersonality(t, owner.auth);
+      await t.sql(`UPDATE personalities SET tools = $1::jsonb WHERE id = $2`, [
+        JSON.stringify([{ ...tool, execution: 'client' }]),
+        id,
+      ]);
+      const deep = `${'{"c":'.repeat(40)}1${'}'.repeat(40)}`;
+      const done = await t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({ personality_id: id, user_id: uniqueUserId(), message: `nest(${deep})` });
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain(
+        'nest: {"error":"the tool\'s schema is no longer accepted (it must not refer to itself ($ref): /properties/c/anyOf/0/$ref): define it again"}',
+      );
+    });
+
     it('streams the pause as a tool_calls event, and the resumption as a reply', async () => {
       const paused = await respond({ user_id: uniqueUserId(), message: trigger, stream: true });
       expect(paused.status).toBe(200);

@@ -156,3 +156,103 @@ describe('compileParameters', () => {
     expect(schemas.compile(schemaNumbered(0))).not.toBe(first);
   });
 });
+
+describe('references in tool schemas', () => {
+  const withParameters = (parameters: Record<string, unknown>) => ({ ...lookup, parameters });
+  const problemOf = (parameters: Record<string, unknown>) =>
+    toolProblems([withParameters(parameters)], 'personality')[0]?.problem;
+
+  it('refuses a recursive $ref: validating it doubled the work at each level of the arguments', () => {
+    const twice = {
+      type: 'object',
+      properties: { c: { anyOf: [{ $ref: '#' }, { $ref: '#' }] } },
+    };
+    expect(problemOf(twice)).toBe('must not refer to itself ($ref): /properties/c/anyOf/0/$ref');
+    const itself = {
+      type: 'object',
+      properties: { a: { $ref: '#/$defs/a' } },
+      $defs: { a: { type: 'object', allOf: [{ $ref: '#/$defs/a' }] } },
+    };
+    expect(problemOf(itself)).toMatch(/^must not refer to itself \(\$ref\)/);
+  });
+
+  it('refuses $defs that multiply: each referring twice to the one before', () => {
+    const $defs: Record<string, unknown> = { d0: { type: 'string' } };
+    for (let i = 1; i <= 30; i++) {
+      $defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i - 1}` }, { $ref: `#/$defs/d${i - 1}` }] };
+    }
+    const multiplying = { type: 'object', properties: { x: { $ref: '#/$defs/d30' } }, $defs };
+    expect(problemOf(multiplying)).toBe(
+      'must have at most 2048 subschemas once its $ref are written out',
+    );
+  });
+
+  it('refuses a $ref into data, which would carry a pattern past the check', () => {
+    const intoDefault = {
+      type: 'object',
+      properties: { a: { $ref: '#/default' } },
+      default: { type: 'string', pattern: '^(a+)+$' },
+    };
+    expect(problemOf(intoDefault)).toBe('has a $ref to no subschema of it: /properties/a/$ref');
+  });
+
+  it.each([
+    [{ $ref: 'https://example.com/schema.json' }, 'must use $ref with a JSON pointer'],
+    [{ $ref: '#anchor' }, 'must use $ref with a JSON pointer'],
+    [{ $ref: '#/%E0%A4%A' }, 'must use $ref with a JSON pointer'],
+    [{ $ref: '#/$defs/missing' }, 'has a $ref to no subschema of it'],
+    [{ $dynamicRef: '#node' }, 'must not use $dynamicRef or $recursiveRef'],
+    [{ $id: 'https://example.com/other', type: 'string' }, 'must not use $id below its root'],
+  ])('refuses %j', (property, problem) => {
+    expect(problemOf({ type: 'object', properties: { p: property } })).toContain(problem);
+  });
+
+  it('accepts references a generated schema uses (a model used twice), and validates with them', () => {
+    const order = {
+      type: 'object',
+      $id: 'https://example.com/order',
+      required: ['billing', 'shipping'],
+      properties: {
+        billing: { $ref: '#/$defs/Address' },
+        shipping: { $ref: '#/$defs/Address' },
+        'a/b~c': { type: 'integer' },
+        again: { $ref: '#/properties/a~1b~0c' },
+      },
+      $defs: {
+        Address: {
+          type: 'object',
+          required: ['city'],
+          properties: { city: { type: 'string' }, country: { $ref: '#/$defs/Country' } },
+        },
+        Country: { enum: ['FR', 'DE'] },
+      },
+    };
+    expect(problemOf(order)).toBeUndefined();
+    const validate = compileParameters(order);
+    expect(validate({ billing: { city: 'Lyon' }, shipping: { city: 'Köln', country: 'DE' } })).toBe(
+      true,
+    );
+    expect(validate({ billing: { city: 'Lyon' }, shipping: { country: 'DE' } })).toBe(false);
+    expect(validate({ billing: { city: 'Lyon', country: 'XX' }, shipping: { city: 'x' } })).toBe(
+      false,
+    );
+    expect(validate({ billing: { city: 'a' }, shipping: { city: 'b' }, again: 1.5 })).toBe(false);
+  });
+
+  it('compiles two schemas of one $id, each validating by its own rules', () => {
+    const schemas = new CompiledSchemas(10);
+    const id = 'https://example.com/tool';
+    const strings = schemas.compile({
+      $id: id,
+      type: 'object',
+      properties: { a: { type: 'string' } },
+    });
+    const numbers = schemas.compile({
+      $id: id,
+      type: 'object',
+      properties: { a: { type: 'number' } },
+    });
+    expect([strings({ a: 'x' }), strings({ a: 1 })]).toEqual([true, false]);
+    expect([numbers({ a: 'x' }), numbers({ a: 1 })]).toEqual([false, true]);
+  });
+});

@@ -109,6 +109,121 @@ function regexKeywordIn(node: unknown, at = ''): string | undefined {
   return undefined;
 }
 
+/**
+ * References (`$ref`) are local JSON pointers to a subschema of the same schema
+ * (`#/$defs/address`), never recursive, and the schema they make once written out in full has at
+ * most this many subschemas. ajv validates a reference where it stands: a recursive one
+ * (`anyOf: [{$ref: "#"}, {$ref: "#"}]`) doubled the work at each level of nested arguments
+ * (0.5 s at 18 levels, hours at 40), and $defs each referring twice to the one before cost 2^n
+ * on any argument; either held the event loop, every tenant's requests with it. A pointer into
+ * data (`#/default`) would also carry a `pattern` past the check above.
+ */
+export const MAX_EXPANDED_SUBSCHEMAS = 2_048;
+/** Dynamic references resolve at validation time: not followed, so refused. */
+const DYNAMIC_REFERENCES: ReadonlySet<string> = new Set(['$dynamicRef', '$recursiveRef']);
+
+/** A key as a JSON pointer segment (RFC 6901). */
+const pointerSegment = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
+
+interface Subschema {
+  node: Record<string, unknown>;
+  /** The pointers of the subschemas directly under it. */
+  children: string[];
+}
+
+/** Every subschema of `root` by its JSON pointer (`''`, the root), data keywords' values left out. */
+function subschemasOf(root: Record<string, unknown>): Map<string, Subschema> {
+  const found = new Map<string, Subschema>();
+  const visit = (value: unknown, at: string, parent: Subschema | undefined): void => {
+    if (Array.isArray(value)) {
+      value.forEach((item, index) => visit(item, `${at}/${index}`, parent));
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const node = value as Record<string, unknown>;
+    const subschema: Subschema = { node, children: [] };
+    found.set(at, subschema);
+    parent?.children.push(at);
+    for (const [key, child] of Object.entries(node)) {
+      if (DATA_KEYWORDS.has(key)) continue;
+      const under = `${at}/${pointerSegment(key)}`;
+      if (NAMED_SCHEMAS.has(key) && child !== null && typeof child === 'object') {
+        for (const [name, schema] of Object.entries(child as Record<string, unknown>)) {
+          visit(schema, `${under}/${pointerSegment(name)}`, subschema);
+        }
+      } else {
+        visit(child, under, subschema);
+      }
+    }
+  };
+  visit(root, '', undefined);
+  return found;
+}
+
+/** Why a schema's references are refused (see MAX_EXPANDED_SUBSCHEMAS), or undefined. */
+function referencesProblem(root: Record<string, unknown>): string | undefined {
+  const subschemas = subschemasOf(root);
+  const targets = new Map<string, string>();
+  for (const [at, { node }] of subschemas) {
+    const dynamic = Object.keys(node).find((key) => DYNAMIC_REFERENCES.has(key));
+    if (dynamic) return `must not use $dynamicRef or $recursiveRef: ${at}/${dynamic}`;
+    // Below the root an $id would start another document, which a pointer does not reach.
+    if (at !== '' && '$id' in node) return `must not use $id below its root: ${at}/$id`;
+    if (!('$ref' in node)) continue;
+    const ref = node.$ref;
+    let target: string | undefined;
+    try {
+      target =
+        typeof ref === 'string' && (ref === '#' || ref.startsWith('#/'))
+          ? decodeURIComponent(ref.slice(1))
+          : undefined;
+    } catch {
+      target = undefined;
+    }
+    if (target === undefined) {
+      return `must use $ref with a JSON pointer into the schema ("#/$defs/name"): ${at}/$ref`;
+    }
+    if (!subschemas.has(target)) return `has a $ref to no subschema of it: ${at}/$ref`;
+    targets.set(at, target);
+  }
+  // The subschemas each one stands for once its references are written out, counted once each.
+  const sizes = new Map<string, number>();
+  const counting = new Set<string>();
+  const sizeOf = (at: string): number => {
+    const known = sizes.get(at);
+    if (known !== undefined) return known;
+    if (counting.has(at)) return Infinity;
+    counting.add(at);
+    let size = 1;
+    const target = targets.get(at);
+    if (target !== undefined) size += sizeOf(target);
+    for (const child of subschemas.get(at)!.children) {
+      if (size > MAX_EXPANDED_SUBSCHEMAS) break;
+      size += sizeOf(child);
+    }
+    counting.delete(at);
+    sizes.set(at, size);
+    return size;
+  };
+  const tooMany = `must have at most ${MAX_EXPANDED_SUBSCHEMAS} subschemas once its $ref are written out`;
+  for (const at of targets.keys()) {
+    const size = sizeOf(at);
+    if (size === Infinity) return `must not refer to itself ($ref): ${at}/$ref`;
+    if (size > MAX_EXPANDED_SUBSCHEMAS) return tooMany;
+  }
+  return sizeOf('') > MAX_EXPANDED_SUBSCHEMAS ? tooMany : undefined;
+}
+
+/**
+ * Why a schema may not be run on arguments, before compiling it: regular expressions, and
+ * references that recurse or multiply the work.
+ */
+export function unsafeSchemaProblem(parameters: Record<string, unknown>): string | undefined {
+  const regex = regexKeywordIn(parameters);
+  if (regex) return `must not use regular expressions (pattern, patternProperties): ${regex}`;
+  return referencesProblem(parameters);
+}
+
 /** Compiled schemas kept by the process (compiling one takes milliseconds: ajv writes code). */
 const COMPILED_SCHEMAS_KEPT = 1_000;
 
@@ -144,9 +259,12 @@ export class CompiledSchemas {
   ) {}
 
   /**
-   * Strict mode is off: unknown keywords are common in hand-written schemas and harmless. A fresh
-   * ajv instance for each schema, so that one schema's `$id` cannot clash with another's.
+   * One ajv instance for every schema: a new one compiles the draft's meta-schemas again, 20 ms
+   * of the event loop a schema against 1 for the schema alone. Strict mode is off: unknown
+   * keywords are common in hand-written schemas and harmless.
    */
+  private readonly ajv = new Ajv2020({ strict: false, allErrors: true });
+
   compile(schema: object): ValidateFunction {
     const text = canonicalJson(schema);
     const key = createHash('sha256').update(text).digest('base64');
@@ -156,7 +274,7 @@ export class CompiledSchemas {
       this.compiled.delete(key);
     } else {
       entry = {
-        validate: new Ajv2020({ strict: false, allErrors: true }).compile(schema),
+        validate: this.compileAlone(schema),
         size: text.length,
       };
       this.textKept += entry.size;
@@ -174,6 +292,18 @@ export class CompiledSchemas {
     }
     this.compiled.set(key, entry);
     return entry.validate;
+  }
+
+  /**
+   * Compiled, then forgotten by the instance, its `$id` with it: another schema of the same `$id`
+   * compiles too, and the instance holds nothing the cache has let go.
+   */
+  private compileAlone(schema: object): ValidateFunction {
+    try {
+      return this.ajv.compile(schema);
+    } finally {
+      this.ajv.removeSchema(schema);
+    }
   }
 }
 
@@ -193,8 +323,8 @@ function parametersProblem(parameters: Record<string, unknown>): string | undefi
     return `must be at most ${MAX_PARAMETERS_BYTES} bytes serialised`;
   }
   if (parameters.type !== 'object') return 'must be a JSON Schema of type "object"';
-  const regex = regexKeywordIn(parameters);
-  if (regex) return `must not use regular expressions (pattern, patternProperties): ${regex}`;
+  const unsafe = unsafeSchemaProblem(parameters);
+  if (unsafe) return unsafe;
   try {
     compileParameters(parameters);
     return undefined;

@@ -21,6 +21,7 @@ import type {
 import {
   compileParameters,
   type RequestTool,
+  unsafeSchemaProblem,
   type ToolDefinition,
   toolProblems,
 } from './tool-definitions';
@@ -339,6 +340,10 @@ export class ToolTurnsService {
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
   private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
+    // A tool stored before its schema's kind was refused (a recursive $ref) is not run on
+    // arguments: the check costs a walk of at most 16 KiB, its validation could cost hours.
+    const unsafe = unsafeSchemaProblem(tool.parameters);
+    if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
     const validate = compileParameters(tool.parameters);
     if (validate(args)) return undefined;
     const first = validate.errors?.[0];
