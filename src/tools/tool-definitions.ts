@@ -260,8 +260,8 @@ export class CompiledSchemas {
 
   /**
    * One ajv instance for every schema: a new one compiles the draft's meta-schemas again, 15 ms
-   * of the event loop a schema against 0.4 for the schema alone (node 20, this machine). Strict mode is off: unknown
-   * keywords are common in hand-written schemas and harmless.
+   * of the event loop a schema against 0.4 for the schema alone (node 20, this machine). Strict
+   * mode is off: unknown keywords are common in hand-written schemas and harmless.
    */
   private readonly ajv = new Ajv2020({ strict: false, allErrors: true });
 
