@@ -15,6 +15,7 @@ SELECT status, expires_at <= $1 AS "expired", personality_id AS "personalityId",
 UPDATE tool_turns SET status = 'resumed'
  WHERE id = $1 AND organization_id = $2
    AND status = 'pending' AND expires_at > $3
+   AND state->'pending' = $4::jsonb
 RETURNING id;
 
 -- release a claimed turn whose resumption failed

@@ -125,7 +125,7 @@ export class RespondService implements OnApplicationBootstrap {
     dto: ToolOutputsDto,
   ): Promise<Conversation> {
     const { organizationId } = caller;
-    const { personalityId, state } = await this.toolTurns.check(
+    const { personalityId, state, answered } = await this.toolTurns.check(
       organizationId,
       turnId,
       dto.outputs,
@@ -136,7 +136,7 @@ export class RespondService implements OnApplicationBootstrap {
       state,
     );
     try {
-      await this.toolTurns.claim(organizationId, turnId, dto.outputs.length);
+      await this.toolTurns.claim(organizationId, turnId, answered);
     } catch (error) {
       this.release(conversation);
       throw error;

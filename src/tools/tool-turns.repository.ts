@@ -81,13 +81,21 @@ export class ToolTurnsRepository {
 
   /**
    * Takes a pending, unexpired turn for one resumption: a conditional UPDATE, so of concurrent
-   * claims on any instances exactly one gets the row; the others get false.
+   * claims on any instances exactly one gets the row; the others get false. Only while its
+   * pending calls are still `pending`, the ones the claimer's outputs answer: a turn resumed and
+   * paused again meanwhile is pending once more, for other calls.
    */
-  async claim(organizationId: string, id: string, now: Date): Promise<boolean> {
+  async claim(
+    organizationId: string,
+    id: string,
+    now: Date,
+    pending: readonly string[],
+  ): Promise<boolean> {
     const row = await this.database.row(
       TURN_ID.query`UPDATE tool_turns SET status = 'resumed'
            WHERE id = ${id} AND organization_id = ${organizationId}
              AND status = 'pending' AND expires_at > ${now}
+             AND state->'pending' = ${JSON.stringify(pending)}::jsonb
           RETURNING ${TURN_ID}`,
     );
     return row !== undefined;

@@ -207,13 +207,14 @@ export class ToolTurnsService {
    * The paused turn's state once the client's outputs join it: 404 for an unknown, foreign or
    * expired turn, 400 unless every pending call has exactly one output, 409 `turn_not_pending`
    * when it was resumed already. Nothing is claimed yet: `claim` does, once the resumption is
-   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending).
+   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending), for the
+   * `answered` calls (the pending ones as read).
    */
   async check(
     organizationId: string,
     turnId: string,
     outputs: Array<{ tool_call_id: string; output: unknown }>,
-  ): Promise<{ personalityId: string; state: ToolTurnState }> {
+  ): Promise<{ personalityId: string; state: ToolTurnState; answered: string[] }> {
     const now = this.clock.now();
     const found = await this.repository.find(organizationId, turnId, now);
     if (!found || (found.status === 'pending' && found.expired)) {
@@ -221,6 +222,7 @@ export class ToolTurnsService {
     }
     if (found.status !== 'pending') throw notPending();
     const { state } = found;
+    const answered = [...state.pending];
     const given = new Map<string, unknown>();
     const problems: FieldProblem[] = [];
     outputs.forEach((output, index) => {
@@ -259,18 +261,20 @@ export class ToolTurnsService {
     state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
     state.round = { calls: [], outputs: {} };
     state.pending = [];
-    return { personalityId: found.personalityId, state };
+    return { personalityId: found.personalityId, state, answered };
   }
 
   /**
-   * Takes the turn for this resumption: of concurrent claims, on any instance, exactly one wins;
-   * the others get 409 `turn_not_pending`.
+   * Takes the turn for this resumption, which answers the `answered` calls (check's): of
+   * concurrent claims, on any instance, exactly one wins; the others get 409 `turn_not_pending`,
+   * and so does a claim whose turn was resumed and paused again, for other calls, since its
+   * check: it would run the turn again from where it stood before.
    */
-  async claim(organizationId: string, turnId: string, outputs: number): Promise<void> {
-    if (!(await this.repository.claim(organizationId, turnId, this.clock.now()))) {
+  async claim(organizationId: string, turnId: string, answered: readonly string[]): Promise<void> {
+    if (!(await this.repository.claim(organizationId, turnId, this.clock.now(), answered))) {
       throw notPending();
     }
-    for (let i = 0; i < outputs; i += 1) this.metrics.count('client', 'ok', null);
+    for (let i = 0; i < answered.length; i += 1) this.metrics.count('client', 'ok', null);
   }
 
   /**

@@ -188,10 +188,15 @@ describe('ToolTurnsService (real database)', () => {
       { tool_call_id: 'call_3', output: 'late' },
       { tool_call_id: 'call_1', output: { status: 'shipped' } },
     ];
-    const { personalityId, state } = await turns.check(of.organizationId, turnId, outputs);
+    const { personalityId, state, answered } = await turns.check(
+      of.organizationId,
+      turnId,
+      outputs,
+    );
     expect(personalityId).toBe(of.personalityId);
     expect(state).toMatchObject({ userId: of.userId, message: 'Where is my order?', pending: [] });
-    await turns.claim(of.organizationId, turnId, outputs.length);
+    expect(answered).toEqual(['call_1', 'call_3']);
+    await turns.claim(of.organizationId, turnId, answered);
 
     const asked: Array<Parameters<AskEngine>[0]> = [];
     const done = await turns.run(contextOf(of, state), async (extra) => {
@@ -270,7 +275,7 @@ describe('ToolTurnsService (real database)', () => {
       status: 'pending',
       state: { pending: ['call_1'] },
     });
-    await turns.claim(of.organizationId, turnId, 1);
+    await turns.claim(of.organizationId, turnId, ['call_1']);
   });
 
   it("answers 404 for an unknown turn, another organization's, and one expired by the clock", async () => {
@@ -278,7 +283,7 @@ describe('ToolTurnsService (real database)', () => {
     const turnId = await paused(of);
     const other = await tenant();
     await expectAppError(turns.check(other.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(other.organizationId, turnId, 1), 'turn_not_pending');
+    await expectAppError(turns.claim(other.organizationId, turnId, ['call_1']), 'turn_not_pending');
     await expectAppError(
       turns.check(of.organizationId, `turn_${'0'.repeat(26)}`, shipped),
       'not_found',
@@ -290,7 +295,7 @@ describe('ToolTurnsService (real database)', () => {
     await turns.check(of.organizationId, turnId, shipped);
     clock.advance(1);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(of.organizationId, turnId, 1), 'turn_not_pending');
+    await expectAppError(turns.claim(of.organizationId, turnId, ['call_1']), 'turn_not_pending');
     expect(await turnRow(turnId)).toMatchObject({ status: 'pending' });
   });
 
@@ -298,7 +303,7 @@ describe('ToolTurnsService (real database)', () => {
     const of = await tenant();
     const turnId = await paused(of);
     const claims = await Promise.allSettled(
-      Array.from({ length: 8 }, () => turns.claim(of.organizationId, turnId, 1)),
+      Array.from({ length: 8 }, () => turns.claim(of.organizationId, turnId, ['call_1'])),
     );
     expect(claims.filter((claim) => claim.status === 'fulfilled')).toHaveLength(1);
     for (const claim of claims) {
@@ -314,7 +319,7 @@ describe('ToolTurnsService (real database)', () => {
   it('gives a claimed turn back for one more claim, counting tokens with it; only to its organization', async () => {
     const of = await tenant();
     const turnId = await paused(of);
-    await turns.claim(of.organizationId, turnId, 1);
+    await turns.claim(of.organizationId, turnId, ['call_1']);
     const other = await tenant();
     await turns.release(other.organizationId, turnId);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'turn_not_pending');
@@ -326,7 +331,7 @@ describe('ToolTurnsService (real database)', () => {
     ]);
     await turns.check(of.organizationId, turnId, shipped);
     const again = await Promise.allSettled(
-      Array.from({ length: 4 }, () => turns.claim(of.organizationId, turnId, 1)),
+      Array.from({ length: 4 }, () => turns.claim(of.organizationId, turnId, ['call_1'])),
     );
     expect(again.map((claim) => claim.status).sort()).toEqual([
       'fulfilled',
@@ -338,14 +343,16 @@ describe('ToolTurnsService (real database)', () => {
     await turns.release(of.organizationId, turnId);
     clock.advance(TTL_SECONDS * 1000);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(of.organizationId, turnId, 1), 'turn_not_pending');
+    await expectAppError(turns.claim(of.organizationId, turnId, ['call_1']), 'turn_not_pending');
   });
 
-  it('pauses a resumed turn again under its id, pending until a new expiry', async () => {
+  it('pauses a resumed turn again under its id, pending until a new expiry, for its new calls only', async () => {
     const of = await tenant();
     const turnId = await paused(of);
-    const { state } = await turns.check(of.organizationId, turnId, shipped);
-    await turns.claim(of.organizationId, turnId, 1);
+    const { state, answered } = await turns.check(of.organizationId, turnId, shipped);
+    // Another resumption checks the turn as it stands too, and claims only once it is paused again.
+    const late = await turns.check(of.organizationId, turnId, shipped);
+    await turns.claim(of.organizationId, turnId, answered);
     clock.advance(40_000);
     const again = await turns.run(contextOf(of, state), async () =>
       engineReply('', [call('call_9', { order_id: 'C-3' })]),
@@ -358,8 +365,14 @@ describe('ToolTurnsService (real database)', () => {
     const row = await turnRow(turnId);
     expect(row).toMatchObject({ status: 'pending', state: { pending: ['call_9'], rounds: 2 } });
     expect(row?.expires_at.getTime()).toBe(clock.nowMs() + TTL_SECONDS * 1000);
+    // Pending again, for call_9: the late claim, for call_1, would run the turn again from before.
+    await expectAppError(turns.claim(of.organizationId, turnId, late.answered), 'turn_not_pending');
+    expect(await turnRow(turnId)).toMatchObject({ status: 'pending' });
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'validation_failed');
-    await turns.check(of.organizationId, turnId, [{ tool_call_id: 'call_9', output: 1 }]);
+    const resumed = await turns.check(of.organizationId, turnId, [
+      { tool_call_id: 'call_9', output: 1 },
+    ]);
+    await turns.claim(of.organizationId, turnId, resumed.answered);
   });
 
   it('asks without tools after TOOL_MAX_ROUNDS rounds, adding up the tokens of every call', async () => {
