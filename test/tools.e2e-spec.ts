@@ -295,11 +295,11 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       ]) {
         expectError(await resume(turnId, { outputs }), 400, 'validation_failed');
       }
-      expectError(
-        await resume(turnId, { outputs: [{ tool_call_id: callId }] }),
-        400,
-        'validation_failed',
-      );
+      const missing = await resume(turnId, { outputs: [{ tool_call_id: callId }] });
+      expectError(missing, 400, 'validation_failed');
+      expect(missing.body.error.details).toEqual([
+        { field: 'outputs.0.output', problem: 'output must be given (any JSON, null included)' },
+      ]);
       // A client's output has the bound of a webhook tool's: 16 KiB serialised.
       const huge = await resume(turnId, {
         outputs: [{ tool_call_id: callId, output: 'x'.repeat(20_000) }],
@@ -331,6 +331,17 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const statuses = answers.map((answer) => answer.status).sort();
       expect(statuses).toEqual([200, 409, 409, 409, 409, 409, 409, 409]);
       expect(await memoriesOf(userId)).toHaveLength(2);
+    });
+
+    it('takes null as an output, as any JSON', async () => {
+      const paused = await respond({ user_id: uniqueUserId(), message: trigger });
+      const callId = paused.body.tool_calls[0].id as string;
+      const done = await resume(paused.body.turn_id as string, {
+        outputs: [{ tool_call_id: callId, output: null }],
+      });
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      expect(done.body.reply.text).toContain('lookup_order: null');
     });
 
     it('gives arguments that fail the schema back to the engine, never to the client', async () => {

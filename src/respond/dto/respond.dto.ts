@@ -5,13 +5,13 @@ import {
   ArrayMinSize,
   IsArray,
   IsBoolean,
-  IsDefined,
   IsObject,
   IsOptional,
   IsString,
   IsUUID,
   MaxLength,
   MinLength,
+  ValidateBy,
   ValidateIf,
   ValidateNested,
 } from 'class-validator';
@@ -62,6 +62,16 @@ export class RespondDto {
   tools?: RequestToolDto[];
 }
 
+/** Any JSON value, `null` included: only a missing one is refused (IsDefined refuses null). */
+const IsGiven = () =>
+  ValidateBy({
+    name: 'isGiven',
+    validator: {
+      validate: (value) => value !== undefined,
+      defaultMessage: () => '$property must be given (any JSON, null included)',
+    },
+  });
+
 /** The output of one tool call the paused turn asked for. */
 export class ToolOutputDto {
   @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
@@ -75,7 +85,7 @@ export class ToolOutputDto {
     example: { status: 'shipped' },
     oneOf: ANY_JSON,
   })
-  @IsDefined()
+  @IsGiven()
   output: unknown;
 }
 
