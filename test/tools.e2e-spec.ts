@@ -276,6 +276,23 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .send(document);
       expect(imported.status).toBe(201);
       expect((await memoriesOf(copy)).map((memory) => memory.tool_calls)).toEqual([called, null]);
+
+      // An output past the API's bound (16 KiB serialised) is refused, as the API refuses it.
+      const reply = document.memories[1] as { tool_calls: Array<{ output: unknown }> };
+      reply.tool_calls[0].output = 'x'.repeat(20_000);
+      document.end_user.user_id = uniqueUserId();
+      const oversized = await t
+        .http()
+        .post('/v1/end-users/import')
+        .set('Authorization', owner.auth)
+        .send(document);
+      expectError(oversized, 400, 'validation_failed');
+      expect(oversized.body.error.details).toEqual([
+        {
+          field: '/memories/1/tool_calls/0/output',
+          problem: "must be at most 16384 bytes serialised (a tool's output)",
+        },
+      ]);
     });
 
     it('wants exactly one output for every pending call; unknown, foreign and expired turns are 404', async () => {

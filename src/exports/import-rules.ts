@@ -11,6 +11,7 @@ import {
   USER_MESSAGE_MAX_CHARACTERS,
 } from '../memory/dto/memory.dto';
 import { metadataProblem, userIdProblem } from '../end-users/dto/user-id';
+import { MAX_OUTPUT_BYTES } from '../tools/webhook-tool-caller';
 import { UpdatePersonalityDto } from '../personalities/dto/update-personality.dto';
 import type { PersonalityDocument } from '../personalities/personalities.service';
 import type {
@@ -283,6 +284,16 @@ export class ImportChecker {
         'is not an emotion of any vocabulary version (the memory names no vocabulary_version)',
       );
     }
+    // A tool's output has the bound the API gives it (a client's, a webhook's): it is stored
+    // with the memory and sent back with every list and export.
+    memory.tool_calls?.forEach((call, callIndex) => {
+      if (Buffer.byteLength(JSON.stringify(call.output)) > MAX_OUTPUT_BYTES) {
+        this.problems.add(
+          `${at}/tool_calls/${callIndex}/output`,
+          `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool's output)`,
+        );
+      }
+    });
     this.checkTime(`${at}/created_at`, memory.created_at);
   }
 
