@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { KnowledgeTermRefillWorker } from '../src/knowledge/knowledge-term-refill.worker';
@@ -542,6 +543,16 @@ describe('Knowledge documents (contract §27)', () => {
         a.auth,
       );
       expect(own.body.citations).toEqual([{ document_id: id, title: 'Secret', chunk_index: 0 }]);
+      // Nor with a document of its own attached to all its personalities: the id is not one.
+      const zoo = await create({ title: 'Zoo', content: 'A quokka lives here.' }, b.auth);
+      for (const personalityId of [aPersonality, randomUUID()]) {
+        expect(
+          (await search({ q: 'quokka', personality_id: personalityId }, b.auth)).body.data,
+        ).toEqual([]);
+      }
+      const drawn = (await search({ q: 'quokka', personality_id: bPersonality }, b.auth)).body
+        .data as Hit[];
+      expect(drawn.map((hit) => hit.document_id)).toEqual([zoo.body.id]);
     });
   });
 

@@ -267,9 +267,9 @@ export class KnowledgeRepository {
     return Number(row?.bytes ?? 0);
   }
 
-  /** How many of `ids` are personalities of the organization. */
+  /** How many of `ids` are personalities of the organization (in `manager`'s transaction, if given). */
   async countPersonalities(
-    manager: EntityManager,
+    manager: EntityManager | undefined,
     organizationId: string,
     ids: string[],
   ): Promise<number> {

@@ -199,8 +199,19 @@ export class KnowledgeService implements ReplyParticipant {
     organizationId: string,
     query: { q: string; personalityId?: string; limit: number },
   ): Promise<KnowledgeSearchResultDto> {
-    // The question's embedding first (null when off, slow or failing: ranked by words alone).
-    const meaning = await this.embedder.embedQuery(query.q);
+    const { personalityId } = query;
+    // The question's embedding (null when off, slow or failing: ranked by words alone), and
+    // whether the personality is the organization's: the documents attached to all would match
+    // any id.
+    const [meaning, known] = await Promise.all([
+      this.embedder.embedQuery(query.q),
+      personalityId === undefined
+        ? true
+        : this.repository
+            .countPersonalities(undefined, organizationId, [personalityId])
+            .then((found) => found > 0),
+    ]);
+    if (!known) return { data: [], has_more: false };
     const hits = await this.repository.search(
       organizationId,
       query.personalityId ?? null,
