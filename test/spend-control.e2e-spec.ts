@@ -381,6 +381,12 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(refused.headers['ratelimit-policy']).toBe('"end_user";q=2;w=200');
       expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
       expect((await reply(a, uniqueUserId())).status).toBe(200);
+      // A user_id of 200 emoji (400 UTF-16 units) is 200 characters, as validation counts: its
+      // bucket is drawn as any other's.
+      const emoji = '😀'.repeat(200);
+      expect((await reply(a, emoji)).status).toBe(200);
+      expect((await reply(a, emoji)).status).toBe(200);
+      expectError(await reply(a, emoji), 429, 'rate_limited');
       // Other routes are not the end user's.
       const list = await t.http().get('/v1/end-users').set('Authorization', a.auth);
       expect(list.status).toBe(200);

@@ -11,6 +11,7 @@ import { IS_PUBLIC } from '../common/auth/auth.decorators';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
 import { rateLimitConfig } from '../config/rate-limit.config';
+import { userIdProblem } from '../end-users/dto/user-id';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { LimitsService } from '../spend/limits.service';
 import { isAuthRateLimited } from './auth-routes';
@@ -48,10 +49,14 @@ function isRespond(method: string, path: string): boolean {
   );
 }
 
-/** A body's user_id as the validation pipe will accept it; else no end user's bucket is drawn. */
+/**
+ * A body's user_id as the validation pipe will accept it (its own rule: 256 characters, not
+ * UTF-16 units, so an id of emoji is drawn from as any other), else none: the request is refused
+ * before it reaches a reply, and no end user's bucket is drawn.
+ */
 function userIdOf(request: Request): string | null {
   const userId = (request.body as { user_id?: unknown } | undefined)?.user_id;
-  return typeof userId === 'string' && userId.length > 0 && userId.length <= 256 ? userId : null;
+  return userIdProblem(userId) === null ? (userId as string) : null;
 }
 
 const ORG_BUCKET = Symbol('rateLimitOrgBucket');

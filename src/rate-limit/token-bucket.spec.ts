@@ -1,6 +1,6 @@
 import { isAuthRateLimited } from './auth-routes';
 import { MemoryBuckets } from './memory-buckets';
-import { type BucketPolicy, rateLimitHeaders, takeToken } from './token-bucket';
+import { type BucketPolicy, MAX_WAIT_MS, rateLimitHeaders, takeToken } from './token-bucket';
 
 const POLICY: BucketPolicy = { name: 'org', rps: 2, burst: 5 };
 const T0 = Date.parse('2026-11-22T03:00:00.000Z');
@@ -109,6 +109,17 @@ describe('token bucket arithmetic', () => {
     const refused = buckets.take('k', fast);
     expect(refused.msUntilToken).toBe(1);
     expect(rateLimitHeaders(refused, fast, clock.now)['Retry-After']).toBe('1');
+  });
+
+  it('writes its headers for the slowest bucket a client may set (any rps > 0)', () => {
+    const slowest: BucketPolicy = { name: 'end_user', rps: 1e-13, burst: 1 };
+    const { state, decision } = takeToken(undefined, slowest, T0);
+    const refused = takeToken(state, slowest, T0).decision;
+    expect([decision.msUntilFull, refused.msUntilToken]).toEqual([MAX_WAIT_MS, MAX_WAIT_MS]);
+    expect(rateLimitHeaders(decision, slowest, T0)['X-RateLimit-Reset']).toBe(
+      new Date(T0 + MAX_WAIT_MS).toISOString(),
+    );
+    expect(rateLimitHeaders(refused, slowest, T0)['Retry-After']).toBe(String(MAX_WAIT_MS / 1000));
   });
 
   it('writes the contract headers and the IETF draft ones', () => {

@@ -88,6 +88,13 @@ export function takeToken(
   return { state: { tokens, updatedAt }, decision: decide(allowed, tokens, policy) };
 }
 
+/**
+ * The longest wait a decision reports, about 31 years: `rps` is any number > 0 (contract §23), and
+ * at 1e-13 a bucket's refill lies past the last date JavaScript can write (year 275760), so
+ * X-RateLimit-Reset threw and every request answered 500 (found by review).
+ */
+export const MAX_WAIT_MS = 1e12;
+
 /** The timings of a decision, from the tokens left after it. */
 export function decide(
   allowed: boolean,
@@ -98,8 +105,8 @@ export function decide(
   return {
     allowed,
     tokens,
-    msUntilFull: Math.ceil((policy.burst - tokens) / perMs),
-    msUntilToken: tokens >= 1 ? 0 : Math.ceil((1 - tokens) / perMs),
+    msUntilFull: Math.min(MAX_WAIT_MS, Math.ceil((policy.burst - tokens) / perMs)),
+    msUntilToken: tokens >= 1 ? 0 : Math.min(MAX_WAIT_MS, Math.ceil((1 - tokens) / perMs)),
   };
 }
 
