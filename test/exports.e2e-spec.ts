@@ -146,9 +146,12 @@ describe('Export (PMF v1) and subject access', () => {
     );
     expect(Object.keys(body.tables).sort()).toEqual([
       'end_user_facts',
+      'end_user_token_days',
       'end_users',
       'memories',
       'relationship_months',
+      'token_usage_end_user_months',
+      'tool_turns',
     ]);
     const row = body.tables.end_users[0];
     expect(row).toMatchObject({
@@ -165,6 +168,61 @@ describe('Export (PMF v1) and subject access', () => {
       personality_id: personalityId,
     });
     expect(body.tables.end_user_facts).toEqual([]);
+    // The local engine reports no tokens, and the reply paused for no tool.
+    expect(body.tables.token_usage_end_user_months).toEqual([]);
+    expect(body.tables.end_user_token_days).toEqual([]);
+    expect(body.tables.tool_turns).toEqual([]);
+  });
+
+  it('subject access lists the end user’s tokens and paused turns, and no one else’s', async () => {
+    const personalityId = await clonePersonality(t, a.auth);
+    const [userId, otherId] = [uniqueUserId(), uniqueUserId()];
+    for (const id of [userId, otherId]) {
+      await respond(t, a.auth, { personality_id: personalityId, user_id: id, message: 'hi' });
+    }
+    const dataSource = t.app.get(DataSource);
+    // As a reply through a model provider writes them (the local engine reports no tokens), and
+    // a turn paused for a client tool; for both end users.
+    await dataSource.query(
+      `WITH u AS (SELECT id, organization_id, user_id FROM end_users
+                   WHERE organization_id = $1 AND user_id = ANY($2::text[])),
+            months AS (INSERT INTO token_usage_end_user_months
+                         (organization_id, month, end_user_id, requests, prompt_tokens, total_tokens)
+                       SELECT organization_id, m::date, id, 1, 10, 10 FROM u,
+                              (VALUES ('2031-01-01'), ('2031-02-01')) v(m)),
+            days AS (INSERT INTO end_user_token_days (end_user_id, organization_id, day, tokens)
+                     SELECT id, organization_id, '2031-02-03', 10 FROM u)
+       INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
+       SELECT 'turn_' || user_id, organization_id, id, $3, '{"message": "paused"}', now() + interval '1 hour'
+         FROM u`,
+      [a.organizationId, [userId, otherId], personalityId],
+    );
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${userId}/model`)
+      .set('Authorization', a.auth);
+    const body = JSON.parse(
+      Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
+    );
+    const endUserId = body.tables.end_users[0].id as string;
+    expect(
+      body.tables.token_usage_end_user_months.map((row: { month: string }) => row.month),
+    ).toEqual(['2031-01-01', '2031-02-01']);
+    expect(body.tables.end_user_token_days).toEqual([
+      expect.objectContaining({ end_user_id: endUserId, day: '2031-02-03', tokens: 10 }),
+    ]);
+    expect(body.tables.tool_turns).toEqual([
+      expect.objectContaining({
+        id: `turn_${userId}`,
+        end_user_id: endUserId,
+        state: { message: 'paused' },
+      }),
+    ]);
+    for (const table of ['token_usage_end_user_months', 'end_user_token_days', 'tool_turns']) {
+      for (const row of body.tables[table] as Array<{ end_user_id: string }>) {
+        expect(row.end_user_id).toBe(endUserId);
+      }
+    }
   });
 
   it('carries the facts, oldest first, a learned one pointing at its message; personalities carry language and replies', async () => {

@@ -104,6 +104,9 @@ const RELATIONSHIP_MONTH_ROWS = pageOf(
 );
 const MEMORY_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.id::text`);
 const FACT_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.id::text`);
+const TOKEN_MONTH_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.month::text`);
+const TOKEN_DAY_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.day::text`);
+const TOOL_TURN_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.id`);
 
 /**
  * The reads of the export and subject-access documents. Each is one short statement on the
@@ -166,6 +169,39 @@ export class ExportsRepository {
     ),
     this.memorySection(MEMORY_ROWS),
     this.factSection(FACT_ROWS, 'end_user_facts'),
+    // Their tokens: by month (the `end_user` breakdown), and today's against their daily budget.
+    this.section(
+      'token_usage_end_user_months',
+      ['-infinity'],
+      (subject, [month], limit) =>
+        TOKEN_MONTH_ROWS.query`SELECT ${TOKEN_MONTH_ROWS}
+            FROM token_usage_end_user_months t
+           WHERE t.end_user_id = ${subject.id} AND t.month > ${month}::date
+           ORDER BY t.month
+           LIMIT ${limit}`,
+    ),
+    this.section(
+      'end_user_token_days',
+      ['-infinity'],
+      (subject, [day], limit) =>
+        TOKEN_DAY_ROWS.query`SELECT ${TOKEN_DAY_ROWS}
+            FROM end_user_token_days t
+           WHERE t.end_user_id = ${subject.id} AND t.day > ${day}::date
+           ORDER BY t.day
+           LIMIT ${limit}`,
+    ),
+    // A turn paused for client tools holds their message and the calls so far (contract §26).
+    this.section(
+      'tool_turns',
+      ['-infinity', ''],
+      (subject, [at, id], limit) =>
+        TOOL_TURN_ROWS.query`SELECT ${TOOL_TURN_ROWS}
+            FROM tool_turns t
+           WHERE t.end_user_id = ${subject.id}
+             AND (t.created_at, t.id) > (${at}::timestamptz, ${id}::text)
+           ORDER BY t.created_at, t.id
+           LIMIT ${limit}`,
+    ),
   ];
 
   /**

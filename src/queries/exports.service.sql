@@ -53,6 +53,12 @@ SELECT e.id, e.user_id AS "userId", json_build_object(
 )::text AS "exportDocument", to_jsonb(e)::text AS "rowDocument", COALESCE((SELECT max(m.id) FROM memories m WHERE m.end_user_id = e.id), 0)::text AS "lastMemoryId"
    FROM end_users e
   WHERE e.organization_id = $1 AND e.user_id = $2;
+SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id AS "c2"
+ FROM tool_turns t
+WHERE t.end_user_id = $1
+  AND (t.created_at, t.id) > ($2::timestamptz, $3::text)
+ORDER BY t.created_at, t.id
+LIMIT $4;
 SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"
  FROM end_user_facts t
 WHERE t.end_user_id = $1
@@ -60,12 +66,22 @@ WHERE t.end_user_id = $1
   AND (t.created_at, t.id) > ($3::timestamptz, $4::uuid)
 ORDER BY t.created_at, t.id
 LIMIT $5;
+SELECT to_jsonb(t)::text AS "doc", t.day::text AS "c1"
+ FROM end_user_token_days t
+WHERE t.end_user_id = $1 AND t.day > $2::date
+ORDER BY t.day
+LIMIT $3;
 SELECT to_jsonb(t)::text AS "doc", t.id::text AS "c1"
  FROM (SELECT * FROM memories
         WHERE end_user_id = $1 AND id > $2::bigint
           AND id <= $3::bigint
         ORDER BY id LIMIT $4) t
 ORDER BY t.id;
+SELECT to_jsonb(t)::text AS "doc", t.month::text AS "c1"
+ FROM token_usage_end_user_months t
+WHERE t.end_user_id = $1 AND t.month > $2::date
+ORDER BY t.month
+LIMIT $3;
 SELECT to_jsonb(t)::text AS "doc", t.month::text AS "c1", t.personality_id::text AS "c2"
  FROM relationship_months t
 WHERE t.end_user_id = $1

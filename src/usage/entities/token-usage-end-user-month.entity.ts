@@ -4,7 +4,7 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
  * The provider's reported token counts per end user and UTC month: the `end_user` breakdown,
  * read most tokens first through the index on (organization, month, total_tokens, end user)
  * with keyset paging. Erasing the end user deletes its rows (the organization's own counts, by
- * day, personality and model, keep the tokens).
+ * day, personality and model, keep the tokens); subject access lists them.
  */
 @Entity('token_usage_end_user_months')
 @Index('token_usage_end_user_months_total_idx', [
@@ -13,6 +13,8 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
   'totalTokens',
   'endUserId',
 ])
+// An end user's months: subject access reads them, the erasure's cascade deletes them.
+@Index('token_usage_end_user_months_end_user_idx', ['endUserId', 'month'])
 export class TokenUsageEndUserMonth {
   @PrimaryColumn({ name: 'organization_id', type: 'uuid' })
   @ForeignKey('organizations', {
