@@ -189,6 +189,15 @@ export class ModelTablesDto {
 
   @ApiProperty({ type: 'array', items: ROW })
   end_user_facts: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  token_usage_end_user_months: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  end_user_token_days: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  tool_turns: Array<Record<string, unknown>>;
 }
 
 export class ModelDocumentDto {

@@ -2959,6 +2959,15 @@ export interface components {
             end_user_facts: {
                 [key: string]: unknown;
             }[];
+            token_usage_end_user_months: {
+                [key: string]: unknown;
+            }[];
+            end_user_token_days: {
+                [key: string]: unknown;
+            }[];
+            tool_turns: {
+                [key: string]: unknown;
+            }[];
         };
         ModelDocumentDto: {
             /** @example customer-42 */
@@ -10897,7 +10906,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts}}` */
+            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts, token_usage_end_user_months, end_user_token_days, tool_turns}}` */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
