@@ -187,6 +187,25 @@ describe('references in tool schemas', () => {
     );
   });
 
+  it('reads the names under dependencies as names, not as data keywords', () => {
+    const recursive = {
+      type: 'object',
+      dependencies: {
+        default: { properties: { default: { anyOf: [{ $ref: '#' }, { $ref: '#' }] } } },
+      },
+    };
+    expect(problemOf(recursive)).toBe(
+      'must not refer to itself ($ref): /dependencies/default/properties/default/anyOf/0/$ref',
+    );
+    const regex = {
+      type: 'object',
+      dependencies: { default: { properties: { q: { type: 'string', pattern: '^(a+)+$' } } } },
+    };
+    expect(problemOf(regex)).toBe(
+      'must not use regular expressions (pattern, patternProperties): /dependencies/default/properties/q/pattern',
+    );
+  });
+
   it('refuses a $ref into data, which would carry a pattern past the check', () => {
     const intoDefault = {
       type: 'object',
@@ -201,7 +220,12 @@ describe('references in tool schemas', () => {
     [{ $ref: '#anchor' }, 'must use $ref with a JSON pointer'],
     [{ $ref: '#/%E0%A4%A' }, 'must use $ref with a JSON pointer'],
     [{ $ref: '#/$defs/missing' }, 'has a $ref to no subschema of it'],
-    [{ $dynamicRef: '#node' }, 'must not use $dynamicRef or $recursiveRef'],
+    [{ $dynamicRef: '#node' }, 'must not use dynamic references or anchors'],
+    [{ $dynamicAnchor: 'node', type: 'object' }, 'must not use dynamic references or anchors'],
+    [{ $recursiveAnchor: true, type: 'object' }, 'must not use dynamic references or anchors'],
+    // To ajv `#/` is the root, and `%2F` a slash within a key: neither is taken.
+    [{ anyOf: [{ $ref: '#/' }, { $ref: '#/' }] }, 'must use $ref with a JSON pointer'],
+    [{ $ref: '#/$defs/a%2Fb' }, 'must use $ref with a JSON pointer'],
     [{ $id: 'https://example.com/other', type: 'string' }, 'must not use $id below its root'],
   ])('refuses %j', (property, problem) => {
     expect(problemOf({ type: 'object', properties: { p: property } })).toContain(problem);
@@ -237,6 +261,22 @@ describe('references in tool schemas', () => {
       false,
     );
     expect(validate({ billing: { city: 'a' }, shipping: { city: 'b' }, again: 1.5 })).toBe(false);
+  });
+
+  it("takes a schema whose $id is the meta-schema's without harming the next one", () => {
+    const schemas = new CompiledSchemas(10);
+    const meta = { type: 'object', $id: 'https://json-schema.org/draft/2020-12/schema' };
+    expect(schemas.compile(meta)({})).toBe(true);
+    const next = schemas.compile({ type: 'object', properties: { a: { type: 'integer' } } });
+    expect([next({ a: 1 }), next({ a: 'x' })]).toEqual([true, false]);
+    expect(() => schemas.compile({ type: 'object', minProperties: 'two' })).toThrow(
+      /schema is invalid: data\/minProperties must be integer/,
+    );
+  });
+
+  it('refuses a schema of another draft, as one it cannot check', () => {
+    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object' };
+    expect(problemOf(draft7)).toMatch(/^must be a valid JSON Schema \(draft 2020-12\)/);
   });
 
   it('compiles two schemas of one $id, each validating by its own rules', () => {
