@@ -334,7 +334,7 @@ const FILES: RecordedFiles = {
         turns.check(organizationId, state.turnId, outputs),
       ),
       await operation('claim a paused turn for its resumption', () =>
-        turns.claim(organizationId, state.turnId, ['call_1']),
+        turns.claim(organizationId, state.turnId, { pending: ['call_1'], rounds: 1 }),
       ),
       await operation('release a claimed turn whose resumption failed', () =>
         turns.release(organizationId, state.turnId),

@@ -16,6 +16,7 @@ UPDATE tool_turns SET status = 'resumed'
  WHERE id = $1 AND organization_id = $2
    AND status = 'pending' AND expires_at > $3
    AND state->'pending' = $4::jsonb
+   AND state->'rounds' = $5::jsonb
 RETURNING id;
 
 -- release a claimed turn whose resumption failed

@@ -7,6 +7,12 @@ import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.enti
 import type { ToolTurn } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
 
+/** Which pause of a turn a resumption answers: the calls it waited for, after how many rounds. */
+export interface PausedAt {
+  pending: readonly string[];
+  rounds: number;
+}
+
 export interface NewToolTurn {
   id: string;
   organizationId: string;
@@ -81,21 +87,18 @@ export class ToolTurnsRepository {
 
   /**
    * Takes a pending, unexpired turn for one resumption: a conditional UPDATE, so of concurrent
-   * claims on any instances exactly one gets the row; the others get false. Only while its
-   * pending calls are still `pending`, the ones the claimer's outputs answer: a turn resumed and
-   * paused again meanwhile is pending once more, for other calls.
+   * claims on any instances exactly one gets the row; the others get false. Only while the turn
+   * is still the pause the claimer read (`paused`: its pending calls and its rounds): a turn
+   * resumed and paused again meanwhile is pending once more, one round on, for calls whose ids a
+   * provider may have used before.
    */
-  async claim(
-    organizationId: string,
-    id: string,
-    now: Date,
-    pending: readonly string[],
-  ): Promise<boolean> {
+  async claim(organizationId: string, id: string, now: Date, paused: PausedAt): Promise<boolean> {
     const row = await this.database.row(
       TURN_ID.query`UPDATE tool_turns SET status = 'resumed'
            WHERE id = ${id} AND organization_id = ${organizationId}
              AND status = 'pending' AND expires_at > ${now}
-             AND state->'pending' = ${JSON.stringify(pending)}::jsonb
+             AND state->'pending' = ${JSON.stringify(paused.pending)}::jsonb
+             AND state->'rounds' = ${JSON.stringify(paused.rounds)}::jsonb
           RETURNING ${TURN_ID}`,
     );
     return row !== undefined;

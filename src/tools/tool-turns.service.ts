@@ -26,7 +26,7 @@ import {
   toolProblems,
 } from './tool-definitions';
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
-import { ToolTurnsRepository } from './tool-turns.repository';
+import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
 import { ToolMetrics } from './tool-metrics';
 
@@ -207,14 +207,14 @@ export class ToolTurnsService {
    * The paused turn's state once the client's outputs join it: 404 for an unknown, foreign or
    * expired turn, 400 unless every pending call has exactly one output, 409 `turn_not_pending`
    * when it was resumed already. Nothing is claimed yet: `claim` does, once the resumption is
-   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending), for the
-   * `answered` calls (the pending ones as read).
+   * known to go ahead (a 402 or 409 of the conversation leaves the turn pending), for the pause
+   * `answered` (as read: the calls pending, the rounds made).
    */
   async check(
     organizationId: string,
     turnId: string,
     outputs: Array<{ tool_call_id: string; output: unknown }>,
-  ): Promise<{ personalityId: string; state: ToolTurnState; answered: string[] }> {
+  ): Promise<{ personalityId: string; state: ToolTurnState; answered: PausedAt }> {
     const now = this.clock.now();
     const found = await this.repository.find(organizationId, turnId, now);
     if (!found || (found.status === 'pending' && found.expired)) {
@@ -222,7 +222,7 @@ export class ToolTurnsService {
     }
     if (found.status !== 'pending') throw notPending();
     const { state } = found;
-    const answered = [...state.pending];
+    const answered: PausedAt = { pending: [...state.pending], rounds: state.rounds };
     const given = new Map<string, unknown>();
     const problems: FieldProblem[] = [];
     outputs.forEach((output, index) => {
@@ -265,16 +265,16 @@ export class ToolTurnsService {
   }
 
   /**
-   * Takes the turn for this resumption, which answers the `answered` calls (check's): of
+   * Takes the turn for this resumption, which answers the pause `answered` (check's): of
    * concurrent claims, on any instance, exactly one wins; the others get 409 `turn_not_pending`,
-   * and so does a claim whose turn was resumed and paused again, for other calls, since its
-   * check: it would run the turn again from where it stood before.
+   * and so does a claim whose turn was resumed and paused again since its check: it would run
+   * the turn again from where it stood before.
    */
-  async claim(organizationId: string, turnId: string, answered: readonly string[]): Promise<void> {
+  async claim(organizationId: string, turnId: string, answered: PausedAt): Promise<void> {
     if (!(await this.repository.claim(organizationId, turnId, this.clock.now(), answered))) {
       throw notPending();
     }
-    for (let i = 0; i < answered.length; i += 1) this.metrics.count('client', 'ok', null);
+    for (let i = 0; i < answered.pending.length; i += 1) this.metrics.count('client', 'ok', null);
   }
 
   /**

@@ -104,8 +104,8 @@ describe('ToolTurnsRetentionWorker (real database)', () => {
 
     // The fresh turn is resumed as a reply resumes it: checked, claimed, run to its answer.
     const outputs = [{ tool_call_id: fresh.callId, output: { ok: true } }];
-    const { state } = await turns.check(organizationId, fresh.turnId, outputs);
-    await turns.claim(organizationId, fresh.turnId, [fresh.callId]);
+    const { state, answered } = await turns.check(organizationId, fresh.turnId, outputs);
+    await turns.claim(organizationId, fresh.turnId, answered);
     const asked: unknown[] = [];
     const resumed = await turns.run(await context('fresh', state), async (extra) => {
       asked.push(extra.toolResults);

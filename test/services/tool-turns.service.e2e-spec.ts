@@ -125,6 +125,8 @@ describe('ToolTurnsService (real database)', () => {
   }
 
   const shipped = [{ tool_call_id: 'call_1', output: { status: 'shipped' } }];
+  /** The pause `paused` makes: call_1 pending after one round. */
+  const FIRST_PAUSE = { pending: ['call_1'], rounds: 1 };
 
   it('pauses for client calls until the TTL by the clock, counting its tokens with the pause', async () => {
     const of = await tenant();
@@ -195,7 +197,7 @@ describe('ToolTurnsService (real database)', () => {
     );
     expect(personalityId).toBe(of.personalityId);
     expect(state).toMatchObject({ userId: of.userId, message: 'Where is my order?', pending: [] });
-    expect(answered).toEqual(['call_1', 'call_3']);
+    expect(answered).toEqual({ pending: ['call_1', 'call_3'], rounds: 1 });
     await turns.claim(of.organizationId, turnId, answered);
 
     const asked: Array<Parameters<AskEngine>[0]> = [];
@@ -275,7 +277,7 @@ describe('ToolTurnsService (real database)', () => {
       status: 'pending',
       state: { pending: ['call_1'] },
     });
-    await turns.claim(of.organizationId, turnId, ['call_1']);
+    await turns.claim(of.organizationId, turnId, FIRST_PAUSE);
   });
 
   it("answers 404 for an unknown turn, another organization's, and one expired by the clock", async () => {
@@ -283,7 +285,10 @@ describe('ToolTurnsService (real database)', () => {
     const turnId = await paused(of);
     const other = await tenant();
     await expectAppError(turns.check(other.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(other.organizationId, turnId, ['call_1']), 'turn_not_pending');
+    await expectAppError(
+      turns.claim(other.organizationId, turnId, FIRST_PAUSE),
+      'turn_not_pending',
+    );
     await expectAppError(
       turns.check(of.organizationId, `turn_${'0'.repeat(26)}`, shipped),
       'not_found',
@@ -295,7 +300,7 @@ describe('ToolTurnsService (real database)', () => {
     await turns.check(of.organizationId, turnId, shipped);
     clock.advance(1);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(of.organizationId, turnId, ['call_1']), 'turn_not_pending');
+    await expectAppError(turns.claim(of.organizationId, turnId, FIRST_PAUSE), 'turn_not_pending');
     expect(await turnRow(turnId)).toMatchObject({ status: 'pending' });
   });
 
@@ -303,7 +308,7 @@ describe('ToolTurnsService (real database)', () => {
     const of = await tenant();
     const turnId = await paused(of);
     const claims = await Promise.allSettled(
-      Array.from({ length: 8 }, () => turns.claim(of.organizationId, turnId, ['call_1'])),
+      Array.from({ length: 8 }, () => turns.claim(of.organizationId, turnId, FIRST_PAUSE)),
     );
     expect(claims.filter((claim) => claim.status === 'fulfilled')).toHaveLength(1);
     for (const claim of claims) {
@@ -319,7 +324,7 @@ describe('ToolTurnsService (real database)', () => {
   it('gives a claimed turn back for one more claim, counting tokens with it; only to its organization', async () => {
     const of = await tenant();
     const turnId = await paused(of);
-    await turns.claim(of.organizationId, turnId, ['call_1']);
+    await turns.claim(of.organizationId, turnId, FIRST_PAUSE);
     const other = await tenant();
     await turns.release(other.organizationId, turnId);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'turn_not_pending');
@@ -331,7 +336,7 @@ describe('ToolTurnsService (real database)', () => {
     ]);
     await turns.check(of.organizationId, turnId, shipped);
     const again = await Promise.allSettled(
-      Array.from({ length: 4 }, () => turns.claim(of.organizationId, turnId, ['call_1'])),
+      Array.from({ length: 4 }, () => turns.claim(of.organizationId, turnId, FIRST_PAUSE)),
     );
     expect(again.map((claim) => claim.status).sort()).toEqual([
       'fulfilled',
@@ -343,7 +348,7 @@ describe('ToolTurnsService (real database)', () => {
     await turns.release(of.organizationId, turnId);
     clock.advance(TTL_SECONDS * 1000);
     await expectAppError(turns.check(of.organizationId, turnId, shipped), 'not_found');
-    await expectAppError(turns.claim(of.organizationId, turnId, ['call_1']), 'turn_not_pending');
+    await expectAppError(turns.claim(of.organizationId, turnId, FIRST_PAUSE), 'turn_not_pending');
   });
 
   it('pauses a resumed turn again under its id, pending until a new expiry, for its new calls only', async () => {
@@ -372,7 +377,23 @@ describe('ToolTurnsService (real database)', () => {
     const resumed = await turns.check(of.organizationId, turnId, [
       { tool_call_id: 'call_9', output: 1 },
     ]);
+    expect(resumed.answered).toEqual({ pending: ['call_9'], rounds: 2 });
     await turns.claim(of.organizationId, turnId, resumed.answered);
+  });
+
+  it('refuses a late claim when the provider used the same call id again in the next pause', async () => {
+    const of = await tenant();
+    const turnId = await paused(of);
+    const { state, answered } = await turns.check(of.organizationId, turnId, shipped);
+    const late = await turns.check(of.organizationId, turnId, shipped);
+    await turns.claim(of.organizationId, turnId, answered);
+    // Some OpenAI-compatible servers number calls per message: call_1 again, a round on.
+    await turns.run(contextOf(of, state), async () => engineReply('', [call('call_1')]));
+    expect(await turnRow(turnId)).toMatchObject({
+      status: 'pending',
+      state: { pending: ['call_1'], rounds: 2 },
+    });
+    await expectAppError(turns.claim(of.organizationId, turnId, late.answered), 'turn_not_pending');
   });
 
   it('asks without tools after TOOL_MAX_ROUNDS rounds, adding up the tokens of every call', async () => {
