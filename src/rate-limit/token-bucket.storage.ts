@@ -42,6 +42,8 @@ if tokens >= 1 then
   allowed = 1
 end
 local msUntilFull = math.ceil((burst - tokens) / perMs)
+-- MAX_WAIT_MS, as decide() caps it: any rps > 0 is valid, and a tiny one makes this infinite.
+if not (msUntilFull < 1e12) then msUntilFull = 1e12 end
 local encoded = string.format('%.17g', tokens)
 redis.call('HSET', KEYS[1], 'tokens', encoded, 'updated_at', string.format('%d', updatedAt))
 redis.call('PEXPIRE', KEYS[1], math.max(1, msUntilFull))

@@ -575,6 +575,21 @@ describe('Rate limiting (real database, real Redis)', () => {
       expect(concurrent.filter((record) => !record.isBlocked)).toHaveLength(size.burst);
     });
 
+    it('keeps the slowest bucket a client may set in Redis, its wait capped: the store stays healthy', async () => {
+      const instance = first.get(TokenBucketStorage);
+      for (const rps of [1e-13, 5e-324]) {
+        const key = bucketKey('end_user', randomUUID());
+        const slowest = { rps, burst: 1 };
+        expect((await take(instance, key, slowest)).isBlocked).toBe(false);
+        expect((await take(instance, key, slowest)).isBlocked).toBe(true);
+        expect(instance.status()).toEqual({ store: 'redis', degraded: false });
+        // Kept until it would be full: MAX_WAIT_MS, about 31 years.
+        const kept = await first.get<RedisClient>(REDIS_CLIENT).pttl(`${prefix}${key}`);
+        expect(kept).toBeGreaterThan(1e12 - 60_000);
+        expect(kept).toBeLessThanOrEqual(1e12);
+      }
+    });
+
     it('instances without Redis keep their own buckets: each lets its own burst through', async () => {
       const other = await rateLimitModule({ REDIS_URL: undefined });
       try {
