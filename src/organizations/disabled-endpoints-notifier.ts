@@ -12,8 +12,9 @@ const SUBJECT = 'A webhook endpoint of yours was disabled';
 
 /**
  * E-mails the owners and admins of an organization when the service disabled one of its webhook
- * endpoints for failing (contract §25), naming it by id and origin. The webhooks module decides and reports each disabling
- * once; who manages an organization is this module's knowledge, hence the listener here.
+ * endpoints for failing (contract §25), naming it by id and origin. The webhooks module decides
+ * and reports each disabling once; who manages an organization is this module's knowledge, hence
+ * the listener here.
  */
 @Injectable()
 export class DisabledEndpointsNotifier implements OnModuleInit {

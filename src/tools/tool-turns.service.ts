@@ -21,10 +21,11 @@ import type {
 import {
   compileParameters,
   type RequestTool,
-  unsafeSchemaProblem,
+  UnsafeSchemaError,
   type ToolDefinition,
   toolProblems,
 } from './tool-definitions';
+import type { ValidateFunction } from 'ajv';
 import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
@@ -344,11 +345,15 @@ export class ToolTurnsService {
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
   private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
-    // A tool stored before its schema's kind was refused (a recursive $ref) is not run on
-    // arguments: the check costs a walk of at most 16 KiB, its validation could cost hours.
-    const unsafe = unsafeSchemaProblem(tool.parameters);
-    if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
-    const validate = compileParameters(tool.parameters);
+    let validate: ValidateFunction;
+    try {
+      validate = compileParameters(tool.parameters);
+    } catch (error) {
+      // A tool stored before its schema's kind was refused (a recursive $ref) is not run on
+      // arguments: its validation could hold the event loop for hours.
+      if (!(error instanceof UnsafeSchemaError)) throw error;
+      return `the tool's schema is no longer accepted (it ${error.message}): define it again`;
+    }
     if (validate(args)) return undefined;
     const first = validate.errors?.[0];
     const where = first?.instancePath || '/';
