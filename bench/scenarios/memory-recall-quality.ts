@@ -14,6 +14,7 @@ import {
   KNOWLEDGE_QUESTIONS_EN,
 } from '../../test/fixtures/recall/knowledge-en';
 import { bm25Ranking, type RecallPool, serviceRanking } from './support/recall-rankings';
+import { SENTENCE_ENCODER_MODEL, sentenceEncoder } from './support/sentence-encoder';
 import { loadAverages, round3, timings } from './support/stats';
 
 const EXCHANGES = 1_000; // 2,000 messages: each exchange is the user's message and the reply
@@ -183,18 +184,23 @@ async function vocabulary(db: Client) {
  * provider: exactly what a reply recalls (MEMORY_RECALL_LIMIT 8 older memories, history 20).
  * Goal: the statement among them for >= 27 of 30.
  */
-/** Seconds until every row of `table` has its embedding (a worker of a hybrid instance). */
+/**
+ * Seconds until every row of `table` has its embedding (a worker of a hybrid instance), of
+ * `model` if given (a model's worker embeds again what another embedded).
+ */
 async function untilEmbedded(
   db: Client,
   table: string,
   embeddings: string,
-  { key, timeoutMs }: { key: string; timeoutMs: number },
+  { key, model, timeoutMs }: { key: string; model?: string; timeoutMs: number },
 ): Promise<number> {
   const started = performance.now();
   for (;;) {
     const { rows } = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM ${table} t
-        WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e WHERE e.${key} = t.id)`,
+        WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e
+                           WHERE e.${key} = t.id AND ($1::text IS NULL OR e.model = $1))`,
+      [model ?? null],
     );
     if (rows[0].n === 0) return (performance.now() - started) / 1000;
     if (performance.now() - started > timeoutMs) throw new Error(`${table} not embedded`);
@@ -225,28 +231,10 @@ async function knowledgeRecall(
     key: 'chunk_id',
     timeoutMs: 60_000,
   });
-  const figures = (instance: RunningService) => ({
-    instance,
-    shared: 0,
-    paraphrase: 0,
-    missed: [] as string[],
-  });
-  const modes = { lexical: figures(lexical), hybrid: figures(hybrid) };
-  for (const { question, passage, kind } of KNOWLEDGE_QUESTIONS_EN) {
-    for (const mode of Object.values(modes)) {
-      const url = new URL(`${mode.instance.baseUrl}/v1/knowledge/search`);
-      url.searchParams.set('q', question);
-      url.searchParams.set('limit', String(KNOWLEDGE_AT));
-      const response = await fetch(url, { headers });
-      if (response.status !== 200) throw new Error(`knowledge search: ${response.status}`);
-      const hits = ((await response.json()) as Json).data as Array<{ text: string }>;
-      if (hits.some((hit) => hit.text.includes(passage))) mode[kind]++;
-      else mode.missed.push(question);
-    }
-  }
-  const of = (kind: 'shared' | 'paraphrase') =>
-    KNOWLEDGE_QUESTIONS_EN.filter((q) => q.kind === kind).length;
-  const all = KNOWLEDGE_QUESTIONS_EN.length;
+  const modes = {
+    lexical: await knowledgeAnswers(lexical, headers),
+    hybrid: await knowledgeAnswers(hybrid, headers),
+  };
   const hybridHits = modes.hybrid.shared + modes.hybrid.paraphrase;
   return {
     method: `GET /v1/knowledge/search?limit=${KNOWLEDGE_AT} for the ${all} questions of test/fixtures/recall/knowledge-en.ts (a tea shop's four documents, ${of('shared')} questions sharing a content word with their passage, ${of('paraphrase')} sharing none), among ten more documents of generated chat; lexical on the first instance, hybrid on one with EMBEDDINGS_MIN_SIMILARITY ${FAKE_MIN_SIMILARITY} (the fake's floor) once every chunk was embedded`,
@@ -267,17 +255,37 @@ async function knowledgeRecall(
   };
 }
 
+const of = (kind: 'shared' | 'paraphrase') =>
+  KNOWLEDGE_QUESTIONS_EN.filter((q) => q.kind === kind).length;
+const all = KNOWLEDGE_QUESTIONS_EN.length;
+
+/** Each knowledge question asked of `instance` (limit 4): found when a chunk holds its passage. */
+async function knowledgeAnswers(instance: RunningService, headers: Record<string, string>) {
+  const figures = { shared: 0, paraphrase: 0, missed: [] as string[] };
+  for (const { question, passage, kind } of KNOWLEDGE_QUESTIONS_EN) {
+    const url = new URL(`${instance.baseUrl}/v1/knowledge/search`);
+    url.searchParams.set('q', question);
+    url.searchParams.set('limit', String(KNOWLEDGE_AT));
+    const response = await fetch(url, { headers });
+    if (response.status !== 200) throw new Error(`knowledge search: ${response.status}`);
+    const hits = ((await response.json()) as Json).data as Array<{ text: string }>;
+    if (hits.some((hit) => hit.text.includes(passage))) figures[kind]++;
+    else figures.missed.push(question);
+  }
+  return figures;
+}
+
 /** The index of the fact that `paraphrase` asks about (test/fixtures/recall/memory-en.ts). */
 function factOfParaphrase(paraphrase: string): number {
   return MEMORY_RECALL_EN.findIndex((item) => item.paraphrase === paraphrase);
 }
 
 /**
- * The statement's rank (1 = nearest) by exact cosine with `question` among every embedded memory
- * of the bench's end user, its cosine, and the (at most three) memories the embedder puts first.
+ * The statement's rank (1 = nearest) by exact cosine with `question` (`vector`, the embedder's)
+ * among every embedded memory of the bench's end user, its cosine, and the (at most three)
+ * memories the embedder puts first.
  */
-async function rankByCosine(db: Client, question: string, statement: string) {
-  const vector = fakeEmbedding(question);
+async function rankByCosine(db: Client, vector: number[], question: string, statement: string) {
   const norm = Math.hypot(...vector);
   const { rows } = await db.query<{ content: string; cosine: number }>(
     `SELECT m.content,
@@ -332,6 +340,7 @@ export async function run(): Promise<Record<string, unknown>> {
   await db.connect();
   const fakeEmbeddings = new FakeEmbeddings();
   let embeddings: FakeEmbeddings | undefined;
+  let realModel: FakeEmbeddings | undefined;
   let hybrid: RunningService | undefined;
   try {
     const tenant = await benchTenant(service.baseUrl);
@@ -492,11 +501,12 @@ export async function run(): Promise<Record<string, unknown>> {
     // among every embedded memory of the end user (no sketch, no floor, no fusion), and the
     // memories it puts first. A statement ranked within the search's depth but missed is lost in
     // the fusion; one ranked below it, by the embedder.
-    const byMeaning = await Promise.all(
-      hybridFigures.missed_paraphrases.map((paraphrase) =>
-        rankByCosine(db, paraphrase, statements.get(factOfParaphrase(paraphrase))!.message),
-      ),
-    );
+    // One at a time: a pg Client runs one query at a time (pg 9 refuses a second).
+    const byMeaning = [];
+    for (const paraphrase of hybridFigures.missed_paraphrases) {
+      const statement = statements.get(factOfParaphrase(paraphrase))!.message;
+      byMeaning.push(await rankByCosine(db, fakeEmbedding(paraphrase), paraphrase, statement));
+    }
     // Knowledge at the fake's own floor (FAKE_MIN_SIMILARITY says why it is below the default):
     // an instance of its own, so the memory figures stay at the default.
     const hybridKnowledge = await startService({
@@ -515,6 +525,42 @@ export async function run(): Promise<Record<string, unknown>> {
       env: { ...hybridEnv, EMBEDDINGS_CANDIDATES: '500' },
     });
     const latestFiveHundredFigures = await topEight(searchOn(hybrid));
+    await hybrid.stop();
+    hybrid = undefined;
+
+    // A real model (support/sentence-encoder.ts) at the service's defaults, on an instance of its
+    // own: a new EMBEDDINGS_MODEL, so its worker embeds every memory and chunk again (vectors of
+    // another model are never compared); then the same memory and knowledge questions.
+    const embed = await sentenceEncoder();
+    realModel = new FakeEmbeddings(embed);
+    await realModel.start();
+    hybrid = await startService({
+      databaseUrl: service.databaseUrl,
+      env: {
+        EMBEDDINGS_MODEL: SENTENCE_ENCODER_MODEL,
+        EMBEDDINGS_BASE_URL: realModel.url,
+        EMBEDDINGS_API_KEY: 'bench-key',
+        EMBEDDINGS_BATCH_SIZE: '64',
+      },
+    });
+    const realModelSeconds = await untilEmbedded(db, 'memories', 'memory_embeddings', {
+      key: 'memory_id',
+      model: SENTENCE_ENCODER_MODEL,
+      timeoutMs: 1_800_000,
+    });
+    await untilEmbedded(db, 'knowledge_chunks', 'knowledge_chunk_embeddings', {
+      key: 'chunk_id',
+      model: SENTENCE_ENCODER_MODEL,
+      timeoutMs: 600_000,
+    });
+    const realModelFigures = await topEight(searchOn(hybrid));
+    const realModelByMeaning = [];
+    for (const paraphrase of realModelFigures.missed_paraphrases) {
+      const [vector] = await embed([paraphrase]);
+      const statement = statements.get(factOfParaphrase(paraphrase))!.message;
+      realModelByMeaning.push(await rankByCosine(db, vector, paraphrase, statement));
+    }
+    const realModelKnowledge = await knowledgeAnswers(hybrid, headers);
 
     const replayed = await rankingsOffline(
       db,
@@ -592,6 +638,27 @@ export async function run(): Promise<Record<string, unknown>> {
           },
         },
       },
+      real_model: {
+        method: `the same questions once a real embedding model had embedded every memory and chunk: the Universal Sentence Encoder (lite, English, 512 dimensions; bench/scenarios/support/sentence-encoder.ts) behind the same OpenAI-compatible endpoint, on an instance at the service's defaults (EMBEDDINGS_MIN_SIMILARITY 0.3, EMBEDDINGS_CANDIDATES 5000); memories: search top 8, hybrid; knowledge: search top ${KNOWLEDGE_AT}, hybrid`,
+        embedding_seconds: Number(realModelSeconds.toFixed(1)),
+        memories: {
+          shared_word_hybrid: { hits: realModelFigures.shared, of: 30 },
+          paraphrase_hybrid: {
+            hits: realModelFigures.paraphrase,
+            of: 30,
+            goal: '>= 0.9 (27)',
+            goal_met: realModelFigures.paraphrase >= 27,
+            missed: realModelFigures.missed_paraphrases,
+          },
+          missed_paraphrases_by_exact_cosine: realModelByMeaning,
+        },
+        knowledge: {
+          shared_word: { hits: realModelKnowledge.shared, of: of('shared') },
+          paraphrase: { hits: realModelKnowledge.paraphrase, of: of('paraphrase') },
+          missed: realModelKnowledge.missed,
+          recall_at_4: round3((realModelKnowledge.shared + realModelKnowledge.paraphrase) / all),
+        },
+      },
       knowledge_recall_at_4: knowledge,
       rankings_replayed_offline: replayed,
       vocabulary: await vocabulary(db),
@@ -602,6 +669,7 @@ export async function run(): Promise<Record<string, unknown>> {
   } finally {
     await hybrid?.stop();
     await embeddings?.stop();
+    await realModel?.stop();
     await db.end();
     await service.stop();
     await fake.close();

@@ -345,11 +345,14 @@ export interface RecordedEmbeddingsRequest {
   status: number;
 }
 
+/** What answers a request's texts: the vectors, in their order (`dimensions` if asked for). */
+export type EmbedTexts = (input: string[], dimensions?: number) => Promise<number[][]>;
+
 /**
  * An OpenAI-compatible `POST /v1/embeddings` on loopback for the specs (the `openai` SDK talks to
- * it through EMBEDDINGS_BASE_URL, `fake.url`). Answers with fakeEmbedding's vectors in OpenAI's
- * wire format, records every request, and on demand fails (an HTTP status with OpenAI's error
- * body) or answers late.
+ * it through EMBEDDINGS_BASE_URL, `fake.url`). Answers with fakeEmbedding's vectors (or those of
+ * the `embed` it is given: the bench's real model) in OpenAI's wire format, records every
+ * request, and on demand fails (an HTTP status with OpenAI's error body) or answers late.
  */
 export class FakeEmbeddings {
   readonly requests: RecordedEmbeddingsRequest[] = [];
@@ -360,6 +363,11 @@ export class FakeEmbeddings {
   private refused: string | null = null;
   private server: Server | undefined;
   private port = 0;
+
+  constructor(
+    private readonly embed: EmbedTexts = (input, dimensions) =>
+      Promise.resolve(input.map((text) => fakeEmbedding(text, dimensions))),
+  ) {}
 
   get url(): string {
     return `http://127.0.0.1:${this.port}/v1`;
@@ -448,14 +456,11 @@ export class FakeEmbeddings {
         },
       });
     }
+    const vectors = await this.embed(input, body.dimensions);
     this.send(response, 200, {
       object: 'list',
       model: body.model,
-      data: input.map((text, index) => ({
-        object: 'embedding',
-        index,
-        embedding: fakeEmbedding(text, body.dimensions),
-      })),
+      data: vectors.map((embedding, index) => ({ object: 'embedding', index, embedding })),
       usage: { prompt_tokens: input.length, total_tokens: input.length },
     });
   }
