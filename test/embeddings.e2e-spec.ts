@@ -366,6 +366,64 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     }
   });
 
+  it('a provider that sends its headers and stalls: search answers by words within EMBEDDINGS_QUERY_TIMEOUT_MS', async () => {
+    // The SDK's own timeout ends when the headers arrive; the body is bounded too.
+    fake.delayBody(5_000);
+    try {
+      const started = Date.now();
+      const found = await search(on[0], userId, 'sister');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(found[0].content).toBe(CONVERSATION[1]);
+    } finally {
+      fake.recover();
+    }
+  });
+
+  it('a provider answering an index that is not one of the texts: search and replies go on by words', async () => {
+    // One text sent, its vector answered at index 7: a hole where the question's vector goes.
+    fake.answerIndexes((index) => index + 7);
+    try {
+      expect((await search(on[0], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
+      fake.answerIndexes(() => 'first');
+      expect((await search(on[1], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
+      const user = uniqueUserId('embeddings-indexes');
+      expect((await respond(on[1], user, 'Tell me about my sister')).status).toBe(200);
+    } finally {
+      fake.recover();
+    }
+  });
+
+  it("a memory the provider keeps failing on (503) holds back the memories' worker, not the knowledge one", async () => {
+    await allEmbedded();
+    fake.refuse('POISON', 503);
+    try {
+      const user = uniqueUserId('embeddings-poison');
+      expect((await respond(off, user, 'This POISON memory fails each time.')).status).toBe(200);
+      await eventually(
+        () =>
+          fake.requests.some((r) => r.status === 503 && r.input.some((t) => t.includes('POISON')))
+            ? true
+            : undefined,
+        'the provider failing on the memory',
+      );
+      const upload = await on[0]
+        .http()
+        .post('/v1/knowledge')
+        .set('Authorization', tenant.auth)
+        .send({ title: 'Opening hours', content: 'The shop opens at nine on weekdays.' });
+      expect(upload.status).toBe(201);
+      await eventually(
+        async () =>
+          (await count('knowledge_chunk_embeddings WHERE document_id = $1', [upload.body.id])) > 0
+            ? true
+            : undefined,
+        "the document's chunk embedded",
+      );
+    } finally {
+      fake.refuse(null);
+    }
+  });
+
   it('embeddings go with a forgotten memory and an erased end user, and are never exported', async () => {
     await allEmbedded();
     const exported = await on[0]

@@ -1,4 +1,11 @@
-import { InvalidVectorError, isUnembeddable, MAX_DIMENSIONS, unitLength } from './embedder';
+import {
+  inOrder,
+  InvalidVectorError,
+  isUnembeddable,
+  MAX_DIMENSIONS,
+  unitLength,
+  wellFormed,
+} from './embedder';
 
 describe('unitLength (a provider vector as the service stores it)', () => {
   it('scales to unit length', () => {
@@ -41,5 +48,38 @@ describe('unitLength (a provider vector as the service stores it)', () => {
 
   it('takes MAX_DIMENSIONS', () => {
     expect(unitLength(new Array<number>(MAX_DIMENSIONS).fill(1))).toHaveLength(MAX_DIMENSIONS);
+  });
+});
+
+describe("inOrder (the provider's answer: one vector per text)", () => {
+  const item = (index: unknown, embedding: number[] = [1, 0]) =>
+    ({ index, embedding }) as { index: number; embedding: number[] };
+
+  it('puts each vector at its index, whatever order they come in', () => {
+    expect(inOrder([item(1, [0, 2]), item(0, [3, 0])], 2)).toEqual([
+      [1, 0],
+      [0, 1],
+    ]);
+  });
+
+  it.each([
+    ['a repeated index', [item(0), item(0)]],
+    ['an index past the texts', [item(0), item(7)]],
+    ['a negative index', [item(-1), item(0)]],
+    ['an index that is not an integer', [item(0), item('1')]],
+    ['a missing index', [item(0), item(undefined)]],
+    ['one vector short', [item(0)]],
+    ['one vector too many', [item(0), item(1), item(2)]],
+  ])('refuses %s, as an unusable vector (no hole passes for one)', (_, data) => {
+    expect(() => inOrder(data, 2)).toThrow(InvalidVectorError);
+  });
+});
+
+describe('wellFormed (what is sent to the provider)', () => {
+  it('replaces a lone surrogate, as one cut from its pair leaves, by U+FFFD', () => {
+    const emoji = '\u{1F600}';
+    expect(wellFormed(`ab${emoji.slice(0, 1)}`)).toBe('ab\uFFFD');
+    expect(wellFormed(`\uDE00x`)).toBe('\uFFFDx');
+    expect(wellFormed(`a${emoji}b`)).toBe(`a${emoji}b`);
   });
 });

@@ -1,6 +1,11 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+} from 'openai';
 import type { Counter } from 'prom-client';
 import { PinoLogger } from 'nestjs-pino';
 import { embeddingsConfig } from '../config/embeddings.config';
@@ -13,6 +18,17 @@ import { MetricsService } from '../metrics/metrics.service';
 
 /** A text's first characters only: a memory or question past this says nothing more to a ranking. */
 const TEXT_MAX_CHARS = 8_000;
+
+/** Half a surrogate pair: JSON can carry one (`"\ud83d"`), and strict parsers refuse it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * `text` with each lone surrogate (a message's, or left by cutting between a pair) replaced by
+ * U+FFFD, as String.prototype.toWellFormed (ES2024) does.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, '\uFFFD');
+}
 
 /** The worker's provider calls: long enough for a batch, short enough to hold a claim (LEASE_MS). */
 export const BATCH_TIMEOUT_MS = 30_000;
@@ -100,26 +116,24 @@ export class Embedder implements OnModuleInit {
     this.logger.info({ wholeVectors: this.wholeVectors }, 'recall by meaning on');
   }
 
-  /** The embeddings of `texts`, in order; rejects with the provider's error (the worker retries). */
+  /**
+   * The embeddings of `texts`, in order, within `timeoutMs` (the answer's body included); rejects
+   * with the provider's error (the worker retries), or InvalidVectorError for an answer that is
+   * not one vector per text.
+   */
   async embed(texts: readonly string[], timeoutMs = BATCH_TIMEOUT_MS): Promise<number[][]> {
     if (!this.client || !this.model) throw new Error('Embedder: EMBEDDINGS_MODEL is not set');
     const response = await this.client.embeddings.create(
       {
         model: this.model,
-        input: texts.map((text) => text.slice(0, TEXT_MAX_CHARS)),
+        input: texts.map((text) => wellFormed(text.slice(0, TEXT_MAX_CHARS))),
         encoding_format: 'float',
         ...(this.dimensions === undefined ? {} : { dimensions: this.dimensions }),
       },
-      { timeout: timeoutMs },
+      // The SDK's timeout ends when the headers arrive; the signal also bounds the body.
+      { timeout: timeoutMs, signal: AbortSignal.timeout(timeoutMs) },
     );
-    const vectors: number[][] = new Array<number[]>(texts.length);
-    for (const item of response.data) vectors[item.index] = unitLength(item.embedding);
-    if (vectors.some((vector) => vector === undefined) || response.data.length !== texts.length) {
-      throw new Error(
-        `Embedder: ${texts.length} texts sent, ${response.data.length} embeddings back`,
-      );
-    }
-    return vectors;
+    return inOrder(response.data, texts.length);
   }
 
   /**
@@ -170,9 +184,41 @@ export function isUnembeddable(error: unknown): boolean {
   );
 }
 
+/**
+ * One unit vector per text, in the order sent: every `index` an integer below `count`, each once
+ * (a hole left by a missing or repeated one would pass for a vector).
+ */
+export function inOrder(data: ReadonlyArray<{ index: number; embedding: unknown }>, count: number) {
+  const vectors = new Array<number[] | undefined>(count).fill(undefined);
+  for (const item of data) {
+    const { index } = item;
+    if (!Number.isInteger(index) || index < 0 || index >= count || vectors[index] !== undefined) {
+      throw new InvalidVectorError(
+        `Embedder: the provider answered index ${String(index)} for ${count} texts`,
+      );
+    }
+    vectors[index] = unitLength(item.embedding);
+  }
+  const missing = vectors.findIndex((vector) => vector === undefined);
+  if (missing !== -1) {
+    throw new InvalidVectorError(
+      `Embedder: ${count} texts sent, ${data.length} embeddings back (none for ${missing})`,
+    );
+  }
+  return vectors as number[][];
+}
+
 function fallbackReason(error: unknown): string {
-  // Subclasses first: a timeout is a connection error, a connection error an APIError.
-  if (error instanceof APIConnectionTimeoutError) return 'timeout';
+  // Subclasses first: a timeout is a connection error, a connection error an APIError. The
+  // signal's abort (the body past the deadline) is a user abort to the SDK, or the fetch's own
+  // AbortError or TimeoutError when the body was being read.
+  if (
+    error instanceof APIConnectionTimeoutError ||
+    error instanceof APIUserAbortError ||
+    (error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError'))
+  ) {
+    return 'timeout';
+  }
   if (error instanceof APIConnectionError) return 'unreachable';
   if (error instanceof APIError) return 'error';
   return 'invalid';

@@ -31,6 +31,10 @@ export function lastValueOf(sequence: string): Sql {
 const PENDING_MEMORY = Columns.computed<PendingItem>({ id: sql`m.id::text`, text: sql`m.content` });
 const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text: sql`k.text` });
 
+// Each store locks the rows it embeds (FOR KEY SHARE): one deleted by a transaction still open
+// (a patched document's old chunks, a forgotten memory) is waited for and then skipped, where the
+// foreign key's check would fail the whole batch once that transaction commits.
+
 /** Memories: each message of a conversation, embedded once for recall and search by meaning. */
 export const memoriesSource: EmbeddingSource = {
   name: 'memories',
@@ -45,6 +49,7 @@ export const memoriesSource: EmbeddingSource = {
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN memories m ON m.id = (x ->> 'id')::bigint
+           FOR KEY SHARE OF m
         ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };
 
@@ -66,5 +71,6 @@ export const knowledgeChunksSource: EmbeddingSource = {
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint
+           FOR KEY SHARE OF k
         ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };

@@ -83,10 +83,13 @@ interface LeasedBatch {
 export class EmbeddingWorker {
   /** None without EMBEDDINGS_MODEL: nothing runs. */
   private readonly task: PeriodicTask | null;
-  private failures = 0;
+  /**
+   * Provider failures in a row, and when to try again, per source: a source whose batch keeps
+   * failing waits alone, and the others go on.
+   */
+  private readonly backoff = new Map<string, { failures: number; nextAttemptAt: number }>();
   private readonly failedRuns: Counter;
   private readonly embedded: Counter;
-  private nextAttemptAt = 0;
 
   constructor(
     private readonly database: Database,
@@ -115,31 +118,37 @@ export class EmbeddingWorker {
       : null;
   }
 
+  /** Every source whose backoff is over, each on its own: one's failure holds back no other. */
   private async runWithBackoff(): Promise<void> {
-    if (this.clock.now().getTime() < this.nextAttemptAt) return;
-    try {
-      await this.embedAll();
-      this.failures = 0;
-    } catch (error) {
-      this.failures += 1;
-      this.failedRuns.inc();
-      const waitMs = Math.min(this.config.pollIntervalMs * 2 ** this.failures, BACKOFF_MAX_MS);
-      this.nextAttemptAt = this.clock.now().getTime() + waitMs * (0.5 + Math.random() / 2);
-      this.logger.warn(
-        { err: error, failures: this.failures, waitMs },
-        'embeddings provider failed: retrying later',
-      );
+    for (const source of EMBEDDING_SOURCES) {
+      if (this.task?.isStopped) return;
+      const state = this.backoff.get(source.name) ?? { failures: 0, nextAttemptAt: 0 };
+      if (this.clock.nowMs() < state.nextAttemptAt) continue;
+      try {
+        await this.embedSource(source);
+        this.backoff.delete(source.name);
+      } catch (error) {
+        const failures = state.failures + 1;
+        this.failedRuns.inc();
+        const waitMs = Math.min(this.config.pollIntervalMs * 2 ** failures, BACKOFF_MAX_MS);
+        this.backoff.set(source.name, {
+          failures,
+          nextAttemptAt: this.clock.nowMs() + waitMs * (0.5 + Math.random() / 2),
+        });
+        this.logger.warn(
+          { err: error, source: source.name, failures, waitMs },
+          'embeddings provider failed: retrying later',
+        );
+      }
     }
   }
 
-  /** Every source, batch after batch, until one comes back short or shutdown begins. */
-  private async embedAll(): Promise<void> {
-    for (const source of EMBEDDING_SOURCES) {
-      for (;;) {
-        const done = await this.embedBatch(source);
-        this.embedded.inc(done);
-        if (done < this.config.batchSize || this.task?.isStopped) break;
-      }
+  /** One source, batch after batch, until one comes back short or shutdown begins. */
+  private async embedSource(source: EmbeddingSource): Promise<void> {
+    for (;;) {
+      const done = await this.embedBatch(source);
+      this.embedded.inc(done);
+      if (done < this.config.batchSize || this.task?.isStopped) return;
     }
   }
 

@@ -359,8 +359,12 @@ export class FakeEmbeddings {
   /** Answer every request with this status until `recover()`; null: answer. */
   private failure: number | null = null;
   private delayMs = 0;
-  /** A request holding a text with this in it is refused with 400, as a too-long input is. */
-  private refused: string | null = null;
+  /** A request holding a text with this in it is refused (400, as a too-long input is). */
+  private refused: { marker: string; status: number } | null = null;
+  /** Headers at once, the body this much later (0: at once). */
+  private bodyDelayMs = 0;
+  /** What each vector's `index` is answered as (null: its own). */
+  private indexOf: ((index: number) => unknown) | null = null;
   private server: Server | undefined;
   private port = 0;
 
@@ -382,9 +386,9 @@ export class FakeEmbeddings {
     this.failure = status;
   }
 
-  /** Refuses (400) every request holding a text that contains `marker`; null: none. */
-  refuse(marker: string | null): void {
-    this.refused = marker;
+  /** Refuses (400, or `status`) every request holding a text that contains `marker`; null: none. */
+  refuse(marker: string | null, status = 400): void {
+    this.refused = marker === null ? null : { marker, status };
   }
 
   /** Answers after `ms` (0: at once). */
@@ -392,9 +396,21 @@ export class FakeEmbeddings {
     this.delayMs = ms;
   }
 
+  /** Sends the headers at once and the body `ms` later, as a stalled proxy does (0: at once). */
+  delayBody(ms: number): void {
+    this.bodyDelayMs = ms;
+  }
+
+  /** Answers each vector's `index` as `indexOf` gives it, as a buggy server does (null: its own). */
+  answerIndexes(indexOf: ((index: number) => unknown) | null): void {
+    this.indexOf = indexOf;
+  }
+
   recover(): void {
     this.failure = null;
     this.delayMs = 0;
+    this.bodyDelayMs = 0;
+    this.indexOf = null;
   }
 
   async start(): Promise<void> {
@@ -433,8 +449,10 @@ export class FakeEmbeddings {
         : Array.isArray(body.input)
           ? body.input.map(String)
           : [];
-    const refused = this.refused !== null && input.some((text) => text.includes(this.refused!));
-    const status = this.failure ?? (refused ? 400 : 200);
+    const refused = this.refused;
+    const status =
+      this.failure ??
+      (refused && input.some((text) => text.includes(refused.marker)) ? refused.status : 200);
     this.requests.push({
       path,
       authorization: request.headers.authorization,
@@ -444,7 +462,7 @@ export class FakeEmbeddings {
       status,
     });
     if (this.delayMs > 0) {
-      await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+      await later(this.delayMs);
       if (response.destroyed) return;
     }
     if (status !== 200) {
@@ -457,16 +475,31 @@ export class FakeEmbeddings {
       });
     }
     const vectors = await this.embed(input, body.dimensions);
+    const indexOf = this.indexOf ?? ((index: number) => index);
+    if (this.bodyDelayMs > 0) {
+      response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
+      await later(this.bodyDelayMs);
+    }
     this.send(response, 200, {
       object: 'list',
       model: body.model,
-      data: vectors.map((embedding, index) => ({ object: 'embedding', index, embedding })),
+      data: vectors.map((embedding, index) => ({
+        object: 'embedding',
+        index: indexOf(index),
+        embedding,
+      })),
       usage: { prompt_tokens: input.length, total_tokens: input.length },
     });
   }
 
   private send(response: ServerResponse, status: number, body: unknown): void {
     if (response.destroyed) return;
-    response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (!response.headersSent) response.writeHead(status, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(body));
   }
+}
+
+/** Resolves in `ms`, without keeping the process alive for it (a spec may end first). */
+function later(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
