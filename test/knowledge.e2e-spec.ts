@@ -861,6 +861,94 @@ describe('Knowledge documents (contract §27)', () => {
       ).toBe(204);
     });
 
+    it("a refill takes the organization's lock before its queue rows: a last document's deletion never deadlocks with it", async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      await db.query(`INSERT INTO knowledge_term_refills VALUES ($1, 'beacon')`, [
+        owner.organizationId,
+      ]);
+      // The deletion of the organization's last document: its trigger holds the organization's
+      // lock, then deletes the organization's queue rows.
+      const deletion = new Client({ connectionString: process.env.DATABASE_URL });
+      await deletion.connect();
+      try {
+        await deletion.query('BEGIN');
+        await deletion.query(
+          `SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0))`,
+          [owner.organizationId],
+        );
+        const holder = (await deletion.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
+          .rows[0].pid;
+        const refilling = t.app.get(KnowledgeTermRefillWorker).refillNow();
+        await eventually(async () => {
+          const { rows } = await db.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+            [holder],
+          );
+          return rows[0].n > 0 ? true : undefined;
+        }, 'the refill waiting for the deletion');
+        // Had the refill locked the queue row first, this would wait for it: a deadlock.
+        await deletion.query('DELETE FROM knowledge_term_refills WHERE organization_id = $1', [
+          owner.organizationId,
+        ]);
+        await deletion.query('COMMIT');
+        await refilling;
+      } finally {
+        await deletion.end();
+      }
+      const { rows } = await db.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM knowledge_term_refills WHERE organization_id = $1',
+        [owner.organizationId],
+      );
+      expect(rows[0].n).toBe(0);
+    });
+
+    it('a DELETE waits for a content PATCH in progress before it locks the document: no deadlock', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const document = await create(
+        { title: 'Doomed', content: paragraphs(10, 'dd', 'anchor', 1) },
+        owner.auth,
+      );
+      expect(document.status).toBe(201);
+      // A PATCH of the content takes the organization's lock, then the document's row.
+      const patch = new Client({ connectionString: process.env.DATABASE_URL });
+      await patch.connect();
+      try {
+        await patch.query('BEGIN');
+        await patch.query(`SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0))`, [
+          owner.organizationId,
+        ]);
+        const holder = (await patch.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
+          .rows[0].pid;
+        const deleting = http()
+          .delete(`/v1/knowledge/${document.body.id}`)
+          .set('Authorization', owner.auth)
+          .then((response) => response);
+        await eventually(async () => {
+          const { rows } = await db.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+            [holder],
+          );
+          return rows[0].n > 0 ? true : undefined;
+        }, 'the DELETE waiting for the PATCH');
+        // Had the DELETE locked the row first, this would wait for it while it waits for the
+        // lock held here: a deadlock, one of the two aborted (the DELETE's a 500).
+        await patch.query(`UPDATE knowledge_documents SET title = 'Patched' WHERE id = $1`, [
+          document.body.id,
+        ]);
+        await patch.query('COMMIT');
+        expect((await deleting).status).toBe(204);
+      } finally {
+        await patch.end();
+      }
+      // Its only document gone, the organization's postings and queue are deleted by range.
+      const left = await db.query<{ terms: number; refills: number }>(
+        `SELECT (SELECT count(*) FROM knowledge_terms WHERE organization_id = $1)::int AS terms,
+                (SELECT count(*) FROM knowledge_term_refills WHERE organization_id = $1)::int AS refills`,
+        [owner.organizationId],
+      );
+      expect(left.rows[0]).toEqual({ terms: 0, refills: 0 });
+    });
+
     it('ranks from the postings alone, the same with statistics and without, never through the chunks index', async () => {
       const owner = await tenantWithKey(t, ['read_write']);
       await create({ title: 'Beacons', content: paragraphs(150, 'be', 'beacon', 1) }, owner.auth);

@@ -413,32 +413,50 @@ export class KnowledgeRepository {
     return { all: row?.all_personalities ?? false, personalityIds: row?.personality_ids ?? [] };
   }
 
-  /** Whether there was such a document; its chunks and attachments go with it (cascade). */
+  /**
+   * Whether there was such a document; its chunks and attachments go with it (cascade). The
+   * organization's lock first, as every write of its documents takes it: the cascade's trigger
+   * takes it too, and a content patch holding it while it waits for this row would deadlock.
+   */
   async remove(organizationId: string, id: string): Promise<boolean> {
-    const count = await this.database.count(
-      sql`DELETE FROM knowledge_documents WHERE organization_id = ${organizationId} AND id = ${id}`,
-    );
-    return count > 0;
+    return this.database.transaction(async (manager) => {
+      await this.lockOrganization(manager, organizationId);
+      const count = await this.database.count(
+        sql`DELETE FROM knowledge_documents WHERE organization_id = ${organizationId} AND id = ${id}`,
+        { manager },
+      );
+      return count > 0;
+    });
   }
 
   /**
    * Lists the next best chunks of up to `batchSize` queued lexemes (knowledge_term_refills), in
-   * one transaction: the queue rows are taken skipping those another instance holds, their
-   * organizations' locks taken in order (so a write in progress commits first and is seen),
-   * each lexeme topped up to KNOWLEDGE_POSTINGS_PER_WORD from the chunks holding it (the GIN
-   * index, weights as the triggers compute them), and the rows deleted. Answers how many.
+   * one transaction: the organizations' locks taken in order first (so a write in progress
+   * commits first and is seen; a document's deletion, whose trigger deletes its organization's
+   * queue rows while holding the lock, is never waited for while holding those rows), then their
+   * queue rows, skipping those another instance holds, each lexeme topped up to
+   * KNOWLEDGE_POSTINGS_PER_WORD from the chunks holding it (the GIN index, weights as the
+   * triggers compute them), and the rows deleted. Answers how many.
    */
   async refillPostings(batchSize: number): Promise<number> {
     return this.database.transaction(async (manager) => {
+      const waiting = await this.database.rows(
+        REFILL.query`SELECT ${REFILL} FROM knowledge_term_refills
+             ORDER BY organization_id, lexeme LIMIT ${batchSize}`,
+        { manager },
+      );
+      if (waiting.length === 0) return 0;
+      const waitingOrganizations = [...new Set(waiting.map((row) => row.organization_id))];
+      for (const organizationId of waitingOrganizations) {
+        await this.lockOrganization(manager, organizationId);
+      }
       const queued = await this.database.rows(
         REFILL.query`SELECT ${REFILL} FROM knowledge_term_refills
+             WHERE organization_id = ANY (${waitingOrganizations}::uuid[])
              ORDER BY organization_id, lexeme LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
         { manager },
       );
       if (queued.length === 0) return 0;
-      for (const organizationId of [...new Set(queued.map((row) => row.organization_id))]) {
-        await this.lockOrganization(manager, organizationId);
-      }
       const organizations = queued.map((row) => row.organization_id);
       const lexemes = queued.map((row) => row.lexeme);
       // A lexeme is matched as a quoted tsquery operand ('' and \ escaped), as retrieval does.

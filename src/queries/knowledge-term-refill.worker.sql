@@ -3,7 +3,7 @@
 -- a pass with nothing queued
 COMMIT;
 SELECT organization_id, lexeme FROM knowledge_term_refills
-ORDER BY organization_id, lexeme LIMIT $1 FOR UPDATE SKIP LOCKED;
+ORDER BY organization_id, lexeme LIMIT $1;
 START TRANSACTION;
 
 -- a pass refilling one queued word
@@ -12,7 +12,10 @@ DELETE FROM knowledge_term_refills r
 USING unnest($1::uuid[], $2::text[]) AS k(organization_id, lexeme)
 WHERE r.organization_id = k.organization_id AND r.lexeme = k.lexeme;
 SELECT organization_id, lexeme FROM knowledge_term_refills
-ORDER BY organization_id, lexeme LIMIT $1 FOR UPDATE SKIP LOCKED;
+ORDER BY organization_id, lexeme LIMIT $1;
+SELECT organization_id, lexeme FROM knowledge_term_refills
+WHERE organization_id = ANY ($1::uuid[])
+ORDER BY organization_id, lexeme LIMIT $2 FOR UPDATE SKIP LOCKED;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
 WITH held AS MATERIALIZED (

@@ -103,4 +103,7 @@ UPDATE knowledge_documents
 RETURNING search_config;
 
 -- delete
+COMMIT;
 DELETE FROM knowledge_documents WHERE organization_id = $1 AND id = $2;
+SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
+START TRANSACTION;
