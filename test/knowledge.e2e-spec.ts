@@ -40,6 +40,8 @@ interface Hit {
 
 /** Small enough that the limit is reached with a few documents of 60,000 bytes. */
 const MAX_BYTES = 200_000;
+/** KNOWLEDGE_MAX_DOCUMENTS of the spec's instance: no other test's organization comes near it. */
+const MAX_DOCUMENTS = 20;
 const MIB = 1024 * 1024;
 
 const HOURS =
@@ -69,7 +71,12 @@ describe('Knowledge documents (contract §27)', () => {
   let personalityId: string;
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { KNOWLEDGE_MAX_BYTES: String(MAX_BYTES) } });
+    t = await createTestApp({
+      env: {
+        KNOWLEDGE_MAX_BYTES: String(MAX_BYTES),
+        KNOWLEDGE_MAX_DOCUMENTS: String(MAX_DOCUMENTS),
+      },
+    });
     tenant = await tenantWithKey(t, ['read_write']);
     personalityId = await clonePersonality(t, tenant.auth);
   });
@@ -247,6 +254,26 @@ describe('Knowledge documents (contract §27)', () => {
       expectError(await upload('Another text.'), 422, 'idempotency_key_reused');
     });
 
+    it('refuses one personality named twice in two cases as a repeated one (400, not 404)', async () => {
+      const twice = [personalityId.toUpperCase(), personalityId.toLowerCase()];
+      const created = await create(
+        { title: 'Twice', content: 'Named twice.', personality_ids: twice },
+        tenant.auth,
+      );
+      expectError(created, 400, 'validation_failed');
+      expect(JSON.stringify(created.body)).toContain('personality_ids');
+      const once = await create(
+        { title: 'Once', content: 'Named once.', personality_ids: [personalityId.toUpperCase()] },
+        tenant.auth,
+      );
+      expect(once.status).toBe(201);
+      const patched = await http()
+        .patch(`/v1/knowledge/${once.body.id as string}`)
+        .set('Authorization', tenant.auth)
+        .send({ personality_ids: twice });
+      expectError(patched, 400, 'validation_failed');
+    });
+
     it('refuses a bad upload: type, missing file, content as a field, invalid fields', async () => {
       const form = () =>
         http().post('/v1/knowledge').set('Authorization', tenant.auth).field('title', 'T');
@@ -353,6 +380,36 @@ describe('Knowledge documents (contract §27)', () => {
         .send({ content: 'a '.repeat(61_000) });
       expect(replaced.status).toBe(200);
       expect(replaced.body.bytes).toBe(122_000);
+    });
+
+    it('answers 409 past KNOWLEDGE_MAX_DOCUMENTS, empty documents counted; a PATCH or a DELETE still goes', async () => {
+      const owner = await tenantWithKey(t, ['read_write']);
+      const created = await Promise.all(
+        Array.from({ length: MAX_DOCUMENTS + 2 }, (_, i) =>
+          create({ title: `Empty ${i}`, content: '' }, owner.auth),
+        ),
+      );
+      const statuses = created.map((response) => response.status).sort();
+      expect(statuses).toEqual([...Array(MAX_DOCUMENTS).fill(201), 409, 409]);
+      const refused = created.find((response) => response.status === 409)!;
+      expectError(refused, 409, 'knowledge_limit_reached');
+      expect(refused.body.error.message).toContain('KNOWLEDGE_MAX_DOCUMENTS');
+      const kept = created.find((response) => response.status === 201)!;
+      const patched = await http()
+        .patch(`/v1/knowledge/${kept.body.id as string}`)
+        .set('Authorization', owner.auth)
+        .send({ content: 'Now it says something.' });
+      expect(patched.status).toBe(200);
+      expect(
+        (
+          await http()
+            .delete(`/v1/knowledge/${kept.body.id as string}`)
+            .set('Authorization', owner.auth)
+        ).status,
+      ).toBe(204);
+      expect((await create({ title: 'One more', content: 'Fits again.' }, owner.auth)).status).toBe(
+        201,
+      );
     });
 
     it('lets concurrent uploads hold no more than the limit between them', async () => {

@@ -12,6 +12,14 @@ class KnowledgeEnv {
   @Max(Number.MAX_SAFE_INTEGER)
   KNOWLEDGE_MAX_BYTES?: number;
 
+  /** How many documents an organization may hold: each costs every search and reply a row. */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  KNOWLEDGE_MAX_DOCUMENTS?: number;
+
   /** Chunks of the personality's documents in each engine call; 0 turns retrieval off. */
   @IsOptional()
   @Transform(toNumber)
@@ -26,6 +34,7 @@ export const knowledgeConfig = registerAs('knowledge', () => {
   const env = validateEnv(KnowledgeEnv);
   return {
     maxBytes: env.KNOWLEDGE_MAX_BYTES ?? 104_857_600,
+    maxDocuments: env.KNOWLEDGE_MAX_DOCUMENTS ?? 10_000,
     recallLimit: env.KNOWLEDGE_RECALL_LIMIT ?? 4,
   };
 });

@@ -69,7 +69,10 @@ const DRAWERS = Columns.computed<{ all_personalities: boolean; personality_ids: 
 });
 
 /** The sum of documents' bytes: a bigint, which the driver answers as a string. */
-const BYTES_HELD = Columns.computed<{ bytes: string }>({ bytes: sql`coalesce(sum(bytes), 0)` });
+const HELD = Columns.computed<{ bytes: string; documents: number }>({
+  bytes: sql`coalesce(sum(bytes), 0)`,
+  documents: sql`count(*)::int`,
+});
 
 const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::int` });
 
@@ -252,19 +255,19 @@ export class KnowledgeRepository {
     );
   }
 
-  /** The bytes of the organization's documents, but the one being replaced. */
-  async bytesHeld(
+  /** The bytes and the count of the organization's documents, but the one being replaced. */
+  async held(
     manager: EntityManager,
     organizationId: string,
     except: string | null,
-  ): Promise<number> {
+  ): Promise<{ bytes: number; documents: number }> {
     const row = await this.database.row(
-      BYTES_HELD.query`SELECT ${BYTES_HELD} FROM knowledge_documents
+      HELD.query`SELECT ${HELD} FROM knowledge_documents
            WHERE organization_id = ${organizationId}
              AND (${except}::uuid IS NULL OR id <> ${except}::uuid)`,
       { manager },
     );
-    return Number(row?.bytes ?? 0);
+    return { bytes: Number(row?.bytes ?? 0), documents: row?.documents ?? 0 };
   }
 
   /** How many of `ids` are personalities of the organization (in `manager`'s transaction, if given). */

@@ -287,7 +287,10 @@ export class KnowledgeService implements ReplyParticipant {
     return this.drawers.invalidate(organizationId, { confirmed: true });
   }
 
-  /** 409 when the organization's documents would hold more than KNOWLEDGE_MAX_BYTES. */
+  /**
+   * 409 when the organization's documents would hold more than KNOWLEDGE_MAX_BYTES, or be more
+   * than KNOWLEDGE_MAX_DOCUMENTS (a new one: `replacing` null).
+   */
   private async admit(
     manager: EntityManager,
     organizationId: string,
@@ -295,8 +298,14 @@ export class KnowledgeService implements ReplyParticipant {
     bytes: number,
   ): Promise<void> {
     await this.repository.lockOrganization(manager, organizationId);
-    const held = await this.repository.bytesHeld(manager, organizationId, replacing);
-    if (held + bytes > this.config.maxBytes) {
+    const held = await this.repository.held(manager, organizationId, replacing);
+    if (replacing === null && held.documents + 1 > this.config.maxDocuments) {
+      throw new AppError(
+        'knowledge_limit_reached',
+        `The organization would hold more than KNOWLEDGE_MAX_DOCUMENTS (${this.config.maxDocuments} documents)`,
+      );
+    }
+    if (held.bytes + bytes > this.config.maxBytes) {
       throw new AppError(
         'knowledge_limit_reached',
         `The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (${this.config.maxBytes} bytes)`,

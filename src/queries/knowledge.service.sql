@@ -17,7 +17,7 @@ VALUES ($1, $2, $3,
         $4, $5, $6,
         $7, true, $8, $9)
 RETURNING id;
-SELECT coalesce(sum(bytes), 0) AS "bytes" FROM knowledge_documents
+SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
 SELECT count(*)::int AS "n" FROM personalities
@@ -84,7 +84,7 @@ INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_
 SELECT $1, c.ordinality - 1, $2, $3, c.text,
        to_tsvector($4::regconfig, c.text)
   FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality);
-SELECT coalesce(sum(bytes), 0) AS "bytes" FROM knowledge_documents
+SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
 SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL

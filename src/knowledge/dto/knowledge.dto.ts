@@ -20,6 +20,9 @@ import { SEARCH_QUERY_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsLanguage } from '../../personalities/dto/language';
 import { DEFAULT_LANGUAGE, type Language, LANGUAGES } from '../../personalities/languages';
 
+/** A UUID in any case: one personality written twice in two cases is a repeated one. */
+const caseless = (id: unknown) => (typeof id === 'string' ? id.toLowerCase() : id);
+
 /** A document's content, in bytes of UTF-8, at most (past it: 413 payload_too_large). */
 export const DOCUMENT_MAX_BYTES = 1024 * 1024;
 
@@ -71,7 +74,7 @@ export class CreateKnowledgeDto {
   @IsOptional()
   @IsArray()
   @ArrayMaxSize(PERSONALITY_IDS_MAX)
-  @ArrayUnique()
+  @ArrayUnique(caseless)
   @IsUUID('all', { each: true })
   personality_ids?: string[];
 }
@@ -120,7 +123,7 @@ export class UpdateKnowledgeDto {
   @ValidateIf((_dto: object, value: unknown) => value !== undefined && value !== null)
   @IsArray()
   @ArrayMaxSize(PERSONALITY_IDS_MAX)
-  @ArrayUnique()
+  @ArrayUnique(caseless)
   @IsUUID('all', { each: true })
   personality_ids?: string[] | null;
 }
