@@ -354,30 +354,24 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect(found.slice(0, 2).map((memory) => memory.content)).toContain(statement);
   });
 
-  it('a slow provider: search answers by words within EMBEDDINGS_QUERY_TIMEOUT_MS', async () => {
-    fake.delay(5_000);
-    try {
-      const started = Date.now();
-      const found = await search(on[0], userId, 'sister');
-      expect(Date.now() - started).toBeLessThan(3_000);
-      expect(found[0].content).toBe(CONVERSATION[1]);
-    } finally {
-      fake.recover();
-    }
-  });
-
-  it('a provider that sends its headers and stalls: search answers by words within EMBEDDINGS_QUERY_TIMEOUT_MS', async () => {
-    // The SDK's own timeout ends when the headers arrive; the body is bounded too.
-    fake.delayBody(5_000);
-    try {
-      const started = Date.now();
-      const found = await search(on[0], userId, 'sister');
-      expect(Date.now() - started).toBeLessThan(3_000);
-      expect(found[0].content).toBe(CONVERSATION[1]);
-    } finally {
-      fake.recover();
-    }
-  });
+  // The SDK's own timeout ends when the headers arrive: the body is bounded too.
+  it.each([
+    ['answers late', (ms: number) => fake.delay(ms)],
+    ['sends its headers and stalls the body', (ms: number) => fake.delayBody(ms)],
+  ])(
+    'a provider that %s: search answers by words within EMBEDDINGS_QUERY_TIMEOUT_MS',
+    async (_, slow) => {
+      slow(5_000);
+      try {
+        const started = Date.now();
+        const found = await search(on[0], userId, 'sister');
+        expect(Date.now() - started).toBeLessThan(3_000);
+        expect(found[0].content).toBe(CONVERSATION[1]);
+      } finally {
+        fake.recover();
+      }
+    },
+  );
 
   it('a provider answering an index that is not one of the texts: search and replies go on by words', async () => {
     // One text sent, its vector answered at index 7: a hole where the question's vector goes.

@@ -691,6 +691,30 @@ describe('Knowledge documents (contract §27)', () => {
       await db.end();
     });
 
+    /** A session of its own with a transaction open, and its backend's pid. */
+    const openTransaction = async () => {
+      const session = new Client({ connectionString: process.env.DATABASE_URL });
+      await session.connect();
+      await session.query('BEGIN');
+      const { pid } = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
+        .rows[0];
+      return { session, pid };
+    };
+    /** Until another session is seen waiting for a lock `pid` holds. */
+    const waitingFor = (pid: number, what: string) =>
+      eventually(async () => {
+        const { rows } = await db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+          [pid],
+        );
+        return rows[0].n > 0 ? true : undefined;
+      }, what);
+    /** The organization's knowledge lock, as a document's writes take it, in `session`. */
+    const lockOrganization = (session: Client, organizationId: string) =>
+      session.query(`SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0))`, [
+        organizationId,
+      ]);
+
     /** `count` paragraphs of about 650 characters, one chunk each, of words no other test holds. */
     const paragraphs = (count: number, prefix: string, word: string, times: number) =>
       Array.from(
@@ -875,22 +899,12 @@ describe('Knowledge documents (contract §27)', () => {
       await db.query(`INSERT INTO knowledge_term_refills VALUES ($1, 'compass')`, [
         owner.organizationId,
       ]);
-      const other = new Client({ connectionString: process.env.DATABASE_URL });
-      await other.connect();
+      const { session: other, pid } = await openTransaction();
       try {
-        await other.query('BEGIN');
         await other.query('DELETE FROM knowledge_documents WHERE id = $1', [first.body.id]);
-        const holder = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
-          .rows[0].pid;
         const refilling = t.app.get(KnowledgeTermRefillWorker).refillNow();
         // The refill is seen waiting for the deleting transaction before that commits.
-        await eventually(async () => {
-          const { rows } = await db.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
-            [holder],
-          );
-          return rows[0].n > 0 ? true : undefined;
-        }, 'the refill waiting for the delete');
+        await waitingFor(pid, 'the refill waiting for the delete');
         await other.query('COMMIT');
         await refilling;
       } finally {
@@ -925,24 +939,11 @@ describe('Knowledge documents (contract §27)', () => {
       ]);
       // The deletion of the organization's last document: its trigger holds the organization's
       // lock, then deletes the organization's queue rows.
-      const deletion = new Client({ connectionString: process.env.DATABASE_URL });
-      await deletion.connect();
+      const { session: deletion, pid } = await openTransaction();
       try {
-        await deletion.query('BEGIN');
-        await deletion.query(
-          `SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0))`,
-          [owner.organizationId],
-        );
-        const holder = (await deletion.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
-          .rows[0].pid;
+        await lockOrganization(deletion, owner.organizationId);
         const refilling = t.app.get(KnowledgeTermRefillWorker).refillNow();
-        await eventually(async () => {
-          const { rows } = await db.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
-            [holder],
-          );
-          return rows[0].n > 0 ? true : undefined;
-        }, 'the refill waiting for the deletion');
+        await waitingFor(pid, 'the refill waiting for the deletion');
         // Had the refill locked the queue row first, this would wait for it: a deadlock.
         await deletion.query('DELETE FROM knowledge_term_refills WHERE organization_id = $1', [
           owner.organizationId,
@@ -967,26 +968,14 @@ describe('Knowledge documents (contract §27)', () => {
       );
       expect(document.status).toBe(201);
       // A PATCH of the content takes the organization's lock, then the document's row.
-      const patch = new Client({ connectionString: process.env.DATABASE_URL });
-      await patch.connect();
+      const { session: patch, pid } = await openTransaction();
       try {
-        await patch.query('BEGIN');
-        await patch.query(`SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0))`, [
-          owner.organizationId,
-        ]);
-        const holder = (await patch.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
-          .rows[0].pid;
+        await lockOrganization(patch, owner.organizationId);
         const deleting = http()
           .delete(`/v1/knowledge/${document.body.id}`)
           .set('Authorization', owner.auth)
           .then((response) => response);
-        await eventually(async () => {
-          const { rows } = await db.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
-            [holder],
-          );
-          return rows[0].n > 0 ? true : undefined;
-        }, 'the DELETE waiting for the PATCH');
+        await waitingFor(pid, 'the DELETE waiting for the PATCH');
         // Had the DELETE locked the row first, this would wait for it while it waits for the
         // lock held here: a deadlock, one of the two aborted (the DELETE's a 500).
         await patch.query(`UPDATE knowledge_documents SET title = 'Patched' WHERE id = $1`, [
