@@ -935,6 +935,46 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     });
   });
 
+  it("reserves for the tools' definitions too: a reply in flight sending large ones holds the budget", async () => {
+    const { tenant, created } = await tenantWithLookup();
+    await t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/limits`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ monthly_token_budget: 5000 })
+      .expect(200);
+    // About 14 KB of definitions, sent on each model call of the turn: some 4,700 tokens.
+    const { execution: _client, ...large } = {
+      ...lookupOrderTool,
+      name: 'large_lookup',
+      parameters: { type: 'object', description: 'x '.repeat(7_000) },
+    };
+    fake.respondWith({ ...answer, delayMs: 1_000 });
+    const first = t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({
+        personality_id: created.body.id,
+        user_id: uniqueUserId(),
+        message: 'first',
+        tools: [large],
+      })
+      .then((response) => response);
+    await eventually(
+      () => (fake.requests.length === 1 ? true : undefined),
+      'the first reply at the provider',
+    );
+    // Its estimate, the definitions counted, leaves no room: the budget refuses the next reply.
+    const second = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: created.body.id, user_id: uniqueUserId(), message: 'second' });
+    expectError(second, 402, 'budget_exceeded');
+    expect((await first).status).toBe(200);
+  });
+
   it('counts the tokens of every model call once: of a pause never resumed, of a failed resumption and of its retry', async () => {
     const { tenant, created } = await tenantWithLookup();
     const respondAs = (userId: string, message: string) =>

@@ -258,7 +258,7 @@ spend_reservation_released AS (
       DELETE FROM spend_reservations
        WHERE organization_id = $78::uuid
          AND budget = ANY($79::text[])
-         AND reservation_id = $80::uuid)
+         AND reservation_id = ANY($80::uuid[]))
 SELECT 1;
 
 -- RespondRepository.storeExchange: flagged

@@ -86,7 +86,7 @@ async function replyStatement(shape: ReplyShape): Promise<string> {
       reservationReleaseStep({
         organizationId: ORGANIZATION,
         budgets: ['organization'],
-        reservationId: '00000000-0000-4000-8000-000000000004',
+        reservationIds: ['00000000-0000-4000-8000-000000000004'],
       }),
     ],
     countTokens: () => [],

@@ -44,16 +44,25 @@ const FOREIGN_KEY_VIOLATION = '23503';
 /** Failures that must not replace the error a request answers with (see endFailedTurn). */
 const failedTurnLogger = new Logger('RespondService');
 
-/** What the engine is sent besides its fixed instructions: the reply's cost is estimated from it. */
+/**
+ * What the engine is sent besides its fixed instructions: the reply's cost is estimated from it.
+ * A turn with tools sends their definitions on each call, and a resumed one the calls and outputs
+ * of its rounds so far.
+ */
 function promptTextsOf(
   personality: PersonalityForReply,
   context: ReplyContext,
   message: string,
+  tools: ToolTurnState,
 ): string[] {
   return [
     personality.description,
     personality.systemPrompt ?? '',
     message,
+    personality.tools.length > 0 ? JSON.stringify(personality.tools) : '',
+    tools.requestTools.length > 0 ? JSON.stringify(tools.requestTools) : '',
+    tools.results.length > 0 ? JSON.stringify(tools.results) : '',
+    tools.round.calls.length > 0 ? JSON.stringify(tools.round) : '',
     ...context.history.map((memory) => memory.content),
     ...context.facts,
     ...context.recalled.map((memory) => memory.content),
@@ -188,7 +197,7 @@ export class RespondService implements OnApplicationBootstrap {
     const admissions = await this.participants.admit({
       organizationId,
       endUserId: endUser.id,
-      promptTexts: promptTextsOf(personality, context, dto.message),
+      promptTexts: promptTextsOf(personality, context, dto.message, tools),
     });
     return {
       caller,

@@ -2,13 +2,17 @@ import { sql, type Sql } from '../database/sql';
 
 export interface HeldReservation {
   organizationId: string;
-  /** The budgets it was made in (spend_reservations.budget). */
+  /** The budgets they were made in (spend_reservations.budget). */
   budgets: string[];
-  reservationId: string;
+  /**
+   * The reply's estimate's, then, in a turn with tools, the one holding the tokens its model
+   * calls have spent so far (SpendService.assertRoomFor).
+   */
+  reservationIds: string[];
 }
 
 /**
- * A WITH entry deleting the reply's reservation in the statement that adds its tokens: in every
+ * A WITH entry deleting the reply's reservations in the statement that adds its tokens: in every
  * snapshot the reply then counts once, reserved before, spent after, never both or neither. Its
  * text does not depend on the values, so a named statement can carry it.
  */
@@ -17,5 +21,5 @@ export function reservationReleaseStep(reservation: HeldReservation): Sql {
       DELETE FROM spend_reservations
        WHERE organization_id = ${reservation.organizationId}::uuid
          AND budget = ANY(${reservation.budgets}::text[])
-         AND reservation_id = ${reservation.reservationId}::uuid)`;
+         AND reservation_id = ANY(${reservation.reservationIds}::uuid[]))`;
 }

@@ -65,12 +65,16 @@ export class SpendReservationsRepository {
     };
   }
 
-  /** Gives a reservation back: its reply failed or was cancelled, and spent nothing. */
-  async release(organizationId: string, budgets: string[], reservationId: string): Promise<void> {
+  /** Gives reservations back: their reply failed or was cancelled, and spent nothing. */
+  async release(
+    organizationId: string,
+    budgets: string[],
+    reservationIds: string[],
+  ): Promise<void> {
     await this.database.count(
       sql`DELETE FROM spend_reservations
            WHERE organization_id = ${organizationId}::uuid AND budget = ANY(${budgets}::text[])
-             AND reservation_id = ${reservationId}::uuid`,
+             AND reservation_id = ANY(${reservationIds}::uuid[])`,
       { prepared: true, asyncCommit: true },
     );
   }

@@ -151,7 +151,7 @@ export class SpendService {
       admission.reservation = {
         organizationId,
         budgets: [month, today].filter((b) => b.limit !== null).map((b) => b.budget),
-        reservationId,
+        reservationIds: [reservationId],
       };
     }
     return admission;
@@ -160,7 +160,11 @@ export class SpendService {
   /**
    * Between the model calls of a turn with tools (contract §26): 402 `budget_exceeded` once the
    * turn's tokens so far, with what is counted and reserved already (this reply's estimate
-   * included), pass a budget. Checked by reserving them for a moment; nothing stays reserved.
+   * included), pass a budget. Admitted, those tokens stay reserved beside the estimate (which
+   * stands for the next call) until the reply's statement settles them or release() gives them
+   * back, replacing the previous round's: concurrent replies count them, so a budget is overshot
+   * by one call of a turn, not by all of them. Each round's reservation lapses a whole
+   * ENGINE_TIMEOUT_MS + 30 s after it is made.
    */
   async assertRoomFor(admission: SpendAdmission, endUserId: string, tokens: number): Promise<void> {
     const { organizationId, limits } = admission;
@@ -183,12 +187,24 @@ export class SpendService {
         now: at,
         expiresAt: new Date(at.getTime() + this.reservationTtlMs),
       });
+    const budgets = [month, today].filter((b) => b.limit !== null).map((b) => b.budget);
+    const held = admission.released ? null : admission.reservation;
+    // The previous round's tokens are part of these: its reservation goes first.
+    const [estimateId, ...rounds] = held?.reservationIds ?? [];
+    if (held && rounds.length > 0) {
+      await this.reservations.release(organizationId, held.budgets, rounds);
+      held.reservationIds = [estimateId];
+    }
     // A budget refuses once what it counts has reached its limit: the turn's tokens are
-    // reserved, then a reservation of none asks whether that reached it, and both go.
+    // reserved, then a reservation of none asks whether that reached it.
     const reservationId = randomUUID();
     const refusal = (await reserve(reservationId, tokens)) ?? (await reserve(randomUUID(), 0));
-    const budgets = [month, today].filter((b) => b.limit !== null).map((b) => b.budget);
-    await this.reservations.release(organizationId, budgets, reservationId);
+    if (refusal || !held) {
+      await this.reservations.release(organizationId, budgets, [reservationId]);
+    } else {
+      held.reservationIds.push(reservationId);
+      held.budgets = [...new Set([...held.budgets, ...budgets])];
+    }
     if (refusal) {
       throw budgetExceeded(
         refusal.scope === 'organization'
@@ -207,8 +223,8 @@ export class SpendService {
     const reservation = admission?.reservation;
     if (!reservation || admission.released) return;
     admission.released = true;
-    const { organizationId, budgets, reservationId } = reservation;
-    this.reservations.release(organizationId, budgets, reservationId).catch((error: unknown) =>
+    const { organizationId, budgets, reservationIds } = reservation;
+    this.reservations.release(organizationId, budgets, reservationIds).catch((error: unknown) =>
       // Not released: it lapses at its expiry, counting against the budget until then.
       this.logger.warn({ err: error }, 'spend reservation not released; it will lapse'),
     );

@@ -131,6 +131,42 @@ describe('SpendService (real database)', () => {
     expect(spend.exchangeSteps(admission, exchange).steps).toEqual([]);
   });
 
+  it("holds a turn's tokens so far beside its estimate between rounds, one round's at a time, until they settle", async () => {
+    const org = await organization({ monthlyTokenBudget: 3_000 });
+    const turn = await admit(org);
+    // A first round spent 2,000: held beside the estimate (700 for the next call).
+    await spend.assertRoomFor(turn, org.endUserId, 2_000);
+    expect((await held(org.organizationId)).map((row) => row.tokens).sort()).toEqual([
+      2_000,
+      ESTIMATE,
+    ]);
+    // A concurrent reply counts them: 2,700 of 3,000 leaves room for one more admission only.
+    const other = await admit(org);
+    await expectAppError(admit(org), 'budget_exceeded');
+    spend.release(other);
+    await waitFor(async () => (await held(org.organizationId)).length === 2);
+    // The next round's total replaces the first round's hold, not adds to it.
+    await spend.assertRoomFor(turn, org.endUserId, 2_200);
+    expect((await held(org.organizationId)).map((row) => row.tokens).sort()).toEqual([
+      2_200,
+      ESTIMATE,
+    ]);
+    // Past the budget: refused, and the refused round holds nothing more.
+    await expectAppError(spend.assertRoomFor(turn, org.endUserId, 2_400), 'budget_exceeded');
+    expect((await held(org.organizationId)).map((row) => row.tokens)).toEqual([ESTIMATE]);
+    // The reply's statement settles the estimate and every round's hold together.
+    await spend.assertRoomFor(turn, org.endUserId, 1_000);
+    expect(await held(org.organizationId)).toHaveLength(2);
+    const { steps } = spend.exchangeSteps(turn, {
+      at: clock.now(),
+      relationship: undefined as never,
+      tokens: null,
+      tokensUsed: 0,
+    });
+    await database.rows(withEntries(steps, sql`SELECT 1`));
+    expect(await held(org.organizationId)).toEqual([]);
+  });
+
   it('stops counting a reservation at its expiry (ENGINE_TIMEOUT_MS + 30 s), and purges it', async () => {
     const org = await organization({ monthlyTokenBudget: ESTIMATE });
     await admit(org);
