@@ -845,12 +845,14 @@ describe('Import (PMF v1)', () => {
 describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
   let t: TestApp;
   let tenant: Tenant;
+  let other: Tenant;
   let port: number;
   let document: (userId: string) => Buffer;
 
   beforeAll(async () => {
     t = await createTestApp({ env: { IMPORTS_IN_FLIGHT: '2' } });
     tenant = await tenantWithKey(t, ['read_write']);
+    other = await tenantWithKey(t, ['read_write']);
     const id = await clonePersonality(t, tenant.auth);
     const p = (await t.http().get(`/v1/personalities/${id}`).set('Authorization', tenant.auth))
       .body as Json;
@@ -902,7 +904,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
    * An upload whose client sends the headers and the first half of the body, then waits for
    * `finish()` to send the rest: a slow client, as long as the test wants.
    */
-  function slowUpload(body: Buffer) {
+  function slowUpload(body: Buffer, auth = tenant.auth) {
     let answered: (answer: { status: number; headers: Json; body: Json }) => void;
     const answer = new Promise<{ status: number; headers: Json; body: Json }>(
       (resolve) => (answered = resolve),
@@ -914,7 +916,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
         method: 'POST',
         path: '/v1/end-users/import',
         headers: {
-          authorization: tenant.auth,
+          authorization: auth,
           'content-type': 'application/json',
           'content-length': String(body.length),
         },
@@ -951,10 +953,14 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
       `${n} imports in flight`,
     );
 
-  it('a third slow import is refused with 429 too_many_streams and Retry-After; the two finish', async () => {
+  it('a third slow import is refused with 429 too_many_streams and Retry-After, as a second of one organization is; the two finish', async () => {
     const first = slowUpload(document(uniqueUserId('slow-1')));
     await inFlight(1);
-    const second = slowUpload(document(uniqueUserId('slow-2')));
+    // One organization holds half of IMPORTS_IN_FLIGHT at most: the others keep room.
+    const own = await slowUpload(document(uniqueUserId('slow-own'))).answer;
+    expect(own.status).toBe(429);
+    expect(own.body.error.code).toBe('too_many_streams');
+    const second = slowUpload(document(uniqueUserId('slow-2')), other.auth);
     await inFlight(2);
     // Refused as soon as it arrives, its body still being sent: nothing of it is read.
     const third = slowUpload(document(uniqueUserId('slow-3')));

@@ -163,6 +163,31 @@ describe('ImportChecker', () => {
     ]);
   });
 
+  it('refuses a time the format admits but no clock shows (a leap second), not a 500', () => {
+    const doc = document();
+    doc.memories[0].created_at = '2016-12-31T23:59:60.000Z';
+    expect(problems(doc)).toEqual(['/memories/0/created_at: must be a time a clock can show']);
+  });
+
+  it("refuses a tool call's arguments or output over 16 KiB serialised", () => {
+    const doc = document();
+    const call = {
+      id: 'call_1',
+      name: 'lookup_order',
+      arguments: { note: 'a'.repeat(16 * 1024 - 20) },
+      output: { note: 'o'.repeat(16 * 1024 - 20) },
+      execution: 'client' as const,
+      duration_ms: null,
+      error: null,
+    };
+    doc.memories[1].tool_calls = [call];
+    expect(problems(doc)).toEqual([]);
+    doc.memories[1].tool_calls = [{ ...call, arguments: { note: 'a'.repeat(16 * 1024) } }];
+    expect(problems(doc).map((p) => p.split(':')[0])).toEqual([
+      '/memories/1/tool_calls/0/arguments',
+    ]);
+  });
+
   it('holds the API’s limits: characters, not UTF-16 units', () => {
     const doc = document();
     doc.memories[0].content = '😀'.repeat(8_000);

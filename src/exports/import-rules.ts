@@ -284,14 +284,17 @@ export class ImportChecker {
         'is not an emotion of any vocabulary version (the memory names no vocabulary_version)',
       );
     }
-    // A tool's output has the bound the API gives it (a client's, a webhook's): it is stored
-    // with the memory and sent back with every list and export.
+    // A tool's output has the bound the API gives it (a client's, a webhook's), and its
+    // arguments the same (the model's, which ENGINE_MAX_TOKENS keeps far below it): both are
+    // stored with the memory and sent back with every list and export.
     memory.tool_calls?.forEach((call, callIndex) => {
-      if (Buffer.byteLength(JSON.stringify(call.output)) > MAX_OUTPUT_BYTES) {
-        this.problems.add(
-          `${at}/tool_calls/${callIndex}/output`,
-          `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool's output)`,
-        );
+      for (const part of ['arguments', 'output'] as const) {
+        if (Buffer.byteLength(JSON.stringify(call[part]) ?? '') > MAX_OUTPUT_BYTES) {
+          this.problems.add(
+            `${at}/tool_calls/${callIndex}/${part}`,
+            `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool call's ${part})`,
+          );
+        }
       }
     });
     this.checkTime(`${at}/created_at`, memory.created_at);
@@ -364,7 +367,9 @@ export class ImportChecker {
 
   private checkTime(field: string, iso: string): void {
     const at = Date.parse(iso);
-    if (at < EPOCH) this.problems.add(field, 'must be in the years 1970..9999');
+    // The format admits what no Date holds (a leap second, 23:59:60): NaN passes both bounds.
+    if (!Number.isFinite(at)) this.problems.add(field, 'must be a time a clock can show');
+    else if (at < EPOCH) this.problems.add(field, 'must be in the years 1970..9999');
     else if (at > this.now) this.problems.add(field, 'must not be in the future');
   }
 }

@@ -21,6 +21,7 @@ import { factsInsertStep } from '../../src/memory/facts.step';
 import { memoriesInsertStep, type NewMemory } from '../../src/memory/memories.step';
 import type { MemorySafety } from '../../src/safety/safety-categories';
 import { expectAppError } from '../support/assertions';
+import { asCaller } from '../support/execution-context';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 import { spoolBody } from '../support/spool';
@@ -628,12 +629,16 @@ describe('Exports module (real database)', () => {
   });
 
   describe('the limits of an import', () => {
-    it('runs at most IMPORTS_IN_FLIGHT at once: the next is too_many_streams; a slot is given back once, also by a failed import', async () => {
+    it('runs at most IMPORTS_IN_FLIGHT at once, half of them of one organization: the next is too_many_streams; a slot is given back once, also by a failed import', async () => {
       expect(slots.inFlight).toBe(0);
-      const releases = Array.from({ length: IMPORTS_IN_FLIGHT }, () => slots.take());
+      // IMPORTS_IN_FLIGHT 2: an organization holds one at most.
+      const releases = [slots.take('org-a')];
+      expect(() => slots.take('org-a')).toThrow(AppError);
+      releases.push(slots.take('org-b'));
+      expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT);
       let refused: unknown;
       try {
-        slots.take();
+        slots.take('org-c');
       } catch (error) {
         refused = error;
       }
@@ -645,8 +650,8 @@ describe('Exports module (real database)', () => {
       releases[0]();
       releases[0]();
       expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT - 1);
-      const again = slots.take();
-      expect(() => slots.take()).toThrow(AppError);
+      const again = slots.take('org-a');
+      expect(() => slots.take('org-c')).toThrow(AppError);
       again();
       releases[1]();
       expect(slots.inFlight).toBe(0);
@@ -655,7 +660,7 @@ describe('Exports module (real database)', () => {
       const interceptor = moduleRef.get(ImportSlotInterceptor);
       await expect(
         lastValueFrom(
-          interceptor.intercept(undefined, {
+          interceptor.intercept(asCaller('org-b'), {
             handle: () => {
               expect(slots.inFlight).toBe(1);
               return throwError(() => AppError.validation([]));

@@ -15,6 +15,7 @@ import { ImportSlotInterceptor, ImportSlots } from '../../src/exports/import-slo
 import { ImportRepository } from '../../src/exports/import.repository';
 import { ImportService } from '../../src/exports/import.service';
 import { expectAppError } from '../support/assertions';
+import { asCaller } from '../support/execution-context';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
@@ -535,29 +536,38 @@ describe('ImportService (real database)', () => {
       expect(await holdings(a)).toMatchObject({ end_users: 0, memories: 0, personalities: 1 });
     });
 
-    it('runs at most IMPORTS_IN_FLIGHT imports at once: the next is too_many_streams before it starts; every slot comes back', async () => {
+    it('runs at most IMPORTS_IN_FLIGHT imports at once, half of them of one organization: the next is too_many_streams before it starts; every slot comes back', async () => {
       const slots = moduleRef.get(ImportSlots);
       const interceptor = moduleRef.get(ImportSlotInterceptor);
       const organizationId = await factory.organization();
+      const other = await factory.organization();
       const documents = await Promise.all(
         ['mia', 'ned', 'oli'].map((userId) => spool(documentOf(userId))),
       );
       const started: string[] = [];
       // As the route runs: the interceptor around the handler that calls the service.
-      const throughTheRoute = (document: SpooledDocument, userId: string) =>
+      const throughTheRoute = (document: SpooledDocument, userId: string, of = organizationId) =>
         lastValueFrom(
-          interceptor.intercept(undefined, {
+          interceptor.intercept(asCaller(of), {
             handle: () => {
               started.push(userId);
-              return from(imports.import(caller(organizationId), document));
+              return from(imports.import(caller(of), document));
             },
           }),
         );
 
-      const results = await Promise.allSettled([
+      // One organization holds at most one of the two slots.
+      const own = await Promise.allSettled([
         throughTheRoute(documents[0], 'mia'),
         throughTheRoute(documents[1], 'ned'),
+      ]);
+      expect(own.map((result) => result.status)).toEqual(['fulfilled', 'rejected']);
+      expect(((own[1] as PromiseRejectedResult).reason as AppError).code).toBe('too_many_streams');
+      started.length = 0;
+      const results = await Promise.allSettled([
+        throughTheRoute(documents[1], 'ned', other),
         throughTheRoute(documents[2], 'oli'),
+        throughTheRoute(documents[2], 'oli', other),
       ]);
       expect(results.map((result) => result.status)).toEqual([
         'fulfilled',
@@ -567,15 +577,18 @@ describe('ImportService (real database)', () => {
       const refused = (results[2] as PromiseRejectedResult).reason as AppError;
       expect(refused.code).toBe('too_many_streams');
       expect(refused.headers).toEqual({ 'Retry-After': '5' });
-      expect(started).toEqual(['mia', 'ned']);
+      expect(started).toEqual(['ned', 'oli']);
       expect(slots.inFlight).toBe(0);
 
       // A refused document gives its slot back too: then all IMPORTS_IN_FLIGHT are free again.
       const bad = await spool({ ...documentOf('pat'), version: 2 });
       await expectAppError(throughTheRoute(bad, 'pat'), 'validation_failed');
       expect(slots.inFlight).toBe(0);
-      await expect(throughTheRoute(documents[2], 'oli')).resolves.toMatchObject({ user_id: 'oli' });
-      expect(await holdings(organizationId)).toMatchObject({ end_users: 3 });
+      await expect(throughTheRoute(documents[2], 'oli', other)).resolves.toMatchObject({
+        user_id: 'oli',
+      });
+      expect(await holdings(organizationId)).toMatchObject({ end_users: 2 });
+      expect(await holdings(other)).toMatchObject({ end_users: 2 });
     });
   });
 });

@@ -1,0 +1,10 @@
+import type { ExecutionContext } from '@nestjs/common';
+
+/**
+ * An HTTP ExecutionContext whose request carries a caller of `organizationId`, as the
+ * authentication guard leaves it: for an interceptor called without a route.
+ */
+export function asCaller(organizationId: string): ExecutionContext {
+  const request = { caller: { organizationId } };
+  return { switchToHttp: () => ({ getRequest: () => request }) } as unknown as ExecutionContext;
+}
