@@ -292,7 +292,7 @@ export class ImportChecker {
         if (Buffer.byteLength(JSON.stringify(call[part]) ?? '') > MAX_OUTPUT_BYTES) {
           this.problems.add(
             `${at}/tool_calls/${callIndex}/${part}`,
-            `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool call's ${part})`,
+            `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool's ${part})`,
           );
         }
       }
