@@ -1,6 +1,9 @@
 import { Body, Controller, Headers, Module, Post } from '@nestjs/common';
 import { IsBoolean } from 'class-validator';
 import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from 'pg';
 import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
 import { Scopes } from '../src/common/auth/auth.decorators';
@@ -13,6 +16,7 @@ import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI } from './support/fake-openai';
 import { signUp, tenantWithKey, uniqueEmail } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
+import { eventually } from './support/wait';
 
 class TransactionProbeDto {
   @IsBoolean()
@@ -271,6 +275,69 @@ describe('Idempotency-Key (contract §16)', () => {
       expect(again.body).toEqual(JSON.parse(done!));
       expect(fake.requests).toHaveLength(1);
       expect(await memoryCount(userId)).toBe(2);
+    });
+
+    it('a streamed reply whose client leaves while it is being stored: a retry replays it', async () => {
+      const key = newKey();
+      const userId = uniqueUserId();
+      const body = { personality_id: personalityId, user_id: userId, message: 'stay?' };
+      // A first reply: the month's token row exists, and a session can hold it.
+      expect((await post('/v1/respond', body, undefined)).status).toBe(200);
+      const holder = new Client({ connectionString: process.env.DATABASE_URL });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(
+          'SELECT 1 FROM token_usage_months WHERE organization_id = $1 FOR UPDATE',
+          [tenant.organizationId],
+        );
+        const { pid } = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))
+          .rows[0];
+        if (!t.server.listening) {
+          await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
+        }
+        const { port } = t.server.address() as AddressInfo;
+        const payload = JSON.stringify({ ...body, stream: true });
+        const request = httpRequest({
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/respond',
+          headers: {
+            authorization: tenant.auth,
+            'idempotency-key': key,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+          },
+        });
+        request.on('error', () => undefined);
+        request.end(payload);
+        // The reply's statement waits for the row: its work is done, its answer not stored.
+        await eventually(async () => {
+          const rows = await db.query<Array<{ n: number }>>(
+            'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+            [pid],
+          );
+          return rows[0].n > 0 ? true : undefined;
+        }, 'the reply waiting to be stored');
+        request.destroy();
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        await holder.query('COMMIT');
+      } finally {
+        await holder.end();
+      }
+      await eventually(
+        async () => ((await memoryCount(userId)) === 4 ? true : undefined),
+        'the exchange stored',
+      );
+      const again = await eventually(async () => {
+        const answer = await post('/v1/respond', { ...body, stream: true }, key);
+        return answer.status === 409 ? undefined : answer;
+      }, 'the key no longer in progress');
+      expect(again.status).toBe(200);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(fake.requests).toHaveLength(2);
+      expect(await memoryCount(userId)).toBe(4);
     });
 
     it('a 4xx the work decided is stored and replayed, with the replay’s own request id', async () => {

@@ -7,7 +7,6 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Request, Response } from 'express';
-import { finished } from 'node:stream';
 import { catchError, defer, finalize, from, mergeMap, Observable, of, throwError } from 'rxjs';
 import { USER_ONLY } from '../common/auth/auth.decorators';
 import type { RequestWithCaller } from '../common/auth/caller';
@@ -92,8 +91,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
       .pipe(
         mergeMap(async (value: unknown) => {
           if (value instanceof StreamableFile) {
+            // Its producer stores the answer or gives the key up once it has ended
+            // (recordAnswer, giveUpUnanswered), whether or not the client is still there.
             streaming = true;
-            return this.watchStream(claim, value);
+            return value;
           }
           // The handler has returned: its work has committed. The key is marked done before
           // the answer leaves, so a client that has the answer never meets "in progress".
@@ -112,17 +113,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
           if (!streaming) void this.idempotency.giveUp(claim);
         }),
       );
-  }
-
-  /**
-   * A streamed answer (`/v1/respond` with `"stream": true`) is stored by its producer, with
-   * IdempotencyService.recordAnswer, once its work has committed and before its final event is
-   * written: what the client reads cannot decide it. A stream that ends, fails or is abandoned
-   * without that gives the key up.
-   */
-  private watchStream(claim: IdempotencyClaim, file: StreamableFile): StreamableFile {
-    finished(file.getStream(), () => void this.idempotency.giveUp(claim));
-    return file;
   }
 }
 

@@ -197,6 +197,16 @@ export class IdempotencyService {
   }
 
   /**
+   * For an answer sent as a stream, once its producer has ended: the key is given up unless
+   * recordAnswer() stored its answer. Called by the producer, not when the client leaves: a
+   * client may leave while the work is still committing, and a retry must then find its answer.
+   */
+  async giveUpUnanswered(): Promise<void> {
+    const claim = this.current.getStore();
+    if (claim && !claim.settled) await this.giveUp(claim);
+  }
+
+  /**
    * In the transaction that erases end users (or deletes one of their memories): deletes the
    * stored answers about them (contract §25), so that a replay runs afresh instead of answering
    * their data from the store. `userIds` are the organization's `user_id`s.

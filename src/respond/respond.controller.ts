@@ -197,6 +197,10 @@ export class RespondController {
       // The access line names an unexpected error, as the exception filter does.
       if (status === 500) (response as Response & { err?: Error }).err = error as Error;
       await events.send('error', body);
+    } finally {
+      // No answer recorded (the reply failed, or its client left before it was stored): a retry
+      // with the same Idempotency-Key runs afresh.
+      await this.idempotency.giveUpUnanswered();
     }
   }
 }
