@@ -704,14 +704,22 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     await Promise.all([fake.close(), receiver.stop()]);
   });
 
-  /** A tenant of its own (its token counts start at 0) whose personality has the lookup tool. */
-  async function tenantWithLookup() {
+  /** A tenant of its own (its token counts start at 0, its monthly budget as given) whose personality has the lookup tool. */
+  async function tenantWithLookup(limits: { monthlyTokenBudget?: number } = {}) {
     const tenant = await tenantWithKey(t, ['read_write']);
     const created = await t
       .http()
       .post('/v1/personalities/from-catalog')
       .set('Authorization', tenant.auth)
       .send({ slug: 'sage-mentor', tools: [lookup] });
+    if (limits.monthlyTokenBudget !== undefined) {
+      await t
+        .http()
+        .patch(`/v1/organizations/${tenant.organizationId}/limits`)
+        .set('Authorization', `Bearer ${tenant.accessToken}`)
+        .send({ monthly_token_budget: limits.monthlyTokenBudget })
+        .expect(200);
+    }
     return { tenant, created };
   }
 
@@ -906,13 +914,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it('ends a turn whose tokens spend a budget mid-way with 402', async () => {
-    const { tenant, created } = await tenantWithLookup();
-    await t
-      .http()
-      .patch(`/v1/organizations/${tenant.organizationId}/limits`)
-      .set('Authorization', `Bearer ${tenant.accessToken}`)
-      .send({ monthly_token_budget: 5000 })
-      .expect(200);
+    const { tenant, created } = await tenantWithLookup({ monthlyTokenBudget: 5000 });
     // The first call's arguments fail the schema, so the turn goes on to a second model call.
     fake.respondWith({
       ...called('not json'),
@@ -936,13 +938,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it("reserves for the tools' definitions too: a reply in flight sending large ones holds the budget", async () => {
-    const { tenant, created } = await tenantWithLookup();
-    await t
-      .http()
-      .patch(`/v1/organizations/${tenant.organizationId}/limits`)
-      .set('Authorization', `Bearer ${tenant.accessToken}`)
-      .send({ monthly_token_budget: 5000 })
-      .expect(200);
+    const { tenant, created } = await tenantWithLookup({ monthlyTokenBudget: 5000 });
     // About 14 KB of definitions, sent on each model call of the turn: some 4,700 tokens.
     const { execution: _client, ...large } = {
       ...lookupOrderTool,
