@@ -704,7 +704,10 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     await Promise.all([fake.close(), receiver.stop()]);
   });
 
-  /** A tenant of its own (its token counts start at 0, its monthly budget as given) whose personality has the lookup tool. */
+  /**
+   * A tenant of its own (its token counts start at 0, its monthly budget as given) whose
+   * personality has the lookup tool.
+   */
   async function tenantWithLookup(limits: { monthlyTokenBudget?: number } = {}) {
     const tenant = await tenantWithKey(t, ['read_write']);
     const created = await t
