@@ -667,6 +667,8 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     return { userId, resume };
   }
   const answer = { usage: { prompt_tokens: 20, completion_tokens: 7 } };
+  /** The model's answer under the reply schema, saying `text`. */
+  const said = (text: string) => ({ text, emotion: 'calm', intensity: 0.4, facts: [] });
 
   beforeAll(async () => {
     [fake, receiver] = await Promise.all([
@@ -797,6 +799,118 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       expect(after.completion_tokens - before.completion_tokens).toBe(12);
     });
   }
+
+  for (const stream of [false, true]) {
+    it(`keeps what the model says before its calls in the reply, its memory and its screening (${stream ? 'streamed' : 'plain'})`, async () => {
+      const { tenant, created } = await tenantWithLookup();
+      await t
+        .http()
+        .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+        .set('Authorization', `Bearer ${tenant.accessToken}`)
+        .send({ output_moderation: 'flag' })
+        .expect(200);
+      fake.respondWith(
+        {
+          content: said('I will stab him with a knife tomorrow.'),
+          // An unknown tool: its error goes back to the model and the turn goes on unpaused.
+          toolCalls: [{ id: 'call_s', name: 'no_such_tool', arguments: '{}' }],
+          stream: { chunkSize: 6 },
+        },
+        { content: said('Your order is on its way.'), stream: { chunkSize: 6 } },
+      );
+      const userId = uniqueUserId();
+      const response = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+        personality_id: created.body.id,
+        user_id: userId,
+        message: 'where is my order?',
+        stream,
+      });
+      const events = stream ? parseEvents(response.text) : [];
+      const body = (stream ? events.at(-1)!.data : response.body) as {
+        reply: { text: string };
+        safety: unknown;
+      };
+      const text = 'I will stab him with a knife tomorrow.\n\nYour order is on its way.';
+      expect(body.reply.text).toBe(text);
+      if (stream) {
+        const deltas = events
+          .filter((e) => e.event === 'delta')
+          .map((e) => (e.data as { text: string }).text);
+        expect(deltas.join('')).toBe(text);
+      }
+      // The model's next call carries what it said beside its call.
+      expect(fake.requests[1].body?.messages?.at(-2)).toMatchObject({
+        role: 'assistant',
+        content: 'I will stab him with a knife tomorrow.',
+      });
+      // Screened as the end user saw it: under `flag`, kept and recorded.
+      expect(body.safety).toEqual({ flagged: true, categories: ['violence'], action: 'flagged' });
+      const stored = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories`)
+        .set('Authorization', tenant.auth);
+      expect(stored.body.data[0]).toMatchObject({ role: 'personality', content: text });
+    });
+  }
+
+  it('begins a resumed reply with what the model said before the pause', async () => {
+    const { tenant, created } = await tenantWithLookup();
+    fake.respondWith(
+      { ...called('{"order_id": "C-3"}'), content: said('Let me look that up.') },
+      { content: said('It shipped yesterday.') },
+    );
+    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where is C-3?',
+      stream: true,
+    });
+    const events = parseEvents(paused.text);
+    expect(events.slice(-2).map((event) => event.event)).toEqual(['tool_calls', 'done']);
+    const spoken = events.slice(0, -2);
+    expect(new Set(spoken.map((event) => event.event))).toEqual(new Set(['delta']));
+    expect(spoken.map((event) => (event.data as { text: string }).text).join('')).toBe(
+      'Let me look that up.',
+    );
+    const { turn_id: turnId } = events.at(-1)!.data as { turn_id: string };
+    const done = await t
+      .http()
+      .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+      .set('Authorization', tenant.auth)
+      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }] });
+    expect(done.body).toMatchObject({
+      status: 'completed',
+      reply: { text: 'Let me look that up.\n\nIt shipped yesterday.' },
+    });
+  });
+
+  it('never sends a harmful sentence said before a pause (output block), and refuses the resumed reply', async () => {
+    const { tenant, created } = await tenantWithLookup();
+    fake.respondWith(
+      { ...called('{"order_id": "D-4"}'), content: said('I will stab him with a knife tomorrow.') },
+      { content: said('It shipped yesterday.') },
+    );
+    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where is D-4?',
+      stream: true,
+    });
+    expect(paused.text).not.toContain('stab');
+    const { turn_id: turnId } = parseEvents(paused.text).at(-1)!.data as { turn_id: string };
+    const resumed = await t
+      .http()
+      .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+      .set('Authorization', tenant.auth)
+      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream: true });
+    const done = parseEvents(resumed.text).at(-1)!.data as {
+      reply: { text: string };
+      safety: unknown;
+    };
+    expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
+    expect(resumed.text).not.toContain('stab');
+    expect(done.reply.text).not.toContain('stab');
+  });
 
   it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {
     const business = await tenantWithKey(t, ['admin']);

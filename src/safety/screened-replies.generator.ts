@@ -75,17 +75,28 @@ export class ScreenedReplies implements ReplyGenerator {
             blockedCategories = categories;
           })
         : undefined;
+    // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
+    // which this stream's gate never saw.
+    const saidBeforePause = (generation.turn.state.said?.length ?? 0) > 0;
     const generated = await next({
       ...generation,
       request: { ...generation.request, crisis: screened.crisis },
       onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
     });
-    if (generated.kind === 'paused') return generated;
+    if (generated.kind === 'paused') {
+      // What was said before the calls is released now if clean; if not, it is never sent, and
+      // the resumed reply, which begins with it, is refused.
+      await gate?.end();
+      return generated;
+    }
     let { reply } = generated;
     const categories = gate
-      ? (await gate.end()) === 'blocked'
-        ? blockedCategories
-        : []
+      ? [
+          ...new Set([
+            ...((await gate.end()) === 'blocked' ? blockedCategories : []),
+            ...(saidBeforePause ? await this.safety.screenReply(settings, reply.text, signal) : []),
+          ]),
+        ]
       : await this.safety.screenReply(settings, reply.text, signal);
     if (settings.outputModeration === 'block' && categories.length > 0) {
       // The tokens were spent: the refusal keeps the engine's usage and model.

@@ -149,6 +149,35 @@ describe('ToolRounds inside ScreenedReplies', () => {
     expect(admitted).toEqual([15]);
   });
 
+  it('keeps what a round that called tools said: streamed, screened, stored and given back', async () => {
+    const deltas: string[] = [];
+    const asked: Array<string | undefined> = [];
+    const streamed: Generation = {
+      ...generation(),
+      onDelta: (text) => Promise.resolve(void deltas.push(text)),
+    };
+    const saying: NextGeneration = async ({ request, onDelta }) => {
+      const round = (request.toolResults?.length ?? 0) + 1;
+      asked.push(request.toolResults?.[0]?.said);
+      const text = round === 1 ? 'Let me check.' : 'Booked.';
+      await onDelta?.(text);
+      return {
+        kind: 'reply',
+        reply: reply(text, round === 1 ? [{ id: 'c1', name: 'no_such', arguments: {} }] : []),
+        engineAsked: true,
+        toolCalls: [],
+      };
+    };
+
+    const generated = await moduleRef.get(ReplyGenerators).generate(streamed, saying);
+
+    expect(deltas).toEqual(['Let me check.', '\n\nBooked.']);
+    expect(generated).toMatchObject({ kind: 'reply', reply: { text: 'Let me check.\n\nBooked.' } });
+    expect(log.at(-1)).toBe('screen reply Let me check.\n\nBooked.');
+    // The model's second call carries what it said beside its first.
+    expect(asked).toEqual([undefined, 'Let me check.']);
+  });
+
   it('ends the turn before a round its budgets have no room for', async () => {
     roomLeft = 14;
     const refused = generation();

@@ -6,7 +6,7 @@ import {
   type NextGeneration,
   type ReplyGenerator,
 } from '../respond/reply-generation';
-import { ToolTurnsService } from './tool-turns.service';
+import { ROUND_SEPARATOR, ToolTurnsService } from './tool-turns.service';
 
 /**
  * Tools' part in every reply (contract §26, docs/tools.md): the generation inside it runs in as
@@ -20,7 +20,9 @@ export class ToolRounds implements ReplyGenerator {
   constructor(private readonly turns: ToolTurnsService) {}
 
   async generate(generation: Generation, next: NextGeneration): Promise<Generated> {
-    const { turn, signal, request } = generation;
+    const { turn, signal, request, onDelta } = generation;
+    // What the model said before a pause was streamed in the paused turn's own response.
+    const saidBefore = turn.state.said?.length ?? 0;
     const outcome = await this.turns.run(
       {
         organizationId: generation.organizationId,
@@ -35,7 +37,12 @@ export class ToolRounds implements ReplyGenerator {
       async (tools) => {
         const spent = turn.state.usage;
         if (spent) await turn.assertRoomFor(spent.promptTokens + spent.completionTokens);
-        const round = await next({ ...generation, request: { ...request, ...tools } });
+        const saidHere = (turn.state.said?.length ?? 0) > saidBefore;
+        const round = await next({
+          ...generation,
+          request: { ...request, ...tools },
+          onDelta: onDelta && saidHere ? separatedFromEarlierRounds(onDelta) : onDelta,
+        });
         // Nothing inside the rounds pauses a turn: only they do.
         if (round.kind !== 'reply') throw new Error('A generation inside tool rounds paused');
         return round.reply;
@@ -46,4 +53,16 @@ export class ToolRounds implements ReplyGenerator {
     }
     return { kind: 'reply', reply: outcome.reply, engineAsked: true, toolCalls: outcome.toolCalls };
   }
+}
+
+/** The stream of a round after one in which the model said something: a blank line apart. */
+function separatedFromEarlierRounds(
+  onDelta: (text: string) => Promise<void>,
+): (text: string) => Promise<void> {
+  let first = true;
+  return (text) => {
+    const delta = first ? `${ROUND_SEPARATOR}${text}` : text;
+    first = false;
+    return onDelta(delta);
+  };
 }

@@ -28,8 +28,11 @@ export interface ToolTurnState {
   requestTools: RequestTool[];
   /** The calls of the rounds completed, with their outputs, in order. */
   results: EngineToolResult[];
-  /** The paused round: its calls in order, and the outputs already known (not the client's). */
-  round: { calls: EngineToolCall[]; outputs: Record<string, unknown> };
+  /**
+   * The paused round: its calls in order, the outputs already known (not the client's), and what
+   * the model wrote beside them.
+   */
+  round: { calls: EngineToolCall[]; outputs: Record<string, unknown>; said?: string };
   /** The ids of the calls the client owes an output for. */
   pending: string[];
   /** Model calls that called tools so far. */
@@ -42,4 +45,9 @@ export interface ToolTurnState {
   /** The model that made the last call. */
   model: string | null;
   records: ToolCallRecord[];
+  /**
+   * What the model said in the rounds that called tools, in order (streamed to the client as it
+   * came): the reply begins with it. Absent from a turn paused before it was kept: none.
+   */
+  said?: string[];
 }

@@ -80,6 +80,7 @@ export function freshToolState(
     usage: null,
     model: null,
     records: [],
+    said: [],
   };
 }
 
@@ -166,10 +167,18 @@ export class ToolTurnsService {
         const { toolCalls: _asked, ...answer } = reply;
         return {
           kind: 'completed',
-          reply: { ...answer, usage: state.usage, model: reply.model ?? state.model },
+          reply: {
+            ...answer,
+            text: replyText(state.said ?? [], answer.text),
+            usage: state.usage,
+            model: reply.model ?? state.model,
+          },
           toolCalls: state.records,
         };
       }
+      // The end user saw it (streamed) or will (the reply begins with it): it is kept and screened.
+      const said = reply.text.trim() || undefined;
+      if (said) state.said = [...(state.said ?? []), said];
       state.rounds += 1;
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
@@ -199,8 +208,8 @@ export class ToolTurnsService {
       }
       // A round's webhook tools are called together; the turn waits for the slowest.
       await Promise.all(webhookCalls);
-      if (pending.length > 0) return this.pause(context, calls, outputs, pending);
-      state.results.push(...calls.map((call) => ({ call, output: outputs[call.id] })));
+      if (pending.length > 0) return this.pause(context, { calls, outputs, said }, pending);
+      state.results.push(...roundResults({ calls, outputs, said }));
     }
   }
 
@@ -259,7 +268,7 @@ export class ToolTurnsService {
       known[call.id] = given.get(call.id);
       state.records.push(record(call, known[call.id], 'client', null));
     }
-    state.results.push(...calls.map((call) => ({ call, output: known[call.id] })));
+    state.results.push(...roundResults(state.round));
     state.round = { calls: [], outputs: {} };
     state.pending = [];
     return { personalityId: found.personalityId, state, answered };
@@ -291,12 +300,11 @@ export class ToolTurnsService {
 
   private async pause(
     context: ToolTurnContext,
-    calls: EngineToolCall[],
-    outputs: Record<string, unknown>,
+    round: ToolTurnState['round'],
     pending: EngineToolCall[],
   ): Promise<ToolTurnOutcome> {
     const { state } = context;
-    state.round = { calls, outputs };
+    state.round = round;
     state.pending = pending.map((call) => call.id);
     const { turnId } = state;
     const now = this.clock.now();
@@ -360,6 +368,26 @@ export class ToolTurnsService {
     return `the arguments do not match the tool's schema: ${where} ${first?.message ?? 'is not valid'}`;
   }
 }
+
+/** A round's calls with their outputs, for the model's next call; the first carries what it said. */
+function roundResults({ calls, outputs, said }: ToolTurnState['round']): EngineToolResult[] {
+  return calls.map((call, index) => ({
+    call,
+    output: outputs[call.id],
+    ...(index === 0 && said ? { said } : {}),
+  }));
+}
+
+/**
+ * The turn's reply: what the model said in its rounds that called tools, then its answer, a blank
+ * line apart (ToolRounds streams the same separator).
+ */
+export function replyText(said: readonly string[], answer: string): string {
+  return said.length === 0 ? answer : [...said, answer].join(ROUND_SEPARATOR);
+}
+
+/** Between what the model said in two rounds of a turn, in the reply and in its stream. */
+export const ROUND_SEPARATOR = '\n\n';
 
 function notPending(): AppError {
   return new AppError('turn_not_pending', 'The turn is not waiting for tool outputs any more');

@@ -144,7 +144,8 @@ export interface FakeReply {
   /**
    * The model calls these function tools instead of answering: `content: null`, `tool_calls`
    * and finish reason `tool_calls` (streamed: each call's id and name, then its arguments in two
-   * pieces, as OpenAI streams them). `arguments` is the JSON text the model wrote.
+   * pieces, as OpenAI streams them). `arguments` is the JSON text the model wrote. With `content`
+   * set too, the model says it before its calls (streamed: its pieces first).
    */
   toolCalls?: Array<{ id: string; name: string; arguments: string }>;
 }
@@ -472,7 +473,12 @@ export class FakeOpenAI {
         {
           index: 0,
           message: calls
-            ? { role: 'assistant', content: null, refusal: null, tool_calls: calls }
+            ? {
+                role: 'assistant',
+                content: reply.content === undefined ? null : content,
+                refusal: null,
+                tool_calls: calls,
+              }
             : refused
               ? { role: 'assistant', content: null, refusal: reply.refusal }
               : { role: 'assistant', content, refusal: null },
@@ -513,6 +519,8 @@ export class FakeOpenAI {
     response.write(delta({ role: 'assistant', content: '', refusal: null }));
 
     if (reply.toolCalls) {
+      if (reply.content !== undefined)
+        pieces.forEach((piece) => response.write(delta({ content: piece })));
       reply.toolCalls.forEach(({ id, name, arguments: args }, index) => {
         const call = (fields: Record<string, unknown>) =>
           delta({ tool_calls: [{ index, ...fields }] });

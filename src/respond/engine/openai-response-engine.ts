@@ -162,6 +162,13 @@ function functionTools(tools: EngineTool[]): ChatCompletionTool[] {
   }));
 }
 
+/** The reply's text in a whole answer's content: its `text` field, or the content when plain. */
+function textOf(content: string): string {
+  const text = new ReplyTextStream();
+  text.push(content);
+  return text.isPlain ? content.trim() : text.text;
+}
+
 /** The model's arguments: its JSON text parsed, else the text itself (which fails the schema). */
 function parsedArguments(text: string): unknown {
   try {
@@ -273,20 +280,22 @@ export class OpenAiResponseEngine implements ResponseEngine {
       ),
       { role: 'user', content: request.message },
       // The turn's earlier calls, each as the model's call and the tool's answer.
-      ...(request.toolResults ?? []).flatMap(({ call, output }): ChatCompletionMessageParam[] => [
-        {
-          role: 'assistant',
-          content: null,
-          tool_calls: [
-            {
-              id: call.id,
-              type: 'function',
-              function: { name: call.name, arguments: JSON.stringify(call.arguments) },
-            },
-          ],
-        },
-        { role: 'tool', tool_call_id: call.id, content: JSON.stringify(output) ?? 'null' },
-      ]),
+      ...(request.toolResults ?? []).flatMap(
+        ({ call, output, said }): ChatCompletionMessageParam[] => [
+          {
+            role: 'assistant',
+            content: said ?? null,
+            tool_calls: [
+              {
+                id: call.id,
+                type: 'function',
+                function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+              },
+            ],
+          },
+          { role: 'tool', tool_call_id: call.id, content: JSON.stringify(output) ?? 'null' },
+        ],
+      ),
     ];
   }
 
@@ -312,7 +321,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
         : [],
     );
     if (toolCalls.length > 0) {
-      return { content: '', text: '', usage: usageOf(usage), toolCalls };
+      // What the model wrote beside its calls is said to the end user, as it is when streamed.
+      return {
+        content: '',
+        text: typeof content === 'string' ? textOf(content) : '',
+        usage: usageOf(usage),
+        toolCalls,
+      };
     }
     if (typeof content !== 'string') {
       throw new UnusableAnswer(
@@ -322,9 +337,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       );
     }
     this.checkLength(content.length);
-    const text = new ReplyTextStream();
-    text.push(content);
-    return { content, text: text.isPlain ? content.trim() : text.text, usage: usageOf(usage) };
+    return { content, text: textOf(content), usage: usageOf(usage) };
   }
 
   private async streamed(
@@ -373,7 +386,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
       .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
-    if (toolCalls.length > 0) return { content: '', text: '', usage, toolCalls };
+    if (toolCalls.length > 0) return { content: '', text: text.text, usage, toolCalls };
     if (refused && content === '') throw new UnusableAnswer('The model refused to answer');
     return { content, text: text.text, usage };
   }
@@ -396,7 +409,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const detected = detectEmotion(message, vocabulary.emotions);
     if (answer.toolCalls) {
       return {
-        text: '',
+        text: toStorableText(answer.text),
         emotion: { name: detected.name, intensity: detected.intensity },
         detected: { name: detected.name, intensity: detected.intensity },
         usage: answer.usage,

@@ -38,6 +38,8 @@ export interface EngineToolCall {
 export interface EngineToolResult {
   call: EngineToolCall;
   output: unknown;
+  /** On a round's first call: what the model wrote beside its calls, given back to it. */
+  said?: string;
 }
 
 export interface ReplyRequest {
