@@ -350,6 +350,43 @@ describe('Knowledge documents (contract §27)', () => {
         'payload_too_large',
       );
     });
+
+    it("parses a JSON body only once the caller is let in: a stranger's is answered 401 unread", async () => {
+      const send = (method: 'post' | 'patch', path: string, auth: string, body: string) =>
+        http()
+          [method](path)
+          .set('Authorization', auth)
+          .set('Content-Type', 'application/json')
+          .send(body);
+      const stranger = 'Bearer sk_live_not_a_key';
+      const { body: document } = await create({ title: 'Parsed late', content: 'Hours: 9 to 5.' });
+      const bodies = {
+        malformed: ['{"title": "x", "content": ', 400, 'malformed_json'],
+        'too deep': [`{"title": ${'['.repeat(200)}${']'.repeat(200)}}`, 400, 'validation_failed'],
+        'over 4 MiB': [
+          JSON.stringify({ title: 'x', content: 'a'.repeat(4 * MIB) }),
+          413,
+          'payload_too_large',
+        ],
+      } as const;
+      for (const [method, path] of [
+        ['post', '/v1/knowledge'],
+        ['patch', `/v1/knowledge/${String(document.id)}`],
+      ] as const) {
+        for (const [body, status, code] of Object.values(bodies)) {
+          expectError(await send(method, path, stranger, body), 401, 'unauthenticated');
+          // The same body from the organization is read, and refused for what it is.
+          expectError(await send(method, path, tenant.auth, body), status, code);
+        }
+      }
+      // And a well-formed one still goes through, parsed after the guards.
+      const patched = await http()
+        .patch(`/v1/knowledge/${String(document.id)}`)
+        .set('Authorization', tenant.auth)
+        .send({ title: 'Parsed after the guards' });
+      expect(patched.status).toBe(200);
+      expect(patched.body.title).toBe('Parsed after the guards');
+    });
   });
 
   describe('the organization limit (KNOWLEDGE_MAX_BYTES)', () => {

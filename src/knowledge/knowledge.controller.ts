@@ -37,6 +37,10 @@ import {
   KnowledgeSearchResultDto,
   UpdateKnowledgeDto,
 } from './dto/knowledge.dto';
+import {
+  JsonBodyAfterGuardsInterceptor,
+  ParsesJsonBodyAfterGuards,
+} from '../common/http/json-body-after-guards.interceptor';
 import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
 import { KnowledgeService } from './knowledge.service';
 
@@ -66,7 +70,11 @@ export class KnowledgeController {
   @Scopes('read_write')
   // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
   @AcceptsIdempotencyKey()
-  @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
+  @UseInterceptors(
+    JsonBodyAfterGuardsInterceptor,
+    FileInterceptor('file', { limits: UPLOAD_LIMITS }),
+    KnowledgeUploadInterceptor,
+  )
   @ApiOperation({
     summary:
       'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
@@ -149,6 +157,7 @@ export class KnowledgeController {
 
   @Patch(':id')
   @Scopes('read_write')
+  @ParsesJsonBodyAfterGuards()
   @ApiOperation({
     summary:
       'Changes the title, the content (chunked again, searchable once this answers) or the personalities',

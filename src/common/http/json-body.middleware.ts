@@ -19,6 +19,13 @@ const NOT_UTF8 = 'json.not.utf8';
 
 type RequestWithRawBody = Request & { rawBody?: Buffer };
 
+/**
+ * A request to a large JSON route (JsonBodyOptions.largeJsonRoutes): its body is left unread by
+ * the body middleware, which leaves here how to parse it, once the guards have let it through
+ * (ParsesJsonBodyAfterGuards).
+ */
+export type LateJsonRequest = Request & { parseJsonBody?: () => Promise<void> };
+
 function hasBody(request: Request): boolean {
   const length = request.headers['content-length'];
   if (length !== undefined) return length !== '0';
@@ -68,7 +75,9 @@ export interface JsonBodyOptions {
   documentRoutes?: ReadonlyMap<string, number>;
   /**
    * Routes whose JSON body may be larger than BODY_LIMIT_BYTES, by a pattern of `METHOD /path`,
-   * with the bytes it may take (a knowledge document: 1 MiB of text, escaped in JSON).
+   * with the bytes it may take (a knowledge document: 1 MiB of text, escaped in JSON). Their
+   * bodies are parsed after the guards, by the handler's ParsesJsonBodyAfterGuards, so that no
+   * unauthenticated client gets megabytes parsed; under the same checks as every JSON body.
    */
   largeJsonRoutes?: ReadonlyArray<{ route: RegExp; limitBytes: number }>;
   /**
@@ -116,23 +125,43 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
     if (documentLimit !== undefined) {
       return next(admitDocument(request as DocumentRequest, response, documentLimit));
     }
-    const parser = largeParsers.find(({ route }) => route.test(key))?.parse ?? parse;
-    parser(request, response, (error?: unknown) => {
-      // Everything here runs in body-parser's callback, where a throw would end the process.
-      try {
-        if (error) return next(toAppError(error));
-        const body: unknown = request.body;
-        if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-          return next(AppError.validation([{ field: 'body', problem: 'must be a JSON object' }]));
-        }
-        const problem =
-          request.rawBody && mayHoldUnsafeContent(request.rawBody) ? findUnsafeContent(body) : null;
-        next(problem ? AppError.validation([problem]) : undefined);
-      } catch (unexpected) {
-        next(unexpected);
-      }
-    });
+    const large = largeParsers.find(({ route }) => route.test(key));
+    if (!large) return parseChecked(parse, request, response, next);
+    (request as LateJsonRequest).parseJsonBody = () =>
+      new Promise<void>((resolve, reject) =>
+        parseChecked(large.parse, request, response, (error?: unknown) =>
+          // An AppError, or what body-parser's callback threw unexpectedly.
+          error
+            ? reject(error instanceof Error ? error : new Error('The body could not be read'))
+            : resolve(),
+        ),
+      );
+    next();
   };
+}
+
+/** Parses the body with `parser`, then refuses anything but an object, or unsafe content. */
+function parseChecked(
+  parser: RequestHandler,
+  request: RequestWithRawBody,
+  response: Response,
+  next: (error?: unknown) => void,
+): void {
+  parser(request, response, (error?: unknown) => {
+    // Everything here runs in body-parser's callback, where a throw would end the process.
+    try {
+      if (error) return next(toAppError(error));
+      const body: unknown = request.body;
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+        return next(AppError.validation([{ field: 'body', problem: 'must be a JSON object' }]));
+      }
+      const problem =
+        request.rawBody && mayHoldUnsafeContent(request.rawBody) ? findUnsafeContent(body) : null;
+      next(problem ? AppError.validation([problem]) : undefined);
+    } catch (unexpected) {
+      next(unexpected);
+    }
+  });
 }
 
 /** body-parser's JSON parser with this limit, checking depth before parsing. */
