@@ -1,7 +1,6 @@
 import { Controller, Get, Header, Param, Res, StreamableFile } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiProduces, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { Readable } from 'node:stream';
 import { Public, Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
 import { withEnvelopeOnFailure } from '../common/http/stream-errors';
@@ -9,7 +8,8 @@ import { ApiErrors } from '../common/openapi/api-responses';
 import { ModelDocumentDto, PmfDocumentDto } from './dto/export.dto';
 import { StreamSlots } from '../common/streams/stream-slots.service';
 import { UserIdParamDto } from '../end-users/dto/user-id';
-import { BUFFERED_CHUNKS, ExportsService } from './exports.service';
+import { byteBoundedReadable } from '../common/streams/byte-bounded';
+import { ExportsService } from './exports.service';
 import { readPmfV1Schema } from './pmf-v1';
 
 function attachment(kind: string, userId: string): string {
@@ -82,7 +82,7 @@ export class ExportsController {
 
   /**
    * Takes one of the organization's stream slots, then streams the JSON document `write` starts
-   * (its 404 comes before any byte), holding at most BUFFERED_CHUNKS for a reader that is slow.
+   * (its 404 comes before any byte), holding about STREAM_BUFFER_BYTES for a reader that is slow.
    */
   private async stream(
     organizationId: string,
@@ -93,7 +93,7 @@ export class ExportsController {
     this.slots.take(organizationId, response);
     const chunks = await write();
     return withEnvelopeOnFailure(
-      new StreamableFile(Readable.from(chunks, { highWaterMark: BUFFERED_CHUNKS }), {
+      new StreamableFile(byteBoundedReadable(chunks), {
         type: 'application/json; charset=utf-8',
         disposition,
       }),

@@ -1,16 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
-import { STREAM_BUFFER_BYTES } from '../common/http/server-sent-events';
 import { Clock } from '../common/time/clock';
 import { type DocumentSubject, ExportsRepository, type Section } from './exports.repository';
 
 /** Text is flushed to the response in chunks of about this size. */
 export const CHUNK_BYTES = 64 * 1024;
-/**
- * Chunks a document holds for a client that does not read before it reads the database again
- * (contract §25: at most STREAM_BUFFER_BYTES of output).
- */
-export const BUFFERED_CHUNKS = STREAM_BUFFER_BYTES / CHUNK_BYTES;
 /** Rows read per statement: a page of typical memories is tens of KB, of the longest 2 MB. */
 const PAGE_ROWS = 250;
 
