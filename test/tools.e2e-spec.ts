@@ -912,6 +912,37 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(done.reply.text).not.toContain('stab');
   });
 
+  it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {
+    const { tenant, created } = await tenantWithLookup();
+    // Each sentence alone is banter (safety spec); together they are a threat.
+    fake.respondWith(
+      { ...called('{"order_id": "E-5"}'), content: said('I will kill him.') },
+      { content: said('The knife is ready.'), stream: { chunkSize: 4 } },
+    );
+    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where is E-5?',
+      stream: true,
+    });
+    const pausedEvents = parseEvents(paused.text);
+    expect(
+      pausedEvents
+        .filter((event) => event.event === 'delta')
+        .map((event) => (event.data as { text: string }).text)
+        .join(''),
+    ).toBe('I will kill him.');
+    const { turn_id: turnId } = pausedEvents.at(-1)!.data as { turn_id: string };
+    const resumed = await t
+      .http()
+      .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+      .set('Authorization', tenant.auth)
+      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream: true });
+    expect(resumed.text).not.toContain('knife');
+    const done = parseEvents(resumed.text).at(-1)!.data as { safety: unknown };
+    expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
+  });
+
   it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {
     const business = await tenantWithKey(t, ['admin']);
     await t

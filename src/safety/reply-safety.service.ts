@@ -114,8 +114,10 @@ export class ReplySafety {
     signal: AbortSignal,
     release: (text: string) => Promise<void>,
     onBlocked: (categories: SafetyCategory[]) => void,
+    releasedBefore?: string,
   ): SentenceGate {
     return new SentenceGate({
+      releasedBefore,
       check: async (sentence, context) => {
         // What was released is clean: a sentence that cannot change that is not read with it.
         if (this.classifier.couldFlagAfter?.(sentence) === false) return 'allow';

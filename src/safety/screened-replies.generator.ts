@@ -16,6 +16,7 @@ import {
   withCrisisMessage,
 } from './reply-safety.service';
 import type { SafetyCategory } from './safety-categories';
+import { saidSoFar } from '../tools/tool-turn-state';
 
 /**
  * A refusal in the personality's register, in place of the engine's reply; a crisis is still
@@ -68,16 +69,22 @@ export class ScreenedReplies implements ReplyGenerator {
       );
     }
     const { settings } = screened;
+    // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
+    // streamed in the paused turn's response: this stream's gate reads it as released context.
+    const saidBefore = saidSoFar(generation.turn.state);
     let blockedCategories: SafetyCategory[] = [];
     const gate =
       onDelta && settings.outputModeration === 'block'
-        ? this.safety.gate(settings, signal, onDelta, (categories) => {
-            blockedCategories = categories;
-          })
+        ? this.safety.gate(
+            settings,
+            signal,
+            onDelta,
+            (categories) => {
+              blockedCategories = categories;
+            },
+            saidBefore,
+          )
         : undefined;
-    // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
-    // which this stream's gate never saw.
-    const saidBeforePause = (generation.turn.state.said?.length ?? 0) > 0;
     const generated = await next({
       ...generation,
       request: { ...generation.request, crisis: screened.crisis },
@@ -85,19 +92,23 @@ export class ScreenedReplies implements ReplyGenerator {
     });
     if (generated.kind === 'paused') {
       // What was said before the calls is released now if clean; if not, it is never sent, and
-      // the resumed reply, which begins with it, is refused.
+      // the resumed reply, which begins with it, is refused (below).
       await gate?.end();
       return generated;
     }
     let { reply } = generated;
-    const categories = gate
-      ? [
-          ...new Set([
-            ...((await gate.end()) === 'blocked' ? blockedCategories : []),
-            ...(saidBeforePause ? await this.safety.screenReply(settings, reply.text, signal) : []),
-          ]),
-        ]
-      : await this.safety.screenReply(settings, reply.text, signal);
+    const categories = [
+      ...new Set([
+        ...(gate
+          ? (await gate.end()) === 'blocked'
+            ? blockedCategories
+            : []
+          : await this.safety.screenReply(settings, reply.text, signal)),
+        // Read alone as well, as the paused turn's gate read it: an answer added after the pause
+        // cannot dilute what was refused before it.
+        ...(saidBefore ? await this.safety.screenReply(settings, saidBefore, signal) : []),
+      ]),
+    ];
     if (settings.outputModeration === 'block' && categories.length > 0) {
       // The tokens were spent: the refusal keeps the engine's usage and model.
       const refusal = refusalReply(generation, screened);

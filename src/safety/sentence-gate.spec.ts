@@ -269,6 +269,23 @@ describe('SentenceGate', () => {
   });
 
   describe('reads each sentence after the sentences released before it (contract §29)', () => {
+    it('reads text released before the gate (a tool turn before its pause) as context, never releasing it again', async () => {
+      const checks: Array<[string, string]> = [];
+      const released: string[] = [];
+      const gate = new SentenceGate({
+        check: async (sentence, context) => {
+          checks.push([context, sentence]);
+          return /kill[\s\S]*knife/.test(context + sentence) ? 'block' : 'allow';
+        },
+        release: (text) => void released.push(text),
+        releasedBefore: 'I will kill him.\n\n',
+      });
+      await gate.push('The knife is ready. ');
+      expect(await gate.end()).toBe('blocked');
+      expect(checks).toEqual([['I will kill him.\n\n', 'The knife is ready.']]);
+      expect(released).toEqual([]);
+    });
+
     it('gives each check the released sentences as context, whitespace included', async () => {
       const { gate, checked, contexts, answer } = harness();
       const pushed = gate.push('I will kill him.\nThe knife is ready. Go');

@@ -18,6 +18,11 @@ export interface SentenceGateOptions {
   maxSentenceLength?: number;
   /** How much of the released text a check reads before the sentence; default 2,000 characters. */
   contextLength?: number;
+  /**
+   * Text of the same reply released before this gate (what a tool turn said before its pause):
+   * the first checks read it as context, and the end's whole-reply check begins with it.
+   */
+  releasedBefore?: string;
 }
 
 const TERMINATORS = new Set(['.', '!', '?', '…']);
@@ -88,6 +93,7 @@ export class SentenceGate {
     this.release = options.release;
     this.maxSentenceLength = options.maxSentenceLength ?? 1000;
     this.contextLength = options.contextLength ?? 2000;
+    if (options.releasedBefore) this.remember(options.releasedBefore);
   }
 
   get state(): GateState {
@@ -166,6 +172,11 @@ export class SentenceGate {
 
   private async releaseSentence(sentence: string): Promise<void> {
     await this.release(sentence);
+    this.remember(sentence);
+  }
+
+  /** Keeps released text for the checks' context and the whole-reply check. */
+  private remember(sentence: string): void {
     this.released.push(sentence);
     this.contextChars += sentence.length;
     while (this.contextChars > this.contextLength) {

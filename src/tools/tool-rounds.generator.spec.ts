@@ -159,7 +159,8 @@ describe('ToolRounds inside ScreenedReplies', () => {
     const saying: NextGeneration = async ({ request, onDelta }) => {
       const round = (request.toolResults?.length ?? 0) + 1;
       asked.push(request.toolResults?.[0]?.said);
-      const text = round === 1 ? 'Let me check.' : 'Booked.';
+      // Streamed as it comes, white space and all.
+      const text = round === 1 ? 'Let me check. ' : 'Booked.';
       await onDelta?.(text);
       return {
         kind: 'reply',
@@ -171,11 +172,25 @@ describe('ToolRounds inside ScreenedReplies', () => {
 
     const generated = await moduleRef.get(ReplyGenerators).generate(streamed, saying);
 
-    expect(deltas).toEqual(['Let me check.', '\n\nBooked.']);
-    expect(generated).toMatchObject({ kind: 'reply', reply: { text: 'Let me check.\n\nBooked.' } });
-    expect(log.at(-1)).toBe('screen reply Let me check.\n\nBooked.');
+    expect(deltas).toEqual(['Let me check. ', '\n\nBooked.']);
+    expect(generated).toMatchObject({ kind: 'reply', reply: { text: deltas.join('') } });
+    expect(log.at(-1)).toBe('screen reply Let me check. \n\nBooked.');
     // The model's second call carries what it said beside its first.
-    expect(asked).toEqual([undefined, 'Let me check.']);
+    expect(asked).toEqual([undefined, 'Let me check. ']);
+  });
+
+  it('screens what a resumed turn said before its pause alone too, and its reply whole', async () => {
+    const resumed = generation();
+    resumed.turn.state.said = ['Let me check.'];
+    resumed.turn.state.results = [{ call: { id: 'c0', name: 'book', arguments: {} }, output: 1 }];
+
+    const generated = await moduleRef.get(ReplyGenerators).generate(resumed, engine);
+
+    expect(generated).toMatchObject({ reply: { text: 'Let me check.\n\ndone' } });
+    expect(log.filter((line) => line.startsWith('screen reply'))).toEqual([
+      'screen reply Let me check.\n\ndone',
+      'screen reply Let me check.\n\n',
+    ]);
   });
 
   it('ends the turn before a round its budgets have no room for', async () => {

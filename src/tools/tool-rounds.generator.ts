@@ -6,7 +6,8 @@ import {
   type NextGeneration,
   type ReplyGenerator,
 } from '../respond/reply-generation';
-import { ROUND_SEPARATOR, ToolTurnsService } from './tool-turns.service';
+import { ROUND_SEPARATOR } from './tool-turn-state';
+import { ToolTurnsService } from './tool-turns.service';
 
 /**
  * Tools' part in every reply (contract §26, docs/tools.md): the generation inside it runs in as

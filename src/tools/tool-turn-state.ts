@@ -51,3 +51,14 @@ export interface ToolTurnState {
    */
   said?: string[];
 }
+
+/** Between what the model said in two rounds of a turn, in the reply and in its stream. */
+export const ROUND_SEPARATOR = '\n\n';
+
+/**
+ * What the turn's reply begins with before its next round's text: what the model said in the
+ * rounds so far, each followed by ROUND_SEPARATOR; '' when it said nothing.
+ */
+export function saidSoFar(state: Pick<ToolTurnState, 'said'>): string {
+  return (state.said ?? []).map((text) => text + ROUND_SEPARATOR).join('');
+}

@@ -26,7 +26,7 @@ import {
   toolProblems,
 } from './tool-definitions';
 import type { ValidateFunction } from 'ajv';
-import type { ToolCallRecord, ToolTurnState } from './tool-turn-state';
+import { saidSoFar, type ToolCallRecord, type ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
 import { ToolMetrics } from './tool-metrics';
@@ -169,15 +169,18 @@ export class ToolTurnsService {
           kind: 'completed',
           reply: {
             ...answer,
-            text: replyText(state.said ?? [], answer.text),
+            // What the model said in the rounds before, a blank line apart (ToolRounds streams
+            // the same separator).
+            text: saidSoFar(state) + answer.text,
             usage: state.usage,
             model: reply.model ?? state.model,
           },
           toolCalls: state.records,
         };
       }
-      // The end user saw it (streamed) or will (the reply begins with it): it is kept and screened.
-      const said = reply.text.trim() || undefined;
+      // The end user saw it (streamed) or will (the reply begins with it): it is kept and
+      // screened, as streamed.
+      const said = reply.text || undefined;
       if (said) state.said = [...(state.said ?? []), said];
       state.rounds += 1;
       const outputs: Record<string, unknown> = {};
@@ -377,17 +380,6 @@ function roundResults({ calls, outputs, said }: ToolTurnState['round']): EngineT
     ...(index === 0 && said ? { said } : {}),
   }));
 }
-
-/**
- * The turn's reply: what the model said in its rounds that called tools, then its answer, a blank
- * line apart (ToolRounds streams the same separator).
- */
-export function replyText(said: readonly string[], answer: string): string {
-  return said.length === 0 ? answer : [...said, answer].join(ROUND_SEPARATOR);
-}
-
-/** Between what the model said in two rounds of a turn, in the reply and in its stream. */
-export const ROUND_SEPARATOR = '\n\n';
 
 function notPending(): AppError {
   return new AppError('turn_not_pending', 'The turn is not waiting for tool outputs any more');

@@ -320,6 +320,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
           ]
         : [],
     );
+    if (typeof content === 'string') this.checkLength(content.length);
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
       return {
@@ -336,7 +337,6 @@ export class OpenAiResponseEngine implements ResponseEngine {
           : 'The model provider answered with something that is not a reply',
       );
     }
-    this.checkLength(content.length);
     return { content, text: textOf(content), usage: usageOf(usage) };
   }
 
