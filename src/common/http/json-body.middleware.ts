@@ -108,6 +108,7 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
   const parse = jsonParser(BODY_LIMIT_BYTES);
   const largeParsers = (options.largeJsonRoutes ?? []).map(({ route, limitBytes }) => ({
     route,
+    limitBytes,
     parse: jsonParser(limitBytes),
   }));
 
@@ -127,6 +128,11 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
     }
     const large = largeParsers.find(({ route }) => route.test(key));
     if (!large) return parseChecked(parse, request, response, next);
+    // A declared length over the limit needs no reading, nor a caller: refused now, unread.
+    if (Number(request.headers['content-length'] ?? 0) > large.limitBytes) {
+      response.setHeader('Connection', 'close');
+      return next(toAppError({ type: 'entity.too.large', limit: large.limitBytes }));
+    }
     (request as LateJsonRequest).parseJsonBody = () =>
       new Promise<void>((resolve, reject) =>
         parseChecked(large.parse, request, response, (error?: unknown) =>
