@@ -27,13 +27,15 @@ export function daysOf(month: string): string[] {
 /**
  * One CSV cell (RFC 4180): quoted when needed; a cell a spreadsheet would read as a formula
  * (=, +, -, @, tab, carriage return first) is prefixed with an apostrophe (OWASP's advice), since
- * names and user_ids are text the organization's own users chose.
+ * names and user_ids are text the organization's own users chose. A cell holding `;` or a tab is
+ * quoted too: a spreadsheet whose locale separates with them would split it, and the part after
+ * the separator could start with a formula (found by review).
  */
 export function csvCell(value: string | number | null): string {
   if (value === null) return '';
   if (typeof value === 'number') return String(value);
   const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  return /[",;\t\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
 export function toCsv(header: string[], rows: Array<Array<string | number | null>>): string {

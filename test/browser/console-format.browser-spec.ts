@@ -1,0 +1,20 @@
+import { csvCell, toCsv } from '../../web/src/format';
+
+/** The console's CSV downloads (contract §28): cells a spreadsheet must not run as formulas. */
+describe('the usage CSV', () => {
+  it('keeps each cell one text cell in a spreadsheet that splits on commas or semicolons', () => {
+    // A member may name a personality so; an admin downloads the breakdown in a `;` locale.
+    expect(csvCell("x;=cmd|'/C calc'!A0;")).toBe(`"x;=cmd|'/C calc'!A0;"`);
+    expect(csvCell('a\tb')).toBe('"a\tb"');
+    expect(csvCell('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
+    expect(csvCell('-1+2')).toBe("'-1+2");
+    expect(csvCell('Ada, Grace')).toBe('"Ada, Grace"');
+    expect(csvCell('plain')).toBe('plain');
+    expect(csvCell(12)).toBe('12');
+    expect(csvCell(null)).toBe('');
+  });
+
+  it('writes RFC 4180 lines', () => {
+    expect(toCsv(['name', 'tokens'], [['a;b', 3]])).toBe('name,tokens\r\n"a;b",3\r\n');
+  });
+});
