@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
 import { Webhook } from 'standardwebhooks';
 import { expectError } from './support/assertions';
 import { createApiKey, signUp } from './support/identity';
@@ -250,5 +251,39 @@ describe('Webhook redelivery (contract §28)', () => {
     expect(audit.body.data.map((event: { actor: unknown }) => event.actor)).toEqual([
       { type: 'user', id: a.userId },
     ]);
+  });
+
+  it('takes no ping or redelivery while MANUAL_ATTEMPTS_PENDING_MAX attempts are pending', async () => {
+    const a = await tenant();
+    const hook = await endpoint(a.admin, `ok/${randomUUID()}`);
+    await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
+    const [first] = await deliveriesOnce(
+      a.admin,
+      hook.id,
+      (list) => list[0]?.status === 'succeeded',
+    );
+    // An endpoint that drains slowly: 100 attempts of its event wait a day.
+    const db = t.app.get(DataSource);
+    await db.query(
+      `INSERT INTO webhook_delivery_attempts
+         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+       SELECT organization_id, endpoint_id, event_id, event_type, attempt + n,
+              now() + interval '1 day', now()
+         FROM webhook_delivery_attempts, generate_series(1, 100) n WHERE id = $1`,
+      [first.id],
+    );
+    const ping = () =>
+      t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
+    expectError(await redeliver(a.admin, hook.id, first.id as string), 409, 'conflict');
+    expectError(await ping(), 409, 'conflict');
+
+    // Once some are made, both are taken again.
+    await db.query(
+      `UPDATE webhook_delivery_attempts SET status = 'succeeded', next_attempt_at = NULL
+        WHERE endpoint_id = $1 AND attempt > 99`,
+      [hook.id],
+    );
+    expect((await redeliver(a.admin, hook.id, first.id as string)).status).toBe(202);
+    expect((await ping()).status).toBe(202);
   });
 });

@@ -28,6 +28,9 @@ import { WebhooksRepository } from './webhooks.repository';
  */
 export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
 
+/** An endpoint with this many attempts pending takes no ping or redelivery until some are made. */
+export const MANUAL_ATTEMPTS_PENDING_MAX = 100;
+
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
 @Injectable()
 export class WebhookEndpointsService {
@@ -133,6 +136,7 @@ export class WebhookEndpointsService {
 
   /** Queues a `ping` for this endpoint alone; a disabled endpoint receives nothing (409). */
   async ping(organizationId: string, id: string): Promise<WebhookPingDto> {
+    await this.assertRoomForManualAttempt(organizationId, id);
     const eventId = await this.webhooks.insertPing(organizationId, id, this.clock.now());
     if (eventId) return { event_id: publicEventId(eventId) };
     if (await this.webhooks.findEndpoint(organizationId, id)) {
@@ -159,6 +163,26 @@ export class WebhookEndpointsService {
   }
 
   /**
+   * 409 when the endpoint has MANUAL_ATTEMPTS_PENDING_MAX attempts pending: a ping or a
+   * redelivery adds one more, and an admin repeating them at the rate limit against an endpoint
+   * that drains slowly would grow the queue without end (found by review). Events go on being
+   * queued; only the attempts asked for by hand wait.
+   */
+  private async assertRoomForManualAttempt(organizationId: string, endpointId: string) {
+    const pending = await this.webhooks.countPendingOfEndpoint(
+      organizationId,
+      endpointId,
+      MANUAL_ATTEMPTS_PENDING_MAX,
+    );
+    if (pending >= MANUAL_ATTEMPTS_PENDING_MAX) {
+      throw new AppError(
+        'conflict',
+        `This webhook endpoint has ${MANUAL_ATTEMPTS_PENDING_MAX} deliveries pending; ping or redeliver once they are made`,
+      );
+    }
+  }
+
+  /**
    * A new attempt of a delivery's event to its endpoint, due now (the worker makes it within its
    * poll interval), recorded in the audit log in the same transaction. A disabled endpoint
    * receives nothing: 409, as a ping.
@@ -168,6 +192,7 @@ export class WebhookEndpointsService {
     endpointId: string,
     deliveryId: string,
   ): Promise<WebhookDeliveryDto> {
+    await this.assertRoomForManualAttempt(caller.organizationId, endpointId);
     const row = await this.database.transaction(async (manager) => {
       const redelivery = await this.webhooks.insertRedelivery(
         manager,

@@ -402,7 +402,9 @@ export class WebhooksRepository {
                 JOIN webhook_endpoints e
                   ON e.id = a.endpoint_id AND e.organization_id = a.organization_id
                WHERE a.organization_id = ${organizationId} AND a.endpoint_id = ${endpointId}
-                 AND a.id = ${deliveryId}),
+                 AND a.id = ${deliveryId}
+                 -- An endpoint being deleted is waited for, then not found: no attempt of it.
+                 FOR KEY SHARE OF e),
             redelivery AS (
               INSERT INTO webhook_delivery_attempts
                 (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
@@ -657,6 +659,26 @@ export class WebhooksRepository {
   }
 
   /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
+  /**
+   * The attempts pending for one endpoint, counted up to `upTo` (an index range of
+   * webhook_delivery_attempts_pending_idx, however many are pending).
+   */
+  async countPendingOfEndpoint(
+    organizationId: string,
+    endpointId: string,
+    upTo: number,
+  ): Promise<number> {
+    const row = await this.database.row(
+      PENDING_COUNT.query`SELECT ${PENDING_COUNT}
+            FROM (SELECT FROM webhook_delivery_attempts
+                   WHERE endpoint_id = ${endpointId} AND organization_id = ${organizationId}
+                     AND status = 'pending'
+                   LIMIT ${upTo}) p`,
+      { prepared: true },
+    );
+    return row!.pending;
+  }
+
   async countPending(): Promise<number> {
     const row = await this.database.row(
       PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM webhook_delivery_attempts WHERE status = 'pending'`,
