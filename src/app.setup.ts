@@ -13,12 +13,15 @@ import {
   KNOWLEDGE_UPLOAD_ROUTE,
 } from './knowledge/knowledge.controller';
 import { MetricsService } from './metrics/metrics.service';
+import { consoleHeaders } from './console/console-headers';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
   const { trustProxy, logHashKey } = app.get<AppConfig>(appConfig.KEY);
   const { importMaxBytes } = app.get<MemoryConfig>(memoryConfig.KEY);
+  // First: every /console response carries them, whichever middleware answers it.
+  app.use(consoleHeaders);
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),

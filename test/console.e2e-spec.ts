@@ -138,11 +138,22 @@ describe('The console: files and headers (contract §28)', () => {
     expect(head.status).toBe(200);
     expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
     expect(head.text).toBeUndefined();
+    expectConsoleHeaders(head);
     const missing = await t.http().get('/console/assets/console-000000000000.js');
     expectError(missing, 404, 'not_found');
     expectConsoleHeaders(missing);
+    // Answered before any route: a malformed address, another method, another spelling.
+    const malformed = await t.http().get('/console/%ZZ');
+    expect(malformed.status).toBe(400);
+    expectConsoleHeaders(malformed);
+    for (const other of [t.http().post('/console').send({}), t.http().get('/CONSOLE/usage')]) {
+      expectConsoleHeaders(await other);
+    }
+    // The API's own answers carry none of them.
+    const api = await t.http().get('/v1/openapi.json');
+    expect(api.headers['content-security-policy']).toBeUndefined();
     // Not part of the API: the OpenAPI document does not list it.
-    const openapi = await t.http().get('/v1/openapi.json');
+    const openapi = api;
     expect(Object.keys(openapi.body.paths).filter((path) => path.startsWith('/console'))).toEqual(
       [],
     );

@@ -30,11 +30,18 @@ export const CONSOLE_HEADERS: Readonly<Record<string, string>> = {
   'Permissions-Policy': 'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
 };
 
+/** `/console` and the paths under it, as Express's case-insensitive routing matches them. */
+const CONSOLE_PATH = /^\/console(\/|$)/i;
+
 /**
- * Sets the console's security headers before anything answers, so that every /console
- * response has them: files, 304s, a 404 and a 429 of the rate limiter alike.
+ * Sets the console's security headers on every /console request before anything answers, so
+ * that every response has them: files, 304s, a 404, a 429 of the rate limiter, the 400 of a
+ * malformed address and another method's answer alike. Installed ahead of the app's own
+ * middleware (app.setup.ts), not on the console's routes only (found by review).
  */
-export function consoleHeaders(_request: Request, response: Response, next: NextFunction): void {
-  for (const [name, value] of Object.entries(CONSOLE_HEADERS)) response.setHeader(name, value);
+export function consoleHeaders(request: Request, response: Response, next: NextFunction): void {
+  if (CONSOLE_PATH.test(request.path)) {
+    for (const [name, value] of Object.entries(CONSOLE_HEADERS)) response.setHeader(name, value);
+  }
   next();
 }

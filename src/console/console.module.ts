@@ -1,8 +1,7 @@
-import { type MiddlewareConsumer, Module, type NestModule } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { join } from 'node:path';
 import { ConsoleController } from './console.controller';
 import { ConsoleFiles } from './console-files';
-import { consoleHeaders } from './console-headers';
 
 /**
  * Where `npm run build` writes the console: dist/web, beside the compiled server (dist/console/
@@ -19,8 +18,5 @@ export function consoleDirectory(): string {
   controllers: [ConsoleController],
   providers: [{ provide: ConsoleFiles, useFactory: () => new ConsoleFiles(consoleDirectory()) }],
 })
-export class ConsoleModule implements NestModule {
-  configure(consumer: MiddlewareConsumer): void {
-    consumer.apply(consoleHeaders).forRoutes(ConsoleController);
-  }
-}
+// Its security headers are set ahead of every other middleware: app.setup.ts.
+export class ConsoleModule {}
