@@ -910,6 +910,8 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
     expect(resumed.text).not.toContain('stab');
     expect(done.reply.text).not.toContain('stab');
+    // Refused before the model is asked again: its answer could not change that.
+    expect(fake.requests).toHaveLength(1);
   });
 
   it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {

@@ -72,6 +72,20 @@ export class ScreenedReplies implements ReplyGenerator {
     // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
     // streamed in the paused turn's response: this stream's gate reads it as released context.
     const saidBefore = saidSoFar(generation.turn.state);
+    // Read again first, as the paused stream's gate read it (whatever the answer after it): a
+    // turn that said something harmful before its pause is refused without asking the model.
+    const saidBeforeCategories = saidBefore
+      ? await this.safety.screenAsStreamed(settings, saidBefore, signal)
+      : [];
+    if (settings.outputModeration === 'block' && saidBeforeCategories.length > 0) {
+      const reply = refusalReply(generation, screened);
+      await onDelta?.(reply.text);
+      return this.withVerdicts(
+        { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
+        screened,
+        saidBeforeCategories,
+      );
+    }
     let blockedCategories: SafetyCategory[] = [];
     const gate =
       onDelta && settings.outputModeration === 'block'
@@ -104,9 +118,8 @@ export class ScreenedReplies implements ReplyGenerator {
             ? blockedCategories
             : []
           : await this.safety.screenReply(settings, reply.text, signal)),
-        // Read alone as well, as the paused turn's gate read it: an answer added after the pause
-        // cannot dilute what was refused before it.
-        ...(saidBefore ? await this.safety.screenReply(settings, saidBefore, signal) : []),
+        // Under `flag`, what was said before the pause is flagged as read above.
+        ...saidBeforeCategories,
       ]),
     ];
     if (settings.outputModeration === 'block' && categories.length > 0) {

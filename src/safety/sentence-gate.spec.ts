@@ -286,6 +286,22 @@ describe('SentenceGate', () => {
       expect(released).toEqual([]);
     });
 
+    it('keeps the last sentences of a long text released before as context, not none', async () => {
+      const contexts: string[] = [];
+      const gate = new SentenceGate({
+        check: async (sentence, context) => {
+          contexts.push(context);
+          return /kill[\s\S]*knife/.test(context + sentence) ? 'block' : 'allow';
+        },
+        release: () => undefined,
+        releasedBefore: `${'Fine weather. '.repeat(150)}I will kill him.\n\n`,
+      });
+      await gate.push('Sure. The knife is ready. ');
+      expect(await gate.end()).toBe('blocked');
+      expect(contexts[0]).toMatch(/Fine weather\. I will kill him\.\n\n$/);
+      expect(contexts[0].length).toBeLessThanOrEqual(2000);
+    });
+
     it('gives each check the released sentences as context, whitespace included', async () => {
       const { gate, checked, contexts, answer } = harness();
       const pushed = gate.push('I will kill him.\nThe knife is ready. Go');

@@ -45,6 +45,25 @@ function isLetter(char: string | undefined): boolean {
 }
 
 /**
+ * Text cut after each sentence end (a terminator and its closers, then white space) or line
+ * break, and at `maxLength`: the pieces add up to the text. Looser than the gate's own reading
+ * (no abbreviations): it only bounds how much of earlier text a check reads.
+ */
+function sentencesOf(text: string, maxLength: number): string[] {
+  const ends = [...text.matchAll(/[.!?…]+["'”’»)\]」』]*\s+|[。！？]|\n/gu)].map(
+    (end) => end.index + end[0].length,
+  );
+  return [0, ...ends]
+    .map((start, i) => text.slice(start, ends[i] ?? text.length))
+    .filter((piece) => piece !== '')
+    .flatMap((piece) =>
+      Array.from({ length: Math.ceil(piece.length / maxLength) }, (_, i) =>
+        piece.slice(i * maxLength, (i + 1) * maxLength),
+      ),
+    );
+}
+
+/**
  * Streams a reply through a moderation check a sentence at a time: text is released only once the
  * sentence it belongs to was checked, and at most one sentence is held back, the one being
  * completed or checked (when the caller awaits each `push` before the next). A `block` stops the
@@ -93,7 +112,10 @@ export class SentenceGate {
     this.release = options.release;
     this.maxSentenceLength = options.maxSentenceLength ?? 1000;
     this.contextLength = options.contextLength ?? 2000;
-    if (options.releasedBefore) this.remember(options.releasedBefore);
+    // A sentence at a time, as if released here: the context keeps its last whole sentences.
+    for (const sentence of sentencesOf(options.releasedBefore ?? '', this.maxSentenceLength)) {
+      this.remember(sentence);
+    }
   }
 
   get state(): GateState {

@@ -60,6 +60,10 @@ describe('ToolRounds inside ScreenedReplies', () => {
         log.push(`screen reply ${text}`);
         return Promise.resolve([]);
       },
+      screenAsStreamed: (_settings, text) => {
+        log.push(`screen as streamed ${text}`);
+        return Promise.resolve([]);
+      },
       replyVerdict: () => NONE,
       exchangeVerdict: () => NONE,
     };
@@ -179,7 +183,7 @@ describe('ToolRounds inside ScreenedReplies', () => {
     expect(asked).toEqual([undefined, 'Let me check. ']);
   });
 
-  it('screens what a resumed turn said before its pause alone too, and its reply whole', async () => {
+  it('reads what a resumed turn said before its pause first, as its stream did, then its reply whole', async () => {
     const resumed = generation();
     resumed.turn.state.said = ['Let me check.'];
     resumed.turn.state.results = [{ call: { id: 'c0', name: 'book', arguments: {} }, output: 1 }];
@@ -187,9 +191,11 @@ describe('ToolRounds inside ScreenedReplies', () => {
     const generated = await moduleRef.get(ReplyGenerators).generate(resumed, engine);
 
     expect(generated).toMatchObject({ reply: { text: 'Let me check.\n\ndone' } });
-    expect(log.filter((line) => line.startsWith('screen reply'))).toEqual([
+    expect(log).toEqual([
+      'screen message',
+      'screen as streamed Let me check.\n\n',
+      'engine round 2 tools=book',
       'screen reply Let me check.\n\ndone',
-      'screen reply Let me check.\n\n',
     ]);
   });
 
