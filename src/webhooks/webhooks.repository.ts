@@ -401,10 +401,12 @@ export class WebhooksRepository {
                 FROM webhook_delivery_attempts a
                 JOIN webhook_endpoints e
                   ON e.id = a.endpoint_id AND e.organization_id = a.organization_id
+                JOIN webhook_events ev ON ev.id = a.event_id
                WHERE a.organization_id = ${organizationId} AND a.endpoint_id = ${endpointId}
                  AND a.id = ${deliveryId}
-                 -- An endpoint being deleted is waited for, then not found: no attempt of it.
-                 FOR KEY SHARE OF e),
+                 -- An endpoint being deleted, or an event being purged, is waited for, then not
+                 -- found: no attempt of it.
+                 FOR KEY SHARE OF e, ev),
             redelivery AS (
               INSERT INTO webhook_delivery_attempts
                 (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
@@ -658,10 +660,10 @@ export class WebhooksRepository {
     );
   }
 
-  /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
   /**
-   * The attempts pending for one endpoint, counted up to `upTo` (an index range of
-   * webhook_delivery_attempts_pending_idx, however many are pending).
+   * The attempts pending for one of the organization's endpoints, counted up to `upTo` (an index
+   * range of webhook_delivery_attempts_pending_idx, however many are pending); 0 for another's
+   * endpoint, whose attempts are never read.
    */
   async countPendingOfEndpoint(
     organizationId: string,
@@ -671,14 +673,16 @@ export class WebhooksRepository {
     const row = await this.database.row(
       PENDING_COUNT.query`SELECT ${PENDING_COUNT}
             FROM (SELECT FROM webhook_delivery_attempts
-                   WHERE endpoint_id = ${endpointId} AND organization_id = ${organizationId}
-                     AND status = 'pending'
+                   WHERE endpoint_id = ${endpointId} AND status = 'pending'
+                     AND EXISTS (SELECT FROM webhook_endpoints
+                                  WHERE id = ${endpointId} AND organization_id = ${organizationId})
                    LIMIT ${upTo}) p`,
       { prepared: true },
     );
     return row!.pending;
   }
 
+  /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
   async countPending(): Promise<number> {
     const row = await this.database.row(
       PENDING_COUNT.query`SELECT ${PENDING_COUNT} FROM webhook_delivery_attempts WHERE status = 'pending'`,
