@@ -853,11 +853,16 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     });
   }
 
-  it('begins a resumed reply with what the model said before the pause', async () => {
+  /**
+   * A streamed turn of a tenant of its own (output moderation at its default, block) whose model
+   * says `before` beside its call of lookup_order, then `after` once the call's output is back:
+   * the paused stream's events and what its deltas said, and the resumption's answer.
+   */
+  async function saidAcrossPause(before: string, after: string, resume: { stream: boolean }) {
     const { tenant, created } = await tenantWithLookup();
     fake.respondWith(
-      { ...called('{"order_id": "C-3"}'), content: said('Let me look that up.') },
-      { content: said('It shipped yesterday.') },
+      { ...called('{"order_id": "C-3"}'), content: said(before) },
+      { content: said(after), stream: { chunkSize: 4 } },
     );
     const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
       personality_id: created.body.id,
@@ -866,83 +871,67 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       stream: true,
     });
     const events = parseEvents(paused.text);
-    expect(events.slice(-2).map((event) => event.event)).toEqual(['tool_calls', 'done']);
-    const spoken = events.slice(0, -2);
-    expect(new Set(spoken.map((event) => event.event))).toEqual(new Set(['delta']));
-    expect(spoken.map((event) => (event.data as { text: string }).text).join('')).toBe(
-      'Let me look that up.',
-    );
     const { turn_id: turnId } = events.at(-1)!.data as { turn_id: string };
-    const done = await t
+    const resumed = await t
       .http()
       .post(`/v1/respond/turns/${turnId}/tool-outputs`)
       .set('Authorization', tenant.auth)
-      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }] });
-    expect(done.body).toMatchObject({
+      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], ...resume });
+    const done = (resume.stream ? parseEvents(resumed.text).at(-1)!.data : resumed.body) as {
+      status: string;
+      reply: { text: string };
+      safety: unknown;
+    };
+    const deltas = events
+      .filter((event) => event.event === 'delta')
+      .map((event) => (event.data as { text: string }).text);
+    return { events, said: deltas.join(''), resumed: resumed.text, done };
+  }
+
+  it('begins a resumed reply with what the model said before the pause', async () => {
+    const {
+      events,
+      said: streamed,
+      done,
+    } = await saidAcrossPause('Let me look that up.', 'It shipped yesterday.', { stream: false });
+    expect(events.map((event) => event.event).slice(-2)).toEqual(['tool_calls', 'done']);
+    expect(streamed).toBe('Let me look that up.');
+    expect(done).toMatchObject({
       status: 'completed',
       reply: { text: 'Let me look that up.\n\nIt shipped yesterday.' },
     });
   });
 
   it('never sends a harmful sentence said before a pause (output block), and refuses the resumed reply', async () => {
-    const { tenant, created } = await tenantWithLookup();
-    fake.respondWith(
-      { ...called('{"order_id": "D-4"}'), content: said('I will stab him with a knife tomorrow.') },
-      { content: said('It shipped yesterday.') },
+    const across = await saidAcrossPause(
+      'I will stab him with a knife tomorrow.',
+      'It shipped yesterday.',
+      { stream: true },
     );
-    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
-      personality_id: created.body.id,
-      user_id: uniqueUserId(),
-      message: 'where is D-4?',
-      stream: true,
+    expect(across.said).not.toContain('stab');
+    expect(across.done.safety).toEqual({
+      flagged: true,
+      categories: ['violence'],
+      action: 'blocked',
     });
-    expect(paused.text).not.toContain('stab');
-    const { turn_id: turnId } = parseEvents(paused.text).at(-1)!.data as { turn_id: string };
-    const resumed = await t
-      .http()
-      .post(`/v1/respond/turns/${turnId}/tool-outputs`)
-      .set('Authorization', tenant.auth)
-      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream: true });
-    const done = parseEvents(resumed.text).at(-1)!.data as {
-      reply: { text: string };
-      safety: unknown;
-    };
-    expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
-    expect(resumed.text).not.toContain('stab');
-    expect(done.reply.text).not.toContain('stab');
+    expect(across.resumed).not.toContain('stab');
+    expect(across.done.reply.text).not.toContain('stab');
     // Refused before the model is asked again: its answer could not change that.
     expect(fake.requests).toHaveLength(1);
   });
 
   it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {
-    const { tenant, created } = await tenantWithLookup();
     // Each sentence alone is banter (safety spec); together they are a threat.
-    fake.respondWith(
-      { ...called('{"order_id": "E-5"}'), content: said('I will kill him.') },
-      { content: said('The knife is ready.'), stream: { chunkSize: 4 } },
-    );
-    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
-      personality_id: created.body.id,
-      user_id: uniqueUserId(),
-      message: 'where is E-5?',
+    const across = await saidAcrossPause('I will kill him.', 'The knife is ready.', {
       stream: true,
     });
-    const pausedEvents = parseEvents(paused.text);
-    expect(
-      pausedEvents
-        .filter((event) => event.event === 'delta')
-        .map((event) => (event.data as { text: string }).text)
-        .join(''),
-    ).toBe('I will kill him.');
-    const { turn_id: turnId } = pausedEvents.at(-1)!.data as { turn_id: string };
-    const resumed = await t
-      .http()
-      .post(`/v1/respond/turns/${turnId}/tool-outputs`)
-      .set('Authorization', tenant.auth)
-      .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }], stream: true });
-    expect(resumed.text).not.toContain('knife');
-    const done = parseEvents(resumed.text).at(-1)!.data as { safety: unknown };
-    expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
+    expect(across.said).toBe('I will kill him.');
+    expect(across.resumed).not.toContain('knife');
+    expect(across.done.safety).toEqual({
+      flagged: true,
+      categories: ['violence'],
+      action: 'blocked',
+    });
   });
 
   it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {

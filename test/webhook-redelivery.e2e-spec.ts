@@ -68,6 +68,18 @@ describe('Webhook redelivery (contract §28)', () => {
       return done(list) ? list : undefined;
     }, `the deliveries of endpoint ${endpointId}`);
 
+  /** An endpoint of `admin`'s at `path`, pinged once: its delivery, succeeded. */
+  async function pingedEndpoint(admin: string, path = `ok/${randomUUID()}`) {
+    const hook = await endpoint(admin, path);
+    const ping = await t
+      .http()
+      .post(`/v1/webhook-endpoints/${hook.id}/test`)
+      .set('Authorization', admin);
+    expect(ping.status).toBe(202);
+    const [first] = await deliveriesOnce(admin, hook.id, (list) => list[0]?.status === 'succeeded');
+    return { hook, first };
+  }
+
   const redeliver = (auth: string, endpointId: string, deliveryId: string) =>
     t
       .http()
@@ -151,17 +163,7 @@ describe('Webhook redelivery (contract §28)', () => {
   it('numbers concurrent redeliveries apart, each one attempt', async () => {
     const a = await tenant();
     const path = `ok/${randomUUID()}`;
-    const hook = await endpoint(a.admin, path);
-    const ping = await t
-      .http()
-      .post(`/v1/webhook-endpoints/${hook.id}/test`)
-      .set('Authorization', a.admin);
-    expect(ping.status).toBe(202);
-    const [first] = await deliveriesOnce(
-      a.admin,
-      hook.id,
-      (list) => list[0]?.status === 'succeeded',
-    );
+    const { hook, first } = await pingedEndpoint(a.admin, path);
     const answers = await Promise.all(
       Array.from({ length: 5 }, () => redeliver(a.admin, hook.id, first.id as string)),
     );
@@ -199,13 +201,7 @@ describe('Webhook redelivery (contract §28)', () => {
   it('refuses a disabled endpoint (409), a foreign or unknown one (404), and other scopes', async () => {
     const a = await tenant();
     const b = await tenant();
-    const hook = await endpoint(a.admin, `ok/${randomUUID()}`);
-    await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
-    const [first] = await deliveriesOnce(
-      a.admin,
-      hook.id,
-      (list) => list[0]?.status === 'succeeded',
-    );
+    const { hook, first } = await pingedEndpoint(a.admin);
     const delivery = first.id as string;
 
     expectError(await redeliver(b.admin, hook.id, delivery), 404, 'not_found');
@@ -255,13 +251,7 @@ describe('Webhook redelivery (contract §28)', () => {
 
   it('takes no ping or redelivery while MANUAL_ATTEMPTS_PENDING_MAX attempts are pending', async () => {
     const a = await tenant();
-    const hook = await endpoint(a.admin, `ok/${randomUUID()}`);
-    await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
-    const [first] = await deliveriesOnce(
-      a.admin,
-      hook.id,
-      (list) => list[0]?.status === 'succeeded',
-    );
+    const { hook, first } = await pingedEndpoint(a.admin);
     // An endpoint that drains slowly: 100 attempts of its event wait a day.
     const db = t.app.get(DataSource);
     await db.query(
