@@ -31,6 +31,11 @@ export interface Generation {
   signal: AbortSignal;
   /** Receives the reply's text piece by piece (a streamed call); awaited before reading on. */
   onDelta?: (text: string) => Promise<void>;
+  /**
+   * Awaited before a turn's pause for client tools is saved: what a participant settles of the
+   * stream first (safety ends its sentence gate, and keeps its verdict with the turn).
+   */
+  beforePause?: () => Promise<void>;
 }
 
 /** The verdicts a reply is stored and answered with (docs/safety.md). */

@@ -130,28 +130,6 @@ export class ReplySafety {
     });
   }
 
-  /**
-   * What a streamed reply's gate (`gate`) would block `text` on, read as it reads it, a sentence
-   * at a time after those before it and whole at the end; [] when it goes through.
-   */
-  async screenAsStreamed(
-    settings: AppliedSafetySettings,
-    text: string,
-    signal: AbortSignal,
-  ): Promise<SafetyCategory[]> {
-    let blocked: SafetyCategory[] = [];
-    const gate = this.gate(
-      settings,
-      signal,
-      () => Promise.resolve(),
-      (categories) => {
-        blocked = categories;
-      },
-    );
-    await gate.push(text);
-    return (await gate.end()) === 'blocked' ? blocked : [];
-  }
-
   /** The reply's verdict, given what its message's verdict decided and what the reply holds. */
   replyVerdict(message: MessageSafety, replyCategories: SafetyCategory[]): MemorySafety {
     const blocked = message.settings.outputModeration === 'block' && replyCategories.length > 0;

@@ -72,18 +72,16 @@ export class ScreenedReplies implements ReplyGenerator {
     // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
     // streamed in the paused turn's response: this stream's gate reads it as released context.
     const saidBefore = saidSoFar(generation.turn.state);
-    // Read again first, as the paused stream's gate read it (whatever the answer after it): a
-    // turn that said something harmful before its pause is refused without asking the model.
-    const saidBeforeCategories = saidBefore
-      ? await this.safety.screenAsStreamed(settings, saidBefore, signal)
-      : [];
-    if (settings.outputModeration === 'block' && saidBeforeCategories.length > 0) {
+    // What the paused stream's gate refused was never sent: the resumption is the refusal, and
+    // the model is not asked again (its answer could not change that).
+    const refusedBefore = generation.turn.state.refused ?? [];
+    if (settings.outputModeration === 'block' && refusedBefore.length > 0) {
       const reply = refusalReply(generation, screened);
       await onDelta?.(reply.text);
       return this.withVerdicts(
         { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
         screened,
-        saidBeforeCategories,
+        refusedBefore,
       );
     }
     let blockedCategories: SafetyCategory[] = [];
@@ -103,25 +101,21 @@ export class ScreenedReplies implements ReplyGenerator {
       ...generation,
       request: { ...generation.request, crisis: screened.crisis },
       onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
-    });
-    if (generated.kind === 'paused') {
       // What was said before the calls is released now if clean; if not, it is never sent, and
-      // the resumed reply, which begins with it, is refused (below).
-      await gate?.end();
-      return generated;
-    }
+      // the verdict is saved with the turn for its resumption (above).
+      beforePause: gate
+        ? async () => {
+            if ((await gate.end()) === 'blocked') generation.turn.state.refused = blockedCategories;
+          }
+        : undefined,
+    });
+    if (generated.kind === 'paused') return generated;
     let { reply } = generated;
-    const categories = [
-      ...new Set([
-        ...(gate
-          ? (await gate.end()) === 'blocked'
-            ? blockedCategories
-            : []
-          : await this.safety.screenReply(settings, reply.text, signal)),
-        // Under `flag`, what was said before the pause is flagged as read above.
-        ...saidBeforeCategories,
-      ]),
-    ];
+    const categories = gate
+      ? (await gate.end()) === 'blocked'
+        ? blockedCategories
+        : []
+      : await this.safety.screenReply(settings, reply.text, signal);
     if (settings.outputModeration === 'block' && categories.length > 0) {
       // The tokens were spent: the refusal keeps the engine's usage and model.
       const refusal = refusalReply(generation, screened);

@@ -50,7 +50,8 @@ function isLetter(char: string | undefined): boolean {
  * (no abbreviations): it only bounds how much of earlier text a check reads.
  */
 function sentencesOf(text: string, maxLength: number): string[] {
-  const ends = [...text.matchAll(/[.!?…]+["'”’»)\]」』]*\s+|[。！？]|\n/gu)].map(
+  // A run of terminators is matched from its first only: linear in the run, however long.
+  const ends = [...text.matchAll(/(?<![.!?…])[.!?…]+["'”’»)\]」』]*\s+|[。！？]|\n/gu)].map(
     (end) => end.index + end[0].length,
   );
   return [0, ...ends]

@@ -60,10 +60,6 @@ describe('ToolRounds inside ScreenedReplies', () => {
         log.push(`screen reply ${text}`);
         return Promise.resolve([]);
       },
-      screenAsStreamed: (_settings, text) => {
-        log.push(`screen as streamed ${text}`);
-        return Promise.resolve([]);
-      },
       replyVerdict: () => NONE,
       exchangeVerdict: () => NONE,
     };
@@ -183,7 +179,7 @@ describe('ToolRounds inside ScreenedReplies', () => {
     expect(asked).toEqual([undefined, 'Let me check. ']);
   });
 
-  it('reads what a resumed turn said before its pause first, as its stream did, then its reply whole', async () => {
+  it('screens a resumed reply whole, what was said before its pause included', async () => {
     const resumed = generation();
     resumed.turn.state.said = ['Let me check.'];
     resumed.turn.state.results = [{ call: { id: 'c0', name: 'book', arguments: {} }, output: 1 }];
@@ -193,7 +189,6 @@ describe('ToolRounds inside ScreenedReplies', () => {
     expect(generated).toMatchObject({ reply: { text: 'Let me check.\n\ndone' } });
     expect(log).toEqual([
       'screen message',
-      'screen as streamed Let me check.\n\n',
       'engine round 2 tools=book',
       'screen reply Let me check.\n\ndone',
     ]);

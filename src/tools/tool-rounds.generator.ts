@@ -34,6 +34,7 @@ export class ToolRounds implements ReplyGenerator {
         state: turn.state,
         signal,
         tokenSteps: (usage, model, at) => turn.tokenSteps(usage, model, at),
+        beforePause: generation.beforePause,
       },
       async (tools) => {
         const spent = turn.state.usage;

@@ -3,6 +3,7 @@ import type {
   EngineToolResult,
   TokenUsage,
 } from '../respond/engine/response-engine';
+import type { SafetyCategory } from '../safety/safety-categories';
 import type { RequestTool } from './tool-definitions';
 
 /** A tool call as the reply's memory keeps it (contract §26). */
@@ -50,6 +51,11 @@ export interface ToolTurnState {
    * came): the reply begins with it. Absent from a turn paused before it was kept: none.
    */
   said?: string[];
+  /**
+   * What a streamed pause's sentence gate refused of what the model said before the pause (never
+   * sent): the resumption answers with the refusal, without asking the model again.
+   */
+  refused?: SafetyCategory[];
 }
 
 /** Between what the model said in two rounds of a turn, in the reply and in its stream. */

@@ -44,6 +44,8 @@ export interface ToolTurnContext {
   signal: AbortSignal;
   /** The steps that count tokens of the turn's model calls, written with its pause. */
   tokenSteps: (usage: TokenUsage, model: string | null, at: Date) => WithEntry[];
+  /** Awaited before a pause is saved (Generation.beforePause): it may add to the state saved. */
+  beforePause?: () => Promise<void>;
 }
 
 /** One model call of the turn, given the tools it may call and the earlier rounds' results. */
@@ -307,6 +309,7 @@ export class ToolTurnsService {
     pending: EngineToolCall[],
   ): Promise<ToolTurnOutcome> {
     const { state } = context;
+    await context.beforePause?.();
     state.round = round;
     state.pending = pending.map((call) => call.id);
     const { turnId } = state;
