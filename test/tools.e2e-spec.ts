@@ -858,20 +858,31 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
    * says `before` beside its call of lookup_order, then `after` once the call's output is back:
    * the paused stream's events and what its deltas said, and the resumption's answer.
    */
-  async function saidAcrossPause(before: string, after: string, resume: { stream: boolean }) {
+  async function saidAcrossPause(
+    before: string,
+    after: string,
+    resume: { stream: boolean },
+    pause = { stream: true },
+  ) {
     const { tenant, created } = await tenantWithLookup();
     fake.respondWith(
       { ...called('{"order_id": "C-3"}'), content: said(before) },
       { content: said(after), stream: { chunkSize: 4 } },
     );
-    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
-      personality_id: created.body.id,
-      user_id: uniqueUserId(),
-      message: 'where is C-3?',
-      stream: true,
-    });
-    const events = parseEvents(paused.text);
-    const { turn_id: turnId } = events.at(-1)!.data as { turn_id: string };
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({
+        personality_id: created.body.id,
+        user_id: uniqueUserId(),
+        message: 'where is C-3?',
+        ...pause,
+      });
+    const events = pause.stream ? parseEvents(paused.text) : [];
+    const { turn_id: turnId } = (pause.stream ? events.at(-1)!.data : paused.body) as {
+      turn_id: string;
+    };
     const resumed = await t
       .http()
       .post(`/v1/respond/turns/${turnId}/tool-outputs`)
@@ -918,6 +929,23 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(across.done.reply.text).not.toContain('stab');
     // Refused before the model is asked again: its answer could not change that.
     expect(fake.requests).toHaveLength(1);
+  });
+
+  it('refuses a streamed resumption of a turn paused without streaming that said something harmful', async () => {
+    // Nothing screened the earlier text at the pause; the resumed stream's gate must read it.
+    const across = await saidAcrossPause(
+      'I will stab him with a knife tomorrow.',
+      'Done.',
+      { stream: true },
+      { stream: false },
+    );
+    expect(across.done.safety).toEqual({
+      flagged: true,
+      categories: ['violence'],
+      action: 'blocked',
+    });
+    expect(across.resumed).not.toContain('stab');
+    expect(across.done.reply.text).not.toContain('stab');
   });
 
   it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {

@@ -15,7 +15,7 @@ import {
   ReplySafety,
   withCrisisMessage,
 } from './reply-safety.service';
-import type { SafetyCategory } from './safety-categories';
+import { inCanonicalOrder, type SafetyCategory } from './safety-categories';
 import { saidSoFar } from '../tools/tool-turn-state';
 
 /**
@@ -62,8 +62,9 @@ export class ScreenedReplies implements ReplyGenerator {
     if (screened.blocked) {
       const reply = refusalReply(generation, screened);
       await onDelta?.(reply.text);
+      // A resumed turn's tool calls (the client's outputs among them) are kept with it.
       return this.withVerdicts(
-        { kind: 'reply', reply, engineAsked: false, toolCalls: [] },
+        { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
         screened,
         [],
       );
@@ -111,11 +112,16 @@ export class ScreenedReplies implements ReplyGenerator {
     });
     if (generated.kind === 'paused') return generated;
     let { reply } = generated;
-    const categories = gate
+    const screenedNow = gate
       ? (await gate.end()) === 'blocked'
         ? blockedCategories
         : []
       : await this.safety.screenReply(settings, reply.text, signal);
+    // Refused before the pause under block, resumed under flag: still flagged for it.
+    const categories =
+      settings.outputModeration === 'off' || refusedBefore.length === 0
+        ? screenedNow
+        : inCanonicalOrder([...screenedNow, ...refusedBefore]);
     if (settings.outputModeration === 'block' && categories.length > 0) {
       // The tokens were spent: the refusal keeps the engine's usage and model.
       const refusal = refusalReply(generation, screened);

@@ -286,6 +286,23 @@ describe('SentenceGate', () => {
       expect(released).toEqual([]);
     });
 
+    it('checks the whole reply at its end when it began with text released before, never checked', async () => {
+      const checked: Array<[string, string]> = [];
+      const gate = new SentenceGate({
+        // As ReplySafety's check: a sentence that adds nothing is allowed without reading the
+        // context, which it takes for clean.
+        check: async (sentence, context) => {
+          checked.push([context, sentence]);
+          return /knife/.test(sentence) ? 'block' : 'allow';
+        },
+        release: () => undefined,
+        releasedBefore: 'I will kill him with a knife.\n\n',
+      });
+      await gate.push('Done.');
+      expect(await gate.end()).toBe('blocked');
+      expect(checked.at(-1)).toEqual(['', 'I will kill him with a knife.\n\nDone.']);
+    });
+
     it('keeps the last sentences of a long text released before as context, not none', async () => {
       const contexts: string[] = [];
       const gate = new SentenceGate({

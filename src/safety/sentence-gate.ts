@@ -20,7 +20,9 @@ export interface SentenceGateOptions {
   contextLength?: number;
   /**
    * Text of the same reply released before this gate (what a tool turn said before its pause):
-   * the first checks read it as context, and the end's whole-reply check begins with it.
+   * the first checks read it as context, and the end's whole-reply check begins with it. It was
+   * not necessarily checked (a pause answered without streaming), so the whole reply is always
+   * checked at the end when there is some.
    */
   releasedBefore?: string;
 }
@@ -107,6 +109,8 @@ export class SentenceGate {
   private ended = false;
   private failure: { error: unknown } | undefined;
   private blocked: string | undefined;
+  /** Whether the reply began with text released before this gate (releasedBefore). */
+  private readonly seeded: boolean;
 
   constructor(options: SentenceGateOptions) {
     this.check = options.check;
@@ -114,6 +118,7 @@ export class SentenceGate {
     this.maxSentenceLength = options.maxSentenceLength ?? 1000;
     this.contextLength = options.contextLength ?? 2000;
     // A sentence at a time, as if released here: the context keeps its last whole sentences.
+    this.seeded = (options.releasedBefore ?? '') !== '';
     for (const sentence of sentencesOf(options.releasedBefore ?? '', this.maxSentenceLength)) {
       this.remember(sentence);
     }
@@ -177,7 +182,10 @@ export class SentenceGate {
     }
     // Checks that read less than the whole reply may have missed what only the whole shows.
     const whole = this.released.join('');
-    const checkedWhole = this.checks === 1 && this.lastChecked.trimEnd() === whole.trimEnd();
+    // A check that read the whole reply as context and sentence may have skipped reading it (a
+    // sentence that adds nothing to clean context): not so when the context came from before.
+    const checkedWhole =
+      !this.seeded && this.checks === 1 && this.lastChecked.trimEnd() === whole.trimEnd();
     if (whole.trim() !== '' && !checkedWhole) await this.approve(whole, '');
   }
 
