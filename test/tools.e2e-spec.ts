@@ -946,6 +946,9 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     });
     expect(across.resumed).not.toContain('stab');
     expect(across.done.reply.text).not.toContain('stab');
+    // Screened once before the model is asked again: nothing of a new answer is streamed.
+    expect(fake.requests).toHaveLength(1);
+    expect(across.resumed).not.toContain('Done.');
   });
 
   it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {

@@ -74,8 +74,15 @@ export class ScreenedReplies implements ReplyGenerator {
     // streamed in the paused turn's response: this stream's gate reads it as released context.
     const saidBefore = saidSoFar(generation.turn.state);
     // What the paused stream's gate refused was never sent: the resumption is the refusal, and
-    // the model is not asked again (its answer could not change that).
-    const refusedBefore = generation.turn.state.refused ?? [];
+    // the model is not asked again (its answer could not change that). Text no gate read (a
+    // pause answered without streaming, or before `block` was on) is screened once now, so that
+    // this stream's gate may take it for clean context.
+    const { refused } = generation.turn.state;
+    const refusedBefore =
+      refused ??
+      (saidBefore && settings.outputModeration === 'block'
+        ? await this.safety.screenReply(settings, saidBefore, signal)
+        : []);
     if (settings.outputModeration === 'block' && refusedBefore.length > 0) {
       const reply = refusalReply(generation, screened);
       await onDelta?.(reply.text);
@@ -106,7 +113,8 @@ export class ScreenedReplies implements ReplyGenerator {
       // the verdict is saved with the turn for its resumption (above).
       beforePause: gate
         ? async () => {
-            if ((await gate.end()) === 'blocked') generation.turn.state.refused = blockedCategories;
+            const verdict = await gate.end();
+            generation.turn.state.refused = verdict === 'blocked' ? blockedCategories : [];
           }
         : undefined,
     });

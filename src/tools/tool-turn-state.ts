@@ -53,7 +53,8 @@ export interface ToolTurnState {
   said?: string[];
   /**
    * What a streamed pause's sentence gate refused of what the model said before the pause (never
-   * sent): the resumption answers with the refusal, without asking the model again.
+   * sent): the resumption answers with the refusal, without asking the model again. [] when the
+   * gate let it all through; absent when no gate read it.
    */
   refused?: SafetyCategory[];
 }
