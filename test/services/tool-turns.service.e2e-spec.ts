@@ -403,7 +403,9 @@ describe('ToolTurnsService (real database)', () => {
     // The engine keeps calling with arguments that fail the schema: each round goes back to it.
     const outcome = await turns.run(contextOf(of), async (extra) => {
       offered.push(extra.tools !== undefined);
-      return engineReply('Done.', [call(`call_${offered.length}`, { order_id: 7 })], usage);
+      // It says nothing beside its calls, only once it is asked without tools.
+      const text = extra.tools ? '' : 'Done.';
+      return engineReply(text, [call(`call_${offered.length}`, { order_id: 7 })], usage);
     });
     expect(offered).toEqual([true, true, false]);
     expect(outcome).toMatchObject({
