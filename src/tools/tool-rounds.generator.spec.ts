@@ -181,8 +181,9 @@ describe('ToolRounds inside ScreenedReplies', () => {
 
   it('screens a resumed reply whole, what was said before its pause included', async () => {
     const resumed = generation();
-    resumed.turn.state.said = ['Let me check.'];
-    resumed.turn.state.results = [{ call: { id: 'c0', name: 'book', arguments: {} }, output: 1 }];
+    resumed.turn.state.results = [
+      { call: { id: 'c0', name: 'book', arguments: {} }, output: 1, said: 'Let me check.' },
+    ];
 
     const generated = await moduleRef.get(ReplyGenerators).generate(resumed, engine);
 

@@ -6,7 +6,7 @@ import {
   type NextGeneration,
   type ReplyGenerator,
 } from '../respond/reply-generation';
-import { ROUND_SEPARATOR } from './tool-turn-state';
+import { ROUND_SEPARATOR, saidInRounds } from './tool-turn-state';
 import { ToolTurnsService } from './tool-turns.service';
 
 /**
@@ -23,7 +23,7 @@ export class ToolRounds implements ReplyGenerator {
   async generate(generation: Generation, next: NextGeneration): Promise<Generated> {
     const { turn, signal, request, onDelta } = generation;
     // What the model said before a pause was streamed in the paused turn's own response.
-    const saidBefore = turn.state.said?.length ?? 0;
+    const roundsSaidBefore = saidInRounds(turn.state).length;
     const outcome = await this.turns.run(
       {
         organizationId: generation.organizationId,
@@ -39,7 +39,7 @@ export class ToolRounds implements ReplyGenerator {
       async (tools) => {
         const spent = turn.state.usage;
         if (spent) await turn.assertRoomFor(spent.promptTokens + spent.completionTokens);
-        const saidHere = (turn.state.said?.length ?? 0) > saidBefore;
+        const saidHere = saidInRounds(turn.state).length > roundsSaidBefore;
         const round = await next({
           ...generation,
           request: { ...request, ...tools },

@@ -27,7 +27,10 @@ export interface ToolTurnState {
   message: string;
   /** Client tools sent with the request, which join the personality's for the whole turn. */
   requestTools: RequestTool[];
-  /** The calls of the rounds completed, with their outputs, in order. */
+  /**
+   * The calls of the rounds completed, with their outputs, in order; a round's first call carries
+   * what the model wrote beside its calls (streamed to the client as it came).
+   */
   results: EngineToolResult[];
   /**
    * The paused round: its calls in order, the outputs already known (not the client's), and what
@@ -47,11 +50,6 @@ export interface ToolTurnState {
   model: string | null;
   records: ToolCallRecord[];
   /**
-   * What the model said in the rounds that called tools, in order (streamed to the client as it
-   * came): the reply begins with it. Absent from a turn paused before it was kept: none.
-   */
-  said?: string[];
-  /**
    * What a streamed pause's sentence gate refused of what the model said before the pause (never
    * sent): the resumption answers with the refusal, without asking the model again. [] when the
    * gate let it all through; absent when no gate read it.
@@ -62,10 +60,18 @@ export interface ToolTurnState {
 /** Between what the model said in two rounds of a turn, in the reply and in its stream. */
 export const ROUND_SEPARATOR = '\n\n';
 
+/** What the model wrote beside its calls in the turn's rounds so far, in order (the paused one last). */
+export function saidInRounds(state: Pick<ToolTurnState, 'results' | 'round'>): string[] {
+  const said = state.results.flatMap((result) => (result.said ? [result.said] : []));
+  return state.round.said ? [...said, state.round.said] : said;
+}
+
 /**
  * What the turn's reply begins with before its next round's text: what the model said in the
  * rounds so far, each followed by ROUND_SEPARATOR; '' when it said nothing.
  */
-export function saidSoFar(state: Pick<ToolTurnState, 'said'>): string {
-  return (state.said ?? []).map((text) => text + ROUND_SEPARATOR).join('');
+export function saidSoFar(state: Pick<ToolTurnState, 'results' | 'round'>): string {
+  return saidInRounds(state)
+    .map((text) => text + ROUND_SEPARATOR)
+    .join('');
 }

@@ -82,7 +82,6 @@ export function freshToolState(
     usage: null,
     model: null,
     records: [],
-    said: [],
   };
 }
 
@@ -183,7 +182,6 @@ export class ToolTurnsService {
       // The end user saw it (streamed) or will (the reply begins with it): it is kept and
       // screened, as streamed.
       const said = reply.text || undefined;
-      if (said) state.said = [...(state.said ?? []), said];
       state.rounds += 1;
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
