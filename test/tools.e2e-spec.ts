@@ -913,42 +913,62 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     });
   });
 
-  it('never sends a harmful sentence said before a pause (output block), and refuses the resumed reply', async () => {
-    const across = await saidAcrossPause(
-      'I will stab him with a knife tomorrow.',
-      'It shipped yesterday.',
-      { stream: true },
-    );
-    expect(across.said).not.toContain('stab');
-    expect(across.done.safety).toEqual({
-      flagged: true,
-      categories: ['violence'],
-      action: 'blocked',
-    });
-    expect(across.resumed).not.toContain('stab');
-    expect(across.done.reply.text).not.toContain('stab');
-    // Refused before the model is asked again: its answer could not change that.
-    expect(fake.requests).toHaveLength(1);
-  });
+  // Streamed, the pause's gate refuses it and never sends it; plain, nothing read it at the pause.
+  it.each([{ stream: true }, { stream: false }])(
+    'never sends a harmful sentence said before a pause (output block), and refuses its streamed resumption at once (paused %j)',
+    async (pause) => {
+      const across = await saidAcrossPause(
+        'I will stab him with a knife tomorrow.',
+        'It shipped yesterday.',
+        { stream: true },
+        pause,
+      );
+      expect(across.said).not.toContain('stab');
+      expect(across.done.safety).toEqual({
+        flagged: true,
+        categories: ['violence'],
+        action: 'blocked',
+      });
+      expect(across.resumed).not.toContain('stab');
+      expect(across.done.reply.text).not.toContain('stab');
+      // Refused before the model is asked again: nothing of a new answer is streamed.
+      expect(fake.requests).toHaveLength(1);
+      expect(across.resumed).not.toContain('It shipped');
+    },
+  );
 
-  it('refuses a streamed resumption of a turn paused without streaming that said something harmful', async () => {
-    // Nothing screened the earlier text at the pause; the resumed stream's gate must read it.
-    const across = await saidAcrossPause(
-      'I will stab him with a knife tomorrow.',
-      'Done.',
-      { stream: true },
-      { stream: false },
+  it('reads what a turn said before its second pause again, whatever its first pause found', async () => {
+    const { tenant, created } = await tenantWithLookup();
+    fake.respondWith(
+      { ...called('{"order_id": "F-6"}'), content: said('Let me look that up.') },
+      {
+        ...called('{"order_id": "F-6"}', 'call_2'),
+        content: said('I will stab him with a knife.'),
+      },
+      { content: said('Done.') },
     );
-    expect(across.done.safety).toEqual({
-      flagged: true,
-      categories: ['violence'],
-      action: 'blocked',
+    const outputs = (id: string) => [{ tool_call_id: id, output: { status: 'shipped' } }];
+    // Paused streamed (its gate found the first text clean), resumed and paused again plain.
+    const first = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where is F-6?',
+      stream: true,
     });
-    expect(across.resumed).not.toContain('stab');
-    expect(across.done.reply.text).not.toContain('stab');
-    // Screened once before the model is asked again: nothing of a new answer is streamed.
-    expect(fake.requests).toHaveLength(1);
-    expect(across.resumed).not.toContain('Done.');
+    const { turn_id: turnId } = parseEvents(first.text).at(-1)!.data as { turn_id: string };
+    const resume = (id: string, stream: boolean) =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+        .set('Authorization', tenant.auth)
+        .send({ outputs: outputs(id), stream });
+    expect((await resume('call_1', false)).body).toMatchObject({ status: 'requires_action' });
+    const last = await resume('call_2', true);
+    const done = parseEvents(last.text).at(-1)!.data as { safety: unknown };
+    expect(done.safety).toEqual({ flagged: true, categories: ['violence'], action: 'blocked' });
+    expect(last.text).not.toContain('stab');
+    expect(last.text).not.toContain('Done.');
+    expect(fake.requests).toHaveLength(2);
   });
 
   it('reads a resumed stream after what was said before the pause: harm told across it is never sent', async () => {

@@ -59,16 +59,7 @@ export class ScreenedReplies implements ReplyGenerator {
       generation.request.message,
       signal,
     );
-    if (screened.blocked) {
-      const reply = refusalReply(generation, screened);
-      await onDelta?.(reply.text);
-      // A resumed turn's tool calls (the client's outputs among them) are kept with it.
-      return this.withVerdicts(
-        { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
-        screened,
-        [],
-      );
-    }
+    if (screened.blocked) return this.refusedAtOnce(generation, screened, []);
     const { settings } = screened;
     // A resumed turn's reply begins with what the model said before its pause (ToolRounds),
     // streamed in the paused turn's response: this stream's gate reads it as released context.
@@ -84,13 +75,7 @@ export class ScreenedReplies implements ReplyGenerator {
         ? await this.safety.screenReply(settings, saidBefore, signal)
         : []);
     if (settings.outputModeration === 'block' && refusedBefore.length > 0) {
-      const reply = refusalReply(generation, screened);
-      await onDelta?.(reply.text);
-      return this.withVerdicts(
-        { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
-        screened,
-        refusedBefore,
-      );
+      return this.refusedAtOnce(generation, screened, refusedBefore);
     }
     let blockedCategories: SafetyCategory[] = [];
     const gate =
@@ -110,13 +95,15 @@ export class ScreenedReplies implements ReplyGenerator {
       request: { ...generation.request, crisis: screened.crisis },
       onDelta: gate ? async (text: string) => void (await gate.push(text)) : onDelta,
       // What was said before the calls is released now if clean; if not, it is never sent, and
-      // the verdict is saved with the turn for its resumption (above).
-      beforePause: gate
-        ? async () => {
-            const verdict = await gate.end();
-            generation.turn.state.refused = verdict === 'blocked' ? blockedCategories : [];
-          }
-        : undefined,
+      // the verdict is saved with the turn for its resumption (above). Without a gate nothing
+      // read it: a verdict of an earlier pause of the turn no longer covers it.
+      beforePause: async () => {
+        generation.turn.state.refused = gate
+          ? (await gate.end()) === 'blocked'
+            ? blockedCategories
+            : []
+          : undefined;
+      },
     });
     if (generated.kind === 'paused') return generated;
     let { reply } = generated;
@@ -141,6 +128,25 @@ export class ScreenedReplies implements ReplyGenerator {
       reply = { ...reply, text };
     }
     return this.withVerdicts({ ...generated, reply }, screened, categories);
+  }
+
+  /**
+   * The refusal in the engine's place, without asking it: a blocked message, or a resumed turn
+   * whose earlier text was refused. A resumed turn's tool calls (the client's outputs among them)
+   * are kept with it.
+   */
+  private async refusedAtOnce(
+    generation: Generation,
+    screened: MessageSafety,
+    replyCategories: SafetyCategory[],
+  ): Promise<GeneratedReply> {
+    const reply = refusalReply(generation, screened);
+    await generation.onDelta?.(reply.text);
+    return this.withVerdicts(
+      { kind: 'reply', reply, engineAsked: false, toolCalls: generation.turn.state.records },
+      screened,
+      replyCategories,
+    );
   }
 
   private withVerdicts(
