@@ -37,10 +37,7 @@ import {
   KnowledgeSearchResultDto,
   UpdateKnowledgeDto,
 } from './dto/knowledge.dto';
-import {
-  JsonBodyAfterGuardsInterceptor,
-  ParsesJsonBodyAfterGuards,
-} from '../common/http/json-body-after-guards.interceptor';
+import { ParsesJsonBodyAfterGuards } from '../common/http/json-body-after-guards.interceptor';
 import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
 import { KnowledgeService } from './knowledge.service';
 
@@ -70,11 +67,8 @@ export class KnowledgeController {
   @Scopes('read_write')
   // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
   @AcceptsIdempotencyKey()
-  @UseInterceptors(
-    JsonBodyAfterGuardsInterceptor,
-    FileInterceptor('file', { limits: UPLOAD_LIMITS }),
-    KnowledgeUploadInterceptor,
-  )
+  @ParsesJsonBodyAfterGuards()
+  @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
   @ApiOperation({
     summary:
       'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
