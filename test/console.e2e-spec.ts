@@ -6,6 +6,7 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { Response } from 'supertest';
 import { expectError, expectRequestId } from './support/assertions';
 import { ensureBuilt } from './support/built-app';
+import { type Service, startService } from './support/service';
 import { createTestApp, type TestApp } from './support/test-app';
 
 const root = join(__dirname, '..');
@@ -171,5 +172,23 @@ describe('The console: files and headers (contract §28)', () => {
         ),
       }).toEqual({ file, found: null });
     }
+  });
+});
+
+describe('The console on the built service (node dist/main.js)', () => {
+  let built: Service;
+
+  beforeAll(async () => {
+    built = await startService('built', {});
+  }, 180_000);
+  afterAll(() => built?.close());
+
+  it('sends the console headers before any route answers: a malformed address, another method', async () => {
+    const malformed = await built.http().get('/console/%ZZ');
+    expect(malformed.status).toBe(400);
+    expectConsoleHeaders(malformed);
+    expectConsoleHeaders(await built.http().post('/console').send({}));
+    const api = await built.http().get('/v1/openapi.json');
+    expect(api.headers['content-security-policy']).toBeUndefined();
   });
 });
