@@ -693,18 +693,25 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .set('Authorization', auth)
       .send({ slug: 'sage-mentor', tools: [lookup] });
     personalityId = created.body.id as string;
-    await t
-      .http()
-      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
-      .set('Authorization', `Bearer ${tenant.accessToken}`)
-      .send({ output_moderation: 'off' })
-      .expect(200);
+    await moderateOutput(tenant, 'off');
   }, startTimeout);
   afterEach(() => fake.reset());
   afterAll(async () => {
     await t?.close();
     await Promise.all([fake.close(), receiver.stop()]);
   });
+
+  /** Sets the organization's output moderation (its owner's token). */
+  const moderateOutput = async (
+    tenant: { organizationId: string; accessToken: string },
+    mode: 'off' | 'flag' | 'block',
+  ) =>
+    t
+      .http()
+      .patch(`/v1/organizations/${tenant.organizationId}/safety`)
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ output_moderation: mode })
+      .expect(200);
 
   /**
    * A tenant of its own (its token counts start at 0, its monthly budget as given) whose
@@ -803,12 +810,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   for (const stream of [false, true]) {
     it(`keeps what the model says before its calls in the reply, its memory and its screening (${stream ? 'streamed' : 'plain'})`, async () => {
       const { tenant, created } = await tenantWithLookup();
-      await t
-        .http()
-        .patch(`/v1/organizations/${tenant.organizationId}/safety`)
-        .set('Authorization', `Bearer ${tenant.accessToken}`)
-        .send({ output_moderation: 'flag' })
-        .expect(200);
+      await moderateOutput(tenant, 'flag');
       fake.respondWith(
         {
           content: said('I will stab him with a knife tomorrow.'),
@@ -987,12 +989,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
 
   it("calls the webhook tool the model asks for and gives its output in the model's next call", async () => {
     const business = await tenantWithKey(t, ['admin']);
-    await t
-      .http()
-      .patch(`/v1/organizations/${business.organizationId}/safety`)
-      .set('Authorization', `Bearer ${business.accessToken}`)
-      .send({ output_moderation: 'off' })
-      .expect(200);
+    await moderateOutput(business, 'off');
     const path = `tool/${randomUUID()}`;
     const endpoint = await createWebhookEndpoint(t, business.auth, receiver.url(path));
     const created = await t
