@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { Webhook } from 'standardwebhooks';
+import { MANUAL_ATTEMPTS_PENDING_MAX } from '../src/webhooks/webhook-endpoints.service';
 import { expectError } from './support/assertions';
 import { createApiKey, signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
@@ -275,5 +276,74 @@ describe('Webhook redelivery (contract §28)', () => {
     );
     expect((await redeliver(a.admin, hook.id, first.id as string)).status).toBe(202);
     expect((await ping()).status).toBe(202);
+  });
+
+  /** Attempts of `endpointId` not yet made. */
+  const pendingOf = async (endpointId: string) =>
+    Number(
+      (
+        await t.app
+          .get(DataSource)
+          .query(
+            `SELECT count(*) AS n FROM webhook_delivery_attempts WHERE endpoint_id = $1 AND status = 'pending'`,
+            [endpointId],
+          )
+      )[0].n,
+    );
+
+  it('lets one of a burst of pings take the last pending place, and refuses the rest', async () => {
+    const a = await tenant();
+    // A receiver that fails: each accepted ping stays pending (its retry waits a minute).
+    const hook = await endpoint(a.admin, `fail/${randomUUID()}`);
+    const ping = () =>
+      t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin);
+    expect((await ping()).status).toBe(202);
+    await t.app.get(DataSource).query(
+      `INSERT INTO webhook_delivery_attempts
+         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+       SELECT organization_id, endpoint_id, event_id, event_type, attempt + 10 + n,
+              now() + interval '1 day', now()
+         FROM webhook_delivery_attempts, generate_series(1, $2::int) n
+        WHERE endpoint_id = $1 AND attempt = 1`,
+      [hook.id, MANUAL_ATTEMPTS_PENDING_MAX - 2],
+    );
+    expect(await pendingOf(hook.id)).toBe(MANUAL_ATTEMPTS_PENDING_MAX - 1);
+
+    const answers = await Promise.all(Array.from({ length: 8 }, () => ping()));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([202, ...Array(7).fill(409)]);
+    for (const answer of answers.filter((answer) => answer.status === 409)) {
+      expectError(answer, 409, 'conflict');
+    }
+    expect(await pendingOf(hook.id)).toBe(MANUAL_ATTEMPTS_PENDING_MAX);
+  });
+
+  it('answers webhook_endpoint_disabled to a disabled endpoint, however many attempts wait', async () => {
+    const a = await tenant();
+    const { hook, first } = await pingedEndpoint(a.admin);
+    const disabled = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${hook.id}`)
+      .set('Authorization', a.admin)
+      .send({ status: 'disabled' });
+    expect(disabled.status).toBe(200);
+    // Attempts leased when it was disabled are made and recorded; these stand for them.
+    await t.app.get(DataSource).query(
+      `INSERT INTO webhook_delivery_attempts
+         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+       SELECT organization_id, endpoint_id, event_id, event_type, attempt + n,
+              now() + interval '1 day', now()
+         FROM webhook_delivery_attempts, generate_series(1, $2::int) n WHERE id = $1`,
+      [first.id, MANUAL_ATTEMPTS_PENDING_MAX],
+    );
+    expectError(
+      await t.http().post(`/v1/webhook-endpoints/${hook.id}/test`).set('Authorization', a.admin),
+      409,
+      'webhook_endpoint_disabled',
+    );
+    expectError(
+      await redeliver(a.admin, hook.id, first.id as string),
+      409,
+      'webhook_endpoint_disabled',
+    );
   });
 });

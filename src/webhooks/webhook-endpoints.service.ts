@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
+import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
@@ -32,6 +33,12 @@ export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
 export const MANUAL_ATTEMPTS_PENDING_MAX = 100;
 
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
+const endpointDisabled = () =>
+  new AppError(
+    'webhook_endpoint_disabled',
+    'This webhook endpoint is disabled; enable it to send it events',
+  );
+
 @Injectable()
 export class WebhookEndpointsService {
   constructor(
@@ -136,15 +143,13 @@ export class WebhookEndpointsService {
 
   /** Queues a `ping` for this endpoint alone; a disabled endpoint receives nothing (409). */
   async ping(organizationId: string, id: string): Promise<WebhookPingDto> {
-    await this.assertRoomForManualAttempt(organizationId, id);
-    const eventId = await this.webhooks.insertPing(organizationId, id, this.clock.now());
+    const eventId = await this.database.transaction(async (manager) => {
+      await this.lockForManualAttempt(manager, organizationId, id);
+      return this.webhooks.insertPing(manager, organizationId, id, this.clock.now());
+    });
     if (eventId) return { event_id: publicEventId(eventId) };
-    if (await this.webhooks.findEndpoint(organizationId, id)) {
-      throw new AppError(
-        'webhook_endpoint_disabled',
-        'This webhook endpoint is disabled; enable it to send it events',
-      );
-    }
+    // Disabled or deleted since the lock's read (a change committed in between).
+    if (await this.webhooks.findEndpoint(organizationId, id)) throw endpointDisabled();
     throw AppError.notFound('Webhook endpoint');
   }
 
@@ -163,18 +168,28 @@ export class WebhookEndpointsService {
   }
 
   /**
-   * 409 when the endpoint has MANUAL_ATTEMPTS_PENDING_MAX attempts pending: a ping or a
-   * redelivery adds one more, and an admin repeating them at the rate limit against an endpoint
-   * that drains slowly would grow the queue without end (found by review). Events go on being
-   * queued; only the attempts asked for by hand wait.
+   * Takes the endpoint's lock for attempts asked for by hand (to the transaction's commit), then
+   * refuses: 404 without the endpoint, 409 `webhook_endpoint_disabled` when it is disabled (it
+   * receives nothing), 409 `conflict` when it has MANUAL_ATTEMPTS_PENDING_MAX attempts pending: a
+   * ping or a redelivery adds one more, and an admin repeating them at the rate limit against an
+   * endpoint that drains slowly would grow the queue without end (found by review). Events go on
+   * being queued; only the attempts asked for by hand wait. Under the lock, concurrent pings and
+   * redeliveries of the endpoint count one after another, so a burst cannot pass the bound.
    */
-  private async assertRoomForManualAttempt(organizationId: string, endpointId: string) {
-    const pending = await this.webhooks.countPendingOfEndpoint(
+  private async lockForManualAttempt(
+    manager: EntityManager,
+    organizationId: string,
+    endpointId: string,
+  ): Promise<void> {
+    const room = await this.webhooks.lockForManualAttempt(
+      manager,
       organizationId,
       endpointId,
       MANUAL_ATTEMPTS_PENDING_MAX,
     );
-    if (pending >= MANUAL_ATTEMPTS_PENDING_MAX) {
+    if (!room) throw AppError.notFound('Webhook endpoint');
+    if (room.status === 'disabled') throw endpointDisabled();
+    if (room.pending >= MANUAL_ATTEMPTS_PENDING_MAX) {
       throw new AppError(
         'conflict',
         `This webhook endpoint has ${MANUAL_ATTEMPTS_PENDING_MAX} deliveries pending; ping or redeliver once they are made`,
@@ -192,8 +207,8 @@ export class WebhookEndpointsService {
     endpointId: string,
     deliveryId: string,
   ): Promise<WebhookDeliveryDto> {
-    await this.assertRoomForManualAttempt(caller.organizationId, endpointId);
     const row = await this.database.transaction(async (manager) => {
+      await this.lockForManualAttempt(manager, caller.organizationId, endpointId);
       const redelivery = await this.webhooks.insertRedelivery(
         manager,
         caller.organizationId,
@@ -202,12 +217,7 @@ export class WebhookEndpointsService {
         this.clock.now(),
       );
       if (redelivery === 'not_found') throw AppError.notFound('Webhook delivery');
-      if (redelivery === 'disabled') {
-        throw new AppError(
-          'webhook_endpoint_disabled',
-          'This webhook endpoint is disabled; enable it to send it events',
-        );
-      }
+      if (redelivery === 'disabled') throw endpointDisabled();
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: 'webhook_delivery.redelivered',

@@ -120,6 +120,19 @@ const DELETED_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*):
 
 const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
 
+/** Endpoint `e`'s status and its attempts pending, counted up to `upTo` (lockForManualAttempt). */
+function manualAttemptRoom(upTo: number) {
+  return Columns.computed<{ status: WebhookEndpointStatus; pending: number }>({
+    status: sql`e.status`,
+    pending: sql`(SELECT count(*)::int FROM (
+                    SELECT FROM webhook_delivery_attempts a
+                     WHERE a.endpoint_id = e.id AND a.status = 'pending'
+                     LIMIT ${upTo}) p)`,
+  });
+}
+
+export type ManualAttemptRoom = RowOf<ReturnType<typeof manualAttemptRoom>>;
+
 /** What the claim is to respect: this instance's attempts in flight and the caps on them. */
 export interface ClaimLimits {
   /** Attempts to claim at most (the instance's free slots). */
@@ -324,6 +337,7 @@ export class WebhooksRepository {
    * (or undefined).
    */
   async insertPing(
+    manager: EntityManager,
     organizationId: string,
     endpointId: string,
     at: Date,
@@ -347,6 +361,7 @@ export class WebhooksRepository {
                    ${at}::timestamptz, ${at}::timestamptz
               FROM event)
           SELECT ${EVENT_ID} FROM event`,
+      { manager },
     );
     return row?.id;
   }
@@ -661,25 +676,31 @@ export class WebhooksRepository {
   }
 
   /**
-   * The attempts pending for one of the organization's endpoints, counted up to `upTo` (an index
-   * range of webhook_delivery_attempts_pending_idx, however many are pending); 0 for another's
-   * endpoint, whose attempts are never read.
+   * Takes the endpoint's lock for attempts asked for by hand (a transaction-level advisory lock,
+   * held to the caller's commit, in a statement of its own so that what follows sees every such
+   * attempt committed before), then answers the endpoint's status and its attempts pending,
+   * counted up to `upTo` (an index range of webhook_delivery_attempts_pending_idx); undefined
+   * when the organization has no such endpoint, whose attempts are then never read. Pings and
+   * redeliveries of one endpoint thus count and insert one at a time: a burst cannot pass the
+   * bound by its own size.
    */
-  async countPendingOfEndpoint(
+  async lockForManualAttempt(
+    manager: EntityManager,
     organizationId: string,
     endpointId: string,
     upTo: number,
-  ): Promise<number> {
-    const row = await this.database.row(
-      PENDING_COUNT.query`SELECT ${PENDING_COUNT}
-            FROM (SELECT FROM webhook_delivery_attempts
-                   WHERE endpoint_id = ${endpointId} AND status = 'pending'
-                     AND EXISTS (SELECT FROM webhook_endpoints
-                                  WHERE id = ${endpointId} AND organization_id = ${organizationId})
-                   LIMIT ${upTo}) p`,
-      { prepared: true },
+  ): Promise<ManualAttemptRoom | undefined> {
+    await this.database.count(
+      sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook_manual_attempts:' || ${endpointId}, 0))`,
+      { manager },
     );
-    return row!.pending;
+    const room = manualAttemptRoom(upTo);
+    return this.database.row(
+      room.query`SELECT ${room}
+            FROM webhook_endpoints e
+           WHERE e.id = ${endpointId} AND e.organization_id = ${organizationId}`,
+      { manager },
+    );
   }
 
   /** Attempts not yet made (due or scheduled), database-wide; the partial due index covers it. */
