@@ -1225,6 +1225,18 @@ describe('Webhook URLs: ports, the stored form, what a refusal says (§25)', () 
     expect(problem).not.toMatch(/127\.0\.0\.1|::1|resolves to/);
   });
 
+  it('says the same of a name that does not resolve as of an internal one (no DNS oracle)', async () => {
+    const problemOf = async (host: string) => {
+      const response = await post(`http://${host}:8080/hook`);
+      expectError(response, 400, 'validation_failed');
+      return (response.body.error.details as Array<{ problem: string }>)[0].problem;
+    };
+    const internal = await problemOf('localhost');
+    expect(await problemOf('no-such-host.invalid')).toBe(
+      internal.replace('localhost', 'no-such-host.invalid'),
+    );
+  });
+
   it('lets WEBHOOK_ALLOWED_PORTS widen the ports (ports and ranges)', async () => {
     const wide = await createTestApp({
       env: {

@@ -1,4 +1,10 @@
-import { assertPublicHost, isPublicAddress, urlFormProblem } from './ssrf-guard';
+import {
+  assertPublicHost,
+  guardedLookup,
+  isPublicAddress,
+  UnsafeAddressError,
+  urlFormProblem,
+} from './ssrf-guard';
 
 describe('SSRF guard', () => {
   it.each([
@@ -51,6 +57,23 @@ describe('SSRF guard', () => {
       await expect(assertPublicHost(new URL(url))).rejects.toThrow(/not a public address/);
     }
     await expect(assertPublicHost(new URL('https://93.184.215.14/hook'))).resolves.toBeUndefined();
+  });
+
+  it('says the same of a name that does not resolve as of one that resolves to loopback', async () => {
+    const refusal = async (host: string) =>
+      (await assertPublicHost(new URL(`http://${host}:8080/hook`)).catch(
+        (error) => error,
+      )) as Error;
+    const internal = await refusal('localhost');
+    const missing = await refusal('no-such-host.invalid');
+    expect(missing).toBeInstanceOf(UnsafeAddressError);
+    expect(missing.message).toBe(internal.message.replace('localhost', 'no-such-host.invalid'));
+
+    // At delivery too: the socket's lookup refuses both alike.
+    const lookedUp = (host: string) =>
+      new Promise<Error | null>((resolve) => guardedLookup(host, {}, (error) => resolve(error)));
+    expect((await lookedUp('no-such-host.invalid'))?.message).toBe(missing.message);
+    expect((await lookedUp('localhost'))?.message).toBe(internal.message);
   });
 
   it('accepts only absolute http(s) URLs without credentials', () => {

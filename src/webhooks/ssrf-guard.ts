@@ -103,13 +103,19 @@ export function urlFormProblem(text: string): string | undefined {
 }
 
 /**
- * A host that is, or resolves to, an address that is not public. The message names the host as
- * the URL gave it, never the address a name resolved to: that would map the internal DNS for
- * whoever can create endpoints.
+ * A host that is, or resolves to, an address that is not public, or a name that does not resolve.
+ * The message names the host as the URL gave it, never the address a name resolved to; and a
+ * name refused for either reason gets the same message: telling "internal" from "no such name"
+ * would map the internal DNS for whoever can create endpoints (or CNAME a domain of theirs to an
+ * internal name and watch their deliveries).
  */
 export class UnsafeAddressError extends Error {
   constructor(host: string) {
-    super(`${host} is not a public address`);
+    super(
+      isIP(host)
+        ? `${host} is not a public address`
+        : `${host} is not a public address: it does not resolve to one`,
+    );
     this.name = 'UnsafeAddressError';
   }
 }
@@ -123,10 +129,17 @@ export function resolveAll(host: string): Promise<LookupAddress[]> {
   );
 }
 
+/** Every address a name resolves to; UnsafeAddressError when it does not resolve. */
+function resolveName(host: string): Promise<LookupAddress[]> {
+  return resolveAll(host).catch(() => {
+    throw new UnsafeAddressError(host);
+  });
+}
+
 /**
  * Checks the host of `url`: an address must be public; a name must resolve, and to public
  * addresses only (one private answer is enough to refuse: DNS rebinding may pick it next time).
- * Throws UnsafeAddressError, or the resolver's error.
+ * Throws UnsafeAddressError.
  */
 export async function assertPublicHost(url: URL): Promise<void> {
   const host = hostOf(url);
@@ -134,7 +147,7 @@ export async function assertPublicHost(url: URL): Promise<void> {
     if (!isPublicAddress(host)) throw new UnsafeAddressError(host);
     return;
   }
-  for (const { address } of await resolveAll(host)) {
+  for (const { address } of await resolveName(host)) {
     if (!isPublicAddress(address)) throw new UnsafeAddressError(host);
   }
 }
@@ -155,7 +168,7 @@ export function guardedLookup(
   options: { all?: boolean; family?: number | string },
   callback: LookupCallback,
 ): void {
-  resolveAll(hostname).then(
+  resolveName(hostname).then(
     (addresses) => {
       const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
       if (unsafe) {

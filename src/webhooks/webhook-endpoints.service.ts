@@ -239,7 +239,8 @@ export class WebhookEndpointsService {
    * The URL to store: normalised (its WHATWG serialisation). Refused when its port is not one of
    * WEBHOOK_ALLOWED_PORTS, or its host is, or resolves to, a non-public address (unless
    * WEBHOOK_ALLOW_PRIVATE_URLS), or does not resolve at all. Both are checked again at every
-   * delivery. A refusal names the host as given, never what it resolved to.
+   * delivery. A refusal names the host as given, never what it resolved to, and says the same
+   * of a name that does not resolve as of one that resolves to an internal address.
    */
   private async acceptableUrl(text: string): Promise<string> {
     const url = new URL(normalizedUrl(text));
@@ -251,11 +252,8 @@ export class WebhookEndpointsService {
     try {
       await assertPublicHost(url);
     } catch (error) {
-      throw refuse(
-        error instanceof UnsafeAddressError
-          ? `${error.message}; webhooks are sent to public addresses only`
-          : 'the host does not resolve',
-      );
+      if (!(error instanceof UnsafeAddressError)) throw error;
+      throw refuse(`${error.message}; webhooks are sent to public addresses only`);
     }
     return url.href;
   }
