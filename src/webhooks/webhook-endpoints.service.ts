@@ -31,6 +31,13 @@ export const MAX_ENDPOINTS_PER_ORGANIZATION = 20;
 
 /** An endpoint with this many attempts pending takes no ping or redelivery until some are made. */
 export const MANUAL_ATTEMPTS_PENDING_MAX = 100;
+/**
+ * Each statement of a ping's or redelivery's transaction, the wait for the endpoint's lock
+ * included, takes at most this long; past it the answer is 503 `database_timeout` with
+ * Retry-After. A burst queued on the lock holds pool connections only this long (found by
+ * review), while ordinary concurrent redeliveries, milliseconds each, still all pass.
+ */
+const MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS = 1_000;
 
 /** The rules of webhook endpoints: who may point where, and what they see of them. */
 const endpointDisabled = () =>
@@ -143,10 +150,13 @@ export class WebhookEndpointsService {
 
   /** Queues a `ping` for this endpoint alone; a disabled endpoint receives nothing (409). */
   async ping(organizationId: string, id: string): Promise<WebhookPingDto> {
-    const eventId = await this.database.transaction(async (manager) => {
-      await this.lockForManualAttempt(manager, organizationId, id);
-      return this.webhooks.insertPing(manager, organizationId, id, this.clock.now());
-    });
+    const eventId = await this.database.transaction(
+      async (manager) => {
+        await this.lockForManualAttempt(manager, organizationId, id);
+        return this.webhooks.insertPing(manager, organizationId, id, this.clock.now());
+      },
+      { statementTimeoutMs: MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS },
+    );
     if (eventId) return { event_id: publicEventId(eventId) };
     // Disabled or deleted since the lock's read (a change committed in between).
     if (await this.webhooks.findEndpoint(organizationId, id)) throw endpointDisabled();
@@ -207,31 +217,34 @@ export class WebhookEndpointsService {
     endpointId: string,
     deliveryId: string,
   ): Promise<WebhookDeliveryDto> {
-    const row = await this.database.transaction(async (manager) => {
-      await this.lockForManualAttempt(manager, caller.organizationId, endpointId);
-      const redelivery = await this.webhooks.insertRedelivery(
-        manager,
-        caller.organizationId,
-        endpointId,
-        deliveryId,
-        this.clock.now(),
-      );
-      if (redelivery === 'not_found') throw AppError.notFound('Webhook delivery');
-      if (redelivery === 'disabled') throw endpointDisabled();
-      await this.audit.record(manager, caller, {
-        organizationId: caller.organizationId,
-        action: 'webhook_delivery.redelivered',
-        target: { type: 'webhook_delivery', id: redelivery.id },
-        details: {
-          webhook_endpoint_id: endpointId,
-          redelivery_of: deliveryId,
-          event_id: publicEventId(redelivery.event_id),
-          event_type: redelivery.event_type,
-          attempt: redelivery.attempt,
-        },
-      });
-      return redelivery;
-    });
+    const row = await this.database.transaction(
+      async (manager) => {
+        await this.lockForManualAttempt(manager, caller.organizationId, endpointId);
+        const redelivery = await this.webhooks.insertRedelivery(
+          manager,
+          caller.organizationId,
+          endpointId,
+          deliveryId,
+          this.clock.now(),
+        );
+        if (redelivery === 'not_found') throw AppError.notFound('Webhook delivery');
+        if (redelivery === 'disabled') throw endpointDisabled();
+        await this.audit.record(manager, caller, {
+          organizationId: caller.organizationId,
+          action: 'webhook_delivery.redelivered',
+          target: { type: 'webhook_delivery', id: redelivery.id },
+          details: {
+            webhook_endpoint_id: endpointId,
+            redelivery_of: deliveryId,
+            event_id: publicEventId(redelivery.event_id),
+            event_type: redelivery.event_type,
+            attempt: redelivery.attempt,
+          },
+        });
+        return redelivery;
+      },
+      { statementTimeoutMs: MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS },
+    );
     return toWebhookDeliveryResponse(row);
   }
 

@@ -676,13 +676,14 @@ export class WebhooksRepository {
   }
 
   /**
-   * Takes the endpoint's lock for attempts asked for by hand (a transaction-level advisory lock,
-   * held to the caller's commit, in a statement of its own so that what follows sees every such
-   * attempt committed before), then answers the endpoint's status and its attempts pending,
-   * counted up to `upTo` (an index range of webhook_delivery_attempts_pending_idx); undefined
-   * when the organization has no such endpoint, whose attempts are then never read. Pings and
-   * redeliveries of one endpoint thus count and insert one at a time: a burst cannot pass the
-   * bound by its own size.
+   * Takes the lock of the organization's endpoint's attempts asked for by hand (a
+   * transaction-level advisory lock, held to the caller's commit, in a statement of its own so
+   * that what follows sees every such attempt committed before), then answers the endpoint's
+   * status and its attempts pending, counted up to `upTo` (an index range of
+   * webhook_delivery_attempts_pending_idx); undefined when the organization has no such
+   * endpoint, whose attempts are then never read. Pings and redeliveries of one endpoint thus
+   * count and insert one at a time: a burst cannot pass the bound by its own size. The caller's
+   * transaction bounds the wait (MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS).
    */
   async lockForManualAttempt(
     manager: EntityManager,
@@ -690,10 +691,10 @@ export class WebhooksRepository {
     endpointId: string,
     upTo: number,
   ): Promise<ManualAttemptRoom | undefined> {
-    await this.database.count(
-      sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook_manual_attempts:' || ${endpointId}, 0))`,
-      { manager },
-    );
+    const key = `webhook_manual_attempts:${organizationId}:${endpointId}`;
+    await this.database.count(sql`SELECT pg_advisory_xact_lock(hashtextextended(${key}, 0))`, {
+      manager,
+    });
     const room = manualAttemptRoom(upTo);
     return this.database.row(
       room.query`SELECT ${room}
