@@ -351,11 +351,13 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       [{ chunkSize: 4, intervalMs: 20, dropAfter: 4 }, 'engine_unavailable'],
     ] as const) {
       const userId = uniqueUserId('broken');
+      const before = await tokens();
       fake.respondWith({ stream });
       const response = await respond({ user_id: userId, message: 'go on', stream: true });
       expect(response.status).toBe(200);
       const events = parseEvents(response.text);
-      expect(events.filter((e) => e.event === 'delta').length).toBeGreaterThan(0);
+      const deltas = events.filter((e) => e.event === 'delta');
+      expect(deltas.length).toBeGreaterThan(0);
       const last = events.at(-1)!;
       expect(last.event).toBe('error');
       expect(last.data).toMatchObject({
@@ -363,7 +365,66 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       });
       expect(events.some((e) => e.event === 'done')).toBe(false);
       expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
+      // The provider billed what it streamed, but its count never came: an estimate counts, as
+      // no reply (about 4 bytes a token of what was sent and of what the client was given).
+      const after = await tokens();
+      const streamedBytes = deltas.reduce(
+        (bytes, e) => bytes + Buffer.byteLength((e.data as { text: string }).text),
+        0,
+      );
+      expect(after.requests).toBe(before.requests);
+      expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
+      expect(after.completion_tokens - before.completion_tokens).toBeGreaterThanOrEqual(
+        Math.ceil(streamedBytes / 4),
+      );
     }
+  });
+
+  it('counts an estimate of the tokens of a stream whose client left after reading some of it', async () => {
+    const port = await listen(t);
+    const before = await tokens();
+    fake.respondWith({ stream: { chunkSize: 2, intervalMs: 50, chunks: 60 } });
+    let read = '';
+    await new Promise<void>((resolve, reject) => {
+      const request = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/respond',
+          headers: { authorization: tenant.auth, 'content-type': 'application/json' },
+        },
+        (response) => {
+          // Leave once some of the reply has been read: the usage chunk ends the stream, later.
+          response.on('data', (chunk: Buffer) => {
+            read += chunk.toString('utf8');
+            if (read.includes('event: delta')) {
+              request.destroy();
+              resolve();
+            }
+          });
+        },
+      );
+      request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
+      request.end(
+        JSON.stringify({
+          personality_id: personalityId,
+          user_id: uniqueUserId('leaves'),
+          message: 'tell me everything',
+          stream: true,
+        }),
+      );
+    });
+    await fake.waitForAborted(1);
+    const deadline = Date.now() + 5_000;
+    let after = await tokens();
+    while (after.completion_tokens === before.completion_tokens && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      after = await tokens();
+    }
+    expect(after.requests).toBe(before.requests);
+    expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
+    expect(after.completion_tokens - before.completion_tokens).toBeGreaterThan(0);
   });
 
   it('cancels the provider’s call when the client goes away mid-stream, and stores nothing', async () => {

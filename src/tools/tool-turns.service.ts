@@ -13,9 +13,9 @@ import type { EntityManager } from 'typeorm';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import type {
   EngineReply,
-  EngineTool,
   EngineToolCall,
   EngineToolResult,
+  ReplyRequest,
   TokenUsage,
 } from '../respond/engine/response-engine';
 import {
@@ -49,10 +49,9 @@ export interface ToolTurnContext {
 }
 
 /** One model call of the turn, given the tools it may call and the earlier rounds' results. */
-export type AskEngine = (extra: {
-  tools?: EngineTool[];
-  toolResults?: EngineToolResult[];
-}) => Promise<EngineReply>;
+export type AskEngine = (
+  extra: Pick<ReplyRequest, 'tools' | 'toolResults' | 'onUncountedSpend'>,
+) => Promise<EngineReply>;
 
 export type ToolTurnOutcome =
   | { kind: 'completed'; reply: EngineReply; toolCalls: ToolCallRecord[] }
@@ -160,6 +159,11 @@ export class ToolTurnsService {
       const reply = await ask({
         tools: canCall ? engineTools : undefined,
         toolResults: state.results.length > 0 ? state.results : undefined,
+        // Counted with the turn's other calls when the turn fails (RespondService.endFailedTurn).
+        onUncountedSpend: (estimate, model) => {
+          state.usage = addUsage(state.usage, estimate);
+          state.model = state.model ?? model;
+        },
       });
       state.usage = addUsage(state.usage, reply.usage);
       state.model = reply.model ?? state.model;

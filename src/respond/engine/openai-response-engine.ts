@@ -38,6 +38,15 @@ import { systemMessage } from './system-message';
 export const MAX_TOKENS_PER_CALL = 10_000_000;
 const usageLogger = new Logger('OpenAiResponseEngine');
 
+/**
+ * The tokens of a text (or of this many UTF-8 bytes) when no provider counted them: about 4
+ * bytes a token in English (docs/spend-control.md).
+ */
+function estimatedTokens(text: string | number): number {
+  const bytes = typeof text === 'number' ? text : Buffer.byteLength(text);
+  return Math.ceil(bytes / 4);
+}
+
 /** A provider's reported count as a whole number ≥ 0; servers that omit one report 0. */
 function tokenCount(value: unknown): number {
   const count = Math.trunc(Number(value));
@@ -225,11 +234,14 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const messages = this.messages(request, emotions);
     const format = responseFormat(emotions);
     let delivered = false;
+    let deliveredBytes = 0;
+    let askedModel: string | undefined;
     let waitingOnClient = false;
     const onDelta =
       request.onDelta &&
       (async (text: string) => {
         delivered = true;
+        deliveredBytes += Buffer.byteLength(text);
         waitingOnClient = true;
         try {
           await request.onDelta!(text);
@@ -237,27 +249,45 @@ export class OpenAiResponseEngine implements ResponseEngine {
           waitingOnClient = false;
         }
       });
-    const { value, route } = await this.router.run(
-      request.personality.model,
-      request.signal,
-      { delivered: () => delivered, waitingOnClient: () => waitingOnClient },
-      async (route, signal) => {
-        // max_completion_tokens, not the deprecated max_tokens that OpenAI's reasoning models
-        // refuse (docs/engines.md: which servers honour it).
-        const params: Params = {
-          model: route.model,
-          messages,
-          response_format: format,
-          max_completion_tokens: this.maxTokens,
-          ...(request.tools?.length ? { tools: functionTools(request.tools) } : {}),
-        };
-        const answer = onDelta
-          ? await this.streamed(route.client, params, signal, onDelta)
-          : await this.whole(route.client, params, signal);
-        return this.toReply(answer, request.message, request.vocabulary, emotions);
-      },
-    );
-    return { ...value, model: route.model };
+    const tools = request.tools?.length ? functionTools(request.tools) : undefined;
+    try {
+      const { value, route } = await this.router.run(
+        request.personality.model,
+        request.signal,
+        { delivered: () => delivered, waitingOnClient: () => waitingOnClient },
+        async (route, signal) => {
+          askedModel = route.model;
+          // max_completion_tokens, not the deprecated max_tokens that OpenAI's reasoning models
+          // refuse (docs/engines.md: which servers honour it).
+          const params: Params = {
+            model: route.model,
+            messages,
+            response_format: format,
+            max_completion_tokens: this.maxTokens,
+            ...(tools ? { tools } : {}),
+          };
+          const answer = onDelta
+            ? await this.streamed(route.client, params, signal, onDelta)
+            : await this.whole(route.client, params, signal);
+          return this.toReply(answer, request.message, request.vocabulary, emotions);
+        },
+      );
+      return { ...value, model: route.model };
+    } catch (error) {
+      // The client read part of an answer whose count never came: counted by estimate, or a
+      // client leaving just before the stream's last chunk would be served for nothing.
+      if (delivered && askedModel) {
+        request.onUncountedSpend?.(
+          {
+            promptTokens: estimatedTokens(JSON.stringify([messages, tools ?? []])),
+            completionTokens: estimatedTokens(deliveredBytes),
+            cachedTokens: 0,
+          },
+          askedModel,
+        );
+      }
+      throw error;
+    }
   }
 
   private messages(request: ReplyRequest, emotions: string[]): ChatCompletionMessageParam[] {

@@ -67,6 +67,12 @@ export interface ReplyRequest {
   tools?: EngineTool[];
   /** The calls of the turn's earlier rounds with their outputs, in order. */
   toolResults?: EngineToolResult[];
+  /**
+   * Told of a streamed call that failed or was cancelled (the client left, the time ran out)
+   * after its text reached the client: the provider bills it, but its count, the stream's last
+   * chunk, never came. Receives an estimate of its tokens and the model asked.
+   */
+  onUncountedSpend?: (estimate: TokenUsage, model: string) => void;
 }
 
 export interface EmotionReading {
