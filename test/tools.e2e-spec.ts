@@ -1217,6 +1217,31 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     ]);
   });
 
+  it("counts a turn's tokens in the organization's rows when its end user is erased meanwhile", async () => {
+    const { tenant, created } = await tenantWithLookup();
+    // A round (arguments that fail the schema), then an answer that comes once the end user is gone.
+    fake.respondWith(
+      { ...called('not json'), usage: { prompt_tokens: 30, completion_tokens: 3 } },
+      { delayMs: 1_000, usage: { prompt_tokens: 40, completion_tokens: 4 } },
+    );
+    const userId = uniqueUserId();
+    const replying = t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', tenant.auth)
+      .send({ personality_id: created.body.id, user_id: userId, message: 'erase me meanwhile' })
+      .then((response) => response);
+    await fake.waitForRequests(2);
+    await t.sql('DELETE FROM end_users WHERE user_id = $1', [userId]);
+    expect((await replying).status).toBe(409);
+    // Its end user's rollups went with them; the organization's month counts both calls.
+    expect(await tokensOf(tenant.auth)).toMatchObject({
+      requests: 0,
+      prompt_tokens: 70,
+      completion_tokens: 7,
+    });
+  });
+
   it('counts the tokens of the calls a turn made when its client leaves mid-turn, and stores nothing', async () => {
     const { tenant, created } = await tenantWithLookup();
     // A round (arguments that fail the schema), then a call that never answers.

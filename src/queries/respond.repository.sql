@@ -95,24 +95,12 @@ token_month AS (
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
-    token_end_user_month AS (
-      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
-                                               prompt_tokens, completion_tokens, cached_tokens,
-                                               total_tokens)
-      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
-                     $54::bigint, $55::bigint, $56::bigint)
-      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
-        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
-        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
-        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
-            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_personality_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
-                     $62::bigint, $63::bigint, $64::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -123,16 +111,28 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($65, $66,
-              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
-                     $71::bigint, $72::bigint,
-              $73::bigint)
+      VALUES ($57, $58,
+              coalesce($59::uuid, $60::uuid), $61::bigint, $62::bigint,
+                     $63::bigint, $64::bigint,
+              $65::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
             total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens),
+    token_end_user_month AS (
+      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
+                                               prompt_tokens, completion_tokens, cached_tokens,
+                                               total_tokens)
+      VALUES ($66, $67, $68, $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint, $73::bigint)
+      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
+        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
+        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
+        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
+            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_end_user_day AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
@@ -206,24 +206,12 @@ token_month AS (
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
-    token_end_user_month AS (
-      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
-                                               prompt_tokens, completion_tokens, cached_tokens,
-                                               total_tokens)
-      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
-                     $54::bigint, $55::bigint, $56::bigint)
-      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
-        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
-        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
-        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
-            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_personality_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
-                     $62::bigint, $63::bigint, $64::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -234,16 +222,28 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($65, $66,
-              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
-                     $71::bigint, $72::bigint,
-              $73::bigint)
+      VALUES ($57, $58,
+              coalesce($59::uuid, $60::uuid), $61::bigint, $62::bigint,
+                     $63::bigint, $64::bigint,
+              $65::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
             total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens),
+    token_end_user_month AS (
+      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
+                                               prompt_tokens, completion_tokens, cached_tokens,
+                                               total_tokens)
+      VALUES ($66, $67, $68, $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint, $73::bigint)
+      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
+        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
+        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
+        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
+            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_end_user_day AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
@@ -387,24 +387,12 @@ token_month AS (
         prompt_tokens = token_usage_days.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_days.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_days.cached_tokens + EXCLUDED.cached_tokens),
-    token_end_user_month AS (
-      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
-                                               prompt_tokens, completion_tokens, cached_tokens,
-                                               total_tokens)
-      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
-                     $54::bigint, $55::bigint, $56::bigint)
-      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
-        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
-        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
-        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
-            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_personality_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
                                                   cached_tokens, total_tokens)
-      VALUES ($57, $58, $59, $60::bigint, $61::bigint,
-                     $62::bigint, $63::bigint, $64::bigint)
+      VALUES ($49, $50, $51, $52::bigint, $53::bigint,
+                     $54::bigint, $55::bigint, $56::bigint)
       ON CONFLICT (organization_id, month, personality_id) DO UPDATE
         SET requests = token_usage_personality_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_personality_months.prompt_tokens + EXCLUDED.prompt_tokens,
@@ -415,16 +403,28 @@ token_month AS (
       INSERT INTO token_usage_api_key_months (organization_id, month, api_key_id, requests,
                                               prompt_tokens, completion_tokens, cached_tokens,
                                               total_tokens)
-      VALUES ($65, $66,
-              coalesce($67::uuid, $68::uuid), $69::bigint, $70::bigint,
-                     $71::bigint, $72::bigint,
-              $73::bigint)
+      VALUES ($57, $58,
+              coalesce($59::uuid, $60::uuid), $61::bigint, $62::bigint,
+                     $63::bigint, $64::bigint,
+              $65::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET requests = token_usage_api_key_months.requests + EXCLUDED.requests,
         prompt_tokens = token_usage_api_key_months.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = token_usage_api_key_months.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = token_usage_api_key_months.cached_tokens + EXCLUDED.cached_tokens,
             total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens),
+    token_end_user_month AS (
+      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
+                                               prompt_tokens, completion_tokens, cached_tokens,
+                                               total_tokens)
+      VALUES ($66, $67, $68, $69::bigint, $70::bigint,
+                     $71::bigint, $72::bigint, $73::bigint)
+      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
+        SET requests = token_usage_end_user_months.requests + EXCLUDED.requests,
+        prompt_tokens = token_usage_end_user_months.prompt_tokens + EXCLUDED.prompt_tokens,
+        completion_tokens = token_usage_end_user_months.completion_tokens + EXCLUDED.completion_tokens,
+        cached_tokens = token_usage_end_user_months.cached_tokens + EXCLUDED.cached_tokens,
+            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_end_user_day AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.

@@ -247,13 +247,22 @@ export class RespondService implements OnApplicationBootstrap {
     const { organizationId, resumedTurnId, tools } = conversation;
     const spent = tools.usage;
     tools.usage = null;
-    try {
-      // Participants' code: inside the try, so that nothing it throws replaces the turn's error.
+    const at = this.clock.now();
+    const count = async (endUserErased: boolean) => {
       const unstored = spent
-        ? this.tokenSteps(conversation, spent, tools.model, this.clock.now())
+        ? this.tokenSteps(conversation, spent, tools.model, at, endUserErased)
         : [];
       if (resumedTurnId) await this.toolTurns.release(organizationId, resumedTurnId, unstored);
       else if (unstored.length > 0) await this.repository.storeExchange(unstored);
+    };
+    try {
+      // Participants' code: inside the try, so that nothing it throws replaces the turn's error.
+      await count(false).catch(async (error: unknown) => {
+        // The end user was erased meanwhile (their rollups' foreign keys): the organization's
+        // count stays, or erasing an end user mid-turn would spend its tokens for free.
+        if (!this.vanishedMeanwhile(error) || this.personalityVanished(error)) throw error;
+        await count(true);
+      });
     } catch (error) {
       // The end user or personality went meanwhile: the tokens of its turn went with it.
       if (this.vanishedMeanwhile(error)) return;
@@ -277,9 +286,10 @@ export class RespondService implements OnApplicationBootstrap {
     usage: TokenUsage,
     model: string | null,
     at: Date,
+    endUserErased = false,
   ): WithEntry[] {
     return this.participants.countTokens(
-      { ...this.ownerOf(conversation, at), tokens: { ...usage, model } },
+      { ...this.ownerOf(conversation, at), tokens: { ...usage, model }, endUserErased },
       conversation.admissions,
     );
   }
@@ -454,9 +464,13 @@ export class RespondService implements OnApplicationBootstrap {
    * foreign keys refuse the writes, and the caller gets what a moment later they would have.
    */
   private vanishedMeanwhile(error: unknown): AppError | undefined {
-    const { code, constraint } = error as { code?: string; constraint?: string };
+    const { code } = error as { code?: string };
     if (code !== FOREIGN_KEY_VIOLATION) return undefined;
-    if (constraint === 'memories_personality_id_fkey') return AppError.notFound('Personality');
+    if (this.personalityVanished(error)) return AppError.notFound('Personality');
     return this.endUsers.underDeletion({ erase_after: null });
+  }
+
+  private personalityVanished(error: unknown): boolean {
+    return (error as { constraint?: string }).constraint === 'memories_personality_id_fkey';
   }
 }

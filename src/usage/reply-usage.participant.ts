@@ -10,7 +10,7 @@ import { relationshipActivityStep, tokenUsageStep, type TokensUsed } from './usa
 
 /** Who spent a turn's tokens, for the breakdown's rollups and the budgets. */
 function tokensUsed(counted: CountedTokens, replies: 0 | 1): TokensUsed {
-  const { caller, organizationId, endUserId, personalityId, at, tokens } = counted;
+  const { caller, organizationId, endUserId, personalityId, at, tokens, endUserErased } = counted;
   return {
     organizationId,
     endUserId,
@@ -18,6 +18,7 @@ function tokensUsed(counted: CountedTokens, replies: 0 | 1): TokensUsed {
     apiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
     at,
     replies,
+    endUserErased,
     ...tokens,
   };
 }

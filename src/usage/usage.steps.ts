@@ -1,4 +1,4 @@
-import { LendingEntries, raw, sql } from '../database/sql';
+import { empty, LendingEntries, raw, sql } from '../database/sql';
 import { monthOf } from './dto/usage.dto';
 import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
 
@@ -28,6 +28,11 @@ export interface TokensUsed {
    * a turn's model calls written before it has a reply (it paused for client tools, or failed).
    */
   replies?: 0 | 1;
+  /**
+   * The end user was erased while the turn ran: the end user's rollups went with them (their
+   * rows would fail the foreign key); the organization's, the personality's and the key's stay.
+   */
+  endUserErased?: boolean;
 }
 
 /** The first day of the UTC month of `at`, as the tables key their months. */
@@ -75,8 +80,9 @@ export function relationshipActivityStep(
  * before it has a reply) to its organization's month (whose new total, `used_tokens`, it lends:
  * the budget's thresholds read it), to the month of the model that wrote it, and to the rollups
  * the breakdown and the daily budget read: the organization's day, the end user's month, the
- * personality's month, the API key's month and the end user's day. Its text does not depend on
- * the values (a reply without a model inserts no model row), so a named statement can carry it.
+ * personality's month, the API key's month and the end user's day (not those two once the end
+ * user is erased: TokensUsed.endUserErased). Its text does not depend on the values (a reply
+ * without a model inserts no model row), so a named statement can carry it.
  */
 export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensColumns> {
   const month = monthStartOf(tokens.at);
@@ -89,7 +95,7 @@ export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensCo
         prompt_tokens = ${raw(table)}.prompt_tokens + EXCLUDED.prompt_tokens,
         completion_tokens = ${raw(table)}.completion_tokens + EXCLUDED.completion_tokens,
         cached_tokens = ${raw(table)}.cached_tokens + EXCLUDED.cached_tokens`;
-  const definition = sql`token_month AS (
+  const organizationEntries = sql`token_month AS (
       INSERT INTO token_usage_months (organization_id, month, requests, prompt_tokens,
                                       completion_tokens, cached_tokens)
       VALUES (${tokens.organizationId}, ${month}, ${counts})
@@ -106,14 +112,6 @@ export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensCo
                                     completion_tokens, cached_tokens)
       VALUES (${tokens.organizationId}, ${day}, ${counts})
       ON CONFLICT (organization_id, day) DO UPDATE SET ${add('token_usage_days')}),
-    token_end_user_month AS (
-      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
-                                               prompt_tokens, completion_tokens, cached_tokens,
-                                               total_tokens)
-      VALUES (${tokens.organizationId}, ${month}, ${tokens.endUserId}, ${counts}, ${total}::bigint)
-      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
-        SET ${add('token_usage_end_user_months')},
-            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_personality_month AS (
       INSERT INTO token_usage_personality_months (organization_id, month, personality_id,
                                                   requests, prompt_tokens, completion_tokens,
@@ -131,7 +129,17 @@ export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensCo
               ${total}::bigint)
       ON CONFLICT (organization_id, month, api_key_id) DO UPDATE
         SET ${add('token_usage_api_key_months')},
-            total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens),
+            total_tokens = token_usage_api_key_months.total_tokens + EXCLUDED.total_tokens)`;
+  // Written only while the end user is there (TokensUsed.endUserErased).
+  const endUserEntries = sql`,
+    token_end_user_month AS (
+      INSERT INTO token_usage_end_user_months (organization_id, month, end_user_id, requests,
+                                               prompt_tokens, completion_tokens, cached_tokens,
+                                               total_tokens)
+      VALUES (${tokens.organizationId}, ${month}, ${tokens.endUserId}, ${counts}, ${total}::bigint)
+      ON CONFLICT (organization_id, month, end_user_id) DO UPDATE
+        SET ${add('token_usage_end_user_months')},
+            total_tokens = token_usage_end_user_months.total_tokens + EXCLUDED.total_tokens),
     token_end_user_day AS (
       -- One row per end user: the first reply of a later day starts it again; a reply stored
       -- late for an earlier day (a day boundary during the reply) leaves a newer day alone.
@@ -142,5 +150,6 @@ export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensCo
                           WHEN d.day < EXCLUDED.day THEN EXCLUDED.tokens
                           ELSE d.tokens END,
             day = GREATEST(d.day, EXCLUDED.day))`;
+  const definition = sql`${organizationEntries}${tokens.endUserErased ? empty : endUserEntries}`;
   return new LendingEntries(definition, 'token_month', ['organization_id', 'month', 'used_tokens']);
 }

@@ -58,6 +58,8 @@ export interface StoredExchange extends TurnOwner {
 /** Tokens of a turn counted without a reply: it paused for client tools, or failed. */
 export interface CountedTokens extends TurnOwner {
   tokens: SpentTokens;
+  /** The end user was erased while the turn ran: only rows that outlive them are written. */
+  endUserErased?: boolean;
 }
 
 /**
