@@ -87,6 +87,7 @@ async function replyStatement(shape: ReplyShape): Promise<string> {
         organizationId: ORGANIZATION,
         budgets: ['organization'],
         reservationIds: ['00000000-0000-4000-8000-000000000004'],
+        estimatedTokens: 1_000,
       }),
     ],
     countTokens: () => [],

@@ -5,10 +5,12 @@ export interface HeldReservation {
   /** The budgets they were made in (spend_reservations.budget). */
   budgets: string[];
   /**
-   * The reply's estimate's, then, in a turn with tools, the one holding the tokens its model
-   * calls have spent so far (SpendService.assertRoomFor).
+   * The reply's estimate's; in a turn with tools, after its first call, the one holding the
+   * tokens its model calls have spent so far with the estimate (SpendService.assertRoomFor).
    */
   reservationIds: string[];
+  /** The reply's estimate: what stands for its next model call. */
+  estimatedTokens: number;
 }
 
 /**

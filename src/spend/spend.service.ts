@@ -152,6 +152,7 @@ export class SpendService {
         organizationId,
         budgets: [month, today].filter((b) => b.limit !== null).map((b) => b.budget),
         reservationIds: [reservationId],
+        estimatedTokens: tokens,
       };
     }
     return admission;
@@ -160,11 +161,12 @@ export class SpendService {
   /**
    * Between the model calls of a turn with tools (contract §26): 402 `budget_exceeded` once the
    * turn's tokens so far, with what is counted and reserved already (this reply's estimate
-   * included), pass a budget. Admitted, those tokens stay reserved beside the estimate (which
-   * stands for the next call) until the reply's statement settles them or release() gives them
-   * back, replacing the previous round's: concurrent replies count them, so a budget is overshot
-   * by one call of a turn, not by all of them. Each round's reservation lapses a whole
-   * ENGINE_TIMEOUT_MS + 30 s after it is made.
+   * included), pass a budget. Admitted, those tokens and the estimate (which stands for the next
+   * call) are held in one reservation until the reply's statement settles it or release() gives
+   * it back, replacing the previous hold: concurrent replies count them, so a budget is overshot
+   * by one call of a turn, not by all of them. Each hold lapses a whole ENGINE_TIMEOUT_MS + 30 s
+   * after it is made, so a long turn's estimate is made again each round rather than lapsing
+   * after the first (found by review: past it, nothing held room for the next call).
    */
   async assertRoomFor(admission: SpendAdmission, endUserId: string, tokens: number): Promise<void> {
     const { organizationId, limits } = admission;
@@ -189,16 +191,16 @@ export class SpendService {
       });
     const budgets = [month, today].filter((b) => b.limit !== null).map((b) => b.budget);
     const held = admission.released ? null : admission.reservation;
-    // The previous round's tokens are part of these: its reservation goes first.
-    const [estimateId, ...rounds] = held?.reservationIds ?? [];
-    if (held && rounds.length > 0) {
-      await this.reservations.release(organizationId, held.budgets, rounds);
-      held.reservationIds = [estimateId];
+    // The previous hold (the estimate, or the last round's) is part of this one: it goes first.
+    if (held) {
+      await this.reservations.release(organizationId, held.budgets, held.reservationIds);
+      held.reservationIds = [];
     }
-    // A budget refuses once what it counts has reached its limit: the turn's tokens are
-    // reserved, then a reservation of none asks whether that reached it.
+    // A budget refuses once what it counts has reached its limit: the turn's tokens and the
+    // estimate are reserved, then a reservation of none asks whether that reached it.
     const reservationId = randomUUID();
-    const refusal = (await reserve(reservationId, tokens)) ?? (await reserve(randomUUID(), 0));
+    const holding = tokens + (held?.estimatedTokens ?? 0);
+    const refusal = (await reserve(reservationId, holding)) ?? (await reserve(randomUUID(), 0));
     if (refusal || !held) {
       await this.reservations.release(organizationId, budgets, [reservationId]);
     } else {

@@ -131,32 +131,27 @@ describe('SpendService (real database)', () => {
     expect(spend.exchangeSteps(admission, exchange).steps).toEqual([]);
   });
 
-  it("holds a turn's tokens so far beside its estimate between rounds, one round's at a time, until they settle", async () => {
+  it("holds a turn's tokens so far with its estimate between rounds, one hold at a time, until they settle", async () => {
     const org = await organization({ monthlyTokenBudget: 3_000 });
     const turn = await admit(org);
-    // A first round spent 2,000: held beside the estimate (700 for the next call).
+    const tokensHeld = async () => (await held(org.organizationId)).map((row) => row.tokens);
+    // A first round spent 2,000: held with the estimate (700 for the next call), in one hold.
     await spend.assertRoomFor(turn, org.endUserId, 2_000);
-    expect((await held(org.organizationId)).map((row) => row.tokens).sort()).toEqual([
-      2_000,
-      ESTIMATE,
-    ]);
+    expect(await tokensHeld()).toEqual([2_000 + ESTIMATE]);
     // A concurrent reply counts them: 2,700 of 3,000 leaves room for one more admission only.
     const other = await admit(org);
     await expectAppError(admit(org), 'budget_exceeded');
     spend.release(other);
-    await waitFor(async () => (await held(org.organizationId)).length === 2);
+    await waitFor(async () => (await held(org.organizationId)).length === 1);
     // The next round's total replaces the first round's hold, not adds to it.
     await spend.assertRoomFor(turn, org.endUserId, 2_200);
-    expect((await held(org.organizationId)).map((row) => row.tokens).sort()).toEqual([
-      2_200,
-      ESTIMATE,
-    ]);
-    // Past the budget: refused, and the refused round holds nothing more.
+    expect(await tokensHeld()).toEqual([2_200 + ESTIMATE]);
+    // Past the budget: refused (the turn ends with 402), and it holds nothing more.
     await expectAppError(spend.assertRoomFor(turn, org.endUserId, 2_400), 'budget_exceeded');
-    expect((await held(org.organizationId)).map((row) => row.tokens)).toEqual([ESTIMATE]);
-    // The reply's statement settles the estimate and every round's hold together.
+    expect(await tokensHeld()).toEqual([]);
+    // The reply's statement settles the hold.
     await spend.assertRoomFor(turn, org.endUserId, 1_000);
-    expect(await held(org.organizationId)).toHaveLength(2);
+    expect(await tokensHeld()).toEqual([1_000 + ESTIMATE]);
     const { steps } = spend.exchangeSteps(turn, {
       at: clock.now(),
       relationship: undefined as never,
@@ -165,6 +160,22 @@ describe('SpendService (real database)', () => {
     });
     await database.rows(withEntries(steps, sql`SELECT 1`));
     expect(await held(org.organizationId)).toEqual([]);
+  });
+
+  it("makes a long turn's estimate again each round, so it never lapses while the turn runs", async () => {
+    const org = await organization({ monthlyTokenBudget: 1_000 + ESTIMATE });
+    const turn = await admit(org);
+    // Rounds 50 s apart: past the admission's 60 s, each round's hold is younger than that.
+    for (const spent of [100, 200, 300]) {
+      clock.advance(50_000);
+      await spend.assertRoomFor(turn, org.endUserId, spent);
+      await spend.purgeLapsed();
+      expect((await held(org.organizationId)).map((row) => row.tokens)).toEqual([spent + ESTIMATE]);
+    }
+    // So the estimate for the next call still holds room against concurrent replies: one more
+    // fits (1,000 held of 1,700), the one after it does not.
+    await admit(org);
+    await expectAppError(admit(org), 'budget_exceeded');
   });
 
   it('stops counting a reservation at its expiry (ENGINE_TIMEOUT_MS + 30 s), and purges it', async () => {
