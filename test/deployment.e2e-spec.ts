@@ -38,10 +38,12 @@ describe('Deployment files', () => {
     ]);
     const ports = Object.values(compose.services).flatMap((service) => service.ports ?? []);
     for (const port of ports) {
-      const published = port.split(':')[0];
+      // On loopback only: the development stack's fallback secrets are public.
+      const [address, published] = port.split(':');
+      expect(address).toBe('127.0.0.1');
       expect(readme).toContain(published);
     }
-    expect(compose.services.app.ports).toContain('3000:3000');
+    expect(compose.services.app.ports).toContain('127.0.0.1:3000:3000');
   });
 
   it('the app waits for a healthy PostgreSQL and Redis; PostgreSQL keeps its data in a volume', () => {
