@@ -70,6 +70,11 @@ function assertManages(grant: MembershipGrant | null): void {
 export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly memberships: TtlCache<MembershipGrant | null>;
   private readonly membershipChanges: InvalidationChannel;
+  /**
+   * Bumped by every membership forgotten: a read that started before is not cached, since it
+   * may have read the membership before the change committed (as SharedCache does).
+   */
+  private membershipInvalidations = 0;
 
   constructor(
     private readonly database: Database,
@@ -89,8 +94,11 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     this.membershipChanges.listen(
-      (userId) => this.memberships.deleteByPrefix(`${userId}:`),
-      () => this.memberships.clear(),
+      (userId) => this.forgetHere(userId),
+      () => {
+        this.membershipInvalidations++;
+        this.memberships.clear();
+      },
     );
   }
 
@@ -118,6 +126,7 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     }
     const organization = await this.organizations.insert(manager, name);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
+    this.membershipInvalidations++;
     this.memberships.delete(`${userId}:${FIRST}`);
     return toOrganizationView({ ...organization, role: 'owner' });
   }
@@ -172,8 +181,11 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     const key = `${userId}:${organizationId ?? FIRST}`;
     const cached = cacheable ? this.memberships.get(key) : undefined;
     if (cached !== undefined) return cached;
+    const invalidationsBefore = this.membershipInvalidations;
     const grant = await this.grantFromDatabase(userId, organizationId);
-    if (cacheable) this.memberships.set(key, grant);
+    if (cacheable && this.membershipInvalidations === invalidationsBefore) {
+      this.memberships.set(key, grant);
+    }
     return grant;
   }
 
@@ -190,8 +202,13 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
    * it here and, before resolving, on every instance subscribed through Redis (each acknowledges).
    */
   forgetMemberships(userId: string): Promise<void> {
-    this.memberships.deleteByPrefix(`${userId}:`);
+    this.forgetHere(userId);
     return this.membershipChanges.publishConfirmed(userId);
+  }
+
+  private forgetHere(userId: string): void {
+    this.membershipInvalidations++;
+    this.memberships.deleteByPrefix(`${userId}:`);
   }
 
   /** The organization's own bucket size where a plan sets one (null fields: the defaults). */

@@ -16,6 +16,8 @@ import { Factory } from '../support/factory';
 import { userCaller } from '../support/identity';
 import { sessionsWaitingForLocks } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
+import { type OwnRedis, startOwnRedis } from '../support/redis-server';
+import { eventually } from '../support/wait';
 
 /** ORGANIZATIONS_PER_USER for this spec: small, so the cap is reached in a few creations. */
 const CAP = 3;
@@ -528,5 +530,66 @@ describe('OrganizationsService (real database)', () => {
         burst: null,
       });
     });
+  });
+});
+
+describe('OrganizationsService memberships cached while Redis carries changes', () => {
+  let redis: OwnRedis;
+  let moduleRef: TestingModule;
+  let organizations: OrganizationsService;
+  let repository: OrganizationsRepository;
+  let database: Database;
+  let factory: Factory;
+
+  beforeAll(async () => {
+    redis = await startOwnRedis();
+    moduleRef = await moduleAlone([OrganizationsModule], {
+      SMTP_URL: undefined,
+      REDIS_URL: redis.url,
+    });
+    organizations = moduleRef.get(OrganizationsService);
+    repository = moduleRef.get(OrganizationsRepository);
+    database = moduleRef.get(Database);
+    factory = new Factory(database);
+  });
+  afterAll(async () => {
+    await moduleRef.close();
+    await redis.kill();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('keeps no grant read before the membership was forgotten (a removal holds at once)', async () => {
+    const organizationId = await factory.organization();
+    const userId = await factory.member(organizationId, 'admin');
+    const grant = () => organizations.membership(userId, organizationId);
+    // Cached once the subscription is live: a second read answers without the database.
+    await eventually(async () => {
+      await grant();
+      const reads = jest.spyOn(repository, 'findGrant');
+      await grant();
+      const cached = reads.mock.calls.length === 0;
+      reads.mockRestore();
+      return cached || undefined;
+    }, 'the membership cached');
+    await organizations.forgetMemberships(userId);
+
+    // A read in flight while the member is removed and forgotten: it read the old role.
+    let finishRead!: () => void;
+    const readHeld = new Promise<void>((resolve) => (finishRead = resolve));
+    const findGrant = repository.findGrant.bind(repository);
+    jest.spyOn(repository, 'findGrant').mockImplementationOnce(async (...args) => {
+      const row = await findGrant(...args);
+      await readHeld;
+      return row;
+    });
+    const stale = grant();
+    await database.rows(
+      sql`DELETE FROM memberships WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
+    );
+    await organizations.forgetMemberships(userId);
+    finishRead();
+    expect(await stale).toEqual({ organizationId, role: 'admin' });
+    // The next request is refused: the stale read was not kept.
+    expect(await grant()).toBeNull();
   });
 });
