@@ -114,6 +114,11 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   /** Keys whose last_used_at was written within the interval (bounded, expiring entries). */
   private readonly lastUsedWrites: TtlCache<true>;
   private readonly revocations: InvalidationChannel;
+  /**
+   * Bumped by every key forgotten: a lookup that started before is not cached, since it may have
+   * read the key before its revocation committed (as SharedCache does).
+   */
+  private forgotten = 0;
 
   constructor(
     private readonly keys: ApiKeysRepository,
@@ -132,7 +137,14 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   }
 
   onModuleInit(): void {
-    this.revocations.listen((hashHex) => this.byHash.delete(hashHex));
+    this.revocations.listen(
+      (hashHex) => this.forget(hashHex),
+      // A gap in the subscription may have lost revocations: every key is looked up again.
+      () => {
+        this.forgotten++;
+        this.byHash.clear();
+      },
+    );
   }
 
   onModuleDestroy(): void {
@@ -232,7 +244,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       return { created: issued, oldHash: old.keyHash.toString('hex') };
     });
     // Every instance re-reads the old key, so its new expiry holds everywhere from now on.
-    this.byHash.delete(oldHash);
+    this.forget(oldHash);
     await this.revocations.publish(oldHash);
     return created;
   }
@@ -270,12 +282,15 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     });
     if (!updated) throw AppError.notFound('API key');
     const hashHex = updated.keyHash.toString('hex');
-    this.byHash.delete(hashHex);
+    this.forget(hashHex);
     await this.revocations.publish(hashHex);
     return toApiKeyResponse(updated);
   }
 
-  /** Revokes the key; refused on every instance told through Redis from the next request on. */
+  /**
+   * Revokes the key; refused on every instance from the next request on: the answer waits until
+   * every instance subscribed through Redis has forgotten it (contract §8: refused at once).
+   */
   async revoke(caller: CallerContext, id: string): Promise<void> {
     // The revocation and its audit event in one statement (one transaction, one round trip).
     const now = this.clock.now();
@@ -294,8 +309,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     );
     if (!keyHash) throw AppError.notFound('API key');
     const hashHex = keyHash.toString('hex');
-    this.byHash.delete(hashHex);
-    await this.revocations.publish(hashHex);
+    this.forget(hashHex);
+    await this.revocations.publishConfirmed(hashHex);
   }
 
   /**
@@ -337,7 +352,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
    * membership changes are), so the removal's answer finds no instance still honouring a key.
    */
   async announceRevoked(revoked: RevokedKeys): Promise<void> {
-    for (const hashHex of revoked.hashes) this.byHash.delete(hashHex);
+    for (const hashHex of revoked.hashes) this.forget(hashHex);
     await Promise.all(revoked.hashes.map((hashHex) => this.revocations.publishConfirmed(hashHex)));
   }
 
@@ -348,6 +363,12 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     return !this.byHash.has(cacheKey) && !this.unknownHashes.has(cacheKey);
   }
 
+  /** Forgets a key here (revoked, rolled or changed): the next use looks it up again. */
+  private forget(hashHex: string): void {
+    this.forgotten++;
+    this.byHash.delete(hashHex);
+  }
+
   /** The caller an API key stands for, or null for a malformed, unknown, revoked or expired key. */
   async authenticate(key: string): Promise<CallerContext | null> {
     if (!isWellFormedApiKey(key)) return null;
@@ -356,6 +377,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (this.unknownHashes.has(cacheKey)) return null;
     let found = this.byHash.get(cacheKey);
     if (found === undefined) {
+      const forgottenBefore = this.forgotten;
       const row = await this.keys.findUnrevokedByHash(hash);
       if (!row) {
         this.unknownHashes.set(cacheKey, true);
@@ -368,7 +390,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
         expiresAt: row.expiresAt?.getTime() ?? null,
         rateLimit: bucketOf(row),
       };
-      this.byHash.set(cacheKey, found);
+      if (this.forgotten === forgottenBefore) this.byHash.set(cacheKey, found);
     }
     // The injected clock (a property read and a call), so a spec can move past an expiry.
     if (found.expiresAt !== null && found.expiresAt <= this.clock.nowMs()) return null;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { TestingModule } from '@nestjs/testing';
 import { ApiKeysModule } from '../../src/api-keys/api-keys.module';
+import { ApiKeysRepository } from '../../src/api-keys/api-keys.repository';
 import { ApiKeysService } from '../../src/api-keys/api-keys.service';
 import type { Scope, UserCaller } from '../../src/common/auth/caller';
 import { Clock, ManualClock } from '../../src/common/time/clock';
@@ -9,6 +10,7 @@ import { sql } from '../../src/database/sql';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
+import { type OwnRedis, startOwnRedis } from '../support/redis-server';
 
 /**
  * The api-keys module alone on a real PostgreSQL, without HTTP (a "medium" spec): ApiKeysService
@@ -217,5 +219,56 @@ describe('ApiKeysService (real database)', () => {
     expect(row.expires_at.toISOString()).toBe(expiresAt.toISOString());
     clock.advance(10_000);
     expect(await keys.authenticate(soon.key)).toBeNull();
+  });
+});
+
+describe('ApiKeysService keys cached while Redis carries revocations', () => {
+  let redis: OwnRedis;
+  let moduleRef: TestingModule;
+  let keys: ApiKeysService;
+  let repository: ApiKeysRepository;
+  let factory: Factory;
+
+  beforeAll(async () => {
+    redis = await startOwnRedis();
+    moduleRef = await moduleAlone([ApiKeysModule], { REDIS_URL: redis.url });
+    keys = moduleRef.get(ApiKeysService);
+    repository = moduleRef.get(ApiKeysRepository);
+    factory = new Factory(moduleRef.get(Database));
+  });
+  afterAll(async () => {
+    await moduleRef?.close();
+    await redis.kill();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('keeps no key read before its revocation: refused from the next request on', async () => {
+    const organizationId = await factory.organization();
+    const caller: UserCaller = {
+      kind: 'user',
+      userId: await factory.member(organizationId, 'owner'),
+      organizationId,
+      scopes: ['admin'],
+      requestId: randomUUID(),
+      ip: '192.0.2.10',
+    };
+    const created = await keys.create(caller, { name: 'leaked', scopes: ['read'] });
+    // Renamed: forgotten here, so its next use looks it up.
+    await keys.update(caller, created.id, { name: 'leaked key' });
+
+    // A lookup in flight while the key is revoked: it read the key before the revocation.
+    let finishRead!: () => void;
+    const readHeld = new Promise<void>((resolve) => (finishRead = resolve));
+    const find = repository.findUnrevokedByHash.bind(repository);
+    jest.spyOn(repository, 'findUnrevokedByHash').mockImplementationOnce(async (hash) => {
+      const row = await find(hash);
+      await readHeld;
+      return row;
+    });
+    const stale = keys.authenticate(created.key);
+    await keys.revoke(caller, created.id);
+    finishRead();
+    expect(await stale).toMatchObject({ kind: 'api_key', apiKeyId: created.id });
+    expect(await keys.authenticate(created.key)).toBeNull();
   });
 });
