@@ -129,17 +129,23 @@ export function resolveAll(host: string): Promise<LookupAddress[]> {
   );
 }
 
-/** Every address a name resolves to; UnsafeAddressError when it does not resolve. */
+/** The resolver's answers that say a name does not exist (not that it could not be asked). */
+const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
+
+/**
+ * Every address a name resolves to; UnsafeAddressError when it does not exist. A resolver that
+ * failed (EAI_AGAIN, a timeout) rejects with its own error: the name may be fine.
+ */
 function resolveName(host: string): Promise<LookupAddress[]> {
-  return resolveAll(host).catch(() => {
-    throw new UnsafeAddressError(host);
+  return resolveAll(host).catch((error: NodeJS.ErrnoException) => {
+    throw NO_SUCH_NAME.has(error.code ?? '') ? new UnsafeAddressError(host) : error;
   });
 }
 
 /**
  * Checks the host of `url`: an address must be public; a name must resolve, and to public
  * addresses only (one private answer is enough to refuse: DNS rebinding may pick it next time).
- * Throws UnsafeAddressError.
+ * Throws UnsafeAddressError, or the resolver's error when it could not answer.
  */
 export async function assertPublicHost(url: URL): Promise<void> {
   const host = hostOf(url);

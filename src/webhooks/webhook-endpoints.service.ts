@@ -265,8 +265,11 @@ export class WebhookEndpointsService {
     try {
       await assertPublicHost(url);
     } catch (error) {
-      if (!(error instanceof UnsafeAddressError)) throw error;
-      throw refuse(`${error.message}; webhooks are sent to public addresses only`);
+      throw refuse(
+        error instanceof UnsafeAddressError
+          ? `${error.message}; webhooks are sent to public addresses only`
+          : 'the host could not be resolved just now; try again',
+      );
     }
     return url.href;
   }
