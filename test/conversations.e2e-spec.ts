@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { type IncomingMessage, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DataSource } from 'typeorm';
 import { StreamSlots } from '../src/common/streams/stream-slots.service';
@@ -380,12 +380,16 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     }
   });
 
-  it('counts an estimate of the tokens of a stream whose client left after reading some of it', async () => {
-    const port = await listen(t);
-    const before = await tokens();
-    fake.respondWith({ stream: { chunkSize: 2, intervalMs: 50, chunks: 60 } });
-    let read = '';
-    await new Promise<void>((resolve, reject) => {
+  /**
+   * A streamed reply on a socket of the test's own, which it destroys (supertest cannot leave
+   * mid-stream) once `leaveWhen` says so, given the response as it starts: resolves then.
+   */
+  const leaveStreamedReply = (
+    port: number,
+    body: { user_id: string; message: string },
+    leaveWhen: (response: IncomingMessage) => Promise<void>,
+  ) =>
+    new Promise<void>((resolve, reject) => {
       const request = httpRequest(
         {
           host: '127.0.0.1',
@@ -395,26 +399,33 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
           headers: { authorization: tenant.auth, 'content-type': 'application/json' },
         },
         (response) => {
-          // Leave once some of the reply has been read: the usage chunk ends the stream, later.
-          response.on('data', (chunk: Buffer) => {
-            read += chunk.toString('utf8');
-            if (read.includes('event: delta')) {
-              request.destroy();
-              resolve();
-            }
-          });
+          leaveWhen(response).then(() => {
+            request.destroy();
+            resolve();
+          }, reject);
         },
       );
       request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
-      request.end(
-        JSON.stringify({
-          personality_id: personalityId,
-          user_id: uniqueUserId('leaves'),
-          message: 'tell me everything',
-          stream: true,
-        }),
-      );
+      request.end(JSON.stringify({ personality_id: personalityId, stream: true, ...body }));
     });
+
+  it('counts an estimate of the tokens of a stream whose client left after reading some of it', async () => {
+    const port = await listen(t);
+    const before = await tokens();
+    fake.respondWith({ stream: { chunkSize: 2, intervalMs: 50, chunks: 60 } });
+    // Leave once some of the reply has been read: the usage chunk ends the stream, later.
+    await leaveStreamedReply(
+      port,
+      { user_id: uniqueUserId('leaves'), message: 'tell me everything' },
+      (response) =>
+        new Promise<void>((read) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => {
+            text += chunk.toString('utf8');
+            if (text.includes('event: delta')) read();
+          });
+        }),
+    );
     await fake.waitForAborted(1);
     const deadline = Date.now() + 5_000;
     let after = await tokens();
@@ -431,34 +442,11 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     const port = await listen(t);
     const userId = uniqueUserId('gone');
     fake.respondWith({ stream: { chunkSize: 2, intervalMs: 100, chunks: 50 } });
-    await new Promise<void>((resolve, reject) => {
-      const request = httpRequest(
-        {
-          host: '127.0.0.1',
-          port,
-          method: 'POST',
-          path: '/v1/respond',
-          headers: { authorization: tenant.auth, 'content-type': 'application/json' },
-        },
-        // Leave once the provider's call is under way: a client gone before it starts is never
-        // sent to the provider at all, which is right but not what this test is about.
-        () => {
-          fake.waitForRequests(1).then(() => {
-            request.destroy();
-            resolve();
-          }, reject);
-        },
-      );
-      request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
-      request.end(
-        JSON.stringify({
-          personality_id: personalityId,
-          user_id: userId,
-          message: 'x',
-          stream: true,
-        }),
-      );
-    });
+    // Leave once the provider's call is under way: a client gone before it starts is never
+    // sent to the provider at all, which is right but not what this test is about.
+    await leaveStreamedReply(port, { user_id: userId, message: 'x' }, () =>
+      fake.waitForRequests(1),
+    );
     await fake.waitForAborted(1);
     // Give the service the moment it would need to (wrongly) store the reply.
     await new Promise((resolve) => setTimeout(resolve, 300));
