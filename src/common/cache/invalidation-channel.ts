@@ -85,22 +85,35 @@ export class InvalidationChannel {
     if (!this.redis) return;
     const nonce = randomUUID();
     let timer: NodeJS.Timeout | undefined;
+    let settle!: () => void;
     const acknowledged = new Promise<void>((resolve) => {
+      settle = resolve;
       this.awaitingAcks.set(nonce, { acked: 0, done: resolve });
+      // The PUBLISH included: a Redis that takes it but never answers (a stalled server, a
+      // half-open link) must not hold the change's answer past the bound (found by review).
       timer = setTimeout(() => {
         this.logger.warn({ channel: this.channel }, 'cache invalidation: acknowledgements late');
         resolve();
       }, CONFIRM_TIMEOUT_MS);
     });
+    this.redis.publish(this.channel, `ack:${nonce} ${value}`).then(
+      (receivers) => {
+        const waiting = this.awaitingAcks.get(nonce);
+        if (!waiting) return;
+        // Acknowledgements may have come in before PUBLISH answered.
+        waiting.expected = receivers;
+        if (waiting.acked >= receivers) waiting.done();
+      },
+      (error: unknown) => {
+        this.logger.warn(
+          { err: error, channel: this.channel },
+          'cache invalidation: publish failed',
+        );
+        settle();
+      },
+    );
     try {
-      const receivers = await this.redis.publish(this.channel, `ack:${nonce} ${value}`);
-      const waiting = this.awaitingAcks.get(nonce)!;
-      // Acknowledgements may have come in before PUBLISH answered.
-      waiting.expected = receivers;
-      if (waiting.acked >= receivers) waiting.done();
       await acknowledged;
-    } catch (error) {
-      this.logger.warn({ err: error, channel: this.channel }, 'cache invalidation: publish failed');
     } finally {
       clearTimeout(timer);
       this.awaitingAcks.delete(nonce);
