@@ -243,9 +243,10 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       });
       return { created: issued, oldHash: old.keyHash.toString('hex') };
     });
-    // Every instance re-reads the old key, so its new expiry holds everywhere from now on.
+    // Every instance re-reads the old key (each confirms), so its new expiry holds everywhere
+    // from the answer on.
     this.forget(oldHash);
-    await this.revocations.publish(oldHash);
+    await this.revocations.publishConfirmed(oldHash);
     return created;
   }
 
@@ -273,7 +274,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Renames the key or sets its own bucket (null: none); every instance re-reads it on its next
-   * use (through Redis at once, else within API_KEY_CACHE_MS).
+   * use (through Redis, each confirming before the answer; else within API_KEY_CACHE_MS).
    */
   async update(caller: CallerContext, id: string, dto: UpdateApiKeyDto): Promise<ApiKeyDto> {
     const updated = await this.keys.setRateLimit(id, caller.organizationId, {
@@ -283,7 +284,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (!updated) throw AppError.notFound('API key');
     const hashHex = updated.keyHash.toString('hex');
     this.forget(hashHex);
-    await this.revocations.publish(hashHex);
+    await this.revocations.publishConfirmed(hashHex);
     return toApiKeyResponse(updated);
   }
 
