@@ -200,9 +200,12 @@ describe('ToolTurnsService (real database)', () => {
     expect(answered).toEqual({ pending: ['call_1', 'call_3'], rounds: 1 });
     await turns.claim(of.organizationId, turnId, answered);
 
-    const asked: Array<Parameters<AskEngine>[0]> = [];
+    const asked: Array<Omit<Parameters<AskEngine>[0], 'onUncountedSpend'>> = [];
     const done = await turns.run(contextOf(of, state), async (extra) => {
-      asked.push(extra);
+      // Each call is told where a streamed call's uncounted tokens go (the turn's usage).
+      const { onUncountedSpend, ...request } = extra;
+      expect(onUncountedSpend).toEqual(expect.any(Function));
+      asked.push(request);
       return engineReply('It has shipped.');
     });
     const invalid = {
