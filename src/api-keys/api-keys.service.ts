@@ -114,11 +114,6 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
   /** Keys whose last_used_at was written within the interval (bounded, expiring entries). */
   private readonly lastUsedWrites: TtlCache<true>;
   private readonly revocations: InvalidationChannel;
-  /**
-   * Bumped by every key forgotten: a lookup that started before is not cached, since it may have
-   * read the key before its revocation committed (as SharedCache does).
-   */
-  private forgotten = 0;
 
   constructor(
     private readonly keys: ApiKeysRepository,
@@ -138,12 +133,9 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     this.revocations.listen(
-      (hashHex) => this.forget(hashHex),
+      (hashHex) => this.byHash.delete(hashHex),
       // A gap in the subscription may have lost revocations: every key is looked up again.
-      () => {
-        this.forgotten++;
-        this.byHash.clear();
-      },
+      () => this.byHash.clear(),
     );
   }
 
@@ -245,7 +237,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     });
     // Every instance re-reads the old key (each confirms), so its new expiry holds everywhere
     // from the answer on.
-    this.forget(oldHash);
+    this.byHash.delete(oldHash);
     await this.revocations.publishConfirmed(oldHash);
     return created;
   }
@@ -283,7 +275,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     });
     if (!updated) throw AppError.notFound('API key');
     const hashHex = updated.keyHash.toString('hex');
-    this.forget(hashHex);
+    this.byHash.delete(hashHex);
     await this.revocations.publishConfirmed(hashHex);
     return toApiKeyResponse(updated);
   }
@@ -310,7 +302,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     );
     if (!keyHash) throw AppError.notFound('API key');
     const hashHex = keyHash.toString('hex');
-    this.forget(hashHex);
+    this.byHash.delete(hashHex);
     await this.revocations.publishConfirmed(hashHex);
   }
 
@@ -353,7 +345,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
    * membership changes are), so the removal's answer finds no instance still honouring a key.
    */
   async announceRevoked(revoked: RevokedKeys): Promise<void> {
-    for (const hashHex of revoked.hashes) this.forget(hashHex);
+    for (const hashHex of revoked.hashes) this.byHash.delete(hashHex);
     await Promise.all(revoked.hashes.map((hashHex) => this.revocations.publishConfirmed(hashHex)));
   }
 
@@ -364,12 +356,6 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     return !this.byHash.has(cacheKey) && !this.unknownHashes.has(cacheKey);
   }
 
-  /** Forgets a key here (revoked, rolled or changed): the next use looks it up again. */
-  private forget(hashHex: string): void {
-    this.forgotten++;
-    this.byHash.delete(hashHex);
-  }
-
   /** The caller an API key stands for, or null for a malformed, unknown, revoked or expired key. */
   async authenticate(key: string): Promise<CallerContext | null> {
     if (!isWellFormedApiKey(key)) return null;
@@ -378,7 +364,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     if (this.unknownHashes.has(cacheKey)) return null;
     let found = this.byHash.get(cacheKey);
     if (found === undefined) {
-      const forgottenBefore = this.forgotten;
+      // A lookup that a revocation overtook is answered, not kept (TtlCache.setUnlessDropped).
+      const mark = this.byHash.dropMark();
       const row = await this.keys.findUnrevokedByHash(hash);
       if (!row) {
         this.unknownHashes.set(cacheKey, true);
@@ -391,7 +378,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
         expiresAt: row.expiresAt?.getTime() ?? null,
         rateLimit: bucketOf(row),
       };
-      if (this.forgotten === forgottenBefore) this.byHash.set(cacheKey, found);
+      this.byHash.setUnlessDropped(mark, cacheKey, found);
     }
     // The injected clock (a property read and a call), so a spec can move past an expiry.
     if (found.expiresAt !== null && found.expiresAt <= this.clock.nowMs()) return null;

@@ -70,11 +70,6 @@ function assertManages(grant: MembershipGrant | null): void {
 export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
   private readonly memberships: TtlCache<MembershipGrant | null>;
   private readonly membershipChanges: InvalidationChannel;
-  /**
-   * Bumped by every membership forgotten: a read that started before is not cached, since it
-   * may have read the membership before the change committed (as SharedCache does).
-   */
-  private membershipInvalidations = 0;
 
   constructor(
     private readonly database: Database,
@@ -94,11 +89,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
 
   onModuleInit(): void {
     this.membershipChanges.listen(
-      (userId) => this.forgetHere(userId),
-      () => {
-        this.membershipInvalidations++;
-        this.memberships.clear();
-      },
+      (userId) => this.memberships.deleteByPrefix(`${userId}:`),
+      () => this.memberships.clear(),
     );
   }
 
@@ -126,7 +118,6 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     }
     const organization = await this.organizations.insert(manager, name);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
-    this.membershipInvalidations++;
     this.memberships.delete(`${userId}:${FIRST}`);
     return toOrganizationView({ ...organization, role: 'owner' });
   }
@@ -181,11 +172,10 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     const key = `${userId}:${organizationId ?? FIRST}`;
     const cached = cacheable ? this.memberships.get(key) : undefined;
     if (cached !== undefined) return cached;
-    const invalidationsBefore = this.membershipInvalidations;
+    // A read that a change overtook is answered, not kept (TtlCache.setUnlessDropped).
+    const mark = this.memberships.dropMark();
     const grant = await this.grantFromDatabase(userId, organizationId);
-    if (cacheable && this.membershipInvalidations === invalidationsBefore) {
-      this.memberships.set(key, grant);
-    }
+    if (cacheable) this.memberships.setUnlessDropped(mark, key, grant);
     return grant;
   }
 
@@ -202,13 +192,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
    * it here and, before resolving, on every instance subscribed through Redis (each acknowledges).
    */
   forgetMemberships(userId: string): Promise<void> {
-    this.forgetHere(userId);
-    return this.membershipChanges.publishConfirmed(userId);
-  }
-
-  private forgetHere(userId: string): void {
-    this.membershipInvalidations++;
     this.memberships.deleteByPrefix(`${userId}:`);
+    return this.membershipChanges.publishConfirmed(userId);
   }
 
   /** The organization's own bucket size where a plan sets one (null fields: the defaults). */

@@ -16,8 +16,6 @@ import { TtlCache } from './ttl-cache';
 export class SharedCache<V> {
   private readonly entries: TtlCache<V>;
   private readonly changes: InvalidationChannel;
-  /** Bumped by every invalidation. */
-  private invalidations = 0;
 
   constructor(options: {
     redis: Redis | null;
@@ -34,11 +32,8 @@ export class SharedCache<V> {
   /** For the owner's onModuleInit: starts hearing the other instances' invalidations. */
   listen(): void {
     this.changes.listen(
-      (key) => this.drop(key),
-      () => {
-        this.invalidations++;
-        this.entries.clear();
-      },
+      (key) => this.entries.delete(key),
+      () => this.entries.clear(),
     );
   }
 
@@ -56,9 +51,9 @@ export class SharedCache<V> {
   async get(key: string, read: () => Promise<V>): Promise<V> {
     const cached = this.entries.get(key);
     if (cached !== undefined) return cached;
-    const invalidationsBefore = this.invalidations;
+    const mark = this.entries.dropMark();
     const value = await read();
-    if (this.invalidations === invalidationsBefore) this.entries.set(key, value);
+    this.entries.setUnlessDropped(mark, key, value);
     return value;
   }
 
@@ -68,12 +63,7 @@ export class SharedCache<V> {
    * publishConfirmed), for a change the next request anywhere must see.
    */
   async invalidate(key: string, options: { confirmed?: boolean } = {}): Promise<void> {
-    this.drop(key);
-    await (options.confirmed ? this.changes.publishConfirmed(key) : this.changes.publish(key));
-  }
-
-  private drop(key: string): void {
-    this.invalidations++;
     this.entries.delete(key);
+    await (options.confirmed ? this.changes.publishConfirmed(key) : this.changes.publish(key));
   }
 }

@@ -12,6 +12,30 @@ describe('TtlCache', () => {
     expect(cache.get('a')).toBeUndefined();
   });
 
+  it('keeps a value read since a mark only while nothing was dropped on purpose meanwhile', () => {
+    const clock = new ManualClock();
+    const cache = new TtlCache<string>(clock, 500, 2);
+    for (const drop of [
+      () => cache.delete('other'),
+      () => cache.deleteByPrefix('x'),
+      () => cache.clear(),
+    ]) {
+      const mark = cache.dropMark();
+      drop();
+      cache.setUnlessDropped(mark, 'a', 'read before the change');
+      expect(cache.get('a')).toBeUndefined();
+    }
+    // Expiry and eviction are not changes: a read across them is kept.
+    cache.set('old', 'x');
+    const mark = cache.dropMark();
+    clock.advance(500);
+    expect(cache.get('old')).toBeUndefined();
+    cache.set('b', 'y');
+    cache.set('c', 'z');
+    cache.setUnlessDropped(mark, 'a', 'read');
+    expect(cache.get('a')).toBe('read');
+  });
+
   it('drops the oldest entry when full', () => {
     const cache = new TtlCache<number>(new ManualClock(), 10_000, 2);
     cache.set('a', 1);

@@ -7,6 +7,8 @@ import type { Clock } from '../time/clock';
  */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  /** Entries dropped on purpose so far (delete, deleteByPrefix, clear): see setUnlessDropped. */
+  private drops = 0;
 
   constructor(
     private readonly clock: Pick<Clock, 'nowMs'>,
@@ -34,20 +36,37 @@ export class TtlCache<V> {
     this.entries.set(key, { value, expiresAt: this.clock.nowMs() + ttlMs });
   }
 
+  /** What to hand setUnlessDropped, taken before the read of a value to keep. */
+  dropMark(): number {
+    return this.drops;
+  }
+
+  /**
+   * Keeps a value read since `mark` unless an entry was dropped meanwhile: the read may have
+   * seen the value before the change that dropped it committed, and keeping it would undo the
+   * invalidation for the entry's whole lifetime.
+   */
+  setUnlessDropped(mark: number, key: string, value: V): void {
+    if (this.drops === mark) this.set(key, value);
+  }
+
   has(key: string): boolean {
     return this.get(key) !== undefined;
   }
 
   delete(key: string): void {
+    this.drops++;
     this.entries.delete(key);
   }
 
   /** Drops every entry whose key starts with `prefix`. */
   deleteByPrefix(prefix: string): void {
+    this.drops++;
     for (const key of this.entries.keys()) if (key.startsWith(prefix)) this.entries.delete(key);
   }
 
   clear(): void {
+    this.drops++;
     this.entries.clear();
   }
 }
