@@ -39,13 +39,14 @@ export const MANUAL_ATTEMPTS_PENDING_MAX = 100;
  */
 const MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS = 1_000;
 
-/** The rules of webhook endpoints: who may point where, and what they see of them. */
+/** A ping or redelivery to a disabled endpoint: it receives nothing. */
 const endpointDisabled = () =>
   new AppError(
     'webhook_endpoint_disabled',
     'This webhook endpoint is disabled; enable it to send it events',
   );
 
+/** The rules of webhook endpoints: who may point where, and what they see of them. */
 @Injectable()
 export class WebhookEndpointsService {
   constructor(
