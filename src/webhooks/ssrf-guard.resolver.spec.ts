@@ -15,7 +15,8 @@ const failing = (code: string) => (_host: string, _options: unknown, callback: L
 
 /** The SSRF guard's answer to what the system resolver says (a resolver of our own here). */
 describe('SSRF guard: what the resolver says', () => {
-  const check = () => assertPublicHost(new URL('https://example.com/hook'));
+  const check = () =>
+    assertPublicHost(new URL('https://example.com/hook'), { owner: 'org-1', timeoutMs: 1_000 });
 
   it('refuses a name that does not exist in the same words as an internal one', async () => {
     for (const code of ['ENOTFOUND', 'ENODATA']) {
@@ -45,5 +46,30 @@ describe('SSRF guard: what the resolver says', () => {
       ]),
     );
     await expect(check()).rejects.toBeInstanceOf(UnsafeAddressError);
+  });
+
+  it('gives up on a resolver that never answers, and one organization cannot take every lookup', async () => {
+    const hung: LookupCallback[] = [];
+    mockLookup.mockImplementation((_host, _options, callback) => hung.push(callback));
+    const hostile = (n: number) =>
+      assertPublicHost(new URL(`https://black-hole-${n}.example/`), {
+        owner: 'hostile',
+        timeoutMs: 50,
+      });
+    const refusals = await Promise.all([1, 2, 3].map((n) => hostile(n).catch((error) => error)));
+    for (const refusal of refusals) {
+      expect(refusal).not.toBeInstanceOf(UnsafeAddressError);
+      expect(refusal).toMatchObject({ code: 'ETIMEOUT' });
+    }
+    // Only the first reached the system resolver: the organization's one slot is still taken.
+    expect(hung).toHaveLength(1);
+
+    mockLookup.mockImplementation((_host, _options, callback) =>
+      callback(null, [{ address: '93.184.215.14', family: 4 }]),
+    );
+    await expect(
+      assertPublicHost(new URL('https://example.com/'), { owner: 'other', timeoutMs: 50 }),
+    ).resolves.toBeUndefined();
+    hung[0](null, [{ address: '93.184.215.14', family: 4 }]);
   });
 });

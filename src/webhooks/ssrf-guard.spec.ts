@@ -6,6 +6,8 @@ import {
   urlFormProblem,
 } from './ssrf-guard';
 
+const budget = { owner: 'org-1', timeoutMs: 5_000 };
+
 describe('SSRF guard', () => {
   it.each([
     '127.0.0.1',
@@ -43,7 +45,7 @@ describe('SSRF guard', () => {
   );
 
   it('refuses names that resolve to loopback, and address literals in any URL spelling', async () => {
-    const refusal = assertPublicHost(new URL('http://localhost:8080/hook'));
+    const refusal = assertPublicHost(new URL('http://localhost:8080/hook'), budget);
     await expect(refusal).rejects.toThrow('localhost is not a public address');
     // Never what the name resolved to.
     await expect(refusal).rejects.not.toThrow(/127\.0\.0\.1|::1/);
@@ -54,14 +56,16 @@ describe('SSRF guard', () => {
       'http://[::ffff:127.0.0.1]/',
       'http://169.254.169.254/latest/meta-data/',
     ]) {
-      await expect(assertPublicHost(new URL(url))).rejects.toThrow(/not a public address/);
+      await expect(assertPublicHost(new URL(url), budget)).rejects.toThrow(/not a public address/);
     }
-    await expect(assertPublicHost(new URL('https://93.184.215.14/hook'))).resolves.toBeUndefined();
+    await expect(
+      assertPublicHost(new URL('https://93.184.215.14/hook'), budget),
+    ).resolves.toBeUndefined();
   });
 
   it('says the same of a name that does not resolve as of one that resolves to loopback', async () => {
     const refusal = async (host: string) =>
-      (await assertPublicHost(new URL(`http://${host}:8080/hook`)).catch(
+      (await assertPublicHost(new URL(`http://${host}:8080/hook`), budget).catch(
         (error) => error,
       )) as Error;
     const internal = await refusal('localhost');
@@ -71,7 +75,9 @@ describe('SSRF guard', () => {
 
     // At delivery too: the socket's lookup refuses both alike.
     const lookedUp = (host: string) =>
-      new Promise<Error | null>((resolve) => guardedLookup(host, {}, (error) => resolve(error)));
+      new Promise<Error | null>((resolve) =>
+        guardedLookup(budget)(host, {}, (error) => resolve(error)),
+      );
     expect((await lookedUp('no-such-host.invalid'))?.message).toBe(missing.message);
     expect((await lookedUp('localhost'))?.message).toBe(internal.message);
   });

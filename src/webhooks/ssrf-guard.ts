@@ -1,6 +1,7 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import type { LookupAddress } from 'node:dns';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
+import { webhookLookups } from './lookup-slots';
 
 /**
  * Server-side request forgery guard (contract §17): webhook URLs may not reach loopback,
@@ -120,24 +121,22 @@ export class UnsafeAddressError extends Error {
   }
 }
 
-/** Every address `host` resolves to (all families), through the system resolver. */
-export function resolveAll(host: string): Promise<LookupAddress[]> {
-  return new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, order: 'verbatim' }, (error, addresses) =>
-      error ? reject(error) : resolve(addresses),
-    ),
-  );
-}
-
 /** The resolver's answers that say a name does not exist (not that it could not be asked). */
 const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
 
+/** Whose lookup it is (an organization) and how long its caller waits for the answer. */
+export interface LookupBudget {
+  owner: string;
+  timeoutMs: number;
+}
+
 /**
- * Every address a name resolves to; UnsafeAddressError when it does not exist. A resolver that
- * failed (EAI_AGAIN, a timeout) rejects with its own error: the name may be fine.
+ * Every address a name resolves to, through the bounded webhook lookups; UnsafeAddressError
+ * when it does not exist. A resolver that failed or did not answer in time (EAI_AGAIN,
+ * ETIMEOUT) rejects with its own error: the name may be fine.
  */
-function resolveName(host: string): Promise<LookupAddress[]> {
-  return resolveAll(host).catch((error: NodeJS.ErrnoException) => {
+function resolveName(host: string, { owner, timeoutMs }: LookupBudget): Promise<LookupAddress[]> {
+  return webhookLookups.resolve(host, owner, timeoutMs).catch((error: NodeJS.ErrnoException) => {
     throw NO_SUCH_NAME.has(error.code ?? '') ? new UnsafeAddressError(host) : error;
   });
 }
@@ -147,13 +146,13 @@ function resolveName(host: string): Promise<LookupAddress[]> {
  * addresses only (one private answer is enough to refuse: DNS rebinding may pick it next time).
  * Throws UnsafeAddressError, or the resolver's error when it could not answer.
  */
-export async function assertPublicHost(url: URL): Promise<void> {
+export async function assertPublicHost(url: URL, budget: LookupBudget): Promise<void> {
   const host = hostOf(url);
   if (isIP(host)) {
     if (!isPublicAddress(host)) throw new UnsafeAddressError(host);
     return;
   }
-  for (const { address } of await resolveName(host)) {
+  for (const { address } of await resolveName(host, budget)) {
     if (!isPublicAddress(address)) throw new UnsafeAddressError(host);
   }
 }
@@ -164,34 +163,39 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
+type LookupFunction = (
+  hostname: string,
+  options: { all?: boolean; family?: number | string },
+  callback: LookupCallback,
+) => void;
+
 /**
  * A `lookup` for http.request / net.connect that resolves the name and hands the socket only
  * addresses it has checked, so the address connected to is the address checked (no window for
  * DNS rebinding between a check and the connection).
  */
-export function guardedLookup(
-  hostname: string,
-  options: { all?: boolean; family?: number | string },
-  callback: LookupCallback,
-): void {
-  resolveName(hostname).then(
-    (addresses) => {
-      const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
-      if (unsafe) {
-        callback(new UnsafeAddressError(hostname), '');
-        return;
-      }
-      const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
-      const usable = family ? addresses.filter((a) => a.family === family) : addresses;
-      if (usable.length === 0) {
-        const error: NodeJS.ErrnoException = new Error(`${hostname} has no usable address`);
-        error.code = 'ENOTFOUND';
-        callback(error, '');
-        return;
-      }
-      if (options.all) callback(null, usable);
-      else callback(null, usable[0].address, usable[0].family);
-    },
-    (error: NodeJS.ErrnoException) => callback(error, ''),
-  );
+export function guardedLookup(budget: LookupBudget): LookupFunction {
+  return (hostname, options, callback) => {
+    void resolveName(hostname, budget).then(
+      (addresses) => {
+        const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
+        if (unsafe) {
+          callback(new UnsafeAddressError(hostname), '');
+          return;
+        }
+        const family =
+          options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+        const usable = family ? addresses.filter((a) => a.family === family) : addresses;
+        if (usable.length === 0) {
+          const error: NodeJS.ErrnoException = new Error(`${hostname} has no usable address`);
+          error.code = 'ENOTFOUND';
+          callback(error, '');
+          return;
+        }
+        if (options.all) callback(null, usable);
+        else callback(null, usable[0].address, usable[0].family);
+      },
+      (error: NodeJS.ErrnoException) => callback(error, ''),
+    );
+  };
 }

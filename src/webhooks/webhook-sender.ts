@@ -5,6 +5,8 @@ import { guardedLookup, hostOf, isPublicAddress, UnsafeAddressError } from './ss
 
 export interface SendOptions {
   timeoutMs: number;
+  /** The organization sending: its name lookups share the bounded webhook lookups fairly. */
+  organizationId: string;
   allowPrivateUrls: boolean;
   /** Aborts the request (shutdown); the outcome is then `aborted`. */
   signal: AbortSignal;
@@ -85,7 +87,14 @@ export function sendWebhook(
         'content-length': String(Buffer.byteLength(body)),
         'user-agent': USER_AGENT,
       },
-      ...(options.allowPrivateUrls ? {} : { lookup: guardedLookup }),
+      ...(options.allowPrivateUrls
+        ? {}
+        : {
+            lookup: guardedLookup({
+              owner: options.organizationId,
+              timeoutMs: options.timeoutMs,
+            }),
+          }),
     };
     const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
     try {
