@@ -233,6 +233,35 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     ).toHaveLength(2);
   });
 
+  it('counts an estimate of a call whose provider reports no usage, streamed or not, and says so once', async () => {
+    const content = JSON.stringify({
+      text: 'Counted all the same.',
+      emotion: 'joy',
+      intensity: 0.5,
+    });
+    for (const stream of [false, true]) {
+      const before = await tokens();
+      fake.respondWith({ usage: null, content });
+      expect(
+        (await respond({ user_id: uniqueUserId(), message: 'uncounted?', stream })).status,
+      ).toBe(200);
+      // The bytes sent (messages and tools) / 4, and the answer's (its text, no tool call) / 4.
+      const { messages, tools } = fake.lastRequest().body ?? {};
+      const after = await tokens();
+      expect(after).toMatchObject({
+        requests: before.requests + 1,
+        prompt_tokens:
+          before.prompt_tokens +
+          Math.ceil(Buffer.byteLength(JSON.stringify([messages, tools ?? []])) / 4),
+        completion_tokens:
+          before.completion_tokens + Math.ceil((Buffer.byteLength(content) + 2) / 4),
+      });
+    }
+    expect(
+      t.logs.entries().filter((entry) => String(entry.msg).includes('reported no token usage')),
+    ).toHaveLength(1);
+  });
+
   it('keeps the text of a provider that ignores the format; the local detector gives the emotion', async () => {
     const cases: Array<[string, string]> = [
       [

@@ -124,8 +124,11 @@ export interface FakeReply {
    * as `refusal` (streamed: `delta.refusal` pieces, then the finish reason). Overrides `content`.
    */
   refusal?: string;
-  /** Reported token counts (default: about one token per 4 characters, in and out). */
-  usage?: FakeUsage;
+  /**
+   * Reported token counts (default: about one token per 4 characters, in and out); null reports
+   * none, as some OpenAI-compatible servers do (no `usage`, no usage chunk).
+   */
+  usage?: FakeUsage | null;
   finishReason?: 'stop' | 'length' | 'content_filter';
   /** Wait this long before answering at all. */
   delayMs?: number;
@@ -486,7 +489,7 @@ export class FakeOpenAI {
           finish_reason: calls ? 'tool_calls' : (reply.finishReason ?? 'stop'),
         },
       ],
-      usage: usageOf(recorded, reply, content),
+      ...(reply.usage === null ? {} : { usage: usageOf(recorded, reply, content) }),
     };
     response.writeHead(200, { 'Content-Type': 'application/json', 'x-request-id': newId('req') });
     response.end(JSON.stringify(body));
@@ -498,7 +501,8 @@ export class FakeOpenAI {
     const { content, pieces = split(content, options.chunks, options.chunkSize ?? 8) } = refused
       ? { content: reply.refusal! }
       : contentOf(recorded, reply);
-    const includeUsage = recorded.body?.stream_options?.include_usage === true;
+    const includeUsage =
+      recorded.body?.stream_options?.include_usage === true && reply.usage !== null;
     const base = {
       id: newId('chatcmpl'),
       object: 'chat.completion.chunk',

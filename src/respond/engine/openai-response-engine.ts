@@ -53,12 +53,28 @@ function tokenCount(value: unknown): number {
   return Number.isFinite(count) && count > 0 ? count : 0;
 }
 
-/** What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers. */
-function usageOf(usage: CompletionUsage | null | undefined): TokenUsage {
+/**
+ * What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers.
+ * A server that reports no usage at all gets `estimate` (the bytes of the call / 4), so budgets
+ * still hold with it; a warning says so, once a process.
+ */
+function usageOf(
+  usage: CompletionUsage | null | undefined,
+  estimate: () => TokenUsage,
+): TokenUsage {
+  if (typeof usage !== 'object' || usage === null) {
+    if (!warnedOfMissingUsage) {
+      warnedOfMissingUsage = true;
+      usageLogger.warn(
+        'the model provider reported no token usage: its calls count an estimate (the bytes of each call / 4)',
+      );
+    }
+    return estimate();
+  }
   const counted = {
-    promptTokens: tokenCount(usage?.prompt_tokens),
-    completionTokens: tokenCount(usage?.completion_tokens),
-    cachedTokens: tokenCount(usage?.prompt_tokens_details?.cached_tokens),
+    promptTokens: tokenCount(usage.prompt_tokens),
+    completionTokens: tokenCount(usage.completion_tokens),
+    cachedTokens: tokenCount(usage.prompt_tokens_details?.cached_tokens),
   };
   if (Object.values(counted).some((count) => count > MAX_TOKENS_PER_CALL)) {
     usageLogger.warn(
@@ -67,6 +83,19 @@ function usageOf(usage: CompletionUsage | null | undefined): TokenUsage {
     return { promptTokens: 0, completionTokens: 0, cachedTokens: 0 };
   }
   return counted;
+}
+let warnedOfMissingUsage = false;
+
+/** The estimate of a call's tokens: what it was sent, and its answer (a text, or its bytes). */
+function estimatedUsage(
+  { messages, tools }: Pick<Params, 'messages' | 'tools'>,
+  answered: string | number,
+): TokenUsage {
+  return {
+    promptTokens: estimatedTokens(JSON.stringify([messages, tools ?? []])),
+    completionTokens: estimatedTokens(answered),
+    cachedTokens: 0,
+  };
 }
 
 /**
@@ -277,14 +306,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       // The client read part of an answer whose count never came: counted by estimate, or a
       // client leaving just before the stream's last chunk would be served for nothing.
       if (delivered && askedModel) {
-        request.onUncountedSpend?.(
-          {
-            promptTokens: estimatedTokens(JSON.stringify([messages, tools ?? []])),
-            completionTokens: estimatedTokens(deliveredBytes),
-            cachedTokens: 0,
-          },
-          askedModel,
-        );
+        request.onUncountedSpend?.(estimatedUsage({ messages, tools }, deliveredBytes), askedModel);
       }
       throw error;
     }
@@ -351,12 +373,14 @@ export class OpenAiResponseEngine implements ResponseEngine {
         : [],
     );
     if (typeof content === 'string') this.checkLength(content.length);
+    const counted = () =>
+      usageOf(usage, () => estimatedUsage(params, (content ?? '') + JSON.stringify(calls)));
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
       return {
         content: '',
         text: typeof content === 'string' ? textOf(content) : '',
-        usage: usageOf(usage),
+        usage: counted(),
         toolCalls,
       };
     }
@@ -367,7 +391,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
           : 'The model provider answered with something that is not a reply',
       );
     }
-    return { content, text: textOf(content), usage: usageOf(usage) };
+    return { content, text: textOf(content), usage: counted() };
   }
 
   private async streamed(
@@ -382,7 +406,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     );
     const text = new ReplyTextStream();
     let content = '';
-    let usage: TokenUsage = usageOf(undefined);
+    let reported: CompletionUsage | undefined;
     let finished = false;
     let refused = false;
     // Tool calls come in pieces by index: the id and name first, then the arguments' text.
@@ -408,11 +432,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
         // Awaited: a client that does not read pauses this read of the provider's stream.
         if (delta) await onDelta(delta);
       }
-      if (chunk?.usage) usage = usageOf(chunk.usage);
+      if (chunk?.usage) reported = chunk.usage;
     }
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off
     // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
     if (!finished) throw new CutOffAnswer();
+    const usage = usageOf(reported, () => estimatedUsage(params, content + JSON.stringify(calls)));
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
       .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
