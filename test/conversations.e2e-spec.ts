@@ -330,14 +330,26 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2],
     ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 5_000 }, 504, 'engine_timeout', 1],
     ['no answer at all', { hang: true }, 504, 'engine_timeout', 1],
-    ['an empty reply', { content: '' }, 502, 'engine_unavailable', 1],
+    // An answer that came is billed: its reported tokens count, as no request.
+    [
+      'an empty reply',
+      { content: '', usage: { prompt_tokens: 9, completion_tokens: 1 } },
+      502,
+      'engine_unavailable',
+      1,
+    ],
   ])('answers %s with %i and stores nothing', async (_name, reply, status, code, calls) => {
     const userId = uniqueUserId('fail');
     const tokensBefore = await tokens();
     fake.respondAlwaysWith(reply);
     expectError(await respond({ user_id: userId, message: 'hello?' }), status, code);
     expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
-    expect(await tokens()).toEqual(tokensBefore);
+    const billed = 'usage' in reply ? reply.usage : { prompt_tokens: 0, completion_tokens: 0 };
+    expect(await tokens()).toMatchObject({
+      requests: tokensBefore.requests,
+      prompt_tokens: tokensBefore.prompt_tokens + billed.prompt_tokens,
+      completion_tokens: tokensBefore.completion_tokens + billed.completion_tokens,
+    });
     expect(fake.requests).toHaveLength(calls);
   });
 

@@ -244,6 +244,31 @@ describe('A model path that does not fail the user (contract §21)', () => {
     );
   });
 
+  it('counts the tokens of an answer it could not use, whether the next route answers or not', async () => {
+    const before = await c.tokens();
+    const refused = { refusal: 'No.', usage: { prompt_tokens: 30, completion_tokens: 4 } };
+    primary.respondWith(refused);
+    fallback.respondWith({ usage: { prompt_tokens: 20, completion_tokens: 5 } });
+    const answered = await c.respond({ message: 'refuse me first' });
+    expect(answered.body.model).toBe('fallback-model');
+    const afterOne = await c.tokens();
+    expect(afterOne).toMatchObject({
+      requests: before.requests + 1,
+      prompt_tokens: before.prompt_tokens + 50,
+      completion_tokens: before.completion_tokens + 9,
+    });
+
+    // Every route refuses, streamed: no reply, no request, the three refusals' tokens.
+    for (const fake of [primary, fallback, last]) fake.respondAlwaysWith(refused);
+    const streamed = await c.respond({ message: 'refuse me', stream: true });
+    expect(parseEvents(streamed.text).at(-1)).toMatchObject({ event: 'error' });
+    expect(await c.tokens()).toMatchObject({
+      requests: afterOne.requests,
+      prompt_tokens: afterOne.prompt_tokens + 90,
+      completion_tokens: afterOne.completion_tokens + 12,
+    });
+  });
+
   it('ends in 504 within ENGINE_TIMEOUT_MS when the provider hangs after its headers', async () => {
     primary.respondAlwaysWith({ hangAfterHeaders: true });
     const userId = uniqueUserId('hung');

@@ -159,7 +159,7 @@ export class ToolTurnsService {
       const reply = await ask({
         tools: canCall ? engineTools : undefined,
         toolResults: state.results.length > 0 ? state.results : undefined,
-        // Counted with the turn's other calls when the turn fails (RespondService.endFailedTurn).
+        // Counted with the turn's calls: in its reply, or by RespondService.endFailedTurn.
         onUncountedSpend: (estimate, model) => {
           state.usage = addUsage(state.usage, estimate);
           state.model = state.model ?? model;

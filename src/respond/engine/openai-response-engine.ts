@@ -266,6 +266,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let deliveredBytes = 0;
     let askedModel: string | undefined;
     let waitingOnClient = false;
+    let lastAttemptCounted = false;
     const onDelta =
       request.onDelta &&
       (async (text: string) => {
@@ -295,17 +296,28 @@ export class OpenAiResponseEngine implements ResponseEngine {
             max_completion_tokens: this.maxTokens,
             ...(tools ? { tools } : {}),
           };
-          const answer = onDelta
-            ? await this.streamed(route.client, params, signal, onDelta)
-            : await this.whole(route.client, params, signal);
-          return this.toReply(answer, request.message, request.vocabulary, emotions);
+          lastAttemptCounted = false;
+          try {
+            const answer = onDelta
+              ? await this.streamed(route.client, params, signal, onDelta)
+              : await this.whole(route.client, params, signal);
+            return this.toReply(answer, request.message, request.vocabulary, emotions);
+          } catch (error) {
+            // An answer that came and cannot be used was billed all the same: counted, whether
+            // the next route answers or not, or a message the model refuses would cost nothing.
+            if (error instanceof UnusableAnswer && error.spent) {
+              request.onUncountedSpend?.(error.spent, route.model);
+              lastAttemptCounted = true;
+            }
+            throw error;
+          }
         },
       );
       return { ...value, model: route.model };
     } catch (error) {
       // The client read part of an answer whose count never came: counted by estimate, or a
       // client leaving just before the stream's last chunk would be served for nothing.
-      if (delivered && askedModel) {
+      if (delivered && askedModel && !lastAttemptCounted) {
         request.onUncountedSpend?.(estimatedUsage({ messages, tools }, deliveredBytes), askedModel);
       }
       throw error;
@@ -372,9 +384,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
           ]
         : [],
     );
-    if (typeof content === 'string') this.checkLength(content.length);
     const counted = () =>
       usageOf(usage, () => estimatedUsage(params, (content ?? '') + JSON.stringify(calls)));
+    if (typeof content === 'string') this.checkLength(content.length, counted);
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
       return {
@@ -385,10 +397,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
       };
     }
     if (typeof content !== 'string') {
+      // A refusal is a completion, billed; a body that is none may not have been.
+      const refusal = typeof message?.refusal === 'string';
       throw new UnusableAnswer(
-        typeof message?.refusal === 'string'
+        refusal
           ? 'The model refused to answer'
           : 'The model provider answered with something that is not a reply',
+        refusal ? counted() : undefined,
       );
     }
     return { content, text: textOf(content), usage: counted() };
@@ -420,13 +435,17 @@ export class OpenAiResponseEngine implements ResponseEngine {
         if (piece.id) call.id = piece.id;
         if (piece.function?.name) call.name += piece.function.name;
         if (piece.function?.arguments) {
-          this.checkLength(call.arguments.length + piece.function.arguments.length);
+          this.checkLength(call.arguments.length + piece.function.arguments.length, () =>
+            estimatedUsage(params, content + JSON.stringify(calls)),
+          );
           call.arguments += piece.function.arguments;
         }
       }
       const piece = choice?.delta?.content;
       if (typeof piece === 'string' && piece !== '') {
-        this.checkLength(content.length + piece.length);
+        this.checkLength(content.length + piece.length, () =>
+          estimatedUsage(params, content + piece),
+        );
         content += piece;
         const delta = toStorableText(text.push(piece));
         // Awaited: a client that does not read pauses this read of the provider's stream.
@@ -442,15 +461,16 @@ export class OpenAiResponseEngine implements ResponseEngine {
       .filter((call) => call && call.name !== '')
       .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
     if (toolCalls.length > 0) return { content: '', text: text.text, usage, toolCalls };
-    if (refused && content === '') throw new UnusableAnswer('The model refused to answer');
+    if (refused && content === '') throw new UnusableAnswer('The model refused to answer', usage);
     return { content, text: text.text, usage };
   }
 
   /** Leaving the stream's loop by this throw closes the provider's response. */
-  private checkLength(characters: number): void {
+  private checkLength(characters: number, spent: () => TokenUsage): void {
     if (characters > this.maxAnswerCharacters) {
       throw new UnusableAnswer(
         'The model provider answered past ENGINE_MAX_TOKENS (max_completion_tokens ignored)',
+        spent(),
       );
     }
   }
@@ -475,7 +495,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // The model's text is stored: a NUL or a lone surrogate in it must not fail the insert.
     const text = toStorableText(answer.text);
     if (text.trim() === '') {
-      throw new UnusableAnswer('The model provider answered with no reply');
+      throw new UnusableAnswer('The model provider answered with no reply', answer.usage);
     }
     const fallback = detectEmotion(text, vocabulary.emotions);
     return {

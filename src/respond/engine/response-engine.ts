@@ -68,11 +68,14 @@ export interface ReplyRequest {
   /** The calls of the turn's earlier rounds with their outputs, in order. */
   toolResults?: EngineToolResult[];
   /**
-   * Told of a streamed call that failed or was cancelled (the client left, the time ran out)
-   * after its text reached the client: the provider bills it, but its count, the stream's last
-   * chunk, never came. Receives an estimate of its tokens and the model asked.
+   * Told of a call the provider bills that the reply's own usage leaves out, with its tokens and
+   * the model asked: an answer that came and could not be used (a refusal, an empty text, one
+   * past ENGINE_MAX_TOKENS; its reported count, or an estimate), whether a later route answers
+   * or not; and a streamed call that failed or was cancelled (the client left, the time ran out)
+   * after its text reached the client, whose count, the stream's last chunk, never came (an
+   * estimate).
    */
-  onUncountedSpend?: (estimate: TokenUsage, model: string) => void;
+  onUncountedSpend?: (spent: TokenUsage, model: string) => void;
 }
 
 export interface EmotionReading {

@@ -1,4 +1,5 @@
 import { APIConnectionError, APIError } from 'openai';
+import type { TokenUsage } from '../response-engine';
 
 /** The longest a provider's Retry-After is waited; longer ones are cut to this (§21). */
 export const RETRY_AFTER_CAP_MS = 2_000;
@@ -13,7 +14,11 @@ const BACKOFF_CAP_MS = 2_000;
  * breaker counts it (§29).
  */
 export class UnusableAnswer extends Error {
-  constructor(message: string) {
+  /** `spent`: what the call cost (reported, or estimated), when the provider answered a completion. */
+  constructor(
+    message: string,
+    readonly spent?: TokenUsage,
+  ) {
     super(message);
     this.name = 'UnusableAnswer';
   }
