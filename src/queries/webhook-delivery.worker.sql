@@ -111,6 +111,11 @@ SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back
     ON true;
 
 -- a pass delivering one attempt (then a claim that finds none)
+COMMIT;
+-- prepared
+SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::uuid[])
+ORDER BY id FOR NO KEY UPDATE;
+START TRANSACTION;
 -- prepared
 WITH RECURSIVE
 busy_organization AS (

@@ -361,6 +361,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       this.record({
         id: job.id,
         lockToken: job.lock_token,
+        endpointId: job.endpoint_id,
         status: 'failed',
         responseStatus: null,
         error: 'endpoint disabled',
@@ -377,6 +378,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       this.record({
         id: job.id,
         lockToken: job.lock_token,
+        endpointId: job.endpoint_id,
         status: 'failed',
         responseStatus: null,
         error: badPort,
@@ -410,6 +412,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     this.record({
       id: job.id,
       lockToken: job.lock_token,
+      endpointId: job.endpoint_id,
       status: succeeded ? 'succeeded' : 'failed',
       responseStatus: result.kind === 'response' ? result.status : null,
       error: succeeded ? null : errorOf(result),

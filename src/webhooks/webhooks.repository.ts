@@ -160,6 +160,7 @@ export interface ClaimResult {
 export interface AttemptOutcome {
   id: string;
   lockToken: string;
+  endpointId: string;
   status: 'succeeded' | 'failed';
   responseStatus: number | null;
   error: string | null;
@@ -597,8 +598,30 @@ export class WebhooksRepository {
    * slow and another took it over) is left alone: only the holder of the current token records
    * an outcome. Each endpoint's `failing_since` follows: set to `now` by a failure when unset,
    * cleared by a success (written only when it changes, so a healthy endpoint's row is not).
+   *
+   * The endpoints are locked first, in id order, then their attempts: the order of a DELETE of
+   * an endpoint (its row, then its attempts by cascade) and of disableFailing. Locking the
+   * attempts first, as the statement alone does, deadlocked with a DELETE (the new attempt's
+   * foreign key waits for the endpoint the DELETE holds, the DELETE for the attempt): PostgreSQL
+   * then aborted one, the DELETE's 500 or the whole batch, sent again after its lease.
    */
   async recordOutcomes(outcomes: AttemptOutcome[], now: Date): Promise<void> {
+    const endpointIds = [...new Set(outcomes.map((o) => o.endpointId))].sort();
+    await this.database.transaction(async (manager) => {
+      await this.database.count(
+        sql`SELECT 1 FROM webhook_endpoints WHERE id = ANY(${endpointIds}::uuid[])
+             ORDER BY id FOR NO KEY UPDATE`,
+        { manager, prepared: true },
+      );
+      await this.recordLocked(manager, outcomes, now);
+    });
+  }
+
+  private async recordLocked(
+    manager: EntityManager,
+    outcomes: AttemptOutcome[],
+    now: Date,
+  ): Promise<void> {
     await this.database.count(
       sql`WITH outcome AS (
             SELECT * FROM unnest(${outcomes.map((o) => o.id)}::uuid[],
@@ -638,7 +661,7 @@ export class WebhooksRepository {
                  ${now}::timestamptz
             FROM done WHERE next_attempt_at IS NOT NULL
           ON CONFLICT DO NOTHING`,
-      { prepared: true },
+      { manager, prepared: true },
     );
   }
 

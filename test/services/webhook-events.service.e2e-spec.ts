@@ -1,5 +1,6 @@
 import type { TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import type { UserCaller } from '../../src/common/auth/caller';
 import { Clock, ManualClock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
@@ -355,6 +356,69 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
       expect(attempts.map((attempt) => attempt.event_id).sort()).toEqual(
         kept.map((event) => publicEventId(event.id)).sort(),
       );
+    });
+  });
+
+  describe('recording attempts', () => {
+    it('locks the endpoint before its attempt, as a DELETE does: the two cannot deadlock', async () => {
+      const caller = await admin();
+      const endpointId = await endpoint(caller.organizationId, ['member.added']);
+      await emit(caller.organizationId, 'member.added', { user_id: 'ada', role: 'member' });
+      // The worker's claim, by hand (no worker runs here).
+      const lockToken = randomUUID();
+      const [attempt] = await database.rows<{ id: string }>(
+        sql`UPDATE webhook_delivery_attempts SET lock_token = ${lockToken},
+                   locked_until = ${clock.now()}::timestamptz + interval '1 minute'
+             WHERE endpoint_id = ${endpointId} RETURNING id`,
+      );
+
+      // A DELETE of the endpoint has locked its row and is about to cascade to the attempts.
+      const deleting = new Client({ connectionString: process.env.DATABASE_URL });
+      const observer = new Client({ connectionString: process.env.DATABASE_URL });
+      await Promise.all([deleting.connect(), observer.connect()]);
+      try {
+        await deleting.query('BEGIN');
+        await deleting.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [
+          endpointId,
+        ]);
+        const recording = repository.recordOutcomes(
+          [
+            {
+              id: attempt.id,
+              lockToken,
+              endpointId,
+              status: 'failed',
+              responseStatus: 500,
+              error: 'answered 500',
+              durationMs: 12,
+              retryInMs: 60_000,
+            },
+          ],
+          clock.now(),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The recorder waits for the endpoint holding no attempt: the cascade could go on.
+        await observer.query('BEGIN');
+        await expect(
+          observer.query(
+            'SELECT 1 FROM webhook_delivery_attempts WHERE id = $1 FOR UPDATE NOWAIT',
+            [attempt.id],
+          ),
+        ).resolves.toMatchObject({ rowCount: 1 });
+        await observer.query('ROLLBACK');
+        await deleting.query('ROLLBACK');
+        await recording;
+      } finally {
+        await Promise.all([deleting.end(), observer.end()]);
+      }
+      const attempts = await database.rows<{ attempt: number; status: string }>(
+        sql`SELECT attempt, status FROM webhook_delivery_attempts
+             WHERE endpoint_id = ${endpointId} ORDER BY attempt`,
+      );
+      expect(attempts).toEqual([
+        { attempt: 1, status: 'failed' },
+        { attempt: 2, status: 'pending' },
+      ]);
     });
   });
 });
