@@ -97,7 +97,6 @@ export class WebhookToolCaller {
     const headers = signatureHeaders(endpoint.secret, id, Math.floor(now.getTime() / 1000), body);
     const result = await sendWebhook(endpoint.url, body, headers, {
       timeoutMs: call.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-      organizationId: call.organizationId,
       allowPrivateUrls: this.webhooks.allowPrivateUrls,
       signal: call.signal,
       maxBodyBytes: MAX_ANSWER_BYTES,

@@ -1,7 +1,7 @@
 import type { LookupAddress } from 'node:dns';
+import { Resolver } from 'node:dns/promises';
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
-import { webhookLookups } from './lookup-slots';
 
 /**
  * Server-side request forgery guard (contract §17): webhook URLs may not reach loopback,
@@ -122,37 +122,69 @@ export class UnsafeAddressError extends Error {
 }
 
 /** The resolver's answers that say a name does not exist (not that it could not be asked). */
-const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
-
-/** Whose lookup it is (an organization) and how long its caller waits for the answer. */
-export interface LookupBudget {
-  owner: string;
-  timeoutMs: number;
-}
+const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EBADNAME']);
 
 /**
- * Every address a name resolves to, through the bounded webhook lookups; UnsafeAddressError
- * when it does not exist. A resolver that failed or did not answer in time (EAI_AGAIN,
- * ETIMEOUT) rejects with its own error: the name may be fine.
+ * The names a tenant chose are resolved by c-ares (`dns.Resolver`), never by the system's
+ * getaddrinfo (`dns.lookup`): getaddrinfo runs on libuv's thread pool, which argon2, files and
+ * zlib share, and cannot be cancelled, so names whose nameserver never answers held its threads
+ * for the system resolver's whole timeout, and a few tenants could hold them all (found by
+ * review). c-ares asks from the event loop, each try bounded. It reads /etc/resolv.conf, not
+ * /etc/hosts: a name only /etc/hosts knows is a local one, refused as not resolving.
  */
-function resolveName(host: string, { owner, timeoutMs }: LookupBudget): Promise<LookupAddress[]> {
-  return webhookLookups.resolve(host, owner, timeoutMs).catch((error: NodeJS.ErrnoException) => {
-    throw NO_SUCH_NAME.has(error.code ?? '') ? new UnsafeAddressError(host) : error;
+const resolver = new Resolver({ timeout: 2_000, tries: 2 });
+
+/** RFC 6761's special-use names: `localhost` is loopback and `invalid` never resolves. */
+const SPECIAL_USE_NAME = /(^|\.)(localhost|invalid)\.?$/i;
+
+/**
+ * Every address a name resolves to, IPv4 then IPv6; UnsafeAddressError when it does not exist.
+ * A family the resolver could not answer for (ETIMEOUT, ESERVFAIL, ECONNREFUSED) rejects with
+ * its error, even beside an answer of the other: the unanswered one might have been private.
+ */
+async function resolveName(host: string): Promise<LookupAddress[]> {
+  if (SPECIAL_USE_NAME.test(host)) throw new UnsafeAddressError(host);
+  const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+  const addresses: LookupAddress[] = [];
+  for (const [index, answer] of answers.entries()) {
+    if (answer.status === 'fulfilled') {
+      const family = index === 0 ? 4 : 6;
+      addresses.push(...answer.value.map((address) => ({ address, family })));
+    } else if (!NO_SUCH_NAME.has((answer.reason as NodeJS.ErrnoException).code ?? '')) {
+      throw answer.reason;
+    }
+  }
+  if (addresses.length === 0) throw new UnsafeAddressError(host);
+  return addresses;
+}
+
+/** `work`, or an ETIMEOUT error once `timeoutMs` has passed without its answer. */
+function withinMs<T>(work: Promise<T>, host: string, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error: NodeJS.ErrnoException = new Error(`${host} was not resolved in ${timeoutMs} ms`);
+      error.code = 'ETIMEOUT';
+      reject(error);
+    }, timeoutMs);
+    timer.unref();
   });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
 /**
  * Checks the host of `url`: an address must be public; a name must resolve, and to public
  * addresses only (one private answer is enough to refuse: DNS rebinding may pick it next time).
- * Throws UnsafeAddressError, or the resolver's error when it could not answer.
+ * Throws UnsafeAddressError, or the resolver's error when it could not answer (ETIMEOUT past
+ * `timeoutMs`).
  */
-export async function assertPublicHost(url: URL, budget: LookupBudget): Promise<void> {
+export async function assertPublicHost(url: URL, timeoutMs: number): Promise<void> {
   const host = hostOf(url);
   if (isIP(host)) {
     if (!isPublicAddress(host)) throw new UnsafeAddressError(host);
     return;
   }
-  for (const { address } of await resolveName(host, budget)) {
+  for (const { address } of await withinMs(resolveName(host), host, timeoutMs)) {
     if (!isPublicAddress(address)) throw new UnsafeAddressError(host);
   }
 }
@@ -163,39 +195,34 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
-type LookupFunction = (
-  hostname: string,
-  options: { all?: boolean; family?: number | string },
-  callback: LookupCallback,
-) => void;
-
 /**
  * A `lookup` for http.request / net.connect that resolves the name and hands the socket only
  * addresses it has checked, so the address connected to is the address checked (no window for
  * DNS rebinding between a check and the connection).
  */
-export function guardedLookup(budget: LookupBudget): LookupFunction {
-  return (hostname, options, callback) => {
-    void resolveName(hostname, budget).then(
-      (addresses) => {
-        const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
-        if (unsafe) {
-          callback(new UnsafeAddressError(hostname), '');
-          return;
-        }
-        const family =
-          options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
-        const usable = family ? addresses.filter((a) => a.family === family) : addresses;
-        if (usable.length === 0) {
-          const error: NodeJS.ErrnoException = new Error(`${hostname} has no usable address`);
-          error.code = 'ENOTFOUND';
-          callback(error, '');
-          return;
-        }
-        if (options.all) callback(null, usable);
-        else callback(null, usable[0].address, usable[0].family);
-      },
-      (error: NodeJS.ErrnoException) => callback(error, ''),
-    );
-  };
+export function guardedLookup(
+  hostname: string,
+  options: { all?: boolean; family?: number | string },
+  callback: LookupCallback,
+): void {
+  resolveName(hostname).then(
+    (addresses) => {
+      const unsafe = addresses.find(({ address }) => !isPublicAddress(address));
+      if (unsafe) {
+        callback(new UnsafeAddressError(hostname), '');
+        return;
+      }
+      const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+      const usable = family ? addresses.filter((a) => a.family === family) : addresses;
+      if (usable.length === 0) {
+        const error: NodeJS.ErrnoException = new Error(`${hostname} has no usable address`);
+        error.code = 'ENOTFOUND';
+        callback(error, '');
+        return;
+      }
+      if (options.all) callback(null, usable);
+      else callback(null, usable[0].address, usable[0].family);
+    },
+    (error: NodeJS.ErrnoException) => callback(error, ''),
+  );
 }

@@ -399,7 +399,6 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     );
     const result = await sendWebhook(job.url, body, headers, {
       timeoutMs: this.config.timeoutMs,
-      organizationId: job.organization_id,
       allowPrivateUrls: this.config.allowPrivateUrls,
       signal: this.abort.signal,
     });

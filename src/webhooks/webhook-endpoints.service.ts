@@ -39,10 +39,7 @@ export const MANUAL_ATTEMPTS_PENDING_MAX = 100;
  */
 const MANUAL_ATTEMPT_STATEMENT_TIMEOUT_MS = 1_000;
 
-/**
- * How long a create or update waits for the URL's host to resolve (a slot of the bounded
- * webhook lookups included); past it the URL is refused as "try again".
- */
+/** How long a create or update waits for the URL's host to resolve; then it is "try again". */
 const URL_LOOKUP_TIMEOUT_MS = 5_000;
 
 /** A ping or redelivery to a disabled endpoint: it receives nothing. */
@@ -67,7 +64,7 @@ export class WebhookEndpointsService {
     caller: CallerContext,
     dto: CreateWebhookEndpointDto,
   ): Promise<CreatedWebhookEndpointDto> {
-    const url = await this.acceptableUrl(caller.organizationId, dto.url);
+    const url = await this.acceptableUrl(dto.url);
     const secret = generateWebhookSecret();
     const row = await this.database.transaction(async (manager) => {
       const created = await this.webhooks.insertEndpointWithin(
@@ -115,9 +112,7 @@ export class WebhookEndpointsService {
   ): Promise<WebhookEndpointDto> {
     const { organizationId } = caller;
     const changes =
-      dto.url === undefined
-        ? dto
-        : { ...dto, url: await this.acceptableUrl(organizationId, dto.url) };
+      dto.url === undefined ? dto : { ...dto, url: await this.acceptableUrl(dto.url) };
     const row = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, changes, now);
@@ -265,7 +260,7 @@ export class WebhookEndpointsService {
    * of a name that does not resolve as of one that resolves to an internal address. A name the
    * resolver cannot answer for within URL_LOOKUP_TIMEOUT_MS is refused as "try again".
    */
-  private async acceptableUrl(organizationId: string, text: string): Promise<string> {
+  private async acceptableUrl(text: string): Promise<string> {
     const url = new URL(normalizedUrl(text));
     const refuse = (problem: string) =>
       AppError.validation([{ field: 'url', problem }], 'The URL cannot receive webhooks');
@@ -273,7 +268,7 @@ export class WebhookEndpointsService {
     if (badPort) throw refuse(badPort);
     if (this.config.allowPrivateUrls) return url.href;
     try {
-      await assertPublicHost(url, { owner: organizationId, timeoutMs: URL_LOOKUP_TIMEOUT_MS });
+      await assertPublicHost(url, URL_LOOKUP_TIMEOUT_MS);
     } catch (error) {
       throw refuse(
         error instanceof UnsafeAddressError

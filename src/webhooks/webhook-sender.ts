@@ -5,8 +5,6 @@ import { guardedLookup, hostOf, isPublicAddress, UnsafeAddressError } from './ss
 
 export interface SendOptions {
   timeoutMs: number;
-  /** The organization sending: its name lookups share the bounded webhook lookups fairly. */
-  organizationId: string;
   allowPrivateUrls: boolean;
   /** Aborts the request (shutdown); the outcome is then `aborted`. */
   signal: AbortSignal;
@@ -87,14 +85,7 @@ export function sendWebhook(
         'content-length': String(Buffer.byteLength(body)),
         'user-agent': USER_AGENT,
       },
-      ...(options.allowPrivateUrls
-        ? {}
-        : {
-            lookup: guardedLookup({
-              owner: options.organizationId,
-              timeoutMs: options.timeoutMs,
-            }),
-          }),
+      ...(options.allowPrivateUrls ? {} : { lookup: guardedLookup }),
     };
     const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
     try {
