@@ -5,7 +5,7 @@ import { StreamSlots } from '../src/common/streams/stream-slots.service';
 import { readVocabularyFiles } from '../src/vocabularies/vocabulary-files';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
+import { type FakeReply, FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -233,15 +233,21 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     ).toHaveLength(2);
   });
 
-  it('counts an estimate of a call whose provider reports no usage, streamed or not, and says so once', async () => {
+  it('counts an estimate of a call whose provider reports no usage, streamed or not, and says so once a model', async () => {
     const content = JSON.stringify({
       text: 'Counted all the same.',
       emotion: 'joy',
       intensity: 0.5,
     });
-    for (const stream of [false, true]) {
+    const cases: Array<[boolean, FakeReply['usage']]> = [
+      [false, null],
+      [true, null],
+      // No prompt token is no count either: every real call has some.
+      [false, { prompt_tokens: 0, completion_tokens: 0 }],
+    ];
+    for (const [stream, usage] of cases) {
       const before = await tokens();
-      fake.respondWith({ usage: null, content });
+      fake.respondWith({ usage, content });
       expect(
         (await respond({ user_id: uniqueUserId(), message: 'uncounted?', stream })).status,
       ).toBe(200);
@@ -258,7 +264,9 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       });
     }
     expect(
-      t.logs.entries().filter((entry) => String(entry.msg).includes('reported no token usage')),
+      t.logs
+        .entries()
+        .filter((entry) => String(entry.msg).includes('reported no token usage for default-model')),
     ).toHaveLength(1);
   });
 

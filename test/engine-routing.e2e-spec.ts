@@ -262,10 +262,25 @@ describe('A model path that does not fail the user (contract §21)', () => {
     for (const fake of [primary, fallback, last]) fake.respondAlwaysWith(refused);
     const streamed = await c.respond({ message: 'refuse me', stream: true });
     expect(parseEvents(streamed.text).at(-1)).toMatchObject({ event: 'error' });
-    expect(await c.tokens()).toMatchObject({
+    const afterAll = await c.tokens();
+    expect(afterAll).toMatchObject({
       requests: afterOne.requests,
       prompt_tokens: afterOne.prompt_tokens + 90,
       completion_tokens: afterOne.completion_tokens + 12,
+    });
+
+    // A content filter's stop with no text at all, not streamed: billed too.
+    for (const fake of [primary, fallback, last]) {
+      fake.respondAlwaysWith({
+        finishReason: 'content_filter',
+        usage: { prompt_tokens: 11, completion_tokens: 0 },
+      });
+    }
+    expect((await c.respond({ message: 'filter me' })).status).toBe(502);
+    expect(await c.tokens()).toMatchObject({
+      requests: afterAll.requests,
+      prompt_tokens: afterAll.prompt_tokens + 33,
+      completion_tokens: afterAll.completion_tokens,
     });
   });
 

@@ -484,7 +484,12 @@ export class FakeOpenAI {
               }
             : refused
               ? { role: 'assistant', content: null, refusal: reply.refusal }
-              : { role: 'assistant', content, refusal: null },
+              : // A content filter's stop, as Azure OpenAI answers it: no text at all.
+                {
+                  role: 'assistant',
+                  content: reply.finishReason === 'content_filter' ? null : content,
+                  refusal: null,
+                },
           logprobs: null,
           finish_reason: calls ? 'tool_calls' : (reply.finishReason ?? 'stop'),
         },

@@ -55,18 +55,20 @@ function tokenCount(value: unknown): number {
 
 /**
  * What the provider reported; `prompt_tokens_details.cached_tokens` is absent on most servers.
- * A server that reports no usage at all gets `estimate` (the bytes of the call / 4), so budgets
- * still hold with it; a warning says so, once a process.
+ * A server that reports no usage (none, `{}`, or no prompt token: every real call has some) gets
+ * `estimate` (the bytes of the call / 4), so budgets still hold with it; a warning says so, once
+ * a process for each model.
  */
 function usageOf(
   usage: CompletionUsage | null | undefined,
+  model: string,
   estimate: () => TokenUsage,
 ): TokenUsage {
-  if (typeof usage !== 'object' || usage === null) {
-    if (!warnedOfMissingUsage) {
-      warnedOfMissingUsage = true;
+  if (typeof usage !== 'object' || usage === null || !(tokenCount(usage.prompt_tokens) > 0)) {
+    if (!modelsWithoutUsage.has(model)) {
+      modelsWithoutUsage.add(model);
       usageLogger.warn(
-        'the model provider reported no token usage: its calls count an estimate (the bytes of each call / 4)',
+        `the model provider reported no token usage for ${model}: its calls count an estimate (the bytes of each call / 4)`,
       );
     }
     return estimate();
@@ -84,7 +86,7 @@ function usageOf(
   }
   return counted;
 }
-let warnedOfMissingUsage = false;
+const modelsWithoutUsage = new Set<string>();
 
 /** The estimate of a call's tokens: what it was sent, and its answer (a text, or its bytes). */
 function estimatedUsage(
@@ -385,7 +387,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
         : [],
     );
     const counted = () =>
-      usageOf(usage, () => estimatedUsage(params, (content ?? '') + JSON.stringify(calls)));
+      usageOf(usage, params.model, () =>
+        estimatedUsage(
+          params,
+          String(content ?? '') + String(message?.refusal ?? '') + JSON.stringify(calls),
+        ),
+      );
     if (typeof content === 'string') this.checkLength(content.length, counted);
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
@@ -397,13 +404,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
       };
     }
     if (typeof content !== 'string') {
-      // A refusal is a completion, billed; a body that is none may not have been.
-      const refusal = typeof message?.refusal === 'string';
+      // A completion without a text (a refusal, a content filter's null) was billed; a body
+      // that is no completion may not have been.
       throw new UnusableAnswer(
-        refusal
+        typeof message?.refusal === 'string'
           ? 'The model refused to answer'
           : 'The model provider answered with something that is not a reply',
-        refusal ? counted() : undefined,
+        Array.isArray(choices) ? counted() : undefined,
       );
     }
     return { content, text: textOf(content), usage: counted() };
@@ -423,13 +430,13 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let content = '';
     let reported: CompletionUsage | undefined;
     let finished = false;
-    let refused = false;
+    let refusal = '';
     // Tool calls come in pieces by index: the id and name first, then the arguments' text.
     const calls: Array<{ id: string; name: string; arguments: string }> = [];
     for await (const chunk of stream) {
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       if (choice?.finish_reason) finished = true;
-      if (typeof choice?.delta?.refusal === 'string') refused = true;
+      if (typeof choice?.delta?.refusal === 'string') refusal += choice.delta.refusal;
       for (const piece of choice?.delta?.tool_calls ?? []) {
         const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
         if (piece.id) call.id = piece.id;
@@ -456,12 +463,16 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // A connection that drops can end the stream quietly: without a finish reason, it is cut off
     // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
     if (!finished) throw new CutOffAnswer();
-    const usage = usageOf(reported, () => estimatedUsage(params, content + JSON.stringify(calls)));
+    const usage = usageOf(reported, params.model, () =>
+      estimatedUsage(params, content + refusal + JSON.stringify(calls)),
+    );
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
       .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
     if (toolCalls.length > 0) return { content: '', text: text.text, usage, toolCalls };
-    if (refused && content === '') throw new UnusableAnswer('The model refused to answer', usage);
+    if (refusal !== '' && content === '') {
+      throw new UnusableAnswer('The model refused to answer', usage);
+    }
     return { content, text: text.text, usage };
   }
 
