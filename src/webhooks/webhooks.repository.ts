@@ -600,10 +600,12 @@ export class WebhooksRepository {
    * cleared by a success (written only when it changes, so a healthy endpoint's row is not).
    *
    * The endpoints are locked first, in id order, then their attempts: the order of a DELETE of
-   * an endpoint (its row, then its attempts by cascade) and of disableFailing. Locking the
-   * attempts first, as the statement alone does, deadlocked with a DELETE (the new attempt's
-   * foreign key waits for the endpoint the DELETE holds, the DELETE for the attempt): PostgreSQL
-   * then aborted one, the DELETE's 500 or the whole batch, sent again after its lease.
+   * an endpoint (its row, then its attempts by cascade), of a PATCH, and of disableFailing (id
+   * order too). Locking the attempts first, as the statement alone does, deadlocked with a
+   * DELETE (the new attempt's foreign key waits for the endpoint the DELETE holds, the DELETE for
+   * the attempt): PostgreSQL then aborted one, the DELETE's 500 or the whole batch, sent again
+   * after its lease. The price: a transaction of two statements, and a row lock written on each
+   * endpoint of the batch.
    */
   async recordOutcomes(outcomes: AttemptOutcome[], now: Date): Promise<void> {
     const endpointIds = [...new Set(outcomes.map((o) => o.endpointId))].sort();
@@ -673,10 +675,16 @@ export class WebhooksRepository {
    */
   disableFailing(cutoff: Date, now: Date): Promise<DisabledEndpointRow[]> {
     return this.database.rows(
-      DISABLED_ENDPOINT.query`WITH disabled AS (
+      DISABLED_ENDPOINT.query`WITH due AS (
+            -- Locked in id order, as the recorder locks its endpoints (recordOutcomes).
+            SELECT id AS due_id FROM webhook_endpoints
+             WHERE status = 'enabled' AND failing_since <= ${cutoff}
+             ORDER BY id FOR NO KEY UPDATE),
+          disabled AS (
             UPDATE webhook_endpoints
                SET status = 'disabled', disabled_reason = 'failing', updated_at = ${now}
-             WHERE status = 'enabled' AND failing_since <= ${cutoff}
+              FROM due
+             WHERE id = due_id AND status = 'enabled'
             RETURNING ${DISABLED_ENDPOINT}),
           cancelled AS (
             UPDATE webhook_delivery_attempts a

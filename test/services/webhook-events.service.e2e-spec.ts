@@ -359,66 +359,140 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
     });
   });
 
-  describe('recording attempts', () => {
-    it('locks the endpoint before its attempt, as a DELETE does: the two cannot deadlock', async () => {
+  describe('lock order of the recorder and the disabling of failing endpoints', () => {
+    /** Resolves once a session of this database waits for a row lock. */
+    async function someoneWaitsForALock(): Promise<void> {
+      for (let tries = 0; tries < 100; tries += 1) {
+        const [{ waiting }] = await database.rows<{ waiting: number }>(
+          sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
+               WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        if (waiting > 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('no session came to wait for a lock');
+    }
+
+    /** Runs `check` while a session of its own holds `hold` in a transaction. */
+    async function whileHolding(
+      hold: { text: string; values: unknown[] },
+      check: (observer: Client) => Promise<void>,
+    ): Promise<void> {
+      const holder = new Client({ connectionString: process.env.DATABASE_URL });
+      const observer = new Client({ connectionString: process.env.DATABASE_URL });
+      await Promise.all([holder.connect(), observer.connect()]);
+      try {
+        await holder.query('BEGIN');
+        await holder.query(hold.text, hold.values);
+        await check(observer);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        await Promise.all([holder.end(), observer.end()]);
+      }
+    }
+
+    /** Whether `sql` can lock the row at once, from `observer` (then let go). */
+    async function lockableAtOnce(observer: Client, text: string, id: string): Promise<boolean> {
+      await observer.query('BEGIN');
+      try {
+        await observer.query(`${text} FOR UPDATE NOWAIT`, [id]);
+        return true;
+      } catch (error) {
+        if ((error as { code?: string }).code === '55P03') return false;
+        throw error;
+      } finally {
+        await observer.query('ROLLBACK');
+      }
+    }
+
+    it('disables failing endpoints locking them in id order, not the order they lie in', async () => {
       const caller = await admin();
-      const endpointId = await endpoint(caller.organizationId, ['member.added']);
-      await emit(caller.organizationId, 'member.added', { user_id: 'ada', role: 'member' });
-      // The worker's claim, by hand (no worker runs here).
-      const lockToken = randomUUID();
-      const [attempt] = await database.rows<{ id: string }>(
-        sql`UPDATE webhook_delivery_attempts SET lock_token = ${lockToken},
+      const [low, high] = [randomUUID(), randomUUID()].sort();
+      // The higher id written first: a scan in physical order meets it first.
+      for (const id of [high, low]) {
+        await database.count(
+          sql`INSERT INTO webhook_endpoints
+                (id, organization_id, url, events, secret, status, failing_since)
+              VALUES (${id}, ${caller.organizationId}, 'https://93.184.215.14/hook',
+                      '{member.added}', 'whsec_never-sent', 'enabled',
+                      ${clock.now()}::timestamptz - interval '100 hours')`,
+        );
+      }
+      let disabling: Promise<unknown> | undefined;
+      await whileHolding(
+        { text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', values: [low] },
+        async (observer) => {
+          disabling = repository.disableFailing(clock.now(), clock.now());
+          await someoneWaitsForALock();
+          // Waiting for the lower id, it holds nothing yet: the higher is free.
+          expect(
+            await lockableAtOnce(observer, 'SELECT 1 FROM webhook_endpoints WHERE id = $1', high),
+          ).toBe(true);
+        },
+      );
+      const disabled = (await disabling) as Array<{ id: string }>;
+      expect(disabled.map((row) => row.id).sort()).toEqual(
+        expect.arrayContaining([low, high].sort()),
+      );
+    });
+
+    describe('recording attempts', () => {
+      it('locks the endpoint before its attempt, as a DELETE does: the two cannot deadlock', async () => {
+        const caller = await admin();
+        const endpointId = await endpoint(caller.organizationId, ['member.added']);
+        await emit(caller.organizationId, 'member.added', { user_id: 'ada', role: 'member' });
+        // The worker's claim, by hand (no worker runs here).
+        const lockToken = randomUUID();
+        const [attempt] = await database.rows<{ id: string }>(
+          sql`UPDATE webhook_delivery_attempts SET lock_token = ${lockToken},
                    locked_until = ${clock.now()}::timestamptz + interval '1 minute'
              WHERE endpoint_id = ${endpointId} RETURNING id`,
-      );
-
-      // A DELETE of the endpoint has locked its row and is about to cascade to the attempts.
-      const deleting = new Client({ connectionString: process.env.DATABASE_URL });
-      const observer = new Client({ connectionString: process.env.DATABASE_URL });
-      await Promise.all([deleting.connect(), observer.connect()]);
-      try {
-        await deleting.query('BEGIN');
-        await deleting.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [
-          endpointId,
-        ]);
-        const recording = repository.recordOutcomes(
-          [
-            {
-              id: attempt.id,
-              lockToken,
-              endpointId,
-              status: 'failed',
-              responseStatus: 500,
-              error: 'answered 500',
-              durationMs: 12,
-              retryInMs: 60_000,
-            },
-          ],
-          clock.now(),
         );
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        // The recorder waits for the endpoint holding no attempt: the cascade could go on.
-        await observer.query('BEGIN');
-        await expect(
-          observer.query(
-            'SELECT 1 FROM webhook_delivery_attempts WHERE id = $1 FOR UPDATE NOWAIT',
-            [attempt.id],
-          ),
-        ).resolves.toMatchObject({ rowCount: 1 });
-        await observer.query('ROLLBACK');
-        await deleting.query('ROLLBACK');
+
+        // A DELETE of the endpoint has locked its row and is about to cascade to the attempts.
+        let recording: Promise<void> | undefined;
+        await whileHolding(
+          {
+            text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
+            values: [endpointId],
+          },
+          async (observer) => {
+            recording = repository.recordOutcomes(
+              [
+                {
+                  id: attempt.id,
+                  lockToken,
+                  endpointId,
+                  status: 'failed',
+                  responseStatus: 500,
+                  error: 'answered 500',
+                  durationMs: 12,
+                  retryInMs: 60_000,
+                },
+              ],
+              clock.now(),
+            );
+            await someoneWaitsForALock();
+            // The recorder waits for the endpoint holding no attempt: the cascade could go on.
+            expect(
+              await lockableAtOnce(
+                observer,
+                'SELECT 1 FROM webhook_delivery_attempts WHERE id = $1',
+                attempt.id,
+              ),
+            ).toBe(true);
+          },
+        );
         await recording;
-      } finally {
-        await Promise.all([deleting.end(), observer.end()]);
-      }
-      const attempts = await database.rows<{ attempt: number; status: string }>(
-        sql`SELECT attempt, status FROM webhook_delivery_attempts
+        const attempts = await database.rows<{ attempt: number; status: string }>(
+          sql`SELECT attempt, status FROM webhook_delivery_attempts
              WHERE endpoint_id = ${endpointId} ORDER BY attempt`,
-      );
-      expect(attempts).toEqual([
-        { attempt: 1, status: 'failed' },
-        { attempt: 2, status: 'pending' },
-      ]);
+        );
+        expect(attempts).toEqual([
+          { attempt: 1, status: 'failed' },
+          { attempt: 2, status: 'pending' },
+        ]);
+      });
     });
   });
 });
