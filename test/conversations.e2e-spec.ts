@@ -251,14 +251,16 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       expect(
         (await respond({ user_id: uniqueUserId(), message: 'uncounted?', stream })).status,
       ).toBe(200);
-      // The bytes sent (messages and tools) / 4, and the answer's (its text, no tool call) / 4.
-      const { messages, tools } = fake.lastRequest().body ?? {};
+      // The bytes sent (messages, tools, the answer's schema) / 4, and the answer's (its text, no tool call) / 4.
+      const { messages, tools, response_format } = fake.lastRequest().body ?? {};
       const after = await tokens();
       expect(after).toMatchObject({
         requests: before.requests + 1,
         prompt_tokens:
           before.prompt_tokens +
-          Math.ceil(Buffer.byteLength(JSON.stringify([messages, tools ?? []])) / 4),
+          Math.ceil(
+            Buffer.byteLength(JSON.stringify([messages, tools ?? [], response_format ?? null])) / 4,
+          ),
         completion_tokens:
           before.completion_tokens + Math.ceil((Buffer.byteLength(content) + 2) / 4),
       });

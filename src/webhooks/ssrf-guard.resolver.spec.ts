@@ -48,9 +48,11 @@ describe('SSRF guard: what the resolver says', () => {
       expect(refusal).not.toBeInstanceOf(UnsafeAddressError);
       expect(refusal).toMatchObject({ code });
     }
-    // The IPv6 answer that did not come might have been private.
+    // One family unanswered beside the other's answer: the answer alone is used.
     answer(answering('93.184.215.14'), failing('ETIMEOUT'));
-    await expect(check()).rejects.toMatchObject({ code: 'ETIMEOUT' });
+    await expect(check()).resolves.toBeUndefined();
+    answer(failing('ENODATA'), failing('ESERVFAIL'));
+    await expect(check()).rejects.toMatchObject({ code: 'ESERVFAIL' });
   });
 
   it('accepts a name whose every address is public, refuses one with a private answer', async () => {
@@ -101,5 +103,18 @@ describe('SSRF guard: what the resolver says', () => {
       ],
     ]);
     expect(await looked({ family: 6 })).toEqual([null, '2606:4700:4700::1111', 6]);
+    expect(await looked({ family: 'IPv4' as unknown as number })).toEqual([
+      null,
+      '93.184.215.14',
+      4,
+    ]);
+    // A family unanswered is never handed on: only the IPv4 answer, checked.
+    answer(answering('93.184.215.14'), failing('ETIMEOUT'));
+    expect(await looked({ all: true })).toEqual([null, [{ address: '93.184.215.14', family: 4 }]]);
+    // One private answer refuses the name, in the words of a missing one.
+    answer(answering('93.184.215.14'), answering('fd00:ec2::254'));
+    const [refusal] = await looked({ all: true });
+    expect(refusal).toBeInstanceOf(UnsafeAddressError);
+    expect((refusal as Error).message).toBe(new UnsafeAddressError('example.com').message);
   });
 });

@@ -129,33 +129,37 @@ const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA', 'EBADNAME']);
  * getaddrinfo (`dns.lookup`): getaddrinfo runs on libuv's thread pool, which argon2, files and
  * zlib share, and cannot be cancelled, so names whose nameserver never answers held its threads
  * for the system resolver's whole timeout, and a few tenants could hold them all (found by
- * review). c-ares asks from the event loop, each try bounded. It reads /etc/resolv.conf, not
- * /etc/hosts: a name only /etc/hosts knows is a local one, refused as not resolving.
+ * review). c-ares asks from the event loop, each try bounded (1 s, then 2 s for the second
+ * round: about 3 s a nameserver). It reads /etc/resolv.conf, not /etc/hosts: a name only
+ * /etc/hosts knows is refused as not resolving (a local resolver serving it over DNS, as
+ * systemd-resolved or Docker's does, answers it; its addresses are checked as any).
  */
-const resolver = new Resolver({ timeout: 2_000, tries: 2 });
+const resolver = new Resolver({ timeout: 1_000, tries: 2 });
 
 /** RFC 6761's special-use names: `localhost` is loopback and `invalid` never resolves. */
 const SPECIAL_USE_NAME = /(^|\.)(localhost|invalid)\.?$/i;
 
 /**
  * Every address a name resolves to, IPv4 then IPv6; UnsafeAddressError when it does not exist.
- * A family the resolver could not answer for (ETIMEOUT, ESERVFAIL, ECONNREFUSED) rejects with
- * its error, even beside an answer of the other: the unanswered one might have been private.
+ * A family the resolver could not answer for (ETIMEOUT, ESERVFAIL, ECONNREFUSED) is left out
+ * when the other answered (only addresses answered and checked ever reach a socket); when
+ * neither did, the name rejects with the resolver's error: it may be fine.
  */
 async function resolveName(host: string): Promise<LookupAddress[]> {
   if (SPECIAL_USE_NAME.test(host)) throw new UnsafeAddressError(host);
   const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
   const addresses: LookupAddress[] = [];
+  let unanswered: NodeJS.ErrnoException | undefined;
   for (const [index, answer] of answers.entries()) {
     if (answer.status === 'fulfilled') {
       const family = index === 0 ? 4 : 6;
       addresses.push(...answer.value.map((address) => ({ address, family })));
     } else if (!NO_SUCH_NAME.has((answer.reason as NodeJS.ErrnoException).code ?? '')) {
-      throw answer.reason;
+      unanswered ??= answer.reason as NodeJS.ErrnoException;
     }
   }
-  if (addresses.length === 0) throw new UnsafeAddressError(host);
-  return addresses;
+  if (addresses.length > 0) return addresses;
+  throw unanswered ?? new UnsafeAddressError(host);
 }
 
 /** `work`, or an ETIMEOUT error once `timeoutMs` has passed without its answer. */

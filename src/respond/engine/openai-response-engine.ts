@@ -65,7 +65,8 @@ function usageOf(
   estimate: () => TokenUsage,
 ): TokenUsage {
   if (typeof usage !== 'object' || usage === null || !(tokenCount(usage.prompt_tokens) > 0)) {
-    if (!modelsWithoutUsage.has(model)) {
+    // Bounded: a personality's model may be any name the routes let through.
+    if (!modelsWithoutUsage.has(model) && modelsWithoutUsage.size < MODELS_WARNED_MAX) {
       modelsWithoutUsage.add(model);
       usageLogger.warn(
         `the model provider reported no token usage for ${model}: its calls count an estimate (the bytes of each call / 4)`,
@@ -87,14 +88,18 @@ function usageOf(
   return counted;
 }
 const modelsWithoutUsage = new Set<string>();
+const MODELS_WARNED_MAX = 100;
 
-/** The estimate of a call's tokens: what it was sent, and its answer (a text, or its bytes). */
+/**
+ * The estimate of a call's tokens: what it was sent (messages, tools, the answer's schema), and
+ * its answer (a text, or its bytes).
+ */
 function estimatedUsage(
-  { messages, tools }: Pick<Params, 'messages' | 'tools'>,
+  { messages, tools, response_format }: Pick<Params, 'messages' | 'tools' | 'response_format'>,
   answered: string | number,
 ): TokenUsage {
   return {
-    promptTokens: estimatedTokens(JSON.stringify([messages, tools ?? []])),
+    promptTokens: estimatedTokens(JSON.stringify([messages, tools ?? [], response_format ?? null])),
     completionTokens: estimatedTokens(answered),
     cachedTokens: 0,
   };
@@ -320,7 +325,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
       // The client read part of an answer whose count never came: counted by estimate, or a
       // client leaving just before the stream's last chunk would be served for nothing.
       if (delivered && askedModel && !lastAttemptCounted) {
-        request.onUncountedSpend?.(estimatedUsage({ messages, tools }, deliveredBytes), askedModel);
+        request.onUncountedSpend?.(
+          estimatedUsage({ messages, tools, response_format: format }, deliveredBytes),
+          askedModel,
+        );
       }
       throw error;
     }
@@ -436,7 +444,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
     for await (const chunk of stream) {
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       if (choice?.finish_reason) finished = true;
-      if (typeof choice?.delta?.refusal === 'string') refusal += choice.delta.refusal;
+      if (typeof choice?.delta?.refusal === 'string') {
+        this.checkLength(refusal.length + choice.delta.refusal.length, () =>
+          estimatedUsage(params, content + refusal),
+        );
+        refusal += choice.delta.refusal;
+      }
       for (const piece of choice?.delta?.tool_calls ?? []) {
         const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
         if (piece.id) call.id = piece.id;
