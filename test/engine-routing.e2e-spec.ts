@@ -315,6 +315,38 @@ describe('A model path that does not fail the user (contract §21)', () => {
   });
 
   // ENGINE_MAX_TOKENS 321: at most 321 × 16 + 4,096 = 9,232 characters are read of an answer.
+  it('refuses a streamed tool call numbered past any real answer, and counts what came', async () => {
+    const event = (delta: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-far',
+        object: 'chat.completion.chunk',
+        created: 0,
+        model: 'm',
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      })}\n\n`;
+    const far = {
+      contentType: 'text/event-stream',
+      body:
+        event({
+          tool_calls: [{ index: 1e9, id: 'call_far', type: 'function', function: { name: 'x' } }],
+        }) +
+        event({}, 'tool_calls') +
+        'data: [DONE]\n\n',
+    };
+    for (const fake of [primary, fallback, last]) fake.respondAlwaysWith({ raw: far });
+    const before = await c.tokens();
+    const response = await c.respond({ message: 'call far away', stream: true });
+    expect(parseEvents(response.text).at(-1)).toMatchObject({
+      event: 'error',
+      data: { error: { code: 'engine_unavailable' } },
+    });
+    // Each route's answer came, unusable, without usage: its estimate counts. Before, the
+    // estimate wrote out a sparse array of a billion slots and failed (RangeError): nothing.
+    const after = await c.tokens();
+    expect(after.requests).toBe(before.requests);
+    expect(after.prompt_tokens).toBeGreaterThan(before.prompt_tokens);
+  });
+
   it('cuts off a provider that ignores max_completion_tokens instead of reading it without end', async () => {
     const endless = 'on and on '.repeat(3_000);
     primary.respondWith({ content: endless, stream: { chunkSize: 500, intervalMs: 5 } });

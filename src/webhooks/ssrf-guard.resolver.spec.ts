@@ -66,6 +66,13 @@ describe('SSRF guard: what the resolver says', () => {
     await expect(check()).rejects.toBeInstanceOf(UnsafeAddressError);
   });
 
+  it('waits for the other family only a moment once one has answered', async () => {
+    answer(answering('93.184.215.14'), () => new Promise<string[]>(() => undefined));
+    const started = Date.now();
+    await expect(check(5_000)).resolves.toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
   it('gives up at its deadline on a resolver that never answers', async () => {
     answer(
       () => new Promise<string[]>(() => undefined),

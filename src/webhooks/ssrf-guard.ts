@@ -140,24 +140,49 @@ const resolver = new Resolver({ timeout: 1_000, tries: 2 });
 const SPECIAL_USE_NAME = /(^|\.)(localhost|invalid)\.?$/i;
 
 /**
+ * Once one family has answered, how long the other is waited for. A resolver that lets AAAA
+ * queries time out (some do) would otherwise cost each lookup its whole timeout (review).
+ */
+const OTHER_FAMILY_GRACE_MS = 300;
+
+/**
  * Every address a name resolves to, IPv4 then IPv6; UnsafeAddressError when it does not exist.
- * A family the resolver could not answer for (ETIMEOUT, ESERVFAIL, ECONNREFUSED) is left out
- * when the other answered (only addresses answered and checked ever reach a socket); when
- * neither did, the name rejects with the resolver's error: it may be fine.
+ * A family the resolver could not answer for (ETIMEOUT, ESERVFAIL, ECONNREFUSED), or not within
+ * OTHER_FAMILY_GRACE_MS of the other's answer, is left out when the other answered: only
+ * addresses answered and checked ever reach a socket. When neither answered, the name rejects
+ * with the resolver's error: it may be fine.
  */
 async function resolveName(host: string): Promise<LookupAddress[]> {
   if (SPECIAL_USE_NAME.test(host)) throw new UnsafeAddressError(host);
-  const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
-  const addresses: LookupAddress[] = [];
+  const answered: Array<string[] | undefined> = [undefined, undefined];
   let unanswered: NodeJS.ErrnoException | undefined;
-  for (const [index, answer] of answers.entries()) {
-    if (answer.status === 'fulfilled') {
-      const family = index === 0 ? 4 : 6;
-      addresses.push(...answer.value.map((address) => ({ address, family })));
-    } else if (!NO_SUCH_NAME.has((answer.reason as NodeJS.ErrnoException).code ?? '')) {
-      unanswered ??= answer.reason as NodeJS.ErrnoException;
-    }
-  }
+  await new Promise<void>((done) => {
+    let grace: NodeJS.Timeout | undefined;
+    let pending = 2;
+    const settle = () => {
+      pending -= 1;
+      if (pending === 0) {
+        clearTimeout(grace);
+        done();
+      }
+    };
+    [resolver.resolve4(host), resolver.resolve6(host)].forEach((query, index) => {
+      void query.then(
+        (addresses) => {
+          answered[index] = addresses;
+          grace ??= setTimeout(done, OTHER_FAMILY_GRACE_MS);
+          settle();
+        },
+        (error: NodeJS.ErrnoException) => {
+          if (!NO_SUCH_NAME.has(error.code ?? '')) unanswered ??= error;
+          settle();
+        },
+      );
+    });
+  });
+  const addresses = answered.flatMap((found, index) =>
+    (found ?? []).map((address) => ({ address, family: index === 0 ? 4 : 6 })),
+  );
   if (addresses.length > 0) return addresses;
   throw unanswered ?? new UnsafeAddressError(host);
 }

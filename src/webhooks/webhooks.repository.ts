@@ -597,7 +597,7 @@ export class WebhooksRepository {
    * after `now`, in the same statement. An attempt whose lease was lost (this instance was too
    * slow and another took it over) is left alone: only the holder of the current token records
    * an outcome. Each endpoint's `failing_since` follows: set to `now` by a failure when unset,
-   * cleared by a success (written only when it changes, so a healthy endpoint's row is not).
+   * cleared by a success (written only when it changes).
    *
    * The endpoints are locked first, in id order, then their attempts: the order of a DELETE of
    * an endpoint (its row, then its attempts by cascade), of a PATCH, and of disableFailing (id

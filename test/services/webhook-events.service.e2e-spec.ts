@@ -13,6 +13,7 @@ import { WebhooksModule } from '../../src/webhooks/webhooks.module';
 import { WebhooksRepository } from '../../src/webhooks/webhooks.repository';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { sessionsWaitingForLocks } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
 
 /** Events are kept this long once their attempts are made (docs/webhooks.md). */
@@ -360,19 +361,6 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
   });
 
   describe('lock order of the recorder and the disabling of failing endpoints', () => {
-    /** Resolves once a session of this database waits for a row lock. */
-    async function someoneWaitsForALock(): Promise<void> {
-      for (let tries = 0; tries < 100; tries += 1) {
-        const [{ waiting }] = await database.rows<{ waiting: number }>(
-          sql`SELECT count(*)::int AS waiting FROM pg_stat_activity
-               WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-        );
-        if (waiting > 0) return;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      throw new Error('no session came to wait for a lock');
-    }
-
     /** Runs `check` while a session of its own holds `hold` in a transaction. */
     async function whileHolding(
       hold: { text: string; values: unknown[] },
@@ -418,12 +406,17 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
                       ${clock.now()}::timestamptz - interval '100 hours')`,
         );
       }
+      // The spec's premise: the higher id lies first in the table.
+      const placed = await database.rows<{ id: string }>(
+        sql`SELECT id FROM webhook_endpoints WHERE id IN (${low}, ${high}) ORDER BY ctid`,
+      );
+      expect(placed.map((row) => row.id)).toEqual([high, low]);
       let disabling: Promise<unknown> | undefined;
       await whileHolding(
         { text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', values: [low] },
         async (observer) => {
           disabling = repository.disableFailing(clock.now(), clock.now());
-          await someoneWaitsForALock();
+          await sessionsWaitingForLocks(database, 1);
           // Waiting for the lower id, it holds nothing yet: the higher is free.
           expect(
             await lockableAtOnce(observer, 'SELECT 1 FROM webhook_endpoints WHERE id = $1', high),
@@ -472,7 +465,7 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
               ],
               clock.now(),
             );
-            await someoneWaitsForALock();
+            await sessionsWaitingForLocks(database, 1);
             // The recorder waits for the endpoint holding no attempt: the cascade could go on.
             expect(
               await lockableAtOnce(

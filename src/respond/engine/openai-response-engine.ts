@@ -37,6 +37,8 @@ import { systemMessage } from './system-message';
  */
 export const MAX_TOKENS_PER_CALL = 10_000_000;
 const usageLogger = new Logger('OpenAiResponseEngine');
+/** More tool calls than any real answer holds in one round: an answer past it is refused. */
+const MAX_TOOL_CALLS = 128;
 
 /**
  * The tokens of a text (or of this many UTF-8 bytes) when no provider counted them: about 4
@@ -441,32 +443,35 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let refusal = '';
     // Tool calls come in pieces by index: the id and name first, then the arguments' text.
     const calls: Array<{ id: string; name: string; arguments: string }> = [];
+    // Text, refusal and calls count against one bound together.
+    let read = 0;
+    const take = (piece: string) => {
+      read += piece.length;
+      this.checkLength(read, () =>
+        estimatedUsage(params, content + refusal + JSON.stringify(calls) + piece),
+      );
+      return piece;
+    };
     for await (const chunk of stream) {
       const choice = Array.isArray(chunk?.choices) ? chunk.choices[0] : undefined;
       if (choice?.finish_reason) finished = true;
-      if (typeof choice?.delta?.refusal === 'string') {
-        this.checkLength(refusal.length + choice.delta.refusal.length, () =>
-          estimatedUsage(params, content + refusal),
-        );
-        refusal += choice.delta.refusal;
-      }
+      if (typeof choice?.delta?.refusal === 'string') refusal += take(choice.delta.refusal);
       for (const piece of choice?.delta?.tool_calls ?? []) {
+        // An index past any real answer's would make a sparse array of that length.
+        if (!Number.isInteger(piece.index) || piece.index < 0 || piece.index >= MAX_TOOL_CALLS) {
+          throw new UnusableAnswer(
+            'The model provider answered with something that is not a reply',
+            estimatedUsage(params, content + refusal + JSON.stringify(calls)),
+          );
+        }
         const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
         if (piece.id) call.id = piece.id;
-        if (piece.function?.name) call.name += piece.function.name;
-        if (piece.function?.arguments) {
-          this.checkLength(call.arguments.length + piece.function.arguments.length, () =>
-            estimatedUsage(params, content + JSON.stringify(calls)),
-          );
-          call.arguments += piece.function.arguments;
-        }
+        if (piece.function?.name) call.name += take(piece.function.name);
+        if (piece.function?.arguments) call.arguments += take(piece.function.arguments);
       }
       const piece = choice?.delta?.content;
       if (typeof piece === 'string' && piece !== '') {
-        this.checkLength(content.length + piece.length, () =>
-          estimatedUsage(params, content + piece),
-        );
-        content += piece;
+        content += take(piece);
         const delta = toStorableText(text.push(piece));
         // Awaited: a client that does not read pauses this read of the provider's stream.
         if (delta) await onDelta(delta);
