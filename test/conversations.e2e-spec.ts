@@ -335,11 +335,20 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
   });
 
   it.each([
-    // Transient failures are tried once more (ENGINE_RETRIES=1), on this one route.
-    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable', 2],
-    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2],
-    ['a reply slower than ENGINE_TIMEOUT_MS', { delayMs: 5_000 }, 504, 'engine_timeout', 1],
-    ['no answer at all', { hang: true }, 504, 'engine_timeout', 1],
+    // Transient failures are tried once more (ENGINE_RETRIES=1), on this one route: a failed
+    // call is not billed.
+    ['an HTTP 500', { error: { status: 500 } }, 502, 'engine_unavailable', 2, 'nothing'],
+    ['a 429 refusal', { error: { status: 429 } }, 502, 'engine_unavailable', 2, 'nothing'],
+    // The provider read the prompt of a call whose time ran out: its estimate counts.
+    [
+      'a reply slower than ENGINE_TIMEOUT_MS',
+      { delayMs: 5_000 },
+      504,
+      'engine_timeout',
+      1,
+      'the prompt',
+    ],
+    ['no answer at all', { hang: true }, 504, 'engine_timeout', 1, 'the prompt'],
     // An answer that came is billed: its reported tokens count, as no request.
     [
       'an empty reply',
@@ -347,21 +356,27 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
       502,
       'engine_unavailable',
       1,
+      'what it reported',
     ],
-  ])('answers %s with %i and stores nothing', async (_name, reply, status, code, calls) => {
-    const userId = uniqueUserId('fail');
-    const tokensBefore = await tokens();
-    fake.respondAlwaysWith(reply);
-    expectError(await respond({ user_id: userId, message: 'hello?' }), status, code);
-    expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
-    const billed = 'usage' in reply ? reply.usage : { prompt_tokens: 0, completion_tokens: 0 };
-    expect(await tokens()).toMatchObject({
-      requests: tokensBefore.requests,
-      prompt_tokens: tokensBefore.prompt_tokens + billed.prompt_tokens,
-      completion_tokens: tokensBefore.completion_tokens + billed.completion_tokens,
-    });
-    expect(fake.requests).toHaveLength(calls);
-  });
+  ] as const)(
+    'answers %s (%j) with %i %s after %i call(s), stores nothing and counts %s',
+    async (_name, reply, status, code, calls, counted) => {
+      const userId = uniqueUserId('fail');
+      const before = await tokens();
+      fake.respondAlwaysWith(reply);
+      expectError(await respond({ user_id: userId, message: 'hello?' }), status, code);
+      expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
+      const after = await tokens();
+      expect(after.requests).toBe(before.requests);
+      expect(after.completion_tokens - before.completion_tokens).toBe(
+        'usage' in reply ? reply.usage.completion_tokens : 0,
+      );
+      const prompt = after.prompt_tokens - before.prompt_tokens;
+      if (counted === 'the prompt') expect(prompt).toBeGreaterThan(10);
+      else expect(prompt).toBe('usage' in reply ? reply.usage.prompt_tokens : 0);
+      expect(fake.requests).toHaveLength(calls);
+    },
+  );
 
   it('streams the reply as server-sent events and stores it once done', async () => {
     const userId = uniqueUserId('stream');
@@ -487,6 +502,48 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     expect(after.requests).toBe(before.requests);
     expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
     expect(after.completion_tokens - before.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it('counts the prompt of a call whose client left before its answer came, streamed or not', async () => {
+    const port = await listen(t);
+    for (const stream of [false, true]) {
+      const before = await tokens();
+      fake.reset();
+      fake.respondWith({ hang: true });
+      // Leave once the provider has the call: it read the prompt, and bills it.
+      await new Promise<void>((resolve, reject) => {
+        const request = httpRequest({
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/respond',
+          headers: { authorization: tenant.auth, 'content-type': 'application/json' },
+        });
+        request.on('error', (error) => (request.destroyed ? undefined : reject(error)));
+        request.end(
+          JSON.stringify({
+            personality_id: personalityId,
+            user_id: uniqueUserId('impatient'),
+            message: 'never mind',
+            stream,
+          }),
+        );
+        fake.waitForRequests(1).then(() => {
+          request.destroy();
+          resolve();
+        }, reject);
+      });
+      await fake.waitForAborted(1);
+      const deadline = Date.now() + 5_000;
+      let after = await tokens();
+      while (after.prompt_tokens === before.prompt_tokens && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        after = await tokens();
+      }
+      expect(after.requests).toBe(before.requests);
+      expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
+      expect(after.completion_tokens).toBe(before.completion_tokens);
+    }
   });
 
   it('cancels the provider’s call when the client goes away mid-stream, and stores nothing', async () => {

@@ -1264,14 +1264,16 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     await fake.waitForAborted(1);
     expect(await settled).toBe('aborted');
 
-    // The round's call counts (as no reply) once the service has seen the client go.
+    // The round's call counts (as no reply) once the service has seen the client go, and the
+    // prompt of the call the client left (an estimate: it never answered).
     const deadline = Date.now() + 5000;
     let counted = await tokensOf(tenant.auth);
     while (counted.prompt_tokens === 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 50));
       counted = await tokensOf(tenant.auth);
     }
-    expect(counted).toMatchObject({ requests: 0, prompt_tokens: 30, completion_tokens: 3 });
+    expect(counted).toMatchObject({ requests: 0, completion_tokens: 3 });
+    expect(counted.prompt_tokens).toBeGreaterThan(30 + 10);
     const memories = await t
       .http()
       .get(`/v1/end-users/${userId}/memories`)

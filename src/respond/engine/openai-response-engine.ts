@@ -317,6 +317,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
             if (error instanceof UnusableAnswer && error.spent) {
               request.onUncountedSpend?.(error.spent, route.model);
               lastAttemptCounted = true;
+            } else if (signal.aborted && !delivered) {
+              // Cancelled (the client left, the time ran out) before any of it came: the
+              // provider has read the prompt, and bills it, or a client leaving each request
+              // before its answer would spend the organization's tokens past every budget.
+              request.onUncountedSpend?.(estimatedUsage(params, 0), route.model);
+              lastAttemptCounted = true;
             }
             throw error;
           }

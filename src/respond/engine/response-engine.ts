@@ -71,9 +71,10 @@ export interface ReplyRequest {
    * Told of a call the provider bills that the reply's own usage leaves out, with its tokens and
    * the model asked: an answer that came and could not be used (a refusal, an empty text, one
    * past ENGINE_MAX_TOKENS; its reported count, or an estimate), whether a later route answers
-   * or not; and a streamed call that failed or was cancelled (the client left, the time ran out)
+   * or not; a streamed call that failed or was cancelled (the client left, the time ran out)
    * after its text reached the client, whose count, the stream's last chunk, never came (an
-   * estimate).
+   * estimate); and a call cancelled before anything came, whose prompt the provider read (an
+   * estimate of the prompt alone).
    */
   onUncountedSpend?: (spent: TokenUsage, model: string) => void;
 }
