@@ -373,12 +373,18 @@ SELECT organization_id, endpoint_id, event_id, event_type, attempt + 1, next_att
 ON CONFLICT DO NOTHING;
 
 -- the hourly purge, one event past retention
-WITH doomed AS (
-  SELECT ev.id FROM webhook_events ev
-   WHERE ev.created_at < $1
-     AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
-                      WHERE a.event_id = ev.id AND a.status = 'pending')
-   LIMIT $2
-   FOR UPDATE SKIP LOCKED),
-deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+COMMIT;
+SELECT 1 FROM webhook_endpoints
+WHERE id IN (SELECT endpoint_id FROM webhook_delivery_attempts
+              WHERE event_id = ANY($1::uuid[]))
+ORDER BY id FOR KEY SHARE;
+SELECT id FROM webhook_events
+WHERE created_at < $1
+  AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
+                   WHERE a.event_id = webhook_events.id AND a.status = 'pending')
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+START TRANSACTION;
+WITH deleted AS (
+  DELETE FROM webhook_events WHERE id = ANY($1::uuid[]) RETURNING 1)
 SELECT count(*)::int AS "count" FROM deleted;

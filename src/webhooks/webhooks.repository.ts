@@ -745,20 +745,38 @@ export class WebhooksRepository {
 
   /**
    * Deletes up to `batchSize` events created before `cutoff` whose attempts are all made (their
-   * attempts go with them); answers how many. SKIP LOCKED: instances purge side by side.
+   * attempts go with them); answers how many. SKIP LOCKED: instances purge side by side. The
+   * endpoints their attempts name are locked first, in id order, as a DELETE of an endpoint
+   * locks its row before its cascade reaches the attempts: both deleting the same attempts in
+   * their own orders could deadlock.
    */
   async deleteEventsCreatedBefore(cutoff: Date, batchSize: number): Promise<number> {
-    const row = await this.database.row(
-      DELETED_COUNT.query`WITH doomed AS (
-            SELECT ev.id FROM webhook_events ev
-             WHERE ev.created_at < ${cutoff}
+    return this.database.transaction(async (manager) => {
+      const doomed = await this.database.rows(
+        EVENT_ID.query`SELECT ${EVENT_ID} FROM webhook_events
+             WHERE created_at < ${cutoff}
                AND NOT EXISTS (SELECT 1 FROM webhook_delivery_attempts a
-                                WHERE a.event_id = ev.id AND a.status = 'pending')
+                                WHERE a.event_id = webhook_events.id AND a.status = 'pending')
              LIMIT ${batchSize}
-             FOR UPDATE SKIP LOCKED),
-          deleted AS (DELETE FROM webhook_events WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-          SELECT ${DELETED_COUNT} FROM deleted`,
-    );
-    return row?.count ?? 0;
+             FOR UPDATE SKIP LOCKED`,
+        { manager },
+      );
+      if (doomed.length === 0) return 0;
+      const ids = doomed.map((event) => event.id);
+      await this.database.count(
+        sql`SELECT 1 FROM webhook_endpoints
+             WHERE id IN (SELECT endpoint_id FROM webhook_delivery_attempts
+                           WHERE event_id = ANY(${ids}::uuid[]))
+             ORDER BY id FOR KEY SHARE`,
+        { manager },
+      );
+      const row = await this.database.row(
+        DELETED_COUNT.query`WITH deleted AS (
+              DELETE FROM webhook_events WHERE id = ANY(${ids}::uuid[]) RETURNING 1)
+            SELECT ${DELETED_COUNT} FROM deleted`,
+        { manager },
+      );
+      return row?.count ?? 0;
+    });
   }
 }

@@ -429,6 +429,47 @@ describe('WebhookEventsService: the outbox and its deliveries (real database)', 
       );
     });
 
+    it('purges old events locking their attempts’ endpoints first, as a DELETE does: the two cannot deadlock', async () => {
+      const caller = await admin();
+      const endpointId = await endpoint(caller.organizationId, ['usage.threshold_reached']);
+      const now = clock.nowMs();
+      clock.set(new Date(now - RETENTION_MS - 86_400_000));
+      try {
+        await emit(caller.organizationId, 'usage.threshold_reached', { threshold: 50 });
+      } finally {
+        clock.set(new Date(now));
+      }
+      const [attempt] = await database.rows<{ id: string }>(
+        sql`UPDATE webhook_delivery_attempts SET status = 'failed', next_attempt_at = NULL
+             WHERE endpoint_id = ${endpointId} RETURNING id`,
+      );
+
+      // A DELETE of the endpoint has locked its row and is about to cascade to the attempts.
+      let purging: Promise<number> | undefined;
+      await whileHolding(
+        {
+          text: 'SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE',
+          values: [endpointId],
+        },
+        async (observer) => {
+          purging = repository.deleteEventsCreatedBefore(new Date(now - RETENTION_MS), 1_000);
+          await sessionsWaitingForLocks(database, 1);
+          // The purge waits for the endpoint holding no attempt: the cascade could go on.
+          expect(
+            await lockableAtOnce(
+              observer,
+              'SELECT 1 FROM webhook_delivery_attempts WHERE id = $1',
+              attempt.id,
+            ),
+          ).toBe(true);
+        },
+      );
+      expect(await purging).toBeGreaterThanOrEqual(1);
+      expect(
+        await database.rows(sql`SELECT 1 FROM webhook_delivery_attempts WHERE id = ${attempt.id}`),
+      ).toEqual([]);
+    });
+
     describe('recording attempts', () => {
       it('locks the endpoint before its attempt, as a DELETE does: the two cannot deadlock', async () => {
         const caller = await admin();
