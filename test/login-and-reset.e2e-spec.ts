@@ -3,7 +3,8 @@ import type { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { PasswordResetService } from '../src/auth/password-reset.service';
 import { expectError, expectRequestId } from './support/assertions';
-import { signUp, uniqueEmail } from './support/identity';
+import { createApiKey, signUp, signUpVerified, uniqueEmail } from './support/identity';
+import { TestOidcProvider } from './support/jwks-server';
 import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
@@ -17,18 +18,26 @@ describe('Login, the 15/24h lockout and password reset', () => {
   let t: TestApp;
   let smtp: TestSmtpServer;
   let db: DataSource;
+  let idp: TestOidcProvider;
   const secrets: string[] = [];
 
   beforeAll(async () => {
     smtp = await new TestSmtpServer().start();
+    idp = await new TestOidcProvider('acme').start();
     t = await createTestApp({
-      env: { ...UNTHROTTLED, SMTP_URL: smtp.url, APP_PUBLIC_URL: PUBLIC_URL },
+      env: {
+        ...UNTHROTTLED,
+        SMTP_URL: smtp.url,
+        APP_PUBLIC_URL: PUBLIC_URL,
+        SSO_PROVIDERS: JSON.stringify([idp.config]),
+      },
     });
     db = t.app.get<DataSource>(getDataSourceToken());
   });
   afterAll(async () => {
     await t.close();
     await smtp.stop();
+    await idp.stop();
   });
 
   const login = (email: string, password: string) =>
@@ -291,6 +300,70 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const after = await login(u.email, 'the password after reset');
     expect(after.status).toBe(200);
     expect((await auth(after.body.access_token)).status).toBe(200);
+  });
+
+  it('takes an account back at a reset: its SSO identities go, and an unverified one’s API keys', async () => {
+    const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+    const resetWith = async (email: string, password: string) => {
+      const token = await requestResetToken(email);
+      secrets.push(password);
+      const response = await t
+        .http()
+        .post('/v1/auth/reset-password')
+        .send({ token, new_password: password });
+      expect(response.status).toBe(200);
+    };
+    // Someone registers an address that is not theirs, links their own identity and makes a key.
+    const squatter = await user();
+    const idToken = await idp.idToken({ sub: `squatter-${randomBytes(4).toString('hex')}` });
+    const linked = await t
+      .http()
+      .post('/v1/me/sso/link')
+      .set(bearer(squatter.accessToken))
+      .send({ provider: 'acme', id_token: idToken });
+    expect(linked.status).toBe(201);
+    const key = await createApiKey(t, squatter.accessToken, ['admin']);
+    secrets.push(key);
+    const ssoLogin = () =>
+      t.http().post('/v1/auth/sso/login').send({ provider: 'acme', id_token: idToken });
+    expect((await ssoLogin()).status).toBe(200);
+
+    // The mailbox's owner resets the password: neither the identity nor the key lets them in.
+    await resetWith(squatter.email, 'the owner of the mailbox');
+    expectError(await ssoLogin(), 401, 'unauthenticated');
+    expectError(await t.http().get('/v1/personalities').set(bearer(key)), 401, 'unauthenticated');
+    const owner = await login(squatter.email, 'the owner of the mailbox');
+    secrets.push(owner.body.access_token);
+    const me = await t.http().get('/v1/me').set(bearer(owner.body.access_token));
+    expect(me.body.email_verified).toBe(true);
+    const identities = await t.http().get('/v1/me/sso').set(bearer(owner.body.access_token));
+    expect(identities.body.data).toEqual([]);
+    const revoked = await db.query(
+      `SELECT details->>'reason' AS reason FROM audit_events
+        WHERE organization_id = $1 AND action = 'api_key.revoked'`,
+      [squatter.organizationId],
+    );
+    expect(revoked).toEqual([{ reason: 'password_reset' }]);
+
+    // A verified account keeps its keys; its identities go all the same (relinked after).
+    const verified = await signUpVerified(t, smtp);
+    secrets.push(verified.password, verified.accessToken);
+    const ownKey = await createApiKey(t, verified.accessToken, ['read']);
+    secrets.push(ownKey);
+    const ownToken = await idp.idToken({ sub: `verified-${randomBytes(4).toString('hex')}` });
+    await t
+      .http()
+      .post('/v1/me/sso/link')
+      .set(bearer(verified.accessToken))
+      .send({ provider: 'acme', id_token: ownToken })
+      .expect(201);
+    await resetWith(verified.email, 'a verified owner resets');
+    expect((await t.http().get('/v1/personalities').set(bearer(ownKey))).status).toBe(200);
+    expectError(
+      await t.http().post('/v1/auth/sso/login').send({ provider: 'acme', id_token: ownToken }),
+      401,
+      'unauthenticated',
+    );
   });
 
   it('sends at most five reset mails per user and hour', async () => {

@@ -59,6 +59,8 @@ const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
+const KEY_ORGANIZATION = Columns.rowOf<ApiKey>()('organizationId');
+
 const KEY_ID_PROPERTY = Columns.propertiesOf<ApiKey>()('id');
 
 /** A key's expiry once brought forward: never null. */
@@ -412,6 +414,16 @@ export class ApiKeysRepository {
       { manager },
     );
     return rows.map((row) => row.key_hash);
+  }
+
+  /** The organizations, in id order, where `userId` made a key (live or not). */
+  async organizationsWithKeysMadeBy(manager: EntityManager, userId: string): Promise<string[]> {
+    const rows = await this.database.rows(
+      KEY_ORGANIZATION.query`SELECT DISTINCT ${KEY_ORGANIZATION} FROM api_keys
+           WHERE created_by_user_id = ${userId} ORDER BY organization_id`,
+      { manager },
+    );
+    return rows.map((row) => row.organization_id);
   }
 
   /** Newest first, after the key `startingAfter` of the same organization; `limit + 1` rows. */

@@ -12,6 +12,7 @@ import {
   type KeyBucket,
   type Scope,
   scopeSatisfies,
+  type UserCaller,
 } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
@@ -52,6 +53,9 @@ const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 export interface RevokedKeys {
   hashes: string[];
 }
+
+/** Why keys were revoked with a change of their maker's standing (`api_key.revoked` details). */
+type RevocationReason = 'member_removed' | 'member_demoted' | 'password_reset';
 
 interface CachedKey {
   id: string;
@@ -318,7 +322,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     caller: CallerContext,
     organizationId: string,
     userId: string,
-    options: { adminOnly: boolean; reason: 'member_removed' | 'member_demoted' },
+    options: { adminOnly: boolean; reason: RevocationReason },
   ): Promise<RevokedKeys> {
     const now = this.clock.now();
     const hashes = await this.keys.revokeMadeBy(
@@ -337,6 +341,25 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       ),
     );
     return { hashes: hashes.map((hash) => hash.toString('hex')) };
+  }
+
+  /**
+   * In the transaction of a password reset that took back an address never verified before:
+   * revokes the keys the user made in every organization, and the keys those made, as
+   * `revokeMadeBy` does (actor: the user; `reason: "password_reset"`). Whoever registered the
+   * address first made them; the mailbox's owner never did.
+   */
+  async revokeEveryMadeBy(manager: EntityManager, userId: string): Promise<RevokedKeys> {
+    const hashes: string[] = [];
+    for (const organizationId of await this.keys.organizationsWithKeysMadeBy(manager, userId)) {
+      const caller: UserCaller = { kind: 'user', userId, organizationId, scopes: ['admin'] };
+      const revoked = await this.revokeMadeBy(manager, caller, organizationId, userId, {
+        adminOnly: false,
+        reason: 'password_reset',
+      });
+      hashes.push(...revoked.hashes);
+    }
+    return { hashes };
   }
 
   /**

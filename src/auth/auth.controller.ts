@@ -79,7 +79,7 @@ export class AuthController {
   @ApiOperation({
     summary: 'Sets a new password with the token from the e-mail',
     description:
-      'Clears the login lockout and ends every access token issued before. A token works once.',
+      'Clears the login lockout, ends every access token issued before and unlinks the SSO identities; marks the address verified, and when it was not, revokes the API keys the user made (the account is taken back from whoever registered the address first). A token works once.',
   })
   @ApiOkResponse({ type: ResetPasswordResponseDto })
   @ApiErrors([

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
+import { ApiKeysService } from '../api-keys/api-keys.service';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
@@ -36,6 +37,7 @@ export class PasswordResetService {
     private readonly database: Database,
     private readonly tokens: PasswordResetTokensRepository,
     private readonly users: UsersService,
+    private readonly apiKeys: ApiKeysService,
     private readonly loginAttempts: LoginAttemptsService,
     private readonly mailer: PasswordResetMailer,
     private readonly mail: MailService,
@@ -116,18 +118,26 @@ export class PasswordResetService {
     if (!(await this.tokens.isLive(tokenHash, this.clock.now()))) throw invalidToken();
     const passwordHash = await hashPassword(newPassword);
 
-    const userId = await this.database.transaction(async (manager) => {
+    const { userId, revoked } = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const owner = await this.tokens.spend(manager, tokenHash, now);
       if (owner === null) throw invalidToken();
-      const email = await this.users.replacePassword(manager, owner, passwordHash, now);
-      if (email === null) throw invalidToken();
-      await this.loginAttempts.clear(manager, email);
+      const replaced = await this.users.replacePassword(manager, owner, passwordHash, now);
+      if (replaced === null) throw invalidToken();
+      await this.loginAttempts.clear(manager, replaced.email);
       // Any other link still in a mailbox is spent too: the password it would reset is gone.
       await this.tokens.spendAllOf(manager, owner, now);
-      return owner;
+      // An address never verified may have been registered by someone else first: the
+      // mailbox's owner takes the account back without the keys made before.
+      return {
+        userId: owner,
+        revoked: replaced.was_verified
+          ? undefined
+          : await this.apiKeys.revokeEveryMadeBy(manager, owner),
+      };
     });
     await this.users.forgetTokenVersion(userId);
+    if (revoked) await this.apiKeys.announceRevoked(revoked);
     this.logger.info({ userId }, 'password reset completed');
   }
 }

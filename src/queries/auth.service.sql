@@ -93,15 +93,23 @@ COMMIT;
 DELETE FROM login_attempts WHERE email = lower($1);
 SELECT 1 FROM password_reset_tokens
 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2;
+SELECT DISTINCT organization_id FROM api_keys
+WHERE created_by_user_id = $1 ORDER BY organization_id;
 START TRANSACTION;
 UPDATE password_reset_tokens SET used_at = $1
  WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3
 RETURNING user_id;
 UPDATE password_reset_tokens SET used_at = $1
 WHERE user_id = $2 AND used_at IS NULL;
-UPDATE users SET password_hash = $1, token_version = token_version + 1,
-                updated_at = $2
-WHERE id = $3 RETURNING email;
+WITH before AS (
+  SELECT id, email_verified_at FROM users WHERE id = $1 FOR UPDATE),
+unlinked AS (DELETE FROM sso_identities WHERE user_id = $2)
+UPDATE users u SET password_hash = $3, token_version = token_version + 1,
+       email_verified_at = coalesce(u.email_verified_at, $4::timestamptz),
+       updated_at = $5
+  FROM before b
+ WHERE u.id = b.id
+RETURNING u.email, b.email_verified_at IS NOT NULL AS "was_verified";
 
 -- resend of the verification mail
 COMMIT;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
-import { Columns } from '../database/columns';
+import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import type { User } from './entities/user.entity';
 
@@ -20,7 +20,14 @@ const USER_COLUMNS = Columns.propertiesOf<User>()(
 
 const TOKEN_VERSION = Columns.rowOf<User>()('tokenVersion');
 
-const EMAIL = Columns.rowOf<User>()('email');
+/** A reset's answer: the address, and whether it had been verified before the reset. */
+const PASSWORD_REPLACED = Columns.rowOf<User>('u')('email').and(
+  Columns.computed<{ was_verified: boolean }>({
+    was_verified: sql`b.email_verified_at IS NOT NULL`,
+  }),
+);
+
+export type PasswordReplaced = RowOf<typeof PASSWORD_REPLACED>;
 
 /**
  * The SQL of users. Addresses are unique and looked up case-insensitively (the lower(email)
@@ -76,14 +83,20 @@ export class UsersRepository {
     userId: string,
     passwordHash: string,
     at: Date,
-  ): Promise<string | null> {
+  ): Promise<PasswordReplaced | null> {
     const row = await this.database.row(
-      EMAIL.query`UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
-                           updated_at = ${at}
-           WHERE id = ${userId} RETURNING ${EMAIL}`,
+      PASSWORD_REPLACED.query`WITH before AS (
+            SELECT id, email_verified_at FROM users WHERE id = ${userId} FOR UPDATE),
+          unlinked AS (DELETE FROM sso_identities WHERE user_id = ${userId})
+          UPDATE users u SET password_hash = ${passwordHash}, token_version = token_version + 1,
+                 email_verified_at = coalesce(u.email_verified_at, ${at}::timestamptz),
+                 updated_at = ${at}
+            FROM before b
+           WHERE u.id = b.id
+          RETURNING ${PASSWORD_REPLACED}`,
       { manager },
     );
-    return row?.email ?? null;
+    return row ?? null;
   }
 
   /** Records, at `at`, that the user verified their address (the first time counts). */

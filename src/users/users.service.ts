@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { User } from './entities/user.entity';
-import { UsersRepository } from './users.repository';
+import { type PasswordReplaced, UsersRepository } from './users.repository';
 
 /**
  * How long another instance may keep accepting a token after a password reset elsewhere, when
@@ -53,15 +53,17 @@ export class UsersService {
 
   /**
    * Sets a new password hash and raises the token version, which ends every access token issued
-   * so far; inside the caller's transaction, at `at`. Answers the user's e-mail, or null when
-   * gone.
+   * so far; unlinks every SSO identity (a reset takes the account back: an identity linked by
+   * whoever held it, or registered the address first, must not outlive it); and marks the
+   * address verified (the reset link was read in its mailbox). Inside the caller's transaction,
+   * at `at`. Answers the user's e-mail and whether it was verified before, or null when gone.
    */
   replacePassword(
     manager: EntityManager,
     userId: string,
     passwordHash: string,
     at: Date,
-  ): Promise<string | null> {
+  ): Promise<PasswordReplaced | null> {
     return this.users.replacePassword(manager, userId, passwordHash, at);
   }
 

@@ -110,7 +110,7 @@ export interface paths {
         put?: never;
         /**
          * Sets a new password with the token from the e-mail
-         * @description Clears the login lockout and ends every access token issued before. A token works once.
+         * @description Clears the login lockout, ends every access token issued before and unlinks the SSO identities; marks the address verified, and when it was not, revokes the API keys the user made (the account is taken back from whoever registered the address first). A token works once.
          */
         post: operations["AuthController_resetPassword"];
         delete?: never;
