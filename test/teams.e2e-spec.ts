@@ -663,6 +663,47 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       }
     });
 
+    it('revokes the invitations a removed or demoted member may no longer send', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const org = owner.organizationId;
+      const ousted = await addMember(owner, 'owner');
+      const demoted = await addMember(owner, 'owner');
+      /** Sends an invitation as `sender`; answers its token, from the mail. */
+      const sent = async (sender: SignedUp, role: string) => {
+        const email = uniqueEmail('comeback');
+        expect((await invite(sender, email, role)).status).toBe(201);
+        return {
+          email,
+          token: invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail)),
+        };
+      };
+      const accept = async ({ email, token }: { email: string; token: string }) => {
+        const user = await signUpVerified(t, smtp, { email });
+        return t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token });
+      };
+      const ownerComeback = await sent(ousted, 'owner');
+      const adminComeback = await sent(ousted, 'admin');
+      const demotedOwnerInvite = await sent(demoted, 'owner');
+      const demotedAdminInvite = await sent(demoted, 'admin');
+
+      expect((await remove(owner, org, ousted.userId)).status).toBe(204);
+      // An owner demoted to admin may still invite admins, not owners.
+      expect((await patch(owner, org, demoted.userId, 'admin')).status).toBe(200);
+
+      for (const invitation of [ownerComeback, adminComeback, demotedOwnerInvite]) {
+        expectError(await accept(invitation), 400, 'invalid_invitation');
+      }
+      expect((await accept(demotedAdminInvite)).status).toBe(200);
+      const revoked = await auditOf(owner, 'invitation.revoked');
+      expect(revoked.map((event) => [event.details.email, event.details.reason]).sort()).toEqual(
+        [
+          [ownerComeback.email, 'member_removed'],
+          [adminComeback.email, 'member_removed'],
+          [demotedOwnerInvite.email, 'member_demoted'],
+        ].sort(),
+      );
+    });
+
     it('lets a member leave, and refuses the removed member from the very next request', async () => {
       const owner = await signUpVerified(t, smtp);
       const leaver = await addMember(owner, 'member');

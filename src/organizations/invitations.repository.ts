@@ -6,6 +6,7 @@ import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { sql } from '../database/sql';
 import type { User } from '../users/entities/user.entity';
 import type { Invitation } from './entities/invitation.entity';
+import type { Role } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
 
 export type InvitationStatus = 'pending' | 'accepted' | 'revoked' | 'expired';
@@ -184,6 +185,28 @@ export class InvitationsRepository {
       { manager },
     );
     return row ?? null;
+  }
+
+  /**
+   * Revokes the pending invitations `userId` sent in the organization, those of `roles` only
+   * when given; answers them.
+   */
+  async revokeSentBy(
+    manager: EntityManager,
+    organizationId: string,
+    userId: string,
+    roles: readonly Role[] | null,
+    now: Date,
+  ): Promise<InvitationRow[]> {
+    const invitation = invitationAt(now);
+    return this.database.rows(
+      invitation.query`UPDATE invitations SET revoked_at = ${now}
+           WHERE organization_id = ${organizationId} AND invited_by_user_id = ${userId}
+             AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > ${now}
+             AND (${roles}::text[] IS NULL OR role = ANY (${roles}::text[]))
+          RETURNING ${invitation}`,
+      { manager },
+    );
   }
 
   /**

@@ -1,13 +1,16 @@
 import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { ApiKeysService, type RevokedKeys } from '../api-keys/api-keys.service';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
+import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
 import { MemberDto, toMemberResponse } from './dto/member.dto';
 import type { Role } from './entities/membership.entity';
+import { InvitationsRepository } from './invitations.repository';
 import { MembersRepository } from './members.repository';
 import { OrganizationsService } from './organizations.service';
 import { assertManager, assertOwner, lastOwner, organizationNotFound } from './team-rules';
@@ -29,6 +32,8 @@ export class MembersService {
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
     private readonly apiKeys: ApiKeysService,
+    private readonly invitations: InvitationsRepository,
+    private readonly clock: Clock,
   ) {}
 
   async list(
@@ -71,6 +76,13 @@ export class MembersService {
         target: { type: 'user', id: userId },
         details: { from: target.role, to: role },
       });
+      // Invitations they may no longer send: all of a member's, an owner's to owner.
+      if (role === 'member' || target.role === 'owner') {
+        await this.revokeInvitationsSentBy(manager, caller, organizationId, userId, {
+          roles: role === 'member' ? null : ['owner'],
+          reason: 'member_demoted',
+        });
+      }
       // A member's access token has no admin scope: neither have their keys any more.
       const revoked =
         role === 'member'
@@ -126,6 +138,10 @@ export class MembersService {
           role: target.role,
           left: leaving,
         });
+        await this.revokeInvitationsSentBy(manager, caller, organizationId, userId, {
+          roles: null,
+          reason: 'member_removed',
+        });
         // A member who leaves keeps nothing: keeping keys is the remaining managers' decision.
         if (options.keepApiKeys && !leaving) return undefined;
         return this.apiKeys.revokeMadeBy(manager, caller, organizationId, userId, {
@@ -136,6 +152,35 @@ export class MembersService {
     );
     await this.organizations.forgetMemberships(userId);
     if (revoked) await this.apiKeys.announceRevoked(revoked);
+  }
+
+  /**
+   * In a removal's or demotion's transaction: the pending invitations the member sent that
+   * their new standing could not send, each with its `invitation.revoked` audit event. Left
+   * pending, a removed owner's invitation to an address of theirs made them owner again.
+   */
+  private async revokeInvitationsSentBy(
+    manager: EntityManager,
+    caller: UserCaller,
+    organizationId: string,
+    userId: string,
+    options: { roles: readonly Role[] | null; reason: 'member_removed' | 'member_demoted' },
+  ): Promise<void> {
+    const revoked = await this.invitations.revokeSentBy(
+      manager,
+      organizationId,
+      userId,
+      options.roles,
+      this.clock.now(),
+    );
+    for (const invitation of revoked) {
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'invitation.revoked',
+        target: { type: 'invitation', id: invitation.id },
+        details: { email: invitation.email, role: invitation.role, reason: options.reason },
+      });
+    }
   }
 }
 

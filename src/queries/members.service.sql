@@ -42,6 +42,13 @@ WHERE m.organization_id = $1 AND m.user_id = $2
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
+UPDATE invitations SET revoked_at = $1
+ WHERE organization_id = $2 AND invited_by_user_id = $3
+   AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $4
+   AND ($5::text[] IS NULL OR role = ANY ($6::text[]))
+RETURNING id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+             WHEN revoked_at IS NOT NULL THEN 'revoked'
+             WHEN expires_at <= $7::timestamptz THEN 'expired' ELSE 'pending' END AS "status";
 UPDATE memberships SET role = $1
 WHERE organization_id = $2 AND user_id = $3;
 WITH targets AS (
@@ -122,6 +129,13 @@ FOR NO KEY UPDATE;
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
+UPDATE invitations SET revoked_at = $1
+ WHERE organization_id = $2 AND invited_by_user_id = $3
+   AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $4
+   AND ($5::text[] IS NULL OR role = ANY ($6::text[]))
+RETURNING id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
+             WHEN revoked_at IS NOT NULL THEN 'revoked'
+             WHEN expires_at <= $7::timestamptz THEN 'expired' ELSE 'pending' END AS "status";
 WITH targets AS (
         WITH RECURSIVE made AS (
           SELECT id FROM api_keys
