@@ -372,6 +372,30 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       );
     });
 
+    it('gives arguments holding U+0000 or an unpaired surrogate back to the engine as their text', async () => {
+      // The message is clean (JSON's escapes, as text); the arguments parsed from it are not,
+      // and jsonb, which keeps the paused turn, cannot hold them: a 500 before.
+      for (const escaped of ['\\u0000', '\\ud800']) {
+        const userId = uniqueUserId();
+        const done = await respond({
+          user_id: userId,
+          message: `lookup_order({"order_id": "A-${escaped}"})`,
+        });
+        expect({ escaped, status: done.status }).toEqual({ escaped, status: 200 });
+        expect(done.body.status).toBe('completed');
+        expect(done.body.reply.text).toContain(
+          'lookup_order: {"error":"the arguments do not match the tool\'s schema: / must be object"}',
+        );
+        const [reply] = (await memoriesOf(userId)).filter((memory) => memory.tool_calls);
+        expect(reply.tool_calls).toEqual([
+          expect.objectContaining({
+            name: 'lookup_order',
+            arguments: `{"order_id":"A-${escaped}"}`,
+          }),
+        ]);
+      }
+    });
+
     it('refuses a recursive schema, and never runs one stored before on arguments', async () => {
       // Validating this doubled the work at each level of nested arguments: at 40 levels, hours
       // of the event loop, every tenant's requests with it.
@@ -577,6 +601,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ['hang', '{"error":"timed out after 300 ms"}', 300],
         ['ok', '{"error":"bad body: not JSON"}', undefined],
         ['tool-big', '{"error":"bad body: output over 16384 bytes"}', undefined],
+        // Kept with the turn and the reply, whose jsonb cannot hold it: a 500 before.
+        [
+          'tool-nul',
+          '{"error":"bad body: output holds U+0000 or an unpaired surrogate"}',
+          undefined,
+        ],
       ];
       const errorsBefore = await toolCallsCounted('webhook', 'error');
       for (const [behaviour, error, timeoutMs] of cases) {

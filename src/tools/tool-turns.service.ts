@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
+import { isStorableJson, toStorableText } from '../common/validation/untrusted-json';
 import type { WithEntry } from '../database/sql';
 import { Clock } from '../common/time/clock';
 import { newUlid } from '../common/crypto/ulid';
@@ -167,7 +168,7 @@ export class ToolTurnsService {
       });
       state.usage = addUsage(state.usage, reply.usage);
       state.model = reply.model ?? state.model;
-      const calls = canCall ? (reply.toolCalls ?? []) : [];
+      const calls = canCall ? (reply.toolCalls ?? []).map(storableCall) : [];
       if (calls.length === 0) {
         const { toolCalls: _asked, ...answer } = reply;
         return {
@@ -388,6 +389,21 @@ function roundResults({ calls, outputs, said }: ToolTurnState['round']): EngineT
 
 function notPending(): AppError {
   return new AppError('turn_not_pending', 'The turn is not waiting for tool outputs any more');
+}
+
+/**
+ * A model's call as the turn keeps it (jsonb, with the reply's memory): a NUL or an unpaired
+ * surrogate in its id or name is dropped or replaced, and arguments holding one are kept as
+ * their JSON text, which fails the tool's schema (the model is told). Either reached
+ * PostgreSQL's jsonb as it was, which refused it: a 500 any end user could cause by writing
+ * `T({"a":"\\u0000"})` to a personality with tools.
+ */
+function storableCall(call: EngineToolCall): EngineToolCall {
+  return {
+    id: toStorableText(call.id),
+    name: toStorableText(call.name),
+    arguments: isStorableJson(call.arguments) ? call.arguments : JSON.stringify(call.arguments),
+  };
 }
 
 function record(

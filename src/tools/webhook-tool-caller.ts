@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { Clock } from '../common/time/clock';
+import { isStorableJson } from '../common/validation/untrusted-json';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import { type WebhooksConfig, webhooksConfig } from '../config/webhooks.config';
 import { publicEventId } from '../webhooks/webhook-event-types';
@@ -132,6 +133,10 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
   const { output } = answer;
   if (Buffer.byteLength(JSON.stringify(output)) > MAX_OUTPUT_BYTES) {
     return failed(`bad body: output over ${MAX_OUTPUT_BYTES} bytes`, durationMs);
+  }
+  // Kept with the turn and the reply (jsonb), which cannot hold them.
+  if (!isStorableJson(output)) {
+    return failed('bad body: output holds U+0000 or an unpaired surrogate', durationMs);
   }
   return { output, error: null, durationMs };
 }

@@ -19,7 +19,8 @@ export interface ReceivedWebhook {
  * - `/redirect/…`: 302 to `/ok/redirected`;
  * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200;
  * - `/tool/…`: a webhook tool's answer, `{"output": {"echo": <the call's arguments>}}`;
- * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB.
+ * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB;
+ * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape).
  * Every request is kept, with its headers, raw body and arrival time.
  */
 export class WebhookReceiver {
@@ -119,6 +120,11 @@ export class WebhookReceiver {
           response
             .writeHead(200, { 'content-type': 'application/json' })
             .end(JSON.stringify({ output: 'x'.repeat(16 * 1024) }));
+          return;
+        case 'tool-nul':
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end('{"output": {"status": "shipped\\u0000"}}');
           return;
         case 'flaky':
           response.writeHead(count <= Number(argument) ? 500 : 200).end();

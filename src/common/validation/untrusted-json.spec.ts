@@ -1,4 +1,9 @@
-import { findUnsafeContent, isStorableText, jsonNestsDeeperThan } from './untrusted-json';
+import {
+  findUnsafeContent,
+  isStorableJson,
+  isStorableText,
+  jsonNestsDeeperThan,
+} from './untrusted-json';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
 
@@ -33,6 +38,20 @@ describe('isStorableText', () => {
     ['reversed \ude00\ud83d', false],
   ])('%j: %s', (text, expected) => {
     expect(isStorableText(text)).toBe(expected);
+  });
+});
+
+describe('isStorableJson', () => {
+  it.each([
+    [{ a: ['b', { c: 'd \ud83d\ude00' }], constructor: 1 }, true],
+    [null, true],
+    [42, true],
+    ['nul \u0000', false],
+    [{ a: [1, { b: 'x\ud800' }] }, false],
+    [{ 'key \u0000': 1 }, false],
+    [[['deep', ['\udc00']]], false],
+  ])('%j: %s', (value, expected) => {
+    expect(isStorableJson(value)).toBe(expected);
   });
 });
 

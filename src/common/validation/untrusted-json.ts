@@ -60,6 +60,16 @@ export function toStorableText(text: string): string {
   return text.replaceAll('\u0000', '').replace(/\p{Cs}/gu, '\ufffd');
 }
 
+/** Whether a parsed value's strings and keys are all storable (isStorableText), at any depth. */
+export function isStorableJson(value: unknown): boolean {
+  if (typeof value === 'string') return isStorableText(value);
+  if (value === null || typeof value !== 'object') return true;
+  if (Array.isArray(value)) return value.every(isStorableJson);
+  return Object.entries(value).every(
+    ([key, child]) => isStorableText(key) && isStorableJson(child),
+  );
+}
+
 /** Only text that spells a forbidden key, or hides one (or a NUL or surrogate) behind a \u escape. */
 export function mayHoldUnsafeContent(raw: Buffer): boolean {
   return (
