@@ -417,4 +417,41 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect((await cursor()).position).toBe(last);
     expect(await count('memory_embeddings')).toBe(stored + 2);
   });
+  it('takes a batch of each source in turn: a source kept full holds back no other', async () => {
+    provider.open();
+    await newMemories(25);
+    // 25 paragraphs too long to share a chunk (MAX_CHUNK_CHARS is 1,000): 25 chunks.
+    const paragraphs = Array.from(
+      { length: 25 },
+      (_, i) =>
+        `Handbook section ${i}. ${'The store opens at nine and closes at six. '.repeat(14)}`,
+    );
+    const created = await app
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', auth)
+      .send({ title: 'Handbook', content: paragraphs.join('\n\n') });
+    expect(created.status).toBe(201);
+    await db.query(
+      `INSERT INTO embedding_cursors (source, model, safe_bound)
+       SELECT 'knowledge_chunks', 'fake-embed', max(id) FROM knowledge_chunks
+       ON CONFLICT (source, model) DO UPDATE
+         SET safe_bound = excluded.safe_bound, pending_bound = NULL, pending_xmax = NULL`,
+    );
+    const from = provider.requests.length;
+    await instance().run();
+    const sources = provider.requests
+      .slice(from)
+      .map(({ input }) => (input[0].includes('Lease note') ? 'memories' : 'knowledge'));
+    // Before, a run embedded a source until it came back short: memories three times first.
+    expect(sources).toEqual([
+      'memories',
+      'knowledge',
+      'memories',
+      'knowledge',
+      'memories',
+      'knowledge',
+    ]);
+    expect(await count('knowledge_chunk_embeddings')).toBe(25);
+  });
 });

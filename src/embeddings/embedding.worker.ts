@@ -20,7 +20,7 @@ import {
   type PendingItem,
 } from './embedding-source';
 
-/** What the worker embeds, in this order on each run. */
+/** What the worker embeds: a batch of each in turn on each run. */
 export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
   memoriesSource,
   knowledgeChunksSource,
@@ -118,37 +118,45 @@ export class EmbeddingWorker {
       : null;
   }
 
-  /** Every source whose backoff is over, each on its own: one's failure holds back no other. */
+  /**
+   * A batch of every source whose backoff is over, in turn, until each has come back short or
+   * shutdown begins: a source kept full (a tenant patching a large document again and again)
+   * holds back no other, and one's failure holds back no other either.
+   */
   private async runWithBackoff(): Promise<void> {
-    for (const source of EMBEDDING_SOURCES) {
-      if (this.task?.isStopped) return;
-      const state = this.backoff.get(source.name) ?? { failures: 0, nextAttemptAt: 0 };
-      if (this.clock.nowMs() < state.nextAttemptAt) continue;
-      try {
-        await this.embedSource(source);
-        this.backoff.delete(source.name);
-      } catch (error) {
-        const failures = state.failures + 1;
-        this.failedRuns.inc();
-        const waitMs = Math.min(this.config.pollIntervalMs * 2 ** failures, BACKOFF_MAX_MS);
-        this.backoff.set(source.name, {
-          failures,
-          nextAttemptAt: this.clock.nowMs() + waitMs * (0.5 + Math.random() / 2),
-        });
-        this.logger.warn(
-          { err: error, source: source.name, failures, waitMs },
-          'embeddings provider failed: retrying later',
-        );
+    let busy = EMBEDDING_SOURCES.filter(
+      (source) => this.clock.nowMs() >= (this.backoff.get(source.name)?.nextAttemptAt ?? 0),
+    );
+    while (busy.length > 0) {
+      const full: EmbeddingSource[] = [];
+      for (const source of busy) {
+        if (this.task?.isStopped) return;
+        if (await this.nextBatchOf(source)) full.push(source);
       }
+      busy = full;
     }
   }
 
-  /** One source, batch after batch, until one comes back short or shutdown begins. */
-  private async embedSource(source: EmbeddingSource): Promise<void> {
-    for (;;) {
+  /** One batch of `source`; true when it was full (more may be waiting). */
+  private async nextBatchOf(source: EmbeddingSource): Promise<boolean> {
+    try {
       const done = await this.embedBatch(source);
       this.embedded.inc(done);
-      if (done < this.config.batchSize || this.task?.isStopped) return;
+      this.backoff.delete(source.name);
+      return done >= this.config.batchSize;
+    } catch (error) {
+      const failures = (this.backoff.get(source.name)?.failures ?? 0) + 1;
+      this.failedRuns.inc();
+      const waitMs = Math.min(this.config.pollIntervalMs * 2 ** failures, BACKOFF_MAX_MS);
+      this.backoff.set(source.name, {
+        failures,
+        nextAttemptAt: this.clock.nowMs() + waitMs * (0.5 + Math.random() / 2),
+      });
+      this.logger.warn(
+        { err: error, source: source.name, failures, waitMs },
+        'embeddings provider failed: retrying later',
+      );
+      return false;
     }
   }
 
