@@ -1,3 +1,5 @@
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
 import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
 import { Client } from 'pg';
@@ -522,6 +524,30 @@ describe('Knowledge documents (contract §27)', () => {
       const found = (await search({ q: 'marmalade' }, owner.auth)).body.data as Hit[];
       expect(found.map((hit) => [hit.document_id, hit.title])).toEqual([[ids[0], 'Uno']]);
       expect((await search({ q: 'one' }, owner.auth)).body.data).toEqual([]);
+
+      // The same content again keeps its chunks, and their embeddings: each PATCH of a large
+      // document had them all embedded again. Other content is chunked anew.
+      const chunkIds = async () =>
+        (
+          await t.app
+            .get<DataSource>(getDataSourceToken())
+            .query(`SELECT id::text FROM knowledge_chunks WHERE document_id = $1 ORDER BY id`, [
+              ids[0],
+            ])
+        ).map((row: { id: string }) => row.id);
+      const patchContent = (content: string) =>
+        http()
+          .patch(`/v1/knowledge/${ids[0]}`)
+          .set('Authorization', owner.auth)
+          .send({ content })
+          .expect(200);
+      const chunked = await chunkIds();
+      await patchContent('Brand new marmalade words');
+      expect(await chunkIds()).toEqual(chunked);
+      await patchContent('Brand new marmalade words!');
+      const rechunked = await chunkIds();
+      expect(rechunked).toHaveLength(1);
+      expect(rechunked).not.toEqual(chunked);
 
       // Deleting the personality detaches it; the document stays.
       await http().delete(`/v1/personalities/${other}`).set('Authorization', owner.auth);

@@ -59,7 +59,12 @@ const FUSED_HIT: Columns<KnowledgeHit> = Columns.rowOf<KnowledgeChunk>('k')('doc
   .and(HIT_TEXT)
   .and(Columns.computed<{ score: number }>({ score: sql`f.score` }));
 
-const SEARCH_CONFIG = Columns.rowOf<KnowledgeDocument>()('searchConfig');
+/** An updated document `d`: its search configuration, and whether its content changed. */
+const UPDATED_DOCUMENT = Columns.rowOf<KnowledgeDocument>('d')('searchConfig').and(
+  Columns.computed<{ content_changed: boolean }>({
+    content_changed: sql`d.content IS DISTINCT FROM before.content_before`,
+  }),
+);
 
 /** Who draws on the organization's documents `d`, through their attachments `a`. */
 const DRAWERS = Columns.computed<{ all_personalities: boolean; personality_ids: string[] }>({
@@ -313,17 +318,20 @@ export class KnowledgeRepository {
     organizationId: string,
     id: string,
     changes: { title?: string; text?: DocumentText; at: Date },
-  ): Promise<RowOf<typeof SEARCH_CONFIG> | undefined> {
+  ): Promise<RowOf<typeof UPDATED_DOCUMENT> | undefined> {
     const { title, text, at } = changes;
     return this.database.row(
-      SEARCH_CONFIG.query`UPDATE knowledge_documents
-             SET title = coalesce(${title ?? null}::text, title),
-                 content = coalesce(${text?.content ?? null}::text, content),
-                 bytes = coalesce(${text?.bytes ?? null}::int, bytes),
-                 chunks = coalesce(${text?.chunks.length ?? null}::int, chunks),
+      UPDATED_DOCUMENT.query`UPDATE knowledge_documents d
+             SET title = coalesce(${title ?? null}::text, d.title),
+                 content = coalesce(${text?.content ?? null}::text, d.content),
+                 bytes = coalesce(${text?.bytes ?? null}::int, d.bytes),
+                 chunks = coalesce(${text?.chunks.length ?? null}::int, d.chunks),
                  updated_at = ${at}
-           WHERE organization_id = ${organizationId} AND id = ${id}
-          RETURNING ${SEARCH_CONFIG}`,
+            FROM (SELECT content AS content_before FROM knowledge_documents
+                   WHERE organization_id = ${organizationId} AND id = ${id}
+                     FOR UPDATE) before
+           WHERE d.organization_id = ${organizationId} AND d.id = ${id}
+          RETURNING ${UPDATED_DOCUMENT}`,
       { manager },
     );
   }

@@ -155,7 +155,11 @@ export class KnowledgeService implements ReplyParticipant {
     return withContent(row);
   }
 
-  /** New content is chunked again in the same transaction: searchable once it answers. */
+  /**
+   * New content is chunked again in the same transaction: searchable once it answers. Content
+   * the same as before keeps its chunks (and their embeddings): written anew, each PATCH of a
+   * large document had the embedding worker embed all of it again.
+   */
   async update(
     organizationId: string,
     id: string,
@@ -173,7 +177,7 @@ export class KnowledgeService implements ReplyParticipant {
       if (dto.personality_ids !== undefined) {
         await this.attach(manager, organizationId, id, dto.personality_ids);
       }
-      if (text) {
+      if (text && updated.content_changed) {
         await this.repository.writeChunks(
           manager,
           organizationId,

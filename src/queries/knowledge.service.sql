@@ -93,14 +93,17 @@ ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
     WHERE d.organization_id = $1 AND d.id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
-UPDATE knowledge_documents
-   SET title = coalesce($1::text, title),
-       content = coalesce($2::text, content),
-       bytes = coalesce($3::int, bytes),
-       chunks = coalesce($4::int, chunks),
+UPDATE knowledge_documents d
+   SET title = coalesce($1::text, d.title),
+       content = coalesce($2::text, d.content),
+       bytes = coalesce($3::int, d.bytes),
+       chunks = coalesce($4::int, d.chunks),
        updated_at = $5
- WHERE organization_id = $6 AND id = $7
-RETURNING search_config;
+  FROM (SELECT content AS content_before FROM knowledge_documents
+         WHERE organization_id = $6 AND id = $7
+           FOR UPDATE) before
+ WHERE d.organization_id = $8 AND d.id = $9
+RETURNING d.search_config, d.content IS DISTINCT FROM before.content_before AS "content_changed";
 
 -- delete
 COMMIT;
