@@ -47,6 +47,8 @@ const BATCHING = { maxBatch: 100, concurrency: 1 };
 interface NewClaim {
   claim: ClaimRef;
   requestHash: Buffer;
+  /** The end user the request is about, known before its answer (see `insert`). */
+  subject: Buffer | null;
   lockedUntil: Date;
   now: Date;
 }
@@ -136,11 +138,13 @@ export class IdempotencyRepository {
     const rows = [...first.values()].sort((a, b) => compareKeys(a.claim, b.claim));
     const inserted = await this.database.rows(
       KEY.query`INSERT INTO idempotency_keys
-            (scope_type, scope_id, key, request_hash, locked_by, locked_until, created_at)
+            (scope_type, scope_id, key, request_hash, subject, locked_by, locked_until,
+             created_at)
           SELECT * FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
                                ${rows.map((r) => r.claim.scopeId)}::uuid[],
                                ${rows.map((r) => r.claim.key)}::text[],
                                ${rows.map((r) => r.requestHash)}::bytea[],
+                               ${rows.map((r) => r.subject)}::bytea[],
                                ${rows.map((r) => r.claim.requestId)}::text[],
                                ${rows.map((r) => r.lockedUntil)}::timestamptz[],
                                ${rows.map((r) => r.now)}::timestamptz[])
@@ -184,8 +188,20 @@ export class IdempotencyRepository {
    * The common case, one INSERT shared with the claims made at the same moment (`claims`); an
    * existing key is not locked by it (a burst of retries does not queue on its row).
    */
-  insert(claim: ClaimRef, requestHash: Buffer, leaseMs: number, now: Date): Promise<boolean> {
-    return this.claims.submit({ claim, requestHash, lockedUntil: leaseEnd(now, leaseMs), now });
+  insert(
+    claim: ClaimRef,
+    requestHash: Buffer,
+    subject: Buffer | null,
+    leaseMs: number,
+    now: Date,
+  ): Promise<boolean> {
+    return this.claims.submit({
+      claim,
+      requestHash,
+      subject,
+      lockedUntil: leaseEnd(now, leaseMs),
+      now,
+    });
   }
 
   /**
@@ -196,13 +212,14 @@ export class IdempotencyRepository {
   async takeOver(
     claim: ClaimRef,
     requestHash: Buffer,
+    subject: Buffer | null,
     leaseMs: number,
     retentionMs: number,
     now: Date,
   ): Promise<boolean> {
     const taken = await this.database.count(
       sql`UPDATE idempotency_keys
-             SET request_hash = ${requestHash}, locked_by = ${claim.requestId},
+             SET request_hash = ${requestHash}, subject = ${subject}, locked_by = ${claim.requestId},
                  locked_until = ${leaseEnd(now, leaseMs)}, created_at = ${now},
                  response_status = NULL, response_body = NULL, completed_at = NULL
            WHERE scope_type = ${claim.scopeType} AND scope_id = ${claim.scopeId}
@@ -255,8 +272,8 @@ export class IdempotencyRepository {
 
   /**
    * Deletes the organizations' stored answers about these subjects (end users), in the caller's
-   * transaction (an erasure's), answered or not: a key whose request still runs has no subject
-   * yet, and its answer will be about an end user under deletion (409) anyway.
+   * transaction (an erasure's), answered or not: a key whose request still runs carries its
+   * subject from its claim on, so its answer, stored later, finds no key and is not kept.
    */
   async deleteAnswersAbout(
     manager: EntityManager,

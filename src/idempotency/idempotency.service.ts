@@ -98,6 +98,10 @@ export class IdempotencyService {
     secretFields: readonly string[],
     endUser: { carriesData: boolean; hint?: string } = { carriesData: false },
   ): Promise<BeginResult> {
+    // Known before the answer on a route about one end user: an erasure meanwhile deletes the
+    // claim, and the answer stored after it finds no key (it outlived the erasure before).
+    const subject =
+      endUser.carriesData && endUser.hint !== undefined ? endUserSubject(endUser.hint) : null;
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const claim = new IdempotencyClaim(
         ref.scopeType,
@@ -108,7 +112,9 @@ export class IdempotencyService {
         endUser.carriesData,
         endUser.hint,
       );
-      if (await this.keys.insert(claim, requestHash, IDEMPOTENCY_LEASE_MS, this.clock.now())) {
+      if (
+        await this.keys.insert(claim, requestHash, subject, IDEMPOTENCY_LEASE_MS, this.clock.now())
+      ) {
         this.keepAlive(claim);
         return { kind: 'claimed', claim };
       }
@@ -119,6 +125,7 @@ export class IdempotencyService {
         const taken = await this.keys.takeOver(
           claim,
           requestHash,
+          subject,
           IDEMPOTENCY_LEASE_MS,
           IDEMPOTENCY_RETENTION_MS,
           this.clock.now(),

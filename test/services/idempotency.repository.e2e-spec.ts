@@ -4,6 +4,7 @@ import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import { IdempotencyModule } from '../../src/idempotency/idempotency.module';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
+import { IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 
@@ -45,7 +46,9 @@ describe('IdempotencyRepository (database)', () => {
     const names = Array.from({ length: 6 }, (_, i) => `batch-${i}-${randomUUID()}`);
     // 30 claims at once: the first goes alone, the rest share the next statements.
     const claims = Array.from({ length: 30 }, (_, i) => claimOf(names[(i * 7) % names.length]));
-    const won = await Promise.all(claims.map((c) => keys.insert(c, hash, leaseMs, new Date())));
+    const won = await Promise.all(
+      claims.map((c) => keys.insert(c, hash, null, leaseMs, new Date())),
+    );
     for (const name of names) {
       const winners = claims.filter((c, i) => c.key === name && won[i]);
       expect(winners).toHaveLength(1);
@@ -57,7 +60,7 @@ describe('IdempotencyRepository (database)', () => {
 
   it('stores the answers of claims that hold their key, and not of those that do not', async () => {
     const held = Array.from({ length: 10 }, () => claimOf(`answer-${randomUUID()}`));
-    for (const c of held) expect(await keys.insert(c, hash, leaseMs, new Date())).toBe(true);
+    for (const c of held) expect(await keys.insert(c, hash, null, leaseMs, new Date())).toBe(true);
     const strangers = held.slice(0, 3).map((c) => claimOf(c.key));
     const results = await Promise.all(
       [...held, ...strangers].map((c, i) =>
@@ -71,5 +74,28 @@ describe('IdempotencyRepository (database)', () => {
     expect(results).toEqual([...held.map(() => true), ...strangers.map(() => false)]);
     for (const c of held)
       expect(await stored(c.key)).toEqual([{ response_status: 201, locked_by: null }]);
+  });
+  it('keeps no answer about an end user erased while their request ran', async () => {
+    const service = moduleRef.get(IdempotencyService);
+    const key = `erased-${randomUUID()}`;
+    const begun = await service.begin(
+      { scopeType: 'organization', scopeId: organizationId, key },
+      randomUUID(),
+      hash,
+      [],
+      { carriesData: true, hint: 'ada@example.com' },
+    );
+    if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+    // The erasure commits while the request runs; its answer is stored after.
+    await database.transaction((manager) =>
+      service.forgetEndUsers(manager, [{ organizationId, userId: 'ada@example.com' }]),
+    );
+    await service.settleAnswer(begun.claim, 200, {
+      user_id: 'ada@example.com',
+      reply: { text: 'what the erased end user was told' },
+    });
+    // Before, the claim had no subject until its answer: the erasure missed it, and the answer
+    // was kept for replay after the end user was gone.
+    expect(await stored(key)).toEqual([]);
   });
 });
