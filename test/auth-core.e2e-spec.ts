@@ -53,6 +53,22 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expectError(again, 409, 'email_taken');
   });
 
+  it('refuses an address with a character whose lower case is ASCII: it would take another’s', async () => {
+    const email = uniqueEmail('kate');
+    // U+212A KELVIN SIGN lowers to k: the address would be taken, its mails undeliverable.
+    const squatted = `\u212A${email.slice(1)}`;
+    const refused = await t
+      .http()
+      .post('/v1/auth/signup')
+      .send({ email: squatted, password: 'a long enough password' });
+    expectError(refused, 400, 'validation_failed');
+    expect(refused.body.error.details).toEqual([
+      expect.objectContaining({ field: 'email', problem: expect.stringContaining('U+212A') }),
+    ]);
+    // The owner of the address signs up.
+    expect((await signUp(t, { email })).email).toBe(email);
+  });
+
   it('refuses short passwords and unknown fields', async () => {
     expectError(
       await t.http().post('/v1/auth/signup').send({ email: uniqueEmail(), password: 'short' }),

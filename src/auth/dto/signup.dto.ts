@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { NoAsciiLookalikes } from '../../common/validation/no-ascii-lookalikes';
 import { IsEmail, IsOptional, IsString, MaxLength, MinLength } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import { OrganizationDto } from '../../organizations/dto/organization.dto';
@@ -9,6 +10,7 @@ export const PASSWORD_MAX = 256;
 export class SignupDto {
   @ApiProperty({ example: 'ada@example.com', maxLength: 254 })
   @IsEmail({}, { message: 'email must be an e-mail address' })
+  @NoAsciiLookalikes()
   @MaxLength(254)
   email: string;
 

@@ -1,4 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
+import { NoAsciiLookalikes } from '../../common/validation/no-ascii-lookalikes';
 import { IsEmail, IsIn, IsString, MaxLength, MinLength } from 'class-validator';
 import { ROLES, type Role } from '../entities/membership.entity';
 import type { InvitationRow } from '../invitations.repository';
@@ -6,6 +7,7 @@ import type { InvitationRow } from '../invitations.repository';
 export class CreateInvitationDto {
   @ApiProperty({ example: 'grace@example.com', maxLength: 254 })
   @IsEmail({}, { message: 'email must be an e-mail address' })
+  @NoAsciiLookalikes()
   @MaxLength(254)
   email: string;
 
