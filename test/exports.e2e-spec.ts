@@ -135,7 +135,24 @@ describe('Export (PMF v1) and subject access', () => {
   it('subject access returns the raw rows of every table about the user', async () => {
     const personalityId = await clonePersonality(t, a.auth);
     const userId = uniqueUserId();
-    await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hello' });
+    // A keyed reply: its answer is kept for a replay, and concerns the user.
+    await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', a.auth)
+      .set('Idempotency-Key', `model-${userId}`)
+      .send({ personality_id: personalityId, user_id: userId, message: 'hello' })
+      .expect(200);
+    // What the audit log says of them, and of someone else.
+    for (const target of [userId, uniqueUserId()]) {
+      await t.app.get(DataSource).query(
+        `INSERT INTO audit_events
+           (organization_id, action, actor_type, actor_id, target_type, target_id, details,
+            created_at)
+         VALUES ($1, 'conversation.flagged', 'api_key', 'k', 'end_user', $2, '{}', now())`,
+        [a.organizationId, target],
+      );
+    }
     const response = await t
       .http()
       .get(`/v1/end-users/${userId}/model`)
@@ -145,13 +162,25 @@ describe('Export (PMF v1) and subject access', () => {
       Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
     );
     expect(Object.keys(body.tables).sort()).toEqual([
+      'audit_events',
       'end_user_facts',
       'end_user_token_days',
       'end_users',
+      'idempotency_keys',
       'memories',
       'relationship_months',
       'token_usage_end_user_months',
       'tool_turns',
+    ]);
+    // Left out before (found by review): the contract asks for every row about the user.
+    expect(body.tables.idempotency_keys).toEqual([
+      expect.objectContaining({ key: `model-${userId}`, response_status: 200 }),
+    ]);
+    expect(JSON.parse(body.tables.idempotency_keys[0].response_body)).toMatchObject({
+      user_id: userId,
+    });
+    expect(body.tables.audit_events).toEqual([
+      expect.objectContaining({ action: 'conversation.flagged', target_id: userId }),
     ]);
     const row = body.tables.end_users[0];
     expect(row).toMatchObject({

@@ -63,7 +63,7 @@ export class ExportsController {
   })
   @ApiOkResponse({
     description:
-      '`{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts, token_usage_end_user_months, end_user_token_days, tool_turns}}`',
+      '`{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts, token_usage_end_user_months, end_user_token_days, tool_turns, idempotency_keys, audit_events}}`',
     type: ModelDocumentDto,
   })
   @ApiErrors(400, 404, [

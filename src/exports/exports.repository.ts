@@ -3,6 +3,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { raw, type Sql, sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
+import { endUserSubject } from '../idempotency/end-user-answers';
 
 const ISO = (column: string) =>
   raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
@@ -11,7 +12,7 @@ const ISO = (column: string) =>
 const FIRST_BY_TIME_AND_ID = ['-infinity', '00000000-0000-0000-0000-000000000000'];
 
 /** An end user found for a document, with what bounds the document's reads. */
-const SUBJECT = Columns.propertiesOf<EndUser>('e')('id', 'userId').and(
+const SUBJECT = Columns.propertiesOf<EndUser>('e')('id', 'organizationId', 'userId').and(
   Columns.computed<{
     /** The end user as the export's `end_user` JSON. */
     exportDocument: string;
@@ -107,6 +108,8 @@ const FACT_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.
 const TOKEN_MONTH_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.month::text`);
 const TOKEN_DAY_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.day::text`);
 const TOOL_TURN_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.id`);
+const STORED_ANSWER_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.key`);
+const AUDIT_EVENT_ROWS = pageOf(sql`to_jsonb(t)::text`, sql`t.created_at::text`, sql`t.id::text`);
 
 /**
  * The reads of the export and subject-access documents. Each is one short statement on the
@@ -199,6 +202,32 @@ export class ExportsRepository {
             FROM tool_turns t
            WHERE t.end_user_id = ${subject.id}
              AND (t.created_at, t.id) > (${at}::timestamptz, ${id}::text)
+           ORDER BY t.created_at, t.id
+           LIMIT ${limit}`,
+    ),
+    // The answers kept for a replay of their keyed requests (a reply's text, their metadata).
+    this.section(
+      'idempotency_keys',
+      ['-infinity', ''],
+      (subject, [at, key], limit) =>
+        STORED_ANSWER_ROWS.query`SELECT ${STORED_ANSWER_ROWS}
+            FROM idempotency_keys t
+           WHERE t.scope_type = 'organization' AND t.scope_id = ${subject.organizationId}
+             AND t.subject = ${endUserSubject(subject.userId)}
+             AND (t.created_at, t.key) > (${at}::timestamptz, ${key}::text)
+           ORDER BY t.created_at, t.key
+           LIMIT ${limit}`,
+    ),
+    // What the organization's audit log says was done to them (a flagged conversation, …).
+    this.section(
+      'audit_events',
+      FIRST_BY_TIME_AND_ID,
+      (subject, [at, id], limit) =>
+        AUDIT_EVENT_ROWS.query`SELECT ${AUDIT_EVENT_ROWS}
+            FROM audit_events t
+           WHERE t.organization_id = ${subject.organizationId}
+             AND t.target_type = 'end_user' AND t.target_id = ${subject.userId}
+             AND (t.created_at, t.id) > (${at}::timestamptz, ${id}::uuid)
            ORDER BY t.created_at, t.id
            LIMIT ${limit}`,
     ),

@@ -10906,7 +10906,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts, token_usage_end_user_months, end_user_token_days, tool_turns}}` */
+            /** @description `{user_id, generated_at, tables: {end_users, relationship_months, memories, end_user_facts, token_usage_end_user_months, end_user_token_days, tool_turns, idempotency_keys, audit_events}}` */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
