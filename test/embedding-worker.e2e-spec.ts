@@ -417,6 +417,26 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect((await cursor()).position).toBe(last);
     expect(await count('memory_embeddings')).toBe(stored + 2);
   });
+  /** A new document of these paragraphs (one chunk each), and the cursor's safe bound past it. */
+  async function newDocument(title: string, paragraphs: string[]): Promise<void> {
+    const created = await app
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', auth)
+      .send({ title, content: paragraphs.join('\n\n') });
+    expect(created.status).toBe(201);
+    await db.query(
+      `INSERT INTO embedding_cursors (source, model, safe_bound)
+       SELECT 'knowledge_chunks', 'fake-embed', max(id) FROM knowledge_chunks
+       ON CONFLICT (source, model) DO UPDATE
+         SET safe_bound = excluded.safe_bound, pending_bound = NULL, pending_xmax = NULL`,
+    );
+  }
+  const sourcesAsked = (from: number) =>
+    provider.requests
+      .slice(from)
+      .map(({ input }) => (input[0].includes('Lease note') ? 'memories' : 'knowledge'));
+
   it('takes a batch of each source in turn: a source kept full holds back no other', async () => {
     provider.open();
     await newMemories(25);
@@ -426,25 +446,11 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       (_, i) =>
         `Handbook section ${i}. ${'The store opens at nine and closes at six. '.repeat(14)}`,
     );
-    const created = await app
-      .http()
-      .post('/v1/knowledge')
-      .set('Authorization', auth)
-      .send({ title: 'Handbook', content: paragraphs.join('\n\n') });
-    expect(created.status).toBe(201);
-    await db.query(
-      `INSERT INTO embedding_cursors (source, model, safe_bound)
-       SELECT 'knowledge_chunks', 'fake-embed', max(id) FROM knowledge_chunks
-       ON CONFLICT (source, model) DO UPDATE
-         SET safe_bound = excluded.safe_bound, pending_bound = NULL, pending_xmax = NULL`,
-    );
+    await newDocument('Handbook', paragraphs);
     const from = provider.requests.length;
     await instance().run();
-    const sources = provider.requests
-      .slice(from)
-      .map(({ input }) => (input[0].includes('Lease note') ? 'memories' : 'knowledge'));
     // Before, a run embedded a source until it came back short: memories three times first.
-    expect(sources).toEqual([
+    expect(sourcesAsked(from)).toEqual([
       'memories',
       'knowledge',
       'memories',
@@ -453,5 +459,24 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       'knowledge',
     ]);
     expect(await count('knowledge_chunk_embeddings')).toBe(25);
+  });
+  it('asks every source again each round: memories written while another is kept full are embedded in that run', async () => {
+    const paragraphs = Array.from(
+      { length: 25 },
+      (_, i) =>
+        `Policy section ${i}. ${'Returns are taken within thirty days of purchase. '.repeat(12)}`,
+    );
+    await newDocument('Policies', paragraphs);
+    provider.hold();
+    const from = provider.requests.length;
+    const run = started(instance().run());
+    // No memory was waiting when the run began; three arrive while the chunks are embedded.
+    await requested(from + 1);
+    await newMemories(3);
+    provider.open();
+    provider.releaseAll();
+    await run;
+    // Before, a source that came back short was not asked again until the next run.
+    expect(sourcesAsked(from)).toEqual(['knowledge', 'memories', 'knowledge', 'knowledge']);
   });
 });

@@ -119,21 +119,20 @@ export class EmbeddingWorker {
   }
 
   /**
-   * A batch of every source whose backoff is over, in turn, until each has come back short or
-   * shutdown begins: a source kept full (a tenant patching a large document again and again)
-   * holds back no other, and one's failure holds back no other either.
+   * A batch of every source whose backoff is over, in turn, round after round while any came
+   * back full, until none did or shutdown begins: a source kept full (a tenant patching a large
+   * document again and again) holds back no other, each of which is asked again every round;
+   * and one's failure holds back no other either.
    */
   private async runWithBackoff(): Promise<void> {
-    let busy = EMBEDDING_SOURCES.filter(
-      (source) => this.clock.nowMs() >= (this.backoff.get(source.name)?.nextAttemptAt ?? 0),
-    );
-    while (busy.length > 0) {
-      const full: EmbeddingSource[] = [];
-      for (const source of busy) {
+    for (let anyFull = true; anyFull;) {
+      anyFull = false;
+      for (const source of EMBEDDING_SOURCES) {
         if (this.task?.isStopped) return;
-        if (await this.nextBatchOf(source)) full.push(source);
+        const waitUntil = this.backoff.get(source.name)?.nextAttemptAt ?? 0;
+        if (this.clock.nowMs() < waitUntil) continue;
+        if (await this.nextBatchOf(source)) anyFull = true;
       }
-      busy = full;
     }
   }
 
