@@ -306,6 +306,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
             ...(tools ? { tools } : {}),
           };
           lastAttemptCounted = false;
+          // Cancelled before it began (the client left while the route was admitted), the SDK
+          // sends nothing: no prompt to count.
+          const sent = !signal.aborted;
           try {
             const answer = onDelta
               ? await this.streamed(route.client, params, signal, onDelta)
@@ -317,7 +320,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
             if (error instanceof UnusableAnswer && error.spent) {
               request.onUncountedSpend?.(error.spent, route.model);
               lastAttemptCounted = true;
-            } else if (signal.aborted && !delivered) {
+            } else if (sent && signal.aborted && !delivered) {
               // Cancelled (the client left, the time ran out) before any of it came: the
               // provider has read the prompt, and bills it, or a client leaving each request
               // before its answer would spend the organization's tokens past every budget.
