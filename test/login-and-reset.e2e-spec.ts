@@ -345,6 +345,15 @@ describe('Login, the 15/24h lockout and password reset', () => {
     );
     expect(revoked).toEqual([{ reason: 'password_reset' }]);
 
+    // An organization that removed the user and kept their keys (?keep_api_keys=true) keeps
+    // them through the reset: theirs to decide, not the ex-member's.
+    const leaver = await user();
+    const keptKey = await createApiKey(t, leaver.accessToken, ['read']);
+    secrets.push(keptKey);
+    await db.query('DELETE FROM memberships WHERE user_id = $1', [leaver.userId]);
+    await resetWith(leaver.email, 'the leaver resets');
+    expect((await t.http().get('/v1/personalities').set(bearer(keptKey))).status).toBe(200);
+
     // A verified account keeps its keys; its identities go all the same (relinked after).
     const verified = await signUpVerified(t, smtp);
     secrets.push(verified.password, verified.accessToken);

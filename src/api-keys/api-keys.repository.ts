@@ -416,11 +416,17 @@ export class ApiKeysRepository {
     return rows.map((row) => row.key_hash);
   }
 
-  /** The organizations, in id order, where `userId` made a key (live or not). */
+  /**
+   * The organizations, in id order, where `userId` is a member and made a key (live or not): an
+   * organization that removed them and kept their keys decided so.
+   */
   async organizationsWithKeysMadeBy(manager: EntityManager, userId: string): Promise<string[]> {
     const rows = await this.database.rows(
       KEY_ORGANIZATION.query`SELECT DISTINCT ${KEY_ORGANIZATION} FROM api_keys
-           WHERE created_by_user_id = ${userId} ORDER BY organization_id`,
+           WHERE created_by_user_id = ${userId}
+             AND organization_id IN (SELECT organization_id FROM memberships
+                                      WHERE user_id = ${userId})
+           ORDER BY organization_id`,
       { manager },
     );
     return rows.map((row) => row.organization_id);

@@ -94,7 +94,10 @@ DELETE FROM login_attempts WHERE email = lower($1);
 SELECT 1 FROM password_reset_tokens
 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2;
 SELECT DISTINCT organization_id FROM api_keys
-WHERE created_by_user_id = $1 ORDER BY organization_id;
+WHERE created_by_user_id = $1
+  AND organization_id IN (SELECT organization_id FROM memberships
+                           WHERE user_id = $2)
+ORDER BY organization_id;
 START TRANSACTION;
 UPDATE password_reset_tokens SET used_at = $1
  WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3
