@@ -5,6 +5,8 @@ import { PasswordResetService } from '../src/auth/password-reset.service';
 import { expectError, expectRequestId } from './support/assertions';
 import { createApiKey, signUp, signUpVerified, uniqueEmail } from './support/identity';
 import { TestOidcProvider } from './support/jwks-server';
+import { sessionsWaitingForLocks } from './support/locks';
+import { Database } from '../src/database/database';
 import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
@@ -373,6 +375,49 @@ describe('Login, the 15/24h lockout and password reset', () => {
       401,
       'unauthenticated',
     );
+  });
+
+  it('makes no link and no key for a request authenticated before a reset that commits while it waits', async () => {
+    const bearer = { Authorization: `Bearer ${(await user()).accessToken}` };
+    const me = (await t.http().get('/v1/me').set(bearer)).body as { id: string };
+    const idToken = await idp.idToken({ sub: `late-${randomBytes(4).toString('hex')}` });
+    // What a reset's transaction holds once it has raised the version, before it commits.
+    const reset = db.createQueryRunner();
+    await reset.connect();
+    try {
+      await reset.startTransaction();
+      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
+      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
+        me.id,
+      ]);
+      // Both authenticated with the version still committed, then wait for the user's row.
+      const linking = t
+        .http()
+        .post('/v1/me/sso/link')
+        .set(bearer)
+        .send({ provider: 'acme', id_token: idToken })
+        .then((response) => response);
+      const keying = t
+        .http()
+        .post('/v1/api-keys')
+        .set(bearer)
+        .send({ name: 'made late', scopes: ['admin'] })
+        .then((response) => response);
+      await sessionsWaitingForLocks(t.app.get(Database), 2);
+      await reset.commitTransaction();
+      // Before, both were made after the reset (201): a squatter's link and key outlived it.
+      expectError(await linking, 401, 'unauthenticated');
+      expectError(await keying, 401, 'unauthenticated');
+    } finally {
+      if (reset.isTransactionActive) await reset.rollbackTransaction();
+      await reset.release();
+    }
+    const made = await db.query(
+      `SELECT (SELECT count(*) FROM sso_identities WHERE user_id = $1)::int AS links,
+              (SELECT count(*) FROM api_keys WHERE created_by_user_id = $1)::int AS keys`,
+      [me.id],
+    );
+    expect(made).toEqual([{ links: 0, keys: 0 }]);
   });
 
   it('sends at most five reset mails per user and hour', async () => {

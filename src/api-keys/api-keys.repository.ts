@@ -61,6 +61,10 @@ const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
 const KEY_ORGANIZATION = Columns.rowOf<ApiKey>()('organizationId');
 
+const TOKEN_VERSION = Columns.computed<{ token_version: number }>({
+  token_version: sql`token_version`,
+});
+
 const KEY_ID_PROPERTY = Columns.propertiesOf<ApiKey>()('id');
 
 /** A key's expiry once brought forward: never null. */
@@ -71,7 +75,12 @@ export type ApiKeyRow = RowOf<typeof SHOWN_KEY>;
 export type ApiKeyCredentialRow = RowOf<typeof CREDENTIAL>;
 
 /** A key about to be stored: its hash and display parts, never the key itself. */
-export type NewApiKey = Pick<
+/**
+ * A key to insert; made by a user, with the version of the access token that asks for it
+ * (UserCaller.tokenVersion), checked under the lock on their row: a password reset committed
+ * meanwhile makes nothing.
+ */
+export type NewApiKey = { creatorTokenVersion?: number } & Pick<
   ApiKey,
   | 'organizationId'
   | 'name'
@@ -170,11 +179,14 @@ function creatorLock(organizationId: string, creatorId: string, at: Date) {
  * user makes at that moment either commits before the walk (which revokes it) or waits, finds
  * the role gone and is not made. Memberships are locked before any key (see RANK_ORDER).
  */
-function managerMembership(organizationId: string, userId: string) {
-  return sql`SELECT user_id FROM memberships
-       WHERE organization_id = ${organizationId}::uuid AND user_id = ${userId}::uuid
-         AND role IN ('owner', 'admin')
-         FOR SHARE`;
+function managerMembership(organizationId: string, userId: string, tokenVersion?: number) {
+  // The user's row too (FOR KEY SHARE, which a password reset's FOR UPDATE waits for, and the
+  // other way round): a request authenticated before a reset committed makes nothing after it.
+  return sql`SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = ${organizationId}::uuid AND m.user_id = ${userId}::uuid
+         AND m.role IN ('owner', 'admin')
+         AND (${tokenVersion ?? null}::int IS NULL OR u.token_version = ${tokenVersion ?? null}::int)
+         FOR SHARE OF m FOR KEY SHARE OF u`;
 }
 
 /** The key as inserted: by a key or by a user, under the locks above. */
@@ -185,7 +197,11 @@ function insertKeyAt(key: NewApiKey, at: Date) {
   }
   if (createdByUserId !== null) {
     return insertKey(key, {
-      with: sql`WITH manager AS MATERIALIZED (${managerMembership(organizationId, createdByUserId)})`,
+      with: sql`WITH manager AS MATERIALIZED (${managerMembership(
+        organizationId,
+        createdByUserId,
+        key.creatorTokenVersion,
+      )})`,
       from: sql`FROM manager`,
     });
   }
@@ -256,8 +272,12 @@ export class ApiKeysRepository {
     manager: EntityManager,
     organizationId: string,
     userId: string,
+    tokenVersion?: number,
   ): Promise<boolean> {
-    const held = await this.database.count(managerMembership(organizationId, userId), { manager });
+    const held = await this.database.count(
+      managerMembership(organizationId, userId, tokenVersion),
+      { manager },
+    );
     return held > 0;
   }
 
@@ -414,6 +434,14 @@ export class ApiKeysRepository {
       { manager },
     );
     return rows.map((row) => row.key_hash);
+  }
+
+  /** The user's token version (raised by a password reset); null when the user is gone. */
+  async tokenVersionOf(userId: string): Promise<number | null> {
+    const row = await this.database.row(
+      TOKEN_VERSION.query`SELECT ${TOKEN_VERSION} FROM users WHERE id = ${userId}`,
+    );
+    return row?.token_version ?? null;
   }
 
   /**

@@ -101,6 +101,7 @@ function newKey(
       lastFour: key.slice(-4),
       keyHash: hashApiKey(key),
       createdByUserId: caller.kind === 'user' ? caller.userId : null,
+      creatorTokenVersion: caller.kind === 'user' ? caller.tokenVersion : undefined,
       createdByApiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
       expiresAt,
       rateLimitRps: rateLimit?.rps ?? null,
@@ -175,8 +176,10 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     );
     // Made by a key revoked (or expired) meanwhile: by a member's removal or demotion that
     // locked it first, say. The key no longer authenticates anything, this request included.
-    // Made by a user removed or demoted meanwhile: their role no longer allows it.
-    if (!created) throw caller.kind === 'user' ? roleGone() : AppError.unauthenticated();
+    // Made by a user removed or demoted meanwhile: their role no longer allows it; or whose
+    // password was reset meanwhile: their access token is ended.
+    if (!created)
+      throw caller.kind === 'user' ? await this.userRefusal(caller) : AppError.unauthenticated();
     return this.issued(key, row, created);
   }
 
@@ -194,9 +197,14 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
       // A user's role first (memberships are locked before keys): still an owner or admin.
       if (
         caller.kind === 'user' &&
-        !(await this.keys.lockManagerMembership(manager, caller.organizationId, caller.userId))
+        !(await this.keys.lockManagerMembership(
+          manager,
+          caller.organizationId,
+          caller.userId,
+          caller.tokenVersion,
+        ))
       ) {
-        throw roleGone();
+        throw await this.userRefusal(caller);
       }
       // The rolled key, and the caller's key that makes the new one (ApiKeysRepository's
       // RANK_ORDER: a member's removal or demotion revokes what that key makes).
@@ -308,6 +316,14 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     const hashHex = keyHash.toString('hex');
     this.byHash.delete(hashHex);
     await this.revocations.publishConfirmed(hashHex);
+  }
+
+  /** Why a user's key was not made: their token ended by a password reset, or their role. */
+  private async userRefusal(caller: UserCaller): Promise<AppError> {
+    const version = await this.keys.tokenVersionOf(caller.userId);
+    return caller.tokenVersion !== undefined && version !== caller.tokenVersion
+      ? AppError.unauthenticated('The access token is no longer valid')
+      : roleGone();
   }
 
   /**

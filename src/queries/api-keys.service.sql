@@ -2,43 +2,44 @@
 
 -- create
 -- prepared
-WITH created AS (WITH manager AS MATERIALIZED (SELECT user_id FROM memberships
-       WHERE organization_id = $1::uuid AND user_id = $2::uuid
-         AND role IN ('owner', 'admin')
-         FOR SHARE)
+WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($3::int IS NULL OR u.token_version = $4::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
     INSERT INTO api_keys
       (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
        created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-    SELECT $3::uuid, $4, $5::text[], $6,
-           $7, $8::bytea, $9::uuid,
-           $10::uuid, $11::timestamptz,
-           $12::double precision, $13::integer,
-           $14::uuid
-    FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $15::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+    SELECT $5::uuid, $6, $7::text[], $8,
+           $9, $10::bytea, $11::uuid,
+           $12::uuid, $13::timestamptz,
+           $14::double precision, $15::integer,
+           $16::uuid
+    FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $17::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                              'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $16::uuid, $17, $18,
-                 $19, $20, s.audit_target_id, $21,
-                 $22, s.audit_details, $23::timestamptz
+          SELECT $18::uuid, $19, $20,
+                 $21, $22, s.audit_target_id, $23,
+                 $24, s.audit_details, $25::timestamptz
             FROM created s),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $24::uuid AND status = 'enabled'
-         AND $25::text = ANY (events)
+       WHERE organization_id = $26::uuid AND status = 'enabled'
+         AND $27::text = ANY (events)
        FOR KEY SHARE),
     created_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $26::uuid, $27, s.webhook_data, $28::timestamptz
+      SELECT $28::uuid, $29, s.webhook_data, $30::timestamptz
         FROM created s
        WHERE EXISTS (SELECT 1 FROM created_webhook_subscribed)
       RETURNING id, organization_id, type),
     created_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $29::timestamptz,
-             $30::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $31::timestamptz,
+             $32::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
 
@@ -93,10 +94,11 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
-SELECT user_id FROM memberships
-WHERE organization_id = $1::uuid AND user_id = $2::uuid
-  AND role IN ('owner', 'admin')
-  FOR SHARE;
+SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
+  AND m.role IN ('owner', 'admin')
+  AND ($3::int IS NULL OR u.token_version = $4::int)
+  FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
 UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $1::timestamptz)
 WHERE id = $2 RETURNING expires_at AS "endsAt";
@@ -130,10 +132,11 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
-SELECT user_id FROM memberships
-WHERE organization_id = $1::uuid AND user_id = $2::uuid
-  AND role IN ('owner', 'admin')
-  FOR SHARE;
+SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
+  AND m.role IN ('owner', 'admin')
+  AND ($3::int IS NULL OR u.token_version = $4::int)
+  FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
 UPDATE api_keys SET revoked_at = $1 WHERE id = $2;
 WITH RECURSIVE line AS (

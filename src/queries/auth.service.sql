@@ -98,21 +98,19 @@ WHERE created_by_user_id = $1
   AND organization_id IN (SELECT organization_id FROM memberships
                            WHERE user_id = $2)
 ORDER BY organization_id;
+SELECT email_verified_at IS NOT NULL AS "was_verified" FROM users WHERE id = $1 FOR UPDATE;
 START TRANSACTION;
 UPDATE password_reset_tokens SET used_at = $1
  WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3
 RETURNING user_id;
 UPDATE password_reset_tokens SET used_at = $1
 WHERE user_id = $2 AND used_at IS NULL;
-WITH before AS (
-  SELECT id, email_verified_at FROM users WHERE id = $1 FOR UPDATE),
-unlinked AS (DELETE FROM sso_identities WHERE user_id = $2)
-UPDATE users u SET password_hash = $3, token_version = token_version + 1,
-       email_verified_at = coalesce(u.email_verified_at, $4::timestamptz),
-       updated_at = $5
-  FROM before b
- WHERE u.id = b.id
-RETURNING u.email, b.email_verified_at IS NOT NULL AS "was_verified";
+WITH unlinked AS (DELETE FROM sso_identities WHERE user_id = $1)
+UPDATE users SET password_hash = $2, token_version = token_version + 1,
+       email_verified_at = coalesce(email_verified_at, $3::timestamptz),
+       updated_at = $4
+ WHERE id = $5
+RETURNING email;
 
 -- resend of the verification mail
 COMMIT;

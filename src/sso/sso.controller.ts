@@ -56,7 +56,12 @@ export class MeSsoController {
     @Body() body: SsoTokenDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<SsoIdentityDto> {
-    const { created, identity } = await this.sso.link(caller.userId, body.provider, body.id_token);
+    const { created, identity } = await this.sso.link(
+      caller.userId,
+      body.provider,
+      body.id_token,
+      caller.tokenVersion,
+    );
     response.status(created ? 201 : 200);
     return identity;
   }

@@ -32,20 +32,31 @@ export class SsoRepository {
    * conflicting row, locked, where DO NOTHING returned nothing and the read after it could find
    * the row gone (an unlink in between) and had to start over.
    */
+  /**
+   * Links the identity to the user while their row still holds `tokenVersion` (the access
+   * token's), locked FOR KEY SHARE, which a password reset's FOR UPDATE waits for and the other
+   * way round: a link asked for before a reset committed makes nothing after it. Undefined
+   * when the version changed (or the user is gone).
+   */
   async link(fields: {
     userId: string;
+    tokenVersion?: number;
     provider: string;
     subject: string;
     email: string | null;
-  }): Promise<SsoIdentityRow & { created: boolean }> {
-    const row = await this.database.row(
-      LINKED_COLUMNS.query`INSERT INTO sso_identities (user_id, provider, subject, email)
-          VALUES (${fields.userId}, ${fields.provider}, ${fields.subject}, ${fields.email})
+  }): Promise<(SsoIdentityRow & { created: boolean }) | undefined> {
+    const version = fields.tokenVersion ?? null;
+    return this.database.row(
+      LINKED_COLUMNS.query`WITH holder AS MATERIALIZED (
+            SELECT id FROM users
+             WHERE id = ${fields.userId}
+               AND (${version}::int IS NULL OR token_version = ${version}::int)
+               FOR KEY SHARE)
+          INSERT INTO sso_identities (user_id, provider, subject, email)
+          SELECT holder.id, ${fields.provider}, ${fields.subject}, ${fields.email} FROM holder
           ON CONFLICT (provider, subject) DO UPDATE SET provider = EXCLUDED.provider
           RETURNING ${LINKED_COLUMNS}`,
     );
-    if (!row) throw new Error('INSERT … ON CONFLICT DO UPDATE returned no row');
-    return row;
   }
 
   async findByProviderSubject(provider: string, subject: string): Promise<SsoIdentityRow | null> {

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AccessTokensService } from '../auth/access-tokens.service';
+import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { UsersService } from '../users/users.service';
@@ -20,20 +21,26 @@ export class SsoService {
    * Links the identity to the user. The unique (provider, subject) index decides races, in one
    * statement (SsoRepository.link): of two users linking one identity at once, one INSERT wins
    * (201) and the other gets the winner's row (409); the same user linking twice gets their own
-   * row (200). An unlink running beside it cannot make it fail.
+   * row (200). An unlink running beside it cannot make it fail. With the access token's
+   * version, a password reset committed since the request was authenticated makes it a 401.
    */
   async link(
     userId: string,
     providerId: string,
     idToken: string,
+    tokenVersion?: UserCaller['tokenVersion'],
   ): Promise<{ created: boolean; identity: SsoIdentityDto }> {
     const verified = await this.verifier.verify(providerId, idToken);
-    const { created, ...linked } = await this.identities.link({
+    const result = await this.identities.link({
       userId,
+      tokenVersion,
       provider: verified.provider,
       subject: verified.subject,
       email: verified.email,
     });
+    // A password reset committed since the request was authenticated: its token is ended.
+    if (!result) throw AppError.unauthenticated('The access token is no longer valid');
+    const { created, ...linked } = result;
     if (linked.user_id !== userId) {
       throw new AppError(
         'sso_identity_taken',

@@ -20,14 +20,15 @@ const USER_COLUMNS = Columns.propertiesOf<User>()(
 
 const TOKEN_VERSION = Columns.rowOf<User>()('tokenVersion');
 
-/** A reset's answer: the address, and whether it had been verified before the reset. */
-const PASSWORD_REPLACED = Columns.rowOf<User>('u')('email').and(
-  Columns.computed<{ was_verified: boolean }>({
-    was_verified: sql`b.email_verified_at IS NOT NULL`,
-  }),
-);
+const EMAIL = Columns.rowOf<User>()('email');
 
-export type PasswordReplaced = RowOf<typeof PASSWORD_REPLACED>;
+/** Whether the address had been verified (before a reset marks it). */
+const WAS_VERIFIED = Columns.computed<{ was_verified: boolean }>({
+  was_verified: sql`email_verified_at IS NOT NULL`,
+});
+
+/** A reset's answer: the address, and whether it had been verified before the reset. */
+export type PasswordReplaced = RowOf<typeof EMAIL> & RowOf<typeof WAS_VERIFIED>;
 
 /**
  * The SQL of users. Addresses are unique and looked up case-insensitively (the lower(email)
@@ -84,19 +85,24 @@ export class UsersRepository {
     passwordHash: string,
     at: Date,
   ): Promise<PasswordReplaced | null> {
-    const row = await this.database.row(
-      PASSWORD_REPLACED.query`WITH before AS (
-            SELECT id, email_verified_at FROM users WHERE id = ${userId} FOR UPDATE),
-          unlinked AS (DELETE FROM sso_identities WHERE user_id = ${userId})
-          UPDATE users u SET password_hash = ${passwordHash}, token_version = token_version + 1,
-                 email_verified_at = coalesce(u.email_verified_at, ${at}::timestamptz),
-                 updated_at = ${at}
-            FROM before b
-           WHERE u.id = b.id
-          RETURNING ${PASSWORD_REPLACED}`,
+    // The row first, in a statement of its own: a link or a key made with the user's access
+    // token holds it FOR KEY SHARE, so this waits for those in progress, and the next
+    // statement's snapshot, taken after, sees what they committed.
+    const before = await this.database.row(
+      WAS_VERIFIED.query`SELECT ${WAS_VERIFIED} FROM users WHERE id = ${userId} FOR UPDATE`,
       { manager },
     );
-    return row ?? null;
+    if (!before) return null;
+    const row = await this.database.row(
+      EMAIL.query`WITH unlinked AS (DELETE FROM sso_identities WHERE user_id = ${userId})
+          UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
+                 email_verified_at = coalesce(email_verified_at, ${at}::timestamptz),
+                 updated_at = ${at}
+           WHERE id = ${userId}
+          RETURNING ${EMAIL}`,
+      { manager },
+    );
+    return row ? { ...row, ...before } : null;
   }
 
   /** Records, at `at`, that the user verified their address (the first time counts). */

@@ -444,6 +444,7 @@ describe('Auth and users services (real database)', () => {
     await expect(authenticate(access_token)).resolves.toEqual({
       kind: 'user',
       userId: user.id,
+      tokenVersion: 0,
       organizationId: organization.id,
       scopes: ['admin'],
     });

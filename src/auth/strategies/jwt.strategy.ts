@@ -74,6 +74,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     return {
       kind: 'user',
       userId: payload.sub,
+      tokenVersion: payload.ver,
       organizationId: grant.organizationId,
       scopes: ROLE_SCOPES[grant.role],
     };

@@ -22,6 +22,12 @@ interface CallerBase {
 export interface UserCaller extends CallerBase {
   kind: 'user';
   userId: string;
+  /**
+   * The access token's version (`ver`): a write that must not outlive a password reset checks
+   * it against the user's row under a lock (the reset raises it). Absent for a caller the
+   * service builds itself.
+   */
+  tokenVersion?: number;
 }
 
 /**
