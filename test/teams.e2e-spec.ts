@@ -704,6 +704,26 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       );
     });
 
+    it('refuses an invitation whose sender no longer holds the role it grants, however it stayed pending', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const org = owner.organizationId;
+      const sender = await addMember(owner, 'owner');
+      const email = uniqueEmail('stale');
+      expect((await invite(sender, email, 'owner')).status).toBe(201);
+      const token = invitationTokenOf(await smtp.waitFor(email, 5_000, isInvitationMail));
+      // Demoted as before invitations went with it (sent before that existed): still pending.
+      await db.query(
+        `UPDATE memberships SET role = 'admin' WHERE organization_id = $1 AND user_id = $2`,
+        [org, sender.userId],
+      );
+      const invitee = await signUpVerified(t, smtp, { email });
+      expectError(
+        await t.http().post('/v1/invitations/accept').set(as(invitee.accessToken)).send({ token }),
+        400,
+        'invalid_invitation',
+      );
+    });
+
     it('lets a member leave, and refuses the removed member from the very next request', async () => {
       const owner = await signUpVerified(t, smtp);
       const leaver = await addMember(owner, 'member');

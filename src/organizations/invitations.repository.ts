@@ -227,6 +227,24 @@ export class InvitationsRepository {
     return row ?? null;
   }
 
+  /**
+   * Whether the invitation's sender still holds a role that may send it (an owner any, an admin
+   * all but owner invitations). Read, not locked: a removal or demotion revokes the invitations
+   * it takes away in its own transaction, which waits for the invitation's row this acceptance
+   * holds; this catches those sent before that revocation existed.
+   */
+  async senderMayStillSend(manager: EntityManager, id: string): Promise<boolean> {
+    const held = await this.database.count(
+      sql`SELECT 1 FROM invitations i
+            JOIN memberships m ON m.organization_id = i.organization_id
+                              AND m.user_id = i.invited_by_user_id
+           WHERE i.id = ${id}
+             AND (m.role = 'owner' OR (m.role = 'admin' AND i.role <> 'owner'))`,
+      { manager },
+    );
+    return held > 0;
+  }
+
   async markAccepted(manager: EntityManager, id: string, userId: string, now: Date): Promise<void> {
     await this.database.count(
       sql`UPDATE invitations SET accepted_at = ${now}, accepted_by_user_id = ${userId}

@@ -202,6 +202,10 @@ export class InvitationsService {
           'This invitation was sent to another e-mail address: log in as that address to accept it',
         );
       }
+      // Its sender removed, or demoted below the role it grants: no longer theirs to give.
+      if (!(await this.invitations.senderMayStillSend(manager, invitation.id))) {
+        throw invalidInvitation();
+      }
       const joined = await this.members.insertIfAbsent(
         manager,
         invitation.organization_id,

@@ -73,6 +73,11 @@ SELECT $1::uuid, $2::text, $3::text,
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;
+SELECT 1 FROM invitations i
+ JOIN memberships m ON m.organization_id = i.organization_id
+                   AND m.user_id = i.invited_by_user_id
+WHERE i.id = $1
+  AND (m.role = 'owner' OR (m.role = 'admin' AND i.role <> 'owner'));
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 SELECT id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
             WHEN revoked_at IS NOT NULL THEN 'revoked'
