@@ -110,6 +110,19 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     (await t.http().get('/v1/usage/tokens').set('Authorization', tenant.auth)).body as Counts & {
       by_model: Array<Counts & { model: string }>;
     };
+  /**
+   * The counts once `field` has moved from `before`, or after 5 s: a turn its client left is
+   * counted once the service has seen it go.
+   */
+  const tokensOnceMoved = async (before: Counts, field: keyof Counts) => {
+    const deadline = Date.now() + 5_000;
+    let after = await tokens();
+    while (after[field] === before[field] && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      after = await tokens();
+    }
+    return after;
+  };
 
   it('sends the personality, the vocabulary and the conversation so far, and answers with the model’s reply', async () => {
     const userId = uniqueUserId('talk');
@@ -493,12 +506,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         }),
     );
     await fake.waitForAborted(1);
-    const deadline = Date.now() + 5_000;
-    let after = await tokens();
-    while (after.completion_tokens === before.completion_tokens && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      after = await tokens();
-    }
+    const after = await tokensOnceMoved(before, 'completion_tokens');
     expect(after.requests).toBe(before.requests);
     expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
     expect(after.completion_tokens - before.completion_tokens).toBeGreaterThan(0);
@@ -534,12 +542,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         }, reject);
       });
       await fake.waitForAborted(1);
-      const deadline = Date.now() + 5_000;
-      let after = await tokens();
-      while (after.prompt_tokens === before.prompt_tokens && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        after = await tokens();
-      }
+      const after = await tokensOnceMoved(before, 'prompt_tokens');
       expect(after.requests).toBe(before.requests);
       expect(after.prompt_tokens - before.prompt_tokens).toBeGreaterThan(10);
       expect(after.completion_tokens).toBe(before.completion_tokens);
