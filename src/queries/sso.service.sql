@@ -31,8 +31,9 @@ SELECT c.linked_at, c.id FROM sso_identities c
      LIMIT $5;
 
 -- login with a linked identity
-SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
-SELECT id, user_id, provider, subject, email, linked_at FROM sso_identities WHERE provider = $1 AND subject = $2;
+SELECT s.id, s.user_id, u.token_version AS "token_version"
+ FROM sso_identities s JOIN users u ON u.id = s.user_id
+WHERE s.provider = $1 AND s.subject = $2;
 
 -- unlink
 DELETE FROM sso_identities WHERE id = $1 AND user_id = $2;

@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
-import { UsersModule } from '../users/users.module';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { MeSsoController, SsoLoginController } from './sso.controller';
 import { SsoRepository } from './sso.repository';
@@ -8,7 +7,7 @@ import { SsoService } from './sso.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, AuthModule, UsersModule],
+  imports: [IdempotencyModule, AuthModule],
   controllers: [MeSsoController, SsoLoginController],
   providers: [SsoRepository, SsoService, IdTokenVerifier],
 })

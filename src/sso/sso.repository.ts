@@ -16,6 +16,13 @@ const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
 
 export type SsoIdentityRow = RowOf<typeof IDENTITY_COLUMNS>;
 
+/** An identity `s` with its user `u`'s token version. */
+const LINKED_IDENTITY = Columns.rowOf<SsoIdentity>('s')('id', 'userId').and(
+  Columns.computed<{ token_version: number }>({ token_version: sql`u.token_version` }),
+);
+
+export type LinkedIdentityRow = RowOf<typeof LINKED_IDENTITY>;
+
 const LINKED_COLUMNS = IDENTITY_COLUMNS.and(
   Columns.computed<{ created: boolean }>({ created: sql`(xmax = 0)` }),
 );
@@ -59,9 +66,20 @@ export class SsoRepository {
     );
   }
 
-  async findByProviderSubject(provider: string, subject: string): Promise<SsoIdentityRow | null> {
+  /**
+   * The identity and its user's token version, read in one statement: a password reset unlinks
+   * the identities and raises the version in one transaction, so a login sees either the
+   * identity with the version the reset ends, or no identity; read apart, a login straddling the
+   * reset issued a token of the new version to the identity the reset had just unlinked.
+   */
+  async findByProviderSubject(
+    provider: string,
+    subject: string,
+  ): Promise<LinkedIdentityRow | null> {
     const row = await this.database.row(
-      IDENTITY_COLUMNS.query`SELECT ${IDENTITY_COLUMNS} FROM sso_identities WHERE provider = ${provider} AND subject = ${subject}`,
+      LINKED_IDENTITY.query`SELECT ${LINKED_IDENTITY}
+            FROM sso_identities s JOIN users u ON u.id = s.user_id
+           WHERE s.provider = ${provider} AND s.subject = ${subject}`,
     );
     return row ?? null;
   }

@@ -3,7 +3,6 @@ import { AccessTokensService } from '../auth/access-tokens.service';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
-import { UsersService } from '../users/users.service';
 import { SsoIdentityDto, toSsoIdentityResponse } from './dto/sso.dto';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { SsoRepository } from './sso.repository';
@@ -13,7 +12,6 @@ export class SsoService {
   constructor(
     private readonly identities: SsoRepository,
     private readonly verifier: IdTokenVerifier,
-    private readonly users: UsersService,
     private readonly tokens: AccessTokensService,
   ) {}
 
@@ -66,8 +64,7 @@ export class SsoService {
       verified.provider,
       verified.subject,
     );
-    const user = identity ? await this.users.findById(identity.user_id) : null;
-    if (!user) throw AppError.unauthenticated();
-    return this.tokens.issue(user.id, user.tokenVersion);
+    if (!identity) throw AppError.unauthenticated();
+    return this.tokens.issue(identity.user_id, identity.token_version);
   }
 }

@@ -403,6 +403,36 @@ describe('SSO identities (real database)', () => {
       expect(await rowsOf('acme', sub)).toHaveLength(1);
     });
 
+    it('a login straddling a password reset gets a token the reset ends, never one of the new version', async () => {
+      const alice = await user();
+      const sub = subject();
+      await sso.link(alice, 'acme', await idToken({ sub }));
+      // The reset (it unlinks and raises the version in one transaction) commits just after the
+      // login has read the identity.
+      const read = repository.findByProviderSubject.bind(repository);
+      const reads = jest
+        .spyOn(repository, 'findByProviderSubject')
+        .mockImplementationOnce(async (provider, subjectId) => {
+          const found = await read(provider, subjectId);
+          await database.transaction(async (manager) => {
+            await manager.query('DELETE FROM sso_identities WHERE user_id = $1', [alice]);
+            await manager.query(
+              'UPDATE users SET token_version = token_version + 1 WHERE id = $1',
+              [alice],
+            );
+          });
+          return found;
+        });
+      try {
+        const straddling = await sso.login('acme', await idToken({ sub }));
+        // Before, the user was read again after the reset: version 1, a token that worked.
+        expect(claimsOf(straddling.access_token)).toMatchObject({ sub: alice, ver: 0 });
+      } finally {
+        reads.mockRestore();
+      }
+      await expectAppError(sso.login('acme', await idToken({ sub })), 'unauthenticated');
+    });
+
     it('concurrent logins of one identity each get the same user’s token and write nothing', async () => {
       const alice = await user();
       const sub = subject();
