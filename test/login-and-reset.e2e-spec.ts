@@ -378,7 +378,8 @@ describe('Login, the 15/24h lockout and password reset', () => {
   });
 
   it('makes no link and no key for a request authenticated before a reset that commits while it waits', async () => {
-    const bearer = { Authorization: `Bearer ${(await user()).accessToken}` };
+    const squatter = await user();
+    const bearer = { Authorization: `Bearer ${squatter.accessToken}` };
     const me = (await t.http().get('/v1/me').set(bearer)).body as { id: string };
     const idToken = await idp.idToken({ sub: `late-${randomBytes(4).toString('hex')}` });
     // What a reset's transaction holds once it has raised the version, before it commits.
@@ -387,9 +388,12 @@ describe('Login, the 15/24h lockout and password reset', () => {
     try {
       await reset.startTransaction();
       await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
-      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
-        me.id,
-      ]);
+      await reset.query(
+        `UPDATE users SET token_version = token_version + 1,
+                email_verified_at = coalesce(email_verified_at, now())
+          WHERE id = $1`,
+        [me.id],
+      );
       // Both authenticated with the version still committed, then wait for the user's row.
       const linking = t
         .http()
@@ -408,6 +412,17 @@ describe('Login, the 15/24h lockout and password reset', () => {
       // Before, both were made after the reset (201): a squatter's link and key outlived it.
       expectError(await linking, 401, 'unauthenticated');
       expectError(await keying, 401, 'unauthenticated');
+      // Authenticated by the version this instance still holds for 5 s: the reset verified the
+      // address, and an invitation read it so (201 before).
+      expectError(
+        await t
+          .http()
+          .post(`/v1/organizations/${squatter.organizationId}/invitations`)
+          .set(bearer)
+          .send({ email: uniqueEmail('second-account'), role: 'owner' }),
+        401,
+        'unauthenticated',
+      );
     } finally {
       if (reset.isTransactionActive) await reset.rollbackTransaction();
       await reset.release();

@@ -257,16 +257,25 @@ export class InvitationsRepository {
    * The organization's name and the inviter's address for the invitation e-mail, and whether
    * that address is verified (inviting needs it).
    */
+  /**
+   * The mail's organization and inviter, while the inviter's row holds `tokenVersion` (their
+   * access token's, when given): undefined once a password reset raised it. The reset marks the
+   * address verified too, so an invitation asked for with a squatter's token before the reset,
+   * read after it, would otherwise find the inviter verified and go out.
+   */
   async mailContext(
     manager: EntityManager,
     organizationId: string,
     inviterId: string,
-  ): Promise<RowOf<typeof MAIL_CONTEXT>> {
-    const row = await this.database.row(
+    tokenVersion?: number,
+  ): Promise<RowOf<typeof MAIL_CONTEXT> | undefined> {
+    const version = tokenVersion ?? null;
+    return this.database.row(
       MAIL_CONTEXT.query`SELECT ${MAIL_CONTEXT}
-            FROM organizations o, users u WHERE o.id = ${organizationId} AND u.id = ${inviterId}`,
+            FROM organizations o, users u
+           WHERE o.id = ${organizationId} AND u.id = ${inviterId}
+             AND (${version}::int IS NULL OR u.token_version = ${version}::int)`,
       { manager },
     );
-    return row!;
   }
 }

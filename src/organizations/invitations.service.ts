@@ -78,7 +78,13 @@ export class InvitationsService {
       // The role's refusal first, whether verified or not.
       assertManager(actor.role);
       if (dto.role === 'owner') assertOwner(actor.role);
-      const context = await this.invitations.mailContext(manager, organizationId, caller.userId);
+      const context = await this.invitations.mailContext(
+        manager,
+        organizationId,
+        caller.userId,
+        caller.tokenVersion,
+      );
+      if (!context) throw AppError.unauthenticated('The access token is no longer valid');
       if (!context.inviter_verified) {
         throw new AppError(
           'email_not_verified',
