@@ -44,6 +44,9 @@ export interface StoredAnswer {
  */
 const BATCHING = { maxBatch: 100, concurrency: 1 };
 
+/** The holder of a key whose request's end user was erased while it ran: no request. */
+const ERASED = 'erased';
+
 interface NewClaim {
   claim: ClaimRef;
   requestHash: Buffer;
@@ -271,20 +274,27 @@ export class IdempotencyRepository {
   }
 
   /**
-   * Deletes the organizations' stored answers about these subjects (end users), in the caller's
-   * transaction (an erasure's), answered or not: a key whose request still runs carries its
-   * subject from its claim on, so its answer, stored later, finds no key and is not kept.
+   * In the caller's transaction (an erasure's): deletes the organizations' stored answers about
+   * these subjects (end users). A key whose request still runs carries its subject from its
+   * claim on; it is kept, in progress, but no longer its request's (`locked_by` = ERASED): that
+   * request's answer, stored after, finds no key and is not kept, and a retry meanwhile still
+   * gets 409 until the lease lapses, then runs afresh.
    */
   async deleteAnswersAbout(
     manager: EntityManager,
     about: ReadonlyArray<{ organizationId: string; subject: Buffer }>,
   ): Promise<void> {
+    const erased = sql`SELECT * FROM unnest(${about.map((a) => a.organizationId)}::uuid[],
+                                  ${about.map((a) => a.subject)}::bytea[]) AS d(scope_id, subject)`;
     await this.database.count(
-      sql`DELETE FROM idempotency_keys k
-            USING unnest(${about.map((a) => a.organizationId)}::uuid[],
-                         ${about.map((a) => a.subject)}::bytea[]) AS d(scope_id, subject)
+      sql`WITH answered AS (
+            DELETE FROM idempotency_keys k USING (${erased}) d
+             WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
+               AND k.subject = d.subject AND k.response_status IS NOT NULL)
+          UPDATE idempotency_keys k SET subject = NULL, locked_by = ${ERASED}
+            FROM (${erased}) d
            WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-             AND k.subject = d.subject`,
+             AND k.subject = d.subject AND k.response_status IS NULL`,
       { manager },
     );
   }

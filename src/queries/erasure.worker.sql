@@ -14,11 +14,6 @@ START TRANSACTION;
 COMMIT;
 DELETE FROM end_user_facts WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM end_users WHERE id = ANY($1::uuid[]);
-DELETE FROM idempotency_keys k
- USING unnest($1::uuid[],
-              $2::bytea[]) AS d(scope_id, subject)
-WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-  AND k.subject = d.subject;
 DELETE FROM memories WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_embeddings WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_terms WHERE end_user_id = ANY($1::uuid[]);
@@ -40,6 +35,16 @@ UPDATE audit_events a SET target_id = $1
              $3::text[]) AS erased(organization_id, user_id)
 WHERE a.organization_id = erased.organization_id AND a.target_type = 'end_user'
   AND a.target_id = erased.user_id;
+WITH answered AS (
+  DELETE FROM idempotency_keys k USING (SELECT * FROM unnest($1::uuid[],
+                        $2::bytea[]) AS d(scope_id, subject)) d
+   WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
+     AND k.subject = d.subject AND k.response_status IS NOT NULL)
+UPDATE idempotency_keys k SET subject = NULL, locked_by = $3
+  FROM (SELECT * FROM unnest($4::uuid[],
+                        $5::bytea[]) AS d(scope_id, subject)) d
+ WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
+   AND k.subject = d.subject AND k.response_status IS NULL;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
 webhook_source_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints

@@ -5,6 +5,7 @@ import { sql } from '../../src/database/sql';
 import { IdempotencyModule } from '../../src/idempotency/idempotency.module';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
 import { IdempotencyService } from '../../src/idempotency/idempotency.service';
+import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 
@@ -95,7 +96,18 @@ describe('IdempotencyRepository (database)', () => {
       reply: { text: 'what the erased end user was told' },
     });
     // Before, the claim had no subject until its answer: the erasure missed it, and the answer
-    // was kept for replay after the end user was gone.
-    expect(await stored(key)).toEqual([]);
+    // was kept for replay after the end user was gone. The key stays in progress, no longer the
+    // request's: a retry meanwhile gets 409 (contract section 16), not a second run.
+    expect(await stored(key)).toEqual([{ response_status: null, locked_by: 'erased' }]);
+    await expectAppError(
+      service.begin(
+        { scopeType: 'organization', scopeId: organizationId, key },
+        randomUUID(),
+        hash,
+        [],
+        { carriesData: true, hint: 'ada@example.com' },
+      ),
+      'idempotency_key_in_progress',
+    );
   });
 });
