@@ -5,6 +5,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
 import { cte, empty, type Sql, sql, withEntries } from '../database/sql';
+import { tokenVersionHeld } from '../users/token-version-held';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
@@ -60,10 +61,6 @@ const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
 const KEY_ORGANIZATION = Columns.rowOf<ApiKey>()('organizationId');
-
-const TOKEN_VERSION = Columns.computed<{ token_version: number }>({
-  token_version: sql`token_version`,
-});
 
 const KEY_ID_PROPERTY = Columns.propertiesOf<ApiKey>()('id');
 
@@ -185,7 +182,7 @@ function managerMembership(organizationId: string, userId: string, tokenVersion?
   return sql`SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
        WHERE m.organization_id = ${organizationId}::uuid AND m.user_id = ${userId}::uuid
          AND m.role IN ('owner', 'admin')
-         AND (${tokenVersion ?? null}::int IS NULL OR u.token_version = ${tokenVersion ?? null}::int)
+         AND ${tokenVersionHeld(sql`u.token_version`, tokenVersion)}
          FOR SHARE OF m FOR KEY SHARE OF u`;
 }
 
@@ -434,14 +431,6 @@ export class ApiKeysRepository {
       { manager },
     );
     return rows.map((row) => row.key_hash);
-  }
-
-  /** The user's token version (raised by a password reset); null when the user is gone. */
-  async tokenVersionOf(userId: string): Promise<number | null> {
-    const row = await this.database.row(
-      TOKEN_VERSION.query`SELECT ${TOKEN_VERSION} FROM users WHERE id = ${userId}`,
-    );
-    return row?.token_version ?? null;
   }
 
   /**

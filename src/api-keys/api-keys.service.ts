@@ -19,6 +19,7 @@ import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+import { UsersService } from '../users/users.service';
 import {
   DISPLAY_PREFIX_LENGTH,
   generateApiKey,
@@ -127,6 +128,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     private readonly logger: PinoLogger,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    private readonly users: UsersService,
     caches: Caches,
   ) {
     this.logger.setContext(ApiKeysService.name);
@@ -320,7 +322,7 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
 
   /** Why a user's key was not made: their token ended by a password reset, or their role. */
   private async userRefusal(caller: UserCaller): Promise<AppError> {
-    const version = await this.keys.tokenVersionOf(caller.userId);
+    const version = await this.users.committedTokenVersion(caller.userId);
     return caller.tokenVersion !== undefined && version !== caller.tokenVersion
       ? AppError.unauthenticated('The access token is no longer valid')
       : roleGone();

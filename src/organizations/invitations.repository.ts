@@ -4,6 +4,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { sql } from '../database/sql';
+import { tokenVersionHeld } from '../users/token-version-held';
 import type { User } from '../users/entities/user.entity';
 import type { Invitation } from './entities/invitation.entity';
 import type { Role } from './entities/membership.entity';
@@ -255,13 +256,10 @@ export class InvitationsRepository {
 
   /**
    * The organization's name and the inviter's address for the invitation e-mail, and whether
-   * that address is verified (inviting needs it).
-   */
-  /**
-   * The mail's organization and inviter, while the inviter's row holds `tokenVersion` (their
-   * access token's, when given): undefined once a password reset raised it. The reset marks the
-   * address verified too, so an invitation asked for with a squatter's token before the reset,
-   * read after it, would otherwise find the inviter verified and go out.
+   * that address is verified (inviting needs it), while the inviter's row holds `tokenVersion`
+   * (their access token's, when given): undefined once a password reset raised it. The reset
+   * marks the address verified too, so an invitation asked for with a squatter's token before
+   * the reset, read after it, would otherwise find the inviter verified and go out.
    */
   async mailContext(
     manager: EntityManager,
@@ -269,12 +267,11 @@ export class InvitationsRepository {
     inviterId: string,
     tokenVersion?: number,
   ): Promise<RowOf<typeof MAIL_CONTEXT> | undefined> {
-    const version = tokenVersion ?? null;
     return this.database.row(
       MAIL_CONTEXT.query`SELECT ${MAIL_CONTEXT}
             FROM organizations o, users u
            WHERE o.id = ${organizationId} AND u.id = ${inviterId}
-             AND (${version}::int IS NULL OR u.token_version = ${version}::int)`,
+             AND ${tokenVersionHeld(sql`u.token_version`, tokenVersion)}`,
       { manager },
     );
   }

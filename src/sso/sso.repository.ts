@@ -3,6 +3,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
+import { tokenVersionHeld } from '../users/token-version-held';
 import type { SsoIdentity } from './entities/sso-identity.entity';
 
 const IDENTITY_COLUMNS = Columns.rowOf<SsoIdentity>()(
@@ -38,12 +39,11 @@ export class SsoRepository {
    * statement whatever runs beside it: ON CONFLICT DO UPDATE (a no-op update) returns the
    * conflicting row, locked, where DO NOTHING returned nothing and the read after it could find
    * the row gone (an unlink in between) and had to start over.
-   */
-  /**
-   * Links the identity to the user while their row still holds `tokenVersion` (the access
-   * token's), locked FOR KEY SHARE, which a password reset's FOR UPDATE waits for and the other
-   * way round: a link asked for before a reset committed makes nothing after it. Undefined
-   * when the version changed (or the user is gone).
+   *
+   * Only while the user's row still holds `tokenVersion` (the access token's), locked FOR KEY
+   * SHARE, which a password reset's FOR UPDATE waits for and the other way round: a link asked
+   * for before a reset committed makes nothing after it. Undefined when the version changed (or
+   * the user is gone).
    */
   async link(fields: {
     userId: string;
@@ -52,12 +52,11 @@ export class SsoRepository {
     subject: string;
     email: string | null;
   }): Promise<(SsoIdentityRow & { created: boolean }) | undefined> {
-    const version = fields.tokenVersion ?? null;
     return this.database.row(
       LINKED_COLUMNS.query`WITH holder AS MATERIALIZED (
             SELECT id FROM users
              WHERE id = ${fields.userId}
-               AND (${version}::int IS NULL OR token_version = ${version}::int)
+               AND ${tokenVersionHeld(sql`token_version`, fields.tokenVersion)}
                FOR KEY SHARE)
           INSERT INTO sso_identities (user_id, provider, subject, email)
           SELECT holder.id, ${fields.provider}, ${fields.subject}, ${fields.email} FROM holder

@@ -51,6 +51,11 @@ export class UsersService {
     return this.tokenVersions.get(userId, () => this.users.tokenVersion(userId));
   }
 
+  /** The token version as committed now, past the cache: to tell why a write was refused. */
+  committedTokenVersion(userId: string): Promise<number | null> {
+    return this.users.tokenVersion(userId);
+  }
+
   /**
    * Sets a new password hash and raises the token version, which ends every access token issued
    * so far; unlinks every SSO identity (a reset takes the account back: an identity linked by
