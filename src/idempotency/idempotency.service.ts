@@ -98,8 +98,9 @@ export class IdempotencyService {
     secretFields: readonly string[],
     endUser: { carriesData: boolean; hint?: string } = { carriesData: false },
   ): Promise<BeginResult> {
-    // Known before the answer on a route about one end user: an erasure meanwhile deletes the
-    // claim, and the answer stored after it finds no key (it outlived the erasure before).
+    // Known before the answer on a route about one end user: an erasure meanwhile finds the
+    // claim and marks it erased (its answer is never stored; retries get 409), where a claim
+    // without a subject kept the answer that outlived the erasure.
     const subject =
       endUser.carriesData && endUser.hint !== undefined ? endUserSubject(endUser.hint) : null;
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
