@@ -203,6 +203,87 @@ describe('Export (PMF v1) and subject access', () => {
     expect(body.tables.tool_turns).toEqual([]);
   });
 
+  it('reads an end user’s audit events by their own index, not the organization’s log, with statistics and without', async () => {
+    const database = t.app.get(DataSource);
+    const userId = uniqueUserId();
+    // A large tenant's log: 20,000 events about keys, three about the end user.
+    await database.query(
+      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
+                                 target_id, details, created_at)
+       SELECT $1::uuid, 'api_key.created', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
+              now() - g * interval '1 second'
+         FROM generate_series(1, 20000) g
+       UNION ALL
+       SELECT $1::uuid, 'conversation.flagged', 'api_key', 'k', 'end_user', $2::text, '{}'::jsonb,
+              now() - g * interval '1 hour'
+         FROM generate_series(1, 3) g`,
+      [a.organizationId, userId],
+    );
+    // The statements as the service sends them (the checked-in snapshots), run as prepared.
+    const statement = (file: string, start: string) => {
+      const text = readFileSync(join(__dirname, '../src/queries', file), 'utf8');
+      const at = text.indexOf(start);
+      expect(at).toBeGreaterThanOrEqual(0);
+      return text.slice(at, text.indexOf(';', at));
+    };
+    const subjectAccess = statement(
+      'exports.service.sql',
+      'SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t',
+    );
+    const redaction = statement('erasure.worker.sql', 'UPDATE audit_events a SET target_id');
+    /** How each plan node reads audit_events: by which index, or by none (a sequential scan). */
+    type PlanNode = {
+      'Node Type': string;
+      'Relation Name'?: string;
+      'Index Name'?: string;
+      Plans?: PlanNode[];
+    };
+    const readsOf = (node: PlanNode): Array<string | undefined> => [
+      ...(node['Relation Name'] === 'audit_events' && node['Node Type'].endsWith('Scan')
+        ? [node['Index Name']]
+        : []),
+      ...(node.Plans ?? []).flatMap(readsOf),
+    ];
+    const auditReads = async (text: string, values: unknown[]) => {
+      const runner = database.createQueryRunner();
+      try {
+        await runner.query(`PREPARE audit_plan AS ${text}`);
+        // EXECUTE takes its arguments as literals (a utility statement has no parameters).
+        const literal = (value: unknown): string =>
+          Array.isArray(value)
+            ? literal(`{${value.map((v) => JSON.stringify(v)).join(',')}}`)
+            : typeof value === 'number'
+              ? String(value)
+              : `'${String(value).replace(/'/g, "''")}'`;
+        const [{ 'QUERY PLAN': plans }] = (await runner.query(
+          `EXPLAIN (FORMAT JSON) EXECUTE audit_plan(${values.map(literal).join(', ')})`,
+        )) as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>;
+        return readsOf(plans[0].Plan);
+      } finally {
+        await runner.query('DEALLOCATE audit_plan');
+        await runner.release();
+      }
+    };
+    const expectIndexed = async () => {
+      expect(
+        await auditReads(subjectAccess, [
+          a.organizationId,
+          userId,
+          '-infinity',
+          '00000000-0000-0000-0000-000000000000',
+          100,
+        ]),
+      ).toEqual(['audit_events_end_user_target_idx']);
+      expect(await auditReads(redaction, ['(erased)', [a.organizationId], [userId]])).toEqual([
+        'audit_events_end_user_target_idx',
+      ]);
+    };
+    // As after a bulk import (no statistics: autovacuum is off here), then as production has them.
+    await expectIndexed();
+    await database.query('ANALYZE audit_events');
+    await expectIndexed();
+  });
+
   it('subject access lists the end user’s tokens and paused turns, and no one else’s', async () => {
     const personalityId = await clonePersonality(t, a.auth);
     const [userId, otherId] = [uniqueUserId(), uniqueUserId()];

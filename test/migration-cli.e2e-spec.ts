@@ -55,10 +55,12 @@ describe('npm run migration:run and migration:revert', () => {
       `SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i
          JOIN pg_class c ON c.oid = i.indexrelid
         WHERE c.relname IN ('memory_embeddings_sketches_idx', 'knowledge_chunk_embeddings_sketches_idx',
-                            'memory_embeddings_end_user_idx', 'knowledge_chunk_embeddings_organization_idx')
+                            'memory_embeddings_end_user_idx', 'knowledge_chunk_embeddings_organization_idx',
+                            'audit_events_end_user_target_idx')
         ORDER BY 1`,
     );
     expect(rows).toEqual([
+      { name: 'audit_events_end_user_target_idx', valid: true },
       { name: 'knowledge_chunk_embeddings_sketches_idx', valid: true },
       { name: 'memory_embeddings_sketches_idx', valid: true },
     ]);

@@ -7,6 +7,10 @@ import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn } from 'typeo
 @Entity('audit_events')
 @Index('audit_events_organization_idx', ['organizationId', 'createdAt', 'id'])
 @Index('audit_events_created_at_idx', ['createdAt'])
+// The events about one end user, in /model's order: subject access and the erasure's redaction.
+@Index('audit_events_end_user_target_idx', ['organizationId', 'targetId', 'createdAt', 'id'], {
+  where: `"target_type" = 'end_user'`,
+})
 export class AuditEvent {
   @PrimaryGeneratedColumn('uuid')
   id: string;

@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexOnline } from '../online-index';
 
 /** Each embeddings table, its id, the bound's index before and after, and what the new one carries. */
 const TABLES = [
@@ -97,22 +98,12 @@ export class AddEmbeddingSketches1795920200000 implements MigrationInterface {
       await queryRunner.query(`ALTER TABLE "${table}" ALTER COLUMN "sketch" SET NOT NULL`);
       await queryRunner.query(`ALTER TABLE "${table}" DROP CONSTRAINT "${table}_sketch_not_null"`);
     }
-    // A concurrent build waits for every older transaction (a backup, a report) and blocks no one
-    // meanwhile: no lock timeout. The old indexes go only once both new ones are valid.
-    await queryRunner.query(`SET lock_timeout = 0`);
+    // The old indexes go only once both new ones are valid.
     for (const { table, index, key, carried } of TABLES) {
-      const [{ valid }] = (await queryRunner.query(
-        `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i
-          WHERE i.indexrelid = to_regclass($1)`,
-        [`public.${index}`],
-      )) as Array<{ valid: boolean | null }>;
-      if (valid) continue;
-      // Left invalid by a build that stopped: built again.
-      if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${index}"`);
-      await queryRunner.query(
-        `CREATE INDEX CONCURRENTLY "${index}" ON "${table}" (${key}) INCLUDE (${carried})`,
-      );
+      await createIndexOnline(queryRunner, index, `ON "${table}" (${key}) INCLUDE (${carried})`);
     }
+    // A concurrent drop waits for every older transaction too, blocking no one meanwhile.
+    await queryRunner.query(`SET lock_timeout = 0`);
     for (const { before } of TABLES) {
       await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${before}"`);
     }

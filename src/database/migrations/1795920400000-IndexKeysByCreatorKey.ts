@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexOnline } from '../online-index';
 
 const INDEX = 'api_keys_created_by_api_key_idx';
 
@@ -16,18 +17,11 @@ export class IndexKeysByCreatorKey1795920400000 implements MigrationInterface {
   transaction = false;
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    const [{ valid }] = (await queryRunner.query(
-      `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
-      [`public.${INDEX}`],
-    )) as Array<{ valid: boolean | null }>;
-    if (valid) return;
-    if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${INDEX}"`);
-    // A concurrent build waits for every older transaction and blocks no one: no lock timeout.
-    await queryRunner.query(`SET lock_timeout = 0`);
-    await queryRunner.query(
-      `CREATE INDEX CONCURRENTLY "${INDEX}" ON "api_keys" ("created_by_api_key_id") WHERE created_by_api_key_id IS NOT NULL`,
+    await createIndexOnline(
+      queryRunner,
+      INDEX,
+      `ON "api_keys" ("created_by_api_key_id") WHERE created_by_api_key_id IS NOT NULL`,
     );
-    await queryRunner.query(`RESET lock_timeout`);
   }
 
   /** Not online: migration:revert runs it in a transaction. */

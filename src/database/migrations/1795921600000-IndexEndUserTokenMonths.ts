@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexOnline } from '../online-index';
 
 const INDEX = 'token_usage_end_user_months_end_user_idx';
 
@@ -16,18 +17,11 @@ export class IndexEndUserTokenMonths1795921600000 implements MigrationInterface 
   transaction = false;
 
   public async up(queryRunner: QueryRunner): Promise<void> {
-    const [{ valid }] = (await queryRunner.query(
-      `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
-      [`public.${INDEX}`],
-    )) as Array<{ valid: boolean | null }>;
-    if (valid) return;
-    if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${INDEX}"`);
-    // A concurrent build waits for every older transaction and blocks no one: no lock timeout.
-    await queryRunner.query(`SET lock_timeout = 0`);
-    await queryRunner.query(
-      `CREATE INDEX CONCURRENTLY "${INDEX}" ON "token_usage_end_user_months" ("end_user_id", "month")`,
+    await createIndexOnline(
+      queryRunner,
+      INDEX,
+      `ON "token_usage_end_user_months" ("end_user_id", "month")`,
     );
-    await queryRunner.query(`RESET lock_timeout`);
   }
 
   /** Not online: migration:revert runs it in a transaction. */
