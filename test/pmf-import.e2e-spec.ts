@@ -15,6 +15,8 @@ import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
 import { ImportSlots } from '../src/exports/import-slots';
+import { Database } from '../src/database/database';
+import { sessionsWaitingForLocks } from './support/locks';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- documents are read loosely
@@ -625,6 +627,49 @@ describe('Import (PMF v1)', () => {
         [a.organizationId, document.end_user.user_id],
       );
       expect(rows[0].n).toBe(2);
+    });
+
+    it('a request for the user_id does not wait behind an import in progress; the import then answers 409', async () => {
+      const userId = uniqueUserId('in-progress');
+      // The import has inserted its end user and waits for its personality (found by review:
+      // with the user_id already on the row, a reply or POST /v1/end-users for it waited for the
+      // whole import, a connection held each, and 503 once the statement timeout ran out).
+      const holder = new Client({ connectionString: process.env.DATABASE_URL });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM personalities WHERE id = $1 FOR UPDATE', [
+          personality.id,
+        ]);
+        const importing = importDocument(documentOf(userId, personality)).then((r) => r);
+        await sessionsWaitingForLocks(t.app.get(Database), 1);
+        const created = await t
+          .http()
+          .post('/v1/end-users')
+          .set('Authorization', a.auth)
+          .send({ user_id: userId });
+        expect(created.status).toBe(201);
+        await holder.query('ROLLBACK');
+        expectError(await importing, 409, 'end_user_exists');
+      } finally {
+        await holder.end();
+      }
+      // Nothing of the document was written; the end user is the one created.
+      const { rows } = await db.query(
+        `SELECT e.metadata, (SELECT count(*)::int FROM memories m WHERE m.end_user_id = e.id) AS n
+           FROM end_users e WHERE e.organization_id = $1 AND e.user_id = $2`,
+        [a.organizationId, userId],
+      );
+      expect(rows).toEqual([{ metadata: {}, n: 0 }]);
+      expect(
+        (
+          await db.query(
+            `SELECT count(*)::int AS n FROM end_users WHERE organization_id = $1
+                           AND user_id LIKE E'\\u0001%'`,
+            [a.organizationId],
+          )
+        ).rows[0].n,
+      ).toBe(0);
     });
 
     it('needs read_write; answers 401 without a credential', async () => {

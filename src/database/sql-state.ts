@@ -5,3 +5,9 @@ export function hasSqlState(error: unknown): boolean {
   // Five characters, e.g. 57014; a socket's ECONNRESET is a code too, but not PostgreSQL's.
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
 }
+
+/** A unique constraint refused the statement (23505). */
+export function isUniqueViolation(error: unknown): boolean {
+  const cause = (error as { driverError?: unknown } | null)?.driverError ?? error;
+  return (cause as { code?: unknown } | null)?.code === '23505';
+}

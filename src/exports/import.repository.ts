@@ -4,7 +4,12 @@ import { Columns } from '../database/columns';
 import { Database } from '../database/database';
 import { sql, withEntries } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
-import { endUserInsertStep, type NewEndUser } from '../end-users/end-users.step';
+import {
+  endUserNamingStep,
+  type NewEndUser,
+  unnamedEndUserInsertStep,
+} from '../end-users/end-users.step';
+import { isUniqueViolation } from '../database/sql-state';
 import type { Memory } from '../memory/entities/memory.entity';
 import { factsInsertStep, type NewFact } from '../memory/facts.step';
 import { memoriesInsertStep, type NewMemory } from '../memory/memories.step';
@@ -25,22 +30,49 @@ const FACT_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*)::in
 export class ImportRepository {
   constructor(private readonly database: Database) {}
 
-  /** The new end user's id, with its `end_user.created` event; undefined: the user_id is taken. */
-  async insertEndUser(manager: EntityManager, endUser: NewEndUser): Promise<string | undefined> {
-    const inserted = endUserInsertStep(endUser);
+  /** The new end user's id; it holds no user_id until nameEndUser (unnamedUserId). */
+  async insertUnnamedEndUser(manager: EntityManager, endUser: NewEndUser): Promise<string> {
+    const inserted = unnamedEndUserInsertStep(endUser);
+    const row = await this.database.row(
+      withEntries([inserted], END_USER_ID.query`SELECT ${END_USER_ID} FROM ${inserted.ref}`),
+      { manager },
+    );
+    return row!.id;
+  }
+
+  /**
+   * Gives the imported end user its user_id, with its `end_user.created` event; false when the
+   * user_id is taken (the statement failed, and with it the transaction: the import is over).
+   */
+  async nameEndUser(manager: EntityManager, id: string, endUser: NewEndUser): Promise<boolean> {
+    const named = endUserNamingStep(id, endUser.userId);
     const entries = [
-      inserted,
-      webhookEventStep(inserted, {
+      named,
+      webhookEventStep(named, {
         organizationId: endUser.organizationId,
         type: 'end_user.created',
         at: endUser.updatedAt,
       }),
     ];
+    try {
+      await this.database.rows(
+        withEntries(entries, END_USER_ID.query`SELECT ${END_USER_ID} FROM ${named.ref}`),
+        { manager },
+      );
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error)) return false;
+      throw error;
+    }
+  }
+
+  /** Whether the organization has an end user with this user_id (any status), as committed. */
+  async endUserExists(organizationId: string, userId: string): Promise<boolean> {
     const row = await this.database.row(
-      withEntries(entries, END_USER_ID.query`SELECT ${END_USER_ID} FROM ${inserted.ref}`),
-      { manager },
+      END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
+           WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
     );
-    return row?.id;
+    return row !== undefined;
   }
 
   /**

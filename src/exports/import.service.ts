@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import type { EntityManager } from 'typeorm';
@@ -34,6 +35,12 @@ const FACT_BATCH = 1_000;
 const PERSONALITY_BATCH = 100;
 /** Characters of text a batch holds at most, whatever its count. */
 const BATCH_CHARACTERS = 2 * 1_048_576;
+/**
+ * The classifier works synchronously (about 0.6 µs a character): after this much text the import
+ * lets the event loop run, so a batch of long messages stalls other requests for tens of
+ * milliseconds, not the second its 2 MiB would take.
+ */
+const CLASSIFIED_CHARACTERS_PER_TURN = 64 * 1_024;
 
 /** The members of a PMF v1 document's root object that are not arrays of items. */
 const ROOT_VALUES = new Set(['format', 'version', 'exported_at', 'end_user']);
@@ -79,6 +86,10 @@ export class ImportService {
   async import(caller: CallerContext, document: SpooledDocument): Promise<ImportResultDto> {
     const now = this.clock.now();
     const checked = await this.check(document, now);
+    // Refused before the work when taken already; the naming at the end decides under a race.
+    if (await this.repository.endUserExists(caller.organizationId, checked.endUser.user_id)) {
+      throw await this.taken(caller.organizationId, checked.endUser.user_id);
+    }
     return this.database.transaction((manager) =>
       this.write(manager, caller.organizationId, document, checked, now),
     );
@@ -159,14 +170,15 @@ export class ImportService {
     now: Date,
   ): Promise<ImportResultDto> {
     const userId = checked.endUser.user_id;
-    const endUserId = await this.repository.insertEndUser(manager, {
+    const endUser = {
       organizationId,
       userId,
       metadataJson: JSON.stringify(checked.endUser.metadata),
       createdAt: new Date(checked.endUser.created_at),
       updatedAt: now,
-    });
-    if (!endUserId) throw await this.taken(organizationId, userId);
+    };
+    // Unnamed until the end: nothing waits on this transaction for the user_id (end-users.step).
+    const endUserId = await this.repository.insertUnnamedEndUser(manager, endUser);
 
     // The document's personality id → the one its memories are written with.
     const personalityOf = new Map<string, string>();
@@ -191,9 +203,15 @@ export class ImportService {
 
     // The new ids of the memories facts were learned from.
     const memoryIds = new Map<string, string>();
+    let classifiedThisTurn = 0;
     for await (const batch of this.batches<PmfMemory>(document, 'memories', MEMORY_BATCH)) {
       const rows: NewMemory[] = [];
       for (const memory of batch) {
+        classifiedThisTurn += memory.content.length;
+        if (classifiedThisTurn >= CLASSIFIED_CHARACTERS_PER_TURN) {
+          classifiedThisTurn = 0;
+          await nextTurn();
+        }
         rows.push({
           organizationId,
           endUserId,
@@ -234,6 +252,9 @@ export class ImportService {
       );
     }
 
+    if (!(await this.repository.nameEndUser(manager, endUserId, endUser))) {
+      throw await this.taken(organizationId, userId);
+    }
     return {
       user_id: userId,
       personalities_created: personalitiesCreated,

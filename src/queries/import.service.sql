@@ -2,6 +2,8 @@
 
 -- a small PMF v1 document: two personalities, one new
 COMMIT;
+SELECT id FROM end_users
+WHERE organization_id = $1 AND user_id = $2;
 SELECT id FROM personalities
 WHERE organization_id = $1 AND id = ANY($2::uuid[])
 FOR KEY SHARE;
@@ -62,29 +64,32 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
          ORDER BY v.ord
         RETURNING id, role)
 SELECT id FROM memory_rows ORDER BY id;
+WITH named_end_user AS (
+      UPDATE end_users SET user_id = $1 WHERE id = $2
+      RETURNING id AS id, jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
+named_end_user_webhook_subscribed AS (
+      SELECT id FROM webhook_endpoints
+       WHERE organization_id = $3::uuid AND status = 'enabled'
+         AND $4::text = ANY (events)
+       FOR KEY SHARE),
+    named_end_user_webhook_event AS (
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT $5::uuid, $6, s.webhook_data, $7::timestamptz
+        FROM named_end_user s
+       WHERE EXISTS (SELECT 1 FROM named_end_user_webhook_subscribed)
+      RETURNING id, organization_id, type),
+    named_end_user_webhook_attempt AS (
+      INSERT INTO webhook_delivery_attempts
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $8::timestamptz,
+             $9::timestamptz
+        FROM named_end_user_webhook_event ev CROSS JOIN named_end_user_webhook_subscribed e)
+SELECT id FROM named_end_user;
 WITH new_end_user AS (
       INSERT INTO end_users (organization_id, user_id, metadata, created_at, updated_at)
       VALUES ($1, $2, $3::jsonb,
               $4::timestamptz, $5::timestamptz)
-      ON CONFLICT (organization_id, user_id) DO NOTHING
-      RETURNING id AS id, jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
-new_end_user_webhook_subscribed AS (
-      SELECT id FROM webhook_endpoints
-       WHERE organization_id = $6::uuid AND status = 'enabled'
-         AND $7::text = ANY (events)
-       FOR KEY SHARE),
-    new_end_user_webhook_event AS (
-      INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $8::uuid, $9, s.webhook_data, $10::timestamptz
-        FROM new_end_user s
-       WHERE EXISTS (SELECT 1 FROM new_end_user_webhook_subscribed)
-      RETURNING id, organization_id, type),
-    new_end_user_webhook_attempt AS (
-      INSERT INTO webhook_delivery_attempts
-        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $11::timestamptz,
-             $12::timestamptz
-        FROM new_end_user_webhook_event ev CROSS JOIN new_end_user_webhook_subscribed e)
+      RETURNING id AS id)
 SELECT id FROM new_end_user;
 WITH new_facts AS (INSERT INTO end_user_facts
           (organization_id, end_user_id, content, content_key, source, memory_id, created_at,
