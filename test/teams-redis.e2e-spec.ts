@@ -1,5 +1,6 @@
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
+import { ApiKeysService } from '../src/api-keys/api-keys.service';
 import { OrganizationsService } from '../src/organizations/organizations.service';
 import { expectError } from './support/assertions';
 import { signUp } from './support/identity';
@@ -122,5 +123,35 @@ describe('Membership changes reach every instance before they are answered (Redi
         'unauthenticated',
       );
     }
+  });
+
+  it('an instance shutting down hears removals and revocations until its HTTP server has closed', async () => {
+    // Found by review: the channels closed in onModuleDestroy, before the server stopped taking
+    // requests, so a removed member or a revoked key could be served from the cache meanwhile.
+    const subscribed = (t: TestApp) => [
+      t.app
+        .get<OrganizationsService, { membershipChanges: { isLive(): boolean } }>(
+          OrganizationsService,
+        )
+        .membershipChanges.isLive(),
+      t.app
+        .get<ApiKeysService, { revocations: { isLive(): boolean } }>(ApiKeysService)
+        .revocations.isLive(),
+    ];
+    await eventually(
+      () => (subscribed(b).every(Boolean) ? true : undefined),
+      'the revocation channel to subscribe',
+    );
+    const server = b.app.getHttpServer();
+    const closeServer = server.close.bind(server);
+    let atServerClose: boolean[] = [];
+    server.close = (callback?: (error?: Error) => void) => {
+      atServerClose = subscribed(b);
+      return closeServer(callback);
+    };
+    await b.app.close();
+    expect(atServerClose).toEqual([true, true]);
+    // And closed after it.
+    expect(subscribed(b)).toEqual([false, false]);
   });
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
@@ -113,7 +113,7 @@ function newKey(
 }
 
 @Injectable()
-export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
+export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
   private readonly byHash: TtlCache<CachedKey>;
   /** Hashes found to be no key: apart, so a flood of forged keys cannot evict the real ones. */
   private readonly unknownHashes: TtlCache<true>;
@@ -146,7 +146,8 @@ export class ApiKeysService implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  onModuleDestroy(): void {
+  /** Once the HTTP server has closed: a request still served hears every invalidation. */
+  onApplicationShutdown(): void {
     this.revocations.close();
   }
 

@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
@@ -67,7 +67,7 @@ function assertManages(grant: MembershipGrant | null): void {
 }
 
 @Injectable()
-export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
+export class OrganizationsService implements OnModuleInit, OnApplicationShutdown {
   private readonly memberships: TtlCache<MembershipGrant | null>;
   private readonly membershipChanges: InvalidationChannel;
 
@@ -94,7 +94,8 @@ export class OrganizationsService implements OnModuleInit, OnModuleDestroy {
     );
   }
 
-  onModuleDestroy(): void {
+  /** Once the HTTP server has closed: a request still served hears every invalidation. */
+  onApplicationShutdown(): void {
     this.membershipChanges.close();
   }
 

@@ -3,7 +3,7 @@ import {
   Inject,
   Injectable,
   Module,
-  type OnModuleDestroy,
+  type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
@@ -19,7 +19,7 @@ import { TtlCache } from './ttl-cache';
  * when they are destroyed, so their owners carry no lifecycle of their own.
  */
 @Injectable()
-export class Caches implements OnModuleInit, OnModuleDestroy {
+export class Caches implements OnModuleInit, OnApplicationShutdown {
   private readonly sharedCaches: SharedCache<unknown>[] = [];
   private listening = false;
 
@@ -53,7 +53,8 @@ export class Caches implements OnModuleInit, OnModuleDestroy {
     for (const cache of this.sharedCaches) cache.listen();
   }
 
-  onModuleDestroy(): void {
+  /** Once the HTTP server has closed: a request still served hears every invalidation. */
+  onApplicationShutdown(): void {
     for (const cache of this.sharedCaches) cache.close();
   }
 }

@@ -37,7 +37,7 @@ export class SharedCache<V> {
     );
   }
 
-  /** For the owner's onModuleDestroy. */
+  /** For the owner's onApplicationShutdown. */
   close(): void {
     this.changes.close();
   }
