@@ -16,6 +16,11 @@ import {
 } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
+import {
+  type AfterReset,
+  type PasswordReset,
+  TakesAccountBack,
+} from '../common/password-reset/password-reset-participant';
 import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
@@ -364,11 +369,22 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * In the transaction of a password reset that took back an address never verified before:
-   * revokes the keys the user made in every organization, and the keys those made, as
-   * `revokeMadeBy` does (actor: the user; `reason: "password_reset"`). Whoever registered the
-   * address first made them; the mailbox's owner never did.
+   * revokes the keys the user made in every organization they still belong to, and the keys
+   * those made, as `revokeMadeBy` does (actor: the user; `reason: "password_reset"`). Whoever
+   * registered the address first made them; the mailbox's owner never did. Announced once the
+   * reset has committed.
    */
-  async revokeEveryMadeBy(manager: EntityManager, userId: string): Promise<RevokedKeys> {
+  @TakesAccountBack()
+  async revokeAtReset(
+    manager: EntityManager,
+    { userId, wasVerified }: PasswordReset,
+  ): Promise<AfterReset | undefined> {
+    if (wasVerified) return undefined;
+    const revoked = await this.revokeEveryMadeBy(manager, userId);
+    return () => this.announceRevoked(revoked);
+  }
+
+  private async revokeEveryMadeBy(manager: EntityManager, userId: string): Promise<RevokedKeys> {
     const hashes: string[] = [];
     for (const organizationId of await this.keys.organizationsWithKeysMadeBy(manager, userId)) {
       const caller: UserCaller = { kind: 'user', userId, organizationId, scopes: ['admin'] };

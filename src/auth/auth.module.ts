@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { ApiKeysModule } from '../api-keys/api-keys.module';
+import { PasswordResetParticipantsModule } from '../common/password-reset/password-reset-participants.module';
 import { type AuthConfig, authConfig } from '../config/auth.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { UsersModule } from '../users/users.module';
@@ -50,6 +51,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     UsersModule,
     OrganizationsModule,
     ApiKeysModule,
+    PasswordResetParticipantsModule,
   ],
   controllers: [AuthController, EmailVerificationController],
   providers: [

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
-import { ApiKeysService } from '../api-keys/api-keys.service';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
+import { PasswordResetParticipants } from '../common/password-reset/password-reset-participants';
 import { Clock } from '../common/time/clock';
 import { authConfig } from '../config/auth.config';
 import { Database } from '../database/database';
@@ -37,7 +37,7 @@ export class PasswordResetService {
     private readonly database: Database,
     private readonly tokens: PasswordResetTokensRepository,
     private readonly users: UsersService,
-    private readonly apiKeys: ApiKeysService,
+    private readonly participants: PasswordResetParticipants,
     private readonly loginAttempts: LoginAttemptsService,
     private readonly mailer: PasswordResetMailer,
     private readonly mail: MailService,
@@ -118,7 +118,7 @@ export class PasswordResetService {
     if (!(await this.tokens.isLive(tokenHash, this.clock.now()))) throw invalidToken();
     const passwordHash = await hashPassword(newPassword);
 
-    const { userId, revoked } = await this.database.transaction(async (manager) => {
+    const { userId, afterCommit } = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const owner = await this.tokens.spend(manager, tokenHash, now);
       if (owner === null) throw invalidToken();
@@ -127,17 +127,13 @@ export class PasswordResetService {
       await this.loginAttempts.clear(manager, replaced.email);
       // Any other link still in a mailbox is spent too: the password it would reset is gone.
       await this.tokens.spendAllOf(manager, owner, now);
-      // An address never verified may have been registered by someone else first: the
-      // mailbox's owner takes the account back without the keys made before.
-      return {
-        userId: owner,
-        revoked: replaced.was_verified
-          ? undefined
-          : await this.apiKeys.revokeEveryMadeBy(manager, owner),
-      };
+      // The account is taken back: what the modules keep of whoever held it goes
+      // (@TakesAccountBack: SSO identities, and keys made before a first verification).
+      const reset = { userId: owner, wasVerified: replaced.was_verified };
+      return { userId: owner, afterCommit: await this.participants.takeBack(manager, reset) };
     });
     await this.users.forgetTokenVersion(userId);
-    if (revoked) await this.apiKeys.announceRevoked(revoked);
+    for (const then of afterCommit) await then();
     this.logger.info({ userId }, 'password reset completed');
   }
 }

@@ -91,6 +91,7 @@ START TRANSACTION;
 -- password reset with the mailed token
 COMMIT;
 DELETE FROM login_attempts WHERE email = lower($1);
+DELETE FROM sso_identities WHERE user_id = $1;
 SELECT 1 FROM password_reset_tokens
 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2;
 SELECT DISTINCT organization_id FROM api_keys
@@ -105,11 +106,11 @@ UPDATE password_reset_tokens SET used_at = $1
 RETURNING user_id;
 UPDATE password_reset_tokens SET used_at = $1
 WHERE user_id = $2 AND used_at IS NULL;
-WITH unlinked AS (DELETE FROM sso_identities WHERE user_id = $1)
-UPDATE users SET password_hash = $2, token_version = token_version + 1,
-       email_verified_at = coalesce(email_verified_at, $3::timestamptz),
-       updated_at = $4
- WHERE id = $5
+UPDATE users
+   SET password_hash = $1, token_version = token_version + 1,
+       email_verified_at = coalesce(email_verified_at, $2::timestamptz),
+       updated_at = $3
+ WHERE id = $4
 RETURNING email;
 
 -- resend of the verification mail

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
@@ -63,6 +64,13 @@ export class SsoRepository {
           ON CONFLICT (provider, subject) DO UPDATE SET provider = EXCLUDED.provider
           RETURNING ${LINKED_COLUMNS}`,
     );
+  }
+
+  /** In the caller's transaction: every identity linked to the user is unlinked. */
+  async unlinkEvery(manager: EntityManager, userId: string): Promise<void> {
+    await this.database.count(sql`DELETE FROM sso_identities WHERE user_id = ${userId}`, {
+      manager,
+    });
   }
 
   /**

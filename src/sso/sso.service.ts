@@ -1,8 +1,13 @@
 import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import { AccessTokensService } from '../auth/access-tokens.service';
 import type { UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
+import {
+  type PasswordReset,
+  TakesAccountBack,
+} from '../common/password-reset/password-reset-participant';
 import { SsoIdentityDto, toSsoIdentityResponse } from './dto/sso.dto';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { SsoRepository } from './sso.repository';
@@ -51,6 +56,18 @@ export class SsoService {
   async list(userId: string, limit: number, startingAfter?: string): Promise<Page<SsoIdentityDto>> {
     const rows = await this.identities.findPageForUser(userId, limit, startingAfter);
     return toPage(rows, limit, toSsoIdentityResponse);
+  }
+
+  /**
+   * A password reset takes the account back: an identity linked by whoever held it, or
+   * registered the address first, must not outlive it. Every one is unlinked, in the reset's
+   * transaction; a login reads the identity and the token version in one statement, so it sees
+   * both before the reset or neither after it.
+   */
+  @TakesAccountBack()
+  async unlinkAtReset(manager: EntityManager, reset: PasswordReset): Promise<undefined> {
+    await this.identities.unlinkEvery(manager, reset.userId);
+    return undefined;
   }
 
   async unlink(userId: string, id: string): Promise<void> {

@@ -86,16 +86,16 @@ export class UsersRepository {
     at: Date,
   ): Promise<PasswordReplaced | null> {
     // The row first, in a statement of its own: a link or a key made with the user's access
-    // token holds it FOR KEY SHARE, so this waits for those in progress, and the next
-    // statement's snapshot, taken after, sees what they committed.
+    // token holds it FOR KEY SHARE, so this waits for those in progress, and the statements
+    // after it (the reset's participants' too) see what they committed.
     const before = await this.database.row(
       WAS_VERIFIED.query`SELECT ${WAS_VERIFIED} FROM users WHERE id = ${userId} FOR UPDATE`,
       { manager },
     );
     if (!before) return null;
     const row = await this.database.row(
-      EMAIL.query`WITH unlinked AS (DELETE FROM sso_identities WHERE user_id = ${userId})
-          UPDATE users SET password_hash = ${passwordHash}, token_version = token_version + 1,
+      EMAIL.query`UPDATE users
+             SET password_hash = ${passwordHash}, token_version = token_version + 1,
                  email_verified_at = coalesce(email_verified_at, ${at}::timestamptz),
                  updated_at = ${at}
            WHERE id = ${userId}

@@ -58,10 +58,9 @@ export class UsersService {
 
   /**
    * Sets a new password hash and raises the token version, which ends every access token issued
-   * so far; unlinks every SSO identity (a reset takes the account back: an identity linked by
-   * whoever held it, or registered the address first, must not outlive it); and marks the
-   * address verified (the reset link was read in its mailbox). Inside the caller's transaction,
-   * at `at`. Answers the user's e-mail and whether it was verified before, or null when gone.
+   * so far, and marks the address verified (the reset link was read in its mailbox). Inside the
+   * caller's transaction, at `at`, the user's row locked until it ends. Answers the user's e-mail
+   * and whether it was verified before, or null when gone.
    */
   replacePassword(
     manager: EntityManager,
