@@ -1,4 +1,5 @@
 import {
+  BUCKET_KEPT_MS,
   type BucketDecision,
   type BucketPolicy,
   type BucketState,
@@ -6,7 +7,10 @@ import {
 } from './token-bucket';
 
 interface Entry extends BucketState {
-  /** When the bucket will be full again: from then on it equals a missing one. */
+  /**
+   * When the bucket will be full again, or BUCKET_KEPT_MS from its last take if sooner: from then
+   * on it equals a missing one.
+   */
   fullAt: number;
 }
 
@@ -28,13 +32,19 @@ export class MemoryBuckets {
 
   take(key: string, policy: Pick<BucketPolicy, 'rps' | 'burst'>): BucketDecision {
     const now = this.now();
-    const { state, decision } = takeToken(this.entries.get(key), policy, now);
+    // Past fullAt the bucket is full, or was kept unused for BUCKET_KEPT_MS: as a missing one.
+    const entry = this.entries.get(key);
+    const { state, decision } = takeToken(
+      entry !== undefined && entry.fullAt > now ? entry : undefined,
+      policy,
+      now,
+    );
     // Delete then set: Map order becomes least-recently-used first.
     this.entries.delete(key);
     this.entries.set(key, {
       tokens: state.tokens,
       updatedAt: state.updatedAt,
-      fullAt: now + decision.msUntilFull,
+      fullAt: now + Math.min(decision.msUntilFull, BUCKET_KEPT_MS),
     });
     if (++this.takesSinceSweep >= this.sweepEvery) this.sweep(now);
     if (this.entries.size > this.maxEntries) {

@@ -1,6 +1,12 @@
 import { isAuthRateLimited } from './auth-routes';
 import { MemoryBuckets } from './memory-buckets';
-import { type BucketPolicy, MAX_WAIT_MS, rateLimitHeaders, takeToken } from './token-bucket';
+import {
+  BUCKET_KEPT_MS,
+  type BucketPolicy,
+  MAX_WAIT_MS,
+  rateLimitHeaders,
+  takeToken,
+} from './token-bucket';
 
 const POLICY: BucketPolicy = { name: 'org', rps: 2, burst: 5 };
 const T0 = Date.parse('2026-11-22T03:00:00.000Z');
@@ -145,6 +151,20 @@ describe('MemoryBuckets', () => {
     buckets.take('c', POLICY); // third take: sweep
     expect(buckets.size).toBe(1);
     for (let i = 0; i < 5; i++) expect(buckets.take('a', POLICY).allowed).toBe(true);
+  });
+
+  it('keeps a slow bucket an hour unused at most: then it is full, and swept', () => {
+    const clock = { now: T0 };
+    const buckets = new MemoryBuckets(() => clock.now, 1_000, 1);
+    // One token a day: empty after one request, refilled only after a day.
+    const slow = { name: 'end_user', rps: 1 / 86_400, burst: 1 };
+    expect(buckets.take('slow', slow).allowed).toBe(true);
+    clock.now += BUCKET_KEPT_MS - 1;
+    expect(buckets.take('slow', slow).allowed).toBe(false);
+    clock.now += BUCKET_KEPT_MS; // an hour since the last take
+    buckets.take('other', POLICY); // every take sweeps here
+    expect(buckets.size).toBe(1);
+    expect(buckets.take('slow', slow).allowed).toBe(true);
   });
 
   it('stays within its size bound by dropping the least recently used bucket', () => {

@@ -8,6 +8,7 @@ import { rateLimitConfig } from '../config/rate-limit.config';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { MemoryBuckets } from './memory-buckets';
 import {
+  BUCKET_KEPT_MS,
   type BucketDecision,
   type BucketPolicy,
   decide,
@@ -20,7 +21,9 @@ type Size = Pick<BucketPolicy, 'rps' | 'burst'>;
 /**
  * takeToken() of token-bucket.ts as one atomic script: read, refill, take, write with a TTL.
  * It runs on Redis's clock, so instances whose clocks disagree still share one bucket exactly.
- * The key expires when the bucket would be full: a missing key is a full bucket.
+ * The key expires when the bucket would be full (a missing key is a full bucket), or after
+ * ARGV[3] ms unused, whichever comes first: a bucket refilled over years, one per end user,
+ * would otherwise keep a key per user_id ever seen (found by review).
  * Tokens travel as strings: Redis truncates Lua numbers in replies to integers.
  */
 export const TAKE_TOKEN_SCRIPT = `
@@ -46,7 +49,7 @@ local msUntilFull = math.ceil((burst - tokens) / perMs)
 if not (msUntilFull < 1e12) then msUntilFull = 1e12 end
 local encoded = string.format('%.17g', tokens)
 redis.call('HSET', KEYS[1], 'tokens', encoded, 'updated_at', string.format('%d', updatedAt))
-redis.call('PEXPIRE', KEYS[1], math.max(1, msUntilFull))
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.min(msUntilFull, tonumber(ARGV[3]))))
 return { allowed, encoded }
 `;
 
@@ -146,7 +149,12 @@ export class TokenBucketStorage implements ThrottlerStorage {
   ): Promise<BucketDecision> {
     // Without a connection ioredis would fail the command anyway (no offline queue): skip the try.
     if (redis.status !== 'ready') throw new Error(`Redis connection is ${redis.status}`);
-    const args = [this.prefix + key, String(size.rps / 1000), String(size.burst)];
+    const args = [
+      this.prefix + key,
+      String(size.rps / 1000),
+      String(size.burst),
+      String(BUCKET_KEPT_MS),
+    ];
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new RedisTimeout(this.timeoutMs)), this.timeoutMs);

@@ -89,6 +89,14 @@ export function takeToken(
 }
 
 /**
+ * How long a bucket is kept unused at most, in Redis as in memory: one refilled over more than
+ * this (a client may set any rps > 0, contract §23) counts as full after an hour without a
+ * request. Any bucket is exact while used at least once an hour; the store holds at most what
+ * an hour of requests wrote, whatever the rates.
+ */
+export const BUCKET_KEPT_MS = 3_600_000;
+
+/**
  * The longest wait a decision reports, about 31 years: `rps` is any number > 0 (contract §23), and
  * at 1e-13 a bucket's refill lies past the last date JavaScript can write (year 275760), so
  * X-RateLimit-Reset threw and every request answered 500 (found by review).

@@ -1937,7 +1937,7 @@ export interface components {
         };
         BucketSizeDto: {
             /**
-             * @description Tokens added per second (a number > 0); the burst must refill within 3600 seconds (burst / rps ≤ 3600)
+             * @description Tokens added per second (a number > 0)
              * @example 2
              */
             rps: number;
