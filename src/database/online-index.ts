@@ -11,14 +11,18 @@ export async function createIndexOnline(
   name: string,
   definition: string,
 ): Promise<void> {
-  const [{ valid }] = (await queryRunner.query(
-    `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
-    [`public.${name}`],
-  )) as Array<{ valid: boolean | null }>;
-  if (valid) return;
-  if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${name}"`);
-  // A concurrent build waits for every older transaction and blocks no one: no lock timeout.
+  // A concurrent drop or build waits for every older transaction (a long erasure, a dump) and
+  // blocks no one meanwhile: no lock timeout, for the drop of a stopped build's index too.
   await queryRunner.query(`SET lock_timeout = 0`);
-  await queryRunner.query(`CREATE INDEX CONCURRENTLY "${name}" ${definition}`);
-  await queryRunner.query(`RESET lock_timeout`);
+  try {
+    const [{ valid }] = (await queryRunner.query(
+      `SELECT bool_and(i.indisvalid) AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
+      [`public.${name}`],
+    )) as Array<{ valid: boolean | null }>;
+    if (valid) return;
+    if (valid === false) await queryRunner.query(`DROP INDEX CONCURRENTLY "public"."${name}"`);
+    await queryRunner.query(`CREATE INDEX CONCURRENTLY "${name}" ${definition}`);
+  } finally {
+    await queryRunner.query(`RESET lock_timeout`);
+  }
 }
