@@ -269,6 +269,7 @@ describe('Export (PMF v1) and subject access', () => {
         await auditReads(subjectAccess, [
           a.organizationId,
           userId,
+          '[erased]',
           '-infinity',
           '00000000-0000-0000-0000-000000000000',
           100,
@@ -282,6 +283,33 @@ describe('Export (PMF v1) and subject access', () => {
     await expectIndexed();
     await database.query('ANALYZE audit_events');
     await expectIndexed();
+  });
+
+  it('subject access of an end user named as erased ones are does not list their audit events', async () => {
+    const database = t.app.get(DataSource);
+    // An erased end user's event, its target redacted; then a client names an end user so.
+    await database.query(
+      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
+                                 target_id, details, created_at)
+       VALUES ($1, 'end_user.deleted', 'api_key', 'k', 'end_user', '[erased]', '{}', now())`,
+      [a.organizationId],
+    );
+    await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', a.auth)
+      .send({ user_id: '[erased]' })
+      .expect(201);
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent('[erased]')}/model`)
+      .set('Authorization', a.auth);
+    expect(response.status).toBe(200);
+    const body = JSON.parse(
+      Buffer.isBuffer(response.body) ? response.body.toString() : response.text,
+    );
+    expect(body.tables.end_users).toHaveLength(1);
+    expect(body.tables.audit_events).toEqual([]);
   });
 
   it('subject access lists the end user’s tokens and paused turns, and no one else’s', async () => {

@@ -6,6 +6,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { empty, type Sql, sql } from '../database/sql';
 import type { AuditOrigin } from './audit-event.step';
 import type { AuditEvent } from './entities/audit-event.entity';
+import { ERASED_TARGET_ID } from './erased-target';
 
 const EVENT = Columns.rowOf<AuditEvent>()(
   'id',
@@ -26,9 +27,6 @@ export interface NewAuditEvent extends AuditOrigin {
   targetId: string;
   details: Record<string, unknown>;
 }
-
-/** What an erased end user's id becomes in the events that named them. */
-export const ERASED_TARGET_ID = '[erased]';
 
 /** The INSERT of one event; `condition` (a WHERE clause) may keep it from being written. */
 function insertEvent(event: NewAuditEvent, condition: Sql = empty): Sql {

@@ -4,6 +4,7 @@ import { Database } from '../database/database';
 import { raw, type Sql, sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import { endUserSubject } from '../idempotency/end-user-answers';
+import { ERASED_TARGET_ID } from '../audit/erased-target';
 
 const ISO = (column: string) =>
   raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
@@ -218,7 +219,9 @@ export class ExportsRepository {
            ORDER BY t.created_at, t.key
            LIMIT ${limit}`,
     ),
-    // What the organization's audit log says was done to them (a flagged conversation, …).
+    // What the organization's audit log says was done to them (a flagged conversation, …). Not
+    // for a user_id spelled as the erased ones' target (found by review): those events are
+    // every erased end user's, not this one's.
     this.section(
       'audit_events',
       FIRST_BY_TIME_AND_ID,
@@ -227,6 +230,7 @@ export class ExportsRepository {
             FROM audit_events t
            WHERE t.organization_id = ${subject.organizationId}
              AND t.target_type = 'end_user' AND t.target_id = ${subject.userId}
+             AND t.target_id <> ${ERASED_TARGET_ID}
              AND (t.created_at, t.id) > (${at}::timestamptz, ${id}::uuid)
            ORDER BY t.created_at, t.id
            LIMIT ${limit}`,

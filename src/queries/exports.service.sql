@@ -63,9 +63,10 @@ SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2
  FROM audit_events t
 WHERE t.organization_id = $1
   AND t.target_type = 'end_user' AND t.target_id = $2
-  AND (t.created_at, t.id) > ($3::timestamptz, $4::uuid)
+  AND t.target_id <> $3
+  AND (t.created_at, t.id) > ($4::timestamptz, $5::uuid)
 ORDER BY t.created_at, t.id
-LIMIT $5;
+LIMIT $6;
 SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"
  FROM end_user_facts t
 WHERE t.end_user_id = $1
