@@ -1,5 +1,4 @@
 import {
-  BUCKET_KEPT_MS,
   type BucketDecision,
   type BucketPolicy,
   type BucketState,
@@ -44,7 +43,8 @@ export class MemoryBuckets {
     this.entries.set(key, {
       tokens: state.tokens,
       updatedAt: state.updatedAt,
-      fullAt: now + Math.min(decision.msUntilFull, BUCKET_KEPT_MS),
+      // decide() caps the wait at BUCKET_KEPT_MS.
+      fullAt: now + decision.msUntilFull,
     });
     if (++this.takesSinceSweep >= this.sweepEvery) this.sweep(now);
     if (this.entries.size > this.maxEntries) {

@@ -3,9 +3,10 @@ import { MemoryBuckets } from './memory-buckets';
 import {
   BUCKET_KEPT_MS,
   type BucketPolicy,
-  MAX_WAIT_MS,
+  policyOf,
   rateLimitHeaders,
   takeToken,
+  throttlerLimits,
 } from './token-bucket';
 
 const POLICY: BucketPolicy = { name: 'org', rps: 2, burst: 5 };
@@ -121,11 +122,17 @@ describe('token bucket arithmetic', () => {
     const slowest: BucketPolicy = { name: 'end_user', rps: 1e-13, burst: 1 };
     const { state, decision } = takeToken(undefined, slowest, T0);
     const refused = takeToken(state, slowest, T0).decision;
-    expect([decision.msUntilFull, refused.msUntilToken]).toEqual([MAX_WAIT_MS, MAX_WAIT_MS]);
-    expect(rateLimitHeaders(decision, slowest, T0)['X-RateLimit-Reset']).toBe(
-      new Date(T0 + MAX_WAIT_MS).toISOString(),
-    );
-    expect(rateLimitHeaders(refused, slowest, T0)['Retry-After']).toBe(String(MAX_WAIT_MS / 1000));
+    // Unused for an hour, it is full again (BUCKET_KEPT_MS): what its headers say.
+    expect([decision.msUntilFull, refused.msUntilToken]).toEqual([BUCKET_KEPT_MS, BUCKET_KEPT_MS]);
+    const headers = rateLimitHeaders(refused, slowest, T0);
+    expect(headers['X-RateLimit-Reset']).toBe(new Date(T0 + BUCKET_KEPT_MS).toISOString());
+    expect(headers['Retry-After']).toBe('3600');
+    expect(headers['RateLimit-Policy']).toBe('"end_user";q=1;w=3600');
+    expect(headers.RateLimit).toBe('"end_user";r=0;t=3600');
+    // The smallest rps of all still sizes a throttler, and comes back as an rps > 0.
+    const { limit, ttl } = throttlerLimits({ rps: 5e-324, burst: 1 });
+    expect(Number.isFinite(ttl)).toBe(true);
+    expect(policyOf('end_user', limit, ttl).rps).toBeGreaterThan(0);
   });
 
   it('writes the contract headers and the IETF draft ones', () => {

@@ -22,8 +22,7 @@ type Size = Pick<BucketPolicy, 'rps' | 'burst'>;
  * takeToken() of token-bucket.ts as one atomic script: read, refill, take, write with a TTL.
  * It runs on Redis's clock, so instances whose clocks disagree still share one bucket exactly.
  * The key expires when the bucket would be full (a missing key is a full bucket), or after
- * ARGV[3] ms unused, whichever comes first: a bucket refilled over years, one per end user,
- * would otherwise keep a key per user_id ever seen (found by review).
+ * ARGV[3] ms (BUCKET_KEPT_MS) unused, whichever comes first.
  * Tokens travel as strings: Redis truncates Lua numbers in replies to integers.
  */
 export const TAKE_TOKEN_SCRIPT = `
@@ -45,11 +44,12 @@ if tokens >= 1 then
   allowed = 1
 end
 local msUntilFull = math.ceil((burst - tokens) / perMs)
--- MAX_WAIT_MS, as decide() caps it: any rps > 0 is valid, and a tiny one makes this infinite.
-if not (msUntilFull < 1e12) then msUntilFull = 1e12 end
+-- BUCKET_KEPT_MS, as decide() caps it: unused that long, the bucket is full (the key is gone).
+local keptMs = tonumber(ARGV[3])
+if not (msUntilFull < keptMs) then msUntilFull = keptMs end
 local encoded = string.format('%.17g', tokens)
 redis.call('HSET', KEYS[1], 'tokens', encoded, 'updated_at', string.format('%d', updatedAt))
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.min(msUntilFull, tonumber(ARGV[3]))))
+redis.call('PEXPIRE', KEYS[1], math.max(1, msUntilFull))
 return { allowed, encoded }
 `;
 

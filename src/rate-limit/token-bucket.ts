@@ -19,7 +19,11 @@ export function throttlerLimits(policy: Pick<BucketPolicy, 'rps' | 'burst'>): {
   limit: number;
   ttl: number;
 } {
-  return { limit: policy.burst, ttl: (policy.burst * 1000) / policy.rps };
+  // Finite even for the smallest rps (5e-324), so that policyOf gives an rps > 0 back.
+  return {
+    limit: policy.burst,
+    ttl: Math.min((policy.burst * 1000) / policy.rps, Number.MAX_VALUE),
+  };
 }
 
 /** The policy a throttler's `limit` and `ttl` describe (the inverse of throttlerLimits). */
@@ -89,19 +93,15 @@ export function takeToken(
 }
 
 /**
- * How long a bucket is kept unused at most, in Redis as in memory: one refilled over more than
- * this (a client may set any rps > 0, contract §23) counts as full after an hour without a
- * request. Any bucket is exact while used at least once an hour; the store holds at most what
- * an hour of requests wrote, whatever the rates.
+ * How long a bucket is kept unused at most, in Redis as in memory, and so the longest wait a
+ * decision reports: one refilled over more than this (a client may set any rps > 0, contract
+ * §23) is full after an hour without a request, which its headers say. Any bucket is exact while
+ * used at least once an hour; the store holds one key per bucket used in the last hour, whatever
+ * the rates (kept until full, a bucket refilled over years, on a new user_id per reply, kept a
+ * key per user_id for decades: found by review). Bounded, the wait also stays a date JavaScript
+ * can write (at rps 1e-13 X-RateLimit-Reset threw: found by an earlier review).
  */
 export const BUCKET_KEPT_MS = 3_600_000;
-
-/**
- * The longest wait a decision reports, about 31 years: `rps` is any number > 0 (contract §23), and
- * at 1e-13 a bucket's refill lies past the last date JavaScript can write (year 275760), so
- * X-RateLimit-Reset threw and every request answered 500 (found by review).
- */
-export const MAX_WAIT_MS = 1e12;
 
 /** The timings of a decision, from the tokens left after it. */
 export function decide(
@@ -113,8 +113,8 @@ export function decide(
   return {
     allowed,
     tokens,
-    msUntilFull: Math.min(MAX_WAIT_MS, Math.ceil((policy.burst - tokens) / perMs)),
-    msUntilToken: tokens >= 1 ? 0 : Math.min(MAX_WAIT_MS, Math.ceil((1 - tokens) / perMs)),
+    msUntilFull: Math.min(BUCKET_KEPT_MS, Math.ceil((policy.burst - tokens) / perMs)),
+    msUntilToken: tokens >= 1 ? 0 : Math.min(BUCKET_KEPT_MS, Math.ceil((1 - tokens) / perMs)),
   };
 }
 
@@ -130,7 +130,8 @@ export function rateLimitHeaders(
   now: number,
 ): Record<string, string> {
   const remaining = Math.max(0, Math.floor(decision.tokens));
-  const windowSeconds = Math.ceil(policy.burst / policy.rps);
+  // A slower bucket is full again after an hour unused (BUCKET_KEPT_MS): its window is the hour.
+  const windowSeconds = Math.min(Math.ceil(policy.burst / policy.rps), BUCKET_KEPT_MS / 1000);
   const headers: Record<string, string> = {
     'X-RateLimit-Limit': String(policy.rps),
     'X-RateLimit-Remaining': String(remaining),
