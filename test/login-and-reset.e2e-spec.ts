@@ -8,6 +8,7 @@ import { TestOidcProvider } from './support/jwks-server';
 import { sessionsWaitingForLocks } from './support/locks';
 import { Database } from '../src/database/database';
 import { type CapturedMail, resetTokenOf, TestSmtpServer } from './support/smtp-server';
+import { PasswordResetParticipants } from '../src/common/password-reset/password-reset-participants';
 import { createTestApp, TestApp } from './support/test-app';
 import { UNTHROTTLED } from './support/unthrottled';
 import { eventually } from './support/wait';
@@ -305,6 +306,11 @@ describe('Login, the 15/24h lockout and password reset', () => {
   });
 
   it('takes an account back at a reset: its SSO identities go, and an unverified one’s API keys', async () => {
+    // The modules taking part, found by discovery (auth imports neither).
+    expect(t.app.get(PasswordResetParticipants).names).toEqual([
+      'ApiKeysService.revokeAtReset',
+      'SsoService.unlinkAtReset',
+    ]);
     const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
     const resetWith = async (email: string, password: string) => {
       const token = await requestResetToken(email);

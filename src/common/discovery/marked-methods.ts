@@ -21,8 +21,16 @@ export function markedMethods<Meta, Method>(
   const found: Array<MarkedMethod<Meta, Method>> = [];
   for (const wrapper of discovery.getProviders()) {
     const instance = wrapper.instance as Record<string, unknown> | undefined;
-    // A request-scoped or transient provider has no instance to call.
-    if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
+    // A request-scoped or transient provider has no instance to call: marked, it is a mistake
+    // that would otherwise leave its part out without a word.
+    if (!wrapper.isDependencyTreeStatic()) {
+      const prototype = (wrapper.metatype as { prototype?: object } | null)?.prototype;
+      if (prototype && hasMarkedMethod(scanner, prototype, key)) {
+        throw new Error(`${wrapper.name} is not a singleton: its methods marked ${key} cannot run`);
+      }
+      continue;
+    }
+    if (!instance || typeof instance !== 'object') continue;
     for (const method of scanner.getAllMethodNames(
       Object.getPrototypeOf(instance) as object | null,
     )) {
@@ -41,4 +49,14 @@ export function markedMethods<Meta, Method>(
     names.add(name);
   }
   return found;
+}
+
+function hasMarkedMethod(scanner: MetadataScanner, prototype: object, key: string): boolean {
+  return scanner
+    .getAllMethodNames(prototype)
+    .some(
+      (method) =>
+        Reflect.getMetadata(key, (prototype as Record<string, unknown>)[method] as object) !==
+        undefined,
+    );
 }
