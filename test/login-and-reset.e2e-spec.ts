@@ -305,6 +305,22 @@ describe('Login, the 15/24h lockout and password reset', () => {
     expect((await auth(after.body.access_token)).status).toBe(200);
   });
 
+  it('two links of one user used at once: one resets, the other is refused, never a deadlock', async () => {
+    for (let round = 0; round < 8; round++) {
+      const u = await user();
+      const links = [await requestResetToken(u.email), await requestResetToken(u.email)];
+      const passwords = links.map((_, i) => `password ${i} of round ${round}`);
+      secrets.push(...passwords);
+      const answers = await Promise.all(
+        links.map((token, i) =>
+          t.http().post('/v1/auth/reset-password').send({ token, new_password: passwords[i] }),
+        ),
+      );
+      // Found by review: each spent its own link, then waited for the other's (40P01, a 500).
+      expect(answers.map((answer) => answer.status).sort()).toEqual([200, 400]);
+    }
+  });
+
   it('takes an account back at a reset: its SSO identities go, and an unverified one’s API keys', async () => {
     // The modules taking part, found by discovery (auth imports neither).
     expect(t.app.get(PasswordResetParticipants).names).toEqual([

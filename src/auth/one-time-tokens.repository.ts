@@ -84,6 +84,16 @@ export abstract class OneTimeTokensRepository {
     return found > 0;
   }
 
+  /** The user of the token if it is live at `at`, or null; locks nothing. */
+  async ownerOf(manager: EntityManager, tokenHash: Buffer, at: Date): Promise<string | null> {
+    const row = await this.database.row(
+      TOKEN_USER.query`SELECT ${TOKEN_USER} FROM ${this.table}
+           WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${at}`,
+      { manager },
+    );
+    return row?.user_id ?? null;
+  }
+
   /**
    * Marks the token used if it is live at `at`; its user's id, or null. The atomic
    * `UPDATE … WHERE used_at IS NULL` lets exactly one of any number of concurrent uses through.

@@ -120,10 +120,15 @@ export class PasswordResetService {
 
     const { userId, afterCommit } = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
-      const owner = await this.tokens.spend(manager, tokenHash, now);
+      // The user's row first (replacePassword locks it), then the links: two resets of one user
+      // with two links wait for each other there. Spending its own link first, each then
+      // waited for the other's in spendAllOf: a deadlock (found by review).
+      const owner = await this.tokens.ownerOf(manager, tokenHash, now);
       if (owner === null) throw invalidToken();
       const replaced = await this.users.replacePassword(manager, owner, passwordHash, now);
       if (replaced === null) throw invalidToken();
+      // Spent meanwhile by the reset that held the row before: this one is refused, undone.
+      if ((await this.tokens.spend(manager, tokenHash, now)) !== owner) throw invalidToken();
       await this.loginAttempts.clear(manager, replaced.email);
       // Any other link still in a mailbox is spent too: the password it would reset is gone.
       await this.tokens.spendAllOf(manager, owner, now);

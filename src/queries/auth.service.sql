@@ -100,6 +100,8 @@ WHERE created_by_user_id = $1
                            WHERE user_id = $2)
 ORDER BY organization_id;
 SELECT email_verified_at IS NOT NULL AS "was_verified" FROM users WHERE id = $1 FOR UPDATE;
+SELECT user_id FROM password_reset_tokens
+WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2;
 START TRANSACTION;
 UPDATE password_reset_tokens SET used_at = $1
  WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3
