@@ -70,6 +70,25 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
       expectError(await verify(token), 400, 'validation_failed');
     });
 
+    it('two links of one user used at once: one verifies, the other is refused, never a deadlock', async () => {
+      for (let round = 0; round < 6; round++) {
+        const user = await signUp(t);
+        await smtp.waitFor(user.email, 5_000, isVerificationMail);
+        await t
+          .http()
+          .post('/v1/auth/resend-verification')
+          .set('Authorization', `Bearer ${user.accessToken}`)
+          .expect(202);
+        await t.app.get(MailService).idle();
+        const links = smtp.mailsTo(user.email, isVerificationMail).map(verificationTokenOf);
+        expect(links).toHaveLength(2);
+        const answers = await Promise.all(links.map((token) => verify(token)));
+        // Found by review: each spent its own link, then waited for the other's (a 500).
+        expect(answers.map((answer) => answer.status).sort()).toEqual([204, 400]);
+        expect((await me(user.accessToken)).body.email_verified).toBe(true);
+      }
+    });
+
     it('refuses unknown and malformed tokens with validation_failed', async () => {
       for (const token of ['x'.repeat(43), 'short', '', 42, null]) {
         expectError(await verify(token), 400, 'validation_failed');

@@ -57,9 +57,15 @@ export class EmailVerificationService {
     if (!TOKEN_PATTERN.test(token)) throw invalidToken();
     await this.database.transaction(async (manager) => {
       const now = this.clock.now();
-      const userId = await this.tokens.spend(manager, sha256(token), now);
+      const tokenHash = sha256(token);
+      // The user's row first (the UPDATE locks it), then the links, as a password reset does:
+      // two links used at once wait at the row; spending its own link first, each waited for
+      // the other's in spendAllOf, a deadlock (found by review).
+      const userId = await this.tokens.ownerOf(manager, tokenHash, now);
       if (userId === null) throw invalidToken();
       await this.users.markEmailVerified(manager, userId, now);
+      // Spent meanwhile by the verification that held the row before: refused, undone.
+      if ((await this.tokens.spend(manager, tokenHash, now)) !== userId) throw invalidToken();
       // Other links still in the mailbox have nothing left to prove.
       await this.tokens.spendAllOf(manager, userId, now);
     });

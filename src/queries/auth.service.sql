@@ -130,6 +130,8 @@ START TRANSACTION;
 
 -- e-mail verification with the mailed token
 COMMIT;
+SELECT user_id FROM email_verification_tokens
+WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2;
 START TRANSACTION;
 UPDATE email_verification_tokens SET used_at = $1
  WHERE token_hash = $2 AND used_at IS NULL AND expires_at > $3
