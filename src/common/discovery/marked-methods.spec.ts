@@ -25,6 +25,14 @@ class PerRequest {
   }
 }
 
+@Injectable({ scope: Scope.TRANSIENT })
+class PerInjection {
+  @Marked('lost')
+  lost(): string {
+    return 'never runs';
+  }
+}
+
 async function found(...providers: Array<new () => object>) {
   const moduleRef = await Test.createTestingModule({
     imports: [DiscoveryModule],
@@ -52,5 +60,6 @@ describe('markedMethods', () => {
 
   it('refuses a marked method on a provider that is not a singleton, instead of leaving it out', async () => {
     await expect(found(Singleton, PerRequest)).rejects.toThrow(/PerRequest is not a singleton/);
+    await expect(found(Singleton, PerInjection)).rejects.toThrow(/PerInjection is not a singleton/);
   });
 });

@@ -21,9 +21,10 @@ export function markedMethods<Meta, Method>(
   const found: Array<MarkedMethod<Meta, Method>> = [];
   for (const wrapper of discovery.getProviders()) {
     const instance = wrapper.instance as Record<string, unknown> | undefined;
-    // A request-scoped or transient provider has no instance to call: marked, it is a mistake
-    // that would otherwise leave its part out without a word.
-    if (!wrapper.isDependencyTreeStatic()) {
+    // A request-scoped or transient provider has no instance to call (a transient one's is a
+    // bare prototype, its constructor never run): marked, it is a mistake that would otherwise
+    // leave its part out, or fail inside the transaction, without a word at start-up.
+    if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
       const prototype = (wrapper.metatype as { prototype?: object } | null)?.prototype;
       if (prototype && hasMarkedMethod(scanner, prototype, key)) {
         throw new Error(`${wrapper.name} is not a singleton: its methods marked ${key} cannot run`);
