@@ -32,9 +32,10 @@ export class MemoryBuckets {
   take(key: string, policy: Pick<BucketPolicy, 'rps' | 'burst'>): BucketDecision {
     const now = this.now();
     // Past fullAt the bucket is full, or was kept unused for BUCKET_KEPT_MS: as a missing one.
+    // At fullAt itself it is kept, as Redis keeps a key until its expiry has passed.
     const entry = this.entries.get(key);
     const { state, decision } = takeToken(
-      entry !== undefined && entry.fullAt > now ? entry : undefined,
+      entry !== undefined && entry.fullAt >= now ? entry : undefined,
       policy,
       now,
     );
@@ -60,6 +61,6 @@ export class MemoryBuckets {
 
   private sweep(now: number): void {
     this.takesSinceSweep = 0;
-    for (const [key, entry] of this.entries) if (entry.fullAt <= now) this.entries.delete(key);
+    for (const [key, entry] of this.entries) if (entry.fullAt < now) this.entries.delete(key);
   }
 }

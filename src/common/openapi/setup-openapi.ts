@@ -24,11 +24,12 @@ export const HEADERS = {
     schema: { type: 'integer' },
   },
   'X-RateLimit-Reset': {
-    description: 'ISO 8601 time at which the bucket is full again',
+    description:
+      'ISO 8601 time at which the bucket is full again (an hour from now at most: a bucket unused for an hour is full)',
     schema: { type: 'string' },
   },
   'Retry-After': {
-    description: 'Seconds until a token is back',
+    description: 'Seconds until a token is back (3600 at most)',
     schema: { type: 'integer' },
   },
   [IDEMPOTENT_REPLAYED_HEADER]: {

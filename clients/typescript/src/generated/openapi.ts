@@ -3106,9 +3106,9 @@ export interface components {
         "X-RateLimit-Limit": number;
         /** @description Whole tokens left after this request */
         "X-RateLimit-Remaining": number;
-        /** @description ISO 8601 time at which the bucket is full again */
+        /** @description ISO 8601 time at which the bucket is full again (an hour from now at most: a bucket unused for an hour is full) */
         "X-RateLimit-Reset": string;
-        /** @description Seconds until a token is back */
+        /** @description Seconds until a token is back (3600 at most) */
         "Retry-After": number;
         /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
         "Idempotent-Replayed": "true";
