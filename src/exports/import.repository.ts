@@ -66,15 +66,6 @@ export class ImportRepository {
     }
   }
 
-  /** Whether the organization has an end user with this user_id (any status), as committed. */
-  async endUserExists(organizationId: string, userId: string): Promise<boolean> {
-    const row = await this.database.row(
-      END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
-           WHERE organization_id = ${organizationId} AND user_id = ${userId}`,
-    );
-    return row !== undefined;
-  }
-
   /**
    * The memories, in the order given, in one statement; answers their new ids in that order.
    * The step inserts them ordered, so identities are drawn in that order and ascending ids are

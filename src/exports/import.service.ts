@@ -45,6 +45,12 @@ const CLASSIFIED_CHARACTERS_PER_TURN = 64 * 1_024;
 /** The members of a PMF v1 document's root object that are not arrays of items. */
 const ROOT_VALUES = new Set(['format', 'version', 'exported_at', 'end_user']);
 
+const endUserExists = () =>
+  new AppError(
+    'end_user_exists',
+    'The organization already has an end user with this user_id; an import creates a new one',
+  );
+
 /** What an imported memory's verdict is: its classification; no action was taken on it. */
 function importedVerdict(categories: SafetyCategory[]): MemorySafety {
   return {
@@ -87,9 +93,8 @@ export class ImportService {
     const now = this.clock.now();
     const checked = await this.check(document, now);
     // Refused before the work when taken already; the naming at the end decides under a race.
-    if (await this.repository.endUserExists(caller.organizationId, checked.endUser.user_id)) {
-      throw await this.taken(caller.organizationId, checked.endUser.user_id);
-    }
+    const refusal = await this.refusalIfTaken(caller.organizationId, checked.endUser.user_id);
+    if (refusal) throw refusal;
     return this.database.transaction((manager) =>
       this.write(manager, caller.organizationId, document, checked, now),
     );
@@ -253,7 +258,8 @@ export class ImportService {
     }
 
     if (!(await this.repository.nameEndUser(manager, endUserId, endUser))) {
-      throw await this.taken(organizationId, userId);
+      // Erased since the naming failed: it was taken then, which is what the client is told.
+      throw (await this.refusalIfTaken(organizationId, userId)) ?? endUserExists();
     }
     return {
       user_id: userId,
@@ -263,17 +269,16 @@ export class ImportService {
     };
   }
 
-  /** Why the user_id is taken: under deletion (with when it frees up), or simply existing. */
-  private async taken(organizationId: string, userId: string): Promise<AppError> {
+  /** Why the user_id is taken (under deletion, with when it frees up, or simply existing), if it is. */
+  private async refusalIfTaken(
+    organizationId: string,
+    userId: string,
+  ): Promise<AppError | undefined> {
     const existing = await this.endUsers.findRow(organizationId, userId).catch((error: unknown) => {
-      // Erased meanwhile: it was taken when the insert ran, which is what the client is told.
       if (error instanceof AppError && error.code === 'not_found') return undefined;
       throw error;
     });
-    if (existing?.status === 'deleting') return this.endUsers.underDeletion(existing);
-    return new AppError(
-      'end_user_exists',
-      'The organization already has an end user with this user_id; an import creates a new one',
-    );
+    if (!existing) return undefined;
+    return existing.status === 'deleting' ? this.endUsers.underDeletion(existing) : endUserExists();
   }
 }

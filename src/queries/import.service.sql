@@ -2,11 +2,12 @@
 
 -- a small PMF v1 document: two personalities, one new
 COMMIT;
-SELECT id FROM end_users
-WHERE organization_id = $1 AND user_id = $2;
 SELECT id FROM personalities
 WHERE organization_id = $1 AND id = ANY($2::uuid[])
 FOR KEY SHARE;
+-- prepared
+SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
+WHERE organization_id = $1 AND user_id = $2;
 SELECT slug, replies FROM catalog_personalities
 WHERE slug = ANY($1::text[]);
 START TRANSACTION;
