@@ -357,18 +357,18 @@ describe('Rate limiting (real database, real Redis)', () => {
       const { authorization } = await apiKey(caller);
       const respond = (body: unknown, method = 'POST', path = '/v1/respond') =>
         drawn({ method, path, authorization, body });
-      const digest = createHash('sha256').update('ada').digest('base64url');
+      const digest = createHash('sha256').update('ada@example.com').digest('base64url');
 
-      const buckets = await respond({ user_id: 'ada', message: 'hi' });
+      const buckets = await respond({ user_id: 'ada@example.com', message: 'hi' });
       expect(buckets.slice(-2)).toEqual([
         sized('org', caller.organizationId, ORG),
         sized('end_user', `${caller.organizationId}:${digest}`, { rps: 1, burst: 2 }),
       ]);
-      // The key names no user_id (it would sit in Redis).
-      expect(buckets.at(-1)?.key).not.toContain('ada');
-      expect((await respond({ user_id: 'ada' }, 'POST', '/V1/Respond/')).at(-1)).toEqual(
-        buckets.at(-1),
-      );
+      // The key names no user_id (it would sit in Redis); '@' and '.' appear in no UUID or digest.
+      expect(buckets.at(-1)?.key).not.toContain('ada@example.com');
+      expect(
+        (await respond({ user_id: 'ada@example.com' }, 'POST', '/V1/Respond/')).at(-1),
+      ).toEqual(buckets.at(-1));
       expect((await respond({ user_id: 'bob' })).at(-1)?.key).not.toBe(buckets.at(-1)?.key);
 
       // No usable user_id (validation refuses it next), or another route: no end user's bucket.
@@ -376,7 +376,9 @@ describe('Rate limiting (real database, real Redis)', () => {
         expect((await respond(body)).map((bucket) => bucket.policy.name)).toEqual(['org']);
       }
       expect((await respond({ user_id: 'x'.repeat(256) })).at(-1)?.policy.name).toBe('end_user');
-      expect((await respond({ user_id: 'ada' }, 'GET')).map((b) => b.policy.name)).toEqual(['org']);
+      expect(
+        (await respond({ user_id: 'ada@example.com' }, 'GET')).map((b) => b.policy.name),
+      ).toEqual(['org']);
 
       // The same user_id in another organization: that organization's bucket, sized by it.
       const elsewhere = await owner();
@@ -386,7 +388,7 @@ describe('Rate limiting (real database, real Redis)', () => {
         method: 'POST',
         path: '/v1/respond',
         authorization: theirs.authorization,
-        body: { user_id: 'ada' },
+        body: { user_id: 'ada@example.com' },
       });
       expect(theirBuckets.at(-1)).toEqual(
         sized('end_user', `${elsewhere.organizationId}:${digest}`, { rps: 3, burst: 6 }),
@@ -401,7 +403,7 @@ describe('Rate limiting (real database, real Redis)', () => {
             method: 'POST',
             path: '/v1/respond',
             authorization: unlimitedKey.authorization,
-            body: { user_id: 'ada' },
+            body: { user_id: 'ada@example.com' },
           })
         ).map((bucket) => bucket.policy.name),
       ).toEqual(['org']);
