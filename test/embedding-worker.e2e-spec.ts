@@ -417,6 +417,23 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect((await cursor()).position).toBe(last);
     expect(await count('memory_embeddings')).toBe(stored + 2);
   });
+  it('never sends a memory that only asks: the cursor moves past it, and a batch of questions alone costs no call', async () => {
+    const e = instance();
+    const sent = provider.requests.length;
+    const stored = await count('memory_embeddings');
+    const statement = `My car is an old blue Volvo, note ${Date.now()}.`;
+    const last = await newMemories(['What kind of car do I drive?', statement, 'Is it blue?']);
+    await e.run();
+    expect(provider.requests.slice(sent).map((request) => request.input)).toEqual([[statement]]);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(stored + 1);
+
+    const questionsOnly = await newMemories(['Where do I live?', 'How old is my cat?']);
+    await e.run();
+    expect(provider.requests).toHaveLength(sent + 1);
+    expect((await cursor()).position).toBe(questionsOnly);
+    expect(await count('memory_embeddings')).toBe(stored + 1);
+  });
   /** A new document of these paragraphs (one chunk each), and the cursor's safe bound past it. */
   async function newDocument(title: string, paragraphs: string[]): Promise<void> {
     const created = await app

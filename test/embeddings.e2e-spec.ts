@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { Embedder } from '../src/embeddings/embedder';
+import { onlyAsks } from '../src/embeddings/only-asks';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
@@ -83,6 +84,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     for (let i = 0; i < 12; i += 1) {
       expect((await respond(off, busy, `Note number ${i} about the garden.`)).status).toBe(200);
     }
+    expect((await respond(off, busy, 'Is the garden ready for spring?')).status).toBe(200);
   });
   afterAll(async () => {
     for (const app of [...on, off]) await app.close();
@@ -123,14 +125,19 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     }
     return total;
   }
-  /** Every memory has its embedding but those the fake refuses (answers how many there are). */
+  /**
+   * Every memory has its embedding but those the fake refuses and those that only ask (answers
+   * how many there are).
+   */
   const allEmbedded = () =>
     eventually(async () => {
-      const missing = await count(
-        `memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)
-           AND m.content NOT LIKE '%REFUSED%'`,
+      const { rows: missing } = await db.query<{ content: string }>(
+        `SELECT m.content FROM memories m
+          WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_id = m.id)
+            AND m.content NOT LIKE '%REFUSED%'`,
       );
-      return missing === 0 ? count('memory_embeddings') : undefined;
+      const owed = missing.filter((memory) => !onlyAsks(memory.content));
+      return owed.length === 0 ? count('memory_embeddings') : undefined;
     }, 'every memory embedded');
 
   it('is off without EMBEDDINGS_MODEL: the paraphrase is not found, and nothing is sent or written', async () => {
@@ -146,10 +153,13 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
   it('two instances embed each memory exactly once, in batches, with the configured model, key and dimensions', async () => {
     on = [await startOn(), await startOn()];
     const embedded = await allEmbedded();
-    expect(embedded).toBe(await count('memories'));
     const { rows } = await db.query<{ content: string }>('SELECT content FROM memories');
-    // Nothing has asked a question yet: every text the provider got is a memory's, once.
-    expect([...fake.inputs].sort()).toEqual(rows.map((row) => row.content).sort());
+    const telling = rows.map((row) => row.content).filter((content) => !onlyAsks(content));
+    // The busy end user's question only asks: never sent.
+    expect(telling.length).toBe(rows.length - 1);
+    expect(embedded).toBe(telling.length);
+    // Nothing has searched yet: every text the provider got is a memory's that tells, once.
+    expect([...fake.inputs].sort()).toEqual(telling.sort());
     expect(fake.requests.every((request) => request.input.length <= 3)).toBe(true);
     expect(fake.requests.every((request) => request.model === 'fake-embed')).toBe(true);
     expect(fake.requests.every((request) => request.dimensions === 128)).toBe(true);
@@ -162,9 +172,9 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     );
     // Stored with the model and the dimensions asked for: vectors of another kind are never compared.
     expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(embedded);
-    // Counted once each, just after its batch commits.
+    // Counted once each, just after its batch commits: the question passed over too.
     await eventually(
-      async () => ((await counted('embeddings_embedded_total')) === embedded ? true : undefined),
+      async () => ((await counted('embeddings_embedded_total')) === rows.length ? true : undefined),
       'embeddings_embedded_total to count every memory once',
     );
   });

@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { onlyAsks } from '../src/embeddings/only-asks';
 import { random, userSentence } from '../bench/scenarios/support/chat-text';
 import { KNOWLEDGE_DOCUMENTS_EN, KNOWLEDGE_QUESTIONS_EN } from './fixtures/recall/knowledge-en';
 import { MEMORY_RECALL_DE } from './fixtures/recall/memory-de';
@@ -123,15 +124,23 @@ describe('Recall quality: the labelled set, lexical and hybrid (contract §27)',
     await database.drop();
   });
 
-  /** Waits until every row of `table` has its embedding (the workers of the hybrid instances). */
-  const everyRowEmbedded = (table: string, embeddings: string, key: string) =>
+  /**
+   * Waits until the workers of the hybrid instances have embedded every row of `table` but the
+   * memories that only ask, which are never sent (src/embeddings/only-asks.ts).
+   */
+  const everyRowEmbedded = (
+    table: 'memories' | 'knowledge_chunks',
+    embeddings: string,
+    key: string,
+  ) =>
     eventually(
       async () => {
-        const { rows } = await db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM ${table} t
+        const { rows } = await db.query<{ text: string }>(
+          `SELECT ${table === 'memories' ? 't.content' : 't.text'} AS text FROM ${table} t
             WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e WHERE e.${key} = t.id)`,
         );
-        return rows[0].n === 0 ? true : undefined;
+        const owed = table === 'memories' ? rows.filter((row) => !onlyAsks(row.text)) : rows;
+        return owed.length === 0 ? true : undefined;
       },
       `every row of ${table} embedded`,
       60_000,

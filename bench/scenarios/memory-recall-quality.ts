@@ -185,24 +185,24 @@ async function vocabulary(db: Client) {
  * Goal: the statement among them for >= 27 of 30.
  */
 /**
- * Seconds until every row of `table` has its embedding (a worker of a hybrid instance), of
- * `model` if given (a model's worker embeds again what another embedded).
+ * Seconds until the worker of a hybrid instance has passed every row of `table` (its source's
+ * cursor, of `model` if given: a model's worker embeds again what another embedded), each
+ * embedded but a memory that only asks, which is never sent (src/embeddings/only-asks.ts).
  */
 async function untilEmbedded(
   db: Client,
-  table: string,
-  embeddings: string,
-  { key, model, timeoutMs }: { key: string; model?: string; timeoutMs: number },
+  table: 'memories' | 'knowledge_chunks',
+  { model, timeoutMs }: { model?: string; timeoutMs: number },
 ): Promise<number> {
   const started = performance.now();
   for (;;) {
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${table} t
-        WHERE NOT EXISTS (SELECT 1 FROM ${embeddings} e
-                           WHERE e.${key} = t.id AND ($1::text IS NULL OR e.model = $1))`,
-      [model ?? null],
+    const { rows } = await db.query<{ passed: boolean }>(
+      `SELECT coalesce(bool_or(c.position >= (SELECT max(id) FROM ${table})), false) AS passed
+         FROM embedding_cursors c
+        WHERE c.source = $1 AND ($2::text IS NULL OR c.model = $2)`,
+      [table, model ?? null],
     );
-    if (rows[0].n === 0) return (performance.now() - started) / 1000;
+    if (rows[0].passed) return (performance.now() - started) / 1000;
     if (performance.now() - started > timeoutMs) throw new Error(`${table} not embedded`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
@@ -227,8 +227,7 @@ async function knowledgeRecall(
     const content = Array.from({ length: 40 }, () => userSentence(next)).join(' ');
     await post(lexical, headers, '/v1/knowledge', { title: `Notes ${i}`, content });
   }
-  const embeddedIn = await untilEmbedded(db, 'knowledge_chunks', 'knowledge_chunk_embeddings', {
-    key: 'chunk_id',
+  const embeddedIn = await untilEmbedded(db, 'knowledge_chunks', {
     timeoutMs: 60_000,
   });
   const modes = {
@@ -483,8 +482,7 @@ export async function run(): Promise<Record<string, unknown>> {
       databaseUrl: service.databaseUrl,
       env: hybridEnv,
     });
-    const embedSeconds = await untilEmbedded(db, 'memories', 'memory_embeddings', {
-      key: 'memory_id',
+    const embedSeconds = await untilEmbedded(db, 'memories', {
       timeoutMs: 120_000,
     });
     const searchOn = (instance: RunningService) => async (q: string, limit: number) => {
@@ -543,13 +541,11 @@ export async function run(): Promise<Record<string, unknown>> {
         EMBEDDINGS_BATCH_SIZE: '64',
       },
     });
-    const realModelSeconds = await untilEmbedded(db, 'memories', 'memory_embeddings', {
-      key: 'memory_id',
+    const realModelSeconds = await untilEmbedded(db, 'memories', {
       model: SENTENCE_ENCODER_MODEL,
       timeoutMs: 1_800_000,
     });
-    await untilEmbedded(db, 'knowledge_chunks', 'knowledge_chunk_embeddings', {
-      key: 'chunk_id',
+    await untilEmbedded(db, 'knowledge_chunks', {
       model: SENTENCE_ENCODER_MODEL,
       timeoutMs: 600_000,
     });

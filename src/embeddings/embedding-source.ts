@@ -1,5 +1,6 @@
 import { Columns } from '../database/columns';
 import { raw, type Sql, sql } from '../database/sql';
+import { onlyAsks } from './only-asks';
 
 /** An item to embed: its id in its source and its text. */
 export interface PendingItem {
@@ -21,6 +22,8 @@ export interface EmbeddingSource {
   pending(after: string, upTo: string, limit: number): Sql<PendingItem>;
   /** Stores embeddings, `embedded` a JSON array of `{id, embedding}`; a row gone since is skipped. */
   store(embedded: string, model: string): Sql;
+  /** Whether a row's text is embedded; one that is not is passed over, found by its words alone. */
+  embeds(text: string): boolean;
 }
 
 /** The last value of a sequence, as a cursor reads it (a constant name, never user input). */
@@ -35,9 +38,13 @@ const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text:
 // (a patched document's old chunks, a forgotten memory) is waited for and then skipped, where the
 // foreign key's check would fail the whole batch once that transaction commits.
 
-/** Memories: each message of a conversation, embedded once for recall and search by meaning. */
+/**
+ * Memories: each message of a conversation, embedded once for recall and search by meaning; but
+ * a message that only asks (onlyAsks) is not.
+ */
 export const memoriesSource: EmbeddingSource = {
   name: 'memories',
+  embeds: (text) => !onlyAsks(text),
   lastId: lastValueOf('memories_id_seq'),
   pending: (after, upTo, limit) =>
     PENDING_MEMORY.query`SELECT ${PENDING_MEMORY} FROM memories m
@@ -59,6 +66,7 @@ export const memoriesSource: EmbeddingSource = {
  */
 export const knowledgeChunksSource: EmbeddingSource = {
   name: 'knowledge_chunks',
+  embeds: () => true,
   lastId: lastValueOf('knowledge_chunks_id_seq'),
   pending: (after, upTo, limit) =>
     PENDING_CHUNK.query`SELECT ${PENDING_CHUNK} FROM knowledge_chunks k

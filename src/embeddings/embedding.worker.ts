@@ -77,7 +77,8 @@ interface LeasedBatch {
  * cursor is never moved back), so any number of instances run side by side and each row is
  * embedded once while they live. A provider failure gives the lease back (the cursor does not
  * move) and the next run waits twice as long, up to a minute; a text the provider refuses (400,
- * 413, 422) is skipped alone and stays findable by its words.
+ * 413, 422) is skipped alone and stays findable by its words, as is a text its source does not
+ * embed (EmbeddingSource.embeds: a memory that only asks), which is never sent.
  */
 @Injectable()
 export class EmbeddingWorker {
@@ -107,7 +108,7 @@ export class EmbeddingWorker {
     });
     this.embedded = metrics.counter({
       name: 'embeddings_embedded_total',
-      help: 'Rows the embedding worker has embedded (or skipped as refused by the provider)',
+      help: 'Rows the embedding worker has embedded, or passed over (refused by the provider, or a memory that only asks)',
     });
     this.task = config.model
       ? jobs.periodic({
@@ -173,7 +174,7 @@ export class EmbeddingWorker {
     const batch = await this.claimBatch(source, model);
     if (!batch) return 0;
     try {
-      const vectors = await this.embedOrSkip(batch.items, batch.callsEndBy);
+      const vectors = await this.embedWhatTells(source, batch);
       return await this.store(source, model, batch, vectors);
     } catch (error) {
       // The provider or the store failed: given back for the retry after the backoff (should
@@ -314,7 +315,28 @@ export class EmbeddingWorker {
   }
 
   /**
-   * The vectors of the batch's items, in order; a text the provider refuses alone gets null (the
+   * The vectors of the batch's items, in order, as far as they go: null for an item the source
+   * does not embed, which costs no call.
+   */
+  private async embedWhatTells(
+    source: EmbeddingSource,
+    batch: LeasedBatch,
+  ): Promise<(number[] | null)[]> {
+    const embedded = batch.items.filter((item) => source.embeds(item.text));
+    const vectors = embedded.length === 0 ? [] : await this.embedOrSkip(embedded, batch.callsEndBy);
+    const inOrder: (number[] | null)[] = [];
+    let next = 0;
+    for (const item of batch.items) {
+      if (!source.embeds(item.text)) inOrder.push(null);
+      else if (next < vectors.length) inOrder.push(vectors[next++]);
+      // The calls ran short: the rest is the next batch's.
+      else break;
+    }
+    return inOrder;
+  }
+
+  /**
+   * The vectors of the items, in order; a text the provider refuses alone gets null (the
    * others are kept). A call starts only while it can end by `callsEndBy`: past it, the vectors
    * of the first items only (none: not even the batch's call could start).
    */
