@@ -197,7 +197,7 @@ async function untilEmbedded(
   const started = performance.now();
   for (;;) {
     const { rows } = await db.query<{ passed: boolean }>(
-      `SELECT coalesce(bool_or(c.position >= (SELECT max(id) FROM ${table})), false) AS passed
+      `SELECT coalesce(bool_or(c.position >= (SELECT coalesce(max(id), 0) FROM ${table})), false) AS passed
          FROM embedding_cursors c
         WHERE c.source = $1 AND ($2::text IS NULL OR c.model = $2)`,
       [table, model ?? null],
