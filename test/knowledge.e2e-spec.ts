@@ -4,6 +4,10 @@ import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { KnowledgeTermRefillWorker } from '../src/knowledge/knowledge-term-refill.worker';
+import {
+  KNOWLEDGE_WRITES_WAITING,
+  KnowledgeWriteTurns,
+} from '../src/knowledge/knowledge-write-turns';
 import { rankedChunks } from '../src/knowledge/knowledge.repository';
 import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
@@ -439,11 +443,18 @@ describe('Knowledge documents (contract §27)', () => {
 
     it('answers 409 past KNOWLEDGE_MAX_DOCUMENTS, empty documents counted; a PATCH or a DELETE still goes', async () => {
       const owner = await tenantWithKey(t, ['read_write']);
-      const created = await Promise.all(
-        Array.from({ length: MAX_DOCUMENTS + 2 }, (_, i) =>
-          create({ title: `Empty ${i}`, content: '' }, owner.auth),
-        ),
-      );
+      // At once, as many as the instance takes in turn (the running write and those waiting).
+      const created = [];
+      for (let sent = 0; sent < MAX_DOCUMENTS + 2; sent += KNOWLEDGE_WRITES_WAITING + 1) {
+        const count = Math.min(KNOWLEDGE_WRITES_WAITING + 1, MAX_DOCUMENTS + 2 - sent);
+        created.push(
+          ...(await Promise.all(
+            Array.from({ length: count }, (_, i) =>
+              create({ title: `Empty ${sent + i}`, content: '' }, owner.auth),
+            ),
+          )),
+        );
+      }
       const statuses = created.map((response) => response.status).sort();
       expect(statuses).toEqual([...Array(MAX_DOCUMENTS).fill(201), 409, 409]);
       const refused = created.find((response) => response.status === 409)!;
@@ -844,6 +855,58 @@ describe('Knowledge documents (contract §27)', () => {
           [organizationId, lexeme],
         )
       ).rows[0].n;
+
+    it('takes one organization’s writes in turn on the instance, holding no connection while they wait; past the queue, 429', async () => {
+      const writer = await tenantWithKey(t, ['read_write']);
+      const turns = t.app.get(KnowledgeWriteTurns);
+      const { session, pid } = await openTransaction();
+      let answers: Array<{ status: number; body: { error?: { code: string } } }> = [];
+      try {
+        await lockOrganization(session, writer.organizationId);
+        const writes = Array.from({ length: KNOWLEDGE_WRITES_WAITING + 4 }, (_, i) =>
+          t
+            .http()
+            .post('/v1/knowledge')
+            .set('Authorization', writer.auth)
+            .send({ title: `Turn ${i}`, content: `Turn number ${i} of the queue.` })
+            .then((response) => response),
+        );
+        await waitingFor(pid, 'the first write waiting on the organization’s lock');
+        await eventually(
+          async () =>
+            turns.inFlight(writer.organizationId) === KNOWLEDGE_WRITES_WAITING + 1
+              ? true
+              : undefined,
+          'the writes queued on the instance',
+        );
+        // One connection waits on the lock; the other writes wait their turn without one.
+        const { rows } = await db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+          [pid],
+        );
+        expect(rows[0].n).toBe(1);
+        // Another organization's writes go on meanwhile.
+        const other = await tenantWithKey(t, ['read_write']);
+        const elsewhere = await t
+          .http()
+          .post('/v1/knowledge')
+          .set('Authorization', other.auth)
+          .send({ title: 'Elsewhere', content: 'Another organization writes meanwhile.' });
+        expect(elsewhere.status).toBe(201);
+        await session.query('ROLLBACK');
+        answers = await Promise.all(writes);
+      } finally {
+        await session.end();
+      }
+      const statuses = answers.map((answer) => answer.status);
+      expect(statuses.filter((status) => status === 201)).toHaveLength(
+        KNOWLEDGE_WRITES_WAITING + 1,
+      );
+      const refused = answers.filter((answer) => answer.status === 429);
+      expect(refused).toHaveLength(3);
+      for (const answer of refused) expect(answer.body.error?.code).toBe('too_many_streams');
+      expect(turns.inFlight(writer.organizationId)).toBe(0);
+    });
 
     it('trims postings by their addresses, whatever a session’s plan costs', async () => {
       const owner = await tenantWithKey(t, ['read_write']);

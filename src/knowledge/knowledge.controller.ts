@@ -39,6 +39,7 @@ import {
 } from './dto/knowledge.dto';
 import { ParsesJsonBodyAfterGuards } from '../common/http/json-body-after-guards.interceptor';
 import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
+import { KNOWLEDGE_WRITES_WAITING } from './knowledge-write-turns';
 import { KnowledgeService } from './knowledge.service';
 
 const documentId = uuidOr404('Document');
@@ -55,6 +56,10 @@ export const KNOWLEDGE_JSON_MAX_BYTES = 4 * 1024 * 1024;
 const TOO_LARGE = [
   413,
   'Content over 1 MiB, or a JSON body over 4 MiB (`payload_too_large`)',
+] as const;
+const WRITES_WAITING = [
+  429,
+  `Rate limited, or ${KNOWLEDGE_WRITES_WAITING} more writes of documents of the organization already wait on this instance (\`too_many_streams\`, with Retry-After)`,
 ] as const;
 
 @ApiTags('knowledge')
@@ -98,6 +103,7 @@ export class KnowledgeController {
       415,
       'A file of another type, or a body neither JSON nor multipart (`unsupported_media_type`)',
     ],
+    [...WRITES_WAITING],
   )
   create(
     @Caller() caller: CallerContext,
@@ -162,6 +168,7 @@ export class KnowledgeController {
     [404, 'No such document, or a personality id that is not one of the organization'],
     [409, 'The new content would pass KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`)'],
     [...TOO_LARGE],
+    [...WRITES_WAITING],
   )
   update(
     @Caller() caller: CallerContext,
@@ -176,7 +183,7 @@ export class KnowledgeController {
   @Scopes('read_write')
   @ApiOperation({ summary: 'Deletes a document and its chunks; no reply draws on it again' })
   @ApiNoContentResponse()
-  @ApiErrors(404)
+  @ApiErrors(404, [...WRITES_WAITING])
   async remove(
     @Caller() caller: CallerContext,
     @Param('id', documentId) id: string,

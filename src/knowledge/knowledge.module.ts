@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EmbeddingsModule } from '../embeddings/embeddings.module';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { KnowledgeWriteTurns } from './knowledge-write-turns';
 import { KnowledgeTermRefillWorker } from './knowledge-term-refill.worker';
 import { KnowledgeController } from './knowledge.controller';
 import { KnowledgeRepository } from './knowledge.repository';
@@ -13,6 +14,11 @@ import { KnowledgeService } from './knowledge.service';
 @Module({
   imports: [IdempotencyModule, EmbeddingsModule],
   controllers: [KnowledgeController],
-  providers: [KnowledgeRepository, KnowledgeService, KnowledgeTermRefillWorker],
+  providers: [
+    KnowledgeRepository,
+    KnowledgeService,
+    KnowledgeTermRefillWorker,
+    KnowledgeWriteTurns,
+  ],
 })
 export class KnowledgeModule {}

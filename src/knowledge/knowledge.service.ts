@@ -20,6 +20,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { Embedder } from '../embeddings/embedder';
 import { DEFAULT_LANGUAGE, searchConfigOf } from '../personalities/languages';
 import { chunkText } from './chunker';
+import { KnowledgeWriteTurns } from './knowledge-write-turns';
 import {
   type CreateKnowledgeDto,
   DOCUMENT_MAX_BYTES,
@@ -95,6 +96,7 @@ export class KnowledgeService implements ReplyParticipant {
 
   constructor(
     private readonly repository: KnowledgeRepository,
+    private readonly writes: KnowledgeWriteTurns,
     private readonly database: Database,
     private readonly clock: Clock,
     @Inject(knowledgeConfig.KEY) private readonly config: KnowledgeConfig,
@@ -122,20 +124,22 @@ export class KnowledgeService implements ReplyParticipant {
     const language = dto.language ?? DEFAULT_LANGUAGE;
     const searchConfig = searchConfigOf(language);
     // Read back in the transaction: a DELETE right after the commit cannot take the answer away.
-    const row = await this.database.transaction(async (manager) => {
-      await this.admit(manager, organizationId, null, text.bytes);
-      const id = await this.repository.insert(manager, {
-        organizationId,
-        title: dto.title,
-        language,
-        searchConfig,
-        text,
-        at: this.clock.now(),
-      });
-      await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
-      await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
-      return this.repository.find(organizationId, id, manager);
-    });
+    const row = await this.writes.inTurn(organizationId, () =>
+      this.database.transaction(async (manager) => {
+        await this.admit(manager, organizationId, null, text.bytes);
+        const id = await this.repository.insert(manager, {
+          organizationId,
+          title: dto.title,
+          language,
+          searchConfig,
+          text,
+          at: this.clock.now(),
+        });
+        await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
+        await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
+        return this.repository.find(organizationId, id, manager);
+      }),
+    );
     await this.forgetDrawers(organizationId);
     return toDto(row!);
   }
@@ -166,35 +170,41 @@ export class KnowledgeService implements ReplyParticipant {
     dto: UpdateKnowledgeDto,
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
-    const row = await this.database.transaction(async (manager) => {
-      if (text) await this.admit(manager, organizationId, id, text.bytes);
-      const updated = await this.repository.update(manager, organizationId, id, {
-        title: dto.title,
-        text,
-        at: this.clock.now(),
-      });
-      if (!updated) return undefined;
-      if (dto.personality_ids !== undefined) {
-        await this.attach(manager, organizationId, id, dto.personality_ids);
-      }
-      if (text && updated.content_changed) {
-        await this.repository.writeChunks(
-          manager,
-          organizationId,
-          id,
-          updated.search_config,
-          text.chunks,
-        );
-      }
-      return this.repository.find(organizationId, id, manager);
-    });
+    // In turn even without content: the document's row waits for a content write of it.
+    const row = await this.writes.inTurn(organizationId, () =>
+      this.database.transaction(async (manager) => {
+        if (text) await this.admit(manager, organizationId, id, text.bytes);
+        const updated = await this.repository.update(manager, organizationId, id, {
+          title: dto.title,
+          text,
+          at: this.clock.now(),
+        });
+        if (!updated) return undefined;
+        if (dto.personality_ids !== undefined) {
+          await this.attach(manager, organizationId, id, dto.personality_ids);
+        }
+        if (text && updated.content_changed) {
+          await this.repository.writeChunks(
+            manager,
+            organizationId,
+            id,
+            updated.search_config,
+            text.chunks,
+          );
+        }
+        return this.repository.find(organizationId, id, manager);
+      }),
+    );
     if (!row) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);
     return toDto(row);
   }
 
   async remove(organizationId: string, id: string): Promise<void> {
-    if (!(await this.repository.remove(organizationId, id))) throw AppError.notFound('Document');
+    const removed = await this.writes.inTurn(organizationId, () =>
+      this.repository.remove(organizationId, id),
+    );
+    if (!removed) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);
   }
 

@@ -72,11 +72,13 @@ function addCommonResponses(document: OpenAPIObject): void {
       if (!operation || typeof operation !== 'object' || !('responses' in operation)) continue;
       const responses = (operation as { responses: Record<string, Record<string, unknown>> })
         .responses;
-      responses['429'] ??= {
+      const limited = (responses['429'] ??= {
         description: 'Rate limited (`rate_limited`); see Retry-After',
-        headers: { 'Retry-After': headerRef('Retry-After') },
+        headers: {},
         content: { 'application/json': { schema: envelope } },
-      };
+      });
+      // Every 429 says when to retry: rate_limited and too_many_streams alike.
+      limited.headers = { 'Retry-After': headerRef('Retry-After'), ...(limited.headers ?? {}) };
       responses['500'] ??= {
         description: 'Unexpected error (`internal_error`)',
         content: { 'application/json': { schema: envelope } },
