@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { MAX_TOOL_CALLS_PER_ROUND } from '../src/respond/engine/response-engine';
 import { expectError } from './support/assertions';
 import { refusingWrites } from './support/locks';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
@@ -199,6 +200,23 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ? []
         : (response.body.data as Array<{ content: string; tool_calls: unknown }>);
     }
+
+    it(`asks for the first ${MAX_TOOL_CALLS_PER_ROUND} calls a message writes, all of which a resumption can answer`, async () => {
+      const message = Array.from(
+        { length: MAX_TOOL_CALLS_PER_ROUND + 1 },
+        (_, i) => `lookup_order({"order_id": "A-${i}"})`,
+      ).join(' ');
+      const paused = await respond({ user_id: uniqueUserId(), message });
+      expect(paused.body.status).toBe('requires_action');
+      const calls = paused.body.tool_calls as Array<{ id: string; arguments: unknown }>;
+      expect(calls).toHaveLength(MAX_TOOL_CALLS_PER_ROUND);
+      expect(calls.at(-1)!.arguments).toEqual({ order_id: `A-${MAX_TOOL_CALLS_PER_ROUND - 1}` });
+      const done = await resume(paused.body.turn_id as string, {
+        outputs: calls.map((call) => ({ tool_call_id: call.id, output: shipped })),
+      });
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+    });
 
     it('pauses for the call, stores nothing, and completes once the output comes back', async () => {
       const userId = uniqueUserId();
@@ -834,6 +852,61 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       const after = await tokens();
       expect(after.prompt_tokens - before.prompt_tokens).toBe(30);
       expect(after.completion_tokens - before.completion_tokens).toBe(12);
+    });
+  }
+
+  for (const stream of [false, true]) {
+    it(`resumes a round of ${MAX_TOOL_CALLS_PER_ROUND} calls, and takes an answer of more as no reply (${stream ? 'streamed' : 'plain'})`, async () => {
+      const calling = (count: number) => ({
+        toolCalls: Array.from({ length: count }, (_, i) => ({
+          id: `call_${i}`,
+          name: 'lookup_order',
+          arguments: `{"order_id": "A-${i}"}`,
+        })),
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      });
+      const ask = () =>
+        t.http().post('/v1/respond').set('Authorization', auth).send({
+          personality_id: personalityId,
+          user_id: uniqueUserId(),
+          message: 'where are all my orders?',
+          stream,
+        });
+      const last = (response: { text: string; body: unknown }) =>
+        (stream ? parseEvents(response.text).at(-1)!.data : response.body) as {
+          status: string;
+          turn_id: string;
+          tool_calls: Array<{ id: string }>;
+        };
+
+      fake.respondWith(calling(MAX_TOOL_CALLS_PER_ROUND), answer);
+      const paused = last(await ask());
+      expect(paused.status).toBe('requires_action');
+      expect(paused.tool_calls).toHaveLength(MAX_TOOL_CALLS_PER_ROUND);
+      const done = await t
+        .http()
+        .post(`/v1/respond/turns/${paused.turn_id}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({
+          outputs: paused.tool_calls.map((call) => ({
+            tool_call_id: call.id,
+            output: { status: 'shipped' },
+          })),
+          stream,
+        });
+      expect(last(done).status).toBe('completed');
+
+      // One more could never be resumed (one output per call, at most that many): no reply.
+      fake.respondWith(calling(MAX_TOOL_CALLS_PER_ROUND + 1));
+      const refused = await ask();
+      if (stream) {
+        expect(parseEvents(refused.text).at(-1)).toMatchObject({
+          event: 'error',
+          data: { error: { code: 'engine_unavailable' } },
+        });
+      } else {
+        expectError(refused, 502, 'engine_unavailable');
+      }
     });
   }
 

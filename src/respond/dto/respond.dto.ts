@@ -20,6 +20,7 @@ import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
+import { MAX_TOOL_CALLS_PER_ROUND } from '../engine/response-engine';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 
@@ -91,10 +92,14 @@ export class ToolOutputDto {
 
 /** `POST /v1/respond/turns/{turn_id}/tool-outputs`: the client's outputs resume the turn. */
 export class ToolOutputsDto {
-  @ApiProperty({ type: [ToolOutputDto], description: 'One output for every pending call' })
+  @ApiProperty({
+    type: [ToolOutputDto],
+    maxItems: MAX_TOOL_CALLS_PER_ROUND,
+    description: 'One output for every pending call',
+  })
   @IsArray()
   @ArrayMinSize(1)
-  @ArrayMaxSize(64)
+  @ArrayMaxSize(MAX_TOOL_CALLS_PER_ROUND)
   @ValidateNested({ each: true })
   @IsObject({ each: true })
   @Type(() => ToolOutputDto)

@@ -2,11 +2,12 @@ import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { detectEmotion, round } from './emotion-detector';
 import { extractFacts } from './fact-extractor';
-import type {
-  EngineReply,
-  EngineToolResult,
-  ReplyRequest,
-  ResponseEngine,
+import {
+  type EngineReply,
+  type EngineToolResult,
+  MAX_TOOL_CALLS_PER_ROUND,
+  type ReplyRequest,
+  type ResponseEngine,
 } from './response-engine';
 import { triggeredCalls } from './tool-trigger';
 
@@ -71,7 +72,7 @@ export class LocalResponseEngine implements ResponseEngine {
       const calls = triggeredCalls(
         message,
         tools.map((tool) => tool.name),
-      );
+      ).slice(0, MAX_TOOL_CALLS_PER_ROUND);
       if (calls.length > 0) {
         return {
           text: '',

@@ -25,6 +25,7 @@ import {
   type EngineTool,
   type EngineToolCall,
   MAX_LEARNED_FACTS,
+  MAX_TOOL_CALLS_PER_ROUND,
   type ReplyRequest,
   type ResponseEngine,
   type TokenUsage,
@@ -37,8 +38,6 @@ import { systemMessage } from './system-message';
  */
 export const MAX_TOKENS_PER_CALL = 10_000_000;
 const usageLogger = new Logger('OpenAiResponseEngine');
-/** More tool calls than any real answer holds in one round: an answer past it is refused. */
-const MAX_TOOL_CALLS = 128;
 
 /**
  * The tokens of a text (or of this many UTF-8 bytes) when no provider counted them: about 4
@@ -413,6 +412,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
         ),
       );
     if (typeof content === 'string') this.checkLength(content.length, counted);
+    if (calls.length > MAX_TOOL_CALLS_PER_ROUND) {
+      throw new UnusableAnswer(
+        'The model provider answered with something that is not a reply',
+        counted(),
+      );
+    }
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
       return {
@@ -467,7 +472,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
       if (typeof choice?.delta?.refusal === 'string') refusal += take(choice.delta.refusal);
       for (const piece of choice?.delta?.tool_calls ?? []) {
         // An index past any real answer's would make a sparse array of that length.
-        if (!Number.isInteger(piece.index) || piece.index < 0 || piece.index >= MAX_TOOL_CALLS) {
+        if (
+          !Number.isInteger(piece.index) ||
+          piece.index < 0 ||
+          piece.index >= MAX_TOOL_CALLS_PER_ROUND
+        ) {
           throw new UnusableAnswer(
             'The model provider answered with something that is not a reply',
             estimatedUsage(params, content + refusal + JSON.stringify(calls)),

@@ -27,6 +27,13 @@ export interface EngineTool {
   parameters: Record<string, unknown>;
 }
 
+/**
+ * The most tool calls one round may ask for: a paused turn is resumed with one output each
+ * (ToolOutputsDto takes this many). A provider's answer with more is refused as no reply; the
+ * local engine takes the first this many its message writes.
+ */
+export const MAX_TOOL_CALLS_PER_ROUND = 64;
+
 /** A call of a tool the engine asks for; `arguments` as the model wrote them, not yet checked. */
 export interface EngineToolCall {
   id: string;
