@@ -1413,3 +1413,67 @@ describe('Knowledge uploads on the built service (node dist/main.js)', () => {
     ]);
   });
 });
+
+describe('Knowledge retrieval without a session in time', () => {
+  let t: TestApp;
+  let db: Client;
+
+  beforeAll(async () => {
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+    // One session for the requests, so one for each budget's bounded reads; a budget longer
+    // than pg-pool's 5 s wait for a session.
+    t = await createTestApp({
+      env: { DATABASE_POOL_SIZE: '1', MEMORY_RECALL_TIMEOUT_MS: '8000' },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.end();
+  });
+
+  it('replies without knowledge when its bounded session does not come in time', async () => {
+    const owner = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, owner.auth);
+    const uploaded = await t
+      .http()
+      .post('/v1/knowledge')
+      .set('Authorization', owner.auth)
+      .send({ title: 'Hours', content: HOURS });
+    expect(uploaded.status).toBe(201);
+    const respond = () =>
+      t
+        .http()
+        .post('/v1/respond')
+        .set('Authorization', owner.auth)
+        .send({
+          personality_id: personalityId,
+          user_id: uniqueUserId(),
+          message: 'When does the shop open?',
+        })
+        .then((response) => response);
+    const lock = await lockTable('knowledge_chunks');
+    try {
+      // The first reply's retrieval holds the one session, waiting on the lock.
+      const first = respond();
+      await eventually(async () => {
+        const { rows } = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE application_name = 'personality-api bounded-reads' AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0 ? true : undefined;
+      }, 'the first retrieval waiting on the lock');
+      // The second waits for a session past pg-pool's 5 s, and goes on without knowledge.
+      const second = await respond();
+      expect(second.status).toBe(200);
+      expect(second.body.citations).toEqual([]);
+      expect(
+        t.logs.entries().some((entry) => String(entry.msg).includes('no session for knowledge')),
+      ).toBe(true);
+      await lock.release();
+      expect((await first).status).toBe(200);
+    } finally {
+      await lock.release();
+    }
+  }, 30_000);
+});

@@ -15,7 +15,7 @@ import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { type KnowledgeConfig, knowledgeConfig } from '../config/knowledge.config';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
-import { Database } from '../database/database';
+import { Database, isPoolTimeout } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { Embedder } from '../embeddings/embedder';
 import { DEFAULT_LANGUAGE, searchConfigOf } from '../personalities/languages';
@@ -283,12 +283,21 @@ export class KnowledgeService implements ReplyParticipant {
         text,
       }));
     } catch (error) {
-      if (!isStatementTimeout(error)) throw error;
-      this.recallTimeouts.inc();
-      this.logger.warn(
-        { organizationId, personalityId, timeoutMs },
-        'knowledge retrieval ran past MEMORY_RECALL_TIMEOUT_MS: replying without knowledge',
-      );
+      if (isStatementTimeout(error)) {
+        this.recallTimeouts.inc();
+        this.logger.warn(
+          { organizationId, personalityId, timeoutMs },
+          'knowledge retrieval ran past MEMORY_RECALL_TIMEOUT_MS: replying without knowledge',
+        );
+      } else if (isPoolTimeout(error)) {
+        // Its bounded sessions all busy (Database#rowsWithin): the database is slow.
+        this.logger.warn(
+          { organizationId, personalityId },
+          'no session for knowledge retrieval in time: replying without knowledge',
+        );
+      } else {
+        throw error;
+      }
       return [];
     }
   }

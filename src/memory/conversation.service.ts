@@ -112,10 +112,7 @@ export class ConversationService implements ReplyParticipant {
       if (isStatementTimeout(error)) {
         this.recallTimedOut(organizationId, personalityId, timeoutMs);
       } else if (isPoolTimeout(error)) {
-        this.logger.warn(
-          { organizationId, personalityId },
-          'no session for recall in time: replying without recalled memories',
-        );
+        this.noSessionInTime(organizationId, personalityId);
       } else {
         throw error;
       }
@@ -160,10 +157,23 @@ export class ConversationService implements ReplyParticipant {
         meaning,
       );
     } catch (error) {
-      if (!isStatementTimeout(error)) throw error;
-      this.recallTimedOut(organizationId, personalityId, timeoutMs);
+      if (isStatementTimeout(error)) {
+        this.recallTimedOut(organizationId, personalityId, timeoutMs);
+      } else if (isPoolTimeout(error)) {
+        this.noSessionInTime(organizationId, personalityId);
+      } else {
+        throw error;
+      }
       return [];
     }
+  }
+
+  /** Its bounded sessions all busy (Database#rowsWithin): the database is slow. */
+  private noSessionInTime(organizationId: string, personalityId: string): void {
+    this.logger.warn(
+      { organizationId, personalityId },
+      'no session for recall in time: replying without recalled memories',
+    );
   }
 
   private recallTimedOut(organizationId: string, personalityId: string, timeoutMs: number): void {
