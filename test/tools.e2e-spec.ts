@@ -911,6 +911,69 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   }
 
   for (const stream of [false, true]) {
+    it(`gives an id of its own to a call whose id no resumption could answer (${stream ? 'streamed' : 'plain'})`, async () => {
+      const ids = ['', 'x'.repeat(201), 'twin', 'twin'];
+      fake.respondWith(
+        {
+          toolCalls: ids.map((id, i) => ({
+            id,
+            name: 'lookup_order',
+            arguments: `{"order_id": "A-${i}"}`,
+          })),
+          usage: { prompt_tokens: 10, completion_tokens: 5 },
+        },
+        answer,
+      );
+      const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
+        personality_id: personalityId,
+        user_id: uniqueUserId(),
+        message: 'where are my four orders?',
+        stream,
+      });
+      const body = (stream ? parseEvents(paused.text).at(-1)!.data : paused.body) as {
+        turn_id: string;
+        tool_calls: Array<{ id: string; arguments: { order_id: string } }>;
+      };
+      const given = body.tool_calls.map((call) => call.id);
+      expect(body.tool_calls.map((call) => call.arguments.order_id)).toEqual([
+        'A-0',
+        'A-1',
+        'A-2',
+        'A-3',
+      ]);
+      expect(new Set(given).size).toBe(4);
+      expect(given[2]).toBe('twin');
+      for (const id of given) expect(id).toMatch(/^.{1,200}$/);
+      const done = await t
+        .http()
+        .post(`/v1/respond/turns/${body.turn_id}/tool-outputs`)
+        .set('Authorization', auth)
+        .send({
+          outputs: body.tool_calls.map((call) => ({
+            tool_call_id: call.id,
+            output: { order: call.arguments.order_id },
+          })),
+        });
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      // The model is told the calls and their outputs under the same ids.
+      const messages = (fake.requests[1].body?.messages ?? []) as unknown as Array<{
+        role: string;
+        tool_calls?: Array<{ id: string }>;
+      }>;
+      const asked = messages.filter((message) => message.tool_calls);
+      expect(asked.flatMap((message) => message.tool_calls!.map((call) => call.id))).toEqual(given);
+      expect(messages.filter((message) => message.role === 'tool')).toEqual(
+        given.map((id, i) => ({
+          role: 'tool',
+          tool_call_id: id,
+          content: JSON.stringify({ order: `A-${i}` }),
+        })),
+      );
+    });
+  }
+
+  for (const stream of [false, true]) {
     it(`keeps what the model says before its calls in the reply, its memory and its screening (${stream ? 'streamed' : 'plain'})`, async () => {
       const { tenant, created } = await tenantWithLookup();
       await moderateOutput(tenant, 'flag');

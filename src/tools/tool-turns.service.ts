@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { isStorableJson, toStorableText } from '../common/validation/untrusted-json';
 import type { WithEntry } from '../database/sql';
@@ -12,12 +13,13 @@ import {
 } from '../common/erasure/erasure-participant';
 import type { EntityManager } from 'typeorm';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
-import type {
-  EngineReply,
-  EngineToolCall,
-  EngineToolResult,
-  ReplyRequest,
-  TokenUsage,
+import {
+  type EngineReply,
+  type EngineToolCall,
+  type EngineToolResult,
+  type ReplyRequest,
+  TOOL_CALL_ID_MAX_CHARACTERS,
+  type TokenUsage,
 } from '../respond/engine/response-engine';
 import {
   compileParameters,
@@ -168,7 +170,7 @@ export class ToolTurnsService {
       });
       state.usage = addUsage(state.usage, reply.usage);
       state.model = reply.model ?? state.model;
-      const calls = canCall ? (reply.toolCalls ?? []).map(storableCall) : [];
+      const calls = canCall ? answerable((reply.toolCalls ?? []).map(storableCall)) : [];
       if (calls.length === 0) {
         const { toolCalls: _asked, ...answer } = reply;
         return {
@@ -404,6 +406,23 @@ function storableCall(call: EngineToolCall): EngineToolCall {
     name: toStorableText(call.name),
     arguments: isStorableJson(call.arguments) ? call.arguments : JSON.stringify(call.arguments),
   };
+}
+
+/**
+ * The round's calls, each with an id a resumption can answer: one the model left empty, wrote
+ * longer than TOOL_CALL_ID_MAX_CHARACTERS or gave two calls gets one of ours, in the turn's
+ * state and in what the model is told alike (found by review: such a turn could never be
+ * resumed, and calls sharing an id shared one output).
+ */
+function answerable(calls: EngineToolCall[]): EngineToolCall[] {
+  const seen = new Set<string>();
+  return calls.map((call) => {
+    const usable =
+      call.id.length > 0 && call.id.length <= TOOL_CALL_ID_MAX_CHARACTERS && !seen.has(call.id);
+    const id = usable ? call.id : `call_${randomUUID().replaceAll('-', '')}`;
+    seen.add(id);
+    return usable ? call : { ...call, id };
+  });
 }
 
 function record(

@@ -20,7 +20,7 @@ import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
-import { MAX_TOOL_CALLS_PER_ROUND } from '../engine/response-engine';
+import { MAX_TOOL_CALLS_PER_ROUND, TOOL_CALL_ID_MAX_CHARACTERS } from '../engine/response-engine';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
 
@@ -78,7 +78,7 @@ export class ToolOutputDto {
   @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
   @IsString()
   @MinLength(1)
-  @MaxLength(200)
+  @MaxLength(TOOL_CALL_ID_MAX_CHARACTERS)
   tool_call_id: string;
 
   @ApiProperty({
@@ -116,7 +116,12 @@ export class ToolOutputsDto {
 
 /** A tool call the client is to run: its output resumes the turn. */
 export class ToolCallDto {
-  @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
+  @ApiProperty({
+    example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b',
+    minLength: 1,
+    maxLength: TOOL_CALL_ID_MAX_CHARACTERS,
+    description: 'Unique within the round: what the output for this call answers',
+  })
   id: string;
 
   @ApiProperty({ example: 'lookup_order' })
@@ -139,7 +144,7 @@ export class RespondRequiresActionDto {
   @ApiProperty({ example: 'turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0' })
   turn_id: string;
 
-  @ApiProperty({ type: [ToolCallDto] })
+  @ApiProperty({ type: [ToolCallDto], maxItems: MAX_TOOL_CALLS_PER_ROUND })
   tool_calls: ToolCallDto[];
 
   @ApiProperty({ format: 'uuid' })
@@ -154,7 +159,7 @@ export class RespondToolCallsDto {
   @ApiProperty({ example: 'turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0' })
   turn_id: string;
 
-  @ApiProperty({ type: [ToolCallDto] })
+  @ApiProperty({ type: [ToolCallDto], maxItems: MAX_TOOL_CALLS_PER_ROUND })
   tool_calls: ToolCallDto[];
 }
 

@@ -34,6 +34,9 @@ export interface EngineTool {
  */
 export const MAX_TOOL_CALLS_PER_ROUND = 64;
 
+/** The longest call id a resumption may answer (ToolOutputDto's `tool_call_id`). */
+export const TOOL_CALL_ID_MAX_CHARACTERS = 200;
+
 /** A call of a tool the engine asks for; `arguments` as the model wrote them, not yet checked. */
 export interface EngineToolCall {
   id: string;

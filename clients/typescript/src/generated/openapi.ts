@@ -2685,7 +2685,10 @@ export interface components {
             data: components["schemas"]["RespondDeltaDto"];
         };
         ToolCallDto: {
-            /** @example call_8f2c1d9a4b7e6f3a2c1d9a4b */
+            /**
+             * @description Unique within the round: what the output for this call answers
+             * @example call_8f2c1d9a4b7e6f3a2c1d9a4b
+             */
             id: string;
             /** @example lookup_order */
             name: string;
