@@ -109,13 +109,7 @@ export class ConversationService implements ReplyParticipant {
         timeoutMs,
       );
     } catch (error) {
-      if (isStatementTimeout(error)) {
-        this.recallTimedOut(organizationId, personalityId, timeoutMs);
-      } else if (isPoolTimeout(error)) {
-        this.noSessionInTime(organizationId, personalityId);
-      } else {
-        throw error;
-      }
+      if (!this.gaveUpRecall(error, organizationId, personalityId, timeoutMs)) throw error;
       return this.withoutRecall(organizationId, userId, personalityId, limits.history);
     }
   }
@@ -157,30 +151,37 @@ export class ConversationService implements ReplyParticipant {
         meaning,
       );
     } catch (error) {
-      if (isStatementTimeout(error)) {
-        this.recallTimedOut(organizationId, personalityId, timeoutMs);
-      } else if (isPoolTimeout(error)) {
-        this.noSessionInTime(organizationId, personalityId);
-      } else {
-        throw error;
-      }
+      if (!this.gaveUpRecall(error, organizationId, personalityId, timeoutMs)) throw error;
       return [];
     }
   }
 
-  /** Its bounded sessions all busy (Database#rowsWithin): the database is slow. */
-  private noSessionInTime(organizationId: string, personalityId: string): void {
-    this.logger.warn(
-      { organizationId, personalityId },
-      'no session for recall in time: replying without recalled memories',
-    );
-  }
-
-  private recallTimedOut(organizationId: string, personalityId: string, timeoutMs: number): void {
-    this.recallTimeouts.inc();
-    this.logger.warn(
-      { organizationId, personalityId, timeoutMs },
-      'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
-    );
+  /**
+   * Whether `error` leaves the reply without recalled memories, logged: recall ran past its
+   * budget (counted too), or its bounded sessions were all busy (Database#rowsWithin: the
+   * database is slow). Any other error is the caller's.
+   */
+  private gaveUpRecall(
+    error: unknown,
+    organizationId: string,
+    personalityId: string,
+    timeoutMs: number,
+  ): boolean {
+    if (isStatementTimeout(error)) {
+      this.recallTimeouts.inc();
+      this.logger.warn(
+        { organizationId, personalityId, timeoutMs },
+        'memory recall ran past MEMORY_RECALL_TIMEOUT_MS: replying without recalled memories',
+      );
+      return true;
+    }
+    if (isPoolTimeout(error)) {
+      this.logger.warn(
+        { organizationId, personalityId },
+        'no session for recall in time: replying without recalled memories',
+      );
+      return true;
+    }
+    return false;
   }
 }
