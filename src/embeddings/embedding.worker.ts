@@ -322,12 +322,13 @@ export class EmbeddingWorker {
     source: EmbeddingSource,
     batch: LeasedBatch,
   ): Promise<(number[] | null)[]> {
-    const embedded = batch.items.filter((item) => source.embeds(item.text));
+    const embeds = batch.items.map((item) => source.embeds(item.text));
+    const embedded = batch.items.filter((_, index) => embeds[index]);
     const vectors = embedded.length === 0 ? [] : await this.embedOrSkip(embedded, batch.callsEndBy);
     const inOrder: (number[] | null)[] = [];
     let next = 0;
-    for (const item of batch.items) {
-      if (!source.embeds(item.text)) inOrder.push(null);
+    for (let index = 0; index < batch.items.length; index += 1) {
+      if (!embeds[index]) inOrder.push(null);
       else if (next < vectors.length) inOrder.push(vectors[next++]);
       // The calls ran short: the rest is the next batch's.
       else break;

@@ -24,11 +24,11 @@ export function onlyAsks(text: string): boolean {
   let end = trimmed.length;
   while (end > 0 && QUESTION_MARKS.has(trimmed[end - 1])) end -= 1;
   if (end === trimmed.length) return false;
-  const clause = trimmed.slice(0, end);
+  const clause = trimmed.slice(0, end).trim();
   return (
-    clause.trim().length > 0 &&
+    clause.length > 0 &&
     clause.length <= LONGEST_QUESTION &&
-    clause.trim().split(/\s+/).length <= MOST_WORDS &&
+    clause.split(/\s+/).length <= MOST_WORDS &&
     !MORE_THAN_A_CLAUSE.test(clause)
   );
 }
