@@ -9,7 +9,9 @@ import {
   KnowledgeWriteTurns,
 } from '../src/knowledge/knowledge-write-turns';
 import { rankedChunks } from '../src/knowledge/knowledge.repository';
+import { Clock } from '../src/common/time/clock';
 import { expectError } from './support/assertions';
+import { ShiftedClock } from './support/clocks';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, type RecordedChatRequest } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
@@ -1476,4 +1478,72 @@ describe('Knowledge retrieval without a session in time', () => {
       await lock.release();
     }
   }, 30_000);
+});
+
+describe('Knowledge written in a day (KNOWLEDGE_DAILY_BYTES)', () => {
+  const DAILY_BYTES = 10_000;
+  const clock = new ShiftedClock();
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: { KNOWLEDGE_DAILY_BYTES: String(DAILY_BYTES) },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+  });
+  afterAll(() => t.close());
+
+  const create = (auth: string, content: string) =>
+    t.http().post('/v1/knowledge').set('Authorization', auth).send({ title: 'Doc', content });
+  const patch = (auth: string, id: string, body: Record<string, unknown>) =>
+    t.http().patch(`/v1/knowledge/${id}`).set('Authorization', auth).send(body);
+
+  it('counts created and replaced content, answers 429 past it until the next UTC day', async () => {
+    const owner = await tenantWithKey(t, ['read_write']);
+    const other = await tenantWithKey(t, ['read_write']);
+    const created = await create(owner.auth, 'a'.repeat(4_000));
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    // Replacing content back and forth: each time chunked, indexed and embedded again.
+    expect((await patch(owner.auth, id, { content: 'b'.repeat(4_000) })).status).toBe(200);
+    const refused = await patch(owner.auth, id, { content: 'a'.repeat(4_000) });
+    expectError(refused, 429, 'rate_limited');
+    expect(refused.body.error.message).toContain('KNOWLEDGE_DAILY_BYTES');
+    const now = clock.now();
+    const toMidnight =
+      (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) /
+      1000;
+    const retryAfter = Number(refused.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThanOrEqual(Math.floor(toMidnight) - 5);
+    expect(retryAfter).toBeLessThanOrEqual(Math.ceil(toMidnight) + 5);
+    // Nothing of the refused write stayed, and it was not counted.
+    const kept = await t.http().get(`/v1/knowledge/${id}`).set('Authorization', owner.auth);
+    expect(kept.body.content).toBe('b'.repeat(4_000));
+    expect((await create(owner.auth, 'c'.repeat(2_000))).status).toBe(201);
+    expectError(await create(owner.auth, 'd'.repeat(1)), 429, 'rate_limited');
+    // What writes no new content still goes: the same content, a title, a deletion.
+    expect((await patch(owner.auth, id, { content: 'b'.repeat(4_000) })).status).toBe(200);
+    expect((await patch(owner.auth, id, { title: 'Renamed' })).status).toBe(200);
+    // Another organization's day is its own.
+    expect((await create(other.auth, 'e'.repeat(9_000))).status).toBe(201);
+    // The next UTC day counts from nothing.
+    clock.advance(Math.ceil(toMidnight) * 1000);
+    try {
+      expect((await patch(owner.auth, id, { content: 'f'.repeat(9_000) })).status).toBe(200);
+      expectError(await create(owner.auth, 'g'.repeat(2_000)), 429, 'rate_limited');
+    } finally {
+      clock.reset();
+    }
+  });
+
+  it('lets concurrent writes take no more than the day between them', async () => {
+    const owner = await tenantWithKey(t, ['read_write']);
+    const responses = await Promise.all(
+      Array.from({ length: KNOWLEDGE_WRITES_WAITING + 1 }, (_, i) =>
+        create(owner.auth, `${i}`.repeat(3_000)),
+      ),
+    );
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses).toEqual([201, 201, 201, ...Array(KNOWLEDGE_WRITES_WAITING - 2).fill(429)]);
+  });
 });

@@ -12,6 +12,17 @@ class KnowledgeEnv {
   @Max(Number.MAX_SAFE_INTEGER)
   KNOWLEDGE_MAX_BYTES?: number;
 
+  /**
+   * What an organization may write in a UTC day, in bytes of content created or replaced: each
+   * is chunked, indexed and (with EMBEDDINGS_MODEL) embedded again on the operator's key.
+   */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1_024)
+  @Max(Number.MAX_SAFE_INTEGER)
+  KNOWLEDGE_DAILY_BYTES?: number;
+
   /** How many documents an organization may hold: each costs every search and reply a row. */
   @IsOptional()
   @Transform(toNumber)
@@ -34,6 +45,7 @@ export const knowledgeConfig = registerAs('knowledge', () => {
   const env = validateEnv(KnowledgeEnv);
   return {
     maxBytes: env.KNOWLEDGE_MAX_BYTES ?? 104_857_600,
+    dailyBytes: env.KNOWLEDGE_DAILY_BYTES ?? 1_073_741_824,
     maxDocuments: env.KNOWLEDGE_MAX_DOCUMENTS ?? 10_000,
     recallLimit: env.KNOWLEDGE_RECALL_LIMIT ?? 4,
   };

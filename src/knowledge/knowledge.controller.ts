@@ -57,9 +57,12 @@ const TOO_LARGE = [
   413,
   'Content over 1 MiB, or a JSON body over 4 MiB (`payload_too_large`)',
 ] as const;
-const WRITES_WAITING = [
+const WAITING = `${KNOWLEDGE_WRITES_WAITING} more writes of documents of the organization already wait on this instance (\`too_many_streams\`, with Retry-After)`;
+const WRITES_WAITING = [429, `Rate limited, or ${WAITING}`] as const;
+/** A write of content also counts it into the organization's day. */
+const CONTENT_WRITES_REFUSED = [
   429,
-  `Rate limited, or ${KNOWLEDGE_WRITES_WAITING} more writes of documents of the organization already wait on this instance (\`too_many_streams\`, with Retry-After)`,
+  `Rate limited (\`rate_limited\`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or ${WAITING}`,
 ] as const;
 
 @ApiTags('knowledge')
@@ -103,7 +106,7 @@ export class KnowledgeController {
       415,
       'A file of another type, or a body neither JSON nor multipart (`unsupported_media_type`)',
     ],
-    [...WRITES_WAITING],
+    [...CONTENT_WRITES_REFUSED],
   )
   create(
     @Caller() caller: CallerContext,
@@ -168,7 +171,7 @@ export class KnowledgeController {
     [404, 'No such document, or a personality id that is not one of the organization'],
     [409, 'The new content would pass KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`)'],
     [...TOO_LARGE],
-    [...WRITES_WAITING],
+    [...CONTENT_WRITES_REFUSED],
   )
   update(
     @Caller() caller: CallerContext,

@@ -79,6 +79,11 @@ const HELD = Columns.computed<{ bytes: string; documents: number }>({
   documents: sql`count(*)::int`,
 });
 
+/** The organization's bytes written today after a write, null when the write would pass the day's. */
+const WRITTEN_TODAY = Columns.computed<{ bytes: string | null }>({
+  bytes: sql`(SELECT bytes FROM counted)`,
+});
+
 const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::int` });
 
 const DOCUMENT_ID = Columns.rowOf<KnowledgeDocument>()('id');
@@ -273,6 +278,34 @@ export class KnowledgeRepository {
       { manager },
     );
     return { bytes: Number(row?.bytes ?? 0), documents: row?.documents ?? 0 };
+  }
+
+  /**
+   * Adds `bytes` to what the organization wrote on `day` (UTC), unless that would pass `max`: the
+   * day's total after, or null when refused (nothing counted). Earlier days' rows go with it.
+   */
+  async countWritten(
+    manager: EntityManager,
+    organizationId: string,
+    day: string,
+    bytes: number,
+    max: number,
+  ): Promise<number | null> {
+    const row = await this.database.row(
+      WRITTEN_TODAY.query`WITH earlier AS (
+             DELETE FROM knowledge_daily_writes
+              WHERE organization_id = ${organizationId} AND day < ${day}::date),
+           counted AS (
+             INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
+             SELECT ${organizationId}, ${day}::date, ${bytes}::bigint
+              WHERE ${bytes}::bigint <= ${max}::bigint
+             ON CONFLICT (organization_id, day) DO UPDATE SET bytes = w.bytes + excluded.bytes
+              WHERE w.bytes + excluded.bytes <= ${max}::bigint
+             RETURNING w.bytes)
+         SELECT ${WRITTEN_TODAY}`,
+      { manager },
+    );
+    return row?.bytes == null ? null : Number(row.bytes);
   }
 
   /** How many of `ids` are personalities of the organization (in `manager`'s transaction, if given). */

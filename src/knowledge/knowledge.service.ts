@@ -127,6 +127,7 @@ export class KnowledgeService implements ReplyParticipant {
     const row = await this.writes.inTurn(organizationId, () =>
       this.database.transaction(async (manager) => {
         await this.admit(manager, organizationId, null, text.bytes);
+        await this.countWritten(manager, organizationId, text.bytes);
         const id = await this.repository.insert(manager, {
           organizationId,
           title: dto.title,
@@ -184,6 +185,7 @@ export class KnowledgeService implements ReplyParticipant {
           await this.attach(manager, organizationId, id, dto.personality_ids);
         }
         if (text && updated.content_changed) {
+          await this.countWritten(manager, organizationId, text.bytes);
           await this.repository.writeChunks(
             manager,
             organizationId,
@@ -334,6 +336,33 @@ export class KnowledgeService implements ReplyParticipant {
         `The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (${this.config.maxBytes} bytes)`,
       );
     }
+  }
+
+  /**
+   * Counts new content into the organization's UTC day: 429 `rate_limited` (Retry-After: the next
+   * UTC midnight) once it would pass KNOWLEDGE_DAILY_BYTES. Within the organization's lock, as
+   * admit: concurrent writes cannot both take the day's last bytes.
+   */
+  private async countWritten(
+    manager: EntityManager,
+    organizationId: string,
+    bytes: number,
+  ): Promise<void> {
+    const now = this.clock.now();
+    const written = await this.repository.countWritten(
+      manager,
+      organizationId,
+      now.toISOString().slice(0, 10),
+      bytes,
+      this.config.dailyBytes,
+    );
+    if (written !== null) return;
+    const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+    throw new AppError(
+      'rate_limited',
+      `The organization's documents would take more than KNOWLEDGE_DAILY_BYTES (${this.config.dailyBytes} bytes) of new content this UTC day; retry after midnight UTC`,
+      { headers: { 'Retry-After': String(Math.ceil((midnight - now.getTime()) / 1000)) } },
+    );
   }
 
   /** 404 for a personality that is not the organization's, as a reply to it answers. */

@@ -28,6 +28,17 @@ ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
     WHERE d.organization_id = $1 AND d.id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
+WITH earlier AS (
+    DELETE FROM knowledge_daily_writes
+     WHERE organization_id = $1 AND day < $2::date),
+  counted AS (
+    INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
+    SELECT $3, $4::date, $5::bigint
+     WHERE $6::bigint <= $7::bigint
+    ON CONFLICT (organization_id, day) DO UPDATE SET bytes = w.bytes + excluded.bytes
+     WHERE w.bytes + excluded.bytes <= $8::bigint
+    RETURNING w.bytes)
+SELECT (SELECT bytes FROM counted) AS "bytes";
 WITH marked AS (UPDATE knowledge_documents SET all_personalities = $1
                  WHERE id = $2 AND organization_id = $3)
 DELETE FROM knowledge_attachments
@@ -104,6 +115,17 @@ UPDATE knowledge_documents d
            FOR UPDATE) before
  WHERE d.organization_id = $8 AND d.id = $9
 RETURNING d.search_config, d.content IS DISTINCT FROM before.content_before AS "content_changed";
+WITH earlier AS (
+    DELETE FROM knowledge_daily_writes
+     WHERE organization_id = $1 AND day < $2::date),
+  counted AS (
+    INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
+    SELECT $3, $4::date, $5::bigint
+     WHERE $6::bigint <= $7::bigint
+    ON CONFLICT (organization_id, day) DO UPDATE SET bytes = w.bytes + excluded.bytes
+     WHERE w.bytes + excluded.bytes <= $8::bigint
+    RETURNING w.bytes)
+SELECT (SELECT bytes FROM counted) AS "bytes";
 
 -- delete
 COMMIT;
