@@ -356,26 +356,29 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect(await count('memory_embeddings')).toBe(12);
   });
 
-  it('texts sent one by one after a refusal stop while the lease can still be kept: the batch is stored as far as it got', async () => {
+  it('a refused batch is sent again in halves, which stop while the lease can still be kept: the batch is stored as far as it got', async () => {
     const d = instance();
-    const texts = ['First of three.', 'Second of three.', 'Third of three, REFUSED.'];
+    const texts = [
+      'First of four.',
+      'Second of four.',
+      'Third of four, REFUSED.',
+      'Fourth of four.',
+    ];
     const last = await newMemories(texts);
-    const {
-      rows: [{ first }],
-    } = await db.query<{ first: string }>(
-      'SELECT min(id)::text AS first FROM memories WHERE content = ANY($1)',
+    const { rows: ids } = await db.query<{ id: string }>(
+      'SELECT id::text FROM memories WHERE content = ANY($1) ORDER BY id',
       [texts],
     );
     provider.refuse('REFUSED');
     provider.hold();
     const sent = provider.requests.length;
     const run = started(d.run());
-    // The batch's call, refused: then the texts one by one.
+    // The batch's call, refused: then its halves.
     await requested(sent + 1);
     expect(provider.requests[sent].input).toEqual(texts);
     provider.release(sent);
     await requested(sent + 2);
-    expect(provider.requests[sent + 1].input).toEqual([texts[0]]);
+    expect(provider.requests[sent + 1].input).toEqual(texts.slice(0, 2));
     // A call takes up to 30 s, and must end 30 s before the lease does: none starts past 60 s.
     d.clock.advance(LEASE_MS / 2 + 1);
     provider.open();
@@ -383,19 +386,40 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     await run;
     expect(provider.requests).toHaveLength(sent + 2);
     const partial = await cursor();
-    expect(partial.position).toBe(first);
+    expect(partial.position).toBe(ids[1].id);
     expect(partial.lease_token).toBeNull();
-    // The next run takes the rest (the refused text skipped alone).
+    // The next run takes the rest, halved until the refused text is alone, and skips it alone.
     await d.run();
     expect(provider.requests.slice(sent + 2).map((request) => request.input)).toEqual([
-      texts.slice(1),
-      [texts[1]],
+      texts.slice(2),
       [texts[2]],
+      [texts[3]],
     ]);
     expect((await cursor()).position).toBe(last);
-    expect(await count('memory_embeddings')).toBe(14);
+    expect(await count('memory_embeddings')).toBe(15);
     expect(d.warnings).toEqual(['text refused by the embeddings provider: skipped']);
     provider.refuse(null);
+  });
+
+  it('a batch of texts the provider all refuses is retried with backoff, not skipped', async () => {
+    const e = instance();
+    const texts = ['Only REFUSED texts here.', 'And this one REFUSED too.'];
+    await newMemories(texts);
+    const before = await cursor();
+    const stored = await count('memory_embeddings');
+    provider.refuse('REFUSED');
+    try {
+      await e.run();
+      expect(e.warnings).toContain('embeddings provider failed: retrying later');
+      expect(await cursor()).toMatchObject({ position: before.position, lease_token: null });
+      expect(await count('memory_embeddings')).toBe(stored);
+    } finally {
+      provider.refuse(null);
+    }
+    // Past the backoff, the provider taking them: embedded, none lost.
+    e.clock.advance(60_000);
+    await e.run();
+    expect(await count('memory_embeddings')).toBe(stored + 2);
   });
 
   it('a failed store gives the lease back too: no instance waits out the lease', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { Embedder } from '../src/embeddings/embedder';
@@ -293,6 +294,8 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     try {
       expect((await respond(off, user, 'Before the refused one.')).status).toBe(200);
       expect((await respond(off, user, refused)).status).toBe(200);
+      // A batch of refused texts alone is retried (the next test): skipped beside one it takes.
+      expect((await respond(off, user, 'After the refused one.')).status).toBe(200);
       const {
         rows: [{ id: refusedId, last }],
       } = await db.query<{ id: string; last: string }>(
@@ -314,7 +317,9 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
            JOIN memory_embeddings x ON x.memory_id = m.id WHERE e.user_id = $1`,
         [user],
       );
-      expect(embedded.map((row) => row.content)).toContain('Before the refused one.');
+      expect(embedded.map((row) => row.content)).toEqual(
+        expect.arrayContaining(['Before the refused one.', 'After the refused one.']),
+      );
       expect(embedded.every((row) => !row.content.includes('REFUSED'))).toBe(true);
       // Still found by its words.
       expect((await search(on[0], user, 'refused provider')).map((m) => m.content)).toContain(
@@ -324,6 +329,46 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
       fake.refuse(null);
     }
   });
+
+  it.each([
+    ['refuses every text of a batch (400)', () => fake.refuse('')],
+    ['refuses the key (401)', () => fake.failWith(401)],
+    ['knows no such model (404)', () => fake.failWith(404)],
+  ])(
+    'a provider that %s is retried: no text is skipped, every one embedded once it recovers',
+    async (_, fail) => {
+      await allEmbedded();
+      const user = uniqueUserId('embeddings-provider-refusing');
+      const statement = `I keep ${randomUUID()} bees on the roof.`;
+      fail();
+      try {
+        expect((await respond(off, user, statement)).status).toBe(200);
+        await eventually(
+          () =>
+            fake.requests.filter((r) => r.status !== 200 && r.input.includes(statement)).length >= 3
+              ? true
+              : undefined,
+          'three refused attempts at the new memory',
+        );
+        const { rows } = await db.query<{ behind: boolean }>(
+          `SELECT c.position < m.id AS behind FROM embedding_cursors c, memories m
+            WHERE c.source = 'memories' AND m.content = $1`,
+          [statement],
+        );
+        expect(rows).toEqual([{ behind: true }]);
+      } finally {
+        fake.refuse(null);
+        fake.recover();
+      }
+      await allEmbedded();
+      expect(
+        await count(
+          'memory_embeddings e JOIN memories m ON m.id = e.memory_id WHERE m.content = $1',
+          [statement],
+        ),
+      ).toBe(1);
+    },
+  );
 
   it('a failing provider is retried with backoff; replies and searches go on by words meanwhile', async () => {
     // Memories are embedded in id order: the new one is the next to embed.

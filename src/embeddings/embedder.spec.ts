@@ -1,3 +1,4 @@
+import { APIError } from 'openai';
 import {
   inOrder,
   InvalidVectorError,
@@ -32,6 +33,25 @@ describe('unitLength (a provider vector as the service stores it)', () => {
     }
     expect(thrown).toBeInstanceOf(InvalidVectorError);
     expect(isUnembeddable(thrown)).toBe(true);
+  });
+
+  it.each([
+    [400, true],
+    [413, true],
+    [422, true],
+    // The key's, the account's, the model's or the provider's: retried, never a text skipped.
+    [401, false],
+    [402, false],
+    [403, false],
+    [404, false],
+    [408, false],
+    [429, false],
+    [500, false],
+    [503, false],
+  ])('takes a provider status %d as a refused text: %s', (status, refused) => {
+    expect(isUnembeddable(APIError.generate(status, { error: {} }, 'refused', new Headers()))).toBe(
+      refused,
+    );
   });
 
   it.each([

@@ -171,17 +171,21 @@ export class Embedder implements OnModuleInit {
   }
 }
 
+/** What a provider answers for a text it will not embed (too long, malformed, too large). */
+const REFUSED_TEXT_STATUSES: readonly number[] = [400, 413, 422];
+
 /**
- * A provider's answer that retrying will not change (400, 413, 422: a text it will not embed; a
- * vector the service cannot use); 408, 409, 429 and 5xx are worth another try.
+ * A provider's answer that may be the texts' (400, 413, 422: a text it will not embed; a vector
+ * the service cannot use), so worth sending the texts apart. Any other is the provider's or the
+ * operator's (401 and 403 a key revoked or out of credit, 404 a model misspelt, 408, 409, 429,
+ * 5xx): retried with backoff, never a reason to skip a text, which would lose every text written
+ * while it lasts (found by review).
  */
 export function isUnembeddable(error: unknown): boolean {
   if (error instanceof InvalidVectorError) return true;
   if (!(error instanceof APIError)) return false;
   const status: unknown = error.status;
-  return (
-    typeof status === 'number' && status >= 400 && status < 500 && ![408, 409, 429].includes(status)
-  );
+  return typeof status === 'number' && REFUSED_TEXT_STATUSES.includes(status);
 }
 
 /**

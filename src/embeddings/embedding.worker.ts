@@ -325,6 +325,14 @@ export class EmbeddingWorker {
     const embeds = batch.items.map((item) => source.embeds(item.text));
     const embedded = batch.items.filter((_, index) => embeds[index]);
     const vectors = embedded.length === 0 ? [] : await this.embedOrSkip(embedded, batch.callsEndBy);
+    // Not one text the provider takes: more likely the provider (a model that refuses the
+    // dimensions asked, vectors it always answers wrong) than every text. Retried with backoff,
+    // nothing skipped; a text refused alone waits for a batch with another it takes.
+    if (vectors.length > 0 && vectors.every((vector) => vector === null)) {
+      throw new Error(
+        `the embeddings provider refused every text of the batch (${vectors.length}): retrying later`,
+      );
+    }
     const inOrder: (number[] | null)[] = [];
     let next = 0;
     for (let index = 0; index < batch.items.length; index += 1) {
@@ -338,8 +346,11 @@ export class EmbeddingWorker {
 
   /**
    * The vectors of the items, in order; a text the provider refuses alone gets null (the
-   * others are kept). A call starts only while it can end by `callsEndBy`: past it, the vectors
-   * of the first items only (none: not even the batch's call could start).
+   * others are kept). A refused call is split in halves until the texts refused are alone: a
+   * few refused texts among 64 cost a dozen calls, not 64. A call starts only while it can end
+   * by `callsEndBy`: past it, the vectors of the first items only (none: not even the batch's
+   * call could start). A call failing otherwise (a 429, a 5xx) after others answered keeps
+   * what they answered.
    */
   private async embedOrSkip(
     items: readonly PendingItem[],
@@ -357,16 +368,19 @@ export class EmbeddingWorker {
         );
         return [null];
       }
-      const vectors: (number[] | null)[] = [];
-      for (const item of items) {
-        // Shutting down: what is done is stored, the rest is the next batch's.
-        if (this.task?.isStopped) break;
-        const one = await this.embedOrSkip([item], callsEndBy);
-        // The lease runs short: the rest is the next batch's.
-        if (one.length === 0) break;
-        vectors.push(...one);
-      }
-      return vectors;
+    }
+    const half = Math.ceil(items.length / 2);
+    const first = await this.embedOrSkip(items.slice(0, half), callsEndBy);
+    // Shutting down, or the lease runs short: what is done is stored, the rest is the next batch's.
+    if (first.length < half || this.task?.isStopped) return first;
+    try {
+      return [...first, ...(await this.embedOrSkip(items.slice(half), callsEndBy))];
+    } catch (error) {
+      this.logger.warn(
+        { err: error, kept: first.length },
+        'embeddings provider failed within a split batch: keeping what it answered',
+      );
+      return first;
     }
   }
 }
