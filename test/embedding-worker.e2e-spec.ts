@@ -9,7 +9,11 @@ import { PeriodicTask, type PeriodicTaskOptions } from '../src/common/time/perio
 import { embeddingsConfig } from '../src/config/embeddings.config';
 import { Database } from '../src/database/database';
 import { Embedder } from '../src/embeddings/embedder';
-import { EmbeddingWorker, LEASE_MS } from '../src/embeddings/embedding.worker';
+import {
+  BATCH_MAX_CHARACTERS,
+  EmbeddingWorker,
+  LEASE_MS,
+} from '../src/embeddings/embedding.worker';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { fakeEmbedding } from './support/fake-embeddings';
@@ -420,6 +424,21 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     e.clock.advance(60_000);
     await e.run();
     expect(await count('memory_embeddings')).toBe(stored + 2);
+  });
+
+  it(`sends at most ${BATCH_MAX_CHARACTERS} characters a call, and goes on with the rest in the same run`, async () => {
+    const f = instance();
+    // Ten long messages: eight fill a call (the first whatever its length).
+    const texts = Array.from({ length: 10 }, (_, i) => `${i} ${'long words '.repeat(700)}`);
+    const last = await newMemories(texts);
+    const sent = provider.requests.length;
+    const stored = await count('memory_embeddings');
+    await f.run();
+    const calls = provider.requests.slice(sent).map((request) => request.input);
+    expect(calls.map((input) => input.length)).toEqual([8, 2]);
+    expect(calls.flat()).toEqual(texts);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(stored + 10);
   });
 
   it('a failed store gives the lease back too: no instance waits out the lease', async () => {

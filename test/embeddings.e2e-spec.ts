@@ -334,6 +334,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     ['refuses every text of a batch (400)', () => fake.refuse('')],
     ['refuses the key (401)', () => fake.failWith(401)],
     ['knows no such model (404)', () => fake.failWith(404)],
+    ['answers other dimensions than those asked', () => fake.answerDimensions(64)],
   ])(
     'a provider that %s is retried: no text is skipped, every one embedded once it recovers',
     async (_, fail) => {
@@ -345,10 +346,8 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
         expect((await respond(off, user, statement)).status).toBe(200);
         await eventually(
           () =>
-            fake.requests.filter((r) => r.status !== 200 && r.input.includes(statement)).length >= 3
-              ? true
-              : undefined,
-          'three refused attempts at the new memory',
+            fake.requests.filter((r) => r.input.includes(statement)).length >= 3 ? true : undefined,
+          'three attempts at the new memory',
         );
         const { rows } = await db.query<{ behind: boolean }>(
           `SELECT c.position < m.id AS behind FROM embedding_cursors c, memories m

@@ -17,7 +17,7 @@ import { raw, sql } from '../database/sql';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** A text's first characters only: a memory or question past this says nothing more to a ranking. */
-const TEXT_MAX_CHARS = 8_000;
+export const TEXT_MAX_CHARS = 8_000;
 
 /** Half a surrogate pair: JSON can carry one (`"\ud83d"`), and strict parsers refuse it. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -133,7 +133,15 @@ export class Embedder implements OnModuleInit {
       // The SDK's timeout ends when the headers arrive; the signal also bounds the body.
       { timeout: timeoutMs, signal: AbortSignal.timeout(timeoutMs) },
     );
-    return inOrder(response.data, texts.length);
+    const vectors = inOrder(response.data, texts.length);
+    // A provider ignoring the dimensions asked would store vectors no question is compared with.
+    const unasked = vectors.find((vector) => vector.length !== (this.dimensions ?? vector.length));
+    if (unasked) {
+      throw new InvalidVectorError(
+        `Embedder: ${this.dimensions} dimensions asked (EMBEDDINGS_DIMENSIONS), ${unasked.length} answered`,
+      );
+    }
+    return vectors;
   }
 
   /**

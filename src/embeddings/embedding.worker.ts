@@ -12,7 +12,7 @@ import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
-import { BATCH_TIMEOUT_MS, Embedder, isUnembeddable } from './embedder';
+import { BATCH_TIMEOUT_MS, Embedder, isUnembeddable, TEXT_MAX_CHARS } from './embedder';
 import {
   type EmbeddingSource,
   knowledgeChunksSource,
@@ -44,6 +44,26 @@ export const LEASE_MS = 4 * BATCH_TIMEOUT_MS;
 /** Kept free at the lease's end: for the storing transaction, and instances' clocks that differ. */
 const LEASE_MARGIN_MS = BATCH_TIMEOUT_MS;
 
+/**
+ * The characters a batch sends at most (its first item whatever its length), about 16,000
+ * tokens: 64 texts of 8,000 characters (an import of long messages) made a call a slow
+ * self-hosted provider could not answer within BATCH_TIMEOUT_MS, retried without end, and the
+ * source stalled for every tenant (found by review).
+ */
+export const BATCH_MAX_CHARACTERS = 64_000;
+
+/** The batch's first items whose texts, as sent, hold BATCH_MAX_CHARACTERS together; one at least. */
+function withinCharacters(items: PendingItem[]): PendingItem[] {
+  let characters = 0;
+  let taken = 0;
+  for (const item of items) {
+    characters += Math.min(item.text.length, TEXT_MAX_CHARS);
+    if (taken > 0 && characters > BATCH_MAX_CHARACTERS) break;
+    taken += 1;
+  }
+  return items.slice(0, taken);
+}
+
 /** A cursor free to claim (no lease, or an expired one): its position, and whether it had one. */
 const FREE_CURSOR = Columns.computed<{ position: string; expired_lease: boolean }>({
   position: sql`position::text`,
@@ -59,6 +79,8 @@ const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }
 /** A batch claimed under a lease on its source's cursor. */
 interface LeasedBatch {
   items: PendingItem[];
+  /** More items were pending past these (a full batch, or one cut at BATCH_MAX_CHARACTERS). */
+  more: boolean;
   /** The lease's token: the batch is stored, and the cursor moved, only while it is the row's. */
   token: string;
   /** Provider calls start only while one can end by this time (clock milliseconds). */
@@ -140,10 +162,10 @@ export class EmbeddingWorker {
   /** One batch of `source`; true when it was full (more may be waiting). */
   private async nextBatchOf(source: EmbeddingSource): Promise<boolean> {
     try {
-      const done = await this.embedBatch(source);
+      const { done, full } = await this.embedBatch(source);
       this.embedded.inc(done);
       this.backoff.delete(source.name);
-      return done >= this.config.batchSize;
+      return full;
     } catch (error) {
       const failures = (this.backoff.get(source.name)?.failures ?? 0) + 1;
       this.failedRuns.inc();
@@ -164,18 +186,20 @@ export class EmbeddingWorker {
    * One batch of one source: claimed, embedded with no transaction open, stored; 0 when none is
    * left, another instance is on it, or this one lost its lease meanwhile.
    */
-  private async embedBatch(source: EmbeddingSource): Promise<number> {
+  private async embedBatch(source: EmbeddingSource): Promise<{ done: number; full: boolean }> {
+    const none = { done: 0, full: false };
     const model = this.embedder.vectorKind;
-    if (!model) return 0;
+    if (!model) return none;
     await this.database.count(
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
     const batch = await this.claimBatch(source, model);
-    if (!batch) return 0;
+    if (!batch) return none;
     try {
       const vectors = await this.embedWhatTells(source, batch);
-      return await this.store(source, model, batch, vectors);
+      const done = await this.store(source, model, batch, vectors);
+      return { done, full: batch.more && done === batch.items.length };
     } catch (error) {
       // The provider or the store failed: given back for the retry after the backoff (should
       // that fail too, the lease expires), so no instance waits LEASE_MS for it.
@@ -192,11 +216,12 @@ export class EmbeddingWorker {
       const now = this.clock.now();
       const cursor = await this.claim(manager, source, model, now);
       if (!cursor) return undefined;
-      const items = await this.database.rows(
+      const pending = await this.database.rows(
         source.pending(cursor.position, cursor.safe_bound, this.config.batchSize),
         { manager },
       );
-      if (items.length === 0) return undefined;
+      if (pending.length === 0) return undefined;
+      const items = withinCharacters(pending);
       const token = randomUUID();
       const leasedUntil = now.getTime() + LEASE_MS;
       await this.database.count(
@@ -205,7 +230,12 @@ export class EmbeddingWorker {
              WHERE source = ${source.name} AND model = ${model}`,
         { manager },
       );
-      return { items, token, callsEndBy: leasedUntil - LEASE_MARGIN_MS };
+      return {
+        items,
+        more: items.length < pending.length || pending.length >= this.config.batchSize,
+        token,
+        callsEndBy: leasedUntil - LEASE_MARGIN_MS,
+      };
     });
   }
 

@@ -365,6 +365,8 @@ export class FakeEmbeddings {
   private bodyDelayMs = 0;
   /** What each vector's `index` is answered as (null: its own). */
   private indexOf: ((index: number) => unknown) | null = null;
+  /** The dimensions answered whatever a request asks (null: those asked). */
+  private dimensionsAnswered: number | null = null;
   private server: Server | undefined;
   private port = 0;
 
@@ -406,7 +408,13 @@ export class FakeEmbeddings {
     this.indexOf = indexOf;
   }
 
+  /** Answers vectors of `dimensions` whatever a request asks, as a provider ignoring it does (null: those asked). */
+  answerDimensions(dimensions: number | null): void {
+    this.dimensionsAnswered = dimensions;
+  }
+
   recover(): void {
+    this.dimensionsAnswered = null;
     this.failure = null;
     this.delayMs = 0;
     this.bodyDelayMs = 0;
@@ -474,7 +482,7 @@ export class FakeEmbeddings {
         },
       });
     }
-    const vectors = await this.embed(input, body.dimensions);
+    const vectors = await this.embed(input, this.dimensionsAnswered ?? body.dimensions);
     const indexOf = this.indexOf ?? ((index: number) => index);
     if (this.bodyDelayMs > 0) {
       response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
