@@ -182,6 +182,61 @@ describe('Knowledge by meaning (contract §27)', () => {
     expect((await search(on!, a, QUESTION))[0].text).toContain('journey abroad');
   });
 
+  it('a patch keeps the chunks whose text it keeps, with their embeddings: only new text is sent', async () => {
+    // Each paragraph is a chunk of its own (two together pass 1,000 characters).
+    const paragraph = (word: string) =>
+      `The ${word} rule. ${`Staff follow the ${word} rule every day of the week. `.repeat(12)}`.trim();
+    const [p0, p1, p2, p3, p3b] = ['zebra', 'walrus', 'otter', 'badger', 'heron'].map(paragraph);
+    const id = await create(a, 'Rules', [p1, p2, p3].join('\n\n'));
+    await allEmbedded();
+    const chunks = async () =>
+      (
+        await db.query<{ id: string; chunk_index: number; text: string }>(
+          'SELECT id::text, chunk_index, text FROM knowledge_chunks WHERE document_id = $1 ORDER BY chunk_index',
+          [id],
+        )
+      ).rows;
+    const before = await chunks();
+    expect(before.map((chunk) => chunk.text)).toEqual([p1, p2, p3]);
+    const patch = async (content: string[]) => {
+      const sent = fake.inputs.length;
+      const response = await on!
+        .http()
+        .patch(`/v1/knowledge/${id}`)
+        .set('Authorization', a.auth)
+        .send({ content: content.join('\n\n') });
+      expect(response.status).toBe(200);
+      expect(response.body.chunks).toBe(content.length);
+      await allEmbedded();
+      return fake.inputs.slice(sent).filter((input) => content.includes(input));
+    };
+
+    // A paragraph before, the last one changed: the two kept move one down, with their ids.
+    expect((await patch([p0, p1, p2, p3b])).sort()).toEqual([p0, p3b].sort());
+    const after = await chunks();
+    expect(after.map((chunk) => chunk.text)).toEqual([p0, p1, p2, p3b]);
+    expect(after.slice(1, 3).map((chunk) => chunk.id)).toEqual(before.slice(0, 2).map((c) => c.id));
+    expect(
+      await count('knowledge_chunk_embeddings WHERE chunk_id = ANY($1::bigint[])', [
+        after.map((chunk) => chunk.id),
+      ]),
+    ).toBe(4);
+    expect(await count('knowledge_chunk_embeddings WHERE chunk_id = $1', [before[2].id])).toBe(0);
+    // Found by their words at their new positions; the text gone is not.
+    const otter = await search(on!, a, 'otter');
+    expect(otter.map((hit) => [hit.chunk_index, hit.text])).toEqual([[2, p2]]);
+    expect(await search(on!, a, 'badger')).toEqual([]);
+
+    // Swapped, one gone and a text repeated: nothing new but the repeat's second chunk.
+    expect(await patch([p2, p1, p2])).toEqual([p2]);
+    const swapped = await chunks();
+    expect(swapped.map((chunk) => chunk.text)).toEqual([p2, p1, p2]);
+    expect(swapped.slice(0, 2).map((chunk) => chunk.id)).toEqual([after[2].id, after[1].id]);
+    expect(Number(swapped[2].id)).toBeGreaterThan(Number(after[3].id));
+    expect((await search(on!, a, 'otter')).map((hit) => hit.chunk_index).sort()).toEqual([0, 2]);
+    expect(await search(on!, a, 'zebra')).toEqual([]);
+  });
+
   it("keeps organizations apart: another's chunks are never compared, found or cited", async () => {
     const bLeave = await create(b, 'B leave', 'Our vacation on the island of Crete.');
     await allEmbedded();

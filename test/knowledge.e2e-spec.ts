@@ -1545,5 +1545,35 @@ describe('Knowledge written in a day (KNOWLEDGE_DAILY_BYTES)', () => {
     );
     const statuses = responses.map((response) => response.status).sort();
     expect(statuses).toEqual([201, 201, 201, ...Array(KNOWLEDGE_WRITES_WAITING - 2).fill(429)]);
+    for (const refused of responses.filter((response) => response.status === 429)) {
+      expectError(refused, 429, 'rate_limited');
+    }
+  });
+
+  it('counts of a PATCH only the chunks it writes anew, and refuses with 409 what no day takes', async () => {
+    const owner = await tenantWithKey(t, ['read_write']);
+    // Five chunks of 900 bytes (two together pass 1,000 characters).
+    const paragraph = (word: string) => `${word} `.repeat(150).trim().padEnd(900, '.');
+    const words = ['apple', 'birch', 'cedar', 'daisy', 'elder'];
+    const created = await create(owner.auth, words.map(paragraph).join('\n\n'));
+    expect(created.status).toBe(201);
+    expect(created.body.chunks).toBe(5);
+    const id = created.body.id as string;
+    // One paragraph changed at a time, five times: 900 bytes each, not the whole document's.
+    const current = [...words];
+    for (const [i, word] of ['fig', 'gorse', 'hazel', 'iris', 'juniper'].entries()) {
+      current[i] = word;
+      const patched = await patch(owner.auth, id, { content: current.map(paragraph).join('\n\n') });
+      expect(patched.status).toBe(200);
+    }
+    // Every paragraph anew: 4,500 more than the day holds.
+    expectError(
+      await patch(owner.auth, id, { content: words.map(paragraph).join('\n\n') }),
+      429,
+      'rate_limited',
+    );
+    const tooLarge = await create(owner.auth, 'z'.repeat(DAILY_BYTES + 1));
+    expectError(tooLarge, 409, 'knowledge_limit_reached');
+    expect(tooLarge.body.error.message).toContain('KNOWLEDGE_DAILY_BYTES');
   });
 });

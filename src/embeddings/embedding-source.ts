@@ -61,8 +61,8 @@ export const memoriesSource: EmbeddingSource = {
 };
 
 /**
- * Knowledge chunks (docs/knowledge.md): each embedded once; a patched document's chunks are new
- * rows with new ids, so they are embedded again, and the old ones' embeddings go with them.
+ * Knowledge chunks (docs/knowledge.md): each embedded once; the chunks a PATCH writes anew are new
+ * rows with new ids, embedded in turn, and those it does not keep take their embeddings along.
  */
 export const knowledgeChunksSource: EmbeddingSource = {
   name: 'knowledge_chunks',

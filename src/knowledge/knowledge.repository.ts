@@ -84,6 +84,11 @@ const WRITTEN_TODAY = Columns.computed<{ bytes: string | null }>({
   bytes: sql`(SELECT bytes FROM counted)`,
 });
 
+/** The bytes of the chunks a statement wrote: a bigint, which the driver answers as a string. */
+const WRITTEN_BYTES = Columns.computed<{ bytes: string }>({
+  bytes: sql`coalesce(sum(bytes), 0)::bigint`,
+});
+
 const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::int` });
 
 const DOCUMENT_ID = Columns.rowOf<KnowledgeDocument>()('id');
@@ -282,7 +287,8 @@ export class KnowledgeRepository {
 
   /**
    * Adds `bytes` to what the organization wrote on `day` (UTC), unless that would pass `max`: the
-   * day's total after, or null when refused (nothing counted). Earlier days' rows go with it.
+   * day's total after, or null when refused (nothing counted). Rows before the day before go with
+   * it: an instance whose clock is a little behind, near midnight, still finds its day's row.
    */
   async countWritten(
     manager: EntityManager,
@@ -294,7 +300,7 @@ export class KnowledgeRepository {
     const row = await this.database.row(
       WRITTEN_TODAY.query`WITH earlier AS (
              DELETE FROM knowledge_daily_writes
-              WHERE organization_id = ${organizationId} AND day < ${day}::date),
+              WHERE organization_id = ${organizationId} AND day < ${day}::date - 1),
            counted AS (
              INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
              SELECT ${organizationId}, ${day}::date, ${bytes}::bigint
@@ -392,7 +398,68 @@ export class KnowledgeRepository {
     );
   }
 
-  /** The document's chunks, replaced, with their lexemes in its language: searchable on commit. */
+  /**
+   * The document's new content's chunks, in place of its old ones: a chunk whose text the old
+   * content held too is kept (its id, postings and embedding) and moved to its new position; the
+   * others go, and the new texts are written (their lexemes in the document's language, new ids
+   * the EmbeddingWorker embeds). Searchable on commit. Positions are moved through negative ones,
+   * so that no two chunks hold one position at any statement's end. Answers the bytes of the
+   * chunks written anew.
+   */
+  async replaceChunks(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    searchConfig: string,
+    chunks: string[],
+  ): Promise<number> {
+    // The n-th chunk of a text in the new content is the n-th of that text in the old.
+    const kept = sql`
+      new_chunks AS (
+        SELECT c.text, c.ordinality - 1 AS chunk_index,
+               row_number() OVER (PARTITION BY c.text ORDER BY c.ordinality) AS occurrence
+          FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)),
+      old_chunks AS (
+        SELECT k.id, k.chunk_index, k.text,
+               row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
+          FROM knowledge_chunks k WHERE k.document_id = ${id}),
+      kept AS (
+        SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
+          FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)`;
+    await this.database.count(
+      sql`WITH ${kept},
+               gone AS (DELETE FROM knowledge_chunks k
+                         WHERE k.document_id = ${id} AND k.id NOT IN (SELECT id FROM kept))
+          UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
+            FROM kept
+           WHERE k.document_id = ${id} AND k.id = kept.id AND kept.was <> kept.becomes`,
+      { manager },
+    );
+    // The positions no kept chunk takes: a kept one is at its new position, or moved below 0.
+    const written = await this.database.row(
+      WRITTEN_BYTES.query`WITH written AS (
+             INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id,
+                                           search_config, text, search)
+             SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
+                    to_tsvector(${searchConfig}::regconfig, c.text)
+               FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
+              WHERE c.ordinality - 1 NOT IN (
+                    SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index
+                                ELSE k.chunk_index END
+                      FROM knowledge_chunks k WHERE k.document_id = ${id})
+             RETURNING octet_length(text) AS bytes)
+         SELECT ${WRITTEN_BYTES} FROM written`,
+      { manager },
+    );
+    await this.database.count(
+      sql`UPDATE knowledge_chunks SET chunk_index = -1 - chunk_index
+           WHERE document_id = ${id} AND chunk_index < 0`,
+      { manager },
+    );
+    return Number(written?.bytes ?? 0);
+  }
+
+  /** A new document's chunks, with their lexemes in its language: searchable on commit. */
   async writeChunks(
     manager: EntityManager,
     organizationId: string,
@@ -400,9 +467,6 @@ export class KnowledgeRepository {
     searchConfig: string,
     chunks: string[],
   ): Promise<void> {
-    await this.database.count(sql`DELETE FROM knowledge_chunks WHERE document_id = ${id}`, {
-      manager,
-    });
     await this.database.count(
       sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
                                         text, search)

@@ -161,9 +161,9 @@ export class KnowledgeService implements ReplyParticipant {
   }
 
   /**
-   * New content is chunked again in the same transaction: searchable once it answers. Content
-   * the same as before keeps its chunks (and their embeddings): written anew, each PATCH of a
-   * large document had the embedding worker embed all of it again.
+   * New content is chunked again in the same transaction: searchable once it answers. A chunk of
+   * the same text as before is kept with its embedding (replaceChunks): written anew, each PATCH
+   * of a large document had the embedding worker embed all of it again.
    */
   async update(
     organizationId: string,
@@ -185,14 +185,14 @@ export class KnowledgeService implements ReplyParticipant {
           await this.attach(manager, organizationId, id, dto.personality_ids);
         }
         if (text && updated.content_changed) {
-          await this.countWritten(manager, organizationId, text.bytes);
-          await this.repository.writeChunks(
+          const written = await this.repository.replaceChunks(
             manager,
             organizationId,
             id,
             updated.search_config,
             text.chunks,
           );
+          await this.countWritten(manager, organizationId, written);
         }
         return this.repository.find(organizationId, id, manager);
       }),
@@ -339,15 +339,22 @@ export class KnowledgeService implements ReplyParticipant {
   }
 
   /**
-   * Counts new content into the organization's UTC day: 429 `rate_limited` (Retry-After: the next
-   * UTC midnight) once it would pass KNOWLEDGE_DAILY_BYTES. Within the organization's lock, as
-   * admit: concurrent writes cannot both take the day's last bytes.
+   * Counts text chunked anew (a new document's, or the chunks a PATCH did not keep) into the
+   * organization's UTC day: 429 `rate_limited` (Retry-After: the next UTC midnight) once it would
+   * pass KNOWLEDGE_DAILY_BYTES; 409 for more than a whole day's, which no day takes. Within the
+   * organization's lock, as admit: concurrent writes cannot both take the day's last bytes.
    */
   private async countWritten(
     manager: EntityManager,
     organizationId: string,
     bytes: number,
   ): Promise<void> {
+    if (bytes > this.config.dailyBytes) {
+      throw new AppError(
+        'knowledge_limit_reached',
+        `The document's new text takes more than KNOWLEDGE_DAILY_BYTES (${this.config.dailyBytes} bytes), what the organization may write in a day`,
+      );
+    }
     const now = this.clock.now();
     const written = await this.repository.countWritten(
       manager,

@@ -2,7 +2,6 @@
 
 -- upload, attached to one personality
 COMMIT;
-DELETE FROM knowledge_chunks WHERE document_id = $1;
 INSERT INTO knowledge_attachments (document_id, personality_id, organization_id)
 SELECT $1, p.id, p.organization_id FROM personalities p
  WHERE p.organization_id = $2 AND p.id = ANY($3::uuid[]);
@@ -30,7 +29,7 @@ SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
 WITH earlier AS (
     DELETE FROM knowledge_daily_writes
-     WHERE organization_id = $1 AND day < $2::date),
+     WHERE organization_id = $1 AND day < $2::date - 1),
   counted AS (
     INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
     SELECT $3, $4::date, $5::bigint
@@ -89,12 +88,6 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
 
 -- new content, chunked again
 COMMIT;
-DELETE FROM knowledge_chunks WHERE document_id = $1;
-INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
-                              text, search)
-SELECT $1, c.ordinality - 1, $2, $3, c.text,
-       to_tsvector($4::regconfig, c.text)
-  FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality);
 SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
@@ -104,6 +97,8 @@ ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
     WHERE d.organization_id = $1 AND d.id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
+UPDATE knowledge_chunks SET chunk_index = -1 - chunk_index
+WHERE document_id = $1 AND chunk_index < 0;
 UPDATE knowledge_documents d
    SET title = coalesce($1::text, d.title),
        content = coalesce($2::text, d.content),
@@ -115,9 +110,26 @@ UPDATE knowledge_documents d
            FOR UPDATE) before
  WHERE d.organization_id = $8 AND d.id = $9
 RETURNING d.search_config, d.content IS DISTINCT FROM before.content_before AS "content_changed";
+WITH
+new_chunks AS (
+  SELECT c.text, c.ordinality - 1 AS chunk_index,
+         row_number() OVER (PARTITION BY c.text ORDER BY c.ordinality) AS occurrence
+    FROM unnest($1::text[]) WITH ORDINALITY AS c(text, ordinality)),
+old_chunks AS (
+  SELECT k.id, k.chunk_index, k.text,
+         row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
+    FROM knowledge_chunks k WHERE k.document_id = $2),
+kept AS (
+  SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
+    FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence),
+         gone AS (DELETE FROM knowledge_chunks k
+                   WHERE k.document_id = $3 AND k.id NOT IN (SELECT id FROM kept))
+    UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
+      FROM kept
+     WHERE k.document_id = $4 AND k.id = kept.id AND kept.was <> kept.becomes;
 WITH earlier AS (
     DELETE FROM knowledge_daily_writes
-     WHERE organization_id = $1 AND day < $2::date),
+     WHERE organization_id = $1 AND day < $2::date - 1),
   counted AS (
     INSERT INTO knowledge_daily_writes AS w (organization_id, day, bytes)
     SELECT $3, $4::date, $5::bigint
@@ -126,6 +138,18 @@ WITH earlier AS (
      WHERE w.bytes + excluded.bytes <= $8::bigint
     RETURNING w.bytes)
 SELECT (SELECT bytes FROM counted) AS "bytes";
+WITH written AS (
+    INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id,
+                                  search_config, text, search)
+    SELECT $1, c.ordinality - 1, $2, $3, c.text,
+           to_tsvector($4::regconfig, c.text)
+      FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
+     WHERE c.ordinality - 1 NOT IN (
+           SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index
+                       ELSE k.chunk_index END
+             FROM knowledge_chunks k WHERE k.document_id = $6)
+    RETURNING octet_length(text) AS bytes)
+SELECT coalesce(sum(bytes), 0)::bigint AS "bytes" FROM written;
 
 -- delete
 COMMIT;

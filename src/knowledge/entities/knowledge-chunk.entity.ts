@@ -11,7 +11,8 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn, Unique } from 'typeor
 export class KnowledgeChunk {
   /**
    * In insertion order, never reused: the EmbeddingWorker's high-water mark (knowledgeChunksSource).
-   * A patched document's chunks are written anew, so they get new ids and are embedded again.
+   * A PATCH keeps the chunks whose text it keeps (KnowledgeRepository.replaceChunks); the others
+   * are written anew, with new ids, and embedded.
    */
   @Column({ type: 'bigint', generated: 'identity', generatedIdentity: 'ALWAYS' })
   id: string;
