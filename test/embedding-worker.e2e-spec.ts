@@ -33,6 +33,7 @@ class GatedEmbeddings {
   private held = false;
   private failure: number | null = null;
   private refused: string | null = null;
+  private throttled: string | null = null;
   private readonly waiting = new Map<number, () => void>();
   private server: Server | undefined;
 
@@ -62,6 +63,11 @@ class GatedEmbeddings {
   /** Refuses (400) a request holding a text that contains `marker`; null: none. */
   refuse(marker: string | null): void {
     this.refused = marker;
+  }
+
+  /** Answers 429 to a request holding a text that contains `marker`; null: none. */
+  throttle(marker: string | null): void {
+    this.throttled = marker;
   }
 
   /** Answers every request with this status; null: with vectors. */
@@ -96,7 +102,9 @@ class GatedEmbeddings {
     if (response.destroyed) return;
     const refused =
       this.refused !== null && body.input.some((text) => text.includes(this.refused!));
-    const status = this.failure ?? (refused ? 400 : 200);
+    const throttled =
+      this.throttled !== null && body.input.some((text) => text.includes(this.throttled!));
+    const status = this.failure ?? (refused ? 400 : throttled ? 429 : 200);
     response.writeHead(status, { 'content-type': 'application/json' });
     if (status !== 200) {
       response.end(
@@ -360,7 +368,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect(await count('memory_embeddings')).toBe(12);
   });
 
-  it('a refused batch is sent again in halves, which stop while the lease can still be kept: the batch is stored as far as it got', async () => {
+  it('a refused batch: a probe the provider embeds, then its texts one by one while the lease can still be kept; the batch stored as far as it got', async () => {
     const d = instance();
     const texts = [
       'First of four.',
@@ -377,25 +385,30 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     provider.hold();
     const sent = provider.requests.length;
     const run = started(d.run());
-    // The batch's call, refused: then its halves.
+    // The batch's call, refused; a text any provider embeds, embedded: the texts are at fault.
     await requested(sent + 1);
     expect(provider.requests[sent].input).toEqual(texts);
     provider.release(sent);
     await requested(sent + 2);
-    expect(provider.requests[sent + 1].input).toEqual(texts.slice(0, 2));
+    expect(provider.requests[sent + 1].input).toEqual(['Hello.']);
+    provider.release(sent + 1);
+    await requested(sent + 3);
+    expect(provider.requests[sent + 2].input).toEqual([texts[0]]);
     // A call takes up to 30 s, and must end 30 s before the lease does: none starts past 60 s.
     d.clock.advance(LEASE_MS / 2 + 1);
     provider.open();
-    provider.release(sent + 1);
+    provider.release(sent + 2);
     await run;
-    expect(provider.requests).toHaveLength(sent + 2);
+    expect(provider.requests).toHaveLength(sent + 3);
     const partial = await cursor();
-    expect(partial.position).toBe(ids[1].id);
+    expect(partial.position).toBe(ids[0].id);
     expect(partial.lease_token).toBeNull();
-    // The next run takes the rest, halved until the refused text is alone, and skips it alone.
+    // The next run takes the rest, and skips the refused text alone.
     await d.run();
-    expect(provider.requests.slice(sent + 2).map((request) => request.input)).toEqual([
-      texts.slice(2),
+    expect(provider.requests.slice(sent + 3).map((request) => request.input)).toEqual([
+      texts.slice(1),
+      ['Hello.'],
+      [texts[1]],
       [texts[2]],
       [texts[3]],
     ]);
@@ -405,13 +418,52 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     provider.refuse(null);
   });
 
-  it('a batch of texts the provider all refuses is retried with backoff, not skipped', async () => {
-    const e = instance();
+  it('a refused batch of more than 8 is sent again in halves until the refused text is alone', async () => {
+    const g = instance();
+    const texts = Array.from({ length: 10 }, (_, i) =>
+      i === 7 ? `Halves ${i}, REFUSED.` : `Halves ${i}.`,
+    );
+    const last = await newMemories(texts);
+    const sent = provider.requests.length;
+    provider.refuse('REFUSED');
+    try {
+      await g.run();
+    } finally {
+      provider.refuse(null);
+    }
+    expect(provider.requests.slice(sent).map((request) => request.input)).toEqual([
+      texts,
+      ['Hello.'],
+      texts.slice(0, 5),
+      texts.slice(5),
+      ...texts.slice(5).map((text) => [text]),
+    ]);
+    expect((await cursor()).position).toBe(last);
+    expect(g.warnings).toEqual(['text refused by the embeddings provider: skipped']);
+  });
+
+  it('a batch whose every text is refused, by a provider that embeds others, is skipped: the queue goes on', async () => {
+    const h = instance();
     const texts = ['Only REFUSED texts here.', 'And this one REFUSED too.'];
+    const last = await newMemories(texts);
+    const stored = await count('memory_embeddings');
+    provider.refuse('REFUSED');
+    try {
+      await h.run();
+    } finally {
+      provider.refuse(null);
+    }
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(stored);
+  });
+
+  it('a batch the provider refuses with every other text (a key, a model) is retried with backoff, not skipped', async () => {
+    const e = instance();
+    const texts = ['Refused with the rest.', 'Refused like any text.'];
     await newMemories(texts);
     const before = await cursor();
     const stored = await count('memory_embeddings');
-    provider.refuse('REFUSED');
+    provider.refuse('');
     try {
       await e.run();
       expect(e.warnings).toContain('embeddings provider failed: retrying later');
@@ -424,6 +476,34 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     e.clock.advance(60_000);
     await e.run();
     expect(await count('memory_embeddings')).toBe(stored + 2);
+  });
+
+  it('a 429 among the parts of a refused batch keeps what was answered, and backs off', async () => {
+    const k = instance();
+    const texts = ['Kept before the limit.', 'Refused, REFUSED.', 'Throttled THROTTLED.'];
+    const last = await newMemories(texts);
+    const { rows: ids } = await db.query<{ id: string }>(
+      'SELECT id::text FROM memories WHERE content = ANY($1) ORDER BY id',
+      [texts],
+    );
+    provider.refuse('REFUSED');
+    provider.throttle('THROTTLED');
+    try {
+      await k.run();
+      expect(k.warnings).toContain('embeddings provider failed: retrying later');
+      // The first text stored, the refused one passed over; the throttled one waits.
+      expect((await cursor()).position).toBe(ids[1].id);
+      // Within the backoff: nothing tried.
+      const sent = provider.requests.length;
+      await k.run();
+      expect(provider.requests).toHaveLength(sent);
+    } finally {
+      provider.refuse(null);
+      provider.throttle(null);
+    }
+    k.clock.advance(60_000);
+    await k.run();
+    expect((await cursor()).position).toBe(last);
   });
 
   it(`sends at most ${BATCH_MAX_CHARACTERS} characters a call, and goes on with the rest in the same run`, async () => {

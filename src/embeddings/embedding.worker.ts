@@ -34,8 +34,8 @@ const BACKOFF_MAX_MS = 60_000;
  * compared by each instance's Clock: instances' clocks must agree within LEASE_MARGIN_MS (NTP
  * keeps them far closer); one further behind has its batches taken over and embedded again, and
  * its late vectors dropped, which costs provider calls but never a wrong or skipped row. The batch's call
- * takes at most one (the SDK does not retry: maxRetries 0); the texts sent one by one after a
- * refusal start only while a whole timeout and LEASE_MARGIN_MS are left (a batch cut short so is
+ * takes at most one (the SDK does not retry: maxRetries 0); the calls that find the texts refused
+ * (isolateRefused) start only while a whole timeout and LEASE_MARGIN_MS are left (a batch cut short so is
  * stored as far as it got), so a live instance always stores before its lease ends, and a batch
  * whose instance died waits at most this long for another.
  */
@@ -43,6 +43,23 @@ export const LEASE_MS = 4 * BATCH_TIMEOUT_MS;
 
 /** Kept free at the lease's end: for the storing transaction, and instances' clocks that differ. */
 const LEASE_MARGIN_MS = BATCH_TIMEOUT_MS;
+
+/**
+ * A text any provider embeds, sent when a batch is refused: embedded, the refusal was the texts'
+ * (each refused alone is skipped); refused too, the provider's (a key, a model or dimensions it
+ * will not take): retried with the backoff, nothing skipped.
+ */
+const PROBE_TEXT = 'Hello.';
+
+/** A refused part of a batch at most this long has its texts sent one by one, not in halves. */
+const ONE_BY_ONE_UP_TO = 8;
+
+/** What the calls for a batch answered: vectors for its first items, and why they stopped short. */
+interface Answered {
+  vectors: (number[] | null)[];
+  /** A call failing (a 429, a 5xx) after others had answered; null: none. */
+  failure: Error | null;
+}
 
 /**
  * The characters a batch sends at most (its first item whatever its length), about 16,000
@@ -162,8 +179,7 @@ export class EmbeddingWorker {
   /** One batch of `source`; true when it was full (more may be waiting). */
   private async nextBatchOf(source: EmbeddingSource): Promise<boolean> {
     try {
-      const { done, full } = await this.embedBatch(source);
-      this.embedded.inc(done);
+      const full = await this.embedBatch(source);
       this.backoff.delete(source.name);
       return full;
     } catch (error) {
@@ -186,20 +202,22 @@ export class EmbeddingWorker {
    * One batch of one source: claimed, embedded with no transaction open, stored; 0 when none is
    * left, another instance is on it, or this one lost its lease meanwhile.
    */
-  private async embedBatch(source: EmbeddingSource): Promise<{ done: number; full: boolean }> {
-    const none = { done: 0, full: false };
+  private async embedBatch(source: EmbeddingSource): Promise<boolean> {
     const model = this.embedder.vectorKind;
-    if (!model) return none;
+    if (!model) return false;
     await this.database.count(
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
     const batch = await this.claimBatch(source, model);
-    if (!batch) return none;
+    if (!batch) return false;
     try {
-      const vectors = await this.embedWhatTells(source, batch);
+      const { vectors, failure } = await this.embedWhatTells(source, batch);
       const done = await this.store(source, model, batch, vectors);
-      return { done, full: batch.more && done === batch.items.length };
+      this.embedded.inc(done);
+      // What was answered is stored; the rest waits out the backoff.
+      if (failure !== null) throw failure;
+      return batch.more && done === batch.items.length;
     } catch (error) {
       // The provider or the store failed: given back for the retry after the backoff (should
       // that fail too, the lease expires), so no instance waits LEASE_MS for it.
@@ -348,21 +366,13 @@ export class EmbeddingWorker {
    * The vectors of the batch's items, in order, as far as they go: null for an item the source
    * does not embed, which costs no call.
    */
-  private async embedWhatTells(
-    source: EmbeddingSource,
-    batch: LeasedBatch,
-  ): Promise<(number[] | null)[]> {
+  private async embedWhatTells(source: EmbeddingSource, batch: LeasedBatch): Promise<Answered> {
     const embeds = batch.items.map((item) => source.embeds(item.text));
     const embedded = batch.items.filter((_, index) => embeds[index]);
-    const vectors = embedded.length === 0 ? [] : await this.embedOrSkip(embedded, batch.callsEndBy);
-    // Not one text the provider takes: more likely the provider (a model that refuses the
-    // dimensions asked, vectors it always answers wrong) than every text. Retried with backoff,
-    // nothing skipped; a text refused alone waits for a batch with another it takes.
-    if (vectors.length > 0 && vectors.every((vector) => vector === null)) {
-      throw new Error(
-        `the embeddings provider refused every text of the batch (${vectors.length}): retrying later`,
-      );
-    }
+    const { vectors, failure } =
+      embedded.length === 0
+        ? { vectors: [], failure: null }
+        : await this.embedAll(embedded, batch.callsEndBy);
     const inOrder: (number[] | null)[] = [];
     let next = 0;
     for (let index = 0; index < batch.items.length; index += 1) {
@@ -371,24 +381,87 @@ export class EmbeddingWorker {
       // The calls ran short: the rest is the next batch's.
       else break;
     }
-    return inOrder;
+    return { vectors: inOrder, failure };
   }
 
   /**
-   * The vectors of the items, in order; a text the provider refuses alone gets null (the
-   * others are kept). A refused call is split in halves until the texts refused are alone: a
-   * few refused texts among 64 cost a dozen calls, not 64. A call starts only while it can end
-   * by `callsEndBy`: past it, the vectors of the first items only (none: not even the batch's
-   * call could start). A call failing otherwise (a 429, a 5xx) after others answered keeps
-   * what they answered.
+   * The vectors of the items, in order, in one call. Refused (400, 413, 422, or vectors the
+   * service cannot use), a text any provider embeds is sent: refused too, the provider is at
+   * fault, and the refusal is thrown (retried with the backoff, nothing skipped); embedded, the
+   * texts are, and each the provider refuses alone is skipped (isolateRefused). A call starts
+   * only while it can end by `callsEndBy`: past it, the vectors of the first items only (none:
+   * not even the batch's call could start).
    */
-  private async embedOrSkip(
+  private async embedAll(items: readonly PendingItem[], callsEndBy: number): Promise<Answered> {
+    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return { vectors: [], failure: null };
+    try {
+      return { vectors: await this.embedder.embed(items.map((item) => item.text)), failure: null };
+    } catch (error) {
+      if (!isUnembeddable(error) || !(await this.embedsProbe(callsEndBy))) throw error;
+    }
+    return this.isolateRefused(items, callsEndBy);
+  }
+
+  /** Whether the provider embeds PROBE_TEXT (no: a refusal is the provider's, not the texts'). */
+  private async embedsProbe(callsEndBy: number): Promise<boolean> {
+    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return false;
+    try {
+      await this.embedder.embed([PROBE_TEXT]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The vectors of items the provider refused together, in order, as far as they go: sent again
+   * in halves, and a part of ONE_BY_ONE_UP_TO or fewer one by one, until each text refused is
+   * alone, and skipped (null). One refused text among 64 costs 16 calls, the probe included, not
+   * the 65 of sending each alone; however the refused texts lie, at most 80. A call failing otherwise
+   * (a 429) keeps what the calls before it answered, and is answered as the failure.
+   */
+  private async isolateRefused(
     items: readonly PendingItem[],
     callsEndBy: number,
-  ): Promise<(number[] | null)[]> {
-    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return [];
+  ): Promise<Answered> {
+    if (items.length === 1) {
+      this.logger.warn({ id: items[0].id }, 'text refused by the embeddings provider: skipped');
+      return { vectors: [null], failure: null };
+    }
+    const half = Math.ceil(items.length / 2);
+    const parts =
+      items.length > ONE_BY_ONE_UP_TO
+        ? [items.slice(0, half), items.slice(half)]
+        : items.map((item) => [item]);
+    const vectors: (number[] | null)[] = [];
+    for (const part of parts) {
+      // Shutting down: what is done is stored, the rest is the next batch's.
+      if (this.task?.isStopped) break;
+      let answered: Answered;
+      try {
+        answered = await this.embedOrIsolate(part, callsEndBy);
+      } catch (error) {
+        const failure =
+          error instanceof Error ? error : new Error('embeddings provider call failed');
+        return { vectors, failure };
+      }
+      vectors.push(...answered.vectors);
+      // The lease runs short, or a call failed: the rest is the next batch's.
+      if (answered.failure !== null || answered.vectors.length < part.length) {
+        return { vectors, failure: answered.failure };
+      }
+    }
+    return { vectors, failure: null };
+  }
+
+  /** A part of a refused batch: one call, and refused, its texts isolated in turn. */
+  private async embedOrIsolate(
+    items: readonly PendingItem[],
+    callsEndBy: number,
+  ): Promise<Answered> {
+    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return { vectors: [], failure: null };
     try {
-      return await this.embedder.embed(items.map((item) => item.text));
+      return { vectors: await this.embedder.embed(items.map((item) => item.text)), failure: null };
     } catch (error) {
       if (!isUnembeddable(error)) throw error;
       if (items.length === 1) {
@@ -396,21 +469,9 @@ export class EmbeddingWorker {
           { err: error, id: items[0].id },
           'text refused by the embeddings provider: skipped',
         );
-        return [null];
+        return { vectors: [null], failure: null };
       }
     }
-    const half = Math.ceil(items.length / 2);
-    const first = await this.embedOrSkip(items.slice(0, half), callsEndBy);
-    // Shutting down, or the lease runs short: what is done is stored, the rest is the next batch's.
-    if (first.length < half || this.task?.isStopped) return first;
-    try {
-      return [...first, ...(await this.embedOrSkip(items.slice(half), callsEndBy))];
-    } catch (error) {
-      this.logger.warn(
-        { err: error, kept: first.length },
-        'embeddings provider failed within a split batch: keeping what it answered',
-      );
-      return first;
-    }
+    return this.isolateRefused(items, callsEndBy);
   }
 }
