@@ -13,8 +13,9 @@ class KnowledgeEnv {
   KNOWLEDGE_MAX_BYTES?: number;
 
   /**
-   * What an organization may write in a UTC day, in bytes of content created or replaced: each
-   * is chunked, indexed and (with EMBEDDINGS_MODEL) embedded again on the operator's key.
+   * What an organization may write in a UTC day, in bytes of text chunked anew (a new document's,
+   * the chunks a PATCH does not keep): each is indexed and (with EMBEDDINGS_MODEL) embedded on
+   * the operator's key.
    */
   @IsOptional()
   @Transform(toNumber)

@@ -84,10 +84,31 @@ const WRITTEN_TODAY = Columns.computed<{ bytes: string | null }>({
   bytes: sql`(SELECT bytes FROM counted)`,
 });
 
-/** The bytes of the chunks a statement wrote: a bigint, which the driver answers as a string. */
+/** The bytes of the chunks a PATCH writes anew: a bigint, which the driver answers as a string. */
 const WRITTEN_BYTES = Columns.computed<{ bytes: string }>({
   bytes: sql`coalesce(sum(bytes), 0)::bigint`,
 });
+
+/**
+ * The chunks of a document that its new content `chunks` keeps, as the CTEs `new_chunks (text,
+ * chunk_index)` and `kept (id, was, becomes)`: the n-th chunk of a text in the new content is the
+ * n-th chunk of that text in the old. The old chunks are locked in id order.
+ */
+function keptChunks(id: string, chunks: string[]): Sql {
+  return sql`
+    new_chunks AS (
+      SELECT c.text, c.ordinality - 1 AS chunk_index,
+             row_number() OVER (PARTITION BY c.text ORDER BY c.ordinality) AS occurrence
+        FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)),
+    old_chunks AS (
+      SELECT k.id, k.chunk_index, k.text,
+             row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
+        FROM (SELECT id, chunk_index, text FROM knowledge_chunks
+               WHERE document_id = ${id} ORDER BY id FOR UPDATE) k),
+    kept AS (
+      SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
+        FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)`;
+}
 
 const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::int` });
 
@@ -399,12 +420,28 @@ export class KnowledgeRepository {
   }
 
   /**
+   * Locks the document's chunks, in id order as the EmbeddingWorker's store does (locked in
+   * another order, a PATCH and a store deadlocked), and answers the bytes of the chunks of the
+   * new content that replaceChunks will write anew: before any is written, so that a write past
+   * the day's bytes costs no indexing.
+   */
+  async newChunkBytes(manager: EntityManager, id: string, chunks: string[]): Promise<number> {
+    const row = await this.database.row(
+      WRITTEN_BYTES.query`WITH ${keptChunks(id, chunks)}
+         SELECT ${WRITTEN_BYTES}
+           FROM (SELECT octet_length(n.text) AS bytes FROM new_chunks n
+                  WHERE n.chunk_index NOT IN (SELECT becomes FROM kept)) written`,
+      { manager },
+    );
+    return Number(row?.bytes ?? 0);
+  }
+
+  /**
    * The document's new content's chunks, in place of its old ones: a chunk whose text the old
    * content held too is kept (its id, postings and embedding) and moved to its new position; the
    * others go, and the new texts are written (their lexemes in the document's language, new ids
    * the EmbeddingWorker embeds). Searchable on commit. Positions are moved through negative ones,
-   * so that no two chunks hold one position at any statement's end. Answers the bytes of the
-   * chunks written anew.
+   * so that no two chunks hold one position at any statement's end.
    */
   async replaceChunks(
     manager: EntityManager,
@@ -412,22 +449,9 @@ export class KnowledgeRepository {
     id: string,
     searchConfig: string,
     chunks: string[],
-  ): Promise<number> {
-    // The n-th chunk of a text in the new content is the n-th of that text in the old.
-    const kept = sql`
-      new_chunks AS (
-        SELECT c.text, c.ordinality - 1 AS chunk_index,
-               row_number() OVER (PARTITION BY c.text ORDER BY c.ordinality) AS occurrence
-          FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)),
-      old_chunks AS (
-        SELECT k.id, k.chunk_index, k.text,
-               row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
-          FROM knowledge_chunks k WHERE k.document_id = ${id}),
-      kept AS (
-        SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
-          FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)`;
+  ): Promise<void> {
     await this.database.count(
-      sql`WITH ${kept},
+      sql`WITH ${keptChunks(id, chunks)},
                gone AS (DELETE FROM knowledge_chunks k
                          WHERE k.document_id = ${id} AND k.id NOT IN (SELECT id FROM kept))
           UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
@@ -436,19 +460,15 @@ export class KnowledgeRepository {
       { manager },
     );
     // The positions no kept chunk takes: a kept one is at its new position, or moved below 0.
-    const written = await this.database.row(
-      WRITTEN_BYTES.query`WITH written AS (
-             INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id,
-                                           search_config, text, search)
-             SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
-                    to_tsvector(${searchConfig}::regconfig, c.text)
-               FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
-              WHERE c.ordinality - 1 NOT IN (
-                    SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index
-                                ELSE k.chunk_index END
-                      FROM knowledge_chunks k WHERE k.document_id = ${id})
-             RETURNING octet_length(text) AS bytes)
-         SELECT ${WRITTEN_BYTES} FROM written`,
+    await this.database.count(
+      sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
+                                        text, search)
+          SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
+                 to_tsvector(${searchConfig}::regconfig, c.text)
+            FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
+           WHERE c.ordinality - 1 NOT IN (
+                 SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
+                   FROM knowledge_chunks k WHERE k.document_id = ${id})`,
       { manager },
     );
     await this.database.count(
@@ -456,7 +476,6 @@ export class KnowledgeRepository {
            WHERE document_id = ${id} AND chunk_index < 0`,
       { manager },
     );
-    return Number(written?.bytes ?? 0);
   }
 
   /** A new document's chunks, with their lexemes in its language: searchable on commit. */

@@ -185,14 +185,15 @@ export class KnowledgeService implements ReplyParticipant {
           await this.attach(manager, organizationId, id, dto.personality_ids);
         }
         if (text && updated.content_changed) {
-          const written = await this.repository.replaceChunks(
+          const written = await this.repository.newChunkBytes(manager, id, text.chunks);
+          await this.countWritten(manager, organizationId, written);
+          await this.repository.replaceChunks(
             manager,
             organizationId,
             id,
             updated.search_config,
             text.chunks,
           );
-          await this.countWritten(manager, organizationId, written);
         }
         return this.repository.find(organizationId, id, manager);
       }),
@@ -349,6 +350,8 @@ export class KnowledgeService implements ReplyParticipant {
     organizationId: string,
     bytes: number,
   ): Promise<void> {
+    // Nothing new (chunks reordered, or dropped): nothing to count, whatever the day holds.
+    if (bytes === 0) return;
     if (bytes > this.config.dailyBytes) {
       throw new AppError(
         'knowledge_limit_reached',

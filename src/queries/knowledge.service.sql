@@ -88,6 +88,14 @@ SELECT p.chunk_id AS id, p.document_id, sum(ln(1 + (total.chunks - df.n + 0.5) /
 
 -- new content, chunked again
 COMMIT;
+INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
+                              text, search)
+SELECT $1, c.ordinality - 1, $2, $3, c.text,
+       to_tsvector($4::regconfig, c.text)
+  FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
+ WHERE c.ordinality - 1 NOT IN (
+       SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
+         FROM knowledge_chunks k WHERE k.document_id = $6);
 SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);
@@ -118,15 +126,32 @@ new_chunks AS (
 old_chunks AS (
   SELECT k.id, k.chunk_index, k.text,
          row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
-    FROM knowledge_chunks k WHERE k.document_id = $2),
+    FROM (SELECT id, chunk_index, text FROM knowledge_chunks
+           WHERE document_id = $2 ORDER BY id FOR UPDATE) k),
+kept AS (
+  SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
+    FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)
+     SELECT coalesce(sum(bytes), 0)::bigint AS "bytes"
+       FROM (SELECT octet_length(n.text) AS bytes FROM new_chunks n
+              WHERE n.chunk_index NOT IN (SELECT becomes FROM kept)) written;
+WITH
+new_chunks AS (
+  SELECT c.text, c.ordinality - 1 AS chunk_index,
+         row_number() OVER (PARTITION BY c.text ORDER BY c.ordinality) AS occurrence
+    FROM unnest($1::text[]) WITH ORDINALITY AS c(text, ordinality)),
+old_chunks AS (
+  SELECT k.id, k.chunk_index, k.text,
+         row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
+    FROM (SELECT id, chunk_index, text FROM knowledge_chunks
+           WHERE document_id = $2 ORDER BY id FOR UPDATE) k),
 kept AS (
   SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
     FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence),
-         gone AS (DELETE FROM knowledge_chunks k
-                   WHERE k.document_id = $3 AND k.id NOT IN (SELECT id FROM kept))
-    UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
-      FROM kept
-     WHERE k.document_id = $4 AND k.id = kept.id AND kept.was <> kept.becomes;
+           gone AS (DELETE FROM knowledge_chunks k
+                     WHERE k.document_id = $3 AND k.id NOT IN (SELECT id FROM kept))
+      UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
+        FROM kept
+       WHERE k.document_id = $4 AND k.id = kept.id AND kept.was <> kept.becomes;
 WITH earlier AS (
     DELETE FROM knowledge_daily_writes
      WHERE organization_id = $1 AND day < $2::date - 1),
@@ -138,18 +163,6 @@ WITH earlier AS (
      WHERE w.bytes + excluded.bytes <= $8::bigint
     RETURNING w.bytes)
 SELECT (SELECT bytes FROM counted) AS "bytes";
-WITH written AS (
-    INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id,
-                                  search_config, text, search)
-    SELECT $1, c.ordinality - 1, $2, $3, c.text,
-           to_tsvector($4::regconfig, c.text)
-      FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
-     WHERE c.ordinality - 1 NOT IN (
-           SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index
-                       ELSE k.chunk_index END
-             FROM knowledge_chunks k WHERE k.document_id = $6)
-    RETURNING octet_length(text) AS bytes)
-SELECT coalesce(sum(bytes), 0)::bigint AS "bytes" FROM written;
 
 -- delete
 COMMIT;

@@ -1,9 +1,9 @@
 import { Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 
 /**
- * The content bytes an organization created or replaced in a UTC day (KNOWLEDGE_DAILY_BYTES):
- * each is chunked, indexed and embedded again, so replacing a document's content back and forth
- * is bounded by this, not by what the documents hold. Only the current day's row is kept.
+ * The bytes of text an organization had chunked anew in a UTC day (KNOWLEDGE_DAILY_BYTES): each
+ * is indexed and embedded, so replacing a document's content back and forth is bounded by this,
+ * not by what the documents hold. Only the current day's row and the day before's are kept.
  */
 @Entity('knowledge_daily_writes')
 export class KnowledgeDailyWrite {
