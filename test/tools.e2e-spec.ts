@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { MAX_TOOL_CALLS_PER_ROUND } from '../src/respond/engine/response-engine';
+import {
+  MAX_TOOL_CALLS_PER_ROUND,
+  TOOL_CALL_NAME_MAX_CHARACTERS,
+} from '../src/respond/engine/response-engine';
 import { expectError } from './support/assertions';
 import { refusingWrites } from './support/locks';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
@@ -1205,6 +1208,44 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     ]);
     // A name the turn does not have is the model's mistake, counted as an invalid call.
     expect(await invalidCalls()).toBe(invalidBefore + 1);
+  });
+
+  it('keeps the name the model made up for a call of no tool, cut at 200, and exports and imports it', async () => {
+    const made = ['lookup.order', `x${'y'.repeat(300)}`];
+    fake.respondWith(
+      {
+        toolCalls: made.map((name, i) => ({ id: `call_m${i}`, name, arguments: '{}' })),
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      },
+      answer,
+    );
+    const userId = uniqueUserId();
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message: 'find my order' });
+    expect(done.body).toMatchObject({ status: 'completed' });
+    const exported = await t
+      .http()
+      .get(`/v1/end-users/${userId}/export`)
+      .set('Authorization', auth);
+    expect(exported.status).toBe(200);
+    const document = JSON.parse(
+      Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
+    ) as { end_user: { user_id: string }; memories: Array<{ tool_calls: unknown }> };
+    const names = [made[0], made[1].slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)];
+    const called = names.map((name) =>
+      expect.objectContaining({ name, error: expect.stringContaining('no such tool') }),
+    );
+    expect(document.memories.map((memory) => memory.tool_calls)).toEqual([null, called]);
+    document.end_user.user_id = uniqueUserId();
+    const imported = await t
+      .http()
+      .post('/v1/end-users/import')
+      .set('Authorization', auth)
+      .send(document);
+    expect(imported.status).toBe(201);
   });
 
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {

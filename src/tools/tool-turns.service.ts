@@ -19,6 +19,7 @@ import {
   type EngineToolResult,
   type ReplyRequest,
   TOOL_CALL_ID_MAX_CHARACTERS,
+  TOOL_CALL_NAME_MAX_CHARACTERS,
   type TokenUsage,
 } from '../respond/engine/response-engine';
 import {
@@ -394,8 +395,9 @@ function notPending(): AppError {
 }
 
 /**
- * A model's call as the turn keeps it (jsonb, with the reply's memory): a NUL or an unpaired
- * surrogate in its id or name is dropped or replaced, and arguments holding one are kept as
+ * A model's call as the turn keeps it (jsonb, with the reply's memory): its name cut at
+ * TOOL_CALL_NAME_MAX_CHARACTERS (a name no tool has, made up by the model), a NUL or an unpaired
+ * surrogate in its id or name dropped or replaced, and arguments holding one are kept as
  * their JSON text, which fails the tool's schema (the model is told). Either reached
  * PostgreSQL's jsonb as it was, which refused it: a 500 any end user could cause by writing
  * `T({"a":"\\u0000"})` to a personality with tools.
@@ -403,7 +405,7 @@ function notPending(): AppError {
 function storableCall(call: EngineToolCall): EngineToolCall {
   return {
     id: toStorableText(call.id),
-    name: toStorableText(call.name),
+    name: toStorableText(call.name.slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)),
     arguments: isStorableJson(call.arguments) ? call.arguments : JSON.stringify(call.arguments),
   };
 }

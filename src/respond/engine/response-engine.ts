@@ -37,6 +37,13 @@ export const MAX_TOOL_CALLS_PER_ROUND = 64;
 /** The longest call id a resumption may answer (ToolOutputDto's `tool_call_id`). */
 export const TOOL_CALL_ID_MAX_CHARACTERS = 200;
 
+/**
+ * A call's name as a reply keeps it, at most: a tool's is 64 characters of [A-Za-z0-9_-], but the
+ * model may call a tool the turn does not have by any name (told "no such tool"), and the reply
+ * keeps that name, cut here.
+ */
+export const TOOL_CALL_NAME_MAX_CHARACTERS = 200;
+
 /** A call of a tool the engine asks for; `arguments` as the model wrote them, not yet checked. */
 export interface EngineToolCall {
   id: string;
