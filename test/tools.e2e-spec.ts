@@ -628,6 +628,8 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
           '{"error":"bad body: output holds U+0000 or an unpaired surrogate"}',
           undefined,
         ],
+        // JSON.stringify overflowed the stack on it: a 500 before.
+        ['tool-deep', '{"error":"bad body: nests deeper than 64 levels"}', undefined],
       ];
       const errorsBefore = await toolCallsCounted('webhook', 'error');
       for (const [behaviour, error, timeoutMs] of cases) {
@@ -1208,6 +1210,33 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     ]);
     // A name the turn does not have is the model's mistake, counted as an invalid call.
     expect(await invalidCalls()).toBe(invalidBefore + 1);
+  });
+
+  it('gives arguments nesting deeper than 64 levels back to the model as their text', async () => {
+    const deep = `${'['.repeat(8_000)}${']'.repeat(8_000)}`;
+    fake.respondWith(
+      {
+        toolCalls: [{ id: 'call_deep', name: 'lookup_order', arguments: deep }],
+        usage: { prompt_tokens: 10, completion_tokens: 5 },
+      },
+      answer,
+    );
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: uniqueUserId(), message: 'where is it' });
+    // Serialising the parsed arguments for the turn overflowed the stack: a 500 before.
+    expect(done.status).toBe(200);
+    expect(done.body.status).toBe('completed');
+    const toolMessages = fake.requests[1].body?.messages?.filter((m) => m.role === 'tool');
+    expect(toolMessages).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: 'call_deep',
+        content: expect.stringContaining("the arguments do not match the tool's schema"),
+      },
+    ]);
   });
 
   it('keeps the name the model made up for a call of no tool, cut at 200, and exports and imports it', async () => {

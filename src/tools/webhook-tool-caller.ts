@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { Clock } from '../common/time/clock';
-import { isStorableJson } from '../common/validation/untrusted-json';
+import {
+  isStorableJson,
+  jsonNestsDeeperThan,
+  MAX_JSON_DEPTH,
+} from '../common/validation/untrusted-json';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import { type WebhooksConfig, webhooksConfig } from '../config/webhooks.config';
 import { publicEventId } from '../webhooks/webhook-event-types';
@@ -121,6 +125,10 @@ function failed(error: string, durationMs: number | null): WebhookToolResult {
 
 /** The `output` of a 2xx answer `{"output": …}`, at most MAX_OUTPUT_BYTES serialised. */
 function outputOf(body: string, durationMs: number): WebhookToolResult {
+  // Serialising what is deeper overflows the stack (a 500), as parsing would in PostgreSQL.
+  if (jsonNestsDeeperThan(Buffer.from(body), MAX_JSON_DEPTH)) {
+    return failed(`bad body: nests deeper than ${MAX_JSON_DEPTH} levels`, durationMs);
+  }
   let answer: unknown;
   try {
     answer = JSON.parse(body);

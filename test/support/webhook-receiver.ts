@@ -20,7 +20,8 @@ export interface ReceivedWebhook {
  * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200;
  * - `/tool/…`: a webhook tool's answer, `{"output": {"echo": <the call's arguments>}}`;
  * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB;
- * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape).
+ * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape);
+ * - `/tool-deep/…`: a webhook tool's answer whose output nests 8,000 arrays (16,000 bytes).
  * Every request is kept, with its headers, raw body and arrival time.
  */
 export class WebhookReceiver {
@@ -120,6 +121,11 @@ export class WebhookReceiver {
           response
             .writeHead(200, { 'content-type': 'application/json' })
             .end(JSON.stringify({ output: 'x'.repeat(16 * 1024) }));
+          return;
+        case 'tool-deep':
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(`{"output": ${'['.repeat(8_000)}${']'.repeat(8_000)}}`);
           return;
         case 'tool-nul':
           response

@@ -8,7 +8,11 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { CompletionUsage } from 'openai/resources/completions';
 import { Clock } from '../../common/time/clock';
-import { toStorableText } from '../../common/validation/untrusted-json';
+import {
+  jsonNestsDeeperThan,
+  MAX_JSON_DEPTH,
+  toStorableText,
+} from '../../common/validation/untrusted-json';
 import type { EngineConfig } from '../../config/engine.config';
 import type { EmotionVocabulary } from '../../vocabularies/entities/emotion-vocabulary.entity';
 import { detectEmotion, round } from './emotion-detector';
@@ -217,6 +221,9 @@ function textOf(content: string): string {
 
 /** The model's arguments: its JSON text parsed, else the text itself (which fails the schema). */
 function parsedArguments(text: string): unknown {
+  // Kept as text (which fails any tool's schema: the model is told) when it nests deeper than a
+  // request body may: serialising it for the turn's jsonb overflowed the stack, a 500.
+  if (jsonNestsDeeperThan(Buffer.from(text), MAX_JSON_DEPTH)) return text;
   try {
     return JSON.parse(text);
   } catch {
