@@ -838,10 +838,10 @@ describe('Import (PMF v1)', () => {
       expect(status).toBe(401);
     });
 
-    it('refuses nesting beyond 64 levels before parsing', async () => {
-      const response = await raw(`{"format":${'['.repeat(64)}1${']'.repeat(64)}}`);
+    it('refuses nesting beyond 72 levels before parsing (a value may nest 64 of its own, 5 down)', async () => {
+      const response = await raw(`{"format":${'['.repeat(72)}1${']'.repeat(72)}}`);
       expectError(response, 400, 'validation_failed');
-      expect(response.body.error.details[0].problem).toMatch(/64/);
+      expect(response.body.error.details[0].problem).toMatch(/72/);
     });
 
     it('refuses U+0000, lone surrogates and prototype keys, by JSON pointer', async () => {

@@ -1241,9 +1241,11 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
 
   it('keeps the name the model made up for a call of no tool, cut at 200, and exports and imports it', async () => {
     const made = ['lookup.order', `x${'y'.repeat(300)}`];
+    // Arguments nesting 61 levels: within a request body's 64, and exported 5 levels down.
+    const deep = `{"a":${'['.repeat(60)}${']'.repeat(60)}}`;
     fake.respondWith(
       {
-        toolCalls: made.map((name, i) => ({ id: `call_m${i}`, name, arguments: '{}' })),
+        toolCalls: made.map((name, i) => ({ id: `call_m${i}`, name, arguments: deep })),
         usage: { prompt_tokens: 10, completion_tokens: 5 },
       },
       answer,
@@ -1268,6 +1270,15 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       expect.objectContaining({ name, error: expect.stringContaining('no such tool') }),
     );
     expect(document.memories.map((memory) => memory.tool_calls)).toEqual([null, called]);
+    // The provider is sent names it takes (^[A-Za-z0-9_-]{1,64}$) for the calls of no tool.
+    const assistant = fake.requests[1].body?.messages?.filter((m) => m.role === 'assistant');
+    const sentNames = (assistant ?? []).flatMap((m) =>
+      ((m as { tool_calls?: Array<{ function: { name: string } }> }).tool_calls ?? []).map(
+        (call) => call.function.name,
+      ),
+    );
+    expect(sentNames).toHaveLength(2);
+    for (const name of sentNames) expect(name).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
     document.end_user.user_id = uniqueUserId();
     const imported = await t
       .http()

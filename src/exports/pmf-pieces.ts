@@ -2,7 +2,7 @@ import type { DocumentRange, SpooledDocument } from '../common/http/spooled-docu
 import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import { JsonPieceReader, type Piece, type PieceBudget } from '../common/validation/json-pieces';
 import { JsonTokenizer } from '../common/validation/json-tokenizer';
-import { MAX_JSON_DEPTH } from '../common/validation/untrusted-json';
+import { MAX_DOCUMENT_DEPTH } from '../common/validation/untrusted-json';
 
 /**
  * What one part of a document (a memory, a personality, the end user) may hold: more than the
@@ -26,7 +26,11 @@ export async function* piecesOf(
   const ready: Piece[] = [];
   const tokenizer = new JsonTokenizer(
     new JsonPieceReader(PIECE_BUDGET, (piece) => ready.push(piece)),
-    { maxDepth: MAX_JSON_DEPTH, maxStringLength: MAX_STRING_LENGTH, maxKeyLength: MAX_KEY_LENGTH },
+    {
+      maxDepth: MAX_DOCUMENT_DEPTH,
+      maxStringLength: MAX_STRING_LENGTH,
+      maxKeyLength: MAX_KEY_LENGTH,
+    },
   );
   for await (const chunk of document.read(range)) {
     tokenizer.write(chunk);

@@ -92,7 +92,7 @@ const WRITTEN_BYTES = Columns.computed<{ bytes: string }>({
 /**
  * The chunks of a document that its new content `chunks` keeps, as the CTEs `new_chunks (text,
  * chunk_index)` and `kept (id, was, becomes)`: the n-th chunk of a text in the new content is the
- * n-th chunk of that text in the old. The old chunks are locked in id order.
+ * n-th chunk of that text in the old (read, and locked again, in id order).
  */
 function keptChunks(id: string, chunks: string[]): Sql {
   return sql`
@@ -426,6 +426,12 @@ export class KnowledgeRepository {
    * the day's bytes costs no indexing.
    */
   async newChunkBytes(manager: EntityManager, id: string, chunks: string[]): Promise<number> {
+    // On its own: in the statement below, new content of no chunk would not read the old ones.
+    await this.database.count(
+      sql`SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = ${id}
+                        ORDER BY id FOR UPDATE) locked`,
+      { manager },
+    );
     const row = await this.database.row(
       WRITTEN_BYTES.query`WITH ${keptChunks(id, chunks)}
          SELECT ${WRITTEN_BYTES}

@@ -96,6 +96,8 @@ SELECT $1, c.ordinality - 1, $2, $3, c.text,
  WHERE c.ordinality - 1 NOT IN (
        SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
          FROM knowledge_chunks k WHERE k.document_id = $6);
+SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = $1
+ORDER BY id FOR UPDATE) locked;
 SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
 WHERE organization_id = $1
   AND ($2::uuid IS NULL OR id <> $3::uuid);

@@ -88,8 +88,9 @@ describe('spoolDocument', () => {
       100,
     ).catch((error: unknown) => error as AppError);
     expect((notUtf8 as AppError).message).toMatch(/UTF-8/);
-    const deep = await refusal(`{"a":${'['.repeat(64)}${']'.repeat(64)}}`);
-    expect(deep.details).toEqual([{ field: '', problem: 'must not nest deeper than 64 levels' }]);
+    // A document takes MAX_DOCUMENT_DEPTH (72): its values may nest 64 of their own, 5 down.
+    const deep = await refusal(`{"a":${'['.repeat(72)}${']'.repeat(72)}}`);
+    expect(deep.details).toEqual([{ field: '', problem: 'must not nest deeper than 72 levels' }]);
     const large = await refusal(`{"a":"${'x'.repeat(2_000)}"}`);
     expect(large.code).toBe('payload_too_large');
   });

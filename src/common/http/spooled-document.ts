@@ -11,7 +11,7 @@ import {
   JsonTokenizer,
   type TextInfo,
 } from '../validation/json-tokenizer';
-import { FORBIDDEN_KEYS, MAX_FIELD_NAME, MAX_JSON_DEPTH } from '../validation/untrusted-json';
+import { FORBIDDEN_KEYS, MAX_FIELD_NAME, MAX_DOCUMENT_DEPTH } from '../validation/untrusted-json';
 
 /** Where one member of the document's root object lies in the file: bytes `start` to `end`. */
 export interface DocumentRange {
@@ -196,7 +196,7 @@ function inputError(error: JsonInputError): AppError {
   switch (error.problem) {
     case 'depth':
       return AppError.validation([
-        { field: '', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
+        { field: '', problem: `must not nest deeper than ${MAX_DOCUMENT_DEPTH} levels` },
       ]);
     case 'number':
       return AppError.validation([
@@ -225,7 +225,7 @@ export async function spoolDocument(
     await unlink(path);
     const scan = new DocumentScan();
     const tokenizer = new JsonTokenizer(scan, {
-      maxDepth: MAX_JSON_DEPTH,
+      maxDepth: MAX_DOCUMENT_DEPTH,
       maxStringLength: 0,
       maxKeyLength: MAX_KEY_LENGTH,
     });

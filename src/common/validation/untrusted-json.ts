@@ -3,6 +3,14 @@ import type { FieldProblem } from '../errors/app-error';
 /** Deepest nesting of objects and arrays a request body may have (API contract §14). */
 export const MAX_JSON_DEPTH = 64;
 
+/**
+ * Deepest nesting of an import (a PMF v1 document, which the service's export writes): each value
+ * it keeps (an end user's metadata, a tool's output or arguments) may nest MAX_JSON_DEPTH levels
+ * of its own, and sits at most 5 levels down (document, memories, memory, tool_calls, call). At
+ * MAX_JSON_DEPTH, the export of a value nesting 60 levels could not be imported back.
+ */
+export const MAX_DOCUMENT_DEPTH = MAX_JSON_DEPTH + 8;
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const OPEN_BRACE = 0x7b;

@@ -220,6 +220,20 @@ function textOf(content: string): string {
 }
 
 /** The model's arguments: its JSON text parsed, else the text itself (which fails the schema). */
+/** What a provider takes as a function's name in a message, as it takes a tool's. */
+const PROVIDER_TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * A call's name as the next round tells it back to the provider: a tool's as it is; one the
+ * model made up for no tool (`lookup.order`, an empty one) with every other character as `_`, cut
+ * at 64. OpenAI refuses a message naming a function otherwise (400), which ended the turn where
+ * the model was to be told "no such tool" (found by review).
+ */
+function providerToolName(name: string): string {
+  if (PROVIDER_TOOL_NAME.test(name)) return name;
+  return name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64) || '_';
+}
+
 function parsedArguments(text: string): unknown {
   // Kept as text (which fails any tool's schema: the model is told) when it nests deeper than a
   // request body may: serialising it for the turn's jsonb overflowed the stack, a 500.
@@ -380,7 +394,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
               {
                 id: call.id,
                 type: 'function',
-                function: { name: call.name, arguments: JSON.stringify(call.arguments) },
+                function: {
+                  name: providerToolName(call.name),
+                  arguments: JSON.stringify(call.arguments),
+                },
               },
             ],
           },

@@ -19,6 +19,13 @@ describe('triggeredCalls', () => {
     ]);
   });
 
+  it('takes arguments nesting 64 levels, and reads no call in deeper ones', () => {
+    const nested = (levels: number) => `{"a":${'['.repeat(levels - 1)}${']'.repeat(levels - 1)}}`;
+    expect(triggeredCalls(`t(${nested(64)})`, ['t'])).toHaveLength(1);
+    expect(triggeredCalls(`t(${nested(65)})`, ['t'])).toEqual([]);
+    expect(triggeredCalls(`t(${nested(4_000)})`, ['t'])).toEqual([]);
+  });
+
   it('ignores unknown tools, other words ending in the name, and what is not an object', () => {
     expect(triggeredCalls('my_t({"a": 1}) u({"a": 1}) t([1]) t("x") t({bad})', ['t'])).toEqual([]);
   });

@@ -1,3 +1,5 @@
+import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../../common/validation/untrusted-json';
+
 /** A tool call the local engine found in a message: `T({...})`. */
 export interface TriggeredCall {
   name: string;
@@ -37,8 +39,12 @@ function objectAt(text: string, start: number): Record<string, unknown> | undefi
   for (let close = text.indexOf('}', open); close !== -1; close = text.indexOf('}', close + 1)) {
     if (++tried > MAX_CLOSINGS_TRIED) return undefined;
     if (!/^\s*\)/.test(text.slice(close + 1, close + 64))) continue;
+    const candidate = text.slice(open, close + 1);
+    // Deeper than a request body may nest: not a call (serialised for the turn, it overflowed
+    // the stack; exported, it could not be imported back).
+    if (jsonNestsDeeperThan(Buffer.from(candidate), MAX_JSON_DEPTH)) return undefined;
     try {
-      const value: unknown = JSON.parse(text.slice(open, close + 1));
+      const value: unknown = JSON.parse(candidate);
       if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
         return value as Record<string, unknown>;
       }
