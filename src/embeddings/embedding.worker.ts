@@ -372,7 +372,7 @@ export class EmbeddingWorker {
     const { vectors, failure } =
       embedded.length === 0
         ? { vectors: [], failure: null }
-        : await this.embedAll(embedded, batch.callsEndBy);
+        : await this.embedOrIsolate(embedded, batch.callsEndBy, { probe: true });
     const inOrder: (number[] | null)[] = [];
     let next = 0;
     for (let index = 0; index < batch.items.length; index += 1) {
@@ -382,24 +382,6 @@ export class EmbeddingWorker {
       else break;
     }
     return { vectors: inOrder, failure };
-  }
-
-  /**
-   * The vectors of the items, in order, in one call. Refused (400, 413, 422, or vectors the
-   * service cannot use), a text any provider embeds is sent: refused too, the provider is at
-   * fault, and the refusal is thrown (retried with the backoff, nothing skipped); embedded, the
-   * texts are, and each the provider refuses alone is skipped (isolateRefused). A call starts
-   * only while it can end by `callsEndBy`: past it, the vectors of the first items only (none:
-   * not even the batch's call could start).
-   */
-  private async embedAll(items: readonly PendingItem[], callsEndBy: number): Promise<Answered> {
-    if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return { vectors: [], failure: null };
-    try {
-      return { vectors: await this.embedder.embed(items.map((item) => item.text)), failure: null };
-    } catch (error) {
-      if (!isUnembeddable(error) || !(await this.embedsProbe(callsEndBy))) throw error;
-    }
-    return this.isolateRefused(items, callsEndBy);
   }
 
   /** Whether the provider embeds PROBE_TEXT (no: a refusal is the provider's, not the texts'). */
@@ -439,7 +421,7 @@ export class EmbeddingWorker {
       if (this.task?.isStopped) break;
       let answered: Answered;
       try {
-        answered = await this.embedOrIsolate(part, callsEndBy);
+        answered = await this.embedOrIsolate(part, callsEndBy, { probe: false });
       } catch (error) {
         const failure =
           error instanceof Error ? error : new Error('embeddings provider call failed');
@@ -454,23 +436,25 @@ export class EmbeddingWorker {
     return { vectors, failure: null };
   }
 
-  /** A part of a refused batch: one call, and refused, its texts isolated in turn. */
+  /**
+   * The vectors of the items (a batch, or a part of a refused one), in order, in one call.
+   * Refused (400, 413, 422, or vectors the service cannot use), for a batch a text any provider
+   * embeds is sent first (`probe`): refused too, the provider is at fault, and the refusal is
+   * thrown (retried with the backoff, nothing skipped); embedded, the texts are, and each the
+   * provider refuses alone is skipped (isolateRefused). A call starts only while it can end by
+   * `callsEndBy`: past it, the vectors of the first items only (none: not even the first call
+   * could start).
+   */
   private async embedOrIsolate(
     items: readonly PendingItem[],
     callsEndBy: number,
+    { probe }: { probe: boolean },
   ): Promise<Answered> {
     if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return { vectors: [], failure: null };
     try {
       return { vectors: await this.embedder.embed(items.map((item) => item.text)), failure: null };
     } catch (error) {
-      if (!isUnembeddable(error)) throw error;
-      if (items.length === 1) {
-        this.logger.warn(
-          { err: error, id: items[0].id },
-          'text refused by the embeddings provider: skipped',
-        );
-        return { vectors: [null], failure: null };
-      }
+      if (!isUnembeddable(error) || (probe && !(await this.embedsProbe(callsEndBy)))) throw error;
     }
     return this.isolateRefused(items, callsEndBy);
   }
