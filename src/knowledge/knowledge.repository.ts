@@ -90,6 +90,23 @@ const WRITTEN_BYTES = Columns.computed<{ bytes: string }>({
 });
 
 /**
+ * Writes the document's `chunks` at their positions (their lexemes in its language) where `at`
+ * holds of the position `c.ordinality - 1`: all of a new document's, or those a PATCH frees.
+ */
+function insertChunks(
+  document: { id: string; organizationId: string; searchConfig: string; chunks: string[] },
+  at: Sql,
+): Sql {
+  const { id, organizationId, searchConfig, chunks } = document;
+  return sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
+                                           text, search)
+             SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
+                    to_tsvector(${searchConfig}::regconfig, c.text)
+               FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
+              WHERE ${at}`;
+}
+
+/**
  * The chunks of a document that its new content `chunks` keeps, as the CTEs `new_chunks (text,
  * chunk_index)` and `kept (id, was, becomes)`: the n-th chunk of a text in the new content is the
  * n-th chunk of that text in the old (read, and locked again, in id order).
@@ -467,14 +484,12 @@ export class KnowledgeRepository {
     );
     // The positions no kept chunk takes: a kept one is at its new position, or moved below 0.
     await this.database.count(
-      sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
-                                        text, search)
-          SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
-                 to_tsvector(${searchConfig}::regconfig, c.text)
-            FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
-           WHERE c.ordinality - 1 NOT IN (
-                 SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
-                   FROM knowledge_chunks k WHERE k.document_id = ${id})`,
+      insertChunks(
+        { id, organizationId, searchConfig, chunks },
+        sql`c.ordinality - 1 NOT IN (
+              SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
+                FROM knowledge_chunks k WHERE k.document_id = ${id})`,
+      ),
       { manager },
     );
     await this.database.count(
@@ -493,11 +508,7 @@ export class KnowledgeRepository {
     chunks: string[],
   ): Promise<void> {
     await this.database.count(
-      sql`INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_config,
-                                        text, search)
-          SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
-                 to_tsvector(${searchConfig}::regconfig, c.text)
-            FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)`,
+      insertChunks({ id, organizationId, searchConfig, chunks }, sql`true`),
       { manager },
     );
   }

@@ -9,7 +9,8 @@ INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_
                               text, search)
 SELECT $1, c.ordinality - 1, $2, $3, c.text,
        to_tsvector($4::regconfig, c.text)
-  FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality);
+  FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
+ WHERE true;
 INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
                                  bytes, chunks, all_personalities, created_at, updated_at)
 VALUES ($1, $2, $3,
@@ -94,8 +95,8 @@ SELECT $1, c.ordinality - 1, $2, $3, c.text,
        to_tsvector($4::regconfig, c.text)
   FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
  WHERE c.ordinality - 1 NOT IN (
-       SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
-         FROM knowledge_chunks k WHERE k.document_id = $6);
+ SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
+   FROM knowledge_chunks k WHERE k.document_id = $6);
 SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = $1
 ORDER BY id FOR UPDATE) locked;
 SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
