@@ -3,7 +3,6 @@ import { Client } from 'pg';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { Embedder } from '../src/embeddings/embedder';
 import { onlyAsks } from '../src/embeddings/only-asks';
-import { MAX_MEMORY_PARTS, memoryParts } from '../src/common/text/sentences';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { clonePersonality, importConversation, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
@@ -27,7 +26,7 @@ const CONVERSATION = [
   CRETE,
   'My sister plays the cello in an orchestra.',
   'The weather is grey and cold today.',
-  'I am reading a very long novel. It has nine hundred pages and no chapters.',
+  'I am reading a very long novel.',
   'Coffee tastes better in the morning.',
 ];
 
@@ -128,8 +127,8 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     return total;
   }
   /**
-   * Every memory has its embeddings but those the fake refuses and those that only ask (answers
-   * how many memories have).
+   * Every memory has its embedding but those the fake refuses and those that only ask (answers
+   * how many there are).
    */
   const allEmbedded = () =>
     eventually(async () => {
@@ -139,9 +138,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
             AND m.content NOT LIKE '%REFUSED%'`,
       );
       const owed = missing.filter((memory) => !onlyAsks(memory.content));
-      return owed.length === 0
-        ? count('(SELECT DISTINCT memory_id FROM memory_embeddings) e')
-        : undefined;
+      return owed.length === 0 ? count('memory_embeddings') : undefined;
     }, 'every memory embedded');
 
   it('is off without EMBEDDINGS_MODEL: the paraphrase is not found, and nothing is sent or written', async () => {
@@ -157,29 +154,14 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
   it('two instances embed each memory exactly once, in batches, with the configured model, key and dimensions', async () => {
     on = [await startOn(), await startOn()];
     const embedded = await allEmbedded();
-    const { rows } = await db.query<{ content: string; role: string }>(
-      'SELECT content, role FROM memories',
-    );
-    const telling = rows.filter((row) => !onlyAsks(row.content));
+    const { rows } = await db.query<{ content: string }>('SELECT content FROM memories');
+    const telling = rows.map((row) => row.content).filter((content) => !onlyAsks(content));
     // The busy end user's question only asks: never sent.
     expect(telling.length).toBe(rows.length - 1);
     expect(embedded).toBe(telling.length);
-    // Nothing has searched yet: every text the provider got is a memory's that tells, once, whole;
-    // the end user's sentence by sentence too, the personality's not.
-    const parts = telling.flatMap((row) =>
-      row.role === 'user' ? memoryParts(row.content) : [row.content],
-    );
-    expect(parts).toContain('It has nine hundred pages and no chapters.');
-    expect(telling.some((row) => row.role !== 'user' && memoryParts(row.content).length > 1)).toBe(
-      true,
-    );
-    expect([...fake.inputs].sort()).toEqual(parts.sort());
-    expect(await count('memory_embeddings')).toBe(parts.length);
-    // Three memories a call, each with its parts.
-    expect(fake.requests.every((request) => request.input.length <= 3 * MAX_MEMORY_PARTS)).toBe(
-      true,
-    );
-    expect(fake.requests.some((request) => request.input.length > 3)).toBe(true);
+    // Nothing has searched yet: every text the provider got is a memory's that tells, once.
+    expect([...fake.inputs].sort()).toEqual(telling.sort());
+    expect(fake.requests.every((request) => request.input.length <= 3)).toBe(true);
     expect(fake.requests.every((request) => request.model === 'fake-embed')).toBe(true);
     expect(fake.requests.every((request) => request.dimensions === 128)).toBe(true);
     const { rows: lengths } = await db.query<{ n: number }>(
@@ -190,9 +172,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
       true,
     );
     // Stored with the model and the dimensions asked for: vectors of another kind are never compared.
-    expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(
-      parts.length,
-    );
+    expect(await count('memory_embeddings WHERE model = $1', ['fake-embed/128'])).toBe(embedded);
     // Counted once each, just after its batch commits: the question passed over too.
     await eventually(
       async () => ((await counted('embeddings_embedded_total')) === rows.length ? true : undefined),
@@ -253,40 +233,6 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect((await search(on[1], userId, 'sister'))[0].content).toBe(CONVERSATION[1]);
     // Off, the same question over the same rows still finds nothing of Crete.
     expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
-  });
-
-  it('finds a memory of several sentences by a question about one of them, which its whole vector misses', async () => {
-    const user = uniqueUserId('embeddings-sentences');
-    const busyMonth =
-      'So much waits this month: garden, shed, attic, taxes, invoices, laundry, emails, ' +
-      'groceries, plumbing, painting, paperwork, repairs, errands and the dentist.';
-    const wedding = 'My brother Luca is getting married in June.';
-    const statement = `${busyMonth} ${wedding}`;
-    await importConversation(off, tenant.auth, personalityId, user, [
-      statement,
-      'The weather is grey and cold today.',
-    ]);
-    await allEmbedded();
-    const { rows } = await db.query<{ part: number }>(
-      `SELECT e.part FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id
-        WHERE m.content = $1 ORDER BY e.part`,
-      [statement],
-    );
-    // Whole, and each sentence.
-    expect(rows.map((row) => row.part)).toEqual([0, 1, 2]);
-    const question = "When is my sibling's wedding?";
-    // No word in common: found by meaning alone, by its second sentence.
-    const found = await search(on[0], user, question);
-    expect(found[0]?.content).toBe(statement);
-    expect((await search(off, user, question)).map((m) => m.content)).not.toContain(statement);
-    // The whole alone is too far from the question (below EMBEDDINGS_MIN_SIMILARITY): without its
-    // sentences' embeddings the memory is not found.
-    await db.query(
-      `DELETE FROM memory_embeddings WHERE part > 0
-          AND memory_id = (SELECT id FROM memories WHERE content = $1)`,
-      [statement],
-    );
-    expect((await search(on[0], user, question)).map((m) => m.content)).not.toContain(statement);
   });
 
   it('compares whole vectors as real[] unless the database has pgvector (PGlite has: services/pgvector)', async () => {

@@ -124,7 +124,7 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
       );
       await eventually(async () => {
         const [{ n }] = await dataSource.query(
-          'SELECT count(DISTINCT memory_id)::int AS n FROM memory_embeddings WHERE end_user_id = $1',
+          'SELECT count(*)::int AS n FROM memory_embeddings WHERE end_user_id = $1',
           [internalId],
         );
         return n === 6 ? true : undefined;

@@ -406,7 +406,7 @@ const FILES: RecordedFiles = {
     ];
     const [embedded] = await sql(
       t,
-      'SELECT count(DISTINCT memory_id)::int AS n FROM memory_embeddings WHERE memory_id BETWEEN $1 AND $2',
+      'SELECT count(*)::int AS n FROM memory_embeddings WHERE memory_id BETWEEN $1 AND $2',
       [first, last],
     );
     expect(embedded.n).toBe((last as number) - (first as number) + 1);

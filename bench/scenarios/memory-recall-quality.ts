@@ -281,20 +281,18 @@ function factOfParaphrase(paraphrase: string): number {
 
 /**
  * The statement's rank (1 = nearest) by exact cosine with `question` (`vector`, the embedder's)
- * among every embedded memory of the bench's end user (a memory's best part: its whole or a
- * sentence), its cosine, and the (at most three)
+ * among every embedded memory of the bench's end user, its cosine, and the (at most three)
  * memories the embedder puts first.
  */
 async function rankByCosine(db: Client, vector: number[], question: string, statement: string) {
   const norm = Math.hypot(...vector);
   const { rows } = await db.query<{ content: string; cosine: number }>(
     `SELECT m.content,
-            max((SELECT sum(a * b) FROM unnest(e.embedding, $1::real[]) AS v(a, b)))::float8 AS cosine
+            (SELECT sum(a * b) FROM unnest(e.embedding, $1::real[]) AS v(a, b))::float8 AS cosine
        FROM memory_embeddings e
        JOIN memories m ON m.id = e.memory_id
        JOIN end_users u ON u.id = e.end_user_id
       WHERE u.user_id = $2
-      GROUP BY e.memory_id, m.content
       ORDER BY cosine DESC, e.memory_id DESC`,
     [vector.map((x) => x / norm), USER_ID],
   );

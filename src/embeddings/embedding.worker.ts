@@ -13,7 +13,12 @@ import { MetricsService } from '../metrics/metrics.service';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import { BATCH_TIMEOUT_MS, Embedder, isUnembeddable, TEXT_MAX_CHARS } from './embedder';
-import { type EmbeddingSource, knowledgeChunksSource, memoriesSource } from './embedding-source';
+import {
+  type EmbeddingSource,
+  knowledgeChunksSource,
+  memoriesSource,
+  type PendingItem,
+} from './embedding-source';
 
 /** What the worker embeds: a batch of each in turn on each run. */
 export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
@@ -49,28 +54,10 @@ const PROBE_TEXT = 'Hello.';
 /** A refused part of a batch at most this long has its texts sent one by one, not in halves. */
 const ONE_BY_ONE_UP_TO = 8;
 
-/** What the calls for a batch answered: vectors for its first texts, and why they stopped short. */
+/** What the calls for a batch answered: vectors for its first items, and why they stopped short. */
 interface Answered {
   vectors: (number[] | null)[];
   /** A call failing (a 429, a 5xx) after others had answered; null: none. */
-  failure: Error | null;
-}
-
-/** A text sent to the provider, and the id of the row it is (a part of). */
-interface Text {
-  id: string;
-  text: string;
-}
-
-/** A row to embed: its id and the parts of its text embedded (EmbeddingSource.parts). */
-interface BatchItem {
-  id: string;
-  parts: string[];
-}
-
-/** A batch's items, as far as the calls went: each item's vectors (one per part), null for none. */
-interface AnsweredItems {
-  vectors: (readonly (number[] | null)[] | null)[];
   failure: Error | null;
 }
 
@@ -82,21 +69,13 @@ interface AnsweredItems {
  */
 export const BATCH_MAX_CHARACTERS = 64_000;
 
-/** The texts a call sends at most: OpenAI's limit of inputs per request (a memory's parts count each). */
-export const BATCH_MAX_TEXTS = 2_048;
-
-/**
- * The batch's first items whose parts, as sent, hold BATCH_MAX_CHARACTERS and BATCH_MAX_TEXTS
- * together; one at least.
- */
-function withinCharacters(items: BatchItem[]): BatchItem[] {
+/** The batch's first items whose texts, as sent, hold BATCH_MAX_CHARACTERS together; one at least. */
+function withinCharacters(items: PendingItem[]): PendingItem[] {
   let characters = 0;
-  let texts = 0;
   let taken = 0;
   for (const item of items) {
-    for (const part of item.parts) characters += Math.min(part.length, TEXT_MAX_CHARS);
-    texts += item.parts.length;
-    if (taken > 0 && (characters > BATCH_MAX_CHARACTERS || texts > BATCH_MAX_TEXTS)) break;
+    characters += Math.min(item.text.length, TEXT_MAX_CHARS);
+    if (taken > 0 && characters > BATCH_MAX_CHARACTERS) break;
     taken += 1;
   }
   return items.slice(0, taken);
@@ -116,7 +95,7 @@ const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }
 
 /** A batch claimed under a lease on its source's cursor. */
 interface LeasedBatch {
-  items: BatchItem[];
+  items: PendingItem[];
   /** More items were pending past these (a full batch, or one cut at BATCH_MAX_CHARACTERS). */
   more: boolean;
   /** The lease's token: the batch is stored, and the cursor moved, only while it is the row's. */
@@ -233,7 +212,7 @@ export class EmbeddingWorker {
     const batch = await this.claimBatch(source, model);
     if (!batch) return false;
     try {
-      const { vectors, failure } = await this.embedWhatTells(batch);
+      const { vectors, failure } = await this.embedWhatTells(source, batch);
       const done = await this.store(source, model, batch, vectors);
       this.embedded.inc(done);
       // What was answered is stored; the rest waits out the backoff.
@@ -260,9 +239,7 @@ export class EmbeddingWorker {
         { manager },
       );
       if (pending.length === 0) return undefined;
-      const items = withinCharacters(
-        pending.map((item) => ({ id: item.id, parts: source.parts(item) })),
-      );
+      const items = withinCharacters(pending);
       const token = randomUUID();
       const leasedUntil = now.getTime() + LEASE_MS;
       await this.database.count(
@@ -289,7 +266,7 @@ export class EmbeddingWorker {
     source: EmbeddingSource,
     model: string,
     batch: LeasedBatch,
-    vectors: AnsweredItems['vectors'],
+    vectors: readonly (number[] | null)[],
   ): Promise<number> {
     if (vectors.length === 0) {
       await this.release(source, model, batch.token);
@@ -308,8 +285,8 @@ export class EmbeddingWorker {
       );
       if (moved === 0) return false;
       const embedded = done
-        .map((item, i) => ({ id: item.id, embeddings: vectors[i] }))
-        .filter((item) => item.embeddings !== null);
+        .map((item, i) => ({ id: item.id, embedding: vectors[i] }))
+        .filter((item) => item.embedding !== null);
       if (embedded.length > 0) {
         await this.database.count(source.store(JSON.stringify(embedded), model), { manager });
       }
@@ -386,24 +363,23 @@ export class EmbeddingWorker {
   }
 
   /**
-   * The vectors of the batch's items, in order, as far as they go: each item's parts' (null for
-   * a part refused), in one call for the whole batch; null for an item with no part to embed,
-   * which costs no call, or whose every part was refused. An item is answered only whole.
+   * The vectors of the batch's items, in order, as far as they go: null for an item the source
+   * does not embed, which costs no call.
    */
-  private async embedWhatTells(batch: LeasedBatch): Promise<AnsweredItems> {
-    const texts = batch.items.flatMap((item) => item.parts.map((text) => ({ id: item.id, text })));
+  private async embedWhatTells(source: EmbeddingSource, batch: LeasedBatch): Promise<Answered> {
+    const embeds = batch.items.map((item) => source.embeds(item.text));
+    const embedded = batch.items.filter((_, index) => embeds[index]);
     const { vectors, failure } =
-      texts.length === 0
+      embedded.length === 0
         ? { vectors: [], failure: null }
-        : await this.embedOrIsolate(texts, batch.callsEndBy, { probe: true });
-    const inOrder: AnsweredItems['vectors'] = [];
+        : await this.embedOrIsolate(embedded, batch.callsEndBy, { probe: true });
+    const inOrder: (number[] | null)[] = [];
     let next = 0;
-    for (const item of batch.items) {
+    for (let index = 0; index < batch.items.length; index += 1) {
+      if (!embeds[index]) inOrder.push(null);
+      else if (next < vectors.length) inOrder.push(vectors[next++]);
       // The calls ran short: the rest is the next batch's.
-      if (next + item.parts.length > vectors.length) break;
-      const parts = vectors.slice(next, next + item.parts.length);
-      next += item.parts.length;
-      inOrder.push(parts.some((vector) => vector !== null) ? parts : null);
+      else break;
     }
     return { vectors: inOrder, failure };
   }
@@ -426,7 +402,10 @@ export class EmbeddingWorker {
    * the 65 of sending each alone; however the refused texts lie, at most 80. A call failing otherwise
    * (a 429) keeps what the calls before it answered, and is answered as the failure.
    */
-  private async isolateRefused(items: readonly Text[], callsEndBy: number): Promise<Answered> {
+  private async isolateRefused(
+    items: readonly PendingItem[],
+    callsEndBy: number,
+  ): Promise<Answered> {
     if (items.length === 1) {
       this.logger.warn({ id: items[0].id }, 'text refused by the embeddings provider: skipped');
       return { vectors: [null], failure: null };
@@ -467,7 +446,7 @@ export class EmbeddingWorker {
    * could start).
    */
   private async embedOrIsolate(
-    items: readonly Text[],
+    items: readonly PendingItem[],
     callsEndBy: number,
     { probe }: { probe: boolean },
   ): Promise<Answered> {

@@ -26,19 +26,17 @@ export interface Meaning {
 const RESCORED_BEYOND_DEPTH = 100;
 
 /**
- * The rows `(id, part)` of `sketches` (rows `(id, part, sketch)`, the caller's bounded candidates
- * of the question's model; `part`: which of an item's embeddings, a memory's whole or one of its
- * sentences) nearest to the question by the Hamming distance of their sign sketches
+ * The ids of `sketches` (rows `(id, sketch)`, the caller's bounded candidates of the question's
+ * model) nearest to the question by the Hamming distance of their sign sketches
  * (embedding_sketch, migration AddEmbeddingSketches), `depth` + RESCORED_BEYOND_DEPTH of them:
  * the ones whose whole vectors `nearest` compares. The distance of two sketches estimates the
  * angle of their vectors; reading a sketch costs an index entry, a whole vector a dot product.
  */
 export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number): Sql {
   return sql`
-    SELECT s.id, s.part FROM (${sketches}) s
+    SELECT s.id FROM (${sketches}) s
      WHERE length(s.sketch) = ${meaning.vector.length}
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch(${meaning.vector}::real[]))), s.id DESC,
-              s.part
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch(${meaning.vector}::real[]))), s.id DESC
      LIMIT ${depth + RESCORED_BEYOND_DEPTH}`;
 }
 
@@ -55,7 +53,7 @@ export function wholeVector(meaning: Meaning): Sql {
 /**
  * The embedding ranking: rows `(id, rank)` of the best `depth` of `compared` (rows `(id,
  * whole)`, the caller's shortlist, `whole` its wholeVector) by cosine with the question's (unit
- * vectors: a dot product), an item's best part counting, those below minSimilarity left out.
+ * vectors: a dot product), those below minSimilarity left out.
  */
 export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
   const pgvector = meaning.wholeVectors === 'pgvector';
@@ -72,12 +70,10 @@ export function nearest(compared: Sql, meaning: Meaning, depth: number): Sql {
   // per candidate, and each cosine is computed once, not again for the filter and the order.
   return sql`
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, max(c.similarity) AS similarity
-              FROM (SELECT c.id, ${similarity} AS similarity
-                      FROM (${compared}) c
-                     CROSS JOIN (SELECT ${question} AS vector OFFSET 0) q
-                    OFFSET 0) c
-             GROUP BY c.id) s
+      FROM (SELECT c.id, ${similarity} AS similarity
+              FROM (${compared}) c
+             CROSS JOIN (SELECT ${question} AS vector OFFSET 0) q
+            OFFSET 0) s
      WHERE s.similarity >= ${meaning.minSimilarity}
      ORDER BY s.similarity DESC, s.id DESC LIMIT ${depth}`;
 }

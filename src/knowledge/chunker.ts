@@ -1,10 +1,11 @@
-import { SENTENCE_END } from '../common/text/sentences';
-
 /** A chunk holds at most this many characters (UTF-16 code units): a few paragraphs of prose. */
 export const MAX_CHUNK_CHARS = 1_000;
 
 /** Paragraphs: text between blank lines. */
 const PARAGRAPH_BREAK = /\n[ \t\f\v\r]*\n/;
+
+/** Sentences end at `.`, `!`, `?`, `…` or their CJK forms, then white space (or a CJK mark). */
+const SENTENCE_END = /(?<=[.!?…])\s+|(?<=[。！？])/u;
 
 /**
  * Splits `piece` (longer than `max`) at the last white space within `max`, else hard at `max`

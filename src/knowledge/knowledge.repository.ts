@@ -263,18 +263,17 @@ export function rankedChunks(
   // every document of the organization: no document is closed to it (decided once, before either
   // branch runs; the scan stops at the first closed one). Otherwise it keeps the candidates of the
   // documents attached to it, by the document each carries (migration ChunkEmbeddingsCarryDocument).
-  // One embedding per chunk: its part is 0.
-  const allSketches = sql`SELECT x.chunk_id AS id, 0 AS part, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
+  const allSketches = sql`SELECT x.chunk_id AS id, x.sketch FROM (${latest}) x WHERE x.model = ${meaning.model}`;
   let sketches = allSketches;
   if (personalityId) {
     sketches = sql`
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
                             WHERE d.organization_id = ${organizationId} AND NOT ${attachedTo(personalityId)}) AS drawn)
-      SELECT s.id, s.part, s.sketch FROM (${allSketches}) s
+      SELECT s.id, s.sketch FROM (${allSketches}) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
-      SELECT x.chunk_id AS id, 0 AS part, x.sketch
+      SELECT x.chunk_id AS id, x.sketch
         FROM (${latest}) x
        WHERE x.model = ${meaning.model} AND NOT (SELECT drawn FROM every_document)
          AND x.document_id IN (SELECT d.id FROM knowledge_documents d

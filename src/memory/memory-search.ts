@@ -136,12 +136,11 @@ export function rankedMemories(pool: MemoryPool): Sql {
  * found by its words alone, one that shares no word by its meaning. Each ranking gives twice
  * `limit` candidates, so that a memory second in both outranks one first in one alone.
  *
- * The embedding ranking reads the sketches of the end user's latest `candidates` embeddings (a
- * memory's whole and each of its sentences count one each; an index-only range scan of
- * memory_embeddings_part_sketches_idx, then the personality, the recall's history bound and the
- * model among those), keeps the nearest by sketch (sketchShortlist), and computes only their
- * cosines with the question's (unit vectors: a dot product over `real[]`), a memory ranking by
- * its best part: its cost is bounded by `candidates` whatever the end user holds.
+ * The embedding ranking reads the sketches of the end user's latest `candidates` embeddings (an
+ * index-only range scan of memory_embeddings_sketches_idx, then the personality, the recall's
+ * history bound and the model among those), keeps the nearest by sketch (sketchShortlist), and
+ * computes only their cosines with the question's (unit vectors: a dot product over `real[]`):
+ * its cost is bounded by `candidates` whatever the end user holds.
  */
 export function memoryRanking(
   pool: MemoryPool,
@@ -160,8 +159,8 @@ export function memoryRanking(
     SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
       FROM (${rankedMemories({ ...pool, limit: depth })}) l`;
   const sketches = sql`
-    SELECT c.memory_id AS id, c.part, c.sketch
-      FROM (SELECT x.memory_id, x.part, x.personality_id, x.model, x.sketch FROM memory_embeddings x
+    SELECT c.memory_id AS id, c.sketch
+      FROM (SELECT x.memory_id, x.personality_id, x.model, x.sketch FROM memory_embeddings x
              WHERE x.end_user_id = ${pool.endUserId} ${older}
              ORDER BY x.memory_id DESC LIMIT ${meaning.candidates}) c
      WHERE c.model = ${meaning.model}
@@ -169,8 +168,7 @@ export function memoryRanking(
   const compared = sql`
     SELECT x.memory_id AS id, ${wholeVector(meaning)} AS whole
       FROM (${sketchShortlist(sketches, meaning, depth)}) s
-      JOIN memory_embeddings x
-        ON x.memory_id = s.id AND x.part = s.part AND x.end_user_id = ${pool.endUserId}`;
+      JOIN memory_embeddings x ON x.memory_id = s.id AND x.end_user_id = ${pool.endUserId}`;
   return {
     rows: sql`SELECT f.id, f.score, 0::float8 AS relevance
                 FROM (${fused(lexical, nearest(compared, meaning, depth), pool.limit)}) f`,

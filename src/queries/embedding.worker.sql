@@ -8,21 +8,17 @@ INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
-INSERT INTO memory_embeddings (memory_id, part, end_user_id, personality_id, model,
-                               embedding)
-SELECT m.id, p.part - 1, m.end_user_id, m.personality_id, $1,
-       ARRAY(SELECT jsonb_array_elements_text(p.embedding)::real)
+INSERT INTO memory_embeddings (memory_id, end_user_id, personality_id, model, embedding)
+SELECT m.id, m.end_user_id, m.personality_id, $1,
+       ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
   FROM jsonb_array_elements($2::jsonb) x
   JOIN memories m ON m.id = (x ->> 'id')::bigint
- CROSS JOIN LATERAL jsonb_array_elements(x -> 'embeddings') WITH ORDINALITY p(embedding, part)
- WHERE jsonb_typeof(p.embedding) = 'array'
    FOR KEY SHARE OF m
-ON CONFLICT (memory_id, part) DO UPDATE
-   SET model = excluded.model, embedding = excluded.embedding;
-SELECT k.id::text AS "id", k.text AS "text", false AS "by_sentence" FROM knowledge_chunks k
+ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding;
+SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
 WHERE k.id > $1::bigint AND k.id <= $2::bigint
 ORDER BY k.id LIMIT $3;
-SELECT m.id::text AS "id", m.content AS "text", m.role = 'user' AS "by_sentence" FROM memories m
+SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
 SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
@@ -88,10 +84,10 @@ INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
-SELECT k.id::text AS "id", k.text AS "text", false AS "by_sentence" FROM knowledge_chunks k
+SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
 WHERE k.id > $1::bigint AND k.id <= $2::bigint
 ORDER BY k.id LIMIT $3;
-SELECT m.id::text AS "id", m.content AS "text", m.role = 'user' AS "by_sentence" FROM memories m
+SELECT m.id::text AS "id", m.content AS "text" FROM memories m
 WHERE m.id > $1::bigint AND m.id <= $2::bigint
 ORDER BY m.id LIMIT $3;
 SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors

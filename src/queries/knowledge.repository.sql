@@ -127,24 +127,23 @@
      ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, max(c.similarity) AS similarity
-              FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.whole) AS a, unnest(q.vector) AS b) v) AS similarity
-                      FROM (
+      FROM (SELECT c.id, (SELECT sum(v.a * v.b) FROM (SELECT unnest(c.whole) AS a, unnest(q.vector) AS b) v) AS similarity
+              FROM (
     SELECT x.chunk_id AS id, x.embedding AS whole
       FROM (
-    SELECT s.id, s.part FROM (
+    SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
                             WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
-      SELECT s.id, s.part, s.sketch FROM (SELECT x.chunk_id AS id, 0 AS part, x.sketch FROM (
+      SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
     SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $13
      ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
-      SELECT x.chunk_id AS id, 0 AS part, x.sketch
+      SELECT x.chunk_id AS id, x.sketch
         FROM (
     SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $16
@@ -155,13 +154,11 @@
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
      WHERE length(s.sketch) = $22
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC,
-              s.part
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
      LIMIT $24) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
-                     CROSS JOIN (SELECT $26::real[] AS vector OFFSET 0) q
-                    OFFSET 0) c
-             GROUP BY c.id) s
+             CROSS JOIN (SELECT $26::real[] AS vector OFFSET 0) q
+            OFFSET 0) s
      WHERE s.similarity >= $27
      ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
     SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score
@@ -220,24 +217,23 @@
      ORDER BY rank LIMIT $9),
          nearest AS MATERIALIZED (
     SELECT s.id, row_number() OVER (ORDER BY s.similarity DESC, s.id DESC) AS rank
-      FROM (SELECT c.id, max(c.similarity) AS similarity
-              FROM (SELECT c.id, (c.whole <#> q.vector) * -1 AS similarity
-                      FROM (
+      FROM (SELECT c.id, (c.whole <#> q.vector) * -1 AS similarity
+              FROM (
     SELECT x.chunk_id AS id, coalesce(x.vector, x.embedding::vector) AS whole
       FROM (
-    SELECT s.id, s.part FROM (
+    SELECT s.id FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
                             WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $12::uuid))) AS drawn)
-      SELECT s.id, s.part, s.sketch FROM (SELECT x.chunk_id AS id, 0 AS part, x.sketch FROM (
+      SELECT s.id, s.sketch FROM (SELECT x.chunk_id AS id, x.sketch FROM (
     SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $13
      ORDER BY x.chunk_id DESC LIMIT $14) x WHERE x.model = $15) s
        WHERE (SELECT drawn FROM every_document)
       UNION ALL
-      SELECT x.chunk_id AS id, 0 AS part, x.sketch
+      SELECT x.chunk_id AS id, x.sketch
         FROM (
     SELECT x.chunk_id, x.document_id, x.model, x.sketch FROM knowledge_chunk_embeddings x
      WHERE x.organization_id = $16
@@ -248,13 +244,11 @@
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
      WHERE length(s.sketch) = $22
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC,
-              s.part
+     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
      LIMIT $24) s
       JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
-                     CROSS JOIN (SELECT $26::real[]::vector AS vector OFFSET 0) q
-                    OFFSET 0) c
-             GROUP BY c.id) s
+             CROSS JOIN (SELECT $26::real[]::vector AS vector OFFSET 0) q
+            OFFSET 0) s
      WHERE s.similarity >= $27
      ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
     SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score

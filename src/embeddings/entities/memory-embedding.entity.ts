@@ -2,16 +2,16 @@ import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryColumn } from 'typ
 import { Memory } from '../../memory/entities/memory.entity';
 
 /**
- * A memory's embedding (contract §27), or one of a sentence of it (`part`): derived data, written by the EmbeddingWorker, deleted with
+ * A memory's embedding (contract §27): derived data, written by the EmbeddingWorker, deleted with
  * its memory (cascade) or with its end user (the memories' erasure), never exported. Unit length,
  * so a dot product is the cosine. `real[]`: the extension is not installed everywhere; where it
  * is, a `vector` copy that no entity declares (a trigger writes it, migration
  * AddPgvectorColumns). Recall compares only the end user's latest EMBEDDINGS_CANDIDATES.
  */
 @Entity('memory_embeddings')
-// (end_user_id, memory_id) INCLUDE (part, personality_id, model, sketch): the bound reads only
-// this index. TypeORM cannot declare INCLUDE; migration EmbedMemorySentences creates it.
-@Index('memory_embeddings_part_sketches_idx', { synchronize: false })
+// (end_user_id, memory_id) INCLUDE (personality_id, model, sketch): the bound reads only this
+// index. TypeORM cannot declare INCLUDE; migration AddEmbeddingSketches creates it.
+@Index('memory_embeddings_sketches_idx', { synchronize: false })
 export class MemoryEmbedding {
   @PrimaryColumn({
     name: 'memory_id',
@@ -19,17 +19,6 @@ export class MemoryEmbedding {
     primaryKeyConstraintName: 'memory_embeddings_pkey',
   })
   memoryId: string;
-
-  /**
-   * 0: the memory's whole text; 1 and on: its sentences, where it has several
-   * (memorySentences), so that a question about one of them is not drowned by the others.
-   */
-  @PrimaryColumn({
-    type: 'smallint',
-    default: 0,
-    primaryKeyConstraintName: 'memory_embeddings_pkey',
-  })
-  part: number;
 
   @ManyToOne(() => Memory, { onDelete: 'CASCADE' })
   @JoinColumn({ name: 'memory_id', foreignKeyConstraintName: 'memory_embeddings_memory_id_fkey' })
