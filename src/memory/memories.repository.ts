@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
+import type { PurgedBatch } from '../common/time/periodic-purge';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
@@ -44,6 +45,21 @@ export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 
 /** How many memories the statement's `deleted` CTE removed. */
 const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
+
+/** What a retention batch found due and deleted. */
+const PURGED = Columns.computed<{ due: number; deleted: number }>({
+  due: sql`(SELECT count(*)::int FROM due)`,
+  deleted: sql`(SELECT count(*)::int FROM deleted)`,
+});
+
+/**
+ * The words (postings) a retention batch deletes at most, its first memory whatever it holds:
+ * the trigger deletes a memory's postings one probe per word (migration PostingsGoWithTheirMemory),
+ * and 1,000 imported memories of 4,000 distinct words each ran past the statement timeout, so the
+ * batch rolled back and, taking the same rows first, stalled the purge of every organization
+ * (found by review). 20,000 probes are about 0.1 s here; 1,000 chat messages hold fewer.
+ */
+export const PURGE_WORDS_PER_BATCH = 20_000;
 
 /** How many waiting rows memory_terms_trim_words let go (`w`). */
 const LET_GO = Columns.computed<{ letGo: number }>({ letGo: sql`w.let_go` });
@@ -134,21 +150,28 @@ export class MemoriesRepository {
   }
 
   /**
-   * Deletes up to `batchSize` memories older than their organization's retention at `now`;
-   * answers how many. Only organizations with a retention are read (they are few), each through
+   * Deletes up to `batchSize` memories older than their organization's retention at `now`, and
+   * fewer when their words are many: those within PURGE_WORDS_PER_BATCH (the first one
+   * whatever it holds). Only organizations with a retention are read (they are few), each through
    * memories_organization_created_idx; rows another instance is deleting are skipped.
    */
-  deletePastRetention(now: Date, batchSize: number): Promise<number> {
-    return this.database.count(
-      sql`WITH doomed AS (
-            SELECT m.id FROM organizations o
+  async deletePastRetention(now: Date, batchSize: number): Promise<PurgedBatch> {
+    const row = await this.database.row(
+      PURGED.query`WITH due AS (
+            SELECT m.id, length(m.search) + 1 AS work FROM organizations o
               JOIN memories m ON m.organization_id = o.id
                              AND m.created_at < ${now}::timestamptz - make_interval(days => o.memory_retention_days)
              WHERE o.memory_retention_days IS NOT NULL
              LIMIT ${batchSize}
-               FOR UPDATE OF m SKIP LOCKED)
-          DELETE FROM memories WHERE id IN (SELECT id FROM doomed)`,
+               FOR UPDATE OF m SKIP LOCKED),
+          doomed AS (
+            SELECT d.id FROM (SELECT id, work, sum(work) OVER (ORDER BY id) AS running FROM due) d
+             WHERE d.running - d.work < ${PURGE_WORDS_PER_BATCH}),
+          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1)
+          SELECT ${PURGED}`,
     );
+    const deleted = row?.deleted ?? 0;
+    return { deleted, more: deleted < (row?.due ?? 0) || (row?.due ?? 0) >= batchSize };
   }
 
   /**

@@ -2,6 +2,13 @@ import type { PinoLogger } from 'nestjs-pino';
 import type { BackgroundJobs } from './background-jobs';
 import { inBatches, type PeriodicTask } from './periodic-task';
 
+/** A batch that deleted fewer rows than asked though more were due (it bounds its work otherwise). */
+export interface PurgedBatch {
+  deleted: number;
+  /** More rows were due past this batch: the run goes on. */
+  more: boolean;
+}
+
 export interface PeriodicPurgeOptions {
   /** What is deleted, for the logs: "audit events past retention". */
   what: string;
@@ -13,9 +20,10 @@ export interface PeriodicPurgeOptions {
   now: () => Date;
   /**
    * Deletes up to `batchSize` rows due as of `now` in one bounded statement that skips rows
-   * another instance holds (`FOR UPDATE SKIP LOCKED`); answers how many.
+   * another instance holds (`FOR UPDATE SKIP LOCKED`); answers how many (a full batch: more may
+   * be due), or a PurgedBatch saying so itself.
    */
-  deleteBatch: (now: Date, batchSize: number) => Promise<number>;
+  deleteBatch: (now: Date, batchSize: number) => Promise<number | PurgedBatch>;
   logger: PinoLogger;
 }
 
@@ -52,13 +60,23 @@ export class PeriodicPurge {
     return this.task.exclusive(() => this.purgeAll());
   }
 
-  private purgeAll(): Promise<number> {
+  private async purgeAll(): Promise<number> {
     const { batchSize, deleteBatch } = this.options;
     const now = this.options.now();
-    return inBatches(
+    let deleted = 0;
+    await inBatches(
       batchSize,
-      () => deleteBatch(now, batchSize),
+      async () => {
+        const batch = await deleteBatch(now, batchSize);
+        if (typeof batch === 'number') {
+          deleted += batch;
+          return batch;
+        }
+        deleted += batch.deleted;
+        return batch.more ? batchSize : 0;
+      },
       () => this.task.isStopped,
     );
+    return deleted;
   }
 }
