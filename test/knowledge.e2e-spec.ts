@@ -1076,6 +1076,65 @@ describe('Knowledge documents (contract §27)', () => {
       ).toBe(204);
     });
 
+    it("an organization whose refill fails holds back no other's: each run goes on from the next organization", async () => {
+      const failing = await tenantWithKey(t, ['read_write']);
+      const other = await tenantWithKey(t, ['read_write']);
+      for (const owner of [failing, other]) {
+        const created = await create(
+          { title: 'Beacons', content: 'Every beacon on the coast is lit at dusk.' },
+          owner.auth,
+        );
+        expect(created.status).toBe(201);
+        // The word short of its posting, as a delete leaves it, and queued.
+        await db.query(
+          `DELETE FROM knowledge_terms WHERE organization_id = $1 AND lexeme = 'beacon'`,
+          [owner.organizationId],
+        );
+        await db.query(`INSERT INTO knowledge_term_refills VALUES ($1, 'beacon')`, [
+          owner.organizationId,
+        ]);
+      }
+      const state = async (organizationId: string) =>
+        (
+          await db.query<{ postings: number; queued: number }>(
+            `SELECT (SELECT count(*)::int FROM knowledge_terms
+                      WHERE organization_id = $1 AND lexeme = 'beacon') AS postings,
+                    (SELECT count(*)::int FROM knowledge_term_refills
+                      WHERE organization_id = $1) AS queued`,
+            [organizationId],
+          )
+        ).rows[0];
+      // The failing organization's refill fails every time (a statement past its timeout did).
+      await db.query(`
+        CREATE FUNCTION refuse_refill() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.organization_id = '${failing.organizationId}' THEN
+            RAISE EXCEPTION 'refill refused by the test';
+          END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_refill BEFORE INSERT ON knowledge_terms
+          FOR EACH ROW EXECUTE FUNCTION refuse_refill();`);
+      const worker = t.app.get(KnowledgeTermRefillWorker);
+      let failures = 0;
+      try {
+        // Each run stops at the failing organization; the next goes on past it. (Other specs'
+        // organizations may be queued too: a few runs.)
+        for (let run = 0; run < 10 && (await state(other.organizationId)).queued > 0; run++) {
+          await worker.refillNow().catch(() => (failures += 1));
+        }
+      } finally {
+        await db.query(
+          `DROP TRIGGER refuse_refill ON knowledge_terms; DROP FUNCTION refuse_refill();`,
+        );
+      }
+      expect(failures).toBeGreaterThan(0);
+      expect(await state(other.organizationId)).toEqual({ postings: 1, queued: 0 });
+      expect(await state(failing.organizationId)).toEqual({ postings: 0, queued: 1 });
+      await worker.refillNow();
+      expect(await state(failing.organizationId)).toEqual({ postings: 1, queued: 0 });
+    });
+
     it("a refill takes the organization's lock before its queue rows: a last document's deletion never deadlocks with it", async () => {
       const owner = await tenantWithKey(t, ['read_write']);
       await db.query(`INSERT INTO knowledge_term_refills VALUES ($1, 'beacon')`, [

@@ -1,13 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { BackgroundJobs } from '../common/time/background-jobs';
-import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
+import type { PeriodicTask } from '../common/time/periodic-task';
 import { KnowledgeRepository } from './knowledge.repository';
 
 /** Queued lexemes are listed again within this (a delete's word is short of chunks until then). */
 const REFILL_INTERVAL_MS = 2_000;
 
-/** Lexemes per transaction: each is a GIN search of the organization's chunks holding it. */
+/**
+ * Lexemes per transaction at most, of one organization: each is a GIN search of its chunks
+ * holding it (fewer once REFILL_TRANSACTION_MS have gone, knowledge.repository.ts).
+ */
 const BATCH_SIZE = 100;
 
 /**
@@ -18,6 +21,8 @@ const BATCH_SIZE = 100;
 @Injectable()
 export class KnowledgeTermRefillWorker {
   private readonly task: PeriodicTask;
+  /** The organization this instance refilled last: the next batch is the next organization's. */
+  private lastOrganization: string | null = null;
 
   constructor(
     private readonly repository: KnowledgeRepository,
@@ -40,11 +45,21 @@ export class KnowledgeTermRefillWorker {
     return this.task.exclusive(() => this.refillAll());
   }
 
-  private refillAll(): Promise<number> {
-    return inBatches(
-      BATCH_SIZE,
-      () => this.repository.refillPostings(BATCH_SIZE),
-      () => this.task.isStopped,
-    );
+  /**
+   * Organization after organization, in turn from where this instance's last run stopped (the
+   * one that failed included), until none has a word this instance can take: one organization's
+   * many words, or one whose refill fails, holds back no other.
+   */
+  private async refillAll(): Promise<number> {
+    let total = 0;
+    while (!this.task.isStopped) {
+      const organizationId = await this.repository.nextToRefill(this.lastOrganization);
+      if (!organizationId) break;
+      this.lastOrganization = organizationId;
+      const refilled = await this.repository.refillPostings(organizationId, BATCH_SIZE);
+      total += refilled;
+      if (refilled === 0) break;
+    }
+    return total;
   }
 }

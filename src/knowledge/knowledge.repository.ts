@@ -132,6 +132,40 @@ const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::i
 const DOCUMENT_ID = Columns.rowOf<KnowledgeDocument>()('id');
 
 const REFILL = Columns.rowOf<KnowledgeTermRefill>()('organizationId', 'lexeme');
+const QUEUED_ORGANIZATION = Columns.rowOf<KnowledgeTermRefill>()('organizationId');
+/** Below every organization's id: the refill's rotation starts from it. */
+const NO_ORGANIZATION = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * A refill's transaction stops taking lexemes once this long has gone: it holds the
+ * organization's lock, which the organization's writes wait for.
+ */
+const REFILL_TRANSACTION_MS = 250;
+
+/**
+ * Tops `lexeme` up to KNOWLEDGE_POSTINGS_PER_WORD postings from the organization's chunks holding
+ * it, best weight first. The lexeme is matched as a quoted tsquery operand ('' and \ escaped), as
+ * retrieval does.
+ */
+function refillStatement(organizationId: string, lexeme: string): Sql {
+  return sql`WITH held AS MATERIALIZED (
+           SELECT ARRAY(SELECT t.chunk_id FROM knowledge_terms t
+                         WHERE t.organization_id = ${organizationId} AND t.lexeme = ${lexeme}
+                         LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD}) AS chunk_ids)
+    INSERT INTO knowledge_terms (organization_id, lexeme, weight, chunk_id, document_id)
+    SELECT ${organizationId}::uuid, ${lexeme}::text, r.weight, r.id, r.document_id
+      FROM held h
+     CROSS JOIN LATERAL (
+           SELECT c.id, c.document_id,
+                  knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(c.search)) AS weight
+             FROM knowledge_chunks c CROSS JOIN LATERAL unnest(c.search) AS l
+            WHERE c.organization_id = ${organizationId}
+              AND c.search @@ ('''' || replace(replace(${lexeme}, '\\', '\\\\'), '''', '''''') || '''')::tsquery
+              AND c.id <> ALL (h.chunk_ids) AND l.lexeme = ${lexeme}
+            ORDER BY weight DESC, c.id DESC
+            LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD} - cardinality(h.chunk_ids)) r
+     WHERE cardinality(h.chunk_ids) < ${KNOWLEDGE_POSTINGS_PER_WORD}`;
+}
 
 /** The personalities an organization's documents are attached to: all of them, or these. */
 export interface KnowledgeDrawers {
@@ -574,65 +608,65 @@ export class KnowledgeRepository {
   }
 
   /**
-   * Lists the next best chunks of up to `batchSize` queued lexemes (knowledge_term_refills), in
-   * one transaction: the organizations' locks taken in order first (so a write in progress
-   * commits first and is seen; a document's deletion, whose trigger deletes its organization's
-   * queue rows while holding the lock, is never waited for while holding those rows), then their
-   * queue rows, skipping those another instance holds, each lexeme topped up to
-   * KNOWLEDGE_POSTINGS_PER_WORD from the chunks holding it (the GIN index, weights as the
-   * triggers compute them), and the rows deleted. Answers how many.
+   * The first organization with lexemes queued for refill after `after` (past the last, the
+   * first of all); null: none queued.
    */
-  async refillPostings(batchSize: number): Promise<number> {
+  async nextToRefill(after: string | null): Promise<string | null> {
+    const next =
+      (await this.database.row(
+        QUEUED_ORGANIZATION.query`SELECT ${QUEUED_ORGANIZATION} FROM knowledge_term_refills
+             WHERE organization_id > ${after ?? NO_ORGANIZATION}::uuid
+             ORDER BY organization_id LIMIT 1`,
+      )) ??
+      (after === null
+        ? undefined
+        : await this.database.row(
+            QUEUED_ORGANIZATION.query`SELECT ${QUEUED_ORGANIZATION} FROM knowledge_term_refills
+                 ORDER BY organization_id LIMIT 1`,
+          ));
+    return next?.organization_id ?? null;
+  }
+
+  /**
+   * Lists the next best chunks of the organization's queued lexemes (knowledge_term_refills), in
+   * one transaction: its lock first (so a write in progress commits first and is seen; a
+   * document's deletion, whose trigger deletes the organization's queue rows while holding the
+   * lock, is never waited for while holding those rows), then up to `batchSize` of its queue
+   * rows, skipping those another instance holds; each lexeme topped up to
+   * KNOWLEDGE_POSTINGS_PER_WORD from the chunks holding it (the GIN index, weights as the
+   * triggers compute them), one statement a lexeme, until REFILL_TRANSACTION_MS have gone; the
+   * rows refilled deleted. Answers how many.
+   *
+   * A lexeme's cost grows with the chunks holding it (about 1.7 ms at 200, docs/knowledge.md): a
+   * batch of 100 common words of an organization near KNOWLEDGE_MAX_BYTES ran past the statement
+   * timeout, rolled back, and, the queue read in organization order, was taken first again by
+   * every run: no organization's words were refilled again, and the organizations batched with
+   * it had their writes held behind its lock (found by review).
+   */
+  async refillPostings(organizationId: string, batchSize: number): Promise<number> {
     return this.database.transaction(async (manager) => {
-      const waiting = await this.database.rows(
-        REFILL.query`SELECT ${REFILL} FROM knowledge_term_refills
-             ORDER BY organization_id, lexeme LIMIT ${batchSize}`,
-        { manager },
-      );
-      if (waiting.length === 0) return 0;
-      const waitingOrganizations = [...new Set(waiting.map((row) => row.organization_id))];
-      for (const organizationId of waitingOrganizations) {
-        await this.lockOrganization(manager, organizationId);
-      }
+      await this.lockOrganization(manager, organizationId);
       const queued = await this.database.rows(
         REFILL.query`SELECT ${REFILL} FROM knowledge_term_refills
-             WHERE organization_id = ANY (${waitingOrganizations}::uuid[])
-             ORDER BY organization_id, lexeme LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+             WHERE organization_id = ${organizationId}
+             ORDER BY lexeme LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
         { manager },
       );
-      if (queued.length === 0) return 0;
-      const organizations = queued.map((row) => row.organization_id);
-      const lexemes = queued.map((row) => row.lexeme);
-      // A lexeme is matched as a quoted tsquery operand ('' and \ escaped), as retrieval does.
-      await this.database.count(
-        sql`WITH held AS MATERIALIZED (
-                   SELECT k.organization_id, k.lexeme,
-                          ARRAY(SELECT t.chunk_id FROM knowledge_terms t
-                                 WHERE t.organization_id = k.organization_id AND t.lexeme = k.lexeme
-                                 LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD}) AS chunk_ids
-                     FROM unnest(${organizations}::uuid[], ${lexemes}::text[]) AS k(organization_id, lexeme))
-            INSERT INTO knowledge_terms (organization_id, lexeme, weight, chunk_id, document_id)
-            SELECT h.organization_id, h.lexeme, r.weight, r.id, r.document_id
-              FROM held h
-             CROSS JOIN LATERAL (
-                   SELECT c.id, c.document_id,
-                          knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(c.search)) AS weight
-                     FROM knowledge_chunks c CROSS JOIN LATERAL unnest(c.search) AS l
-                    WHERE c.organization_id = h.organization_id
-                      AND c.search @@ ('''' || replace(replace(h.lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery
-                      AND c.id <> ALL (h.chunk_ids) AND l.lexeme = h.lexeme
-                    ORDER BY weight DESC, c.id DESC
-                    LIMIT ${KNOWLEDGE_POSTINGS_PER_WORD} - cardinality(h.chunk_ids)) r
-             WHERE cardinality(h.chunk_ids) < ${KNOWLEDGE_POSTINGS_PER_WORD}`,
-        { manager },
-      );
-      await this.database.count(
-        sql`DELETE FROM knowledge_term_refills r
-             USING unnest(${organizations}::uuid[], ${lexemes}::text[]) AS k(organization_id, lexeme)
-             WHERE r.organization_id = k.organization_id AND r.lexeme = k.lexeme`,
-        { manager },
-      );
-      return queued.length;
+      const started = performance.now();
+      const refilled: string[] = [];
+      for (const { lexeme } of queued) {
+        await this.database.count(refillStatement(organizationId, lexeme), { manager });
+        refilled.push(lexeme);
+        if (performance.now() - started >= REFILL_TRANSACTION_MS) break;
+      }
+      if (refilled.length > 0) {
+        await this.database.count(
+          sql`DELETE FROM knowledge_term_refills
+               WHERE organization_id = ${organizationId} AND lexeme = ANY (${refilled}::text[])`,
+          { manager },
+        );
+      }
+      return refilled.length;
     });
   }
 
