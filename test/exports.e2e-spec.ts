@@ -203,9 +203,57 @@ describe('Export (PMF v1) and subject access', () => {
     expect(body.tables.tool_turns).toEqual([]);
   });
 
+  // The statements as the service sends them (the checked-in snapshots), run as prepared.
+  const statement = (file: string, start: string) => {
+    const text = readFileSync(join(__dirname, '../src/queries', file), 'utf8');
+    const at = text.indexOf(start);
+    expect(at).toBeGreaterThanOrEqual(0);
+    return text.slice(at, text.indexOf(';', at));
+  };
+  /** How each plan node reads audit_events: by which index, or by none (a sequential scan). */
+  type PlanNode = {
+    'Node Type': string;
+    'Relation Name'?: string;
+    'Index Name'?: string;
+    Plans?: PlanNode[];
+  };
+  const readsOf = (node: PlanNode): Array<string | undefined> => [
+    ...(node['Relation Name'] === 'audit_events' && node['Node Type'].endsWith('Scan')
+      ? [node['Index Name']]
+      : []),
+    ...(node.Plans ?? []).flatMap(readsOf),
+  ];
+  type Literal = string | number | null | string[];
+  const auditReads = async (text: string, values: Literal[]) => {
+    const runner = t.app.get(DataSource).createQueryRunner();
+    try {
+      await runner.query(`PREPARE audit_plan AS ${text}`);
+      // EXECUTE takes its arguments as literals (a utility statement has no parameters).
+      const literal = (value: Literal): string =>
+        value === null
+          ? 'NULL'
+          : Array.isArray(value)
+            ? literal(`{${value.map((v) => JSON.stringify(v)).join(',')}}`)
+            : typeof value === 'number'
+              ? String(value)
+              : `'${value.replace(/'/g, "''")}'`;
+      const [{ 'QUERY PLAN': plans }] = (await runner.query(
+        `EXPLAIN (FORMAT JSON) EXECUTE audit_plan(${values.map(literal).join(', ')})`,
+      )) as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>;
+      return readsOf(plans[0].Plan);
+    } finally {
+      await runner.query('DEALLOCATE audit_plan');
+      await runner.release();
+    }
+  };
   it('reads an end user’s audit events by their own index, not the organization’s log, with statistics and without', async () => {
     const database = t.app.get(DataSource);
     const userId = uniqueUserId();
+    const subjectAccess = statement(
+      'exports.service.sql',
+      'SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t',
+    );
+    const redaction = statement('erasure.worker.sql', 'UPDATE audit_events a SET target_id');
     // A large tenant's log: 20,000 events about keys, three about the end user.
     await database.query(
       `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
@@ -219,51 +267,6 @@ describe('Export (PMF v1) and subject access', () => {
          FROM generate_series(1, 3) g`,
       [a.organizationId, userId],
     );
-    // The statements as the service sends them (the checked-in snapshots), run as prepared.
-    const statement = (file: string, start: string) => {
-      const text = readFileSync(join(__dirname, '../src/queries', file), 'utf8');
-      const at = text.indexOf(start);
-      expect(at).toBeGreaterThanOrEqual(0);
-      return text.slice(at, text.indexOf(';', at));
-    };
-    const subjectAccess = statement(
-      'exports.service.sql',
-      'SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t',
-    );
-    const redaction = statement('erasure.worker.sql', 'UPDATE audit_events a SET target_id');
-    /** How each plan node reads audit_events: by which index, or by none (a sequential scan). */
-    type PlanNode = {
-      'Node Type': string;
-      'Relation Name'?: string;
-      'Index Name'?: string;
-      Plans?: PlanNode[];
-    };
-    const readsOf = (node: PlanNode): Array<string | undefined> => [
-      ...(node['Relation Name'] === 'audit_events' && node['Node Type'].endsWith('Scan')
-        ? [node['Index Name']]
-        : []),
-      ...(node.Plans ?? []).flatMap(readsOf),
-    ];
-    const auditReads = async (text: string, values: unknown[]) => {
-      const runner = database.createQueryRunner();
-      try {
-        await runner.query(`PREPARE audit_plan AS ${text}`);
-        // EXECUTE takes its arguments as literals (a utility statement has no parameters).
-        const literal = (value: unknown): string =>
-          Array.isArray(value)
-            ? literal(`{${value.map((v) => JSON.stringify(v)).join(',')}}`)
-            : typeof value === 'number'
-              ? String(value)
-              : `'${String(value).replace(/'/g, "''")}'`;
-        const [{ 'QUERY PLAN': plans }] = (await runner.query(
-          `EXPLAIN (FORMAT JSON) EXECUTE audit_plan(${values.map(literal).join(', ')})`,
-        )) as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>;
-        return readsOf(plans[0].Plan);
-      } finally {
-        await runner.query('DEALLOCATE audit_plan');
-        await runner.release();
-      }
-    };
     const expectIndexed = async () => {
       expect(
         await auditReads(subjectAccess, [
@@ -283,6 +286,49 @@ describe('Export (PMF v1) and subject access', () => {
     await expectIndexed();
     await database.query('ANALYZE audit_events');
     await expectIndexed();
+  });
+
+  it("reads one action's audit events by their own index, not the organization's log, with statistics and without", async () => {
+    const database = t.app.get(DataSource);
+    const organization = await tenantWithKey(t, ['read_write']);
+    // A large tenant's log: 20,000 events about keys, three of a rare action.
+    await database.query(
+      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
+                                 target_id, details, created_at)
+       SELECT $1::uuid, 'api_key.created', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
+              now() - g * interval '1 second'
+         FROM generate_series(1, 20000) g
+       UNION ALL
+       SELECT $1::uuid, 'api_key.rolled', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
+              now() - g * interval '1 hour'
+         FROM generate_series(1, 3) g`,
+      [organization.organizationId],
+    );
+    const ofOneAction = statement(
+      'audit.service.sql',
+      '-- list, a page after a cursor, of one action\n',
+    );
+    // The first page: no cursor.
+    const expectIndexed = async () =>
+      expect(
+        await auditReads(ofOneAction.slice(ofOneAction.indexOf('\n') + 1), [
+          organization.organizationId,
+          'api_key.rolled',
+          null,
+          null,
+          organization.organizationId,
+          101,
+        ]),
+      ).toEqual(['audit_events_organization_action_idx']);
+    await expectIndexed();
+    await database.query('ANALYZE audit_events');
+    await expectIndexed();
+    const page = await t
+      .http()
+      .get('/v1/audit-events?action=api_key.rolled')
+      .set('Authorization', `Bearer ${organization.accessToken}`);
+    expect(page.status).toBe(200);
+    expect(page.body.data).toHaveLength(3);
   });
 
   it('subject access of an end user named as erased ones are does not list their audit events', async () => {

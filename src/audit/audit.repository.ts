@@ -68,7 +68,11 @@ export class AuditRepository {
     );
   }
 
-  /** Newest first, paged by the id of the last event seen, optionally of one action. */
+  /**
+   * Newest first, paged by the id of the last event seen, optionally of one action: then through
+   * audit_events_organization_action_idx, whose order is the page's (a rare action among a large
+   * tenant's events read the organization's whole log before: found by review).
+   */
   findPageForOrganization(
     organizationId: string,
     limit: number,
@@ -85,7 +89,7 @@ export class AuditRepository {
       EVENT.query`SELECT ${EVENT}
             FROM audit_events
            WHERE organization_id = ${organizationId}
-             AND (${action ?? null}::text IS NULL OR action = ${action ?? null})
+             ${action === undefined ? empty : sql`AND action = ${action}`}
              AND ${keysetAfter(page)}
            ORDER BY ${keysetOrder(page)}
            LIMIT ${limit + 1}`,

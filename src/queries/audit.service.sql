@@ -4,20 +4,19 @@
 SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
       FROM audit_events
      WHERE organization_id = $1
-       AND ($2::text IS NULL OR action = $3)
-       AND ($4::uuid IS NULL OR (created_at, id) < (
+       AND ($2::uuid IS NULL OR (created_at, id) < (
 SELECT c.created_at, c.id FROM audit_events c
- WHERE c.id = $5::uuid AND c.organization_id = $6))
+ WHERE c.id = $3::uuid AND c.organization_id = $4))
      ORDER BY created_at DESC, id DESC
-     LIMIT $7;
+     LIMIT $5;
 
 -- list, a page after a cursor, of one action
 SELECT id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details, created_at
       FROM audit_events
      WHERE organization_id = $1
-       AND ($2::text IS NULL OR action = $3)
-       AND ($4::uuid IS NULL OR (created_at, id) < (
+       AND action = $2
+       AND ($3::uuid IS NULL OR (created_at, id) < (
 SELECT c.created_at, c.id FROM audit_events c
- WHERE c.id = $5::uuid AND c.organization_id = $6))
+ WHERE c.id = $4::uuid AND c.organization_id = $5))
      ORDER BY created_at DESC, id DESC
-     LIMIT $7;
+     LIMIT $6;

@@ -7,6 +7,9 @@ import { Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn } from 'typeo
 @Entity('audit_events')
 @Index('audit_events_organization_idx', ['organizationId', 'createdAt', 'id'])
 @Index('audit_events_created_at_idx', ['createdAt'])
+// One action's events, in the page's order: GET /v1/audit-events?action= (migration
+// IndexAuditEventsByAction).
+@Index('audit_events_organization_action_idx', ['organizationId', 'action', 'createdAt', 'id'])
 // The events about one end user, in /model's order: subject access and the erasure's redaction.
 @Index('audit_events_end_user_target_idx', ['organizationId', 'targetId', 'createdAt', 'id'], {
   where: `"target_type" = 'end_user'`,
