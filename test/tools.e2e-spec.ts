@@ -262,6 +262,17 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ],
         null,
       ]);
+      // A search shows the calls as the list does.
+      const found = await t
+        .http()
+        .get(`/v1/end-users/${userId}/memories/search`)
+        .query({ q: 'A-1042 shipped lookup_order' })
+        .set('Authorization', owner.auth);
+      expect(found.status).toBe(200);
+      const reply = (found.body.data as Array<{ content: string; tool_calls: unknown }>).find(
+        (memory) => memory.content === done.body.reply.text,
+      );
+      expect(reply?.tool_calls).toEqual(memories[0].tool_calls);
 
       expectError(
         await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: 1 }] }),

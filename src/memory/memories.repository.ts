@@ -38,8 +38,13 @@ const LISTED_MEMORY = MEMORY.and(TOOL_CALLS);
 /** A memory as a client sees it; its tool calls where the statement reads them (a list does). */
 export type MemoryRow = RowOf<typeof MEMORY> & Partial<RowOf<typeof TOOL_CALLS>>;
 
-/** A memory found by a search, with its ranking's (`r`) score. */
-const SCORED_MEMORY = MEMORY.and(Columns.computed<{ score: number }>({ score: sql`r.score` }));
+/**
+ * A memory found by a search, as a list shows it (its tool calls too: a search answered a reply
+ * that called tools with `tool_calls: null`, found by review), with its ranking's (`r`) score.
+ */
+const SCORED_MEMORY = LISTED_MEMORY.and(
+  Columns.computed<{ score: number }>({ score: sql`r.score` }),
+);
 
 export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 

@@ -26,7 +26,7 @@ LIMIT $6;
 SELECT id FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 -- prepared
-SELECT m.id::text AS "id", m.personality_id, m.role, m.content, m.emotion, m.intensity, m.vocabulary_version, m.created_at, m.safety, r.score AS "score"
+SELECT m.id::text AS "id", m.personality_id, m.role, m.content, m.emotion, m.intensity, m.vocabulary_version, m.created_at, m.safety, m.tool_calls, r.score AS "score"
         FROM (SELECT r.id, r.share AS score, r.relevance FROM (
 WITH pool_personalities AS MATERIALIZED (
        SELECT coalesce(jsonb_object_agg(p.id, p.search_config), '{}') AS configs
