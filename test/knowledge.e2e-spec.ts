@@ -416,6 +416,9 @@ describe('Knowledge documents (contract §27)', () => {
   describe('the organization limit (KNOWLEDGE_MAX_BYTES)', () => {
     it('answers 409 knowledge_limit_reached past it, also when content grows by PATCH', async () => {
       const owner = await tenantWithKey(t, ['read_write']);
+      const other = await create({ title: 'Theirs', content: 'Not the owner’s.' });
+      expect(other.status).toBe(201);
+      const tenantDocument = other.body.id as string;
       const first = await create({ title: 'A', content: 'a '.repeat(60_000) }, owner.auth);
       expect(first.status).toBe(201);
       expect((await create({ title: 'B', content: 'b '.repeat(39_000) }, owner.auth)).status).toBe(
@@ -434,6 +437,17 @@ describe('Knowledge documents (contract §27)', () => {
         409,
         'knowledge_limit_reached',
       );
+      // A document that is not the organization's is not there, whatever the content would hold.
+      for (const id of [randomUUID(), tenantDocument]) {
+        expectError(
+          await http()
+            .patch(`/v1/knowledge/${id}`)
+            .set('Authorization', owner.auth)
+            .send({ content: 'a '.repeat(61_001) }),
+          404,
+          'not_found',
+        );
+      }
       // Replacing a document's content counts the new size instead of the old one.
       const replaced = await http()
         .patch(`/v1/knowledge/${first.body.id as string}`)

@@ -74,9 +74,10 @@ const DRAWERS = Columns.computed<{ all_personalities: boolean; personality_ids: 
 });
 
 /** The sum of documents' bytes: a bigint, which the driver answers as a string. */
-const HELD = Columns.computed<{ bytes: string; documents: number }>({
-  bytes: sql`coalesce(sum(bytes), 0)`,
-  documents: sql`count(*)::int`,
+const HELD = Columns.computed<{ bytes: string; documents: number; replaced: boolean }>({
+  bytes: sql`coalesce(sum(d.bytes) FILTER (WHERE d.replaced IS NOT TRUE), 0)`,
+  documents: sql`(count(*) FILTER (WHERE d.replaced IS NOT TRUE))::int`,
+  replaced: sql`coalesce(bool_or(d.replaced), false)`,
 });
 
 /** The organization's bytes written today after a write, null when the write would pass the day's. */
@@ -342,19 +343,26 @@ export class KnowledgeRepository {
     );
   }
 
-  /** The bytes and the count of the organization's documents, but the one being replaced. */
+  /**
+   * The bytes and the count of the organization's documents, but the one being replaced, and
+   * whether that one is the organization's.
+   */
   async held(
     manager: EntityManager,
     organizationId: string,
     except: string | null,
-  ): Promise<{ bytes: number; documents: number }> {
+  ): Promise<{ bytes: number; documents: number; replaced: boolean }> {
     const row = await this.database.row(
-      HELD.query`SELECT ${HELD} FROM knowledge_documents
-           WHERE organization_id = ${organizationId}
-             AND (${except}::uuid IS NULL OR id <> ${except}::uuid)`,
+      HELD.query`SELECT ${HELD}
+            FROM (SELECT bytes, id = ${except}::uuid AS replaced FROM knowledge_documents
+                   WHERE organization_id = ${organizationId}) d`,
       { manager },
     );
-    return { bytes: Number(row?.bytes ?? 0), documents: row?.documents ?? 0 };
+    return {
+      bytes: Number(row?.bytes ?? 0),
+      documents: row?.documents ?? 0,
+      replaced: row?.replaced ?? false,
+    };
   }
 
   /**

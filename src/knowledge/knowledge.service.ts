@@ -325,6 +325,8 @@ export class KnowledgeService implements ReplyParticipant {
   ): Promise<void> {
     await this.repository.lockOrganization(manager, organizationId);
     const held = await this.repository.held(manager, organizationId, replacing);
+    // A PATCH of a document that is not there is a 404, whatever its content would hold.
+    if (replacing !== null && !held.replaced) throw AppError.notFound('Document');
     if (replacing === null && held.documents + 1 > this.config.maxDocuments) {
       throw new AppError(
         'knowledge_limit_reached',

@@ -17,9 +17,9 @@ VALUES ($1, $2, $3,
         $4, $5, $6,
         $7, true, $8, $9)
 RETURNING id;
-SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
-WHERE organization_id = $1
-  AND ($2::uuid IS NULL OR id <> $3::uuid);
+SELECT coalesce(sum(d.bytes) FILTER (WHERE d.replaced IS NOT TRUE), 0) AS "bytes", (count(*) FILTER (WHERE d.replaced IS NOT TRUE))::int AS "documents", coalesce(bool_or(d.replaced), false) AS "replaced"
+FROM (SELECT bytes, id = $1::uuid AS replaced FROM knowledge_documents
+       WHERE organization_id = $2) d;
 SELECT count(*)::int AS "n" FROM personalities
 WHERE organization_id = $1 AND id = ANY($2::uuid[]);
 SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL
@@ -99,9 +99,9 @@ SELECT $1, c.ordinality - 1, $2, $3, c.text,
    FROM knowledge_chunks k WHERE k.document_id = $6);
 SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = $1
 ORDER BY id FOR UPDATE) locked;
-SELECT coalesce(sum(bytes), 0) AS "bytes", count(*)::int AS "documents" FROM knowledge_documents
-WHERE organization_id = $1
-  AND ($2::uuid IS NULL OR id <> $3::uuid);
+SELECT coalesce(sum(d.bytes) FILTER (WHERE d.replaced IS NOT TRUE), 0) AS "bytes", (count(*) FILTER (WHERE d.replaced IS NOT TRUE))::int AS "documents", coalesce(bool_or(d.replaced), false) AS "replaced"
+FROM (SELECT bytes, id = $1::uuid AS replaced FROM knowledge_documents
+       WHERE organization_id = $2) d;
 SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL
 ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
             WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END AS "personality_ids", d.content FROM knowledge_documents d
