@@ -348,6 +348,37 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       );
     });
 
+    it('correcting a fact forgets the stored Idempotency-Key answer that holds its old content (§25)', async () => {
+      const userId = uniqueUserId('corrected');
+      expect((await respond(userId, 'Hello.')).status).toBe(200);
+      const key = `fact-${userId}`;
+      const keyed = () =>
+        http()
+          .post(facts(userId))
+          .set('Authorization', tenant.auth)
+          .set('Idempotency-Key', key)
+          .send({ content: 'Lives at 12 Hidden Lane' });
+      const created = await keyed();
+      expect(created.status).toBe(201);
+      expect((await keyed()).headers['idempotent-replayed']).toBe('true');
+      const corrected = await http()
+        .patch(`${facts(userId)}/${created.body.id as string}`)
+        .set('Authorization', tenant.auth)
+        .send({ content: 'Lives in Leeds' });
+      expect(corrected.status).toBe(200);
+      const { rows } = await db.query(
+        'SELECT count(*)::int AS n FROM idempotency_keys WHERE scope_id = $1 AND key = $2',
+        [tenant.organizationId, key],
+      );
+      expect(rows[0].n).toBe(0);
+      expect((await listFacts(userId)).map((fact) => fact.content)).toEqual(['Lives in Leeds']);
+      // The same request runs afresh (a new fact of that content) instead of answering the store.
+      const again = await keyed();
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      expect(again.body.id).not.toBe(created.body.id);
+    });
+
     it('refuses bad content, an unknown end user, another end user’s fact and a read key', async () => {
       const userId = uniqueUserId('facts-bad');
       const other = uniqueUserId('facts-other');

@@ -87,19 +87,26 @@ export class FactsRepository {
     return row!;
   }
 
-  /** Undefined when the end user has no such fact. */
+  /**
+   * Undefined when the end user has no such fact. The organization's stored answers about the end
+   * user go in the same statement, as with a deletion: a keyed creation of the fact holds its old
+   * content, which a replay would answer and subject access show for a day (found by review).
+   */
   update(
     manager: EntityManager,
-    endUserId: string,
+    endUser: { id: string; organizationId: string; userId: string },
     id: string,
     change: { content: string; contentKey: string; at: Date },
   ): Promise<FactRow | undefined> {
     return this.database.row(
-      FACT.query`UPDATE end_user_facts
-             SET content = ${change.content}, content_key = ${change.contentKey},
-                 updated_at = ${change.at}
-           WHERE id = ${id} AND end_user_id = ${endUserId}
-          RETURNING ${FACT}`,
+      FACT.query`WITH updated AS (
+            UPDATE end_user_facts
+               SET content = ${change.content}, content_key = ${change.contentKey},
+                   updated_at = ${change.at}
+             WHERE id = ${id} AND end_user_id = ${endUser.id}
+            RETURNING *),
+          ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM updated)`)}
+          SELECT ${FACT} FROM updated`,
       { manager },
     );
   }

@@ -92,7 +92,7 @@ export class FactsService {
       if (same && same.id !== id) {
         throw new AppError('conflict', `The end user already holds this fact (${same.id})`);
       }
-      const row = await this.facts.update(manager, endUser.id, id, {
+      const row = await this.facts.update(manager, { id: endUser.id, organizationId, userId }, id, {
         content: stored,
         contentKey: key,
         at: this.clock.now(),

@@ -51,11 +51,18 @@ WHERE organization_id = $1 AND user_id = $2;
 SELECT status, erase_after FROM end_users
 WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
-UPDATE end_user_facts
-   SET content = $1, content_key = $2,
-       updated_at = $3
- WHERE id = $4 AND end_user_id = $5
-RETURNING id, content, source, memory_id::text AS "memory_id", created_at, updated_at;
+WITH updated AS (
+      UPDATE end_user_facts
+         SET content = $1, content_key = $2,
+             updated_at = $3
+       WHERE id = $4 AND end_user_id = $5
+      RETURNING *),
+    forgotten_answers AS (
+DELETE FROM idempotency_keys
+ WHERE scope_type = 'organization' AND scope_id = $6::uuid
+   AND subject = ANY ($7::bytea[])
+   AND EXISTS (SELECT 1 FROM updated))
+    SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
 
 -- delete
 -- prepared
