@@ -329,6 +329,17 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
     expect((await t.http().get('/v1/vocabularies/emotions')).headers['cache-control']).not.toBe(
       'no-store',
     );
+    // Every answer to a request with credentials: personal data, its errors too.
+    const bearer = { Authorization: `Bearer ${owner.accessToken}` };
+    for (const response of [
+      await t.http().get('/v1/me').set(bearer),
+      await t.http().get('/v1/organizations').set(bearer),
+      await t.http().get('/v1/end-users').set('Authorization', tenant.auth),
+      await t.http().get('/v1/end-users/nobody/memories').set('Authorization', tenant.auth),
+      await t.http().get('/v1/end-users').set('Authorization', 'Bearer not-a-key'),
+    ]) {
+      expect(response.headers['cache-control']).toBe('no-store');
+    }
   });
 
   it('logs a 500 by its error, never by the request content', async () => {
