@@ -203,6 +203,23 @@ describe('Export (PMF v1) and subject access', () => {
     expect(body.tables.tool_turns).toEqual([]);
   });
 
+  /**
+   * A large tenant's log: 20,000 events about keys, and three of `action`, an hour apart, about
+   * `endUser` (or keys, for null).
+   */
+  const largeLog = (organizationId: string, rare: { action: string; endUser: string | null }) =>
+    t.app.get(DataSource).query(
+      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
+                                 target_id, details, created_at)
+       SELECT $1::uuid, 'api_key.created', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
+              now() - g * interval '1 second'
+         FROM generate_series(1, 20000) g
+       UNION ALL
+       SELECT $1::uuid, $2::text, 'user', 'u', CASE WHEN $3::text IS NULL THEN 'api_key' ELSE 'end_user' END,
+              coalesce($3::text, g::text), '{}'::jsonb, now() - g * interval '1 hour'
+         FROM generate_series(1, 3) g`,
+      [organizationId, rare.action, rare.endUser],
+    );
   // The statements as the service sends them (the checked-in snapshots), run as prepared.
   const statement = (file: string, start: string) => {
     const text = readFileSync(join(__dirname, '../src/queries', file), 'utf8');
@@ -254,19 +271,7 @@ describe('Export (PMF v1) and subject access', () => {
       'SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t',
     );
     const redaction = statement('erasure.worker.sql', 'UPDATE audit_events a SET target_id');
-    // A large tenant's log: 20,000 events about keys, three about the end user.
-    await database.query(
-      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
-                                 target_id, details, created_at)
-       SELECT $1::uuid, 'api_key.created', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
-              now() - g * interval '1 second'
-         FROM generate_series(1, 20000) g
-       UNION ALL
-       SELECT $1::uuid, 'conversation.flagged', 'api_key', 'k', 'end_user', $2::text, '{}'::jsonb,
-              now() - g * interval '1 hour'
-         FROM generate_series(1, 3) g`,
-      [a.organizationId, userId],
-    );
+    await largeLog(a.organizationId, { action: 'conversation.flagged', endUser: userId });
     const expectIndexed = async () => {
       expect(
         await auditReads(subjectAccess, [
@@ -291,19 +296,7 @@ describe('Export (PMF v1) and subject access', () => {
   it("reads one action's audit events by their own index, not the organization's log, with statistics and without", async () => {
     const database = t.app.get(DataSource);
     const organization = await tenantWithKey(t, ['read_write']);
-    // A large tenant's log: 20,000 events about keys, three of a rare action.
-    await database.query(
-      `INSERT INTO audit_events (organization_id, action, actor_type, actor_id, target_type,
-                                 target_id, details, created_at)
-       SELECT $1::uuid, 'api_key.created', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
-              now() - g * interval '1 second'
-         FROM generate_series(1, 20000) g
-       UNION ALL
-       SELECT $1::uuid, 'api_key.rolled', 'user', 'u', 'api_key', g::text, '{}'::jsonb,
-              now() - g * interval '1 hour'
-         FROM generate_series(1, 3) g`,
-      [organization.organizationId],
-    );
+    await largeLog(organization.organizationId, { action: 'api_key.rolled', endUser: null });
     const ofOneAction = statement(
       'audit.service.sql',
       '-- list, a page after a cursor, of one action\n',
