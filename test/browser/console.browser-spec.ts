@@ -411,6 +411,41 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     );
     await expectAccessible();
     await browser.screenshot('team');
+
+    // A member joined (the invitation's acceptance is the API's, tested there).
+    const memberEmail = `lin-${randomUUID()}@example.test`;
+    const joined = await call('POST', '/v1/auth/signup', {
+      email: memberEmail,
+      password: `member password ${randomUUID()}`,
+    });
+    expect(joined.status).toBe(201);
+    const memberId = (joined.body as { user: { id: string } }).user.id;
+    await db.query(
+      `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
+      [organizationId, memberId],
+    );
+    const roleOf = async () =>
+      (
+        (await call('GET', `/v1/organizations/${organizationId}/members?limit=100`)).body as {
+          data: Array<{ user_id: string; role: string }>;
+        }
+      ).data.find((member) => member.user_id === memberId)?.role;
+    await visit('Usage');
+    await visit('Team');
+    const select = page.getByLabel(`Role of ${memberEmail}`);
+    // A role picked is asked about first; cancelled, nothing changes and the select goes back.
+    await select.selectOption('admin');
+    const dialog = page.getByRole('dialog', { name: `Make ${memberEmail} admin?` });
+    await dialog.waitFor();
+    await expectAccessible();
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    expect(await select.inputValue()).toBe('member');
+    expect(await roleOf()).toBe('member');
+    await select.selectOption('admin');
+    await dialog.getByRole('button', { name: 'Change role' }).click();
+    await page.getByText(`${memberEmail} is now admin.`).waitFor();
+    expect(await roleOf()).toBe('admin');
   });
 
   it('saves the safety and spend settings and lists the flagged exchanges without their text', async () => {

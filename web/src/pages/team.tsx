@@ -30,6 +30,9 @@ export function TeamPage() {
     [organization.id],
   );
   const [removing, setRemoving] = useState<Member | null>(null);
+  // A role picked in a member's select, asked about before it is sent: an arrow key on a focused
+  // select changes it, and a demotion revokes keys (found by review).
+  const [changing, setChanging] = useState<{ member: Member; role: Role } | null>(null);
   const [keepKeys, setKeepKeys] = useState(false);
   const action = useAction();
   const [message, setMessage] = useState<string | null>(null);
@@ -65,17 +68,13 @@ export function TeamPage() {
                     {manage ? (
                       <select
                         aria-label={`Role of ${member.email}`}
-                        value={member.role}
+                        value={
+                          changing?.member.user_id === member.user_id ? changing.role : member.role
+                        }
                         disabled={action.busy}
                         onChange={(event) => {
                           const role = event.currentTarget.value as Role;
-                          void action.run(async () => {
-                            await api('PATCH', `${base}/members/${member.user_id}`, {
-                              body: { role },
-                            });
-                            setMessage(`${member.email} is now ${role}.`);
-                            members.reload();
-                          });
+                          if (role !== member.role) setChanging({ member, role });
                         }}
                       >
                         {ROLES.map((role) => (
@@ -113,6 +112,29 @@ export function TeamPage() {
       ) : (
         <p class="small">Owners and admins invite new members.</p>
       )}
+      {changing ? (
+        <ConfirmDialog
+          title={`Make ${changing.member.email} ${changing.role}?`}
+          confirm="Change role"
+          onClose={() => setChanging(null)}
+          onConfirm={async () => {
+            await api('PATCH', `${base}/members/${changing.member.user_id}`, {
+              body: { role: changing.role },
+            });
+            setMessage(`${changing.member.email} is now ${changing.role}.`);
+            members.reload();
+          }}
+        >
+          <p>
+            {changing.member.email} is {changing.member.role} now.
+            {changing.role === 'member'
+              ? ' As a member they can no longer manage the organization: the invitations they sent and the API keys they made with the admin scope are revoked.'
+              : changing.role === 'owner'
+                ? ' As an owner they can do everything you can, remove you included.'
+                : ''}
+          </p>
+        </ConfirmDialog>
+      ) : null}
       {removing ? (
         <ConfirmDialog
           title={
