@@ -584,6 +584,45 @@ describe('Memory retention: PATCH /v1/organizations/{id} and the periodic purge'
     );
   });
 
+  it('a batch of the purge deletes memories of many words a few at a time, and the run goes on to the last', async () => {
+    const tenant = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, tenant.auth);
+    const userId = uniqueUserId('wordy');
+    // Each memory 1,000 distinct words: 1,000 postings each for the purge's trigger to delete.
+    const words = 1_000;
+    const memories = 30;
+    const wordy = Array.from({ length: memories }, (_, m) =>
+      Array.from({ length: words }, (_, w) => `q${m}x${w}`).join(' '),
+    );
+    await importConversation(t, tenant.auth, personalityId, userId, wordy);
+    await db.query(
+      `UPDATE memories SET created_at = now() - interval '40 days' WHERE organization_id = $1`,
+      [tenant.organizationId],
+    );
+    await patch(tenant.organizationId, tenant.accessToken, { memory_retention_days: 30 }).expect(
+      200,
+    );
+    const left = async () =>
+      (
+        await db.query<{ memories: number; postings: number }>(
+          `SELECT (SELECT count(*)::int FROM memories WHERE organization_id = $1) AS memories,
+                  (SELECT count(*)::int FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
+                    WHERE e.organization_id = $1) AS postings`,
+          [tenant.organizationId],
+        )
+      ).rows[0];
+    expect(await left()).toEqual({ memories, postings: memories * words });
+    // One batch: at most the memories whose words fit PURGE_WORDS_PER_BATCH (other tenants'
+    // due memories, if any, take their share), and it says more are due.
+    const batch = await t.app.get(MemoriesRepository).deletePastRetention(new Date(), 1_000);
+    expect(batch.more).toBe(true);
+    const fit = Math.ceil(PURGE_WORDS_PER_BATCH / (words + 1));
+    expect((await left()).memories).toBeGreaterThanOrEqual(memories - fit);
+    // A run goes on until none is due.
+    await t.app.get(MemoryRetentionWorker).purgeExpired();
+    expect(await left()).toEqual({ memories: 0, postings: 0 });
+  });
+
   it('the purge deletes memories past retention on every instance at once, once; facts stay', async () => {
     const kept = await tenantWithKey(t, ['read_write']);
     const purged = await tenantWithKey(t, ['read_write']);
@@ -638,45 +677,6 @@ describe('Memory retention: PATCH /v1/organizations/{id} and the periodic purge'
     expect(facts.body.data).toEqual([
       expect.objectContaining({ content: 'Their name is Pat.', memory_id: null }),
     ]);
-  });
-
-  it('a batch of the purge deletes memories of many words a few at a time, and the run goes on to the last', async () => {
-    const tenant = await tenantWithKey(t, ['read_write']);
-    const personalityId = await clonePersonality(t, tenant.auth);
-    const userId = uniqueUserId('wordy');
-    // Each memory 1,000 distinct words: 1,000 postings each for the purge's trigger to delete.
-    const words = 1_000;
-    const memories = 30;
-    const wordy = Array.from({ length: memories }, (_, m) =>
-      Array.from({ length: words }, (_, w) => `q${m}x${w}`).join(' '),
-    );
-    await importConversation(t, tenant.auth, personalityId, userId, wordy);
-    await db.query(
-      `UPDATE memories SET created_at = now() - interval '40 days' WHERE organization_id = $1`,
-      [tenant.organizationId],
-    );
-    await patch(tenant.organizationId, tenant.accessToken, { memory_retention_days: 30 }).expect(
-      200,
-    );
-    const left = async () =>
-      (
-        await db.query<{ memories: number; postings: number }>(
-          `SELECT (SELECT count(*)::int FROM memories WHERE organization_id = $1) AS memories,
-                  (SELECT count(*)::int FROM memory_terms t JOIN end_users e ON e.id = t.end_user_id
-                    WHERE e.organization_id = $1) AS postings`,
-          [tenant.organizationId],
-        )
-      ).rows[0];
-    expect(await left()).toEqual({ memories, postings: memories * words });
-    // One batch: at most the memories whose words fit PURGE_WORDS_PER_BATCH (other tenants'
-    // due memories, if any, take their share), and it says more are due.
-    const batch = await t.app.get(MemoriesRepository).deletePastRetention(new Date(), 1_000);
-    expect(batch.more).toBe(true);
-    const fit = Math.ceil(PURGE_WORDS_PER_BATCH / (words + 1));
-    expect((await left()).memories).toBeGreaterThanOrEqual(memories - fit);
-    // A run goes on until none is due.
-    await t.app.get(MemoryRetentionWorker).purgeExpired();
-    expect(await left()).toEqual({ memories: 0, postings: 0 });
   });
 });
 
