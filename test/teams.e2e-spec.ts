@@ -769,6 +769,68 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
     });
   });
 
+  describe('a user who belongs to no organization', () => {
+    /** A founder whose successor (an owner they invited) removed them from their only organization. */
+    async function orphaned() {
+      const founder = await signUpVerified(t, smtp);
+      const successor = await addMember(founder, 'owner');
+      const removal = await t
+        .http()
+        .delete(`/v1/organizations/${founder.organizationId}/members/${founder.userId}`)
+        .set(as(successor.accessToken));
+      expect(removal.status).toBe(204);
+      return { founder, successor, org: founder.organizationId };
+    }
+
+    it('still sees themselves and accepts an invitation with their token; nothing else opens', async () => {
+      const { founder, successor, org } = await orphaned();
+      const token = founder.accessToken;
+
+      const me = await t.http().get('/v1/me').set(as(token));
+      expect(me.status).toBe(200);
+      expect(me.body.id).toBe(founder.userId);
+      const listed = await t.http().get('/v1/organizations').set(as(token));
+      expect(listed.status).toBe(200);
+      expect(listed.body).toEqual({ data: [], has_more: false });
+      expectError(await t.http().get('/v1/personalities').set(as(token)), 403, 'not_a_member');
+      expectError(await t.http().get('/v1/personalities').set(as(token, org)), 403, 'not_a_member');
+      expectError(await t.http().get('/v1/me').set(as(token, org)), 403, 'not_a_member');
+
+      expect((await invite(successor, founder.email, 'admin')).status).toBe(201);
+      const invitation = invitationTokenOf(
+        await smtp.waitFor(founder.email, 5_000, isInvitationMail),
+      );
+      const accepted = await t
+        .http()
+        .post('/v1/invitations/accept')
+        .set(as(token))
+        .send({ token: invitation });
+      expect(accepted.status).toBe(200);
+      expect(accepted.body.id).toBe(org);
+      expect((await t.http().get('/v1/personalities').set(as(token))).status).toBe(200);
+    });
+
+    it('creates an organization, its Idempotency-Key kept for the user: a replay, not a second', async () => {
+      const { founder } = await orphaned();
+      const create = () =>
+        t
+          .http()
+          .post('/v1/organizations')
+          .set({ ...as(founder.accessToken), 'Idempotency-Key': 'new-home' })
+          .send({ name: 'New home' });
+      const created = await create();
+      expect(created.status).toBe(201);
+      const replayed = await create();
+      expect(replayed.status).toBe(201);
+      expect(replayed.body.id).toBe(created.body.id);
+      const listed = await t.http().get('/v1/organizations').set(as(founder.accessToken));
+      expect(listed.body.data.map((o: { id: string }) => o.id)).toEqual([created.body.id]);
+      expect((await t.http().get('/v1/personalities').set(as(founder.accessToken))).status).toBe(
+        200,
+      );
+    });
+  });
+
   describe('the API keys a member made (§25)', () => {
     const remove = (actor: SignedUp, organizationId: string, userId: string, query = '') =>
       t

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { load } from '../lib/load';
+import { load, type LoadOptions } from '../lib/load';
 import { freshDatabase, startService } from '../lib/service';
 import { benchTenant } from './support/data-plane';
 import { sleep } from './support/stats';
@@ -84,13 +84,13 @@ export async function run(): Promise<Record<string, unknown>> {
   try {
     const tenant = await benchTenant(service.baseUrl);
     let counter = 0;
-    const options = {
+    const options: LoadOptions = {
       url: `${service.baseUrl}/v1/respond`,
-      method: 'POST' as const,
+      method: 'POST',
       headers: { 'content-type': 'application/json', authorization: tenant.auth },
       requests: [
         {
-          setupRequest: (request: Record<string, unknown>) => ({
+          setupRequest: (request) => ({
             ...request,
             body: JSON.stringify({
               personality_id: tenant.personalityId,

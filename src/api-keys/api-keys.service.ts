@@ -8,6 +8,7 @@ import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
 import {
+  type AuthenticatedCaller,
   type CallerContext,
   type KeyBucket,
   type Scope,
@@ -343,7 +344,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
    */
   async revokeMadeBy(
     manager: EntityManager,
-    caller: CallerContext,
+    caller: AuthenticatedCaller,
     organizationId: string,
     userId: string,
     options: { adminOnly: boolean; reason: RevocationReason },

@@ -1,4 +1,4 @@
-import type { CallerContext } from '../common/auth/caller';
+import type { AuthenticatedCaller } from '../common/auth/caller';
 import { Cte, cte, type Source, sql } from '../database/sql';
 import type { AuditAction } from './audit-actions';
 
@@ -16,7 +16,7 @@ export interface AuditOrigin {
 }
 
 export function auditOrigin(
-  caller: CallerContext,
+  caller: AuthenticatedCaller,
   entry: { organizationId: string; action: AuditAction; targetType: string; at: Date },
 ): AuditOrigin {
   return {
@@ -65,7 +65,7 @@ export type OrganizationPatchAudit = (written: Source<'organization_id'>) => Cte
  * from the row the statement wrote. A PATCH that names nothing changes nothing: no entries.
  */
 export function organizationPatchAudit(
-  caller: CallerContext,
+  caller: AuthenticatedCaller,
   entry: { organizationId: string; action: AuditAction; at: Date },
   patch: object,
 ): OrganizationPatchAudit {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { CallerContext } from '../common/auth/caller';
+import type { AuthenticatedCaller } from '../common/auth/caller';
 import { type Page, toPage } from '../common/pagination/pagination';
 import type { AuditAction } from './audit-actions';
 import { Clock } from '../common/time/clock';
@@ -29,7 +29,7 @@ export class AuditService {
     private readonly clock: Clock,
   ) {}
 
-  record(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
+  record(manager: EntityManager, caller: AuthenticatedCaller, entry: AuditEntry): Promise<void> {
     return this.events.insert(manager, this.eventOf(caller, entry));
   }
 
@@ -38,11 +38,15 @@ export class AuditService {
    * repeat that reaches the same target (an idempotent replay answered twice) is not logged
    * again. The repeats must serialize on the target's row first (AuditRepository).
    */
-  recordOnce(manager: EntityManager, caller: CallerContext, entry: AuditEntry): Promise<void> {
+  recordOnce(
+    manager: EntityManager,
+    caller: AuthenticatedCaller,
+    entry: AuditEntry,
+  ): Promise<void> {
     return this.events.insertUnlessRecorded(manager, this.eventOf(caller, entry));
   }
 
-  private eventOf(caller: CallerContext, entry: AuditEntry) {
+  private eventOf(caller: AuthenticatedCaller, entry: AuditEntry) {
     return {
       ...auditOrigin(caller, { ...entry, targetType: entry.target.type, at: this.clock.now() }),
       targetId: entry.target.id,

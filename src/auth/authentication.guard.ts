@@ -7,7 +7,7 @@ import { looksLikeApiKey } from '../api-keys/api-key-format';
 import { ApiKeysService } from '../api-keys/api-keys.service';
 import { IS_PUBLIC, REQUIRED_SCOPE, USER_ONLY } from '../common/auth/auth.decorators';
 import {
-  type CallerContext,
+  type AuthenticatedCaller,
   type RequestWithCaller,
   type Scope,
   scopeSatisfies,
@@ -21,9 +21,9 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 type AuthenticatingRequest = Request &
   RequestWithCaller & {
     /** Set by passport (AuthGuard) from JwtStrategy.validate(). */
-    user?: CallerContext;
+    user?: AuthenticatedCaller;
     /** The memo of resolve(): one lookup per request, whoever asks first. */
-    resolvedCaller?: Promise<CallerContext | null>;
+    resolvedCaller?: Promise<AuthenticatedCaller | null>;
   };
 
 /**
@@ -61,6 +61,12 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
         'This endpoint acts for a user: use an access token',
       );
     }
+    if (!userOnly && caller.organizationId === null) {
+      throw new AppError(
+        'not_a_member',
+        'You belong to no organization: create one or accept an invitation first',
+      );
+    }
     if (scope && !scopeSatisfies(caller.scopes, scope)) {
       throw new AppError('insufficient_scope', `This endpoint needs the ${scope} scope`);
     }
@@ -75,14 +81,14 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
     return !!credential && looksLikeApiKey(credential) && this.apiKeys.needsLookup(credential);
   }
 
-  resolve(context: ExecutionContext): Promise<CallerContext | null> {
+  resolve(context: ExecutionContext): Promise<AuthenticatedCaller | null> {
     const request = context.switchToHttp().getRequest<AuthenticatingRequest>();
     request.resolvedCaller ??= this.resolveOnce(context, request);
     return request.resolvedCaller;
   }
 
   /** Passport's hook for the strategy's outcome: every failure is 401 `unauthenticated`. */
-  override handleRequest<TUser = CallerContext>(error: unknown, user: TUser | false): TUser {
+  override handleRequest<TUser = AuthenticatedCaller>(error: unknown, user: TUser | false): TUser {
     if (error instanceof AppError) throw error;
     if (error || !user) throw AppError.unauthenticated();
     return user;
@@ -91,7 +97,7 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
   private async resolveOnce(
     context: ExecutionContext,
     request: AuthenticatingRequest,
-  ): Promise<CallerContext | null> {
+  ): Promise<AuthenticatedCaller | null> {
     const header = request.headers.authorization;
     if (header === undefined) return null;
     const credential = BEARER.exec(header)?.[1];

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { IncomingMessage } from 'node:http';
-import type { CallerContext } from '../common/auth/caller';
+import type { AuthenticatedCaller } from '../common/auth/caller';
 
 /**
  * Who is calling, worked out from `Authorization: Bearer …` once per request, so the rate
@@ -17,5 +17,5 @@ export abstract class CallerResolver {
   abstract needsLookup(request: IncomingMessage): boolean;
 
   /** null without a credential; throws 401 (or 403 `not_a_member`) for a bad one. */
-  abstract resolve(context: ExecutionContext): Promise<CallerContext | null>;
+  abstract resolve(context: ExecutionContext): Promise<AuthenticatedCaller | null>;
 }

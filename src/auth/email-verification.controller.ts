@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Post } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiNoContentResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { Public, UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import { ResendVerificationResponseDto, VerifyEmailDto } from './dto/verify-email.dto';
@@ -35,7 +35,7 @@ export class EmailVerificationController {
     description: 'Draws from the per-IP auth bucket (RATE_LIMIT_AUTH_*).',
   })
   @ApiAcceptedResponse({ type: ResendVerificationResponseDto })
-  resend(@ActingUser() caller: UserCaller): ResendVerificationResponseDto {
+  resend(@ActingUser() caller: ActingUserCaller): ResendVerificationResponseDto {
     this.verification.requestLink(caller.userId);
     return { status: 'verification_requested' };
   }

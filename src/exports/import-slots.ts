@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { defer, finalize, type Observable } from 'rxjs';
-import type { RequestWithCaller } from '../common/auth/caller';
+import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { memoryConfig } from '../config/memory.config';
 
@@ -72,10 +72,10 @@ export class ImportSlotInterceptor implements NestInterceptor {
   constructor(private readonly slots: ImportSlots) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const { caller } = context.switchToHttp().getRequest<RequestWithCaller>();
-    if (!caller) throw new Error('an import slot is taken after authentication');
+    const request = context.switchToHttp().getRequest<RequestWithCaller>();
+    const organizationId = organizationOf(request, 'an import slot');
     return defer(() => {
-      const release = this.slots.take(caller.organizationId);
+      const release = this.slots.take(organizationId);
       return next.handle().pipe(finalize(release));
     });
   }

@@ -56,8 +56,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
         context.getHandler(),
         context.getClass(),
       ]);
+      // A user in no organization reaches @UserOnly() routes only: keyed to them as well.
       const ref: KeyRef =
-        userOnly && caller.kind === 'user'
+        (userOnly && caller.kind === 'user') || caller.organizationId === null
           ? { scopeType: 'user', scopeId: caller.userId, key }
           : { scopeType: 'organization', scopeId: caller.organizationId, key };
       const response = http.getResponse<Response>();

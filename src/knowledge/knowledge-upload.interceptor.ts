@@ -6,7 +6,7 @@ import {
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
-import type { RequestWithCaller } from '../common/auth/caller';
+import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { clientGoneSignal } from '../common/http/client-signal';
 import { DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
@@ -92,7 +92,7 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
     }
     const file = request.file;
     const conversion: HtmlConversion = {
-      organizationId: request.caller!.organizationId,
+      organizationId: organizationOf(request, 'a document upload'),
       signal: clientGoneSignal(http.getResponse<Response>()),
     };
     return from(textOf(file, conversion)).pipe(

@@ -7,7 +7,7 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { AcceptInvitationDto, CreateInvitationDto, InvitationDto } from './dto/invitation.dto';
@@ -51,7 +51,7 @@ export class InvitationsController {
     ],
   )
   create(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Body() body: CreateInvitationDto,
   ): Promise<InvitationDto> {
@@ -63,7 +63,7 @@ export class InvitationsController {
   @ApiPage(InvitationDto)
   @ApiErrors(400, FORBIDDEN_ROLE, 404)
   list(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Query() query: IdListQueryDto,
   ): Promise<Page<InvitationDto>> {
@@ -76,7 +76,7 @@ export class InvitationsController {
   @ApiNoContentResponse()
   @ApiErrors(FORBIDDEN_ROLE, 404)
   async revoke(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('invitation_id', invitationIdPipe) id: string,
   ): Promise<void> {
@@ -99,7 +99,7 @@ export class InvitationsController {
     ],
   )
   accept(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Body() body: AcceptInvitationDto,
   ): Promise<OrganizationDto> {
     return this.invitations.accept(caller, body.token);

@@ -4,7 +4,7 @@ import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
-import type { UserCaller } from '../common/auth/caller';
+import type { ActingUserCaller } from '../common/auth/caller';
 import { sha256 } from '../common/crypto/sha256';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -64,7 +64,7 @@ export class InvitationsService {
   }
 
   async create(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     dto: CreateInvitationDto,
   ): Promise<InvitationDto> {
@@ -153,7 +153,7 @@ export class InvitationsService {
   }
 
   async list(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     limit: number,
     startingAfter?: string,
@@ -170,7 +170,7 @@ export class InvitationsService {
     return toPage(rows, limit, toInvitationResponse);
   }
 
-  async revoke(caller: UserCaller, organizationId: string, id: string): Promise<void> {
+  async revoke(caller: ActingUserCaller, organizationId: string, id: string): Promise<void> {
     await this.database.transaction(async (manager) => {
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
@@ -193,7 +193,7 @@ export class InvitationsService {
    * Joins the invitation's organization as the calling user. The invitation row is locked for
    * the transaction, so of two concurrent acceptances one joins and the other finds it used.
    */
-  async accept(caller: UserCaller, token: string): Promise<OrganizationDto> {
+  async accept(caller: ActingUserCaller, token: string): Promise<OrganizationDto> {
     if (!TOKEN_PATTERN.test(token)) throw invalidInvitation();
     const userId = caller.userId;
     const user = await this.users.findById(userId);

@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Query } from '@nestjs/common';
 import { ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { MemberDto, RemoveMemberQueryDto, UpdateMemberDto } from './dto/member.dto';
@@ -24,7 +24,7 @@ export class MembersController {
   @ApiPage(MemberDto)
   @ApiErrors(400, [404, 'Not an organization of yours'])
   list(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Query() query: IdListQueryDto,
   ): Promise<Page<MemberDto>> {
@@ -40,7 +40,7 @@ export class MembersController {
   @ApiOkResponse({ type: MemberDto })
   @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be demoted (`last_owner`)'])
   changeRole(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('user_id', memberIdPipe) userId: string,
     @Body() body: UpdateMemberDto,
@@ -58,7 +58,7 @@ export class MembersController {
   @ApiNoContentResponse()
   @ApiErrors(400, FORBIDDEN_ROLE, 404, [409, 'The last owner cannot be removed (`last_owner`)'])
   async remove(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Param('user_id', memberIdPipe) userId: string,
     @Query() query: RemoveMemberQueryDto,

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { ApiKeysService, type RevokedKeys } from '../api-keys/api-keys.service';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
-import type { UserCaller } from '../common/auth/caller';
+import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
@@ -37,7 +37,7 @@ export class MembersService {
   ) {}
 
   async list(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     limit: number,
     startingAfter?: string,
@@ -48,7 +48,7 @@ export class MembersService {
   }
 
   async changeRole(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     userId: string,
     role: Role,
@@ -108,7 +108,7 @@ export class MembersService {
    * keeps them.
    */
   async remove(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     userId: string,
     options: { keepApiKeys: boolean } = { keepApiKeys: false },
@@ -161,7 +161,7 @@ export class MembersService {
    */
   private async revokeInvitationsSentBy(
     manager: EntityManager,
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     userId: string,
     options: { roles: readonly Role[] | null; reason: 'member_removed' | 'member_demoted' },

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import {
@@ -24,7 +24,7 @@ export class OrganizationsController {
   @ApiPage(OrganizationDto)
   @ApiErrors(400)
   list(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Query() query: IdListQueryDto,
   ): Promise<Page<OrganizationDto>> {
     return this.organizations.listForUser(caller.userId, query.limit, query.starting_after);
@@ -44,7 +44,7 @@ export class OrganizationsController {
     'The user has created ORGANIZATIONS_PER_USER organizations (`organization_limit`)',
   ])
   create(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Body() body: CreateOrganizationDto,
   ): Promise<OrganizationDto> {
     return this.organizations.create(caller.userId, body.name);
@@ -58,7 +58,7 @@ export class OrganizationsController {
   @ApiOkResponse({ type: OrganizationDto })
   @ApiErrors(400, [404, 'Not an organization of yours'])
   update(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', organizationIdPipe) organizationId: string,
     @Body() body: UpdateOrganizationDto,
   ): Promise<OrganizationDto> {

@@ -5,7 +5,7 @@ import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
-import type { UserCaller } from '../common/auth/caller';
+import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
@@ -139,7 +139,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
 
   /** Owners and admins set how long the organization's memories are kept (docs/memory.md). */
   async setMemoryRetention(
-    caller: UserCaller,
+    caller: ActingUserCaller,
     organizationId: string,
     days: number | null,
   ): Promise<OrganizationView> {

@@ -33,7 +33,10 @@ export const NARROWER_BUCKETS: ReadonlySet<string> = new Set(['key', 'end_user']
 type BucketSize = Pick<BucketPolicy, 'rps' | 'burst'>;
 
 interface OrgBucket {
-  organizationId: string;
+  /** null: a user in no organization, who draws a bucket of their own of the default size. */
+  organizationId: string | null;
+  /** What names the bucket in the store: the organization, or `user:<id>`. */
+  tracker: string;
   policy: BucketPolicy;
   /**
    * The API key's own bucket, when the caller is a key that has one: `id` names it in the store,
@@ -134,7 +137,7 @@ export class BucketResolver {
         ttl: async (context) =>
           throttlerLimits((await org(context))?.policy ?? this.config.org).ttl,
         skipIf: (context) => !this.drawsOrg(context),
-        getTracker: async (_request, context) => (await org(context))?.organizationId ?? '',
+        getTracker: async (_request, context) => (await org(context))?.tracker ?? '',
       },
       {
         // An API key's own bucket (rate_limit), besides its organization's; none: nothing taken.
@@ -202,18 +205,17 @@ export class BucketResolver {
   private async endUser(
     context: ExecutionContext,
   ): Promise<{ tracker: string; size: BucketSize } | null> {
-    const bucket = await this.orgBucket(context);
-    if (!bucket) return null;
+    const organizationId = (await this.orgBucket(context))?.organizationId;
+    if (!organizationId) return null;
     const request = context.switchToHttp().getRequest<Request>();
     const userId = userIdOf(request);
     if (userId === null) return null;
     const limits =
-      this.limits.cached(bucket.organizationId) ??
-      (await this.limits.forOrganization(bucket.organizationId));
+      this.limits.cached(organizationId) ?? (await this.limits.forOrganization(organizationId));
     if (!limits.endUserBucket) return null;
     // A digest: the key names no user_id in Redis, and is short whatever the id's length.
     const digest = createHash('sha256').update(userId).digest('base64url');
-    return { tracker: `${bucket.organizationId}:${digest}`, size: limits.endUserBucket };
+    return { tracker: `${organizationId}:${digest}`, size: limits.endUserBucket };
   }
 
   private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {
@@ -232,11 +234,16 @@ export class BucketResolver {
     }
     if (!caller) return null;
     const { organizationId } = caller;
+    if (organizationId === null) {
+      const policy: BucketPolicy = { name: 'org', ...this.config.org };
+      return { organizationId, tracker: `user:${caller.userId}`, policy, key: null };
+    }
     const key =
       caller.kind === 'api_key' && caller.rateLimit
         ? { id: caller.rateLimit.bucketId, size: caller.rateLimit }
         : null;
-    return { organizationId, policy: await this.orgPolicy(organizationId), key };
+    const policy = await this.orgPolicy(organizationId);
+    return { organizationId, tracker: organizationId, policy, key };
   }
 
   private isPublic(context: ExecutionContext): boolean {

@@ -20,7 +20,7 @@ import {
 import type { Response } from 'express';
 import { AccessTokenDto } from '../auth/dto/signup.dto';
 import { Public, UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, Page } from '../common/pagination/pagination';
 import { ssoIdentityIdPipe, SsoIdentityDto, SsoTokenDto } from './dto/sso.dto';
@@ -52,7 +52,7 @@ export class MeSsoController {
     [409, 'The identity is linked to another user (`sso_identity_taken`)'],
   )
   async link(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Body() body: SsoTokenDto,
     @Res({ passthrough: true }) response: Response,
   ): Promise<SsoIdentityDto> {
@@ -71,7 +71,7 @@ export class MeSsoController {
   @ApiPage(SsoIdentityDto)
   @ApiErrors(400)
   list(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Query() query: IdListQueryDto,
   ): Promise<Page<SsoIdentityDto>> {
     return this.sso.list(caller.userId, query.limit, query.starting_after);
@@ -83,7 +83,7 @@ export class MeSsoController {
   @ApiNoContentResponse()
   @ApiErrors(404)
   async unlink(
-    @ActingUser() caller: UserCaller,
+    @ActingUser() caller: ActingUserCaller,
     @Param('id', ssoIdentityIdPipe) id: string,
   ): Promise<void> {
     await this.sso.unlink(caller.userId, id);

@@ -1,7 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
-import { ActingUser, type UserCaller } from '../common/auth/caller';
+import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { MeDto, toMeResponse } from './dto/me.dto';
 import { UsersService } from './users.service';
@@ -15,7 +15,7 @@ export class MeController {
   @Get()
   @ApiOperation({ summary: 'The logged-in user, with whether their e-mail address is verified' })
   @ApiOkResponse({ type: MeDto })
-  async me(@ActingUser() caller: UserCaller): Promise<MeDto> {
+  async me(@ActingUser() caller: ActingUserCaller): Promise<MeDto> {
     const user = await this.users.findById(caller.userId);
     if (!user) throw AppError.unauthenticated();
     return toMeResponse(user);

@@ -5,7 +5,7 @@ import { PassportStrategy } from '@nestjs/passport';
 import type { Request } from 'express';
 import { isUUID } from 'class-validator';
 import { ExtractJwt, Strategy } from 'passport-jwt';
-import type { UserCaller } from '../../common/auth/caller';
+import type { ActingUserCaller } from '../../common/auth/caller';
 import { AppError } from '../../common/errors/app-error';
 import { authConfig } from '../../config/auth.config';
 import { ROLE_SCOPES } from '../../organizations/organization-access';
@@ -16,7 +16,8 @@ import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-to
 /**
  * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not
  * expired (passport-jwt checks all of it), then of the user's current token version and for an
- * organization the user belongs to: X-Organization-Id's, else the user's first. AuthGuard('jwt')
+ * organization the user belongs to: X-Organization-Id's, else the user's first, else (a user
+ * who belongs to none) for no organization. AuthGuard('jwt')
  * (AuthenticationGuard) runs it for every bearer credential that is not an API key.
  */
 @Injectable()
@@ -49,7 +50,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   async validate(
     request: Request,
     payload: AccessTokenPayload & { exp?: number },
-  ): Promise<UserCaller> {
+  ): Promise<ActingUserCaller> {
     if (
       typeof payload.sub !== 'string' ||
       typeof payload.ver !== 'number' ||
@@ -68,8 +69,18 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     if (version === null || version !== payload.ver) {
       throw AppError.unauthenticated('The access token is no longer valid');
     }
-    if (!grant) {
+    if (!grant && requested !== undefined) {
       throw new AppError('not_a_member', 'X-Organization-Id names no organization you belong to');
+    }
+    if (!grant) {
+      // A member of none: AuthenticationGuard opens @UserOnly() routes to them, nothing else.
+      return {
+        kind: 'user',
+        userId: payload.sub,
+        tokenVersion: payload.ver,
+        organizationId: null,
+        scopes: [],
+      };
     }
     return {
       kind: 'user',

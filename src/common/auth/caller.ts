@@ -51,22 +51,53 @@ export interface ApiKeyCaller extends CallerBase {
 /** Who is calling: narrowed by `kind`. */
 export type CallerContext = UserCaller | ApiKeyCaller;
 
-export type RequestWithCaller = { caller?: CallerContext };
+/**
+ * A user whose access token acts in no organization, because they belong to none (removed from
+ * their last, or left it) and sent no X-Organization-Id. Only @UserOnly() routes let them in:
+ * they can still see themselves, create an organization or accept an invitation.
+ */
+export interface OrganizationlessUser extends Omit<UserCaller, 'organizationId' | 'scopes'> {
+  organizationId: null;
+  scopes: [];
+}
 
-function callerOf(context: ExecutionContext): CallerContext {
+/** Who the authentication guard lets through: any caller, or a user in no organization. */
+export type AuthenticatedCaller = CallerContext | OrganizationlessUser;
+
+/** The caller of a @UserOnly() route: a user, in an organization or in none. */
+export type ActingUserCaller = UserCaller | OrganizationlessUser;
+
+export type RequestWithCaller = { caller?: AuthenticatedCaller };
+
+function callerOf(context: ExecutionContext): AuthenticatedCaller {
   const request = context.switchToHttp().getRequest<RequestWithCaller>();
   if (!request.caller) throw new Error('@Caller() used on a route without authentication');
   return request.caller;
 }
 
+/**
+ * The organization a request acts for, read after the guard on a route that is not @UserOnly()
+ * (where every caller has one); `use` says who asks, for the error a misplaced call throws.
+ */
+export function organizationOf(request: RequestWithCaller, use: string): string {
+  const organizationId = request.caller?.organizationId;
+  if (!organizationId) throw new Error(`${use} needs an authenticated organization`);
+  return organizationId;
+}
+
 /** The authenticated caller, resolved by the global authentication guard. */
-export const Caller = createParamDecorator((_data: unknown, context: ExecutionContext) =>
-  callerOf(context),
+export const Caller = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): CallerContext => {
+    const caller = callerOf(context);
+    // The guard lets a user in no organization through @UserOnly() routes only.
+    if (caller.organizationId === null) throw new Error('@Caller() used on a @UserOnly() route');
+    return caller;
+  },
 );
 
 /** The caller of a @UserOnly() route, typed as the user the guard let through. */
 export const ActingUser = createParamDecorator(
-  (_data: unknown, context: ExecutionContext): UserCaller => {
+  (_data: unknown, context: ExecutionContext): ActingUserCaller => {
     const caller = callerOf(context);
     if (caller.kind !== 'user')
       throw new Error('@ActingUser() used on a route without @UserOnly()');
