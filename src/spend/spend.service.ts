@@ -18,12 +18,15 @@ import { SpendReservationsRepository } from './spend-reservations.repository';
 import { usageThresholdStep } from './usage-threshold.step';
 
 /**
- * Tokens a reply is taken to cost before it is made: its prompt's UTF-8 bytes / 3 (a byte-level
- * tokenizer never makes more tokens than bytes; English runs about 4 bytes a token), plus
+ * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt, plus
  * PROMPT_OVERHEAD_TOKENS for the instructions and the emotion vocabulary, plus ENGINE_MAX_TOKENS
- * (the cap the provider is sent for the reply itself).
+ * (the cap the provider is sent for the reply itself). A byte-level tokenizer never makes more
+ * tokens than bytes, and that is the only bound that holds for any text without the model's own
+ * tokenizer: English runs about 4 bytes a token, but rare symbols, emoji and random characters
+ * run near one (an estimate of bytes / 3 let concurrent replies of such text be admitted for a
+ * third of what they spent; found by review). The excess is given back when the reply settles.
  */
-export const PROMPT_BYTES_PER_TOKEN = 3;
+export const PROMPT_BYTES_PER_TOKEN = 1;
 export const PROMPT_OVERHEAD_TOKENS = 512;
 /** A reservation outlives its reply's longest possible life by this much, then lapses. */
 const RESERVATION_MARGIN_MS = 30_000;

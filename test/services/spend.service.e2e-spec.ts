@@ -9,9 +9,9 @@ import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 
-/** ENGINE_MAX_TOKENS 88 + 512 + 300 bytes / 3: every reply below is estimated at 700 tokens. */
+/** ENGINE_MAX_TOKENS 88 + 512 + a token per byte of 100: every reply below is estimated at 700. */
 const ESTIMATE = 700;
-const PROMPT = ['x'.repeat(300)];
+const PROMPT = ['x'.repeat(100)];
 
 /**
  * The spend module alone on a real PostgreSQL, without HTTP ("medium" spec): SpendService's
@@ -58,6 +58,12 @@ describe('SpendService (real database)', () => {
            ORDER BY budget`,
     );
   }
+
+  it('estimates a token per byte, so text of rare characters is not admitted for a third of its cost', async () => {
+    // 1,000 mathematical letters of 4 bytes each: 4,000 bytes, up to 4,000 tokens of prompt.
+    expect(spend.estimate(['𝔘'.repeat(1_000)])).toBe(4_000 + 512 + 88);
+    expect(spend.estimate(['hello', ' world'])).toBe(11 + 512 + 88);
+  });
 
   it('admits while spent + reserved is below the budget; the refusal counts both', async () => {
     const org = await organization({ monthlyTokenBudget: 2_000 });

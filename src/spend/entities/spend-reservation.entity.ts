@@ -22,7 +22,7 @@ export class SpendReservation {
   @PrimaryColumn({ name: 'reservation_id', type: 'uuid' })
   reservationId: string;
 
-  /** The reply's estimate (prompt bytes / 3 + 512 + ENGINE_MAX_TOKENS). */
+  /** The reply's estimate (prompt bytes + 512 + ENGINE_MAX_TOKENS). */
   @Column({ type: 'integer' })
   tokens: number;
 
