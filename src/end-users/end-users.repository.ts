@@ -36,7 +36,13 @@ const ERASURE_MARK = Columns.rowOf<EndUser>('e')('userId').and(
   }>({ erase_after: sql`e.erase_after`, was_active: sql`before.status = 'active'` }),
 );
 
-const DUE_ERASURE = Columns.rowOf<EndUser>()('id', 'organizationId', 'userId');
+const DUE_ERASURE = Columns.rowOf<EndUser>('e')('id', 'organizationId', 'userId');
+
+/**
+ * Candidates a claim looks at per end user it takes: room to skip the rows other instances'
+ * batches hold and still fill its own.
+ */
+const CLAIM_CANDIDATES_PER_SLOT = 4;
 
 const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
 
@@ -174,15 +180,26 @@ export class EndUsersRepository {
 
   /**
    * Up to `limit` users due at `now`, locked for the caller's transaction; rows another
-   * transaction holds are skipped, so two instances never claim the same user.
+   * transaction holds are skipped, so two instances never claim the same user. Organizations take
+   * turns: each one's longest-due user first, then each one's second, and so on, so one that
+   * erases ten thousand end users at once does not keep another's single erasure waiting behind
+   * all of them (found by review; the queue was first due, first erased).
    */
   claimDue(manager: EntityManager, now: Date, limit: number): Promise<DueErasure[]> {
     return this.database.rows(
-      DUE_ERASURE.query`SELECT ${DUE_ERASURE} FROM end_users
-           WHERE status = 'deleting' AND erase_after <= ${now}
-           ORDER BY erase_after
-           LIMIT ${limit}
-           FOR UPDATE SKIP LOCKED`,
+      DUE_ERASURE.query`SELECT ${DUE_ERASURE}
+           FROM (SELECT id AS candidate, erase_after AS due_at,
+                        row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
+                          AS turn
+                   FROM end_users
+                  WHERE status = 'deleting' AND erase_after <= ${now}
+                  ORDER BY turn, due_at
+                  LIMIT ${limit * CLAIM_CANDIDATES_PER_SLOT}) c
+           JOIN end_users e ON e.id = c.candidate
+          WHERE e.status = 'deleting' AND e.erase_after <= ${now}
+          ORDER BY c.turn, c.due_at
+          LIMIT ${limit}
+          FOR UPDATE OF e SKIP LOCKED`,
       { manager },
     );
   }

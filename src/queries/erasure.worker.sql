@@ -2,11 +2,19 @@
 
 -- a pass with nothing due
 COMMIT;
-SELECT id, organization_id, user_id FROM end_users
-WHERE status = 'deleting' AND erase_after <= $1
-ORDER BY erase_after
-LIMIT $2
-FOR UPDATE SKIP LOCKED;
+SELECT e.id, e.organization_id, e.user_id
+ FROM (SELECT id AS candidate, erase_after AS due_at,
+              row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
+                AS turn
+         FROM end_users
+        WHERE status = 'deleting' AND erase_after <= $1
+        ORDER BY turn, due_at
+        LIMIT $2) c
+ JOIN end_users e ON e.id = c.candidate
+WHERE e.status = 'deleting' AND e.erase_after <= $3
+ORDER BY c.turn, c.due_at
+LIMIT $4
+FOR UPDATE OF e SKIP LOCKED;
 SET LOCAL statement_timeout = 0;
 START TRANSACTION;
 
@@ -23,11 +31,19 @@ DELETE FROM tool_turns t
 USING unnest($1::uuid[],
              $2::uuid[]) AS e(id, organization_id)
 WHERE t.end_user_id = e.id AND t.organization_id = e.organization_id;
-SELECT id, organization_id, user_id FROM end_users
-WHERE status = 'deleting' AND erase_after <= $1
-ORDER BY erase_after
-LIMIT $2
-FOR UPDATE SKIP LOCKED;
+SELECT e.id, e.organization_id, e.user_id
+ FROM (SELECT id AS candidate, erase_after AS due_at,
+              row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
+                AS turn
+         FROM end_users
+        WHERE status = 'deleting' AND erase_after <= $1
+        ORDER BY turn, due_at
+        LIMIT $2) c
+ JOIN end_users e ON e.id = c.candidate
+WHERE e.status = 'deleting' AND e.erase_after <= $3
+ORDER BY c.turn, c.due_at
+LIMIT $4
+FOR UPDATE OF e SKIP LOCKED;
 SET LOCAL statement_timeout = 0;
 START TRANSACTION;
 UPDATE audit_events a SET target_id = $1

@@ -6,6 +6,7 @@ import { Clock, ManualClock } from '../../src/common/time/clock';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import { EndUsersModule } from '../../src/end-users/end-users.module';
+import { EndUsersRepository } from '../../src/end-users/end-users.repository';
 import { EndUsersService } from '../../src/end-users/end-users.service';
 import { ErasureWorker } from '../../src/end-users/erasure.worker';
 import { uniqueUserId } from '../support/data-plane';
@@ -180,6 +181,42 @@ describe('EndUsersService (database)', () => {
       const fresh = await endUsers.ensure(organizationId, userId);
       expect(fresh.created).toBe(true);
       expect(fresh.row.metadata).toEqual({});
+    });
+
+    it('claims organizations in turns, and skips what another instance holds', async () => {
+      const repository = moduleRef.get(EndUsersRepository);
+      // Due in 2001, long before anything else of this database: no other spec's user is due.
+      const dueAt = (second: number) => new Date(Date.UTC(2001, 0, 1, 0, 0, second));
+      const scheduled = async (organization: string, second: number) => {
+        const id = await factory.endUser(organization, uniqueUserId('claim'));
+        await database.count(
+          sql`UPDATE end_users SET status = 'deleting', erase_after = ${dueAt(second)}
+               WHERE id = ${id}`,
+        );
+        return id;
+      };
+      const busy = await factory.organization();
+      const quiet = await factory.organization();
+      const busyIds: string[] = [];
+      for (let second = 0; second < 30; second++) busyIds.push(await scheduled(busy, second));
+      // Due after all thirty of the busy organization's.
+      const quietId = await scheduled(quiet, 40);
+      const now = dueAt(50);
+
+      await database.transaction(async (first) => {
+        const claimed = await repository.claimDue(first, now, 20);
+        expect(claimed.map((row) => row.id)).toEqual([
+          busyIds[0],
+          quietId,
+          ...busyIds.slice(1, 19),
+        ]);
+        // Another instance, meanwhile: what is left, none of what the first holds.
+        await database.transaction(async (second) => {
+          const rest = await repository.claimDue(second, now, 20);
+          expect(rest.map((row) => row.id)).toEqual(busyIds.slice(19));
+        });
+      });
+      await database.count(sql`DELETE FROM end_users WHERE organization_id IN (${busy}, ${quiet})`);
     });
 
     it('404 for an unknown user, without an audit event', async () => {
