@@ -71,9 +71,12 @@ export class UsersService {
     return this.users.replacePassword(manager, userId, passwordHash, at);
   }
 
-  /** After the version was raised: at once here, and on every instance when Redis is set. */
+  /**
+   * After the version was raised: at once here, and, when Redis is set, on every instance before
+   * this resolves (the reset's answer waits, as a key's revocation does).
+   */
   forgetTokenVersion(userId: string): Promise<void> {
-    return this.tokenVersions.invalidate(userId);
+    return this.tokenVersions.invalidate(userId, { confirmed: true });
   }
 
   /** In the caller's transaction: the user's address is verified from `at` on. */
