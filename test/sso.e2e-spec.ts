@@ -131,6 +131,9 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
         JSON.stringify({ sub: 'x', iss: idp.issuer, aud: idp.audience, exp: now + 300 }),
       ).toString('base64url')}.`,
       garbage: 'not-a-jwt',
+      'U+0000 in sub': await token({ sub: 'subject\u0000one' }),
+      'an unpaired surrogate in sub': await token({ sub: 'subject\ud800' }),
+      'U+0000 in email': await token({ email: 'someone\u0000@example.com' }),
     };
     for (const [name, idToken] of Object.entries(cases)) {
       const response = await link(u.accessToken, idToken);

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { PinoLogger } from 'nestjs-pino';
 import { AppError } from '../common/errors/app-error';
+import { isStorableText } from '../common/validation/untrusted-json';
 import { type AuthConfig, authConfig, type SsoProviderConfig } from '../config/auth.config';
 import { Clock } from '../common/time/clock';
 
@@ -55,10 +56,16 @@ export class IdTokenVerifier {
         // exp and nbf against the service's time, as every other expiry here.
         currentDate: this.clock.now(),
       });
-      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 255)
+      // A claim is stored and compared as text: U+0000 (which PostgreSQL refuses) or an unpaired
+      // surrogate (which would be stored as U+FFFD, merging two subjects) makes the token unusable.
+      const { sub, email: claimedEmail } = payload;
+      if (typeof sub !== 'string' || sub.length === 0 || sub.length > 255 || !isStorableText(sub))
         throw invalidIdToken();
-      const email = typeof payload.email === 'string' ? payload.email.slice(0, 254) : null;
-      return { provider: provider.id, subject: payload.sub, email };
+      if (typeof claimedEmail === 'string' && !isStorableText(claimedEmail)) throw invalidIdToken();
+      // Longer than an address can be: kept as none rather than cut into another address.
+      const email =
+        typeof claimedEmail === 'string' && claimedEmail.length <= 254 ? claimedEmail : null;
+      return { provider: provider.id, subject: sub, email };
     } catch (error) {
       if (error instanceof AppError) throw error;
       // Still 401 for the caller, but an unreachable JWKS is the provider's outage, not a bad
