@@ -1135,6 +1135,45 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
   });
 
   describe('API key rolling', () => {
+    it('tells webhook subscribers of the new key, and of the old one when the roll ends it at once', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const org = owner.organizationId;
+      await createApiKey(t, owner.accessToken, ['read_write'], 'backend');
+      const [first] = (await t.http().get('/v1/api-keys').set(as(owner.accessToken))).body.data;
+      // A subscriber (written here: the SSRF guard refuses a receiver on loopback), disabled
+      // once read so that no delivery is tried.
+      const [endpoint] = await db.query(
+        `INSERT INTO webhook_endpoints (organization_id, url, events, secret)
+         VALUES ($1, 'https://hooks.example.com/keys', ARRAY['api_key.created', 'api_key.revoked'],
+                 'whsec_never-sent')
+         RETURNING id`,
+        [org],
+      );
+      const roll = (id: string, seconds: number) =>
+        t
+          .http()
+          .post(`/v1/api-keys/${id}/roll`)
+          .set(as(owner.accessToken))
+          .send({ expires_in_seconds: seconds });
+      const overlapping = await roll(first.id as string, 60);
+      expect(overlapping.status).toBe(201);
+      const atOnce = await roll(overlapping.body.id as string, 0);
+      expect(atOnce.status).toBe(201);
+      const events = await db.query(
+        `SELECT type, data->>'id' AS id FROM webhook_events WHERE organization_id = $1
+          ORDER BY type, data->>'id'`,
+        [org],
+      );
+      await db.query(`UPDATE webhook_endpoints SET status = 'disabled' WHERE id = $1`, [
+        endpoint.id,
+      ]);
+      const created = [overlapping.body.id as string, atOnce.body.id as string].sort();
+      expect(events).toEqual([
+        ...created.map((id) => ({ type: 'api_key.created', id })),
+        { type: 'api_key.revoked', id: overlapping.body.id },
+      ]);
+    });
+
     it('issues a new key shown once (no-store); the old one works until its overlap ends', async () => {
       const owner = await signUpVerified(t, smtp);
       const oldKey = await createApiKey(t, owner.accessToken, ['read_write'], 'backend');

@@ -58,6 +58,12 @@ const ROLLED = Columns.propertiesOf<ApiKey>()(
 /** The hash of a revoked key: every instance forgets its cached copy. */
 const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
 
+/** The `data` of an `api_key.created` webhook event, from the inserted row. */
+const CREATED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+                                                    'expires_at', expires_at)`;
+/** The `data` of an `api_key.revoked` webhook event, from the updated row. */
+const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`;
+
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
 const KEY_ORGANIZATION = Columns.rowOf<ApiKey>()('organizationId');
@@ -229,8 +235,7 @@ export class ApiKeysRepository {
       {
         audit_target_id: sql`id::text`,
         audit_details: sql`${details}::jsonb`,
-        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                             'expires_at', expires_at)`,
+        webhook_data: CREATED_WEBHOOK_DATA,
       },
       (lent) => sql`${insertKeyAt(key, at)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
     );
@@ -253,10 +258,24 @@ export class ApiKeysRepository {
    * In the caller's transaction (a roll issues the new key with the old one's end), once
    * lockForRoll has locked and checked the key it is made by.
    */
-  async insert(manager: EntityManager, key: NewApiKey): Promise<ApiKeyRow> {
-    const row = await this.database.row(SHOWN_KEY.query`${insertKey(key)} RETURNING ${SHOWN_KEY}`, {
-      manager,
-    });
+  async insert(manager: EntityManager, key: NewApiKey, at: Date): Promise<ApiKeyRow> {
+    const created = cte(
+      'created',
+      { webhook_data: CREATED_WEBHOOK_DATA },
+      (lent) => sql`${insertKey(key)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
+    );
+    const entries = [
+      created,
+      webhookEventStep(created, {
+        organizationId: key.organizationId,
+        type: 'api_key.created',
+        at,
+      }),
+    ];
+    const row = await this.database.row(
+      withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
+      { manager },
+    );
     return row!;
   }
 
@@ -313,9 +332,26 @@ export class ApiKeysRepository {
     };
   }
 
-  /** Revokes the key at `at`. */
-  async revokeAt(manager: EntityManager, id: string, at: Date): Promise<void> {
-    await this.database.count(sql`UPDATE api_keys SET revoked_at = ${at} WHERE id = ${id}`, {
+  /** Revokes the organization's key at `at`, with its webhook event (a roll that ends it at once). */
+  async revokeAt(
+    manager: EntityManager,
+    id: string,
+    organizationId: string,
+    at: Date,
+  ): Promise<void> {
+    const revoked = cte(
+      'revoked',
+      { webhook_data: REVOKED_WEBHOOK_DATA },
+      (lent) => sql`
+        UPDATE api_keys SET revoked_at = ${at}
+         WHERE id = ${id} AND organization_id = ${organizationId}
+        RETURNING id, ${lent}`,
+    );
+    const entries = [
+      revoked,
+      webhookEventStep(revoked, { organizationId, type: 'api_key.revoked', at }),
+    ];
+    await this.database.count(withEntries(entries, sql`SELECT 1 FROM ${revoked.ref}`), {
       manager,
     });
   }
@@ -345,7 +381,7 @@ export class ApiKeysRepository {
       {
         audit_target_id: sql`id::text`,
         audit_details: sql`jsonb_build_object('name', name)`,
-        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`,
+        webhook_data: REVOKED_WEBHOOK_DATA,
       },
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}
@@ -413,7 +449,7 @@ export class ApiKeysRepository {
       {
         audit_target_id: sql`id::text`,
         audit_details: sql`jsonb_build_object('name', name, 'reason', ${options.reason}::text)`,
-        webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`,
+        webhook_data: REVOKED_WEBHOOK_DATA,
       },
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}

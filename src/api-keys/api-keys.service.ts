@@ -228,7 +228,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
       if (!old) throw AppError.notFound('API key');
       const oldEndsAt =
         expiresInSeconds === 0
-          ? (await this.keys.revokeAt(manager, id, now), now)
+          ? (await this.keys.revokeAt(manager, id, caller.organizationId, now), now)
           : await this.keys.expireBy(
               manager,
               id,
@@ -244,7 +244,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
         bucketOf(old),
         old.rateLimitBucketId,
       );
-      const issued = this.issued(key, row, await this.keys.insert(manager, row));
+      const issued = this.issued(key, row, await this.keys.insert(manager, row, now));
       await this.audit.record(manager, caller, {
         organizationId: caller.organizationId,
         action: 'api_key.rolled',

@@ -16,7 +16,7 @@ WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships
            $14::double precision, $15::integer,
            $16::uuid
     FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $17::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                             'expires_at', expires_at) AS webhook_data),
+                                                    'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
@@ -78,15 +78,6 @@ FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL;
 
 -- roll, the old key working for an hour more
 COMMIT;
-INSERT INTO api_keys
-  (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-   created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-SELECT $1::uuid, $2, $3::text[], $4,
-       $5, $6::bytea, $7::uuid,
-       $8::uuid, $9::timestamptz,
-       $10::double precision, $11::integer,
-       $12::uuid
- RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
@@ -113,18 +104,38 @@ SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.cre
             OR id IN (SELECT id FROM line WHERE created_by_api_key_id IS NULL))
      ORDER BY created_by_api_key_id IS NOT NULL, id
      FOR NO KEY UPDATE;
+WITH created AS (
+    INSERT INTO api_keys
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+    SELECT $1::uuid, $2, $3::text[], $4,
+           $5, $6::bytea, $7::uuid,
+           $8::uuid, $9::timestamptz,
+           $10::double precision, $11::integer,
+           $12::uuid
+     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+                                                    'expires_at', expires_at) AS webhook_data),
+created_webhook_subscribed AS (
+      SELECT id FROM webhook_endpoints
+       WHERE organization_id = $13::uuid AND status = 'enabled'
+         AND $14::text = ANY (events)
+       FOR KEY SHARE),
+    created_webhook_event AS (
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT $15::uuid, $16, s.webhook_data, $17::timestamptz
+        FROM created s
+       WHERE EXISTS (SELECT 1 FROM created_webhook_subscribed)
+      RETURNING id, organization_id, type),
+    created_webhook_attempt AS (
+      INSERT INTO webhook_delivery_attempts
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $18::timestamptz,
+             $19::timestamptz
+        FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
+SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
 
 -- roll, the old key revoked at once
 COMMIT;
-INSERT INTO api_keys
-  (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
-   created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
-SELECT $1::uuid, $2, $3::text[], $4,
-       $5, $6::bytea, $7::uuid,
-       $8::uuid, $9::timestamptz,
-       $10::double precision, $11::integer,
-       $12::uuid
- RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId";
 INSERT INTO audit_events
   (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
    created_at)
@@ -138,7 +149,6 @@ WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
   AND ($3::int IS NULL OR u.token_version = $4::int)
   FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
-UPDATE api_keys SET revoked_at = $1 WHERE id = $2;
 WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION
@@ -150,6 +160,57 @@ SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.cre
             OR id IN (SELECT id FROM line WHERE created_by_api_key_id IS NULL))
      ORDER BY created_by_api_key_id IS NOT NULL, id
      FOR NO KEY UPDATE;
+WITH created AS (
+    INSERT INTO api_keys
+      (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
+       created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
+    SELECT $1::uuid, $2, $3::text[], $4,
+           $5, $6::bytea, $7::uuid,
+           $8::uuid, $9::timestamptz,
+           $10::double precision, $11::integer,
+           $12::uuid
+     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+                                                    'expires_at', expires_at) AS webhook_data),
+created_webhook_subscribed AS (
+      SELECT id FROM webhook_endpoints
+       WHERE organization_id = $13::uuid AND status = 'enabled'
+         AND $14::text = ANY (events)
+       FOR KEY SHARE),
+    created_webhook_event AS (
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT $15::uuid, $16, s.webhook_data, $17::timestamptz
+        FROM created s
+       WHERE EXISTS (SELECT 1 FROM created_webhook_subscribed)
+      RETURNING id, organization_id, type),
+    created_webhook_attempt AS (
+      INSERT INTO webhook_delivery_attempts
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $18::timestamptz,
+             $19::timestamptz
+        FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
+SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
+WITH revoked AS (
+        UPDATE api_keys SET revoked_at = $1
+         WHERE id = $2 AND organization_id = $3
+        RETURNING id, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+revoked_webhook_subscribed AS (
+      SELECT id FROM webhook_endpoints
+       WHERE organization_id = $4::uuid AND status = 'enabled'
+         AND $5::text = ANY (events)
+       FOR KEY SHARE),
+    revoked_webhook_event AS (
+      INSERT INTO webhook_events (organization_id, type, data, created_at)
+      SELECT $6::uuid, $7, s.webhook_data, $8::timestamptz
+        FROM revoked s
+       WHERE EXISTS (SELECT 1 FROM revoked_webhook_subscribed)
+      RETURNING id, organization_id, type),
+    revoked_webhook_attempt AS (
+      INSERT INTO webhook_delivery_attempts
+        (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $9::timestamptz,
+             $10::timestamptz
+        FROM revoked_webhook_event ev CROSS JOIN revoked_webhook_subscribed e)
+SELECT 1 FROM revoked;
 
 -- revoke
 -- prepared
