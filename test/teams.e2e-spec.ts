@@ -909,6 +909,57 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       expect((left.body.data as Array<{ id: string }>).map((k) => k.id)).toEqual([ownersKey.id]);
     });
 
+    it('ends a key made or rolled by a key no later than that key, so an expiry is a boundary', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+      const make = (credential: string, body: Record<string, unknown>) =>
+        t
+          .http()
+          .post('/v1/api-keys')
+          .set(as(credential))
+          .send({ name: 'k', scopes: ['admin'], ...body });
+      const expiring = await make(owner.accessToken, { expires_at: inAnHour });
+      expect(expiring.status).toBe(201);
+      const maker = expiring.body.key as string;
+      const endOf = async (body: Record<string, unknown>) => {
+        const made = await make(maker, body);
+        expect(made.status).toBe(201);
+        return made.body.expires_at as string | null;
+      };
+      expect(await endOf({})).toBe(inAnHour);
+      expect(await endOf({ expires_at: new Date(Date.now() + 7_200_000).toISOString() })).toBe(
+        inAnHour,
+      );
+      const sooner = new Date(Date.now() + 1_800_000).toISOString();
+      expect(await endOf({ expires_at: sooner })).toBe(sooner);
+
+      // Rolling another key with the expiring one: the new key ends with its roller.
+      const lasting = await make(owner.accessToken, {});
+      const rolledByKey = await t
+        .http()
+        .post(`/v1/api-keys/${lasting.body.id}/roll`)
+        .set(as(maker))
+        .send({ expires_in_seconds: 60 });
+      expect(rolledByKey.status).toBe(201);
+      expect(rolledByKey.body.expires_at).toBe(inAnHour);
+      // The cap is the stored one on this instance's cache too: the key works, as stored.
+      expect((await t.http().get('/v1/api-keys').set(as(rolledByKey.body.key))).status).toBe(200);
+      // A user's roll, and a key without an end rolling itself, make keys without one.
+      const rolledByUser = await t
+        .http()
+        .post(`/v1/api-keys/${expiring.body.id}/roll`)
+        .set(as(owner.accessToken))
+        .send({ expires_in_seconds: 60 });
+      expect(rolledByUser.body.expires_at).toBeNull();
+      const self = await t
+        .http()
+        .post(`/v1/api-keys/${rolledByUser.body.id}/roll`)
+        .set(as(rolledByUser.body.key))
+        .send({ expires_in_seconds: 60 });
+      expect(self.status).toBe(201);
+      expect(self.body.expires_at).toBeNull();
+    });
+
     it('revokes a key made by one of the member’s keys that was revoked before', async () => {
       const owner = await signUpVerified(t, smtp);
       const admin = await addMember(owner, 'admin');

@@ -104,14 +104,18 @@ export type NewApiKey = { creatorTokenVersion?: number } & Pick<
  * and the row only when that statement answered the row `lock.from` names: the key is made
  * only while what made it still may (insertKeyAt).
  */
-function insertKey(key: NewApiKey, lock?: { with: Sql; from: Sql }) {
+function insertKey(key: NewApiKey, lock?: { with: Sql; from: Sql; expiresBy?: Sql }) {
+  // LEAST ignores a null: the earlier of the two ends, or the one there is.
+  const expiresAt = lock?.expiresBy
+    ? sql`LEAST(${key.expiresAt}::timestamptz, ${lock.expiresBy})`
+    : sql`${key.expiresAt}::timestamptz`;
   return sql`${lock?.with ?? empty}
     INSERT INTO api_keys
       (organization_id, name, scopes, prefix, last_four, key_hash, created_by_user_id,
        created_by_api_key_id, expires_at, rate_limit_rps, rate_limit_burst, rate_limit_bucket_id)
     SELECT ${key.organizationId}::uuid, ${key.name}, ${key.scopes}::text[], ${key.prefix},
            ${key.lastFour}, ${key.keyHash}::bytea, ${key.createdByUserId}::uuid,
-           ${key.createdByApiKeyId}::uuid, ${key.expiresAt}::timestamptz,
+           ${key.createdByApiKeyId}::uuid, ${expiresAt},
            ${key.rateLimitRps}::double precision, ${key.rateLimitBurst}::integer,
            ${key.rateLimitBucketId}::uuid
     ${lock?.from ?? empty}`;
@@ -159,19 +163,21 @@ const liveAt = (at: Date) =>
 /**
  * What a key made by the live key `creatorId` (as of `at`) locks: its creator and the root of
  * the creator's line, FOR SHARE (see RANK_ORDER), the creator checked under the lock, so no row
- * is inserted when a concurrent revocation got there first.
+ * is inserted when a concurrent revocation got there first. The new key ends no later than its
+ * creator: a key's expiry is not escaped by the keys it makes.
  */
 function creatorLock(organizationId: string, creatorId: string, at: Date) {
   return {
     with: sql`WITH creator AS MATERIALIZED (
       ${lineOf(creatorId)}
-      SELECT id FROM api_keys
+      SELECT id, expires_at FROM api_keys
        WHERE id IN (SELECT id FROM line WHERE id = ${creatorId}::uuid OR created_by_api_key_id IS NULL)
          AND organization_id = ${organizationId}
          AND (id <> ${creatorId}::uuid OR (${liveAt(at)}))
        ORDER BY ${RANK_ORDER}
          FOR SHARE)`,
     from: sql`FROM creator WHERE id = ${creatorId}::uuid`,
+    expiresBy: sql`creator.expires_at`,
   };
 }
 
@@ -310,9 +316,16 @@ export class ApiKeysRepository {
     organizationId: string,
     callerKeyId: string | null,
     now: Date,
-  ): Promise<{ rolled: RowOf<typeof ROLLED> | undefined; callerLive: boolean }> {
+  ): Promise<{
+    rolled: RowOf<typeof ROLLED> | undefined;
+    callerLive: boolean;
+    callerExpiresAt: Date | null;
+  }> {
     const locked = ROLLED.and(KEY_ID_PROPERTY).and(
-      Columns.computed<{ live: boolean }>({ live: liveAt(now) }),
+      Columns.computed<{ live: boolean; expiresAt: Date | null }>({
+        live: liveAt(now),
+        expiresAt: sql`expires_at`,
+      }),
     );
     const rows = await this.database.rows(
       locked.query`${lineOf(callerKeyId)}
@@ -326,9 +339,11 @@ export class ApiKeysRepository {
       { manager },
     );
     const rolled = rows.find((row) => row.id === id && row.live);
+    const callerKey = rows.find((row) => row.id === callerKeyId);
     return {
       rolled,
-      callerLive: callerKeyId === null || rows.some((row) => row.id === callerKeyId && row.live),
+      callerLive: callerKeyId === null || callerKey?.live === true,
+      callerExpiresAt: callerKey?.expiresAt ?? null,
     };
   }
 

@@ -217,7 +217,11 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
       }
       // The rolled key, and the caller's key that makes the new one (ApiKeysRepository's
       // RANK_ORDER: a member's removal or demotion revokes what that key makes).
-      const { rolled: old, callerLive } = await this.keys.lockForRoll(
+      const {
+        rolled: old,
+        callerLive,
+        callerExpiresAt,
+      } = await this.keys.lockForRoll(
         manager,
         id,
         caller.organizationId,
@@ -235,12 +239,14 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
               new Date(now.getTime() + expiresInSeconds * 1000),
             );
       // The new key keeps the old one's own bucket: its size and its tokens (contract §29), so
-      // a roll refills nothing, and the two keys share the bucket while both work.
+      // a roll refills nothing, and the two keys share the bucket while both work. It has no
+      // expiry of its own, but, made by a key, ends no later than that key did before this roll
+      // (a key rolling itself is a rotation; another key's roll gives no way past its end).
       const { key, row } = newKey(
         caller,
         old.name,
         old.scopes,
-        null,
+        callerExpiresAt,
         bucketOf(old),
         old.rateLimitBucketId,
       );
@@ -270,7 +276,8 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
       id: stored.id,
       organizationId: row.organizationId,
       scopes: row.scopes,
-      expiresAt: row.expiresAt?.getTime() ?? null,
+      // As stored: a key made by a key ends no later than its maker, whatever was asked.
+      expiresAt: stored.expiresAt?.getTime() ?? null,
       rateLimit: bucketOf(row),
     });
     return { ...toApiKeyResponse(stored), key };

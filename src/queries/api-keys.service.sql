@@ -97,7 +97,7 @@ WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION
 SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.created_by_api_key_id)
-    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live"
+    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live", expires_at AS "expiresAt"
       FROM api_keys
      WHERE organization_id = $3
        AND (id = $4 OR id = $5::uuid
@@ -153,7 +153,7 @@ WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION
 SELECT k.id, k.created_by_api_key_id FROM api_keys k JOIN line l ON k.id = l.created_by_api_key_id)
-    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live"
+    SELECT name, scopes, key_hash AS "keyHash", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", rate_limit_bucket_id AS "rateLimitBucketId", id, revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2::timestamptz) AS "live", expires_at AS "expiresAt"
       FROM api_keys
      WHERE organization_id = $3
        AND (id = $4 OR id = $5::uuid

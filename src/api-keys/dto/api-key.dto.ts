@@ -39,7 +39,10 @@ export class CreateApiKeyDto {
   @IsIn(SCOPES, { each: true })
   scopes: Scope[];
 
-  /** When the key stops working (ISO 8601, in the future). */
+  /**
+   * When the key stops working (ISO 8601, in the future). A key made with an API key ends no
+   * later than that key: the response's `expires_at` is the one that holds.
+   */
   @ApiPropertyOptional({ example: '2027-01-01T00:00:00.000Z' })
   @IsOptional()
   @IsTimestamp()

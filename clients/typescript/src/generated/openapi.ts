@@ -1957,7 +1957,8 @@ export interface components {
              */
             scopes: ("read" | "read_write" | "admin")[];
             /**
-             * @description When the key stops working (ISO 8601, in the future).
+             * @description When the key stops working (ISO 8601, in the future). A key made with an API key ends no
+             *     later than that key: the response's `expires_at` is the one that holds.
              * @example 2027-01-01T00:00:00.000Z
              */
             expires_at?: string;
