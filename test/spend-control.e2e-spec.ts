@@ -424,6 +424,17 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(lifted.status).toBe(200);
       expect(lifted.body).toMatchObject({ id: created.body.id, name: 'partner', rate_limit: null });
       expect(lifted.body.key).toBeUndefined();
+      // Lifting a partner's limit leaves a trace: who, which key, what it is allowed now.
+      const audit = await t
+        .http()
+        .get('/v1/audit-events?action=api_key.updated')
+        .set('Authorization', a.admin);
+      expect(audit.body.data).toEqual([
+        expect.objectContaining({
+          target: { type: 'api_key', id: created.body.id },
+          details: { name: 'partner', rate_limit: null },
+        }),
+      ]);
       expect((await t.http().get('/v1/end-users').set('Authorization', partner)).status).toBe(200);
       for (const body of [
         { rate_limit: { rps: 0, burst: 1 } },

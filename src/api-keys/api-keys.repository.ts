@@ -538,17 +538,32 @@ export class ApiKeysRepository {
     id: string,
     organizationId: string,
     patch: { name?: string; rateLimit?: { rps: number; burst: number } | null },
+    audit: AuditStep,
   ): Promise<RowOf<typeof SHOWN_KEY_AND_HASH> | undefined> {
     const keep = patch.rateLimit === undefined;
-    return this.database.row(
-      SHOWN_KEY_AND_HASH.query`UPDATE api_keys
+    const updated = cte(
+      'updated',
+      {
+        audit_target_id: sql`id::text`,
+        // What the key is now called and allowed, as the PATCH left it.
+        audit_details: sql`jsonb_build_object('name', name, 'rate_limit',
+          CASE WHEN rate_limit_rps IS NULL THEN NULL
+               ELSE jsonb_build_object('rps', rate_limit_rps, 'burst', rate_limit_burst) END)`,
+      },
+      (lent) => sql`UPDATE api_keys
              SET name = coalesce(${patch.name ?? null}::text, name),
                  rate_limit_rps = CASE WHEN ${keep}::boolean THEN rate_limit_rps
                                        ELSE ${patch.rateLimit?.rps ?? null}::double precision END,
                  rate_limit_burst = CASE WHEN ${keep}::boolean THEN rate_limit_burst
                                          ELSE ${patch.rateLimit?.burst ?? null}::integer END
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
-          RETURNING ${SHOWN_KEY_AND_HASH}`,
+          RETURNING ${SHOWN_KEY_COLUMNS}, key_hash, ${lent}`,
+    );
+    return this.database.row(
+      withEntries(
+        [updated, audit(updated)],
+        SHOWN_KEY_AND_HASH.query`SELECT ${SHOWN_KEY_AND_HASH} FROM ${updated.ref}`,
+      ),
     );
   }
 

@@ -297,10 +297,20 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
    * use (through Redis, each confirming before the answer; else within API_KEY_CACHE_MS).
    */
   async update(caller: CallerContext, id: string, dto: UpdateApiKeyDto): Promise<ApiKeyDto> {
-    const updated = await this.keys.setRateLimit(id, caller.organizationId, {
-      name: dto.name,
-      rateLimit: dto.rate_limit,
-    });
+    const now = this.clock.now();
+    const updated = await this.keys.setRateLimit(
+      id,
+      caller.organizationId,
+      { name: dto.name, rateLimit: dto.rate_limit },
+      auditEventStep(
+        auditOrigin(caller, {
+          organizationId: caller.organizationId,
+          action: 'api_key.updated',
+          targetType: 'api_key',
+          at: now,
+        }),
+      ),
+    );
     if (!updated) throw AppError.notFound('API key');
     const hashHex = updated.keyHash.toString('hex');
     this.byHash.delete(hashHex);

@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import type { AuditStep } from '../audit/audit-event.step';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
+import { cte, sql, withEntries } from '../database/sql';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Membership } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
@@ -91,19 +93,30 @@ export class OrganizationsRepository {
     userId: string,
     days: number | null,
     at: Date,
+    audit: AuditStep,
   ): Promise<OrganizationRoleRow | undefined> {
+    const changed = cte(
+      'changed',
+      {
+        audit_target_id: sql`id::text`,
+        audit_details: sql`jsonb_build_object('memory_retention_days', memory_retention_days)`,
+      },
+      (lent) => sql`
+        UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
+         WHERE id = ${organizationId}
+           AND EXISTS (SELECT 1 FROM memberships
+                        WHERE organization_id = ${organizationId} AND user_id = ${userId}
+                          AND role IN ('owner', 'admin')
+                          FOR SHARE)
+        RETURNING ${ORGANIZATION}, ${lent}`,
+    );
     return this.database.row(
-      ORGANIZATION_WITH_ROLE.query`WITH changed AS (
-            UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
-             WHERE id = ${organizationId}
-               AND EXISTS (SELECT 1 FROM memberships
-                            WHERE organization_id = ${organizationId} AND user_id = ${userId}
-                              AND role IN ('owner', 'admin')
-                              FOR SHARE)
-            RETURNING ${ORGANIZATION})
-          SELECT ${ORGANIZATION_WITH_ROLE}
-            FROM changed o
+      withEntries(
+        [changed, audit(changed)],
+        ORGANIZATION_WITH_ROLE.query`SELECT ${ORGANIZATION_WITH_ROLE}
+            FROM ${changed.ref} o
             JOIN memberships m ON m.organization_id = o.id AND m.user_id = ${userId}`,
+      ),
     );
   }
 

@@ -5,6 +5,7 @@ import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
+import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
 import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -144,13 +145,23 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     days: number | null,
   ): Promise<OrganizationView> {
     assertManages(await this.membership(caller.userId, organizationId));
-    const write = () =>
-      this.organizations.updateMemoryRetention(
+    const write = () => {
+      const at = this.clock.now();
+      return this.organizations.updateMemoryRetention(
         organizationId,
         caller.userId,
         days,
-        this.clock.now(),
+        at,
+        auditEventStep(
+          auditOrigin(caller, {
+            organizationId,
+            action: 'organization.updated',
+            targetType: 'organization',
+            at,
+          }),
+        ),
       );
+    };
     const row = await write();
     if (row) return toOrganizationView(row);
     // The write checks the role itself and found it gone: demoted or removed since the check.

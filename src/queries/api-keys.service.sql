@@ -53,14 +53,24 @@ SELECT c.created_at, c.id FROM api_keys c
      LIMIT $5;
 
 -- rename
-UPDATE api_keys
-   SET name = coalesce($1::text, name),
-       rate_limit_rps = CASE WHEN $2::boolean THEN rate_limit_rps
-                             ELSE $3::double precision END,
-       rate_limit_burst = CASE WHEN $4::boolean THEN rate_limit_burst
-                               ELSE $5::integer END
- WHERE id = $6 AND organization_id = $7 AND revoked_at IS NULL
-RETURNING id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId", key_hash AS "keyHash";
+WITH updated AS (UPDATE api_keys
+             SET name = coalesce($1::text, name),
+                 rate_limit_rps = CASE WHEN $2::boolean THEN rate_limit_rps
+                                       ELSE $3::double precision END,
+                 rate_limit_burst = CASE WHEN $4::boolean THEN rate_limit_burst
+                                         ELSE $5::integer END
+           WHERE id = $6 AND organization_id = $7 AND revoked_at IS NULL
+          RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'rate_limit',
+          CASE WHEN rate_limit_rps IS NULL THEN NULL
+               ELSE jsonb_build_object('rps', rate_limit_rps, 'burst', rate_limit_burst) END) AS audit_details),
+updated_audit AS (INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
+          SELECT $8::uuid, $9, $10,
+                 $11, $12, s.audit_target_id, $13,
+                 $14, s.audit_details, $15::timestamptz
+            FROM updated s)
+SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId", key_hash AS "keyHash" FROM updated;
 
 -- a key's check on a request, not cached: the lookup, and last_used_at written off the request
 -- prepared

@@ -25,16 +25,23 @@ SELECT c.created_at, c.organization_id FROM memberships c
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 AND organization_id = $2;
 WITH changed AS (
-  UPDATE organizations SET memory_retention_days = $1, updated_at = $2
-   WHERE id = $3
-     AND EXISTS (SELECT 1 FROM memberships
-                  WHERE organization_id = $4 AND user_id = $5
-                    AND role IN ('owner', 'admin')
-                    FOR SHARE)
-  RETURNING id, name, memory_retention_days, created_at)
+        UPDATE organizations SET memory_retention_days = $1, updated_at = $2
+         WHERE id = $3
+           AND EXISTS (SELECT 1 FROM memberships
+                        WHERE organization_id = $4 AND user_id = $5
+                          AND role IN ('owner', 'admin')
+                          FOR SHARE)
+        RETURNING id, name, memory_retention_days, created_at, id::text AS audit_target_id, jsonb_build_object('memory_retention_days', memory_retention_days) AS audit_details),
+changed_audit AS (INSERT INTO audit_events
+            (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+             created_at)
+          SELECT $6::uuid, $7, $8,
+                 $9, $10, s.audit_target_id, $11,
+                 $12, s.audit_details, $13::timestamptz
+            FROM changed s)
 SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
-  FROM changed o
-  JOIN memberships m ON m.organization_id = o.id AND m.user_id = $6;
+            FROM changed o
+            JOIN memberships m ON m.organization_id = o.id AND m.user_id = $14;
 
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;

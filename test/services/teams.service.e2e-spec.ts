@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { auditEventStep, auditOrigin } from '../../src/audit/audit-event.step';
 import type { TestingModule } from '@nestjs/testing';
 import type { UserCaller } from '../../src/common/auth/caller';
 import { sha256 } from '../../src/common/crypto/sha256';
@@ -461,20 +462,47 @@ describe('Teams: members and invitations (real database)', () => {
         return row.memory_retention_days;
       };
       const at = new Date();
-      expect(
-        await organizations.updateMemoryRetention(t.organizationId, t.member.userId, 7, at),
-      ).toBeUndefined();
+      const write = (userId: string) =>
+        organizations.updateMemoryRetention(
+          t.organizationId,
+          userId,
+          7,
+          at,
+          auditEventStep(
+            auditOrigin(
+              { kind: 'user', userId, organizationId: t.organizationId, scopes: ['admin'] },
+              {
+                organizationId: t.organizationId,
+                action: 'organization.updated',
+                targetType: 'organization',
+                at,
+              },
+            ),
+          ),
+        );
+      /** Who the audit log says changed the organization, with what. */
+      const audited = () =>
+        database.rows(
+          sql`SELECT actor_id, details FROM audit_events
+               WHERE organization_id = ${t.organizationId} AND action = 'organization.updated'`,
+        );
+      expect(await write(t.member.userId)).toBeUndefined();
       // An admin whose demotion is in flight: the write waits for it and reads its outcome.
       const demotion = await demotionHeldOpen(t.organizationId, t.admin.userId);
-      const writing = organizations.updateMemoryRetention(t.organizationId, t.admin.userId, 7, at);
+      const writing = write(t.admin.userId);
       await sessionsWaitingForLocks(database, 1);
       await demotion.commit();
       expect(await writing).toBeUndefined();
       expect(await retention()).toBeNull();
-      expect(
-        await organizations.updateMemoryRetention(t.organizationId, t.owner.userId, 7, at),
-      ).toMatchObject({ memory_retention_days: 7, role: 'owner' });
+      expect(await audited()).toEqual([]);
+      expect(await write(t.owner.userId)).toMatchObject({
+        memory_retention_days: 7,
+        role: 'owner',
+      });
       expect(await retention()).toBe(7);
+      expect(await audited()).toEqual([
+        { actor_id: t.owner.userId, details: { memory_retention_days: 7 } },
+      ]);
     });
   });
 
