@@ -252,6 +252,15 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
         400,
         'validation_failed',
       );
+      // Well formed but naming no invoice of theirs: another customer's, or one made up.
+      for (const cursor of [theirs.id as string, 'in_0000000000']) {
+        const refused = await t
+          .http()
+          .get(`/v1/billing/invoices?starting_after=${cursor}`)
+          .set('Authorization', a.auth);
+        expectError(refused, 400, 'validation_failed');
+        expect(JSON.stringify(refused.body)).not.toContain(theirs.id);
+      }
     });
 
     it('answers an empty list without creating a customer when the organization has none', async () => {

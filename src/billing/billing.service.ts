@@ -77,12 +77,22 @@ export class BillingService {
     // A read never needs a customer: an organization without one simply has no invoices.
     const customer = await this.billing.findCustomer(organizationId);
     if (!customer) return { data: [], has_more: false };
-    const list = await this.stripe.call('invoices.list', (stripe) =>
-      stripe.invoices.list({
-        customer: customer.stripeCustomerId,
-        limit,
-        ...(startingAfter ? { starting_after: startingAfter } : {}),
-      }),
+    const list = await this.stripe.call(
+      'invoices.list',
+      (stripe) =>
+        stripe.invoices.list({
+          customer: customer.stripeCustomerId,
+          limit,
+          ...(startingAfter ? { starting_after: startingAfter } : {}),
+        }),
+      // A cursor naming no invoice of the customer's (made up, another customer's, a deleted
+      // draft) is the client's mistake, not the provider's failure (502).
+      (error) =>
+        error instanceof Stripe.errors.StripeInvalidRequestError && error.param === 'starting_after'
+          ? AppError.validation([
+              { field: 'starting_after', problem: 'names no invoice of this organization' },
+            ])
+          : undefined,
     );
     return { data: list.data.map(toInvoiceResponse), has_more: list.has_more };
   }
