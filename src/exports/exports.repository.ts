@@ -33,6 +33,8 @@ const SUBJECT = Columns.propertiesOf<EndUser>('e')('id', 'organizationId', 'user
 
 export type DocumentSubject = RowOf<typeof SUBJECT>;
 
+const REMAINS = Columns.computed<{ remains: boolean }>({ remains: sql`true` });
+
 /** One page of a section: rows already rendered as JSON text, and where the next page starts. */
 export interface SectionPage {
   docs: string[];
@@ -128,6 +130,18 @@ export class ExportsRepository {
         WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
     );
     return row ?? null;
+  }
+
+  /**
+   * Whether the subject's row is still there. Erasure deletes it in the transaction that deletes
+   * everything else of theirs, so a document whose pages were read across that commit is told
+   * apart from a complete one.
+   */
+  async subjectRemains(subject: DocumentSubject): Promise<boolean> {
+    const row = await this.database.row(
+      REMAINS.query`SELECT ${REMAINS} FROM end_users WHERE id = ${subject.id}`,
+    );
+    return row !== undefined;
   }
 
   /** The sections of the PMF v1 document, in the document's order. */

@@ -66,6 +66,9 @@ export class ExportsService {
       }
       buffer += ']';
     }
+    // Erased while the pages were read: the later sections came back empty, and a document
+    // closed now would pass for a complete one. Cut instead (a 404 if nothing was sent yet).
+    if (!(await this.repository.subjectRemains(subject))) throw AppError.notFound('End user');
     yield buffer + tail;
   }
 }

@@ -45,6 +45,7 @@ SELECT json_build_object(
    WHERE end_user_id = $1 AND (month, personality_id) > ($2::date, $3::uuid)
    ORDER BY month, personality_id
    LIMIT $4;
+SELECT true AS "remains" FROM end_users WHERE id = $1;
 
 -- an end user's subject access document, read to its end
 SELECT e.id, e.organization_id AS "organizationId", e.user_id AS "userId", json_build_object(
@@ -103,3 +104,4 @@ WHERE t.end_user_id = $1
   AND (t.month, t.personality_id) > ($2::date, $3::uuid)
 ORDER BY t.month, t.personality_id
 LIMIT $4;
+SELECT true AS "remains" FROM end_users WHERE id = $1;

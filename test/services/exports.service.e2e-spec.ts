@@ -445,6 +445,48 @@ describe('Exports module (real database)', () => {
         'Written by the API',
       ]);
     });
+    it('cuts a document whose end user was erased while it was read, rather than close it as whole', async () => {
+      const organizationId = await factory.organization();
+      const companion = await personality(organizationId);
+      const endUserId = await factory.endUser(organizationId, 'ev');
+      const contents = Array.from({ length: 300 }, (_, i) => `Message ${i} ${'x'.repeat(300)}`);
+      await remember(
+        organizationId,
+        endUserId,
+        companion,
+        contents.map((content) => ({ content })),
+      );
+      for (const document of ['exportDocument', 'modelDocument'] as const) {
+        const stream = (await exportsService[document](organizationId, 'ev'))[
+          Symbol.asyncIterator
+        ]();
+        // The first chunk is read; then the erasure commits (all of it, the row last).
+        expect((await stream.next()).done).toBe(false);
+        await database.transaction(async (manager) => {
+          await database.count(sql`DELETE FROM memories WHERE end_user_id = ${endUserId}`, {
+            manager,
+          });
+          await database.count(sql`DELETE FROM end_users WHERE id = ${endUserId}`, { manager });
+        });
+        await expectAppError(
+          (async () => {
+            while (!(await stream.next()).done);
+          })(),
+          'not_found',
+        );
+        // Written again for the next document.
+        await database.count(
+          sql`INSERT INTO end_users (id, organization_id, user_id)
+              VALUES (${endUserId}, ${organizationId}, 'ev')`,
+        );
+        await remember(
+          organizationId,
+          endUserId,
+          companion,
+          contents.map((content) => ({ content })),
+        );
+      }
+    });
   });
 
   describe('the import (ImportService)', () => {
