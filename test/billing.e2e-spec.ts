@@ -29,6 +29,8 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
         STRIPE_API_BASE: fake.baseUrl,
         STRIPE_WEBHOOK_SECRET: `${WEBHOOK_SECRET}, ${OLD_WEBHOOK_SECRET}`,
         STRIPE_TIMEOUT_MS: String(TIMEOUT_MS),
+        // What the operator offers; price_missing1 is offered but unknown to Stripe.
+        STRIPE_PRICE_IDS: 'price_basic, price_pro,price_missing1',
       },
     });
     db = t.app.get(DataSource);
@@ -331,6 +333,18 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
         400,
         'validation_failed',
       );
+      // Active in the Stripe account, but not one the operator offers: refused without asking.
+      const asked = fake.requestsTo('GET', /^\/v1\/prices\//).length;
+      expectError(
+        await t
+          .http()
+          .post('/v1/billing/subscription')
+          .set('Authorization', owner.auth)
+          .send({ price_id: 'price_internal_free' }),
+        400,
+        'validation_failed',
+      );
+      expect(fake.requestsTo('GET', /^\/v1\/prices\//)).toHaveLength(asked);
       const rows = await db.query(
         'SELECT count(*)::int AS n FROM billing_subscriptions WHERE organization_id = $1',
         [owner.organizationId],

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import Stripe from 'stripe';
@@ -8,6 +8,7 @@ import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Page } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
+import { type BillingConfig, billingConfig } from '../config/billing.config';
 import { Database } from '../database/database';
 import {
   BillingUsageDto,
@@ -46,6 +47,7 @@ export class BillingService {
     private readonly clock: Clock,
     private readonly usage: UsageService,
     private readonly meterEvents: MeterEventsRepository,
+    @Inject(billingConfig.KEY) private readonly config: BillingConfig,
   ) {
     this.logger.setContext(BillingService.name);
   }
@@ -142,6 +144,10 @@ export class BillingService {
   private async assertUsablePrice(priceId: string): Promise<void> {
     const unusable = () =>
       AppError.validation([{ field: 'price_id', problem: 'is not a usable price' }]);
+    // Not one the operator offers (STRIPE_PRICE_IDS): an internal or free price of the same
+    // account would otherwise do (found by review).
+    const offered = this.config.priceIds;
+    if (offered.length > 0 && !offered.includes(priceId)) throw unusable();
     const price = await this.stripe.call(
       'prices.retrieve',
       (stripe) => stripe.prices.retrieve(priceId),

@@ -38,6 +38,16 @@ class BillingEnv {
   @Max(5)
   STRIPE_MAX_NETWORK_RETRIES?: number;
 
+  /**
+   * The prices an organization may subscribe to, comma-separated; unset: any active price of the
+   * Stripe account (an internal or free price included), which suits a test account only.
+   */
+  @IsOptional()
+  @Matches(/^\s*price_[A-Za-z0-9_]+\s*(,\s*price_[A-Za-z0-9_]+\s*)*$/, {
+    message: 'STRIPE_PRICE_IDS must be Stripe price ids (price_…), comma-separated',
+  })
+  STRIPE_PRICE_IDS?: string;
+
   /** A meter's event name: each relationship new in a month sends one meter event (§23). */
   @IsOptional()
   @Matches(METER_EVENT_NAME, { message: METER_EVENT_NAME_MESSAGE('STRIPE_METER_EVENT_NAME') })
@@ -83,6 +93,11 @@ export const billingConfig = registerAs('billing', () => {
       .split(',')
       .map((secret) => secret.trim())
       .filter((secret) => secret.length > 0),
+    /** Empty: any active price. */
+    priceIds: (env.STRIPE_PRICE_IDS ?? '')
+      .split(',')
+      .map((id) => id.trim())
+      .filter((id) => id.length > 0),
     timeoutMs: env.STRIPE_TIMEOUT_MS ?? 5_000,
     maxNetworkRetries: env.STRIPE_MAX_NETWORK_RETRIES ?? 2,
     meterEventName: env.STRIPE_METER_EVENT_NAME,
