@@ -340,7 +340,7 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
           .http()
           .post('/v1/billing/subscription')
           .set('Authorization', owner.auth)
-          .send({ price_id: 'price_internal_free' }),
+          .send({ price_id: 'price_internalfree' }),
         400,
         'validation_failed',
       );

@@ -43,7 +43,7 @@ class BillingEnv {
    * Stripe account (an internal or free price included), which suits a test account only.
    */
   @IsOptional()
-  @Matches(/^\s*price_[A-Za-z0-9_]+\s*(,\s*price_[A-Za-z0-9_]+\s*)*$/, {
+  @Matches(/^\s*price_[A-Za-z0-9]+\s*(,\s*price_[A-Za-z0-9]+\s*)*$/, {
     message: 'STRIPE_PRICE_IDS must be Stripe price ids (price_…), comma-separated',
   })
   STRIPE_PRICE_IDS?: string;
