@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
-import { cte, sql, withEntries } from '../database/sql';
+import { cte, empty, type Sql, sql, withEntries } from '../database/sql';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { EndUser } from './entities/end-user.entity';
 import {
@@ -39,10 +39,15 @@ const ERASURE_MARK = Columns.rowOf<EndUser>('e')('userId').and(
 const DUE_ERASURE = Columns.rowOf<EndUser>('e')('id', 'organizationId', 'userId');
 
 /**
- * Candidates a claim looks at per end user it takes: room to skip the rows other instances'
- * batches hold and still fill its own.
+ * Organizations with end users due whose turn a claim looks at: the first ones after the last
+ * claim's, by id, so every one gets its turn however many are erasing at once.
  */
-const CLAIM_CANDIDATES_PER_SLOT = 4;
+const ORGANIZATIONS_PER_CLAIM = 50;
+/**
+ * Candidates an organization gives a claim per end user the claim takes: room to skip the rows
+ * other instances' batches hold and still fill this one.
+ */
+const CANDIDATES_PER_SLOT = 4;
 
 const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count(*)::int` });
 
@@ -181,25 +186,76 @@ export class EndUsersRepository {
   /**
    * Up to `limit` users due at `now`, locked for the caller's transaction; rows another
    * transaction holds are skipped, so two instances never claim the same user. Organizations take
-   * turns: each one's longest-due user first, then each one's second, and so on, so one that
-   * erases ten thousand end users at once does not keep another's single erasure waiting behind
-   * all of them (found by review; the queue was first due, first erased).
+   * turns: from `after` (the last organization the previous claim took from, by id, wrapping
+   * around) each of the next ORGANIZATIONS_PER_CLAIM organizations with a user due gives its
+   * longest-due one, then each its second, and so on, so one that erases ten thousand end users
+   * at once does not keep another's single erasure waiting behind all of them (found by review;
+   * the queue was first due, first erased). The organizations are found by index probes and each
+   * gives at most `limit` candidates, so a claim reads a bounded number of rows however many are
+   * due (end_users_erasure_due_by_organization_idx).
    */
-  claimDue(manager: EntityManager, now: Date, limit: number): Promise<DueErasure[]> {
+  claimDue(
+    manager: EntityManager,
+    now: Date,
+    limit: number,
+    after: string | null = null,
+  ): Promise<DueErasure[]> {
+    // The first organization with a user due after `from` (or the first of all): an index probe.
+    const nextDue = (from: Sql | null) =>
+      sql`SELECT organization_id FROM end_users
+           WHERE status = 'deleting' AND erase_after <= ${now}
+             ${from ? sql`AND organization_id > ${from}` : empty}
+           ORDER BY organization_id LIMIT 1`;
     return this.database.rows(
-      DUE_ERASURE.query`SELECT ${DUE_ERASURE}
-           FROM (SELECT id AS candidate, erase_after AS due_at,
-                        row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
-                          AS turn
-                   FROM end_users
-                  WHERE status = 'deleting' AND erase_after <= ${now}
-                  ORDER BY turn, due_at
-                  LIMIT ${limit * CLAIM_CANDIDATES_PER_SLOT}) c
-           JOIN end_users e ON e.id = c.candidate
-          WHERE e.status = 'deleting' AND e.erase_after <= ${now}
-          ORDER BY c.turn, c.due_at
-          LIMIT ${limit}
-          FOR UPDATE OF e SKIP LOCKED`,
+      DUE_ERASURE.query`WITH RECURSIVE
+          after_cursor(organization_id, n) AS (
+            SELECT (${nextDue(sql`${after}::uuid`)}), 1 WHERE ${after}::uuid IS NOT NULL
+            UNION ALL
+            SELECT (${nextDue(sql`a.organization_id`)}), a.n + 1
+              FROM after_cursor a
+             WHERE a.organization_id IS NOT NULL AND a.n < ${ORGANIZATIONS_PER_CLAIM}),
+          from_first(organization_id, n) AS (
+            SELECT (${nextDue(null)}), 1
+            UNION ALL
+            SELECT (${nextDue(sql`f.organization_id`)}), f.n + 1
+              FROM from_first f
+             WHERE f.organization_id IS NOT NULL
+               AND (${after}::uuid IS NULL OR f.organization_id < ${after}::uuid)
+               AND f.n < ${ORGANIZATIONS_PER_CLAIM}),
+          visited AS (
+            SELECT organization_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
+              SELECT organization_id, 0 AS lap, n FROM after_cursor
+               WHERE organization_id IS NOT NULL
+              UNION ALL
+              SELECT organization_id, 1 AS lap, n FROM from_first
+               WHERE organization_id IS NOT NULL
+                 AND (${after}::uuid IS NULL OR organization_id <= ${after}::uuid)) v
+            ORDER BY lap, n
+            LIMIT ${ORGANIZATIONS_PER_CLAIM}),
+          candidate AS (
+            SELECT c.id AS candidate, v.visit,
+                   row_number() OVER (PARTITION BY v.organization_id
+                                      ORDER BY c.erase_after, c.id) AS turn
+              FROM visited v
+              CROSS JOIN LATERAL (
+                SELECT id, erase_after FROM end_users
+                 WHERE organization_id = v.organization_id
+                   AND status = 'deleting' AND erase_after <= ${now}
+                 ORDER BY erase_after, id
+                 LIMIT ${limit * CANDIDATES_PER_SLOT}) c),
+          -- The best few, as a small set: the join below looks each one up by id (planned
+          -- from the whole due set, it read every due row once statistics were taken).
+          ranked AS MATERIALIZED (
+            SELECT candidate, turn, visit FROM candidate
+             ORDER BY turn, visit
+             LIMIT ${limit * CANDIDATES_PER_SLOT})
+        SELECT ${DUE_ERASURE}
+          FROM ranked c
+          JOIN end_users e ON e.id = c.candidate
+         WHERE e.status = 'deleting' AND e.erase_after <= ${now}
+         ORDER BY c.turn, c.visit
+         LIMIT ${limit}
+         FOR UPDATE OF e SKIP LOCKED`,
       { manager },
     );
   }

@@ -22,6 +22,8 @@ const BATCH_SIZE = 20;
 @Injectable()
 export class ErasureWorker {
   private readonly task: PeriodicTask;
+  /** The organization the last batch ended with: the next claim starts after it (claimDue). */
+  private lastOrganization: string | null = null;
 
   constructor(
     private readonly database: Database,
@@ -82,8 +84,14 @@ export class ErasureWorker {
   private eraseBatch(): Promise<number> {
     return this.database.transaction(
       async (manager) => {
-        const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE);
+        const due = await this.endUsers.claimDue(
+          manager,
+          this.clock.now(),
+          BATCH_SIZE,
+          this.lastOrganization,
+        );
         if (due.length === 0) return 0;
+        this.lastOrganization = due[due.length - 1].organization_id;
         const endUsers = due.map((row) => ({
           id: row.id,
           organizationId: row.organization_id,

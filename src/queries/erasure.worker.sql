@@ -2,21 +2,68 @@
 
 -- a pass with nothing due
 COMMIT;
-SELECT e.id, e.organization_id, e.user_id
- FROM (SELECT id AS candidate, erase_after AS due_at,
-              row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
-                AS turn
-         FROM end_users
-        WHERE status = 'deleting' AND erase_after <= $1
-        ORDER BY turn, due_at
-        LIMIT $2) c
- JOIN end_users e ON e.id = c.candidate
-WHERE e.status = 'deleting' AND e.erase_after <= $3
-ORDER BY c.turn, c.due_at
-LIMIT $4
-FOR UPDATE OF e SKIP LOCKED;
 SET LOCAL statement_timeout = 0;
 START TRANSACTION;
+WITH RECURSIVE
+  after_cursor(organization_id, n) AS (
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $1
+     AND organization_id > $2::uuid
+   ORDER BY organization_id LIMIT 1), 1 WHERE $3::uuid IS NOT NULL
+    UNION ALL
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $4
+     AND organization_id > a.organization_id
+   ORDER BY organization_id LIMIT 1), a.n + 1
+      FROM after_cursor a
+     WHERE a.organization_id IS NOT NULL AND a.n < $5),
+  from_first(organization_id, n) AS (
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $6
+   ORDER BY organization_id LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $7
+     AND organization_id > f.organization_id
+   ORDER BY organization_id LIMIT 1), f.n + 1
+      FROM from_first f
+     WHERE f.organization_id IS NOT NULL
+       AND ($8::uuid IS NULL OR f.organization_id < $9::uuid)
+       AND f.n < $10),
+  visited AS (
+    SELECT organization_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
+      SELECT organization_id, 0 AS lap, n FROM after_cursor
+       WHERE organization_id IS NOT NULL
+      UNION ALL
+      SELECT organization_id, 1 AS lap, n FROM from_first
+       WHERE organization_id IS NOT NULL
+         AND ($11::uuid IS NULL OR organization_id <= $12::uuid)) v
+    ORDER BY lap, n
+    LIMIT $13),
+  candidate AS (
+    SELECT c.id AS candidate, v.visit,
+           row_number() OVER (PARTITION BY v.organization_id
+                              ORDER BY c.erase_after, c.id) AS turn
+      FROM visited v
+      CROSS JOIN LATERAL (
+        SELECT id, erase_after FROM end_users
+         WHERE organization_id = v.organization_id
+           AND status = 'deleting' AND erase_after <= $14
+         ORDER BY erase_after, id
+         LIMIT $15) c),
+  -- The best few, as a small set: the join below looks each one up by id (planned
+  -- from the whole due set, it read every due row once statistics were taken).
+  ranked AS MATERIALIZED (
+    SELECT candidate, turn, visit FROM candidate
+     ORDER BY turn, visit
+     LIMIT $16)
+SELECT e.id, e.organization_id, e.user_id
+  FROM ranked c
+  JOIN end_users e ON e.id = c.candidate
+ WHERE e.status = 'deleting' AND e.erase_after <= $17
+ ORDER BY c.turn, c.visit
+ LIMIT $18
+ FOR UPDATE OF e SKIP LOCKED;
 
 -- a pass with one end user to erase
 COMMIT;
@@ -31,19 +78,6 @@ DELETE FROM tool_turns t
 USING unnest($1::uuid[],
              $2::uuid[]) AS e(id, organization_id)
 WHERE t.end_user_id = e.id AND t.organization_id = e.organization_id;
-SELECT e.id, e.organization_id, e.user_id
- FROM (SELECT id AS candidate, erase_after AS due_at,
-              row_number() OVER (PARTITION BY organization_id ORDER BY erase_after, id)
-                AS turn
-         FROM end_users
-        WHERE status = 'deleting' AND erase_after <= $1
-        ORDER BY turn, due_at
-        LIMIT $2) c
- JOIN end_users e ON e.id = c.candidate
-WHERE e.status = 'deleting' AND e.erase_after <= $3
-ORDER BY c.turn, c.due_at
-LIMIT $4
-FOR UPDATE OF e SKIP LOCKED;
 SET LOCAL statement_timeout = 0;
 START TRANSACTION;
 UPDATE audit_events a SET target_id = $1
@@ -51,6 +85,66 @@ UPDATE audit_events a SET target_id = $1
              $3::text[]) AS erased(organization_id, user_id)
 WHERE a.organization_id = erased.organization_id AND a.target_type = 'end_user'
   AND a.target_id = erased.user_id;
+WITH RECURSIVE
+  after_cursor(organization_id, n) AS (
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $1
+     AND organization_id > $2::uuid
+   ORDER BY organization_id LIMIT 1), 1 WHERE $3::uuid IS NOT NULL
+    UNION ALL
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $4
+     AND organization_id > a.organization_id
+   ORDER BY organization_id LIMIT 1), a.n + 1
+      FROM after_cursor a
+     WHERE a.organization_id IS NOT NULL AND a.n < $5),
+  from_first(organization_id, n) AS (
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $6
+   ORDER BY organization_id LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT organization_id FROM end_users
+   WHERE status = 'deleting' AND erase_after <= $7
+     AND organization_id > f.organization_id
+   ORDER BY organization_id LIMIT 1), f.n + 1
+      FROM from_first f
+     WHERE f.organization_id IS NOT NULL
+       AND ($8::uuid IS NULL OR f.organization_id < $9::uuid)
+       AND f.n < $10),
+  visited AS (
+    SELECT organization_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
+      SELECT organization_id, 0 AS lap, n FROM after_cursor
+       WHERE organization_id IS NOT NULL
+      UNION ALL
+      SELECT organization_id, 1 AS lap, n FROM from_first
+       WHERE organization_id IS NOT NULL
+         AND ($11::uuid IS NULL OR organization_id <= $12::uuid)) v
+    ORDER BY lap, n
+    LIMIT $13),
+  candidate AS (
+    SELECT c.id AS candidate, v.visit,
+           row_number() OVER (PARTITION BY v.organization_id
+                              ORDER BY c.erase_after, c.id) AS turn
+      FROM visited v
+      CROSS JOIN LATERAL (
+        SELECT id, erase_after FROM end_users
+         WHERE organization_id = v.organization_id
+           AND status = 'deleting' AND erase_after <= $14
+         ORDER BY erase_after, id
+         LIMIT $15) c),
+  -- The best few, as a small set: the join below looks each one up by id (planned
+  -- from the whole due set, it read every due row once statistics were taken).
+  ranked AS MATERIALIZED (
+    SELECT candidate, turn, visit FROM candidate
+     ORDER BY turn, visit
+     LIMIT $16)
+SELECT e.id, e.organization_id, e.user_id
+  FROM ranked c
+  JOIN end_users e ON e.id = c.candidate
+ WHERE e.status = 'deleting' AND e.erase_after <= $17
+ ORDER BY c.turn, c.visit
+ LIMIT $18
+ FOR UPDATE OF e SKIP LOCKED;
 WITH answered AS (
   DELETE FROM idempotency_keys k USING (SELECT * FROM unnest($1::uuid[],
                         $2::bytea[]) AS d(scope_id, subject)) d

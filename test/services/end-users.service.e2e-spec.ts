@@ -204,18 +204,28 @@ describe('EndUsersService (database)', () => {
       const now = dueAt(50);
 
       await database.transaction(async (first) => {
-        const claimed = await repository.claimDue(first, now, 20);
-        expect(claimed.map((row) => row.id)).toEqual([
-          busyIds[0],
-          quietId,
-          ...busyIds.slice(1, 19),
-        ]);
+        const claimed = (await repository.claimDue(first, now, 20)).map((row) => row.id);
+        // Each organization's longest-due first (in the order the claim visits them), then the rest.
+        expect(claimed.slice(0, 2).sort()).toEqual([busyIds[0], quietId].sort());
+        expect(claimed.slice(2)).toEqual(busyIds.slice(1, 19));
         // Another instance, meanwhile: what is left, none of what the first holds.
         await database.transaction(async (second) => {
           const rest = await repository.claimDue(second, now, 20);
           expect(rest.map((row) => row.id)).toEqual(busyIds.slice(19));
         });
       });
+      // The next claim starts after the organization the last one ended with, wrapping around.
+      const [low, high] = [busy, quiet].sort();
+      const oldestOf: Record<string, string> = { [busy]: busyIds[0], [quiet]: quietId };
+      for (const [after, expected] of [
+        [low, oldestOf[high]],
+        [high, oldestOf[low]],
+      ]) {
+        await database.transaction(async (manager) => {
+          const claimed = await repository.claimDue(manager, now, 1, after);
+          expect(claimed.map((row) => row.id)).toEqual([expected]);
+        });
+      }
       await database.count(sql`DELETE FROM end_users WHERE organization_id IN (${busy}, ${quiet})`);
     });
 

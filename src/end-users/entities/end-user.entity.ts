@@ -21,6 +21,10 @@ export type EndUserStatus = 'active' | 'deleting';
 @Check('end_users_status_check', `status IN ('active', 'deleting')`)
 @Check('end_users_erasure_scheduled', `(status = 'deleting') = (erase_after IS NOT NULL)`)
 @Index('end_users_erasure_due_idx', ['eraseAfter'], { where: `status = 'deleting'` })
+// The erasure's claim, organization by organization (IndexDueErasuresByOrganization).
+@Index('end_users_erasure_due_by_organization_idx', ['organizationId', 'eraseAfter', 'id'], {
+  where: `status = 'deleting'`,
+})
 export class EndUser {
   @PrimaryGeneratedColumn('uuid')
   id: string;
