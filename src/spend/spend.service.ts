@@ -163,10 +163,10 @@ export class SpendService {
 
   /**
    * Between the model calls of a turn with tools (contract §26): 402 `budget_exceeded` once the
-   * turn's tokens so far, with what is counted and reserved already (this reply's estimate
-   * included), pass a budget. Admitted, those tokens and the estimate (which stands for the next
-   * call) are held in one reservation until the reply's statement settles it or release() gives
-   * it back, replacing the previous hold: concurrent replies count them, so a budget is overshot
+   * turn's tokens so far, with what is counted and reserved already (other replies' estimates
+   * included, this reply's own not), reach a budget. Admitted, those tokens and the estimate
+   * (which stands for the next call) are held until the reply's statement settles them or
+   * release() gives them back, replacing the previous hold: concurrent replies count them, so a budget is overshot
    * by one call of a turn, not by all of them. Each hold lapses a whole ENGINE_TIMEOUT_MS + 30 s
    * after it is made, so a long turn's estimate is made again each round rather than lapsing
    * after the first (found by review: past it, nothing held room for the next call).
@@ -199,15 +199,21 @@ export class SpendService {
       await this.reservations.release(organizationId, held.budgets, held.reservationIds);
       held.reservationIds = [];
     }
-    // A budget refuses once what it counts has reached its limit: the turn's tokens and the
-    // estimate are reserved, then a reservation of none asks whether that reached it.
-    const reservationId = randomUUID();
-    const holding = tokens + (held?.estimatedTokens ?? 0);
-    const refusal = (await reserve(reservationId, holding)) ?? (await reserve(randomUUID(), 0));
+    // A budget refuses once what it counts has reached its limit: the turn's tokens are
+    // reserved, then a reservation of none asks whether that reached it. The estimate, which
+    // stands for the next call, is held beside them without joining that test, as admit() does
+    // not count a reply's own estimate: a token per byte is a bound, not a forecast, and counting
+    // it refused turns that had room (found by review).
+    const spentId = randomUUID();
+    const estimateId = randomUUID();
+    let refusal = (await reserve(spentId, tokens)) ?? (await reserve(randomUUID(), 0));
+    if (!refusal && held && held.estimatedTokens > 0) {
+      refusal = await reserve(estimateId, held.estimatedTokens);
+    }
     if (refusal || !held) {
-      await this.reservations.release(organizationId, budgets, [reservationId]);
+      await this.reservations.release(organizationId, budgets, [spentId, estimateId]);
     } else {
-      held.reservationIds.push(reservationId);
+      held.reservationIds.push(spentId, estimateId);
       held.budgets = [...new Set([...held.budgets, ...budgets])];
     }
     if (refusal) {

@@ -140,24 +140,29 @@ describe('SpendService (real database)', () => {
   it("holds a turn's tokens so far with its estimate between rounds, one hold at a time, until they settle", async () => {
     const org = await organization({ monthlyTokenBudget: 3_000 });
     const turn = await admit(org);
-    const tokensHeld = async () => (await held(org.organizationId)).map((row) => row.tokens);
-    // A first round spent 2,000: held with the estimate (700 for the next call), in one hold.
+    const tokensHeld = async () =>
+      (await held(org.organizationId)).map((row) => row.tokens).sort((a, b) => a - b);
+    // A first round spent 2,000: held with the estimate (700 for the next call) beside it.
     await spend.assertRoomFor(turn, org.endUserId, 2_000);
-    expect(await tokensHeld()).toEqual([2_000 + ESTIMATE]);
+    expect(await tokensHeld()).toEqual([ESTIMATE, 2_000]);
     // A concurrent reply counts them: 2,700 of 3,000 leaves room for one more admission only.
     const other = await admit(org);
     await expectAppError(admit(org), 'budget_exceeded');
     spend.release(other);
-    await waitFor(async () => (await held(org.organizationId)).length === 1);
+    await waitFor(async () => (await held(org.organizationId)).length === 2);
     // The next round's total replaces the first round's hold, not adds to it.
     await spend.assertRoomFor(turn, org.endUserId, 2_200);
-    expect(await tokensHeld()).toEqual([2_200 + ESTIMATE]);
-    // Past the budget: refused (the turn ends with 402), and it holds nothing more.
-    await expectAppError(spend.assertRoomFor(turn, org.endUserId, 2_400), 'budget_exceeded');
+    expect(await tokensHeld()).toEqual([ESTIMATE, 2_200]);
+    // Its own estimate does not refuse the turn: 2,400 spent + 700 for the next call passes
+    // 3,000, but only what was spent is weighed (a token per byte is a bound, not a forecast).
+    await spend.assertRoomFor(turn, org.endUserId, 2_400);
+    expect(await tokensHeld()).toEqual([ESTIMATE, 2_400]);
+    // What it spent reaches the budget: refused (the turn ends with 402), it holds nothing more.
+    await expectAppError(spend.assertRoomFor(turn, org.endUserId, 3_000), 'budget_exceeded');
     expect(await tokensHeld()).toEqual([]);
     // The reply's statement settles the hold.
     await spend.assertRoomFor(turn, org.endUserId, 1_000);
-    expect(await tokensHeld()).toEqual([1_000 + ESTIMATE]);
+    expect(await tokensHeld()).toEqual([ESTIMATE, 1_000]);
     const { steps } = spend.exchangeSteps(turn, {
       at: clock.now(),
       relationship: undefined as never,
@@ -176,7 +181,9 @@ describe('SpendService (real database)', () => {
       clock.advance(50_000);
       await spend.assertRoomFor(turn, org.endUserId, spent);
       await spend.purgeLapsed();
-      expect((await held(org.organizationId)).map((row) => row.tokens)).toEqual([spent + ESTIMATE]);
+      expect(
+        (await held(org.organizationId)).map((row) => row.tokens).sort((a, b) => a - b),
+      ).toEqual([spent, ESTIMATE]);
     }
     // So the estimate for the next call still holds room against concurrent replies: one more
     // fits (1,000 held of 1,700), the one after it does not.
