@@ -425,6 +425,13 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(lifted.body).toMatchObject({ id: created.body.id, name: 'partner', rate_limit: null });
       expect(lifted.body.key).toBeUndefined();
       // Lifting a partner's limit leaves a trace: who, which key, what it is allowed now.
+      // A PATCH naming nothing changes nothing, and leaves no event.
+      const nothing = await t
+        .http()
+        .patch(`/v1/api-keys/${created.body.id}`)
+        .set('Authorization', a.admin)
+        .send({});
+      expect(nothing.status).toBe(200);
       const audit = await t
         .http()
         .get('/v1/audit-events?action=api_key.updated')

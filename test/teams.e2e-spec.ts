@@ -927,6 +927,9 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         return made.body.expires_at as string | null;
       };
       expect(await endOf({})).toBe(inAnHour);
+      // The audit log says the end that holds, not the one asked for.
+      const [audited] = await auditOf(owner, 'api_key.created');
+      expect(audited.details.expires_at).toBe(inAnHour);
       expect(await endOf({ expires_at: new Date(Date.now() + 7_200_000).toISOString() })).toBe(
         inAnHour,
       );

@@ -231,16 +231,13 @@ export class ApiKeysRepository {
    * transaction); undefined when the key it is made by (if any) no longer works at `at`.
    */
   async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow | undefined> {
-    const details = JSON.stringify({
-      name: key.name,
-      scopes: key.scopes,
-      expires_at: key.expiresAt?.toISOString() ?? null,
-    });
     const created = cte(
       'created',
       {
         audit_target_id: sql`id::text`,
-        audit_details: sql`${details}::jsonb`,
+        // As stored: a key made by a key ends no later than its maker, whatever was asked.
+        audit_details: sql`jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
+          to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
         webhook_data: CREATED_WEBHOOK_DATA,
       },
       (lent) => sql`${insertKeyAt(key, at)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
@@ -538,7 +535,7 @@ export class ApiKeysRepository {
     id: string,
     organizationId: string,
     patch: { name?: string; rateLimit?: { rps: number; burst: number } | null },
-    audit: AuditStep,
+    audit: AuditStep | null,
   ): Promise<RowOf<typeof SHOWN_KEY_AND_HASH> | undefined> {
     const keep = patch.rateLimit === undefined;
     const updated = cte(
@@ -561,7 +558,7 @@ export class ApiKeysRepository {
     );
     return this.database.row(
       withEntries(
-        [updated, audit(updated)],
+        audit ? [updated, audit(updated)] : [updated],
         SHOWN_KEY_AND_HASH.query`SELECT ${SHOWN_KEY_AND_HASH} FROM ${updated.ref}`,
       ),
     );

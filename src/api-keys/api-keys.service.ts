@@ -302,14 +302,17 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
       id,
       caller.organizationId,
       { name: dto.name, rateLimit: dto.rate_limit },
-      auditEventStep(
-        auditOrigin(caller, {
-          organizationId: caller.organizationId,
-          action: 'api_key.updated',
-          targetType: 'api_key',
-          at: now,
-        }),
-      ),
+      // A PATCH naming nothing changes nothing, and is not audited.
+      dto.name === undefined && dto.rate_limit === undefined
+        ? null
+        : auditEventStep(
+            auditOrigin(caller, {
+              organizationId: caller.organizationId,
+              action: 'api_key.updated',
+              targetType: 'api_key',
+              at: now,
+            }),
+          ),
     );
     if (!updated) throw AppError.notFound('API key');
     const hashHex = updated.keyHash.toString('hex');

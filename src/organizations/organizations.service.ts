@@ -124,8 +124,14 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     return toOrganizationView({ ...organization, role: 'owner' });
   }
 
-  create(userId: string, name: string): Promise<OrganizationView> {
-    return this.database.transaction((manager) => this.createWithOwner(manager, userId, name));
+  async create(userId: string, name: string): Promise<OrganizationView> {
+    const created = await this.database.transaction((manager) =>
+      this.createWithOwner(manager, userId, name),
+    );
+    // Once committed, everywhere: a user who belonged to no organization has one now, and a
+    // copy of "none" kept here meanwhile or on another instance would refuse them for seconds.
+    await this.forgetMemberships(userId);
+    return created;
   }
 
   /** The user's organizations, oldest membership first, paged by organization id. */

@@ -15,31 +15,32 @@ WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships
            $12::uuid, $13::timestamptz,
            $14::double precision, $15::integer,
            $16::uuid
-    FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, $17::jsonb AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+    FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
+          to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                                     'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $18::uuid, $19, $20,
-                 $21, $22, s.audit_target_id, $23,
-                 $24, s.audit_details, $25::timestamptz
+          SELECT $17::uuid, $18, $19,
+                 $20, $21, s.audit_target_id, $22,
+                 $23, s.audit_details, $24::timestamptz
             FROM created s),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $26::uuid AND status = 'enabled'
-         AND $27::text = ANY (events)
+       WHERE organization_id = $25::uuid AND status = 'enabled'
+         AND $26::text = ANY (events)
        FOR KEY SHARE),
     created_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $28::uuid, $29, s.webhook_data, $30::timestamptz
+      SELECT $27::uuid, $28, s.webhook_data, $29::timestamptz
         FROM created s
        WHERE EXISTS (SELECT 1 FROM created_webhook_subscribed)
       RETURNING id, organization_id, type),
     created_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $31::timestamptz,
-             $32::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $30::timestamptz,
+             $31::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
 
