@@ -208,9 +208,23 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
       t.http().delete(`/v1/me/sso/${id}`).set('Authorization', `Bearer ${accessToken}`);
     expectError(await remove(bob.accessToken, linked.body.id), 404, 'not_found');
     expectError(await remove(alice.accessToken, 'not-a-uuid'), 404, 'not_found');
+    // A session someone got through the identity before it was unlinked.
+    const throughIt = await ssoLogin(await token({ sub }));
+    expect(throughIt.status).toBe(200);
+    const me = (accessToken: string) =>
+      t.http().get('/v1/me').set('Authorization', `Bearer ${accessToken}`);
+    expect((await me(throughIt.body.access_token)).status).toBe(200);
     const removed = await remove(alice.accessToken, linked.body.id);
     expect(removed.status).toBe(204);
-    expectError(await remove(alice.accessToken, linked.body.id), 404, 'not_found');
+    // Every access token of hers ends with it: the one the identity gave, and her own.
+    expectError(await me(throughIt.body.access_token), 401, 'unauthenticated');
+    expectError(await me(alice.accessToken), 401, 'unauthenticated');
+    const again = await t
+      .http()
+      .post('/v1/auth/login')
+      .send({ email: alice.email, password: alice.password });
+    expect(again.status).toBe(200);
+    expectError(await remove(again.body.access_token, linked.body.id), 404, 'not_found');
     expectError(await ssoLogin(await token({ sub })), 401, 'unauthenticated');
     // Free again: bob may link it now.
     expect((await link(bob.accessToken, await token({ sub }))).status).toBe(201);

@@ -724,6 +724,39 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
       );
     });
 
+    it('answers a stranger 404 without waiting on the organization’s membership locks', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const member = await addMember(owner, 'member');
+      const stranger = await signUp(t);
+      const org = owner.organizationId;
+      // Another change holds every membership row of the organization.
+      const holder = db.createQueryRunner();
+      await holder.connect();
+      await holder.startTransaction();
+      try {
+        await holder.query('SELECT 1 FROM memberships WHERE organization_id = $1 FOR UPDATE', [
+          org,
+        ]);
+        const stillWaiting = new Promise<'waiting'>((resolve) =>
+          setTimeout(() => resolve('waiting'), 10_000).unref(),
+        );
+        const answers = await Promise.race([
+          Promise.all([
+            patch(stranger, org, member.userId, 'admin'),
+            remove(stranger, org, member.userId),
+          ]),
+          stillWaiting,
+        ]);
+        expect(answers).not.toBe('waiting');
+        for (const answer of answers as Awaited<ReturnType<typeof remove>>[]) {
+          expectError(answer, 404, 'not_found');
+        }
+      } finally {
+        await holder.rollbackTransaction();
+        await holder.release();
+      }
+    });
+
     it('lets a member leave, and refuses the removed member from the very next request', async () => {
       const owner = await signUpVerified(t, smtp);
       const leaver = await addMember(owner, 'member');

@@ -47,12 +47,25 @@ export class MembersService {
     return toPage(rows, limit, toMemberResponse);
   }
 
+  /**
+   * 404 for a caller who is not a member, before any lock: lockAll takes every membership row of
+   * the organization FOR UPDATE, which anyone knowing its id could otherwise make its members'
+   * changes wait on (found by review). The check under the lock stays: it is the one that holds.
+   */
+  private async assertMemberBeforeLocking(
+    caller: ActingUserCaller,
+    organizationId: string,
+  ): Promise<void> {
+    if (!(await this.members.roleOf(organizationId, caller.userId))) throw organizationNotFound();
+  }
+
   async changeRole(
     caller: ActingUserCaller,
     organizationId: string,
     userId: string,
     role: Role,
   ): Promise<MemberDto> {
+    await this.assertMemberBeforeLocking(caller, organizationId);
     const { member, changed, revoked } = await this.database.transaction(async (manager) => {
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
@@ -113,6 +126,7 @@ export class MembersService {
     userId: string,
     options: { keepApiKeys: boolean } = { keepApiKeys: false },
   ): Promise<void> {
+    await this.assertMemberBeforeLocking(caller, organizationId);
     const revoked = await this.database.transaction(
       async (manager): Promise<RevokedKeys | undefined> => {
         const locked = await this.members.lockAll(manager, organizationId);

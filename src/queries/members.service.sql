@@ -39,6 +39,8 @@ SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
   FOR SHARE OF m;
+SELECT role FROM memberships
+WHERE organization_id = $1 AND user_id = $2;
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
@@ -106,6 +108,8 @@ SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
   FOR SHARE OF m;
+SELECT role FROM memberships
+WHERE organization_id = $1 AND user_id = $2;
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;
@@ -126,6 +130,8 @@ SELECT id FROM api_keys
 WHERE organization_id = $1 AND created_by_user_id = $2
 ORDER BY id
 FOR NO KEY UPDATE;
+SELECT role FROM memberships
+WHERE organization_id = $1 AND user_id = $2;
 SELECT user_id, role FROM memberships
 WHERE organization_id = $1 ORDER BY user_id FOR UPDATE;
 START TRANSACTION;

@@ -79,7 +79,11 @@ export class MeSsoController {
 
   @Delete(':id')
   @HttpCode(204)
-  @ApiOperation({ summary: 'Unlinks one of the authenticated user’s SSO identities' })
+  @ApiOperation({
+    summary: 'Unlinks one of the authenticated user’s SSO identities',
+    description:
+      'Also ends every access token of the user, this one included (any may have come from a login through the identity): log in again.',
+  })
   @ApiNoContentResponse()
   @ApiErrors(404)
   async unlink(

@@ -5,9 +5,10 @@ import { MeSsoController, SsoLoginController } from './sso.controller';
 import { SsoRepository } from './sso.repository';
 import { SsoService } from './sso.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { UsersModule } from '../users/users.module';
 
 @Module({
-  imports: [IdempotencyModule, AuthModule],
+  imports: [IdempotencyModule, AuthModule, UsersModule],
   controllers: [MeSsoController, SsoLoginController],
   providers: [SsoRepository, SsoService, IdTokenVerifier],
 })

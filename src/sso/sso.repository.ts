@@ -113,9 +113,18 @@ export class SsoRepository {
   }
 
   /** Deletes the user's identity; whether there was one. */
+  /**
+   * Unlinks the user's identity and, in the same statement, raises their token version: every
+   * access token issued so far ends, those a login through that identity issued among them.
+   */
   async deleteForUser(userId: string, id: string): Promise<boolean> {
     const deleted = await this.database.count(
-      sql`DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId}`,
+      sql`WITH gone AS (
+            DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId} RETURNING user_id),
+          ended AS (
+            UPDATE users SET token_version = token_version + 1
+             WHERE id IN (SELECT user_id FROM gone) RETURNING id)
+          SELECT 1 FROM gone, ended`,
     );
     return deleted > 0;
   }

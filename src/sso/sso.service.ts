@@ -10,6 +10,7 @@ import {
 } from '../common/password-reset/password-reset-participant';
 import { SsoIdentityDto, toSsoIdentityResponse } from './dto/sso.dto';
 import { IdTokenVerifier } from './id-token-verifier.service';
+import { UsersService } from '../users/users.service';
 import { SsoRepository } from './sso.repository';
 
 @Injectable()
@@ -18,6 +19,7 @@ export class SsoService {
     private readonly identities: SsoRepository,
     private readonly verifier: IdTokenVerifier,
     private readonly tokens: AccessTokensService,
+    private readonly users: UsersService,
   ) {}
 
   /**
@@ -70,8 +72,15 @@ export class SsoService {
     return undefined;
   }
 
+  /**
+   * Unlinks the identity and ends every access token of the user: any of them may have come from
+   * a login through it (one linked by someone else, say), and a token does not say how it was
+   * issued (found by review: unlinking left those sessions working until they expired). The
+   * caller logs in again. On every instance before the answer, as a password reset does.
+   */
   async unlink(userId: string, id: string): Promise<void> {
     if (!(await this.identities.deleteForUser(userId, id))) throw AppError.notFound('SSO identity');
+    await this.users.forgetTokenVersion(userId);
   }
 
   /** Logs in the linked user. Not subject to the password lockout: no password is involved. */

@@ -512,7 +512,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Unlinks one of the authenticated user’s SSO identities */
+        /**
+         * Unlinks one of the authenticated user’s SSO identities
+         * @description Also ends every access token of the user, this one included (any may have come from a login through the identity): log in again.
+         */
         delete: operations["MeSsoController_unlink"];
         options?: never;
         head?: never;
