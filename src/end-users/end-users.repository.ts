@@ -191,7 +191,7 @@ export class EndUsersRepository {
    * longest-due one, then each its second, and so on, so one that erases ten thousand end users
    * at once does not keep another's single erasure waiting behind all of them (found by review;
    * the queue was first due, first erased). The organizations are found by index probes and each
-   * gives at most `limit` candidates, so a claim reads a bounded number of rows however many are
+   * gives at most `limit` × CANDIDATES_PER_SLOT candidates, so a claim reads a bounded number of rows however many are
    * due (end_users_erasure_due_by_organization_idx).
    */
   claimDue(

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import type { AuditStep } from '../audit/audit-event.step';
+import type { OrganizationPatchAudit } from '../audit/audit-event.step';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { cte, sql, withEntries } from '../database/sql';
@@ -93,14 +93,11 @@ export class OrganizationsRepository {
     userId: string,
     days: number | null,
     at: Date,
-    audit: AuditStep,
+    audit: OrganizationPatchAudit,
   ): Promise<OrganizationRoleRow | undefined> {
     const changed = cte(
       'changed',
-      {
-        audit_target_id: sql`id::text`,
-        audit_details: sql`jsonb_build_object('memory_retention_days', memory_retention_days)`,
-      },
+      { organization_id: sql`id` },
       (lent) => sql`
         UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
          WHERE id = ${organizationId}
@@ -112,7 +109,7 @@ export class OrganizationsRepository {
     );
     return this.database.row(
       withEntries(
-        [changed, audit(changed)],
+        [changed, ...audit(changed)],
         ORGANIZATION_WITH_ROLE.query`SELECT ${ORGANIZATION_WITH_ROLE}
             FROM ${changed.ref} o
             JOIN memberships m ON m.organization_id = o.id AND m.user_id = ${userId}`,

@@ -5,7 +5,7 @@ import type { EntityManager } from 'typeorm';
 import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
-import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
+import { organizationPatchAudit } from '../audit/audit-event.step';
 import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -158,13 +158,10 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
         caller.userId,
         days,
         at,
-        auditEventStep(
-          auditOrigin(caller, {
-            organizationId,
-            action: 'organization.updated',
-            targetType: 'organization',
-            at,
-          }),
+        organizationPatchAudit(
+          caller,
+          { organizationId, action: 'organization.updated', at },
+          { memory_retention_days: days },
         ),
       );
     };

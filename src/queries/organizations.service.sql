@@ -31,17 +31,18 @@ WITH changed AS (
                         WHERE organization_id = $4 AND user_id = $5
                           AND role IN ('owner', 'admin')
                           FOR SHARE)
-        RETURNING id, name, memory_retention_days, created_at, id::text AS audit_target_id, jsonb_build_object('memory_retention_days', memory_retention_days) AS audit_details),
-changed_audit AS (INSERT INTO audit_events
+        RETURNING id, name, memory_retention_days, created_at, id AS organization_id),
+changed_audited AS (SELECT organization_id::text AS audit_target_id, $6::jsonb AS audit_details FROM changed),
+changed_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $6::uuid, $7, $8,
-                 $9, $10, s.audit_target_id, $11,
-                 $12, s.audit_details, $13::timestamptz
-            FROM changed s)
+          SELECT $7::uuid, $8, $9,
+                 $10, $11, s.audit_target_id, $12,
+                 $13, s.audit_details, $14::timestamptz
+            FROM changed_audited s)
 SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
             FROM changed o
-            JOIN memberships m ON m.organization_id = o.id AND m.user_id = $14;
+            JOIN memberships m ON m.organization_id = o.id AND m.user_id = $15;
 
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { auditEventStep, auditOrigin } from '../../src/audit/audit-event.step';
+import { organizationPatchAudit } from '../../src/audit/audit-event.step';
 import type { TestingModule } from '@nestjs/testing';
 import type { UserCaller } from '../../src/common/auth/caller';
 import { sha256 } from '../../src/common/crypto/sha256';
@@ -468,16 +468,10 @@ describe('Teams: members and invitations (real database)', () => {
           userId,
           7,
           at,
-          auditEventStep(
-            auditOrigin(
-              { kind: 'user', userId, organizationId: t.organizationId, scopes: ['admin'] },
-              {
-                organizationId: t.organizationId,
-                action: 'organization.updated',
-                targetType: 'organization',
-                at,
-              },
-            ),
+          organizationPatchAudit(
+            { kind: 'user', userId, organizationId: t.organizationId, scopes: ['admin'] },
+            { organizationId: t.organizationId, action: 'organization.updated', at },
+            { memory_retention_days: 7 },
           ),
         );
       /** Who the audit log says changed the organization, with what. */
