@@ -218,6 +218,31 @@ function insertKeyAt(key: NewApiKey, at: Date) {
 }
 
 /**
+ * The key inserted by `insertion`, its webhook event (first due at `at`) and, when `audit` is
+ * given, its audit event, in one statement; answers the key as shown.
+ */
+function keyCreated(key: NewApiKey, insertion: Sql, at: Date, audit?: AuditStep) {
+  const created = cte(
+    'created',
+    {
+      audit_target_id: sql`id::text`,
+      // As stored: a key made by a key ends no later than its maker, whatever was asked.
+      audit_details: sql`jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
+        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
+      webhook_data: CREATED_WEBHOOK_DATA,
+    },
+    (lent) => sql`${insertion} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
+  );
+  const webhook = webhookEventStep(created, {
+    organizationId: key.organizationId,
+    type: 'api_key.created',
+    at,
+  });
+  const entries = audit ? [created, audit(created), webhook] : [created, webhook];
+  return withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`);
+}
+
+/**
  * Every query of api_keys: the one-statement writes and the lookup on the authentication path on
  * the pool (one round trip, named so PostgreSQL plans them once), the rest in the caller's
  * transaction.
@@ -231,30 +256,7 @@ export class ApiKeysRepository {
    * transaction); undefined when the key it is made by (if any) no longer works at `at`.
    */
   async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow | undefined> {
-    const created = cte(
-      'created',
-      {
-        audit_target_id: sql`id::text`,
-        // As stored: a key made by a key ends no later than its maker, whatever was asked.
-        audit_details: sql`jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
-          to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
-        webhook_data: CREATED_WEBHOOK_DATA,
-      },
-      (lent) => sql`${insertKeyAt(key, at)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
-    );
-    const entries = [
-      created,
-      audit(created),
-      webhookEventStep(created, {
-        organizationId: key.organizationId,
-        type: 'api_key.created',
-        at,
-      }),
-    ];
-    return this.database.row(
-      withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
-      { prepared: true },
-    );
+    return this.database.row(keyCreated(key, insertKeyAt(key, at), at, audit), { prepared: true });
   }
 
   /**
@@ -262,23 +264,7 @@ export class ApiKeysRepository {
    * lockForRoll has locked and checked the key it is made by.
    */
   async insert(manager: EntityManager, key: NewApiKey, at: Date): Promise<ApiKeyRow> {
-    const created = cte(
-      'created',
-      { webhook_data: CREATED_WEBHOOK_DATA },
-      (lent) => sql`${insertKey(key)} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,
-    );
-    const entries = [
-      created,
-      webhookEventStep(created, {
-        organizationId: key.organizationId,
-        type: 'api_key.created',
-        at,
-      }),
-    ];
-    const row = await this.database.row(
-      withEntries(entries, SHOWN_KEY.query`SELECT ${SHOWN_KEY} FROM ${created.ref}`),
-      { manager },
-    );
+    const row = await this.database.row(keyCreated(key, insertKey(key), at), { manager });
     return row!;
   }
 

@@ -16,7 +16,7 @@ WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships
            $14::double precision, $15::integer,
            $16::uuid
     FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
-          to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                                     'expires_at', expires_at) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
@@ -124,7 +124,8 @@ WITH created AS (
            $8::uuid, $9::timestamptz,
            $10::double precision, $11::integer,
            $12::uuid
-     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
+        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                                     'expires_at', expires_at) AS webhook_data),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
@@ -180,7 +181,8 @@ WITH created AS (
            $8::uuid, $9::timestamptz,
            $10::double precision, $11::integer,
            $12::uuid
-     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
+     RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
+        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
                                                     'expires_at', expires_at) AS webhook_data),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints

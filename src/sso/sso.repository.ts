@@ -3,7 +3,8 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
-import { sql } from '../database/sql';
+import { cte, sql, withEntries } from '../database/sql';
+import { tokensEndedStep } from '../users/tokens-ended.step';
 import { tokenVersionHeld } from '../users/token-version-held';
 import type { SsoIdentity } from './entities/sso-identity.entity';
 
@@ -112,19 +113,20 @@ export class SsoRepository {
     );
   }
 
-  /** Deletes the user's identity; whether there was one. */
   /**
-   * Unlinks the user's identity and, in the same statement, raises their token version: every
-   * access token issued so far ends, those a login through that identity issued among them.
+   * Unlinks the user's identity and, in the same statement, ends every access token issued to
+   * them so far, those a login through that identity issued among them.
    */
   async deleteForUser(userId: string, id: string): Promise<boolean> {
+    const gone = cte(
+      'gone',
+      { user_id: sql`user_id` },
+      (lent) => sql`DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId}
+          RETURNING ${lent}`,
+    );
+    const ended = tokensEndedStep(gone);
     const deleted = await this.database.count(
-      sql`WITH gone AS (
-            DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId} RETURNING user_id),
-          ended AS (
-            UPDATE users SET token_version = token_version + 1
-             WHERE id IN (SELECT user_id FROM gone) RETURNING id)
-          SELECT 1 FROM gone, ended`,
+      withEntries([gone, ended], sql`SELECT 1 FROM ${gone.ref}, ${ended.ref}`),
     );
     return deleted > 0;
   }
