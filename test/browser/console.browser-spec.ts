@@ -673,6 +673,57 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     expect(await page.getByTestId('endpoints').locator('tr').count()).toBe(1);
   });
 
+  it('takes a member who leaves, or is removed meanwhile, back to their other organizations', async () => {
+    const memberEmail = `vera-${randomUUID()}@example.test`;
+    const memberPassword = `member password ${randomUUID()}`;
+    const joined = await call('POST', '/v1/auth/signup', {
+      email: memberEmail,
+      password: memberPassword,
+      name: 'Vera Member',
+      organization_name: "Vera's Own",
+    });
+    expect(joined.status).toBe(201);
+    const memberId = (joined.body as { user: { id: string } }).user.id;
+    const join = () =>
+      db.query(
+        `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
+        [organizationId, memberId],
+      );
+    await join();
+    const tab = await browser.newPage();
+    await tab.goto('/console');
+    await tab.getByLabel('E-mail').fill(memberEmail);
+    await tab.getByLabel('Password').fill(memberPassword);
+    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await tab.getByRole('button', { name: 'Open Acme Support' }).click();
+    await tab.getByRole('link', { name: 'Team' }).click();
+    await tab.getByRole('button', { name: /^Leave/ }).click();
+    await tab.getByRole('dialog').getByRole('button', { name: 'Leave' }).click();
+    // Back at the picker, still signed in: the organization left is gone from the list.
+    await tab.getByText('You left Acme Support.').waitFor();
+    await tab.getByRole('cell', { name: "Vera's Own", exact: true }).waitFor();
+    expect(await tab.getByRole('cell', { name: 'Acme Support', exact: true }).count()).toBe(0);
+
+    // Removed by the owner while working in it: the next call's 403 takes them to the picker.
+    await join();
+    await tab.reload();
+    await tab.getByLabel('E-mail').fill(memberEmail);
+    await tab.getByLabel('Password').fill(memberPassword);
+    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await tab.getByRole('button', { name: 'Open Acme Support' }).click();
+    await tab.getByRole('heading', { level: 1, name: 'Usage' }).waitFor();
+    expect(
+      (await call('DELETE', `/v1/organizations/${organizationId}/members/${memberId}`)).status,
+    ).toBe(204);
+    await tab.getByRole('link', { name: 'Team' }).click();
+    await tab.getByText('You are no longer a member of that organization.').waitFor();
+    await tab.getByRole('cell', { name: "Vera's Own", exact: true }).waitFor();
+    expect(await tab.getByRole('cell', { name: 'Acme Support', exact: true }).count()).toBe(0);
+    expect(await browser.accessibility(tab)).toEqual([]);
+    expect(browser.takeProblems()).toEqual([expect.stringContaining('403')]);
+    await tab.close();
+  });
+
   it('lands the reset link in the console: a new password, then a sign-in with it', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -31,6 +31,7 @@ interface Credentials {
 let credentials: Credentials | null = null;
 let organizationId: string | null = null;
 let onSignedOut: ((reason: string) => void) | null = null;
+let onOrganizationLost: (() => void) | null = null;
 
 export function setCredentials(token: string, expiresInSeconds: number): void {
   credentials = { token, expiresAt: Date.now() + expiresInSeconds * 1000 };
@@ -55,6 +56,14 @@ export function whenSignedOut(listener: (reason: string) => void): void {
   onSignedOut = listener;
 }
 
+/**
+ * Called when the API answers 403 not_a_member to a call made in the current organization: the
+ * user left it or was removed from it since it was picked.
+ */
+export function whenOrganizationLost(listener: () => void): void {
+  onOrganizationLost = listener;
+}
+
 type Query = Record<string, string | number | boolean | undefined | null>;
 
 export interface RequestOptions {
@@ -64,6 +73,11 @@ export interface RequestOptions {
   raw?: boolean;
   /** Without the token (sign-in, reset, verification): a 401 then is an answer, not a sign-out. */
   anonymous?: boolean;
+  /**
+   * About the user, not the organization (their organizations, profile, invitations): sent
+   * without X-Organization-Id, so it still answers after they left the current one.
+   */
+  asUser?: boolean;
 }
 
 export function pathWithQuery(path: string, query?: Query): string {
@@ -84,10 +98,10 @@ export async function api<T>(
   options: RequestOptions = {},
 ): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
-  if (!options.anonymous && credentials) {
-    headers.authorization = `Bearer ${credentials.token}`;
-    if (organizationId) headers['x-organization-id'] = organizationId;
-  }
+  const signedIn = !options.anonymous && credentials !== null;
+  const inOrganization = signedIn && !options.asUser && organizationId !== null;
+  if (signedIn) headers.authorization = `Bearer ${credentials!.token}`;
+  if (inOrganization) headers['x-organization-id'] = organizationId!;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
@@ -103,9 +117,11 @@ export async function api<T>(
   }
   if (!response.ok) {
     const error = await errorOf(response);
-    if (response.status === 401 && !options.anonymous && credentials) {
+    if (response.status === 401 && signedIn) {
       clearCredentials();
       onSignedOut?.('Your session has ended. Sign in again.');
+    } else if (response.status === 403 && error.code === 'not_a_member' && inOrganization) {
+      onOrganizationLost?.();
     }
     throw error;
   }
@@ -151,11 +167,13 @@ export async function all<T extends { id: string }>(
   path: string,
   query: Query = {},
   pages = 10,
+  options: Pick<RequestOptions, 'asUser'> = {},
 ): Promise<T[]> {
   const items: T[] = [];
   let after: string | undefined;
   for (let i = 0; i < pages; i++) {
     const page = await api<Page<T>>('GET', path, {
+      ...options,
       query: { ...query, limit: 100, starting_after: after },
     });
     items.push(...page.data);

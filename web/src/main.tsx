@@ -3,11 +3,13 @@ import './styles.css';
 import { render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import {
+  all,
   api,
   clearCredentials,
   setCredentials,
   setOrganization,
   tokenExpiresAt,
+  whenOrganizationLost,
   whenSignedOut,
 } from './api';
 import { AcceptInvitationPage } from './pages/accept-invitation';
@@ -29,7 +31,12 @@ interface Signed {
   me: Me;
   organizations: Organization[];
   organizationId: string | null;
+  /** Said on the organizations page: why the console went back there. */
+  notice: string | null;
 }
+
+/** Every organization the user belongs to (without X-Organization-Id: a user-level call). */
+const myOrganizations = () => all<Organization>('/v1/organizations', {}, 10, { asUser: true });
 
 const PAGES: Array<{ path: string; title: string; render: () => preact.JSX.Element }> = [
   { path: '/usage', title: 'Usage', render: () => <UsagePage /> },
@@ -55,6 +62,23 @@ function App() {
 
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
 
+  /** Back to the picker, out of an organization the user no longer belongs to. */
+  const leaveOrganization = async (message: string) => {
+    setOrganization(null);
+    setSigned((previous) => previous && { ...previous, organizationId: null, notice: message });
+    navigate('/organizations', { replace: true });
+    const organizations = await myOrganizations();
+    setSigned((previous) => previous && { ...previous, organizations });
+  };
+
+  useEffect(
+    () =>
+      whenOrganizationLost(() => {
+        leaveOrganization('You are no longer a member of that organization.').catch(() => {});
+      }),
+    [],
+  );
+
   // The token's own end: sign out then, rather than at the next refused call.
   useEffect(() => {
     const expiresAt = tokenExpiresAt();
@@ -71,13 +95,13 @@ function App() {
     try {
       setCredentials(login.access_token, login.expires_in);
       const [me, organizations] = await Promise.all([
-        api<Me>('GET', '/v1/me'),
-        api<{ data: Organization[] }>('GET', '/v1/organizations', { query: { limit: 100 } }),
+        api<Me>('GET', '/v1/me', { asUser: true }),
+        myOrganizations(),
       ]);
-      const only = organizations.data.length === 1 ? organizations.data[0].id : null;
+      const only = organizations.length === 1 ? organizations[0].id : null;
       setOrganization(only);
       setNotice(null);
-      setSigned({ me, organizations: organizations.data, organizationId: only });
+      setSigned({ me, organizations, organizationId: only, notice: null });
       if (route.path === '/' || route.path === '/sign-in') {
         navigate(only ? '/usage' : '/organizations', { replace: true });
       }
@@ -96,17 +120,17 @@ function App() {
       me: signed.me,
       organizations: signed.organizations,
       organization,
+      notice: signed.notice,
       selectOrganization: (id: string) => {
         setOrganization(id);
-        setSigned((previous) => previous && { ...previous, organizationId: id });
+        setSigned((previous) => previous && { ...previous, organizationId: id, notice: null });
       },
       refreshOrganizations: async () => {
-        const organizations = await api<{ data: Organization[] }>('GET', '/v1/organizations', {
-          query: { limit: 100 },
-        });
-        setSigned((previous) => previous && { ...previous, organizations: organizations.data });
-        return organizations.data;
+        const organizations = await myOrganizations();
+        setSigned((previous) => previous && { ...previous, organizations });
+        return organizations;
       },
+      leaveOrganization,
       signOut,
     };
   }, [signed]);

@@ -7,8 +7,12 @@ export interface Session {
   organizations: Organization[];
   /** The organization the console acts in (X-Organization-Id); null until one is picked. */
   organization: Organization | null;
+  /** Why the console went back to the organizations page, if it did. */
+  notice: string | null;
   selectOrganization(id: string): void;
   refreshOrganizations(): Promise<Organization[]>;
+  /** Out of the current organization (left, or removed): back to the picker, saying `message`. */
+  leaveOrganization(message: string): Promise<void>;
   signOut(message?: string): void;
 }
 

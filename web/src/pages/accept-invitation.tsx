@@ -37,6 +37,7 @@ export function AcceptInvitationPage() {
             onClick={() =>
               void action.run(async () => {
                 const joined = await api<Organization>('POST', '/v1/invitations/accept', {
+                  asUser: true,
                   body: { token },
                 });
                 await session.refreshOrganizations();

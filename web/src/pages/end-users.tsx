@@ -88,7 +88,22 @@ export function EndUsersPage() {
 
 function EndUserPanel(props: { userId: string; onErased: () => void }) {
   const path = `/v1/end-users/${segment(props.userId)}`;
-  const user = useLoad(() => api<EndUser>('GET', path), [path]);
+  const user = useLoad(
+    () =>
+      // A URL's dot segments are removed before it is sent, whatever their encoding: the path
+      // would name the list, or another end user's facts (found by review).
+      props.userId === '.' || props.userId === '..'
+        ? Promise.reject(
+            new ApiError(
+              0,
+              'unaddressable',
+              `The user_id “${props.userId}” cannot be sent in a URL: no browser keeps it as a path segment.`,
+              null,
+            ),
+          )
+        : api<EndUser>('GET', path),
+    [path],
+  );
   const [erasing, setErasing] = useState(false);
   const [erased, setErased] = useState(false);
   const exporting = useAction();

@@ -4,7 +4,7 @@ import { formatTime } from '../format';
 import { navigate } from '../router';
 import { useSession } from '../session';
 import type { Organization } from '../types';
-import { Empty, ErrorNotice, PageTitle, TableWrap, useAction } from '../ui';
+import { Empty, ErrorNotice, Notice, PageTitle, TableWrap, useAction } from '../ui';
 
 /** The organizations the user belongs to: pick the one to act in, or make one. */
 export function OrganizationsPage() {
@@ -18,6 +18,7 @@ export function OrganizationsPage() {
   return (
     <>
       <PageTitle title="Organizations" />
+      {session.notice ? <Notice>{session.notice}</Notice> : null}
       <p>Pick the organization to work in. What you may do there is what your role allows.</p>
       {session.organizations.length === 0 ? (
         <Empty>You belong to no organization yet: create one, or accept an invitation.</Empty>
@@ -61,6 +62,7 @@ export function OrganizationsPage() {
             event.preventDefault();
             void action.run(async () => {
               const created = await api<Organization>('POST', '/v1/organizations', {
+                asUser: true,
                 body: { name },
               });
               await session.refreshOrganizations();

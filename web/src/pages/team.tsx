@@ -150,8 +150,7 @@ export function TeamPage() {
               query: !self && keepKeys ? { keep_api_keys: 'true' } : {},
             });
             if (self) {
-              await session.refreshOrganizations();
-              session.signOut('You left the organization. Sign in again to pick another.');
+              await session.leaveOrganization(`You left ${organization.name}.`);
               return;
             }
             setMessage(`${removing.email} was removed.`);
