@@ -279,6 +279,30 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         409,
         'turn_not_pending',
       );
+
+      // The turn completed with its exchange, its state emptied: the message and the output are
+      // kept in the memories only, so a memory forgotten is forgotten everywhere.
+      const model = async () =>
+        (
+          await t
+            .http()
+            .get(`/v1/end-users/${userId}/model`)
+            .set('Authorization', owner.auth)
+            .expect(200)
+        ).body as { tables: { tool_turns: unknown[] } };
+      expect((await model()).tables.tool_turns).toEqual([
+        expect.objectContaining({ id: paused.body.turn_id, status: 'completed', state: null }),
+      ]);
+      const message = (await memoriesOf(userId)).find((memory) => memory.content === trigger) as
+        { id: string } | undefined;
+      await t
+        .http()
+        .delete(`/v1/end-users/${userId}/memories/${message!.id}`)
+        .set('Authorization', owner.auth)
+        .expect(204);
+      const after = JSON.stringify(await model());
+      expect(after).toContain('A-1042'); // the reply's memory and its call remain
+      expect(after).not.toContain(JSON.stringify(trigger).slice(1, -1));
     });
 
     it('exports the tool calls in PMF v1 and imports them back', async () => {
@@ -666,6 +690,31 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
             : expect.arrayContaining(['execution']),
         );
       }
+    });
+
+    it('answers 404 when the personality is deleted while a webhook tool runs, before the turn pauses', async () => {
+      const endpointId = await createEndpoint(t, owner, receiver.url(`slow/1500/${randomUUID()}`));
+      const personalityId = await personalityWith(owner, [
+        webhookTool('act', endpointId),
+        {
+          name: 'ask',
+          description: 'Asks the app',
+          parameters: { type: 'object' },
+          execution: 'client',
+        },
+      ]);
+      // then(): supertest sends a request only once it is awaited.
+      const answer = respondAs(owner, personalityId, 'act({"at": "now"}) then ask({})').then(
+        (response) => response,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await t
+        .http()
+        .delete(`/v1/personalities/${personalityId}`)
+        .set('Authorization', owner.auth)
+        .expect(204);
+      // The pause's row names the personality gone: its foreign key, a 500 before.
+      expectError(await answer, 404, 'not_found');
     });
 
     it("caps an organization's calls in flight, so its hanging endpoint holds no other's replies", async () => {
@@ -1356,6 +1405,32 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     ]);
     const tool = fake.requests[2].body?.messages?.filter((message) => message.role === 'tool');
     expect(tool?.map((message) => message.tool_call_id)).toEqual(['call_a', 'call_b']);
+  });
+
+  it('takes calls the model makes when no tools were offered as no reply, never an empty one', async () => {
+    fake.respondWith(
+      called('{"order_id": 1}', 'call_a'),
+      called('{"order_id": 2}', 'call_b'),
+      called('{"order_id": 3}', 'call_c'),
+    );
+    const userId = uniqueUserId();
+    const done = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message: 'loop' });
+    // The last call was asked without tools: its calls are dropped, and what is left is empty.
+    expect(fake.requests.map((request) => request.body?.tools !== undefined)).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    expectError(done, 502, 'engine_unavailable');
+    const stored = await t
+      .http()
+      .get(`/v1/end-users/${userId}/memories`)
+      .set('Authorization', auth);
+    expect(stored.body.data).toEqual([]);
   });
 
   it('ends a turn whose tokens spend a budget mid-way with 402', async () => {

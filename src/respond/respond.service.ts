@@ -226,7 +226,8 @@ export class RespondService implements OnApplicationBootstrap {
       return await this.replyAndStore(conversation, options);
     } catch (error) {
       await this.endFailedTurn(conversation);
-      throw error;
+      // A pause saved after its personality or end user went (tool_turns' foreign keys).
+      throw this.vanishedMeanwhile(error) ?? error;
     } finally {
       // Failed or cancelled (none spent); a stored reply's statement settled them already.
       this.release(conversation);
@@ -410,6 +411,11 @@ export class RespondService implements OnApplicationBootstrap {
       tokens,
     };
     const { steps, underLock } = this.participants.storeExchange(exchange, conversation.admissions);
+    if (conversation.resumedTurnId) {
+      steps.push(
+        this.toolTurns.completedStep(conversation.organizationId, conversation.resumedTurnId),
+      );
+    }
     const stored =
       underLock.length === 0
         ? this.repository.storeExchange(steps)
@@ -470,7 +476,12 @@ export class RespondService implements OnApplicationBootstrap {
     return this.endUsers.underDeletion({ erase_after: null });
   }
 
+  /** A write refused because the personality went: the memories' or a paused turn's key. */
   private personalityVanished(error: unknown): boolean {
-    return (error as { constraint?: string }).constraint === 'memories_personality_id_fkey';
+    const { constraint } = error as { constraint?: string };
+    return (
+      constraint === 'memories_personality_id_fkey' ||
+      constraint === 'tool_turns_personality_id_fkey'
+    );
   }
 }

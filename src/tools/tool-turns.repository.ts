@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
-import { sql, type WithEntry, withEntries } from '../database/sql';
+import { type Sql, sql, type WithEntry, withEntries } from '../database/sql';
 import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
 import type { ToolTurn } from './entities/tool-turn.entity';
 import type { ToolTurnState } from './tool-turn-state';
@@ -112,6 +112,16 @@ export class ToolTurnsRepository {
     const update = sql`UPDATE tool_turns SET status = 'pending'
            WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`;
     await this.database.count(steps.length > 0 ? withEntries(steps, update) : update);
+  }
+
+  /**
+   * A WITH entry for the statement that stores a resumed turn's exchange: the turn is completed,
+   * its state emptied, with the exchange or not at all.
+   */
+  completedStep(organizationId: string, id: string): Sql {
+    return sql`tool_turn_completed AS (
+      UPDATE tool_turns SET status = 'completed', state = NULL
+       WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed')`;
   }
 
   /** The organization's webhook endpoint, read at each call: a changed URL or status counts. */

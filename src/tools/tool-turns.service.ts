@@ -241,8 +241,9 @@ export class ToolTurnsService {
     if (!found || (found.status === 'pending' && found.expired)) {
       throw AppError.notFound('Turn');
     }
-    if (found.status !== 'pending') throw notPending();
-    const { state } = found;
+    // Resumed, or completed (its state emptied with the exchange it stored).
+    if (found.status !== 'pending' || found.state === null) throw notPending();
+    const state = found.state;
     const answered: PausedAt = { pending: [...state.pending], rounds: state.rounds };
     const given = new Map<string, unknown>();
     const problems: FieldProblem[] = [];
@@ -307,6 +308,11 @@ export class ToolTurnsService {
    */
   release(organizationId: string, turnId: string, steps: WithEntry[] = []): Promise<void> {
     return this.repository.release(organizationId, turnId, steps);
+  }
+
+  /** In the statement storing a resumed turn's exchange: the turn completed with it. */
+  completedStep(organizationId: string, turnId: string): WithEntry {
+    return this.repository.completedStep(organizationId, turnId);
   }
 
   private async pause(

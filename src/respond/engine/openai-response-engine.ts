@@ -333,7 +333,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
             const answer = onDelta
               ? await this.streamed(route.client, params, signal, onDelta)
               : await this.whole(route.client, params, signal);
-            return this.toReply(answer, request.message, request.vocabulary, emotions);
+            // Calls of tools not offered (a server that makes them anyway) are no answer: the
+            // text alone is, and an empty one is no reply.
+            const offered = tools ? answer : { ...answer, toolCalls: undefined };
+            return this.toReply(offered, request.message, request.vocabulary, emotions);
           } catch (error) {
             // An answer that came and cannot be used was billed all the same: counted, whether
             // the next route answers or not, or a message the model refuses would cost nothing.

@@ -1,15 +1,15 @@
 import { Check, Column, CreateDateColumn, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 import type { ToolTurnState } from '../tool-turn-state';
 
-export type ToolTurnStatus = 'pending' | 'resumed';
+export type ToolTurnStatus = 'pending' | 'resumed' | 'completed';
 
 /**
  * A turn paused for client tools (contract §26): kept here, not in an instance's memory, so any
  * instance resumes it and pending turns cost no process memory. Resumed once: the claim is a
- * conditional UPDATE of `status`.
+ * conditional UPDATE of `status`; `completed` (its state emptied) with the exchange it stored.
  */
 @Entity('tool_turns')
-@Check('tool_turns_status_check', `status IN ('pending', 'resumed')`)
+@Check('tool_turns_status_check', `status IN ('pending', 'resumed', 'completed')`)
 @Index('tool_turns_expires_idx', ['expiresAt'])
 @Index('tool_turns_end_user_idx', ['endUserId'])
 @Index('tool_turns_personality_idx', ['personalityId'])
@@ -33,9 +33,12 @@ export class ToolTurn {
   @Column({ type: 'text', default: 'pending' })
   status: ToolTurnStatus;
 
-  /** The message, the calls made so far with their outputs, and the calls awaited. */
-  @Column({ type: 'jsonb' })
-  state: ToolTurnState;
+  /**
+   * The message, the calls made so far with their outputs, and the calls awaited; null once the
+   * turn completed (they are in its memories then).
+   */
+  @Column({ type: 'jsonb', nullable: true })
+  state: ToolTurnState | null;
 
   @Column({ name: 'expires_at', type: 'timestamptz' })
   expiresAt: Date;

@@ -1,0 +1,33 @@
+import { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * A resumed turn is marked `completed`, its state emptied, in the statement that stores its
+ * exchange: the user's message and the tools' outputs then live in the memories only (a memory
+ * forgotten is not kept in the turn until it expires), and a failed answer's give-back, which
+ * only takes a `resumed` turn, cannot make a stored turn pending again (found by review).
+ *
+ * The check is added NOT VALID, then validated: the table stays writable meanwhile.
+ */
+export class EmptyCompletedToolTurns1795922300000 implements MigrationInterface {
+  name = 'EmptyCompletedToolTurns1795922300000';
+
+  public async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`ALTER TABLE "tool_turns" ALTER COLUMN "state" DROP NOT NULL`);
+    await queryRunner.query(`ALTER TABLE "tool_turns" DROP CONSTRAINT "tool_turns_status_check"`);
+    await queryRunner.query(
+      `ALTER TABLE "tool_turns" ADD CONSTRAINT "tool_turns_status_check" CHECK (status IN ('pending', 'resumed', 'completed')) NOT VALID`,
+    );
+    await queryRunner.query(
+      `ALTER TABLE "tool_turns" VALIDATE CONSTRAINT "tool_turns_status_check"`,
+    );
+  }
+
+  public async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`DELETE FROM "tool_turns" WHERE status = 'completed'`);
+    await queryRunner.query(`ALTER TABLE "tool_turns" DROP CONSTRAINT "tool_turns_status_check"`);
+    await queryRunner.query(
+      `ALTER TABLE "tool_turns" ADD CONSTRAINT "tool_turns_status_check" CHECK (status IN ('pending', 'resumed'))`,
+    );
+    await queryRunner.query(`ALTER TABLE "tool_turns" ALTER COLUMN "state" SET NOT NULL`);
+  }
+}
