@@ -34,7 +34,7 @@ import {
   type ResponseEngine,
   type TokenUsage,
 } from './response-engine';
-import { systemMessage } from './system-message';
+import { systemMessage, toolOutputMessage } from './system-message';
 
 /**
  * More than any real call reports (contract §25): a provider, or a server posing as one, that
@@ -404,7 +404,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
               },
             ],
           },
-          { role: 'tool', tool_call_id: call.id, content: JSON.stringify(output) ?? 'null' },
+          { role: 'tool', tool_call_id: call.id, content: toolOutputMessage(output) },
         ],
       ),
     ];
