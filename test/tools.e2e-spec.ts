@@ -1428,6 +1428,59 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
+  it("sends a webhook tool's call again with the same event id when a failed resumption is retried", async () => {
+    const business = await tenantWithKey(t, ['admin']);
+    const path = `tool/${randomUUID()}`;
+    const endpoint = await createWebhookEndpoint(t, business.auth, receiver.url(path));
+    const book = {
+      name: 'book',
+      description: 'Books a slot',
+      parameters: { type: 'object', properties: { at: { type: 'string' } } },
+      execution: 'webhook',
+      endpoint_id: endpoint.id,
+    };
+    const created = await t
+      .http()
+      .post('/v1/personalities/from-catalog')
+      .set('Authorization', business.auth)
+      .send({ slug: 'sage-mentor', tools: [lookup, book] });
+    const bookAt = (at: string, id: string) => ({
+      toolCalls: [{ id, name: 'book', arguments: JSON.stringify({ at }) }],
+      usage: { prompt_tokens: 10, completion_tokens: 5 },
+    });
+    const failure = { error: { status: 500 } };
+    fake.respondWith(
+      called('{"order_id": "C-3"}'),
+      // The resumption: a webhook call, then its next model call failing on every attempt.
+      bookAt('9:00', 'call_b1'),
+      failure,
+      failure,
+      failure,
+      // Retried: the model asks the same call (a new call id, as providers give), then answers.
+      bookAt('9:00', 'call_b2'),
+      answer,
+    );
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', business.auth)
+      .send({ personality_id: created.body.id, user_id: uniqueUserId(), message: 'C-3?' });
+    expect(paused.body.status).toBe('requires_action');
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', business.auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'lost' } }] });
+    expectError(await resume(), 502, 'engine_unavailable');
+    expect((await resume()).body.status).toBe('completed');
+    // The call asked again is the same event, in its header and its body.
+    const hooks = receiver.at(`/${path}`);
+    const ids = hooks.map((hook) => String(hook.headers['webhook-id']));
+    expect(ids).toEqual([expect.stringMatching(/^evt_[0-9a-f]{32}$/), ids[0]]);
+    expect(hooks.map((hook) => (JSON.parse(hook.body) as { id: string }).id)).toEqual(ids);
+  });
+
   it('answers the error that ended a turn when its tokens cannot be counted, and gives the turn back', async () => {
     const failure = { error: { status: 500 } };
     // The resumption makes a round (arguments that fail the schema), so it has tokens to count

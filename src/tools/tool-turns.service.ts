@@ -32,7 +32,7 @@ import {
 import type { ValidateFunction } from 'ajv';
 import { saidSoFar, type ToolCallRecord, type ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
-import { MAX_OUTPUT_BYTES, WebhookToolCaller } from './webhook-tool-caller';
+import { MAX_OUTPUT_BYTES, toolCallEventId, WebhookToolCaller } from './webhook-tool-caller';
 import { ToolMetrics } from './tool-metrics';
 
 /** What a turn with tools needs to know about its conversation. */
@@ -194,7 +194,7 @@ export class ToolTurnsService {
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
       const webhookCalls: Array<Promise<void>> = [];
-      for (const call of calls) {
+      for (const [index, call] of calls.entries()) {
         const tool = tools.get(call.name);
         const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
         if (problem || !tool) {
@@ -203,7 +203,7 @@ export class ToolTurnsService {
           this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
         } else if (tool.execution === 'webhook') {
           webhookCalls.push(
-            this.callWebhook(context, tool, call).then((result) => {
+            this.callWebhook(context, tool, call, index).then((result) => {
               const outcome = result.throttled ? 'throttled' : result.error ? 'error' : 'ok';
               this.metrics.count('webhook', outcome, result.durationMs);
               outputs[call.id] = result.output;
@@ -349,10 +349,18 @@ export class ToolTurnsService {
   }
 
   /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
-  private callWebhook(context: ToolTurnContext, tool: TurnTool, call: EngineToolCall) {
+  /** The round's `index`th call (of the round state.rounds counts), to its endpoint. */
+  private callWebhook(
+    context: ToolTurnContext,
+    tool: TurnTool,
+    call: EngineToolCall,
+    index: number,
+  ) {
     const attributes = { 'tool.name': call.name, 'tool.execution': 'webhook' };
+    const { turnId, rounds } = context.state;
     return inClientSpan(`tool ${call.name}`, attributes, () =>
       this.webhooks.call({
+        eventId: toolCallEventId(turnId, rounds, index, call.name, call.arguments),
         organizationId: context.organizationId,
         endpointId: tool.endpoint_id ?? '',
         timeoutMs: tool.timeout_ms,

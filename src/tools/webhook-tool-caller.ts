@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { Clock } from '../common/time/clock';
 import {
   isStorableJson,
@@ -8,7 +8,6 @@ import {
 } from '../common/validation/untrusted-json';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import { type WebhooksConfig, webhooksConfig } from '../config/webhooks.config';
-import { publicEventId } from '../webhooks/webhook-event-types';
 import { sendWebhook } from '../webhooks/webhook-sender';
 import { signatureHeaders } from '../webhooks/webhook-signer';
 import { portProblem } from '../webhooks/webhook-url';
@@ -20,7 +19,32 @@ export const MAX_OUTPUT_BYTES = MAX_PARAMETERS_BYTES;
 /** The answer read: its output and the `{"output": }` around it, with room for white space. */
 const MAX_ANSWER_BYTES = MAX_OUTPUT_BYTES + 1024;
 
+/**
+ * The event id of a webhook tool's call, `evt_` and 32 hex digits as every event's: derived from
+ * the turn, its round, the call's place in it, the tool and its arguments, so a resumption
+ * retried after a failure (the turn given back) sends the same call with the same id, and a
+ * receiver deduplicating by webhook-id (Standard Webhooks) runs it once. Another call, or the
+ * same one in another round or turn, gets another id.
+ */
+export function toolCallEventId(
+  turnId: string,
+  round: number,
+  index: number,
+  name: string,
+  args: unknown,
+): string {
+  const digest = createHash('sha256')
+    .update(JSON.stringify([turnId, round, index, name, args]))
+    .digest('hex');
+  return `evt_${digest.slice(0, 32)}`;
+}
+
 export interface WebhookToolCall {
+  /**
+   * The event's id (`evt_…`, the webhook-id header): the same for the same call asked again
+   * (toolCallEventId), so a receiver that deduplicates by it runs the call once.
+   */
+  eventId: string;
   organizationId: string;
   endpointId: string;
   timeoutMs?: number;
@@ -91,7 +115,7 @@ export class WebhookToolCaller {
     if (badPort) return failed(badPort, null);
 
     const now = this.clock.now();
-    const id = publicEventId(randomUUID());
+    const id = call.eventId;
     const body = JSON.stringify({
       id,
       type: 'tool.call',
