@@ -1320,7 +1320,8 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .send({ personality_id: created.body.id, user_id: uniqueUserId(), message: 'book it' });
     expect(done.body.status).toBe('completed');
     const [tool] = (fake.requests[1].body?.messages ?? []).filter((m) => m.role === 'tool');
-    const lines = String(tool.content).split(/\n|\u2028/);
+    expect(typeof tool.content).toBe('string');
+    const lines = (tool.content as string).split(/\n|\u2028/);
     expect(lines).toEqual([
       TOOL_OUTPUT_PREAMBLE,
       '<tool_output>',
