@@ -316,6 +316,22 @@ describe('Knowledge documents (contract §27)', () => {
         400,
         'validation_failed',
       );
+      // Keys that reach a prototype are refused, as in a JSON body, not dropped in silence.
+      for (const [name, field] of [
+        ['constructor', 'constructor'],
+        ['prototype', 'prototype'],
+        ['__proto__[a]', '__proto__'],
+        ['metadata[constructor]', 'metadata.constructor'],
+      ]) {
+        const refused = await form()
+          .field(name, '1')
+          .attach('file', Buffer.from('x'), { filename: 'a.txt', contentType: 'text/plain' });
+        expectError(refused, 400, 'validation_failed');
+        expect({ name, details: refused.body.error.details }).toEqual({
+          name,
+          details: [{ field, problem: 'is not an allowed key' }],
+        });
+      }
       // Multipart is taken by this route only: elsewhere, PATCH included, 415 as before.
       for (const request of [
         http().post('/v1/personalities/from-catalog'),

@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
+import { findUnsafeContent } from '../common/validation/untrusted-json';
 import { clientGoneSignal } from '../common/http/client-signal';
 import { DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
 import { type HtmlConversion, htmlToText } from './html-text';
@@ -79,6 +80,10 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
     if (!request.is('multipart/form-data')) return next.handle();
     // Multer's fields: strings, or arrays of them for a repeated field.
     const fields = request.body as Record<string, unknown> | undefined;
+    // As a JSON body's are: the ValidationPipe strips these keys before its unknown-field check
+    // could name them, so they would pass silently (found by review).
+    const unsafe = fields ? findUnsafeContent(fields) : null;
+    if (unsafe) throw AppError.validation([unsafe]);
     const body: Record<string, unknown> = { ...fields };
     if ('content' in body) {
       throw AppError.validation([
