@@ -734,8 +734,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ['a', 'b', 'c'].map((name) => webhookTool(name, hanging, 2000)),
       );
       const throttledBefore = await toolCallsCounted('webhook', 'throttled');
-      // then() sends the request now; it is awaited at the end.
-      const held = respondAs(slow, slowPersonality, 'a({}) b({}) c({})').then((r) => r);
+      // then() sends the requests now; they are awaited at the end. Two messages (one round
+      // sends at most a quarter of the slots: here one), both calls hanging.
+      const held = [
+        respondAs(slow, slowPersonality, 'a({})').then((r) => r),
+        respondAs(slow, slowPersonality, 'b({})').then((r) => r),
+      ];
       await receiver.waitFor(() => receiver.at(`/${hangPath}`).length === 2, 5000);
 
       const quick = await tenant(t);
@@ -748,12 +752,32 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       expect(done.body.reply.text).toContain('(book: {"echo":{"at":"noon"}})');
       expect(Date.now() - started).toBeLessThan(1500);
 
-      const slowDone = await held;
-      expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
-      expect(slowDone.body.reply.text).toContain(
+      const third = await respondAs(slow, slowPersonality, 'c({})');
+      expect(third.body.reply.text).toContain(
         '(c: {"error":"too many tool calls in flight for the organization"})',
       );
+      expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
+      for (const done of await Promise.all(held)) {
+        expect(done.body.reply.text).toContain('{"error":"timed out after 2000 ms"}');
+      }
       expect(receiver.at(`/${hangPath}`)).toHaveLength(2);
+    });
+
+    it('sends at most a quarter of those slots for one round: the other calls get an error output', async () => {
+      const path = `tool/${randomUUID()}`;
+      const endpoint = await createEndpoint(t, owner, receiver.url(path));
+      const personalityId = await personalityWith(
+        owner,
+        ['a', 'b'].map((name) => webhookTool(name, endpoint)),
+      );
+      const throttledBefore = await toolCallsCounted('webhook', 'throttled');
+      const done = await respondAs(owner, personalityId, 'a({"at": "1"}) b({"at": "2"})');
+      expect(done.body.reply.text).toContain('(a: {"echo":{"at":"1"}})');
+      expect(done.body.reply.text).toContain(
+        '(b: {"error":"too many webhook tool calls in one round (at most 1)"})',
+      );
+      expect(receiver.at(`/${path}`)).toHaveLength(1);
+      expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
     });
   });
 });

@@ -36,7 +36,8 @@ export const toolsConfig = registerAs('tools', () => {
     maxRounds: env.TOOL_MAX_ROUNDS ?? 4,
     /**
      * Webhook tool calls one instance has in flight per organization; past it a call gets an
-     * error output at once, so one tenant's hanging endpoint cannot hold another's replies.
+     * error output at once, so one tenant's hanging endpoint cannot hold another's replies. One
+     * round of a turn sends at most a quarter of it (ToolTurnsService).
      */
     callsInFlightPerOrganization: env.TOOL_CALLS_IN_FLIGHT_PER_ORG ?? 16,
   };

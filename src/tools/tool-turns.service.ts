@@ -194,6 +194,7 @@ export class ToolTurnsService {
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
       const webhookCalls: Array<Promise<void>> = [];
+      const perRound = this.webhookCallsPerRound();
       for (const [index, call] of calls.entries()) {
         const tool = tools.get(call.name);
         const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
@@ -201,6 +202,12 @@ export class ToolTurnsService {
           outputs[call.id] = { error: problem };
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
           this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
+        } else if (tool.execution === 'webhook' && webhookCalls.length >= perRound) {
+          // Not sent: one message cannot take the organization's every slot (found by review).
+          const error = `too many webhook tool calls in one round (at most ${perRound})`;
+          outputs[call.id] = { error };
+          state.records.push(record(call, outputs[call.id], 'webhook', error));
+          this.metrics.count('webhook', 'throttled', null);
         } else if (tool.execution === 'webhook') {
           webhookCalls.push(
             this.callWebhook(context, tool, call, index).then((result) => {
@@ -349,6 +356,15 @@ export class ToolTurnsService {
   }
 
   /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
+  /**
+   * Webhook calls one round sends: a quarter of TOOL_CALLS_IN_FLIGHT_PER_ORG (4 by default),
+   * so an end user's message naming many calls holds a few of the organization's slots, and
+   * its other end users' turns keep the rest.
+   */
+  private webhookCallsPerRound(): number {
+    return Math.max(1, Math.floor(this.config.callsInFlightPerOrganization / 4));
+  }
+
   /** The round's `index`th call (of the round state.rounds counts), to its endpoint. */
   private callWebhook(
     context: ToolTurnContext,
