@@ -434,6 +434,35 @@ describe('Idempotency-Key (contract §16)', () => {
       expect(await memoryCount(userId)).toBe(2);
     });
 
+    it("keeps it in progress when one of the end user's memories is deleted meanwhile", async () => {
+      const userId = uniqueUserId();
+      const body = { personality_id: personalityId, user_id: userId, message: 'take your time' };
+      expect((await post('/v1/respond', { ...body, message: 'hello' }, newKey())).status).toBe(200);
+      const [memory] = (
+        await t
+          .http()
+          .get(`/v1/end-users/${userId}/memories`)
+          .set('Authorization', tenant.auth)
+          .expect(200)
+      ).body.data as Array<{ id: string }>;
+      fake.respondWith({ delayMs: 800 });
+      const key = newKey();
+      const first = post('/v1/respond', body, key).then((r) => r);
+      await fake.waitForRequests(2);
+      await t
+        .http()
+        .delete(`/v1/end-users/${userId}/memories/${memory.id}`)
+        .set('Authorization', tenant.auth)
+        .expect(204);
+      // The deletion forgets stored answers about the end user, not the claim of one running:
+      // a retry meanwhile does not run the reply a second time (found by review).
+      expectError(await post('/v1/respond', body, key), 409, 'idempotency_key_in_progress');
+      const answered = await first;
+      expect(answered.status).toBe(200);
+      expectReplayOf(await post('/v1/respond', body, key), answered);
+      expect(fake.requests).toHaveLength(2);
+    });
+
     it('concurrent identical requests do the work once', async () => {
       const key = newKey();
       const before = await personalityCount();

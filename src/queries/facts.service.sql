@@ -61,6 +61,7 @@ WITH updated AS (
 DELETE FROM idempotency_keys
  WHERE scope_type = 'organization' AND scope_id = $6::uuid
    AND subject = ANY ($7::bytea[])
+   AND response_status IS NOT NULL
    AND EXISTS (SELECT 1 FROM updated))
     SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
 
@@ -75,5 +76,6 @@ WITH deleted AS (
 DELETE FROM idempotency_keys
  WHERE scope_type = 'organization' AND scope_id = $3::uuid
    AND subject = ANY ($4::bytea[])
+   AND response_status IS NOT NULL
    AND EXISTS (SELECT 1 FROM deleted))
     SELECT count(*)::int AS "deleted" FROM deleted;

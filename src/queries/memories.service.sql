@@ -105,5 +105,6 @@ WITH doomed AS (
 DELETE FROM idempotency_keys
  WHERE scope_type = 'organization' AND scope_id = $4::uuid
    AND subject = ANY ($5::bytea[])
+   AND response_status IS NOT NULL
    AND EXISTS (SELECT 1 FROM doomed))
     SELECT count(*)::int AS "deleted" FROM deleted;
