@@ -583,6 +583,15 @@ describe('Import (PMF v1)', () => {
         { field: '/memories/1/content' },
         { field: '/facts/0/content' },
       ]);
+      // A learned fact is one line of at most 200 characters (§29); a business's, 500.
+      const learned = documentOf(uniqueUserId(), personality);
+      learned.facts[0].content = 'l'.repeat(201);
+      await expectRefused(learned, [
+        { field: '/facts/0/content', problem: 'must be at most 200 characters' },
+      ]);
+      const told = documentOf(uniqueUserId(), personality);
+      told.facts[0] = { ...told.facts[0], source: 'api', content: 't'.repeat(500) };
+      expect((await importDocument(told)).status).toBe(201);
     });
 
     it('a user_id the API would refuse; metadata over 16 KiB', async () => {
