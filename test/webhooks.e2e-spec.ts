@@ -956,6 +956,33 @@ describe('Fair delivery slots between organizations (§25)', () => {
       await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', noisy.auth);
     }
   }, 30_000);
+
+  it('sends an attempt that waited for a slot to the endpoint as it is then: a new URL counts', async () => {
+    const run = randomUUID();
+    const tenant = await adminTenant(t);
+    const { id } = await createEndpoint(t, tenant, receiver.url(`hang/${run}/old`), [
+      'end_user.created',
+    ]);
+    for (let n = 0; n < 8; n++) {
+      await t
+        .http()
+        .post('/v1/end-users')
+        .set('Authorization', tenant.auth)
+        .send({ user_id: `waiting-${n}` })
+        .expect(201);
+    }
+    // Four in flight (the endpoint's cap), hanging; the others wait for their slots.
+    await receiver.waitFor(() => receiver.at(`/hang/${run}/old`).length === 4, 5_000, 'four');
+    await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${id}`)
+      .set('Authorization', tenant.auth)
+      .send({ url: receiver.url(`ok/${run}/new`) })
+      .expect(200);
+    await receiver.waitFor(() => receiver.at(`/ok/${run}/new`).length === 4, 15_000, 'the rest');
+    expect(receiver.at(`/hang/${run}/old`)).toHaveLength(4);
+    await t.http().delete(`/v1/webhook-endpoints/${id}`).set('Authorization', tenant.auth);
+  }, 30_000);
 });
 
 describe('The fair claim (WebhooksRepository.claimDue)', () => {

@@ -115,6 +115,9 @@ COMMIT;
 -- prepared
 SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::uuid[])
 ORDER BY id FOR NO KEY UPDATE;
+-- prepared
+SELECT url, secret, status AS "endpoint_status" FROM webhook_endpoints
+WHERE id = $1 AND organization_id = $2;
 START TRANSACTION;
 -- prepared
 WITH RECURSIVE

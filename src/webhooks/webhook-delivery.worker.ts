@@ -320,19 +320,27 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         (this.sending.endpoints.get(job.endpoint_id) ?? 0) < this.perEndpoint
       ) {
         this.queued.splice(i, 1);
-        this.startAttempt(job);
+        this.startAttempt(job, { waited: true });
       } else {
         i += 1;
       }
     }
   }
 
-  private startAttempt(job: ClaimedAttempt): void {
+  /**
+   * Sends the attempt. One that `waited` in the queue for a slot first reads its endpoint again:
+   * a disable, a deletion or a new URL or secret since the claim counts (found by review: up to
+   * a timeout later, queued attempts went to the endpoint as it was when claimed).
+   */
+  private startAttempt(job: ClaimedAttempt, { waited = false } = {}): void {
     const organization = job.organization_id;
     const endpoint = job.endpoint_id;
     count(this.sending.organizations, organization, +1);
     count(this.sending.endpoints, endpoint, +1);
-    const delivery = this.deliver(job)
+    const delivery = (waited ? this.withEndpointNow(job) : Promise.resolve(job))
+      .then(async (current) => {
+        if (current) await this.deliver(current);
+      })
       .catch((error: unknown) =>
         // Unrecorded: the lease runs out and the attempt is made again.
         this.logger.error({ err: error, attemptId: job.id }, 'webhook attempt failed unexpectedly'),
@@ -354,6 +362,12 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         }
       });
     this.inFlight.set(job.id, delivery);
+  }
+
+  /** The attempt, its endpoint as it is now; null once the endpoint (and so the attempt) is gone. */
+  private async withEndpointNow(job: ClaimedAttempt): Promise<ClaimedAttempt | null> {
+    const target = await this.webhooks.deliveryTarget(job.organization_id, job.endpoint_id);
+    return target ? { ...job, ...target } : null;
   }
 
   private async deliver(job: ClaimedAttempt): Promise<void> {

@@ -99,6 +99,13 @@ const CLAIMED_ATTEMPT = Columns.rowOf<WebhookDeliveryAttempt>('c')('id')
 
 export type ClaimedAttempt = RowOf<typeof CLAIMED_ATTEMPT>;
 
+/** Where an attempt goes, as its endpoint says now. */
+const DELIVERY_TARGET = Columns.rowOf<WebhookEndpoint>()('url', 'secret').and(
+  Columns.computed<{ endpoint_status: WebhookEndpointStatus }>({ endpoint_status: sql`status` }),
+);
+
+export type DeliveryTarget = RowOf<typeof DELIVERY_TARGET>;
+
 /** Where the next claim starts and what the caps held back: in every row of a claim's answer. */
 const NEXT_CLAIM = Columns.computed<{
   next_cursor: string | null;
@@ -280,6 +287,18 @@ export class WebhooksRepository {
    * (An attempt in flight at `now`, its lease held, finishes; recording it schedules no further
    * attempt.)
    */
+  /**
+   * The endpoint's URL, secret and status now, for an attempt claimed a while ago; undefined
+   * when it was deleted meanwhile.
+   */
+  deliveryTarget(organizationId: string, endpointId: string): Promise<DeliveryTarget | undefined> {
+    return this.database.row(
+      DELIVERY_TARGET.query`SELECT ${DELIVERY_TARGET} FROM webhook_endpoints
+           WHERE id = ${endpointId} AND organization_id = ${organizationId}`,
+      { prepared: true },
+    );
+  }
+
   async cancelPendingAttempts(
     manager: EntityManager,
     organizationId: string,
