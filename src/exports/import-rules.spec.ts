@@ -191,7 +191,8 @@ describe('ImportChecker', () => {
   it('holds the API’s limits: characters, not UTF-16 units', () => {
     const doc = document();
     doc.memories[0].content = '😀'.repeat(8_000);
-    doc.facts![0].content = `  ${'é'.repeat(500)}  `;
+    // A fact of the API's: 500 characters (a learned one's are 200).
+    doc.facts![0] = { ...doc.facts![0], source: 'api', content: `  ${'é'.repeat(500)}  ` };
     expect(problems(doc)).toEqual([]);
     doc.memories[0].content = '😀'.repeat(8_001);
     doc.memories[1].content = 'x'.repeat(32_001);
@@ -203,6 +204,14 @@ describe('ImportChecker', () => {
       '/memories/1/content',
       '/facts/0/content',
     ]);
+  });
+
+  it('holds a learned fact (source engine) to 200 characters', () => {
+    const doc = document();
+    doc.facts![0].content = 'é'.repeat(200);
+    expect(problems(doc)).toEqual([]);
+    doc.facts![0].content = 'é'.repeat(201);
+    expect(problems(doc)).toEqual(['/facts/0/content: must be at most 200 characters']);
   });
 
   it('refuses more facts than the limit, and facts alike', () => {
