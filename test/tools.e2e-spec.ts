@@ -734,8 +734,8 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ['a', 'b', 'c'].map((name) => webhookTool(name, hanging, 2000)),
       );
       const throttledBefore = await toolCallsCounted('webhook', 'throttled');
-      // then() sends the requests now; they are awaited at the end. Two messages (one round
-      // sends at most a quarter of the slots: here one), both calls hanging.
+      // then() sends the requests now; they are awaited at the end. Two end users' messages (an
+      // end user's calls take at most a quarter of the slots: here one), both calls hanging.
       const held = [
         respondAs(slow, slowPersonality, 'a({})').then((r) => r),
         respondAs(slow, slowPersonality, 'b({})').then((r) => r),
@@ -763,7 +763,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       expect(receiver.at(`/${hangPath}`)).toHaveLength(2);
     });
 
-    it('sends at most a quarter of those slots for one round: the other calls get an error output', async () => {
+    it("gives one end user's calls at most a quarter of those slots: the others get an error output", async () => {
       const path = `tool/${randomUUID()}`;
       const endpoint = await createEndpoint(t, owner, receiver.url(path));
       const personalityId = await personalityWith(
@@ -774,10 +774,25 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const done = await respondAs(owner, personalityId, 'a({"at": "1"}) b({"at": "2"})');
       expect(done.body.reply.text).toContain('(a: {"echo":{"at":"1"}})');
       expect(done.body.reply.text).toContain(
-        '(b: {"error":"too many webhook tool calls in one round (at most 1)"})',
+        '(b: {"error":"too many tool calls in flight for the end user"})',
       );
       expect(receiver.at(`/${path}`)).toHaveLength(1);
       expect(await toolCallsCounted('webhook', 'throttled')).toBe(throttledBefore + 1);
+
+      // So do their messages sent at once: the second's call finds the end user's slot taken.
+      const slowPath = `slow/1000/${randomUUID()}`;
+      const slowTools = await personalityWith(owner, [
+        webhookTool('a', await createEndpoint(t, owner, receiver.url(slowPath))),
+      ]);
+      const userId = uniqueUserId();
+      const first = respondAs(owner, slowTools, 'a({"at": "1"})', userId).then((r) => r);
+      await receiver.waitFor(() => receiver.at(`/${slowPath}`).length === 1, 5000);
+      const second = await respondAs(owner, slowTools, 'a({"at": "2"})', userId);
+      expect(second.body.reply.text).toContain(
+        '(a: {"error":"too many tool calls in flight for the end user"})',
+      );
+      expect((await first).body.reply.text).not.toContain('too many');
+      expect(receiver.at(`/${slowPath}`)).toHaveLength(1);
     });
   });
 });
@@ -1469,20 +1484,21 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .post('/v1/personalities/from-catalog')
       .set('Authorization', business.auth)
       .send({ slug: 'sage-mentor', tools: [lookup, book] });
-    const bookAt = (at: string, id: string) => ({
-      toolCalls: [{ id, name: 'book', arguments: JSON.stringify({ at }) }],
+    const booking = (...calls: Array<[id: string, args: string]>) => ({
+      toolCalls: calls.map(([id, args]) => ({ id, name: 'book', arguments: args })),
       usage: { prompt_tokens: 10, completion_tokens: 5 },
     });
     const failure = { error: { status: 500 } };
     fake.respondWith(
       called('{"order_id": "C-3"}'),
       // The resumption: a webhook call, then its next model call failing on every attempt.
-      bookAt('9:00', 'call_b1'),
+      booking(['call_b1', '{"at": "9:00", "n": 1}']),
       failure,
       failure,
       failure,
-      // Retried: the model asks the same call (a new call id, as providers give), then answers.
-      bookAt('9:00', 'call_b2'),
+      // Retried: the model asks another call first, then the same one (a new call id, as
+      // providers give, its keys in another order), then answers.
+      booking(['call_b2', '{"at": "8:00", "n": 2}'], ['call_b3', '{"n": 1, "at": "9:00"}']),
       answer,
     );
     const paused = await t
@@ -1501,9 +1517,19 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect((await resume()).body.status).toBe('completed');
     // The call asked again is the same event, in its header and its body.
     const hooks = receiver.at(`/${path}`);
-    const ids = hooks.map((hook) => String(hook.headers['webhook-id']));
-    expect(ids).toEqual([expect.stringMatching(/^evt_[0-9a-f]{32}$/), ids[0]]);
-    expect(hooks.map((hook) => (JSON.parse(hook.body) as { id: string }).id)).toEqual(ids);
+    const idOf = (hook: (typeof hooks)[number]) => String(hook.headers['webhook-id']);
+    const atOf = (hook: (typeof hooks)[number]) =>
+      (JSON.parse(hook.body) as { data: { arguments: { at: string } } }).data.arguments.at;
+    expect(hooks).toHaveLength(3);
+    for (const hook of hooks) {
+      expect(idOf(hook)).toMatch(/^evt_[0-9a-f]{32}$/);
+      expect((JSON.parse(hook.body) as { id: string }).id).toBe(idOf(hook));
+    }
+    const nine = hooks.filter((hook) => atOf(hook) === '9:00').map(idOf);
+    const eight = hooks.filter((hook) => atOf(hook) === '8:00').map(idOf);
+    expect(nine).toEqual([nine[0], nine[0]]);
+    expect(eight).toHaveLength(1);
+    expect(eight[0]).not.toBe(nine[0]);
   });
 
   it('answers the error that ended a turn when its tokens cannot be counted, and gives the turn back', async () => {

@@ -37,7 +37,7 @@ export const toolsConfig = registerAs('tools', () => {
     /**
      * Webhook tool calls one instance has in flight per organization; past it a call gets an
      * error output at once, so one tenant's hanging endpoint cannot hold another's replies. One
-     * round of a turn sends at most a quarter of it (ToolTurnsService).
+     * end user's calls take at most a quarter of it (WebhookToolCaller).
      */
     callsInFlightPerOrganization: env.TOOL_CALLS_IN_FLIGHT_PER_ORG ?? 16,
   };

@@ -1,8 +1,6 @@
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { SpooledDocument } from '../common/http/spooled-document';
-
-/** Canonical JSON is handed to the hash in pieces of about this many characters. */
-const PIECE = 64 * 1024;
+import { hashCanonicalJson } from '../common/json/canonical-json';
 
 /**
  * What "the same request" means: the method, the path with its query, and the body as JSON with
@@ -17,48 +15,5 @@ export function requestFingerprint(method: string, url: string, body: unknown): 
   const hash = createHash('sha256').update(method).update('\n').update(url).update('\n');
   // A document route's body (the import's) is never held parsed: its bytes' digest stands for it.
   if (body instanceof SpooledDocument) return hash.update(body.digest).digest();
-  const writer = new HashWriter(hash);
-  writeCanonical(body ?? {}, writer);
-  writer.flush();
-  return hash.digest();
-}
-
-class HashWriter {
-  private pending = '';
-
-  constructor(private readonly hash: Hash) {}
-
-  write(text: string): void {
-    this.pending += text;
-    if (this.pending.length >= PIECE) this.flush();
-  }
-
-  flush(): void {
-    if (this.pending.length > 0) this.hash.update(this.pending);
-    this.pending = '';
-  }
-}
-
-function writeCanonical(value: unknown, out: HashWriter): void {
-  if (Array.isArray(value)) {
-    out.write('[');
-    value.forEach((item, index) => {
-      if (index > 0) out.write(',');
-      writeCanonical(item, out);
-    });
-    out.write(']');
-    return;
-  }
-  if (value !== null && typeof value === 'object') {
-    out.write('{');
-    Object.keys(value)
-      .sort()
-      .forEach((key, index) => {
-        out.write(`${index > 0 ? ',' : ''}${JSON.stringify(key)}:`);
-        writeCanonical((value as Record<string, unknown>)[key], out);
-      });
-    out.write('}');
-    return;
-  }
-  out.write(JSON.stringify(value) ?? 'null');
+  return hashCanonicalJson(hash, body ?? {}).digest();
 }

@@ -194,23 +194,17 @@ export class ToolTurnsService {
       const outputs: Record<string, unknown> = {};
       const pending: EngineToolCall[] = [];
       const webhookCalls: Array<Promise<void>> = [];
-      const perRound = this.webhookCallsPerRound();
-      for (const [index, call] of calls.entries()) {
+      const eventIds = new EventIdsOfRound(state.turnId, state.rounds);
+      for (const call of calls) {
         const tool = tools.get(call.name);
         const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
         if (problem || !tool) {
           outputs[call.id] = { error: problem };
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
           this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
-        } else if (tool.execution === 'webhook' && webhookCalls.length >= perRound) {
-          // Not sent: one message cannot take the organization's every slot (found by review).
-          const error = `too many webhook tool calls in one round (at most ${perRound})`;
-          outputs[call.id] = { error };
-          state.records.push(record(call, outputs[call.id], 'webhook', error));
-          this.metrics.count('webhook', 'throttled', null);
         } else if (tool.execution === 'webhook') {
           webhookCalls.push(
-            this.callWebhook(context, tool, call, index).then((result) => {
+            this.callWebhook(context, tool, call, eventIds.of(call)).then((result) => {
               const outcome = result.throttled ? 'throttled' : result.error ? 'error' : 'ok';
               this.metrics.count('webhook', outcome, result.durationMs);
               outputs[call.id] = result.output;
@@ -245,7 +239,8 @@ export class ToolTurnsService {
   ): Promise<{ personalityId: string; state: ToolTurnState; answered: PausedAt }> {
     const now = this.clock.now();
     const found = await this.repository.find(organizationId, turnId, now);
-    if (!found || (found.status === 'pending' && found.expired)) {
+    // Expired: unknown, whatever it reached (a completed turn stays until the retention's pass).
+    if (!found || found.expired) {
       throw AppError.notFound('Turn');
     }
     // Resumed, or completed (its state emptied with the exchange it stored).
@@ -356,27 +351,17 @@ export class ToolTurnsService {
   }
 
   /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
-  /**
-   * Webhook calls one round sends: a quarter of TOOL_CALLS_IN_FLIGHT_PER_ORG (4 by default),
-   * so an end user's message naming many calls holds a few of the organization's slots, and
-   * its other end users' turns keep the rest.
-   */
-  private webhookCallsPerRound(): number {
-    return Math.max(1, Math.floor(this.config.callsInFlightPerOrganization / 4));
-  }
-
-  /** The round's `index`th call (of the round state.rounds counts), to its endpoint. */
+  /** The call, as the event `eventId`, to its endpoint. */
   private callWebhook(
     context: ToolTurnContext,
     tool: TurnTool,
     call: EngineToolCall,
-    index: number,
+    eventId: string,
   ) {
     const attributes = { 'tool.name': call.name, 'tool.execution': 'webhook' };
-    const { turnId, rounds } = context.state;
     return inClientSpan(`tool ${call.name}`, attributes, () =>
       this.webhooks.call({
-        eventId: toolCallEventId(turnId, rounds, index, call.name, call.arguments),
+        eventId,
         organizationId: context.organizationId,
         endpointId: tool.endpoint_id ?? '',
         timeoutMs: tool.timeout_ms,
@@ -455,6 +440,25 @@ function answerable(calls: EngineToolCall[]): EngineToolCall[] {
     seen.add(id);
     return usable ? call : { ...call, id };
   });
+}
+
+/** The event ids of one round's webhook calls (toolCallEventId): alike calls counted apart. */
+class EventIdsOfRound {
+  private readonly seen = new Map<string, number>();
+
+  constructor(
+    private readonly turnId: string,
+    private readonly round: number,
+  ) {}
+
+  of(call: EngineToolCall): string {
+    const first = toolCallEventId(this.turnId, this.round, call.name, call.arguments, 0);
+    const occurrence = this.seen.get(first) ?? 0;
+    this.seen.set(first, occurrence + 1);
+    return occurrence === 0
+      ? first
+      : toolCallEventId(this.turnId, this.round, call.name, call.arguments, occurrence);
+  }
 }
 
 function record(

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { hashCanonicalJson } from '../common/json/canonical-json';
 import { Clock } from '../common/time/clock';
 import {
   isStorableJson,
@@ -21,22 +22,21 @@ const MAX_ANSWER_BYTES = MAX_OUTPUT_BYTES + 1024;
 
 /**
  * The event id of a webhook tool's call, `evt_` and 32 hex digits as every event's: derived from
- * the turn, its round, the call's place in it, the tool and its arguments, so a resumption
- * retried after a failure (the turn given back) sends the same call with the same id, and a
- * receiver deduplicating by webhook-id (Standard Webhooks) runs it once. Another call, or the
- * same one in another round or turn, gets another id.
+ * the turn, its round, the tool, its arguments (as canonical JSON: key order aside) and which
+ * call of the round with those it is (`occurrence`, from 0), so a resumption retried after a
+ * failure (the turn given back), whose model asks the same calls again in any order, sends each
+ * with the same id, and a receiver deduplicating by webhook-id (Standard Webhooks) runs it once.
+ * Another call, or the same one in another round or turn, gets another id.
  */
 export function toolCallEventId(
   turnId: string,
   round: number,
-  index: number,
   name: string,
   args: unknown,
+  occurrence: number,
 ): string {
-  const digest = createHash('sha256')
-    .update(JSON.stringify([turnId, round, index, name, args]))
-    .digest('hex');
-  return `evt_${digest.slice(0, 32)}`;
+  const hash = createHash('sha256').update(JSON.stringify([turnId, round, name, occurrence]));
+  return `evt_${hashCanonicalJson(hash, args).digest('hex').slice(0, 32)}`;
 }
 
 export interface WebhookToolCall {
@@ -73,7 +73,7 @@ export interface WebhookToolResult {
  * with its secret as every event is (§17), under the URL rules and SSRF guard checked at each
  * call, no redirect followed, within the tool's timeout. Whatever goes wrong becomes an error
  * output for the model; nothing is retried. At most TOOL_CALLS_IN_FLIGHT_PER_ORG calls per
- * organization at once on this instance.
+ * organization at once on this instance, a quarter of them per end user.
  */
 @Injectable()
 export class WebhookToolCaller {
@@ -87,21 +87,31 @@ export class WebhookToolCaller {
   ) {}
 
   async call(call: WebhookToolCall): Promise<WebhookToolResult> {
-    const { organizationId } = call;
-    const busy = this.inFlight.get(organizationId) ?? 0;
-    if (busy >= this.config.callsInFlightPerOrganization) {
+    const organization = call.organizationId;
+    // An end user's turns, however many at once, hold at most a quarter of the organization's
+    // slots (4 of 16 by default): its other end users keep the rest (found by review).
+    const endUser = `${organization}\n${call.data.user_id}`;
+    const perOrganization = this.config.callsInFlightPerOrganization;
+    const perEndUser = Math.max(1, Math.floor(perOrganization / 4));
+    let refused: string | null = null;
+    if ((this.inFlight.get(organization) ?? 0) >= perOrganization) refused = 'organization';
+    else if ((this.inFlight.get(endUser) ?? 0) >= perEndUser) refused = 'end user';
+    if (refused) {
       return {
-        ...failed('too many tool calls in flight for the organization', null),
+        ...failed(`too many tool calls in flight for the ${refused}`, null),
         throttled: true,
       };
     }
-    this.inFlight.set(organizationId, busy + 1);
+    for (const key of [organization, endUser])
+      this.inFlight.set(key, (this.inFlight.get(key) ?? 0) + 1);
     try {
       return await this.send(call);
     } finally {
-      const left = (this.inFlight.get(organizationId) ?? 1) - 1;
-      if (left > 0) this.inFlight.set(organizationId, left);
-      else this.inFlight.delete(organizationId);
+      for (const key of [organization, endUser]) {
+        const left = (this.inFlight.get(key) ?? 1) - 1;
+        if (left > 0) this.inFlight.set(key, left);
+        else this.inFlight.delete(key);
+      }
     }
   }
 
