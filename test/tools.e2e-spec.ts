@@ -1596,6 +1596,33 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .get(`/v1/end-users/${userId}/memories`)
       .set('Authorization', auth);
     expect(stored.body.data).toEqual([]);
+
+    // Said beside the calls: that answer is the reply, its facts and emotion with it.
+    fake.reset();
+    fake.respondWith(called('{"order_id": 1}', 'call_a'), called('{"order_id": 2}', 'call_b'), {
+      ...called('{"order_id": 3}', 'call_c'),
+      content: {
+        text: 'Noted, Ada.',
+        emotion: 'joy',
+        intensity: 0.7,
+        facts: ['Their name is Ada.'],
+      },
+    });
+    const said = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({ personality_id: personalityId, user_id: userId, message: 'I am Ada' });
+    expect(said.status).toBe(200);
+    expect(said.body.reply).toMatchObject({ text: 'Noted, Ada.', emotion: { name: 'joy' } });
+    const facts = await t
+      .http()
+      .get(`/v1/end-users/${userId}/facts`)
+      .set('Authorization', auth)
+      .expect(200);
+    expect((facts.body.data as Array<{ content: string }>).map((f) => f.content)).toEqual([
+      'Their name is Ada.',
+    ]);
   });
 
   it('ends a turn whose tokens spend a budget mid-way with 402', async () => {

@@ -448,7 +448,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
     if (toolCalls.length > 0) {
       // What the model wrote beside its calls is said to the end user, as it is when streamed.
       return {
-        content: '',
+        // Kept: a reply taken without its calls (no tools were offered) reads its facts and
+        // emotion from it.
+        content: typeof content === 'string' ? content : '',
         text: typeof content === 'string' ? textOf(content) : '',
         usage: counted(),
         toolCalls,
@@ -532,7 +534,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
       .map((call) => ({ ...call, arguments: parsedArguments(call.arguments) }));
-    if (toolCalls.length > 0) return { content: '', text: text.text, usage, toolCalls };
+    if (toolCalls.length > 0) return { content, text: text.text, usage, toolCalls };
     if (refusal !== '' && content === '') {
       throw new UnusableAnswer('The model refused to answer', usage);
     }
