@@ -31,7 +31,7 @@ interface Credentials {
 let credentials: Credentials | null = null;
 let organizationId: string | null = null;
 let onSignedOut: ((reason: string) => void) | null = null;
-let onOrganizationLost: (() => void) | null = null;
+let onOrganizationLost: ((organizationId: string) => void) | null = null;
 
 export function setCredentials(token: string, expiresInSeconds: number): void {
   credentials = { token, expiresAt: Date.now() + expiresInSeconds * 1000 };
@@ -47,6 +47,11 @@ export function tokenExpiresAt(): number | null {
 }
 
 /** The organization every organization-scoped call acts in (X-Organization-Id). */
+export function currentOrganization(): string | null {
+  return organizationId;
+}
+
+/** Sets the organization every organization-scoped call acts in from now on. */
 export function setOrganization(id: string | null): void {
   organizationId = id;
 }
@@ -57,10 +62,10 @@ export function whenSignedOut(listener: (reason: string) => void): void {
 }
 
 /**
- * Called when the API answers 403 not_a_member to a call made in the current organization: the
+ * Called with the organization a call was made in when the API answers it 403 not_a_member: the
  * user left it or was removed from it since it was picked.
  */
-export function whenOrganizationLost(listener: () => void): void {
+export function whenOrganizationLost(listener: (organizationId: string) => void): void {
   onOrganizationLost = listener;
 }
 
@@ -99,9 +104,9 @@ export async function api<T>(
 ): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const signedIn = !options.anonymous && credentials !== null;
-  const inOrganization = signedIn && !options.asUser && organizationId !== null;
+  const sentIn = signedIn && !options.asUser ? organizationId : null;
   if (signedIn) headers.authorization = `Bearer ${credentials!.token}`;
-  if (inOrganization) headers['x-organization-id'] = organizationId!;
+  if (sentIn !== null) headers['x-organization-id'] = sentIn;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
@@ -120,8 +125,8 @@ export async function api<T>(
     if (response.status === 401 && signedIn) {
       clearCredentials();
       onSignedOut?.('Your session has ended. Sign in again.');
-    } else if (response.status === 403 && error.code === 'not_a_member' && inOrganization) {
-      onOrganizationLost?.();
+    } else if (response.status === 403 && error.code === 'not_a_member' && sentIn !== null) {
+      onOrganizationLost?.(sentIn);
     }
     throw error;
   }

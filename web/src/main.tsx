@@ -6,6 +6,7 @@ import {
   all,
   api,
   clearCredentials,
+  currentOrganization,
   setCredentials,
   setOrganization,
   tokenExpiresAt,
@@ -62,19 +63,36 @@ function App() {
 
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
 
-  /** Back to the picker, out of an organization the user no longer belongs to. */
+  /**
+   * Back to the picker, out of an organization the user no longer belongs to, the list read
+   * again (said when it cannot be: the one shown may still name the organization left).
+   */
   const leaveOrganization = async (message: string) => {
     setOrganization(null);
     setSigned((previous) => previous && { ...previous, organizationId: null, notice: message });
     navigate('/organizations', { replace: true });
-    const organizations = await myOrganizations();
-    setSigned((previous) => previous && { ...previous, organizations });
+    try {
+      const organizations = await myOrganizations();
+      setSigned((previous) => previous && { ...previous, organizations });
+    } catch (error) {
+      const why = error instanceof Error ? error.message : String(error);
+      setSigned(
+        (previous) =>
+          previous && {
+            ...previous,
+            notice: `${message} Your organizations could not be read again (${why}); sign in again to see them.`,
+          },
+      );
+    }
   };
 
+  // Only for the organization still current: a late answer from one left already, after another
+  // was picked, changes nothing (and several refusals of one organization leave it once).
   useEffect(
     () =>
-      whenOrganizationLost(() => {
-        leaveOrganization('You are no longer a member of that organization.').catch(() => {});
+      whenOrganizationLost((lost) => {
+        if (lost !== currentOrganization()) return;
+        void leaveOrganization('You are no longer a member of that organization.');
       }),
     [],
   );
