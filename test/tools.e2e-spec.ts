@@ -1449,6 +1449,33 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(imported.status).toBe(201);
   });
 
+  it('completes a resumed turn whose reply learns facts, in the transaction that stores them', async () => {
+    fake.respondWith(called('{"order_id": "D-4"}'), {
+      content: {
+        text: 'It is lost, Ada.',
+        emotion: 'calm',
+        intensity: 0.4,
+        facts: ['Their name is Ada.'],
+      },
+      usage: { prompt_tokens: 20, completion_tokens: 7 },
+    });
+    const { userId, resume } = await pausedTurn('I am Ada, where is D-4?');
+    const done = await resume();
+    expect(done.body).toMatchObject({ status: 'completed', reply: { text: 'It is lost, Ada.' } });
+    const model = await t
+      .http()
+      .get(`/v1/end-users/${userId}/model`)
+      .set('Authorization', auth)
+      .expect(200);
+    const { tool_turns: turns, end_user_facts: facts } = model.body.tables as {
+      tool_turns: Array<{ status: string; state: unknown }>;
+      end_user_facts: Array<{ content: string }>;
+    };
+    expect(turns).toEqual([expect.objectContaining({ status: 'completed', state: null })]);
+    expect(facts.map((fact) => fact.content)).toEqual(['Their name is Ada.']);
+    expectError(await resume(), 409, 'turn_not_pending');
+  });
+
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
     const failure = { error: { status: 500 } };
     // The pause, then the resumption's call failing on every attempt, then a completion.
