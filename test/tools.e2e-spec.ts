@@ -311,6 +311,16 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const after = JSON.stringify(await model());
       expect(after).toContain('A-1042'); // the reply's memory and its call remain
       expect(after).not.toContain(JSON.stringify(trigger).slice(1, -1));
+
+      // Past its expiry a completed turn is unknown, as any turn is (409 before).
+      await t.sql(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [
+        paused.body.turn_id,
+      ]);
+      expectError(
+        await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: 1 }] }),
+        404,
+        'not_found',
+      );
     });
 
     it('exports the tool calls in PMF v1 and imports them back', async () => {
@@ -874,10 +884,6 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .expect(200);
 
   /**
-   * A tenant of its own (its token counts start at 0, its monthly budget as given) whose
-   * personality has the lookup tool.
-   */
-  /**
    * A business (admin key, output moderation off) whose personality has the webhook tool `book`
    * (its endpoint on the receiver at `path`), and `others` beside it.
    */
@@ -901,6 +907,10 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     return { business, personalityId: created.body.id as string };
   }
 
+  /**
+   * A tenant of its own (its token counts start at 0, its monthly budget as given) whose
+   * personality has the lookup tool.
+   */
   async function tenantWithLookup(limits: { monthlyTokenBudget?: number } = {}) {
     const tenant = await tenantWithKey(t, ['read_write']);
     const created = await t
@@ -1432,7 +1442,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(imported.status).toBe(201);
   });
 
-  it('completes a resumed turn whose reply learns facts, in the transaction that stores them', async () => {
+  it('completes a resumed turn whose reply learns facts (stored under the fact lock)', async () => {
     fake.respondWith(called('{"order_id": "D-4"}'), {
       content: {
         text: 'It is lost, Ada.',
@@ -1612,14 +1622,31 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       .send({ personality_id: personalityId, user_id: userId, message: 'I am Ada' });
     expect(said.status).toBe(200);
     expect(said.body.reply).toMatchObject({ text: 'Noted, Ada.', emotion: { name: 'joy' } });
-    const facts = await t
-      .http()
-      .get(`/v1/end-users/${userId}/facts`)
-      .set('Authorization', auth)
-      .expect(200);
-    expect((facts.body.data as Array<{ content: string }>).map((f) => f.content)).toEqual([
-      'Their name is Ada.',
-    ]);
+    const factsOf = async (who: string) =>
+      (
+        (await t.http().get(`/v1/end-users/${who}/facts`).set('Authorization', auth).expect(200))
+          .body.data as Array<{ content: string }>
+      ).map((fact) => fact.content);
+    expect(await factsOf(userId)).toEqual(['Their name is Ada.']);
+
+    // Streamed, the same.
+    fake.reset();
+    fake.respondWith(called('{"order_id": 1}', 'call_a'), called('{"order_id": 2}', 'call_b'), {
+      ...called('{"order_id": 3}', 'call_c'),
+      content: { text: 'Noted, Bo.', emotion: 'joy', intensity: 0.7, facts: ['Their name is Bo.'] },
+    });
+    const streamedUser = uniqueUserId();
+    const streamed = await t.http().post('/v1/respond').set('Authorization', auth).send({
+      personality_id: personalityId,
+      user_id: streamedUser,
+      message: 'I am Bo',
+      stream: true,
+    });
+    expect(streamed.status).toBe(200);
+    expect(parseEvents(streamed.text).find((event) => event.event === 'done')?.data).toMatchObject({
+      status: 'completed',
+    });
+    expect(await factsOf(streamedUser)).toEqual(['Their name is Bo.']);
   });
 
   it('ends a turn whose tokens spend a budget mid-way with 402', async () => {

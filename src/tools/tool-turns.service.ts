@@ -350,8 +350,10 @@ export class ToolTurnsService {
     };
   }
 
-  /** Traced as a client span, like the engine's calls: the endpoint's time shows in the trace. */
-  /** The call, as the event `eventId`, to its endpoint. */
+  /**
+   * The call, as the event `eventId`, to its endpoint; traced as a client span, like the
+   * engine's calls: the endpoint's time shows in the trace.
+   */
   private callWebhook(
     context: ToolTurnContext,
     tool: TurnTool,
