@@ -5,12 +5,7 @@ import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, pointerToken } from '../common/validation/json-schema-problems';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
 import { toFieldProblems } from '../common/validation/validation.pipe';
-import {
-  FACT_MAX_CHARACTERS,
-  factKey,
-  LEARNED_FACT_MAX_CHARACTERS,
-  normalizeFact,
-} from '../memory/dto/fact.dto';
+import { FACT_MAX_CHARACTERS, factKey, normalizeFact } from '../memory/dto/fact.dto';
 import {
   IMPORTED_REPLY_MAX_CHARACTERS,
   USER_MESSAGE_MAX_CHARACTERS,
@@ -312,12 +307,11 @@ export class ImportChecker {
     const fact = value as PmfFact;
     const at = `/facts/${index}`;
     const content = normalizeFact(fact.content);
-    // A learned fact is one line of at most 200 characters wherever it comes from (§29): every
-    // system message carries it (found by review: an import stored 500).
-    const longest = fact.source === 'engine' ? LEARNED_FACT_MAX_CHARACTERS : FACT_MAX_CHARACTERS;
+    // The API's 500 whatever the source: a learned fact (200 when learned) may have been corrected
+    // at length with PATCH since, and an import takes back what an export gave.
     if (content.length === 0) this.problems.add(`${at}/content`, 'must not be empty');
-    else if (longerThan(content, longest)) {
-      this.problems.add(`${at}/content`, `must be at most ${longest} characters`);
+    else if (longerThan(content, FACT_MAX_CHARACTERS)) {
+      this.problems.add(`${at}/content`, `must be at most ${FACT_MAX_CHARACTERS} characters`);
     } else if (CONTROL_CHARACTER.test(content)) {
       this.problems.add(`${at}/content`, 'must not contain control characters');
     }
