@@ -18,8 +18,9 @@ export interface DeletedData {
  *   gets 409, and the request does not run twice while it runs), but no request holds it any
  *   more, so that request's answer, which may hold the deleted data, is not kept when it ends
  *   (found by review: a keyed fact creation answered between its commit and its stored answer
- *   replayed the deleted fact for 24 hours). A claim begun after the data existed is left alone.
- *   The one second allows for the instance clock stepping back between claim and creation.
+ *   replayed the deleted fact for 24 hours). A claim begun after the data existed is left alone:
+ *   a margin for the clock would take the replay from a retry of the next request too. Both
+ *   times are the one instance's clock, the claim's read first.
  */
 export function forgetEndUserAnswersStep(
   name: string,
@@ -35,5 +36,5 @@ export function forgetEndUserAnswersStep(
     ${raw(`${name}_running`)} AS (
       UPDATE idempotency_keys SET locked_by = ${NO_REQUEST_HOLDS_IT}
        WHERE ${aboutThem} AND response_status IS NULL
-         AND created_at <= ${deleted.newestCreatedAt} + interval '1 second')`;
+         AND created_at <= ${deleted.newestCreatedAt})`;
 }

@@ -65,7 +65,7 @@ forgotten_answers_running AS (
   UPDATE idempotency_keys SET locked_by = $8
    WHERE scope_type = 'organization' AND scope_id = $9::uuid
      AND subject = ANY ($10::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM updated) + interval '1 second')
+     AND created_at <= (SELECT created_at FROM updated))
       SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
 
 -- delete
@@ -83,5 +83,5 @@ forgotten_answers_running AS (
   UPDATE idempotency_keys SET locked_by = $5
    WHERE scope_type = 'organization' AND scope_id = $6::uuid
      AND subject = ANY ($7::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM deleted) + interval '1 second')
+     AND created_at <= (SELECT created_at FROM deleted))
       SELECT count(*)::int AS "deleted" FROM deleted;

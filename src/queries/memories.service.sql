@@ -109,5 +109,5 @@ forgotten_answers_running AS (
   UPDATE idempotency_keys SET locked_by = $6
    WHERE scope_type = 'organization' AND scope_id = $7::uuid
      AND subject = ANY ($8::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM doomed) + interval '1 second')
+     AND created_at <= (SELECT created_at FROM doomed))
       SELECT count(*)::int AS "deleted" FROM deleted;
