@@ -105,6 +105,12 @@ export async function api<T>(
   const headers: Record<string, string> = { accept: 'application/json' };
   const signedIn = !options.anonymous && credentials !== null;
   const sentIn = signedIn && !options.asUser ? organizationId : null;
+  // Without the header the API acts in the user's first organization (§3): a call about an
+  // organization once none is picked (after a Leave, or a removal seen by another call) would
+  // read or change another one than the page shows (found by review).
+  if (signedIn && !options.asUser && sentIn === null) {
+    throw new ApiError(0, 'no_organization', 'Pick an organization first.', null);
+  }
   if (signedIn) headers.authorization = `Bearer ${credentials!.token}`;
   if (sentIn !== null) headers['x-organization-id'] = sentIn;
   if (options.body !== undefined) headers['content-type'] = 'application/json';
