@@ -1,11 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { AppError } from '../common/errors/app-error';
 import { Clock } from '../common/time/clock';
-import {
-  type ReplyContext,
-  type ReplyEndUser,
-  type ReplyKnowledgeChunk,
-} from '../common/reply/reply-participant';
+import { type ReplyEndUser, type ReplyKnowledgeChunk } from '../common/reply/reply-participant';
 import { ReplyParticipants } from '../common/reply/reply-participants';
 import type { ReplyAdmission, SpentTokens, StoredExchange } from '../common/reply/reply-store';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
@@ -37,38 +33,13 @@ import { attemptedModel } from './engine/routing/engine-router';
 import { RespondRepository } from './respond.repository';
 import { type GeneratedReply, NO_VERDICT, type ReplyVerdicts } from './reply-generation';
 import { ReplyGenerators } from './reply-generators';
+import { promptTextsOf } from './prompt-texts';
 import type { CallerContext } from '../common/auth/caller';
 
 const FOREIGN_KEY_VIOLATION = '23503';
 
 /** Failures that must not replace the error a request answers with (see endFailedTurn). */
 const failedTurnLogger = new Logger('RespondService');
-
-/**
- * What the engine is sent besides its fixed instructions: the reply's cost is estimated from it.
- * A turn with tools sends their definitions on each call, and a resumed one the calls and outputs
- * of its rounds so far.
- */
-function promptTextsOf(
-  personality: PersonalityForReply,
-  context: ReplyContext,
-  message: string,
-  tools: ToolTurnState,
-): string[] {
-  return [
-    personality.description,
-    personality.systemPrompt ?? '',
-    message,
-    personality.tools.length > 0 ? JSON.stringify(personality.tools) : '',
-    tools.requestTools.length > 0 ? JSON.stringify(tools.requestTools) : '',
-    tools.results.length > 0 ? JSON.stringify(tools.results) : '',
-    tools.round.calls.length > 0 ? JSON.stringify(tools.round) : '',
-    ...context.history.map((memory) => memory.content),
-    ...context.facts,
-    ...context.recalled.map((memory) => memory.content),
-    ...context.knowledge.flatMap((chunk) => [chunk.title, chunk.text]),
-  ];
-}
 
 /** Everything a reply needs, checked before any of it is written or streamed. */
 export interface Conversation {
