@@ -19,12 +19,6 @@ export function carriesEndUserData(method: string, routeTemplate: string | undef
   return routeTemplate !== undefined && END_USER_DATA_ROUTES.has(`${method} ${routeTemplate}`);
 }
 
-/**
- * The holder (`locked_by`) of a claim whose request's end-user data was erased or deleted while
- * it ran: no request, so that request's answer finds no claim and is not kept.
- */
-export const NO_REQUEST_HOLDS_IT = 'erased';
-
 /** The `subject` of an end user's stored answers: not their user_id itself (often an address). */
 export function endUserSubject(userId: string): Buffer {
   return sha256(`end_user:${userId}`);

@@ -5,7 +5,6 @@ import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
 import type { IdempotencyKey, IdempotencyScopeType } from './entities/idempotency-key.entity';
-import { NO_REQUEST_HOLDS_IT } from './end-user-answers';
 
 /** Which key: the organization's (or the user's) key string. */
 export interface KeyRef {
@@ -44,6 +43,9 @@ export interface StoredAnswer {
  * transaction, for the few milliseconds until it commits.
  */
 const BATCHING = { maxBatch: 100, concurrency: 1 };
+
+/** The holder of a key whose request's end user was erased while it ran: no request. */
+const ERASED = 'erased';
 
 interface NewClaim {
   claim: ClaimRef;
@@ -274,7 +276,7 @@ export class IdempotencyRepository {
   /**
    * In the caller's transaction (an erasure's): deletes the organizations' stored answers about
    * these subjects (end users). A key whose request still runs carries its subject from its
-   * claim on; it is kept, in progress, but no longer its request's (`locked_by` = NO_REQUEST_HOLDS_IT): that
+   * claim on; it is kept, in progress, but no longer its request's (`locked_by` = ERASED): that
    * request's answer, stored after, finds no key and is not kept, and a retry meanwhile still
    * gets 409 until the lease lapses, then runs afresh.
    */
@@ -289,7 +291,7 @@ export class IdempotencyRepository {
             DELETE FROM idempotency_keys k USING (${erased}) d
              WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
                AND k.subject = d.subject AND k.response_status IS NOT NULL)
-          UPDATE idempotency_keys k SET subject = NULL, locked_by = ${NO_REQUEST_HOLDS_IT}
+          UPDATE idempotency_keys k SET subject = NULL, locked_by = ${ERASED}
             FROM (${erased}) d
            WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
              AND k.subject = d.subject AND k.response_status IS NULL`,

@@ -105,15 +105,7 @@ export class FactsRepository {
                    updated_at = ${change.at}
              WHERE id = ${id} AND end_user_id = ${endUser.id}
             RETURNING *),
-          ${forgetEndUserAnswersStep(
-            'forgotten_answers',
-            endUser.organizationId,
-            [endUser.userId],
-            {
-              found: sql`EXISTS (SELECT 1 FROM updated)`,
-              newestCreatedAt: sql`(SELECT created_at FROM updated)`,
-            },
-          )}
+          ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM updated)`)}
           SELECT ${FACT} FROM updated`,
       { manager },
     );
@@ -130,16 +122,8 @@ export class FactsRepository {
     const row = await this.database.row(
       DELETED.query`WITH deleted AS (
             DELETE FROM end_user_facts WHERE id = ${id} AND end_user_id = ${endUser.id}
-            RETURNING created_at),
-          ${forgetEndUserAnswersStep(
-            'forgotten_answers',
-            endUser.organizationId,
-            [endUser.userId],
-            {
-              found: sql`EXISTS (SELECT 1 FROM deleted)`,
-              newestCreatedAt: sql`(SELECT created_at FROM deleted)`,
-            },
-          )}
+            RETURNING 1),
+          ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM deleted)`)}
           SELECT ${DELETED} FROM deleted`,
     );
     return row?.deleted === 1;

@@ -141,17 +141,14 @@ export class MemoriesRepository {
   async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
     const row = await this.database.row(
       DELETED.query`WITH doomed AS (
-            SELECT m.id, m.created_at FROM memories m JOIN end_users e ON e.id = m.end_user_id
+            SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}),
           learned AS (
             DELETE FROM end_user_facts
              WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
           deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
           -- A stored answer (a keyed respond) may hold the memory: it goes with it.
-          ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], {
-            found: sql`EXISTS (SELECT 1 FROM doomed)`,
-            newestCreatedAt: sql`(SELECT created_at FROM doomed)`,
-          })}
+          ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
           SELECT ${DELETED} FROM deleted`,
     );
     return row?.deleted === 1;

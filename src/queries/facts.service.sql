@@ -52,36 +52,30 @@ SELECT status, erase_after FROM end_users
 WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
 WITH updated AS (
-        UPDATE end_user_facts
-           SET content = $1, content_key = $2,
-               updated_at = $3
-         WHERE id = $4 AND end_user_id = $5
-        RETURNING *),
-      forgotten_answers AS (
-  DELETE FROM idempotency_keys
-   WHERE scope_type = 'organization' AND scope_id = $6::uuid
-     AND subject = ANY ($7::bytea[]) AND response_status IS NOT NULL AND EXISTS (SELECT 1 FROM updated)),
-forgotten_answers_running AS (
-  UPDATE idempotency_keys SET locked_by = $8
-   WHERE scope_type = 'organization' AND scope_id = $9::uuid
-     AND subject = ANY ($10::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM updated))
-      SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
+      UPDATE end_user_facts
+         SET content = $1, content_key = $2,
+             updated_at = $3
+       WHERE id = $4 AND end_user_id = $5
+      RETURNING *),
+    forgotten_answers AS (
+DELETE FROM idempotency_keys
+ WHERE scope_type = 'organization' AND scope_id = $6::uuid
+   AND subject = ANY ($7::bytea[])
+   AND response_status IS NOT NULL
+   AND EXISTS (SELECT 1 FROM updated))
+    SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
 
 -- delete
 -- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 WITH deleted AS (
-        DELETE FROM end_user_facts WHERE id = $1 AND end_user_id = $2
-        RETURNING created_at),
-      forgotten_answers AS (
-  DELETE FROM idempotency_keys
-   WHERE scope_type = 'organization' AND scope_id = $3::uuid
-     AND subject = ANY ($4::bytea[]) AND response_status IS NOT NULL AND EXISTS (SELECT 1 FROM deleted)),
-forgotten_answers_running AS (
-  UPDATE idempotency_keys SET locked_by = $5
-   WHERE scope_type = 'organization' AND scope_id = $6::uuid
-     AND subject = ANY ($7::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM deleted))
-      SELECT count(*)::int AS "deleted" FROM deleted;
+      DELETE FROM end_user_facts WHERE id = $1 AND end_user_id = $2
+      RETURNING 1),
+    forgotten_answers AS (
+DELETE FROM idempotency_keys
+ WHERE scope_type = 'organization' AND scope_id = $3::uuid
+   AND subject = ANY ($4::bytea[])
+   AND response_status IS NOT NULL
+   AND EXISTS (SELECT 1 FROM deleted))
+    SELECT count(*)::int AS "deleted" FROM deleted;

@@ -94,20 +94,17 @@ SELECT w.id,
 
 -- forget one
 WITH doomed AS (
-        SELECT m.id, m.created_at FROM memories m JOIN end_users e ON e.id = m.end_user_id
-         WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3),
-      learned AS (
-        DELETE FROM end_user_facts
-         WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
-      deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
-      -- A stored answer (a keyed respond) may hold the memory: it goes with it.
-      forgotten_answers AS (
-  DELETE FROM idempotency_keys
-   WHERE scope_type = 'organization' AND scope_id = $4::uuid
-     AND subject = ANY ($5::bytea[]) AND response_status IS NOT NULL AND EXISTS (SELECT 1 FROM doomed)),
-forgotten_answers_running AS (
-  UPDATE idempotency_keys SET locked_by = $6
-   WHERE scope_type = 'organization' AND scope_id = $7::uuid
-     AND subject = ANY ($8::bytea[]) AND response_status IS NULL
-     AND created_at <= (SELECT created_at FROM doomed))
-      SELECT count(*)::int AS "deleted" FROM deleted;
+      SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+       WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3),
+    learned AS (
+      DELETE FROM end_user_facts
+       WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
+    deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
+    -- A stored answer (a keyed respond) may hold the memory: it goes with it.
+    forgotten_answers AS (
+DELETE FROM idempotency_keys
+ WHERE scope_type = 'organization' AND scope_id = $4::uuid
+   AND subject = ANY ($5::bytea[])
+   AND response_status IS NOT NULL
+   AND EXISTS (SELECT 1 FROM doomed))
+    SELECT count(*)::int AS "deleted" FROM deleted;

@@ -2,7 +2,6 @@ import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { Database } from '../../src/database/database';
-import { endUserSubject, NO_REQUEST_HOLDS_IT } from '../../src/idempotency/end-user-answers';
 import { PostingsCarryPersonalityAndLength1795920800000 } from '../../src/database/migrations/1795920800000-PostingsCarryPersonalityAndLength';
 import { TrimPostingsWithinTheWindow1795921000000 } from '../../src/database/migrations/1795921000000-TrimPostingsWithinTheWindow';
 import { TrimPostingsInTheBackground1795921500000 } from '../../src/database/migrations/1795921500000-TrimPostingsInTheBackground';
@@ -839,50 +838,6 @@ describe('Memory module (real database)', () => {
       );
       expect(results.filter((result) => result.created)).toHaveLength(1);
       expect(new Set(results.map((result) => result.fact.id)).size).toBe(1);
-    });
-
-    it('deleted, takes the stored answers about its end user, and frees the claims of requests begun before it', async () => {
-      const { organizationId } = await tenant(['gus', 'hal']);
-      const { fact } = await facts.create(organizationId, 'gus', 'Keeps bees');
-      const createdAt = Date.parse(fact.created_at);
-      /** An idempotency key about `userId`: answered, or claimed `offsetMs` from the fact. */
-      const key = async (userId: string, holder: string | null, offsetMs: number) => {
-        const name = `key-${holder ?? 'answered'}-${userId}`;
-        await database.count(
-          sql`INSERT INTO idempotency_keys (scope_type, scope_id, key, request_hash, subject,
-                                            locked_by, locked_until, response_status,
-                                            response_body, created_at, completed_at)
-              VALUES ('organization', ${organizationId}, ${name}, ${Buffer.alloc(32)},
-                      ${endUserSubject(userId)}, ${holder},
-                      ${holder ? new Date(createdAt + 60_000) : null},
-                      ${holder ? null : 201}, ${holder ? null : '{"content":"Keeps bees"}'},
-                      ${new Date(createdAt + offsetMs)},
-                      ${holder ? null : new Date(createdAt + offsetMs)})`,
-        );
-        return name;
-      };
-      const answered = await key('gus', null, 0);
-      const begunBefore = await key('gus', 'request-before', -5_000);
-      const begunAfter = await key('gus', 'request-after', 5_000);
-      const anotherUsers = await key('hal', 'request-hal', -5_000);
-
-      await facts.delete(organizationId, 'gus', fact.id);
-
-      const left = await database.rows<{ key: string; locked_by: string | null }>(
-        sql`SELECT key, locked_by FROM idempotency_keys
-             WHERE scope_id = ${organizationId} ORDER BY key`,
-      );
-      // The answer (which holds the fact) is gone. The request begun before the fact may be what
-      // created it: its claim stays in progress but is no longer its own, so its answer is not
-      // kept. One begun after it, and another end user's, are left alone.
-      expect(left).toEqual(
-        [
-          { key: begunBefore, locked_by: NO_REQUEST_HOLDS_IT },
-          { key: begunAfter, locked_by: 'request-after' },
-          { key: anotherUsers, locked_by: 'request-hal' },
-        ].sort((a, b) => (a.key < b.key ? -1 : 1)),
-      );
-      expect(left.map((row) => row.key)).not.toContain(answered);
     });
 
     it('answers 404 for another organization’s end user', async () => {
