@@ -1488,6 +1488,34 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
+  it("keeps no keyed resumption's answer when a fact of its end user is deleted while it runs", async () => {
+    fake.respondWith(called('{"order_id": "E-5"}'), { ...answer, delayMs: 800 });
+    const { userId, resume } = await pausedTurn('and E-5?');
+    const fact = await t
+      .http()
+      .post(`/v1/end-users/${userId}/facts`)
+      .set('Authorization', auth)
+      .send({ content: 'Orders every week' })
+      .expect(201);
+    const key = `resume-${userId}`;
+    const resumed = resume()
+      .set('Idempotency-Key', key)
+      .then((r) => r);
+    await fake.waitForRequests(2);
+    await t
+      .http()
+      .delete(`/v1/end-users/${userId}/facts/${String(fact.body.id)}`)
+      .set('Authorization', auth)
+      .expect(204);
+    expect((await resumed).body).toMatchObject({ status: 'completed' });
+    // Before, a resumption's key learnt its end user only from its answer: the deletion missed
+    // it, and the answer, which may hold the deleted fact, was replayed for 24 hours. The retry
+    // now runs afresh, and the turn is done.
+    const again = await resume().set('Idempotency-Key', key);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expectError(again, 409, 'turn_not_pending');
+  });
+
   it("sends a webhook tool's call again with the same event id when a failed resumption is retried", async () => {
     const path = `tool/${randomUUID()}`;
     const { business, personalityId: bookingId } = await businessWithBook(path, [lookup]);

@@ -220,7 +220,8 @@ export class ExportsRepository {
            ORDER BY t.created_at, t.id
            LIMIT ${limit}`,
     ),
-    // The answers kept for a replay of their keyed requests (a reply's text, their metadata).
+    // The answers kept for a replay of their keyed requests (a reply's text, their metadata);
+    // not one forgotten (a memory or fact of theirs deleted while its request ran).
     this.section(
       'idempotency_keys',
       ['-infinity', ''],
@@ -228,7 +229,7 @@ export class ExportsRepository {
         STORED_ANSWER_ROWS.query`SELECT ${STORED_ANSWER_ROWS}
             FROM idempotency_keys t
            WHERE t.scope_type = 'organization' AND t.scope_id = ${subject.organizationId}
-             AND t.subject = ${endUserSubject(subject.userId)}
+             AND t.subject = ${endUserSubject(subject.userId)} AND NOT t.answer_forgotten
              AND (t.created_at, t.key) > (${at}::timestamptz, ${key}::text)
            ORDER BY t.created_at, t.key
            LIMIT ${limit}`,

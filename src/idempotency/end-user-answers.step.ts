@@ -2,10 +2,19 @@ import { raw, type Sql, sql } from '../database/sql';
 import { endUserSubject } from './end-user-answers';
 
 /**
- * A WITH entry (`name AS (DELETE …)`) deleting the organization's stored answers about these
- * end users, for the statement that deletes their data (a memory's deletion); `when` limits it
- * to when that statement found something to delete. Only answers: a key whose request still runs
- * stays claimed, or a retry meanwhile would run that request a second time (found by review).
+ * WITH entries for the statement that deletes an end user's data (a memory, a fact, a fact's old
+ * content), taking from the idempotency store what may hold it; `when` limits them to when that
+ * statement found something to delete:
+ * - the organization's stored answers about these end users are deleted (`name_deleted`);
+ * - the keys whose request still runs are marked (`answer_forgotten`, `name_running`): the
+ *   request keeps its claim and renews its lease (a retry meanwhile gets 409 and the request
+ *   never runs twice, found by review), but its answer, which may hold the deleted data (it may
+ *   be what created it), is not kept when it ends.
+ *
+ * `name` reads the keys FOR UPDATE, in key order: a request storing its answer between this
+ * statement's snapshot and its reaching the key is waited for and found answered, so its answer
+ * is deleted rather than missed by both entries (an answered key no longer running, a running
+ * key not yet answered in the snapshot).
  */
 export function forgetEndUserAnswersStep(
   name: string,
@@ -13,10 +22,18 @@ export function forgetEndUserAnswersStep(
   userIds: readonly string[],
   when?: Sql,
 ): Sql {
+  const ofKey = (alias: string) =>
+    sql`${raw(alias)}.scope_type = 'organization' AND ${raw(alias)}.scope_id = ${organizationId}::uuid`;
   return sql`${raw(name)} AS (
-      DELETE FROM idempotency_keys
-       WHERE scope_type = 'organization' AND scope_id = ${organizationId}::uuid
-         AND subject = ANY (${userIds.map(endUserSubject)}::bytea[])
-         AND response_status IS NOT NULL
-         ${when ? sql`AND ${when}` : sql``})`;
+      SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+       WHERE ${ofKey('k')} AND k.subject = ANY (${userIds.map(endUserSubject)}::bytea[])
+         ${when ? sql`AND ${when}` : sql``}
+       ORDER BY k.key COLLATE "C"
+       FOR UPDATE),
+    ${raw(`${name}_deleted`)} AS (
+      DELETE FROM idempotency_keys k USING ${raw(name)} f
+       WHERE ${ofKey('k')} AND k.key = f.key AND NOT f.running),
+    ${raw(`${name}_running`)} AS (
+      UPDATE idempotency_keys k SET answer_forgotten = true FROM ${raw(name)} f
+       WHERE ${ofKey('k')} AND k.key = f.key AND f.running)`;
 }

@@ -26,6 +26,11 @@ export interface StoredKey extends Pick<
   expired: boolean;
   /** Still running, but its request stopped renewing the lease. */
   leaseLapsed: boolean;
+  /**
+   * Answered, but its answer forgotten (one of its end user's memories or facts was deleted
+   * while it ran): as good as absent.
+   */
+  forgotten: boolean;
 }
 
 /** An answer to store: status, JSON text, and the end user it is about (end-user-answers.ts). */
@@ -89,9 +94,10 @@ const retentionCutoff = (now: Date, retentionMs: number) => new Date(now.getTime
 /** The key as it stands, with whether it is past retention or its lease has lapsed at `now`. */
 const storedAt = (now: Date, retentionMs: number) =>
   Columns.rowOf<IdempotencyKey>()('requestHash', 'responseStatus', 'responseBody').and(
-    Columns.computed<{ expired: boolean; lease_lapsed: boolean }>({
+    Columns.computed<{ expired: boolean; lease_lapsed: boolean; forgotten: boolean }>({
       expired: sql`created_at <= ${retentionCutoff(now, retentionMs)}`,
       lease_lapsed: sql`coalesce(locked_until < ${now}, false)`,
+      forgotten: sql`answer_forgotten AND response_status IS NOT NULL`,
     }),
   );
 
@@ -166,7 +172,8 @@ export class IdempotencyRepository {
     const rows = [...inputs].sort((a, b) => compareKeys(a.claim, b.claim));
     const completed = await this.database.rows(
       COMPLETED.query`UPDATE idempotency_keys k
-             SET response_status = a.status, response_body = a.body, subject = a.subject,
+             SET response_status = a.status, subject = a.subject,
+                 response_body = CASE WHEN k.answer_forgotten THEN NULL ELSE a.body END,
                  completed_at = a.at, locked_by = NULL, locked_until = NULL
             FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
                         ${rows.map((r) => r.claim.scopeId)}::uuid[],
@@ -208,9 +215,9 @@ export class IdempotencyRepository {
   }
 
   /**
-   * Takes an existing key over, if it is past retention at `now` or its first request (with this
-   * same request hash) stopped renewing its lease, a crashed instance. The row lock lets one of
-   * several concurrent retries win; the others find it held again.
+   * Takes an existing key over, if it is past retention at `now`, its answer was forgotten, or its
+   * first request (with this same request hash) stopped renewing its lease, a crashed instance.
+   * The row lock lets one of several concurrent retries win; the others find it held again.
    */
   async takeOver(
     claim: ClaimRef,
@@ -224,10 +231,12 @@ export class IdempotencyRepository {
       sql`UPDATE idempotency_keys
              SET request_hash = ${requestHash}, subject = ${subject}, locked_by = ${claim.requestId},
                  locked_until = ${leaseEnd(now, leaseMs)}, created_at = ${now},
-                 response_status = NULL, response_body = NULL, completed_at = NULL
+                 response_status = NULL, response_body = NULL, completed_at = NULL,
+                 answer_forgotten = false
            WHERE scope_type = ${claim.scopeType} AND scope_id = ${claim.scopeId}
              AND key = ${claim.key}
              AND (created_at <= ${retentionCutoff(now, retentionMs)}
+                  OR (response_status IS NOT NULL AND answer_forgotten)
                   OR (response_status IS NULL AND locked_until < ${now}
                       AND request_hash = ${requestHash}))`,
       { prepared: true, asyncCommit: true },
@@ -251,6 +260,7 @@ export class IdempotencyRepository {
           responseBody: row.response_body,
           expired: row.expired,
           leaseLapsed: row.lease_lapsed,
+          forgotten: row.forgotten,
         }
       : undefined;
   }
@@ -258,6 +268,7 @@ export class IdempotencyRepository {
   /**
    * Stores the answer (completed at `at`) of the request holding the lease; false if it no
    * longer holds it. One UPDATE shared with the answers stored at the same moment (`answers`).
+   * A key whose answer was forgotten meanwhile keeps the status only: a retry runs afresh.
    */
   complete(claim: ClaimRef, answer: StoredAnswer, at: Date): Promise<boolean> {
     return this.answers.submit({ claim, answer, at });
@@ -278,7 +289,9 @@ export class IdempotencyRepository {
    * these subjects (end users). A key whose request still runs carries its subject from its
    * claim on; it is kept, in progress, but no longer its request's (`locked_by` = ERASED): that
    * request's answer, stored after, finds no key and is not kept, and a retry meanwhile still
-   * gets 409 until the lease lapses, then runs afresh.
+   * gets 409 until the lease lapses, then runs afresh. The keys are read FOR UPDATE first, as in
+   * end-user-answers.step.ts: an answer stored after this statement's snapshot is waited for and
+   * deleted, not missed.
    */
   async deleteAnswersAbout(
     manager: EntityManager,
@@ -287,15 +300,34 @@ export class IdempotencyRepository {
     const erased = sql`SELECT * FROM unnest(${about.map((a) => a.organizationId)}::uuid[],
                                   ${about.map((a) => a.subject)}::bytea[]) AS d(scope_id, subject)`;
     await this.database.count(
-      sql`WITH answered AS (
-            DELETE FROM idempotency_keys k USING (${erased}) d
-             WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-               AND k.subject = d.subject AND k.response_status IS NOT NULL)
+      sql`WITH about AS (
+            SELECT k.scope_id, k.key, k.response_status IS NULL AS running
+              FROM idempotency_keys k JOIN (${erased}) d
+                ON k.scope_type = 'organization' AND k.scope_id = d.scope_id
+               AND k.subject = d.subject
+             ORDER BY k.scope_id, k.key COLLATE "C"
+             FOR UPDATE OF k),
+          answered AS (
+            DELETE FROM idempotency_keys k USING about a
+             WHERE k.scope_type = 'organization' AND k.scope_id = a.scope_id AND k.key = a.key
+               AND NOT a.running)
           UPDATE idempotency_keys k SET subject = NULL, locked_by = ${ERASED}
-            FROM (${erased}) d
-           WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-             AND k.subject = d.subject AND k.response_status IS NULL`,
+            FROM about a
+           WHERE k.scope_type = 'organization' AND k.scope_id = a.scope_id AND k.key = a.key
+             AND a.running`,
       { manager },
+    );
+  }
+
+  /**
+   * The end user a running request is about, learnt once it has read its data (a resumed turn's):
+   * a deletion of their memories or facts from now on marks the key (end-user-answers.step.ts).
+   */
+  async setSubject(claim: ClaimRef, subject: Buffer): Promise<void> {
+    await this.database.count(
+      sql`UPDATE idempotency_keys SET subject = ${subject}
+           WHERE ${whereClaimed(claim)} AND response_status IS NULL`,
+      { prepared: true, asyncCommit: true },
     );
   }
 
@@ -343,8 +375,9 @@ export class IdempotencyRepository {
 
 function completeStatement(claim: ClaimRef, answer: StoredAnswer, at: Date) {
   return sql`UPDATE idempotency_keys
-                SET response_status = ${answer.status}, response_body = ${answer.body},
-                    subject = ${answer.subject}, completed_at = ${at},
+                SET response_status = ${answer.status}, subject = ${answer.subject},
+                    response_body = CASE WHEN answer_forgotten THEN NULL ELSE ${answer.body} END,
+                    completed_at = ${at},
                     locked_by = NULL, locked_until = NULL
               WHERE ${whereClaimed(claim)}`;
 }

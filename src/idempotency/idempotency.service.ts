@@ -26,6 +26,8 @@ export class IdempotencyClaim implements ClaimRef {
   /** The feature stored the answer in its own transaction (recordInTransaction). */
   recordedInTransaction = false;
   heartbeat: NodeJS.Timeout | undefined;
+  /** The end user the key is about while it runs (end-user-answers.ts), once known. */
+  subject: Buffer | null = null;
 
   constructor(
     readonly scopeType: KeyRef['scopeType'],
@@ -113,6 +115,7 @@ export class IdempotencyService {
         endUser.carriesData,
         endUser.hint,
       );
+      claim.subject = subject;
       if (
         await this.keys.insert(claim, requestHash, subject, IDEMPOTENCY_LEASE_MS, this.clock.now())
       ) {
@@ -122,7 +125,11 @@ export class IdempotencyService {
       const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS, this.clock.now());
       if (!stored) continue; // released or purged meanwhile: insert again
       const sameRequest = stored.requestHash.equals(requestHash);
-      if (stored.expired || (stored.responseStatus === null && stored.leaseLapsed && sameRequest)) {
+      if (
+        stored.expired ||
+        stored.forgotten ||
+        (stored.responseStatus === null && stored.leaseLapsed && sameRequest)
+      ) {
         const taken = await this.keys.takeOver(
           claim,
           requestHash,
@@ -155,6 +162,22 @@ export class IdempotencyService {
   /** Runs `work` (the handler) with `claim` as the request's current claim. */
   runWithin<T>(claim: IdempotencyClaim, work: () => T): T {
     return this.current.run(claim, work);
+  }
+
+  /**
+   * For a keyed request whose end user is known only once it has read its data (a resumed
+   * turn's): its key is about them from now on, before it writes, so that a memory or fact of
+   * theirs deleted between that write and its stored answer is not kept in the answer. Does
+   * nothing outside a keyed request on a route carrying an end user's data, or when the key is
+   * about them already (a reply's, from its user_id).
+   */
+  async aboutEndUser(userId: string): Promise<void> {
+    const claim = this.current.getStore();
+    if (!claim || claim.settled || !claim.endUserData) return;
+    const subject = endUserSubject(userId);
+    if (claim.subject?.equals(subject)) return;
+    await this.keys.setSubject(claim, subject);
+    claim.subject = subject;
   }
 
   /**

@@ -145,16 +145,22 @@ SELECT e.id, e.organization_id, e.user_id
  ORDER BY c.turn, c.visit
  LIMIT $18
  FOR UPDATE OF e SKIP LOCKED;
-WITH answered AS (
-  DELETE FROM idempotency_keys k USING (SELECT * FROM unnest($1::uuid[],
+WITH about AS (
+  SELECT k.scope_id, k.key, k.response_status IS NULL AS running
+    FROM idempotency_keys k JOIN (SELECT * FROM unnest($1::uuid[],
                         $2::bytea[]) AS d(scope_id, subject)) d
-   WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-     AND k.subject = d.subject AND k.response_status IS NOT NULL)
+      ON k.scope_type = 'organization' AND k.scope_id = d.scope_id
+     AND k.subject = d.subject
+   ORDER BY k.scope_id, k.key COLLATE "C"
+   FOR UPDATE OF k),
+answered AS (
+  DELETE FROM idempotency_keys k USING about a
+   WHERE k.scope_type = 'organization' AND k.scope_id = a.scope_id AND k.key = a.key
+     AND NOT a.running)
 UPDATE idempotency_keys k SET subject = NULL, locked_by = $3
-  FROM (SELECT * FROM unnest($4::uuid[],
-                        $5::bytea[]) AS d(scope_id, subject)) d
- WHERE k.scope_type = 'organization' AND k.scope_id = d.scope_id
-   AND k.subject = d.subject AND k.response_status IS NULL;
+  FROM about a
+ WHERE k.scope_type = 'organization' AND k.scope_id = a.scope_id AND k.key = a.key
+   AND a.running;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
 webhook_source_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints

@@ -78,7 +78,7 @@ LIMIT $5;
 SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.key AS "c2"
  FROM idempotency_keys t
 WHERE t.scope_type = 'organization' AND t.scope_id = $1
-  AND t.subject = $2
+  AND t.subject = $2 AND NOT t.answer_forgotten
   AND (t.created_at, t.key) > ($3::timestamptz, $4::text)
 ORDER BY t.created_at, t.key
 LIMIT $5;

@@ -52,30 +52,42 @@ SELECT status, erase_after FROM end_users
 WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
 WITH updated AS (
-      UPDATE end_user_facts
-         SET content = $1, content_key = $2,
-             updated_at = $3
-       WHERE id = $4 AND end_user_id = $5
-      RETURNING *),
-    forgotten_answers AS (
-DELETE FROM idempotency_keys
- WHERE scope_type = 'organization' AND scope_id = $6::uuid
-   AND subject = ANY ($7::bytea[])
-   AND response_status IS NOT NULL
-   AND EXISTS (SELECT 1 FROM updated))
-    SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
+        UPDATE end_user_facts
+           SET content = $1, content_key = $2,
+               updated_at = $3
+         WHERE id = $4 AND end_user_id = $5
+        RETURNING *),
+      forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $6::uuid AND k.subject = ANY ($7::bytea[])
+     AND EXISTS (SELECT 1 FROM updated)
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $8::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $9::uuid AND k.key = f.key AND f.running)
+      SELECT id, content, source, memory_id::text AS "memory_id", created_at, updated_at FROM updated;
 
 -- delete
 -- prepared
 SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM end_users
 WHERE organization_id = $1 AND user_id = $2;
 WITH deleted AS (
-      DELETE FROM end_user_facts WHERE id = $1 AND end_user_id = $2
-      RETURNING 1),
-    forgotten_answers AS (
-DELETE FROM idempotency_keys
- WHERE scope_type = 'organization' AND scope_id = $3::uuid
-   AND subject = ANY ($4::bytea[])
-   AND response_status IS NOT NULL
-   AND EXISTS (SELECT 1 FROM deleted))
-    SELECT count(*)::int AS "deleted" FROM deleted;
+        DELETE FROM end_user_facts WHERE id = $1 AND end_user_id = $2
+        RETURNING 1),
+      forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.subject = ANY ($4::bytea[])
+     AND EXISTS (SELECT 1 FROM deleted)
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $5::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $6::uuid AND k.key = f.key AND f.running)
+      SELECT count(*)::int AS "deleted" FROM deleted;

@@ -94,17 +94,23 @@ SELECT w.id,
 
 -- forget one
 WITH doomed AS (
-      SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
-       WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3),
-    learned AS (
-      DELETE FROM end_user_facts
-       WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
-    deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
-    -- A stored answer (a keyed respond) may hold the memory: it goes with it.
-    forgotten_answers AS (
-DELETE FROM idempotency_keys
- WHERE scope_type = 'organization' AND scope_id = $4::uuid
-   AND subject = ANY ($5::bytea[])
-   AND response_status IS NOT NULL
-   AND EXISTS (SELECT 1 FROM doomed))
-    SELECT count(*)::int AS "deleted" FROM deleted;
+        SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+         WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3),
+      learned AS (
+        DELETE FROM end_user_facts
+         WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
+      deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
+      -- A stored answer (a keyed respond) may hold the memory: it goes with it.
+      forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.subject = ANY ($5::bytea[])
+     AND EXISTS (SELECT 1 FROM doomed)
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $6::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.key = f.key AND f.running)
+      SELECT count(*)::int AS "deleted" FROM deleted;

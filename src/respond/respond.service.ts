@@ -97,12 +97,14 @@ export class RespondService implements OnApplicationBootstrap {
   /**
    * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
    * message was, from the conversation as it is now, then claimed once; a turn whose resumption
-   * is refused (402, 404, 409) stays pending.
+   * is refused (402, 404, 409) stays pending. `learnEndUser` is told the turn's end user before
+   * the turn is claimed.
    */
   async prepareResumption(
     caller: CallerContext,
     turnId: string,
     dto: ToolOutputsDto,
+    learnEndUser: (userId: string) => Promise<void>,
   ): Promise<Conversation> {
     const { organizationId } = caller;
     const { personalityId, state, answered } = await this.toolTurns.check(
@@ -116,6 +118,7 @@ export class RespondService implements OnApplicationBootstrap {
       state,
     );
     try {
+      await learnEndUser(state.userId);
       await this.toolTurns.claim(organizationId, turnId, answered);
     } catch (error) {
       this.release(conversation);

@@ -5,8 +5,10 @@ import { sql } from '../../src/database/sql';
 import { IdempotencyModule } from '../../src/idempotency/idempotency.module';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
 import { IdempotencyService } from '../../src/idempotency/idempotency.service';
+import { forgetEndUserAnswersStep } from '../../src/idempotency/end-user-answers.step';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { HeldTransaction } from '../support/held-transaction';
 import { moduleAlone } from '../support/module-alone';
 
 /**
@@ -109,5 +111,64 @@ describe('IdempotencyRepository (database)', () => {
       ),
       'idempotency_key_in_progress',
     );
+  });
+  it('keeps no answer about an end user erased as it was being stored', async () => {
+    const service = moduleRef.get(IdempotencyService);
+    const key = `erased-storing-${randomUUID()}`;
+    const begun = await service.begin(
+      { scopeType: 'organization', scopeId: organizationId, key },
+      'storing',
+      hash,
+      [],
+      { carriesData: true, hint: 'bea@example.com' },
+    );
+    expect(begun.kind).toBe('claimed');
+    const storing = await HeldTransaction.begin();
+    try {
+      await storing.run(
+        `UPDATE idempotency_keys
+            SET response_status = 200, response_body = '{"reply":"to bea"}', completed_at = now(),
+                locked_by = NULL, locked_until = NULL
+          WHERE scope_id = $1 AND key = $2`,
+        [organizationId, key],
+      );
+      const erasing = database.transaction((manager) =>
+        service.forgetEndUsers(manager, [{ organizationId, userId: 'bea@example.com' }]),
+      );
+      // Before, the erasure's snapshot held the key still running: it detached nothing (the
+      // row had moved on) and deleted no answer, and the answer outlived the end user.
+      await storing.untilWaitedOn();
+      await storing.commit();
+      await erasing;
+    } finally {
+      await storing.end();
+    }
+    expect(await stored(key)).toEqual([]);
+  });
+
+  it("gives a running key the end user it learns, whose data's deletion then marks it", async () => {
+    const service = moduleRef.get(IdempotencyService);
+    const key = `learnt-${randomUUID()}`;
+    const ref = { scopeType: 'organization' as const, scopeId: organizationId, key };
+    // A resumed turn's request: its end user is not in its path or body.
+    const begun = await service.begin(ref, 'resuming', hash, [], { carriesData: true });
+    if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+    await service.runWithin(begun.claim, () => service.aboutEndUser('cy@example.com'));
+    await database.count(
+      sql`WITH ${forgetEndUserAnswersStep('forgotten', organizationId, ['cy@example.com'])}
+          SELECT 1`,
+    );
+    await service.settleAnswer(begun.claim, 200, { reply: { text: 'about a forgotten memory' } });
+    expect(
+      await database.row(
+        sql`SELECT response_status, response_body, answer_forgotten FROM idempotency_keys
+             WHERE scope_id = ${organizationId} AND key = ${key}`,
+      ),
+    ).toEqual({ response_status: 200, response_body: null, answer_forgotten: true });
+    // A retry runs afresh, whatever its body: the forgotten answer is as good as absent.
+    const again = await service.begin(ref, 'again', Buffer.alloc(32, 9), [], {
+      carriesData: true,
+    });
+    expect(again.kind).toBe('claimed');
   });
 });

@@ -10,6 +10,8 @@ import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { ConversationService } from '../../src/memory/conversation.service';
 import { FactsService } from '../../src/memory/facts.service';
+import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
+import { type BeginResult, IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { MemoriesRepository } from '../../src/memory/memories.repository';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { memoriesInsertStep } from '../../src/memory/memories.step';
@@ -17,6 +19,7 @@ import { rankedMemories } from '../../src/memory/memory-search';
 import { PostingsTrimWorker } from '../../src/memory/postings-trim.worker';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
+import { HeldTransaction } from '../support/held-transaction';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
@@ -838,6 +841,82 @@ describe('Memory module (real database)', () => {
       );
       expect(results.filter((result) => result.created)).toHaveLength(1);
       expect(new Set(results.map((result) => result.fact.id)).size).toBe(1);
+    });
+
+    describe('deleted while a keyed request about the end user runs', () => {
+      const hash = Buffer.alloc(32, 5);
+      const keyed = (organizationId: string, userId: string) => {
+        const ref = {
+          scopeType: 'organization' as const,
+          scopeId: organizationId,
+          key: `k-${userId}`,
+        };
+        const begin = async (requestId: string) =>
+          moduleRef
+            .get(IdempotencyService)
+            .begin(ref, requestId, hash, [], { carriesData: true, hint: userId });
+        const row = async () =>
+          database.row<{ response_status: number | null; response_body: string | null }>(
+            sql`SELECT response_status, response_body FROM idempotency_keys
+                 WHERE scope_type = 'organization' AND scope_id = ${organizationId}
+                   AND key = ${ref.key}`,
+          );
+        return { begin, row };
+      };
+      const claimed = (begun: BeginResult) => {
+        if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+        return begun.claim;
+      };
+
+      it('the request keeps its key, and its answer, which may hold the fact, is not kept', async () => {
+        const { organizationId } = await tenant(['gil']);
+        const { begin, row } = keyed(organizationId, 'gil');
+        const claim = claimed(await begin('creating'));
+        const { fact } = await facts.create(organizationId, 'gil', 'Keeps bees');
+        // Deleted between the creation's commit and its stored answer.
+        await facts.delete(organizationId, 'gil', fact.id);
+        // Still the request's: a retry meanwhile gets 409, its lease is renewed (a request
+        // whose key was taken from it ran twice once its lease lapsed, found by review).
+        await expectAppError(begin('retry-meanwhile'), 'idempotency_key_in_progress');
+        expect(await moduleRef.get(IdempotencyRepository).renew(claim, 30_000, new Date())).toBe(
+          true,
+        );
+        await moduleRef.get(IdempotencyService).settleAnswer(claim, 201, fact);
+        // Before, the answer was kept, and replayed the deleted fact for 24 hours.
+        expect(await row()).toEqual({ response_status: 201, response_body: null });
+        const retried = await begin('retry-after');
+        expect(retried.kind).toBe('claimed');
+        await moduleRef.get(IdempotencyService).giveUp(claimed(retried));
+      });
+
+      it('an answer stored as the deletion starts is waited for and deleted, not missed', async () => {
+        const { organizationId } = await tenant(['ivo']);
+        const { begin, row } = keyed(organizationId, 'ivo');
+        const claim = claimed(await begin('creating'));
+        const { fact } = await facts.create(organizationId, 'ivo', 'Keeps bees');
+        const storing = await HeldTransaction.begin();
+        try {
+          // The request's answer, stored in a transaction that commits once the deletion runs.
+          expect(
+            await storing.run(
+              `UPDATE idempotency_keys
+                  SET response_status = 201, response_body = $3, completed_at = now(),
+                      locked_by = NULL, locked_until = NULL
+                WHERE scope_id = $1 AND key = $2 AND locked_by = 'creating'`,
+              [organizationId, claim.key, JSON.stringify(fact)],
+            ),
+          ).toBe(1);
+          const deleting = facts.delete(organizationId, 'ivo', fact.id);
+          // Before, the deletion did not wait: its snapshot held the key still running, so it
+          // was neither an answer to delete nor a claim to mark, and the answer was kept.
+          await storing.untilWaitedOn();
+          await storing.commit();
+          await deleting;
+        } finally {
+          await storing.end();
+        }
+        expect(await row()).toBeUndefined();
+      });
     });
 
     it('answers 404 for another organization’s end user', async () => {

@@ -55,6 +55,13 @@ export class IdempotencyKey {
   @Column({ type: 'bytea', nullable: true })
   subject: Buffer | null;
 
+  /**
+   * One of the end user's memories or facts was deleted while the request ran: its answer, which
+   * may hold it, is not kept (stored without its body, and a retry runs afresh).
+   */
+  @Column({ name: 'answer_forgotten', type: 'boolean', default: false })
+  answerForgotten: boolean;
+
   /** The request id of the request holding the lease (the one running). */
   @Column({ name: 'locked_by', type: 'text', nullable: true })
   lockedBy: string | null;
