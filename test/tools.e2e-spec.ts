@@ -3,9 +3,10 @@ import {
   MAX_TOOL_CALLS_PER_ROUND,
   TOOL_CALL_NAME_MAX_CHARACTERS,
 } from '../src/respond/engine/response-engine';
+import { endUserSubject } from '../src/idempotency/end-user-answers';
 import { TOOL_OUTPUT_PREAMBLE } from '../src/respond/engine/system-message';
 import { expectError } from './support/assertions';
-import { refusingWrites } from './support/locks';
+import { HeldTransaction, refusingWrites } from './support/locks';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
 import { eventually } from './support/wait';
@@ -1514,6 +1515,34 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     const again = await resume().set('Idempotency-Key', key);
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expectError(again, 409, 'turn_not_pending');
+  });
+
+  it("gives a keyed resumption's key its end user before it reads anything of theirs", async () => {
+    fake.respondWith(called('{"order_id": "F-6"}'), answer);
+    const { userId, resume } = await pausedTurn('and F-6?');
+    const key = `resume-read-${userId}`;
+    const held = await HeldTransaction.begin(t.databaseUrl);
+    let resumed: Promise<{ body: unknown }> | undefined;
+    try {
+      // The resumption's read of the conversation (its facts) waits on the table.
+      await held.run('LOCK TABLE end_user_facts IN ACCESS EXCLUSIVE MODE');
+      resumed = resume()
+        .set('Idempotency-Key', key)
+        .then((r) => r);
+      await held.untilWaitedOn();
+      // Before, the key learnt its end user after that read: a fact deleted between the read
+      // and then was missed by the deletion, and its answer replayed.
+      await eventually(async () => {
+        const [row] = await t.sql<{ subject: Buffer | null }>(
+          'SELECT subject FROM idempotency_keys WHERE key = $1',
+          [key],
+        );
+        return row?.subject?.equals(endUserSubject(userId)) ? true : undefined;
+      }, 'the key about the end user while the read waits');
+    } finally {
+      await held.end();
+    }
+    expect((await resumed).body).toMatchObject({ status: 'completed' });
   });
 
   it("sends a webhook tool's call again with the same event id when a failed resumption is retried", async () => {

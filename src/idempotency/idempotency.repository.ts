@@ -4,6 +4,7 @@ import { Batcher } from '../database/batcher';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
+import { forgetEndUserAnswersStep } from './end-user-answers.step';
 import type { IdempotencyKey, IdempotencyScopeType } from './entities/idempotency-key.entity';
 
 /** Which key: the organization's (or the user's) key string. */
@@ -28,7 +29,8 @@ export interface StoredKey extends Pick<
   leaseLapsed: boolean;
   /**
    * Answered, but its answer forgotten (one of its end user's memories or facts was deleted
-   * while it ran): as good as absent.
+   * while it ran): as good as absent. This version deletes such a key as it completes it; an
+   * instance of an earlier one, in a rolling deploy, stores the answer over the mark.
    */
   forgotten: boolean;
 }
@@ -71,10 +73,8 @@ const KEY = Columns.rowOf<IdempotencyKey>()('scopeType', 'scopeId', 'key');
 
 type KeyRow = RowOf<typeof KEY>;
 
-/** A key whose answer was stored, and the request that held it. */
-const COMPLETED = Columns.rowOf<IdempotencyKey>('k')('scopeType', 'scopeId', 'key').and(
-  Columns.computed<{ locked_by: string }>({ locked_by: sql`a.locked_by` }),
-);
+/** A key whose answer was stored (or, forgotten, deleted), and the request that held it. */
+const SETTLED = Columns.rowOf<IdempotencyKey>('s')('scopeType', 'scopeId', 'key', 'lockedBy');
 
 const keyOf = (ref: KeyRow | KeyRef) =>
   'scopeType' in ref
@@ -167,29 +167,52 @@ export class IdempotencyRepository {
     );
   }
 
-  /** Whether each claim still held its key when its answer was stored. */
+  /**
+   * Whether each claim still held its key when its answer was stored. The keys are locked first,
+   * in key order, the order every statement locking several keys takes (end-user-answers.step.ts,
+   * deleteAnswersAbout), whatever plan the update gets: no deadlock with a deletion or an erasure.
+   * A key whose answer was forgotten while its request ran (answer_forgotten) is deleted rather
+   * than answered: a retry runs afresh, on any instance.
+   */
   private async completeAll(inputs: readonly Answered[]): Promise<boolean[]> {
     const rows = [...inputs].sort((a, b) => compareKeys(a.claim, b.claim));
-    const completed = await this.database.rows(
-      COMPLETED.query`UPDATE idempotency_keys k
-             SET response_status = a.status, subject = a.subject,
-                 response_body = CASE WHEN k.answer_forgotten THEN NULL ELSE a.body END,
-                 completed_at = a.at, locked_by = NULL, locked_until = NULL
-            FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
-                        ${rows.map((r) => r.claim.scopeId)}::uuid[],
-                        ${rows.map((r) => r.claim.key)}::text[],
-                        ${rows.map((r) => r.claim.requestId)}::text[],
-                        ${rows.map((r) => r.answer.status)}::smallint[],
-                        ${rows.map((r) => r.answer.body)}::text[],
-                        ${rows.map((r) => r.answer.subject)}::bytea[],
-                        ${rows.map((r) => r.at)}::timestamptz[])
-                   AS a(scope_type, scope_id, key, locked_by, status, body, subject, at)
-           WHERE k.scope_type = a.scope_type AND k.scope_id = a.scope_id AND k.key = a.key
-             AND k.locked_by = a.locked_by
-          RETURNING ${COMPLETED}`,
+    const settled = await this.database.rows(
+      SETTLED.query`WITH answers AS (
+            SELECT * FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
+                                 ${rows.map((r) => r.claim.scopeId)}::uuid[],
+                                 ${rows.map((r) => r.claim.key)}::text[],
+                                 ${rows.map((r) => r.claim.requestId)}::text[],
+                                 ${rows.map((r) => r.answer.status)}::smallint[],
+                                 ${rows.map((r) => r.answer.body)}::text[],
+                                 ${rows.map((r) => r.answer.subject)}::bytea[],
+                                 ${rows.map((r) => r.at)}::timestamptz[])
+                   AS a(scope_type, scope_id, key, locked_by, status, body, subject, at)),
+          held AS (
+            SELECT k.scope_type, k.scope_id, k.key, k.locked_by, k.answer_forgotten
+              FROM idempotency_keys k JOIN answers a
+                ON k.scope_type = a.scope_type AND k.scope_id = a.scope_id AND k.key = a.key
+               AND k.locked_by = a.locked_by
+             ORDER BY k.scope_type, k.scope_id, k.key COLLATE "C"
+             FOR UPDATE OF k),
+          forgotten AS (
+            DELETE FROM idempotency_keys k USING held h
+             WHERE k.scope_type = h.scope_type AND k.scope_id = h.scope_id AND k.key = h.key
+               AND h.answer_forgotten
+            RETURNING h.scope_type, h.scope_id, h.key, h.locked_by),
+          stored AS (
+            UPDATE idempotency_keys k
+               SET response_status = a.status, response_body = a.body, subject = a.subject,
+                   completed_at = a.at, locked_by = NULL, locked_until = NULL
+              FROM held h JOIN answers a
+                ON a.scope_type = h.scope_type AND a.scope_id = h.scope_id AND a.key = h.key
+               AND a.locked_by = h.locked_by
+             WHERE k.scope_type = h.scope_type AND k.scope_id = h.scope_id AND k.key = h.key
+               AND NOT h.answer_forgotten
+            RETURNING h.scope_type, h.scope_id, h.key, h.locked_by)
+          SELECT ${SETTLED} FROM (SELECT * FROM stored UNION ALL SELECT * FROM forgotten) s`,
       { prepared: true, asyncCommit: true },
     );
-    const held = new Set(completed.map((row) => `${keyOf(row)}\n${row.locked_by}`));
+    const held = new Set(settled.map((row) => `${keyOf(row)}\n${row.locked_by}`));
     return inputs.map((input) => held.has(`${keyOf(input.claim)}\n${input.claim.requestId}`));
   }
 
@@ -268,7 +291,7 @@ export class IdempotencyRepository {
   /**
    * Stores the answer (completed at `at`) of the request holding the lease; false if it no
    * longer holds it. One UPDATE shared with the answers stored at the same moment (`answers`).
-   * A key whose answer was forgotten meanwhile keeps the status only: a retry runs afresh.
+   * A key whose answer was forgotten meanwhile is deleted instead: a retry runs afresh.
    */
   complete(claim: ClaimRef, answer: StoredAnswer, at: Date): Promise<boolean> {
     return this.answers.submit({ claim, answer, at });
@@ -316,6 +339,19 @@ export class IdempotencyRepository {
            WHERE k.scope_type = 'organization' AND k.scope_id = a.scope_id AND k.key = a.key
              AND a.running`,
       { manager },
+    );
+  }
+
+  /**
+   * forgetEndUserAnswersStep alone, once the deletion that ran it has committed: for the claims
+   * made after that statement's snapshot, whose requests may have read the data before it
+   * committed (IdempotencyService.forgetAfterDeletion).
+   */
+  async forgetAbout(organizationId: string, userIds: readonly string[]): Promise<void> {
+    await this.database.count(
+      sql`WITH ${forgetEndUserAnswersStep('forgotten_answers', organizationId, userIds)}
+          SELECT 1`,
+      { asyncCommit: true },
     );
   }
 
@@ -374,10 +410,16 @@ export class IdempotencyRepository {
 }
 
 function completeStatement(claim: ClaimRef, answer: StoredAnswer, at: Date) {
-  return sql`UPDATE idempotency_keys
-                SET response_status = ${answer.status}, subject = ${answer.subject},
-                    response_body = CASE WHEN answer_forgotten THEN NULL ELSE ${answer.body} END,
-                    completed_at = ${at},
+  // As completeAll, for one key: deleted when its answer was forgotten meanwhile.
+  return sql`WITH held AS (
+                SELECT answer_forgotten FROM idempotency_keys WHERE ${whereClaimed(claim)}
+                FOR UPDATE),
+              forgotten AS (
+                DELETE FROM idempotency_keys
+                 WHERE ${whereClaimed(claim)} AND (SELECT answer_forgotten FROM held))
+              UPDATE idempotency_keys
+                SET response_status = ${answer.status}, response_body = ${answer.body},
+                    subject = ${answer.subject}, completed_at = ${at},
                     locked_by = NULL, locked_until = NULL
-              WHERE ${whereClaimed(claim)}`;
+              WHERE ${whereClaimed(claim)} AND NOT (SELECT answer_forgotten FROM held)`;
 }

@@ -257,6 +257,23 @@ export class IdempotencyService {
     );
   }
 
+  /**
+   * After a deletion of end users' data (a memory, a fact, a personality's memories) has
+   * committed, its forgetEndUserAnswersStep again: a claim made while the deleting statement ran
+   * (after its snapshot, say while it waited for a lock) is not in what the step saw, and its
+   * request may have read the data before the deletion committed. Best effort: the deletion is
+   * done and answered whatever this meets.
+   */
+  async forgetAfterDeletion(organizationId: string, userIds: readonly string[]): Promise<void> {
+    if (userIds.length === 0) return;
+    await this.keys.forgetAbout(organizationId, userIds).catch((error: unknown) => {
+      this.logger.warn(
+        { err: error },
+        'could not mark the keys of requests begun during a deletion; their answers may be kept',
+      );
+    });
+  }
+
   /** Gives the key up: the request's answer is not stored, and a retry runs afresh. */
   async giveUp(claim: IdempotencyClaim): Promise<void> {
     if (claim.settled) return;

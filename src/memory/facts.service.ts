@@ -8,6 +8,7 @@ import { memoryConfig } from '../config/memory.config';
 import { Database } from '../database/database';
 import { type FactDto, factKey, normalizeFact, toFactResponse } from './dto/fact.dto';
 import { EndUsersService } from '../end-users/end-users.service';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 import { FactsRepository } from './facts.repository';
 
 /**
@@ -26,6 +27,7 @@ export class FactsService {
     private readonly facts: FactsRepository,
     private readonly endUsersService: EndUsersService,
     private readonly clock: Clock,
+    private readonly idempotency: IdempotencyService,
   ) {
     this.limit = memory.factsLimit;
   }
@@ -85,7 +87,7 @@ export class FactsService {
     const endUser = await this.endUsersService.findRow(organizationId, userId);
     const stored = normalizeFact(content);
     const key = factKey(stored);
-    return this.database.transaction(async (manager) => {
+    const fact = await this.database.transaction(async (manager) => {
       const locked = await this.facts.lockForFacts(manager, endUser.id);
       if (locked.status !== 'active') throw this.endUsersService.underDeletion(locked);
       const same = await this.facts.findByKey(manager, endUser.id, key);
@@ -100,6 +102,8 @@ export class FactsService {
       if (!row) throw AppError.notFound('Fact');
       return toFactResponse(row);
     });
+    await this.idempotency.forgetAfterDeletion(organizationId, [userId]);
+    return fact;
   }
 
   /**
@@ -116,5 +120,6 @@ export class FactsService {
     if (!(await this.facts.delete({ id: endUser.id, organizationId, userId }, id))) {
       throw AppError.notFound('Fact');
     }
+    await this.idempotency.forgetAfterDeletion(organizationId, [userId]);
   }
 }

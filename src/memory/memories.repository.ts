@@ -145,11 +145,15 @@ export class MemoriesRepository {
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}),
           learned AS (
             DELETE FROM end_user_facts
-             WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
+             WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
+            RETURNING 1),
           deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
           -- A stored answer (a keyed respond) may hold the memory: it goes with it.
           ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
-          SELECT ${DELETED} FROM deleted`,
+          -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
+          -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
+          -- that order, and another order could deadlock with them.
+          SELECT ${DELETED} FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first`,
     );
     return row?.deleted === 1;
   }

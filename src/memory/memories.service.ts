@@ -3,6 +3,7 @@ import { AppError } from '../common/errors/app-error';
 import { Page, toPage } from '../common/pagination/pagination';
 import { type MemoryDto, type ScoredMemoryDto, toMemoryResponse } from './dto/memory.dto';
 import { Embedder } from '../embeddings/embedder';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 import { MemoriesRepository } from './memories.repository';
 
 /**
@@ -14,6 +15,7 @@ export class MemoriesService {
   constructor(
     private readonly memories: MemoriesRepository,
     private readonly embedder: Embedder,
+    private readonly idempotency: IdempotencyService,
   ) {}
 
   async list(
@@ -66,5 +68,6 @@ export class MemoriesService {
     if (!(await this.memories.deleteForEndUser(organizationId, userId, id))) {
       throw AppError.notFound('Memory');
     }
+    await this.idempotency.forgetAfterDeletion(organizationId, [userId]);
   }
 }

@@ -51,6 +51,18 @@ WHERE organization_id = $1 AND user_id = $2;
 SELECT status, erase_after FROM end_users
 WHERE id = $1 FOR NO KEY UPDATE;
 START TRANSACTION;
+WITH forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.subject = ANY ($2::bytea[])
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.key = f.key AND f.running)
+      SELECT 1;
 WITH updated AS (
         UPDATE end_user_facts
            SET content = $1, content_key = $2,
@@ -91,3 +103,15 @@ forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
    WHERE k.scope_type = 'organization' AND k.scope_id = $6::uuid AND k.key = f.key AND f.running)
       SELECT count(*)::int AS "deleted" FROM deleted;
+WITH forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.subject = ANY ($2::bytea[])
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.key = f.key AND f.running)
+      SELECT 1;

@@ -98,7 +98,8 @@ WITH doomed AS (
          WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3),
       learned AS (
         DELETE FROM end_user_facts
-         WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'),
+         WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
+        RETURNING 1),
       deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
       -- A stored answer (a keyed respond) may hold the memory: it goes with it.
       forgotten_answers AS (
@@ -113,4 +114,19 @@ forgotten_answers_deleted AS (
 forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
    WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.key = f.key AND f.running)
-      SELECT count(*)::int AS "deleted" FROM deleted;
+      -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
+      -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
+      -- that order, and another order could deadlock with them.
+      SELECT count(*)::int AS "deleted" FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first;
+WITH forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.subject = ANY ($2::bytea[])
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.key = f.key AND f.running)
+      SELECT 1;

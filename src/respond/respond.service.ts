@@ -98,7 +98,7 @@ export class RespondService implements OnApplicationBootstrap {
    * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
    * message was, from the conversation as it is now, then claimed once; a turn whose resumption
    * is refused (402, 404, 409) stays pending. `learnEndUser` is told the turn's end user before
-   * the turn is claimed.
+   * anything of theirs is read.
    */
   async prepareResumption(
     caller: CallerContext,
@@ -112,13 +112,14 @@ export class RespondService implements OnApplicationBootstrap {
       turnId,
       dto.outputs,
     );
+    // Before anything of the end user is read (the conversation, facts, recall).
+    await learnEndUser(state.userId);
     const conversation = await this.prepare(
       caller,
       { personality_id: personalityId, user_id: state.userId, message: state.message },
       state,
     );
     try {
-      await learnEndUser(state.userId);
       await this.toolTurns.claim(organizationId, turnId, answered);
     } catch (error) {
       this.release(conversation);

@@ -8,7 +8,7 @@ import { IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { forgetEndUserAnswersStep } from '../../src/idempotency/end-user-answers.step';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
-import { HeldTransaction } from '../support/held-transaction';
+import { HeldTransaction } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
 
 /**
@@ -159,16 +159,27 @@ describe('IdempotencyRepository (database)', () => {
           SELECT 1`,
     );
     await service.settleAnswer(begun.claim, 200, { reply: { text: 'about a forgotten memory' } });
-    expect(
-      await database.row(
-        sql`SELECT response_status, response_body, answer_forgotten FROM idempotency_keys
-             WHERE scope_id = ${organizationId} AND key = ${key}`,
-      ),
-    ).toEqual({ response_status: 200, response_body: null, answer_forgotten: true });
-    // A retry runs afresh, whatever its body: the forgotten answer is as good as absent.
+    // Its answer is not kept: the key goes, and a retry runs afresh.
+    expect(await stored(key)).toEqual([]);
+  });
+
+  it('takes over an answer stored over the mark by an instance of an earlier version', async () => {
+    const service = moduleRef.get(IdempotencyService);
+    const key = `stored-over-${randomUUID()}`;
+    // Such an instance, in a rolling deploy, stores the answer whatever the mark.
+    await database.count(
+      sql`INSERT INTO idempotency_keys (scope_type, scope_id, key, request_hash, subject,
+                                        response_status, response_body, answer_forgotten,
+                                        created_at, completed_at)
+          VALUES ('organization', ${organizationId}, ${key}, ${hash}, ${Buffer.alloc(32, 1)},
+                  201, '{"content":"a deleted fact"}', true, now(), now())`,
+    );
+    const ref = { scopeType: 'organization' as const, scopeId: organizationId, key };
+    // Not replayed, and free for any request (a fresh one need not repeat the body).
     const again = await service.begin(ref, 'again', Buffer.alloc(32, 9), [], {
       carriesData: true,
     });
     expect(again.kind).toBe('claimed');
+    expect(await stored(key)).toEqual([{ response_status: null, locked_by: 'again' }]);
   });
 });

@@ -9,9 +9,14 @@ import { type Sql, sql, withEntries } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { ConversationRepository } from '../../src/memory/conversation.repository';
 import { ConversationService } from '../../src/memory/conversation.service';
+import { FactsRepository } from '../../src/memory/facts.repository';
 import { FactsService } from '../../src/memory/facts.service';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
-import { type BeginResult, IdempotencyService } from '../../src/idempotency/idempotency.service';
+import {
+  type BeginResult,
+  type IdempotencyClaim,
+  IdempotencyService,
+} from '../../src/idempotency/idempotency.service';
 import { MemoriesRepository } from '../../src/memory/memories.repository';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { memoriesInsertStep } from '../../src/memory/memories.step';
@@ -19,7 +24,7 @@ import { rankedMemories } from '../../src/memory/memory-search';
 import { PostingsTrimWorker } from '../../src/memory/postings-trim.worker';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
-import { HeldTransaction } from '../support/held-transaction';
+import { HeldTransaction } from '../support/locks';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
@@ -882,15 +887,16 @@ describe('Memory module (real database)', () => {
           true,
         );
         await moduleRef.get(IdempotencyService).settleAnswer(claim, 201, fact);
-        // Before, the answer was kept, and replayed the deleted fact for 24 hours.
-        expect(await row()).toEqual({ response_status: 201, response_body: null });
+        // Before, the answer was kept, and replayed the deleted fact for 24 hours. Now the key
+        // goes instead (an instance of any version then finds it free).
+        expect(await row()).toBeUndefined();
         const retried = await begin('retry-after');
         expect(retried.kind).toBe('claimed');
         await moduleRef.get(IdempotencyService).giveUp(claimed(retried));
       });
 
       it('an answer stored as the deletion starts is waited for and deleted, not missed', async () => {
-        const { organizationId } = await tenant(['ivo']);
+        const { organizationId, endUserIds } = await tenant(['ivo']);
         const { begin, row } = keyed(organizationId, 'ivo');
         const claim = claimed(await begin('creating'));
         const { fact } = await facts.create(organizationId, 'ivo', 'Keeps bees');
@@ -906,7 +912,10 @@ describe('Memory module (real database)', () => {
               [organizationId, claim.key, JSON.stringify(fact)],
             ),
           ).toBe(1);
-          const deleting = facts.delete(organizationId, 'ivo', fact.id);
+          // The deleting statement alone (the service runs its step again once it committed).
+          const deleting = moduleRef
+            .get(FactsRepository)
+            .delete({ id: endUserIds.ivo, organizationId, userId: 'ivo' }, fact.id);
           // Before, the deletion did not wait: its snapshot held the key still running, so it
           // was neither an answer to delete nor a claim to mark, and the answer was kept.
           await storing.untilWaitedOn();
@@ -915,6 +924,30 @@ describe('Memory module (real database)', () => {
         } finally {
           await storing.end();
         }
+        expect(await row()).toBeUndefined();
+      });
+
+      it('a claim made while the deletion waits for a lock is marked once it commits', async () => {
+        const { organizationId } = await tenant(['jo']);
+        const { fact } = await facts.create(organizationId, 'jo', 'Keeps bees');
+        const { begin, row } = keyed(organizationId, 'jo');
+        const patching = await HeldTransaction.begin();
+        let claim: IdempotencyClaim;
+        try {
+          // A correction of the fact holds its row; the deletion waits for it, its snapshot
+          // taken before the claim below.
+          await patching.run('SELECT 1 FROM end_user_facts WHERE id = $1 FOR UPDATE', [fact.id]);
+          const deleting = facts.delete(organizationId, 'jo', fact.id);
+          await patching.untilWaitedOn();
+          // A keyed request begins now and can still read the fact.
+          claim = claimed(await begin('reading'));
+          await patching.commit();
+          await deleting;
+        } finally {
+          await patching.end();
+        }
+        await moduleRef.get(IdempotencyService).settleAnswer(claim, 200, { facts: [fact] });
+        // Before, the step saw only the claims of its snapshot: the answer was kept.
         expect(await row()).toBeUndefined();
       });
     });

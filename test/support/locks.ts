@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import type { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
+import { eventually } from './wait';
 
 export interface HeldLock {
   /** Rolls the holding transaction back (releasing the lock) and disconnects. */
@@ -13,27 +14,14 @@ export interface HeldLock {
  * since other suites share the database.
  */
 export async function lockTable(table: string): Promise<HeldLock> {
-  const holder = new Client({ connectionString: process.env.DATABASE_URL });
-  await holder.connect();
+  const held = await HeldTransaction.begin();
   try {
-    await holder.query('BEGIN');
-    await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+    await held.run(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
   } catch (error) {
-    await holder.end();
+    await held.end();
     throw error;
   }
-  let released = false;
-  return {
-    release: async () => {
-      if (released) return;
-      released = true;
-      try {
-        await holder.query('ROLLBACK');
-      } finally {
-        await holder.end();
-      }
-    },
-  };
+  return { release: () => held.end() };
 }
 
 /**
@@ -76,4 +64,62 @@ export async function sessionsWaitingForLocks(database: Database, count: number)
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`fewer than ${count} sessions waited for a lock`);
+}
+
+/**
+ * A transaction held open on a connection of its own (the spec's database), for what a statement
+ * of the service does when it meets another's uncommitted change: `run` the change, start the
+ * statement, `untilWaitedOn` (polled from another session: a transaction caches what
+ * pg_stat_activity shows it), then `commit`.
+ */
+export class HeldTransaction {
+  private constructor(
+    private readonly client: Client,
+    private readonly pid: number,
+    private readonly databaseUrl: string | undefined,
+  ) {}
+
+  /** On `databaseUrl`: the run's database, or a suite's own (Service.databaseUrl). */
+  static async begin(databaseUrl = process.env.DATABASE_URL): Promise<HeldTransaction> {
+    const client = new Client({ connectionString: databaseUrl });
+    await client.connect();
+    const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    await client.query('BEGIN');
+    return new HeldTransaction(client, rows[0].pid, databaseUrl);
+  }
+
+  async run(text: string, values: unknown[] = []): Promise<number> {
+    return (await this.client.query(text, values)).rowCount ?? 0;
+  }
+
+  /** Resolves once a session waits on this transaction's locks. */
+  async untilWaitedOn(): Promise<void> {
+    const observer = new Client({ connectionString: this.databaseUrl });
+    await observer.connect();
+    try {
+      await eventually(async () => {
+        const { rows } = await observer.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+          [this.pid],
+        );
+        return rows[0].n > 0 ? true : undefined;
+      }, 'a statement waiting on the held transaction');
+    } finally {
+      await observer.end();
+    }
+  }
+
+  async commit(): Promise<void> {
+    try {
+      await this.client.query('COMMIT');
+    } finally {
+      await this.client.end();
+    }
+  }
+
+  /** Ends it without its change (a spec that failed before committing). */
+  async end(): Promise<void> {
+    await this.client.query('ROLLBACK').catch(() => undefined);
+    await this.client.end().catch(() => undefined);
+  }
 }

@@ -10,6 +10,8 @@ export type ServiceKind = 'in-process' | 'built';
 export interface Service extends HttpTarget {
   /** The Prometheus exposition its METRICS_PORT serves now. */
   metrics(): Promise<string>;
+  /** The service's database (a fresh one of its own). */
+  databaseUrl: string;
   /** A statement on the service's database, through a connection of the spec's own. */
   sql<Row = Record<string, unknown>>(query: string, params?: unknown[]): Promise<Row[]>;
   close(): Promise<void>;
@@ -63,6 +65,7 @@ export async function startService(
   return {
     ...target,
     metrics,
+    databaseUrl: database.url,
     sql: async (query, params) => (await db.query(query, params)).rows,
     close: async () => {
       await db.end();

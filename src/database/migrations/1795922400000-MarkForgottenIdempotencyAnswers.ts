@@ -6,9 +6,10 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * replay (docs/idempotency.md). A mark rather than taking the key from its request, whose lease
  * must go on being renewed (a retry meanwhile gets 409, and the request never runs twice).
  *
- * A column with a constant default is added without rewriting the table (PostgreSQL 11+);
- * lock_timeout: behind a long transaction on the table, the migration fails (and is run again)
- * rather than queue every keyed request behind it.
+ * A column with a constant default is added without rewriting the table (PostgreSQL 11+), under
+ * a lock held for an instant. lock_timeout: behind a long transaction on the table, the
+ * migration gives up after 10 s (and is run again), so keyed requests queue behind its lock
+ * request for at most that long rather than for as long as that transaction lasts.
  */
 export class MarkForgottenIdempotencyAnswers1795922400000 implements MigrationInterface {
   name = 'MarkForgottenIdempotencyAnswers1795922400000';
@@ -21,7 +22,8 @@ export class MarkForgottenIdempotencyAnswers1795922400000 implements MigrationIn
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
-    // A forgotten answer must not become a kept one.
+    // A forgotten answer must not become a kept one. A key still running keeps its request; its
+    // answer is then stored, as before this migration.
     await queryRunner.query(
       `DELETE FROM "idempotency_keys" WHERE "answer_forgotten" AND "response_status" IS NOT NULL`,
     );
