@@ -2,8 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { type EntityManager, MoreThan } from 'typeorm';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
-import type { EndUser } from '../end-users/entities/end-user.entity';
-import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { cte, join, sql, withEntries } from '../database/sql';
 import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
@@ -73,9 +71,6 @@ const ENDPOINT_ID = Columns.rowOf<WebhookEndpoint>()('id');
 
 /** What the audit event names of a deleted personality. */
 const DELETED_PERSONALITY = Columns.rowOf<Personality>()('name', 'sourceSlug');
-
-/** The end users who talked to a personality being deleted. */
-const END_USER_ID = Columns.rowOf<EndUser>('e')('userId');
 
 /**
  * Every query of the catalog (`catalog_personalities`) and of the organizations' personalities
@@ -315,47 +310,18 @@ export class PersonalitiesRepository {
     return new Set(rows.map((row) => row.id));
   }
 
-  /**
-   * What the audit event names of the deleted personality, and the user_ids of the end users who
-   * talked to it, or null when there was none. Its
-   * memories go by cascade, and with them what the idempotency store holds of them, as with a
-   * memory's deletion (forgetEndUserAnswersStep; found by review: the stored answers of replies
-   * with it were kept for their 24 hours). The row is locked first, so no reply stores a memory
-   * with it meanwhile (the memory's foreign key waits) and the end users read are all it had;
-   * the keys are locked last, after the memories, as a memory's deletion locks them.
-   */
+  /** What the audit event names of the deleted personality, or null when there was none. */
   async deleteInOrganization(
     manager: EntityManager,
     organizationId: string,
     id: string,
-  ): Promise<{ name: string; sourceSlug: string | null; endUsers: string[] } | null> {
-    const locked = await this.database.row(
-      PERSONALITY_ID.query`SELECT ${PERSONALITY_ID} FROM personalities
-           WHERE id = ${id} AND organization_id = ${organizationId}
-           FOR UPDATE`,
-      { manager },
-    );
-    if (!locked) return null;
-    const talkedTo = await this.database.rows(
-      END_USER_ID.query`SELECT DISTINCT ${END_USER_ID}
-            FROM memories m JOIN end_users e ON e.id = m.end_user_id
-           WHERE m.personality_id = ${id}`,
-      { manager },
-    );
+  ): Promise<{ name: string; sourceSlug: string | null } | null> {
     const row = await this.database.row(
       DELETED_PERSONALITY.query`DELETE FROM personalities
                                  WHERE id = ${id} AND organization_id = ${organizationId}
                                 RETURNING ${DELETED_PERSONALITY}`,
       { manager },
     );
-    const endUsers = talkedTo.map((endUser) => endUser.user_id);
-    if (endUsers.length > 0) {
-      await this.database.count(
-        sql`WITH ${forgetEndUserAnswersStep('forgotten_answers', organizationId, endUsers)}
-            SELECT 1`,
-        { manager },
-      );
-    }
-    return row ? { name: row.name, sourceSlug: row.source_slug, endUsers } : null;
+    return row ? { name: row.name, sourceSlug: row.source_slug } : null;
   }
 }

@@ -5,7 +5,6 @@ import { PinoLogger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import { IdempotencyService } from '../idempotency/idempotency.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
 import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
@@ -85,7 +84,6 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     private readonly clock: Clock,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
-    private readonly idempotency: IdempotencyService,
     private readonly logger: PinoLogger,
     caches: Caches,
     @Inject(modelsConfig.KEY) models: ConfigType<typeof modelsConfig>,
@@ -349,7 +347,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
    */
   async remove(caller: CallerContext, id: string): Promise<void> {
     const { organizationId } = caller;
-    const deleted = await this.database.transaction(async (manager) => {
+    await this.database.transaction(async (manager) => {
       const deleted = await this.repository.deleteInOrganization(manager, organizationId, id);
       if (!deleted) throw AppError.notFound('Personality');
       await this.audit.record(manager, caller, {
@@ -363,10 +361,8 @@ export class PersonalitiesService implements OnApplicationBootstrap {
         name: deleted.name,
         source_slug: deleted.sourceSlug,
       });
-      return deleted;
     });
     await this.forget(organizationId, id);
-    await this.idempotency.forgetAfterDeletion(organizationId, deleted.endUsers);
   }
 
   /** The organization's personality as a reply needs it, from this instance's cache if there. */

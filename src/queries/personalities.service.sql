@@ -75,12 +75,6 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
-SELECT DISTINCT e.user_id
- FROM memories m JOIN end_users e ON e.id = m.end_user_id
-WHERE m.personality_id = $1;
-SELECT id FROM personalities
-WHERE id = $1 AND organization_id = $2
-FOR UPDATE;
 START TRANSACTION;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
 webhook_source_webhook_subscribed AS (

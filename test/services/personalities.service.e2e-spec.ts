@@ -8,10 +8,7 @@ import type { ApiKeyCaller } from '../../src/common/auth/caller';
 import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../../src/personalities/personalities.module';
 import { PersonalitiesService } from '../../src/personalities/personalities.service';
-import { Database } from '../../src/database/database';
-import { endUserSubject } from '../../src/idempotency/end-user-answers';
 import { expectAppError } from '../support/assertions';
-import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
 
 const shipped = JSON.parse(
@@ -193,46 +190,5 @@ describe('PersonalitiesService (real database)', () => {
       },
     ]);
     await expectAppError(service.remove(caller, clone.id), 'not_found');
-  });
-  it("deletes with its memories what the idempotency store holds of its end users' replies", async () => {
-    const organizationId = await newOrganization();
-    const clone = await service.cloneFromCatalog(organizationId, 'atlas-stoic');
-    const other = await service.cloneFromCatalog(organizationId, 'sage-mentor');
-    const factory = new Factory(moduleRef.get(Database));
-    const ann = await factory.endUser(organizationId, 'ann');
-    const ben = await factory.endUser(organizationId, 'ben');
-    await factory.memories(organizationId, ann, clone.id, ['Hi Atlas', 'Hello Ann']);
-    await factory.memories(organizationId, ben, other.id, ['Hi Sage', 'Hello Ben']);
-    const key = async (userId: string, running: boolean) => {
-      await dataSource.query(
-        `INSERT INTO idempotency_keys (scope_type, scope_id, key, request_hash, subject,
-                                       locked_by, locked_until, response_status, response_body)
-         VALUES ('organization', $1, $2, $3, $4, $5, $6, $7, $8)`,
-        [
-          organizationId,
-          `${userId}-${running ? 'running' : 'answered'}`,
-          Buffer.alloc(32),
-          endUserSubject(userId),
-          running ? 'a-request' : null,
-          running ? new Date(Date.now() + 30_000) : null,
-          running ? null : 200,
-          running ? null : '{"reply":{"text":"Hello"}}',
-        ],
-      );
-    };
-    await key('ann', false);
-    await key('ann', true);
-    await key('ben', false);
-    await service.remove(apiKeyCaller(organizationId), clone.id);
-    // Before, the answer of a reply with the deleted personality was replayed for 24 hours.
-    expect(
-      await dataSource.query(
-        `SELECT key, answer_forgotten FROM idempotency_keys WHERE scope_id = $1 ORDER BY key`,
-        [organizationId],
-      ),
-    ).toEqual([
-      { key: 'ann-running', answer_forgotten: true },
-      { key: 'ben-answered', answer_forgotten: false },
-    ]);
   });
 });

@@ -57,7 +57,7 @@ export class IdempotencyKey {
 
   /**
    * One of the end user's memories or facts was deleted while the request ran: its answer, which
-   * may hold it, is not kept (stored without its body, and a retry runs afresh).
+   * may hold it, is not kept (the key is deleted when the request ends, and a retry runs afresh).
    */
   @Column({ name: 'answer_forgotten', type: 'boolean', default: false })
   answerForgotten: boolean;
