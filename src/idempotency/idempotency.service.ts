@@ -258,7 +258,7 @@ export class IdempotencyService {
   }
 
   /**
-   * After a deletion of end users' data (a memory, a fact, a personality's memories) has
+   * After a deletion of end users' data (a memory, a fact, a fact's old content) has
    * committed, its forgetEndUserAnswersStep again: a claim made while the deleting statement ran
    * (after its snapshot, say while it waited for a lock) is not in what the step saw, and its
    * request may have read the data before the deletion committed. Best effort: the deletion is

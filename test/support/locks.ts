@@ -73,6 +73,8 @@ export async function sessionsWaitingForLocks(database: Database, count: number)
  * pg_stat_activity shows it), then `commit`.
  */
 export class HeldTransaction {
+  private closed = false;
+
   private constructor(
     private readonly client: Client,
     private readonly pid: number,
@@ -110,6 +112,7 @@ export class HeldTransaction {
   }
 
   async commit(): Promise<void> {
+    this.closed = true;
     try {
       await this.client.query('COMMIT');
     } finally {
@@ -117,9 +120,14 @@ export class HeldTransaction {
     }
   }
 
-  /** Ends it without its change (a spec that failed before committing). */
+  /** Ends it without its change, unless committed already (a `finally` after `commit`). */
   async end(): Promise<void> {
-    await this.client.query('ROLLBACK').catch(() => undefined);
-    await this.client.end().catch(() => undefined);
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.client.query('ROLLBACK');
+    } finally {
+      await this.client.end();
+    }
   }
 }
