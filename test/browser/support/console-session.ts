@@ -1,7 +1,13 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import {
+  type Browser,
+  type BrowserContext,
+  chromium,
+  type Page,
+  type Request,
+} from 'playwright-core';
 import { CHROMIUM_ARGS } from './chromium';
 
 const root = join(__dirname, '..', '..', '..');
@@ -30,6 +36,8 @@ export interface AxeViolation {
 export class ConsoleBrowser {
   readonly problems: string[] = [];
   page!: Page;
+  /** The API calls of each tab sent and not yet answered. */
+  private readonly callsInFlight = new WeakMap<Page, number>();
   private browser!: Browser;
   context!: BrowserContext;
 
@@ -71,6 +79,15 @@ export class ConsoleBrowser {
       this.problems.push(`dialog: ${dialog.message()}`);
       void dialog.dismiss();
     });
+    this.callsInFlight.set(page, 0);
+    const count = (request: Request, step: number) => {
+      if (new URL(request.url()).pathname.startsWith('/v1/')) {
+        this.callsInFlight.set(page, (this.callsInFlight.get(page) ?? 0) + step);
+      }
+    };
+    page.on('request', (request) => count(request, 1));
+    page.on('requestfinished', (request) => count(request, -1));
+    page.on('requestfailed', (request) => count(request, -1));
     // Init scripts run through the DevTools protocol, which the page's CSP does not govern.
     await page.addInitScript(() => {
       document.addEventListener('securitypolicyviolation', (event) => {
@@ -78,6 +95,23 @@ export class ConsoleBrowser {
       });
     });
     return page;
+  }
+
+  /**
+   * Until every API call the tab has sent is answered: a page's loads start together when it
+   * renders, and its heading shows before they end (`networkidle` only watches a navigation,
+   * which a console page is not).
+   */
+  async untilCallsAnswered(page: Page = this.page, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((this.callsInFlight.get(page) ?? 0) > 0) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${this.callsInFlight.get(page)} API calls unanswered after ${timeoutMs} ms`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 
   /** What went wrong since the last call (and forgets it). */
