@@ -413,6 +413,32 @@ describe('Idempotency-Key (contract §16)', () => {
     });
   });
 
+  describe("a personality's deletion", () => {
+    it('forgets the stored answers of the replies it spoke: a retry runs afresh', async () => {
+      const spoken = await clonePersonality(t, tenant.auth);
+      const userId = uniqueUserId();
+      const body = { personality_id: spoken, user_id: userId, message: 'remember me' };
+      const kept = { ...body, personality_id: personalityId };
+      const [key, otherKey] = [newKey(), newKey()];
+      expect((await post('/v1/respond', body, key)).status).toBe(200);
+      const other = await post('/v1/respond', kept, otherKey);
+      expect(other.status).toBe(200);
+      await t
+        .http()
+        .delete(`/v1/personalities/${spoken}`)
+        .set('Authorization', tenant.auth)
+        .expect(204);
+      // Before, the reply of the deleted personality, whose conversation went with it, was
+      // replayed for the key's 24 hours. Now the retry runs: the personality is gone.
+      const again = await post('/v1/respond', body, key);
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      expectError(again, 404, 'not_found');
+      // Another personality's reply to the same end user is still replayed.
+      expectReplayOf(await post('/v1/respond', kept, otherKey), other);
+      expect(fake.requests).toHaveLength(2);
+    });
+  });
+
   describe('while the first request runs', () => {
     it('the same request answers 409 idempotency_key_in_progress, then the stored answer', async () => {
       fake.respondWith({ delayMs: 800 });

@@ -1517,7 +1517,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(again, 409, 'turn_not_pending');
   });
 
-  it("gives a keyed resumption's key its end user before it reads anything of theirs", async () => {
+  it("gives a keyed resumption's key its end user and personality before it reads anything of theirs", async () => {
     fake.respondWith(called('{"order_id": "F-6"}'), answer);
     const { userId, resume } = await pausedTurn('and F-6?');
     const key = `resume-read-${userId}`;
@@ -1533,12 +1533,18 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
       // Before, the key learnt its end user after that read: a fact deleted between the read
       // and then was missed by the deletion, and its answer replayed.
       await eventually(async () => {
-        const [row] = await t.sql<{ subject: Buffer | null }>(
-          'SELECT subject FROM idempotency_keys WHERE key = $1',
+        const [row] = await t.sql<{ subject: Buffer | null; personality_id: string | null }>(
+          'SELECT subject, personality_id FROM idempotency_keys WHERE key = $1',
           [key],
         );
-        return row?.subject?.equals(endUserSubject(userId)) ? true : undefined;
+        return row?.subject?.equals(endUserSubject(userId)) ? row : undefined;
       }, 'the key about the end user while the read waits');
+      // And its personality: the personality's deletion forgets its answer (docs/idempotency.md).
+      const [row] = await t.sql<{ personality_id: string | null }>(
+        'SELECT personality_id FROM idempotency_keys WHERE key = $1',
+        [key],
+      );
+      expect(row.personality_id).toBe(personalityId);
     } finally {
       await held.end();
     }

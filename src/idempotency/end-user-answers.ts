@@ -15,6 +15,24 @@ const END_USER_DATA_ROUTES: ReadonlySet<string> = new Set([
   'POST /v1/respond/turns/:turn_id/tool-outputs',
 ]);
 
+/**
+ * The routes answering a reply of the personality named by the body's `personality_id`: the key
+ * is about that personality from its claim, so that its deletion forgets the answer. A resumed
+ * turn's key learns its personality from the turn (IdempotencyService.aboutTurn).
+ */
+const REPLY_ROUTES: ReadonlySet<string> = new Set(['POST /v1/respond']);
+
+/** The reply's personality, from the body before validation: a hint (IdempotencyService.begin). */
+export function personalityOfReply(
+  method: string,
+  routeTemplate: string | undefined,
+  body: unknown,
+): string | undefined {
+  if (routeTemplate === undefined || !REPLY_ROUTES.has(`${method} ${routeTemplate}`)) return;
+  const id = (body as { personality_id?: unknown } | undefined)?.personality_id;
+  return typeof id === 'string' ? id : undefined;
+}
+
 export function carriesEndUserData(method: string, routeTemplate: string | undefined): boolean {
   return routeTemplate !== undefined && END_USER_DATA_ROUTES.has(`${method} ${routeTemplate}`);
 }

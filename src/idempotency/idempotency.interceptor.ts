@@ -21,7 +21,7 @@ import {
 } from '../common/http/idempotency-key';
 import { requestFingerprint } from './idempotency-request';
 import { IdempotencyClaim, IdempotencyService } from './idempotency.service';
-import { carriesEndUserData } from './end-user-answers';
+import { carriesEndUserData, personalityOfReply } from './end-user-answers';
 import { isKeyedByTheRoute, secretFieldsOf } from './replay-secrets';
 
 /**
@@ -68,6 +68,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const endUser = {
         carriesData: carriesEndUserData(request.method, route),
         hint: userIdOf(request),
+        personalityHint: personalityOfReply(request.method, route, request.body),
       };
       return from(this.idempotency.begin(ref, requestId, fingerprint, secretFields, endUser)).pipe(
         mergeMap((begun) =>

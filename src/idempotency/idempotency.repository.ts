@@ -4,7 +4,7 @@ import { Batcher } from '../database/batcher';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
-import { forgetEndUserAnswersStep } from './end-user-answers.step';
+import { forgetEndUserAnswersStep, forgetPersonalityAnswersStep } from './end-user-answers.step';
 import type { IdempotencyKey, IdempotencyScopeType } from './entities/idempotency-key.entity';
 
 /** Which key: the organization's (or the user's) key string. */
@@ -35,6 +35,16 @@ export interface StoredKey extends Pick<
   forgotten: boolean;
 }
 
+/**
+ * What a running request is about, known before its answer: its end user (`subject`,
+ * end-user-answers.ts) and, for a reply, the personality speaking. Deleting their data forgets
+ * the key's answer (end-user-answers.step.ts).
+ */
+export interface ClaimAbout {
+  subject: Buffer | null;
+  personalityId: string | null;
+}
+
 /** An answer to store: status, JSON text, and the end user it is about (end-user-answers.ts). */
 export interface StoredAnswer {
   status: number;
@@ -58,8 +68,8 @@ const ERASED = 'erased';
 interface NewClaim {
   claim: ClaimRef;
   requestHash: Buffer;
-  /** The end user the request is about, known before its answer (see `insert`). */
-  subject: Buffer | null;
+  /** What the request is about, known before its answer (see `insert`). */
+  about: ClaimAbout;
   lockedUntil: Date;
   now: Date;
 }
@@ -148,13 +158,14 @@ export class IdempotencyRepository {
     const rows = [...first.values()].sort((a, b) => compareKeys(a.claim, b.claim));
     const inserted = await this.database.rows(
       KEY.query`INSERT INTO idempotency_keys
-            (scope_type, scope_id, key, request_hash, subject, locked_by, locked_until,
-             created_at)
+            (scope_type, scope_id, key, request_hash, subject, personality_id, locked_by,
+             locked_until, created_at)
           SELECT * FROM unnest(${rows.map((r) => r.claim.scopeType)}::text[],
                                ${rows.map((r) => r.claim.scopeId)}::uuid[],
                                ${rows.map((r) => r.claim.key)}::text[],
                                ${rows.map((r) => r.requestHash)}::bytea[],
-                               ${rows.map((r) => r.subject)}::bytea[],
+                               ${rows.map((r) => r.about.subject)}::bytea[],
+                               ${rows.map((r) => r.about.personalityId)}::uuid[],
                                ${rows.map((r) => r.claim.requestId)}::text[],
                                ${rows.map((r) => r.lockedUntil)}::timestamptz[],
                                ${rows.map((r) => r.now)}::timestamptz[])
@@ -225,14 +236,14 @@ export class IdempotencyRepository {
   insert(
     claim: ClaimRef,
     requestHash: Buffer,
-    subject: Buffer | null,
+    about: ClaimAbout,
     leaseMs: number,
     now: Date,
   ): Promise<boolean> {
     return this.claims.submit({
       claim,
       requestHash,
-      subject,
+      about,
       lockedUntil: leaseEnd(now, leaseMs),
       now,
     });
@@ -246,14 +257,15 @@ export class IdempotencyRepository {
   async takeOver(
     claim: ClaimRef,
     requestHash: Buffer,
-    subject: Buffer | null,
+    about: ClaimAbout,
     leaseMs: number,
     retentionMs: number,
     now: Date,
   ): Promise<boolean> {
     const taken = await this.database.count(
       sql`UPDATE idempotency_keys
-             SET request_hash = ${requestHash}, subject = ${subject}, locked_by = ${claim.requestId},
+             SET request_hash = ${requestHash}, subject = ${about.subject},
+                 personality_id = ${about.personalityId}::uuid, locked_by = ${claim.requestId},
                  locked_until = ${leaseEnd(now, leaseMs)}, created_at = ${now},
                  response_status = NULL, response_body = NULL, completed_at = NULL,
                  answer_forgotten = false
@@ -356,12 +368,30 @@ export class IdempotencyRepository {
   }
 
   /**
-   * The end user a running request is about, learnt once it has read its data (a resumed turn's):
-   * a deletion of their memories or facts from now on marks the key (end-user-answers.step.ts).
+   * forgetPersonalityAnswersStep: in the transaction deleting the personality (`manager`), then
+   * alone once it has committed, for the claims made meanwhile.
    */
-  async setSubject(claim: ClaimRef, subject: Buffer): Promise<void> {
+  async forgetPersonality(
+    organizationId: string,
+    personalityId: string,
+    manager?: EntityManager,
+  ): Promise<void> {
     await this.database.count(
-      sql`UPDATE idempotency_keys SET subject = ${subject}
+      sql`WITH ${forgetPersonalityAnswersStep('forgotten_answers', organizationId, personalityId)}
+          SELECT 1`,
+      { manager },
+    );
+  }
+
+  /**
+   * What a running request is about, learnt once it has read its turn (a resumed one's): a
+   * deletion of the end user's memories or facts, or of the personality, from now on marks the
+   * key (end-user-answers.step.ts).
+   */
+  async setAbout(claim: ClaimRef, about: ClaimAbout): Promise<void> {
+    await this.database.count(
+      sql`UPDATE idempotency_keys
+             SET subject = ${about.subject}, personality_id = ${about.personalityId}::uuid
            WHERE ${whereClaimed(claim)} AND response_status IS NULL`,
       { prepared: true, asyncCommit: true },
     );

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EntityManager } from 'typeorm';
@@ -28,6 +29,8 @@ export class IdempotencyClaim implements ClaimRef {
   heartbeat: NodeJS.Timeout | undefined;
   /** The end user the key is about while it runs (end-user-answers.ts), once known. */
   subject: Buffer | null = null;
+  /** The personality a reply speaks as, once known. */
+  personalityId: string | null = null;
 
   constructor(
     readonly scopeType: KeyRef['scopeType'],
@@ -98,13 +101,23 @@ export class IdempotencyService {
     requestId: string,
     requestHash: Buffer,
     secretFields: readonly string[],
-    endUser: { carriesData: boolean; hint?: string } = { carriesData: false },
+    endUser: { carriesData: boolean; hint?: string; personalityHint?: string } = {
+      carriesData: false,
+    },
   ): Promise<BeginResult> {
     // Known before the answer on a route about one end user: an erasure meanwhile finds the
     // claim and marks it erased (its answer is never stored; retries get 409), where a claim
-    // without a subject kept the answer that outlived the erasure.
-    const subject =
-      endUser.carriesData && endUser.hint !== undefined ? endUserSubject(endUser.hint) : null;
+    // without a subject kept the answer that outlived the erasure. A reply's personality is known
+    // as early, for the personality's deletion (end-user-answers.step.ts).
+    const about = {
+      subject:
+        endUser.carriesData && endUser.hint !== undefined ? endUserSubject(endUser.hint) : null,
+      // Taken only as a UUID: the column's type, and the claims batched with it, would fail.
+      personalityId:
+        endUser.carriesData && endUser.personalityHint && isUUID(endUser.personalityHint)
+          ? endUser.personalityHint
+          : null,
+    };
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const claim = new IdempotencyClaim(
         ref.scopeType,
@@ -115,9 +128,10 @@ export class IdempotencyService {
         endUser.carriesData,
         endUser.hint,
       );
-      claim.subject = subject;
+      claim.subject = about.subject;
+      claim.personalityId = about.personalityId;
       if (
-        await this.keys.insert(claim, requestHash, subject, IDEMPOTENCY_LEASE_MS, this.clock.now())
+        await this.keys.insert(claim, requestHash, about, IDEMPOTENCY_LEASE_MS, this.clock.now())
       ) {
         this.keepAlive(claim);
         return { kind: 'claimed', claim };
@@ -133,7 +147,7 @@ export class IdempotencyService {
         const taken = await this.keys.takeOver(
           claim,
           requestHash,
-          subject,
+          about,
           IDEMPOTENCY_LEASE_MS,
           IDEMPOTENCY_RETENTION_MS,
           this.clock.now(),
@@ -165,19 +179,20 @@ export class IdempotencyService {
   }
 
   /**
-   * For a keyed request whose end user is known only once it has read its data (a resumed
-   * turn's): its key is about them from now on, before it writes, so that a memory or fact of
-   * theirs deleted between that write and its stored answer is not kept in the answer. Does
-   * nothing outside a keyed request on a route carrying an end user's data, or when the key is
-   * about them already (a reply's, from its user_id).
+   * For a keyed request whose end user and personality are known only once it has read its turn
+   * (a resumed one's): its key is about them from now on, before it writes, so that a memory or
+   * fact of theirs, or the personality, deleted between that write and its stored answer is not
+   * kept in the answer. Does nothing outside a keyed request on a route carrying an end user's
+   * data, or when the key is about them already (a reply's, from its request).
    */
-  async aboutEndUser(userId: string): Promise<void> {
+  async aboutTurn(turn: { userId: string; personalityId: string }): Promise<void> {
     const claim = this.current.getStore();
     if (!claim || claim.settled || !claim.endUserData) return;
-    const subject = endUserSubject(userId);
-    if (claim.subject?.equals(subject)) return;
-    await this.keys.setSubject(claim, subject);
+    const subject = endUserSubject(turn.userId);
+    if (claim.subject?.equals(subject) && claim.personalityId === turn.personalityId) return;
+    await this.keys.setAbout(claim, { subject, personalityId: turn.personalityId });
     claim.subject = subject;
+    claim.personalityId = turn.personalityId;
   }
 
   /**
@@ -270,6 +285,35 @@ export class IdempotencyService {
       this.logger.warn(
         { err: error },
         'could not mark the keys of requests begun during a deletion; their answers may be kept',
+      );
+    });
+  }
+
+  /**
+   * In the transaction deleting a personality (which takes its conversations): the stored
+   * answers of the replies it spoke are deleted, and those still running marked, so that a replay
+   * runs afresh instead of answering a deleted conversation from the store.
+   */
+  async forgetPersonality(
+    manager: EntityManager,
+    organizationId: string,
+    personalityId: string,
+  ): Promise<void> {
+    await this.keys.forgetPersonality(organizationId, personalityId, manager);
+  }
+
+  /**
+   * The same once the deletion has committed, for the replies claimed while it ran (forgetAfterDeletion's
+   * reason). Best effort: the deletion is done and answered whatever this meets.
+   */
+  async forgetPersonalityAfterDeletion(
+    organizationId: string,
+    personalityId: string,
+  ): Promise<void> {
+    await this.keys.forgetPersonality(organizationId, personalityId).catch((error: unknown) => {
+      this.logger.warn(
+        { err: error },
+        "could not mark the keys of replies begun during a personality's deletion; their answers may be kept",
       );
     });
   }

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
 import { WebhookEventsService } from '../webhooks/webhook-events.service';
+import { IdempotencyService } from '../idempotency/idempotency.service';
 import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
@@ -84,6 +85,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     private readonly clock: Clock,
     private readonly audit: AuditService,
     private readonly webhookEvents: WebhookEventsService,
+    private readonly idempotency: IdempotencyService,
     private readonly logger: PinoLogger,
     caches: Caches,
     @Inject(modelsConfig.KEY) models: ConfigType<typeof modelsConfig>,
@@ -343,7 +345,8 @@ export class PersonalitiesService implements OnApplicationBootstrap {
 
   /**
    * Deletes the personality and what it remembers (its memories, by cascade), with its audit
-   * event in the same transaction; billed months remain.
+   * event and the stored answers of its keyed replies in the same transaction; billed months
+   * remain.
    */
   async remove(caller: CallerContext, id: string): Promise<void> {
     const { organizationId } = caller;
@@ -361,7 +364,10 @@ export class PersonalitiesService implements OnApplicationBootstrap {
         name: deleted.name,
         source_slug: deleted.sourceSlug,
       });
+      // Its conversations go by cascade: so do the stored answers of the replies it spoke.
+      await this.idempotency.forgetPersonality(manager, organizationId, id);
     });
+    await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
     await this.forget(organizationId, id);
   }
 

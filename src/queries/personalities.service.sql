@@ -76,6 +76,30 @@ SELECT $1::uuid, $2::text, $3::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
 START TRANSACTION;
+WITH forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.personality_id = $2::uuid
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.key = f.key AND f.running)
+      SELECT 1;
+WITH forgotten_answers AS (
+  SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
+   WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.personality_id = $2::uuid
+   ORDER BY k.key COLLATE "C"
+   FOR UPDATE),
+forgotten_answers_deleted AS (
+  DELETE FROM idempotency_keys k USING forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $3::uuid AND k.key = f.key AND NOT f.running),
+forgotten_answers_running AS (
+  UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
+   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.key = f.key AND f.running)
+      SELECT 1;
 WITH webhook_source AS (SELECT $1::jsonb AS webhook_data),
 webhook_source_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints

@@ -138,9 +138,10 @@ export class RespondController {
     @Res({ passthrough: true }) response: Response,
   ): Promise<RespondAnswer | StreamableFile> {
     return this.answer(caller, body.stream, response, () =>
-      // Its key learns the turn's end user before the reply writes (docs/idempotency.md).
-      this.respondService.prepareResumption(caller, turnId, body, (userId) =>
-        this.idempotency.aboutEndUser(userId),
+      // Its key learns the turn's end user and personality before the reply writes
+      // (docs/idempotency.md).
+      this.respondService.prepareResumption(caller, turnId, body, (turn) =>
+        this.idempotency.aboutTurn(turn),
       ),
     );
   }

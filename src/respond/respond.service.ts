@@ -97,14 +97,14 @@ export class RespondService implements OnApplicationBootstrap {
   /**
    * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
    * message was, from the conversation as it is now, then claimed once; a turn whose resumption
-   * is refused (402, 404, 409) stays pending. `learnEndUser` is told the turn's end user before
-   * anything of theirs is read.
+   * is refused (402, 404, 409) stays pending. `learnTurn` is told the turn's end user and
+   * personality before anything of theirs is read.
    */
   async prepareResumption(
     caller: CallerContext,
     turnId: string,
     dto: ToolOutputsDto,
-    learnEndUser: (userId: string) => Promise<void>,
+    learnTurn: (turn: { userId: string; personalityId: string }) => Promise<void>,
   ): Promise<Conversation> {
     const { organizationId } = caller;
     const { personalityId, state, answered } = await this.toolTurns.check(
@@ -113,7 +113,7 @@ export class RespondService implements OnApplicationBootstrap {
       dto.outputs,
     );
     // Before anything of the end user is read (the conversation, facts, recall).
-    await learnEndUser(state.userId);
+    await learnTurn({ userId: state.userId, personalityId });
     const conversation = await this.prepare(
       caller,
       { personality_id: personalityId, user_id: state.userId, message: state.message },

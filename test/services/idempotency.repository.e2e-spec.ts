@@ -23,6 +23,7 @@ describe('IdempotencyRepository (database)', () => {
   let organizationId: string;
   const hash = Buffer.alloc(32, 7);
   const leaseMs = 30_000;
+  const NOTHING = { subject: null, personalityId: null };
 
   beforeAll(async () => {
     moduleRef = await moduleAlone([IdempotencyModule]);
@@ -50,7 +51,7 @@ describe('IdempotencyRepository (database)', () => {
     // 30 claims at once: the first goes alone, the rest share the next statements.
     const claims = Array.from({ length: 30 }, (_, i) => claimOf(names[(i * 7) % names.length]));
     const won = await Promise.all(
-      claims.map((c) => keys.insert(c, hash, null, leaseMs, new Date())),
+      claims.map((c) => keys.insert(c, hash, NOTHING, leaseMs, new Date())),
     );
     for (const name of names) {
       const winners = claims.filter((c, i) => c.key === name && won[i]);
@@ -63,7 +64,8 @@ describe('IdempotencyRepository (database)', () => {
 
   it('stores the answers of claims that hold their key, and not of those that do not', async () => {
     const held = Array.from({ length: 10 }, () => claimOf(`answer-${randomUUID()}`));
-    for (const c of held) expect(await keys.insert(c, hash, null, leaseMs, new Date())).toBe(true);
+    for (const c of held)
+      expect(await keys.insert(c, hash, NOTHING, leaseMs, new Date())).toBe(true);
     const strangers = held.slice(0, 3).map((c) => claimOf(c.key));
     const results = await Promise.all(
       [...held, ...strangers].map((c, i) =>
@@ -153,7 +155,9 @@ describe('IdempotencyRepository (database)', () => {
     // A resumed turn's request: its end user is not in its path or body.
     const begun = await service.begin(ref, 'resuming', hash, [], { carriesData: true });
     if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
-    await service.runWithin(begun.claim, () => service.aboutEndUser('cy@example.com'));
+    await service.runWithin(begun.claim, () =>
+      service.aboutTurn({ userId: 'cy@example.com', personalityId: randomUUID() }),
+    );
     await database.count(
       sql`WITH ${forgetEndUserAnswersStep('forgotten', organizationId, ['cy@example.com'])}
           SELECT 1`,
@@ -161,6 +165,95 @@ describe('IdempotencyRepository (database)', () => {
     await service.settleAnswer(begun.claim, 200, { reply: { text: 'about a forgotten memory' } });
     // Its answer is not kept: the key goes, and a retry runs afresh.
     expect(await stored(key)).toEqual([]);
+  });
+
+  describe("a personality's deletion", () => {
+    const begin = async (key: string, personalityId: string, requestId: string = randomUUID()) => {
+      const begun = await moduleRef
+        .get(IdempotencyService)
+        .begin({ scopeType: 'organization', scopeId: organizationId, key }, requestId, hash, [], {
+          carriesData: true,
+          hint: 'dee@example.com',
+          personalityHint: personalityId,
+        });
+      if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+      return begun.claim;
+    };
+    const forget = (personalityId: string) =>
+      database.transaction((manager) =>
+        moduleRef.get(IdempotencyService).forgetPersonality(manager, organizationId, personalityId),
+      );
+
+    it("deletes the stored answers of the replies it spoke, and no other personality's", async () => {
+      const service = moduleRef.get(IdempotencyService);
+      const deleted = randomUUID();
+      const kept = randomUUID();
+      const spoken = `spoke-${randomUUID()}`;
+      const other = `other-${randomUUID()}`;
+      await service.settleAnswer(await begin(spoken, deleted), 200, { reply: { text: 'a' } });
+      await service.settleAnswer(await begin(other, kept), 200, { reply: { text: 'b' } });
+      await forget(deleted);
+      // Before, both stayed: a retry replayed the deleted personality's reply for 24 hours.
+      expect(await stored(spoken)).toEqual([]);
+      expect(await stored(other)).toEqual([{ response_status: 200, locked_by: null }]);
+    });
+
+    it('marks a reply still running: the request keeps its key, and its answer is not kept', async () => {
+      const service = moduleRef.get(IdempotencyService);
+      const personalityId = randomUUID();
+      const key = `running-${randomUUID()}`;
+      const claim = await begin(key, personalityId, 'running');
+      await forget(personalityId);
+      // Still the request's: a retry meanwhile gets 409, not a second run.
+      expect(await stored(key)).toEqual([{ response_status: null, locked_by: 'running' }]);
+      await expectAppError(
+        service.begin(
+          { scopeType: 'organization', scopeId: organizationId, key },
+          randomUUID(),
+          hash,
+          [],
+          { carriesData: true, hint: 'dee@example.com', personalityHint: personalityId },
+        ),
+        'idempotency_key_in_progress',
+      );
+      await service.settleAnswer(claim, 200, { reply: { text: 'of a deleted personality' } });
+      expect(await stored(key)).toEqual([]);
+    });
+
+    it("finds a resumed turn's key by the personality it learns", async () => {
+      const service = moduleRef.get(IdempotencyService);
+      const personalityId = randomUUID();
+      const key = `resumed-${randomUUID()}`;
+      const ref = { scopeType: 'organization' as const, scopeId: organizationId, key };
+      const begun = await service.begin(ref, 'resuming', hash, [], { carriesData: true });
+      if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+      await service.runWithin(begun.claim, () =>
+        service.aboutTurn({ userId: 'dee@example.com', personalityId }),
+      );
+      await forget(personalityId);
+      await service.settleAnswer(begun.claim, 200, { reply: { text: 'resumed' } });
+      expect(await stored(key)).toEqual([]);
+    });
+
+    it('takes a request body whose personality_id is no UUID as naming none', async () => {
+      const key = `not-a-uuid-${randomUUID()}`;
+      // The hint is read before validation: a claim batched with it must not fail on the cast.
+      const personalityId = randomUUID();
+      const [claim] = await Promise.all([
+        begin(key, 'not-a-uuid'),
+        begin(`${key}-v`, personalityId),
+      ]);
+      expect(claim.personalityId).toBeNull();
+      expect(
+        await database.rows<{ key: string; personality_id: string | null }>(
+          sql`SELECT key, personality_id FROM idempotency_keys
+               WHERE scope_id = ${organizationId} AND key LIKE ${`${key}%`} ORDER BY key`,
+        ),
+      ).toEqual([
+        { key, personality_id: null },
+        { key: `${key}-v`, personality_id: personalityId },
+      ]);
+    });
   });
 
   it('takes over an answer stored over the mark by an instance of an earlier version', async () => {

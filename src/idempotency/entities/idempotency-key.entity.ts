@@ -17,6 +17,9 @@ export type IdempotencyScopeType = 'organization' | 'user';
 )
 @Index('idempotency_keys_created_at_idx', ['createdAt'])
 @Index('idempotency_keys_subject_idx', ['scopeId', 'subject'], { where: 'subject IS NOT NULL' })
+@Index('idempotency_keys_personality_idx', ['scopeId', 'personalityId'], {
+  where: 'personality_id IS NOT NULL',
+})
 export class IdempotencyKey {
   @PrimaryColumn({
     name: 'scope_type',
@@ -54,6 +57,14 @@ export class IdempotencyKey {
    */
   @Column({ type: 'bytea', nullable: true })
   subject: Buffer | null;
+
+  /**
+   * For a reply (`POST /v1/respond`, a resumed turn): the personality it speaks as, written at the
+   * claim, so that the personality's deletion forgets the answer with its conversations. Not a
+   * foreign key: the claim's is the request's before validation, and keys outlive personalities.
+   */
+  @Column({ name: 'personality_id', type: 'uuid', nullable: true })
+  personalityId: string | null;
 
   /**
    * One of the end user's memories or facts was deleted while the request ran: its answer, which
