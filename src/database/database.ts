@@ -86,6 +86,9 @@ export class Database implements OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
+    // An application closed twice (a test closing one instance, then both) ends its pools once:
+    // pg refuses a second end().
+    if (this.closed) return;
     this.closed = true;
     await Promise.all([
       this.asyncCommitPool?.end(),
