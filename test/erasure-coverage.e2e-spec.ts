@@ -92,6 +92,21 @@ describe('Erasure coverage: every table holding an end user is claimed by a part
     expect(claimed.filter((claim) => claim.cascades && !names.includes(claim.table))).toEqual([]);
   });
 
+  it('erases the idempotency keys after every other table a deletion takes before them', () => {
+    // A memory's, a fact's and a personality's deletion lock the keys last: an erasure locking
+    // them before the memories or paused turns deadlocked with those (found by review).
+    const order = t.app.get(ErasureParticipants).inOrder.map((participant) => participant.name);
+    const keys = order.indexOf('IdempotencyService.forgetEndUsers');
+    for (const before of [
+      'FactsRepository.eraseEndUsers',
+      'MemoriesRepository.eraseEndUsers',
+      'ToolTurnsService.eraseEndUsers',
+    ]) {
+      const at = order.indexOf(before);
+      expect({ before, runsBefore: at >= 0 && at < keys }).toEqual({ before, runsBefore: true });
+    }
+  });
+
   it("docs/data-plane.md names every claimed table in its list of where an end user's data lives", () => {
     const section = dataPlaneDocsTable();
     expect(claimed.filter((claim) => !section.includes(`\`${claim.table}\``))).toEqual([]);

@@ -58,7 +58,8 @@ export interface StoredAnswer {
  * flight halved the batches and measured 0.77 of the unkeyed rate against 0.92 to 0.94). A claim
  * or an answer waits on a row lock only for a key that a deletion of its end user's data is
  * deleting or marking (forgetEndUserAnswersStep, until that statement commits: milliseconds), or
- * that an erasure is (until its transaction commits); the whole batch waits with it.
+ * that an erasure or its personality's deletion is (until its transaction commits); the whole
+ * batch waits with it.
  */
 const BATCHING = { maxBatch: 100, concurrency: 1 };
 

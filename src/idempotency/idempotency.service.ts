@@ -257,7 +257,9 @@ export class IdempotencyService {
    * stored answers about them (contract §25), so that a replay runs afresh instead of answering
    * their data from the store. `userIds` are the organization's `user_id`s.
    */
-  @ErasesEndUsers({ order: ErasureOrder.DATA, tables: ['idempotency_keys'] })
+  // After the other data (DATA + 1): every deletion locks the keys last (a memory's, a fact's, a
+  // personality's), and an erasure locking them before the memories deadlocked with those.
+  @ErasesEndUsers({ order: ErasureOrder.DATA + 1, tables: ['idempotency_keys'] })
   async forgetEndUsers(
     manager: EntityManager,
     endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,

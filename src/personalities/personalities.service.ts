@@ -367,8 +367,9 @@ export class PersonalitiesService implements OnApplicationBootstrap {
       // Its conversations go by cascade: so do the stored answers of the replies it spoke.
       await this.idempotency.forgetPersonality(manager, organizationId, id);
     });
-    await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
+    // The instances' caches first: this pass may wait on key locks (an erasure's).
     await this.forget(organizationId, id);
+    await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
   }
 
   /** The organization's personality as a reply needs it, from this instance's cache if there. */

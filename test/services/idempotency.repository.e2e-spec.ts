@@ -5,7 +5,10 @@ import { sql } from '../../src/database/sql';
 import { IdempotencyModule } from '../../src/idempotency/idempotency.module';
 import { IdempotencyRepository } from '../../src/idempotency/idempotency.repository';
 import { IdempotencyService } from '../../src/idempotency/idempotency.service';
-import { forgetEndUserAnswersStep } from '../../src/idempotency/end-user-answers.step';
+import {
+  forgetEndUserAnswersStep,
+  forgetPersonalityAnswersStep,
+} from '../../src/idempotency/end-user-answers.step';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { HeldTransaction } from '../support/locks';
@@ -235,11 +238,60 @@ describe('IdempotencyRepository (database)', () => {
       expect(await stored(key)).toEqual([]);
     });
 
+    it('reads its keys by their personality, never the whole table, with statistics and without', async () => {
+      const busy = await new Factory(database).organization();
+      const personalityId = randomUUID();
+      // A busy organization: 20,000 keys of 200 personalities, 100 of them this one's.
+      await database.count(
+        sql`INSERT INTO idempotency_keys (scope_type, scope_id, key, request_hash, personality_id,
+                                          response_status, created_at, completed_at)
+            SELECT 'organization', ${busy}::uuid, 'busy-' || n, ${hash},
+                   CASE WHEN n % 200 = 0 THEN ${personalityId}::uuid
+                        ELSE md5((n % 200)::text)::uuid END,
+                   200, now(), now()
+              FROM generate_series(1, 20000) n`,
+      );
+      type PlanNode = {
+        'Node Type': string;
+        'Relation Name'?: string;
+        'Index Name'?: string;
+        Plans?: PlanNode[];
+      };
+      const readsOf = (node: PlanNode): string[] => [
+        ...(node['Relation Name'] === 'idempotency_keys' && node['Node Type'].endsWith('Scan')
+          ? [node['Index Name'] ?? node['Node Type']]
+          : []),
+        ...(node.Plans ?? []).flatMap(readsOf),
+      ];
+      const reads = async () => {
+        const [row] = await database.rows<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(
+          sql`EXPLAIN (FORMAT JSON)
+              WITH ${forgetPersonalityAnswersStep('forgotten', busy, personalityId)} SELECT 1`,
+        );
+        return readsOf(row['QUERY PLAN'][0].Plan);
+      };
+      // As after a bulk import (no statistics: autovacuum is off here), then as production has them.
+      for (const analyzed of [false, true]) {
+        if (analyzed) await database.count(sql`ANALYZE idempotency_keys`);
+        const found = await reads();
+        expect({ analyzed, first: found[0] }).toEqual({
+          analyzed,
+          first: 'idempotency_keys_personality_idx',
+        });
+        expect({ analyzed, found }).toEqual({
+          analyzed,
+          found: found.map(() => expect.stringMatching(/_idx$|_pkey$/)),
+        });
+      }
+    });
+
     it('takes a request body whose personality_id is no UUID as naming none', async () => {
       const key = `not-a-uuid-${randomUUID()}`;
       // The hint is read before validation: a claim batched with it must not fail on the cast.
       const personalityId = randomUUID();
-      const [claim] = await Promise.all([
+      // The first claim goes alone; the two after it share one INSERT.
+      const [, claim] = await Promise.all([
+        begin(`${key}-a`, personalityId),
         begin(key, 'not-a-uuid'),
         begin(`${key}-v`, personalityId),
       ]);
@@ -251,6 +303,7 @@ describe('IdempotencyRepository (database)', () => {
         ),
       ).toEqual([
         { key, personality_id: null },
+        { key: `${key}-a`, personality_id: personalityId },
         { key: `${key}-v`, personality_id: personalityId },
       ]);
     });

@@ -8,7 +8,9 @@ import type { ApiKeyCaller } from '../../src/common/auth/caller';
 import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../../src/personalities/personalities.module';
 import { PersonalitiesService } from '../../src/personalities/personalities.service';
+import { IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { expectAppError } from '../support/assertions';
+import { HeldTransaction } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
 
 const shipped = JSON.parse(
@@ -190,5 +192,51 @@ describe('PersonalitiesService (real database)', () => {
       },
     ]);
     await expectAppError(service.remove(caller, clone.id), 'not_found');
+  });
+
+  it('forgets the answers of its keyed replies, those claimed while its deletion ran too', async () => {
+    const organizationId = await newOrganization();
+    const clone = await service.cloneFromCatalog(organizationId, 'atlas-stoic');
+    const idempotency = moduleRef.get(IdempotencyService);
+    const claim = async (key: string) => {
+      const begun = await idempotency.begin(
+        { scopeType: 'organization', scopeId: organizationId, key },
+        randomUUID(),
+        Buffer.alloc(32, 3),
+        [],
+        { carriesData: true, hint: 'eve@example.com', personalityHint: clone.id },
+      );
+      if (begun.kind !== 'claimed') throw new Error(`not claimed: ${begun.kind}`);
+      return begun.claim;
+    };
+    const stored = (key: string) =>
+      dataSource.query(
+        `SELECT response_status FROM idempotency_keys WHERE scope_id = $1 AND key = $2`,
+        [organizationId, key],
+      );
+    const before = await claim('before');
+    // The deletion's step waits on the first key's row; a reply claimed meanwhile is not in
+    // what its statement saw.
+    const held = await HeldTransaction.begin();
+    let meanwhile;
+    try {
+      await held.run(
+        `SELECT 1 FROM idempotency_keys WHERE scope_id = $1 AND key = 'before' FOR UPDATE`,
+        [organizationId],
+      );
+      const removing = service.remove(apiKeyCaller(organizationId), clone.id);
+      await held.untilWaitedOn();
+      meanwhile = await claim('meanwhile');
+      await held.commit();
+      await removing;
+    } finally {
+      await held.end();
+    }
+    await idempotency.settleAnswer(before, 200, { reply: { text: 'before' } });
+    await idempotency.settleAnswer(meanwhile, 200, { reply: { text: 'meanwhile' } });
+    // Neither is kept for a replay: the first was marked by the deletion's own statement, the
+    // second by the pass after its commit (without it, its answer was kept for 24 hours).
+    expect(await stored('before')).toEqual([]);
+    expect(await stored('meanwhile')).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexOnline } from '../online-index';
 
 const INDEX = 'idempotency_keys_personality_idx';
 
@@ -20,36 +21,32 @@ export class KeysNameTheirPersonality1795922500000 implements MigrationInterface
 
   public async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`SET lock_timeout = '10s'`);
-    // Checked first: ADD COLUMN IF NOT EXISTS locks the table even when there is nothing to add.
-    const [{ added }] = (await queryRunner.query(
-      `SELECT count(*) = 1 AS added FROM pg_attribute
-        WHERE attrelid = 'public.idempotency_keys'::regclass AND NOT attisdropped
-          AND attname = 'personality_id'`,
-    )) as Array<{ added: boolean }>;
-    if (!added) {
-      await queryRunner.query(
-        `ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS "personality_id" uuid`,
-      );
+    try {
+      // Checked first: ADD COLUMN IF NOT EXISTS locks the table even when there is nothing to add.
+      const [{ added }] = (await queryRunner.query(
+        `SELECT count(*) = 1 AS added FROM pg_attribute
+          WHERE attrelid = 'public.idempotency_keys'::regclass AND NOT attisdropped
+            AND attname = 'personality_id'`,
+      )) as Array<{ added: boolean }>;
+      if (!added) {
+        await queryRunner.query(
+          `ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS "personality_id" uuid`,
+        );
+      }
+    } finally {
+      await queryRunner.query(`RESET lock_timeout`);
     }
-    // Concurrent builds and drops wait for every older transaction and block no one.
-    await queryRunner.query(`SET lock_timeout = 0`);
-    const [{ valid }] = (await queryRunner.query(
-      `SELECT coalesce((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)), false)
-                AS valid`,
-      [`public.${INDEX}`],
-    )) as Array<{ valid: boolean }>;
-    if (!valid) {
-      await queryRunner.query(`DROP INDEX CONCURRENTLY IF EXISTS "public"."${INDEX}"`);
-      await queryRunner.query(
-        `CREATE INDEX CONCURRENTLY "${INDEX}" ON "idempotency_keys" ("scope_id", "personality_id")
-          WHERE personality_id IS NOT NULL`,
-      );
-    }
-    await queryRunner.query(`RESET lock_timeout`);
+    await createIndexOnline(
+      queryRunner,
+      INDEX,
+      `ON "idempotency_keys" ("scope_id", "personality_id") WHERE personality_id IS NOT NULL`,
+    );
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`DROP INDEX "public"."${INDEX}"`);
-    await queryRunner.query(`ALTER TABLE "idempotency_keys" DROP COLUMN "personality_id"`);
+    await queryRunner.query(`DROP INDEX IF EXISTS "public"."${INDEX}"`);
+    await queryRunner.query(
+      `ALTER TABLE "idempotency_keys" DROP COLUMN IF EXISTS "personality_id"`,
+    );
   }
 }
