@@ -141,8 +141,12 @@ export class MemoriesRepository {
   async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
     const row = await this.database.row(
       DELETED.query`WITH doomed AS (
+            -- The end user's row first, before any row this deletes: an erasure claims it
+            -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
+            -- one waiting for the other, and never hold rows each other wait for (a deadlock).
             SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
-             WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}),
+             WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
+               FOR KEY SHARE OF e),
           learned AS (
             DELETE FROM end_user_facts
              WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'

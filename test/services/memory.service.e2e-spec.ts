@@ -848,6 +848,44 @@ describe('Memory module (real database)', () => {
       expect(new Set(results.map((result) => result.fact.id)).size).toBe(1);
     });
 
+    it('waits for its end user’s erasure rather than deadlocking with it', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['kit']);
+      const endUserId = endUserIds.kit;
+      const [memory] = await new Factory(database).memories(
+        organizationId,
+        endUserId,
+        personalityIds[0],
+        ['I keep bees', 'Lovely'],
+      );
+      await database.count(
+        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
+                                        source, memory_id, created_at, updated_at)
+            VALUES (${organizationId}, ${endUserId}, 'Keeps bees', 'keeps bees', 'engine',
+                    ${memory.id}, now(), now())`,
+      );
+      // The erasure as ErasureWorker runs it: the end user's row claimed, then facts, then
+      // the memories' postings and the memories themselves.
+      const erasing = await HeldTransaction.begin();
+      let deleted: Promise<boolean> | undefined;
+      try {
+        await erasing.run('SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE', [endUserId]);
+        await erasing.run('DELETE FROM end_user_facts WHERE end_user_id = $1', [endUserId]);
+        deleted = moduleRef
+          .get(MemoriesRepository)
+          .deleteForEndUser(organizationId, 'kit', memory.id);
+        await erasing.untilWaitedOn();
+        // Before, the deletion held the memory (and its postings) while it waited for the
+        // facts: this statement waited for it in turn, and PostgreSQL aborted one of the two.
+        await erasing.run('DELETE FROM memory_terms WHERE end_user_id = $1', [endUserId]);
+        await erasing.run('DELETE FROM memories WHERE end_user_id = $1', [endUserId]);
+        await erasing.commit();
+      } finally {
+        await erasing.end();
+      }
+      // The erasure took the memory first: nothing left to delete.
+      expect(await deleted).toBe(false);
+    });
+
     describe('deleted while a keyed request about the end user runs', () => {
       const hash = Buffer.alloc(32, 5);
       const keyed = (organizationId: string, userId: string) => {
