@@ -101,6 +101,7 @@ describe('Erasure coverage: every table holding an end user is claimed by a part
       'FactsRepository.eraseEndUsers',
       'MemoriesRepository.eraseEndUsers',
       'ToolTurnsService.eraseEndUsers',
+      'AuditService.redactErasedEndUsers',
     ]) {
       const at = order.indexOf(before);
       expect({ before, runsBefore: at >= 0 && at < keys }).toEqual({ before, runsBefore: true });

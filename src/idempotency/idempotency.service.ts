@@ -257,9 +257,11 @@ export class IdempotencyService {
    * stored answers about them (contract §25), so that a replay runs afresh instead of answering
    * their data from the store. `userIds` are the organization's `user_id`s.
    */
-  // After the other data (DATA + 1): every deletion locks the keys last (a memory's, a fact's, a
-  // personality's), and an erasure locking them before the memories deadlocked with those.
-  @ErasesEndUsers({ order: ErasureOrder.DATA + 1, tables: ['idempotency_keys'] })
+  // Last before the end_users row: every deletion locks the keys last (a memory's, a fact's, a
+  // personality's), and an erasure locking them before the memories deadlocked with those; and
+  // the keys stay locked only for the end of the erasure's transaction, not while it deletes
+  // the memories (claims and answers of those keys, and their batches, wait on them).
+  @ErasesEndUsers({ order: ErasureOrder.END_USERS - 1, tables: ['idempotency_keys'] })
   async forgetEndUsers(
     manager: EntityManager,
     endUsers: ReadonlyArray<{ organizationId: string; userId: string }>,
