@@ -171,12 +171,18 @@ export class MemoriesRepository {
   async deletePastRetention(now: Date, batchSize: number): Promise<PurgedBatch> {
     const row = await this.database.row(
       PURGED.query`WITH due AS (
+            -- An end user an erasure holds is skipped (their row, FOR KEY SHARE SKIP LOCKED):
+            -- the erasure deletes their facts before their memories, and a memory deleted here
+            -- first would wait for those facts (its ON DELETE SET NULL) while the erasure waited
+            -- for it, a deadlock.
             SELECT m.id, length(m.search) + 1 AS work FROM organizations o
               JOIN memories m ON m.organization_id = o.id
                              AND m.created_at < ${now}::timestamptz - make_interval(days => o.memory_retention_days)
+              JOIN end_users e ON e.id = m.end_user_id
              WHERE o.memory_retention_days IS NOT NULL
              LIMIT ${batchSize}
-               FOR UPDATE OF m SKIP LOCKED),
+               FOR UPDATE OF m SKIP LOCKED
+               FOR KEY SHARE OF e SKIP LOCKED),
           doomed AS (
             SELECT d.id FROM (SELECT id, work, sum(work) OVER (ORDER BY id) AS running FROM due) d
              WHERE d.running - d.work < ${PURGE_WORDS_PER_BATCH}),

@@ -874,16 +874,64 @@ describe('Memory module (real database)', () => {
           .get(MemoriesRepository)
           .deleteForEndUser(organizationId, 'kit', memory.id);
         await erasing.untilWaitedOn();
+        // It waits at the end user's row, holding nothing the erasure needs.
+        expect(
+          await database.rows<{ relation: string }>(
+            sql`SELECT relation::regclass::text AS relation FROM pg_locks
+                 WHERE locktype = 'tuple'
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          ),
+        ).toEqual([{ relation: 'end_users' }]);
         // Before, the deletion held the memory (and its postings) while it waited for the
         // facts: this statement waited for it in turn, and PostgreSQL aborted one of the two.
         await erasing.run('DELETE FROM memory_terms WHERE end_user_id = $1', [endUserId]);
         await erasing.run('DELETE FROM memories WHERE end_user_id = $1', [endUserId]);
+        await erasing.run('DELETE FROM end_users WHERE id = $1', [endUserId]);
         await erasing.commit();
       } finally {
         await erasing.end();
       }
-      // The erasure took the memory first: nothing left to delete.
+      // The erasure took the end user: nothing left to delete (a 404 over HTTP).
       expect(await deleted).toBe(false);
+    });
+
+    it('are purged by retention around an end user being erased, without deadlocking with it', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['lea', 'max']);
+      await database.count(
+        sql`UPDATE organizations SET memory_retention_days = 1 WHERE id = ${organizationId}`,
+      );
+      const memoriesOf = (endUserId: string) =>
+        new Factory(database).memories(organizationId, endUserId, personalityIds[0], [
+          'I keep bees',
+          'Lovely',
+        ]);
+      const [memory] = await memoriesOf(endUserIds.lea);
+      await memoriesOf(endUserIds.max);
+      await database.count(
+        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
+                                        source, memory_id, created_at, updated_at)
+            VALUES (${organizationId}, ${endUserIds.lea}, 'Keeps bees', 'keeps bees', 'engine',
+                    ${memory.id}, now(), now())`,
+      );
+      const left = async (endUserId: string) =>
+        (await database.rows(sql`SELECT 1 FROM memories WHERE end_user_id = ${endUserId}`)).length;
+      const erasing = await HeldTransaction.begin();
+      try {
+        await erasing.run('SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE', [endUserIds.lea]);
+        await erasing.run('DELETE FROM end_user_facts WHERE end_user_id = $1', [endUserIds.lea]);
+        // Their memories past retention are left to the erasure; another end user's go.
+        // Before, the purge deleted them and waited for their facts (ON DELETE SET NULL) while
+        // the erasure, deleting the memories next, waited for the purge: a deadlock.
+        await moduleRef.get(MemoriesRepository).deletePastRetention(new Date('2040-01-01'), 100);
+        expect(await left(endUserIds.max)).toBe(0);
+        expect(await left(endUserIds.lea)).toBe(2);
+        await erasing.run('DELETE FROM memory_terms WHERE end_user_id = $1', [endUserIds.lea]);
+        await erasing.run('DELETE FROM memories WHERE end_user_id = $1', [endUserIds.lea]);
+        await erasing.commit();
+      } finally {
+        await erasing.end();
+      }
+      expect(await left(endUserIds.lea)).toBe(0);
     });
 
     describe('deleted while a keyed request about the end user runs', () => {
