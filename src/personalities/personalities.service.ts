@@ -11,6 +11,7 @@ import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
+import { isDeadlock } from '../common/errors/deadlock';
 import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
@@ -72,6 +73,8 @@ const DOCUMENT_FIELD: Record<string, string> = { slug: 'source_slug', version: '
  * on the memories' foreign key, which answers 404.
  */
 const REPLY_CACHE_MS = 5_000;
+/** Runs of a deletion that PostgreSQL rolled back to end a deadlock, the last one included. */
+const DELETE_ATTEMPTS = 3;
 
 @Injectable()
 export class PersonalitiesService implements OnApplicationBootstrap {
@@ -350,6 +353,25 @@ export class PersonalitiesService implements OnApplicationBootstrap {
    */
   async remove(caller: CallerContext, id: string): Promise<void> {
     const { organizationId } = caller;
+    // Its cascade takes the memories, then their facts (ON DELETE SET NULL); an erasure of one
+    // of its end users takes facts, then memories. When the two meet, PostgreSQL rolls one back:
+    // if this one, it runs again (docs/memory.md).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.deleteWithAnswers(caller, id);
+        break;
+      } catch (error) {
+        if (!isDeadlock(error) || attempt === DELETE_ATTEMPTS) throw error;
+        this.logger.warn({ attempt }, "a personality's deletion met a deadlock; running it again");
+      }
+    }
+    // The instances' caches first: this pass may wait on key locks (an erasure's).
+    await this.forget(organizationId, id);
+    await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
+  }
+
+  private async deleteWithAnswers(caller: CallerContext, id: string): Promise<void> {
+    const { organizationId } = caller;
     await this.database.transaction(async (manager) => {
       const deleted = await this.repository.deleteInOrganization(manager, organizationId, id);
       if (!deleted) throw AppError.notFound('Personality');
@@ -367,9 +389,6 @@ export class PersonalitiesService implements OnApplicationBootstrap {
       // Its conversations go by cascade: so do the stored answers of the replies it spoke.
       await this.idempotency.forgetPersonality(manager, organizationId, id);
     });
-    // The instances' caches first: this pass may wait on key locks (an erasure's).
-    await this.forget(organizationId, id);
-    await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
   }
 
   /** The organization's personality as a reply needs it, from this instance's cache if there. */

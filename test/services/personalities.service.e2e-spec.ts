@@ -5,11 +5,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
 import type { ApiKeyCaller } from '../../src/common/auth/caller';
+import { Database } from '../../src/database/database';
 import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../../src/personalities/personalities.module';
 import { PersonalitiesService } from '../../src/personalities/personalities.service';
 import { IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { expectAppError } from '../support/assertions';
+import { Factory } from '../support/factory';
 import { HeldTransaction } from '../support/locks';
 import { moduleAlone } from '../support/module-alone';
 
@@ -238,5 +240,41 @@ describe('PersonalitiesService (real database)', () => {
     // second by the pass after its commit (without it, its answer was kept for 24 hours).
     expect(await stored('before')).toEqual([]);
     expect(await stored('meanwhile')).toEqual([]);
+  });
+
+  it('runs again when it deadlocks with the erasure of one of its end users', async () => {
+    const organizationId = await newOrganization();
+    const clone = await service.cloneFromCatalog(organizationId, 'atlas-stoic');
+    const factory = new Factory(moduleRef.get(Database));
+    const endUserId = await factory.endUser(organizationId, 'nia');
+    const [memory] = await factory.memories(organizationId, endUserId, clone.id, [
+      'I keep bees',
+      'Lovely',
+    ]);
+    await dataSource.query(
+      `INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key, source,
+                                   memory_id, created_at, updated_at)
+       VALUES ($1, $2, 'Keeps bees', 'keeps bees', 'engine', $3, now(), now())`,
+      [organizationId, endUserId, memory.id],
+    );
+    // The erasure as ErasureWorker runs it: the end user's row, their facts, then their memories.
+    const erasing = await HeldTransaction.begin();
+    try {
+      await erasing.run('SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE', [endUserId]);
+      await erasing.run('DELETE FROM end_user_facts WHERE end_user_id = $1', [endUserId]);
+      // The deletion's cascade takes the memory, then waits for its fact.
+      const removing = service.remove(apiKeyCaller(organizationId), clone.id);
+      await erasing.untilWaitedOn();
+      // The erasure now waits for what the deletion holds: PostgreSQL rolls the deletion back,
+      // it having waited first. Before, that was its 500; now it runs again, after the erasure.
+      await erasing.run('DELETE FROM memory_terms WHERE end_user_id = $1', [endUserId]);
+      await erasing.run('DELETE FROM memories WHERE end_user_id = $1', [endUserId]);
+      await erasing.run('DELETE FROM end_users WHERE id = $1', [endUserId]);
+      await erasing.commit();
+      await removing;
+    } finally {
+      await erasing.end();
+    }
+    await expectAppError(service.get(organizationId, clone.id), 'not_found');
   });
 });
