@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { isUUID } from 'class-validator';
 import { PinoLogger } from 'nestjs-pino';
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -79,9 +79,11 @@ export function isStoredOutcome(status: number, code?: string): boolean {
  * (`recordInTransaction`), closing the gap between its commit and the key's.
  */
 @Injectable()
-export class IdempotencyService {
+export class IdempotencyService implements OnApplicationShutdown {
   /** The claim of the request being handled, for recordInTransaction. */
   private readonly current = new AsyncLocalStorage<IdempotencyClaim>();
+  /** Claims whose lease this instance renews, until they settle or it shuts down. */
+  private readonly renewed = new Set<IdempotencyClaim>();
 
   constructor(
     private readonly keys: IdempotencyRepository,
@@ -356,11 +358,22 @@ export class IdempotencyService {
     return JSON.stringify(withoutSecrets(body, claim.secretFields));
   }
 
+  /**
+   * The requests have drained, and the database's pools are ending: a claim still unsettled
+   * here (its request died with the instance) lapses with its lease, as a crashed instance's
+   * does, instead of failing to renew every few seconds.
+   */
+  onApplicationShutdown(): void {
+    for (const claim of this.renewed) clearInterval(claim.heartbeat);
+    this.renewed.clear();
+  }
+
   private keepAlive(claim: IdempotencyClaim): void {
+    this.renewed.add(claim);
     claim.heartbeat = setInterval(() => {
       this.keys.renew(claim, IDEMPOTENCY_LEASE_MS, this.clock.now()).then(
         (held) => {
-          if (!held) clearInterval(claim.heartbeat);
+          if (!held) this.stopRenewing(claim);
         },
         (error: unknown) => this.logger.warn({ err: error }, 'could not renew an idempotency key'),
       );
@@ -370,6 +383,11 @@ export class IdempotencyService {
 
   private stop(claim: IdempotencyClaim): void {
     claim.settled = true;
+    this.stopRenewing(claim);
+  }
+
+  private stopRenewing(claim: IdempotencyClaim): void {
     clearInterval(claim.heartbeat);
+    this.renewed.delete(claim);
   }
 }
