@@ -6,7 +6,7 @@ import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/Postgres
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
 import { sessionOptions } from './data-source-options';
-import { hasSqlState } from './sql-state';
+import { hasSqlState, isDeadlock } from './sql-state';
 import { statementName } from './statement-name';
 
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
@@ -164,12 +164,28 @@ export class Database implements OnApplicationShutdown {
    * Runs `work` in one transaction: committed when it resolves, rolled back when it throws.
    * `statementTimeoutMs` replaces DATABASE_STATEMENT_TIMEOUT_MS for its statements (0: none), for
    * background work that is no request's (erasure of an end user holding much).
+   * `deadlockAttempts` runs it that many times at most when PostgreSQL rolls it back to end a
+   * deadlock (40P01), for work that can meet another's locks in the other order.
    */
-  transaction<T>(
+  async transaction<T>(
     work: (manager: EntityManager) => Promise<T>,
-    options: { statementTimeoutMs?: number } = {},
+    options: { statementTimeoutMs?: number; deadlockAttempts?: number } = {},
   ): Promise<T> {
-    const { statementTimeoutMs } = options;
+    const attempts = options.deadlockAttempts ?? 1;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.transactionOnce(work, options.statementTimeoutMs);
+      } catch (error) {
+        // Rolled back whole by PostgreSQL to end a cycle of waits: safe to run again.
+        if (!isDeadlock(error) || attempt >= attempts) throw error;
+      }
+    }
+  }
+
+  private transactionOnce<T>(
+    work: (manager: EntityManager) => Promise<T>,
+    statementTimeoutMs: number | undefined,
+  ): Promise<T> {
     if (statementTimeoutMs === undefined) return this.dataSource.transaction(work);
     return this.dataSource.transaction(async (manager) => {
       await manager.query(`SET LOCAL statement_timeout = ${timeoutLiteral(statementTimeoutMs)}`);

@@ -15,3 +15,11 @@ export function hasSqlState(error: unknown): boolean {
 export function isUniqueViolation(error: unknown): boolean {
   return codeOf(error) === '23505';
 }
+
+/**
+ * PostgreSQL rolled the transaction back whole to end a cycle of waits (40P01): running it
+ * again is safe.
+ */
+export function isDeadlock(error: unknown): boolean {
+  return codeOf(error) === '40P01';
+}

@@ -11,7 +11,6 @@ import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
-import { isDeadlock } from '../common/errors/deadlock';
 import { MAX_LISTED_PROBLEMS } from '../common/validation/json-schema-problems';
 import { Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
@@ -356,39 +355,29 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     // Its cascade takes the memories, then their facts (ON DELETE SET NULL); an erasure of one
     // of its end users takes facts, then memories. When the two meet, PostgreSQL rolls one back:
     // if this one, it runs again (docs/memory.md).
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.deleteWithAnswers(caller, id);
-        break;
-      } catch (error) {
-        if (!isDeadlock(error) || attempt === DELETE_ATTEMPTS) throw error;
-        this.logger.warn({ attempt }, "a personality's deletion met a deadlock; running it again");
-      }
-    }
+    await this.database.transaction(
+      async (manager) => {
+        const deleted = await this.repository.deleteInOrganization(manager, organizationId, id);
+        if (!deleted) throw AppError.notFound('Personality');
+        await this.audit.record(manager, caller, {
+          organizationId,
+          action: 'personality.deleted',
+          target: { type: 'personality', id },
+          details: { name: deleted.name, source_slug: deleted.sourceSlug },
+        });
+        await this.webhookEvents.emit(manager, organizationId, 'personality.deleted', {
+          id,
+          name: deleted.name,
+          source_slug: deleted.sourceSlug,
+        });
+        // Its conversations go by cascade: so do the stored answers of the replies it spoke.
+        await this.idempotency.forgetPersonality(manager, organizationId, id);
+      },
+      { deadlockAttempts: DELETE_ATTEMPTS },
+    );
     // The instances' caches first: this pass may wait on key locks (an erasure's).
     await this.forget(organizationId, id);
     await this.idempotency.forgetPersonalityAfterDeletion(organizationId, id);
-  }
-
-  private async deleteWithAnswers(caller: CallerContext, id: string): Promise<void> {
-    const { organizationId } = caller;
-    await this.database.transaction(async (manager) => {
-      const deleted = await this.repository.deleteInOrganization(manager, organizationId, id);
-      if (!deleted) throw AppError.notFound('Personality');
-      await this.audit.record(manager, caller, {
-        organizationId,
-        action: 'personality.deleted',
-        target: { type: 'personality', id },
-        details: { name: deleted.name, source_slug: deleted.sourceSlug },
-      });
-      await this.webhookEvents.emit(manager, organizationId, 'personality.deleted', {
-        id,
-        name: deleted.name,
-        source_slug: deleted.sourceSlug,
-      });
-      // Its conversations go by cascade: so do the stored answers of the replies it spoke.
-      await this.idempotency.forgetPersonality(manager, organizationId, id);
-    });
   }
 
   /** The organization's personality as a reply needs it, from this instance's cache if there. */
