@@ -83,6 +83,43 @@ describe('IdempotencyRepository (database)', () => {
     for (const c of held)
       expect(await stored(c.key)).toEqual([{ response_status: 201, locked_by: null }]);
   });
+
+  it('stores the answers of keys no other transaction holds while one is held, then that one', async () => {
+    const [heldKey, ...free] = Array.from({ length: 4 }, () => claimOf(`held-${randomUUID()}`));
+    for (const c of [heldKey, ...free])
+      expect(await keys.insert(c, hash, NOTHING, leaseMs, new Date())).toBe(true);
+    // As a deletion's or an erasure's transaction holds a key it marks or deletes.
+    const holder = await HeldTransaction.begin();
+    try {
+      await holder.run(
+        `SELECT 1 FROM idempotency_keys WHERE scope_id = $1 AND key = $2 FOR UPDATE`,
+        [organizationId, heldKey.key],
+      );
+      let heldAnswered = false;
+      const heldAnswer = keys
+        .complete(heldKey, { status: 201, body: '{}', subject: null }, new Date())
+        .finally(() => (heldAnswered = true));
+      const freeAnswers = Promise.all(
+        free.map((c) => keys.complete(c, { status: 201, body: '{}', subject: null }, new Date())),
+      );
+      // Before, the held key's batch waited for the holder, and every answer after it too.
+      let timer: NodeJS.Timeout | undefined;
+      const notBefore = new Promise((resolve) => (timer = setTimeout(resolve, 5_000, 'waiting')));
+      await expect(
+        Promise.race([freeAnswers, notBefore]).finally(() => clearTimeout(timer)),
+      ).resolves.toEqual([true, true, true]);
+      for (const c of free)
+        expect(await stored(c.key)).toEqual([{ response_status: 201, locked_by: null }]);
+      await holder.untilWaitedOn();
+      expect(heldAnswered).toBe(false);
+      await holder.commit();
+      await expect(heldAnswer).resolves.toBe(true);
+      expect(await stored(heldKey.key)).toEqual([{ response_status: 201, locked_by: null }]);
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('keeps no answer about an end user erased while their request ran', async () => {
     const service = moduleRef.get(IdempotencyService);
     const key = `erased-${randomUUID()}`;
