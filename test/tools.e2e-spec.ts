@@ -556,6 +556,37 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       ]);
     });
 
+    it("answers another organization while one organization's new schemas compile", async () => {
+      const other = await tenant(t);
+      // Under 16 KiB each, and slow to compile: ajv writes code for each condition.
+      const slowTool = (n: number) => ({
+        name: `slow_${n}`,
+        description: 'A tool whose schema takes ajv long to compile',
+        parameters: {
+          type: 'object',
+          title: `slow ${n} ${randomUUID()}`,
+          allOf: Array.from({ length: 180 }, (_, i) => ({
+            if: { properties: { a: { const: i } } },
+            then: { required: ['b'] },
+          })),
+        },
+      });
+      const started = Date.now();
+      const slow = respond({
+        user_id: uniqueUserId(),
+        message: 'hi',
+        tools: Array.from({ length: 16 }, (_, n) => slowTool(n)),
+      }).then((response) => ({ response, doneAfter: Date.now() - started }));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const quick = await t.http().get('/v1/personalities').set('Authorization', other.auth);
+      const quickDoneAfter = Date.now() - started;
+      const { response, doneAfter } = await slow;
+      expect(response.status).toBe(200);
+      expect(quick.status).toBe(200);
+      // Before, the schemas compiled on the event loop: the other's request waited for them all.
+      expect(quickDoneAfter).toBeLessThan(doneAfter / 3);
+    });
+
     it("erases an end user's paused turn and the tool calls of their replies", async () => {
       const userId = uniqueUserId('erased');
       const first = await respond({ user_id: userId, message: trigger });

@@ -287,7 +287,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
    * items' shape and schemas, and webhook tools' endpoints, which must be the organization's.
    */
   private async checkedTools(organizationId: string, tools: unknown[]): Promise<ToolDefinition[]> {
-    const problems = toolProblems(tools, 'personality');
+    const problems = await toolProblems(organizationId, tools, 'personality');
     if (problems.length > 0) throw AppError.validation(problems);
     const valid = tools as ToolDefinition[];
     const endpoints = valid.map((tool) => tool.endpoint_id?.toLowerCase());

@@ -139,7 +139,9 @@ export class RespondService implements OnApplicationBootstrap {
   ): Promise<Conversation> {
     const { organizationId } = caller;
     // A 400 of the request's own before anything is read (a resumed turn's were checked).
-    const requestTools = resumed ? [] : this.toolTurns.requestTools(dto.tools ?? []);
+    const requestTools = resumed
+      ? []
+      : await this.toolTurns.requestTools(organizationId, dto.tools ?? []);
     // The reads are scoped to the organization and independent, so they share the wait. An
     // end user met for the first time is created only once the personality is known to be the
     // organization's; one under deletion is refused by ensure() (409).

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
-import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
+import Ajv2020 from 'ajv/dist/2020';
 import type { FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
+import { toolSchemas } from './tool-schemas';
 
 /** Tools a personality may have (contract §26). */
 export const MAX_TOOLS = 32;
@@ -59,7 +59,7 @@ const REQUEST_TOOL_SCHEMA = {
   properties: COMMON_PROPERTIES,
 } as const;
 
-// One instance for the fixed shapes; the tools' own schemas get their own (see compileParameters).
+// One instance for the fixed shapes; the tools' own schemas are compiled apart (tool-schemas.ts).
 const shapes = new Ajv2020({ allErrors: true });
 const personalityTool = shapes.compile(PERSONALITY_TOOL_SCHEMA);
 const requestTool = shapes.compile(REQUEST_TOOL_SCHEMA);
@@ -228,180 +228,76 @@ function referencesProblem(root: Record<string, unknown>): string | undefined {
 
 /**
  * Why a schema may not be run on arguments: regular expressions, and references that recurse or
- * multiply the work.
+ * multiply the work. Checked here, before the worker compiles it, and again before a stored
+ * tool's schema is run (one stored by an earlier release may hold what is refused now).
  */
-function unsafeSchemaProblem(parameters: Record<string, unknown>): string | undefined {
+export function unsafeSchemaProblem(parameters: Record<string, unknown>): string | undefined {
   const regex = regexKeywordIn(parameters);
   if (regex) return `must not use regular expressions (pattern, patternProperties): ${regex}`;
   return referencesProblem(parameters);
 }
 
-/**
- * A schema CompiledSchemas refuses to compile, before ajv sees it: every compile passes the
- * check, a tool stored by an earlier release included, and a cached one is not checked again.
- */
-export class UnsafeSchemaError extends Error {}
-
-/** Compiled schemas kept by the process (compiling one takes milliseconds: ajv writes code). */
-const COMPILED_SCHEMAS_KEPT = 1_000;
-
-/**
- * And at most this much schema text behind them: a compiled schema's code grows with its text
- * (16 KiB each allowed), so the count alone would not bound the memory a tenant can pin.
- */
-const COMPILED_SCHEMA_TEXT_KEPT = 2 * 1024 * 1024;
-
-/** JSON with every object's keys sorted, so that two spellings of one schema are one text. */
-function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) =>
-    item !== null && typeof item === 'object' && !Array.isArray(item)
-      ? Object.fromEntries(
-          Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)),
-        )
-      : item,
-  );
-}
-
-/**
- * Compiled argument schemas by the hash of their canonical text, at most `capacity` of them and
- * `textCapacity` characters of their text, the least recently used out first. A schema that does
- * not compile throws, and is not kept.
- */
-export class CompiledSchemas {
-  private readonly compiled = new Map<string, { validate: ValidateFunction; size: number }>();
-  private textKept = 0;
-
-  constructor(
-    private readonly capacity: number,
-    private readonly textCapacity = Infinity,
-  ) {}
-
-  /**
-   * The draft's meta-schema, compiled once, checks each schema; each is then compiled by an ajv
-   * instance of its own without meta-schemas (2.2 ms a schema, node 20, this machine, against 15
-   * with them). Not one instance for all: ajv keeps every schema it compiled in its scope, which
-   * removeSchema does not empty, and a schema whose `$id` is the meta-schema's would have removed
-   * it for every tenant. Strict mode is off: unknown keywords are common and harmless.
-   */
-  private readonly metaSchema = new Ajv2020({ strict: false, allErrors: true });
-
-  compile(schema: object): ValidateFunction {
-    const text = canonicalJson(schema);
-    const key = createHash('sha256').update(text).digest('base64');
-    let entry = this.compiled.get(key);
-    if (entry) {
-      // Used again: to the back of the line (a Map keeps insertion order).
-      this.compiled.delete(key);
-    } else {
-      entry = {
-        validate: this.compileAlone(schema),
-        size: text.length,
-      };
-      this.textKept += entry.size;
-      while (
-        this.compiled.size > 0 &&
-        (this.compiled.size >= this.capacity || this.textKept > this.textCapacity)
-      ) {
-        const [oldest, { size }] = this.compiled.entries().next().value as [
-          string,
-          { size: number },
-        ];
-        this.compiled.delete(oldest);
-        this.textKept -= size;
-      }
-    }
-    this.compiled.set(key, entry);
-    return entry.validate;
-  }
-
-  /**
-   * Checked for what would hold the event loop, then against the meta-schema, then compiled on
-   * an instance nothing else shares.
-   */
-  private compileAlone(schema: object): ValidateFunction {
-    const unsafe = unsafeSchemaProblem(schema as Record<string, unknown>);
-    if (unsafe) throw new UnsafeSchemaError(unsafe);
-    let valid: boolean;
-    try {
-      valid = this.metaSchema.validateSchema(schema) as boolean;
-    } catch (error) {
-      // A `$schema` of another draft names a meta-schema this instance does not have.
-      throw new Error(`schema is invalid: ${(error as Error).message}`);
-    }
-    if (!valid) {
-      throw new Error(`schema is invalid: ${this.metaSchema.errorsText(this.metaSchema.errors)}`);
-    }
-    return new Ajv2020({
-      strict: false,
-      allErrors: true,
-      meta: false,
-      validateSchema: false,
-    }).compile(schema);
-  }
-}
-
-const compiledSchemas = new CompiledSchemas(COMPILED_SCHEMAS_KEPT, COMPILED_SCHEMA_TEXT_KEPT);
-
-/**
- * A business's schema compiled for validating arguments, from the process's cache when it was
- * compiled before: a reply with tools validates them and their arguments without compiling.
- */
-export function compileParameters(schema: object): ValidateFunction {
-  return compiledSchemas.compile(schema);
-}
-
 /** Why a tool's `parameters` is refused, or undefined when it is a usable object schema. */
-function parametersProblem(parameters: Record<string, unknown>): string | undefined {
+async function parametersProblem(
+  organizationId: string,
+  parameters: Record<string, unknown>,
+): Promise<string | undefined> {
   if (Buffer.byteLength(JSON.stringify(parameters)) > MAX_PARAMETERS_BYTES) {
     return `must be at most ${MAX_PARAMETERS_BYTES} bytes serialised`;
   }
   if (parameters.type !== 'object') return 'must be a JSON Schema of type "object"';
-  try {
-    compileParameters(parameters);
-    return undefined;
-  } catch (error) {
-    if (error instanceof UnsafeSchemaError) return error.message;
-    const reason = error instanceof Error ? error.message : 'it does not compile';
-    return `must be a valid JSON Schema (draft 2020-12): ${reason.slice(0, 200)}`;
-  }
+  const unsafe = unsafeSchemaProblem(parameters);
+  if (unsafe) return unsafe;
+  const problem = await toolSchemas.problemOf(organizationId, parameters);
+  return problem === undefined
+    ? undefined
+    : `must be a valid JSON Schema (draft 2020-12): ${problem.slice(0, 200)}`;
 }
 
 /**
  * The problems of a `tools` array, each named by its pointer under `field` (`tools/3/parameters`):
  * its items' shape, their schemas and duplicate names. Endpoints are the caller's to check.
  */
-export function toolProblems(
+export async function toolProblems(
+  organizationId: string,
   tools: unknown[],
   kind: 'personality' | 'request',
   field = 'tools',
-): FieldProblem[] {
+): Promise<FieldProblem[]> {
   const validate = kind === 'personality' ? personalityTool : requestTool;
-  const problems: FieldProblem[] = [];
+  // In the tools' order, each schema's problem in its place once the worker has answered.
+  const problems: Array<Promise<FieldProblem | undefined>> = [];
+  const found = (...known: FieldProblem[]) =>
+    problems.push(...known.map((problem) => Promise.resolve(problem)));
   const seen = new Set<string>();
   tools.forEach((tool, index) => {
     const at = `${field}/${index}`;
     if (!validate(tool)) {
-      problems.push(...schemaProblems(validate.errors ?? [], at));
+      found(...schemaProblems(validate.errors ?? [], at));
       return;
     }
     const { name, parameters, execution, endpoint_id, timeout_ms } = tool as ToolDefinition;
     if (execution === 'webhook' && endpoint_id === undefined) {
-      problems.push({ field: `${at}/endpoint_id`, problem: 'is required for a webhook tool' });
+      found({ field: `${at}/endpoint_id`, problem: 'is required for a webhook tool' });
     }
     if (execution === 'client') {
       if (endpoint_id !== undefined) {
-        problems.push({ field: `${at}/endpoint_id`, problem: 'is for webhook tools only' });
+        found({ field: `${at}/endpoint_id`, problem: 'is for webhook tools only' });
       }
       if (timeout_ms !== undefined) {
-        problems.push({ field: `${at}/timeout_ms`, problem: 'is for webhook tools only' });
+        found({ field: `${at}/timeout_ms`, problem: 'is for webhook tools only' });
       }
     }
-    if (seen.has(name)) problems.push({ field: `${at}/name`, problem: 'must be unique' });
+    if (seen.has(name)) found({ field: `${at}/name`, problem: 'must be unique' });
     seen.add(name);
-    const problem = parametersProblem(parameters);
-    if (problem) problems.push({ field: `${at}/parameters`, problem });
+    problems.push(
+      parametersProblem(organizationId, parameters).then((problem) =>
+        problem ? { field: `${at}/parameters`, problem } : undefined,
+      ),
+    );
   });
-  return problems.slice(0, MAX_LISTED_PROBLEMS);
+  const all = await Promise.all(problems);
+  return all.filter((problem) => problem !== undefined).slice(0, MAX_LISTED_PROBLEMS);
 }
 
 /** A personality's tools as stored: webhook tools get their default timeout. */

@@ -23,13 +23,12 @@ import {
   type TokenUsage,
 } from '../respond/engine/response-engine';
 import {
-  compileParameters,
   type RequestTool,
-  UnsafeSchemaError,
   type ToolDefinition,
   toolProblems,
+  unsafeSchemaProblem,
 } from './tool-definitions';
-import type { ValidateFunction } from 'ajv';
+import { toolSchemas } from './tool-schemas';
 import { saidSoFar, type ToolCallRecord, type ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, toolCallEventId, WebhookToolCaller } from './webhook-tool-caller';
@@ -121,8 +120,9 @@ export class ToolTurnsService {
   }
 
   /** A request's own tools (contract §26), or 400 naming each problem: checked before any read. */
-  requestTools(tools: readonly unknown[]): RequestTool[] {
-    const problems = toolProblems([...tools], 'request');
+  async requestTools(organizationId: string, tools: readonly unknown[]): Promise<RequestTool[]> {
+    if (tools.length === 0) return [];
+    const problems = await toolProblems(organizationId, [...tools], 'request');
     if (problems.length > 0) throw AppError.validation(problems);
     return tools as RequestTool[];
   }
@@ -197,7 +197,9 @@ export class ToolTurnsService {
       const eventIds = new EventIdsOfRound(state.turnId, state.rounds);
       for (const call of calls) {
         const tool = tools.get(call.name);
-        const problem = tool ? this.argumentsProblem(tool, call.arguments) : 'no such tool';
+        const problem = tool
+          ? await this.argumentsProblem(context.organizationId, tool, call.arguments)
+          : 'no such tool';
         if (problem || !tool) {
           outputs[call.id] = { error: problem };
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
@@ -381,20 +383,21 @@ export class ToolTurnsService {
   }
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
-  private argumentsProblem(tool: TurnTool, args: unknown): string | undefined {
-    let validate: ValidateFunction;
-    try {
-      validate = compileParameters(tool.parameters);
-    } catch (error) {
-      // A tool stored before its schema's kind was refused (a recursive $ref) is not run on
-      // arguments: its validation could hold the event loop for hours.
-      if (!(error instanceof UnsafeSchemaError)) throw error;
-      return `the tool's schema is no longer accepted (it ${error.message}): define it again`;
+  private async argumentsProblem(
+    organizationId: string,
+    tool: TurnTool,
+    args: unknown,
+  ): Promise<string | undefined> {
+    // A tool stored before its schema's kind was refused (a recursive $ref) is not run on
+    // arguments: its validation could run for hours.
+    const unsafe = unsafeSchemaProblem(tool.parameters);
+    if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
+    const check = await toolSchemas.validate(organizationId, tool.parameters, args);
+    if (check.valid) return undefined;
+    if ('schemaProblem' in check) {
+      return `the tool's schema is no longer accepted (it ${check.schemaProblem}): define it again`;
     }
-    if (validate(args)) return undefined;
-    const first = validate.errors?.[0];
-    const where = first?.instancePath || '/';
-    return `the arguments do not match the tool's schema: ${where} ${first?.message ?? 'is not valid'}`;
+    return `the arguments do not match the tool's schema: ${check.instancePath || '/'} ${check.message}`;
   }
 }
 

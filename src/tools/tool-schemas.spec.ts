@@ -1,0 +1,157 @@
+import { AppError } from '../common/errors/app-error';
+import { ToolSchemas } from './tool-schemas';
+
+const numbered = (n: number) => ({
+  type: 'object',
+  properties: { [`field_${n}`]: { type: 'integer' } },
+});
+
+/** A schema ajv takes long to compile: a thousand conditions, each written out as code. */
+const slowToCompile = {
+  type: 'object',
+  allOf: Array.from({ length: 1_000 }, (_, i) => ({
+    if: { properties: { a: { const: i } } },
+    then: { required: ['b'] },
+  })),
+};
+
+describe('ToolSchemas', () => {
+  const opened: ToolSchemas[] = [];
+  const schemasWith = (options: ConstructorParameters<typeof ToolSchemas>[0] = {}) => {
+    const schemas = new ToolSchemas(options);
+    opened.push(schemas);
+    return schemas;
+  };
+  afterEach(async () => {
+    await Promise.all(opened.map((schemas) => schemas.close()));
+    opened.length = 0;
+  });
+
+  it('compiles a schema once, however its keys are ordered, and validates with it', async () => {
+    const schemas = schemasWith();
+    const schema = { type: 'object', required: ['at'], properties: { at: { type: 'string' } } };
+    const reordered = { properties: { at: { type: 'string' } }, required: ['at'], type: 'object' };
+    expect(await schemas.problemOf('org', schema)).toBeUndefined();
+    expect(await schemas.validate('org', reordered, { at: 'noon' })).toEqual({ valid: true });
+    expect(await schemas.validate('org', schema, { at: 12 })).toEqual({
+      valid: false,
+      instancePath: '/at',
+      message: 'must be string',
+    });
+    expect(schemas.compiles).toBe(1);
+  });
+
+  it('keeps at most its capacity, the least recently used out first', async () => {
+    const schemas = schemasWith({ capacity: 3 });
+    for (const n of [0, 1, 2, 0, 3]) await schemas.problemOf('org', numbered(n));
+    expect(schemas.compiles).toBe(4);
+    // The fourth pushed out the least recently used: 1, not 0.
+    await schemas.problemOf('org', numbered(0));
+    expect(schemas.compiles).toBe(4);
+    await schemas.problemOf('org', numbered(1));
+    expect(schemas.compiles).toBe(5);
+  });
+
+  it('keeps at most its text capacity: large schemas push out the oldest', async () => {
+    // Each schema's text and the code ajv wrote for it count; two fit, three do not.
+    const schemas = schemasWith({ textCapacity: 2_500 });
+    for (const n of [0, 1, 2]) await schemas.problemOf('org', numbered(n));
+    await schemas.problemOf('org', numbered(2));
+    expect(schemas.compiles).toBe(3);
+    await schemas.problemOf('org', numbered(0));
+    expect(schemas.compiles).toBe(4);
+  });
+
+  it('compiles off the event loop: requests go on while a slow schema compiles', async () => {
+    const schemas = schemasWith();
+    let turns = 0;
+    let compiled = false;
+    const turning = new Promise<void>((resolve) => {
+      const turn = () => {
+        turns += 1;
+        if (compiled) resolve();
+        else setImmediate(turn);
+      };
+      setImmediate(turn);
+    });
+    // Before, ajv compiled on the event loop: not one turn until it was done.
+    const problem = await schemas.problemOf('org', slowToCompile);
+    compiled = true;
+    await turning;
+    expect(problem).toBeUndefined();
+    expect(turns).toBeGreaterThan(10);
+  });
+
+  it('validates through a definition used 700 times (compiled once, called at each use)', async () => {
+    const schemas = schemasWith();
+    const values = Array.from({ length: 100 }, (_, i) => `value_${i}`);
+    const schema = {
+      type: 'object',
+      $defs: { a: { enum: values } },
+      properties: { q: { allOf: Array.from({ length: 700 }, () => ({ $ref: '#/$defs/a' })) } },
+    };
+    expect(await schemas.problemOf('org', schema)).toBeUndefined();
+    expect(await schemas.validate('org', schema, { q: 'value_7' })).toEqual({ valid: true });
+    expect(await schemas.validate('org', schema, { q: 'other' })).toMatchObject({
+      valid: false,
+      instancePath: '/q',
+    });
+  });
+
+  it('ends a compile past its time, and compiles the next schema in a new worker', async () => {
+    const schemas = schemasWith({ timeoutMs: 50 });
+    expect(await schemas.problemOf('org', slowToCompile)).toBe('must compile within 50 ms');
+    expect(await schemas.problemOf('org', numbered(0))).toBeUndefined();
+    expect(await schemas.validate('org', numbered(0), { field_0: 'x' })).toMatchObject({
+      valid: false,
+    });
+  });
+
+  it("takes organizations in turn: another's schema waits for one of the first's at most", async () => {
+    const schemas = schemasWith();
+    const answered: string[] = [];
+    const checks = [1, 2, 3, 4, 5].map((n) =>
+      schemas.problemOf('busy', { ...slowToCompile, title: `busy ${n}` }).then(() => {
+        answered.push(`busy ${n}`);
+      }),
+    );
+    checks.push(schemas.problemOf('quiet', numbered(0)).then(() => void answered.push('quiet')));
+    await Promise.all(checks);
+    // At most the one running when it came went first; before, all five did.
+    expect(answered.indexOf('quiet')).toBeLessThanOrEqual(1);
+  });
+
+  it("refuses (429) an organization's schemas past the number it may have waiting", async () => {
+    const schemas = schemasWith({ waitingPerOrganization: 2 });
+    // Once the worker has started, the first runs at once; two wait.
+    await schemas.problemOf('org', numbered(1));
+    const taken = [1, 2, 3].map((n) =>
+      schemas.problemOf('org', { ...slowToCompile, title: `${n}` }),
+    );
+    await expect(schemas.problemOf('org', numbered(0))).rejects.toMatchObject({
+      code: 'rate_limited',
+    } satisfies Partial<AppError>);
+    expect(await schemas.problemOf('other', numbered(0))).toBeUndefined();
+    await Promise.all(taken);
+  });
+
+  it("writes nothing of a schema to the process's output (ajv's logger is off)", async () => {
+    const schemas = schemasWith();
+    const written: string[] = [];
+    const write = jest.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const forged = 'x"\n{"level":50,"msg":"forged"}\n';
+      const schema = { type: 'object', properties: { a: { type: 'string', format: forged } } };
+      expect(await schemas.problemOf('org', schema)).toBeUndefined();
+      expect(await schemas.validate('org', schema, { a: 'y' })).toEqual({ valid: true });
+      // The worker's output reaches this thread's stream asynchronously.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    } finally {
+      write.mockRestore();
+    }
+    expect(written.join('')).not.toContain('forged');
+  });
+});

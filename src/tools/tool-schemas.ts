@@ -1,0 +1,282 @@
+import { createHash } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
+import { AppError } from '../common/errors/app-error';
+
+/**
+ * How long one schema's compile (and one validation of arguments) may take in the worker. The
+ * slowest 16 KiB schemas found compile in about 0.2 s with the options below; ajv's defaults
+ * took 0.9 s for one of them (a `$ref` used 700 times, written out at each use).
+ */
+export const SCHEMA_COMPILE_TIMEOUT_MS = 2_000;
+
+/** Schemas one organization may have waiting to be checked in this process; past this, 429. */
+export const SCHEMAS_WAITING_PER_ORGANIZATION = 64;
+
+/** Compiled schemas the worker keeps, and the characters of schema text and code behind them. */
+const COMPILED_SCHEMAS_KEPT = 1_000;
+const COMPILED_TEXT_KEPT = 32 * 1024 * 1024;
+
+/** The worker's heap: past it the worker dies, its cache with it, and a new one starts. */
+const WORKER_HEAP_MB = 256;
+
+/**
+ * The worker's code, given as source (eval) so that it runs the same from src/ under ts-jest and
+ * from dist/ once built. The draft's meta-schema, compiled once, checks each schema; each is then
+ * compiled by an ajv instance of its own without meta-schemas: ajv keeps every schema it compiled
+ * in its scope, which removeSchema does not empty, and a schema whose `$id` is the meta-schema's
+ * would have replaced it for every tenant. Strict mode is off (unknown keywords are common and
+ * harmless), and so is ajv's logger: it printed a tenant's unknown `format` to stderr, raw.
+ * References are called, not written out at each use, and long enums and required lists are
+ * looped over, so that the code ajv writes grows with the schema's text, not with its uses.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Ajv2020 = require(workerData.ajv).default;
+const meta = new Ajv2020({ strict: false, allErrors: true, logger: false });
+const OPTIONS = {
+  strict: false, allErrors: true, meta: false, validateSchema: false, logger: false,
+  inlineRefs: false, loopEnum: 8, loopRequired: 8,
+};
+const compiled = new Map();
+let kept = 0;
+function compile(key, text) {
+  const found = compiled.get(key);
+  if (found) {
+    compiled.delete(key);
+    compiled.set(key, found);
+    return { validate: found.validate, fresh: false };
+  }
+  const schema = JSON.parse(text);
+  let valid;
+  try {
+    valid = meta.validateSchema(schema);
+  } catch (error) {
+    // A $schema of another draft names a meta-schema this instance does not have.
+    throw new Error('schema is invalid: ' + error.message);
+  }
+  if (!valid) throw new Error('schema is invalid: ' + meta.errorsText(meta.errors));
+  const validate = new Ajv2020(OPTIONS).compile(schema);
+  const size = text.length + validate.toString().length;
+  kept += size;
+  while (compiled.size > 0 && (compiled.size >= workerData.capacity || kept > workerData.textCapacity)) {
+    const [oldest, entry] = compiled.entries().next().value;
+    compiled.delete(oldest);
+    kept -= entry.size;
+  }
+  compiled.set(key, { validate, size });
+  return { validate, fresh: true };
+}
+parentPort.on('message', (job) => {
+  let answer;
+  try {
+    const { validate, fresh } = compile(job.key, job.text);
+    answer = { fresh };
+    if (job.kind === 'validate') {
+      answer.valid = validate(job.args) === true;
+      const first = validate.errors && validate.errors[0];
+      if (first) answer.error = { instancePath: first.instancePath, message: first.message };
+    }
+  } catch (error) {
+    answer = { problem: String((error && error.message) || error) };
+  }
+  parentPort.postMessage(answer);
+});
+// The meta-schema is compiled at its first use: before the first job's time starts.
+meta.validateSchema({ type: 'object' });
+parentPort.postMessage({ ready: true });`;
+
+const AJV = require.resolve('ajv/dist/2020');
+
+/** JSON with every object's keys sorted, so that two spellings of one schema are one text. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    item !== null && typeof item === 'object' && !Array.isArray(item)
+      ? Object.fromEntries(
+          Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)),
+        )
+      : item,
+  );
+}
+
+/** The worker's answer: a schema that does not compile has a `problem`. */
+interface Answer {
+  problem?: string;
+  /** Compiled for this job, not found compiled. */
+  fresh?: boolean;
+  valid?: boolean;
+  error?: { instancePath: string; message?: string };
+}
+
+interface Job {
+  organizationId: string;
+  message: { kind: 'check' | 'validate'; key: string; text: string; args?: unknown };
+  resolve: (answer: Answer) => void;
+}
+
+/** What validating arguments found: nothing wrong, or the first error ajv reported. */
+export type ArgumentsCheck =
+  | { valid: true }
+  | { valid: false; instancePath: string; message: string }
+  | { valid: false; schemaProblem: string };
+
+export interface ToolSchemasOptions {
+  capacity?: number;
+  textCapacity?: number;
+  timeoutMs?: number;
+  waitingPerOrganization?: number;
+}
+
+/**
+ * The tools' argument schemas, compiled and run in one worker thread, off the event loop: a
+ * tenant's 16 KiB schema can take ajv a fifth of a second to compile (a request may carry 32),
+ * and held there it held every tenant's requests. Jobs wait per organization and are taken in
+ * turn, one organization after another, so that one tenant's schemas delay another's by one job
+ * at most; each may take `timeoutMs`, after which the worker is ended (its cache with it) and a
+ * new one takes the next job. Compiled schemas are kept in the worker by the hash of their
+ * canonical text, the least recently used out first.
+ */
+export class ToolSchemas {
+  private readonly capacity: number;
+  private readonly textCapacity: number;
+  private readonly timeoutMs: number;
+  private readonly waitingPerOrganization: number;
+  /** Each organization's jobs waiting, organizations in the order they take their turn. */
+  private readonly waiting = new Map<string, Job[]>();
+  private worker?: Worker;
+  /** Whether the worker has loaded ajv: a job's time starts when it is sent, once it has. */
+  private ready = false;
+  private running?: { job: Job; timer: NodeJS.Timeout };
+  /** Schemas compiled (not found compiled) since this started: what the specs count. */
+  compiles = 0;
+
+  constructor(options: ToolSchemasOptions = {}) {
+    this.capacity = options.capacity ?? COMPILED_SCHEMAS_KEPT;
+    this.textCapacity = options.textCapacity ?? COMPILED_TEXT_KEPT;
+    this.timeoutMs = options.timeoutMs ?? SCHEMA_COMPILE_TIMEOUT_MS;
+    this.waitingPerOrganization =
+      options.waitingPerOrganization ?? SCHEMAS_WAITING_PER_ORGANIZATION;
+  }
+
+  /**
+   * Why `schema` does not compile as a draft 2020-12 schema, or undefined when it does (it is
+   * then kept compiled). 429 when the organization has too many schemas waiting already.
+   */
+  async problemOf(organizationId: string, schema: object): Promise<string | undefined> {
+    if ((this.waiting.get(organizationId)?.length ?? 0) >= this.waitingPerOrganization) {
+      throw new AppError('rate_limited', 'Too many tool schemas are being checked: retry shortly', {
+        headers: { 'Retry-After': String(Math.ceil(this.timeoutMs / 1000)) },
+      });
+    }
+    return (await this.run(organizationId, 'check', schema)).problem;
+  }
+
+  /** `args` validated against `schema`, compiled first unless it is kept. */
+  async validate(organizationId: string, schema: object, args: unknown): Promise<ArgumentsCheck> {
+    const answer = await this.run(organizationId, 'validate', schema, args);
+    if (answer.problem !== undefined) return { valid: false, schemaProblem: answer.problem };
+    if (answer.valid) return { valid: true };
+    return {
+      valid: false,
+      instancePath: answer.error?.instancePath ?? '',
+      message: answer.error?.message ?? 'is not valid',
+    };
+  }
+
+  /** Ends the worker, failing the jobs it had; the next job starts another. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    this.failAll('cannot be compiled: the service is stopping');
+    await worker?.terminate();
+  }
+
+  private failAll(problem: string): void {
+    const jobs = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    if (this.running) {
+      clearTimeout(this.running.timer);
+      jobs.unshift(this.running.job);
+      this.running = undefined;
+    }
+    for (const job of jobs) job.resolve({ problem });
+  }
+
+  private run(
+    organizationId: string,
+    kind: Job['message']['kind'],
+    schema: object,
+    args?: unknown,
+  ): Promise<Answer> {
+    const text = canonicalJson(schema);
+    const key = createHash('sha256').update(text).digest('base64');
+    return new Promise<Answer>((resolve) => {
+      const queue = this.waiting.get(organizationId) ?? [];
+      queue.push({ organizationId, message: { kind, key, text, args }, resolve });
+      this.waiting.set(organizationId, queue);
+      this.next();
+    });
+  }
+
+  /** The next organization's first job, that organization then to the back of the line. */
+  private next(): void {
+    if (this.running || this.waiting.size === 0) return;
+    const worker = this.started();
+    if (!this.ready) return;
+    const [organizationId, queue] = this.waiting.entries().next().value as [string, Job[]];
+    const job = queue.shift()!;
+    this.waiting.delete(organizationId);
+    if (queue.length > 0) this.waiting.set(organizationId, queue);
+    const timer = setTimeout(() => {
+      // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
+      this.worker = undefined;
+      void worker.terminate();
+      this.finish(job, { problem: `must compile within ${this.timeoutMs} ms` });
+    }, this.timeoutMs);
+    this.running = { job, timer };
+    worker.postMessage(job.message);
+  }
+
+  private finish(job: Job, answer: Answer): void {
+    if (this.running?.job !== job) return;
+    clearTimeout(this.running.timer);
+    this.running = undefined;
+    if (answer.fresh) this.compiles += 1;
+    job.resolve(answer);
+    this.next();
+  }
+
+  private started(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { ajv: AJV, capacity: this.capacity, textCapacity: this.textCapacity },
+      resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MB },
+    });
+    // Idle, it keeps no process alive; a job in flight has its timer.
+    worker.unref();
+    const gone = (problem: string) => {
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      // One that never started would not start again: every job waiting fails, not only one.
+      if (!this.ready) this.failAll('cannot be compiled: the schema worker did not start');
+      else if (this.running) this.finish(this.running.job, { problem });
+    };
+    worker.on('message', (answer: Answer & { ready?: true }) => {
+      if (this.worker !== worker) return;
+      if (answer.ready) {
+        this.ready = true;
+        this.next();
+      } else if (this.running) {
+        this.finish(this.running.job, answer);
+      }
+    });
+    worker.on('error', () => gone('cannot be compiled within the memory a schema may take'));
+    worker.on('exit', () => gone('cannot be compiled'));
+    this.worker = worker;
+    this.ready = false;
+    return worker;
+  }
+}
+
+/** The process's one worker for tools' schemas. */
+export const toolSchemas = new ToolSchemas();
