@@ -270,6 +270,27 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       ]);
     });
 
+    it("a budget set through the organization's id in upper case refuses the next reply", async () => {
+      const a = await tenant();
+      const userId = uniqueUserId();
+      // The reply reads the limits, and keeps them for LIMITS_CACHE_MS.
+      expect((await reply(a, userId)).status).toBe(200);
+      const upperCase = `/v1/organizations/${a.organizationId.toUpperCase()}/limits`;
+      // By the owner (a user, whose access is read from the membership whatever the case).
+      const lowered = await t
+        .http()
+        .patch(upperCase)
+        .set('Authorization', `Bearer ${a.accessToken}`)
+        .send({ monthly_token_budget: 1 });
+      expect(lowered.status).toBe(200);
+      // Before, the change cleared the upper-case key: the reply kept the limits it had read.
+      expectError(await reply(a, userId), 402, 'budget_exceeded');
+      // An API key of the organization reads them by the same path (before: 404).
+      const read = await t.http().get(upperCase).set('Authorization', a.admin);
+      expect(read.status).toBe(200);
+      expect(read.body).toMatchObject({ monthly_token_budget: 1 });
+    });
+
     it('a PATCH of another limit records the thresholds the kept budget finds reached', async () => {
       const a = await tenant();
       await t
