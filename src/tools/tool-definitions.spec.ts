@@ -170,6 +170,12 @@ describe('references in tool schemas', () => {
     );
   });
 
+  it('refuses an asynchronous schema: its validation is a promise no tool call waits for', async () => {
+    expect(await problemOf({ type: 'object', $async: true })).toBe(
+      'must not be asynchronous ($async): /$async',
+    );
+  });
+
   it('refuses a $ref into data, which would carry a pattern past the check', async () => {
     const intoDefault = {
       type: 'object',
@@ -193,6 +199,7 @@ describe('references in tool schemas', () => {
     [{ anyOf: [{ $ref: '#/' }, { $ref: '#/' }] }, 'must use $ref with a JSON pointer'],
     [{ $ref: '#/$defs/a%2Fb' }, 'must use $ref with a JSON pointer'],
     [{ $id: 'https://example.com/other', type: 'string' }, 'must not use $id below its root'],
+    [{ $async: true, type: 'string' }, 'must not be asynchronous ($async): /properties/p/$async'],
   ])('refuses %j', async (property, problem) => {
     expect(await problemOf({ type: 'object', properties: { p: property } })).toContain(problem);
   });

@@ -188,6 +188,8 @@ function referencesProblem(root: Record<string, unknown>): string | undefined {
     if (dynamic) return `must not use dynamic references or anchors: ${at}/${dynamic}`;
     // Below the root an $id would start another document, which a pointer does not reach.
     if (at !== '' && '$id' in node) return `must not use $id below its root: ${at}/$id`;
+    // Its validation is a promise, which no tool call waits for.
+    if ('$async' in node) return `must not be asynchronous ($async): ${at}/$async`;
     if (!('$ref' in node)) continue;
     const ref = node.$ref;
     if (typeof ref !== 'string' || !LOCAL_POINTER.test(ref)) {

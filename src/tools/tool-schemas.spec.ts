@@ -135,6 +135,42 @@ describe('ToolSchemas', () => {
     await Promise.all(taken);
   });
 
+  it("keeps its worker through an $async schema's rejected validation: the next organization's job is answered", async () => {
+    const schemas = schemasWith();
+    const plain = numbered(0);
+    expect(await schemas.validate('other', plain, { field_0: 1 })).toEqual({ valid: true });
+    const asynchronous = { type: 'object', $async: true, properties: { a: { type: 'string' } } };
+    const answers = await Promise.all([
+      schemas.validate('hostile', asynchronous, { a: 1 }),
+      schemas.validate('other', plain, { field_0: 2 }),
+      schemas.validate('hostile', asynchronous, { a: 2 }),
+      schemas.validate('other', plain, { field_0: 3 }),
+    ]);
+    // Before, the rejection no job awaited ended the worker, failing the job sent after it.
+    expect(answers).toEqual([
+      { valid: false, schemaProblem: 'does not validate synchronously' },
+      { valid: true },
+      { valid: false, schemaProblem: 'does not validate synchronously' },
+      { valid: true },
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await schemas.validate('other', plain, { field_0: 4 })).toEqual({ valid: true });
+    // One worker all along: the plain schema was compiled once (a new worker compiles it again).
+    expect(schemas.compiles).toBe(1);
+  });
+
+  it("answers a validation past the organization's waiting jobs as unchecked, not as invalid", async () => {
+    const schemas = schemasWith({ waitingPerOrganization: 1 });
+    await schemas.problemOf('org', numbered(1));
+    const running = schemas.problemOf('org', slowToCompile);
+    const waiting = schemas.problemOf('org', { ...slowToCompile, title: 'waiting' });
+    expect(await schemas.validate('org', numbered(1), { field_1: 1 })).toEqual({
+      valid: false,
+      unchecked: 'too many of the organization are waiting to be checked',
+    });
+    await Promise.all([running, waiting]);
+  });
+
   it("writes nothing of a schema to the process's output (ajv's logger is off)", async () => {
     const schemas = schemasWith();
     const written: string[] = [];

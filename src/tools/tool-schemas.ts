@@ -39,14 +39,15 @@ const OPTIONS = {
 };
 const compiled = new Map();
 let kept = 0;
-function compile(key, text) {
+// A promise no job awaits would end the worker, and fail the job of whoever comes next.
+process.on('unhandledRejection', () => {});
+function compile(key, schema, textSize) {
   const found = compiled.get(key);
   if (found) {
     compiled.delete(key);
     compiled.set(key, found);
     return { validate: found.validate, fresh: false };
   }
-  const schema = JSON.parse(text);
   let valid;
   try {
     valid = meta.validateSchema(schema);
@@ -56,7 +57,7 @@ function compile(key, text) {
   }
   if (!valid) throw new Error('schema is invalid: ' + meta.errorsText(meta.errors));
   const validate = new Ajv2020(OPTIONS).compile(schema);
-  const size = text.length + validate.toString().length;
+  const size = textSize + validate.toString().length;
   kept += size;
   while (compiled.size > 0 && (compiled.size >= workerData.capacity || kept > workerData.textCapacity)) {
     const [oldest, entry] = compiled.entries().next().value;
@@ -69,16 +70,20 @@ function compile(key, text) {
 parentPort.on('message', (job) => {
   let answer;
   try {
-    const { validate, fresh } = compile(job.key, job.text);
+    const { validate, fresh } = compile(job.key, job.schema, job.textSize);
     answer = { fresh };
     if (job.kind === 'validate') {
-      answer.valid = validate(job.args) === true;
+      const result = validate(job.args);
+      // Anything but a boolean (an $async schema's promise) is no answer about the arguments.
+      if (typeof result !== 'boolean') throw new Error('does not validate synchronously');
+      answer.valid = result;
       const first = validate.errors && validate.errors[0];
       if (first) answer.error = { instancePath: first.instancePath, message: first.message };
     }
   } catch (error) {
     answer = { problem: String((error && error.message) || error) };
   }
+  answer.id = job.id;
   parentPort.postMessage(answer);
 });
 // The meta-schema is compiled at its first use: before the first job's time starts.
@@ -100,7 +105,11 @@ function canonicalJson(value: unknown): string {
 
 /** The worker's answer: a schema that does not compile has a `problem`. */
 interface Answer {
+  /** The job's, so that an answer is never taken for another job's. */
+  id?: number;
   problem?: string;
+  /** The job ran out of time or could not be run: nothing is known of the schema. */
+  unchecked?: string;
   /** Compiled for this job, not found compiled. */
   fresh?: boolean;
   valid?: boolean;
@@ -109,7 +118,16 @@ interface Answer {
 
 interface Job {
   organizationId: string;
-  message: { kind: 'check' | 'validate'; key: string; text: string; args?: unknown };
+  message: {
+    id: number;
+    kind: 'check' | 'validate';
+    key: string;
+    /** The schema as given (a structured clone keeps what JSON text would change, 1e999). */
+    schema: object;
+    /** The length of its canonical text, which the cache counts. */
+    textSize: number;
+    args?: unknown;
+  };
   resolve: (answer: Answer) => void;
 }
 
@@ -117,7 +135,8 @@ interface Job {
 export type ArgumentsCheck =
   | { valid: true }
   | { valid: false; instancePath: string; message: string }
-  | { valid: false; schemaProblem: string };
+  | { valid: false; schemaProblem: string }
+  | { valid: false; unchecked: string };
 
 export interface ToolSchemasOptions {
   capacity?: number;
@@ -146,6 +165,7 @@ export class ToolSchemas {
   /** Whether the worker has loaded ajv: a job's time starts when it is sent, once it has. */
   private ready = false;
   private running?: { job: Job; timer: NodeJS.Timeout };
+  private jobsSent = 0;
   /** Schemas compiled (not found compiled) since this started: what the specs count. */
   compiles = 0;
 
@@ -162,17 +182,22 @@ export class ToolSchemas {
    * then kept compiled). 429 when the organization has too many schemas waiting already.
    */
   async problemOf(organizationId: string, schema: object): Promise<string | undefined> {
-    if ((this.waiting.get(organizationId)?.length ?? 0) >= this.waitingPerOrganization) {
+    if (this.tooManyWaiting(organizationId)) {
       throw new AppError('rate_limited', 'Too many tool schemas are being checked: retry shortly', {
         headers: { 'Retry-After': String(Math.ceil(this.timeoutMs / 1000)) },
       });
     }
-    return (await this.run(organizationId, 'check', schema)).problem;
+    const answer = await this.run(organizationId, 'check', schema);
+    return answer.problem ?? answer.unchecked;
   }
 
   /** `args` validated against `schema`, compiled first unless it is kept. */
   async validate(organizationId: string, schema: object, args: unknown): Promise<ArgumentsCheck> {
+    if (this.tooManyWaiting(organizationId)) {
+      return { valid: false, unchecked: 'too many of the organization are waiting to be checked' };
+    }
     const answer = await this.run(organizationId, 'validate', schema, args);
+    if (answer.unchecked !== undefined) return { valid: false, unchecked: answer.unchecked };
     if (answer.problem !== undefined) return { valid: false, schemaProblem: answer.problem };
     if (answer.valid) return { valid: true };
     return {
@@ -186,8 +211,12 @@ export class ToolSchemas {
   async close(): Promise<void> {
     const worker = this.worker;
     this.worker = undefined;
-    this.failAll('cannot be compiled: the service is stopping');
+    this.failAll('cannot be checked: the service is stopping');
     await worker?.terminate();
+  }
+
+  private tooManyWaiting(organizationId: string): boolean {
+    return (this.waiting.get(organizationId)?.length ?? 0) >= this.waitingPerOrganization;
   }
 
   private failAll(problem: string): void {
@@ -198,7 +227,7 @@ export class ToolSchemas {
       jobs.unshift(this.running.job);
       this.running = undefined;
     }
-    for (const job of jobs) job.resolve({ problem });
+    for (const job of jobs) job.resolve({ unchecked: problem });
   }
 
   private run(
@@ -209,9 +238,11 @@ export class ToolSchemas {
   ): Promise<Answer> {
     const text = canonicalJson(schema);
     const key = createHash('sha256').update(text).digest('base64');
+    const id = ++this.jobsSent;
     return new Promise<Answer>((resolve) => {
       const queue = this.waiting.get(organizationId) ?? [];
-      queue.push({ organizationId, message: { kind, key, text, args }, resolve });
+      const message = { id, kind, key, schema, textSize: text.length, args };
+      queue.push({ organizationId, message, resolve });
       this.waiting.set(organizationId, queue);
       this.next();
     });
@@ -220,7 +251,14 @@ export class ToolSchemas {
   /** The next organization's first job, that organization then to the back of the line. */
   private next(): void {
     if (this.running || this.waiting.size === 0) return;
-    const worker = this.started();
+    let worker: Worker;
+    try {
+      worker = this.started();
+    } catch {
+      // No thread to be had (the process's resources): what waits fails, nothing hangs.
+      this.failAll('cannot be checked: no worker thread could start');
+      return;
+    }
     if (!this.ready) return;
     const [organizationId, queue] = this.waiting.entries().next().value as [string, Job[]];
     const job = queue.shift()!;
@@ -230,10 +268,19 @@ export class ToolSchemas {
       // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
       this.worker = undefined;
       void worker.terminate();
-      this.finish(job, { problem: `must compile within ${this.timeoutMs} ms` });
+      this.finish(
+        job,
+        job.message.kind === 'check'
+          ? { problem: `must compile within ${this.timeoutMs} ms` }
+          : { unchecked: `took more than ${this.timeoutMs} ms to check` },
+      );
     }, this.timeoutMs);
     this.running = { job, timer };
-    worker.postMessage(job.message);
+    try {
+      worker.postMessage(job.message);
+    } catch {
+      this.finish(job, { unchecked: 'could not be sent to be checked' });
+    }
   }
 
   private finish(job: Job, answer: Answer): void {
@@ -258,16 +305,20 @@ export class ToolSchemas {
       if (this.worker !== worker) return;
       this.worker = undefined;
       // One that never started would not start again: every job waiting fails, not only one.
-      if (!this.ready) this.failAll('cannot be compiled: the schema worker did not start');
-      else if (this.running) this.finish(this.running.job, { problem });
+      if (!this.ready) this.failAll('cannot be checked: the schema worker did not start');
+      else if (this.running) {
+        const { job } = this.running;
+        this.finish(job, job.message.kind === 'check' ? { problem } : { unchecked: problem });
+      }
     };
     worker.on('message', (answer: Answer & { ready?: true }) => {
       if (this.worker !== worker) return;
       if (answer.ready) {
         this.ready = true;
         this.next();
-      } else if (this.running) {
-        this.finish(this.running.job, answer);
+      } else {
+        const running = this.running;
+        if (running && running.job.message.id === answer.id) this.finish(running.job, answer);
       }
     });
     worker.on('error', () => gone('cannot be compiled within the memory a schema may take'));

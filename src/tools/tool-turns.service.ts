@@ -394,6 +394,7 @@ export class ToolTurnsService {
     if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
     const check = await toolSchemas.validate(organizationId, tool.parameters, args);
     if (check.valid) return undefined;
+    if ('unchecked' in check) return `the arguments could not be checked: they ${check.unchecked}`;
     if ('schemaProblem' in check) {
       return `the tool's schema is no longer accepted (it ${check.schemaProblem}): define it again`;
     }
