@@ -148,10 +148,12 @@ export interface ToolSchemasOptions {
 /**
  * The tools' argument schemas, compiled and run in one worker thread, off the event loop: a
  * tenant's 16 KiB schema can take ajv a fifth of a second to compile (a request may carry 32),
- * and held there it held every tenant's requests. Jobs wait per organization and are taken in
- * turn, one organization after another, so that one tenant's schemas delay another's by one job
- * at most; each may take `timeoutMs`, after which the worker is ended (its cache with it) and a
- * new one takes the next job. Compiled schemas are kept in the worker by the hash of their
+ * and held there it held every tenant's requests. Jobs wait per organization; the next one is
+ * the first of the organization whose jobs have taken the worker least time while it had jobs
+ * waiting (fair queuing by time, not by jobs): an organization sending schemas that compile in
+ * a millisecond goes before one whose take a second, and waits for at most the one running.
+ * Each job may take `timeoutMs`, after which the worker is ended (its cache with it) and a new
+ * one takes the next job. Compiled schemas are kept in the worker by the hash of their
  * canonical text, the least recently used out first.
  */
 export class ToolSchemas {
@@ -159,12 +161,17 @@ export class ToolSchemas {
   private readonly textCapacity: number;
   private readonly timeoutMs: number;
   private readonly waitingPerOrganization: number;
-  /** Each organization's jobs waiting, organizations in the order they take their turn. */
+  /** Each organization's jobs waiting, organizations in the order their first job came. */
   private readonly waiting = new Map<string, Job[]>();
+  /**
+   * The worker's time (ms) each organization's jobs have taken since it last had none waiting
+   * or running: the least goes next.
+   */
+  private readonly spent = new Map<string, number>();
   private worker?: Worker;
   /** Whether the worker has loaded ajv: a job's time starts when it is sent, once it has. */
   private ready = false;
-  private running?: { job: Job; timer: NodeJS.Timeout };
+  private running?: { job: Job; timer: NodeJS.Timeout; sentAt: number };
   private jobsSent = 0;
   /** Schemas compiled (not found compiled) since this started: what the specs count. */
   compiles = 0;
@@ -222,6 +229,7 @@ export class ToolSchemas {
   private failAll(problem: string): void {
     const jobs = [...this.waiting.values()].flat();
     this.waiting.clear();
+    this.spent.clear();
     if (this.running) {
       clearTimeout(this.running.timer);
       jobs.unshift(this.running.job);
@@ -240,15 +248,21 @@ export class ToolSchemas {
     const key = createHash('sha256').update(text).digest('base64');
     const id = ++this.jobsSent;
     return new Promise<Answer>((resolve) => {
-      const queue = this.waiting.get(organizationId) ?? [];
       const message = { id, kind, key, schema, textSize: text.length, args };
+      let queue = this.waiting.get(organizationId);
+      if (!queue) {
+        // A newcomer starts level with the least served of those waiting, not below them all:
+        // organizations coming and going could otherwise keep one with slow schemas waiting.
+        if (!this.spent.has(organizationId)) this.spent.set(organizationId, this.leastSpent());
+        queue = [];
+        this.waiting.set(organizationId, queue);
+      }
       queue.push({ organizationId, message, resolve });
-      this.waiting.set(organizationId, queue);
       this.next();
     });
   }
 
-  /** The next organization's first job, that organization then to the back of the line. */
+  /** The first job of the least served organization, once the worker is ready. */
   private next(): void {
     if (this.running || this.waiting.size === 0) return;
     let worker: Worker;
@@ -260,10 +274,10 @@ export class ToolSchemas {
       return;
     }
     if (!this.ready) return;
-    const [organizationId, queue] = this.waiting.entries().next().value as [string, Job[]];
+    const organizationId = this.leastServed();
+    const queue = this.waiting.get(organizationId)!;
     const job = queue.shift()!;
-    this.waiting.delete(organizationId);
-    if (queue.length > 0) this.waiting.set(organizationId, queue);
+    if (queue.length === 0) this.waiting.delete(organizationId);
     const timer = setTimeout(() => {
       // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
       this.worker = undefined;
@@ -275,7 +289,7 @@ export class ToolSchemas {
           : { unchecked: `took more than ${this.timeoutMs} ms to check` },
       );
     }, this.timeoutMs);
-    this.running = { job, timer };
+    this.running = { job, timer, sentAt: performance.now() };
     try {
       worker.postMessage(job.message);
     } catch {
@@ -283,9 +297,41 @@ export class ToolSchemas {
     }
   }
 
+  /** The organization with jobs waiting whose jobs have taken the least time (the first, on a tie). */
+  private leastServed(): string {
+    let least: string | undefined;
+    for (const organizationId of this.waiting.keys()) {
+      if (least === undefined || this.spentBy(organizationId) < this.spentBy(least)) {
+        least = organizationId;
+      }
+    }
+    return least!;
+  }
+
+  private leastSpent(): number {
+    let least: number | undefined;
+    for (const organizationId of this.waiting.keys()) {
+      const spent = this.spentBy(organizationId);
+      if (least === undefined || spent < least) least = spent;
+    }
+    return least ?? 0;
+  }
+
+  private spentBy(organizationId: string): number {
+    return this.spent.get(organizationId) ?? 0;
+  }
+
   private finish(job: Job, answer: Answer): void {
     if (this.running?.job !== job) return;
     clearTimeout(this.running.timer);
+    const { organizationId } = job;
+    if (this.waiting.has(organizationId)) {
+      const took = performance.now() - this.running.sentAt;
+      this.spent.set(organizationId, this.spentBy(organizationId) + took);
+    } else {
+      // Nothing more of its own waits: its next jobs start afresh.
+      this.spent.delete(organizationId);
+    }
     this.running = undefined;
     if (answer.fresh) this.compiles += 1;
     job.resolve(answer);
