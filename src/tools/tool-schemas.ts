@@ -278,17 +278,24 @@ export class ToolSchemas {
     const queue = this.waiting.get(organizationId)!;
     const job = queue.shift()!;
     if (queue.length === 0) this.waiting.delete(organizationId);
-    const timer = setTimeout(() => {
-      // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
-      this.worker = undefined;
-      void worker.terminate();
-      this.finish(
-        job,
-        job.message.kind === 'check'
-          ? { problem: `must compile within ${this.timeoutMs} ms` }
-          : { unchecked: `took more than ${this.timeoutMs} ms to check` },
-      );
-    }, this.timeoutMs);
+    const timer = setTimeout(
+      // After the messages already come in (setImmediate runs after them): when this thread,
+      // not the worker, was held up past the time, the answer waiting is taken, not thrown away.
+      () =>
+        setImmediate(() => {
+          if (this.running?.job !== job) return;
+          // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
+          this.worker = undefined;
+          void worker.terminate();
+          this.finish(
+            job,
+            job.message.kind === 'check'
+              ? { problem: `must compile within ${this.timeoutMs} ms` }
+              : { unchecked: `took more than ${this.timeoutMs} ms to check` },
+          );
+        }),
+      this.timeoutMs,
+    );
     this.running = { job, timer, sentAt: performance.now() };
     try {
       worker.postMessage(job.message);
