@@ -9,22 +9,28 @@ FROM organization_safety_settings WHERE organization_id = $1;
 WITH safety_settings_written AS (INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
-          VALUES ($1, $2, $3,
-                  $4, $5, $6)
+          SELECT $1::uuid, $2::boolean,
+                 $3::text, $4::text,
+                 $5::text, $6::timestamptz
+           WHERE EXISTS (SELECT 1 FROM memberships
+                      WHERE organization_id = $7::uuid
+                        AND user_id = $8::uuid
+                        AND role IN ('owner', 'admin')
+                        FOR SHARE)
           ON CONFLICT (organization_id) DO UPDATE SET
-            crisis_response = CASE WHEN $7::boolean
-                               THEN excluded.crisis_response ELSE s.crisis_response END, crisis_message = CASE WHEN $8::boolean
-                               THEN excluded.crisis_message ELSE s.crisis_message END, input_moderation = CASE WHEN $9::boolean
-                               THEN excluded.input_moderation ELSE s.input_moderation END, output_moderation = CASE WHEN $10::boolean
+            crisis_response = CASE WHEN $9::boolean
+                               THEN excluded.crisis_response ELSE s.crisis_response END, crisis_message = CASE WHEN $10::boolean
+                               THEN excluded.crisis_message ELSE s.crisis_message END, input_moderation = CASE WHEN $11::boolean
+                               THEN excluded.input_moderation ELSE s.input_moderation END, output_moderation = CASE WHEN $12::boolean
                                THEN excluded.output_moderation ELSE s.output_moderation END,
             updated_at = excluded.updated_at
           RETURNING organization_id, crisis_response, crisis_message, input_moderation, output_moderation),
-safety_settings_written_audited AS (SELECT organization_id::text AS audit_target_id, $11::jsonb AS audit_details FROM safety_settings_written),
+safety_settings_written_audited AS (SELECT organization_id::text AS audit_target_id, $13::jsonb AS audit_details FROM safety_settings_written),
 safety_settings_written_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $12::uuid, $13, $14,
-                 $15, $16, s.audit_target_id, $17,
-                 $18, s.audit_details, $19::timestamptz
+          SELECT $14::uuid, $15, $16,
+                 $17, $18, s.audit_target_id, $19,
+                 $20, s.audit_details, $21::timestamptz
             FROM safety_settings_written_audited s)
 SELECT crisis_response, crisis_message, input_moderation, output_moderation FROM safety_settings_written;

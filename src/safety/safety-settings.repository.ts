@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrganizationPatchAudit } from '../audit/audit-event.step';
 import { Database } from '../database/database';
-import { Cte, sql, withEntries } from '../database/sql';
+import { Cte, type Sql, sql, withEntries } from '../database/sql';
 import { patchedColumns } from '../database/patch';
 import { Columns, type RowOf } from '../database/columns';
 import type { SafetySettings } from './entities/safety-settings.entity';
@@ -40,7 +40,9 @@ export class SafetySettingsRepository {
     defaults: SafetySettingsRow,
     at: Date,
     audit: OrganizationPatchAudit,
-  ): Promise<SafetySettingsRow> {
+    /** True while the caller may still write (organization-access.ts, stillManages). */
+    managing: Sql,
+  ): Promise<SafetySettingsRow | undefined> {
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
     const written = new Cte(
@@ -48,8 +50,10 @@ export class SafetySettingsRepository {
       sql`INSERT INTO organization_safety_settings AS s
             (organization_id, crisis_response, crisis_message, input_moderation,
              output_moderation, updated_at)
-          VALUES (${organizationId}, ${value('crisis_response')}, ${value('crisis_message')},
-                  ${value('input_moderation')}, ${value('output_moderation')}, ${at})
+          SELECT ${organizationId}::uuid, ${value('crisis_response')}::boolean,
+                 ${value('crisis_message')}::text, ${value('input_moderation')}::text,
+                 ${value('output_moderation')}::text, ${at}::timestamptz
+           WHERE ${managing}
           ON CONFLICT (organization_id) DO UPDATE SET
             ${patchedColumns('s', {
               crisis_response: patch.crisis_response,
@@ -61,12 +65,11 @@ export class SafetySettingsRepository {
           RETURNING organization_id, ${SETTINGS}`,
       ['organization_id'],
     );
-    const row = await this.database.row(
+    return this.database.row(
       withEntries(
         [written, ...audit(written)],
         SETTINGS.query`SELECT ${SETTINGS} FROM safety_settings_written`,
       ),
     );
-    return row!;
   }
 }

@@ -3,7 +3,11 @@ import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
-import { OrganizationAccess } from '../organizations/organization-access';
+import {
+  noLongerManages,
+  OrganizationAccess,
+  stillManages,
+} from '../organizations/organization-access';
 import type { SafetySettingsDto, UpdateSafetySettingsDto } from './dto/safety-settings.dto';
 import { type SafetySettingsRow, SafetySettingsRepository } from './safety-settings.repository';
 import { organizationPatchAudit } from '../audit/audit-event.step';
@@ -83,7 +87,9 @@ export class SafetySettingsService {
         { organizationId, action: 'safety_settings.updated', at },
         patch,
       ),
+      stillManages(caller, organizationId),
     );
+    if (!written) throw noLongerManages();
     await this.cache.invalidate(organizationId);
     return toResponse(written);
   }

@@ -3,7 +3,7 @@ import type { OrganizationPatchAudit } from '../audit/audit-event.step';
 import { Database } from '../database/database';
 import { Columns, type RowOf } from '../database/columns';
 import { patchedColumns } from '../database/patch';
-import { Cte, cte, sql, type WithEntry, withEntries } from '../database/sql';
+import { Cte, cte, type Sql, sql, type WithEntry, withEntries } from '../database/sql';
 import { monthStartOf } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { OrganizationLimits } from './entities/organization-limits.entity';
@@ -44,7 +44,9 @@ export class LimitsRepository {
     defaults: LimitsRow,
     at: Date,
     audit: OrganizationPatchAudit,
-  ): Promise<LimitsRow> {
+    /** True while the caller may still write (organization-access.ts, stillManages). */
+    managing: Sql,
+  ): Promise<LimitsRow | undefined> {
     const value = <Field extends keyof LimitsRow>(field: Field) =>
       patch[field] === undefined ? defaults[field] : patch[field];
     const month = monthStartOf(at);
@@ -70,9 +72,10 @@ export class LimitsRepository {
       sql`INSERT INTO organization_limits AS l
           (organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps,
            end_user_burst, updated_at)
-        VALUES (${organizationId}, ${value('monthly_token_budget')},
-                ${value('end_user_daily_token_budget')}, ${value('end_user_rps')},
-                ${value('end_user_burst')}, ${at})
+        SELECT ${organizationId}::uuid, ${value('monthly_token_budget')}::bigint,
+               ${value('end_user_daily_token_budget')}::bigint, ${value('end_user_rps')}::float8,
+               ${value('end_user_burst')}::integer, ${at}::timestamptz
+         WHERE ${managing}
         ON CONFLICT (organization_id) DO UPDATE SET
           ${patchedColumns('l', {
             monthly_token_budget: patch.monthly_token_budget,
@@ -91,9 +94,8 @@ export class LimitsRepository {
       webhookEventStep(reached, { organizationId, type: 'usage.threshold_reached', at }),
       ...audit(written),
     ];
-    const row = await this.database.row(
+    return this.database.row(
       withEntries(entries, LIMITS.query`SELECT ${LIMITS} FROM limits_written`),
     );
-    return row!;
   }
 }
