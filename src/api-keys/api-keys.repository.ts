@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { AuditStep } from '../audit/audit-event.step';
+import type { CallerContext, UserCaller } from '../common/auth/caller';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
@@ -198,6 +199,16 @@ function managerMembership(organizationId: string, userId: string, tokenVersion?
          FOR SHARE OF m FOR KEY SHARE OF u`;
 }
 
+/**
+ * For a rename, a rate limit or a revocation, in its statement: true for a key's caller (checked
+ * by the guard), and for a user while managerMembership holds (locked FOR SHARE): one demoted or
+ * removed at that moment changes nothing after the demotion (review, 2026-12-05).
+ */
+export function callerManagesKeys(caller: CallerContext): Sql {
+  if (caller.kind !== 'user') return sql`TRUE`;
+  return sql`EXISTS (${managerMembership(caller.organizationId, caller.userId, caller.tokenVersion)})`;
+}
+
 /** The key as inserted: by a key or by a user, under the locks above. */
 function insertKeyAt(key: NewApiKey, at: Date) {
   const { organizationId, createdByApiKeyId, createdByUserId } = key;
@@ -266,6 +277,11 @@ export class ApiKeysRepository {
   async insert(manager: EntityManager, key: NewApiKey, at: Date): Promise<ApiKeyRow> {
     const row = await this.database.row(keyCreated(key, insertKey(key), at), { manager });
     return row!;
+  }
+
+  /** Whether the user still manages the organization's keys (managerMembership, read now). */
+  async stillManages(caller: UserCaller): Promise<boolean> {
+    return (await this.database.count(sql`SELECT 1 WHERE ${callerManagesKeys(caller)}`)) > 0;
   }
 
   /**
@@ -373,6 +389,7 @@ export class ApiKeysRepository {
     organizationId: string,
     at: Date,
     audit: AuditStep,
+    managing: Sql,
   ): Promise<Buffer | undefined> {
     const revoked = cte(
       'revoked',
@@ -384,6 +401,7 @@ export class ApiKeysRepository {
       (lent) => sql`
         UPDATE api_keys SET revoked_at = ${at}
          WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+           AND ${managing}
         RETURNING ${KEY_HASH}, ${lent}`,
     );
     const entries = [
@@ -522,6 +540,7 @@ export class ApiKeysRepository {
     organizationId: string,
     patch: { name?: string; rateLimit?: { rps: number; burst: number } | null },
     audit: AuditStep | null,
+    managing: Sql,
   ): Promise<RowOf<typeof SHOWN_KEY_AND_HASH> | undefined> {
     const keep = patch.rateLimit === undefined;
     const updated = cte(
@@ -540,6 +559,7 @@ export class ApiKeysRepository {
                  rate_limit_burst = CASE WHEN ${keep}::boolean THEN rate_limit_burst
                                          ELSE ${patch.rateLimit?.burst ?? null}::integer END
            WHERE id = ${id} AND organization_id = ${organizationId} AND revoked_at IS NULL
+             AND ${managing}
           RETURNING ${SHOWN_KEY_COLUMNS}, key_hash, ${lent}`,
     );
     return this.database.row(

@@ -32,7 +32,12 @@ import {
   hashApiKey,
   isWellFormedApiKey,
 } from './api-key-format';
-import { ApiKeysRepository, type ApiKeyRow, type NewApiKey } from './api-keys.repository';
+import {
+  ApiKeysRepository,
+  type ApiKeyRow,
+  callerManagesKeys,
+  type NewApiKey,
+} from './api-keys.repository';
 import {
   ApiKeyDto,
   CreateApiKeyDto,
@@ -313,8 +318,9 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
               at: now,
             }),
           ),
+      callerManagesKeys(caller),
     );
-    if (!updated) throw AppError.notFound('API key');
+    if (!updated) throw await this.notChanged(caller);
     const hashHex = updated.keyHash.toString('hex');
     this.byHash.delete(hashHex);
     await this.revocations.publishConfirmed(hashHex);
@@ -340,11 +346,23 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
           at: now,
         }),
       ),
+      callerManagesKeys(caller),
     );
-    if (!keyHash) throw AppError.notFound('API key');
+    if (!keyHash) throw await this.notChanged(caller);
     const hashHex = keyHash.toString('hex');
     this.byHash.delete(hashHex);
     await this.revocations.publishConfirmed(hashHex);
+  }
+
+  /**
+   * Why a key was not renamed or revoked: it is not the organization's (or is revoked), or the
+   * user's role or token went while the request ran (callerManagesKeys).
+   */
+  private async notChanged(caller: CallerContext): Promise<AppError> {
+    if (caller.kind === 'user' && !(await this.keys.stillManages(caller))) {
+      return this.userRefusal(caller);
+    }
+    return AppError.notFound('API key');
   }
 
   /** Why a user's key was not made: their token ended by a password reset, or their role. */

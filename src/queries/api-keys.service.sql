@@ -61,15 +61,20 @@ WITH updated AS (UPDATE api_keys
                  rate_limit_burst = CASE WHEN $4::boolean THEN rate_limit_burst
                                          ELSE $5::integer END
            WHERE id = $6 AND organization_id = $7 AND revoked_at IS NULL
+             AND EXISTS (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $8::uuid AND m.user_id = $9::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($10::int IS NULL OR u.token_version = $11::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
           RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'rate_limit',
           CASE WHEN rate_limit_rps IS NULL THEN NULL
                ELSE jsonb_build_object('rps', rate_limit_rps, 'burst', rate_limit_burst) END) AS audit_details),
 updated_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $8::uuid, $9, $10,
-                 $11, $12, s.audit_target_id, $13,
-                 $14, s.audit_details, $15::timestamptz
+          SELECT $12::uuid, $13, $14,
+                 $15, $16, s.audit_target_id, $17,
+                 $18, s.audit_details, $19::timestamptz
             FROM updated s)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId", key_hash AS "keyHash" FROM updated;
 
@@ -230,29 +235,34 @@ SELECT 1 FROM revoked;
 WITH revoked AS (
         UPDATE api_keys SET revoked_at = $1
          WHERE id = $2 AND organization_id = $3 AND revoked_at IS NULL
+           AND EXISTS (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $4::uuid AND m.user_id = $5::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($6::int IS NULL OR u.token_version = $7::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
         RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $4::uuid, $5, $6,
-                 $7, $8, s.audit_target_id, $9,
-                 $10, s.audit_details, $11::timestamptz
+          SELECT $8::uuid, $9, $10,
+                 $11, $12, s.audit_target_id, $13,
+                 $14, s.audit_details, $15::timestamptz
             FROM revoked s),
 revoked_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $12::uuid AND status = 'enabled'
-         AND $13::text = ANY (events)
+       WHERE organization_id = $16::uuid AND status = 'enabled'
+         AND $17::text = ANY (events)
        FOR KEY SHARE),
     revoked_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $14::uuid, $15, s.webhook_data, $16::timestamptz
+      SELECT $18::uuid, $19, s.webhook_data, $20::timestamptz
         FROM revoked s
        WHERE EXISTS (SELECT 1 FROM revoked_webhook_subscribed)
       RETURNING id, organization_id, type),
     revoked_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $17::timestamptz,
-             $18::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $21::timestamptz,
+             $22::timestamptz
         FROM revoked_webhook_event ev CROSS JOIN revoked_webhook_subscribed e)
 SELECT key_hash FROM revoked;

@@ -99,7 +99,7 @@ describe('ApiKeysService (real database)', () => {
     expect(page.data.map((key) => key.id)).toEqual([created.id]);
   });
 
-  it('makes and rolls no key for a user no longer an owner or admin, whatever their token says (403)', async () => {
+  it('makes, rolls, renames and revokes no key for a user no longer an owner or admin, whatever their token says (403)', async () => {
     const owner = await userWith(['admin']);
     const { organizationId } = owner;
     const rolled = await keys.create(owner, { name: 'to roll', scopes: ['read'] });
@@ -115,11 +115,20 @@ describe('ApiKeysService (real database)', () => {
         'insufficient_scope',
       );
       await expectAppError(keys.roll(caller, rolled.id, 60), 'insufficient_scope');
+      // Before, these wrote on the role read before the request, whatever it had become.
+      await expectAppError(
+        keys.update(caller, rolled.id, { rate_limit: { rps: 1_000, burst: 5_000 } }),
+        'insufficient_scope',
+      );
+      await expectAppError(keys.revoke(caller, rolled.id), 'insufficient_scope');
     }
+    // A key that is not the organization's is still 404 to an owner.
+    await expectAppError(keys.revoke(owner, randomUUID()), 'not_found');
     const made = await database.rows<{ name: string; revoked_at: Date | null }>(
       sql`SELECT name, revoked_at FROM api_keys WHERE organization_id = ${organizationId}`,
     );
     expect(made).toEqual([{ name: 'to roll', revoked_at: null }]);
+    expect(await auditEvents(organizationId, 'api_key.updated')).toEqual([]);
     await expect(keys.authenticate(rolled.key)).resolves.toMatchObject({ apiKeyId: rolled.id });
   });
 
