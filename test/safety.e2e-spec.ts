@@ -4,7 +4,7 @@ import { expectError } from './support/assertions';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI } from './support/fake-openai';
 import { createApiKey, signUp, type SignedUp, tenantWithKey } from './support/identity';
-import { HeldTransaction } from './support/locks';
+import { answeredDuringDemotion } from './support/locks';
 import { createTestApp, type TestApp } from './support/test-app';
 
 /** Safety in companion conversations (contract §22): the organization's settings. */
@@ -59,25 +59,17 @@ describe('Safety settings: GET/PATCH /v1/organizations/{id}/safety', () => {
       .http()
       .get(path(owner.organizationId))
       .set('Authorization', bearer(owner.accessToken));
-    const demotion = await HeldTransaction.begin();
-    try {
-      await demotion.run(
-        `UPDATE memberships SET role = 'member' WHERE organization_id = $1 AND user_id = $2`,
-        [owner.organizationId, admin.userId],
-      );
-      const answered = t
-        .http()
-        .patch(path(owner.organizationId))
-        .set('Authorization', bearer(admin.accessToken))
-        .send({ crisis_response: before.body.crisis_response === 'on' ? 'off' : 'on' })
-        .then((response) => response);
-      await demotion.untilWaitedOn();
-      await demotion.commit();
-      // Before, the PATCH was let through on the role read before the demotion, and wrote.
-      expectError(await answered, 403, 'insufficient_scope');
-    } finally {
-      await demotion.end();
-    }
+    const answered = await answeredDuringDemotion(
+      { organizationId: owner.organizationId, userId: admin.userId },
+      () =>
+        t
+          .http()
+          .patch(path(owner.organizationId))
+          .set('Authorization', bearer(admin.accessToken))
+          .send({ crisis_response: before.body.crisis_response === 'on' ? 'off' : 'on' }),
+    );
+    // Before, the PATCH was let through on the role read before the demotion, and wrote.
+    expectError(answered, 403, 'insufficient_scope');
     const after = await t
       .http()
       .get(path(owner.organizationId))

@@ -6,7 +6,7 @@ import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
 import { INVALID_LIMITS_BODIES } from './support/limits-bodies';
-import { HeldTransaction } from './support/locks';
+import { answeredDuringDemotion } from './support/locks';
 import { createTestApp, TestApp } from './support/test-app';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
@@ -125,26 +125,15 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
     it('an admin demoted while their PATCH runs changes nothing: 403, the limits as they were', async () => {
       const a = await tenant();
       const path = `/v1/organizations/${a.organizationId}/limits`;
-      // The demotion as members.service makes it: the membership locked, then changed.
-      const demotion = await HeldTransaction.begin();
-      try {
-        await demotion.run(
-          `UPDATE memberships SET role = 'member' WHERE organization_id = $1 AND user_id = $2`,
-          [a.organizationId, a.userId],
-        );
-        const patching = t
+      const answered = await answeredDuringDemotion(a, () =>
+        t
           .http()
           .patch(path)
           .set('Authorization', `Bearer ${a.accessToken}`)
-          .send({ monthly_token_budget: 5 });
-        const answered = patching.then((response) => response);
-        await demotion.untilWaitedOn();
-        await demotion.commit();
-        // Before, the PATCH was let through on the role read before the demotion, and wrote.
-        expectError(await answered, 403, 'insufficient_scope');
-      } finally {
-        await demotion.end();
-      }
+          .send({ monthly_token_budget: 5 }),
+      );
+      // Before, the PATCH was let through on the role read before the demotion, and wrote.
+      expectError(answered, 403, 'insufficient_scope');
       const limits = await t.http().get(path).set('Authorization', a.admin);
       expect(limits.body).toMatchObject({ monthly_token_budget: null });
     });

@@ -131,3 +131,27 @@ export class HeldTransaction {
     }
   }
 }
+
+/**
+ * What `request` answers when it runs while the member's demotion to `member` holds their
+ * membership's row lock (as members.service's demotion does), answered once the demotion has
+ * committed: how the specs show that a write checks the role in its own statement, and waits.
+ */
+export async function answeredDuringDemotion<T>(
+  member: { organizationId: string; userId: string },
+  request: () => PromiseLike<T>,
+): Promise<T> {
+  const demotion = await HeldTransaction.begin();
+  try {
+    await demotion.run(
+      `UPDATE memberships SET role = 'member' WHERE organization_id = $1 AND user_id = $2`,
+      [member.organizationId, member.userId],
+    );
+    const answered = Promise.resolve(request());
+    await demotion.untilWaitedOn();
+    await demotion.commit();
+    return await answered;
+  } finally {
+    await demotion.end();
+  }
+}
