@@ -147,6 +147,35 @@ describe('ToolSchemas', () => {
     expect(answered.slice(0, 5)).toEqual(['busy 1', 'quiet 1', 'quiet 2', 'quiet 3', 'quiet 4']);
   });
 
+  it('charges an organization that sends one job at a time: quick schemas pass its slow ones too', async () => {
+    const schemas = schemasWith(UNHURRIED);
+    await schemas.problemOf('warm', numbered(0));
+    const answered: string[] = [];
+    let sending = true;
+    // One slow schema at a time, each sent once the last was answered.
+    const slowLoop = (async () => {
+      for (let n = 1; sending; n += 1) {
+        await schemas.problemOf('one-at-a-time', { ...slowToCompile(), title: `slow ${n}` });
+        answered.push(`slow ${n}`);
+      }
+    })();
+    while (!answered.includes('slow 1')) await new Promise((resolve) => setTimeout(resolve, 5));
+    await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((n) =>
+        schemas.problemOf('quick', numbered(n)).then(() => void answered.push(`quick ${n}`)),
+      ),
+    );
+    sending = false;
+    await slowLoop;
+    // Before, it came back level with the least served after each answer, and took every other
+    // turn: the sixth quick one waited for five more slow compiles.
+    const slowBefore = answered
+      .slice(0, answered.indexOf('quick 6'))
+      .filter((name) => name.startsWith('slow'));
+    // The first, and the second sent while the quick ones came.
+    expect(slowBefore).toEqual(['slow 1', 'slow 2']);
+  });
+
   it("refuses (429) an organization's schemas past the number it may have waiting", async () => {
     const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 2 });
     // Once the worker has started, the first runs at once; two wait.

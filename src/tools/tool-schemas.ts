@@ -164,8 +164,8 @@ export class ToolSchemas {
   /** Each organization's jobs waiting, organizations in the order their first job came. */
   private readonly waiting = new Map<string, Job[]>();
   /**
-   * The worker's time (ms) each organization's jobs have taken since it last had none waiting
-   * or running: the least goes next.
+   * The worker's time (ms) each organization's jobs have taken since the worker last had nothing
+   * waiting: the least goes next (forgetIdle drops what no longer tells them apart).
    */
   private readonly spent = new Map<string, number>();
   private worker?: Worker;
@@ -253,7 +253,8 @@ export class ToolSchemas {
       if (!queue) {
         // A newcomer starts level with the least served of those waiting, not below them all:
         // organizations coming and going could otherwise keep one with slow schemas waiting.
-        if (!this.spent.has(organizationId)) this.spent.set(organizationId, this.leastSpent());
+        const floor = this.leastSpent();
+        this.spent.set(organizationId, Math.max(this.spent.get(organizationId) ?? floor, floor));
         queue = [];
         this.waiting.set(organizationId, queue);
       }
@@ -315,6 +316,21 @@ export class ToolSchemas {
     return least!;
   }
 
+  /**
+   * Drops what no longer tells organizations apart: everything once nothing waits, else those
+   * with nothing waiting that would come back at the least served anyway.
+   */
+  private forgetIdle(): void {
+    if (this.waiting.size === 0) {
+      this.spent.clear();
+      return;
+    }
+    const least = this.leastSpent();
+    for (const [organizationId, spent] of this.spent) {
+      if (!this.waiting.has(organizationId) && spent <= least) this.spent.delete(organizationId);
+    }
+  }
+
   private leastSpent(): number {
     let least: number | undefined;
     for (const organizationId of this.waiting.keys()) {
@@ -331,14 +347,13 @@ export class ToolSchemas {
   private finish(job: Job, answer: Answer): void {
     if (this.running?.job !== job) return;
     clearTimeout(this.running.timer);
+    // Charged whether or not more of its own wait: one sending a job at a time (each after the
+    // last was answered) would otherwise come back level with the least served each time, and
+    // take every other turn (review: 32 quick schemas waited for 32 slow ones).
     const { organizationId } = job;
-    if (this.waiting.has(organizationId)) {
-      const took = performance.now() - this.running.sentAt;
-      this.spent.set(organizationId, this.spentBy(organizationId) + took);
-    } else {
-      // Nothing more of its own waits: its next jobs start afresh.
-      this.spent.delete(organizationId);
-    }
+    const took = performance.now() - this.running.sentAt;
+    this.spent.set(organizationId, this.spentBy(organizationId) + took);
+    this.forgetIdle();
     this.running = undefined;
     if (answer.fresh) this.compiles += 1;
     job.resolve(answer);
