@@ -149,8 +149,8 @@ export interface ToolSchemasOptions {
  * The tools' argument schemas, compiled and run in one worker thread, off the event loop: a
  * tenant's 16 KiB schema can take ajv a fifth of a second to compile (a request may carry 32),
  * and held there it held every tenant's requests. Jobs wait per organization; the next one is
- * the first of the organization whose jobs have taken the worker least time while it had jobs
- * waiting (fair queuing by time, not by jobs): an organization sending schemas that compile in
+ * the first of the organization whose jobs have taken the worker least time since it last had
+ * nothing waiting (fair queuing by time, not by jobs): an organization sending schemas that compile in
  * a millisecond goes before one whose take a second, and waits for at most the one running.
  * Each job may take `timeoutMs`, after which the worker is ended (its cache with it) and a new
  * one takes the next job. Compiled schemas are kept in the worker by the hash of their
