@@ -457,6 +457,50 @@ describe('Login, the 15/24h lockout and password reset', () => {
     expect(made).toEqual([{ links: 0, keys: 0 }]);
   });
 
+  it('changes no organization setting for a request authenticated before a reset that commits while it waits', async () => {
+    const owner = await user();
+    const bearer = { Authorization: `Bearer ${owner.accessToken}` };
+    const me = (await t.http().get('/v1/me').set(bearer)).body as { id: string };
+    const organization = `/v1/organizations/${owner.organizationId}`;
+    const reset = db.createQueryRunner();
+    await reset.connect();
+    try {
+      await reset.startTransaction();
+      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
+      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
+        me.id,
+      ]);
+      // Let in on the version still committed (and cached), then waiting for the user's row.
+      const patches = [
+        t.http().patch(`${organization}/limits`).set(bearer).send({ monthly_token_budget: 5 }),
+        t.http().patch(`${organization}/safety`).set(bearer).send({ crisis_response: 'off' }),
+        t.http().patch(organization).set(bearer).send({ memory_retention_days: 3 }),
+      ].map((patch) => patch.then((response) => response));
+      await sessionsWaitingForLocks(t.app.get(Database), 3);
+      await reset.commitTransaction();
+      // Before, all three wrote after the reset (200), as the ended token's action.
+      for (const answered of await Promise.all(patches)) {
+        expectError(answered, 401, 'unauthenticated');
+      }
+    } finally {
+      if (reset.isTransactionActive) await reset.rollbackTransaction();
+      await reset.release();
+    }
+    const [stored] = await db.query(
+      `SELECT o.memory_retention_days AS retention,
+              (SELECT count(*) FROM organization_limits l WHERE l.organization_id = o.id)::int
+                AS limits,
+              (SELECT count(*) FROM organization_safety_settings s WHERE s.organization_id = o.id)::int
+                AS safety,
+              (SELECT count(*) FROM audit_events a WHERE a.organization_id = o.id
+                  AND a.action IN ('limits.updated', 'safety_settings.updated',
+                                   'organization.updated'))::int AS audited
+         FROM organizations o WHERE o.id = $1`,
+      [owner.organizationId],
+    );
+    expect(stored).toEqual({ retention: null, limits: 0, safety: 0, audited: 0 });
+  });
+
   it('sends at most five reset mails per user and hour', async () => {
     const u = await user();
     for (let i = 0; i < 7; i++) {

@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import type { AuditStep } from '../audit/audit-event.step';
-import type { CallerContext, UserCaller } from '../common/auth/caller';
+import type { UserCaller } from '../common/auth/caller';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
 import { cte, empty, type Sql, sql, withEntries } from '../database/sql';
-import { tokenVersionHeld } from '../users/token-version-held';
+import { managerMembership, stillManages } from '../users/manager-membership';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
 
@@ -182,33 +182,6 @@ function creatorLock(organizationId: string, creatorId: string, at: Date) {
   };
 }
 
-/**
- * The user's membership of the organization, while it is an owner's or admin's (every route of
- * API keys needs the admin scope), locked FOR SHARE until the transaction ends: a removal or
- * demotion locks the organization's memberships before it walks the member's keys, so a key the
- * user makes at that moment either commits before the walk (which revokes it) or waits, finds
- * the role gone and is not made. Memberships are locked before any key (see RANK_ORDER).
- */
-function managerMembership(organizationId: string, userId: string, tokenVersion?: number) {
-  // The user's row too (FOR KEY SHARE, which a password reset's FOR UPDATE waits for, and the
-  // other way round): a request authenticated before a reset committed makes nothing after it.
-  return sql`SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
-       WHERE m.organization_id = ${organizationId}::uuid AND m.user_id = ${userId}::uuid
-         AND m.role IN ('owner', 'admin')
-         AND ${tokenVersionHeld(sql`u.token_version`, tokenVersion)}
-         FOR SHARE OF m FOR KEY SHARE OF u`;
-}
-
-/**
- * For a rename, a rate limit or a revocation, in its statement: true for a key's caller (checked
- * by the guard), and for a user while managerMembership holds (locked FOR SHARE): one demoted or
- * removed at that moment changes nothing after the demotion (review, 2026-12-05).
- */
-export function callerManagesKeys(caller: CallerContext): Sql {
-  if (caller.kind !== 'user') return sql`TRUE`;
-  return sql`EXISTS (${managerMembership(caller.organizationId, caller.userId, caller.tokenVersion)})`;
-}
-
 /** The key as inserted: by a key or by a user, under the locks above. */
 function insertKeyAt(key: NewApiKey, at: Date) {
   const { organizationId, createdByApiKeyId, createdByUserId } = key;
@@ -281,7 +254,11 @@ export class ApiKeysRepository {
 
   /** Whether the user still manages the organization's keys (managerMembership, read now). */
   async stillManages(caller: UserCaller): Promise<boolean> {
-    return (await this.database.count(sql`SELECT 1 WHERE ${callerManagesKeys(caller)}`)) > 0;
+    return (
+      (await this.database.count(
+        sql`SELECT 1 WHERE ${stillManages(caller, caller.organizationId)}`,
+      )) > 0
+    );
   }
 
   /**

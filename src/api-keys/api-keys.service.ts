@@ -32,12 +32,7 @@ import {
   hashApiKey,
   isWellFormedApiKey,
 } from './api-key-format';
-import {
-  ApiKeysRepository,
-  type ApiKeyRow,
-  callerManagesKeys,
-  type NewApiKey,
-} from './api-keys.repository';
+import { ApiKeysRepository, type ApiKeyRow, type NewApiKey } from './api-keys.repository';
 import {
   ApiKeyDto,
   CreateApiKeyDto,
@@ -46,6 +41,8 @@ import {
   UpdateApiKeyDto,
 } from './dto/api-key.dto';
 import type { ApiKey } from './entities/api-key.entity';
+import { stillManages } from '../users/manager-membership';
+import { tokenNoLongerValid } from '../users/token-version-held';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.
@@ -318,7 +315,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
               at: now,
             }),
           ),
-      callerManagesKeys(caller),
+      stillManages(caller, caller.organizationId),
     );
     if (!updated) throw await this.notChanged(caller);
     const hashHex = updated.keyHash.toString('hex');
@@ -346,7 +343,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
           at: now,
         }),
       ),
-      callerManagesKeys(caller),
+      stillManages(caller, caller.organizationId),
     );
     if (!keyHash) throw await this.notChanged(caller);
     const hashHex = keyHash.toString('hex');
@@ -356,7 +353,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Why a key was not renamed or revoked: it is not the organization's (or is revoked), or the
-   * user's role or token went while the request ran (callerManagesKeys).
+   * user's role or token went while the request ran (stillManages).
    */
   private async notChanged(caller: CallerContext): Promise<AppError> {
     if (caller.kind === 'user' && !(await this.keys.stillManages(caller))) {
@@ -367,10 +364,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
 
   /** Why a user's key was not made: their token ended by a password reset, or their role. */
   private async userRefusal(caller: UserCaller): Promise<AppError> {
-    const version = await this.users.committedTokenVersion(caller.userId);
-    return caller.tokenVersion !== undefined && version !== caller.tokenVersion
-      ? AppError.unauthenticated('The access token is no longer valid')
-      : roleGone();
+    return (await this.users.tokenEnded(caller)) ? tokenNoLongerValid() : roleGone();
   }
 
   /**

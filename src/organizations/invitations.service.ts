@@ -19,6 +19,7 @@ import { InvitationsRepository } from './invitations.repository';
 import { MembersRepository } from './members.repository';
 import { OrganizationsService, toOrganizationView } from './organizations.service';
 import { assertManager, assertOwner, organizationNotFound } from './team-rules';
+import { tokenNoLongerValid } from '../users/token-version-held';
 
 /** 256 random bits, base64url: what the e-mail's link carries. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
@@ -84,7 +85,7 @@ export class InvitationsService {
         caller.userId,
         caller.tokenVersion,
       );
-      if (!context) throw AppError.unauthenticated('The access token is no longer valid');
+      if (!context) throw tokenNoLongerValid();
       if (!context.inviter_verified) {
         throw new AppError(
           'email_not_verified',

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { type CallerContext, type Scope, scopeSatisfies } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
-import { type Sql, sql } from '../database/sql';
+import { tokenNoLongerValid } from '../users/token-version-held';
+import { UsersService } from '../users/users.service';
 import type { Role } from './entities/membership.entity';
 import { OrganizationsService } from './organizations.service';
 import { organizationNotFound } from './team-rules';
@@ -20,7 +21,10 @@ export const ROLE_SCOPES: Record<Role, Scope[]> = {
  */
 @Injectable()
 export class OrganizationAccess {
-  constructor(private readonly organizations: OrganizationsService) {}
+  constructor(
+    private readonly organizations: OrganizationsService,
+    private readonly users: UsersService,
+  ) {}
 
   async assert(caller: CallerContext, organizationId: string, scope: Scope): Promise<void> {
     let scopes = caller.scopes;
@@ -39,28 +43,22 @@ export class OrganizationAccess {
       );
     }
   }
-}
 
-/**
- * For an admin's write at `/v1/organizations/{id}/…`, in the writing statement itself: true while
- * the caller may still change the organization's settings. An API key was checked by the guard;
- * a user's membership must still be an owner's or admin's, and is locked FOR SHARE until the
- * statement's transaction ends. A removal or demotion locks the organization's memberships FOR
- * UPDATE before it commits, so a write that `assert` let through a moment before either commits
- * first or waits, finds the role gone and writes nothing (review, 2026-12-05: it wrote, as the
- * admin's action, after the demotion had answered).
- */
-export function stillManages(caller: CallerContext, organizationId: string): Sql {
-  if (caller.kind !== 'user') return sql`TRUE`;
-  return sql`EXISTS (SELECT 1 FROM memberships
-                      WHERE organization_id = ${organizationId}::uuid
-                        AND user_id = ${caller.userId}::uuid
-                        AND role IN ('owner', 'admin')
-                        FOR SHARE)`;
+  /**
+   * Why an admin's write that `assert` let through wrote nothing, its own check (stillManages)
+   * having failed: the user's access token ended by a password reset meanwhile (401), or their
+   * role went (403).
+   */
+  async writeRefused(caller: CallerContext): Promise<AppError> {
+    if (caller.kind === 'user' && (await this.users.tokenEnded(caller))) {
+      return tokenNoLongerValid();
+    }
+    return noLongerManages();
+  }
 }
 
 /** 403 for a write whose caller was demoted or removed while it ran (see stillManages). */
-export function noLongerManages(): AppError {
+function noLongerManages(): AppError {
   return new AppError(
     'insufficient_scope',
     'Changing this needs an owner or admin, or an API key with the admin scope',

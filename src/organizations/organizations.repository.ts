@@ -7,6 +7,7 @@ import { cte, sql, withEntries } from '../database/sql';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Membership } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
+import { managerMembership } from '../users/manager-membership';
 
 /** What a member sees of an organization (GET /v1/organizations). */
 const VIEWED = ['id', 'name', 'memoryRetentionDays', 'createdAt'] as const;
@@ -83,14 +84,14 @@ export class OrganizationsRepository {
   }
 
   /**
-   * The organization as `userId` sees it after the change; undefined, and nothing changed, unless
-   * they are its owner or admin when the row is written: their membership is read under a share
-   * lock, so a role change in flight is waited for and its outcome read (not the statement's
-   * snapshot), and one that comes later waits for this write.
+   * The organization as the user sees it after the change; undefined, and nothing changed, unless
+   * they are its owner or admin, with the access token they asked with, when the row is written
+   * (managerMembership, under its locks: a role change or a password reset in flight is waited
+   * for and its outcome read, and one that comes later waits for this write).
    */
   updateMemoryRetention(
     organizationId: string,
-    userId: string,
+    { userId, tokenVersion }: { userId: string; tokenVersion?: number },
     days: number | null,
     at: Date,
     audit: OrganizationPatchAudit,
@@ -101,10 +102,7 @@ export class OrganizationsRepository {
       (lent) => sql`
         UPDATE organizations SET memory_retention_days = ${days}, updated_at = ${at}
          WHERE id = ${organizationId}
-           AND EXISTS (SELECT 1 FROM memberships
-                        WHERE organization_id = ${organizationId} AND user_id = ${userId}
-                          AND role IN ('owner', 'admin')
-                          FOR SHARE)
+           AND EXISTS (${managerMembership(organizationId, userId, tokenVersion)})
         RETURNING ${ORGANIZATION}, ${lent}`,
     );
     return this.database.row(

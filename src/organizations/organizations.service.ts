@@ -11,6 +11,7 @@ import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { teamsConfig } from '../config/teams.config';
+import { tokenNoLongerValid } from '../users/token-version-held';
 import { UsersService } from '../users/users.service';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
 import { Database } from '../database/database';
@@ -155,7 +156,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
       const at = this.clock.now();
       return this.organizations.updateMemoryRetention(
         organizationId,
-        caller.userId,
+        caller,
         days,
         at,
         organizationPatchAudit(
@@ -167,9 +168,11 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     };
     const row = await write();
     if (row) return toOrganizationView(row);
-    // The write checks the role itself and found it gone: demoted or removed since the check.
-    // Asked again past the cache (this instance may not have been told yet): a 403 if so, and
-    // one more write if the role came back in between.
+    // The write checks the role and the token itself and found one gone: the token ended by a
+    // password reset since it was let in (401), or the role demoted or removed, asked again past
+    // the cache (this instance may not have been told yet): a 403 if so, and one more write if
+    // the role came back in between.
+    if (await this.users.tokenEnded(caller)) throw tokenNoLongerValid();
     assertManages(await this.grantFromDatabase(caller.userId, organizationId));
     const again = await write();
     if (again) return toOrganizationView(again);

@@ -11,28 +11,28 @@ WITH limits_written AS (INSERT INTO organization_limits AS l
         SELECT $1::uuid, $2::bigint,
                $3::bigint, $4::float8,
                $5::integer, $6::timestamptz
-         WHERE EXISTS (SELECT 1 FROM memberships
-                      WHERE organization_id = $7::uuid
-                        AND user_id = $8::uuid
-                        AND role IN ('owner', 'admin')
-                        FOR SHARE)
+         WHERE EXISTS (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $7::uuid AND m.user_id = $8::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($9::int IS NULL OR u.token_version = $10::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
         ON CONFLICT (organization_id) DO UPDATE SET
-          monthly_token_budget = CASE WHEN $9::boolean
-                               THEN excluded.monthly_token_budget ELSE l.monthly_token_budget END, end_user_daily_token_budget = CASE WHEN $10::boolean
-                               THEN excluded.end_user_daily_token_budget ELSE l.end_user_daily_token_budget END, end_user_rps = CASE WHEN $11::boolean
-                               THEN excluded.end_user_rps ELSE l.end_user_rps END, end_user_burst = CASE WHEN $12::boolean
+          monthly_token_budget = CASE WHEN $11::boolean
+                               THEN excluded.monthly_token_budget ELSE l.monthly_token_budget END, end_user_daily_token_budget = CASE WHEN $12::boolean
+                               THEN excluded.end_user_daily_token_budget ELSE l.end_user_daily_token_budget END, end_user_rps = CASE WHEN $13::boolean
+                               THEN excluded.end_user_rps ELSE l.end_user_rps END, end_user_burst = CASE WHEN $14::boolean
                                THEN excluded.end_user_burst ELSE l.end_user_burst END,
           updated_at = excluded.updated_at
         RETURNING organization_id, monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst),
 limits_month_tokens AS (SELECT organization_id AS organization_id, month AS month, prompt_tokens + completion_tokens AS used_tokens FROM token_usage_months
-                     WHERE organization_id = $13 AND month = $14),
+                     WHERE organization_id = $15 AND month = $16),
 limits_month_tokens_threshold AS (
       INSERT INTO usage_thresholds_reached
         (organization_id, month, threshold, used, token_limit, reached_at)
       SELECT s.organization_id, s.month, t.threshold, s.used_tokens, (SELECT monthly_token_budget FROM limits_written)::bigint,
-             $15::timestamptz
+             $17::timestamptz
         FROM limits_month_tokens s CROSS JOIN (VALUES (50), (80), (100)) AS t(threshold)
-       WHERE s.organization_id = $16::uuid
+       WHERE s.organization_id = $18::uuid
          AND s.used_tokens * 100 >= t.threshold * (SELECT monthly_token_budget FROM limits_written)::bigint
       ON CONFLICT DO NOTHING
       RETURNING jsonb_build_object('month', to_char(month, 'YYYY-MM'),
@@ -40,27 +40,27 @@ limits_month_tokens_threshold AS (
                                            'limit', token_limit) AS webhook_data),
 limits_month_tokens_threshold_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
-       WHERE organization_id = $17::uuid AND status = 'enabled'
-         AND $18::text = ANY (events)
+       WHERE organization_id = $19::uuid AND status = 'enabled'
+         AND $20::text = ANY (events)
        FOR KEY SHARE),
     limits_month_tokens_threshold_webhook_event AS (
       INSERT INTO webhook_events (organization_id, type, data, created_at)
-      SELECT $19::uuid, $20, s.webhook_data, $21::timestamptz
+      SELECT $21::uuid, $22, s.webhook_data, $23::timestamptz
         FROM limits_month_tokens_threshold s
        WHERE EXISTS (SELECT 1 FROM limits_month_tokens_threshold_webhook_subscribed)
       RETURNING id, organization_id, type),
     limits_month_tokens_threshold_webhook_attempt AS (
       INSERT INTO webhook_delivery_attempts
         (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at, created_at)
-      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $22::timestamptz,
-             $23::timestamptz
+      SELECT ev.organization_id, e.id, ev.id, ev.type, 1, $24::timestamptz,
+             $25::timestamptz
         FROM limits_month_tokens_threshold_webhook_event ev CROSS JOIN limits_month_tokens_threshold_webhook_subscribed e),
-limits_written_audited AS (SELECT organization_id::text AS audit_target_id, $24::jsonb AS audit_details FROM limits_written),
+limits_written_audited AS (SELECT organization_id::text AS audit_target_id, $26::jsonb AS audit_details FROM limits_written),
 limits_written_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $25::uuid, $26, $27,
-                 $28, $29, s.audit_target_id, $30,
-                 $31, s.audit_details, $32::timestamptz
+          SELECT $27::uuid, $28, $29,
+                 $30, $31, s.audit_target_id, $32,
+                 $33, s.audit_details, $34::timestamptz
             FROM limits_written_audited s)
 SELECT monthly_token_budget, end_user_daily_token_budget, end_user_rps, end_user_burst FROM limits_written;

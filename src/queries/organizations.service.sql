@@ -27,22 +27,23 @@ WHERE user_id = $1 AND organization_id = $2;
 WITH changed AS (
         UPDATE organizations SET memory_retention_days = $1, updated_at = $2
          WHERE id = $3
-           AND EXISTS (SELECT 1 FROM memberships
-                        WHERE organization_id = $4 AND user_id = $5
-                          AND role IN ('owner', 'admin')
-                          FOR SHARE)
+           AND EXISTS (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $4::uuid AND m.user_id = $5::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($6::int IS NULL OR u.token_version = $7::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
         RETURNING id, name, memory_retention_days, created_at, id AS organization_id),
-changed_audited AS (SELECT organization_id::text AS audit_target_id, $6::jsonb AS audit_details FROM changed),
+changed_audited AS (SELECT organization_id::text AS audit_target_id, $8::jsonb AS audit_details FROM changed),
 changed_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $7::uuid, $8, $9,
-                 $10, $11, s.audit_target_id, $12,
-                 $13, s.audit_details, $14::timestamptz
+          SELECT $9::uuid, $10, $11,
+                 $12, $13, s.audit_target_id, $14,
+                 $15, s.audit_details, $16::timestamptz
             FROM changed_audited s)
 SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
             FROM changed o
-            JOIN memberships m ON m.organization_id = o.id AND m.user_id = $15;
+            JOIN memberships m ON m.organization_id = o.id AND m.user_id = $17;
 
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;

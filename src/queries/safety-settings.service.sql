@@ -12,25 +12,25 @@ WITH safety_settings_written AS (INSERT INTO organization_safety_settings AS s
           SELECT $1::uuid, $2::boolean,
                  $3::text, $4::text,
                  $5::text, $6::timestamptz
-           WHERE EXISTS (SELECT 1 FROM memberships
-                      WHERE organization_id = $7::uuid
-                        AND user_id = $8::uuid
-                        AND role IN ('owner', 'admin')
-                        FOR SHARE)
+           WHERE EXISTS (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+       WHERE m.organization_id = $7::uuid AND m.user_id = $8::uuid
+         AND m.role IN ('owner', 'admin')
+         AND ($9::int IS NULL OR u.token_version = $10::int)
+         FOR SHARE OF m FOR KEY SHARE OF u)
           ON CONFLICT (organization_id) DO UPDATE SET
-            crisis_response = CASE WHEN $9::boolean
-                               THEN excluded.crisis_response ELSE s.crisis_response END, crisis_message = CASE WHEN $10::boolean
-                               THEN excluded.crisis_message ELSE s.crisis_message END, input_moderation = CASE WHEN $11::boolean
-                               THEN excluded.input_moderation ELSE s.input_moderation END, output_moderation = CASE WHEN $12::boolean
+            crisis_response = CASE WHEN $11::boolean
+                               THEN excluded.crisis_response ELSE s.crisis_response END, crisis_message = CASE WHEN $12::boolean
+                               THEN excluded.crisis_message ELSE s.crisis_message END, input_moderation = CASE WHEN $13::boolean
+                               THEN excluded.input_moderation ELSE s.input_moderation END, output_moderation = CASE WHEN $14::boolean
                                THEN excluded.output_moderation ELSE s.output_moderation END,
             updated_at = excluded.updated_at
           RETURNING organization_id, crisis_response, crisis_message, input_moderation, output_moderation),
-safety_settings_written_audited AS (SELECT organization_id::text AS audit_target_id, $13::jsonb AS audit_details FROM safety_settings_written),
+safety_settings_written_audited AS (SELECT organization_id::text AS audit_target_id, $15::jsonb AS audit_details FROM safety_settings_written),
 safety_settings_written_audited_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
-          SELECT $14::uuid, $15, $16,
-                 $17, $18, s.audit_target_id, $19,
-                 $20, s.audit_details, $21::timestamptz
+          SELECT $16::uuid, $17, $18,
+                 $19, $20, s.audit_target_id, $21,
+                 $22, s.audit_details, $23::timestamptz
             FROM safety_settings_written_audited s)
 SELECT crisis_response, crisis_message, input_moderation, output_moderation FROM safety_settings_written;

@@ -40,7 +40,7 @@ export class SafetySettingsRepository {
     defaults: SafetySettingsRow,
     at: Date,
     audit: OrganizationPatchAudit,
-    /** True while the caller may still write (organization-access.ts, stillManages). */
+    /** True while the caller may still write (users/manager-membership.ts, stillManages). */
     managing: Sql,
   ): Promise<SafetySettingsRow | undefined> {
     const value = <Field extends keyof SafetySettingsRow>(field: Field) =>

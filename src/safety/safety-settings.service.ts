@@ -3,11 +3,8 @@ import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
-import {
-  noLongerManages,
-  OrganizationAccess,
-  stillManages,
-} from '../organizations/organization-access';
+import { OrganizationAccess } from '../organizations/organization-access';
+import { stillManages } from '../users/manager-membership';
 import type { SafetySettingsDto, UpdateSafetySettingsDto } from './dto/safety-settings.dto';
 import { type SafetySettingsRow, SafetySettingsRepository } from './safety-settings.repository';
 import { organizationPatchAudit } from '../audit/audit-event.step';
@@ -89,7 +86,7 @@ export class SafetySettingsService {
       ),
       stillManages(caller, organizationId),
     );
-    if (!written) throw noLongerManages();
+    if (!written) throw await this.access.writeRefused(caller);
     await this.cache.invalidate(organizationId);
     return toResponse(written);
   }

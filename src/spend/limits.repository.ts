@@ -44,7 +44,7 @@ export class LimitsRepository {
     defaults: LimitsRow,
     at: Date,
     audit: OrganizationPatchAudit,
-    /** True while the caller may still write (organization-access.ts, stillManages). */
+    /** True while the caller may still write (users/manager-membership.ts, stillManages). */
     managing: Sql,
   ): Promise<LimitsRow | undefined> {
     const value = <Field extends keyof LimitsRow>(field: Field) =>

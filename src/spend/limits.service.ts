@@ -3,11 +3,8 @@ import type { CallerContext } from '../common/auth/caller';
 import { Caches } from '../common/cache/caches';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { Clock } from '../common/time/clock';
-import {
-  noLongerManages,
-  OrganizationAccess,
-  stillManages,
-} from '../organizations/organization-access';
+import { OrganizationAccess } from '../organizations/organization-access';
+import { stillManages } from '../users/manager-membership';
 import type { LimitsDto, UpdateLimitsDto } from './dto/limits.dto';
 import { type LimitsRow, LimitsRepository } from './limits.repository';
 import { organizationPatchAudit } from '../audit/audit-event.step';
@@ -89,7 +86,7 @@ export class LimitsService {
       organizationPatchAudit(caller, { organizationId, action: 'limits.updated', at }, patch),
       stillManages(caller, organizationId),
     );
-    if (!written) throw noLongerManages();
+    if (!written) throw await this.access.writeRefused(caller);
     // Before answering, every subscribed instance has dropped its copy: the next reply anywhere
     // is judged by the new limits (a budget lowered below what is spent refuses it).
     await this.cache.invalidate(organizationId, { confirmed: true });

@@ -12,6 +12,7 @@ import { SsoIdentityDto, toSsoIdentityResponse } from './dto/sso.dto';
 import { IdTokenVerifier } from './id-token-verifier.service';
 import { UsersService } from '../users/users.service';
 import { SsoRepository } from './sso.repository';
+import { tokenNoLongerValid } from '../users/token-version-held';
 
 @Injectable()
 export class SsoService {
@@ -44,7 +45,7 @@ export class SsoService {
       email: verified.email,
     });
     // A password reset committed since the request was authenticated: its token is ended.
-    if (!result) throw AppError.unauthenticated('The access token is no longer valid');
+    if (!result) throw tokenNoLongerValid();
     const { created, ...linked } = result;
     if (linked.user_id !== userId) {
       throw new AppError(

@@ -1,4 +1,9 @@
+import { AppError } from '../common/errors/app-error';
 import { type Sql, sql } from '../database/sql';
+
+/** The answer to a request whose access token a password reset has ended. */
+export const tokenNoLongerValid = () =>
+  AppError.unauthenticated('The access token is no longer valid');
 
 /**
  * The condition that a user's row (its `token_version` column, e.g. sql`u.token_version`) still

@@ -57,6 +57,15 @@ export class UsersService {
   }
 
   /**
+   * For a write a user's check refused in its statement: whether their access token has ended
+   * since it was let in (a password reset committed meanwhile; 401, not a role's 403).
+   */
+  async tokenEnded(caller: { userId: string; tokenVersion?: number }): Promise<boolean> {
+    if (caller.tokenVersion === undefined) return false;
+    return (await this.committedTokenVersion(caller.userId)) !== caller.tokenVersion;
+  }
+
+  /**
    * Sets a new password hash and raises the token version, which ends every access token issued
    * so far, and marks the address verified (the reset link was read in its mailbox). Inside the
    * caller's transaction, at `at`, the user's row locked until it ends. Answers the user's e-mail

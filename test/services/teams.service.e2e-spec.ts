@@ -465,7 +465,7 @@ describe('Teams: members and invitations (real database)', () => {
       const write = (userId: string) =>
         organizations.updateMemoryRetention(
           t.organizationId,
-          userId,
+          { userId },
           7,
           at,
           organizationPatchAudit(

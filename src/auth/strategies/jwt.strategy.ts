@@ -12,6 +12,7 @@ import { ROLE_SCOPES } from '../../organizations/organization-access';
 import { OrganizationsService } from '../../organizations/organizations.service';
 import { UsersService } from '../../users/users.service';
 import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-tokens.service';
+import { tokenNoLongerValid } from '../../users/token-version-held';
 
 /**
  * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not
@@ -67,7 +68,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
       wellFormed ? this.organizations.membership(payload.sub, requested) : null,
     ]);
     if (version === null || version !== payload.ver) {
-      throw AppError.unauthenticated('The access token is no longer valid');
+      throw tokenNoLongerValid();
     }
     if (!grant && requested !== undefined) {
       throw new AppError('not_a_member', 'X-Organization-Id names no organization you belong to');
