@@ -253,7 +253,7 @@ export class ToolSchemas {
       if (!queue) {
         // A newcomer starts level with the least served of those waiting, not below them all:
         // organizations coming and going could otherwise keep one with slow schemas waiting.
-        const floor = this.leastSpent();
+        const floor = this.leastServed()?.spent ?? 0;
         this.spent.set(organizationId, Math.max(this.spent.get(organizationId) ?? floor, floor));
         queue = [];
         this.waiting.set(organizationId, queue);
@@ -275,7 +275,7 @@ export class ToolSchemas {
       return;
     }
     if (!this.ready) return;
-    const organizationId = this.leastServed();
+    const { organizationId } = this.leastServed()!;
     const queue = this.waiting.get(organizationId)!;
     const job = queue.shift()!;
     if (queue.length === 0) this.waiting.delete(organizationId);
@@ -305,15 +305,17 @@ export class ToolSchemas {
     }
   }
 
-  /** The organization with jobs waiting whose jobs have taken the least time (the first, on a tie). */
-  private leastServed(): string {
-    let least: string | undefined;
+  /**
+   * The organization with jobs waiting whose jobs have taken the least time (the first, on a
+   * tie), and that time; undefined when nothing waits.
+   */
+  private leastServed(): { organizationId: string; spent: number } | undefined {
+    let least: { organizationId: string; spent: number } | undefined;
     for (const organizationId of this.waiting.keys()) {
-      if (least === undefined || this.spentBy(organizationId) < this.spentBy(least)) {
-        least = organizationId;
-      }
+      const spent = this.spentBy(organizationId);
+      if (least === undefined || spent < least.spent) least = { organizationId, spent };
     }
-    return least!;
+    return least;
   }
 
   /**
@@ -325,19 +327,10 @@ export class ToolSchemas {
       this.spent.clear();
       return;
     }
-    const least = this.leastSpent();
+    const least = this.leastServed()?.spent ?? 0;
     for (const [organizationId, spent] of this.spent) {
       if (!this.waiting.has(organizationId) && spent <= least) this.spent.delete(organizationId);
     }
-  }
-
-  private leastSpent(): number {
-    let least: number | undefined;
-    for (const organizationId of this.waiting.keys()) {
-      const spent = this.spentBy(organizationId);
-      if (least === undefined || spent < least) least = spent;
-    }
-    return least ?? 0;
   }
 
   private spentBy(organizationId: string): number {

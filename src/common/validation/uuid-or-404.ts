@@ -1,4 +1,4 @@
-import { type ArgumentMetadata, Injectable, ParseUUIDPipe } from '@nestjs/common';
+import { type ArgumentMetadata, ParseUUIDPipe } from '@nestjs/common';
 import { AppError } from '../errors/app-error';
 
 /**
@@ -8,7 +8,6 @@ import { AppError } from '../errors/app-error';
  * under the key its readers use (found by review: `PATCH /v1/organizations/{ID}/limits` in upper
  * case cleared another key, and replies went on under the old budget for up to 5 s).
  */
-@Injectable()
 class UuidOr404Pipe extends ParseUUIDPipe {
   override async transform(value: string, metadata: ArgumentMetadata): Promise<string> {
     return (await super.transform(value, metadata)).toLowerCase();
