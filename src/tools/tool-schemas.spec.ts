@@ -15,6 +15,17 @@ const slowToCompile = (conditions = 300) => ({
   })),
 });
 
+/** A schema of `width` string properties, each with a pattern: its compiled code takes heap. */
+const wide = (n: number, width: number) => ({
+  type: 'object',
+  properties: Object.fromEntries(
+    Array.from({ length: width }, (_, i) => [
+      `f${n}_${i}`,
+      { type: 'string', pattern: `^a${i}$`, minLength: 1 },
+    ]),
+  ),
+});
+
 /** Time enough for a slow schema on a machine as loaded as CI's: what these specs test is order. */
 const UNHURRIED = { timeoutMs: 60_000 };
 
@@ -225,6 +236,38 @@ describe('ToolSchemas', () => {
     });
     await Promise.all([running, waiting]);
   });
+
+  it("runs a job again on a new worker when one holding others' schemas runs out of heap: none fails for another's", async () => {
+    // A 16 MiB heap that one organization's schemas, all kept, fill within about 100.
+    const schemas = schemasWith({
+      heapMb: 16,
+      capacity: 100_000,
+      textCapacity: Number.MAX_SAFE_INTEGER,
+      ...UNHURRIED,
+    });
+    const problems: (string | undefined)[] = [];
+    for (let n = 0; n < 600 && schemas.workersStarted < 3; n += 1) {
+      problems.push(await schemas.problemOf('filling', wide(n, 60)));
+      problems.push(await schemas.problemOf('other', numbered(n)));
+    }
+    // Two workers died with their heaps full; before, the job running then failed each time.
+    expect(schemas.workersStarted).toBe(3);
+    expect(problems.filter((problem) => problem !== undefined)).toEqual([]);
+  }, 120_000);
+
+  it('answers a schema too large for the heap on its own as a problem, after one run on a new worker', async () => {
+    const schemas = schemasWith({ heapMb: 16, ...UNHURRIED });
+    expect(await schemas.problemOf('org', numbered(1))).toBeUndefined();
+    expect(await schemas.problemOf('org', wide(0, 5_000))).toBe(
+      'cannot be compiled within the memory a schema may take',
+    );
+    // Its first worker had answered another job: run again once, on a second, where it failed too.
+    expect(schemas.workersStarted).toBe(2);
+    // On a worker that had answered nothing (the next, started for it), it is not run again.
+    expect(await schemas.problemOf('org', wide(1, 5_000))).toBeDefined();
+    expect(schemas.workersStarted).toBe(3);
+    expect(await schemas.problemOf('org', numbered(2))).toBeUndefined();
+  }, 60_000);
 
   it("writes nothing of a schema to the process's output (ajv's logger is off)", async () => {
     const schemas = schemasWith();

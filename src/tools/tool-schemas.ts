@@ -16,7 +16,11 @@ export const SCHEMAS_WAITING_PER_ORGANIZATION = 64;
 const COMPILED_SCHEMAS_KEPT = 1_000;
 const COMPILED_TEXT_KEPT = 32 * 1024 * 1024;
 
-/** The worker's heap: past it the worker dies, its cache with it, and a new one starts. */
+/**
+ * The worker's heap: past it the worker dies, its cache with it, and a new one starts. The job
+ * it was running is run again on the new one, once, unless it was that worker's first (see
+ * ToolSchemas.started).
+ */
 const WORKER_HEAP_MB = 256;
 
 /**
@@ -129,6 +133,8 @@ interface Job {
     args?: unknown;
   };
   resolve: (answer: Answer) => void;
+  /** Run once already, on a worker that died under it with others' schemas kept (see started). */
+  retried?: boolean;
 }
 
 /** What validating arguments found: nothing wrong, or the first error ajv reported. */
@@ -143,6 +149,8 @@ export interface ToolSchemasOptions {
   textCapacity?: number;
   timeoutMs?: number;
   waitingPerOrganization?: number;
+  /** The worker's heap (old generation), MiB. */
+  heapMb?: number;
 }
 
 /**
@@ -161,6 +169,7 @@ export class ToolSchemas {
   private readonly textCapacity: number;
   private readonly timeoutMs: number;
   private readonly waitingPerOrganization: number;
+  private readonly heapMb: number;
   /** Each organization's jobs waiting, organizations in the order their first job came. */
   private readonly waiting = new Map<string, Job[]>();
   /**
@@ -173,8 +182,12 @@ export class ToolSchemas {
   private ready = false;
   private running?: { job: Job; timer: NodeJS.Timeout; sentAt: number };
   private jobsSent = 0;
+  /** Jobs the worker running has answered: none, and a job it dies under is that job's doing. */
+  private answeredByWorker = 0;
   /** Schemas compiled (not found compiled) since this started: what the specs count. */
   compiles = 0;
+  /** Worker threads started since this started: what the specs count. */
+  workersStarted = 0;
 
   constructor(options: ToolSchemasOptions = {}) {
     this.capacity = options.capacity ?? COMPILED_SCHEMAS_KEPT;
@@ -182,6 +195,7 @@ export class ToolSchemas {
     this.timeoutMs = options.timeoutMs ?? SCHEMA_COMPILE_TIMEOUT_MS;
     this.waitingPerOrganization =
       options.waitingPerOrganization ?? SCHEMAS_WAITING_PER_ORGANIZATION;
+    this.heapMb = options.heapMb ?? WORKER_HEAP_MB;
   }
 
   /**
@@ -343,13 +357,27 @@ export class ToolSchemas {
     // Charged whether or not more of its own wait: one sending a job at a time (each after the
     // last was answered) would otherwise come back level with the least served each time, and
     // take every other turn (review: 32 quick schemas waited for 32 slow ones).
-    const { organizationId } = job;
-    const took = performance.now() - this.running.sentAt;
-    this.spent.set(organizationId, this.spentBy(organizationId) + took);
+    this.charge(job.organizationId, this.running.sentAt);
     this.forgetIdle();
     this.running = undefined;
     if (answer.fresh) this.compiles += 1;
     job.resolve(answer);
+    this.next();
+  }
+
+  private charge(organizationId: string, sentAt: number): void {
+    this.spent.set(organizationId, this.spentBy(organizationId) + performance.now() - sentAt);
+  }
+
+  /** The running job back at the head of its organization's line, its time so far charged. */
+  private again(job: Job): void {
+    clearTimeout(this.running!.timer);
+    this.charge(job.organizationId, this.running!.sentAt);
+    this.running = undefined;
+    job.retried = true;
+    const queue = this.waiting.get(job.organizationId);
+    if (queue) queue.unshift(job);
+    else this.waiting.set(job.organizationId, [job]);
     this.next();
   }
 
@@ -358,7 +386,7 @@ export class ToolSchemas {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: { ajv: AJV, capacity: this.capacity, textCapacity: this.textCapacity },
-      resourceLimits: { maxOldGenerationSizeMb: WORKER_HEAP_MB },
+      resourceLimits: { maxOldGenerationSizeMb: this.heapMb },
     });
     // Idle, it keeps no process alive; a job in flight has its timer.
     worker.unref();
@@ -369,7 +397,11 @@ export class ToolSchemas {
       if (!this.ready) this.failAll('cannot be checked: the schema worker did not start');
       else if (this.running) {
         const { job } = this.running;
-        this.finish(job, job.message.kind === 'check' ? { problem } : { unchecked: problem });
+        // A worker that had answered other jobs held their schemas, perhaps another tenant's,
+        // when its heap ran out: the job is run again, first, on a new one, where only its own
+        // schema can take the heap (found by review: an innocent schema failed as too large).
+        if (this.answeredByWorker > 0 && !job.retried) this.again(job);
+        else this.finish(job, job.message.kind === 'check' ? { problem } : { unchecked: problem });
       }
     };
     worker.on('message', (answer: Answer & { ready?: true }) => {
@@ -379,13 +411,18 @@ export class ToolSchemas {
         this.next();
       } else {
         const running = this.running;
-        if (running && running.job.message.id === answer.id) this.finish(running.job, answer);
+        if (running && running.job.message.id === answer.id) {
+          this.answeredByWorker += 1;
+          this.finish(running.job, answer);
+        }
       }
     });
     worker.on('error', () => gone('cannot be compiled within the memory a schema may take'));
     worker.on('exit', () => gone('cannot be compiled'));
     this.worker = worker;
     this.ready = false;
+    this.answeredByWorker = 0;
+    this.workersStarted += 1;
     return worker;
   }
 }
