@@ -14,7 +14,7 @@ import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
-import { ImportSlots } from '../src/exports/import-slots';
+import { ImportSlots, SLOW_UPLOAD_GRACE_MS } from '../src/exports/import-slots';
 import { Database } from '../src/database/database';
 import { sessionsWaitingForLocks } from './support/locks';
 
@@ -1043,6 +1043,28 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
     await inFlight(0);
     const next = slowUpload(document(uniqueUserId('slow-4')));
     expect((await next.finish()).status).toBe(201);
+    await inFlight(0);
+  });
+
+  it('gives the slot of an upload trickling in past the grace to a newcomer: the trickler is answered 408, the newcomer imported', async () => {
+    // Two organizations (one user may make ten) hold both slots with bodies that have stopped.
+    const third = await tenantWithKey(t, ['read_write']);
+    const trickling = [
+      slowUpload(document(uniqueUserId('trickles-1'))),
+      slowUpload(document(uniqueUserId('trickles-2')), other.auth),
+    ];
+    await inFlight(2);
+    await new Promise((resolve) => setTimeout(resolve, SLOW_UPLOAD_GRACE_MS + 500));
+    // Before, refused 429 too_many_streams as long as the two kept their connections open.
+    const newcomer = slowUpload(document(uniqueUserId('newcomer')), third.auth);
+    expect((await newcomer.finish()).status).toBe(201);
+    const gaveUp = await Promise.race(
+      trickling.map((upload, index) => upload.answer.then((answer) => ({ answer, index }))),
+    );
+    expect(gaveUp.answer.status).toBe(408);
+    expect(gaveUp.answer.body.error.code).toBe('request_timeout');
+    // The other, its body sent at last, is imported.
+    expect((await trickling[1 - gaveUp.index].finish()).status).toBe(201);
     await inFlight(0);
   });
 

@@ -9,18 +9,50 @@ import {
 import type { ConfigType } from '@nestjs/config';
 import { defer, finalize, type Observable } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
+import type { DocumentRequest } from '../common/http/document-body';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { memoryConfig } from '../config/memory.config';
+
+/**
+ * An upload holding a slot whose body has arrived slower than this, after SLOW_UPLOAD_GRACE_MS,
+ * gives its slot up to a newcomer when none is free: a 16 MiB document at this rate would take
+ * 32 s, past REQUEST_TIMEOUT_MS's default anyway.
+ */
+export const SLOW_UPLOAD_BYTES_PER_SECOND = 512 * 1_024;
+/** How long a slot is held before its upload's rate is judged (the Retry-After of a refusal). */
+export const SLOW_UPLOAD_GRACE_MS = 5_000;
+
+/** A slot's upload, as ImportSlots sees it. */
+export interface SlotUpload {
+  /** Bytes of the request received so far. */
+  received(): number;
+  /** Whether the whole body has arrived: the import is then running, and keeps its slot. */
+  complete(): boolean;
+  /** Stops receiving its body; the answer (408) gives the slot back. */
+  abandon(): void;
+}
+
+interface Holder {
+  organizationId: string;
+  upload: SlotUpload;
+  takenAtMs: number;
+  receivedAtTake: number;
+}
 
 /**
  * The imports this instance runs at once: at most IMPORTS_IN_FLIGHT (contract §29), each holding
  * its document in a temporary file of up to IMPORT_MAX_BYTES and a few megabytes of memory; of
  * them, one organization at most half (at least one), so that one importing without pause leaves
- * the others room.
+ * the others room. A slot is taken before the body is read (the temporary space is bounded by
+ * them), so one whose body trickles in would hold it up to REQUEST_TIMEOUT_MS, and two
+ * organizations (one user may make ten) would hold every slot (review, 2026-12-05): when none is
+ * free, the slowest upload still arriving below SLOW_UPLOAD_BYTES_PER_SECOND, after
+ * SLOW_UPLOAD_GRACE_MS, is abandoned (408) and its slot given to the newcomer.
  */
 @Injectable()
 export class ImportSlots {
-  private held = 0;
+  private readonly holders = new Set<Holder>();
   private readonly byOrganization = new Map<string, number>();
   private readonly limit: number;
   private readonly perOrganization: number;
@@ -31,51 +63,88 @@ export class ImportSlots {
   }
 
   /** Takes a slot, or throws 429 `too_many_streams`; the answer gives it back, once. */
-  take(organizationId: string): () => void {
-    if (this.held >= this.limit) {
-      throw tooManyStreams(
-        `This instance already runs ${this.limit} imports (IMPORTS_IN_FLIGHT); retry when one ends`,
-      );
-    }
+  take(organizationId: string, upload: SlotUpload, nowMs = Date.now()): () => void {
     const mine = this.byOrganization.get(organizationId) ?? 0;
     if (mine >= this.perOrganization) {
       throw tooManyStreams(
         `This instance already runs ${mine} imports of the organization (half of IMPORTS_IN_FLIGHT); retry when one ends`,
       );
     }
-    this.held++;
-    this.byOrganization.set(organizationId, mine + 1);
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.held--;
-      const left = (this.byOrganization.get(organizationId) ?? 1) - 1;
-      if (left > 0) this.byOrganization.set(organizationId, left);
-      else this.byOrganization.delete(organizationId);
+    if (this.holders.size >= this.limit) {
+      const slowest = this.slowestUpload(nowMs);
+      if (!slowest) {
+        throw tooManyStreams(
+          `This instance already runs ${this.limit} imports (IMPORTS_IN_FLIGHT); retry when one ends`,
+        );
+      }
+      this.give(slowest);
+      slowest.upload.abandon();
+    }
+    const holder: Holder = {
+      organizationId,
+      upload,
+      takenAtMs: nowMs,
+      receivedAtTake: upload.received(),
     };
+    this.holders.add(holder);
+    this.byOrganization.set(organizationId, mine + 1);
+    return () => this.give(holder);
   }
 
   /** Imports running now (tests and metrics). */
   get inFlight(): number {
-    return this.held;
+    return this.holders.size;
+  }
+
+  /** The upload still arriving slowest, if below the floor and held past the grace. */
+  private slowestUpload(nowMs: number): Holder | undefined {
+    let slowest: { holder: Holder; rate: number } | undefined;
+    for (const holder of this.holders) {
+      const heldMs = nowMs - holder.takenAtMs;
+      if (heldMs < SLOW_UPLOAD_GRACE_MS || holder.upload.complete()) continue;
+      const rate = ((holder.upload.received() - holder.receivedAtTake) * 1_000) / heldMs;
+      if (rate >= SLOW_UPLOAD_BYTES_PER_SECOND) continue;
+      if (!slowest || rate < slowest.rate) slowest = { holder, rate };
+    }
+    return slowest?.holder;
+  }
+
+  /** Gives a slot back, once. */
+  private give(holder: Holder): void {
+    if (!this.holders.delete(holder)) return;
+    const left = (this.byOrganization.get(holder.organizationId) ?? 1) - 1;
+    if (left > 0) this.byOrganization.set(holder.organizationId, left);
+    else this.byOrganization.delete(holder.organizationId);
   }
 }
 
 /**
  * Takes an import slot before the body is read, and gives it back once the import is answered:
  * its document received, checked and written, or refused. Runs after the guards, so a request
- * refused by them takes no slot.
+ * refused by them takes no slot. The upload may be abandoned for a newcomer while its body
+ * trickles in (ImportSlots): the body's reading then fails with 408 `request_timeout`.
  */
 @Injectable()
 export class ImportSlotInterceptor implements NestInterceptor {
   constructor(private readonly slots: ImportSlots) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const request = context.switchToHttp().getRequest<RequestWithCaller>();
+    const request = context.switchToHttp().getRequest<RequestWithCaller & DocumentRequest>();
     const organizationId = organizationOf(request, 'an import slot');
     return defer(() => {
-      const release = this.slots.take(organizationId);
+      const abandoned = new AbortController();
+      request.documentAbandoned = abandoned.signal;
+      const release = this.slots.take(organizationId, {
+        received: () => request.socket.bytesRead,
+        complete: () => request.complete,
+        abandon: () =>
+          abandoned.abort(
+            new AppError(
+              'request_timeout',
+              `The body arrived slower than ${SLOW_UPLOAD_BYTES_PER_SECOND / 1_024} KiB/s while another import waited for its slot`,
+            ),
+          ),
+      });
       return next.handle().pipe(finalize(release));
     });
   }

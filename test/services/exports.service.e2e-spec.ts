@@ -13,7 +13,12 @@ import { Database } from '../../src/database/database';
 import { sql, withEntries } from '../../src/database/sql';
 import { CHUNK_BYTES, ExportsService } from '../../src/exports/exports.service';
 import { ExportsModule } from '../../src/exports/exports.module';
-import { ImportSlotInterceptor, ImportSlots } from '../../src/exports/import-slots';
+import {
+  ImportSlotInterceptor,
+  ImportSlots,
+  SLOW_UPLOAD_BYTES_PER_SECOND,
+  SLOW_UPLOAD_GRACE_MS,
+} from '../../src/exports/import-slots';
 import { ImportService } from '../../src/exports/import.service';
 import { readPmfV1Schema } from '../../src/exports/pmf-v1';
 import { factKey } from '../../src/memory/dto/fact.dto';
@@ -671,16 +676,56 @@ describe('Exports module (real database)', () => {
   });
 
   describe('the limits of an import', () => {
+    /** An upload as the slots see it: `received` bytes so far, complete or not. */
+    const upload = (received: () => number, complete = false) => ({
+      received,
+      complete: () => complete,
+      abandon: jest.fn(),
+    });
+    const idle = () => upload(() => 0);
+
+    it('gives a newcomer the slot of the slowest upload still arriving below the floor past the grace; a complete or fast one keeps its own', () => {
+      const start = 1_000_000;
+      let trickled = 0;
+      const trickling = upload(() => trickled);
+      const releaseTrickling = slots.take('org-a', trickling, start);
+      const complete = upload(() => 0, true);
+      const releaseComplete = slots.take('org-b', complete, start);
+      // Within the grace, nothing is judged: the newcomer is refused.
+      expect(() => slots.take('org-c', idle(), start + SLOW_UPLOAD_GRACE_MS - 1)).toThrow(AppError);
+      // Past it, the trickling upload (a byte a second) gives its slot up, the complete one not.
+      trickled = 6;
+      const later = start + SLOW_UPLOAD_GRACE_MS + 1_000;
+      const releaseNewcomer = slots.take('org-c', idle(), later);
+      expect(trickling.abandon).toHaveBeenCalledTimes(1);
+      expect(complete.abandon).not.toHaveBeenCalled();
+      expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT);
+      // Its own release after that frees nothing more.
+      releaseTrickling();
+      expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT);
+      releaseComplete();
+      // One arriving at the floor keeps its slot.
+      let sent = 0;
+      const fast = upload(() => sent);
+      const releaseFast = slots.take('org-a', fast, start);
+      sent = ((later - start) * SLOW_UPLOAD_BYTES_PER_SECOND) / 1_000;
+      expect(() => slots.take('org-d', idle(), later)).toThrow(AppError);
+      expect(fast.abandon).not.toHaveBeenCalled();
+      releaseFast();
+      releaseNewcomer();
+      expect(slots.inFlight).toBe(0);
+    });
+
     it('runs at most IMPORTS_IN_FLIGHT at once, half of them of one organization: the next is too_many_streams; a slot is given back once, also by a failed import', async () => {
       expect(slots.inFlight).toBe(0);
       // IMPORTS_IN_FLIGHT 2: an organization holds one at most.
-      const releases = [slots.take('org-a')];
-      expect(() => slots.take('org-a')).toThrow(AppError);
-      releases.push(slots.take('org-b'));
+      const releases = [slots.take('org-a', idle())];
+      expect(() => slots.take('org-a', idle())).toThrow(AppError);
+      releases.push(slots.take('org-b', idle()));
       expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT);
       let refused: unknown;
       try {
-        slots.take('org-c');
+        slots.take('org-c', idle());
       } catch (error) {
         refused = error;
       }
@@ -692,8 +737,8 @@ describe('Exports module (real database)', () => {
       releases[0]();
       releases[0]();
       expect(slots.inFlight).toBe(IMPORTS_IN_FLIGHT - 1);
-      const again = slots.take('org-a');
-      expect(() => slots.take('org-c')).toThrow(AppError);
+      const again = slots.take('org-a', idle());
+      expect(() => slots.take('org-c', idle())).toThrow(AppError);
       again();
       releases[1]();
       expect(slots.inFlight).toBe(0);

@@ -16,7 +16,11 @@ import { SpooledDocument, spoolDocument, tooLarge } from './spooled-document';
  * A request to a document route (JsonBodyOptions.documentRoutes): its body is left unread by
  * the body middleware, which only notes how much it may be, and is read after the guards.
  */
-export type DocumentRequest = IncomingMessage & { documentBodyLimit?: number };
+export type DocumentRequest = IncomingMessage & {
+  documentBodyLimit?: number;
+  /** Aborted to stop receiving the body, the reason (an AppError) answered (ImportSlots). */
+  documentAbandoned?: AbortSignal;
+};
 
 /**
  * Before routing, what can be refused of a document route's body without reading it: a declared
@@ -53,7 +57,8 @@ export class DocumentBodyInterceptor implements NestInterceptor {
     const request = context.switchToHttp().getRequest<Request & DocumentRequest>();
     // No limit noted: the request had no body (the body middleware leaves those alone).
     if (request.documentBodyLimit === undefined) return next.handle();
-    return from(spoolDocument(request, request.documentBodyLimit)).pipe(
+    const spooling = spoolDocument(request, request.documentBodyLimit, request.documentAbandoned);
+    return from(spooling).pipe(
       mergeMap((document) => {
         request.body = document;
         // Closing a descriptor of an unlinked file can only fail if it is closed already.

@@ -218,6 +218,7 @@ function inputError(error: JsonInputError): AppError {
 export async function spoolDocument(
   request: IncomingMessage,
   limitBytes: number,
+  abandoned?: AbortSignal,
 ): Promise<SpooledDocument> {
   const path = join(tmpdir(), `document-${randomUUID()}.json`);
   const file = await open(path, 'wx+', 0o600);
@@ -231,7 +232,7 @@ export async function spoolDocument(
     });
     const hash = createHash('sha256');
     let written = 0;
-    await receive(request, limitBytes, async (chunk) => {
+    await receive(request, limitBytes, abandoned, async (chunk) => {
       tokenizer.write(chunk);
       hash.update(chunk);
       await file.write(chunk, 0, chunk.length, written);
@@ -247,11 +248,13 @@ export async function spoolDocument(
 
 /**
  * Hands each chunk of the body to `take`, the request paused until it is done; stops at the
- * first failure. Past the limit, reading stops there: nothing more is taken in.
+ * first failure. Past the limit, reading stops there: nothing more is taken in; so it does when
+ * `abandoned` is aborted, failing with its reason.
  */
 function receive(
   request: IncomingMessage,
   limitBytes: number,
+  abandoned: AbortSignal | undefined,
   take: (chunk: Buffer) => Promise<void>,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -266,6 +269,7 @@ function receive(
       request.off('end', onEnd);
       request.off('error', onFailure);
       request.off('close', onClose);
+      abandoned?.removeEventListener('abort', onAbandoned);
       if (error === undefined) return resolve();
       request.pause();
       reject(error);
@@ -290,6 +294,10 @@ function receive(
       if (!request.complete) onFailure();
     };
 
+    const onAbandoned = () => settle(abandoned!.reason as Error);
+
+    if (abandoned?.aborted) return onAbandoned();
+    abandoned?.addEventListener('abort', onAbandoned);
     request.on('data', onData);
     request.on('end', onEnd);
     request.on('error', onFailure);
