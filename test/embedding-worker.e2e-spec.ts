@@ -19,7 +19,7 @@ import { clonePersonality, importConversation, uniqueUserId } from './support/da
 import { fakeEmbedding } from './support/fake-embeddings';
 import { createFreshDatabase, type FreshDatabase } from './support/fresh-database';
 import { tenantWithKey } from './support/identity';
-import { refusingWrites } from './support/locks';
+import { HeldTransaction, refusingWrites } from './support/locks';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually, sleep } from './support/wait';
 
@@ -530,7 +530,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       { table: 'memory_embeddings', operation: 'INSERT', message: 'store refused by the test' },
       () => c.run(),
     );
-    expect(c.warnings).toContain('embeddings provider failed: retrying later');
+    expect(c.warnings).toContain('embedding batch not stored: retrying later');
     const failed = await cursor();
     expect(failed.lease_token).toBeNull();
     expect(failed.position).not.toBe(last);
@@ -540,6 +540,30 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect((await cursor()).position).toBe(last);
     expect(await count('memory_embeddings')).toBe(stored + 2);
   });
+  it('passes over a memory an open transaction is deleting, and stores the rest of the batch without waiting for it', async () => {
+    const c = instance();
+    const last = await newMemories(3);
+    const stored = await count('memory_embeddings');
+    const deleting = await HeldTransaction.begin(database.url);
+    try {
+      // What an erasure's batch holds until it commits (seconds, for a heavy end user).
+      await deleting.run('DELETE FROM memories WHERE id = $1', [last]);
+      const run = c.run();
+      const finished = await Promise.race([run.then(() => true), sleep(3_000).then(() => false)]);
+      await deleting.commit();
+      await run;
+      // Before, the store waited for the deletion, holding the cursor's row (every instance's
+      // embedding with it), and failed on the statement timeout as a provider failure.
+      expect(finished).toBe(true);
+    } finally {
+      await deleting.end();
+    }
+    expect(c.warnings).toEqual([]);
+    expect((await cursor()).position).toBe(last);
+    expect(await count('memory_embeddings')).toBe(stored + 2);
+    expect(await count(`memory_embeddings WHERE memory_id = ${last}`)).toBe(0);
+  });
+
   it('never sends a memory that only asks: the cursor moves past it, and a batch of questions alone costs no call', async () => {
     const e = instance();
     const sent = provider.requests.length;

@@ -34,9 +34,13 @@ export function lastValueOf(sequence: string): Sql {
 const PENDING_MEMORY = Columns.computed<PendingItem>({ id: sql`m.id::text`, text: sql`m.content` });
 const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text: sql`k.text` });
 
-// Each store locks the rows it embeds (FOR KEY SHARE): one deleted by a transaction still open
-// (a patched document's old chunks, a forgotten memory) is waited for and then skipped, where the
-// foreign key's check would fail the whole batch once that transaction commits.
+// Each store locks the rows it embeds (FOR KEY SHARE), skipping those locked: one a transaction
+// still open is deleting (a patched document's old chunks, a forgotten memory, an erasure's
+// batch) is passed over, where the foreign key's check would fail the whole batch once that
+// transaction commits; and it is not waited for: the store holds the cursor's row, and an erasure
+// of seconds held every instance's embedding with it, then failed it on the statement timeout
+// (review, 2026-12-05). Should that deletion roll back, its row stays without an embedding and is
+// found by its words alone.
 
 /**
  * Memories: each message of a conversation, embedded once for recall and search by meaning; but
@@ -56,7 +60,7 @@ export const memoriesSource: EmbeddingSource = {
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN memories m ON m.id = (x ->> 'id')::bigint
-           FOR KEY SHARE OF m
+           FOR KEY SHARE OF m SKIP LOCKED
         ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };
 
@@ -79,6 +83,6 @@ export const knowledgeChunksSource: EmbeddingSource = {
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint
-           FOR KEY SHARE OF k
+           FOR KEY SHARE OF k SKIP LOCKED
         ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };

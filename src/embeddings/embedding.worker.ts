@@ -29,6 +29,13 @@ export const EMBEDDING_SOURCES: readonly EmbeddingSource[] = [
 /** The longest pause after provider failures in a row. */
 const BACKOFF_MAX_MS = 60_000;
 
+/** A batch the provider answered that the database did not take: logged as the database's. */
+class BatchNotStored extends Error {
+  constructor(override readonly cause: unknown) {
+    super('embedding batch not stored');
+  }
+}
+
 /**
  * How long a claimed batch is its claimant's: four provider timeouts (2 minutes). Set and
  * compared by each instance's Clock: instances' clocks must agree within LEASE_MARGIN_MS (NTP
@@ -190,9 +197,12 @@ export class EmbeddingWorker {
         failures,
         nextAttemptAt: this.clock.nowMs() + waitMs * (0.5 + Math.random() / 2),
       });
+      const stored = error instanceof BatchNotStored;
       this.logger.warn(
-        { err: error, source: source.name, failures, waitMs },
-        'embeddings provider failed: retrying later',
+        { err: stored ? error.cause : error, source: source.name, failures, waitMs },
+        stored
+          ? 'embedding batch not stored: retrying later'
+          : 'embeddings provider failed: retrying later',
       );
       return false;
     }
@@ -213,7 +223,9 @@ export class EmbeddingWorker {
     if (!batch) return false;
     try {
       const { vectors, failure } = await this.embedWhatTells(source, batch);
-      const done = await this.store(source, model, batch, vectors);
+      const done = await this.store(source, model, batch, vectors).catch((error: unknown) => {
+        throw new BatchNotStored(error);
+      });
       this.embedded.inc(done);
       // What was answered is stored; the rest waits out the backoff.
       if (failure !== null) throw failure;

@@ -13,7 +13,7 @@ SELECT m.id, m.end_user_id, m.personality_id, $1,
        ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
   FROM jsonb_array_elements($2::jsonb) x
   JOIN memories m ON m.id = (x ->> 'id')::bigint
-   FOR KEY SHARE OF m
+   FOR KEY SHARE OF m SKIP LOCKED
 ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding;
 SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
 WHERE k.id > $1::bigint AND k.id <= $2::bigint
