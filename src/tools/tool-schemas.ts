@@ -181,6 +181,8 @@ export class ToolSchemas {
   /** Whether the worker has loaded ajv: a job's time starts when it is sent, once it has. */
   private ready = false;
   private running?: { job: Job; timer: NodeJS.Timeout; sentAt: number };
+  /** A job to run again on the next worker before any other (see started). */
+  private retrying?: Job;
   private jobsSent = 0;
   /** Jobs the worker running has answered: none, and a job it dies under is that job's doing. */
   private answeredByWorker = 0;
@@ -242,6 +244,8 @@ export class ToolSchemas {
 
   private failAll(problem: string): void {
     const jobs = [...this.waiting.values()].flat();
+    if (this.retrying) jobs.unshift(this.retrying);
+    this.retrying = undefined;
     this.waiting.clear();
     this.spent.clear();
     if (this.running) {
@@ -279,7 +283,7 @@ export class ToolSchemas {
 
   /** The first job of the least served organization, once the worker is ready. */
   private next(): void {
-    if (this.running || this.waiting.size === 0) return;
+    if (this.running || (this.waiting.size === 0 && !this.retrying)) return;
     let worker: Worker;
     try {
       worker = this.started();
@@ -289,10 +293,8 @@ export class ToolSchemas {
       return;
     }
     if (!this.ready) return;
-    const { organizationId } = this.leastServed()!;
-    const queue = this.waiting.get(organizationId)!;
-    const job = queue.shift()!;
-    if (queue.length === 0) this.waiting.delete(organizationId);
+    const job = this.retrying ?? this.nextWaiting();
+    this.retrying = undefined;
     const timer = setTimeout(
       // After the messages already come in (setImmediate runs after them): when this thread,
       // not the worker, was held up past the time, the answer waiting is taken, not thrown away.
@@ -317,6 +319,15 @@ export class ToolSchemas {
     } catch {
       this.finish(job, { unchecked: 'could not be sent to be checked' });
     }
+  }
+
+  /** The first job of the least served organization's line, taken out of it. */
+  private nextWaiting(): Job {
+    const { organizationId } = this.leastServed()!;
+    const queue = this.waiting.get(organizationId)!;
+    const job = queue.shift()!;
+    if (queue.length === 0) this.waiting.delete(organizationId);
+    return job;
   }
 
   /**
@@ -369,15 +380,17 @@ export class ToolSchemas {
     this.spent.set(organizationId, this.spentBy(organizationId) + performance.now() - sentAt);
   }
 
-  /** The running job back at the head of its organization's line, its time so far charged. */
+  /**
+   * The running job, to run again before any other on the next worker (not in its line: the
+   * least served organization would go first, and could fill the new heap again), its time so
+   * far charged.
+   */
   private again(job: Job): void {
     clearTimeout(this.running!.timer);
     this.charge(job.organizationId, this.running!.sentAt);
     this.running = undefined;
     job.retried = true;
-    const queue = this.waiting.get(job.organizationId);
-    if (queue) queue.unshift(job);
-    else this.waiting.set(job.organizationId, [job]);
+    this.retrying = job;
     this.next();
   }
 
