@@ -259,8 +259,10 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${query}`);
     return rows[0].n;
   }
+  /** The worker's sessions left in a transaction (the service's other workers run beside it). */
   const idleInTransaction = () =>
-    count(`pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`);
+    count(`pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'
+             AND query ILIKE '%embedding%'`);
   const requested = (n: number) =>
     eventually(
       () => (provider.requests.length >= n ? true : undefined),
@@ -601,6 +603,42 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       .slice(from)
       .map(({ input }) => (input[0].includes('Lease note') ? 'memories' : 'knowledge'));
 
+  it('waits for the chunks a content PATCH locks, and keeps: each is embedded, none passed over for good', async () => {
+    const c = instance();
+    await newDocument('Kept by a patch', [
+      'Alpha paragraph kept one.',
+      'Beta paragraph kept two.',
+      'Gamma paragraph kept three.',
+    ]);
+    const { rows: chunks } = await db.query<{ id: string }>(
+      `SELECT k.id::text FROM knowledge_chunks k JOIN knowledge_documents d ON d.id = k.document_id
+        WHERE d.title = 'Kept by a patch' ORDER BY k.id`,
+    );
+    expect(chunks.length).toBeGreaterThan(0);
+    const patching = await HeldTransaction.begin(database.url);
+    try {
+      // What a content PATCH holds until it commits (knowledge.repository.ts, newChunkBytes).
+      await patching.run(
+        `SELECT FROM (SELECT FROM knowledge_chunks WHERE id = ANY($1::bigint[])
+                       ORDER BY id FOR UPDATE) locked`,
+        [chunks.map((chunk) => chunk.id)],
+      );
+      const run = c.run();
+      // Before (SKIP LOCKED), nothing waited: the cursor passed the three, never embedded.
+      await patching.untilWaitedOn();
+      await patching.commit();
+      await run;
+    } finally {
+      await patching.end();
+    }
+    expect(c.warnings).toEqual([]);
+    expect(
+      await count(
+        `knowledge_chunk_embeddings WHERE chunk_id = ANY('{${chunks.map((chunk) => chunk.id).join(',')}}'::bigint[])`,
+      ),
+    ).toBe(chunks.length);
+  });
+
   it('takes a batch of each source in turn: a source kept full holds back no other', async () => {
     provider.open();
     await newMemories(25);
@@ -611,6 +649,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
         `Handbook section ${i}. ${'The store opens at nine and closes at six. '.repeat(14)}`,
     );
     await newDocument('Handbook', paragraphs);
+    const chunksEmbedded = await count('knowledge_chunk_embeddings');
     const from = provider.requests.length;
     await instance().run();
     // Before, a run embedded a source until it came back short: memories three times first.
@@ -622,7 +661,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       'memories',
       'knowledge',
     ]);
-    expect(await count('knowledge_chunk_embeddings')).toBe(25);
+    expect(await count('knowledge_chunk_embeddings')).toBe(chunksEmbedded + 25);
   });
   it('asks every source again each round: memories written while another is kept full are embedded in that run', async () => {
     const paragraphs = Array.from(

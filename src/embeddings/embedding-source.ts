@@ -34,13 +34,15 @@ export function lastValueOf(sequence: string): Sql {
 const PENDING_MEMORY = Columns.computed<PendingItem>({ id: sql`m.id::text`, text: sql`m.content` });
 const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text: sql`k.text` });
 
-// Each store locks the rows it embeds (FOR KEY SHARE), skipping those locked: one a transaction
-// still open is deleting (a patched document's old chunks, a forgotten memory, an erasure's
-// batch) is passed over, where the foreign key's check would fail the whole batch once that
-// transaction commits; and it is not waited for: the store holds the cursor's row, and an erasure
-// of seconds held every instance's embedding with it, then failed it on the statement timeout
-// (review, 2026-12-05). Should that deletion roll back, its row stays without an embedding and is
-// found by its words alone.
+// Each store locks the rows it embeds (FOR KEY SHARE): one deleted by a transaction still open
+// is passed over, where the foreign key's check would fail the whole batch once that transaction
+// commits. A memory is locked that way (FOR UPDATE) only by what deletes it (a forgetting, an
+// erasure's batch, retention), so one locked is skipped, not waited for: the store holds the
+// cursor's row, and an erasure of seconds held every instance's embedding with it, then failed
+// it on the statement timeout (review, 2026-12-05). Should that deletion roll back, the memory
+// stays without an embedding, found by its words alone. A chunk is also locked by a PATCH that
+// keeps it (knowledge.repository.ts), for as long as the PATCH's short transaction: it is waited
+// for, or the cursor would pass a chunk that stays (review, 2026-12-05).
 
 /**
  * Memories: each message of a conversation, embedded once for recall and search by meaning; but
@@ -83,6 +85,6 @@ export const knowledgeChunksSource: EmbeddingSource = {
                ARRAY(SELECT jsonb_array_elements_text(x -> 'embedding')::real)
           FROM jsonb_array_elements(${embedded}::jsonb) x
           JOIN knowledge_chunks k ON k.id = (x ->> 'id')::bigint
-           FOR KEY SHARE OF k SKIP LOCKED
+           FOR KEY SHARE OF k
         ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding`,
 };

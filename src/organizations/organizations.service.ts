@@ -176,6 +176,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     assertManages(await this.grantFromDatabase(caller.userId, organizationId));
     const again = await write();
     if (again) return toOrganizationView(again);
+    if (await this.users.tokenEnded(caller)) throw tokenNoLongerValid();
     throw organizationNotFound();
   }
 
