@@ -51,18 +51,14 @@ export class UsersService {
     return this.tokenVersions.get(userId, () => this.users.tokenVersion(userId));
   }
 
-  /** The token version as committed now, past the cache: to tell why a write was refused. */
-  committedTokenVersion(userId: string): Promise<number | null> {
-    return this.users.tokenVersion(userId);
-  }
-
   /**
    * For a write a user's check refused in its statement: whether their access token has ended
-   * since it was let in (a password reset committed meanwhile; 401, not a role's 403).
+   * since it was let in (a password reset committed meanwhile; 401, not a role's 403), by the
+   * version as committed now, past the cache.
    */
   async tokenEnded(caller: { userId: string; tokenVersion?: number }): Promise<boolean> {
     if (caller.tokenVersion === undefined) return false;
-    return (await this.committedTokenVersion(caller.userId)) !== caller.tokenVersion;
+    return (await this.users.tokenVersion(caller.userId)) !== caller.tokenVersion;
   }
 
   /**
