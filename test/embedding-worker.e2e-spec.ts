@@ -156,8 +156,8 @@ interface Instance {
 
 /**
  * The EmbeddingWorker's claims (docs/memory.md, "Recall by meaning"): the provider is called with
- * no transaction open, under a lease on the cursor that other instances respect while it is live
- * and take over once it has expired. Workers are built by the spec, each with a ManualClock (the
+ * no transaction open, under a lease on the batch's queued items that other instances respect
+ * while it is live and take over once it has expired. Workers are built by the spec, each with a ManualClock (the
  * app's own worker polls once an hour: never within the spec), and run one pass at a time.
  */
 describe('EmbeddingWorker: a lease, not a transaction, across the provider call', () => {
@@ -167,6 +167,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
   let app: TestApp;
   let auth: string;
   let personalityId: string;
+  let other: { auth: string; personalityId: string };
   const pending: Promise<void>[] = [];
 
   beforeAll(async () => {
@@ -187,6 +188,11 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const tenant = await tenantWithKey(app, ['read_write']);
     auth = tenant.auth;
     personalityId = await clonePersonality(app, auth);
+    const otherTenant = await tenantWithKey(app, ['read_write']);
+    other = {
+      auth: otherTenant.auth,
+      personalityId: await clonePersonality(app, otherTenant.auth),
+    };
   });
   afterAll(async () => {
     provider.releaseAll();
@@ -224,13 +230,19 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     return { clock, warnings, run: jobs.run! };
   }
 
-  /** New memories (`count`, or these texts), and the cursor's safe bound past them. */
-  async function newMemories(count: number | string[]): Promise<string> {
+  /**
+   * New memories (`count`, or these texts) of the spec's tenant (or `tenant`), and the cursor's
+   * safe bound past them.
+   */
+  async function newMemories(
+    count: number | string[],
+    tenant = { auth, personalityId },
+  ): Promise<string> {
     const texts =
       typeof count === 'number'
         ? Array.from({ length: count }, (_, i) => `Lease note ${i} of ${Date.now()}.`)
         : count;
-    await importConversation(app, auth, personalityId, uniqueUserId('lease'), texts);
+    await importConversation(app, tenant.auth, tenant.personalityId, uniqueUserId('lease'), texts);
     // The bound's own logic (ids final once every older transaction ended) is embeddings.e2e's;
     // with no pending bound, the next claim keeps this one.
     const {
@@ -244,16 +256,25 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     );
     return last;
   }
-  async function cursor() {
+  /** The memories waiting in the queue, by id, with their leases. */
+  async function queued() {
     const { rows } = await db.query<{
-      position: string;
-      leased_until: Date | null;
-      lease_token: string | null;
+      id: string;
+      claimed_until: Date | null;
+      claim_token: string | null;
     }>(
-      `SELECT position::text, leased_until, lease_token FROM embedding_cursors
-        WHERE source = 'memories' AND model = 'fake-embed'`,
+      `SELECT row_id::text AS id, claimed_until, claim_token FROM embedding_queue
+        WHERE source = 'memories' AND model = 'fake-embed' ORDER BY row_id`,
     );
-    return rows[0];
+    return rows;
+  }
+  /** The ids of the memories waiting, none of them leased. */
+  async function waiting(): Promise<string[]> {
+    const items = await queued();
+    expect(
+      items.filter((item) => item.claim_token !== null || item.claimed_until !== null),
+    ).toEqual([]);
+    return items.map((item) => item.id);
   }
   async function count(query: string): Promise<number> {
     const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${query}`);
@@ -279,7 +300,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
   let runA: Promise<void>;
   let batch: string[];
 
-  it('holds no transaction and no lock while the provider answers: a lease on the cursor instead', async () => {
+  it('holds no transaction and no lock while the provider answers: a lease on the queued items instead', async () => {
     const last = await newMemories(6);
     a = instance();
     provider.hold();
@@ -292,20 +313,23 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       expect(await idleInTransaction()).toBe(0);
       await sleep(100);
     }
-    // The cursor row is not locked (NOWAIT would fail), and is leased for LEASE_MS from the claim.
+    // Neither the cursor's row nor the items are locked (NOWAIT would fail); the items are
+    // leased for LEASE_MS from the claim, all six under one token.
     await db.query('BEGIN');
     try {
       await db.query(`SELECT 1 FROM embedding_cursors WHERE source = 'memories' FOR UPDATE NOWAIT`);
+      await db.query(`SELECT 1 FROM embedding_queue FOR UPDATE NOWAIT`);
     } finally {
       await db.query('COMMIT');
     }
-    const leased = await cursor();
-    expect(leased.position).toBe('0');
-    expect(leased.lease_token).not.toBeNull();
-    expect(leased.leased_until!.getTime()).toBeGreaterThan(a.clock.nowMs() + LEASE_MS - 60_000);
-    expect(leased.leased_until!.getTime()).toBeLessThanOrEqual(a.clock.nowMs() + LEASE_MS);
+    const leased = await queued();
+    expect(leased).toHaveLength(6);
+    expect(leased[5].id).toBe(last);
+    expect(leased[0].claim_token).not.toBeNull();
+    expect(new Set(leased.map((item) => item.claim_token)).size).toBe(1);
+    expect(leased[0].claimed_until!.getTime()).toBeGreaterThan(a.clock.nowMs() + LEASE_MS - 60_000);
+    expect(leased[0].claimed_until!.getTime()).toBeLessThanOrEqual(a.clock.nowMs() + LEASE_MS);
     expect(provider.requests[0].answered).toBe(false);
-    expect(last).not.toBe('0');
   });
 
   it('another instance skips a live lease, takes an expired one over, and the late holder moves nothing', async () => {
@@ -323,26 +347,22 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     provider.open();
     provider.release(1);
     await runB;
-    const taken = await cursor();
-    expect(taken.lease_token).toBeNull();
-    expect(taken.leased_until).toBeNull();
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(6);
     // B goes on past the batch A still holds.
-    const last = await newMemories(4);
+    await newMemories(4);
     await b.run();
     expect(provider.requests).toHaveLength(3);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(10);
 
-    // A's answer comes at last: its lease is gone, so it stores nothing and the cursor stays.
+    // A's answer comes at last: its lease is gone, so it stores nothing.
     provider.release(0);
     await runA;
     expect(a.warnings).toContain(
       'embedding lease expired before the batch was stored: another instance took it over',
     );
-    const after = await cursor();
-    expect(after.position).toBe(last);
-    expect(after.lease_token).toBeNull();
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(10);
     expect(await idleInTransaction()).toBe(0);
   });
@@ -355,9 +375,8 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     await c.run();
     expect(provider.requests).toHaveLength(sent + 1);
     expect(c.warnings).toContain('embeddings provider failed: retrying later');
-    const failed = await cursor();
-    expect(failed.lease_token).toBeNull();
-    expect(failed.position).not.toBe(last);
+    expect(await waiting()).toHaveLength(2);
+    expect((await waiting())[1]).toBe(last);
     provider.failWith(null);
     // Within the backoff: nothing tried.
     await c.run();
@@ -366,7 +385,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     c.clock.advance(60_000);
     await c.run();
     expect(provider.requests).toHaveLength(sent + 2);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(12);
   });
 
@@ -402,9 +421,8 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     provider.release(sent + 2);
     await run;
     expect(provider.requests).toHaveLength(sent + 3);
-    const partial = await cursor();
-    expect(partial.position).toBe(ids[0].id);
-    expect(partial.lease_token).toBeNull();
+    // The first stored; the rest wait, their lease given back.
+    expect(await waiting()).toEqual(ids.slice(1).map((row) => row.id));
     // The next run takes the rest, and skips the refused text alone.
     await d.run();
     expect(provider.requests.slice(sent + 3).map((request) => request.input)).toEqual([
@@ -414,7 +432,8 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       [texts[2]],
       [texts[3]],
     ]);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
+    expect(ids[3].id).toBe(last);
     expect(await count('memory_embeddings')).toBe(15);
     expect(d.warnings).toEqual(['text refused by the embeddings provider: skipped']);
     provider.refuse(null);
@@ -425,7 +444,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const texts = Array.from({ length: 10 }, (_, i) =>
       i === 7 ? `Halves ${i}, REFUSED.` : `Halves ${i}.`,
     );
-    const last = await newMemories(texts);
+    await newMemories(texts);
     const sent = provider.requests.length;
     provider.refuse('REFUSED');
     try {
@@ -440,14 +459,14 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       texts.slice(5),
       ...texts.slice(5).map((text) => [text]),
     ]);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(g.warnings).toEqual(['text refused by the embeddings provider: skipped']);
   });
 
   it('a batch whose every text is refused, by a provider that embeds others, is skipped: the queue goes on', async () => {
     const h = instance();
     const texts = ['Only REFUSED texts here.', 'And this one REFUSED too.'];
-    const last = await newMemories(texts);
+    await newMemories(texts);
     const stored = await count('memory_embeddings');
     provider.refuse('REFUSED');
     try {
@@ -455,7 +474,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     } finally {
       provider.refuse(null);
     }
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(stored);
   });
 
@@ -463,13 +482,12 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const e = instance();
     const texts = ['Refused with the rest.', 'Refused like any text.'];
     await newMemories(texts);
-    const before = await cursor();
     const stored = await count('memory_embeddings');
     provider.refuse('');
     try {
       await e.run();
       expect(e.warnings).toContain('embeddings provider failed: retrying later');
-      expect(await cursor()).toMatchObject({ position: before.position, lease_token: null });
+      expect(await waiting()).toHaveLength(2);
       expect(await count('memory_embeddings')).toBe(stored);
     } finally {
       provider.refuse(null);
@@ -483,7 +501,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
   it('a 429 among the parts of a refused batch keeps what was answered, and backs off', async () => {
     const k = instance();
     const texts = ['Kept before the limit.', 'Refused, REFUSED.', 'Throttled THROTTLED.'];
-    const last = await newMemories(texts);
+    await newMemories(texts);
     const { rows: ids } = await db.query<{ id: string }>(
       'SELECT id::text FROM memories WHERE content = ANY($1) ORDER BY id',
       [texts],
@@ -494,7 +512,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       await k.run();
       expect(k.warnings).toContain('embeddings provider failed: retrying later');
       // The first text stored, the refused one passed over; the throttled one waits.
-      expect((await cursor()).position).toBe(ids[1].id);
+      expect(await waiting()).toEqual([ids[2].id]);
       // Within the backoff: nothing tried.
       const sent = provider.requests.length;
       await k.run();
@@ -505,21 +523,21 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     }
     k.clock.advance(60_000);
     await k.run();
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
   });
 
   it(`sends at most ${BATCH_MAX_CHARACTERS} characters a call, and goes on with the rest in the same run`, async () => {
     const f = instance();
     // Ten long messages: eight fill a call (the first whatever its length).
     const texts = Array.from({ length: 10 }, (_, i) => `${i} ${'long words '.repeat(700)}`);
-    const last = await newMemories(texts);
+    await newMemories(texts);
     const sent = provider.requests.length;
     const stored = await count('memory_embeddings');
     await f.run();
     const calls = provider.requests.slice(sent).map((request) => request.input);
     expect(calls.map((input) => input.length)).toEqual([8, 2]);
     expect(calls.flat()).toEqual(texts);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(stored + 10);
   });
 
@@ -533,13 +551,12 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       () => c.run(),
     );
     expect(c.warnings).toContain('embedding batch not stored: retrying later');
-    const failed = await cursor();
-    expect(failed.lease_token).toBeNull();
-    expect(failed.position).not.toBe(last);
+    expect(await waiting()).toHaveLength(2);
+    expect((await waiting())[1]).toBe(last);
     // Another instance takes the batch at once, not a lease later.
     const d = instance();
     await d.run();
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(stored + 2);
   });
   it('passes over a memory an open transaction is deleting, and stores the rest of the batch without waiting for it', async () => {
@@ -561,28 +578,64 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       await deleting.end();
     }
     expect(c.warnings).toEqual([]);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(stored + 2);
     expect(await count(`memory_embeddings WHERE memory_id = ${last}`)).toBe(0);
   });
 
-  it('never sends a memory that only asks: the cursor moves past it, and a batch of questions alone costs no call', async () => {
+  it('never sends a memory that only asks: it leaves the queue, and a batch of questions alone costs no call', async () => {
     const e = instance();
     const sent = provider.requests.length;
     const stored = await count('memory_embeddings');
     const statement = `My car is an old blue Volvo, note ${Date.now()}.`;
-    const last = await newMemories(['What kind of car do I drive?', statement, 'Is it blue?']);
+    await newMemories(['What kind of car do I drive?', statement, 'Is it blue?']);
     await e.run();
     expect(provider.requests.slice(sent).map((request) => request.input)).toEqual([[statement]]);
-    expect((await cursor()).position).toBe(last);
+    expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(stored + 1);
 
     const questionsOnly = await newMemories(['Where do I live?', 'How old is my cat?']);
     await e.run();
     expect(provider.requests).toHaveLength(sent + 1);
-    expect((await cursor()).position).toBe(questionsOnly);
+    expect(await queued()).toEqual([]);
+    expect(
+      await count(`embedding_cursors WHERE source = 'memories' AND position >= ${questionsOnly}`),
+    ).toBe(1);
     expect(await count('memory_embeddings')).toBe(stored + 1);
   });
+  it("draws each batch organization by organization: another tenant's memory waits for one batch, not for an import, and a second instance draws the next batch meanwhile", async () => {
+    // A tenant's import of 30 (three batches), then another tenant's one memory.
+    const imported = Array.from({ length: 30 }, (_, i) => `Imported note ${i} of ${Date.now()}.`);
+    await newMemories(imported);
+    const single = `The other tenant's only note, ${Date.now()}.`;
+    await newMemories([single], other);
+    const stored = await count('memory_embeddings');
+    const from = provider.requests.length;
+    provider.hold();
+    const first = instance();
+    const second = instance();
+    const runs = [started(first.run())];
+    await requested(from + 1);
+    // Before, one cursor in id order: the first three batches the import's, the fourth this one.
+    // (In rounds: which organization comes first goes by their ids.)
+    expect([...provider.requests[from].input].sort()).toEqual(
+      [single, ...imported.slice(0, 9)].sort(),
+    );
+    // The first batch's lease is live: the second instance draws the next, not nothing.
+    runs.push(started(second.run()));
+    await requested(from + 2);
+    expect(provider.requests[from + 1].input).toEqual(imported.slice(9, 19));
+    provider.open();
+    provider.releaseAll();
+    await Promise.all(runs);
+    expect([...first.warnings, ...second.warnings]).toEqual([]);
+    expect(await queued()).toEqual([]);
+    expect(await count('memory_embeddings')).toBe(stored + 31);
+    // Each text sent once, by one instance or the other.
+    const sent = provider.requests.slice(from).flatMap((request) => request.input);
+    expect(sent.sort()).toEqual([single, ...imported].sort());
+  });
+
   /** A new document of these paragraphs (one chunk each), and the cursor's safe bound past it. */
   async function newDocument(title: string, paragraphs: string[]): Promise<void> {
     const created = await app

@@ -149,6 +149,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect(fake.requests).toHaveLength(0);
     expect(await count('memory_embeddings')).toBe(0);
     expect(await count('embedding_cursors')).toBe(0);
+    expect(await count('embedding_queue')).toBe(0);
   });
 
   it('two instances embed each memory exactly once, in batches, with the configured model, key and dimensions', async () => {
@@ -286,7 +287,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect(reply.body.reply.text).toContain('Crete');
   });
 
-  it('a text the provider refuses (400) is skipped alone: the others are embedded, the cursor moves past it', async () => {
+  it('a text the provider refuses (400) is skipped alone: the others are embedded, it leaves the queue', async () => {
     await allEmbedded();
     const user = uniqueUserId('embeddings-refused');
     const refused = 'This one is REFUSED by the provider.';
@@ -303,14 +304,16 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
                 (SELECT max(id)::text FROM memories) AS last`,
         [refused],
       );
-      // The cursor passes it: every memory but it (and the reply quoting it) is embedded.
+      // Passed over: every memory but it (and the reply quoting it) is embedded, none waits.
       await eventually(async () => {
         const { rows } = await db.query(
-          `SELECT 1 FROM embedding_cursors WHERE source = 'memories' AND position >= $1::bigint`,
+          `SELECT 1 FROM embedding_cursors WHERE source = 'memories' AND position >= $1::bigint
+              AND NOT EXISTS (SELECT 1 FROM embedding_queue
+                               WHERE source = 'memories' AND row_id <= $1::bigint)`,
           [last],
         );
         return rows.length === 1 ? true : undefined;
-      }, 'the cursor past the refused memory');
+      }, 'the refused memory passed over');
       expect(await count('memory_embeddings WHERE memory_id = $1', [refusedId])).toBe(0);
       const { rows: embedded } = await db.query<{ content: string }>(
         `SELECT m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
@@ -349,12 +352,14 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
             fake.requests.filter((r) => r.input.includes(statement)).length >= 3 ? true : undefined,
           'three attempts at the new memory',
         );
-        const { rows } = await db.query<{ behind: boolean }>(
-          `SELECT c.position < m.id AS behind FROM embedding_cursors c, memories m
-            WHERE c.source = 'memories' AND m.content = $1`,
+        // Not passed over: still waiting in the queue.
+        const { rows } = await db.query<{ waiting: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM embedding_queue q
+                           WHERE q.source = 'memories' AND q.row_id = m.id) AS waiting
+             FROM memories m WHERE m.content = $1`,
           [statement],
         );
-        expect(rows).toEqual([{ behind: true }]);
+        expect(rows).toEqual([{ waiting: true }]);
       } finally {
         fake.refuse(null);
         fake.recover();

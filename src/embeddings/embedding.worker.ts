@@ -77,7 +77,7 @@ interface Answered {
 export const BATCH_MAX_CHARACTERS = 64_000;
 
 /** The batch's first items whose texts, as sent, hold BATCH_MAX_CHARACTERS together; one at least. */
-function withinCharacters(items: PendingItem[]): PendingItem[] {
+function withinCharacters<Item extends PendingItem>(items: Item[]): Item[] {
   let characters = 0;
   let taken = 0;
   for (const item of items) {
@@ -88,41 +88,116 @@ function withinCharacters(items: PendingItem[]): PendingItem[] {
   return items.slice(0, taken);
 }
 
-/** A cursor free to claim (no lease, or an expired one): its position, and whether it had one. */
-const FREE_CURSOR = Columns.computed<{ position: string; expired_lease: boolean }>({
-  position: sql`position::text`,
-  expired_lease: sql`lease_token IS NOT NULL`,
-});
-
 /** A claimed cursor: its position and how far the source's ids are final (bigints, as text). */
 const CLAIMED_CURSOR = Columns.computed<{ position: string; safe_bound: string }>({
   position: sql`c.position::text`,
   safe_bound: sql`c.safe_bound::text`,
 });
 
-/** A batch claimed under a lease on its source's cursor. */
+/** How many of a source's new rows one statement queues. */
+const QUEUE_ROWS_AT_ONCE = 5_000;
+
+const QUEUED = Columns.computed<{ queued: number }>({
+  queued: sql`(SELECT count(*) FROM picked)::int`,
+});
+
+/** An organization with items waiting. */
+const TURN = Columns.computed<{ organization_id: string }>({
+  organization_id: sql`organization_id::text`,
+});
+
+/** No organization's id sorts before it (ids are random, never nil) nor after the other. */
+const FIRST_ORGANIZATION = '00000000-0000-0000-0000-000000000000';
+const LAST_ORGANIZATION = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+
+/** A waiting item drawn for a batch: whose turn (its organization's place) brought it. */
+const DRAWN = Columns.computed<{ id: string; turn: number }>({
+  id: sql`c.row_id::text`,
+  turn: sql`o.turn::int`,
+});
+
+/** An item drawn, locked for the batch: whether an expired lease is taken over. */
+const FREE = Columns.computed<{ id: string; expired_lease: boolean }>({
+  id: sql`row_id::text`,
+  expired_lease: sql`claim_token IS NOT NULL`,
+});
+
+const TAKEN = Columns.computed<{ id: string }>({ id: sql`row_id::text` });
+
+/**
+ * Items drawn organization by organization (`turn`, then id within each), taken in rounds: each
+ * organization's first, then each one's second, up to `limit`.
+ */
+export function inTurns<Item extends { turn: number }>(
+  drawn: readonly Item[],
+  limit: number,
+): Item[] {
+  const byTurn = new Map<number, Item[]>();
+  for (const item of drawn) {
+    const line = byTurn.get(item.turn);
+    if (line) line.push(item);
+    else byTurn.set(item.turn, [item]);
+  }
+  const lines = [...byTurn.values()];
+  const taken: Item[] = [];
+  for (let round = 0; taken.length < limit; round += 1) {
+    const before = taken.length;
+    for (const line of lines) {
+      if (round < line.length && taken.length < limit) taken.push(line[round]);
+    }
+    if (taken.length === before) break;
+  }
+  return taken;
+}
+
+/** An item of the queue: its row's id and organization (the queue's key, with source and model). */
+interface QueuedItem extends PendingItem {
+  organizationId: string;
+}
+
+/**
+ * The queue's rows of these items, by its primary key: every statement on items reaches them
+ * through it, the one index the queue has (a second, on row ids alone, was chosen with an
+ * added sort for the organizations' scan on a table without statistics, reading it whole).
+ */
+function queueRowsOf(
+  source: EmbeddingSource,
+  model: string,
+  items: readonly { id: string; organizationId: string }[],
+) {
+  const organizations = [...new Set(items.map((item) => item.organizationId))];
+  return sql`source = ${source.name} AND model = ${model}
+         AND organization_id = ANY(${organizations}::uuid[])
+         AND row_id = ANY(${items.map((item) => item.id)}::bigint[])`;
+}
+
+/** What a claim drew was only items whose rows are gone: dropped, and more may wait. */
+const DROPPED_ONLY = 'dropped only';
+
+/** A batch claimed under a lease on its items. */
 interface LeasedBatch {
-  items: PendingItem[];
-  /** More items were pending past these (a full batch, or one cut at BATCH_MAX_CHARACTERS). */
+  items: QueuedItem[];
+  /** More items may be waiting past these (an organization's line as long as its share, or a cut). */
   more: boolean;
-  /** The lease's token: the batch is stored, and the cursor moved, only while it is the row's. */
+  /** The lease's token: an item is stored only while the lease is still its. */
   token: string;
   /** Provider calls start only while one can end by this time (clock milliseconds). */
   callsEndBy: number;
 }
 
 /**
- * Embeds new memories and knowledge chunks in the background on every instance, never in a reply's path (contract
- * §27; docs/memory.md, "Recall by meaning"). Off, and registering no job, without
- * EMBEDDINGS_MODEL. A batch is claimed in a short transaction that locks its source's cursor row
- * `FOR UPDATE SKIP LOCKED`, reads the batch and records a lease on the row (LEASE_MS, a token of
- * its own); the provider is called with no transaction open and no connection held; a second short
- * transaction stores the vectors and moves the cursor, only if the lease is still this
- * instance's. Other instances skip a cursor whose lease is live and take it over once it has
- * expired (an instance that died, or one past its lease: its late vectors are then dropped and the
- * cursor is never moved back), so any number of instances run side by side and each row is
- * embedded once while they live. A provider failure gives the lease back (the cursor does not
- * move) and the next run waits twice as long, up to a minute; a text the provider refuses (400,
+ * Embeds new memories and knowledge chunks in the background on every instance, never in a
+ * reply's path (contract §27; docs/memory.md, "Recall by meaning"). Off, and registering no job,
+ * without EMBEDDINGS_MODEL. A source's new rows are queued (embedding_queue) as its cursor passes
+ * them; a batch is drawn from the queue in turns, organization by organization, and claimed in a
+ * short transaction that locks its items `FOR UPDATE SKIP LOCKED` and records a lease on them
+ * (LEASE_MS, a token of its own); the provider is called with no transaction open and no
+ * connection held; a second short transaction stores the vectors and takes the items out of the
+ * queue, only those whose lease is still this instance's. Other instances skip items whose lease
+ * is live and take them over once it has expired (an instance that died, or one past its lease:
+ * its late vectors are then dropped), so any number of instances embed side by side, each its
+ * own batch, and each row is embedded once while they live. A provider failure gives the lease
+ * back and the next run waits twice as long, up to a minute; a text the provider refuses (400,
  * 413, 422) is skipped alone and stays findable by its words, as is a text its source does not
  * embed (EmbeddingSource.embeds: a memory that only asks), which is never sent.
  */
@@ -135,6 +210,8 @@ export class EmbeddingWorker {
    * failing waits alone, and the others go on.
    */
   private readonly backoff = new Map<string, { failures: number; nextAttemptAt: number }>();
+  /** Per source, the organization whose turn came last: the next batch's turns start after it. */
+  private readonly nextTurnAfter = new Map<string, string>();
   private readonly failedRuns: Counter;
   private readonly embedded: Counter;
 
@@ -209,8 +286,9 @@ export class EmbeddingWorker {
   }
 
   /**
-   * One batch of one source: claimed, embedded with no transaction open, stored; 0 when none is
-   * left, another instance is on it, or this one lost its lease meanwhile.
+   * One batch of one source: its new rows queued, a batch drawn, embedded with no transaction
+   * open, stored; false when none is left, other instances hold the rest, or this one lost its
+   * lease meanwhile.
    */
   private async embedBatch(source: EmbeddingSource): Promise<boolean> {
     const model = this.embedder.vectorKind;
@@ -219,7 +297,9 @@ export class EmbeddingWorker {
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
+    await this.queueNewRows(source, model);
     const batch = await this.claimBatch(source, model);
+    if (batch === DROPPED_ONLY) return true;
     if (!batch) return false;
     try {
       const { vectors, failure } = await this.embedWhatTells(source, batch);
@@ -233,36 +313,147 @@ export class EmbeddingWorker {
     } catch (error) {
       // The provider or the store failed: given back for the retry after the backoff (should
       // that fail too, the lease expires), so no instance waits LEASE_MS for it.
-      await this.release(source, model, batch.token).catch((releaseError: unknown) =>
+      await this.release(source, model, batch).catch((releaseError: unknown) =>
         this.logger.warn({ err: releaseError }, 'embedding lease not given back: it will expire'),
       );
       throw error;
     }
   }
 
-  /** The source's next batch, leased to this instance in a short transaction; none: none to do. */
-  private claimBatch(source: EmbeddingSource, model: string): Promise<LeasedBatch | undefined> {
+  /**
+   * Queues the source's rows above its cursor, as far as they are final, and moves the cursor
+   * past them: QUEUE_ROWS_AT_ONCE a statement, each in a short transaction holding the cursor's
+   * row, until none is left (an import of thousands is queued at once, so a row written after it
+   * is in the queue for its organization's turn), another instance holds the cursor, or shutdown
+   * begins. No provider call: many thousands a second.
+   */
+  private async queueNewRows(source: EmbeddingSource, model: string): Promise<void> {
+    for (let queued = QUEUE_ROWS_AT_ONCE; queued === QUEUE_ROWS_AT_ONCE;) {
+      if (this.task?.isStopped) return;
+      queued = await this.database.transaction(async (manager) => {
+        const cursor = await this.claimCursor(manager, source, model);
+        if (!cursor) return 0;
+        const moved = await this.database.row(
+          QUEUED.query`WITH picked AS (
+                ${source.newRows(cursor.position, cursor.safe_bound, QUEUE_ROWS_AT_ONCE)}),
+              queued AS (
+                INSERT INTO embedding_queue (source, model, row_id, organization_id)
+                SELECT ${source.name}, ${model}, id, organization_id FROM picked
+                ON CONFLICT DO NOTHING)
+              UPDATE embedding_cursors
+                 SET position = GREATEST(position, (SELECT max(id) FROM picked))
+               WHERE source = ${source.name} AND model = ${model}
+                 AND EXISTS (SELECT 1 FROM picked)
+              RETURNING ${QUEUED}`,
+          { manager },
+        );
+        return moved?.queued ?? 0;
+      });
+    }
+  }
+
+  /**
+   * The source's next batch, leased to this instance in a short transaction; none: none to do,
+   * or other instances hold what waits. Drawn in turns from the organizations with items
+   * waiting, up to EMBEDDINGS_BATCH_SIZE of them, starting after the last one the previous
+   * batch served (then from the first again), in rounds: each one's oldest item, then each
+   * one's next, until the batch is full. A tenant's import of 20,000 memories
+   * delayed another's new memory from 4 s to 46 s behind one cursor (review, 2026-12-05); now
+   * it waits for one batch. Items leased by another instance are skipped (`SKIP LOCKED`, then
+   * the lease), so instances embed different batches side by side; an expired lease (an
+   * instance that died) is taken over. Items whose row is gone (an erasure) leave the queue.
+   */
+  private claimBatch(
+    source: EmbeddingSource,
+    model: string,
+  ): Promise<LeasedBatch | typeof DROPPED_ONLY | undefined> {
     return this.database.transaction(async (manager) => {
       const now = this.clock.now();
-      const cursor = await this.claim(manager, source, model, now);
-      if (!cursor) return undefined;
-      const pending = await this.database.rows(
-        source.pending(cursor.position, cursor.safe_bound, this.config.batchSize),
+      const limit = this.config.batchSize;
+      const after = this.nextTurnAfter.get(source.name) ?? FIRST_ORGANIZATION;
+      const turns = await this.turns(manager, source, model, after, LAST_ORGANIZATION, limit);
+      if (turns.length < limit && after !== FIRST_ORGANIZATION) {
+        turns.push(
+          ...(await this.turns(
+            manager,
+            source,
+            model,
+            FIRST_ORGANIZATION,
+            after,
+            limit - turns.length,
+          )),
+        );
+      }
+      if (turns.length === 0) return undefined;
+      this.nextTurnAfter.set(source.name, turns[turns.length - 1]);
+      // Each line read one past the batch: one as long tells that more wait.
+      const drawn = await this.database.rows(
+        DRAWN.query`SELECT ${DRAWN}
+             FROM unnest(${turns}::uuid[]) WITH ORDINALITY AS o (organization_id, turn)
+            CROSS JOIN LATERAL (
+                  SELECT q.row_id FROM embedding_queue q
+                   WHERE q.source = ${source.name} AND q.model = ${model}
+                     AND q.organization_id = o.organization_id
+                     AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
+                   ORDER BY q.row_id LIMIT ${limit + 1}) c
+            ORDER BY o.turn, c.row_id`,
         { manager },
       );
-      if (pending.length === 0) return undefined;
-      const items = withinCharacters(pending);
+      // Locked, the lease checked again on the row's latest version: another instance's claim
+      // that committed since the read is skipped, as is one still being made.
+      const chosen = inTurns(drawn, limit).map((item) => ({
+        ...item,
+        organizationId: turns[item.turn - 1],
+      }));
+      const free = new Map(
+        (
+          await this.database.rows(
+            FREE.query`SELECT ${FREE} FROM embedding_queue
+                 WHERE ${queueRowsOf(source, model, chosen)}
+                   AND (claimed_until IS NULL OR claimed_until <= ${now})
+                   FOR UPDATE SKIP LOCKED`,
+            { manager },
+          )
+        ).map((item) => [item.id, item.expired_lease]),
+      );
+      const candidates = chosen.filter((item) => free.has(item.id));
+      if (candidates.length === 0) return undefined;
+      if (candidates.some((item) => free.get(item.id))) {
+        this.logger.warn({ source: source.name }, 'embedding lease expired: taking the batch over');
+      }
+      const texts = new Map(
+        (
+          await this.database.rows(source.texts(candidates.map((item) => item.id)), { manager })
+        ).map((item) => [item.id, item.text]),
+      );
+      const gone = candidates.filter((item) => !texts.has(item.id));
+      if (gone.length > 0) {
+        await this.database.count(
+          sql`DELETE FROM embedding_queue WHERE ${queueRowsOf(source, model, gone)}`,
+          { manager },
+        );
+      }
+      const waiting = candidates
+        .filter((item) => texts.has(item.id))
+        .map((item) => ({
+          id: item.id,
+          organizationId: item.organizationId,
+          text: texts.get(item.id)!,
+        }));
+      if (waiting.length === 0) return DROPPED_ONLY;
+      const items = withinCharacters(waiting);
       const token = randomUUID();
       const leasedUntil = now.getTime() + LEASE_MS;
       await this.database.count(
-        sql`UPDATE embedding_cursors
-               SET leased_until = ${new Date(leasedUntil)}, lease_token = ${token}::uuid
-             WHERE source = ${source.name} AND model = ${model}`,
+        sql`UPDATE embedding_queue
+               SET claimed_until = ${new Date(leasedUntil)}, claim_token = ${token}::uuid
+             WHERE ${queueRowsOf(source, model, items)}`,
         { manager },
       );
       return {
         items,
-        more: items.length < pending.length || pending.length >= this.config.batchSize,
+        // Items left in the lines read, organizations past those read, or a cut by characters.
+        more: drawn.length > limit || turns.length === limit || items.length < waiting.length,
         token,
         callsEndBy: leasedUntil - LEASE_MARGIN_MS,
       };
@@ -270,9 +461,41 @@ export class EmbeddingWorker {
   }
 
   /**
-   * Stores the vectors of the batch's first `vectors.length` items and moves the cursor past
-   * them, clearing the lease, in a short transaction: only while the lease is ours (else nothing
-   * is stored: the instance that took the batch over stores it). Answers the items done.
+   * Up to `limit` organizations with items of the source waiting, after `after` up to `until`,
+   * by id: a loose scan of the queue's index, one probe an organization, however many items
+   * each has.
+   */
+  private async turns(
+    manager: EntityManager,
+    source: EmbeddingSource,
+    model: string,
+    after: string,
+    until: string,
+    limit: number,
+  ): Promise<string[]> {
+    const rows = await this.database.rows(
+      TURN.query`WITH RECURSIVE turns AS (
+            (SELECT q.organization_id FROM embedding_queue q
+              WHERE q.source = ${source.name} AND q.model = ${model}
+                AND q.organization_id > ${after}::uuid AND q.organization_id <= ${until}::uuid
+              ORDER BY q.organization_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT q.organization_id FROM embedding_queue q
+                     WHERE q.source = ${source.name} AND q.model = ${model}
+                       AND q.organization_id > t.organization_id
+                       AND q.organization_id <= ${until}::uuid
+                     ORDER BY q.organization_id LIMIT 1)
+              FROM turns t WHERE t.organization_id IS NOT NULL)
+          SELECT ${TURN} FROM turns WHERE organization_id IS NOT NULL LIMIT ${limit}`,
+      { manager },
+    );
+    return rows.map((row) => row.organization_id);
+  }
+
+  /**
+   * Stores the vectors of the batch's first `vectors.length` items and takes them out of the
+   * queue, in a short transaction: those whose lease is still ours (another instance that took
+   * some over stores those); the lease on the rest is given back. Answers the items done.
    */
   private async store(
     source: EmbeddingSource,
@@ -281,76 +504,75 @@ export class EmbeddingWorker {
     vectors: readonly (number[] | null)[],
   ): Promise<number> {
     if (vectors.length === 0) {
-      await this.release(source, model, batch.token);
+      await this.release(source, model, batch);
       return 0;
     }
     const done = batch.items.slice(0, vectors.length);
     const stored = await this.database.transaction(async (manager) => {
-      // Locks the row first: a takeover waits for this transaction, and then finds no lease.
-      const moved = await this.database.count(
-        sql`UPDATE embedding_cursors
-               SET position = GREATEST(position, ${done[done.length - 1].id}::bigint),
-                   leased_until = NULL, lease_token = NULL
-             WHERE source = ${source.name} AND model = ${model}
-               AND lease_token = ${batch.token}::uuid`,
-        { manager },
+      // Locks the items first: a takeover waits for this transaction, and then finds none.
+      const ours = new Set(
+        (
+          await this.database.rows(
+            TAKEN.query`DELETE FROM embedding_queue
+                 WHERE ${queueRowsOf(source, model, done)} AND claim_token = ${batch.token}::uuid
+                RETURNING ${TAKEN}`,
+            { manager },
+          )
+        ).map((row) => row.id),
       );
-      if (moved === 0) return false;
       const embedded = done
         .map((item, i) => ({ id: item.id, embedding: vectors[i] }))
-        .filter((item) => item.embedding !== null);
+        .filter((item) => item.embedding !== null && ours.has(item.id));
       if (embedded.length > 0) {
         await this.database.count(source.store(JSON.stringify(embedded), model), { manager });
       }
-      return true;
+      // The calls ran short (the lease's time, shutdown): the rest waits for a batch again.
+      if (done.length < batch.items.length) await this.release(source, model, batch, manager);
+      return ours.size;
     });
-    if (!stored) {
+    if (stored < done.length) {
       this.logger.warn(
-        { source: source.name, items: done.length },
+        { source: source.name, items: done.length - stored },
         'embedding lease expired before the batch was stored: another instance took it over',
       );
-      return 0;
     }
-    return done.length;
+    return stored;
   }
 
-  /** Ends the lease `token`, if it is still the cursor's; the cursor stays where it is. */
-  private async release(source: EmbeddingSource, model: string, token: string): Promise<void> {
+  /** Ends the batch's lease on its items that still hold it: they wait for a batch again. */
+  private async release(
+    source: EmbeddingSource,
+    model: string,
+    batch: LeasedBatch,
+    manager?: EntityManager,
+  ): Promise<void> {
+    // By key, not by token alone: the queue has no index on tokens, and may hold a million items.
     await this.database.count(
-      sql`UPDATE embedding_cursors SET leased_until = NULL, lease_token = NULL
-           WHERE source = ${source.name} AND model = ${model} AND lease_token = ${token}::uuid`,
+      sql`UPDATE embedding_queue SET claimed_until = NULL, claim_token = NULL
+           WHERE ${queueRowsOf(source, model, batch.items)} AND claim_token = ${batch.token}::uuid`,
+      { manager },
     );
   }
 
   /**
-   * Locks the source's cursor unless another instance holds it (locked, or leased until after
-   * `now`: none) and moves its safe bound. Ids are
-   * taken before commit, so a newer id can be visible while an older one is not yet: the worker
-   * reads only up to `safe_bound`, the last id taken when an earlier run looked, once every
-   * transaction that was running a run after that look has ended (its snapshot's xmax is behind
-   * the current xmin). An id is then final: committed, or rolled back for good. Costs two to
-   * three poll intervals of delay, and no write per reply.
+   * Locks the source's cursor unless another instance is moving it (none), and moves its safe
+   * bound. Ids are taken before commit, so a newer id can be visible while an older one is not
+   * yet: the worker reads only up to `safe_bound`, the last id taken when an earlier run looked,
+   * once every transaction that was running a run after that look has ended (its snapshot's
+   * xmax is behind the current xmin). An id is then final: committed, or rolled back for good.
+   * Costs two to three poll intervals of delay, and no write per reply.
    */
-  private async claim(
+  private async claimCursor(
     manager: EntityManager,
     source: EmbeddingSource,
     model: string,
-    now: Date,
   ): Promise<RowOf<typeof CLAIMED_CURSOR> | undefined> {
-    const free = await this.database.row(
-      FREE_CURSOR.query`SELECT ${FREE_CURSOR} FROM embedding_cursors
-           WHERE source = ${source.name} AND model = ${model}
-             AND (leased_until IS NULL OR leased_until <= ${now})
+    const free = await this.database.count(
+      sql`SELECT FROM embedding_cursors WHERE source = ${source.name} AND model = ${model}
              FOR UPDATE SKIP LOCKED`,
       { manager },
     );
-    if (!free) return undefined;
-    if (free.expired_lease) {
-      this.logger.warn(
-        { source: source.name, position: free.position },
-        'embedding lease expired: taking the batch over',
-      );
-    }
+    if (free === 0) return undefined;
     return this.database.row(
       CLAIMED_CURSOR.query`WITH now AS (
             SELECT (${source.lastId}) AS last_id,

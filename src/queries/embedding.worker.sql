@@ -4,6 +4,13 @@
 COMMIT;
 COMMIT;
 COMMIT;
+COMMIT;
+COMMIT;
+DELETE FROM embedding_queue
+        WHERE source = $1 AND model = $2
+AND organization_id = ANY($3::uuid[])
+AND row_id = ANY($4::bigint[]) AND claim_token = $5::uuid
+       RETURNING row_id::text AS "id";
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
@@ -15,31 +22,63 @@ SELECT m.id, m.end_user_id, m.personality_id, $1,
   JOIN memories m ON m.id = (x ->> 'id')::bigint
    FOR KEY SHARE OF m SKIP LOCKED
 ON CONFLICT (memory_id) DO UPDATE SET model = excluded.model, embedding = excluded.embedding;
-SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
-WHERE k.id > $1::bigint AND k.id <= $2::bigint
-ORDER BY k.id LIMIT $3;
+SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
+FOR UPDATE SKIP LOCKED;
+SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
+FOR UPDATE SKIP LOCKED;
+SELECT c.row_id::text AS "id", o.turn::int AS "turn"
+ FROM unnest($1::uuid[]) WITH ORDINALITY AS o (organization_id, turn)
+CROSS JOIN LATERAL (
+      SELECT q.row_id FROM embedding_queue q
+       WHERE q.source = $2 AND q.model = $3
+         AND q.organization_id = o.organization_id
+         AND (q.claimed_until IS NULL OR q.claimed_until <= $4)
+       ORDER BY q.row_id LIMIT $5) c
+ORDER BY o.turn, c.row_id;
 SELECT m.id::text AS "id", m.content AS "text" FROM memories m
-WHERE m.id > $1::bigint AND m.id <= $2::bigint
-ORDER BY m.id LIMIT $3;
-SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
-WHERE source = $1 AND model = $2
-  AND (leased_until IS NULL OR leased_until <= $3)
-  FOR UPDATE SKIP LOCKED;
-SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
-WHERE source = $1 AND model = $2
-  AND (leased_until IS NULL OR leased_until <= $3)
-  FOR UPDATE SKIP LOCKED;
+WHERE m.id = ANY($1::bigint[]);
+SELECT row_id::text AS "id", claim_token IS NOT NULL AS "expired_lease" FROM embedding_queue
+        WHERE source = $1 AND model = $2
+AND organization_id = ANY($3::uuid[])
+AND row_id = ANY($4::bigint[])
+          AND (claimed_until IS NULL OR claimed_until <= $5)
+          FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
 START TRANSACTION;
 START TRANSACTION;
-UPDATE embedding_cursors
-  SET leased_until = $1, lease_token = $2::uuid
-WHERE source = $3 AND model = $4;
-UPDATE embedding_cursors
-  SET position = GREATEST(position, $1::bigint),
-      leased_until = NULL, lease_token = NULL
-WHERE source = $2 AND model = $3
-  AND lease_token = $4::uuid;
+START TRANSACTION;
+START TRANSACTION;
+UPDATE embedding_queue
+      SET claimed_until = $1, claim_token = $2::uuid
+    WHERE source = $3 AND model = $4
+AND organization_id = ANY($5::uuid[])
+AND row_id = ANY($6::bigint[]);
+WITH RECURSIVE turns AS (
+  (SELECT q.organization_id FROM embedding_queue q
+    WHERE q.source = $1 AND q.model = $2
+      AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+    ORDER BY q.organization_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.organization_id FROM embedding_queue q
+           WHERE q.source = $5 AND q.model = $6
+             AND q.organization_id > t.organization_id
+             AND q.organization_id <= $7::uuid
+           ORDER BY q.organization_id LIMIT 1)
+    FROM turns t WHERE t.organization_id IS NOT NULL)
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+WITH RECURSIVE turns AS (
+  (SELECT q.organization_id FROM embedding_queue q
+    WHERE q.source = $1 AND q.model = $2
+      AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+    ORDER BY q.organization_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.organization_id FROM embedding_queue q
+           WHERE q.source = $5 AND q.model = $6
+             AND q.organization_id > t.organization_id
+             AND q.organization_id <= $7::uuid
+           ORDER BY q.organization_id LIMIT 1)
+    FROM turns t WHERE t.organization_id IS NOT NULL)
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM knowledge_chunks_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -76,30 +115,89 @@ UPDATE embedding_cursors c
   FROM state s
  WHERE c.source = $3 AND c.model = $4
 RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";
+WITH picked AS (
+       SELECT k.id, k.organization_id FROM knowledge_chunks k
+WHERE k.id > $1::bigint AND k.id <= $2::bigint
+ORDER BY k.id LIMIT $3),
+     queued AS (
+       INSERT INTO embedding_queue (source, model, row_id, organization_id)
+       SELECT $4, $5, id, organization_id FROM picked
+       ON CONFLICT DO NOTHING)
+     UPDATE embedding_cursors
+        SET position = GREATEST(position, (SELECT max(id) FROM picked))
+      WHERE source = $6 AND model = $7
+        AND EXISTS (SELECT 1 FROM picked)
+     RETURNING (SELECT count(*) FROM picked)::int AS "queued";
+WITH picked AS (
+       SELECT m.id, m.organization_id FROM memories m
+WHERE m.id > $1::bigint AND m.id <= $2::bigint
+ORDER BY m.id LIMIT $3),
+     queued AS (
+       INSERT INTO embedding_queue (source, model, row_id, organization_id)
+       SELECT $4, $5, id, organization_id FROM picked
+       ON CONFLICT DO NOTHING)
+     UPDATE embedding_cursors
+        SET position = GREATEST(position, (SELECT max(id) FROM picked))
+      WHERE source = $6 AND model = $7
+        AND EXISTS (SELECT 1 FROM picked)
+     RETURNING (SELECT count(*) FROM picked)::int AS "queued";
 
 -- a pass with nothing new
 COMMIT;
 COMMIT;
+COMMIT;
+COMMIT;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
-SELECT k.id::text AS "id", k.text AS "text" FROM knowledge_chunks k
-WHERE k.id > $1::bigint AND k.id <= $2::bigint
-ORDER BY k.id LIMIT $3;
-SELECT m.id::text AS "id", m.content AS "text" FROM memories m
-WHERE m.id > $1::bigint AND m.id <= $2::bigint
-ORDER BY m.id LIMIT $3;
-SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
-WHERE source = $1 AND model = $2
-  AND (leased_until IS NULL OR leased_until <= $3)
-  FOR UPDATE SKIP LOCKED;
-SELECT position::text AS "position", lease_token IS NOT NULL AS "expired_lease" FROM embedding_cursors
-WHERE source = $1 AND model = $2
-  AND (leased_until IS NULL OR leased_until <= $3)
-  FOR UPDATE SKIP LOCKED;
+SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
+FOR UPDATE SKIP LOCKED;
+SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
+FOR UPDATE SKIP LOCKED;
 START TRANSACTION;
 START TRANSACTION;
+START TRANSACTION;
+START TRANSACTION;
+WITH RECURSIVE turns AS (
+  (SELECT q.organization_id FROM embedding_queue q
+    WHERE q.source = $1 AND q.model = $2
+      AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+    ORDER BY q.organization_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.organization_id FROM embedding_queue q
+           WHERE q.source = $5 AND q.model = $6
+             AND q.organization_id > t.organization_id
+             AND q.organization_id <= $7::uuid
+           ORDER BY q.organization_id LIMIT 1)
+    FROM turns t WHERE t.organization_id IS NOT NULL)
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+WITH RECURSIVE turns AS (
+  (SELECT q.organization_id FROM embedding_queue q
+    WHERE q.source = $1 AND q.model = $2
+      AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+    ORDER BY q.organization_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.organization_id FROM embedding_queue q
+           WHERE q.source = $5 AND q.model = $6
+             AND q.organization_id > t.organization_id
+             AND q.organization_id <= $7::uuid
+           ORDER BY q.organization_id LIMIT 1)
+    FROM turns t WHERE t.organization_id IS NOT NULL)
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+WITH RECURSIVE turns AS (
+  (SELECT q.organization_id FROM embedding_queue q
+    WHERE q.source = $1 AND q.model = $2
+      AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+    ORDER BY q.organization_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT q.organization_id FROM embedding_queue q
+           WHERE q.source = $5 AND q.model = $6
+             AND q.organization_id > t.organization_id
+             AND q.organization_id <= $7::uuid
+           ORDER BY q.organization_id LIMIT 1)
+    FROM turns t WHERE t.organization_id IS NOT NULL)
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM knowledge_chunks_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -136,3 +234,29 @@ UPDATE embedding_cursors c
   FROM state s
  WHERE c.source = $3 AND c.model = $4
 RETURNING c.position::text AS "position", c.safe_bound::text AS "safe_bound";
+WITH picked AS (
+       SELECT k.id, k.organization_id FROM knowledge_chunks k
+WHERE k.id > $1::bigint AND k.id <= $2::bigint
+ORDER BY k.id LIMIT $3),
+     queued AS (
+       INSERT INTO embedding_queue (source, model, row_id, organization_id)
+       SELECT $4, $5, id, organization_id FROM picked
+       ON CONFLICT DO NOTHING)
+     UPDATE embedding_cursors
+        SET position = GREATEST(position, (SELECT max(id) FROM picked))
+      WHERE source = $6 AND model = $7
+        AND EXISTS (SELECT 1 FROM picked)
+     RETURNING (SELECT count(*) FROM picked)::int AS "queued";
+WITH picked AS (
+       SELECT m.id, m.organization_id FROM memories m
+WHERE m.id > $1::bigint AND m.id <= $2::bigint
+ORDER BY m.id LIMIT $3),
+     queued AS (
+       INSERT INTO embedding_queue (source, model, row_id, organization_id)
+       SELECT $4, $5, id, organization_id FROM picked
+       ON CONFLICT DO NOTHING)
+     UPDATE embedding_cursors
+        SET position = GREATEST(position, (SELECT max(id) FROM picked))
+      WHERE source = $6 AND model = $7
+        AND EXISTS (SELECT 1 FROM picked)
+     RETURNING (SELECT count(*) FROM picked)::int AS "queued";

@@ -1,13 +1,12 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 
 /**
- * How far the EmbeddingWorker has embedded one source (e.g. `memories`) with one model (and
- * dimensions: Embedder.vectorKind): a
- * high-water mark over the source's ordered ids, so finding what is left is one index range scan
- * whatever the table holds, and a reply writes nothing for it. `safe_bound` is the highest id
- * that no transaction still running can hold (see EmbeddingWorker.claim): ids are taken
- * before commit, so a newer id can be visible before an older one is. While a batch is being
- * embedded, the instance embedding it holds a lease on the row (`lease_token`, `leased_until`).
+ * How far the EmbeddingWorker has queued one source (e.g. `memories`) for one model (and
+ * dimensions: Embedder.vectorKind) in embedding_queue: a high-water mark over the source's
+ * ordered ids, so finding what is new is one index range scan whatever the table holds, and a
+ * reply writes nothing for it. `safe_bound` is the highest id that no transaction still running
+ * can hold (see EmbeddingWorker.advance): ids are taken before commit, so a newer id can be
+ * visible before an older one is.
  */
 @Entity('embedding_cursors')
 export class EmbeddingCursor {
@@ -17,7 +16,7 @@ export class EmbeddingCursor {
   @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'embedding_cursors_pkey' })
   model: string;
 
-  /** Every id up to this one is embedded (or was skipped as unembeddable). */
+  /** Every id up to this one is queued, embedded or passed over. */
   @Column({ type: 'bigint', default: 0 })
   position: string;
 
@@ -33,11 +32,14 @@ export class EmbeddingCursor {
   @Column({ name: 'pending_xmax', type: 'bigint', nullable: true })
   pendingXmax: string | null;
 
-  /** Until when the holder of lease_token embeds the batch above position; null: no lease. */
+  /**
+   * The previous release's lease on the batch above position (it embedded from the cursor), kept
+   * while it may still run in a rolling deploy; unused since embedding_queue.
+   */
   @Column({ name: 'leased_until', type: 'timestamptz', nullable: true })
   leasedUntil: Date | null;
 
-  /** The leaseholder's claim: only it may move position while the lease is live. */
+  /** The previous release's leaseholder (see leasedUntil). */
   @Column({ name: 'lease_token', type: 'uuid', nullable: true })
   leaseToken: string | null;
 }
