@@ -356,9 +356,14 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(10);
 
-    // A's answer comes at last: its lease is gone, so it stores nothing.
+    // A's answer comes at last: its lease is gone, so it stores nothing (the same vectors
+    // stored again would not change the count: no row version changes either).
+    const versions = () =>
+      db.query('SELECT memory_id, xmin::text FROM memory_embeddings ORDER BY memory_id');
+    const stored = (await versions()).rows;
     provider.release(0);
     await runA;
+    expect((await versions()).rows).toEqual(stored);
     expect(a.warnings).toContain(
       'embedding lease expired before the batch was stored: another instance took it over',
     );
@@ -634,6 +639,63 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     // Each text sent once, by one instance or the other.
     const sent = provider.requests.slice(from).flatMap((request) => request.input);
     expect(sent.sort()).toEqual([single, ...imported].sort());
+  });
+
+  it("rotates each batch's turns past the last organization it served: eight tenants' long messages ahead by id hold back a ninth's memory one batch, not until their backlogs are done", async () => {
+    provider.open();
+    const tenants: { auth: string; personalityId: string; organizationId: string }[] = [];
+    for (let i = 0; i < 9; i += 1) {
+      const tenant = await tenantWithKey(app, ['read_write']);
+      tenants.push({
+        auth: tenant.auth,
+        personalityId: await clonePersonality(app, tenant.auth),
+        organizationId: tenant.organizationId,
+      });
+    }
+    tenants.sort((x, y) => (x.organizationId < y.organizationId ? -1 : 1));
+    // Three messages of about 8,000 characters each for the eight first by id: eight fill a call
+    // (BATCH_MAX_CHARACTERS); then one short memory of the last.
+    for (let i = 0; i < 8; i += 1) {
+      await newMemories(
+        [0, 1, 2].map((k) => `${i}-${k} ${'long words '.repeat(800)}`.slice(0, 7_996)),
+        tenants[i],
+      );
+    }
+    const single = `The ninth tenant's only note, ${Date.now()}.`;
+    await newMemories([single], tenants[8]);
+    const from = provider.requests.length;
+    await instance().run();
+    const calls = provider.requests.slice(from).map((request) => request.input);
+    expect(calls.map((input) => input.length)).toEqual([8, 8, 8, 1].slice(0, calls.length));
+    // Before, every batch's turns began at the first by id: the note came in the fourth call.
+    expect(calls.findIndex((input) => input.includes(single))).toBe(1);
+    expect(await queued()).toEqual([]);
+  });
+
+  it('drops the items whose memories were deleted before their batch, and goes on in the same run', async () => {
+    const c = instance();
+    const texts = Array.from({ length: 12 }, (_, i) => `Deleted later ${i} of ${Date.now()}.`);
+    await newMemories(texts);
+    // Queued, the first batch failed and given back: all twelve wait.
+    provider.failWith(503);
+    try {
+      await c.run();
+    } finally {
+      provider.failWith(null);
+    }
+    const ids = await waiting();
+    expect(ids).toHaveLength(12);
+    // Ten deleted (a forgetting, an erasure) while they wait: the next batch drawn is theirs alone.
+    await db.query('DELETE FROM memories WHERE id = ANY($1::bigint[])', [ids.slice(0, 10)]);
+    const from = provider.requests.length;
+    const stored = await count('memory_embeddings');
+    c.clock.advance(60_000);
+    await c.run();
+    expect(provider.requests.slice(from).map((request) => request.input)).toEqual([
+      texts.slice(10),
+    ]);
+    expect(await queued()).toEqual([]);
+    expect(await count('memory_embeddings')).toBe(stored + 2);
   });
 
   /** A new document of these paragraphs (one chunk each), and the cursor's safe bound past it. */

@@ -171,8 +171,11 @@ function queueRowsOf(
          AND row_id = ANY(${items.map((item) => item.id)}::bigint[])`;
 }
 
-/** What a claim drew was only items whose rows are gone: dropped, and more may wait. */
-const DROPPED_ONLY = 'dropped only';
+/**
+ * What a claim drew was only items whose rows are gone (dropped) or that another instance
+ * claimed meanwhile: none to embed, and more may wait.
+ */
+const NONE_TAKEN = 'none taken';
 
 /** A batch claimed under a lease on its items. */
 interface LeasedBatch {
@@ -299,7 +302,7 @@ export class EmbeddingWorker {
     );
     await this.queueNewRows(source, model);
     const batch = await this.claimBatch(source, model);
-    if (batch === DROPPED_ONLY) return true;
+    if (batch === NONE_TAKEN) return true;
     if (!batch) return false;
     try {
       const { vectors, failure } = await this.embedWhatTells(source, batch);
@@ -366,7 +369,7 @@ export class EmbeddingWorker {
   private claimBatch(
     source: EmbeddingSource,
     model: string,
-  ): Promise<LeasedBatch | typeof DROPPED_ONLY | undefined> {
+  ): Promise<LeasedBatch | typeof NONE_TAKEN | undefined> {
     return this.database.transaction(async (manager) => {
       const now = this.clock.now();
       const limit = this.config.batchSize;
@@ -385,7 +388,6 @@ export class EmbeddingWorker {
         );
       }
       if (turns.length === 0) return undefined;
-      this.nextTurnAfter.set(source.name, turns[turns.length - 1]);
       // Each line read one past the batch: one as long tells that more wait.
       const drawn = await this.database.rows(
         DRAWN.query`SELECT ${DRAWN}
@@ -417,7 +419,7 @@ export class EmbeddingWorker {
         ).map((item) => [item.id, item.expired_lease]),
       );
       const candidates = chosen.filter((item) => free.has(item.id));
-      if (candidates.length === 0) return undefined;
+      if (candidates.length === 0) return chosen.length === 0 ? undefined : NONE_TAKEN;
       if (candidates.some((item) => free.get(item.id))) {
         this.logger.warn({ source: source.name }, 'embedding lease expired: taking the batch over');
       }
@@ -435,13 +437,16 @@ export class EmbeddingWorker {
       }
       const waiting = candidates
         .filter((item) => texts.has(item.id))
-        .map((item) => ({
-          id: item.id,
-          organizationId: item.organizationId,
-          text: texts.get(item.id)!,
-        }));
-      if (waiting.length === 0) return DROPPED_ONLY;
+        .map((item) => ({ ...item, text: texts.get(item.id)! }));
       const items = withinCharacters(waiting);
+      // The next batch's turns start after the last organization this one served: the cut
+      // (characters, the batch's size) may leave later ones without their first item, and they
+      // go first then. After the last one read, the same order would come again, and
+      // organizations later by id than eight with long messages waited for all of their
+      // backlogs (review of the queue, 2026-12-05).
+      const lastServed = Math.max(...[...items, ...gone].map((item) => item.turn));
+      this.nextTurnAfter.set(source.name, turns[lastServed - 1]);
+      if (items.length === 0) return NONE_TAKEN;
       const token = randomUUID();
       const leasedUntil = now.getTime() + LEASE_MS;
       await this.database.count(
