@@ -778,7 +778,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     ]);
     expect(await count('knowledge_chunk_embeddings')).toBe(chunksEmbedded + 25);
   });
-  it('asks every source again each round: memories written while another is kept full are embedded in that run', async () => {
+  it('asks every source again each round: memories written while another is kept full are embedded in that run, once a poll interval has passed', async () => {
     const paragraphs = Array.from(
       { length: 25 },
       (_, i) =>
@@ -787,10 +787,13 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     await newDocument('Policies', paragraphs);
     provider.hold();
     const from = provider.requests.length;
-    const run = started(instance().run());
-    // No memory was waiting when the run began; three arrive while the chunks are embedded.
+    const worker = instance();
+    const run = started(worker.run());
+    // No memory was waiting when the run began; three arrive while the chunks are embedded, and
+    // a poll interval passes (a run queues new rows at its start, then once an interval).
     await requested(from + 1);
     await newMemories(3);
+    worker.clock.advance(3_600_000);
     provider.open();
     provider.releaseAll();
     await run;

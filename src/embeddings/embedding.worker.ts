@@ -213,6 +213,8 @@ export class EmbeddingWorker {
    * failing waits alone, and the others go on.
    */
   private readonly backoff = new Map<string, { failures: number; nextAttemptAt: number }>();
+  /** Per source, when this run last queued its new rows (clock milliseconds). */
+  private readonly queuedAt = new Map<string, number>();
   /** Per source, the organization whose turn came last: the next batch's turns start after it. */
   private readonly nextTurnAfter = new Map<string, string>();
   private readonly failedRuns: Counter;
@@ -252,6 +254,7 @@ export class EmbeddingWorker {
    * and one's failure holds back no other either.
    */
   private async runWithBackoff(): Promise<void> {
+    this.queuedAt.clear();
     for (let anyFull = true; anyFull;) {
       anyFull = false;
       for (const source of EMBEDDING_SOURCES) {
@@ -300,7 +303,13 @@ export class EmbeddingWorker {
       sql`INSERT INTO embedding_cursors (source, model) VALUES (${source.name}, ${model})
           ON CONFLICT DO NOTHING`,
     );
-    await this.queueNewRows(source, model);
+    // At a run's start, then once a poll interval: in a run that drains thousands, a batch a
+    // provider call, queuing before each cost six more round trips (an eighth of its time).
+    const lastQueued = this.queuedAt.get(source.name);
+    if (lastQueued === undefined || this.clock.nowMs() - lastQueued >= this.config.pollIntervalMs) {
+      this.queuedAt.set(source.name, this.clock.nowMs());
+      await this.queueNewRows(source, model);
+    }
     const batch = await this.claimBatch(source, model);
     if (batch === NONE_TAKEN) return true;
     if (!batch) return false;
