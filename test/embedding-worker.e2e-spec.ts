@@ -3,11 +3,13 @@ import type { PinoLogger } from 'nestjs-pino';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { BackgroundJobs } from '../src/common/time/background-jobs';
 import { ManualClock } from '../src/common/time/clock';
 import { PeriodicTask, type PeriodicTaskOptions } from '../src/common/time/periodic-task';
 import { embeddingsConfig } from '../src/config/embeddings.config';
 import { Database } from '../src/database/database';
+import { QueueEmbeddingsByOrganization1795922600000 } from '../src/database/migrations/1795922600000-QueueEmbeddingsByOrganization';
 import { Embedder } from '../src/embeddings/embedder';
 import {
   BATCH_MAX_CHARACTERS,
@@ -672,6 +674,34 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     expect(await queued()).toEqual([]);
   });
 
+  it("a second instance draws the organizations whose items the first's batch has not leased: twenty tenants' single memories, two batches at once", async () => {
+    provider.open();
+    const texts: string[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const tenant = await tenantWithKey(app, ['read_write']);
+      const text = `Tenant ${i}'s single note, ${Date.now()}.`;
+      texts.push(text);
+      await newMemories([text], {
+        auth: tenant.auth,
+        personalityId: await clonePersonality(app, tenant.auth),
+      });
+    }
+    provider.hold();
+    const from = provider.requests.length;
+    const runs = [started(instance().run())];
+    await requested(from + 1);
+    expect(provider.requests[from].input).toHaveLength(10);
+    // Before, the second's turns were the first ten organizations again, all leased: no call.
+    runs.push(started(instance().run()));
+    await requested(from + 2);
+    const [first, second] = provider.requests.slice(from, from + 2).map((r) => r.input);
+    expect([...first, ...second].sort()).toEqual([...texts].sort());
+    provider.open();
+    provider.releaseAll();
+    await Promise.all(runs);
+    expect(await queued()).toEqual([]);
+  });
+
   it('drops the items whose memories were deleted before their batch, and goes on in the same run', async () => {
     const c = instance();
     const texts = Array.from({ length: 12 }, (_, i) => `Deleted later ${i} of ${Date.now()}.`);
@@ -799,5 +829,37 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     await run;
     // Before, a source that came back short was not asked again until the next run.
     expect(sourcesAsked(from)).toEqual(['knowledge', 'memories', 'knowledge', 'knowledge']);
+  });
+  it("reverting the queue's migration moves the cursor back before the first row still waiting: the previous release embeds it", async () => {
+    const texts = ['Waiting when the release went back.', 'Waiting too, after it.'];
+    const last = await newMemories(texts);
+    const c = instance();
+    provider.failWith(503);
+    try {
+      await c.run();
+    } finally {
+      provider.failWith(null);
+    }
+    const ids = await waiting();
+    expect(ids).toHaveLength(2);
+    expect(await count(`embedding_cursors WHERE source = 'memories' AND position >= ${last}`)).toBe(
+      1,
+    );
+    const runner = app.app.get(DataSource).createQueryRunner();
+    const migration = new QueueEmbeddingsByOrganization1795922600000();
+    try {
+      await runner.startTransaction();
+      await migration.down(runner);
+      const [cursor] = (await runner.query(
+        `SELECT position::text FROM embedding_cursors WHERE source = 'memories'`,
+      )) as Array<{ position: string }>;
+      // The previous release embeds above the cursor: from the first waiting row on.
+      expect(cursor.position).toBe(String(BigInt(ids[0]) - 1n));
+      await migration.up(runner);
+      await runner.commitTransaction();
+    } finally {
+      if (runner.isTransactionActive) await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 });

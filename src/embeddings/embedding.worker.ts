@@ -171,10 +171,7 @@ function queueRowsOf(
          AND row_id = ANY(${items.map((item) => item.id)}::bigint[])`;
 }
 
-/**
- * What a claim drew was only items whose rows are gone (dropped) or that another instance
- * claimed meanwhile: none to embed, and more may wait.
- */
+/** What a claim drew was only items whose rows are gone, now dropped: more may wait. */
 const NONE_TAKEN = 'none taken';
 
 /** A batch claimed under a lease on its items. */
@@ -310,6 +307,8 @@ export class EmbeddingWorker {
       this.queuedAt.set(source.name, this.clock.nowMs());
       await this.queueNewRows(source, model);
     }
+    // Shutting down: no new batch, nor its provider call of up to 30 s.
+    if (this.task?.isStopped) return false;
     const batch = await this.claimBatch(source, model);
     if (batch === NONE_TAKEN) return true;
     if (!batch) return false;
@@ -383,13 +382,14 @@ export class EmbeddingWorker {
       const now = this.clock.now();
       const limit = this.config.batchSize;
       const after = this.nextTurnAfter.get(source.name) ?? FIRST_ORGANIZATION;
-      const turns = await this.turns(manager, source, model, after, LAST_ORGANIZATION, limit);
+      const turns = await this.turns(manager, source, model, now, after, LAST_ORGANIZATION, limit);
       if (turns.length < limit && after !== FIRST_ORGANIZATION) {
         turns.push(
           ...(await this.turns(
             manager,
             source,
             model,
+            now,
             FIRST_ORGANIZATION,
             after,
             limit - turns.length,
@@ -397,7 +397,8 @@ export class EmbeddingWorker {
         );
       }
       if (turns.length === 0) return undefined;
-      // Each line read one past the batch: one as long tells that more wait.
+      // Each line read as far as the batch could take from it (the others giving one each), and
+      // one past: a line as long tells that more wait.
       const drawn = await this.database.rows(
         DRAWN.query`SELECT ${DRAWN}
              FROM unnest(${turns}::uuid[]) WITH ORDINALITY AS o (organization_id, turn)
@@ -406,7 +407,7 @@ export class EmbeddingWorker {
                    WHERE q.source = ${source.name} AND q.model = ${model}
                      AND q.organization_id = o.organization_id
                      AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
-                   ORDER BY q.row_id LIMIT ${limit + 1}) c
+                   ORDER BY q.row_id LIMIT ${limit - turns.length + 2}) c
             ORDER BY o.turn, c.row_id`,
         { manager },
       );
@@ -428,7 +429,17 @@ export class EmbeddingWorker {
         ).map((item) => [item.id, item.expired_lease]),
       );
       const candidates = chosen.filter((item) => free.has(item.id));
-      if (candidates.length === 0) return chosen.length === 0 ? undefined : NONE_TAKEN;
+      if (candidates.length === 0) {
+        // Every one locked by another instance's claim or store: the next draw starts past
+        // them. Drawing again at once spun while a store waited on a locked chunk (second review).
+        if (chosen.length > 0) {
+          this.nextTurnAfter.set(
+            source.name,
+            turns[Math.max(...chosen.map((item) => item.turn)) - 1],
+          );
+        }
+        return undefined;
+      }
       if (candidates.some((item) => free.get(item.id))) {
         this.logger.warn({ source: source.name }, 'embedding lease expired: taking the batch over');
       }
@@ -475,14 +486,17 @@ export class EmbeddingWorker {
   }
 
   /**
-   * Up to `limit` organizations with items of the source waiting, after `after` up to `until`,
-   * by id: a loose scan of the queue's index, one probe an organization, however many items
-   * each has.
+   * Up to `limit` organizations with items of the source waiting and not leased at `now`, after
+   * `after` up to `until`, by id: a loose scan of the queue's index, one probe an organization
+   * (passing at most the items other instances hold), however many items each has. Counting
+   * organizations whose items were all leased, another instance drew the same ones as the
+   * batch in flight, found nothing free, and added no throughput (second review).
    */
   private async turns(
     manager: EntityManager,
     source: EmbeddingSource,
     model: string,
+    now: Date,
     after: string,
     until: string,
     limit: number,
@@ -492,12 +506,14 @@ export class EmbeddingWorker {
             (SELECT q.organization_id FROM embedding_queue q
               WHERE q.source = ${source.name} AND q.model = ${model}
                 AND q.organization_id > ${after}::uuid AND q.organization_id <= ${until}::uuid
+                AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
               ORDER BY q.organization_id LIMIT 1)
             UNION ALL
             SELECT (SELECT q.organization_id FROM embedding_queue q
                      WHERE q.source = ${source.name} AND q.model = ${model}
                        AND q.organization_id > t.organization_id
                        AND q.organization_id <= ${until}::uuid
+                       AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
                      ORDER BY q.organization_id LIMIT 1)
               FROM turns t WHERE t.organization_id IS NOT NULL)
           SELECT ${TURN} FROM turns WHERE organization_id IS NOT NULL LIMIT ${limit}`,

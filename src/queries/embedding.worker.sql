@@ -57,28 +57,32 @@ WITH RECURSIVE turns AS (
   (SELECT q.organization_id FROM embedding_queue q
     WHERE q.source = $1 AND q.model = $2
       AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+      AND (q.claimed_until IS NULL OR q.claimed_until <= $5)
     ORDER BY q.organization_id LIMIT 1)
   UNION ALL
   SELECT (SELECT q.organization_id FROM embedding_queue q
-           WHERE q.source = $5 AND q.model = $6
+           WHERE q.source = $6 AND q.model = $7
              AND q.organization_id > t.organization_id
-             AND q.organization_id <= $7::uuid
+             AND q.organization_id <= $8::uuid
+             AND (q.claimed_until IS NULL OR q.claimed_until <= $9)
            ORDER BY q.organization_id LIMIT 1)
     FROM turns t WHERE t.organization_id IS NOT NULL)
-SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $10;
 WITH RECURSIVE turns AS (
   (SELECT q.organization_id FROM embedding_queue q
     WHERE q.source = $1 AND q.model = $2
       AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+      AND (q.claimed_until IS NULL OR q.claimed_until <= $5)
     ORDER BY q.organization_id LIMIT 1)
   UNION ALL
   SELECT (SELECT q.organization_id FROM embedding_queue q
-           WHERE q.source = $5 AND q.model = $6
+           WHERE q.source = $6 AND q.model = $7
              AND q.organization_id > t.organization_id
-             AND q.organization_id <= $7::uuid
+             AND q.organization_id <= $8::uuid
+             AND (q.claimed_until IS NULL OR q.claimed_until <= $9)
            ORDER BY q.organization_id LIMIT 1)
     FROM turns t WHERE t.organization_id IS NOT NULL)
-SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $10;
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM knowledge_chunks_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
@@ -163,41 +167,47 @@ WITH RECURSIVE turns AS (
   (SELECT q.organization_id FROM embedding_queue q
     WHERE q.source = $1 AND q.model = $2
       AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+      AND (q.claimed_until IS NULL OR q.claimed_until <= $5)
     ORDER BY q.organization_id LIMIT 1)
   UNION ALL
   SELECT (SELECT q.organization_id FROM embedding_queue q
-           WHERE q.source = $5 AND q.model = $6
+           WHERE q.source = $6 AND q.model = $7
              AND q.organization_id > t.organization_id
-             AND q.organization_id <= $7::uuid
+             AND q.organization_id <= $8::uuid
+             AND (q.claimed_until IS NULL OR q.claimed_until <= $9)
            ORDER BY q.organization_id LIMIT 1)
     FROM turns t WHERE t.organization_id IS NOT NULL)
-SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $10;
 WITH RECURSIVE turns AS (
   (SELECT q.organization_id FROM embedding_queue q
     WHERE q.source = $1 AND q.model = $2
       AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+      AND (q.claimed_until IS NULL OR q.claimed_until <= $5)
     ORDER BY q.organization_id LIMIT 1)
   UNION ALL
   SELECT (SELECT q.organization_id FROM embedding_queue q
-           WHERE q.source = $5 AND q.model = $6
+           WHERE q.source = $6 AND q.model = $7
              AND q.organization_id > t.organization_id
-             AND q.organization_id <= $7::uuid
+             AND q.organization_id <= $8::uuid
+             AND (q.claimed_until IS NULL OR q.claimed_until <= $9)
            ORDER BY q.organization_id LIMIT 1)
     FROM turns t WHERE t.organization_id IS NOT NULL)
-SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $10;
 WITH RECURSIVE turns AS (
   (SELECT q.organization_id FROM embedding_queue q
     WHERE q.source = $1 AND q.model = $2
       AND q.organization_id > $3::uuid AND q.organization_id <= $4::uuid
+      AND (q.claimed_until IS NULL OR q.claimed_until <= $5)
     ORDER BY q.organization_id LIMIT 1)
   UNION ALL
   SELECT (SELECT q.organization_id FROM embedding_queue q
-           WHERE q.source = $5 AND q.model = $6
+           WHERE q.source = $6 AND q.model = $7
              AND q.organization_id > t.organization_id
-             AND q.organization_id <= $7::uuid
+             AND q.organization_id <= $8::uuid
+             AND (q.claimed_until IS NULL OR q.claimed_until <= $9)
            ORDER BY q.organization_id LIMIT 1)
     FROM turns t WHERE t.organization_id IS NOT NULL)
-SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $8;
+SELECT organization_id::text AS "organization_id" FROM turns WHERE organization_id IS NOT NULL LIMIT $10;
 WITH now AS (
   SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last_id FROM knowledge_chunks_id_seq) AS last_id,
          pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,

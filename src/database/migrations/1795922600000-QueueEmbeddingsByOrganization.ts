@@ -30,6 +30,11 @@ export class QueueEmbeddingsByOrganization1795922600000 implements MigrationInte
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
+    // Nothing queued, nor a cursor moved, between the look and the drop (a worker of this
+    // release still running would lose what it queued meanwhile).
+    await queryRunner.query(
+      `LOCK TABLE "embedding_queue", "embedding_cursors" IN ACCESS EXCLUSIVE MODE`,
+    );
     await queryRunner.query(
       `UPDATE "embedding_cursors" c SET "position" = q.first - 1
          FROM (SELECT "source", "model", min("row_id") AS first FROM "embedding_queue"
