@@ -177,7 +177,7 @@ const NONE_TAKEN = 'none taken';
 /** A batch claimed under a lease on its items. */
 interface LeasedBatch {
   items: QueuedItem[];
-  /** More items may be waiting past these (an organization's line as long as its share, or a cut). */
+  /** More items may be waiting past these (lines read further, organizations past those read, a cut). */
   more: boolean;
   /** The lease's token: an item is stored only while the lease is still its. */
   token: string;
@@ -301,7 +301,7 @@ export class EmbeddingWorker {
           ON CONFLICT DO NOTHING`,
     );
     // At a run's start, then once a poll interval: in a run that drains thousands, a batch a
-    // provider call, queuing before each cost six more round trips (an eighth of its time).
+    // provider call, queuing before each cost six more round trips a batch.
     const lastQueued = this.queuedAt.get(source.name);
     if (lastQueued === undefined || this.clock.nowMs() - lastQueued >= this.config.pollIntervalMs) {
       this.queuedAt.set(source.name, this.clock.nowMs());
