@@ -830,6 +830,38 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     // Before, a source that came back short was not asked again until the next run.
     expect(sourcesAsked(from)).toEqual(['knowledge', 'memories', 'knowledge', 'knowledge']);
   });
+  it('a draw whose items another transaction holds locked ends the run, rather than drawing them again at once', async () => {
+    const text = `Held by another instance's claim, ${Date.now()}.`;
+    await newMemories([text]);
+    // Queued, its first batch failed and given back.
+    provider.failWith(503);
+    try {
+      await instance().run();
+    } finally {
+      provider.failWith(null);
+    }
+    expect(await waiting()).toHaveLength(1);
+    const d = instance();
+    const from = provider.requests.length;
+    const holding = await HeldTransaction.begin(database.url);
+    try {
+      // What another instance's claim or store holds while it runs.
+      await holding.run('SELECT FROM embedding_queue FOR UPDATE');
+      const run = started(d.run());
+      const finished = await Promise.race([run.then(() => true), sleep(3_000).then(() => false)]);
+      // Before, the run drew the same locked item again and again for as long as the lock
+      // lasted (the reviewer counted 1,800 claims a second).
+      expect(finished).toBe(true);
+      expect(provider.requests).toHaveLength(from);
+    } finally {
+      await holding.commit();
+      await holding.end();
+    }
+    await d.run();
+    expect(provider.requests.slice(from).map((request) => request.input)).toEqual([[text]]);
+    expect(await queued()).toEqual([]);
+  });
+
   it("reverting the queue's migration moves the cursor back before the first row still waiting: the previous release embeds it", async () => {
     const texts = ['Waiting when the release went back.', 'Waiting too, after it.'];
     const last = await newMemories(texts);
