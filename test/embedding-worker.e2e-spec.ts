@@ -278,6 +278,16 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     ).toEqual([]);
     return items.map((item) => item.id);
   }
+  /** Runs `worker` with the provider failing: what is new is queued, and waits, its lease given back. */
+  async function queuedNotEmbedded(worker: Instance): Promise<string[]> {
+    provider.failWith(503);
+    try {
+      await worker.run();
+    } finally {
+      provider.failWith(null);
+    }
+    return waiting();
+  }
   async function count(query: string): Promise<number> {
     const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${query}`);
     return rows[0].n;
@@ -707,13 +717,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const texts = Array.from({ length: 12 }, (_, i) => `Deleted later ${i} of ${Date.now()}.`);
     await newMemories(texts);
     // Queued, the first batch failed and given back: all twelve wait.
-    provider.failWith(503);
-    try {
-      await c.run();
-    } finally {
-      provider.failWith(null);
-    }
-    const ids = await waiting();
+    const ids = await queuedNotEmbedded(c);
     expect(ids).toHaveLength(12);
     // Ten deleted (a forgetting, an erasure) while they wait: the next batch drawn is theirs alone.
     await db.query('DELETE FROM memories WHERE id = ANY($1::bigint[])', [ids.slice(0, 10)]);
@@ -834,13 +838,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const text = `Held by another instance's claim, ${Date.now()}.`;
     await newMemories([text]);
     // Queued, its first batch failed and given back.
-    provider.failWith(503);
-    try {
-      await instance().run();
-    } finally {
-      provider.failWith(null);
-    }
-    expect(await waiting()).toHaveLength(1);
+    expect(await queuedNotEmbedded(instance())).toHaveLength(1);
     const d = instance();
     const from = provider.requests.length;
     const holding = await HeldTransaction.begin(database.url);
@@ -866,13 +864,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const texts = ['Waiting when the release went back.', 'Waiting too, after it.'];
     const last = await newMemories(texts);
     const c = instance();
-    provider.failWith(503);
-    try {
-      await c.run();
-    } finally {
-      provider.failWith(null);
-    }
-    const ids = await waiting();
+    const ids = await queuedNotEmbedded(c);
     expect(ids).toHaveLength(2);
     expect(await count(`embedding_cursors WHERE source = 'memories' AND position >= ${last}`)).toBe(
       1,
