@@ -69,6 +69,21 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expect((await signUp(t, { email })).email).toBe(email);
   });
 
+  it('refuses an address that Unicode normalization rewrites: U+212B ANGSTROM SIGN would take å’s', async () => {
+    const email = `\u00e5${uniqueEmail('sa')}`;
+    // The database's lower() maps U+212B to å: åsa would meet email_taken, her reset mail the sign.
+    const squatted = `\u212B${email.slice(1)}`;
+    const refused = await t
+      .http()
+      .post('/v1/auth/signup')
+      .send({ email: squatted, password: 'a long enough password' });
+    expectError(refused, 400, 'validation_failed');
+    expect(refused.body.error.details).toEqual([
+      expect.objectContaining({ field: 'email', problem: expect.stringContaining('NFKC') }),
+    ]);
+    expect((await signUp(t, { email })).email).toBe(email);
+  });
+
   it('refuses short passwords and unknown fields', async () => {
     expectError(
       await t.http().post('/v1/auth/signup').send({ email: uniqueEmail(), password: 'short' }),

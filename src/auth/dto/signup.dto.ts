@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { NoAsciiLookalikes } from '../../common/validation/no-ascii-lookalikes';
+import { NoLookalikes } from '../../common/validation/no-lookalikes';
 import { IsEmail, IsOptional, IsString, MaxLength, MinLength } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import { OrganizationDto } from '../../organizations/dto/organization.dto';
@@ -10,7 +10,7 @@ export const PASSWORD_MAX = 256;
 export class SignupDto {
   @ApiProperty({ example: 'ada@example.com', maxLength: 254 })
   @IsEmail({}, { message: 'email must be an e-mail address' })
-  @NoAsciiLookalikes()
+  @NoLookalikes()
   @MaxLength(254)
   email: string;
 

@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { NoAsciiLookalikes } from '../../common/validation/no-ascii-lookalikes';
+import { NoLookalikes } from '../../common/validation/no-lookalikes';
 import { IsEmail, IsIn, IsString, MaxLength, MinLength } from 'class-validator';
 import { ROLES, type Role } from '../entities/membership.entity';
 import type { InvitationRow } from '../invitations.repository';
@@ -7,7 +7,7 @@ import type { InvitationRow } from '../invitations.repository';
 export class CreateInvitationDto {
   @ApiProperty({ example: 'grace@example.com', maxLength: 254 })
   @IsEmail({}, { message: 'email must be an e-mail address' })
-  @NoAsciiLookalikes()
+  @NoLookalikes()
   @MaxLength(254)
   email: string;
 
