@@ -83,6 +83,15 @@ describe('Erasure coverage: every table holding an end user is claimed by a part
     expect(claimed.filter((claim) => !names.includes(claim.table))).toEqual([]);
   });
 
+  it('erases in parts only tables a participant also erases: what the parts leave is erased whole', () => {
+    const parts = t.app.get(ErasureParticipants).inParts;
+    expect(parts.map((part) => part.name)).toContain('MemoriesRepository.eraseEndUsersInParts');
+    const erased = claimed.filter((claim) => !claim.cascades).map((claim) => claim.table);
+    expect(parts.flatMap((part) => part.tables).filter((table) => !erased.includes(table))).toEqual(
+      [],
+    );
+  });
+
   it('a table left to the cascade has a foreign key to end_users ON DELETE CASCADE', async () => {
     const cascading: Array<{ name: string }> = await dataSource.query(
       `SELECT conrelid::regclass::text AS name FROM pg_constraint

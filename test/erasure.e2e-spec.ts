@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { ErasureWorker } from '../src/end-users/erasure.worker';
+import { ERASED_ROWS_PER_TRANSACTION, ErasureWorker } from '../src/end-users/erasure.worker';
 import { RespondRepository } from '../src/respond/respond.repository';
 import { tokenUsageStep } from '../src/usage/usage.steps';
 import { expectError } from './support/assertions';
@@ -352,5 +352,105 @@ describe('Erasure: DELETE, grace period, worker, restarts', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('Erasure of an end user holding more memories than a transaction takes', () => {
+  let database: FreshDatabase;
+  let t: TestApp;
+  beforeAll(async () => {
+    // A database of its own: the erasure it drives by hand takes whoever is due there.
+    database = await createFreshDatabase('erasure-parts', process.env.DATABASE_URL);
+    t = await createTestApp({
+      env: {
+        DATABASE_URL: database.url,
+        ERASURE_GRACE_SECONDS: '0',
+        ERASURE_POLL_INTERVAL_MS: '3600000',
+        MEMORY_POSTINGS_TRIM_INTERVAL_MS: '3600000',
+      },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await database.drop();
+  });
+
+  it('erases the memories in parts, each committed before the transaction that erases the rest', async () => {
+    const dataSource = t.app.get(DataSource);
+    const a = await tenantWithKey(t, ['read_write']);
+    const personalityId = await clonePersonality(t, a.auth);
+    const userId = uniqueUserId('heavy');
+    expect(
+      (await respond(t, a.auth, { personality_id: personalityId, user_id: userId, message: 'hi' }))
+        .status,
+    ).toBe(200);
+    // A fact given through the API (it names no memory): the first thing the erasure's own
+    // transaction deletes, held below.
+    expect(
+      (
+        await t
+          .http()
+          .post(`/v1/end-users/${userId}/facts`)
+          .set('Authorization', a.auth)
+          .send({ content: 'Keeps bees.' })
+      ).status,
+    ).toBe(201);
+    const total = 2 * ERASED_ROWS_PER_TRANSACTION + 1_000;
+    await dataSource.query(
+      `INSERT INTO memories (organization_id, end_user_id, personality_id, role, content,
+                             vocabulary_version, created_at, search)
+       SELECT m.organization_id, m.end_user_id, m.personality_id, 'user', 'hive ' || g,
+              m.vocabulary_version, m.created_at, to_tsvector('english', 'hive ' || g)
+         FROM memories m JOIN end_users e ON e.id = m.end_user_id
+        CROSS JOIN generate_series(1, $2::int) g
+        WHERE e.user_id = $1 AND m.role = 'user'`,
+      [userId, total - 2],
+    );
+    const held = async () => {
+      const [row] = await dataSource.query(
+        `SELECT (SELECT count(*)::int FROM memories m WHERE m.end_user_id = e.id) AS memories,
+                (SELECT count(*)::int FROM memory_terms p WHERE p.end_user_id = e.id) AS postings,
+                (SELECT count(*)::int FROM memory_terms p WHERE p.end_user_id = e.id
+                    AND NOT EXISTS (SELECT FROM memories m WHERE m.id = p.memory_id)) AS orphans
+           FROM end_users e WHERE e.user_id = $1`,
+        [userId],
+      );
+      return row as { memories: number; postings: number; orphans: number } | undefined;
+    };
+    expect((await held())?.memories).toBe(total);
+    expect(
+      (await t.http().delete(`/v1/end-users/${userId}`).set('Authorization', a.auth)).status,
+    ).toBe(202);
+
+    const holder = dataSource.createQueryRunner();
+    await holder.connect();
+    await holder.startTransaction();
+    let erasing: Promise<number> | undefined;
+    try {
+      await holder.query(
+        `SELECT FROM end_user_facts f JOIN end_users e ON e.id = f.end_user_id
+          WHERE e.user_id = $1 FOR UPDATE OF f`,
+        [userId],
+      );
+      erasing = t.app.get(ErasureWorker).eraseDue();
+      // Two parts committed; the third transaction took the last 1,000 and waits for the fact.
+      const seen = await eventually(async () => {
+        const now = await held();
+        return now?.memories === total - 2 * ERASED_ROWS_PER_TRANSACTION ? now : undefined;
+      }, 'the parts committed while the fact is held');
+      // Each memory went with its postings; a remaining one keeps its number's at least.
+      expect(seen.orphans).toBe(0);
+      expect(seen.postings).toBeGreaterThanOrEqual(1_000);
+    } finally {
+      await holder.rollbackTransaction();
+      await holder.release();
+    }
+    await expect(erasing).resolves.toBe(1);
+    expect(await held()).toBeUndefined();
+    const [{ postings }] = await dataSource.query(
+      `SELECT count(*)::int AS postings FROM memory_terms p
+        WHERE NOT EXISTS (SELECT FROM end_users e WHERE e.id = p.end_user_id)`,
+    );
+    expect(postings).toBe(0);
   });
 });

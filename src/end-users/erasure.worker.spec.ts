@@ -6,6 +6,7 @@ import { ErasureModule } from '../common/erasure/erasure.module';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
+  ErasesEndUsersInParts,
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 import { BackgroundJobs } from '../common/time/background-jobs';
@@ -14,7 +15,7 @@ import { endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { type DueErasure, EndUsersRepository } from './end-users.repository';
-import { ErasureWorker } from './erasure.worker';
+import { ERASED_ROWS_PER_TRANSACTION, ErasureWorker } from './erasure.worker';
 
 interface Call {
   participant: string;
@@ -43,6 +44,30 @@ function fakeParticipant(
   return FakeParticipant;
 }
 
+interface PartCall extends Call {
+  rows: number;
+}
+
+/** An erasure in parts holding `left.get(name)` rows (none when unset), taking what it is let. */
+function fakePart(name: string, calls: PartCall[], left: Map<string, number>): new () => object {
+  @Injectable()
+  class FakePart {
+    @ErasesEndUsersInParts({ tables: [] })
+    erase(
+      manager: EntityManager,
+      endUsers: readonly ErasedEndUser[],
+      rows: number,
+    ): Promise<number> {
+      calls.push({ participant: name, manager, endUsers, rows });
+      const deleted = Math.min(rows, left.get(name) ?? 0);
+      left.set(name, (left.get(name) ?? 0) - deleted);
+      return Promise.resolve(deleted);
+    }
+  }
+  Object.defineProperty(FakePart, 'name', { value: name });
+  return FakePart;
+}
+
 const due = (n: number, from = 0): DueErasure[] =>
   Array.from({ length: n }, (_, i) => ({
     id: `id-${from + i}`,
@@ -53,6 +78,8 @@ const due = (n: number, from = 0): DueErasure[] =>
 describe('ErasureWorker', () => {
   const clock = new ManualClock(Date.parse('2026-11-28T12:00:00Z'));
   let calls: Call[];
+  let partCalls: PartCall[];
+  let partRows: Map<string, number>;
   let failures: Map<string, Error>;
   /** What each claimDue answers, in turn; then nothing is due. */
   let batches: DueErasure[][];
@@ -61,6 +88,8 @@ describe('ErasureWorker', () => {
 
   beforeEach(async () => {
     calls = [];
+    partCalls = [];
+    partRows = new Map();
     failures = new Map();
     batches = [];
     transactions = [];
@@ -94,6 +123,8 @@ describe('ErasureWorker', () => {
         fakeParticipant('redactions', ErasureOrder.REDACTIONS, calls, failures),
         fakeParticipant('data-a', ErasureOrder.DATA, calls, failures),
         fakeParticipant('referrers', ErasureOrder.REFERRERS, calls, failures),
+        fakePart('part-b', partCalls, partRows),
+        fakePart('part-a', partCalls, partRows),
         { provide: Database, useValue: database },
         { provide: EndUsersRepository, useValue: endUsers },
         { provide: endUsersConfig.KEY, useValue: { erasurePollIntervalMs: 1_000 } },
@@ -166,5 +197,46 @@ describe('ErasureWorker', () => {
     await expect(worker.eraseDue()).resolves.toBe(2);
     expect(calls.map((call) => call.participant)).toHaveLength(6);
     expect(calls[0].endUsers.map((endUser) => endUser.id)).toEqual(['id-0', 'id-1']);
+  });
+
+  it('erases in parts first: a transaction whose parts take their rows ends there, and the rest runs once they come back short', async () => {
+    partRows.set('part-a', ERASED_ROWS_PER_TRANSACTION + 2_000);
+    partRows.set('part-b', 2_000);
+    // The first transaction commits only part-a's rows, so the same users are claimed again.
+    batches = [due(2), due(2)];
+
+    await expect(worker.eraseDue()).resolves.toBe(2);
+
+    expect(transactions).toHaveLength(2);
+    expect(
+      partCalls.map(({ participant, manager, rows }) => ({
+        participant,
+        transaction: transactions.findIndex((t) => t.manager === manager),
+        rows,
+      })),
+    ).toEqual([
+      { participant: 'part-a', transaction: 0, rows: ERASED_ROWS_PER_TRANSACTION },
+      { participant: 'part-a', transaction: 1, rows: ERASED_ROWS_PER_TRANSACTION },
+      { participant: 'part-b', transaction: 1, rows: ERASED_ROWS_PER_TRANSACTION - 2_000 },
+    ]);
+    expect(partRows).toEqual(
+      new Map([
+        ['part-a', 0],
+        ['part-b', 0],
+      ]),
+    );
+    // The other participants ran once, in the second transaction, after the parts.
+    expect(calls.map((call) => call.participant)).toHaveLength(6);
+    for (const call of calls) expect(call.manager).toBe(transactions[1].manager);
+  });
+
+  it('goes on after a transaction of parts alone, even when it claimed fewer than a batch', async () => {
+    partRows.set('part-a', 3 * ERASED_ROWS_PER_TRANSACTION);
+    batches = [due(1), due(1), due(1), due(1)];
+
+    await expect(worker.eraseDue()).resolves.toBe(1);
+
+    expect(transactions).toHaveLength(4);
+    expect(calls.filter((call) => call.participant === 'end-users')).toHaveLength(1);
   });
 });

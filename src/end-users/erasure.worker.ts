@@ -3,7 +3,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { ErasureParticipants } from '../common/erasure/erasure-participants';
 import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
-import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
+import type { PeriodicTask } from '../common/time/periodic-task';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
 import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
@@ -11,6 +11,18 @@ import { EndUsersRepository } from './end-users.repository';
 
 /** End users erased per transaction; the worker loops until none are due. */
 const BATCH_SIZE = 20;
+
+/**
+ * Rows the erasures in parts (ErasureParticipants.inParts: memories) delete per transaction,
+ * before the transaction that erases the rest.
+ */
+export const ERASED_ROWS_PER_TRANSACTION = 5_000;
+
+/** What one transaction did: end users erased, or only some of their rows (to be continued). */
+interface BatchOutcome {
+  erased: number;
+  unfinished: boolean;
+}
 
 /**
  * Erases end users whose grace period is over. The schedule is the end_users row itself, so a
@@ -68,20 +80,24 @@ export class ErasureWorker {
     return this.task.exclusive(() => this.eraseAll());
   }
 
-  private eraseAll(): Promise<number> {
-    return inBatches(
-      BATCH_SIZE,
-      () => this.eraseBatch(),
-      () => this.task.isStopped,
-    );
+  private async eraseAll(): Promise<number> {
+    let erased = 0;
+    for (;;) {
+      const step = await this.eraseBatch();
+      erased += step.erased;
+      if ((!step.unfinished && step.erased < BATCH_SIZE) || this.task.isStopped) return erased;
+    }
   }
 
   /**
-   * One transaction: the claimed users and everything about them, or nothing. No request waits
-   * for it, so DATABASE_STATEMENT_TIMEOUT_MS does not apply: an end user holding a hundred
-   * thousand memories is erased, however long it takes.
+   * One transaction on the claimed users. First the erasures in parts, ERASED_ROWS_PER_TRANSACTION
+   * rows in all: while they take that many, the transaction ends there and the users are claimed
+   * again (after other organizations' due users, see claimDue), so an end user holding a million
+   * memories is erased in many short transactions, not one that holds back vacuum and every
+   * erasure behind it. Then everything else about them, or nothing. No request waits for it, so
+   * DATABASE_STATEMENT_TIMEOUT_MS does not apply.
    */
-  private eraseBatch(): Promise<number> {
+  private eraseBatch(): Promise<BatchOutcome> {
     return this.database.transaction(
       async (manager) => {
         const due = await this.endUsers.claimDue(
@@ -90,17 +106,22 @@ export class ErasureWorker {
           BATCH_SIZE,
           this.lastOrganization,
         );
-        if (due.length === 0) return 0;
+        if (due.length === 0) return { erased: 0, unfinished: false };
         this.lastOrganization = due[due.length - 1].organization_id;
         const endUsers = due.map((row) => ({
           id: row.id,
           organizationId: row.organization_id,
           userId: row.user_id,
         }));
+        let rows = ERASED_ROWS_PER_TRANSACTION;
+        for (const part of this.participants.inParts) {
+          rows -= await part.erase(manager, endUsers, rows);
+          if (rows <= 0) return { erased: 0, unfinished: true };
+        }
         for (const participant of this.participants.inOrder) {
           await participant.erase(manager, endUsers);
         }
-        return endUsers.length;
+        return { erased: endUsers.length, unfinished: false };
       },
       { statementTimeoutMs: 0 },
     );

@@ -12,6 +12,7 @@ import type { Memory } from './entities/memory.entity';
 import {
   type ErasedEndUser,
   ErasesEndUsers,
+  ErasesEndUsersInParts,
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
 
@@ -206,7 +207,30 @@ export class MemoriesRepository {
     return row?.letGo ?? 0;
   }
 
-  /** Erasure: every memory of these end users. */
+  /**
+   * Erasure, ahead of its transaction: up to `rows` memories of these end users, each with its
+   * postings (the trigger: a primary-key probe a word) and its embedding (the cascade). Each end
+   * user's are read along memories_end_user_idx, so no plan scans the table however few
+   * statistics it has.
+   */
+  @ErasesEndUsersInParts({ tables: ['memory_terms', 'memory_embeddings', 'memories'] })
+  eraseEndUsersInParts(
+    manager: EntityManager,
+    endUsers: readonly ErasedEndUser[],
+    rows: number,
+  ): Promise<number> {
+    const endUserIds = endUsers.map((endUser) => endUser.id);
+    return this.database.count(
+      sql`DELETE FROM memories WHERE id IN (
+            SELECT m.id FROM unnest(${endUserIds}::uuid[]) AS u(id)
+             CROSS JOIN LATERAL (SELECT id FROM memories
+                                  WHERE end_user_id = u.id ORDER BY id LIMIT ${rows}) m
+             LIMIT ${rows})`,
+      { manager },
+    );
+  }
+
+  /** Erasure: every memory of these end users (what eraseEndUsersInParts left). */
   @ErasesEndUsers({
     order: ErasureOrder.DATA,
     tables: ['memory_terms', 'memory_terms_to_trim', 'memory_embeddings', 'memories'],

@@ -71,3 +71,44 @@ export function ErasesEndUsers(
   return (target, key, descriptor) => Discoverable(step)(target, key, descriptor);
 }
 ErasesEndUsers.KEY = Discoverable.KEY;
+
+/**
+ * Deletes at most `rows` rows of these end users' data, in a transaction of its own ahead of the
+ * erasure's; answers how many it deleted (fewer than `rows`: none of theirs is left).
+ */
+export type EraseEndUsersPart = (
+  manager: EntityManager,
+  endUsers: readonly ErasedEndUser[],
+  rows: number,
+) => Promise<number>;
+
+/** What a module's erasure in parts covers. */
+export interface ErasureInPartsStep {
+  /** Tables whose end-user rows the method deletes (its @ErasesEndUsers method covers them too). */
+  readonly tables: readonly string[];
+}
+
+/**
+ * Data an end user can hold without bound (memories), erased a bounded number of rows a
+ * transaction before the erasure's own transaction runs (docs/data-plane.md): a method marked
+ * @ErasesEndUsersInParts(), named `Class.method`. Its module's @ErasesEndUsers method still erases
+ * whatever is left, so stopping half way loses nothing.
+ */
+export interface ErasureInParts extends ErasureInPartsStep {
+  readonly name: string;
+  readonly erase: EraseEndUsersPart;
+}
+
+const DiscoverablePart = DiscoveryService.createDecorator<ErasureInPartsStep>();
+
+/** Marks a method of a provider as its module's erasure in parts (see ErasureInParts). */
+export function ErasesEndUsersInParts(
+  step: ErasureInPartsStep,
+): <T extends EraseEndUsersPart>(
+  target: object,
+  key: string | symbol,
+  descriptor: TypedPropertyDescriptor<T>,
+) => void {
+  return (target, key, descriptor) => DiscoverablePart(step)(target, key, descriptor);
+}
+ErasesEndUsersInParts.KEY = DiscoverablePart.KEY;
