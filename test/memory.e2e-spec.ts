@@ -158,6 +158,29 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       expect((await search(userId, { q: 'green', limit: 1 })).body.data).toHaveLength(1);
     });
 
+    it('puts ties newest first, whatever their length (contract §20)', async () => {
+      const userId = uniqueUserId('tie');
+      await talk(userId, [
+        'My dog is Rex',
+        'Yesterday the dog chased a ball across the whole park',
+        'The dog slept all afternoon by the window',
+      ]);
+      const response = await search(userId, { q: 'dog', limit: 50 });
+      const found = response.body.data as Array<{ id: string; content: string; score: number }>;
+      // Every memory holds the one word: newest first, replies quoting it included.
+      expect(found.map((memory) => memory.score).every((score) => score === 1)).toBe(true);
+      expect(found.map((memory) => BigInt(memory.id))).toEqual(
+        found.map((memory) => BigInt(memory.id)).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)),
+      );
+      expect(found.map((memory) => memory.content)).toEqual(
+        expect.arrayContaining([
+          'My dog is Rex',
+          'Yesterday the dog chased a ball across the whole park',
+          'The dog slept all afternoon by the window',
+        ]),
+      );
+    });
+
     it('answers an empty list for stop words only and emoji; 1..500 characters; limit 1..50', async () => {
       const userId = uniqueUserId('edge');
       await talk(userId, ['the cat sat on the mat']);

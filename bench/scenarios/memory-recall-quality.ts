@@ -186,8 +186,9 @@ async function vocabulary(db: Client) {
  */
 /**
  * Seconds until the worker of a hybrid instance has passed every row of `table` (its source's
- * cursor, of `model` if given: a model's worker embeds again what another embedded), each
- * embedded but a memory that only asks, which is never sent (src/embeddings/only-asks.ts).
+ * cursor, of `model` if given: a model's worker embeds again what another embedded) and embedded
+ * what it queued (embedding_queue empty for it), each but a memory that only asks, which is never
+ * sent (src/embeddings/only-asks.ts). The cursor alone says only that a row was queued.
  */
 async function untilEmbedded(
   db: Client,
@@ -197,7 +198,9 @@ async function untilEmbedded(
   const started = performance.now();
   for (;;) {
     const { rows } = await db.query<{ passed: boolean }>(
-      `SELECT coalesce(bool_or(c.position >= (SELECT coalesce(max(id), 0) FROM ${table})), false) AS passed
+      `SELECT coalesce(bool_or(c.position >= (SELECT coalesce(max(id), 0) FROM ${table})), false)
+              AND NOT EXISTS (SELECT FROM embedding_queue q
+                               WHERE q.source = $1 AND ($2::text IS NULL OR q.model = $2)) AS passed
          FROM embedding_cursors c
         WHERE c.source = $1 AND ($2::text IS NULL OR c.model = $2)`,
       [table, model ?? null],

@@ -108,8 +108,8 @@ export class MemoriesRepository {
 
   /**
    * The end user's memories most relevant to `text` (rankedMemories: the most words first, then
-   * the rarest, then the newest), each searched in its personality's language (docs/memory.md);
-   * with `meaning`, fused with the ranking by embeddings (memoryRanking).
+   * the newest, as contract §20 orders a search), each searched in its personality's language
+   * (docs/memory.md); with `meaning`, fused with the ranking by embeddings (memoryRanking).
    */
   search(
     organizationId: string,
@@ -120,7 +120,14 @@ export class MemoriesRepository {
     meaning: Meaning | null,
   ): Promise<ScoredMemoryRow[]> {
     const ranking = memoryRanking(
-      { organizationId, endUserId: sql`${endUserId}::uuid`, personalityId, text, limit },
+      {
+        organizationId,
+        endUserId: sql`${endUserId}::uuid`,
+        personalityId,
+        text,
+        limit,
+        tiesNewestFirst: true,
+      },
       meaning,
     );
     return this.database.rows(

@@ -1,4 +1,4 @@
-import { raw, type Sql, sql } from '../database/sql';
+import { empty, raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest, sketchShortlist, wholeVector } from '../embeddings/fusion';
 
 export type { Meaning } from '../embeddings/fusion';
@@ -13,6 +13,12 @@ export interface MemoryPool {
   before?: Sql;
   text: string;
   limit: number;
+  /**
+   * Memories holding as many of the words: the newest first (the search endpoint by words alone,
+   * as contract §20 orders it); otherwise BM25 decides among them, then the newest (a reply's
+   * recall, and the full-text ranking that fusion merges).
+   */
+  tiesNewestFirst?: boolean;
 }
 
 /** Retrieval reads at most this many distinct words of a text, the first ones (contract §29). */
@@ -51,9 +57,10 @@ const BM25_LENGTH = raw('2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.leng
  * them ranks higher (`share`, 0..1). A lexeme the end user holds in POSTINGS_PER_WORD memories or
  * more ("tell", "love" for most people) is a stop word for the share when the text has other
  * lexemes: it tells no memory apart, and a memory holding two such words would otherwise outrank
- * the one holding the question's rare word. Among memories holding as many, BM25 decides (a lexeme few
- * memories hold weighs more than one many hold, a short memory more than a long one holding the
- * same), then the newest. Every memory is matched in its personality's language.
+ * the one holding the question's rare word. Among memories holding as many, the newest first with
+ * `tiesNewestFirst`; otherwise BM25 decides (a lexeme few memories hold weighs more than one many
+ * hold, a short memory more than a long one holding the same), then the newest. Every memory is
+ * matched in its personality's language.
  *
  * The cost is bounded whatever the end user holds and whatever the table's statistics say: the
  * text gives at most RETRIEVAL_WORDS lexemes (its first distinct ones), and each lexeme at most
@@ -124,7 +131,7 @@ export function rankedMemories(pool: MemoryPool): Sql {
            sum(ln((average.n + 1) / (w.df + 0.5)) * ${BM25_LENGTH}) AS relevance
       FROM weighted w CROSS JOIN average
      GROUP BY w.id
-     ORDER BY share DESC, relevance DESC, w.id DESC
+     ORDER BY share DESC, ${pool.tiesNewestFirst ? empty : sql`relevance DESC, `}w.id DESC
      LIMIT ${pool.limit}`;
 }
 
@@ -149,7 +156,9 @@ export function memoryRanking(
   if (!meaning) {
     return {
       rows: sql`SELECT r.id, r.share AS score, r.relevance FROM (${rankedMemories(pool)}) r`,
-      order: sql`r.score DESC, r.relevance DESC, r.id DESC`,
+      order: pool.tiesNewestFirst
+        ? sql`r.score DESC, r.id DESC`
+        : sql`r.score DESC, r.relevance DESC, r.id DESC`,
     };
   }
   const depth = pool.limit * 2;
@@ -157,7 +166,7 @@ export function memoryRanking(
   const older = pool.before ? sql`AND x.memory_id < ${pool.before}` : sql``;
   const lexical = sql`
     SELECT l.id, row_number() OVER (ORDER BY l.share DESC, l.relevance DESC, l.id DESC) AS rank
-      FROM (${rankedMemories({ ...pool, limit: depth })}) l`;
+      FROM (${rankedMemories({ ...pool, limit: depth, tiesNewestFirst: false })}) l`;
   const sketches = sql`
     SELECT c.memory_id AS id, c.sketch
       FROM (SELECT x.memory_id, x.personality_id, x.model, x.sketch FROM memory_embeddings x

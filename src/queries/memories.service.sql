@@ -83,14 +83,14 @@ SELECT w.id,
        sum(ln((average.n + 1) / (w.df + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.length))) AS relevance
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
- ORDER BY share DESC, relevance DESC, w.id DESC
+ ORDER BY share DESC, w.id DESC
  LIMIT $12) r) r
         CROSS JOIN LATERAL (
            SELECT m.* FROM (SELECT * FROM memories WHERE id = r.id OFFSET 0) m
             WHERE m.end_user_id = $13::uuid
            AND m.organization_id = $14
            AND ($15::uuid IS NULL OR m.personality_id = $16::uuid)) m
-       ORDER BY r.score DESC, r.relevance DESC, r.id DESC;
+       ORDER BY r.score DESC, r.id DESC;
 
 -- forget one
 WITH doomed AS (
