@@ -216,18 +216,22 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
     expect((await me(throughIt.body.access_token)).status).toBe(200);
     const removed = await remove(alice.accessToken, linked.body.id);
     expect(removed.status).toBe(204);
-    // Every access token of hers ends with it: the one the identity gave, and her own.
+    // The token the identity gave ends with it; hers, from her password, goes on (contract §7).
     expectError(await me(throughIt.body.access_token), 401, 'unauthenticated');
-    expectError(await me(alice.accessToken), 401, 'unauthenticated');
-    const again = await t
+    const listed = await t
       .http()
-      .post('/v1/auth/login')
-      .send({ email: alice.email, password: alice.password });
-    expect(again.status).toBe(200);
-    expectError(await remove(again.body.access_token, linked.body.id), 404, 'not_found');
+      .get('/v1/me/sso')
+      .set('Authorization', `Bearer ${alice.accessToken}`);
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual({ data: [], has_more: false });
+    expectError(await remove(alice.accessToken, linked.body.id), 404, 'not_found');
     expectError(await ssoLogin(await token({ sub })), 401, 'unauthenticated');
-    // Free again: bob may link it now.
+    // Free again: bob may link it now, and log in through it; her old session stays ended.
     expect((await link(bob.accessToken, await token({ sub }))).status).toBe(201);
+    const bobs = await ssoLogin(await token({ sub }));
+    expect(bobs.status).toBe(200);
+    expect((await me(bobs.body.access_token)).body.id).toBe(bob.userId);
+    expectError(await me(throughIt.body.access_token), 401, 'unauthenticated');
   });
 
   it('fetches the JWKS again for an unknown kid once the provider rotates its keys', async () => {

@@ -10,6 +10,8 @@ export interface AccessTokenPayload {
   sub: string;
   /** The user's token version when issued; a password reset raises it. */
   ver: number;
+  /** The SSO identity whose login issued the token, if one did: unlinking it ends the token. */
+  idp?: string;
 }
 
 @Injectable()
@@ -19,9 +21,11 @@ export class AccessTokensService {
     @Inject(authConfig.KEY) private readonly auth: ConfigType<typeof authConfig>,
   ) {}
 
-  issue(userId: string, tokenVersion: number) {
+  /** `identityId`: the SSO identity a login went through (AccessTokenPayload.idp). */
+  issue(userId: string, tokenVersion: number, identityId?: string) {
     const { jwtTtlSeconds } = this.auth;
     const payload: AccessTokenPayload = { sub: userId, ver: tokenVersion };
+    if (identityId !== undefined) payload.idp = identityId;
     return {
       access_token: this.jwt.sign(payload),
       token_type: 'Bearer' as const,

@@ -36,8 +36,4 @@ SELECT s.id, s.user_id, u.token_version AS "token_version"
 WHERE s.provider = $1 AND s.subject = $2;
 
 -- unlink
-WITH gone AS (DELETE FROM sso_identities WHERE id = $1 AND user_id = $2
-          RETURNING user_id AS user_id),
-gone_tokens_ended AS (UPDATE users SET token_version = token_version + 1
-         WHERE id IN (SELECT user_id FROM gone) RETURNING id)
-SELECT 1 FROM gone, gone_tokens_ended;
+DELETE FROM sso_identities WHERE id = $1 AND user_id = $2;

@@ -82,7 +82,7 @@ export class MeSsoController {
   @ApiOperation({
     summary: 'Unlinks one of the authenticated user’s SSO identities',
     description:
-      'Also ends every access token of the user, this one included (any may have come from a login through the identity): log in again.',
+      'Also ends the access tokens a login through that identity issued; the user’s other sessions, this one included when it came from elsewhere, go on.',
   })
   @ApiNoContentResponse()
   @ApiErrors(404)

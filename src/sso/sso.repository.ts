@@ -3,8 +3,7 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Columns, type RowOf } from '../database/columns';
-import { cte, sql, withEntries } from '../database/sql';
-import { tokensEndedStep } from '../users/tokens-ended.step';
+import { sql } from '../database/sql';
 import { tokenVersionHeld } from '../users/token-version-held';
 import type { SsoIdentity } from './entities/sso-identity.entity';
 
@@ -113,20 +112,10 @@ export class SsoRepository {
     );
   }
 
-  /**
-   * Unlinks the user's identity and, in the same statement, ends every access token issued to
-   * them so far, those a login through that identity issued among them.
-   */
+  /** Unlinks the user's identity; false when they have none of that id. */
   async deleteForUser(userId: string, id: string): Promise<boolean> {
-    const gone = cte(
-      'gone',
-      { user_id: sql`user_id` },
-      (lent) => sql`DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId}
-          RETURNING ${lent}`,
-    );
-    const ended = tokensEndedStep(gone);
     const deleted = await this.database.count(
-      withEntries([gone, ended], sql`SELECT 1 FROM ${gone.ref}, ${ended.ref}`),
+      sql`DELETE FROM sso_identities WHERE id = ${id} AND user_id = ${userId}`,
     );
     return deleted > 0;
   }

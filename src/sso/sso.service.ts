@@ -74,14 +74,13 @@ export class SsoService {
   }
 
   /**
-   * Unlinks the identity and ends every access token of the user: any of them may have come from
-   * a login through it (one linked by someone else, say), and a token does not say how it was
-   * issued (found by review: unlinking left those sessions working until they expired). The
-   * caller logs in again. On every instance before the answer, as a password reset does.
+   * Unlinks the identity, which ends the access tokens a login through it issued (they name it,
+   * AccessTokenPayload.idp): on every instance before the answer, as a password reset does.
+   * The user's other tokens, the caller's included, go on (contract §7).
    */
   async unlink(userId: string, id: string): Promise<void> {
     if (!(await this.identities.deleteForUser(userId, id))) throw AppError.notFound('SSO identity');
-    await this.users.forgetTokenVersion(userId);
+    await this.users.forgetIdentity(userId, id);
   }
 
   /** Logs in the linked user. Not subject to the password lockout: no password is involved. */
@@ -92,6 +91,6 @@ export class SsoService {
       verified.subject,
     );
     if (!identity) throw AppError.unauthenticated();
-    return this.tokens.issue(identity.user_id, identity.token_version);
+    return this.tokens.issue(identity.user_id, identity.token_version, identity.id);
   }
 }

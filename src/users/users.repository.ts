@@ -19,6 +19,7 @@ const USER_COLUMNS = Columns.propertiesOf<User>()(
 );
 
 const TOKEN_VERSION = Columns.rowOf<User>()('tokenVersion');
+const LINKED = Columns.computed<{ linked: boolean }>({ linked: sql`l.linked` });
 
 const EMAIL = Columns.rowOf<User>()('email');
 
@@ -73,6 +74,15 @@ export class UsersRepository {
       TOKEN_VERSION.query`SELECT ${TOKEN_VERSION} FROM users WHERE id = ${userId}`,
     );
     return row?.token_version ?? null;
+  }
+
+  /** Whether the SSO identity `identityId` is linked to the user. */
+  async identityLinked(userId: string, identityId: string): Promise<boolean> {
+    const row = await this.database.row(
+      LINKED.query`SELECT ${LINKED} FROM (SELECT EXISTS (
+          SELECT FROM sso_identities WHERE id = ${identityId} AND user_id = ${userId}) AS linked) l`,
+    );
+    return row?.linked ?? false;
   }
 
   /**

@@ -19,6 +19,11 @@ export class UsersService {
    * let the tokens the reset ended in again until the entry expires.
    */
   private readonly tokenVersions: SharedCache<number | null>;
+  /**
+   * Whether an SSO identity is still linked to a user, by `user:identity` (an identity unlinked
+   * may be linked to another user next): dropped when unlinked.
+   */
+  private readonly linkedIdentities: SharedCache<boolean>;
 
   constructor(
     private readonly users: UsersRepository,
@@ -26,6 +31,10 @@ export class UsersService {
   ) {
     this.tokenVersions = caches.shared({
       channel: 'identity:user-tokens-ended',
+      ttlMs: TOKEN_VERSION_CACHE_MS,
+    });
+    this.linkedIdentities = caches.shared({
+      channel: 'identity:sso-unlinked',
       ttlMs: TOKEN_VERSION_CACHE_MS,
     });
   }
@@ -49,6 +58,21 @@ export class UsersService {
   /** The current token version (cached briefly); null when the user no longer exists. */
   tokenVersion(userId: string): Promise<number | null> {
     return this.tokenVersions.get(userId, () => this.users.tokenVersion(userId));
+  }
+
+  /**
+   * Whether the SSO identity that issued a token (AccessTokenPayload.idp) is still the user's
+   * (cached briefly, as the token version).
+   */
+  identityLinked(userId: string, identityId: string): Promise<boolean> {
+    return this.linkedIdentities.get(`${userId}:${identityId}`, () =>
+      this.users.identityLinked(userId, identityId),
+    );
+  }
+
+  /** After an unlink: at once here, and, when Redis is set, on every instance before this resolves. */
+  forgetIdentity(userId: string, identityId: string): Promise<void> {
+    return this.linkedIdentities.invalidate(`${userId}:${identityId}`, { confirmed: true });
   }
 
   /**

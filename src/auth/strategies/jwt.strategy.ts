@@ -55,7 +55,8 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     if (
       typeof payload.sub !== 'string' ||
       typeof payload.ver !== 'number' ||
-      typeof payload.exp !== 'number'
+      typeof payload.exp !== 'number' ||
+      (payload.idp !== undefined && typeof payload.idp !== 'string')
     ) {
       throw AppError.unauthenticated('The access token is not valid');
     }
@@ -63,11 +64,13 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     const wellFormed =
       requested === undefined || (typeof requested === 'string' && isUUID(requested));
     // Independent lookups (each cached): one round trip's wait, not two, when both miss.
-    const [version, grant] = await Promise.all([
+    const [version, grant, linked] = await Promise.all([
       this.users.tokenVersion(payload.sub),
       wellFormed ? this.organizations.membership(payload.sub, requested) : null,
+      // A token an SSO login issued ends when its identity is unlinked.
+      payload.idp === undefined ? true : this.users.identityLinked(payload.sub, payload.idp),
     ]);
-    if (version === null || version !== payload.ver) {
+    if (version === null || version !== payload.ver || !linked) {
       throw tokenNoLongerValid();
     }
     if (!grant && requested !== undefined) {
