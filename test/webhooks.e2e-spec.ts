@@ -279,7 +279,7 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
       { url },
       { url, events: [] },
       { url, events: ['end_user.exploded'] },
-      { url, events: ['ping'] },
+      { url, events: ['ping', 'ping'] },
       { url, events: ['end_user.created', 'end_user.created'] },
       { url: 'ftp://example.com/hook', events: ['end_user.created'] },
       { url: '/relative', events: ['end_user.created'] },
@@ -291,6 +291,10 @@ describe('Webhook endpoints and deliveries (one instance, private URLs allowed)'
     ]) {
       expectError(await post(body), 400, 'validation_failed');
     }
+    // `ping` may be listed, as contract §17 lists it among the events (`test` sends it anyway).
+    const pinged = await post({ url: receiver.url('ok/ping-listed'), events: ['ping'] });
+    expect(pinged.status).toBe(201);
+    expect(pinged.body.events).toEqual(['ping']);
     const { id } = await createEndpoint(t, tenant, url);
     for (const body of [{ status: 'paused' }, { events: [] }, { url: 'nope' }, { extra: 1 }]) {
       const response = await t
@@ -780,14 +784,11 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
     ]);
     const http = () => t.http();
     const userId = `wh-user-${randomUUID()}`;
-    expect(
-      (
-        await http()
-          .post('/v1/end-users')
-          .set('Authorization', tenant.auth)
-          .send({ user_id: userId })
-      ).status,
-    ).toBe(201);
+    const created = await http()
+      .post('/v1/end-users')
+      .set('Authorization', tenant.auth)
+      .send({ user_id: userId });
+    expect(created.status).toBe(201);
     // Asking again creates nothing, so it sends nothing.
     expect(
       (
@@ -882,6 +883,30 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
       role: 'member',
     });
     expect(byType.get('member.removed')!.data).toMatchObject({ user_id: colleague.userId });
+    // Times as the API writes them (contract §1), the same instant the API answered.
+    expect(byType.get('end_user.created')!.data).toMatchObject({
+      created_at: created.body.created_at,
+    });
+    expect(byType.get('personality.created')!.data).toMatchObject({
+      created_at: personality.body.created_at,
+    });
+    const times = events.flatMap((event) =>
+      Object.entries(event.data as Record<string, unknown>).filter(
+        ([name, value]) => name.endsWith('_at') && value !== null,
+      ),
+    );
+    expect(times.map(([name]) => name).sort()).toEqual([
+      'created_at',
+      'created_at',
+      'deleted_at',
+      'revoked_at',
+    ]);
+    for (const [name, value] of times) {
+      expect({ name, value }).toEqual({
+        name,
+        value: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      });
+    }
   });
 });
 

@@ -9,6 +9,7 @@ import { cte, empty, type Sql, sql, withEntries } from '../database/sql';
 import { managerMembership, stillManages } from '../users/manager-membership';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import type { ApiKey } from './entities/api-key.entity';
+import { isoTime } from '../database/iso-time';
 
 /** What the API shows of a key (toApiKeyResponse). */
 const SHOWN = [
@@ -61,9 +62,10 @@ const KEY_HASH = Columns.rowOf<ApiKey>()('keyHash');
 
 /** The `data` of an `api_key.created` webhook event, from the inserted row. */
 const CREATED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                                    'expires_at', expires_at)`;
+                                                    'expires_at', ${isoTime('expires_at')})`;
 /** The `data` of an `api_key.revoked` webhook event, from the updated row. */
-const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at)`;
+const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name,
+                                                    'revoked_at', ${isoTime('revoked_at')})`;
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
@@ -212,7 +214,7 @@ function keyCreated(key: NewApiKey, insertion: Sql, at: Date, audit?: AuditStep)
       audit_target_id: sql`id::text`,
       // As stored: a key made by a key ends no later than its maker, whatever was asked.
       audit_details: sql`jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
-        to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`,
+        ${isoTime('expires_at')})`,
       webhook_data: CREATED_WEBHOOK_DATA,
     },
     (lent) => sql`${insertion} RETURNING ${SHOWN_KEY_COLUMNS}, ${lent}`,

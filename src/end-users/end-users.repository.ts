@@ -10,6 +10,7 @@ import {
   ErasesEndUsers,
   ErasureOrder,
 } from '../common/erasure/erasure-participant';
+import { isoTime } from '../database/iso-time';
 
 /** An end_users row as EndUsersService reads it. */
 const END_USER = Columns.rowOf<EndUser>()(
@@ -67,7 +68,9 @@ export function createOrGetStatement(
 ) {
   const inserted = cte(
     'inserted',
-    { webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', created_at)` },
+    {
+      webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', ${isoTime('created_at')})`,
+    },
     (lent) => sql`
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES (${organizationId}, ${userId}, ${metadataJson})

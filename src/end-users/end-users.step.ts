@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Cte, cte, sql } from '../database/sql';
+import { isoTime } from '../database/iso-time';
 
 export interface NewEndUser {
   organizationId: string;
@@ -44,7 +45,7 @@ export function endUserNamingStep(id: string, userId: string): Cte<'id' | 'webho
     'named_end_user',
     {
       id: sql`id`,
-      webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', created_at)`,
+      webhook_data: sql`jsonb_build_object('user_id', user_id, 'created_at', ${isoTime('created_at')})`,
     },
     (lent) => sql`
       UPDATE end_users SET user_id = ${userId} WHERE id = ${id}

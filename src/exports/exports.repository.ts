@@ -1,13 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
-import { raw, type Sql, sql } from '../database/sql';
+import { isoTime } from '../database/iso-time';
+import { type Sql, sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import { endUserSubject } from '../idempotency/end-user-answers';
 import { ERASED_TARGET_ID } from '../audit/erased-target';
-
-const ISO = (column: string) =>
-  raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
 
 /** The key before any row of a section ordered by (time, uuid). */
 const FIRST_BY_TIME_AND_ID = ['-infinity', '00000000-0000-0000-0000-000000000000'];
@@ -24,7 +22,7 @@ const SUBJECT = Columns.propertiesOf<EndUser>('e')('id', 'organizationId', 'user
   }>({
     exportDocument: sql`json_build_object(
         'user_id', e.user_id, 'metadata', e.metadata, 'status', e.status,
-        'created_at', ${ISO('e.created_at')}, 'updated_at', ${ISO('e.updated_at')}
+        'created_at', ${isoTime('e.created_at')}, 'updated_at', ${isoTime('e.updated_at')}
       )::text`,
     rowDocument: sql`to_jsonb(e)::text`,
     lastMemoryId: sql`COALESCE((SELECT max(m.id) FROM memories m WHERE m.end_user_id = e.id), 0)::text`,
@@ -77,7 +75,7 @@ const PERSONALITY_DOCS = pageOf(
 const RELATIONSHIP_DOCS = pageOf(
   sql`json_build_object(
         'personality_id', personality_id, 'month', to_char(month, 'YYYY-MM'),
-        'first_active_at', ${ISO('first_active_at')})::text`,
+        'first_active_at', ${isoTime('first_active_at')})::text`,
   sql`month::text`,
   sql`personality_id::text`,
 );
@@ -88,14 +86,14 @@ const MEMORY_DOCS = pageOf(
         'emotion', CASE WHEN emotion IS NULL THEN NULL
                    ELSE json_build_object('name', emotion, 'intensity', intensity) END,
         'vocabulary_version', vocabulary_version,
-        'created_at', ${ISO('created_at')}, 'safety', safety, 'tool_calls', tool_calls)::text`,
+        'created_at', ${isoTime('created_at')}, 'safety', safety, 'tool_calls', tool_calls)::text`,
   sql`t.id::text`,
 );
 
 const FACT_DOCS = pageOf(
   sql`json_build_object(
         'id', t.id, 'content', t.content, 'source', t.source, 'memory_id', t.memory_id::text,
-        'created_at', ${ISO('t.created_at')}, 'updated_at', ${ISO('t.updated_at')})::text`,
+        'created_at', ${isoTime('t.created_at')}, 'updated_at', ${isoTime('t.updated_at')})::text`,
   sql`t.created_at::text`,
   sql`t.id::text`,
 );

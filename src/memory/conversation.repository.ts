@@ -6,12 +6,13 @@ import type { Row } from '../database/row';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import type { Memory } from './entities/memory.entity';
 import { type Meaning, memoryOfRanked, memoryRanking } from './memory-search';
+import { isoTime } from '../database/iso-time';
 
 /** A memory of the reply's recent history, as the engine is sent it. */
 export type HistoryMemory = Row<Memory, 'role' | 'content' | 'emotion'>;
 
 /** The date of a memory `m`, ISO 8601, rendered by the query. */
-const MEMORY_DATE = sql`to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const MEMORY_DATE = isoTime('m.created_at');
 
 /** An older memory `m` recalled into a reply, with its date. */
 const RECALLED_MEMORY = Columns.rowOf<Memory>('m')('role', 'content').and(

@@ -10,6 +10,7 @@ import { CatalogPersonality } from './entities/catalog-personality.entity';
 import type { ToolDefinition } from '../tools/tool-definitions';
 import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import { Personality } from './entities/personality.entity';
+import { isoTime } from '../database/iso-time';
 
 /** What /v1/respond and its engines need of a personality to write replies. */
 const FOR_REPLY = Columns.propertiesOf<Personality>()(
@@ -137,7 +138,7 @@ export class PersonalitiesRepository {
       'cloned',
       {
         webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
-                                             'created_at', created_at)`,
+                                             'created_at', ${isoTime('created_at')})`,
       },
       (lent) => sql`
         INSERT INTO personalities (organization_id, source_slug, source_version, name,
@@ -211,7 +212,7 @@ export class PersonalitiesRepository {
       'imported_personalities',
       {
         webhook_data: sql`jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
-                                             'created_at', created_at)`,
+                                             'created_at', ${isoTime('created_at')})`,
       },
       (lent) => sql`
         INSERT INTO personalities (id, organization_id, source_slug, source_version, name,

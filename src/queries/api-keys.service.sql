@@ -17,7 +17,7 @@ WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships
            $16::uuid
     FROM manager RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
         to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                                    'expires_at', expires_at) AS webhook_data),
+                                                    'expires_at', to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 created_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
@@ -131,7 +131,7 @@ WITH created AS (
            $12::uuid
      RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
         to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                                    'expires_at', expires_at) AS webhook_data),
+                                                    'expires_at', to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $13::uuid AND status = 'enabled'
@@ -188,7 +188,7 @@ WITH created AS (
            $12::uuid
      RETURNING id, name, scopes, prefix, last_four, created_at, expires_at, last_used_at, rate_limit_rps, rate_limit_burst, created_by_user_id, created_by_api_key_id, id::text AS audit_target_id, jsonb_build_object('name', name, 'scopes', scopes, 'expires_at',
         to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS audit_details, jsonb_build_object('id', id, 'name', name, 'scopes', scopes,
-                                                    'expires_at', expires_at) AS webhook_data),
+                                                    'expires_at', to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 created_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $13::uuid AND status = 'enabled'
@@ -210,7 +210,8 @@ SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "created
 WITH revoked AS (
         UPDATE api_keys SET revoked_at = $1
          WHERE id = $2 AND organization_id = $3
-        RETURNING id, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+        RETURNING id, jsonb_build_object('id', id, 'name', name,
+                                                    'revoked_at', to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 revoked_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $4::uuid AND status = 'enabled'
@@ -240,7 +241,8 @@ WITH revoked AS (
          AND m.role IN ('owner', 'admin')
          AND ($6::int IS NULL OR u.token_version = $7::int)
          FOR SHARE OF m FOR KEY SHARE OF u)
-        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name) AS audit_details, jsonb_build_object('id', id, 'name', name,
+                                                    'revoked_at', to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)

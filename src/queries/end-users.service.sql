@@ -6,7 +6,7 @@ WITH inserted AS (
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES ($1, $2, $3)
       ON CONFLICT (organization_id, user_id) DO NOTHING
-      RETURNING id, user_id, metadata, status, erase_after, created_at, updated_at, jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
+      RETURNING id, user_id, metadata, status, erase_after, created_at, updated_at, jsonb_build_object('user_id', user_id, 'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 inserted_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $4::uuid AND status = 'enabled'
@@ -36,7 +36,7 @@ WITH inserted AS (
       INSERT INTO end_users (organization_id, user_id, metadata)
       VALUES ($1, $2, $3)
       ON CONFLICT (organization_id, user_id) DO NOTHING
-      RETURNING id, user_id, metadata, status, erase_after, created_at, updated_at, jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
+      RETURNING id, user_id, metadata, status, erase_after, created_at, updated_at, jsonb_build_object('user_id', user_id, 'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 inserted_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $4::uuid AND status = 'enabled'

@@ -25,7 +25,7 @@ WITH imported_personalities AS (
                AS v(id, source_slug, source_version, name, description, traits, voice,
                     system_prompt, replies, language, search_config)
         RETURNING id, jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
-                                             'created_at', created_at) AS webhook_data),
+                                             'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 imported_personalities_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $13::uuid AND status = 'enabled'
@@ -67,7 +67,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
 SELECT id FROM memory_rows ORDER BY id;
 WITH named_end_user AS (
       UPDATE end_users SET user_id = $1 WHERE id = $2
-      RETURNING id AS id, jsonb_build_object('user_id', user_id, 'created_at', created_at) AS webhook_data),
+      RETURNING id AS id, jsonb_build_object('user_id', user_id, 'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 named_end_user_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $3::uuid AND status = 'enabled'

@@ -68,7 +68,8 @@ WITH targets AS (
 revoked AS (
         UPDATE api_keys SET revoked_at = $6
          WHERE id IN (SELECT id FROM targets) AND revoked_at IS NULL
-        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name,
+                                                    'revoked_at', to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)
@@ -157,7 +158,8 @@ WITH targets AS (
 revoked AS (
         UPDATE api_keys SET revoked_at = $6
          WHERE id IN (SELECT id FROM targets) AND revoked_at IS NULL
-        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name, 'revoked_at', revoked_at) AS webhook_data),
+        RETURNING key_hash, id::text AS audit_target_id, jsonb_build_object('name', name, 'reason', $7::text) AS audit_details, jsonb_build_object('id', id, 'name', name,
+                                                    'revoked_at', to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 revoked_audit AS (INSERT INTO audit_events
             (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
              created_at)

@@ -14,7 +14,7 @@ WITH cloned AS (
                $4::jsonb
           FROM catalog_personalities WHERE slug = $5
         RETURNING id, jsonb_build_object('id', id, 'name', name, 'source_slug', source_slug,
-                                             'created_at', created_at) AS webhook_data),
+                                             'created_at', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) AS webhook_data),
 cloned_webhook_subscribed AS (
       SELECT id FROM webhook_endpoints
        WHERE organization_id = $6::uuid AND status = 'enabled'

@@ -1,4 +1,7 @@
-/** The event types an endpoint may subscribe to (contract §17). */
+/**
+ * The event types an endpoint may list (contract §17). `ping` among them, as the contract lists
+ * it, though `POST /v1/webhook-endpoints/{id}/test` sends it whatever the list says.
+ */
 export const WEBHOOK_EVENT_TYPES = [
   'end_user.created',
   'end_user.deleted',
@@ -11,6 +14,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'subscription.updated',
   'usage.threshold_reached',
   'conversation.flagged',
+  'ping',
 ] as const;
 
 export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

@@ -12,7 +12,7 @@ export class WebhookDeliveryDto {
   })
   event_id: string;
 
-  @ApiProperty({ enum: [...WEBHOOK_EVENT_TYPES, 'ping'] })
+  @ApiProperty({ enum: WEBHOOK_EVENT_TYPES })
   event_type: string;
 
   @ApiProperty({

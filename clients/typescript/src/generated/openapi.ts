@@ -514,7 +514,7 @@ export interface paths {
         post?: never;
         /**
          * Unlinks one of the authenticated user’s SSO identities
-         * @description Also ends every access token of the user, this one included (any may have come from a login through the identity): log in again.
+         * @description Also ends the access tokens a login through that identity issued; the user’s other sessions, this one included when it came from elsewhere, go on.
          */
         delete: operations["MeSsoController_unlink"];
         options?: never;
@@ -1846,14 +1846,14 @@ export interface components {
              *       "end_user.deleted"
              *     ]
              */
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged" | "ping")[];
             description?: string | null;
         };
         CreatedWebhookEndpointDto: {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged" | "ping")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1874,7 +1874,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             url: string;
-            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
+            events: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged" | "ping")[];
             description: string | null;
             /** @enum {string} */
             status: "enabled" | "disabled";
@@ -1893,7 +1893,7 @@ export interface components {
         };
         UpdateWebhookEndpointDto: {
             url?: string;
-            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged")[];
+            events?: ("end_user.created" | "end_user.deleted" | "personality.created" | "personality.deleted" | "api_key.created" | "api_key.revoked" | "member.added" | "member.removed" | "subscription.updated" | "usage.threshold_reached" | "conversation.flagged" | "ping")[];
             /** @description null clears it. */
             description?: string | null;
             /** @enum {string} */
