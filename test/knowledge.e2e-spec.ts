@@ -19,7 +19,7 @@ import { type OwnRedis, startOwnRedis } from './support/redis-server';
 import { type Service, startService } from './support/service';
 import { parseEvents } from './support/sse';
 import { createTestApp, type HttpTarget, type TestApp } from './support/test-app';
-import { lockTable } from './support/locks';
+import { HeldTransaction, lockTable } from './support/locks';
 import { counterValue } from './support/prometheus';
 import { eventually } from './support/wait';
 import { favouringWholeReads } from './support/whole-reads';
@@ -280,6 +280,25 @@ describe('Knowledge documents (contract §27)', () => {
         .set('Authorization', tenant.auth)
         .send({ personality_ids: twice });
       expectError(patched, 400, 'validation_failed');
+    });
+
+    it('answers 404, not 500, for a personality deleted while the document is attached to it', async () => {
+      const doomed = await clonePersonality(t, tenant.auth);
+      const held = await HeldTransaction.begin();
+      try {
+        // The personality's deletion, not yet committed: the attachment waits for it.
+        expect(await held.run('DELETE FROM personalities WHERE id = $1', [doomed])).toBe(1);
+        const creating = create({
+          title: 'Raced',
+          content: 'Attached while its personality goes.',
+          personality_ids: [doomed],
+        }).then((response) => response);
+        await held.untilWaitedOn();
+        await held.commit();
+        expectError(await creating, 404, 'not_found');
+      } finally {
+        await held.end();
+      }
     });
 
     it('refuses a bad upload: type, missing file, content as a field, invalid fields', async () => {

@@ -225,7 +225,7 @@ export class KnowledgeService implements ReplyParticipant {
       personalityId === undefined
         ? true
         : this.repository
-            .countPersonalities(undefined, organizationId, [personalityId])
+            .countPersonalities(organizationId, [personalityId])
             .then((found) => found > 0),
     ]);
     if (!known) return { data: [], has_more: false };
@@ -385,7 +385,7 @@ export class KnowledgeService implements ReplyParticipant {
     personalityIds: string[] | null,
   ): Promise<void> {
     if (personalityIds !== null && personalityIds.length > 0) {
-      const found = await this.repository.countPersonalities(
+      const found = await this.repository.lockPersonalities(
         manager,
         organizationId,
         personalityIds,

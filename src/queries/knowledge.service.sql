@@ -20,8 +20,10 @@ RETURNING id;
 SELECT coalesce(sum(d.bytes) FILTER (WHERE d.replaced IS NOT TRUE), 0) AS "bytes", (count(*) FILTER (WHERE d.replaced IS NOT TRUE))::int AS "documents", coalesce(bool_or(d.replaced), false) AS "replaced"
 FROM (SELECT bytes, id = $1::uuid AS replaced FROM knowledge_documents
        WHERE organization_id = $2) d;
-SELECT count(*)::int AS "n" FROM personalities
-WHERE organization_id = $1 AND id = ANY($2::uuid[]);
+SELECT count(*)::int AS "n" FROM (
+SELECT FROM personalities
+ WHERE organization_id = $1 AND id = ANY($2::uuid[])
+   FOR KEY SHARE) p;
 SELECT d.id, d.title, d.language, d.bytes, d.chunks, d.created_at, d.updated_at, CASE WHEN d.all_personalities THEN NULL
 ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
             WHERE a.document_id = d.id ORDER BY a.personality_id)::text[] END AS "personality_ids", d.content FROM knowledge_documents d
