@@ -321,11 +321,13 @@ describe('Login, the 15/24h lockout and password reset', () => {
     }
   });
 
-  it('takes an account back at a reset: its SSO identities go, and an unverified one’s API keys', async () => {
-    // The modules taking part, found by discovery (auth imports neither).
+  it('takes an account back at a reset: its SSO identities go, and an unverified one’s API keys, lone organizations’ webhook endpoints and count of organizations created', async () => {
+    // The modules taking part, found by discovery (auth imports none).
     expect(t.app.get(PasswordResetParticipants).names).toEqual([
       'ApiKeysService.revokeAtReset',
+      'OrganizationsService.forgetOrganizationsCreatedAtReset',
       'SsoService.unlinkAtReset',
+      'WebhookEndpointsService.disableAtReset',
     ]);
     const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
     const resetWith = async (email: string, password: string) => {
@@ -351,6 +353,37 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const ssoLogin = () =>
       t.http().post('/v1/auth/sso/login').send({ provider: 'acme', id_token: idToken });
     expect((await ssoLogin()).status).toBe(200);
+    // They spend the account's organizations, and point an endpoint of each of two at themselves;
+    // the second organization has another member, who may have made its endpoint.
+    const organizations: string[] = [];
+    for (;;) {
+      const created = await t
+        .http()
+        .post('/v1/organizations')
+        .set(bearer(squatter.accessToken))
+        .send({ name: 'Squatted' });
+      if (created.status !== 201) {
+        expectError(created, 409, 'organization_limit');
+        break;
+      }
+      organizations.push(created.body.id as string);
+    }
+    const colleague = await user();
+    await db.query(
+      `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'admin')`,
+      [organizations[0], colleague.userId],
+    );
+    const endpointOf = async (organizationId: string) =>
+      (
+        await db.query(
+          `INSERT INTO webhook_endpoints (organization_id, url, events, secret)
+           VALUES ($1, 'https://hooks.example.com/in', '{end_user.created}', 'whsec_c3F1YXR0ZWQ=')
+           RETURNING id`,
+          [organizationId],
+        )
+      )[0].id as string;
+    const alone = await endpointOf(squatter.organizationId);
+    const shared = await endpointOf(organizations[0]);
 
     // The mailbox's owner resets the password: neither the identity nor the key lets them in.
     await resetWith(squatter.email, 'the owner of the mailbox');
@@ -368,6 +401,28 @@ describe('Login, the 15/24h lockout and password reset', () => {
       [squatter.organizationId],
     );
     expect(revoked).toEqual([{ reason: 'password_reset' }]);
+    // The endpoint of the organization they were alone in stops; the shared one goes on.
+    const statuses = await db.query(
+      `SELECT id, status FROM webhook_endpoints WHERE id = ANY($1) ORDER BY id = $2 DESC`,
+      [[alone, shared], alone],
+    );
+    expect(statuses).toEqual([
+      { id: alone, status: 'disabled' },
+      { id: shared, status: 'enabled' },
+    ]);
+    const disabledAudit = await db.query(
+      `SELECT details FROM audit_events
+        WHERE organization_id = $1 AND action = 'webhook_endpoint.updated' AND target_id = $2`,
+      [squatter.organizationId, alone],
+    );
+    expect(disabledAudit).toEqual([{ details: { status: 'disabled', reason: 'password_reset' } }]);
+    // And the owner may create organizations of their own.
+    const ownOrganization = await t
+      .http()
+      .post('/v1/organizations')
+      .set(bearer(owner.body.access_token))
+      .send({ name: 'Mine' });
+    expect(ownOrganization.status).toBe(201);
 
     // An organization that removed the user and kept their keys (?keep_api_keys=true) keeps
     // them through the reset: theirs to decide, not the ex-member's.

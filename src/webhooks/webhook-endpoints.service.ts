@@ -2,9 +2,13 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import type { EntityManager } from 'typeorm';
 import { AuditService } from '../audit/audit.service';
-import type { CallerContext } from '../common/auth/caller';
+import type { CallerContext, UserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
+import {
+  type PasswordReset,
+  TakesAccountBack,
+} from '../common/password-reset/password-reset-participant';
 import { Clock } from '../common/time/clock';
 import { webhooksConfig } from '../config/webhooks.config';
 import { Database } from '../database/database';
@@ -137,6 +141,38 @@ export class WebhookEndpointsService {
     });
     if (!row) throw AppError.notFound('Webhook endpoint');
     return toWebhookEndpointResponse(row);
+  }
+
+  /**
+   * In the transaction of a password reset that took back an address never verified before:
+   * disables the endpoints of every organization the user is alone in, and ends their pending
+   * attempts, as a PATCH to `disabled` does (audited, actor the user, `reason:
+   * "password_reset"`). Whoever registered the address first made those organizations and could
+   * point them anywhere with a signing secret they kept: the mailbox's owner would have gone on
+   * sending them the organization's events (found by review). An organization with other members
+   * keeps its endpoints: one of them may have made each (an endpoint does not record who did).
+   */
+  @TakesAccountBack()
+  async disableAtReset(
+    manager: EntityManager,
+    { userId, wasVerified }: PasswordReset,
+  ): Promise<undefined> {
+    if (wasVerified) return undefined;
+    const now = this.clock.now();
+    for (const {
+      id,
+      organization_id: organizationId,
+    } of await this.webhooks.disableEndpointsOfLoneMember(manager, userId, now)) {
+      await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
+      const caller: UserCaller = { kind: 'user', userId, organizationId, scopes: ['admin'] };
+      await this.audit.record(manager, caller, {
+        organizationId,
+        action: 'webhook_endpoint.updated',
+        target: { type: 'webhook_endpoint', id },
+        details: { status: 'disabled', reason: 'password_reset' },
+      });
+    }
+    return undefined;
   }
 
   async remove(caller: CallerContext, id: string): Promise<void> {

@@ -39,6 +39,9 @@ const DISABLED_ENDPOINT = Columns.rowOf<WebhookEndpoint>()(
 
 export type DisabledEndpointRow = RowOf<typeof DISABLED_ENDPOINT>;
 
+/** An endpoint a password reset disabled (disableEndpointsOfLoneMember). */
+const ENDPOINT_KEY = Columns.rowOf<WebhookEndpoint>()('id', 'organizationId');
+
 const EVENT_ID = Columns.rowOf<WebhookEvent>()('id');
 
 /** A delivery attempt as the API shows it; its columns qualified by `alias` when given. */
@@ -296,6 +299,31 @@ export class WebhooksRepository {
       DELIVERY_TARGET.query`SELECT ${DELIVERY_TARGET} FROM webhook_endpoints
            WHERE id = ${endpointId} AND organization_id = ${organizationId}`,
       { prepared: true },
+    );
+  }
+
+  /**
+   * Disables, as of `at`, the enabled endpoints of every organization whose only member is the
+   * user (the status an organization sets: no service reason, the failure clock stopped); answers
+   * them.
+   */
+  disableEndpointsOfLoneMember(
+    manager: EntityManager,
+    userId: string,
+    at: Date,
+  ): Promise<Array<RowOf<typeof ENDPOINT_KEY>>> {
+    return this.database.rows(
+      ENDPOINT_KEY.query`UPDATE webhook_endpoints
+             SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = ${at}
+           WHERE status = 'enabled'
+             AND organization_id IN (
+                   SELECT m.organization_id FROM memberships m
+                    WHERE m.user_id = ${userId}
+                      AND NOT EXISTS (SELECT FROM memberships o
+                                       WHERE o.organization_id = m.organization_id
+                                         AND o.user_id <> ${userId}))
+           RETURNING ${ENDPOINT_KEY}`,
+      { manager },
     );
   }
 
