@@ -313,17 +313,21 @@ describe('Webhooks services (real database)', () => {
       expect((await endpoints.get(caller.organizationId, created.id)).url).toBe(created.url);
     });
 
-    it('subscribes to the documented event types only (ping is sent by test, never subscribed)', async () => {
+    it('subscribes to the documented event types only (ping among them, as contract §17 lists it)', async () => {
       const caller = await admin();
       const url = `https://${PUBLIC}/hook`;
-      for (const events of [['ping'], ['end_user.exploded'], [], ['end_user.created', 'ping']]) {
+      for (const events of [['end_user.exploded'], [], ['ping', 'ping'], ['pong']]) {
         const error = await createBody({ url, events }).catch((thrown: unknown) => thrown);
         expect(error).toBeInstanceOf(AppError);
         expect((error as AppError).details).toEqual([expect.objectContaining({ field: 'events' })]);
       }
       const created = await createEndpoint(caller, ['end_user.deleted', 'conversation.flagged']);
       expect(created.events).toEqual(['end_user.deleted', 'conversation.flagged']);
-      await expect(updateBody({ events: ['ping'] })).rejects.toBeInstanceOf(AppError);
+      await expect(updateBody({ events: ['end_user.exploded'] })).rejects.toBeInstanceOf(AppError);
+      expect((await updateBody({ events: ['end_user.created', 'ping'] })).events).toEqual([
+        'end_user.created',
+        'ping',
+      ]);
       expect(await countWhere('webhook_endpoints', caller.organizationId)).toBe(1);
     });
 
