@@ -8,10 +8,6 @@ import type { TtlCache } from '../common/cache/ttl-cache';
 import { organizationPatchAudit } from '../audit/audit-event.step';
 import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
-import {
-  type PasswordReset,
-  TakesAccountBack,
-} from '../common/password-reset/password-reset-participant';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { teamsConfig } from '../config/teams.config';
@@ -91,22 +87,6 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     logger.setContext(OrganizationsService.name);
     this.memberships = caches.local(MEMBERSHIP_CACHE_MS);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
-  }
-
-  /**
-   * In the transaction of a password reset that took back an address never verified before:
-   * whoever registered it first created the organizations counted so far, so the mailbox's owner
-   * may create ORGANIZATIONS_PER_USER of their own (found by review: the ten made before the
-   * reset spent the cap, and the owner's first answered 409 organization_limit). At most twice the
-   * cap per account, then.
-   */
-  @TakesAccountBack()
-  async forgetOrganizationsCreatedAtReset(
-    manager: EntityManager,
-    { userId, wasVerified }: PasswordReset,
-  ): Promise<undefined> {
-    if (!wasVerified) await this.users.forgetOrganizationsCreated(manager, userId);
-    return undefined;
   }
 
   onModuleInit(): void {

@@ -114,16 +114,20 @@ UPDATE users
        updated_at = $3
  WHERE id = $4
 RETURNING email;
-UPDATE users SET organizations_created = 0 WHERE id = $1;
+WITH locked AS (
+  SELECT id FROM webhook_endpoints
+   WHERE status = 'enabled'
+     AND organization_id IN (
+           SELECT m.organization_id FROM memberships m
+            WHERE m.user_id = $1
+              AND NOT EXISTS (SELECT FROM memberships o
+                               WHERE o.organization_id = m.organization_id
+                                 AND o.user_id <> $2))
+   ORDER BY id
+     FOR NO KEY UPDATE)
 UPDATE webhook_endpoints
-  SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = $1
-WHERE status = 'enabled'
-  AND organization_id IN (
-        SELECT m.organization_id FROM memberships m
-         WHERE m.user_id = $2
-           AND NOT EXISTS (SELECT FROM memberships o
-                            WHERE o.organization_id = m.organization_id
-                              AND o.user_id <> $3))
+   SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = $3
+ WHERE id IN (SELECT id FROM locked) AND status = 'enabled'
 RETURNING id, organization_id;
 
 -- resend of the verification mail

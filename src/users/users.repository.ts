@@ -129,14 +129,6 @@ export class UsersRepository {
    * answers whether it was counted. One atomic UPDATE: concurrent creations serialise on the
    * user's row, so no more than `cap` ever pass.
    */
-  /** Forgets the organizations the user has created so far, as far as the cap counts them. */
-  async forgetOrganizationsCreated(manager: EntityManager, userId: string): Promise<void> {
-    await this.database.count(
-      sql`UPDATE users SET organizations_created = 0 WHERE id = ${userId}`,
-      { manager },
-    );
-  }
-
   async countOrganizationCreated(
     manager: EntityManager,
     userId: string,

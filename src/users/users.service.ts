@@ -120,9 +120,4 @@ export class UsersService {
   countOrganizationCreated(manager: EntityManager, userId: string, cap: number): Promise<boolean> {
     return this.users.countOrganizationCreated(manager, userId, cap);
   }
-
-  /** In the caller's transaction: the cap counts none of the organizations created so far. */
-  forgetOrganizationsCreated(manager: EntityManager, userId: string): Promise<void> {
-    return this.users.forgetOrganizationsCreated(manager, userId);
-  }
 }

@@ -305,7 +305,8 @@ export class WebhooksRepository {
   /**
    * Disables, as of `at`, the enabled endpoints of every organization whose only member is the
    * user (the status an organization sets: no service reason, the failure clock stopped); answers
-   * them.
+   * them. Locked in id order first, as disableFailing locks them: two such statements never wait
+   * on each other crosswise.
    */
   disableEndpointsOfLoneMember(
     manager: EntityManager,
@@ -313,15 +314,20 @@ export class WebhooksRepository {
     at: Date,
   ): Promise<Array<RowOf<typeof ENDPOINT_KEY>>> {
     return this.database.rows(
-      ENDPOINT_KEY.query`UPDATE webhook_endpoints
-             SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = ${at}
-           WHERE status = 'enabled'
-             AND organization_id IN (
-                   SELECT m.organization_id FROM memberships m
-                    WHERE m.user_id = ${userId}
-                      AND NOT EXISTS (SELECT FROM memberships o
-                                       WHERE o.organization_id = m.organization_id
-                                         AND o.user_id <> ${userId}))
+      ENDPOINT_KEY.query`WITH locked AS (
+             SELECT id FROM webhook_endpoints
+              WHERE status = 'enabled'
+                AND organization_id IN (
+                      SELECT m.organization_id FROM memberships m
+                       WHERE m.user_id = ${userId}
+                         AND NOT EXISTS (SELECT FROM memberships o
+                                          WHERE o.organization_id = m.organization_id
+                                            AND o.user_id <> ${userId}))
+              ORDER BY id
+                FOR NO KEY UPDATE)
+           UPDATE webhook_endpoints
+              SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = ${at}
+            WHERE id IN (SELECT id FROM locked) AND status = 'enabled'
            RETURNING ${ENDPOINT_KEY}`,
       { manager },
     );
