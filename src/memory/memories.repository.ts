@@ -216,11 +216,14 @@ export class MemoriesRepository {
 
   /**
    * Erasure, ahead of its transaction: up to `rows` memories of these end users, each with its
-   * postings (the trigger: a primary-key probe a word) and its embedding (the cascade). Each end
-   * user's are read along memories_end_user_idx, so no plan scans the table however few
-   * statistics it has.
+   * postings (the trigger: a primary-key probe a word), its embedding (the cascade), and its
+   * facts' link to it (set null). Each end user's are read along memories_end_user_idx and
+   * deleted by primary key (an array of ids, not a join a plan could make a scan), so no plan
+   * reads the table whole however few statistics it has.
    */
-  @ErasesEndUsersInParts({ tables: ['memory_terms', 'memory_embeddings', 'memories'] })
+  @ErasesEndUsersInParts({
+    tables: ['memory_terms', 'memory_embeddings', 'memories', 'end_user_facts'],
+  })
   eraseEndUsersInParts(
     manager: EntityManager,
     endUsers: readonly ErasedEndUser[],
@@ -228,11 +231,11 @@ export class MemoriesRepository {
   ): Promise<number> {
     const endUserIds = endUsers.map((endUser) => endUser.id);
     return this.database.count(
-      sql`DELETE FROM memories WHERE id IN (
+      sql`DELETE FROM memories WHERE id = ANY (ARRAY(
             SELECT m.id FROM unnest(${endUserIds}::uuid[]) AS u(id)
              CROSS JOIN LATERAL (SELECT id FROM memories
                                   WHERE end_user_id = u.id ORDER BY id LIMIT ${rows}) m
-             LIMIT ${rows})`,
+             LIMIT ${rows}))`,
       { manager },
     );
   }

@@ -70,11 +70,11 @@ COMMIT;
 DELETE FROM end_user_facts WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM end_users WHERE id = ANY($1::uuid[]);
 DELETE FROM memories WHERE end_user_id = ANY($1::uuid[]);
-DELETE FROM memories WHERE id IN (
+DELETE FROM memories WHERE id = ANY (ARRAY(
 SELECT m.id FROM unnest($1::uuid[]) AS u(id)
  CROSS JOIN LATERAL (SELECT id FROM memories
                       WHERE end_user_id = u.id ORDER BY id LIMIT $2) m
- LIMIT $3);
+ LIMIT $3));
 DELETE FROM memory_embeddings WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_terms WHERE end_user_id = ANY($1::uuid[]);
 DELETE FROM memory_terms_to_trim WHERE end_user_id = ANY($1::uuid[]);
