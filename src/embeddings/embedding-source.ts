@@ -41,9 +41,10 @@ const PENDING_CHUNK = Columns.computed<PendingItem>({ id: sql`k.id::text`, text:
 // commits. A memory is locked that way (FOR UPDATE) only by what deletes it (a forgetting, an
 // erasure's batch, retention), so one locked is skipped, not waited for: an erasure of seconds
 // held the store, then failed it on the statement timeout (review, 2026-12-05). Should that
-// deletion roll back, the memory stays without an embedding, found by its words alone. A chunk is also locked by a PATCH that
-// keeps it (knowledge.repository.ts), for as long as the PATCH's short transaction: it is waited
-// for, or its item would leave the queue without an embedding (review, 2026-12-05).
+// deletion roll back, the memory stays without an embedding, found by its words alone. A chunk
+// is also locked by a PATCH that keeps it (knowledge.repository.ts), for as long as the PATCH's
+// short transaction: it is waited for, or its item would leave the queue without an embedding
+// (review, 2026-12-05).
 
 /**
  * Memories: each message of a conversation, embedded once for recall and search by meaning; but

@@ -17,7 +17,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'ping',
 ] as const;
 
-export type SubscribableEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+/** What the service emits to subscribers: every type an endpoint may list but `ping`. */
+export type SubscribableEventType = Exclude<(typeof WEBHOOK_EVENT_TYPES)[number], 'ping'>;
 
 /** The public id of an event (the `webhook-id` header and the body's `id`). */
 export function publicEventId(uuid: string): string {

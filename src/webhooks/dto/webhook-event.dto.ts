@@ -226,4 +226,4 @@ export const WEBHOOK_EVENTS = {
     "The organization's tokens this month reached 50, 80 or 100 % of its monthly_token_budget (once per threshold and month)",
   ),
   ping: eventOf('ping', PingDataDto, 'Sent by POST /v1/webhook-endpoints/{id}/test'),
-} satisfies Record<SubscribableEventType, Type<unknown>>;
+} satisfies Record<SubscribableEventType | 'ping', Type<unknown>>;
