@@ -1,8 +1,17 @@
 import { AppError } from '../common/errors/app-error';
-import { HTML_CONVERSIONS_AT_ONCE, HTML_CONVERSIONS_WAITING, htmlToText } from './html-text';
+import {
+  HTML_CONVERSIONS_AT_ONCE,
+  HTML_CONVERSIONS_WAITING,
+  HTML_MAX_DEPTH,
+  htmlToText,
+} from './html-text';
 
-/** Markup the converter spends about 30 s on: every conversion here runs to its time limit. */
+/**
+ * Markup the parser spends seconds on (its cost grows with the square of the depth): refused at
+ * HTML_MAX_DEPTH, so the tests that need a conversion running to its time limit lift the bound.
+ */
 const SLOW = '<div>a'.repeat(200_000);
+const UNBOUNDED = { maxDepth: Infinity };
 
 async function refusal(conversion: Promise<unknown>): Promise<AppError> {
   const error = await conversion.then(
@@ -22,11 +31,33 @@ describe('htmlToText', () => {
     ).resolves.toBe('HOURS\n\nWe open at 9.');
   });
 
+  it('refuses a page nested deeper than HTML_MAX_DEPTH before it ties up a slot', async () => {
+    // No time limit to fall back on: the refusal comes from the depth reached, not the clock.
+    for (const deep of [SLOW, '<ul><li>'.repeat(HTML_MAX_DEPTH), '<p><b>'.repeat(HTML_MAX_DEPTH)]) {
+      const error = await refusal(htmlToText(deep, { organizationId: 'deep', timeoutMs: 60_000 }));
+      expect(error.code).toBe('validation_failed');
+      expect(JSON.stringify(error.details)).toContain(`nested more than ${HTML_MAX_DEPTH}`);
+    }
+  });
+
+  it('counts the nesting the parser makes, not the tags: implied and explicit closes', async () => {
+    // Each <p> closes the one before it, and closed elements leave the depth: both convert.
+    const paragraphs = '<p>Open daily'.repeat(HTML_MAX_DEPTH * 2);
+    const closed =
+      '<blockquote>'.repeat(HTML_MAX_DEPTH - 1) + 'x' + '</blockquote>'.repeat(HTML_MAX_DEPTH - 1);
+    await expect(htmlToText(paragraphs, { organizationId: 'flat' })).resolves.toContain(
+      'Open daily',
+    );
+    await expect(htmlToText(closed.repeat(3), { organizationId: 'closed' })).resolves.toContain(
+      'x',
+    );
+  });
+
   it('runs one conversion per organization, and bounds the queue and the wait (429)', async () => {
     const timeoutMs = 1_500;
     // The slots taken by organizations of their own.
     const running = Array.from({ length: HTML_CONVERSIONS_AT_ONCE }, (_, i) =>
-      refusal(htmlToText(SLOW, { organizationId: `running-${i}`, timeoutMs })),
+      refusal(htmlToText(SLOW, { organizationId: `running-${i}`, timeoutMs, ...UNBOUNDED })),
     );
     const sameOrganization = await refusal(
       htmlToText('<p>x</p>', { organizationId: 'running-0', timeoutMs }),
@@ -65,6 +96,7 @@ describe('htmlToText', () => {
     const gone = new AbortController();
     const started = Date.now();
     const conversion = htmlToText(SLOW, {
+      ...UNBOUNDED,
       organizationId: 'org-gone',
       timeoutMs: 20_000,
       signal: gone.signal,
