@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { Slots } from '../common/concurrency/slots';
 import { AppError } from '../common/errors/app-error';
 
 /**
@@ -81,54 +82,12 @@ const busy = (message: string) =>
 const abortedBy = (signal?: AbortSignal): Error =>
   signal?.reason instanceof Error ? signal.reason : new Error('the client went');
 
-/** Waiters for a free conversion slot, first come first served. */
-const waiting: (() => void)[] = [];
-let running = 0;
+const FULL = () => busy('Too many HTML uploads are being converted: retry shortly');
+const TOO_LONG = () => busy('HTML uploads waited too long to be converted: retry shortly');
+
+/** The conversions of this process: a waiting upload holds its body, so the queue is bounded. */
+const conversions = new Slots(HTML_CONVERSIONS_AT_ONCE, HTML_CONVERSIONS_WAITING);
 const heldByOrganization = new Map<string, number>();
-
-/**
- * A conversion slot, waited for at most `timeoutMs` (then 429) and given up when the client
- * goes: a waiting upload holds its body in memory, so neither the queue nor the wait is unbounded.
- */
-async function slot(timeoutMs: number, signal?: AbortSignal): Promise<void> {
-  if (running < HTML_CONVERSIONS_AT_ONCE) {
-    running += 1;
-    return;
-  }
-  if (waiting.length >= HTML_CONVERSIONS_WAITING) {
-    throw busy('Too many HTML uploads are being converted: retry shortly');
-  }
-  // The slot is handed over by release(), so `running` stays counted meanwhile.
-  await new Promise<void>((resolve, reject) => {
-    const handedOver = () => {
-      stopWaiting();
-      resolve();
-    };
-    const giveUp = (error: Error) => {
-      const at = waiting.indexOf(handedOver);
-      if (at >= 0) waiting.splice(at, 1);
-      stopWaiting();
-      reject(error);
-    };
-    const onAbort = () => giveUp(abortedBy(signal));
-    const timer = setTimeout(
-      () => giveUp(busy('HTML uploads waited too long to be converted: retry shortly')),
-      timeoutMs,
-    );
-    const stopWaiting = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-    waiting.push(handedOver);
-  });
-}
-
-function release(): void {
-  const next = waiting.shift();
-  if (next) next();
-  else running -= 1;
-}
 
 /** One conversion in a worker of its own: ended at the time limit or when the client goes. */
 function convertInWorker(
@@ -215,13 +174,9 @@ export async function htmlToText(
   }
   heldByOrganization.set(organizationId, held + 1);
   try {
-    signal?.throwIfAborted();
-    await slot(timeoutMs, signal);
-    try {
-      return await convertInWorker(html, { timeoutMs, maxDepth, signal });
-    } finally {
-      release();
-    }
+    return await conversions.run({ timeoutMs, signal, full: FULL, tooLong: TOO_LONG }, () =>
+      convertInWorker(html, { timeoutMs, maxDepth, signal }),
+    );
   } finally {
     const left = (heldByOrganization.get(organizationId) ?? 1) - 1;
     if (left === 0) heldByOrganization.delete(organizationId);

@@ -1,8 +1,21 @@
 import { Injectable } from '@nestjs/common';
+import { Slots } from '../common/concurrency/slots';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 
 /** Writes of one organization that may wait on this instance behind the one running. */
 export const KNOWLEDGE_WRITES_WAITING = 8;
+
+/** A write of this much content or more is heavy: it takes one of the instance's heavy slots. */
+export const KNOWLEDGE_HEAVY_WRITE_BYTES = 64 * 1024;
+
+/** Heavy writes running at once on an instance, every organization's together. */
+export const KNOWLEDGE_HEAVY_WRITES_AT_ONCE = 1;
+
+/** How long a heavy write may wait for its slot before it is refused (429). */
+export const KNOWLEDGE_HEAVY_WRITE_WAIT_MS = 15_000;
+
+/** Heavy writes waiting on an instance; each organization has at most one (its turn's). */
+const HEAVY_WRITES_WAITING = 64;
 
 interface Turns {
   /** The writes of the organization here: the one running and those waiting. */
@@ -19,12 +32,32 @@ interface Turns {
  * requests failed (found by review). Now at most one connection per instance waits on the lock,
  * for writes of the same organization on other instances. Past KNOWLEDGE_WRITES_WAITING writes
  * waiting, 429 `too_many_streams` with Retry-After, as an import past its slots.
+ *
+ * A heavy write (KNOWLEDGE_HEAVY_WRITE_BYTES of content or more) then waits, in its turn, for one
+ * of KNOWLEDGE_HEAVY_WRITES_AT_ONCE slots the instance's organizations share, first come first
+ * served. A 1 MiB document's postings are one statement of up to 3 s of database time (131,000
+ * distinct words); three organizations' at once took both cores, and another tenant's upload ran
+ * past the statement timeout (found by review). One at a time, they take one core at most, and
+ * since an organization waits with one write at most, each waits behind at most one write of
+ * every other organization uploading.
  */
+const HEAVY_WAIT = {
+  timeoutMs: KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
+  full: () =>
+    tooManyStreams('Too many large documents are being written on this instance; retry shortly'),
+  tooLong: () =>
+    tooManyStreams(
+      `Large documents of other organizations took this instance for ${KNOWLEDGE_HEAVY_WRITE_WAIT_MS / 1000} s; retry shortly`,
+    ),
+};
+
 @Injectable()
 export class KnowledgeWriteTurns {
   private readonly byOrganization = new Map<string, Turns>();
+  private readonly heavy = new Slots(KNOWLEDGE_HEAVY_WRITES_AT_ONCE, HEAVY_WRITES_WAITING);
 
-  async inTurn<T>(organizationId: string, write: () => Promise<T>): Promise<T> {
+  /** `write` in the organization's turn; `bytes`: the content it writes, if any. */
+  async inTurn<T>(organizationId: string, write: () => Promise<T>, bytes = 0): Promise<T> {
     const turns = this.byOrganization.get(organizationId) ?? {
       inFlight: 0,
       last: Promise.resolve(),
@@ -41,7 +74,8 @@ export class KnowledgeWriteTurns {
     this.byOrganization.set(organizationId, turns);
     try {
       await before;
-      return await write();
+      if (bytes < KNOWLEDGE_HEAVY_WRITE_BYTES) return await write();
+      return await this.heavy.run(HEAVY_WAIT, write);
     } finally {
       ended();
       turns.inFlight -= 1;

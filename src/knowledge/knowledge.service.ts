@@ -124,22 +124,25 @@ export class KnowledgeService implements ReplyParticipant {
     const language = dto.language ?? DEFAULT_LANGUAGE;
     const searchConfig = searchConfigOf(language);
     // Read back in the transaction: a DELETE right after the commit cannot take the answer away.
-    const row = await this.writes.inTurn(organizationId, () =>
-      this.database.transaction(async (manager) => {
-        await this.admit(manager, organizationId, null, text.bytes);
-        await this.countWritten(manager, organizationId, text.bytes);
-        const id = await this.repository.insert(manager, {
-          organizationId,
-          title: dto.title,
-          language,
-          searchConfig,
-          text,
-          at: this.clock.now(),
-        });
-        await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
-        await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
-        return this.repository.find(organizationId, id, manager);
-      }),
+    const row = await this.writes.inTurn(
+      organizationId,
+      () =>
+        this.database.transaction(async (manager) => {
+          await this.admit(manager, organizationId, null, text.bytes);
+          await this.countWritten(manager, organizationId, text.bytes);
+          const id = await this.repository.insert(manager, {
+            organizationId,
+            title: dto.title,
+            language,
+            searchConfig,
+            text,
+            at: this.clock.now(),
+          });
+          await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
+          await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
+          return this.repository.find(organizationId, id, manager);
+        }),
+      text.bytes,
     );
     await this.forgetDrawers(organizationId);
     return toDto(row!);
@@ -172,31 +175,34 @@ export class KnowledgeService implements ReplyParticipant {
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
     // In turn even without content: the document's row waits for a content write of it.
-    const row = await this.writes.inTurn(organizationId, () =>
-      this.database.transaction(async (manager) => {
-        if (text) await this.admit(manager, organizationId, id, text.bytes);
-        const updated = await this.repository.update(manager, organizationId, id, {
-          title: dto.title,
-          text,
-          at: this.clock.now(),
-        });
-        if (!updated) return undefined;
-        if (dto.personality_ids !== undefined) {
-          await this.attach(manager, organizationId, id, dto.personality_ids);
-        }
-        if (text && updated.content_changed) {
-          const written = await this.repository.newChunkBytes(manager, id, text.chunks);
-          await this.countWritten(manager, organizationId, written);
-          await this.repository.replaceChunks(
-            manager,
-            organizationId,
-            id,
-            updated.search_config,
-            text.chunks,
-          );
-        }
-        return this.repository.find(organizationId, id, manager);
-      }),
+    const row = await this.writes.inTurn(
+      organizationId,
+      () =>
+        this.database.transaction(async (manager) => {
+          if (text) await this.admit(manager, organizationId, id, text.bytes);
+          const updated = await this.repository.update(manager, organizationId, id, {
+            title: dto.title,
+            text,
+            at: this.clock.now(),
+          });
+          if (!updated) return undefined;
+          if (dto.personality_ids !== undefined) {
+            await this.attach(manager, organizationId, id, dto.personality_ids);
+          }
+          if (text && updated.content_changed) {
+            const written = await this.repository.newChunkBytes(manager, id, text.chunks);
+            await this.countWritten(manager, organizationId, written);
+            await this.repository.replaceChunks(
+              manager,
+              organizationId,
+              id,
+              updated.search_config,
+              text.chunks,
+            );
+          }
+          return this.repository.find(organizationId, id, manager);
+        }),
+      text?.bytes,
     );
     if (!row) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);

@@ -1,0 +1,76 @@
+import { AppError } from '../common/errors/app-error';
+import {
+  KNOWLEDGE_HEAVY_WRITE_BYTES,
+  KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
+  KnowledgeWriteTurns,
+} from './knowledge-write-turns';
+
+/** A write that runs until the test ends it, and says whether it has started. */
+function controlledWrite() {
+  let end!: () => void;
+  const ended = new Promise<void>((resolve) => (end = resolve));
+  const write = {
+    started: false,
+    end,
+    run: async () => {
+      write.started = true;
+      await ended;
+      return 'written';
+    },
+  };
+  return write;
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+const HEAVY = KNOWLEDGE_HEAVY_WRITE_BYTES;
+
+describe('KnowledgeWriteTurns', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('runs one heavy write at a time on the instance, whatever the organization; light ones never wait', async () => {
+    const turns = new KnowledgeWriteTurns();
+    const first = controlledWrite();
+    const second = controlledWrite();
+    const light = controlledWrite();
+    const running = turns.inTurn('org-a', first.run, HEAVY);
+    const waiting = turns.inTurn('org-b', second.run, HEAVY);
+    const small = turns.inTurn('org-c', light.run, HEAVY - 1);
+    await settle();
+    expect([first.started, second.started, light.started]).toEqual([true, false, true]);
+
+    light.end();
+    await expect(small).resolves.toBe('written');
+    first.end();
+    await expect(running).resolves.toBe('written');
+    await settle();
+    expect(second.started).toBe(true);
+    second.end();
+    await expect(waiting).resolves.toBe('written');
+  });
+
+  it('refuses a heavy write that waited past its limit with 429, and gives no slot away', async () => {
+    jest.useFakeTimers();
+    const turns = new KnowledgeWriteTurns();
+    const hog = controlledWrite();
+    const late = controlledWrite();
+    const hogging = turns.inTurn('org-hog', hog.run, HEAVY);
+    const refused = turns.inTurn('org-late', late.run, HEAVY).catch((error: unknown) => error);
+    await jest.advanceTimersByTimeAsync(KNOWLEDGE_HEAVY_WRITE_WAIT_MS);
+    const error = (await refused) as AppError;
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe('too_many_streams');
+    expect(error.headers).toHaveProperty('Retry-After');
+    expect(late.started).toBe(false);
+    expect(turns.inFlight('org-late')).toBe(0);
+
+    // The slot goes to the next heavy write once the one holding it ends.
+    hog.end();
+    await hogging;
+    const next = controlledWrite();
+    const nextWrite = turns.inTurn('org-late', next.run, HEAVY);
+    await jest.advanceTimersByTimeAsync(0);
+    expect(next.started).toBe(true);
+    next.end();
+    await expect(nextWrite).resolves.toBe('written');
+  });
+});
