@@ -1,9 +1,15 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger } from 'nestjs-pino';
 import type { Logger as Pino } from 'pino';
+import { BEFORE_ERROR_REPLY } from './common/errors/before-error-reply';
+import { chargedOutsideNest } from './common/http/charged-outside-nest';
 import { configureHttp } from './common/http/configure-http';
 import { ROOT_LOGGER } from './common/logging/root-logger';
-import { setupOpenApi } from './common/openapi/setup-openapi';
+import {
+  OPENAPI_DOCUMENT_PATH,
+  OPENAPI_UI_PATH,
+  setupOpenApi,
+} from './common/openapi/setup-openapi';
 import { type AppConfig, appConfig } from './config/app.config';
 import { type MemoryConfig, memoryConfig } from './config/memory.config';
 import { IMPORT_ROUTE } from './exports/import.controller';
@@ -32,6 +38,10 @@ export function setupApp(app: NestExpressApplication): void {
       largeJsonRoutes: [{ route: KNOWLEDGE_JSON_ROUTES, limitBytes: KNOWLEDGE_JSON_MAX_BYTES }],
       formRoutes: new Set([KNOWLEDGE_UPLOAD_ROUTE]),
     },
+  );
+  app.use(
+    [OPENAPI_DOCUMENT_PATH, OPENAPI_UI_PATH],
+    chargedOutsideNest(app.get(BEFORE_ERROR_REPLY, { strict: false })),
   );
   setupOpenApi(app);
 }

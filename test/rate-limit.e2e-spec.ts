@@ -181,6 +181,12 @@ describe('rate limiting: per-IP buckets for public and unauthenticated calls', (
       const unknown = await t.http().get('/v1/no-such-route');
       expectRateLimited(unknown, 100);
       expectRateLimitHeaders(unknown, 'ip');
+      // So are the OpenAPI document and its UI, which Express serves beside Nest's routes.
+      for (const path of ['/v1/openapi.json', '/docs/']) {
+        const document = await t.http().get(path);
+        expectRateLimited(document, 100);
+        expectRateLimitHeaders(document, 'ip');
+      }
     } finally {
       await t.close();
     }
@@ -308,12 +314,17 @@ describe('rate limiting: headers on every response', () => {
   });
   afterAll(() => t.close());
 
-  it('on 2xx, 401, 403, 404, 400 (malformed JSON), 413 and 415', async () => {
+  it('on 2xx, 401, 403, 404, 400 (malformed JSON), 413 and 415, and on the OpenAPI document', async () => {
     const ok = await t.http().get(PUBLIC);
     expect(ok.status).toBe(200);
     expectRateLimitHeaders(ok, 'ip');
     expect(ok.headers['x-ratelimit-limit']).toBe('20');
     expect(ok.headers['ratelimit-policy']).toBe('"ip";q=40;w=2');
+    for (const path of ['/v1/openapi.json', '/docs/', '/docs/swagger-ui.css']) {
+      const served = await t.http().get(path);
+      expect(served.status).toBe(200);
+      expectRateLimitHeaders(served, 'ip');
+    }
 
     const owner = await signUp(t);
     const readKey = await t

@@ -114,11 +114,14 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
   return document;
 }
 
-/** Serves the document at /v1/openapi.json and the UI at /docs. */
+export const OPENAPI_DOCUMENT_PATH = '/v1/openapi.json';
+export const OPENAPI_UI_PATH = '/docs';
+
+/** Serves the document at OPENAPI_DOCUMENT_PATH and the UI at OPENAPI_UI_PATH. */
 export function setupOpenApi(app: INestApplication): void {
   const document = buildOpenApiDocument(app);
-  SwaggerModule.setup('docs', app, document, {
-    jsonDocumentUrl: 'v1/openapi.json',
+  SwaggerModule.setup(OPENAPI_UI_PATH.slice(1), app, document, {
+    jsonDocumentUrl: OPENAPI_DOCUMENT_PATH.slice(1),
     raw: ['json'],
     customSiteTitle: 'Personality API',
   });
