@@ -1,4 +1,4 @@
-import { empty, raw, type Sql, sql } from '../database/sql';
+import { raw, type Sql, sql } from '../database/sql';
 import { fused, type Meaning, nearest, sketchShortlist, wholeVector } from '../embeddings/fusion';
 
 export type { Meaning } from '../embeddings/fusion';
@@ -116,7 +116,30 @@ export function rankedMemories(pool: MemoryPool): Sql {
                    LIMIT greatest(1, least(${POSTINGS_PER_WORD}::int,
                                            ${CANDIDATES_PER_READ}::int / w.lexemes))) t
              JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
-            WHERE g.search_config = ANY (w.configs)),
+            WHERE g.search_config = ANY (w.configs))${pool.tiesNewestFirst ? byShareThenNewest(pool.limit) : byShareThenBm25(pool.limit)}`;
+}
+
+/**
+ * A candidate's share of the text's words: of its rare ones when it has any (common words tell no
+ * memory apart), else of all. Over the rows of one memory in `hits`, grouped by id.
+ */
+const SHARE = sql`CASE WHEN min(w.rare_words) > 0
+                       THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                       ELSE count(*)::float8 / min(w.words) END`;
+
+/** The search endpoint's order: nothing to weigh, so neither lengths nor frequencies are read. */
+function byShareThenNewest(limit: number): Sql {
+  return sql`
+    SELECT w.id, ${SHARE} AS share, 0::float8 AS relevance
+      FROM hits w
+     GROUP BY w.id
+     ORDER BY share DESC, w.id DESC
+     LIMIT ${limit}`;
+}
+
+/** Recall's order: BM25 between memories holding as many of the words, then the newest. */
+function byShareThenBm25(limit: number): Sql {
+  return sql`,
          average AS MATERIALIZED (
            SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
              FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
@@ -124,15 +147,12 @@ export function rankedMemories(pool: MemoryPool): Sql {
            SELECT id, length, words, common, rare_words,
                   count(*) OVER (PARTITION BY lexeme)::float8 AS df
              FROM hits)
-    SELECT w.id,
-           CASE WHEN min(w.rare_words) > 0
-                THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
-                ELSE count(*)::float8 / min(w.words) END AS share,
+    SELECT w.id, ${SHARE} AS share,
            sum(ln((average.n + 1) / (w.df + 0.5)) * ${BM25_LENGTH}) AS relevance
       FROM weighted w CROSS JOIN average
      GROUP BY w.id
-     ORDER BY share DESC, ${pool.tiesNewestFirst ? empty : sql`relevance DESC, `}w.id DESC
-     LIMIT ${pool.limit}`;
+     ORDER BY share DESC, relevance DESC, w.id DESC
+     LIMIT ${limit}`;
 }
 
 /**

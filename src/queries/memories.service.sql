@@ -68,20 +68,11 @@ WITH pool_personalities AS MATERIALIZED (
                LIMIT greatest(1, least($10::int,
                                        $11::int / w.lexemes))) t
          JOIN languages g ON g.search_config = pp.configs ->> t.personality_id::text
-        WHERE g.search_config = ANY (w.configs)),
-     average AS MATERIALIZED (
-       SELECT count(*)::float8 AS n, greatest(avg(length)::float8, 1) AS length
-         FROM (SELECT DISTINCT ON (id) id, length FROM hits) d),
-     weighted AS (
-       SELECT id, length, words, common, rare_words,
-              count(*) OVER (PARTITION BY lexeme)::float8 AS df
-         FROM hits)
-SELECT w.id,
-       CASE WHEN min(w.rare_words) > 0
-            THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
-            ELSE count(*)::float8 / min(w.words) END AS share,
-       sum(ln((average.n + 1) / (w.df + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.length))) AS relevance
-  FROM weighted w CROSS JOIN average
+        WHERE g.search_config = ANY (w.configs))
+SELECT w.id, CASE WHEN min(w.rare_words) > 0
+                   THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                   ELSE count(*)::float8 / min(w.words) END AS share, 0::float8 AS relevance
+  FROM hits w
  GROUP BY w.id
  ORDER BY share DESC, w.id DESC
  LIMIT $12) r) r

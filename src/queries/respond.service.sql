@@ -65,10 +65,9 @@ WITH pool_personalities AS MATERIALIZED (
        SELECT id, length, words, common, rare_words,
               count(*) OVER (PARTITION BY lexeme)::float8 AS df
          FROM hits)
-SELECT w.id,
-       CASE WHEN min(w.rare_words) > 0
-            THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
-            ELSE count(*)::float8 / min(w.words) END AS share,
+SELECT w.id, CASE WHEN min(w.rare_words) > 0
+                   THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                   ELSE count(*)::float8 / min(w.words) END AS share,
        sum(ln((average.n + 1) / (w.df + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.length))) AS relevance
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
@@ -209,10 +208,9 @@ WITH pool_personalities AS MATERIALIZED (
        SELECT id, length, words, common, rare_words,
               count(*) OVER (PARTITION BY lexeme)::float8 AS df
          FROM hits)
-SELECT w.id,
-       CASE WHEN min(w.rare_words) > 0
-            THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
-            ELSE count(*)::float8 / min(w.words) END AS share,
+SELECT w.id, CASE WHEN min(w.rare_words) > 0
+                   THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                   ELSE count(*)::float8 / min(w.words) END AS share,
        sum(ln((average.n + 1) / (w.df + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.length))) AS relevance
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
@@ -319,10 +317,9 @@ WITH pool_personalities AS MATERIALIZED (
        SELECT id, length, words, common, rare_words,
               count(*) OVER (PARTITION BY lexeme)::float8 AS df
          FROM hits)
-SELECT w.id,
-       CASE WHEN min(w.rare_words) > 0
-            THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
-            ELSE count(*)::float8 / min(w.words) END AS share,
+SELECT w.id, CASE WHEN min(w.rare_words) > 0
+                   THEN count(*) FILTER (WHERE NOT w.common)::float8 / min(w.rare_words)
+                   ELSE count(*)::float8 / min(w.words) END AS share,
        sum(ln((average.n + 1) / (w.df + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * w.length / average.length))) AS relevance
   FROM weighted w CROSS JOIN average
  GROUP BY w.id
