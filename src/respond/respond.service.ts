@@ -170,11 +170,18 @@ export class RespondService implements OnApplicationBootstrap {
       found.user_id === dto.user_id
         ? found
         : (await this.endUsers.ensure(organizationId, dto.user_id)).row;
+    const vocabulary = this.vocabularies.latestDefinition();
     // Over a token budget: 402 before anything is asked of the provider.
     const admissions = await this.participants.admit({
       organizationId,
       endUserId: endUser.id,
-      promptTexts: promptTextsOf(personality, context, dto.message, tools),
+      promptTexts: promptTextsOf(
+        personality,
+        context,
+        dto.message,
+        tools,
+        vocabulary.emotions.map((emotion) => emotion.name),
+      ),
     });
     return {
       caller,
@@ -185,7 +192,7 @@ export class RespondService implements OnApplicationBootstrap {
       facts: context.facts,
       recalled: context.recalled,
       knowledge: context.knowledge,
-      vocabulary: this.vocabularies.latestDefinition(),
+      vocabulary,
       message: dto.message,
       admissions,
       tools,

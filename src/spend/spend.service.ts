@@ -18,9 +18,10 @@ import { SpendReservationsRepository } from './spend-reservations.repository';
 import { usageThresholdStep } from './usage-threshold.step';
 
 /**
- * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt, plus
- * PROMPT_OVERHEAD_TOKENS for the instructions and the emotion vocabulary, plus ENGINE_MAX_TOKENS
- * (the cap the provider is sent for the reply itself). A byte-level tokenizer never makes more
+ * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt (the
+ * whole system message and the emotion names: promptTextsOf), plus PROMPT_OVERHEAD_TOKENS for
+ * the reply format's fixed schema and the messages' framing, plus ENGINE_MAX_TOKENS (the cap
+ * the provider is sent for the reply itself). A byte-level tokenizer never makes more
  * tokens than bytes, and that is the only bound that holds for any text without the model's own
  * tokenizer: English runs about 4 bytes a token, but rare symbols, emoji and random characters
  * run near one (an estimate of bytes / 3 let concurrent replies of such text be admitted for a
