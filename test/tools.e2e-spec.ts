@@ -392,6 +392,20 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       expect(missing.body.error.details).toEqual([
         { field: 'outputs.0.output', problem: 'output must be given (any JSON, null included)' },
       ]);
+      // A number JSON cannot write would be stored as null (review, 2026-12-05).
+      const unwritable = await t
+        .http()
+        .post(`/v1/respond/turns/${turnId}/tool-outputs`)
+        .set('Authorization', owner.auth)
+        .set('Content-Type', 'application/json')
+        .send(`{"outputs":[{"tool_call_id":${JSON.stringify(callId)},"output":{"n":1e999}}]}`);
+      expectError(unwritable, 400, 'validation_failed');
+      expect(unwritable.body.error.details).toEqual([
+        {
+          field: 'outputs.0.output',
+          problem: 'output must hold only numbers JSON can write (not 1e999)',
+        },
+      ]);
       // A client's output has the bound of a webhook tool's: 16 KiB serialised.
       const huge = await resume(turnId, {
         outputs: [{ tool_call_id: callId, output: 'x'.repeat(20_000) }],

@@ -69,6 +69,23 @@ describe('toolProblems', () => {
     ]);
   });
 
+  it('refuses a number JSON cannot write: as text it is null, and another schema (review)', async () => {
+    // `{"not":{"const":1e999}}` parses to Infinity; its JSON is `{"not":{"const":null}}`, the
+    // compiled-schema cache's key of another organization's opposite schema.
+    const unwritable = {
+      type: 'object',
+      properties: { x: { not: { const: JSON.parse('1e999') as number } } },
+    };
+    expect(await toolProblems(ORG, [{ ...lookup, parameters: unwritable }], 'personality')).toEqual(
+      [
+        {
+          field: 'tools/0/parameters',
+          problem: 'must hold only numbers JSON can write (not 1e999): /properties/x/not/const',
+        },
+      ],
+    );
+  });
+
   it('refuses execution on a per-request tool', async () => {
     expect(await toolProblems(ORG, [lookup], 'request')).toEqual([
       { field: 'tools/0/execution', problem: 'is not a known field' },

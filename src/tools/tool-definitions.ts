@@ -1,6 +1,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import type { FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
+import { nonFiniteNumberAt } from '../common/validation/untrusted-json';
 import { toolSchemas } from './tool-schemas';
 
 /** Tools a personality may have (contract §26). */
@@ -248,6 +249,9 @@ async function parametersProblem(
     return `must be at most ${MAX_PARAMETERS_BYTES} bytes serialised`;
   }
   if (parameters.type !== 'object') return 'must be a JSON Schema of type "object"';
+  // Written as JSON (stored, and the compiled schemas' cache key) it would be another schema.
+  const unwritable = nonFiniteNumberAt(parameters);
+  if (unwritable) return `must hold only numbers JSON can write (not 1e999): ${unwritable}`;
   const unsafe = unsafeSchemaProblem(parameters);
   if (unsafe) return unsafe;
   const problem = await toolSchemas.problemOf(organizationId, parameters);

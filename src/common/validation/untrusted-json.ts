@@ -78,6 +78,21 @@ export function isStorableJson(value: unknown): boolean {
   );
 }
 
+/**
+ * The JSON pointer of the first number in a parsed value that JSON cannot write (`1e999` parses
+ * as Infinity, and is written back as null), or undefined. Such a number is refused where a value
+ * is stored or compared as its JSON text: kept, it would mean null there and something else here.
+ */
+export function nonFiniteNumberAt(value: unknown, at = ''): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : at || '/';
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const found = nonFiniteNumberAt(child, `${at}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** Only text that spells a forbidden key, or hides one (or a NUL or surrogate) behind a \u escape. */
 export function mayHoldUnsafeContent(raw: Buffer): boolean {
   return (

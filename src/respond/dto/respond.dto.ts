@@ -17,6 +17,7 @@ import {
 } from 'class-validator';
 import { ANY_JSON, RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
+import { nonFiniteNumberAt } from '../../common/validation/untrusted-json';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
@@ -73,6 +74,16 @@ const IsGiven = () =>
     },
   });
 
+/** JSON that is stored as it came: no number JSON cannot write (`1e999` would be kept as null). */
+const IsWritableJson = () =>
+  ValidateBy({
+    name: 'isWritableJson',
+    validator: {
+      validate: (value) => nonFiniteNumberAt(value) === undefined,
+      defaultMessage: () => '$property must hold only numbers JSON can write (not 1e999)',
+    },
+  });
+
 /** The output of one tool call the paused turn asked for. */
 export class ToolOutputDto {
   @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
@@ -87,6 +98,7 @@ export class ToolOutputDto {
     oneOf: ANY_JSON,
   })
   @IsGiven()
+  @IsWritableJson()
   output: unknown;
 }
 
