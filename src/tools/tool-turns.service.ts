@@ -201,7 +201,7 @@ export class ToolTurnsService {
           ? await this.argumentsProblem(context.organizationId, tool, call.arguments)
           : 'no such tool';
         if (problem || !tool) {
-          outputs[call.id] = { error: problem };
+          setOutput(outputs, call.id, { error: problem });
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));
           this.metrics.count(tool?.execution ?? 'client', 'invalid', null);
         } else if (tool.execution === 'webhook') {
@@ -209,7 +209,7 @@ export class ToolTurnsService {
             this.callWebhook(context, tool, call, eventIds.of(call)).then((result) => {
               const outcome = result.throttled ? 'throttled' : result.error ? 'error' : 'ok';
               this.metrics.count('webhook', outcome, result.durationMs);
-              outputs[call.id] = result.output;
+              setOutput(outputs, call.id, result.output);
               state.records.push({
                 ...record(call, result.output, 'webhook', result.error),
                 duration_ms: result.durationMs,
@@ -281,7 +281,7 @@ export class ToolTurnsService {
     const { calls, outputs: known } = state.round;
     for (const call of calls) {
       if (!given.has(call.id)) continue;
-      known[call.id] = given.get(call.id);
+      setOutput(known, call.id, given.get(call.id));
       state.records.push(record(call, known[call.id], 'client', null));
     }
     state.results.push(...roundResults(state.round));
@@ -465,6 +465,20 @@ class EventIdsOfRound {
       ? first
       : toolCallEventId(this.turnId, this.round, call.name, call.arguments, occurrence);
   }
+}
+
+/**
+ * Keeps a call's output under its id as an own property: the provider chooses the ids, and
+ * `outputs['__proto__'] = output` sets the object's prototype instead, so the output was lost
+ * and the model sent `{}` (found by review).
+ */
+function setOutput(outputs: Record<string, unknown>, callId: string, output: unknown): void {
+  Object.defineProperty(outputs, callId, {
+    value: output,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 }
 
 function record(
