@@ -983,6 +983,20 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     };
   const tokens = () => tokensOf(auth);
 
+  it('offers no tool for a message of crisis: the reply ends with the crisis lines, no pause (review)', async () => {
+    // Tools offered, a model may call one, and the turn pauses without the lines.
+    fake.respondWith({ content: said('I am here.'), ...answer });
+    const reply = await t.http().post('/v1/respond').set('Authorization', auth).send({
+      personality_id: personalityId,
+      user_id: uniqueUserId(),
+      message: 'I want to kill myself',
+    });
+    expect(reply.status).toBe(200);
+    expect(fake.requests[0].body?.tools).toBeUndefined();
+    expect(reply.body.status).toBe('completed');
+    expect(reply.body.reply.text).toContain('988');
+  });
+
   for (const stream of [false, true]) {
     it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
       const before = await tokens();

@@ -35,6 +35,7 @@ export class ToolRounds implements ReplyGenerator {
         signal,
         tokenSteps: (usage, model, at) => turn.tokenSteps(usage, model, at),
         beforePause: generation.beforePause,
+        crisis: request.crisis,
       },
       async (tools) => {
         const spent = turn.state.usage;

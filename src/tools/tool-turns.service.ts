@@ -49,6 +49,11 @@ export interface ToolTurnContext {
   tokenSteps: (usage: TokenUsage, model: string | null, at: Date) => WithEntry[];
   /** Awaited before a pause is saved (Generation.beforePause): it may add to the state saved. */
   beforePause?: () => Promise<void>;
+  /**
+   * The message is one of crisis (docs/safety.md): no tool is offered, so the reply and its
+   * crisis lines come now, not after a pause the business may never resume (found by review).
+   */
+  crisis?: boolean;
 }
 
 /** One model call of the turn, given the tools it may call and the earlier rounds' results. */
@@ -159,7 +164,8 @@ export class ToolTurnsService {
       parameters,
     }));
     for (;;) {
-      const canCall = engineTools.length > 0 && state.rounds < this.config.maxRounds;
+      const canCall =
+        !context.crisis && engineTools.length > 0 && state.rounds < this.config.maxRounds;
       const reply = await ask({
         tools: canCall ? engineTools : undefined,
         toolResults: state.results.length > 0 ? state.results : undefined,

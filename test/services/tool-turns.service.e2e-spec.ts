@@ -128,6 +128,18 @@ describe('ToolTurnsService (real database)', () => {
   /** The pause `paused` makes: call_1 pending after one round. */
   const FIRST_PAUSE = { pending: ['call_1'], rounds: 1 };
 
+  it('offers no tool for a message of crisis: the reply and its crisis lines come now (review)', async () => {
+    const of = await tenant();
+    const offered: unknown[] = [];
+    const outcome = await turns.run({ ...contextOf(of), crisis: true }, async ({ tools }) => {
+      offered.push(tools);
+      // A model that calls a tool whatever it is offered: the call is not made.
+      return engineReply('I am here with you.', [call('call_1')]);
+    });
+    expect(offered).toEqual([undefined]);
+    expect(outcome.kind).toBe('completed');
+  });
+
   it('pauses for client calls until the TTL by the clock, counting its tokens with the pause', async () => {
     const of = await tenant();
     const usage = { promptTokens: 120, completionTokens: 30, cachedTokens: 0 };
