@@ -324,6 +324,51 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       );
     });
 
+    it("imports back an export of calls whose arguments hold an end user's long keys (review)", async () => {
+      // A key longer than an import's (1,024) made the arguments unimportable; keys within it
+      // made the schema's complaint, which names them, longer than an import's errors (1,000).
+      const userId = uniqueUserId();
+      const t0 = {
+        name: 't0',
+        description: 'Takes integers',
+        parameters: { type: 'object', additionalProperties: { type: 'integer' } },
+      };
+      for (const args of [
+        { ['a'.repeat(1_500)]: 'x' },
+        { ['b'.repeat(980)]: { ['c'.repeat(980)]: 'x' } },
+      ]) {
+        const reply = await respond({
+          user_id: userId,
+          message: `t0(${JSON.stringify(args)})`,
+          tools: [t0],
+        });
+        expect(reply.status).toBe(200);
+        expect(reply.body.status).toBe('completed');
+      }
+      const exported = await t
+        .http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', owner.auth);
+      const document = JSON.parse(
+        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
+      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls: unknown }> };
+      const calls = document.memories.flatMap((memory) => memory.tool_calls ?? []) as Array<{
+        arguments: unknown;
+        error: string;
+      }>;
+      expect(calls).toHaveLength(2);
+      // Kept as their text, which no tool's schema takes; the complaint cut at 1,000 characters.
+      expect(typeof calls[0].arguments).toBe('string');
+      expect(calls[1].error).toHaveLength(1_000);
+      document.end_user.user_id = uniqueUserId();
+      const imported = await t
+        .http()
+        .post('/v1/end-users/import')
+        .set('Authorization', owner.auth)
+        .send(document);
+      expect(imported.status).toBe(201);
+    });
+
     it('exports the tool calls in PMF v1 and imports them back', async () => {
       const userId = uniqueUserId();
       const paused = await respond({ user_id: userId, message: trigger });

@@ -1,7 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
-import { isStorableJson, toStorableText } from '../common/validation/untrusted-json';
+import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
+import {
+  holdsKeyLongerThan,
+  isStorableJson,
+  toStorableText,
+} from '../common/validation/untrusted-json';
 import type { WithEntry } from '../database/sql';
 import { Clock } from '../common/time/clock';
 import { newUlid } from '../common/crypto/ulid';
@@ -427,13 +432,17 @@ function notPending(): AppError {
  * surrogate in its id or name dropped or replaced, and arguments holding one are kept as
  * their JSON text, which fails the tool's schema (the model is told). Either reached
  * PostgreSQL's jsonb as it was, which refused it: a 500 any end user could cause by writing
- * `T({"a":"\\u0000"})` to a personality with tools.
+ * `T({"a":"\\u0000"})` to a personality with tools. So are arguments holding a key longer than
+ * an import takes (MAX_KEY_LENGTH): kept, they made the end user's export one that no import
+ * takes back (found by review).
  */
 function storableCall(call: EngineToolCall): EngineToolCall {
+  const storable =
+    isStorableJson(call.arguments) && !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH);
   return {
     id: toStorableText(call.id),
     name: toStorableText(call.name.slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)),
-    arguments: isStorableJson(call.arguments) ? call.arguments : JSON.stringify(call.arguments),
+    arguments: storable ? call.arguments : JSON.stringify(call.arguments),
   };
 }
 
@@ -473,6 +482,9 @@ class EventIdsOfRound {
   }
 }
 
+/** A call's error as a reply keeps it, at most: what a PMF document's tool call may hold. */
+const TOOL_ERROR_MAX_CHARACTERS = 1_000;
+
 /**
  * Keeps a call's output under its id as an own property: the provider chooses the ids, and
  * `outputs['__proto__'] = output` sets the object's prototype instead, so the output was lost
@@ -500,6 +512,7 @@ function record(
     output,
     execution,
     duration_ms: null,
-    error: error ?? null,
+    // Cut as an export keeps it (pmf-v1): a schema's complaint names the model's own keys.
+    error: error === null || error === undefined ? null : error.slice(0, TOOL_ERROR_MAX_CHARACTERS),
   };
 }

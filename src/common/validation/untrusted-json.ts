@@ -93,6 +93,15 @@ export function nonFiniteNumberAt(value: unknown, at = ''): string | undefined {
   return undefined;
 }
 
+/** Whether a parsed value has, at any depth, a key of more than `max` characters. */
+export function holdsKeyLongerThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.some((item) => holdsKeyLongerThan(item, max));
+  return Object.entries(value).some(
+    ([key, child]) => key.length > max || holdsKeyLongerThan(child, max),
+  );
+}
+
 /** Only text that spells a forbidden key, or hides one (or a NUL or surrogate) behind a \u escape. */
 export function mayHoldUnsafeContent(raw: Buffer): boolean {
   return (
