@@ -24,6 +24,13 @@ class ToolsEnv {
   @Min(1)
   @Max(10_000)
   TOOL_CALLS_IN_FLIGHT_PER_ORG?: number;
+
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  TOOL_TURNS_PENDING_PER_ORG?: number;
 }
 
 /** Tools of personalities (contract §26, docs/tools.md). */
@@ -40,6 +47,11 @@ export const toolsConfig = registerAs('tools', () => {
      * end user's calls take at most a quarter of it (WebhookToolCaller).
      */
     callsInFlightPerOrganization: env.TOOL_CALLS_IN_FLIGHT_PER_ORG ?? 16,
+    /**
+     * Turns an organization may have paused at once; a new pause ends the oldest past it (as
+     * expired). Each holds up to half a megabyte (32 request tools of 16 KiB) for the turn's TTL.
+     */
+    pendingTurnsPerOrganization: env.TOOL_TURNS_PENDING_PER_ORG ?? 1_000,
   };
 });
 

@@ -50,17 +50,35 @@ export class ToolTurnsRepository {
 
   /**
    * Saves a paused turn, in one statement with `steps` (the tokens of its model calls so far). A
-   * turn paused again after a resumption keeps its id: its row is pending once more. Expired
-   * turns are deleted by ToolTurnsRetentionWorker.
+   * turn paused again after a resumption keeps its id: its row is pending once more. Of the
+   * organization's other pending turns, the `keepPending - 1` newest stay: the older ones end
+   * now, as if expired (their state emptied; a resumption of one is 404), so that what one
+   * organization holds in paused turns is bounded whatever its rate (found by review: half a
+   * megabyte a turn, for ten minutes each). Only those are locked, not the ones kept (a lock
+   * writes its row); one claimed meanwhile is resumed, not ended (`status` read again under the
+   * lock). Expired turns are deleted by ToolTurnsRetentionWorker.
    */
-  async save(turn: NewToolTurn, steps: WithEntry[] = []): Promise<void> {
+  async save(
+    turn: NewToolTurn,
+    now: Date,
+    keepPending: number,
+    steps: WithEntry[] = [],
+  ): Promise<void> {
+    const ended = sql`turns_ended AS (
+          UPDATE tool_turns SET expires_at = ${now}, state = NULL
+           WHERE id IN (SELECT id FROM tool_turns
+                         WHERE organization_id = ${turn.organizationId} AND status = 'pending'
+                           AND id <> ${turn.id} AND expires_at > ${now}
+                         ORDER BY created_at DESC, id DESC OFFSET ${keepPending - 1})
+             AND status = 'pending'
+          RETURNING 1)`;
     const insert = sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
                   ${JSON.stringify(turn.state)}::jsonb, ${turn.expiresAt})
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id`;
-    await this.database.count(steps.length > 0 ? withEntries(steps, insert) : insert);
+    await this.database.count(withEntries([...steps, ended], insert));
   }
 
   /**

@@ -353,6 +353,8 @@ export class ToolTurnsService {
         state: { ...state, usage: null },
         expiresAt: new Date(now.getTime() + this.config.turnTtlSeconds * 1000),
       },
+      now,
+      this.config.pendingTurnsPerOrganization,
       unwritten ? context.tokenSteps(unwritten, state.model, now) : [],
     );
     state.usage = null;

@@ -19,6 +19,7 @@ import { engineReply, lookupOrderTool } from '../support/tools';
 
 const TTL_SECONDS = 60;
 const MAX_ROUNDS = 2;
+const PENDING_PER_ORG = 3;
 /** A client's output, serialised, at most this many bytes (a webhook tool's bound). */
 const MAX_OUTPUT_BYTES = 16 * 1024;
 
@@ -45,7 +46,11 @@ describe('ToolTurnsService (real database)', () => {
   beforeAll(async () => {
     moduleRef = await moduleAlone(
       [ToolsModule],
-      { TOOL_TURN_TTL_SECONDS: String(TTL_SECONDS), TOOL_MAX_ROUNDS: String(MAX_ROUNDS) },
+      {
+        TOOL_TURN_TTL_SECONDS: String(TTL_SECONDS),
+        TOOL_MAX_ROUNDS: String(MAX_ROUNDS),
+        TOOL_TURNS_PENDING_PER_ORG: String(PENDING_PER_ORG),
+      },
       (builder) => builder.overrideProvider(Clock).useValue(clock),
     );
     turns = moduleRef.get(ToolTurnsService);
@@ -138,6 +143,27 @@ describe('ToolTurnsService (real database)', () => {
     });
     expect(offered).toEqual([undefined]);
     expect(outcome.kind).toBe('completed');
+  });
+
+  it('keeps at most TOOL_TURNS_PENDING_PER_ORG turns of an organization paused: the oldest end (review)', async () => {
+    const of = await tenant();
+    const other = await tenant();
+    const otherTurn = await paused(other);
+    const made: string[] = [];
+    for (let i = 0; i < PENDING_PER_ORG + 2; i++) made.push(await paused(of));
+    // The two oldest ended as expired, their state emptied: a resumption finds no turn.
+    for (const ended of made.slice(0, 2)) {
+      expect(await turnRow(ended)).toMatchObject({ status: 'pending', state: null });
+      await expectAppError(turns.check(of.organizationId, ended, shipped), 'not_found');
+    }
+    for (const kept of made.slice(2)) {
+      const checked = await turns.check(of.organizationId, kept, shipped);
+      expect(checked.answered).toEqual(FIRST_PAUSE);
+    }
+    // Another organization's pauses are its own.
+    expect((await turns.check(other.organizationId, otherTurn, shipped)).answered).toEqual(
+      FIRST_PAUSE,
+    );
   });
 
   it('pauses for client calls until the TTL by the clock, counting its tokens with the pause', async () => {
