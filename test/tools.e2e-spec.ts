@@ -1042,6 +1042,33 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(reply.body.reply.text).toContain('988');
   });
 
+  it('answers concurrent resumptions under a budget 409 but one, before any budget is asked (review)', async () => {
+    // Room for one reply's reservation, not two: reserved before the claim, the losers got 402.
+    const { tenant, created } = await tenantWithLookup({ monthlyTokenBudget: 5_000 });
+    fake.respondWith(called('{"order_id": "A-1"}'), {
+      content: said('It shipped.'),
+      ...answer,
+      delayMs: 1_000,
+    });
+    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where?',
+    });
+    expect(paused.body.status).toBe('requires_action');
+    const resumptions = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        t
+          .http()
+          .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+          .set('Authorization', tenant.auth)
+          .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }] }),
+      ),
+    );
+    const statuses = resumptions.map((response) => response.status).sort();
+    expect(statuses).toEqual([200, 409, 409, 409, 409, 409, 409, 409]);
+  });
+
   for (const stream of [false, true]) {
     it(`passes function tools, pauses on the model's call and gives it the output (${stream ? 'streamed' : 'plain'})`, async () => {
       const before = await tokens();

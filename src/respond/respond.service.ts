@@ -96,8 +96,8 @@ export class RespondService implements OnApplicationBootstrap {
 
   /**
    * A turn paused for client tools, resumed with their outputs (contract §26): prepared as its
-   * message was, from the conversation as it is now, then claimed once; a turn whose resumption
-   * is refused (402, 404, 409) stays pending. `learnTurn` is told the turn's end user and
+   * message was, from the conversation as it is now, once claimed; a turn whose resumption is
+   * refused (402, 404, 409) is pending again. `learnTurn` is told the turn's end user and
    * personality before anything of theirs is read.
    */
   async prepareResumption(
@@ -114,18 +114,20 @@ export class RespondService implements OnApplicationBootstrap {
     );
     // Before anything of the end user is read (the conversation, facts, recall).
     await learnTurn({ userId: state.userId, personalityId });
-    const conversation = await this.prepare(
-      caller,
-      { personality_id: personalityId, user_id: state.userId, message: state.message },
-      state,
-    );
+    // Claimed before the budgets are: of concurrent resumptions the losers get 409 at once,
+    // where each reserved a reply's tokens first and most got 402 (found by review).
+    await this.toolTurns.claim(organizationId, turnId, answered);
     try {
-      await this.toolTurns.claim(organizationId, turnId, answered);
+      const conversation = await this.prepare(
+        caller,
+        { personality_id: personalityId, user_id: state.userId, message: state.message },
+        state,
+      );
+      return { ...conversation, resumedTurnId: turnId };
     } catch (error) {
-      this.release(conversation);
+      await this.toolTurns.release(organizationId, turnId);
       throw error;
     }
-    return { ...conversation, resumedTurnId: turnId };
   }
 
   /**
