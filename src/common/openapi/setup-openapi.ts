@@ -67,7 +67,7 @@ function markPublicOperations(document: OpenAPIObject): void {
 /** Every operation can be rate limited and can fail unexpectedly; say so once, here. */
 function addCommonResponses(document: OpenAPIObject): void {
   const envelope = { $ref: '#/components/schemas/ErrorEnvelopeDto' };
-  for (const pathItem of Object.values(document.paths)) {
+  for (const [path, pathItem] of Object.entries(document.paths)) {
     for (const operation of Object.values(pathItem as Record<string, unknown>)) {
       if (!operation || typeof operation !== 'object' || !('responses' in operation)) continue;
       const responses = (operation as { responses: Record<string, Record<string, unknown>> })
@@ -79,6 +79,13 @@ function addCommonResponses(document: OpenAPIObject): void {
       });
       // Every 429 says when to retry: rate_limited and too_many_streams alike.
       limited.headers = { 'Retry-After': headerRef('Retry-After'), ...(limited.headers ?? {}) };
+      // Any /v1 route: a URL not percent-encoded UTF-8, a body where it takes none (§14).
+      if (path.startsWith('/v1/'))
+        responses['400'] ??= {
+          description:
+            'A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`)',
+          content: { 'application/json': { schema: envelope } },
+        };
       responses['500'] ??= {
         description: 'Unexpected error (`internal_error`)',
         content: { 'application/json': { schema: envelope } },

@@ -3634,6 +3634,19 @@ export interface operations {
                     "application/json": components["schemas"]["ResendVerificationResponseDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -3730,6 +3743,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MeDto"];
+                };
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
@@ -4728,6 +4754,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -5249,6 +5288,19 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookEndpointDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -5337,6 +5389,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
@@ -5541,6 +5606,19 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookPingDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -5661,6 +5739,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookDeliveryDto"];
+                };
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
@@ -6097,6 +6188,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
@@ -6660,6 +6764,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -6909,6 +7026,19 @@ export interface operations {
                     "application/json": components["schemas"]["VocabularyVersionDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
@@ -6959,6 +7089,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["VocabularyVersionDto"];
+                };
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description No published version has this number */
@@ -8728,6 +8871,19 @@ export interface operations {
                     "application/json": components["schemas"]["PersonalityDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -8816,6 +8972,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
@@ -9367,6 +9536,19 @@ export interface operations {
                     "application/json": components["schemas"]["KnowledgeDocumentWithContentDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -9455,6 +9637,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
@@ -10058,6 +10253,19 @@ export interface operations {
                     "application/json": components["schemas"]["SafetySettingsDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -10255,6 +10463,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LimitsDto"];
+                };
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
@@ -11035,6 +11256,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description Rate limited (`rate_limited`); see Retry-After */
             429: {
                 headers: {
@@ -11602,6 +11836,19 @@ export interface operations {
                     "application/json": components["schemas"]["SubscriptionDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -11857,6 +12104,19 @@ export interface operations {
                     "application/json": components["schemas"]["SubscriptionDto"];
                 };
             };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
+                };
+            };
             /** @description No credential, or a bad one (`unauthenticated`) */
             401: {
                 headers: {
@@ -12000,6 +12260,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SubscriptionDto"];
+                };
+            };
+            /** @description A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
             /** @description No credential, or a bad one (`unauthenticated`) */
