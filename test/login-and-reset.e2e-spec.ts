@@ -33,6 +33,7 @@ describe('Login, the 15/24h lockout and password reset', () => {
         SMTP_URL: smtp.url,
         APP_PUBLIC_URL: PUBLIC_URL,
         SSO_PROVIDERS: JSON.stringify([idp.config]),
+        WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
       },
     });
     db = t.app.get<DataSource>(getDataSourceToken());
@@ -376,6 +377,33 @@ describe('Login, the 15/24h lockout and password reset', () => {
       )[0].id as string;
     const alone = await endpointOf(squatter.organizationId);
     const shared = await endpointOf(second.body.id as string);
+    // Made through the API, an endpoint records who made it: the squatter, with their token or
+    // through a key they made, or the colleague.
+    const inSecond = (auth: string) => ({
+      Authorization: auth,
+      'X-Organization-Id': second.body.id as string,
+    });
+    const madeWith = async (auth: string, name: string) => {
+      const made = await t
+        .http()
+        .post('/v1/webhook-endpoints')
+        .set(inSecond(auth))
+        .send({ url: `http://127.0.0.1:9/${name}`, events: ['end_user.created'] });
+      expect(made.status).toBe(201);
+      return made.body.id as string;
+    };
+    const secondKey = await t
+      .http()
+      .post('/v1/api-keys')
+      .set(inSecond(`Bearer ${squatter.accessToken}`))
+      .send({ name: 'second', scopes: ['admin'] });
+    expect(secondKey.status).toBe(201);
+    secrets.push(secondKey.body.key as string);
+    const squatters = [
+      await madeWith(`Bearer ${squatter.accessToken}`, 'token'),
+      await madeWith(`Bearer ${secondKey.body.key as string}`, 'key'),
+    ];
+    const colleagues = await madeWith(`Bearer ${colleague.accessToken}`, 'colleague');
 
     // The mailbox's owner resets the password: neither the identity nor the key lets them in.
     await resetWith(squatter.email, 'the owner of the mailbox');
@@ -393,15 +421,18 @@ describe('Login, the 15/24h lockout and password reset', () => {
       [squatter.organizationId],
     );
     expect(revoked).toEqual([{ reason: 'password_reset' }]);
-    // The endpoint of the organization they were alone in stops; the shared one goes on.
-    const statuses = await db.query(
-      `SELECT id, status FROM webhook_endpoints WHERE id = ANY($1) ORDER BY id = $2 DESC`,
-      [[alone, shared], alone],
-    );
-    expect(statuses).toEqual([
-      { id: alone, status: 'disabled' },
-      { id: shared, status: 'enabled' },
-    ]);
+    // The endpoints of the organization they were alone in stop, and those they made in the
+    // shared one; the colleague's go on, and one made before endpoints named their maker.
+    const statusOf = async (id: string) =>
+      (
+        await db.query<Array<{ status: string }>>(
+          `SELECT status FROM webhook_endpoints WHERE id = $1`,
+          [id],
+        )
+      )[0].status;
+    expect(
+      await Promise.all([alone, ...squatters, colleagues, shared].map((id) => statusOf(id))),
+    ).toEqual(['disabled', 'disabled', 'disabled', 'enabled', 'enabled']);
     const disabledAudit = await db.query(
       `SELECT details FROM audit_events
         WHERE organization_id = $1 AND action = 'webhook_endpoint.updated' AND target_id = $2`,

@@ -9,11 +9,13 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
-INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
+INSERT INTO webhook_endpoints (organization_id, url, events, description, secret,
+                             created_by_user_id, created_by_api_key_id)
 SELECT $1::uuid, $2, $3::text[],
-       $4, $5
+       $4, $5, $6::uuid,
+       $7::uuid
  WHERE (SELECT count(*) FROM webhook_endpoints
-         WHERE organization_id = $6) < $7
+         WHERE organization_id = $8) < $9
 RETURNING id, url, description, events, status, disabled_reason, created_at;
 SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0));
 START TRANSACTION;

@@ -75,7 +75,14 @@ export class WebhookEndpointsService {
         manager,
         caller.organizationId,
         MAX_ENDPOINTS_PER_ORGANIZATION,
-        { url, events: dto.events, description: dto.description ?? null, secret },
+        {
+          url,
+          events: dto.events,
+          description: dto.description ?? null,
+          secret,
+          createdByUserId: caller.kind === 'user' ? caller.userId : null,
+          createdByApiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
+        },
       );
       if (!created) {
         throw new AppError(
@@ -145,12 +152,14 @@ export class WebhookEndpointsService {
 
   /**
    * In the transaction of a password reset that took back an address never verified before:
-   * disables the endpoints of every organization the user is alone in, and ends their pending
-   * attempts, as a PATCH to `disabled` does (audited, actor the user, `reason:
-   * "password_reset"`). Whoever registered the address first made those organizations and could
-   * point them anywhere with a signing secret they kept: the mailbox's owner would have gone on
-   * sending them the organization's events (found by review). An organization with other members
-   * keeps its endpoints: one of them may have made each (an endpoint does not record who did).
+   * disables the endpoints of every organization the user is alone in and those the user made in
+   * any other (with their token, or through a key they made), and ends their pending attempts,
+   * as a PATCH to `disabled` does (audited, actor the user, `reason: "password_reset"`). Whoever
+   * registered the address first could point them anywhere with a signing secret they kept: the
+   * mailbox's owner would have gone on sending them the organization's events (found by review;
+   * an organization the squatter shared with a second account of theirs kept its endpoints until
+   * endpoints recorded who made them). Endpoints made before that was recorded, in an
+   * organization with other members, stay as they are: one of those members may have made each.
    */
   @TakesAccountBack()
   async disableAtReset(
@@ -162,7 +171,7 @@ export class WebhookEndpointsService {
     for (const {
       id,
       organization_id: organizationId,
-    } of await this.webhooks.disableEndpointsOfLoneMember(manager, userId, now)) {
+    } of await this.webhooks.disableEndpointsTakenBack(manager, userId, now)) {
       await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
       const caller: UserCaller = { kind: 'user', userId, organizationId, scopes: ['admin'] };
       await this.audit.record(manager, caller, {

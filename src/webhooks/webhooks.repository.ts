@@ -39,7 +39,7 @@ const DISABLED_ENDPOINT = Columns.rowOf<WebhookEndpoint>()(
 
 export type DisabledEndpointRow = RowOf<typeof DISABLED_ENDPOINT>;
 
-/** An endpoint a password reset disabled (disableEndpointsOfLoneMember). */
+/** An endpoint a password reset disabled (disableEndpointsTakenBack). */
 const ENDPOINT_KEY = Columns.rowOf<WebhookEndpoint>()('id', 'organizationId');
 
 const EVENT_ID = Columns.rowOf<WebhookEvent>()('id');
@@ -207,16 +207,25 @@ export class WebhooksRepository {
     manager: EntityManager,
     organizationId: string,
     limit: number,
-    fields: { url: string; events: string[]; description: string | null; secret: string },
+    fields: {
+      url: string;
+      events: string[];
+      description: string | null;
+      secret: string;
+      createdByUserId: string | null;
+      createdByApiKeyId: string | null;
+    },
   ): Promise<WebhookEndpointRow | undefined> {
     await this.database.count(
       sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || ${organizationId}, 0))`,
       { manager },
     );
     return this.database.row(
-      ENDPOINT_COLUMNS.query`INSERT INTO webhook_endpoints (organization_id, url, events, description, secret)
+      ENDPOINT_COLUMNS.query`INSERT INTO webhook_endpoints (organization_id, url, events, description, secret,
+                                       created_by_user_id, created_by_api_key_id)
           SELECT ${organizationId}::uuid, ${fields.url}, ${fields.events}::text[],
-                 ${fields.description}, ${fields.secret}
+                 ${fields.description}, ${fields.secret}, ${fields.createdByUserId}::uuid,
+                 ${fields.createdByApiKeyId}::uuid
            WHERE (SELECT count(*) FROM webhook_endpoints
                    WHERE organization_id = ${organizationId}) < ${limit}
           RETURNING ${ENDPOINT_COLUMNS}`,
@@ -303,26 +312,34 @@ export class WebhooksRepository {
   }
 
   /**
-   * Disables, as of `at`, the enabled endpoints of every organization whose only member is the
-   * user (the status an organization sets: no service reason, the failure clock stopped); answers
-   * them. Locked in id order first, as disableFailing locks them: two such statements never wait
-   * on each other crosswise.
+   * Disables, as of `at`, the enabled endpoints a takeback ends (the status an organization sets:
+   * no service reason, the failure clock stopped), and answers them: those of every organization
+   * whose only member is the user, and those the user made anywhere, with their access token or
+   * through a key they made, down the line (keys revoked or expired since included: their
+   * endpoints still deliver). Locked in id order first, as disableFailing locks them: two such
+   * statements never wait on each other crosswise.
    */
-  disableEndpointsOfLoneMember(
+  disableEndpointsTakenBack(
     manager: EntityManager,
     userId: string,
     at: Date,
   ): Promise<Array<RowOf<typeof ENDPOINT_KEY>>> {
     return this.database.rows(
-      ENDPOINT_KEY.query`WITH locked AS (
+      ENDPOINT_KEY.query`WITH RECURSIVE made_keys AS (
+             SELECT id FROM api_keys WHERE created_by_user_id = ${userId}
+             UNION
+             SELECT k.id FROM api_keys k JOIN made_keys m ON k.created_by_api_key_id = m.id),
+           locked AS (
              SELECT id FROM webhook_endpoints
               WHERE status = 'enabled'
-                AND organization_id IN (
-                      SELECT m.organization_id FROM memberships m
-                       WHERE m.user_id = ${userId}
-                         AND NOT EXISTS (SELECT FROM memberships o
-                                          WHERE o.organization_id = m.organization_id
-                                            AND o.user_id <> ${userId}))
+                AND (organization_id IN (
+                       SELECT m.organization_id FROM memberships m
+                        WHERE m.user_id = ${userId}
+                          AND NOT EXISTS (SELECT FROM memberships o
+                                           WHERE o.organization_id = m.organization_id
+                                             AND o.user_id <> ${userId}))
+                     OR created_by_user_id = ${userId}
+                     OR created_by_api_key_id IN (SELECT id FROM made_keys))
               ORDER BY id
                 FOR NO KEY UPDATE)
            UPDATE webhook_endpoints

@@ -18,6 +18,17 @@ export type WebhookEndpointDisabledReason = 'failing';
 @Check('webhook_endpoints_status_check', `status IN ('enabled', 'disabled')`)
 @Check('webhook_endpoints_disabled_reason_check', `disabled_reason IN ('failing')`)
 @Index('webhook_endpoints_organization_idx', ['organizationId', 'createdAt', 'id'])
+@Check(
+  'webhook_endpoints_created_by_one',
+  `created_by_user_id IS NULL OR created_by_api_key_id IS NULL`,
+)
+// The endpoints a user made, directly or through their keys: a takeback's (disableAtReset).
+@Index('webhook_endpoints_created_by_user_idx', ['createdByUserId'], {
+  where: 'created_by_user_id IS NOT NULL',
+})
+@Index('webhook_endpoints_created_by_api_key_idx', ['createdByApiKeyId'], {
+  where: 'created_by_api_key_id IS NOT NULL',
+})
 export class WebhookEndpoint {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -59,6 +70,19 @@ export class WebhookEndpoint {
    */
   @Column({ type: 'text' })
   secret: string;
+
+  /** The user whose access token made it (null: made by a key, or before this was recorded). */
+  @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
+  @ForeignKey('users', { onDelete: 'SET NULL', name: 'webhook_endpoints_created_by_user_id_fkey' })
+  createdByUserId: string | null;
+
+  /** The API key that made it (null: made by a user, or before this was recorded). */
+  @Column({ name: 'created_by_api_key_id', type: 'uuid', nullable: true })
+  @ForeignKey('api_keys', {
+    onDelete: 'SET NULL',
+    name: 'webhook_endpoints_created_by_api_key_id_fkey',
+  })
+  createdByApiKeyId: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
