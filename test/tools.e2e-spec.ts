@@ -324,6 +324,24 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       );
     });
 
+    it('gives the model an error for arguments holding a number JSON cannot write (review)', async () => {
+      // Written as JSON, 1e999 is null: a schema forbidding null let it through, as null.
+      const reply = await respond({
+        user_id: uniqueUserId(),
+        message: 't0({"y": 1e999})',
+        tools: [
+          {
+            name: 't0',
+            description: 'Takes anything but null',
+            parameters: { type: 'object', properties: { y: { not: { type: 'null' } } } },
+          },
+        ],
+      });
+      expect(reply.status).toBe(200);
+      expect(reply.body.status).toBe('completed');
+      expect(reply.body.reply.text).toContain("the arguments do not match the tool's schema");
+    });
+
     it("imports back an export of calls whose arguments hold an end user's long keys (review)", async () => {
       // A key longer than an import's (1,024) made the arguments unimportable; keys within it
       // made the schema's complaint, which names them, longer than an import's errors (1,000).

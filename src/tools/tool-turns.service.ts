@@ -5,6 +5,7 @@ import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import {
   holdsKeyLongerThan,
   isStorableJson,
+  nonFiniteNumberAt,
   toStorableText,
 } from '../common/validation/untrusted-json';
 import type { WithEntry } from '../database/sql';
@@ -436,11 +437,14 @@ function notPending(): AppError {
  * PostgreSQL's jsonb as it was, which refused it: a 500 any end user could cause by writing
  * `T({"a":"\\u0000"})` to a personality with tools. So are arguments holding a key longer than
  * an import takes (MAX_KEY_LENGTH): kept, they made the end user's export one that no import
- * takes back (found by review).
+ * takes back (found by review); and a number JSON cannot write (`1e999`, Infinity), which a
+ * schema without a type for it let through and the webhook then got as null (found by review).
  */
 function storableCall(call: EngineToolCall): EngineToolCall {
   const storable =
-    isStorableJson(call.arguments) && !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH);
+    isStorableJson(call.arguments) &&
+    !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH) &&
+    nonFiniteNumberAt(call.arguments) === undefined;
   return {
     id: toStorableText(call.id),
     name: toStorableText(call.name.slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)),
