@@ -4,14 +4,20 @@
 WITH turns_ended AS (
           UPDATE tool_turns SET expires_at = $1, state = NULL
            WHERE id IN (SELECT id FROM tool_turns
-                         WHERE organization_id = $2 AND status = 'pending'
-                           AND id <> $3 AND expires_at > $4
-                         ORDER BY created_at DESC, id DESC OFFSET $5)
-             AND status = 'pending'
+                         WHERE id = ANY (ARRAY(
+                                 SELECT id FROM tool_turns
+                                  WHERE organization_id = $2
+                                    AND status = 'pending' AND expires_at > $3
+                                    AND id <> $4
+                                  ORDER BY expires_at DESC, id DESC
+                                 OFFSET $5))
+                           AND organization_id = $6 AND status = 'pending'
+                         ORDER BY id
+                           FOR UPDATE SKIP LOCKED)
           RETURNING 1)
 INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
-          VALUES ($6, $7, $8, $9,
-                  $10::jsonb, $11)
+          VALUES ($7, $8, $9, $10,
+                  $11::jsonb, $12)
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id;

@@ -51,12 +51,15 @@ export class ToolTurnsRepository {
   /**
    * Saves a paused turn, in one statement with `steps` (the tokens of its model calls so far). A
    * turn paused again after a resumption keeps its id: its row is pending once more. Of the
-   * organization's other pending turns, the `keepPending - 1` newest stay: the older ones end
-   * now, as if expired (their state emptied; a resumption of one is 404), so that what one
-   * organization holds in paused turns is bounded whatever its rate (found by review: half a
-   * megabyte a turn, for ten minutes each). Only those are locked, not the ones kept (a lock
-   * writes its row); one claimed meanwhile is resumed, not ended (`status` read again under the
-   * lock). Expired turns are deleted by ToolTurnsRetentionWorker.
+   * organization's other pending turns, the `keepPending - 1` paused last (by expiry, which each
+   * pause sets) stay: the others end now, as if expired (their state emptied; a resumption of
+   * one is 404), so that what one organization holds in paused turns is bounded whatever its
+   * rate (found by review: half a megabyte a turn, for ten minutes each). Only those are locked,
+   * not the ones kept (a lock writes its row), and one locked elsewhere (being claimed, or
+   * erased) is skipped, not waited for: the bound holds again at the next pause. The ids to end
+   * are an array, looked up by key: as a subquery, a plan without statistics read every pending
+   * turn of every organization to join them. Expired turns are deleted by
+   * ToolTurnsRetentionWorker.
    */
   async save(
     turn: NewToolTurn,
@@ -67,10 +70,16 @@ export class ToolTurnsRepository {
     const ended = sql`turns_ended AS (
           UPDATE tool_turns SET expires_at = ${now}, state = NULL
            WHERE id IN (SELECT id FROM tool_turns
-                         WHERE organization_id = ${turn.organizationId} AND status = 'pending'
-                           AND id <> ${turn.id} AND expires_at > ${now}
-                         ORDER BY created_at DESC, id DESC OFFSET ${keepPending - 1})
-             AND status = 'pending'
+                         WHERE id = ANY (ARRAY(
+                                 SELECT id FROM tool_turns
+                                  WHERE organization_id = ${turn.organizationId}
+                                    AND status = 'pending' AND expires_at > ${now}
+                                    AND id <> ${turn.id}
+                                  ORDER BY expires_at DESC, id DESC
+                                 OFFSET ${keepPending - 1}))
+                           AND organization_id = ${turn.organizationId} AND status = 'pending'
+                         ORDER BY id
+                           FOR UPDATE SKIP LOCKED)
           RETURNING 1)`;
     const insert = sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},

@@ -150,7 +150,12 @@ describe('ToolTurnsService (real database)', () => {
     const other = await tenant();
     const otherTurn = await paused(other);
     const made: string[] = [];
-    for (let i = 0; i < PENDING_PER_ORG + 2; i++) made.push(await paused(of));
+    const started = clock.now();
+    for (let i = 0; i < PENDING_PER_ORG + 2; i++) {
+      made.push(await paused(of));
+      // Each pause a millisecond after the one before: they are told apart by their expiry.
+      clock.advance(1);
+    }
     // The two oldest ended as expired, their state emptied: a resumption finds no turn.
     for (const ended of made.slice(0, 2)) {
       expect(await turnRow(ended)).toMatchObject({ status: 'pending', state: null });
@@ -164,6 +169,7 @@ describe('ToolTurnsService (real database)', () => {
     expect((await turns.check(other.organizationId, otherTurn, shipped)).answered).toEqual(
       FIRST_PAUSE,
     );
+    clock.set(started);
   });
 
   it('pauses for client calls until the TTL by the clock, counting its tokens with the pause', async () => {

@@ -13,8 +13,8 @@ export type ToolTurnStatus = 'pending' | 'resumed' | 'completed';
 @Index('tool_turns_expires_idx', ['expiresAt'])
 @Index('tool_turns_end_user_idx', ['endUserId'])
 @Index('tool_turns_personality_idx', ['personalityId'])
-// An organization's pending turns, oldest first: a new pause ends those past its cap.
-@Index('tool_turns_pending_idx', ['organizationId', 'createdAt', 'id'], {
+// An organization's pending turns by their last pause: a new pause ends those past its cap.
+@Index('tool_turns_pending_idx', ['organizationId', 'expiresAt', 'id'], {
   where: `status = 'pending'`,
 })
 export class ToolTurn {
