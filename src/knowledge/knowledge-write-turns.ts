@@ -12,7 +12,7 @@ export const KNOWLEDGE_HEAVY_WRITE_BYTES = 64 * 1024;
 export const KNOWLEDGE_HEAVY_WRITES_AT_ONCE = 1;
 
 /** How long a heavy write may wait for its slot before it is refused (429). */
-export const KNOWLEDGE_HEAVY_WRITE_WAIT_MS = 15_000;
+export const KNOWLEDGE_HEAVY_WRITE_WAIT_MS = 30_000;
 
 /** Heavy writes waiting on an instance; each organization has at most one (its turn's). */
 const HEAVY_WRITES_WAITING = 64;
@@ -56,7 +56,7 @@ export class KnowledgeWriteTurns {
   private readonly byOrganization = new Map<string, Turns>();
   private readonly heavy = new Slots(KNOWLEDGE_HEAVY_WRITES_AT_ONCE, HEAVY_WRITES_WAITING);
 
-  /** `write` in the organization's turn; `bytes`: the content it writes, if any. */
+  /** `write` in the organization's turn; `bytes`: the content it writes or deletes, if any. */
   async inTurn<T>(organizationId: string, write: () => Promise<T>, bytes = 0): Promise<T> {
     const turns = this.byOrganization.get(organizationId) ?? {
       inFlight: 0,

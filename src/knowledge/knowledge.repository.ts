@@ -132,6 +132,8 @@ const PERSONALITIES_FOUND = Columns.computed<{ n: number }>({ n: sql`count(*)::i
 
 const DOCUMENT_ID = Columns.rowOf<KnowledgeDocument>()('id');
 
+const DOCUMENT_BYTES = Columns.rowOf<KnowledgeDocument>()('bytes');
+
 const REFILL = Columns.rowOf<KnowledgeTermRefill>()('organizationId', 'lexeme');
 const QUEUED_ORGANIZATION = Columns.rowOf<KnowledgeTermRefill>()('organizationId');
 /** Below every organization's id: the refill's rotation starts from it. */
@@ -570,6 +572,18 @@ export class KnowledgeRepository {
       insertChunks({ id, organizationId, searchConfig, chunks }, sql`true`),
       { manager },
     );
+  }
+
+  /**
+   * The bytes the document holds now (0 for none): what its deletion, or a PATCH of its content,
+   * takes away with its chunks' postings.
+   */
+  async bytesHeld(organizationId: string, id: string): Promise<number> {
+    const row = await this.database.row(
+      DOCUMENT_BYTES.query`SELECT ${DOCUMENT_BYTES} FROM knowledge_documents
+           WHERE id = ${id} AND organization_id = ${organizationId}`,
+    );
+    return row?.bytes ?? 0;
   }
 
   find(

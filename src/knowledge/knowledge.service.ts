@@ -174,6 +174,11 @@ export class KnowledgeService implements ReplyParticipant {
     dto: UpdateKnowledgeDto,
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
+    // New content deletes the old one's chunks and postings too: a large write either way.
+    const weight =
+      text === undefined
+        ? 0
+        : Math.max(text.bytes, await this.repository.bytesHeld(organizationId, id));
     // In turn even without content: the document's row waits for a content write of it.
     const row = await this.writes.inTurn(
       organizationId,
@@ -202,7 +207,7 @@ export class KnowledgeService implements ReplyParticipant {
           }
           return this.repository.find(organizationId, id, manager);
         }),
-      text?.bytes,
+      weight,
     );
     if (!row) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);
@@ -210,8 +215,12 @@ export class KnowledgeService implements ReplyParticipant {
   }
 
   async remove(organizationId: string, id: string): Promise<void> {
-    const removed = await this.writes.inTurn(organizationId, () =>
-      this.repository.remove(organizationId, id),
+    // A large document's chunks and postings go in one statement: a large write.
+    const held = await this.repository.bytesHeld(organizationId, id);
+    const removed = await this.writes.inTurn(
+      organizationId,
+      () => this.repository.remove(organizationId, id),
+      held,
     );
     if (!removed) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);

@@ -5,6 +5,7 @@ import { ChunkEmbeddingsCarryDocument1795920900000 } from '../../src/database/mi
 import { sql } from '../../src/database/sql';
 import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
+import { KnowledgeWriteTurns } from '../../src/knowledge/knowledge-write-turns';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { moduleAlone } from '../support/module-alone';
@@ -170,6 +171,23 @@ describe('KnowledgeService (real database)', () => {
              AND k.n > i.indnkeyatts`,
     );
     expect(included).toEqual(['model', 'sketch', 'document_id']);
+  });
+
+  it('weighs a deletion and a PATCH of content by what they take away too (review)', async () => {
+    // A large document's chunks and postings go in the write's statement: a large write, in
+    // the instance's slot for large writes, whatever the new content weighs.
+    const organizationId = await factory.organization();
+    const content = 'Parcels can be returned within thirty days. '.repeat(40);
+    const created = await knowledge.create(organizationId, { title: 'Returns', content });
+    const weighed = jest.spyOn(moduleRef.get(KnowledgeWriteTurns), 'inTurn');
+    try {
+      await knowledge.update(organizationId, created.id, { content: 'Thirty days.' });
+      await knowledge.update(organizationId, created.id, { title: 'Returns policy' });
+      await knowledge.remove(organizationId, created.id);
+      expect(weighed.mock.calls.map((call) => call[2])).toEqual([created.bytes, 0, 12]);
+    } finally {
+      weighed.mockRestore();
+    }
   });
 
   it('404 for a personality of another organization, and nothing stored', async () => {
