@@ -1060,6 +1060,41 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expect(reply.body.reply.text).toContain('988');
   });
 
+  it('counts the outputs of a resumption refused 402 and sent again once (review)', async () => {
+    const { tenant, created } = await tenantWithLookup({ monthlyTokenBudget: 5_000 });
+    const setBudget = (tokens: number) =>
+      t
+        .http()
+        .patch(`/v1/organizations/${tenant.organizationId}/limits`)
+        .set('Authorization', `Bearer ${tenant.accessToken}`)
+        .send({ monthly_token_budget: tokens })
+        .expect(200);
+    const countedOk = async () =>
+      valueOf(parseExposition(await t.metrics()), 'tool_calls_total', {
+        execution: 'client',
+        outcome: 'ok',
+      });
+    fake.respondWith(called('{"order_id": "A-1"}'), { content: said('It shipped.'), ...answer });
+    const paused = await t.http().post('/v1/respond').set('Authorization', tenant.auth).send({
+      personality_id: created.body.id,
+      user_id: uniqueUserId(),
+      message: 'where?',
+    });
+    expect(paused.body.status).toBe('requires_action');
+    const before = await countedOk();
+    const resume = () =>
+      t
+        .http()
+        .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+        .set('Authorization', tenant.auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }] });
+    await setBudget(15);
+    expectError(await resume(), 402, 'budget_exceeded');
+    await setBudget(5_000);
+    expect((await resume()).status).toBe(200);
+    expect((await countedOk()) - before).toBe(1);
+  });
+
   it('answers concurrent resumptions under a budget 409 but one, before any budget is asked (review)', async () => {
     // Room for one reply's reservation, not two: reserved before the claim, the losers got 402.
     const { tenant, created } = await tenantWithLookup({ monthlyTokenBudget: 5_000 });

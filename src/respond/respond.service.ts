@@ -123,6 +123,7 @@ export class RespondService implements OnApplicationBootstrap {
         { personality_id: personalityId, user_id: state.userId, message: state.message },
         state,
       );
+      this.toolTurns.countOutputs(answered);
       return { ...conversation, resumedTurnId: turnId };
     } catch (error) {
       await this.toolTurns.release(organizationId, turnId);

@@ -312,6 +312,13 @@ export class ToolTurnsService {
     if (!(await this.repository.claim(organizationId, turnId, this.clock.now(), answered))) {
       throw notPending();
     }
+  }
+
+  /**
+   * Counts the client's outputs of a claimed resumption once it goes ahead: a claim given back
+   * at once (402 of a budget) and sent again would otherwise count them twice.
+   */
+  countOutputs(answered: PausedAt): void {
     for (let i = 0; i < answered.pending.length; i += 1) this.metrics.count('client', 'ok', null);
   }
 
