@@ -203,6 +203,22 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .send(body);
     }
 
+    /** The end user's PMF v1 export, parsed. */
+    async function exportOf(userId: string) {
+      const exported = await t
+        .http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', owner.auth);
+      expect(exported.status).toBe(200);
+      return JSON.parse(
+        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
+      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls?: unknown }> };
+    }
+
+    function importOf(document: object) {
+      return t.http().post('/v1/end-users/import').set('Authorization', owner.auth).send(document);
+    }
+
     async function memoriesOf(userId: string) {
       const response = await t
         .http()
@@ -363,13 +379,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         expect(reply.status).toBe(200);
         expect(reply.body.status).toBe('completed');
       }
-      const exported = await t
-        .http()
-        .get(`/v1/end-users/${userId}/export`)
-        .set('Authorization', owner.auth);
-      const document = JSON.parse(
-        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
-      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls: unknown }> };
+      const document = await exportOf(userId);
       const calls = document.memories.flatMap((memory) => memory.tool_calls ?? []) as Array<{
         arguments: unknown;
         error: string;
@@ -379,12 +389,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       expect(typeof calls[0].arguments).toBe('string');
       expect(calls[1].error).toHaveLength(1_000);
       document.end_user.user_id = uniqueUserId();
-      const imported = await t
-        .http()
-        .post('/v1/end-users/import')
-        .set('Authorization', owner.auth)
-        .send(document);
-      expect(imported.status).toBe(201);
+      expect((await importOf(document)).status).toBe(201);
     });
 
     it('exports the tool calls in PMF v1 and imports them back', async () => {
@@ -392,14 +397,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const paused = await respond({ user_id: userId, message: trigger });
       const callId = paused.body.tool_calls[0].id as string;
       await resume(paused.body.turn_id, { outputs: [{ tool_call_id: callId, output: shipped }] });
-      const exported = await t
-        .http()
-        .get(`/v1/end-users/${userId}/export`)
-        .set('Authorization', owner.auth);
-      expect(exported.status).toBe(200);
-      const document = JSON.parse(
-        Buffer.isBuffer(exported.body) ? exported.body.toString() : exported.text,
-      ) as { end_user: { user_id: string }; memories: Array<{ tool_calls?: unknown }> };
+      const document = await exportOf(userId);
       const called = [
         expect.objectContaining({ id: callId, name: 'lookup_order', output: shipped }),
       ];
@@ -407,23 +405,14 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
 
       const copy = uniqueUserId();
       document.end_user.user_id = copy;
-      const imported = await t
-        .http()
-        .post('/v1/end-users/import')
-        .set('Authorization', owner.auth)
-        .send(document);
-      expect(imported.status).toBe(201);
+      expect((await importOf(document)).status).toBe(201);
       expect((await memoriesOf(copy)).map((memory) => memory.tool_calls)).toEqual([called, null]);
 
       // An output past the API's bound (16 KiB serialised) is refused, as the API refuses it.
       const reply = document.memories[1] as { tool_calls: Array<{ output: unknown }> };
       reply.tool_calls[0].output = 'x'.repeat(20_000);
       document.end_user.user_id = uniqueUserId();
-      const oversized = await t
-        .http()
-        .post('/v1/end-users/import')
-        .set('Authorization', owner.auth)
-        .send(document);
+      const oversized = await importOf(document);
       expectError(oversized, 400, 'validation_failed');
       expect(oversized.body.error.details).toEqual([
         {
