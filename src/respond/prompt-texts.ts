@@ -6,13 +6,14 @@ import { systemMessage, toolOutputMessage } from './engine/system-message';
 /**
  * What the engine is sent besides the reply format's fixed schema: the reply's cost is estimated
  * from it (one token per byte, SpendService#estimate). The system message is counted as the
- * engine writes it, with the vocabulary's `emotions` (named again in the reply format), the crisis guidance included whether or not it will be: the personality's name,
- * traits and voice (2,350 characters anyone with read_write may set, left out until a review
- * overshot a budget by five replies with them), and the facts, memories and passages escaped in
- * their data blocks (a control character is six bytes there). A turn with tools sends their
- * definitions on each call, and a resumed one the calls of its rounds so far and each output as
- * the tool message the engine writes (under its preamble, in its data block): the output's JSON
- * alone left out about 330 bytes a call and the escaping (found by review).
+ * engine writes it, with the vocabulary's `emotions` (named again in the reply format) and the
+ * crisis guidance whether or not it will be sent: the personality's name, traits and voice
+ * (2,350 characters anyone with read_write may set, left out until a review overshot a budget
+ * by five replies with them), and the facts, memories and passages escaped in their data blocks
+ * (a control character is six bytes there). A turn with tools sends their definitions on each
+ * call, and a resumed one the calls of its rounds so far and each output as the tool message
+ * the engine writes (under its preamble, in its data block): the output's JSON alone left out
+ * about 330 bytes a call and the escaping (found by review).
  */
 export function promptTextsOf(
   personality: PersonalityForReply,
