@@ -1504,7 +1504,7 @@ describe('Knowledge uploads on the built service (node dist/main.js)', () => {
       .http()
       .get(`/v1/knowledge/${page.body.id as string}`)
       .set('Authorization', tenant.auth);
-    expect(read.body.content).toBe('HOURS\n\nWe open at nine.');
+    expect(read.body.content).toBe('Hours\n\nWe open at nine.');
     const deep = await upload('Deep', '<div>'.repeat(10_000) + 'x' + '</div>'.repeat(10_000));
     expectError(deep, 400, 'validation_failed');
     expect(deep.body.error.details).toEqual([
