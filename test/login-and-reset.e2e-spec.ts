@@ -404,6 +404,14 @@ describe('Login, the 15/24h lockout and password reset', () => {
       await madeWith(`Bearer ${secondKey.body.key as string}`, 'key'),
     ];
     const colleagues = await madeWith(`Bearer ${colleague.accessToken}`, 'colleague');
+    // One of the colleague's the squatter points at themselves: theirs now.
+    const repointed = await madeWith(`Bearer ${colleague.accessToken}`, 'repointed');
+    const patched = await t
+      .http()
+      .patch(`/v1/webhook-endpoints/${repointed}`)
+      .set(inSecond(`Bearer ${squatter.accessToken}`))
+      .send({ url: 'http://127.0.0.1:9/squatter-again' });
+    expect(patched.status).toBe(200);
 
     // The mailbox's owner resets the password: neither the identity nor the key lets them in.
     await resetWith(squatter.email, 'the owner of the mailbox');
@@ -421,8 +429,8 @@ describe('Login, the 15/24h lockout and password reset', () => {
       [squatter.organizationId],
     );
     expect(revoked).toEqual([{ reason: 'password_reset' }]);
-    // The endpoints of the organization they were alone in stop, and those they made in the
-    // shared one; the colleague's go on, and one made before endpoints named their maker.
+    // The endpoints of the organization they were alone in stop, and those they made or pointed
+    // in the shared one; the colleague's go on, and one made before endpoints named their maker.
     const statusOf = async (id: string) =>
       (
         await db.query<Array<{ status: string }>>(
@@ -431,8 +439,10 @@ describe('Login, the 15/24h lockout and password reset', () => {
         )
       )[0].status;
     expect(
-      await Promise.all([alone, ...squatters, colleagues, shared].map((id) => statusOf(id))),
-    ).toEqual(['disabled', 'disabled', 'disabled', 'enabled', 'enabled']);
+      await Promise.all(
+        [alone, ...squatters, repointed, colleagues, shared].map((id) => statusOf(id)),
+      ),
+    ).toEqual(['disabled', 'disabled', 'disabled', 'disabled', 'enabled', 'enabled']);
     const disabledAudit = await db.query(
       `SELECT details FROM audit_events
         WHERE organization_id = $1 AND action = 'webhook_endpoint.updated' AND target_id = $2`,

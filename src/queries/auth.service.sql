@@ -117,23 +117,31 @@ RETURNING email;
 WITH RECURSIVE made_keys AS (
   SELECT id FROM api_keys WHERE created_by_user_id = $1
   UNION
-  SELECT k.id FROM api_keys k JOIN made_keys m ON k.created_by_api_key_id = m.id),
+  SELECT k.id FROM made_keys m
+   CROSS JOIN LATERAL (SELECT id FROM api_keys
+                        WHERE created_by_api_key_id = m.id OFFSET 0) k),
+taken AS (
+  SELECT e.id FROM memberships m
+   CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
+                        WHERE organization_id = m.organization_id) e
+   WHERE m.user_id = $2
+     AND NOT EXISTS (SELECT FROM memberships o
+                      WHERE o.organization_id = m.organization_id
+                        AND o.user_id <> $3)
+  UNION
+  SELECT id FROM webhook_endpoints WHERE created_by_user_id = $4
+  UNION
+  SELECT e.id FROM made_keys k
+   CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
+                        WHERE created_by_api_key_id = k.id OFFSET 0) e),
 locked AS (
   SELECT id FROM webhook_endpoints
-   WHERE status = 'enabled'
-     AND (organization_id IN (
-            SELECT m.organization_id FROM memberships m
-             WHERE m.user_id = $2
-               AND NOT EXISTS (SELECT FROM memberships o
-                                WHERE o.organization_id = m.organization_id
-                                  AND o.user_id <> $3))
-          OR created_by_user_id = $4
-          OR created_by_api_key_id IN (SELECT id FROM made_keys))
+   WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status = 'enabled'
    ORDER BY id
      FOR NO KEY UPDATE)
 UPDATE webhook_endpoints
    SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = $5
- WHERE id IN (SELECT id FROM locked) AND status = 'enabled'
+ WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND status = 'enabled'
 RETURNING id, organization_id;
 
 -- resend of the verification mail

@@ -101,6 +101,8 @@ SELECT $1, c.ordinality - 1, $2, $3, c.text,
    FROM knowledge_chunks k WHERE k.document_id = $6);
 SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = $1
 ORDER BY id FOR UPDATE) locked;
+SELECT bytes FROM knowledge_documents
+WHERE id = $1 AND organization_id = $2;
 SELECT coalesce(sum(d.bytes) FILTER (WHERE d.replaced IS NOT TRUE), 0) AS "bytes", (count(*) FILTER (WHERE d.replaced IS NOT TRUE))::int AS "documents", coalesce(bool_or(d.replaced), false) AS "replaced"
 FROM (SELECT bytes, id = $1::uuid AS replaced FROM knowledge_documents
        WHERE organization_id = $2) d;
@@ -172,5 +174,7 @@ SELECT (SELECT bytes FROM counted) AS "bytes";
 -- delete
 COMMIT;
 DELETE FROM knowledge_documents WHERE organization_id = $1 AND id = $2;
+SELECT bytes FROM knowledge_documents
+WHERE id = $1 AND organization_id = $2;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;

@@ -39,22 +39,27 @@ SELECT $1::uuid, $2::text, $3::text,
        $10::timestamptz;
 START TRANSACTION;
 UPDATE webhook_endpoints
-  SET url = CASE WHEN $1::boolean
-                 THEN $2::text ELSE url END,
-      events = CASE WHEN $3::boolean
-                    THEN $4::text[] ELSE events END,
-      description = CASE WHEN $5::boolean
-                         THEN $6::text ELSE description END,
-      status = CASE WHEN $7::boolean
-                    THEN $8::text ELSE status END,
+  SET url = CASE WHEN $1::boolean THEN $2::text ELSE url END,
+      -- Who sends its events where they go now: a takeback ends what its user pointed.
+      created_by_user_id = CASE WHEN $3::boolean
+                                THEN $4::uuid ELSE created_by_user_id END,
+      created_by_api_key_id = CASE WHEN $5::boolean
+                                   THEN $6::uuid
+                                   ELSE created_by_api_key_id END,
+      events = CASE WHEN $7::boolean
+                    THEN $8::text[] ELSE events END,
+      description = CASE WHEN $9::boolean
+                         THEN $10::text ELSE description END,
+      status = CASE WHEN $11::boolean
+                    THEN $12::text ELSE status END,
       -- The organization set the status: the service's reason is gone. A new status or
       -- URL starts the failure clock over.
-      disabled_reason = CASE WHEN $9::boolean
+      disabled_reason = CASE WHEN $13::boolean
                              THEN NULL ELSE disabled_reason END,
-      failing_since = CASE WHEN $10::boolean
+      failing_since = CASE WHEN $14::boolean
                            THEN NULL ELSE failing_since END,
-      updated_at = $11
-WHERE organization_id = $12 AND id = $13
+      updated_at = $15
+WHERE organization_id = $16 AND id = $17
 RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- disable (its pending attempts cancelled)
@@ -72,22 +77,27 @@ UPDATE webhook_delivery_attempts
 WHERE organization_id = $1 AND endpoint_id = $2
   AND status = 'pending' AND (locked_until IS NULL OR locked_until <= $3);
 UPDATE webhook_endpoints
-  SET url = CASE WHEN $1::boolean
-                 THEN $2::text ELSE url END,
-      events = CASE WHEN $3::boolean
-                    THEN $4::text[] ELSE events END,
-      description = CASE WHEN $5::boolean
-                         THEN $6::text ELSE description END,
-      status = CASE WHEN $7::boolean
-                    THEN $8::text ELSE status END,
+  SET url = CASE WHEN $1::boolean THEN $2::text ELSE url END,
+      -- Who sends its events where they go now: a takeback ends what its user pointed.
+      created_by_user_id = CASE WHEN $3::boolean
+                                THEN $4::uuid ELSE created_by_user_id END,
+      created_by_api_key_id = CASE WHEN $5::boolean
+                                   THEN $6::uuid
+                                   ELSE created_by_api_key_id END,
+      events = CASE WHEN $7::boolean
+                    THEN $8::text[] ELSE events END,
+      description = CASE WHEN $9::boolean
+                         THEN $10::text ELSE description END,
+      status = CASE WHEN $11::boolean
+                    THEN $12::text ELSE status END,
       -- The organization set the status: the service's reason is gone. A new status or
       -- URL starts the failure clock over.
-      disabled_reason = CASE WHEN $9::boolean
+      disabled_reason = CASE WHEN $13::boolean
                              THEN NULL ELSE disabled_reason END,
-      failing_since = CASE WHEN $10::boolean
+      failing_since = CASE WHEN $14::boolean
                            THEN NULL ELSE failing_since END,
-      updated_at = $11
-WHERE organization_id = $12 AND id = $13
+      updated_at = $15
+WHERE organization_id = $16 AND id = $17
 RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- enable
@@ -101,22 +111,27 @@ SELECT $1::uuid, $2::text, $3::text,
        $10::timestamptz;
 START TRANSACTION;
 UPDATE webhook_endpoints
-  SET url = CASE WHEN $1::boolean
-                 THEN $2::text ELSE url END,
-      events = CASE WHEN $3::boolean
-                    THEN $4::text[] ELSE events END,
-      description = CASE WHEN $5::boolean
-                         THEN $6::text ELSE description END,
-      status = CASE WHEN $7::boolean
-                    THEN $8::text ELSE status END,
+  SET url = CASE WHEN $1::boolean THEN $2::text ELSE url END,
+      -- Who sends its events where they go now: a takeback ends what its user pointed.
+      created_by_user_id = CASE WHEN $3::boolean
+                                THEN $4::uuid ELSE created_by_user_id END,
+      created_by_api_key_id = CASE WHEN $5::boolean
+                                   THEN $6::uuid
+                                   ELSE created_by_api_key_id END,
+      events = CASE WHEN $7::boolean
+                    THEN $8::text[] ELSE events END,
+      description = CASE WHEN $9::boolean
+                         THEN $10::text ELSE description END,
+      status = CASE WHEN $11::boolean
+                    THEN $12::text ELSE status END,
       -- The organization set the status: the service's reason is gone. A new status or
       -- URL starts the failure clock over.
-      disabled_reason = CASE WHEN $9::boolean
+      disabled_reason = CASE WHEN $13::boolean
                              THEN NULL ELSE disabled_reason END,
-      failing_since = CASE WHEN $10::boolean
+      failing_since = CASE WHEN $14::boolean
                            THEN NULL ELSE failing_since END,
-      updated_at = $11
-WHERE organization_id = $12 AND id = $13
+      updated_at = $15
+WHERE organization_id = $16 AND id = $17
 RETURNING id, url, description, events, status, disabled_reason, created_at;
 
 -- delete

@@ -25,7 +25,7 @@ import { assertPublicHost, UnsafeAddressError } from './ssrf-guard';
 import { publicEventId } from './webhook-event-types';
 import { generateWebhookSecret } from './webhook-signer';
 import { auditedUrl, normalizedUrl, portProblem } from './webhook-url';
-import { WebhooksRepository } from './webhooks.repository';
+import { type EndpointMaker, WebhooksRepository } from './webhooks.repository';
 
 /**
  * Endpoints an organization may have, disabled ones included: every event is attempted once per
@@ -80,8 +80,7 @@ export class WebhookEndpointsService {
           events: dto.events,
           description: dto.description ?? null,
           secret,
-          createdByUserId: caller.kind === 'user' ? caller.userId : null,
-          createdByApiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
+          ...makerOf(caller),
         },
       );
       if (!created) {
@@ -126,7 +125,14 @@ export class WebhookEndpointsService {
       dto.url === undefined ? dto : { ...dto, url: await this.acceptableUrl(dto.url) };
     const row = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
-      const updated = await this.webhooks.updateEndpoint(manager, organizationId, id, changes, now);
+      const updated = await this.webhooks.updateEndpoint(
+        manager,
+        organizationId,
+        id,
+        changes,
+        makerOf(caller),
+        now,
+      );
       if (!updated) return undefined;
       if (updated.status === 'disabled') {
         await this.webhooks.cancelPendingAttempts(manager, organizationId, id, now);
@@ -323,4 +329,15 @@ export class WebhookEndpointsService {
     }
     return url.href;
   }
+}
+
+/**
+ * Who makes an endpoint send where it does, recorded at its creation and at each change of its
+ * URL: a takeback disables what its user pointed (disableAtReset).
+ */
+function makerOf(caller: CallerContext): EndpointMaker {
+  return {
+    createdByUserId: caller.kind === 'user' ? caller.userId : null,
+    createdByApiKeyId: caller.kind === 'api_key' ? caller.apiKeyId : null,
+  };
 }

@@ -185,6 +185,12 @@ export interface EndpointChanges {
   status?: WebhookEndpointStatus;
 }
 
+/** Who points an endpoint where it sends: the user whose token did, or the key that did. */
+export interface EndpointMaker {
+  createdByUserId: string | null;
+  createdByApiKeyId: string | null;
+}
+
 /** Attempt numbers a redelivery tries before answering 409 (insertRedelivery). */
 const REDELIVERY_TRIES = 8;
 
@@ -207,13 +213,11 @@ export class WebhooksRepository {
     manager: EntityManager,
     organizationId: string,
     limit: number,
-    fields: {
+    fields: EndpointMaker & {
       url: string;
       events: string[];
       description: string | null;
       secret: string;
-      createdByUserId: string | null;
-      createdByApiKeyId: string | null;
     },
   ): Promise<WebhookEndpointRow | undefined> {
     await this.database.count(
@@ -269,12 +273,19 @@ export class WebhooksRepository {
     organizationId: string,
     id: string,
     changes: EndpointChanges,
+    by: EndpointMaker,
     at: Date,
   ): Promise<WebhookEndpointRow | undefined> {
+    const repointed = changes.url !== undefined;
     return this.database.row(
       ENDPOINT_COLUMNS.query`UPDATE webhook_endpoints
-             SET url = CASE WHEN ${changes.url !== undefined}::boolean
-                            THEN ${changes.url ?? null}::text ELSE url END,
+             SET url = CASE WHEN ${repointed}::boolean THEN ${changes.url ?? null}::text ELSE url END,
+                 -- Who sends its events where they go now: a takeback ends what its user pointed.
+                 created_by_user_id = CASE WHEN ${repointed}::boolean
+                                           THEN ${by.createdByUserId}::uuid ELSE created_by_user_id END,
+                 created_by_api_key_id = CASE WHEN ${repointed}::boolean
+                                              THEN ${by.createdByApiKeyId}::uuid
+                                              ELSE created_by_api_key_id END,
                  events = CASE WHEN ${changes.events !== undefined}::boolean
                                THEN ${changes.events ?? null}::text[] ELSE events END,
                  description = CASE WHEN ${changes.description !== undefined}::boolean
@@ -316,8 +327,10 @@ export class WebhooksRepository {
    * no service reason, the failure clock stopped), and answers them: those of every organization
    * whose only member is the user, and those the user made anywhere, with their access token or
    * through a key they made, down the line (keys revoked or expired since included: their
-   * endpoints still deliver). Locked in id order first, as disableFailing locks them: two such
-   * statements never wait on each other crosswise.
+   * endpoints still deliver). Each of the three is read by an index (the user's memberships,
+   * the endpoints' creators, the keys' creators; LATERAL and OFFSET 0, so that a plan without
+   * statistics cannot hash-join whole tables), then locked in id order, as disableFailing locks them: two
+   * such statements never wait on each other crosswise.
    */
   disableEndpointsTakenBack(
     manager: EntityManager,
@@ -328,23 +341,31 @@ export class WebhooksRepository {
       ENDPOINT_KEY.query`WITH RECURSIVE made_keys AS (
              SELECT id FROM api_keys WHERE created_by_user_id = ${userId}
              UNION
-             SELECT k.id FROM api_keys k JOIN made_keys m ON k.created_by_api_key_id = m.id),
+             SELECT k.id FROM made_keys m
+              CROSS JOIN LATERAL (SELECT id FROM api_keys
+                                   WHERE created_by_api_key_id = m.id OFFSET 0) k),
+           taken AS (
+             SELECT e.id FROM memberships m
+              CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
+                                   WHERE organization_id = m.organization_id) e
+              WHERE m.user_id = ${userId}
+                AND NOT EXISTS (SELECT FROM memberships o
+                                 WHERE o.organization_id = m.organization_id
+                                   AND o.user_id <> ${userId})
+             UNION
+             SELECT id FROM webhook_endpoints WHERE created_by_user_id = ${userId}
+             UNION
+             SELECT e.id FROM made_keys k
+              CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
+                                   WHERE created_by_api_key_id = k.id OFFSET 0) e),
            locked AS (
              SELECT id FROM webhook_endpoints
-              WHERE status = 'enabled'
-                AND (organization_id IN (
-                       SELECT m.organization_id FROM memberships m
-                        WHERE m.user_id = ${userId}
-                          AND NOT EXISTS (SELECT FROM memberships o
-                                           WHERE o.organization_id = m.organization_id
-                                             AND o.user_id <> ${userId}))
-                     OR created_by_user_id = ${userId}
-                     OR created_by_api_key_id IN (SELECT id FROM made_keys))
+              WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status = 'enabled'
               ORDER BY id
                 FOR NO KEY UPDATE)
            UPDATE webhook_endpoints
               SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = ${at}
-            WHERE id IN (SELECT id FROM locked) AND status = 'enabled'
+            WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND status = 'enabled'
            RETURNING ${ENDPOINT_KEY}`,
       { manager },
     );

@@ -70,7 +70,9 @@ describe('Webhooks services (real database)', () => {
   async function admin(): Promise<UserCaller> {
     const organizationId = await factory.organization();
     organizations.push(organizationId);
-    return { kind: 'user', organizationId, userId: randomUUID(), scopes: ['admin'] };
+    // A user of the database: an endpoint records who made it.
+    const userId = await factory.member(organizationId, 'admin');
+    return { kind: 'user', organizationId, userId, scopes: ['admin'] };
   }
 
   /** The body as the controller receives it: validated and transformed by the global pipe. */

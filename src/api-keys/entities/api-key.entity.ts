@@ -18,6 +18,10 @@ import type { Scope } from '../../common/auth/caller';
 @Index('api_keys_created_by_api_key_idx', ['createdByApiKeyId'], {
   where: 'created_by_api_key_id IS NOT NULL',
 })
+// The keys a user made, in any organization: where a takeback walks down their lines.
+@Index('api_keys_created_by_user_idx', ['createdByUserId'], {
+  where: 'created_by_user_id IS NOT NULL',
+})
 @Check(
   'api_keys_rate_limit_check',
   `(rate_limit_rps IS NULL) = (rate_limit_burst IS NULL) AND rate_limit_rps > 0 AND rate_limit_burst >= 1`,

@@ -1,8 +1,8 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
- * Who made each webhook endpoint: the user whose access token did, or the API key that did (at
- * most one; both null for endpoints made before this). A password reset that takes an address
+ * Who made each webhook endpoint, or last changed its URL: the user whose access token did, or
+ * the API key that did (at most one; both null for endpoints made before this). A password reset that takes an address
  * back disables the endpoints its user made, in any organization, directly or through a key they
  * made (WebhooksRepository.disableEndpointsTakenBack). Both columns are nullable and empty for
  * existing rows: adding them rewrites nothing.
@@ -29,9 +29,14 @@ export class WebhookEndpointsNameTheirCreator1795922800000 implements MigrationI
     await queryRunner.query(
       `CREATE INDEX "webhook_endpoints_created_by_api_key_idx" ON "webhook_endpoints" ("created_by_api_key_id") WHERE created_by_api_key_id IS NOT NULL`,
     );
+    // The keys a user made, in any organization: where a takeback's walk down their lines starts.
+    await queryRunner.query(
+      `CREATE INDEX "api_keys_created_by_user_idx" ON "api_keys" ("created_by_user_id") WHERE created_by_user_id IS NOT NULL`,
+    );
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`DROP INDEX "api_keys_created_by_user_idx"`);
     await queryRunner.query(`DROP INDEX "webhook_endpoints_created_by_api_key_idx"`);
     await queryRunner.query(`DROP INDEX "webhook_endpoints_created_by_user_idx"`);
     await queryRunner.query(

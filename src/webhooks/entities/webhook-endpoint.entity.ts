@@ -71,12 +71,15 @@ export class WebhookEndpoint {
   @Column({ type: 'text' })
   secret: string;
 
-  /** The user whose access token made it (null: made by a key, or before this was recorded). */
+  /**
+   * The user whose access token made it or last changed its URL (null: a key did, or before
+   * this was recorded).
+   */
   @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
   @ForeignKey('users', { onDelete: 'SET NULL', name: 'webhook_endpoints_created_by_user_id_fkey' })
   createdByUserId: string | null;
 
-  /** The API key that made it (null: made by a user, or before this was recorded). */
+  /** The API key that made it or last changed its URL (null: a user did, or not recorded). */
   @Column({ name: 'created_by_api_key_id', type: 'uuid', nullable: true })
   @ForeignKey('api_keys', {
     onDelete: 'SET NULL',
