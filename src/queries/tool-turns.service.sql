@@ -13,7 +13,7 @@ WITH turns_ended AS (
                                  OFFSET $5))
                            AND organization_id = $6 AND status = 'pending'
                          ORDER BY id
-                           FOR UPDATE SKIP LOCKED)
+                           FOR NO KEY UPDATE SKIP LOCKED)
           RETURNING 1)
 INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES ($7, $8, $9, $10,

@@ -79,7 +79,7 @@ export class ToolTurnsRepository {
                                  OFFSET ${keepPending - 1}))
                            AND organization_id = ${turn.organizationId} AND status = 'pending'
                          ORDER BY id
-                           FOR UPDATE SKIP LOCKED)
+                           FOR NO KEY UPDATE SKIP LOCKED)
           RETURNING 1)`;
     const insert = sql`INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state, expires_at)
           VALUES (${turn.id}, ${turn.organizationId}, ${turn.endUserId}, ${turn.personalityId},
