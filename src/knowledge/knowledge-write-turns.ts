@@ -24,6 +24,17 @@ interface Turns {
   last: Promise<void>;
 }
 
+/** A heavy write's wait for its slot: 429 past its time, or with the line full. */
+const HEAVY_WAIT = {
+  timeoutMs: KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
+  full: () =>
+    tooManyStreams('Too many large documents are being written on this instance; retry shortly'),
+  tooLong: () =>
+    tooManyStreams(
+      `Large documents of other organizations took this instance for ${KNOWLEDGE_HEAVY_WRITE_WAIT_MS / 1000} s; retry shortly`,
+    ),
+};
+
 /**
  * The organization's writes of documents on this instance, one at a time, each waiting its turn
  * here before it takes a database connection. Every write takes the organization's lock in the
@@ -41,16 +52,6 @@ interface Turns {
  * since an organization waits with one write at most, each waits behind at most one write of
  * every other organization uploading.
  */
-const HEAVY_WAIT = {
-  timeoutMs: KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
-  full: () =>
-    tooManyStreams('Too many large documents are being written on this instance; retry shortly'),
-  tooLong: () =>
-    tooManyStreams(
-      `Large documents of other organizations took this instance for ${KNOWLEDGE_HEAVY_WRITE_WAIT_MS / 1000} s; retry shortly`,
-    ),
-};
-
 @Injectable()
 export class KnowledgeWriteTurns {
   private readonly byOrganization = new Map<string, Turns>();
