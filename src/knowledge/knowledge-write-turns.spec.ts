@@ -33,7 +33,8 @@ describe('KnowledgeWriteTurns', () => {
     const second = controlledWrite();
     const light = controlledWrite();
     const running = turns.inTurn('org-a', first.run, HEAVY);
-    const waiting = turns.inTurn('org-b', second.run, HEAVY);
+    // Weighed once its turn has come (a deletion reads what the document holds then).
+    const waiting = turns.inTurn('org-b', second.run, async () => HEAVY);
     const small = turns.inTurn('org-c', light.run, HEAVY - 1);
     await settle();
     expect([first.started, second.started, light.started]).toEqual([true, false, true]);

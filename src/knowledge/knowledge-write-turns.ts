@@ -57,8 +57,16 @@ export class KnowledgeWriteTurns {
   private readonly byOrganization = new Map<string, Turns>();
   private readonly heavy = new Slots(KNOWLEDGE_HEAVY_WRITES_AT_ONCE, HEAVY_WRITES_WAITING);
 
-  /** `write` in the organization's turn; `bytes`: the content it writes or deletes, if any. */
-  async inTurn<T>(organizationId: string, write: () => Promise<T>, bytes = 0): Promise<T> {
+  /**
+   * `write` in the organization's turn; `bytes`: the content it writes or deletes, if any, or
+   * how to read it once the turn has come (what a document holds is then what the organization's
+   * earlier writes on this instance left).
+   */
+  async inTurn<T>(
+    organizationId: string,
+    write: () => Promise<T>,
+    bytes: number | (() => Promise<number>) = 0,
+  ): Promise<T> {
     const turns = this.byOrganization.get(organizationId) ?? {
       inFlight: 0,
       last: Promise.resolve(),
@@ -75,7 +83,8 @@ export class KnowledgeWriteTurns {
     this.byOrganization.set(organizationId, turns);
     try {
       await before;
-      if (bytes < KNOWLEDGE_HEAVY_WRITE_BYTES) return await write();
+      const weight = typeof bytes === 'number' ? bytes : await bytes();
+      if (weight < KNOWLEDGE_HEAVY_WRITE_BYTES) return await write();
       return await this.heavy.run(HEAVY_WAIT, write);
     } finally {
       ended();

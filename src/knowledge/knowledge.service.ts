@@ -175,7 +175,7 @@ export class KnowledgeService implements ReplyParticipant {
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
     // New content deletes the old one's chunks and postings too: a large write either way.
-    const weight =
+    const weight = async () =>
       text === undefined
         ? 0
         : Math.max(text.bytes, await this.repository.bytesHeld(organizationId, id));
@@ -216,11 +216,10 @@ export class KnowledgeService implements ReplyParticipant {
 
   async remove(organizationId: string, id: string): Promise<void> {
     // A large document's chunks and postings go in one statement: a large write.
-    const held = await this.repository.bytesHeld(organizationId, id);
     const removed = await this.writes.inTurn(
       organizationId,
       () => this.repository.remove(organizationId, id),
-      held,
+      () => this.repository.bytesHeld(organizationId, id),
     );
     if (!removed) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);

@@ -179,12 +179,20 @@ describe('KnowledgeService (real database)', () => {
     const organizationId = await factory.organization();
     const content = 'Parcels can be returned within thirty days. '.repeat(40);
     const created = await knowledge.create(organizationId, { title: 'Returns', content });
-    const weighed = jest.spyOn(moduleRef.get(KnowledgeWriteTurns), 'inTurn');
+    const turns = moduleRef.get(KnowledgeWriteTurns);
+    const inTurn = turns.inTurn.bind(turns);
+    const weights: number[] = [];
+    const weighed = jest
+      .spyOn(turns, 'inTurn')
+      .mockImplementation(async (organization, write, bytes = 0) => {
+        weights.push(typeof bytes === 'number' ? bytes : await bytes());
+        return inTurn(organization, write, bytes);
+      });
     try {
       await knowledge.update(organizationId, created.id, { content: 'Thirty days.' });
       await knowledge.update(organizationId, created.id, { title: 'Returns policy' });
       await knowledge.remove(organizationId, created.id);
-      expect(weighed.mock.calls.map((call) => call[2])).toEqual([created.bytes, 0, 12]);
+      expect(weights).toEqual([created.bytes, 0, 12]);
     } finally {
       weighed.mockRestore();
     }
