@@ -641,7 +641,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const slow = respond({
         user_id: uniqueUserId(),
         message: 'hi',
-        tools: Array.from({ length: 16 }, (_, n) => slowTool(n)),
+        tools: Array.from({ length: 32 }, (_, n) => slowTool(n)),
       }).then((response) => ({ response, doneAfter: Date.now() - started }));
       await new Promise((resolve) => setTimeout(resolve, 50));
       const quick = await t.http().get('/v1/personalities').set('Authorization', other.auth);
