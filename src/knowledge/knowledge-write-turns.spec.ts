@@ -74,4 +74,69 @@ describe('KnowledgeWriteTurns', () => {
     next.end();
     await expect(nextWrite).resolves.toBe('written');
   });
+
+  it("drops a write whose client goes while it waits for its organization's turn; those behind keep their order", async () => {
+    const turns = new KnowledgeWriteTurns();
+    const first = controlledWrite();
+    const gone = controlledWrite();
+    const third = controlledWrite();
+    const client = new AbortController();
+    const running = turns.inTurn('org-a', first.run, 10);
+    const dropped = turns
+      .inTurn('org-a', gone.run, 10, client.signal)
+      .catch((error: unknown) => error);
+    const behind = turns.inTurn('org-a', third.run, 10);
+    await settle();
+    expect(turns.inFlight('org-a')).toBe(3);
+
+    client.abort(new Error('the client closed the connection'));
+    expect(((await dropped) as Error).message).toBe('the client closed the connection');
+    expect(turns.inFlight('org-a')).toBe(2);
+    // The write behind the one that left still waits for the one running.
+    await settle();
+    expect([gone.started, third.started]).toEqual([false, false]);
+
+    first.end();
+    await expect(running).resolves.toBe('written');
+    await settle();
+    expect([gone.started, third.started]).toEqual([false, true]);
+    third.end();
+    await expect(behind).resolves.toBe('written');
+    expect(turns.inFlight('org-a')).toBe(0);
+  });
+
+  it("gives up the heavy slot's line when the client goes, and the slot goes to the next", async () => {
+    const turns = new KnowledgeWriteTurns();
+    const hog = controlledWrite();
+    const gone = controlledWrite();
+    const next = controlledWrite();
+    const client = new AbortController();
+    const hogging = turns.inTurn('org-hog', hog.run, HEAVY);
+    const dropped = turns
+      .inTurn('org-gone', gone.run, HEAVY, client.signal)
+      .catch((error: unknown) => error);
+    const nextWrite = turns.inTurn('org-next', next.run, HEAVY);
+    await settle();
+    client.abort(new Error('the client closed the connection'));
+    expect(((await dropped) as Error).message).toBe('the client closed the connection');
+    expect(turns.inFlight('org-gone')).toBe(0);
+
+    hog.end();
+    await hogging;
+    await settle();
+    expect([gone.started, next.started]).toEqual([false, true]);
+    next.end();
+    await expect(nextWrite).resolves.toBe('written');
+  });
+
+  it('never starts a write whose client had gone before it came', async () => {
+    const turns = new KnowledgeWriteTurns();
+    const write = controlledWrite();
+    const error = await turns
+      .inTurn('org-a', write.run, 10, AbortSignal.abort(new Error('gone')))
+      .catch((thrown: unknown) => thrown);
+    expect((error as Error).message).toBe('gone');
+    expect(write.started).toBe(false);
+    expect(turns.inFlight('org-a')).toBe(0);
+  });
 });

@@ -60,12 +60,15 @@ export class KnowledgeWriteTurns {
   /**
    * `write` in the organization's turn; `bytes`: the content it writes or deletes, if any, or
    * how to read it once the turn has come (what a document holds is then what the organization's
-   * earlier writes on this instance left).
+   * earlier writes on this instance left). When `signal` aborts (its client went) before the
+   * write starts, it leaves the line at once and its reason is thrown: a client that hung up no
+   * longer holds its organization's place or an instance's heavy slot for the 30 s it could wait.
    */
   async inTurn<T>(
     organizationId: string,
     write: () => Promise<T>,
     bytes: number | (() => Promise<number>) = 0,
+    signal?: AbortSignal,
   ): Promise<T> {
     const turns = this.byOrganization.get(organizationId) ?? {
       inFlight: 0,
@@ -81,13 +84,18 @@ export class KnowledgeWriteTurns {
     turns.last = new Promise<void>((resolve) => (ended = resolve));
     turns.inFlight += 1;
     this.byOrganization.set(organizationId, turns);
+    let leftEarly = false;
     try {
-      await before;
+      leftEarly = await aborts(before, signal);
+      if (leftEarly) throw signal!.reason;
       const weight = typeof bytes === 'number' ? bytes : await bytes();
+      signal?.throwIfAborted();
       if (weight < KNOWLEDGE_HEAVY_WRITE_BYTES) return await write();
-      return await this.heavy.run(HEAVY_WAIT, write);
+      return await this.heavy.run({ ...HEAVY_WAIT, signal }, write);
     } finally {
-      ended();
+      // Gone before its turn: the writes behind it still wait for the ones ahead of it.
+      if (leftEarly) void before.then(ended);
+      else ended();
       turns.inFlight -= 1;
       if (turns.inFlight === 0) this.byOrganization.delete(organizationId);
     }
@@ -97,4 +105,18 @@ export class KnowledgeWriteTurns {
   inFlight(organizationId: string): number {
     return this.byOrganization.get(organizationId)?.inFlight ?? 0;
   }
+}
+
+/** Waits for `turn`; true if `signal` aborted first (or already had). */
+function aborts(turn: Promise<void>, signal: AbortSignal | undefined): Promise<boolean> {
+  if (!signal) return turn.then(() => false);
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    const onAbort = () => resolve(true);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void turn.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(false);
+    });
+  });
 }

@@ -24,6 +24,7 @@ import {
 } from '@nestjs/swagger';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
+import { ClientGone } from '../common/http/client-signal';
 import { ApiErrors, ApiPage } from '../common/openapi/api-responses';
 import { IdListQueryDto, type Page } from '../common/pagination/pagination';
 import { uuidOr404 } from '../common/validation/uuid-or-404';
@@ -111,8 +112,9 @@ export class KnowledgeController {
   create(
     @Caller() caller: CallerContext,
     @Body() body: CreateKnowledgeDto,
+    @ClientGone() clientGone: AbortSignal,
   ): Promise<KnowledgeDocumentDto> {
-    return this.knowledge.create(caller.organizationId, body);
+    return this.knowledge.create(caller.organizationId, body, clientGone);
   }
 
   @Get()
@@ -177,8 +179,9 @@ export class KnowledgeController {
     @Caller() caller: CallerContext,
     @Param('id', documentId) id: string,
     @Body() body: UpdateKnowledgeDto,
+    @ClientGone() clientGone: AbortSignal,
   ): Promise<KnowledgeDocumentDto> {
-    return this.knowledge.update(caller.organizationId, id, body);
+    return this.knowledge.update(caller.organizationId, id, body, clientGone);
   }
 
   @Delete(':id')
@@ -190,7 +193,8 @@ export class KnowledgeController {
   async remove(
     @Caller() caller: CallerContext,
     @Param('id', documentId) id: string,
+    @ClientGone() clientGone: AbortSignal,
   ): Promise<void> {
-    await this.knowledge.remove(caller.organizationId, id);
+    await this.knowledge.remove(caller.organizationId, id, clientGone);
   }
 }

@@ -118,8 +118,15 @@ export class KnowledgeService implements ReplyParticipant {
     });
   }
 
-  /** Stored, chunked and attached in one transaction: searchable once it answers. */
-  async create(organizationId: string, dto: CreateKnowledgeDto): Promise<KnowledgeDocumentDto> {
+  /**
+   * Stored, chunked and attached in one transaction: searchable once it answers. `clientGone`:
+   * a write still waiting for its turn when it aborts is dropped (KnowledgeWriteTurns).
+   */
+  async create(
+    organizationId: string,
+    dto: CreateKnowledgeDto,
+    clientGone?: AbortSignal,
+  ): Promise<KnowledgeDocumentDto> {
     const text = documentText(dto.content);
     const language = dto.language ?? DEFAULT_LANGUAGE;
     const searchConfig = searchConfigOf(language);
@@ -143,6 +150,7 @@ export class KnowledgeService implements ReplyParticipant {
           return this.repository.find(organizationId, id, manager);
         }),
       text.bytes,
+      clientGone,
     );
     await this.forgetDrawers(organizationId);
     return toDto(row!);
@@ -172,6 +180,7 @@ export class KnowledgeService implements ReplyParticipant {
     organizationId: string,
     id: string,
     dto: UpdateKnowledgeDto,
+    clientGone?: AbortSignal,
   ): Promise<KnowledgeDocumentDto> {
     const text = dto.content === undefined ? undefined : documentText(dto.content);
     // New content deletes the old one's chunks and postings too: a large write either way.
@@ -208,18 +217,20 @@ export class KnowledgeService implements ReplyParticipant {
           return this.repository.find(organizationId, id, manager);
         }),
       weight,
+      clientGone,
     );
     if (!row) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);
     return toDto(row);
   }
 
-  async remove(organizationId: string, id: string): Promise<void> {
+  async remove(organizationId: string, id: string, clientGone?: AbortSignal): Promise<void> {
     // A large document's chunks and postings go in one statement: a large write.
     const removed = await this.writes.inTurn(
       organizationId,
       () => this.repository.remove(organizationId, id),
       () => this.repository.bytesHeld(organizationId, id),
+      clientGone,
     );
     if (!removed) throw AppError.notFound('Document');
     await this.forgetDrawers(organizationId);

@@ -1,3 +1,4 @@
+import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { onResponseDone } from './response-done';
 
@@ -14,3 +15,9 @@ export function clientGoneSignal(response: ServerResponse): AbortSignal {
   });
   return controller.signal;
 }
+
+/** A handler's parameter: clientGoneSignal of the request's response. */
+export const ClientGone = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): AbortSignal =>
+    clientGoneSignal(context.switchToHttp().getResponse<ServerResponse>()),
+);
