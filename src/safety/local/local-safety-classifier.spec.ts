@@ -99,8 +99,23 @@ describe('LocalSafetyClassifier', () => {
       ['zero-width joiners between letters', 'i want to k\u200di\u200dl\u200dl myself'],
       ['the Hangul filler', 'i want to kill my\u3164self'],
       ['a word joiner and a soft hyphen', 'i want to d\u2060i\u00ade'],
+      ['"myself" as two words', 'I want to kill my self'],
+      ['"myself" as two words, then more', 'I want to kill my self tonight'],
+      ['"myself" as two words, hurting', 'I am going to hurt my self'],
+      ['"myself" as two words, cutting', 'I want to cut my self'],
+      ['"myself" as two words, with the verb in -ing', 'thinking of killing my  self'],
     ])('%s: "%s" is self_harm', (_form, text) => {
       expect(categoriesOf(text)).toEqual(['self_harm']);
+    });
+
+    it.each([
+      'that really hurt my self-esteem',
+      'that really hurt my self esteem',
+      'it hurt my self confidence when they laughed',
+      'I cut my self-care routine down to ten minutes',
+      'I want to kill my. Self-doubt is the worst',
+    ])('does not read "my self" as "myself" where "self" begins a compound: "%s"', (text) => {
+      expect(isSelfHarm(text)).toBe(false);
     });
   });
 

@@ -196,6 +196,21 @@ describe('TextNormalizer', () => {
       ]);
     });
 
+    it('joins a reflexive written as two words, but not across a break or into a compound', () => {
+      expect(words('kill my self')).toEqual(['kil', 'myself']);
+      expect(words('your selves, our selves and them selves')).toEqual([
+        'yourselves',
+        'ourselves',
+        'and',
+        'themselves',
+      ]);
+      expect(words('my self-esteem')).toEqual(['my', 'self', 'estem']);
+      expect(words('my self esteem')).toEqual(['my', 'self', 'estem']);
+      expect(words('my. self')).toEqual(['my', 'self']);
+      expect(words('"my" self')).toEqual(['my', 'self']);
+      expect(words('my self - and more')).toEqual(['myself', 'and', 'more']);
+    });
+
     it('keeps initials, abbreviations and numbers what they are', () => {
       // Two initials are not a run of spelled letters ("j" is French chat for "je").
       expect(words('J. K. Rowling')).toEqual(['je', 'k', 'rowling']);

@@ -29,6 +29,8 @@ interface RawToken {
   quote: number;
   /** Separated from the previous token by at most 3 of " .-_*·/": how "k i l l" and "s.u.i.c.i.d.e" are written. */
   tightBefore: boolean;
+  /** Joined to the previous token by one hyphen, as the parts of a compound ("self-esteem"). */
+  hyphenBefore: boolean;
 }
 
 // Letters the compatibility decomposition leaves whole, by code point.
@@ -79,6 +81,7 @@ const APOSTROPHES = codesOf("'’‘`ʼ");
 const LEET_SYMBOLS = codesOf('$@!|€');
 /** A letter hidden behind a star ("k*ll", "s**cide"). */
 const MASK = 0x2a;
+const HYPHEN = 0x2d;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 const RETURN = 0x0d;
@@ -238,7 +241,7 @@ export class TextNormalizer {
     // TR39's skeleton order: decompose, fold look-alikes, drop what draws nothing.
     const folded = foldConfusables(text.normalize('NFKD')).toLowerCase().replace(INVISIBLE, '');
     const { raws, quoteCount } = this.scan(folded);
-    return this.finish(this.joinSpacedLetters(raws), quoteCount);
+    return this.finish(joinSpacedReflexives(this.joinSpacedLetters(raws)), quoteCount);
   }
 
   private isWordCode(code: number | undefined): boolean {
@@ -261,6 +264,7 @@ export class TextNormalizer {
     let pendingBreak: BreakBefore = 0;
     let gapLength = 0;
     let gapTight = true;
+    let gapFirst = -1;
     let quote = 0;
     let quoteCount = 0;
     let singleQuoted = false;
@@ -268,6 +272,7 @@ export class TextNormalizer {
     const separate = (code: number, strength: BreakBefore): void => {
       flush();
       if (strength > pendingBreak) pendingBreak = strength;
+      if (gapLength === 0) gapFirst = code;
       gapLength += 1;
       if (!TIGHT_SEPARATORS.has(code)) gapTight = false;
     };
@@ -277,10 +282,12 @@ export class TextNormalizer {
         breakBefore: pendingBreak,
         quote,
         tightBefore: raws.length > 0 && gapTight && gapLength <= 3,
+        hyphenBefore: raws.length > 0 && gapLength === 1 && gapFirst === HYPHEN,
       });
       pendingBreak = 0;
       gapLength = 0;
       gapTight = true;
+      gapFirst = -1;
     };
     /**
      * Ends the word. One with masked letters or inner dots ("k*ll", "my.self", "k.i.l.l") is read
@@ -436,6 +443,7 @@ export class TextNormalizer {
             breakBefore: index === 0 ? raws[i].breakBefore : 0,
             quote: raws[i].quote,
             tightBefore: false,
+            hyphenBefore: false,
           }),
         );
         i = end;
@@ -506,6 +514,86 @@ export class TextNormalizer {
     }
     return out;
   }
+}
+
+/** Owners of a reflexive written as two words: "my self" is "myself", "your selves" "yourselves". */
+const REFLEXIVE_OWNERS = new Set(['my', 'your', 'our', 'them', 'him', 'her', 'it', 'one']);
+
+/**
+ * What follows "self" in a compound also written without its hyphen: "hurt my self esteem" is
+ * about esteem, and must not read as "hurt myself".
+ */
+const SELF_COMPOUND_PARTS = new Set(
+  [
+    'esteem',
+    'worth',
+    'confidence',
+    'image',
+    'respect',
+    'care',
+    'control',
+    'doubt',
+    'love',
+    'hate',
+    'hatred',
+    'harm',
+    'harming',
+    'injury',
+    'pity',
+    'talk',
+    'awareness',
+    'conscious',
+    'consciousness',
+    'discipline',
+    'belief',
+    'improvement',
+    'sabotage',
+    'defense',
+    'defence',
+    'interest',
+    'portrait',
+    'expression',
+    'destruction',
+    'destructive',
+    'medication',
+    'medicating',
+  ].map(collapseRepeats),
+);
+
+/** A written word's letters in matching form, for comparing it with a plain word. */
+const plainWord = (raw: string): string => collapseRepeats(readLeetspeak(raw));
+
+/**
+ * "my self", "your selves": one word, as the lexicons write it ("kill my self" is "kill myself";
+ * found by review, 2026-12-05: the two-word spelling passed the self-harm lexicon). Not across a
+ * break or a quotation mark, nor when "self" begins a compound ("my self-esteem", "my self
+ * esteem").
+ */
+function joinSpacedReflexives(raws: RawToken[]): RawToken[] {
+  const out: RawToken[] = [];
+  for (let i = 0; i < raws.length; i++) {
+    const owner = raws[i];
+    const self = raws[i + 1];
+    const after = raws[i + 2];
+    const selfWord = self === undefined ? '' : plainWord(self.raw);
+    const joins =
+      (selfWord === 'self' || selfWord === 'selves') &&
+      self.breakBefore === 0 &&
+      self.quote === owner.quote &&
+      REFLEXIVE_OWNERS.has(plainWord(owner.raw)) &&
+      !(
+        after !== undefined &&
+        after.breakBefore === 0 &&
+        (after.hyphenBefore || SELF_COMPOUND_PARTS.has(plainWord(after.raw)))
+      );
+    if (joins) {
+      out.push({ ...owner, raw: plainWord(owner.raw) + selfWord });
+      i++;
+    } else {
+      out.push(owner);
+    }
+  }
+  return out;
 }
 
 /** Digits and symbols inside a word read as the letters they imitate; "11" reads as "ll". */
