@@ -684,6 +684,52 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
       expect(stored).toHaveLength(0);
     });
 
+    it('answers a signed event whose object lacks what the service reads with 200, recorded as ignored; one without an id or a time with 400', async () => {
+      const malformed = [
+        stripeEvent('customer.subscription.updated', {}, nowSeconds()),
+        stripeEvent(
+          'customer.subscription.created',
+          { id: 'sub_x', status: 'active' },
+          nowSeconds(),
+        ),
+        stripeEvent(
+          'customer.subscription.deleted',
+          {
+            id: 'sub_y',
+            status: 'canceled',
+            customer: 'cus_y',
+            items: { data: [{ current_period_end: 'soon' }] },
+          },
+          nowSeconds(),
+        ),
+        stripeEvent('invoice.paid', { customer: 'cus_z' }, nowSeconds()),
+      ];
+      for (const event of malformed) {
+        const answer = await deliver(event);
+        expect({ type: event.type, status: answer.status, body: answer.body }).toEqual({
+          type: event.type,
+          status: 200,
+          body: { received: true },
+        });
+        const stored = await db.query('SELECT outcome FROM billing_events WHERE id = $1', [
+          event.id,
+        ]);
+        expect(stored).toEqual([{ outcome: 'ignored' }]);
+        // Sent again: a duplicate, still 200.
+        expect((await deliver(event)).status).toBe(200);
+      }
+      const { id: _id, ...withoutId } = stripeEvent('invoice.paid', { id: 'in_1' }, nowSeconds());
+      expectError(await deliver(withoutId), 400, 'validation_failed');
+      expectError(
+        await deliver({
+          ...stripeEvent('invoice.paid', { id: 'in_2' }, nowSeconds()),
+          created: 'now',
+        }),
+        400,
+        'validation_failed',
+      );
+    });
+
     it('applies the same event once, even when redelivered concurrently', async () => {
       const { stripe } = await subscribed();
       const event = stripeEvent(

@@ -8,6 +8,7 @@ import { Clock } from '../common/time/clock';
 import { billingConfig } from '../config/billing.config';
 import { Database } from '../database/database';
 import { BillingRepository } from './billing.repository';
+import { isEventEnvelope, isInvoicePayload, isSubscriptionPayload } from './stripe-event-shapes';
 import { notConfigured, StripeGateway } from './stripe-gateway';
 import { providerTimeOf, snapshotOf, SubscriptionSnapshot } from './subscription-snapshots';
 
@@ -57,6 +58,14 @@ export class BillingWebhooksService {
       WEBHOOK_TOLERANCE_SECONDS,
     );
     if (!event) throw invalidSignature();
+    // Signed, but without an id or a time: nothing to record it by, and sending it again cannot
+    // help (400, not a 5xx that Stripe would retry for days).
+    if (!isEventEnvelope(event)) {
+      this.logger.warn('stripe event without an id, a time or an object refused');
+      throw AppError.validation([
+        { field: 'event', problem: 'must have an id, a type, a created time and data.object' },
+      ]);
+    }
     await this.handle(event);
   }
 
@@ -85,9 +94,11 @@ export class BillingWebhooksService {
       case 'customer.subscription.created':
       case 'customer.subscription.updated':
       case 'customer.subscription.deleted':
+        if (!isSubscriptionPayload(event.data.object)) return this.ignoreMalformed(event);
         return this.onSubscription(event, event.data.object, eventTime);
       case 'invoice.paid':
       case 'invoice.payment_failed':
+        if (!isInvoicePayload(event.data.object)) return this.ignoreMalformed(event);
         return this.record(event, (manager) =>
           this.onInvoice(
             manager,
@@ -206,6 +217,18 @@ export class BillingWebhooksService {
       this.clock.now(),
     );
     return stored ? 'applied' : 'stale';
+  }
+
+  /**
+   * An event of a type the service applies whose object lacks what it reads (or has it of
+   * another type): recorded as ignored, so a redelivery is a duplicate, and logged to be looked at.
+   */
+  private ignoreMalformed(event: Stripe.Event): Promise<WebhookOutcome> {
+    this.logger.warn(
+      { eventId: event.id, eventType: event.type },
+      'stripe event ignored: its object does not hold what the service reads',
+    );
+    return this.record(event, async () => 'ignored');
   }
 
   /**
