@@ -1652,9 +1652,17 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     // The pause, then the resumption's call failing on every attempt, then a completion.
     fake.respondWith(called('{"order_id": "B-2"}'), failure, failure, failure, answer);
     const { userId, resume } = await pausedTurn('and B-2?');
+    const countedOk = async () =>
+      valueOf(parseExposition(await t.metrics()), 'tool_calls_total', {
+        execution: 'client',
+        outcome: 'ok',
+      });
+    const before = await countedOk();
     expectError(await resume(), 502, 'engine_unavailable');
     const retried = await resume();
     expect(retried.status).toBe(200);
+    // The output, sent twice, counted once: by the resumption that went through.
+    expect((await countedOk()) - before).toBe(1);
     expect(retried.body).toMatchObject({ status: 'completed', reply: { text: 'echo: and B-2?' } });
     // Stored once, by the resumption that completed.
     const memories = await t

@@ -60,6 +60,8 @@ export interface Conversation {
   tools: ToolTurnState;
   /** The paused turn this reply resumes, claimed for it: given back if the reply fails. */
   resumedTurnId?: string;
+  /** The client's outputs the resumption brings: counted once the reply goes through. */
+  resumedOutputs?: number;
 }
 
 export interface ReplyOptions {
@@ -123,8 +125,7 @@ export class RespondService implements OnApplicationBootstrap {
         { personality_id: personalityId, user_id: state.userId, message: state.message },
         state,
       );
-      this.toolTurns.countOutputs(answered);
-      return { ...conversation, resumedTurnId: turnId };
+      return { ...conversation, resumedTurnId: turnId, resumedOutputs: answered.pending.length };
     } catch (error) {
       await this.toolTurns.release(organizationId, turnId);
       throw error;
@@ -210,7 +211,11 @@ export class RespondService implements OnApplicationBootstrap {
    */
   async reply(conversation: Conversation, options: ReplyOptions): Promise<RespondAnswer> {
     try {
-      return await this.replyAndStore(conversation, options);
+      const answer = await this.replyAndStore(conversation, options);
+      // Not before: a resumption that fails gives its turn back, and the outputs sent again
+      // would be counted twice.
+      if (conversation.resumedOutputs) this.toolTurns.countOutputs(conversation.resumedOutputs);
+      return answer;
     } catch (error) {
       await this.endFailedTurn(conversation);
       // A pause saved after its personality or end user went (tool_turns' foreign keys).

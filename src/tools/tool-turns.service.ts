@@ -315,11 +315,12 @@ export class ToolTurnsService {
   }
 
   /**
-   * Counts the client's outputs of a claimed resumption once it goes ahead: a claim given back
-   * at once (402 of a budget) and sent again would otherwise count them twice.
+   * Counts the client's `outputs` of a resumption once its reply has gone through (stored, or
+   * paused again): a claim given back (a 402 of a budget, a provider's failure) and sent again
+   * would otherwise count them twice.
    */
-  countOutputs(answered: PausedAt): void {
-    for (let i = 0; i < answered.pending.length; i += 1) this.metrics.count('client', 'ok', null);
+  countOutputs(outputs: number): void {
+    for (let i = 0; i < outputs; i += 1) this.metrics.count('client', 'ok', null);
   }
 
   /**
