@@ -538,6 +538,72 @@ describe('Login, the 15/24h lockout and password reset', () => {
     expect(made).toEqual([{ links: 0, keys: 0 }]);
   });
 
+  it('makes or points no webhook endpoint for a request authenticated before a reset that commits while it waits', async () => {
+    const squatter = await user();
+    const bearer = { Authorization: `Bearer ${squatter.accessToken}` };
+    const me = (await t.http().get('/v1/me').set(bearer)).body as { id: string };
+    const made = await t
+      .http()
+      .post('/v1/api-keys')
+      .set(bearer)
+      .send({ name: 'theirs', scopes: ['admin'] })
+      .expect(201);
+    secrets.push(made.body.key as string);
+    const keyAuth = { Authorization: `Bearer ${made.body.key as string}` };
+    const endpoint = await t
+      .http()
+      .post('/v1/webhook-endpoints')
+      .set(bearer)
+      .send({ url: 'http://127.0.0.1:9/before', events: ['end_user.created'] })
+      .expect(201);
+    // Both credentials in this instance's caches, as a request let in just before the reset.
+    await t.http().get('/v1/webhook-endpoints').set(keyAuth).expect(200);
+    // What a reset's transaction holds once it has raised the version and revoked the user's
+    // keys (ApiKeysService.revokeAtReset), before its takeback reads the endpoints.
+    const reset = db.createQueryRunner();
+    await reset.connect();
+    try {
+      await reset.startTransaction();
+      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
+      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
+        me.id,
+      ]);
+      await reset.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [made.body.id]);
+      const writes = [
+        t
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set(bearer)
+          .send({ url: 'http://127.0.0.1:9/late-token', events: ['end_user.created'] }),
+        t
+          .http()
+          .patch(`/v1/webhook-endpoints/${endpoint.body.id as string}`)
+          .set(bearer)
+          .send({ url: 'http://127.0.0.1:9/late-repointed' }),
+        t
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set(keyAuth)
+          .send({ url: 'http://127.0.0.1:9/late-key', events: ['end_user.created'] }),
+      ].map((write) => write.then((response) => response));
+      await sessionsWaitingForLocks(t.app.get(Database), 3);
+      await reset.commitTransaction();
+      // Before, all three wrote after the reset (201, 200, 201), and the takeback, which had
+      // read the endpoints already, left them sending where the squatter pointed them.
+      for (const answered of await Promise.all(writes)) {
+        expectError(answered, 401, 'unauthenticated');
+      }
+    } finally {
+      if (reset.isTransactionActive) await reset.rollbackTransaction();
+      await reset.release();
+    }
+    const urls = await db.query(
+      'SELECT url FROM webhook_endpoints WHERE organization_id = $1 ORDER BY url',
+      [squatter.organizationId],
+    );
+    expect(urls).toEqual([{ url: 'http://127.0.0.1:9/before' }]);
+  });
+
   it('changes no organization setting for a request authenticated before a reset that commits while it waits', async () => {
     const owner = await user();
     const bearer = { Authorization: `Bearer ${owner.accessToken}` };

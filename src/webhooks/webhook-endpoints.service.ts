@@ -12,6 +12,8 @@ import {
 import { Clock } from '../common/time/clock';
 import { webhooksConfig } from '../config/webhooks.config';
 import { Database } from '../database/database';
+import { tokenNoLongerValid } from '../users/token-version-held';
+import { UsersService } from '../users/users.service';
 import { toWebhookDeliveryResponse, type WebhookDeliveryDto } from './dto/webhook-delivery.dto';
 import {
   type CreatedWebhookEndpointDto,
@@ -61,6 +63,7 @@ export class WebhookEndpointsService {
     private readonly audit: AuditService,
     private readonly database: Database,
     private readonly clock: Clock,
+    private readonly users: UsersService,
     @Inject(webhooksConfig.KEY) private readonly config: ConfigType<typeof webhooksConfig>,
   ) {}
 
@@ -71,6 +74,9 @@ export class WebhookEndpointsService {
     const url = await this.acceptableUrl(dto.url);
     const secret = generateWebhookSecret();
     const row = await this.database.transaction(async (manager) => {
+      if (!(await this.webhooks.lockMaker(manager, caller, this.clock.now()))) {
+        throw await this.makerRefusal(caller);
+      }
       const created = await this.webhooks.insertEndpointWithin(
         manager,
         caller.organizationId,
@@ -125,6 +131,10 @@ export class WebhookEndpointsService {
       dto.url === undefined ? dto : { ...dto, url: await this.acceptableUrl(dto.url) };
     const row = await this.database.transaction(async (manager) => {
       const now = this.clock.now();
+      // A new URL is sent to by whoever set it (makerOf): made as a creation is.
+      if (changes.url !== undefined && !(await this.webhooks.lockMaker(manager, caller, now))) {
+        throw await this.makerRefusal(caller);
+      }
       const updated = await this.webhooks.updateEndpoint(
         manager,
         organizationId,
@@ -154,6 +164,15 @@ export class WebhookEndpointsService {
     });
     if (!row) throw AppError.notFound('Webhook endpoint');
     return toWebhookEndpointResponse(row);
+  }
+
+  /**
+   * Why lockMaker refused: a user's token ended by a password reset (401) or their role gone
+   * (403); an API key revoked or expired since its request was let in (401).
+   */
+  private async makerRefusal(caller: CallerContext): Promise<AppError> {
+    if (caller.kind === 'api_key') return AppError.unauthenticated();
+    return (await this.users.tokenEnded(caller)) ? tokenNoLongerValid() : roleGone();
   }
 
   /**
@@ -330,6 +349,10 @@ export class WebhookEndpointsService {
     return url.href;
   }
 }
+
+/** A user whose owner or admin role went (demoted or removed) while their request ran. */
+const roleGone = () =>
+  new AppError('insufficient_scope', 'Managing webhook endpoints needs the owner or admin role');
 
 /**
  * Who makes an endpoint send where it does, recorded at its creation and at each change of its

@@ -7,6 +7,7 @@ import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { WebhookEventsService } from './webhook-events.service';
 import { WebhooksRepository } from './webhooks.repository';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { UsersModule } from '../users/users.module';
 
 /**
  * Outbound webhooks (docs/webhooks.md). Import it and inject WebhookEventsService to send an
@@ -14,7 +15,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
  * FailingEndpointsWorker.onDisabled to be told of endpoints the service disabled.
  */
 @Module({
-  imports: [IdempotencyModule, AuditModule],
+  imports: [IdempotencyModule, AuditModule, UsersModule],
   controllers: [WebhookEndpointsController],
   providers: [
     WebhooksRepository,

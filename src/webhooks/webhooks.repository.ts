@@ -1,10 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import type { CallerContext } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Cte, empty, type Sql, sql, withEntries } from '../database/sql';
+import { managerMembership } from '../users/manager-membership';
 import { webhookEventStep } from './webhook-event.step';
 import type { SubscribableEventType } from './webhook-event-types';
 import type { WebhookDeliveryAttempt } from './entities/webhook-delivery-attempt.entity';
@@ -203,6 +205,28 @@ export class WebhooksRepository {
   constructor(private readonly database: Database) {}
 
   // ---------------------------------------------------------------- endpoints
+
+  /**
+   * For a write that makes an endpoint send somewhere (its creation, a new URL), in its
+   * transaction before the write: true while the caller may still make one, and then held so
+   * until the transaction ends. A user's membership as owner or admin with the token they asked
+   * with (managerMembership: a password reset's FOR UPDATE of their row waits for the write, or
+   * the write for the reset and then finds the token ended); an API key live, locked FOR SHARE
+   * (a reset's or a removal's revocation locks it FOR NO KEY UPDATE first, or waits). So a
+   * takeback, which reads the endpoints once its revocations hold their locks, sees every
+   * endpoint made before it, and none is made after it (found by review: one made by a request
+   * in flight at the reset escaped it).
+   */
+  async lockMaker(manager: EntityManager, caller: CallerContext, at: Date): Promise<boolean> {
+    const held =
+      caller.kind === 'user'
+        ? managerMembership(caller.organizationId, caller.userId, caller.tokenVersion)
+        : sql`SELECT 1 FROM api_keys
+               WHERE id = ${caller.apiKeyId}::uuid AND organization_id = ${caller.organizationId}::uuid
+                 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at}::timestamptz)
+                 FOR SHARE`;
+    return (await this.database.count(held, { manager })) > 0;
+  }
 
   /**
    * Adds an endpoint unless the organization already has `limit`; undefined then. The
