@@ -41,6 +41,7 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     // A pod started before the Job has run crash-loops until it has, rather than racing it.
     expect(await app.exited).toBe(1);
     expect(app.output()).toContain('Start-up failed');
+    expect(app.output()).toContain('run `node dist/cli.js migrate`');
     expect(await tables()).toEqual([]);
   });
 
@@ -78,6 +79,37 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
       expect(signup.status).toBe(201);
     } finally {
       expect(await app.stop()).toBe(0);
+    }
+  });
+
+  it('with MIGRATE_ON_START=false it refuses to start on a database one migration behind, naming the fix', async () => {
+    // A rollout whose pods start before its migrations' Job has finished: before, the pod was
+    // ready and answered 500 on every table the last migration changed.
+    const client = new Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ id: number; timestamp: string; name: string }>(
+        'DELETE FROM typeorm_migrations WHERE id = (SELECT max(id) FROM typeorm_migrations) RETURNING *',
+      );
+      try {
+        const app = runBuilt('main.js', [], {
+          DATABASE_URL: database.url,
+          PORT: String(await freePort()),
+          METRICS_PORT: '0',
+          MIGRATE_ON_START: 'false',
+        });
+        expect(await app.exited).toBe(1);
+        expect(app.output()).toContain(
+          `The database has 1 migration(s) of this release still to apply (${rows[0].name} the last), and MIGRATE_ON_START=false`,
+        );
+      } finally {
+        await client.query(
+          'INSERT INTO typeorm_migrations (id, timestamp, name) VALUES ($1, $2, $3)',
+          [rows[0].id, rows[0].timestamp, rows[0].name],
+        );
+      }
+    } finally {
+      await client.end();
     }
   });
 

@@ -6,7 +6,7 @@ import { ROOT_LOGGER } from '../common/logging/root-logger';
 import { databaseConfig, type DatabaseConfig } from '../config/database.config';
 import { buildDataSourceOptions } from './data-source-options';
 import { Database } from './database';
-import { runMigrationsExclusively } from './run-migrations';
+import { pendingMigrations, runMigrationsExclusively } from './run-migrations';
 import { TypeOrmPinoLogger } from './typeorm-pino-logger';
 
 /** The connection, its migrations, and `Database`, the one way repositories reach it. */
@@ -43,7 +43,18 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
             await migrator.destroy();
           }
         }
-        return new DataSource(options!).initialize();
+        const dataSource = await new DataSource(options!).initialize();
+        // Started before the migrations' Job finished (or without one): refused with the reason,
+        // where it would have been ready and answered 500 on every table the release changed
+        // (found by review). Migrations of a newer release are no reason: they only add.
+        const pending = databaseConfig().migrateOnStart ? [] : await pendingMigrations(dataSource);
+        if (pending.length > 0) {
+          await dataSource.destroy();
+          throw new Error(
+            `The database has ${pending.length} migration(s) of this release still to apply (${pending.at(-1)} the last), and MIGRATE_ON_START=false: run \`node dist/cli.js migrate\` (the migrations Job) first`,
+          );
+        }
+        return dataSource;
       },
     }),
   ],

@@ -37,3 +37,24 @@ export async function runMigrationsExclusively(dataSource: DataSource): Promise<
     await runner.release();
   }
 }
+
+/**
+ * The names of this release's migrations the database has not recorded, read without writing
+ * anything (TypeORM's showMigrations creates its table on an empty database). Recorded
+ * migrations this release does not know are a newer release's: they only add, and are no reason.
+ */
+export async function pendingMigrations(dataSource: DataSource): Promise<string[]> {
+  const table = dataSource.options.migrationsTableName ?? 'migrations';
+  const [{ exists }] = await dataSource.query<Array<{ exists: boolean }>>(
+    'SELECT to_regclass($1) IS NOT NULL AS exists',
+    [table],
+  );
+  const applied = new Set<string>();
+  if (exists) {
+    const rows = await dataSource.query<Array<{ name: string }>>(`SELECT name FROM "${table}"`);
+    for (const { name } of rows) applied.add(name);
+  }
+  return dataSource.migrations
+    .map((migration) => migration.name ?? migration.constructor.name)
+    .filter((name) => !applied.has(name));
+}
