@@ -17,6 +17,11 @@ SELECT $1::uuid, $2, $3::text[],
  WHERE (SELECT count(*) FROM webhook_endpoints
          WHERE organization_id = $8) < $9
 RETURNING id, url, description, events, status, disabled_reason, created_at;
+SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
+  AND m.role IN ('owner', 'admin')
+  AND ($3::int IS NULL OR u.token_version = $4::int)
+  FOR SHARE OF m FOR KEY SHARE OF u;
 SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0));
 START TRANSACTION;
 
@@ -37,6 +42,11 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
+SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
+WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
+  AND m.role IN ('owner', 'admin')
+  AND ($3::int IS NULL OR u.token_version = $4::int)
+  FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
 UPDATE webhook_endpoints
   SET url = CASE WHEN $1::boolean THEN $2::text ELSE url END,
