@@ -13,6 +13,8 @@ import { QueueEmbeddingsByOrganization1795922600000 } from '../src/database/migr
 import { Embedder } from '../src/embeddings/embedder';
 import {
   BATCH_MAX_CHARACTERS,
+  DEFERRALS_MAX,
+  DEFERRED_FIRST_MS,
   EmbeddingWorker,
   LEASE_MS,
 } from '../src/embeddings/embedding.worker';
@@ -36,6 +38,7 @@ class GatedEmbeddings {
   private failure: number | null = null;
   private refused: string | null = null;
   private throttled: string | null = null;
+  private failing: string | null = null;
   private readonly waiting = new Map<number, () => void>();
   private server: Server | undefined;
 
@@ -72,6 +75,11 @@ class GatedEmbeddings {
     this.throttled = marker;
   }
 
+  /** Answers 500 to a request holding a text that contains `marker` (a self-hosted server past its context); null: none. */
+  failOn(marker: string | null): void {
+    this.failing = marker;
+  }
+
   /** Answers every request with this status; null: with vectors. */
   failWith(status: number | null): void {
     this.failure = status;
@@ -106,7 +114,9 @@ class GatedEmbeddings {
       this.refused !== null && body.input.some((text) => text.includes(this.refused!));
     const throttled =
       this.throttled !== null && body.input.some((text) => text.includes(this.throttled!));
-    const status = this.failure ?? (refused ? 400 : throttled ? 429 : 200);
+    const failing =
+      this.failing !== null && body.input.some((text) => text.includes(this.failing!));
+    const status = this.failure ?? (refused ? 400 : throttled ? 429 : failing ? 500 : 200);
     response.writeHead(status, { 'content-type': 'application/json' });
     if (status !== 200) {
       response.end(
@@ -390,18 +400,22 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     provider.failWith(503);
     const sent = provider.requests.length;
     await c.run();
-    expect(provider.requests).toHaveLength(sent + 1);
+    // The batch, then the probe: failing too, the provider is at fault, not a text.
+    expect(provider.requests.slice(sent).map((request) => request.input)).toEqual([
+      [expect.any(String), expect.any(String)],
+      ['Hello.'],
+    ]);
     expect(c.warnings).toContain('embeddings provider failed: retrying later');
     expect(await waiting()).toHaveLength(2);
     expect((await waiting())[1]).toBe(last);
     provider.failWith(null);
     // Within the backoff: nothing tried.
     await c.run();
-    expect(provider.requests).toHaveLength(sent + 1);
+    expect(provider.requests).toHaveLength(sent + 2);
     // Past the longest backoff (a minute), well within a lease that had been kept (two).
     c.clock.advance(60_000);
     await c.run();
-    expect(provider.requests).toHaveLength(sent + 2);
+    expect(provider.requests).toHaveLength(sent + 3);
     expect(await queued()).toEqual([]);
     expect(await count('memory_embeddings')).toBe(12);
   });
@@ -513,6 +527,86 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     e.clock.advance(60_000);
     await e.run();
     expect(await count('memory_embeddings')).toBe(stored + 2);
+  });
+
+  it("a text the provider answers 500 alone, while it embeds the probe, waits on its own: the rest of the batch and every organization's next items go on (review)", async () => {
+    const w = instance();
+    const poisoned = 'A message the provider chokes on, POISON.';
+    await newMemories([poisoned]);
+    const others = ['Another tenant, first.', 'Another tenant, second.'];
+    await newMemories(others, other);
+    const { rows: poison } = await db.query<{ id: string }>(
+      'SELECT id::text FROM memories WHERE content = $1',
+      [poisoned],
+    );
+    const deferred = async () =>
+      (
+        await db.query<{
+          attempts: number;
+          claimed_until: Date | null;
+          claim_token: string | null;
+        }>(
+          `SELECT attempts, claimed_until, claim_token FROM embedding_queue
+            WHERE source = 'memories' AND row_id = $1`,
+          [poison[0].id],
+        )
+      ).rows;
+    const stored = await count('memory_embeddings');
+    provider.failOn('POISON');
+    try {
+      const sent = provider.requests.length;
+      await w.run();
+      // The batch fails; the probe is embedded; the texts one by one (in the batch's order of
+      // organizations), the failing one followed by the probe again: the provider still works.
+      const batch = provider.requests[sent].input;
+      expect([...batch].sort()).toEqual([poisoned, ...others].sort());
+      expect(provider.requests.slice(sent + 1).map((request) => request.input)).toEqual([
+        ['Hello.'],
+        ...batch.flatMap((text) => (text === poisoned ? [[text], ['Hello.']] : [[text]])),
+      ]);
+      expect(await count('memory_embeddings')).toBe(stored + 2);
+      expect(w.warnings).toEqual([
+        'text failing alone at the embeddings provider: it waits on its own',
+      ]);
+      expect(await deferred()).toEqual([
+        {
+          attempts: 1,
+          claimed_until: new Date(w.clock.nowMs() + DEFERRED_FIRST_MS),
+          claim_token: null,
+        },
+      ]);
+      // Its organization's next memory is embedded meanwhile, with no call for the one waiting.
+      await newMemories(['Written after the poison.']);
+      const before = provider.requests.length;
+      await w.run();
+      expect(provider.requests.slice(before).map((request) => request.input)).toEqual([
+        ['Written after the poison.'],
+      ]);
+      // Its own time come, it is tried alone (the probe once), and waits twice as long.
+      w.clock.advance(DEFERRED_FIRST_MS);
+      await w.run();
+      expect(await deferred()).toEqual([
+        {
+          attempts: 2,
+          claimed_until: new Date(w.clock.nowMs() + 2 * DEFERRED_FIRST_MS),
+          claim_token: null,
+        },
+      ]);
+      // At its last try, it is passed over: findable by its words, as a refused text.
+      await db.query(
+        'UPDATE embedding_queue SET attempts = $1, claimed_until = NULL WHERE row_id = $2',
+        [DEFERRALS_MAX - 1, poison[0].id],
+      );
+      await w.run();
+      expect(await deferred()).toEqual([]);
+      expect(w.warnings.at(-1)).toBe(
+        `text failing alone at the embeddings provider ${DEFERRALS_MAX} times: skipped`,
+      );
+      expect(await queued()).toEqual([]);
+      expect(await count('memory_embeddings')).toBe(stored + 3);
+    } finally {
+      provider.failOn(null);
+    }
   });
 
   it('a 429 among the parts of a refused batch keeps what was answered, and backs off', async () => {

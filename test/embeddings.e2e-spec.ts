@@ -452,18 +452,33 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     }
   });
 
-  it("a memory the provider keeps failing on (503) holds back the memories' worker, not the knowledge one", async () => {
+  it('a memory the provider keeps failing on (503) waits on its own: the memories after it and the knowledge worker go on', async () => {
     await allEmbedded();
     fake.refuse('POISON', 503);
     try {
       const user = uniqueUserId('embeddings-poison');
       expect((await respond(off, user, 'This POISON memory fails each time.')).status).toBe(200);
       await eventually(
-        () =>
-          fake.requests.some((r) => r.status === 503 && r.input.some((t) => t.includes('POISON')))
+        async () =>
+          (await count(
+            `embedding_queue q JOIN memories m ON m.id = q.row_id
+              WHERE q.source = 'memories' AND q.attempts > 0 AND m.content LIKE '%POISON%'`,
+          )) > 0
             ? true
             : undefined,
-        'the provider failing on the memory',
+        'the memory failing alone, waiting on its own',
+      );
+      // Before, the memories' worker backed off as a whole, for every tenant.
+      expect((await respond(off, user, 'Written after the failing one.')).status).toBe(200);
+      await eventually(
+        async () =>
+          (await count(
+            `memory_embeddings e JOIN memories m ON m.id = e.memory_id
+              WHERE m.content = 'Written after the failing one.'`,
+          )) > 0
+            ? true
+            : undefined,
+        'the next memory embedded',
       );
       const upload = await on[0]
         .http()
@@ -480,6 +495,8 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
       );
     } finally {
       fake.refuse(null);
+      // Its own wait cut short: the provider now embeds it, and the next test waits for all.
+      await db.query('UPDATE embedding_queue SET claimed_until = NULL WHERE attempts > 0');
     }
   });
 

@@ -196,6 +196,22 @@ export function isUnembeddable(error: unknown): boolean {
   return typeof status === 'number' && REFUSED_TEXT_STATUSES.includes(status);
 }
 
+/** What a provider answers for itself, whatever the texts: a key, a model, a rate. */
+const PROVIDER_STATUSES: readonly number[] = [401, 403, 404, 429];
+
+/**
+ * A failure that is the provider's or the operator's whatever was sent (401, 403, 404, 429):
+ * the whole source waits out its backoff. Any other that is not a refusal (a 5xx, a timeout, a
+ * connection that broke) may be one text's: self-hosted servers answer 500 for an input past
+ * their context, and a text can make one hang, so the worker asks the probe before it blames
+ * the provider (found by review: one end user's message stopped every tenant's embeddings).
+ */
+export function isProvidersAlone(error: unknown): boolean {
+  if (!(error instanceof APIError)) return false;
+  const status: unknown = error.status;
+  return typeof status === 'number' && PROVIDER_STATUSES.includes(status);
+}
+
 /**
  * One unit vector per text, in the order sent: every `index` an integer below `count`, each once
  * (a hole left by a missing or repeated one would pass for a vector).

@@ -12,7 +12,13 @@ import { Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { Columns, type RowOf } from '../database/columns';
 import { sql } from '../database/sql';
-import { BATCH_TIMEOUT_MS, Embedder, isUnembeddable, TEXT_MAX_CHARS } from './embedder';
+import {
+  BATCH_TIMEOUT_MS,
+  Embedder,
+  isProvidersAlone,
+  isUnembeddable,
+  TEXT_MAX_CHARS,
+} from './embedder';
 import {
   type EmbeddingSource,
   knowledgeChunksSource,
@@ -58,15 +64,33 @@ const LEASE_MARGIN_MS = BATCH_TIMEOUT_MS;
  */
 const PROBE_TEXT = 'Hello.';
 
-/** A refused part of a batch at most this long has its texts sent one by one, not in halves. */
+/** A refused or failing part of a batch at most this long has its texts sent one by one, not in halves. */
 const ONE_BY_ONE_UP_TO = 8;
 
-/** What the calls for a batch answered: vectors for its first items, and why they stopped short. */
+/**
+ * An item whose text failed alone (a 5xx, a timeout) while the provider embedded the probe: it
+ * waits on its own, DEFERRED_FIRST_MS, doubling each time up to DEFERRED_MAX_MS, and its
+ * organization's other items and every other organization's go on meanwhile (`attempts`,
+ * `claimed_until` of its queue row). After DEFERRALS_MAX such tries it is passed over, as a
+ * refused text is: it stays findable by its words.
+ */
+const DEFERRED = 'deferred';
+export const DEFERRED_FIRST_MS = 60_000;
+const DEFERRED_MAX_MS = 6 * 3_600_000;
+export const DEFERRALS_MAX = 8;
+
+/** An item's outcome: its vector, null (passed over: refused, or not embedded), or deferred. */
+type Outcome = number[] | null | typeof DEFERRED;
+
+/** What the calls for a batch answered: outcomes for its first items, and why they stopped short. */
 interface Answered {
-  vectors: (number[] | null)[];
-  /** A call failing (a 429, a 5xx) after others had answered; null: none. */
+  vectors: Outcome[];
+  /** A call failing for the provider's reason (a 429, a probe refused) after others had answered; null: none. */
   failure: Error | null;
 }
+
+const asError = (error: unknown): Error =>
+  error instanceof Error ? error : new Error('embeddings provider call failed');
 
 /**
  * The characters a batch sends at most (its first item whatever its length), about 16,000
@@ -531,42 +555,88 @@ export class EmbeddingWorker {
     source: EmbeddingSource,
     model: string,
     batch: LeasedBatch,
-    vectors: readonly (number[] | null)[],
+    vectors: readonly Outcome[],
   ): Promise<number> {
     if (vectors.length === 0) {
       await this.release(source, model, batch);
       return 0;
     }
-    const done = batch.items.slice(0, vectors.length);
+    const answered = batch.items.slice(0, vectors.length);
+    const deferred = answered.filter((_, i) => vectors[i] === DEFERRED);
+    const done = answered.filter((_, i) => vectors[i] !== DEFERRED);
     const stored = await this.database.transaction(async (manager) => {
+      const kept =
+        deferred.length === 0 ? 0 : await this.defer(source, model, batch, deferred, manager);
       // Locks the items first: a takeover waits for this transaction, and then finds none.
       const ours = new Set(
-        (
-          await this.database.rows(
-            TAKEN.query`DELETE FROM embedding_queue
-                 WHERE ${queueRowsOf(source, model, done)} AND claim_token = ${batch.token}::uuid
-                RETURNING ${TAKEN}`,
-            { manager },
-          )
-        ).map((row) => row.id),
+        done.length === 0
+          ? []
+          : (
+              await this.database.rows(
+                TAKEN.query`DELETE FROM embedding_queue
+                     WHERE ${queueRowsOf(source, model, done)} AND claim_token = ${batch.token}::uuid
+                    RETURNING ${TAKEN}`,
+                { manager },
+              )
+            ).map((row) => row.id),
       );
-      const embedded = done
+      const embedded = answered
         .map((item, i) => ({ id: item.id, embedding: vectors[i] }))
-        .filter((item) => item.embedding !== null && ours.has(item.id));
+        .filter(
+          (item): item is { id: string; embedding: number[] } =>
+            Array.isArray(item.embedding) && ours.has(item.id),
+        );
       if (embedded.length > 0) {
         await this.database.count(source.store(JSON.stringify(embedded), model), { manager });
       }
       // The calls ran short (the lease's time, shutdown): the rest waits for a batch again.
-      if (done.length < batch.items.length) await this.release(source, model, batch, manager);
-      return ours.size;
+      if (answered.length < batch.items.length) await this.release(source, model, batch, manager);
+      return ours.size + kept;
     });
-    if (stored < done.length) {
+    if (stored < answered.length) {
       this.logger.warn(
         { source: source.name, items: done.length - stored },
         'embedding lease expired before the batch was stored: another instance took it over',
       );
     }
     return stored;
+  }
+
+  /**
+   * The items whose texts failed alone wait on their own (DEFERRED_FIRST_MS, doubling), no longer
+   * leased; one that has failed so DEFERRALS_MAX times leaves the queue, passed over. Only those
+   * whose lease is still ours. Answers how many.
+   */
+  private async defer(
+    source: EmbeddingSource,
+    model: string,
+    batch: LeasedBatch,
+    items: readonly QueuedItem[],
+    manager: EntityManager,
+  ): Promise<number> {
+    const now = this.clock.now();
+    const waitSeconds = sql`least(${DEFERRED_FIRST_MS / 1000}::float8 * power(2, attempts),
+                                  ${DEFERRED_MAX_MS / 1000}::float8)`;
+    const waiting = await this.database.count(
+      sql`UPDATE embedding_queue
+             SET attempts = attempts + 1, claim_token = NULL,
+                 claimed_until = ${now}::timestamptz + make_interval(secs => ${waitSeconds})
+           WHERE ${queueRowsOf(source, model, items)} AND claim_token = ${batch.token}::uuid
+             AND attempts + 1 < ${DEFERRALS_MAX}`,
+      { manager },
+    );
+    const passedOver = await this.database.count(
+      sql`DELETE FROM embedding_queue
+           WHERE ${queueRowsOf(source, model, items)} AND claim_token = ${batch.token}::uuid`,
+      { manager },
+    );
+    this.logger.warn(
+      { source: source.name, waiting, passedOver },
+      passedOver > 0
+        ? `text failing alone at the embeddings provider ${DEFERRALS_MAX} times: skipped`
+        : 'text failing alone at the embeddings provider: it waits on its own',
+    );
+    return waiting + passedOver;
   }
 
   /** Ends the batch's lease on its items that still hold it: they wait for a batch again. */
@@ -637,7 +707,7 @@ export class EmbeddingWorker {
       embedded.length === 0
         ? { vectors: [], failure: null }
         : await this.embedOrIsolate(embedded, batch.callsEndBy, { probe: true });
-    const inOrder: (number[] | null)[] = [];
+    const inOrder: Outcome[] = [];
     let next = 0;
     for (let index = 0; index < batch.items.length; index += 1) {
       if (!embeds[index]) inOrder.push(null);
@@ -660,26 +730,41 @@ export class EmbeddingWorker {
   }
 
   /**
-   * The vectors of items the provider refused together, in order, as far as they go: sent again
-   * in halves, and a part of ONE_BY_ONE_UP_TO or fewer one by one, until each text refused is
-   * alone, and skipped (null). One refused text among 64 costs 16 calls, the probe included, not
-   * the 65 of sending each alone; however the refused texts lie, at most 80. A call failing otherwise
-   * (a 429) keeps what the calls before it answered, and is answered as the failure.
+   * The outcomes of items whose call failed together for a reason that may be a text's (`cause`:
+   * refused, or a 5xx or timeout while the provider embeds the probe), in order, as far as they
+   * go: sent again in halves, and a part of ONE_BY_ONE_UP_TO or fewer one by one, until each
+   * text at fault is alone. A refused one is skipped (null); a failing one waits on its own
+   * (deferred), once the probe, embedded again, shows the provider still works (`probed`: it was
+   * just sent for these very items). One text at fault among 64 costs 16 calls, the probe
+   * included, not the 65 of sending each alone; however they lie, at most 80 and a probe for
+   * each failing one. A call failing for the provider's reason (a 429) keeps what the calls
+   * before it answered, and is answered as the failure.
    */
-  private async isolateRefused(
+  private async isolate(
     items: readonly PendingItem[],
     callsEndBy: number,
+    cause: unknown,
+    probed: boolean,
   ): Promise<Answered> {
     if (items.length === 1) {
-      this.logger.warn({ id: items[0].id }, 'text refused by the embeddings provider: skipped');
-      return { vectors: [null], failure: null };
+      if (isUnembeddable(cause)) {
+        this.logger.warn({ id: items[0].id }, 'text refused by the embeddings provider: skipped');
+        return { vectors: [null], failure: null };
+      }
+      // The provider may have failed meanwhile: then it is its failure, not the text's. Without
+      // the time for a probe, the text waits on its own: a minute lost, never a text.
+      const probeFits = this.clock.nowMs() + BATCH_TIMEOUT_MS <= callsEndBy;
+      if (!probed && probeFits && !(await this.embedsProbe(callsEndBy))) {
+        return { vectors: [], failure: asError(cause) };
+      }
+      return { vectors: [DEFERRED], failure: null };
     }
     const half = Math.ceil(items.length / 2);
     const parts =
       items.length > ONE_BY_ONE_UP_TO
         ? [items.slice(0, half), items.slice(half)]
         : items.map((item) => [item]);
-    const vectors: (number[] | null)[] = [];
+    const vectors: Outcome[] = [];
     for (const part of parts) {
       // Shutting down: what is done is stored, the rest is the next batch's.
       if (this.task?.isStopped) break;
@@ -687,9 +772,7 @@ export class EmbeddingWorker {
       try {
         answered = await this.embedOrIsolate(part, callsEndBy, { probe: false });
       } catch (error) {
-        const failure =
-          error instanceof Error ? error : new Error('embeddings provider call failed');
-        return { vectors, failure };
+        return { vectors, failure: asError(error) };
       }
       vectors.push(...answered.vectors);
       // The lease runs short, or a call failed: the rest is the next batch's.
@@ -701,13 +784,14 @@ export class EmbeddingWorker {
   }
 
   /**
-   * The vectors of the items (a batch, or a part of a refused one), in order, in one call.
-   * Refused (400, 413, 422, or vectors the service cannot use), for a batch a text any provider
-   * embeds is sent first (`probe`): refused too, the provider is at fault, and the refusal is
-   * thrown (retried with the backoff, nothing skipped); embedded, the texts are, and each the
-   * provider refuses alone is skipped (isolateRefused). A call starts only while it can end by
-   * `callsEndBy`: past it, the vectors of the first items only (none: not even the first call
-   * could start).
+   * The outcomes of the items (a batch, or a part of one), in order, in one call. Failed for the
+   * provider's reason whatever the texts (401, 403, 404, 429: isProvidersAlone), the failure is
+   * thrown (retried with the source's backoff, nothing skipped). Refused (400, 413, 422, vectors
+   * the service cannot use) or failed otherwise (a 5xx, a timeout), for a batch a text any
+   * provider embeds is sent first (`probe`): refused or failing too, the provider is at fault
+   * and the failure is thrown; embedded, the texts may be, and they are sent apart (isolate). A
+   * call starts only while it can end by `callsEndBy`: past it, the outcomes of the first items
+   * only (none: not even the first call could start).
    */
   private async embedOrIsolate(
     items: readonly PendingItem[],
@@ -715,11 +799,13 @@ export class EmbeddingWorker {
     { probe }: { probe: boolean },
   ): Promise<Answered> {
     if (this.clock.nowMs() + BATCH_TIMEOUT_MS > callsEndBy) return { vectors: [], failure: null };
+    let cause: unknown;
     try {
       return { vectors: await this.embedder.embed(items.map((item) => item.text)), failure: null };
     } catch (error) {
-      if (!isUnembeddable(error) || (probe && !(await this.embedsProbe(callsEndBy)))) throw error;
+      if (isProvidersAlone(error) || (probe && !(await this.embedsProbe(callsEndBy)))) throw error;
+      cause = error;
     }
-    return this.isolateRefused(items, callsEndBy);
+    return this.isolate(items, callsEndBy, cause, probe);
   }
 }

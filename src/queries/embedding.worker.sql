@@ -7,10 +7,10 @@ COMMIT;
 COMMIT;
 COMMIT;
 DELETE FROM embedding_queue
-        WHERE source = $1 AND model = $2
+            WHERE source = $1 AND model = $2
 AND organization_id = ANY($3::uuid[])
 AND row_id = ANY($4::bigint[]) AND claim_token = $5::uuid
-       RETURNING row_id::text AS "id";
+           RETURNING row_id::text AS "id";
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)
 ON CONFLICT DO NOTHING;
 INSERT INTO embedding_cursors (source, model) VALUES ($1, $2)

@@ -44,4 +44,12 @@ export class EmbeddingQueueItem {
   /** The batch's claim: only its holder may store the item's embedding while the lease is live. */
   @Column({ name: 'claim_token', type: 'uuid', nullable: true })
   claimToken: string | null;
+
+  /**
+   * How often its text failed alone at the provider (a 5xx, a timeout) while the provider
+   * embedded others: it then waits on its own until `claimed_until`, with no claim, and is passed
+   * over after EmbeddingWorker's DEFERRALS_MAX.
+   */
+  @Column({ type: 'smallint', default: 0 })
+  attempts: number;
 }
