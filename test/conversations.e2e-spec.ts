@@ -247,6 +247,27 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     ).toHaveLength(2);
   });
 
+  it('counts a figure written as anything but a number as none, and never more cached tokens than the prompt (review)', async () => {
+    const before = await tokens();
+    // Before, "1e6" counted a million completion tokens and 9,000,000 cached of a prompt of 100.
+    fake.respondWith({
+      usage: { prompt_tokens: 100, completion_tokens: '1e6' as never, cached_tokens: 9_000_000 },
+    });
+    expect((await respond({ user_id: uniqueUserId(), message: 'misreported' })).status).toBe(200);
+    fake.respondWith({
+      usage: { prompt_tokens: 50, completion_tokens: 5, cached_tokens: '40' as never },
+    });
+    expect(
+      (await respond({ user_id: uniqueUserId(), message: 'misreported too', stream: true })).status,
+    ).toBe(200);
+    expect(await tokens()).toMatchObject({
+      requests: before.requests + 2,
+      prompt_tokens: before.prompt_tokens + 150,
+      completion_tokens: before.completion_tokens + 5,
+      cached_tokens: before.cached_tokens + 100,
+    });
+  });
+
   it('counts an estimate of a call whose provider reports no usage, streamed or not, and says so once a model', async () => {
     const content = JSON.stringify({
       text: 'Counted all the same.',

@@ -52,9 +52,13 @@ function estimatedTokens(text: string | number): number {
   return Math.ceil(bytes / 4);
 }
 
-/** A provider's reported count as a whole number ≥ 0; servers that omit one report 0. */
+/**
+ * A provider's reported count as a whole number ≥ 0; servers that omit one report 0, and so does
+ * one that writes it as anything but a JSON number (`"1e6"` was read as a million: review).
+ */
 function tokenCount(value: unknown): number {
-  const count = Math.trunc(Number(value));
+  if (typeof value !== 'number') return 0;
+  const count = Math.trunc(value);
   return Number.isFinite(count) && count > 0 ? count : 0;
 }
 
@@ -79,10 +83,12 @@ function usageOf(
     }
     return estimate();
   }
+  const promptTokens = tokenCount(usage.prompt_tokens);
   const counted = {
-    promptTokens: tokenCount(usage.prompt_tokens),
+    promptTokens,
     completionTokens: tokenCount(usage.completion_tokens),
-    cachedTokens: tokenCount(usage.prompt_tokens_details?.cached_tokens),
+    // Cached tokens are some of the prompt's: never more than it (9,000,000 of 100 was counted).
+    cachedTokens: Math.min(tokenCount(usage.prompt_tokens_details?.cached_tokens), promptTokens),
   };
   if (Object.values(counted).some((count) => count > MAX_TOKENS_PER_CALL)) {
     usageLogger.warn(
