@@ -219,7 +219,7 @@ describe('Foundation: request ids, error envelope, logs, bad input', () => {
 });
 
 describe('Health', () => {
-  it('answers live and ready; ready is 503 while the database is unreachable and 200 again after', async () => {
+  it('answers live and ready; ready and requests are 503 while the database is unreachable, and 200 again after', async () => {
     // A TCP relay between the app and PostgreSQL that the test can cut and restore.
     const target = new URL(process.env.DATABASE_URL!);
     const sockets = new Set<Socket>();
@@ -259,6 +259,13 @@ describe('Health', () => {
       const down = await t.http().get('/health/ready');
       expectError(down, 503, 'not_ready');
       expect(down.body.error.checks).toEqual({ database: { status: 'down' } });
+      // A request that needs the database: 503 to retry in a moment, not a 500 (review).
+      const refused = await t
+        .http()
+        .post('/v1/auth/login')
+        .send({ email: 'nobody@example.com', password: 'a long passphrase' });
+      expectError(refused, 503, 'service_unavailable');
+      expect(refused.headers['retry-after']).toBe('1');
 
       await openRelay(port);
       // The pool reconnects on its next checkout.

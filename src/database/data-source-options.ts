@@ -43,6 +43,10 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
       // Fail fast when the database is unreachable, so readiness reports it instead of hanging.
       connectionTimeoutMillis: 5_000,
       idleTimeoutMillis: 30_000,
+      // A pooled session whose peer went silently (a load balancer or NAT dropping it, a host
+      // gone) is found dead by TCP keepalive, not by the next request that takes it.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
       application_name: 'personality-api',
       // Sent at connection start-up, so it holds for every statement on the pool.
       ...(settings.statementTimeoutMs ? { statement_timeout: settings.statementTimeoutMs } : {}),

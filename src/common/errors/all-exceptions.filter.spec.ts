@@ -23,6 +23,35 @@ describe('toErrorResponse', () => {
     }
   });
 
+  it('answers a database out of reach with 503 service_unavailable and Retry-After, whatever says so', () => {
+    const lost = [
+      new Error('timeout exceeded when trying to connect'),
+      new Error('Connection terminated unexpectedly'),
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      databaseError('57P01', 'terminating connection due to administrator command'),
+      databaseError('08006', 'connection failure'),
+      new QueryFailedError(
+        'SELECT 1',
+        [],
+        databaseError('57P03', 'the database system is starting up'),
+      ),
+    ];
+    for (const thrown of lost) {
+      const answer = toErrorResponse(thrown, 'req_4');
+      expect(answer.status).toBe(503);
+      expect(answer.headers).toEqual({ 'Retry-After': '1' });
+      expect(answer.body.error).toEqual({
+        status: 503,
+        code: 'service_unavailable',
+        message: 'The database is unavailable; try again',
+        request_id: 'req_4',
+      });
+    }
+    // Neither a statement's own failure nor any other error.
+    expect(toErrorResponse(databaseError('23505', 'duplicate key'), 'r').status).toBe(500);
+    expect(toErrorResponse(new Error('Connection to the moon lost'), 'r').status).toBe(500);
+  });
+
   it('keeps any other database error a 500 that says nothing of it', () => {
     const answer = toErrorResponse(
       databaseError('23505', 'duplicate key value violates unique constraint "users_email_key"'),

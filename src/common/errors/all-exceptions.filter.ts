@@ -13,6 +13,7 @@ import { newRequestId, REQUEST_ID_HEADER, requestIdOf } from '../http/request-id
 import { AppError } from './app-error';
 import { CODE_OF_STATUS } from './error-codes';
 import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from './before-error-reply';
+import { isDatabaseUnavailable } from './database-unavailable';
 import { isStatementTimeout } from './statement-timeout';
 
 export interface ErrorResponse {
@@ -110,6 +111,14 @@ export function toErrorResponse(exception: unknown, requestId: string): ErrorRes
     // which may well succeed again in a moment.
     return toErrorResponse(
       new AppError('database_timeout', 'The database took too long to answer; try again', {
+        headers: { 'Retry-After': '1' },
+      }),
+      requestId,
+    );
+  }
+  if (isDatabaseUnavailable(exception)) {
+    return toErrorResponse(
+      new AppError('service_unavailable', 'The database is unavailable; try again', {
         headers: { 'Retry-After': '1' },
       }),
       requestId,

@@ -1,0 +1,42 @@
+/** Errors of Node's sockets that mean the database could not be reached or the link broke. */
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** What pg and pg-pool say, with no code, when a session could not be had or was lost. */
+const LOST_SESSION_MESSAGES = [
+  'timeout exceeded when trying to connect',
+  'Connection terminated unexpectedly',
+  'Connection terminated due to connection timeout',
+  'Connection terminated',
+  'Client has encountered a connection error and is not queryable',
+];
+
+/**
+ * True when a request failed because the database was out of reach, not because of what it
+ * asked: no session within the pool's connect timeout, a session the network or the server ended
+ * (SQLSTATE class 08; 57P01 to 57P03: shut down, crashed, not accepting connections), a socket
+ * refused or reset. Such a request may well succeed in a moment (a failover, a restart): 503 with
+ * Retry-After, which clients retry, where 500 said the service had failed (found by review).
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message, driverError } = error as {
+    code?: unknown;
+    message?: unknown;
+    driverError?: { code?: unknown };
+  };
+  const sqlState = typeof code === 'string' ? code : driverError?.code;
+  if (typeof sqlState === 'string') {
+    if (sqlState.startsWith('08') || /^57P0[1-3]$/.test(sqlState)) return true;
+    if (SOCKET_CODES.has(sqlState)) return true;
+  }
+  return typeof message === 'string' && LOST_SESSION_MESSAGES.includes(message);
+}
