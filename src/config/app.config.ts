@@ -42,7 +42,8 @@ class AppEnv {
   @IsOptional()
   @Transform(toNumber)
   @IsInt()
-  @Min(0)
+  // 0 made every SIGTERM a forced exit at once, cutting every request in flight (review).
+  @Min(1000)
   SHUTDOWN_TIMEOUT_MS?: number;
 
   @IsOptional()

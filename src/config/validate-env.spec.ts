@@ -13,6 +13,13 @@ describe('configuration validation', () => {
     expect(() => appConfig()).toThrow(/PORT/);
   });
 
+  it('refuses a shutdown shorter than a second, which would cut every request in flight', () => {
+    process.env.SHUTDOWN_TIMEOUT_MS = '0';
+    expect(() => appConfig()).toThrow(/SHUTDOWN_TIMEOUT_MS/);
+    process.env.SHUTDOWN_TIMEOUT_MS = '1000';
+    expect(appConfig().shutdownTimeoutMs).toBe(1000);
+  });
+
   it('requires DATABASE_URL to be a postgres URL', () => {
     process.env.DATABASE_URL = 'mysql://localhost/x';
     expect(() => databaseConfig()).toThrow(/DATABASE_URL/);
