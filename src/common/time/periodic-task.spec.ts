@@ -36,6 +36,36 @@ describe('PeriodicTask', () => {
     await task.stop();
   });
 
+  it('while the database is out of reach, reports it once a minute and waits longer between runs', async () => {
+    const errors: unknown[] = [];
+    const starts: number[] = [];
+    let reachable = false;
+    const task = new PeriodicTask({
+      intervalMs: 500,
+      run: () => {
+        starts.push(Date.now());
+        return reachable
+          ? Promise.resolve()
+          : Promise.reject(new Error('Connection terminated unexpectedly'));
+      },
+      onError: (error) => errors.push(error),
+    });
+    const t0 = Date.now();
+    task.start();
+    await jest.advanceTimersByTimeAsync(59_000);
+    // Waits of 1, 2, 4, 8 and 16 s, then 30 s: not 118 runs, and one report, not 118.
+    expect(starts.map((at) => at - t0)).toEqual([500, 1_500, 3_500, 7_500, 15_500, 31_500]);
+    expect(errors).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(60_000);
+    expect(errors).toHaveLength(2);
+    // Back: a run every interval again.
+    reachable = true;
+    const before = starts.length;
+    await jest.advanceTimersByTimeAsync(30_000 + 2_000);
+    expect(starts.length - before).toBeGreaterThanOrEqual(4);
+    await task.stop();
+  });
+
   it('waits for the run in progress at stop and schedules none after it', async () => {
     let finished = false;
     let runs = 0;
