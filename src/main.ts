@@ -28,10 +28,15 @@ async function bootstrap(): Promise<void> {
     {
       bodyParser: false,
       bufferLogs: true,
+      // A start that fails prints its one `Start-up failed:` line, not Nest's buffered lines in
+      // colour on stdout around it (found by review); a start that succeeds flushes them to the
+      // JSON logger below.
+      autoFlushLogs: false,
       abortOnError: false,
     },
   );
   setupApp(app);
+  app.flushLogs();
   const logger = app.get<Logger>(ROOT_LOGGER);
   const config = app.get<AppConfig>(appConfig.KEY);
 

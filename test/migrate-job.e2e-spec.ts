@@ -80,6 +80,10 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     } finally {
       expect(await app.stop()).toBe(0);
     }
+    // Nest's own start-up lines too, once the JSON logger is there: every line is JSON.
+    const lines = app.output().trim().split('\n');
+    expect(lines.some((line) => line.includes('Mapped {'))).toBe(true);
+    for (const line of lines) expect(() => JSON.parse(line) as unknown).not.toThrow();
   });
 
   it('with MIGRATE_ON_START=false it refuses to start on a database one migration behind, naming the fix', async () => {
@@ -136,6 +140,19 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     } finally {
       await racing.drop();
     }
+  });
+
+  it('a configuration it cannot start with: its reason on stderr naming the variable, and nothing else', async () => {
+    const app = runBuilt('main.js', [], {
+      DATABASE_URL: database.url,
+      PORT: 'abc',
+      METRICS_PORT: '0',
+    });
+    expect(await app.exited).toBe(1);
+    // Before, Nest's buffered start-up lines came first, in colour on stdout (review).
+    expect(app.output()).toMatch(/^Start-up failed: Invalid configuration:\n {2}PORT: /);
+    expect(app.output()).not.toContain('\u001b[');
+    expect(app.output()).not.toMatch(/NestFactory|InstanceLoader/);
   });
 
   it('refuses an unknown command with its usage (exit 2)', async () => {
