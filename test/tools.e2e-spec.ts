@@ -1647,6 +1647,57 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
+  it('takes streamed tool calls from a server that sends each whole without an index (review)', async () => {
+    const event = (delta: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-no-index',
+        object: 'chat.completion.chunk',
+        created: 0,
+        model: 'default-model',
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      })}\n\n`;
+    const whole = (id: string, order: string) => ({
+      tool_calls: [
+        {
+          id,
+          type: 'function',
+          function: { name: 'lookup_order', arguments: `{"order_id": "${order}"}` },
+        },
+      ],
+    });
+    fake.respondWith({
+      raw: {
+        contentType: 'text/event-stream',
+        body:
+          event({ role: 'assistant', content: '' }) +
+          event(whole('call_a', 'A-1')) +
+          // A piece naming no id goes on the call before it.
+          event({ tool_calls: [{ function: { arguments: '' } }] }) +
+          event(whole('call_b', 'B-2')) +
+          event({}, 'tool_calls') +
+          'data: [DONE]\n\n',
+      },
+    });
+    const paused = await t
+      .http()
+      .post('/v1/respond')
+      .set('Authorization', auth)
+      .send({
+        personality_id: personalityId,
+        user_id: uniqueUserId(),
+        message: 'two?',
+        stream: true,
+      });
+    const calls = parseEvents(paused.text).find((e) => e.event === 'tool_calls');
+    // Before, 502: the stream's calls were refused for their missing index.
+    expect(calls?.data).toMatchObject({
+      tool_calls: [
+        { id: 'call_a', name: 'lookup_order', arguments: { order_id: 'A-1' } },
+        { id: 'call_b', name: 'lookup_order', arguments: { order_id: 'B-2' } },
+      ],
+    });
+  });
+
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
     const failure = { error: { status: 500 } };
     // The pause, then the resumption's call failing on every attempt, then a completion.

@@ -117,6 +117,24 @@ function estimatedUsage(
 }
 
 /**
+ * Where a streamed piece of a tool call goes: its `index`, or, from a server that leaves it out
+ * (OpenAI's API requires it; some compatible servers send each call whole, without one), a new
+ * call when it names an id other than the last call's, else the last call (found by review: such
+ * a stream failed with 502, where the same call unstreamed was taken).
+ */
+function positionOf(
+  piece: { index?: unknown; id?: unknown },
+  calls: ReadonlyArray<{ id: string }>,
+): number {
+  if (piece.index !== undefined) return typeof piece.index === 'number' ? piece.index : NaN;
+  const last = calls.at(-1);
+  if (!last) return 0;
+  return typeof piece.id === 'string' && piece.id !== '' && last.id !== '' && piece.id !== last.id
+    ? calls.length
+    : calls.length - 1;
+}
+
+/**
  * Asks for `{text, emotion, intensity, facts}` with the vocabulary's names as the only emotions
  * and at most MAX_LEARNED_FACTS facts.
  */
@@ -506,18 +524,15 @@ export class OpenAiResponseEngine implements ResponseEngine {
       if (choice?.finish_reason) finished = true;
       if (typeof choice?.delta?.refusal === 'string') refusal += take(choice.delta.refusal);
       for (const piece of choice?.delta?.tool_calls ?? []) {
+        const at = positionOf(piece, calls);
         // An index past any real answer's would make a sparse array of that length.
-        if (
-          !Number.isInteger(piece.index) ||
-          piece.index < 0 ||
-          piece.index >= MAX_TOOL_CALLS_PER_ROUND
-        ) {
+        if (!Number.isInteger(at) || at < 0 || at >= MAX_TOOL_CALLS_PER_ROUND) {
           throw new UnusableAnswer(
             'The model provider answered with something that is not a reply',
             estimatedUsage(params, content + refusal + JSON.stringify(calls)),
           );
         }
-        const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
+        const call = (calls[at] ??= { id: '', name: '', arguments: '' });
         if (piece.id) call.id = piece.id;
         if (piece.function?.name) call.name += take(piece.function.name);
         if (piece.function?.arguments) call.arguments += take(piece.function.arguments);
