@@ -10,7 +10,8 @@ import { PeriodicTask, type PeriodicTaskOptions } from '../src/common/time/perio
 import { embeddingsConfig } from '../src/config/embeddings.config';
 import { Database } from '../src/database/database';
 import { QueueEmbeddingsByOrganization1795922600000 } from '../src/database/migrations/1795922600000-QueueEmbeddingsByOrganization';
-import { Embedder } from '../src/embeddings/embedder';
+import { APIConnectionTimeoutError } from 'openai';
+import { BATCH_TIMEOUT_MS, Embedder } from '../src/embeddings/embedder';
 import {
   BATCH_MAX_CHARACTERS,
   DEFERRALS_MAX,
@@ -215,7 +216,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     await database?.drop();
   });
 
-  function instance(): Instance {
+  function instance(embedderOf?: (clock: ManualClock) => Embedder): Instance {
     const clock = new ManualClock();
     const warnings: string[] = [];
     const ignore = () => undefined;
@@ -230,7 +231,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     const jobs = new CapturedJobs();
     new EmbeddingWorker(
       app.app.get(Database),
-      app.app.get(Embedder),
+      embedderOf ? embedderOf(clock) : app.app.get(Embedder),
       clock,
       logger,
       app.app.get<unknown, ConfigType<typeof embeddingsConfig>>(embeddingsConfig.KEY, {
@@ -607,6 +608,48 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
     } finally {
       provider.failOn(null);
     }
+  });
+
+  it('a text the provider hangs on until the timeout, in a batch of more than 8: the others one by one, the hanging one waits on its own, in one run (review)', async () => {
+    const sent: string[][] = [];
+    // The provider as the worker meets it: a call holding the text runs out its 30 s.
+    const hanging = (clock: ManualClock) => {
+      const real = app.app.get(Embedder);
+      return Object.assign(Object.create(real) as Embedder, {
+        embed: (texts: readonly string[]) => {
+          sent.push([...texts]);
+          if (texts.some((text) => text.includes('HANG'))) {
+            clock.advance(BATCH_TIMEOUT_MS);
+            return Promise.reject(new APIConnectionTimeoutError());
+          }
+          return Promise.resolve(texts.map((text) => fakeEmbedding(text)));
+        },
+      });
+    };
+    const h = instance(hanging);
+    const texts = Array.from({ length: 10 }, (_, i) =>
+      i === 2 ? `Hangs ${i}, HANG.` : `Hangs ${i}.`,
+    );
+    await newMemories(texts);
+    const stored = await count('memory_embeddings');
+    await h.run();
+    // Before, halves: the batch, its half and its quarter each ran out 30 s, the lease's time
+    // was gone before the text was sent alone, and the same batch came back at every run.
+    expect(sent).toEqual([
+      texts,
+      ['Hello.'],
+      [texts[0]],
+      [texts[1]],
+      [texts[2]],
+      ['Hello.'],
+      ...texts.slice(3).map((text) => [text]),
+    ]);
+    expect(await count('memory_embeddings')).toBe(stored + 9);
+    const { rows } = await db.query<{ attempts: number }>(
+      `SELECT attempts FROM embedding_queue WHERE source = 'memories'`,
+    );
+    expect(rows).toEqual([{ attempts: 1 }]);
+    await db.query(`DELETE FROM embedding_queue WHERE source = 'memories'`);
   });
 
   it('a 429 among the parts of a refused batch keeps what was answered, and backs off', async () => {

@@ -236,17 +236,22 @@ export function inOrder(data: ReadonlyArray<{ index: number; embedding: unknown 
   return vectors as number[][];
 }
 
-function fallbackReason(error: unknown): string {
-  // Subclasses first: a timeout is a connection error, a connection error an APIError. The
-  // signal's abort (the body past the deadline) is a user abort to the SDK, or the fetch's own
-  // AbortError or TimeoutError when the body was being read.
-  if (
+/**
+ * A call that ran past its time: the SDK's timeout, or the signal's abort (the body past the
+ * deadline), a user abort to the SDK, or the fetch's own AbortError or TimeoutError when the body
+ * was being read.
+ */
+export function isTimeout(error: unknown): boolean {
+  return (
     error instanceof APIConnectionTimeoutError ||
     error instanceof APIUserAbortError ||
     (error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError'))
-  ) {
-    return 'timeout';
-  }
+  );
+}
+
+function fallbackReason(error: unknown): string {
+  // Subclasses first: a timeout is a connection error, a connection error an APIError.
+  if (isTimeout(error)) return 'timeout';
   if (error instanceof APIConnectionError) return 'unreachable';
   if (error instanceof APIError) return 'error';
   return 'invalid';

@@ -4,6 +4,7 @@ import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { Counter } from 'prom-client';
 import type { EntityManager } from 'typeorm';
+import { isDatabaseUnavailable } from '../common/errors/database-unavailable';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
 import type { PeriodicTask } from '../common/time/periodic-task';
@@ -16,6 +17,7 @@ import {
   BATCH_TIMEOUT_MS,
   Embedder,
   isProvidersAlone,
+  isTimeout,
   isUnembeddable,
   TEXT_MAX_CHARS,
 } from './embedder';
@@ -81,6 +83,13 @@ export const DEFERRALS_MAX = 8;
 
 /** An item's outcome: its vector, null (passed over: refused, or not embedded), or deferred. */
 type Outcome = number[] | null | typeof DEFERRED;
+
+/** What a store did with a batch's items: `handled` no longer leased to it, of which some counted. */
+interface Stored {
+  handled: number;
+  /** Embedded, or passed over for good (refused, not embedded, failing too often). */
+  embeddedOrPassedOver: number;
+}
 
 /** What the calls for a batch answered: outcomes for its first items, and why they stopped short. */
 interface Answered {
@@ -302,9 +311,10 @@ export class EmbeddingWorker {
         nextAttemptAt: this.clock.nowMs() + waitMs * (0.5 + Math.random() / 2),
       });
       const stored = error instanceof BatchNotStored;
+      const cause = stored ? error.cause : error;
       this.logger.warn(
-        { err: stored ? error.cause : error, source: source.name, failures, waitMs },
-        stored
+        { err: cause, source: source.name, failures, waitMs },
+        stored || isDatabaseUnavailable(cause)
           ? 'embedding batch not stored: retrying later'
           : 'embeddings provider failed: retrying later',
       );
@@ -338,13 +348,14 @@ export class EmbeddingWorker {
     if (!batch) return false;
     try {
       const { vectors, failure } = await this.embedWhatTells(source, batch);
-      const done = await this.store(source, model, batch, vectors).catch((error: unknown) => {
+      const stored = await this.store(source, model, batch, vectors).catch((error: unknown) => {
         throw new BatchNotStored(error);
       });
-      this.embedded.inc(done);
+      // Deferred items wait: neither embedded nor passed over.
+      this.embedded.inc(stored.embeddedOrPassedOver);
       // What was answered is stored; the rest waits out the backoff.
       if (failure !== null) throw failure;
-      return batch.more && done === batch.items.length;
+      return batch.more && stored.handled === batch.items.length;
     } catch (error) {
       // The provider or the store failed: given back for the retry after the backoff (should
       // that fail too, the lease expires), so no instance waits LEASE_MS for it.
@@ -549,24 +560,26 @@ export class EmbeddingWorker {
   /**
    * Stores the vectors of the batch's first `vectors.length` items and takes them out of the
    * queue, in a short transaction: those whose lease is still ours (another instance that took
-   * some over stores those); the lease on the rest is given back. Answers the items done.
+   * some over stores those); the lease on the rest is given back. Answers what became of them.
    */
   private async store(
     source: EmbeddingSource,
     model: string,
     batch: LeasedBatch,
     vectors: readonly Outcome[],
-  ): Promise<number> {
+  ): Promise<Stored> {
     if (vectors.length === 0) {
       await this.release(source, model, batch);
-      return 0;
+      return { handled: 0, embeddedOrPassedOver: 0 };
     }
     const answered = batch.items.slice(0, vectors.length);
     const deferred = answered.filter((_, i) => vectors[i] === DEFERRED);
     const done = answered.filter((_, i) => vectors[i] !== DEFERRED);
     const stored = await this.database.transaction(async (manager) => {
       const kept =
-        deferred.length === 0 ? 0 : await this.defer(source, model, batch, deferred, manager);
+        deferred.length === 0
+          ? { waiting: 0, passedOver: 0 }
+          : await this.defer(source, model, batch, deferred, manager);
       // Locks the items first: a takeover waits for this transaction, and then finds none.
       const ours = new Set(
         done.length === 0
@@ -591,11 +604,14 @@ export class EmbeddingWorker {
       }
       // The calls ran short (the lease's time, shutdown): the rest waits for a batch again.
       if (answered.length < batch.items.length) await this.release(source, model, batch, manager);
-      return ours.size + kept;
+      return {
+        handled: ours.size + kept.waiting + kept.passedOver,
+        embeddedOrPassedOver: ours.size + kept.passedOver,
+      };
     });
-    if (stored < answered.length) {
+    if (stored.handled < answered.length) {
       this.logger.warn(
-        { source: source.name, items: done.length - stored },
+        { source: source.name, items: answered.length - stored.handled },
         'embedding lease expired before the batch was stored: another instance took it over',
       );
     }
@@ -605,7 +621,7 @@ export class EmbeddingWorker {
   /**
    * The items whose texts failed alone wait on their own (DEFERRED_FIRST_MS, doubling), no longer
    * leased; one that has failed so DEFERRALS_MAX times leaves the queue, passed over. Only those
-   * whose lease is still ours. Answers how many.
+   * whose lease is still ours. Answers how many of each.
    */
   private async defer(
     source: EmbeddingSource,
@@ -613,7 +629,7 @@ export class EmbeddingWorker {
     batch: LeasedBatch,
     items: readonly QueuedItem[],
     manager: EntityManager,
-  ): Promise<number> {
+  ): Promise<{ waiting: number; passedOver: number }> {
     const now = this.clock.now();
     const waitSeconds = sql`least(${DEFERRED_FIRST_MS / 1000}::float8 * power(2, attempts),
                                   ${DEFERRED_MAX_MS / 1000}::float8)`;
@@ -636,7 +652,7 @@ export class EmbeddingWorker {
         ? `text failing alone at the embeddings provider ${DEFERRALS_MAX} times: skipped`
         : 'text failing alone at the embeddings provider: it waits on its own',
     );
-    return waiting + passedOver;
+    return { waiting, passedOver };
   }
 
   /** Ends the batch's lease on its items that still hold it: they wait for a batch again. */
@@ -759,9 +775,12 @@ export class EmbeddingWorker {
       }
       return { vectors: [DEFERRED], failure: null };
     }
+    // After a timeout, one by one: each part holding the text that hangs costs a whole timeout,
+    // and halving spent the lease's time on the batch, its half and its quarter before the text
+    // was ever sent alone, so the batch came back again and again (review of the change).
     const half = Math.ceil(items.length / 2);
     const parts =
-      items.length > ONE_BY_ONE_UP_TO
+      items.length > ONE_BY_ONE_UP_TO && !isTimeout(cause)
         ? [items.slice(0, half), items.slice(half)]
         : items.map((item) => [item]);
     const vectors: Outcome[] = [];
@@ -775,9 +794,11 @@ export class EmbeddingWorker {
         return { vectors, failure: asError(error) };
       }
       vectors.push(...answered.vectors);
-      // The lease runs short, or a call failed: the rest is the next batch's.
+      // The lease runs short, or a call failed: the rest is the next batch's. Nothing answered
+      // at all: the failure that began it stands, and the source backs off (and says so).
       if (answered.failure !== null || answered.vectors.length < part.length) {
-        return { vectors, failure: answered.failure };
+        const failure = answered.failure ?? (vectors.length === 0 ? asError(cause) : null);
+        return { vectors, failure };
       }
     }
     return { vectors, failure: null };
