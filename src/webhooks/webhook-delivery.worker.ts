@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Clock } from '../common/time/clock';
 import { type BackgroundJob, BackgroundJobs } from '../common/time/background-jobs';
+import { DatabaseOutage } from '../common/time/database-outage';
 import { inBatches, type PeriodicTask } from '../common/time/periodic-task';
 import { webhooksConfig } from '../config/webhooks.config';
 import { MetricsService } from '../metrics/metrics.service';
@@ -114,6 +115,8 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   private wake: (() => void) | undefined;
   private waitingForSlot = false;
   private stopped = false;
+  /** The claims meeting a database out of reach: reported once a minute, spaced out. */
+  private readonly outage = new DatabaseOutage();
   private readonly purge: PeriodicTask;
 
   constructor(
@@ -225,13 +228,16 @@ export class WebhookDeliveryWorker implements BackgroundJob {
           this.cursor = cursor;
           this.heldBack = heldBack;
           claimed = attempts.length;
+          this.outage.succeeded();
           for (const job of attempts) this.hold(job);
           this.startQueued();
           slotFreedForHeldBack = this.endedWhileClaiming.some(([organization, endpoint]) =>
             this.isHeldBack(organization, endpoint),
           );
         } catch (error) {
-          this.logger.error({ err: error }, 'claiming webhook attempts failed; retrying');
+          if (this.outage.failed(error)) {
+            this.logger.error({ err: error }, 'claiming webhook attempts failed; retrying');
+          }
         } finally {
           this.endedWhileClaiming = undefined;
         }
@@ -246,7 +252,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         claimed > 0
           ? Math.min(BUSY_POLL_INTERVAL_MS, this.config.pollIntervalMs)
           : this.config.pollIntervalMs;
-      await this.pause(free > 0 ? interval : undefined);
+      await this.pause(free > 0 ? this.outage.delayMs(interval) : undefined);
     }
   }
 

@@ -1,10 +1,4 @@
-import { isDatabaseUnavailable } from '../errors/database-unavailable';
-
-/** While the database is out of reach, a task waits up to this long between runs. */
-export const UNAVAILABLE_MAX_DELAY_MS = 30_000;
-
-/** While the database is out of reach, a task reports it at most this often. */
-export const UNAVAILABLE_REPORT_EVERY_MS = 60_000;
+import { DatabaseOutage } from './database-outage';
 
 export interface PeriodicTaskOptions {
   /** The pause between the end of one run and the start of the next. */
@@ -13,11 +7,8 @@ export interface PeriodicTaskOptions {
   firstDelayMs?: number;
   run: () => Promise<void>;
   /**
-   * A failed run is reported here and the schedule goes on. Runs failing because the database is
-   * out of reach (isDatabaseUnavailable) are reported once, then at most once a minute, and the
-   * runs wait twice as long each time, up to UNAVAILABLE_MAX_DELAY_MS (or the interval, if
-   * longer): a 500 ms poller wrote a stack trace twice a second for each worker of each instance
-   * while the database was away (found by review).
+   * A failed run is reported here and the schedule goes on; runs failing because the database is
+   * out of reach are reported once a minute and spaced out (DatabaseOutage).
    */
   onError: (error: unknown) => void;
   /** Milliseconds now, for the reports' spacing (tests). */
@@ -35,11 +26,11 @@ export class PeriodicTask {
   /** The scheduled runs and exclusive() calls, one after another. */
   private chain: Promise<unknown> = Promise.resolve();
   private stopped = false;
-  /** Runs in a row that found the database out of reach. */
-  private unavailableRuns = 0;
-  private lastUnavailableReport = -Infinity;
+  private readonly outage: DatabaseOutage;
 
-  constructor(private readonly options: PeriodicTaskOptions) {}
+  constructor(private readonly options: PeriodicTaskOptions) {
+    this.outage = new DatabaseOutage(options.now);
+  }
 
   /** True once `stop()` was called: a long run checks it between batches. */
   get isStopped(): boolean {
@@ -71,33 +62,14 @@ export class PeriodicTask {
     this.timer = setTimeout(() => {
       void this.exclusive(this.options.run)
         .then(
-          () => (this.unavailableRuns = 0),
-          (error: unknown) => this.failed(error),
+          () => this.outage.succeeded(),
+          (error: unknown) => {
+            if (this.outage.failed(error)) this.options.onError(error);
+          },
         )
-        .finally(() => this.schedule(this.nextDelayMs()));
+        .finally(() => this.schedule(this.outage.delayMs(this.options.intervalMs)));
     }, delayMs);
     this.timer.unref();
-  }
-
-  private failed(error: unknown): void {
-    if (!isDatabaseUnavailable(error)) {
-      this.unavailableRuns = 0;
-      this.options.onError(error);
-      return;
-    }
-    this.unavailableRuns += 1;
-    const now = (this.options.now ?? Date.now)();
-    if (now - this.lastUnavailableReport >= UNAVAILABLE_REPORT_EVERY_MS) {
-      this.lastUnavailableReport = now;
-      this.options.onError(error);
-    }
-  }
-
-  private nextDelayMs(): number {
-    const { intervalMs } = this.options;
-    if (this.unavailableRuns === 0) return intervalMs;
-    const longest = Math.max(intervalMs, UNAVAILABLE_MAX_DELAY_MS);
-    return Math.min(intervalMs * 2 ** this.unavailableRuns, longest);
   }
 }
 
