@@ -703,6 +703,17 @@ describe('Billing through Stripe (official SDK against a local fake Stripe)', ()
           nowSeconds(),
         ),
         stripeEvent('invoice.paid', { customer: 'cus_z' }, nowSeconds()),
+        // A whole number of seconds no Date holds (after the year 275760).
+        stripeEvent(
+          'customer.subscription.updated',
+          {
+            id: 'sub_far',
+            status: 'active',
+            customer: 'cus_far',
+            items: { data: [{ current_period_end: 9_000_000_000_000 }] },
+          },
+          nowSeconds(),
+        ),
       ];
       for (const event of malformed) {
         const answer = await deliver(event);

@@ -17,6 +17,13 @@ const isId = (value: unknown): value is string => typeof value === 'string' && v
 const isIdOrObjectWithId = (value: unknown): boolean =>
   isId(value) || (isRecord(value) && isId(value.id));
 
+/** The last second a timestamp column and a JavaScript Date both hold: 9999-12-31T23:59:59Z. */
+const LAST_UNIX_SECOND = 253_402_300_799;
+
+/** Seconds since 1970 that name a time (a larger integer made an Invalid Date, and a 500). */
+const isUnixTime = (value: unknown): boolean =>
+  Number.isSafeInteger(value) && (value as number) > 0 && (value as number) <= LAST_UNIX_SECOND;
+
 const isOptional = (value: unknown, check: (value: unknown) => boolean): boolean =>
   value === undefined || value === null || check(value);
 
@@ -26,8 +33,7 @@ export function isEventEnvelope(event: unknown): event is Stripe.Event {
     isRecord(event) &&
     isId(event.id) &&
     typeof event.type === 'string' &&
-    Number.isSafeInteger(event.created) &&
-    (event.created as number) > 0 &&
+    isUnixTime(event.created) &&
     isRecord(event.data) &&
     isRecord(event.data.object)
   );
@@ -46,7 +52,7 @@ export function isSubscriptionPayload(object: unknown): object is Stripe.Subscri
   return (
     isRecord(item) &&
     isOptional(item.price, (price) => isRecord(price) && isOptional(price.id, isId)) &&
-    isOptional(item.current_period_end, (end) => Number.isSafeInteger(end) && (end as number) > 0)
+    isOptional(item.current_period_end, isUnixTime)
   );
 }
 

@@ -49,6 +49,7 @@ describe('toErrorResponse', () => {
     }
     // Neither a statement's own failure nor any other error.
     expect(toErrorResponse(databaseError('23505', 'duplicate key'), 'r').status).toBe(500);
+    expect(toErrorResponse(databaseError('08P01', 'protocol violation'), 'r').status).toBe(500);
     expect(toErrorResponse(new Error('Connection to the moon lost'), 'r').status).toBe(500);
   });
 

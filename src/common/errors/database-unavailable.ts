@@ -35,7 +35,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   };
   const sqlState = typeof code === 'string' ? code : driverError?.code;
   if (typeof sqlState === 'string') {
-    if (sqlState.startsWith('08') || /^57P0[1-3]$/.test(sqlState)) return true;
+    // 08P01 (protocol_violation) is the client's own mistake, the same on every try.
+    if (sqlState.startsWith('08') && sqlState !== '08P01') return true;
+    if (/^57P0[1-3]$/.test(sqlState)) return true;
     if (SOCKET_CODES.has(sqlState)) return true;
   }
   return typeof message === 'string' && LOST_SESSION_MESSAGES.includes(message);
