@@ -5,7 +5,7 @@ import { SHARED_STATE_TTL_MS } from '../src/respond/engine/routing/circuit-break
 import { expectError } from './support/assertions';
 import { ensureBuilt, runBuilt } from './support/built-app';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
-import { FakeOpenAI, type FakeReply } from './support/fake-openai';
+import { completionChunk, FakeOpenAI, type FakeReply } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { freePort } from './support/ports';
 import { type OwnRedis, startOwnRedis } from './support/redis-server';
@@ -316,14 +316,7 @@ describe('A model path that does not fail the user (contract §21)', () => {
 
   // ENGINE_MAX_TOKENS 321: at most 321 × 16 + 4,096 = 9,232 characters are read of an answer.
   it('refuses a streamed tool call numbered past any real answer, and counts what came', async () => {
-    const event = (delta: unknown, finish: string | null = null) =>
-      `data: ${JSON.stringify({
-        id: 'chatcmpl-far',
-        object: 'chat.completion.chunk',
-        created: 0,
-        model: 'm',
-        choices: [{ index: 0, delta, finish_reason: finish }],
-      })}\n\n`;
+    const event = completionChunk;
     const far = {
       contentType: 'text/event-stream',
       body:

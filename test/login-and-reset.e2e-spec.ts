@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { DataSource } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { Response } from 'supertest';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { PasswordResetService } from '../src/auth/password-reset.service';
 import { expectError, expectRequestId } from './support/assertions';
@@ -65,6 +66,35 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const token = resetTokenOf(mails[mails.length - 1]);
     secrets.push(token);
     return token;
+  }
+
+  /**
+   * The answers of `requests`, let in with the token version still committed, while a reset's
+   * transaction holds the user's row with the version raised (and whatever `alsoHeld` did in it),
+   * once all of them wait for its locks and it has committed.
+   */
+  async function racingAReset(
+    userId: string,
+    requests: () => Array<PromiseLike<Response>>,
+    alsoHeld: (reset: QueryRunner) => Promise<unknown> = async () => undefined,
+  ): Promise<Response[]> {
+    const reset = db.createQueryRunner();
+    await reset.connect();
+    try {
+      await reset.startTransaction();
+      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
+      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
+        userId,
+      ]);
+      await alsoHeld(reset);
+      const answers = requests().map((request) => Promise.resolve(request));
+      await sessionsWaitingForLocks(t.app.get(Database), answers.length);
+      await reset.commitTransaction();
+      return await Promise.all(answers);
+    } finally {
+      if (reset.isTransactionActive) await reset.rollbackTransaction();
+      await reset.release();
+    }
   }
 
   it('logs in with the right password and refuses a wrong one with 401 invalid_credentials', async () => {
@@ -560,16 +590,9 @@ describe('Login, the 15/24h lockout and password reset', () => {
     await t.http().get('/v1/webhook-endpoints').set(keyAuth).expect(200);
     // What a reset's transaction holds once it has raised the version and revoked the user's
     // keys (ApiKeysService.revokeAtReset), before its takeback reads the endpoints.
-    const reset = db.createQueryRunner();
-    await reset.connect();
-    try {
-      await reset.startTransaction();
-      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
-      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
-        me.id,
-      ]);
-      await reset.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [made.body.id]);
-      const writes = [
+    const answers = await racingAReset(
+      me.id,
+      () => [
         t
           .http()
           .post('/v1/webhook-endpoints')
@@ -585,18 +608,13 @@ describe('Login, the 15/24h lockout and password reset', () => {
           .post('/v1/webhook-endpoints')
           .set(keyAuth)
           .send({ url: 'http://127.0.0.1:9/late-key', events: ['end_user.created'] }),
-      ].map((write) => write.then((response) => response));
-      await sessionsWaitingForLocks(t.app.get(Database), 3);
-      await reset.commitTransaction();
-      // Before, all three wrote after the reset (201, 200, 201), and the takeback, which had
-      // read the endpoints already, left them sending where the squatter pointed them.
-      for (const answered of await Promise.all(writes)) {
-        expectError(answered, 401, 'unauthenticated');
-      }
-    } finally {
-      if (reset.isTransactionActive) await reset.rollbackTransaction();
-      await reset.release();
-    }
+      ],
+      (reset) =>
+        reset.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [made.body.id]),
+    );
+    // Before, all three wrote after the reset (201, 200, 201), and the takeback, which had read
+    // the endpoints already, left them sending where the squatter pointed them.
+    for (const answered of answers) expectError(answered, 401, 'unauthenticated');
     const urls = await db.query(
       'SELECT url FROM webhook_endpoints WHERE organization_id = $1 ORDER BY url',
       [squatter.organizationId],
@@ -609,30 +627,14 @@ describe('Login, the 15/24h lockout and password reset', () => {
     const bearer = { Authorization: `Bearer ${owner.accessToken}` };
     const me = (await t.http().get('/v1/me').set(bearer)).body as { id: string };
     const organization = `/v1/organizations/${owner.organizationId}`;
-    const reset = db.createQueryRunner();
-    await reset.connect();
-    try {
-      await reset.startTransaction();
-      await reset.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [me.id]);
-      await reset.query('UPDATE users SET token_version = token_version + 1 WHERE id = $1', [
-        me.id,
-      ]);
-      // Let in on the version still committed (and cached), then waiting for the user's row.
-      const patches = [
-        t.http().patch(`${organization}/limits`).set(bearer).send({ monthly_token_budget: 5 }),
-        t.http().patch(`${organization}/safety`).set(bearer).send({ crisis_response: 'off' }),
-        t.http().patch(organization).set(bearer).send({ memory_retention_days: 3 }),
-      ].map((patch) => patch.then((response) => response));
-      await sessionsWaitingForLocks(t.app.get(Database), 3);
-      await reset.commitTransaction();
-      // Before, all three wrote after the reset (200), as the ended token's action.
-      for (const answered of await Promise.all(patches)) {
-        expectError(answered, 401, 'unauthenticated');
-      }
-    } finally {
-      if (reset.isTransactionActive) await reset.rollbackTransaction();
-      await reset.release();
-    }
+    // Let in on the version still committed (and cached), then waiting for the user's row.
+    const answers = await racingAReset(me.id, () => [
+      t.http().patch(`${organization}/limits`).set(bearer).send({ monthly_token_budget: 5 }),
+      t.http().patch(`${organization}/safety`).set(bearer).send({ crisis_response: 'off' }),
+      t.http().patch(organization).set(bearer).send({ memory_retention_days: 3 }),
+    ]);
+    // Before, all three wrote after the reset (200), as the ended token's action.
+    for (const answered of answers) expectError(answered, 401, 'unauthenticated');
     const [stored] = await db.query(
       `SELECT o.memory_retention_days AS retention,
               (SELECT count(*) FROM organization_limits l WHERE l.organization_id = o.id)::int

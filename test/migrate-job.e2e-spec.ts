@@ -18,6 +18,15 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     await database?.drop();
   });
 
+  /** The built service on the spec's database, as a pod started after (or before) the Job. */
+  const startWithoutMigrating = async (port?: number) =>
+    runBuilt('main.js', [], {
+      DATABASE_URL: database.url,
+      PORT: String(port ?? (await freePort())),
+      METRICS_PORT: '0',
+      MIGRATE_ON_START: 'false',
+    });
+
   async function tables(): Promise<string[]> {
     const client = new Client({ connectionString: database.url });
     await client.connect();
@@ -32,12 +41,7 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
   }
 
   it('with MIGRATE_ON_START=false the app does not migrate: on an empty database it stops, schema untouched', async () => {
-    const app = runBuilt('main.js', [], {
-      DATABASE_URL: database.url,
-      PORT: String(await freePort()),
-      METRICS_PORT: '0',
-      MIGRATE_ON_START: 'false',
-    });
+    const app = await startWithoutMigrating();
     // A pod started before the Job has run crash-loops until it has, rather than racing it.
     expect(await app.exited).toBe(1);
     expect(app.output()).toContain('Start-up failed');
@@ -60,12 +64,7 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
 
   it('then the app starts with MIGRATE_ON_START=false and serves', async () => {
     const port = await freePort();
-    const app = runBuilt('main.js', [], {
-      DATABASE_URL: database.url,
-      PORT: String(port),
-      METRICS_PORT: '0',
-      MIGRATE_ON_START: 'false',
-    });
+    const app = await startWithoutMigrating(port);
     try {
       await waitUntilReady(app, port);
       const signup = await fetch(`http://127.0.0.1:${port}/v1/auth/signup`, {
@@ -96,12 +95,7 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
         'DELETE FROM typeorm_migrations WHERE id = (SELECT max(id) FROM typeorm_migrations) RETURNING *',
       );
       try {
-        const app = runBuilt('main.js', [], {
-          DATABASE_URL: database.url,
-          PORT: String(await freePort()),
-          METRICS_PORT: '0',
-          MIGRATE_ON_START: 'false',
-        });
+        const app = await startWithoutMigrating();
         expect(await app.exited).toBe(1);
         expect(app.output()).toContain(
           `The database has 1 migration(s) of this release still to apply (${rows[0].name} the last), and MIGRATE_ON_START=false`,

@@ -11,7 +11,7 @@ import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { parseEvents } from './support/sse';
 import { eventually } from './support/wait';
 import { WebhookReceiver } from './support/webhook-receiver';
-import { FakeOpenAI } from './support/fake-openai';
+import { completionChunk, FakeOpenAI } from './support/fake-openai';
 import { tenantWithKey } from './support/identity';
 import { createApiKey, signUp } from './support/identity';
 import { parseExposition, valueOf } from './support/prometheus';
@@ -1648,14 +1648,7 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
   });
 
   it('takes streamed tool calls from a server that sends each whole without an index (review)', async () => {
-    const event = (delta: unknown, finish: string | null = null) =>
-      `data: ${JSON.stringify({
-        id: 'chatcmpl-no-index',
-        object: 'chat.completion.chunk',
-        created: 0,
-        model: 'default-model',
-        choices: [{ index: 0, delta, finish_reason: finish }],
-      })}\n\n`;
+    const event = completionChunk;
     const whole = (id: string, order: string) => ({
       tool_calls: [
         {
@@ -1678,16 +1671,12 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
           'data: [DONE]\n\n',
       },
     });
-    const paused = await t
-      .http()
-      .post('/v1/respond')
-      .set('Authorization', auth)
-      .send({
-        personality_id: personalityId,
-        user_id: uniqueUserId(),
-        message: 'two?',
-        stream: true,
-      });
+    const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
+      personality_id: personalityId,
+      user_id: uniqueUserId(),
+      message: 'two?',
+      stream: true,
+    });
     const calls = parseEvents(paused.text).find((e) => e.event === 'tool_calls');
     // Before, 502: the stream's calls were refused for their missing index.
     expect(calls?.data).toMatchObject({

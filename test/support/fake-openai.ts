@@ -682,3 +682,17 @@ export function fakeModelEnv(fake: FakeOpenAI): Record<string, string> {
     ENGINE_BREAKER_FAILURES: '1000',
   };
 }
+
+/**
+ * One `data:` line of a chat completion stream, choice 0 carrying `delta` (and `finish`): for a
+ * spec's `raw` answer that the fake's own streams would never send.
+ */
+export function completionChunk(delta: unknown, finish: string | null = null): string {
+  return `data: ${JSON.stringify({
+    id: 'chatcmpl-raw',
+    object: 'chat.completion.chunk',
+    created: 0,
+    model: 'default-model',
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  })}\n\n`;
+}
