@@ -1647,45 +1647,68 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
-  it('takes streamed tool calls from a server that sends each whole without an index (review)', async () => {
-    const event = completionChunk;
-    const whole = (id: string, order: string) => ({
-      tool_calls: [
-        {
-          id,
-          type: 'function',
-          function: { name: 'lookup_order', arguments: `{"order_id": "${order}"}` },
-        },
-      ],
-    });
-    fake.respondWith({
-      raw: {
-        contentType: 'text/event-stream',
-        body:
-          event({ role: 'assistant', content: '' }) +
-          event(whole('call_a', 'A-1')) +
-          // A piece naming no id goes on the call before it.
-          event({ tool_calls: [{ function: { arguments: '' } }] }) +
-          event(whole('call_b', 'B-2')) +
-          event({}, 'tool_calls') +
-          'data: [DONE]\n\n',
-      },
-    });
-    const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
-      personality_id: personalityId,
-      user_id: uniqueUserId(),
-      message: 'two?',
-      stream: true,
-    });
-    const calls = parseEvents(paused.text).find((e) => e.event === 'tool_calls');
-    // Before, 502: the stream's calls were refused for their missing index.
-    expect(calls?.data).toMatchObject({
-      tool_calls: [
-        { id: 'call_a', name: 'lookup_order', arguments: { order_id: 'A-1' } },
-        { id: 'call_b', name: 'lookup_order', arguments: { order_id: 'B-2' } },
-      ],
-    });
+  /** A streamed answer of these tool-call pieces, each a chunk of its own. */
+  const streamedCalls = (...pieces: unknown[]) => ({
+    raw: {
+      contentType: 'text/event-stream',
+      body:
+        completionChunk({ role: 'assistant', content: '' }) +
+        pieces.map((piece) => completionChunk({ tool_calls: [piece] })).join('') +
+        completionChunk({}, 'tool_calls') +
+        'data: [DONE]\n\n',
+    },
   });
+  const wholeCall = (order: string, fields: Record<string, unknown>) => ({
+    ...fields,
+    type: 'function',
+    function: { name: 'lookup_order', arguments: `{"order_id": "${order}"}` },
+  });
+
+  // Before (review): 502 without an index, and one call of both names and arguments run
+  // together with one index for all (Ollama) or neither index nor id.
+  it.each([
+    [
+      'without an index',
+      streamedCalls(
+        wholeCall('A-1', { id: 'call_a' }),
+        // A piece naming no id goes on the call before it.
+        { function: { arguments: '' } },
+        wholeCall('B-2', { id: 'call_b' }),
+      ),
+      ['call_a', 'call_b'],
+    ],
+    [
+      'each at index 0',
+      streamedCalls(
+        wholeCall('A-1', { index: 0, id: 'call_a' }),
+        wholeCall('B-2', { index: 0, id: 'call_b' }),
+      ),
+      ['call_a', 'call_b'],
+    ],
+    [
+      'without an index or an id',
+      streamedCalls(wholeCall('A-1', {}), wholeCall('B-2', {})),
+      [expect.stringMatching(/^call_[0-9a-f]{32}$/), expect.stringMatching(/^call_[0-9a-f]{32}$/)],
+    ],
+  ])(
+    'takes streamed tool calls from a server that sends each whole %s',
+    async (_how, reply, ids) => {
+      fake.respondWith(reply);
+      const paused = await t.http().post('/v1/respond').set('Authorization', auth).send({
+        personality_id: personalityId,
+        user_id: uniqueUserId(),
+        message: 'two?',
+        stream: true,
+      });
+      const calls = parseEvents(paused.text).find((e) => e.event === 'tool_calls');
+      expect(calls?.data).toMatchObject({
+        tool_calls: [
+          { id: ids[0], name: 'lookup_order', arguments: { order_id: 'A-1' } },
+          { id: ids[1], name: 'lookup_order', arguments: { order_id: 'B-2' } },
+        ],
+      });
+    },
+  );
 
   it('gives a turn back when its resumption fails, so the outputs can be sent again', async () => {
     const failure = { error: { status: 500 } };

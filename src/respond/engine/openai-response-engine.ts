@@ -116,22 +116,58 @@ function estimatedUsage(
   };
 }
 
+/** A tool call as its streamed pieces build it. */
+interface StreamedCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
 /**
- * Where a streamed piece of a tool call goes: its `index`, or, from a server that leaves it out
- * (OpenAI's API requires it; some compatible servers send each call whole, without one), a new
- * call when it names an id other than the last call's, else the last call (found by review: such
- * a stream failed with 502, where the same call unstreamed was taken).
+ * The call a streamed piece goes to (a position in `calls`, in the order calls first came), or
+ * undefined for an answer that is no reply (an index that is not one, or more calls than a round
+ * takes). By its `index` (OpenAI's API requires one; `slots` maps each to its call), but a piece
+ * that starts another call goes to a new one: some compatible servers leave the index out, and
+ * some send every call whole at index 0 (found by review: their streams merged the calls into
+ * one, or failed with 502, where the same calls unstreamed were taken).
  */
-function positionOf(
-  piece: { index?: unknown; id?: unknown },
-  calls: ReadonlyArray<{ id: string }>,
-): number {
-  if (piece.index !== undefined) return typeof piece.index === 'number' ? piece.index : NaN;
-  const last = calls.at(-1);
-  if (!last) return 0;
-  return typeof piece.id === 'string' && piece.id !== '' && last.id !== '' && piece.id !== last.id
-    ? calls.length
-    : calls.length - 1;
+function callOf(
+  piece: { index?: unknown; id?: unknown; function?: { name?: unknown; arguments?: unknown } },
+  calls: StreamedCall[],
+  slots: Map<unknown, number>,
+): number | undefined {
+  const { index } = piece;
+  if (
+    index !== undefined &&
+    !(
+      Number.isInteger(index) &&
+      (index as number) >= 0 &&
+      (index as number) < MAX_TOOL_CALLS_PER_ROUND
+    )
+  ) {
+    return undefined;
+  }
+  const current = slots.get(index);
+  if (current !== undefined && !startsAnother(piece, calls[current])) return current;
+  if (calls.length >= MAX_TOOL_CALLS_PER_ROUND) return undefined;
+  slots.set(index, calls.length);
+  return calls.length;
+}
+
+/**
+ * Whether a piece begins a call other than `call`: it names another id, or, naming none, it is a
+ * whole call (a name and arguments) after one that had both.
+ */
+function startsAnother(
+  piece: { id?: unknown; function?: { name?: unknown; arguments?: unknown } },
+  call: StreamedCall,
+): boolean {
+  if (typeof piece.id === 'string' && piece.id !== '')
+    return call.id !== '' && piece.id !== call.id;
+  const named = typeof piece.function?.name === 'string' && piece.function.name !== '';
+  return (
+    named && piece.function?.arguments !== undefined && call.name !== '' && call.arguments !== ''
+  );
 }
 
 /**
@@ -509,7 +545,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let finished = false;
     let refusal = '';
     // Tool calls come in pieces by index: the id and name first, then the arguments' text.
-    const calls: Array<{ id: string; name: string; arguments: string }> = [];
+    const calls: StreamedCall[] = [];
+    // The call each index (or none) writes to now, in the order they first came.
+    const slots = new Map<unknown, number>();
     // Text, refusal and calls count against one bound together.
     let read = 0;
     const take = (piece: string) => {
@@ -524,9 +562,8 @@ export class OpenAiResponseEngine implements ResponseEngine {
       if (choice?.finish_reason) finished = true;
       if (typeof choice?.delta?.refusal === 'string') refusal += take(choice.delta.refusal);
       for (const piece of choice?.delta?.tool_calls ?? []) {
-        const at = positionOf(piece, calls);
-        // An index past any real answer's would make a sparse array of that length.
-        if (!Number.isInteger(at) || at < 0 || at >= MAX_TOOL_CALLS_PER_ROUND) {
+        const at = callOf(piece, calls, slots);
+        if (at === undefined) {
           throw new UnusableAnswer(
             'The model provider answered with something that is not a reply',
             estimatedUsage(params, content + refusal + JSON.stringify(calls)),
