@@ -320,6 +320,18 @@ describe('Import (PMF v1)', () => {
       ]);
     });
 
+    it("stores a fact's updated_at before its created_at as its created_at: never changed before it was made (review)", async () => {
+      const sage = await personalityDocument(await clonePersonality(t, a.auth));
+      const userId = uniqueUserId('fact-times');
+      const document = documentOf(userId, sage);
+      document.facts[0].updated_at = '1971-01-01T00:00:00.000Z';
+      expect((await importDocument(document)).status).toBe(201);
+      const exported = await exportDocument(userId);
+      expect(exported.facts.map((f: Json) => [f.created_at, f.updated_at])).toEqual([
+        [document.facts[0].created_at, document.facts[0].created_at],
+      ]);
+    });
+
     it('creates the personalities another organization does not have, from the document', async () => {
       const personality = await clonePersonality(t, a.auth, 'atlas-stoic');
       await t

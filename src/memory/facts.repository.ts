@@ -102,7 +102,8 @@ export class FactsRepository {
       FACT.query`WITH updated AS (
             UPDATE end_user_facts
                SET content = ${change.content}, content_key = ${change.contentKey},
-                   updated_at = ${change.at}
+                   -- Never before its creation, whatever this instance's clock says.
+                   updated_at = GREATEST(created_at, ${change.at}::timestamptz)
              WHERE id = ${id} AND end_user_id = ${endUser.id}
             RETURNING *),
           ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM updated)`)}

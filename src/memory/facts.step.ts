@@ -71,7 +71,7 @@ export function factsInsertStep(
           (organization_id, end_user_id, content, content_key, source, memory_id, created_at,
            updated_at)
         SELECT ${target.organizationId}::uuid, ${target.endUserId}::uuid, v.content, v.key,
-               v.source, v.memory_id, v.created_at, v.updated_at
+               v.source, v.memory_id, v.created_at, GREATEST(v.created_at, v.updated_at)
           FROM (VALUES ${join(values)})
                AS v(ord, content, key, source, memory_id, created_at, updated_at)
          ORDER BY v.ord

@@ -30,6 +30,9 @@ describe('toErrorResponse', () => {
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
       databaseError('57P01', 'terminating connection due to administrator command'),
       databaseError('08006', 'connection failure'),
+      Object.assign(databaseError('08P01', 'pgbouncer cannot connect to server'), {
+        severity: 'FATAL',
+      }),
       new QueryFailedError(
         'SELECT 1',
         [],
@@ -49,7 +52,10 @@ describe('toErrorResponse', () => {
     }
     // Neither a statement's own failure nor any other error.
     expect(toErrorResponse(databaseError('23505', 'duplicate key'), 'r').status).toBe(500);
-    expect(toErrorResponse(databaseError('08P01', 'protocol violation'), 'r').status).toBe(500);
+    const misuse = Object.assign(databaseError('08P01', 'bind message supplies 1 parameters'), {
+      severity: 'ERROR',
+    });
+    expect(toErrorResponse(misuse, 'r').status).toBe(500);
     expect(toErrorResponse(new Error('Connection to the moon lost'), 'r').status).toBe(500);
   });
 

@@ -28,15 +28,19 @@ const LOST_SESSION_MESSAGES = [
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
-  const { code, message, driverError } = error as {
+  const { code, message, severity, driverError } = error as {
     code?: unknown;
     message?: unknown;
-    driverError?: { code?: unknown };
+    severity?: unknown;
+    driverError?: { code?: unknown; severity?: unknown };
   };
   const sqlState = typeof code === 'string' ? code : driverError?.code;
   if (typeof sqlState === 'string') {
-    // 08P01 (protocol_violation) is the client's own mistake, the same on every try.
-    if (sqlState.startsWith('08') && sqlState !== '08P01') return true;
+    // 08P01 (protocol_violation) as an ERROR is the client's own mistake, the same on every try;
+    // as a FATAL that ends the session it is a pooler's outage (PgBouncer's "cannot connect to
+    // server", "query_wait_timeout"...: review of the change).
+    if (sqlState === '08P01') return (severity ?? driverError?.severity) === 'FATAL';
+    if (sqlState.startsWith('08')) return true;
     if (/^57P0[1-3]$/.test(sqlState)) return true;
     if (SOCKET_CODES.has(sqlState)) return true;
   }

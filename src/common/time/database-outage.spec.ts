@@ -17,9 +17,18 @@ describe('DatabaseOutage', () => {
     expect(reported).toEqual([true, false, false, false, false, false, true, false]);
     expect(delays).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
     expect(now).toBeGreaterThanOrEqual(OUTAGE_REPORT_EVERY_MS);
-    // Back: the loop's own interval.
+    // Back: the loop's own interval, and a new outage is reported at once.
     outage.succeeded();
     expect(outage.delayMs(500)).toBe(500);
+    expect(outage.failed(lost())).toBe(true);
+  });
+
+  it('keeps spacing the runs out when other failures come between', () => {
+    const outage = new DatabaseOutage(() => 0);
+    outage.failed(lost());
+    outage.failed(lost());
+    expect(outage.failed(new Error('cannot execute INSERT in a read-only transaction'))).toBe(true);
+    expect(outage.delayMs(500)).toBe(2_000);
   });
 
   it('reports every other failure, and never waits less than a loop whose interval is longer', () => {

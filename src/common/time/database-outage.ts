@@ -22,10 +22,8 @@ export class DatabaseOutage {
 
   /** A run failed with `error`: whether to report it. */
   failed(error: unknown): boolean {
-    if (!isDatabaseUnavailable(error)) {
-      this.runs = 0;
-      return true;
-    }
+    // Reported, and no change to the spacing: a failover mixes its errors.
+    if (!isDatabaseUnavailable(error)) return true;
     this.runs += 1;
     const now = this.now();
     if (now - this.lastReport < OUTAGE_REPORT_EVERY_MS) return false;
@@ -33,9 +31,10 @@ export class DatabaseOutage {
     return true;
   }
 
-  /** A run went through: the loop's own interval again. */
+  /** A run went through: the loop's own interval again, and the next outage is reported. */
   succeeded(): void {
     this.runs = 0;
+    this.lastReport = -Infinity;
   }
 
   /** The wait before the next run, for a loop whose interval is `intervalMs`. */
