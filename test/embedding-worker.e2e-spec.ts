@@ -583,9 +583,17 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
       expect(provider.requests.slice(before).map((request) => request.input)).toEqual([
         ['Written after the poison.'],
       ]);
-      // Its own time come, it is tried alone (the probe once), and waits twice as long.
+      // Its own time come, it is drawn alone (the probe once), even with another memory
+      // waiting beside it, which the next batch takes; and it waits twice as long.
+      await newMemories(['Waiting beside it.']);
       w.clock.advance(DEFERRED_FIRST_MS);
+      const again = provider.requests.length;
       await w.run();
+      expect(provider.requests.slice(again).map((request) => request.input)).toEqual([
+        [poisoned],
+        ['Hello.'],
+        ['Waiting beside it.'],
+      ]);
       expect(await deferred()).toEqual([
         {
           attempts: 2,
@@ -604,7 +612,7 @@ describe('EmbeddingWorker: a lease, not a transaction, across the provider call'
         `text failing alone at the embeddings provider ${DEFERRALS_MAX} times: skipped`,
       );
       expect(await queued()).toEqual([]);
-      expect(await count('memory_embeddings')).toBe(stored + 3);
+      expect(await count('memory_embeddings')).toBe(stored + 4);
     } finally {
       provider.failOn(null);
     }

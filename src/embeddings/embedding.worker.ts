@@ -144,9 +144,10 @@ const FIRST_ORGANIZATION = '00000000-0000-0000-0000-000000000000';
 const LAST_ORGANIZATION = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 
 /** A waiting item drawn for a batch: whose turn (its organization's place) brought it. */
-const DRAWN = Columns.computed<{ id: string; turn: number }>({
+const DRAWN = Columns.computed<{ id: string; turn: number; attempts: number }>({
   id: sql`c.row_id::text`,
   turn: sql`o.turn::int`,
+  attempts: sql`c.attempts::int`,
 });
 
 /** An item drawn, locked for the batch: whether an expired lease is taken over. */
@@ -438,7 +439,7 @@ export class EmbeddingWorker {
         DRAWN.query`SELECT ${DRAWN}
              FROM unnest(${turns}::uuid[]) WITH ORDINALITY AS o (organization_id, turn)
             CROSS JOIN LATERAL (
-                  SELECT q.row_id FROM embedding_queue q
+                  SELECT q.row_id, q.attempts FROM embedding_queue q
                    WHERE q.source = ${source.name} AND q.model = ${model}
                      AND q.organization_id = o.organization_id
                      AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
@@ -448,7 +449,12 @@ export class EmbeddingWorker {
       );
       // Locked, the lease checked again on the row's latest version: another instance's claim
       // that committed since the read is skipped, as is one still being made.
-      const chosen = inTurns(drawn, limit).map((item) => ({
+      const inBatch = inTurns(drawn, limit);
+      // A text that failed alone before is tried alone again: in a batch, one that hangs cost
+      // the batch's whole timeout, and the others' one by one after it, each time it came back
+      // (review of the change).
+      const retried = inBatch.find((item) => item.attempts > 0);
+      const chosen = (retried ? [retried] : inBatch).map((item) => ({
         ...item,
         organizationId: turns[item.turn - 1],
       }));
@@ -512,8 +518,13 @@ export class EmbeddingWorker {
       );
       return {
         items,
-        // Items left in the lines read, organizations past those read, or a cut by characters.
-        more: drawn.length > limit || turns.length === limit || items.length < waiting.length,
+        // Items left in the lines read, organizations past those read, a cut by characters, or
+        // a text tried alone.
+        more:
+          drawn.length > limit ||
+          turns.length === limit ||
+          items.length < waiting.length ||
+          chosen.length < inBatch.length,
         token,
         callsEndBy: leasedUntil - LEASE_MARGIN_MS,
       };
@@ -749,12 +760,13 @@ export class EmbeddingWorker {
    * The outcomes of items whose call failed together for a reason that may be a text's (`cause`:
    * refused, or a 5xx or timeout while the provider embeds the probe), in order, as far as they
    * go: sent again in halves, and a part of ONE_BY_ONE_UP_TO or fewer one by one, until each
-   * text at fault is alone. A refused one is skipped (null); a failing one waits on its own
-   * (deferred), once the probe, embedded again, shows the provider still works (`probed`: it was
-   * just sent for these very items). One text at fault among 64 costs 16 calls, the probe
-   * included, not the 65 of sending each alone; however they lie, at most 80 and a probe for
-   * each failing one. A call failing for the provider's reason (a 429) keeps what the calls
-   * before it answered, and is answered as the failure.
+   * text at fault is alone; after a timeout, one by one at once. A refused one is skipped (null);
+   * a failing one waits on its own (deferred), once the probe, embedded again, shows the provider
+   * still works (`probed`: it was just sent for these very items), and comes back alone. One
+   * refused or failing text among 64 costs 16 calls, the probe included, not the 65 of sending
+   * each alone; however they lie, at most 80 and a probe for each failing one; after a timeout,
+   * up to 64 and a probe each. A call failing for the provider's reason (a 429) keeps what the
+   * calls before it answered, and is answered as the failure.
    */
   private async isolate(
     items: readonly PendingItem[],
@@ -785,8 +797,8 @@ export class EmbeddingWorker {
         : items.map((item) => [item]);
     const vectors: Outcome[] = [];
     for (const part of parts) {
-      // Shutting down: what is done is stored, the rest is the next batch's.
-      if (this.task?.isStopped) break;
+      // Shutting down: what is done is stored, the rest is the next batch's; no failure.
+      if (this.task?.isStopped) return { vectors, failure: null };
       let answered: Answered;
       try {
         answered = await this.embedOrIsolate(part, callsEndBy, { probe: false });
@@ -797,7 +809,9 @@ export class EmbeddingWorker {
       // The lease runs short, or a call failed: the rest is the next batch's. Nothing answered
       // at all: the failure that began it stands, and the source backs off (and says so).
       if (answered.failure !== null || answered.vectors.length < part.length) {
-        const failure = answered.failure ?? (vectors.length === 0 ? asError(cause) : null);
+        const failure =
+          answered.failure ??
+          (vectors.length === 0 && !this.task?.isStopped ? asError(cause) : null);
         return { vectors, failure };
       }
     }
