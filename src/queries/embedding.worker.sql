@@ -26,10 +26,10 @@ SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
 FOR UPDATE SKIP LOCKED;
 SELECT FROM embedding_cursors WHERE source = $1 AND model = $2
 FOR UPDATE SKIP LOCKED;
-SELECT c.row_id::text AS "id", o.turn::int AS "turn"
+SELECT c.row_id::text AS "id", o.turn::int AS "turn", c.attempts::int AS "attempts"
  FROM unnest($1::uuid[]) WITH ORDINALITY AS o (organization_id, turn)
 CROSS JOIN LATERAL (
-      SELECT q.row_id FROM embedding_queue q
+      SELECT q.row_id, q.attempts FROM embedding_queue q
        WHERE q.source = $2 AND q.model = $3
          AND q.organization_id = o.organization_id
          AND (q.claimed_until IS NULL OR q.claimed_until <= $4)

@@ -66,7 +66,8 @@ forgotten_answers_running AS (
 WITH updated AS (
         UPDATE end_user_facts
            SET content = $1, content_key = $2,
-               updated_at = $3
+               -- Never before its creation, whatever this instance's clock says.
+               updated_at = GREATEST(created_at, $3::timestamptz)
          WHERE id = $4 AND end_user_id = $5
         RETURNING *),
       forgotten_answers AS (

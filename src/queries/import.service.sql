@@ -96,7 +96,7 @@ WITH new_facts AS (INSERT INTO end_user_facts
           (organization_id, end_user_id, content, content_key, source, memory_id, created_at,
            updated_at)
         SELECT $1::uuid, $2::uuid, v.content, v.key,
-               v.source, v.memory_id, v.created_at, v.updated_at
+               v.source, v.memory_id, v.created_at, GREATEST(v.created_at, v.updated_at)
           FROM (VALUES ($3::int, $4, $5, $6, $7::bigint,
            $8::timestamptz, $9::timestamptz))
                AS v(ord, content, key, source, memory_id, created_at, updated_at)
