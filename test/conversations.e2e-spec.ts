@@ -413,6 +413,31 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     },
   );
 
+  it('answers 404 and stores nothing, no relationship counted, when the personality is deleted while its reply is written', async () => {
+    const userId = uniqueUserId('gone');
+    const doomed = await clonePersonality(t, tenant.auth);
+    const before = await tokens();
+    fake.respondWith({ delayMs: 800 });
+    // then(): supertest sends a request only once it is awaited.
+    const answer = respond({
+      personality_id: doomed,
+      user_id: userId,
+      message: 'still there?',
+    }).then((response) => response);
+    await fake.waitForRequests(1);
+    await t
+      .http()
+      .delete(`/v1/personalities/${doomed}`)
+      .set('Authorization', tenant.auth)
+      .expect(204);
+    expectError(await answer, 404, 'not_found');
+    expect(await stored(userId)).toEqual({ memories: 0, months: 0 });
+    // The provider's answer was spent: counted as a failed turn's, as no reply.
+    const after = await tokens();
+    expect(after.requests).toBe(before.requests);
+    expect(after.completion_tokens).toBeGreaterThan(before.completion_tokens);
+  });
+
   it('streams the reply as server-sent events and stores it once done', async () => {
     const userId = uniqueUserId('stream');
     fake.respondWith({

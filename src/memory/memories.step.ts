@@ -44,11 +44,14 @@ export function memoriesInsertStep(
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ${join(tuples)})
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role`,
     ['id', 'role'],

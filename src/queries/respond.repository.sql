@@ -6,7 +6,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
@@ -18,7 +18,10 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
            $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
@@ -40,7 +43,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
@@ -52,7 +55,10 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
            $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
@@ -151,7 +157,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
@@ -163,7 +169,10 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
            $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
@@ -267,7 +276,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
@@ -279,7 +288,10 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
            $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
@@ -332,7 +344,7 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
                               tool_calls, search)
         SELECT v.organization_id, v.end_user_id, v.personality_id, v.role, v.content, v.emotion,
                v.intensity, v.vocabulary_version, v.created_at, v.safety, v.tool_calls,
-               to_tsvector(p.search_config::regconfig, v.content)
+               to_tsvector(coalesce(p.search_config, 'simple')::regconfig, v.content)
           FROM (VALUES ($1::int, $2::uuid, $3::uuid,
            $4::uuid, $5, $6, $7,
            $8::real, $9, $10::timestamptz,
@@ -344,7 +356,10 @@ WITH memory_rows AS (INSERT INTO memories (organization_id, end_user_id, persona
            $24::jsonb))
                AS v(ord, organization_id, end_user_id, personality_id, role, content, emotion,
                     intensity, vocabulary_version, created_at, safety, tool_calls)
-          JOIN personalities p ON p.id = v.personality_id
+          -- Outer: a personality deleted since the reply began fails the memories' foreign key
+          -- and the whole statement with it; an inner join would drop its memories silently
+          -- and store the rest (the month's relationship, the tokens) as if they were there.
+          LEFT JOIN personalities p ON p.id = v.personality_id
          ORDER BY v.ord
         RETURNING id, role),
 relationship_month AS (
