@@ -33,16 +33,28 @@ describe('SSRF guard', () => {
     '64:ff9b::10.0.0.1',
     '2002:7f00:1::',
     '2001:db8::1',
+    '2001:2::1',
+    '2001:10::1',
+    '2001:2f:ffff::1',
+    '3fff:fff::1',
+    '5f00::1',
   ])('refuses %s', (address) => {
     expect(isPublicAddress(address)).toBe(false);
   });
 
-  it.each(['93.184.215.14', '8.8.8.8', '172.32.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8'])(
-    'accepts %s',
-    (address) => {
-      expect(isPublicAddress(address)).toBe(true);
-    },
-  );
+  it.each([
+    '93.184.215.14',
+    '8.8.8.8',
+    '172.32.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    // Just outside the blocked ranges beside them.
+    '2001:3::1',
+    '2001:30::1',
+    '3fff:1000::1',
+  ])('accepts %s', (address) => {
+    expect(isPublicAddress(address)).toBe(true);
+  });
 
   it('refuses names that resolve to loopback, and address literals in any URL spelling', async () => {
     const refusal = assertPublicHost(new URL('http://localhost:8080/hook'), timeoutMs);

@@ -28,11 +28,20 @@ const BLOCKED_V4: Array<[string, number]> = [
   ['240.0.0.0', 4], // reserved, broadcast
 ];
 
-/** Inside global unicast (2000::/3), the ranges that are not plain public hosts. */
+/**
+ * Inside global unicast (2000::/3), the ranges that are not plain public hosts: those IANA's
+ * special-purpose registry marks not globally reachable, the tunnels that embed an IPv4 address,
+ * and ORCHID identifiers, which name no host.
+ */
 const BLOCKED_V6_GLOBAL: Array<[string, number]> = [
   ['2001::', 32], // Teredo (tunnels to an embedded IPv4 address)
+  ['2001:2::', 48], // benchmarking
+  ['2001:10::', 28], // ORCHID (deprecated)
+  ['2001:20::', 28], // ORCHIDv2
   ['2001:db8::', 32], // documentation
   ['2002::', 16], // 6to4 (embeds an IPv4 address)
+  ['3fff::', 20], // documentation (RFC 9637)
+  ['5f00::', 16], // segment routing (SRv6) SIDs, a network's own
 ];
 
 const blockedV4 = new BlockList();
