@@ -458,6 +458,17 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
           problem: 'output must hold only numbers JSON can write (not 1e999)',
         },
       ]);
+      // Stored, but its end user's export would not import (review).
+      const longKey = await resume(turnId, {
+        outputs: [{ tool_call_id: callId, output: { ['k'.repeat(1_025)]: 1 } }],
+      });
+      expectError(longKey, 400, 'validation_failed');
+      expect(longKey.body.error.details).toEqual([
+        {
+          field: 'outputs.0.output',
+          problem: 'output must hold no key longer than 1024 characters',
+        },
+      ]);
       // A client's output has the bound of a webhook tool's: 16 KiB serialised.
       const huge = await resume(turnId, {
         outputs: [{ tool_call_id: callId, output: 'x'.repeat(20_000) }],
@@ -781,6 +792,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         ],
         // JSON.stringify overflowed the stack on it: a 500 before.
         ['tool-deep', '{"error":"bad body: nests deeper than 64 levels"}', undefined],
+        // Stored, but its end user's export would not import (review).
+        [
+          'tool-long-key',
+          '{"error":"bad body: output holds a key longer than 1024 characters"}',
+          undefined,
+        ],
       ];
       const errorsBefore = await toolCallsCounted('webhook', 'error');
       for (const [behaviour, error, timeoutMs] of cases) {

@@ -2,7 +2,9 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { hashCanonicalJson } from '../common/json/canonical-json';
 import { Clock } from '../common/time/clock';
+import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import {
+  holdsKeyLongerThan,
   isStorableJson,
   jsonNestsDeeperThan,
   MAX_JSON_DEPTH,
@@ -179,6 +181,13 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
   // Kept with the turn and the reply (jsonb), which cannot hold them.
   if (!isStorableJson(output)) {
     return failed('bad body: output holds U+0000 or an unpaired surrogate', durationMs);
+  }
+  // Its end user's export would hold a key that an import refuses.
+  if (holdsKeyLongerThan(output, MAX_KEY_LENGTH)) {
+    return failed(
+      `bad body: output holds a key longer than ${MAX_KEY_LENGTH} characters`,
+      durationMs,
+    );
   }
   return { output, error: null, durationMs };
 }

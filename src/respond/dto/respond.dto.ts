@@ -17,7 +17,8 @@ import {
 } from 'class-validator';
 import { ANY_JSON, RequestToolDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
-import { nonFiniteNumberAt } from '../../common/validation/untrusted-json';
+import { holdsKeyLongerThan, nonFiniteNumberAt } from '../../common/validation/untrusted-json';
+import { MAX_KEY_LENGTH } from '../../common/http/spooled-document';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
@@ -84,6 +85,16 @@ const IsWritableJson = () =>
     },
   });
 
+/** JSON whose keys an export's import takes back (PMF, docs/pmf-v1.md). */
+const HoldsNoLongKey = () =>
+  ValidateBy({
+    name: 'holdsNoLongKey',
+    validator: {
+      validate: (value) => !holdsKeyLongerThan(value, MAX_KEY_LENGTH),
+      defaultMessage: () => `$property must hold no key longer than ${MAX_KEY_LENGTH} characters`,
+    },
+  });
+
 /** The output of one tool call the paused turn asked for. */
 export class ToolOutputDto {
   @ApiProperty({ example: 'call_8f2c1d9a4b7e6f3a2c1d9a4b' })
@@ -99,6 +110,7 @@ export class ToolOutputDto {
   })
   @IsGiven()
   @IsWritableJson()
+  @HoldsNoLongKey()
   output: unknown;
 }
 
