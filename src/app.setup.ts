@@ -20,14 +20,16 @@ import {
 } from './knowledge/knowledge.controller';
 import { MetricsService } from './metrics/metrics.service';
 import { consoleHeaders } from './console/console-headers';
+import { docsHeaders } from './common/openapi/docs-headers';
 
 /** Everything main.ts and the e2e tests both do to a created app, so they behave alike. */
 export function setupApp(app: NestExpressApplication): void {
   app.useLogger(app.get(Logger));
   const { trustProxy, logHashKey } = app.get<AppConfig>(appConfig.KEY);
   const { importMaxBytes } = app.get<MemoryConfig>(memoryConfig.KEY);
-  // First: every /console response carries them, whichever middleware answers it.
+  // First: every /console and /docs response carries them, whichever middleware answers it.
   app.use(consoleHeaders);
+  app.use(docsHeaders);
   configureHttp(
     app,
     app.get<Pino>(ROOT_LOGGER),

@@ -1,5 +1,6 @@
 import { expectError } from './support/assertions';
 import { createTestApp, TestApp } from './support/test-app';
+import { DOCS_CSP } from '../src/common/openapi/docs-headers';
 
 describe('OpenAPI', () => {
   let t: TestApp;
@@ -86,9 +87,14 @@ describe('OpenAPI', () => {
     );
   });
 
-  it('serves the UI at /docs', async () => {
+  it('serves the UI at /docs, its page and files never framed elsewhere (review)', async () => {
     const response = await t.http().get('/docs').redirects(1);
     expect(response.status).toBe(200);
     expect(response.text).toContain('swagger');
+    for (const path of ['/docs', '/docs/', '/DOCS/swagger-ui-init.js', '/docs/missing']) {
+      const { headers } = await t.http().get(path);
+      expect({ path, csp: headers['content-security-policy'] }).toEqual({ path, csp: DOCS_CSP });
+      expect(headers['x-frame-options']).toBe('DENY');
+    }
   });
 });

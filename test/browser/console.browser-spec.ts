@@ -752,4 +752,16 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Organizations' }).waitFor();
   });
+
+  it('draws the API documentation at /docs within its Content-Security-Policy (review)', async () => {
+    const docs = await browser.newPage();
+    await docs.goto('/docs');
+    const respond = docs.locator('.opblock-summary-path[data-path="/v1/respond"]');
+    await respond.waitFor();
+    // An operation opened: its parameters and schemas drawn (inline styles, data: icons).
+    await respond.click();
+    await docs.locator('.opblock-body').first().waitFor();
+    expect(browser.takeProblems()).toEqual([]);
+    await docs.close();
+  });
 });
