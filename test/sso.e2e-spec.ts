@@ -94,6 +94,18 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
     expect(elsewhere.body.provider).toBe('other');
   });
 
+  it('accepts a token of several audiences issued to this client (azp), and one naming it as azp', async () => {
+    const u = await signUp(t);
+    const sub = `sub-${randomUUID()}`;
+    const several = await token({
+      sub,
+      audience: ['someone-else', idp.audience],
+      azp: idp.audience,
+    });
+    expect((await link(u.accessToken, several)).status).toBe(201);
+    expect((await ssoLogin(await token({ sub, azp: idp.audience }))).status).toBe(200);
+  });
+
   it('gives exactly one 201 and one 409 when two users link one identity at the same moment', async () => {
     const alice = await signUp(t);
     const bob = await signUp(t);
@@ -115,6 +127,13 @@ describe('SSO identities (OIDC id_tokens verified against a JWKS)', () => {
     const cases: Record<string, string> = {
       'forged signature': await token({ forgedWith: forger }),
       'wrong audience': await token({ audience: 'someone-else' }),
+      // Issued to another client (OpenID Connect Core 3.1.3.7; review).
+      'several audiences, no azp': await token({ audience: ['someone-else', idp.audience] }),
+      'several audiences, azp another': await token({
+        audience: ['someone-else', idp.audience],
+        azp: 'someone-else',
+      }),
+      'azp another': await token({ azp: 'someone-else' }),
       'wrong issuer': await token({ issuer: 'https://evil.example' }),
       expired: await token({ expiresIn: -120 }),
       'not yet valid': await token({ notBefore: 600 }),

@@ -13,7 +13,10 @@ export interface IdTokenOptions {
   sub?: string;
   email?: string;
   issuer?: string;
-  audience?: string;
+  /** Several: the token's `aud` is their array. */
+  audience?: string | string[];
+  /** The authorized party: the client the token was issued to. */
+  azp?: string;
   /** Seconds from now; negative for an expired token. */
   expiresIn?: number;
   notBefore?: number;
@@ -72,7 +75,10 @@ export class TestOidcProvider {
     // An unknown kid is signed with the first key: the verifier must not find it.
     const key = options.forgedWith ?? this.keys.find((k) => k.kid === options.kid) ?? this.keys[0];
     const now = Math.floor(Date.now() / 1000);
-    let jwt = new SignJWT(options.email === undefined ? {} : { email: options.email })
+    let jwt = new SignJWT({
+      ...(options.email === undefined ? {} : { email: options.email }),
+      ...(options.azp === undefined ? {} : { azp: options.azp }),
+    })
       .setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid, typ: 'JWT' })
       .setSubject(options.sub ?? 'subject-1')
       .setIssuer(options.issuer ?? this.issuer)
