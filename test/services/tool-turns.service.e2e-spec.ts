@@ -172,6 +172,20 @@ describe('ToolTurnsService (real database)', () => {
     clock.set(started);
   });
 
+  it('keeps the bound when an organization pauses many turns at once (review)', async () => {
+    const of = await tenant();
+    const made = await Promise.all(Array.from({ length: PENDING_PER_ORG * 3 }, () => paused(of)));
+    const [{ held }] = await database.rows<{ held: number }>(
+      sql`SELECT count(*)::int AS held FROM tool_turns
+           WHERE organization_id = ${of.organizationId} AND status = 'pending'
+             AND state IS NOT NULL AND expires_at > ${clock.now()}`,
+    );
+    expect({ made: made.length, held }).toEqual({
+      made: PENDING_PER_ORG * 3,
+      held: PENDING_PER_ORG,
+    });
+  });
+
   it('pauses for client calls until the TTL by the clock, counting its tokens with the pause', async () => {
     const of = await tenant();
     const usage = { promptTokens: 120, completionTokens: 30, cachedTokens: 0 };
