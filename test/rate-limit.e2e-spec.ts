@@ -161,6 +161,34 @@ describe('rate limiting: organization buckets', () => {
     expect(response.headers['x-ratelimit-remaining']).toBe('11');
     expect(response.headers['ratelimit-policy']).toBe('"org";q=12;w=3');
   });
+
+  it("costs the organization nothing for a request the key's own bucket refuses (review)", async () => {
+    const owner = await signUp(t);
+    await t.app
+      .get(DataSource)
+      .query(
+        'UPDATE organizations SET rate_limit_rps = 0.01, rate_limit_burst = 20 WHERE id = $1',
+        [owner.organizationId],
+      );
+    const ownerAuth = `Bearer ${owner.accessToken}`;
+    const created = await t
+      .http()
+      .post('/v1/api-keys')
+      .set('Authorization', ownerAuth)
+      .send({ name: 'partner', scopes: ['read'], rate_limit: { rps: 0.01, burst: 1 } });
+    expect(created.headers['x-ratelimit-remaining']).toBe('19');
+    const partner = `Bearer ${created.body.key}`;
+    expect((await t.http().get('/v1/end-users').set('Authorization', partner)).status).toBe(200);
+    for (let i = 0; i < 5; i++) {
+      const refused = await t.http().get('/v1/end-users').set('Authorization', partner);
+      expectError(refused, 429, 'rate_limited');
+      expect(refused.headers['ratelimit-policy']).toBe('"key";q=1;w=100');
+    }
+    // The key's one request and this one: the five refused took nothing.
+    const after = await t.http().get(ORG_ROUTE).set('Authorization', ownerAuth);
+    expect(after.status).toBe(200);
+    expect(after.headers['x-ratelimit-remaining']).toBe('17');
+  });
 });
 
 describe('rate limiting: per-IP buckets for public and unauthenticated calls', () => {

@@ -21,14 +21,14 @@ import { type BucketPolicy, throttlerLimits } from './token-bucket';
 export const ORG_POLICY_CACHE_MS = 10_000;
 
 /**
- * The named throttlers, in the order they draw (RateLimitGuard keeps it): `key` (an API key's own
- * bucket) and `end_user` (an end user's on /v1/respond) come after their organization's.
+ * The named throttlers, in the order they draw (RateLimitGuard keeps it): the narrower buckets,
+ * `end_user` (an end user's on /v1/respond) and `key` (an API key's own), before their
+ * organization's, so that a request its own bucket refuses costs the organization nothing (found
+ * by review: a rate-limited key that kept sending drained its organization's bucket, the owner's
+ * console included).
  */
-export const THROTTLER_NAMES = ['auth', 'ip', 'org', 'key', 'end_user'] as const;
+export const THROTTLER_NAMES = ['auth', 'ip', 'end_user', 'key', 'org'] as const;
 export type ThrottlerName = (typeof THROTTLER_NAMES)[number];
-
-/** Buckets drawn from besides the organization's: their headers only tell when they bind. */
-export const NARROWER_BUCKETS: ReadonlySet<string> = new Set(['key', 'end_user']);
 
 type BucketSize = Pick<BucketPolicy, 'rps' | 'burst'>;
 

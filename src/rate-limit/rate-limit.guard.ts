@@ -11,7 +11,7 @@ import {
 } from '@nestjs/throttler';
 import type { ServerResponse } from 'node:http';
 import { rateLimitConfig } from '../config/rate-limit.config';
-import { NARROWER_BUCKETS, THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
+import { THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
 
@@ -50,7 +50,7 @@ export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
   override async onModuleInit(): Promise<void> {
     await super.onModuleInit();
     // The framework orders throttlers by ttl; ours must draw in their declared order, because the
-    // IP bucket pays for an API-key lookup before the org throttler makes it.
+    // IP bucket pays for an API-key lookup before the throttlers after it make it.
     const rank = (name?: string) => THROTTLER_NAMES.indexOf(name as ThrottlerName);
     this.throttlers.sort((a, b) => rank(a.name) - rank(b.name));
   }
@@ -74,16 +74,9 @@ export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
     const name = throttler.name ?? 'default';
     const key = generateKey(context, tracker, name);
     const record = await this.buckets.increment(key, ttl, limit, blockDuration, name);
-    // A key's or an end user's bucket describes the response when it refuses, or when it has
-    // fewer tokens left than the organization's; otherwise the headers stay the organization's.
-    this.limiter.report(
-      res as ServerResponse,
-      name,
-      limit,
-      ttl,
-      record,
-      NARROWER_BUCKETS.has(name),
-    );
+    // The headers describe the bucket that binds soonest: the one that refuses, else the one
+    // with the fewest tokens left, whichever order they draw in.
+    this.limiter.report(res as ServerResponse, name, limit, ttl, record, true);
     if (record.isBlocked) {
       await this.throwThrottlingException(context, { ...record, limit, ttl, key, tracker });
     }
