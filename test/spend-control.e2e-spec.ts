@@ -308,6 +308,24 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(read.body).toMatchObject({ monthly_token_budget: 1 });
     });
 
+    it('a reply settling after the budget was raised checks the thresholds of the raised budget (review)', async () => {
+      const a = await tenant();
+      await setLimits(a, { monthly_token_budget: 10 * REPLY_TOKENS }).expect(200);
+      const userId = uniqueUserId();
+      for (let i = 0; i < 4; i++) expect((await reply(a, userId)).status).toBe(200);
+      // Admitted at 600 of 1,500; settles at 750 after the budget became 15,000: 5 %, none.
+      fake.respondWith({ delayMs: 800, usage: { prompt_tokens: 100, completion_tokens: 50 } });
+      const inFlight = reply(a, userId).then((response) => response);
+      await fake.waitForRequests(5);
+      await setLimits(a, { monthly_token_budget: 100 * REPLY_TOKENS }).expect(200);
+      expect((await inFlight).status).toBe(200);
+      const reached = await db.query<Array<{ threshold: number }>>(
+        `SELECT threshold FROM usage_thresholds_reached WHERE organization_id = $1`,
+        [a.organizationId],
+      );
+      expect(reached).toEqual([]);
+    });
+
     it('a PATCH of another limit records the thresholds the kept budget finds reached', async () => {
       const a = await tenant();
       await t

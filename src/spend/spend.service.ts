@@ -9,7 +9,7 @@ import { Clock } from '../common/time/clock';
 import type { PeriodicPurge } from '../common/time/periodic-purge';
 import { billingConfig } from '../config/billing.config';
 import { engineConfig } from '../config/engine.config';
-import type { Source, WithEntry } from '../database/sql';
+import { type Source, sql, type WithEntry } from '../database/sql';
 import type { MonthTokensColumns, NewRelationshipColumns } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
 import { type AppliedLimits, LimitsService } from './limits.service';
@@ -288,11 +288,14 @@ export class SpendService {
   ): WithEntry[] {
     const { organizationId } = admission;
     const steps: WithEntry[] = [];
-    const budget = admission.limits.monthlyTokenBudget;
-    if (exchange.tokens && budget !== null) {
+    if (exchange.tokens && admission.limits.monthlyTokenBudget !== null) {
+      // The budget as it is now, not as it was when the reply was admitted: one raised meanwhile
+      // would record its old 100 % with the old limit, and the real crossing never (found by
+      // review). One removed meanwhile records none.
       const reached = usageThresholdStep(exchange.tokens, {
         organizationId,
-        limit: budget,
+        limit: sql`(SELECT l.monthly_token_budget FROM organization_limits l
+                     WHERE l.organization_id = ${organizationId}::uuid)`,
         at: exchange.at,
       });
       steps.push(
