@@ -1,4 +1,53 @@
+import fc from 'fast-check';
 import { chunkText } from './chunker';
+
+/**
+ * What chunkText did with regular expressions until it read by positions (review, 2026-12-05:
+ * too slow on 1 MiB of tiny sentences): the statement of its behaviour, kept as the reference.
+ */
+function chunkTextByExpressions(text: string, max: number): string[] {
+  const splitWords = (piece: string): string[] => {
+    const parts: string[] = [];
+    let rest = piece;
+    while (rest.length > max) {
+      const space = rest.lastIndexOf(' ', max);
+      let cut = space > 0 ? space : max;
+      const code = rest.charCodeAt(cut - 1);
+      if (space <= 0 && code >= 0xd800 && code <= 0xdbff) cut -= 1;
+      parts.push(rest.slice(0, cut).trim());
+      rest = rest.slice(cut).trim();
+    }
+    if (rest) parts.push(rest);
+    return parts;
+  };
+  const chunks: string[] = [];
+  let current = '';
+  let separator = '';
+  const add = (piece: string, joiner: string) => {
+    if (current && current.length + joiner.length + piece.length <= max) {
+      current += joiner + piece;
+      return;
+    }
+    if (current) chunks.push(current);
+    current = piece;
+  };
+  for (const paragraph of text.replace(/\r\n?/g, '\n').split(/\n[ \t\f\v\r]*\n/)) {
+    const trimmed = paragraph.trim();
+    if (!trimmed) continue;
+    const pieces =
+      trimmed.length <= max
+        ? [trimmed]
+        : trimmed
+            .split(/(?<=[.!?…])\s+|(?<=[。！？])/u)
+            .map((sentence) => sentence.trim())
+            .filter((sentence) => sentence.length > 0)
+            .flatMap(splitWords);
+    pieces.forEach((piece, index) => add(piece, index === 0 ? separator : ' '));
+    separator = '\n\n';
+  }
+  if (current) chunks.push(current);
+  return chunks;
+}
 
 describe('chunkText', () => {
   it('puts short paragraphs together, a blank line between them', () => {
@@ -43,5 +92,44 @@ describe('chunkText', () => {
 
   it('answers nothing for blank text', () => {
     expect(chunkText(' \n\n \t')).toEqual([]);
+  });
+
+  it('chunks as the regular expressions did, whatever the text (fast-check)', () => {
+    const pieces = [
+      'a',
+      'bc',
+      'Hello',
+      ' ',
+      '  ',
+      '\t',
+      '\n',
+      '\r',
+      '\r\n',
+      '\n\n',
+      '\n \t\n',
+      '\u3000',
+      '\u00a0',
+      '\u2028',
+      '.',
+      '!',
+      '?',
+      '…',
+      '。',
+      '！',
+      '？',
+      '😀',
+      '\ud800',
+      'x'.repeat(12),
+    ];
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...pieces), { maxLength: 80 }).map((parts) => parts.join('')),
+        fc.integer({ min: 2, max: 24 }),
+        (text, max) => {
+          expect(chunkText(text, max)).toEqual(chunkTextByExpressions(text, max));
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 });

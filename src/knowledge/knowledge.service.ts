@@ -71,8 +71,8 @@ function withContent(row: KnowledgeDocumentWithContentRow): KnowledgeDocumentWit
   return { ...toDto(row), content: row.content };
 }
 
-/** The content as stored and chunked; 413 past DOCUMENT_MAX_BYTES. */
-function documentText(content: string): DocumentText {
+/** The content's bytes as stored; 413 past DOCUMENT_MAX_BYTES. */
+function contentBytes(content: string): number {
   const bytes = Buffer.byteLength(content, 'utf8');
   if (bytes > DOCUMENT_MAX_BYTES) {
     throw new AppError(
@@ -80,6 +80,17 @@ function documentText(content: string): DocumentText {
       `The document's content exceeds ${DOCUMENT_MAX_BYTES} bytes`,
     );
   }
+  return bytes;
+}
+
+/**
+ * The content as stored and chunked. Chunked in the write's turn (KnowledgeWriteTurns), not
+ * before: chunking 1 MiB takes the event loop for up to 0.1 s, and a dozen writes of one
+ * organization chunked at once held every other request of the instance for seconds (found by
+ * review); in turn, an organization chunks one document at a time, and a large one in the
+ * instance's heavy slot.
+ */
+function documentText(content: string, bytes: number): DocumentText {
   return { content, bytes, chunks: chunkText(content) };
 }
 
@@ -127,14 +138,15 @@ export class KnowledgeService implements ReplyParticipant {
     dto: CreateKnowledgeDto,
     clientGone?: AbortSignal,
   ): Promise<KnowledgeDocumentDto> {
-    const text = documentText(dto.content);
+    const bytes = contentBytes(dto.content);
     const language = dto.language ?? DEFAULT_LANGUAGE;
     const searchConfig = searchConfigOf(language);
     // Read back in the transaction: a DELETE right after the commit cannot take the answer away.
     const row = await this.writes.inTurn(
       organizationId,
-      () =>
-        this.database.transaction(async (manager) => {
+      () => {
+        const text = documentText(dto.content, bytes);
+        return this.database.transaction(async (manager) => {
           await this.admit(manager, organizationId, null, text.bytes);
           await this.countWritten(manager, organizationId, text.bytes);
           const id = await this.repository.insert(manager, {
@@ -148,8 +160,9 @@ export class KnowledgeService implements ReplyParticipant {
           await this.attach(manager, organizationId, id, dto.personality_ids ?? null);
           await this.repository.writeChunks(manager, organizationId, id, searchConfig, text.chunks);
           return this.repository.find(organizationId, id, manager);
-        }),
-      text.bytes,
+        });
+      },
+      bytes,
       clientGone,
     );
     await this.forgetDrawers(organizationId);
@@ -182,17 +195,20 @@ export class KnowledgeService implements ReplyParticipant {
     dto: UpdateKnowledgeDto,
     clientGone?: AbortSignal,
   ): Promise<KnowledgeDocumentDto> {
-    const text = dto.content === undefined ? undefined : documentText(dto.content);
+    const { content } = dto;
+    const bytes = content === undefined ? undefined : contentBytes(content);
     // New content deletes the old one's chunks and postings too: a large write either way.
     const weight = async () =>
-      text === undefined
+      bytes === undefined
         ? 0
-        : Math.max(text.bytes, await this.repository.bytesHeld(organizationId, id));
+        : Math.max(bytes, await this.repository.bytesHeld(organizationId, id));
     // In turn even without content: the document's row waits for a content write of it.
     const row = await this.writes.inTurn(
       organizationId,
-      () =>
-        this.database.transaction(async (manager) => {
+      () => {
+        const text =
+          content === undefined || bytes === undefined ? undefined : documentText(content, bytes);
+        return this.database.transaction(async (manager) => {
           if (text) await this.admit(manager, organizationId, id, text.bytes);
           const updated = await this.repository.update(manager, organizationId, id, {
             title: dto.title,
@@ -215,7 +231,8 @@ export class KnowledgeService implements ReplyParticipant {
             );
           }
           return this.repository.find(organizationId, id, manager);
-        }),
+        });
+      },
       weight,
       clientGone,
     );
