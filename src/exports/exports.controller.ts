@@ -112,6 +112,7 @@ export class FormatsController {
   @ApiOperation({
     summary: 'The JSON Schema (draft 2020-12) of the Personality and Memory Format v1',
   })
+  @ApiProduces('application/schema+json')
   @ApiOkResponse({
     description: 'A JSON Schema (draft 2020-12)',
     schema: { type: 'object', additionalProperties: true },

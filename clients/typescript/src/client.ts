@@ -61,9 +61,12 @@ type JsonOk<O> = O extends { responses: { 200: { content: { 'application/json': 
 export type ListPath = {
   [P in keyof paths]: [Get<P>] extends [never]
     ? never
-    : JsonOk<Get<P>> extends { data: unknown[]; has_more: boolean }
-      ? P
-      : never;
+    : // A GET answering no JSON (the PMF schema's application/schema+json) is no list.
+      [JsonOk<Get<P>>] extends [never]
+      ? never
+      : JsonOk<Get<P>> extends { data: unknown[]; has_more: boolean }
+        ? P
+        : never;
 }[keyof paths];
 /** An item of the list at `P`. */
 export type ListItem<P extends ListPath> =

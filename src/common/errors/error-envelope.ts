@@ -58,6 +58,13 @@ export class ErrorBodyDto {
     ],
   })
   details?: FieldProblemDto[] | BudgetExceededDetailsDto;
+
+  @ApiPropertyOptional({
+    format: 'date-time',
+    example: '2026-12-05T19:40:00.000Z',
+    description: 'A 409 `end_user_under_deletion`: when the erasure is expected to be done',
+  })
+  erasure_expected_at?: string;
 }
 
 /** The body of every error response. */

@@ -86,6 +86,26 @@ function addCommonResponses(document: OpenAPIObject): void {
             'A URL that is not valid percent-encoded UTF-8, or a body sent to an endpoint that takes none (`validation_failed`)',
           content: { 'application/json': { schema: envelope } },
         };
+      if (path.startsWith('/v1/')) {
+        // Any operation with a body: the body parsers answer before the route's own rules.
+        if ('requestBody' in operation) {
+          responses['413'] ??= {
+            description: 'Body over its limit, 1 MiB unless said (`payload_too_large`)',
+            content: { 'application/json': { schema: envelope } },
+          };
+          responses['415'] ??= {
+            description: 'Body is not application/json (`unsupported_media_type`)',
+            content: { 'application/json': { schema: envelope } },
+          };
+        }
+        // Any /v1 route that reads the database (contract §29); see Retry-After.
+        responses['503'] ??= {
+          description:
+            'The database is unavailable (`service_unavailable`) or too slow for this request (`database_timeout`); see Retry-After',
+          headers: { 'Retry-After': headerRef('Retry-After') },
+          content: { 'application/json': { schema: envelope } },
+        };
+      }
       responses['500'] ??= {
         description: 'Unexpected error (`internal_error`)',
         content: { 'application/json': { schema: envelope } },

@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { FACT_SOURCES, type FactSource } from '../../memory/entities/fact.entity';
 import { RepliesDto } from '../../personalities/dto/personality-content.dto';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
+import { ToolCallRecordDto } from '../../tools/dto/tool-definition.dto';
 
 /**
  * The answers of /export and /model as schemas, for readers and generated clients. The export's
@@ -111,6 +112,13 @@ export class PmfMemoryDto {
     description: 'The safety verdict when it was written; null before the service checked safety',
   })
   safety?: SafetyVerdictDto | null;
+
+  @ApiPropertyOptional({
+    type: [ToolCallRecordDto],
+    nullable: true,
+    description: "A reply's tool calls, in order (docs/tools.md); null or absent: it called none",
+  })
+  tool_calls?: ToolCallRecordDto[] | null;
 }
 
 export class PmfFactDto {
@@ -198,6 +206,12 @@ export class ModelTablesDto {
 
   @ApiProperty({ type: 'array', items: ROW })
   tool_turns: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  idempotency_keys: Array<Record<string, unknown>>;
+
+  @ApiProperty({ type: 'array', items: ROW })
+  audit_events: Array<Record<string, unknown>>;
 }
 
 export class ModelDocumentDto {

@@ -12,6 +12,18 @@ export class HealthCheckDto {
 
   @ApiPropertyOptional({ description: 'What a down or degraded state means for the service' })
   message?: string;
+
+  @ApiPropertyOptional({
+    enum: ['redis', 'memory'],
+    description: 'rate_limit: where the buckets are kept now',
+  })
+  store?: 'redis' | 'memory';
+
+  @ApiPropertyOptional({
+    format: 'date-time',
+    description: 'rate_limit, degraded: since when the buckets are per instance',
+  })
+  since?: string;
 }
 
 export class ReadinessChecksDto {

@@ -118,7 +118,8 @@ export class WebhookEndpointDto {
   status: WebhookEndpointStatus;
 
   @ApiProperty({
-    enum: ['failing'],
+    // null among the values too: a validator of OpenAPI 3.0 checks enum before nullable.
+    enum: ['failing', null],
     nullable: true,
     type: String,
     description:
