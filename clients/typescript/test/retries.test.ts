@@ -162,6 +162,55 @@ describe('retries and idempotency keys', () => {
     assert.equal(counted.attempts.length, 1);
   });
 
+  it('a sign-up whose answer was lost is not sent again: the service keeps no key there (review)', async () => {
+    const { fetch, attempts } = scripted((n) => (n === 1 ? 'fail after sending' : undefined));
+    const email = `lost-${randomUUID()}@example.test`;
+    await assert.rejects(
+      tenant.withFetch(fetch).POST('/v1/auth/signup', {
+        body: { email, password: `a long password ${randomUUID()}` },
+      }),
+      TypeError,
+    );
+    // Sent again, it would have answered 409 email_taken for the account it made.
+    assert.equal(attempts.length, 1);
+    // A 503 did nothing: that one is sent again.
+    const refused = scripted((n) =>
+      n === 1
+        ? new Response(envelope(503, 'service_unavailable'), {
+            status: 503,
+            headers: { 'retry-after': '0' },
+          })
+        : undefined,
+    );
+    const created = await tenant.withFetch(refused.fetch).POST('/v1/auth/signup', {
+      body: { email: `refused-${email}`, password: `a long password ${randomUUID()}` },
+    });
+    assert.equal(created.response.status, 201);
+    assert.equal(refused.attempts.length, 2);
+  });
+
+  it('a 409 idempotency_key_in_progress is retried with the key until its first answer is stored', async () => {
+    const { fetch, attempts } = scripted((n) =>
+      n === 1
+        ? new Response(envelope(409, 'idempotency_key_in_progress'), { status: 409 })
+        : undefined,
+    );
+    const userId = uniqueUserId('busy');
+    const { response } = await tenant
+      .withFetch(fetch)
+      .POST('/v1/end-users', { body: { user_id: userId } });
+    assert.equal(response.status, 201);
+    assert.equal(attempts.length, 2);
+    assert.equal(attempts[1]!.key, attempts[0]!.key);
+    // Another 409 is the caller's.
+    const other = scripted(() => new Response(envelope(409, 'end_user_exists'), { status: 409 }));
+    const conflict = await tenant
+      .withFetch(other.fetch)
+      .POST('/v1/end-users', { body: { user_id: userId } });
+    assert.equal(conflict.response.status, 409);
+    assert.equal(other.attempts.length, 1);
+  });
+
   it('an aborted signal ends a wait for Retry-After at once', async () => {
     const waiting = scripted(
       () =>
