@@ -548,6 +548,27 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       }
     });
 
+    it("keeps arguments over 16 KiB as a note of their size, which fails the tool's schema (review)", async () => {
+      // 7,900 characters of three bytes each: within a message's 8,000, past the 16,384 bytes an
+      // import takes of a call's arguments.
+      const userId = uniqueUserId();
+      const done = await respond({
+        user_id: userId,
+        message: `lookup_order({"order_id": "${'中'.repeat(7_900)}"})`,
+      });
+      expect(done.status).toBe(200);
+      expect(done.body.reply.text).toContain(
+        'lookup_order: {"error":"the arguments do not match the tool\'s schema: / must be object"}',
+      );
+      const [reply] = (await memoriesOf(userId)).filter((memory) => memory.tool_calls);
+      expect(reply.tool_calls).toEqual([
+        expect.objectContaining({
+          name: 'lookup_order',
+          arguments: '(arguments of 23715 bytes, over the 16384 kept)',
+        }),
+      ]);
+    });
+
     it('refuses a recursive schema, and never runs one stored before on arguments', async () => {
       // Validating this doubled the work at each level of nested arguments: at 40 levels, hours
       // of the event loop, every tenant's requests with it.

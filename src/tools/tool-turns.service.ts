@@ -447,8 +447,13 @@ function notPending(): AppError {
  * an import takes (MAX_KEY_LENGTH): kept, they made the end user's export one that no import
  * takes back (found by review); and a number JSON cannot write (`1e999`, Infinity), which a
  * schema without a type for it let through and the webhook then got as null (found by review).
+ * Arguments over MAX_OUTPUT_BYTES serialised, the bound an import puts on them (a large
+ * ENGINE_MAX_TOKENS lets a model write them), are kept as a note of their size instead, which
+ * fails the schema too (found by review).
  */
 function storableCall(call: EngineToolCall): EngineToolCall {
+  const text = JSON.stringify(call.arguments) ?? 'null';
+  const bytes = Buffer.byteLength(text);
   const storable =
     isStorableJson(call.arguments) &&
     !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH) &&
@@ -456,7 +461,12 @@ function storableCall(call: EngineToolCall): EngineToolCall {
   return {
     id: toStorableText(call.id),
     name: toStorableText(call.name.slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)),
-    arguments: storable ? call.arguments : JSON.stringify(call.arguments),
+    arguments:
+      bytes > MAX_OUTPUT_BYTES
+        ? `(arguments of ${bytes} bytes, over the ${MAX_OUTPUT_BYTES} kept)`
+        : storable
+          ? call.arguments
+          : text,
   };
 }
 
