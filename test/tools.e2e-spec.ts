@@ -567,6 +567,18 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
           arguments: '(arguments of 23715 bytes, over the 16384 kept)',
         }),
       ]);
+      // Kept as their JSON text (U+0000), whose escapes are escaped again when it is measured:
+      // 16,130 bytes as text, 18,130 serialised as the import measures it.
+      const escaped = uniqueUserId();
+      const text = await respond({
+        user_id: escaped,
+        message: `lookup_order({"order_id": "\\u0000${'中'.repeat(4_700)}${'\\\\'.repeat(1_000)}"})`,
+      });
+      expect(text.status).toBe(200);
+      const [kept] = (await memoriesOf(escaped)).filter((memory) => memory.tool_calls);
+      expect(kept.tool_calls[0].arguments).toMatch(
+        /^\(arguments of 18\d{3} bytes, over the 16384 kept\)$/,
+      );
     });
 
     it('refuses a recursive schema, and never runs one stored before on arguments', async () => {

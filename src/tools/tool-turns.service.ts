@@ -452,21 +452,20 @@ function notPending(): AppError {
  * fails the schema too (found by review).
  */
 function storableCall(call: EngineToolCall): EngineToolCall {
-  const text = JSON.stringify(call.arguments) ?? 'null';
-  const bytes = Buffer.byteLength(text);
   const storable =
     isStorableJson(call.arguments) &&
     !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH) &&
     nonFiniteNumberAt(call.arguments) === undefined;
+  const kept = storable ? call.arguments : JSON.stringify(call.arguments);
+  // Measured as the import measures it: the value kept, serialised (text is escaped again).
+  const bytes = Buffer.byteLength(JSON.stringify(kept) ?? 'null');
   return {
     id: toStorableText(call.id),
     name: toStorableText(call.name.slice(0, TOOL_CALL_NAME_MAX_CHARACTERS)),
     arguments:
       bytes > MAX_OUTPUT_BYTES
         ? `(arguments of ${bytes} bytes, over the ${MAX_OUTPUT_BYTES} kept)`
-        : storable
-          ? call.arguments
-          : text,
+        : kept,
   };
 }
 
