@@ -56,11 +56,11 @@ export class IdTokenVerifier {
         // exp and nbf against the service's time, as every other expiry here.
         currentDate: this.clock.now(),
       });
-      // Issued to another client that named this one among its audiences (OpenID Connect Core
-      // 3.1.3.7): with several audiences the authorized party must be given, and be this one.
+      // Issued to another client that named this one among its audiences: with several
+      // audiences, the authorized party must be this one. With this one alone, any: Google's
+      // cross-client sign-in gives the app's client as azp and the backend's as aud.
       const { aud, azp } = payload;
-      if (azp !== undefined && azp !== provider.audience) throw invalidIdToken();
-      if (Array.isArray(aud) && aud.length > 1 && azp === undefined) throw invalidIdToken();
+      if (Array.isArray(aud) && aud.length > 1 && azp !== provider.audience) throw invalidIdToken();
       // A claim is stored and compared as text: U+0000 (which PostgreSQL refuses) or an unpaired
       // surrogate (which would be stored as U+FFFD, merging two subjects) makes the token unusable.
       const { sub, email: claimedEmail } = payload;
