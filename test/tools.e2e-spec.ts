@@ -924,7 +924,9 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
     });
 
     it("gives one end user's calls at most a quarter of those slots: the others get an error output", async () => {
-      const path = `tool/${randomUUID()}`;
+      // Slow enough that the first call is still out when the second's arguments are checked
+      // (a worker thread's round trip): on a loaded CI machine a quick one came back first.
+      const path = `tool-slow/1000/${randomUUID()}`;
       const endpoint = await createEndpoint(t, owner, receiver.url(path));
       const personalityId = await personalityWith(
         owner,

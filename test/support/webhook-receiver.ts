@@ -19,6 +19,7 @@ export interface ReceivedWebhook {
  * - `/redirect/…`: 302 to `/ok/redirected`;
  * - `/flaky/<n>/…`: 500 for the first `<n>` requests of each webhook-id, then 200;
  * - `/tool/…`: a webhook tool's answer, `{"output": {"echo": <the call's arguments>}}`;
+ * - `/tool-slow/<ms>/…`: the same after `<ms>` milliseconds;
  * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB;
  * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape);
  * - `/tool-deep/…`: a webhook tool's answer whose output nests 8,000 arrays (16,000 bytes);
@@ -109,13 +110,17 @@ export class WebhookReceiver {
         case 'redirect':
           response.writeHead(302, { location: `/ok/redirected` }).end();
           return;
-        case 'tool': {
+        case 'tool':
+        case 'tool-slow': {
           const { data } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
             data: { arguments: unknown };
           };
-          response
-            .writeHead(200, { 'content-type': 'application/json' })
-            .end(JSON.stringify({ output: { echo: data.arguments } }));
+          const answer = () =>
+            response
+              .writeHead(200, { 'content-type': 'application/json' })
+              .end(JSON.stringify({ output: { echo: data.arguments } }));
+          if (behaviour === 'tool') answer();
+          else setTimeout(answer, Number(argument)).unref();
           return;
         }
         case 'tool-big':
