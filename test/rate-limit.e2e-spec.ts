@@ -6,6 +6,7 @@ import { expectError, expectRequestId } from './support/assertions';
 import { signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { sleep } from './support/wait';
+import { API_KEY_CACHE_MS } from '../src/api-keys/api-keys.service';
 import { SHARED_REDIS_URL, sharedRedisAnswers, startOwnRedis } from './support/redis-server';
 
 const PUBLIC = '/v1/vocabularies/emotions/changelog';
@@ -584,6 +585,31 @@ describe('rate limiting: buckets shared through Redis', () => {
     } finally {
       await redis.kill();
       await t.close();
+    }
+  });
+});
+
+describe('rate limiting: the headers of a request with an API key', () => {
+  it("shows the caller's bucket, not the address's, on a request whose API key had to be looked up (review)", async () => {
+    // The address's bucket tighter than the organization's: it pays for the key's lookup only.
+    const tight = await createTestApp({
+      env: {
+        RATE_LIMIT_ORG_RPS: '1',
+        RATE_LIMIT_ORG_BURST: '5',
+        RATE_LIMIT_IP_RPS: '0.01',
+        RATE_LIMIT_IP_BURST: '4',
+      },
+    });
+    try {
+      const { auth } = await tenant(tight);
+      // Past the key cache: the next request looks the key up, drawing the address's bucket first.
+      await sleep(API_KEY_CACHE_MS + 200);
+      const looked = await tight.http().get(ORG_ROUTE).set('Authorization', auth);
+      expect(looked.status).toBe(200);
+      expect(looked.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
+      expect(looked.headers['x-ratelimit-limit']).toBe('1');
+    } finally {
+      await tight.close();
     }
   });
 });

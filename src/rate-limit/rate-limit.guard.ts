@@ -32,6 +32,9 @@ import type { TokenBucketStorage } from './token-bucket.storage';
  * Registered as the first APP_GUARD (app.module.ts), before authentication, so 401s and 403s
  * carry the headers and floods of bad credentials are throttled per address.
  */
+/** Set on a response once one of the caller's own buckets (end user, key, organization) reported. */
+const CALLER_HEADERS = Symbol('rateLimitCallerHeaders');
+
 @Injectable()
 export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
   private readonly enabled: boolean;
@@ -74,9 +77,14 @@ export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
     const name = throttler.name ?? 'default';
     const key = generateKey(context, tracker, name);
     const record = await this.buckets.increment(key, ttl, limit, blockDuration, name);
-    // The headers describe the bucket that binds soonest: the one that refuses, else the one
-    // with the fewest tokens left, whichever order they draw in.
-    this.limiter.report(res as ServerResponse, name, limit, ttl, record, true);
+    // The headers describe the caller's bucket that binds soonest: the one that refuses, else
+    // the one with the fewest tokens left, whichever order they draw in. The address's bucket,
+    // drawn before an API key's lookup, only pays for the lookup: the caller's first bucket
+    // replaces its headers (found by review: a key not cached showed "ip" and its size).
+    const response = res as ServerResponse & { [CALLER_HEADERS]?: true };
+    const callers = name !== 'auth' && name !== 'ip';
+    this.limiter.report(response, name, limit, ttl, record, !callers || !!response[CALLER_HEADERS]);
+    if (callers) response[CALLER_HEADERS] = true;
     if (record.isBlocked) {
       await this.throwThrottlingException(context, { ...record, limit, ttl, key, tracker });
     }
