@@ -46,6 +46,9 @@ export type ToolEndpoint = RowOf<typeof TOOL_ENDPOINT>;
  */
 @Injectable()
 export class ToolTurnsRepository {
+  /** Per organization, the last pause queued on this instance: they wait here, not on the lock. */
+  private readonly pausing = new Map<string, Promise<void>>();
+
   constructor(private readonly database: Database) {}
 
   /**
@@ -59,7 +62,9 @@ export class ToolTurnsRepository {
    * erased) is skipped, not waited for: the bound holds again at the next pause. The
    * organization's pauses take their turn (an advisory lock held to the commit): each reads the
    * pauses committed before it, where concurrent ones each kept the turns the others were
-   * adding (found by review: 20 at once kept 6 of a bound of 2). The ids to end
+   * adding (found by review: 20 at once kept 6 of a bound of 2). They queue on this instance
+   * first, so that one connection at most per organization and instance waits on the lock, not
+   * the pool's every one (found by the review of that change). The ids to end
    * are an array, looked up by key: as a subquery, a plan without statistics read every pending
    * turn of every organization to join them. Expired turns are deleted by
    * ToolTurnsRetentionWorker.
@@ -90,13 +95,24 @@ export class ToolTurnsRepository {
           ON CONFLICT (id) DO UPDATE SET status = 'pending', state = excluded.state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id`;
-    await this.database.transaction(async (manager) => {
-      await this.database.count(
-        sql`SELECT pg_advisory_xact_lock(hashtextextended('tool-turns:' || ${turn.organizationId}, 0))`,
-        { manager },
-      );
-      await this.database.count(withEntries([...steps, ended], insert), { manager });
-    });
+    const organization = turn.organizationId;
+    const before = this.pausing.get(organization) ?? Promise.resolve();
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    this.pausing.set(organization, mine);
+    try {
+      await before;
+      await this.database.transaction(async (manager) => {
+        await this.database.count(
+          sql`SELECT pg_advisory_xact_lock(hashtextextended('tool-turns:' || ${organization}, 0))`,
+          { manager },
+        );
+        await this.database.count(withEntries([...steps, ended], insert), { manager });
+      });
+    } finally {
+      done();
+      if (this.pausing.get(organization) === mine) this.pausing.delete(organization);
+    }
   }
 
   /**
