@@ -15,9 +15,12 @@ import { THROTTLER_NAMES, type ThrottlerName } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import type { TokenBucketStorage } from './token-bucket.storage';
 
+/** Set on a response once one of the caller's own buckets (end user, key, organization) reported. */
+const CALLER_HEADERS = Symbol('rateLimitCallerHeaders');
+
 /**
  * `@nestjs/throttler`'s guard, run its own way: its canActivate walks the named throttlers of
- * ThrottlerModule's options (auth, ip, org: BucketResolver.throttlers), each skipped or sized per
+ * ThrottlerModule's options (auth, ip, end_user, key, org: BucketResolver.throttlers), each skipped or sized per
  * request through the framework's `skipIf`, `limit`, `ttl` and `getTracker`, keys made by the
  * options' `generateKey`, tokens taken by the storage's `increment()` (TokenBucketStorage).
  *
@@ -32,9 +35,6 @@ import type { TokenBucketStorage } from './token-bucket.storage';
  * Registered as the first APP_GUARD (app.module.ts), before authentication, so 401s and 403s
  * carry the headers and floods of bad credentials are throttled per address.
  */
-/** Set on a response once one of the caller's own buckets (end user, key, organization) reported. */
-const CALLER_HEADERS = Symbol('rateLimitCallerHeaders');
-
 @Injectable()
 export class RateLimitGuard extends ThrottlerGuard implements OnModuleInit {
   private readonly enabled: boolean;
