@@ -20,9 +20,10 @@ const CALLER_HEADERS = Symbol('rateLimitCallerHeaders');
 
 /**
  * `@nestjs/throttler`'s guard, run its own way: its canActivate walks the named throttlers of
- * ThrottlerModule's options (auth, ip, end_user, key, org: BucketResolver.throttlers), each skipped or sized per
- * request through the framework's `skipIf`, `limit`, `ttl` and `getTracker`, keys made by the
- * options' `generateKey`, tokens taken by the storage's `increment()` (TokenBucketStorage).
+ * ThrottlerModule's options (auth, ip, end_user, key, org: BucketResolver.throttlers), each
+ * skipped or sized per request through the framework's `skipIf`, `limit`, `ttl` and
+ * `getTracker`, keys made by the options' `generateKey`, tokens taken by the storage's
+ * `increment()` (TokenBucketStorage).
  *
  * One piece stays ours, handleRequest: the framework writes its own headers (`X-RateLimit-Limit-org`
  * = hits per window, `-Reset-org` in seconds), and the contract's are different (§5: the refill
