@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import { headersOnPaths, PAGE_HEADERS } from '../common/http/path-headers';
 
 /**
  * The Content-Security-Policy of every console response: scripts, styles, images and fonts from
@@ -21,27 +21,14 @@ export const CONSOLE_CSP = [
 export const CONSOLE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Security-Policy': CONSOLE_CSP,
   // Links from the console (and the token of a mail link in its address) name nothing elsewhere.
-  'Referrer-Policy': 'no-referrer',
-  'X-Content-Type-Options': 'nosniff',
-  // frame-ancestors, for browsers that predate it.
-  'X-Frame-Options': 'DENY',
-  'Cross-Origin-Opener-Policy': 'same-origin',
+  ...PAGE_HEADERS,
   'Cross-Origin-Resource-Policy': 'same-origin',
   'Permissions-Policy': 'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
 };
 
-/** `/console` and the paths under it, as Express's case-insensitive routing matches them. */
-const CONSOLE_PATH = /^\/console(\/|$)/i;
-
 /**
- * Sets the console's security headers on every /console request before anything answers, so
- * that every response has them: files, 304s, a 404, a 429 of the rate limiter, the 400 of a
- * malformed address and another method's answer alike. Installed ahead of the app's own
- * middleware (app.setup.ts), not on the console's routes only (found by review).
+ * Every /console response carries them (found by review: set on the console's routes only, a
+ * 404 or a 429 went without), `/console` and the paths under it as Express's case-insensitive
+ * routing matches them.
  */
-export function consoleHeaders(request: Request, response: Response, next: NextFunction): void {
-  if (CONSOLE_PATH.test(request.path)) {
-    for (const [name, value] of Object.entries(CONSOLE_HEADERS)) response.setHeader(name, value);
-  }
-  next();
-}
+export const consoleHeaders = headersOnPaths(/^\/console(\/|$)/i, CONSOLE_HEADERS);

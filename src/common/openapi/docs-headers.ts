@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import { headersOnPaths, PAGE_HEADERS } from '../http/path-headers';
 import { OPENAPI_UI_PATH } from './setup-openapi';
 
 /**
@@ -21,19 +21,11 @@ export const DOCS_CSP = [
 
 export const DOCS_HEADERS: Readonly<Record<string, string>> = {
   'Content-Security-Policy': DOCS_CSP,
-  'Referrer-Policy': 'no-referrer',
-  'X-Content-Type-Options': 'nosniff',
-  'X-Frame-Options': 'DENY',
-  'Cross-Origin-Opener-Policy': 'same-origin',
+  ...PAGE_HEADERS,
 };
 
-/** OPENAPI_UI_PATH and the files under it, as Express's case-insensitive routing matches them. */
-const DOCS_PATH = new RegExp(`^${OPENAPI_UI_PATH}(/|$)`, 'i');
-
-/** Sets the documentation's headers on every /docs response, whichever middleware answers it. */
-export function docsHeaders(request: Request, response: Response, next: NextFunction): void {
-  if (DOCS_PATH.test(request.path)) {
-    for (const [name, value] of Object.entries(DOCS_HEADERS)) response.setHeader(name, value);
-  }
-  next();
-}
+/** Every response of OPENAPI_UI_PATH and the files under it. */
+export const docsHeaders = headersOnPaths(
+  new RegExp(`^${OPENAPI_UI_PATH}(/|$)`, 'i'),
+  DOCS_HEADERS,
+);
