@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { KeyedLine } from '../common/concurrency/keyed-line';
 import { Slots } from '../common/concurrency/slots';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 
@@ -16,13 +17,6 @@ export const KNOWLEDGE_HEAVY_WRITE_WAIT_MS = 30_000;
 
 /** Heavy writes waiting on an instance; each organization has at most one (its turn's). */
 const HEAVY_WRITES_WAITING = 64;
-
-interface Turns {
-  /** The writes of the organization here: the one running and those waiting. */
-  inFlight: number;
-  /** Settles when the last write queued has ended. */
-  last: Promise<void>;
-}
 
 /** A heavy write's wait for its slot: 429 past its time, or with the line full. */
 const HEAVY_WAIT = {
@@ -54,7 +48,7 @@ const HEAVY_WAIT = {
  */
 @Injectable()
 export class KnowledgeWriteTurns {
-  private readonly byOrganization = new Map<string, Turns>();
+  private readonly byOrganization = new KeyedLine();
   private readonly heavy = new Slots(KNOWLEDGE_HEAVY_WRITES_AT_ONCE, HEAVY_WRITES_WAITING);
 
   /**
@@ -70,53 +64,25 @@ export class KnowledgeWriteTurns {
     bytes: number | (() => Promise<number>) = 0,
     signal?: AbortSignal,
   ): Promise<T> {
-    const turns = this.byOrganization.get(organizationId) ?? {
-      inFlight: 0,
-      last: Promise.resolve(),
-    };
-    if (turns.inFlight > KNOWLEDGE_WRITES_WAITING) {
+    if (this.byOrganization.size(organizationId) > KNOWLEDGE_WRITES_WAITING) {
       throw tooManyStreams(
         `This organization already has ${KNOWLEDGE_WRITES_WAITING} writes of documents waiting on this instance; retry when one ends`,
       );
     }
-    let ended!: () => void;
-    const before = turns.last;
-    turns.last = new Promise<void>((resolve) => (ended = resolve));
-    turns.inFlight += 1;
-    this.byOrganization.set(organizationId, turns);
-    let leftEarly = false;
-    try {
-      leftEarly = await aborts(before, signal);
-      if (leftEarly) throw signal!.reason;
-      const weight = typeof bytes === 'number' ? bytes : await bytes();
-      signal?.throwIfAborted();
-      if (weight < KNOWLEDGE_HEAVY_WRITE_BYTES) return await write();
-      return await this.heavy.run({ ...HEAVY_WAIT, signal }, write);
-    } finally {
-      // Gone before its turn: the writes behind it still wait for the ones ahead of it.
-      if (leftEarly) void before.then(ended);
-      else ended();
-      turns.inFlight -= 1;
-      if (turns.inFlight === 0) this.byOrganization.delete(organizationId);
-    }
+    return this.byOrganization.run(
+      organizationId,
+      async () => {
+        const weight = typeof bytes === 'number' ? bytes : await bytes();
+        signal?.throwIfAborted();
+        if (weight < KNOWLEDGE_HEAVY_WRITE_BYTES) return write();
+        return this.heavy.run({ ...HEAVY_WAIT, signal }, write);
+      },
+      signal,
+    );
   }
 
   /** The organization's writes running or waiting here (tests). */
   inFlight(organizationId: string): number {
-    return this.byOrganization.get(organizationId)?.inFlight ?? 0;
+    return this.byOrganization.size(organizationId);
   }
-}
-
-/** Waits for `turn`; true if `signal` aborted first (or already had). */
-function aborts(turn: Promise<void>, signal: AbortSignal | undefined): Promise<boolean> {
-  if (!signal) return turn.then(() => false);
-  if (signal.aborted) return Promise.resolve(true);
-  return new Promise<boolean>((resolve) => {
-    const onAbort = () => resolve(true);
-    signal.addEventListener('abort', onAbort, { once: true });
-    void turn.then(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(false);
-    });
-  });
 }

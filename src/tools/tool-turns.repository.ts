@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
+import { KeyedLine } from '../common/concurrency/keyed-line';
 import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Sql, sql, type WithEntry, withEntries } from '../database/sql';
@@ -46,8 +47,8 @@ export type ToolEndpoint = RowOf<typeof TOOL_ENDPOINT>;
  */
 @Injectable()
 export class ToolTurnsRepository {
-  /** Per organization, the last pause queued on this instance: they wait here, not on the lock. */
-  private readonly pausing = new Map<string, Promise<void>>();
+  /** The organization's pauses on this instance: they wait here, not on the lock. */
+  private readonly pauses = new KeyedLine();
 
   constructor(private readonly database: Database) {}
 
@@ -96,23 +97,15 @@ export class ToolTurnsRepository {
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id`;
     const organization = turn.organizationId;
-    const before = this.pausing.get(organization) ?? Promise.resolve();
-    let done!: () => void;
-    const mine = new Promise<void>((resolve) => (done = resolve));
-    this.pausing.set(organization, mine);
-    try {
-      await before;
-      await this.database.transaction(async (manager) => {
+    await this.pauses.run(organization, () =>
+      this.database.transaction(async (manager) => {
         await this.database.count(
           sql`SELECT pg_advisory_xact_lock(hashtextextended('tool-turns:' || ${organization}, 0))`,
           { manager },
         );
         await this.database.count(withEntries([...steps, ended], insert), { manager });
-      });
-    } finally {
-      done();
-      if (this.pausing.get(organization) === mine) this.pausing.delete(organization);
-    }
+      }),
+    );
   }
 
   /**
