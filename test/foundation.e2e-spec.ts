@@ -255,6 +255,13 @@ describe('Health', () => {
       expect(up.status).toBe(200);
       expect(up.body).toMatchObject({ status: 'ok', checks: { database: { status: 'up' } } });
 
+      // An access token never used yet: its checks (version, membership) are not cached.
+      const signup = await t
+        .http()
+        .post('/v1/auth/signup')
+        .send({ email: 'outage@example.com', password: 'a long passphrase' });
+      expect(signup.status).toBe(201);
+
       await closeRelay();
       const down = await t.http().get('/health/ready');
       expectError(down, 503, 'not_ready');
@@ -266,6 +273,13 @@ describe('Health', () => {
         .send({ email: 'nobody@example.com', password: 'a long passphrase' });
       expectError(refused, 503, 'service_unavailable');
       expect(refused.headers['retry-after']).toBe('1');
+      // So is a valid access token whose checks cannot be read: the credential is not at fault,
+      // and a 401 would have the client drop it (review).
+      const withToken = await t
+        .http()
+        .get('/v1/end-users')
+        .set('Authorization', `Bearer ${signup.body.access_token}`);
+      expectError(withToken, 503, 'service_unavailable');
 
       await openRelay(port);
       // The pool reconnects on its next checkout.

@@ -87,9 +87,17 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
     return request.resolvedCaller;
   }
 
-  /** Passport's hook for the strategy's outcome: every failure is 401 `unauthenticated`. */
+  /**
+   * Passport's hook for the strategy's outcome. A token that fails verification comes as no user:
+   * 401 `unauthenticated`. An error is what JwtStrategy.validate threw: its own AppError, or a
+   * lookup that failed (the database out of reach), which goes to the exception filter as any
+   * request's does (503 `service_unavailable`): the credential is not at fault, and a 401 would
+   * have the client drop it.
+   */
   override handleRequest<TUser = AuthenticatedCaller>(error: unknown, user: TUser | false): TUser {
-    if (error instanceof AppError) throw error;
+    // Not `instanceof Error` alone: a socket's error (ECONNREFUSED) is made in Node's own realm,
+    // which under Jest is not the code's.
+    if (error !== null && typeof error === 'object') throw error as Error;
     if (error || !user) throw AppError.unauthenticated();
     return user;
   }
