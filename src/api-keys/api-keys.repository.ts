@@ -350,13 +350,20 @@ export class ApiKeysRepository {
   }
 
   /** Brings the key's expiry forward to `endsAt` unless it already expires sooner; answers it. */
-  async expireBy(manager: EntityManager, id: string, endsAt: Date): Promise<Date> {
+  async expireBy(
+    manager: EntityManager,
+    id: string,
+    organizationId: string,
+    endsAt: Date,
+  ): Promise<Date> {
     const row = await this.database.row(
       ENDS_AT.query`UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), ${endsAt}::timestamptz)
-           WHERE id = ${id} RETURNING ${ENDS_AT}`,
+           WHERE id = ${id} AND organization_id = ${organizationId} RETURNING ${ENDS_AT}`,
       { manager },
     );
-    return row!.endsAt;
+    // The roll locked the key in its organization first: none here is not a client's error.
+    if (!row) throw new Error(`API key ${id} not in organization ${organizationId}`);
+    return row.endsAt;
   }
 
   /**

@@ -238,6 +238,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
           : await this.keys.expireBy(
               manager,
               id,
+              caller.organizationId,
               new Date(now.getTime() + expiresInSeconds * 1000),
             );
       // The new key keeps the old one's own bucket: its size and its tokens (contract §29), so

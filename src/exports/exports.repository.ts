@@ -150,7 +150,8 @@ export class ExportsRepository {
       (subject, [at, id], limit) =>
         PERSONALITY_DOCS.query`SELECT ${PERSONALITY_DOCS}
             FROM personalities p
-           WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = ${subject.id}
+           WHERE p.organization_id = ${subject.organizationId}
+             AND p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = ${subject.id}
                           UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = ${subject.id})
              AND (p.created_at, p.id) > (${at}::timestamptz, ${id}::uuid)
            ORDER BY p.created_at, p.id

@@ -104,7 +104,10 @@ function insertChunks(
              SELECT ${id}, c.ordinality - 1, ${organizationId}, ${searchConfig}, c.text,
                     to_tsvector(${searchConfig}::regconfig, c.text)
                FROM unnest(${chunks}::text[]) WITH ORDINALITY AS c(text, ordinality)
-              WHERE ${at}`;
+              WHERE ${at}
+                -- Only into a document of the organization named (the chunks' rows say whose).
+                AND EXISTS (SELECT FROM knowledge_documents d
+                             WHERE d.id = ${id} AND d.organization_id = ${organizationId})`;
 }
 
 /**
@@ -112,7 +115,7 @@ function insertChunks(
  * chunk_index)` and `kept (id, was, becomes)`: the n-th chunk of a text in the new content is the
  * n-th chunk of that text in the old (read, and locked again, in id order).
  */
-function keptChunks(id: string, chunks: string[]): Sql {
+function keptChunks(organizationId: string, id: string, chunks: string[]): Sql {
   return sql`
     new_chunks AS (
       SELECT c.text, c.ordinality - 1 AS chunk_index,
@@ -122,7 +125,8 @@ function keptChunks(id: string, chunks: string[]): Sql {
       SELECT k.id, k.chunk_index, k.text,
              row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
         FROM (SELECT id, chunk_index, text FROM knowledge_chunks
-               WHERE document_id = ${id} ORDER BY id FOR UPDATE) k),
+               WHERE document_id = ${id} AND organization_id = ${organizationId}
+               ORDER BY id FOR UPDATE) k),
     kept AS (
       SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
         FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)`;
@@ -503,15 +507,21 @@ export class KnowledgeRepository {
    * new content that replaceChunks will write anew: before any is written, so that a write past
    * the day's bytes costs no indexing.
    */
-  async newChunkBytes(manager: EntityManager, id: string, chunks: string[]): Promise<number> {
+  async newChunkBytes(
+    manager: EntityManager,
+    organizationId: string,
+    id: string,
+    chunks: string[],
+  ): Promise<number> {
     // On its own: in the statement below, new content of no chunk would not read the old ones.
     await this.database.count(
-      sql`SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = ${id}
+      sql`SELECT FROM (SELECT FROM knowledge_chunks
+                        WHERE document_id = ${id} AND organization_id = ${organizationId}
                         ORDER BY id FOR UPDATE) locked`,
       { manager },
     );
     const row = await this.database.row(
-      WRITTEN_BYTES.query`WITH ${keptChunks(id, chunks)}
+      WRITTEN_BYTES.query`WITH ${keptChunks(organizationId, id, chunks)}
          SELECT ${WRITTEN_BYTES}
            FROM (SELECT octet_length(n.text) AS bytes FROM new_chunks n
                   WHERE n.chunk_index NOT IN (SELECT becomes FROM kept)) written`,
@@ -535,12 +545,14 @@ export class KnowledgeRepository {
     chunks: string[],
   ): Promise<void> {
     await this.database.count(
-      sql`WITH ${keptChunks(id, chunks)},
+      sql`WITH ${keptChunks(organizationId, id, chunks)},
                gone AS (DELETE FROM knowledge_chunks k
-                         WHERE k.document_id = ${id} AND k.id NOT IN (SELECT id FROM kept))
+                         WHERE k.document_id = ${id} AND k.organization_id = ${organizationId}
+                           AND k.id NOT IN (SELECT id FROM kept))
           UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
             FROM kept
-           WHERE k.document_id = ${id} AND k.id = kept.id AND kept.was <> kept.becomes`,
+           WHERE k.document_id = ${id} AND k.organization_id = ${organizationId}
+             AND k.id = kept.id AND kept.was <> kept.becomes`,
       { manager },
     );
     // The positions no kept chunk takes: a kept one is at its new position, or moved below 0.
@@ -549,13 +561,14 @@ export class KnowledgeRepository {
         { id, organizationId, searchConfig, chunks },
         sql`c.ordinality - 1 NOT IN (
               SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
-                FROM knowledge_chunks k WHERE k.document_id = ${id})`,
+                FROM knowledge_chunks k
+               WHERE k.document_id = ${id} AND k.organization_id = ${organizationId})`,
       ),
       { manager },
     );
     await this.database.count(
       sql`UPDATE knowledge_chunks SET chunk_index = -1 - chunk_index
-           WHERE document_id = ${id} AND chunk_index < 0`,
+           WHERE document_id = ${id} AND organization_id = ${organizationId} AND chunk_index < 0`,
       { manager },
     );
   }

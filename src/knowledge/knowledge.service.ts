@@ -220,7 +220,12 @@ export class KnowledgeService implements ReplyParticipant {
             await this.attach(manager, organizationId, id, dto.personality_ids);
           }
           if (text && updated.content_changed) {
-            const written = await this.repository.newChunkBytes(manager, id, text.chunks);
+            const written = await this.repository.newChunkBytes(
+              manager,
+              organizationId,
+              id,
+              text.chunks,
+            );
             await this.countWritten(manager, organizationId, written);
             await this.repository.replaceChunks(
               manager,

@@ -108,7 +108,7 @@ WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
   FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
 UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $1::timestamptz)
-WHERE id = $2 RETURNING expires_at AS "endsAt";
+WHERE id = $2 AND organization_id = $3 RETURNING expires_at AS "endsAt";
 WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION

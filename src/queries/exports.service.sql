@@ -24,11 +24,12 @@ SELECT json_build_object(
 'voice', p.voice, 'system_prompt', p.system_prompt, 'language', p.language,
 'replies', p.replies)::text AS "doc", p.created_at::text AS "c1", p.id::text AS "c2"
     FROM personalities p
-   WHERE p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = $1
-                  UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = $2)
-     AND (p.created_at, p.id) > ($3::timestamptz, $4::uuid)
+   WHERE p.organization_id = $1
+     AND p.id IN (SELECT personality_id FROM relationship_months WHERE end_user_id = $2
+                  UNION SELECT DISTINCT personality_id FROM memories WHERE end_user_id = $3)
+     AND (p.created_at, p.id) > ($4::timestamptz, $5::uuid)
    ORDER BY p.created_at, p.id
-   LIMIT $5;
+   LIMIT $6;
 SELECT json_build_object(
 'id', t.id, 'content', t.content, 'source', t.source, 'memory_id', t.memory_id::text,
 'created_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'updated_at', to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"

@@ -10,7 +10,10 @@ INSERT INTO knowledge_chunks (document_id, chunk_index, organization_id, search_
 SELECT $1, c.ordinality - 1, $2, $3, c.text,
        to_tsvector($4::regconfig, c.text)
   FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
- WHERE true;
+ WHERE true
+   -- Only into a document of the organization named (the chunks' rows say whose).
+   AND EXISTS (SELECT FROM knowledge_documents d
+                WHERE d.id = $6 AND d.organization_id = $7);
 INSERT INTO knowledge_documents (organization_id, title, language, search_config, content,
                                  bytes, chunks, all_personalities, created_at, updated_at)
 VALUES ($1, $2, $3,
@@ -98,8 +101,13 @@ SELECT $1, c.ordinality - 1, $2, $3, c.text,
   FROM unnest($5::text[]) WITH ORDINALITY AS c(text, ordinality)
  WHERE c.ordinality - 1 NOT IN (
  SELECT CASE WHEN k.chunk_index < 0 THEN -1 - k.chunk_index ELSE k.chunk_index END
-   FROM knowledge_chunks k WHERE k.document_id = $6);
-SELECT FROM (SELECT FROM knowledge_chunks WHERE document_id = $1
+   FROM knowledge_chunks k
+  WHERE k.document_id = $6 AND k.organization_id = $7)
+   -- Only into a document of the organization named (the chunks' rows say whose).
+   AND EXISTS (SELECT FROM knowledge_documents d
+                WHERE d.id = $8 AND d.organization_id = $9);
+SELECT FROM (SELECT FROM knowledge_chunks
+WHERE document_id = $1 AND organization_id = $2
 ORDER BY id FOR UPDATE) locked;
 SELECT bytes FROM knowledge_documents
 WHERE id = $1 AND organization_id = $2;
@@ -113,7 +121,7 @@ ELSE ARRAY(SELECT a.personality_id FROM knowledge_attachments a
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
 START TRANSACTION;
 UPDATE knowledge_chunks SET chunk_index = -1 - chunk_index
-WHERE document_id = $1 AND chunk_index < 0;
+WHERE document_id = $1 AND organization_id = $2 AND chunk_index < 0;
 UPDATE knowledge_documents d
    SET title = coalesce($1::text, d.title),
        content = coalesce($2::text, d.content),
@@ -134,7 +142,8 @@ old_chunks AS (
   SELECT k.id, k.chunk_index, k.text,
          row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
     FROM (SELECT id, chunk_index, text FROM knowledge_chunks
-           WHERE document_id = $2 ORDER BY id FOR UPDATE) k),
+           WHERE document_id = $2 AND organization_id = $3
+           ORDER BY id FOR UPDATE) k),
 kept AS (
   SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
     FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence)
@@ -150,15 +159,18 @@ old_chunks AS (
   SELECT k.id, k.chunk_index, k.text,
          row_number() OVER (PARTITION BY k.text ORDER BY k.chunk_index) AS occurrence
     FROM (SELECT id, chunk_index, text FROM knowledge_chunks
-           WHERE document_id = $2 ORDER BY id FOR UPDATE) k),
+           WHERE document_id = $2 AND organization_id = $3
+           ORDER BY id FOR UPDATE) k),
 kept AS (
   SELECT o.id, o.chunk_index AS was, n.chunk_index AS becomes
     FROM old_chunks o JOIN new_chunks n ON n.text = o.text AND n.occurrence = o.occurrence),
            gone AS (DELETE FROM knowledge_chunks k
-                     WHERE k.document_id = $3 AND k.id NOT IN (SELECT id FROM kept))
+                     WHERE k.document_id = $4 AND k.organization_id = $5
+                       AND k.id NOT IN (SELECT id FROM kept))
       UPDATE knowledge_chunks k SET chunk_index = -1 - kept.becomes
         FROM kept
-       WHERE k.document_id = $4 AND k.id = kept.id AND kept.was <> kept.becomes;
+       WHERE k.document_id = $6 AND k.organization_id = $7
+         AND k.id = kept.id AND kept.was <> kept.becomes;
 WITH earlier AS (
     DELETE FROM knowledge_daily_writes
      WHERE organization_id = $1 AND day < $2::date - 1),

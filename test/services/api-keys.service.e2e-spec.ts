@@ -175,6 +175,32 @@ describe('ApiKeysService (real database)', () => {
     expect((await keys.list(caller.organizationId, 10)).data).toEqual([]);
   });
 
+  it('brings forward the expiry only of a key of the organization named (review)', async () => {
+    // A roll reaches expireBy only after locking the key in its caller's organization; the
+    // statement holds the organization too, so that no caller can skip that.
+    const owner = await userWith(['admin']);
+    const stranger = await userWith(['admin']);
+    const created = await keys.create(owner, { name: 'kept', scopes: ['read'] });
+    const repository = moduleRef.get(ApiKeysRepository);
+    const expiresAt = async () =>
+      (
+        await database.rows<{ expires_at: Date | null }>(
+          sql`SELECT expires_at FROM api_keys WHERE id = ${created.id}`,
+        )
+      )[0].expires_at;
+    const endsAt = new Date(Date.parse('2031-01-01T00:00:00Z'));
+    await database
+      .transaction((manager) =>
+        repository.expireBy(manager, created.id, stranger.organizationId, endsAt),
+      )
+      .catch(() => undefined);
+    expect(await expiresAt()).toBeNull();
+    await database.transaction((manager) =>
+      repository.expireBy(manager, created.id, owner.organizationId, endsAt),
+    );
+    expect(await expiresAt()).toEqual(endsAt);
+  });
+
   it('rolls a key: the new one works at once, the old one until the overlap window ends', async () => {
     const caller = await userWith(['admin']);
     const old = await keys.create(caller, { name: 'backend', scopes: ['read_write'] });

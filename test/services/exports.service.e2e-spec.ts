@@ -408,6 +408,28 @@ describe('Exports module (real database)', () => {
       expect(document.memories.map((m: Json) => m.content)).toEqual(['Only theirs']);
     });
 
+    it('names only personalities of its own organization, even where a row names another’s (review)', async () => {
+      // No writer stores another organization's personality for an end user (each checks it
+      // first), and the database does not forbid it: the export's read does not rely on that.
+      const mine = await factory.organization();
+      const theirs = await factory.organization();
+      const own = await personality(mine, 'Own');
+      const theirPersonality = await personality(theirs, 'Theirs');
+      await remember(mine, await factory.endUser(mine, 'di'), own, [{ content: 'Mine' }]);
+      await database.rows(
+        sql`UPDATE memories SET personality_id = ${theirPersonality}
+             WHERE organization_id = ${mine}`,
+      );
+      const names = async () => {
+        const chunks: string[] = [];
+        for await (const chunk of await exportsService.exportDocument(mine, 'di')) {
+          chunks.push(chunk);
+        }
+        return (JSON.parse(chunks.join('')) as Json).personalities.map((p: Json) => p.name);
+      };
+      expect(await names()).not.toContain('Theirs');
+    });
+
     it('streams every memory across pages, in chunks of about CHUNK_BYTES, bounded by its start', async () => {
       const organizationId = await factory.organization();
       const companion = await personality(organizationId);

@@ -1,9 +1,10 @@
 import type { TestingModule } from '@nestjs/testing';
-import { DataSource } from 'typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
 import { Database } from '../../src/database/database';
 import { ChunkEmbeddingsCarryDocument1795920900000 } from '../../src/database/migrations/1795920900000-ChunkEmbeddingsCarryDocument';
 import { sql } from '../../src/database/sql';
 import { KnowledgeModule } from '../../src/knowledge/knowledge.module';
+import { KnowledgeRepository } from '../../src/knowledge/knowledge.repository';
 import { KnowledgeService } from '../../src/knowledge/knowledge.service';
 import { KnowledgeWriteTurns } from '../../src/knowledge/knowledge-write-turns';
 import { expectAppError } from '../support/assertions';
@@ -214,5 +215,35 @@ describe('KnowledgeService (real database)', () => {
            WHERE organization_id = ${organizationId}`,
     );
     expect(row.documents).toBe(0);
+  });
+
+  it('rewrites chunks only of the organization named, whatever document id it is given (review)', async () => {
+    // The service reaches the rewrite only after its organization's own UPDATE of the document
+    // found a row; the statements hold the organization too, so that no caller can skip that.
+    const owner = await factory.organization();
+    const stranger = await factory.organization();
+    const document = await knowledge.create(owner, {
+      title: 'Hours',
+      content: 'We open at nine.\n\nWe close at five.',
+    });
+    const repository = moduleRef.get(KnowledgeRepository);
+    const chunksOf = () =>
+      database.rows<{ id: string; chunk_index: number; text: string }>(
+        sql`SELECT id, chunk_index, text FROM knowledge_chunks
+             WHERE document_id = ${document.id} ORDER BY chunk_index`,
+      );
+    const before = await chunksOf();
+    expect(before.length).toBeGreaterThan(0);
+
+    // Refused or not (its new chunks would take the owner's positions), the owner's stay.
+    const chunks = ['We close at five.', 'A stranger wrote this.'];
+    const attempt = (write: (manager: EntityManager) => Promise<unknown>) =>
+      database.transaction(write).catch(() => undefined);
+    await attempt((manager) => repository.newChunkBytes(manager, stranger, document.id, chunks));
+    await attempt((manager) =>
+      repository.replaceChunks(manager, stranger, document.id, 'simple', chunks),
+    );
+
+    expect(await chunksOf()).toEqual(before);
   });
 });
