@@ -2,9 +2,10 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { databaseConfig } from './config/database.config';
+import { configLoaders } from './config';
 import { CoreModule } from './core.module';
 import { buildDataSourceOptions } from './database/data-source-options';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
+import { startEmbeddedUnlessConfigured } from './database/embedded-postgres';
 import { runMigrationsExclusively } from './database/run-migrations';
 import { readCatalogFile } from './personalities/catalog-file';
 import { PersonalitiesModule } from './personalities/personalities.module';
@@ -30,6 +31,10 @@ function describeImport(entries: CatalogEntryFile[]): string {
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (argv.length === 1 && ['--help', '-h', 'help'].includes(argv[0])) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   if (argv.length === 1 && argv[0] === 'migrate') return migrate();
   const [group, command, path, ...rest] = argv;
   if (group !== 'catalog' || command !== 'import' || !path || rest.length > 0) {
@@ -44,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${(error as Error).message}\n`);
     return 1;
   }
-  const embedded = await embeddedUnlessConfigured();
+  const embedded = await startEmbeddedUnlessConfigured();
   const app = await NestFactory.createApplicationContext(CliModule, { logger: ['error'] });
   try {
     await app.get(PersonalitiesService).importCatalog(entries);
@@ -56,26 +61,19 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** The same embedded database main.ts uses when DATABASE_URL is unset. */
-async function embeddedUnlessConfigured(): Promise<EmbeddedPostgresHandle | undefined> {
-  if (process.env.DATABASE_URL) return undefined;
-  const embedded = await startEmbeddedPostgres({
-    dataDir: process.env.EMBEDDED_PG_DATA_DIR ?? '.data/postgres',
-    port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
-  });
-  process.env.DATABASE_URL = embedded.url;
-  return embedded;
-}
-
 /**
  * Applies pending migrations and exits, for a Kubernetes Job or init container that runs before
  * new pods start with MIGRATE_ON_START=false. Same advisory lock as start-up migrations, so it is
  * safe beside instances that still migrate themselves.
  */
 async function migrate(): Promise<number> {
-  const embedded = await embeddedUnlessConfigured();
-  const dataSource = new DataSource(buildDataSourceOptions({ url: databaseConfig().url }));
+  const embedded = await startEmbeddedUnlessConfigured();
+  let dataSource: DataSource | undefined;
   try {
+    // The whole configuration, as the pods will read it: a Job that migrates under a ConfigMap
+    // the pods then refuse would report success for a release that cannot start.
+    for (const load of configLoaders) load();
+    dataSource = new DataSource(buildDataSourceOptions({ url: databaseConfig().url }));
     await dataSource.initialize();
     const applied = await runMigrationsExclusively(dataSource);
     process.stdout.write(
@@ -85,7 +83,7 @@ async function migrate(): Promise<number> {
     );
     return 0;
   } finally {
-    if (dataSource.isInitialized) await dataSource.destroy();
+    if (dataSource?.isInitialized) await dataSource.destroy();
     await embedded?.stop();
   }
 }

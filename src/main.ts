@@ -9,18 +9,11 @@ import { createHttpAdapter } from './common/http/http-adapter';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { type AppConfig, appConfig } from './config/app.config';
 import { httpConfig } from './config/http.config';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres';
+import { startEmbeddedUnlessConfigured } from './database/embedded-postgres';
 import { stopTracing } from './tracing/tracing';
 
 async function bootstrap(): Promise<void> {
-  let embedded: EmbeddedPostgresHandle | undefined;
-  if (!process.env.DATABASE_URL) {
-    embedded = await startEmbeddedPostgres({
-      dataDir: process.env.EMBEDDED_PG_DATA_DIR ?? '.data/postgres',
-      port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
-    });
-    process.env.DATABASE_URL = embedded.url;
-  }
+  const embedded = await startEmbeddedUnlessConfigured();
 
   const app = await NestFactory.create<NestExpressApplication>(
     AppModule,

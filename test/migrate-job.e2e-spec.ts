@@ -149,6 +149,31 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     expect(app.output()).not.toMatch(/NestFactory|InstanceLoader/);
   });
 
+  it('refuses a configuration the pods would refuse (exit 1, review)', async () => {
+    const job = runBuilt('cli.js', ['migrate'], { DATABASE_URL: database.url, PORT: 'abc' });
+    expect(await job.exited).toBe(1);
+    expect(job.output()).toMatch(/^Invalid configuration:\n {2}PORT: /);
+  });
+
+  it('refuses a bad EMBEDDED_PG_PORT, naming it, before starting any database (review)', async () => {
+    // It had been read with Number(): `abc` was a random port, an empty value port 0.
+    for (const script of ['cli.js', 'main.js'] as const) {
+      const run = runBuilt(script, script === 'cli.js' ? ['migrate'] : [], {
+        DATABASE_URL: '',
+        EMBEDDED_PG_PORT: 'abc',
+        METRICS_PORT: '0',
+      });
+      expect(await run.exited).toBe(1);
+      expect(run.output()).toMatch(/Invalid configuration:\n {2}EMBEDDED_PG_PORT: /);
+    }
+  });
+
+  it('prints its usage on --help (exit 0)', async () => {
+    const help = runBuilt('cli.js', ['--help'], {});
+    expect(await help.exited).toBe(0);
+    expect(help.output()).toContain('node dist/cli.js migrate');
+  });
+
   it('refuses an unknown command with its usage (exit 2)', async () => {
     const wrong = runBuilt('cli.js', ['migrate', 'now'], { DATABASE_URL: database.url });
     expect(await wrong.exited).toBe(2);

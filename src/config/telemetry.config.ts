@@ -1,7 +1,10 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, IsUrl, Max, Min } from 'class-validator';
+import { IsIn, IsInt, IsNumber, IsOptional, IsString, IsUrl, Max, Min } from 'class-validator';
 import { toNumber, validateEnv } from './validate-env';
+
+/** A decimal number as the SDK reads one: `0.25`, `.5`, `1e-1`, `1`. */
+const RATIO = /^\s*(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$/;
 
 const OTLP_URL = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
@@ -54,9 +57,16 @@ export class TelemetryEnv {
   ])
   OTEL_TRACES_SAMPLER?: string;
 
+  // The ratio of the *traceidratio samplers, the only ones above that take an argument: the SDK
+  // falls back to 1 (every request traced) for a value it cannot read.
   @IsOptional()
-  @IsString()
-  OTEL_TRACES_SAMPLER_ARG?: string;
+  @Transform(({ value }: { value: unknown }) =>
+    typeof value === 'string' && RATIO.test(value) ? Number(value) : value,
+  )
+  @IsNumber({}, { message: 'OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1' })
+  @Min(0)
+  @Max(1)
+  OTEL_TRACES_SAMPLER_ARG?: number;
 }
 
 /** Tracing is on when an OTLP endpoint is given (an empty value counts as unset). */

