@@ -358,7 +358,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       expect(reply.body.reply.text).toContain("the arguments do not match the tool's schema");
     });
 
-    it("imports back an export of calls whose arguments hold an end user's long keys (review)", async () => {
+    it("imports back an export of calls whose arguments hold an end user's long or forbidden keys (review)", async () => {
       // A key longer than an import's (1,024) made the arguments unimportable; keys within it
       // made the schema's complaint, which names them, longer than an import's errors (1,000).
       const userId = uniqueUserId();
@@ -370,6 +370,8 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       for (const args of [
         { ['a'.repeat(1_500)]: 'x' },
         { ['b'.repeat(980)]: { ['c'.repeat(980)]: 'x' } },
+        // A key no request body may hold, which the import refuses too (review).
+        { d: { constructor: 1 } },
       ]) {
         const reply = await respond({
           user_id: userId,
@@ -384,10 +386,11 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         arguments: unknown;
         error: string;
       }>;
-      expect(calls).toHaveLength(2);
+      expect(calls).toHaveLength(3);
       // Kept as their text, which no tool's schema takes; the complaint cut at 1,000 characters.
       expect(typeof calls[0].arguments).toBe('string');
       expect(calls[1].error).toHaveLength(1_000);
+      expect(calls[2].arguments).toBe('{"d":{"constructor":1}}');
       document.end_user.user_id = uniqueUserId();
       expect((await importOf(document)).status).toBe(201);
     });
@@ -831,6 +834,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         [
           'tool-long-key',
           '{"error":"bad body: output holds a key longer than 1024 characters"}',
+          undefined,
+        ],
+        // Stored, and its end user's export refused by the import (review).
+        [
+          'tool-proto-key',
+          '{"error":"bad body: output holds a key a request may not (__proto__, constructor, prototype)"}',
           undefined,
         ],
       ];

@@ -4,6 +4,8 @@ import { hashCanonicalJson } from '../common/json/canonical-json';
 import { Clock } from '../common/time/clock';
 import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import {
+  FORBIDDEN_KEYS,
+  holdsForbiddenKey,
   holdsKeyLongerThan,
   isStorableJson,
   jsonNestsDeeperThan,
@@ -186,6 +188,12 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
   if (holdsKeyLongerThan(output, MAX_KEY_LENGTH)) {
     return failed(
       `bad body: output holds a key longer than ${MAX_KEY_LENGTH} characters`,
+      durationMs,
+    );
+  }
+  if (holdsForbiddenKey(output)) {
+    return failed(
+      `bad body: output holds a key a request may not (${[...FORBIDDEN_KEYS].join(', ')})`,
       durationMs,
     );
   }

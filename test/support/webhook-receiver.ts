@@ -23,7 +23,8 @@ export interface ReceivedWebhook {
  * - `/tool-big/…`: a webhook tool's answer whose output is over 16 KiB;
  * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape);
  * - `/tool-deep/…`: a webhook tool's answer whose output nests 8,000 arrays (16,000 bytes);
- * - `/tool-long-key/…`: a webhook tool's answer whose output holds a key of 1,100 characters.
+ * - `/tool-long-key/…`: a webhook tool's answer whose output holds a key of 1,100 characters;
+ * - `/tool-proto-key/…`: a webhook tool's answer whose output holds a `__proto__` key.
  * Every request is kept, with its headers, raw body and arrival time.
  */
 export class WebhookReceiver {
@@ -137,6 +138,11 @@ export class WebhookReceiver {
           response
             .writeHead(200, { 'content-type': 'application/json' })
             .end(JSON.stringify({ output: { ['k'.repeat(1_100)]: 1 } }));
+          return;
+        case 'tool-proto-key':
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end('{"output": {"shipment": {"__proto__": {"admin": true}}}}');
           return;
         case 'tool-nul':
           response

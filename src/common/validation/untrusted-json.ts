@@ -93,6 +93,19 @@ export function nonFiniteNumberAt(value: unknown, at = ''): string | undefined {
   return undefined;
 }
 
+/**
+ * Whether a parsed value has, at any depth, a FORBIDDEN_KEYS key: what a request body may not
+ * hold, and so what a value from elsewhere (a model's arguments, a webhook's output) may not be
+ * stored with, or its end user's export would be one that no import takes.
+ */
+export function holdsForbiddenKey(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.some(holdsForbiddenKey);
+  return Object.entries(value).some(
+    ([key, child]) => FORBIDDEN_KEYS.has(key) || holdsForbiddenKey(child),
+  );
+}
+
 /** Whether a parsed value has, at any depth, a key of more than `max` characters. */
 export function holdsKeyLongerThan(value: unknown, max: number): boolean {
   if (value === null || typeof value !== 'object') return false;
