@@ -48,6 +48,13 @@ export interface StatementOptions {
    * (the idempotency keys' bookkeeping: docs/idempotency.md, "What a crash leaves").
    */
   asyncCommit?: boolean;
+  /**
+   * A statement of its own (no `manager`) that PostgreSQL rolled back to end a deadlock (40P01)
+   * is sent again, this many times in all at most: rolled back whole, it is safe to send again.
+   * For a statement that can meet another transaction's locks in the other order (a reply's
+   * exchange against an erasure: docs/database.md).
+   */
+  deadlockAttempts?: number;
 }
 
 function nameOf(statement: Sql, options: Pick<StatementOptions, 'prepared'>): string | undefined {
@@ -133,12 +140,19 @@ export class Database implements OnApplicationShutdown {
     statement: Sql,
     options: StatementOptions,
   ): Promise<QueryResult<Row>> {
+    const attempts = options.manager ? 1 : (options.deadlockAttempts ?? 1);
     const executor = await this.executorOf(options);
-    return executor.query<Row>({
-      name: nameOf(statement, options),
-      text: statement.text,
-      values: statement.values as unknown[],
-    });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await executor.query<Row>({
+          name: nameOf(statement, options),
+          text: statement.text,
+          values: statement.values as unknown[],
+        });
+      } catch (error) {
+        if (!isDeadlock(error) || attempt >= attempts) throw error;
+      }
+    }
   }
 
   /**

@@ -98,14 +98,11 @@ export class ErasureWorker {
    * DATABASE_STATEMENT_TIMEOUT_MS does not apply.
    */
   private eraseBatch(): Promise<BatchOutcome> {
+    // Read once: a transaction run again after a deadlock claims from the same place.
+    const after = this.lastOrganization;
     return this.database.transaction(
       async (manager) => {
-        const due = await this.endUsers.claimDue(
-          manager,
-          this.clock.now(),
-          BATCH_SIZE,
-          this.lastOrganization,
-        );
+        const due = await this.endUsers.claimDue(manager, this.clock.now(), BATCH_SIZE, after);
         if (due.length === 0) return { erased: 0, unfinished: false };
         this.lastOrganization = due[due.length - 1].organization_id;
         const endUsers = due.map((row) => ({
@@ -123,7 +120,8 @@ export class ErasureWorker {
         }
         return { erased: endUsers.length, unfinished: false };
       },
-      { statementTimeoutMs: 0 },
+      // A reply storing its exchange locks in the other order (docs/database.md): run again.
+      { statementTimeoutMs: 0, deadlockAttempts: 3 },
     );
   }
 }

@@ -9,15 +9,26 @@ import { sql, type WithEntry, withEntries } from '../database/sql';
  * usage.steps.ts). Composed into one WITH statement they are one transaction in one round trip,
  * instead of BEGIN, an INSERT per module and COMMIT on a checked-out client.
  */
+/** Sends of an exchange's statement at most, the first included (storeExchange). */
+export const EXCHANGE_DEADLOCK_ATTEMPTS = 3;
+
 @Injectable()
 export class RespondRepository {
   constructor(private readonly database: Database) {}
 
   /**
    * Runs the steps as one prepared statement: its text depends only on the steps' shape, never
-   * on their values, so each shape is prepared once per connection.
+   * on their values, so each shape is prepared once per connection. On its own (no `manager`),
+   * it is sent again when PostgreSQL ends a deadlock with it: an erasure locks the end user, then
+   * their tool turns, while this statement has locked the resumed turn and checks the end user
+   * last (its memories' foreign key). The erasure then finishes first, and the statement sent
+   * again is refused as the end user's who went (found by review: a 500, tokens uncounted).
    */
   async storeExchange(steps: WithEntry[], manager?: EntityManager): Promise<void> {
-    await this.database.count(withEntries(steps, sql`SELECT 1`), { prepared: true, manager });
+    await this.database.count(withEntries(steps, sql`SELECT 1`), {
+      prepared: true,
+      manager,
+      deadlockAttempts: EXCHANGE_DEADLOCK_ATTEMPTS,
+    });
   }
 }

@@ -30,7 +30,7 @@ import {
 } from './engine/response-engine';
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
-import { RespondRepository } from './respond.repository';
+import { EXCHANGE_DEADLOCK_ATTEMPTS, RespondRepository } from './respond.repository';
 import { type GeneratedReply, NO_VERDICT, type ReplyVerdicts } from './reply-generation';
 import { ReplyGenerators } from './reply-generators';
 import { promptTextsOf } from './prompt-texts';
@@ -411,10 +411,14 @@ export class RespondService implements OnApplicationBootstrap {
     const stored =
       underLock.length === 0
         ? this.repository.storeExchange(steps)
-        : this.database.transaction(async (manager) => {
-            for (const locked of underLock) steps.push(...(await locked(manager)));
-            await this.repository.storeExchange(steps, manager);
-          });
+        : this.database.transaction(
+            async (manager) => {
+              const all = [...steps];
+              for (const locked of underLock) all.push(...(await locked(manager)));
+              await this.repository.storeExchange(all, manager);
+            },
+            { deadlockAttempts: EXCHANGE_DEADLOCK_ATTEMPTS },
+          );
     await stored.catch((error: unknown) => {
       // A statement PostgreSQL refused was rolled back: its tokens are counted as a failed
       // turn's. A connection lost on the way may have committed it: they are not counted again.

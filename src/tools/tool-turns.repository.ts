@@ -98,13 +98,18 @@ export class ToolTurnsRepository {
            WHERE tool_turns.organization_id = excluded.organization_id`;
     const organization = turn.organizationId;
     await this.pauses.run(organization, () =>
-      this.database.transaction(async (manager) => {
-        await this.database.count(
-          sql`SELECT pg_advisory_xact_lock(hashtextextended('tool-turns:' || ${organization}, 0))`,
-          { manager },
-        );
-        await this.database.count(withEntries([...steps, ended], insert), { manager });
-      }),
+      this.database.transaction(
+        async (manager) => {
+          await this.database.count(
+            sql`SELECT pg_advisory_xact_lock(hashtextextended('tool-turns:' || ${organization}, 0))`,
+            { manager },
+          );
+          await this.database.count(withEntries([...steps, ended], insert), { manager });
+        },
+        // Its token steps lock the end user's rollups, its turn checks the end user last: an
+        // erasure locks them in the other order, as for a stored exchange (docs/database.md).
+        { deadlockAttempts: 3 },
+      ),
     );
   }
 
@@ -156,7 +161,10 @@ export class ToolTurnsRepository {
   async release(organizationId: string, id: string, steps: WithEntry[] = []): Promise<void> {
     const update = sql`UPDATE tool_turns SET status = 'pending'
            WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`;
-    await this.database.count(steps.length > 0 ? withEntries(steps, update) : update);
+    // Sent again after a deadlock, as a stored exchange is (RespondRepository#storeExchange).
+    await this.database.count(steps.length > 0 ? withEntries(steps, update) : update, {
+      deadlockAttempts: 3,
+    });
   }
 
   /**

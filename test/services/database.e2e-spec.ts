@@ -1,7 +1,7 @@
 import type { TestingModule } from '@nestjs/testing';
 import { isStatementTimeout } from '../../src/common/errors/statement-timeout';
 import { Database } from '../../src/database/database';
-import { sql } from '../../src/database/sql';
+import { raw, sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { startDelayProxy } from '../support/delay-proxy';
 import { moduleAlone } from '../support/module-alone';
@@ -150,5 +150,71 @@ describe('Database: reads under a time budget (real database)', () => {
     // pool more than once", failing the suite whenever that instance had committed a key.
     await moduleRef!.close();
     await expect(moduleRef!.close()).resolves.toBeUndefined();
+  });
+});
+
+/**
+ * StatementOptions.deadlockAttempts: a statement of its own that PostgreSQL rolls back to end a
+ * deadlock is sent again (a reply's exchange against an erasure, found by review).
+ */
+describe('Database: a statement sent again after a deadlock (real database)', () => {
+  let moduleRef: TestingModule;
+  let database: Database;
+
+  beforeAll(async () => {
+    moduleRef = await moduleAlone([], { REDIS_URL: undefined });
+    database = moduleRef.get(Database);
+  });
+  afterAll(() => moduleRef?.close());
+
+  /**
+   * Locks row 1 of a table of its own in a transaction, then `statement` (row 2, then row 1) is
+   * sent; the transaction then takes row 2, closing the cycle. The statement's session, waiting
+   * first, checks first (deadlock_timeout after its wait began) and is the one rolled back; the
+   * transaction commits.
+   */
+  async function deadlocked(deadlockAttempts: number | undefined) {
+    const table = `deadlock_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
+    await database.pool.query(`CREATE TABLE ${table} (id int PRIMARY KEY, n int NOT NULL)`);
+    await database.pool.query(`INSERT INTO ${table} VALUES (1, 0), (2, 0)`);
+    const other = await database.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`UPDATE ${table} SET n = n + 1 WHERE id = 1`);
+      const statement = database.count(
+        raw(`WITH second AS (UPDATE ${table} SET n = n + 10 WHERE id = 2 RETURNING id)
+             UPDATE ${table} SET n = n + 10 WHERE id = 1 AND EXISTS (SELECT FROM second)`),
+        { deadlockAttempts },
+      );
+      const outcome = statement.then(
+        () => 'sent',
+        (error: { code?: string }) => error.code,
+      );
+      // Its first send holds row 2 and waits for row 1 before the cycle closes.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await other.query(`UPDATE ${table} SET n = n + 1 WHERE id = 2`);
+      await other.query('COMMIT');
+      const ended = await outcome;
+      const { rows } = await database.pool.query<{ id: number; n: number }>(
+        `SELECT id, n FROM ${table} ORDER BY id`,
+      );
+      return { outcome: ended, rows };
+    } finally {
+      other.release();
+      await database.pool.query(`DROP TABLE IF EXISTS ${table}`);
+    }
+  }
+
+  it('is refused with 40P01 when sent once', async () => {
+    expect((await deadlocked(undefined)).outcome).toBe('40P01');
+  });
+
+  it('is sent again and lands once, after the other transaction', async () => {
+    const { outcome, rows } = await deadlocked(3);
+    expect(outcome).toBe('sent');
+    expect(rows).toEqual([
+      { id: 1, n: 11 },
+      { id: 2, n: 11 },
+    ]);
   });
 });
