@@ -171,6 +171,9 @@ describe('End users: the five rules of POST /v1/end-users, list, get, patch', ()
       [{ user_id: 'tab\there' }, 'user_id'],
       [{ user_id: 'nul\u0000' }, 'user_id'],
       [{ user_id: 42 }, 'user_id'],
+      // A URL path drops them: `/v1/end-users/./facts` reached `facts` (review).
+      [{ user_id: '.' }, 'user_id'],
+      [{ user_id: '..' }, 'user_id'],
       [{ user_id: 'ok', metadata: [1, 2] }, 'metadata'],
       [{ user_id: 'ok', metadata: 'text' }, 'metadata'],
       [{ user_id: 'ok', metadata: { big: 'x'.repeat(16 * 1024) } }, 'metadata'],

@@ -10,7 +10,7 @@ import {
   IMPORTED_REPLY_MAX_CHARACTERS,
   USER_MESSAGE_MAX_CHARACTERS,
 } from '../memory/dto/memory.dto';
-import { metadataProblem, userIdProblem } from '../end-users/dto/user-id';
+import { metadataProblem, newUserIdProblem } from '../end-users/dto/user-id';
 import { MAX_OUTPUT_BYTES } from '../tools/webhook-tool-caller';
 import { UpdatePersonalityDto } from '../personalities/dto/update-personality.dto';
 import type { PersonalityDocument } from '../personalities/personalities.service';
@@ -193,7 +193,7 @@ export class ImportChecker {
     if (problems.total > problems.listed.length) return;
     const endUser = root.end_user as PmfEndUser | undefined;
     if (!endUser) return;
-    const userIdIssue = userIdProblem(endUser.user_id);
+    const userIdIssue = newUserIdProblem(endUser.user_id);
     if (userIdIssue) this.problems.add('/end_user/user_id', userIdIssue);
     const metadataIssue = metadataProblem(endUser.metadata);
     if (metadataIssue) this.problems.add('/end_user/metadata', metadataIssue);

@@ -3,7 +3,13 @@ import { IsDefined, IsOptional } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { EndUserRow } from '../end-users.repository';
 import type { EndUserStatus } from '../entities/end-user.entity';
-import { IsMetadata, IsUserId, METADATA_MAX_BYTES, USER_ID_MAX_CHARACTERS } from './user-id';
+import {
+  IsMetadata,
+  IsNewUserId,
+  IsUserId,
+  METADATA_MAX_BYTES,
+  USER_ID_MAX_CHARACTERS,
+} from './user-id';
 
 const METADATA_DOC = {
   type: 'object',
@@ -16,10 +22,11 @@ export class CreateEndUserDto {
   @ApiProperty({
     minLength: 1,
     maxLength: USER_ID_MAX_CHARACTERS,
-    description: 'Your identifier for the end user (1..256 characters, no control characters)',
+    description:
+      "Your identifier for the end user (1..256 characters, no control characters; not '.' or '..', which a URL path drops)",
     example: 'customer-42',
   })
-  @IsUserId()
+  @IsNewUserId()
   user_id: string;
 
   /** Stored on creation only; ignored when the end user already exists (use PATCH). */

@@ -1,4 +1,4 @@
-import { metadataProblem, userIdProblem } from './user-id';
+import { metadataProblem, newUserIdProblem, userIdProblem } from './user-id';
 
 describe('userIdProblem', () => {
   it('accepts 1..256 characters counted as code points, without control characters', () => {
@@ -14,6 +14,17 @@ describe('userIdProblem', () => {
     expect(userIdProblem('a\nb')).toBe('must not contain control characters');
     expect(userIdProblem('a\u0085b')).toBe('must not contain control characters');
     expect(userIdProblem(7)).toBe('must be a string');
+  });
+});
+
+describe('newUserIdProblem', () => {
+  it("refuses '.' and '..', which a URL path drops, for a new end user; names them still (review)", () => {
+    for (const dots of ['.', '..']) {
+      expect(newUserIdProblem(dots)).toBe("must not be '.' or '..' (a URL path drops them)");
+      expect(userIdProblem(dots)).toBeNull();
+    }
+    for (const fine of ['...', '.a', 'a.', './x', '%2E']) expect(newUserIdProblem(fine)).toBeNull();
+    expect(newUserIdProblem('')).toBe('must not be empty');
   });
 });
 

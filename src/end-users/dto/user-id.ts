@@ -20,17 +20,36 @@ export function userIdProblem(value: unknown): string | null {
   return null;
 }
 
-export const IsUserId = (options?: ValidationOptions) =>
-  ValidateBy(
-    {
-      name: 'isUserId',
-      validator: {
-        validate: (value) => userIdProblem(value) === null,
-        defaultMessage: (args) => `$property ${userIdProblem(args?.value)}`,
+/**
+ * Why `value` is not a user_id an end user may be created with, or null: userIdProblem, and not
+ * `.` or `..`, which fetch, browsers and URL libraries remove from a path as dot segments (even
+ * percent-encoded), so that `/v1/end-users/./facts` reaches the end user `facts` (found by
+ * review). Ids in use stay valid in paths: one made before this rule can still be erased.
+ */
+export function newUserIdProblem(value: unknown): string | null {
+  const problem = userIdProblem(value);
+  if (problem) return problem;
+  return value === '.' || value === '..' ? "must not be '.' or '..' (a URL path drops them)" : null;
+}
+
+const userIdRule =
+  (name: string, problemOf: (value: unknown) => string | null) => (options?: ValidationOptions) =>
+    ValidateBy(
+      {
+        name,
+        validator: {
+          validate: (value) => problemOf(value) === null,
+          defaultMessage: (args) => `$property ${problemOf(args?.value)}`,
+        },
       },
-    },
-    options,
-  );
+      options,
+    );
+
+/** A user_id that names an end user (a path, a cursor): userIdProblem. */
+export const IsUserId = userIdRule('isUserId', userIdProblem);
+
+/** A user_id that may create its end user (POST /v1/end-users, /v1/respond): newUserIdProblem. */
+export const IsNewUserId = userIdRule('isNewUserId', newUserIdProblem);
 
 /** Why `value` is not valid metadata, or null: a JSON object of at most 16 KiB serialized. */
 export function metadataProblem(value: unknown): string | null {

@@ -20,7 +20,7 @@ import { ErrorEnvelopeDto } from '../../common/errors/error-envelope';
 import { holdsKeyLongerThan, nonFiniteNumberAt } from '../../common/validation/untrusted-json';
 import { MAX_KEY_LENGTH } from '../../common/http/spooled-document';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
-import { IsUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
+import { IsNewUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
 import { MAX_TOOL_CALLS_PER_ROUND, TOOL_CALL_ID_MAX_CHARACTERS } from '../engine/response-engine';
 
@@ -34,10 +34,11 @@ export class RespondDto {
   @ApiProperty({
     minLength: 1,
     maxLength: USER_ID_MAX_CHARACTERS,
-    description: 'The end user; created on the first call (the same record as POST /v1/end-users)',
+    description:
+      "The end user; created on the first call (the same record as POST /v1/end-users, by the same rule: not '.' or '..')",
     example: 'customer-42',
   })
-  @IsUserId()
+  @IsNewUserId()
   user_id: string;
 
   @ApiProperty({ minLength: 1, maxLength: MESSAGE_MAX_LENGTH, example: 'I finally got the job!' })
