@@ -58,7 +58,18 @@ describe('Vocabularies (public)', () => {
   });
 
   it('refuses bad paging parameters with 400 validation_failed', async () => {
-    for (const query of ['limit=0', 'limit=101', 'limit=abc', 'limit=1.5', 'colour=red']) {
+    // `0x10`, `1e1` and ` 5` had been read as numbers (review).
+    for (const query of [
+      'limit=0',
+      'limit=101',
+      'limit=abc',
+      'limit=1.5',
+      'limit=0x10',
+      'limit=1e1',
+      'limit=%205',
+      'limit=1&limit=2',
+      'colour=red',
+    ]) {
       const response = await t.http().get(`/v1/vocabularies/emotions/changelog?${query}`);
       expectError(response, 400, 'validation_failed');
       expect(response.body.error.details.length).toBeGreaterThan(0);

@@ -1,5 +1,4 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import {
   IsInt,
   IsOptional,
@@ -10,6 +9,7 @@ import {
   Min,
   MinLength,
 } from 'class-validator';
+import { QueryInteger } from '../validation/query-integer';
 
 export const DEFAULT_PAGE_SIZE = 20;
 
@@ -18,7 +18,7 @@ export class LimitQueryDto {
   /** How many items to return. */
   @ApiPropertyOptional({ minimum: 1, maximum: 100, default: DEFAULT_PAGE_SIZE })
   @IsOptional()
-  @Type(() => Number)
+  @QueryInteger()
   @IsInt()
   @Min(1)
   @Max(100)

@@ -1,5 +1,4 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayUnique,
@@ -19,6 +18,7 @@ import { NoControlCharacters } from '../../common/validation/no-control-characte
 import { SEARCH_QUERY_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsLanguage } from '../../personalities/dto/language';
 import { DEFAULT_LANGUAGE, type Language, LANGUAGES } from '../../personalities/languages';
+import { QueryInteger } from '../../common/validation/query-integer';
 
 /** A UUID in any case: one personality written twice in two cases is a repeated one. */
 const caseless = (id: unknown) => (typeof id === 'string' ? id.toLowerCase() : id);
@@ -184,7 +184,7 @@ export class KnowledgeSearchQueryDto {
 
   @ApiPropertyOptional({ minimum: 1, maximum: 50, default: 10 })
   @IsOptional()
-  @Type(() => Number)
+  @QueryInteger()
   @IsInt()
   @Min(1)
   @Max(50)

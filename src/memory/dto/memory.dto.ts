@@ -1,11 +1,11 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { MemoryRow } from '../memories.repository';
 import { SafetyVerdictDto } from './safety-verdict.dto';
 import { ToolCallRecordDto } from '../../tools/dto/tool-definition.dto';
 import { UserIdParamDto } from '../../end-users/dto/user-id';
+import { QueryInteger } from '../../common/validation/query-integer';
 
 /** The longest message of an end user (`message` of POST /v1/respond), in characters. */
 export const USER_MESSAGE_MAX_CHARACTERS = 8_000;
@@ -53,7 +53,7 @@ export class MemorySearchQueryDto {
 
   @ApiPropertyOptional({ minimum: 1, maximum: 50, default: 10 })
   @IsOptional()
-  @Type(() => Number)
+  @QueryInteger()
   @IsInt()
   @Min(1)
   @Max(50)
