@@ -1,3 +1,4 @@
+import Ajv from 'ajv';
 import { expectError } from './support/assertions';
 import { createTestApp, TestApp } from './support/test-app';
 import { DOCS_CSP } from '../src/common/openapi/docs-headers';
@@ -49,6 +50,40 @@ describe('OpenAPI', () => {
       }
     }
     expectError(await t.http().get('/v1/vocabularies/emotions?x=%ZZ'), 400, 'validation_failed');
+  });
+
+  it('admits the nulls the service answers: a nullable object is the object or null (review)', async () => {
+    const document = (await t.http().get('/v1/openapi.json')).body;
+    // Ajv reads OpenAPI's `nullable`, not 3.0's boolean `exclusiveMinimum` (JSON Schema's is
+    // the bound); the components ride along for the $refs.
+    const asJsonSchema = (node: unknown): unknown => {
+      if (Array.isArray(node)) return node.map(asJsonSchema);
+      if (node === null || typeof node !== 'object') return node;
+      const { exclusiveMinimum, minimum, ...rest } = node as Record<string, unknown>;
+      const converted = Object.fromEntries(
+        Object.entries(rest).map(([key, value]) => [key, asJsonSchema(value)]),
+      );
+      if (exclusiveMinimum === true) return { ...converted, exclusiveMinimum: minimum };
+      return minimum === undefined ? converted : { ...converted, minimum };
+    };
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    const limits = ajv.compile(
+      asJsonSchema({
+        ...document.components.schemas.LimitsDto,
+        components: document.components,
+      }) as object,
+    );
+    const none = {
+      monthly_token_budget: null,
+      end_user_daily_token_budget: null,
+      end_user_rate_limit: null,
+    };
+    expect(limits(none) ? [] : limits.errors).toEqual([]);
+    expect(limits({ ...none, end_user_rate_limit: { rps: 1, burst: 2 } })).toBe(true);
+    expect(limits({ ...none, end_user_rate_limit: 'fast' })).toBe(false);
+    // A POST that takes no body is still refused one: 413 and 415 say so (review).
+    const test = document.paths['/v1/webhook-endpoints/{id}/test'].post.responses;
+    expect(Object.keys(test)).toEqual(expect.arrayContaining(['413', '415']));
   });
 
   it('declares the public operations with security: [] and names a server', async () => {

@@ -45,7 +45,10 @@ export function typesFor(documentFile: string): string {
       maxBuffer: 64 * 1024 * 1024,
     },
   );
-  return `// \`${REGENERATE}\` writes this file from ../../openapi.json.\n${types}`;
+  // The null branch of a nullable object (`{type: object, nullable: true, enum: [null]}`, see
+  // admitNullObjects in src/common/openapi/setup-openapi.ts) comes out as `(never | null)`.
+  const readable = types.replaceAll(' | (never | null)', ' | null');
+  return `// \`${REGENERATE}\` writes this file from ../../openapi.json.\n${readable}`;
 }
 
 export interface ServiceForClient {

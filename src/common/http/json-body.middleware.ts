@@ -12,7 +12,8 @@ import {
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
-const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** The methods whose body is read (and refused where the route takes none). */
+export const METHODS_WITH_BODY: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 const TOO_DEEP = 'json.too.deep';
 const NOT_UTF8 = 'json.not.utf8';

@@ -5,6 +5,7 @@ import { ErrorEnvelopeDto } from '../errors/error-envelope';
 import { IDEMPOTENT_REPLAYED_HEADER } from '../http/idempotency-key';
 import { describeIdempotencyKey } from './idempotency-key';
 import { addUnionSchemas } from './union-schemas';
+import { METHODS_WITH_BODY } from '../http/json-body.middleware';
 
 /**
  * Response headers, declared once under components/headers and referred to by every response
@@ -64,11 +65,33 @@ function markPublicOperations(document: OpenAPIObject): void {
   }
 }
 
+/**
+ * A property `{nullable: true, allOf: [{$ref}]}`, as @nestjs/swagger writes a nullable object,
+ * admits no null under OpenAPI 3.0 (nullable widens only the schema's own `type`, and the `$ref`
+ * refuses null): it becomes `oneOf` the object or null, which validators and the client's types
+ * read alike (found by review: `rate_limit: null` failed the documented ApiKeyDto).
+ */
+function admitNullObjects(document: OpenAPIObject): void {
+  for (const schema of Object.values(document.components?.schemas ?? {})) {
+    const properties = (schema as { properties?: Record<string, Record<string, unknown>> })
+      .properties;
+    for (const [name, property] of Object.entries(properties ?? {})) {
+      const allOf = property.allOf as unknown[] | undefined;
+      if (property.nullable !== true || !allOf || allOf.length !== 1) continue;
+      const { nullable: _nullable, type: _type, allOf: _allOf, ...rest } = property;
+      properties![name] = {
+        ...rest,
+        oneOf: [allOf[0], { type: 'object', nullable: true, enum: [null] }],
+      };
+    }
+  }
+}
+
 /** Every operation can be rate limited and can fail unexpectedly; say so once, here. */
 function addCommonResponses(document: OpenAPIObject): void {
   const envelope = { $ref: '#/components/schemas/ErrorEnvelopeDto' };
   for (const [path, pathItem] of Object.entries(document.paths)) {
-    for (const operation of Object.values(pathItem as Record<string, unknown>)) {
+    for (const [method, operation] of Object.entries(pathItem as Record<string, unknown>)) {
       if (!operation || typeof operation !== 'object' || !('responses' in operation)) continue;
       const responses = (operation as { responses: Record<string, Record<string, unknown>> })
         .responses;
@@ -87,8 +110,9 @@ function addCommonResponses(document: OpenAPIObject): void {
           content: { 'application/json': { schema: envelope } },
         };
       if (path.startsWith('/v1/')) {
-        // Any operation with a body: the body parsers answer before the route's own rules.
-        if ('requestBody' in operation) {
+        // Any operation that may be sent a body: the body parsers answer before the route's own
+        // rules, also where the route takes none (a POST of an action: found by review).
+        if ('requestBody' in operation || METHODS_WITH_BODY.has(method.toUpperCase())) {
           responses['413'] ??= {
             description: 'Body over its limit, 1 MiB unless said (`payload_too_large`)',
             content: { 'application/json': { schema: envelope } },
@@ -135,6 +159,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
   const document = SwaggerModule.createDocument(app, config, { extraModels: [ErrorEnvelopeDto] });
   (document.components ??= {}).headers = HEADERS;
   addUnionSchemas(document);
+  admitNullObjects(document);
   addCommonResponses(document);
   describeIdempotencyKey(document);
   markPublicOperations(document);
