@@ -159,6 +159,49 @@ describe('LocalSafetyClassifier', () => {
       expect(isSelfHarm(text)).toBe(true);
     });
 
+    // A hostile review of 2026-12-05 wrote how people at risk write in chat: each of these had
+    // been read as nothing (a context rule, an idiom or a phrase missing), or as self_harm.
+    it.each([
+      ['what was said ends at "and"', "she said we're done and i want to kill myself"],
+      ['… and at "so"', "my mom said i'm useless so i'm going to kill myself"],
+      [
+        '… and where the speaker begins',
+        "he said he doesn't love me anymore, i'm going to kill myself",
+      ],
+      ['… and at "but"', "you said you'd always be here but i want to die"],
+      ['a negation in a clause before the speaker’s', "i'm not ok i want to die"],
+      ['… without punctuation', 'im not okay i want to die'],
+      ['a method named after an accident’s words', 'i cut myself with a razor again'],
+      ['not the idiom "live in"', "i don't want to live in this world anymore"],
+      ['not the idiom "live with"', "i can't live with myself anymore"],
+      ['not the idiom "end it with" someone', 'i want to end it with pills tonight'],
+      ['a word inside "want to die"', 'i want to just die'],
+      ['… an oath inside', 'i want to fucking die'],
+      ['a method verb', 'i want to shoot myself'],
+      ['an overdose', 'i took an overdose'],
+      ['an overdose ahead', "i'm going to overdose"],
+      ['feeling like dying', 'i feel like dying'],
+      ['not wanting to be alive', 'i wish i wasnt alive'],
+      ['not wanting to exist', 'i want to stop existing'],
+      ['others better off', 'everyone will be happier when im gone'],
+      ['asking to die', 'please let me die'],
+      ['a burden', "i'm just a burden"],
+    ])('%s: "%s" is self_harm (review)', (_why, text) => {
+      expect(isSelfHarm(text)).toBe(true);
+    });
+
+    it.each([
+      ['still a denial', 'not that i want to die'],
+      ['an idiom', 'i shot myself in the foot with that email'],
+      ['an idiom', 'i need to cut myself some slack'],
+      ['a goodnight', 'this is my last message for today, goodnight'],
+      ['a baby asleep', "i hope i don't wake up the baby"],
+      ['hard work', "i'm killing myself trying to finish this thesis"],
+      ['an accident still', 'i burned myself with the iron'],
+    ])('%s: "%s" is not self_harm (review)', (_why, text) => {
+      expect(isSelfHarm(text)).toBe(false);
+    });
+
     it('does not take means at hand without distress for a crisis', () => {
       expect(isSelfHarm('the pills are right here, i take them every morning')).toBe(false);
     });

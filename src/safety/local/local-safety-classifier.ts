@@ -8,6 +8,8 @@ import {
 import {
   CLAUSE_LINKS,
   FIRST_PERSON,
+  FIRST_PERSON_SUBJECTS,
+  COMPLEMENTIZERS,
   MEDIA,
   NEGATION_EXCEPTIONS,
   NEGATIONS,
@@ -85,6 +87,8 @@ export class LocalSafetyClassifier implements SafetyClassifier {
   private readonly allNegations: ReadonlySet<string>;
   private readonly negationExceptions: ReadonlySet<string>;
   private readonly clauseLinks: ReadonlySet<string>;
+  private readonly firstPersonSubjects: ReadonlySet<string>;
+  private readonly complementizers: ReadonlySet<string>;
   private readonly reportingVerbs: ReadonlySet<string>;
   private readonly roles: ReadonlyMap<string, Role>;
 
@@ -105,6 +109,8 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     this.allNegations = new Set([...this.negations.values()].flatMap((set) => [...set]));
     this.negationExceptions = words(NEGATION_EXCEPTIONS);
     this.clauseLinks = words(CLAUSE_LINKS);
+    this.firstPersonSubjects = words(FIRST_PERSON_SUBJECTS);
+    this.complementizers = words(COMPLEMENTIZERS);
     this.reportingVerbs = words(REPORTING_VERBS);
     const roles = new Map<string, Role>();
     // Later lists win a shared word: "me" is the speaker, "man" someone else.
@@ -237,7 +243,21 @@ export class LocalSafetyClassifier implements SafetyClassifier {
       (other) =>
         other.value.scope !== 'sentence' &&
         other.end > match.start &&
+        !this.holds(match, other) &&
         this.sameSentence(other, match, reading),
+    );
+  }
+
+  /**
+   * Whether `match` holds all of `idiom` and more: the longer phrase is the reading ("don't want
+   * to live in this world" is not the idiom "live in"; "cut myself with a razor" is not "cut
+   * myself with a" knife while cooking), found by review.
+   */
+  private holds(match: Match, idiom: Match): boolean {
+    return (
+      match.start <= idiom.start &&
+      idiom.end <= match.end &&
+      match.end - match.start > idiom.end - idiom.start
     );
   }
 
@@ -278,6 +298,8 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     }
     for (let at = match.start - 1; at >= 0 && match.start - at <= NEGATION_REACH; at--) {
       if (tokens[at + 1].breakBefore !== 0 || this.clauseLinks.has(tokens[at].text)) break;
+      // "I'm not OK I want to die": the speaker begins a clause of their own (found by review).
+      if (this.beginsOwnClause(tokens, at)) break;
       if (negations.has(tokens[at].text) && !this.negationExceptions.has(tokens[at + 1].text)) {
         return true;
       }
@@ -325,8 +347,20 @@ export class LocalSafetyClassifier implements SafetyClassifier {
         const reporter = this.nearestRole(reading, at);
         return reporter !== undefined && reporter !== 'first';
       }
+      // What was said ends where the speaker's own clause begins: "she said we're done and I
+      // want to kill myself", "he said he's leaving, I'm going to…" (found by review).
+      if (this.clauseLinks.has(tokens[at].text)) return false;
+      if (tokens[at + 1].breakBefore !== 0 && this.beginsOwnClause(tokens, at + 1)) return false;
     }
     return false;
+  }
+
+  /** Whether the token at `at` is the speaker as a subject not introduced by "that" and its kin. */
+  private beginsOwnClause(tokens: Reading['tokens'], at: number): boolean {
+    return (
+      this.firstPersonSubjects.has(tokens[at].text) &&
+      !(at > 0 && this.complementizers.has(tokens[at - 1].text))
+    );
   }
 
   /**

@@ -46,6 +46,20 @@ export const FIRST_PERSON: readonly string[] = [
   'i', "i'm", "i've", "i'd", 'me', 'myself', 'ich', 'mich', 'mir', 'je', 'moi', 'yo',
 ];
 
+/**
+ * The speaker as the subject of a new clause: between a negation or a reporting verb and a
+ * phrase, one begins the speaker's own statement ("I'm not OK I want to die", "he said he's
+ * leaving, I'm going to kill myself"), unless a complementizer introduces it ("not that I…").
+ */
+// prettier-ignore
+export const FIRST_PERSON_SUBJECTS: readonly string[] = [
+  'i', "i'm", "i've", "i'd", 'ich', 'je', 'yo',
+];
+
+/** Words that make the clause after them part of the one before: "not that I want to die". */
+// prettier-ignore
+export const COMPLEMENTIZERS: readonly string[] = ['that', 'if', 'dass', 'ob', 'que', 'si'];
+
 /** The one spoken to: the companion, in a question or a joke ("do you want to die?"). */
 // prettier-ignore
 export const SECOND_PERSON: readonly string[] = [

@@ -33,7 +33,17 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       '[this is|] my [last|final] message', 'last time [you\'ll|you will] hear from me',
       '[giving|gave|given|give] away [all|] my [things|stuff|belongings|possessions|clothes]',
       '[take|taking|took|swallow|swallowing|swallowed] all [my|of my] [pills|meds|tablets|medication|medicine|sleeping pills]',
-      'i\'d rather be dead', '[i\'m|i am] [such|] a burden',
+      'i\'d rather be dead', '[i\'m|i am] [such|just|only] a burden',
+      // Found by review (2026-12-05): ways of saying it that no phrase here read.
+      '[shoot|shooting|stab|stabbing] myself', '[put|putting] a bullet [in|through] my [head|brain]',
+      'blow my brains out', 'i [overdosed|od\'d]', '[took|taken|take] an overdose',
+      '[wish|wished] i [wasn\'t|weren\'t|was not|were not] alive', '[wish|wished] i [didn\'t|did not] exist',
+      '[better|better off|happier|easier] when i\'m gone', '[please|just|] let me die',
+      'i [don\'t|do not] deserve to live', 'i feel like a burden',
+      '[don\'t|do not] want to live [in this world|on this earth|with myself|with this pain]',
+      '[can\'t|cannot] live with myself',
+      '[end|ending] [it|things|my life] with [pills|a rope|a gun|a knife|a bottle of pills|the pills]',
+      '[cut|cutting|burn|burning|burned] myself with [a|the] [razor|blade|razor blade|knife|lighter]',
       'no [reason|point|purpose] [for me|in me|in my] [to live|to keep living|to keep going|to go on|living|going on|to be alive|to stay alive|to exist|being alive]',
       '[i won\'t|i will not|i\'m not going to] be [around|here|alive] [much longer|for much longer|for long|anymore|tomorrow]',
       '[don\'t|do not] think [i\'ll|i will|ill] be [around|here|alive] [much longer|for much longer|for long|anymore|tomorrow]',
@@ -46,6 +56,11 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
     phrases: [
       '[end|ending] [it all|everything|things]',
       '[want|wanted|wanting|need|ready|deserve|deserved] to die', '[want|wanted] to be dead',
+      // "I want to just die", "I want to fucking die" (review, 2026-12-05).
+      '[want|wanted|wanting] to [just|really|literally|fucking|honestly|simply|go] die',
+      'feel like dying', '[want|wanted|going] to suicide',
+      '[want|wanted] to [stop existing|cease to exist|not exist]',
+      '[going to|want to|gonna|about to] overdose',
       '[should|might as well] just die',
       '[want|wanted|going|about|planning|plan|urge|urges|need|trying|tempted|tried|try|decided] to [hurt|harm|cut|burn] myself',
       '[thinking|thought|think] ~1 about [hurting|harming|cutting|burning|killing] myself',
@@ -125,6 +140,11 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       'go on [a|the|that|this|vacation|holiday|holidays|trip|date|tour|stage]',
       '[end|ending] [it|things] with', 'disappear [from|for a|under|off]', 'wake up [early|at|in time|on time]',
       'keep going to',
+      // Everyday phrases the review of 2026-12-05 found flagged.
+      '[shoot|shooting|shot] myself in the foot', 'cut myself [some slack|off|a slice|a piece]',
+      '[last|final] message [for today|for tonight|for now|of the day|before bed|before i go to bed]',
+      'wake up [late|the baby|the kids|the dog|the neighbours|the neighbors]',
+      '[killing|kill] myself [trying|at work|over this|with work|to finish]', 'live forever',
     ],
   },
   {
