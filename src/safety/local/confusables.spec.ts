@@ -18,8 +18,17 @@ describe('foldConfusables', () => {
 
   it('leaves ASCII and letters without a Latin look-alike as they are', () => {
     expect(foldConfusables('m 1 I 0 | rn kill')).toBe('m 1 I 0 | rn kill');
-    expect(foldConfusables('\u043f\u0438\u0432\u0436 \u4eca\u65e5 \ud83d\udd2a')).toBe(
-      '\u043f\u0438\u0432\u0436 \u4eca\u65e5 \ud83d\udd2a',
+    expect(foldConfusables('\u0438\u0432\u0436 \u4eca\u65e5 \ud83d\udd2a')).toBe(
+      '\u0438\u0432\u0436 \u4eca\u65e5 \ud83d\udd2a',
     );
+  });
+
+  it('folds look-alikes the table leaves out, as evaders use them (review)', () => {
+    // Lower-case Cyrillic к, м, т and п, Greek κ; small capitals; negative squared letters.
+    expect(foldConfusables('\u043aill \u043cyself \u03bai\u043f')).toBe('kill myself kin');
+    expect(foldConfusables('\u1d0b\u026a\u029f\u029f')).toBe('kill');
+    expect(foldConfusables('\ud83c\udd7a\ud83c\udd78\ud83c\udd7b\ud83c\udd7b')).toBe('kill');
+    // A flag is two regional indicators, no word.
+    expect(foldConfusables('\ud83c\uddee\ud83c\uddf9')).toBe('\ud83c\uddee\ud83c\uddf9');
   });
 });

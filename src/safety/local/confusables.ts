@@ -27,7 +27,61 @@ function latinFolds(): ReadonlyMap<number, string> {
   return folds;
 }
 
-const FOLDS = latinFolds();
+/**
+ * Look-alikes the table leaves out, as people use them to hide a word from a filter (found by
+ * review): lower-case Cyrillic and Greek letters shaped as Latin ones ("кill", "мyself", "κill"),
+ * small capitals ("ᴋɪʟʟ"), and the squared and negative enclosed letters of emoji keyboards
+ * ("🅺🅸🅻🅻"). Regional indicators stay: two make a flag, which is no word.
+ */
+function beyondTheTable(): ReadonlyMap<number, string> {
+  const folds = new Map<number, string>(
+    Object.entries({
+      к: 'k',
+      т: 't',
+      м: 'm',
+      н: 'h',
+      п: 'n',
+      г: 'r',
+      ш: 'w',
+      κ: 'k',
+      τ: 't',
+      ν: 'v',
+      ᴀ: 'a',
+      ʙ: 'b',
+      ᴄ: 'c',
+      ᴅ: 'd',
+      ᴇ: 'e',
+      ꜰ: 'f',
+      ɢ: 'g',
+      ʜ: 'h',
+      ɪ: 'i',
+      ᴊ: 'j',
+      ᴋ: 'k',
+      ʟ: 'l',
+      ᴍ: 'm',
+      ɴ: 'n',
+      ᴏ: 'o',
+      ᴘ: 'p',
+      ʀ: 'r',
+      ꜱ: 's',
+      ᴛ: 't',
+      ᴜ: 'u',
+      ᴠ: 'v',
+      ᴡ: 'w',
+      ʏ: 'y',
+      ᴢ: 'z',
+    }).map(([letter, latin]) => [letter.codePointAt(0)!, latin]),
+  );
+  // 🄰…🅉 squared, 🅐…🅩 negative circled, 🅰…🆉 negative squared: A to Z each.
+  for (const first of [0x1f130, 0x1f150, 0x1f170]) {
+    for (let letter = 0; letter < 26; letter++) {
+      folds.set(first + letter, String.fromCharCode(0x61 + letter));
+    }
+  }
+  return folds;
+}
+
+const FOLDS: ReadonlyMap<number, string> = new Map([...beyondTheTable(), ...latinFolds()]);
 
 /** Any character outside ASCII: text without one has nothing to fold. */
 const NON_ASCII = /[^\u0000-\u007f]/; // eslint-disable-line no-control-regex -- a range, not a control

@@ -124,8 +124,8 @@ describe('TextNormalizer', () => {
   });
 
   it('keeps other scripts as words, with their look-alikes of Latin letters folded', () => {
-    // "р", "е" and "о" look like Latin letters; "П", "и", "в", "м" do not.
-    expect(words('Привет мир')).toEqual(['пpивeт', 'миp']);
+    // "р", "е", "о" and lower-case "м", "т" look like Latin letters; "П", "и", "в" do not.
+    expect(words('Привет мир')).toEqual(['пpивet', 'mиp']);
     expect(words('今日は。晴れ')).toEqual(['今日は', '晴れ']);
   });
 
