@@ -186,6 +186,12 @@ describe('LocalSafetyClassifier', () => {
       ['others better off', 'everyone will be happier when im gone'],
       ['asking to die', 'please let me die'],
       ['a burden', "i'm just a burden"],
+      ['an overdose taken', 'i took like 30 pills'],
+      ['a method at hand, for the speaker', "i have a gun and i'm going to use it on myself"],
+      ['means at hand with distress', 'i have the pills ready and i cant do this anymore'],
+      ['not wanting to go on', "i don't want to keep going"],
+      ['chat shorthand', 'i want to ctb'],
+      ['a typo', 'i want die'],
     ])('%s: "%s" is self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(true);
     });
@@ -198,6 +204,10 @@ describe('LocalSafetyClassifier', () => {
       ['a baby asleep', "i hope i don't wake up the baby"],
       ['hard work', "i'm killing myself trying to finish this thesis"],
       ['an accident still', 'i burned myself with the iron'],
+      ['a hair colour', 'i want to die my hair blue'],
+      ['tired', 'i could sleep forever'],
+      ['a trip still', "i don't want to go on the trip"],
+      ['proud', "i'm proud of myself"],
     ])('%s: "%s" is not self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });
