@@ -192,6 +192,15 @@ describe('LocalSafetyClassifier', () => {
       ['not wanting to go on', "i don't want to keep going"],
       ['chat shorthand', 'i want to ctb'],
       ['a typo', 'i want die'],
+      ['German, "nehm"', 'ich nehm mir das leben'],
+      ['German, an umlaut typed as two letters', 'ich moechte sterben'],
+      ['German, the end of a life', 'ich setze meinem leben ein ende'],
+      ['French, cut again', 'je me suis encore coupée'],
+      ['French, slang', 'jvais me foutre en lair'],
+      ['Spanish, cut again', 'me corté otra vez'],
+      ['Spanish, a bridge', 'me voy a tirar del puente'],
+      ['Spanish, not existing', 'quiero dejar de existir'],
+      ['Spanish, pills taken', 'me tomé todas las pastillas'],
     ])('%s: "%s" is self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(true);
     });
@@ -208,6 +217,9 @@ describe('LocalSafetyClassifier', () => {
       ['tired', 'i could sleep forever'],
       ['a trip still', "i don't want to go on the trip"],
       ['proud', "i'm proud of myself"],
+      ['French, a haircut', 'je me suis coupé les cheveux'],
+      ['Spanish, an early alarm', 'no quiero despertar temprano'],
+      ['German, a denial', 'ich möchte nicht sterben'],
     ])('%s: "%s" is not self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });
