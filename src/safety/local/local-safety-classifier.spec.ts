@@ -201,6 +201,8 @@ describe('LocalSafetyClassifier', () => {
       ['Spanish, a bridge', 'me voy a tirar del puente'],
       ['Spanish, not existing', 'quiero dejar de existir'],
       ['Spanish, pills taken', 'me tomé todas las pastillas'],
+      ['a hash for a letter', 'i want to k#ll myself'],
+      ['a caret for a letter', 'k^ll myself'],
     ])('%s: "%s" is self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(true);
     });
@@ -220,6 +222,7 @@ describe('LocalSafetyClassifier', () => {
       ['French, a haircut', 'je me suis coupé les cheveux'],
       ['Spanish, an early alarm', 'no quiero despertar temprano'],
       ['German, a denial', 'ich möchte nicht sterben'],
+      ['a language name', 'i love c# and f# code, they kill it'],
     ])('%s: "%s" is not self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });

@@ -81,6 +81,8 @@ const APOSTROPHES = codesOf("'’‘`ʼ");
 const LEET_SYMBOLS = codesOf('$@!|€');
 /** A letter hidden behind a star ("k*ll", "s**cide"). */
 const MASK = 0x2a;
+/** Marks that hide a letter as a star does, between letters only ("k#ll"; "c#" is left). */
+const MASK_STANDINS: ReadonlySet<number> = codesOf('#^');
 const HYPHEN = 0x2d;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
@@ -356,6 +358,14 @@ export class TextNormalizer {
         isDigitCode(next)
       ) {
         word += text[i];
+      } else if (
+        word !== '' &&
+        MASK_STANDINS.has(code) &&
+        (next === MASK || (next !== undefined && MASK_STANDINS.has(next)) || this.isWordCode(next))
+      ) {
+        // "k#ll", "k^ll": read as a star is (found by review).
+        word += '*';
+        hiddenWord = true;
       } else if (
         word !== '' &&
         ((code === MASK && (next === MASK || this.isWordCode(next))) ||
