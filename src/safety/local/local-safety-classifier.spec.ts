@@ -203,6 +203,8 @@ describe('LocalSafetyClassifier', () => {
       ['Spanish, pills taken', 'me tomé todas las pastillas'],
       ['a hash for a letter', 'i want to k#ll myself'],
       ['a caret for a letter', 'k^ll myself'],
+      ['a pause inside the phrase', 'i want to... die'],
+      ['… written as one character', 'i want to…die'],
     ])('%s: "%s" is self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(true);
     });
@@ -223,6 +225,7 @@ describe('LocalSafetyClassifier', () => {
       ['Spanish, an early alarm', 'no quiero despertar temprano'],
       ['German, a denial', 'ich möchte nicht sterben'],
       ['a language name', 'i love c# and f# code, they kill it'],
+      ['a denial across a pause', 'i would never... hurt myself'],
     ])('%s: "%s" is not self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });

@@ -70,6 +70,15 @@ const EMOJI_WORDS = new Map<number, string>([
   [0x1f639, 'lol'],
 ]);
 
+/** Whether the dot at `at` is one of a run of three or more. */
+function inEllipsis(text: string, at: number): boolean {
+  let start = at;
+  while (start > 0 && text.charCodeAt(start - 1) === PERIOD) start--;
+  let end = at + 1;
+  while (end < text.length && text.charCodeAt(end) === PERIOD) end++;
+  return end - start >= 3;
+}
+
 // Characters are classified by code point: hashing one-character strings is what costs.
 const codesOf = (chars: string): Set<number> =>
   new Set([...chars].map((char) => char.codePointAt(0) ?? 0));
@@ -207,8 +216,9 @@ const MAX_SEGMENTED_RUN = 48;
  *   are joined, then split into known words when they spell a phrase ("i w a n t t o d i e"). The
  *   dots between letters spelled out and the one closing them ("k.i.l.l.", "e.g.") end no sentence.
  * - Repeated letters collapsed, in the text and in the lexicon alike.
- * - Sentence breaks (. ! ? ; newline …), clause breaks (, : brackets, dashes) and quoted spans
- *   (" “ ” „ « » and single quotes around words) are recorded for the rules that read context.
+ * - Sentence breaks (. ! ? ; newline; not three dots, a pause), clause breaks (, : brackets,
+ *   dashes) and quoted spans (" “ ” „ « » and single quotes around words) are recorded for the
+ *   rules that read context.
  */
 export class TextNormalizer {
   /** Per BMP code point: 0 not yet known, 1 letter or digit, 2 neither. */
@@ -389,6 +399,10 @@ export class TextNormalizer {
       } else if (QUOTE_MARKS.has(code)) {
         if (quote !== 0) closeQuote();
         else openQuote(false);
+      } else if (code === PERIOD && inEllipsis(text, i)) {
+        // "i want to... die": three dots (and "…", folded to them) are a pause in chat, not a
+        // sentence's end; a phrase reads across them (found by review).
+        separate(code, 0);
       } else if (SENTENCE_ENDS.has(code)) {
         const closesSpelling = code === PERIOD && flush();
         separate(code, closesSpelling ? 0 : SENTENCE_BREAK);
