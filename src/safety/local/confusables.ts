@@ -31,7 +31,8 @@ function latinFolds(): ReadonlyMap<number, string> {
  * Look-alikes the table leaves out, as people use them to hide a word from a filter (found by
  * review): lower-case Cyrillic and Greek letters shaped as Latin ones ("кill", "мyself", "κill"),
  * small capitals ("ᴋɪʟʟ"), and the squared and negative enclosed letters of emoji keyboards
- * ("🅺🅸🅻🅻"). Regional indicators stay: two make a flag, which is no word.
+ * ("🅺🅸🅻🅻"). Regional indicators stay: two make a flag, which is no word. These win over the
+ * table: its "ғ" is an "r" with a stroke, which in "ᴍʏsᴇʟғ" stands for an "f".
  */
 function beyondTheTable(): ReadonlyMap<number, string> {
   const folds = new Map<number, string>(
@@ -70,6 +71,7 @@ function beyondTheTable(): ReadonlyMap<number, string> {
       ᴡ: 'w',
       ʏ: 'y',
       ᴢ: 'z',
+      ғ: 'f',
     }).map(([letter, latin]) => [letter.codePointAt(0)!, latin]),
   );
   // 🄰…🅉 squared, 🅐…🅩 negative circled, 🅰…🆉 negative squared: A to Z each.
@@ -81,7 +83,7 @@ function beyondTheTable(): ReadonlyMap<number, string> {
   return folds;
 }
 
-const FOLDS: ReadonlyMap<number, string> = new Map([...beyondTheTable(), ...latinFolds()]);
+const FOLDS: ReadonlyMap<number, string> = new Map([...latinFolds(), ...beyondTheTable()]);
 
 /** Any character outside ASCII: text without one has nothing to fold. */
 const NON_ASCII = /[^\u0000-\u007f]/; // eslint-disable-line no-control-regex -- a range, not a control

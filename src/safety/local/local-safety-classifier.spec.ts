@@ -204,6 +204,9 @@ describe('LocalSafetyClassifier', () => {
       ['a hash for a letter', 'i want to k#ll myself'],
       ['a caret for a letter', 'k^ll myself'],
       ['a pause inside the phrase', 'i want to... die'],
+      ['small capitals, a Cyrillic f', 'i want to ᴋɪʟʟ ᴍʏsᴇʟғ'],
+      ['not noticed, negation and all', "they won't even notice when i'm gone"],
+      ['self-harm shorthand', 'i sh again'],
       ['… written as one character', 'i want to…die'],
     ])('%s: "%s" is self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(true);

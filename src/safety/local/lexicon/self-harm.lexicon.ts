@@ -49,6 +49,8 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       '[took|swallowed] [like|about|over|] #10-999 [pills|tablets|sleeping pills]',
       '[swallowed|took|drank] the whole bottle', '[end|ending] myself',
       '[even|] notice when i\'m gone',
+      '[won\'t|will not|wouldn\'t|would not] even notice [when|if] i\'m gone',
+      'i sh again', 'relapsed [on|into] sh',
       'when i\'m gone [they\'ll|they will|everyone will|everyone\'ll|everybody will] be [happier|better off|fine|relieved]',
       'no [reason|point|purpose] [for me|in me|in my] [to live|to keep living|to keep going|to go on|living|going on|to be alive|to stay alive|to exist|being alive]',
       '[i won\'t|i will not|i\'m not going to] be [around|here|alive] [much longer|for much longer|for long|anymore|tomorrow]',
