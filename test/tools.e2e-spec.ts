@@ -698,8 +698,10 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       const { response, doneAfter } = await slow;
       expect(response.status).toBe(200);
       expect(quick.status).toBe(200);
-      // Before, the schemas compiled on the event loop: the other's request waited for them all.
-      expect(quickDoneAfter).toBeLessThan(doneAfter / 3);
+      // Before, the schemas compiled on the event loop: the other's request waited for them all
+      // (about the whole time). A half, not a third: on a loaded machine the compiling thread
+      // shares the cores with the event loop (658 ms of 1,929 in a CI run, 2026-12-05).
+      expect(quickDoneAfter).toBeLessThan(doneAfter / 2);
     });
 
     it("erases an end user's paused turn and the tool calls of their replies", async () => {
