@@ -229,6 +229,7 @@ describe('LocalSafetyClassifier', () => {
       ['German, a denial', 'ich möchte nicht sterben'],
       ['a language name', 'i love c# and f# code, they kill it'],
       ['a denial across a pause', 'i would never... hurt myself'],
+      ['no weapon named', "i bought a face mask and i'm going to use it on myself tonight"],
     ])('%s: "%s" is not self_harm (review)', (_why, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });

@@ -44,7 +44,7 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       '[can\'t|cannot] live with myself',
       '[end|ending] [it|things|my life] with [pills|a rope|a gun|a knife|a bottle of pills|the pills]',
       '[cut|cutting|burn|burning|burned] myself with [a|the] [razor|blade|razor blade|knife|lighter]',
-      'i ~1 [overdosed|od\'d]', '[use|using] it on myself', 'by my own hand',
+      'i ~1 [overdosed|od\'d]', 'by my own hand',
       '[took|swallowed] [a bunch of|a handful of|a whole bottle of|the whole bottle of] [pills|tablets|meds|sleeping pills]',
       '[took|swallowed] [like|about|over|] #10-999 [pills|tablets|sleeping pills]',
       '[swallowed|took|drank] the whole bottle', '[end|ending] myself',
@@ -115,6 +115,13 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       'better off dead',
       '[such|just] a burden [to|on|for] [everyone|everybody|my family|my parents|my friends|people|you all|others|all of you]',
     ],
+  },
+  {
+    concept: 'self_harm',
+    language: 'en',
+    // "I have a gun and I'm going to use it on myself" (review, 2026-12-05); a face mask is not.
+    requires: 'weapon',
+    phrases: ['[use|using] [it|that|this] on myself'],
   },
   {
     concept: 'self_harm',
