@@ -25,6 +25,10 @@ class AuthEnv {
   @MinLength(32, {
     message: 'JWT_SECRET must be at least 32 characters (required when NODE_ENV=production)',
   })
+  // 32 spaces pass a length (found by review): the characters that are not are counted.
+  @Matches(/^(?=(?:\s*\S){32})/s, {
+    message: 'JWT_SECRET must hold at least 32 characters that are not spaces',
+  })
   JWT_SECRET?: string;
 
   @IsOptional()
