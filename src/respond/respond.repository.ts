@@ -3,15 +3,15 @@ import type { EntityManager } from 'typeorm';
 import { Database } from '../database/database';
 import { sql, type WithEntry, withEntries } from '../database/sql';
 
+/** Sends of an exchange's statement at most, the first included (storeExchange). */
+export const EXCHANGE_DEADLOCK_ATTEMPTS = 3;
+
 /**
  * The one statement of /v1/respond's write. It owns no table: the memories, the month's
  * relationship and the token counts are written by steps their owners lend (memories.step.ts,
  * usage.steps.ts). Composed into one WITH statement they are one transaction in one round trip,
  * instead of BEGIN, an INSERT per module and COMMIT on a checked-out client.
  */
-/** Sends of an exchange's statement at most, the first included (storeExchange). */
-export const EXCHANGE_DEADLOCK_ATTEMPTS = 3;
-
 @Injectable()
 export class RespondRepository {
   constructor(private readonly database: Database) {}
