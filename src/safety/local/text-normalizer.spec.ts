@@ -129,6 +129,24 @@ describe('TextNormalizer', () => {
     expect(words('今日は。晴れ')).toEqual(['今日は', '晴れ']);
   });
 
+  it('takes three dots or more as a pause, fewer as a sentence end, at the edges too (review)', () => {
+    const breaks = (text: string) =>
+      normalizer.normalize(text).tokens.map((token) => [token.text, token.breakBefore]);
+    expect(breaks('to.. die')).toEqual([
+      ['to', 0],
+      ['die', 2],
+    ]);
+    for (const text of ['to... die', 'to.... die', 'to…die']) {
+      expect(breaks(text)).toEqual([
+        ['to', 0],
+        ['die', 0],
+      ]);
+    }
+    expect(breaks('...die')).toEqual([['die', 0]]);
+    // Only the neighbours of each dot are read: a text of dots is read in one pass.
+    expect(normalizer.normalize('.'.repeat(100_000)).tokens).toEqual([]);
+  });
+
   describe('reads text as a person reads it (contract §29)', () => {
     it('folds look-alike letters of other scripts (the TR39 skeleton) to the Latin ones', () => {
       // Cyrillic а, е, і, ѕ, о; Greek ι and ο; Armenian ս; Cyrillic capitals read as capitals.

@@ -70,13 +70,16 @@ const EMOJI_WORDS = new Map<number, string>([
   [0x1f639, 'lol'],
 ]);
 
-/** Whether the dot at `at` is one of a run of three or more. */
+/**
+ * Whether the dot at `at` is one of a run of three or more: one of the three windows of three
+ * characters around it is all dots. Looking only at its neighbours keeps a text of dots linear;
+ * measuring the run from each dot took 3.6 s on 40,000 of them (found by review).
+ */
 function inEllipsis(text: string, at: number): boolean {
-  let start = at;
-  while (start > 0 && text.charCodeAt(start - 1) === PERIOD) start--;
-  let end = at + 1;
-  while (end < text.length && text.charCodeAt(end) === PERIOD) end++;
-  return end - start >= 3;
+  const dot = (i: number) => i >= 0 && i < text.length && text.charCodeAt(i) === PERIOD;
+  return (
+    (dot(at - 2) && dot(at - 1)) || (dot(at - 1) && dot(at + 1)) || (dot(at + 1) && dot(at + 2))
+  );
 }
 
 // Characters are classified by code point: hashing one-character strings is what costs.
