@@ -9,6 +9,12 @@ import { sessionOptions } from './data-source-options';
 import { hasSqlState, isDeadlock } from './sql-state';
 import { statementName } from './statement-name';
 
+/**
+ * Runs at most, the first included, of work that can meet another's locks in the other order
+ * (StatementOptions.deadlockAttempts): a reply's write and an erasure (docs/database.md).
+ */
+export const DEADLOCK_ATTEMPTS = 3;
+
 /** Connections of the asynchronous-commit pool, per instance (opened on demand). */
 const ASYNC_COMMIT_POOL_SIZE = 4;
 

@@ -5,7 +5,7 @@ import { Clock } from '../common/time/clock';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import type { PeriodicTask } from '../common/time/periodic-task';
 import { type EndUsersConfig, endUsersConfig } from '../config/end-users.config';
-import { Database } from '../database/database';
+import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import { MetricsService } from '../metrics/metrics.service';
 import { EndUsersRepository } from './end-users.repository';
 
@@ -121,7 +121,7 @@ export class ErasureWorker {
         return { erased: endUsers.length, unfinished: false };
       },
       // A reply storing its exchange locks in the other order (docs/database.md): run again.
-      { statementTimeoutMs: 0, deadlockAttempts: 3 },
+      { statementTimeoutMs: 0, deadlockAttempts: DEADLOCK_ATTEMPTS },
     );
   }
 }

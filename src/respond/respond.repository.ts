@@ -1,10 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { Database } from '../database/database';
+import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import { sql, type WithEntry, withEntries } from '../database/sql';
-
-/** Sends of an exchange's statement at most, the first included (storeExchange). */
-export const EXCHANGE_DEADLOCK_ATTEMPTS = 3;
 
 /**
  * The one statement of /v1/respond's write. It owns no table: the memories, the month's
@@ -28,7 +25,7 @@ export class RespondRepository {
     await this.database.count(withEntries(steps, sql`SELECT 1`), {
       prepared: true,
       manager,
-      deadlockAttempts: EXCHANGE_DEADLOCK_ATTEMPTS,
+      deadlockAttempts: DEADLOCK_ATTEMPTS,
     });
   }
 }

@@ -5,7 +5,7 @@ import { type ReplyEndUser, type ReplyKnowledgeChunk } from '../common/reply/rep
 import { ReplyParticipants } from '../common/reply/reply-participants';
 import type { ReplyAdmission, SpentTokens, StoredExchange } from '../common/reply/reply-store';
 import { type EngineConfig, engineConfig } from '../config/engine.config';
-import { Database } from '../database/database';
+import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import { hasSqlState } from '../database/sql-state';
 import type { WithEntry } from '../database/sql';
 import { EndUsersService } from '../end-users/end-users.service';
@@ -30,7 +30,7 @@ import {
 } from './engine/response-engine';
 import { EngineMetrics } from './engine/routing/engine-metrics';
 import { attemptedModel } from './engine/routing/engine-router';
-import { EXCHANGE_DEADLOCK_ATTEMPTS, RespondRepository } from './respond.repository';
+import { RespondRepository } from './respond.repository';
 import { type GeneratedReply, NO_VERDICT, type ReplyVerdicts } from './reply-generation';
 import { ReplyGenerators } from './reply-generators';
 import { promptTextsOf } from './prompt-texts';
@@ -417,7 +417,7 @@ export class RespondService implements OnApplicationBootstrap {
               for (const locked of underLock) all.push(...(await locked(manager)));
               await this.repository.storeExchange(all, manager);
             },
-            { deadlockAttempts: EXCHANGE_DEADLOCK_ATTEMPTS },
+            { deadlockAttempts: DEADLOCK_ATTEMPTS },
           );
     await stored.catch((error: unknown) => {
       // A statement PostgreSQL refused was rolled back: its tokens are counted as a failed

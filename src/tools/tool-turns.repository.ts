@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { KeyedLine } from '../common/concurrency/keyed-line';
 import { Columns, type RowOf } from '../database/columns';
-import { Database } from '../database/database';
+import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import { type Sql, sql, type WithEntry, withEntries } from '../database/sql';
 import type { WebhookEndpoint } from '../webhooks/entities/webhook-endpoint.entity';
 import type { ToolTurn } from './entities/tool-turn.entity';
@@ -108,7 +108,7 @@ export class ToolTurnsRepository {
         },
         // Its token steps lock the end user's rollups, its turn checks the end user last: an
         // erasure locks them in the other order, as for a stored exchange (docs/database.md).
-        { deadlockAttempts: 3 },
+        { deadlockAttempts: DEADLOCK_ATTEMPTS },
       ),
     );
   }
@@ -163,7 +163,7 @@ export class ToolTurnsRepository {
            WHERE id = ${id} AND organization_id = ${organizationId} AND status = 'resumed'`;
     // Sent again after a deadlock, as a stored exchange is (RespondRepository#storeExchange).
     await this.database.count(steps.length > 0 ? withEntries(steps, update) : update, {
-      deadlockAttempts: 3,
+      deadlockAttempts: DEADLOCK_ATTEMPTS,
     });
   }
 
