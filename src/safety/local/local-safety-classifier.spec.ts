@@ -104,6 +104,17 @@ describe('LocalSafetyClassifier', () => {
       ['"myself" as two words, hurting', 'I am going to hurt my self'],
       ['"myself" as two words, cutting', 'I want to cut my self'],
       ['"myself" as two words, with the verb in -ing', 'thinking of killing my  self'],
+      // Found by the review of 2026-12-06.
+      ['an underscore for a letter', 'i want to k_ll myself'],
+      ['commas between letters', 'i want to k,i,l,l myself'],
+      ['a word in brackets', 'i want to (die)'],
+      ['"2" for "to"', 'im going 2 end it tonight'],
+      ['"sewer slide"', 'i think about sewer slide a lot'],
+      ['"unalive" without an object', 'i just wanna unalive'],
+      ['German without its umlauts', 'ich will mich toeten'],
+      ['German without its umlauts, wishing', 'wuensche mir zu sterben'],
+      ['a form of address first', 'bro just wanna die'],
+      ['an interjection first', 'man i just want to die'],
     ])('%s: "%s" is self_harm', (_form, text) => {
       expect(categoriesOf(text)).toEqual(['self_harm']);
     });
@@ -115,6 +126,22 @@ describe('LocalSafetyClassifier', () => {
       'I cut my self-care routine down to ten minutes',
       'I want to kill my. Self-doubt is the worst',
     ])('does not read "my self" as "myself" where "self" begins a compound: "%s"', (text) => {
+      expect(isSelfHarm(text)).toBe(false);
+    });
+
+    it.each([
+      ['a count after "want"', 'I have 2 dogs and want 2 more'],
+      ['"2" for "to" in an errand', 'i want 2 go home'],
+      ['a slide at a water park', 'the sewer slide at the water park was fun'],
+      ["someone else's character", 'my character wants to unalive'],
+      ['an identifier', 'kill_switch enabled in config'],
+      ['the idiom, written with "2"', "i'm ready 2 die on this hill"],
+      ['a person word that is the subject', 'my bro wants to die'],
+      ['German "will" of someone else', 'meine freundin hat gesagt sie will sterben'],
+      ['German "will" of someone else, alone', 'er will sterben'],
+      ['someone else tired of life', 'meine mutter ist lebensmüde'],
+      ['brackets around an aside', 'call me (maybe) tomorrow'],
+    ])('leaves what the new readings must not take clean: %s, "%s"', (_what, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });
   });

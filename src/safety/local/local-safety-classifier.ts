@@ -17,6 +17,7 @@ import {
   SECOND_PERSON,
   THIRD_PERSON,
   TRAILING_NEGATIONS,
+  VOCATIVES,
 } from './lexicon/context-words';
 import type { Concept, Language, LexiconGroup } from './lexicon/lexicon-types';
 import { SELF_HARM_LEXICON } from './lexicon/self-harm.lexicon';
@@ -52,6 +53,26 @@ interface Reading {
   readonly byConcept: ReadonlyMap<Concept, Match[]>;
   /** Per `not_*` concept, the sentences a sentence-wide match of it cancels. */
   readonly cancelledSentences: ReadonlyMap<Concept, ReadonlySet<number>>;
+}
+
+const UMLAUT_SPELLINGS: Record<string, string> = {
+  ä: 'ae',
+  ö: 'oe',
+  ü: 'ue',
+  Ä: 'Ae',
+  Ö: 'Oe',
+  Ü: 'Ue',
+};
+
+/**
+ * A phrase whose words with an umlaut also match as written without one: "töten" is also
+ * "toeten" (found by review). Folding drops the umlaut ("toten"), so both spellings are needed.
+ */
+function withUmlautSpellings(phrase: string): string {
+  return phrase.replace(/[\p{L}']*[äöüÄÖÜ][\p{L}']*\*?/gu, (word) => {
+    const spelled = word.replace(/[äöüÄÖÜ]/g, (umlaut) => UMLAUT_SPELLINGS[umlaut]);
+    return `[${word}|${spelled}]`;
+  });
 }
 
 /** The matches of `sorted` (ordered by start) that start from `from` to `to`: a binary search. */
@@ -90,6 +111,7 @@ export class LocalSafetyClassifier implements SafetyClassifier {
   private readonly firstPersonSubjects: ReadonlySet<string>;
   private readonly complementizers: ReadonlySet<string>;
   private readonly reportingVerbs: ReadonlySet<string>;
+  private readonly vocatives: ReadonlySet<string>;
   private readonly roles: ReadonlyMap<string, Role>;
 
   constructor() {
@@ -112,6 +134,7 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     this.firstPersonSubjects = words(FIRST_PERSON_SUBJECTS);
     this.complementizers = words(COMPLEMENTIZERS);
     this.reportingVerbs = words(REPORTING_VERBS);
+    this.vocatives = words(VOCATIVES);
     const roles = new Map<string, Role>();
     // Later lists win a shared word: "me" is the speaker, "man" someone else.
     for (const [role, list] of [
@@ -127,10 +150,12 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     this.trie = new PhraseTrie<LexiconGroup>(
       (literal) => lexiconNormalizer.words(literal),
       (token) => this.allNegations.has(token.text),
-      VIOLENCE_SETS,
+      Object.fromEntries(
+        Object.entries(VIOLENCE_SETS).map(([name, set]) => [name, withUmlautSpellings(set)]),
+      ),
     );
     for (const group of LEXICON) {
-      for (const phrase of group.phrases) this.trie.add(phrase, group);
+      for (const phrase of group.phrases) this.trie.add(withUmlautSpellings(phrase), group);
     }
     this.normalizer = new TextNormalizer(this.trie.vocabulary, this.trie.prefixes);
   }
@@ -325,9 +350,19 @@ export class LocalSafetyClassifier implements SafetyClassifier {
         break;
       }
       const role = this.roles.get(tokens[at].text);
-      if (role !== undefined) return role === 'media' ? 'third' : role;
+      if (role !== undefined && !this.isVocative(tokens, at)) {
+        return role === 'media' ? 'third' : role;
+      }
     }
     return undefined;
+  }
+
+  /** "bro, …", "man I …": a person word said to the reader, at its sentence's start or a break. */
+  private isVocative(tokens: Reading['tokens'], at: number): boolean {
+    if (!this.vocatives.has(tokens[at].text)) return false;
+    const startsSentence = at === 0 || tokens[at].breakBefore === SENTENCE_BREAK;
+    const endsClause = at + 1 < tokens.length && tokens[at + 1].breakBefore !== 0;
+    return startsSentence || endsClause;
   }
 
   /**

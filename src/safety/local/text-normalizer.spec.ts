@@ -229,6 +229,50 @@ describe('TextNormalizer', () => {
       expect(words('my self - and more')).toEqual(['myself', 'and', 'more']);
     });
 
+    it('reads through a short bracket, not a long one nor one a sentence ends in (review)', () => {
+      const breaks = (text: string) =>
+        normalizer.normalize(text).tokens.map((token) => [token.text, token.breakBefore]);
+      expect(breaks('want to (die) now')).toEqual([
+        ['want', 0],
+        ['to', 0],
+        ['die', 0],
+        ['now', 0],
+      ]);
+      expect(breaks('to (a bracket far longer than thirty-two) die')[1]).toEqual(['a', 1]);
+      expect(breaks('to (one. two) die').map(([, strength]) => strength)).toEqual([0, 1, 2, 1]);
+      // Unclosed, or closed after the limit: a clause break as before.
+      expect(breaks('to (die')).toEqual([
+        ['to', 0],
+        ['die', 1],
+      ]);
+    });
+
+    it('reads an underscore between letters as a mask, and commas between spelled letters', () => {
+      expect(words('k_ll s_icide k,i,l,l k, i, l, l')).toEqual(['kil', 'suicide', 'kil', 'kil']);
+      // Not a mask at a word's edge, and words it joins stay words.
+      expect(words('_die_ kill_myself')).toEqual(['die', 'kil', 'myself']);
+    });
+
+    it('reads "2" as "to" after a verb of intent, not before what it counts (review)', () => {
+      expect(words('want 2 die how 2 kil')).toEqual(['want', 'to', 'die', 'how', 'to', 'kil']);
+      const numbers = (text: string) =>
+        normalizer
+          .normalize(text)
+          .tokens.filter((token) => token.isNumber)
+          .map((token) => token.text);
+      expect(numbers('want 2 years off, about 2 weeks, need 2 more')).toEqual(['2', '2', '2']);
+      expect(numbers('i have 2 dogs. 2 die')).toEqual(['2', '2']);
+      expect(numbers('want 2')).toEqual(['2']);
+    });
+
+    it('reads "sewer slide" as "suicide", and "unalive" without an object as "die" (review)', () => {
+      expect(words('sewer slide')).toEqual(['suicide']);
+      expect(words('the sewer, slide')).toEqual(['the', 'sewer', 'slide']);
+      expect(words('want to unalive')).toEqual(['want', 'to', 'die']);
+      expect(words('want to unalive. then')).toEqual(['want', 'to', 'die', 'then']);
+      expect(words('unalive him')).toEqual(['kil', 'him']);
+    });
+
     it('keeps initials, abbreviations and numbers what they are', () => {
       // Two initials are not a run of spelled letters ("j" is French chat for "je").
       expect(words('J. K. Rowling')).toEqual(['je', 'k', 'rowling']);

@@ -27,7 +27,10 @@ interface RawToken {
   raw: string;
   breakBefore: BreakBefore;
   quote: number;
-  /** Separated from the previous token by at most 3 of " .-_*·/": how "k i l l" and "s.u.i.c.i.d.e" are written. */
+  /**
+   * Separated from the previous token by at most 3 of " .,-_*·/": how "k i l l", "s.u.i.c.i.d.e"
+   * and "k,i,l,l" are written.
+   */
   tightBefore: boolean;
   /** Joined to the previous token by one hyphen, as the parts of a compound ("self-esteem"). */
   hyphenBefore: boolean;
@@ -82,19 +85,38 @@ function inEllipsis(text: string, at: number): boolean {
   );
 }
 
+/**
+ * Where the bracket opened at `at` closes, when it closes within SHORT_BRACKET characters with no
+ * sentence end, bracket or quotation mark inside; else -1. Bounded: linear over a whole text.
+ */
+function shortBracketEnd(text: string, at: number): number {
+  const last = Math.min(text.length - 1, at + SHORT_BRACKET + 1);
+  for (let i = at + 1; i <= last; i++) {
+    const code = text.charCodeAt(i);
+    if (CLOSING_BRACKETS.has(code)) return i;
+    if (OPENING_BRACKETS.has(code) || SENTENCE_ENDS.has(code) || QUOTE_MARKS.has(code)) return -1;
+  }
+  return -1;
+}
+
 // Characters are classified by code point: hashing one-character strings is what costs.
 const codesOf = (chars: string): Set<number> =>
   new Set([...chars].map((char) => char.codePointAt(0) ?? 0));
 const SENTENCE_ENDS = codesOf('.!?;\n\r¿¡。');
 const CLAUSE_MARKS = codesOf(',:()[]{}–—•');
-const TIGHT_SEPARATORS = codesOf(' .-_*·/');
+const TIGHT_SEPARATORS = codesOf(' .,-_*·/');
 const QUOTE_MARKS = codesOf('"“”„‟«»「」『』〝〞');
 const APOSTROPHES = codesOf("'’‘`ʼ");
 const LEET_SYMBOLS = codesOf('$@!|€');
 /** A letter hidden behind a star ("k*ll", "s**cide"). */
 const MASK = 0x2a;
-/** Marks that hide a letter as a star does, between letters only ("k#ll"; "c#" is left). */
-const MASK_STANDINS: ReadonlySet<number> = codesOf('#^');
+/** Marks that hide a letter as a star does, between letters only ("k#ll", "k_ll"; "c#" is left). */
+const MASK_STANDINS: ReadonlySet<number> = codesOf('#^_');
+/** Brackets whose short content is read as part of its sentence: "i want to (die)". */
+const OPENING_BRACKETS = codesOf('([');
+const CLOSING_BRACKETS = codesOf(')]');
+/** The most characters a bracket may hold and still be read through. */
+const SHORT_BRACKET = 32;
 const HYPHEN = 0x2d;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
@@ -215,13 +237,16 @@ const MAX_SEGMENTED_RUN = 48;
  * - Hidden words (`hidden-words.ts`): letters masked by stars ("k*ll", "s**cide") and words with
  *   dots between letters ("my.self", "k.i.l.l") read as the lexicon's word they spell; otherwise
  *   split where the stars and dots are.
- * - Spaced and dotted letters ("k i l l", "s.u.i.c.i.d.e"): three or more single letters in a row
- *   are joined, then split into known words when they spell a phrase ("i w a n t t o d i e"). The
- *   dots between letters spelled out and the one closing them ("k.i.l.l.", "e.g.") end no sentence.
+ * - Chat readings that need a neighbour: "2" for "to" after a verb of intent ("going 2 end it"),
+ *   "sewer slide" for "suicide", "unalive" with no object for "die".
+ * - Spaced and dotted letters ("k i l l", "s.u.i.c.i.d.e", "k,i,l,l"): three or more single
+ *   letters in a row are joined, then split into known words when they spell a phrase ("i w a n t
+ *   t o d i e"). The dots between letters spelled out and the one closing them ("k.i.l.l.",
+ *   "e.g.") end no sentence.
  * - Repeated letters collapsed, in the text and in the lexicon alike.
  * - Sentence breaks (. ! ? ; newline; not three dots, a pause), clause breaks (, : brackets,
- *   dashes) and quoted spans (" “ ” „ « » and single quotes around words) are recorded for the
- *   rules that read context.
+ *   dashes; not the brackets of a short aside: "i want to (die)") and quoted spans (" “ ” „ « »
+ *   and single quotes around words) are recorded for the rules that read context.
  */
 export class TextNormalizer {
   /** Per BMP code point: 0 not yet known, 1 letter or digit, 2 neither. */
@@ -256,7 +281,10 @@ export class TextNormalizer {
     // TR39's skeleton order: decompose, fold look-alikes, drop what draws nothing.
     const folded = foldConfusables(text.normalize('NFKD')).toLowerCase().replace(INVISIBLE, '');
     const { raws, quoteCount } = this.scan(folded);
-    return this.finish(joinSpacedReflexives(this.joinSpacedLetters(raws)), quoteCount);
+    return this.finish(
+      joinSewerSlide(joinSpacedReflexives(this.joinSpacedLetters(raws))),
+      quoteCount,
+    );
   }
 
   private isWordCode(code: number | undefined): boolean {
@@ -283,6 +311,8 @@ export class TextNormalizer {
     let quote = 0;
     let quoteCount = 0;
     let singleQuoted = false;
+    /** The closing bracket of a short bracket being read through, else -1. */
+    let bracketEnd = -1;
 
     const separate = (code: number, strength: BreakBefore): void => {
       flush();
@@ -411,6 +441,13 @@ export class TextNormalizer {
         separate(code, closesSpelling ? 0 : SENTENCE_BREAK);
         // A quotation left open ends with its line.
         if ((code === NEWLINE || code === RETURN) && quote !== 0) closeQuote();
+      } else if (i === bracketEnd) {
+        bracketEnd = -1;
+        separate(code, 0);
+      } else if (OPENING_BRACKETS.has(code) && shortBracketEnd(text, i) !== -1) {
+        // "i want to (die)": a word or two in brackets is read in its sentence (found by review).
+        bracketEnd = shortBracketEnd(text, i);
+        separate(code, 0);
       } else if (CLAUSE_MARKS.has(code)) {
         separate(code, CLAUSE_BREAK);
       } else {
@@ -507,9 +544,15 @@ export class TextNormalizer {
     const tokens: Token[] = [];
     const quoteStarts = new Array<number>(quoteCount + 1).fill(-1);
     const quoteEnds = new Array<number>(quoteCount + 1).fill(-1);
-    for (const raw of raws) {
+    raws.forEach((raw, index) => {
       let breakBefore = raw.breakBefore;
-      for (const [text, isNumber] of this.readWord(raw.raw)) {
+      const next = raws[index + 1];
+      // "i want to unalive": the word without an object (found by review).
+      const words =
+        plainWord(raw.raw) === UNALIVE && (next === undefined || next.breakBefore !== 0)
+          ? UNALIVE_ALONE
+          : this.readWord(raw.raw);
+      for (const [text, isNumber] of words) {
         if (raw.quote !== 0) {
           if (quoteStarts[raw.quote] === -1) quoteStarts[raw.quote] = tokens.length;
           quoteEnds[raw.quote] = tokens.length + 1;
@@ -517,8 +560,8 @@ export class TextNormalizer {
         tokens.push({ text, breakBefore, quote: raw.quote, isNumber });
         breakBefore = 0;
       }
-    }
-    return { tokens, quoteStarts, quoteEnds };
+    });
+    return { tokens: readTwoAsTo(tokens), quoteStarts, quoteEnds };
   }
 
   /** One written word → its words in matching form, with whether each is a number. */
@@ -541,6 +584,80 @@ export class TextNormalizer {
     }
     return out;
   }
+}
+
+const UNALIVE = 'unalive';
+/** Without an object, "unalive" is to die: whose death the subject rules then read. */
+const UNALIVE_ALONE: [string, boolean][] = [['die', false]];
+
+/** Words after which a "2" is "to" ("going 2 kill myself", "how 2 end it"), in matching form. */
+const TWO_AS_TO_AFTER = new Set(
+  [
+    'want',
+    'wanted',
+    'going',
+    'need',
+    'needed',
+    'trying',
+    'try',
+    'ready',
+    'deserve',
+    'decided',
+    'plan',
+    'planning',
+    'wish',
+    'tempted',
+    'how',
+    'about',
+    'supposed',
+  ].map(collapseRepeats),
+);
+/** After the "2", the words that keep it a number: "want 2 years off", "about 2 weeks". */
+const COUNTED = new Set(
+  [
+    'year',
+    'years',
+    'yr',
+    'yrs',
+    'yo',
+    'month',
+    'months',
+    'week',
+    'weeks',
+    'day',
+    'days',
+    'hour',
+    'hours',
+    'minute',
+    'minutes',
+    'kids',
+    'children',
+    'more',
+  ].map(collapseRepeats),
+);
+/** "2" for "to" after the words above (found by review; "want 2 die" was a phrase of its own). */
+function readTwoAsTo(tokens: Token[]): Token[] {
+  const out: Token[] = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i];
+    const previous = tokens[i - 1];
+    const next = tokens[i + 1];
+    const joinedToNext = next !== undefined && next.breakBefore === 0;
+    if (
+      token.text === '2' &&
+      token.breakBefore === 0 &&
+      previous !== undefined &&
+      TWO_AS_TO_AFTER.has(previous.text) &&
+      joinedToNext &&
+      !next.isNumber &&
+      !COUNTED.has(next.text)
+    ) {
+      out.push({ ...token, text: 'to', isNumber: false });
+    } else {
+      out.push(token);
+    }
+  }
+  return out;
 }
 
 /** Owners of a reflexive written as two words: "my self" is "myself", "your selves" "yourselves". */
@@ -618,6 +735,27 @@ function joinSpacedReflexives(raws: RawToken[]): RawToken[] {
       i++;
     } else {
       out.push(owner);
+    }
+  }
+  return out;
+}
+
+/** "sewer slide", a spoken spelling of "suicide" (found by review), as one word; not across a break. */
+function joinSewerSlide(raws: RawToken[]): RawToken[] {
+  const out: RawToken[] = [];
+  for (let i = 0; i < raws.length; i++) {
+    const next = raws[i + 1];
+    if (
+      plainWord(raws[i].raw) === 'sewer' &&
+      next !== undefined &&
+      next.breakBefore === 0 &&
+      next.quote === raws[i].quote &&
+      plainWord(next.raw) === 'slide'
+    ) {
+      out.push({ ...raws[i], raw: 'suicide' });
+      i++;
+    } else {
+      out.push(raws[i]);
     }
   }
   return out;

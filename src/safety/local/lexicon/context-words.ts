@@ -123,3 +123,13 @@ export const REPORTING_VERBS: readonly string[] = [
   'fragte', 'heißt', 'dit', 'disait', 'chante', 'écrit', 'demande', 'demandait', 'dice', 'dijo',
   'decía', 'canta', 'escribe', 'escribió', 'pregunta', 'preguntó',
 ];
+
+/**
+ * Person words also said to the reader or as an interjection: "bro just wanna die", "man I want
+ * to die". At the start of a sentence or before a comma they name nobody who acts (found by review).
+ */
+// prettier-ignore
+export const VOCATIVES: readonly string[] = [
+  'bro', 'dude', 'man', 'sis', 'girl', 'guys', 'mate', 'bestie', 'mann', 'alter', 'digga',
+  'mec', 'frère', 'wesh', 'tío', 'tía', 'güey', 'wey', 'amigo', 'amiga', 'hermano', 'bruh',
+];

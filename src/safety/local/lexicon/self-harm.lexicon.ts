@@ -166,6 +166,8 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       '[killing|kill] myself [trying|at work|at the gym|over this|with work|to finish]',
       'live forever', 'could sleep forever', 'die my [hair|beard|eyebrows|nails]',
       'disappear into [a|the|my]',
+      // Found by the review of 2026-12-06.
+      '[die|dying|died] on [this|that|the] hill',
     ],
   },
   {
@@ -175,11 +177,10 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       'mich ~2 [umbringen|umzubringen|umbringe|töten|zu töten|erhängen|aufhängen|aufzuhängen|erschießen|vergiften]',
       '[bring|bringe] [ich|] mich ~2 um',
       'mir ~2 das leben [nehmen|zu nehmen|nehme]',
-      // Found by review (2026-12-05): "nehm", the end of a life, umlauts typed as two letters.
+      // Found by review (2026-12-05): "nehm", the end of a life. Umlauts typed as two letters
+      // ("moechte") are matched by every phrase (withUmlautSpellings).
       '[nehm|nimm] mir ~2 das leben', '[meinem|mein] leben ein ende [setzen|machen|bereiten]',
       '[setze|setz|mache|mach] meinem leben ein ende',
-      '[moechte|möchte|will|wuensche mir|wünsche mir] ~1 [sterben|tot sein|tot zu sein]',
-      '[lebensmuede|lebensmüde]',
       'mir ~2 [was|etwas] [antun|anzutun|antue]',
       '[ritze|ritz|ritzen] mich', 'mich ~2 [geritzt|ritzen|ritze]',
       '[verletze|verletz|schneide|schneid] mich [selbst|selber|]', 'mich [selbst|selber] [verletzen|verletzt|geschnitten]',
@@ -221,7 +222,9 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       '[denke|denk|dachte] ~3 [an|über] [selbstmord|suizid|den tod|das sterben]',
       '[denke|denk|dachte|überlege|überleg] ~3 [daran|darüber nach|drüber nach] ~2 mich',
       '[will|möchte|mag|möcht|wünsche mir|würde gern|würde gerne|kann|wünschte] ~2 nicht mehr [leben|weiterleben|da sein|existieren|hier sein]',
-      '[will|möchte|mag|würde gern|würde gerne|wünsche mir|wünschte] ~2 [sterben|tot sein]',
+      '[will|möchte|mag|würde gern|würde gerne|wünsche mir|wünschte] ~2 [sterben|tot sein|tot zu sein]',
+      // "will" is also "er will": the subject decides (review, 2026-12-06).
+      'lebensmüde',
       '[nie wieder|nicht mehr|nie mehr] aufwachen',
       '[will|möchte|mag] ~2 verschwinden',
       '[will|möchte|wünsche mir|wünschte] ~2 dass [alles|es] [aufhört|vorbei ist|endet|ein ende hat]',
