@@ -126,11 +126,14 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
     expect(engine.kind).toBe(CLIENT);
     expect(engine.attributes['engine.name']).toBe('local');
     if (process.env.REDIS_URL) {
-      // The rate limiter's bucket update, when buckets live in Redis.
-      await has(
+      // The rate limiter's bucket update, when buckets live in Redis: the command's name only,
+      // not its keys (a client address, a digest of a user_id; found by review).
+      const redis = await has(
         (span) =>
           span.attributes['db.system'] === 'redis' || span.attributes['db.system.name'] === 'redis',
       );
+      const statement = redis.attributes['db.query.text'] ?? redis.attributes['db.statement'];
+      expect(statement).toMatch(/^[a-z]+$/);
     }
 
     respondRequest = { requestId: reply.requestId, traceId };
@@ -172,14 +175,31 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
     );
     expect(customers.kind).toBe(CLIENT);
     expect(customers.attributes['payment.operation']).toBe('customers.create');
-    // The SDK's HTTP request to the provider is a child of that span.
-    await eventually(
+    // The SDK's HTTP request to the provider is a child of that span, which names its origin
+    // only: an outgoing URL's path and query may be a receiver's credentials (a webhook's).
+    const request = await eventually(
       () =>
         spansOf(traceId).find(
           (span) => span.parentSpanId === customers.spanId && span.kind === CLIENT,
         ),
       describeSpans(traceId),
     );
+    expect(request.attributes['url.full']).toBe(new URL(stripe.baseUrl).origin);
+    expect(JSON.stringify(spansOf(traceId))).not.toContain('/v1/customers');
+  });
+
+  it("keeps at most 256 characters of a caller's User-Agent and Host in a span", async () => {
+    const { traceId, traceparent } = incomingTrace();
+    const response = await fetch(`${base}/v1/vocabularies/emotions`, {
+      headers: { traceparent, 'user-agent': `agent-${'u'.repeat(5_000)}` },
+    });
+    expect(response.status).toBe(200);
+    const server = await eventually(
+      () => spansOf(traceId).find((span) => span.kind === SERVER),
+      describeSpans(traceId),
+    );
+    expect(server.attributes['user_agent.original']).toBe(`agent-${'u'.repeat(250)}`);
+    expect(server.attributes['server.address']).toBe('127.0.0.1');
   });
 
   it('does not trace probes; exits 0 on SIGTERM after exporting what it holds; log lines carry trace_id', async () => {

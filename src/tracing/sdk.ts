@@ -1,11 +1,11 @@
-import type { Span } from '@opentelemetry/api';
+import type { Attributes, Span } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 // Loading http before the SDK starts is harmless: its exports are patched in place on later requires.
-import { IncomingMessage } from 'node:http';
+import { IncomingMessage, type RequestOptions } from 'node:http';
 import { routeTemplateOf } from '../common/http/route-template';
 
 /** Probes and scrapes arrive every few seconds and would bury the traces worth reading. */
@@ -15,6 +15,33 @@ const UNTRACED_PATHS = /^\/(health\/|metrics(\?|$))/;
 const UNMATCHED = '(unmatched)';
 /** The attributes, old and stable HTTP conventions, that carry the request's raw path or URL. */
 const PATH_ATTRIBUTES = ['http.target', 'http.url', 'url.path', 'url.full', 'url.query'];
+
+/** The longest value a span keeps of what an anonymous caller sends (User-Agent, Host). */
+const CALLER_VALUE_LIMIT = 256;
+
+/**
+ * What an outgoing call's span says of its URL: the origin only. A webhook endpoint's or tool's
+ * path and query are the receiver's credentials (Slack and Zapier hook paths, `?token=`), which
+ * the trace store must not keep (found by review: `url.full` carried them whole).
+ */
+function originOf(options: RequestOptions): string {
+  const protocol = options.protocol ?? 'http:';
+  const host = options.hostname ?? options.host?.replace(/:\d+$/, '') ?? 'localhost';
+  const bracketed = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return `${protocol}//${bracketed}${options.port ? `:${String(options.port)}` : ''}`;
+}
+
+/** The caller's User-Agent and Host as a span keeps them: at most CALLER_VALUE_LIMIT characters. */
+function callerValues(request: IncomingMessage): Attributes {
+  const values: Attributes = {};
+  const { 'user-agent': userAgent, host } = request.headers;
+  if (userAgent !== undefined)
+    values['user_agent.original'] = userAgent.slice(0, CALLER_VALUE_LIMIT);
+  if (host !== undefined) {
+    values['server.address'] = host.replace(/:\d+$/, '').slice(0, CALLER_VALUE_LIMIT);
+  }
+  return values;
+}
 
 /** Replaces every path attribute the instrumentation set with the route template. */
 function scrubPath(span: Span, shown: string): void {
@@ -44,6 +71,9 @@ export function createTracingSdk(): NodeSDK {
       // them the Stripe SDK's.
       new HttpInstrumentation({
         ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.test(request.url ?? ''),
+        // Overrides the attributes the instrumentation derives from the request (its hooks' win).
+        startOutgoingSpanHook: (options) => ({ 'url.full': originOf(options) }),
+        startIncomingSpanHook: callerValues,
         // Names the server span after the route template (`GET /v1/end-users/:user_id`) as it
         // ends. The Express instrumentation would do it too, but it wraps every middleware layer
         // and cost as much again as the rest of tracing (bench/results/observability.json).
@@ -60,7 +90,12 @@ export function createTracingSdk(): NodeSDK {
       }),
       // Queries inside a request only: the erasure worker's polls would each start a trace.
       new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
-      new IORedisInstrumentation({ requireParentSpan: true }),
+      // The command's name only: its arguments name buckets by client address and by a digest
+      // of the end user's user_id, which a trace store would keep past an erasure (review).
+      new IORedisInstrumentation({
+        requireParentSpan: true,
+        dbStatementSerializer: (command) => command,
+      }),
     ],
   });
 }
