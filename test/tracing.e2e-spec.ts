@@ -19,7 +19,7 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
   let stripe: FakeStripe;
   let app: BuiltProcess;
   let base: string;
-  /** Checked against the log once the process has exited (stdout is flushed in 4 KiB blocks). */
+  /** Checked against the log once the process has exited. */
   let respondRequest: { requestId: string; traceId: string } | undefined;
 
   beforeAll(async () => {
@@ -186,6 +186,16 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
     );
     expect(request.attributes['url.full']).toBe(new URL(stripe.baseUrl).origin);
     expect(JSON.stringify(spansOf(traceId))).not.toContain('/v1/customers');
+  });
+
+  it("writes a quiet instance's log line within seconds, not once 4 KiB of others follow (review)", async () => {
+    const response = await fetch(`${base}/v1/vocabularies/emotions`);
+    const requestId = response.headers.get('x-request-id') ?? 'none';
+    await eventually(
+      () => (app.output().includes(requestId) ? true : undefined),
+      `the access line of ${requestId} on stdout`,
+      5_000,
+    );
   });
 
   it("keeps at most 256 characters of a caller's User-Agent and Host in a span", async () => {

@@ -50,7 +50,8 @@ export class EndUsersService {
       if (found.status === 'deleting') throw this.underDeletion(found);
       return { created: ensured?.created ?? false, row: found };
     }
-    throw new Error(`end user ${userId} could be neither created nor read`);
+    // No user_id in the text: it lands on the access line, where ids are keyed hashes (review).
+    throw new Error('an end user could be neither created nor read');
   }
 
   async get(organizationId: string, userId: string): Promise<EndUserDto> {

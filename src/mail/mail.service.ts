@@ -7,7 +7,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { appConfig } from '../config/app.config';
 import { mailConfig } from '../config/mail.config';
 import { MAIL_TEMPLATE_DIR, MAIL_TEMPLATE_FILES, type MailTemplate } from './mail-templates';
-import { maskAddress } from './mask-address';
+import { maskAddress } from '../common/logging/mask-address';
 
 /** A link of a mail that carries a secret token: `APP_PUBLIC_URL` + `path` + `?token=…`. */
 export interface TokenLink {

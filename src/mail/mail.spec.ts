@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, matchesGlob, relative } from 'node:path';
 import { MAIL_TEMPLATE_DIR, MAIL_TEMPLATE_FILES } from './mail-templates';
 import { linkTo } from './mail.service';
-import { maskAddress } from './mask-address';
+import { maskAddress } from '../common/logging/mask-address';
 
 interface NestCliConfig {
   sourceRoot: string;

@@ -259,14 +259,17 @@ export class RespondService implements OnApplicationBootstrap {
     } catch (error) {
       // The end user or personality went meanwhile: the tokens of its turn went with it.
       if (this.vanishedMeanwhile(error)) return;
+      // The error as a field: its serializer keeps a database error's content out (review).
       failedTurnLogger.error(
-        `a failed turn's tokens could not be counted (organization ${organizationId}): ${String(error)}`,
+        { err: error, organizationId },
+        "a failed turn's tokens could not be counted",
       );
       // The turn is given back all the same, so its outputs can be sent again.
       if (resumedTurnId) {
         await this.toolTurns.release(organizationId, resumedTurnId).catch((again: unknown) => {
           failedTurnLogger.error(
-            `turn ${resumedTurnId} could not be given back; it stays resumed until it expires: ${String(again)}`,
+            { err: again, turnId: resumedTurnId },
+            'a turn could not be given back; it stays resumed until it expires',
           );
         });
       }

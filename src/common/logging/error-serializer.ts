@@ -1,3 +1,5 @@
+import { maskAddresses } from './mask-address';
+
 interface SerializedError {
   type: string;
   message?: string;
@@ -25,7 +27,8 @@ function isDatabaseError(error: Error): boolean {
  * What a log line says about an error: its type and, for database errors, the SQLSTATE code and
  * the constraint or table, never the message, the SQL parameters or the driver's `detail`, which
  * quote the request's content (`Key (user_id)=(…)`, `invalid input syntax: "…"`). Other errors
- * keep their message and stack (our own messages, written to name the problem, not the data).
+ * keep their message and stack (our own messages, written to name the problem, not the data),
+ * with any e-mail address in them masked: a mail server's refusal quotes the recipient.
  */
 export function serializeError(value: unknown): unknown {
   if (!(value instanceof Error)) return value;
@@ -43,8 +46,8 @@ export function serializeError(value: unknown): unknown {
   }
   return {
     type: error.name,
-    message: error.message,
+    message: maskAddresses(error.message),
     code: typeof error.code === 'string' ? error.code : undefined,
-    stack: error.stack,
+    stack: error.stack === undefined ? undefined : maskAddresses(error.stack),
   } satisfies SerializedError;
 }
