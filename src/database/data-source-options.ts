@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { DataSourceOptions } from 'typeorm';
+import { DatabaseClient } from './database-client';
 
 export interface DatabaseConnectionSettings {
   url: string;
@@ -9,6 +10,19 @@ export interface DatabaseConnectionSettings {
    * none for migrations and the TypeORM CLI.
    */
   statementTimeoutMs?: number;
+}
+
+/**
+ * How much longer than its statement timeout the client waits for a statement's answer before it
+ * gives the session up. PostgreSQL ends a statement past statement_timeout itself; this is for a
+ * server, or a path to it, gone silent, where nothing ends it (found by review: requests, the
+ * webhook loop and the erasure worker waited without limit, holding their sessions).
+ */
+export const READ_TIMEOUT_MARGIN_MS = 2_000;
+
+/** The client's wait for a statement's answer under `statementTimeoutMs` (0: none, no limit). */
+export function readTimeoutFor(statementTimeoutMs: number): number {
+  return statementTimeoutMs === 0 ? 0 : statementTimeoutMs + READ_TIMEOUT_MARGIN_MS;
 }
 
 /**
@@ -39,6 +53,8 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
     synchronize: false,
     logging: ['error', 'warn', 'migration'],
     extra: {
+      // Ends a session whose statement went unanswered past query_timeout (database-client.ts).
+      Client: DatabaseClient,
       max: settings.poolSize ?? 10,
       // Fail fast when the database is unreachable, so readiness reports it instead of hanging.
       connectionTimeoutMillis: 5_000,
@@ -49,7 +65,13 @@ export function buildDataSourceOptions(settings: DatabaseConnectionSettings): Da
       keepAliveInitialDelayMillis: 10_000,
       application_name: 'personality-api',
       // Sent at connection start-up, so it holds for every statement on the pool.
-      ...(settings.statementTimeoutMs ? { statement_timeout: settings.statementTimeoutMs } : {}),
+      ...(settings.statementTimeoutMs
+        ? {
+            statement_timeout: settings.statementTimeoutMs,
+            // pg's own timer: past it the statement fails and its session is destroyed.
+            query_timeout: readTimeoutFor(settings.statementTimeoutMs),
+          }
+        : {}),
       options: sessionOptions(),
     },
   };

@@ -35,6 +35,7 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
           const extra: Record<string, unknown> = { ...(options!.extra as object) };
           extra.max = 2; // the advisory lock's session, and the migrations'
           delete extra.statement_timeout;
+          delete extra.query_timeout;
           const migrator = new DataSource({ ...options!, extra });
           await migrator.initialize();
           try {

@@ -5,7 +5,7 @@ import { DataSource, type EntityManager, type EntityTarget, type ObjectLiteral }
 import type { PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresConnectionOptions';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 import type { Sql } from './sql';
-import { sessionOptions } from './data-source-options';
+import { readTimeoutFor, sessionOptions } from './data-source-options';
 import { hasSqlState, isDeadlock } from './sql-state';
 import { statementName } from './statement-name';
 
@@ -37,6 +37,11 @@ function isSessionLost(error: unknown): boolean {
   if (!hasSqlState(error)) return true;
   const { code } = error as { code: string };
   return code.startsWith('08') || /^57P0[1-3]$/.test(code);
+}
+
+/** Where pg keeps a session's query_timeout, read at each statement (pg's Client, untyped). */
+interface ReadTimeoutSetting {
+  connectionParameters: { query_timeout?: number };
 }
 
 export interface StatementOptions {
@@ -209,7 +214,18 @@ export class Database implements OnApplicationShutdown {
     if (statementTimeoutMs === undefined) return this.dataSource.transaction(work);
     return this.dataSource.transaction(async (manager) => {
       await manager.query(`SET LOCAL statement_timeout = ${timeoutLiteral(statementTimeoutMs)}`);
-      return work(manager);
+      // The client's wait for an answer follows the budget: longer for a manual attempt, none
+      // for an erasure (DatabaseClient; readTimeoutFor).
+      const session = (await this.connectionOf(manager)) as PoolClient & ReadTimeoutSetting;
+      const readTimeout = session.connectionParameters.query_timeout;
+      if (readTimeout) {
+        session.connectionParameters.query_timeout = readTimeoutFor(statementTimeoutMs);
+      }
+      try {
+        return await work(manager);
+      } finally {
+        session.connectionParameters.query_timeout = readTimeout;
+      }
     });
   }
 

@@ -1,4 +1,5 @@
 import type { TestingModule } from '@nestjs/testing';
+import { isDatabaseUnavailable } from '../../src/common/errors/database-unavailable';
 import { isStatementTimeout } from '../../src/common/errors/statement-timeout';
 import { Database } from '../../src/database/database';
 import { raw, sql } from '../../src/database/sql';
@@ -151,6 +152,81 @@ describe('Database: reads under a time budget (real database)', () => {
     await moduleRef!.close();
     await expect(moduleRef!.close()).resolves.toBeUndefined();
   });
+});
+
+/**
+ * A database, or the path to it, gone silent: no answer and no socket error (a hung host, a
+ * black-holed route). PostgreSQL's statement_timeout cannot end what never reaches it; pg's
+ * query_timeout, DATABASE_STATEMENT_TIMEOUT_MS + READ_TIMEOUT_MARGIN_MS, does (found by review:
+ * requests waited without limit, and their sessions were never given back).
+ */
+describe('Database: a database gone silent (real database behind a relay)', () => {
+  const STATEMENT_TIMEOUT_MS = 300;
+  let moduleRef: TestingModule | undefined;
+  let proxy: Awaited<ReturnType<typeof startDelayProxy>> | undefined;
+
+  afterEach(async () => {
+    await moduleRef?.close();
+    moduleRef = undefined;
+    await proxy?.close();
+  });
+
+  it('fails a statement and a transaction as unavailable, then serves again on sound sessions', async () => {
+    const target = new URL(process.env.DATABASE_URL!);
+    proxy = await startDelayProxy({ host: target.hostname, port: Number(target.port) });
+    const url = new URL(target);
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+    moduleRef = await moduleAlone([], {
+      DATABASE_URL: url.toString(),
+      DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+      REDIS_URL: undefined,
+    });
+    const database = moduleRef.get(Database);
+    // Four sessions in the pool, each used once.
+    await Promise.all([1, 2, 3, 4].map(() => database.rows(sql`SELECT pg_sleep(0.05)`)));
+
+    proxy.setSilent(true);
+    const statement = await database.rows(sql`SELECT 1`).catch((error: unknown) => error);
+    expect(isDatabaseUnavailable(statement)).toBe(true);
+    const transaction = await database
+      .transaction(async (manager) => {
+        await database.rows(sql`SELECT 1`, { manager });
+      })
+      .catch((error: unknown) => error);
+    expect(isDatabaseUnavailable(transaction)).toBe(true);
+
+    // The sessions left waiting were destroyed, not given back: every session the pool hands out
+    // now answers, statements and transactions alike.
+    proxy.setSilent(false);
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        i % 2 === 0
+          ? database.rows<{ n: number }>(sql`SELECT ${i}::int AS n`)
+          : database.transaction((manager) =>
+              database.rows<{ n: number }>(sql`SELECT ${i}::int AS n`, { manager }),
+            ),
+      ),
+    );
+    expect(answers.map(([row]) => row.n)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+  }, 60_000);
+
+  it('waits as long as a transaction’s own budget, and without limit under none (erasure)', async () => {
+    moduleRef = await moduleAlone([], {
+      DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
+      REDIS_URL: undefined,
+    });
+    const database = moduleRef.get(Database);
+    // Past the requests' client-side wait (300 + 2,000 ms) but within the transaction's budget.
+    const slept = await database.transaction(
+      (manager) => database.rows(sql`SELECT true AS slept FROM pg_sleep(2.5)`, { manager }),
+      { statementTimeoutMs: 0 },
+    );
+    expect(slept).toEqual([{ slept: true }]);
+    // And the session's own wait is back to the requests' afterwards.
+    const refused = await database.rows(sql`SELECT pg_sleep(1)`).catch((error: unknown) => error);
+    expect(isStatementTimeout(refused)).toBe(true);
+  }, 30_000);
 });
 
 /**

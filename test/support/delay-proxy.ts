@@ -10,6 +10,11 @@ export interface DelayProxy {
   setDelay(ms: number): void;
   /** While true, a new connection is closed as it opens (the ones open stay): no new session. */
   setRefusing(refusing: boolean): void;
+  /**
+   * While true, nothing passes either way and nothing is closed: a server or a path to it gone
+   * silent (a hung host, a black-holed route), which no socket error reports.
+   */
+  setSilent(silent: boolean): void;
   close(): Promise<void>;
 }
 
@@ -28,6 +33,7 @@ interface Held {
 export async function startDelayProxy(target: { host: string; port: number }): Promise<DelayProxy> {
   let delayMs = 0;
   let refusing = false;
+  let silent = false;
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
     if (refusing) {
@@ -48,6 +54,7 @@ export async function startDelayProxy(target: { host: string; port: number }): P
       if (queue.length > 0) timer = setTimeout(flush, queue[0].at - now);
     };
     upstream.on('data', (chunk: Buffer) => {
+      if (silent) return;
       if (delayMs === 0 && queue.length === 0) {
         client.write(chunk);
         return;
@@ -57,7 +64,9 @@ export async function startDelayProxy(target: { host: string; port: number }): P
       queue.push({ at, chunk });
       timer ??= setTimeout(flush, at - Date.now());
     });
-    client.on('data', (chunk: Buffer) => upstream.write(chunk));
+    client.on('data', (chunk: Buffer) => {
+      if (!silent) upstream.write(chunk);
+    });
     const end = () => {
       clearTimeout(timer);
       client.destroy();
@@ -80,6 +89,9 @@ export async function startDelayProxy(target: { host: string; port: number }): P
     },
     setRefusing: (value) => {
       refusing = value;
+    },
+    setSilent: (value) => {
+      silent = value;
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();

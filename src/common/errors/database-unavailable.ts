@@ -17,6 +17,8 @@ const LOST_SESSION_MESSAGES = [
   'Connection terminated due to connection timeout',
   'Connection terminated',
   'Client has encountered a connection error and is not queryable',
+  // pg's query_timeout: no answer from a server or path gone silent (readTimeoutFor).
+  'Query read timeout',
 ];
 
 /**
