@@ -3,6 +3,7 @@ import { ConfigModule } from '@nestjs/config';
 import { CachesModule } from './common/cache/caches';
 import { ClockModule } from './common/time/clock';
 import { BackgroundJobsModule, type ProcessRole } from './common/time/background-jobs';
+import { ShutdownSignalModule } from './common/lifecycle/shutdown-signal';
 import { LoggingModule } from './common/logging/logging.module';
 import { configLoaders } from './config';
 import { DatabaseModule } from './database/database.module';
@@ -10,8 +11,8 @@ import { MetricsModule } from './metrics/metrics.module';
 import { RedisModule } from './redis/redis.module';
 
 /**
- * The global parts every feature module may inject (configuration, logger, clock, background
- * jobs, metrics, database, Redis, caches), one list for the server (AppModule) and the commands of
+ * The global parts every feature module may inject (configuration, logger, clock, the shutdown's
+ * signal, background jobs, metrics, database, Redis, caches), one list for the server (AppModule) and the commands of
  * `node dist/cli.js`, so that a feature module works the same in both.
  */
 @Module({})
@@ -28,6 +29,7 @@ export class CoreModule {
         }),
         LoggingModule,
         ClockModule,
+        ShutdownSignalModule,
         BackgroundJobsModule.forRole(role),
         MetricsModule,
         DatabaseModule,

@@ -6,11 +6,17 @@ import type { Logger } from 'pino';
 import { AppModule } from './app.module';
 import { setupApp } from './app.setup';
 import { createHttpAdapter } from './common/http/http-adapter';
+import { ShutdownSignal } from './common/lifecycle/shutdown-signal';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { type AppConfig, appConfig } from './config/app.config';
 import { httpConfig } from './config/http.config';
 import { startEmbeddedUnlessConfigured } from './database/embedded-postgres';
 import { stopTracing } from './tracing/tracing';
+
+/** The time left, before a shutdown forces the exit, to answer the replies it abandons. */
+const ANSWER_BEFORE_EXIT_MS = 3_000;
+/** How often a shutdown closes the keep-alive connections that have become idle. */
+const IDLE_CONNECTIONS_CHECK_MS = 100;
 
 async function bootstrap(): Promise<void> {
   const embedded = await startEmbeddedUnlessConfigured();
@@ -38,6 +44,16 @@ async function bootstrap(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    // A keep-alive connection busy when the server stopped listening stays open once its
+    // response is sent (the close only ends those idle at the time): each is closed as it
+    // becomes idle, or the shutdown waits for the client to hang up (found by review).
+    const server = app.getHttpServer();
+    setInterval(() => server.closeIdleConnections(), IDLE_CONNECTIONS_CHECK_MS).unref();
+    // Replies still waiting on their model provider are answered 503 before the exit cuts them.
+    setTimeout(
+      () => app.get(ShutdownSignal).abandon(),
+      Math.max(config.shutdownTimeoutMs - ANSWER_BEFORE_EXIT_MS, config.shutdownTimeoutMs / 2),
+    ).unref();
     setTimeout(() => {
       logger.error('shutdown timed out');
       logger.flush();

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
-import { runFromSource, waitUntilReady } from './support/built-app';
+import { Client } from 'pg';
+import { ensureBuilt, runBuilt, runFromSource, waitUntilReady } from './support/built-app';
+import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { freePort } from './support/ports';
 
 describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
@@ -50,4 +52,90 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
     // New connections are refused once it has stopped.
     await expect(fetch(`http://127.0.0.1:${port}/health/live`)).rejects.toThrow();
   }, 150_000);
+});
+
+describe('Shutdown with replies still waiting on their model provider (the built process)', () => {
+  let fake: FakeOpenAI | undefined;
+
+  afterAll(async () => {
+    await fake?.close();
+  });
+
+  it('answers them 503 before SHUTDOWN_TIMEOUT_MS, gives up their Idempotency-Keys, and exits 0 (review)', async () => {
+    ensureBuilt();
+    fake = await FakeOpenAI.start();
+    // The provider would answer in a minute: past every shutdown's patience.
+    fake.respondAlwaysWith({ delayMs: 60_000 });
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const service = runBuilt('main.js', [], {
+      ...fakeModelEnv(fake),
+      PORT: String(port),
+      METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: '5000',
+      RATE_LIMIT_REDIS_PREFIX: `e2e-${randomUUID()}:`,
+    });
+    await waitUntilReady(service, port);
+    const json = async (path: string, body: unknown, auth?: string) => {
+      const response = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+        body: JSON.stringify(body),
+      });
+      return (await response.json()) as Record<string, unknown>;
+    };
+    const signup = await json('/v1/auth/signup', {
+      email: `drain-${randomUUID()}@example.test`,
+      password: `pw ${randomUUID()}`,
+    });
+    const owner = `Bearer ${signup.access_token as string}`;
+    const key = await json('/v1/api-keys', { name: 'drain', scopes: ['read_write'] }, owner);
+    const auth = `Bearer ${key.key as string}`;
+    const personality = await json('/v1/personalities/from-catalog', { slug: 'sage-mentor' }, auth);
+    const keys = [`plain-${randomUUID()}`, `stream-${randomUUID()}`];
+    const reply = (idempotencyKey: string, stream: boolean) =>
+      fetch(`${base}/v1/respond`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          authorization: auth,
+          'idempotency-key': idempotencyKey,
+        },
+        body: JSON.stringify({
+          personality_id: personality.id,
+          user_id: `eu-${randomUUID()}`,
+          message: 'hello',
+          stream,
+        }),
+      });
+    const plain = reply(keys[0], false);
+    const streamed = reply(keys[1], true);
+    await fake.waitForRequests(2);
+    service.child.kill('SIGTERM');
+
+    const plainAnswer = await plain;
+    expect(plainAnswer.status).toBe(503);
+    expect(plainAnswer.headers.get('retry-after')).toBe('1');
+    expect(((await plainAnswer.json()) as { error: { code: string } }).error.code).toBe(
+      'service_unavailable',
+    );
+    const events = await (await streamed).text();
+    expect(events).toContain('event: error');
+    expect(events).toContain('"code":"service_unavailable"');
+    expect(await service.exited).toBe(0);
+
+    // Given up: a retry elsewhere runs afresh instead of waiting out a lease (409).
+    const database = new Client({ connectionString: process.env.DATABASE_URL });
+    await database.connect();
+    try {
+      const { rows } = await database.query<{ held: number }>(
+        'SELECT count(*)::int AS held FROM idempotency_keys WHERE key = ANY($1)',
+        [keys],
+      );
+      expect(rows[0].held).toBe(0);
+    } finally {
+      await database.end();
+    }
+  }, 120_000);
 });

@@ -3,8 +3,10 @@ import { ApiExtraModels, ApiOperation, ApiResponse, ApiTags, getSchemaPath } fro
 import type { Response } from 'express';
 import { Scopes } from '../common/auth/auth.decorators';
 import { Caller, type CallerContext } from '../common/auth/caller';
+import { AppError } from '../common/errors/app-error';
 import { toErrorResponse } from '../common/errors/all-exceptions.filter';
 import { clientGoneSignal } from '../common/http/client-signal';
+import { ShutdownSignal } from '../common/lifecycle/shutdown-signal';
 import { requestIdOf } from '../common/http/request-id';
 import { eventStream, type ServerSentEvents } from '../common/http/server-sent-events';
 import { ApiErrors } from '../common/openapi/api-responses';
@@ -56,6 +58,7 @@ export class RespondController {
     private readonly respondService: RespondService,
     private readonly slots: StreamSlots,
     private readonly idempotency: IdempotencyService,
+    private readonly shutdown: ShutdownSignal,
   ) {}
 
   @Post()
@@ -156,7 +159,9 @@ export class RespondController {
     response: Response,
     prepare: () => Promise<Conversation>,
   ): Promise<RespondAnswer | StreamableFile> {
-    const signal = clientGoneSignal(response);
+    // Aborted when the client leaves, or when a shutdown abandons the reply (its reason then
+    // the 503 the client is answered: askEngine throws it, streamReply sends it).
+    const signal = AbortSignal.any([clientGoneSignal(response), this.shutdown.signal]);
     // The slot first: a refused stream creates no end user and claims no turn.
     if (stream) this.slots.take(caller.organizationId, response);
     const conversation = await prepare();
@@ -196,7 +201,8 @@ export class RespondController {
       }
       await events.send('done', result);
     } catch (error) {
-      if (signal.aborted) return;
+      // The client left: nobody reads an error event.
+      if (signal.aborted && !(signal.reason instanceof AppError)) return;
       const { status, body } = toErrorResponse(error, requestIdOf(response.req));
       // The access line names an unexpected error, as the exception filter does.
       if (status === 500) (response as Response & { err?: Error }).err = error as Error;

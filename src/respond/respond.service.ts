@@ -449,7 +449,8 @@ export class RespondService implements OnApplicationBootstrap {
         const model = attemptedModel(error);
         if (clientSignal.aborted) {
           this.metrics.count(engine, model, 'cancelled');
-          throw error;
+          // A shutdown abandoning the reply aborts with the answer its client gets (a 503).
+          throw clientSignal.reason instanceof AppError ? clientSignal.reason : error;
         }
         if (timeout.aborted) {
           this.metrics.count(engine, model, 'timeout');

@@ -1,0 +1,27 @@
+import { Global, Injectable, Module } from '@nestjs/common';
+import { AppError } from '../errors/app-error';
+
+/**
+ * Aborted when a shutdown is about to give up on what is still running (main.ts, before
+ * SHUTDOWN_TIMEOUT_MS forces the exit): a reply waiting on its model provider is then answered
+ * 503 `service_unavailable` (Retry-After: 1) and its Idempotency-Key given up, where the forced
+ * exit had cut its connection without an answer and left the key "in progress" (found by
+ * review). The abort's reason is that error.
+ */
+@Injectable()
+export class ShutdownSignal {
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+
+  abandon(): void {
+    this.controller.abort(
+      new AppError('service_unavailable', 'The service is restarting; send the request again', {
+        headers: { 'Retry-After': '1' },
+      }),
+    );
+  }
+}
+
+@Global()
+@Module({ providers: [ShutdownSignal], exports: [ShutdownSignal] })
+export class ShutdownSignalModule {}
