@@ -42,6 +42,7 @@ export async function runMigrationsExclusively(dataSource: DataSource): Promise<
  * The names of this release's migrations the database has not recorded, read without writing
  * anything (TypeORM's showMigrations creates its table on an empty database). Recorded
  * migrations this release does not know are a newer release's: they only add, and are no reason.
+ * Oldest first.
  */
 export async function pendingMigrations(dataSource: DataSource): Promise<string[]> {
   const table = dataSource.options.migrationsTableName ?? 'migrations';
@@ -56,5 +57,14 @@ export async function pendingMigrations(dataSource: DataSource): Promise<string[
   }
   return dataSource.migrations
     .map((migration) => migration.name ?? migration.constructor.name)
-    .filter((name) => !applied.has(name));
+    .filter((name) => !applied.has(name))
+    .sort((a, b) => timestampOf(a) - timestampOf(b));
+}
+
+/**
+ * A migration's timestamp, the digits its name ends with: the order TypeORM runs them in, which
+ * the list it loads them in is not (found by review: start-up named the first as the last).
+ */
+function timestampOf(name: string): number {
+  return Number(/(\d+)$/.exec(name)?.[1] ?? 0);
 }

@@ -5,6 +5,9 @@ import type { Logger } from 'pino';
 import { newRequestId, REQUEST_ID_HEADER } from '../http/request-id';
 import { routeTemplateOf } from '../http/route-template';
 
+/** What the access line and the metrics say of a request answered nothing: nginx's 499. */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 type LoggedRequest = Request & { id?: string; log?: Logger };
 type LoggedResponse = Response & { err?: Error };
 
@@ -73,6 +76,9 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
     response.setHeader('X-Content-Type-Options', 'nosniff');
 
     response.once('close', () => {
+      // Gone before any answer was sent (the client hung up, or the request was cut): not the
+      // 200 or 201 Nest set in advance, which dashboards would count as successes (review).
+      if (!response.headersSent) response.statusCode = CLIENT_CLOSED_REQUEST;
       const status = response.statusCode;
       const durationMs = performance.now() - started;
       observe?.(request, response, durationMs);
