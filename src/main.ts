@@ -44,6 +44,8 @@ async function bootstrap(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    const shutdownSignal = app.get(ShutdownSignal);
+    shutdownSignal.begin();
     // A keep-alive connection busy when the server stopped listening stays open once its
     // response is sent (the close only ends those idle at the time): each is closed as it
     // becomes idle, or the shutdown waits for the client to hang up (found by review).
@@ -51,7 +53,7 @@ async function bootstrap(): Promise<void> {
     setInterval(() => server.closeIdleConnections(), IDLE_CONNECTIONS_CHECK_MS).unref();
     // Replies still waiting on their model provider are answered 503 before the exit cuts them.
     setTimeout(
-      () => app.get(ShutdownSignal).abandon(),
+      () => shutdownSignal.abandon(),
       Math.max(config.shutdownTimeoutMs - ANSWER_BEFORE_EXIT_MS, config.shutdownTimeoutMs / 2),
     ).unref();
     setTimeout(() => {

@@ -1,4 +1,5 @@
 import { createServer, Server, Socket } from 'node:net';
+import { ShutdownSignal } from '../src/common/lifecycle/shutdown-signal';
 import { expectError, expectRequestId, ULID } from './support/assertions';
 import { tenantWithKey } from './support/identity';
 import { ProbeModule } from './support/probe.module';
@@ -296,6 +297,23 @@ describe('Health', () => {
     } finally {
       await t.close().catch(() => undefined);
       await closeRelay().catch(() => undefined);
+    }
+  });
+});
+
+// Its own app, in a describe of its own: two apps of one describe interfere (see rate-limit).
+describe('Health during a shutdown', () => {
+  it('fails readiness once a shutdown has begun, while liveness stays up (review)', async () => {
+    const stopping = await createTestApp();
+    try {
+      expect((await stopping.http().get('/health/ready')).status).toBe(200);
+      stopping.app.get(ShutdownSignal).begin();
+      const ready = await stopping.http().get('/health/ready');
+      expectError(ready, 503, 'not_ready');
+      expect(ready.body.error.checks).toEqual({ shutdown: { status: 'stopping' } });
+      expect((await stopping.http().get('/health/live')).status).toBe(200);
+    } finally {
+      await stopping.close();
     }
   });
 });

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/errors/app-error';
+import { ShutdownSignal } from '../common/lifecycle/shutdown-signal';
 import { Database } from '../database/database';
 import { TokenBucketStorage } from '../rate-limit/token-bucket.storage';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
@@ -15,7 +16,7 @@ export interface Readiness {
 }
 
 /**
- * Readiness fails only on the database; Redis is reported (degraded when down or when rate
+ * Readiness fails on the database and once a shutdown has begun; Redis is reported (degraded when down or when rate
  * limits fell back to in-process buckets) without failing it (docs/decisions.md).
  */
 @Injectable()
@@ -25,9 +26,15 @@ export class HealthService {
     private readonly indicators: HealthIndicatorService,
     @Inject(REDIS_CLIENT) private readonly redis: RedisClient,
     private readonly rateLimits: TokenBucketStorage,
+    private readonly shutdown: ShutdownSignal,
   ) {}
 
   async readiness(): Promise<Readiness> {
+    if (this.shutdown.stopping) {
+      throw new AppError('not_ready', 'The service is shutting down', {
+        extra: { checks: { shutdown: { status: 'stopping' } } },
+      });
+    }
     const checks: Record<string, Check> = { database: await this.databaseCheck() };
     if (this.redis) {
       checks.redis = await this.redisCheck(this.redis);

@@ -2,7 +2,9 @@ import { Global, Injectable, Module } from '@nestjs/common';
 import { AppError } from '../errors/app-error';
 
 /**
- * Aborted when a shutdown is about to give up on what is still running (main.ts, before
+ * The shutdown's state: begun at SIGTERM (readiness fails from then on, found by review: it
+ * answered 200 while the background jobs stopped, then connections were refused); and a signal
+ * aborted when a shutdown is about to give up on what is still running (main.ts, before
  * SHUTDOWN_TIMEOUT_MS forces the exit): a reply waiting on its model provider is then answered
  * 503 `service_unavailable` (Retry-After: 1) and its Idempotency-Key given up, where the forced
  * exit had cut its connection without an answer and left the key "in progress" (found by
@@ -12,6 +14,17 @@ import { AppError } from '../errors/app-error';
 export class ShutdownSignal {
   private readonly controller = new AbortController();
   readonly signal = this.controller.signal;
+  private began = false;
+
+  /** Whether a shutdown has begun: readiness then fails, so that no new request is sent here. */
+  get stopping(): boolean {
+    return this.began;
+  }
+
+  /** SIGTERM or SIGINT arrived (main.ts). */
+  begin(): void {
+    this.began = true;
+  }
 
   abandon(): void {
     this.controller.abort(
