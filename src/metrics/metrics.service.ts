@@ -4,7 +4,7 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
 } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { createServer, type Server } from 'node:http';
 import {
   collectDefaultMetrics,
@@ -115,11 +115,10 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   /** Records each finished request (installed by app.setup.ts); undefined when metrics are off. */
   responseObserver(): ResponseObserver | undefined {
     if (!this.enabled) return undefined;
-    return (request: Request, response: Response, durationMs: number) => {
+    return (request: Request, status: number, durationMs: number) => {
       // Never the raw path, so ids cannot become label values; the HTTP parser accepts a fixed
       // set of methods.
       const template = routeTemplateOf(request) ?? UNMATCHED_ROUTE;
-      const status = response.statusCode;
       const key = `${request.method} ${status} ${template}`;
       let series = this.httpSeries.get(key);
       if (!series) {

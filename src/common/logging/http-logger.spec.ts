@@ -20,15 +20,17 @@ describe('createHttpLogger', () => {
     const logged = createHttpLogger(
       createRootLogger('info', destination),
       'k'.repeat(32),
-      (_r, res) => observed.push(res.statusCode),
+      (_r, status) => observed.push(status),
     );
     // As configure-http.ts mounts it (Nest's use takes any middleware).
     app.use(logged as unknown as RequestHandler);
     let handled!: () => void;
     const reached = new Promise<void>((resolve) => (handled = resolve));
+    let kept = 0;
     // As Nest does for a POST: the status is set before the handler has anything to answer.
     app.post('/slow', (_req, res) => {
       res.status(201);
+      res.on('close', () => setImmediate(() => (kept = res.statusCode)));
       handled();
     });
     const server: Server = app.listen(0, '127.0.0.1');
@@ -47,6 +49,8 @@ describe('createHttpLogger', () => {
         expect.objectContaining({ status: CLIENT_CLOSED_REQUEST, aborted: true, level: 'warn' }),
       ]);
       expect(observed).toEqual([CLIENT_CLOSED_REQUEST]);
+      // The response keeps the handler's status: an idempotent answer stored later is its own.
+      expect(kept).toBe(201);
     } finally {
       server.closeAllConnections();
       server.close();

@@ -15,7 +15,7 @@ type LoggedResponse = Response & { err?: Error };
  * Told of every finished request, where the access line is written (metrics record there, so a
  * request costs one 'close' listener for both); defined here so common/ imports no feature.
  */
-export type ResponseObserver = (request: Request, response: Response, durationMs: number) => void;
+export type ResponseObserver = (request: Request, status: number, durationMs: number) => void;
 
 /** What a request line says of the path: no path parameter and no query in clear. */
 export const UNMATCHED_PATH = '(unmatched)';
@@ -77,11 +77,12 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
 
     response.once('close', () => {
       // Gone before any answer was sent (the client hung up, or the request was cut): not the
-      // 200 or 201 Nest set in advance, which dashboards would count as successes (review).
-      if (!response.headersSent) response.statusCode = CLIENT_CLOSED_REQUEST;
-      const status = response.statusCode;
+      // 200 or 201 Nest set in advance, which dashboards would count as successes (review). The
+      // response itself keeps its status: an idempotent answer stored after the client left is
+      // the handler's, replayed as such.
+      const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
       const durationMs = performance.now() - started;
-      observe?.(request, response, durationMs);
+      observe?.(request, status, durationMs);
       const line: Record<string, unknown> = {
         requestId,
         method: request.method,
