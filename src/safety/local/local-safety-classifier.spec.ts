@@ -107,7 +107,6 @@ describe('LocalSafetyClassifier', () => {
       // Found by the review of 2026-12-06.
       ['an underscore for a letter', 'i want to k_ll myself'],
       ['commas between letters', 'i want to k,i,l,l myself'],
-      ['a word in brackets', 'i want to (die)'],
       ['"2" for "to"', 'im going 2 end it tonight'],
       ['"sewer slide"', 'i think about sewer slide a lot'],
       ['"unalive" without an object', 'i just wanna unalive'],
@@ -115,6 +114,13 @@ describe('LocalSafetyClassifier', () => {
       ['German without its umlauts, wishing', 'wuensche mir zu sterben'],
       ['a form of address first', 'bro just wanna die'],
       ['an interjection first', 'man i just want to die'],
+      // Found by the review of the change.
+      ['German, the speaker after the verb', 'Seit dem Tod meiner Mutter will ich sterben'],
+      [
+        'German, the speaker after the verb, wishing',
+        'Wegen meinem Chef möchte ich einfach tot sein',
+      ],
+      ['a denial before a bracket', "i'm not okay (want to die)"],
     ])('%s: "%s" is self_harm', (_form, text) => {
       expect(categoriesOf(text)).toEqual(['self_harm']);
     });
@@ -137,10 +143,12 @@ describe('LocalSafetyClassifier', () => {
       ['an identifier', 'kill_switch enabled in config'],
       ['the idiom, written with "2"', "i'm ready 2 die on this hill"],
       ['a person word that is the subject', 'my bro wants to die'],
+      ['a person word before a comma', 'My girl, who is 15, wanted to die'],
+      ['a person word before a comma, German', 'Mein Mann, der Krebs hat, will sterben'],
+      ['a person word before a comma, French', 'Mon frère, qui est en prison, a envie de mourir'],
       ['German "will" of someone else', 'meine freundin hat gesagt sie will sterben'],
       ['German "will" of someone else, alone', 'er will sterben'],
       ['someone else tired of life', 'meine mutter ist lebensmüde'],
-      ['brackets around an aside', 'call me (maybe) tomorrow'],
     ])('leaves what the new readings must not take clean: %s, "%s"', (_what, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });

@@ -357,12 +357,14 @@ export class LocalSafetyClassifier implements SafetyClassifier {
     return undefined;
   }
 
-  /** "bro, …", "man I …": a person word said to the reader, at its sentence's start or a break. */
+  /**
+   * "bro, …", "man I …": a person word said to the reader, first in its sentence. Not before a
+   * comma elsewhere: "my girl, who is 15, wanted to die" is about her (review of the change).
+   */
   private isVocative(tokens: Reading['tokens'], at: number): boolean {
-    if (!this.vocatives.has(tokens[at].text)) return false;
-    const startsSentence = at === 0 || tokens[at].breakBefore === SENTENCE_BREAK;
-    const endsClause = at + 1 < tokens.length && tokens[at + 1].breakBefore !== 0;
-    return startsSentence || endsClause;
+    return (
+      this.vocatives.has(tokens[at].text) && (at === 0 || tokens[at].breakBefore === SENTENCE_BREAK)
+    );
   }
 
   /**

@@ -229,24 +229,6 @@ describe('TextNormalizer', () => {
       expect(words('my self - and more')).toEqual(['myself', 'and', 'more']);
     });
 
-    it('reads through a short bracket, not a long one nor one a sentence ends in (review)', () => {
-      const breaks = (text: string) =>
-        normalizer.normalize(text).tokens.map((token) => [token.text, token.breakBefore]);
-      expect(breaks('want to (die) now')).toEqual([
-        ['want', 0],
-        ['to', 0],
-        ['die', 0],
-        ['now', 0],
-      ]);
-      expect(breaks('to (a bracket far longer than thirty-two) die')[1]).toEqual(['a', 1]);
-      expect(breaks('to (one. two) die').map(([, strength]) => strength)).toEqual([0, 1, 2, 1]);
-      // Unclosed, or closed after the limit: a clause break as before.
-      expect(breaks('to (die')).toEqual([
-        ['to', 0],
-        ['die', 1],
-      ]);
-    });
-
     it('reads an underscore between letters as a mask, and commas between spelled letters', () => {
       expect(words('k_ll s_icide k,i,l,l k, i, l, l')).toEqual(['kil', 'suicide', 'kil', 'kil']);
       // Not a mask at a word's edge, and words it joins stay words.

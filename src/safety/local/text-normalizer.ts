@@ -85,20 +85,6 @@ function inEllipsis(text: string, at: number): boolean {
   );
 }
 
-/**
- * Where the bracket opened at `at` closes, when it closes within SHORT_BRACKET characters with no
- * sentence end, bracket or quotation mark inside; else -1. Bounded: linear over a whole text.
- */
-function shortBracketEnd(text: string, at: number): number {
-  const last = Math.min(text.length - 1, at + SHORT_BRACKET + 1);
-  for (let i = at + 1; i <= last; i++) {
-    const code = text.charCodeAt(i);
-    if (CLOSING_BRACKETS.has(code)) return i;
-    if (OPENING_BRACKETS.has(code) || SENTENCE_ENDS.has(code) || QUOTE_MARKS.has(code)) return -1;
-  }
-  return -1;
-}
-
 // Characters are classified by code point: hashing one-character strings is what costs.
 const codesOf = (chars: string): Set<number> =>
   new Set([...chars].map((char) => char.codePointAt(0) ?? 0));
@@ -112,11 +98,6 @@ const LEET_SYMBOLS = codesOf('$@!|€');
 const MASK = 0x2a;
 /** Marks that hide a letter as a star does, between letters only ("k#ll", "k_ll"; "c#" is left). */
 const MASK_STANDINS: ReadonlySet<number> = codesOf('#^_');
-/** Brackets whose short content is read as part of its sentence: "i want to (die)". */
-const OPENING_BRACKETS = codesOf('([');
-const CLOSING_BRACKETS = codesOf(')]');
-/** The most characters a bracket may hold and still be read through. */
-const SHORT_BRACKET = 32;
 const HYPHEN = 0x2d;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
@@ -245,8 +226,8 @@ const MAX_SEGMENTED_RUN = 48;
  *   "e.g.") end no sentence.
  * - Repeated letters collapsed, in the text and in the lexicon alike.
  * - Sentence breaks (. ! ? ; newline; not three dots, a pause), clause breaks (, : brackets,
- *   dashes; not the brackets of a short aside: "i want to (die)") and quoted spans (" “ ” „ « »
- *   and single quotes around words) are recorded for the rules that read context.
+ *   dashes) and quoted spans (" “ ” „ « » and single quotes around words) are recorded for the
+ *   rules that read context.
  */
 export class TextNormalizer {
   /** Per BMP code point: 0 not yet known, 1 letter or digit, 2 neither. */
@@ -311,8 +292,6 @@ export class TextNormalizer {
     let quote = 0;
     let quoteCount = 0;
     let singleQuoted = false;
-    /** The closing bracket of a short bracket being read through, else -1. */
-    let bracketEnd = -1;
 
     const separate = (code: number, strength: BreakBefore): void => {
       flush();
@@ -441,13 +420,6 @@ export class TextNormalizer {
         separate(code, closesSpelling ? 0 : SENTENCE_BREAK);
         // A quotation left open ends with its line.
         if ((code === NEWLINE || code === RETURN) && quote !== 0) closeQuote();
-      } else if (i === bracketEnd) {
-        bracketEnd = -1;
-        separate(code, 0);
-      } else if (OPENING_BRACKETS.has(code) && shortBracketEnd(text, i) !== -1) {
-        // "i want to (die)": a word or two in brackets is read in its sentence (found by review).
-        bracketEnd = shortBracketEnd(text, i);
-        separate(code, 0);
       } else if (CLAUSE_MARKS.has(code)) {
         separate(code, CLAUSE_BREAK);
       } else {

@@ -181,6 +181,9 @@ export const SELF_HARM_LEXICON: readonly LexiconGroup[] = [
       // ("moechte") are matched by every phrase (withUmlautSpellings).
       '[nehm|nimm] mir ~2 das leben', '[meinem|mein] leben ein ende [setzen|machen|bereiten]',
       '[setze|setz|mache|mach] meinem leben ein ende',
+      // The speaker after the verb, as German puts it after an opening phrase ("Seit dem Tod
+      // meiner Mutter will ich sterben"; review of the change, 2026-12-06).
+      '[will|möchte|mag|wünsche] ich ~2 [sterben|tot sein|nicht mehr leben]',
       'mir ~2 [was|etwas] [antun|anzutun|antue]',
       '[ritze|ritz|ritzen] mich', 'mich ~2 [geritzt|ritzen|ritze]',
       '[verletze|verletz|schneide|schneid] mich [selbst|selber|]', 'mich [selbst|selber] [verletzen|verletzt|geschnitten]',
