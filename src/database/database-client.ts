@@ -32,8 +32,13 @@ export class DatabaseClient extends Client {
     return result as never;
   }
 
+  /**
+   * At once, before whoever sent the statement goes on: TypeORM's repository path gives the
+   * session back right after, and a pool takes back a session not yet ending (review of the
+   * change: ended on the next tick, it sat idle in the pool, closed). pg has run its timeout's
+   * own handling by then; the session's end destroys its socket.
+   */
   private endIfUnanswered(error: unknown): void {
-    // After pg's own handling of the timeout has run.
-    if (isReadTimeout(error)) process.nextTick(() => void this.end().catch(() => undefined));
+    if (isReadTimeout(error)) void this.end().catch(() => undefined);
   }
 }

@@ -1,4 +1,5 @@
 import type { TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
 import { isDatabaseUnavailable } from '../../src/common/errors/database-unavailable';
 import { isStatementTimeout } from '../../src/common/errors/statement-timeout';
 import { Database } from '../../src/database/database';
@@ -195,17 +196,24 @@ describe('Database: a database gone silent (real database behind a relay)', () =
       })
       .catch((error: unknown) => error);
     expect(isDatabaseUnavailable(transaction)).toBe(true);
+    // TypeORM's own statements (repositories): a query runner that gives the session back at once.
+    const dataSource = moduleRef.get(DataSource);
+    const typeorm = await dataSource.query('SELECT 1').catch((error: unknown) => error);
+    expect(isDatabaseUnavailable(typeorm)).toBe(true);
 
     // The sessions left waiting were destroyed, not given back: every session the pool hands out
     // now answers, statements and transactions alike.
     proxy.setSilent(false);
     const answers = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        i % 2 === 0
-          ? database.rows<{ n: number }>(sql`SELECT ${i}::int AS n`)
-          : database.transaction((manager) =>
+        [
+          () => database.rows<{ n: number }>(sql`SELECT ${i}::int AS n`),
+          () =>
+            database.transaction((manager) =>
               database.rows<{ n: number }>(sql`SELECT ${i}::int AS n`, { manager }),
             ),
+          () => dataSource.query<Array<{ n: number }>>(`SELECT ${i}::int AS n`),
+        ][i % 3](),
       ),
     );
     expect(answers.map(([row]) => row.n)).toEqual(Array.from({ length: 12 }, (_, i) => i));

@@ -19,6 +19,8 @@ const LOST_SESSION_MESSAGES = [
   'Client has encountered a connection error and is not queryable',
   // pg's query_timeout: no answer from a server or path gone silent (readTimeoutFor).
   'Query read timeout',
+  // A session ended (DatabaseClient) that a statement still reached.
+  'Client was closed and is not queryable',
 ];
 
 /**
