@@ -46,11 +46,19 @@ async function bootstrap(): Promise<void> {
     logger.info({ signal }, 'shutting down: finishing in-flight requests');
     const shutdownSignal = app.get(ShutdownSignal);
     shutdownSignal.begin();
+    const server = app.getHttpServer();
+    // Answers from now on close their connection: a client (a load balancer's pool) sends its
+    // next request elsewhere instead of on a socket about to go.
+    server.prependListener('request', (_request, response) =>
+      response.setHeader('Connection', 'close'),
+    );
     // A keep-alive connection busy when the server stopped listening stays open once its
     // response is sent (the close only ends those idle at the time): each is closed as it
-    // becomes idle, or the shutdown waits for the client to hang up (found by review).
-    const server = app.getHttpServer();
-    setInterval(() => server.closeIdleConnections(), IDLE_CONNECTIONS_CHECK_MS).unref();
+    // becomes idle, or the shutdown waits for the client to hang up (found by review). Not
+    // while still listening: a client may be sending on an idle one (review of the change).
+    setInterval(() => {
+      if (!server.listening) server.closeIdleConnections();
+    }, IDLE_CONNECTIONS_CHECK_MS).unref();
     // Replies still waiting on their model provider are answered 503 before the exit cuts them.
     setTimeout(
       () => shutdownSignal.abandon(),

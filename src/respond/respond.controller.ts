@@ -161,7 +161,7 @@ export class RespondController {
   ): Promise<RespondAnswer | StreamableFile> {
     // Aborted when the client leaves, or when a shutdown abandons the reply (its reason then
     // the 503 the client is answered: askEngine throws it, streamReply sends it).
-    const signal = AbortSignal.any([clientGoneSignal(response), this.shutdown.signal]);
+    const signal = this.shutdown.alongside(clientGoneSignal(response), response);
     // The slot first: a refused stream creates no end user and claims no turn.
     if (stream) this.slots.take(caller.organizationId, response);
     const conversation = await prepare();

@@ -1,5 +1,8 @@
 import { Global, Injectable, Module } from '@nestjs/common';
+import { setMaxListeners } from 'node:events';
+import type { ServerResponse } from 'node:http';
 import { AppError } from '../errors/app-error';
+import { onResponseDone } from '../http/response-done';
 
 /**
  * The shutdown's state: begun at SIGTERM (readiness fails from then on, found by review: it
@@ -14,6 +17,11 @@ import { AppError } from '../errors/app-error';
 export class ShutdownSignal {
   private readonly controller = new AbortController();
   readonly signal = this.controller.signal;
+
+  constructor() {
+    // One listener per reply in flight: no leak warning for a busy instance.
+    setMaxListeners(0, this.signal);
+  }
   private began = false;
 
   /** Whether a shutdown has begun: readiness then fails, so that no new request is sent here. */
@@ -24,6 +32,22 @@ export class ShutdownSignal {
   /** SIGTERM or SIGINT arrived (main.ts). */
   begin(): void {
     this.began = true;
+  }
+
+  /**
+   * `signal`, also aborted (with the 503) when the shutdown abandons the work, until `response`
+   * is done. A listener of its own per request, removed then, instead of AbortSignal.any with
+   * this process-long signal, whose dependents piled up in some Node releases (review).
+   */
+  alongside(signal: AbortSignal, response: ServerResponse): AbortSignal {
+    const controller = new AbortController();
+    const follow = (source: AbortSignal) => () => controller.abort(source.reason);
+    if (signal.aborted) controller.abort(signal.reason);
+    else signal.addEventListener('abort', follow(signal), { once: true });
+    const onAbandon = follow(this.signal);
+    this.signal.addEventListener('abort', onAbandon, { once: true });
+    onResponseDone(response, () => this.signal.removeEventListener('abort', onAbandon));
+    return controller.signal;
   }
 
   abandon(): void {
