@@ -110,6 +110,7 @@ describe('LocalSafetyClassifier', () => {
       ['"2" for "to"', 'im going 2 end it tonight'],
       ['"sewer slide"', 'i think about sewer slide a lot'],
       ['"unalive" without an object', 'i just wanna unalive'],
+      ['"unalive" without an object, then a time', 'i want to unalive tonight'],
       ['German without its umlauts', 'ich will mich toeten'],
       ['German without its umlauts, wishing', 'wuensche mir zu sterben'],
       ['a form of address first', 'bro just wanna die'],
@@ -149,6 +150,7 @@ describe('LocalSafetyClassifier', () => {
       ['German "will" of someone else', 'meine freundin hat gesagt sie will sterben'],
       ['German "will" of someone else, alone', 'er will sterben'],
       ['someone else tired of life', 'meine mutter ist lebensmüde'],
+      ['a pupil, her umlaut typed as two letters', 'meine schuelerin will sterben'],
     ])('leaves what the new readings must not take clean: %s, "%s"', (_what, text) => {
       expect(isSelfHarm(text)).toBe(false);
     });

@@ -70,9 +70,13 @@ const UMLAUT_SPELLINGS: Record<string, string> = {
  */
 function withUmlautSpellings(phrase: string): string {
   return phrase.replace(/[\p{L}']*[äöüÄÖÜ][\p{L}']*\*?/gu, (word) => {
-    const spelled = word.replace(/[äöüÄÖÜ]/g, (umlaut) => UMLAUT_SPELLINGS[umlaut]);
-    return `[${word}|${spelled}]`;
+    return `[${word}|${spelledWithoutUmlauts(word)}]`;
   });
+}
+
+/** "schülerin" → "schuelerin"; a word without an umlaut as it is. */
+function spelledWithoutUmlauts(word: string): string {
+  return word.replace(/[äöüÄÖÜ]/g, (umlaut) => UMLAUT_SPELLINGS[umlaut]);
 }
 
 /** The matches of `sorted` (ordered by start) that start from `from` to `to`: a binary search. */
@@ -116,8 +120,13 @@ export class LocalSafetyClassifier implements SafetyClassifier {
 
   constructor() {
     const lexiconNormalizer = new TextNormalizer();
+    // Context words too are read with their umlauts typed as two letters ("schuelerin").
     const words = (list: readonly string[]): Set<string> =>
-      new Set(list.map((word) => this.singleWord(lexiconNormalizer, word)));
+      new Set(
+        list
+          .flatMap((word) => [word, spelledWithoutUmlauts(word)])
+          .map((word) => this.singleWord(lexiconNormalizer, word)),
+      );
 
     this.negations = new Map(
       Object.entries(NEGATIONS).map(([language, list]) => [language as Language, words(list)]),

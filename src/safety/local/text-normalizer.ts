@@ -519,9 +519,10 @@ export class TextNormalizer {
     raws.forEach((raw, index) => {
       let breakBefore = raw.breakBefore;
       const next = raws[index + 1];
-      // "i want to unalive": the word without an object (found by review).
+      // "i want to unalive (tonight)": the word without an object (found by review).
       const words =
-        plainWord(raw.raw) === UNALIVE && (next === undefined || next.breakBefore !== 0)
+        plainWord(raw.raw) === UNALIVE &&
+        (next === undefined || next.breakBefore !== 0 || !OBJECT_STARTS.has(plainWord(next.raw)))
           ? UNALIVE_ALONE
           : this.readWord(raw.raw);
       for (const [text, isNumber] of words) {
@@ -559,6 +560,43 @@ export class TextNormalizer {
 }
 
 const UNALIVE = 'unalive';
+/** Words an object of "unalive" begins with: "unalive him", "unalive my …", "unalive the …". */
+const OBJECT_STARTS = new Set(
+  [
+    'me',
+    'myself',
+    'you',
+    'yourself',
+    'him',
+    'himself',
+    'her',
+    'herself',
+    'them',
+    'themselves',
+    'us',
+    'it',
+    'my',
+    'your',
+    'his',
+    'their',
+    'our',
+    'the',
+    'a',
+    'an',
+    'this',
+    'that',
+    'these',
+    'those',
+    'everyone',
+    'everybody',
+    'someone',
+    'somebody',
+    'people',
+    'u',
+    'ur',
+  ].map(collapseRepeats),
+);
+
 /** Without an object, "unalive" is to die: whose death the subject rules then read. */
 const UNALIVE_ALONE: [string, boolean][] = [['die', false]];
 
