@@ -1,11 +1,8 @@
 import { Client } from 'pg';
 
-/** pg's failure of a statement unanswered within its client-side timeout (query_timeout). */
-export function isReadTimeout(error: unknown): boolean {
-  const { message, driverError } = (error ?? {}) as { message?: unknown; driverError?: unknown };
-  return (
-    message === 'Query read timeout' || (driverError !== undefined && isReadTimeout(driverError))
-  );
+/** pg's own failure of a statement unanswered within its client-side timeout (query_timeout). */
+function isReadTimeout(error: unknown): boolean {
+  return (error as Error | null)?.message === 'Query read timeout';
 }
 
 /**

@@ -17,12 +17,12 @@ import { onResponseDone } from '../http/response-done';
 export class ShutdownSignal {
   private readonly controller = new AbortController();
   readonly signal = this.controller.signal;
+  private began = false;
 
   constructor() {
     // One listener per reply in flight: no leak warning for a busy instance.
     setMaxListeners(0, this.signal);
   }
-  private began = false;
 
   /** Whether a shutdown has begun: readiness then fails, so that no new request is sent here. */
   get stopping(): boolean {
