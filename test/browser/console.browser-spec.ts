@@ -697,11 +697,23 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await tab.getByRole('button', { name: 'Sign in' }).click();
     await tab.getByRole('button', { name: 'Open Acme Support' }).click();
     await tab.getByRole('link', { name: 'Team' }).click();
+    // The list's re-read held back: the picker must not offer the organization left meanwhile.
+    let releaseList = () => {};
+    const listHeld = new Promise<void>((resolve) => (releaseList = resolve));
+    const organizationsList = (url: URL) => url.pathname === '/v1/organizations';
+    await tab.route(organizationsList, async (route) => {
+      await listHeld;
+      await route.continue();
+    });
     await tab.getByRole('button', { name: /^Leave/ }).click();
     await tab.getByRole('dialog').getByRole('button', { name: 'Leave' }).click();
     // Back at the picker, still signed in: the organization left is gone from the list.
     await tab.getByText('You left Acme Support.').waitFor();
     await tab.getByRole('cell', { name: "Vera's Own", exact: true }).waitFor();
+    expect(await tab.getByRole('cell', { name: 'Acme Support', exact: true }).count()).toBe(0);
+    releaseList();
+    await browser.untilCallsAnswered(tab);
+    await tab.unroute(organizationsList);
     expect(await tab.getByRole('cell', { name: 'Acme Support', exact: true }).count()).toBe(0);
 
     // Removed by the owner while working in it: the next call's 403 takes them to the picker.

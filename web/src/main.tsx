@@ -64,12 +64,21 @@ function App() {
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
 
   /**
-   * Back to the picker, out of an organization the user no longer belongs to, the list read
-   * again (said when it cannot be: the one shown may still name the organization left).
+   * Back to the picker, out of an organization the user no longer belongs to: it is taken off
+   * the list at once (the picker never offers it while the list is read again), and the list is
+   * read again for any other change (said when it cannot be).
    */
   const leaveOrganization = async (message: string) => {
     setOrganization(null);
-    setSigned((previous) => previous && { ...previous, organizationId: null, notice: message });
+    setSigned(
+      (previous) =>
+        previous && {
+          ...previous,
+          organizations: previous.organizations.filter((o) => o.id !== previous.organizationId),
+          organizationId: null,
+          notice: message,
+        },
+    );
     navigate('/organizations', { replace: true });
     try {
       const organizations = await myOrganizations();
