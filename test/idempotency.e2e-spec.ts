@@ -201,6 +201,7 @@ describe('Idempotency-Key (contract §16)', () => {
       expect(
         endUsers.responses['409'].description.match(/idempotency_key_in_progress/g),
       ).toHaveLength(1);
+      expect(endUsers.responses['409'].headers['Retry-After']).toBeDefined();
       expect(endUsers.responses['422'].description).toContain('idempotency_key_reused');
       expect(endUsers.responses['201'].headers['Idempotent-Replayed']).toBeDefined();
       expect(headerOf(post('/v1/respond'))).toHaveLength(1);
@@ -449,6 +450,7 @@ describe('Idempotency-Key (contract §16)', () => {
       await fake.waitForRequests(1);
       const meanwhile = await post('/v1/respond', body, key);
       expectError(meanwhile, 409, 'idempotency_key_in_progress');
+      expect(meanwhile.headers['retry-after']).toBe('1');
       const other = await post('/v1/respond', { ...body, message: 'else' }, key);
       expectError(other, 422, 'idempotency_key_reused');
       const answered = await first;

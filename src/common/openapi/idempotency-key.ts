@@ -31,10 +31,14 @@ export function describeIdempotencyKey(document: OpenAPIObject): void {
       continue;
     }
     const conflict =
-      'A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`)';
+      'A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After)';
     const existing = responses['409'];
     if (existing) existing.description = `${existing.description ?? 'Conflict'}; or: ${conflict}`;
     else responses['409'] = { description: conflict, content: ENVELOPE };
+    responses['409'].headers = {
+      ...(responses['409'].headers as object | undefined),
+      'Retry-After': { $ref: '#/components/headers/Retry-After' },
+    };
     for (const [status, response] of Object.entries(responses)) {
       if (!status.startsWith('2')) continue;
       response.headers = {

@@ -30,7 +30,8 @@ export const HEADERS = {
     schema: { type: 'string' },
   },
   'Retry-After': {
-    description: 'Seconds until a token is back (3600 at most)',
+    description:
+      "Whole seconds to wait before retrying: until a rate-limit token is back, or the response's own wait (each response's description says which)",
     schema: { type: 'integer' },
   },
   [IDEMPOTENT_REPLAYED_HEADER]: {

@@ -3139,7 +3139,7 @@ export interface components {
         "X-RateLimit-Remaining": number;
         /** @description ISO 8601 time at which the bucket is full again (an hour from now at most: a bucket unused for an hour is full) */
         "X-RateLimit-Reset": string;
-        /** @description Seconds until a token is back (3600 at most) */
+        /** @description Whole seconds to wait before retrying: until a rate-limit token is back, or the response's own wait (each response's description says which) */
         "Retry-After": number;
         /** @description `true` on a replay of the stored answer of an earlier request with the same Idempotency-Key */
         "Idempotent-Replayed": "true";
@@ -3897,9 +3897,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4266,13 +4267,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The user has created ORGANIZATIONS_PER_USER organizations (`organization_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The user has created ORGANIZATIONS_PER_USER organizations (`organization_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5157,13 +5159,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The address is a member already (`already_a_member`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The address is a member already (`already_a_member`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5463,9 +5466,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5838,13 +5842,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The organization has 20 endpoints already (`webhook_endpoint_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The organization has 20 endpoints already (`webhook_endpoint_limit`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6420,13 +6425,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The endpoint is disabled (`webhook_endpoint_disabled`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The endpoint is disabled (`webhook_endpoint_disabled`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6595,13 +6601,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The endpoint is disabled (`webhook_endpoint_disabled`), or many redeliveries of this event raced for the next attempt number (`conflict`: try again); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The endpoint is disabled (`webhook_endpoint_disabled`), or many redeliveries of this event raced for the next attempt number (`conflict`: try again); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6987,9 +6994,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7451,9 +7459,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7625,13 +7634,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The identity is linked to another user (`sso_identity_taken`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The identity is linked to another user (`sso_identity_taken`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8543,13 +8553,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The user_id is under deletion (`end_user_under_deletion`); `erasure_expected_at` says until when; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The user_id is under deletion (`end_user_under_deletion`); `erasure_expected_at` says until when; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9683,13 +9694,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description At MEMORY_FACTS_LIMIT (`facts_limit_reached`), or under deletion (`end_user_under_deletion`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description At MEMORY_FACTS_LIMIT (`facts_limit_reached`), or under deletion (`end_user_under_deletion`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10274,9 +10286,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11069,13 +11082,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The organization's documents would hold more than KNOWLEDGE_MAX_BYTES (`knowledge_limit_reached`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12765,13 +12779,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The user_id is under deletion (`end_user_under_deletion`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The user_id is under deletion (`end_user_under_deletion`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12984,13 +12999,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The turn was resumed already (`turn_not_pending`), or its user_id is under deletion; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The turn was resumed already (`turn_not_pending`), or its user_id is under deletion; or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13495,13 +13511,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The user_id exists in the organization (`end_user_exists`), or is under deletion (`end_user_under_deletion`, with `erasure_expected_at`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The user_id exists in the organization (`end_user_exists`), or is under deletion (`end_user_under_deletion`, with `erasure_expected_at`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13879,9 +13896,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14165,13 +14183,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A live subscription exists (`subscription_exists`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A live subscription exists (`subscription_exists`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14349,13 +14368,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description The subscription cannot be suspended in its status (`subscription_not_active`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description The subscription cannot be suspended in its status (`subscription_not_active`); or: A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
                     "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14533,9 +14553,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`) */
+            /** @description A request with the same Idempotency-Key is still being processed (`idempotency_key_in_progress`, with Retry-After) */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
