@@ -508,6 +508,18 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
       message: expect.any(String),
       request_id: requestId,
     });
+    // Refused before any middleware ran, and still in the access log: no path, no method read.
+    expect(t.logs.forRequest(requestId!)).toEqual([
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'request refused',
+        method: '(unparsed)',
+        path: '(unmatched)',
+        status: 431,
+        code: 'headers_too_large',
+      }),
+    ]);
+    expect(JSON.stringify(t.logs.forRequest(requestId!))).not.toContain('9999');
   });
 
   it('answers text that is not HTTP with a 400 envelope', async () => {

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { MetricsService } from '../src/metrics/metrics.service';
@@ -49,6 +51,24 @@ describe('Prometheus metrics (§19)', () => {
     expect(response.status).toBe(404);
     expect(response.text).not.toContain('http_requests_total');
     expect((await fetch(metricsUrl.replace('/metrics', '/other'))).status).toBe(404);
+  });
+
+  it("counts a request Node's HTTP parser refused, under the method (unparsed)", async () => {
+    if (!t.server.listening) {
+      await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
+    }
+    const { port } = t.server.address() as AddressInfo;
+    const labels = { method: '(unparsed)', route: 'unmatched', status: '400' };
+    const before = valueOf(await scrape(), 'http_requests_total', labels);
+    const answered = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      const socket = connect(port, '127.0.0.1', () => socket.write('HELLO THERE\r\n\r\n'));
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(answered).toMatch(/^HTTP\/1\.1 400/);
+    expect(valueOf(await scrape(), 'http_requests_total', labels)).toBe(before + 1);
   });
 
   it('counts requests by method, route template and status, with a duration histogram', async () => {

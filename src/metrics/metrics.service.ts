@@ -115,9 +115,9 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   /** Records each finished request (installed by app.setup.ts); undefined when metrics are off. */
   responseObserver(): ResponseObserver | undefined {
     if (!this.enabled) return undefined;
-    return (request: Request, status: number, durationMs: number) => {
+    return (request: Pick<Request, 'method'>, status: number, durationMs: number) => {
       // Never the raw path, so ids cannot become label values; the HTTP parser accepts a fixed
-      // set of methods.
+      // set of methods (a request it refused is UNPARSED_METHOD).
       const template = routeTemplateOf(request) ?? UNMATCHED_ROUTE;
       const key = `${request.method} ${status} ${template}`;
       let series = this.httpSeries.get(key);

@@ -1,6 +1,11 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
-import { createHttpLogger, type ResponseObserver } from '../logging/http-logger';
+import {
+  createHttpLogger,
+  createRefusalLogger,
+  type ResponseObserver,
+} from '../logging/http-logger';
+import { observeRefusals } from './http-adapter';
 import { jsonBodyMiddleware, type JsonBodyOptions } from './json-body.middleware';
 import { privateResponsesMiddleware } from './private-responses.middleware';
 import { urlTextMiddleware } from './url-text.middleware';
@@ -26,6 +31,7 @@ export function configureHttp(
   // which the client writes itself, and per-IP rate limits could be dodged by rotating it.
   app.set('trust proxy', settings.trustProxy ? 1 : false);
   app.use(createHttpLogger(logger, settings.logHashKey, observeResponse));
+  observeRefusals(app.getHttpAdapter(), createRefusalLogger(logger, observeResponse));
   app.use(privateResponsesMiddleware);
   app.use(urlTextMiddleware);
   app.use(jsonBodyMiddleware(bodies));

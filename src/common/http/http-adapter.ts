@@ -3,6 +3,7 @@ import { createServer, maxHeaderSize, STATUS_CODES, type RequestListener } from 
 import type { Duplex } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { toErrorResponse } from '../errors/all-exceptions.filter';
+import type { RefusedRequest } from '../logging/http-logger';
 import { newRequestId, REQUEST_ID_HEADER } from './request-id';
 
 export interface ServerTimeouts {
@@ -17,8 +18,15 @@ export interface ServerTimeouts {
  * timeout could otherwise hold a slow client for up to a minute.
  */
 class TimedExpressAdapter extends ExpressAdapter {
+  private readonly refusalObservers: Array<(refused: RefusedRequest) => void> = [];
+
   constructor(private readonly timeouts: ServerTimeouts) {
     super();
+  }
+
+  /** Told of each request Node's parser refused, once it is answered (the access line). */
+  onRefusal(observer: (refused: RefusedRequest) => void): void {
+    this.refusalObservers.push(observer);
   }
 
   // Graceful shutdown lets in-flight requests finish, so `forceCloseConnections` is not offered.
@@ -32,7 +40,10 @@ class TimedExpressAdapter extends ExpressAdapter {
       },
       this.getInstance<RequestListener>(),
     );
-    server.on('clientError', answerClientError);
+    server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
+      const refused = answerClientError(error, socket);
+      if (refused) for (const observe of this.refusalObservers) observe(refused);
+    });
     this.setHttpServer(server);
   }
 }
@@ -53,12 +64,17 @@ const CLIENT_ERRORS: Record<string, () => AppError> = {
 /**
  * Replaces Node's default `clientError` answer (a bare status line) with the error envelope and a
  * fresh request id, so every answer the service gives is one a client can parse and quote.
+ * Answers what it answered; nothing for a connection only closed (the client gone, or a
+ * response already under way).
  */
-function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+function answerClientError(
+  error: Error & { code?: string },
+  socket: Duplex,
+): RefusedRequest | undefined {
   const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
     socket.destroy();
-    return;
+    return undefined;
   }
   const requestId = newRequestId();
   const refusal =
@@ -76,8 +92,17 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
       'Connection: close\r\n\r\n' +
       json,
   );
+  return { requestId, status, code: refusal.code };
 }
 
 export function createHttpAdapter(timeouts: ServerTimeouts): ExpressAdapter {
   return new TimedExpressAdapter(timeouts);
+}
+
+/** Tells `observer` of each request the parser refused, on a server createHttpAdapter made. */
+export function observeRefusals(
+  adapter: unknown,
+  observer: (refused: RefusedRequest) => void,
+): void {
+  if (adapter instanceof TimedExpressAdapter) adapter.onRefusal(observer);
 }

@@ -11,7 +11,7 @@ const MIDDLEWARE_CATCH_ALL = '/{*path}';
  * undefined for requests no controller route matched (unknown paths, bodies refused before
  * routing). Metrics and traces label requests with it, never with the raw path.
  */
-export function routeTemplateOf(request: IncomingMessage): string | undefined {
-  const route = (request as IncomingMessage & { route?: { path?: unknown } }).route?.path;
+export function routeTemplateOf(request: Pick<IncomingMessage, 'method'>): string | undefined {
+  const route = (request as { route?: { path?: unknown } }).route?.path;
   return typeof route === 'string' && route !== MIDDLEWARE_CATCH_ALL ? route : undefined;
 }

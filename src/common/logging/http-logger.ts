@@ -13,9 +13,24 @@ type LoggedResponse = Response & { err?: Error };
 
 /**
  * Told of every finished request, where the access line is written (metrics record there, so a
- * request costs one 'close' listener for both); defined here so common/ imports no feature.
+ * request costs one 'close' listener for both); defined here so common/ imports no feature. A
+ * request Node's parser refused has no route and its method is UNPARSED_METHOD.
  */
-export type ResponseObserver = (request: Request, status: number, durationMs: number) => void;
+export type ResponseObserver = (
+  request: Pick<Request, 'method'>,
+  status: number,
+  durationMs: number,
+) => void;
+
+/** The method a line and the metrics give a request Node's HTTP parser refused. */
+export const UNPARSED_METHOD = '(unparsed)';
+
+/** A request Node's HTTP parser refused, as the server answered it (http-adapter.ts). */
+export interface RefusedRequest {
+  requestId: string;
+  status: number;
+  code: string;
+}
 
 /** What a request line says of the path: no path parameter and no query in clear. */
 export const UNMATCHED_PATH = '(unmatched)';
@@ -102,5 +117,21 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
       }
     });
     storage.run(new Store(request.log), next);
+  };
+}
+
+/**
+ * The access line and the metrics of a request Node's parser refused before any middleware saw
+ * it (an over-long request line, bytes that are not HTTP, a body that never arrived): without
+ * them such traffic, a misconfigured proxy's or an attack's, left no trace.
+ */
+export function createRefusalLogger(logger: Logger, observe?: ResponseObserver) {
+  const accessLog = logger.child({}, { redact: { paths: [] } });
+  return ({ requestId, status, code }: RefusedRequest): void => {
+    observe?.({ method: UNPARSED_METHOD }, status, 0);
+    accessLog.warn(
+      { requestId, method: UNPARSED_METHOD, path: UNMATCHED_PATH, status, code },
+      'request refused',
+    );
   };
 }
