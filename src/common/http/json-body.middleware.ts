@@ -5,8 +5,10 @@ import { AppError } from '../errors/app-error';
 import { admitDocument, type DocumentRequest } from './document-body';
 import {
   findUnsafeContent,
-  jsonNestsDeeperThan,
+  jsonShapeExcess,
   MAX_JSON_DEPTH,
+  MAX_KEY_SQUARES,
+  MAX_OBJECT_KEYS,
   mayHoldUnsafeContent,
 } from '../validation/untrusted-json';
 
@@ -15,7 +17,6 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
 /** The methods whose body is read (and refused where the route takes none). */
 export const METHODS_WITH_BODY: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-const TOO_DEEP = 'json.too.deep';
 const NOT_UTF8 = 'json.not.utf8';
 
 type RequestWithRawBody = Request & { rawBody?: Buffer };
@@ -36,9 +37,20 @@ function hasBody(request: Request): boolean {
 /** Maps body-parser's failures to the contract's codes instead of Express's HTML pages. */
 function toAppError(error: { type?: string; limit?: number }): AppError {
   switch (error.type) {
-    case TOO_DEEP:
+    case 'json.depth':
       return AppError.validation([
         { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
+      ]);
+    case 'json.object_keys':
+      return AppError.validation([
+        { field: 'body', problem: `must not hold an object of more than ${MAX_OBJECT_KEYS} keys` },
+      ]);
+    case 'json.key_squares':
+      return AppError.validation([
+        {
+          field: 'body',
+          problem: `must not hold so many wide objects: each counts the square of its keys, ${MAX_KEY_SQUARES} in all`,
+        },
       ]);
     case NOT_UTF8:
       return new AppError('malformed_json', 'The body is not UTF-8 text');
@@ -182,9 +194,13 @@ function jsonParser(limit: number): RequestHandler {
       // The decoder would turn bytes that are not UTF-8 (a lone surrogate's, say) into U+FFFD,
       // and the text stored would not be the text sent (as document bodies, spooled-document.ts).
       if (!isUtf8(buffer)) throw Object.assign(new Error('not UTF-8'), { type: NOT_UTF8 });
-      if (jsonNestsDeeperThan(buffer, MAX_JSON_DEPTH)) {
-        throw Object.assign(new Error('too deep'), { type: TOO_DEEP });
-      }
+      const excess = jsonShapeExcess(buffer, {
+        depth: MAX_JSON_DEPTH,
+        objectKeys: MAX_OBJECT_KEYS,
+        keySquares: MAX_KEY_SQUARES,
+      });
+      if (excess)
+        throw Object.assign(new Error(`body past its ${excess}`), { type: `json.${excess}` });
       request.rawBody = buffer;
     },
   });

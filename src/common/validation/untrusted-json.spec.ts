@@ -3,6 +3,7 @@ import {
   isStorableJson,
   isStorableText,
   jsonNestsDeeperThan,
+  jsonShapeExcess,
 } from './untrusted-json';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
@@ -25,6 +26,38 @@ describe('jsonNestsDeeperThan', () => {
     const deep = '['.repeat(100_000) + ']'.repeat(100_000);
     expect(jsonNestsDeeperThan(bytes(deep), 64)).toBe(true);
     expect(jsonNestsDeeperThan(bytes(deep), 100_000)).toBe(false);
+  });
+});
+
+describe('jsonShapeExcess', () => {
+  const limits = { depth: 4, objectKeys: 2, keySquares: 8 };
+  const object = (keys: number) =>
+    `{${Array.from({ length: keys }, (_, i) => `"k${i}":${i}`).join(',')}}`;
+
+  it.each([
+    ['{"a":1,"b":2}', undefined],
+    ['{"a":1,"b":2,"c":3}', 'object_keys'],
+    // Colons in strings, keys and values alike, are text; an array's items are not keys.
+    ['{"a:b":"c:d:e","f":[1,2,3,4,5,6]}', undefined],
+    ['{"a":"\\\\","b":":","c":3}', 'object_keys'],
+    // Each object counts its own keys, and their square toward the body's (4 + 4 + 1 > 8).
+    ['[{"a":1,"b":2},{"c":3,"d":4}]', undefined],
+    ['[{"a":1,"b":2},{"c":3,"d":4},{"e":5}]', 'key_squares'],
+    ['[{"a":1},{"b":2},{"c":3},{"d":4},{"e":5},{"f":6},{"g":7},{"h":8}]', undefined],
+    ['{"a":{"b":1,"c":2},"d":3}', undefined],
+    ['{"a":{"b":1,"c":2},"d":3,"e":{}}', 'object_keys'],
+    // A key written twice counts twice: the text is bounded, whatever JSON.parse keeps.
+    ['{"a":1,"a":2,"a":3}', 'object_keys'],
+    ['[[[[[]]]]]', 'depth'],
+  ])('%s: %s', (text, expected) => {
+    expect(jsonShapeExcess(bytes(text), limits)).toBe(expected);
+  });
+
+  it('counts 90,000 keys in one object in one pass, and stops at the limit', () => {
+    const wide = bytes(object(90_000));
+    expect(jsonShapeExcess(wide, { depth: 64, objectKeys: 1_000 })).toBe('object_keys');
+    expect(jsonShapeExcess(wide, { depth: 64 })).toBeUndefined();
+    expect(jsonShapeExcess(bytes(object(1_000)), { depth: 64, objectKeys: 1_000 })).toBeUndefined();
   });
 });
 
