@@ -21,6 +21,7 @@ SELECT organization_id, lexeme FROM knowledge_term_refills
 WHERE organization_id = $1
 ORDER BY lexeme LIMIT $2 FOR UPDATE SKIP LOCKED;
 SELECT pg_advisory_xact_lock(hashtextextended('knowledge:' || $1, 0));
+SET LOCAL enable_seqscan = off;
 START TRANSACTION;
 WITH held AS MATERIALIZED (
        SELECT ARRAY(SELECT t.chunk_id FROM knowledge_terms t
@@ -32,10 +33,13 @@ SELECT $4::uuid, $5::text, r.weight, r.id, r.document_id
  CROSS JOIN LATERAL (
        SELECT c.id, c.document_id,
               knowledge_term_weight(coalesce(array_length(l.positions, 1), 1), length(c.search)) AS weight
-         FROM knowledge_chunks c CROSS JOIN LATERAL unnest(c.search) AS l
-        WHERE c.organization_id = $6
-          AND c.search @@ ('''' || replace(replace($7, '\', '\\'), '''', '''''') || '''')::tsquery
-          AND c.id <> ALL (h.chunk_ids) AND l.lexeme = $8
+         FROM (SELECT c.id, c.document_id, c.search FROM knowledge_chunks c
+                WHERE c.organization_id = $6
+                  AND c.search @@ ('''' || replace(replace($7, '\', '\\'), '''', '''''') || '''')::tsquery
+                  AND c.id <> ALL (h.chunk_ids)
+                LIMIT $8) c
+        CROSS JOIN LATERAL unnest(c.search) AS l
+        WHERE l.lexeme = $9
         ORDER BY weight DESC, c.id DESC
-        LIMIT $9 - cardinality(h.chunk_ids)) r
- WHERE cardinality(h.chunk_ids) < $10;
+        LIMIT $10 - cardinality(h.chunk_ids)) r
+ WHERE cardinality(h.chunk_ids) < $11;
