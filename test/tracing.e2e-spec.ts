@@ -212,6 +212,28 @@ describe('Tracing (OpenTelemetry, the built service)', () => {
     expect(server.attributes['server.address']).toBe('127.0.0.1');
   });
 
+  it('takes an X-Forwarded-For entry as client.address only when it is an IP address (review)', async () => {
+    const addressOf = async (forwardedFor: string) => {
+      const { traceId, traceparent } = incomingTrace();
+      const response = await fetch(`${base}/v1/vocabularies/emotions`, {
+        headers: { traceparent, 'x-forwarded-for': forwardedFor },
+      });
+      expect(response.status).toBe(200);
+      const server = await eventually(
+        () => spansOf(traceId).find((span) => span.kind === SERVER),
+        describeSpans(traceId),
+      );
+      return server.attributes['client.address'];
+    };
+    expect(await addressOf('203.0.113.7, 10.0.0.1')).toBe('203.0.113.7');
+    expect(await addressOf('[2001:db8::1]:443')).toBe('2001:db8::1');
+    expect(await addressOf('198.51.100.2:8080')).toBe('198.51.100.2');
+    // Anything else a caller writes there is not kept: the connection's peer is.
+    expect(await addressOf(`someone@example.com ${'x'.repeat(5_000)}`)).toMatch(
+      /^(::ffff:)?127\.0\.0\.1$/,
+    );
+  });
+
   it('does not trace probes; exits 0 on SIGTERM after exporting what it holds; log lines carry trace_id', async () => {
     const before = receiver.spans.length;
     const { traceId, traceparent } = incomingTrace();

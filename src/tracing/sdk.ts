@@ -6,6 +6,7 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { NodeSDK } from '@opentelemetry/sdk-node';
 // Loading http before the SDK starts is harmless: its exports are patched in place on later requires.
 import { IncomingMessage, type RequestOptions } from 'node:http';
+import { isIP } from 'node:net';
 import { routeTemplateOf } from '../common/http/route-template';
 
 /** Probes and scrapes arrive every few seconds and would bury the traces worth reading. */
@@ -31,9 +32,26 @@ function originOf(options: RequestOptions): string {
   return `${protocol}//${bracketed}${options.port ? `:${String(options.port)}` : ''}`;
 }
 
-/** The caller's User-Agent and Host as a span keeps them: at most CALLER_VALUE_LIMIT characters. */
+/**
+ * The caller's address as a span keeps it: the first X-Forwarded-For entry when it is an IP
+ * address (the client's own claim, as the instrumentation reads it), else the connection's peer.
+ * The instrumentation took any text there, up to the header's 16 KiB (review).
+ */
+function clientAddressOf(request: IncomingMessage): string | undefined {
+  const header = request.headers['x-forwarded-for'];
+  const claimed = (Array.isArray(header) ? header[0] : header)?.split(',')[0].trim() ?? '';
+  const address = claimed.replace(/^\[([^\]]*)\](?::\d+)?$/, '$1').replace(/^([\d.]+):\d+$/, '$1');
+  return isIP(address) ? address : request.socket.remoteAddress;
+}
+
+/**
+ * The caller's User-Agent and Host as a span keeps them (at most CALLER_VALUE_LIMIT characters),
+ * and its address (clientAddressOf).
+ */
 function callerValues(request: IncomingMessage): Attributes {
   const values: Attributes = {};
+  const clientAddress = clientAddressOf(request);
+  if (clientAddress !== undefined) values['client.address'] = clientAddress;
   const { 'user-agent': userAgent, host } = request.headers;
   if (userAgent !== undefined)
     values['user_agent.original'] = userAgent.slice(0, CALLER_VALUE_LIMIT);
