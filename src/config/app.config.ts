@@ -14,7 +14,7 @@ import {
 } from 'class-validator';
 import { toBoolean, toNumber, validateEnv } from './validate-env';
 
-class AppEnv {
+export class AppEnv {
   @IsOptional()
   @IsIn(['development', 'production', 'test'])
   NODE_ENV?: string;

@@ -32,25 +32,33 @@ function originOf(options: RequestOptions): string {
   return `${protocol}//${bracketed}${options.port ? `:${String(options.port)}` : ''}`;
 }
 
+/** The longest IP address written out (an IPv4-mapped IPv6 one); a zone id (`%…`) is not kept. */
+const IP_ADDRESS_LIMIT = 45;
+
 /**
- * The caller's address as a span keeps it: the first X-Forwarded-For entry when it is an IP
- * address (the client's own claim, as the instrumentation reads it), else the connection's peer.
- * The instrumentation took any text there, up to the header's 16 KiB (review).
+ * The caller's address as a span keeps it, as the service reads it (`request.ip`): under
+ * TRUST_PROXY the last X-Forwarded-For entry (the one our load balancer appended) when it is an
+ * IP address, else the connection's peer. The instrumentation took the first entry, which the
+ * client writes itself, any text up to the header's 16 KiB (review).
  */
-function clientAddressOf(request: IncomingMessage): string | undefined {
+export function clientAddressOf(request: IncomingMessage, trustProxy: boolean): string | undefined {
+  const peer = request.socket.remoteAddress;
   const header = request.headers['x-forwarded-for'];
-  const claimed = (Array.isArray(header) ? header[0] : header)?.split(',')[0].trim() ?? '';
-  const address = claimed.replace(/^\[([^\]]*)\](?::\d+)?$/, '$1').replace(/^([\d.]+):\d+$/, '$1');
-  return isIP(address) ? address : request.socket.remoteAddress;
+  if (!trustProxy || header === undefined) return peer;
+  const entries = (Array.isArray(header) ? header.join(',') : header).split(',');
+  const appended = entries[entries.length - 1].trim();
+  return appended.length <= IP_ADDRESS_LIMIT && !appended.includes('%') && isIP(appended)
+    ? appended
+    : peer;
 }
 
 /**
  * The caller's User-Agent and Host as a span keeps them (at most CALLER_VALUE_LIMIT characters),
  * and its address (clientAddressOf).
  */
-function callerValues(request: IncomingMessage): Attributes {
+function callerValues(request: IncomingMessage, trustProxy: boolean): Attributes {
   const values: Attributes = {};
-  const clientAddress = clientAddressOf(request);
+  const clientAddress = clientAddressOf(request, trustProxy);
   if (clientAddress !== undefined) values['client.address'] = clientAddress;
   const { 'user-agent': userAgent, host } = request.headers;
   if (userAgent !== undefined)
@@ -74,7 +82,7 @@ function scrubPath(span: Span, shown: string): void {
  * (exporter endpoint, headers, protocol, sampler, propagators, resource attributes) comes from
  * the standard OTEL_* variables, which the SDK reads itself.
  */
-export function createTracingSdk(): NodeSDK {
+export function createTracingSdk(options: { trustProxy: boolean }): NodeSDK {
   return new NodeSDK({
     // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (read by the SDK's env detector) win.
     resource: defaultResource().merge(
@@ -91,7 +99,7 @@ export function createTracingSdk(): NodeSDK {
         ignoreIncomingRequestHook: (request) => UNTRACED_PATHS.test(request.url ?? ''),
         // Overrides the attributes the instrumentation derives from the request (its hooks' win).
         startOutgoingSpanHook: (options) => ({ 'url.full': originOf(options) }),
-        startIncomingSpanHook: callerValues,
+        startIncomingSpanHook: (request) => callerValues(request, options.trustProxy),
         // Names the server span after the route template (`GET /v1/end-users/:user_id`) as it
         // ends. The Express instrumentation would do it too, but it wraps every middleware layer
         // and cost as much again as the rest of tracing (bench/results/observability.json).

@@ -1,4 +1,5 @@
 import type { NodeSDK } from '@opentelemetry/sdk-node';
+import { AppEnv } from '../config/app.config';
 import { TelemetryEnv, tracingEnabled } from '../config/telemetry.config';
 import { validateEnv } from '../config/validate-env';
 
@@ -15,7 +16,8 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): boolean {
   if (!tracingEnabled(validateEnv(TelemetryEnv, env))) return false;
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is on
   const { createTracingSdk } = require('./sdk') as typeof import('./sdk');
-  sdk = createTracingSdk();
+  // Spans name the client as the service does: X-Forwarded-For is believed only under TRUST_PROXY.
+  sdk = createTracingSdk({ trustProxy: validateEnv(AppEnv, env).TRUST_PROXY ?? false });
   sdk.start();
   return true;
 }
