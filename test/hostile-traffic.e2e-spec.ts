@@ -529,6 +529,33 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
     expect(afterMs).toBeLessThan(5_500);
     expect(text).toMatch(/^HTTP\/1\.1 408/);
     expect(envelopeOf(text)).toMatchObject({ status: 408, code: 'request_timeout' });
+    // One access line, the request's own, under the id the client got (review: a second one,
+    // 499 under an id never sent, came with the refusal's).
+    const requestId = (envelopeOf(text) as { request_id: string }).request_id;
+    const lines = () => t.logs.entries().filter((line) => line.requestId === requestId);
+    for (let waited = 0; lines().length === 0 && waited < 3_000; waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(lines()).toEqual([
+      expect.objectContaining({
+        method: 'POST',
+        // Refused while its body was read, before routing.
+        path: '(unmatched)',
+        status: 408,
+        code: 'request_timeout',
+      }),
+    ]);
+    expect(t.logs.entries().filter((line) => line.status === 499)).toEqual([]);
+  });
+
+  it('closes quietly a connection that sends nothing within HEADERS_TIMEOUT_MS (a preconnect)', async () => {
+    const refusals = () => t.logs.entries().filter((line) => line.msg === 'request refused');
+    const before = refusals().length;
+    const socket = await open();
+    const { text, afterMs } = await closedBy(socket, 5_000);
+    expect(text).toBe('');
+    expect(afterMs).toBeLessThan(3_000);
+    expect(refusals()).toHaveLength(before);
   });
 
   it('answers an over-long request line with a 431 envelope, not a bare status line', async () => {

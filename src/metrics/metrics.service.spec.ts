@@ -51,6 +51,17 @@ describe('MetricsService', () => {
     );
   });
 
+  it('counts a request without a duration (one the HTTP parser refused) outside the histogram', async () => {
+    const metrics = service(9464);
+    metrics.responseObserver()!(request('(unparsed)'), 408);
+    expect(await requestsTotal(metrics)).toEqual([
+      { method: '(unparsed)', route: UNMATCHED_ROUTE, status: '408', value: 1 },
+    ]);
+    expect(await metrics.registry.metrics()).not.toContain(
+      'http_request_duration_seconds_count{method="(unparsed)"',
+    );
+  });
+
   it('reads the pools at each scrape, each by its name', async () => {
     const text = await service(9464).registry.metrics();
     expect(text).toContain('db_pool_connections{pool="requests",state="total"} 4');

@@ -115,7 +115,7 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
   /** Records each finished request (installed by app.setup.ts); undefined when metrics are off. */
   responseObserver(): ResponseObserver | undefined {
     if (!this.enabled) return undefined;
-    return (request: Pick<Request, 'method'>, status: number, durationMs: number) => {
+    return (request: Pick<Request, 'method'>, status: number, durationMs?: number) => {
       // Never the raw path, so ids cannot become label values; the HTTP parser accepts a fixed
       // set of methods (a request it refused is UNPARSED_METHOD).
       const template = routeTemplateOf(request) ?? UNMATCHED_ROUTE;
@@ -130,7 +130,7 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
         this.httpSeries.set(key, series);
       }
       series.requests.inc();
-      series.duration.observe(durationMs / 1000);
+      if (durationMs !== undefined) series.duration.observe(durationMs / 1000);
     };
   }
 

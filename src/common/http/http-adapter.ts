@@ -1,9 +1,15 @@
 import { ExpressAdapter } from '@nestjs/platform-express';
-import { createServer, maxHeaderSize, STATUS_CODES, type RequestListener } from 'node:http';
+import {
+  createServer,
+  maxHeaderSize,
+  STATUS_CODES,
+  type RequestListener,
+  type ServerResponse,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { toErrorResponse } from '../errors/all-exceptions.filter';
-import type { RefusedRequest } from '../logging/http-logger';
+import { answeredOnSocket, type RefusedRequest } from '../logging/http-logger';
 import { newRequestId, REQUEST_ID_HEADER } from './request-id';
 
 export interface ServerTimeouts {
@@ -40,10 +46,13 @@ class TimedExpressAdapter extends ExpressAdapter {
       },
       this.getInstance<RequestListener>(),
     );
-    server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
-      const refused = answerClientError(error, socket);
-      if (refused) for (const observe of this.refusalObservers) observe(refused);
-    });
+    server.on(
+      'clientError',
+      (error: Error & { code?: string }, socket: Duplex & { bytesRead?: number }) => {
+        const refused = answerClientError(error, socket);
+        if (refused) for (const observe of this.refusalObservers) observe(refused);
+      },
+    );
     this.setHttpServer(server);
   }
 }
@@ -62,21 +71,30 @@ const CLIENT_ERRORS: Record<string, () => AppError> = {
 };
 
 /**
- * Replaces Node's default `clientError` answer (a bare status line) with the error envelope and a
- * fresh request id, so every answer the service gives is one a client can parse and quote.
- * Answers what it answered; nothing for a connection only closed (the client gone, or a
- * response already under way).
+ * Replaces Node's default `clientError` answer (a bare status line) with the error envelope, so
+ * every answer the service gives is one a client can parse and quote. A request already in
+ * Express's hands (its body never arrived) keeps its request id, and its own access line tells
+ * the answer (answeredOnSocket); a request the parser never finished gets a fresh id and is
+ * answered here (the RefusedRequest returned). A connection only closed is neither: the client
+ * gone, a response already under way, or a connection that sent nothing before the timeout (a
+ * browser's or a pool's preconnect, closed quietly as nginx does).
  */
 function answerClientError(
   error: Error & { code?: string },
-  socket: Duplex,
+  socket: Duplex & { bytesRead?: number },
 ): RefusedRequest | undefined {
-  const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (error.code === 'ECONNRESET' || !socket.writable || response?.headersSent) {
+  const response = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
+  if (
+    error.code === 'ECONNRESET' ||
+    !socket.writable ||
+    response?.headersSent ||
+    socket.bytesRead === 0
+  ) {
     socket.destroy();
     return undefined;
   }
-  const requestId = newRequestId();
+  const ownId = response?.getHeader(REQUEST_ID_HEADER);
+  const requestId = typeof ownId === 'string' ? ownId : newRequestId();
   const refusal =
     CLIENT_ERRORS[error.code ?? '']?.() ??
     new AppError('validation_failed', 'The request is not valid HTTP/1.1');
@@ -92,6 +110,10 @@ function answerClientError(
       'Connection: close\r\n\r\n' +
       json,
   );
+  if (response) {
+    answeredOnSocket(response, { status, code: refusal.code });
+    return undefined;
+  }
   return { requestId, status, code: refusal.code };
 }
 

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { createHmac } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import { storage, Store } from 'nestjs-pino/storage';
 import type { Logger } from 'pino';
 import { newRequestId, REQUEST_ID_HEADER } from '../http/request-id';
@@ -19,7 +20,7 @@ type LoggedResponse = Response & { err?: Error };
 export type ResponseObserver = (
   request: Pick<Request, 'method'>,
   status: number,
-  durationMs: number,
+  durationMs?: number,
 ) => void;
 
 /** The method a line and the metrics give a request Node's HTTP parser refused. */
@@ -30,6 +31,21 @@ export interface RefusedRequest {
   requestId: string;
   status: number;
   code: string;
+}
+
+/** Answers the server wrote on a request's connection itself, for its access line. */
+const socketAnswers = new WeakMap<ServerResponse, { status: number; code: string }>();
+
+/**
+ * The server answered a request on its connection, past Express (a body that never arrived:
+ * 408): its access line and the metrics say so, instead of a 499 for the answer Express never
+ * sent (review).
+ */
+export function answeredOnSocket(
+  response: ServerResponse,
+  answer: { status: number; code: string },
+): void {
+  socketAnswers.set(response, answer);
 }
 
 /** What a request line says of the path: no path parameter and no query in clear. */
@@ -95,7 +111,9 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
       // 200 or 201 Nest set in advance, which dashboards would count as successes (review). The
       // response itself keeps its status: an idempotent answer stored after the client left is
       // the handler's, replayed as such.
-      const status = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+      const onSocket = socketAnswers.get(response);
+      const status =
+        onSocket?.status ?? (response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST);
       const durationMs = performance.now() - started;
       observe?.(request, status, durationMs);
       const line: Record<string, unknown> = {
@@ -103,6 +121,7 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
         method: request.method,
         ...pathFields(request, hash),
         status,
+        ...(onSocket && { code: onSocket.code }),
         duration_ms: Math.round(durationMs),
       };
       if (!response.writableFinished) line.aborted = true;
@@ -122,13 +141,15 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
 
 /**
  * The access line and the metrics of a request Node's parser refused before any middleware saw
- * it (an over-long request line, bytes that are not HTTP, a body that never arrived): without
- * them such traffic, a misconfigured proxy's or an attack's, left no trace.
+ * it (an over-long request line, bytes that are not HTTP, headers that never ended): without
+ * them such traffic, a misconfigured proxy's or an attack's, left no trace. A request whose body
+ * never arrived has its own line (answeredOnSocket).
  */
 export function createRefusalLogger(logger: Logger, observe?: ResponseObserver) {
   const accessLog = logger.child({}, { redact: { paths: [] } });
   return ({ requestId, status, code }: RefusedRequest): void => {
-    observe?.({ method: UNPARSED_METHOD }, status, 0);
+    // No duration: the request's start is not known (a 408 comes at the end of a timeout).
+    observe?.({ method: UNPARSED_METHOD }, status);
     accessLog.warn(
       { requestId, method: UNPARSED_METHOD, path: UNMATCHED_PATH, status, code },
       'request refused',
