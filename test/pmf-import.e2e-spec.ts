@@ -409,6 +409,24 @@ describe('Import (PMF v1)', () => {
           { field: '/personalities/0/voice/formality', problem: expect.any(String) },
         ]),
       );
+
+      // Its voice is open to any key, and the DTO's copy costs the square of an object's keys:
+      // refused past the width PATCH's body is (review).
+      const wideVoice = Object.fromEntries(Array.from({ length: 1_001 }, (_, i) => [`k${i}`, 0]));
+      const wide = documentOf(uniqueUserId('wide'), {
+        ...source,
+        id: randomUUID(),
+        voice: { ...source.voice, ...wideVoice },
+      });
+      const refusedWide = await importDocument(wide, b.auth);
+      expectError(refusedWide, 400, 'validation_failed');
+      expect(refusedWide.body.error.details).toEqual([
+        {
+          field: '/personalities/0',
+          problem: 'must not hold an object of more than 1000 keys',
+        },
+      ]);
+      expect(await endUserStatus(wide.end_user.user_id, b.auth)).toBe(404);
     });
 
     it('imports 2,500 memories in their order across statements, facts pointing at the right ones', async () => {

@@ -154,7 +154,8 @@ const REFILL_TRANSACTION_MS = 250;
  * reads each chunk's whole tsvector, about 16 µs a chunk: a word in the 26,000 chunks of 25 MiB of
  * knowledge took 0.4 to 0.7 s a statement, and every word a deleted document held was refilled so
  * (hostile review). 2,048 bound a word's refill to about 40 ms; a word held by more chunks than
- * that gets the best 128 of those found, and, so common, weighs little in any ranking.
+ * that gets the best 128 of those found, in the table's order (roughly the oldest first): its
+ * postings then favour older documents until new chunks' own inserts add their best.
  */
 const REFILL_SAMPLE = 2_048;
 

@@ -6,10 +6,12 @@ import { admitDocument, type DocumentRequest } from './document-body';
 import {
   findUnsafeContent,
   jsonShapeExcess,
+  type JsonShapeExcess,
   MAX_JSON_DEPTH,
   MAX_KEY_SQUARES,
   MAX_OBJECT_KEYS,
   mayHoldUnsafeContent,
+  shapeProblem,
 } from '../validation/untrusted-json';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -38,18 +40,12 @@ function hasBody(request: Request): boolean {
 function toAppError(error: { type?: string; limit?: number }): AppError {
   switch (error.type) {
     case 'json.depth':
-      return AppError.validation([
-        { field: 'body', problem: `must not nest deeper than ${MAX_JSON_DEPTH} levels` },
-      ]);
     case 'json.object_keys':
-      return AppError.validation([
-        { field: 'body', problem: `must not hold an object of more than ${MAX_OBJECT_KEYS} keys` },
-      ]);
     case 'json.key_squares':
       return AppError.validation([
         {
           field: 'body',
-          problem: `must not hold so many wide objects: each counts the square of its keys, ${MAX_KEY_SQUARES} in all`,
+          problem: shapeProblem(error.type.slice('json.'.length) as JsonShapeExcess),
         },
       ]);
     case NOT_UTF8:

@@ -4,6 +4,7 @@ import {
   isStorableText,
   jsonNestsDeeperThan,
   jsonShapeExcess,
+  widthExcess,
 } from './untrusted-json';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
@@ -58,6 +59,22 @@ describe('jsonShapeExcess', () => {
     expect(jsonShapeExcess(wide, { depth: 64, objectKeys: 1_000 })).toBe('object_keys');
     expect(jsonShapeExcess(wide, { depth: 64 })).toBeUndefined();
     expect(jsonShapeExcess(bytes(object(1_000)), { depth: 64, objectKeys: 1_000 })).toBeUndefined();
+  });
+});
+
+describe('widthExcess (a parsed value)', () => {
+  const keys = (count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${i}`, 0]));
+
+  it.each([
+    [{ a: keys(1_000) }, undefined],
+    [{ a: [keys(10), { b: keys(1_001) }] }, 'object_keys'],
+    [{ a: Array.from({ length: 4 }, () => keys(999)) }, undefined],
+    [{ a: Array.from({ length: 5 }, () => keys(999)) }, 'key_squares'],
+    [Array.from({ length: 50_000 }, () => ({ a: 1 })), undefined],
+    ['text', undefined],
+  ])('%#: %s', (value, expected) => {
+    expect(widthExcess(value)).toBe(expected);
   });
 });
 

@@ -15,8 +15,10 @@ export const MAX_DOCUMENT_DEPTH = MAX_JSON_DEPTH + 8;
  * Most keys one object of a request body may hold, and a bound on how wide its objects are in
  * all: class-transformer copies each object of a body before validation, at a cost of the square
  * of its keys (a 1 MiB body of 90,000 keys held the event loop 8 s: hostile review). Each object
- * counts the square of its keys toward MAX_KEY_SQUARES, about 5 ms of copying: four objects of
- * 1,000 keys, 400 of 100; any number of objects of a few keys (a tool's schema, a list's items).
+ * counts the square of its keys toward MAX_KEY_SQUARES: four objects of 1,000 keys (their copy
+ * 14 to 24 ms here), 400 of 100; any number of objects of a few keys (a tool's schema, a list's
+ * items). The copy's cost per key, about 1.2 µs, remains: 160 ms for a 1 MiB body of one-key
+ * objects, which the body limit bounds.
  */
 export const MAX_OBJECT_KEYS = 1_000;
 export const MAX_KEY_SQUARES = 4_000_000;
@@ -72,6 +74,42 @@ export function jsonShapeExcess(
     }
   }
   return undefined;
+}
+
+/** What a field problem says of a value past one of jsonShapeExcess's limits. */
+export function shapeProblem(excess: JsonShapeExcess, maxDepth = MAX_JSON_DEPTH): string {
+  switch (excess) {
+    case 'depth':
+      return `must not nest deeper than ${maxDepth} levels`;
+    case 'object_keys':
+      return `must not hold an object of more than ${MAX_OBJECT_KEYS} keys`;
+    case 'key_squares':
+      return `must not hold so many wide objects: each counts the square of its keys, ${MAX_KEY_SQUARES} in all`;
+  }
+}
+
+/**
+ * jsonShapeExcess's width limits on a value already parsed (a piece of an import, which no body
+ * scan read): an object of more than MAX_OBJECT_KEYS keys, or objects whose key counts squared
+ * add up past MAX_KEY_SQUARES. Recursion is bounded by the depth its reader allowed.
+ */
+export function widthExcess(value: unknown): 'object_keys' | 'key_squares' | undefined {
+  let squares = 0;
+  const walk = (node: unknown): 'object_keys' | 'key_squares' | undefined => {
+    if (node === null || typeof node !== 'object') return undefined;
+    const children = Array.isArray(node) ? node : Object.values(node);
+    if (!Array.isArray(node)) {
+      if (children.length > MAX_OBJECT_KEYS) return 'object_keys';
+      squares += children.length * children.length;
+      if (squares > MAX_KEY_SQUARES) return 'key_squares';
+    }
+    for (const child of children) {
+      const excess = walk(child);
+      if (excess) return excess;
+    }
+    return undefined;
+  };
+  return walk(value);
 }
 
 /** True when the UTF-8 JSON text nests objects or arrays deeper than `max` (jsonShapeExcess). */
