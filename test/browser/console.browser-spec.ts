@@ -739,6 +739,74 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await tab.close();
   });
 
+  it('drops a re-read of the organizations that answers after a later one (review)', async () => {
+    const memberEmail = `walt-${randomUUID()}@example.test`;
+    const memberPassword = `member password ${randomUUID()}`;
+    const joined = await call('POST', '/v1/auth/signup', {
+      email: memberEmail,
+      password: memberPassword,
+      name: 'Walt Member',
+      organization_name: "Walt's Own",
+    });
+    expect(joined.status).toBe(201);
+    const memberId = (joined.body as { user: { id: string } }).user.id;
+    const betaName = `Beta ${randomUUID().slice(0, 8)}`;
+    const beta = await call('POST', '/v1/organizations', { name: betaName });
+    expect(beta.status).toBe(201);
+    const betaId = (beta.body as { id: string }).id;
+    for (const organization of [organizationId, betaId]) {
+      await db.query(
+        `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
+        [organization, memberId],
+      );
+    }
+    const tab = await browser.newPage();
+    // Re-reads of the list are answered by the server at once and handed to the page when the
+    // test says: the first one late, after the second.
+    const handOver: Array<() => Promise<void>> = [];
+    let holding = false;
+    const organizationsList = (url: URL) => url.pathname === '/v1/organizations';
+    await tab.route(organizationsList, async (route) => {
+      if (!holding) return route.continue();
+      const response = await route.fetch();
+      handOver.push(() => route.fulfill({ response }));
+    });
+    const until = async (held: number) => {
+      while (handOver.length < held) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    await tab.goto('/console');
+    await tab.getByLabel('E-mail').fill(memberEmail);
+    await tab.getByLabel('Password').fill(memberPassword);
+    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await tab.getByRole('button', { name: 'Open Acme Support' }).click();
+    await tab.getByRole('link', { name: 'Team' }).click();
+    holding = true;
+    await tab.getByRole('button', { name: /^Leave/ }).click();
+    await tab.getByRole('dialog').getByRole('button', { name: 'Leave' }).click();
+    await tab.getByText('You left Acme Support.').waitFor();
+    await until(1); // it still lists Beta
+    holding = false;
+    await tab.getByRole('button', { name: `Open ${betaName}` }).click();
+    await tab.getByTestId('month-total').waitFor();
+    await db.query(`DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2`, [
+      betaId,
+      memberId,
+    ]);
+    holding = true;
+    await tab.getByRole('link', { name: 'Team' }).click();
+    await tab.getByText('You are no longer a member of that organization.').waitFor();
+    await until(2); // it lists Walt's Own only
+    await handOver[1]();
+    await handOver[0]();
+    await tab.unroute(organizationsList);
+    await browser.untilCallsAnswered(tab);
+    await tab.getByRole('cell', { name: "Walt's Own", exact: true }).waitFor();
+    expect(await tab.getByRole('cell', { name: betaName, exact: true }).count()).toBe(0);
+    expect(await tab.getByRole('cell', { name: 'Acme Support', exact: true }).count()).toBe(0);
+    expect(browser.takeProblems()).toEqual([expect.stringContaining('403')]);
+    await tab.close();
+  });
+
   it('lands the reset link in the console: a new password, then a sign-in with it', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -1,7 +1,7 @@
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { render } from 'preact';
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import {
   all,
   api,
@@ -63,12 +63,17 @@ function App() {
 
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
 
+  /** Re-reads of the list begun: only the latest one's answer is shown. */
+  const rereads = useRef(0);
+
   /**
    * Back to the picker, out of an organization the user no longer belongs to: it is taken off
    * the list at once (the picker never offers it while the list is read again), and the list is
-   * read again for any other change (said when it cannot be).
+   * read again for any other change (said when it cannot be). An earlier re-read answering late
+   * is dropped: it may still list an organization left since (review).
    */
   const leaveOrganization = async (message: string) => {
+    const reread = ++rereads.current;
     setOrganization(null);
     setSigned(
       (previous) =>
@@ -82,8 +87,10 @@ function App() {
     navigate('/organizations', { replace: true });
     try {
       const organizations = await myOrganizations();
+      if (reread !== rereads.current) return;
       setSigned((previous) => previous && { ...previous, organizations });
     } catch (error) {
+      if (reread !== rereads.current) return;
       const why = error instanceof Error ? error.message : String(error);
       setSigned(
         (previous) =>
