@@ -4,7 +4,7 @@ import { validateSync } from 'class-validator';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, pointerToken } from '../common/validation/json-schema-problems';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
-import { shapeProblem, widthExcess } from '../common/validation/untrusted-json';
+import { shapeProblem, widthExcess, type WidthSpent } from '../common/validation/untrusted-json';
 import { toFieldProblems } from '../common/validation/validation.pipe';
 import { FACT_MAX_CHARACTERS, factKey, normalizeFact } from '../memory/dto/fact.dto';
 import {
@@ -163,6 +163,8 @@ export class ImportChecker {
   private endUser: PmfEndUser | undefined;
   private readonly personalities = new Map<string, number>();
   private personalityCount = 0;
+  /** The key squares of the personalities checked so far (widthExcess). */
+  private readonly personalityWidth: WidthSpent = { squares: 0 };
   private memoryCount = 0;
   private readonly memoryIds = new SeenIds();
   private hasPersonalities = false;
@@ -218,8 +220,9 @@ export class ImportChecker {
     if (!this.valid('personalities', index, value)) return;
     // The copy below costs the square of an object's keys: a `voice` of 20,000 keys (its schema
     // leaves it open) took 0.2 s of the event loop, a document's 80 such 16 s (review). PATCH's
-    // body is refused so before it is parsed.
-    const wide = widthExcess(value);
+    // body is refused so before it is parsed; a document's personalities share one budget, or
+    // 500 of four 999-key objects would cost as much again (review of the change).
+    const wide = widthExcess(value, this.personalityWidth);
     if (wide) return this.problems.add(at, shapeProblem(wide));
     const personality = value as PersonalityDocument;
     // The rules PATCH /v1/personalities/{id} holds (its DTO's), with the document's pointers.

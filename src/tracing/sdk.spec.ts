@@ -18,7 +18,9 @@ describe("clientAddressOf (a span's client.address)", () => {
     // The last entry is the one the load balancer appended; the first is the client's claim.
     ['198.51.100.1, 203.0.113.7', '203.0.113.7'],
     [['198.51.100.1', '2001:db8::1'], '2001:db8::1'],
-    ['198.51.100.1, ', '::ffff:10.0.0.9'],
+    // Empty entries are skipped, as request.ip skips them.
+    ['198.51.100.1, ', '198.51.100.1'],
+    [' , ', '::ffff:10.0.0.9'],
     ['someone@example.com', '::ffff:10.0.0.9'],
     // isIP takes an IPv6 zone id of any length: 15 KB of text would have been kept.
     [`fe80::1%${'x'.repeat(15_000)}`, '::ffff:10.0.0.9'],

@@ -45,8 +45,12 @@ export function clientAddressOf(request: IncomingMessage, trustProxy: boolean): 
   const peer = request.socket.remoteAddress;
   const header = request.headers['x-forwarded-for'];
   if (!trustProxy || header === undefined) return peer;
-  const entries = (Array.isArray(header) ? header.join(',') : header).split(',');
-  const appended = entries[entries.length - 1].trim();
+  // Empty entries skipped, as Express's parser skips them.
+  const entries = (Array.isArray(header) ? header.join(',') : header)
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  const appended = entries[entries.length - 1] ?? '';
   return appended.length <= IP_ADDRESS_LIMIT && !appended.includes('%') && isIP(appended)
     ? appended
     : peer;
@@ -58,8 +62,9 @@ export function clientAddressOf(request: IncomingMessage, trustProxy: boolean): 
  */
 function callerValues(request: IncomingMessage, trustProxy: boolean): Attributes {
   const values: Attributes = {};
-  const clientAddress = clientAddressOf(request, trustProxy);
-  if (clientAddress !== undefined) values['client.address'] = clientAddress;
+  // Always set, unknown included: the instrumentation's own value (X-Forwarded-For's first
+  // entry, any text) must not stand when the peer cannot be read.
+  values['client.address'] = clientAddressOf(request, trustProxy);
   const { 'user-agent': userAgent, host } = request.headers;
   if (userAgent !== undefined)
     values['user_agent.original'] = userAgent.slice(0, CALLER_VALUE_LIMIT);

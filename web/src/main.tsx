@@ -55,7 +55,19 @@ function App() {
   const [notice, setNotice] = useState<string | null>(null);
   const [starting, setStarting] = useState(false);
 
+  /**
+   * Reads of the organizations list begun (a sign-in or sign-out counts as one): only the latest
+   * read's answer is shown, since an earlier one answering late may still list an organization
+   * left since, or miss one made since (review).
+   */
+  const listReads = useRef(0);
+  const showIfLatest = (read: number, organizations: Organization[]) => {
+    if (read === listReads.current)
+      setSigned((previous) => previous && { ...previous, organizations });
+  };
+
   const signOut = (message?: string) => {
+    listReads.current++;
     clearCredentials();
     setSigned(null);
     setNotice(message ?? null);
@@ -63,17 +75,13 @@ function App() {
 
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
 
-  /** Re-reads of the list begun: only the latest one's answer is shown. */
-  const rereads = useRef(0);
-
   /**
    * Back to the picker, out of an organization the user no longer belongs to: it is taken off
    * the list at once (the picker never offers it while the list is read again), and the list is
-   * read again for any other change (said when it cannot be). An earlier re-read answering late
-   * is dropped: it may still list an organization left since (review).
+   * read again for any other change (said when it cannot be).
    */
   const leaveOrganization = async (message: string) => {
-    const reread = ++rereads.current;
+    const read = ++listReads.current;
     setOrganization(null);
     setSigned(
       (previous) =>
@@ -86,11 +94,9 @@ function App() {
     );
     navigate('/organizations', { replace: true });
     try {
-      const organizations = await myOrganizations();
-      if (reread !== rereads.current) return;
-      setSigned((previous) => previous && { ...previous, organizations });
+      showIfLatest(read, await myOrganizations());
     } catch (error) {
-      if (reread !== rereads.current) return;
+      if (read !== listReads.current) return;
       const why = error instanceof Error ? error.message : String(error);
       setSigned(
         (previous) =>
@@ -125,6 +131,7 @@ function App() {
   }, [signed]);
 
   const signIn = async (login: Login) => {
+    listReads.current++;
     setStarting(true);
     try {
       setCredentials(login.access_token, login.expires_in);
@@ -160,8 +167,9 @@ function App() {
         setSigned((previous) => previous && { ...previous, organizationId: id, notice: null });
       },
       refreshOrganizations: async () => {
+        const read = ++listReads.current;
         const organizations = await myOrganizations();
-        setSigned((previous) => previous && { ...previous, organizations });
+        showIfLatest(read, organizations);
         return organizations;
       },
       leaveOrganization,

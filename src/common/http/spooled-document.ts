@@ -11,7 +11,12 @@ import {
   JsonTokenizer,
   type TextInfo,
 } from '../validation/json-tokenizer';
-import { FORBIDDEN_KEYS, MAX_FIELD_NAME, MAX_DOCUMENT_DEPTH } from '../validation/untrusted-json';
+import {
+  FORBIDDEN_KEYS,
+  MAX_DOCUMENT_DEPTH,
+  MAX_FIELD_NAME,
+  shapeProblem,
+} from '../validation/untrusted-json';
 
 /** Where one member of the document's root object lies in the file: bytes `start` to `end`. */
 export interface DocumentRange {
@@ -196,7 +201,7 @@ function inputError(error: JsonInputError): AppError {
   switch (error.problem) {
     case 'depth':
       return AppError.validation([
-        { field: '', problem: `must not nest deeper than ${MAX_DOCUMENT_DEPTH} levels` },
+        { field: '', problem: shapeProblem('depth', MAX_DOCUMENT_DEPTH) },
       ]);
     case 'number':
       return AppError.validation([

@@ -76,6 +76,13 @@ describe('widthExcess (a parsed value)', () => {
   ])('%#: %s', (value, expected) => {
     expect(widthExcess(value)).toBe(expected);
   });
+
+  it('counts the squares of values checked with one budget together (a document)', () => {
+    const spent = { squares: 0 };
+    for (let i = 0; i < 4; i++) expect(widthExcess({ voice: keys(999) }, spent)).toBeUndefined();
+    expect(widthExcess({ voice: keys(999) }, spent)).toBe('key_squares');
+    expect(widthExcess({ voice: keys(999) })).toBeUndefined();
+  });
 });
 
 describe('isStorableText', () => {

@@ -88,20 +88,28 @@ export function shapeProblem(excess: JsonShapeExcess, maxDepth = MAX_JSON_DEPTH)
   }
 }
 
+/** The key squares spent so far of values checked as one (the pieces of one document). */
+export interface WidthSpent {
+  squares: number;
+}
+
 /**
  * jsonShapeExcess's width limits on a value already parsed (a piece of an import, which no body
  * scan read): an object of more than MAX_OBJECT_KEYS keys, or objects whose key counts squared
- * add up past MAX_KEY_SQUARES. Recursion is bounded by the depth its reader allowed.
+ * add up past MAX_KEY_SQUARES, counted in `spent` across the values checked with it. Recursion
+ * is bounded by the depth its reader allowed.
  */
-export function widthExcess(value: unknown): 'object_keys' | 'key_squares' | undefined {
-  let squares = 0;
+export function widthExcess(
+  value: unknown,
+  spent: WidthSpent = { squares: 0 },
+): 'object_keys' | 'key_squares' | undefined {
   const walk = (node: unknown): 'object_keys' | 'key_squares' | undefined => {
     if (node === null || typeof node !== 'object') return undefined;
     const children = Array.isArray(node) ? node : Object.values(node);
     if (!Array.isArray(node)) {
       if (children.length > MAX_OBJECT_KEYS) return 'object_keys';
-      squares += children.length * children.length;
-      if (squares > MAX_KEY_SQUARES) return 'key_squares';
+      spent.squares += children.length * children.length;
+      if (spent.squares > MAX_KEY_SQUARES) return 'key_squares';
     }
     for (const child of children) {
       const excess = walk(child);
