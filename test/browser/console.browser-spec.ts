@@ -673,17 +673,23 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     expect(await page.getByTestId('endpoints').locator('tr').count()).toBe(1);
   });
 
-  it('takes a member who leaves, or is removed meanwhile, back to their other organizations', async () => {
-    const memberEmail = `vera-${randomUUID()}@example.test`;
+  /** A new user with an organization of their own (`<Name>'s Own`), member of no other yet. */
+  async function newMember(name: string) {
+    const memberEmail = `${name.toLowerCase()}-${randomUUID()}@example.test`;
     const memberPassword = `member password ${randomUUID()}`;
     const joined = await call('POST', '/v1/auth/signup', {
       email: memberEmail,
       password: memberPassword,
-      name: 'Vera Member',
-      organization_name: "Vera's Own",
+      name: `${name} Member`,
+      organization_name: `${name}'s Own`,
     });
     expect(joined.status).toBe(201);
     const memberId = (joined.body as { user: { id: string } }).user.id;
+    return { memberEmail, memberPassword, memberId };
+  }
+
+  it('takes a member who leaves, or is removed meanwhile, back to their other organizations', async () => {
+    const { memberEmail, memberPassword, memberId } = await newMember('Vera');
     const join = () =>
       db.query(
         `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
@@ -740,16 +746,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
   });
 
   it('drops a re-read of the organizations that answers after a later one (review)', async () => {
-    const memberEmail = `walt-${randomUUID()}@example.test`;
-    const memberPassword = `member password ${randomUUID()}`;
-    const joined = await call('POST', '/v1/auth/signup', {
-      email: memberEmail,
-      password: memberPassword,
-      name: 'Walt Member',
-      organization_name: "Walt's Own",
-    });
-    expect(joined.status).toBe(201);
-    const memberId = (joined.body as { user: { id: string } }).user.id;
+    const { memberEmail, memberPassword, memberId } = await newMember('Walt');
     const betaName = `Beta ${randomUUID().slice(0, 8)}`;
     const beta = await call('POST', '/v1/organizations', { name: betaName });
     expect(beta.status).toBe(201);
