@@ -685,11 +685,17 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     });
     expect(joined.status).toBe(201);
     const memberId = (joined.body as { user: { id: string } }).user.id;
-    return { memberEmail, memberPassword, memberId };
+    /** Signs the member in on `tab`'s sign-in page. */
+    const signIn = async (tab: Page) => {
+      await tab.getByLabel('E-mail').fill(memberEmail);
+      await tab.getByLabel('Password').fill(memberPassword);
+      await tab.getByRole('button', { name: 'Sign in' }).click();
+    };
+    return { memberId, signIn };
   }
 
   it('takes a member who leaves, or is removed meanwhile, back to their other organizations', async () => {
-    const { memberEmail, memberPassword, memberId } = await newMember('Vera');
+    const { memberId, signIn } = await newMember('Vera');
     const join = () =>
       db.query(
         `INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, 'member')`,
@@ -698,9 +704,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await join();
     const tab = await browser.newPage();
     await tab.goto('/console');
-    await tab.getByLabel('E-mail').fill(memberEmail);
-    await tab.getByLabel('Password').fill(memberPassword);
-    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await signIn(tab);
     await tab.getByRole('button', { name: 'Open Acme Support' }).click();
     await tab.getByRole('link', { name: 'Team' }).click();
     // The list's re-read held back: the picker must not offer the organization left meanwhile.
@@ -725,9 +729,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     // Removed by the owner while working in it: the next call's 403 takes them to the picker.
     await join();
     await tab.reload();
-    await tab.getByLabel('E-mail').fill(memberEmail);
-    await tab.getByLabel('Password').fill(memberPassword);
-    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await signIn(tab);
     await tab.getByRole('button', { name: 'Open Acme Support' }).click();
     await tab.getByRole('heading', { level: 1, name: 'Usage' }).waitFor();
     // The page's own loads answered first: else one of them is the call that meets the 403.
@@ -746,7 +748,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
   });
 
   it('drops a re-read of the organizations that answers after a later one (review)', async () => {
-    const { memberEmail, memberPassword, memberId } = await newMember('Walt');
+    const { memberId, signIn } = await newMember('Walt');
     const betaName = `Beta ${randomUUID().slice(0, 8)}`;
     const beta = await call('POST', '/v1/organizations', { name: betaName });
     expect(beta.status).toBe(201);
@@ -772,9 +774,7 @@ describeInBrowser('The console in a browser (contract §28)', () => {
       while (handOver.length < held) await new Promise((resolve) => setTimeout(resolve, 20));
     };
     await tab.goto('/console');
-    await tab.getByLabel('E-mail').fill(memberEmail);
-    await tab.getByLabel('Password').fill(memberPassword);
-    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await signIn(tab);
     await tab.getByRole('button', { name: 'Open Acme Support' }).click();
     await tab.getByRole('link', { name: 'Team' }).click();
     holding = true;
