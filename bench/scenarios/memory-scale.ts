@@ -268,10 +268,12 @@ async function searchEndpoint(
   const withPersonality: number[] = [];
   const withoutPersonality: number[] = [];
   const perKind: Record<string, number[]> = {};
+  const slowest: Array<{ kind: string; q: string; ms: number }> = [];
   let empty = 0;
   for (const { kind, q } of queries) {
     const result = await once(q, true);
     withPersonality.push(result.ms);
+    slowest.push({ kind, q, ms: round2(result.ms) });
     (perKind[kind] ??= []).push(result.ms);
     if (result.found === 0) empty++;
     withoutPersonality.push((await once(q, false)).ms);
@@ -300,6 +302,7 @@ async function searchEndpoint(
       query: `${SAME}'s one sentence, with personality_id`,
     },
     queries_finding_nothing: empty,
+    slowest_with_personality_id: slowest.sort((a, b) => b.ms - a.ms).slice(0, 6),
     load_average_1m: [loadBefore, load1()],
     goal: 'p99 <= 20 ms',
     goal_met:
