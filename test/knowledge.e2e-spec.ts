@@ -226,6 +226,50 @@ describe('Knowledge documents (contract §27)', () => {
       expect(titles).not.toContain('Unclosed');
     });
 
+    it("converts one HTML upload at a time of an account's organizations together, and checks the form's fields first", async () => {
+      // One user's two organizations: a share of the conversions per organization gave one user
+      // ten (ORGANIZATIONS_PER_USER), enough to refuse every other tenant's HTML (found by review).
+      const user = await tenantWithKey(t, ['read_write']);
+      const created = await http()
+        .post('/v1/organizations')
+        .set('Authorization', `Bearer ${user.accessToken}`)
+        .send({ name: 'Second' });
+      expect(created.status).toBe(201);
+      const uploadIn = (organizationId: string, title: string, html: string) =>
+        http()
+          .post('/v1/knowledge')
+          .set('Authorization', `Bearer ${user.accessToken}`)
+          .set('X-Organization-Id', organizationId)
+          .field('title', title)
+          .attach('file', Buffer.from(html), { filename: 'page.html', contentType: 'text/html' });
+      // About half a second of conversion: 1 MiB of paragraphs under 990 nested elements.
+      const slow =
+        '<div>'.repeat(990) + '<p><b><i>x</i></b></p>'.repeat(Math.floor((MIB - 4_950) / 22));
+      const organizations = [user.organizationId, created.body.id as string];
+      const other = await tenantWithKey(t, ['read_write']);
+      const [first, second, others] = await Promise.all([
+        uploadIn(organizations[0], 'Slow one', slow),
+        uploadIn(organizations[1], 'Slow two', slow),
+        uploadFile('Theirs', '<h1>Returns</h1><p>Within 30 days.</p>', 'text/html', other.auth),
+      ]);
+      expect([first.status, second.status].sort()).toEqual([201, 429]);
+      expectError(first.status === 429 ? first : second, 429, 'rate_limited');
+      expect(others.status).toBe(201);
+
+      // A form refused for its fields is refused before its page takes a conversion: here it
+      // would find the account's other upload converting (429).
+      const refusedBefore = organizations[first.status === 429 ? 0 : 1];
+      // Sent now (a supertest request goes when it is awaited).
+      const converting = uploadIn(refusedBefore, 'Slow again', slow).then((response) => response);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const untitled = await uploadIn(organizations[0], '', slow);
+      expectError(untitled, 400, 'validation_failed');
+      expect(untitled.body.error.details).toEqual([
+        { field: 'title', problem: expect.stringContaining('title') },
+      ]);
+      expect((await converting).status).toBe(201);
+    }, 60_000);
+
     it('replays a keyed multipart upload, and refuses the key with another file', async () => {
       const upload = (text: string) =>
         http()

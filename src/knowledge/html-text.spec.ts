@@ -26,7 +26,7 @@ describe('htmlToText', () => {
   it('reduces HTML to its text in a worker', async () => {
     await expect(
       htmlToText('<h1>Hours</h1><p>We open at <b>9</b>.</p><script>x()</script>', {
-        organizationId: 'org-a',
+        account: 'org-a',
       }),
     ).resolves.toBe('Hours\n\nWe open at 9.');
   });
@@ -34,7 +34,7 @@ describe('htmlToText', () => {
   it('refuses a page nested deeper than HTML_MAX_DEPTH before it ties up a slot', async () => {
     // No time limit to fall back on: the refusal comes from the depth reached, not the clock.
     for (const deep of [SLOW, '<ul><li>'.repeat(HTML_MAX_DEPTH), '<p><b>'.repeat(HTML_MAX_DEPTH)]) {
-      const error = await refusal(htmlToText(deep, { organizationId: 'deep', timeoutMs: 60_000 }));
+      const error = await refusal(htmlToText(deep, { account: 'deep', timeoutMs: 60_000 }));
       expect(error.code).toBe('validation_failed');
       expect(JSON.stringify(error.details)).toContain(`nested more than ${HTML_MAX_DEPTH}`);
     }
@@ -45,12 +45,8 @@ describe('htmlToText', () => {
     const paragraphs = '<p>Open daily'.repeat(HTML_MAX_DEPTH * 2);
     const closed =
       '<blockquote>'.repeat(HTML_MAX_DEPTH - 1) + 'x' + '</blockquote>'.repeat(HTML_MAX_DEPTH - 1);
-    await expect(htmlToText(paragraphs, { organizationId: 'flat' })).resolves.toContain(
-      'Open daily',
-    );
-    await expect(htmlToText(closed.repeat(3), { organizationId: 'closed' })).resolves.toContain(
-      'x',
-    );
+    await expect(htmlToText(paragraphs, { account: 'flat' })).resolves.toContain('Open daily');
+    await expect(htmlToText(closed.repeat(3), { account: 'closed' })).resolves.toContain('x');
   });
 
   it('writes quotes, lists and headings as plain blocks: no mark redone per level and line', async () => {
@@ -64,28 +60,26 @@ describe('htmlToText', () => {
       ['<div>', '<hr>'],
     ]) {
       const page = open.repeat(100) + item.repeat(20_000);
-      const text = await htmlToText(page, { organizationId: 'marks', timeoutMs: 60_000 });
+      const text = await htmlToText(page, { account: 'marks', timeoutMs: 60_000 });
       expect(text.length).toBeLessThanOrEqual(page.length);
       expect(text).not.toMatch(/^[>*\d. -]{3}|A/m);
     }
   });
 
-  it('runs one conversion per organization, and bounds the queue and the wait (429)', async () => {
+  it('runs one conversion per account, and bounds the queue and the wait (429)', async () => {
     const timeoutMs = 1_500;
-    // The slots taken by organizations of their own.
+    // The slots taken by accounts of their own.
     const running = Array.from({ length: HTML_CONVERSIONS_AT_ONCE }, (_, i) =>
-      refusal(htmlToText(SLOW, { organizationId: `running-${i}`, timeoutMs, ...UNBOUNDED })),
+      refusal(htmlToText(SLOW, { account: `running-${i}`, timeoutMs, ...UNBOUNDED })),
     );
-    const sameOrganization = await refusal(
-      htmlToText('<p>x</p>', { organizationId: 'running-0', timeoutMs }),
-    );
-    expect(sameOrganization.code).toBe('rate_limited');
-    expect(sameOrganization.headers).toEqual({ 'Retry-After': '5' });
+    const sameAccount = await refusal(htmlToText('<p>x</p>', { account: 'running-0', timeoutMs }));
+    expect(sameAccount.code).toBe('rate_limited');
+    expect(sameAccount.headers).toEqual({ 'Retry-After': '5' });
 
     // Waiters up to the bound; one more is refused at once, one that leaves frees its place.
     const left = new AbortController();
     const leaving = htmlToText('<p>x</p>', {
-      organizationId: 'leaving',
+      account: 'leaving',
       timeoutMs: 60_000,
       signal: left.signal,
     }).then(
@@ -93,13 +87,13 @@ describe('htmlToText', () => {
       (reason: unknown) => reason,
     );
     const waiting = Array.from({ length: HTML_CONVERSIONS_WAITING - 1 }, (_, i) =>
-      htmlToText('<p>waited</p>', { organizationId: `waiting-${i}`, timeoutMs: 60_000 }),
+      htmlToText('<p>waited</p>', { account: `waiting-${i}`, timeoutMs: 60_000 }),
     );
-    const full = await refusal(htmlToText('<p>x</p>', { organizationId: 'late', timeoutMs }));
+    const full = await refusal(htmlToText('<p>x</p>', { account: 'late', timeoutMs }));
     expect(full.code).toBe('rate_limited');
     left.abort(new Error('gone'));
     await expect(leaving).resolves.toEqual(new Error('gone'));
-    const tooLong = refusal(htmlToText('<p>x</p>', { organizationId: 'patient', timeoutMs: 200 }));
+    const tooLong = refusal(htmlToText('<p>x</p>', { account: 'patient', timeoutMs: 200 }));
     expect((await tooLong).code).toBe('rate_limited');
 
     // The running ones end at their limit (400); the waiters then get the slots and finish.
@@ -114,7 +108,7 @@ describe('htmlToText', () => {
     const started = Date.now();
     const conversion = htmlToText(SLOW, {
       ...UNBOUNDED,
-      organizationId: 'org-gone',
+      account: 'org-gone',
       timeoutMs: 20_000,
       signal: gone.signal,
     });
@@ -122,6 +116,6 @@ describe('htmlToText', () => {
     await expect(conversion).rejects.toThrow('client left');
     expect(Date.now() - started).toBeLessThan(5_000);
     // Its slot and its organization's place are free again.
-    await expect(htmlToText('<p>again</p>', { organizationId: 'org-gone' })).resolves.toBe('again');
+    await expect(htmlToText('<p>again</p>', { account: 'org-gone' })).resolves.toBe('again');
   });
 });

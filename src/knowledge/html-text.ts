@@ -24,10 +24,13 @@ export const HTML_CONVERSIONS_AT_ONCE = 2;
 export const HTML_CONVERSIONS_WAITING = 8;
 
 /**
- * Conversions one organization may have running or waiting in this process: one tenant's hostile
- * pages hold at most one of the slots, so another's upload always has one to wait for.
+ * Conversions one account (an organization's first owner: OrganizationsService.accountOf) may
+ * have running or waiting in this process, all its organizations together: one tenant's hostile
+ * pages hold at most one of the places, so another's upload always has one to wait for. Per
+ * organization, one user's ten organizations held all ten, and every other tenant's HTML upload
+ * was refused (found by review).
  */
-const PER_ORGANIZATION = 1;
+const PER_ACCOUNT = 1;
 
 /** A conversion's heap: 1 MiB of HTML takes about 60 MiB; past this the worker is ended. */
 const WORKER_HEAP_MB = 192;
@@ -98,7 +101,7 @@ const TOO_LONG = () => busy('HTML uploads waited too long to be converted: retry
 
 /** The conversions of this process: a waiting upload holds its body, so the queue is bounded. */
 const conversions = new Slots(HTML_CONVERSIONS_AT_ONCE, HTML_CONVERSIONS_WAITING);
-const heldByOrganization = new Map<string, number>();
+const heldByAccount = new Map<string, number>();
 
 /** One conversion in a worker of its own: ended at the time limit or when the client goes. */
 function convertInWorker(
@@ -155,8 +158,8 @@ function convertInWorker(
 }
 
 export interface HtmlConversion {
-  /** Whose upload it is: each organization has at most PER_ORGANIZATION conversions here. */
-  organizationId: string;
+  /** Whose upload it is: each account has at most PER_ACCOUNT conversions here. */
+  account: string;
   /** Aborted when the client goes: a waiting conversion leaves the queue, a running one ends. */
   signal?: AbortSignal;
   timeoutMs?: number;
@@ -168,29 +171,31 @@ export interface HtmlConversion {
  * The text of an HTML document, reduced off the event loop: a worker thread per conversion, at
  * most HTML_CONVERSIONS_AT_ONCE at a time, each ended after `timeoutMs` or past `maxDepth`
  * (400 naming `file`).
- * An organization with a conversion under way, a full queue, or a wait past `timeoutMs` → 429.
+ * An account with a conversion under way, a full queue, or a wait past `timeoutMs` → 429.
  */
 export async function htmlToText(
   html: string,
   {
-    organizationId,
+    account,
     signal,
     timeoutMs = HTML_CONVERSION_TIMEOUT_MS,
     maxDepth = HTML_MAX_DEPTH,
   }: HtmlConversion,
 ): Promise<string> {
-  const held = heldByOrganization.get(organizationId) ?? 0;
-  if (held >= PER_ORGANIZATION) {
-    throw busy('Another HTML upload of this organization is being converted: retry shortly');
+  const held = heldByAccount.get(account) ?? 0;
+  if (held >= PER_ACCOUNT) {
+    throw busy(
+      "Another HTML upload of this organization, or of another organization of its owner's, is being converted: retry shortly",
+    );
   }
-  heldByOrganization.set(organizationId, held + 1);
+  heldByAccount.set(account, held + 1);
   try {
     return await conversions.run({ timeoutMs, signal, full: FULL, tooLong: TOO_LONG }, () =>
       convertInWorker(html, { timeoutMs, maxDepth, signal }),
     );
   } finally {
-    const left = (heldByOrganization.get(organizationId) ?? 1) - 1;
-    if (left === 0) heldByOrganization.delete(organizationId);
-    else heldByOrganization.set(organizationId, left);
+    const left = (heldByAccount.get(account) ?? 1) - 1;
+    if (left === 0) heldByAccount.delete(account);
+    else heldByAccount.set(account, left);
   }
 }

@@ -1,4 +1,5 @@
 import { AppError } from '../common/errors/app-error';
+import type { OrganizationsService } from '../organizations/organizations.service';
 import {
   KNOWLEDGE_HEAVY_WRITE_BYTES,
   KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
@@ -24,11 +25,19 @@ function controlledWrite() {
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 const HEAVY = KNOWLEDGE_HEAVY_WRITE_BYTES;
 
+/** Organizations' accounts: org-a1 and org-a2 are one user's; any other is its own. */
+const ACCOUNTS: Record<string, string> = { 'org-a1': 'user-a', 'org-a2': 'user-a' };
+const organizations = {
+  accountOf: (organizationId: string) =>
+    Promise.resolve(ACCOUNTS[organizationId] ?? organizationId),
+} as unknown as OrganizationsService;
+const newTurns = () => new KnowledgeWriteTurns(organizations);
+
 describe('KnowledgeWriteTurns', () => {
   afterEach(() => jest.useRealTimers());
 
   it('runs one heavy write at a time on the instance, whatever the organization; light ones never wait', async () => {
-    const turns = new KnowledgeWriteTurns();
+    const turns = newTurns();
     const first = controlledWrite();
     const second = controlledWrite();
     const light = controlledWrite();
@@ -49,9 +58,34 @@ describe('KnowledgeWriteTurns', () => {
     await expect(waiting).resolves.toBe('written');
   });
 
+  it("lets an account's organizations wait for the heavy slot with one write, all together", async () => {
+    const turns = newTurns();
+    const first = controlledWrite();
+    const sameAccount = controlledWrite();
+    const other = controlledWrite();
+    const running = turns.inTurn('org-a1', first.run, HEAVY);
+    await settle();
+    // org-a2 asks before org-b, but its account already has the write that holds the slot.
+    const second = turns.inTurn('org-a2', sameAccount.run, HEAVY);
+    await settle();
+    const third = turns.inTurn('org-b', other.run, HEAVY);
+    await settle();
+
+    first.end();
+    await expect(running).resolves.toBe('written');
+    await settle();
+    expect([sameAccount.started, other.started]).toEqual([false, true]);
+    other.end();
+    await expect(third).resolves.toBe('written');
+    await settle();
+    expect(sameAccount.started).toBe(true);
+    sameAccount.end();
+    await expect(second).resolves.toBe('written');
+  });
+
   it('refuses a heavy write that waited past its limit with 429, and gives no slot away', async () => {
     jest.useFakeTimers();
-    const turns = new KnowledgeWriteTurns();
+    const turns = newTurns();
     const hog = controlledWrite();
     const late = controlledWrite();
     const hogging = turns.inTurn('org-hog', hog.run, HEAVY);
@@ -76,7 +110,7 @@ describe('KnowledgeWriteTurns', () => {
   });
 
   it("drops a write whose client goes while it waits for its organization's turn; those behind keep their order", async () => {
-    const turns = new KnowledgeWriteTurns();
+    const turns = newTurns();
     const first = controlledWrite();
     const gone = controlledWrite();
     const third = controlledWrite();
@@ -106,7 +140,7 @@ describe('KnowledgeWriteTurns', () => {
   });
 
   it("gives up the heavy slot's line when the client goes, and the slot goes to the next", async () => {
-    const turns = new KnowledgeWriteTurns();
+    const turns = newTurns();
     const hog = controlledWrite();
     const gone = controlledWrite();
     const next = controlledWrite();
@@ -130,7 +164,7 @@ describe('KnowledgeWriteTurns', () => {
   });
 
   it('never starts a write whose client had gone before it came', async () => {
-    const turns = new KnowledgeWriteTurns();
+    const turns = newTurns();
     const write = controlledWrite();
     const error = await turns
       .inTurn('org-a', write.run, 10, AbortSignal.abort(new Error('gone')))

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EmbeddingsModule } from '../embeddings/embeddings.module';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { OrganizationsModule } from '../organizations/organizations.module';
 import { KnowledgeWriteTurns } from './knowledge-write-turns';
 import { KnowledgeTermRefillWorker } from './knowledge-term-refill.worker';
 import { KnowledgeController } from './knowledge.controller';
@@ -12,7 +13,7 @@ import { KnowledgeService } from './knowledge.service';
  * (@ReadsForReplies): every reply reads the chunks relevant to its message, nothing to import.
  */
 @Module({
-  imports: [IdempotencyModule, EmbeddingsModule],
+  imports: [IdempotencyModule, EmbeddingsModule, OrganizationsModule],
   controllers: [KnowledgeController],
   providers: [
     KnowledgeRepository,

@@ -27,6 +27,8 @@ export type GrantRow = RowOf<typeof GRANT>;
 
 const RATE_LIMIT = Columns.rowOf<Organization>()('rateLimitRps', 'rateLimitBurst');
 
+const OWNER = Columns.rowOf<Membership>()('userId');
+
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()
 export class OrganizationsRepository {
@@ -113,6 +115,16 @@ export class OrganizationsRepository {
             JOIN memberships m ON m.organization_id = o.id AND m.user_id = ${userId}`,
       ),
     );
+  }
+
+  /** The organization's first owner (the user who made it, unless ownership moved since). */
+  async findFirstOwner(organizationId: string): Promise<string | null> {
+    const row = await this.database.row(
+      OWNER.query`SELECT ${OWNER} FROM memberships
+           WHERE organization_id = ${organizationId} AND role = 'owner'
+           ORDER BY created_at, user_id LIMIT 1`,
+    );
+    return row?.user_id ?? null;
   }
 
   async findRateLimit(organizationId: string): Promise<RowOf<typeof RATE_LIMIT> | null> {

@@ -207,6 +207,16 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
   }
 
   /**
+   * Whose organization this is, for what instances share between tenants (HTML conversions,
+   * heavy document writes): its first owner's id. One user may make ORGANIZATIONS_PER_USER
+   * organizations, so a share per organization gave one user ten (found by review); their
+   * organizations share one. The organization's own id should it have no owner.
+   */
+  async accountOf(organizationId: string): Promise<string> {
+    return (await this.organizations.findFirstOwner(organizationId)) ?? organizationId;
+  }
+
+  /**
    * After a membership of the user changed (joined, role changed, removed) and committed: forgets
    * it here and, before resolving, on every instance subscribed through Redis (each acknowledges).
    */

@@ -47,3 +47,8 @@ SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
 
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;
+
+-- whose it is (an HTML conversion's, a heavy document write's)
+SELECT user_id FROM memberships
+WHERE organization_id = $1 AND role = 'owner'
+ORDER BY created_at, user_id LIMIT 1;

@@ -531,6 +531,28 @@ describe('OrganizationsService (real database)', () => {
       });
     });
   });
+
+  describe('accountOf', () => {
+    it("answers the organization's first owner: one for all the organizations a user made", async () => {
+      const userId = await user();
+      const first = await organizations.create(userId, 'one');
+      const second = await organizations.create(userId, 'two');
+      expect(await organizations.accountOf(first.id)).toBe(userId);
+      expect(await organizations.accountOf(second.id)).toBe(userId);
+
+      // An owner who joined later, an earlier admin, change nothing; the first owner's demotion does.
+      const later = await user();
+      await join(first.id, later, 'owner', '2100-01-01T00:00:00Z');
+      const admin = await user();
+      await join(first.id, admin, 'admin', '2000-01-01T00:00:00Z');
+      expect(await organizations.accountOf(first.id)).toBe(userId);
+      await setRole(first.id, userId, 'member');
+      expect(await organizations.accountOf(first.id)).toBe(later);
+      // No owner at all (never left so by the API): the organization is its own account.
+      const ownerless = await factory.organization();
+      expect(await organizations.accountOf(ownerless)).toBe(ownerless);
+    });
+  });
 });
 
 describe('OrganizationsService memberships cached while Redis carries changes', () => {
