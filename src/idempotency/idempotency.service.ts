@@ -172,7 +172,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     throw new AppError(
       'idempotency_key_in_progress',
       'A request with this Idempotency-Key is still being processed; retry later',
-      // The first request's answer is stored when it ends: a retry then is replayed it.
+      // The first request's answer is stored when it ends: a retry then gets it replayed.
       { headers: { 'Retry-After': '1' } },
     );
   }
