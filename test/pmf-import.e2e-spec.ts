@@ -1002,7 +1002,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
    * An upload whose client sends the headers and the first half of the body, then waits for
    * `finish()` to send the rest: a slow client, as long as the test wants.
    */
-  function slowUpload(body: Buffer, auth = tenant.auth) {
+  function slowUpload(body: Buffer, auth = tenant.auth, headers: Record<string, string> = {}) {
     let answered: (answer: { status: number; headers: Json; body: Json }) => void;
     const answer = new Promise<{ status: number; headers: Json; body: Json }>(
       (resolve) => (answered = resolve),
@@ -1017,6 +1017,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
           authorization: auth,
           'content-type': 'application/json',
           'content-length': String(body.length),
+          ...headers,
         },
       },
       (response) => {
@@ -1051,13 +1052,28 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
       `${n} imports in flight`,
     );
 
-  it('a third slow import is refused with 429 too_many_streams and Retry-After, as a second of one organization is; the two finish', async () => {
+  it("a third slow import is refused with 429 too_many_streams and Retry-After, as a second of one organization's owner is; the two finish", async () => {
+    const secondOrganization = await t
+      .http()
+      .post('/v1/organizations')
+      .set('Authorization', `Bearer ${tenant.accessToken}`)
+      .send({ name: 'Second' });
+    expect(secondOrganization.status).toBe(201);
     const first = slowUpload(document(uniqueUserId('slow-1')));
     await inFlight(1);
-    // One organization holds half of IMPORTS_IN_FLIGHT at most: the others keep room.
+    // One account (an organization's first owner) holds half of IMPORTS_IN_FLIGHT at most: the
+    // others keep room, in the organization and in any other its owner made (one user may make
+    // ten: per organization, two held both slots).
     const own = await slowUpload(document(uniqueUserId('slow-own'))).answer;
     expect(own.status).toBe(429);
     expect(own.body.error.code).toBe('too_many_streams');
+    const sameOwner = await slowUpload(
+      document(uniqueUserId('slow-same-owner')),
+      `Bearer ${tenant.accessToken}`,
+      { 'x-organization-id': secondOrganization.body.id as string },
+    ).answer;
+    expect(sameOwner.status).toBe(429);
+    expect(sameOwner.body.error.code).toBe('too_many_streams');
     const second = slowUpload(document(uniqueUserId('slow-2')), other.auth);
     await inFlight(2);
     // Refused as soon as it arrives, its body still being sent: nothing of it is read.

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EndUsersModule } from '../end-users/end-users.module';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
+import { OrganizationsModule } from '../organizations/organizations.module';
 import { PersonalitiesModule } from '../personalities/personalities.module';
 import { SafetyModule } from '../safety/safety.module';
 import { VocabulariesModule } from '../vocabularies/vocabularies.module';
@@ -26,6 +27,7 @@ import { ImportService } from './import.service';
     VocabulariesModule,
     IdempotencyModule,
     SafetyModule,
+    OrganizationsModule,
   ],
   controllers: [ExportsController, FormatsController, ImportController],
   providers: [

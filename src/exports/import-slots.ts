@@ -7,12 +7,13 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
-import { defer, finalize, type Observable } from 'rxjs';
+import { defer, finalize, from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import type { DocumentRequest } from '../common/http/document-body';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { memoryConfig } from '../config/memory.config';
+import { OrganizationsService } from '../organizations/organizations.service';
 
 /**
  * An upload holding a slot whose body has arrived slower than this, after SLOW_UPLOAD_GRACE_MS,
@@ -34,7 +35,7 @@ export interface SlotUpload {
 }
 
 interface Holder {
-  organizationId: string;
+  account: string;
   upload: SlotUpload;
   takenAtMs: number;
   receivedAtTake: number;
@@ -43,31 +44,36 @@ interface Holder {
 /**
  * The imports this instance runs at once: at most IMPORTS_IN_FLIGHT (contract §29), each holding
  * its document in a temporary file of up to IMPORT_MAX_BYTES and a few megabytes of memory; of
- * them, one organization at most half (at least one), so that one importing without pause leaves
- * the others room. A slot is taken before the body is read (the temporary space is bounded by
- * them), so one whose body trickles in would hold it up to REQUEST_TIMEOUT_MS, and two
- * organizations (one user may make ten) would hold every slot (review, 2026-12-05): when none is
- * free, the slowest upload still arriving below SLOW_UPLOAD_BYTES_PER_SECOND, after
- * SLOW_UPLOAD_GRACE_MS, is abandoned (408) and its slot given to the newcomer.
+ * them, one account (an organization's first owner, OrganizationsService.accountOf: every
+ * organization one user made) at most half (at least one), so that one importing without pause
+ * leaves the others room: per organization, one user's two organizations held every slot. A slot
+ * is taken before the body is read (the temporary space is bounded by them), so one whose body
+ * trickles in would hold it up to REQUEST_TIMEOUT_MS, and two accounts would hold every slot
+ * (review, 2026-12-05): when none is free, the slowest upload still arriving below
+ * SLOW_UPLOAD_BYTES_PER_SECOND, after SLOW_UPLOAD_GRACE_MS, is abandoned (408) and its slot given
+ * to the newcomer.
  */
 @Injectable()
 export class ImportSlots {
   private readonly holders = new Set<Holder>();
-  private readonly byOrganization = new Map<string, number>();
+  private readonly byAccount = new Map<string, number>();
   private readonly limit: number;
-  private readonly perOrganization: number;
+  private readonly perAccount: number;
 
   constructor(@Inject(memoryConfig.KEY) memory: ConfigType<typeof memoryConfig>) {
     this.limit = memory.importsInFlight;
-    this.perOrganization = Math.ceil(this.limit / 2);
+    this.perAccount = Math.ceil(this.limit / 2);
   }
 
-  /** Takes a slot, or throws 429 `too_many_streams`; the answer gives it back, once. */
-  take(organizationId: string, upload: SlotUpload, nowMs = Date.now()): () => void {
-    const mine = this.byOrganization.get(organizationId) ?? 0;
-    if (mine >= this.perOrganization) {
+  /**
+   * Takes a slot for the account's import, or throws 429 `too_many_streams`; the answer gives it
+   * back, once.
+   */
+  take(account: string, upload: SlotUpload, nowMs = Date.now()): () => void {
+    const mine = this.byAccount.get(account) ?? 0;
+    if (mine >= this.perAccount) {
       throw tooManyStreams(
-        `This instance already runs ${mine} imports of the organization (half of IMPORTS_IN_FLIGHT); retry when one ends`,
+        `This instance already runs ${mine} imports of this organization or of another its owner made (half of IMPORTS_IN_FLIGHT); retry when one ends`,
       );
     }
     if (this.holders.size >= this.limit) {
@@ -81,13 +87,13 @@ export class ImportSlots {
       slowest.upload.abandon();
     }
     const holder: Holder = {
-      organizationId,
+      account,
       upload,
       takenAtMs: nowMs,
       receivedAtTake: upload.received(),
     };
     this.holders.add(holder);
-    this.byOrganization.set(organizationId, mine + 1);
+    this.byAccount.set(account, mine + 1);
     return () => this.give(holder);
   }
 
@@ -112,9 +118,9 @@ export class ImportSlots {
   /** Gives a slot back, once. */
   private give(holder: Holder): void {
     if (!this.holders.delete(holder)) return;
-    const left = (this.byOrganization.get(holder.organizationId) ?? 1) - 1;
-    if (left > 0) this.byOrganization.set(holder.organizationId, left);
-    else this.byOrganization.delete(holder.organizationId);
+    const left = (this.byAccount.get(holder.account) ?? 1) - 1;
+    if (left > 0) this.byAccount.set(holder.account, left);
+    else this.byAccount.delete(holder.account);
   }
 }
 
@@ -126,15 +132,28 @@ export class ImportSlots {
  */
 @Injectable()
 export class ImportSlotInterceptor implements NestInterceptor {
-  constructor(private readonly slots: ImportSlots) {}
+  constructor(
+    private readonly slots: ImportSlots,
+    private readonly organizations: OrganizationsService,
+  ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<RequestWithCaller & DocumentRequest>();
     const organizationId = organizationOf(request, 'an import slot');
+    return from(this.organizations.accountOf(organizationId)).pipe(
+      switchMap((account) => this.withSlot(account, request, next)),
+    );
+  }
+
+  private withSlot(
+    account: string,
+    request: RequestWithCaller & DocumentRequest,
+    next: CallHandler,
+  ): Observable<unknown> {
     return defer(() => {
       const abandoned = new AbortController();
       request.documentAbandoned = abandoned.signal;
-      const release = this.slots.take(organizationId, {
+      const release = this.slots.take(account, {
         received: () => request.socket.bytesRead,
         complete: () => request.complete,
         abandon: () =>

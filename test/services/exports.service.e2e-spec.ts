@@ -738,9 +738,9 @@ describe('Exports module (real database)', () => {
       expect(slots.inFlight).toBe(0);
     });
 
-    it('runs at most IMPORTS_IN_FLIGHT at once, half of them of one organization: the next is too_many_streams; a slot is given back once, also by a failed import', async () => {
+    it('runs at most IMPORTS_IN_FLIGHT at once, half of them of one account: the next is too_many_streams; a slot is given back once, also by a failed import', async () => {
       expect(slots.inFlight).toBe(0);
-      // IMPORTS_IN_FLIGHT 2: an organization holds one at most.
+      // IMPORTS_IN_FLIGHT 2: an account holds one at most.
       const releases = [slots.take('org-a', idle())];
       expect(() => slots.take('org-a', idle())).toThrow(AppError);
       releases.push(slots.take('org-b', idle()));
@@ -767,9 +767,10 @@ describe('Exports module (real database)', () => {
 
       // Through the interceptor: a refused import gives its slot back.
       const interceptor = moduleRef.get(ImportSlotInterceptor);
+      const organizationId = await factory.organization();
       await expect(
         lastValueFrom(
-          interceptor.intercept(asCaller('org-b'), {
+          interceptor.intercept(asCaller(organizationId), {
             handle: () => {
               expect(slots.inFlight).toBe(1);
               return throwError(() => AppError.validation([]));
