@@ -235,12 +235,17 @@ describe('Knowledge documents (contract §27)', () => {
         .set('Authorization', `Bearer ${user.accessToken}`)
         .send({ name: 'Second' });
       expect(created.status).toBe(201);
-      const uploadIn = (organizationId: string, title: string, html: string) =>
+      const uploadIn = (
+        organizationId: string,
+        title: string,
+        html: string,
+        fields: Record<string, string> = {},
+      ) =>
         http()
           .post('/v1/knowledge')
           .set('Authorization', `Bearer ${user.accessToken}`)
           .set('X-Organization-Id', organizationId)
-          .field('title', title)
+          .field({ title, ...fields })
           .attach('file', Buffer.from(html), { filename: 'page.html', contentType: 'text/html' });
       // About half a second of conversion: 1 MiB of paragraphs under 990 nested elements.
       const slow =
@@ -267,6 +272,11 @@ describe('Knowledge documents (contract §27)', () => {
       expect(untitled.body.error.details).toEqual([
         { field: 'title', problem: expect.stringContaining('title') },
       ]);
+      // So is one naming a personality the organization does not have (404, as its write is).
+      const foreign = await uploadIn(organizations[0], 'Foreign', slow, {
+        personality_ids: personalityId,
+      });
+      expectError(foreign, 404, 'not_found');
       expect((await converting).status).toBe(201);
     }, 60_000);
 

@@ -44,7 +44,7 @@ interface Holder {
 /**
  * The imports this instance runs at once: at most IMPORTS_IN_FLIGHT (contract §29), each holding
  * its document in a temporary file of up to IMPORT_MAX_BYTES and a few megabytes of memory; of
- * them, one account (an organization's first owner, OrganizationsService.accountOf: every
+ * them, one account (the user who made an organization, OrganizationsService.accountOf: every
  * organization one user made) at most half (at least one), so that one importing without pause
  * leaves the others room: per organization, one user's two organizations held every slot. A slot
  * is taken before the body is read (the temporary space is bounded by them), so one whose body

@@ -24,7 +24,7 @@ export const HTML_CONVERSIONS_AT_ONCE = 2;
 export const HTML_CONVERSIONS_WAITING = 8;
 
 /**
- * Conversions one account (an organization's first owner: OrganizationsService.accountOf) may
+ * Conversions one account (the user who made an organization: OrganizationsService.accountOf) may
  * have running or waiting in this process, all its organizations together: one tenant's hostile
  * pages hold at most one of the places, so another's upload always has one to wait for. Per
  * organization, one user's ten organizations held all ten, and every other tenant's HTML upload

@@ -14,6 +14,7 @@ import { createValidationPipe } from '../common/validation/validation.pipe';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { CreateKnowledgeDto, DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
 import { htmlToText } from './html-text';
+import { KnowledgeService } from './knowledge.service';
 
 /** The `file` part as multer (memory storage) leaves it on the request. */
 interface UploadedPart {
@@ -84,7 +85,10 @@ function idsOf(value: unknown): unknown {
 export class KnowledgeUploadInterceptor implements NestInterceptor {
   private readonly validation = createValidationPipe();
 
-  constructor(private readonly organizations: OrganizationsService) {}
+  constructor(
+    private readonly organizations: OrganizationsService,
+    private readonly knowledge: KnowledgeService,
+  ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
@@ -122,9 +126,10 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
   }
 
   /**
-   * The page's text, once the form's other fields are valid: a conversion takes one of the
-   * instance's few, and was spent on uploads refused afterwards for an empty title (found by
-   * review). The ValidationPipe checks the whole body again with the text.
+   * The page's text, once the form's other fields are valid and its personalities the
+   * organization's: a conversion takes one of the instance's few, and was spent on uploads
+   * refused afterwards for an empty title or a personality of no one's (found by two reviews).
+   * The ValidationPipe checks the whole body again with the text, the write the personalities.
    */
   private async convert(
     html: string,
@@ -132,10 +137,11 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
     organizationId: string,
     signal: AbortSignal,
   ): Promise<string> {
-    await this.validation.transform(
+    const form = (await this.validation.transform(
       { ...fields, content: '' },
       { type: 'body', metatype: CreateKnowledgeDto },
-    );
+    )) as CreateKnowledgeDto;
+    await this.knowledge.assertPersonalities(organizationId, form.personality_ids);
     const account = await this.organizations.accountOf(organizationId);
     return htmlToText(html, { account, signal });
   }

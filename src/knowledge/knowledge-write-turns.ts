@@ -44,7 +44,7 @@ const HEAVY_WAIT = {
  * served. A 1 MiB document's postings are one statement of up to 3 s of database time (131,000
  * distinct words); three organizations' at once took both cores, and another tenant's upload ran
  * past the statement timeout (found by review). One at a time, they take one core at most. Each
- * account (an organization's first owner: OrganizationsService.accountOf) waits for the slot
+ * account (the user who made an organization: OrganizationsService.accountOf) waits for the slot
  * with one write at most, all its organizations together, so every write waits behind at most
  * one of every other account uploading: per organization, one user's ten organizations kept
  * another tenant's upload waiting 25 to 40 s (found by review).

@@ -424,6 +424,17 @@ export class KnowledgeService implements ReplyParticipant {
     );
   }
 
+  /**
+   * 404 for a personality that is not the organization's: an upload's form checks it before its
+   * page is converted (KnowledgeUploadInterceptor), and the write checks again, locking them.
+   */
+  async assertPersonalities(organizationId: string, ids: string[] | undefined): Promise<void> {
+    if (!ids || ids.length === 0) return;
+    if ((await this.repository.countPersonalities(organizationId, ids)) !== ids.length) {
+      throw AppError.notFound('Personality');
+    }
+  }
+
   /** 404 for a personality that is not the organization's, as a reply to it answers. */
   private async attach(
     manager: EntityManager,

@@ -27,16 +27,21 @@ export type GrantRow = RowOf<typeof GRANT>;
 
 const RATE_LIMIT = Columns.rowOf<Organization>()('rateLimitRps', 'rateLimitBurst');
 
-const OWNER = Columns.rowOf<Membership>()('userId');
+const CREATOR = Columns.rowOf<Organization>()('createdByUserId');
 
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()
 export class OrganizationsRepository {
   constructor(private readonly database: Database) {}
 
-  async insert(manager: EntityManager, name: string): Promise<RowOf<typeof ORGANIZATION>> {
+  async insert(
+    manager: EntityManager,
+    name: string,
+    createdByUserId: string,
+  ): Promise<RowOf<typeof ORGANIZATION>> {
     const row = await this.database.row(
-      ORGANIZATION.query`INSERT INTO organizations (name) VALUES (${name})
+      ORGANIZATION.query`INSERT INTO organizations (name, created_by_user_id)
+          VALUES (${name}, ${createdByUserId})
           RETURNING ${ORGANIZATION}`,
       { manager },
     );
@@ -117,14 +122,12 @@ export class OrganizationsRepository {
     );
   }
 
-  /** The organization's first owner (the user who made it, unless ownership moved since). */
-  async findFirstOwner(organizationId: string): Promise<string | null> {
+  /** The user who made the organization; null when they are gone (or it is not found). */
+  async findCreator(organizationId: string): Promise<string | null> {
     const row = await this.database.row(
-      OWNER.query`SELECT ${OWNER} FROM memberships
-           WHERE organization_id = ${organizationId} AND role = 'owner'
-           ORDER BY created_at, user_id LIMIT 1`,
+      CREATOR.query`SELECT ${CREATOR} FROM organizations WHERE id = ${organizationId}`,
     );
-    return row?.user_id ?? null;
+    return row?.created_by_user_id ?? null;
   }
 
   async findRateLimit(organizationId: string): Promise<RowOf<typeof RATE_LIMIT> | null> {

@@ -119,7 +119,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
         `A user creates at most ${cap} organizations, the one made at sign-up included`,
       );
     }
-    const organization = await this.organizations.insert(manager, name);
+    const organization = await this.organizations.insert(manager, name, userId);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
     this.memberships.delete(`${userId}:${FIRST}`);
     return toOrganizationView({ ...organization, role: 'owner' });
@@ -208,12 +208,14 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
 
   /**
    * Whose organization this is, for what instances share between tenants (HTML conversions,
-   * heavy document writes): its first owner's id. One user may make ORGANIZATIONS_PER_USER
-   * organizations, so a share per organization gave one user ten (found by review); their
-   * organizations share one. The organization's own id should it have no owner.
+   * heavy document writes, import slots): the id of the user who made it. One user may make
+   * ORGANIZATIONS_PER_USER organizations, so a share per organization gave one user ten (found by
+   * review); their organizations share one. Not its owners: an owner could promote a member they
+   * invited and step down, and the member's own organizations then shared the owner's uploads
+   * (found by review). The organization's own id when its maker is gone.
    */
   async accountOf(organizationId: string): Promise<string> {
-    return (await this.organizations.findFirstOwner(organizationId)) ?? organizationId;
+    return (await this.organizations.findCreator(organizationId)) ?? organizationId;
   }
 
   /**

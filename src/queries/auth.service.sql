@@ -13,7 +13,8 @@ WHERE (SELECT count(*) FROM email_verification_tokens
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;
-INSERT INTO organizations (name) VALUES ($1)
+INSERT INTO organizations (name, created_by_user_id)
+VALUES ($1, $2)
 RETURNING id, name, memory_retention_days, created_at;
 INSERT INTO users (email, name, password_hash)
 VALUES ($1, $2, $3)

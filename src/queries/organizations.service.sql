@@ -5,7 +5,8 @@ COMMIT;
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;
-INSERT INTO organizations (name) VALUES ($1)
+INSERT INTO organizations (name, created_by_user_id)
+VALUES ($1, $2)
 RETURNING id, name, memory_retention_days, created_at;
 START TRANSACTION;
 UPDATE users SET organizations_created = organizations_created + 1
@@ -49,6 +50,4 @@ SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;
 
 -- whose it is (an HTML conversion's, a heavy document write's)
-SELECT user_id FROM memberships
-WHERE organization_id = $1 AND role = 'owner'
-ORDER BY created_at, user_id LIMIT 1;
+SELECT created_by_user_id FROM organizations WHERE id = $1;

@@ -533,24 +533,26 @@ describe('OrganizationsService (real database)', () => {
   });
 
   describe('accountOf', () => {
-    it("answers the organization's first owner: one for all the organizations a user made", async () => {
-      const userId = await user();
-      const first = await organizations.create(userId, 'one');
-      const second = await organizations.create(userId, 'two');
-      expect(await organizations.accountOf(first.id)).toBe(userId);
-      expect(await organizations.accountOf(second.id)).toBe(userId);
+    it('answers the user who made the organization: one for all they made, whoever owns them later', async () => {
+      const maker = await user();
+      const first = await organizations.create(maker, 'one');
+      const second = await organizations.create(maker, 'two');
+      expect(await organizations.accountOf(first.id)).toBe(maker);
+      expect(await organizations.accountOf(second.id)).toBe(maker);
 
-      // An owner who joined later, an earlier admin, change nothing; the first owner's demotion does.
-      const later = await user();
-      await join(first.id, later, 'owner', '2100-01-01T00:00:00Z');
-      const admin = await user();
-      await join(first.id, admin, 'admin', '2000-01-01T00:00:00Z');
-      expect(await organizations.accountOf(first.id)).toBe(userId);
-      await setRole(first.id, userId, 'member');
-      expect(await organizations.accountOf(first.id)).toBe(later);
-      // No owner at all (never left so by the API): the organization is its own account.
-      const ownerless = await factory.organization();
-      expect(await organizations.accountOf(ownerless)).toBe(ownerless);
+      // The maker promotes a member and steps down: the organization stays in the maker's account
+      // (by its owners, it moved into the member's, whose own uploads then waited behind it).
+      const promoted = await user();
+      await join(first.id, promoted, 'member');
+      await setRole(first.id, promoted, 'owner');
+      await setRole(first.id, maker, 'admin');
+      expect(await organizations.accountOf(first.id)).toBe(maker);
+      const own = await organizations.create(promoted, 'theirs');
+      expect(await organizations.accountOf(own.id)).toBe(promoted);
+
+      // No maker recorded (its user gone): the organization is its own account.
+      const unmade = await factory.organization();
+      expect(await organizations.accountOf(unmade)).toBe(unmade);
     });
   });
 });

@@ -3,11 +3,17 @@ import {
   Column,
   CreateDateColumn,
   Entity,
+  ForeignKey,
+  Index,
   PrimaryGeneratedColumn,
   UpdateDateColumn,
 } from 'typeorm';
 
 @Entity('organizations')
+// The organizations a user made: what a deletion of the user sets to null.
+@Index('organizations_created_by_user_idx', ['createdByUserId'], {
+  where: 'created_by_user_id IS NOT NULL',
+})
 @Check('organizations_rate_limit_rps_positive', 'rate_limit_rps > 0')
 @Check('organizations_rate_limit_burst_positive', 'rate_limit_burst >= 1')
 @Check('organizations_memory_retention_days_range', 'memory_retention_days BETWEEN 1 AND 3650')
@@ -37,6 +43,14 @@ export class Organization {
   /** Invitations sent on `invitations_day`, each new link counted. */
   @Column({ name: 'invitations_sent', type: 'integer', default: 0 })
   invitationsSent: number;
+
+  /**
+   * The user who made the organization, never changed: its account, which the instance's shared
+   * work is divided by (OrganizationsService.accountOf). Null when that user is gone.
+   */
+  @Column({ name: 'created_by_user_id', type: 'uuid', nullable: true })
+  @ForeignKey('users', { onDelete: 'SET NULL', name: 'organizations_created_by_user_id_fkey' })
+  createdByUserId: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
