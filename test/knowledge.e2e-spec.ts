@@ -297,6 +297,33 @@ describe('Knowledge documents (contract §27)', () => {
       expectError(await upload('Another text.'), 422, 'idempotency_key_reused');
     });
 
+    it("replays a keyed HTML upload whose personality is gone since, and refuses the key with another form (422), not the form's own problems", async () => {
+      const attached = await clonePersonality(t, tenant.auth);
+      const upload = (title: string, personality: string) =>
+        http()
+          .post('/v1/knowledge')
+          .set('Authorization', tenant.auth)
+          .set('Idempotency-Key', 'knowledge-html-upload-1')
+          .field({ title, personality_ids: personality })
+          .attach('file', Buffer.from('<p>Keyed page text.</p>'), {
+            filename: 'k.html',
+            contentType: 'text/html',
+          });
+      const first = await upload('Keyed page', attached);
+      expect(first.status).toBe(201);
+      const deleted = await http()
+        .delete(`/v1/personalities/${attached}`)
+        .set('Authorization', tenant.auth);
+      expect(deleted.status).toBe(204);
+      // The form is checked before the page is converted, but not a keyed one's: the retry gets
+      // the stored answer (contract §16), not 404 for the personality deleted since.
+      const again = await upload('Keyed page', attached);
+      expect(again.status).toBe(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body.id).toBe(first.body.id);
+      expectError(await upload('', attached), 422, 'idempotency_key_reused');
+    });
+
     it('refuses one personality named twice in two cases as a repeated one (400, not 404)', async () => {
       const twice = [personalityId.toUpperCase(), personalityId.toLowerCase()];
       const created = await create(

@@ -1052,7 +1052,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
       `${n} imports in flight`,
     );
 
-  it("a third slow import is refused with 429 too_many_streams and Retry-After, as a second of one organization's owner is; the two finish", async () => {
+  it('a third slow import is refused with 429 too_many_streams and Retry-After, as a second of the organizations one user made is; the two finish', async () => {
     const secondOrganization = await t
       .http()
       .post('/v1/organizations')
@@ -1061,8 +1061,8 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
     expect(secondOrganization.status).toBe(201);
     const first = slowUpload(document(uniqueUserId('slow-1')));
     await inFlight(1);
-    // One account (an organization's first owner) holds half of IMPORTS_IN_FLIGHT at most: the
-    // others keep room, in the organization and in any other its owner made (one user may make
+    // One account (the user who made an organization) holds half of IMPORTS_IN_FLIGHT at most:
+    // the others keep room, in the organization and in any other that user made (one may make
     // ten: per organization, two held both slots).
     const own = await slowUpload(document(uniqueUserId('slow-own'))).answer;
     expect(own.status).toBe(429);

@@ -207,8 +207,9 @@ const FILES: RecordedFiles = {
       await operation("the organization's own bucket size (the rate limiter's)", () =>
         organizations.rateLimitOverride(owner.organizationId),
       ),
-      await operation("whose it is (an HTML conversion's, a heavy document write's)", () =>
-        organizations.accountOf(owner.organizationId),
+      await operation(
+        "whose it is (an HTML conversion's, a heavy document write's, an import slot's)",
+        () => organizations.accountOf(owner.organizationId),
       ),
     ];
   },

@@ -73,7 +73,7 @@ export class ImportSlots {
     const mine = this.byAccount.get(account) ?? 0;
     if (mine >= this.perAccount) {
       throw tooManyStreams(
-        `This instance already runs ${mine} imports of this organization or of another its owner made (half of IMPORTS_IN_FLIGHT); retry when one ends`,
+        `This instance already runs ${mine} imports of this organization or of others made by the same user (half of IMPORTS_IN_FLIGHT); retry when one ends`,
       );
     }
     if (this.holders.size >= this.limit) {

@@ -115,7 +115,7 @@ describe('htmlToText', () => {
     setTimeout(() => gone.abort(new Error('client left')), 200);
     await expect(conversion).rejects.toThrow('client left');
     expect(Date.now() - started).toBeLessThan(5_000);
-    // Its slot and its organization's place are free again.
+    // Its slot and its account's place are free again.
     await expect(htmlToText('<p>again</p>', { account: 'org-gone' })).resolves.toBe('again');
   });
 });

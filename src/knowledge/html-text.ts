@@ -185,7 +185,7 @@ export async function htmlToText(
   const held = heldByAccount.get(account) ?? 0;
   if (held >= PER_ACCOUNT) {
     throw busy(
-      "Another HTML upload of this organization, or of another organization of its owner's, is being converted: retry shortly",
+      'Another HTML upload of this organization, or of another made by the same user, is being converted: retry shortly',
     );
   }
   heldByAccount.set(account, held + 1);

@@ -10,6 +10,7 @@ import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { findUnsafeContent } from '../common/validation/untrusted-json';
 import { clientGoneSignal } from '../common/http/client-signal';
+import { IDEMPOTENCY_KEY_HEADER } from '../common/http/idempotency-key';
 import { createValidationPipe } from '../common/validation/validation.pipe';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { CreateKnowledgeDto, DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
@@ -114,8 +115,9 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
     if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
     const organizationId = organizationOf(request, 'a document upload');
     const signal = clientGoneSignal(http.getResponse<Response>());
+    const keyed = request.headers[IDEMPOTENCY_KEY_HEADER] !== undefined;
     return from(
-      textOf(request.file, (html) => this.convert(html, body, organizationId, signal)),
+      textOf(request.file, (html) => this.convert(html, body, organizationId, signal, keyed)),
     ).pipe(
       switchMap((content) => {
         body.content = content;
@@ -130,18 +132,25 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
    * organization's: a conversion takes one of the instance's few, and was spent on uploads
    * refused afterwards for an empty title or a personality of no one's (found by two reviews).
    * The ValidationPipe checks the whole body again with the text, the write the personalities.
+   * Not for a keyed upload: its key is looked up after this interceptor (the fingerprint covers
+   * the page's text), and a retry gets the stored answer, or 422 for another form, whatever the
+   * form or the personalities are now (contract §16); such a form is refused after its
+   * conversion, as any was before.
    */
   private async convert(
     html: string,
     fields: Record<string, unknown>,
     organizationId: string,
     signal: AbortSignal,
+    keyed: boolean,
   ): Promise<string> {
-    const form = (await this.validation.transform(
-      { ...fields, content: '' },
-      { type: 'body', metatype: CreateKnowledgeDto },
-    )) as CreateKnowledgeDto;
-    await this.knowledge.assertPersonalities(organizationId, form.personality_ids);
+    if (!keyed) {
+      const form = (await this.validation.transform(
+        { ...fields, content: '' },
+        { type: 'body', metatype: CreateKnowledgeDto },
+      )) as CreateKnowledgeDto;
+      await this.knowledge.assertPersonalities(organizationId, form.personality_ids);
+    }
     const account = await this.organizations.accountOf(organizationId);
     return htmlToText(html, { account, signal });
   }

@@ -83,6 +83,24 @@ describe('KnowledgeWriteTurns', () => {
     await expect(second).resolves.toBe('written');
   });
 
+  it("refuses an account's heavy write that waited past the limit behind its account's other one, before it reached the slot", async () => {
+    jest.useFakeTimers();
+    const turns = newTurns();
+    const hog = controlledWrite();
+    const late = controlledWrite();
+    const hogging = turns.inTurn('org-a1', hog.run, HEAVY);
+    await jest.advanceTimersByTimeAsync(0);
+    const refused = turns.inTurn('org-a2', late.run, HEAVY).catch((error: unknown) => error);
+    await jest.advanceTimersByTimeAsync(KNOWLEDGE_HEAVY_WRITE_WAIT_MS);
+    const error = (await refused) as AppError;
+    expect(error).toBeInstanceOf(AppError);
+    expect(error.code).toBe('too_many_streams');
+    expect(late.started).toBe(false);
+    expect(turns.inFlight('org-a2')).toBe(0);
+    hog.end();
+    await expect(hogging).resolves.toBe('written');
+  });
+
   it('refuses a heavy write that waited past its limit with 429, and gives no slot away', async () => {
     jest.useFakeTimers();
     const turns = newTurns();

@@ -27,7 +27,11 @@ export type GrantRow = RowOf<typeof GRANT>;
 
 const RATE_LIMIT = Columns.rowOf<Organization>()('rateLimitRps', 'rateLimitBurst');
 
-const CREATOR = Columns.rowOf<Organization>()('createdByUserId');
+const MAKER = Columns.computed<{ maker: string | null }>({
+  maker: sql`coalesce(o.created_by_user_id, (
+               SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+                ORDER BY m.created_at, m.user_id LIMIT 1))`,
+});
 
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()
@@ -122,12 +126,17 @@ export class OrganizationsRepository {
     );
   }
 
-  /** The user who made the organization; null when they are gone (or it is not found). */
-  async findCreator(organizationId: string): Promise<string | null> {
+  /**
+   * The user who made the organization; for one without (its maker gone, or written by the
+   * previous release during a rolling deploy), its earliest member, as migration
+   * OrganizationsNameTheirCreator gave the organizations made before it. Null when there is
+   * neither (or no such organization).
+   */
+  async findMaker(organizationId: string): Promise<string | null> {
     const row = await this.database.row(
-      CREATOR.query`SELECT ${CREATOR} FROM organizations WHERE id = ${organizationId}`,
+      MAKER.query`SELECT ${MAKER} FROM organizations o WHERE o.id = ${organizationId}`,
     );
-    return row?.created_by_user_id ?? null;
+    return row?.maker ?? null;
   }
 
   async findRateLimit(organizationId: string): Promise<RowOf<typeof RATE_LIMIT> | null> {

@@ -212,10 +212,12 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
    * ORGANIZATIONS_PER_USER organizations, so a share per organization gave one user ten (found by
    * review); their organizations share one. Not its owners: an owner could promote a member they
    * invited and step down, and the member's own organizations then shared the owner's uploads
-   * (found by review). The organization's own id when its maker is gone.
+   * (found by review). Nor do they change when the maker leaves: an organization handed over
+   * stays in its maker's account (docs/knowledge.md). The organization's own id when it has
+   * neither maker nor member.
    */
   async accountOf(organizationId: string): Promise<string> {
-    return (await this.organizations.findCreator(organizationId)) ?? organizationId;
+    return (await this.organizations.findMaker(organizationId)) ?? organizationId;
   }
 
   /**
