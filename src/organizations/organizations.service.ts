@@ -57,6 +57,13 @@ export interface RateLimitOverride {
 export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
 
+/**
+ * How long an organization's account is kept: its maker never changes, so only an organization
+ * without one (its earliest member's account) may be answered stale, for this long; a fairness
+ * key, read on every tool call.
+ */
+const ACCOUNT_CACHE_MS = 10 * 60_000;
+
 /** 404 unless the caller is a member, 403 unless an owner or admin. */
 function assertManages(grant: MembershipGrant | null): void {
   if (!grant) throw organizationNotFound();
@@ -72,6 +79,7 @@ function assertManages(grant: MembershipGrant | null): void {
 export class OrganizationsService implements OnModuleInit, OnApplicationShutdown {
   private readonly memberships: TtlCache<MembershipGrant | null>;
   private readonly membershipChanges: InvalidationChannel;
+  private readonly accounts: TtlCache<string>;
 
   constructor(
     private readonly database: Database,
@@ -86,6 +94,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
   ) {
     logger.setContext(OrganizationsService.name);
     this.memberships = caches.local(MEMBERSHIP_CACHE_MS);
+    this.accounts = caches.local(ACCOUNT_CACHE_MS);
     this.membershipChanges = new InvalidationChannel(redis, 'identity:membership-changed', logger);
   }
 
@@ -217,7 +226,11 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
    * neither maker nor member.
    */
   async accountOf(organizationId: string): Promise<string> {
-    return (await this.organizations.findMaker(organizationId)) ?? organizationId;
+    const cached = this.accounts.get(organizationId);
+    if (cached !== undefined) return cached;
+    const account = (await this.organizations.findMaker(organizationId)) ?? organizationId;
+    this.accounts.set(organizationId, account);
+    return account;
   }
 
   /**

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { OrganizationsModule } from '../organizations/organizations.module';
 import { AuditModule } from '../audit/audit.module';
 import { WebhooksModule } from '../webhooks/webhooks.module';
 import { PersonalitiesController } from './personalities.controller';
@@ -7,7 +8,7 @@ import { PersonalitiesService } from './personalities.service';
 import { IdempotencyModule } from '../idempotency/idempotency.module';
 
 @Module({
-  imports: [IdempotencyModule, AuditModule, WebhooksModule],
+  imports: [IdempotencyModule, AuditModule, WebhooksModule, OrganizationsModule],
   controllers: [PersonalitiesController],
   providers: [PersonalitiesRepository, PersonalitiesService],
   exports: [PersonalitiesService],

@@ -28,6 +28,7 @@ import { UpdatePersonalityDto } from './dto/update-personality.dto';
 import type { CatalogEntryFile, PersonalityReplies } from './entities/personality-definition';
 import type { Personality } from './entities/personality.entity';
 import { storedTools, type ToolDefinition, toolProblems } from '../tools/tool-definitions';
+import { OrganizationsService } from '../organizations/organizations.service';
 import { DEFAULT_LANGUAGE, isLanguage, type Language, searchConfigOf } from './languages';
 import {
   type NewPersonality,
@@ -91,6 +92,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
     private readonly logger: PinoLogger,
     caches: Caches,
     @Inject(modelsConfig.KEY) models: ConfigType<typeof modelsConfig>,
+    private readonly organizations: OrganizationsService,
   ) {
     this.allowedModels = new Set(models.allowed);
     this.logger.setContext(PersonalitiesService.name);
@@ -287,7 +289,8 @@ export class PersonalitiesService implements OnApplicationBootstrap {
    * items' shape and schemas, and webhook tools' endpoints, which must be the organization's.
    */
   private async checkedTools(organizationId: string, tools: unknown[]): Promise<ToolDefinition[]> {
-    const problems = await toolProblems(organizationId, tools, 'personality');
+    const account = await this.organizations.accountOf(organizationId);
+    const problems = await toolProblems(account, tools, 'personality');
     if (problems.length > 0) throw AppError.validation(problems);
     const valid = tools as ToolDefinition[];
     const endpoints = valid.map((tool) => tool.endpoint_id?.toLowerCase());

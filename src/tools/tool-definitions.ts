@@ -240,9 +240,12 @@ export function unsafeSchemaProblem(parameters: Record<string, unknown>): string
   return referencesProblem(parameters);
 }
 
-/** Why a tool's `parameters` is refused, or undefined when it is a usable object schema. */
+/**
+ * Why a tool's `parameters` is refused, or undefined when it is a usable object schema; checked
+ * in `account`'s turn (ToolSchemas).
+ */
 async function parametersProblem(
-  organizationId: string,
+  account: string,
   parameters: Record<string, unknown>,
 ): Promise<string | undefined> {
   if (Buffer.byteLength(JSON.stringify(parameters)) > MAX_PARAMETERS_BYTES) {
@@ -254,7 +257,7 @@ async function parametersProblem(
   if (unwritable) return `must hold only numbers JSON can write (not 1e999): ${unwritable}`;
   const unsafe = unsafeSchemaProblem(parameters);
   if (unsafe) return unsafe;
-  const problem = await toolSchemas.problemOf(organizationId, parameters);
+  const problem = await toolSchemas.problemOf(account, parameters);
   return problem === undefined
     ? undefined
     : `must be a valid JSON Schema (draft 2020-12): ${problem.slice(0, 200)}`;
@@ -262,10 +265,12 @@ async function parametersProblem(
 
 /**
  * The problems of a `tools` array, each named by its pointer under `field` (`tools/3/parameters`):
- * its items' shape, their schemas and duplicate names. Endpoints are the caller's to check.
+ * its items' shape, their schemas and duplicate names. Endpoints are the caller's to check. The
+ * schemas are checked in `account`'s turn: the account of the organization they are for
+ * (OrganizationsService.accountOf).
  */
 export async function toolProblems(
-  organizationId: string,
+  account: string,
   tools: unknown[],
   kind: 'personality' | 'request',
   field = 'tools',
@@ -297,7 +302,7 @@ export async function toolProblems(
     if (seen.has(name)) found({ field: `${at}/name`, problem: 'must be unique' });
     seen.add(name);
     problems.push(
-      parametersProblem(organizationId, parameters).then((problem) =>
+      parametersProblem(account, parameters).then((problem) =>
         problem ? { field: `${at}/parameters`, problem } : undefined,
       ),
     );

@@ -11,6 +11,7 @@ import { ScreenedReplies } from '../safety/screened-replies.generator';
 import { ToolMetrics } from './tool-metrics';
 import { ToolRounds } from './tool-rounds.generator';
 import { ToolTurnsRepository } from './tool-turns.repository';
+import { OrganizationsService } from '../organizations/organizations.service';
 import { freshToolState, ToolTurnsService } from './tool-turns.service';
 import { WebhookToolCaller } from './webhook-tool-caller';
 
@@ -75,6 +76,10 @@ describe('ToolRounds inside ScreenedReplies', () => {
         { provide: ToolTurnsRepository, useValue: {} },
         { provide: WebhookToolCaller, useValue: {} },
         { provide: ToolMetrics, useValue: { count: () => undefined } },
+        {
+          provide: OrganizationsService,
+          useValue: { accountOf: (id: string) => Promise.resolve(id) },
+        },
         { provide: toolsConfig.KEY, useValue: { maxRounds: 4, turnTtlSeconds: 600 } },
       ],
     }).compile();

@@ -139,12 +139,12 @@ describe('ToolSchemas', () => {
     expect(schemas.compiles).toBe(1);
   });
 
-  it('takes the organization its jobs took the least time of: quick schemas pass slow ones', async () => {
+  it('takes the account its jobs took the least time of: quick schemas pass slow ones', async () => {
     const schemas = schemasWith(UNHURRIED);
     await schemas.problemOf('warm', numbered(0));
     const answered: string[] = [];
-    const check = (organizationId: string, schema: object, name: string) =>
-      schemas.problemOf(organizationId, schema).then((problem) => {
+    const check = (account: string, schema: object, name: string) =>
+      schemas.problemOf(account, schema).then((problem) => {
         expect(problem).toBeUndefined();
         answered.push(name);
       });
@@ -158,7 +158,7 @@ describe('ToolSchemas', () => {
     expect(answered.slice(0, 5)).toEqual(['busy 1', 'quiet 1', 'quiet 2', 'quiet 3', 'quiet 4']);
   });
 
-  it('charges an organization that sends one job at a time: quick schemas pass its slow ones too', async () => {
+  it('charges an account that sends one job at a time: quick schemas pass its slow ones too', async () => {
     const schemas = schemasWith(UNHURRIED);
     await schemas.problemOf('warm', numbered(0));
     const answered: string[] = [];
@@ -187,8 +187,8 @@ describe('ToolSchemas', () => {
     expect(slowBefore).toEqual(['slow 1', 'slow 2']);
   });
 
-  it("refuses (429) an organization's schemas past the number it may have waiting", async () => {
-    const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 2 });
+  it("refuses (429) an account's schemas past the number it may have waiting", async () => {
+    const schemas = schemasWith({ ...UNHURRIED, waitingPerAccount: 2 });
     // Once the worker has started, the first runs at once; two wait.
     await schemas.problemOf('org', numbered(1));
     const taken = [1, 2, 3].map((n) =>
@@ -201,7 +201,7 @@ describe('ToolSchemas', () => {
     await Promise.all(taken);
   });
 
-  it("keeps its worker through an $async schema's rejected validation: the next organization's job is answered", async () => {
+  it("keeps its worker through an $async schema's rejected validation: the next account's job is answered", async () => {
     const schemas = schemasWith();
     const plain = numbered(0);
     expect(await schemas.validate('other', plain, { field_0: 1 })).toEqual({ valid: true });
@@ -225,20 +225,20 @@ describe('ToolSchemas', () => {
     expect(schemas.compiles).toBe(1);
   });
 
-  it("answers a validation past the organization's waiting jobs as unchecked, not as invalid", async () => {
-    const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 1 });
+  it("answers a validation past the account's waiting jobs as unchecked, not as invalid", async () => {
+    const schemas = schemasWith({ ...UNHURRIED, waitingPerAccount: 1 });
     await schemas.problemOf('org', numbered(1));
     const running = schemas.problemOf('org', slowToCompile());
     const waiting = schemas.problemOf('org', { ...slowToCompile(), title: 'waiting' });
     expect(await schemas.validate('org', numbered(1), { field_1: 1 })).toEqual({
       valid: false,
-      unchecked: 'too many of the organization are waiting to be checked',
+      unchecked: 'too many of the account are waiting to be checked',
     });
     await Promise.all([running, waiting]);
   });
 
   it("runs a job again on a new worker when one holding others' schemas runs out of heap: none fails for another's", async () => {
-    // A 16 MiB heap that one organization's schemas, all kept, fill within about 100.
+    // A 16 MiB heap that one account's schemas, all kept, fill within about 100.
     const schemas = schemasWith({
       heapMb: 16,
       capacity: 100_000,
@@ -260,7 +260,7 @@ describe('ToolSchemas', () => {
     expect(await schemas.problemOf('org', numbered(1))).toBeUndefined();
     const answered: string[] = [];
     const tooLarge = schemas.problemOf('org', wide(0, 5_000)).finally(() => answered.push('org'));
-    // Less served organizations wait meanwhile: the job run again goes first all the same, on a
+    // Less served accounts wait meanwhile: the job run again goes first all the same, on a
     // heap that only it has filled (review: it went after them, and failed for their schemas).
     const others = ['a', 'b', 'c'].map((other, i) =>
       schemas.problemOf(other, numbered(i + 2)).finally(() => answered.push(other)),

@@ -9,8 +9,11 @@ import { AppError } from '../common/errors/app-error';
  */
 export const SCHEMA_COMPILE_TIMEOUT_MS = 2_000;
 
-/** Schemas one organization may have waiting to be checked in this process; past this, 429. */
-export const SCHEMAS_WAITING_PER_ORGANIZATION = 64;
+/**
+ * Schemas one account (the user who made the organizations: OrganizationsService.accountOf) may
+ * have waiting to be checked in this process; past this, 429.
+ */
+export const SCHEMAS_WAITING_PER_ACCOUNT = 64;
 
 /** Compiled schemas the worker keeps, and the characters of schema text and code behind them. */
 const COMPILED_SCHEMAS_KEPT = 1_000;
@@ -121,7 +124,7 @@ interface Answer {
 }
 
 interface Job {
-  organizationId: string;
+  account: string;
   message: {
     id: number;
     kind: 'check' | 'validate';
@@ -148,7 +151,7 @@ export interface ToolSchemasOptions {
   capacity?: number;
   textCapacity?: number;
   timeoutMs?: number;
-  waitingPerOrganization?: number;
+  waitingPerAccount?: number;
   /** The worker's heap (old generation), MiB. */
   heapMb?: number;
 }
@@ -156,9 +159,10 @@ export interface ToolSchemasOptions {
 /**
  * The tools' argument schemas, compiled and run in one worker thread, off the event loop: a
  * tenant's 16 KiB schema can take ajv a fifth of a second to compile (a request may carry 32),
- * and held there it held every tenant's requests. Jobs wait per organization; the next one is
- * the first of the organization whose jobs have taken the worker least time since it last had
- * nothing waiting (fair queuing by time, not by jobs): an organization sending schemas that compile in
+ * and held there it held every tenant's requests. Jobs wait per account (all the organizations one
+ * user made: one user's ten organizations had ten shares); the next one is the first of the
+ * account whose jobs have taken the worker least time since it last had
+ * nothing waiting (fair queuing by time, not by jobs): an account sending schemas that compile in
  * a millisecond goes before one whose take a second, and waits for at most the one running.
  * Each job may take `timeoutMs`, after which the worker is ended (its cache with it) and a new
  * one takes the next job. Compiled schemas are kept in the worker by the hash of their
@@ -168,12 +172,12 @@ export class ToolSchemas {
   private readonly capacity: number;
   private readonly textCapacity: number;
   private readonly timeoutMs: number;
-  private readonly waitingPerOrganization: number;
+  private readonly waitingPerAccount: number;
   private readonly heapMb: number;
-  /** Each organization's jobs waiting, organizations in the order their first job came. */
+  /** Each account's jobs waiting, accounts in the order their first job came. */
   private readonly waiting = new Map<string, Job[]>();
   /**
-   * The worker's time (ms) each organization's jobs have taken since the worker last had nothing
+   * The worker's time (ms) each account's jobs have taken since the worker last had nothing
    * waiting: the least goes next (forgetIdle drops what no longer tells them apart).
    */
   private readonly spent = new Map<string, number>();
@@ -195,31 +199,30 @@ export class ToolSchemas {
     this.capacity = options.capacity ?? COMPILED_SCHEMAS_KEPT;
     this.textCapacity = options.textCapacity ?? COMPILED_TEXT_KEPT;
     this.timeoutMs = options.timeoutMs ?? SCHEMA_COMPILE_TIMEOUT_MS;
-    this.waitingPerOrganization =
-      options.waitingPerOrganization ?? SCHEMAS_WAITING_PER_ORGANIZATION;
+    this.waitingPerAccount = options.waitingPerAccount ?? SCHEMAS_WAITING_PER_ACCOUNT;
     this.heapMb = options.heapMb ?? WORKER_HEAP_MB;
   }
 
   /**
    * Why `schema` does not compile as a draft 2020-12 schema, or undefined when it does (it is
-   * then kept compiled). 429 when the organization has too many schemas waiting already.
+   * then kept compiled). 429 when the account has too many schemas waiting already.
    */
-  async problemOf(organizationId: string, schema: object): Promise<string | undefined> {
-    if (this.tooManyWaiting(organizationId)) {
+  async problemOf(account: string, schema: object): Promise<string | undefined> {
+    if (this.tooManyWaiting(account)) {
       throw new AppError('rate_limited', 'Too many tool schemas are being checked: retry shortly', {
         headers: { 'Retry-After': String(Math.ceil(this.timeoutMs / 1000)) },
       });
     }
-    const answer = await this.run(organizationId, 'check', schema);
+    const answer = await this.run(account, 'check', schema);
     return answer.problem ?? answer.unchecked;
   }
 
   /** `args` validated against `schema`, compiled first unless it is kept. */
-  async validate(organizationId: string, schema: object, args: unknown): Promise<ArgumentsCheck> {
-    if (this.tooManyWaiting(organizationId)) {
-      return { valid: false, unchecked: 'too many of the organization are waiting to be checked' };
+  async validate(account: string, schema: object, args: unknown): Promise<ArgumentsCheck> {
+    if (this.tooManyWaiting(account)) {
+      return { valid: false, unchecked: 'too many of the account are waiting to be checked' };
     }
-    const answer = await this.run(organizationId, 'validate', schema, args);
+    const answer = await this.run(account, 'validate', schema, args);
     if (answer.unchecked !== undefined) return { valid: false, unchecked: answer.unchecked };
     if (answer.problem !== undefined) return { valid: false, schemaProblem: answer.problem };
     if (answer.valid) return { valid: true };
@@ -238,8 +241,8 @@ export class ToolSchemas {
     await worker?.terminate();
   }
 
-  private tooManyWaiting(organizationId: string): boolean {
-    return (this.waiting.get(organizationId)?.length ?? 0) >= this.waitingPerOrganization;
+  private tooManyWaiting(account: string): boolean {
+    return (this.waiting.get(account)?.length ?? 0) >= this.waitingPerAccount;
   }
 
   private failAll(problem: string): void {
@@ -257,7 +260,7 @@ export class ToolSchemas {
   }
 
   private run(
-    organizationId: string,
+    account: string,
     kind: Job['message']['kind'],
     schema: object,
     args?: unknown,
@@ -267,21 +270,21 @@ export class ToolSchemas {
     const id = ++this.jobsSent;
     return new Promise<Answer>((resolve) => {
       const message = { id, kind, key, schema, textSize: text.length, args };
-      let queue = this.waiting.get(organizationId);
+      let queue = this.waiting.get(account);
       if (!queue) {
         // A newcomer starts level with the least served of those waiting, not below them all:
-        // organizations coming and going could otherwise keep one with slow schemas waiting.
+        // accounts coming and going could otherwise keep one with slow schemas waiting.
         const floor = this.leastServed()?.spent ?? 0;
-        this.spent.set(organizationId, Math.max(this.spent.get(organizationId) ?? floor, floor));
+        this.spent.set(account, Math.max(this.spent.get(account) ?? floor, floor));
         queue = [];
-        this.waiting.set(organizationId, queue);
+        this.waiting.set(account, queue);
       }
-      queue.push({ organizationId, message, resolve });
+      queue.push({ account, message, resolve });
       this.next();
     });
   }
 
-  /** The first job of the least served organization, once the worker is ready. */
+  /** The first job of the least served account, once the worker is ready. */
   private next(): void {
     if (this.running || (this.waiting.size === 0 && !this.retrying)) return;
     let worker: Worker;
@@ -321,30 +324,30 @@ export class ToolSchemas {
     }
   }
 
-  /** The first job of the least served organization's line, taken out of it. */
+  /** The first job of the least served account's line, taken out of it. */
   private nextWaiting(): Job {
-    const { organizationId } = this.leastServed()!;
-    const queue = this.waiting.get(organizationId)!;
+    const { account } = this.leastServed()!;
+    const queue = this.waiting.get(account)!;
     const job = queue.shift()!;
-    if (queue.length === 0) this.waiting.delete(organizationId);
+    if (queue.length === 0) this.waiting.delete(account);
     return job;
   }
 
   /**
-   * The organization with jobs waiting whose jobs have taken the least time (the first, on a
+   * The account with jobs waiting whose jobs have taken the least time (the first, on a
    * tie), and that time; undefined when nothing waits.
    */
-  private leastServed(): { organizationId: string; spent: number } | undefined {
-    let least: { organizationId: string; spent: number } | undefined;
-    for (const organizationId of this.waiting.keys()) {
-      const spent = this.spentBy(organizationId);
-      if (least === undefined || spent < least.spent) least = { organizationId, spent };
+  private leastServed(): { account: string; spent: number } | undefined {
+    let least: { account: string; spent: number } | undefined;
+    for (const account of this.waiting.keys()) {
+      const spent = this.spentBy(account);
+      if (least === undefined || spent < least.spent) least = { account, spent };
     }
     return least;
   }
 
   /**
-   * Drops what no longer tells organizations apart: everything once nothing waits, else those
+   * Drops what no longer tells accounts apart: everything once nothing waits, else those
    * with nothing waiting that would come back at the least served anyway.
    */
   private forgetIdle(): void {
@@ -353,13 +356,13 @@ export class ToolSchemas {
       return;
     }
     const least = this.leastServed()?.spent ?? 0;
-    for (const [organizationId, spent] of this.spent) {
-      if (!this.waiting.has(organizationId) && spent <= least) this.spent.delete(organizationId);
+    for (const [account, spent] of this.spent) {
+      if (!this.waiting.has(account) && spent <= least) this.spent.delete(account);
     }
   }
 
-  private spentBy(organizationId: string): number {
-    return this.spent.get(organizationId) ?? 0;
+  private spentBy(account: string): number {
+    return this.spent.get(account) ?? 0;
   }
 
   private finish(job: Job, answer: Answer): void {
@@ -368,7 +371,7 @@ export class ToolSchemas {
     // Charged whether or not more of its own wait: one sending a job at a time (each after the
     // last was answered) would otherwise come back level with the least served each time, and
     // take every other turn (review: 32 quick schemas waited for 32 slow ones).
-    this.charge(job.organizationId, this.running.sentAt);
+    this.charge(job.account, this.running.sentAt);
     this.forgetIdle();
     this.running = undefined;
     if (answer.fresh) this.compiles += 1;
@@ -376,18 +379,18 @@ export class ToolSchemas {
     this.next();
   }
 
-  private charge(organizationId: string, sentAt: number): void {
-    this.spent.set(organizationId, this.spentBy(organizationId) + performance.now() - sentAt);
+  private charge(account: string, sentAt: number): void {
+    this.spent.set(account, this.spentBy(account) + performance.now() - sentAt);
   }
 
   /**
    * The running job, to run again before any other on the next worker (not in its line: the
-   * least served organization would go first, and could fill the new heap again), its time so
+   * least served account would go first, and could fill the new heap again), its time so
    * far charged.
    */
   private again(job: Job): void {
     clearTimeout(this.running!.timer);
-    this.charge(job.organizationId, this.running!.sentAt);
+    this.charge(job.account, this.running!.sentAt);
     this.running = undefined;
     job.retried = true;
     this.retrying = job;

@@ -35,6 +35,7 @@ import {
   toolProblems,
   unsafeSchemaProblem,
 } from './tool-definitions';
+import { OrganizationsService } from '../organizations/organizations.service';
 import { toolSchemas } from './tool-schemas';
 import { saidSoFar, type ToolCallRecord, type ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
@@ -123,6 +124,7 @@ export class ToolTurnsService {
     private readonly metrics: ToolMetrics,
     private readonly clock: Clock,
     @Inject(toolsConfig.KEY) private readonly config: ToolsConfig,
+    private readonly organizations: OrganizationsService,
   ) {}
 
   /** A paused turn holds the user's message: it goes with the end user. */
@@ -134,7 +136,8 @@ export class ToolTurnsService {
   /** A request's own tools (contract §26), or 400 naming each problem: checked before any read. */
   async requestTools(organizationId: string, tools: readonly unknown[]): Promise<RequestTool[]> {
     if (tools.length === 0) return [];
-    const problems = await toolProblems(organizationId, [...tools], 'request');
+    const account = await this.organizations.accountOf(organizationId);
+    const problems = await toolProblems(account, [...tools], 'request');
     if (problems.length > 0) throw AppError.validation(problems);
     return tools as RequestTool[];
   }
@@ -415,7 +418,8 @@ export class ToolTurnsService {
     // arguments: its validation could run for hours.
     const unsafe = unsafeSchemaProblem(tool.parameters);
     if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
-    const check = await toolSchemas.validate(organizationId, tool.parameters, args);
+    const account = await this.organizations.accountOf(organizationId);
+    const check = await toolSchemas.validate(account, tool.parameters, args);
     if (check.valid) return undefined;
     if ('unchecked' in check) return `the arguments could not be checked: they ${check.unchecked}`;
     if ('schemaProblem' in check) {

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { OrganizationsModule } from '../organizations/organizations.module';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { ToolTurnsRetentionWorker } from './tool-turns-retention.worker';
 import { ToolTurnsService } from './tool-turns.service';
@@ -8,6 +9,7 @@ import { WebhookToolCaller } from './webhook-tool-caller';
 
 /** Tools of personalities (contract §26, docs/tools.md): the loop of a turn that calls them. */
 @Module({
+  imports: [OrganizationsModule],
   providers: [
     ToolTurnsRepository,
     ToolTurnsService,

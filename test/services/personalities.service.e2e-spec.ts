@@ -9,6 +9,7 @@ import { Database } from '../../src/database/database';
 import type { CatalogEntryFile } from '../../src/personalities/entities/personality-definition';
 import { PersonalitiesModule } from '../../src/personalities/personalities.module';
 import { PersonalitiesService } from '../../src/personalities/personalities.service';
+import { toolSchemas } from '../../src/tools/tool-schemas';
 import { IdempotencyService } from '../../src/idempotency/idempotency.service';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
@@ -88,6 +89,35 @@ describe('PersonalitiesService (real database)', () => {
     }
 
     await expectAppError(service.cloneFromCatalog(organizationId, 'no-such-slug'), 'not_found');
+  });
+
+  it("checks a tool's schema in the turn of the organization's account: the user who made it", async () => {
+    const [{ id: maker }]: Array<{ id: string }> = await dataSource.query(
+      `INSERT INTO users (email, password_hash) VALUES ($1, 'not-a-hash') RETURNING id`,
+      [`maker-${randomUUID()}@example.test`],
+    );
+    const organizationId = await newOrganization();
+    await dataSource.query(`UPDATE organizations SET created_by_user_id = $1 WHERE id = $2`, [
+      maker,
+      organizationId,
+    ]);
+    const personality = await service.cloneFromCatalog(organizationId, 'sage-mentor');
+    const checked = jest.spyOn(toolSchemas, 'problemOf');
+    try {
+      await service.update(organizationId, personality.id, {
+        tools: [
+          {
+            name: 'opening_hours',
+            description: 'The shop hours of a day',
+            parameters: { type: 'object', properties: { day: { type: 'string' } } },
+            execution: 'client',
+          },
+        ],
+      });
+      expect(checked).toHaveBeenCalledWith(maker, expect.objectContaining({ type: 'object' }));
+    } finally {
+      checked.mockRestore();
+    }
   });
 
   it('keeps each organization to its own personalities', async () => {
