@@ -94,6 +94,12 @@ describe('KnowledgeUploadInterceptor', () => {
     expect(converted).not.toHaveBeenCalled();
   });
 
+  it('refuses a key that is not one (400) before converting, as the key would be after', async () => {
+    const { context } = upload({ title: 'Hours' }, { 'idempotency-key': '' });
+    expect(() => interceptor().intercept(context, handled)).toThrow(AppError);
+    expect(converted).not.toHaveBeenCalled();
+  });
+
   it('converts a keyed upload unchecked: its retry is answered by its key, whatever the form', async () => {
     const { context } = upload(
       { title: '', personality_ids: THEIRS },

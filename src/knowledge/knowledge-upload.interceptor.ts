@@ -10,7 +10,7 @@ import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { findUnsafeContent } from '../common/validation/untrusted-json';
 import { clientGoneSignal } from '../common/http/client-signal';
-import { IDEMPOTENCY_KEY_HEADER } from '../common/http/idempotency-key';
+import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from '../common/http/idempotency-key';
 import { createValidationPipe } from '../common/validation/validation.pipe';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { CreateKnowledgeDto, DOCUMENT_MAX_BYTES } from './dto/knowledge.dto';
@@ -115,7 +115,11 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
     if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
     const organizationId = organizationOf(request, 'a document upload');
     const signal = clientGoneSignal(http.getResponse<Response>());
-    const keyed = request.headers[IDEMPOTENCY_KEY_HEADER] !== undefined;
+    const key = request.headers[IDEMPOTENCY_KEY_HEADER];
+    // A key that is not one is refused now (400), as IdempotencyInterceptor would after the
+    // conversion: it does not spare a form the checks below.
+    if (key !== undefined) parseIdempotencyKey(key);
+    const keyed = key !== undefined;
     return from(
       textOf(request.file, (html) => this.convert(html, body, organizationId, signal, keyed)),
     ).pipe(
