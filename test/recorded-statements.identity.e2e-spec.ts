@@ -208,7 +208,7 @@ const FILES: RecordedFiles = {
         organizations.rateLimitOverride(owner.organizationId),
       ),
       await operation(
-        "whose it is (an HTML conversion's, a heavy document write's, an import slot's)",
+        "whose it is (an HTML conversion's, a heavy document write's, an import slot's, a tool schema check's)",
         () => organizations.accountOf(owner.organizationId),
       ),
     ];

@@ -101,6 +101,29 @@ describe('KnowledgeWriteTurns', () => {
     await expect(hogging).resolves.toBe('written');
   });
 
+  it('counts the wait behind the account and the wait for the slot against one limit', async () => {
+    jest.useFakeTimers();
+    const turns = newTurns();
+    const first = controlledWrite();
+    const other = controlledWrite();
+    const second = controlledWrite();
+    const holding = turns.inTurn('org-a1', first.run, HEAVY);
+    await jest.advanceTimersByTimeAsync(0);
+    // Another account's write waits for the slot; org-a2's waits behind its account's first.
+    const otherWrite = turns.inTurn('org-b', other.run, HEAVY);
+    const refused = turns.inTurn('org-a2', second.run, HEAVY).catch((error: unknown) => error);
+    await jest.advanceTimersByTimeAsync(KNOWLEDGE_HEAVY_WRITE_WAIT_MS * (2 / 3));
+    // The slot goes to the other account's write, and org-a2's then waits for it: what is left
+    // of its 30 s, not 30 s more.
+    first.end();
+    await expect(holding).resolves.toBe('written');
+    await jest.advanceTimersByTimeAsync(KNOWLEDGE_HEAVY_WRITE_WAIT_MS / 3);
+    expect(((await refused) as AppError).code).toBe('too_many_streams');
+    expect(second.started).toBe(false);
+    other.end();
+    await expect(otherWrite).resolves.toBe('written');
+  });
+
   it('refuses a heavy write that waited past its limit with 429, and gives no slot away', async () => {
     jest.useFakeTimers();
     const turns = newTurns();

@@ -98,16 +98,22 @@ export class KnowledgeWriteTurns {
     signal?: AbortSignal,
   ): Promise<T> {
     const account = await this.organizations.accountOf(organizationId);
-    const deadline = new AbortController();
+    const until = Date.now() + KNOWLEDGE_HEAVY_WRITE_WAIT_MS;
+    const inLine = new AbortController();
     const timer = setTimeout(
-      () => deadline.abort(HEAVY_WAIT.tooLong()),
+      () => inLine.abort(HEAVY_WAIT.tooLong()),
       KNOWLEDGE_HEAVY_WRITE_WAIT_MS,
     );
-    const waiting = signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal;
+    const waiting = signal ? AbortSignal.any([signal, inLine.signal]) : inLine.signal;
     try {
       return await this.heavyByAccount.run(
         account,
-        () => this.heavy.run({ ...HEAVY_WAIT, signal: waiting }, write),
+        () => {
+          clearTimeout(timer);
+          // What is left of the deadline is the slot's to wait.
+          const timeoutMs = Math.max(1, until - Date.now());
+          return this.heavy.run({ ...HEAVY_WAIT, timeoutMs, signal }, write);
+        },
         waiting,
       );
     } finally {

@@ -58,9 +58,10 @@ export const MEMBERSHIP_CACHE_MS = 5_000;
 const FIRST = '*';
 
 /**
- * How long an organization's account is kept: its maker never changes, so only an organization
- * without one (its earliest member's account) may be answered stale, for this long; a fairness
- * key, read on every tool call.
+ * How long an organization's account is kept: a fairness key, read on every tool call. Its maker
+ * never changes but for a deletion of the user (ON DELETE SET NULL), and an organization without
+ * one is its earliest member's account: either may be answered stale for this long, which moves
+ * no more than one organization's share between accounts.
  */
 const ACCOUNT_CACHE_MS = 10 * 60_000;
 

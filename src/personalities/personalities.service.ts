@@ -290,7 +290,7 @@ export class PersonalitiesService implements OnApplicationBootstrap {
    */
   private async checkedTools(organizationId: string, tools: unknown[]): Promise<ToolDefinition[]> {
     const account = await this.organizations.accountOf(organizationId);
-    const problems = await toolProblems(account, tools, 'personality');
+    const problems = await toolProblems({ organizationId, account }, tools, 'personality');
     if (problems.length > 0) throw AppError.validation(problems);
     const valid = tools as ToolDefinition[];
     const endpoints = valid.map((tool) => tool.endpoint_id?.toLowerCase());

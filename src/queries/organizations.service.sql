@@ -49,7 +49,7 @@ SELECT o.id, o.name, o.memory_retention_days, o.created_at, m.role
 -- the organization's own bucket size (the rate limiter's)
 SELECT rate_limit_rps, rate_limit_burst FROM organizations WHERE id = $1;
 
--- whose it is (an HTML conversion's, a heavy document write's, an import slot's)
+-- whose it is (an HTML conversion's, a heavy document write's, an import slot's, a tool schema check's)
 SELECT coalesce(o.created_by_user_id, (
 SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
  ORDER BY m.created_at, m.user_id LIMIT 1)) AS "maker" FROM organizations o WHERE o.id = $1;

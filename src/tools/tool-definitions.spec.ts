@@ -1,7 +1,7 @@
 import { storedTools, toolProblems } from './tool-definitions';
 import { toolSchemas } from './tool-schemas';
 
-const ORG = 'organization-a';
+const ORG = { organizationId: 'organization-a', account: 'user-a' };
 
 afterAll(() => toolSchemas.close());
 

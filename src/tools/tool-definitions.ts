@@ -2,7 +2,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import type { FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
 import { nonFiniteNumberAt } from '../common/validation/untrusted-json';
-import { toolSchemas } from './tool-schemas';
+import { type SchemaTenant, toolSchemas } from './tool-schemas';
 
 /** Tools a personality may have (contract §26). */
 export const MAX_TOOLS = 32;
@@ -242,10 +242,10 @@ export function unsafeSchemaProblem(parameters: Record<string, unknown>): string
 
 /**
  * Why a tool's `parameters` is refused, or undefined when it is a usable object schema; checked
- * in `account`'s turn (ToolSchemas).
+ * in `tenant`'s turn (ToolSchemas).
  */
 async function parametersProblem(
-  account: string,
+  tenant: SchemaTenant,
   parameters: Record<string, unknown>,
 ): Promise<string | undefined> {
   if (Buffer.byteLength(JSON.stringify(parameters)) > MAX_PARAMETERS_BYTES) {
@@ -257,7 +257,7 @@ async function parametersProblem(
   if (unwritable) return `must hold only numbers JSON can write (not 1e999): ${unwritable}`;
   const unsafe = unsafeSchemaProblem(parameters);
   if (unsafe) return unsafe;
-  const problem = await toolSchemas.problemOf(account, parameters);
+  const problem = await toolSchemas.problemOf(tenant, parameters);
   return problem === undefined
     ? undefined
     : `must be a valid JSON Schema (draft 2020-12): ${problem.slice(0, 200)}`;
@@ -266,11 +266,10 @@ async function parametersProblem(
 /**
  * The problems of a `tools` array, each named by its pointer under `field` (`tools/3/parameters`):
  * its items' shape, their schemas and duplicate names. Endpoints are the caller's to check. The
- * schemas are checked in `account`'s turn: the account of the organization they are for
- * (OrganizationsService.accountOf).
+ * schemas are checked in the turn of `tenant`, the organization they are for and its account.
  */
 export async function toolProblems(
-  account: string,
+  tenant: SchemaTenant,
   tools: unknown[],
   kind: 'personality' | 'request',
   field = 'tools',
@@ -302,7 +301,7 @@ export async function toolProblems(
     if (seen.has(name)) found({ field: `${at}/name`, problem: 'must be unique' });
     seen.add(name);
     problems.push(
-      parametersProblem(account, parameters).then((problem) =>
+      parametersProblem(tenant, parameters).then((problem) =>
         problem ? { field: `${at}/parameters`, problem } : undefined,
       ),
     );

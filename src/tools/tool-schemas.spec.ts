@@ -29,6 +29,12 @@ const wide = (n: number, width: number) => ({
 /** Time enough for a slow schema on a machine as loaded as CI's: what these specs test is order. */
 const UNHURRIED = { timeoutMs: 60_000 };
 
+/** An organization that is an account of its own (made by a user who made no other). */
+const alone = (organizationId: string) => ({
+  organizationId,
+  account: `maker of ${organizationId}`,
+});
+
 describe('ToolSchemas', () => {
   const opened: ToolSchemas[] = [];
   const schemasWith = (options: ConstructorParameters<typeof ToolSchemas>[0] = {}) => {
@@ -45,9 +51,11 @@ describe('ToolSchemas', () => {
     const schemas = schemasWith();
     const schema = { type: 'object', required: ['at'], properties: { at: { type: 'string' } } };
     const reordered = { properties: { at: { type: 'string' } }, required: ['at'], type: 'object' };
-    expect(await schemas.problemOf('org', schema)).toBeUndefined();
-    expect(await schemas.validate('org', reordered, { at: 'noon' })).toEqual({ valid: true });
-    expect(await schemas.validate('org', schema, { at: 12 })).toEqual({
+    expect(await schemas.problemOf(alone('org'), schema)).toBeUndefined();
+    expect(await schemas.validate(alone('org'), reordered, { at: 'noon' })).toEqual({
+      valid: true,
+    });
+    expect(await schemas.validate(alone('org'), schema, { at: 12 })).toEqual({
       valid: false,
       instancePath: '/at',
       message: 'must be string',
@@ -57,22 +65,22 @@ describe('ToolSchemas', () => {
 
   it('keeps at most its capacity, the least recently used out first', async () => {
     const schemas = schemasWith({ capacity: 3 });
-    for (const n of [0, 1, 2, 0, 3]) await schemas.problemOf('org', numbered(n));
+    for (const n of [0, 1, 2, 0, 3]) await schemas.problemOf(alone('org'), numbered(n));
     expect(schemas.compiles).toBe(4);
     // The fourth pushed out the least recently used: 1, not 0.
-    await schemas.problemOf('org', numbered(0));
+    await schemas.problemOf(alone('org'), numbered(0));
     expect(schemas.compiles).toBe(4);
-    await schemas.problemOf('org', numbered(1));
+    await schemas.problemOf(alone('org'), numbered(1));
     expect(schemas.compiles).toBe(5);
   });
 
   it('keeps at most its text capacity: large schemas push out the oldest', async () => {
     // Each schema's text and the code ajv wrote for it count; two fit, three do not.
     const schemas = schemasWith({ textCapacity: 2_500 });
-    for (const n of [0, 1, 2]) await schemas.problemOf('org', numbered(n));
-    await schemas.problemOf('org', numbered(2));
+    for (const n of [0, 1, 2]) await schemas.problemOf(alone('org'), numbered(n));
+    await schemas.problemOf(alone('org'), numbered(2));
     expect(schemas.compiles).toBe(3);
-    await schemas.problemOf('org', numbered(0));
+    await schemas.problemOf(alone('org'), numbered(0));
     expect(schemas.compiles).toBe(4);
   });
 
@@ -89,7 +97,7 @@ describe('ToolSchemas', () => {
       setImmediate(turn);
     });
     // Before, ajv compiled on the event loop: not one turn until it was done.
-    const problem = await schemas.problemOf('org', slowToCompile());
+    const problem = await schemas.problemOf(alone('org'), slowToCompile());
     compiled = true;
     await turning;
     expect(problem).toBeUndefined();
@@ -104,9 +112,9 @@ describe('ToolSchemas', () => {
       $defs: { a: { enum: values } },
       properties: { q: { allOf: Array.from({ length: 700 }, () => ({ $ref: '#/$defs/a' })) } },
     };
-    expect(await schemas.problemOf('org', schema)).toBeUndefined();
-    expect(await schemas.validate('org', schema, { q: 'value_7' })).toEqual({ valid: true });
-    expect(await schemas.validate('org', schema, { q: 'other' })).toMatchObject({
+    expect(await schemas.problemOf(alone('org'), schema)).toBeUndefined();
+    expect(await schemas.validate(alone('org'), schema, { q: 'value_7' })).toEqual({ valid: true });
+    expect(await schemas.validate(alone('org'), schema, { q: 'other' })).toMatchObject({
       valid: false,
       instancePath: '/q',
     });
@@ -114,17 +122,19 @@ describe('ToolSchemas', () => {
 
   it('ends a compile past its time, and compiles the next schema in a new worker', async () => {
     const schemas = schemasWith({ timeoutMs: 50 });
-    expect(await schemas.problemOf('org', slowToCompile(1_000))).toBe('must compile within 50 ms');
-    expect(await schemas.problemOf('org', numbered(0))).toBeUndefined();
-    expect(await schemas.validate('org', numbered(0), { field_0: 'x' })).toMatchObject({
+    expect(await schemas.problemOf(alone('org'), slowToCompile(1_000))).toBe(
+      'must compile within 50 ms',
+    );
+    expect(await schemas.problemOf(alone('org'), numbered(0))).toBeUndefined();
+    expect(await schemas.validate(alone('org'), numbered(0), { field_0: 'x' })).toMatchObject({
       valid: false,
     });
   });
 
   it('takes an answer that came in time while this thread was held past the time', async () => {
     const schemas = schemasWith({ timeoutMs: 200 });
-    await schemas.problemOf('org', numbered(0));
-    const answer = schemas.validate('org', numbered(0), { field_0: 1 });
+    await schemas.problemOf(alone('org'), numbered(0));
+    const answer = schemas.validate(alone('org'), numbered(0), { field_0: 1 });
     // This thread held for longer than the time, from the loop's check phase: the timer is
     // due before the loop next reads the worker's answer, which came meanwhile.
     await new Promise<void>((resolve) =>
@@ -141,10 +151,10 @@ describe('ToolSchemas', () => {
 
   it('takes the account its jobs took the least time of: quick schemas pass slow ones', async () => {
     const schemas = schemasWith(UNHURRIED);
-    await schemas.problemOf('warm', numbered(0));
+    await schemas.problemOf(alone('warm'), numbered(0));
     const answered: string[] = [];
     const check = (account: string, schema: object, name: string) =>
-      schemas.problemOf(account, schema).then((problem) => {
+      schemas.problemOf(alone(account), schema).then((problem) => {
         expect(problem).toBeUndefined();
         answered.push(name);
       });
@@ -160,20 +170,20 @@ describe('ToolSchemas', () => {
 
   it('charges an account that sends one job at a time: quick schemas pass its slow ones too', async () => {
     const schemas = schemasWith(UNHURRIED);
-    await schemas.problemOf('warm', numbered(0));
+    await schemas.problemOf(alone('warm'), numbered(0));
     const answered: string[] = [];
     let sending = true;
     // One slow schema at a time, each sent once the last was answered.
     const slowLoop = (async () => {
       for (let n = 1; sending; n += 1) {
-        await schemas.problemOf('one-at-a-time', { ...slowToCompile(), title: `slow ${n}` });
+        await schemas.problemOf(alone('one-at-a-time'), { ...slowToCompile(), title: `slow ${n}` });
         answered.push(`slow ${n}`);
       }
     })();
     while (!answered.includes('slow 1')) await new Promise((resolve) => setTimeout(resolve, 5));
     await Promise.all(
       [1, 2, 3, 4, 5, 6].map((n) =>
-        schemas.problemOf('quick', numbered(n)).then(() => void answered.push(`quick ${n}`)),
+        schemas.problemOf(alone('quick'), numbered(n)).then(() => void answered.push(`quick ${n}`)),
       ),
     );
     sending = false;
@@ -187,30 +197,59 @@ describe('ToolSchemas', () => {
     expect(slowBefore).toEqual(['slow 1', 'slow 2']);
   });
 
-  it("refuses (429) an account's schemas past the number it may have waiting", async () => {
-    const schemas = schemasWith({ ...UNHURRIED, waitingPerAccount: 2 });
+  it("shares the worker's time by account, its organizations taking turns", async () => {
+    const schemas = schemasWith(UNHURRIED);
+    await schemas.problemOf(alone('warm'), numbered(0));
+    const answered: string[] = [];
+    const check = (organizationId: string, account: string, schema: object, name: string) =>
+      schemas.problemOf({ organizationId, account }, schema).then(() => void answered.push(name));
+    const slow = (name: string) => ({ ...slowToCompile(), title: name });
+    // One user's two organizations send slow schemas, then another user's one quick ones.
+    const checks = [1, 2, 3].map((n) => check('a1', 'user-a', slow(`a1 ${n}`), `a1 ${n}`));
+    checks.push(...[1, 2, 3].map((n) => check('a2', 'user-a', slow(`a2 ${n}`), `a2 ${n}`)));
+    checks.push(...[1, 2, 3, 4].map((n) => check('b', 'user-b', numbered(n), `b ${n}`)));
+    await Promise.all(checks);
+    // a1's first was running when the others came. Then user-b's quick ones before any more of
+    // user-a's (as two accounts, a2 came level with b and went first), and a1 and a2 in turn
+    // (taken in the order they came, a1's three went before a2's).
+    expect(answered).toEqual([
+      'a1 1',
+      'b 1',
+      'b 2',
+      'b 3',
+      'b 4',
+      'a1 2',
+      'a2 1',
+      'a1 3',
+      'a2 2',
+      'a2 3',
+    ]);
+  });
+
+  it("refuses (429) an organization's schemas past the number it may have waiting", async () => {
+    const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 2 });
     // Once the worker has started, the first runs at once; two wait.
-    await schemas.problemOf('org', numbered(1));
+    await schemas.problemOf(alone('org'), numbered(1));
     const taken = [1, 2, 3].map((n) =>
-      schemas.problemOf('org', { ...slowToCompile(), title: `${n}` }),
+      schemas.problemOf(alone('org'), { ...slowToCompile(), title: `${n}` }),
     );
-    await expect(schemas.problemOf('org', numbered(0))).rejects.toMatchObject({
+    await expect(schemas.problemOf(alone('org'), numbered(0))).rejects.toMatchObject({
       code: 'rate_limited',
     } satisfies Partial<AppError>);
-    expect(await schemas.problemOf('other', numbered(0))).toBeUndefined();
+    expect(await schemas.problemOf(alone('other'), numbered(0))).toBeUndefined();
     await Promise.all(taken);
   });
 
   it("keeps its worker through an $async schema's rejected validation: the next account's job is answered", async () => {
     const schemas = schemasWith();
     const plain = numbered(0);
-    expect(await schemas.validate('other', plain, { field_0: 1 })).toEqual({ valid: true });
+    expect(await schemas.validate(alone('other'), plain, { field_0: 1 })).toEqual({ valid: true });
     const asynchronous = { type: 'object', $async: true, properties: { a: { type: 'string' } } };
     const answers = await Promise.all([
-      schemas.validate('hostile', asynchronous, { a: 1 }),
-      schemas.validate('other', plain, { field_0: 2 }),
-      schemas.validate('hostile', asynchronous, { a: 2 }),
-      schemas.validate('other', plain, { field_0: 3 }),
+      schemas.validate(alone('hostile'), asynchronous, { a: 1 }),
+      schemas.validate(alone('other'), plain, { field_0: 2 }),
+      schemas.validate(alone('hostile'), asynchronous, { a: 2 }),
+      schemas.validate(alone('other'), plain, { field_0: 3 }),
     ]);
     // Before, the rejection no job awaited ended the worker, failing the job sent after it.
     expect(answers).toEqual([
@@ -220,19 +259,19 @@ describe('ToolSchemas', () => {
       { valid: true },
     ]);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(await schemas.validate('other', plain, { field_0: 4 })).toEqual({ valid: true });
+    expect(await schemas.validate(alone('other'), plain, { field_0: 4 })).toEqual({ valid: true });
     // One worker all along: the plain schema was compiled once (a new worker compiles it again).
     expect(schemas.compiles).toBe(1);
   });
 
-  it("answers a validation past the account's waiting jobs as unchecked, not as invalid", async () => {
-    const schemas = schemasWith({ ...UNHURRIED, waitingPerAccount: 1 });
-    await schemas.problemOf('org', numbered(1));
-    const running = schemas.problemOf('org', slowToCompile());
-    const waiting = schemas.problemOf('org', { ...slowToCompile(), title: 'waiting' });
-    expect(await schemas.validate('org', numbered(1), { field_1: 1 })).toEqual({
+  it("answers a validation past the organization's waiting jobs as unchecked, not as invalid", async () => {
+    const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 1 });
+    await schemas.problemOf(alone('org'), numbered(1));
+    const running = schemas.problemOf(alone('org'), slowToCompile());
+    const waiting = schemas.problemOf(alone('org'), { ...slowToCompile(), title: 'waiting' });
+    expect(await schemas.validate(alone('org'), numbered(1), { field_1: 1 })).toEqual({
       valid: false,
-      unchecked: 'too many of the account are waiting to be checked',
+      unchecked: "wait behind too many of the organization's schemas to be checked",
     });
     await Promise.all([running, waiting]);
   });
@@ -247,8 +286,8 @@ describe('ToolSchemas', () => {
     });
     const problems: (string | undefined)[] = [];
     for (let n = 0; n < 600 && schemas.workersStarted < 3; n += 1) {
-      problems.push(await schemas.problemOf('filling', wide(n, 60)));
-      problems.push(await schemas.problemOf('other', numbered(n)));
+      problems.push(await schemas.problemOf(alone('filling'), wide(n, 60)));
+      problems.push(await schemas.problemOf(alone('other'), numbered(n)));
     }
     // Two workers died with their heaps full; before, the job running then failed each time.
     expect(schemas.workersStarted).toBe(3);
@@ -257,13 +296,15 @@ describe('ToolSchemas', () => {
 
   it('answers a schema too large for the heap on its own as a problem, after one run on a new worker', async () => {
     const schemas = schemasWith({ heapMb: 16, ...UNHURRIED });
-    expect(await schemas.problemOf('org', numbered(1))).toBeUndefined();
+    expect(await schemas.problemOf(alone('org'), numbered(1))).toBeUndefined();
     const answered: string[] = [];
-    const tooLarge = schemas.problemOf('org', wide(0, 5_000)).finally(() => answered.push('org'));
+    const tooLarge = schemas
+      .problemOf(alone('org'), wide(0, 5_000))
+      .finally(() => answered.push('org'));
     // Less served accounts wait meanwhile: the job run again goes first all the same, on a
     // heap that only it has filled (review: it went after them, and failed for their schemas).
     const others = ['a', 'b', 'c'].map((other, i) =>
-      schemas.problemOf(other, numbered(i + 2)).finally(() => answered.push(other)),
+      schemas.problemOf(alone(other), numbered(i + 2)).finally(() => answered.push(other)),
     );
     expect(await tooLarge).toBe('cannot be compiled within the memory a schema may take');
     expect(await Promise.all(others)).toEqual([undefined, undefined, undefined]);
@@ -272,9 +313,9 @@ describe('ToolSchemas', () => {
     expect(schemas.workersStarted).toBe(3);
     // On a worker that had answered nothing (the next, started for it), it is not run again.
     const fresh = schemasWith({ heapMb: 16, ...UNHURRIED });
-    expect(await fresh.problemOf('org', wide(1, 5_000))).toBeDefined();
+    expect(await fresh.problemOf(alone('org'), wide(1, 5_000))).toBeDefined();
     expect(fresh.workersStarted).toBe(1);
-    expect(await schemas.problemOf('org', numbered(2))).toBeUndefined();
+    expect(await schemas.problemOf(alone('org'), numbered(2))).toBeUndefined();
   }, 60_000);
 
   it("writes nothing of a schema to the process's output (ajv's logger is off)", async () => {
@@ -287,8 +328,8 @@ describe('ToolSchemas', () => {
     try {
       const forged = 'x"\n{"level":50,"msg":"forged"}\n';
       const schema = { type: 'object', properties: { a: { type: 'string', format: forged } } };
-      expect(await schemas.problemOf('org', schema)).toBeUndefined();
-      expect(await schemas.validate('org', schema, { a: 'y' })).toEqual({ valid: true });
+      expect(await schemas.problemOf(alone('org'), schema)).toBeUndefined();
+      expect(await schemas.validate(alone('org'), schema, { a: 'y' })).toEqual({ valid: true });
       // The worker's output reaches this thread's stream asynchronously.
       await new Promise((resolve) => setTimeout(resolve, 200));
     } finally {

@@ -9,11 +9,17 @@ import { AppError } from '../common/errors/app-error';
  */
 export const SCHEMA_COMPILE_TIMEOUT_MS = 2_000;
 
+/** Schemas one organization may have waiting to be checked in this process; past this, 429. */
+export const SCHEMAS_WAITING_PER_ORGANIZATION = 64;
+
 /**
- * Schemas one account (the user who made the organizations: OrganizationsService.accountOf) may
- * have waiting to be checked in this process; past this, 429.
+ * Whose schema it is: the organization's, whose jobs wait in a line of their own, and its account
+ * (the user who made it: OrganizationsService.accountOf), which the worker's time is shared by.
  */
-export const SCHEMAS_WAITING_PER_ACCOUNT = 64;
+export interface SchemaTenant {
+  organizationId: string;
+  account: string;
+}
 
 /** Compiled schemas the worker keeps, and the characters of schema text and code behind them. */
 const COMPILED_SCHEMAS_KEPT = 1_000;
@@ -123,8 +129,7 @@ interface Answer {
   error?: { instancePath: string; message?: string };
 }
 
-interface Job {
-  account: string;
+interface Job extends SchemaTenant {
   message: {
     id: number;
     kind: 'check' | 'validate';
@@ -151,7 +156,7 @@ export interface ToolSchemasOptions {
   capacity?: number;
   textCapacity?: number;
   timeoutMs?: number;
-  waitingPerAccount?: number;
+  waitingPerOrganization?: number;
   /** The worker's heap (old generation), MiB. */
   heapMb?: number;
 }
@@ -159,11 +164,12 @@ export interface ToolSchemasOptions {
 /**
  * The tools' argument schemas, compiled and run in one worker thread, off the event loop: a
  * tenant's 16 KiB schema can take ajv a fifth of a second to compile (a request may carry 32),
- * and held there it held every tenant's requests. Jobs wait per account (all the organizations one
- * user made: one user's ten organizations had ten shares); the next one is the first of the
- * account whose jobs have taken the worker least time since it last had
- * nothing waiting (fair queuing by time, not by jobs): an account sending schemas that compile in
- * a millisecond goes before one whose take a second, and waits for at most the one running.
+ * and held there it held every tenant's requests. Jobs wait per organization; the next one is
+ * the first of the organization whose account (every organization one user made) has taken the
+ * worker least time since it last had nothing waiting (fair queuing by time, not by jobs; one
+ * user's ten organizations had ten shares until 2026-12-06), the organizations of one account in
+ * turn: an account sending schemas that compile in a millisecond goes before one whose take a
+ * second, and waits for at most the one running.
  * Each job may take `timeoutMs`, after which the worker is ended (its cache with it) and a new
  * one takes the next job. Compiled schemas are kept in the worker by the hash of their
  * canonical text, the least recently used out first.
@@ -172,9 +178,12 @@ export class ToolSchemas {
   private readonly capacity: number;
   private readonly textCapacity: number;
   private readonly timeoutMs: number;
-  private readonly waitingPerAccount: number;
+  private readonly waitingPerOrganization: number;
   private readonly heapMb: number;
-  /** Each account's jobs waiting, accounts in the order their first job came. */
+  /**
+   * Each organization's jobs waiting, organizations in turn: in the order their first job came,
+   * one whose job was taken moved behind the others.
+   */
   private readonly waiting = new Map<string, Job[]>();
   /**
    * The worker's time (ms) each account's jobs have taken since the worker last had nothing
@@ -199,30 +208,34 @@ export class ToolSchemas {
     this.capacity = options.capacity ?? COMPILED_SCHEMAS_KEPT;
     this.textCapacity = options.textCapacity ?? COMPILED_TEXT_KEPT;
     this.timeoutMs = options.timeoutMs ?? SCHEMA_COMPILE_TIMEOUT_MS;
-    this.waitingPerAccount = options.waitingPerAccount ?? SCHEMAS_WAITING_PER_ACCOUNT;
+    this.waitingPerOrganization =
+      options.waitingPerOrganization ?? SCHEMAS_WAITING_PER_ORGANIZATION;
     this.heapMb = options.heapMb ?? WORKER_HEAP_MB;
   }
 
   /**
    * Why `schema` does not compile as a draft 2020-12 schema, or undefined when it does (it is
-   * then kept compiled). 429 when the account has too many schemas waiting already.
+   * then kept compiled). 429 when the organization has too many schemas waiting already.
    */
-  async problemOf(account: string, schema: object): Promise<string | undefined> {
-    if (this.tooManyWaiting(account)) {
+  async problemOf(tenant: SchemaTenant, schema: object): Promise<string | undefined> {
+    if (this.tooManyWaiting(tenant.organizationId)) {
       throw new AppError('rate_limited', 'Too many tool schemas are being checked: retry shortly', {
         headers: { 'Retry-After': String(Math.ceil(this.timeoutMs / 1000)) },
       });
     }
-    const answer = await this.run(account, 'check', schema);
+    const answer = await this.run(tenant, 'check', schema);
     return answer.problem ?? answer.unchecked;
   }
 
   /** `args` validated against `schema`, compiled first unless it is kept. */
-  async validate(account: string, schema: object, args: unknown): Promise<ArgumentsCheck> {
-    if (this.tooManyWaiting(account)) {
-      return { valid: false, unchecked: 'too many of the account are waiting to be checked' };
+  async validate(tenant: SchemaTenant, schema: object, args: unknown): Promise<ArgumentsCheck> {
+    if (this.tooManyWaiting(tenant.organizationId)) {
+      return {
+        valid: false,
+        unchecked: "wait behind too many of the organization's schemas to be checked",
+      };
     }
-    const answer = await this.run(account, 'validate', schema, args);
+    const answer = await this.run(tenant, 'validate', schema, args);
     if (answer.unchecked !== undefined) return { valid: false, unchecked: answer.unchecked };
     if (answer.problem !== undefined) return { valid: false, schemaProblem: answer.problem };
     if (answer.valid) return { valid: true };
@@ -241,8 +254,8 @@ export class ToolSchemas {
     await worker?.terminate();
   }
 
-  private tooManyWaiting(account: string): boolean {
-    return (this.waiting.get(account)?.length ?? 0) >= this.waitingPerAccount;
+  private tooManyWaiting(organizationId: string): boolean {
+    return (this.waiting.get(organizationId)?.length ?? 0) >= this.waitingPerOrganization;
   }
 
   private failAll(problem: string): void {
@@ -260,7 +273,7 @@ export class ToolSchemas {
   }
 
   private run(
-    account: string,
+    tenant: SchemaTenant,
     kind: Job['message']['kind'],
     schema: object,
     args?: unknown,
@@ -270,16 +283,17 @@ export class ToolSchemas {
     const id = ++this.jobsSent;
     return new Promise<Answer>((resolve) => {
       const message = { id, kind, key, schema, textSize: text.length, args };
-      let queue = this.waiting.get(account);
+      const { organizationId, account } = tenant;
+      let queue = this.waiting.get(organizationId);
       if (!queue) {
         // A newcomer starts level with the least served of those waiting, not below them all:
         // accounts coming and going could otherwise keep one with slow schemas waiting.
         const floor = this.leastServed()?.spent ?? 0;
         this.spent.set(account, Math.max(this.spent.get(account) ?? floor, floor));
         queue = [];
-        this.waiting.set(account, queue);
+        this.waiting.set(organizationId, queue);
       }
-      queue.push({ account, message, resolve });
+      queue.push({ organizationId, account, message, resolve });
       this.next();
     });
   }
@@ -324,24 +338,28 @@ export class ToolSchemas {
     }
   }
 
-  /** The first job of the least served account's line, taken out of it. */
+  /**
+   * The first job of the least served organization's line, taken out of it; the line goes behind
+   * the others, so that an account's organizations, as served as one another, take turns.
+   */
   private nextWaiting(): Job {
-    const { account } = this.leastServed()!;
-    const queue = this.waiting.get(account)!;
+    const { organizationId } = this.leastServed()!;
+    const queue = this.waiting.get(organizationId)!;
     const job = queue.shift()!;
-    if (queue.length === 0) this.waiting.delete(account);
+    this.waiting.delete(organizationId);
+    if (queue.length > 0) this.waiting.set(organizationId, queue);
     return job;
   }
 
   /**
-   * The account with jobs waiting whose jobs have taken the least time (the first, on a
-   * tie), and that time; undefined when nothing waits.
+   * The organization with jobs waiting whose account's jobs have taken the least time (the
+   * first in turn, on a tie), and that time; undefined when nothing waits.
    */
-  private leastServed(): { account: string; spent: number } | undefined {
-    let least: { account: string; spent: number } | undefined;
-    for (const account of this.waiting.keys()) {
-      const spent = this.spentBy(account);
-      if (least === undefined || spent < least.spent) least = { account, spent };
+  private leastServed(): { organizationId: string; spent: number } | undefined {
+    let least: { organizationId: string; spent: number } | undefined;
+    for (const [organizationId, queue] of this.waiting) {
+      const spent = this.spentBy(queue[0].account);
+      if (least === undefined || spent < least.spent) least = { organizationId, spent };
     }
     return least;
   }
@@ -356,8 +374,9 @@ export class ToolSchemas {
       return;
     }
     const least = this.leastServed()?.spent ?? 0;
+    const waitingAccounts = new Set([...this.waiting.values()].map((queue) => queue[0].account));
     for (const [account, spent] of this.spent) {
-      if (!this.waiting.has(account) && spent <= least) this.spent.delete(account);
+      if (!waitingAccounts.has(account) && spent <= least) this.spent.delete(account);
     }
   }
 

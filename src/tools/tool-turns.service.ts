@@ -36,7 +36,7 @@ import {
   unsafeSchemaProblem,
 } from './tool-definitions';
 import { OrganizationsService } from '../organizations/organizations.service';
-import { toolSchemas } from './tool-schemas';
+import { type SchemaTenant, toolSchemas } from './tool-schemas';
 import { saidSoFar, type ToolCallRecord, type ToolTurnState } from './tool-turn-state';
 import { type PausedAt, ToolTurnsRepository } from './tool-turns.repository';
 import { MAX_OUTPUT_BYTES, toolCallEventId, WebhookToolCaller } from './webhook-tool-caller';
@@ -133,11 +133,14 @@ export class ToolTurnsService {
     return this.repository.deleteOfEndUsers(manager, endUsers);
   }
 
-  /** A request's own tools (contract §26), or 400 naming each problem: checked before any read. */
+  /**
+   * A request's own tools (contract §26), or 400 naming each problem: checked before the
+   * reply's reads (the organization's account aside, read once and kept).
+   */
   async requestTools(organizationId: string, tools: readonly unknown[]): Promise<RequestTool[]> {
     if (tools.length === 0) return [];
     const account = await this.organizations.accountOf(organizationId);
-    const problems = await toolProblems(account, [...tools], 'request');
+    const problems = await toolProblems({ organizationId, account }, [...tools], 'request');
     if (problems.length > 0) throw AppError.validation(problems);
     return tools as RequestTool[];
   }
@@ -162,6 +165,13 @@ export class ToolTurnsService {
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
   async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {
+    // Whose turn the arguments' checks wait in: read at the first call (kept by
+    // OrganizationsService), not for a turn that calls no tool.
+    let account: Promise<string> | undefined;
+    const tenant = async (): Promise<SchemaTenant> => ({
+      organizationId: context.organizationId,
+      account: await (account ??= this.organizations.accountOf(context.organizationId)),
+    });
     const tools = new Map<string, TurnTool>();
     for (const tool of context.personalityTools) tools.set(tool.name, tool);
     for (const tool of context.state.requestTools) {
@@ -214,7 +224,7 @@ export class ToolTurnsService {
       for (const call of calls) {
         const tool = tools.get(call.name);
         const problem = tool
-          ? await this.argumentsProblem(context.organizationId, tool, call.arguments)
+          ? await this.argumentsProblem(await tenant(), tool, call.arguments)
           : 'no such tool';
         if (problem || !tool) {
           setOutput(outputs, call.id, { error: problem });
@@ -410,7 +420,7 @@ export class ToolTurnsService {
 
   /** Why the engine's arguments do not fit the tool's schema, or undefined when they do. */
   private async argumentsProblem(
-    organizationId: string,
+    tenant: SchemaTenant,
     tool: TurnTool,
     args: unknown,
   ): Promise<string | undefined> {
@@ -418,8 +428,7 @@ export class ToolTurnsService {
     // arguments: its validation could run for hours.
     const unsafe = unsafeSchemaProblem(tool.parameters);
     if (unsafe) return `the tool's schema is no longer accepted (it ${unsafe}): define it again`;
-    const account = await this.organizations.accountOf(organizationId);
-    const check = await toolSchemas.validate(account, tool.parameters, args);
+    const check = await toolSchemas.validate(tenant, tool.parameters, args);
     if (check.valid) return undefined;
     if ('unchecked' in check) return `the arguments could not be checked: they ${check.unchecked}`;
     if ('schemaProblem' in check) {

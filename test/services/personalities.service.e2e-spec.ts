@@ -21,8 +21,9 @@ const shipped = JSON.parse(
 ) as CatalogEntryFile[];
 
 /**
- * PersonalitiesService on a real PostgreSQL, without HTTP ("medium" spec): the module with its
- * repository, the audit module and the database, nothing else. The rules are called directly;
+ * PersonalitiesService on a real PostgreSQL, without HTTP ("medium" spec): the module with what
+ * it imports (audit, webhooks' events, idempotency, the organizations whose accounts a tool's
+ * schema is checked in) and the database. The rules are called directly;
  * the contract over HTTP stays in personalities.e2e-spec.ts.
  */
 describe('PersonalitiesService (real database)', () => {
@@ -114,7 +115,10 @@ describe('PersonalitiesService (real database)', () => {
           },
         ],
       });
-      expect(checked).toHaveBeenCalledWith(maker, expect.objectContaining({ type: 'object' }));
+      expect(checked).toHaveBeenCalledWith(
+        { organizationId, account: maker },
+        expect.objectContaining({ type: 'object' }),
+      );
     } finally {
       checked.mockRestore();
     }

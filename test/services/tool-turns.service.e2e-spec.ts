@@ -11,6 +11,7 @@ import {
   type ToolTurnContext,
   ToolTurnsService,
 } from '../../src/tools/tool-turns.service';
+import { toolSchemas } from '../../src/tools/tool-schemas';
 import { ToolsModule } from '../../src/tools/tools.module';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
@@ -132,6 +133,34 @@ describe('ToolTurnsService (real database)', () => {
   const shipped = [{ tool_call_id: 'call_1', output: { status: 'shipped' } }];
   /** The pause `paused` makes: call_1 pending after one round. */
   const FIRST_PAUSE = { pending: ['call_1'], rounds: 1 };
+
+  it("checks a request's tools and a call's arguments in the turn of the organization's account", async () => {
+    const of = await tenant();
+    const [{ id: maker }] = await database.rows<{ id: string }>(
+      sql`INSERT INTO users (email, password_hash)
+          VALUES (${`maker-${randomUUID()}@example.test`}, 'not-a-hash') RETURNING id`,
+    );
+    await database.rows(
+      sql`UPDATE organizations SET created_by_user_id = ${maker} WHERE id = ${of.organizationId}`,
+    );
+    const tenantOf = { organizationId: of.organizationId, account: maker };
+    const checked = jest.spyOn(toolSchemas, 'problemOf');
+    const validated = jest.spyOn(toolSchemas, 'validate');
+    try {
+      const { description, parameters } = lookupOrderTool;
+      await turns.requestTools(of.organizationId, [
+        { name: 'find_order', description, parameters },
+      ]);
+      expect(checked).toHaveBeenCalledWith(tenantOf, lookupOrderTool.parameters);
+      await paused(of);
+      expect(validated).toHaveBeenCalledWith(tenantOf, lookupOrderTool.parameters, {
+        order_id: 'A-1042',
+      });
+    } finally {
+      checked.mockRestore();
+      validated.mockRestore();
+    }
+  });
 
   it('offers no tool for a message of crisis: the reply and its crisis lines come now (review)', async () => {
     const of = await tenant();

@@ -22,7 +22,7 @@ const BACKFILL_BATCH = 1_000;
  * transaction on the table they give up after 10 s, and the migration is run again), the rows
  * are given their maker in short batches, the key is then validated (which blocks no reader or
  * writer) and the index built concurrently. Each step can run again should the migration stop
- * half way. down() drops what up() adds.
+ * half way. down() drops what up() adds, in one transaction (TypeORM reverts so).
  */
 export class OrganizationsNameTheirCreator1795923000000 implements MigrationInterface {
   name = 'OrganizationsNameTheirCreator1795923000000';
@@ -70,7 +70,8 @@ export class OrganizationsNameTheirCreator1795923000000 implements MigrationInte
         `UPDATE "organizations" o SET "created_by_user_id" = (
            SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
             ORDER BY m.created_at, m.user_id LIMIT 1)
-          WHERE o.id > $1::uuid AND o.id <= $2::uuid AND o.created_by_user_id IS NULL`,
+          WHERE o.id > $1::uuid AND o.id <= $2::uuid AND o.created_by_user_id IS NULL
+            AND EXISTS (SELECT FROM memberships m WHERE m.organization_id = o.id)`,
         [after, upto],
       );
       after = upto;
@@ -84,6 +85,8 @@ export class OrganizationsNameTheirCreator1795923000000 implements MigrationInte
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
+    // Reverted in one transaction: behind a long one on the table, given up after 10 s.
+    await queryRunner.query(`SET LOCAL lock_timeout = '10s'`);
     await queryRunner.query(`DROP INDEX IF EXISTS "public"."${INDEX}"`);
     await queryRunner.query(
       `ALTER TABLE "organizations" DROP CONSTRAINT IF EXISTS "${FOREIGN_KEY}"`,
