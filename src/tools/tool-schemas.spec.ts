@@ -226,6 +226,23 @@ describe('ToolSchemas', () => {
     ]);
   });
 
+  it("charges a line's jobs to the account it began with, should the organization's account change", async () => {
+    const schemas = schemasWith(UNHURRIED);
+    await schemas.problemOf(alone('warm'), numbered(0));
+    const answered: string[] = [];
+    const check = (organizationId: string, account: string, schema: object, name: string) =>
+      schemas.problemOf({ organizationId, account }, schema).then(() => void answered.push(name));
+    const slow = (name: string) => ({ ...slowToCompile(), title: name });
+    const checks = [check('x', 'user-x', slow('x 1'), 'x 1')];
+    // The organization's second job comes under another account (its maker deleted, say).
+    checks.push(check('o', 'user-a', slow('o 1'), 'o 1'), check('o', 'user-b', slow('o 2'), 'o 2'));
+    checks.push(...[1, 2, 3].map((n) => check('y', 'user-y', numbered(n), `y ${n}`)));
+    await Promise.all(checks);
+    // o 2 is charged as o 1 was: the quick ones go first. As a newcomer never served, it went
+    // before y's second.
+    expect(answered).toEqual(['x 1', 'o 1', 'y 1', 'y 2', 'y 3', 'o 2']);
+  });
+
   it("refuses (429) an organization's schemas past the number it may have waiting", async () => {
     const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 2 });
     // Once the worker has started, the first runs at once; two wait.

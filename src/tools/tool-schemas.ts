@@ -293,7 +293,10 @@ export class ToolSchemas {
         queue = [];
         this.waiting.set(organizationId, queue);
       }
-      queue.push({ organizationId, account, message, resolve });
+      // A line keeps the account it began with, every job of it charged to one: should the
+      // organization's account change meanwhile (OrganizationsService's cache), the new one takes
+      // over once the line has emptied, with its own starting level.
+      queue.push({ organizationId, account: queue[0]?.account ?? account, message, resolve });
       this.next();
     });
   }

@@ -85,7 +85,8 @@ export class OrganizationsNameTheirCreator1795923000000 implements MigrationInte
   }
 
   public async down(queryRunner: QueryRunner): Promise<void> {
-    // Reverted in one transaction: behind a long one on the table, given up after 10 s.
+    // Behind a long transaction on the table, given up after 10 s: TypeORM's revert runs this in
+    // a transaction of its own (run outside one, by `-t none` or directly, it has no limit).
     await queryRunner.query(`SET LOCAL lock_timeout = '10s'`);
     await queryRunner.query(`DROP INDEX IF EXISTS "public"."${INDEX}"`);
     await queryRunner.query(
