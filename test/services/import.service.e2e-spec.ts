@@ -14,6 +14,7 @@ import { ExportsModule } from '../../src/exports/exports.module';
 import { ImportSlotInterceptor, ImportSlots } from '../../src/exports/import-slots';
 import { ImportRepository } from '../../src/exports/import.repository';
 import { ImportService } from '../../src/exports/import.service';
+import { OrganizationsService } from '../../src/organizations/organizations.service';
 import { expectAppError } from '../support/assertions';
 import { asCaller } from '../support/execution-context';
 import { stopClockAt } from '../support/clocks';
@@ -536,11 +537,15 @@ describe('ImportService (real database)', () => {
       expect(await holdings(a)).toMatchObject({ end_users: 0, memories: 0, personalities: 1 });
     });
 
-    it('runs at most IMPORTS_IN_FLIGHT imports at once, half of them of one organization: the next is too_many_streams before it starts; every slot comes back', async () => {
+    it('runs at most IMPORTS_IN_FLIGHT imports at once, half of them of one account: the next is too_many_streams before it starts; every slot comes back', async () => {
       const slots = moduleRef.get(ImportSlots);
       const interceptor = moduleRef.get(ImportSlotInterceptor);
       const organizationId = await factory.organization();
       const other = await factory.organization();
+      // Their accounts (each its own: no maker) read once and kept, as an instance keeps them:
+      // the slots are then taken in the order the imports come, not the order of their reads.
+      const organizations = moduleRef.get(OrganizationsService);
+      await Promise.all([organizationId, other].map((id) => organizations.accountOf(id)));
       const documents = await Promise.all(
         ['mia', 'ned', 'oli'].map((userId) => spool(documentOf(userId))),
       );
@@ -556,7 +561,7 @@ describe('ImportService (real database)', () => {
           }),
         );
 
-      // One organization holds at most one of the two slots.
+      // One account holds at most one of the two slots.
       const own = await Promise.allSettled([
         throughTheRoute(documents[0], 'mia'),
         throughTheRoute(documents[1], 'ned'),
