@@ -197,13 +197,22 @@ describe('ToolSchemas', () => {
     expect(slowBefore).toEqual(['slow 1', 'slow 2']);
   });
 
-  it("shares the worker's time by account, its organizations taking turns", async () => {
+  /**
+   * A warmed worker's checks, each of an organization and its account, recording its name in
+   * `answered` once answered.
+   */
+  async function checksInOrder() {
     const schemas = schemasWith(UNHURRIED);
     await schemas.problemOf(alone('warm'), numbered(0));
     const answered: string[] = [];
     const check = (organizationId: string, account: string, schema: object, name: string) =>
       schemas.problemOf({ organizationId, account }, schema).then(() => void answered.push(name));
-    const slow = (name: string) => ({ ...slowToCompile(), title: name });
+    return { answered, check };
+  }
+  const slow = (name: string) => ({ ...slowToCompile(), title: name });
+
+  it("shares the worker's time by account, its organizations taking turns", async () => {
+    const { answered, check } = await checksInOrder();
     // One user's two organizations send slow schemas, then another user's one quick ones.
     const checks = [1, 2, 3].map((n) => check('a1', 'user-a', slow(`a1 ${n}`), `a1 ${n}`));
     checks.push(...[1, 2, 3].map((n) => check('a2', 'user-a', slow(`a2 ${n}`), `a2 ${n}`)));
@@ -227,12 +236,7 @@ describe('ToolSchemas', () => {
   });
 
   it("charges a line's jobs to the account it began with, should the organization's account change", async () => {
-    const schemas = schemasWith(UNHURRIED);
-    await schemas.problemOf(alone('warm'), numbered(0));
-    const answered: string[] = [];
-    const check = (organizationId: string, account: string, schema: object, name: string) =>
-      schemas.problemOf({ organizationId, account }, schema).then(() => void answered.push(name));
-    const slow = (name: string) => ({ ...slowToCompile(), title: name });
+    const { answered, check } = await checksInOrder();
     const checks = [check('x', 'user-x', slow('x 1'), 'x 1')];
     // The organization's second job comes under another account (its maker deleted, say).
     checks.push(check('o', 'user-a', slow('o 1'), 'o 1'), check('o', 'user-b', slow('o 2'), 'o 2'));

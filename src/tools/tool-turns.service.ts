@@ -165,12 +165,11 @@ export class ToolTurnsService {
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
   async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {
-    // Whose turn the arguments' checks wait in: read at the first call (kept by
-    // OrganizationsService), not for a turn that calls no tool.
-    let account: Promise<string> | undefined;
+    // Whose turn the arguments' checks wait in: read at a call (OrganizationsService keeps it),
+    // not for a turn that calls no tool.
     const tenant = async (): Promise<SchemaTenant> => ({
       organizationId: context.organizationId,
-      account: await (account ??= this.organizations.accountOf(context.organizationId)),
+      account: await this.organizations.accountOf(context.organizationId),
     });
     const tools = new Map<string, TurnTool>();
     for (const tool of context.personalityTools) tools.set(tool.name, tool);
