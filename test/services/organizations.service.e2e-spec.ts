@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { TestingModule } from '@nestjs/testing';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { AppError } from '../../src/common/errors/app-error';
 import { Clock, ManualClock } from '../../src/common/time/clock';
 import { createValidationPipe } from '../../src/common/validation/validation.pipe';
@@ -8,6 +9,7 @@ import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
 import { UpdateOrganizationDto } from '../../src/organizations/dto/organization.dto';
 import type { Role } from '../../src/organizations/entities/membership.entity';
+import { OrganizationsNameTheirCreator1795923000000 } from '../../src/database/migrations/1795923000000-OrganizationsNameTheirCreator';
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
 import { OrganizationsRepository } from '../../src/organizations/organizations.repository';
 import { OrganizationsService } from '../../src/organizations/organizations.service';
@@ -15,6 +17,7 @@ import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
 import { userCaller } from '../support/identity';
 import { sessionsWaitingForLocks } from '../support/locks';
+import { revertAndRerun } from '../support/migration-rerun';
 import { moduleAlone } from '../support/module-alone';
 import { type OwnRedis, startOwnRedis } from '../support/redis-server';
 import { eventually } from '../support/wait';
@@ -559,6 +562,37 @@ describe('OrganizationsService (real database)', () => {
       expect(await organizations.accountOf(unmade)).toBe(earliest);
       const empty = await factory.organization();
       expect(await organizations.accountOf(empty)).toBe(empty);
+    });
+
+    it('is given to organizations made before (or by the previous release) by a migration that can run again', async () => {
+      const [maker, joinedLater] = [await user(), await user()];
+      let made = '';
+      let memberless = '';
+      await revertAndRerun(
+        moduleRef.get(DataSource),
+        new OrganizationsNameTheirCreator1795923000000(),
+        async () => {
+          // As the previous release makes them: no maker written.
+          made = await factory.organization();
+          await join(made, joinedLater, 'owner', '2030-01-02T00:00:00Z');
+          await join(made, maker, 'admin', '2030-01-01T00:00:00Z');
+          memberless = await factory.organization();
+        },
+      );
+      const rows = await database.rows<{ id: string; created_by_user_id: string | null }>(
+        sql`SELECT id, created_by_user_id FROM organizations WHERE id IN (${made}, ${memberless})`,
+      );
+      expect(Object.fromEntries(rows.map((row) => [row.id, row.created_by_user_id]))).toEqual({
+        [made]: maker,
+        [memberless]: null,
+      });
+      const [schema] = await database.rows<{ validated: boolean; valid: boolean }>(
+        sql`SELECT (SELECT convalidated FROM pg_constraint
+                     WHERE conname = 'organizations_created_by_user_id_fkey') AS validated,
+                   (SELECT indisvalid FROM pg_index
+                     WHERE indexrelid = 'organizations_created_by_user_idx'::regclass) AS valid`,
+      );
+      expect(schema).toEqual({ validated: true, valid: true });
     });
   });
 });
