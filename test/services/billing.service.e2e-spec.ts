@@ -484,9 +484,11 @@ describe('Billing services (real database, fake Stripe)', () => {
       expect(sent()).toHaveLength(1);
       expect((await billing.usageOf(metered.organizationId)).meter_events_pending).toBe(1);
 
-      // Its retry comes due: sent once, and nothing delivered is ever sent again.
+      // Its retry comes due: sent once, and nothing delivered is ever sent again. A second in the
+      // past: the worker reads the time in milliseconds, the database's now() has microseconds,
+      // and both runs can fall in the millisecond the update began.
       await database.rows(
-        sql`UPDATE meter_events SET next_attempt_at = now()
+        sql`UPDATE meter_events SET next_attempt_at = now() - interval '1 second'
              WHERE organization_id = ${metered.organizationId} AND status = 'pending'`,
       );
       await worker.runOnce();
