@@ -157,6 +157,13 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     );
   });
 
+  it('ConfigMap: a reply begun before SIGTERM has its whole ENGINE_TIMEOUT_MS before it is abandoned', () => {
+    // A reply still waiting on its provider 3 s before SHUTDOWN_TIMEOUT_MS is abandoned (503).
+    expect(Number(data.SHUTDOWN_TIMEOUT_MS) - 3_000).toBeGreaterThan(
+      Number(data.ENGINE_TIMEOUT_MS),
+    );
+  });
+
   it('Service, PodDisruptionBudget and HorizontalPodAutoscaler select the Deployment', () => {
     const labels = deployment.spec!.template.metadata!.labels!;
     const selects = (selector: Record<string, string>) =>
