@@ -29,6 +29,15 @@ describe('Foundation: request ids, error envelope, logs, bad input', () => {
     expectError(await t.http().get('/'), 404, 'not_found');
   });
 
+  it("names an unknown route's method and path, never its query, and at most 200 characters of it", async () => {
+    const misplaced = await t.http().get('/v1/no-such-thing?api_key=pk_live_secret');
+    expectError(misplaced, 404, 'not_found');
+    expect(misplaced.body.error.message).toBe('Cannot GET /v1/no-such-thing');
+    const long = await t.http().get(`/v1/${'a'.repeat(5_000)}`);
+    expectError(long, 404, 'not_found');
+    expect(long.body.error.message).toBe(`Cannot GET /v1/${'a'.repeat(196)}…`);
+  });
+
   it('answers malformed JSON with 400 malformed_json', async () => {
     const response = await t
       .http()

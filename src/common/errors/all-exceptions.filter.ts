@@ -137,12 +137,27 @@ export function toErrorResponse(exception: unknown, requestId: string): ErrorRes
   };
 }
 
-/** Nest's own exceptions carry safe messages ("Cannot GET /x"); anything else is summarised. */
+/** The longest path an unknown route's message repeats. */
+const ECHOED_PATH_CHARS = 200;
+
+/**
+ * Nest's own exceptions carry safe messages; anything else is summarised. An unknown route's
+ * ("Cannot GET /x?y") repeats the path without its query (where a misplaced credential would
+ * be) and at most ECHOED_PATH_CHARS of it.
+ */
 function publicMessage(exception: HttpException): string {
   const response = exception.getResponse();
   if (typeof response === 'string') return response;
   const message = (response as { message?: unknown }).message;
-  if (typeof message === 'string') return message;
+  if (typeof message === 'string') return withoutQuery(message);
   if (Array.isArray(message)) return message.map(String).join('; ');
   return exception.message;
+}
+
+function withoutQuery(message: string): string {
+  const route = /^Cannot ([A-Z]+) ([^?]*)/.exec(message);
+  if (!route) return message;
+  const path = route[2];
+  const shown = path.length > ECHOED_PATH_CHARS ? `${path.slice(0, ECHOED_PATH_CHARS)}…` : path;
+  return `Cannot ${route[1]} ${shown}`;
 }
