@@ -303,9 +303,14 @@ describe('Webhook redelivery (contract §28)', () => {
     expect(await pendingOf(hook.id)).toBe(MANUAL_ATTEMPTS_PENDING_MAX - 1);
 
     const answers = await Promise.all(Array.from({ length: 8 }, () => ping(a.admin, hook.id)));
-    expect(answers.map((answer) => answer.status).sort()).toEqual([202, ...Array(7).fill(409)]);
-    for (const answer of answers.filter((answer) => answer.status === 409)) {
-      expectError(answer, 409, 'conflict');
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 202)).toHaveLength(1);
+    // The others queue on the endpoint's lock, each for at most a second (the next test): on a
+    // busy machine the last in line may be refused for that wait (503) instead of the place.
+    expect(statuses.filter((status) => status === 409).length).toBeGreaterThan(0);
+    for (const answer of answers.filter((answer) => answer.status !== 202)) {
+      if (answer.status === 503) expectError(answer, 503, 'database_timeout');
+      else expectError(answer, 409, 'conflict');
     }
     expect(await pendingOf(hook.id)).toBe(MANUAL_ATTEMPTS_PENDING_MAX);
   });

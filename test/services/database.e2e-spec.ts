@@ -7,6 +7,7 @@ import { raw, sql } from '../../src/database/sql';
 import { MetricsService } from '../../src/metrics/metrics.service';
 import { startDelayProxy } from '../support/delay-proxy';
 import { moduleAlone } from '../support/module-alone';
+import { sessionsWaitingForLocks } from '../support/locks';
 
 const BUDGET_MS = 100;
 
@@ -274,8 +275,9 @@ describe('Database: a statement sent again after a deadlock (real database)', ()
         () => 'sent',
         (error: { code?: string }) => error.code,
       );
-      // Its first send holds row 2 and waits for row 1 before the cycle closes.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Its first send holds row 2 and waits for row 1 before the cycle closes (polled, not slept
+      // for: on a busy machine 300 ms was not always enough, and the cycle then never formed).
+      await sessionsWaitingForLocks(database, 1);
       await other.query(`UPDATE ${table} SET n = n + 1 WHERE id = 2`);
       await other.query('COMMIT');
       const ended = await outcome;
