@@ -213,6 +213,31 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(fake.requests.length).toBe(calls);
     });
 
+    it('does not keep a 402 under its Idempotency-Key: the retry runs again once there is room', async () => {
+      const a = await tenant();
+      await setLimits(a, { monthly_token_budget: 1 });
+      const userId = uniqueUserId();
+      const keyed = () =>
+        t
+          .http()
+          .post('/v1/respond')
+          .set('Authorization', a.auth)
+          .set('Idempotency-Key', `budget-${userId}`)
+          .send({ personality_id: a.personalityId, user_id: userId, message: 'hi' });
+      expect((await reply(a, userId)).status).toBe(200);
+      const refused = await keyed();
+      expectError(refused, 402, 'budget_exceeded');
+      await setLimits(a, { monthly_token_budget: null });
+      const retried = await keyed();
+      expect(retried.status).toBe(200);
+      expect(retried.headers['idempotent-replayed']).toBeUndefined();
+      // The answer that ran is the one kept.
+      const replayed = await keyed();
+      expect(replayed.status).toBe(200);
+      expect(replayed.headers['idempotent-replayed']).toBe('true');
+      expect(replayed.body.reply).toEqual(retried.body.reply);
+    });
+
     it("refuses an end user past their daily budget, not the organization's other end users", async () => {
       const a = await tenant();
       await setLimits(a, { end_user_daily_token_budget: REPLY_TOKENS });

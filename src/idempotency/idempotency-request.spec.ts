@@ -58,6 +58,7 @@ describe('Idempotency-Key rules', () => {
     expect(isStoredOutcome(400, 'validation_failed')).toBe(false);
     expect(isStoredOutcome(400, 'malformed_json')).toBe(false);
     expect(isStoredOutcome(429, 'too_many_streams')).toBe(false);
+    expect(isStoredOutcome(402, 'budget_exceeded')).toBe(false);
     expect(isStoredOutcome(502, 'engine_unavailable')).toBe(false);
   });
 

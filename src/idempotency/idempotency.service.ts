@@ -62,12 +62,14 @@ function subjectOf(claim: IdempotencyClaim, answer: unknown): Buffer | null {
 
 /**
  * Which answers are stored for replay: 2xx and the 4xx the work decided (Stripe's rule). Not
- * stored, so a retry runs afresh: 5xx; 429 (try again later); and 400 `validation_failed` /
- * `malformed_json`, a request refused before any work started, which the client may correct
- * and send again under the same key.
+ * stored, so a retry runs afresh: 5xx; 429 and 402 `budget_exceeded` (try again later: once the
+ * replies in flight settle, the budget is raised or the period resets; stored, the retry got the
+ * old refusal for 24 hours, found by review); and 400 `validation_failed` / `malformed_json`, a
+ * request refused before any work started, which the client may correct and send again under
+ * the same key.
  */
 export function isStoredOutcome(status: number, code?: string): boolean {
-  if (status >= 500 || status === 429) return false;
+  if (status >= 500 || status === 429 || code === 'budget_exceeded') return false;
   return code !== 'validation_failed' && code !== 'malformed_json';
 }
 
