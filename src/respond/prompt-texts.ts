@@ -1,6 +1,7 @@
 import type { ReplyContext } from '../common/reply/reply-participant';
 import type { PersonalityForReply } from '../personalities/personalities.service';
 import type { ToolTurnState } from '../tools/tool-turn-state';
+import type { EngineToolResult } from './engine/response-engine';
 import { systemMessage, toolOutputMessage } from './engine/system-message';
 
 /**
@@ -28,12 +29,23 @@ export function promptTextsOf(
     message,
     personality.tools.length > 0 ? JSON.stringify(personality.tools) : '',
     tools.requestTools.length > 0 ? JSON.stringify(tools.requestTools) : '',
-    ...tools.results.map(({ call, said }) => JSON.stringify({ call, said })),
-    ...tools.results.map(({ output }) => toolOutputMessage(output)),
+    ...toolResultTexts(tools.results),
     tools.round.calls.length > 0
       ? JSON.stringify({ calls: tools.round.calls, said: tools.round.said })
       : '',
     ...Object.values(tools.round.outputs).map(toolOutputMessage),
     ...context.history.map((memory) => memory.content),
+  ];
+}
+
+/**
+ * What a turn's calls and their outputs add to each later model call's prompt (as promptTextsOf
+ * counts them): a later round, or the next route after a billed answer that was no reply, is
+ * estimated with them (SpendService#assertRoomFor).
+ */
+export function toolResultTexts(results: readonly EngineToolResult[]): string[] {
+  return [
+    ...results.map(({ call, said }) => JSON.stringify({ call, said })),
+    ...results.map(({ output }) => toolOutputMessage(output)),
   ];
 }

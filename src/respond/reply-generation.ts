@@ -15,8 +15,11 @@ export interface GenerationTurn {
   userId: string;
   /** Where the turn stands (contract §26): fresh, or resumed from a pause with tool outputs. */
   state: ToolTurnState;
-  /** Refuses (402) a further model call once the turn has spent `tokens` so far. */
-  assertRoomFor(tokens: number): Promise<void>;
+  /**
+   * Refuses (402) a further model call once the turn has spent `tokens` so far; the call is
+   * estimated as the admitted one plus `addedPromptTexts` (the turn's calls and outputs since).
+   */
+  assertRoomFor(tokens: number, addedPromptTexts?: readonly string[]): Promise<void>;
   /** The steps counting tokens the turn spent with no reply stored yet (written with a pause). */
   tokenSteps(usage: TokenUsage, model: string | null, at: Date): WithEntry[];
 }

@@ -316,8 +316,10 @@ export class RespondService implements OnApplicationBootstrap {
           endUserId: endUser.id,
           userId: endUser.user_id,
           state: conversation.tools,
-          assertRoomFor: async (tokens) => {
-            for (const admission of conversation.admissions) await admission.assertRoomFor(tokens);
+          assertRoomFor: async (tokens, addedPromptTexts) => {
+            for (const admission of conversation.admissions) {
+              await admission.assertRoomFor(tokens, addedPromptTexts);
+            }
           },
           tokenSteps: (usage, model, at) => this.tokenSteps(conversation, usage, model, at),
         },

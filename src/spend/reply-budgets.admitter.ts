@@ -29,8 +29,8 @@ export class ReplyBudgets implements ReplyAdmitter {
     const { spend } = this;
     const admission = await spend.admit(turn);
     return {
-      assertRoomFor: (spentTokens: number) =>
-        spend.assertRoomFor(admission, turn.endUserId, spentTokens),
+      assertRoomFor: (spentTokens: number, addedPromptTexts?: readonly string[]) =>
+        spend.assertRoomFor(admission, turn.endUserId, spentTokens, addedPromptTexts),
       storeExchange: (exchange: StoredExchange, sources: ExchangeSources) =>
         spend.exchangeSteps(admission, {
           at: exchange.at,

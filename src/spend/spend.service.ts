@@ -96,11 +96,7 @@ export class SpendService {
   /** The estimate of a reply whose prompt carries these texts (0 for the local engine). */
   estimate(promptTexts: readonly string[]): number {
     if (this.engine.engine === 'local') return 0;
-    let bytes = 0;
-    for (const text of promptTexts) bytes += Buffer.byteLength(text, 'utf8');
-    return (
-      Math.ceil(bytes / PROMPT_BYTES_PER_TOKEN) + PROMPT_OVERHEAD_TOKENS + this.engine.maxTokens
-    );
+    return promptTokensOf(promptTexts) + PROMPT_OVERHEAD_TOKENS + this.engine.maxTokens;
   }
 
   /**
@@ -163,16 +159,24 @@ export class SpendService {
   }
 
   /**
-   * Between the model calls of a turn with tools (contract §26): 402 `budget_exceeded` once the
+   * Between the model calls of a turn with tools (contract §26), and before the next route after
+   * a billed answer that was no reply (a refusal): 402 `budget_exceeded` once the
    * turn's tokens so far, with what is counted and reserved already (other replies' estimates
    * included, this reply's own not), reach a budget. Admitted, those tokens and the estimate
-   * (which stands for the next call) are held until the reply's statement settles them or
+   * of the next call (the admitted one, plus `addedPromptTexts`: the tool calls and outputs its
+   * prompt now carries; the admitted estimate alone let a turn whose tools answered 15 KB each
+   * overshoot a budget by 160 %, found by review) are held until the reply's statement settles them or
    * release() gives them back, replacing the previous hold: concurrent replies count them, so a budget is overshot
    * by one call of a turn, not by all of them. Each hold lapses a whole ENGINE_TIMEOUT_MS + 30 s
    * after it is made, so a long turn's estimate is made again each round rather than lapsing
    * after the first (found by review: past it, nothing held room for the next call).
    */
-  async assertRoomFor(admission: SpendAdmission, endUserId: string, tokens: number): Promise<void> {
+  async assertRoomFor(
+    admission: SpendAdmission,
+    endUserId: string,
+    tokens: number,
+    addedPromptTexts: readonly string[] = [],
+  ): Promise<void> {
     const { organizationId, limits } = admission;
     const monthly = limits.monthlyTokenBudget;
     const daily = limits.endUserDailyTokenBudget;
@@ -209,7 +213,7 @@ export class SpendService {
     const estimateId = randomUUID();
     let refusal = (await reserve(spentId, tokens)) ?? (await reserve(randomUUID(), 0));
     if (!refusal && held && held.estimatedTokens > 0) {
-      refusal = await reserve(estimateId, held.estimatedTokens);
+      refusal = await reserve(estimateId, held.estimatedTokens + promptTokensOf(addedPromptTexts));
     }
     if (refusal || !held) {
       await this.reservations.release(organizationId, budgets, [spentId, estimateId]);
@@ -330,4 +334,11 @@ function budgetExceeded(
       resets_at: scope.resetsAt.toISOString(),
     },
   });
+}
+
+/** A prompt's tokens by the estimate's bound (PROMPT_BYTES_PER_TOKEN). */
+function promptTokensOf(promptTexts: readonly string[]): number {
+  let bytes = 0;
+  for (const text of promptTexts) bytes += Buffer.byteLength(text, 'utf8');
+  return Math.ceil(bytes / PROMPT_BYTES_PER_TOKEN);
 }

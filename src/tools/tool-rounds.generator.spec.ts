@@ -9,6 +9,7 @@ import { ReplyGenerators } from '../respond/reply-generators';
 import { ReplySafety } from '../safety/reply-safety.service';
 import { ScreenedReplies } from '../safety/screened-replies.generator';
 import { ToolMetrics } from './tool-metrics';
+import { toolResultTexts } from '../respond/prompt-texts';
 import { ToolRounds } from './tool-rounds.generator';
 import { ToolTurnsRepository } from './tool-turns.repository';
 import { OrganizationsService } from '../organizations/organizations.service';
@@ -39,11 +40,13 @@ describe('ToolRounds inside ScreenedReplies', () => {
   let moduleRef: TestingModule;
   const log: string[] = [];
   const admitted: number[] = [];
+  const addedTexts: Array<readonly string[]> = [];
   let roomLeft = Infinity;
 
   beforeEach(async () => {
     log.length = 0;
     admitted.length = 0;
+    addedTexts.length = 0;
     roomLeft = Infinity;
     const safety: Partial<ReplySafety> = {
       screenMessage: () => {
@@ -96,8 +99,9 @@ describe('ToolRounds inside ScreenedReplies', () => {
         state: freshToolState('user', 'book at 9', [
           { name: 'book', description: 'Books', parameters: { type: 'object' } },
         ]),
-        assertRoomFor: (tokens) => {
+        assertRoomFor: (tokens, added = []) => {
           admitted.push(tokens);
+          addedTexts.push(added);
           if (tokens > roomLeft) return Promise.reject(new AppError('budget_exceeded', 'spent'));
           return Promise.resolve();
         },
@@ -150,8 +154,35 @@ describe('ToolRounds inside ScreenedReplies', () => {
       toolCalls: [{ id: 'c1', name: 'no_such', error: 'no such tool' }],
       verdicts: { exchange: NONE },
     });
-    // The second round was admitted for what the first spent; the first by prepare, not here.
+    // The second round was admitted for what the first spent, its call estimated with the
+    // first round's call and answer; the first by prepare, not here.
     expect(admitted).toEqual([15]);
+    expect(addedTexts).toEqual([
+      toolResultTexts([
+        { call: { id: 'c1', name: 'no_such', arguments: {} }, output: { error: 'no such tool' } },
+      ]),
+    ]);
+  });
+
+  it("asks the budgets before the next route when a route's billed answer was no reply", async () => {
+    roomLeft = 14;
+    const refused = generation();
+    const asked: string[] = [];
+    // As the engine does: the first route refused (billed, 15 tokens), then the next route.
+    const refusingFirst: NextGeneration = async ({ request }) => {
+      asked.push('route 1');
+      request.onUncountedSpend?.(USAGE, 'm');
+      await request.roomForAnotherCall?.();
+      asked.push('route 2');
+      return { kind: 'reply', reply: reply('done'), engineAsked: true, toolCalls: [] };
+    };
+    await expect(
+      moduleRef.get(ReplyGenerators).generate(refused, refusingFirst),
+    ).rejects.toMatchObject({ code: 'budget_exceeded' });
+    expect(asked).toEqual(['route 1']);
+    expect(admitted).toEqual([15]);
+    // The billed refusal stays on the turn, counted when it fails.
+    expect(refused.turn.state.usage).toEqual(USAGE);
   });
 
   it('keeps what a round that called tools said: streamed, screened, stored and given back', async () => {

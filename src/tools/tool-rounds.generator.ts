@@ -6,6 +6,7 @@ import {
   type NextGeneration,
   type ReplyGenerator,
 } from '../respond/reply-generation';
+import { toolResultTexts } from '../respond/prompt-texts';
 import { ROUND_SEPARATOR, saidInRounds } from './tool-turn-state';
 import { ToolTurnsService } from './tool-turns.service';
 
@@ -24,6 +25,17 @@ export class ToolRounds implements ReplyGenerator {
     const { turn, signal, request, onDelta } = generation;
     // What the model said before a pause was streamed in the paused turn's own response.
     const roundsSaidBefore = saidInRounds(turn.state).length;
+    // The calls and outputs the turn had when admitted are in its estimate already.
+    const resultsAdmitted = turn.state.results.length;
+    /** The budgets' check before a later model call: what the turn spent, what its prompt grew by. */
+    const roomForNextCall = async () => {
+      const spent = turn.state.usage;
+      if (!spent) return;
+      await turn.assertRoomFor(
+        spent.promptTokens + spent.completionTokens,
+        toolResultTexts(turn.state.results.slice(resultsAdmitted)),
+      );
+    };
     const outcome = await this.turns.run(
       {
         organizationId: generation.organizationId,
@@ -38,12 +50,12 @@ export class ToolRounds implements ReplyGenerator {
         crisis: request.crisis,
       },
       async (tools) => {
-        const spent = turn.state.usage;
-        if (spent) await turn.assertRoomFor(spent.promptTokens + spent.completionTokens);
+        await roomForNextCall();
         const saidHere = saidInRounds(turn.state).length > roundsSaidBefore;
         const round = await next({
           ...generation,
-          request: { ...request, ...tools },
+          // And before the next route, when a route's answer was billed and was no reply.
+          request: { ...request, ...tools, roomForAnotherCall: roomForNextCall },
           onDelta: onDelta && saidHere ? separatedFromEarlierRounds(onDelta) : onDelta,
         });
         // Nothing inside the rounds pauses a turn: only they do.

@@ -173,6 +173,23 @@ describe('SpendService (real database)', () => {
     expect(await held(org.organizationId)).toEqual([]);
   });
 
+  it("estimates the next call with what the turn's calls and outputs added to its prompt", async () => {
+    const org = await organization({ monthlyTokenBudget: 21_000 });
+    const turn = await admit(org);
+    const tokensHeld = async () =>
+      (await held(org.organizationId)).map((row) => row.tokens).sort((a, b) => a - b);
+    // A tool answered 15,000 bytes (and 1,000 of another's, in two-byte characters): the next
+    // call sends them, a token a byte by the estimate's bound.
+    await spend.assertRoomFor(turn, org.endUserId, 200, ['x'.repeat(15_000), 'é'.repeat(500)]);
+    expect(await tokensHeld()).toEqual([200, ESTIMATE + 16_000]);
+    // Each round's hold is made from the admitted estimate again, not from the last hold.
+    await spend.assertRoomFor(turn, org.endUserId, 400, ['x'.repeat(20_000)]);
+    expect(await tokensHeld()).toEqual([400, ESTIMATE + 20_000]);
+    // Held, it counts against concurrent replies: 400 + 20,700 of 21,000 leaves none (the
+    // admitted estimate alone, 1,100 held, left room for many).
+    await expectAppError(admit(org), 'budget_exceeded');
+  });
+
   it("makes a long turn's estimate again each round, so it never lapses while the turn runs", async () => {
     const org = await organization({ monthlyTokenBudget: 1_000 + ESTIMATE });
     const turn = await admit(org);

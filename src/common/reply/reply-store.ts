@@ -138,8 +138,12 @@ export interface AdmittedTurn {
  * each later model call, settled by the statement that stores the reply, or given back.
  */
 export interface ReplyAdmission {
-  /** Before a later model call of a turn with tools: refuses when what it spent leaves no room. */
-  assertRoomFor(spentTokens: number): Promise<void>;
+  /**
+   * Before a later model call of a turn (a later round, or the next route after a billed answer
+   * that was no reply): refuses when what it spent leaves no room. `addedPromptTexts`: what that
+   * call sends beyond the admitted prompt (the turn's calls and outputs since).
+   */
+  assertRoomFor(spentTokens: number, addedPromptTexts?: readonly string[]): Promise<void>;
   /** Its steps in the statement storing the exchange (after every source's). */
   storeExchange(exchange: StoredExchange, sources: ExchangeSources): WithEntry[];
   /** Its steps in a statement counting a turn's tokens without a reply. */

@@ -94,6 +94,12 @@ export interface ReplyRequest {
    * estimate of the prompt alone).
    */
   onUncountedSpend?: (spent: TokenUsage, model: string) => void;
+  /**
+   * Asked before a further call of this reply once an earlier one was billed (onUncountedSpend)
+   * and gave no reply: refuses (402 `budget_exceeded`) when the turn's tokens so far leave no
+   * room, as before each later round of a turn with tools. Without it, the call goes unchecked.
+   */
+  roomForAnotherCall?: () => Promise<void>;
 }
 
 export interface EmotionReading {

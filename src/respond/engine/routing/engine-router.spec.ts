@@ -79,6 +79,7 @@ function setup(overrides: Partial<EngineConfig> = {}) {
       signal?: AbortSignal;
       delivered?: () => boolean;
       waitingOnClient?: () => boolean;
+      beforeNextAttempt?: () => Promise<void>;
     } = {},
   ) =>
     router.run(
@@ -89,6 +90,7 @@ function setup(overrides: Partial<EngineConfig> = {}) {
         waitingOnClient: options.waitingOnClient ?? (() => false),
       },
       attempt,
+      options.beforeNextAttempt,
     );
   const counts = async () => {
     const metric = await metricsService.registry.getSingleMetric('engine_requests_total')!.get();
@@ -189,6 +191,25 @@ describe('EngineRouter', () => {
     t.script('main', new CutOffAnswer());
     expect((await t.run()).value).toBe('reply of main');
     expect(t.calls).toEqual(['main', 'main']);
+  });
+
+  it('asks beforeNextAttempt before every attempt but the first; what it throws ends the reply', async () => {
+    const t = setup();
+    const asked: string[] = [];
+    const before = () => {
+      asked.push(`before attempt ${t.calls.length + 1}`);
+      return Promise.resolve();
+    };
+    t.script('main', new UnusableAnswer('refused'));
+    expect((await t.run({ beforeNextAttempt: before })).value).toBe('reply of backup');
+    expect(asked).toEqual(['before attempt 2']);
+    t.calls.length = 0;
+    t.script('main', new UnusableAnswer('refused'));
+    const refusal = new AppError('budget_exceeded', 'no room');
+    await expect(t.run({ beforeNextAttempt: () => Promise.reject(refusal) })).rejects.toBe(refusal);
+    // The next route was never asked, nor admitted by its breaker.
+    expect(t.calls).toEqual(['main']);
+    expect(await t.counts()).not.toHaveProperty('backup skipped');
   });
 
   it('answers 502 naming the last failure when every route failed', async () => {

@@ -74,6 +74,8 @@ const isTimeout = (signal: AbortSignal) =>
  * is not waited: the next route is tried, or the reply fails now rather than at the deadline.
  * A route's breaker hears only of the provider's failures (§29, classifyFailure): what a model
  * answers a request, and a client that is slow to read, never pause a route for others.
+ * `beforeNextAttempt` runs before every attempt but the first; what it throws ends the reply
+ * (the token budgets' check after a billed answer that was no reply).
  */
 export class EngineRouter {
   private readonly random: () => number;
@@ -95,6 +97,7 @@ export class EngineRouter {
     signal: AbortSignal,
     client: ClientProgress,
     attempt: (route: Route, signal: AbortSignal) => Promise<T>,
+    beforeNextAttempt?: () => Promise<void>,
   ): Promise<Routed<T>> {
     const deadline = this.clock.nowMs() + this.options.timeoutMs;
     const routes = this.routes.forModel(personalityModel);
@@ -107,6 +110,8 @@ export class EngineRouter {
         current = route;
         for (let retry = 0; ; retry++) {
           signal.throwIfAborted();
+          // Before the breaker's admission: a refusal here must not hold a half-open probe.
+          if (attempts > 0 && beforeNextAttempt) await beforeNextAttempt();
           const admission = await this.breakers.admit(route);
           if (admission === 'skip') {
             this.metrics.count(this.options.engine, route.model, 'skipped');
