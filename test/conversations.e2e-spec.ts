@@ -56,7 +56,9 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
         OPENAI_MODEL: 'default-model',
         // The models a personality may name (contract §25); unset: OPENAI_MODEL and fallbacks'.
         OPENAI_ALLOWED_MODELS: 'default-model,special-model',
-        ENGINE_TIMEOUT_MS: '3000',
+        // Well past STREAM_IDLE_TIMEOUT_MS: a first token slower than the idle timeout still has
+        // seconds to spare on a loaded machine (the slow-first-token test below).
+        ENGINE_TIMEOUT_MS: '5000',
         ENGINE_HISTORY_MESSAGES: '4',
         // Failures here are each test's own: the breaker is test/engine-routing.e2e-spec.ts's.
         ENGINE_BREAKER_FAILURES: '1000',
@@ -377,7 +379,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     // The provider read the prompt of a call whose time ran out: its estimate counts.
     [
       'a reply slower than ENGINE_TIMEOUT_MS',
-      { delayMs: 5_000 },
+      { delayMs: 10_000 },
       504,
       'engine_timeout',
       1,
@@ -634,7 +636,7 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
 
   it('keeps a stream open while the provider is slower than the idle timeout to its first token', async () => {
     const userId = uniqueUserId('slow');
-    // Past the idle timeout (1,500 ms), well within ENGINE_TIMEOUT_MS (3,000 ms).
+    // Past the idle timeout (1,500 ms), well within ENGINE_TIMEOUT_MS (5,000 ms).
     fake.respondWith({ delayMs: 2_100, stream: { chunkSize: 8 } });
     const response = await respond({ user_id: userId, message: 'take your time', stream: true });
     expect(response.text.startsWith(': ok')).toBe(true);
