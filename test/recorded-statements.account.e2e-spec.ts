@@ -330,6 +330,9 @@ const FILES: RecordedFiles = {
         const outcome = await turns.run(context, async () => asked);
         expect(outcome.kind).toBe('paused');
       }),
+      await operation("read a paused turn's end user (their rate bucket)", async () => {
+        expect(await turns.userIdOfTurn(organizationId, state.turnId)).toBe(state.userId);
+      }),
       await operation("check a paused turn's outputs", () =>
         turns.check(organizationId, state.turnId, outputs),
       ),

@@ -7,6 +7,7 @@ import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
 import { createApiKey, tenantWithKey } from './support/identity';
 import { INVALID_LIMITS_BODIES } from './support/limits-bodies';
 import { answeredDuringDemotion } from './support/locks';
+import { lookupOrderTool } from './support/tools';
 import { createTestApp, TestApp } from './support/test-app';
 
 type Tenant = Awaited<ReturnType<typeof tenantWithKey>>;
@@ -446,6 +447,49 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
   });
 
   describe('buckets per end user and per API key (429)', () => {
+    it("a paused turn's resumption draws from its end user's bucket, as their reply did", async () => {
+      const a = await tenant();
+      const withTool = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', a.auth)
+        .send({ slug: 'sage-mentor', tools: [lookupOrderTool] });
+      expect(withTool.status).toBe(201);
+      await setLimits(a, { end_user_rate_limit: { rps: 0.01, burst: 1 } });
+      const pause = async (userId: string) => {
+        fake.respondWith({
+          toolCalls: [{ id: 'call_1', name: 'lookup_order', arguments: '{"order_id":"7"}' }],
+          usage: { prompt_tokens: 10, completion_tokens: 5 },
+        });
+        const paused = await reply({ auth: a.auth, personalityId: withTool.body.id }, userId);
+        expect(paused.body).toMatchObject({ status: 'requires_action' });
+        return () =>
+          t
+            .http()
+            .post(`/v1/respond/turns/${String(paused.body.turn_id)}/tool-outputs`)
+            .set('Authorization', a.auth)
+            .send({ outputs: [{ tool_call_id: 'call_1', output: { status: 'shipped' } }] });
+      };
+      const resume = await pause(uniqueUserId());
+      const calls = fake.requests.length;
+      const refused = await resume();
+      expectError(refused, 429, 'rate_limited');
+      expect(refused.headers['ratelimit-policy']).toBe('"end_user";q=1;w=100');
+      expect(fake.requests.length).toBe(calls);
+      // Another end user's bucket is their own; a turn of no one's draws none (404).
+      const other = await pause(uniqueUserId());
+      expectError(
+        await t
+          .http()
+          .post('/v1/respond/turns/turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0/tool-outputs')
+          .set('Authorization', a.auth)
+          .send({ outputs: [{ tool_call_id: 'call_1', output: {} }] }),
+        404,
+        'not_found',
+      );
+      expectError(await other(), 429, 'rate_limited');
+    });
+
     it("an end user's bucket refuses that end user with its own headers; others still pass", async () => {
       const a = await tenant();
       await setLimits(a, { end_user_rate_limit: { rps: 0.01, burst: 2 } });

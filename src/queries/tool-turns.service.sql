@@ -25,6 +25,12 @@ INSERT INTO tool_turns (id, organization_id, end_user_id, personality_id, state,
                                          expires_at = excluded.expires_at
            WHERE tool_turns.organization_id = excluded.organization_id;
 
+-- read a paused turn's end user (their rate bucket)
+-- prepared
+SELECT e.user_id AS "userId" FROM tool_turns t
+ JOIN end_users e ON e.id = t.end_user_id AND e.organization_id = t.organization_id
+WHERE t.id = $1 AND t.organization_id = $2;
+
 -- check a paused turn's outputs
 SELECT status, expires_at <= $1 AS "expired", personality_id AS "personalityId", state FROM tool_turns WHERE id = $2 AND organization_id = $3;
 

@@ -14,6 +14,7 @@ import { rateLimitConfig } from '../config/rate-limit.config';
 import { userIdProblem } from '../end-users/dto/user-id';
 import { OrganizationsService } from '../organizations/organizations.service';
 import { LimitsService } from '../spend/limits.service';
+import { ToolTurnsService } from '../tools/tool-turns.service';
 import { isAuthRateLimited } from './auth-routes';
 import { type BucketPolicy, throttlerLimits } from './token-bucket';
 
@@ -22,7 +23,7 @@ export const ORG_POLICY_CACHE_MS = 10_000;
 
 /**
  * The named throttlers, in the order they draw (RateLimitGuard keeps it): the narrower buckets,
- * `end_user` (an end user's on /v1/respond) and `key` (an API key's own), before their
+ * `end_user` (an end user's on /v1/respond and its turns' resumptions) and `key` (an API key's own), before their
  * organization's, so that a request its own bucket refuses costs the organization nothing (found
  * by review: a rate-limited key that kept sending drained its organization's bucket, the owner's
  * console included).
@@ -45,11 +46,16 @@ interface OrgBucket {
   key: { id: string; size: BucketSize } | null;
 }
 
-/** Where an end user's bucket applies: the route of a reply (Express's matching, see auth-routes). */
-function isRespond(method: string, path: string): boolean {
-  return (
-    method.toUpperCase() === 'POST' && path.toLowerCase().replace(/\/+$/, '') === '/v1/respond'
-  );
+/**
+ * Where an end user's bucket applies (Express's matching, see auth-routes): a reply, and the
+ * resumption of a paused turn with tools, which asks the model again for the same end user (found
+ * by review: resumptions drew nothing, and a failed one given back could be retried at will).
+ */
+function endUserRoute(method: string, path: string): 'reply' | 'resumption' | null {
+  if (method.toUpperCase() !== 'POST') return null;
+  const route = path.toLowerCase().replace(/\/+$/, '');
+  if (route === '/v1/respond') return 'reply';
+  return /^\/v1\/respond\/turns\/[^/]+\/tool-outputs$/.test(route) ? 'resumption' : null;
 }
 
 /**
@@ -62,8 +68,17 @@ function userIdOf(request: Request): string | null {
   return userIdProblem(userId) === null ? (userId as string) : null;
 }
 
+interface EndUserBucket {
+  tracker: string;
+  size: BucketSize;
+}
+
 const ORG_BUCKET = Symbol('rateLimitOrgBucket');
-type ClassifiedRequest = IncomingMessage & { [ORG_BUCKET]?: Promise<OrgBucket | null> };
+const END_USER_BUCKET = Symbol('rateLimitEndUserBucket');
+type ClassifiedRequest = IncomingMessage & {
+  [ORG_BUCKET]?: Promise<OrgBucket | null>;
+  [END_USER_BUCKET]?: Promise<EndUserBucket | null>;
+};
 
 /** The size given to a throttler that takes nothing this request (its tracker is ''). */
 const UNUSED: BucketSize = { rps: 1, burst: 1 };
@@ -100,6 +115,7 @@ export class BucketResolver {
     private readonly callers: CallerResolver,
     private readonly organizations: OrganizationsService,
     private readonly limits: LimitsService,
+    private readonly turns: ToolTurnsService,
     caches: Caches,
   ) {
     this.orgPolicies = caches.local(ORG_POLICY_CACHE_MS);
@@ -198,24 +214,38 @@ export class BucketResolver {
 
   private drawsEndUser(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<Request>();
-    return this.drawsOrg(context) && isRespond(request.method, request.path);
+    return this.drawsOrg(context) && endUserRoute(request.method, request.path) !== null;
   }
 
   /** The end user's bucket of this reply, or null (no limit set, no usable user_id). */
-  private async endUser(
-    context: ExecutionContext,
-  ): Promise<{ tracker: string; size: BucketSize } | null> {
+  private endUser(context: ExecutionContext): Promise<EndUserBucket | null> {
+    const request = context.switchToHttp().getRequest<ClassifiedRequest>();
+    request[END_USER_BUCKET] ??= this.resolveEndUser(context);
+    return request[END_USER_BUCKET];
+  }
+
+  private async resolveEndUser(context: ExecutionContext): Promise<EndUserBucket | null> {
     const organizationId = (await this.orgBucket(context))?.organizationId;
     if (!organizationId) return null;
     const request = context.switchToHttp().getRequest<Request>();
-    const userId = userIdOf(request);
-    if (userId === null) return null;
     const limits =
       this.limits.cached(organizationId) ?? (await this.limits.forOrganization(organizationId));
     if (!limits.endUserBucket) return null;
+    const userId =
+      endUserRoute(request.method, request.path) === 'resumption'
+        ? await this.endUserOfTurn(organizationId, request)
+        : userIdOf(request);
+    if (userId === null) return null;
     // A digest: the key names no user_id in Redis, and is short whatever the id's length.
     const digest = createHash('sha256').update(userId).digest('base64url');
     return { tracker: `${organizationId}:${digest}`, size: limits.endUserBucket };
+  }
+
+  /** A resumption's end user: its turn's (none: the turn is unknown here, and answers 404). */
+  private async endUserOfTurn(organizationId: string, request: Request): Promise<string | null> {
+    const turnId = (request.params as { turn_id?: string } | undefined)?.turn_id;
+    if (!turnId) return null;
+    return (await this.turns.userIdOfTurn(organizationId, turnId)) ?? null;
   }
 
   private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {

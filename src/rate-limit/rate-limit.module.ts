@@ -7,6 +7,7 @@ import { BEFORE_ERROR_REPLY, type BeforeErrorReply } from '../common/errors/befo
 import { type RateLimitConfig, rateLimitConfig } from '../config/rate-limit.config';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { SpendModule } from '../spend/spend.module';
+import { ToolsModule } from '../tools/tools.module';
 import { BucketResolver, bucketKey } from './bucket-resolver.service';
 import { RateLimiter } from './rate-limiter.service';
 import { TokenBucketStorage } from './token-bucket.storage';
@@ -17,7 +18,7 @@ export class RateLimitStorageModule {}
 
 /** Who draws from which bucket, for ThrottlerModule's factory and the error path. */
 @Module({
-  imports: [AuthModule, OrganizationsModule, SpendModule],
+  imports: [AuthModule, OrganizationsModule, SpendModule, ToolsModule],
   providers: [BucketResolver],
   exports: [BucketResolver],
 })

@@ -36,6 +36,8 @@ const DELETED_COUNT = Columns.computed<{ count: number }>({ count: sql`count(*):
 
 const TURN_ID = Columns.rowOf<ToolTurn>()('id');
 
+const TURN_USER_ID = Columns.computed<{ userId: string }>({ userId: sql`e.user_id` });
+
 /** What a webhook tool's call needs of its endpoint. */
 const TOOL_ENDPOINT = Columns.rowOf<WebhookEndpoint>()('url', 'secret', 'status');
 
@@ -133,6 +135,17 @@ export class ToolTurnsRepository {
     return this.database.row(
       found.query`SELECT ${found} FROM tool_turns WHERE id = ${id} AND organization_id = ${organizationId}`,
     );
+  }
+
+  /** The user_id of the end user a turn of the organization answers; undefined: no such turn. */
+  async userIdOf(organizationId: string, id: string): Promise<string | undefined> {
+    const row = await this.database.row(
+      TURN_USER_ID.query`SELECT ${TURN_USER_ID} FROM tool_turns t
+          JOIN end_users e ON e.id = t.end_user_id AND e.organization_id = t.organization_id
+         WHERE t.id = ${id} AND t.organization_id = ${organizationId}`,
+      { prepared: true },
+    );
+    return row?.userId;
   }
 
   /**

@@ -253,6 +253,14 @@ export class ToolTurnsService {
   }
 
   /**
+   * The user_id of the end user a turn of the organization answers (undefined: no such turn),
+   * whose rate bucket a resumption draws from, as their reply did.
+   */
+  userIdOfTurn(organizationId: string, turnId: string): Promise<string | undefined> {
+    return this.repository.userIdOf(organizationId, turnId);
+  }
+
+  /**
    * The paused turn's state once the client's outputs join it: 404 for an unknown, foreign or
    * expired turn, 400 unless every pending call has exactly one output, 409 `turn_not_pending`
    * when it was resumed already. Nothing is claimed yet: `claim` does, once the resumption is
