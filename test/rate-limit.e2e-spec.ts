@@ -3,10 +3,13 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { DataSource } from 'typeorm';
 import { expectError, expectRequestId } from './support/assertions';
+import { ShiftedClock, stopClockAt } from './support/clocks';
 import { signUp } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
-import { sleep } from './support/wait';
+import { eventually } from './support/wait';
 import { API_KEY_CACHE_MS } from '../src/api-keys/api-keys.service';
+import { Clock } from '../src/common/time/clock';
+import { REDIS_CLIENT, type RedisClient } from '../src/redis/redis.module';
 import { SHARED_REDIS_URL, sharedRedisAnswers, startOwnRedis } from './support/redis-server';
 
 const PUBLIC = '/v1/vocabularies/emotions/changelog';
@@ -15,14 +18,21 @@ const redisAvailable = sharedRedisAnswers('rate-limit e2e', 'the shared-bucket t
 // Skipped only on a developer's machine without Redis: under CI the test runs, and fails.
 const itWithRedis = redisAvailable || process.env.CI ? it : it.skip;
 
-/** The headers every response carries (contract §5 and the IETF draft pair). */
-function expectRateLimitHeaders(response: Response, policy: 'org' | 'ip' | 'auth'): void {
+/**
+ * The headers every response carries (contract §5 and the IETF draft pair). `now` is the app's
+ * time: the real one unless the test moves the app's clock.
+ */
+function expectRateLimitHeaders(
+  response: Response,
+  policy: 'org' | 'ip' | 'auth',
+  now = Date.now(),
+): void {
   const headers = response.headers;
   expect(headers['x-ratelimit-limit']).toMatch(/^\d+(\.\d+)?$/);
   expect(headers['x-ratelimit-remaining']).toMatch(/^\d+$/);
   const reset = headers['x-ratelimit-reset'];
   expect(new Date(reset).toISOString()).toBe(reset);
-  expect(Date.parse(reset)).toBeGreaterThan(Date.now() - 1_000);
+  expect(Date.parse(reset)).toBeGreaterThan(now - 1_000);
   expect(headers['ratelimit-policy']).toMatch(new RegExp(`^"${policy}";q=\\d+;w=\\d+$`));
   expect(headers.ratelimit).toMatch(new RegExp(`^"${policy}";r=\\d+;t=\\d+$`));
   expect(headers.ratelimit).toContain(`r=${headers['x-ratelimit-remaining']};`);
@@ -41,9 +51,9 @@ function expectRateLimited(response: Response, retryAfter: number): void {
   expect(response.headers['x-ratelimit-remaining']).toBe('0');
 }
 
-/** Waits until the bucket a response reported on is full again. */
-async function untilFull(response: Response): Promise<void> {
-  await sleep(Math.max(0, Date.parse(response.headers['x-ratelimit-reset']) - Date.now()) + 20);
+/** When the bucket a response reported on is full again, on the app's clock. */
+function resetOf(response: Response): number {
+  return Date.parse(response.headers['x-ratelimit-reset']);
 }
 
 /** An organization with an admin API key, made through the API (which draws from its bucket). */
@@ -60,9 +70,30 @@ async function tenant(t: TestApp) {
 
 describe('rate limiting: organization buckets', () => {
   let t: TestApp;
+  // The buckets keep fractions of a token and refill on the app's clock: a test stops it for a
+  // burst and moves it instead of sleeping, so what comes back never depends on how long the
+  // requests took on a busy machine.
+  const clock = new ShiftedClock();
+  /** Where the test last stopped the clock (each test's mocks are restored after it). */
+  let stoppedAt: number | undefined;
+  const stopAt = (ms: number): number => {
+    stopClockAt(clock, ms);
+    stoppedAt = ms;
+    return ms;
+  };
 
   beforeAll(async () => {
-    t = await createTestApp({ env: { RATE_LIMIT_ORG_RPS: '1', RATE_LIMIT_ORG_BURST: '5' } });
+    t = await createTestApp({
+      // In memory, whatever the environment says: Redis's script refills on Redis's own clock.
+      env: { RATE_LIMIT_ORG_RPS: '1', RATE_LIMIT_ORG_BURST: '5', REDIS_URL: undefined },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
+    });
+  });
+  afterEach(() => {
+    jest.restoreAllMocks();
+    // It runs on from where it stood, never back.
+    if (stoppedAt !== undefined) clock.advance(Math.max(0, stoppedAt - clock.nowMs()));
+    stoppedAt = undefined;
   });
   afterAll(() => t.close());
 
@@ -74,16 +105,13 @@ describe('rate limiting: organization buckets', () => {
       .post('/v1/api-keys')
       .set('Authorization', `Bearer ${a.accessToken}`)
       .send({ name: 'reader', scopes: ['read'] });
-    await untilFull(readOnly);
-    await untilFull(b.lastResponse);
+    // Stopped just past the instant both buckets are full again: no token comes back unless the
+    // test moves the clock.
+    const start = stopAt(Math.max(clock.nowMs(), resetOf(readOnly), resetOf(b.lastResponse)) + 1);
 
     const responses: Response[] = [];
-    const sentAt: number[] = [];
-    const receivedAt: number[] = [];
     for (let i = 0; i < 8; i++) {
-      sentAt.push(Date.now());
       responses.push(await t.http().get(ORG_ROUTE).set('Authorization', a.auth));
-      receivedAt.push(Date.now());
     }
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
     expect(responses.map((r) => r.headers['x-ratelimit-remaining'])).toEqual([
@@ -97,48 +125,35 @@ describe('rate limiting: organization buckets', () => {
       '0',
     ]);
     for (const response of responses) {
-      expectRateLimitHeaders(response, 'org');
+      expectRateLimitHeaders(response, 'org', start);
       expect(response.headers['x-ratelimit-limit']).toBe('1');
       expect(response.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
     }
     for (const refused of responses.slice(5)) expectRateLimited(refused, 1);
-    // Empty bucket: full again five refills (5 s) after the last token went. The server read its
-    // clock between sending and receiving that answer, so the bounds are taken from those two
-    // instants, not from a later one (a busy machine spent a second on the three refusals).
-    const reset = Date.parse(responses[4].headers['x-ratelimit-reset']);
-    expect(reset - sentAt[4]).toBeGreaterThan(4_000);
-    expect(reset - receivedAt[4]).toBeLessThanOrEqual(5_000);
+    // Full again one refill (1 s) per token taken, from the instant the clock stands at: five
+    // refills (5 s) once the last token went.
+    expect(responses.map((r) => r.headers['x-ratelimit-reset'])).toEqual(
+      [1, 2, 3, 4, 5, 5, 5, 5].map((s) => new Date(start + s * 1_000).toISOString()),
+    );
 
     // The limiter runs before the scope check: this key lacks the admin scope, which would be a
-    // 403, but its organization's bucket is empty. (With the guards the other way round, the
-    // 403 would go out, charged to the IP bucket by the error path.) A token comes back every
-    // second, and on a busy machine one may come between emptying the bucket and the read-only
-    // request, which then spends it on its 403: so empty it right before, up to three times.
-    // With the guards the other way round, every try is a 403.
-    const readOnlyAnswers: Response[] = [];
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const emptying: number[] = [];
-      while (emptying.length < 6 && emptying.at(-1) !== 429) {
-        emptying.push((await t.http().get(ORG_ROUTE).set('Authorization', a.auth)).status);
-      }
-      expect(emptying.at(-1)).toBe(429);
-      const answer = await t
-        .http()
-        .get(ORG_ROUTE)
-        .set('Authorization', `Bearer ${readOnly.body.key}`);
-      readOnlyAnswers.push(answer);
-      if (answer.status === 429) break;
-    }
-    expect(readOnlyAnswers.map((r) => r.status)).toContain(429);
-    expectRateLimited(readOnlyAnswers.at(-1)!, 1);
-    expect(readOnlyAnswers.at(-1)!.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
+    // 403, but its organization's bucket is empty (the clock stands still: no token came back).
+    // With the guards the other way round, the 403 would go out, charged to the IP bucket by
+    // the error path.
+    const readOnlyAnswer = await t
+      .http()
+      .get(ORG_ROUTE)
+      .set('Authorization', `Bearer ${readOnly.body.key}`);
+    expectRateLimited(readOnlyAnswer, 1);
+    expect(readOnlyAnswer.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
 
     // Another organization draws from its own bucket.
     const other = await t.http().get(ORG_ROUTE).set('Authorization', b.auth);
     expect(other.status).toBe(200);
     expect(other.headers['x-ratelimit-remaining']).toBe('4');
 
-    await sleep(1_000);
+    // One refill interval later: one token, exactly.
+    stopAt(start + 1_000);
     const again = [
       await t.http().get(ORG_ROUTE).set('Authorization', a.auth),
       await t.http().get(ORG_ROUTE).set('Authorization', a.auth),
@@ -414,7 +429,9 @@ describe('rate limiting: buckets shared through Redis', () => {
         REDIS_URL: SHARED_REDIS_URL,
         // A prefix of this run's own: the machine's Redis is shared and is never flushed.
         RATE_LIMIT_REDIS_PREFIX: `e2e-rate-limit-${randomUUID()}:`,
-        RATE_LIMIT_ORG_RPS: '0.1',
+        // A token back every 100 s of Redis's clock (which no spec moves): the ten sequential
+        // requests below may take many seconds on a loaded machine and still see no refill.
+        RATE_LIMIT_ORG_RPS: '0.01',
         RATE_LIMIT_ORG_BURST: '5',
         // Sharing is under test, not the fail-open: on a loaded machine a 50 ms Redis answer can
         // come late and fall back to an instance's own bucket, letting one more through.
@@ -520,7 +537,10 @@ describe('rate limiting: buckets shared through Redis', () => {
       env: {
         REDIS_URL: redis.url,
         RATE_LIMIT_REDIS_PREFIX: 'own:',
-        RATE_LIMIT_REDIS_TIMEOUT_MS: '100',
+        // While Redis is healthy every count below must come from it: a busy machine's event
+        // loop can stall past 100 ms, which a take would take for a slow Redis (and fall back).
+        // Still well under the second a take may last while Redis is paused.
+        RATE_LIMIT_REDIS_TIMEOUT_MS: '400',
         RATE_LIMIT_IP_RPS: '0.01',
         RATE_LIMIT_IP_BURST: '20',
       },
@@ -531,6 +551,12 @@ describe('rate limiting: buckets shared through Redis', () => {
       return { response, ms: Date.now() - started };
     };
     try {
+      // The client connects in the background; a take before it is ready falls back at once.
+      const client = t.app.get<RedisClient>(REDIS_CLIENT);
+      await eventually(
+        () => (client?.status === 'ready' ? true : undefined),
+        () => `the app's Redis connection (${client?.status})`,
+      );
       // Redis holds the bucket: two tokens gone there.
       expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('19');
       expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('18');
@@ -552,12 +578,27 @@ describe('rate limiting: buckets shared through Redis', () => {
         expect.objectContaining({ status: 'degraded', store: 'memory' }),
       );
 
-      // Back: the shared bucket again, after the two scripts Redis had queued (18 - 2 - 1).
+      // Back: the shared bucket again, once a take has found Redis answering. Readiness is
+      // asked until it says so; each time draws a token (the first normally finds Redis back).
+      // One that still timed out drew from the local bucket, and Redis ran its script anyway,
+      // in order, after the two it had queued (the slow request's and readiness's).
       redis.resume();
-      await sleep(100);
-      expect((await timed()).response.headers['x-ratelimit-remaining']).toBe('15');
-      const recovered = await t.http().get('/health/ready');
+      const polls: Response[] = [];
+      const recovered = await eventually(
+        async () => {
+          const ready = await t.http().get('/health/ready');
+          polls.push(ready);
+          return ready.body.checks?.rate_limit?.store === 'redis' ? ready : undefined;
+        },
+        () => `the buckets back in Redis (last: ${JSON.stringify(polls.at(-1)?.body)})`,
+      );
       expect(recovered.body.checks.rate_limit).toEqual({ status: 'up', store: 'redis' });
+      expect(recovered.headers['x-ratelimit-remaining']).toBe(String(18 - 2 - polls.length));
+      expect((await timed()).response.headers['x-ratelimit-remaining']).toBe(
+        String(18 - 2 - polls.length - 1),
+      );
+      // The local bucket: 18 left after the degraded readiness, less the polls that fell back.
+      const localLeft = 18 - (polls.length - 1);
 
       // Gone.
       await redis.kill();
@@ -573,8 +614,12 @@ describe('rate limiting: buckets shared through Redis', () => {
         expectRateLimitHeaders(response, 'ip');
       }
       for (const { ms } of gone) expect(ms).toBeLessThan(1_000);
-      // Still limited, by the local bucket: 18 tokens were left there, readiness took one.
-      expect(gone.map((g) => g.status)).toEqual([...Array(17).fill(200), 429, 429]);
+      // Still limited, by the local bucket: readiness took one of those left there (17 of 19
+      // served when the first poll found Redis back).
+      expect(gone.map((g) => g.status)).toEqual([
+        ...Array(localLeft - 1).fill(200),
+        ...Array(19 - (localLeft - 1)).fill(429),
+      ]);
 
       // Logged, but not once per request: at most once a minute.
       const warnings = t.logs
@@ -592,6 +637,8 @@ describe('rate limiting: buckets shared through Redis', () => {
 describe('rate limiting: the headers of a request with an API key', () => {
   it("shows the caller's bucket, not the address's, on a request whose API key had to be looked up (review)", async () => {
     // The address's bucket tighter than the organization's: it pays for the key's lookup only.
+    // The key cache's time is the app's clock, moved past it instead of slept through.
+    const clock = new ShiftedClock();
     const tight = await createTestApp({
       env: {
         RATE_LIMIT_ORG_RPS: '1',
@@ -599,15 +646,19 @@ describe('rate limiting: the headers of a request with an API key', () => {
         RATE_LIMIT_IP_RPS: '0.01',
         RATE_LIMIT_IP_BURST: '4',
       },
+      override: (builder) => builder.overrideProvider(Clock).useValue(clock),
     });
     try {
       const { auth } = await tenant(tight);
       // Past the key cache: the next request looks the key up, drawing the address's bucket first.
-      await sleep(API_KEY_CACHE_MS + 200);
+      clock.advance(API_KEY_CACHE_MS);
       const looked = await tight.http().get(ORG_ROUTE).set('Authorization', auth);
       expect(looked.status).toBe(200);
       expect(looked.headers['ratelimit-policy']).toBe('"org";q=5;w=5');
       expect(looked.headers['x-ratelimit-limit']).toBe('1');
+      // It did draw from the address's bucket: this public call is the second token of its four.
+      const publicCall = await tight.http().get(PUBLIC);
+      expect(publicCall.headers['x-ratelimit-remaining']).toBe('2');
     } finally {
       await tight.close();
     }
