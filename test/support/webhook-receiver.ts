@@ -24,7 +24,10 @@ export interface ReceivedWebhook {
  * - `/tool-nul/…`: a webhook tool's answer whose output holds U+0000 (as JSON's escape);
  * - `/tool-deep/…`: a webhook tool's answer whose output nests 8,000 arrays (16,000 bytes);
  * - `/tool-long-key/…`: a webhook tool's answer whose output holds a key of 1,100 characters;
- * - `/tool-proto-key/…`: a webhook tool's answer whose output holds a `__proto__` key.
+ * - `/tool-proto-key/…`: a webhook tool's answer whose output holds a `__proto__` key;
+ * - `/held/…`: a webhook tool's answer as `/tool/…` gives it, once the spec releases the path
+ *   (`release`); until then none (the connection stays open), so the call is in flight for as
+ *   long as the spec needs, not for a time it has to outrun.
  * Every request is kept, with its headers, raw body and arrival time.
  */
 export class WebhookReceiver {
@@ -33,6 +36,10 @@ export class WebhookReceiver {
   private readonly sockets = new Set<Socket>();
   private readonly seen = new Map<string, number>();
   private waiters: Array<() => void> = [];
+  /** `/held/…` requests not answered yet whose connection is open, each with its answer. */
+  private readonly holding = new Set<{ path: string; answer: () => void }>();
+  /** Path prefixes released: their `/held/…` requests are answered, now and on arrival. */
+  private readonly released: string[] = [];
 
   constructor() {
     this.server = createServer((request, response) => this.handle(request, response));
@@ -75,6 +82,22 @@ export class WebhookReceiver {
           resolve();
         });
       });
+    }
+  }
+
+  /**
+   * Requests at `/held/…` paths starting with `prefix` that are still held: not answered yet and
+   * their connection open (a caller that gave up, its timeout passed, closed it).
+   */
+  heldAt(prefix: string): number {
+    return [...this.holding].filter((held) => held.path.startsWith(prefix)).length;
+  }
+
+  /** Answers the `/held/…` requests whose path starts with `prefix`, and those that come later. */
+  release(prefix: string): void {
+    this.released.push(prefix);
+    for (const held of [...this.holding]) {
+      if (held.path.startsWith(prefix)) held.answer();
     }
   }
 
@@ -122,6 +145,27 @@ export class WebhookReceiver {
               .end(JSON.stringify({ output: { echo: data.arguments } }));
           if (behaviour === 'tool') answer();
           else setTimeout(answer, Number(argument)).unref();
+          return;
+        }
+        case 'held': {
+          const { data } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+            data: { arguments: unknown };
+          };
+          const held = {
+            path,
+            answer: () => {
+              this.holding.delete(held);
+              response
+                .writeHead(200, { 'content-type': 'application/json' })
+                .end(JSON.stringify({ output: { echo: data.arguments } }));
+            },
+          };
+          if (this.released.some((prefix) => path.startsWith(prefix))) {
+            held.answer();
+            return;
+          }
+          this.holding.add(held);
+          response.on('close', () => this.holding.delete(held));
           return;
         }
         case 'tool-big':
