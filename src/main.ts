@@ -7,14 +7,13 @@ import { AppModule } from './app.module';
 import { setupApp } from './app.setup';
 import { createHttpAdapter } from './common/http/http-adapter';
 import { ShutdownSignal } from './common/lifecycle/shutdown-signal';
+import { ANSWER_BEFORE_EXIT_MS } from './common/lifecycle/shutdown-signal';
 import { ROOT_LOGGER } from './common/logging/root-logger';
 import { type AppConfig, appConfig } from './config/app.config';
 import { httpConfig } from './config/http.config';
 import { startEmbeddedUnlessConfigured } from './database/embedded-postgres';
 import { stopTracing } from './tracing/tracing';
 
-/** The time left, before a shutdown forces the exit, to answer the replies it abandons. */
-const ANSWER_BEFORE_EXIT_MS = 3_000;
 /** How often a shutdown closes the keep-alive connections that have become idle. */
 const IDLE_CONNECTIONS_CHECK_MS = 100;
 

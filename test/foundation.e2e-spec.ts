@@ -36,6 +36,9 @@ describe('Foundation: request ids, error envelope, logs, bad input', () => {
     const long = await t.http().get(`/v1/${'a'.repeat(5_000)}`);
     expectError(long, 404, 'not_found');
     expect(long.body.error.message).toBe(`Cannot GET /v1/${'a'.repeat(196)}…`);
+    // Any method Node accepts, hyphen and all (found by review: M-SEARCH kept its query).
+    const searched = await t.http()['m-search']('/v1/no-such-thing?api_key=pk_live_secret');
+    expect(searched.body.error.message).toBe('Cannot M-SEARCH /v1/no-such-thing');
   });
 
   it('answers malformed JSON with 400 malformed_json', async () => {

@@ -13,6 +13,7 @@ import type { IPodSpec } from 'kubernetes-models/v1/PodSpec';
 import { parseAllDocuments } from 'yaml';
 import { configLoaders } from '../src/config';
 import { deployedVariables } from './support/config-variables';
+import { ANSWER_BEFORE_EXIT_MS } from '../src/common/lifecycle/shutdown-signal';
 
 const dir = join(__dirname, '..', 'deploy', 'kubernetes');
 
@@ -158,8 +159,9 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
   });
 
   it('ConfigMap: a reply begun before SIGTERM has its whole ENGINE_TIMEOUT_MS before it is abandoned', () => {
-    // A reply still waiting on its provider 3 s before SHUTDOWN_TIMEOUT_MS is abandoned (503).
-    expect(Number(data.SHUTDOWN_TIMEOUT_MS) - 3_000).toBeGreaterThan(
+    // A reply still waiting on its provider ANSWER_BEFORE_EXIT_MS before SHUTDOWN_TIMEOUT_MS is
+    // abandoned (503).
+    expect(Number(data.SHUTDOWN_TIMEOUT_MS) - ANSWER_BEFORE_EXIT_MS).toBeGreaterThan(
       Number(data.ENGINE_TIMEOUT_MS),
     );
   });

@@ -478,15 +478,13 @@ describe('Spend control: budgets, buckets, breakdown (contract §23)', () => {
       expect(fake.requests.length).toBe(calls);
       // Another end user's bucket is their own; a turn of no one's draws none (404).
       const other = await pause(uniqueUserId());
-      expectError(
-        await t
-          .http()
-          .post('/v1/respond/turns/turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0/tool-outputs')
-          .set('Authorization', a.auth)
-          .send({ outputs: [{ tool_call_id: 'call_1', output: {} }] }),
-        404,
-        'not_found',
-      );
+      const unknown = await t
+        .http()
+        .post('/v1/respond/turns/turn_01JDZ6Q8B9N3X5W7Y2K4M6P8R0/tool-outputs')
+        .set('Authorization', a.auth)
+        .send({ outputs: [{ tool_call_id: 'call_1', output: {} }] });
+      expectError(unknown, 404, 'not_found');
+      expect(unknown.headers['ratelimit-policy']).not.toMatch(/^"end_user"/);
       expectError(await other(), 429, 'rate_limited');
     });
 

@@ -78,6 +78,18 @@ describe('Spend control across fallback routes', () => {
     ]);
   });
 
+  it('asks the next route when the budget still has room after a billed refusal', async () => {
+    const a = await tenant(100_000);
+    fake.respondWith(
+      { refusal: 'I cannot help with that.', usage: REFUSAL_USAGE },
+      { usage: { prompt_tokens: 100, completion_tokens: 50 } },
+    );
+    expect((await reply(a)).status).toBe(200);
+    expect(fake.requests.map((request) => request.body?.model)).toEqual(['model-a', 'model-b']);
+    // Both calls are counted: the refusal's and the reply's.
+    expect(await promptTokens(a)).toBe(REFUSAL_USAGE.prompt_tokens + 100);
+  });
+
   it('refuses the next route (402) once a billed refusal spent the room, and counts the refusal', async () => {
     const a = await tenant(500);
     fake.respondWith(

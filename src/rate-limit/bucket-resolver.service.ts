@@ -20,6 +20,8 @@ import { type BucketPolicy, throttlerLimits } from './token-bucket';
 
 /** How long a plan's new limit may take to reach every instance. */
 export const ORG_POLICY_CACHE_MS = 10_000;
+/** A turn's end user never changes: kept as long as a paused turn lives by default. */
+const TURN_END_USER_CACHE_MS = 600_000;
 
 /**
  * The named throttlers, in the order they draw (RateLimitGuard keeps it): the narrower buckets,
@@ -89,8 +91,8 @@ export function bucketKey(name: string, tracker: string): string {
 }
 
 /**
- * Decides which of the three named throttlers a request draws from (their skipIf), and for the
- * org throttler which organization and what size:
+ * Decides which of the named throttlers (THROTTLER_NAMES) a request draws from (their skipIf),
+ * and for the org throttler which organization and what size:
  * - login, sign-up, forgot-password, reset-password: the client IP's `auth` bucket only;
  * - public routes: the client IP's `ip` bucket (no credential lookup at all);
  * - other routes without a credential: the `ip` bucket;
@@ -106,6 +108,8 @@ export function bucketKey(name: string, tracker: string): string {
 @Injectable()
 export class BucketResolver {
   private readonly orgPolicies: TtlCache<BucketPolicy>;
+  /** `<organization>:<turn id>` → the user_id whose bucket the turn's resumptions draw from. */
+  private readonly turnEndUsers: TtlCache<string>;
   /** @Public() or not, by handler (and its class): metadata does not change after start-up. */
   private readonly publicHandlers = new WeakMap<object, { type: object; isPublic: boolean }>();
 
@@ -119,6 +123,7 @@ export class BucketResolver {
     caches: Caches,
   ) {
     this.orgPolicies = caches.local(ORG_POLICY_CACHE_MS);
+    this.turnEndUsers = caches.local(TURN_END_USER_CACHE_MS);
   }
 
   /** The client's address; `request.ip` honours X-Forwarded-For only under TRUST_PROXY. */
@@ -164,7 +169,8 @@ export class BucketResolver {
         getTracker: async (_request, context) => (await org(context))?.key?.id ?? '',
       },
       {
-        // An end user's bucket on /v1/respond (the organization's end_user_rate_limit).
+        // An end user's bucket on /v1/respond and its turns' resumptions (the organization's
+        // end_user_rate_limit).
         name: 'end_user',
         limit: async (context) =>
           throttlerLimits((await this.endUser(context))?.size ?? UNUSED).limit,
@@ -217,7 +223,10 @@ export class BucketResolver {
     return this.drawsOrg(context) && endUserRoute(request.method, request.path) !== null;
   }
 
-  /** The end user's bucket of this reply, or null (no limit set, no usable user_id). */
+  /**
+   * The end user's bucket of this reply or resumption, or null (no limit set, no usable user_id,
+   * no such turn).
+   */
   private endUser(context: ExecutionContext): Promise<EndUserBucket | null> {
     const request = context.switchToHttp().getRequest<ClassifiedRequest>();
     request[END_USER_BUCKET] ??= this.resolveEndUser(context);
@@ -241,11 +250,20 @@ export class BucketResolver {
     return { tracker: `${organizationId}:${digest}`, size: limits.endUserBucket };
   }
 
-  /** A resumption's end user: its turn's (none: the turn is unknown here, and answers 404). */
+  /**
+   * A resumption's end user: its turn's (none: no such turn of the organization, which answers
+   * 404). Read once per turn and instance, so retries of a refused resumption read nothing.
+   */
   private async endUserOfTurn(organizationId: string, request: Request): Promise<string | null> {
     const turnId = (request.params as { turn_id?: string } | undefined)?.turn_id;
     if (!turnId) return null;
-    return (await this.turns.userIdOfTurn(organizationId, turnId)) ?? null;
+    const key = `${organizationId}:${turnId}`;
+    const known = this.turnEndUsers.get(key);
+    if (known !== undefined) return known;
+    const userId = await this.turns.userIdOfTurn(organizationId, turnId);
+    if (userId === undefined) return null;
+    this.turnEndUsers.set(key, userId);
+    return userId;
   }
 
   private orgBucket(context: ExecutionContext): Promise<OrgBucket | null> {

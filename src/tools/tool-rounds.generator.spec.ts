@@ -220,6 +220,7 @@ describe('ToolRounds inside ScreenedReplies', () => {
     resumed.turn.state.results = [
       { call: { id: 'c0', name: 'book', arguments: {} }, output: 1, said: 'Let me check.' },
     ];
+    resumed.turn.state.usage = USAGE;
 
     const generated = await moduleRef.get(ReplyGenerators).generate(resumed, engine);
 
@@ -229,6 +230,9 @@ describe('ToolRounds inside ScreenedReplies', () => {
       'engine round 2 tools=book',
       'screen reply Let me check.\n\ndone',
     ]);
+    // Its calls and outputs so far were in the resumption's admitted estimate: nothing is added.
+    expect(admitted).toEqual([15]);
+    expect(addedTexts).toEqual([[]]);
   });
 
   it('ends the turn before a round its budgets have no room for', async () => {

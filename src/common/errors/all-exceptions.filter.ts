@@ -155,7 +155,7 @@ function publicMessage(exception: HttpException): string {
 }
 
 function withoutQuery(message: string): string {
-  const route = /^Cannot ([A-Z]+) ([^?]*)/.exec(message);
+  const route = /^Cannot (\S+) ([^?]*)/.exec(message);
   if (!route) return message;
   const path = route[2];
   const shown = path.length > ECHOED_PATH_CHARS ? `${path.slice(0, ECHOED_PATH_CHARS)}…` : path;

@@ -13,6 +13,9 @@ import { onResponseDone } from '../http/response-done';
  * exit had cut its connection without an answer and left the key "in progress" (found by
  * review). The abort's reason is that error.
  */
+/** The time left, before a shutdown forces the exit, to answer the replies it abandons. */
+export const ANSWER_BEFORE_EXIT_MS = 3_000;
+
 @Injectable()
 export class ShutdownSignal {
   private readonly controller = new AbortController();

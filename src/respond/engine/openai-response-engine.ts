@@ -356,6 +356,8 @@ export class OpenAiResponseEngine implements ResponseEngine {
     let askedModel: string | undefined;
     let waitingOnClient = false;
     let lastAttemptCounted = false;
+    /** The budgets were asked since the last attempt (routes the breakers skip ask nothing more). */
+    let roomAsked = false;
     const onDelta =
       request.onDelta &&
       (async (text: string) => {
@@ -386,6 +388,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
             ...(tools ? { tools } : {}),
           };
           lastAttemptCounted = false;
+          roomAsked = false;
           // Cancelled before it began (the client left while the route was admitted), the SDK
           // sends nothing: no prompt to count.
           const sent = !signal.aborted;
@@ -417,7 +420,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
         // are asked again first, or each route's refusal spent a whole reply's estimate more than
         // the reply reserved (three routes overshot a budget by 86 %, found by review).
         async () => {
-          if (lastAttemptCounted) await request.roomForAnotherCall?.();
+          if (!lastAttemptCounted || roomAsked) return;
+          roomAsked = true;
+          await request.roomForAnotherCall?.();
         },
       );
       return { ...value, model: route.model };

@@ -207,8 +207,9 @@ describe('EngineRouter', () => {
     t.script('main', new UnusableAnswer('refused'));
     const refusal = new AppError('budget_exceeded', 'no room');
     await expect(t.run({ beforeNextAttempt: () => Promise.reject(refusal) })).rejects.toBe(refusal);
-    // The next route was never asked, nor admitted by its breaker.
+    // The next route was never asked, nor admitted by its breaker: the reply failed on main.
     expect(t.calls).toEqual(['main']);
+    expect(attemptedModel(refusal)).toBe('main');
     expect(await t.counts()).not.toHaveProperty('backup skipped');
   });
 

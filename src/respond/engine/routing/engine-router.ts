@@ -111,7 +111,12 @@ export class EngineRouter {
         for (let retry = 0; ; retry++) {
           signal.throwIfAborted();
           // Before the breaker's admission: a refusal here must not hold a half-open probe.
-          if (attempts > 0 && beforeNextAttempt) await beforeNextAttempt();
+          if (attempts > 0 && beforeNextAttempt) {
+            // Refused here, the reply failed on the route last asked: this one was not.
+            await beforeNextAttempt().catch((error: unknown) => {
+              throw withModel(error, failed?.route.model ?? current.model);
+            });
+          }
           const admission = await this.breakers.admit(route);
           if (admission === 'skip') {
             this.metrics.count(this.options.engine, route.model, 'skipped');
@@ -131,7 +136,7 @@ export class EngineRouter {
         }
       }
     } catch (error) {
-      throw withModel(error, current.model);
+      throw attemptedModel(error) === null ? withModel(error, current.model) : error;
     }
     throw withModel(
       new AppError(
