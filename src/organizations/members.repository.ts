@@ -5,6 +5,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { sql } from '../database/sql';
 import type { User } from '../users/entities/user.entity';
+import { tokenVersionHeld } from '../users/token-version-held';
 import type { Membership, Role } from './entities/membership.entity';
 import { ORGANIZATION_WITH_ROLE, type OrganizationRoleRow } from './organizations.repository';
 
@@ -24,6 +25,8 @@ const ROLE = Columns.rowOf<Membership>()('role');
 const MEMBERSHIP = Columns.rowOf<Membership>()('userId', 'role');
 
 const USER_ADDRESS = Columns.rowOf<User>('u')('id', 'email');
+
+const USER_ID = Columns.rowOf<User>()('id');
 
 /** The SQL of member management (memberships joined with their users). */
 @Injectable()
@@ -63,6 +66,25 @@ export class MembersRepository {
    * changes never deadlock), and answers them: concurrent role changes and removals in one
    * organization then run one after the other, each seeing the owners the previous one left.
    */
+  /**
+   * In a member change's transaction, first: whether the acting user's access token still holds
+   * (tokenVersionHeld), their row kept FOR KEY SHARE until the transaction ends, so a password
+   * reset (FOR UPDATE of the row, then the rest) either committed before and is seen, or waits.
+   */
+  async actorTokenHolds(
+    manager: EntityManager,
+    userId: string,
+    tokenVersion: number | undefined,
+  ): Promise<boolean> {
+    const row = await this.database.row(
+      USER_ID.query`SELECT ${USER_ID} FROM users
+           WHERE id = ${userId} AND ${tokenVersionHeld(sql`token_version`, tokenVersion)}
+             FOR KEY SHARE`,
+      { manager },
+    );
+    return row !== undefined;
+  }
+
   lockAll(
     manager: EntityManager,
     organizationId: string,

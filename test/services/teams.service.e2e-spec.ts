@@ -206,6 +206,25 @@ describe('Teams: members and invitations (real database)', () => {
       expect(await roleOf(t.organizationId, t.member.userId)).toBeNull();
     });
 
+    it('refuses (401) a member change asked with an access token a password reset ended', async () => {
+      const t = await team({ admin: 'admin', member: 'member' });
+      await database.rows(sql`UPDATE users SET token_version = 1 WHERE id = ${t.admin.userId}`);
+      const ended = { ...t.admin, tokenVersion: 0 };
+      await expectAppError(
+        members.changeRole(ended, t.organizationId, t.member.userId, 'admin'),
+        'unauthenticated',
+      );
+      await expectAppError(
+        members.remove(ended, t.organizationId, t.member.userId),
+        'unauthenticated',
+      );
+      expect(await roleOf(t.organizationId, t.member.userId)).toBe('member');
+      // The token the reset gave holds.
+      const current = { ...t.admin, tokenVersion: 1 };
+      await members.changeRole(current, t.organizationId, t.member.userId, 'admin');
+      expect(await roleOf(t.organizationId, t.member.userId)).toBe('admin');
+    });
+
     it('leaves one owner when two owners demote each other at once', async () => {
       const t = await team({ first: 'owner', second: 'owner' });
       const results = await Promise.allSettled([
