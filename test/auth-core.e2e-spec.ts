@@ -75,6 +75,29 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expect((await signUp(t, { email })).email).toBe(email);
   });
 
+  it('refuses a quoted local part: it reads as words where mails name the address, and doubles a mailbox', async () => {
+    const email = uniqueEmail('quoted');
+    const [local, domain] = email.split('@');
+    for (const quoted of [
+      `"${local}"@${domain}`,
+      '"Security: unlock at paypa1.example"@evil.test',
+    ]) {
+      const refused = await t
+        .http()
+        .post('/v1/auth/signup')
+        .send({ email: quoted, password: 'a long enough password' });
+      expectError(refused, 400, 'validation_failed');
+      expect(refused.body.error.details).toEqual([
+        expect.objectContaining({ field: 'email', problem: expect.stringContaining('quoted') }),
+      ]);
+    }
+    // The mailbox's own spelling signs up; an apostrophe or a plus stays an address.
+    expect((await signUp(t, { email })).email).toBe(email);
+    expect((await signUp(t, { email: `o'brien+${local}@${domain}` })).email).toBe(
+      `o'brien+${local}@${domain}`,
+    );
+  });
+
   it('refuses short passwords and unknown fields', async () => {
     expectError(
       await t.http().post('/v1/auth/signup').send({ email: uniqueEmail(), password: 'short' }),

@@ -319,6 +319,8 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         'validation_failed',
       );
       expectError(await invite(owner, signedUpAs.normalize('NFD')), 400, 'validation_failed');
+      // Nor the quoted spelling of the same mailbox.
+      expectError(await invite(owner, `"${local}"@example.test`), 400, 'validation_failed');
       const user = await signUp(t, { email: signedUpAs });
       expect(
         (await t.http().post('/v1/invitations/accept').set(as(user.accessToken)).send({ token }))

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { NoLookalikes } from '../../common/validation/no-lookalikes';
-import { IsEmail, IsOptional, IsString, MaxLength, MinLength } from 'class-validator';
+import { IsNewAddress } from '../../common/validation/new-address';
+import { IsOptional, IsString, MaxLength, MinLength } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
 import { OrganizationDto } from '../../organizations/dto/organization.dto';
 
@@ -8,9 +8,8 @@ export const PASSWORD_MIN = 12;
 export const PASSWORD_MAX = 256;
 
 export class SignupDto {
-  @ApiProperty({ example: 'ada@example.com', maxLength: 254 })
-  @IsEmail({}, { message: 'email must be an e-mail address' })
-  @NoLookalikes()
+  @ApiProperty({ example: 'ada@example.com', maxLength: 254, format: 'email' })
+  @IsNewAddress()
   @MaxLength(254)
   email: string;
 

@@ -1,13 +1,12 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { NoLookalikes } from '../../common/validation/no-lookalikes';
-import { IsEmail, IsIn, IsString, MaxLength, MinLength } from 'class-validator';
+import { IsNewAddress } from '../../common/validation/new-address';
+import { IsIn, IsString, MaxLength, MinLength } from 'class-validator';
 import { ROLES, type Role } from '../entities/membership.entity';
 import type { InvitationRow } from '../invitations.repository';
 
 export class CreateInvitationDto {
-  @ApiProperty({ example: 'grace@example.com', maxLength: 254 })
-  @IsEmail({}, { message: 'email must be an e-mail address' })
-  @NoLookalikes()
+  @ApiProperty({ example: 'grace@example.com', maxLength: 254, format: 'email' })
+  @IsNewAddress()
   @MaxLength(254)
   email: string;
 
