@@ -35,6 +35,9 @@ SELECT id FROM api_keys
 WHERE organization_id = $1 AND created_by_user_id = $2
 ORDER BY id
 FOR NO KEY UPDATE;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
@@ -105,6 +108,9 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2
@@ -131,6 +137,9 @@ SELECT id FROM api_keys
 WHERE organization_id = $1 AND created_by_user_id = $2
 ORDER BY id
 FOR NO KEY UPDATE;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT role FROM memberships
 WHERE organization_id = $1 AND user_id = $2;
 SELECT user_id, role FROM memberships
