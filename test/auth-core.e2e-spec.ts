@@ -208,4 +208,21 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
       expectError(response, 403, 'not_a_member');
     }
   });
+
+  it("refuses an API key with an X-Organization-Id naming another organization than the key's", async () => {
+    const a = await tenantWithKey(t, ['read']);
+    const b = await signUp(t);
+    const withHeader = (header: string) =>
+      t
+        .http()
+        .get('/v1/personalities')
+        .set('Authorization', a.auth)
+        .set('X-Organization-Id', header);
+    for (const header of [b.organizationId, 'not-a-uuid', '']) {
+      expectError(await withHeader(header), 403, 'not_a_member');
+    }
+    // Its own, in any case, and none at all, act as before.
+    expect((await withHeader(a.organizationId.toUpperCase())).status).toBe(200);
+    expect((await t.http().get('/v1/personalities').set('Authorization', a.auth)).status).toBe(200);
+  });
 });

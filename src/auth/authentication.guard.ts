@@ -113,6 +113,7 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
     if (looksLikeApiKey(credential)) {
       const caller = await this.apiKeys.authenticate(credential);
       if (!caller) throw AppError.unauthenticated();
+      assertHeaderNamesKeyOrganization(request, caller.organizationId);
       return caller;
     }
     // Passport runs JwtStrategy (signature, algorithm, aud, iss, exp, then validate()) and sets
@@ -120,4 +121,22 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
     await super.canActivate(context);
     return request.user ?? null;
   }
+}
+
+/**
+ * A key acts for its own organization: an `X-Organization-Id` naming another (or no
+ * organization) is refused as a token's would be (403 `not_a_member`), where it was ignored and
+ * the request acted on the key's organization, not the one the client named (found by review).
+ */
+function assertHeaderNamesKeyOrganization(
+  request: IncomingMessage,
+  organizationId: string | null,
+): void {
+  const named = request.headers['x-organization-id'];
+  if (named === undefined) return;
+  if (typeof named === 'string' && named.toLowerCase() === organizationId) return;
+  throw new AppError(
+    'not_a_member',
+    'This API key belongs to another organization than X-Organization-Id names',
+  );
 }
