@@ -75,27 +75,36 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expect((await signUp(t, { email })).email).toBe(email);
   });
 
-  it('refuses a quoted local part: it reads as words where mails name the address, and doubles a mailbox', async () => {
-    const email = uniqueEmail('quoted');
+  it('refuses a local part that reads as words or hides characters: quoted, spaced, invisible', async () => {
+    const email = uniqueEmail('plain');
     const [local, domain] = email.split('@');
-    for (const quoted of [
-      `"${local}"@${domain}`,
-      '"Security: unlock at paypa1.example"@evil.test',
+    for (const [address, problem] of [
+      // A second account for the same mailbox, and a sentence in a quoted local part.
+      [`"${local}"@${domain}`, 'quoted'],
+      ['"Security: unlock at paypa1.example"@evil.test', 'quoted'],
+      // The same sentence unquoted: U+A789 for the colon, U+2800 for the spaces.
+      ['Security\uA789\u2800unlock\u2800at@paypa1.example', 'symbol outside ASCII'],
+      // A zero-width space inside, a right-to-left override.
+      [`${local.slice(0, 3)}\u200b${local.slice(3)}@${domain}`, 'invisible'],
+      [`a\u202Eb-${local}@${domain}`, 'invisible'],
     ]) {
       const refused = await t
         .http()
         .post('/v1/auth/signup')
-        .send({ email: quoted, password: 'a long enough password' });
+        .send({ email: address, password: 'a long enough password' });
       expectError(refused, 400, 'validation_failed');
-      expect(refused.body.error.details).toEqual([
-        expect.objectContaining({ field: 'email', problem: expect.stringContaining('quoted') }),
-      ]);
+      expect(refused.body.error.details).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ field: 'email', problem: expect.stringContaining(problem) }),
+        ]),
+      );
     }
-    // The mailbox's own spelling signs up; an apostrophe or a plus stays an address.
+    // The mailbox's own spelling signs up; an apostrophe, a plus or another script stays an
+    // address.
     expect((await signUp(t, { email })).email).toBe(email);
-    expect((await signUp(t, { email: `o'brien+${local}@${domain}` })).email).toBe(
-      `o'brien+${local}@${domain}`,
-    );
+    for (const other of [`o'brien+${local}@${domain}`, `éva-${local}@${domain}`]) {
+      expect((await signUp(t, { email: other })).email).toBe(other);
+    }
   });
 
   it('refuses short passwords and unknown fields', async () => {
@@ -221,6 +230,16 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     for (const header of [b.organizationId, 'not-a-uuid', '']) {
       expectError(await withHeader(header), 403, 'not_a_member');
     }
+    // A route for users alone refuses the key for what it is.
+    expectError(
+      await t
+        .http()
+        .get('/v1/me')
+        .set('Authorization', a.auth)
+        .set('X-Organization-Id', b.organizationId),
+      403,
+      'user_token_required',
+    );
     // Its own, in any case, and none at all, act as before.
     expect((await withHeader(a.organizationId.toUpperCase())).status).toBe(200);
     expect((await t.http().get('/v1/personalities').set('Authorization', a.auth)).status).toBe(200);

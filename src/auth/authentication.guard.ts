@@ -113,7 +113,12 @@ export class AuthenticationGuard extends AuthGuard('jwt') implements CallerResol
     if (looksLikeApiKey(credential)) {
       const caller = await this.apiKeys.authenticate(credential);
       if (!caller) throw AppError.unauthenticated();
-      assertHeaderNamesKeyOrganization(request, caller.organizationId);
+      // A user-only route refuses the key itself (user_token_required), whatever the header says.
+      const userOnly = this.reflector.getAllAndOverride<boolean>(USER_ONLY, [
+        context.getHandler(),
+        context.getClass(),
+      ]);
+      if (!userOnly) assertHeaderNamesKeyOrganization(request, caller.organizationId);
       return caller;
     }
     // Passport runs JwtStrategy (signature, algorithm, aud, iss, exp, then validate()) and sets

@@ -62,11 +62,6 @@ export class MembersRepository {
   }
 
   /**
-   * Locks every membership of the organization until the transaction ends, in one order (so two
-   * changes never deadlock), and answers them: concurrent role changes and removals in one
-   * organization then run one after the other, each seeing the owners the previous one left.
-   */
-  /**
    * In a member change's transaction, first: whether the acting user's access token still holds
    * (tokenVersionHeld), their row kept FOR KEY SHARE until the transaction ends, so a password
    * reset (FOR UPDATE of the row, then the rest) either committed before and is seen, or waits.
@@ -85,6 +80,11 @@ export class MembersRepository {
     return row !== undefined;
   }
 
+  /**
+   * Locks every membership of the organization until the transaction ends, in one order (so two
+   * changes never deadlock), and answers them: concurrent role changes and removals in one
+   * organization then run one after the other, each seeing the owners the previous one left.
+   */
   lockAll(
     manager: EntityManager,
     organizationId: string,
