@@ -26,7 +26,7 @@ import {
 import { assertPublicHost, UnsafeAddressError } from './ssrf-guard';
 import { publicEventId } from './webhook-event-types';
 import { generateWebhookSecret } from './webhook-signer';
-import { auditedUrl, normalizedUrl, portProblem } from './webhook-url';
+import { auditedUrl, normalizedUrl, portProblem, URL_MAX_LENGTH } from './webhook-url';
 import { type EndpointMaker, WebhooksRepository } from './webhooks.repository';
 
 /**
@@ -334,6 +334,11 @@ export class WebhookEndpointsService {
     const url = new URL(normalizedUrl(text));
     const refuse = (problem: string) =>
       AppError.validation([{ field: 'url', problem }], 'The URL cannot receive webhooks');
+    // The bound holds for what is stored: normalising percent-encodes, and 2,000 `é` became
+    // 12,000 characters that a PATCH could not send back (found by review).
+    if (url.href.length > URL_MAX_LENGTH) {
+      throw refuse(`must be at most ${URL_MAX_LENGTH} characters once normalised`);
+    }
     const badPort = portProblem(url, this.config.allowedPorts);
     if (badPort) throw refuse(badPort);
     if (this.config.allowPrivateUrls) return url.href;

@@ -1,5 +1,8 @@
 import type { PortRange } from '../config/webhooks.config';
 
+/** The longest URL an endpoint takes, as sent and once normalised (what is stored). */
+export const URL_MAX_LENGTH = 2048;
+
 /** The port a request to `url` connects to: the URL's own, or its scheme's default. */
 export function portOf(url: URL): number {
   if (url.port) return Number(url.port);

@@ -302,6 +302,14 @@ describe('Webhooks services (real database)', () => {
           ),
         ),
       ).toEqual([{ field: 'url', problem: expect.stringMatching(/^port 9000 is not allowed/) }]);
+      // 2,000 characters as sent, 12,000 percent-encoded as stored: the bound is the stored one.
+      const grown = `https://${PUBLIC}/${'é'.repeat(2_000)}`;
+      expect(grown.length).toBeLessThanOrEqual(2048);
+      expect(
+        await problems(
+          endpoints.create(caller, await createBody({ url: grown, events: ['end_user.created'] })),
+        ),
+      ).toEqual([{ field: 'url', problem: 'must be at most 2048 characters once normalised' }]);
       expect(await countWhere('webhook_endpoints', caller.organizationId)).toBe(0);
 
       // An update is held to the same rules, and leaves the endpoint as it was.

@@ -19,6 +19,7 @@ import type {
 } from '../entities/webhook-endpoint.entity';
 import { urlFormProblem } from '../ssrf-guard';
 import { WEBHOOK_EVENT_TYPES } from '../webhook-event-types';
+import { URL_MAX_LENGTH } from '../webhook-url';
 import type { WebhookEndpointRow } from '../webhooks.repository';
 
 const ENDPOINT_STATUSES = ['enabled', 'disabled'] as const;
@@ -48,7 +49,7 @@ const IfNotNull = () =>
 export class CreateWebhookEndpointDto {
   @ApiProperty({ example: 'https://example.com/webhooks/personality', maxLength: 2048 })
   @IsString()
-  @MaxLength(2048)
+  @MaxLength(URL_MAX_LENGTH)
   @IsWebhookUrl()
   url: string;
 
@@ -73,7 +74,7 @@ export class UpdateWebhookEndpointDto {
   @ApiPropertyOptional({ maxLength: 2048 })
   @IfGiven()
   @IsString()
-  @MaxLength(2048)
+  @MaxLength(URL_MAX_LENGTH)
   @IsWebhookUrl()
   url?: string;
 
