@@ -16,7 +16,7 @@ import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/
 import type { OrganizationDto } from './dto/organization.dto';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsRepository } from './invitations.repository';
-import { MembersRepository } from './members.repository';
+import { assertActorTokenHolds, MembersRepository } from './members.repository';
 import { OrganizationsService, toOrganizationView } from './organizations.service';
 import { assertManager, assertOwner, organizationNotFound } from './team-rules';
 import { tokenNoLongerValid } from '../users/token-version-held';
@@ -74,6 +74,7 @@ export class InvitationsService {
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
     const { invitation, mail } = await this.database.transaction(async (manager) => {
+      await assertActorTokenHolds(this.members, manager, caller);
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       // The role's refusal first, whether verified or not.
@@ -173,6 +174,7 @@ export class InvitationsService {
 
   async revoke(caller: ActingUserCaller, organizationId: string, id: string): Promise<void> {
     await this.database.transaction(async (manager) => {
+      await assertActorTokenHolds(this.members, manager, caller);
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
@@ -200,6 +202,7 @@ export class InvitationsService {
     const user = await this.users.findById(userId);
     if (!user) throw AppError.unauthenticated();
     const view = await this.database.transaction(async (manager) => {
+      await assertActorTokenHolds(this.members, manager, caller);
       const now = this.clock.now();
       const invitation = await this.invitations.lockByTokenHash(manager, sha256(token), now);
       if (!invitation || invitation.status !== 'pending') throw invalidInvitation();

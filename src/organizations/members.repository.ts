@@ -5,7 +5,7 @@ import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { sql } from '../database/sql';
 import type { User } from '../users/entities/user.entity';
-import { tokenVersionHeld } from '../users/token-version-held';
+import { tokenNoLongerValid, tokenVersionHeld } from '../users/token-version-held';
 import type { Membership, Role } from './entities/membership.entity';
 import { ORGANIZATION_WITH_ROLE, type OrganizationRoleRow } from './organizations.repository';
 
@@ -192,5 +192,22 @@ export class MembersRepository {
       { manager },
     );
     return row ?? null;
+  }
+}
+
+/**
+ * First in a transaction changing who is in an organization (a role, a removal, an invitation
+ * made, revoked or accepted): 401 when a password reset ended the caller's access token, even one
+ * that committed while this request ran (MembersRepository.actorTokenHolds). Found by review: an
+ * ended token still promoted and removed members on an instance whose cached version was a few
+ * seconds old.
+ */
+export async function assertActorTokenHolds(
+  members: MembersRepository,
+  manager: EntityManager,
+  caller: { userId: string; tokenVersion?: number },
+): Promise<void> {
+  if (!(await members.actorTokenHolds(manager, caller.userId, caller.tokenVersion))) {
+    throw tokenNoLongerValid();
   }
 }

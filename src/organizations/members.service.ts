@@ -8,11 +8,10 @@ import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
 import { Clock } from '../common/time/clock';
 import { Database } from '../database/database';
-import { tokenNoLongerValid } from '../users/token-version-held';
 import { MemberDto, toMemberResponse } from './dto/member.dto';
 import type { Role } from './entities/membership.entity';
 import { InvitationsRepository } from './invitations.repository';
-import { MembersRepository } from './members.repository';
+import { assertActorTokenHolds, MembersRepository } from './members.repository';
 import { OrganizationsService } from './organizations.service';
 import { assertManager, assertOwner, lastOwner, organizationNotFound } from './team-rules';
 
@@ -60,17 +59,6 @@ export class MembersService {
     if (!(await this.members.roleOf(organizationId, caller.userId))) throw organizationNotFound();
   }
 
-  /**
-   * 401 when a password reset ended the caller's access token, even one that committed while
-   * this request ran (found by review: an ended token still promoted and removed members on an
-   * instance whose cached version was a few seconds old).
-   */
-  private async assertTokenHolds(manager: EntityManager, caller: ActingUserCaller): Promise<void> {
-    if (!(await this.members.actorTokenHolds(manager, caller.userId, caller.tokenVersion))) {
-      throw tokenNoLongerValid();
-    }
-  }
-
   async changeRole(
     caller: ActingUserCaller,
     organizationId: string,
@@ -79,7 +67,7 @@ export class MembersService {
   ): Promise<MemberDto> {
     await this.assertMemberBeforeLocking(caller, organizationId);
     const { member, changed, revoked } = await this.database.transaction(async (manager) => {
-      await this.assertTokenHolds(manager, caller);
+      await assertActorTokenHolds(this.members, manager, caller);
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
       if (!actorRole) throw organizationNotFound();
@@ -142,7 +130,7 @@ export class MembersService {
     await this.assertMemberBeforeLocking(caller, organizationId);
     const revoked = await this.database.transaction(
       async (manager): Promise<RevokedKeys | undefined> => {
-        await this.assertTokenHolds(manager, caller);
+        await assertActorTokenHolds(this.members, manager, caller);
         const locked = await this.members.lockAll(manager, organizationId);
         const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
         if (!actorRole) throw organizationNotFound();

@@ -34,6 +34,9 @@ ON CONFLICT (user_id) DO UPDATE
  WHERE inviter_days.day <> EXCLUDED.day OR inviter_days.sent < $3;
 SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND lower(u.email) = $2;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT lower(btrim($1)) AS "key";
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
@@ -80,6 +83,9 @@ SELECT 1 FROM invitations i
                    AND m.user_id = i.invited_by_user_id
 WHERE i.id = $1
   AND (m.role = 'owner' OR (m.role = 'admin' AND i.role <> 'owner'));
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
 SELECT id, organization_id, email, email_key, role, created_at, expires_at, accepted_at, revoked_at, CASE WHEN accepted_at IS NOT NULL THEN 'accepted'
             WHEN revoked_at IS NOT NULL THEN 'revoked'
@@ -121,6 +127,9 @@ SELECT $1::uuid, $2::text, $3::text,
        $4::text, $5::text, $6::text,
        $7::text, $8::text, $9::jsonb,
        $10::timestamptz;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 SELECT m.user_id, u.email, u.name, m.role, m.created_at AS "joined_at"
  FROM memberships m JOIN users u ON u.id = m.user_id
 WHERE m.organization_id = $1 AND m.user_id = $2

@@ -15,7 +15,7 @@ import { OrganizationAccess } from '../../src/organizations/organization-access'
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
 import { OrganizationsRepository } from '../../src/organizations/organizations.repository';
 import { expectAppError } from '../support/assertions';
-import { userCaller } from '../support/identity';
+import { uniqueEmail, userCaller } from '../support/identity';
 import { sessionsWaitingForLocks } from '../support/locks';
 import { stopClockAt } from '../support/clocks';
 import { Factory } from '../support/factory';
@@ -219,6 +219,30 @@ describe('Teams: members and invitations (real database)', () => {
         'unauthenticated',
       );
       expect(await roleOf(t.organizationId, t.member.userId)).toBe('member');
+      // Nor are invitations made, revoked or accepted with it.
+      const { invitation, token } = await invite(
+        t.admin,
+        t.organizationId,
+        uniqueEmail(),
+        'member',
+      );
+      await expectAppError(
+        invitations.create(ended, t.organizationId, { email: uniqueEmail(), role: 'member' }),
+        'unauthenticated',
+      );
+      await expectAppError(
+        invitations.revoke(ended, t.organizationId, invitation.id),
+        'unauthenticated',
+      );
+      const invitee = await user();
+      await database.rows(sql`UPDATE users SET token_version = 1 WHERE id = ${invitee.id}`);
+      await expectAppError(
+        invitations.accept(
+          { ...userCaller(invitee.id, t.organizationId, 'member'), tokenVersion: 0 },
+          token,
+        ),
+        'unauthenticated',
+      );
       // The token the reset gave holds.
       const current = { ...t.admin, tokenVersion: 1 };
       await members.changeRole(current, t.organizationId, t.member.userId, 'admin');
