@@ -235,8 +235,8 @@ export function VerifyEmailPage() {
             <p>Confirm only if you created an account on this service with this address.</p>
             <p>
               If you did not, someone else signed up with your address: do not confirm. Ask for a
-              password reset with your address on the sign-in page instead; the reset gives you the
-              account and ends what they made with it.
+              password reset with your address on the <Link to="/">sign-in page</Link> instead; the
+              reset gives you the account and ends their sessions, keys and webhooks.
             </p>
             <ErrorNotice error={action.error} />
             <button type="submit" disabled={action.busy}>
