@@ -265,6 +265,48 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
     });
   });
 
+  describe('names others read', () => {
+    it('refuses (400) organization, key and document names of spaces or invisible characters', async () => {
+      const user = await signUp(t);
+      const asUser = (request: import('supertest').Test) =>
+        request.set('Authorization', `Bearer ${user.accessToken}`);
+      for (const blank of ['  ', '\u200b\u2800', '\u3164\u00a0']) {
+        const answers = {
+          organization: await asUser(t.http().post('/v1/organizations')).send({ name: blank }),
+          signUp: await t
+            .http()
+            .post('/v1/auth/signup')
+            .send({
+              email: uniqueEmail('blank'),
+              password: `a password ${randomUUID()}`,
+              organization_name: blank,
+            }),
+          key: await asUser(t.http().post('/v1/api-keys')).send({ name: blank, scopes: ['read'] }),
+          document: await asUser(t.http().post('/v1/knowledge')).send({
+            title: blank,
+            content: 'Opening hours: nine to five.',
+          }),
+        };
+        for (const [route, answer] of Object.entries(answers)) {
+          expect({ route, status: answer.status, code: answer.body.error?.code }).toEqual({
+            route,
+            status: 400,
+            code: 'validation_failed',
+          });
+          expect(JSON.stringify(answer.body.error.details)).toContain(
+            'must hold a visible character',
+          );
+        }
+      }
+      // Nothing was made; a name with spaces around a visible one is taken as sent.
+      const listed = await asUser(t.http().get('/v1/organizations'));
+      expect(listed.body.data).toHaveLength(1);
+      const named = await asUser(t.http().post('/v1/organizations')).send({ name: ' \u200bAcme ' });
+      expect(named.status).toBe(201);
+      expect(named.body.name).toBe(' \u200bAcme ');
+    });
+  });
+
   describe('the lockout notice', () => {
     const login = (email: string, password: string) =>
       t.http().post('/v1/auth/login').send({ email, password });

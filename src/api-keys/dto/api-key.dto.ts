@@ -21,6 +21,7 @@ import { BucketSizeDto } from '../../common/validation/bucket-size';
 import { SCOPES, type Scope } from '../../common/auth/caller';
 import { IsTimestamp } from '../../common/validation/dates';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import type { ApiKey } from '../entities/api-key.entity';
 
 export class CreateApiKeyDto {
@@ -29,6 +30,7 @@ export class CreateApiKeyDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   name: string;
 
   @ApiProperty({ enum: SCOPES, isArray: true, example: ['read_write'] })
@@ -69,6 +71,7 @@ export class UpdateApiKeyDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   name?: string;
 
   @ApiPropertyOptional({ type: BucketSizeDto, nullable: true })

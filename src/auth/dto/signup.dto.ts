@@ -2,6 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsNewAddress } from '../../common/validation/new-address';
 import { IsOptional, IsString, MaxLength, MinLength } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import { OrganizationDto } from '../../organizations/dto/organization.dto';
 
 export const PASSWORD_MIN = 12;
@@ -40,6 +41,7 @@ export class SignupDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   organization_name?: string;
 }
 

@@ -15,6 +15,7 @@ import {
   ValidateIf,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import { SEARCH_QUERY_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsLanguage } from '../../personalities/dto/language';
 import { DEFAULT_LANGUAGE, type Language, LANGUAGES } from '../../personalities/languages';
@@ -49,6 +50,7 @@ export class CreateKnowledgeDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   title: string;
 
   /** From the `file` part in a multipart upload (the controller puts it here). */
@@ -108,6 +110,7 @@ export class UpdateKnowledgeDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   title?: string;
 
   @ApiPropertyOptional(CONTENT)

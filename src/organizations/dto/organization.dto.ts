@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { IsInt, IsString, Max, MaxLength, Min, MinLength, ValidateIf } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import { ROLES } from '../entities/membership.entity';
 
 export class CreateOrganizationDto {
@@ -9,6 +10,7 @@ export class CreateOrganizationDto {
   @MinLength(1)
   @MaxLength(200)
   @NoControlCharacters()
+  @HasVisibleText()
   name: string;
 }
 

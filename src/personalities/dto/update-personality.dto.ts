@@ -15,6 +15,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import { NoControlCharacters } from '../../common/validation/no-control-characters';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import type { Language } from '../languages';
 import { ToolDefinitionDto, ToolsArray } from '../../tools/dto/tool-definition.dto';
 import { ApiLanguageProperty, IsLanguage } from './language';
@@ -34,6 +35,7 @@ export class UpdatePersonalityDto {
   @MinLength(1)
   @MaxLength(100)
   @NoControlCharacters()
+  @HasVisibleText()
   name?: string;
 
   @ApiPropertyOptional({ maxLength: 4000 })
