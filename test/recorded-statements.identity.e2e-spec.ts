@@ -197,7 +197,9 @@ const FILES: RecordedFiles = {
     const organizations = t.app.get(OrganizationsService);
     const owner = await signUp(t);
     return [
-      await operation('create', () => organizations.create(owner.userId, 'Second organization')),
+      await operation('create', () =>
+        organizations.create({ userId: owner.userId, tokenVersion: 0 }, 'Second organization'),
+      ),
       await operation("list the user's organizations", () =>
         organizations.listForUser(owner.userId, 10),
       ),

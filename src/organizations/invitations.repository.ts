@@ -4,7 +4,6 @@ import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { sql } from '../database/sql';
-import { tokenVersionHeld } from '../users/token-version-held';
 import type { User } from '../users/entities/user.entity';
 import type { Invitation } from './entities/invitation.entity';
 import type { Role } from './entities/membership.entity';
@@ -256,22 +255,20 @@ export class InvitationsRepository {
 
   /**
    * The organization's name and the inviter's address for the invitation e-mail, and whether
-   * that address is verified (inviting needs it), while the inviter's row holds `tokenVersion`
-   * (their access token's, when given): undefined once a password reset raised it. The reset
-   * marks the address verified too, so an invitation asked for with a squatter's token before
-   * the reset, read after it, would otherwise find the inviter verified and go out.
+   * that address is verified (inviting needs it). Read after MembersRepository
+   * .assertActorTokenHolds in the same transaction: a password reset (which marks the address
+   * verified too) either committed before that check, which refused the squatter's token, or
+   * waits for this transaction.
    */
   async mailContext(
     manager: EntityManager,
     organizationId: string,
     inviterId: string,
-    tokenVersion?: number,
   ): Promise<RowOf<typeof MAIL_CONTEXT> | undefined> {
     return this.database.row(
       MAIL_CONTEXT.query`SELECT ${MAIL_CONTEXT}
             FROM organizations o, users u
-           WHERE o.id = ${organizationId} AND u.id = ${inviterId}
-             AND ${tokenVersionHeld(sql`u.token_version`, tokenVersion)}`,
+           WHERE o.id = ${organizationId} AND u.id = ${inviterId}`,
       { manager },
     );
   }

@@ -16,10 +16,9 @@ import { CreateInvitationDto, InvitationDto, toInvitationResponse } from './dto/
 import type { OrganizationDto } from './dto/organization.dto';
 import { InvitationMailer } from './invitation-mailer.service';
 import { InvitationsRepository } from './invitations.repository';
-import { assertActorTokenHolds, MembersRepository } from './members.repository';
+import { MembersRepository } from './members.repository';
 import { OrganizationsService, toOrganizationView } from './organizations.service';
 import { assertManager, assertOwner, organizationNotFound } from './team-rules';
-import { tokenNoLongerValid } from '../users/token-version-held';
 
 /** 256 random bits, base64url: what the e-mail's link carries. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
@@ -74,19 +73,14 @@ export class InvitationsService {
     const token = randomBytes(32).toString('base64url');
     const now = this.clock.nowMs();
     const { invitation, mail } = await this.database.transaction(async (manager) => {
-      await assertActorTokenHolds(this.members, manager, caller);
+      await this.members.assertActorTokenHolds(manager, caller);
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       // The role's refusal first, whether verified or not.
       assertManager(actor.role);
       if (dto.role === 'owner') assertOwner(actor.role);
-      const context = await this.invitations.mailContext(
-        manager,
-        organizationId,
-        caller.userId,
-        caller.tokenVersion,
-      );
-      if (!context) throw tokenNoLongerValid();
+      const context = await this.invitations.mailContext(manager, organizationId, caller.userId);
+      if (!context) throw organizationNotFound();
       if (!context.inviter_verified) {
         throw new AppError(
           'email_not_verified',
@@ -174,7 +168,7 @@ export class InvitationsService {
 
   async revoke(caller: ActingUserCaller, organizationId: string, id: string): Promise<void> {
     await this.database.transaction(async (manager) => {
-      await assertActorTokenHolds(this.members, manager, caller);
+      await this.members.assertActorTokenHolds(manager, caller);
       const actor = await this.members.findMember(manager, organizationId, caller.userId);
       if (!actor) throw organizationNotFound();
       assertManager(actor.role);
@@ -202,7 +196,7 @@ export class InvitationsService {
     const user = await this.users.findById(userId);
     if (!user) throw AppError.unauthenticated();
     const view = await this.database.transaction(async (manager) => {
-      await assertActorTokenHolds(this.members, manager, caller);
+      await this.members.assertActorTokenHolds(manager, caller);
       const now = this.clock.now();
       const invitation = await this.invitations.lockByTokenHash(manager, sha256(token), now);
       if (!invitation || invitation.status !== 'pending') throw invalidInvitation();

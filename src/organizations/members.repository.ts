@@ -62,22 +62,25 @@ export class MembersRepository {
   }
 
   /**
-   * In a member change's transaction, first: whether the acting user's access token still holds
-   * (tokenVersionHeld), their row kept FOR KEY SHARE until the transaction ends, so a password
-   * reset (FOR UPDATE of the row, then the rest) either committed before and is seen, or waits.
+   * First in a transaction acting as a user (a member changed, an invitation made, revoked or
+   * accepted, an organization created): 401 when a password reset ended the access token the
+   * request was authenticated with (tokenVersionHeld), even a reset that committed while this
+   * request ran. The user's row is kept FOR KEY SHARE until the transaction ends, so the reset
+   * (FOR UPDATE of the row, then the rest) either committed before and is seen, or waits. Found
+   * by review: an ended token still promoted and removed members on an instance whose cached
+   * version was a few seconds old.
    */
-  async actorTokenHolds(
+  async assertActorTokenHolds(
     manager: EntityManager,
-    userId: string,
-    tokenVersion: number | undefined,
-  ): Promise<boolean> {
+    actor: { userId: string; tokenVersion?: number },
+  ): Promise<void> {
     const row = await this.database.row(
       USER_ID.query`SELECT ${USER_ID} FROM users
-           WHERE id = ${userId} AND ${tokenVersionHeld(sql`token_version`, tokenVersion)}
+           WHERE id = ${actor.userId} AND ${tokenVersionHeld(sql`token_version`, actor.tokenVersion)}
              FOR KEY SHARE`,
       { manager },
     );
-    return row !== undefined;
+    if (!row) throw tokenNoLongerValid();
   }
 
   /**
@@ -192,22 +195,5 @@ export class MembersRepository {
       { manager },
     );
     return row ?? null;
-  }
-}
-
-/**
- * First in a transaction changing who is in an organization (a role, a removal, an invitation
- * made, revoked or accepted): 401 when a password reset ended the caller's access token, even one
- * that committed while this request ran (MembersRepository.actorTokenHolds). Found by review: an
- * ended token still promoted and removed members on an instance whose cached version was a few
- * seconds old.
- */
-export async function assertActorTokenHolds(
-  members: MembersRepository,
-  manager: EntityManager,
-  caller: { userId: string; tokenVersion?: number },
-): Promise<void> {
-  if (!(await members.actorTokenHolds(manager, caller.userId, caller.tokenVersion))) {
-    throw tokenNoLongerValid();
   }
 }

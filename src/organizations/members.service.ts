@@ -11,7 +11,7 @@ import { Database } from '../database/database';
 import { MemberDto, toMemberResponse } from './dto/member.dto';
 import type { Role } from './entities/membership.entity';
 import { InvitationsRepository } from './invitations.repository';
-import { assertActorTokenHolds, MembersRepository } from './members.repository';
+import { MembersRepository } from './members.repository';
 import { OrganizationsService } from './organizations.service';
 import { assertManager, assertOwner, lastOwner, organizationNotFound } from './team-rules';
 
@@ -67,7 +67,7 @@ export class MembersService {
   ): Promise<MemberDto> {
     await this.assertMemberBeforeLocking(caller, organizationId);
     const { member, changed, revoked } = await this.database.transaction(async (manager) => {
-      await assertActorTokenHolds(this.members, manager, caller);
+      await this.members.assertActorTokenHolds(manager, caller);
       const locked = await this.members.lockAll(manager, organizationId);
       const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
       if (!actorRole) throw organizationNotFound();
@@ -130,7 +130,7 @@ export class MembersService {
     await this.assertMemberBeforeLocking(caller, organizationId);
     const revoked = await this.database.transaction(
       async (manager): Promise<RevokedKeys | undefined> => {
-        await assertActorTokenHolds(this.members, manager, caller);
+        await this.members.assertActorTokenHolds(manager, caller);
         const locked = await this.members.lockAll(manager, organizationId);
         const actorRole = locked.find((row) => row.user_id === caller.userId)?.role;
         if (!actorRole) throw organizationNotFound();

@@ -47,7 +47,7 @@ export class OrganizationsController {
     @ActingUser() caller: ActingUserCaller,
     @Body() body: CreateOrganizationDto,
   ): Promise<OrganizationDto> {
-    return this.organizations.create(caller.userId, body.name);
+    return this.organizations.create(caller, body.name);
   }
 
   @Patch(':id')

@@ -135,10 +135,20 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     return toOrganizationView({ ...organization, role: 'owner' });
   }
 
-  async create(userId: string, name: string): Promise<OrganizationView> {
-    const created = await this.database.transaction((manager) =>
-      this.createWithOwner(manager, userId, name),
-    );
+  /**
+   * POST /v1/organizations: as createWithOwner, once the creator's access token is known to
+   * still hold (an ended token made organizations on an instance whose cached version was
+   * seconds old; found by review).
+   */
+  async create(
+    creator: { userId: string; tokenVersion?: number },
+    name: string,
+  ): Promise<OrganizationView> {
+    const { userId } = creator;
+    const created = await this.database.transaction(async (manager) => {
+      await this.members.assertActorTokenHolds(manager, creator);
+      return this.createWithOwner(manager, userId, name);
+    });
     // Once committed, everywhere: a user who belonged to no organization has one now, and a
     // copy of "none" kept here meanwhile or on another instance would refuse them for seconds.
     await this.forgetMemberships(userId);

@@ -44,8 +44,7 @@ WHERE m.organization_id = $1 AND m.user_id = $2
   FOR SHARE OF m;
 SELECT o.name AS "organization", u.email AS "inviter_email", u.email_verified_at IS NOT NULL AS "inviter_verified"
  FROM organizations o, users u
-WHERE o.id = $1 AND u.id = $2
-  AND ($3::int IS NULL OR u.token_version = $4::int);
+WHERE o.id = $1 AND u.id = $2;
 START TRANSACTION;
 UPDATE organizations
   SET invitations_sent = CASE WHEN invitations_day = $1::date

@@ -8,6 +8,9 @@ ON CONFLICT (organization_id, user_id) DO NOTHING;
 INSERT INTO organizations (name, created_by_user_id)
 VALUES ($1, $2)
 RETURNING id, name, memory_retention_days, created_at;
+SELECT id FROM users
+WHERE id = $1 AND ($2::int IS NULL OR token_version = $3::int)
+  FOR KEY SHARE;
 START TRANSACTION;
 UPDATE users SET organizations_created = organizations_created + 1
 WHERE id = $1 AND organizations_created < $2;

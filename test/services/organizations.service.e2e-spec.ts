@@ -7,7 +7,10 @@ import { Clock, ManualClock } from '../../src/common/time/clock';
 import { createValidationPipe } from '../../src/common/validation/validation.pipe';
 import { Database } from '../../src/database/database';
 import { sql } from '../../src/database/sql';
-import { UpdateOrganizationDto } from '../../src/organizations/dto/organization.dto';
+import {
+  CreateOrganizationDto,
+  UpdateOrganizationDto,
+} from '../../src/organizations/dto/organization.dto';
 import type { Role } from '../../src/organizations/entities/membership.entity';
 import { OrganizationsNameTheirCreator1795923000000 } from '../../src/database/migrations/1795923000000-OrganizationsNameTheirCreator';
 import { OrganizationsModule } from '../../src/organizations/organizations.module';
@@ -139,7 +142,7 @@ describe('OrganizationsService (real database)', () => {
     it('makes the user its owner and answers the organization as its owner sees it', async () => {
       const userId = await user();
       const name = `Acme ${randomUUID()}`;
-      const created = await organizations.create(userId, name);
+      const created = await organizations.create({ userId }, name);
       expect(created).toEqual({
         id: expect.stringMatching(UUID),
         name,
@@ -156,11 +159,45 @@ describe('OrganizationsService (real database)', () => {
       });
     });
 
+    it('refuses (401) a creation asked with an access token a password reset ended, writing nothing', async () => {
+      const userId = await user();
+      await database.rows(sql`UPDATE users SET token_version = 1 WHERE id = ${userId}`);
+      const name = `Ended ${randomUUID()}`;
+      await expectAppError(
+        organizations.create({ userId, tokenVersion: 0 }, name),
+        'unauthenticated',
+      );
+      expect(await organizationsNamed(name)).toBe(0);
+      expect(await counted(userId)).toBe(0);
+      // The token the reset gave holds.
+      await expect(organizations.create({ userId, tokenVersion: 1 }, name)).resolves.toMatchObject({
+        name,
+      });
+    });
+
+    it.each([
+      ['spaces', '   '],
+      ['zero-width spaces', '\u200b\u200b'],
+      ['a Hangul filler', '\u3164'],
+    ])('refuses a name of %s (400): it would list as a blank row', async (_, name) => {
+      await expect(
+        pipe.transform({ name }, { type: 'body', metatype: CreateOrganizationDto }),
+      ).rejects.toMatchObject({
+        code: 'validation_failed',
+        details: [
+          {
+            field: 'name',
+            problem: 'name must hold a visible character, not only spaces or invisible ones',
+          },
+        ],
+      });
+    });
+
     it('refuses the creation past the cap with 409 organization_limit, writing nothing', async () => {
       const userId = await user();
-      for (let i = 0; i < CAP; i++) await organizations.create(userId, `mine ${i} ${userId}`);
+      for (let i = 0; i < CAP; i++) await organizations.create({ userId }, `mine ${i} ${userId}`);
       const refusedName = `one too many ${userId}`;
-      const refused = organizations.create(userId, refusedName);
+      const refused = organizations.create({ userId }, refusedName);
       await expectAppError(refused, 'organization_limit');
       await expect(refused).rejects.toMatchObject({
         message: expect.stringContaining(`at most ${CAP} organizations`),
@@ -174,7 +211,9 @@ describe('OrganizationsService (real database)', () => {
       for (const already of [0, CAP - 1]) {
         const userId = await user(already);
         const outcomes = await Promise.allSettled(
-          Array.from({ length: 10 }, (_, i) => organizations.create(userId, `race ${i} ${userId}`)),
+          Array.from({ length: 10 }, (_, i) =>
+            organizations.create({ userId }, `race ${i} ${userId}`),
+          ),
         );
         const passed = outcomes.filter((outcome) => outcome.status === 'fulfilled');
         const refused = outcomes.flatMap((outcome) =>
@@ -195,13 +234,13 @@ describe('OrganizationsService (real database)', () => {
       // Member (by invitation) of more organizations than the cap: no slot used.
       for (let i = 0; i < CAP + 1; i++) await join(await factory.organization(), userId, 'member');
       const made = [];
-      for (let i = 0; i < CAP; i++) made.push(await organizations.create(userId, `own ${i}`));
+      for (let i = 0; i < CAP; i++) made.push(await organizations.create({ userId }, `own ${i}`));
       expect(await counted(userId)).toBe(CAP);
       // Leaving every organization made: the creations still count.
       await database.rows(
         sql`DELETE FROM memberships WHERE user_id = ${userId} AND role = 'owner'`,
       );
-      await expectAppError(organizations.create(userId, 'after leaving'), 'organization_limit');
+      await expectAppError(organizations.create({ userId }, 'after leaving'), 'organization_limit');
       expect(made.map((organization) => organization.role)).toEqual(['owner', 'owner', 'owner']);
     });
 
@@ -217,8 +256,8 @@ describe('OrganizationsService (real database)', () => {
       expect(await organizationsNamed(name)).toBe(0);
       expect(await counted(userId)).toBe(CAP - 1);
       // The slot is still there.
-      await expect(organizations.create(userId, name)).resolves.toMatchObject({ name });
-      await expectAppError(organizations.create(userId, 'next'), 'organization_limit');
+      await expect(organizations.create({ userId }, name)).resolves.toMatchObject({ name });
+      await expectAppError(organizations.create({ userId }, 'next'), 'organization_limit');
     });
   });
 
@@ -505,7 +544,7 @@ describe('OrganizationsService (real database)', () => {
     it('sees an organization the user just created, as its owner', async () => {
       const userId = await user();
       expect(await organizations.membership(userId)).toBeNull();
-      const created = await organizations.create(userId, 'first');
+      const created = await organizations.create({ userId }, 'first');
       expect(await organizations.membership(userId)).toEqual({
         organizationId: created.id,
         role: 'owner',
@@ -538,8 +577,8 @@ describe('OrganizationsService (real database)', () => {
   describe('accountOf', () => {
     it('answers the user who made the organization: one for all they made, whoever owns them later', async () => {
       const maker = await user();
-      const first = await organizations.create(maker, 'one');
-      const second = await organizations.create(maker, 'two');
+      const first = await organizations.create({ userId: maker }, 'one');
+      const second = await organizations.create({ userId: maker }, 'two');
       expect(await organizations.accountOf(first.id)).toBe(maker);
       expect(await organizations.accountOf(second.id)).toBe(maker);
 
@@ -550,7 +589,7 @@ describe('OrganizationsService (real database)', () => {
       await setRole(first.id, promoted, 'owner');
       await setRole(first.id, maker, 'admin');
       expect(await organizations.accountOf(first.id)).toBe(maker);
-      const own = await organizations.create(promoted, 'theirs');
+      const own = await organizations.create({ userId: promoted }, 'theirs');
       expect(await organizations.accountOf(own.id)).toBe(promoted);
 
       // No maker recorded (written by the previous release, or its user gone): the earliest
