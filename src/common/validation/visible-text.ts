@@ -24,7 +24,8 @@ export const HasVisibleText = () =>
   ValidateBy({
     name: 'hasVisibleText',
     validator: {
-      validate: (value) => typeof value === 'string' && hasVisibleText(value),
+      // An empty one is MinLength's to refuse: one problem, not two.
+      validate: (value) => typeof value === 'string' && (value === '' || hasVisibleText(value)),
       defaultMessage: () =>
         '$property must hold a visible character, not only spaces or invisible ones',
     },
