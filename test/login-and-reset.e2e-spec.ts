@@ -482,12 +482,28 @@ describe('Login, the 15/24h lockout and password reset', () => {
 
     // An organization that removed the user and kept their keys (?keep_api_keys=true) keeps
     // them through the reset: theirs to decide, not the ex-member's.
+    // So are the endpoints they made there, with their token or through a key (found by review:
+    // the ex-member's reset disabled them and failed their pending deliveries).
     const leaver = await user();
-    const keptKey = await createApiKey(t, leaver.accessToken, ['read']);
+    const keptKey = await createApiKey(t, leaver.accessToken, ['admin']);
     secrets.push(keptKey);
+    const leaversEndpoints: string[] = [];
+    for (const credential of [leaver.accessToken, keptKey]) {
+      const made = await t
+        .http()
+        .post('/v1/webhook-endpoints')
+        .set(bearer(credential))
+        .send({ url: 'http://127.0.0.1:9/kept', events: ['end_user.created'] });
+      expect(made.status).toBe(201);
+      leaversEndpoints.push(made.body.id as string);
+    }
     await db.query('DELETE FROM memberships WHERE user_id = $1', [leaver.userId]);
     await resetWith(leaver.email, 'the leaver resets');
     expect((await t.http().get('/v1/personalities').set(bearer(keptKey))).status).toBe(200);
+    expect(await Promise.all(leaversEndpoints.map((id) => statusOf(id)))).toEqual([
+      'enabled',
+      'enabled',
+    ]);
 
     // A verified account keeps its keys; its identities go all the same (relinked after).
     const verified = await signUpVerified(t, smtp);

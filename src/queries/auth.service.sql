@@ -130,18 +130,22 @@ taken AS (
                       WHERE o.organization_id = m.organization_id
                         AND o.user_id <> $3)
   UNION
-  SELECT id FROM webhook_endpoints WHERE created_by_user_id = $4
+  SELECT e.id FROM webhook_endpoints e
+   WHERE e.created_by_user_id = $4 AND EXISTS (SELECT FROM memberships ms
+    WHERE ms.organization_id = e.organization_id AND ms.user_id = $5)
   UNION
   SELECT e.id FROM made_keys k
-   CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
-                        WHERE created_by_api_key_id = k.id OFFSET 0) e),
+   CROSS JOIN LATERAL (SELECT id, organization_id FROM webhook_endpoints
+                        WHERE created_by_api_key_id = k.id OFFSET 0) e
+   WHERE EXISTS (SELECT FROM memberships ms
+    WHERE ms.organization_id = e.organization_id AND ms.user_id = $6)),
 locked AS (
   SELECT id FROM webhook_endpoints
    WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status = 'enabled'
    ORDER BY id
      FOR NO KEY UPDATE)
 UPDATE webhook_endpoints
-   SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = $5
+   SET status = 'disabled', disabled_reason = NULL, failing_since = NULL, updated_at = $7
  WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND status = 'enabled'
 RETURNING id, organization_id;
 

@@ -200,6 +200,11 @@ const REDELIVERY_TRIES = 8;
  * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
  * time a rule reads (due, leased, retried at, past retention) is the caller's Clock's.
  */
+/** The condition that `userId` is a member of the organization `organizationId` names. */
+const stillAMemberOf = (organizationId: Sql, userId: string): Sql =>
+  sql`EXISTS (SELECT FROM memberships ms
+               WHERE ms.organization_id = ${organizationId} AND ms.user_id = ${userId})`;
+
 @Injectable()
 export class WebhooksRepository {
   constructor(private readonly database: Database) {}
@@ -349,9 +354,12 @@ export class WebhooksRepository {
   /**
    * Disables, as of `at`, the enabled endpoints a takeback ends (the status an organization sets:
    * no service reason, the failure clock stopped), and answers them: those of every organization
-   * whose only member is the user, and those the user made anywhere, with their access token or
-   * through a key they made, down the line (keys revoked or expired since included: their
-   * endpoints still deliver). Each of the three is read by an index (the user's memberships,
+   * whose only member is the user, and those the user made in an organization they still belong
+   * to, with their access token or through a key they made, down the line (keys revoked or
+   * expired since included: their endpoints still deliver). An organization that removed them
+   * (or that they left) keeps its endpoints, as it keeps their keys: a stranger's reset does not
+   * reach into it (found by review: a removed member's reset disabled its endpoints and failed
+   * their pending deliveries). Each of the three is read by an index (the user's memberships,
    * the endpoints' creators, the keys' creators; LATERAL and OFFSET 0, so that a plan without
    * statistics cannot hash-join whole tables), then locked in id order, as disableFailing locks them: two
    * such statements never wait on each other crosswise.
@@ -377,11 +385,13 @@ export class WebhooksRepository {
                                  WHERE o.organization_id = m.organization_id
                                    AND o.user_id <> ${userId})
              UNION
-             SELECT id FROM webhook_endpoints WHERE created_by_user_id = ${userId}
+             SELECT e.id FROM webhook_endpoints e
+              WHERE e.created_by_user_id = ${userId} AND ${stillAMemberOf(sql`e.organization_id`, userId)}
              UNION
              SELECT e.id FROM made_keys k
-              CROSS JOIN LATERAL (SELECT id FROM webhook_endpoints
-                                   WHERE created_by_api_key_id = k.id OFFSET 0) e),
+              CROSS JOIN LATERAL (SELECT id, organization_id FROM webhook_endpoints
+                                   WHERE created_by_api_key_id = k.id OFFSET 0) e
+              WHERE ${stillAMemberOf(sql`e.organization_id`, userId)}),
            locked AS (
              SELECT id FROM webhook_endpoints
               WHERE id = ANY (ARRAY(SELECT id FROM taken)) AND status = 'enabled'
