@@ -1,4 +1,4 @@
-import { csvCell, toCsv } from '../../web/src/format';
+import { csvCell, toCsv, visibleId } from '../../web/src/format';
 
 /** The console's CSV downloads (contract §28): cells a spreadsheet must not run as formulas. */
 describe('the usage CSV', () => {
@@ -16,5 +16,23 @@ describe('the usage CSV', () => {
 
   it('writes RFC 4180 lines', () => {
     expect(toCsv(['name', 'tokens'], [['a;b', 3]])).toBe('name,tokens\r\n"a;b",3\r\n');
+  });
+});
+
+/** End users' ids as the console shows them: each reads as itself, not as a lookalike. */
+describe('visibleId', () => {
+  it('shows a plain id as it is, spaces inside included', () => {
+    expect(visibleId('bob')).toBe('bob');
+    expect(visibleId('Ada Lovelace')).toBe('Ada Lovelace');
+    expect(visibleId('שלום')).toBe('שלום');
+  });
+
+  it('quotes an id a page would show as another, its unseen spaces written out', () => {
+    expect(visibleId(' bob')).toBe('" bob"');
+    expect(visibleId('bob ')).toBe('"bob "');
+    expect(visibleId('a  b')).toBe('"a  b"');
+    expect(visibleId('\u00a0bob')).toBe('"\\u00A0bob"');
+    expect(visibleId('bob\u3000')).toBe('"bob\\u3000"');
+    expect(visibleId('a\u2009b')).toBe('"a\\u2009b"');
   });
 });

@@ -336,6 +336,19 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await page.getByRole('button', { name: 'I have stored it' }).click();
     expect(await page.getByRole('textbox', { name: /The new key/ }).count()).toBe(0);
 
+    // Every roll opens at the API's default overlap, a day, whatever a cancelled one picked
+    // (found by review: a week stayed picked for the next key).
+    const roll = page.getByRole('dialog', { name: /Roll the key/ });
+    const overlap = roll.getByLabel('The old key stops working');
+    for (const pick of ['604800', null]) {
+      await row.getByRole('button', { name: /^Roll/ }).click();
+      await roll.waitFor();
+      expect(await overlap.inputValue()).toBe('86400');
+      if (pick) await overlap.selectOption(pick);
+      await roll.getByRole('button', { name: 'Cancel' }).click();
+      await roll.waitFor({ state: 'detached' });
+    }
+
     await row.getByRole('button', { name: /^Revoke/ }).click();
     const dialog = page.getByRole('dialog');
     await dialog.getByRole('heading', { name: /Revoke the key/ }).waitFor();
@@ -460,6 +473,22 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     await dialog.getByRole('button', { name: 'Change role' }).click();
     await page.getByText(`${memberEmail} is now admin.`).waitFor();
     expect(await roleOf()).toBe('admin');
+
+    // Every removal opens with the member's keys revoked, the default, whatever a cancelled one
+    // had ticked (found by review: the box stayed ticked for the next member).
+    const removal = page.getByRole('dialog', { name: `Remove ${memberEmail}?` });
+    const keepKeys = removal.getByLabel(
+      'Keep the API keys they made (by default they are revoked)',
+    );
+    for (const tick of [true, false]) {
+      await page.getByRole('button', { name: `Remove ${memberEmail}` }).click();
+      await removal.waitFor();
+      expect(await keepKeys.isChecked()).toBe(false);
+      if (tick) await keepKeys.check();
+      await removal.getByRole('button', { name: 'Cancel' }).click();
+      await removal.waitFor({ state: 'detached' });
+    }
+    expect(await roleOf()).toBe('admin');
   });
 
   it('saves the safety and spend settings and lists the flagged exchanges without their text', async () => {
@@ -533,6 +562,75 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     expect((await call('GET', `/v1/end-users/${encodeURIComponent(userId)}`)).body.status).toBe(
       'deleting',
     );
+  });
+
+  it('tells apart end users whose ids differ by white space, and finds and erases only the one typed', async () => {
+    const id = `bob-${randomUUID().slice(0, 8)}`;
+    const long = 'W'.repeat(256);
+    for (const userId of [id, ` ${id}`, `\u00a0${id}`, long]) {
+      expect((await call('POST', '/v1/end-users', { user_id: userId })).status).toBe(201);
+    }
+    // Away and back: the list is read again.
+    await visit('Usage');
+    await visit('End users');
+    const find = async (userId: string, shown: string) => {
+      await page.getByLabel('Find an end user by user_id').fill(userId);
+      await page.getByRole('button', { name: 'Find' }).click();
+      await page.getByRole('heading', { name: shown, exact: true }).waitFor();
+    };
+    // Each is found as typed and shown so that it reads as itself (found by review: ` bob` was
+    // trimmed to `bob`, found and erased as it).
+    await find(`\u00a0${id}`, `"\\u00A0${id}"`);
+    await find(` ${id}`, `" ${id}"`);
+    // The list shows it so too.
+    await page.locator('.plain-list button', { hasText: `" ${id}"` }).waitFor();
+    await page.getByRole('button', { name: 'Erase…' }).click();
+    const dialog = page.getByRole('dialog');
+    const erase = dialog.getByRole('button', { name: 'Erase everything' });
+    const typed = dialog.getByLabel(/Type .* to confirm/);
+    await typed.fill(id);
+    expect(await erase.isDisabled()).toBe(true);
+    // As shown, quotes included, or as it is.
+    await typed.fill(`" ${id}"`);
+    expect(await erase.isDisabled()).toBe(false);
+    await typed.fill(` ${id}`);
+    await erase.click();
+    await page.getByText('This end user is being erased').waitFor();
+    const statusOf = async (userId: string) =>
+      (await call('GET', `/v1/end-users/${encodeURIComponent(userId)}`)).body.status as string;
+    expect(await statusOf(` ${id}`)).toBe('deleting');
+    expect(await statusOf(id)).toBe('active');
+    expect(await statusOf(`\u00a0${id}`)).toBe('active');
+
+    // A 256-character id breaks rather than widening the page, in its dialog too (found by
+    // review: the page was 4,130 px wide and the text to type was cut off).
+    await page.setViewportSize({ width: 360, height: 760 });
+    try {
+      await find(long, long);
+      await page.getByRole('button', { name: 'Erase…' }).click();
+      await dialog.waitFor();
+      const wider = await page.evaluate(() =>
+        [...document.querySelectorAll('body *')]
+          .filter(
+            (e) =>
+              !e.parentElement?.closest('.table-wrap') &&
+              e.getBoundingClientRect().right > innerWidth + 0.5,
+          )
+          .map((e) => e.tagName.toLowerCase()),
+      );
+      expect({
+        width: await page.evaluate(() => document.documentElement.scrollWidth),
+        wider,
+      }).toEqual({
+        width: 360,
+        wider: [],
+      });
+      await dialog.getByRole('button', { name: 'Cancel' }).click();
+      await dialog.waitFor({ state: 'detached' });
+      await expectAccessible();
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 880 });
+    }
   });
 
   it("shows a memory's tool calls: the tool, its arguments and its output, markup as text", async () => {

@@ -62,3 +62,22 @@ export function download(
 
 /** JSON as text to show (never as markup), compact. */
 export const jsonText = (value: unknown) => JSON.stringify(value, null, 2);
+
+/** White space a reader cannot see for what it is: any but U+0020, a space at either end, two. */
+const UNSEEN_SPACE = /[^\S ]|^ | $| {2}/u;
+
+/**
+ * An id (an end user's `user_id`) as text that tells it apart from its lookalikes: as it is, or,
+ * when it holds white space a page would hide (a space at either end, two in a row, a no-break
+ * or other non-ASCII space), in double quotes with every space but U+0020 written as `\uXXXX`.
+ * `" bob"`, `"bob "` and `"\u00A0bob"` were shown as `bob`, and found and erased as it (found
+ * by review).
+ */
+export function visibleId(id: string): string {
+  if (!UNSEEN_SPACE.test(id)) return id;
+  const escaped = id.replace(
+    /[^\S ]/gu,
+    (space) => `\\u${space.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`,
+  );
+  return `"${escaped}"`;
+}

@@ -1,6 +1,7 @@
 import type { ComponentChildren, SelectHTMLAttributes } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api';
+import { visibleId } from './format';
 import { BASE, navigate } from './router';
 
 /** A link inside the console: the router's navigation, a real href for the keyboard and new tabs. */
@@ -144,7 +145,10 @@ export function ConfirmDialog(props: {
   useEffect(() => {
     dialog.current?.showModal();
   }, []);
-  const ready = props.typeToConfirm === undefined || typed === props.typeToConfirm;
+  const shown = props.typeToConfirm === undefined ? undefined : visibleId(props.typeToConfirm);
+  // The text as it is, or as it is shown (quoted, its unseen spaces written out).
+  const ready =
+    props.typeToConfirm === undefined || typed === props.typeToConfirm || typed === shown;
   return (
     <dialog ref={dialog} onClose={props.onClose} aria-labelledby="confirm-title">
       <form
@@ -162,7 +166,7 @@ export function ConfirmDialog(props: {
         {props.children}
         {props.typeToConfirm !== undefined ? (
           <label>
-            Type <strong>{props.typeToConfirm}</strong> to confirm
+            Type <strong class="id">{shown}</strong> to confirm
             <input
               value={typed}
               onInput={(event) => setTyped(event.currentTarget.value)}

@@ -30,6 +30,9 @@ const ROLL_OVERLAPS: Array<[number, string]> = [
   [7 * 86_400, 'in a week'],
 ];
 
+/** The API's own default for a roll's overlap (contract §18). */
+const DEFAULT_ROLL_OVERLAP = 86_400;
+
 /** API keys: list, create (scope, rate limit; the key shown once), roll, revoke. */
 export function ApiKeysPage() {
   const organization = useOrganization();
@@ -42,7 +45,7 @@ export function ApiKeysPage() {
   const [secret, setSecret] = useState<{ label: string; key: string } | null>(null);
   const [revoking, setRevoking] = useState<ApiKey | null>(null);
   const [rolling, setRolling] = useState<ApiKey | null>(null);
-  const [overlap, setOverlap] = useState(86_400);
+  const [overlap, setOverlap] = useState(DEFAULT_ROLL_OVERLAP);
 
   return (
     <>
@@ -131,7 +134,11 @@ export function ApiKeysPage() {
         <ConfirmDialog
           title={`Roll the key "${rolling.name}"?`}
           confirm="Roll the key"
-          onClose={() => setRolling(null)}
+          onClose={() => {
+            setRolling(null);
+            // Each roll starts from the default overlap, not the last one picked (found by review).
+            setOverlap(DEFAULT_ROLL_OVERLAP);
+          }}
           onConfirm={async () => {
             const created = await api<CreatedApiKey>('POST', `/v1/api-keys/${rolling.id}/roll`, {
               body: { expires_in_seconds: overlap },

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, segment } from '../api';
-import { download, formatTime, jsonText } from '../format';
+import { download, formatTime, jsonText, visibleId } from '../format';
 import { useOrganization } from '../session';
 import type { EndUser, Fact, Memory, Page, ToolCall } from '../types';
 import {
@@ -36,7 +36,8 @@ export function EndUsersPage() {
         role="search"
         onSubmit={(event) => {
           event.preventDefault();
-          if (query.trim()) setUserId(query.trim());
+          // The id as typed: a user_id is exact, and ` bob` is not `bob` (found by review).
+          if (query.trim()) setUserId(query);
         }}
       >
         <label>
@@ -70,8 +71,8 @@ export function EndUsersPage() {
           <ul class="plain-list">
             {list.items.map((user) => (
               <li key={user.user_id}>
-                <button type="button" class="link" onClick={() => setUserId(user.user_id)}>
-                  {user.user_id}
+                <button type="button" class="link id" onClick={() => setUserId(user.user_id)}>
+                  {visibleId(user.user_id)}
                 </button>{' '}
                 {user.status === 'deleting' ? (
                   <span class="badge deleting">being erased</span>
@@ -85,6 +86,9 @@ export function EndUsersPage() {
     </>
   );
 }
+
+/** An id in a sentence: in quotation marks, or as visibleId quotes it. */
+const quotedId = (id: string) => (visibleId(id) === id ? `“${id}”` : visibleId(id));
 
 function EndUserPanel(props: { userId: string; onErased: () => void }) {
   const path = `/v1/end-users/${segment(props.userId)}`;
@@ -110,7 +114,7 @@ function EndUserPanel(props: { userId: string; onErased: () => void }) {
   if (user.loading && !user.data) return <Loading what="Finding the end user" />;
   if (user.error) {
     return user.error instanceof ApiError && user.error.status === 404 ? (
-      <Empty>No end user has the user_id “{props.userId}”.</Empty>
+      <Empty>No end user has the user_id {quotedId(props.userId)}.</Empty>
     ) : (
       <ErrorNotice error={user.error} />
     );
@@ -118,8 +122,8 @@ function EndUserPanel(props: { userId: string; onErased: () => void }) {
   const data = user.data!;
   return (
     <section class="card" aria-labelledby="end-user-title">
-      <h2 id="end-user-title" class="wrap">
-        {data.user_id}
+      <h2 id="end-user-title" class="wrap id">
+        {visibleId(data.user_id)}
       </h2>
       {erased || data.status === 'deleting' ? (
         <Notice>This end user is being erased: all their data goes within the grace period.</Notice>

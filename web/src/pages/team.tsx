@@ -143,7 +143,12 @@ export function TeamPage() {
               : `Remove ${removing.email}?`
           }
           confirm={removing.user_id === session.me.id ? 'Leave' : 'Remove'}
-          onClose={() => setRemoving(null)}
+          onClose={() => {
+            setRemoving(null);
+            // Each removal starts from the default: a box ticked for one member and cancelled
+            // kept the next one's keys (found by review).
+            setKeepKeys(false);
+          }}
           onConfirm={async () => {
             const self = removing.user_id === session.me.id;
             await api('DELETE', `${base}/members/${removing.user_id}`, {
