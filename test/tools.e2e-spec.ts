@@ -551,6 +551,40 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       }
     });
 
+    it("keeps a call's error whole at its 1,000-character cut, even where the cut falls inside an emoji", async () => {
+      // A schema's complaint names the model's own key: an emoji across the cut left half of it,
+      // which jsonb refuses (a 500 for the reply, found by review).
+      const labels = await t
+        .http()
+        .post('/v1/personalities/from-catalog')
+        .set('Authorization', owner.auth)
+        .send({
+          slug: 'sage-mentor',
+          tools: [
+            {
+              name: 'label_map',
+              description: 'Labels by name',
+              parameters: { type: 'object', additionalProperties: { type: 'string' } },
+              execution: 'client',
+            },
+          ],
+        });
+      expect(labels.status).toBe(201);
+      const complaint = "the arguments do not match the tool's schema: /";
+      const key = `${'k'.repeat(999 - complaint.length)}😀zzzzz`;
+      const userId = uniqueUserId();
+      const done = await respond({
+        personality_id: labels.body.id,
+        user_id: userId,
+        message: `label_map({"${key}": 1})`,
+      });
+      expect(done.status).toBe(200);
+      expect(done.body.status).toBe('completed');
+      const [reply] = (await memoriesOf(userId)).filter((memory) => memory.tool_calls);
+      const [call] = reply.tool_calls as Array<{ error: string }>;
+      expect(call.error).toBe(`${complaint}${'k'.repeat(999 - complaint.length)}\ufffd`);
+    });
+
     it("keeps arguments over 16 KiB as a note of their size, which fails the tool's schema (review)", async () => {
       // 7,900 characters of three bytes each: within a message's 8,000, past the 16,384 bytes an
       // import takes of a call's arguments.

@@ -558,7 +558,11 @@ function record(
     output,
     execution,
     duration_ms: null,
-    // Cut as an export keeps it (pmf-v1): a schema's complaint names the model's own keys.
-    error: error === null || error === undefined ? null : error.slice(0, TOOL_ERROR_MAX_CHARACTERS),
+    // Cut as an export keeps it (pmf-v1): a schema's complaint names the model's own keys, and
+    // a cut inside an emoji leaves half of it, which jsonb refuses (a 500, found by review).
+    error:
+      error === null || error === undefined
+        ? null
+        : toStorableText(error.slice(0, TOOL_ERROR_MAX_CHARACTERS)),
   };
 }
