@@ -1,14 +1,5 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  IsInt,
-  IsOptional,
-  IsString,
-  IsUUID,
-  Max,
-  MaxLength,
-  Min,
-  MinLength,
-} from 'class-validator';
+import { IsOptional, IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
 import { QueryInteger } from '../validation/query-integer';
 
 export const DEFAULT_PAGE_SIZE = 20;
@@ -18,10 +9,7 @@ export class LimitQueryDto {
   /** How many items to return. */
   @ApiPropertyOptional({ minimum: 1, maximum: 100, default: DEFAULT_PAGE_SIZE })
   @IsOptional()
-  @QueryInteger()
-  @IsInt()
-  @Min(1)
-  @Max(100)
+  @QueryInteger(1, 100)
   limit: number = DEFAULT_PAGE_SIZE;
 }
 

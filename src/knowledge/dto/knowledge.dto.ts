@@ -3,14 +3,11 @@ import {
   ArrayMaxSize,
   ArrayUnique,
   IsArray,
-  IsInt,
   IsOptional,
   IsString,
   IsUUID,
   Matches,
-  Max,
   MaxLength,
-  Min,
   MinLength,
   ValidateIf,
 } from 'class-validator';
@@ -187,10 +184,7 @@ export class KnowledgeSearchQueryDto {
 
   @ApiPropertyOptional({ minimum: 1, maximum: 50, default: 10 })
   @IsOptional()
-  @QueryInteger()
-  @IsInt()
-  @Min(1)
-  @Max(50)
+  @QueryInteger(1, 50)
   limit: number = 10;
 }
 

@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsInt, IsOptional, IsString, IsUUID, Matches, Max, Min } from 'class-validator';
+import { IsOptional, IsString, IsUUID, Matches } from 'class-validator';
 import { LimitQueryDto } from '../../common/pagination/pagination';
 import type { MemoryRow } from '../memories.repository';
 import { SafetyVerdictDto } from './safety-verdict.dto';
@@ -53,10 +53,7 @@ export class MemorySearchQueryDto {
 
   @ApiPropertyOptional({ minimum: 1, maximum: 50, default: 10 })
   @IsOptional()
-  @QueryInteger()
-  @IsInt()
-  @Min(1)
-  @Max(50)
+  @QueryInteger(1, 50)
   limit: number = 10;
 }
 
