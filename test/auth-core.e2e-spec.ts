@@ -244,4 +244,31 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expect((await withHeader(a.organizationId.toUpperCase())).status).toBe(200);
     expect((await t.http().get('/v1/personalities').set('Authorization', a.auth)).status).toBe(200);
   });
+
+  it('signs out of one access token (204): it is refused from then on, the user’s others and keys go on', async () => {
+    const user = await signUp(t);
+    const key = await createApiKey(t, user.accessToken, ['read']);
+    const second = await t
+      .http()
+      .post('/v1/auth/login')
+      .send({ email: user.email, password: user.password });
+    expect(second.status).toBe(200);
+    const other = second.body.access_token as string;
+    expect(other).not.toBe(user.accessToken);
+    const me = (token: string) => t.http().get('/v1/me').set('Authorization', `Bearer ${token}`);
+    const logout = (auth: string) => t.http().post('/v1/auth/logout').set('Authorization', auth);
+
+    const ended = await logout(`Bearer ${user.accessToken}`);
+    expect(ended.status).toBe(204);
+    expect(ended.text).toBe('');
+    expectError(await me(user.accessToken), 401, 'unauthenticated');
+    expectError(await logout(`Bearer ${user.accessToken}`), 401, 'unauthenticated');
+    expect((await me(other)).status).toBe(200);
+    expect(
+      (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${key}`)).status,
+    ).toBe(200);
+    // An API key is not a session: it is revoked, not signed out of.
+    expectError(await logout(`Bearer ${key}`), 403, 'user_token_required');
+    expectError(await t.http().post('/v1/auth/logout'), 401, 'unauthenticated');
+  });
 });

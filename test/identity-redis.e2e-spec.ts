@@ -11,6 +11,7 @@ import { eventually } from './support/wait';
 const CHANNELS = [
   'identity:api-key-revoked',
   'identity:user-tokens-ended',
+  'identity:signed-out',
   'personalities:changed',
 ];
 
@@ -91,6 +92,20 @@ describe('Revocations and changes reach every instance at once through Redis', (
       expect(login.status).toBe(200);
       accessToken = login.body.access_token as string;
     }
+  });
+
+  it('refuses on instance B, from the next request, an access token signed out of on instance A', async () => {
+    const tenant = await tenantWithKey(a, ['admin']);
+    // B holds the token as not signed out of.
+    expect((await list(b, tenant.accessToken)).status).toBe(200);
+    const signedOut = await a
+      .http()
+      .post('/v1/auth/logout')
+      .set('Authorization', `Bearer ${tenant.accessToken}`);
+    expect(signedOut.status).toBe(204);
+    // The answer waited for B to forget it: refused at once, not eventually.
+    expectError(await list(b, tenant.accessToken), 401, 'unauthenticated');
+    expect((await list(b, tenant.key)).status).toBe(200);
   });
 
   it('replies on instance B with a personality as changed on instance A, then not at all once deleted', async () => {

@@ -1,3 +1,4 @@
+import { sha256 } from '../src/common/crypto/sha256';
 import { AsyncResource } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { JwtService } from '@nestjs/jwt';
@@ -78,7 +79,10 @@ async function verificationToken(email: string): Promise<string> {
 /** What JwtStrategy makes of an access token, once passport has verified it. */
 function authenticateToken(t: TestApp, accessToken: string, organizationId?: string) {
   const payload = t.app.get(JwtService).verify<AccessTokenPayload & { exp: number }>(accessToken);
-  const headers = organizationId === undefined ? {} : { 'x-organization-id': organizationId };
+  const headers = {
+    authorization: `Bearer ${accessToken}`,
+    ...(organizationId === undefined ? {} : { 'x-organization-id': organizationId }),
+  };
   return () => t.app.get(JwtStrategy).validate({ headers } as Request, payload);
 }
 
@@ -237,7 +241,17 @@ const FILES: RecordedFiles = {
   'users.service.sql': async ({ t, operation }) => {
     const users = t.app.get(UsersService);
     const user = await signUp(t);
-    return [await operation('the logged-in user (GET /v1/me)', () => users.findById(user.userId))];
+    return [
+      await operation('the logged-in user (GET /v1/me)', () => users.findById(user.userId)),
+      await operation('sign-out of an access token (POST /v1/auth/logout)', () =>
+        users.signOut(
+          user.userId,
+          sha256(user.accessToken),
+          new Date(Date.now() + 3_600_000),
+          new Date(),
+        ),
+      ),
+    ];
   },
 };
 

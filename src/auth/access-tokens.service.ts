@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
 import { JwtService } from '@nestjs/jwt';
@@ -12,6 +13,11 @@ export interface AccessTokenPayload {
   ver: number;
   /** The SSO identity whose login issued the token, if one did: unlinking it ends the token. */
   idp?: string;
+  /**
+   * Random: two tokens issued to one user in one second differ, so signing out of one
+   * (POST /v1/auth/logout, by the token's hash) leaves the other.
+   */
+  jti?: string;
 }
 
 @Injectable()
@@ -24,7 +30,7 @@ export class AccessTokensService {
   /** `identityId`: the SSO identity a login went through (AccessTokenPayload.idp). */
   issue(userId: string, tokenVersion: number, identityId?: string) {
     const { jwtTtlSeconds } = this.auth;
-    const payload: AccessTokenPayload = { sub: userId, ver: tokenVersion };
+    const payload: AccessTokenPayload = { sub: userId, ver: tokenVersion, jti: randomUUID() };
     if (identityId !== undefined) payload.idp = identityId;
     return {
       access_token: this.jwt.sign(payload),

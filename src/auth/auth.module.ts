@@ -8,6 +8,7 @@ import { OrganizationsModule } from '../organizations/organizations.module';
 import { UsersModule } from '../users/users.module';
 import { AccessTokensService, JWT_ALGORITHM, JWT_ISSUER } from './access-tokens.service';
 import { AuthController } from './auth.controller';
+import { SignOutController } from './sign-out.controller';
 import { AuthService } from './auth.service';
 import { AuthenticationGuard } from './authentication.guard';
 import { CallerResolver } from './caller-resolver.service';
@@ -53,7 +54,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
     ApiKeysModule,
     PasswordResetParticipantsModule,
   ],
-  controllers: [AuthController, EmailVerificationController],
+  controllers: [AuthController, EmailVerificationController, SignOutController],
   providers: [
     LoginAttemptsRepository,
     LoginAttemptsService,

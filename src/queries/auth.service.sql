@@ -179,10 +179,14 @@ WHERE id = $2;
 -- prepared
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1;
+SELECT s.signed_out AS "signed_out" FROM (SELECT EXISTS (
+SELECT FROM signed_out_tokens WHERE token_hash = $1) AS signed_out) s;
 SELECT token_version FROM users WHERE id = $1;
 
 -- an access token's check on each request (JwtStrategy): token version, X-Organization-Id
 -- prepared
 SELECT organization_id, role FROM memberships
 WHERE user_id = $1 AND organization_id = $2;
+SELECT s.signed_out AS "signed_out" FROM (SELECT EXISTS (
+SELECT FROM signed_out_tokens WHERE token_hash = $1) AS signed_out) s;
 SELECT token_version FROM users WHERE id = $1;

@@ -2,3 +2,13 @@
 
 -- the logged-in user (GET /v1/me)
 SELECT id, email, name, password_hash AS "passwordHash", email_verified_at AS "emailVerifiedAt", organizations_created AS "organizationsCreated", token_version AS "tokenVersion", created_at AS "createdAt", updated_at AS "updatedAt" FROM users WHERE id = $1;
+
+-- sign-out of an access token (POST /v1/auth/logout)
+WITH purged AS (
+  DELETE FROM signed_out_tokens
+   WHERE token_hash IN (SELECT token_hash FROM signed_out_tokens
+                         WHERE expires_at < $1
+                         ORDER BY expires_at LIMIT $2))
+INSERT INTO signed_out_tokens (token_hash, user_id, expires_at)
+VALUES ($3, $4, $5)
+ON CONFLICT (token_hash) DO NOTHING;

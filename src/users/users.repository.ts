@@ -20,6 +20,10 @@ const USER_COLUMNS = Columns.propertiesOf<User>()(
 
 const TOKEN_VERSION = Columns.rowOf<User>()('tokenVersion');
 const LINKED = Columns.computed<{ linked: boolean }>({ linked: sql`l.linked` });
+const SIGNED_OUT = Columns.computed<{ signed_out: boolean }>({ signed_out: sql`s.signed_out` });
+
+/** Expired sign-outs a sign-out purges. */
+const SIGNED_OUT_PURGE_BATCH = 100;
 
 const EMAIL = Columns.rowOf<User>()('email');
 
@@ -74,6 +78,33 @@ export class UsersRepository {
       TOKEN_VERSION.query`SELECT ${TOKEN_VERSION} FROM users WHERE id = ${userId}`,
     );
     return row?.token_version ?? null;
+  }
+
+  /** Whether the access token whose SHA-256 is `tokenHash` was signed out of. */
+  async signedOut(tokenHash: Buffer): Promise<boolean> {
+    const row = await this.database.row(
+      SIGNED_OUT.query`SELECT ${SIGNED_OUT} FROM (SELECT EXISTS (
+          SELECT FROM signed_out_tokens WHERE token_hash = ${tokenHash}) AS signed_out) s`,
+    );
+    return row?.signed_out ?? false;
+  }
+
+  /**
+   * Records that the user signed out of the access token whose SHA-256 is `tokenHash`, valid
+   * until `expiresAt` (again: nothing more), and purges up to SIGNED_OUT_PURGE_BATCH records of
+   * tokens expired since: every sign-out clears more than it adds, with no worker of its own.
+   */
+  async signOut(userId: string, tokenHash: Buffer, expiresAt: Date, now: Date): Promise<void> {
+    await this.database.count(
+      sql`WITH purged AS (
+            DELETE FROM signed_out_tokens
+             WHERE token_hash IN (SELECT token_hash FROM signed_out_tokens
+                                   WHERE expires_at < ${now}
+                                   ORDER BY expires_at LIMIT ${SIGNED_OUT_PURGE_BATCH}))
+          INSERT INTO signed_out_tokens (token_hash, user_id, expires_at)
+          VALUES (${tokenHash}, ${userId}, ${expiresAt})
+          ON CONFLICT (token_hash) DO NOTHING`,
+    );
   }
 
   /** Whether the SSO identity `identityId` is linked to the user. */

@@ -24,6 +24,8 @@ export class UsersService {
    * may be linked to another user next): dropped when unlinked.
    */
   private readonly linkedIdentities: SharedCache<boolean>;
+  /** Whether an access token (by its SHA-256, hex) was signed out of: dropped when it is. */
+  private readonly signedOutTokens: SharedCache<boolean>;
 
   constructor(
     private readonly users: UsersRepository,
@@ -35,6 +37,10 @@ export class UsersService {
     });
     this.linkedIdentities = caches.shared({
       channel: 'identity:sso-unlinked',
+      ttlMs: TOKEN_VERSION_CACHE_MS,
+    });
+    this.signedOutTokens = caches.shared({
+      channel: 'identity:signed-out',
       ttlMs: TOKEN_VERSION_CACHE_MS,
     });
   }
@@ -68,6 +74,22 @@ export class UsersService {
     return this.linkedIdentities.get(`${userId}:${identityId}`, () =>
       this.users.identityLinked(userId, identityId),
     );
+  }
+
+  /** Whether the access token whose SHA-256 is `tokenHash` was signed out of (cached briefly). */
+  signedOut(tokenHash: Buffer): Promise<boolean> {
+    return this.signedOutTokens.get(tokenHash.toString('hex'), () =>
+      this.users.signedOut(tokenHash),
+    );
+  }
+
+  /**
+   * Ends one access token (POST /v1/auth/logout): refused from the next request on, here at once
+   * and, when Redis is set, on every instance before this resolves; the user's other tokens go on.
+   */
+  async signOut(userId: string, tokenHash: Buffer, expiresAt: Date, now: Date): Promise<void> {
+    await this.users.signOut(userId, tokenHash, expiresAt, now);
+    await this.signedOutTokens.invalidate(tokenHash.toString('hex'), { confirmed: true });
   }
 
   /** After an unlink: at once here, and, when Redis is set, on every instance before this resolves. */

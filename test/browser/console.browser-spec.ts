@@ -910,8 +910,15 @@ describeInBrowser('The console in a browser (contract §28)', () => {
   });
 
   it('lands the reset link in the console: a new password, then a sign-in with it', async () => {
+    // Signing out ends the console's token on the service (review: it worked on for its hour);
+    // the user's other tokens go on.
+    const signingOut = page.waitForRequest((request) => request.url().endsWith('/v1/auth/logout'));
     await page.getByRole('button', { name: 'Sign out' }).click();
+    const held = (await signingOut).headers().authorization ?? '';
+    expect(held).toMatch(/^Bearer ./);
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    expect((await call('GET', '/v1/me', undefined, held.slice('Bearer '.length))).status).toBe(401);
+    expect((await call('GET', '/v1/me')).status).toBe(200);
     await page.getByRole('button', { name: 'Forgot your password?' }).click();
     await page.getByLabel('E-mail').fill(email);
     await page.getByRole('button', { name: 'Mail me a reset link' }).click();

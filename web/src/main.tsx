@@ -5,6 +5,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import {
   all,
   api,
+  ApiError,
   clearCredentials,
   currentOrganization,
   setCredentials,
@@ -74,6 +75,25 @@ function App() {
   };
 
   useEffect(() => whenSignedOut((reason) => signOut(reason)), []);
+
+  /**
+   * The user's Sign out: the access token ends on the service first (POST /v1/auth/logout), so a
+   * copy of it (a proxy's log, a shared machine's memory) is refused from then on (found by
+   * review: it still worked for the rest of its hour); then here, whatever the answer.
+   */
+  const endSession = async () => {
+    try {
+      await api('POST', '/v1/auth/logout', { asUser: true });
+      signOut();
+    } catch (error) {
+      const unreachable = error instanceof ApiError && error.code === 'network_error';
+      signOut(
+        unreachable
+          ? 'Signed out of this console, but the service could not be reached to end the session: it ends when it expires.'
+          : undefined,
+      );
+    }
+  };
 
   /**
    * Back to the picker, out of an organization the user no longer belongs to: it is taken off
@@ -174,6 +194,7 @@ function App() {
       },
       leaveOrganization,
       signOut,
+      endSession,
     };
   }, [signed]);
 
@@ -223,7 +244,7 @@ function Shell({ path }: { path: string }) {
           </Link>
         ) : null}
         <span class="who">{session.me.email}</span>
-        <button type="button" class="secondary small" onClick={() => session.signOut()}>
+        <button type="button" class="secondary small" onClick={() => void session.endSession()}>
           Sign out
         </button>
       </header>

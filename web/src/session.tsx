@@ -14,6 +14,8 @@ export interface Session {
   /** Out of the current organization (left, or removed): back to the picker, saying `message`. */
   leaveOrganization(message: string): Promise<void>;
   signOut(message?: string): void;
+  /** Signs out on the user's request: the access token ends on the service too, then here. */
+  endSession(): Promise<void>;
 }
 
 export const SessionContext = createContext<Session | null>(null);

@@ -13,6 +13,10 @@ import { OrganizationsService } from '../../organizations/organizations.service'
 import { UsersService } from '../../users/users.service';
 import { type AccessTokenPayload, JWT_ALGORITHM, JWT_ISSUER } from '../access-tokens.service';
 import { tokenNoLongerValid } from '../../users/token-version-held';
+import { sha256 } from '../../common/crypto/sha256';
+
+/** The bearer credential of the request's Authorization header. */
+const bearerToken = ExtractJwt.fromAuthHeaderAsBearerToken();
 
 /**
  * Access tokens: HS256 only (no `none`, no algorithm confusion), with our audience and issuer, not
@@ -29,7 +33,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     private readonly organizations: OrganizationsService,
   ) {
     super({
-      jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
+      jwtFromRequest: bearerToken,
       // A KeyObject, not the string: given a string, jsonwebtoken first tries to parse it as a
       // PEM public key on every verification and catches the failure, which cost three quarters
       // of an authenticated request's throughput (bench/results/auth.json).
@@ -63,14 +67,20 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     const requested = request.headers['x-organization-id'];
     const wellFormed =
       requested === undefined || (typeof requested === 'string' && isUUID(requested));
-    // Independent lookups (each cached): one round trip's wait, not two, when both miss.
-    const [version, grant, linked] = await Promise.all([
+    // Verified by passport-jwt from this very header: its hash names the token for a sign-out.
+    const token = {
+      hash: sha256(bearerToken(request) ?? ''),
+      expiresAt: new Date(payload.exp * 1000),
+    };
+    // Independent lookups (each cached): one round trip's wait, not several, when they miss.
+    const [version, grant, linked, signedOut] = await Promise.all([
       this.users.tokenVersion(payload.sub),
       wellFormed ? this.organizations.membership(payload.sub, requested) : null,
       // A token an SSO login issued ends when its identity is unlinked.
       payload.idp === undefined ? true : this.users.identityLinked(payload.sub, payload.idp),
+      this.users.signedOut(token.hash),
     ]);
-    if (version === null || version !== payload.ver || !linked) {
+    if (version === null || version !== payload.ver || !linked || signedOut) {
       throw tokenNoLongerValid();
     }
     if (!grant && requested !== undefined) {
@@ -82,6 +92,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
         kind: 'user',
         userId: payload.sub,
         tokenVersion: payload.ver,
+        token,
         organizationId: null,
         scopes: [],
       };
@@ -90,6 +101,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
       kind: 'user',
       userId: payload.sub,
       tokenVersion: payload.ver,
+      token,
       organizationId: grant.organizationId,
       scopes: ROLE_SCOPES[grant.role],
     };

@@ -28,6 +28,11 @@ export interface UserCaller extends CallerBase {
    * service builds itself.
    */
   tokenVersion?: number;
+  /**
+   * The access token itself, as POST /v1/auth/logout ends it: its SHA-256 (never the token) and
+   * when it expires. Absent for a caller the service builds itself.
+   */
+  token?: { hash: Buffer; expiresAt: Date };
 }
 
 /**
