@@ -53,9 +53,18 @@ export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
 /** What a retention batch found due and deleted. */
-const PURGED = Columns.computed<{ due: number; deleted: number }>({
+/**
+ * A retention batch: the memories due and deleted, and the organization it ended in, the last
+ * one deleted from in the batch's order (the one after the previous batch's first).
+ */
+const RETENTION_BATCH = Columns.computed<{
+  due: number;
+  deleted: number;
+  ended_in: string | null;
+}>({
   due: sql`(SELECT count(*)::int FROM due)`,
   deleted: sql`(SELECT count(*)::int FROM deleted)`,
+  ended_in: sql`(SELECT organization_id FROM ended)`,
 });
 
 /**
@@ -174,31 +183,55 @@ export class MemoriesRepository {
    * Deletes up to `batchSize` memories older than their organization's retention at `now`, and
    * fewer when their words are many: those within PURGE_WORDS_PER_BATCH (the first one
    * whatever it holds). Only organizations with a retention are read (they are few), each through
-   * memories_organization_created_idx; rows another instance is deleting are skipped.
+   * memories_organization_created_idx, in turn: those after `after` (the organization the last
+   * batch ended in) first, so that one organization's backlog (a retention lowered, an import of
+   * old memories) takes a batch at a time and no other waits for all of it (found by review).
+   * Rows another instance is deleting are skipped. Answers the organization this batch ended in.
    */
-  async deletePastRetention(now: Date, batchSize: number): Promise<PurgedBatch> {
+  async deletePastRetention(
+    now: Date,
+    batchSize: number,
+    after: string | null = null,
+  ): Promise<PurgedBatch & { endedIn: string | null }> {
     const row = await this.database.row(
-      PURGED.query`WITH due AS (
-            -- An end user an erasure holds is skipped (their row, FOR KEY SHARE SKIP LOCKED):
-            -- the erasure deletes their facts before their memories, and a memory deleted here
-            -- first would wait for those facts (its ON DELETE SET NULL) while the erasure waited
-            -- for it, a deadlock.
-            SELECT m.id, length(m.search) + 1 AS work FROM organizations o
-              JOIN memories m ON m.organization_id = o.id
-                             AND m.created_at < ${now}::timestamptz - make_interval(days => o.memory_retention_days)
-              JOIN end_users e ON e.id = m.end_user_id
-             WHERE o.memory_retention_days IS NOT NULL
-             LIMIT ${batchSize}
-               FOR UPDATE OF m SKIP LOCKED
-               FOR KEY SHARE OF e SKIP LOCKED),
+      RETENTION_BATCH.query`WITH due AS (
+            SELECT d.id, d.organization_id, d.work
+              FROM (SELECT o.id, o.memory_retention_days FROM organizations o
+                     WHERE o.memory_retention_days IS NOT NULL
+                     ORDER BY o.id <= ${after}::uuid, o.id
+                    OFFSET 0) o
+             CROSS JOIN LATERAL (
+               -- An end user an erasure holds is skipped (their row, FOR KEY SHARE SKIP LOCKED):
+               -- the erasure deletes their facts before their memories, and a memory deleted
+               -- here first would wait for those facts (its ON DELETE SET NULL) while the
+               -- erasure waited for it, a deadlock.
+               SELECT m.id, m.organization_id, length(m.search) + 1 AS work
+                 FROM memories m JOIN end_users e ON e.id = m.end_user_id
+                WHERE m.organization_id = o.id
+                  AND m.created_at < ${now}::timestamptz - make_interval(days => o.memory_retention_days)
+                LIMIT ${batchSize}
+                  FOR UPDATE OF m SKIP LOCKED
+                  FOR KEY SHARE OF e SKIP LOCKED) d
+             LIMIT ${batchSize}),
           doomed AS (
-            SELECT d.id FROM (SELECT id, work, sum(work) OVER (ORDER BY id) AS running FROM due) d
+            SELECT d.id, d.organization_id
+              FROM (SELECT id, organization_id, work, sum(work) OVER (ORDER BY id) AS running
+                      FROM due) d
              WHERE d.running - d.work < ${PURGE_WORDS_PER_BATCH}),
-          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-          SELECT ${PURGED}`,
+          deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
+          -- The last organization in the batch's order: those up to the given one came last.
+          ended AS (
+            SELECT organization_id FROM doomed
+             ORDER BY organization_id <= ${after}::uuid DESC NULLS LAST, organization_id DESC
+             LIMIT 1)
+          SELECT ${RETENTION_BATCH}`,
     );
     const deleted = row?.deleted ?? 0;
-    return { deleted, more: deleted < (row?.due ?? 0) || (row?.due ?? 0) >= batchSize };
+    return {
+      deleted,
+      more: deleted < (row?.due ?? 0) || (row?.due ?? 0) >= batchSize,
+      endedIn: row?.ended_in ?? null,
+    };
   }
 
   /**

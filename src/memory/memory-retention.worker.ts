@@ -15,6 +15,8 @@ import { MemoriesRepository } from './memories.repository';
 @Injectable()
 export class MemoryRetentionWorker {
   private readonly purge: PeriodicPurge;
+  /** The organization the last batch ended in, on this instance. */
+  private endedIn: string | null = null;
 
   constructor(
     memories: MemoriesRepository,
@@ -29,7 +31,13 @@ export class MemoryRetentionWorker {
       intervalMs: memory.purgeIntervalMs,
       batchSize: 1_000,
       now: () => clock.now(),
-      deleteBatch: (now, batchSize) => memories.deletePastRetention(now, batchSize),
+      // Each batch begins after the organization the last one ended in: one organization's
+      // backlog is taken a batch at a time, in turn with the others'.
+      deleteBatch: async (now, batchSize) => {
+        const batch = await memories.deletePastRetention(now, batchSize, this.endedIn);
+        this.endedIn = batch.endedIn ?? this.endedIn;
+        return batch;
+      },
       logger,
     });
   }

@@ -2,20 +2,33 @@
 
 -- a pass, an organization's memories past its retention
 WITH due AS (
-  -- An end user an erasure holds is skipped (their row, FOR KEY SHARE SKIP LOCKED):
-  -- the erasure deletes their facts before their memories, and a memory deleted here
-  -- first would wait for those facts (its ON DELETE SET NULL) while the erasure waited
-  -- for it, a deadlock.
-  SELECT m.id, length(m.search) + 1 AS work FROM organizations o
-    JOIN memories m ON m.organization_id = o.id
-                   AND m.created_at < $1::timestamptz - make_interval(days => o.memory_retention_days)
-    JOIN end_users e ON e.id = m.end_user_id
-   WHERE o.memory_retention_days IS NOT NULL
-   LIMIT $2
-     FOR UPDATE OF m SKIP LOCKED
-     FOR KEY SHARE OF e SKIP LOCKED),
+  SELECT d.id, d.organization_id, d.work
+    FROM (SELECT o.id, o.memory_retention_days FROM organizations o
+           WHERE o.memory_retention_days IS NOT NULL
+           ORDER BY o.id <= $1::uuid, o.id
+          OFFSET 0) o
+   CROSS JOIN LATERAL (
+     -- An end user an erasure holds is skipped (their row, FOR KEY SHARE SKIP LOCKED):
+     -- the erasure deletes their facts before their memories, and a memory deleted
+     -- here first would wait for those facts (its ON DELETE SET NULL) while the
+     -- erasure waited for it, a deadlock.
+     SELECT m.id, m.organization_id, length(m.search) + 1 AS work
+       FROM memories m JOIN end_users e ON e.id = m.end_user_id
+      WHERE m.organization_id = o.id
+        AND m.created_at < $2::timestamptz - make_interval(days => o.memory_retention_days)
+      LIMIT $3
+        FOR UPDATE OF m SKIP LOCKED
+        FOR KEY SHARE OF e SKIP LOCKED) d
+   LIMIT $4),
 doomed AS (
-  SELECT d.id FROM (SELECT id, work, sum(work) OVER (ORDER BY id) AS running FROM due) d
-   WHERE d.running - d.work < $3),
-deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1)
-SELECT (SELECT count(*)::int FROM due) AS "due", (SELECT count(*)::int FROM deleted) AS "deleted";
+  SELECT d.id, d.organization_id
+    FROM (SELECT id, organization_id, work, sum(work) OVER (ORDER BY id) AS running
+            FROM due) d
+   WHERE d.running - d.work < $5),
+deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
+-- The last organization in the batch's order: those up to the given one came last.
+ended AS (
+  SELECT organization_id FROM doomed
+   ORDER BY organization_id <= $6::uuid DESC NULLS LAST, organization_id DESC
+   LIMIT 1)
+SELECT (SELECT count(*)::int FROM due) AS "due", (SELECT count(*)::int FROM deleted) AS "deleted", (SELECT organization_id FROM ended) AS "ended_in";

@@ -934,6 +934,42 @@ describe('Memory module (real database)', () => {
       expect(await left(endUserIds.lea)).toBe(0);
     });
 
+    it('are purged by retention one organization after another: a backlog holds no other back', async () => {
+      const [first, second] = [await tenant(['big']), await tenant(['small'])].sort((a, b) =>
+        a.organizationId < b.organizationId ? -1 : 1,
+      );
+      // The organization met first holds the backlog; before, batches took from it until it was
+      // drained, and the other's memories waited for all of it (found by review).
+      for (const [t, count] of [
+        [first, 30],
+        [second, 3],
+      ] as const) {
+        await database.count(
+          sql`UPDATE organizations SET memory_retention_days = 1 WHERE id = ${t.organizationId}`,
+        );
+        const [endUserId] = Object.values(t.endUserIds);
+        await remember(
+          t.organizationId,
+          endUserId,
+          t.personalityIds[0],
+          Array.from({ length: count }, (_, i) => `memory ${i}`),
+        );
+      }
+      const left = async (organizationId: string) =>
+        (await database.rows(sql`SELECT 1 FROM memories WHERE organization_id = ${organizationId}`))
+          .length;
+      const repository = moduleRef.get(MemoriesRepository);
+      let after: string | null = null;
+      for (let batch = 0; batch < 20 && (await left(second.organizationId)) > 0; batch++) {
+        const { endedIn } = await repository.deletePastRetention(new Date('2040-01-01'), 10, after);
+        after = endedIn ?? after;
+      }
+      expect(await left(second.organizationId)).toBe(0);
+      // The first batch took ten from the backlog; the second began with the other's three and
+      // filled up from the backlog: 13 left of 30 (before, 0: the backlog went first whole).
+      expect(await left(first.organizationId)).toBe(13);
+    });
+
     describe('deleted while a keyed request about the end user runs', () => {
       const hash = Buffer.alloc(32, 5);
       const keyed = (organizationId: string, userId: string) => {
