@@ -87,6 +87,9 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
       // A zero-width space inside, a right-to-left override.
       [`${local.slice(0, 3)}\u200b${local.slice(3)}@${domain}`, 'invisible'],
       [`a\u202Eb-${local}@${domain}`, 'invisible'],
+      // A Cyrillic а among Latin letters, in the local part or in the domain (review).
+      [`\u0430dmin-${local}@${domain}`, 'mixing scripts'],
+      [`${local}@ex\u0430mple.test`, 'mixing scripts'],
     ]) {
       const refused = await t
         .http()
@@ -99,10 +102,15 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
         ]),
       );
     }
-    // The mailbox's own spelling signs up; an apostrophe, a plus or another script stays an
-    // address.
+    // The mailbox's own spelling signs up; an apostrophe, a plus, another script or Latin with
+    // the scripts Japanese is written in stays an address.
     expect((await signUp(t, { email })).email).toBe(email);
-    for (const other of [`o'brien+${local}@${domain}`, `éva-${local}@${domain}`]) {
+    for (const other of [
+      `o'brien+${local}@${domain}`,
+      `éva-${local}@${domain}`,
+      `пример-${local.replace(/[^0-9-]/g, '')}@почта.рф`,
+      `山田taro-${local}@${domain}`,
+    ]) {
       expect((await signUp(t, { email: other })).email).toBe(other);
     }
   });
