@@ -275,6 +275,17 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
     expect(
       (await t.http().get('/v1/personalities').set('Authorization', `Bearer ${key}`)).status,
     ).toBe(200);
+    // A key sent again with another token ends that one too: the route runs, no stored 204 is
+    // replayed (review: the second token lived on).
+    const third = (
+      await t.http().post('/v1/auth/login').send({ email: user.email, password: user.password })
+    ).body.access_token as string;
+    for (const token of [other, third]) {
+      const keyed = await logout(`Bearer ${token}`).set('Idempotency-Key', 'sign-me-out');
+      expect(keyed.status).toBe(204);
+      expect(keyed.headers['idempotent-replayed']).toBeUndefined();
+      expectError(await me(token), 401, 'unauthenticated');
+    }
     // An API key is not a session: it is revoked, not signed out of.
     expectError(await logout(`Bearer ${key}`), 403, 'user_token_required');
     expectError(await t.http().post('/v1/auth/logout'), 401, 'unauthenticated');

@@ -30,14 +30,20 @@ export function withoutSecrets(body: unknown, fields: readonly string[]): unknow
 }
 
 /**
- * Routes that pass the client's key to a provider that is idempotent itself, and whose answer
- * holds a secret the client needs again on a retry: the interceptor checks the header and leaves
- * the rest to the route. `POST /v1/billing/payment-methods` sends the key to Stripe, which
- * answers a retry with the same SetupIntent and its `client_secret`; storing that answer here
- * would break docs/billing.md's promise that the `client_secret` is never stored, and nulling it
- * would leave a retrying client unable to complete the SetupIntent.
+ * Routes that are idempotent themselves, where a stored answer would be wrong: the interceptor
+ * checks the header and leaves the rest to the route.
+ * - `POST /v1/billing/payment-methods` sends the key to Stripe, which answers a retry with the
+ *   same SetupIntent and its `client_secret`; storing that answer here would break
+ *   docs/billing.md's promise that the `client_secret` is never stored, and nulling it would
+ *   leave a retrying client unable to complete the SetupIntent.
+ * - `POST /v1/auth/logout` ends the token it is sent with, which a user's key does not name: the
+ *   same key sent with a second token replayed the first 204 and ended nothing (found by review).
+ *   Ending a token twice changes nothing.
  */
-const KEYED_BY_THE_ROUTE: ReadonlySet<string> = new Set(['POST /v1/billing/payment-methods']);
+const KEYED_BY_THE_ROUTE: ReadonlySet<string> = new Set([
+  'POST /v1/billing/payment-methods',
+  'POST /v1/auth/logout',
+]);
 
 export function isKeyedByTheRoute(method: string, routeTemplate: string | undefined): boolean {
   return routeTemplate !== undefined && KEYED_BY_THE_ROUTE.has(`${method} ${routeTemplate}`);
