@@ -244,12 +244,7 @@ const FILES: RecordedFiles = {
     return [
       await operation('the logged-in user (GET /v1/me)', () => users.findById(user.userId)),
       await operation('sign-out of an access token (POST /v1/auth/logout)', () =>
-        users.signOut(
-          user.userId,
-          sha256(user.accessToken),
-          new Date(Date.now() + 3_600_000),
-          new Date(),
-        ),
+        users.signOut(user.userId, sha256(user.accessToken), new Date(Date.now() + 3_600_000)),
       ),
     ];
   },

@@ -3,7 +3,6 @@ import { ApiNoContentResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { UserOnly } from '../common/auth/auth.decorators';
 import { ActingUser, type ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
-import { Clock } from '../common/time/clock';
 import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.decorator';
 import { UsersService } from '../users/users.service';
 
@@ -15,10 +14,7 @@ import { UsersService } from '../users/users.service';
 @UserOnly()
 @Controller('v1/auth')
 export class SignOutController {
-  constructor(
-    private readonly users: UsersService,
-    private readonly clock: Clock,
-  ) {}
+  constructor(private readonly users: UsersService) {}
 
   @Post('logout')
   @AcceptsIdempotencyKey()
@@ -31,11 +27,6 @@ export class SignOutController {
   @ApiNoContentResponse()
   async logout(@ActingUser() caller: ActingUserCaller): Promise<void> {
     if (!caller.token) throw AppError.unauthenticated();
-    await this.users.signOut(
-      caller.userId,
-      caller.token.hash,
-      caller.token.expiresAt,
-      this.clock.now(),
-    );
+    await this.users.signOut(caller.userId, caller.token.hash, caller.token.expiresAt);
   }
 }

@@ -8,7 +8,8 @@ WITH purged AS (
   DELETE FROM signed_out_tokens
    WHERE token_hash IN (SELECT token_hash FROM signed_out_tokens
                          WHERE expires_at < $1
-                         ORDER BY expires_at LIMIT $2))
+                         ORDER BY expires_at LIMIT $2
+                           FOR UPDATE SKIP LOCKED))
 INSERT INTO signed_out_tokens (token_hash, user_id, expires_at)
 VALUES ($3, $4, $5)
 ON CONFLICT (token_hash) DO NOTHING;

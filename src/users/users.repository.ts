@@ -24,6 +24,8 @@ const SIGNED_OUT = Columns.computed<{ signed_out: boolean }>({ signed_out: sql`s
 
 /** Expired sign-outs a sign-out purges. */
 const SIGNED_OUT_PURGE_BATCH = 100;
+/** How long a sign-out is kept past its token's expiry: clocks of instances may differ. */
+const SIGNED_OUT_KEPT_PAST_EXPIRY_MS = 10 * 60_000;
 
 const EMAIL = Columns.rowOf<User>()('email');
 
@@ -92,15 +94,20 @@ export class UsersRepository {
   /**
    * Records that the user signed out of the access token whose SHA-256 is `tokenHash`, valid
    * until `expiresAt` (again: nothing more), and purges up to SIGNED_OUT_PURGE_BATCH records of
-   * tokens expired since: every sign-out clears more than it adds, with no worker of its own.
+   * tokens expired SIGNED_OUT_KEPT_PAST_EXPIRY before `now`: every sign-out clears more than it
+   * adds, with no worker of its own. The margin covers clocks that differ between instances (the
+   * token's `exp` is checked against each one's own); rows another sign-out is purging are
+   * skipped, not waited for.
    */
   async signOut(userId: string, tokenHash: Buffer, expiresAt: Date, now: Date): Promise<void> {
+    const purgeBefore = new Date(now.getTime() - SIGNED_OUT_KEPT_PAST_EXPIRY_MS);
     await this.database.count(
       sql`WITH purged AS (
             DELETE FROM signed_out_tokens
              WHERE token_hash IN (SELECT token_hash FROM signed_out_tokens
-                                   WHERE expires_at < ${now}
-                                   ORDER BY expires_at LIMIT ${SIGNED_OUT_PURGE_BATCH}))
+                                   WHERE expires_at < ${purgeBefore}
+                                   ORDER BY expires_at LIMIT ${SIGNED_OUT_PURGE_BATCH}
+                                     FOR UPDATE SKIP LOCKED))
           INSERT INTO signed_out_tokens (token_hash, user_id, expires_at)
           VALUES (${tokenHash}, ${userId}, ${expiresAt})
           ON CONFLICT (token_hash) DO NOTHING`,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { Caches } from '../common/cache/caches';
+import { Clock } from '../common/time/clock';
 import type { SharedCache } from '../common/cache/shared-cache';
 import { User } from './entities/user.entity';
 import { type PasswordReplaced, UsersRepository } from './users.repository';
@@ -29,6 +30,7 @@ export class UsersService {
 
   constructor(
     private readonly users: UsersRepository,
+    private readonly clock: Clock,
     caches: Caches,
   ) {
     this.tokenVersions = caches.shared({
@@ -87,8 +89,8 @@ export class UsersService {
    * Ends one access token (POST /v1/auth/logout): refused from the next request on, here at once
    * and, when Redis is set, on every instance before this resolves; the user's other tokens go on.
    */
-  async signOut(userId: string, tokenHash: Buffer, expiresAt: Date, now: Date): Promise<void> {
-    await this.users.signOut(userId, tokenHash, expiresAt, now);
+  async signOut(userId: string, tokenHash: Buffer, expiresAt: Date): Promise<void> {
+    await this.users.signOut(userId, tokenHash, expiresAt, this.clock.now());
     await this.signedOutTokens.invalidate(tokenHash.toString('hex'), { confirmed: true });
   }
 

@@ -196,15 +196,15 @@ export interface EndpointMaker {
 /** Attempt numbers a redelivery tries before answering 409 (insertRedelivery). */
 const REDELIVERY_TRIES = 8;
 
-/**
- * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
- * time a rule reads (due, leased, retried at, past retention) is the caller's Clock's.
- */
 /** The condition that `userId` is a member of the organization `organizationId` names. */
 const stillAMemberOf = (organizationId: Sql, userId: string): Sql =>
   sql`EXISTS (SELECT FROM memberships ms
                WHERE ms.organization_id = ${organizationId} AND ms.user_id = ${userId})`;
 
+/**
+ * The SQL of outbound webhooks: endpoints, the event outbox and the delivery attempts. Every
+ * time a rule reads (due, leased, retried at, past retention) is the caller's Clock's.
+ */
 @Injectable()
 export class WebhooksRepository {
   constructor(private readonly database: Database) {}
@@ -357,7 +357,8 @@ export class WebhooksRepository {
    * whose only member is the user, and those the user made in an organization they still belong
    * to, with their access token or through a key they made, down the line (keys revoked or
    * expired since included: their endpoints still deliver). An organization that removed them
-   * (or that they left) keeps its endpoints, as it keeps their keys: a stranger's reset does not
+   * (or that they left) keeps its endpoints, as it keeps the keys it chose to keep: a stranger's
+   * reset does not
    * reach into it (found by review: a removed member's reset disabled its endpoints and failed
    * their pending deliveries). Each of the three is read by an index (the user's memberships,
    * the endpoints' creators, the keys' creators; LATERAL and OFFSET 0, so that a plan without

@@ -34,5 +34,19 @@ describe('visibleId', () => {
     expect(visibleId('\u00a0bob')).toBe('"\\u00A0bob"');
     expect(visibleId('bob\u3000')).toBe('"bob\\u3000"');
     expect(visibleId('a\u2009b')).toBe('"a\\u2009b"');
+    // Invisible characters too (review): zero-width, word joiner, Hangul filler, a mark of
+    // direction, a tag character past the Basic Multilingual Plane.
+    expect(visibleId('bob\u200b')).toBe('"bob\\u200B"');
+    expect(visibleId('\u2060bob')).toBe('"\\u2060bob"');
+    expect(visibleId('\u3164bob')).toBe('"\\u3164bob"');
+    expect(visibleId('bob\u200f')).toBe('"bob\\u200F"');
+    expect(visibleId('bob\u{E0061}')).toBe('"bob\\u{E0061}"');
+  });
+
+  it('escapes quotes and backslashes, so that no id reads as another one written out', () => {
+    // The id that holds a real U+00A0 and the one that holds its spelling differ.
+    expect(visibleId('\\u00A0bob')).toBe('"\\\\u00A0bob"');
+    expect(visibleId('\u00a0bob')).toBe('"\\u00A0bob"');
+    expect(visibleId('say "hi"')).toBe('"say \\"hi\\""');
   });
 });

@@ -63,21 +63,24 @@ export function download(
 /** JSON as text to show (never as markup), compact. */
 export const jsonText = (value: unknown) => JSON.stringify(value, null, 2);
 
-/** White space a reader cannot see for what it is: any but U+0020, a space at either end, two. */
-const UNSEEN_SPACE = /[^\S ]|^ | $| {2}/u;
+/** A character a page shows as nothing, or as a plain space: written out when it is in an id. */
+const UNSEEN = /[^\S ]|[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]/gu;
+/** An id that holds one, a quote or a backslash, or a space at either end or two in a row. */
+const NEEDS_QUOTES = /[^\S ]|[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800"\\]|^ | $| {2}/u;
 
 /**
  * An id (an end user's `user_id`) as text that tells it apart from its lookalikes: as it is, or,
- * when it holds white space a page would hide (a space at either end, two in a row, a no-break
- * or other non-ASCII space), in double quotes with every space but U+0020 written as `\uXXXX`.
- * `" bob"`, `"bob "` and `"\u00A0bob"` were shown as `bob`, and found and erased as it (found
- * by review).
+ * when it holds what a page would hide (a space at either end, two in a row, a no-break or other
+ * non-ASCII space, a zero-width or other invisible character), in double quotes with those
+ * written as `\uXXXX` (and a quote or backslash escaped, so that no id reads as another's
+ * escape). `" bob"`, `"bob "`, `"\u00A0bob"` and `"bob\u200B"` were shown as `bob`, and found
+ * and erased as it (found by review).
  */
 export function visibleId(id: string): string {
-  if (!UNSEEN_SPACE.test(id)) return id;
-  const escaped = id.replace(
-    /[^\S ]/gu,
-    (space) => `\\u${space.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`,
-  );
+  if (!NEEDS_QUOTES.test(id)) return id;
+  const escaped = id.replace(/["\\]/g, '\\$&').replace(UNSEEN, (character) => {
+    const code = character.codePointAt(0)!.toString(16).toUpperCase();
+    return code.length <= 4 ? `\\u${code.padStart(4, '0')}` : `\\u{${code}}`;
+  });
   return `"${escaped}"`;
 }

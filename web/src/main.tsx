@@ -86,11 +86,13 @@ function App() {
       await api('POST', '/v1/auth/logout', { asUser: true });
       signOut();
     } catch (error) {
-      const unreachable = error instanceof ApiError && error.code === 'network_error';
+      // A 401: the token had ended already. Anything else (unreachable, 429, 5xx) left it
+      // working on the service, which the user is told (found by review).
+      const ended = error instanceof ApiError && error.status === 401;
       signOut(
-        unreachable
-          ? 'Signed out of this console, but the service could not be reached to end the session: it ends when it expires.'
-          : undefined,
+        ended
+          ? undefined
+          : 'Signed out of this console, but the service did not end the session: it ends when it expires.',
       );
     }
   };

@@ -16,6 +16,8 @@ describe('HasVisibleText', () => {
     ['a Hangul filler', '\u3164'],
     ['a Braille blank', '\u2800\u2800'],
     ['a right-to-left mark and a tab', '\u200f\t'],
+    ['combining marks alone', '\u0334\u0334'],
+    ['a line separator and a soft hyphen', '\u2028\u00ad'],
   ])('refuses a name of %s', async (_, value) => {
     expect(hasVisibleText(value)).toBe(false);
     const problems = await validate(named(value));

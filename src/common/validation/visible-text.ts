@@ -1,18 +1,16 @@
-import { ValidateBy } from 'class-validator';
+import { ValidateBy, type ValidationOptions } from 'class-validator';
 
 /**
- * Characters that show nothing: white space, format and other default-ignorable characters
- * (U+200B ZERO WIDTH SPACE, U+3164 HANGUL FILLER), and U+2800 BRAILLE PATTERN BLANK, which is a
+ * A character that draws something: not white space or a separator, a control or format
+ * character (zero-width space, joiners, soft hyphen), a combining mark alone, a
+ * default-ignorable code point (U+3164 HANGUL FILLER) or U+2800 BRAILLE PATTERN BLANK, which is a
  * symbol to Unicode but draws as a space.
  */
-const SHOWS_NOTHING = /[\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cf}\p{Cc}\u2800]/u;
+const VISIBLE = /[^\s\p{Cc}\p{Cf}\p{Z}\p{M}\p{Default_Ignorable_Code_Point}\u2800]/u;
 
-/** Whether `text` holds at least one character that shows something. */
+/** Whether `text` holds at least one character that shows something (a name, a message). */
 export function hasVisibleText(text: string): boolean {
-  for (const character of text) {
-    if (!SHOWS_NOTHING.test(character)) return true;
-  }
-  return false;
+  return VISIBLE.test(text);
 }
 
 /**
@@ -20,13 +18,16 @@ export function hasVisibleText(text: string): boolean {
  * document's in the console) must show something: one made of spaces or invisible characters
  * lists as a blank row no one can tell apart from another (found by review).
  */
-export const HasVisibleText = () =>
-  ValidateBy({
-    name: 'hasVisibleText',
-    validator: {
-      // An empty one is MinLength's to refuse: one problem, not two.
-      validate: (value) => typeof value === 'string' && (value === '' || hasVisibleText(value)),
-      defaultMessage: () =>
-        '$property must hold a visible character, not only spaces or invisible ones',
+export const HasVisibleText = (options?: ValidationOptions) =>
+  ValidateBy(
+    {
+      name: 'hasVisibleText',
+      validator: {
+        // An empty one is MinLength's to refuse: one problem, not two.
+        validate: (value) => typeof value === 'string' && (value === '' || hasVisibleText(value)),
+        defaultMessage: () =>
+          '$property must hold a visible character, not only spaces or invisible ones',
+      },
     },
-  });
+    options,
+  );

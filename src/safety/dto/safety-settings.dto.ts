@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsString, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import { MODERATION_MODES, type ModerationMode } from '../entities/safety-settings.entity';
 
 export const CRISIS_MESSAGE_MAX_CHARACTERS = 1000;
@@ -7,13 +8,6 @@ export const CRISIS_MESSAGE_MAX_CHARACTERS = 1000;
 /** Control characters but the line feed: a crisis message may have lines. */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL_BUT_NEWLINE = /^[^\u0000-\u0009\u000b-\u001f\u007f-\u009f]*$/;
-
-/**
- * A character that draws something: not a space, a control or format character (zero-width
- * space, joiners, soft hyphen), a combining mark alone, a default-ignorable code point (the
- * Hangul filler) or the blank Braille pattern. A message of only those shows nothing.
- */
-const VISIBLE = /[^\s\p{Cc}\p{Cf}\p{Z}\p{M}\p{Default_Ignorable_Code_Point}\u2800]/u;
 
 /**
  * Bidirectional controls (the Arabic letter mark, LRM and RLM, embeddings, overrides and
@@ -69,7 +63,7 @@ export class UpdateSafetySettingsDto {
   @ValidateIf((_dto: object, value: unknown) => value !== undefined && value !== null)
   @IsString()
   @Matches(/^[\s\S]{1,1000}$/u, { message: 'crisis_message must be 1..1000 characters' })
-  @Matches(VISIBLE, { message: 'crisis_message must hold a visible character' })
+  @HasVisibleText({ message: 'crisis_message must hold a visible character' })
   @Matches(NO_BIDI_CONTROL, {
     message: 'crisis_message must not contain bidirectional control characters',
   })
