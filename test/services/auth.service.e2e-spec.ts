@@ -110,9 +110,13 @@ describe('Auth and users services (real database)', () => {
   }
 
   /** What JwtStrategy makes of an access token: passport's verification, then validate(). */
-  function authenticate(accessToken: string) {
+  /** What JwtStrategy answers for the token, sent as passport-jwt reads it (the header). */
+  function authenticate(accessToken: string, headers: Record<string, string> = {}) {
     const payload = jwt.verify<AccessTokenPayload & { exp: number }>(accessToken);
-    return strategy.validate({ headers: {} } as Request, payload);
+    return strategy.validate(
+      { headers: { authorization: `Bearer ${accessToken}`, ...headers } } as unknown as Request,
+      payload,
+    );
   }
 
   async function userRow(id: string) {
@@ -445,6 +449,8 @@ describe('Auth and users services (real database)', () => {
       kind: 'user',
       userId: user.id,
       tokenVersion: 0,
+      // What a sign-out ends: the token by its hash, until it expires.
+      token: { hash: sha256(access_token), expiresAt: new Date((claims.exp as number) * 1000) },
       organizationId: organization.id,
       scopes: ['admin'],
     });
@@ -461,12 +467,8 @@ describe('Auth and users services (real database)', () => {
     );
     // An organization the user does not belong to.
     const other = await signUp();
-    const payload = jwt.verify<AccessTokenPayload & { exp: number }>(access_token);
     await expectAppError(
-      strategy.validate(
-        { headers: { 'x-organization-id': other.organization.id } } as unknown as Request,
-        payload,
-      ),
+      authenticate(access_token, { 'x-organization-id': other.organization.id }),
       'not_a_member',
     );
     // Raising the version (what a reset does) ends the token at once, cache or not.
@@ -475,6 +477,23 @@ describe('Auth and users services (real database)', () => {
     );
     await users.forgetTokenVersion(user.id);
     await expectAppError(authenticate(access_token), 'unauthenticated');
+  });
+
+  it('refuses a token signed out of, at once, cache or not; the user’s other tokens go on', async () => {
+    const { user, access_token } = await signUp();
+    const other = accessTokens.issue(user.id, 0).access_token;
+    // Both held by the cache as not signed out of.
+    await authenticate(access_token);
+    await authenticate(other);
+    const payload = jwt.decode<{ exp: number }>(access_token);
+    await users.signOut(user.id, sha256(access_token), new Date(payload.exp * 1000));
+    await expectAppError(authenticate(access_token), 'unauthenticated');
+    await expect(authenticate(other)).resolves.toMatchObject({ userId: user.id });
+    // A request whose header holds no token is no caller, whatever payload it comes with.
+    await expectAppError(
+      strategy.validate({ headers: {} } as Request, jwt.verify(other)),
+      'unauthenticated',
+    );
   });
 
   it('never keeps a token version read before a reset: the ended tokens stay ended', async () => {

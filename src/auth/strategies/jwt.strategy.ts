@@ -68,10 +68,9 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     const wellFormed =
       requested === undefined || (typeof requested === 'string' && isUUID(requested));
     // Verified by passport-jwt from this very header: its hash names the token for a sign-out.
-    const token = {
-      hash: sha256(bearerToken(request) ?? ''),
-      expiresAt: new Date(payload.exp * 1000),
-    };
+    const raw = bearerToken(request);
+    if (!raw) throw AppError.unauthenticated('The access token is not valid');
+    const token = { hash: sha256(raw), expiresAt: new Date(payload.exp * 1000) };
     // Independent lookups (each cached): one round trip's wait, not several, when they miss.
     const [version, grant, linked, signedOut] = await Promise.all([
       this.users.tokenVersion(payload.sub),
