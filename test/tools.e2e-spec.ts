@@ -148,6 +148,21 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         expectError(response, 400, 'validation_failed');
         expect(response.body.error.details).toContainEqual(expect.objectContaining({ field }));
       }
+      // The array's own problems are one each: `null` was also "no more than 32 elements" (review).
+      for (const [tools, problem] of [
+        [null, 'tools must be an array of tools'],
+        ['lookup_order', 'tools must be an array of tools'],
+        [Array.from({ length: 33 }, () => lookupOrderTool), 'tools must hold at most 32 tools'],
+        [[1], 'tools must be an array of objects'],
+      ] as const) {
+        const response = await t
+          .http()
+          .patch(`/v1/personalities/${id}`)
+          .set('Authorization', owner.auth)
+          .send({ tools });
+        expectError(response, 400, 'validation_failed');
+        expect(response.body.error.details).toEqual([{ field: 'tools', problem }]);
+      }
       const created = await t
         .http()
         .post('/v1/personalities/from-catalog')

@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, ValidateBy } from 'class-validator';
+import { ValidateBy } from 'class-validator';
 import { MAX_TOOLS } from '../tool-definitions';
 
 /**
@@ -46,26 +46,29 @@ export class ToolDefinitionDto extends RequestToolDto {
   timeout_ms?: number;
 }
 
-/** Each item an object; the rest is toolProblems' to check. */
-const ObjectItems = () =>
+/** Why `value` is no `tools` array: not an array, too long, or an item not an object. */
+function toolsArrayProblem(value: unknown): string | undefined {
+  if (!Array.isArray(value)) return 'must be an array of tools';
+  if (value.length > MAX_TOOLS) return `must hold at most ${MAX_TOOLS} tools`;
+  if (!value.every((item) => item !== null && typeof item === 'object' && !Array.isArray(item))) {
+    return 'must be an array of objects';
+  }
+  return undefined;
+}
+
+/**
+ * The decorator of a `tools` array of a request body: one problem, the first that applies
+ * (`null` was refused as not an array and as holding more than 32 at once; found by review);
+ * the items' own rules are toolProblems' to check.
+ */
+export const ToolsArray = () =>
   ValidateBy({
-    name: 'objectItems',
+    name: 'toolsArray',
     validator: {
-      validate: (value) =>
-        Array.isArray(value) &&
-        value.every((item) => item !== null && typeof item === 'object' && !Array.isArray(item)),
-      defaultMessage: () => '$property must be an array of objects',
+      validate: (value) => toolsArrayProblem(value) === undefined,
+      defaultMessage: (args) => `$property ${toolsArrayProblem(args?.value) ?? 'is not valid'}`,
     },
   });
-
-/** The decorators of a `tools` array of a request body. */
-export function ToolsArray(): PropertyDecorator {
-  return (target, key) => {
-    IsArray()(target, key);
-    ArrayMaxSize(MAX_TOOLS)(target, key);
-    ObjectItems()(target, key);
-  };
-}
 
 /** Any JSON value, as OpenAPI says it (a schema of `type: object` reads as an empty object). */
 export const ANY_JSON = [
