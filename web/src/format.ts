@@ -1,5 +1,7 @@
 /** Numbers, times (always UTC, said so) and files the console writes. */
 
+import { UNSEEN_CHARACTERS } from '../../src/common/text/unseen-characters';
+
 const integer = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const decimal = new Intl.NumberFormat('en-US', { maximumFractionDigits: 2 });
 
@@ -64,9 +66,9 @@ export function download(
 export const jsonText = (value: unknown) => JSON.stringify(value, null, 2);
 
 /** A character a page shows as nothing, or as a plain space: written out when it is in an id. */
-const UNSEEN = /[^\S ]|[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]/gu;
+const UNSEEN = new RegExp(`[^\\S ]|[${UNSEEN_CHARACTERS}]`, 'gu');
 /** An id that holds one, a quote or a backslash, or a space at either end or two in a row. */
-const NEEDS_QUOTES = /[^\S ]|[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800"\\]|^ | $| {2}/u;
+const NEEDS_QUOTES = new RegExp(`[^\\S ]|[${UNSEEN_CHARACTERS}"\\\\]|^ | $| {2}`, 'u');
 
 /**
  * An id (an end user's `user_id`) as text that tells it apart from its lookalikes: as it is, or,

@@ -1,5 +1,6 @@
 import { applyDecorators } from '@nestjs/common';
 import { IsEmail, ValidateBy } from 'class-validator';
+import { UNSEEN_CHARACTERS } from '../text/unseen-characters';
 import { NoLookalikes } from './no-lookalikes';
 
 /**
@@ -10,7 +11,7 @@ import { NoLookalikes } from './no-lookalikes';
  * U+200B hides inside `bob@`).
  */
 const LOCAL_PART = /^[\p{L}\p{N}\p{M}!#$%&'*+\-/=?^_`{|}~.]+$/u;
-const INVISIBLE = /[\p{Default_Ignorable_Code_Point}\p{Cf}]/u;
+const INVISIBLE = new RegExp(`[${UNSEEN_CHARACTERS}]`, 'u');
 
 /** The scripts told apart; a letter of any other counts as one more, "other". */
 const SCRIPTS = [

@@ -1,12 +1,11 @@
 import { ValidateBy, type ValidationOptions } from 'class-validator';
+import { UNSEEN_CHARACTERS } from '../text/unseen-characters';
 
 /**
- * A character that draws something: not white space or a separator, a control or format
- * character (zero-width space, joiners, soft hyphen), a combining mark alone, a
- * default-ignorable code point (U+3164 HANGUL FILLER) or U+2800 BRAILLE PATTERN BLANK, which is a
- * symbol to Unicode but draws as a space.
+ * A character that draws something: not white space or a separator, a control character, a
+ * combining mark alone, or one of the UNSEEN_CHARACTERS.
  */
-const VISIBLE = /[^\s\p{Cc}\p{Cf}\p{Z}\p{M}\p{Default_Ignorable_Code_Point}\u2800]/u;
+const VISIBLE = new RegExp(`[^\\s\\p{Cc}\\p{Z}\\p{M}${UNSEEN_CHARACTERS}]`, 'u');
 
 /** Whether `text` holds at least one character that shows something (a name, a message). */
 export function hasVisibleText(text: string): boolean {
