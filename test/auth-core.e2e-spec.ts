@@ -82,8 +82,10 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
       // A second account for the same mailbox, and a sentence in a quoted local part.
       [`"${local}"@${domain}`, 'quoted'],
       ['"Security: unlock at paypa1.example"@evil.test', 'quoted'],
-      // The same sentence unquoted: U+A789 for the colon, U+2800 for the spaces.
-      ['Security\uA789\u2800unlock\u2800at@paypa1.example', 'symbol outside ASCII'],
+      // The same sentence unquoted: U+A789 for the colon, U+2800 (which draws as a space) for
+      // the spaces; and the colon alone.
+      ['Security\uA789\u2800unlock\u2800at@paypa1.example', 'invisible'],
+      ['Security\uA789unlock@paypa1.example', 'symbol outside ASCII'],
       // A zero-width space inside, a right-to-left override.
       [`${local.slice(0, 3)}\u200b${local.slice(3)}@${domain}`, 'invisible'],
       [`a\u202Eb-${local}@${domain}`, 'invisible'],

@@ -1369,7 +1369,16 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         .set(as(owner.accessToken));
       expect(revoked.status).toBe(204);
       const events = await auditOf(owner);
-      expect(events.map((event) => event.action)).toEqual(['api_key.revoked', 'api_key.created']);
+      // Sign-up's organization.created is the first.
+      expect(events.map((event) => event.action)).toEqual([
+        'api_key.revoked',
+        'api_key.created',
+        'organization.created',
+      ]);
+      expect(events[2]).toMatchObject({
+        actor: { type: 'user', id: owner.userId },
+        target: { type: 'organization', id: owner.organizationId },
+      });
       expect(events[0]).toEqual({
         id: expect.any(String),
         action: 'api_key.revoked',
@@ -1450,8 +1459,14 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         'insufficient_scope',
       );
       expectError(await t.http().get('/v1/audit-events'), 401, 'unauthenticated');
+      // Another organization's log holds none of these: its own creation alone.
       const stranger = await signUp(t);
-      expect(await auditOf(stranger)).toEqual([]);
+      expect(await auditOf(stranger)).toEqual([
+        expect.objectContaining({
+          action: 'organization.created',
+          target: { type: 'organization', id: stranger.organizationId },
+        }),
+      ]);
     });
 
     it('writes the event in the transaction of the change: a refused change leaves none', async () => {
@@ -1470,7 +1485,8 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         409,
         'last_owner',
       );
-      expect(await auditOf(owner)).toEqual([]);
+      // Sign-up's own event alone.
+      expect((await auditOf(owner)).map((event) => event.action)).toEqual(['organization.created']);
     });
 
     it('purges events past AUDIT_RETENTION_DAYS, safely from several purgers at once', async () => {
@@ -1494,7 +1510,8 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
            FROM audit_events WHERE organization_id = $1`,
         [owner.organizationId],
       );
-      expect(left[0]).toEqual({ old: 0, recent: 1 });
+      // The key's event and sign-up's organization.created.
+      expect(left[0]).toEqual({ old: 0, recent: 2 });
       // Other organizations' expired rows (from other tests) may be counted too, never twice.
       expect(counts.reduce((sum, count) => sum + count, 0)).toBeGreaterThanOrEqual(2500);
     });

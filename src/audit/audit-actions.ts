@@ -12,6 +12,7 @@ export const AUDIT_ACTIONS = [
   'member.role_changed',
   'member.removed',
   'invitation.revoked',
+  'organization.created',
   'organization.updated',
   'subscription.started',
   'subscription.suspended',

@@ -1,4 +1,5 @@
-import { Body, Controller, Header, HttpCode, Post } from '@nestjs/common';
+import { Body, Controller, Header, HttpCode, Post, Req } from '@nestjs/common';
+import type { Request } from 'express';
 import {
   ApiAcceptedResponse,
   ApiCreatedResponse,
@@ -7,6 +8,7 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import { Public } from '../common/auth/auth.decorators';
+import { requestIdOf } from '../common/http/request-id';
 import { ApiErrors } from '../common/openapi/api-responses';
 import { AuthService } from './auth.service';
 import {
@@ -36,8 +38,8 @@ export class AuthController {
   @ApiOperation({ summary: 'Creates a user and their first organization, and logs them in' })
   @ApiCreatedResponse({ type: SignupResponseDto })
   @ApiErrors(400, [409, 'The e-mail address is registered already (`email_taken`)'])
-  signup(@Body() body: SignupDto): Promise<SignupResponseDto> {
-    return this.auth.signup(body);
+  signup(@Body() body: SignupDto, @Req() request: Request): Promise<SignupResponseDto> {
+    return this.auth.signup(body, { requestId: requestIdOf(request), ip: request.ip });
   }
 
   @Header('Cache-Control', 'no-store')

@@ -58,9 +58,13 @@ export class AuthService implements OnModuleInit {
 
   /**
    * Creates the user and a first organization they own, in one transaction; once committed, the
-   * verification link is mailed (after the answer).
+   * verification link is mailed (after the answer). `origin`: the request, for the
+   * organization's first audit event.
    */
-  async signup(dto: SignupDto): Promise<SignupResponseDto> {
+  async signup(
+    dto: SignupDto,
+    origin: { requestId?: string; ip?: string } = {},
+  ): Promise<SignupResponseDto> {
     const passwordHash = await hashPassword(dto.password);
     const answer = await this.database.transaction(async (manager) => {
       const user = await this.users.createIfEmailFree(manager, {
@@ -72,7 +76,7 @@ export class AuthService implements OnModuleInit {
         throw new AppError('email_taken', 'An account with this e-mail address already exists');
       const organization = await this.organizations.createWithOwner(
         manager,
-        user.id,
+        { userId: user.id, ...origin },
         dto.organization_name ?? `${dto.name ?? dto.email}'s organization`,
       );
       return {

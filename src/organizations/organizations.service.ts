@@ -6,6 +6,7 @@ import { InvalidationChannel } from '../common/cache/invalidation-channel';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
 import { organizationPatchAudit } from '../audit/audit-event.step';
+import { AuditService } from '../audit/audit.service';
 import type { ActingUserCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import { type Page, toPage } from '../common/pagination/pagination';
@@ -36,6 +37,13 @@ export function toOrganizationView(row: OrganizationRoleRow): OrganizationView {
     memory_retention_days: row.memory_retention_days,
     created_at: row.created_at.toISOString(),
   };
+}
+
+/** Who creates an organization, and the request they do it from (its audit event's origin). */
+export interface OrganizationCreator {
+  userId: string;
+  requestId?: string;
+  ip?: string;
 }
 
 export interface MembershipGrant {
@@ -92,6 +100,7 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     private readonly users: UsersService,
     @Inject(teamsConfig.KEY) private readonly teams: ConfigType<typeof teamsConfig>,
     caches: Caches,
+    private readonly audit: AuditService,
   ) {
     logger.setContext(OrganizationsService.name);
     this.memberships = caches.local(MEMBERSHIP_CACHE_MS);
@@ -112,16 +121,18 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
   }
 
   /**
-   * Creates an organization with `userId` as its owner, inside the caller's transaction (sign-up's
-   * or its own), counted against the user's ORGANIZATIONS_PER_USER: 409 `organization_limit`
-   * past it. The count is one atomic UPDATE of the user's row, so concurrent creations cannot
-   * pass the cap together.
+   * Creates an organization with `creator` as its owner, inside the caller's transaction
+   * (sign-up's or its own), counted against the user's ORGANIZATIONS_PER_USER: 409
+   * `organization_limit` past it. The count is one atomic UPDATE of the user's row, so concurrent
+   * creations cannot pass the cap together. Its audit log begins with `organization.created`, by
+   * the creator, from the request that made it.
    */
   async createWithOwner(
     manager: EntityManager,
-    userId: string,
+    creator: OrganizationCreator,
     name: string,
   ): Promise<OrganizationView> {
+    const { userId } = creator;
     const cap = this.teams.organizationsPerUser;
     if (!(await this.users.countOrganizationCreated(manager, userId, cap))) {
       throw new AppError(
@@ -131,6 +142,23 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
     }
     const organization = await this.organizations.insert(manager, name, userId);
     await this.members.insertIfAbsent(manager, organization.id, userId, 'owner');
+    await this.audit.record(
+      manager,
+      {
+        kind: 'user',
+        userId,
+        organizationId: organization.id,
+        scopes: ['admin'],
+        requestId: creator.requestId,
+        ip: creator.ip,
+      },
+      {
+        organizationId: organization.id,
+        action: 'organization.created',
+        target: { type: 'organization', id: organization.id },
+        details: { name },
+      },
+    );
     this.memberships.delete(`${userId}:${FIRST}`);
     return toOrganizationView({ ...organization, role: 'owner' });
   }
@@ -141,13 +169,13 @@ export class OrganizationsService implements OnModuleInit, OnApplicationShutdown
    * seconds old; found by review).
    */
   async create(
-    creator: { userId: string; tokenVersion?: number },
+    creator: OrganizationCreator & { tokenVersion?: number },
     name: string,
   ): Promise<OrganizationView> {
     const { userId } = creator;
     const created = await this.database.transaction(async (manager) => {
       await this.members.assertActorTokenHolds(manager, creator);
-      return this.createWithOwner(manager, userId, name);
+      return this.createWithOwner(manager, creator, name);
     });
     // Once committed, everywhere: a user who belonged to no organization has one now, and a
     // copy of "none" kept here meanwhile or on another instance would refuse them for seconds.

@@ -3,6 +3,13 @@
 -- sign-up, and the verification mail sent after the answer
 COMMIT;
 COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 INSERT INTO email_verification_tokens (user_id, token_hash, created_at, expires_at)
 SELECT $1::uuid, $2::bytea, $3::timestamptz,
        $4::timestamptz

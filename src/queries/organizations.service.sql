@@ -2,6 +2,13 @@
 
 -- create
 COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
 INSERT INTO memberships (organization_id, user_id, role)
 VALUES ($1, $2, $3)
 ON CONFLICT (organization_id, user_id) DO NOTHING;

@@ -159,6 +159,34 @@ describe('OrganizationsService (real database)', () => {
       });
     });
 
+    it("begins the organization's audit log with organization.created, by its creator, from their request", async () => {
+      const userId = await user();
+      const name = `Audited ${randomUUID()}`;
+      const created = await organizations.create(
+        { userId, requestId: 'req-created', ip: '203.0.113.9' },
+        name,
+      );
+      expect(
+        await database.rows<Record<string, unknown>>(
+          sql`SELECT action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+                     created_at
+                FROM audit_events WHERE organization_id = ${created.id}`,
+        ),
+      ).toEqual([
+        {
+          action: 'organization.created',
+          actor_type: 'user',
+          actor_id: userId,
+          target_type: 'organization',
+          target_id: created.id,
+          ip: '203.0.113.9',
+          request_id: 'req-created',
+          details: { name },
+          created_at: clock.now(),
+        },
+      ]);
+    });
+
     it('refuses (401) a creation asked with an access token a password reset ended, writing nothing', async () => {
       const userId = await user();
       await database.rows(sql`UPDATE users SET token_version = 1 WHERE id = ${userId}`);
@@ -249,12 +277,17 @@ describe('OrganizationsService (real database)', () => {
       const name = `rolled back ${userId}`;
       await expect(
         database.transaction(async (manager) => {
-          await organizations.createWithOwner(manager, userId, name);
+          await organizations.createWithOwner(manager, { userId }, name);
           throw new Error('sign-up failed after the organization');
         }),
       ).rejects.toThrow('sign-up failed after the organization');
       expect(await organizationsNamed(name)).toBe(0);
       expect(await counted(userId)).toBe(CAP - 1);
+      expect(
+        await database.rows(
+          sql`SELECT 1 FROM audit_events WHERE action = 'organization.created' AND details->>'name' = ${name}`,
+        ),
+      ).toEqual([]);
       // The slot is still there.
       await expect(organizations.create({ userId }, name)).resolves.toMatchObject({ name });
       await expectAppError(organizations.create({ userId }, 'next'), 'organization_limit');

@@ -1488,7 +1488,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             /** @enum {string} */
-            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "api_key.updated" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "organization.updated" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.updated" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged" | "safety_settings.updated" | "limits.updated";
+            action: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "api_key.updated" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "organization.created" | "organization.updated" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.updated" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged" | "safety_settings.updated" | "limits.updated";
             actor: components["schemas"]["AuditActorDto"];
             target: components["schemas"]["AuditTargetDto"];
             /** @description The client address (TRUST_PROXY decides whether X-Forwarded-For is believed) */
@@ -5738,7 +5738,7 @@ export interface operations {
                 limit?: number;
                 starting_after?: string;
                 /** @description Only events of this action. */
-                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "api_key.updated" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "organization.updated" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.updated" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged" | "safety_settings.updated" | "limits.updated";
+                action?: "api_key.created" | "api_key.revoked" | "api_key.rolled" | "api_key.updated" | "member.invited" | "member.joined" | "member.role_changed" | "member.removed" | "invitation.revoked" | "organization.created" | "organization.updated" | "subscription.started" | "subscription.suspended" | "subscription.resumed" | "end_user.deleted" | "personality.deleted" | "webhook_endpoint.created" | "webhook_endpoint.updated" | "webhook_endpoint.deleted" | "webhook_delivery.redelivered" | "conversation.flagged" | "safety_settings.updated" | "limits.updated";
             };
             header?: never;
             path?: never;
