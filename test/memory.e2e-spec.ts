@@ -235,6 +235,51 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       expectError(await search(userId, { q: 'cardamom' }, stranger.auth), 404, 'not_found');
     });
 
+    it("forgetting a message forgets the personality's replies that quoted it, whole or shortened (review)", async () => {
+      const userId = uniqueUserId('quoted');
+      const secret = 'My bank PIN is 4711, please keep it secret';
+      const long = `The lighthouse keeper ${'said many things about the sea and the wind, '.repeat(3)}end.`;
+      const memories = async () =>
+        (
+          await http()
+            .get(`/v1/end-users/${userId}/memories?limit=100`)
+            .set('Authorization', tenant.auth)
+        ).body.data as Array<{ id: string; role: string; content: string }>;
+      expect((await respond(userId, secret)).status).toBe(200);
+      const quoting = await respond(userId, 'what was my bank PIN again?');
+      expect(quoting.body.reply.text).toContain(`"${secret}"`);
+      expect((await respond(userId, long)).status).toBe(200);
+      const shortened = await respond(userId, 'tell me about the lighthouse keeper again');
+      expect(shortened.body.reply.text).toContain('"The lighthouse keeper said many things');
+      expect(shortened.body.reply.text).toContain('…"');
+      const before = await memories();
+      const idOf = (content: string) => before.find((m) => m.content === content)!.id;
+      for (const forgotten of [secret, long]) {
+        expect(
+          (
+            await http()
+              .delete(`/v1/end-users/${userId}/memories/${idOf(forgotten)}`)
+              .set('Authorization', tenant.auth)
+          ).status,
+        ).toBe(204);
+      }
+      const after = await memories();
+      // The two messages and the two replies quoting them went; the questions and the other
+      // replies stayed.
+      expect(before.length - after.length).toBe(4);
+      expect(after.filter((m) => m.role === 'user').map((m) => m.content)).toEqual([
+        'tell me about the lighthouse keeper again',
+        'what was my bank PIN again?',
+      ]);
+      expect(JSON.stringify(after)).not.toContain('4711');
+      expect(JSON.stringify(after)).not.toContain('lighthouse keeper said');
+      expect((await search(userId, { q: '4711' })).body.data).toEqual([]);
+      const exported = await http()
+        .get(`/v1/end-users/${userId}/export`)
+        .set('Authorization', tenant.auth);
+      expect(exported.text).not.toContain('4711');
+    });
+
     it('forgetting a memory forgets the stored Idempotency-Key answers about its end user (§25)', async () => {
       const userId = uniqueUserId('forgotten');
       const keyed = () =>

@@ -49,6 +49,9 @@ const SCORED_MEMORY = LISTED_MEMORY.and(
 
 export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 
+/** What forgetting a memory reads of it first: whether replies quote it, and how. */
+const FORGOTTEN = Columns.rowOf<Memory>('m')('role', 'content');
+
 /** How many memories the statement's `deleted` CTE removed. */
 const DELETED = Columns.computed<{ deleted: number }>({ deleted: sql`count(*)::int` });
 
@@ -151,19 +154,46 @@ export class MemoriesRepository {
     );
   }
 
+  /** The role and content of the memory if it is this end user's, in this organization. */
+  findForEndUser(
+    organizationId: string,
+    userId: string,
+    id: string,
+  ): Promise<RowOf<typeof FORGOTTEN> | undefined> {
+    return this.database.row(
+      FORGOTTEN.query`SELECT ${FORGOTTEN} FROM memories m JOIN end_users e ON e.id = m.end_user_id
+         WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
+    );
+  }
+
   /**
-   * Deletes the memory if it is this end user's, in this organization, and the facts the engine
-   * learned from it (they are what the message said); true when there was one.
+   * Deletes the memory if it is this end user's, in this organization, the facts the engine
+   * learned from it (they are what the message said), and the personality's later replies in
+   * that conversation holding one of `quotations` (memory-quote.ts: what a reply repeating it
+   * holds; a reply quoted a forgotten message on, found by review); true when there was one.
    */
-  async deleteForEndUser(organizationId: string, userId: string, id: string): Promise<boolean> {
+  async deleteForEndUser(
+    organizationId: string,
+    userId: string,
+    id: string,
+    quotations: readonly string[],
+  ): Promise<boolean> {
     const row = await this.database.row(
       DELETED.query`WITH doomed AS (
             -- The end user's row first, before any row this deletes: an erasure claims it
             -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
             -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-            SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+            SELECT m.id, m.end_user_id, m.personality_id
+              FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
                FOR KEY SHARE OF e),
+          -- Along memories_conversation_idx: the conversation's memories after it.
+          quoting AS (
+            DELETE FROM memories r USING doomed d
+             WHERE r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
+               AND r.id > d.id AND r.role = 'personality'
+               AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q WHERE strpos(r.content, q) > 0)
+            RETURNING 1),
           learned AS (
             DELETE FROM end_user_facts
              WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
@@ -174,7 +204,8 @@ export class MemoriesRepository {
           -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
           -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
           -- that order, and another order could deadlock with them.
-          SELECT ${DELETED} FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first`,
+          SELECT ${DELETED} FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first
+                 CROSS JOIN (SELECT count(*) FROM quoting) replies_too`,
     );
     return row?.deleted === 1;
   }

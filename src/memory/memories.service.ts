@@ -5,6 +5,7 @@ import { type MemoryDto, type ScoredMemoryDto, toMemoryResponse } from './dto/me
 import { Embedder } from '../embeddings/embedder';
 import { IdempotencyService } from '../idempotency/idempotency.service';
 import { MemoriesRepository } from './memories.repository';
+import { quotationsOf } from './memory-quote';
 
 /**
  * What the personalities remember of an end user, as the client sees and prunes it. A forgotten
@@ -64,8 +65,17 @@ export class MemoriesService {
     };
   }
 
+  /**
+   * Deletes the memory, and with a message of the end user the personality's replies that quoted
+   * it (memory-quote.ts): forgotten for good, its words included.
+   */
   async forget(organizationId: string, userId: string, id: string): Promise<void> {
-    if (!(await this.memories.deleteForEndUser(organizationId, userId, id))) {
+    const memory = await this.memories.findForEndUser(organizationId, userId, id);
+    const quotations = memory?.role === 'user' ? quotationsOf(memory.content) : [];
+    if (
+      !memory ||
+      !(await this.memories.deleteForEndUser(organizationId, userId, id, quotations))
+    ) {
       throw AppError.notFound('Memory');
     }
     await this.idempotency.forgetAfterDeletion(organizationId, [userId]);

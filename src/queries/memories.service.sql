@@ -84,13 +84,23 @@ SELECT w.id, CASE WHEN min(w.rare_words) > 0
        ORDER BY r.score DESC, r.id DESC;
 
 -- forget one
+SELECT m.role, m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
+WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3;
 WITH doomed AS (
         -- The end user's row first, before any row this deletes: an erasure claims it
         -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
         -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-        SELECT m.id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+        SELECT m.id, m.end_user_id, m.personality_id
+          FROM memories m JOIN end_users e ON e.id = m.end_user_id
          WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3
            FOR KEY SHARE OF e),
+      -- Along memories_conversation_idx: the conversation's memories after it.
+      quoting AS (
+        DELETE FROM memories r USING doomed d
+         WHERE r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
+           AND r.id > d.id AND r.role = 'personality'
+           AND EXISTS (SELECT FROM unnest($4::text[]) q WHERE strpos(r.content, q) > 0)
+        RETURNING 1),
       learned AS (
         DELETE FROM end_user_facts
          WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
@@ -99,20 +109,21 @@ WITH doomed AS (
       -- A stored answer (a keyed respond) may hold the memory: it goes with it.
       forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
-   WHERE k.scope_type = 'organization' AND k.scope_id = $4::uuid AND k.subject = ANY ($5::bytea[])
+   WHERE k.scope_type = 'organization' AND k.scope_id = $5::uuid AND k.subject = ANY ($6::bytea[])
      AND EXISTS (SELECT 1 FROM doomed)
    ORDER BY k.key COLLATE "C"
    FOR UPDATE),
 forgotten_answers_deleted AS (
   DELETE FROM idempotency_keys k USING forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $6::uuid AND k.key = f.key AND NOT f.running),
+   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.key = f.key AND NOT f.running),
 forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.key = f.key AND f.running)
+   WHERE k.scope_type = 'organization' AND k.scope_id = $8::uuid AND k.key = f.key AND f.running)
       -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
       -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
       -- that order, and another order could deadlock with them.
-      SELECT count(*)::int AS "deleted" FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first;
+      SELECT count(*)::int AS "deleted" FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first
+             CROSS JOIN (SELECT count(*) FROM quoting) replies_too;
 WITH forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
    WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.subject = ANY ($2::bytea[])

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { detectEmotion, round } from './emotion-detector';
 import { extractFacts } from './fact-extractor';
+import { quoteOf } from '../../memory/memory-quote';
 import {
   type EngineReply,
   type EngineToolResult,
@@ -11,7 +12,6 @@ import {
 } from './response-engine';
 import { triggeredCalls } from './tool-trigger';
 
-const QUOTE_MAX = 80;
 /** Characters of a tool's output the reply quotes. */
 const OUTPUT_QUOTE_MAX = 200;
 
@@ -34,11 +34,6 @@ function toolSentence({ call, output }: EngineToolResult): string {
   const text = JSON.stringify(output) ?? 'null';
   const shown = text.length <= OUTPUT_QUOTE_MAX ? text : `${text.slice(0, OUTPUT_QUOTE_MAX - 1)}…`;
   return `(${call.name}: ${shown})`;
-}
-
-function quote(memory: { content: string }): string {
-  const text = memory.content.replace(/\s+/g, ' ').trim();
-  return text.length <= QUOTE_MAX ? text : `${text.slice(0, QUOTE_MAX - 1).trimEnd()}…`;
 }
 
 /**
@@ -101,7 +96,8 @@ export class LocalResponseEngine implements ResponseEngine {
       [...memories].reverse().find((memory) => memory.role === 'user');
     if (memories.length === 0) parts.push(replies.first_meeting);
     parts.push(pick(replies[valence], seed).replaceAll('{emotion}', detected.name));
-    if (earlier) parts.push(pick(replies.recall, seed).replaceAll('{memory}', quote(earlier)));
+    if (earlier)
+      parts.push(pick(replies.recall, seed).replaceAll('{memory}', quoteOf(earlier.content)));
     for (const result of toolResults ?? []) parts.push(toolSentence(result));
     const text = parts.join(' ');
     // Streamed a word at a time (each with the space before the next), like a model's tokens.

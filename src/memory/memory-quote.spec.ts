@@ -1,0 +1,16 @@
+import { quotationsOf, quoteOf } from './memory-quote';
+
+describe('how a reply quotes a memory', () => {
+  it('folds white space and shortens past 80 characters with an ellipsis', () => {
+    expect(quoteOf('  my  cat\nis   Tom ')).toBe('my cat is Tom');
+    const long = 'word '.repeat(30);
+    expect(quoteOf(long)).toHaveLength(80);
+    expect(quoteOf(long).endsWith('word…')).toBe(true);
+  });
+
+  it('gives what a reply repeating the message holds: the quote, and the whole message, quoted', () => {
+    expect(quotationsOf('my  cat is Tom')).toEqual(['"my cat is Tom"']);
+    const long = 'word '.repeat(30);
+    expect(quotationsOf(long)).toEqual([`"${quoteOf(long)}"`, `"${long.trim()}"`]);
+  });
+});

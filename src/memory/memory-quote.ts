@@ -1,0 +1,22 @@
+/** The characters of a memory a reply quotes at most (the local engine's recall sentence). */
+const QUOTE_MAX = 80;
+
+/**
+ * A memory as a reply quotes it: its white space folded, shortened to QUOTE_MAX characters with
+ * an ellipsis. The local engine's recall sentence puts it between double quotes.
+ */
+export function quoteOf(content: string): string {
+  const text = content.replace(/\s+/g, ' ').trim();
+  return text.length <= QUOTE_MAX ? text : `${text.slice(0, QUOTE_MAX - 1).trimEnd()}…`;
+}
+
+/**
+ * What a stored reply that repeats the message `content` holds: its quote (quoteOf) or the whole
+ * message, white space folded, between double quotes. Forgetting the message forgets those
+ * replies too (MemoriesRepository.deleteForEndUser).
+ */
+export function quotationsOf(content: string): string[] {
+  const whole = `"${content.replace(/\s+/g, ' ').trim()}"`;
+  const quoted = `"${quoteOf(content)}"`;
+  return quoted === whole ? [whole] : [quoted, whole];
+}
