@@ -182,6 +182,17 @@ describe('Export (PMF v1) and subject access', () => {
     expect(body.tables.audit_events).toEqual([
       expect.objectContaining({ action: 'conversation.flagged', target_id: userId }),
     ]);
+    // Who acted, from where, is the audit log's, an admin's (review): a read key saw it here.
+    expect(Object.keys(body.tables.audit_events[0]).sort()).toEqual([
+      'action',
+      'actor_type',
+      'created_at',
+      'details',
+      'id',
+      'organization_id',
+      'target_id',
+      'target_type',
+    ]);
     const row = body.tables.end_users[0];
     expect(row).toMatchObject({
       id: expect.any(String),

@@ -49,6 +49,14 @@ SELECT json_build_object(
 SELECT true AS "remains" FROM end_users WHERE id = $1;
 
 -- an end user's subject access document, read to its end
+SELECT (to_jsonb(t) - 'actor_id' - 'ip' - 'request_id')::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"
+ FROM audit_events t
+WHERE t.organization_id = $1
+  AND t.target_type = 'end_user' AND t.target_id = $2
+  AND t.target_id <> $3
+  AND (t.created_at, t.id) > ($4::timestamptz, $5::uuid)
+ORDER BY t.created_at, t.id
+LIMIT $6;
 SELECT e.id, e.organization_id AS "organizationId", e.user_id AS "userId", json_build_object(
   'user_id', e.user_id, 'metadata', e.metadata, 'status', e.status,
   'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'updated_at', to_char(e.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
@@ -61,14 +69,6 @@ WHERE t.end_user_id = $1
   AND (t.created_at, t.id) > ($2::timestamptz, $3::text)
 ORDER BY t.created_at, t.id
 LIMIT $4;
-SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"
- FROM audit_events t
-WHERE t.organization_id = $1
-  AND t.target_type = 'end_user' AND t.target_id = $2
-  AND t.target_id <> $3
-  AND (t.created_at, t.id) > ($4::timestamptz, $5::uuid)
-ORDER BY t.created_at, t.id
-LIMIT $6;
 SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"
  FROM end_user_facts t
 WHERE t.end_user_id = $1
