@@ -897,6 +897,20 @@ describe('Import (PMF v1)', () => {
       expect(response.body.error.details[0].problem).toMatch(/72/);
     });
 
+    it('holds metadata and tool outputs to the nesting the API gives them, within the 72 (review)', async () => {
+      const nested = (levels: number): unknown => (levels === 0 ? 1 : { a: nested(levels - 1) });
+      const document = documentOf(uniqueUserId(), personality);
+      document.end_user.metadata = nested(70) as Record<string, unknown>;
+      expectError(await raw(JSON.stringify(document)), 400, 'validation_failed');
+      const refused = await raw(JSON.stringify(document));
+      expect(refused.body.error.details).toEqual([
+        { field: '/end_user/metadata', problem: 'must not nest deeper than 63 levels' },
+      ]);
+      // What a POST /v1/end-users body carries at most is taken.
+      document.end_user.metadata = nested(63) as Record<string, unknown>;
+      expect((await raw(JSON.stringify(document))).status).toBe(201);
+    });
+
     it('refuses U+0000, lone surrogates and prototype keys, by JSON pointer', async () => {
       const document = documentOf(uniqueUserId(), personality);
       const text = JSON.stringify(document);

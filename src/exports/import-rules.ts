@@ -4,7 +4,13 @@ import { validateSync } from 'class-validator';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, pointerToken } from '../common/validation/json-schema-problems';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
-import { shapeProblem, widthExcess, type WidthSpent } from '../common/validation/untrusted-json';
+import {
+  jsonDepth,
+  MAX_JSON_DEPTH,
+  shapeProblem,
+  widthExcess,
+  type WidthSpent,
+} from '../common/validation/untrusted-json';
 import { toFieldProblems } from '../common/validation/validation.pipe';
 import { FACT_MAX_CHARACTERS, factKey, normalizeFact } from '../memory/dto/fact.dto';
 import {
@@ -302,6 +308,12 @@ export class ImportChecker {
           this.problems.add(
             `${at}/tool_calls/${callIndex}/${part}`,
             `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool's ${part})`,
+          );
+        } else if (jsonDepth(call[part]) > MAX_JSON_DEPTH) {
+          // A webhook's answer nests this deep at most (its body's bound).
+          this.problems.add(
+            `${at}/tool_calls/${callIndex}/${part}`,
+            `must not nest deeper than ${MAX_JSON_DEPTH} levels (a tool's ${part})`,
           );
         }
       }

@@ -7,9 +7,20 @@ export const MAX_JSON_DEPTH = 64;
  * Deepest nesting of an import (a PMF v1 document, which the service's export writes): each value
  * it keeps (an end user's metadata, a tool's output or arguments) may nest MAX_JSON_DEPTH levels
  * of its own, and sits at most 5 levels down (document, memories, memory, tool_calls, call). At
- * MAX_JSON_DEPTH, the export of a value nesting 60 levels could not be imported back.
+ * MAX_JSON_DEPTH, the export of a value nesting 60 levels could not be imported back. Each value
+ * is then held to its own bound (jsonDepth): the document's leaves room to spare.
  */
 export const MAX_DOCUMENT_DEPTH = MAX_JSON_DEPTH + 8;
+
+/** How deep a parsed JSON value nests: 0 for a scalar, 1 for `{}` or `[]`, 2 for `[[]]`. */
+export function jsonDepth(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let deepest = 0;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) {
+    deepest = Math.max(deepest, jsonDepth(item));
+  }
+  return deepest + 1;
+}
 
 /**
  * Most keys one object of a request body may hold, and a bound on how wide its objects are in

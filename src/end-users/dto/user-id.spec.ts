@@ -37,6 +37,18 @@ describe('metadataProblem', () => {
     expect(metadataProblem({ v: 'é'.repeat(8 * 1024) })).toMatch(/at most/);
   });
 
+  it('nests 63 levels at most, as a request body of 64 carries it (an import held 70: review)', () => {
+    const nested = (levels: number) => {
+      let value: Record<string, unknown> = {};
+      for (let i = 1; i < levels; i++) value = { a: value };
+      return value;
+    };
+    expect(metadataProblem(nested(63))).toBeNull();
+    expect(metadataProblem({ list: [[[]]] })).toBeNull();
+    expect(metadataProblem(nested(64))).toBe('must not nest deeper than 63 levels');
+    expect(metadataProblem({ a: nested(63) })).toBe('must not nest deeper than 63 levels');
+  });
+
   it('refuses arrays, null and scalars', () => {
     for (const value of [[], null, 'text', 1, true]) {
       expect(metadataProblem(value)).toBe('must be a JSON object');

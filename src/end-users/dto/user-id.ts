@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ValidateBy, ValidationOptions } from 'class-validator';
 import { CONTROL_CHARACTER } from '../../common/validation/no-control-characters';
+import { jsonDepth, MAX_JSON_DEPTH } from '../../common/validation/untrusted-json';
 
 export const USER_ID_MAX_CHARACTERS = 256;
 export const METADATA_MAX_BYTES = 16 * 1024;
@@ -51,12 +52,24 @@ export const IsUserId = userIdRule('isUserId', userIdProblem);
 /** A user_id that may create its end user (POST /v1/end-users, /v1/respond): newUserIdProblem. */
 export const IsNewUserId = userIdRule('isNewUserId', newUserIdProblem);
 
-/** Why `value` is not valid metadata, or null: a JSON object of at most 16 KiB serialized. */
+/**
+ * The deepest metadata the API takes: the request body that carries it is one level more, and a
+ * body nests MAX_JSON_DEPTH levels at most.
+ */
+const METADATA_MAX_DEPTH = MAX_JSON_DEPTH - 1;
+
+/**
+ * Why `value` is not valid metadata, or null: a JSON object of at most 16 KiB serialized, nesting
+ * at most METADATA_MAX_DEPTH levels (an import's, whose document may nest deeper, took 70 that a
+ * PATCH of the same metadata then refused: found by review).
+ */
 export function metadataProblem(value: unknown): string | null {
   if (value === null || typeof value !== 'object' || Array.isArray(value))
     return 'must be a JSON object';
   if (Buffer.byteLength(JSON.stringify(value)) > METADATA_MAX_BYTES)
     return `must be at most ${METADATA_MAX_BYTES} bytes when serialized as JSON`;
+  if (jsonDepth(value) > METADATA_MAX_DEPTH)
+    return `must not nest deeper than ${METADATA_MAX_DEPTH} levels`;
   return null;
 }
 
