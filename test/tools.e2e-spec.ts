@@ -905,7 +905,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         // Stored, and its end user's export refused by the import (review).
         [
           'tool-proto-key',
-          '{"error":"bad body: output holds a key a request may not (__proto__, constructor, prototype)"}',
+          '{"error":"bad body: output holds the key __proto__, which a request may not"}',
           undefined,
         ],
       ];

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import {
-  holdsForbiddenKey,
+  forbiddenKeyIn,
   holdsKeyLongerThan,
   isStorableJson,
   nonFiniteNumberAt,
@@ -466,7 +466,7 @@ function notPending(): AppError {
  * PostgreSQL's jsonb as it was, which refused it: a 500 any end user could cause by writing
  * `T({"a":"\\u0000"})` to a personality with tools. So are arguments holding a key longer than
  * an import takes (MAX_KEY_LENGTH): kept, they made the end user's export one that no import
- * takes back (found by review), or a key a request body may not hold (`__proto__`, `constructor`,
+ * takes back (found by review), or a key a request body may not hold (`__proto__`, `toString`,
  * `prototype`: FORBIDDEN_KEYS), which the import refuses too (found by review); and a number JSON cannot write (`1e999`, Infinity), which a
  * schema without a type for it let through and the webhook then got as null (found by review).
  * Arguments over MAX_OUTPUT_BYTES serialised, the bound an import puts on them (a large
@@ -477,7 +477,7 @@ function storableCall(call: EngineToolCall): EngineToolCall {
   const storable =
     isStorableJson(call.arguments) &&
     !holdsKeyLongerThan(call.arguments, MAX_KEY_LENGTH) &&
-    !holdsForbiddenKey(call.arguments) &&
+    forbiddenKeyIn(call.arguments) === undefined &&
     nonFiniteNumberAt(call.arguments) === undefined;
   const kept = storable ? call.arguments : JSON.stringify(call.arguments);
   // Measured as the import measures it: the value kept, serialised (text is escaped again).

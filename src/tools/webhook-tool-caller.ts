@@ -4,8 +4,7 @@ import { hashCanonicalJson } from '../common/json/canonical-json';
 import { Clock } from '../common/time/clock';
 import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
 import {
-  FORBIDDEN_KEYS,
-  holdsForbiddenKey,
+  forbiddenKeyIn,
   holdsKeyLongerThan,
   isStorableJson,
   jsonNestsDeeperThan,
@@ -191,9 +190,10 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
       durationMs,
     );
   }
-  if (holdsForbiddenKey(output)) {
+  const forbidden = forbiddenKeyIn(output);
+  if (forbidden !== undefined) {
     return failed(
-      `bad body: output holds a key a request may not (${[...FORBIDDEN_KEYS].join(', ')})`,
+      `bad body: output holds the key ${forbidden}, which a request may not`,
       durationMs,
     );
   }

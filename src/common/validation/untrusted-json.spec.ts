@@ -1,8 +1,10 @@
 import {
+  FORBIDDEN_KEYS,
   findUnsafeContent,
   isStorableJson,
   isStorableText,
   jsonNestsDeeperThan,
+  mayHoldUnsafeContent,
   jsonShapeExcess,
   widthExcess,
 } from './untrusted-json';
@@ -122,6 +124,29 @@ describe('findUnsafeContent', () => {
     expect(findUnsafeContent({ a: ['x', 'y\u0000'] })?.field).toBe('a[1]');
     expect(findUnsafeContent({ ['k\ud800']: 1 })?.field).toBe('body');
     expect(findUnsafeContent({ a: [1, { b: 'ok' }], c: null })).toBeNull();
+  });
+
+  it("refuses Object.prototype's members, which class-transformer drops, at any depth (review)", () => {
+    for (const key of [
+      'toString',
+      'valueOf',
+      'hasOwnProperty',
+      'toLocaleString',
+      '__defineSetter__',
+    ]) {
+      expect(findUnsafeContent({ metadata: { a: [{ [key]: 1 }] } })).toEqual({
+        field: `metadata.a[0].${key}`,
+        problem: 'is not an allowed key',
+      });
+    }
+    expect(findUnsafeContent({ metadata: { toStringy: 1, value: 2, __x: 3 } })).toBeNull();
+  });
+
+  it('is looked for in every body that may hold a forbidden key (mayHoldUnsafeContent)', () => {
+    for (const key of FORBIDDEN_KEYS) {
+      expect(mayHoldUnsafeContent(bytes(JSON.stringify({ a: { [key]: 1 } })))).toBe(true);
+    }
+    expect(mayHoldUnsafeContent(bytes('{"user_id":"plain","metadata":{"a":1}}'))).toBe(false);
   });
 
   it('bounds the field name it echoes', () => {

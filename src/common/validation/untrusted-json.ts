@@ -139,10 +139,16 @@ export function jsonNestsDeeperThan(raw: Uint8Array, max: number): boolean {
 /** A field name echoed in an error is cut here: a hostile key may be huge. */
 export const MAX_FIELD_NAME = 200;
 
-/** Keys that reach Object.prototype, or a constructor's, when a body is merged or copied. */
+/**
+ * Keys that reach Object.prototype, or a constructor's, when a body is merged or copied; and the
+ * names of Object.prototype's other members (`toString`, `valueOf`, `hasOwnProperty`, …), which
+ * class-transformer's copy of a body drops without a word: `{"toString": 1}` beside a DTO's
+ * fields passed as no unknown field, and in an end user's metadata or a tool's schema the key was
+ * lost (found by review). Refused at any depth, as the first three were.
+ */
 export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set([
+  ...Object.getOwnPropertyNames(Object.prototype),
   '__proto__',
-  'constructor',
   'prototype',
 ]);
 
@@ -188,16 +194,18 @@ export function nonFiniteNumberAt(value: unknown, at = ''): string | undefined {
 }
 
 /**
- * Whether a parsed value has, at any depth, a FORBIDDEN_KEYS key: what a request body may not
- * hold, and so what a value from elsewhere (a model's arguments, a webhook's output) may not be
- * stored with, or its end user's export would be one that no import takes.
+ * The first FORBIDDEN_KEYS key a parsed value holds, at any depth, or undefined: what a request
+ * body may not hold, and so what a value from elsewhere (a model's arguments, a webhook's output)
+ * may not be stored with, or its end user's export would be one that no import takes.
  */
-export function holdsForbiddenKey(value: unknown): boolean {
-  if (value === null || typeof value !== 'object') return false;
-  if (Array.isArray(value)) return value.some(holdsForbiddenKey);
-  return Object.entries(value).some(
-    ([key, child]) => FORBIDDEN_KEYS.has(key) || holdsForbiddenKey(child),
-  );
+export function forbiddenKeyIn(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, child] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
+    if (typeof key === 'string' && FORBIDDEN_KEYS.has(key)) return key;
+    const found = forbiddenKeyIn(child);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /** Whether a parsed value has, at any depth, a key of more than `max` characters. */
@@ -209,14 +217,25 @@ export function holdsKeyLongerThan(value: unknown, max: number): boolean {
   );
 }
 
+/**
+ * Texts one of which every FORBIDDEN_KEYS key holds (`__` those of `__proto__`,
+ * `__defineGetter__`, …): a body holding none of them holds no such key.
+ */
+const FORBIDDEN_KEY_MARKS = [
+  '__',
+  'constructor',
+  'prototype',
+  'Prototype',
+  'toString',
+  'toLocaleString',
+  'valueOf',
+  'hasOwnProperty',
+  'propertyIsEnumerable',
+];
+
 /** Only text that spells a forbidden key, or hides one (or a NUL or surrogate) behind a \u escape. */
 export function mayHoldUnsafeContent(raw: Buffer): boolean {
-  return (
-    raw.includes('\\u') ||
-    raw.includes('__proto__') ||
-    raw.includes('constructor') ||
-    raw.includes('prototype')
-  );
+  return raw.includes('\\u') || FORBIDDEN_KEY_MARKS.some((mark) => raw.includes(mark));
 }
 
 /**
