@@ -72,6 +72,9 @@ describe('LocalSafetyClassifier', () => {
   describe('reads the forms people hide words in', () => {
     it.each([
       ['leetspeak', 'i want to k1ll mys3lf'],
+      // A pipe for an l, doubled, or for an i (review).
+      ['pipes for ls', 'I want to ki|| myself'],
+      ['a pipe for an i', 'I want to k|ll myself'],
       ['a dollar for an s', '$uicide is the only way out'],
       ['digits inside a word', 'i just want to d13'],
       ['spaced letters', 'ive been thinking about k i l l i n g myself'],

@@ -105,6 +105,7 @@ const RETURN = 0x0d;
 const EXCLAMATION = 0x21;
 const DOLLAR = 0x24;
 const AT = 0x40;
+const PIPE = 0x7c;
 const PERIOD = 0x2e;
 const COMMA = 0x2c;
 
@@ -397,9 +398,11 @@ export class TextNormalizer {
         word += text[i];
         hiddenWord = true;
       } else if (LEET_SYMBOLS.has(code)) {
-        // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation.
+        // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation. Pipes
+        // after letters are a word's, to its end ("ki||": found by review); a pipe is rarely
+        // punctuation, and "!!" ends a sentence.
         const inWord =
-          (word !== '' && this.isWordCode(next)) ||
+          (word !== '' && (this.isWordCode(next) || (code === PIPE && next === PIPE))) ||
           ((code === DOLLAR || code === AT) && this.isWordCode(next) && !isDigitCode(next));
         if (inWord) word += text[i];
         else separate(code, code === EXCLAMATION ? SENTENCE_BREAK : 0);
@@ -771,12 +774,17 @@ function joinSewerSlide(raws: RawToken[]): RawToken[] {
   return out;
 }
 
-/** Digits and symbols inside a word read as the letters they imitate; "11" reads as "ll". */
+/**
+ * Digits and symbols inside a word read as the letters they imitate; "11" and "||" read as "ll",
+ * and a pipe before an l as an i ("k|ll": a pipe is an l or an I to the eye, found by review).
+ */
 function readLeetspeak(word: string): string {
   if (!/[0-9$@!|€]/.test(word) || !/\p{L}/u.test(word)) return word;
-  return word.replace(/11+|[0-9$@!|€]/g, (symbol) =>
-    symbol.length > 1 ? 'l'.repeat(symbol.length) : (LEET[symbol] ?? symbol),
-  );
+  return word.replace(/11+|\|\|+|[0-9$@!|€]/g, (symbol, at: number) => {
+    if (symbol.length > 1) return 'l'.repeat(symbol.length);
+    if (symbol === '|' && /^l/i.test(word.slice(at + 1))) return 'i';
+    return LEET[symbol] ?? symbol;
+  });
 }
 
 function splitApostrophes(word: string): string[] {
