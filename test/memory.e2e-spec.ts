@@ -452,7 +452,17 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       const other = uniqueUserId('facts-other');
       await talk(userId, ['hi']);
       await talk(other, ['hi']);
-      for (const content of ['', '   ', 'x'.repeat(501), 'tab\tin', 42, null]) {
+      // Zero-width spaces or a Hangul filler alone show nothing (review).
+      for (const content of [
+        '',
+        '   ',
+        '\u200b\u200b',
+        '\u3164',
+        'x'.repeat(501),
+        'tab\tin',
+        42,
+        null,
+      ]) {
         expectError(await addFact(userId, content as string), 400, 'validation_failed');
       }
       expect((await addFact(userId, 'x'.repeat(500))).status).toBe(201);

@@ -4,6 +4,7 @@ import { validateSync } from 'class-validator';
 import { AppError, type FieldProblem } from '../common/errors/app-error';
 import { MAX_LISTED_PROBLEMS, pointerToken } from '../common/validation/json-schema-problems';
 import { CONTROL_CHARACTER } from '../common/validation/no-control-characters';
+import { hasVisibleText } from '../common/validation/visible-text';
 import {
   jsonDepth,
   MAX_JSON_DEPTH,
@@ -331,7 +332,9 @@ export class ImportChecker {
     // The API's 500 whatever the source: a learned fact (200 when learned) may have been corrected
     // at length with PATCH since, and an import takes back what an export gave.
     if (content.length === 0) this.problems.add(`${at}/content`, 'must not be empty');
-    else if (longerThan(content, FACT_MAX_CHARACTERS)) {
+    else if (!hasVisibleText(content)) {
+      this.problems.add(`${at}/content`, 'must hold a visible character, not only invisible ones');
+    } else if (longerThan(content, FACT_MAX_CHARACTERS)) {
       this.problems.add(`${at}/content`, `must be at most ${FACT_MAX_CHARACTERS} characters`);
     } else if (CONTROL_CHARACTER.test(content)) {
       this.problems.add(`${at}/content`, 'must not contain control characters');

@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { IsString, IsUUID, Matches, MaxLength } from 'class-validator';
+import { IsString, IsUUID, MaxLength, MinLength } from 'class-validator';
 import { FACT_SOURCES, type FactSource } from '../entities/fact.entity';
 import { IdListQueryDto } from '../../common/pagination/pagination';
 import {
@@ -7,6 +7,7 @@ import {
   NoControlCharacters,
 } from '../../common/validation/no-control-characters';
 import { isStorableText } from '../../common/validation/untrusted-json';
+import { HasVisibleText, hasVisibleText } from '../../common/validation/visible-text';
 import type { FactRow } from '../facts.repository';
 import { UserIdParamDto } from '../../end-users/dto/user-id';
 
@@ -14,7 +15,10 @@ export const FACT_MAX_CHARACTERS = 500;
 /** A fact an engine learns is shorter than one the business writes (contract §29). */
 export const LEARNED_FACT_MAX_CHARACTERS = 200;
 
-/** A fact's content: 1..500 characters, not only white space, no control characters. */
+/**
+ * A fact's content: 1..500 characters, not only white space or invisible characters (a fact of
+ * zero-width spaces was a blank line in every prompt: found by review), no control characters.
+ */
 export class FactContentDto {
   @ApiProperty({
     minLength: 1,
@@ -23,7 +27,8 @@ export class FactContentDto {
   })
   @IsString()
   @MaxLength(FACT_MAX_CHARACTERS)
-  @Matches(/\S/, { message: 'content must not be empty' })
+  @MinLength(1, { message: 'content must not be empty' })
+  @HasVisibleText()
   @NoControlCharacters()
   content: string;
 }
@@ -90,11 +95,13 @@ export function normalizeFact(content: string): string {
  * A fact an engine learned, as it is stored (contract §29): one line, its white space (line
  * breaks, U+2028/U+2029 among it) collapsed to single spaces, of 1..LEARNED_FACT_MAX_CHARACTERS
  * characters. Undefined, so that the fact is dropped whole rather than cut mid-sentence, when it
- * is longer, empty, or holds a control character, a NUL or an unpaired surrogate.
+ * is longer, shows nothing (empty, or invisible characters alone), or holds a control character, a NUL or an unpaired surrogate.
  */
 export function learnedFact(statement: string): string | undefined {
   const fact = normalizeFact(statement);
-  if (fact === '' || CONTROL_CHARACTER.test(fact) || !isStorableText(fact)) return undefined;
+  if (!hasVisibleText(fact) || CONTROL_CHARACTER.test(fact) || !isStorableText(fact)) {
+    return undefined;
+  }
   let characters = 0;
   for (const _ of fact) if (++characters > LEARNED_FACT_MAX_CHARACTERS) return undefined;
   return fact;

@@ -62,6 +62,11 @@ describe('extractFacts (the local engine)', () => {
     expect(extractFacts('My name is Bob\u0007Smith')).toEqual([]);
   });
 
+  it('learns no fact whose value shows nothing: invisible characters alone (review)', () => {
+    expect(extractFacts('My name is \u200b\u200b.')).toEqual([]);
+    expect(extractFacts('I live in \u3164.')).toEqual([]);
+  });
+
   it('reads spaces and tabs between the words as one gap', () => {
     expect(extractFacts('my favourite \t colour   is  \t blue')).toEqual([
       'Their favourite colour is blue.',

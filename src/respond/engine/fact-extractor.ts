@@ -1,4 +1,5 @@
 import { learnedFact } from '../../memory/dto/fact.dto';
+import { hasVisibleText } from '../../common/validation/visible-text';
 import { MAX_LEARNED_FACTS } from './response-engine';
 
 /** Every character a reader may break a line at: a value ends there (a fact is one line). */
@@ -74,7 +75,8 @@ export function extractFacts(message: string): string[] {
       const match = pattern.exec(sentence);
       if (!match) continue;
       const values = match.slice(1).map((value) => value.trim());
-      if (values.some((value) => value === '' || NOT_A_VALUE.test(value))) continue;
+      // A value of invisible characters alone ("my name is \u200b") states nothing.
+      if (values.some((value) => !hasVisibleText(value) || NOT_A_VALUE.test(value))) continue;
       const statement = learnedFact(fact(...values));
       if (statement === undefined) continue;
       if (!facts.includes(statement)) facts.push(statement);
