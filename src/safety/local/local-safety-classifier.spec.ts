@@ -75,6 +75,9 @@ describe('LocalSafetyClassifier', () => {
       // A pipe for an l, doubled, or for an i (review).
       ['pipes for ls', 'I want to ki|| myself'],
       ['a pipe for an i', 'I want to k|ll myself'],
+      // Bars around or after words are punctuation, as Discord's spoilers are (review).
+      ['spoiler bars', '||I want to die||'],
+      ['bars after a word', 'suicide|| is the only way out'],
       ['a dollar for an s', '$uicide is the only way out'],
       ['digits inside a word', 'i just want to d13'],
       ['spaced letters', 'ive been thinking about k i l l i n g myself'],

@@ -26,6 +26,8 @@ describe('TextNormalizer', () => {
     expect(words('ki|| k|ll kil| se|f')).toEqual(['kil', 'kil', 'kil', 'self']);
     // "!!" still ends a sentence; a pipe alone is punctuation.
     expect(words('help!! a | b')).toEqual(['help', 'a', 'b']);
+    // Bars after a word that is one already are punctuation: "die||", ||spoilers||.
+    expect(words('die|| ||spoiler|| suicide||')).toEqual(['die', 'spoiler', 'suicide']);
     expect(normalizer.normalize('14yo 3.5 $5').tokens).toEqual([
       expect.objectContaining({ text: '14', isNumber: true }),
       expect.objectContaining({ text: 'yo', isNumber: false }),

@@ -397,12 +397,26 @@ export class TextNormalizer {
         // A star or a dot between letters: the word is read whole when it ends (`flush`).
         word += text[i];
         hiddenWord = true;
+      } else if (code === PIPE && word !== '') {
+        // Pipes after letters are leetspeak when the word goes on after them ("k|ll", "ki||ng"),
+        // or when, read as ls, they make a word of the lexicon of letters that were none ("ki||":
+        // found by review); otherwise punctuation ("die||", "suicide||", Discord's ||spoilers||:
+        // found by review of that).
+        let end = i + 1;
+        while (text.charCodeAt(end) === PIPE) end++;
+        const run = text.slice(i, end);
+        const spells = (letters: string) =>
+          this.hidden.spells(collapseRepeats(readLeetspeak(letters)));
+        if (this.isWordCode(text.codePointAt(end)) || (!spells(word) && spells(word + run))) {
+          word += run;
+          i = end - width;
+        } else {
+          separate(code, 0);
+        }
       } else if (LEET_SYMBOLS.has(code)) {
-        // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation. Pipes
-        // after letters are a word's, to its end ("ki||": found by review); a pipe is rarely
-        // punctuation, and "!!" ends a sentence.
+        // Symbols inside a word are leetspeak ("k!ll", "$uicide"); elsewhere punctuation.
         const inWord =
-          (word !== '' && (this.isWordCode(next) || (code === PIPE && next === PIPE))) ||
+          (word !== '' && this.isWordCode(next)) ||
           ((code === DOLLAR || code === AT) && this.isWordCode(next) && !isDigitCode(next));
         if (inWord) word += text[i];
         else separate(code, code === EXCLAMATION ? SENTENCE_BREAK : 0);
