@@ -371,6 +371,55 @@ describe('A model path that does not fail the user (contract §21)', () => {
     const whole = await c.respond({ user_id: userId, message: 'talk again' });
     expect(whole.status).toBe(200);
     expect(whole.body.model).toBe('fallback-model');
+
+    // It ignored max_completion_tokens: it is asked with max_tokens since, which such servers
+    // (Ollama, LM Studio) read (review: budgets were overshot by its answers).
+    const capped = await c.respond({ user_id: userId, message: 'and now?' });
+    expect(capped.body.model).toBe('primary-model');
+    expect(primary.lastRequest().body).toMatchObject({ max_tokens: 321 });
+    expect(primary.lastRequest().body).not.toHaveProperty('max_completion_tokens');
+    // The fallback, which kept within it, is asked as before.
+    expect(fallback.lastRequest().body).toMatchObject({ max_completion_tokens: 321 });
+  });
+});
+
+describe('A provider that reports answers past max_completion_tokens', () => {
+  let primary: FakeOpenAI;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    primary = await FakeOpenAI.start();
+    t = await createTestApp({
+      env: {
+        RESPONSE_ENGINE: 'openai',
+        OPENAI_BASE_URL: primary.url,
+        OPENAI_MODEL: 'local-model',
+        ENGINE_MAX_TOKENS: '100',
+      },
+    });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await primary?.close();
+  });
+
+  it('is asked with max_tokens once a count is clearly past the cap; a count near it changes nothing', async () => {
+    const c = await conversationOn(t);
+    const asked = () => primary.lastRequest().body;
+    // 125 of 100: a count a little off is no sign (a reasoning model needs the field).
+    primary.respondWith({ content: 'near', usage: { prompt_tokens: 10, completion_tokens: 125 } });
+    expect((await c.respond({ message: 'one' })).status).toBe(200);
+    primary.respondWith({ content: 'still' });
+    expect((await c.respond({ message: 'two' })).status).toBe(200);
+    expect(asked()).toMatchObject({ max_completion_tokens: 100 });
+    // 500 of 100, within the read bound: counted, and the cap is asked for as max_tokens next.
+    primary.respondWith({ content: 'long', usage: { prompt_tokens: 10, completion_tokens: 500 } });
+    expect((await c.respond({ message: 'three' })).status).toBe(200);
+    expect((await c.tokens()).completion_tokens).toBeGreaterThanOrEqual(625);
+    primary.respondWith({ content: 'short' });
+    expect((await c.respond({ message: 'four' })).status).toBe(200);
+    expect(asked()).toMatchObject({ max_tokens: 100 });
+    expect(asked()).not.toHaveProperty('max_completion_tokens');
   });
 });
 

@@ -43,6 +43,9 @@ import { systemMessage, toolOutputMessage } from './system-message';
 export const MAX_TOKENS_PER_CALL = 10_000_000;
 const usageLogger = new Logger('OpenAiResponseEngine');
 
+/** An answer reported past ENGINE_MAX_TOKENS by this much was written by a provider ignoring it. */
+const IGNORED_CAP_FACTOR = 1.25;
+
 /**
  * The tokens of a text (or of this many UTF-8 bytes) when no provider counted them: about 4
  * bytes a token in English (docs/spend-control.md).
@@ -326,6 +329,14 @@ export class OpenAiResponseEngine implements ResponseEngine {
    * max_completion_tokens is cut off there instead of being read (and held) without end.
    */
   private readonly maxAnswerCharacters: number;
+  /**
+   * The routes (Route.key) whose provider wrote past max_completion_tokens: it ignores the field
+   * (Ollama's and LM Studio's endpoints read only max_tokens), so this instance asks them with
+   * max_tokens from then on, and the cap holds, and with it a spend budget's reservation (found
+   * by review: 30 replies at once overshot a budget by 57 %). Bounded by the routes that exist:
+   * the configured ones and the models personalities may name.
+   */
+  private readonly askedWithMaxTokens = new Set<string>();
 
   constructor(
     engine: EngineConfig,
@@ -379,12 +390,15 @@ export class OpenAiResponseEngine implements ResponseEngine {
         async (route, signal) => {
           askedModel = route.model;
           // max_completion_tokens, not the deprecated max_tokens that OpenAI's reasoning models
-          // refuse (docs/engines.md: which servers honour it).
+          // refuse (docs/engines.md: which servers honour it), but to a route that ignored it.
           const params: Params = {
             model: route.model,
             messages,
             response_format: format,
-            max_completion_tokens: this.maxTokens,
+            ...(this.askedWithMaxTokens.has(route.key)
+              ? // eslint-disable-next-line @typescript-eslint/no-deprecated -- the servers that ignore its successor read only it
+                { max_tokens: this.maxTokens }
+              : { max_completion_tokens: this.maxTokens }),
             ...(tools ? { tools } : {}),
           };
           lastAttemptCounted = false;
@@ -396,6 +410,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
             const answer = onDelta
               ? await this.streamed(route.client, params, signal, onDelta)
               : await this.whole(route.client, params, signal);
+            // Clearly past it: a count a little off the cap is no sign, and a route asked with
+            // max_tokens that needs max_completion_tokens (OpenAI's reasoning models) fails.
+            if (answer.usage.completionTokens > this.maxTokens * IGNORED_CAP_FACTOR) {
+              this.askedWithMaxTokens.add(route.key);
+            }
             // Calls of tools not offered (a server that makes them anyway) are no answer: the
             // text alone is, and an empty one is no reply.
             const offered = tools ? answer : { ...answer, toolCalls: undefined };
@@ -403,6 +422,9 @@ export class OpenAiResponseEngine implements ResponseEngine {
           } catch (error) {
             // An answer that came and cannot be used was billed all the same: counted, whether
             // the next route answers or not, or a message the model refuses would cost nothing.
+            if (error instanceof UnusableAnswer && error.pastTheCap) {
+              this.askedWithMaxTokens.add(route.key);
+            }
             if (error instanceof UnusableAnswer && error.spent) {
               request.onUncountedSpend?.(error.spent, route.model);
               lastAttemptCounted = true;
@@ -616,6 +638,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
       throw new UnusableAnswer(
         'The model provider answered past ENGINE_MAX_TOKENS (max_completion_tokens ignored)',
         spent(),
+        true,
       );
     }
   }

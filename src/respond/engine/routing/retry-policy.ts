@@ -14,10 +14,14 @@ const BACKOFF_CAP_MS = 2_000;
  * breaker counts it (§29).
  */
 export class UnusableAnswer extends Error {
-  /** `spent`: what the call cost (reported, or estimated), when the provider answered a completion. */
+  /**
+   * `spent`: what the call cost (reported, or estimated), when the provider answered a
+   * completion; `pastTheCap`: it wrote on past ENGINE_MAX_TOKENS (cut off at the read bound).
+   */
   constructor(
     message: string,
     readonly spent?: TokenUsage,
+    readonly pastTheCap = false,
   ) {
     super(message);
     this.name = 'UnusableAnswer';
