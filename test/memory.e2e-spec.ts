@@ -280,6 +280,52 @@ describe('Memory: search, recall and facts (contract §20)', () => {
       expect(exported.text).not.toContain('4711');
     });
 
+    it('leaves the replies of other conversations, and those that may quote a message kept (review)', async () => {
+      const userId = uniqueUserId('quoted-kept');
+      const other = await clonePersonality(t, tenant.auth);
+      const secret = 'My locker code is 90210, keep it';
+      const memories = async () =>
+        (
+          await http()
+            .get(`/v1/end-users/${userId}/memories?limit=100`)
+            .set('Authorization', tenant.auth)
+        ).body.data as Array<{ id: string; role: string; content: string; personality_id: string }>;
+      // The same words to another personality, and twice to this one; a short message.
+      for (const personality of [other, personalityId]) {
+        await respond(userId, secret, personality);
+        expect(
+          (await respond(userId, 'what is my locker code?', personality)).body.reply.text,
+        ).toContain(`"${secret}"`);
+      }
+      await respond(userId, secret);
+      await respond(userId, 'ok');
+      expect((await respond(userId, 'and then?')).body.reply.text).toContain('"ok"');
+      const forget = async (id: string) =>
+        expect(
+          (
+            await http()
+              .delete(`/v1/end-users/${userId}/memories/${id}`)
+              .set('Authorization', tenant.auth)
+          ).status,
+        ).toBe(204);
+      const before = await memories();
+      const mine = before.filter((m) => m.personality_id === personalityId && m.role === 'user');
+      // The first of the two: the second says the same, so the replies stay.
+      await forget(mine.filter((m) => m.content === secret).at(-1)!.id);
+      await forget(mine.find((m) => m.content === 'ok')!.id);
+      const after = await memories();
+      expect(before.length - after.length).toBe(2);
+      // The other personality's reply quoting it stays.
+      expect(
+        after.some(
+          (m) =>
+            m.personality_id === other &&
+            m.role === 'personality' &&
+            m.content.includes(`"${secret}"`),
+        ),
+      ).toBe(true);
+    });
+
     it('forgetting a memory forgets the stored Idempotency-Key answers about its end user (§25)', async () => {
       const userId = uniqueUserId('forgotten');
       const keyed = () =>

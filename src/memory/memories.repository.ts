@@ -49,6 +49,9 @@ const SCORED_MEMORY = LISTED_MEMORY.and(
 
 export type ScoredMemoryRow = RowOf<typeof SCORED_MEMORY>;
 
+/** The most replies quoting a forgotten message that its deletion takes with it. */
+const QUOTING_MAX = 100;
+
 /** What forgetting a memory reads of it first: whether replies quote it, and how. */
 const FORGOTTEN = Columns.rowOf<Memory>('m')('role', 'content');
 
@@ -183,16 +186,25 @@ export class MemoriesRepository {
             -- The end user's row first, before any row this deletes: an erasure claims it
             -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
             -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-            SELECT m.id, m.end_user_id, m.personality_id
+            SELECT m.id, m.end_user_id, m.personality_id, m.content
               FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
                FOR KEY SHARE OF e),
-          -- Along memories_conversation_idx: the conversation's memories after it.
+          -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
+          -- most (each deletion's postings cost a probe a word). None when another message of the
+          -- conversation says the same: those replies may be quoting that one, which stays.
           quoting AS (
-            DELETE FROM memories r USING doomed d
-             WHERE r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
-               AND r.id > d.id AND r.role = 'personality'
-               AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q WHERE strpos(r.content, q) > 0)
+            DELETE FROM memories WHERE id IN (
+              SELECT r.id FROM memories r, doomed d
+               WHERE cardinality(${quotations}::text[]) > 0
+                 AND r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
+                 AND r.id > d.id AND r.role = 'personality'
+                 AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q WHERE strpos(r.content, q) > 0)
+                 AND NOT EXISTS (SELECT FROM memories o
+                                  WHERE o.end_user_id = d.end_user_id
+                                    AND o.personality_id = d.personality_id
+                                    AND o.role = 'user' AND o.id <> d.id AND o.content = d.content)
+               ORDER BY r.id LIMIT ${QUOTING_MAX})
             RETURNING 1),
           learned AS (
             DELETE FROM end_user_facts

@@ -13,4 +13,11 @@ describe('how a reply quotes a memory', () => {
     const long = 'word '.repeat(30);
     expect(quotationsOf(long)).toEqual([`"${quoteOf(long)}"`, `"${long.trim()}"`]);
   });
+
+  it('looks for none of a message too short to tell a quote of it from a coincidence', () => {
+    expect(quotationsOf('ok')).toEqual([]);
+    expect(quotationsOf('   London   ')).toEqual([]);
+    expect(quotationsOf('!!!!!!!!!!!!!!!!')).toEqual([]);
+    expect(quotationsOf('I live in Oslo')).toEqual(['"I live in Oslo"']);
+  });
 });

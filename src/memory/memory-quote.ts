@@ -11,12 +11,21 @@ export function quoteOf(content: string): string {
 }
 
 /**
+ * The shortest message whose quotation is looked for: a shorter one (`"ok"`, `"London"`) is as
+ * likely to be in a reply for another reason (a tool's JSON, an instruction) as quoted from it.
+ */
+const QUOTATION_MIN_CHARACTERS = 12;
+
+/**
  * What a stored reply that repeats the message `content` holds: its quote (quoteOf) or the whole
- * message, white space folded, between double quotes. Forgetting the message forgets those
+ * message, white space folded, between double quotes; none for a message shorter than
+ * QUOTATION_MIN_CHARACTERS or without a letter or digit. Forgetting the message forgets those
  * replies too (MemoriesRepository.deleteForEndUser).
  */
 export function quotationsOf(content: string): string[] {
-  const whole = `"${content.replace(/\s+/g, ' ').trim()}"`;
+  const folded = content.replace(/\s+/g, ' ').trim();
+  if ([...folded].length < QUOTATION_MIN_CHARACTERS || !/[\p{L}\p{N}]/u.test(folded)) return [];
+  const whole = `"${folded}"`;
   const quoted = `"${quoteOf(content)}"`;
   return quoted === whole ? [whole] : [quoted, whole];
 }

@@ -90,16 +90,25 @@ WITH doomed AS (
         -- The end user's row first, before any row this deletes: an erasure claims it
         -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
         -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-        SELECT m.id, m.end_user_id, m.personality_id
+        SELECT m.id, m.end_user_id, m.personality_id, m.content
           FROM memories m JOIN end_users e ON e.id = m.end_user_id
          WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3
            FOR KEY SHARE OF e),
-      -- Along memories_conversation_idx: the conversation's memories after it.
+      -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
+      -- most (each deletion's postings cost a probe a word). None when another message of the
+      -- conversation says the same: those replies may be quoting that one, which stays.
       quoting AS (
-        DELETE FROM memories r USING doomed d
-         WHERE r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
-           AND r.id > d.id AND r.role = 'personality'
-           AND EXISTS (SELECT FROM unnest($4::text[]) q WHERE strpos(r.content, q) > 0)
+        DELETE FROM memories WHERE id IN (
+          SELECT r.id FROM memories r, doomed d
+           WHERE cardinality($4::text[]) > 0
+             AND r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
+             AND r.id > d.id AND r.role = 'personality'
+             AND EXISTS (SELECT FROM unnest($5::text[]) q WHERE strpos(r.content, q) > 0)
+             AND NOT EXISTS (SELECT FROM memories o
+                              WHERE o.end_user_id = d.end_user_id
+                                AND o.personality_id = d.personality_id
+                                AND o.role = 'user' AND o.id <> d.id AND o.content = d.content)
+           ORDER BY r.id LIMIT $6)
         RETURNING 1),
       learned AS (
         DELETE FROM end_user_facts
@@ -109,16 +118,16 @@ WITH doomed AS (
       -- A stored answer (a keyed respond) may hold the memory: it goes with it.
       forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
-   WHERE k.scope_type = 'organization' AND k.scope_id = $5::uuid AND k.subject = ANY ($6::bytea[])
+   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.subject = ANY ($8::bytea[])
      AND EXISTS (SELECT 1 FROM doomed)
    ORDER BY k.key COLLATE "C"
    FOR UPDATE),
 forgotten_answers_deleted AS (
   DELETE FROM idempotency_keys k USING forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.key = f.key AND NOT f.running),
+   WHERE k.scope_type = 'organization' AND k.scope_id = $9::uuid AND k.key = f.key AND NOT f.running),
 forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $8::uuid AND k.key = f.key AND f.running)
+   WHERE k.scope_type = 'organization' AND k.scope_id = $10::uuid AND k.key = f.key AND f.running)
       -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
       -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
       -- that order, and another order could deadlock with them.
