@@ -1375,9 +1375,12 @@ describe('Teams: members, invitations, roles, key rolling, audit log (§18)', ()
         'api_key.created',
         'organization.created',
       ]);
+      // From the sign-up's own request.
       expect(events[2]).toMatchObject({
         actor: { type: 'user', id: owner.userId },
         target: { type: 'organization', id: owner.organizationId },
+        ip: expect.stringMatching(/127\.0\.0\.1/),
+        request_id: expect.stringMatching(/^\w{10,}$/),
       });
       expect(events[0]).toEqual({
         id: expect.any(String),

@@ -311,7 +311,8 @@ export class ImportChecker {
             `must be at most ${MAX_OUTPUT_BYTES} bytes serialised (a tool's ${part})`,
           );
         } else if (jsonDepth(call[part]) > MAX_JSON_DEPTH) {
-          // A webhook's answer nests this deep at most (its body's bound).
+          // A model's arguments nest this deep at most (a webhook's output one less: its body
+          // `{"output": …}` has the bound).
           this.problems.add(
             `${at}/tool_calls/${callIndex}/${part}`,
             `must not nest deeper than ${MAX_JSON_DEPTH} levels (a tool's ${part})`,

@@ -37,7 +37,8 @@ interface Frame {
  * built: its problem is handed on instead, and the rest of it is only read.
  *
  * Objects are plain objects: the input has been checked for prototype keys before (a spooled
- * document's scan refuses `__proto__`, `constructor` and `prototype`).
+ * document's scan refuses FORBIDDEN_KEYS: `__proto__`, `constructor`, `prototype` and the names
+ * of Object.prototype's members).
  */
 export class JsonPieceReader implements JsonEvents {
   private depth = 0;
