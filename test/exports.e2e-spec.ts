@@ -279,7 +279,7 @@ describe('Export (PMF v1) and subject access', () => {
     const userId = uniqueUserId();
     const subjectAccess = statement(
       'exports.service.sql',
-      'SELECT to_jsonb(t)::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t',
+      `SELECT (to_jsonb(t) - 'actor_id' - 'ip' - 'request_id')::text AS "doc", t.created_at::text AS "c1", t.id::text AS "c2"\n FROM audit_events t`,
     );
     const redaction = statement('erasure.worker.sql', 'UPDATE audit_events a SET target_id');
     await largeLog(a.organizationId, { action: 'conversation.flagged', endUser: userId });
