@@ -6,9 +6,13 @@ const QUOTE_MAX = 80;
  * an ellipsis. The local engine's recall sentence puts it between double quotes.
  */
 export function quoteOf(content: string): string {
-  const text = content.replace(/\s+/g, ' ').trim();
-  return text.length <= QUOTE_MAX ? text : `${text.slice(0, QUOTE_MAX - 1).trimEnd()}…`;
+  return shortened(folded(content));
 }
+
+const folded = (content: string) => content.replace(/\s+/g, ' ').trim();
+
+const shortened = (text: string) =>
+  text.length <= QUOTE_MAX ? text : `${text.slice(0, QUOTE_MAX - 1).trimEnd()}…`;
 
 /**
  * The shortest message whose quotation is looked for: a shorter one (`"ok"`, `"London"`) is as
@@ -23,9 +27,9 @@ const QUOTATION_MIN_CHARACTERS = 12;
  * replies too (MemoriesRepository.deleteForEndUser).
  */
 export function quotationsOf(content: string): string[] {
-  const folded = content.replace(/\s+/g, ' ').trim();
-  if ([...folded].length < QUOTATION_MIN_CHARACTERS || !/[\p{L}\p{N}]/u.test(folded)) return [];
-  const whole = `"${folded}"`;
-  const quoted = `"${quoteOf(content)}"`;
+  const text = folded(content);
+  if ([...text].length < QUOTATION_MIN_CHARACTERS || !/[\p{L}\p{N}]/u.test(text)) return [];
+  const whole = `"${text}"`;
+  const quoted = `"${shortened(text)}"`;
   return quoted === whole ? [whole] : [quoted, whole];
 }
