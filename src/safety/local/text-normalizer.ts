@@ -796,7 +796,7 @@ function readLeetspeak(word: string): string {
   if (!/[0-9$@!|€]/.test(word) || !/\p{L}/u.test(word)) return word;
   return word.replace(/11+|\|\|+|[0-9$@!|€]/g, (symbol, at: number) => {
     if (symbol.length > 1) return 'l'.repeat(symbol.length);
-    if (symbol === '|' && /^l/i.test(word.slice(at + 1))) return 'i';
+    if (symbol === '|' && (word[at + 1] === 'l' || word[at + 1] === 'L')) return 'i';
     return LEET[symbol] ?? symbol;
   });
 }
