@@ -57,7 +57,7 @@ export class AllExceptionsFilter implements ExceptionFilter {
     }
 
     const { status, body, headers } = toErrorResponse(exception, requestId);
-    if (status >= 500 && !(exception instanceof AppError)) {
+    if (isUnexpected(exception, status)) {
       // The HTTP logger puts `res.err` on the request's single log line.
       response.err = exception as Error;
     }
@@ -68,6 +68,14 @@ export class AllExceptionsFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(headers ?? {})) response.setHeader(name, value);
     this.adapterHost.httpAdapter.reply(response, body, status);
   }
+}
+
+/**
+ * Whether an error is a failure of the service, whose error and stack the access line carries
+ * (at error level): a refusal the service meant (an AppError, 4xx) is not.
+ */
+export function isUnexpected(exception: unknown, status: number): boolean {
+  return status >= 500 && !(exception instanceof AppError);
 }
 
 /**
