@@ -959,6 +959,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
   let tenant: Tenant;
   let other: Tenant;
   let port: number;
+  let personalityId: string;
   let document: (userId: string) => Buffer;
 
   beforeAll(async () => {
@@ -968,6 +969,7 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
     const id = await clonePersonality(t, tenant.auth);
     const p = (await t.http().get(`/v1/personalities/${id}`).set('Authorization', tenant.auth))
       .body as Json;
+    personalityId = p.id as string;
     await new Promise<void>((resolve) => t.server.listen(0, '127.0.0.1', resolve));
     port = (t.server.address() as AddressInfo).port;
     const at = new Date(Date.now() - 60_000).toISOString();
@@ -1126,6 +1128,38 @@ describe('Import (PMF v1): at most IMPORTS_IN_FLIGHT at once', () => {
     // The other, its body sent at last, is imported.
     expect((await trickling[1 - gaveUp.index].finish()).status).toBe(201);
     await inFlight(0);
+  });
+
+  it('answers the retry of a running import with its Idempotency-Key 409 idempotency_key_in_progress, not 429; once it is done, its answer', async () => {
+    const body = document(uniqueUserId('keyed'));
+    const key = { 'idempotency-key': `import-${randomUUID()}` };
+    // The import has its document and its key, and waits for its personality.
+    const holder = new Client({ connectionString: process.env.DATABASE_URL });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM personalities WHERE id = $1 FOR UPDATE', [personalityId]);
+      const running = slowUpload(body, tenant.auth, key);
+      void running.finish();
+      await sessionsWaitingForLocks(t.app.get(Database), 1);
+      // The organization's account holds its half of the slots (one of two): before, 429.
+      const retry = await slowUpload(body, tenant.auth, key).finish();
+      expect(retry.status).toBe(409);
+      expect(retry.body.error.code).toBe('idempotency_key_in_progress');
+      expect(retry.headers['retry-after']).toBe('1');
+      // Without the key, or with another, it is one more import: refused a slot.
+      const unkeyed = await slowUpload(document(uniqueUserId('unkeyed'))).finish();
+      expect(unkeyed.status).toBe(429);
+      expect(unkeyed.body.error.code).toBe('too_many_streams');
+      await holder.query('ROLLBACK');
+      expect((await running.answer).status).toBe(201);
+    } finally {
+      await holder.end();
+    }
+    await inFlight(0);
+    const replayed = await slowUpload(body, tenant.auth, key).finish();
+    expect(replayed.status).toBe(201);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
   });
 
   it('gives the slot back when an upload is refused or its client leaves', async () => {

@@ -7,12 +7,14 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
-import { defer, finalize, from, type Observable, switchMap } from 'rxjs';
+import { defer, finalize, from, mergeMap, type Observable, switchMap, throwError } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { AppError } from '../common/errors/app-error';
 import type { DocumentRequest } from '../common/http/document-body';
+import { IDEMPOTENCY_KEY_HEADER, parseIdempotencyKey } from '../common/http/idempotency-key';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { memoryConfig } from '../config/memory.config';
+import { IdempotencyService, keyInProgress } from '../idempotency/idempotency.service';
 import { OrganizationsService } from '../organizations/organizations.service';
 
 /**
@@ -128,43 +130,75 @@ export class ImportSlots {
  * Takes an import slot before the body is read, and gives it back once the import is answered:
  * its document received, checked and written, or refused. Runs after the guards, so a request
  * refused by them takes no slot. The upload may be abandoned for a newcomer while its body
- * trickles in (ImportSlots): the body's reading then fails with 408 `request_timeout`.
+ * trickles in (ImportSlots): the body's reading then fails with 408 `request_timeout`. A request
+ * refused a slot whose Idempotency-Key a running import holds is answered 409
+ * `idempotency_key_in_progress` (contract §16), not 429: its retry is not one more import.
  */
 @Injectable()
 export class ImportSlotInterceptor implements NestInterceptor {
   constructor(
     private readonly slots: ImportSlots,
     private readonly organizations: OrganizationsService,
+    private readonly idempotency: IdempotencyService,
   ) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<RequestWithCaller & DocumentRequest>();
     const organizationId = organizationOf(request, 'an import slot');
     return from(this.organizations.accountOf(organizationId)).pipe(
-      switchMap((account) => this.withSlot(account, request, next)),
+      switchMap((account) => this.withSlot(account, organizationId, request, next)),
     );
   }
 
   private withSlot(
     account: string,
+    organizationId: string,
     request: RequestWithCaller & DocumentRequest,
     next: CallHandler,
   ): Observable<unknown> {
     return defer(() => {
-      const abandoned = new AbortController();
-      request.documentAbandoned = abandoned.signal;
-      const release = this.slots.take(account, {
-        received: () => request.socket.bytesRead,
-        complete: () => request.complete,
-        abandon: () =>
-          abandoned.abort(
-            new AppError(
-              'request_timeout',
-              `The body arrived slower than ${SLOW_UPLOAD_BYTES_PER_SECOND / 1_024} KiB/s while another import waited for its slot`,
-            ),
-          ),
-      });
+      let release: () => void;
+      try {
+        release = this.takeSlot(account, request);
+      } catch (refusal) {
+        return from(this.answerFor(refusal, organizationId, request)).pipe(
+          mergeMap((answer) => throwError(() => answer)),
+        );
+      }
       return next.handle().pipe(finalize(release));
+    });
+  }
+
+  /** The refusal of a slot, or 409 when the request's key is held by an import running now. */
+  private async answerFor(
+    refusal: unknown,
+    organizationId: string,
+    request: RequestWithCaller & DocumentRequest,
+  ): Promise<unknown> {
+    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+    if (header === undefined || !(refusal instanceof AppError)) return refusal;
+    const key = parseIdempotencyKey(header);
+    const running = await this.idempotency.isRunning({
+      scopeType: 'organization',
+      scopeId: organizationId,
+      key,
+    });
+    return running ? keyInProgress() : refusal;
+  }
+
+  private takeSlot(account: string, request: RequestWithCaller & DocumentRequest): () => void {
+    const abandoned = new AbortController();
+    request.documentAbandoned = abandoned.signal;
+    return this.slots.take(account, {
+      received: () => request.socket.bytesRead,
+      complete: () => request.complete,
+      abandon: () =>
+        abandoned.abort(
+          new AppError(
+            'request_timeout',
+            `The body arrived slower than ${SLOW_UPLOAD_BYTES_PER_SECOND / 1_024} KiB/s while another import waited for its slot`,
+          ),
+        ),
     });
   }
 }

@@ -171,11 +171,21 @@ export class IdempotencyService implements OnApplicationShutdown {
       if (stored.responseStatus === null) break;
       return { kind: 'replay', status: stored.responseStatus, body: stored.responseBody };
     }
-    throw new AppError(
-      'idempotency_key_in_progress',
-      'A request with this Idempotency-Key is still being processed; retry later',
-      // The first request's answer is stored when it ends: a retry then gets it replayed.
-      { headers: { 'Retry-After': '1' } },
+    throw keyInProgress();
+  }
+
+  /**
+   * Whether a request holding the key runs now (its lease held, no answer yet): what a request
+   * refused before its body is read (an import past its slots) answers instead, 409 as §16 says.
+   */
+  async isRunning(ref: KeyRef): Promise<boolean> {
+    const stored = await this.keys.find(ref, IDEMPOTENCY_RETENTION_MS, this.clock.now());
+    return (
+      stored !== undefined &&
+      stored.responseStatus === null &&
+      !stored.expired &&
+      !stored.forgotten &&
+      !stored.leaseLapsed
     );
   }
 
@@ -394,4 +404,14 @@ export class IdempotencyService implements OnApplicationShutdown {
     clearInterval(claim.heartbeat);
     this.renewed.delete(claim);
   }
+}
+
+/** 409 `idempotency_key_in_progress`: the key's first request has not answered yet. */
+export function keyInProgress(): AppError {
+  return new AppError(
+    'idempotency_key_in_progress',
+    'A request with this Idempotency-Key is still being processed; retry later',
+    // The first request's answer is stored when it ends: a retry then gets it replayed.
+    { headers: { 'Retry-After': '1' } },
+  );
 }
