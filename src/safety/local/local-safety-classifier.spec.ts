@@ -75,6 +75,8 @@ describe('LocalSafetyClassifier', () => {
       // A pipe for an l, doubled, or for an i (review).
       ['pipes for ls', 'I want to ki|| myself'],
       ['a pipe for an i', 'I want to k|ll myself'],
+      ['pipes for an i and an l', 'I want to k||l myself'],
+      ['pipes for is', 'thinking about su|c|de again'],
       // Bars around or after words are punctuation, as Discord's spoilers are (review).
       ['spoiler bars', '||I want to die||'],
       ['bars after a word', 'suicide|| is the only way out'],

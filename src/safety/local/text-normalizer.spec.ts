@@ -24,6 +24,10 @@ describe('TextNormalizer', () => {
       'kil',
     ]);
     expect(words('ki|| k|ll kil| se|f')).toEqual(['kil', 'kil', 'kil', 'self']);
+    // Each pipe an l or an i, whichever spells a word of the lexicon (review).
+    expect(words('k||l su|c|de k|||')).toEqual(['kil', 'suicide', 'kil']);
+    // No reading spells one: read as before (every pipe an l but before an l; bars around, none).
+    expect(words('a|b fi|e |o|')).toEqual(['alb', 'file', 'o']);
     // "!!" still ends a sentence; a pipe alone is punctuation.
     expect(words('help!! a | b')).toEqual(['help', 'a', 'b']);
     // Bars after a word that is one already are punctuation: "die||", ||spoilers||.

@@ -406,7 +406,11 @@ export class TextNormalizer {
         while (text.charCodeAt(end) === PIPE) end++;
         const run = text.slice(i, end);
         const spells = (letters: string) =>
-          this.hidden.spells(collapseRepeats(readLeetspeak(letters)));
+          this.hidden.spells(
+            collapseRepeats(
+              letters.includes('|') ? this.readPipes(letters) : readLeetspeak(letters),
+            ),
+          );
         if (this.isWordCode(text.codePointAt(end)) || (!spells(word) && spells(word + run))) {
           word += run;
           i = end - width;
@@ -463,6 +467,26 @@ export class TextNormalizer {
     if (!/^[\p{L}*]+$/u.test(letters)) return undefined;
     if (letters.includes('*')) return this.hidden.readMasked(letters);
     return letters.length >= 3 && this.hidden.spells(letters) ? letters : undefined;
+  }
+
+  /**
+   * A word holding pipes, each an l or an i to the eye: its usual reading (readLeetspeak) if that
+   * spells a word of the lexicon, else the first reading of its pipes as ls and is that does
+   * ("k||l", "su|c|de": found by review), else the usual one. A word of more than
+   * MAX_READ_PIPES pipes is read the usual way only: the readings double with each.
+   */
+  private readPipes(word: string): string {
+    const usual = readLeetspeak(word);
+    const pipes = word.split('|').length - 1;
+    if (pipes > MAX_READ_PIPES || this.hidden.spells(collapseRepeats(usual))) return usual;
+    for (let choice = 0; choice < 1 << pipes; choice++) {
+      let pipe = 0;
+      const reading = readLeetspeak(
+        word.replace(/\|/g, () => ((choice >> pipe++) & 1 ? 'i' : 'l')),
+      );
+      if (this.hidden.spells(collapseRepeats(reading))) return reading;
+    }
+    return usual;
   }
 
   /** Three or more single letters, tightly spaced: one word, or the known words they spell. */
@@ -564,7 +588,7 @@ export class TextNormalizer {
       out.push([leading[1], true]);
       rest = leading[2];
     }
-    rest = readLeetspeak(rest);
+    rest = rest.includes('|') ? this.readPipes(rest) : readLeetspeak(rest);
     for (const part of splitApostrophes(rest)) {
       const word = collapseRepeats(part);
       if (word === '') continue;
@@ -787,6 +811,9 @@ function joinSewerSlide(raws: RawToken[]): RawToken[] {
   }
   return out;
 }
+
+/** The pipes of a word whose readings (an l or an i each) are tried against the lexicon. */
+const MAX_READ_PIPES = 3;
 
 /**
  * Digits and symbols inside a word read as the letters they imitate; "11" and "||" read as "ll",
