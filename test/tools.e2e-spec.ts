@@ -493,7 +493,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
       });
       expectError(huge, 400, 'validation_failed');
       expect(huge.body.error.details).toEqual([
-        { field: 'outputs/0/output', problem: 'must be at most 16384 bytes serialised' },
+        { field: 'outputs.0.output', problem: 'must be at most 16384 bytes serialised' },
       ]);
       const other = await tenant(t);
       const outputs = [{ tool_call_id: callId, output: shipped }];

@@ -287,19 +287,19 @@ export class ToolTurnsService {
     outputs.forEach((output, index) => {
       if (!state.pending.includes(output.tool_call_id)) {
         problems.push({
-          field: `outputs/${index}/tool_call_id`,
+          field: `outputs.${index}.tool_call_id`,
           problem: 'must be the id of a pending tool call of this turn',
         });
       } else if (given.has(output.tool_call_id)) {
         problems.push({
-          field: `outputs/${index}/tool_call_id`,
+          field: `outputs.${index}.tool_call_id`,
           problem: 'must not repeat: each call takes one output',
         });
       }
       // The bound a webhook tool's output has: it is kept with the turn and sent every round.
       if (Buffer.byteLength(JSON.stringify(output.output)) > MAX_OUTPUT_BYTES) {
         problems.push({
-          field: `outputs/${index}/output`,
+          field: `outputs.${index}.output`,
           problem: `must be at most ${MAX_OUTPUT_BYTES} bytes serialised`,
         });
       }

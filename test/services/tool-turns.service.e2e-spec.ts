@@ -339,7 +339,7 @@ describe('ToolTurnsService (real database)', () => {
     };
     expect(await refusal([{ tool_call_id: 'call_other', output: 1 }])).toEqual([
       {
-        field: 'outputs/0/tool_call_id',
+        field: 'outputs.0.tool_call_id',
         problem: 'must be the id of a pending tool call of this turn',
       },
       { field: 'outputs', problem: 'lacks the output of call_1' },
@@ -350,7 +350,7 @@ describe('ToolTurnsService (real database)', () => {
         { tool_call_id: 'call_1', output: 2 },
       ]),
     ).toEqual([
-      { field: 'outputs/1/tool_call_id', problem: 'must not repeat: each call takes one output' },
+      { field: 'outputs.1.tool_call_id', problem: 'must not repeat: each call takes one output' },
     ]);
     expect(await refusal([])).toEqual([
       { field: 'outputs', problem: 'lacks the output of call_1' },
@@ -358,7 +358,7 @@ describe('ToolTurnsService (real database)', () => {
     // 16 KiB serialised is the bound: a string of 16,382 characters and its two quotes fit.
     expect(
       await refusal([{ tool_call_id: 'call_1', output: 'x'.repeat(MAX_OUTPUT_BYTES - 1) }]),
-    ).toEqual([{ field: 'outputs/0/output', problem: 'must be at most 16384 bytes serialised' }]);
+    ).toEqual([{ field: 'outputs.0.output', problem: 'must be at most 16384 bytes serialised' }]);
     const fits = [{ tool_call_id: 'call_1', output: 'x'.repeat(MAX_OUTPUT_BYTES - 2) }];
     await turns.check(of.organizationId, turnId, fits);
 

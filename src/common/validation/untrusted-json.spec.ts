@@ -117,11 +117,11 @@ describe('isStorableJson', () => {
 describe('findUnsafeContent', () => {
   it('names the field of a forbidden key or unstorable string at any depth', () => {
     expect(findUnsafeContent(JSON.parse('{"a":{"b":[{"__proto__":1}]}}'))).toEqual({
-      field: 'a.b[0].__proto__',
+      field: 'a.b.0.__proto__',
       problem: 'is not an allowed key',
     });
     expect(findUnsafeContent({ a: { constructor: 1 } })?.field).toBe('a.constructor');
-    expect(findUnsafeContent({ a: ['x', 'y\u0000'] })?.field).toBe('a[1]');
+    expect(findUnsafeContent({ a: ['x', 'y\u0000'] })?.field).toBe('a.1');
     expect(findUnsafeContent({ ['k\ud800']: 1 })?.field).toBe('body');
     expect(findUnsafeContent({ a: [1, { b: 'ok' }], c: null })).toBeNull();
   });
@@ -135,7 +135,7 @@ describe('findUnsafeContent', () => {
       '__defineSetter__',
     ]) {
       expect(findUnsafeContent({ metadata: { a: [{ [key]: 1 }] } })).toEqual({
-        field: `metadata.a[0].${key}`,
+        field: `metadata.a.0.${key}`,
         problem: 'is not an allowed key',
       });
     }

@@ -253,7 +253,7 @@ export function findUnsafeContent(value: unknown): FieldProblem | null {
     if (node === null || typeof node !== 'object') return null;
     if (Array.isArray(node)) {
       for (let i = 0; i < node.length; i++) {
-        const problem = walk(node[i], `${path}[${i}]`);
+        const problem = walk(node[i], `${path}.${i}`);
         if (problem) return problem;
       }
       return null;
