@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import { CallerResolver } from '../auth/caller-resolver.service';
 import { IS_PUBLIC } from '../common/auth/auth.decorators';
+import { routeTemplateOf } from '../common/http/route-template';
 import { Caches } from '../common/cache/caches';
 import type { TtlCache } from '../common/cache/ttl-cache';
 import { rateLimitConfig } from '../config/rate-limit.config';
@@ -49,15 +50,17 @@ interface OrgBucket {
 }
 
 /**
- * Where an end user's bucket applies (Express's matching, see auth-routes): a reply, and the
- * resumption of a paused turn with tools, which asks the model again for the same end user (found
- * by review: resumptions drew nothing, and a failed one given back could be retried at will).
+ * Where an end user's bucket applies, by the route Express matched: a reply, and the resumption
+ * of a paused turn with tools, which asks the model again for the same end user (found by review:
+ * resumptions drew nothing, and a failed one given back could be retried at will).
  */
-function endUserRoute(method: string, path: string): 'reply' | 'resumption' | null {
-  if (method.toUpperCase() !== 'POST') return null;
-  const route = path.toLowerCase().replace(/\/+$/, '');
-  if (route === '/v1/respond') return 'reply';
-  return /^\/v1\/respond\/turns\/[^/]+\/tool-outputs$/.test(route) ? 'resumption' : null;
+const END_USER_ROUTES: ReadonlyMap<string, 'reply' | 'resumption'> = new Map([
+  ['POST /v1/respond', 'reply'],
+  ['POST /v1/respond/turns/:turn_id/tool-outputs', 'resumption'],
+]);
+
+function endUserRoute(request: Request): 'reply' | 'resumption' | null {
+  return END_USER_ROUTES.get(`${request.method} ${routeTemplateOf(request)}`) ?? null;
 }
 
 /**
@@ -220,7 +223,7 @@ export class BucketResolver {
 
   private drawsEndUser(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<Request>();
-    return this.drawsOrg(context) && endUserRoute(request.method, request.path) !== null;
+    return this.drawsOrg(context) && endUserRoute(request) !== null;
   }
 
   /**
@@ -241,7 +244,7 @@ export class BucketResolver {
       this.limits.cached(organizationId) ?? (await this.limits.forOrganization(organizationId));
     if (!limits.endUserBucket) return null;
     const userId =
-      endUserRoute(request.method, request.path) === 'resumption'
+      endUserRoute(request) === 'resumption'
         ? await this.endUserOfTurn(organizationId, request)
         : userIdOf(request);
     if (userId === null) return null;
