@@ -332,6 +332,11 @@ describe('rate limiting: per-IP buckets for public and unauthenticated calls', (
           .set('Authorization', 'Bearer not.a.real.token'),
         100,
       );
+      // And a login by an identity provider's token (review: it drew from the address's bucket).
+      expectRateLimited(
+        await t.http().post('/v1/auth/sso/login').send({ provider: 'x', id_token: 'y' }),
+        100,
+      );
       // The address's general bucket is untouched.
       const publicCall = await t.http().get(PUBLIC);
       expect(publicCall.status).toBe(200);

@@ -10,6 +10,8 @@
 export const AUTH_RATE_LIMITED_ROUTES: ReadonlyArray<{ method: string; path: string }> = [
   { method: 'POST', path: '/v1/auth/signup' },
   { method: 'POST', path: '/v1/auth/login' },
+  // A login too, by an identity provider's token (found by review: it drew from the IP bucket).
+  { method: 'POST', path: '/v1/auth/sso/login' },
   { method: 'POST', path: '/v1/auth/forgot-password' },
   { method: 'POST', path: '/v1/auth/reset-password' },
   // A mail per request (to the caller's own address), and tokens to guess.

@@ -198,5 +198,7 @@ describe('isAuthRateLimited', () => {
     // Contract §25: the verification routes too (a mail per request; tokens to guess).
     expect(isAuthRateLimited('POST', '/v1/auth/resend-verification')).toBe(true);
     expect(isAuthRateLimited('POST', '/v1/auth/verify-email')).toBe(true);
+    // A login by an identity provider's token is a login (review).
+    expect(isAuthRateLimited('POST', '/v1/auth/sso/login')).toBe(true);
   });
 });
