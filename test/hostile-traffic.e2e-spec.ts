@@ -1,5 +1,6 @@
 import { get } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { generateApiKey } from '../src/api-keys/api-key-format';
@@ -123,6 +124,49 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
     expect(narrow.body.error.details).toEqual([
       { field: 'metadata', problem: expect.stringContaining('16') },
     ]);
+  });
+
+  it('refuses more than 25,000 objects and arrays, or 100,000 values, before copying them (review)', async () => {
+    const list = (count: number, item: string) =>
+      `{"user_id":"${uniqueUserId('many')}","x":[${Array.from({ length: count }, () => item).join(',')}]}`;
+    // 330,000 empty objects (1 MiB) under an unknown field: 0.4 s of the event loop each, before.
+    const objects = await post('/v1/end-users', list(330_000, '{}'), tenant.auth);
+    expectError(objects, 400, 'validation_failed');
+    expect(objects.body.error.details).toEqual([
+      { field: 'body', problem: 'must not hold more than 25000 objects and arrays' },
+    ]);
+    const zeros = await post('/v1/end-users', list(150_000, '0'), tenant.auth);
+    expectError(zeros, 400, 'validation_failed');
+    expect(zeros.body.error.details).toEqual([
+      { field: 'body', problem: 'must not hold more than 100000 values in its objects and arrays' },
+    ]);
+    // Below both, the body is read: the unknown field is what is refused.
+    const below = await post('/v1/end-users', list(20_000, '[]'), tenant.auth);
+    expectError(below, 400, 'validation_failed');
+    expect(below.body.error.details).toEqual([{ field: 'x', problem: 'is not a known field' }]);
+  });
+
+  it('refuses a compressed body with 415, before anything is inflated or read (review)', async () => {
+    // 1 KB of gzip was 1 MiB of JSON, parsed and copied for anyone before any guard.
+    const compressed = gzipSync(JSON.stringify({ email: 'a@example.com', password: 'x' }));
+    for (const encoding of ['gzip', 'deflate', 'br']) {
+      const response = await t
+        .http()
+        .post('/v1/auth/login')
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', encoding)
+        .send(compressed);
+      expectError(response, 415, 'unsupported_media_type');
+      expect(response.body.error.message).toBe('Send the body without a Content-Encoding');
+    }
+    const identity = await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', tenant.auth)
+      .set('Content-Type', 'application/json')
+      .set('Content-Encoding', 'identity')
+      .send(JSON.stringify({ user_id: uniqueUserId('identity') }));
+    expect(identity.status).toBe(201);
   });
 
   it('tells valid JSON of the wrong type (validation_failed) from text that is not JSON', async () => {
@@ -565,6 +609,32 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
     expect(text).toBe('');
     expect(afterMs).toBeLessThan(3_000);
     expect(refusals()).toHaveLength(before);
+  });
+
+  it('answers an HTTP/1.1 request without Host, and a CONNECT, with an envelope (review)', async () => {
+    // Before: a bare 400 from Node without id or envelope, and a socket closed without a word.
+    const noHost = await open();
+    const answered = closedBy(noHost, 5_000);
+    noHost.write('GET /health/ready HTTP/1.1\r\nConnection: close\r\n\r\n');
+    const { text } = await answered;
+    expect(text).toMatch(/^HTTP\/1\.1 400/);
+    expect(text).toMatch(/\r\nX-Request-Id: [0-9A-Z]{26}\r\n/i);
+    expect(envelopeOf(text)).toMatchObject({
+      status: 400,
+      code: 'validation_failed',
+      details: [{ field: 'host', problem: 'must be sent (HTTP/1.1)' }],
+    });
+    // HTTP/1.0 may leave Host out.
+    const older = await open();
+    const served = closedBy(older, 5_000);
+    older.write('GET /health/live HTTP/1.0\r\n\r\n');
+    expect((await served).text).toMatch(/^HTTP\/1\.1 200/);
+    const tunnel = await open();
+    const refused = closedBy(tunnel, 5_000);
+    tunnel.write('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n');
+    const connect = await refused;
+    expect(connect.text).toMatch(/^HTTP\/1\.1 405/);
+    expect(envelopeOf(connect.text)).toMatchObject({ status: 405, code: 'method_not_allowed' });
   });
 
   it('answers an over-long request line with a 431 envelope, not a bare status line', async () => {

@@ -8,7 +8,7 @@ import {
 import { observeRefusals } from './http-adapter';
 import { jsonBodyMiddleware, type JsonBodyOptions } from './json-body.middleware';
 import { privateResponsesMiddleware } from './private-responses.middleware';
-import { urlTextMiddleware } from './url-text.middleware';
+import { hostHeaderMiddleware, urlTextMiddleware } from './url-text.middleware';
 
 /**
  * The Express-specific part of the app: kept in this one file so that changing the HTTP adapter
@@ -33,6 +33,7 @@ export function configureHttp(
   app.use(createHttpLogger(logger, settings.logHashKey, observeResponse));
   observeRefusals(app.getHttpAdapter(), createRefusalLogger(logger, observeResponse));
   app.use(privateResponsesMiddleware);
+  app.use(hostHeaderMiddleware);
   app.use(urlTextMiddleware);
   app.use(jsonBodyMiddleware(bodies));
 }

@@ -43,6 +43,9 @@ class TimedExpressAdapter extends ExpressAdapter {
         headersTimeout: this.timeouts.headersTimeoutMs,
         keepAliveTimeout: this.timeouts.keepAliveTimeoutMs,
         connectionsCheckingInterval: Math.min(1000, this.timeouts.headersTimeoutMs),
+        // Node answered a request without Host with a bare 400 (no envelope, no id, no access
+        // line): hostHeaderMiddleware refuses it instead (found by review).
+        requireHostHeader: false,
       },
       this.getInstance<RequestListener>(),
     );
@@ -53,6 +56,16 @@ class TimedExpressAdapter extends ExpressAdapter {
         if (refused) for (const observe of this.refusalObservers) observe(refused);
       },
     );
+    // CONNECT (a proxy's tunnel) never reaches Express: without a listener Node closed the
+    // socket without a word (found by review).
+    server.on('connect', (_request, socket: Duplex) => {
+      const refused = answerOnSocket(
+        socket,
+        new AppError('method_not_allowed', 'CONNECT is not served here'),
+        newRequestId(),
+      );
+      for (const observe of this.refusalObservers) observe(refused);
+    });
     this.setHttpServer(server);
   }
 }
@@ -98,6 +111,16 @@ function answerClientError(
   const refusal =
     CLIENT_ERRORS[error.code ?? '']?.() ??
     new AppError('validation_failed', 'The request is not valid HTTP/1.1');
+  const refused = answerOnSocket(socket, refusal, requestId);
+  if (response) {
+    answeredOnSocket(response, { status: refused.status, code: refused.code });
+    return undefined;
+  }
+  return refused;
+}
+
+/** Writes `refusal`'s envelope on the socket itself, and closes it. */
+function answerOnSocket(socket: Duplex, refusal: AppError, requestId: string): RefusedRequest {
   const { status, body } = toErrorResponse(refusal, requestId);
   const json = JSON.stringify(body);
   socket.end(
@@ -110,10 +133,6 @@ function answerClientError(
       'Connection: close\r\n\r\n' +
       json,
   );
-  if (response) {
-    answeredOnSocket(response, { status, code: refusal.code });
-    return undefined;
-  }
   return { requestId, status, code: refusal.code };
 }
 

@@ -7,7 +7,9 @@ import {
   findUnsafeContent,
   jsonShapeExcess,
   type JsonShapeExcess,
+  MAX_JSON_CONTAINERS,
   MAX_JSON_DEPTH,
+  MAX_JSON_VALUES,
   MAX_KEY_SQUARES,
   MAX_OBJECT_KEYS,
   mayHoldUnsafeContent,
@@ -42,6 +44,8 @@ function toAppError(error: { type?: string; limit?: number }): AppError {
     case 'json.depth':
     case 'json.object_keys':
     case 'json.key_squares':
+    case 'json.containers':
+    case 'json.values':
       return AppError.validation([
         {
           field: 'body',
@@ -56,6 +60,7 @@ function toAppError(error: { type?: string; limit?: number }): AppError {
         `The body exceeds ${error.limit ?? BODY_LIMIT_BYTES} bytes`,
       );
     case 'encoding.unsupported':
+      return new AppError('unsupported_media_type', 'Send the body without a Content-Encoding');
     case 'charset.unsupported':
       return new AppError('unsupported_media_type', 'The body must be UTF-8 encoded JSON');
     case 'entity.verify.failed':
@@ -183,6 +188,9 @@ function parseChecked(
 function jsonParser(limit: number): RequestHandler {
   return json({
     limit,
+    // A compressed body is refused (415): inflated before any guard, 1 KB of gzip made 1 MiB of
+    // JSON for anyone to have parsed and copied (hostile review, 2026-12-06).
+    inflate: false,
     // Any JSON value parses, so a string or array body is told apart from text that is not JSON.
     strict: false,
     type: () => true,
@@ -194,6 +202,8 @@ function jsonParser(limit: number): RequestHandler {
         depth: MAX_JSON_DEPTH,
         objectKeys: MAX_OBJECT_KEYS,
         keySquares: MAX_KEY_SQUARES,
+        containers: MAX_JSON_CONTAINERS,
+        values: MAX_JSON_VALUES,
       });
       if (excess)
         throw Object.assign(new Error(`body past its ${excess}`), { type: `json.${excess}` });

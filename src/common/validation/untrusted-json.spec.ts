@@ -56,6 +56,27 @@ describe('jsonShapeExcess', () => {
     expect(jsonShapeExcess(bytes(text), limits)).toBe(expected);
   });
 
+  it.each([
+    // The outer array counts too.
+    ['[{},[]]', undefined],
+    ['[{},[],{}]', 'containers'],
+    // Brackets and commas in strings are text.
+    ['["{[,,,,,,,,]}","[[[[","{{{{"]', undefined],
+    // Values counted by their commas, with one more per object or array (4 + 1 > 5).
+    ['[1,2,3,4,5]', undefined],
+    ['{"a":[1,2,3,4,5]}', 'values'],
+    ['{"a":1,"b":[2,3]}', undefined],
+  ])('%s, at 3 objects and arrays and 5 values: %s', (text, expected) => {
+    expect(jsonShapeExcess(bytes(text), { depth: 4, containers: 3, values: 5 })).toBe(expected);
+  });
+
+  it('counts 330,000 empty objects, about 1 MiB, and stops at the limits', () => {
+    const empties = bytes(`{"x":[${Array.from({ length: 330_000 }, () => '{}').join(',')}]}`);
+    expect(jsonShapeExcess(empties, { depth: 64, containers: 25_000 })).toBe('containers');
+    expect(jsonShapeExcess(empties, { depth: 64, values: 100_000 })).toBe('values');
+    expect(jsonShapeExcess(empties, { depth: 64 })).toBeUndefined();
+  });
+
   it('counts 90,000 keys in one object in one pass, and stops at the limit', () => {
     const wide = bytes(object(90_000));
     expect(jsonShapeExcess(wide, { depth: 64, objectKeys: 1_000 })).toBe('object_keys');
