@@ -170,7 +170,7 @@ export class ImportChecker {
   private endUser: PmfEndUser | undefined;
   private readonly personalities = new Map<string, number>();
   private personalityCount = 0;
-  /** The key squares of the personalities checked so far (widthExcess). */
+  /** What the personalities checked so far have spent of the body's bounds (widthExcess). */
   private readonly personalityWidth: WidthSpent = { squares: 0 };
   private memoryCount = 0;
   private readonly memoryIds = new SeenIds();

@@ -7,6 +7,7 @@ import {
   mayHoldUnsafeContent,
   jsonShapeExcess,
   widthExcess,
+  type WidthSpent,
 } from './untrusted-json';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
@@ -94,7 +95,8 @@ describe('widthExcess (a parsed value)', () => {
     [{ a: [keys(10), { b: keys(1_001) }] }, 'object_keys'],
     [{ a: Array.from({ length: 4 }, () => keys(999)) }, undefined],
     [{ a: Array.from({ length: 5 }, () => keys(999)) }, 'key_squares'],
-    [Array.from({ length: 50_000 }, () => ({ a: 1 })), undefined],
+    [Array.from({ length: 20_000 }, () => ({ a: 1 })), undefined],
+    [Array.from({ length: 50_000 }, () => ({ a: 1 })), 'containers'],
     ['text', undefined],
   ])('%#: %s', (value, expected) => {
     expect(widthExcess(value)).toBe(expected);
@@ -105,6 +107,16 @@ describe('widthExcess (a parsed value)', () => {
     for (let i = 0; i < 4; i++) expect(widthExcess({ voice: keys(999) }, spent)).toBeUndefined();
     expect(widthExcess({ voice: keys(999) }, spent)).toBe('key_squares');
     expect(widthExcess({ voice: keys(999) })).toBeUndefined();
+  });
+
+  it('counts objects, arrays and values across the values checked with one budget', () => {
+    const empties = (count: number) => ({ tools: Array.from({ length: count }, () => ({})) });
+    // The personality and its list count too: 2 + 24,998 objects and arrays.
+    expect(widthExcess(empties(24_998))).toBeUndefined();
+    expect(widthExcess(empties(24_999))).toBe('containers');
+    const spent: WidthSpent = { squares: 0 };
+    expect(widthExcess({ list: new Array(60_000).fill(0) }, spent)).toBeUndefined();
+    expect(widthExcess({ list: new Array(60_000).fill(0) }, spent)).toBe('values');
   });
 });
 

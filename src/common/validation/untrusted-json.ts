@@ -135,22 +135,25 @@ export function shapeProblem(excess: JsonShapeExcess, maxDepth = MAX_JSON_DEPTH)
   }
 }
 
-/** The key squares spent so far of values checked as one (the pieces of one document). */
+/** What values checked as one (the pieces of one document) have spent of the body's bounds. */
 export interface WidthSpent {
   squares: number;
+  containers?: number;
+  values?: number;
 }
 
 /**
- * jsonShapeExcess's width limits on a value already parsed (a piece of an import, which no body
- * scan read): an object of more than MAX_OBJECT_KEYS keys, or objects whose key counts squared
- * add up past MAX_KEY_SQUARES, counted in `spent` across the values checked with it. Recursion
- * is bounded by the depth its reader allowed.
+ * jsonShapeExcess's width and size limits on a value already parsed (a piece of an import, which
+ * no body scan read): an object of more than MAX_OBJECT_KEYS keys, objects whose key counts
+ * squared add up past MAX_KEY_SQUARES, more than MAX_JSON_CONTAINERS objects and arrays or
+ * MAX_JSON_VALUES values in them, counted in `spent` across the values checked with it.
+ * Recursion is bounded by the depth its reader allowed.
  */
 export function widthExcess(
   value: unknown,
   spent: WidthSpent = { squares: 0 },
-): 'object_keys' | 'key_squares' | undefined {
-  const walk = (node: unknown): 'object_keys' | 'key_squares' | undefined => {
+): Exclude<JsonShapeExcess, 'depth'> | undefined {
+  const walk = (node: unknown): Exclude<JsonShapeExcess, 'depth'> | undefined => {
     if (node === null || typeof node !== 'object') return undefined;
     const children = Array.isArray(node) ? node : Object.values(node);
     if (!Array.isArray(node)) {
@@ -158,6 +161,10 @@ export function widthExcess(
       spent.squares += children.length * children.length;
       if (spent.squares > MAX_KEY_SQUARES) return 'key_squares';
     }
+    spent.containers = (spent.containers ?? 0) + 1;
+    if (spent.containers > MAX_JSON_CONTAINERS) return 'containers';
+    spent.values = (spent.values ?? 0) + children.length;
+    if (spent.values > MAX_JSON_VALUES) return 'values';
     for (const child of children) {
       const excess = walk(child);
       if (excess) return excess;
