@@ -169,6 +169,22 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
     expect(identity.status).toBe(201);
   });
 
+  it('refuses metadata holding a number JSON cannot write, stored as null before (review)', async () => {
+    const body = (number: string) =>
+      `{"user_id":"${uniqueUserId('number')}","metadata":{"n":${number}}}`;
+    const refused = await post('/v1/end-users', body('1e309'), tenant.auth);
+    expectError(refused, 400, 'validation_failed');
+    expect(refused.body.error.details).toEqual([
+      {
+        field: 'metadata',
+        problem: 'metadata must not hold a number JSON cannot write (too large for a double, at /n)',
+      },
+    ]);
+    const taken = await post('/v1/end-users', body('1.7e308'), tenant.auth);
+    expect(taken.status).toBe(201);
+    expect(taken.body.metadata).toEqual({ n: 1.7e308 });
+  });
+
   it('tells valid JSON of the wrong type (validation_failed) from text that is not JSON', async () => {
     for (const raw of ['"hello"', '42', 'null', 'true', '[{"user_id":"x"}]']) {
       expectError(await post('/v1/end-users', raw, tenant.auth), 400, 'validation_failed');

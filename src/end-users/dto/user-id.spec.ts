@@ -49,6 +49,13 @@ describe('metadataProblem', () => {
     expect(metadataProblem({ a: nested(63) })).toBe('must not nest deeper than 63 levels');
   });
 
+  it('refuses a number JSON cannot write, which was stored as null (review)', () => {
+    expect(metadataProblem({ big: 1.7e308, list: [-0, 2 ** 53 + 1] })).toBeNull();
+    expect(metadataProblem(JSON.parse('{"a":{"b":[1,1e309]}}') as object)).toBe(
+      'must not hold a number JSON cannot write (too large for a double, at /a/b/1)',
+    );
+  });
+
   it('refuses arrays, null and scalars', () => {
     for (const value of [[], null, 'text', 1, true]) {
       expect(metadataProblem(value)).toBe('must be a JSON object');

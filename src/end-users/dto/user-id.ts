@@ -1,7 +1,11 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ValidateBy, ValidationOptions } from 'class-validator';
 import { CONTROL_CHARACTER } from '../../common/validation/no-control-characters';
-import { jsonDepth, MAX_JSON_DEPTH } from '../../common/validation/untrusted-json';
+import {
+  jsonDepth,
+  MAX_JSON_DEPTH,
+  nonFiniteNumberAt,
+} from '../../common/validation/untrusted-json';
 
 export const USER_ID_MAX_CHARACTERS = 256;
 export const METADATA_MAX_BYTES = 16 * 1024;
@@ -70,6 +74,10 @@ export function metadataProblem(value: unknown): string | null {
     return `must be at most ${METADATA_MAX_BYTES} bytes when serialized as JSON`;
   if (jsonDepth(value) > METADATA_MAX_DEPTH)
     return `must not nest deeper than ${METADATA_MAX_DEPTH} levels`;
+  // 1e309 parses as Infinity, which JSON writes as null: it was stored so without a word (review).
+  const unwritable = nonFiniteNumberAt(value);
+  if (unwritable !== undefined)
+    return `must not hold a number JSON cannot write (too large for a double, at ${unwritable})`;
   return null;
 }
 
