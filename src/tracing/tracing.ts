@@ -26,7 +26,26 @@ export function tracingStarted(): boolean {
   return sdk !== undefined;
 }
 
-/** Exports the spans still buffered; called last at shutdown. */
-export async function stopTracing(): Promise<void> {
-  await sdk?.shutdown();
+/**
+ * How long a shutdown waits for the spans still buffered to be exported: a collector that takes
+ * connections and never answers held every exit until SHUTDOWN_TIMEOUT_MS, then exit 1, with
+ * "shutdown timed out" blaming the service (found by review).
+ */
+export const SPAN_EXPORT_AT_EXIT_MS = 3_000;
+
+/** Exports the spans still buffered, for `waitMs` at most; called last at shutdown. */
+export async function stopTracing(waitMs = SPAN_EXPORT_AT_EXIT_MS): Promise<void> {
+  if (!sdk) return;
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`the collector took no spans within ${waitMs} ms`)),
+      waitMs,
+    );
+  });
+  try {
+    await Promise.race([sdk.shutdown(), gaveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
