@@ -30,6 +30,11 @@ describe('toErrorResponse', () => {
       Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
       databaseError('57P01', 'terminating connection due to administrator command'),
       databaseError('08006', 'connection failure'),
+      // A session refused: the database dropped, the password rotated, no room (review).
+      databaseError('3D000', 'database "api" does not exist'),
+      databaseError('28P01', 'password authentication failed for user "api"'),
+      databaseError('28000', 'no pg_hba.conf entry for host'),
+      databaseError('53300', 'sorry, too many clients already'),
       Object.assign(databaseError('08P01', 'pgbouncer cannot connect to server'), {
         severity: 'FATAL',
       }),

@@ -24,10 +24,18 @@ const LOST_SESSION_MESSAGES = [
 ];
 
 /**
+ * What the server answers a new session that it will not open: the database is gone or renamed
+ * (3D000), the credentials were refused (28000, 28P01: a rotated password), or it has no room
+ * (53300). None is a statement's own failure: found by review, a dropped database had each
+ * 500 ms poller write a stack trace, where an outage is reported once a minute.
+ */
+const REFUSED_SESSION_CODES = new Set(['3D000', '28000', '28P01', '53300']);
+
+/**
  * True when a request failed because the database was out of reach, not because of what it
  * asked: no session within the pool's connect timeout, a session the network or the server ended
- * (SQLSTATE class 08; 57P01 to 57P03: shut down, crashed, not accepting connections), a socket
- * refused or reset. Such a request may well succeed in a moment (a failover, a restart): 503 with
+ * (SQLSTATE class 08; 57P01 to 57P03: shut down, crashed, not accepting connections), a session
+ * refused (REFUSED_SESSION_CODES), a socket refused or reset. Such a request may well succeed in a moment (a failover, a restart): 503 with
  * Retry-After, which clients retry, where 500 said the service had failed (found by review).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
@@ -46,6 +54,7 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     if (sqlState === '08P01') return (severity ?? driverError?.severity) === 'FATAL';
     if (sqlState.startsWith('08')) return true;
     if (/^57P0[1-3]$/.test(sqlState)) return true;
+    if (REFUSED_SESSION_CODES.has(sqlState)) return true;
     if (SOCKET_CODES.has(sqlState)) return true;
   }
   return typeof message === 'string' && LOST_SESSION_MESSAGES.includes(message);
