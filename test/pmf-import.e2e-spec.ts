@@ -428,20 +428,20 @@ describe('Import (PMF v1)', () => {
       ]);
       expect(await endUserStatus(wide.end_user.user_id, b.auth)).toBe(404);
       // And each object or array costs the copy too: the personalities of a document are held
-      // to a body's 25,000 together, as one item is to its 20,000 values (review).
+      // to a body's 50,000 together, as one item is to its 20,000 values (review).
       const crowded = () => ({
         ...source,
         id: randomUUID(),
         voice: { ...source.voice, list: Array.from({ length: 10_000 }, () => ({})) },
       });
       const many = documentOf(uniqueUserId('many-objects'), crowded());
-      many.personalities.push(crowded(), crowded());
+      many.personalities.push(crowded(), crowded(), crowded(), crowded());
       const refusedMany = await importDocument(many, b.auth);
       expectError(refusedMany, 400, 'validation_failed');
-      // (The first two are checked whole: their list is no field of a voice.)
+      // (The first four are checked whole: their list is no field of a voice.)
       expect(refusedMany.body.error.details).toContainEqual({
-        field: '/personalities/2',
-        problem: 'must not hold more than 25000 objects and arrays',
+        field: '/personalities/4',
+        problem: 'must not hold more than 50000 objects and arrays',
       });
     });
 

@@ -73,8 +73,8 @@ describe('jsonShapeExcess', () => {
 
   it('counts 330,000 empty objects, about 1 MiB, and stops at the limits', () => {
     const empties = bytes(`{"x":[${Array.from({ length: 330_000 }, () => '{}').join(',')}]}`);
-    expect(jsonShapeExcess(empties, { depth: 64, containers: 25_000 })).toBe('containers');
-    expect(jsonShapeExcess(empties, { depth: 64, values: 100_000 })).toBe('values');
+    expect(jsonShapeExcess(empties, { depth: 64, containers: 50_000 })).toBe('containers');
+    expect(jsonShapeExcess(empties, { depth: 64, values: 200_000 })).toBe('values');
     expect(jsonShapeExcess(empties, { depth: 64 })).toBeUndefined();
   });
 
@@ -111,12 +111,12 @@ describe('widthExcess (a parsed value)', () => {
 
   it('counts objects, arrays and values across the values checked with one budget', () => {
     const empties = (count: number) => ({ tools: Array.from({ length: count }, () => ({})) });
-    // The personality and its list count too: 2 + 24,998 objects and arrays.
-    expect(widthExcess(empties(24_998))).toBeUndefined();
-    expect(widthExcess(empties(24_999))).toBe('containers');
+    // The personality and its list count too: 2 + 49,998 objects and arrays.
+    expect(widthExcess(empties(49_998))).toBeUndefined();
+    expect(widthExcess(empties(49_999))).toBe('containers');
     const spent: WidthSpent = { squares: 0 };
-    expect(widthExcess({ list: new Array(60_000).fill(0) }, spent)).toBeUndefined();
-    expect(widthExcess({ list: new Array(60_000).fill(0) }, spent)).toBe('values');
+    expect(widthExcess({ list: new Array(110_000).fill(0) }, spent)).toBeUndefined();
+    expect(widthExcess({ list: new Array(110_000).fill(0) }, spent)).toBe('values');
   });
 });
 
