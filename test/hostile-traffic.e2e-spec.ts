@@ -649,9 +649,38 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
     const tunnel = await open();
     const refused = closedBy(tunnel, 5_000);
     tunnel.write('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n');
-    const connect = await refused;
-    expect(connect.text).toMatch(/^HTTP\/1\.1 405/);
-    expect(envelopeOf(connect.text)).toMatchObject({ status: 405, code: 'method_not_allowed' });
+    const tunnelled = await refused;
+    expect(tunnelled.text).toMatch(/^HTTP\/1\.1 405/);
+    expect(envelopeOf(tunnelled.text)).toMatchObject({ status: 405, code: 'method_not_allowed' });
+    // A CONNECT whose client resets at once ended the process (review of the change); one that
+    // never closes its side is closed by the server.
+    for (let i = 0; i < 5; i++) {
+      const reset = await open();
+      reset.write('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n');
+      reset.resetAndDestroy();
+    }
+    const lingering = await new Promise<Socket>((resolve) => {
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
+        resolve(socket),
+      );
+    });
+    lingering.resume();
+    const refusedToo = new Promise((resolve) => lingering.once('end', resolve));
+    const gone = new Promise((resolve) => {
+      lingering.once('error', resolve);
+      lingering.once('close', resolve);
+    });
+    lingering.write('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n');
+    await refusedToo;
+    // Its side still open: what it writes now meets a closed socket (a reset), not one kept.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    lingering.write('more');
+    setTimeout(() => lingering.writable && lingering.write('more'), 100);
+    await expect(
+      Promise.race([gone.then(() => 'closed'), new Promise((r) => setTimeout(r, 2_000, 'kept'))]),
+    ).resolves.toBe('closed');
+    lingering.destroy();
+    expect((await t.http().get('/health/live')).status).toBe(200);
   });
 
   it('answers an over-long request line with a 431 envelope, not a bare status line', async () => {

@@ -57,8 +57,12 @@ class TimedExpressAdapter extends ExpressAdapter {
       },
     );
     // CONNECT (a proxy's tunnel) never reaches Express: without a listener Node closed the
-    // socket without a word (found by review).
+    // socket without a word (found by review). The socket is ours then, without Node's error
+    // listener or timeouts: an error would end the process (a client's reset did: review of the
+    // change), and a client that never closes its side would hold it open.
     server.on('connect', (_request, socket: Duplex) => {
+      socket.on('error', () => socket.destroy());
+      socket.once('finish', () => socket.destroy());
       const refused = answerOnSocket(
         socket,
         new AppError('method_not_allowed', 'CONNECT is not served here'),
