@@ -12,10 +12,12 @@ import { ROOT_LOGGER } from './common/logging/root-logger';
 import { type AppConfig, appConfig } from './config/app.config';
 import { httpConfig } from './config/http.config';
 import { startEmbeddedUnlessConfigured } from './database/embedded-postgres';
-import { stopTracing } from './tracing/tracing';
+import { SPAN_EXPORT_AT_EXIT_MS, stopTracing } from './tracing/tracing';
 
 /** How often a shutdown closes the keep-alive connections that have become idle. */
 const IDLE_CONNECTIONS_CHECK_MS = 100;
+/** What a shutdown keeps of its time for writing its last lines and exiting. */
+const EXIT_MARGIN_MS = 250;
 
 async function bootstrap(): Promise<void> {
   const embedded = await startEmbeddedUnlessConfigured();
@@ -42,6 +44,7 @@ async function bootstrap(): Promise<void> {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    const deadline = Date.now() + config.shutdownTimeoutMs;
     logger.info({ signal }, 'shutting down: finishing in-flight requests');
     const shutdownSignal = app.get(ShutdownSignal);
     shutdownSignal.begin();
@@ -70,7 +73,10 @@ async function bootstrap(): Promise<void> {
     }, config.shutdownTimeoutMs).unref();
     await app.close();
     await embedded?.stop();
-    await stopTracing().catch((error: unknown) =>
+    // Within what is left of the shutdown's time: after replies abandoned 3 s before its end,
+    // a full wait would pass it (review of the change).
+    const left = deadline - Date.now() - EXIT_MARGIN_MS;
+    await stopTracing(Math.min(SPAN_EXPORT_AT_EXIT_MS, left)).catch((error: unknown) =>
       logger.warn({ err: error }, 'span export failed'),
     );
     logger.info('stopped');

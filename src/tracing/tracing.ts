@@ -33,14 +33,18 @@ export function tracingStarted(): boolean {
  */
 export const SPAN_EXPORT_AT_EXIT_MS = 3_000;
 
-/** Exports the spans still buffered, for `waitMs` at most; called last at shutdown. */
+/**
+ * Exports the spans still buffered, for `waitMs` at most (none left: fails at once); called last
+ * at shutdown.
+ */
 export async function stopTracing(waitMs = SPAN_EXPORT_AT_EXIT_MS): Promise<void> {
   if (!sdk) return;
+  const wait = Math.max(0, waitMs);
   let timer: NodeJS.Timeout | undefined;
   const gaveUp = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`the collector took no spans within ${waitMs} ms`)),
-      waitMs,
+      () => reject(new Error(`the collector took no spans within ${wait} ms`)),
+      wait,
     );
   });
   try {
