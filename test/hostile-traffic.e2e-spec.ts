@@ -177,8 +177,7 @@ describe('Hostile traffic: bodies, text, dates (contract §14)', () => {
     expect(refused.body.error.details).toEqual([
       {
         field: 'metadata',
-        problem:
-          'metadata must not hold a number JSON cannot write (too large for a double, at /n)',
+        problem: 'metadata must not hold a number JSON cannot write (too large for a double, at n)',
       },
     ]);
     const taken = await post('/v1/end-users', body('1.7e308'), tenant.auth);

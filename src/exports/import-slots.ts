@@ -178,11 +178,10 @@ export class ImportSlotInterceptor implements NestInterceptor {
     const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined || !(refusal instanceof AppError)) return refusal;
     const key = parseIdempotencyKey(header);
-    const running = await this.idempotency.isRunning({
-      scopeType: 'organization',
-      scopeId: organizationId,
-      key,
-    });
+    const running = await this.idempotency
+      .isRunning({ scopeType: 'organization', scopeId: organizationId, key })
+      // Not known: the refusal the request was going to get anyway.
+      .catch(() => false);
     return running ? keyInProgress() : refusal;
   }
 

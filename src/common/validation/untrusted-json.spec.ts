@@ -6,6 +6,8 @@ import {
   jsonNestsDeeperThan,
   mayHoldUnsafeContent,
   jsonShapeExcess,
+  MAX_JSON_CONTAINERS,
+  MAX_JSON_VALUES,
   widthExcess,
   type WidthSpent,
 } from './untrusted-json';
@@ -69,6 +71,35 @@ describe('jsonShapeExcess', () => {
     ['{"a":1,"b":[2,3]}', undefined],
   ])('%s, at 3 objects and arrays and 5 values: %s', (text, expected) => {
     expect(jsonShapeExcess(bytes(text), { depth: 4, containers: 3, values: 5 })).toBe(expected);
+  });
+
+  it("takes the largest bodies the API's own limits make likely, at the body's bounds", () => {
+    const limits = {
+      depth: 64,
+      containers: MAX_JSON_CONTAINERS,
+      values: MAX_JSON_VALUES,
+    };
+    // A round's 64 tool outputs of 16 KiB, each rows of 33 bytes: about 32,000 objects.
+    const rows = (count: number) =>
+      Array.from({ length: count }, (_, i) => ({ id: i, name: 'abcdefghijkl' }));
+    const outputs = Array.from({ length: 64 }, (_, i) => ({
+      tool_call_id: `call_${i}`,
+      output: rows(495),
+    }));
+    expect(Buffer.byteLength(JSON.stringify(outputs[0].output))).toBeLessThan(16 * 1_024);
+    expect(jsonShapeExcess(bytes(JSON.stringify({ outputs })), limits)).toBeUndefined();
+    // 32 tools of 16 KiB schemas as dense as the tools spec's (ajv's if/then conditions).
+    const tools = Array.from({ length: 32 }, (_, n) => ({
+      name: `slow_${n}`,
+      parameters: {
+        type: 'object',
+        allOf: Array.from({ length: 180 }, (_, i) => ({
+          if: { properties: { a: { const: i } } },
+          then: { required: ['b'] },
+        })),
+      },
+    }));
+    expect(jsonShapeExcess(bytes(JSON.stringify({ tools })), limits)).toBeUndefined();
   });
 
   it('counts 330,000 empty objects, about 1 MiB, and stops at the limits', () => {

@@ -52,7 +52,7 @@ describe('metadataProblem', () => {
   it('refuses a number JSON cannot write, which was stored as null (review)', () => {
     expect(metadataProblem({ big: 1.7e308, list: [-0, 2 ** 53 + 1] })).toBeNull();
     expect(metadataProblem(JSON.parse('{"a":{"b":[1,1e309]}}') as object)).toBe(
-      'must not hold a number JSON cannot write (too large for a double, at /a/b/1)',
+      'must not hold a number JSON cannot write (too large for a double, at a.b.1)',
     );
   });
 

@@ -77,7 +77,7 @@ export function metadataProblem(value: unknown): string | null {
   // 1e309 parses as Infinity, which JSON writes as null: it was stored so without a word (review).
   const unwritable = nonFiniteNumberAt(value);
   if (unwritable !== undefined)
-    return `must not hold a number JSON cannot write (too large for a double, at ${unwritable})`;
+    return `must not hold a number JSON cannot write (too large for a double, at ${dottedPath(unwritable)})`;
   return null;
 }
 
@@ -101,4 +101,13 @@ export class UserIdParamDto {
   })
   @IsUserId()
   user_id: string;
+}
+
+/** A JSON pointer inside metadata as the dotted path error details use (`/a/b/1` → `a.b.1`). */
+function dottedPath(pointer: string): string {
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .join('.');
 }
