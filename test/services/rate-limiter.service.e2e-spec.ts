@@ -69,6 +69,8 @@ interface RequestShape {
   body?: unknown;
   ip?: string;
   handler?: () => void;
+  /** The route template Express matched (`request.route.path`), when one did. */
+  route?: string;
 }
 
 /** An HTTP request as the guard sees it, without a server: what the resolver reads of it. */
@@ -80,6 +82,7 @@ function contextOf(shape: RequestShape = {}): ExecutionContext {
     body: shape.body,
     ip: shape.ip ?? CLIENT,
     socket: { remoteAddress: shape.ip ?? CLIENT },
+    route: shape.route === undefined ? undefined : { path: shape.route },
   };
   const handler = shape.handler ?? PRIVATE_ROUTE;
   return {
@@ -355,8 +358,9 @@ describe('Rate limiting (real database, real Redis)', () => {
       const caller = await owner();
       await endUserRateLimit(caller.organizationId, 1, 2);
       const { authorization } = await apiKey(caller);
+      // Express matches `/V1/Respond/` to the route too: the resolver reads the route it matched.
       const respond = (body: unknown, method = 'POST', path = '/v1/respond') =>
-        drawn({ method, path, authorization, body });
+        drawn({ method, path, route: '/v1/respond', authorization, body });
       const digest = createHash('sha256').update('ada@example.com').digest('base64url');
 
       const buckets = await respond({ user_id: 'ada@example.com', message: 'hi' });
@@ -387,6 +391,7 @@ describe('Rate limiting (real database, real Redis)', () => {
       const theirBuckets = await drawn({
         method: 'POST',
         path: '/v1/respond',
+        route: '/v1/respond',
         authorization: theirs.authorization,
         body: { user_id: 'ada@example.com' },
       });
@@ -402,6 +407,7 @@ describe('Rate limiting (real database, real Redis)', () => {
           await drawn({
             method: 'POST',
             path: '/v1/respond',
+            route: '/v1/respond',
             authorization: unlimitedKey.authorization,
             body: { user_id: 'ada@example.com' },
           })

@@ -5,6 +5,11 @@ import type { ExecutionContext } from '@nestjs/common';
  * authentication guard leaves it, its body not yet arrived: for an interceptor called without a route.
  */
 export function asCaller(organizationId: string): ExecutionContext {
-  const request = { caller: { organizationId }, socket: { bytesRead: 0 }, complete: false };
+  const request = {
+    caller: { organizationId },
+    headers: {},
+    socket: { bytesRead: 0 },
+    complete: false,
+  };
   return { switchToHttp: () => ({ getRequest: () => request }) } as unknown as ExecutionContext;
 }
