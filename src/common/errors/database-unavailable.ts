@@ -35,8 +35,9 @@ const REFUSED_SESSION_CODES = new Set(['3D000', '28000', '28P01', '53300']);
  * True when a request failed because the database was out of reach, not because of what it
  * asked: no session within the pool's connect timeout, a session the network or the server ended
  * (SQLSTATE class 08; 57P01 to 57P03: shut down, crashed, not accepting connections), a session
- * refused (REFUSED_SESSION_CODES), a socket refused or reset. Such a request may well succeed in a moment (a failover, a restart): 503 with
- * Retry-After, which clients retry, where 500 said the service had failed (found by review).
+ * refused (REFUSED_SESSION_CODES), a socket refused or reset. Such a request may well succeed in
+ * a moment (a failover, a restart): 503 with Retry-After, which clients retry, where 500 said the
+ * service had failed (found by review).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;

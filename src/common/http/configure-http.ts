@@ -8,7 +8,8 @@ import {
 import { observeRefusals } from './http-adapter';
 import { jsonBodyMiddleware, type JsonBodyOptions } from './json-body.middleware';
 import { privateResponsesMiddleware } from './private-responses.middleware';
-import { hostHeaderMiddleware, urlTextMiddleware } from './url-text.middleware';
+import { hostHeaderMiddleware } from './host-header.middleware';
+import { urlTextMiddleware } from './url-text.middleware';
 
 /**
  * The Express-specific part of the app: kept in this one file so that changing the HTTP adapter

@@ -8,7 +8,8 @@ import { requestIdOf } from './request-id';
  * envelope (its status, with the request id) instead of Nest's plain-text 400; after it, the
  * connection is cut, so a truncated document cannot pass as whole. Either way an unexpected
  * failure goes on the access line with its stack, as the exception filter puts it; a refusal
- * (the end user erased while the document was read: 404) does not, which logged as an error.
+ * (the end user erased while the document was read: 404) does not (it was logged as an error,
+ * with a stack).
  */
 export function withEnvelopeOnFailure(file: StreamableFile): StreamableFile {
   return file.setErrorHandler((error, handlerResponse) => {
