@@ -1,6 +1,10 @@
 import Ajv2020 from 'ajv/dist/2020';
 import type { FieldProblem } from '../common/errors/app-error';
-import { MAX_LISTED_PROBLEMS, schemaProblems } from '../common/validation/json-schema-problems';
+import {
+  MAX_LISTED_PROBLEMS,
+  pointerToken,
+  schemaProblems,
+} from '../common/validation/json-schema-problems';
 import { nonFiniteNumberAt } from '../common/validation/untrusted-json';
 import { type SchemaTenant, toolSchemas } from './tool-schemas';
 
@@ -142,9 +146,6 @@ const DYNAMIC_KEYWORDS: ReadonlySet<string> = new Set([
  */
 const LOCAL_POINTER = /^#(?:\/(?:[A-Za-z0-9_.$-]|~[01])+)*$/;
 
-/** A key as a JSON pointer segment (RFC 6901). */
-const pointerSegment = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
-
 interface Subschema {
   node: Record<string, unknown>;
   /** The pointers of the subschemas directly under it. */
@@ -166,10 +167,10 @@ function subschemasOf(root: Record<string, unknown>): Map<string, Subschema> {
     parent?.children.push(at);
     for (const [key, child] of Object.entries(node)) {
       if (DATA_KEYWORDS.has(key)) continue;
-      const under = `${at}/${pointerSegment(key)}`;
+      const under = `${at}/${pointerToken(key)}`;
       if (NAMED_SCHEMAS.has(key) && child !== null && typeof child === 'object') {
         for (const [name, schema] of Object.entries(child as Record<string, unknown>)) {
-          visit(schema, `${under}/${pointerSegment(name)}`, subschema);
+          visit(schema, `${under}/${pointerToken(name)}`, subschema);
         }
       } else {
         visit(child, under, subschema);
@@ -196,7 +197,7 @@ function referencesProblem(root: Record<string, unknown>): string | undefined {
     if (typeof ref !== 'string' || !LOCAL_POINTER.test(ref)) {
       return `must use $ref with a JSON pointer into the schema of letters, digits and _ . $ - ("#/$defs/Name"): ${at}/$ref`;
     }
-    // The pointer's segments are escaped as pointerSegment escapes them: the same text.
+    // The pointer's segments are escaped as pointerToken escapes them: the same text.
     const target = ref.slice(1);
     if (!subschemas.has(target)) return `has a $ref to no subschema of it: ${at}/$ref`;
     targets.set(at, target);
@@ -254,7 +255,9 @@ async function parametersProblem(
   if (parameters.type !== 'object') return 'must be a JSON Schema of type "object"';
   // Written as JSON (stored, and the compiled schemas' cache key) it would be another schema.
   const unwritable = nonFiniteNumberAt(parameters);
-  if (unwritable) return `must hold only numbers JSON can write (not 1e999): ${unwritable}`;
+  if (unwritable) {
+    return `must hold only numbers JSON can write (not 1e999): /${unwritable.map(pointerToken).join('/')}`;
+  }
   const unsafe = unsafeSchemaProblem(parameters);
   if (unsafe) return unsafe;
   const problem = await toolSchemas.problemOf(tenant, parameters);

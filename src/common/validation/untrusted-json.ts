@@ -223,16 +223,17 @@ export function isStorableJson(value: unknown): boolean {
 }
 
 /**
- * The JSON pointer of the first number in a parsed value that JSON cannot write (`1e999` parses
- * as Infinity, and is written back as null), or undefined. Such a number is refused where a value
- * is stored or compared as its JSON text: kept, it would mean null there and something else here.
+ * The keys down to the first number in a parsed value that JSON cannot write (`1e999` parses as
+ * Infinity, and is written back as null; `[]` for the value itself), or undefined: each caller
+ * names the place as its errors do. Such a number is refused where a value is stored or compared
+ * as its JSON text: kept, it would mean null there and something else here.
  */
-export function nonFiniteNumberAt(value: unknown, at = ''): string | undefined {
-  if (typeof value === 'number') return Number.isFinite(value) ? undefined : at || '/';
+export function nonFiniteNumberAt(value: unknown): string[] | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : [];
   if (value === null || typeof value !== 'object') return undefined;
   for (const [key, child] of Object.entries(value)) {
-    const found = nonFiniteNumberAt(child, `${at}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`);
-    if (found) return found;
+    const found = nonFiniteNumberAt(child);
+    if (found) return [key, ...found];
   }
   return undefined;
 }

@@ -54,6 +54,9 @@ describe('metadataProblem', () => {
     expect(metadataProblem(JSON.parse('{"a":{"b":[1,1e309]}}') as object)).toBe(
       'must not hold a number JSON cannot write (too large for a double, at a.b.1)',
     );
+    // The place is echoed in the answer: a hostile key is cut, as field names are.
+    const long = metadataProblem({ ['k'.repeat(10_000)]: JSON.parse('1e309') as number });
+    expect(long?.length).toBeLessThan(300);
   });
 
   it('refuses arrays, null and scalars', () => {

@@ -3,6 +3,7 @@ import { ValidateBy, ValidationOptions } from 'class-validator';
 import { CONTROL_CHARACTER } from '../../common/validation/no-control-characters';
 import {
   jsonDepth,
+  MAX_FIELD_NAME,
   MAX_JSON_DEPTH,
   nonFiniteNumberAt,
 } from '../../common/validation/untrusted-json';
@@ -77,7 +78,7 @@ export function metadataProblem(value: unknown): string | null {
   // 1e309 parses as Infinity, which JSON writes as null: it was stored so without a word (review).
   const unwritable = nonFiniteNumberAt(value);
   if (unwritable !== undefined)
-    return `must not hold a number JSON cannot write (too large for a double, at ${dottedPath(unwritable)})`;
+    return `must not hold a number JSON cannot write (too large for a double, at ${unwritable.join('.').slice(0, MAX_FIELD_NAME)})`;
   return null;
 }
 
@@ -101,13 +102,4 @@ export class UserIdParamDto {
   })
   @IsUserId()
   user_id: string;
-}
-
-/** A JSON pointer inside metadata as the dotted path error details use (`/a/b/1` → `a.b.1`). */
-function dottedPath(pointer: string): string {
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .join('.');
 }
