@@ -406,11 +406,7 @@ export class TextNormalizer {
         while (text.charCodeAt(end) === PIPE) end++;
         const run = text.slice(i, end);
         const spells = (letters: string) =>
-          this.hidden.spells(
-            collapseRepeats(
-              letters.includes('|') ? this.readPipes(letters) : readLeetspeak(letters),
-            ),
-          );
+          this.hidden.spells(collapseRepeats(this.readSymbols(letters)));
         if (this.isWordCode(text.codePointAt(end)) || (!spells(word) && spells(word + run))) {
           word += run;
           i = end - width;
@@ -467,6 +463,11 @@ export class TextNormalizer {
     if (!/^[\p{L}*]+$/u.test(letters)) return undefined;
     if (letters.includes('*')) return this.hidden.readMasked(letters);
     return letters.length >= 3 && this.hidden.spells(letters) ? letters : undefined;
+  }
+
+  /** A word's digits and symbols read as letters, its pipes as ls or is (readPipes). */
+  private readSymbols(word: string): string {
+    return word.includes('|') ? this.readPipes(word) : readLeetspeak(word);
   }
 
   /**
@@ -588,7 +589,7 @@ export class TextNormalizer {
       out.push([leading[1], true]);
       rest = leading[2];
     }
-    rest = rest.includes('|') ? this.readPipes(rest) : readLeetspeak(rest);
+    rest = this.readSymbols(rest);
     for (const part of splitApostrophes(rest)) {
       const word = collapseRepeats(part);
       if (word === '') continue;
