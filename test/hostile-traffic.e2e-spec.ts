@@ -572,9 +572,10 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
   });
   afterAll(() => t.close());
 
-  const open = () =>
+  /** A raw connection; half-open, it keeps its side open once the server has ended its own. */
+  const open = (allowHalfOpen = false) =>
     new Promise<Socket>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => resolve(socket));
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen }, () => resolve(socket));
     });
 
   it('closes a connection whose headers have not arrived within HEADERS_TIMEOUT_MS', async () => {
@@ -658,11 +659,7 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
       reset.write('CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n');
       reset.resetAndDestroy();
     }
-    const lingering = await new Promise<Socket>((resolve) => {
-      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
-        resolve(socket),
-      );
-    });
+    const lingering = await open(true);
     lingering.resume();
     const refusedToo = new Promise((resolve) => lingering.once('end', resolve));
     const gone = new Promise((resolve) => {
