@@ -9,6 +9,7 @@ import {
   jsonDepth,
   MAX_JSON_DEPTH,
   shapeProblem,
+  noWidthSpent,
   widthExcess,
   type WidthSpent,
 } from '../common/validation/untrusted-json';
@@ -171,7 +172,7 @@ export class ImportChecker {
   private readonly personalities = new Map<string, number>();
   private personalityCount = 0;
   /** What the personalities checked so far have spent of the body's bounds (widthExcess). */
-  private readonly personalityWidth: WidthSpent = { squares: 0 };
+  private readonly personalityWidth: WidthSpent = noWidthSpent();
   private memoryCount = 0;
   private readonly memoryIds = new SeenIds();
   private hasPersonalities = false;

@@ -8,8 +8,8 @@ import {
   jsonShapeExcess,
   MAX_JSON_CONTAINERS,
   MAX_JSON_VALUES,
+  noWidthSpent,
   widthExcess,
-  type WidthSpent,
 } from './untrusted-json';
 
 const bytes = (text: string) => Buffer.from(text, 'utf8');
@@ -134,7 +134,7 @@ describe('widthExcess (a parsed value)', () => {
   });
 
   it('counts the squares of values checked with one budget together (a document)', () => {
-    const spent = { squares: 0 };
+    const spent = noWidthSpent();
     for (let i = 0; i < 4; i++) expect(widthExcess({ voice: keys(999) }, spent)).toBeUndefined();
     expect(widthExcess({ voice: keys(999) }, spent)).toBe('key_squares');
     expect(widthExcess({ voice: keys(999) })).toBeUndefined();
@@ -145,7 +145,7 @@ describe('widthExcess (a parsed value)', () => {
     // The personality and its list count too: 2 + 49,998 objects and arrays.
     expect(widthExcess(empties(49_998))).toBeUndefined();
     expect(widthExcess(empties(49_999))).toBe('containers');
-    const spent: WidthSpent = { squares: 0 };
+    const spent = noWidthSpent();
     expect(widthExcess({ list: new Array(110_000).fill(0) }, spent)).toBeUndefined();
     expect(widthExcess({ list: new Array(110_000).fill(0) }, spent)).toBe('values');
   });

@@ -139,9 +139,12 @@ export function shapeProblem(excess: JsonShapeExcess, maxDepth = MAX_JSON_DEPTH)
 /** What values checked as one (the pieces of one document) have spent of the body's bounds. */
 export interface WidthSpent {
   squares: number;
-  containers?: number;
-  values?: number;
+  containers: number;
+  values: number;
 }
+
+/** Nothing spent yet: the budget of a new document. */
+export const noWidthSpent = (): WidthSpent => ({ squares: 0, containers: 0, values: 0 });
 
 /**
  * jsonShapeExcess's width and size limits on a value already parsed (a piece of an import, which
@@ -152,7 +155,7 @@ export interface WidthSpent {
  */
 export function widthExcess(
   value: unknown,
-  spent: WidthSpent = { squares: 0 },
+  spent: WidthSpent = noWidthSpent(),
 ): Exclude<JsonShapeExcess, 'depth'> | undefined {
   const walk = (node: unknown): Exclude<JsonShapeExcess, 'depth'> | undefined => {
     if (node === null || typeof node !== 'object') return undefined;
@@ -162,9 +165,8 @@ export function widthExcess(
       spent.squares += children.length * children.length;
       if (spent.squares > MAX_KEY_SQUARES) return 'key_squares';
     }
-    spent.containers = (spent.containers ?? 0) + 1;
-    if (spent.containers > MAX_JSON_CONTAINERS) return 'containers';
-    spent.values = (spent.values ?? 0) + children.length;
+    if (++spent.containers > MAX_JSON_CONTAINERS) return 'containers';
+    spent.values += children.length;
     if (spent.values > MAX_JSON_VALUES) return 'values';
     for (const child of children) {
       const excess = walk(child);
