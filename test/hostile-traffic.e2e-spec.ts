@@ -652,6 +652,11 @@ describe('Hostile traffic: slow clients (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS,
     const tunnelled = await refused;
     expect(tunnelled.text).toMatch(/^HTTP\/1\.1 405/);
     expect(envelopeOf(tunnelled.text)).toMatchObject({ status: 405, code: 'method_not_allowed' });
+    // Its access line names the method the parser read, not "(unparsed)".
+    const tunnelId = (envelopeOf(tunnelled.text) as { request_id: string }).request_id;
+    expect(t.logs.forRequest(tunnelId)).toEqual([
+      expect.objectContaining({ msg: 'request refused', method: 'CONNECT', status: 405 }),
+    ]);
     // A CONNECT whose client resets at once ended the process (review of the change); one that
     // never closes its side is closed by the server.
     for (let i = 0; i < 5; i++) {

@@ -68,7 +68,7 @@ class TimedExpressAdapter extends ExpressAdapter {
         new AppError('method_not_allowed', 'CONNECT is not served here'),
         newRequestId(),
       );
-      for (const observe of this.refusalObservers) observe(refused);
+      for (const observe of this.refusalObservers) observe({ ...refused, method: 'CONNECT' });
     });
     this.setHttpServer(server);
   }

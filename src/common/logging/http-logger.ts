@@ -31,6 +31,8 @@ export interface RefusedRequest {
   requestId: string;
   status: number;
   code: string;
+  /** Its method, when the parser read it (a CONNECT, which Express never sees). */
+  method?: string;
 }
 
 /** Answers the server wrote on a request's connection itself, for its access line. */
@@ -147,12 +149,9 @@ export function createHttpLogger(logger: Logger, hashKey: string, observe?: Resp
  */
 export function createRefusalLogger(logger: Logger, observe?: ResponseObserver) {
   const accessLog = logger.child({}, { redact: { paths: [] } });
-  return ({ requestId, status, code }: RefusedRequest): void => {
+  return ({ requestId, status, code, method = UNPARSED_METHOD }: RefusedRequest): void => {
     // No duration: the request's start is not known (a 408 comes at the end of a timeout).
-    observe?.({ method: UNPARSED_METHOD }, status);
-    accessLog.warn(
-      { requestId, method: UNPARSED_METHOD, path: UNMATCHED_PATH, status, code },
-      'request refused',
-    );
+    observe?.({ method }, status);
+    accessLog.warn({ requestId, method, path: UNMATCHED_PATH, status, code }, 'request refused');
   };
 }
