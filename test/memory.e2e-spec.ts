@@ -298,6 +298,9 @@ describe('Memory: search, recall and facts (contract §20)', () => {
         ).toContain(`"${secret}"`);
       }
       await respond(userId, secret);
+      expect((await respond(userId, 'keep my 90210 locker code safe')).body.reply.text).toContain(
+        `"${secret}"`,
+      );
       await respond(userId, 'ok');
       expect((await respond(userId, 'and then?')).body.reply.text).toContain('"ok"');
       const forget = async (id: string) =>
@@ -310,11 +313,21 @@ describe('Memory: search, recall and facts (contract §20)', () => {
         ).toBe(204);
       const before = await memories();
       const mine = before.filter((m) => m.personality_id === personalityId && m.role === 'user');
-      // The first of the two: the second says the same, so the replies stay.
+      // The first of the two: the reply before the second can only be quoting it and goes; the
+      // one after the second may be quoting that one, and stays.
       await forget(mine.filter((m) => m.content === secret).at(-1)!.id);
       await forget(mine.find((m) => m.content === 'ok')!.id);
       const after = await memories();
-      expect(before.length - after.length).toBe(2);
+      expect(before.length - after.length).toBe(3);
+      const second = mine.filter((m) => m.content === secret)[0];
+      const quotingKept = after.filter(
+        (m) =>
+          m.personality_id === personalityId &&
+          m.role === 'personality' &&
+          m.content.includes(`"${secret}"`),
+      );
+      expect(quotingKept.length).toBeGreaterThan(0);
+      expect(quotingKept.every((m) => Number(m.id) > Number(second.id))).toBe(true);
       // The other personality's reply quoting it stays.
       expect(
         after.some(

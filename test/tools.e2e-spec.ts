@@ -341,8 +341,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         .set('Authorization', owner.auth)
         .expect(204);
       const after = JSON.stringify(await model());
-      expect(after).toContain('A-1042'); // the reply's memory and its call remain
       expect(after).not.toContain(JSON.stringify(trigger).slice(1, -1));
+      // The reply stays, without its calls: their arguments were the message's (review).
+      expect(after).not.toContain('A-1042');
+      expect(await memoriesOf(userId)).toEqual([
+        expect.objectContaining({ content: done.body.reply.text, tool_calls: null }),
+      ]);
 
       // Past its expiry a completed turn is unknown, as any turn is (409 before).
       await t.sql(`UPDATE tool_turns SET expires_at = now() - interval '1 second' WHERE id = $1`, [

@@ -173,7 +173,9 @@ export class MemoriesRepository {
    * Deletes the memory if it is this end user's, in this organization, the facts the engine
    * learned from it (they are what the message said), and the personality's later replies in
    * that conversation holding one of `quotations` (memory-quote.ts: what a reply repeating it
-   * holds; a reply quoted a forgotten message on, found by review); true when there was one.
+   * holds; a reply quoted a forgotten message on, found by review); the reply to it keeps no
+   * record of its tool calls, whose arguments were taken from the message (found by review).
+   * True when there was one.
    */
   async deleteForEndUser(
     organizationId: string,
@@ -186,13 +188,14 @@ export class MemoriesRepository {
             -- The end user's row first, before any row this deletes: an erasure claims it
             -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
             -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-            SELECT m.id, m.end_user_id, m.personality_id, m.content
+            SELECT m.id, m.end_user_id, m.personality_id, m.role, m.content, m.created_at
               FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
                FOR KEY SHARE OF e),
           -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
-          -- most (each deletion's postings cost a probe a word). None when another message of the
-          -- conversation says the same: those replies may be quoting that one, which stays.
+          -- most (each deletion's postings cost a probe a word). None that another message of
+          -- the conversation saying the same, older than the reply, may be quoting: it stays.
+          -- (Any copy, before: forgetting both copies oldest first left the replies between.)
           quoting AS (
             DELETE FROM memories WHERE id IN (
               SELECT r.id FROM memories r, doomed d
@@ -203,8 +206,22 @@ export class MemoriesRepository {
                  AND NOT EXISTS (SELECT FROM memories o
                                   WHERE o.end_user_id = d.end_user_id
                                     AND o.personality_id = d.personality_id
-                                    AND o.role = 'user' AND o.id <> d.id AND o.content = d.content)
+                                    AND o.role = 'user' AND o.id <> d.id AND o.id < r.id
+                                    AND o.content = d.content)
                ORDER BY r.id LIMIT ${QUOTING_MAX})
+            RETURNING id),
+          -- The reply to it, written with it (the same created_at, the conversation's next reply):
+          -- its tool calls' arguments are the message's words, and their outputs answer them.
+          unrecorded AS (
+            UPDATE memories r SET tool_calls = NULL
+              FROM doomed d
+             WHERE d.role = 'user'
+               AND r.id = (SELECT min(x.id) FROM memories x
+                            WHERE x.end_user_id = d.end_user_id
+                              AND x.personality_id = d.personality_id
+                              AND x.id > d.id AND x.role = 'personality')
+               AND r.created_at = d.created_at AND r.tool_calls IS NOT NULL
+               AND r.id NOT IN (SELECT id FROM quoting)
             RETURNING 1),
           learned AS (
             DELETE FROM end_user_facts
@@ -217,7 +234,8 @@ export class MemoriesRepository {
           -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
           -- that order, and another order could deadlock with them.
           SELECT ${DELETED} FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first
-                 CROSS JOIN (SELECT count(*) FROM quoting) replies_too`,
+                 CROSS JOIN (SELECT count(*) FROM quoting) replies_too
+                 CROSS JOIN (SELECT count(*) FROM unrecorded) calls_too`,
     );
     return row?.deleted === 1;
   }

@@ -8,16 +8,16 @@ describe('how a reply quotes a memory', () => {
     expect(quoteOf(long).endsWith('word…')).toBe(true);
   });
 
-  it('gives what a reply repeating the message holds: the quote, and the whole message, quoted', () => {
-    expect(quotationsOf('my  cat is Tom')).toEqual(['"my cat is Tom"']);
+  it('gives what a reply repeating the message holds, in any quotation marks: the quote, and the whole message', () => {
+    expect(quotationsOf('my  cat is Tom')).toEqual(['my cat is Tom']);
     const long = 'word '.repeat(30);
-    expect(quotationsOf(long)).toEqual([`"${quoteOf(long)}"`, `"${long.trim()}"`]);
+    expect(quotationsOf(long)).toEqual([quoteOf(long), long.trim()]);
   });
 
   it('looks for none of a message too short to tell a quote of it from a coincidence', () => {
     expect(quotationsOf('ok')).toEqual([]);
     expect(quotationsOf('   London   ')).toEqual([]);
     expect(quotationsOf('!!!!!!!!!!!!!!!!')).toEqual([]);
-    expect(quotationsOf('I live in Oslo')).toEqual(['"I live in Oslo"']);
+    expect(quotationsOf('I live in Oslo')).toEqual(['I live in Oslo']);
   });
 });

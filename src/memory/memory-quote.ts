@@ -3,7 +3,7 @@ const QUOTE_MAX = 80;
 
 /**
  * A memory as a reply quotes it: its white space folded, shortened to QUOTE_MAX characters with
- * an ellipsis. The local engine's recall sentence puts it between double quotes.
+ * an ellipsis: what the local engine's recall sentence puts in place of `{memory}`.
  */
 export function quoteOf(content: string): string {
   return shortened(folded(content));
@@ -22,14 +22,15 @@ const QUOTATION_MIN_CHARACTERS = 12;
 
 /**
  * What a stored reply that repeats the message `content` holds: its quote (quoteOf) or the whole
- * message, white space folded, between double quotes; none for a message shorter than
- * QUOTATION_MIN_CHARACTERS or without a letter or digit. Forgetting the message forgets those
- * replies too (MemoriesRepository.deleteForEndUser).
+ * message, white space folded; none for a message shorter than QUOTATION_MIN_CHARACTERS or
+ * without a letter or digit. Looked for without quotation marks around it: a personality's
+ * `replies.recall` puts `{memory}` in whatever marks its business chose, or none (found by
+ * review: `You told me {memory} earlier.` kept the forgotten message in the reply). Forgetting
+ * the message forgets those replies too (MemoriesRepository.deleteForEndUser).
  */
 export function quotationsOf(content: string): string[] {
   const text = folded(content);
   if ([...text].length < QUOTATION_MIN_CHARACTERS || !/[\p{L}\p{N}]/u.test(text)) return [];
-  const whole = `"${text}"`;
-  const quoted = `"${shortened(text)}"`;
-  return quoted === whole ? [whole] : [quoted, whole];
+  const quoted = shortened(text);
+  return quoted === text ? [text] : [quoted, text];
 }

@@ -90,13 +90,14 @@ WITH doomed AS (
         -- The end user's row first, before any row this deletes: an erasure claims it
         -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
         -- one waiting for the other, and never hold rows each other wait for (a deadlock).
-        SELECT m.id, m.end_user_id, m.personality_id, m.content
+        SELECT m.id, m.end_user_id, m.personality_id, m.role, m.content, m.created_at
           FROM memories m JOIN end_users e ON e.id = m.end_user_id
          WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3
            FOR KEY SHARE OF e),
       -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
-      -- most (each deletion's postings cost a probe a word). None when another message of the
-      -- conversation says the same: those replies may be quoting that one, which stays.
+      -- most (each deletion's postings cost a probe a word). None that another message of
+      -- the conversation saying the same, older than the reply, may be quoting: it stays.
+      -- (Any copy, before: forgetting both copies oldest first left the replies between.)
       quoting AS (
         DELETE FROM memories WHERE id IN (
           SELECT r.id FROM memories r, doomed d
@@ -107,8 +108,22 @@ WITH doomed AS (
              AND NOT EXISTS (SELECT FROM memories o
                               WHERE o.end_user_id = d.end_user_id
                                 AND o.personality_id = d.personality_id
-                                AND o.role = 'user' AND o.id <> d.id AND o.content = d.content)
+                                AND o.role = 'user' AND o.id <> d.id AND o.id < r.id
+                                AND o.content = d.content)
            ORDER BY r.id LIMIT $6)
+        RETURNING id),
+      -- The reply to it, written with it (the same created_at, the conversation's next reply):
+      -- its tool calls' arguments are the message's words, and their outputs answer them.
+      unrecorded AS (
+        UPDATE memories r SET tool_calls = NULL
+          FROM doomed d
+         WHERE d.role = 'user'
+           AND r.id = (SELECT min(x.id) FROM memories x
+                        WHERE x.end_user_id = d.end_user_id
+                          AND x.personality_id = d.personality_id
+                          AND x.id > d.id AND x.role = 'personality')
+           AND r.created_at = d.created_at AND r.tool_calls IS NOT NULL
+           AND r.id NOT IN (SELECT id FROM quoting)
         RETURNING 1),
       learned AS (
         DELETE FROM end_user_facts
@@ -132,7 +147,8 @@ forgotten_answers_running AS (
       -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
       -- that order, and another order could deadlock with them.
       SELECT count(*)::int AS "deleted" FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first
-             CROSS JOIN (SELECT count(*) FROM quoting) replies_too;
+             CROSS JOIN (SELECT count(*) FROM quoting) replies_too
+             CROSS JOIN (SELECT count(*) FROM unrecorded) calls_too;
 WITH forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
    WHERE k.scope_type = 'organization' AND k.scope_id = $1::uuid AND k.subject = ANY ($2::bytea[])

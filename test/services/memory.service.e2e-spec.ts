@@ -18,6 +18,7 @@ import {
   IdempotencyService,
 } from '../../src/idempotency/idempotency.service';
 import { MemoriesRepository } from '../../src/memory/memories.repository';
+import { MemoriesService } from '../../src/memory/memories.service';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { memoriesInsertStep } from '../../src/memory/memories.step';
 import { rankedMemories } from '../../src/memory/memory-search';
@@ -821,6 +822,129 @@ describe('Memory module (real database)', () => {
       } finally {
         client.release();
       }
+    });
+  });
+
+  describe('forgetting a message', () => {
+    /** One exchange as a reply stores it: the message and the reply, one instant, one statement. */
+    async function exchange(
+      at: { organizationId: string; endUserId: string; personalityId: string },
+      message: string,
+      reply: string,
+      createdAt: Date,
+      toolCalls: unknown[] | null = null,
+    ): Promise<void> {
+      const common = { ...at, emotion: null, intensity: null, vocabularyVersion: null, createdAt };
+      await database.rows(
+        withEntries(
+          [
+            memoriesInsertStep([
+              { ...common, role: 'user', content: message, safety: null },
+              { ...common, role: 'personality', content: reply, safety: null, toolCalls },
+            ]),
+          ],
+          sql`SELECT 1`,
+        ),
+      );
+    }
+
+    async function conversationOf(endUserId: string) {
+      return database.rows<{ id: string; role: string; content: string; tool_calls: unknown }>(
+        sql`SELECT m.id::text AS id, m.role, m.content, m.tool_calls FROM memories m
+             WHERE m.end_user_id = ${endUserId} ORDER BY m.id`,
+      );
+    }
+
+    async function forget(organizationId: string, userId: string, content: string) {
+      const [endUserId] = (
+        await database.rows<{ id: string }>(
+          sql`SELECT m.id::text AS id FROM memories m JOIN end_users e ON e.id = m.end_user_id
+               WHERE e.user_id = ${userId} AND e.organization_id = ${organizationId}
+                 AND m.role = 'user' AND m.content = ${content} ORDER BY m.id LIMIT 1`,
+        )
+      ).map((row) => row.id);
+      await moduleRef.get(MemoriesService).forget(organizationId, userId, endUserId);
+    }
+
+    it('forgets the replies quoting it in any quotation marks, or none (review)', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['ivo']);
+      const at = { organizationId, endUserId: endUserIds.ivo, personalityId: personalityIds[0] };
+      const secret = 'My favourite colour is heliotrope';
+      await exchange(at, secret, 'Noted.', new Date('2031-03-01T10:00:00Z'));
+      // A business's recall sentences (replies.recall): no marks, guillemets, corner brackets.
+      await exchange(
+        at,
+        'hello',
+        `Earlier, you told me ${secret}.`,
+        new Date('2031-03-01T10:01:00Z'),
+      );
+      await exchange(at, 'salut', `Tu m'as dit « ${secret} ».`, new Date('2031-03-01T10:02:00Z'));
+      await exchange(at, 'yo', `You said 「${secret}」.`, new Date('2031-03-01T10:03:00Z'));
+      await exchange(at, 'and?', 'My favourite colour is blue.', new Date('2031-03-01T10:04:00Z'));
+      await forget(organizationId, 'ivo', secret);
+      expect((await conversationOf(at.endUserId)).map((m) => m.content)).toEqual([
+        'Noted.',
+        'hello',
+        'salut',
+        'yo',
+        'and?',
+        'My favourite colour is blue.',
+      ]);
+    });
+
+    it('forgets, with each of two copies, the replies that can only be quoting that copy (review)', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['ola']);
+      const at = { organizationId, endUserId: endUserIds.ola, personalityId: personalityIds[0] };
+      const secret = 'My secret word is marmalade';
+      const minute = (n: number) => new Date(Date.parse('2031-03-01T10:00:00Z') + n * 60_000);
+      await exchange(at, secret, 'Noted.', minute(0));
+      await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
+      await exchange(at, secret, 'Noted again.', minute(2));
+      await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
+      // The first copy: the reply before the second can only quote it; the one after may quote
+      // the second, which stays, and so does that reply.
+      await forget(organizationId, 'ola', secret);
+      expect((await conversationOf(at.endUserId)).map((m) => m.content)).toEqual([
+        'Noted.',
+        'anything new?',
+        secret,
+        'Noted again.',
+        'and now?',
+        `You said "${secret}" twice.`,
+      ]);
+      // Before, the reply between the two stayed once both were forgotten oldest first.
+      await forget(organizationId, 'ola', secret);
+      expect(JSON.stringify(await conversationOf(at.endUserId))).not.toContain('marmalade');
+    });
+
+    it('leaves the reply to it without the record of its tool calls, and no other reply (review)', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['uma']);
+      const at = { organizationId, endUserId: endUserIds.uma, personalityId: personalityIds[0] };
+      const call = (orderId: string) => [
+        { id: 'call_1', name: 'lookup_order', arguments: { order_id: orderId }, output: '{}' },
+      ];
+      await exchange(
+        at,
+        'where is order A-1?',
+        'On its way.',
+        new Date('2031-03-01T10:00:00Z'),
+        call('A-1'),
+      );
+      await exchange(
+        at,
+        'and order B-2?',
+        'Delivered.',
+        new Date('2031-03-01T10:01:00Z'),
+        call('B-2'),
+      );
+      await forget(organizationId, 'uma', 'where is order A-1?');
+      const left = await conversationOf(at.endUserId);
+      expect(left.map((m) => [m.content, m.tool_calls === null])).toEqual([
+        ['On its way.', true],
+        ['and order B-2?', true],
+        ['Delivered.', false],
+      ]);
+      expect(JSON.stringify(left)).not.toContain('A-1');
     });
   });
 
