@@ -171,11 +171,11 @@ export class MemoriesRepository {
 
   /**
    * Deletes the memory if it is this end user's, in this organization, the facts the engine
-   * learned from it (they are what the message said), and the personality's later replies in
-   * that conversation holding one of `quotations` (memory-quote.ts: what a reply repeating it
-   * holds; a reply quoted a forgotten message on, found by review); the reply to it keeps no
-   * record of its tool calls, whose arguments were taken from the message (found by review).
-   * True when there was one.
+   * learned from it (they are what the message said) or that hold one of `quotations`, and the
+   * personality's later replies in that conversation holding one of `quotations`
+   * (memory-quote.ts: what a reply repeating it holds; a reply quoted a forgotten message on,
+   * found by review); the reply to it keeps no record of its tool calls, whose arguments were
+   * taken from the message (found by review). True when there was one.
    */
   async deleteForEndUser(
     organizationId: string,
@@ -223,9 +223,21 @@ export class MemoriesRepository {
                AND r.created_at = d.created_at AND r.tool_calls IS NOT NULL
                AND r.id NOT IN (SELECT id FROM quoting)
             RETURNING 1),
+          -- The facts learned from it, and those another exchange's engine learned holding its
+          -- words (a model restates a message of its history: found by review), unless another
+          -- message of the end user says the same (the fact may be that one's).
           learned AS (
-            DELETE FROM end_user_facts
-             WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
+            DELETE FROM end_user_facts f
+             WHERE f.source = 'engine'
+               AND (f.memory_id IN (SELECT id FROM doomed)
+                    OR f.end_user_id IN (SELECT d.end_user_id FROM doomed d
+                                          WHERE cardinality(${quotations}::text[]) > 0
+                                            AND NOT EXISTS (SELECT FROM memories o
+                                                             WHERE o.end_user_id = d.end_user_id
+                                                               AND o.role = 'user' AND o.id <> d.id
+                                                               AND o.content = d.content))
+                       AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q
+                                    WHERE strpos(f.content, q) > 0))
             RETURNING 1),
           deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
           -- A stored answer (a keyed respond) may hold the memory: it goes with it.

@@ -125,24 +125,36 @@ WITH doomed AS (
            AND r.created_at = d.created_at AND r.tool_calls IS NOT NULL
            AND r.id NOT IN (SELECT id FROM quoting)
         RETURNING 1),
+      -- The facts learned from it, and those another exchange's engine learned holding its
+      -- words (a model restates a message of its history: found by review), unless another
+      -- message of the end user says the same (the fact may be that one's).
       learned AS (
-        DELETE FROM end_user_facts
-         WHERE memory_id IN (SELECT id FROM doomed) AND source = 'engine'
+        DELETE FROM end_user_facts f
+         WHERE f.source = 'engine'
+           AND (f.memory_id IN (SELECT id FROM doomed)
+                OR f.end_user_id IN (SELECT d.end_user_id FROM doomed d
+                                      WHERE cardinality($7::text[]) > 0
+                                        AND NOT EXISTS (SELECT FROM memories o
+                                                         WHERE o.end_user_id = d.end_user_id
+                                                           AND o.role = 'user' AND o.id <> d.id
+                                                           AND o.content = d.content))
+                   AND EXISTS (SELECT FROM unnest($8::text[]) q
+                                WHERE strpos(f.content, q) > 0))
         RETURNING 1),
       deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
       -- A stored answer (a keyed respond) may hold the memory: it goes with it.
       forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
-   WHERE k.scope_type = 'organization' AND k.scope_id = $7::uuid AND k.subject = ANY ($8::bytea[])
+   WHERE k.scope_type = 'organization' AND k.scope_id = $9::uuid AND k.subject = ANY ($10::bytea[])
      AND EXISTS (SELECT 1 FROM doomed)
    ORDER BY k.key COLLATE "C"
    FOR UPDATE),
 forgotten_answers_deleted AS (
   DELETE FROM idempotency_keys k USING forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $9::uuid AND k.key = f.key AND NOT f.running),
+   WHERE k.scope_type = 'organization' AND k.scope_id = $11::uuid AND k.key = f.key AND NOT f.running),
 forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $10::uuid AND k.key = f.key AND f.running)
+   WHERE k.scope_type = 'organization' AND k.scope_id = $12::uuid AND k.key = f.key AND f.running)
       -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
       -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
       -- that order, and another order could deadlock with them.

@@ -917,6 +917,37 @@ describe('Memory module (real database)', () => {
       expect(JSON.stringify(await conversationOf(at.endUserId))).not.toContain('marmalade');
     });
 
+    it('forgets a fact another exchange learned holding its words, unless another message says them (review)', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['ren']);
+      const at = { organizationId, endUserId: endUserIds.ren, personalityId: personalityIds[0] };
+      const secret = 'My therapist is Dr Ames';
+      const said = 'I have a cat called Miso';
+      await exchange(at, secret, 'Noted.', new Date('2031-03-01T10:00:00Z'));
+      await exchange(at, said, 'Noted.', new Date('2031-03-01T10:01:00Z'));
+      await exchange(at, said, 'You said so.', new Date('2031-03-01T10:02:00Z'));
+      await exchange(at, 'and?', 'Go on.', new Date('2031-03-01T10:03:00Z'));
+      // The model of the last exchange restated the earlier messages, word for word.
+      const [{ id: later }] = await database.rows<{ id: string }>(
+        sql`SELECT id::text AS id FROM memories WHERE end_user_id = ${at.endUserId}
+             AND content = 'and?'`,
+      );
+      for (const content of [`User said: ${secret}.`, `User said: ${said}.`, 'Likes tea.']) {
+        await database.count(
+          sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
+                                          source, memory_id, created_at, updated_at)
+              VALUES (${organizationId}, ${at.endUserId}, ${content}, lower(${content}), 'engine',
+                      ${later}, now(), now())`,
+        );
+      }
+      await forget(organizationId, 'ren', secret);
+      await forget(organizationId, 'ren', said);
+      const left = await database.rows<{ content: string }>(
+        sql`SELECT content FROM end_user_facts WHERE end_user_id = ${at.endUserId} ORDER BY content`,
+      );
+      // The second copy of the cat's message stays, so may the fact learned from it.
+      expect(left.map((fact) => fact.content)).toEqual(['Likes tea.', `User said: ${said}.`]);
+    });
+
     it('leaves the reply to it without the record of its tool calls, and no other reply (review)', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['uma']);
       const at = { organizationId, endUserId: endUserIds.uma, personalityId: personalityIds[0] };

@@ -1,3 +1,4 @@
+import { APIError, BadRequestError } from 'openai';
 import { QueryFailedError } from 'typeorm';
 import { serializeError } from './error-serializer';
 import { maskAddresses } from './mask-address';
@@ -26,6 +27,25 @@ describe('serializeError', () => {
       table: 'end_users',
     });
     expect(JSON.stringify(serialized)).not.toMatch(/alice|duplicate|INSERT/);
+  });
+
+  it("keeps a provider's error to its status, code and type: its body may quote the input (review)", () => {
+    const body = {
+      message: 'Invalid input ["My secret diagnosis is CANARY-42"]',
+      type: 'invalid_request_error',
+      code: 'invalid_input',
+    };
+    const refused = APIError.generate(400, { error: body }, undefined, new Headers());
+    expect(refused).toBeInstanceOf(BadRequestError);
+    const serialized = serializeError(refused);
+    expect(serialized).toEqual({
+      type: 'BadRequestError',
+      status: 400,
+      code: 'invalid_input',
+      errorType: 'invalid_request_error',
+      stack: expect.any(String),
+    });
+    expect(JSON.stringify(serialized)).not.toContain('CANARY');
   });
 
   it("masks e-mail addresses in other errors' message and stack: a mail server quotes them (review)", () => {
