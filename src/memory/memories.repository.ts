@@ -192,10 +192,16 @@ export class MemoriesRepository {
               FROM memories m JOIN end_users e ON e.id = m.end_user_id
              WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
                FOR KEY SHARE OF e),
+          -- The end user's other messages saying the same: a reply or a fact may be theirs.
+          copies AS MATERIALIZED (
+            SELECT o.id, o.personality_id FROM memories o, doomed d
+             WHERE cardinality(${quotations}::text[]) > 0
+               AND o.end_user_id = d.end_user_id AND o.role = 'user'
+               AND o.id <> d.id AND o.content = d.content),
           -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
-          -- most (each deletion's postings cost a probe a word). None that another message of
-          -- the conversation saying the same, older than the reply, may be quoting: it stays.
-          -- (Any copy, before: forgetting both copies oldest first left the replies between.)
+          -- most (each deletion's postings cost a probe a word). None that a copy in the
+          -- conversation older than the reply may be quoting: it stays. (Any copy, before:
+          -- forgetting both copies oldest first left the replies between.)
           quoting AS (
             DELETE FROM memories WHERE id IN (
               SELECT r.id FROM memories r, doomed d
@@ -203,11 +209,8 @@ export class MemoriesRepository {
                  AND r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
                  AND r.id > d.id AND r.role = 'personality'
                  AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q WHERE strpos(r.content, q) > 0)
-                 AND NOT EXISTS (SELECT FROM memories o
-                                  WHERE o.end_user_id = d.end_user_id
-                                    AND o.personality_id = d.personality_id
-                                    AND o.role = 'user' AND o.id <> d.id AND o.id < r.id
-                                    AND o.content = d.content)
+                 AND NOT EXISTS (SELECT FROM copies c
+                                  WHERE c.personality_id = d.personality_id AND c.id < r.id)
                ORDER BY r.id LIMIT ${QUOTING_MAX})
             RETURNING id),
           -- The reply to it, written with it (the same created_at, the conversation's next reply):
@@ -224,18 +227,14 @@ export class MemoriesRepository {
                AND r.id NOT IN (SELECT id FROM quoting)
             RETURNING 1),
           -- The facts learned from it, and those another exchange's engine learned holding its
-          -- words (a model restates a message of its history: found by review), unless another
-          -- message of the end user says the same (the fact may be that one's).
+          -- words (a model restates a message of its history: found by review), unless a copy
+          -- of it is left (the fact may be that one's).
           learned AS (
             DELETE FROM end_user_facts f
              WHERE f.source = 'engine'
                AND (f.memory_id IN (SELECT id FROM doomed)
-                    OR f.end_user_id IN (SELECT d.end_user_id FROM doomed d
-                                          WHERE cardinality(${quotations}::text[]) > 0
-                                            AND NOT EXISTS (SELECT FROM memories o
-                                                             WHERE o.end_user_id = d.end_user_id
-                                                               AND o.role = 'user' AND o.id <> d.id
-                                                               AND o.content = d.content))
+                    OR f.end_user_id IN (SELECT end_user_id FROM doomed)
+                       AND NOT EXISTS (SELECT FROM copies)
                        AND EXISTS (SELECT FROM unnest(${quotations}::text[]) q
                                     WHERE strpos(f.content, q) > 0))
             RETURNING 1),
