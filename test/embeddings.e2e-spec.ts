@@ -255,7 +255,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
   });
 
   it('reaches a memory stated 600 messages before by its sketch, within EMBEDDINGS_CANDIDATES', async () => {
-    // Whole vectors are compared only for the nearest 100 or so by sketch; before sketches the
+    // Whole vectors are compared only for the nearest 50 or so by sketch; before sketches the
     // latest 500 were, and Crete, the oldest of 601, was out of reach.
     const long = uniqueUserId('embeddings-long');
     const chatter = Array.from(

@@ -13,7 +13,7 @@ import { loadAverages, round2 } from './support/stats';
  * ratio means anything, never the milliseconds. Every migration runs there; one organization of
  * knowledge-retrieval's 10,000 chunks, every chunk embedded (256 dimensions) and VACUUM ANALYZE;
  * then a search's fused statement (rankedChunks, limit 4, EMBEDDINGS_CANDIDATES 5,000: the
- * sketches compared, the nearest 108 whole) with the whole vectors compared by pgvector's `<#>`
+ * sketches compared, 48 of them whole) with the whole vectors compared by pgvector's `<#>`
  * and by the dot product over real[], side by side, for each message of knowledge-retrieval.
  */
 export async function run(): Promise<Record<string, unknown>> {

@@ -19,7 +19,7 @@ import { loadAverages, round2, timings } from './support/stats';
  * in the second organization, whose personality draws on half its documents. The time is
  * the statement's round trip, its database time. With embeddings, every chunk has a 256-dimension
  * unit vector (EMBEDDINGS_CANDIDATES 5,000, the default: their sketches compared, the nearest 108
- * whole).
+ * by Hamming distance estimated again, the best 48 of those compared whole).
  */
 
 const ORGANIZATIONS = 3;

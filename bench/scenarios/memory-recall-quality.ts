@@ -627,7 +627,7 @@ export async function run(): Promise<Record<string, unknown>> {
           per_question: byMeaning,
         },
         embeddings_candidates:
-          'EMBEDDINGS_CANDIDATES 5000 (the default): the sketches of every memory of this conversation compared, the nearest 116 whole; below, 500: the latest 500 only (the default before sketches)',
+          'EMBEDDINGS_CANDIDATES 5000 (the default): the sketches of every memory of this conversation compared, the nearest 116 by Hamming distance estimated again by the whole question, the best 56 compared whole; below, 500: the latest 500 only (the default before sketches)',
         latest_500_compared: {
           shared_word_hybrid: { hits: latestFiveHundredFigures.shared, of: 30 },
           paraphrase_hybrid: {

@@ -22,21 +22,63 @@ export interface Meaning {
   wholeVectors: 'pgvector' | 'array';
 }
 
-/** Whole vectors compared beyond the ranking's depth: the sketches' shortlist is this much longer. */
-const RESCORED_BEYOND_DEPTH = 100;
+/** Sketches kept by Hamming distance beyond the ranking's depth (sketchShortlist's first step). */
+const SKETCHED_BEYOND_DEPTH = 100;
+
+/** Whole vectors compared beyond the ranking's depth (what sketchShortlist keeps of those). */
+const RESCORED_BEYOND_DEPTH = 40;
+
+/** The levels of each component of the question in the asymmetric estimate: 4 bits. */
+const QUESTION_LEVELS = 15;
+
+/** What sketchShortlist compares the candidates' sketches with, built from the question's vector. */
+export interface QuestionSketch {
+  /** Its sign sketch, as embedding_sketch gives it: '1' where a component is positive. */
+  signs: string;
+  /**
+   * Its components on QUESTION_LEVELS + 1 levels, from -max|q| (0) to +max|q| (15), as four bit
+   * planes, the lowest first: plane j has '1' where bit j of the component's level is set.
+   */
+  planes: [string, string, string, string];
+}
+
+export function questionSketch(vector: readonly number[]): QuestionSketch {
+  const largest = Math.max(...vector.map(Math.abs)) || 1;
+  const levels = vector.map((x) => Math.round(((x / largest + 1) * QUESTION_LEVELS) / 2));
+  const plane = (bit: number) => levels.map((level) => ((level >> bit) & 1 ? '1' : '0')).join('');
+  return {
+    signs: vector.map((x) => (x > 0 ? '1' : '0')).join(''),
+    planes: [plane(0), plane(1), plane(2), plane(3)],
+  };
+}
 
 /**
  * The ids of `sketches` (rows `(id, sketch)`, the caller's bounded candidates of the question's
- * model) nearest to the question by the Hamming distance of their sign sketches
- * (embedding_sketch, migration AddEmbeddingSketches), `depth` + RESCORED_BEYOND_DEPTH of them:
- * the ones whose whole vectors `nearest` compares. The distance of two sketches estimates the
- * angle of their vectors; reading a sketch costs an index entry, a whole vector a dot product.
+ * model) whose whole vectors `nearest` compares: `depth` + RESCORED_BEYOND_DEPTH of them. Reading
+ * a sketch (embedding_sketch, migration AddEmbeddingSketches) costs an index entry, a whole
+ * vector a dot product, so it narrows in two steps on the sketches alone:
+ *
+ * 1. by the Hamming distance of the candidate's sketch to the question's (one XOR and one count
+ *    a candidate: it estimates their angle, coarsely), the nearest `depth` +
+ *    SKETCHED_BEYOND_DEPTH;
+ * 2. of those, by the question's whole direction against the candidate's signs: the sum of the
+ *    question's components, each taken positive where the candidate's is and negative where it
+ *    is not (the asymmetric estimate of binary quantization, as in RaBitQ: only the stored side
+ *    is reduced to a bit). With the question in four bit planes of its levels (questionSketch),
+ *    that sum is a weighted count of the bits each plane shares with the sketch, at an ordering
+ *    of 2 × Σ 2^j · bit_count(sketch & plane j) − 15 × bit_count(sketch).
  */
 export function sketchShortlist(sketches: Sql, meaning: Meaning, depth: number): Sql {
+  const question = questionSketch(meaning.vector);
+  const [p0, p1, p2, p3] = question.planes.map((plane) => sql`s.sketch & ${plane}::varbit`);
   return sql`
-    SELECT s.id FROM (${sketches}) s
-     WHERE length(s.sketch) = ${meaning.vector.length}
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch(${meaning.vector}::real[]))), s.id DESC
+    SELECT s.id FROM (
+      SELECT s.id, s.sketch FROM (${sketches}) s
+       WHERE length(s.sketch) = ${meaning.vector.length}
+       ORDER BY bit_count(s.sketch # ${question.signs}::varbit), s.id DESC
+       LIMIT ${depth + SKETCHED_BEYOND_DEPTH}) s
+     ORDER BY 2 * (bit_count(${p0}) + 2 * bit_count(${p1}) + 4 * bit_count(${p2})
+                   + 8 * bit_count(${p3})) - ${QUESTION_LEVELS} * bit_count(s.sketch) DESC, s.id DESC
      LIMIT ${depth + RESCORED_BEYOND_DEPTH}`;
 }
 

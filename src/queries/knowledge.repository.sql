@@ -132,6 +132,7 @@
     SELECT x.chunk_id AS id, x.embedding AS whole
       FROM (
     SELECT s.id FROM (
+      SELECT s.id, s.sketch FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
                             WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
@@ -153,25 +154,28 @@
                                 WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
-     WHERE length(s.sketch) = $22
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
-     LIMIT $24) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
-             CROSS JOIN (SELECT $26::real[] AS vector OFFSET 0) q
+       WHERE length(s.sketch) = $22
+       ORDER BY bit_count(s.sketch # $23::varbit), s.id DESC
+       LIMIT $24) s
+     ORDER BY 2 * (bit_count(s.sketch & $25::varbit) + 2 * bit_count(s.sketch & $26::varbit) + 4 * bit_count(s.sketch & $27::varbit)
+                   + 8 * bit_count(s.sketch & $28::varbit)) - $29 * bit_count(s.sketch) DESC, s.id DESC
+     LIMIT $30) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $31) c
+             CROSS JOIN (SELECT $32::real[] AS vector OFFSET 0) q
             OFFSET 0) s
-     WHERE s.similarity >= $27
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
-    SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score
+     WHERE s.similarity >= $33
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $34)
+    SELECT f.id, sum(1.0 / ($35 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $30) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+     LIMIT $36) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $37
       -- The embedding ranking kept candidates by the document each carries: checked here.
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
-       AND ($33::uuid IS NULL OR d.all_personalities OR EXISTS (
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $38
+       AND ($39::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $34::uuid))
+       WHERE a.document_id = d.id AND a.personality_id = $40::uuid))
      ORDER BY f.score DESC, f.id DESC;
 
 -- rankedChunks: a reply: one personality, by words and meaning, whole vectors by pgvector
@@ -222,6 +226,7 @@
     SELECT x.chunk_id AS id, coalesce(x.vector, x.embedding::vector) AS whole
       FROM (
     SELECT s.id FROM (
+      SELECT s.id, s.sketch FROM (
       WITH every_document AS MATERIALIZED (
         SELECT NOT EXISTS (SELECT FROM knowledge_documents d
                             WHERE d.organization_id = $10 AND NOT ($11::uuid IS NULL OR d.all_personalities OR EXISTS (
@@ -243,23 +248,26 @@
                                 WHERE d.organization_id = $19 AND ($20::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
        WHERE a.document_id = d.id AND a.personality_id = $21::uuid)))) s
-     WHERE length(s.sketch) = $22
-     ORDER BY bit_count(s.sketch # (SELECT embedding_sketch($23::real[]))), s.id DESC
-     LIMIT $24) s
-      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $25) c
-             CROSS JOIN (SELECT $26::real[]::vector AS vector OFFSET 0) q
+       WHERE length(s.sketch) = $22
+       ORDER BY bit_count(s.sketch # $23::varbit), s.id DESC
+       LIMIT $24) s
+     ORDER BY 2 * (bit_count(s.sketch & $25::varbit) + 2 * bit_count(s.sketch & $26::varbit) + 4 * bit_count(s.sketch & $27::varbit)
+                   + 8 * bit_count(s.sketch & $28::varbit)) - $29 * bit_count(s.sketch) DESC, s.id DESC
+     LIMIT $30) s
+      JOIN knowledge_chunk_embeddings x ON x.chunk_id = s.id AND x.organization_id = $31) c
+             CROSS JOIN (SELECT $32::real[]::vector AS vector OFFSET 0) q
             OFFSET 0) s
-     WHERE s.similarity >= $27
-     ORDER BY s.similarity DESC, s.id DESC LIMIT $28)
-    SELECT f.id, sum(1.0 / ($29 + f.rank))::float8 AS score
+     WHERE s.similarity >= $33
+     ORDER BY s.similarity DESC, s.id DESC LIMIT $34)
+    SELECT f.id, sum(1.0 / ($35 + f.rank))::float8 AS score
       FROM (SELECT id, rank FROM lexical UNION ALL SELECT id, rank FROM nearest) f
      GROUP BY f.id
      ORDER BY score DESC, f.id DESC
-     LIMIT $30) f
-      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $31
+     LIMIT $36) f
+      JOIN knowledge_chunks k ON k.id = f.id AND k.organization_id = $37
       -- The embedding ranking kept candidates by the document each carries: checked here.
-      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $32
-       AND ($33::uuid IS NULL OR d.all_personalities OR EXISTS (
+      JOIN knowledge_documents d ON d.id = k.document_id AND d.organization_id = $38
+       AND ($39::uuid IS NULL OR d.all_personalities OR EXISTS (
       SELECT FROM knowledge_attachments a
-       WHERE a.document_id = d.id AND a.personality_id = $34::uuid))
+       WHERE a.document_id = d.id AND a.personality_id = $40::uuid))
      ORDER BY f.score DESC, f.id DESC;

@@ -22,6 +22,7 @@ import { MemoriesService } from '../../src/memory/memories.service';
 import { MemoryModule } from '../../src/memory/memory.module';
 import { memoriesInsertStep } from '../../src/memory/memories.step';
 import { rankedMemories } from '../../src/memory/memory-search';
+import { questionSketch, sketchShortlist } from '../../src/embeddings/fusion';
 import { PostingsTrimWorker } from '../../src/memory/postings-trim.worker';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
@@ -305,6 +306,56 @@ describe('Memory module (real database)', () => {
         await blocker.query('ROLLBACK');
         await blocker.end();
       }
+    });
+  });
+
+  describe("the sketches' shortlist (recall by meaning)", () => {
+    it('keeps the sketches nearest by the asymmetric estimate, as questionSketch counts it', async () => {
+      const dimensions = 32;
+      const vector = (seed: number) =>
+        Array.from({ length: dimensions }, (_, i) => Math.sin(seed * 7.1 + i * 1.3 + (i % 3)));
+      const candidates = Array.from({ length: 60 }, (_, k) => vector(k + 2));
+      const question = vector(1);
+      // The candidates' sketches as the tables' trigger writes them (embedding_sketch).
+      const sketches = sql`
+        SELECT e.ordinality AS id,
+               embedding_sketch(ARRAY(SELECT jsonb_array_elements_text(e.value)::real)) AS sketch
+          FROM jsonb_array_elements(${JSON.stringify(candidates)}::jsonb) WITH ORDINALITY e`;
+      const meaning = {
+        model: 'm',
+        vector: question,
+        candidates: 100,
+        minSimilarity: 0,
+        wholeVectors: 'array' as const,
+      };
+      const statement = sketchShortlist(sketches, meaning, 0);
+      const client = new Client({ connectionString: process.env.DATABASE_URL });
+      await client.connect();
+      const { rows } = await client
+        .query<{ id: string }>(statement.text, statement.values as unknown[])
+        .finally(() => client.end());
+      // The same ordering counted here: the question's levels where the candidate's sign is set.
+      const { planes } = questionSketch(question);
+      const estimate = (candidate: number[]) =>
+        candidate.reduce((sum, x, i) => {
+          if (x <= 0) return sum;
+          const level = planes.reduce((l, plane, bit) => l + (plane[i] === '1' ? 1 << bit : 0), 0);
+          return sum + 2 * level - 15;
+        }, 0);
+      const expected = candidates
+        .map((candidate, k) => ({ id: k + 1, estimate: estimate(candidate) }))
+        .sort((a, b) => b.estimate - a.estimate || b.id - a.id)
+        .slice(0, 40)
+        .map(({ id }) => String(id));
+      expect(rows.map((row) => row.id)).toEqual(expected);
+      // Not the order of the Hamming distance alone.
+      const hamming = (candidate: number[]) =>
+        candidate.filter((x, i) => x > 0 !== question[i] > 0).length;
+      const byHamming = candidates
+        .map((candidate, k) => ({ id: k + 1, distance: hamming(candidate) }))
+        .sort((a, b) => a.distance - b.distance || b.id - a.id)
+        .map(({ id }) => String(id));
+      expect(rows.map((row) => row.id)).not.toEqual(byHamming.slice(0, 40));
     });
   });
 
