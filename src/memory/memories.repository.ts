@@ -176,22 +176,47 @@ export class MemoriesRepository {
    * (memory-quote.ts: what a reply repeating it holds; a reply quoted a forgotten message on,
    * found by review); the reply to it keeps no record of its tool calls, whose arguments were
    * taken from the message (found by review). True when there was one.
+   *
+   * The end user's row is locked first (FOR NO KEY UPDATE, as a fact's writer takes it; a reply's
+   * memories only share its key) in a statement of its own, so the deletion's snapshot is taken
+   * after a concurrent forget of the same end user has committed: two forgets of two copies of a
+   * message each saw the other copy still there, and the replies quoting them and the facts
+   * holding their words outlived both (found by review). The row before any row this deletes:
+   * an erasure claims it (FOR UPDATE) before it deletes facts, memories and keys, so the two meet
+   * there, one waiting for the other, and never hold rows each other wait for (a deadlock).
    */
-  async deleteForEndUser(
+  deleteForEndUser(
     organizationId: string,
     userId: string,
     id: string,
     quotations: readonly string[],
   ): Promise<boolean> {
-    const row = await this.database.row(
-      DELETED.query`WITH doomed AS (
-            -- The end user's row first, before any row this deletes: an erasure claims it
-            -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
-            -- one waiting for the other, and never hold rows each other wait for (a deadlock).
+    return this.database.transaction(async (manager) => {
+      const endUser = await this.database.row(
+        END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
+             WHERE organization_id = ${organizationId} AND user_id = ${userId}
+               FOR NO KEY UPDATE`,
+        { manager },
+      );
+      if (!endUser) return false;
+      const row = await this.database.row(
+        this.deletion({ id: endUser.id, organizationId, userId }, id, quotations),
+        { manager },
+      );
+      return row?.deleted === 1;
+    });
+  }
+
+  /** deleteForEndUser's statement, once the end user's row is locked. */
+  private deletion(
+    endUser: { id: string; organizationId: string; userId: string },
+    id: string,
+    quotations: readonly string[],
+  ) {
+    return DELETED.query`WITH doomed AS (
             SELECT m.id, m.end_user_id, m.personality_id, m.role, m.content, m.created_at
-              FROM memories m JOIN end_users e ON e.id = m.end_user_id
-             WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}
-               FOR KEY SHARE OF e),
+              FROM memories m
+             WHERE m.id = ${id} AND m.end_user_id = ${endUser.id}),
           -- The end user's other messages saying the same: a reply or a fact may be theirs.
           copies AS MATERIALIZED (
             SELECT o.id, o.personality_id FROM memories o, doomed d
@@ -240,15 +265,13 @@ export class MemoriesRepository {
             RETURNING 1),
           deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
           -- A stored answer (a keyed respond) may hold the memory: it goes with it.
-          ${forgetEndUserAnswersStep('forgotten_answers', organizationId, [userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
+          ${forgetEndUserAnswersStep('forgotten_answers', endUser.organizationId, [endUser.userId], sql`EXISTS (SELECT 1 FROM doomed)`)}
           -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
           -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
           -- that order, and another order could deadlock with them.
           SELECT ${DELETED} FROM deleted CROSS JOIN (SELECT count(*) FROM learned) facts_first
                  CROSS JOIN (SELECT count(*) FROM quoting) replies_too
-                 CROSS JOIN (SELECT count(*) FROM unrecorded) calls_too`,
-    );
-    return row?.deleted === 1;
+                 CROSS JOIN (SELECT count(*) FROM unrecorded) calls_too`;
   }
 
   /**

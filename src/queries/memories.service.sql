@@ -84,20 +84,21 @@ SELECT w.id, CASE WHEN min(w.rare_words) > 0
        ORDER BY r.score DESC, r.id DESC;
 
 -- forget one
+COMMIT;
+SELECT id FROM end_users
+WHERE organization_id = $1 AND user_id = $2
+  FOR NO KEY UPDATE;
 SELECT m.role, m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
 WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3;
+START TRANSACTION;
 WITH doomed AS (
-        -- The end user's row first, before any row this deletes: an erasure claims it
-        -- (FOR UPDATE) before it deletes facts, memories and keys, so the two meet here,
-        -- one waiting for the other, and never hold rows each other wait for (a deadlock).
         SELECT m.id, m.end_user_id, m.personality_id, m.role, m.content, m.created_at
-          FROM memories m JOIN end_users e ON e.id = m.end_user_id
-         WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3
-           FOR KEY SHARE OF e),
+          FROM memories m
+         WHERE m.id = $1 AND m.end_user_id = $2),
       -- The end user's other messages saying the same: a reply or a fact may be theirs.
       copies AS MATERIALIZED (
         SELECT o.id, o.personality_id FROM memories o, doomed d
-         WHERE cardinality($4::text[]) > 0
+         WHERE cardinality($3::text[]) > 0
            AND o.end_user_id = d.end_user_id AND o.role = 'user'
            AND o.id <> d.id AND o.content = d.content),
       -- Along memories_conversation_idx: the conversation's replies after it, QUOTING_MAX at
@@ -107,13 +108,13 @@ WITH doomed AS (
       quoting AS (
         DELETE FROM memories WHERE id IN (
           SELECT r.id FROM memories r, doomed d
-           WHERE cardinality($5::text[]) > 0
+           WHERE cardinality($4::text[]) > 0
              AND r.end_user_id = d.end_user_id AND r.personality_id = d.personality_id
              AND r.id > d.id AND r.role = 'personality'
-             AND EXISTS (SELECT FROM unnest($6::text[]) q WHERE strpos(r.content, q) > 0)
+             AND EXISTS (SELECT FROM unnest($5::text[]) q WHERE strpos(r.content, q) > 0)
              AND NOT EXISTS (SELECT FROM copies c
                               WHERE c.personality_id = d.personality_id AND c.id < r.id)
-           ORDER BY r.id LIMIT $7)
+           ORDER BY r.id LIMIT $6)
         RETURNING id),
       -- The reply to it, written with it (the same created_at, the conversation's next reply):
       -- its tool calls' arguments are the message's words, and their outputs answer them.
@@ -137,23 +138,23 @@ WITH doomed AS (
            AND (f.memory_id IN (SELECT id FROM doomed)
                 OR f.end_user_id IN (SELECT end_user_id FROM doomed)
                    AND NOT EXISTS (SELECT FROM copies)
-                   AND EXISTS (SELECT FROM unnest($8::text[]) q
+                   AND EXISTS (SELECT FROM unnest($7::text[]) q
                                 WHERE strpos(f.content, q) > 0))
         RETURNING 1),
       deleted AS (DELETE FROM memories WHERE id IN (SELECT id FROM doomed) RETURNING 1),
       -- A stored answer (a keyed respond) may hold the memory: it goes with it.
       forgotten_answers AS (
   SELECT k.key, k.response_status IS NULL AS running FROM idempotency_keys k
-   WHERE k.scope_type = 'organization' AND k.scope_id = $9::uuid AND k.subject = ANY ($10::bytea[])
+   WHERE k.scope_type = 'organization' AND k.scope_id = $8::uuid AND k.subject = ANY ($9::bytea[])
      AND EXISTS (SELECT 1 FROM doomed)
    ORDER BY k.key COLLATE "C"
    FOR UPDATE),
 forgotten_answers_deleted AS (
   DELETE FROM idempotency_keys k USING forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $11::uuid AND k.key = f.key AND NOT f.running),
+   WHERE k.scope_type = 'organization' AND k.scope_id = $10::uuid AND k.key = f.key AND NOT f.running),
 forgotten_answers_running AS (
   UPDATE idempotency_keys k SET answer_forgotten = true FROM forgotten_answers f
-   WHERE k.scope_type = 'organization' AND k.scope_id = $12::uuid AND k.key = f.key AND f.running)
+   WHERE k.scope_type = 'organization' AND k.scope_id = $11::uuid AND k.key = f.key AND f.running)
       -- learned is read here, so the facts are deleted (locked) before the idempotency keys,
       -- whose entries nothing reads and so run last: a fact's PATCH and DELETE lock them in
       -- that order, and another order could deadlock with them.

@@ -26,7 +26,7 @@ import { questionSketch, sketchShortlist } from '../../src/embeddings/fusion';
 import { PostingsTrimWorker } from '../../src/memory/postings-trim.worker';
 import { expectAppError } from '../support/assertions';
 import { Factory } from '../support/factory';
-import { HeldTransaction } from '../support/locks';
+import { HeldTransaction, sessionsWaitingForLocks } from '../support/locks';
 import { createFreshDatabase, type FreshDatabase } from '../support/fresh-database';
 import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
@@ -966,6 +966,50 @@ describe('Memory module (real database)', () => {
       // Before, the reply between the two stayed once both were forgotten oldest first.
       await forget(organizationId, 'ola', secret);
       expect(JSON.stringify(await conversationOf(at.endUserId))).not.toContain('marmalade');
+    });
+
+    it('forgets both copies at once as it does one after the other: each sees the other gone (review)', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['pia']);
+      const at = { organizationId, endUserId: endUserIds.pia, personalityId: personalityIds[0] };
+      const secret = 'My secret word is quince';
+      const minute = (n: number) => new Date(Date.parse('2031-03-01T10:00:00Z') + n * 60_000);
+      await exchange(at, secret, 'Noted.', minute(0));
+      await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
+      await exchange(at, secret, 'Noted again.', minute(2));
+      await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
+      await database.count(
+        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
+                                        source, created_at, updated_at)
+            VALUES (${organizationId}, ${at.endUserId}, ${`User said: ${secret}.`},
+                    ${`user said: ${secret.toLowerCase()}.`}, 'engine', now(), now())`,
+      );
+      const copies = (await conversationOf(at.endUserId))
+        .filter((memory) => memory.content === secret)
+        .map((memory) => memory.id);
+      expect(copies).toHaveLength(2);
+      // Both forgets held at the end user's row until both have started, so neither has deleted
+      // its copy when the other reads: before, each statement's snapshot predated the other's
+      // deletion, each kept what the other copy might be quoting, and the second reply and the
+      // fact outlived both copies.
+      const holding = await HeldTransaction.begin();
+      let forgets: Promise<void[]> | undefined;
+      try {
+        await holding.run('SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE', [at.endUserId]);
+        forgets = Promise.all(
+          copies.map((id) => moduleRef.get(MemoriesService).forget(organizationId, 'pia', id)),
+        );
+        await sessionsWaitingForLocks(database, 2);
+        await holding.commit();
+      } finally {
+        await holding.end();
+      }
+      await forgets;
+      expect(JSON.stringify(await conversationOf(at.endUserId))).not.toContain('quince');
+      expect(
+        await database.rows(
+          sql`SELECT content FROM end_user_facts WHERE end_user_id = ${at.endUserId}`,
+        ),
+      ).toEqual([]);
     });
 
     it('forgets a fact another exchange learned holding its words, unless another message says them (review)', async () => {
