@@ -23,8 +23,8 @@ const OTHERS = 100;
 const OTHER_MEMORIES = 200;
 const RUNS = Number(process.env.BENCH_RUNS ?? 200);
 const SEED = 20_261_128;
-const HISTORY = 20;
-const RECALL = 8;
+/** A reply's history and recall at the service's defaults. */
+export const REPLY_LIMITS = { history: 20, recall: 8 };
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers, read loosely
 type Json = Record<string, any>;
@@ -32,10 +32,12 @@ type Json = Record<string, any>;
 /**
  * The statement a reply sends for `message` (by words: the conversation read and recall in one,
  * ConversationRepository#findConversationRecalling), captured from the repository itself, under
- * the name the service prepares it with.
+ * the name the service prepares it with. Exported for its spec (test/services/memory.service):
+ * the scenario ran no more once the statement's names changed, and nothing noticed.
  */
-async function replyStatement(
+export async function replyStatement(
   organizationId: string,
+  userId: string,
   personalityId: string,
   message: string,
 ): Promise<{ name: string; text: string; values: unknown[] }> {
@@ -52,10 +54,10 @@ async function replyStatement(
   } as unknown as Database;
   await new ConversationRepository(recorder).findConversationRecalling(
     organizationId,
-    HEAVY,
+    userId,
     personalityId,
     message,
-    { history: HISTORY, recall: RECALL },
+    REPLY_LIMITS,
     0,
   );
   if (captured.length !== 1) throw new Error(`a reply sent ${captured.length} statements`);
@@ -84,6 +86,7 @@ async function statementTimes(
     for (let i = 0; i < RUNS + 10; i++) {
       const statement = await replyStatement(
         organizationId,
+        HEAVY,
         personalityId,
         messages[i % messages.length],
       );

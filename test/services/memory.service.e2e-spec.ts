@@ -31,6 +31,8 @@ import { createFreshDatabase, type FreshDatabase } from '../support/fresh-databa
 import { FakeEmbeddings } from '../support/fake-embeddings';
 import { moduleAlone } from '../support/module-alone';
 import { revertAndRerun } from '../support/migration-rerun';
+import { REPLY_LIMITS, replyStatement } from '../../bench/scenarios/bounded-retrieval';
+import { statementName } from '../../src/database/statement-name';
 
 const HISTORY = 4;
 const RECALL = 3;
@@ -146,6 +148,41 @@ describe('Memory module (real database)', () => {
         content: 'My sister Clara plays the cello',
         created_at: '2031-03-01T10:00:00.000Z',
       });
+    });
+
+    it('is the statement bench bounded-retrieval times, captured under the name it is prepared with', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['bo']);
+      await remember(organizationId, endUserIds.bo, personalityIds[0], [
+        'My sister Clara plays the cello',
+        'Nice',
+        ...Array.from({ length: REPLY_LIMITS.history }, (_, index) => `Small talk number ${index}`),
+      ]);
+      const message = 'How is Clara with her cello?';
+      const statement = await replyStatement(organizationId, 'bo', personalityIds[0], message);
+      expect(statement.name).toBe(statementName(statement.text));
+      const client = new Client({ connectionString: process.env.DATABASE_URL });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ recalled: unknown[]; history: unknown[] }>(statement);
+        const served = await moduleRef
+          .get(ConversationRepository)
+          .findConversationRecalling(
+            organizationId,
+            'bo',
+            personalityIds[0],
+            message,
+            REPLY_LIMITS,
+            0,
+          );
+        expect(served.recalled.map((memory) => memory.content)).toEqual([
+          'My sister Clara plays the cello',
+        ]);
+        expect(rows).toHaveLength(1);
+        expect(rows[0].recalled).toEqual(served.recalled);
+        expect(rows[0].history).toEqual(served.history);
+      } finally {
+        await client.end();
+      }
     });
 
     it('never reads another organization’s end user of the same user_id', async () => {
