@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Columns, type RowOf } from '../database/columns';
-import { Database } from '../database/database';
+import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import type { PurgedBatch } from '../common/time/periodic-purge';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
 import { sql } from '../database/sql';
@@ -191,20 +191,26 @@ export class MemoriesRepository {
     id: string,
     quotations: readonly string[],
   ): Promise<boolean> {
-    return this.database.transaction(async (manager) => {
-      const endUser = await this.database.row(
-        END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
+    return this.database.transaction(
+      async (manager) => {
+        const endUser = await this.database.row(
+          END_USER_ID.query`SELECT ${END_USER_ID} FROM end_users
              WHERE organization_id = ${organizationId} AND user_id = ${userId}
                FOR NO KEY UPDATE`,
-        { manager },
-      );
-      if (!endUser) return false;
-      const row = await this.database.row(
-        this.deletion({ id: endUser.id, organizationId, userId }, id, quotations),
-        { manager },
-      );
-      return row?.deleted === 1;
-    });
+          { manager },
+        );
+        if (!endUser) return false;
+        const row = await this.database.row(
+          this.deletion({ id: endUser.id, organizationId, userId }, id, quotations),
+          { manager },
+        );
+        return row?.deleted === 1;
+      },
+      // The retention purge locks a due memory, then the facts learned from it (ON DELETE SET
+      // NULL); this may take the facts first. PostgreSQL rolls one of the two back: the purge's
+      // batch runs at its next turn, and this runs again.
+      { deadlockAttempts: DEADLOCK_ATTEMPTS },
+    );
   }
 
   /** deleteForEndUser's statement, once the end user's row is locked. */

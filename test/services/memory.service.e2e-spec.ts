@@ -1080,6 +1080,42 @@ describe('Memory module (real database)', () => {
       expect(left.map((fact) => fact.content)).toEqual(['Likes tea.', `User said: ${said}.`]);
     });
 
+    it('runs again when PostgreSQL ends a deadlock with a purge of the same message by rolling it back', async () => {
+      const { organizationId, personalityIds, endUserIds } = await tenant(['rob']);
+      const at = { organizationId, endUserId: endUserIds.rob, personalityId: personalityIds[0] };
+      const secret = 'My locker code is 4417';
+      await exchange(at, secret, 'Noted.', new Date('2031-03-01T10:00:00Z'));
+      const [{ id: message }] = await database.rows<{ id: string }>(
+        sql`SELECT id::text AS id FROM memories WHERE end_user_id = ${at.endUserId}
+             AND content = ${secret}`,
+      );
+      await database.count(
+        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
+                                        source, memory_id, created_at, updated_at)
+            VALUES (${organizationId}, ${at.endUserId}, 'Has a locker', 'has a locker',
+                    'engine', ${message}, now(), now())`,
+      );
+      // A purge deleting the message as retention does: the fact learned from it first, held,
+      // then the message once the forget holds it and waits for the fact (ON DELETE SET NULL
+      // in the purge's case): a cycle PostgreSQL ends by rolling one of the two back.
+      const purging = await HeldTransaction.begin();
+      let forgot: Promise<void> | undefined;
+      try {
+        await purging.run(`SELECT 1 FROM end_user_facts WHERE memory_id = $1 FOR NO KEY UPDATE`, [
+          message,
+        ]);
+        forgot = moduleRef.get(MemoriesService).forget(organizationId, 'rob', message);
+        await purging.untilWaitedOn();
+        await purging.run('DELETE FROM memories WHERE id = $1', [message]).catch(() => 0);
+      } finally {
+        await purging.end();
+      }
+      await forgot;
+      expect(await conversationOf(at.endUserId)).toEqual([
+        expect.objectContaining({ content: 'Noted.' }),
+      ]);
+    });
+
     it('leaves the reply to it without the record of its tool calls, and no other reply (review)', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['uma']);
       const at = { organizationId, endUserId: endUserIds.uma, personalityId: personalityIds[0] };
