@@ -132,6 +132,25 @@ describe('Export (PMF v1) and subject access', () => {
     ).toBe(false);
   });
 
+  it('names the file after the user_id in RFC 5987 form, whatever its characters (review)', async () => {
+    const userId = `o'brien (1)* ${uniqueUserId()} é`;
+    await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', a.auth)
+      .send({ user_id: userId })
+      .expect(201);
+    const response = await t
+      .http()
+      .get(`/v1/end-users/${encodeURIComponent(userId)}/export`)
+      .set('Authorization', a.auth)
+      .expect(200);
+    const [, value] = /; filename\*=UTF-8''(.*)$/.exec(response.headers['content-disposition'])!;
+    // attr-char or a percent-encoded octet, nothing else (RFC 5987, section 3.2.1).
+    expect(value).toMatch(/^(?:[A-Za-z0-9!#$&+\-.^_`|~]|%[0-9A-F]{2})+$/);
+    expect(decodeURIComponent(value)).toBe(`pmf-v1-${userId}.json`);
+  });
+
   it('subject access returns the raw rows of every table about the user', async () => {
     const personalityId = await clonePersonality(t, a.auth);
     const userId = uniqueUserId();

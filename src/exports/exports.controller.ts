@@ -14,7 +14,18 @@ import { readPmfV1Schema } from './pmf-v1';
 
 function attachment(kind: string, userId: string): string {
   // The user_id is the customer's text: only the RFC 5987 form carries it, percent-encoded.
-  return `attachment; filename="${kind}.json"; filename*=UTF-8''${encodeURIComponent(`${kind}-${userId}`)}.json`;
+  return `attachment; filename="${kind}.json"; filename*=UTF-8''${extendedValue(`${kind}-${userId}`)}.json`;
+}
+
+/**
+ * RFC 5987's value-chars: encodeURIComponent leaves ' ( ) * as they are, which the grammar does
+ * not allow, and a strict parser refused the header of a user_id holding one (found by review).
+ */
+function extendedValue(text: string): string {
+  return encodeURIComponent(text).replace(
+    /['()*]/g,
+    (character) => `%${character.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
 }
 
 @ApiTags('end-users')
