@@ -1901,6 +1901,29 @@ describe.each(kinds)('Tools with the openai engine (contract §26), %s', (kind) 
     expectError(await resume(), 409, 'turn_not_pending');
   });
 
+  it('keeps no 409 turn_not_pending under a key: the turn another resumption holds may be given back (review)', async () => {
+    const failure = { error: { status: 500 } };
+    fake.respondWith(
+      called('{"order_id": "G-7"}'),
+      { ...failure, delayMs: 800 },
+      failure,
+      failure,
+      answer,
+    );
+    const { userId, resume } = await pausedTurn('and G-7?');
+    const key = `resume-lost-${userId}`;
+    const first = resume().then((r) => r);
+    await fake.waitForRequests(2);
+    expectError(await resume().set('Idempotency-Key', key), 409, 'turn_not_pending');
+    // The first resumption fails, and gives the turn back: pending again.
+    expectError(await first, 502, 'engine_unavailable');
+    // Before, the 409 was stored, and the key answered it for a day while the turn waited.
+    const again = await resume().set('Idempotency-Key', key);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ status: 'completed', user_id: userId });
+  });
+
   it("keeps no keyed resumption's answer when a fact of its end user is deleted while it runs", async () => {
     fake.respondWith(called('{"order_id": "E-5"}'), { ...answer, delayMs: 800 });
     const { userId, resume } = await pausedTurn('and E-5?');

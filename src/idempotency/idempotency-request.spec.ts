@@ -59,6 +59,7 @@ describe('Idempotency-Key rules', () => {
     expect(isStoredOutcome(400, 'malformed_json')).toBe(false);
     expect(isStoredOutcome(429, 'too_many_streams')).toBe(false);
     expect(isStoredOutcome(402, 'budget_exceeded')).toBe(false);
+    expect(isStoredOutcome(409, 'turn_not_pending')).toBe(false);
     expect(isStoredOutcome(502, 'engine_unavailable')).toBe(false);
   });
 

@@ -64,12 +64,14 @@ function subjectOf(claim: IdempotencyClaim, answer: unknown): Buffer | null {
  * Which answers are stored for replay: 2xx and the 4xx the work decided (Stripe's rule). Not
  * stored, so a retry runs afresh: 5xx; 429 and 402 `budget_exceeded` (try again later: once the
  * replies in flight settle, the budget is raised or the period resets; stored, the retry got the
- * old refusal for 24 hours, found by review); and 400 `validation_failed` / `malformed_json`, a
- * request refused before any work started, which the client may correct and send again under
- * the same key.
+ * old refusal for 24 hours, found by review); 409 `turn_not_pending` (another resumption holds
+ * the turn, and gives it back if it fails: stored, the retry got the refusal while the turn
+ * waited, found by review); and 400 `validation_failed` / `malformed_json`, a request refused
+ * before any work started, which the client may correct and send again under the same key.
  */
 export function isStoredOutcome(status: number, code?: string): boolean {
-  if (status >= 500 || status === 429 || code === 'budget_exceeded') return false;
+  if (status >= 500 || status === 429) return false;
+  if (code === 'budget_exceeded' || code === 'turn_not_pending') return false;
   return code !== 'validation_failed' && code !== 'malformed_json';
 }
 
