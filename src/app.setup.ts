@@ -13,11 +13,8 @@ import {
 import { type AppConfig, appConfig } from './config/app.config';
 import { type MemoryConfig, memoryConfig } from './config/memory.config';
 import { IMPORT_ROUTE } from './exports/import.controller';
-import {
-  KNOWLEDGE_JSON_MAX_BYTES,
-  KNOWLEDGE_JSON_ROUTES,
-  KNOWLEDGE_UPLOAD_ROUTE,
-} from './knowledge/knowledge.controller';
+import { KNOWLEDGE_JSON_MAX_BYTES } from './knowledge/knowledge-bodies';
+import { KNOWLEDGE_JSON_ROUTES, KNOWLEDGE_UPLOAD_ROUTE } from './knowledge/knowledge.controller';
 import { MetricsService } from './metrics/metrics.service';
 import { consoleHeaders } from './console/console-headers';
 import { docsHeaders } from './common/openapi/docs-headers';

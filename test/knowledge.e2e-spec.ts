@@ -9,6 +9,7 @@ import {
   KnowledgeWriteTurns,
 } from '../src/knowledge/knowledge-write-turns';
 import { rankedChunks } from '../src/knowledge/knowledge.repository';
+import { KNOWLEDGE_JSON_MAX_BYTES, KnowledgeBodies } from '../src/knowledge/knowledge-bodies';
 import { Clock } from '../src/common/time/clock';
 import { HTML_MAX_DEPTH } from '../src/knowledge/html-text';
 import { expectError } from './support/assertions';
@@ -1019,6 +1020,66 @@ describe('Knowledge documents (contract §27)', () => {
       expect(refused).toHaveLength(3);
       for (const answer of refused) expect(answer.body.error?.code).toBe('too_many_streams');
       expect(turns.inFlight(writer.organizationId)).toBe(0);
+    });
+
+    it('holds two of the largest bodies of one account waiting their turn; a third is refused unread, another account’s taken (review)', async () => {
+      const writer = await tenantWithKey(t, ['read_write']);
+      const other = await tenantWithKey(t, ['read_write']);
+      // Just under 4 MiB of JSON, white space but a few words: held as its bytes, a light write
+      // once read (no heavy slot to wait for).
+      const body = `{"content": "A short note."${' '.repeat(KNOWLEDGE_JSON_MAX_BYTES - 64)}}`;
+      const patch = (auth: string) =>
+        t
+          .http()
+          .patch(`/v1/knowledge/${randomUUID()}`)
+          .set('Authorization', auth)
+          .set('Content-Type', 'application/json')
+          .send(body)
+          .then((response) => response);
+      const turns = t.app.get(KnowledgeWriteTurns);
+      const bodies = t.app.get(KnowledgeBodies);
+      const { session, pid } = await openTransaction();
+      let held: Array<{ status: number }> = [];
+      try {
+        await lockOrganization(session, writer.organizationId);
+        const waiting = [patch(writer.auth), patch(writer.auth)];
+        await waitingFor(pid, 'the first write waiting on the organization’s lock');
+        await eventually(
+          async () => (turns.inFlight(writer.organizationId) === 2 ? true : undefined),
+          'both writes in line, their bodies read',
+        );
+        const refused = await patch(writer.auth);
+        expectError(refused, 429, 'too_many_streams');
+        expect(refused.headers['retry-after']).toBe('5');
+        // An upload as well, JSON or a form.
+        const upload = () => t.http().post('/v1/knowledge').set('Authorization', writer.auth);
+        expectError(
+          await upload().set('Content-Type', 'application/json').send(body),
+          429,
+          'too_many_streams',
+        );
+        expectError(
+          await upload().field('title', 'Form').attach('file', Buffer.from('A short note.'), {
+            filename: 'note.txt',
+            contentType: 'text/plain',
+          }),
+          429,
+          'too_many_streams',
+        );
+        // Another account's write is held apart: not refused (no such document: 404).
+        expectError(await patch(other.auth), 404, 'not_found');
+        await session.query('ROLLBACK');
+        held = await Promise.all(waiting);
+      } finally {
+        await session.end();
+      }
+      expect(held.map((answer) => answer.status)).toEqual([404, 404]);
+      // Given back as the answers ended.
+      await eventually(
+        async () => (bodies.heldBytes() === 0 ? true : undefined),
+        'the bodies given back',
+      );
+      expectError(await patch(writer.auth), 404, 'not_found');
     });
 
     it('trims postings by their addresses, whatever a session’s plan costs', async () => {

@@ -39,6 +39,7 @@ import {
   UpdateKnowledgeDto,
 } from './dto/knowledge.dto';
 import { ParsesJsonBodyAfterGuards } from '../common/http/json-body-after-guards.interceptor';
+import { KNOWLEDGE_BODY_BYTES_PER_ACCOUNT, KnowledgeBodyInterceptor } from './knowledge-bodies';
 import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
 import { KNOWLEDGE_WRITES_WAITING } from './knowledge-write-turns';
 import { KnowledgeService } from './knowledge.service';
@@ -51,19 +52,16 @@ export const KNOWLEDGE_UPLOAD_ROUTE = 'POST /v1/knowledge';
 /** The JSON bodies of knowledge routes: 1 MiB of text, which JSON escaping may grow. */
 export const KNOWLEDGE_JSON_ROUTES = /^(POST \/v1\/knowledge|PATCH \/v1\/knowledge\/[^/]+)$/;
 
-/** A JSON body of a document may take this many bytes (its content: at most 1 MiB of UTF-8). */
-export const KNOWLEDGE_JSON_MAX_BYTES = 4 * 1024 * 1024;
-
 const TOO_LARGE = [
   413,
   'Content over 1 MiB, or a JSON body over 4 MiB (`payload_too_large`)',
 ] as const;
 const WAITING = `${KNOWLEDGE_WRITES_WAITING} more writes of documents of the organization already wait on this instance (\`too_many_streams\`, with Retry-After)`;
 const WRITES_WAITING = [429, `Rate limited, or ${WAITING}`] as const;
-/** A write of content also counts it into the organization's day. */
+/** A write of content also counts it into the organization's day, and holds its body (KnowledgeBodies). */
 const CONTENT_WRITES_REFUSED = [
   429,
-  `Rate limited (\`rate_limited\`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or ${WAITING}`,
+  `Rate limited (\`rate_limited\`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or ${WAITING}, or the account's writes on this instance hold ${KNOWLEDGE_BODY_BYTES_PER_ACCOUNT / (1024 * 1024)} MiB of bodies already (\`too_many_streams\`)`,
 ] as const;
 
 @ApiTags('knowledge')
@@ -78,6 +76,8 @@ export class KnowledgeController {
   @AcceptsIdempotencyKey()
   @ParsesJsonBodyAfterGuards()
   @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
+  // Below every interceptor that reads the body, so it runs first.
+  @UseInterceptors(KnowledgeBodyInterceptor)
   @ApiOperation({
     summary:
       'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
@@ -163,6 +163,7 @@ export class KnowledgeController {
   @Patch(':id')
   @Scopes('read_write')
   @ParsesJsonBodyAfterGuards()
+  @UseInterceptors(KnowledgeBodyInterceptor)
   @ApiOperation({
     summary:
       'Changes the title, the content (chunked again, searchable once this answers) or the personalities',

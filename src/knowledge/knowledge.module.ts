@@ -4,6 +4,7 @@ import { IdempotencyModule } from '../idempotency/idempotency.module';
 import { OrganizationsModule } from '../organizations/organizations.module';
 import { KnowledgeWriteTurns } from './knowledge-write-turns';
 import { KnowledgeTermRefillWorker } from './knowledge-term-refill.worker';
+import { KnowledgeBodies } from './knowledge-bodies';
 import { KnowledgeController } from './knowledge.controller';
 import { KnowledgeRepository } from './knowledge.repository';
 import { KnowledgeService } from './knowledge.service';
@@ -16,6 +17,7 @@ import { KnowledgeService } from './knowledge.service';
   imports: [IdempotencyModule, EmbeddingsModule, OrganizationsModule],
   controllers: [KnowledgeController],
   providers: [
+    KnowledgeBodies,
     KnowledgeRepository,
     KnowledgeService,
     KnowledgeTermRefillWorker,

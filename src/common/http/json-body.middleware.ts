@@ -149,12 +149,15 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
     }
     (request as LateJsonRequest).parseJsonBody = () =>
       new Promise<void>((resolve, reject) =>
-        parseChecked(large.parse, request, response, (error?: unknown) =>
+        parseChecked(large.parse, request, response, (error?: unknown) => {
+          // Checked: no signature reads a large route's bytes, and its write may wait its turn
+          // for seconds, holding what it keeps (docs/knowledge.md, "Writes in turn").
+          request.rawBody = undefined;
           // An AppError, or what body-parser's callback threw unexpectedly.
-          error
-            ? reject(error instanceof Error ? error : new Error('The body could not be read'))
-            : resolve(),
-        ),
+          if (error)
+            reject(error instanceof Error ? error : new Error('The body could not be read'));
+          else resolve();
+        }),
       );
     next();
   };

@@ -11309,7 +11309,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or 8 more writes of documents of the organization already wait on this instance (`too_many_streams`, with Retry-After) */
+            /** @description Rate limited (`rate_limited`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or 8 more writes of documents of the organization already wait on this instance (`too_many_streams`, with Retry-After), or the account's writes on this instance hold 8 MiB of bodies already (`too_many_streams`) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -11839,7 +11839,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or 8 more writes of documents of the organization already wait on this instance (`too_many_streams`, with Retry-After) */
+            /** @description Rate limited (`rate_limited`; also when the organization's new content this UTC day would pass KNOWLEDGE_DAILY_BYTES, with Retry-After the seconds to the next UTC midnight), or 8 more writes of documents of the organization already wait on this instance (`too_many_streams`, with Retry-After), or the account's writes on this instance hold 8 MiB of bodies already (`too_many_streams`) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
