@@ -390,6 +390,14 @@ describe('Knowledge documents (contract §27)', () => {
         400,
         'validation_failed',
       );
+      // An empty field attached the document to no personality (review): refused, named.
+      for (const blank of ['', ' , ']) {
+        const refused = await form()
+          .field('personality_ids', blank)
+          .attach('file', Buffer.from('x'), { filename: 'a.txt', contentType: 'text/plain' });
+        expectError(refused, 400, 'validation_failed');
+        expect(refused.body.error.details[0].field).toBe('personality_ids');
+      }
       expectError(
         await form().attach('file', Buffer.from([0xc3, 0x28]), {
           filename: 'a.txt',

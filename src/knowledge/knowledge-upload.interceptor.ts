@@ -112,7 +112,21 @@ export class KnowledgeUploadInterceptor implements NestInterceptor {
         { field: 'file', problem: `must be given (${UPLOAD_TYPES.join(', ')})` },
       ]);
     }
-    if (body.personality_ids !== undefined) body.personality_ids = idsOf(body.personality_ids);
+    if (body.personality_ids !== undefined) {
+      const ids = idsOf(body.personality_ids);
+      // A form cannot send an empty list: an empty field is more likely a blank input than a
+      // choice of no personality, which attached the document to none (found by review).
+      if (Array.isArray(ids) && ids.length === 0) {
+        throw AppError.validation([
+          {
+            field: 'personality_ids',
+            problem:
+              'names no personality: leave the field out for every personality, or send JSON with [] for none',
+          },
+        ]);
+      }
+      body.personality_ids = ids;
+    }
     const organizationId = organizationOf(request, 'a document upload');
     const signal = clientGoneSignal(http.getResponse<Response>());
     const key = request.headers[IDEMPOTENCY_KEY_HEADER];
