@@ -12,6 +12,7 @@ import { engineConfig } from '../config/engine.config';
 import { type Source, sql, type WithEntry } from '../database/sql';
 import type { MonthTokensColumns, NewRelationshipColumns } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
+import { MAX_TOOL_TIMEOUT_MS } from '../tools/tool-definitions';
 import { type AppliedLimits, LimitsService } from './limits.service';
 import { type HeldReservation, reservationReleaseStep } from './reservation-release.step';
 import { SpendReservationsRepository } from './spend-reservations.repository';
@@ -29,7 +30,13 @@ import { usageThresholdStep } from './usage-threshold.step';
  */
 export const PROMPT_BYTES_PER_TOKEN = 1;
 export const PROMPT_OVERHEAD_TOKENS = 512;
-/** A reservation outlives its reply's longest possible life by this much, then lapses. */
+/**
+ * A hold outlives the longest stretch until it is made again by this much, then lapses. That
+ * stretch is a model call (ENGINE_TIMEOUT_MS), then, in a turn with tools, its round's webhook
+ * calls (called together, each within its `timeout_ms`) and their arguments' checks, before the
+ * next call's hold replaces it: with ENGINE_TIMEOUT_MS + 30 s alone a round of 30 s tools let the
+ * hold lapse just before it was made again (found by review).
+ */
 const RESERVATION_MARGIN_MS = 30_000;
 /** How often reservations that lapsed (their instance died) are deleted. */
 const PURGE_INTERVAL_MS = 60_000;
@@ -82,7 +89,7 @@ export class SpendService {
     jobs: BackgroundJobs,
   ) {
     this.logger.setContext(SpendService.name);
-    this.reservationTtlMs = this.engine.timeoutMs + RESERVATION_MARGIN_MS;
+    this.reservationTtlMs = this.engine.timeoutMs + MAX_TOOL_TIMEOUT_MS + RESERVATION_MARGIN_MS;
     this.lapsed = jobs.purge({
       what: 'lapsed spend reservations',
       intervalMs: PURGE_INTERVAL_MS,
@@ -167,7 +174,7 @@ export class SpendService {
    * prompt now carries; the admitted estimate alone let a turn whose tools answered 15 KB each
    * overshoot a budget by 160 %, found by review) are held until the reply's statement settles them or
    * release() gives them back, replacing the previous hold: concurrent replies count them, so a budget is overshot
-   * by one call of a turn, not by all of them. Each hold lapses a whole ENGINE_TIMEOUT_MS + 30 s
+   * by one call of a turn, not by all of them. Each hold lapses a whole ENGINE_TIMEOUT_MS + 60 s
    * after it is made, so a long turn's estimate is made again each round rather than lapsing
    * after the first (found by review: past it, nothing held room for the next call).
    */

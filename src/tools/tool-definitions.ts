@@ -13,6 +13,8 @@ export const MAX_TOOLS = 32;
 /** A tool's `parameters` schema, serialised, at most this many bytes. */
 export const MAX_PARAMETERS_BYTES = 16 * 1024;
 export const DEFAULT_TOOL_TIMEOUT_MS = 10_000;
+/** The longest a webhook tool may be waited for (`timeout_ms`): a round's calls run together. */
+export const MAX_TOOL_TIMEOUT_MS = 30_000;
 
 export type ToolExecution = 'client' | 'webhook';
 
@@ -52,7 +54,7 @@ const PERSONALITY_TOOL_SCHEMA = {
     ...COMMON_PROPERTIES,
     execution: { enum: ['client', 'webhook'] },
     endpoint_id: { type: 'string', pattern: UUID },
-    timeout_ms: { type: 'integer', minimum: 100, maximum: 30_000 },
+    timeout_ms: { type: 'integer', minimum: 100, maximum: MAX_TOOL_TIMEOUT_MS },
   },
 } as const;
 

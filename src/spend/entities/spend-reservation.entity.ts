@@ -26,7 +26,7 @@ export class SpendReservation {
   @Column({ type: 'integer' })
   tokens: number;
 
-  /** ENGINE_TIMEOUT_MS + 30 s after it was made, on the service's clock. */
+  /** ENGINE_TIMEOUT_MS + 60 s after it was made, on the service's clock (SpendService). */
   @Column({ name: 'expires_at', type: 'timestamptz' })
   expiresAt: Date;
 }

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { ValidateBy } from 'class-validator';
-import { MAX_TOOLS } from '../tool-definitions';
+import { DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS } from '../tool-definitions';
 
 /**
  * A tool the personality's model may call (contract §26, docs/tools.md). Described here for
@@ -39,8 +39,8 @@ export class ToolDefinitionDto extends RequestToolDto {
 
   @ApiPropertyOptional({
     minimum: 100,
-    maximum: 30000,
-    default: 10000,
+    maximum: MAX_TOOL_TIMEOUT_MS,
+    default: DEFAULT_TOOL_TIMEOUT_MS,
     description: 'Webhook tools only',
   })
   timeout_ms?: number;
