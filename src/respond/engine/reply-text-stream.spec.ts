@@ -42,6 +42,13 @@ describe('ReplyTextStream', () => {
     expect(deltas.join('')).toBe('Hello there, friend.');
   });
 
+  it('holds the first half of a surrogate pair split between two pieces of plain text (review)', () => {
+    const stream = new ReplyTextStream();
+    const deltas = ['I am going to ', '\ud83d', '\udd2a him.'].map((piece) => stream.push(piece));
+    expect(deltas).toEqual(['I am going to ', '', '🔪 him.']);
+    expect(stream.text).toBe('I am going to 🔪 him.');
+  });
+
   it('keeps what arrived of a text cut off mid-answer', () => {
     expect(feed('{"text":"Half a rep', 4).stream.text).toBe('Half a rep');
   });

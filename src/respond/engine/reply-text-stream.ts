@@ -51,7 +51,10 @@ export class ReplyTextStream {
         this.mode = character === '{' ? 'json' : 'plain';
       }
       if (this.mode === 'plain') {
-        out += character;
+        // A pair split between two of the provider's pieces is held whole, as in JSON: each
+        // delta is made storable alone, and the gate checked "��" where the reply held 🔪
+        // (found by review).
+        out += this.joinSurrogates(character);
         continue;
       }
       out += this.inText ? this.decodeText(character) : this.scan(character);
@@ -127,7 +130,10 @@ export class ReplyTextStream {
     return this.joinSurrogates(character);
   }
 
-  /** A \uD83D\uDE00 pair arrives as two escapes: hold the first half until the second. */
+  /**
+   * A \uD83D\uDE00 pair arrives as two escapes, or as two pieces of plain text: hold the first
+   * half until the second.
+   */
   private joinSurrogates(text: string): string {
     const held = this.pendingHighSurrogate;
     this.pendingHighSurrogate = '';
