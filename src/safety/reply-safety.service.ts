@@ -121,7 +121,7 @@ export class ReplySafety {
       check: async (sentence, context) => {
         // What was released is clean: a sentence that cannot change that is not read with it.
         // (Text released before the gate may not be; the gate's end then reads the whole reply.)
-        if (this.classifier.couldFlagAfter?.(sentence) === false) return 'allow';
+        if (this.classifier.couldFlagAfter?.(sentence, context) === false) return 'allow';
         const categories = await this.screenReply(settings, context + sentence, signal);
         if (categories.length === 0) return 'allow';
         onBlocked(categories);

@@ -33,12 +33,13 @@ export interface SafetyClassifier {
   readonly name: SafetyClassifierName;
   classify(text: string, options: SafetyClassifyOptions): Promise<SafetyVerdict>;
   /**
-   * Whether `text`, following a text this classifier found clean, could make the two harmful;
-   * false lets a caller that classifies a reply as it streams skip reading them together. The
-   * local classifier answers from its lexicon (no phrase of it, nothing to add); a classifier that
-   * cannot tell leaves it out.
+   * Whether `text`, following `before` (a text this classifier found clean, cut wherever its
+   * reader cut it), could make the two harmful; false lets a caller that classifies a reply as
+   * it streams skip reading them together. The local classifier answers from its lexicon (no
+   * phrase of it after a sentence break, nothing to add); a classifier that cannot tell leaves it
+   * out.
    */
-  couldFlagAfter?(text: string): boolean;
+  couldFlagAfter?(text: string, before: string): boolean;
 }
 
 /** The categories present in `found`, in canonical order and without duplicates. */

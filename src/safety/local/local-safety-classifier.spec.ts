@@ -347,6 +347,26 @@ describe('LocalSafetyClassifier', () => {
       }
       expect(classifier.couldFlagAfter('We talked about the weather.')).toBe(false);
       expect(classifier.couldFlagAfter('')).toBe(false);
+      // After text a sentence break ends, as this reads one, the text alone decides; after three
+      // dots or a word cut short, a phrase may have begun before it (review).
+      for (const before of ['I like it.', 'Really?', 'Stop!', 'Done;', 'A line\n', '"Stop." ']) {
+        expect({ before, could: classifier.couldFlagAfter(' bomb.', before) }).toEqual({
+          before,
+          could: false,
+        });
+      }
+      for (const before of [
+        'how to make a...',
+        'how to make a…',
+        'a pipe ',
+        'a pipe bo',
+        'k.i.l.l.',
+      ]) {
+        expect({ before, could: classifier.couldFlagAfter(' bomb.', before) }).toEqual({
+          before,
+          could: true,
+        });
+      }
       // Whatever holds no phrase adds nothing: on every labelled message.
       for (const { text } of [...loadLabelledMessages(), ...loadModerationMessages()]) {
         if (!classifier.couldFlagAfter(text)) expect(categoriesOf(text)).toEqual([]);

@@ -33,6 +33,11 @@ const LEXICON: readonly LexiconGroup[] = [
 ];
 
 /** How far back the rules look: a negation within 3 words, a subject within 8, a reporter within 12. */
+/**
+ * How much of a text's end tells whether a sentence break ends it: three dots, a word spelled
+ * out a letter at a time ("k.i.l.l."), a closing quotation.
+ */
+const SENTENCE_END_READ = 200;
 const NEGATION_REACH = 3;
 const SUBJECT_REACH = 8;
 const REPORT_REACH = 12;
@@ -185,9 +190,19 @@ export class LocalSafetyClassifier implements SafetyClassifier {
   /**
    * Every rule starts from a phrase of the lexicon, and a phrase never crosses a sentence break:
    * text without one adds no category to a clean text it follows (it can only cancel or deny).
+   * Only after a break, as this reads one: a streamed reply's gate also cuts after three dots (a
+   * pause here) and in a run too long, where "make a..." and " bomb." are one phrase, and the
+   * second half passed unread with the first (found by review).
    */
-  couldFlagAfter(text: string): boolean {
+  couldFlagAfter(text: string, before = ''): boolean {
+    if (before.trim() !== '' && !this.endsSentence(before)) return true;
     return this.trie.matchAll(this.normalizer.normalize(text).tokens).length > 0;
+  }
+
+  /** Whether a sentence break ends `text` as this reads it: a word after it begins a sentence. */
+  private endsSentence(text: string): boolean {
+    const { tokens } = this.normalizer.normalize(`${text.slice(-SENTENCE_END_READ)} probe`);
+    return tokens.at(-1)?.breakBefore === SENTENCE_BREAK;
   }
 
   private read(text: string): Reading {
