@@ -34,6 +34,7 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
         APP_PUBLIC_URL: PUBLIC_URL,
         ORGANIZATIONS_PER_USER: '3',
         INVITATIONS_PER_DAY: '3',
+        API_KEYS_PER_DAY: '4',
       },
     });
   });
@@ -42,6 +43,12 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
     await smtp.stop();
   });
 
+  const expectRetryAfterMidnight = (refused: { headers: Record<string, string> }) => {
+    const retryAfter = Number(refused.headers['retry-after']);
+    const midnight = new Date();
+    midnight.setUTCHours(24, 0, 0, 0);
+    expect(Math.abs(retryAfter - (midnight.getTime() - Date.now()) / 1000)).toBeLessThan(5);
+  };
   const me = (token: string) => t.http().get('/v1/me').set('Authorization', `Bearer ${token}`);
   const verify = (token: unknown) => t.http().post('/v1/auth/verify-email').send({ token });
 
@@ -162,12 +169,6 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
       expect(created.status).toBe(201);
       return created.body.id as string;
     };
-    const expectRetryAfterMidnight = (refused: { headers: Record<string, string> }) => {
-      const retryAfter = Number(refused.headers['retry-after']);
-      const midnight = new Date();
-      midnight.setUTCHours(24, 0, 0, 0);
-      expect(Math.abs(retryAfter - (midnight.getTime() - Date.now()) / 1000)).toBeLessThan(5);
-    };
 
     it('sends at most INVITATIONS_PER_DAY per organization and UTC day (429 rate_limited), inviting again included', async () => {
       const owner = await signUpVerified(t, smtp);
@@ -238,6 +239,46 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
         open += (listed.body.data as unknown[]).length;
       }
       expect(open).toBe(3);
+    });
+  });
+
+  describe('API keys per day (review: one admin made 250,000, and could be removed no more)', () => {
+    const asUserOf = (accessToken: string) => `Bearer ${accessToken}`;
+    const create = (auth: string) =>
+      t
+        .http()
+        .post('/v1/api-keys')
+        .set('Authorization', auth)
+        .send({ name: 'k', scopes: ['admin'] });
+    const roll = (auth: string, id: string) =>
+      t.http().post(`/v1/api-keys/${id}/roll`).set('Authorization', auth).send({});
+
+    it('makes at most API_KEYS_PER_DAY keys per organization and UTC day, created or rolled, by a user or a key', async () => {
+      const owner = await signUp(t);
+      const auth = asUserOf(owner.accessToken);
+      const first = await create(auth);
+      expect(first.status).toBe(201);
+      // Made by a key, and a roll: each counts.
+      expect((await create(`Bearer ${first.body.key as string}`)).status).toBe(201);
+      expect((await roll(auth, first.body.id as string)).status).toBe(201);
+      expect((await create(auth)).status).toBe(201);
+      for (const refused of [await create(auth), await roll(auth, first.body.id as string)]) {
+        expectError(refused, 429, 'rate_limited');
+        expect(refused.body.error.message).toMatch(/at most 4 API keys per UTC day/);
+        expectRetryAfterMidnight(refused);
+      }
+      // Nothing refused was made: the organization holds the four.
+      const listed = await t.http().get('/v1/api-keys').set('Authorization', auth).expect(200);
+      expect(listed.body.data).toHaveLength(4);
+      // Another organization has its own count.
+      expect((await create(asUserOf((await signUp(t)).accessToken))).status).toBe(201);
+    });
+
+    it('of concurrent creations, makes exactly as many as the day has room for', async () => {
+      const auth = asUserOf((await signUp(t)).accessToken);
+      const answers = await Promise.all(Array.from({ length: 9 }, () => create(auth)));
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([201, 201, 201, 201, 429, 429, 429, 429, 429]);
     });
   });
 

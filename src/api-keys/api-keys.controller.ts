@@ -35,6 +35,12 @@ import { AcceptsIdempotencyKey } from '../idempotency/accepts-idempotency-key.de
 
 const uuidPipe = uuidOr404('API key');
 
+/** A creation or a roll makes a key, and counts it into the organization's day. */
+const KEYS_A_DAY = [
+  429,
+  'Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight)',
+] as const;
+
 @ApiTags('api-keys')
 @Scopes('admin')
 @Controller('v1/api-keys')
@@ -47,7 +53,7 @@ export class ApiKeysController {
   @HttpCode(201)
   @ApiOperation({ summary: 'Creates an API key; the full key is in this response only' })
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
-  @ApiErrors(400)
+  @ApiErrors(400, [...KEYS_A_DAY])
   create(
     @Caller() caller: CallerContext,
     @Body() body: CreateApiKeyDto,
@@ -96,7 +102,7 @@ export class ApiKeysController {
       'Issues a new key with the same name and scopes (shown once); the old one works until expires_in_seconds from now',
   })
   @ApiCreatedResponse({ type: CreatedApiKeyDto })
-  @ApiErrors(400, [404, 'No active key with this id'])
+  @ApiErrors(400, [404, 'No active key with this id'], [...KEYS_A_DAY])
   roll(
     @Caller() caller: CallerContext,
     @Param('id', uuidPipe) id: string,

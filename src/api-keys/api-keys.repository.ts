@@ -69,6 +69,11 @@ const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name,
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
+/** The organization's keys made on the day once this one is counted; null: refused. */
+const MADE_TODAY = Columns.computed<{ keys: number | null }>({
+  keys: sql`(SELECT keys FROM counted)`,
+});
+
 const KEY_ORGANIZATION = Columns.rowOf<ApiKey>()('organizationId');
 
 const KEY_ID_PROPERTY = Columns.propertiesOf<ApiKey>()('id');
@@ -238,11 +243,20 @@ export class ApiKeysRepository {
   constructor(private readonly database: Database) {}
 
   /**
-   * The key, its audit event and its webhook event (first due at `at`) in one statement (one
-   * transaction); undefined when the key it is made by (if any) no longer works at `at`.
+   * The key, its audit event and its webhook event (first due at `at`) in one statement, in the
+   * caller's transaction (countMade's); undefined when the key it is made by (if any) no longer
+   * works at `at`.
    */
-  async insertAudited(key: NewApiKey, audit: AuditStep, at: Date): Promise<ApiKeyRow | undefined> {
-    return this.database.row(keyCreated(key, insertKeyAt(key, at), at, audit), { prepared: true });
+  async insertAudited(
+    manager: EntityManager,
+    key: NewApiKey,
+    audit: AuditStep,
+    at: Date,
+  ): Promise<ApiKeyRow | undefined> {
+    return this.database.row(keyCreated(key, insertKeyAt(key, at), at, audit), {
+      manager,
+      prepared: true,
+    });
   }
 
   /**
@@ -252,6 +266,34 @@ export class ApiKeysRepository {
   async insert(manager: EntityManager, key: NewApiKey, at: Date): Promise<ApiKeyRow> {
     const row = await this.database.row(keyCreated(key, insertKey(key), at), { manager });
     return row!;
+  }
+
+  /**
+   * Counts a key the organization makes on `day` (UTC), unless it made `max` already: false when
+   * refused (nothing counted). The first lock of a creation's or a roll's transaction, and one no
+   * other statement takes: the organization's keys are made one after another, and concurrent
+   * ones never pass `max` between them. Rows before the day before go with it.
+   */
+  async countMade(
+    manager: EntityManager,
+    organizationId: string,
+    day: string,
+    max: number,
+  ): Promise<boolean> {
+    const row = await this.database.row(
+      MADE_TODAY.query`WITH earlier AS (
+             DELETE FROM api_key_daily_creations
+              WHERE organization_id = ${organizationId} AND day < ${day}::date - 1),
+           counted AS (
+             INSERT INTO api_key_daily_creations AS c (organization_id, day, keys)
+             VALUES (${organizationId}, ${day}::date, 1)
+             ON CONFLICT (organization_id, day) DO UPDATE SET keys = c.keys + 1
+              WHERE c.keys < ${max}::int
+             RETURNING c.keys)
+         SELECT ${MADE_TODAY}`,
+      { manager },
+    );
+    return row?.keys != null;
   }
 
   /** Whether the user still manages the organization's keys (managerMembership, read now). */

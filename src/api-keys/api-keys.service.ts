@@ -1,3 +1,6 @@
+import type { ConfigType } from '@nestjs/config';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
+import { teamsConfig } from '../config/teams.config';
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
@@ -137,6 +140,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
     private readonly audit: AuditService,
     private readonly clock: Clock,
     private readonly users: UsersService,
+    @Inject(teamsConfig.KEY) private readonly teams: ConfigType<typeof teamsConfig>,
     caches: Caches,
   ) {
     this.logger.setContext(ApiKeysService.name);
@@ -173,24 +177,29 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
     }
     const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt, dto.rate_limit ?? null);
     const now = this.clock.now();
-    const created = await this.keys.insertAudited(
-      row,
-      auditEventStep(
-        auditOrigin(caller, {
-          organizationId: caller.organizationId,
-          action: 'api_key.created',
-          targetType: 'api_key',
-          at: now,
-        }),
-      ),
-      now,
-    );
-    // Made by a key revoked (or expired) meanwhile: by a member's removal or demotion that
-    // locked it first, say. The key no longer authenticates anything, this request included.
-    // Made by a user removed or demoted meanwhile: their role no longer allows it; or whose
-    // password was reset meanwhile: their access token is ended.
-    if (!created)
-      throw caller.kind === 'user' ? await this.userRefusal(caller) : AppError.unauthenticated();
+    const created = await this.database.transaction(async (manager) => {
+      await this.countMade(manager, caller.organizationId, now);
+      const made = await this.keys.insertAudited(
+        manager,
+        row,
+        auditEventStep(
+          auditOrigin(caller, {
+            organizationId: caller.organizationId,
+            action: 'api_key.created',
+            targetType: 'api_key',
+            at: now,
+          }),
+        ),
+        now,
+      );
+      // Made by a key revoked (or expired) meanwhile: by a member's removal or demotion that
+      // locked it first, say. The key no longer authenticates anything, this request included.
+      // Made by a user removed or demoted meanwhile: their role no longer allows it; or whose
+      // password was reset meanwhile: their access token is ended. Nothing made, nothing counted.
+      if (!made)
+        throw caller.kind === 'user' ? await this.userRefusal(caller) : AppError.unauthenticated();
+      return made;
+    });
     return this.issued(key, row, created);
   }
 
@@ -205,6 +214,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
   ): Promise<CreatedApiKeyDto> {
     const now = this.clock.now();
     const { created, oldHash } = await this.database.transaction(async (manager) => {
+      await this.countMade(manager, caller.organizationId, now);
       // A user's role first (memberships are locked before keys): still an owner or admin.
       if (
         caller.kind === 'user' &&
@@ -270,6 +280,25 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
     this.byHash.delete(oldHash);
     await this.revocations.publishConfirmed(oldHash);
     return created;
+  }
+
+  /**
+   * Counts a key the organization makes today (API_KEYS_PER_DAY), first in the transaction that
+   * makes it: 429 `rate_limited` past it, with Retry-After the seconds to the next UTC midnight.
+   * Removing or demoting a member, and a reset taking an address back, revoke every key down the
+   * member's lines in one statement, whose time grows with how many keys there are: an admin
+   * who made 250,000 could be neither removed nor demoted, every attempt past the statement
+   * timeout (found by review).
+   */
+  private async countMade(manager: EntityManager, organizationId: string, now: Date) {
+    const max = this.teams.apiKeysPerDay;
+    if (await this.keys.countMade(manager, organizationId, utcDay(now), max)) return;
+    const seconds = secondsToNextUtcDay(now.getTime());
+    throw new AppError(
+      'rate_limited',
+      `An organization makes at most ${max} API keys per UTC day, created or rolled (API_KEYS_PER_DAY); retry in ${seconds} s`,
+      { headers: { 'Retry-After': String(seconds) } },
+    );
   }
 
   /** The response for a key just stored, which is also cached: its first use needs no lookup. */

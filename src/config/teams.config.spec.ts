@@ -6,10 +6,11 @@ describe('teams configuration', () => {
     process.env = { ...saved };
   });
 
-  it('defaults to 7-day invitations, 50 a day, 10 organizations a user, 365-day audit retention and an hourly purge', () => {
+  it('defaults to 7-day invitations, 50 a day, 1,000 keys a day, 10 organizations a user, 365-day audit retention and an hourly purge', () => {
     for (const name of [
       'INVITATION_TTL_SECONDS',
       'INVITATIONS_PER_DAY',
+      'API_KEYS_PER_DAY',
       'ORGANIZATIONS_PER_USER',
       'AUDIT_RETENTION_DAYS',
       'AUDIT_PURGE_INTERVAL_MS',
@@ -19,6 +20,7 @@ describe('teams configuration', () => {
     expect(teamsConfig()).toEqual({
       invitationTtlSeconds: 604_800,
       invitationsPerDay: 50,
+      apiKeysPerDay: 1_000,
       organizationsPerUser: 10,
       auditRetentionDays: 365,
       auditPurgeIntervalMs: 3_600_000,
@@ -35,6 +37,7 @@ describe('teams configuration', () => {
       ['AUDIT_RETENTION_DAYS', '0'],
       ['AUDIT_RETENTION_DAYS', '1.5'],
       ['INVITATIONS_PER_DAY', '0'],
+      ['API_KEYS_PER_DAY', '0'],
       ['ORGANIZATIONS_PER_USER', 'ten'],
     ]) {
       process.env = { ...saved, [name]: value };

@@ -20,6 +20,17 @@ class TeamsEnv {
   @Max(100_000)
   INVITATIONS_PER_DAY?: number;
 
+  /**
+   * API keys one organization may make per UTC day, created or rolled: a member's removal revokes
+   * every key down their lines in one statement, whose time grows with how many there are.
+   */
+  @IsOptional()
+  @Transform(toNumber)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  API_KEYS_PER_DAY?: number;
+
   /** Organizations one user may create, the one made at sign-up included. */
   @IsOptional()
   @Transform(toNumber)
@@ -50,6 +61,7 @@ export const teamsConfig = registerAs('teams', () => {
   return {
     invitationTtlSeconds: env.INVITATION_TTL_SECONDS ?? 7 * 86_400,
     invitationsPerDay: env.INVITATIONS_PER_DAY ?? 50,
+    apiKeysPerDay: env.API_KEYS_PER_DAY ?? 1_000,
     organizationsPerUser: env.ORGANIZATIONS_PER_USER ?? 10,
     auditRetentionDays: env.AUDIT_RETENTION_DAYS ?? 365,
     auditPurgeIntervalMs: env.AUDIT_PURGE_INTERVAL_MS ?? 3_600_000,

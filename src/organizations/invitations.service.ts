@@ -1,3 +1,4 @@
+import { secondsToNextUtcDay } from '../common/time/utc-day';
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
@@ -25,9 +26,7 @@ const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 /** 429 until the next UTC day, when the organization's and the user's counts start over. */
 function dailyCapReached(who: 'organization' | 'user', cap: number, nowMs: number): AppError {
-  const nextDay = new Date(nowMs);
-  nextDay.setUTCHours(24, 0, 0, 0);
-  const seconds = Math.max(1, Math.ceil((nextDay.getTime() - nowMs) / 1000));
+  const seconds = secondsToNextUtcDay(nowMs);
   const sender =
     who === 'organization' ? 'An organization sends' : 'You send, across all your organizations,';
   return new AppError(

@@ -7217,7 +7217,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`); see Retry-After */
+            /** @description Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7682,7 +7682,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited (`rate_limited`); see Retry-After */
+            /** @description Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
