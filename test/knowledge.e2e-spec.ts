@@ -1030,12 +1030,13 @@ describe('Knowledge documents (contract §27)', () => {
       expect(turns.inFlight(writer.organizationId)).toBe(0);
     });
 
-    it('holds two of the largest bodies of one account waiting their turn; a third is refused unread, another account’s taken (review)', async () => {
+    it('holds two of the largest bodies of one account waiting their turn; a third is refused once read, another account’s taken (review)', async () => {
       const writer = await tenantWithKey(t, ['read_write']);
       const other = await tenantWithKey(t, ['read_write']);
-      // Just under 4 MiB of JSON, white space but a few words: held as its bytes, a light write
-      // once read (no heavy slot to wait for).
-      const body = `{"content": "A short note."${' '.repeat(KNOWLEDGE_JSON_MAX_BYTES - 64)}}`;
+      // 4 MiB of JSON, white space but a few words: held as the bytes read, a light write once
+      // read (no heavy slot to wait for); two fill an account's 8 MiB to the byte.
+      const start = '{"content": "A short note."';
+      const body = `${start}${' '.repeat(KNOWLEDGE_JSON_MAX_BYTES - start.length - 1)}}`;
       const patch = (auth: string) =>
         t
           .http()

@@ -5,6 +5,7 @@ import {
   KNOWLEDGE_JSON_MAX_BYTES,
   KnowledgeBodies,
 } from './knowledge-bodies';
+import { KNOWLEDGE_HEAVY_WRITE_BYTES } from './knowledge-write-turns';
 
 const LARGEST = KNOWLEDGE_JSON_MAX_BYTES;
 
@@ -32,13 +33,18 @@ describe('KnowledgeBodies', () => {
     expect(bodies.heldBytes()).toBe(3 * LARGEST);
   });
 
-  it('holds at most the instance’s bytes, every account together', () => {
+  it('holds at most the instance’s bytes of large bodies, every account together; small ones pass', () => {
     const bodies = new KnowledgeBodies();
     const accounts = KNOWLEDGE_BODY_BYTES_PER_INSTANCE / KNOWLEDGE_BODY_BYTES_PER_ACCOUNT;
     for (let index = 0; index < accounts; index++) {
       bodies.hold(`account ${index}`, KNOWLEDGE_BODY_BYTES_PER_ACCOUNT);
     }
-    expect(refusal(() => bodies.hold('latecomer', 1))?.code).toBe('too_many_streams');
+    expect(refusal(() => bodies.hold('latecomer', KNOWLEDGE_HEAVY_WRITE_BYTES))?.code).toBe(
+      'too_many_streams',
+    );
+    // A small write is held back by no one else's large ones.
+    bodies.hold('latecomer', KNOWLEDGE_HEAVY_WRITE_BYTES - 1);
+    expect(bodies.heldBytes('latecomer')).toBe(KNOWLEDGE_HEAVY_WRITE_BYTES - 1);
   });
 
   it('gives the bytes back once, however often released', () => {

@@ -4,12 +4,14 @@ import {
   Injectable,
   type NestInterceptor,
 } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
+import type { LateJsonRequest } from '../common/http/json-body.middleware';
 import { onResponseDone } from '../common/http/response-done';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { OrganizationsService } from '../organizations/organizations.service';
+import { KNOWLEDGE_HEAVY_WRITE_BYTES } from './knowledge-write-turns';
 
 /** A JSON body of a document may take this many bytes (its content: at most 1 MiB of UTF-8). */
 export const KNOWLEDGE_JSON_MAX_BYTES = 4 * 1024 * 1024;
@@ -22,12 +24,14 @@ export const KNOWLEDGE_BODY_BYTES_PER_INSTANCE = 32 * 1024 * 1024;
 
 /**
  * The bytes of document bodies that knowledge writes hold on this instance, by account (the
- * user who made the organization: OrganizationsService.accountOf). A write reads its body once
- * the guards let it in, then waits for its organization's turn and the heavy slot
- * (KnowledgeWriteTurns), holding it parsed: one account's ten organizations, nine writes each
- * of 4 MiB bodies, grew a service by half a gigabyte, past the pod's memory limit (found by
- * review). Past either bound the write is refused before its body is read: 429
- * `too_many_streams`, with Retry-After.
+ * user who made the organization: OrganizationsService.accountOf). A write's body is read once
+ * the guards let it in; the write then waits for its organization's turn and the heavy slot
+ * (KnowledgeWriteTurns) with it in memory: one account's ten organizations, nine writes each of
+ * 4 MiB bodies, grew a service by half a gigabyte, past the pod's memory limit (found by
+ * review). Past either bound the write is refused as soon as its body is read, before it waits:
+ * 429 `too_many_streams`, with Retry-After. Only a large body (KNOWLEDGE_HEAVY_WRITE_BYTES or
+ * more) is refused for the instance's bound, so that accounts filling it with large writes hold
+ * no one's small ones back.
  */
 @Injectable()
 export class KnowledgeBodies {
@@ -42,7 +46,10 @@ export class KnowledgeBodies {
         `This account's documents being written on this instance already hold ${mib(accountHeld)} MiB of ${mib(KNOWLEDGE_BODY_BYTES_PER_ACCOUNT)}; retry when one ends`,
       );
     }
-    if (this.held + bytes > KNOWLEDGE_BODY_BYTES_PER_INSTANCE) {
+    if (
+      bytes >= KNOWLEDGE_HEAVY_WRITE_BYTES &&
+      this.held + bytes > KNOWLEDGE_BODY_BYTES_PER_INSTANCE
+    ) {
       throw tooManyStreams(
         'Too many large documents are being written on this instance; retry shortly',
       );
@@ -71,9 +78,10 @@ function mib(bytes: number): string {
 }
 
 /**
- * Holds a document write's body in KnowledgeBodies until its answer is done, before the body is
- * read (the first interceptor of the route): what it holds is its declared length, or the most a
- * document route reads (KNOWLEDGE_JSON_MAX_BYTES) when it declares none (chunked).
+ * Holds a document write's body in KnowledgeBodies until its answer is done, once the body is
+ * read (after ParsesJsonBodyAfterGuards and the upload's interceptors) and before the write
+ * waits its turn: what a body holds is what was read of it, so a client sending one slowly
+ * holds nothing meanwhile.
  */
 @Injectable()
 export class KnowledgeBodyInterceptor implements NestInterceptor {
@@ -84,11 +92,10 @@ export class KnowledgeBodyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
-    const request = http.getRequest<Request & RequestWithCaller>();
-    const declared = Number(request.headers['content-length']);
-    const bytes = Number.isSafeInteger(declared)
-      ? Math.min(declared, KNOWLEDGE_JSON_MAX_BYTES)
-      : KNOWLEDGE_JSON_MAX_BYTES;
+    const request = http.getRequest<
+      LateJsonRequest & RequestWithCaller & { file?: { size: number } }
+    >();
+    const bytes = request.jsonBodyBytes ?? request.file?.size ?? 0;
     if (bytes <= 0) return next.handle();
     const organizationId = organizationOf(request, 'A document write');
     return from(this.organizations.accountOf(organizationId)).pipe(

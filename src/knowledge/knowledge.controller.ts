@@ -74,10 +74,10 @@ export class KnowledgeController {
   @Scopes('read_write')
   // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
   @AcceptsIdempotencyKey()
+  // Above the interceptors that read the body, so it runs once they have.
+  @UseInterceptors(KnowledgeBodyInterceptor)
   @ParsesJsonBodyAfterGuards()
   @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
-  // Below every interceptor that reads the body, so it runs first.
-  @UseInterceptors(KnowledgeBodyInterceptor)
   @ApiOperation({
     summary:
       'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
@@ -162,8 +162,8 @@ export class KnowledgeController {
 
   @Patch(':id')
   @Scopes('read_write')
-  @ParsesJsonBodyAfterGuards()
   @UseInterceptors(KnowledgeBodyInterceptor)
+  @ParsesJsonBodyAfterGuards()
   @ApiOperation({
     summary:
       'Changes the title, the content (chunked again, searchable once this answers) or the personalities',

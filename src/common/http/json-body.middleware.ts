@@ -30,7 +30,11 @@ type RequestWithRawBody = Request & { rawBody?: Buffer };
  * the body middleware, which leaves here how to parse it, once the guards have let it through
  * (ParsesJsonBodyAfterGuards).
  */
-export type LateJsonRequest = Request & { parseJsonBody?: () => Promise<void> };
+export type LateJsonRequest = Request & {
+  parseJsonBody?: () => Promise<void>;
+  /** The bytes of the body parseJsonBody read (its raw bytes are not kept). */
+  jsonBodyBytes?: number;
+};
 
 function hasBody(request: Request): boolean {
   const length = request.headers['content-length'];
@@ -151,7 +155,8 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
       new Promise<void>((resolve, reject) =>
         parseChecked(large.parse, request, response, (error?: unknown) => {
           // Checked: no signature reads a large route's bytes, and its write may wait its turn
-          // for seconds, holding what it keeps (docs/knowledge.md, "Writes in turn").
+          // for seconds, holding what it keeps (KnowledgeBodies).
+          (request as LateJsonRequest).jsonBodyBytes = request.rawBody?.length;
           request.rawBody = undefined;
           // An AppError, or what body-parser's callback threw unexpectedly.
           if (error)
