@@ -1030,7 +1030,7 @@ describe('Knowledge documents (contract §27)', () => {
       expect(turns.inFlight(writer.organizationId)).toBe(0);
     });
 
-    it('holds two of the largest bodies of one account waiting their turn; a third is refused once read, another account’s taken (review)', async () => {
+    it('holds two of the largest bodies of one account waiting their turn; a third is refused before it is read, another account’s taken (review)', async () => {
       const writer = await tenantWithKey(t, ['read_write']);
       const other = await tenantWithKey(t, ['read_write']);
       // 4 MiB of JSON, white space but a few words: held as the bytes read, a light write once

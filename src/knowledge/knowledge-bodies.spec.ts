@@ -21,43 +21,45 @@ function refusal(hold: () => unknown): AppError | undefined {
 describe('KnowledgeBodies', () => {
   it('holds two of the largest bodies per account, and refuses the third with a 429 to retry', () => {
     const bodies = new KnowledgeBodies();
-    bodies.hold('ann', LARGEST);
-    bodies.hold('ann', LARGEST);
-    const refused = refusal(() => bodies.hold('ann', 1));
+    bodies.holdForAccount('ann', LARGEST);
+    bodies.holdForAccount('ann', LARGEST);
+    const refused = refusal(() => bodies.holdForAccount('ann', 1));
     expect(refused).toBeInstanceOf(AppError);
     expect(refused?.code).toBe('too_many_streams');
     expect(refused?.headers).toEqual({ 'Retry-After': '5' });
     // Another account is not held back by this one.
-    bodies.hold('bob', LARGEST);
+    bodies.holdForAccount('bob', LARGEST);
     expect(bodies.heldBytes('ann')).toBe(KNOWLEDGE_BODY_BYTES_PER_ACCOUNT);
-    expect(bodies.heldBytes()).toBe(3 * LARGEST);
+    expect(bodies.heldBytes('bob')).toBe(LARGEST);
   });
 
-  it('holds at most the instance’s bytes of large bodies, every account together; small ones pass', () => {
+  it('holds at most the instance’s bytes of large bodies read, every account’s; small ones pass', () => {
     const bodies = new KnowledgeBodies();
-    const accounts = KNOWLEDGE_BODY_BYTES_PER_INSTANCE / KNOWLEDGE_BODY_BYTES_PER_ACCOUNT;
-    for (let index = 0; index < accounts; index++) {
-      bodies.hold(`account ${index}`, KNOWLEDGE_BODY_BYTES_PER_ACCOUNT);
+    for (let held = 0; held < KNOWLEDGE_BODY_BYTES_PER_INSTANCE; held += LARGEST) {
+      bodies.holdOnInstance(LARGEST);
     }
-    expect(refusal(() => bodies.hold('latecomer', KNOWLEDGE_HEAVY_WRITE_BYTES))?.code).toBe(
+    expect(refusal(() => bodies.holdOnInstance(KNOWLEDGE_HEAVY_WRITE_BYTES))?.code).toBe(
       'too_many_streams',
     );
-    // A small write is held back by no one else's large ones.
-    bodies.hold('latecomer', KNOWLEDGE_HEAVY_WRITE_BYTES - 1);
-    expect(bodies.heldBytes('latecomer')).toBe(KNOWLEDGE_HEAVY_WRITE_BYTES - 1);
+    // A small write is held back by no one's large ones, and holds nothing of the instance's.
+    bodies.holdOnInstance(KNOWLEDGE_HEAVY_WRITE_BYTES - 1)();
+    expect(bodies.heldBytes()).toBe(KNOWLEDGE_BODY_BYTES_PER_INSTANCE);
   });
 
   it('gives the bytes back once, however often released', () => {
     const bodies = new KnowledgeBodies();
-    const release = bodies.hold('ann', LARGEST);
-    const other = bodies.hold('ann', LARGEST);
+    const release = bodies.holdForAccount('ann', LARGEST);
+    const other = bodies.holdForAccount('ann', LARGEST);
+    const read = bodies.holdOnInstance(LARGEST);
     release();
     release();
+    read();
+    read();
     expect(bodies.heldBytes('ann')).toBe(LARGEST);
+    expect(bodies.heldBytes()).toBe(0);
     other();
     expect(bodies.heldBytes('ann')).toBe(0);
-    expect(bodies.heldBytes()).toBe(0);
-    bodies.hold('ann', LARGEST);
-    bodies.hold('ann', LARGEST);
+    bodies.holdForAccount('ann', LARGEST);
+    bodies.holdForAccount('ann', LARGEST);
   });
 });

@@ -4,7 +4,7 @@ import {
   Injectable,
   type NestInterceptor,
 } from '@nestjs/common';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import type { LateJsonRequest } from '../common/http/json-body.middleware';
@@ -23,15 +23,17 @@ export const KNOWLEDGE_BODY_BYTES_PER_ACCOUNT = 8 * 1024 * 1024;
 export const KNOWLEDGE_BODY_BYTES_PER_INSTANCE = 32 * 1024 * 1024;
 
 /**
- * The bytes of document bodies that knowledge writes hold on this instance, by account (the
- * user who made the organization: OrganizationsService.accountOf). A write's body is read once
- * the guards let it in; the write then waits for its organization's turn and the heavy slot
- * (KnowledgeWriteTurns) with it in memory: one account's ten organizations, nine writes each of
- * 4 MiB bodies, grew a service by half a gigabyte, past the pod's memory limit (found by
- * review). Past either bound the write is refused as soon as its body is read, before it waits:
- * 429 `too_many_streams`, with Retry-After. Only a large body (KNOWLEDGE_HEAVY_WRITE_BYTES or
- * more) is refused for the instance's bound, so that accounts filling it with large writes hold
- * no one's small ones back.
+ * The bytes of document bodies that knowledge writes hold on this instance. A write's body is
+ * read once the guards let it in; the write then waits for its organization's turn and the heavy
+ * slot (KnowledgeWriteTurns) with it in memory: one account's ten organizations, nine writes each
+ * of 4 MiB bodies, grew a service by half a gigabyte, past the pod's memory limit (found by
+ * review). Two bounds, each refused with 429 `too_many_streams` and Retry-After:
+ * - per account (the user who made the organization: OrganizationsService.accountOf), the
+ *   declared length, held before the body is read: one account's writes read and wait with
+ *   8 MiB at most, and a client sending its body slowly holds only its own account's share;
+ * - per instance, the bytes read of a large body (KNOWLEDGE_HEAVY_WRITE_BYTES or more), held
+ *   once it is read and before the write waits: what waits on an instance is bounded however
+ *   many accounts write, and accounts filling it hold no one's small writes back.
  */
 @Injectable()
 export class KnowledgeBodies {
@@ -39,38 +41,48 @@ export class KnowledgeBodies {
   private readonly heldByAccount = new Map<string, number>();
 
   /** Holds `bytes` for `account`; the function returned gives them back (once). */
-  hold(account: string, bytes: number): () => void {
+  holdForAccount(account: string, bytes: number): () => void {
     const accountHeld = this.heldByAccount.get(account) ?? 0;
     if (accountHeld + bytes > KNOWLEDGE_BODY_BYTES_PER_ACCOUNT) {
       throw tooManyStreams(
         `This account's documents being written on this instance already hold ${mib(accountHeld)} MiB of ${mib(KNOWLEDGE_BODY_BYTES_PER_ACCOUNT)}; retry when one ends`,
       );
     }
-    if (
-      bytes >= KNOWLEDGE_HEAVY_WRITE_BYTES &&
-      this.held + bytes > KNOWLEDGE_BODY_BYTES_PER_INSTANCE
-    ) {
+    this.heldByAccount.set(account, accountHeld + bytes);
+    return once(() => {
+      const left = (this.heldByAccount.get(account) ?? bytes) - bytes;
+      if (left > 0) this.heldByAccount.set(account, left);
+      else this.heldByAccount.delete(account);
+    });
+  }
+
+  /** Holds the `bytes` read of a body on the instance, if it is large; gives them back (once). */
+  holdOnInstance(bytes: number): () => void {
+    if (bytes < KNOWLEDGE_HEAVY_WRITE_BYTES) return () => undefined;
+    if (this.held + bytes > KNOWLEDGE_BODY_BYTES_PER_INSTANCE) {
       throw tooManyStreams(
         'Too many large documents are being written on this instance; retry shortly',
       );
     }
     this.held += bytes;
-    this.heldByAccount.set(account, accountHeld + bytes);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
+    return once(() => {
       this.held -= bytes;
-      const left = (this.heldByAccount.get(account) ?? bytes) - bytes;
-      if (left > 0) this.heldByAccount.set(account, left);
-      else this.heldByAccount.delete(account);
-    };
+    });
   }
 
-  /** Bytes held on this instance, and by `account` (for specs and logs). */
+  /** Bytes held on this instance, or by `account` (for specs and logs). */
   heldBytes(account?: string): number {
     return account === undefined ? this.held : (this.heldByAccount.get(account) ?? 0);
   }
+}
+
+function once(release: () => void): () => void {
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    release();
+  };
 }
 
 function mib(bytes: number): string {
@@ -78,10 +90,9 @@ function mib(bytes: number): string {
 }
 
 /**
- * Holds a document write's body in KnowledgeBodies until its answer is done, once the body is
- * read (after ParsesJsonBodyAfterGuards and the upload's interceptors) and before the write
- * waits its turn: what a body holds is what was read of it, so a client sending one slowly
- * holds nothing meanwhile.
+ * Before a document write's body is read (the first of its route's interceptors): holds its
+ * declared length (KNOWLEDGE_JSON_MAX_BYTES, the most a document route reads, when it declares
+ * none) for the organization's account until the answer is done.
  */
 @Injectable()
 export class KnowledgeBodyInterceptor implements NestInterceptor {
@@ -92,17 +103,38 @@ export class KnowledgeBodyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
-    const request = http.getRequest<
-      LateJsonRequest & RequestWithCaller & { file?: { size: number } }
-    >();
-    const bytes = request.jsonBodyBytes ?? request.file?.size ?? 0;
-    if (bytes <= 0) return next.handle();
+    const request = http.getRequest<Request & RequestWithCaller>();
+    const declared = Number(request.headers['content-length']);
+    const chunked = request.headers['transfer-encoding'] !== undefined;
+    const bytes = Math.min(
+      chunked || !Number.isSafeInteger(declared) ? KNOWLEDGE_JSON_MAX_BYTES : declared,
+      KNOWLEDGE_JSON_MAX_BYTES,
+    );
+    if (!(bytes > 0)) return next.handle();
     const organizationId = organizationOf(request, 'A document write');
     return from(this.organizations.accountOf(organizationId)).pipe(
       switchMap((account) => {
-        onResponseDone(http.getResponse<Response>(), this.bodies.hold(account, bytes));
+        onResponseDone(http.getResponse<Response>(), this.bodies.holdForAccount(account, bytes));
         return next.handle();
       }),
     );
+  }
+}
+
+/**
+ * Once a document write's body is read (after ParsesJsonBodyAfterGuards and the upload's
+ * interceptors) and before the write waits its turn: holds the bytes read on the instance until
+ * the answer is done.
+ */
+@Injectable()
+export class KnowledgeBodyReadInterceptor implements NestInterceptor {
+  constructor(private readonly bodies: KnowledgeBodies) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const http = context.switchToHttp();
+    const request = http.getRequest<LateJsonRequest & { file?: { size: number } }>();
+    const bytes = request.jsonBodyBytes ?? request.file?.size ?? 0;
+    onResponseDone(http.getResponse<Response>(), this.bodies.holdOnInstance(bytes));
+    return next.handle();
   }
 }

@@ -39,7 +39,11 @@ import {
   UpdateKnowledgeDto,
 } from './dto/knowledge.dto';
 import { ParsesJsonBodyAfterGuards } from '../common/http/json-body-after-guards.interceptor';
-import { KNOWLEDGE_BODY_BYTES_PER_ACCOUNT, KnowledgeBodyInterceptor } from './knowledge-bodies';
+import {
+  KNOWLEDGE_BODY_BYTES_PER_ACCOUNT,
+  KnowledgeBodyInterceptor,
+  KnowledgeBodyReadInterceptor,
+} from './knowledge-bodies';
 import { KnowledgeUploadInterceptor, UPLOAD_LIMITS } from './knowledge-upload.interceptor';
 import { KNOWLEDGE_WRITES_WAITING } from './knowledge-write-turns';
 import { KnowledgeService } from './knowledge.service';
@@ -74,10 +78,12 @@ export class KnowledgeController {
   @Scopes('read_write')
   // Above the upload's interceptors, so it runs after them: a multipart body's key covers the file.
   @AcceptsIdempotencyKey()
-  // Above the interceptors that read the body, so it runs once they have.
-  @UseInterceptors(KnowledgeBodyInterceptor)
+  // KnowledgeBodies: the account's share before the body is read (the lowest runs first), the
+  // instance's once it is.
+  @UseInterceptors(KnowledgeBodyReadInterceptor)
   @ParsesJsonBodyAfterGuards()
   @UseInterceptors(FileInterceptor('file', { limits: UPLOAD_LIMITS }), KnowledgeUploadInterceptor)
+  @UseInterceptors(KnowledgeBodyInterceptor)
   @ApiOperation({
     summary:
       'Adds a document: chunked, searchable and drawn on by replies as soon as this answers (docs/knowledge.md)',
@@ -162,8 +168,9 @@ export class KnowledgeController {
 
   @Patch(':id')
   @Scopes('read_write')
-  @UseInterceptors(KnowledgeBodyInterceptor)
+  @UseInterceptors(KnowledgeBodyReadInterceptor)
   @ParsesJsonBodyAfterGuards()
+  @UseInterceptors(KnowledgeBodyInterceptor)
   @ApiOperation({
     summary:
       'Changes the title, the content (chunked again, searchable once this answers) or the personalities',
