@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Response } from 'supertest';
 import { MailService } from '../src/mail/mail.service';
 import { expectError } from './support/assertions';
 import {
@@ -243,39 +244,47 @@ describe('Accounts: e-mail verification, /v1/me, organizations per user, the loc
   });
 
   describe('API keys per day (review: one admin made 250,000, and could be removed no more)', () => {
-    const asUserOf = (accessToken: string) => `Bearer ${accessToken}`;
-    const create = (auth: string) =>
-      t
-        .http()
-        .post('/v1/api-keys')
-        .set('Authorization', auth)
-        .send({ name: 'k', scopes: ['admin'] });
+    const create = (auth: string, organizationId?: string) => {
+      const request = t.http().post('/v1/api-keys').set('Authorization', auth);
+      if (organizationId) request.set('X-Organization-Id', organizationId);
+      return request.send({ name: 'k', scopes: ['admin'] });
+    };
     const roll = (auth: string, id: string) =>
       t.http().post(`/v1/api-keys/${id}/roll`).set('Authorization', auth).send({});
+    const expectCapped = (refused: Response, by: RegExp) => {
+      expectError(refused, 429, 'rate_limited');
+      expect(refused.body.error.message).toMatch(by);
+      expectRetryAfterMidnight(refused);
+    };
 
-    it('makes at most API_KEYS_PER_DAY keys per organization and UTC day, created or rolled, by a user or a key', async () => {
-      const owner = await signUp(t);
-      const auth = asUserOf(owner.accessToken);
+    it('makes at most API_KEYS_PER_DAY keys a UTC day per member, created or rolled, and as many through the keys of their lines', async () => {
+      const owner = await signUpVerified(t, smtp);
+      const auth = `Bearer ${owner.accessToken}`;
       const first = await create(auth);
       expect(first.status).toBe(201);
-      // Made by a key, and a roll: each counts.
-      expect((await create(`Bearer ${first.body.key as string}`)).status).toBe(201);
-      expect((await roll(auth, first.body.id as string)).status).toBe(201);
+      const rolled = await roll(auth, first.body.id as string);
+      expect(rolled.status).toBe(201);
       expect((await create(auth)).status).toBe(201);
-      for (const refused of [await create(auth), await roll(auth, first.body.id as string)]) {
-        expectError(refused, 429, 'rate_limited');
-        expect(refused.body.error.message).toMatch(/at most 4 API keys per UTC day/);
-        expectRetryAfterMidnight(refused);
-      }
-      // Nothing refused was made: the organization holds the four.
+      expect((await create(auth)).status).toBe(201);
+      const byUser = /a member makes at most 4 API keys per UTC day/;
+      expectCapped(await create(auth), byUser);
+      expectCapped(await roll(auth, first.body.id as string), byUser);
+      // A key of the owner's lines makes its own four: a leaked key spending them leaves the
+      // owner their own to roll it with, and the reverse.
+      const byKey = `Bearer ${rolled.body.key as string}`;
+      for (let made = 0; made < 4; made++) expect((await create(byKey)).status).toBe(201);
+      expectCapped(await create(byKey), /a member's keys make at most 4 API keys per UTC day/);
+      // Another member of the organization has their own.
+      const admin = await joinOrganization(t, smtp, owner, 'admin');
+      expect((await create(`Bearer ${admin.accessToken}`, owner.organizationId)).status).toBe(201);
+      // Nothing refused was made: the owner's 4 (the rolled key still works), its key's 4, the
+      // admin's 1.
       const listed = await t.http().get('/v1/api-keys').set('Authorization', auth).expect(200);
-      expect(listed.body.data).toHaveLength(4);
-      // Another organization has its own count.
-      expect((await create(asUserOf((await signUp(t)).accessToken))).status).toBe(201);
+      expect(listed.body.data).toHaveLength(9);
     });
 
     it('of concurrent creations, makes exactly as many as the day has room for', async () => {
-      const auth = asUserOf((await signUp(t)).accessToken);
+      const auth = `Bearer ${(await signUp(t)).accessToken}`;
       const answers = await Promise.all(Array.from({ length: 9 }, () => create(auth)));
       const statuses = answers.map((answer) => answer.status).sort();
       expect(statuses).toEqual([201, 201, 201, 201, 429, 429, 429, 429, 429]);

@@ -38,7 +38,7 @@ const uuidPipe = uuidOr404('API key');
 /** A creation or a roll makes a key, and counts it into the organization's day. */
 const KEYS_A_DAY = [
   429,
-  'Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight)',
+  "Rate limited, or the caller's member made API_KEYS_PER_DAY keys in the organization this UTC day, created or rolled, by their access token or by their lines' keys (`rate_limited`, with Retry-After the seconds to the next UTC midnight)",
 ] as const;
 
 @ApiTags('api-keys')

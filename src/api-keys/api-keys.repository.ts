@@ -69,7 +69,10 @@ const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name,
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
-/** The organization's keys made on the day once this one is counted; null: refused. */
+/** The member's keys made on the day once this one is counted; null: refused. */
+/** The maker of keys in a line no member began (made before creators were recorded). */
+const NO_MAKER = '00000000-0000-0000-0000-000000000000';
+
 const MADE_TODAY = Columns.computed<{ keys: number | null }>({
   keys: sql`(SELECT keys FROM counted)`,
 });
@@ -269,25 +272,44 @@ export class ApiKeysRepository {
   }
 
   /**
-   * Counts a key the organization makes on `day` (UTC), unless it made `max` already: false when
-   * refused (nothing counted). The first lock of a creation's or a roll's transaction, and one no
-   * other statement takes: the organization's keys are made one after another, and concurrent
-   * ones never pass `max` between them. Rows before the day before go with it.
+   * Counts a key made on `day` (UTC) in the lines of the member who makes it (`makerUserId`, by
+   * their access token) or who began the line of the key that makes it (`makerKeyId`), unless
+   * `max` were made there already: false when refused (nothing counted). The first lock of a
+   * creation's or a roll's transaction, and one no other statement takes: the keys of a member's
+   * lines are made one after another, and concurrent ones never pass `max` between them. The
+   * member's rows before the day before go with it.
    */
   async countMade(
     manager: EntityManager,
     organizationId: string,
+    maker: { userId: string } | { keyId: string },
     day: string,
     max: number,
   ): Promise<boolean> {
+    const throughKey = 'keyId' in maker;
+    // The member who began the key's line (its root's creator); a line from before creators were
+    // recorded counts for no member.
+    const makerId =
+      'keyId' in maker
+        ? sql`COALESCE((SELECT created_by_user_id FROM api_keys
+                         WHERE id IN (SELECT id FROM line) AND created_by_api_key_id IS NULL
+                           AND organization_id = ${organizationId}),
+                       ${NO_MAKER}::uuid)`
+        : sql`${maker.userId}::uuid`;
     const row = await this.database.row(
-      MADE_TODAY.query`WITH earlier AS (
+      MADE_TODAY.query`${'keyId' in maker ? sql`${lineOf(maker.keyId)},` : sql`WITH`}
+           made_by AS (SELECT ${makerId} AS id),
+           earlier AS (
              DELETE FROM api_key_daily_creations
-              WHERE organization_id = ${organizationId} AND day < ${day}::date - 1),
+              WHERE organization_id = ${organizationId}
+                AND maker_id = (SELECT id FROM made_by) AND through_key = ${throughKey}
+                AND day < ${day}::date - 1),
            counted AS (
-             INSERT INTO api_key_daily_creations AS c (organization_id, day, keys)
-             VALUES (${organizationId}, ${day}::date, 1)
-             ON CONFLICT (organization_id, day) DO UPDATE SET keys = c.keys + 1
+             INSERT INTO api_key_daily_creations AS c
+                    (organization_id, maker_id, through_key, day, keys)
+             SELECT ${organizationId}, id, ${throughKey}, ${day}::date, 1 FROM made_by
+             ON CONFLICT (organization_id, maker_id, through_key, day)
+                DO UPDATE SET keys = c.keys + 1
               WHERE c.keys < ${max}::int
              RETURNING c.keys)
          SELECT ${MADE_TODAY}`,

@@ -178,7 +178,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
     const { key, row } = newKey(caller, dto.name, dto.scopes, expiresAt, dto.rate_limit ?? null);
     const now = this.clock.now();
     const created = await this.database.transaction(async (manager) => {
-      await this.countMade(manager, caller.organizationId, now);
+      await this.countMade(manager, caller, now);
       const made = await this.keys.insertAudited(
         manager,
         row,
@@ -214,7 +214,7 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
   ): Promise<CreatedApiKeyDto> {
     const now = this.clock.now();
     const { created, oldHash } = await this.database.transaction(async (manager) => {
-      await this.countMade(manager, caller.organizationId, now);
+      await this.countMade(manager, caller, now);
       // A user's role first (memberships are locked before keys): still an owner or admin.
       if (
         caller.kind === 'user' &&
@@ -283,20 +283,25 @@ export class ApiKeysService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Counts a key the organization makes today (API_KEYS_PER_DAY), first in the transaction that
-   * makes it: 429 `rate_limited` past it, with Retry-After the seconds to the next UTC midnight.
-   * Removing or demoting a member, and a reset taking an address back, revoke every key down the
-   * member's lines in one statement, whose time grows with how many keys there are: an admin
-   * who made 250,000 could be neither removed nor demoted, every attempt past the statement
-   * timeout (found by review).
+   * Counts a key made today in the caller's member's lines (API_KEYS_PER_DAY), first in the
+   * transaction that makes it: 429 `rate_limited` past it, with Retry-After the seconds to the
+   * next UTC midnight. Removing or demoting a member, and a reset taking an address back, revoke
+   * every key down the member's lines in one statement, whose time grows with how many keys
+   * those hold: an admin who made 250,000 could be neither removed nor demoted, every attempt
+   * past the statement timeout (found by review). Per member, and by access token apart from by
+   * key: a leaked admin key spending the day's keys leaves its owner, and every other member,
+   * their own to roll it with (found by the review of the cap's first version, per
+   * organization).
    */
-  private async countMade(manager: EntityManager, organizationId: string, now: Date) {
+  private async countMade(manager: EntityManager, caller: CallerContext, now: Date) {
     const max = this.teams.apiKeysPerDay;
-    if (await this.keys.countMade(manager, organizationId, utcDay(now), max)) return;
+    const maker = caller.kind === 'user' ? { userId: caller.userId } : { keyId: caller.apiKeyId };
+    if (await this.keys.countMade(manager, caller.organizationId, maker, utcDay(now), max)) return;
     const seconds = secondsToNextUtcDay(now.getTime());
+    const by = caller.kind === 'user' ? 'a member makes' : "a member's keys make";
     throw new AppError(
       'rate_limited',
-      `An organization makes at most ${max} API keys per UTC day, created or rolled (API_KEYS_PER_DAY); retry in ${seconds} s`,
+      `In one organization ${by} at most ${max} API keys per UTC day, created or rolled (API_KEYS_PER_DAY); retry in ${seconds} s`,
       { headers: { 'Retry-After': String(seconds) } },
     );
   }

@@ -21,8 +21,9 @@ class TeamsEnv {
   INVITATIONS_PER_DAY?: number;
 
   /**
-   * API keys one organization may make per UTC day, created or rolled: a member's removal revokes
-   * every key down their lines in one statement, whose time grows with how many there are.
+   * API keys one member may make in an organization per UTC day, created or rolled, and as many
+   * the keys of their lines: a member's removal revokes every key down their lines in one
+   * statement, whose time grows with how many there are.
    */
   @IsOptional()
   @Transform(toNumber)

@@ -7217,7 +7217,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
+            /** @description Rate limited, or the caller's member made API_KEYS_PER_DAY keys in the organization this UTC day, created or rolled, by their access token or by their lines' keys (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7682,7 +7682,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelopeDto"];
                 };
             };
-            /** @description Rate limited, or the organization made API_KEYS_PER_DAY keys this UTC day, created or rolled (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
+            /** @description Rate limited, or the caller's member made API_KEYS_PER_DAY keys in the organization this UTC day, created or rolled, by their access token or by their lines' keys (`rate_limited`, with Retry-After the seconds to the next UTC midnight) */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
