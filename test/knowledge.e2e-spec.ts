@@ -1057,6 +1057,9 @@ describe('Knowledge documents (contract §27)', () => {
           async () => (turns.inFlight(writer.organizationId) === 2 ? true : undefined),
           'both writes in line, their bodies read',
         );
+        // The instance holds what they keep, a short note each, not the white space they came
+        // with: padding holds none of the instance's bound (review).
+        expect(bodies.heldBytes()).toBe(0);
         const refused = await patch(writer.auth);
         expectError(refused, 429, 'too_many_streams');
         expect(refused.headers['retry-after']).toBe('5');

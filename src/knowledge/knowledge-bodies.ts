@@ -7,7 +7,6 @@ import {
 import type { Request, Response } from 'express';
 import { from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
-import type { LateJsonRequest } from '../common/http/json-body.middleware';
 import { onResponseDone } from '../common/http/response-done';
 import { tooManyStreams } from '../common/streams/stream-slots.service';
 import { OrganizationsService } from '../organizations/organizations.service';
@@ -31,9 +30,11 @@ export const KNOWLEDGE_BODY_BYTES_PER_INSTANCE = 32 * 1024 * 1024;
  * - per account (the user who made the organization: OrganizationsService.accountOf), the
  *   declared length, held before the body is read: one account's writes read and wait with
  *   8 MiB at most, and a client sending its body slowly holds only its own account's share;
- * - per instance, the bytes read of a large body (KNOWLEDGE_HEAVY_WRITE_BYTES or more), held
- *   once it is read and before the write waits: what waits on an instance is bounded however
- *   many accounts write, and accounts filling it hold no one's small writes back.
+ * - per instance, what a write keeps of a large body once it is read (its content's text, and
+ *   an uploaded file; KNOWLEDGE_HEAVY_WRITE_BYTES or more), held before the write waits: what
+ *   waits on an instance is bounded however many accounts write, accounts filling it hold no
+ *   one's small writes back, and a body padded with white space or escapes holds what it keeps,
+ *   not what it was sent as (found by review).
  */
 @Injectable()
 export class KnowledgeBodies {
@@ -123,8 +124,9 @@ export class KnowledgeBodyInterceptor implements NestInterceptor {
 
 /**
  * Once a document write's body is read (after ParsesJsonBodyAfterGuards and the upload's
- * interceptors) and before the write waits its turn: holds the bytes read on the instance until
- * the answer is done.
+ * interceptors) and before the write waits its turn: holds what it keeps on the instance until
+ * the answer is done, its content's text (two bytes a UTF-16 unit, as a string holds it at most)
+ * and an uploaded file's bytes.
  */
 @Injectable()
 export class KnowledgeBodyReadInterceptor implements NestInterceptor {
@@ -132,9 +134,10 @@ export class KnowledgeBodyReadInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
-    const request = http.getRequest<LateJsonRequest & { file?: { size: number } }>();
-    const bytes = request.jsonBodyBytes ?? request.file?.size ?? 0;
-    onResponseDone(http.getResponse<Response>(), this.bodies.holdOnInstance(bytes));
+    const request = http.getRequest<Request & { file?: { size: number } }>();
+    const content = (request.body as { content?: unknown } | undefined)?.content;
+    const kept = (typeof content === 'string' ? 2 * content.length : 0) + (request.file?.size ?? 0);
+    onResponseDone(http.getResponse<Response>(), this.bodies.holdOnInstance(kept));
     return next.handle();
   }
 }

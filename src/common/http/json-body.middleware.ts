@@ -30,11 +30,7 @@ type RequestWithRawBody = Request & { rawBody?: Buffer };
  * the body middleware, which leaves here how to parse it, once the guards have let it through
  * (ParsesJsonBodyAfterGuards).
  */
-export type LateJsonRequest = Request & {
-  parseJsonBody?: () => Promise<void>;
-  /** The bytes of the body parseJsonBody read (its raw bytes are not kept). */
-  jsonBodyBytes?: number;
-};
+export type LateJsonRequest = Request & { parseJsonBody?: () => Promise<void> };
 
 function hasBody(request: Request): boolean {
   const length = request.headers['content-length'];
@@ -156,7 +152,6 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
         parseChecked(large.parse, request, response, (error?: unknown) => {
           // Checked: no signature reads a large route's bytes, and its write may wait its turn
           // for seconds, holding what it keeps (KnowledgeBodies).
-          (request as LateJsonRequest).jsonBodyBytes = request.rawBody?.length;
           request.rawBody = undefined;
           // An AppError, or what body-parser's callback threw unexpectedly.
           if (error)
