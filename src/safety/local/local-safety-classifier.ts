@@ -32,12 +32,12 @@ const LEXICON: readonly LexiconGroup[] = [
   ...SEXUAL_MINORS_LEXICON,
 ];
 
-/** How far back the rules look: a negation within 3 words, a subject within 8, a reporter within 12. */
 /**
  * How much of a text's end tells whether a sentence break ends it: three dots, a word spelled
  * out a letter at a time ("k.i.l.l."), a closing quotation.
  */
 const SENTENCE_END_READ = 200;
+/** How far back the rules look: a negation within 3 words, a subject within 8, a reporter within 12. */
 const NEGATION_REACH = 3;
 const SUBJECT_REACH = 8;
 const REPORT_REACH = 12;
