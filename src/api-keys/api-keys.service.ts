@@ -1,8 +1,6 @@
-import type { ConfigType } from '@nestjs/config';
-import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
-import { teamsConfig } from '../config/teams.config';
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import type { ConfigType } from '@nestjs/config';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { auditEventStep, auditOrigin } from '../audit/audit-event.step';
@@ -46,6 +44,8 @@ import {
 import type { ApiKey } from './entities/api-key.entity';
 import { stillManages } from '../users/manager-membership';
 import { tokenNoLongerValid } from '../users/token-version-held';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
+import { teamsConfig } from '../config/teams.config';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.

@@ -37,6 +37,7 @@ import {
   type KnowledgeDrawers,
   KnowledgeRepository,
 } from './knowledge.repository';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
 
 /**
  * How long an instance keeps which personalities draw on an organization's documents; every
@@ -411,16 +412,15 @@ export class KnowledgeService implements ReplyParticipant {
     const written = await this.repository.countWritten(
       manager,
       organizationId,
-      now.toISOString().slice(0, 10),
+      utcDay(now),
       bytes,
       this.config.dailyBytes,
     );
     if (written !== null) return;
-    const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
     throw new AppError(
       'rate_limited',
       `The organization's documents would take more than KNOWLEDGE_DAILY_BYTES (${this.config.dailyBytes} bytes) of new content this UTC day; retry after midnight UTC`,
-      { headers: { 'Retry-After': String(Math.ceil((midnight - now.getTime()) / 1000)) } },
+      { headers: { 'Retry-After': String(secondsToNextUtcDay(now.getTime())) } },
     );
   }
 

@@ -1,4 +1,3 @@
-import { secondsToNextUtcDay } from '../common/time/utc-day';
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { ConfigType } from '@nestjs/config';
@@ -20,6 +19,7 @@ import { InvitationsRepository } from './invitations.repository';
 import { MembersRepository } from './members.repository';
 import { OrganizationsService, toOrganizationView } from './organizations.service';
 import { assertManager, assertOwner, organizationNotFound } from './team-rules';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
 
 /** 256 random bits, base64url: what the e-mail's link carries. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
@@ -114,7 +114,7 @@ export class InvitationsService {
       // per organization and per inviting user (contract §29), so ten organizations of one
       // account do not send ten times the mails. A refusal rolls both counts back. Every
       // invitation locks the organization's row, then the user's: one order, no deadlock.
-      const today = new Date(now).toISOString().slice(0, 10);
+      const today = utcDay(new Date(now));
       if (!(await this.invitations.countSent(manager, organizationId, today, invitationsPerDay))) {
         throw dailyCapReached('organization', invitationsPerDay, now);
       }

@@ -17,6 +17,7 @@ import { type AppliedLimits, LimitsService } from './limits.service';
 import { type HeldReservation, reservationReleaseStep } from './reservation-release.step';
 import { SpendReservationsRepository } from './spend-reservations.repository';
 import { usageThresholdStep } from './usage-threshold.step';
+import { nextUtcDay, utcDay } from '../common/time/utc-day';
 
 /**
  * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt (the
@@ -64,8 +65,6 @@ interface Exchange {
 
 const firstOfNextMonth = (at: Date) =>
   new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1));
-const firstOfNextDay = (at: Date) =>
-  new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1));
 
 /**
  * Spend control for /v1/respond (docs/spend-control.md): before the provider is asked, a reply
@@ -131,7 +130,7 @@ export class SpendService {
     // The reservation belongs to the month (and day) it is made in.
     const at = this.clock.now();
     const monthStart = `${at.toISOString().slice(0, 7)}-01`;
-    const day = at.toISOString().slice(0, 10);
+    const day = utcDay(at);
     const month = { budget: `month:${monthStart}`, start: monthStart, limit: monthly };
     const today = { budget: `day:${day}:${endUserId}`, day, limit: daily };
     const reservationId = randomUUID();
@@ -150,7 +149,7 @@ export class SpendService {
       throw budgetExceeded(
         refusal.scope === 'organization'
           ? { scope: 'organization', limit: monthly!, resetsAt: firstOfNextMonth(at) }
-          : { scope: 'end_user', limit: daily!, resetsAt: firstOfNextDay(at) },
+          : { scope: 'end_user', limit: daily!, resetsAt: nextUtcDay(at) },
         refusal.counted,
       );
     }
@@ -190,7 +189,7 @@ export class SpendService {
     if ((monthly === null && daily === null) || tokens <= 0) return;
     const at = this.clock.now();
     const monthStart = `${at.toISOString().slice(0, 7)}-01`;
-    const day = at.toISOString().slice(0, 10);
+    const day = utcDay(at);
     const month = { budget: `month:${monthStart}`, start: monthStart, limit: monthly };
     const today = { budget: `day:${day}:${endUserId}`, day, limit: daily };
     const reserve = (reservationId: string, count: number) =>
@@ -232,7 +231,7 @@ export class SpendService {
       throw budgetExceeded(
         refusal.scope === 'organization'
           ? { scope: 'organization', limit: monthly!, resetsAt: firstOfNextMonth(at) }
-          : { scope: 'end_user', limit: daily!, resetsAt: firstOfNextDay(at) },
+          : { scope: 'end_user', limit: daily!, resetsAt: nextUtcDay(at) },
         refusal.counted,
       );
     }

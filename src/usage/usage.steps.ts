@@ -1,6 +1,7 @@
 import { empty, LendingEntries, raw, sql } from '../database/sql';
 import { monthOf } from './dto/usage.dto';
 import { SIGNED_IN_USERS_KEY_ID } from './entities/token-usage-api-key-month.entity';
+import { utcDay } from '../common/time/utc-day';
 
 export interface Activity {
   organizationId: string;
@@ -37,9 +38,6 @@ export interface TokensUsed {
 
 /** The first day of the UTC month of `at`, as the tables key their months. */
 export const monthStartOf = (at: Date) => `${monthOf(at)}-01`;
-
-/** The UTC day of `at`, YYYY-MM-DD, as the tables key their days. */
-export const dayOf = (at: Date) => at.toISOString().slice(0, 10);
 
 /** The columns of a relationship counted for the first time in its month. */
 export type NewRelationshipColumns = 'organization_id' | 'month' | 'end_user_id' | 'personality_id';
@@ -86,7 +84,7 @@ export function relationshipActivityStep(
  */
 export function tokenUsageStep(tokens: TokensUsed): LendingEntries<MonthTokensColumns> {
   const month = monthStartOf(tokens.at);
-  const day = dayOf(tokens.at);
+  const day = utcDay(tokens.at);
   const total = tokens.promptTokens + tokens.completionTokens;
   const counts = sql`${tokens.replies ?? 1}::bigint, ${tokens.promptTokens}::bigint,
                      ${tokens.completionTokens}::bigint, ${tokens.cachedTokens}::bigint`;
