@@ -69,10 +69,10 @@ const REVOKED_WEBHOOK_DATA = sql`jsonb_build_object('id', id, 'name', name,
 
 const KEY_ID = Columns.rowOf<ApiKey>()('id');
 
-/** The member's keys made on the day once this one is counted; null: refused. */
 /** The maker of keys in a line no member began (made before creators were recorded). */
 const NO_MAKER = '00000000-0000-0000-0000-000000000000';
 
+/** The member's keys made on the day once this one is counted; null: refused. */
 const MADE_TODAY = Columns.computed<{ keys: number | null }>({
   keys: sql`(SELECT keys FROM counted)`,
 });
@@ -272,8 +272,8 @@ export class ApiKeysRepository {
   }
 
   /**
-   * Counts a key made on `day` (UTC) in the lines of the member who makes it (`makerUserId`, by
-   * their access token) or who began the line of the key that makes it (`makerKeyId`), unless
+   * Counts a key made on `day` (UTC) in the lines of the member who makes it (`maker.userId`, by
+   * their access token) or who began the line of the key that makes it (`maker.keyId`), unless
    * `max` were made there already: false when refused (nothing counted). The first lock of a
    * creation's or a roll's transaction, and one no other statement takes: the keys of a member's
    * lines are made one after another, and concurrent ones never pass `max` between them. The
@@ -289,16 +289,17 @@ export class ApiKeysRepository {
     const throughKey = 'keyId' in maker;
     // The member who began the key's line (its root's creator); a line from before creators were
     // recorded counts for no member.
-    const makerId =
+    const madeBy =
       'keyId' in maker
-        ? sql`COALESCE((SELECT created_by_user_id FROM api_keys
-                         WHERE id IN (SELECT id FROM line) AND created_by_api_key_id IS NULL
-                           AND organization_id = ${organizationId}),
-                       ${NO_MAKER}::uuid)`
-        : sql`${maker.userId}::uuid`;
+        ? sql`${lineOf(maker.keyId)},
+           made_by AS (SELECT COALESCE((SELECT created_by_user_id FROM api_keys
+                                         WHERE id IN (SELECT id FROM line)
+                                           AND created_by_api_key_id IS NULL
+                                           AND organization_id = ${organizationId}),
+                                       ${NO_MAKER}::uuid) AS id)`
+        : sql`WITH made_by AS (SELECT ${maker.userId}::uuid AS id)`;
     const row = await this.database.row(
-      MADE_TODAY.query`${'keyId' in maker ? sql`${lineOf(maker.keyId)},` : sql`WITH`}
-           made_by AS (SELECT ${makerId} AS id),
+      MADE_TODAY.query`${madeBy},
            earlier AS (
              DELETE FROM api_key_daily_creations
               WHERE organization_id = ${organizationId}
