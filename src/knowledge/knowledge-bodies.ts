@@ -5,6 +5,7 @@ import {
   type NestInterceptor,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import type { IncomingHttpHeaders } from 'node:http';
 import { from, type Observable, switchMap } from 'rxjs';
 import { organizationOf, type RequestWithCaller } from '../common/auth/caller';
 import { onResponseDone } from '../common/http/response-done';
@@ -91,6 +92,17 @@ function mib(bytes: number): string {
 }
 
 /**
+ * What a document write's body may take, before it is read: its Content-Length, or the most a
+ * document route reads when it is chunked (Node refuses a request declaring both, and a length
+ * that is not a number); none without a body.
+ */
+export function declaredBodyBytes(headers: IncomingHttpHeaders): number {
+  if (headers['transfer-encoding'] !== undefined) return KNOWLEDGE_JSON_MAX_BYTES;
+  const declared = Number(headers['content-length'] ?? 0);
+  return Number.isSafeInteger(declared) ? Math.min(declared, KNOWLEDGE_JSON_MAX_BYTES) : 0;
+}
+
+/**
  * Before a document write's body is read (the first of its route's interceptors): holds its
  * declared length (KNOWLEDGE_JSON_MAX_BYTES, the most a document route reads, when it declares
  * none) for the organization's account until the answer is done.
@@ -105,13 +117,8 @@ export class KnowledgeBodyInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
     const request = http.getRequest<Request & RequestWithCaller>();
-    const declared = Number(request.headers['content-length']);
-    const chunked = request.headers['transfer-encoding'] !== undefined;
-    const bytes = Math.min(
-      chunked || !Number.isSafeInteger(declared) ? KNOWLEDGE_JSON_MAX_BYTES : declared,
-      KNOWLEDGE_JSON_MAX_BYTES,
-    );
-    if (!(bytes > 0)) return next.handle();
+    const bytes = declaredBodyBytes(request.headers);
+    if (bytes === 0) return next.handle();
     const organizationId = organizationOf(request, 'A document write');
     return from(this.organizations.accountOf(organizationId)).pipe(
       switchMap((account) => {
