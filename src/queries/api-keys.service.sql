@@ -3,22 +3,6 @@
 -- create
 COMMIT;
 START TRANSACTION;
-WITH
-  made_by AS (SELECT $1::uuid AS id),
-  earlier AS (
-    DELETE FROM api_key_daily_creations
-     WHERE organization_id = $2
-       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
-       AND day < $4::date - 1),
-  counted AS (
-    INSERT INTO api_key_daily_creations AS c
-           (organization_id, maker_id, through_key, day, keys)
-    SELECT $5, id, $6, $7::date, 1 FROM made_by
-    ON CONFLICT (organization_id, maker_id, through_key, day)
-       DO UPDATE SET keys = c.keys + 1
-     WHERE c.keys < $8::int
-    RETURNING c.keys)
-SELECT (SELECT keys FROM counted) AS "keys";
 -- prepared
 WITH created AS (WITH manager AS MATERIALIZED (SELECT m.user_id FROM memberships m JOIN users u ON u.id = m.user_id
        WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
@@ -61,6 +45,21 @@ created_webhook_subscribed AS (
              $31::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
+WITH made_by AS (SELECT $1::uuid AS id),
+  earlier AS (
+    DELETE FROM api_key_daily_creations
+     WHERE organization_id = $2
+       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
+       AND day < $4::date - 1),
+  counted AS (
+    INSERT INTO api_key_daily_creations AS c
+           (organization_id, maker_id, through_key, day, keys)
+    SELECT $5, id, $6, $7::date, 1 FROM made_by
+    ON CONFLICT (organization_id, maker_id, through_key, day)
+       DO UPDATE SET keys = c.keys + 1
+     WHERE c.keys < $8::int
+    RETURNING c.keys)
+SELECT (SELECT keys FROM counted) AS "keys";
 
 -- list
 -- prepared
@@ -127,22 +126,6 @@ WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
 START TRANSACTION;
 UPDATE api_keys SET expires_at = LEAST(coalesce(expires_at, 'infinity'), $1::timestamptz)
 WHERE id = $2 AND organization_id = $3 RETURNING expires_at AS "endsAt";
-WITH
-  made_by AS (SELECT $1::uuid AS id),
-  earlier AS (
-    DELETE FROM api_key_daily_creations
-     WHERE organization_id = $2
-       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
-       AND day < $4::date - 1),
-  counted AS (
-    INSERT INTO api_key_daily_creations AS c
-           (organization_id, maker_id, through_key, day, keys)
-    SELECT $5, id, $6, $7::date, 1 FROM made_by
-    ON CONFLICT (organization_id, maker_id, through_key, day)
-       DO UPDATE SET keys = c.keys + 1
-     WHERE c.keys < $8::int
-    RETURNING c.keys)
-SELECT (SELECT keys FROM counted) AS "keys";
 WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION
@@ -184,6 +167,21 @@ created_webhook_subscribed AS (
              $19::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
+WITH made_by AS (SELECT $1::uuid AS id),
+  earlier AS (
+    DELETE FROM api_key_daily_creations
+     WHERE organization_id = $2
+       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
+       AND day < $4::date - 1),
+  counted AS (
+    INSERT INTO api_key_daily_creations AS c
+           (organization_id, maker_id, through_key, day, keys)
+    SELECT $5, id, $6, $7::date, 1 FROM made_by
+    ON CONFLICT (organization_id, maker_id, through_key, day)
+       DO UPDATE SET keys = c.keys + 1
+     WHERE c.keys < $8::int
+    RETURNING c.keys)
+SELECT (SELECT keys FROM counted) AS "keys";
 
 -- roll, the old key revoked at once
 COMMIT;
@@ -200,22 +198,6 @@ WHERE m.organization_id = $1::uuid AND m.user_id = $2::uuid
   AND ($3::int IS NULL OR u.token_version = $4::int)
   FOR SHARE OF m FOR KEY SHARE OF u;
 START TRANSACTION;
-WITH
-  made_by AS (SELECT $1::uuid AS id),
-  earlier AS (
-    DELETE FROM api_key_daily_creations
-     WHERE organization_id = $2
-       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
-       AND day < $4::date - 1),
-  counted AS (
-    INSERT INTO api_key_daily_creations AS c
-           (organization_id, maker_id, through_key, day, keys)
-    SELECT $5, id, $6, $7::date, 1 FROM made_by
-    ON CONFLICT (organization_id, maker_id, through_key, day)
-       DO UPDATE SET keys = c.keys + 1
-     WHERE c.keys < $8::int
-    RETURNING c.keys)
-SELECT (SELECT keys FROM counted) AS "keys";
 WITH RECURSIVE line AS (
 SELECT id, created_by_api_key_id FROM api_keys WHERE id = $1::uuid
 UNION
@@ -257,6 +239,21 @@ created_webhook_subscribed AS (
              $19::timestamptz
         FROM created_webhook_event ev CROSS JOIN created_webhook_subscribed e)
 SELECT id, name, scopes, prefix, last_four AS "lastFour", created_at AS "createdAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt", rate_limit_rps AS "rateLimitRps", rate_limit_burst AS "rateLimitBurst", created_by_user_id AS "createdByUserId", created_by_api_key_id AS "createdByApiKeyId" FROM created;
+WITH made_by AS (SELECT $1::uuid AS id),
+  earlier AS (
+    DELETE FROM api_key_daily_creations
+     WHERE organization_id = $2
+       AND maker_id = (SELECT id FROM made_by) AND through_key = $3
+       AND day < $4::date - 1),
+  counted AS (
+    INSERT INTO api_key_daily_creations AS c
+           (organization_id, maker_id, through_key, day, keys)
+    SELECT $5, id, $6, $7::date, 1 FROM made_by
+    ON CONFLICT (organization_id, maker_id, through_key, day)
+       DO UPDATE SET keys = c.keys + 1
+     WHERE c.keys < $8::int
+    RETURNING c.keys)
+SELECT (SELECT keys FROM counted) AS "keys";
 WITH revoked AS (
         UPDATE api_keys SET revoked_at = $1
          WHERE id = $2 AND organization_id = $3
