@@ -157,22 +157,10 @@ export class MemoriesRepository {
     );
   }
 
-  /** The role and content of the memory if it is this end user's, in this organization. */
-  findForEndUser(
-    organizationId: string,
-    userId: string,
-    id: string,
-  ): Promise<RowOf<typeof FORGOTTEN> | undefined> {
-    return this.database.row(
-      FORGOTTEN.query`SELECT ${FORGOTTEN} FROM memories m JOIN end_users e ON e.id = m.end_user_id
-         WHERE m.id = ${id} AND e.organization_id = ${organizationId} AND e.user_id = ${userId}`,
-    );
-  }
-
   /**
    * Deletes the memory if it is this end user's, in this organization, the facts the engine
    * learned from it (they are what the message said) or that hold one of `quotations`, and the
-   * personality's later replies in that conversation holding one of `quotations`
+   * personality's later replies in that conversation holding one of its `quotationsOf`
    * (memory-quote.ts: what a reply repeating it holds; a reply quoted a forgotten message on,
    * found by review); the reply to it keeps no record of its tool calls, whose arguments were
    * taken from the message (found by review). True when there was one.
@@ -189,7 +177,7 @@ export class MemoriesRepository {
     organizationId: string,
     userId: string,
     id: string,
-    quotations: readonly string[],
+    quotationsOf: (memory: RowOf<typeof FORGOTTEN>) => readonly string[],
   ): Promise<boolean> {
     return this.database.transaction(
       async (manager) => {
@@ -200,8 +188,15 @@ export class MemoriesRepository {
           { manager },
         );
         if (!endUser) return false;
+        // Read under the lock, so what is looked for in replies is what is deleted.
+        const memory = await this.database.row(
+          FORGOTTEN.query`SELECT ${FORGOTTEN} FROM memories m
+             WHERE m.id = ${id} AND m.end_user_id = ${endUser.id}`,
+          { manager },
+        );
+        if (!memory) return false;
         const row = await this.database.row(
-          this.deletion({ id: endUser.id, organizationId, userId }, id, quotations),
+          this.deletion({ id: endUser.id, organizationId, userId }, id, quotationsOf(memory)),
           { manager },
         );
         return row?.deleted === 1;

@@ -70,14 +70,10 @@ export class MemoriesService {
    * it (memory-quote.ts): forgotten for good, its words included.
    */
   async forget(organizationId: string, userId: string, id: string): Promise<void> {
-    const memory = await this.memories.findForEndUser(organizationId, userId, id);
-    const quotations = memory?.role === 'user' ? quotationsOf(memory.content) : [];
-    if (
-      !memory ||
-      !(await this.memories.deleteForEndUser(organizationId, userId, id, quotations))
-    ) {
-      throw AppError.notFound('Memory');
-    }
+    const deleted = await this.memories.deleteForEndUser(organizationId, userId, id, (memory) =>
+      memory.role === 'user' ? quotationsOf(memory.content) : [],
+    );
+    if (!deleted) throw AppError.notFound('Memory');
     await this.idempotency.forgetAfterDeletion(organizationId, [userId]);
   }
 }

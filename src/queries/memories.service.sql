@@ -88,8 +88,8 @@ COMMIT;
 SELECT id FROM end_users
 WHERE organization_id = $1 AND user_id = $2
   FOR NO KEY UPDATE;
-SELECT m.role, m.content FROM memories m JOIN end_users e ON e.id = m.end_user_id
-WHERE m.id = $1 AND e.organization_id = $2 AND e.user_id = $3;
+SELECT m.role, m.content FROM memories m
+WHERE m.id = $1 AND m.end_user_id = $2;
 START TRANSACTION;
 WITH doomed AS (
         SELECT m.id, m.end_user_id, m.personality_id, m.role, m.content, m.created_at

@@ -1195,7 +1195,7 @@ describe('Memory module (real database)', () => {
         await erasing.run('DELETE FROM end_user_facts WHERE end_user_id = $1', [endUserId]);
         deleted = moduleRef
           .get(MemoriesRepository)
-          .deleteForEndUser(organizationId, 'kit', memory.id, []);
+          .deleteForEndUser(organizationId, 'kit', memory.id, () => []);
         await erasing.untilWaitedOn();
         // It waits at the end user's row, holding nothing the erasure needs.
         expect(
