@@ -1014,12 +1014,7 @@ describe('Memory module (real database)', () => {
       await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
       await exchange(at, secret, 'Noted again.', minute(2));
       await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
-      await database.count(
-        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
-                                        source, created_at, updated_at)
-            VALUES (${organizationId}, ${at.endUserId}, ${`User said: ${secret}.`},
-                    ${`user said: ${secret.toLowerCase()}.`}, 'engine', now(), now())`,
-      );
+      await new Factory(database).engineFact(organizationId, at.endUserId, `User said: ${secret}.`);
       const copies = (await conversationOf(at.endUserId))
         .filter((memory) => memory.content === secret)
         .map((memory) => memory.id);
@@ -1064,12 +1059,7 @@ describe('Memory module (real database)', () => {
              AND content = 'and?'`,
       );
       for (const content of [`User said: ${secret}.`, `User said: ${said}.`, 'Likes tea.']) {
-        await database.count(
-          sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
-                                          source, memory_id, created_at, updated_at)
-              VALUES (${organizationId}, ${at.endUserId}, ${content}, lower(${content}), 'engine',
-                      ${later}, now(), now())`,
-        );
+        await new Factory(database).engineFact(organizationId, at.endUserId, content, later);
       }
       await forget(organizationId, 'ren', secret);
       await forget(organizationId, 'ren', said);
@@ -1089,12 +1079,7 @@ describe('Memory module (real database)', () => {
         sql`SELECT id::text AS id FROM memories WHERE end_user_id = ${at.endUserId}
              AND content = ${secret}`,
       );
-      await database.count(
-        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
-                                        source, memory_id, created_at, updated_at)
-            VALUES (${organizationId}, ${at.endUserId}, 'Has a locker', 'has a locker',
-                    'engine', ${message}, now(), now())`,
-      );
+      await new Factory(database).engineFact(organizationId, at.endUserId, 'Has a locker', message);
       // A purge deleting the message as retention does: the fact learned from it first, held,
       // then the message once the forget holds it and waits for the fact (ON DELETE SET NULL
       // in the purge's case): a cycle PostgreSQL ends by rolling one of the two back.
@@ -1180,12 +1165,7 @@ describe('Memory module (real database)', () => {
         personalityIds[0],
         ['I keep bees', 'Lovely'],
       );
-      await database.count(
-        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
-                                        source, memory_id, created_at, updated_at)
-            VALUES (${organizationId}, ${endUserId}, 'Keeps bees', 'keeps bees', 'engine',
-                    ${memory.id}, now(), now())`,
-      );
+      await new Factory(database).engineFact(organizationId, endUserId, 'Keeps bees', memory.id);
       // The erasure as ErasureWorker runs it: the end user's row claimed, then facts, then
       // the memories' postings and the memories themselves.
       const erasing = await HeldTransaction.begin();
@@ -1230,11 +1210,11 @@ describe('Memory module (real database)', () => {
         ]);
       const [memory] = await memoriesOf(endUserIds.lea);
       await memoriesOf(endUserIds.max);
-      await database.count(
-        sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key,
-                                        source, memory_id, created_at, updated_at)
-            VALUES (${organizationId}, ${endUserIds.lea}, 'Keeps bees', 'keeps bees', 'engine',
-                    ${memory.id}, now(), now())`,
+      await new Factory(database).engineFact(
+        organizationId,
+        endUserIds.lea,
+        'Keeps bees',
+        memory.id,
       );
       const left = async (endUserId: string) =>
         (await database.rows(sql`SELECT 1 FROM memories WHERE end_user_id = ${endUserId}`)).length;

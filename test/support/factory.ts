@@ -66,6 +66,24 @@ export class Factory {
     );
   }
 
+  /**
+   * A fact the engine learned about the end user (source `engine`), from the memory `memoryId`
+   * if given, its key its content in lower case.
+   */
+  async engineFact(
+    organizationId: string,
+    endUserId: string,
+    content: string,
+    memoryId: string | null = null,
+  ): Promise<void> {
+    await this.database.count(
+      sql`INSERT INTO end_user_facts (organization_id, end_user_id, content, content_key, source,
+                                      memory_id, created_at, updated_at)
+          VALUES (${organizationId}, ${endUserId}, ${content}, lower(${content}), 'engine',
+                  ${memoryId}::bigint, now(), now())`,
+    );
+  }
+
   private async id(statement: ReturnType<typeof sql>): Promise<string> {
     const [row] = await this.database.rows<{ id: string }>(statement);
     return row.id;
