@@ -954,6 +954,25 @@ describe('Memory module (real database)', () => {
       await moduleRef.get(MemoriesService).forget(organizationId, userId, endUserId);
     }
 
+    /**
+     * An end user's conversation saying `secret` twice, each copy answered, and after each a reply
+     * quoting it: the one after the second may be quoting either.
+     */
+    async function saidTwice(userId: string, secret: string) {
+      const { organizationId, personalityIds, endUserIds } = await tenant([userId]);
+      const at = {
+        organizationId,
+        endUserId: endUserIds[userId],
+        personalityId: personalityIds[0],
+      };
+      const minute = (n: number) => new Date(Date.parse('2031-03-01T10:00:00Z') + n * 60_000);
+      await exchange(at, secret, 'Noted.', minute(0));
+      await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
+      await exchange(at, secret, 'Noted again.', minute(2));
+      await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
+      return { organizationId, at };
+    }
+
     it('forgets the replies quoting it in any quotation marks, or none (review)', async () => {
       const { organizationId, personalityIds, endUserIds } = await tenant(['ivo']);
       const at = { organizationId, endUserId: endUserIds.ivo, personalityId: personalityIds[0] };
@@ -981,14 +1000,8 @@ describe('Memory module (real database)', () => {
     });
 
     it('forgets, with each of two copies, the replies that can only be quoting that copy (review)', async () => {
-      const { organizationId, personalityIds, endUserIds } = await tenant(['ola']);
-      const at = { organizationId, endUserId: endUserIds.ola, personalityId: personalityIds[0] };
       const secret = 'My secret word is marmalade';
-      const minute = (n: number) => new Date(Date.parse('2031-03-01T10:00:00Z') + n * 60_000);
-      await exchange(at, secret, 'Noted.', minute(0));
-      await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
-      await exchange(at, secret, 'Noted again.', minute(2));
-      await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
+      const { organizationId, at } = await saidTwice('ola', secret);
       // The first copy: the reply before the second can only quote it; the one after may quote
       // the second, which stays, and so does that reply.
       await forget(organizationId, 'ola', secret);
@@ -1006,14 +1019,8 @@ describe('Memory module (real database)', () => {
     });
 
     it('forgets both copies at once as it does one after the other: each sees the other gone (review)', async () => {
-      const { organizationId, personalityIds, endUserIds } = await tenant(['pia']);
-      const at = { organizationId, endUserId: endUserIds.pia, personalityId: personalityIds[0] };
       const secret = 'My secret word is quince';
-      const minute = (n: number) => new Date(Date.parse('2031-03-01T10:00:00Z') + n * 60_000);
-      await exchange(at, secret, 'Noted.', minute(0));
-      await exchange(at, 'anything new?', `You said "${secret}".`, minute(1));
-      await exchange(at, secret, 'Noted again.', minute(2));
-      await exchange(at, 'and now?', `You said "${secret}" twice.`, minute(3));
+      const { organizationId, at } = await saidTwice('pia', secret);
       await new Factory(database).engineFact(organizationId, at.endUserId, `User said: ${secret}.`);
       const copies = (await conversationOf(at.endUserId))
         .filter((memory) => memory.content === secret)
