@@ -16,20 +16,17 @@ import { MAX_TOOL_TIMEOUT_MS } from '../tools/tool-definitions';
 import { type AppliedLimits, LimitsService } from './limits.service';
 import { type HeldReservation, reservationReleaseStep } from './reservation-release.step';
 import { SpendReservationsRepository } from './spend-reservations.repository';
+import { tokensAtMost } from './token-bound';
 import { usageThresholdStep } from './usage-threshold.step';
 import { nextUtcDay, utcDay } from '../common/time/utc-day';
 
 /**
  * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt (the
- * whole system message and the emotion names: promptTextsOf), plus PROMPT_OVERHEAD_TOKENS for
- * the reply format's fixed schema and the messages' framing, plus ENGINE_MAX_TOKENS (the cap
- * the provider is sent for the reply itself). A byte-level tokenizer never makes more
- * tokens than bytes, and that is the only bound that holds for any text without the model's own
- * tokenizer: English runs about 4 bytes a token, but rare symbols, emoji and random characters
- * run near one (an estimate of bytes / 3 let concurrent replies of such text be admitted for a
- * third of what they spent; found by review). The excess is given back when the reply settles.
+ * whole system message and the emotion names: promptTextsOf; tokensAtMost, the bound no text
+ * exceeds), plus PROMPT_OVERHEAD_TOKENS for the reply format's fixed schema and the messages'
+ * framing, plus ENGINE_MAX_TOKENS (the cap the provider is sent for the reply itself). The excess
+ * is given back when the reply settles.
  */
-export const PROMPT_BYTES_PER_TOKEN = 1;
 export const PROMPT_OVERHEAD_TOKENS = 512;
 /**
  * A hold outlives the longest stretch until it is made again by this much, then lapses. That
@@ -342,9 +339,9 @@ function budgetExceeded(
   });
 }
 
-/** A prompt's tokens by the estimate's bound (PROMPT_BYTES_PER_TOKEN). */
+/** A prompt's tokens by the estimate's bound (tokensAtMost). */
 function promptTokensOf(promptTexts: readonly string[]): number {
   let bytes = 0;
   for (const text of promptTexts) bytes += Buffer.byteLength(text, 'utf8');
-  return Math.ceil(bytes / PROMPT_BYTES_PER_TOKEN);
+  return tokensAtMost(bytes);
 }
