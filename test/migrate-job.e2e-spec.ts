@@ -136,6 +136,44 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     }
   });
 
+  it('two instances migrating as they start: one logs what it applied and how long it took, the other that nothing was pending', async () => {
+    // TypeORM writes each applied migration at debug: no line said which instance migrated (review).
+    const racing = await createFreshDatabase('migrate_start_race', process.env.DATABASE_URL);
+    const instances = await Promise.all(
+      [0, 1].map(async () => {
+        const port = await freePort();
+        const app = runBuilt('main.js', [], {
+          DATABASE_URL: racing.url,
+          PORT: String(port),
+          METRICS_PORT: '0',
+          MIGRATE_ON_START: 'true',
+          LOG_LEVEL: 'info',
+        });
+        return { app, port };
+      }),
+    );
+    try {
+      await Promise.all(instances.map(({ app, port }) => waitUntilReady(app, port)));
+      const lines = instances.map(({ app }) =>
+        app
+          .output()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as { context?: string; msg?: string })
+          .filter((entry) => entry.context === 'TypeORM' && /migration/i.test(entry.msg ?? ''))
+          .map((entry) => entry.msg),
+      );
+      const applied = lines
+        .flat()
+        .filter((msg) => /^Applied \d+ migration\(s\) in \d+ ms: Create/.test(msg!));
+      expect(applied).toHaveLength(1);
+      expect(lines.flat().filter((msg) => msg === 'No pending migrations')).toHaveLength(1);
+    } finally {
+      await Promise.all(instances.map(({ app }) => app.stop()));
+      await racing.drop();
+    }
+  });
+
   it('a configuration it cannot start with: its reason on stderr naming the variable, and nothing else', async () => {
     const app = runBuilt('main.js', [], {
       DATABASE_URL: database.url,

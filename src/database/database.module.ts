@@ -39,7 +39,15 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
           const migrator = new DataSource({ ...options!, extra });
           await migrator.initialize();
           try {
-            await runMigrationsExclusively(migrator);
+            const started = performance.now();
+            const applied = await runMigrationsExclusively(migrator);
+            // TypeORM logs each migration at its schema-build level (debug): without this line an
+            // operator could not tell which instance migrated, what or for how long (review).
+            (options!.logger as TypeOrmPinoLogger).logMigration(
+              applied.length === 0
+                ? 'No pending migrations'
+                : `Applied ${applied.length} migration(s) in ${Math.round(performance.now() - started)} ms: ${applied.map((m) => m.name).join(', ')}`,
+            );
           } finally {
             await migrator.destroy();
           }
