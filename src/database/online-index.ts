@@ -26,3 +26,52 @@ export async function createIndexOnline(
     await queryRunner.query(`RESET lock_timeout`);
   }
 }
+
+/**
+ * Runs `steps` under a lock timeout of 10 s, for a migration that runs outside a transaction:
+ * each ALTER TABLE takes its table's lock for an instant, and behind a long transaction on the
+ * table it gives up after 10 s (the migration is run again) instead of queueing every later
+ * reader of the table behind it.
+ */
+export async function withShortLocks(
+  queryRunner: QueryRunner,
+  steps: () => Promise<void>,
+): Promise<void> {
+  await queryRunner.query(`SET lock_timeout = '10s'`);
+  try {
+    await steps();
+  } finally {
+    await queryRunner.query(`RESET lock_timeout`);
+  }
+}
+
+/**
+ * Whether `table` has the column `name` or the constraint `name` already: a migration outside a
+ * transaction checks before each step, so that it can run again should it stop half way
+ * (ADD COLUMN IF NOT EXISTS locks the table even when there is nothing to add).
+ */
+export async function hasColumn(
+  queryRunner: QueryRunner,
+  table: string,
+  name: string,
+): Promise<boolean> {
+  const [{ found }] = (await queryRunner.query(
+    `SELECT count(*) = 1 AS found FROM pg_attribute
+      WHERE attrelid = to_regclass($1) AND NOT attisdropped AND attname = $2`,
+    [`public.${table}`, name],
+  )) as Array<{ found: boolean }>;
+  return found;
+}
+
+export async function hasConstraint(
+  queryRunner: QueryRunner,
+  table: string,
+  name: string,
+): Promise<boolean> {
+  const [{ found }] = (await queryRunner.query(
+    `SELECT count(*) = 1 AS found FROM pg_constraint
+      WHERE conrelid = to_regclass($1) AND conname = $2`,
+    [`public.${table}`, name],
+  )) as Array<{ found: boolean }>;
+  return found;
+}
