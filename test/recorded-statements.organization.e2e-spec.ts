@@ -143,7 +143,7 @@ const FILES: RecordedFiles = {
       events: ['member.added'],
     });
     const { id } = created;
-    return [
+    const sections = [
       await operation('create', () =>
         endpoints.create(caller, {
           url: WEBHOOK_URL,
@@ -163,8 +163,18 @@ const FILES: RecordedFiles = {
         endpoints.update(caller, id, { status: 'disabled' }),
       ),
       await operation('enable', () => endpoints.update(caller, id, { status: 'enabled' })),
-      await operation('delete', () => endpoints.remove(caller, id)),
+      await operation('get', () => endpoints.get(organizationId, id)),
+      await operation('send a test ping', () => endpoints.ping(organizationId, id)),
+      await operation('list its deliveries, the first page', () =>
+        endpoints.deliveries(organizationId, id, 10),
+      ),
     ];
+    const [ping] = (await endpoints.deliveries(organizationId, id, 1)).data;
+    sections.push(
+      await operation('redeliver a delivery', () => endpoints.redeliver(caller, id, ping.id)),
+      await operation('delete', () => endpoints.remove(caller, id)),
+    );
+    return sections;
   },
 
   'audit.service.sql': async ({ t, operation }) => {

@@ -144,6 +144,95 @@ UPDATE webhook_endpoints
 WHERE organization_id = $16 AND id = $17
 RETURNING id, url, description, events, status, disabled_reason, created_at;
 
+-- get
+SELECT id, url, description, events, status, disabled_reason, created_at FROM webhook_endpoints
+WHERE organization_id = $1 AND id = $2;
+
+-- send a test ping
+COMMIT;
+SELECT e.status AS "status", (SELECT count(*)::int FROM (
+         SELECT FROM webhook_delivery_attempts a
+          WHERE a.endpoint_id = e.id AND a.status = 'pending'
+          LIMIT $1) p) AS "pending"
+ FROM webhook_endpoints e
+WHERE e.id = $2 AND e.organization_id = $3;
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+SET LOCAL statement_timeout = 1000;
+START TRANSACTION;
+WITH endpoint AS (
+  SELECT id FROM webhook_endpoints
+   WHERE organization_id = $1 AND id = $2 AND status = 'enabled'
+   FOR KEY SHARE),
+event AS (
+  INSERT INTO webhook_events (organization_id, type, data, created_at)
+  SELECT $3::uuid, 'ping',
+         jsonb_build_object('webhook_endpoint_id', endpoint.id), $4::timestamptz
+    FROM endpoint
+  RETURNING id),
+attempt AS (
+  INSERT INTO webhook_delivery_attempts
+    (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
+     created_at)
+  SELECT $5::uuid, $6::uuid, event.id, 'ping', 1,
+         $7::timestamptz, $8::timestamptz
+    FROM event)
+SELECT id FROM event;
+
+-- list its deliveries, the first page
+SELECT id, event_id, event_type, attempt, status, response_status, error, duration_ms, created_at, next_attempt_at
+      FROM webhook_delivery_attempts
+     WHERE organization_id = $1 AND endpoint_id = $2
+       AND ($3::uuid IS NULL OR (created_at, id) < (
+SELECT c.created_at, c.id FROM webhook_delivery_attempts c
+ WHERE c.id = $4::uuid AND c.organization_id = $5 AND c.endpoint_id = $6))
+     ORDER BY created_at DESC, id DESC
+     LIMIT $7;
+SELECT id, url, description, events, status, disabled_reason, created_at FROM webhook_endpoints
+WHERE organization_id = $1 AND id = $2;
+
+-- redeliver a delivery
+COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
+SELECT e.status AS "status", (SELECT count(*)::int FROM (
+         SELECT FROM webhook_delivery_attempts a
+          WHERE a.endpoint_id = e.id AND a.status = 'pending'
+          LIMIT $1) p) AS "pending"
+ FROM webhook_endpoints e
+WHERE e.id = $2 AND e.organization_id = $3;
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+SET LOCAL statement_timeout = 1000;
+START TRANSACTION;
+-- prepared
+WITH source AS (
+  SELECT a.event_id, a.event_type, e.status AS endpoint_status
+    FROM webhook_delivery_attempts a
+    JOIN webhook_endpoints e
+      ON e.id = a.endpoint_id AND e.organization_id = a.organization_id
+    JOIN webhook_events ev ON ev.id = a.event_id
+   WHERE a.organization_id = $1 AND a.endpoint_id = $2
+     AND a.id = $3
+     -- An endpoint being deleted, or an event being purged, is waited for, then not
+     -- found: no attempt of it.
+     FOR KEY SHARE OF e, ev),
+redelivery AS (
+  INSERT INTO webhook_delivery_attempts
+    (organization_id, endpoint_id, event_id, event_type, attempt, next_attempt_at,
+     created_at)
+  SELECT $4::uuid, $5::uuid, s.event_id, s.event_type,
+         (SELECT max(m.attempt) FROM webhook_delivery_attempts m
+           WHERE m.event_id = s.event_id AND m.endpoint_id = $6) + 1,
+         $7::timestamptz, $8::timestamptz
+    FROM source s WHERE s.endpoint_status = 'enabled'
+  ON CONFLICT DO NOTHING
+  RETURNING id, event_id, event_type, attempt, status, response_status, error, duration_ms, created_at, next_attempt_at)
+SELECT s.endpoint_status AS "endpoint_status", r.id, r.event_id, r.event_type, r.attempt, r.status, r.response_status, r.error, r.duration_ms, r.created_at, r.next_attempt_at FROM source s LEFT JOIN redelivery r ON true;
+
 -- delete
 COMMIT;
 DELETE FROM webhook_endpoints
