@@ -45,33 +45,27 @@ export async function withShortLocks(
   }
 }
 
+/** Where the catalog records a table's columns and constraints, by name. */
+const CATALOG = {
+  column: `SELECT count(*) = 1 AS found FROM pg_attribute
+            WHERE attrelid = to_regclass($1) AND NOT attisdropped AND attname = $2`,
+  constraint: `SELECT count(*) = 1 AS found FROM pg_constraint
+                WHERE conrelid = to_regclass($1) AND conname = $2`,
+};
+
 /**
- * Whether `table` has the column `name` or the constraint `name` already: a migration outside a
+ * Whether `table` has the column or the constraint `name` already: a migration outside a
  * transaction checks before each step, so that it can run again should it stop half way
  * (ADD COLUMN IF NOT EXISTS locks the table even when there is nothing to add).
  */
-export async function hasColumn(
+export async function has(
   queryRunner: QueryRunner,
+  kind: keyof typeof CATALOG,
   table: string,
   name: string,
 ): Promise<boolean> {
-  const [{ found }] = (await queryRunner.query(
-    `SELECT count(*) = 1 AS found FROM pg_attribute
-      WHERE attrelid = to_regclass($1) AND NOT attisdropped AND attname = $2`,
-    [`public.${table}`, name],
-  )) as Array<{ found: boolean }>;
-  return found;
-}
-
-export async function hasConstraint(
-  queryRunner: QueryRunner,
-  table: string,
-  name: string,
-): Promise<boolean> {
-  const [{ found }] = (await queryRunner.query(
-    `SELECT count(*) = 1 AS found FROM pg_constraint
-      WHERE conrelid = to_regclass($1) AND conname = $2`,
-    [`public.${table}`, name],
-  )) as Array<{ found: boolean }>;
+  const [{ found }] = (await queryRunner.query(CATALOG[kind], [`public.${table}`, name])) as Array<{
+    found: boolean;
+  }>;
   return found;
 }

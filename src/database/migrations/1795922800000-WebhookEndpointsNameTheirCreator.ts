@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { createIndexOnline, hasColumn, hasConstraint, withShortLocks } from '../online-index';
+import { createIndexOnline, has, withShortLocks } from '../online-index';
 
 /** The checked foreign keys of the two columns: added NOT VALID, then validated. */
 const FOREIGN_KEYS = [
@@ -29,13 +29,18 @@ export class WebhookEndpointsNameTheirCreator1795922800000 implements MigrationI
 
   public async up(queryRunner: QueryRunner): Promise<void> {
     await withShortLocks(queryRunner, async () => {
-      if (!(await hasColumn(queryRunner, 'webhook_endpoints', 'created_by_user_id'))) {
+      if (!(await has(queryRunner, 'column', 'webhook_endpoints', 'created_by_user_id'))) {
         await queryRunner.query(
           `ALTER TABLE "webhook_endpoints" ADD COLUMN IF NOT EXISTS "created_by_user_id" uuid, ADD COLUMN IF NOT EXISTS "created_by_api_key_id" uuid`,
         );
       }
       if (
-        !(await hasConstraint(queryRunner, 'webhook_endpoints', 'webhook_endpoints_created_by_one'))
+        !(await has(
+          queryRunner,
+          'constraint',
+          'webhook_endpoints',
+          'webhook_endpoints_created_by_one',
+        ))
       ) {
         // Both columns are empty: checking the rows reads the table, which is small, and writes nothing.
         await queryRunner.query(
@@ -43,7 +48,7 @@ export class WebhookEndpointsNameTheirCreator1795922800000 implements MigrationI
         );
       }
       for (const [name, column, table] of FOREIGN_KEYS) {
-        if (await hasConstraint(queryRunner, 'webhook_endpoints', name)) continue;
+        if (await has(queryRunner, 'constraint', 'webhook_endpoints', name)) continue;
         await queryRunner.query(
           `ALTER TABLE "webhook_endpoints" ADD CONSTRAINT "${name}" FOREIGN KEY ("${column}") REFERENCES "${table}"("id") ON DELETE SET NULL ON UPDATE NO ACTION NOT VALID`,
         );
