@@ -1,5 +1,8 @@
+import { createHash, randomUUID } from 'node:crypto';
 import type { ApiKeyCaller } from '../src/common/auth/caller';
+import { Database } from '../src/database/database';
 import { EndUsersService } from '../src/end-users/end-users.service';
+import { type IdempotencyClaim, IdempotencyService } from '../src/idempotency/idempotency.service';
 import { KnowledgeService } from '../src/knowledge/knowledge.service';
 import { FactsService } from '../src/memory/facts.service';
 import { MemoriesService } from '../src/memory/memories.service';
@@ -56,7 +59,7 @@ const FILES: RecordedFiles = {
   },
 
   'end-users.service.sql': async ({ t, tenant, operation }) => {
-    const { organizationId } = await tenant();
+    const { organizationId, caller } = await tenant();
     const endUsers = t.app.get(EndUsersService);
     const userId = uniqueUserId();
     return [
@@ -69,7 +72,59 @@ const FILES: RecordedFiles = {
       await operation('list, a page after a cursor', () =>
         endUsers.list(organizationId, 10, userId),
       ),
+      await operation('delete: marked for erasure after the grace period', () =>
+        endUsers.scheduleErasure(caller, userId),
+      ),
     ];
+  },
+
+  'idempotency.service.sql': async ({ t, tenant, operation }) => {
+    const { organizationId } = await tenant();
+    const keys = t.app.get(IdempotencyService);
+    const database = t.app.get(Database);
+    const ref = (key: string) => ({
+      scopeType: 'organization' as const,
+      scopeId: organizationId,
+      key,
+    });
+    const request = createHash('sha256').update('POST /v1/end-users {}').digest();
+    const begin = (key: string, hash = request) => keys.begin(ref(key), randomUUID(), hash, []);
+    const claimed = async (key: string) => {
+      const begun = await begin(key);
+      if (begun.kind !== 'claimed') throw new Error(`${key} was not claimed`);
+      return begun.claim;
+    };
+    const answer = { id: 'e1', created: true };
+    let first: IdempotencyClaim | undefined;
+    const sections = [
+      await operation("a key's first request: claimed", async () => {
+        first = await claimed('first');
+      }),
+      await operation('its answer stored', () => keys.settleAnswer(first!, 201, answer)),
+      await operation('the same request again: its stored answer replayed', () => begin('first')),
+      await operation('another request under the key: refused (422)', () =>
+        begin('first', createHash('sha256').update('another body').digest()).catch(
+          (error: unknown) => error,
+        ),
+      ),
+    ];
+    const failing = await claimed('failing');
+    sections.push(
+      await operation('a request that failed: its key given up', () =>
+        keys.settleError(failing, 503, 'database_timeout', { error: {} }),
+      ),
+    );
+    const inTransaction = await claimed('in-transaction');
+    sections.push(
+      await operation("an answer stored in the work's own transaction", () =>
+        keys.runWithin(inTransaction, () =>
+          database.transaction((manager) => keys.recordInTransaction(manager, 201, answer)),
+        ),
+      ),
+    );
+    // Its lease is no longer renewed, as the interceptor ends a request recorded so.
+    await keys.settleAnswer(inTransaction, 201, answer);
+    return sections;
   },
 
   'memories.service.sql': async ({ t, tenant, operation }) => {
@@ -141,7 +196,10 @@ const FILES: RecordedFiles = {
   },
 };
 
-/** The hot operations: a reply, and the memory, end-user and knowledge calls around it. */
+/**
+ * The hot operations: a reply, and the memory, end-user and knowledge calls around it, and the
+ * Idempotency-Key any of them may carry.
+ */
 describeRecordedStatements(
   'the statements each operation sends (src/queries/*.service.sql)',
   FILES,

@@ -65,3 +65,23 @@ SELECT id, user_id, metadata, status, erase_after, created_at, updated_at FROM e
 WHERE organization_id = $1
   AND ($2::text IS NULL OR user_id > $3)
 ORDER BY user_id LIMIT $4;
+
+-- delete: marked for erasure after the grace period
+COMMIT;
+INSERT INTO audit_events
+  (organization_id, action, actor_type, actor_id, target_type, target_id, ip, request_id, details,
+   created_at)
+SELECT $1::uuid, $2::text, $3::text,
+       $4::text, $5::text, $6::text,
+       $7::text, $8::text, $9::jsonb,
+       $10::timestamptz;
+START TRANSACTION;
+WITH before AS (
+  SELECT id, status FROM end_users
+   WHERE organization_id = $1 AND user_id = $2 FOR UPDATE)
+UPDATE end_users e
+   SET status = 'deleting',
+       erase_after = COALESCE(e.erase_after, $3::timestamptz),
+       updated_at = $4
+  FROM before WHERE e.id = before.id
+RETURNING e.user_id, e.erase_after AS "erase_after", before.status = 'active' AS "was_active";
