@@ -208,6 +208,22 @@ const FILES: RecordedFiles = {
         deliver(t, stripeEvent('invoice.paid', invoice, later + 1)),
       ),
       await operation('an event delivered again', () => deliver(t, updated)),
+      await operation('setup_intent.succeeded: the payment method new subscriptions charge', () =>
+        deliver(
+          t,
+          stripeEvent(
+            'setup_intent.succeeded',
+            {
+              id: `seti_${randomUUID().replaceAll('-', '')}`,
+              object: 'setup_intent',
+              customer: subscription.customer,
+              payment_method: `pm_${randomUUID().replaceAll('-', '')}`,
+              status: 'succeeded',
+            },
+            later + 2,
+          ),
+        ),
+      ),
     ];
   },
 

@@ -61,3 +61,18 @@ WHERE stripe_subscription_id = $5
 
 -- an event delivered again
 SELECT 1 FROM billing_events WHERE id = $1;
+
+-- setup_intent.succeeded: the payment method new subscriptions charge
+COMMIT;
+INSERT INTO billing_events (id, type, event_created_at, outcome)
+VALUES ($1, $2, $3, 'pending')
+ON CONFLICT (id) DO NOTHING;
+SELECT 1 FROM billing_events WHERE id = $1;
+START TRANSACTION;
+UPDATE billing_customers
+  SET default_payment_method_id = $1,
+      default_payment_method_at = $2, updated_at = $3
+WHERE stripe_customer_id = $4
+  AND (default_payment_method_at IS NULL
+       OR default_payment_method_at <= $5::timestamptz);
+UPDATE billing_events SET outcome = $1 WHERE id = $2;
