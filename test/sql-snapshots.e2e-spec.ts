@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Database } from '../src/database/database';
 import {
   knowledgeStatements,
+  memoryStatements,
   QUERIES_DIR,
   renderQueries,
   replyStatements,
@@ -15,7 +16,12 @@ import { createTestApp, type TestApp } from './support/test-app';
 describe('checked-in statements (src/queries)', () => {
   it('each composed file holds the statements the service sends', async () => {
     const files = await renderQueries();
-    expect([...files.keys()]).toEqual(['respond.repository.sql', 'knowledge.repository.sql']);
+    expect([...files.keys()]).toEqual([
+      'conversation.repository.sql',
+      'memories.repository.sql',
+      'respond.repository.sql',
+      'knowledge.repository.sql',
+    ]);
     for (const [file, content] of files) {
       const checkedIn = readFileSync(join(QUERIES_DIR, file), 'utf8');
       if (checkedIn !== content) {
@@ -51,7 +57,11 @@ describe('checked-in statements (src/queries)', () => {
     });
 
     it('prepares every composed statement', async () => {
-      const statements = [...(await replyStatements()), ...knowledgeStatements()];
+      const statements = [
+        ...(await replyStatements()),
+        ...knowledgeStatements(),
+        ...memoryStatements().map(([, title, text]): [string, string] => [title, text]),
+      ];
       const client = await t.app.get(Database).pool.connect();
       try {
         for (const [title, text] of statements) {

@@ -172,18 +172,31 @@ export class ConversationRepository {
     timeoutMs: number,
     meaning: Meaning | null,
   ): Promise<RecalledMemory[]> {
-    const ranking = recallRanking(organizationId, personalityId, message, limits, meaning);
     return this.database.rowsWithin(
-      RECALLED_MEMORY.query`SELECT ${RECALLED_MEMORY}
-            FROM end_users e
-           CROSS JOIN LATERAL (${ranking.rows}) r
-           ${conversationMemory(personalityId)}
-           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
-           ORDER BY ${ranking.order}`,
+      recallStatement(organizationId, userId, personalityId, message, limits, meaning),
       timeoutMs,
       { prepared: true },
     );
   }
+}
+
+/** ConversationRepository.recall's statement (src/queries/statements.ts shows it by meaning). */
+export function recallStatement(
+  organizationId: string,
+  userId: string,
+  personalityId: string,
+  message: string,
+  limits: { history: number; recall: number },
+  meaning: Meaning | null,
+): Sql<RecalledMemory> {
+  const ranking = recallRanking(organizationId, personalityId, message, limits, meaning);
+  // Indented as it was inside the method: the statement's text, and so its name, stay the same.
+  return RECALLED_MEMORY.query`SELECT ${RECALLED_MEMORY}
+            FROM end_users e
+           CROSS JOIN LATERAL (${ranking.rows}) r
+           ${conversationMemory(personalityId)}
+           WHERE e.organization_id = ${organizationId} AND e.user_id = ${userId}
+           ORDER BY ${ranking.order}`;
 }
 
 /** Recall's ranking of the end user `e`'s older memories with the personality (see recall). */

@@ -4,7 +4,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { DEADLOCK_ATTEMPTS, Database } from '../database/database';
 import type { PurgedBatch } from '../common/time/periodic-purge';
 import { forgetEndUserAnswersStep } from '../idempotency/end-user-answers.step';
-import { sql } from '../database/sql';
+import { type Sql, sql } from '../database/sql';
 import type { EndUser } from '../end-users/entities/end-user.entity';
 import { type Meaning, memoryOfRanked, memoryRanking } from './memory-search';
 import type { Row } from '../database/row';
@@ -134,24 +134,8 @@ export class MemoriesRepository {
     limit: number,
     meaning: Meaning | null,
   ): Promise<ScoredMemoryRow[]> {
-    const ranking = memoryRanking(
-      {
-        organizationId,
-        endUserId: sql`${endUserId}::uuid`,
-        personalityId,
-        text,
-        limit,
-        tiesNewestFirst: true,
-      },
-      meaning,
-    );
     return this.database.rows(
-      SCORED_MEMORY.query`SELECT ${SCORED_MEMORY}
-            FROM (${ranking.rows}) r
-            ${memoryOfRanked(sql`m.end_user_id = ${endUserId}::uuid
-               AND m.organization_id = ${organizationId}
-               AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)`)}
-           ORDER BY ${ranking.order}`,
+      memorySearchStatement(organizationId, endUserId, text, personalityId, limit, meaning),
       // Prepared, as recall's read is: planning this statement took longer than running it.
       { prepared: true },
     );
@@ -395,4 +379,33 @@ export class MemoriesRepository {
       { manager },
     );
   }
+}
+
+/** MemoriesRepository.search's statement (src/queries/statements.ts shows it by meaning). */
+export function memorySearchStatement(
+  organizationId: string,
+  endUserId: string,
+  text: string,
+  personalityId: string | null,
+  limit: number,
+  meaning: Meaning | null,
+): Sql<ScoredMemoryRow> {
+  const ranking = memoryRanking(
+    {
+      organizationId,
+      endUserId: sql`${endUserId}::uuid`,
+      personalityId,
+      text,
+      limit,
+      tiesNewestFirst: true,
+    },
+    meaning,
+  );
+  // Indented as it was inside the method: the statement's text, and so its name, stay the same.
+  return SCORED_MEMORY.query`SELECT ${SCORED_MEMORY}
+            FROM (${ranking.rows}) r
+            ${memoryOfRanked(sql`m.end_user_id = ${endUserId}::uuid
+               AND m.organization_id = ${organizationId}
+               AND (${personalityId}::uuid IS NULL OR m.personality_id = ${personalityId}::uuid)`)}
+           ORDER BY ${ranking.order}`;
 }
