@@ -126,14 +126,27 @@ describe('Conversations with an OpenAI-compatible provider (contract §15)', () 
     }
     return after;
   };
-  /** The UTF-8 bytes of what the engine sent the provider last: its messages, tools and schema. */
+  /**
+   * The UTF-8 bytes of what the engine sent the provider last: its messages' texts (no tool
+   * calls here), its tools' definitions and the answer's schema; not their JSON's escapes.
+   */
   const bytesSent = () => {
     const { messages, tools, response_format } = fake.lastRequest().body ?? {};
-    return Buffer.byteLength(JSON.stringify([messages, tools ?? [], response_format ?? null]));
+    const texts = (messages as Array<{ content: string }>).map(({ content }) => content).join('');
+    return (
+      Buffer.byteLength(texts) +
+      (tools ? Buffer.byteLength(JSON.stringify(tools)) : 0) +
+      (response_format ? Buffer.byteLength(JSON.stringify(response_format)) : 0)
+    );
   };
-  /** A message of symbols, which tokenizers split near a token a byte. */
-  const symbols = (count: number) =>
-    Array.from({ length: count }, (_, i) => '!#$%&*+<=>?@^~§¶•‽'[(i * 7) % 18]).join('');
+  /**
+   * A message of symbols, which tokenizers split near a token a byte; quotes among them, which a
+   * request's JSON escapes (counted as the two bytes of their escape, a review found).
+   */
+  const symbols = (count: number) => {
+    const set = '!#$%&*+<=>?@^~§¶•‽"';
+    return Array.from({ length: count }, (_, i) => set[(i * 7) % set.length]).join('');
+  };
 
   it('sends the personality, the vocabulary and the conversation so far, and answers with the model’s reply', async () => {
     const userId = uniqueUserId('talk');

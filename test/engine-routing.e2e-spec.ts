@@ -353,6 +353,7 @@ describe('A model path that does not fail the user (contract §21)', () => {
     const endless = 'on and on '.repeat(3_000);
     primary.respondWith({ content: endless, stream: { chunkSize: 500, intervalMs: 5 } });
     const userId = uniqueUserId('endless');
+    const before = await c.tokens();
     const streamed = await c.respond({ user_id: userId, message: 'talk', stream: true });
     const events = parseEvents(streamed.text);
     const deltas = events.filter((event) => event.event === 'delta');
@@ -365,6 +366,11 @@ describe('A model path that does not fail the user (contract §21)', () => {
     });
     await primary.waitForAborted(1);
     expect(await c.stored(userId)).toBe(0);
+    // What it read, cut past the cap, is counted at about 4 bytes a token: the provider wrote
+    // past the cap, no client chose it, and a token a byte counted 16 times the cap (review).
+    const read = (await c.tokens()).completion_tokens - before.completion_tokens;
+    expect(read).toBeGreaterThanOrEqual(Math.ceil(8_000 / 4));
+    expect(read).toBeLessThanOrEqual(Math.ceil((9_232 + 500) / 4));
 
     // Not streamed, nothing reached the client yet: the next route answers.
     primary.respondWith({ content: endless });
@@ -420,6 +426,20 @@ describe('A provider that reports answers past max_completion_tokens', () => {
     expect((await c.respond({ message: 'four' })).status).toBe(200);
     expect(asked()).toMatchObject({ max_tokens: 100 });
     expect(asked()).not.toHaveProperty('max_completion_tokens');
+  });
+
+  it('counts a stream cut before its count no further than the cap it was sent (review)', async () => {
+    const c = await conversationOn(t);
+    const before = await c.tokens();
+    // About 90 tokens of English in 405 bytes, within the cap of 100; the connection drops after
+    // the last piece of text, before the finish and the count.
+    const text = 'The quick brown fox jumps over the lazy dog. '.repeat(9);
+    primary.respondWith({ content: text, stream: { chunkSize: 40, intervalMs: 5, dropAfter: 11 } });
+    const streamed = await c.respond({ message: 'tell me', stream: true });
+    expect(parseEvents(streamed.text).at(-1)).toMatchObject({ event: 'error' });
+    // A token a byte of what was delivered counted four times what the provider billed.
+    const after = await c.tokens();
+    expect(after.completion_tokens - before.completion_tokens).toBe(100);
   });
 });
 

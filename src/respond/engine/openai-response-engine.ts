@@ -59,12 +59,15 @@ function estimatedTokens(text: string | number, bound: Estimate): number {
 
 /**
  * How a call without a count is estimated. `typical`, about 4 bytes a token: every call of a
- * provider that reports no usage, the operator's choice of server, which a warning names. `at
- * most`, a token a byte: a call cut before its count came (its client left, its time ran out, a
- * stream was cut for an answer that could not be used), whose prompt the client writes and whose
- * moment it may choose: at bytes / 4, a prompt of symbols or emoji, left each time once the
- * provider had it, was counted at a quarter of what admission reserved for it, and an end user's
- * daily budget of 30,000 let 104,148 bytes of prompt through (found by review).
+ * provider that reports no usage, the operator's choice of server, which a warning names, and
+ * the answer of a provider that wrote past the cap it was sent. `at most`, a token a byte: a call
+ * cut before its count came (its client left, its time ran out, a stream was cut for an answer
+ * that could not be used), whose prompt the client writes and whose moment it may choose: at
+ * bytes / 4, a prompt of symbols or emoji, left each time once the provider had it, was counted
+ * at a quarter of what admission reserved for it, and an end user's daily budget of 30,000 let
+ * 104,148 bytes of prompt through (found by review). Its answer is counted no further than the
+ * cap the provider was sent (ENGINE_MAX_TOKENS), which is what admission reserved for it: at a
+ * token a byte, an English answer cut before its count was counted four times what it cost.
  */
 type Estimate = 'typical' | 'at most';
 
@@ -118,18 +121,54 @@ const modelsWithoutUsage = new Set<string>();
 const MODELS_WARNED_MAX = 100;
 
 /**
- * The estimate of a call's tokens: what it was sent (messages, tools, the answer's schema), and
- * its answer (a text, or its bytes).
+ * The UTF-8 bytes of what a call sends: its messages' texts and tool calls, its tools'
+ * definitions and the answer's schema. Not the bytes of the request's JSON: a quote is two there,
+ * a control character six, and neither is text the model reads (found by review).
  */
+function bytesSent({
+  messages,
+  tools,
+  response_format,
+}: Pick<Params, 'messages' | 'tools' | 'response_format'>): number {
+  let bytes = 0;
+  for (const message of messages) {
+    const { content } = message;
+    if (typeof content === 'string') bytes += Buffer.byteLength(content);
+    else
+      for (const part of content ?? [])
+        if (part.type === 'text') bytes += Buffer.byteLength(part.text);
+    if (message.role === 'assistant') {
+      for (const call of message.tool_calls ?? []) {
+        if (call.type === 'function') {
+          bytes +=
+            Buffer.byteLength(call.function.name) + Buffer.byteLength(call.function.arguments);
+        }
+      }
+    }
+  }
+  if (tools) bytes += Buffer.byteLength(JSON.stringify(tools));
+  if (response_format) bytes += Buffer.byteLength(JSON.stringify(response_format));
+  return bytes;
+}
+
+/** What a call without a count answered, and how it is counted (Estimate). */
+interface AnswerRead {
+  /** Its text, or its bytes. */
+  read: string | number;
+  rate: Estimate;
+  /** At most this many tokens: the cap the provider was sent, where it honoured it. */
+  cap?: number;
+}
+
+/** The estimate of a call's tokens: its prompt (bytesSent) at `prompt`'s rate, and its answer. */
 function estimatedUsage(
-  { messages, tools, response_format }: Pick<Params, 'messages' | 'tools' | 'response_format'>,
-  answered: string | number,
-  bound: Estimate,
+  params: Pick<Params, 'messages' | 'tools' | 'response_format'>,
+  prompt: Estimate,
+  answer: AnswerRead,
 ): TokenUsage {
-  const sent = JSON.stringify([messages, tools ?? [], response_format ?? null]);
   return {
-    promptTokens: estimatedTokens(sent, bound),
-    completionTokens: estimatedTokens(answered, bound),
+    promptTokens: estimatedTokens(bytesSent(params), prompt),
+    completionTokens: Math.min(estimatedTokens(answer.read, answer.rate), answer.cap ?? Infinity),
     cachedTokens: 0,
   };
 }
@@ -447,7 +486,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
               // Cancelled (the client left, the time ran out) before any of it came: the
               // provider has read the prompt, and bills it, or a client leaving each request
               // before its answer would spend the organization's tokens past every budget.
-              request.onUncountedSpend?.(estimatedUsage(params, 0, 'at most'), route.model);
+              request.onUncountedSpend?.(
+                estimatedUsage(params, 'at most', { read: 0, rate: 'at most' }),
+                route.model,
+              );
               lastAttemptCounted = true;
             }
             throw error;
@@ -468,7 +510,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
       // client leaving just before the stream's last chunk would be served for nothing.
       if (delivered && askedModel && !lastAttemptCounted) {
         request.onUncountedSpend?.(
-          estimatedUsage({ messages, tools, response_format: format }, deliveredBytes, 'at most'),
+          estimatedUsage({ messages, tools, response_format: format }, 'at most', {
+            read: deliveredBytes,
+            rate: 'at most',
+            cap: this.maxTokens,
+          }),
           askedModel,
         );
       }
@@ -541,11 +587,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
     );
     const counted = () =>
       usageOf(usage, params.model, () =>
-        estimatedUsage(
-          params,
-          String(content ?? '') + String(message?.refusal ?? '') + JSON.stringify(calls),
-          'typical',
-        ),
+        estimatedUsage(params, 'typical', {
+          read: String(content ?? '') + String(message?.refusal ?? '') + JSON.stringify(calls),
+          rate: 'typical',
+        }),
       );
     if (typeof content === 'string') this.checkLength(content.length, counted);
     if (calls.length > MAX_TOOL_CALLS_PER_ROUND) {
@@ -602,7 +647,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const take = (piece: string) => {
       read += piece.length;
       this.checkLength(read, () =>
-        estimatedUsage(params, content + refusal + JSON.stringify(calls) + piece, 'at most'),
+        // Past the cap it was sent: the provider's doing, not the client's, so its answer is
+        // counted at the typical rate (a token a byte counted 16 times the cap and more).
+        estimatedUsage(params, 'at most', {
+          read: content + refusal + JSON.stringify(calls) + piece,
+          rate: 'typical',
+        }),
       );
       return piece;
     };
@@ -615,7 +665,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
         if (at === undefined) {
           throw new UnusableAnswer(
             'The model provider answered with something that is not a reply',
-            estimatedUsage(params, content + refusal + JSON.stringify(calls), 'at most'),
+            estimatedUsage(params, 'at most', {
+              read: content + refusal + JSON.stringify(calls),
+              rate: 'at most',
+              cap: this.maxTokens,
+            }),
           );
         }
         const call = (calls[at] ??= { id: '', name: '', arguments: '' });
@@ -636,7 +690,10 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
     if (!finished) throw new CutOffAnswer();
     const usage = usageOf(reported, params.model, () =>
-      estimatedUsage(params, content + refusal + JSON.stringify(calls), 'typical'),
+      estimatedUsage(params, 'typical', {
+        read: content + refusal + JSON.stringify(calls),
+        rate: 'typical',
+      }),
     );
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
