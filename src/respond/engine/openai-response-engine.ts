@@ -48,30 +48,6 @@ const usageLogger = new Logger('OpenAiResponseEngine');
 const IGNORED_CAP_FACTOR = 1.25;
 
 /**
- * The tokens of a text (or of this many UTF-8 bytes) when no provider counted them: about 4
- * bytes a token in English (docs/spend-control.md), or, for a call cut before its count came,
- * the bound no text exceeds (tokensAtMost).
- */
-function estimatedTokens(text: string | number, bound: Estimate): number {
-  const bytes = typeof text === 'number' ? text : Buffer.byteLength(text);
-  return bound === 'at most' ? tokensAtMost(bytes) : Math.ceil(bytes / 4);
-}
-
-/**
- * How a call without a count is estimated. `typical`, about 4 bytes a token: every call of a
- * provider that reports no usage, the operator's choice of server, which a warning names, and
- * the answer of a provider that wrote past the cap it was sent. `at most`, a token a byte: a call
- * cut before its count came (its client left, its time ran out, a stream was cut for an answer
- * that could not be used), whose prompt the client writes and whose moment it may choose: at
- * bytes / 4, a prompt of symbols or emoji, left each time once the provider had it, was counted
- * at a quarter of what admission reserved for it, and an end user's daily budget of 30,000 let
- * 104,148 bytes of prompt through (found by review). Its answer is counted no further than the
- * cap the provider was sent (ENGINE_MAX_TOKENS), which is what admission reserved for it: at a
- * token a byte, an English answer cut before its count was counted four times what it cost.
- */
-type Estimate = 'typical' | 'at most';
-
-/**
  * A provider's reported count as a whole number ≥ 0; servers that omit one report 0, and so does
  * one that writes it as anything but a JSON number (`"1e6"` was read as a million: review).
  */
@@ -132,17 +108,15 @@ function bytesSent({
 }: Pick<Params, 'messages' | 'tools' | 'response_format'>): number {
   let bytes = 0;
   for (const message of messages) {
-    const { content } = message;
-    if (typeof content === 'string') bytes += Buffer.byteLength(content);
-    else
-      for (const part of content ?? [])
-        if (part.type === 'text') bytes += Buffer.byteLength(part.text);
-    if (message.role === 'assistant') {
-      for (const call of message.tool_calls ?? []) {
-        if (call.type === 'function') {
-          bytes +=
-            Buffer.byteLength(call.function.name) + Buffer.byteLength(call.function.arguments);
-        }
+    const parts = typeof message.content === 'string' ? [message.content] : message.content;
+    for (const part of parts ?? []) {
+      if (typeof part === 'string') bytes += Buffer.byteLength(part);
+      else if (part.type === 'text') bytes += Buffer.byteLength(part.text);
+    }
+    const calls = message.role === 'assistant' ? (message.tool_calls ?? []) : [];
+    for (const call of calls) {
+      if (call.type === 'function') {
+        bytes += Buffer.byteLength(call.function.name) + Buffer.byteLength(call.function.arguments);
       }
     }
   }
@@ -151,24 +125,41 @@ function bytesSent({
   return bytes;
 }
 
-/** What a call without a count answered, and how it is counted (Estimate). */
-interface AnswerRead {
-  /** Its text, or its bytes. */
-  read: string | number;
-  rate: Estimate;
-  /** At most this many tokens: the cap the provider was sent, where it honoured it. */
-  cap?: number;
-}
+/**
+ * Why a call has no count, which says how it is estimated:
+ * - `not reported`: every call of a provider that reports no usage, the operator's choice of
+ *   server, which a warning names: prompt and answer at about 4 bytes a token (English).
+ * - `cut`: cut before its count came (its client left, its time ran out, a stream was cut for an
+ *   answer that could not be used). The client writes its prompt and may choose the moment, so
+ *   the prompt counts a token a byte, the bound admission reserved by (tokensAtMost): at bytes /
+ *   4, a prompt of symbols or emoji, left each time once the provider had it, was counted at a
+ *   quarter, and an end user's daily budget of 30,000 let 104,148 bytes of prompt through (found
+ *   by review). Its answer counts a token a byte too, but no further than the cap the provider
+ *   was sent, as admission reserved: uncapped, an English answer was counted four times its cost.
+ * - `past the cap`: a stream cut for running past the cap it was sent: the prompt as for `cut`,
+ *   the answer (the provider's doing, not the client's) at the English rate; a token a byte
+ *   counted 16 times the cap and more.
+ */
+type Uncounted = 'not reported' | 'cut' | 'past the cap';
 
-/** The estimate of a call's tokens: its prompt (bytesSent) at `prompt`'s rate, and its answer. */
+/** Tokens at about 4 UTF-8 bytes a token, English's rate. */
+const typicalTokens = (bytes: number) => Math.ceil(bytes / 4);
+
+/**
+ * The estimate of a call's tokens, by why it has no count: its prompt (bytesSent) and its answer
+ * (a text, or its bytes), which a `cut` call counts no further than `cap` (ENGINE_MAX_TOKENS).
+ */
 function estimatedUsage(
   params: Pick<Params, 'messages' | 'tools' | 'response_format'>,
-  prompt: Estimate,
-  answer: AnswerRead,
+  answered: string | number,
+  why: Uncounted,
+  cap = Infinity,
 ): TokenUsage {
+  const prompt = bytesSent(params);
+  const answer = typeof answered === 'number' ? answered : Buffer.byteLength(answered);
   return {
-    promptTokens: estimatedTokens(bytesSent(params), prompt),
-    completionTokens: Math.min(estimatedTokens(answer.read, answer.rate), answer.cap ?? Infinity),
+    promptTokens: why === 'not reported' ? typicalTokens(prompt) : tokensAtMost(prompt),
+    completionTokens: why === 'cut' ? Math.min(tokensAtMost(answer), cap) : typicalTokens(answer),
     cachedTokens: 0,
   };
 }
@@ -486,10 +477,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
               // Cancelled (the client left, the time ran out) before any of it came: the
               // provider has read the prompt, and bills it, or a client leaving each request
               // before its answer would spend the organization's tokens past every budget.
-              request.onUncountedSpend?.(
-                estimatedUsage(params, 'at most', { read: 0, rate: 'at most' }),
-                route.model,
-              );
+              request.onUncountedSpend?.(estimatedUsage(params, 0, 'cut'), route.model);
               lastAttemptCounted = true;
             }
             throw error;
@@ -510,11 +498,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
       // client leaving just before the stream's last chunk would be served for nothing.
       if (delivered && askedModel && !lastAttemptCounted) {
         request.onUncountedSpend?.(
-          estimatedUsage({ messages, tools, response_format: format }, 'at most', {
-            read: deliveredBytes,
-            rate: 'at most',
-            cap: this.maxTokens,
-          }),
+          estimatedUsage(
+            { messages, tools, response_format: format },
+            deliveredBytes,
+            'cut',
+            this.maxTokens,
+          ),
           askedModel,
         );
       }
@@ -587,10 +576,11 @@ export class OpenAiResponseEngine implements ResponseEngine {
     );
     const counted = () =>
       usageOf(usage, params.model, () =>
-        estimatedUsage(params, 'typical', {
-          read: String(content ?? '') + String(message?.refusal ?? '') + JSON.stringify(calls),
-          rate: 'typical',
-        }),
+        estimatedUsage(
+          params,
+          String(content ?? '') + String(message?.refusal ?? '') + JSON.stringify(calls),
+          'not reported',
+        ),
       );
     if (typeof content === 'string') this.checkLength(content.length, counted);
     if (calls.length > MAX_TOOL_CALLS_PER_ROUND) {
@@ -647,12 +637,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     const take = (piece: string) => {
       read += piece.length;
       this.checkLength(read, () =>
-        // Past the cap it was sent: the provider's doing, not the client's, so its answer is
-        // counted at the typical rate (a token a byte counted 16 times the cap and more).
-        estimatedUsage(params, 'at most', {
-          read: content + refusal + JSON.stringify(calls) + piece,
-          rate: 'typical',
-        }),
+        estimatedUsage(params, content + refusal + JSON.stringify(calls) + piece, 'past the cap'),
       );
       return piece;
     };
@@ -665,11 +650,12 @@ export class OpenAiResponseEngine implements ResponseEngine {
         if (at === undefined) {
           throw new UnusableAnswer(
             'The model provider answered with something that is not a reply',
-            estimatedUsage(params, 'at most', {
-              read: content + refusal + JSON.stringify(calls),
-              rate: 'at most',
-              cap: this.maxTokens,
-            }),
+            estimatedUsage(
+              params,
+              content + refusal + JSON.stringify(calls),
+              'cut',
+              this.maxTokens,
+            ),
           );
         }
         const call = (calls[at] ??= { id: '', name: '', arguments: '' });
@@ -690,10 +676,7 @@ export class OpenAiResponseEngine implements ResponseEngine {
     // (the transport's failure). A stream that finished is the model's answer, whatever it holds.
     if (!finished) throw new CutOffAnswer();
     const usage = usageOf(reported, params.model, () =>
-      estimatedUsage(params, 'typical', {
-        read: content + refusal + JSON.stringify(calls),
-        rate: 'typical',
-      }),
+      estimatedUsage(params, content + refusal + JSON.stringify(calls), 'not reported'),
     );
     const toolCalls = calls
       .filter((call) => call && call.name !== '')
