@@ -249,7 +249,7 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
           AND attname = 'vector'`,
     );
     expect(columns).toBe(installed * 2);
-    expect((await on[0].app.get(Embedder).embedQuery(PARAPHRASE))?.wholeVectors).toBe(
+    expect((await on[0].app.get(Embedder).embedQuery(randomUUID(), PARAPHRASE))?.wholeVectors).toBe(
       installed ? 'pgvector' : 'array',
     );
   });

@@ -1,5 +1,14 @@
+import type { ConfigType } from '@nestjs/config';
+import { PinoLogger } from 'nestjs-pino';
 import { APIError } from 'openai';
+import pino from 'pino';
+import { FakeEmbeddings } from '../../test/support/fake-embeddings';
+import type { embeddingsConfig } from '../config/embeddings.config';
+import type { engineConfig } from '../config/engine.config';
+import type { Database } from '../database/database';
+import { MetricsService } from '../metrics/metrics.service';
 import {
+  Embedder,
   inOrder,
   InvalidVectorError,
   isUnembeddable,
@@ -7,6 +16,9 @@ import {
   unitLength,
   wellFormed,
 } from './embedder';
+
+const ORGANIZATION_A = '00000000-0000-4000-8000-00000000000a';
+const ORGANIZATION_B = '00000000-0000-4000-8000-00000000000b';
 
 describe('unitLength (a provider vector as the service stores it)', () => {
   it('scales to unit length', () => {
@@ -101,5 +113,51 @@ describe('wellFormed (what is sent to the provider)', () => {
     expect(wellFormed(`ab${emoji.slice(0, 1)}`)).toBe('ab\uFFFD');
     expect(wellFormed(`\uDE00x`)).toBe('\uFFFDx');
     expect(wellFormed(`a${emoji}b`)).toBe(`a${emoji}b`);
+  });
+});
+
+describe('Embedder.embedQuery (a question asked twice at once)', () => {
+  const fake = new FakeEmbeddings();
+  let embedder: Embedder;
+
+  beforeAll(async () => {
+    await fake.start();
+    fake.delay(50);
+    const logger = new PinoLogger({ pinoHttp: pino({ level: 'silent' }) });
+    embedder = new Embedder(
+      {
+        model: 'fake-embedder',
+        baseUrl: fake.url,
+        apiKey: 'test',
+        queryTimeoutMs: 2_000,
+        candidates: 100,
+        minSimilarity: 0.15,
+      } as ConfigType<typeof embeddingsConfig>,
+      {} as ConfigType<typeof engineConfig>,
+      logger,
+      new MetricsService({ metricsPort: 0, tracing: false }, {} as Database, logger, 'server'),
+      {} as Database,
+    );
+  });
+  afterAll(() => fake.stop());
+  beforeEach(() => fake.requests.splice(0));
+
+  it("shares one provider call within an organization (a reply's recall and retrieval)", async () => {
+    const [first, second] = await Promise.all([
+      embedder.embedQuery(ORGANIZATION_A, 'Where did I go on holiday?'),
+      embedder.embedQuery(ORGANIZATION_A, 'Where did I go on holiday?'),
+    ]);
+    expect(fake.requests).toHaveLength(1);
+    expect(second).toBe(first);
+  });
+
+  it('never shares one between organizations: neither learns what the other asks, nor fails with it', async () => {
+    const [first, second] = await Promise.all([
+      embedder.embedQuery(ORGANIZATION_A, 'Where did I go on holiday?'),
+      embedder.embedQuery(ORGANIZATION_B, 'Where did I go on holiday?'),
+    ]);
+    expect(fake.requests).toHaveLength(2);
+    expect(second).not.toBe(first);
+    expect(second?.vector).toEqual(first?.vector);
   });
 });

@@ -69,7 +69,12 @@ export class Embedder implements OnModuleInit {
   /** Decided at start-up: the schema's columns do not change under a running release. */
   private wholeVectors: 'pgvector' | 'array' = 'array';
   private readonly fallbacks: Counter<'reason'>;
-  /** Questions being embedded: a reply's memory recall and knowledge retrieval share one call. */
+  /**
+   * Questions being embedded, by organization and text: a reply's memory recall and knowledge
+   * retrieval share one call. Never shared between organizations (found by review): another
+   * tenant's answer coming early would tell that someone asks the same text at that moment, and
+   * its failure would rank this one's by words alone.
+   */
   private readonly inFlight = new Map<string, Promise<QueryEmbedding | null>>();
 
   constructor(
@@ -149,11 +154,13 @@ export class Embedder implements OnModuleInit {
    * took more than EMBEDDINGS_QUERY_TIMEOUT_MS): the caller then ranks by words alone, as with
    * embeddings off. Never rejects.
    */
-  embedQuery(text: string): Promise<QueryEmbedding | null> {
-    const pending = this.inFlight.get(text);
+  embedQuery(organizationId: string, text: string): Promise<QueryEmbedding | null> {
+    // A NUL is in no UUID: no organization's key can end where another's text begins.
+    const key = `${organizationId}\0${text}`;
+    const pending = this.inFlight.get(key);
     if (pending) return pending;
-    const embedding = this.embedQueryNow(text).finally(() => this.inFlight.delete(text));
-    this.inFlight.set(text, embedding);
+    const embedding = this.embedQueryNow(text).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, embedding);
     return embedding;
   }
 

@@ -269,7 +269,7 @@ export class KnowledgeService implements ReplyParticipant {
     // whether the personality is the organization's: the documents attached to all would match
     // any id.
     const [meaning, known] = await Promise.all([
-      this.embedder.embedQuery(query.q),
+      this.embedder.embedQuery(organizationId, query.q),
       personalityId === undefined
         ? true
         : this.repository
@@ -309,7 +309,7 @@ export class KnowledgeService implements ReplyParticipant {
     if (known && !drawsOn(known, personalityId)) return [];
     // Null when off, slow or failing: retrieval by words alone (EMBEDDINGS_QUERY_TIMEOUT_MS).
     // Asked at once: the reply's memory recall asks for the same message's, and they share it.
-    const embedding = this.embedder.embedQuery(message);
+    const embedding = this.embedder.embedQuery(organizationId, message);
     const timeoutMs = this.memory.recallTimeoutMs;
     try {
       // Who draws on the documents is read within the same budget as the chunks.

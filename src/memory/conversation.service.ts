@@ -139,7 +139,7 @@ export class ConversationService implements ReplyParticipant {
   ): Promise<RecalledMemory[]> {
     const timeoutMs = this.memory.recallTimeoutMs;
     // The message's embedding first (null when off, slow or failing: recall by words alone).
-    const meaning = await this.embedder.embedQuery(message);
+    const meaning = await this.embedder.embedQuery(organizationId, message);
     try {
       return await this.conversations.recall(
         organizationId,

@@ -45,7 +45,7 @@ export class MemoriesService {
   ): Promise<Page<ScoredMemoryDto>> {
     const [endUserId, meaning] = await Promise.all([
       this.memories.findEndUserId(organizationId, userId),
-      this.embedder.embedQuery(options.q),
+      this.embedder.embedQuery(organizationId, options.q),
     ]);
     if (!endUserId) throw AppError.notFound('End user');
     const rows = await this.memories.search(

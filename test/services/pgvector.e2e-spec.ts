@@ -19,6 +19,8 @@ import { moduleAlone } from '../support/module-alone';
 import { startPgvectorDatabase, type PgvectorDatabase } from '../support/pgvector-database';
 
 const MODEL = 'fake-embedder';
+/** The Embedder shares a question's call within an organization only: any id keys it. */
+const ANY_ORGANIZATION = '00000000-0000-4000-8000-000000000000';
 
 /** Filler an end user says between the statements: words of their own, none of the questions'. */
 const FILLER = [
@@ -64,7 +66,7 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
 
   /** The question's Meaning as the Embedder gives it, whole vectors compared either way. */
   async function meaningsOf(text: string): Promise<Record<'pgvector' | 'array', Meaning>> {
-    const meaning = await moduleRef.get(Embedder).embedQuery(text);
+    const meaning = await moduleRef.get(Embedder).embedQuery(ANY_ORGANIZATION, text);
     if (!meaning) throw new Error('the question was not embedded');
     return {
       pgvector: { ...meaning, wholeVectors: 'pgvector' },
@@ -122,7 +124,9 @@ describe('Recall by meaning with pgvector (PGlite)', () => {
   });
 
   it('is what the Embedder compares whole vectors with', async () => {
-    const meaning = await moduleRef.get(Embedder).embedQuery('Where did I go on holiday?');
+    const meaning = await moduleRef
+      .get(Embedder)
+      .embedQuery(ANY_ORGANIZATION, 'Where did I go on holiday?');
     expect(meaning?.wholeVectors).toBe('pgvector');
   });
 
