@@ -24,8 +24,12 @@ import {
   TakesAccountBack,
 } from '../common/password-reset/password-reset-participant';
 import { Clock } from '../common/time/clock';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
+import { teamsConfig } from '../config/teams.config';
 import { Database } from '../database/database';
 import { REDIS_CLIENT, type RedisClient } from '../redis/redis.module';
+import { stillManages } from '../users/manager-membership';
+import { tokenNoLongerValid } from '../users/token-version-held';
 import { UsersService } from '../users/users.service';
 import {
   DISPLAY_PREFIX_LENGTH,
@@ -42,10 +46,6 @@ import {
   UpdateApiKeyDto,
 } from './dto/api-key.dto';
 import type { ApiKey } from './entities/api-key.entity';
-import { stillManages } from '../users/manager-membership';
-import { tokenNoLongerValid } from '../users/token-version-held';
-import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
-import { teamsConfig } from '../config/teams.config';
 
 /**
  * How long another instance may keep honouring a revoked key when Redis is not there to tell it.

@@ -1,10 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import {
-  ReadsForReplies,
-  type ReplyContribution,
-  type ReplyParticipant,
-  type ReplyTurn,
-} from '../common/reply/reply-participant';
 import { PinoLogger } from 'nestjs-pino';
 import type { EntityManager } from 'typeorm';
 import { Caches } from '../common/cache/caches';
@@ -12,12 +6,19 @@ import type { SharedCache } from '../common/cache/shared-cache';
 import { AppError } from '../common/errors/app-error';
 import { isStatementTimeout } from '../common/errors/statement-timeout';
 import { type Page, toPage } from '../common/pagination/pagination';
+import {
+  ReadsForReplies,
+  type ReplyContribution,
+  type ReplyParticipant,
+  type ReplyTurn,
+} from '../common/reply/reply-participant';
 import { Clock } from '../common/time/clock';
+import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
 import { type KnowledgeConfig, knowledgeConfig } from '../config/knowledge.config';
 import { type MemoryConfig, memoryConfig } from '../config/memory.config';
 import { Database, isPoolTimeout } from '../database/database';
-import { MetricsService } from '../metrics/metrics.service';
 import { Embedder } from '../embeddings/embedder';
+import { MetricsService } from '../metrics/metrics.service';
 import { DEFAULT_LANGUAGE, searchConfigOf } from '../personalities/languages';
 import { chunkText } from './chunker';
 import { KnowledgeWriteTurns } from './knowledge-write-turns';
@@ -37,7 +38,6 @@ import {
   type KnowledgeDrawers,
   KnowledgeRepository,
 } from './knowledge.repository';
-import { secondsToNextUtcDay, utcDay } from '../common/time/utc-day';
 
 /**
  * How long an instance keeps which personalities draw on an organization's documents; every

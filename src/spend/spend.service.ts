@@ -7,18 +7,18 @@ import { AppError } from '../common/errors/app-error';
 import { BackgroundJobs } from '../common/time/background-jobs';
 import { Clock } from '../common/time/clock';
 import type { PeriodicPurge } from '../common/time/periodic-purge';
+import { nextUtcDay, utcDay } from '../common/time/utc-day';
 import { billingConfig } from '../config/billing.config';
 import { engineConfig } from '../config/engine.config';
 import { type Source, sql, type WithEntry } from '../database/sql';
+import { MAX_TOOL_TIMEOUT_MS } from '../tools/tool-definitions';
 import type { MonthTokensColumns, NewRelationshipColumns } from '../usage/usage.steps';
 import { webhookEventStep } from '../webhooks/webhook-event.step';
-import { MAX_TOOL_TIMEOUT_MS } from '../tools/tool-definitions';
 import { type AppliedLimits, LimitsService } from './limits.service';
 import { type HeldReservation, reservationReleaseStep } from './reservation-release.step';
 import { SpendReservationsRepository } from './spend-reservations.repository';
 import { tokensAtMost } from './token-bound';
 import { usageThresholdStep } from './usage-threshold.step';
-import { nextUtcDay, utcDay } from '../common/time/utc-day';
 
 /**
  * Tokens a reply is taken to cost before it is made: a token per UTF-8 byte of its prompt (the
