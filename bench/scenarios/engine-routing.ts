@@ -387,7 +387,7 @@ async function routingLayerCpu() {
   const logger = new PinoLogger({ pinoHttp: pino({ level: 'silent' }) });
   const clock = new Clock();
   const metricsService = new MetricsService(
-    { metricsPort: 0, tracing: false },
+    { metricsPort: 0, metricsHost: undefined, tracing: false },
     { pool: {} } as Database,
     logger,
     'server',

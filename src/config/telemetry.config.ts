@@ -1,6 +1,16 @@
 import { registerAs } from '@nestjs/config';
 import { Transform } from 'class-transformer';
-import { IsIn, IsInt, IsNumber, IsOptional, IsString, IsUrl, Max, Min } from 'class-validator';
+import {
+  IsIn,
+  IsInt,
+  IsIP,
+  IsNumber,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Max,
+  Min,
+} from 'class-validator';
 import { toNumber, validateEnv } from './validate-env';
 
 /** A decimal number as the SDK reads one: `0.25`, `.5`, `1e-1`, `1`. */
@@ -20,6 +30,14 @@ export class TelemetryEnv {
   @Min(0)
   @Max(65535)
   METRICS_PORT?: number;
+
+  /**
+   * The address the metrics server binds: unset, every interface (a container's scraper reaches
+   * the pod's own address); `127.0.0.1` on a host where only a local agent may read it.
+   */
+  @IsOptional()
+  @IsIP(undefined, { message: 'METRICS_HOST must be an IPv4 or IPv6 address' })
+  METRICS_HOST?: string;
 
   @IsOptional()
   @IsUrl(OTLP_URL)
@@ -79,6 +97,8 @@ export const telemetryConfig = registerAs('telemetry', () => {
   return {
     /** 0: no metrics server and nothing recorded per request. */
     metricsPort: env.METRICS_PORT ?? 9464,
+    /** Undefined: every interface. */
+    metricsHost: env.METRICS_HOST || undefined,
     tracing: tracingEnabled(env),
   };
 });

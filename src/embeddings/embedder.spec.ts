@@ -135,7 +135,12 @@ describe('Embedder.embedQuery (a question asked twice at once)', () => {
       } as ConfigType<typeof embeddingsConfig>,
       {} as ConfigType<typeof engineConfig>,
       logger,
-      new MetricsService({ metricsPort: 0, tracing: false }, {} as Database, logger, 'server'),
+      new MetricsService(
+        { metricsPort: 0, metricsHost: undefined, tracing: false },
+        {} as Database,
+        logger,
+        'server',
+      ),
       {} as Database,
     );
   });

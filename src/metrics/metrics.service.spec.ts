@@ -1,10 +1,12 @@
 import type { Request } from 'express';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { PinoLogger } from 'nestjs-pino';
 import pino from 'pino';
 import type { Database } from '../database/database';
 import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
 
-function service(metricsPort: number) {
+function service(metricsPort: number, metricsHost?: string) {
   const pool = { totalCount: 4, idleCount: 3, waitingCount: 1 };
   // Two budgets' pools of reads, shown as one.
   const bounded = { totalCount: 2, idleCount: 0, waitingCount: 3 };
@@ -16,7 +18,7 @@ function service(metricsPort: number) {
     ],
   } as unknown as Database;
   return new MetricsService(
-    { metricsPort, tracing: false },
+    { metricsPort, metricsHost, tracing: false },
     database,
     new PinoLogger({ pinoHttp: pino({ level: 'silent' }) }),
     'server',
@@ -77,5 +79,39 @@ describe('MetricsService', () => {
     expect(metrics.enabled).toBe(false);
     expect(metrics.responseObserver()).toBeUndefined();
     expect(await metrics.registry.metrics()).not.toContain('process_cpu_user_seconds_total');
+  });
+
+  describe('METRICS_HOST', () => {
+    async function freePort(): Promise<number> {
+      const probe = createServer();
+      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+      const { port } = probe.address() as AddressInfo;
+      await new Promise((resolve) => probe.close(resolve));
+      return port;
+    }
+
+    /** Whether GET /metrics answers at `host`: Linux routes all of 127.0.0.0/8 to loopback. */
+    async function answersAt(host: string, port: number): Promise<boolean> {
+      try {
+        return (await fetch(`http://${host}:${port}/metrics`)).status === 200;
+      } catch {
+        return false;
+      }
+    }
+
+    it.each([
+      ['127.0.0.1', false],
+      [undefined, true],
+    ])('bound to %s, answers on another address of the host: %s', async (host, elsewhere) => {
+      const port = await freePort();
+      const metrics = service(port, host);
+      await metrics.onApplicationBootstrap();
+      try {
+        expect(await answersAt('127.0.0.1', port)).toBe(true);
+        expect(await answersAt('127.0.0.2', port)).toBe(elsewhere);
+      } finally {
+        await metrics.onApplicationShutdown();
+      }
+    });
   });
 });

@@ -44,6 +44,8 @@ interface HttpSeries {
 export class MetricsService implements OnApplicationBootstrap, OnApplicationShutdown {
   readonly registry = new Registry();
   private readonly port: number;
+  /** METRICS_HOST; undefined: every interface. */
+  private readonly host: string | undefined;
   private server: Server | undefined;
   private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
@@ -56,6 +58,7 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
     @Inject(PROCESS_ROLE) private readonly role: ProcessRole,
   ) {
     this.port = telemetry.metricsPort;
+    this.host = telemetry.metricsHost;
     if (this.enabled) collectDefaultMetrics({ register: this.registry });
 
     this.httpRequests = this.counter({
@@ -152,14 +155,17 @@ export class MetricsService implements OnApplicationBootstrap, OnApplicationShut
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.port, () => {
+      server.listen(this.port, this.host, () => {
         server.off('error', reject);
         resolve();
       });
     });
     server.on('error', (error) => this.logger.error({ err: error }, 'metrics server error'));
     this.server = server;
-    this.logger.info({ port: this.port }, 'metrics listening');
+    this.logger.info(
+      { port: this.port, host: this.host ?? 'every interface' },
+      'metrics listening',
+    );
   }
 
   /** Last of all at shutdown, so the final state of a draining instance can still be scraped. */

@@ -43,7 +43,7 @@ function setup(overrides: Partial<EngineConfig> = {}) {
   const clock = new ManualClock(Date.parse('2031-01-01T00:00:00Z'));
   const logger = new PinoLogger({ pinoHttp: pino({ level: 'silent' }) });
   const metricsService = new MetricsService(
-    { metricsPort: 0, tracing: false },
+    { metricsPort: 0, metricsHost: undefined, tracing: false },
     { pool: {} } as Database,
     logger,
     'server',
