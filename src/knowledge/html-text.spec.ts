@@ -31,6 +31,18 @@ describe('htmlToText', () => {
     ).resolves.toBe('Hours\n\nWe open at 9.');
   });
 
+  it("keeps list items, table rows and definitions apart, a row's cells on one line", async () => {
+    const page =
+      '<p>Prices:</p><ul><li>apples</li><li>oranges</li></ul><ol><li>first</li><li>second</li></ol>' +
+      '<table><tr><th>Day</th><th>Open</th></tr><tr><td>Monday</td><td>9:00</td></tr>' +
+      '<tr><td>Tuesday</td><td></td><td></td><td>10:00</td></tr></table>' +
+      '<dl><dt>Returns</dt><dd>within 30 days</dd></dl><figure>x<figcaption>Our shop</figcaption></figure>';
+    await expect(htmlToText(page, { account: 'lists' })).resolves.toBe(
+      'Prices:\n\napples\noranges\n\nfirst\nsecond\n\nDay Open\nMonday 9:00\nTuesday 10:00\n\n' +
+        'Returns\nwithin 30 days\nx\nOur shop',
+    );
+  });
+
   it('refuses a page nested deeper than HTML_MAX_DEPTH before it ties up a slot', async () => {
     // No time limit to fall back on: the refusal comes from the depth reached, not the clock.
     for (const deep of [SLOW, '<ul><li>'.repeat(HTML_MAX_DEPTH), '<p><b>'.repeat(HTML_MAX_DEPTH)]) {

@@ -55,7 +55,12 @@ const parser = new Parser({
 });
 try {
   parser.end(workerData.html);
-  parentPort.postMessage({ text: convert(workerData.html, workerData.options) });
+  // Cells end in a space (CONVERT_OPTIONS): one space between words, none at a line's end.
+  const text = convert(workerData.html, workerData.options)
+    .replace(/ {2,}/g, ' ')
+    .replace(/ \\n/g, '\\n')
+    .replace(/ $/, '');
+  parentPort.postMessage({ text });
 } catch (error) {
   parentPort.postMessage(error === tooDeep ? { tooDeep: true } : { failed: String(error && error.message) });
 }`;
@@ -76,6 +81,37 @@ const CONVERT_OPTIONS = {
     ...['blockquote', 'ul', 'ol', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'hr'].map((selector) => ({
       selector,
       format: 'block',
+    })),
+    // A line each, or the converter's default (inline) glued neighbours into one word: a price
+    // list's "applesoranges", an opening-hours table's "Monday9:00Tuesday10:00", which search
+    // could not find (found by review).
+    ...[
+      'li',
+      'tr',
+      'dt',
+      'dd',
+      'caption',
+      'figcaption',
+      'address',
+      'details',
+      'summary',
+      'fieldset',
+      'legend',
+      'center',
+      'menu',
+      'dir',
+      'dialog',
+      'option',
+    ].map((selector) => ({
+      selector,
+      format: 'block',
+      options: { leadingLineBreaks: 1, trailingLineBreaks: 1 },
+    })),
+    // A row's cells on its line, a space apart: "Monday 9:00".
+    ...['td', 'th'].map((selector) => ({
+      selector,
+      format: 'inlineSurround',
+      options: { prefix: '', suffix: ' ' },
     })),
   ],
 };
