@@ -131,6 +131,34 @@ describe('ToolSchemas', () => {
     });
   });
 
+  it('ends a check of arguments past its own, shorter, time; the compile before it has the longer one', async () => {
+    // 850 branches under `items`, 4,000 items: a second's check (found by review).
+    const branches = {
+      type: 'object',
+      properties: {
+        a: {
+          type: 'array',
+          items: { oneOf: Array.from({ length: 850 }, (_, i) => ({ minimum: i })) },
+        },
+      },
+    };
+    const schemas = schemasWith({ ...UNHURRIED, argumentsTimeoutMs: 100 });
+    // Compiled within the job (far longer than 100 ms), then a check of one item.
+    expect(await schemas.validate(alone('org'), branches, { a: [0] })).toEqual({ valid: true });
+    expect(schemas.compiles).toBe(1);
+    const started = performance.now();
+    expect(await schemas.validate(alone('org'), branches, { a: Array(4_000).fill(0) })).toEqual({
+      valid: false,
+      unchecked: 'took more than 100 ms to check',
+    });
+    expect(performance.now() - started).toBeLessThan(1_000);
+    // The worker went with it; the next check has a new one.
+    expect(await schemas.validate(alone('other'), numbered(0), { field_0: 1 })).toEqual({
+      valid: true,
+    });
+    expect(schemas.workersStarted).toBe(2);
+  });
+
   it('takes an answer that came in time while this thread was held past the time', async () => {
     const schemas = schemasWith({ timeoutMs: 200 });
     await schemas.problemOf(alone('org'), numbered(0));
@@ -286,15 +314,51 @@ describe('ToolSchemas', () => {
   });
 
   it("answers a validation past the organization's waiting jobs as unchecked, not as invalid", async () => {
-    const schemas = schemasWith({ ...UNHURRIED, waitingPerOrganization: 1 });
+    const schemas = schemasWith({
+      ...UNHURRIED,
+      waitingPerOrganization: 1,
+      argumentsWaitingPerOrganization: 2,
+    });
     await schemas.problemOf(alone('org'), numbered(1));
     const running = schemas.problemOf(alone('org'), slowToCompile());
     const waiting = schemas.problemOf(alone('org'), { ...slowToCompile(), title: 'waiting' });
+    // Checks of arguments have a line of their own size: a round's calls are sent at once.
+    const second = schemas.validate(alone('org'), numbered(1), { field_1: 1 });
     expect(await schemas.validate(alone('org'), numbered(1), { field_1: 1 })).toEqual({
       valid: false,
       unchecked: "wait behind too many of the organization's schemas to be checked",
     });
     await Promise.all([running, waiting]);
+    expect(await second).toEqual({ valid: true });
+  });
+
+  it("checks a round's calls sent at once before another account's next slow job", async () => {
+    const schemas = schemasWith(UNHURRIED);
+    await schemas.problemOf(alone('warm'), numbered(0));
+    const answered: string[] = [];
+    let sending = true;
+    // Another tenant's slow jobs, one at a time, each sent once the last was answered.
+    const slowLoop = (async () => {
+      for (let n = 1; sending; n += 1) {
+        await schemas.problemOf(alone('hostile'), { ...slowToCompile(), title: `slow ${n}` });
+        answered.push(`slow ${n}`);
+      }
+    })();
+    while (!answered.includes('slow 1')) await new Promise((resolve) => setTimeout(resolve, 5));
+    await Promise.all(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((n) =>
+        schemas
+          .validate(alone('victim'), numbered(n), { [`field_${n}`]: n })
+          .then(() => void answered.push(`call ${n}`)),
+      ),
+    );
+    sending = false;
+    await slowLoop;
+    // The slow job running when the round came, then all eight: none waits for another.
+    const slowBefore = answered
+      .slice(0, answered.indexOf('call 8'))
+      .filter((name) => name.startsWith('slow'));
+    expect(slowBefore).toEqual(['slow 1', 'slow 2']);
   });
 
   it("runs a job again on a new worker when one holding others' schemas runs out of heap: none fails for another's", async () => {

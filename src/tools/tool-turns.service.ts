@@ -220,11 +220,21 @@ export class ToolTurnsService {
       const pending: EngineToolCall[] = [];
       const webhookCalls: Array<Promise<void>> = [];
       const eventIds = new EventIdsOfRound(state.turnId, state.rounds);
-      for (const call of calls) {
+      // Every call's arguments checked at once: the round waits for the schema worker's job
+      // running when it came, not for one job of another tenant's between each of its own
+      // (found by review: 8 calls waited 7.5 s behind another tenant's slow checks).
+      const owner = await tenant();
+      const problems = await Promise.all(
+        calls.map((call) => {
+          const tool = tools.get(call.name);
+          return tool
+            ? this.argumentsProblem(owner, tool, call.arguments)
+            : Promise.resolve('no such tool');
+        }),
+      );
+      for (const [index, call] of calls.entries()) {
         const tool = tools.get(call.name);
-        const problem = tool
-          ? await this.argumentsProblem(await tenant(), tool, call.arguments)
-          : 'no such tool';
+        const problem = problems[index];
         if (problem || !tool) {
           setOutput(outputs, call.id, { error: problem });
           state.records.push(record(call, outputs[call.id], tool?.execution ?? 'client', problem));

@@ -162,6 +162,31 @@ describe('ToolTurnsService (real database)', () => {
     }
   });
 
+  it("sends a round's checks of arguments together: one job of another tenant's is waited for, not one per call (review)", async () => {
+    const of = await tenant();
+    const validate = toolSchemas.validate.bind(toolSchemas);
+    let inFlight = 0;
+    let most = 0;
+    const validated = jest.spyOn(toolSchemas, 'validate').mockImplementation(async (...args) => {
+      most = Math.max(most, (inFlight += 1));
+      try {
+        return await validate(...args);
+      } finally {
+        inFlight -= 1;
+      }
+    });
+    try {
+      const calls = [1, 2, 3, 4, 5, 6, 7, 8].map((n) => call(`call_${n}`, { order_id: `A-${n}` }));
+      const outcome = await turns.run(contextOf(of), async () => engineReply('', calls));
+      expect(outcome.kind).toBe('paused');
+      expect(validated).toHaveBeenCalledTimes(8);
+      // Before, each waited for the one before it: another tenant's job ran between each two.
+      expect(most).toBe(8);
+    } finally {
+      validated.mockRestore();
+    }
+  });
+
   it('offers no tool for a message of crisis: the reply and its crisis lines come now (review)', async () => {
     const of = await tenant();
     const offered: unknown[] = [];
