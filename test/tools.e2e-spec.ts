@@ -906,6 +906,12 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
           '{"error":"bad body: output holds a key longer than 1024 characters"}',
           undefined,
         ],
+        // Written to the model, the turn and the memory as null (review).
+        [
+          'tool-infinite',
+          '{"error":"bad body: output holds a number JSON cannot write, at /stock/1"}',
+          undefined,
+        ],
         // Stored, and its end user's export refused by the import (review).
         [
           'tool-proto-key',

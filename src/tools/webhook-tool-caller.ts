@@ -3,12 +3,14 @@ import { createHash } from 'node:crypto';
 import { hashCanonicalJson } from '../common/json/canonical-json';
 import { Clock } from '../common/time/clock';
 import { MAX_KEY_LENGTH } from '../common/http/spooled-document';
+import { pointerToken } from '../common/validation/json-schema-problems';
 import {
   forbiddenKeyIn,
   holdsKeyLongerThan,
   isStorableJson,
   jsonNestsDeeperThan,
   MAX_JSON_DEPTH,
+  nonFiniteNumberAt,
 } from '../common/validation/untrusted-json';
 import { type ToolsConfig, toolsConfig } from '../config/tools.config';
 import { type WebhooksConfig, webhooksConfig } from '../config/webhooks.config';
@@ -182,6 +184,14 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
   // Kept with the turn and the reply (jsonb), which cannot hold them.
   if (!isStorableJson(output)) {
     return failed('bad body: output holds U+0000 or an unpaired surrogate', durationMs);
+  }
+  // 1e999 parses as Infinity, which the model, the turn and the memory would be given as null.
+  const unwritable = nonFiniteNumberAt(output);
+  if (unwritable) {
+    return failed(
+      `bad body: output holds a number JSON cannot write, at /${unwritable.map(pointerToken).join('/')}`,
+      durationMs,
+    );
   }
   // Its end user's export would hold a key that an import refuses.
   if (holdsKeyLongerThan(output, MAX_KEY_LENGTH)) {

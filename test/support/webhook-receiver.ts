@@ -25,6 +25,7 @@ export interface ReceivedWebhook {
  * - `/tool-deep/…`: a webhook tool's answer whose output nests 8,000 arrays (16,000 bytes);
  * - `/tool-long-key/…`: a webhook tool's answer whose output holds a key of 1,100 characters;
  * - `/tool-proto-key/…`: a webhook tool's answer whose output holds a `__proto__` key;
+ * - `/tool-infinite/…`: a webhook tool's answer whose output holds `1e999`, which parses as Infinity;
  * - `/held/…`: a webhook tool's answer as `/tool/…` gives it, once the spec releases the path
  *   (`release`); until then none (the connection stays open), so the call is in flight for as
  *   long as the spec needs, not for a time it has to outrun.
@@ -187,6 +188,11 @@ export class WebhookReceiver {
           response
             .writeHead(200, { 'content-type': 'application/json' })
             .end('{"output": {"shipment": {"__proto__": {"admin": true}}}}');
+          return;
+        case 'tool-infinite':
+          response
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end('{"output": {"stock": [3, 1e999]}}');
           return;
         case 'tool-nul':
           response
