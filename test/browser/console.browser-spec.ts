@@ -501,18 +501,32 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     expect(flagged.body.safety.action).toBe('crisis_response');
     await visit('Safety and spend');
     await page.getByLabel('Input moderation').selectOption('block');
+    // Only what changed is sent: the default crisis message the form shows, sent back, was
+    // stored as the organization's own and no longer followed the default (found by review).
+    const patched = page.waitForRequest(
+      (request) => request.method() === 'PATCH' && request.url().endsWith('/safety'),
+    );
     await page.getByRole('button', { name: 'Save the safety settings' }).click();
+    expect((await patched).postDataJSON()).toEqual({ input_moderation: 'block' });
     await page.getByText('Saved.').waitFor();
     expect(
       (await call('GET', `/v1/organizations/${organizationId}/safety`)).body.input_moderation,
     ).toBe('block');
+    // Another admin sets the monthly budget while the page is open: saving the daily one keeps it.
+    const monthly = (await call('GET', `/v1/organizations/${organizationId}/limits`)).body
+      .monthly_token_budget as number;
+    await call('PATCH', `/v1/organizations/${organizationId}/limits`, {
+      monthly_token_budget: monthly + 1,
+    });
     await page.getByLabel('Daily token budget per end user').fill('50000');
     await page.getByRole('button', { name: 'Save the limits' }).click();
     await page.getByText('Saved.').nth(1).waitFor();
     expect((await call('GET', `/v1/organizations/${organizationId}/limits`)).body).toMatchObject({
-      monthly_token_budget: 2_000_000,
+      monthly_token_budget: monthly + 1,
       end_user_daily_token_budget: 50_000,
     });
+    // The form shows what was saved, the other admin's budget included.
+    expect(await page.getByLabel('Monthly token budget').inputValue()).toBe(String(monthly + 1));
     const row = page.getByRole('row', { name: new RegExp(userId) });
     await row.waitFor();
     expect(await row.textContent()).toContain('self_harm');

@@ -45,17 +45,24 @@ function SafetyForm() {
   const organization = useOrganization();
   const path = `/v1/organizations/${organization.id}/safety`;
   const loaded = useLoad(() => api<SafetySettings>('GET', path), [path]);
+  // The settings as last read or saved, and the form's copy the user edits.
+  const [base, setBase] = useState<SafetySettings | null>(null);
   const [form, setForm] = useState<SafetySettings | null>(null);
   const action = useAction();
   const [saved, setSaved] = useState(false);
-  useEffect(() => setForm(loaded.data ?? null), [loaded.data]);
+  useEffect(() => {
+    setBase(loaded.data ?? null);
+    setForm(loaded.data ?? null);
+  }, [loaded.data]);
   const set = (change: Partial<SafetySettings>) => {
     setSaved(false);
     setForm((previous) => previous && { ...previous, ...change });
   };
   const save = (body: Record<string, unknown>) =>
     action.run(async () => {
-      setForm(await api<SafetySettings>('PATCH', path, { body }));
+      const settings = await api<SafetySettings>('PATCH', path, { body });
+      setBase(settings);
+      setForm(settings);
       setSaved(true);
     });
   return (
@@ -76,7 +83,10 @@ function SafetyForm() {
           class="grid"
           onSubmit={(event) => {
             event.preventDefault();
-            void save({ ...form });
+            // Only what the user changed: the default crisis message sent back would be stored
+            // as the organization's own, no longer following the default, and a setting another
+            // admin changed meanwhile would be put back (found by review).
+            void save(changedFields(base ?? form, form));
           }}
         >
           <SelectField
@@ -148,6 +158,13 @@ function SafetyForm() {
   );
 }
 
+/** The fields of `edited` that differ from `base`. */
+function changedFields<T extends object>(base: T, edited: T): Partial<T> {
+  return Object.fromEntries(
+    Object.entries(edited).filter(([key, value]) => base[key as keyof T] !== value),
+  ) as Partial<T>;
+}
+
 interface LimitsFields {
   monthly: string;
   daily: string;
@@ -166,10 +183,15 @@ function LimitsForm() {
   const organization = useOrganization();
   const path = `/v1/organizations/${organization.id}/limits`;
   const loaded = useLoad(() => api<Limits>('GET', path), [path]);
+  const [base, setBase] = useState<LimitsFields | null>(null);
   const [form, setForm] = useState<LimitsFields | null>(null);
   const action = useAction();
   const [saved, setSaved] = useState(false);
-  useEffect(() => setForm(loaded.data ? fieldsOf(loaded.data) : null), [loaded.data]);
+  useEffect(() => {
+    const fields = loaded.data ? fieldsOf(loaded.data) : null;
+    setBase(fields);
+    setForm(fields);
+  }, [loaded.data]);
   const set = (change: Partial<LimitsFields>) => {
     setSaved(false);
     setForm((previous) => previous && { ...previous, ...change });
@@ -192,16 +214,19 @@ function LimitsForm() {
           onSubmit={(event) => {
             event.preventDefault();
             void action.run(async () => {
+              // Only the limits the user changed: one another admin set meanwhile stays.
+              const changed = changedFields(base ?? form, form);
               const rps = number(form.rps);
               const burst = number(form.burst);
-              const limits = await api<Limits>('PATCH', path, {
-                body: {
-                  monthly_token_budget: number(form.monthly),
-                  end_user_daily_token_budget: number(form.daily),
-                  end_user_rate_limit: rps === null && burst === null ? null : { rps, burst },
-                },
-              });
-              setForm(fieldsOf(limits));
+              const body: Record<string, unknown> = {};
+              if ('monthly' in changed) body.monthly_token_budget = number(form.monthly);
+              if ('daily' in changed) body.end_user_daily_token_budget = number(form.daily);
+              if ('rps' in changed || 'burst' in changed) {
+                body.end_user_rate_limit = rps === null && burst === null ? null : { rps, burst };
+              }
+              const fields = fieldsOf(await api<Limits>('PATCH', path, { body }));
+              setBase(fields);
+              setForm(fields);
               setSaved(true);
             });
           }}

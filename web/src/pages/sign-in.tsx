@@ -135,8 +135,9 @@ export function SignInPage(props: {
 }
 
 /**
- * The token of a mail link, taken out of the address at once (so it is in no history entry,
- * bookmark or screenshot after this), kept in the page's state.
+ * The token of a mail link, taken out of the address at once (so the tab's history entry, a
+ * bookmark or a screenshot after this holds none; the browser's history has recorded the address
+ * as opened, docs/console.md), kept in the page's state.
  */
 function useLinkToken(): string | null {
   const [token] = useState(() => currentRoute().query.get('token'));
