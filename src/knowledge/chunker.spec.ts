@@ -10,7 +10,9 @@ function chunkTextByExpressions(text: string, max: number): string[] {
     const parts: string[] = [];
     let rest = piece;
     while (rest.length > max) {
-      const space = rest.lastIndexOf(' ', max);
+      // The last white space at or before `max` (as \s and String#trim have it), or -1.
+      let space = Math.min(max, rest.length - 1);
+      while (space > 0 && !/\s/.test(rest[space])) space -= 1;
       let cut = space > 0 ? space : max;
       const code = rest.charCodeAt(cut - 1);
       if (space <= 0 && code >= 0xd800 && code <= 0xdbff) cut -= 1;
@@ -75,6 +77,21 @@ describe('chunkText', () => {
     expect(chunks.join(' ').replace(/\s+/g, ' ')).toBe(
       `${'word '.repeat(30)}${'x'.repeat(20)} ${'x'.repeat(5)}`,
     );
+  });
+
+  it('splits a long sentence at any white space: a word a line, tabs, no-break spaces', () => {
+    for (const [separator, word] of [
+      ['\n', 'apple'],
+      ['\t', 'word2'],
+      ['\u00a0', 'Öffnungszeiten'],
+    ]) {
+      const chunks = chunkText(`${word}${separator}`.repeat(300));
+      expect(chunks.length).toBeGreaterThan(1);
+      for (const chunk of chunks) {
+        expect(chunk.length).toBeLessThanOrEqual(1_000);
+        expect(new Set(chunk.split(/\s+/))).toEqual(new Set([word]));
+      }
+    }
   });
 
   it('never cuts a surrogate pair', () => {

@@ -95,7 +95,9 @@ function splitWords(piece: string, max: number): string[] {
   while (piece.length - start > max) {
     // Looked for within the next `max` only: lastIndexOf would scan back to the start each time.
     let space = start + max;
-    while (space > start && piece.charCodeAt(space) !== 0x20) space -= 1;
+    // Any white space: a list of one word a line, tab-separated values or words joined by
+    // no-break spaces were cut inside a word at an ASCII space's absence (found by review).
+    while (space > start && !isSpace(piece.charCodeAt(space))) space -= 1;
     let cut = space > start ? space : start + max;
     const code = piece.charCodeAt(cut - 1);
     if (space <= start && code >= 0xd800 && code <= 0xdbff) cut -= 1;
