@@ -376,6 +376,17 @@ describe('Knowledge documents (contract §27)', () => {
         'unsupported_media_type',
       );
       expectError(await form(), 400, 'validation_failed');
+      // A form sent with a Content-Encoding, as a JSON body is: 415, not read as plain bytes
+      // (brotli's label on a plain form stored it; review).
+      for (const encoding of ['br', 'gzip']) {
+        expectError(
+          await form()
+            .set('Content-Encoding', encoding)
+            .attach('file', Buffer.from('x'), { filename: 'a.txt', contentType: 'text/plain' }),
+          415,
+          'unsupported_media_type',
+        );
+      }
       expectError(
         await form()
           .field('content', 'inline')

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { json } from 'express';
 import { AppError } from '../errors/app-error';
-import { admitDocument, type DocumentRequest } from './document-body';
+import { admitDocument, type DocumentRequest, encodedBodyRefusal } from './document-body';
 import {
   findUnsafeContent,
   jsonShapeExcess,
@@ -129,7 +129,11 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
   return (request: RequestWithRawBody, response: Response, next: NextFunction) => {
     if (!METHODS_WITH_BODY.has(request.method) || !hasBody(request)) return next();
     const contentType = request.headers['content-type'] ?? '';
-    if (isMultipart(contentType) && options.formRoutes?.has(routeKey(request))) return next();
+    // A form's body goes to multer as it came: one sent compressed was parsed as plain bytes
+    // (brotli: stored; gzip: a 400 about the form) instead of refused as JSON is (review).
+    if (isMultipart(contentType) && options.formRoutes?.has(routeKey(request))) {
+      return next(encodedBodyRefusal(request));
+    }
     if (!isUtf8Json(contentType)) {
       return next(
         new AppError('unsupported_media_type', 'Send the body as application/json (UTF-8)'),
