@@ -175,9 +175,12 @@ describe('Knowledge documents (contract §27)', () => {
       const soup = (await search({ q: 'Kürbissuppe' })).body.data as Hit[];
       expect(soup.map((hit) => hit.document_id)).toEqual([markdown.body.id]);
 
+      // A list and a table, whose items and cells the converter glued into words (review).
       const html =
         '<html><head><style>.x { color: red }</style><script>var secret = "scriptword";</script></head>' +
         '<body><h1>Warranty</h1><p>Every kettle carries a <b>two-year</b> warranty.</p>' +
+        '<ul><li>descaler</li><li>filters</li></ul>' +
+        '<table><tr><td>Saturday</td><td>10:00</td></tr><tr><td>Sunday</td><td>closed</td></tr></table>' +
         '<p><a href="https://example.com/hrefword">Details</a></p></body></html>';
       const uploaded = await uploadFile('Warranty', html, 'text/html');
       expect(uploaded.status).toBe(201);
@@ -186,11 +189,13 @@ describe('Knowledge documents (contract §27)', () => {
         .set('Authorization', tenant.auth);
       const content = read.body.content as string;
       expect(content).toContain('two-year warranty');
+      expect(content).toContain('descaler\nfilters');
+      expect(content).toContain('Saturday 10:00\nSunday closed');
       expect(content).not.toMatch(/<|scriptword|color|hrefword/);
       expect(uploaded.body.bytes).toBe(Buffer.byteLength(content));
-      expect(((await search({ q: 'kettle' })).body.data as Hit[])[0].document_id).toBe(
-        uploaded.body.id,
-      );
+      for (const q of ['kettle', 'filters', 'Sunday']) {
+        expect(((await search({ q })).body.data as Hit[])[0].document_id).toBe(uploaded.body.id);
+      }
     });
 
     it('refuses hostile HTML with 400 naming the file, at once, converting others meanwhile', async () => {
