@@ -92,10 +92,6 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
       // A Cyrillic а among Latin letters, in the local part or in the domain (review).
       [`\u0430dmin-${local}@${domain}`, 'mixing scripts'],
       [`${local}@ex\u0430mple.test`, 'mixing scripts'],
-      // The ASCII form of bücher.test, and of that Cyrillic а's domain: the same mailboxes as
-      // their Unicode spellings, and the second hides its mix.
-      [`${local}@xn--bcher-kva.test`, 'xn--'],
-      [`${local}@XN--exmple-4nf.test`, 'xn--'],
     ]) {
       const refused = await t
         .http()
@@ -116,7 +112,6 @@ describe('Authentication core: sign-up, access tokens, API keys, deny by default
       `éva-${local}@${domain}`,
       `пример-${local.replace(/[^0-9-]/g, '')}@почта.рф`,
       `山田taro-${local}@${domain}`,
-      `${local}@bücher.test`,
     ]) {
       expect((await signUp(t, { email: other })).email).toBe(other);
     }

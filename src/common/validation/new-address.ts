@@ -59,11 +59,6 @@ export function addressCharactersProblem(address: string): string | undefined {
   if ([local, ...domain.split('.')].some(mixesScripts)) {
     return 'part mixing scripts (a Cyrillic а among Latin letters reads as a)';
   }
-  // bücher.example and xn--bcher-kva.example are one mailbox, but two rows to lower(email); the
-  // ASCII form also hides the letters the check above reads.
-  if (domain.split('.').some((label) => /^xn--/i.test(label))) {
-    return 'domain label in its ASCII form (xn--…): write the domain as it reads, bücher.example';
-  }
   return undefined;
 }
 
@@ -75,9 +70,7 @@ export function addressCharactersProblem(address: string): string | undefined {
  * alike (found by review). A quoted local part (`"a b"@corp.test`) may hold spaces and
  * punctuation, so an inviter's address read as the service's own words in the mail that names it,
  * and `"bob"@corp.test` made a second account for bob@corp.test's mailbox (found by review; then,
- * by a second, the same sentence written with U+2800 for spaces). A domain label in its ASCII
- * form (`xn--bcher-kva`) is refused: it made a second account for the mailbox of its Unicode
- * spelling (found by review). Signing in and asking for a
+ * by a second, the same sentence written with U+2800 for spaces). Signing in and asking for a
  * reset still take any address: an account made before keeps working.
  */
 export const IsNewAddress = () =>
