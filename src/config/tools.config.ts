@@ -29,13 +29,6 @@ class ToolsEnv {
   @Transform(toNumber)
   @IsInt()
   @Min(1)
-  @Max(100_000)
-  TOOL_CALLS_IN_FLIGHT?: number;
-
-  @IsOptional()
-  @Transform(toNumber)
-  @IsInt()
-  @Min(1)
   @Max(1_000_000)
   TOOL_TURNS_PENDING_PER_ORG?: number;
 }
@@ -54,11 +47,6 @@ export const toolsConfig = registerAs('tools', () => {
      * end user's calls take at most a quarter of it (WebhookToolCaller).
      */
     callsInFlightPerOrganization: env.TOOL_CALLS_IN_FLIGHT_PER_ORG ?? 16,
-    /**
-     * Webhook tool calls one instance has in flight, every organization's together: sign-ups are
-     * free, and each new organization had 16 sockets more to open (found by review).
-     */
-    callsInFlight: env.TOOL_CALLS_IN_FLIGHT ?? 256,
     /**
      * Turns an organization may have paused at once; a new pause ends the oldest past it (as
      * expired). Each holds up to half a megabyte (32 request tools of 16 KiB) for the turn's TTL.

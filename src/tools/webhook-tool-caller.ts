@@ -69,7 +69,7 @@ export interface WebhookToolResult {
   output: unknown;
   error: string | null;
   durationMs: number | null;
-  /** Refused by TOOL_CALLS_IN_FLIGHT_PER_ORG or TOOL_CALLS_IN_FLIGHT, not sent. */
+  /** Refused by TOOL_CALLS_IN_FLIGHT_PER_ORG, not sent. */
   throttled?: boolean;
 }
 
@@ -78,13 +78,11 @@ export interface WebhookToolResult {
  * with its secret as every event is (§17), under the URL rules and SSRF guard checked at each
  * call, no redirect followed, within the tool's timeout. Whatever goes wrong becomes an error
  * output for the model; nothing is retried. At most TOOL_CALLS_IN_FLIGHT_PER_ORG calls per
- * organization at once on this instance, a quarter of them per end user, and TOOL_CALLS_IN_FLIGHT
- * in all.
+ * organization at once on this instance, a quarter of them per end user.
  */
 @Injectable()
 export class WebhookToolCaller {
   private readonly inFlight = new Map<string, number>();
-  private inFlightInAll = 0;
 
   constructor(
     private readonly repository: ToolTurnsRepository,
@@ -101,22 +99,19 @@ export class WebhookToolCaller {
     const perOrganization = this.config.callsInFlightPerOrganization;
     const perEndUser = Math.max(1, Math.floor(perOrganization / 4));
     let refused: string | null = null;
-    if ((this.inFlight.get(organization) ?? 0) >= perOrganization) refused = 'the organization';
-    else if ((this.inFlight.get(endUser) ?? 0) >= perEndUser) refused = 'the end user';
-    else if (this.inFlightInAll >= this.config.callsInFlight) refused = 'this instance';
+    if ((this.inFlight.get(organization) ?? 0) >= perOrganization) refused = 'organization';
+    else if ((this.inFlight.get(endUser) ?? 0) >= perEndUser) refused = 'end user';
     if (refused) {
       return {
-        ...failed(`too many tool calls in flight for ${refused}`, null),
+        ...failed(`too many tool calls in flight for the ${refused}`, null),
         throttled: true,
       };
     }
     for (const key of [organization, endUser])
       this.inFlight.set(key, (this.inFlight.get(key) ?? 0) + 1);
-    this.inFlightInAll += 1;
     try {
       return await this.send(call);
     } finally {
-      this.inFlightInAll -= 1;
       for (const key of [organization, endUser]) {
         const left = (this.inFlight.get(key) ?? 1) - 1;
         if (left > 0) this.inFlight.set(key, left);
