@@ -9,20 +9,13 @@ import { AppError } from '../common/errors/app-error';
  */
 export const SCHEMA_COMPILE_TIMEOUT_MS = 2_000;
 
-/**
- * How long one check of arguments may take once their schema is compiled. Tools' arguments are
- * checked in microseconds; a tenant's schema of 850 `oneOf` branches under `items`, fed 4,000
- * items, took 1.7 s, and every other tenant's tool call waited behind it (found by review).
- */
-export const ARGUMENTS_CHECK_TIMEOUT_MS = 250;
-
 /** Schemas one organization may have waiting to be checked in this process; past this, 429. */
 export const SCHEMAS_WAITING_PER_ORGANIZATION = 64;
 
 /**
- * Checks of arguments one organization may have waiting in this process: four rounds of
- * MAX_TOOL_CALLS_PER_ROUND, each round's calls sent at once; past this a call is answered as
- * unchecked. They hold nothing the replies waiting on them do not hold already.
+ * Checks of arguments one organization may have waiting in this process, counted apart from its
+ * schemas: four rounds of MAX_TOOL_CALLS_PER_ROUND, a round's calls being sent at once; past this
+ * a call is answered as unchecked. They hold nothing the replies waiting on them do not hold.
  */
 export const ARGUMENTS_WAITING_PER_ORGANIZATION = 256;
 
@@ -84,9 +77,6 @@ function compile(key, schema, textSize) {
   }
   if (!valid) throw new Error('schema is invalid: ' + meta.errorsText(meta.errors));
   const validate = new Ajv2020(OPTIONS).compile(schema);
-  // V8 compiles the code ajv wrote at its first call (a tenth of a second for 400 KB): made here,
-  // it is the compile's time, not the first arguments'.
-  validate(undefined);
   const size = textSize + validate.toString().length;
   kept += size;
   while (compiled.size > 0 && (compiled.size >= workerData.capacity || kept > workerData.textCapacity)) {
@@ -103,8 +93,6 @@ parentPort.on('message', (job) => {
     const { validate, fresh } = compile(job.key, job.schema, job.textSize);
     answer = { fresh };
     if (job.kind === 'validate') {
-      // The arguments' own, shorter, time starts now.
-      parentPort.postMessage({ id: job.id, compiled: true });
       const result = validate(job.args);
       // Anything but a boolean (an $async schema's promise) is no answer about the arguments.
       if (typeof result !== 'boolean') throw new Error('does not validate synchronously');
@@ -144,8 +132,6 @@ interface Answer {
   unchecked?: string;
   /** Compiled for this job, not found compiled. */
   fresh?: boolean;
-  /** Not the answer: the job's schema is compiled, and its arguments are being checked. */
-  compiled?: true;
   valid?: boolean;
   error?: { instancePath: string; message?: string };
 }
@@ -177,7 +163,6 @@ export interface ToolSchemasOptions {
   capacity?: number;
   textCapacity?: number;
   timeoutMs?: number;
-  argumentsTimeoutMs?: number;
   waitingPerOrganization?: number;
   argumentsWaitingPerOrganization?: number;
   /** The worker's heap (old generation), MiB. */
@@ -201,7 +186,6 @@ export class ToolSchemas {
   private readonly capacity: number;
   private readonly textCapacity: number;
   private readonly timeoutMs: number;
-  private readonly argumentsTimeoutMs: number;
   private readonly waitingPerOrganization: number;
   private readonly argumentsWaitingPerOrganization: number;
   private readonly heapMb: number;
@@ -233,7 +217,6 @@ export class ToolSchemas {
     this.capacity = options.capacity ?? COMPILED_SCHEMAS_KEPT;
     this.textCapacity = options.textCapacity ?? COMPILED_TEXT_KEPT;
     this.timeoutMs = options.timeoutMs ?? SCHEMA_COMPILE_TIMEOUT_MS;
-    this.argumentsTimeoutMs = options.argumentsTimeoutMs ?? ARGUMENTS_CHECK_TIMEOUT_MS;
     this.waitingPerOrganization =
       options.waitingPerOrganization ?? SCHEMAS_WAITING_PER_ORGANIZATION;
     this.argumentsWaitingPerOrganization =
@@ -246,7 +229,7 @@ export class ToolSchemas {
    * then kept compiled). 429 when the organization has too many schemas waiting already.
    */
   async problemOf(tenant: SchemaTenant, schema: object): Promise<string | undefined> {
-    if (this.tooManyWaiting(tenant.organizationId, this.waitingPerOrganization)) {
+    if (this.tooManyWaiting(tenant.organizationId, 'check', this.waitingPerOrganization)) {
       throw new AppError('rate_limited', 'Too many tool schemas are being checked: retry shortly', {
         headers: { 'Retry-After': String(Math.ceil(this.timeoutMs / 1000)) },
       });
@@ -257,7 +240,9 @@ export class ToolSchemas {
 
   /** `args` validated against `schema`, compiled first unless it is kept. */
   async validate(tenant: SchemaTenant, schema: object, args: unknown): Promise<ArgumentsCheck> {
-    if (this.tooManyWaiting(tenant.organizationId, this.argumentsWaitingPerOrganization)) {
+    if (
+      this.tooManyWaiting(tenant.organizationId, 'validate', this.argumentsWaitingPerOrganization)
+    ) {
       return {
         valid: false,
         unchecked: "wait behind too many of the organization's schemas to be checked",
@@ -282,8 +267,19 @@ export class ToolSchemas {
     await worker?.terminate();
   }
 
-  private tooManyWaiting(organizationId: string, most: number): boolean {
-    return (this.waiting.get(organizationId)?.length ?? 0) >= most;
+  /**
+   * Whether the organization has `most` jobs of `kind` waiting: counted by kind, so that an end
+   * user's round of calls does not refuse an admin's tool definition (429), nor the reverse.
+   */
+  private tooManyWaiting(
+    organizationId: string,
+    kind: Job['message']['kind'],
+    most: number,
+  ): boolean {
+    const queue = this.waiting.get(organizationId) ?? [];
+    let count = 0;
+    for (const job of queue) if (job.message.kind === kind && ++count >= most) return true;
+    return false;
   }
 
   private failAll(problem: string): void {
@@ -343,10 +339,23 @@ export class ToolSchemas {
     if (!this.ready) return;
     const job = this.retrying ?? this.nextWaiting();
     this.retrying = undefined;
-    const timer = this.endAfter(worker, job, this.timeoutMs, () =>
-      job.message.kind === 'check'
-        ? { problem: `must compile within ${this.timeoutMs} ms` }
-        : { unchecked: `took more than ${this.timeoutMs} ms to check` },
+    const timer = setTimeout(
+      // After the messages already come in (setImmediate runs after them): when this thread,
+      // not the worker, was held up past the time, the answer waiting is taken, not thrown away.
+      () =>
+        setImmediate(() => {
+          if (this.running?.job !== job) return;
+          // Its compile cannot be interrupted: the worker goes, and the next job gets a new one.
+          this.worker = undefined;
+          void worker.terminate();
+          this.finish(
+            job,
+            job.message.kind === 'check'
+              ? { problem: `must compile within ${this.timeoutMs} ms` }
+              : { unchecked: `took more than ${this.timeoutMs} ms to check` },
+          );
+        }),
+      this.timeoutMs,
     );
     this.running = { job, timer, sentAt: performance.now() };
     try {
@@ -354,34 +363,6 @@ export class ToolSchemas {
     } catch {
       this.finish(job, { unchecked: 'could not be sent to be checked' });
     }
-  }
-
-  /**
-   * Ends `job` with `answer()` after `ms`, its worker with it: neither a compile nor a check can
-   * be interrupted, so the worker goes, and the next job gets a new one.
-   */
-  private endAfter(worker: Worker, job: Job, ms: number, answer: () => Answer): NodeJS.Timeout {
-    return setTimeout(
-      // After the messages already come in (setImmediate runs after them): when this thread,
-      // not the worker, was held up past the time, the answer waiting is taken, not thrown away.
-      () =>
-        setImmediate(() => {
-          if (this.running?.job !== job) return;
-          this.worker = undefined;
-          void worker.terminate();
-          this.finish(job, answer());
-        }),
-      ms,
-    );
-  }
-
-  /** The running job's schema is compiled: its arguments have their own time from now. */
-  private compiledFor(worker: Worker, job: Job): void {
-    const running = this.running!;
-    clearTimeout(running.timer);
-    running.timer = this.endAfter(worker, job, this.argumentsTimeoutMs, () => ({
-      unchecked: `took more than ${this.argumentsTimeoutMs} ms to check`,
-    }));
   }
 
   /**
@@ -493,12 +474,8 @@ export class ToolSchemas {
       } else {
         const running = this.running;
         if (running && running.job.message.id === answer.id) {
-          if (answer.compiled) {
-            this.compiledFor(worker, running.job);
-          } else {
-            this.answeredByWorker += 1;
-            this.finish(running.job, answer);
-          }
+          this.answeredByWorker += 1;
+          this.finish(running.job, answer);
         }
       }
     });
