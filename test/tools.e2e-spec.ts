@@ -909,7 +909,7 @@ describe.each(kinds)('Tools (contract §26), %s', (kind) => {
         // Written to the model, the turn and the memory as null (review).
         [
           'tool-infinite',
-          '{"error":"bad body: output holds a number JSON cannot write, at /stock/1"}',
+          '{"error":"bad body: output holds at /stock/1 a number JSON cannot write"}',
           undefined,
         ],
         // Stored, and its end user's export refused by the import (review).

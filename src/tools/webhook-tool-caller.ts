@@ -185,14 +185,6 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
   if (!isStorableJson(output)) {
     return failed('bad body: output holds U+0000 or an unpaired surrogate', durationMs);
   }
-  // 1e999 parses as Infinity, which the model, the turn and the memory would be given as null.
-  const unwritable = nonFiniteNumberAt(output);
-  if (unwritable) {
-    return failed(
-      `bad body: output holds a number JSON cannot write, at /${unwritable.map(pointerToken).join('/')}`,
-      durationMs,
-    );
-  }
   // Its end user's export would hold a key that an import refuses.
   if (holdsKeyLongerThan(output, MAX_KEY_LENGTH)) {
     return failed(
@@ -206,6 +198,14 @@ function outputOf(body: string, durationMs: number): WebhookToolResult {
       `bad body: output holds the key ${forbidden}, which a request may not`,
       durationMs,
     );
+  }
+  // 1e999 parses as Infinity, which the model, the turn and the memory would be given as null.
+  // Checked after the keys, which its message names.
+  const unwritable = nonFiniteNumberAt(output);
+  if (unwritable) {
+    const where =
+      unwritable.length === 0 ? 'is' : `holds at /${unwritable.map(pointerToken).join('/')}`;
+    return failed(`bad body: output ${where} a number JSON cannot write`, durationMs);
   }
   return { output, error: null, durationMs };
 }
