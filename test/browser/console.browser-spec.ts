@@ -527,6 +527,17 @@ describeInBrowser('The console in a browser (contract §28)', () => {
     });
     // The form shows what was saved, the other admin's budget included.
     expect(await page.getByLabel('Monthly token budget').inputValue()).toBe(String(monthly + 1));
+    // Saved again with nothing changed: nothing is sent (an empty PATCH wrote an audit event).
+    const sent: string[] = [];
+    const record = (request: { method(): string; url(): string }) => {
+      if (request.method() === 'PATCH') sent.push(request.url());
+    };
+    page.on('request', record);
+    await page.getByRole('button', { name: 'Save the safety settings' }).click();
+    await page.getByRole('button', { name: 'Save the limits' }).click();
+    await page.waitForTimeout(500);
+    page.off('request', record);
+    expect(sent).toEqual([]);
     const row = page.getByRole('row', { name: new RegExp(userId) });
     await row.waitFor();
     expect(await row.textContent()).toContain('self_harm');

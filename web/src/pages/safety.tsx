@@ -60,7 +60,9 @@ function SafetyForm() {
   };
   const save = (body: Record<string, unknown>) =>
     action.run(async () => {
-      const settings = await api<SafetySettings>('PATCH', path, { body });
+      // Nothing changed: nothing to write (nor an audit event saying nothing).
+      const settings =
+        Object.keys(body).length === 0 ? form : await api<SafetySettings>('PATCH', path, { body });
       setBase(settings);
       setForm(settings);
       setSaved(true);
@@ -224,7 +226,10 @@ function LimitsForm() {
               if ('rps' in changed || 'burst' in changed) {
                 body.end_user_rate_limit = rps === null && burst === null ? null : { rps, burst };
               }
-              const fields = fieldsOf(await api<Limits>('PATCH', path, { body }));
+              const fields =
+                Object.keys(body).length === 0
+                  ? form
+                  : fieldsOf(await api<Limits>('PATCH', path, { body }));
               setBase(fields);
               setForm(fields);
               setSaved(true);
