@@ -308,35 +308,6 @@ describe('ToolSchemas', () => {
     expect(await Promise.all(calls)).toEqual([{ valid: true }, { valid: true }]);
   });
 
-  it("checks a round's calls sent at once before another account's next slow job", async () => {
-    const schemas = schemasWith(UNHURRIED);
-    await schemas.problemOf(alone('warm'), numbered(0));
-    const answered: string[] = [];
-    let sending = true;
-    // Another tenant's slow jobs, one at a time, each sent once the last was answered.
-    const slowLoop = (async () => {
-      for (let n = 1; sending; n += 1) {
-        await schemas.problemOf(alone('hostile'), { ...slowToCompile(), title: `slow ${n}` });
-        answered.push(`slow ${n}`);
-      }
-    })();
-    while (!answered.includes('slow 1')) await new Promise((resolve) => setTimeout(resolve, 5));
-    await Promise.all(
-      [1, 2, 3, 4, 5, 6, 7, 8].map((n) =>
-        schemas
-          .validate(alone('victim'), numbered(n), { [`field_${n}`]: n })
-          .then(() => void answered.push(`call ${n}`)),
-      ),
-    );
-    sending = false;
-    await slowLoop;
-    // The slow job running when the round came, then all eight: none waits for another.
-    const slowBefore = answered
-      .slice(0, answered.indexOf('call 8'))
-      .filter((name) => name.startsWith('slow'));
-    expect(slowBefore).toEqual(['slow 1', 'slow 2']);
-  });
-
   it("runs a job again on a new worker when one holding others' schemas runs out of heap: none fails for another's", async () => {
     // A 16 MiB heap that one account's schemas, all kept, fill within about 100.
     const schemas = schemasWith({
