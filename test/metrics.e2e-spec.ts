@@ -5,9 +5,10 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { ensureBuilt, runBuilt, waitUntilReady } from './support/built-app';
 import { FakeStripe } from './support/fake-stripe';
 import { tenantWithKey, uniqueEmail } from './support/identity';
-import { freePort } from './support/ports';
+import { answersAt, freePort } from './support/ports';
 import { parseExposition, valueOf, type Exposition } from './support/prometheus';
 import { createTestApp, type TestApp } from './support/test-app';
 
@@ -298,4 +299,40 @@ describe('Rate-limit decisions in the metrics', () => {
       await t.close();
     }
   });
+});
+
+/** METRICS_HOST as an operator sets it: the built service, `node dist/main.js`. */
+describe('METRICS_HOST (the built service)', () => {
+  beforeAll(() => ensureBuilt(), 180_000);
+
+  it('binds the metrics port to the address named: this host only at 127.0.0.1', async () => {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const app = runBuilt('main.js', [], {
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      METRICS_HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_REDIS_PREFIX: `e2e-${randomUUID()}:`,
+    });
+    try {
+      await waitUntilReady(app, port);
+      expect(await answersAt('127.0.0.1', metricsPort, '/metrics')).toBe(true);
+      expect(await answersAt('127.0.0.2', metricsPort, '/metrics')).toBe(false);
+      // The public port is every interface's, as before.
+      expect(await answersAt('127.0.0.2', port, '/health/live')).toBe(true);
+      expect(app.output()).toMatch(/"host":"127\.0\.0\.1".*"msg":"metrics listening"/);
+    } finally {
+      await app.stop();
+    }
+  }, 60_000);
+
+  it('refuses to start on an address that is not one, naming the variable', async () => {
+    const app = runBuilt('main.js', [], {
+      PORT: String(await freePort()),
+      METRICS_PORT: String(await freePort()),
+      METRICS_HOST: 'localhost',
+    });
+    expect(await app.exited).toBe(1);
+    expect(app.output()).toContain('METRICS_HOST must be an IPv4 or IPv6 address');
+  }, 60_000);
 });

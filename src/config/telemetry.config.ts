@@ -97,8 +97,8 @@ export const telemetryConfig = registerAs('telemetry', () => {
   return {
     /** 0: no metrics server and nothing recorded per request. */
     metricsPort: env.METRICS_PORT ?? 9464,
-    /** Undefined: every interface. */
-    metricsHost: env.METRICS_HOST || undefined,
+    /** Undefined (unset or empty): every interface. */
+    metricsHost: env.METRICS_HOST,
     tracing: tracingEnabled(env),
   };
 });

@@ -1,8 +1,7 @@
 import type { Request } from 'express';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { PinoLogger } from 'nestjs-pino';
 import pino from 'pino';
+import { answersAt, freePort } from '../../test/support/ports';
 import type { Database } from '../database/database';
 import { MetricsService, UNMATCHED_ROUTE } from './metrics.service';
 
@@ -82,23 +81,6 @@ describe('MetricsService', () => {
   });
 
   describe('METRICS_HOST', () => {
-    async function freePort(): Promise<number> {
-      const probe = createServer();
-      await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-      const { port } = probe.address() as AddressInfo;
-      await new Promise((resolve) => probe.close(resolve));
-      return port;
-    }
-
-    /** Whether GET /metrics answers at `host`: Linux routes all of 127.0.0.0/8 to loopback. */
-    async function answersAt(host: string, port: number): Promise<boolean> {
-      try {
-        return (await fetch(`http://${host}:${port}/metrics`)).status === 200;
-      } catch {
-        return false;
-      }
-    }
-
     it.each([
       ['127.0.0.1', false],
       [undefined, true],
@@ -107,8 +89,8 @@ describe('MetricsService', () => {
       const metrics = service(port, host);
       await metrics.onApplicationBootstrap();
       try {
-        expect(await answersAt('127.0.0.1', port)).toBe(true);
-        expect(await answersAt('127.0.0.2', port)).toBe(elsewhere);
+        expect(await answersAt('127.0.0.1', port, '/metrics')).toBe(true);
+        expect(await answersAt('127.0.0.2', port, '/metrics')).toBe(elsewhere);
       } finally {
         await metrics.onApplicationShutdown();
       }

@@ -11,3 +11,16 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * Whether `GET path` answers 200 at `host:port`; false when nothing listens there. Linux routes
+ * all of 127.0.0.0/8 to loopback, so 127.0.0.2 tells a server bound to 127.0.0.1 from one bound
+ * to every interface.
+ */
+export async function answersAt(host: string, port: number, path: string): Promise<boolean> {
+  try {
+    return (await fetch(`http://${host}:${port}${path}`)).status === 200;
+  } catch {
+    return false;
+  }
+}
