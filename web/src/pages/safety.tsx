@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api } from '../api';
 import { formatTime } from '../format';
 import { canManage, useOrganization } from '../session';
@@ -45,28 +45,16 @@ function SafetyForm() {
   const organization = useOrganization();
   const path = `/v1/organizations/${organization.id}/safety`;
   const loaded = useLoad(() => api<SafetySettings>('GET', path), [path]);
-  // The settings as last read or saved, and the form's copy the user edits.
-  const [base, setBase] = useState<SafetySettings | null>(null);
-  const [form, setForm] = useState<SafetySettings | null>(null);
+  const { form, set, changed, saved, justSaved } = useEditedCopy(loaded.data);
   const action = useAction();
-  const [saved, setSaved] = useState(false);
-  useEffect(() => {
-    setBase(loaded.data ?? null);
-    setForm(loaded.data ?? null);
-  }, [loaded.data]);
-  const set = (change: Partial<SafetySettings>) => {
-    setSaved(false);
-    setForm((previous) => previous && { ...previous, ...change });
-  };
   const save = (body: Record<string, unknown>) =>
-    action.run(async () => {
-      // Nothing changed: nothing to write (nor an audit event saying nothing).
-      const settings =
-        Object.keys(body).length === 0 ? form : await api<SafetySettings>('PATCH', path, { body });
-      setBase(settings);
-      setForm(settings);
-      setSaved(true);
-    });
+    action.run(async () =>
+      saved(
+        Object.keys(body).length === 0
+          ? undefined
+          : await api<SafetySettings>('PATCH', path, { body }),
+      ),
+    );
   return (
     <section>
       <h2>Safety</h2>
@@ -88,7 +76,7 @@ function SafetyForm() {
             // Only what the user changed: the default crisis message sent back would be stored
             // as the organization's own, no longer following the default, and a setting another
             // admin changed meanwhile would be put back (found by review).
-            void save(changedFields(base ?? form, form));
+            void save(changed());
           }}
         >
           <SelectField
@@ -153,18 +141,47 @@ function SafetyForm() {
             </button>
           </div>
           <ErrorNotice error={action.error} />
-          {saved ? <Notice>Saved.</Notice> : null}
+          {justSaved ? <Notice>Saved.</Notice> : null}
         </form>
       )}
     </section>
   );
 }
 
-/** The fields of `edited` that differ from `base`. */
-function changedFields<T extends object>(base: T, edited: T): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(edited).filter(([key, value]) => base[key as keyof T] !== value),
-  ) as Partial<T>;
+/**
+ * A form's copy of `read`, which the user edits, beside the values last read or saved: a save
+ * sends only the fields `changed()` names, and with none it sends nothing (an empty PATCH wrote
+ * an audit event of no change).
+ */
+function useEditedCopy<T extends object>(read: T | undefined) {
+  const [copy, setCopy] = useState<{ base: T; form: T; justSaved: boolean } | null>(null);
+  useEffect(() => setCopy(read ? { base: read, form: read, justSaved: false } : null), [read]);
+  return {
+    form: copy?.form ?? null,
+    justSaved: copy?.justSaved ?? false,
+    set: (change: Partial<T>) =>
+      setCopy(
+        (previous) =>
+          previous && { ...previous, form: { ...previous.form, ...change }, justSaved: false },
+      ),
+    /** The fields that differ from the values last read or saved. */
+    changed: (): Partial<T> =>
+      copy
+        ? (Object.fromEntries(
+            Object.entries(copy.form).filter(([key, value]) => copy.base[key as keyof T] !== value),
+          ) as Partial<T>)
+        : {},
+    /** The answer of a save, or undefined when nothing was sent: the form as it stands. */
+    saved: (value?: T) =>
+      setCopy(
+        (previous) =>
+          previous && {
+            base: value ?? previous.form,
+            form: value ?? previous.form,
+            justSaved: true,
+          },
+      ),
+  };
 }
 
 interface LimitsFields {
@@ -185,19 +202,9 @@ function LimitsForm() {
   const organization = useOrganization();
   const path = `/v1/organizations/${organization.id}/limits`;
   const loaded = useLoad(() => api<Limits>('GET', path), [path]);
-  const [base, setBase] = useState<LimitsFields | null>(null);
-  const [form, setForm] = useState<LimitsFields | null>(null);
+  const read = useMemo(() => loaded.data && fieldsOf(loaded.data), [loaded.data]);
+  const { form, set, changed: changedFields, saved, justSaved } = useEditedCopy(read);
   const action = useAction();
-  const [saved, setSaved] = useState(false);
-  useEffect(() => {
-    const fields = loaded.data ? fieldsOf(loaded.data) : null;
-    setBase(fields);
-    setForm(fields);
-  }, [loaded.data]);
-  const set = (change: Partial<LimitsFields>) => {
-    setSaved(false);
-    setForm((previous) => previous && { ...previous, ...change });
-  };
   const number = (text: string) => (text.trim() === '' ? null : Number(text));
   return (
     <section>
@@ -217,7 +224,7 @@ function LimitsForm() {
             event.preventDefault();
             void action.run(async () => {
               // Only the limits the user changed: one another admin set meanwhile stays.
-              const changed = changedFields(base ?? form, form);
+              const changed = changedFields();
               const rps = number(form.rps);
               const burst = number(form.burst);
               const body: Record<string, unknown> = {};
@@ -226,13 +233,11 @@ function LimitsForm() {
               if ('rps' in changed || 'burst' in changed) {
                 body.end_user_rate_limit = rps === null && burst === null ? null : { rps, burst };
               }
-              const fields =
+              saved(
                 Object.keys(body).length === 0
-                  ? form
-                  : fieldsOf(await api<Limits>('PATCH', path, { body }));
-              setBase(fields);
-              setForm(fields);
-              setSaved(true);
+                  ? undefined
+                  : fieldsOf(await api<Limits>('PATCH', path, { body })),
+              );
             });
           }}
         >
@@ -291,7 +296,7 @@ function LimitsForm() {
             </button>
           </div>
           <ErrorNotice error={action.error} />
-          {saved ? <Notice>Saved.</Notice> : null}
+          {justSaved ? <Notice>Saved.</Notice> : null}
         </form>
       )}
     </section>
