@@ -132,7 +132,10 @@ export function jsonBodyMiddleware(options: JsonBodyOptions = {}): RequestHandle
     // A form's body goes to multer as it came: one sent compressed was parsed as plain bytes
     // (brotli: stored; gzip: a 400 about the form) instead of refused as JSON is (review).
     if (isMultipart(contentType) && options.formRoutes?.has(routeKey(request))) {
-      return next(encodedBodyRefusal(request));
+      const refused = encodedBodyRefusal(request);
+      // Refused unread: the connection goes with the answer, not on draining a form's megabytes.
+      if (refused) response.setHeader('Connection', 'close');
+      return next(refused);
     }
     if (!isUtf8Json(contentType)) {
       return next(
