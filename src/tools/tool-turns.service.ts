@@ -165,12 +165,6 @@ export class ToolTurnsService {
 
   /** The turn's answer, or its pause for client tools (saved, so any instance resumes it). */
   async run(context: ToolTurnContext, ask: AskEngine): Promise<ToolTurnOutcome> {
-    // Whose turn the arguments' checks wait in: read at a call (OrganizationsService keeps it),
-    // not for a turn that calls no tool.
-    const tenant = async (): Promise<SchemaTenant> => ({
-      organizationId: context.organizationId,
-      account: await this.organizations.accountOf(context.organizationId),
-    });
     const tools = new Map<string, TurnTool>();
     for (const tool of context.personalityTools) tools.set(tool.name, tool);
     for (const tool of context.state.requestTools) {
@@ -223,7 +217,12 @@ export class ToolTurnsService {
       // Every call's arguments checked at once: the round waits for the schema worker's job
       // running when it came, not for one job of another tenant's between each of its own
       // (found by review: 8 calls waited 7.5 s behind another tenant's slow checks).
-      const owner = await tenant();
+      // Whose turn the checks wait in: read at a round of calls (OrganizationsService keeps it),
+      // not for a turn that calls no tool.
+      const owner: SchemaTenant = {
+        organizationId: context.organizationId,
+        account: await this.organizations.accountOf(context.organizationId),
+      };
       const problems = await Promise.all(
         calls.map((call) => {
           const tool = tools.get(call.name);
