@@ -320,7 +320,12 @@ describe('METRICS_HOST (the built service)', () => {
       expect(await answersAt('127.0.0.2', metricsPort, '/metrics')).toBe(false);
       // The public port is every interface's, as before.
       expect(await answersAt('127.0.0.2', port, '/health/live')).toBe(true);
-      expect(app.output()).toMatch(/"host":"127\.0\.0\.1".*"msg":"metrics listening"/);
+      // Log lines reach stdout within a second (pino writes them in batches), not at readiness.
+      const listening = /"host":"127\.0\.0\.1".*"msg":"metrics listening"/;
+      for (let waited = 0; !listening.test(app.output()) && waited < 5_000; waited += 100) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(app.output()).toMatch(listening);
     } finally {
       await app.stop();
     }
