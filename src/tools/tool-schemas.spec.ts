@@ -84,6 +84,15 @@ describe('ToolSchemas', () => {
     expect(schemas.compiles).toBe(4);
   });
 
+  it('counts the code of the definitions a schema refers to, not only its own', async () => {
+    // About 1.2 KB of text, 0.5 KB of code of its own and 18 KB behind its one `$ref`: counted
+    // whole, one fits in 30 KB, not two (the root's code alone let 17 in).
+    const referring = (n: number) => ({ $defs: { shape: wide(n, 20) }, $ref: '#/$defs/shape' });
+    const schemas = schemasWith({ textCapacity: 30_000 });
+    for (const n of [0, 1, 0]) await schemas.problemOf(alone('org'), referring(n));
+    expect(schemas.compiles).toBe(3);
+  });
+
   it('compiles off the event loop: requests go on while a slow schema compiles', async () => {
     const schemas = schemasWith(UNHURRIED);
     let turns = 0;

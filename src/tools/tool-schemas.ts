@@ -61,6 +61,22 @@ const compiled = new Map();
 let kept = 0;
 // A promise no job awaits would end the worker, and fail the job of whoever comes next.
 process.on('unhandledRejection', () => {});
+// A reference is a function of its own (inlineRefs off), not in the root's code: each one
+// reachable from it counts, once, so that a schema of one $ref is not kept as a few bytes.
+function codeSize(validate) {
+  const seen = new Set();
+  let size = 0;
+  const visit = (item) => {
+    const env = typeof item === 'function' ? item.schemaEnv : item;
+    if (!env || typeof env !== 'object' || seen.has(env)) return;
+    seen.add(env);
+    if (typeof env.validate === 'function') size += env.validate.toString().length;
+    for (const ref of Object.values(env.refs || {})) visit(ref);
+    for (const ref of Object.values(env.localRefs || {})) visit(ref);
+  };
+  visit(validate);
+  return size;
+}
 function compile(key, schema, textSize) {
   const found = compiled.get(key);
   if (found) {
@@ -77,7 +93,7 @@ function compile(key, schema, textSize) {
   }
   if (!valid) throw new Error('schema is invalid: ' + meta.errorsText(meta.errors));
   const validate = new Ajv2020(OPTIONS).compile(schema);
-  const size = textSize + validate.toString().length;
+  const size = textSize + codeSize(validate);
   kept += size;
   while (compiled.size > 0 && (compiled.size >= workerData.capacity || kept > workerData.textCapacity)) {
     const [oldest, entry] = compiled.entries().next().value;
