@@ -266,18 +266,30 @@ describe('Webhook redelivery (contract §28)', () => {
     const a = await tenant();
     const { hook, first } = await pingedEndpoint(a.admin);
     await queuePending(first.id as string, MANUAL_ATTEMPTS_PENDING_MAX);
-    expectError(await redeliver(a.admin, hook.id, first.id as string), 409, 'conflict');
-    expectError(await ping(a.admin, hook.id), 409, 'conflict');
+    // Under Idempotency-Key: "try again" is not the key's answer for a day.
+    const redeliveryKey = `redeliver-${randomUUID()}`;
+    const pingKey = `ping-${randomUUID()}`;
+    const keyedRedelivery = () =>
+      redeliver(a.admin, hook.id, first.id as string).set('Idempotency-Key', redeliveryKey);
+    const keyedPing = () => ping(a.admin, hook.id).set('Idempotency-Key', pingKey);
+    expectError(await keyedRedelivery(), 409, 'conflict');
+    expectError(await keyedPing(), 409, 'conflict');
 
-    // Once two are made, both are taken again.
+    // Once two are made, both are taken again, under the same keys, and answered once.
     await t.app.get(DataSource).query(
       `UPDATE webhook_delivery_attempts SET status = 'succeeded', next_attempt_at = NULL
         WHERE endpoint_id = $1
           AND attempt >= (SELECT max(attempt) - 1 FROM webhook_delivery_attempts WHERE endpoint_id = $1)`,
       [hook.id],
     );
-    expect((await redeliver(a.admin, hook.id, first.id as string)).status).toBe(202);
-    expect((await ping(a.admin, hook.id)).status).toBe(202);
+    const redelivered = await keyedRedelivery();
+    expect(redelivered.status).toBe(202);
+    expect(redelivered.headers['idempotent-replayed']).toBeUndefined();
+    const pinged = await keyedPing();
+    expect(pinged.status).toBe(202);
+    const replayed = await keyedPing();
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect(replayed.body).toEqual(pinged.body);
   });
 
   /** Attempts of `endpointId` not yet made. */

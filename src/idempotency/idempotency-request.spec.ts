@@ -60,6 +60,7 @@ describe('Idempotency-Key rules', () => {
     expect(isStoredOutcome(429, 'too_many_streams')).toBe(false);
     expect(isStoredOutcome(402, 'budget_exceeded')).toBe(false);
     expect(isStoredOutcome(409, 'turn_not_pending')).toBe(false);
+    expect(isStoredOutcome(409, 'conflict')).toBe(false);
     expect(isStoredOutcome(502, 'engine_unavailable')).toBe(false);
   });
 

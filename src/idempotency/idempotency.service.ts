@@ -66,12 +66,16 @@ function subjectOf(claim: IdempotencyClaim, answer: unknown): Buffer | null {
  * replies in flight settle, the budget is raised or the period resets; stored, the retry got the
  * old refusal for 24 hours, found by review); 409 `turn_not_pending` (another resumption holds
  * the turn, and gives it back if it fails: stored, the retry got the refusal while the turn
- * waited, found by review); and 400 `validation_failed` / `malformed_json`, a request refused
+ * waited, found by review); 409 `conflict` (a race or a full queue: a webhook endpoint's 100
+ * attempts pending, redeliveries made at once; stored, the retry got "try again" for 24 hours,
+ * found by review); and 400 `validation_failed` / `malformed_json`, a request refused
  * before any work started, which the client may correct and send again under the same key.
  */
 export function isStoredOutcome(status: number, code?: string): boolean {
   if (status >= 500 || status === 429) return false;
-  if (code === 'budget_exceeded' || code === 'turn_not_pending') return false;
+  if (code === 'budget_exceeded' || code === 'turn_not_pending' || code === 'conflict') {
+    return false;
+  }
   return code !== 'validation_failed' && code !== 'malformed_json';
 }
 
