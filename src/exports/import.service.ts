@@ -36,6 +36,20 @@ const PERSONALITY_BATCH = 100;
 /** Characters of text a batch holds at most, whatever its count. */
 const BATCH_CHARACTERS = 2 * 1_048_576;
 /**
+ * Words a batch of memories holds at most, its first memory whatever it holds: a trigger writes
+ * a posting per distinct word of each memory in the same statement (about 27 µs each here), and
+ * 1,400 exported memories of 600 words, well within BATCH_CHARACTERS, ran past the statement
+ * timeout, so an export the service made could not be imported again (found by review). As
+ * the retention purge's PURGE_WORDS_PER_BATCH; the words are counted as runs of letters and
+ * digits, at least the lexemes PostgreSQL's parser finds in them but for hyphenated compounds.
+ */
+const BATCH_WORDS = 20_000;
+
+/** The runs of letters and digits in `text`: what BATCH_WORDS counts. */
+function wordsIn(text: string): number {
+  return text.match(/[\p{L}\p{N}]+/gu)?.length ?? 0;
+}
+/**
  * The classifier works synchronously (about 0.6 µs a character): after this much text the import
  * lets the event loop run, so a batch of long messages stalls other requests for tens of
  * milliseconds, not the second its 2 MiB would take.
@@ -143,25 +157,39 @@ export class ImportService {
     return checker.finish();
   }
 
-  /** The items of a checked array, in batches of at most `count` and BATCH_CHARACTERS. */
+  /**
+   * The items of a checked array, in batches of at most `count` and BATCH_CHARACTERS, and, with
+   * `wordsOf`, of at most BATCH_WORDS (a batch is closed before the item that would pass it).
+   */
   private async *batches<T>(
     document: SpooledDocument,
     array: PmfArray,
     count: number,
+    wordsOf?: (item: T) => number,
   ): AsyncGenerator<T[]> {
     const range = document.member(array);
     if (!range?.isArray) return;
     let batch: T[] = [];
     let characters = 0;
+    let words = 0;
     for await (const piece of piecesOf(document, range)) {
       // Checked before: every piece was built, and is a valid item.
       const { value, characters: size } = piece as { value: T; characters: number };
+      const itemWords = wordsOf?.(value) ?? 0;
+      if (batch.length > 0 && words + itemWords > BATCH_WORDS) {
+        yield batch;
+        batch = [];
+        characters = 0;
+        words = 0;
+      }
       batch.push(value);
       characters += size;
+      words += itemWords;
       if (batch.length === count || characters >= BATCH_CHARACTERS) {
         yield batch;
         batch = [];
         characters = 0;
+        words = 0;
       }
     }
     if (batch.length > 0) yield batch;
@@ -209,7 +237,12 @@ export class ImportService {
     // The new ids of the memories facts were learned from.
     const memoryIds = new Map<string, string>();
     let classifiedThisTurn = 0;
-    for await (const batch of this.batches<PmfMemory>(document, 'memories', MEMORY_BATCH)) {
+    for await (const batch of this.batches<PmfMemory>(
+      document,
+      'memories',
+      MEMORY_BATCH,
+      (memory) => wordsIn(memory.content),
+    )) {
       const rows: NewMemory[] = [];
       for (const memory of batch) {
         classifiedThisTurn += memory.content.length;
