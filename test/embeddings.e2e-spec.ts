@@ -242,6 +242,19 @@ describe('Embeddings: recall by meaning (contract §27)', () => {
     expect((await search(off, userId, PARAPHRASE)).map((m) => m.content)).not.toContain(CRETE);
   });
 
+  it('sends no question to the provider for an end user that does not exist', async () => {
+    const question = `Where did nobody go on holiday ${randomUUID()}?`;
+    const missing = await on[0]
+      .http()
+      .get(`/v1/end-users/${uniqueUserId('nobody')}/memories/search`)
+      .query({ q: question })
+      .set('Authorization', tenant.auth);
+    expect(missing.status).toBe(404);
+    // The same search of an end user who exists sends it: the check can fail.
+    await search(on[0], userId, question);
+    expect(fake.inputs.filter((input) => input === question)).toHaveLength(1);
+  });
+
   it('compares whole vectors as real[] unless the database has pgvector (PGlite has: services/pgvector)', async () => {
     const installed = await count(`pg_extension WHERE extname = 'vector'`);
     const columns = await count(

@@ -37,17 +37,17 @@ export class MemoriesService {
   /**
    * Full-text search of the end user's memories, fused with the ranking by meaning when
    * embeddings are on and the question's embedding came in time (docs/memory.md); not paged.
+   * The end user is found first: asked alongside, the question went to the provider (paid, and
+   * read there) for an end user of no one, or of another organization (found by review).
    */
   async search(
     organizationId: string,
     userId: string,
     options: { q: string; personalityId?: string; limit: number },
   ): Promise<Page<ScoredMemoryDto>> {
-    const [endUserId, meaning] = await Promise.all([
-      this.memories.findEndUserId(organizationId, userId),
-      this.embedder.embedQuery(organizationId, options.q),
-    ]);
+    const endUserId = await this.memories.findEndUserId(organizationId, userId);
     if (!endUserId) throw AppError.notFound('End user');
+    const meaning = await this.embedder.embedQuery(organizationId, options.q);
     const rows = await this.memories.search(
       organizationId,
       endUserId,
