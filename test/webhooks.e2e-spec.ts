@@ -1,6 +1,7 @@
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import type { Test } from 'supertest';
 import { Webhook } from 'standardwebhooks';
 import type { DataSource } from 'typeorm';
 import { Database } from '../src/database/database';
@@ -1010,6 +1011,79 @@ describe('Fair delivery slots between organizations (§25)', () => {
   }, 30_000);
 });
 
+describe('Fair delivery slots between accounts', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp({
+      env: {
+        ...FAST,
+        // Three organizations' caps (8 each) would pass the instance's 16.
+        WEBHOOK_CONCURRENCY: '16',
+        WEBHOOK_TIMEOUT_MS: '5000',
+        WEBHOOK_MAX_ATTEMPTS: '1',
+        WEBHOOK_POLL_INTERVAL_MS: '500',
+      },
+    });
+  });
+  afterAll(() => t.close());
+
+  it("one user's three organizations of hanging endpoints hold one organization's 8 slots: another tenant's event arrives within 2 s", async () => {
+    const run = randomUUID();
+    const maker = await adminTenant(t);
+    const organizations = [maker.organizationId];
+    for (let o = 1; o < 3; o++) {
+      const made = await t
+        .http()
+        .post('/v1/organizations')
+        .set('Authorization', `Bearer ${maker.accessToken}`)
+        .send({ name: `hanging ${o}` });
+      expect(made.status).toBe(201);
+      organizations.push(made.body.id as string);
+    }
+    const owner = (request: Test, organizationId: string) =>
+      request
+        .set('Authorization', `Bearer ${maker.accessToken}`)
+        .set('X-Organization-Id', organizationId);
+    for (const [o, organizationId] of organizations.entries()) {
+      for (let i = 0; i < 4; i++) {
+        await owner(t.http().post('/v1/webhook-endpoints'), organizationId)
+          .send({ url: receiver.url(`hang/${run}/${o}/${i}`), events: ['end_user.created'] })
+          .expect(201);
+      }
+      // 10 changes × 4 endpoints: 40 attempts due in each organization.
+      for (let n = 0; n < 10; n++) {
+        await owner(t.http().post('/v1/end-users'), organizationId)
+          .send({ user_id: `hanging-${n}` })
+          .expect(201);
+      }
+    }
+    await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'hanging');
+    const firstHanging = Math.min(...receiver.at(`/hang/${run}/`).map((hook) => hook.receivedAt));
+
+    const healthy = await adminTenant(t);
+    await createEndpoint(t, healthy, receiver.url(`ok/${run}/healthy`), ['end_user.created']);
+    const created = await t
+      .http()
+      .post('/v1/end-users')
+      .set('Authorization', healthy.auth)
+      .send({ user_id: 'quiet' });
+    expect(created.status).toBe(201);
+    const answeredAt = Date.now();
+    await receiver.waitFor(
+      () => receiver.at(`/ok/${run}/healthy`).length > 0,
+      15_000,
+      "the healthy tenant's event",
+    );
+    expect(receiver.at(`/ok/${run}/healthy`)[0].receivedAt - answeredAt).toBeLessThanOrEqual(2_000);
+    // Before the first hanging attempts time out, at most 8 of the account's were made.
+    const early = receiver
+      .at(`/hang/${run}/`)
+      .filter((hook) => hook.receivedAt < firstHanging + 4_000);
+    expect(early.length).toBeLessThanOrEqual(8);
+  }, 40_000);
+});
+
 describe('The fair claim (WebhooksRepository.claimDue)', () => {
   let t: TestApp;
   let repository: WebhooksRepository;
@@ -1025,6 +1099,7 @@ describe('The fair claim (WebhooksRepository.claimDue)', () => {
     limit: 1000,
     perOrganization: 8,
     perEndpoint: 4,
+    busyAccounts: new Map(),
     busyOrganizations: new Map(),
     busyEndpoints: new Map(),
     endpointsPerClaim: 256,
@@ -1104,6 +1179,55 @@ describe('The fair claim (WebhooksRepository.claimDue)', () => {
     expect(third.attempts.map((a) => a.endpoint_id)).toEqual([quietEndpoint]);
     expect(third.cursor).toBe(quietEndpoint);
     await giveBack(third.attempts);
+  });
+
+  it("shares one organization's slots among the organizations one user made", async () => {
+    const maker = await adminTenant(t);
+    const second = await t
+      .http()
+      .post('/v1/organizations')
+      .set('Authorization', `Bearer ${maker.accessToken}`)
+      .send({ name: `second ${randomUUID()}` });
+    expect(second.status).toBe(201);
+    const organizations = [maker.organizationId, second.body.id as string];
+    const run = randomUUID();
+    for (const [o, organizationId] of organizations.entries()) {
+      for (let i = 0; i < 2; i++) {
+        await t
+          .http()
+          .post('/v1/webhook-endpoints')
+          .set('Authorization', `Bearer ${maker.accessToken}`)
+          .set('X-Organization-Id', organizationId)
+          .send({ url: receiver.url(`ok/${run}/${o}/${i}`), events: ALL_EVENTS })
+          .expect(201);
+      }
+      for (let n = 0; n < 8; n++) {
+        await emit(t, organizationId, 'end_user.created', { user_id: `u-${o}-${n}` });
+      }
+    }
+    const ours = (attempts: ClaimedAttempt[]) =>
+      attempts.filter((a) => organizations.includes(a.organization_id));
+
+    // 32 attempts due in two organizations of one maker: 8 in all, 4 of each (turns).
+    const first = await repository.claimDue(limits(), 60_000, randomUUID(), new Date());
+    const mine = ours(first.attempts);
+    expect(mine).toHaveLength(8);
+    for (const organizationId of organizations) {
+      expect(mine.filter((a) => a.organization_id === organizationId)).toHaveLength(4);
+    }
+    expect(new Set(mine.map((a) => a.account)).size).toBe(1);
+    await repository.release(mine.map((a) => ({ id: a.id, lockToken: a.lock_token })));
+
+    // With 6 of the account's in flight here, in either organization: 2 more.
+    const account = mine[0].account;
+    const next = await repository.claimDue(
+      limits({ busyAccounts: new Map([[account, 6]]) }),
+      60_000,
+      randomUUID(),
+      new Date(),
+    );
+    expect(ours(next.attempts)).toHaveLength(2);
+    await repository.release(next.attempts.map((a) => ({ id: a.id, lockToken: a.lock_token })));
   });
 });
 
@@ -1455,6 +1579,7 @@ describe('An instance that stops between the change and the delivery', () => {
         limit: 1,
         perOrganization: 8,
         perEndpoint: 4,
+        busyAccounts: new Map(),
         busyOrganizations: new Map(),
         busyEndpoints: new Map(),
         endpointsPerClaim: 256,

@@ -7,6 +7,7 @@ import { cte, sql, withEntries } from '../database/sql';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import type { Membership } from './entities/membership.entity';
 import type { Organization } from './entities/organization.entity';
+import { makerOf } from './organization-maker';
 import { managerMembership } from '../users/manager-membership';
 
 /** What a member sees of an organization (GET /v1/organizations). */
@@ -27,11 +28,7 @@ export type GrantRow = RowOf<typeof GRANT>;
 
 const RATE_LIMIT = Columns.rowOf<Organization>()('rateLimitRps', 'rateLimitBurst');
 
-const MAKER = Columns.computed<{ maker: string | null }>({
-  maker: sql`coalesce(o.created_by_user_id, (
-               SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-                ORDER BY m.created_at, m.user_id LIMIT 1))`,
-});
+const MAKER = Columns.computed<{ maker: string | null }>({ maker: makerOf('o') });
 
 /** The SQL of organizations and of a user's own memberships in them. */
 @Injectable()

@@ -3,26 +3,30 @@
 -- a pass with nothing due
 -- prepared
 WITH RECURSIVE
-busy_organization AS (
-  SELECT * FROM unnest($1::uuid[],
+busy_account AS (
+  SELECT * FROM unnest($1::text[],
                        $2::int[])
-           AS b(organization_id, in_flight)),
-busy_endpoint AS (
+           AS b(account, in_flight)),
+busy_organization AS (
   SELECT * FROM unnest($3::uuid[],
                        $4::int[])
+           AS b(organization_id, in_flight)),
+busy_endpoint AS (
+  SELECT * FROM unnest($5::uuid[],
+                       $6::int[])
            AS b(endpoint_id, in_flight)),
 -- From the cursor to the last endpoint, then from the first one up to the cursor.
 after_cursor(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
- WHERE status = 'pending' AND endpoint_id > $5::uuid
+ WHERE status = 'pending' AND endpoint_id > $7::uuid
  ORDER BY endpoint_id LIMIT 1), 1
-   WHERE $6::uuid IS NOT NULL
+   WHERE $8::uuid IS NOT NULL
   UNION ALL
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending' AND endpoint_id > a.endpoint_id
  ORDER BY endpoint_id LIMIT 1), a.n + 1
     FROM after_cursor a
-   WHERE a.endpoint_id IS NOT NULL AND a.n < $7),
+   WHERE a.endpoint_id IS NOT NULL AND a.n < $9),
 from_first(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending'
@@ -33,22 +37,22 @@ from_first(endpoint_id, n) AS (
  ORDER BY endpoint_id LIMIT 1), f.n + 1
     FROM from_first f
    WHERE f.endpoint_id IS NOT NULL
-     AND ($8::uuid IS NULL OR f.endpoint_id < $9::uuid)
-     AND f.n < $10),
+     AND ($10::uuid IS NULL OR f.endpoint_id < $11::uuid)
+     AND f.n < $12),
 visited AS (
   SELECT endpoint_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
     SELECT endpoint_id, 0 AS lap, n FROM after_cursor WHERE endpoint_id IS NOT NULL
     UNION ALL
     SELECT endpoint_id, 1 AS lap, n FROM from_first
      WHERE endpoint_id IS NOT NULL
-       AND ($11::uuid IS NULL OR endpoint_id <= $12::uuid)) v
+       AND ($13::uuid IS NULL OR endpoint_id <= $14::uuid)) v
   ORDER BY lap, n
-  LIMIT $13),
+  LIMIT $15),
 -- Of each endpoint visited, its oldest due attempts: as many as its free slots, and
 -- one more (not taken) to tell whether the cap left work behind.
 endpoint_slot AS (
   SELECT v.endpoint_id,
-         greatest(0, $14::int - coalesce(b.in_flight, 0)) AS free
+         greatest(0, $16::int - coalesce(b.in_flight, 0)) AS free
     FROM visited v LEFT JOIN busy_endpoint b ON b.endpoint_id = v.endpoint_id),
 candidate AS (
   SELECT d.id, d.organization_id, d.endpoint_id, d.next_attempt_at, s.free,
@@ -59,8 +63,8 @@ candidate AS (
       SELECT a.id, a.organization_id, a.endpoint_id, a.next_attempt_at
         FROM webhook_delivery_attempts a
        WHERE a.endpoint_id = s.endpoint_id AND a.status = 'pending'
-         AND a.next_attempt_at <= $15
-         AND (a.locked_until IS NULL OR a.locked_until <= $16)
+         AND a.next_attempt_at <= $17
+         AND (a.locked_until IS NULL OR a.locked_until <= $18)
        ORDER BY a.next_attempt_at
        LIMIT s.free + 1) d),
 ranked AS (
@@ -68,12 +72,25 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
-chosen AS (
-  SELECT r.id FROM ranked r
+-- Within its organization's free slots, each candidate's turn in its account.
+account_ranked AS (
+  SELECT r.id, r.next_attempt_at, a.account,
+         row_number() OVER (PARTITION BY a.account
+                            ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
+    FROM ranked r
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-   WHERE r.turn <= $17::int - coalesce(b.in_flight, 0)
-   ORDER BY r.turn, r.next_attempt_at
-   LIMIT $18),
+    CROSS JOIN LATERAL (
+      SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+        FROM organizations o WHERE o.id = r.organization_id) a
+   WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
+chosen AS (
+  SELECT r.id FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn <= $20::int - coalesce(b.in_flight, 0)
+   ORDER BY r.account_turn, r.next_attempt_at
+   LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
@@ -85,25 +102,28 @@ held_back AS (
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $19)
+     AND (a.locked_until IS NULL OR a.locked_until <= $22)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $20::timestamptz + $21 * interval '1 millisecond',
-         lock_token = $22
+     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
+         lock_token = $25
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $23
+  SELECT CASE WHEN count(*) >= $26
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
+           WHERE o.id = c.organization_id) AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -121,26 +141,30 @@ WHERE id = $1 AND organization_id = $2;
 START TRANSACTION;
 -- prepared
 WITH RECURSIVE
-busy_organization AS (
-  SELECT * FROM unnest($1::uuid[],
+busy_account AS (
+  SELECT * FROM unnest($1::text[],
                        $2::int[])
-           AS b(organization_id, in_flight)),
-busy_endpoint AS (
+           AS b(account, in_flight)),
+busy_organization AS (
   SELECT * FROM unnest($3::uuid[],
                        $4::int[])
+           AS b(organization_id, in_flight)),
+busy_endpoint AS (
+  SELECT * FROM unnest($5::uuid[],
+                       $6::int[])
            AS b(endpoint_id, in_flight)),
 -- From the cursor to the last endpoint, then from the first one up to the cursor.
 after_cursor(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
- WHERE status = 'pending' AND endpoint_id > $5::uuid
+ WHERE status = 'pending' AND endpoint_id > $7::uuid
  ORDER BY endpoint_id LIMIT 1), 1
-   WHERE $6::uuid IS NOT NULL
+   WHERE $8::uuid IS NOT NULL
   UNION ALL
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending' AND endpoint_id > a.endpoint_id
  ORDER BY endpoint_id LIMIT 1), a.n + 1
     FROM after_cursor a
-   WHERE a.endpoint_id IS NOT NULL AND a.n < $7),
+   WHERE a.endpoint_id IS NOT NULL AND a.n < $9),
 from_first(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending'
@@ -151,22 +175,22 @@ from_first(endpoint_id, n) AS (
  ORDER BY endpoint_id LIMIT 1), f.n + 1
     FROM from_first f
    WHERE f.endpoint_id IS NOT NULL
-     AND ($8::uuid IS NULL OR f.endpoint_id < $9::uuid)
-     AND f.n < $10),
+     AND ($10::uuid IS NULL OR f.endpoint_id < $11::uuid)
+     AND f.n < $12),
 visited AS (
   SELECT endpoint_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
     SELECT endpoint_id, 0 AS lap, n FROM after_cursor WHERE endpoint_id IS NOT NULL
     UNION ALL
     SELECT endpoint_id, 1 AS lap, n FROM from_first
      WHERE endpoint_id IS NOT NULL
-       AND ($11::uuid IS NULL OR endpoint_id <= $12::uuid)) v
+       AND ($13::uuid IS NULL OR endpoint_id <= $14::uuid)) v
   ORDER BY lap, n
-  LIMIT $13),
+  LIMIT $15),
 -- Of each endpoint visited, its oldest due attempts: as many as its free slots, and
 -- one more (not taken) to tell whether the cap left work behind.
 endpoint_slot AS (
   SELECT v.endpoint_id,
-         greatest(0, $14::int - coalesce(b.in_flight, 0)) AS free
+         greatest(0, $16::int - coalesce(b.in_flight, 0)) AS free
     FROM visited v LEFT JOIN busy_endpoint b ON b.endpoint_id = v.endpoint_id),
 candidate AS (
   SELECT d.id, d.organization_id, d.endpoint_id, d.next_attempt_at, s.free,
@@ -177,8 +201,8 @@ candidate AS (
       SELECT a.id, a.organization_id, a.endpoint_id, a.next_attempt_at
         FROM webhook_delivery_attempts a
        WHERE a.endpoint_id = s.endpoint_id AND a.status = 'pending'
-         AND a.next_attempt_at <= $15
-         AND (a.locked_until IS NULL OR a.locked_until <= $16)
+         AND a.next_attempt_at <= $17
+         AND (a.locked_until IS NULL OR a.locked_until <= $18)
        ORDER BY a.next_attempt_at
        LIMIT s.free + 1) d),
 ranked AS (
@@ -186,12 +210,25 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
-chosen AS (
-  SELECT r.id FROM ranked r
+-- Within its organization's free slots, each candidate's turn in its account.
+account_ranked AS (
+  SELECT r.id, r.next_attempt_at, a.account,
+         row_number() OVER (PARTITION BY a.account
+                            ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
+    FROM ranked r
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-   WHERE r.turn <= $17::int - coalesce(b.in_flight, 0)
-   ORDER BY r.turn, r.next_attempt_at
-   LIMIT $18),
+    CROSS JOIN LATERAL (
+      SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+        FROM organizations o WHERE o.id = r.organization_id) a
+   WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
+chosen AS (
+  SELECT r.id FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn <= $20::int - coalesce(b.in_flight, 0)
+   ORDER BY r.account_turn, r.next_attempt_at
+   LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
@@ -203,25 +240,28 @@ held_back AS (
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $19)
+     AND (a.locked_until IS NULL OR a.locked_until <= $22)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $20::timestamptz + $21 * interval '1 millisecond',
-         lock_token = $22
+     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
+         lock_token = $25
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $23
+  SELECT CASE WHEN count(*) >= $26
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
+           WHERE o.id = c.organization_id) AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
@@ -229,26 +269,30 @@ SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back
     ON true;
 -- prepared
 WITH RECURSIVE
-busy_organization AS (
-  SELECT * FROM unnest($1::uuid[],
+busy_account AS (
+  SELECT * FROM unnest($1::text[],
                        $2::int[])
-           AS b(organization_id, in_flight)),
-busy_endpoint AS (
+           AS b(account, in_flight)),
+busy_organization AS (
   SELECT * FROM unnest($3::uuid[],
                        $4::int[])
+           AS b(organization_id, in_flight)),
+busy_endpoint AS (
+  SELECT * FROM unnest($5::uuid[],
+                       $6::int[])
            AS b(endpoint_id, in_flight)),
 -- From the cursor to the last endpoint, then from the first one up to the cursor.
 after_cursor(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
- WHERE status = 'pending' AND endpoint_id > $5::uuid
+ WHERE status = 'pending' AND endpoint_id > $7::uuid
  ORDER BY endpoint_id LIMIT 1), 1
-   WHERE $6::uuid IS NOT NULL
+   WHERE $8::uuid IS NOT NULL
   UNION ALL
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending' AND endpoint_id > a.endpoint_id
  ORDER BY endpoint_id LIMIT 1), a.n + 1
     FROM after_cursor a
-   WHERE a.endpoint_id IS NOT NULL AND a.n < $7),
+   WHERE a.endpoint_id IS NOT NULL AND a.n < $9),
 from_first(endpoint_id, n) AS (
   SELECT (SELECT endpoint_id FROM webhook_delivery_attempts
  WHERE status = 'pending'
@@ -259,22 +303,22 @@ from_first(endpoint_id, n) AS (
  ORDER BY endpoint_id LIMIT 1), f.n + 1
     FROM from_first f
    WHERE f.endpoint_id IS NOT NULL
-     AND ($8::uuid IS NULL OR f.endpoint_id < $9::uuid)
-     AND f.n < $10),
+     AND ($10::uuid IS NULL OR f.endpoint_id < $11::uuid)
+     AND f.n < $12),
 visited AS (
   SELECT endpoint_id, row_number() OVER (ORDER BY lap, n) AS visit FROM (
     SELECT endpoint_id, 0 AS lap, n FROM after_cursor WHERE endpoint_id IS NOT NULL
     UNION ALL
     SELECT endpoint_id, 1 AS lap, n FROM from_first
      WHERE endpoint_id IS NOT NULL
-       AND ($11::uuid IS NULL OR endpoint_id <= $12::uuid)) v
+       AND ($13::uuid IS NULL OR endpoint_id <= $14::uuid)) v
   ORDER BY lap, n
-  LIMIT $13),
+  LIMIT $15),
 -- Of each endpoint visited, its oldest due attempts: as many as its free slots, and
 -- one more (not taken) to tell whether the cap left work behind.
 endpoint_slot AS (
   SELECT v.endpoint_id,
-         greatest(0, $14::int - coalesce(b.in_flight, 0)) AS free
+         greatest(0, $16::int - coalesce(b.in_flight, 0)) AS free
     FROM visited v LEFT JOIN busy_endpoint b ON b.endpoint_id = v.endpoint_id),
 candidate AS (
   SELECT d.id, d.organization_id, d.endpoint_id, d.next_attempt_at, s.free,
@@ -285,8 +329,8 @@ candidate AS (
       SELECT a.id, a.organization_id, a.endpoint_id, a.next_attempt_at
         FROM webhook_delivery_attempts a
        WHERE a.endpoint_id = s.endpoint_id AND a.status = 'pending'
-         AND a.next_attempt_at <= $15
-         AND (a.locked_until IS NULL OR a.locked_until <= $16)
+         AND a.next_attempt_at <= $17
+         AND (a.locked_until IS NULL OR a.locked_until <= $18)
        ORDER BY a.next_attempt_at
        LIMIT s.free + 1) d),
 ranked AS (
@@ -294,12 +338,25 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
-chosen AS (
-  SELECT r.id FROM ranked r
+-- Within its organization's free slots, each candidate's turn in its account.
+account_ranked AS (
+  SELECT r.id, r.next_attempt_at, a.account,
+         row_number() OVER (PARTITION BY a.account
+                            ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
+    FROM ranked r
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-   WHERE r.turn <= $17::int - coalesce(b.in_flight, 0)
-   ORDER BY r.turn, r.next_attempt_at
-   LIMIT $18),
+    CROSS JOIN LATERAL (
+      SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+        FROM organizations o WHERE o.id = r.organization_id) a
+   WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
+chosen AS (
+  SELECT r.id FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn <= $20::int - coalesce(b.in_flight, 0)
+   ORDER BY r.account_turn, r.next_attempt_at
+   LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
@@ -311,25 +368,28 @@ held_back AS (
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $19)
+     AND (a.locked_until IS NULL OR a.locked_until <= $22)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $20::timestamptz + $21 * interval '1 millisecond',
-         lock_token = $22
+     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
+         lock_token = $25
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $23
+  SELECT CASE WHEN count(*) >= $26
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
          (SELECT organizations FROM held_back) AS held_back_organizations
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
+           WHERE o.id = c.organization_id) AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id

@@ -6,6 +6,7 @@ import { Columns, type RowOf } from '../database/columns';
 import { Database } from '../database/database';
 import { type Keyset, keysetAfter, keysetOrder } from '../database/keyset';
 import { Cte, empty, type Sql, sql, withEntries } from '../database/sql';
+import { makerOf } from '../organizations/organization-maker';
 import { managerMembership } from '../users/manager-membership';
 import { webhookEventStep } from './webhook-event.step';
 import type { SubscribableEventType } from './webhook-event-types';
@@ -100,7 +101,14 @@ const CLAIMED_ATTEMPT = Columns.rowOf<WebhookDeliveryAttempt>('c')('id')
     }),
   )
   .and(Columns.rowOf<WebhookEvent>('ev')('data'))
-  .and(Columns.computed<{ event_created_at: Date }>({ event_created_at: sql`ev.created_at` }));
+  .and(Columns.computed<{ event_created_at: Date }>({ event_created_at: sql`ev.created_at` }))
+  .and(
+    Columns.computed<{ account: string }>({
+      // Whose share the attempt takes (WebhookDeliveryWorker): its organization's maker.
+      account: sql`(SELECT coalesce(${makerOf('o')}, o.id)::text FROM organizations o
+                     WHERE o.id = c.organization_id)`,
+    }),
+  );
 
 export type ClaimedAttempt = RowOf<typeof CLAIMED_ATTEMPT>;
 
@@ -149,10 +157,14 @@ export type ManualAttemptRoom = RowOf<ReturnType<typeof manualAttemptRoom>>;
 export interface ClaimLimits {
   /** Attempts to claim at most (the instance's free slots). */
   limit: number;
-  /** In flight per organization and per endpoint, at most. */
+  /**
+   * In flight per organization and per endpoint, at most; per account (every organization its
+   * maker made: ClaimedAttempt.account) as per organization.
+   */
   perOrganization: number;
   perEndpoint: number;
-  /** This instance's attempts in flight, by organization and by endpoint. */
+  /** This instance's attempts in flight, by account, by organization and by endpoint. */
+  busyAccounts: ReadonlyMap<string, number>;
   busyOrganizations: ReadonlyMap<string, number>;
   busyEndpoints: ReadonlyMap<string, number>;
   /** Endpoints visited at most; the next claim continues after `cursor` (null: from the first). */
@@ -583,16 +595,18 @@ export class WebhooksRepository {
    * 2. Of each endpoint, its oldest due attempts, as many as its free slots on this instance
    *    (`perEndpoint` minus its attempts in flight here).
    * 3. Of each organization, as many as its free slots (`perOrganization` minus its attempts in
-   *    flight here), its endpoints taking turns; then round-robin across organizations (every
-   *    organization's first, then every organization's second…), `limit` in all. The endpoints
-   *    and organizations whose cap kept due attempts back are answered too: a slot of theirs
-   *    that frees is worth an immediate claim.
+   *    flight here), its endpoints taking turns; of each account (the organizations one user
+   *    made), as many as its free slots (`perOrganization` too), its organizations taking turns;
+   *    then round-robin across accounts (every account's first, then every account's second…),
+   *    `limit` in all. The endpoints and organizations whose cap kept due attempts back are
+   *    answered too: a slot of theirs that frees is worth an immediate claim.
    * 4. FOR UPDATE SKIP LOCKED: instances claim side by side without waiting or taking the same
    *    row; the lease (`locked_until`, `now` + `leaseMs`) keeps the row from every other instance
    *    until the outcome is recorded, or until the lease runs out because this instance died.
    *
-   * An organization whose endpoints hang thus holds at most `perOrganization` of an instance's
-   * slots, and an event of another organization waits for no queue but its own.
+   * An account whose endpoints hang, in however many organizations, thus holds at most
+   * `perOrganization` of an instance's slots, and an event of another waits for no queue but its
+   * own: per organization alone, one user's nine organizations held all 64 (found by review).
    */
   async claimDue(
     limits: ClaimLimits,
@@ -607,6 +621,10 @@ export class WebhooksRepository {
            ORDER BY endpoint_id LIMIT 1`;
     const rows = await this.database.rows(
       CLAIM_COLUMNS.query`WITH RECURSIVE
+          busy_account AS (
+            SELECT * FROM unnest(${[...limits.busyAccounts.keys()]}::text[],
+                                 ${[...limits.busyAccounts.values()]}::int[])
+                     AS b(account, in_flight)),
           busy_organization AS (
             SELECT * FROM unnest(${[...limits.busyOrganizations.keys()]}::uuid[],
                                  ${[...limits.busyOrganizations.values()]}::int[])
@@ -664,11 +682,22 @@ export class WebhooksRepository {
                    row_number() OVER (PARTITION BY c.organization_id
                                       ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
               FROM candidate c WHERE c.endpoint_turn <= c.free),
-          chosen AS (
-            SELECT r.id FROM ranked r
+          -- Within its organization's free slots, each candidate's turn in its account.
+          account_ranked AS (
+            SELECT r.id, r.next_attempt_at, a.account,
+                   row_number() OVER (PARTITION BY a.account
+                                      ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
+              FROM ranked r
               LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-             WHERE r.turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)
-             ORDER BY r.turn, r.next_attempt_at
+              CROSS JOIN LATERAL (
+                SELECT coalesce(${makerOf('o')}, o.id)::text AS account
+                  FROM organizations o WHERE o.id = r.organization_id) a
+             WHERE r.turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)),
+          chosen AS (
+            SELECT r.id FROM account_ranked r
+              LEFT JOIN busy_account b ON b.account = r.account
+             WHERE r.account_turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)
+             ORDER BY r.account_turn, r.next_attempt_at
              LIMIT ${limits.limit}),
           -- Due work a cap kept back: a slot freed there is worth claiming again at once.
           held_back AS (
