@@ -10,7 +10,7 @@ import type { Response } from 'supertest';
 import { Clock, ManualClock } from '../src/common/time/clock';
 import { ErasureWorker } from '../src/end-users/erasure.worker';
 import { expectError } from './support/assertions';
-import { clonePersonality, respond, uniqueUserId } from './support/data-plane';
+import { clonePersonality, importConversation, respond, uniqueUserId } from './support/data-plane';
 import { tenantWithKey } from './support/identity';
 import { createTestApp, type TestApp } from './support/test-app';
 import { eventually } from './support/wait';
@@ -1194,62 +1194,25 @@ describe('Import (PMF v1): memories of many words', () => {
 
   beforeAll(async () => {
     // Room for a statement of BATCH_WORDS words on a loaded machine, not for one of 200,000.
-    t = await createTestApp({ env: { DATABASE_STATEMENT_TIMEOUT_MS: '2000' } });
+    t = await createTestApp({ env: { DATABASE_STATEMENT_TIMEOUT_MS: '3000' } });
     tenant = await tenantWithKey(t, ['read_write']);
   });
   afterAll(() => t.close());
 
   it('imports 500 memories of 400 words each, 1.8 MB, within the statement timeout: batches are closed by their words too', async () => {
-    const id = await clonePersonality(t, tenant.auth);
-    const p = (await t.http().get(`/v1/personalities/${id}`).set('Authorization', tenant.auth))
-      .body as Json;
-    const at = new Date(Date.now() - 60_000).toISOString();
+    const personalityId = await clonePersonality(t, tenant.auth);
     const userId = uniqueUserId('wordy');
-    const document = {
-      format: 'pmf',
-      version: 1,
-      exported_at: at,
-      end_user: { user_id: userId, metadata: {}, status: 'active', created_at: at, updated_at: at },
-      personalities: [
-        {
-          id: p.id,
-          source_slug: p.source_slug,
-          source_version: p.source_version,
-          name: p.name,
-          description: p.description,
-          traits: p.traits,
-          voice: p.voice,
-          system_prompt: p.system_prompt,
-          replies: p.replies,
-        },
-      ],
-      relationships: [],
-      // Within one batch's count and characters, as an export of long messages is: in one
-      // statement, 200,000 postings ran past the timeout (503 database_timeout) every time.
-      memories: Array.from({ length: 500 }, (_, i) => ({
-        id: String(i + 1),
-        personality_id: p.id,
-        role: i % 2 ? 'personality' : 'user',
-        content: Array.from({ length: 400 }, (_, j) => `m${i}w${j}`).join(' '),
-        emotion: null,
-        vocabulary_version: null,
-        created_at: at,
-      })),
-    };
-    const imported = await t
-      .http()
-      .post('/v1/end-users/import')
-      .set('Authorization', tenant.auth)
-      .send(document);
-    expect(imported.status).toBe(201);
-    expect(imported.body.memories_imported).toBe(500);
+    // Within one batch's count and characters, as an export of long messages is: in one
+    // statement, 200,000 postings ran past the timeout (503 database_timeout) every time.
+    const contents = Array.from({ length: 500 }, (_, i) =>
+      Array.from({ length: 400 }, (_, j) => `m${i}w${j}`).join(' '),
+    );
+    await importConversation(t, tenant.auth, personalityId, userId, contents);
     const found = await t
       .http()
       .get(`/v1/end-users/${userId}/memories/search`)
       .query({ q: 'm499w399' })
       .set('Authorization', tenant.auth);
-    expect(found.body.data.map((memory: Json) => memory.content)).toEqual([
-      document.memories[499].content,
-    ]);
+    expect(found.body.data.map((memory: Json) => memory.content)).toEqual([contents[499]]);
   });
 });
