@@ -911,6 +911,28 @@ describe('Events sent by the changes themselves (every event type of §17 but pi
   });
 });
 
+/**
+ * Another tenant, with a healthy receiver, makes a change: how long after the change's answer
+ * its event arrived (ms).
+ */
+async function lagOfAnotherTenant(t: TestApp, run: string): Promise<number> {
+  const healthy = await adminTenant(t);
+  await createEndpoint(t, healthy, receiver.url(`ok/${run}/healthy`), ['end_user.created']);
+  const created = await t
+    .http()
+    .post('/v1/end-users')
+    .set('Authorization', healthy.auth)
+    .send({ user_id: 'quiet' });
+  expect(created.status).toBe(201);
+  const answeredAt = Date.now();
+  await receiver.waitFor(
+    () => receiver.at(`/ok/${run}/healthy`).length > 0,
+    15_000,
+    "the healthy tenant's event",
+  );
+  return receiver.at(`/ok/${run}/healthy`)[0].receivedAt - answeredAt;
+}
+
 describe('Fair delivery slots between organizations (§25)', () => {
   let t: TestApp;
 
@@ -951,22 +973,7 @@ describe('Fair delivery slots between organizations (§25)', () => {
     await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'noisy attempts');
     const firstNoisy = Math.min(...receiver.at(`/hang/${run}/`).map((hook) => hook.receivedAt));
 
-    const healthy = await adminTenant(t);
-    await createEndpoint(t, healthy, receiver.url(`ok/${run}/healthy`), ['end_user.created']);
-    const created = await t
-      .http()
-      .post('/v1/end-users')
-      .set('Authorization', healthy.auth)
-      .send({ user_id: 'quiet' });
-    expect(created.status).toBe(201);
-    const answeredAt = Date.now();
-    await receiver.waitFor(
-      () => receiver.at(`/ok/${run}/healthy`).length > 0,
-      10_000,
-      "the healthy organization's event",
-    );
-    const lagMs = receiver.at(`/ok/${run}/healthy`)[0].receivedAt - answeredAt;
-    expect(lagMs).toBeLessThanOrEqual(2_000);
+    expect(await lagOfAnotherTenant(t, run)).toBeLessThanOrEqual(2_000);
 
     // Before the first hanging attempts time out, no more than 8 of the organization's attempts
     // were made, and no more than 4 to one endpoint.
@@ -1061,21 +1068,7 @@ describe('Fair delivery slots between accounts', () => {
     await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'hanging');
     const firstHanging = Math.min(...receiver.at(`/hang/${run}/`).map((hook) => hook.receivedAt));
 
-    const healthy = await adminTenant(t);
-    await createEndpoint(t, healthy, receiver.url(`ok/${run}/healthy`), ['end_user.created']);
-    const created = await t
-      .http()
-      .post('/v1/end-users')
-      .set('Authorization', healthy.auth)
-      .send({ user_id: 'quiet' });
-    expect(created.status).toBe(201);
-    const answeredAt = Date.now();
-    await receiver.waitFor(
-      () => receiver.at(`/ok/${run}/healthy`).length > 0,
-      15_000,
-      "the healthy tenant's event",
-    );
-    expect(receiver.at(`/ok/${run}/healthy`)[0].receivedAt - answeredAt).toBeLessThanOrEqual(2_000);
+    expect(await lagOfAnotherTenant(t, run)).toBeLessThanOrEqual(2_000);
     // Before the first hanging attempts time out, at most 8 of the account's were made.
     const early = receiver
       .at(`/hang/${run}/`)
