@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { clonePersonality, uniqueUserId } from './support/data-plane';
 import { FakeEmbeddings } from './support/fake-embeddings';
@@ -253,6 +254,24 @@ describe('Knowledge by meaning (contract §27)', () => {
     expect((await citations(on!, b, bPersonality, QUESTION)).map((c) => c.document_id)).toEqual([
       bLeave,
     ]);
+  });
+
+  it("sends no question to the provider for a personality of another organization's, or of none", async () => {
+    const question = `${QUESTION} ${randomUUID()}`;
+    const searchAs = (personalityId: string) =>
+      on!
+        .http()
+        .get('/v1/knowledge/search')
+        .query({ q: question, personality_id: personalityId })
+        .set('Authorization', a.auth);
+    for (const personalityId of [bPersonality, randomUUID()]) {
+      const found = await searchAs(personalityId);
+      expect(found.status).toBe(200);
+      expect(found.body.data).toEqual([]);
+    }
+    // Its own personality's search sends it: the check can fail.
+    expect((await searchAs(aPersonality)).status).toBe(200);
+    expect(fake.inputs.filter((input) => input === question)).toHaveLength(1);
   });
 
   it('a reply finds by meaning only what its personality draws on, all documents or some', async () => {

@@ -265,18 +265,17 @@ export class KnowledgeService implements ReplyParticipant {
     query: { q: string; personalityId?: string; limit: number },
   ): Promise<KnowledgeSearchResultDto> {
     const { personalityId } = query;
-    // The question's embedding (null when off, slow or failing: ranked by words alone), and
-    // whether the personality is the organization's: the documents attached to all would match
-    // any id.
-    const [meaning, known] = await Promise.all([
-      this.embedder.embedQuery(organizationId, query.q),
-      personalityId === undefined
-        ? true
-        : this.repository
-            .countPersonalities(organizationId, [personalityId])
-            .then((found) => found > 0),
-    ]);
-    if (!known) return { data: [], has_more: false };
+    // Whether the personality is the organization's (the documents attached to all would match
+    // any id), before the question goes to the provider: asked alongside, it went (paid, and
+    // read there) for a personality of no one or of another organization (found by review).
+    if (
+      personalityId !== undefined &&
+      (await this.repository.countPersonalities(organizationId, [personalityId])) === 0
+    ) {
+      return { data: [], has_more: false };
+    }
+    // Null when off, slow or failing: ranked by words alone.
+    const meaning = await this.embedder.embedQuery(organizationId, query.q);
     const hits = await this.repository.search(
       organizationId,
       query.personalityId ?? null,
