@@ -1020,60 +1020,108 @@ describe('Fair delivery slots between organizations (§25)', () => {
 
 describe('Fair delivery slots between accounts', () => {
   let t: TestApp;
+  /** The endpoints a test made, deleted after it with their attempts not yet made. */
+  let made: Array<{ id: string; accessToken: string; organizationId: string }>;
 
-  beforeAll(async () => {
+  // An instance each: closing one ends the attempts it has in flight.
+  beforeEach(async () => {
+    made = [];
     t = await createTestApp({
       env: {
         ...FAST,
-        // Three organizations' caps (8 each) would pass the instance's 16.
-        WEBHOOK_CONCURRENCY: '16',
+        // Four organizations' caps (8 each) would pass the instance's 24; two fit.
+        WEBHOOK_CONCURRENCY: '24',
         WEBHOOK_TIMEOUT_MS: '5000',
         WEBHOOK_MAX_ATTEMPTS: '1',
         WEBHOOK_POLL_INTERVAL_MS: '500',
       },
     });
   });
-  afterAll(() => t.close());
+  afterEach(async () => {
+    for (const endpoint of made) {
+      await t
+        .http()
+        .delete(`/v1/webhook-endpoints/${endpoint.id}`)
+        .set('Authorization', `Bearer ${endpoint.accessToken}`)
+        .set('X-Organization-Id', endpoint.organizationId)
+        .expect(204);
+    }
+    await t.close();
+  });
 
-  it("one user's three organizations of hanging endpoints hold one organization's 8 slots: another tenant's event arrives within 2 s", async () => {
-    const run = randomUUID();
+  /**
+   * One user's organizations (the first their sign-up's), each with `hanging` endpoints that
+   * never answer and 10 changes: 10 × `hanging` attempts due in each. Their ids.
+   */
+  async function hangingAccount(
+    run: string,
+    hanging: number[],
+  ): Promise<Tenant & { ids: string[] }> {
     const maker = await adminTenant(t);
-    const organizations = [maker.organizationId];
-    for (let o = 1; o < 3; o++) {
+    const ids = [maker.organizationId];
+    for (let o = 1; o < hanging.length; o++) {
       const made = await t
         .http()
         .post('/v1/organizations')
         .set('Authorization', `Bearer ${maker.accessToken}`)
-        .send({ name: `hanging ${o}` });
+        .send({ name: `account organization ${o}` });
       expect(made.status).toBe(201);
-      organizations.push(made.body.id as string);
+      ids.push(made.body.id as string);
     }
-    const owner = (request: Test, organizationId: string) =>
-      request
-        .set('Authorization', `Bearer ${maker.accessToken}`)
-        .set('X-Organization-Id', organizationId);
-    for (const [o, organizationId] of organizations.entries()) {
-      for (let i = 0; i < 4; i++) {
-        await owner(t.http().post('/v1/webhook-endpoints'), organizationId)
+    for (const [o, organizationId] of ids.entries()) {
+      const owner = (request: Test) =>
+        request
+          .set('Authorization', `Bearer ${maker.accessToken}`)
+          .set('X-Organization-Id', organizationId);
+      for (let i = 0; i < hanging[o]; i++) {
+        const endpoint = await owner(t.http().post('/v1/webhook-endpoints'))
           .send({ url: receiver.url(`hang/${run}/${o}/${i}`), events: ['end_user.created'] })
           .expect(201);
+        made.push({ id: endpoint.body.id, accessToken: maker.accessToken, organizationId });
       }
-      // 10 changes × 4 endpoints: 40 attempts due in each organization.
-      for (let n = 0; n < 10; n++) {
-        await owner(t.http().post('/v1/end-users'), organizationId)
+      for (let n = 0; hanging[o] > 0 && n < 10; n++) {
+        await owner(t.http().post('/v1/end-users'))
           .send({ user_id: `hanging-${n}` })
           .expect(201);
       }
     }
-    await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'hanging');
+    return { ...maker, ids };
+  }
+
+  it("one user's four organizations of hanging endpoints hold two organizations' 16 slots: another tenant's event arrives within 2 s", async () => {
+    const run = randomUUID();
+    await hangingAccount(run, [4, 4, 4, 4]);
+    await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 16, 5_000, 'hanging');
     const firstHanging = Math.min(...receiver.at(`/hang/${run}/`).map((hook) => hook.receivedAt));
 
     expect(await lagOfAnotherTenant(t, run)).toBeLessThanOrEqual(2_000);
-    // Before the first hanging attempts time out, at most 8 of the account's were made.
+    // Before the first hanging attempts time out, at most 16 of the account's were made.
     const early = receiver
       .at(`/hang/${run}/`)
       .filter((hook) => hook.receivedAt < firstHanging + 4_000);
-    expect(early.length).toBeLessThanOrEqual(8);
+    expect(early.length).toBeLessThanOrEqual(16);
+  }, 40_000);
+
+  it("one organization hanging leaves its maker's other organization a share: that one's event arrives within 2 s", async () => {
+    const run = randomUUID();
+    const account = await hangingAccount(run, [4, 0]);
+    await receiver.waitFor(() => receiver.at(`/hang/${run}/`).length >= 8, 5_000, 'hanging');
+    const sibling = account.ids[1];
+    const owner = (request: Test) =>
+      request
+        .set('Authorization', `Bearer ${account.accessToken}`)
+        .set('X-Organization-Id', sibling);
+    await owner(t.http().post('/v1/webhook-endpoints'))
+      .send({ url: receiver.url(`ok/${run}/sibling`), events: ['end_user.created'] })
+      .expect(201);
+    await owner(t.http().post('/v1/end-users')).send({ user_id: 'sibling' }).expect(201);
+    const answeredAt = Date.now();
+    await receiver.waitFor(
+      () => receiver.at(`/ok/${run}/sibling`).length > 0,
+      15_000,
+      "the sibling organization's event",
+    );
+    expect(receiver.at(`/ok/${run}/sibling`)[0].receivedAt - answeredAt).toBeLessThanOrEqual(2_000);
   }, 40_000);
 });
 
@@ -1090,6 +1138,7 @@ describe('The fair claim (WebhooksRepository.claimDue)', () => {
 
   const limits = (overrides: Partial<ClaimLimits> = {}): ClaimLimits => ({
     limit: 1000,
+    perAccount: 16,
     perOrganization: 8,
     perEndpoint: 4,
     busyAccounts: new Map(),
@@ -1201,20 +1250,27 @@ describe('The fair claim (WebhooksRepository.claimDue)', () => {
     const ours = (attempts: ClaimedAttempt[]) =>
       attempts.filter((a) => organizations.includes(a.organization_id));
 
-    // 32 attempts due in two organizations of one maker: 8 in all, 4 of each (turns).
-    const first = await repository.claimDue(limits(), 60_000, randomUUID(), new Date());
+    // 32 attempts due in two organizations of one maker, 8 slots an account: 8 in all, 4 of
+    // each (turns).
+    const first = await repository.claimDue(
+      limits({ perAccount: 8 }),
+      60_000,
+      randomUUID(),
+      new Date(),
+    );
     const mine = ours(first.attempts);
     expect(mine).toHaveLength(8);
     for (const organizationId of organizations) {
       expect(mine.filter((a) => a.organization_id === organizationId)).toHaveLength(4);
     }
     expect(new Set(mine.map((a) => a.account)).size).toBe(1);
+    expect(first.heldBack.accounts.has(mine[0].account)).toBe(true);
     await repository.release(mine.map((a) => ({ id: a.id, lockToken: a.lock_token })));
 
     // With 6 of the account's in flight here, in either organization: 2 more.
     const account = mine[0].account;
     const next = await repository.claimDue(
-      limits({ busyAccounts: new Map([[account, 6]]) }),
+      limits({ perAccount: 8, busyAccounts: new Map([[account, 6]]) }),
       60_000,
       randomUUID(),
       new Date(),
@@ -1570,6 +1626,7 @@ describe('An instance that stops between the change and the delivery', () => {
     const { attempts: claimed } = await first.app.get(WebhooksRepository).claimDue(
       {
         limit: 1,
+        perAccount: 16,
         perOrganization: 8,
         perEndpoint: 4,
         busyAccounts: new Map(),

@@ -72,18 +72,21 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
+-- The account of each organization with candidates: read once per organization.
+organization_account AS MATERIALIZED (
+  SELECT o.id AS organization_id, coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+    FROM organizations o
+   WHERE o.id IN (SELECT DISTINCT organization_id FROM ranked)),
 -- Within its organization's free slots, each candidate's turn in its account.
 account_ranked AS (
-  SELECT r.id, r.next_attempt_at, a.account,
+  SELECT r.id, r.organization_id, r.next_attempt_at, a.account,
          row_number() OVER (PARTITION BY a.account
                             ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
     FROM ranked r
+    JOIN organization_account a ON a.organization_id = r.organization_id
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-    CROSS JOIN LATERAL (
-      SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
-        FROM organizations o WHERE o.id = r.organization_id) a
    WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
 chosen AS (
   SELECT r.id FROM account_ranked r
@@ -99,6 +102,9 @@ held_back AS (
            FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
            AS organizations
     FROM candidate),
+held_back_account AS (
+  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
+   WHERE id NOT IN (SELECT id FROM chosen)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
@@ -118,16 +124,15 @@ next AS (
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations
+         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
-           WHERE o.id = c.organization_id) AS "account"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
+    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id
+    JOIN organization_account oa ON oa.organization_id = c.organization_id)
     ON true;
 
 -- a pass delivering one attempt (then a claim that finds none)
@@ -210,18 +215,21 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
+-- The account of each organization with candidates: read once per organization.
+organization_account AS MATERIALIZED (
+  SELECT o.id AS organization_id, coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+    FROM organizations o
+   WHERE o.id IN (SELECT DISTINCT organization_id FROM ranked)),
 -- Within its organization's free slots, each candidate's turn in its account.
 account_ranked AS (
-  SELECT r.id, r.next_attempt_at, a.account,
+  SELECT r.id, r.organization_id, r.next_attempt_at, a.account,
          row_number() OVER (PARTITION BY a.account
                             ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
     FROM ranked r
+    JOIN organization_account a ON a.organization_id = r.organization_id
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-    CROSS JOIN LATERAL (
-      SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
-        FROM organizations o WHERE o.id = r.organization_id) a
    WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
 chosen AS (
   SELECT r.id FROM account_ranked r
@@ -237,6 +245,9 @@ held_back AS (
            FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
            AS organizations
     FROM candidate),
+held_back_account AS (
+  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
+   WHERE id NOT IN (SELECT id FROM chosen)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
@@ -256,16 +267,15 @@ next AS (
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations
+         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
-           WHERE o.id = c.organization_id) AS "account"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
+    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id
+    JOIN organization_account oa ON oa.organization_id = c.organization_id)
     ON true;
 -- prepared
 WITH RECURSIVE
@@ -338,18 +348,21 @@ ranked AS (
          row_number() OVER (PARTITION BY c.organization_id
                             ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
     FROM candidate c WHERE c.endpoint_turn <= c.free),
+-- The account of each organization with candidates: read once per organization.
+organization_account AS MATERIALIZED (
+  SELECT o.id AS organization_id, coalesce(coalesce(o.created_by_user_id, (
+     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
+      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
+    FROM organizations o
+   WHERE o.id IN (SELECT DISTINCT organization_id FROM ranked)),
 -- Within its organization's free slots, each candidate's turn in its account.
 account_ranked AS (
-  SELECT r.id, r.next_attempt_at, a.account,
+  SELECT r.id, r.organization_id, r.next_attempt_at, a.account,
          row_number() OVER (PARTITION BY a.account
                             ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
     FROM ranked r
+    JOIN organization_account a ON a.organization_id = r.organization_id
     LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-    CROSS JOIN LATERAL (
-      SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text AS account
-        FROM organizations o WHERE o.id = r.organization_id) a
    WHERE r.turn <= $19::int - coalesce(b.in_flight, 0)),
 chosen AS (
   SELECT r.id FROM account_ranked r
@@ -365,6 +378,9 @@ held_back AS (
            FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
            AS organizations
     FROM candidate),
+held_back_account AS (
+  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
+   WHERE id NOT IN (SELECT id FROM chosen)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
@@ -384,16 +400,15 @@ next AS (
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations
+         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
-SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", (SELECT coalesce(coalesce(o.created_by_user_id, (
-     SELECT m.user_id FROM memberships m WHERE m.organization_id = o.id
-      ORDER BY m.created_at, m.user_id LIMIT 1)), o.id)::text FROM organizations o
-           WHERE o.id = c.organization_id) AS "account"
+SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"
   FROM next
   LEFT JOIN (claimed c
     JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
+    JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id
+    JOIN organization_account oa ON oa.organization_id = c.organization_id)
     ON true;
 -- prepared
 WITH outcome AS (

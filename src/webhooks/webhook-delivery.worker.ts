@@ -48,6 +48,13 @@ const BUSY_POLL_INTERVAL_MS = 50;
 const RECORD_BATCH = 500;
 /** Attempts one endpoint has in flight on one instance at most (contract §25). */
 export const ENDPOINT_CONCURRENCY = 4;
+/**
+ * The slots of all the organizations one user made together, in organizations' caps: one user's
+ * nine organizations of hanging endpoints no longer hold every slot (found by review), and one
+ * of them hanging leaves its siblings a whole organization's share (at one, it held all of it:
+ * review of the change).
+ */
+const ACCOUNT_SHARE = 2;
 /** Endpoints one claim visits at most; the next claim goes on from where it stopped. */
 const ENDPOINTS_PER_CLAIM = 256;
 
@@ -101,14 +108,19 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     organizations: new Map<string, number>(),
     endpoints: new Map<string, number>(),
   };
+  private readonly perAccount: number;
   private readonly perOrganization: number;
   private readonly perEndpoint: number;
   /** Where the next claim's visit of the endpoints starts (null: from the first). */
   private cursor: string | null = null;
   /** Endpoints and organizations whose cap kept due attempts back at the last claim. */
-  private heldBack: ClaimResult['heldBack'] = { endpoints: new Set(), organizations: new Set() };
-  /** Attempts (organization, endpoint) that ended while a claim ran: its counts were stale. */
-  private endedWhileClaiming: Array<[string, string]> | undefined;
+  private heldBack: ClaimResult['heldBack'] = {
+    endpoints: new Set(),
+    organizations: new Set(),
+    accounts: new Set(),
+  };
+  /** Attempts that ended while a claim ran: its counts were stale. */
+  private endedWhileClaiming: ClaimedAttempt[] | undefined;
   private readonly toRecord: AttemptOutcome[] = [];
   private readonly toRelease: Array<{ id: string; lockToken: string }> = [];
   private readonly abort = new AbortController();
@@ -141,6 +153,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
     // another timeout.
     this.leaseMs = 2 * this.config.timeoutMs + this.config.pollIntervalMs + LEASE_MARGIN_MS;
     this.perOrganization = this.config.concurrencyPerOrganization;
+    this.perAccount = ACCOUNT_SHARE * this.perOrganization;
     this.perEndpoint = Math.min(ENDPOINT_CONCURRENCY, this.perOrganization);
     // Every attempt in flight listens to it.
     setMaxListeners(this.config.concurrency + 10, this.abort.signal);
@@ -216,6 +229,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
           const { attempts, cursor, heldBack } = await this.webhooks.claimDue(
             {
               limit: free,
+              perAccount: HOLD_FACTOR * this.perAccount,
               perOrganization: HOLD_FACTOR * this.perOrganization,
               perEndpoint: HOLD_FACTOR * this.perEndpoint,
               busyAccounts: this.held.accounts,
@@ -234,9 +248,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
           this.outage.succeeded();
           for (const job of attempts) this.hold(job);
           this.startQueued();
-          slotFreedForHeldBack = this.endedWhileClaiming.some(([organization, endpoint]) =>
-            this.isHeldBack(organization, endpoint),
-          );
+          slotFreedForHeldBack = this.endedWhileClaiming.some((job) => this.isHeldBack(job));
         } catch (error) {
           if (this.outage.failed(error)) {
             this.logger.error({ err: error }, 'claiming webhook attempts failed; retrying');
@@ -260,17 +272,20 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   }
 
   /**
-   * Whether a claim now would find work of this organization or endpoint: its cap kept due
-   * attempts back at the last claim, and its queue here has run down to one round of slots (so
-   * a claim takes a batch, not one attempt per attempt that ends).
+   * Whether a claim now would find work of the ended attempt's account, organization or
+   * endpoint: its cap kept due attempts back at the last claim, and its queue here has run down
+   * to one round of slots (so a claim takes a batch, not one attempt per attempt that ends).
    */
-  private isHeldBack(organization: string, endpoint: string): boolean {
+  private isHeldBack(job: ClaimedAttempt): boolean {
+    const runDown = (held: Map<string, number>, key: string, cap: number) =>
+      (held.get(key) ?? 0) <= (HOLD_FACTOR / 2) * cap;
     return (
-      (this.heldBack.organizations.has(organization) &&
-        (this.held.organizations.get(organization) ?? 0) <=
-          (HOLD_FACTOR / 2) * this.perOrganization) ||
-      (this.heldBack.endpoints.has(endpoint) &&
-        (this.held.endpoints.get(endpoint) ?? 0) <= (HOLD_FACTOR / 2) * this.perEndpoint)
+      (this.heldBack.accounts.has(job.account) &&
+        runDown(this.held.accounts, job.account, this.perAccount)) ||
+      (this.heldBack.organizations.has(job.organization_id) &&
+        runDown(this.held.organizations, job.organization_id, this.perOrganization)) ||
+      (this.heldBack.endpoints.has(job.endpoint_id) &&
+        runDown(this.held.endpoints, job.endpoint_id, this.perEndpoint))
     );
   }
 
@@ -326,15 +341,13 @@ export class WebhookDeliveryWorker implements BackgroundJob {
 
   /**
    * Starts the queued attempts that have a slot (in all, of their account, of their organization,
-   * of their endpoint), in the order they were claimed; the others keep waiting. An account's
-   * organizations share one organization's slots: one user's nine organizations of hanging
-   * endpoints held 64 of 64, and another tenant's event arrived 20 to 28 s late (found by review).
+   * of their endpoint), in the order they were claimed; the others keep waiting.
    */
   private startQueued(): void {
     for (let i = 0; i < this.queued.length && this.inFlight.size < this.config.concurrency;) {
       const job = this.queued[i];
       if (
-        (this.sending.accounts.get(job.account) ?? 0) < this.perOrganization &&
+        (this.sending.accounts.get(job.account) ?? 0) < this.perAccount &&
         (this.sending.organizations.get(job.organization_id) ?? 0) < this.perOrganization &&
         (this.sending.endpoints.get(job.endpoint_id) ?? 0) < this.perEndpoint
       ) {
@@ -374,10 +387,10 @@ export class WebhookDeliveryWorker implements BackgroundJob {
         // A slot of this organization and endpoint is free: a queued attempt may take it.
         if (!this.stopped) this.startQueued();
         if (this.endedWhileClaiming) {
-          this.endedWhileClaiming.push([organization, endpoint]);
+          this.endedWhileClaiming.push(job);
         } else if (this.waitingForSlot) {
           if (this.holding <= (this.holdLimit * 3) / 4) this.wake?.();
-        } else if (this.isHeldBack(organization, endpoint)) {
+        } else if (this.isHeldBack(job)) {
           this.wake?.();
         }
       });

@@ -105,8 +105,7 @@ const CLAIMED_ATTEMPT = Columns.rowOf<WebhookDeliveryAttempt>('c')('id')
   .and(
     Columns.computed<{ account: string }>({
       // Whose share the attempt takes (WebhookDeliveryWorker): its organization's maker.
-      account: sql`(SELECT coalesce(${makerOf('o')}, o.id)::text FROM organizations o
-                     WHERE o.id = c.organization_id)`,
+      account: sql`oa.account`,
     }),
   );
 
@@ -124,10 +123,12 @@ const NEXT_CLAIM = Columns.computed<{
   next_cursor: string | null;
   held_back_endpoints: string[] | null;
   held_back_organizations: string[] | null;
+  held_back_accounts: string[] | null;
 }>({
   next_cursor: sql`next.next_cursor`,
   held_back_endpoints: sql`next.held_back_endpoints`,
   held_back_organizations: sql`next.held_back_organizations`,
+  held_back_accounts: sql`next.held_back_accounts`,
 });
 
 /** A claim's answer: a claimed attempt a row, every column of which is null when it took none. */
@@ -157,10 +158,8 @@ export type ManualAttemptRoom = RowOf<ReturnType<typeof manualAttemptRoom>>;
 export interface ClaimLimits {
   /** Attempts to claim at most (the instance's free slots). */
   limit: number;
-  /**
-   * In flight per organization and per endpoint, at most; per account (every organization its
-   * maker made: ClaimedAttempt.account) as per organization.
-   */
+  /** In flight per account (the organizations one user made), organization and endpoint, at most. */
+  perAccount: number;
   perOrganization: number;
   perEndpoint: number;
   /** This instance's attempts in flight, by account, by organization and by endpoint. */
@@ -177,7 +176,11 @@ export interface ClaimResult {
   /** Where the next claim's visit of the endpoints starts. */
   cursor: string | null;
   /** Endpoints and organizations whose cap kept due attempts back in this claim. */
-  heldBack: { endpoints: ReadonlySet<string>; organizations: ReadonlySet<string> };
+  heldBack: {
+    endpoints: ReadonlySet<string>;
+    organizations: ReadonlySet<string>;
+    accounts: ReadonlySet<string>;
+  };
 }
 
 /** What became of a claimed attempt. `retryInMs` set: the next attempt is scheduled then. */
@@ -596,16 +599,16 @@ export class WebhooksRepository {
    *    (`perEndpoint` minus its attempts in flight here).
    * 3. Of each organization, as many as its free slots (`perOrganization` minus its attempts in
    *    flight here), its endpoints taking turns; of each account (the organizations one user
-   *    made), as many as its free slots (`perOrganization` too), its organizations taking turns;
-   *    then round-robin across accounts (every account's first, then every account's second…),
-   *    `limit` in all. The endpoints and organizations whose cap kept due attempts back are
-   *    answered too: a slot of theirs that frees is worth an immediate claim.
+   *    made), as many as its free slots (`perAccount`), its organizations taking turns; then
+   *    round-robin across accounts (every account's first, then every account's second…),
+   *    `limit` in all. The endpoints, organizations and accounts whose cap kept due attempts
+   *    back are answered too: a slot of theirs that frees is worth an immediate claim.
    * 4. FOR UPDATE SKIP LOCKED: instances claim side by side without waiting or taking the same
    *    row; the lease (`locked_until`, `now` + `leaseMs`) keeps the row from every other instance
    *    until the outcome is recorded, or until the lease runs out because this instance died.
    *
    * An account whose endpoints hang, in however many organizations, thus holds at most
-   * `perOrganization` of an instance's slots, and an event of another waits for no queue but its
+   * `perAccount` of an instance's slots, and an event of another waits for no queue but its
    * own: per organization alone, one user's nine organizations held all 64 (found by review).
    */
   async claimDue(
@@ -682,21 +685,24 @@ export class WebhooksRepository {
                    row_number() OVER (PARTITION BY c.organization_id
                                       ORDER BY c.endpoint_turn, c.next_attempt_at, c.id) AS turn
               FROM candidate c WHERE c.endpoint_turn <= c.free),
+          -- The account of each organization with candidates: read once per organization.
+          organization_account AS MATERIALIZED (
+            SELECT o.id AS organization_id, coalesce(${makerOf('o')}, o.id)::text AS account
+              FROM organizations o
+             WHERE o.id IN (SELECT DISTINCT organization_id FROM ranked)),
           -- Within its organization's free slots, each candidate's turn in its account.
           account_ranked AS (
-            SELECT r.id, r.next_attempt_at, a.account,
+            SELECT r.id, r.organization_id, r.next_attempt_at, a.account,
                    row_number() OVER (PARTITION BY a.account
                                       ORDER BY r.turn, r.next_attempt_at, r.id) AS account_turn
               FROM ranked r
+              JOIN organization_account a ON a.organization_id = r.organization_id
               LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
-              CROSS JOIN LATERAL (
-                SELECT coalesce(${makerOf('o')}, o.id)::text AS account
-                  FROM organizations o WHERE o.id = r.organization_id) a
              WHERE r.turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)),
           chosen AS (
             SELECT r.id FROM account_ranked r
               LEFT JOIN busy_account b ON b.account = r.account
-             WHERE r.account_turn <= ${limits.perOrganization}::int - coalesce(b.in_flight, 0)
+             WHERE r.account_turn <= ${limits.perAccount}::int - coalesce(b.in_flight, 0)
              ORDER BY r.account_turn, r.next_attempt_at
              LIMIT ${limits.limit}),
           -- Due work a cap kept back: a slot freed there is worth claiming again at once.
@@ -707,6 +713,9 @@ export class WebhooksRepository {
                      FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
                      AS organizations
               FROM candidate),
+          held_back_account AS (
+            SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
+             WHERE id NOT IN (SELECT id FROM chosen)),
           due AS (
             SELECT a.id FROM webhook_delivery_attempts a
              WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
@@ -726,13 +735,15 @@ export class WebhooksRepository {
                         THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
                      AS next_cursor,
                    (SELECT endpoints FROM held_back) AS held_back_endpoints,
-                   (SELECT organizations FROM held_back) AS held_back_organizations
+                   (SELECT organizations FROM held_back) AS held_back_organizations,
+                   (SELECT accounts FROM held_back_account) AS held_back_accounts
               FROM visited)
           SELECT ${CLAIM_COLUMNS}
             FROM next
             LEFT JOIN (claimed c
               JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.organization_id = c.organization_id
-              JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id)
+              JOIN webhook_events ev ON ev.id = c.event_id AND ev.organization_id = c.organization_id
+              JOIN organization_account oa ON oa.organization_id = c.organization_id)
               ON true`,
       { prepared: true },
     );
@@ -742,6 +753,7 @@ export class WebhooksRepository {
       heldBack: {
         endpoints: new Set(rows[0]?.held_back_endpoints ?? []),
         organizations: new Set(rows[0]?.held_back_organizations ?? []),
+        accounts: new Set(rows[0]?.held_back_accounts ?? []),
       },
     };
   }
