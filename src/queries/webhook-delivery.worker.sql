@@ -95,36 +95,43 @@ chosen AS (
    ORDER BY r.account_turn, r.next_attempt_at
    LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
+-- Each level's own cap only: an organization cut by its account's cap alone is not
+-- held back by its own, and waking for it claimed one attempt per attempt that ended
+-- (review of the change).
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
-           AS endpoints,
-         array_agg(DISTINCT organization_id)
-           FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
-           AS organizations
+           AS endpoints
     FROM candidate),
+held_back_organization AS (
+  SELECT array_agg(DISTINCT r.organization_id) AS organizations
+    FROM ranked r
+    LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
+   WHERE r.turn > $22::int - coalesce(b.in_flight, 0)),
 held_back_account AS (
-  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
-   WHERE id NOT IN (SELECT id FROM chosen)),
+  SELECT array_agg(DISTINCT r.account) AS accounts
+    FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn > $23::int - coalesce(b.in_flight, 0)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $22)
+     AND (a.locked_until IS NULL OR a.locked_until <= $24)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
-         lock_token = $25
+     SET locked_until = $25::timestamptz + $26 * interval '1 millisecond',
+         lock_token = $27
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $26
+  SELECT CASE WHEN count(*) >= $28
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT organizations FROM held_back_organization) AS held_back_organizations,
          (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
 SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"
@@ -238,36 +245,43 @@ chosen AS (
    ORDER BY r.account_turn, r.next_attempt_at
    LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
+-- Each level's own cap only: an organization cut by its account's cap alone is not
+-- held back by its own, and waking for it claimed one attempt per attempt that ended
+-- (review of the change).
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
-           AS endpoints,
-         array_agg(DISTINCT organization_id)
-           FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
-           AS organizations
+           AS endpoints
     FROM candidate),
+held_back_organization AS (
+  SELECT array_agg(DISTINCT r.organization_id) AS organizations
+    FROM ranked r
+    LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
+   WHERE r.turn > $22::int - coalesce(b.in_flight, 0)),
 held_back_account AS (
-  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
-   WHERE id NOT IN (SELECT id FROM chosen)),
+  SELECT array_agg(DISTINCT r.account) AS accounts
+    FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn > $23::int - coalesce(b.in_flight, 0)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $22)
+     AND (a.locked_until IS NULL OR a.locked_until <= $24)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
-         lock_token = $25
+     SET locked_until = $25::timestamptz + $26 * interval '1 millisecond',
+         lock_token = $27
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $26
+  SELECT CASE WHEN count(*) >= $28
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT organizations FROM held_back_organization) AS held_back_organizations,
          (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
 SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"
@@ -371,36 +385,43 @@ chosen AS (
    ORDER BY r.account_turn, r.next_attempt_at
    LIMIT $21),
 -- Due work a cap kept back: a slot freed there is worth claiming again at once.
+-- Each level's own cap only: an organization cut by its account's cap alone is not
+-- held back by its own, and waking for it claimed one attempt per attempt that ended
+-- (review of the change).
 held_back AS (
   SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
-           AS endpoints,
-         array_agg(DISTINCT organization_id)
-           FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
-           AS organizations
+           AS endpoints
     FROM candidate),
+held_back_organization AS (
+  SELECT array_agg(DISTINCT r.organization_id) AS organizations
+    FROM ranked r
+    LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
+   WHERE r.turn > $22::int - coalesce(b.in_flight, 0)),
 held_back_account AS (
-  SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
-   WHERE id NOT IN (SELECT id FROM chosen)),
+  SELECT array_agg(DISTINCT r.account) AS accounts
+    FROM account_ranked r
+    LEFT JOIN busy_account b ON b.account = r.account
+   WHERE r.account_turn > $23::int - coalesce(b.in_flight, 0)),
 due AS (
   SELECT a.id FROM webhook_delivery_attempts a
    WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
-     AND (a.locked_until IS NULL OR a.locked_until <= $22)
+     AND (a.locked_until IS NULL OR a.locked_until <= $24)
    FOR UPDATE SKIP LOCKED),
 claimed AS (
   UPDATE webhook_delivery_attempts a
-     SET locked_until = $23::timestamptz + $24 * interval '1 millisecond',
-         lock_token = $25
+     SET locked_until = $25::timestamptz + $26 * interval '1 millisecond',
+         lock_token = $27
     FROM due WHERE a.id = due.id
   RETURNING a.id, a.lock_token, a.organization_id, a.endpoint_id, a.event_id,
             a.event_type, a.attempt),
 -- Where the next claim starts: after the last endpoint visited, if the visit was cut
 -- short; from the first otherwise.
 next AS (
-  SELECT CASE WHEN count(*) >= $26
+  SELECT CASE WHEN count(*) >= $28
               THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
            AS next_cursor,
          (SELECT endpoints FROM held_back) AS held_back_endpoints,
-         (SELECT organizations FROM held_back) AS held_back_organizations,
+         (SELECT organizations FROM held_back_organization) AS held_back_organizations,
          (SELECT accounts FROM held_back_account) AS held_back_accounts
     FROM visited)
 SELECT next.next_cursor AS "next_cursor", next.held_back_endpoints AS "held_back_endpoints", next.held_back_organizations AS "held_back_organizations", next.held_back_accounts AS "held_back_accounts", c.id, c.lock_token AS "lock_token", c.organization_id, c.endpoint_id, c.event_id, c.event_type, c.attempt, e.url, e.secret, e.status AS "endpoint_status", ev.data, ev.created_at AS "event_created_at", oa.account AS "account"

@@ -274,18 +274,20 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   /**
    * Whether a claim now would find work of the ended attempt's account, organization or
    * endpoint: its cap kept due attempts back at the last claim, and its queue here has run down
-   * to one round of slots (so a claim takes a batch, not one attempt per attempt that ends).
+   * to one round of slots (so a claim takes a batch, not one attempt per attempt that ends). Its
+   * account too, whichever cap it was: an organization or endpoint run down in an account that
+   * has not would have its claim cut by the account's cap.
    */
   private isHeldBack(job: ClaimedAttempt): boolean {
     const runDown = (held: Map<string, number>, key: string, cap: number) =>
       (held.get(key) ?? 0) <= (HOLD_FACTOR / 2) * cap;
     return (
-      (this.heldBack.accounts.has(job.account) &&
-        runDown(this.held.accounts, job.account, this.perAccount)) ||
-      (this.heldBack.organizations.has(job.organization_id) &&
-        runDown(this.held.organizations, job.organization_id, this.perOrganization)) ||
-      (this.heldBack.endpoints.has(job.endpoint_id) &&
-        runDown(this.held.endpoints, job.endpoint_id, this.perEndpoint))
+      runDown(this.held.accounts, job.account, this.perAccount) &&
+      (this.heldBack.accounts.has(job.account) ||
+        (this.heldBack.organizations.has(job.organization_id) &&
+          runDown(this.held.organizations, job.organization_id, this.perOrganization)) ||
+        (this.heldBack.endpoints.has(job.endpoint_id) &&
+          runDown(this.held.endpoints, job.endpoint_id, this.perEndpoint)))
     );
   }
 

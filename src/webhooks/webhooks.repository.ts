@@ -706,16 +706,23 @@ export class WebhooksRepository {
              ORDER BY r.account_turn, r.next_attempt_at
              LIMIT ${limits.limit}),
           -- Due work a cap kept back: a slot freed there is worth claiming again at once.
+          -- Each level's own cap only: an organization cut by its account's cap alone is not
+          -- held back by its own, and waking for it claimed one attempt per attempt that ended
+          -- (review of the change).
           held_back AS (
             SELECT array_agg(DISTINCT endpoint_id) FILTER (WHERE endpoint_turn > free)
-                     AS endpoints,
-                   array_agg(DISTINCT organization_id)
-                     FILTER (WHERE endpoint_turn <= free AND id NOT IN (SELECT id FROM chosen))
-                     AS organizations
+                     AS endpoints
               FROM candidate),
+          held_back_organization AS (
+            SELECT array_agg(DISTINCT r.organization_id) AS organizations
+              FROM ranked r
+              LEFT JOIN busy_organization b ON b.organization_id = r.organization_id
+             WHERE r.turn > ${limits.perOrganization}::int - coalesce(b.in_flight, 0)),
           held_back_account AS (
-            SELECT array_agg(DISTINCT account) AS accounts FROM account_ranked
-             WHERE id NOT IN (SELECT id FROM chosen)),
+            SELECT array_agg(DISTINCT r.account) AS accounts
+              FROM account_ranked r
+              LEFT JOIN busy_account b ON b.account = r.account
+             WHERE r.account_turn > ${limits.perAccount}::int - coalesce(b.in_flight, 0)),
           due AS (
             SELECT a.id FROM webhook_delivery_attempts a
              WHERE a.id IN (SELECT id FROM chosen) AND a.status = 'pending'
@@ -735,7 +742,7 @@ export class WebhooksRepository {
                         THEN (SELECT endpoint_id FROM visited ORDER BY visit DESC LIMIT 1) END
                      AS next_cursor,
                    (SELECT endpoints FROM held_back) AS held_back_endpoints,
-                   (SELECT organizations FROM held_back) AS held_back_organizations,
+                   (SELECT organizations FROM held_back_organization) AS held_back_organizations,
                    (SELECT accounts FROM held_back_account) AS held_back_accounts
               FROM visited)
           SELECT ${CLAIM_COLUMNS}
