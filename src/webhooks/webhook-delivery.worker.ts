@@ -113,7 +113,7 @@ export class WebhookDeliveryWorker implements BackgroundJob {
   private readonly perEndpoint: number;
   /** Where the next claim's visit of the endpoints starts (null: from the first). */
   private cursor: string | null = null;
-  /** Endpoints and organizations whose cap kept due attempts back at the last claim. */
+  /** Accounts, organizations and endpoints whose own cap kept due attempts back at the last claim. */
   private heldBack: ClaimResult['heldBack'] = {
     endpoints: new Set(),
     organizations: new Set(),
@@ -367,11 +367,9 @@ export class WebhookDeliveryWorker implements BackgroundJob {
    * a timeout later, queued attempts went to the endpoint as it was when claimed).
    */
   private startAttempt(job: ClaimedAttempt, { waited = false } = {}): void {
-    const organization = job.organization_id;
-    const endpoint = job.endpoint_id;
     count(this.sending.accounts, job.account, +1);
-    count(this.sending.organizations, organization, +1);
-    count(this.sending.endpoints, endpoint, +1);
+    count(this.sending.organizations, job.organization_id, +1);
+    count(this.sending.endpoints, job.endpoint_id, +1);
     const delivery = (waited ? this.withEndpointNow(job) : Promise.resolve(job))
       .then(async (current) => {
         if (current) await this.deliver(current);
@@ -383,8 +381,8 @@ export class WebhookDeliveryWorker implements BackgroundJob {
       .finally(() => {
         this.inFlight.delete(job.id);
         count(this.sending.accounts, job.account, -1);
-        count(this.sending.organizations, organization, -1);
-        count(this.sending.endpoints, endpoint, -1);
+        count(this.sending.organizations, job.organization_id, -1);
+        count(this.sending.endpoints, job.endpoint_id, -1);
         this.letGo(job);
         // A slot of this organization and endpoint is free: a queued attempt may take it.
         if (!this.stopped) this.startQueued();
