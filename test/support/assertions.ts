@@ -39,3 +39,16 @@ export async function expectAppError(promise: Promise<unknown>, code: string): P
   expect(error).toBeInstanceOf(AppError);
   expect((error as AppError).code).toBe(code);
 }
+
+/**
+ * The strings a JSON document says, but its ids and timestamps: a check that a word is gone looks
+ * here, where a generated id or time (a uuid's "4711" group, memory 14711) cannot hold it by chance.
+ */
+export function textsOf(value: unknown, key = ''): string[] {
+  if (typeof value === 'string') return /(^|_)id$|_at$/.test(key) ? [] : [value];
+  if (Array.isArray(value)) return value.flatMap((item) => textsOf(item, key));
+  if (value && typeof value === 'object') {
+    return Object.entries(value).flatMap(([name, item]) => textsOf(item, name));
+  }
+  return [];
+}
