@@ -202,6 +202,43 @@ describe('Stripe meter events for active relationships and tokens (contract §23
     ]);
   });
 
+  it("sends tokens added to an hour already sent as an event of their own (an instance's clock behind)", async () => {
+    const who = await tenant({ customer: true });
+    clock.set(new Date(Math.ceil(clock.nowMs() / 3_600_000) * 3_600_000 + 1_000));
+    const hour = new Date(Math.floor(clock.nowMs() / 3_600_000) * 3_600_000);
+    const hourKey = `${who.organizationId}:tokens:${hour.toISOString().slice(0, 13)}`;
+    const sealedAt = new Date(hour.getTime() + 3_600_000 + TOKEN_HOUR_GRACE_MS + 1_000);
+    expect((await reply(who, uniqueUserId())).status).toBe(200);
+    clock.set(sealedAt);
+    await worker.runOnce();
+    // Replies stored in the hour after its event was queued: their instance's clock is behind.
+    const late = async (replies: number) => {
+      clock.set(new Date(hour.getTime() + 3_599_000));
+      for (let i = 0; i < replies; i++) expect((await reply(who, uniqueUserId())).status).toBe(200);
+      clock.set(sealedAt);
+      await worker.runOnce();
+    };
+    await late(2);
+    await late(1);
+    await worker.runOnce();
+    expect(
+      eventsOf(who.customer, 'provider_tokens').map(({ identifier, payload, timestamp }) => ({
+        identifier,
+        value: payload.value,
+        timestamp,
+      })),
+    ).toEqual([
+      { identifier: sha256(hourKey), value: '150', timestamp: hour.getTime() / 1000 },
+      { identifier: sha256(`${hourKey}:late:1`), value: '300', timestamp: hour.getTime() / 1000 },
+      { identifier: sha256(`${hourKey}:late:2`), value: '150', timestamp: hour.getTime() / 1000 },
+    ]);
+    const [row] = await db.query<Array<{ tokens: string; late_tokens: string }>>(
+      'SELECT tokens, late_tokens FROM meter_token_hours WHERE organization_id = $1 AND hour = $2',
+      [who.organizationId, hour],
+    );
+    expect(row).toEqual({ tokens: '600', late_tokens: '0' });
+  });
+
   it('GET /v1/billing/usage needs the admin scope and a valid month', async () => {
     const who = await tenant({ customer: false });
     expectError(

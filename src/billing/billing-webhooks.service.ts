@@ -21,6 +21,9 @@ function invalidSignature(): AppError {
   return new AppError('invalid_signature', 'The Stripe-Signature header does not verify');
 }
 
+/** Where Stripe API versions before 2025-03-31 (basil) name an invoice's subscription. */
+type BeforeBasilInvoice = { subscription?: string | { id: string } | null };
+
 function idOf(value: string | { id: string } | null | undefined): string | null {
   if (!value) return null;
   return typeof value === 'string' ? value : value.id;
@@ -171,7 +174,10 @@ export class BillingWebhooksService {
     status: 'paid' | 'payment_failed',
     eventTime: Date,
   ): Promise<WebhookOutcome> {
-    const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
+    const subscriptionId = idOf(
+      invoice.parent?.subscription_details?.subscription ??
+        (invoice as Stripe.Invoice & BeforeBasilInvoice).subscription,
+    );
     if (!subscriptionId) return 'ignored';
     const stored = await this.billing.setLatestInvoiceIfNewer(
       manager,

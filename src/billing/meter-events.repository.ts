@@ -22,7 +22,7 @@ const PENDING_COUNT = Columns.computed<{ pending: number }>({ pending: sql`count
 
 /** How many token hours a run sealed. */
 const SEALED_COUNT = Columns.computed<{ sealed: number }>({
-  sealed: sql`(SELECT count(*)::int FROM sealed)`,
+  sealed: sql`greatest((SELECT count(*)::int FROM sealed), (SELECT count(*)::int FROM late))`,
 });
 
 /** Stripe refuses meter events older than 35 days: past this they are marked expired. */
@@ -95,10 +95,13 @@ export class MeterEventsRepository {
 
   /**
    * Turns every token hour that ended before `before` into one meter event of its
-   * organization's Stripe customer (none without one) and marks it sealed, in one statement;
-   * SKIP LOCKED lets instances seal side by side. Answers how many hours were sealed (a full
-   * batch means more may be waiting), not how many events were queued: an hour of an
-   * organization without a customer, or of no tokens, is sealed with no event.
+   * organization's Stripe customer (none without one) and marks it sealed, and the late tokens
+   * of hours sealed before (MeterTokenHour.lateTokens) into one more event each, in one
+   * statement; SKIP LOCKED lets instances seal side by side. Answers the larger of how many hours
+   * were sealed and how many sent late tokens (a full batch means more may be waiting), not how many events
+   * were queued: an hour of an organization without a customer, or of no tokens, is sealed with
+   * no event. A late event's identifier is its hour's with `:late:<n>`, n counting the hour's
+   * late events from 1.
    */
   async sealHoursBefore(
     before: Date,
@@ -108,7 +111,7 @@ export class MeterEventsRepository {
   ): Promise<number> {
     const row = await this.database.row(
       SEALED_COUNT.query`WITH open_hours AS (
-            SELECT organization_id, hour, tokens FROM meter_token_hours
+            SELECT organization_id, hour FROM meter_token_hours
              WHERE NOT sealed AND hour < ${before}
              ORDER BY hour
              LIMIT ${batch}
@@ -116,7 +119,20 @@ export class MeterEventsRepository {
           sealed AS (
             UPDATE meter_token_hours h SET sealed = true
               FROM open_hours o WHERE h.organization_id = o.organization_id AND h.hour = o.hour
-            RETURNING h.organization_id, h.hour, h.tokens),
+            RETURNING h.organization_id, h.hour, h.tokens, ''::text AS suffix),
+          late_hours AS (
+            SELECT organization_id, hour, late_tokens FROM meter_token_hours
+             WHERE late_tokens > 0 AND sealed
+             ORDER BY hour
+             LIMIT ${batch}
+             FOR UPDATE SKIP LOCKED),
+          late AS (
+            UPDATE meter_token_hours h
+               SET tokens = h.tokens + l.late_tokens, late_tokens = 0,
+                   late_sends = h.late_sends + 1
+              FROM late_hours l WHERE h.organization_id = l.organization_id AND h.hour = l.hour
+            RETURNING h.organization_id, h.hour, l.late_tokens AS tokens,
+                      ':late:' || h.late_sends AS suffix),
           queued AS (
             INSERT INTO meter_events (organization_id, kind, event_name, identifier,
                                       stripe_customer_id, value, occurred_at, month,
@@ -124,10 +140,12 @@ export class MeterEventsRepository {
             SELECT s.organization_id, 'tokens', ${eventName},
                    encode(sha256(convert_to(s.organization_id::text || ':tokens:'
                                             || to_char(s.hour AT TIME ZONE 'UTC',
-                                                       'YYYY-MM-DD"T"HH24'), 'UTF8')), 'hex'),
+                                                       'YYYY-MM-DD"T"HH24') || s.suffix,
+                                            'UTF8')), 'hex'),
                    c.stripe_customer_id, s.tokens, s.hour,
                    date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, ${now}::timestamptz
-              FROM sealed s JOIN billing_customers c ON c.organization_id = s.organization_id
+              FROM (SELECT * FROM sealed UNION ALL SELECT * FROM late) s
+              JOIN billing_customers c ON c.organization_id = s.organization_id
              WHERE s.tokens > 0
             ON CONFLICT (identifier) DO NOTHING
             RETURNING 1)

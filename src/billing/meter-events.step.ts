@@ -30,11 +30,15 @@ export function relationshipMeterEventStep(
 
 /**
  * A CTE adding a reply's tokens to its organization's UTC hour, which the meter worker sends as
- * one event once the hour is over (STRIPE_TOKEN_METER_EVENT_NAME).
+ * one event once the hour is over (STRIPE_TOKEN_METER_EVENT_NAME). An hour already sealed (its
+ * event queued: this instance's clock is behind the worker's by more than the grace) keeps them
+ * as late tokens, which the worker sends as an event of their own.
  */
 export function tokenHourStep(tokens: { organizationId: string; at: Date; tokens: number }) {
   return sql`meter_token_hour AS (
       INSERT INTO meter_token_hours AS h (organization_id, hour, tokens)
       VALUES (${tokens.organizationId}, ${hourOf(tokens.at)}, ${tokens.tokens}::bigint)
-      ON CONFLICT (organization_id, hour) DO UPDATE SET tokens = h.tokens + EXCLUDED.tokens)`;
+      ON CONFLICT (organization_id, hour) DO UPDATE
+        SET tokens = h.tokens + CASE WHEN h.sealed THEN 0 ELSE EXCLUDED.tokens END,
+            late_tokens = h.late_tokens + CASE WHEN h.sealed THEN EXCLUDED.tokens ELSE 0 END)`;
 }

@@ -39,6 +39,14 @@ describe('snapshotOf', () => {
     );
   });
 
+  it('reads the period end where API versions before basil put it, when its items lack it', () => {
+    const before = subscription({
+      items: { object: 'list', data: [{ price: { id: 'price_1' } }] },
+      current_period_end: 1_700_000_000,
+    } as unknown as Partial<Stripe.Subscription>);
+    expect(snapshotOf(before).currentPeriodEnd).toEqual(new Date(1_700_000_000_000));
+  });
+
   it('reads an expanded customer by its id', () => {
     const customer = { id: 'cus_2', object: 'customer' } as Stripe.Customer;
     expect(snapshotOf(subscription({ customer })).stripeCustomerId).toBe('cus_2');

@@ -13,8 +13,14 @@ export interface SubscriptionSnapshot {
   currentPeriodEnd: Date | null;
 }
 
+/** Where Stripe API versions before 2025-03-31 (basil) put the period end (docs/billing.md). */
+type BeforeBasilSubscription = { current_period_end?: number | null };
+
 export function snapshotOf(subscription: Stripe.Subscription): SubscriptionSnapshot {
   const item = subscription.items?.data?.[0];
+  const periodEnd =
+    item?.current_period_end ??
+    (subscription as Stripe.Subscription & BeforeBasilSubscription).current_period_end;
   const paused = subscription.pause_collection != null;
   const status = (
     paused && !isEnded(subscription.status) ? 'suspended' : subscription.status
@@ -28,7 +34,7 @@ export function snapshotOf(subscription: Stripe.Subscription): SubscriptionSnaps
     stripeStatus: subscription.status,
     collectionPaused: paused,
     cancelAtPeriodEnd: subscription.cancel_at_period_end ?? false,
-    currentPeriodEnd: item?.current_period_end ? new Date(item.current_period_end * 1000) : null,
+    currentPeriodEnd: periodEnd ? new Date(periodEnd * 1000) : null,
   };
 }
 

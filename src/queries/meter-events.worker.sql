@@ -15,7 +15,7 @@ UPDATE meter_events m
   FROM due WHERE m.id = due.id
 RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
-  SELECT organization_id, hour, tokens FROM meter_token_hours
+  SELECT organization_id, hour FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
    ORDER BY hour
    LIMIT $2
@@ -23,22 +23,37 @@ WITH open_hours AS (
 sealed AS (
   UPDATE meter_token_hours h SET sealed = true
     FROM open_hours o WHERE h.organization_id = o.organization_id AND h.hour = o.hour
-  RETURNING h.organization_id, h.hour, h.tokens),
+  RETURNING h.organization_id, h.hour, h.tokens, ''::text AS suffix),
+late_hours AS (
+  SELECT organization_id, hour, late_tokens FROM meter_token_hours
+   WHERE late_tokens > 0 AND sealed
+   ORDER BY hour
+   LIMIT $3
+   FOR UPDATE SKIP LOCKED),
+late AS (
+  UPDATE meter_token_hours h
+     SET tokens = h.tokens + l.late_tokens, late_tokens = 0,
+         late_sends = h.late_sends + 1
+    FROM late_hours l WHERE h.organization_id = l.organization_id AND h.hour = l.hour
+  RETURNING h.organization_id, h.hour, l.late_tokens AS tokens,
+            ':late:' || h.late_sends AS suffix),
 queued AS (
   INSERT INTO meter_events (organization_id, kind, event_name, identifier,
                             stripe_customer_id, value, occurred_at, month,
                             next_attempt_at)
-  SELECT s.organization_id, 'tokens', $3,
+  SELECT s.organization_id, 'tokens', $4,
          encode(sha256(convert_to(s.organization_id::text || ':tokens:'
                                   || to_char(s.hour AT TIME ZONE 'UTC',
-                                             'YYYY-MM-DD"T"HH24'), 'UTF8')), 'hex'),
+                                             'YYYY-MM-DD"T"HH24') || s.suffix,
+                                  'UTF8')), 'hex'),
          c.stripe_customer_id, s.tokens, s.hour,
-         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $4::timestamptz
-    FROM sealed s JOIN billing_customers c ON c.organization_id = s.organization_id
+         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $5::timestamptz
+    FROM (SELECT * FROM sealed UNION ALL SELECT * FROM late) s
+    JOIN billing_customers c ON c.organization_id = s.organization_id
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
+SELECT greatest((SELECT count(*)::int FROM sealed), (SELECT count(*)::int FROM late)) AS "sealed";
 
 -- a pass sending one event
 -- prepared
@@ -60,7 +75,7 @@ UPDATE meter_events m
   FROM due WHERE m.id = due.id
 RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
-  SELECT organization_id, hour, tokens FROM meter_token_hours
+  SELECT organization_id, hour FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
    ORDER BY hour
    LIMIT $2
@@ -68,22 +83,37 @@ WITH open_hours AS (
 sealed AS (
   UPDATE meter_token_hours h SET sealed = true
     FROM open_hours o WHERE h.organization_id = o.organization_id AND h.hour = o.hour
-  RETURNING h.organization_id, h.hour, h.tokens),
+  RETURNING h.organization_id, h.hour, h.tokens, ''::text AS suffix),
+late_hours AS (
+  SELECT organization_id, hour, late_tokens FROM meter_token_hours
+   WHERE late_tokens > 0 AND sealed
+   ORDER BY hour
+   LIMIT $3
+   FOR UPDATE SKIP LOCKED),
+late AS (
+  UPDATE meter_token_hours h
+     SET tokens = h.tokens + l.late_tokens, late_tokens = 0,
+         late_sends = h.late_sends + 1
+    FROM late_hours l WHERE h.organization_id = l.organization_id AND h.hour = l.hour
+  RETURNING h.organization_id, h.hour, l.late_tokens AS tokens,
+            ':late:' || h.late_sends AS suffix),
 queued AS (
   INSERT INTO meter_events (organization_id, kind, event_name, identifier,
                             stripe_customer_id, value, occurred_at, month,
                             next_attempt_at)
-  SELECT s.organization_id, 'tokens', $3,
+  SELECT s.organization_id, 'tokens', $4,
          encode(sha256(convert_to(s.organization_id::text || ':tokens:'
                                   || to_char(s.hour AT TIME ZONE 'UTC',
-                                             'YYYY-MM-DD"T"HH24'), 'UTF8')), 'hex'),
+                                             'YYYY-MM-DD"T"HH24') || s.suffix,
+                                  'UTF8')), 'hex'),
          c.stripe_customer_id, s.tokens, s.hour,
-         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $4::timestamptz
-    FROM sealed s JOIN billing_customers c ON c.organization_id = s.organization_id
+         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $5::timestamptz
+    FROM (SELECT * FROM sealed UNION ALL SELECT * FROM late) s
+    JOIN billing_customers c ON c.organization_id = s.organization_id
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
+SELECT greatest((SELECT count(*)::int FROM sealed), (SELECT count(*)::int FROM late)) AS "sealed";
 
 -- a pass whose one event Stripe fails (due again later)
 -- prepared
@@ -106,7 +136,7 @@ UPDATE meter_events m
   FROM due WHERE m.id = due.id
 RETURNING m.id, m.event_name, m.identifier, m.stripe_customer_id, m.value, m.occurred_at, m.attempts, m.lock_token;
 WITH open_hours AS (
-  SELECT organization_id, hour, tokens FROM meter_token_hours
+  SELECT organization_id, hour FROM meter_token_hours
    WHERE NOT sealed AND hour < $1
    ORDER BY hour
    LIMIT $2
@@ -114,22 +144,37 @@ WITH open_hours AS (
 sealed AS (
   UPDATE meter_token_hours h SET sealed = true
     FROM open_hours o WHERE h.organization_id = o.organization_id AND h.hour = o.hour
-  RETURNING h.organization_id, h.hour, h.tokens),
+  RETURNING h.organization_id, h.hour, h.tokens, ''::text AS suffix),
+late_hours AS (
+  SELECT organization_id, hour, late_tokens FROM meter_token_hours
+   WHERE late_tokens > 0 AND sealed
+   ORDER BY hour
+   LIMIT $3
+   FOR UPDATE SKIP LOCKED),
+late AS (
+  UPDATE meter_token_hours h
+     SET tokens = h.tokens + l.late_tokens, late_tokens = 0,
+         late_sends = h.late_sends + 1
+    FROM late_hours l WHERE h.organization_id = l.organization_id AND h.hour = l.hour
+  RETURNING h.organization_id, h.hour, l.late_tokens AS tokens,
+            ':late:' || h.late_sends AS suffix),
 queued AS (
   INSERT INTO meter_events (organization_id, kind, event_name, identifier,
                             stripe_customer_id, value, occurred_at, month,
                             next_attempt_at)
-  SELECT s.organization_id, 'tokens', $3,
+  SELECT s.organization_id, 'tokens', $4,
          encode(sha256(convert_to(s.organization_id::text || ':tokens:'
                                   || to_char(s.hour AT TIME ZONE 'UTC',
-                                             'YYYY-MM-DD"T"HH24'), 'UTF8')), 'hex'),
+                                             'YYYY-MM-DD"T"HH24') || s.suffix,
+                                  'UTF8')), 'hex'),
          c.stripe_customer_id, s.tokens, s.hour,
-         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $4::timestamptz
-    FROM sealed s JOIN billing_customers c ON c.organization_id = s.organization_id
+         date_trunc('month', s.hour AT TIME ZONE 'UTC')::date, $5::timestamptz
+    FROM (SELECT * FROM sealed UNION ALL SELECT * FROM late) s
+    JOIN billing_customers c ON c.organization_id = s.organization_id
    WHERE s.tokens > 0
   ON CONFLICT (identifier) DO NOTHING
   RETURNING 1)
-SELECT (SELECT count(*)::int FROM sealed) AS "sealed";
+SELECT greatest((SELECT count(*)::int FROM sealed), (SELECT count(*)::int FROM late)) AS "sealed";
 
 -- the hourly purge, one event delivered 91 days ago
 DELETE FROM meter_events WHERE id IN (
