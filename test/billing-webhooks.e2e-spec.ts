@@ -231,6 +231,24 @@ describe('BillingWebhooksService (real database, fake Stripe)', () => {
       expect((await repository.getSubscription(subscription.id)).latestInvoiceStatus).toBe('paid');
     });
 
+    it('reads the subscription of an invoice sent by an API version before basil', async () => {
+      const { subscription } = await customerWithSubscription();
+      const base = secondsAgo(2400);
+      await webhooks.handle(event('customer.subscription.created', subscription, base));
+      const invoice = {
+        id: id('in'),
+        object: 'invoice',
+        customer: subscription.customer,
+        subscription: subscription.id,
+      };
+      await expect(
+        webhooks.handle(event('invoice.payment_failed', invoice, base + 5)),
+      ).resolves.toBe('applied');
+      expect((await repository.getSubscription(subscription.id)).latestInvoiceStatus).toBe(
+        'payment_failed',
+      );
+    });
+
     it('never lets an older saved payment method replace a newer one', async () => {
       const { organization, customer } = await customerWithSubscription();
       const intent = (paymentMethod: string) => ({
