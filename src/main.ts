@@ -20,7 +20,7 @@ const IDLE_CONNECTIONS_CHECK_MS = 100;
 const EXIT_MARGIN_MS = 250;
 
 async function bootstrap(): Promise<void> {
-  const embedded = await startEmbeddedUnlessConfigured();
+  const embedded = await startEmbeddedUnlessConfigured({ ownSignals: true });
 
   const app = await NestFactory.create<NestExpressApplication>(
     AppModule,
@@ -42,6 +42,8 @@ async function bootstrap(): Promise<void> {
 
   let stopping = false;
   const shutdown = async (signal: string) => {
+    // A second signal is not a force: npm forwards a terminal's Ctrl-C to a process that got it
+    // already from the terminal, so `npm start` sees two.
     if (stopping) return;
     stopping = true;
     const deadline = Date.now() + config.shutdownTimeoutMs;

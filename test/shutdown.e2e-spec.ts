@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'node:http';
 import { Client } from 'pg';
 import { ensureBuilt, runBuilt, runFromSource, waitUntilReady } from './support/built-app';
@@ -52,6 +55,34 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
     // New connections are refused once it has stopped.
     await expect(fetch(`http://127.0.0.1:${port}/health/live`)).rejects.toThrow();
   }, 150_000);
+});
+
+describe("Graceful shutdown on the embedded PostgreSQL (the README's `npm start`, built)", () => {
+  it('on SIGTERM stops the service before its database, and exits 0 (review)', async () => {
+    ensureBuilt();
+    const dataDir = mkdtempSync(join(tmpdir(), 'shutdown-embedded-'));
+    const port = await freePort();
+    const service = runBuilt('main.js', [], {
+      DATABASE_URL: '',
+      EMBEDDED_PG_DATA_DIR: join(dataDir, 'postgres'),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      PORT: String(port),
+      METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+    });
+    try {
+      await waitUntilReady(service, port, 120_000);
+      // The package's own handler stopped the database and exited 143 at once, the workers
+      // cut off mid-statement.
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+      expect(service.output()).toContain('"msg":"stopped"');
+      expect(service.output()).not.toContain('terminating connection due to administrator command');
+    } finally {
+      await service.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
 });
 
 describe('Shutdown with replies still waiting on their model provider (the built process)', () => {

