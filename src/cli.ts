@@ -75,7 +75,9 @@ async function migrate(): Promise<number> {
     for (const load of configLoaders) load();
     dataSource = new DataSource(buildDataSourceOptions({ url: databaseConfig().url }));
     await dataSource.initialize();
-    const applied = await runMigrationsExclusively(dataSource);
+    const applied = await runMigrationsExclusively(dataSource, (holder) =>
+      process.stdout.write(`Waiting for the migration lock, held by ${holder}\n`),
+    );
     process.stdout.write(
       applied.length === 0
         ? 'No pending migrations\n'

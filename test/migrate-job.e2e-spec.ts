@@ -136,6 +136,29 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
     }
   });
 
+  it('says once whom it waits for while another session holds the migration lock (review)', async () => {
+    const holder = new Client({ connectionString: database.url });
+    await holder.connect();
+    try {
+      const { rows } = await holder.query<{ pid: number }>(
+        'SELECT pg_backend_pid() AS pid, pg_advisory_lock(727301001)',
+      );
+      const run = runBuilt('cli.js', ['migrate'], { DATABASE_URL: database.url });
+      const said = `Waiting for the migration lock, held by PostgreSQL backend ${rows[0].pid}`;
+      for (let waited = 0; !run.output().includes(said) && waited < 30_000; waited += 100) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(run.output()).toContain(said);
+      expect(run.child.exitCode).toBeNull();
+      await holder.query('SELECT pg_advisory_unlock(727301001)');
+      expect(await run.exited).toBe(0);
+      expect(run.output().split(said)).toHaveLength(2);
+      expect(run.output()).toContain('No pending migrations');
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('two instances migrating as they start: one logs what it applied and how long it took, the other that nothing was pending', async () => {
     // TypeORM writes each applied migration at debug: no line said which instance migrated (review).
     const racing = await createFreshDatabase('migrate_start_race', process.env.DATABASE_URL);
@@ -203,6 +226,19 @@ describe('Migrations as a job: `node dist/cli.js migrate`, then MIGRATE_ON_START
       });
       expect(await run.exited).toBe(1);
       expect(run.output()).toMatch(/Invalid configuration:\n {2}EMBEDDED_PG_PORT: /);
+    }
+  });
+
+  it('refuses to start on the embedded PostgreSQL in production: DATABASE_URL forgotten (review)', async () => {
+    for (const script of ['cli.js', 'main.js'] as const) {
+      const run = runBuilt(script, script === 'cli.js' ? ['migrate'] : [], {
+        DATABASE_URL: '',
+        NODE_ENV: 'production',
+        JWT_SECRET: 'a production secret of more than 32 characters',
+        METRICS_PORT: '0',
+      });
+      expect(await run.exited).toBe(1);
+      expect(run.output()).toContain('DATABASE_URL is required when NODE_ENV=production');
     }
   });
 

@@ -40,7 +40,11 @@ import { TypeOrmPinoLogger } from './typeorm-pino-logger';
           await migrator.initialize();
           try {
             const started = performance.now();
-            const applied = await runMigrationsExclusively(migrator);
+            const applied = await runMigrationsExclusively(migrator, (holder) =>
+              (options!.logger as TypeOrmPinoLogger).logMigration(
+                `Waiting for the migration lock, held by ${holder}`,
+              ),
+            );
             // TypeORM logs each migration at its schema-build level (debug): without this line an
             // operator could not tell which instance migrated, what or for how long (review).
             (options!.logger as TypeOrmPinoLogger).logMigration(

@@ -14,6 +14,20 @@ async function tryLock(runner: QueryRunner): Promise<boolean> {
   return locked;
 }
 
+/** Who holds the migration lock, as an operator would look for them: pid, client address. */
+async function lockHolder(runner: QueryRunner): Promise<string> {
+  const rows = (await runner.query(
+    `SELECT l.pid, a.client_addr::text AS address, a.application_name AS application
+       FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = $1
+        AND l.objsubid = 1`,
+    [MIGRATION_LOCK_KEY],
+  )) as Array<{ pid: number; address: string | null; application: string | null }>;
+  if (rows.length === 0) return 'another session (gone since)';
+  const [{ pid, address, application }] = rows;
+  return `PostgreSQL backend ${pid}${address ? ` from ${address}` : ''}${application ? ` (${application})` : ''}`;
+}
+
 /**
  * Applies pending migrations while holding a PostgreSQL advisory lock, so several instances
  * starting at once apply each migration exactly once instead of racing on the same DDL.
@@ -23,11 +37,18 @@ async function tryLock(runner: QueryRunner): Promise<boolean> {
  * another connection) waits for every older snapshot, so an instance starting meanwhile would
  * hang both, in a cycle PostgreSQL's deadlock detector cannot see.
  */
-export async function runMigrationsExclusively(dataSource: DataSource): Promise<Migration[]> {
+export async function runMigrationsExclusively(
+  dataSource: DataSource,
+  /** Told once, when the lock is held elsewhere: a wait that would otherwise log nothing. */
+  onWaiting: (holder: string) => void = () => undefined,
+): Promise<Migration[]> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
-    while (!(await tryLock(runner))) await sleep(LOCK_POLL_MS);
+    if (!(await tryLock(runner))) {
+      onWaiting(await lockHolder(runner));
+      while (!(await tryLock(runner))) await sleep(LOCK_POLL_MS);
+    }
     try {
       return await dataSource.runMigrations({ transaction: 'each' });
     } finally {
