@@ -42,8 +42,10 @@ export class AppEnv {
   @IsOptional()
   @Transform(toNumber)
   @IsInt()
-  // 0 made every SIGTERM a forced exit at once, cutting every request in flight (review).
+  // 0 made every SIGTERM a forced exit at once, cutting every request in flight (review); past
+  // Node's longest timer (2^31 - 1 ms) the timers fired at once and did the same (review).
   @Min(1000)
+  @Max(3_600_000)
   SHUTDOWN_TIMEOUT_MS?: number;
 
   @IsOptional()

@@ -20,6 +20,13 @@ describe('configuration validation', () => {
     expect(appConfig().shutdownTimeoutMs).toBe(1000);
   });
 
+  it("refuses a shutdown longer than an hour: past a timer's range it was no wait at all", () => {
+    process.env.SHUTDOWN_TIMEOUT_MS = '3000000000';
+    expect(() => appConfig()).toThrow(/SHUTDOWN_TIMEOUT_MS/);
+    process.env.SHUTDOWN_TIMEOUT_MS = '3600000';
+    expect(appConfig().shutdownTimeoutMs).toBe(3_600_000);
+  });
+
   it('requires DATABASE_URL to be a postgres URL', () => {
     process.env.DATABASE_URL = 'mysql://localhost/x';
     expect(() => databaseConfig()).toThrow(/DATABASE_URL/);
