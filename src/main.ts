@@ -5,7 +5,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from 'pino';
 import { AppModule } from './app.module';
 import { setupApp } from './app.setup';
-import { createHttpAdapter } from './common/http/http-adapter';
+import { createHttpAdapter, timeOutUnfinishedRequests } from './common/http/http-adapter';
 import { ShutdownSignal } from './common/lifecycle/shutdown-signal';
 import { ANSWER_BEFORE_EXIT_MS } from './common/lifecycle/shutdown-signal';
 import { ROOT_LOGGER } from './common/logging/root-logger';
@@ -63,9 +63,15 @@ async function bootstrap(): Promise<void> {
     setInterval(() => {
       if (!server.listening) server.closeIdleConnections();
     }, IDLE_CONNECTIONS_CHECK_MS).unref();
-    // Replies still waiting on their model provider are answered 503 before the exit cuts them.
+    // Replies still waiting on their model provider are answered 503 before the exit cuts them,
+    // and requests whose headers or body are still arriving 408: one stalled upload held every
+    // shutdown to its forced exit, REQUEST_TIMEOUT_MS's 30 s being longer than
+    // SHUTDOWN_TIMEOUT_MS's 10 (found by review).
     setTimeout(
-      () => shutdownSignal.abandon(),
+      () => {
+        shutdownSignal.abandon();
+        timeOutUnfinishedRequests(app.getHttpAdapter());
+      },
       Math.max(config.shutdownTimeoutMs - ANSWER_BEFORE_EXIT_MS, config.shutdownTimeoutMs / 2),
     ).unref();
     setTimeout(() => {

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { Client } from 'pg';
 import { ensureBuilt, runBuilt, runFromSource, waitUntilReady } from './support/built-app';
 import { FakeOpenAI, fakeModelEnv } from './support/fake-openai';
@@ -55,6 +56,41 @@ describe('Graceful shutdown (the real process, as main.ts starts it)', () => {
     // New connections are refused once it has stopped.
     await expect(fetch(`http://127.0.0.1:${port}/health/live`)).rejects.toThrow();
   }, 150_000);
+});
+
+describe('Shutdown with an upload that stalls (the built process)', () => {
+  it('answers it 408 before SHUTDOWN_TIMEOUT_MS instead of being forced to exit 1 (review)', async () => {
+    ensureBuilt();
+    const port = await freePort();
+    const service = runBuilt('main.js', [], {
+      PORT: String(port),
+      METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: '4000',
+    });
+    try {
+      await waitUntilReady(service, port);
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      // Headers and 9 bytes of a declared 100: REQUEST_TIMEOUT_MS (30 s) is far away.
+      socket.write(
+        'POST /v1/auth/signup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 100\r\n\r\n{"email":',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const signalled = Date.now();
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+      expect(Date.now() - signalled).toBeLessThan(4_000);
+      await closed;
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+      expect(service.output()).not.toContain('shutdown timed out');
+    } finally {
+      await service.stop();
+    }
+  }, 120_000);
 });
 
 describe("Graceful shutdown on the embedded PostgreSQL (the README's `npm start`, built)", () => {

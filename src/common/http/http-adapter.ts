@@ -2,10 +2,12 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import {
   createServer,
   maxHeaderSize,
-  STATUS_CODES,
   type RequestListener,
+  type Server,
   type ServerResponse,
+  STATUS_CODES,
 } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AppError } from '../errors/app-error';
 import { toErrorResponse } from '../errors/all-exceptions.filter';
@@ -25,9 +27,30 @@ export interface ServerTimeouts {
  */
 class TimedExpressAdapter extends ExpressAdapter {
   private readonly refusalObservers: Array<(refused: RefusedRequest) => void> = [];
+  private readonly sockets = new Set<Socket>();
 
   constructor(private readonly timeouts: ServerTimeouts) {
     super();
+  }
+
+  /**
+   * Answers 408 every request whose headers or body are still arriving, as REQUEST_TIMEOUT_MS
+   * would: a shutdown's last step before its exit. Node stops checking its timeouts once the
+   * server is closed, so one stalled upload held every shutdown to its forced exit (review).
+   */
+  timeOutUnfinishedRequests(): void {
+    const server = this.getHttpServer() as Server;
+    for (const socket of this.sockets) {
+      const response = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+      // Answered or being answered, or idle between two requests (closed by the shutdown).
+      if (response ? response.headersSent || response.req.complete : socket.bytesRead === 0) {
+        continue;
+      }
+      const timedOut = Object.assign(new Error('the shutdown ends the request'), {
+        code: 'ERR_HTTP_REQUEST_TIMEOUT',
+      });
+      server.emit('clientError', timedOut, socket);
+    }
   }
 
   /** Told of each request Node's parser refused, once it is answered (the access line). */
@@ -49,6 +72,10 @@ class TimedExpressAdapter extends ExpressAdapter {
       },
       this.getInstance<RequestListener>(),
     );
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     server.on(
       'clientError',
       (error: Error & { code?: string }, socket: Duplex & { bytesRead?: number }) => {
@@ -142,6 +169,11 @@ function answerOnSocket(socket: Duplex, refusal: AppError, requestId: string): R
 
 export function createHttpAdapter(timeouts: ServerTimeouts): ExpressAdapter {
   return new TimedExpressAdapter(timeouts);
+}
+
+/** TimedExpressAdapter.timeOutUnfinishedRequests, on a server createHttpAdapter made. */
+export function timeOutUnfinishedRequests(adapter: unknown): void {
+  if (adapter instanceof TimedExpressAdapter) adapter.timeOutUnfinishedRequests();
 }
 
 /** Tells `observer` of each request the parser refused, on a server createHttpAdapter made. */
