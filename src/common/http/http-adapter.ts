@@ -1,6 +1,7 @@
 import { ExpressAdapter } from '@nestjs/platform-express';
 import {
   createServer,
+  type IncomingMessage,
   maxHeaderSize,
   type RequestListener,
   type Server,
@@ -27,7 +28,8 @@ export interface ServerTimeouts {
  */
 class TimedExpressAdapter extends ExpressAdapter {
   private readonly refusalObservers: Array<(refused: RefusedRequest) => void> = [];
-  private readonly sockets = new Set<Socket>();
+  /** Open connections, each with what it had read when its last response finished. */
+  private readonly sockets = new Map<Socket, number>();
 
   constructor(private readonly timeouts: ServerTimeouts) {
     super();
@@ -40,12 +42,17 @@ class TimedExpressAdapter extends ExpressAdapter {
    */
   timeOutUnfinishedRequests(): void {
     const server = this.getHttpServer() as Server;
-    for (const socket of this.sockets) {
+    for (const [socket, readBefore] of this.sockets) {
       const response = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
-      // Answered or being answered, or idle between two requests (closed by the shutdown).
-      if (response ? response.headersSent || response.req.complete : socket.bytesRead === 0) {
+      // Answered or being answered, or idle since its last response (nothing read since).
+      if (
+        response ? response.headersSent || response.req.complete : socket.bytesRead === readBefore
+      ) {
         continue;
       }
+      // Closed once answered: a client still sending would otherwise complete the request, and
+      // its handler would run after the 408 (review of the change).
+      socket.once('finish', () => socket.destroy());
       const timedOut = Object.assign(new Error('the shutdown ends the request'), {
         code: 'ERR_HTTP_REQUEST_TIMEOUT',
       });
@@ -73,8 +80,15 @@ class TimedExpressAdapter extends ExpressAdapter {
       this.getInstance<RequestListener>(),
     );
     server.on('connection', (socket: Socket) => {
-      this.sockets.add(socket);
+      this.sockets.set(socket, 0);
       socket.once('close', () => this.sockets.delete(socket));
+    });
+    server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+      response.once('finish', () => {
+        if (this.sockets.has(request.socket)) {
+          this.sockets.set(request.socket, request.socket.bytesRead);
+        }
+      });
     });
     server.on(
       'clientError',
