@@ -20,7 +20,7 @@ const IDLE_CONNECTIONS_CHECK_MS = 100;
 const EXIT_MARGIN_MS = 250;
 
 async function bootstrap(): Promise<void> {
-  const embedded = await startEmbeddedUnlessConfigured({ ownSignals: true });
+  const embedded = await startEmbeddedUnlessConfigured();
 
   const app = await NestFactory.create<NestExpressApplication>(
     AppModule,
@@ -92,6 +92,7 @@ async function bootstrap(): Promise<void> {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  embedded?.leaveSignalsToCaller();
 
   await app.listen(config.port);
   logger.info(

