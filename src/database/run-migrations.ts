@@ -17,10 +17,12 @@ async function tryLock(runner: QueryRunner): Promise<boolean> {
 /** Who holds the migration lock, as an operator would look for them: pid, client address. */
 async function lockHolder(runner: QueryRunner): Promise<string> {
   const rows = (await runner.query(
-    `SELECT l.pid, a.client_addr::text AS address, a.application_name AS application
+    `SELECT l.pid, host(a.client_addr) AS address, a.application_name AS application
        FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
       WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = $1
-        AND l.objsubid = 1`,
+        AND l.objsubid = 1
+        -- Advisory locks are per database: the same key held in another is no one's here.
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
     [MIGRATION_LOCK_KEY],
   )) as Array<{ pid: number; address: string | null; application: string | null }>;
   if (rows.length === 0) return 'another session (gone since)';
