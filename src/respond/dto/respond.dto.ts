@@ -22,6 +22,7 @@ import { MAX_KEY_LENGTH } from '../../common/http/spooled-document';
 import { USER_MESSAGE_MAX_CHARACTERS } from '../../memory/dto/memory.dto';
 import { IsNewUserId, USER_ID_MAX_CHARACTERS } from '../../end-users/dto/user-id';
 import { SafetyVerdictDto } from '../../memory/dto/safety-verdict.dto';
+import { HasVisibleText } from '../../common/validation/visible-text';
 import { MAX_TOOL_CALLS_PER_ROUND, TOOL_CALL_ID_MAX_CHARACTERS } from '../engine/response-engine';
 
 export const MESSAGE_MAX_LENGTH = USER_MESSAGE_MAX_CHARACTERS;
@@ -41,10 +42,18 @@ export class RespondDto {
   @IsNewUserId()
   user_id: string;
 
-  @ApiProperty({ minLength: 1, maxLength: MESSAGE_MAX_LENGTH, example: 'I finally got the job!' })
+  @ApiProperty({
+    minLength: 1,
+    maxLength: MESSAGE_MAX_LENGTH,
+    example: 'I finally got the job!',
+    description: 'At least one visible character: not only spaces or invisible ones',
+  })
   @IsString()
   @MinLength(1)
   @MaxLength(MESSAGE_MAX_LENGTH)
+  // A blank message was a paid model call for nothing, stored as a memory that an import of
+  // the end user's export then refused (review).
+  @HasVisibleText()
   message: string;
 
   @ApiPropertyOptional({

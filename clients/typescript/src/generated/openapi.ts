@@ -2862,7 +2862,10 @@ export interface components {
              * @example customer-42
              */
             user_id: string;
-            /** @example I finally got the job! */
+            /**
+             * @description At least one visible character: not only spaces or invisible ones
+             * @example I finally got the job!
+             */
             message: string;
             /**
              * @description true: the reply comes as server-sent events (text/event-stream) as it is written
