@@ -38,6 +38,9 @@ describe('timeOutUnfinishedRequests (a shutdown cutting requests still arriving)
     adapter.initHttpServer({});
     const app = adapter.getInstance<Express>();
     app.get('/ok', (_request: Request, response: Response) => void response.end('ok'));
+    app.get('/slow', (_request: Request, response: Response) => {
+      setTimeout(() => response.end('late'), 300);
+    });
     app.post('/upload', (request: Request, response: Response) => {
       request.resume();
       request.on('end', () => {
@@ -70,7 +73,17 @@ describe('timeOutUnfinishedRequests (a shutdown cutting requests still arriving)
     expect(handled).toEqual([]);
   });
 
-  it('leaves alone a keep-alive connection idle since its last answer, and one whose answer is under way', async () => {
+  it('leaves a request that arrived whole to be answered', async () => {
+    const waiting = client(port);
+    waiting.socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    timeOutUnfinishedRequests(adapter);
+    await until(() => waiting.said().endsWith('late'));
+    expect(waiting.said()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(waiting.said()).not.toContain('408');
+  });
+
+  it('closes keep-alive connections idle since their last answer without a word', async () => {
     const idle = client(port);
     idle.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n');
     await until(() => idle.said().endsWith('ok'));
@@ -79,13 +92,21 @@ describe('timeOutUnfinishedRequests (a shutdown cutting requests still arriving)
     await until(() => complete.said().endsWith('stored'));
     const before = [idle.said(), complete.said()];
     timeOutUnfinishedRequests(adapter);
+    await idle.closed;
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect([idle.said(), complete.said()]).toEqual(before);
     expect(handled).toEqual(['upload']);
-    // Still usable: it was not closed.
-    idle.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n');
-    await until(() => idle.said().length > before[0].length);
-    expect(idle.said().slice(before[0].length)).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('answers 408 a request half sent behind one answered on the same connection (pipelined)', async () => {
+    const piped = client(port);
+    // One write: the second request's first bytes are read with the first, before its answer.
+    piped.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /ok HTTP/1.1\r\nHo');
+    await until(() => piped.said().endsWith('ok'));
+    const answered = piped.said();
+    timeOutUnfinishedRequests(adapter);
+    await piped.closed;
+    expect(piped.said().slice(answered.length)).toMatch(/^HTTP\/1\.1 408 /);
   });
 
   it('answers 408 a connection whose request headers are still arriving', async () => {

@@ -1,7 +1,6 @@
 import { ExpressAdapter } from '@nestjs/platform-express';
 import {
   createServer,
-  type IncomingMessage,
   maxHeaderSize,
   type RequestListener,
   type Server,
@@ -28,8 +27,7 @@ export interface ServerTimeouts {
  */
 class TimedExpressAdapter extends ExpressAdapter {
   private readonly refusalObservers: Array<(refused: RefusedRequest) => void> = [];
-  /** Open connections, each with what it had read when its last response finished. */
-  private readonly sockets = new Map<Socket, number>();
+  private readonly sockets = new Set<Socket>();
 
   constructor(private readonly timeouts: ServerTimeouts) {
     super();
@@ -39,17 +37,18 @@ class TimedExpressAdapter extends ExpressAdapter {
    * Answers 408 every request whose headers or body are still arriving, as REQUEST_TIMEOUT_MS
    * would: a shutdown's last step before its exit. Node stops checking its timeouts once the
    * server is closed, so one stalled upload held every shutdown to its forced exit (review).
+   * Idle keep-alive connections are closed first (Node's own list of them: a byte count cannot
+   * tell one from a connection whose next request is half sent, review of the change); what is
+   * left without a response under way is a request whose headers are still arriving. A request
+   * pipelined behind one being answered is not reached (its response is not the socket's yet).
    */
   timeOutUnfinishedRequests(): void {
     const server = this.getHttpServer() as Server;
-    for (const [socket, readBefore] of this.sockets) {
+    server.closeIdleConnections();
+    for (const socket of this.sockets) {
+      if (socket.destroyed) continue;
       const response = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
-      // Answered or being answered, or idle since its last response (nothing read since).
-      if (
-        response ? response.headersSent || response.req.complete : socket.bytesRead === readBefore
-      ) {
-        continue;
-      }
+      if (response && (response.headersSent || response.req.complete)) continue;
       // Closed once answered: a client still sending would otherwise complete the request, and
       // its handler would run after the 408 (review of the change).
       socket.once('finish', () => socket.destroy());
@@ -80,15 +79,8 @@ class TimedExpressAdapter extends ExpressAdapter {
       this.getInstance<RequestListener>(),
     );
     server.on('connection', (socket: Socket) => {
-      this.sockets.set(socket, 0);
+      this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
-    });
-    server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-      response.once('finish', () => {
-        if (this.sockets.has(request.socket)) {
-          this.sockets.set(request.socket, request.socket.bytesRead);
-        }
-      });
     });
     server.on(
       'clientError',
