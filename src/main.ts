@@ -92,6 +92,9 @@ async function bootstrap(): Promise<void> {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  // A closed terminal: without a handler Node ends at once (and the embedded database's package
+  // stopped it without the shutdown; review of the change).
+  process.on('SIGHUP', () => void shutdown('SIGHUP'));
   embedded?.leaveSignalsToCaller();
 
   await app.listen(config.port);

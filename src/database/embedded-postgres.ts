@@ -14,9 +14,9 @@ export interface EmbeddedPostgresHandle {
   dataDir: string;
   stop(): Promise<void>;
   /**
-   * For a process that handles SIGINT and SIGTERM itself (main.ts's graceful shutdown, which
-   * stops the server last), once its own handlers are on: takes off the ones the package added
-   * as it loaded (async-exit-hook), which stop the server and exit 130 or 143 at once. Until
+   * For a process that handles SIGINT, SIGTERM and SIGHUP itself (main.ts's graceful shutdown,
+   * which stops the server last), once its own handlers are on: takes off the ones the package
+   * added as it loaded (async-exit-hook), which stop the server and exit 128 + the signal at once. Until
    * then they stay, so a signal during start-up still stops the server (taken off at once, a
    * SIGTERM while migrating left it running without its parent: review of the change).
    */
@@ -35,7 +35,7 @@ export interface EmbeddedPostgresOptions {
 }
 
 /** The signals a process that owns its shutdown handles (leaveSignalsToCaller). */
-const OWN_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+const OWN_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 const USER = 'postgres';
 const PASSWORD = 'postgres';
