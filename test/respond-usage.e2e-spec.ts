@@ -133,7 +133,7 @@ describe('POST /v1/respond and usage', () => {
       { personality_id: 'nope', user_id: 'u', message: 'hi' },
       { personality_id: personalityId, user_id: '', message: 'hi' },
       { personality_id: personalityId, user_id: 'u', message: '' },
-      // Blank: a paid call for nothing, and a memory an import of its export refuses (review).
+      // Blank: a paid model call for nothing, and an empty turn in the history (review).
       { personality_id: personalityId, user_id: 'u', message: ' \n\t\u200b ' },
       { personality_id: personalityId, user_id: 'u', message: 'x'.repeat(8001) },
       { personality_id: personalityId, user_id: 'u' },

@@ -51,8 +51,8 @@ export class RespondDto {
   @IsString()
   @MinLength(1)
   @MaxLength(MESSAGE_MAX_LENGTH)
-  // A blank message was a paid model call for nothing, stored as a memory that an import of
-  // the end user's export then refused (review).
+  // A blank message was a paid model call for nothing, and an empty turn in the history
+  // (review). An import still takes blank messages: exports made before hold some.
   @HasVisibleText()
   message: string;
 
