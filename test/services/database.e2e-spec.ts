@@ -254,9 +254,9 @@ describe('Database: a statement sent again after a deadlock (real database)', ()
 
   /**
    * Locks row 1 of a table of its own in a transaction, then `statement` (row 2, then row 1) is
-   * sent; the transaction then takes row 2, closing the cycle. The statement's session, waiting
-   * first, checks first (deadlock_timeout after its wait began) and is the one rolled back; the
-   * transaction commits.
+   * sent; the transaction then takes row 2, closing the cycle. The statement's session checks
+   * first (its deadlock_timeout, 1 s, against the transaction's 30 s) and is the one rolled back;
+   * the transaction commits.
    */
   async function deadlocked(deadlockAttempts: number | undefined) {
     const table = `deadlock_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
@@ -265,6 +265,10 @@ describe('Database: a statement sent again after a deadlock (real database)', ()
     const other = await database.pool.connect();
     try {
       await other.query('BEGIN');
+      // The statement's session is the one to find the cycle (deadlock_timeout, 1 s): on a busy
+      // machine this one's check came first at the same timeout, and it was rolled back instead
+      // (CI of 2026-12-08).
+      await other.query(`SET LOCAL deadlock_timeout = '30s'`);
       await other.query(`UPDATE ${table} SET n = n + 1 WHERE id = 1`);
       const statement = database.count(
         raw(`WITH second AS (UPDATE ${table} SET n = n + 10 WHERE id = 2 RETURNING id)
@@ -286,7 +290,8 @@ describe('Database: a statement sent again after a deadlock (real database)', ()
       );
       return { outcome: ended, rows };
     } finally {
-      other.release();
+      // Not back to the pool: a transaction that failed would be the next query's.
+      other.release(true);
       await database.pool.query(`DROP TABLE IF EXISTS ${table}`);
     }
   }
